@@ -1,0 +1,128 @@
+"""Checks and small transforms on langchain-core message lists (never in place)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+)
+
+from ctxplugin.errors import InvalidInputError
+from ctxplugin.tokens import content_text
+
+META_KEY = "ctxplugin"
+"""Key in ``additional_kwargs`` under which ctxplugin annotates messages."""
+
+MISSING_RESULT = "[no result was recorded for this tool call]"
+
+
+def validate(messages: Sequence[BaseMessage]) -> tuple[list[BaseMessage], list[str]]:
+    """Check a conversation and return a valid copy plus warnings.
+
+    AI tool calls without a result get a placeholder ``ToolMessage`` (the agent may have been
+    interrupted); a tool result without a matching call is an error, as is anything that is not
+    a ``BaseMessage``.
+
+    Raises:
+        InvalidInputError: empty input, a non-message item, or an orphan tool result.
+    """
+    if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
+        raise InvalidInputError(
+            f"prepare() takes a list of langchain-core messages, got {type(messages).__name__}"
+        )
+    if not messages:
+        raise InvalidInputError("prepare() got an empty message list; a model call needs at least one message")
+    out: list[BaseMessage] = []
+    warnings: list[str] = []
+    pending: dict[str, str] = {}  # tool_call_id -> tool name, awaiting results
+    for index, message in enumerate(messages):
+        if not isinstance(message, BaseMessage):
+            raise InvalidInputError(
+                f"message {index} is a {type(message).__name__}, not a langchain-core BaseMessage"
+            )
+        if isinstance(message, ToolMessage):
+            if message.tool_call_id not in pending:
+                raise InvalidInputError(
+                    f"message {index} is a tool result for tool_call_id={message.tool_call_id!r}, "
+                    "but no earlier AI message made that call"
+                )
+            pending.pop(message.tool_call_id)
+            out.append(message)
+            continue
+        if pending:
+            _close_pending(out, pending, warnings)
+        out.append(message)
+        if isinstance(message, AIMessage):
+            for call in message.tool_calls:
+                call_id = call.get("id")
+                if not call_id:
+                    raise InvalidInputError(f"message {index} has a tool call without an id: {call['name']!r}")
+                pending[call_id] = call["name"]
+    # Calls at the very end are the ones the agent is about to run: no placeholder there.
+    return out, warnings
+
+
+def _close_pending(out: list[BaseMessage], pending: dict[str, str], warnings: list[str]) -> None:
+    for call_id, name in pending.items():
+        out.append(ToolMessage(content=MISSING_RESULT, tool_call_id=call_id, name=name, status="error"))
+        warnings.append(f"tool call {call_id!r} ({name}) had no result; a placeholder was added to the view")
+    pending.clear()
+
+
+def split_header(messages: Sequence[BaseMessage]) -> tuple[list[SystemMessage], list[BaseMessage]]:
+    """Leading system messages, and the rest."""
+    head: list[SystemMessage] = []
+    index = 0
+    while index < len(messages) and isinstance(messages[index], SystemMessage):
+        head.append(messages[index])  # type: ignore[arg-type]
+        index += 1
+    return head, list(messages[index:])
+
+
+def merge_system(parts: Sequence[SystemMessage], extra: Sequence[str]) -> SystemMessage | None:
+    """One system message from the leading system messages plus extra text sections."""
+    texts: list[Any] = []
+    blocks: list[Any] = []
+    for part in parts:
+        if isinstance(part.content, str):
+            texts.append(part.content)
+        else:
+            blocks.extend(part.content)
+    texts.extend(e for e in extra if e)
+    if not texts and not blocks:
+        return None
+    if blocks:
+        return SystemMessage(content=[*blocks, *({"type": "text", "text": t} for t in texts)])
+    return SystemMessage(content="\n\n".join(texts))
+
+
+def last_human_text(messages: Sequence[BaseMessage]) -> str:
+    """Text of the latest human message ('' if none)."""
+    for message in reversed(messages):
+        if isinstance(message, HumanMessage):
+            return content_text(message.content)
+    return ""
+
+
+def annotation(message: BaseMessage) -> dict[str, Any]:
+    """ctxplugin's annotation on a message (empty dict if none)."""
+    value = message.additional_kwargs.get(META_KEY)
+    return value if isinstance(value, dict) else {}
+
+
+def exchange_spans(messages: Sequence[BaseMessage]) -> list[tuple[int, int]]:
+    """``(start, end)`` index spans of exchanges: a human turn, or an AI message with the tool
+    results that answer it. System messages inside the body stay with the span before them."""
+    spans: list[tuple[int, int]] = []
+    start = 0
+    for index in range(1, len(messages) + 1):
+        if index == len(messages) or isinstance(messages[index], (HumanMessage, AIMessage)):
+            spans.append((start, index))
+            start = index
+    return [s for s in spans if s[1] > s[0]]

@@ -1,0 +1,276 @@
+"""Section budgets: fit the assembled view into its token budget.
+
+Trimming order when over budget (seed 004 §7.1): oldest history first (whole exchanges, in
+blocks so that consecutive calls keep a common prefix), then the least relevant facts, then
+stale tool summaries (reduced to their ref line), and when even that cannot fit, the minimum
+viable context of §12.1: system essentials, the current user message and the last assistant
+turn. The total is never exceeded: as a last resort texts are cut at head and tail.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+
+from ctxplugin._messages import annotation, exchange_spans
+from ctxplugin.tokens import TokenCounter, content_text, count_message, count_messages
+
+
+@dataclass(frozen=True)
+class FactLine:
+    """One fact line of the facts block, with its score (higher is more relevant)."""
+
+    text: str
+    score: float
+    fact_id: str
+    key: str | None = None
+
+
+@dataclass(frozen=True)
+class Parts:
+    """The sections of a view before final assembly."""
+
+    header: SystemMessage | None
+    history: list[BaseMessage]
+    facts_title: str = ""
+    facts: tuple[FactLine, ...] = ()
+    tools_tokens: int = 0
+    dropped_exchanges: int = 0
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    def facts_text(self) -> str:
+        if not self.facts:
+            return ""
+        return "\n".join([self.facts_title, *(f"- {f.text}" for f in self.facts)])
+
+
+def section_tokens(parts: Parts, counter: TokenCounter) -> dict[str, int]:
+    """Tokens per section: header, history (non-tool messages), summaries (tool results),
+    facts, tools (bound schemas)."""
+    history = sum(count_message(m, counter) for m in parts.history if not isinstance(m, ToolMessage))
+    summaries = sum(count_message(m, counter) for m in parts.history if isinstance(m, ToolMessage))
+    facts_text = parts.facts_text()
+    return {
+        "header": count_message(parts.header, counter) if parts.header is not None else 0,
+        "history": history,
+        "summaries": summaries,
+        "facts": counter.count(facts_text) + 4 if facts_text else 0,
+        "tools": parts.tools_tokens,
+    }
+
+
+def total_tokens(parts: Parts, counter: TokenCounter) -> int:
+    """Tokens of the whole request the parts make."""
+    return sum(section_tokens(parts, counter).values())
+
+
+def _protected_spans(history: Sequence[BaseMessage], spans: list[tuple[int, int]]) -> set[int]:
+    """Indexes of spans never dropped: the first human turn (the task), the latest human
+    turn, the last exchange, and pinned messages."""
+    keep: set[int] = set()
+    human = [i for i, (s, _) in enumerate(spans) if isinstance(history[s], HumanMessage)]
+    if human:
+        keep.add(human[0])
+        keep.add(human[-1])
+    if spans:
+        keep.add(len(spans) - 1)
+    for i, (s, e) in enumerate(spans):
+        if any(annotation(m).get("pinned") is True for m in history[s:e]):
+            keep.add(i)
+    return keep
+
+
+def drop_oldest(parts: Parts, n: int) -> Parts:
+    """Drop the ``n`` oldest droppable exchanges."""
+    spans = exchange_spans(parts.history)
+    keep = _protected_spans(parts.history, spans)
+    dropped: set[int] = set()
+    for i in range(len(spans)):
+        if len(dropped) >= n:
+            break
+        if i not in keep:
+            dropped.add(i)
+    if not dropped:
+        return parts
+    history = [m for i, (s, e) in enumerate(spans) if i not in dropped for m in parts.history[s:e]]
+    return replace(parts, history=history, dropped_exchanges=parts.dropped_exchanges + len(dropped))
+
+
+def droppable_count(parts: Parts) -> int:
+    spans = exchange_spans(parts.history)
+    return len(spans) - len(_protected_spans(parts.history, spans))
+
+
+def shrink_tool_results(parts: Parts, n: int, counter: TokenCounter) -> Parts:
+    """Reduce the ``n`` oldest stored tool results to their first line and ref."""
+    history = list(parts.history)
+    done = 0
+    for i, message in enumerate(history):
+        if done >= n:
+            break
+        if not isinstance(message, ToolMessage):
+            continue
+        ref = annotation(message).get("ref")
+        if not ref:
+            continue
+        text = content_text(message.content)
+        first = text.strip().splitlines()[0][:160] if text.strip() else ""
+        short = f"{first} [{ref}; call expand_ref for the full output]"
+        if counter.count(short) < counter.count(text):
+            history[i] = message.model_copy(update={"content": short})
+            done += 1
+    return replace(parts, history=history)
+
+
+def cut_text(text: str, max_tokens: int, counter: TokenCounter) -> str:
+    """Keep head and tail of ``text`` within ``max_tokens`` (with an elision marker)."""
+    if counter.count(text) <= max_tokens:
+        return text
+    if max_tokens <= 8:
+        return "[…]"
+    budget_chars = max(8, max_tokens * 3)
+    while budget_chars > 8:
+        head = text[: budget_chars * 2 // 3]
+        tail = text[-(budget_chars // 3) :]
+        candidate = f"{head}\n[… {counter.count(text)} tokens cut to fit the budget …]\n{tail}"
+        if counter.count(candidate) <= max_tokens:
+            return candidate
+        budget_chars = int(budget_chars * 0.8)
+    return "[…]"
+
+
+def minimum_viable(parts: Parts, total: int, counter: TokenCounter) -> Parts:
+    """System essentials, the current user message, and the last assistant turn, cut to fit."""
+    history = parts.history
+    spans = exchange_spans(history)
+    keep: list[BaseMessage] = []
+    last_human = next((i for i in range(len(history) - 1, -1, -1) if isinstance(history[i], HumanMessage)), None)
+    last_ai_span = next(
+        ((s, e) for s, e in reversed(spans) if isinstance(history[s], AIMessage)), None
+    )
+    chosen: set[int] = set()
+    if last_human is not None:
+        chosen.add(last_human)
+    if last_ai_span is not None:
+        chosen.update(range(*last_ai_span))
+    if spans:  # the exchange the model is answering now must stay whole
+        chosen.update(range(*spans[-1]))
+    keep = [history[i] for i in sorted(chosen)]
+    slim = replace(parts, history=keep, facts=())
+    # Cut the largest texts until the whole fits.
+    for _ in range(64):
+        over = total_tokens(slim, counter) - total
+        if over <= 0:
+            break
+        candidates: list[tuple[int, int]] = [
+            (count_message(m, counter), i) for i, m in enumerate(slim.history)
+        ]
+        header_tokens = count_message(slim.header, counter) if slim.header is not None else 0
+        biggest = max(candidates, default=(0, -1))
+        if header_tokens >= biggest[0] and slim.header is not None:
+            text = content_text(slim.header.content)
+            new = cut_text(text, max(8, header_tokens - over - 8), counter)
+            slim = replace(slim, header=SystemMessage(content=new))
+            continue
+        size, index = biggest
+        if index < 0 or size <= 12:
+            break
+        message = slim.history[index]
+        new_text = cut_text(content_text(message.content), max(8, size - over - 8), counter)
+        history_copy = list(slim.history)
+        history_copy[index] = message.model_copy(update={"content": new_text})
+        slim = replace(slim, history=history_copy)
+    return slim
+
+
+def _exchanges_to_drop(parts: Parts, budgets: dict[str, int], counter: TokenCounter) -> int:
+    """How many droppable exchanges, oldest first, must go for history, summaries and total
+    to fit (counted once per message, not once per attempt)."""
+    sections = section_tokens(parts, counter)
+    history, summaries = sections["history"], sections["summaries"]
+    total = sum(sections.values())
+    spans = exchange_spans(parts.history)
+    keep = _protected_spans(parts.history, spans)
+    needed = 0
+    for i, (s, e) in enumerate(spans):
+        if history <= budgets["history"] and summaries <= budgets["summaries"] and total <= budgets["total"]:
+            break
+        if i in keep:
+            continue
+        for message in parts.history[s:e]:
+            tokens = count_message(message, counter)
+            if isinstance(message, ToolMessage):
+                summaries -= tokens
+            else:
+                history -= tokens
+            total -= tokens
+        needed += 1
+    return needed
+
+
+@dataclass
+class BudgetOutcome:
+    parts: Parts
+    warnings: list[str]
+    within: bool
+
+
+def enforce(parts: Parts, budgets: dict[str, int], counter: TokenCounter, *, block_size: int) -> BudgetOutcome:
+    """Fit ``parts`` into ``budgets`` (see the module docstring for the order)."""
+    warnings: list[str] = []
+    sections = section_tokens(parts, counter)
+    if sections["header"] > budgets["header"]:
+        warnings.append(
+            f"header is {sections['header']} tokens, over its budget of {budgets['header']}; "
+            "the system prompt is never rewritten"
+        )
+
+    def history_over(p: Parts) -> bool:
+        s = section_tokens(p, counter)
+        return s["history"] > budgets["history"] or s["summaries"] > budgets["summaries"]
+
+    def total_over(p: Parts) -> bool:
+        return total_tokens(p, counter) > budgets["total"]
+
+    # 1. oldest history, whole exchanges in blocks
+    if history_over(parts) or total_over(parts):
+        needed = _exchanges_to_drop(parts, budgets, counter)
+        available = droppable_count(parts)
+        blocks = min(available, math.ceil(needed / block_size) * block_size) if needed else 0
+        parts = drop_oldest(parts, blocks)
+    # 2. least relevant facts
+    while parts.facts and total_over(parts):
+        ordered = sorted(parts.facts, key=lambda f: f.score)
+        drop = ordered[0]
+        parts = replace(parts, facts=tuple(f for f in parts.facts if f is not drop))
+    # 3. stale summaries down to their ref line
+    if total_over(parts):
+        count = sum(1 for m in parts.history if isinstance(m, ToolMessage))
+        for n in range(1, count + 1):
+            candidate = shrink_tool_results(parts, n, counter)
+            if not total_over(candidate):
+                parts = candidate
+                break
+        else:
+            parts = shrink_tool_results(parts, count, counter)
+    # 4. minimum viable context
+    within = True
+    if total_over(parts):
+        parts = minimum_viable(parts, budgets["total"], counter)
+        warnings.append(
+            f"context trimmed to the minimum viable view (system essentials, current user message, "
+            f"last assistant turn) to fit the total budget of {budgets['total']} tokens"
+        )
+        if total_over(parts):
+            within = False
+            warnings.append(
+                f"the view is {total_tokens(parts, counter)} tokens, over the total budget of "
+                f"{budgets['total']}: bound tool schemas alone take {parts.tools_tokens}"
+            )
+    return BudgetOutcome(parts=parts, warnings=warnings, within=within)
+
+
+__all__ = ["BudgetOutcome", "FactLine", "Parts", "count_messages", "enforce", "section_tokens", "total_tokens"]

@@ -1,0 +1,155 @@
+"""Typed configuration, read from arguments or ``CTXPLUGIN_*`` environment variables.
+
+Nested fields use ``__`` in environment names, e.g. ``CTXPLUGIN_BUDGET__TOTAL=8000`` or
+``CTXPLUGIN_HISTORY__BLOCK_SIZE=6``.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from ctxplugin.errors import ConfigError
+
+Section = Literal["header", "history", "facts", "summaries"]
+SECTIONS: tuple[Section, ...] = ("header", "history", "facts", "summaries")
+
+
+class BudgetConfig(BaseModel):
+    """Token budgets per section of the prepared view.
+
+    Values above 1 are tokens. Values in (0, 1] are shares of the model's context window
+    (``context_window``, or the model profile's ``max_input_tokens`` when the host exposes it).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    total: float = 3000
+    header: float = 600
+    history: float = 1000
+    facts: float = 800
+    summaries: float = 600
+    context_window: int | None = None
+
+    @model_validator(mode="after")
+    def _check(self) -> BudgetConfig:
+        for name in ("total", *SECTIONS):
+            value = getattr(self, name)
+            if value <= 0:
+                raise ConfigError(f"budget.{name} must be positive, got {value}")
+            if value <= 1 and self.context_window is None:
+                # resolved later against a model profile; validated in resolve()
+                continue
+        return self
+
+    def resolve(self, context_window: int | None = None) -> dict[str, int]:
+        """Budgets in tokens; shares are resolved against ``context_window``."""
+        window = self.context_window or context_window
+        out: dict[str, int] = {}
+        for name in ("total", *SECTIONS):
+            value = float(getattr(self, name))
+            if value <= 1:
+                if window is None:
+                    raise ConfigError(
+                        f"budget.{name}={value} is a share of the context window, but no window "
+                        "is known: set budget.context_window or use a model with a profile"
+                    )
+                out[name] = max(1, int(value * window))
+            else:
+                out[name] = int(value)
+        return out
+
+
+class HistoryConfig(BaseModel):
+    """Progressive compression by age (in exchanges)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = True
+    verbatim_exchanges: int = Field(2, ge=0)
+    trimmed_exchanges: int = Field(5, ge=0, description="exchanges up to this age are trimmed, older ones gisted")
+    trim_tokens: int = Field(300, ge=20)
+    gist_tokens: int = Field(60, ge=8)
+    block_size: int = Field(4, ge=1, description="exchanges move between tiers in blocks of this size")
+
+    @model_validator(mode="after")
+    def _order(self) -> HistoryConfig:
+        if self.trimmed_exchanges < self.verbatim_exchanges:
+            raise ConfigError("history.trimmed_exchanges must be >= history.verbatim_exchanges")
+        return self
+
+
+class CASConfig(BaseModel):
+    """Tool outputs into the content-addressable store."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = True
+    passthrough_tokens: int = Field(250, ge=0, description="outputs at or below this pass through unchanged")
+    summary_tokens: int = Field(120, ge=30)
+    ttl_seconds: float | None = Field(None, gt=0)
+    expand_max_tokens: int = Field(2000, ge=100, description="cap on what the expand_ref tool returns")
+
+
+class ToolsConfig(BaseModel):
+    """Names-only tool directory with lazy schema loading."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    directory: Literal["auto", "always", "never"] = "auto"
+    min_tools: int = Field(8, ge=1, description="auto mode: use the directory from this many tools")
+    min_schema_tokens: int = Field(1500, ge=0, description="auto mode: or from this many schema tokens")
+    max_loaded: int = Field(8, ge=1, description="loaded schemas kept per session (LRU)")
+    pinned: list[str] = Field(default_factory=list)
+
+
+FactsStrategy = Literal["recent", "important", "balanced"]
+
+
+class FactsConfig(BaseModel):
+    """Facts ledger."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = True
+    extract: bool = True
+    k: int = Field(12, ge=0)
+    strategy: FactsStrategy = "balanced"
+    half_life_hours: float = Field(24.0, gt=0)
+    min_relevance: float = Field(0.0, ge=-1, le=1)
+    placement: Literal["tail", "head"] = "tail"
+    mark_outdated: bool = True
+    collection_per_tenant: bool = False
+
+
+class CacheConfig(BaseModel):
+    """Semantic answer cache (off by default)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = False
+    threshold: float = Field(0.97, gt=0, le=1)
+    ttl_seconds: float = Field(3600, gt=0)
+    scope: Literal["session", "user", "global"] = "session"
+
+
+class ContextConfig(BaseSettings):
+    """Everything ctxplugin can be told; every field has a working default."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="CTXPLUGIN_", env_nested_delimiter="__", extra="forbid"
+    )
+
+    model: str | None = Field(None, description="model name, used to pick the tokenizer")
+    encoding: str | None = Field(None, description="tiktoken encoding name (overrides model)")
+    budget: BudgetConfig = Field(default_factory=BudgetConfig)
+    history: HistoryConfig = Field(default_factory=HistoryConfig)
+    cas: CASConfig = Field(default_factory=CASConfig)
+    tools: ToolsConfig = Field(default_factory=ToolsConfig)
+    facts: FactsConfig = Field(default_factory=FactsConfig)
+    cache: CacheConfig = Field(default_factory=CacheConfig)
+    path: str = Field(".ctxplugin", description="directory of the embedded stores")
+    chroma_url: str | None = Field(None, description="Chroma server URL; embedded Chroma when unset")
+    postgres_dsn: str | None = Field(None, description="Postgres DSN; embedded SQLite when unset")

