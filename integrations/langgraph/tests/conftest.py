@@ -1,49 +1,16 @@
-"""Shared test setup: no network beyond loopback, no real model APIs, no tracing by default."""
+"""Fixtures of the LangGraph integration tests: a local stand-in for the LangSmith API."""
 
 from __future__ import annotations
 
-import ipaddress
-import os
-import socket
-from collections.abc import Iterator
-from typing import Any
-
 import json
 import threading
+from collections.abc import Iterator
 from email.parser import BytesParser
 from email.policy import HTTP
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 
 import pytest
-
-for _key in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "LANGSMITH_API_KEY", "LANGCHAIN_API_KEY"):
-    os.environ.pop(_key, None)
-os.environ["LANGSMITH_TRACING"] = "false"
-os.environ["LANGCHAIN_TRACING_V2"] = "false"
-os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
-
-_real_connect = socket.socket.connect
-
-
-def _guarded_connect(self: socket.socket, address: Any) -> Any:
-    if self.family in (socket.AF_INET, socket.AF_INET6):
-        host = address[0]
-        try:
-            loopback = ipaddress.ip_address(host).is_loopback
-        except ValueError:
-            loopback = host == "localhost"
-        if not loopback:
-            raise ConnectionRefusedError(f"tests may not reach {host}: the network is blocked")
-    return _real_connect(self, address)
-
-
-@pytest.fixture(autouse=True, scope="session")
-def _block_network() -> Iterator[None]:
-    socket.socket.connect = _guarded_connect  # type: ignore[method-assign]
-    try:
-        yield
-    finally:
-        socket.socket.connect = _real_connect  # type: ignore[method-assign]
 
 # --- a local stand-in for the LangSmith API -------------------------------------------
 

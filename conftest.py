@@ -1,4 +1,5 @@
-"""Shared test setup: no network beyond loopback, no real model APIs, no tracing by default."""
+"""Test setup shared by every package: no network beyond loopback, no real model APIs, no
+tracing unless a test turns it on."""
 
 from __future__ import annotations
 
