@@ -119,3 +119,4 @@ def langsmith_sink() -> Iterator[tuple[str, RunSink]]:
         yield f"http://127.0.0.1:{server.server_address[1]}", runs
     finally:
         server.shutdown()
+        server.server_close()

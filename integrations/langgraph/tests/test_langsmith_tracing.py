@@ -38,14 +38,16 @@ def test_prepare_and_capture_runs_arrive_nested_with_metadata(langsmith_sink: tu
     monkeypatch.setenv("LANGSMITH_TRACING", "true")
     monkeypatch.setenv("LANGSMITH_ENDPOINT", url)
     monkeypatch.setenv("LANGSMITH_API_KEY", "test-key")
-    client = Client(api_url=url, api_key="test-key")
-    with tracing_context(enabled=True, client=client, project_name="ctxplugin-test"):
-        run_agent(memory_engine())
-    client.flush()
-    from langchain_core.tracers.langchain import wait_for_all_tracers
+    # Runs are posted as they end (no background batching thread to wait on).
+    client = Client(api_url=url, api_key="test-key", auto_batch_tracing=False)
+    try:
+        with tracing_context(enabled=True, client=client, project_name="ctxplugin-test"):
+            run_agent(memory_engine())
+        from langchain_core.tracers.langchain import wait_for_all_tracers
 
-    wait_for_all_tracers()
-    client.flush()
+        wait_for_all_tracers()
+    finally:
+        client.session.close()
     prepares = runs.by_name("ctxplugin.prepare")
     captures = runs.by_name("ctxplugin.capture_tool_result")
     assert len(prepares) == 2 and len(captures) == 1
