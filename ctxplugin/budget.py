@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
-from ctxplugin._messages import annotation, exchange_spans
+from ctxplugin._messages import annotation, exchange_spans, merge_system
 from ctxplugin.tokens import TokenCounter, content_text, count_message, count_messages
 
 
@@ -41,6 +41,12 @@ class Parts:
     dropped_exchanges: int = 0
     notes: tuple[str, ...] = field(default_factory=tuple)
 
+    def header_message(self) -> SystemMessage | None:
+        """The header with the notes (e.g. what was dropped) merged in."""
+        if not self.notes:
+            return self.header
+        return merge_system([self.header] if self.header is not None else [], list(self.notes))
+
     def facts_text(self) -> str:
         if not self.facts:
             return ""
@@ -53,8 +59,9 @@ def section_tokens(parts: Parts, counter: TokenCounter) -> dict[str, int]:
     history = sum(count_message(m, counter) for m in parts.history if not isinstance(m, ToolMessage))
     summaries = sum(count_message(m, counter) for m in parts.history if isinstance(m, ToolMessage))
     facts_text = parts.facts_text()
+    header = parts.header_message()
     return {
-        "header": count_message(parts.header, counter) if parts.header is not None else 0,
+        "header": count_message(header, counter) if header is not None else 0,
         "history": history,
         "summaries": summaries,
         "facts": counter.count(facts_text) + 4 if facts_text else 0,
@@ -96,7 +103,16 @@ def drop_oldest(parts: Parts, n: int) -> Parts:
     if not dropped:
         return parts
     history = [m for i, (s, e) in enumerate(spans) if i not in dropped for m in parts.history[s:e]]
-    return replace(parts, history=history, dropped_exchanges=parts.dropped_exchanges + len(dropped))
+    total = parts.dropped_exchanges + len(dropped)
+    return replace(parts, history=history, dropped_exchanges=total, notes=(dropped_note(total),))
+
+
+def dropped_note(count: int) -> str:
+    """The header note saying how many exchanges the view leaves out."""
+    return (
+        f"[{count} earlier exchanges are not shown; stored tool outputs stay available "
+        "through expand_ref]"
+    )
 
 
 def droppable_count(parts: Parts) -> int:
@@ -159,31 +175,46 @@ def minimum_viable(parts: Parts, total: int, counter: TokenCounter) -> Parts:
     if spans:  # the exchange the model is answering now must stay whole
         chosen.update(range(*spans[-1]))
     keep = [history[i] for i in sorted(chosen)]
-    slim = replace(parts, history=keep, facts=())
-    # Cut the largest texts until the whole fits.
-    for _ in range(64):
+    kept_spans = sum(1 for start, _ in spans if start in chosen)
+    dropped = parts.dropped_exchanges + len(spans) - kept_spans
+    slim = replace(
+        parts, history=keep, facts=(), dropped_exchanges=dropped, notes=(dropped_note(dropped),) if dropped else ()
+    )
+    # Share what is left fairly: every text above a common cap is cut to it (water filling),
+    # so the system essentials, the question and the last answer all keep their heads.
+    for _ in range(8):
         over = total_tokens(slim, counter) - total
         if over <= 0:
             break
-        candidates: list[tuple[int, int]] = [
-            (count_message(m, counter), i) for i, m in enumerate(slim.history)
-        ]
-        header_tokens = count_message(slim.header, counter) if slim.header is not None else 0
-        biggest = max(candidates, default=(0, -1))
-        if header_tokens >= biggest[0] and slim.header is not None:
-            text = content_text(slim.header.content)
-            new = cut_text(text, max(8, header_tokens - over - 8), counter)
-            slim = replace(slim, header=SystemMessage(content=new))
-            continue
-        size, index = biggest
-        if index < 0 or size <= 12:
-            break
-        message = slim.history[index]
-        new_text = cut_text(content_text(message.content), max(8, size - over - 8), counter)
+        header = slim.header_message()
+        sizes = [count_message(header, counter) if header is not None else 0]
+        sizes += [count_message(m, counter) for m in slim.history]
+        cap = _water_level(sizes, sum(sizes) - over - 8 * len(sizes))
+        if header is not None and sizes[0] > cap:
+            text = cut_text(content_text(header.content), max(8, cap - 8), counter)
+            slim = replace(slim, header=SystemMessage(content=text), notes=())
         history_copy = list(slim.history)
-        history_copy[index] = message.model_copy(update={"content": new_text})
+        for index, size in enumerate(sizes[1:]):
+            if size > cap and size > 12:
+                message = history_copy[index]
+                text = cut_text(content_text(message.content), max(8, cap - 8), counter)
+                history_copy[index] = message.model_copy(update={"content": text})
         slim = replace(slim, history=history_copy)
     return slim
+
+
+def _water_level(sizes: Sequence[int], available: int) -> int:
+    """The largest cap such that ``sum(min(size, cap)) <= available``."""
+    if sum(sizes) <= available:
+        return max(sizes, default=0)
+    used = 0
+    ordered = sorted(sizes)
+    for position, size in enumerate(ordered):
+        remaining = len(ordered) - position
+        if used + size * remaining > available:
+            return max(8, (available - used) // remaining)
+        used += size
+    return max(8, ordered[-1])
 
 
 def _exchanges_to_drop(parts: Parts, budgets: dict[str, int], counter: TokenCounter) -> int:
@@ -221,6 +252,7 @@ class BudgetOutcome:
 def enforce(parts: Parts, budgets: dict[str, int], counter: TokenCounter, *, block_size: int) -> BudgetOutcome:
     """Fit ``parts`` into ``budgets`` (see the module docstring for the order)."""
     warnings: list[str] = []
+    initial = parts
     sections = section_tokens(parts, counter)
     if sections["header"] > budgets["header"]:
         warnings.append(
@@ -259,7 +291,8 @@ def enforce(parts: Parts, budgets: dict[str, int], counter: TokenCounter, *, blo
     # 4. minimum viable context
     within = True
     if total_over(parts):
-        parts = minimum_viable(parts, budgets["total"], counter)
+        # from the untrimmed parts: step 1 may have dropped the last assistant turn
+        parts = minimum_viable(initial, budgets["total"], counter)
         warnings.append(
             f"context trimmed to the minimum viable view (system essentials, current user message, "
             f"last assistant turn) to fit the total budget of {budgets['total']} tokens"

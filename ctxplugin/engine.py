@@ -252,19 +252,6 @@ class ContextEngine:
             )
             outcome = enforce(parts, budgets, self.counter, block_size=self.config.history.block_size)
             parts = outcome.parts
-            if parts.dropped_exchanges:
-                note = (
-                    f"[{parts.dropped_exchanges} earlier exchanges are not shown; stored tool outputs stay "
-                    "available through expand_ref]"
-                )
-                parts = Parts(
-                    header=merge_system([parts.header] if parts.header else [], [note]),
-                    history=parts.history,
-                    facts_title=parts.facts_title,
-                    facts=parts.facts,
-                    tools_tokens=parts.tools_tokens,
-                    dropped_exchanges=parts.dropped_exchanges,
-                )
             report.warnings.extend(outcome.warnings)
             report.within_budget = outcome.within and total_tokens(parts, self.counter) <= budgets["total"]
             report.budget_total = budgets["total"]
@@ -563,8 +550,9 @@ class ContextEngine:
 
 def _assemble(parts: Parts, placement: str) -> list[BaseMessage]:
     out: list[BaseMessage] = []
-    if parts.header is not None:
-        out.append(parts.header)
+    header = parts.header_message()
+    if header is not None:
+        out.append(header)
     facts_text = parts.facts_text()
     facts_message = SystemMessage(content=facts_text) if facts_text else None
     if facts_message is not None and placement == "head":
