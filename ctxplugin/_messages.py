@@ -126,3 +126,20 @@ def exchange_spans(messages: Sequence[BaseMessage]) -> list[tuple[int, int]]:
             spans.append((start, index))
             start = index
     return [s for s in spans if s[1] > s[0]]
+
+
+def expanded_refs(messages: Sequence[BaseMessage], tool_name: str = "expand_ref") -> list[str]:
+    """Refs the model expanded since its previous call: the ``ref_id`` arguments of
+    ``expand_ref`` calls in the AI message whose results end the conversation."""
+    index = len(messages) - 1
+    while index >= 0 and isinstance(messages[index], ToolMessage):
+        index -= 1
+    if index < 0 or index == len(messages) - 1 or not isinstance(messages[index], AIMessage):
+        return []
+    message = messages[index]
+    assert isinstance(message, AIMessage)
+    return [
+        str(call["args"].get("ref_id"))
+        for call in message.tool_calls
+        if call["name"] == tool_name and call["args"].get("ref_id")
+    ]

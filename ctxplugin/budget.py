@@ -306,4 +306,12 @@ def enforce(parts: Parts, budgets: dict[str, int], counter: TokenCounter, *, blo
     return BudgetOutcome(parts=parts, warnings=warnings, within=within)
 
 
-__all__ = ["BudgetOutcome", "FactLine", "Parts", "count_messages", "enforce", "section_tokens", "total_tokens"]
+def model_context_window(model: object) -> int | None:
+    """The input window a LangChain chat model declares in its profile (``max_input_tokens``),
+    to resolve budgets given as shares; None when the model has no profile."""
+    profile = getattr(model, "profile", None)
+    value = profile.get("max_input_tokens") if isinstance(profile, dict) else None
+    return value if isinstance(value, int) and value > 0 else None
+
+
+__all__ = ["BudgetOutcome", "FactLine", "model_context_window", "Parts", "count_messages", "enforce", "section_tokens", "total_tokens"]

@@ -80,6 +80,7 @@ class ContextReport(BaseModel):
             "ctxplugin.sections": {k: v.model_dump() for k, v in self.sections.items()},
             "ctxplugin.refs_created": len(self.refs_created),
             "ctxplugin.refs_used": len(self.refs_used),
+            "ctxplugin.refs_expanded": self.refs_expanded,
             "ctxplugin.fact_ids": [f.id for f in self.facts],
             "ctxplugin.tools_bound": self.tools_bound,
             "ctxplugin.tools_loaded": self.tools_loaded,

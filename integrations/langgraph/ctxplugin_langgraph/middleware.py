@@ -21,6 +21,7 @@ from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langgraph.types import Command
 
 from ctxplugin import ContextEngine, PreparedContext, Scope
+from ctxplugin.budget import model_context_window
 from ctxplugin.langchain import make_meta_tools
 from ctxplugin_langgraph._capture import after_tool, current_scope, precheck
 
@@ -87,7 +88,9 @@ class ContextMiddleware(AgentMiddleware):  # type: ignore[type-arg]
         """Send the prepared view to the model; returning the model's response unchanged
         (plus the report in ``response_metadata``). Errors from ``prepare`` on invalid
         messages propagate; store failures never do."""
-        prepared = self.engine.prepare(self._full(request), tools=request.tools, scope=self._scope())
+        prepared = self.engine.prepare(
+            self._full(request), tools=request.tools, scope=self._scope(), context_window=model_context_window(request.model)
+        )
         return self._tag(handler(self._request_for(request, prepared)), prepared)
 
     async def awrap_model_call(
@@ -96,7 +99,9 @@ class ContextMiddleware(AgentMiddleware):  # type: ignore[type-arg]
         handler: Callable[[ModelRequest], Awaitable[ModelResponse]],
     ) -> ModelResponse:
         """Async :meth:`wrap_model_call`."""
-        prepared = await self.engine.aprepare(self._full(request), tools=request.tools, scope=self._scope())
+        prepared = await self.engine.aprepare(
+            self._full(request), tools=request.tools, scope=self._scope(), context_window=model_context_window(request.model)
+        )
         return self._tag(await handler(self._request_for(request, prepared)), prepared)
 
     # -- tool calls ---------------------------------------------------------------

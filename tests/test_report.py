@@ -1,0 +1,73 @@
+"""The per-call report: expanded refs, structured log records, run totals."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import pytest
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.runnables import RunnableLambda
+
+from ctxplugin import ContextCallbackHandler, Scope
+from ctxplugin.testing import memory_engine
+
+SCOPE = Scope(session_id="report")
+
+
+def conversation() -> list[BaseMessage]:
+    rows = json.dumps([{"order_id": f"#W{1000 + i}", "total": i * 3.5} for i in range(120)])
+    return [
+        SystemMessage(content="You are a support agent."),
+        HumanMessage(content="List my orders"),
+        AIMessage(content="", tool_calls=[{"name": "list_orders", "args": {}, "id": "c1"}]),
+        ToolMessage(content=rows, tool_call_id="c1", name="list_orders"),
+    ]
+
+
+def test_refs_expanded_since_the_previous_call_are_reported() -> None:
+    engine = memory_engine()
+    first = engine.prepare(conversation(), scope=SCOPE)
+    assert first.report.refs_expanded == []
+    ref = first.report.refs_used[0]
+    messages = [
+        *conversation(),
+        AIMessage(content="", tool_calls=[{"name": "expand_ref", "args": {"ref_id": ref, "limit": 2}, "id": "c2"}]),
+        ToolMessage(content=engine.expand_ref(ref, scope=SCOPE, limit=2), tool_call_id="c2", name="expand_ref"),
+    ]
+    second = engine.prepare(messages, scope=SCOPE)
+    assert second.report.refs_expanded == [ref]
+    assert second.report.as_metadata()["ctxplugin.refs_expanded"] == [ref]
+
+
+def test_each_prepare_logs_one_structured_record(caplog: pytest.LogCaptureFixture) -> None:
+    engine = memory_engine()
+    with caplog.at_level(logging.DEBUG, logger="ctxplugin"):
+        prepared = engine.prepare(conversation(), scope=SCOPE)
+    records = [r for r in caplog.records if r.getMessage().startswith("ctxplugin.prepare")]
+    assert len(records) == 1
+    meta = records[0].ctxplugin  # type: ignore[attr-defined]
+    assert meta["ctxplugin.session_id"] == "report"
+    assert meta["ctxplugin.tokens_after"] == prepared.report.tokens_after
+
+
+def test_callback_handler_sums_reports_over_a_run() -> None:
+    engine = memory_engine()
+    handler = ContextCallbackHandler(engine)
+
+    def step(messages: list[BaseMessage]) -> int:
+        return engine.prepare(messages, scope=SCOPE).report.tokens_after
+
+    chain = RunnableLambda(step)
+    sent = [chain.invoke(conversation(), {"callbacks": [handler]}) for _ in range(3)]
+    assert handler.summary.calls == 3
+    assert handler.summary.tokens_after == sum(sent)
+    assert handler.summary.tokens_before > handler.summary.tokens_after
+    assert 0 < handler.summary.reduction < 1
+    assert [r.session_id for r in handler.reports] == ["report"] * 3
+
+
+def test_no_callback_events_outside_a_run() -> None:
+    handler = ContextCallbackHandler()
+    memory_engine().prepare(conversation(), scope=SCOPE)
+    assert handler.summary.calls == 0
