@@ -62,6 +62,19 @@ class BudgetConfig(BaseModel):
         return out
 
 
+class SummarizerConfig(BaseModel):
+    """Quotas of the optional background summarizer (seed 004 §7.2); tokens count prompt and
+    answer."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    queue_size: int = Field(256, ge=1, description="pending summaries at most; more are dropped and asked again later")
+    session_tokens: int = Field(5000, ge=0, description="summarizer tokens per session")
+    daily_tokens: int = Field(50000, ge=0, description="summarizer tokens per UTC day, all sessions")
+    artifact_tokens: int = Field(120, ge=8, description="longest summary of one message")
+    max_attempts: int = Field(3, ge=1, description="tries per text before the zero-LLM gist is final")
+
+
 class HistoryConfig(BaseModel):
     """Progressive compression by age (in exchanges)."""
 
@@ -73,6 +86,11 @@ class HistoryConfig(BaseModel):
     trim_tokens: int = Field(300, ge=20)
     gist_tokens: int = Field(60, ge=8)
     block_size: int = Field(4, ge=1, description="exchanges move between tiers in blocks of this size")
+    max_tokens: int | None = Field(
+        None, ge=1, description="tokens the compressed history aims for (default: history + summaries budgets)"
+    )
+    omit_blocks: int = Field(1, ge=1, description="oldest gists are omitted this many blocks at a time")
+    summarizer: SummarizerConfig = Field(default_factory=SummarizerConfig)
 
     @model_validator(mode="after")
     def _order(self) -> HistoryConfig:
@@ -91,6 +109,12 @@ class CASConfig(BaseModel):
     summary_tokens: int = Field(120, ge=30)
     ttl_seconds: float | None = Field(None, gt=0)
     expand_max_tokens: int = Field(2000, ge=100, description="cap on what the expand_ref tool returns")
+    error_passthrough_tokens: int = Field(
+        2000, ge=0, description="failed tool outputs at or below this pass through unchanged"
+    )
+    visibility: Literal["session", "user", "workspace", "tenant"] = Field(
+        "session", description="who may read stored outputs besides their own session"
+    )
 
 
 class ToolsConfig(BaseModel):
@@ -102,7 +126,11 @@ class ToolsConfig(BaseModel):
     min_tools: int = Field(8, ge=1, description="auto mode: use the directory from this many tools")
     min_schema_tokens: int = Field(1500, ge=0, description="auto mode: or from this many schema tokens")
     max_loaded: int = Field(8, ge=1, description="loaded schemas kept per session (LRU)")
-    pinned: list[str] = Field(default_factory=list)
+    pinned: list[str] = Field(default_factory=list, description="tools always bound with their schemas")
+    intent_chars: int = Field(80, ge=0, description="longest one-line intent in the directory (0: names only)")
+    directory_max_tokens: int = Field(
+        1500, ge=1, description="above this the directory shortens intents, then lists names only"
+    )
 
 
 FactsStrategy = Literal["recent", "important", "balanced"]
@@ -122,6 +150,14 @@ class FactsConfig(BaseModel):
     placement: Literal["tail", "head"] = "tail"
     mark_outdated: bool = True
     collection_per_tenant: bool = False
+    collection: str = Field(
+        "ctxplugin_facts",
+        pattern=r"^[a-zA-Z0-9][a-zA-Z0-9._-]{2,62}$",
+        description="Chroma collection name prefix (the embedding's identity is appended)",
+    )
+    embedding_dims: int = Field(384, ge=32, le=8192, description="size of the default hashing embedding")
+    candidates: int = Field(3, ge=1, le=20, description="candidates fetched per wanted fact, for re-ranking")
+    max_per_message: int = Field(8, ge=0, description="facts extracted from one message at most")
 
 
 class CacheConfig(BaseModel):

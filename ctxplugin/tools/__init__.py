@@ -1,59 +1,52 @@
-"""Tool directory and lazy schema loading (placeholder pending the full implementation)."""
+"""Names-only tool directory with lazy schema loading.
+
+Above a configurable number of tools (or schema tokens) the model no longer receives every
+tool schema on every call. The stable system header lists each tool's name and one-line
+intent; the model calls ``load_tools`` with the names it needs, and from the next call on
+those tools are bound with their real schemas. A direct call to a tool that is not loaded
+runs when its arguments are valid, and otherwise gets the schema back to retry.
+
+- :class:`ToolRegistry`: schema, hash, token count and version of every tool seen.
+- :func:`plan_tools`: what to bind for one call (the engine's tool stage).
+- :func:`resolve_call`: whether a tool call may run (hosts call it before running a tool).
+- :func:`make_load_tools_tool`: the ``load_tools`` meta-tool.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from ctxplugin.tools.directory import DIRECTORY_TITLE, LOAD_TOOLS_NAME, render_directory
+from ctxplugin.tools.plan import ToolPlan, plan_tools, requested_names, used_tools
+from ctxplugin.tools.registry import (
+    ToolEntry,
+    ToolRegistry,
+    one_line_intent,
+    schema_hash,
+    tool_name,
+)
+from ctxplugin.tools.resolve import (
+    Resolution,
+    close_matches,
+    make_load_tools_tool,
+    resolve_call,
+    signature,
+)
 
-from langchain_core.messages import BaseMessage
-from langchain_core.tools import BaseTool, StructuredTool
-from langchain_core.utils.function_calling import convert_to_openai_tool
-
-from ctxplugin.config import ToolsConfig
-from ctxplugin.tokens import TokenCounter, count_tool_schemas
-
-LOAD_TOOLS_NAME = "load_tools"
-
-
-class ToolRegistry:
-    def __init__(self, counter: TokenCounter) -> None:
-        self.counter = counter
-        self._names: list[str] = []
-
-    def names(self) -> list[str]:
-        return list(self._names)
-
-
-@dataclass
-class ToolPlan:
-    bound: list[Any]
-    active: bool = False
-    loaded: list[str] = field(default_factory=list)
-    schema_tokens_full: int = 0
-    schema_tokens_sent: int = 0
-    directory_text: str = ""
-
-
-@dataclass
-class Resolution:
-    kind: Literal["run", "schema", "unknown"]
-    message: str = ""
-
-
-def plan_tools(tools: Sequence[Any], body: Sequence[BaseMessage], *, config: ToolsConfig, counter: TokenCounter, registry: ToolRegistry) -> ToolPlan:
-    schemas = [convert_to_openai_tool(t) for t in tools]
-    tokens = count_tool_schemas(schemas, counter)
-    return ToolPlan(bound=list(tools), schema_tokens_full=tokens, schema_tokens_sent=tokens)
-
-
-def resolve_call(name: str, args: dict[str, Any], registry: ToolRegistry) -> Resolution:
-    return Resolution(kind="run")
-
-
-def make_load_tools_tool(registry: ToolRegistry) -> BaseTool:
-    def load_tools(names: list[str]) -> str:
-        """Load the full schemas of tools from the tool directory."""
-        return "loaded"
-
-    return StructuredTool.from_function(load_tools, name=LOAD_TOOLS_NAME)
+__all__ = [
+    "DIRECTORY_TITLE",
+    "LOAD_TOOLS_NAME",
+    "Resolution",
+    "ToolEntry",
+    "ToolPlan",
+    "ToolRegistry",
+    "close_matches",
+    "make_load_tools_tool",
+    "one_line_intent",
+    "plan_tools",
+    "render_directory",
+    "requested_names",
+    "resolve_call",
+    "schema_hash",
+    "signature",
+    "tool_name",
+    "used_tools",
+]

@@ -6,11 +6,12 @@ from __future__ import annotations
 from typing import Any
 
 from langchain_core.messages import ToolMessage
+from langchain_core.tools import BaseTool
 from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.types import Command
 
 from ctxplugin import ContextEngine, Scope
-from ctxplugin.langchain import EXPAND_REF_NAME
+from ctxplugin.engine import EXPAND_REF_NAME
 from ctxplugin.scope import scope_from_config
 from ctxplugin.tools import LOAD_TOOLS_NAME, resolve_call
 
@@ -30,15 +31,23 @@ def current_scope(default_session: str = "default") -> Scope:
 
 def precheck(engine: ContextEngine, request: ToolCallRequest) -> ToolMessage | None:
     """An answer for calls that must not run yet (unknown tool, or invalid arguments for a
-    tool whose schema the model never loaded); ``None`` when the call should run."""
+    tool whose schema the model never loaded); ``None`` when the call should run.
+
+    Arguments are checked against the schema of the tool the host will run (``request.tool``),
+    so a call the tool would reject gets its schema back instead of a bare validation error.
+    With ``tools.directory="never"`` nothing is checked: every call runs as without ctxplugin.
+    """
     call = request.tool_call
-    if call["name"] in META_TOOLS or not engine.registry.names():
+    if call["name"] in META_TOOLS or engine.config.tools.directory == "never":
         return None
-    resolution = resolve_call(call["name"], call.get("args", {}), engine.registry)
+    host_tool = request.tool if isinstance(request.tool, BaseTool) else None
+    if host_tool is None and not engine.registry.names():
+        return None
+    resolution = resolve_call(call["name"], call.get("args", {}), engine.registry, tool=host_tool)
     if resolution.kind == "run":
         return None
-    if resolution.kind == "unknown" and request.tool is not None:
-        return None  # a tool the host knows but the registry never saw: let the host run it
+    if request.tool is None and resolution.kind == "schema":
+        return None  # registered by another agent on this engine, unknown here: the host says so
     return ToolMessage(content=resolution.message, tool_call_id=call["id"] or "", name=call["name"], status="error")
 
 

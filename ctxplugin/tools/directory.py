@@ -1,0 +1,54 @@
+"""The tool directory: one line per tool, in the stable header.
+
+The text depends only on the set of tools (sorted by name), never on the conversation, so the
+header stays byte-identical across the calls of a session and keeps the provider's prompt
+cache warm. Large tool sets get shorter intents, then names only, to stay within
+``ToolsConfig.directory_max_tokens``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ctxplugin.tokens import TokenCounter
+from ctxplugin.tools.registry import ToolEntry
+
+LOAD_TOOLS_NAME = "load_tools"
+
+DIRECTORY_TITLE = (
+    "Tool directory. Only some tools are bound with their parameters. To use any other tool, "
+    f"first call {LOAD_TOOLS_NAME} with the exact names you need; their full schemas are bound "
+    "from your next step on."
+)
+
+_SHORT_INTENT_CHARS = 40
+
+
+def _lines(entries: Sequence[ToolEntry], intent_chars: int) -> list[str]:
+    lines = []
+    for entry in entries:
+        intent = entry.intent(intent_chars)
+        lines.append(f"- {entry.name}: {intent}" if intent else f"- {entry.name}")
+    return lines
+
+
+def render_directory(
+    entries: Sequence[ToolEntry], *, intent_chars: int, max_tokens: int, counter: TokenCounter
+) -> str:
+    """The directory text for ``entries`` (sorted by name, duplicates by name ignored).
+
+    Tries, in order: intents of up to ``intent_chars`` characters, intents of up to 40, and a
+    comma-separated list of names; returns the first that fits ``max_tokens`` (names only
+    when none does).
+    """
+    unique = sorted({e.name: e for e in entries}.values(), key=lambda e: e.name)
+    if not unique:
+        return ""
+    tiers = [intent_chars] if intent_chars <= _SHORT_INTENT_CHARS else [intent_chars, _SHORT_INTENT_CHARS]
+    for chars in tiers:
+        if chars <= 0:
+            break
+        text = "\n".join([DIRECTORY_TITLE, *_lines(unique, chars)])
+        if counter.count(text) <= max_tokens:
+            return text
+    return f"{DIRECTORY_TITLE}\nTools: " + ", ".join(e.name for e in unique)

@@ -1,0 +1,170 @@
+"""What to bind for one model call: the directory decision and the loaded set.
+
+Which tools are loaded is read from the conversation itself: every ``load_tools`` request and
+every direct call of a tool in the AI messages counts as a use, and the ``max_loaded`` most
+recently used tools stay bound. The plan is therefore a pure function of (tools, messages,
+config): deterministic, free of per-session state, and the same after a restart.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.utils.function_calling import convert_to_openai_tool
+
+from ctxplugin.config import ToolsConfig
+from ctxplugin.errors import InvalidInputError
+from ctxplugin.tokens import TokenCounter, count_tool_schemas
+from ctxplugin.tools.directory import LOAD_TOOLS_NAME, render_directory
+from ctxplugin.tools.registry import ToolEntry, ToolRegistry, tool_name
+
+_NAME_SPLIT = re.compile(r"[\s,;]+")
+
+
+@dataclass
+class ToolPlan:
+    """The tool side of one prepared call.
+
+    Attributes:
+        bound: what to bind: every tool when the directory is inactive; otherwise the pinned
+            tools, the ``load_tools`` meta-tool and the loaded tools, in a stable order.
+        active: whether the names-only directory is used for this call.
+        loaded: tools bound because the conversation asked for them (most recent last use
+            kept; pinned tools are not listed).
+        pinned: pinned tools present in this call's tool set.
+        schema_tokens_full: tokens of every tool schema (what sending all would cost).
+        schema_tokens_sent: tokens of the schemas in ``bound``, the meta-tool included.
+        directory_text: the directory for the system header ("" when inactive).
+        directory_tokens: tokens of ``directory_text``.
+    """
+
+    bound: list[Any]
+    active: bool = False
+    loaded: list[str] = field(default_factory=list)
+    pinned: list[str] = field(default_factory=list)
+    schema_tokens_full: int = 0
+    schema_tokens_sent: int = 0
+    directory_text: str = ""
+    directory_tokens: int = 0
+
+
+def requested_names(args: Any) -> list[str]:
+    """Tool names in the arguments of a ``load_tools`` call (a list, or one string of
+    names separated by commas or spaces)."""
+    raw = args.get("names") if isinstance(args, dict) else None
+    if isinstance(raw, str):
+        return [n for n in _NAME_SPLIT.split(raw) if n]
+    if isinstance(raw, (list, tuple)):
+        return [n.strip() for n in raw if isinstance(n, str) and n.strip()]
+    return []
+
+
+def used_tools(messages: Iterable[BaseMessage], known: set[str], limit: int) -> list[str]:
+    """The ``limit`` most recently used tools among ``known``, in the order they were
+    first used (so the bound list only grows at its end until something is evicted).
+
+    A use is a ``load_tools`` request naming the tool, or a direct call to it.
+    """
+    first: dict[str, int] = {}
+    last: dict[str, int] = {}
+    tick = 0
+    for message in messages:
+        if not isinstance(message, AIMessage):
+            continue
+        for call in message.tool_calls:
+            names = requested_names(call.get("args")) if call["name"] == LOAD_TOOLS_NAME else [call["name"]]
+            for name in names:
+                if name in known:
+                    tick += 1
+                    first.setdefault(name, tick)
+                    last[name] = tick
+    recent = sorted(last, key=last.__getitem__, reverse=True)[:limit]
+    return sorted(recent, key=first.__getitem__)
+
+
+def _active(config: ToolsConfig, count: int, tokens: int) -> bool:
+    if count == 0 or config.directory == "never":
+        return False
+    if config.directory == "always":
+        return True
+    return count >= config.min_tools or tokens >= config.min_schema_tokens
+
+
+def _meta_tokens(registry: ToolRegistry, counter: TokenCounter) -> int:
+    meta = registry.meta_tool()
+    return registry.memo(("meta-tokens", id(meta), counter.name),
+                         lambda: count_tool_schemas([convert_to_openai_tool(meta)], counter))
+
+
+def _directory(entries: Sequence[ToolEntry], config: ToolsConfig, registry: ToolRegistry,
+               counter: TokenCounter) -> tuple[str, int]:
+    key = ("directory", counter.name, config.intent_chars, config.directory_max_tokens,
+           tuple(sorted((e.name, e.hash) for e in entries)))
+
+    def make() -> tuple[str, int]:
+        text = render_directory(entries, intent_chars=config.intent_chars,
+                                max_tokens=config.directory_max_tokens, counter=counter)
+        return text, counter.count(text)
+
+    return registry.memo(key, make)
+
+
+def plan_tools(
+    user_tools: Sequence[Any],
+    body: Sequence[BaseMessage],
+    *,
+    config: ToolsConfig,
+    counter: TokenCounter,
+    registry: ToolRegistry,
+) -> ToolPlan:
+    """Decide what to bind for a call on ``body`` given the agent's tools.
+
+    Args:
+        user_tools: the agent's tools, without ctxplugin's meta-tools.
+        body: the conversation (system header excluded is fine; it is not read).
+        config: directory settings.
+        counter: counts directory and meta-tool tokens.
+        registry: the engine's schema registry (every tool is registered on the way).
+
+    Raises:
+        InvalidInputError: two tools share a name, or a tool cannot be read.
+    """
+    named: list[tuple[Any, ToolEntry]] = []
+    unnamed: list[Any] = []  # provider built-ins ({"type": "web_search"}): always bound as given
+    seen: set[str] = set()
+    for tool in user_tools:
+        if isinstance(tool, dict) and tool_name(tool) is None:
+            unnamed.append(tool)
+            continue
+        entry = registry.register(tool)
+        if entry.name in seen:
+            raise InvalidInputError(f"two tools are named {entry.name!r}; tool names must be unique")
+        seen.add(entry.name)
+        named.append((tool, entry))
+    unnamed_tokens = count_tool_schemas(unnamed, counter)
+    full = sum(e.tokens for _, e in named) + unnamed_tokens
+    if not _active(config, len(named), full):
+        return ToolPlan(bound=list(user_tools), schema_tokens_full=full, schema_tokens_sent=full)
+    pinned_set = set(config.pinned)
+    pinned = [(t, e) for t, e in named if e.name in pinned_set]
+    by_name = {e.name: (t, e) for t, e in named}
+    loaded = used_tools(body, known=set(by_name) - pinned_set, limit=config.max_loaded)
+    meta = registry.meta_tool()
+    bound = [t for t, _ in pinned] + [meta] + [by_name[n][0] for n in loaded] + unnamed
+    sent = (sum(e.tokens for _, e in pinned) + sum(by_name[n][1].tokens for n in loaded)
+            + _meta_tokens(registry, counter) + unnamed_tokens)
+    text, text_tokens = _directory([e for _, e in named], config, registry, counter)
+    return ToolPlan(
+        bound=bound,
+        active=True,
+        loaded=loaded,
+        pinned=[e.name for _, e in pinned],
+        schema_tokens_full=full,
+        schema_tokens_sent=sent,
+        directory_text=text,
+        directory_tokens=text_tokens,
+    )

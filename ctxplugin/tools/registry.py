@@ -1,0 +1,250 @@
+"""The schema registry: one entry per tool name, with hash, token count and version.
+
+Tools arrive as ``BaseTool``s (MCP tools loaded through ``langchain-mcp-adapters`` are
+``BaseTool``s too), plain functions, or dicts in a format ``convert_to_openai_tool`` reads
+(OpenAI function tools, Anthropic ``input_schema`` tools). A registry is shared by every
+session of an engine, so it only holds facts about tools, never per-call state.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import re
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from langchain_core.tools import BaseTool, StructuredTool
+from langchain_core.utils.function_calling import convert_to_openai_tool
+
+from ctxplugin.errors import InvalidInputError
+from ctxplugin.tokens import TokenCounter, count_tool_schemas
+from ctxplugin.tools._validate import Checker, checker_for
+
+_IDENTITY_CACHE = 4096
+_VERSIONS_KEPT = 16
+_MEMO_SIZE = 256
+T = TypeVar("T")
+# a sentence ends at . ! ? before a capital letter, except after "e.g." / "i.e."
+_SENTENCE_END = re.compile(r"(?<!\be\.g\.)(?<!\bi\.e\.)(?<=[.!?])\s+(?=[A-Z])")
+_SPACES = re.compile(r"\s+")
+
+
+@dataclass(frozen=True)
+class ToolEntry:
+    """One version of one tool's schema.
+
+    Attributes:
+        name: the tool name the model calls.
+        schema: the tool as an OpenAI function tool (what binding it sends).
+        hash: sha256 of the canonical JSON of ``schema``.
+        tokens: tokens ``schema`` costs in a request.
+        version: 1 for the first schema seen under ``name``, +1 for every new one.
+        description: the tool's full description.
+        check: validates call arguments; returns error lines (empty when valid).
+    """
+
+    name: str
+    schema: dict[str, Any]
+    hash: str
+    tokens: int
+    version: int
+    description: str = ""
+    check: Checker = field(default=lambda args: [], repr=False, compare=False)
+
+    def intent(self, max_chars: int = 80) -> str:
+        """The first sentence of the description on one line, cut to ``max_chars``."""
+        return one_line_intent(self.description, max_chars)
+
+    @property
+    def parameters(self) -> dict[str, Any]:
+        """The JSON schema of the arguments."""
+        params = self.schema.get("function", {}).get("parameters")
+        return params if isinstance(params, dict) else {}
+
+
+def one_line_intent(description: str, max_chars: int = 80) -> str:
+    """First sentence of ``description``, whitespace collapsed, trailing period dropped,
+    cut at a word boundary to at most ``max_chars`` characters."""
+    if max_chars <= 0:
+        return ""
+    first_paragraph = description.strip().split("\n\n", 1)[0]
+    text = _SPACES.sub(" ", first_paragraph).strip()
+    text = _SENTENCE_END.split(text, 1)[0].rstrip(".").strip()
+    if len(text) <= max_chars:
+        return text
+    cut = text[: max_chars - 1].rsplit(" ", 1)[0].rstrip(",;:")
+    return f"{cut}…"
+
+
+def schema_hash(schema: dict[str, Any]) -> str:
+    """sha256 of the canonical JSON of a schema (sorted keys, no spaces)."""
+    canonical = json.dumps(schema, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+def tool_name(tool: Any) -> str | None:
+    """The name a model would call ``tool`` by, or ``None`` for tools without one
+    (provider built-ins such as ``{"type": "web_search"}``)."""
+    if isinstance(tool, BaseTool):
+        return tool.name
+    if isinstance(tool, dict):
+        fn = tool.get("function")
+        if isinstance(fn, dict) and isinstance(fn.get("name"), str):
+            return str(fn["name"])
+        name = tool.get("name")
+        return name if isinstance(name, str) else None
+    if callable(tool):
+        name = getattr(tool, "__name__", None)
+        return name if isinstance(name, str) else None
+    return None
+
+
+def _as_base_tool(func: Callable[..., Any]) -> BaseTool:
+    description = (func.__doc__ or "").strip() or func.__name__
+    try:
+        return StructuredTool.from_function(func, description=description)
+    except (TypeError, ValueError) as exc:
+        raise InvalidInputError(f"tool function {func.__name__!r} cannot be described as a tool: {exc}") from exc
+
+
+def _describe(tool: Any) -> tuple[dict[str, Any], str, Checker]:
+    """OpenAI schema, description and argument checker of one tool."""
+    if callable(tool) and not isinstance(tool, (BaseTool, dict)):
+        tool = _as_base_tool(tool)
+    try:
+        schema = convert_to_openai_tool(tool)
+    except Exception as exc:  # langchain raises several types for unreadable tools
+        raise InvalidInputError(
+            f"cannot read a tool schema from {type(tool).__name__} {tool_name(tool) or ''!s}: {exc}"
+        ) from exc
+    fn = schema.get("function", {})
+    description = str(fn.get("description") or "")
+    if isinstance(tool, BaseTool):
+        return schema, description, checker_for(tool.tool_call_schema)
+    return schema, description, checker_for(fn.get("parameters"))
+
+
+class ToolRegistry:
+    """Schemas of every tool an engine has seen, by name, with versions.
+
+    Thread-safe; one per engine, shared by all its sessions. Registering the same object
+    again is cheap (cached by identity), so hosts may pass their tool list on every call.
+
+    Args:
+        counter: counts the tokens of each schema.
+    """
+
+    def __init__(self, counter: TokenCounter) -> None:
+        self.counter = counter
+        self._lock = threading.Lock()
+        self._current: dict[str, ToolEntry] = {}
+        self._versions: dict[str, OrderedDict[str, ToolEntry]] = {}
+        self._next_version: dict[str, int] = {}
+        # id(tool) -> (tool, copy of a dict tool, entry); holding the tool keeps its id unique
+        self._by_identity: OrderedDict[int, tuple[Any, Any, ToolEntry]] = OrderedDict()
+        self._meta: BaseTool | None = None
+        self._memo: OrderedDict[Any, Any] = OrderedDict()
+
+    def register(self, tool: Any) -> ToolEntry:
+        """Add a tool (or find it) and return its current entry.
+
+        Raises:
+            InvalidInputError: ``tool`` is neither a ``BaseTool``, a function nor a tool dict,
+                or it has no name.
+        """
+        if not isinstance(tool, (BaseTool, dict)) and not callable(tool):
+            raise InvalidInputError(
+                f"a tool must be a BaseTool, a function or an OpenAI-format dict, got {type(tool).__name__}"
+            )
+        key = id(tool)
+        with self._lock:
+            hit = self._by_identity.get(key)
+            # a dict may be edited in place between calls: compare it with its copy
+            if hit is not None and hit[0] is tool and (not isinstance(tool, dict) or hit[1] == tool):
+                self._by_identity.move_to_end(key)
+                return hit[2]
+        schema, description, check = _describe(tool)
+        name = schema.get("function", {}).get("name")
+        if not isinstance(name, str) or not name:
+            raise InvalidInputError(f"tool {tool!r:.80} has no name; only named function tools can be registered")
+        digest = schema_hash(schema)
+        tokens = count_tool_schemas([schema], self.counter)
+        with self._lock:
+            versions = self._versions.setdefault(name, OrderedDict())
+            entry = versions.get(digest)
+            if entry is None:
+                version = self._next_version.get(name, 1)
+                self._next_version[name] = version + 1
+                entry = ToolEntry(name=name, schema=schema, hash=digest, tokens=tokens, version=version,
+                                  description=description, check=check)
+                versions[digest] = entry
+                while len(versions) > _VERSIONS_KEPT:
+                    versions.popitem(last=False)
+            else:
+                versions.move_to_end(digest)
+            self._current[name] = entry
+            self._by_identity[key] = (tool, copy.deepcopy(tool) if isinstance(tool, dict) else None, entry)
+            self._by_identity.move_to_end(key)
+            while len(self._by_identity) > _IDENTITY_CACHE:
+                self._by_identity.popitem(last=False)
+        return entry
+
+    def register_all(self, tools: Iterable[Any]) -> list[ToolEntry]:
+        """:meth:`register` each tool, in order."""
+        return [self.register(t) for t in tools]
+
+    def get(self, name: str) -> ToolEntry | None:
+        """The current entry of ``name`` (the schema most recently registered under it)."""
+        with self._lock:
+            return self._current.get(name)
+
+    def versions(self, name: str) -> list[ToolEntry]:
+        """Known versions of ``name``, oldest first (the last few are kept)."""
+        with self._lock:
+            return sorted(self._versions.get(name, {}).values(), key=lambda e: e.version)
+
+    def names(self) -> list[str]:
+        """Every registered tool name, sorted."""
+        with self._lock:
+            return sorted(self._current)
+
+    def __contains__(self, name: object) -> bool:
+        with self._lock:
+            return name in self._current
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._current)
+
+    def memo(self, key: Any, make: Callable[[], T]) -> T:
+        """A value derived from registered schemas (a directory text, a token count), computed
+        once per ``key``; ``key`` must name every input of ``make``."""
+        with self._lock:
+            if key in self._memo:
+                self._memo.move_to_end(key)
+                return self._memo[key]  # type: ignore[no-any-return]
+        value = make()
+        with self._lock:
+            self._memo[key] = value
+            while len(self._memo) > _MEMO_SIZE:
+                self._memo.popitem(last=False)
+        return value
+
+    def meta_tool(self) -> BaseTool:
+        """This registry's ``load_tools`` tool (built once)."""
+        with self._lock:
+            meta = self._meta
+        if meta is None:
+            from ctxplugin.tools.resolve import make_load_tools_tool
+
+            meta = make_load_tools_tool(self)
+            with self._lock:
+                self._meta = self._meta or meta
+                meta = self._meta
+        return meta
+

@@ -1,0 +1,166 @@
+"""Tool calls against the registry: run, answer with the schema, or name close matches; and
+the ``load_tools`` meta-tool."""
+
+from __future__ import annotations
+
+import difflib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from langchain_core.tools import BaseTool, StructuredTool
+
+from ctxplugin.tools.directory import LOAD_TOOLS_NAME
+from ctxplugin.tools.registry import ToolEntry, ToolRegistry
+
+_MATCHES = 3
+_SIGNATURE_CHARS = 240
+
+
+@dataclass(frozen=True)
+class Resolution:
+    """What to do with one tool call.
+
+    Attributes:
+        kind: ``"run"`` (arguments valid, or nothing to check them against), ``"schema"``
+            (arguments invalid: answer with the schema so the model can retry), or
+            ``"unknown"`` (no tool of that name).
+        message: the answer for the model when the call must not run.
+        errors: what is wrong with the arguments (``"schema"``).
+        matches: registered names close to the one called (``"unknown"``).
+    """
+
+    kind: Literal["run", "schema", "unknown"]
+    message: str = ""
+    errors: list[str] = field(default_factory=list)
+    matches: list[str] = field(default_factory=list)
+
+
+def close_matches(name: str, names: Sequence[str], n: int = _MATCHES) -> list[str]:
+    """Up to ``n`` names similar to ``name``, best first (case-insensitive)."""
+    lowered = {candidate.lower(): candidate for candidate in names}
+    found = difflib.get_close_matches(name.lower(), list(lowered), n=n, cutoff=0.5)
+    if not found:  # a shared word: "flights" -> "search_direct_flight"
+        words = {w for w in name.lower().replace("-", "_").split("_") if len(w) > 3}
+        found = [c for c in sorted(lowered) if any(w.rstrip("s") in c for w in words)][:n]
+    return [lowered[f] for f in found]
+
+
+def unknown_message(name: str, registry: ToolRegistry) -> tuple[str, list[str]]:
+    """The error for a call to a tool that does not exist, and the close matches it lists."""
+    matches = close_matches(name, registry.names())
+    if matches:
+        hint = "Did you mean: " + ", ".join(matches) + "?"
+    else:
+        hint = "Use a name from the tool directory."
+    return (
+        f"Error: there is no tool named {name!r}. {hint} Call tools by their exact names; "
+        f"call {LOAD_TOOLS_NAME} first to get the parameters of a tool you have not used yet.",
+        matches,
+    )
+
+
+def schema_json(entry: ToolEntry) -> str:
+    """The tool's schema as compact JSON (name, description, parameters)."""
+    return json.dumps(entry.schema.get("function", entry.schema), separators=(",", ":"), ensure_ascii=False)
+
+
+def resolve_call(name: str, args: Any, registry: ToolRegistry, *, tool: Any = None) -> Resolution:
+    """Decide whether a tool call may run.
+
+    Args:
+        name: the tool the model called.
+        args: the arguments it gave.
+        registry: the engine's schema registry.
+        tool: the tool the host will run, when known; its schema is used (and registered)
+            instead of the registry's current version of ``name``.
+
+    Returns:
+        ``run`` when the arguments validate against the real schema (or there is none to
+        check); ``schema`` with the schema and a retry instruction when they do not;
+        ``unknown`` with close matches when no tool has that name.
+    """
+    entry = registry.register(tool) if tool is not None else registry.get(name)
+    if entry is None:
+        message, matches = unknown_message(name, registry)
+        return Resolution(kind="unknown", message=message, matches=matches)
+    errors = entry.check(args)
+    if not errors:
+        return Resolution(kind="run")
+    listed = "\n".join(f"- {line}" for line in errors)
+    message = (
+        f"Error: the arguments for {name} do not match its schema:\n{listed}\n"
+        f"The schema of {name} (bound from your next step on):\n{schema_json(entry)}\n"
+        f"Call {name} again with arguments that match it."
+    )
+    return Resolution(kind="schema", message=message, errors=errors)
+
+
+def signature(entry: ToolEntry) -> str:
+    """A one-line call signature, e.g. ``get_user(user_id: string, verbose?: boolean)``."""
+    params = entry.parameters
+    props = params.get("properties") if isinstance(params.get("properties"), dict) else {}
+    required = set(params.get("required") or [])
+    parts = []
+    for arg, spec in (props or {}).items():
+        parts.append(f"{arg}{'' if arg in required else '?'}: {_type_of(spec)}")
+    text = f"{entry.name}({', '.join(parts)})"
+    return text if len(text) <= _SIGNATURE_CHARS else text[: _SIGNATURE_CHARS - 2] + "…)"
+
+
+def _type_of(spec: Any) -> str:
+    if not isinstance(spec, dict):
+        return "any"
+    if isinstance(spec.get("enum"), list):
+        values = [json.dumps(v, ensure_ascii=False) for v in spec["enum"][:4]]
+        return "|".join(values) + ("|…" if len(spec["enum"]) > 4 else "")
+    kind = spec.get("type")
+    if kind == "array":
+        return f"{_type_of(spec.get('items'))}[]"
+    if isinstance(kind, list):
+        return "|".join(str(k) for k in kind)
+    if isinstance(kind, str):
+        return kind
+    for key in ("anyOf", "oneOf"):
+        if isinstance(spec.get(key), list):
+            return "|".join(_type_of(s) for s in spec[key])
+    return "object" if "properties" in spec else "any"
+
+
+def make_load_tools_tool(registry: ToolRegistry) -> BaseTool:
+    """The ``load_tools`` meta-tool over ``registry``.
+
+    It changes nothing itself: the next model call binds the tools it named because the call
+    is in the conversation. Its answer confirms each name with a compact signature and lists
+    close matches for names that do not exist.
+    """
+
+    def load_tools(names: list[str]) -> str:
+        """Load tools from the tool directory: their full schemas are bound from your next step on, so you can call them.
+
+        Args:
+            names: exact tool names from the directory, e.g. ["get_user_details"].
+        """
+        wanted = list(dict.fromkeys(n.strip() for n in names if isinstance(n, str) and n.strip()))
+        if not wanted:
+            return f"Give the exact names of the tools you need, e.g. {LOAD_TOOLS_NAME}(names=[\"tool_name\"])."
+        loaded: list[str] = []
+        missing: list[str] = []
+        for name in wanted:
+            entry = registry.get(name)
+            if entry is None:
+                matches = close_matches(name, registry.names())
+                missing.append(f"- {name}: no such tool" + (f"; did you mean {', '.join(matches)}?" if matches else ""))
+            else:
+                loaded.append(f"- {signature(entry)}")
+        out = []
+        if loaded:
+            out.append("Loaded; these tools are bound with their full schemas from your next step on:")
+            out.extend(loaded)
+        if missing:
+            out.append("Not loaded:")
+            out.extend(missing)
+        return "\n".join(out)
+
+    return StructuredTool.from_function(load_tools, name=LOAD_TOOLS_NAME, parse_docstring=True)

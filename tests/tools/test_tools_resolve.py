@@ -1,0 +1,159 @@
+"""resolve_call and the load_tools meta-tool."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any, Literal
+
+from langchain_core.tools import InjectedToolCallId, StructuredTool, tool
+from langchain_core.utils.function_calling import convert_to_openai_tool
+from pydantic import BaseModel
+
+from ctxplugin.tokens import get_counter
+from ctxplugin.tools import (
+    LOAD_TOOLS_NAME,
+    ToolRegistry,
+    close_matches,
+    make_load_tools_tool,
+    resolve_call,
+    signature,
+)
+
+COUNTER = get_counter()[0]
+
+
+class Flight(BaseModel):
+    flight_number: str
+    date: str
+
+
+@tool
+def book_reservation(user_id: str, cabin: Literal["economy", "business"], flights: list[Flight],
+                     total_baggages: int = 0) -> str:
+    """Book a reservation."""
+    return "booked"
+
+
+@tool
+def cancel_reservation(reservation_id: str, tool_call_id: Annotated[str, InjectedToolCallId]) -> str:
+    """Cancel the whole reservation."""
+    return tool_call_id
+
+
+BAGGAGE = {"type": "function", "function": {
+    "name": "update_reservation_baggages",
+    "description": "Update the baggage information of a reservation.",
+    "parameters": {"type": "object", "properties": {
+        "reservation_id": {"type": "string"},
+        "total_baggages": {"type": "integer"},
+        "payment": {"type": "object", "properties": {"id": {"type": "string"}}, "required": ["id"]},
+        "kind": {"type": "string", "enum": ["cabin", "checked"]},
+    }, "required": ["reservation_id", "total_baggages"]},
+}}
+
+
+def registry(*tools: Any) -> ToolRegistry:
+    reg = ToolRegistry(COUNTER)
+    reg.register_all(tools or [book_reservation, cancel_reservation, BAGGAGE])
+    return reg
+
+
+def test_valid_arguments_run() -> None:
+    reg = registry()
+    args = {"user_id": "mia_li_3668", "cabin": "economy", "flights": [{"flight_number": "HAT001", "date": "2024-05-01"}]}
+    assert resolve_call("book_reservation", args, reg).kind == "run"
+    assert resolve_call("update_reservation_baggages", {"reservation_id": "X", "total_baggages": 2}, reg).kind == "run"
+
+
+def test_injected_arguments_are_not_expected_from_the_model() -> None:
+    assert resolve_call("cancel_reservation", {"reservation_id": "NO6JO3"}, registry()).kind == "run"
+
+
+def test_invalid_pydantic_arguments_get_the_schema_and_a_retry_instruction() -> None:
+    reg = registry()
+    res = resolve_call("book_reservation", {"user_id": "mia", "cabin": "first", "flights": [{"date": "x"}]}, reg)
+    assert res.kind == "schema"
+    assert any(e.startswith("cabin:") for e in res.errors)
+    assert any(e.startswith("flights.0.flight_number:") for e in res.errors)
+    schema_line = res.message.split("(bound from your next step on):\n", 1)[1].splitlines()[0]
+    assert json.loads(schema_line)["name"] == "book_reservation"
+    assert json.loads(schema_line)["parameters"]["required"] == ["user_id", "cabin", "flights"]
+    assert res.message.rstrip().endswith("Call book_reservation again with arguments that match it.")
+
+
+def test_invalid_json_schema_arguments_are_listed() -> None:
+    reg = registry()
+    res = resolve_call("update_reservation_baggages",
+                       {"reservation_id": "X", "total_baggages": "two", "payment": {}, "kind": "hand"}, reg)
+    assert res.kind == "schema"
+    assert "total_baggages: 'two' is not of type 'integer'" in res.errors
+    assert "payment: 'id' is a required property" in res.errors
+    assert any(e.startswith("kind:") and "'hand'" in e for e in res.errors)
+    missing = resolve_call("update_reservation_baggages", {}, reg)
+    assert "(arguments): 'reservation_id' is a required property" in missing.errors
+
+
+def test_arguments_that_are_not_an_object_are_rejected() -> None:
+    res = resolve_call("update_reservation_baggages", ["X", 2], registry())
+    assert res.kind == "schema" and "must be a JSON object" in res.errors[0]
+
+
+def test_unknown_names_list_close_matches() -> None:
+    reg = registry()
+    res = resolve_call("cancel_reservaton", {}, reg)
+    assert res.kind == "unknown" and res.matches[0] == "cancel_reservation"
+    assert "no tool named 'cancel_reservaton'" in res.message and "Did you mean: cancel_reservation" in res.message
+    assert close_matches("baggage", reg.names()) == ["update_reservation_baggages"]
+    nothing = resolve_call("zzz", {}, reg)
+    assert nothing.matches == [] and "Use a name from the tool directory." in nothing.message
+
+
+def test_the_hosts_tool_is_checked_rather_than_the_registrys_version() -> None:
+    reg = registry()
+    newer = StructuredTool.from_function(lambda reservation_id, note: note, name="cancel_reservation",
+                                         description="Cancel with a note.",
+                                         args_schema={"type": "object", "required": ["reservation_id", "note"],
+                                                      "properties": {"reservation_id": {"type": "string"},
+                                                                     "note": {"type": "string"}}})
+    assert resolve_call("cancel_reservation", {"reservation_id": "X"}, reg).kind == "run"
+    assert resolve_call("cancel_reservation", {"reservation_id": "X"}, reg, tool=newer).kind == "schema"
+    assert [e.version for e in reg.versions("cancel_reservation")] == [1, 2]
+
+
+def test_schemas_that_cannot_validate_let_the_call_run() -> None:
+    broken = {"type": "function", "function": {"name": "odd", "description": "Odd.",
+                                               "parameters": {"type": "object", "properties": {"x": {"type": "nonsense"}}}}}
+    remote = {"type": "function", "function": {"name": "remote", "description": "Remote ref.",
+                                               "parameters": {"$ref": "https://example.invalid/schema.json"}}}
+    reg = registry(broken, remote)
+    assert resolve_call("odd", {"x": 1}, reg).kind == "run"
+    assert resolve_call("remote", {"x": 1}, reg).kind == "run"
+
+
+def test_signature_is_compact() -> None:
+    reg = registry()
+    book = reg.get("book_reservation")
+    assert book is not None
+    assert signature(book) == ('book_reservation(user_id: string, cabin: "economy"|"business", '
+                               "flights: object[], total_baggages?: integer)")
+    bags = reg.get("update_reservation_baggages")
+    assert bags is not None and 'kind?: "cabin"|"checked"' in signature(bags)
+
+
+def test_load_tools_confirms_names_and_suggests_matches() -> None:
+    reg = registry()
+    meta = make_load_tools_tool(reg)
+    assert meta.name == LOAD_TOOLS_NAME
+    spec = convert_to_openai_tool(meta)["function"]
+    assert spec["parameters"]["required"] == ["names"]
+    assert spec["parameters"]["properties"]["names"]["type"] == "array"
+    out = meta.invoke({"names": ["cancel_reservation", "book_reservation", "cancel_reservation", "bok_reservation"]})
+    lines = out.splitlines()
+    assert lines[0].startswith("Loaded;")
+    assert lines[1] == "- cancel_reservation(reservation_id: string)"
+    assert lines[2].startswith("- book_reservation(user_id: string")
+    assert lines[3] == "Not loaded:"
+    assert lines[4].startswith("- bok_reservation: no such tool; did you mean book_reservation")
+    assert len(lines) == 5
+    assert "exact names" in meta.invoke({"names": []})
+    assert reg.meta_tool() is reg.meta_tool()
