@@ -1,0 +1,314 @@
+"""The ``ctxplugin`` command: ``replay`` recorded traces, ``inspect`` one prepared view,
+``expand`` a stored original.
+
+Exit codes: 0 when the command did its work (``replay``: at least one file was replayed; problems
+with other files are printed to stderr); 1 when it could not (``replay``: every file failed;
+``inspect``/``expand``: bad input or an unknown ref); 2 for a usage error (bad option or
+configuration).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import tomllib
+from pathlib import Path
+from typing import Annotated, Any, NoReturn
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from ctxplugin.config import ContextConfig
+from ctxplugin.errors import CtxpluginError, InvalidInputError
+from ctxplugin.replay.loaders import FORMATS, Format, load_file
+from ctxplugin.replay.peers import STRATEGIES, ClearToolUsesSettings, StrategyName
+
+app = typer.Typer(
+    name="ctxplugin",
+    help="Measure and inspect what ctxplugin sends to the model.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+FormatOption = Annotated[
+    str, typer.Option("--format", "-f", help=f"input format: auto or one of {', '.join(FORMATS)}")
+]
+ToolsOption = Annotated[
+    Path | None, typer.Option("--tools", help="JSON file with the recorded agent's tool schemas (OpenAI format)")
+]
+ConfigOption = Annotated[
+    Path | None, typer.Option("--config", help="ContextConfig as a JSON or TOML file")
+]
+BudgetOption = Annotated[float | None, typer.Option(show_default=False)]
+
+
+def _stderr() -> Console:
+    return Console(stderr=True, highlight=False)
+
+
+def _stdout() -> Console:
+    console = Console(highlight=False)
+    # Piped output has no terminal width; keep tables on one line per row.
+    return console if console.is_terminal else Console(highlight=False, width=160)
+
+
+def _fail(message: str, code: int = 1) -> NoReturn:
+    _stderr().print(f"[red]error:[/red] {escape(message)}", markup=True, highlight=False, soft_wrap=True)
+    raise typer.Exit(code)
+
+
+def _format(value: str) -> Format | None:
+    if value == "auto":
+        return None
+    if value not in FORMATS:
+        raise typer.BadParameter(f"{value!r} is not one of auto, {', '.join(FORMATS)}", param_hint="--format")
+    return next(f for f in FORMATS if f == value)
+
+
+def build_config(path: Path | None, overrides: dict[str, Any]) -> ContextConfig:
+    """A ContextConfig from a JSON/TOML file plus command-line overrides.
+
+    ``overrides`` maps dotted field names (``budget.total``) to values; None values are ignored.
+
+    Raises:
+        typer.BadParameter: the file cannot be read or the configuration is invalid.
+    """
+    data: dict[str, Any] = {}
+    if path is not None:
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise typer.BadParameter(f"{path}: cannot be read ({exc.strerror or exc})", param_hint="--config") from exc
+        try:
+            data = tomllib.loads(text) if path.suffix == ".toml" else json.loads(text)
+        except (tomllib.TOMLDecodeError, json.JSONDecodeError) as exc:
+            raise typer.BadParameter(f"{path}: {exc}", param_hint="--config") from exc
+        if not isinstance(data, dict):
+            raise typer.BadParameter(f"{path}: expected an object of ContextConfig fields", param_hint="--config")
+    for dotted, value in overrides.items():
+        if value is None:
+            continue
+        target = data
+        *parents, leaf = dotted.split(".")
+        for parent in parents:
+            target = target.setdefault(parent, {})
+        target[leaf] = value
+    try:
+        return ContextConfig(**data)
+    except (ValueError, TypeError) as exc:
+        raise typer.BadParameter(str(exc), param_hint="--config / --budget-*") from exc
+
+
+def _config(
+    config: Path | None,
+    budget_total: float | None,
+    budget_header: float | None,
+    budget_history: float | None,
+    budget_facts: float | None,
+    budget_summaries: float | None,
+    model: str | None,
+    encoding: str | None,
+) -> ContextConfig:
+    return build_config(
+        config,
+        {
+            "budget.total": budget_total,
+            "budget.header": budget_header,
+            "budget.history": budget_history,
+            "budget.facts": budget_facts,
+            "budget.summaries": budget_summaries,
+            "model": model,
+            "encoding": encoding,
+        },
+    )
+
+
+def _tools(path: Path | None) -> tuple[dict[str, Any], ...]:
+    from ctxplugin.replay.runner import load_tools_file
+
+    if path is None:
+        return ()
+    try:
+        return load_tools_file(path)
+    except InvalidInputError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--tools") from exc
+
+
+def _strategies(value: str | None) -> tuple[StrategyName, ...]:
+    if value is None:
+        return STRATEGIES
+    names = [v.strip() for v in value.split(",") if v.strip()]
+    unknown = [n for n in names if n not in STRATEGIES]
+    if unknown:
+        raise typer.BadParameter(f"unknown {unknown}; choose from {', '.join(STRATEGIES)}", param_hint="--strategies")
+    return tuple(n for n in STRATEGIES if n in names)
+
+
+@app.command()
+def replay(
+    files: Annotated[list[Path], typer.Argument(help="recordings: files, or directories of *.json / *.jsonl")],
+    format: FormatOption = "auto",
+    tools: ToolsOption = None,
+    config: ConfigOption = None,
+    budget_total: Annotated[float | None, typer.Option(help="total budget (tokens, or a share of --context-window)")] = None,
+    budget_header: BudgetOption = None,
+    budget_history: BudgetOption = None,
+    budget_facts: BudgetOption = None,
+    budget_summaries: BudgetOption = None,
+    model: Annotated[str | None, typer.Option(help="model name, to pick the tokenizer")] = None,
+    encoding: Annotated[str | None, typer.Option(help="tiktoken encoding name")] = None,
+    cache_discount: Annotated[float, typer.Option(help="price of a cached prompt token (1 = no discount)")] = 0.1,
+    strategies: Annotated[str | None, typer.Option(help=f"comma-separated subset of {','.join(STRATEGIES)}")] = None,
+    clear_trigger: Annotated[int | None, typer.Option(help="context_editing trigger (default: LangChain's)")] = None,
+    clear_keep: Annotated[int | None, typer.Option(help="context_editing tool results kept (default: LangChain's)")] = None,
+    json_output: Annotated[bool, typer.Option("--json", help="print JSON instead of the table")] = False,
+    markdown: Annotated[bool, typer.Option("--markdown", help="print a Markdown table instead of the rich one")] = False,
+    out: Annotated[Path | None, typer.Option("--out", help="also write the JSON to this file")] = None,
+    chart: Annotated[Path | None, typer.Option("--chart", help="write a PNG of tokens per call (needs ctxplugin[chart])")] = None,
+    chart_max: Annotated[int, typer.Option(help="most conversations drawn (the longest)")] = 6,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress bar or notes")] = False,
+) -> None:
+    """Replay recorded conversations call by call and compare what each strategy would send."""
+    from ctxplugin.replay import render
+    from ctxplugin.replay.runner import ReplaySettings
+    from ctxplugin.replay.runner import replay as run_replay
+
+    if json_output and markdown:
+        raise typer.BadParameter("choose one of --json and --markdown")
+    fmt = _format(format)
+    try:
+        settings = ReplaySettings(
+            config=_config(config, budget_total, budget_header, budget_history, budget_facts, budget_summaries, model, encoding),
+            tools=_tools(tools),
+            cache_discount=cache_discount,
+            clear_tool_uses=ClearToolUsesSettings(trigger=clear_trigger, keep=clear_keep),
+            strategies=_strategies(strategies),
+        )
+        _ = settings.budget_total  # shares of a context window fail here, before any work
+    except CtxpluginError as exc:
+        raise typer.BadParameter(str(exc)) from exc
+    err = _stderr()
+    progress = Progress(
+        TextColumn("replaying"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("calls"),
+        TimeElapsedColumn(),
+        console=err,
+        transient=True,
+        disable=quiet,
+    )
+    with progress:
+        task = progress.add_task("replay", total=None)
+        result = run_replay(
+            files,
+            settings,
+            format=fmt or "auto",
+            on_loaded=lambda total: progress.update(task, total=total),
+            on_call=lambda: progress.advance(task),
+        )
+    for line in render.errors(result.files):
+        err.print(f"[red]error:[/red] {escape(line)}", markup=True, highlight=False, soft_wrap=True)
+    document = result.to_json()
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")
+    replayed = any(f.conversations for f in result.files)
+    if chart is not None and replayed:
+        from ctxplugin.replay.chart import write_chart
+
+        try:
+            write_chart(result, chart, limit=chart_max)
+        except CtxpluginError as exc:
+            _fail(str(exc))
+    if json_output:
+        sys.stdout.write(json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
+    elif markdown:
+        sys.stdout.write(render.markdown_table(result))
+    elif replayed:
+        console = _stdout()
+        for table in render.rich_tables(result):
+            console.print(table)
+    if not quiet and replayed and not json_output:
+        for line in [render.LEGEND, *render.notes(result)]:
+            err.print(line, markup=False, highlight=False, soft_wrap=True)
+    if not replayed:
+        _fail("no file could be replayed" if result.files else "no input files given")
+
+
+@app.command()
+def inspect(
+    file: Annotated[Path, typer.Argument(help="a recording")],
+    call: Annotated[int, typer.Option("--call", "-n", help="0-based call index (-1 = last)")] = 0,
+    conversation: Annotated[str | None, typer.Option("--conversation", "-c", help="conversation id or 0-based index (default: the first)")] = None,
+    format: FormatOption = "auto",
+    tools: ToolsOption = None,
+    config: ConfigOption = None,
+    budget_total: Annotated[float | None, typer.Option(help="total budget in tokens")] = None,
+    path: Annotated[Path | None, typer.Option("--path", help="embedded store directory to keep refs in (for `expand`); in memory when omitted")] = None,
+    json_output: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
+    full: Annotated[bool, typer.Option("--full", help="show whole message texts")] = False,
+) -> None:
+    """Show the view ctxplugin prepares for one call of a recording."""
+    from ctxplugin.engine import ContextEngine
+    from ctxplugin.replay.inspection import inspect_call, render, select
+    from ctxplugin.replay.runner import memory_engine_factory
+
+    cfg = _config(config, budget_total, None, None, None, None, None, None)
+    schemas = list(_tools(tools))
+    fmt = _format(format)
+    try:
+        loaded = load_file(file, fmt or "auto")
+        conv = select(loaded, conversation)
+        engine = ContextEngine.embedded(path, config=cfg) if path is not None else memory_engine_factory(cfg)
+        item = inspect_call(loaded, conv, call, engine=engine, tools=schemas)
+    except CtxpluginError as exc:
+        _fail(str(exc))
+    if json_output:
+        sys.stdout.write(json.dumps(item.to_json(), indent=2, sort_keys=True, ensure_ascii=False) + "\n")
+        return
+    _stdout().print(render(item, full=full))
+    if path is not None:
+        _stderr().print(
+            f"refs stored under {path}; read one with: ctxplugin expand REF --path {path} --session {item.conversation}",
+            markup=False,
+            soft_wrap=True,
+        )
+
+
+@app.command()
+def expand(
+    ref: Annotated[str, typer.Argument(help="a ref, e.g. ref:bash:0123abcd4567ef89")],
+    path: Annotated[Path, typer.Option("--path", help="embedded store directory")] = Path(".ctxplugin"),
+    session: Annotated[str, typer.Option("--session", "-s", help="session id the ref was stored from")] = "default",
+    user: Annotated[str | None, typer.Option(help="user id of the scope")] = None,
+    workspace: Annotated[str | None, typer.Option(help="workspace id of the scope")] = None,
+    tenant: Annotated[str | None, typer.Option(help="tenant id of the scope")] = None,
+    offset: Annotated[int, typer.Option(help="first JSON array item or line")] = 0,
+    limit: Annotated[int | None, typer.Option(help="how many items or lines")] = None,
+) -> None:
+    """Print the stored original of a ref from an embedded store."""
+    from ctxplugin.engine import ContextEngine
+    from ctxplugin.scope import Scope
+
+    if not path.is_dir():
+        _fail(f"no store at {path} (pass --path, the directory given to ContextEngine.embedded)")
+    try:
+        engine = ContextEngine.embedded(path)
+        scope = Scope(session_id=session, user_id=user, workspace_id=workspace, tenant_id=tenant)
+        text = engine.expand_ref(ref, scope=scope, offset=offset, limit=limit)
+    except CtxpluginError as exc:
+        _fail(f"{ref}: {exc}")
+    sys.stdout.write(text if text.endswith("\n") else text + "\n")
+
+
+def main() -> None:
+    """Entry point of the ``ctxplugin`` console script."""
+    app()
+
+
+if __name__ == "__main__":
+    main()

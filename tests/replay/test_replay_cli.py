@@ -1,0 +1,219 @@
+"""The ``ctxplugin`` command: replay, inspect and expand, through typer's CliRunner."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner, Result
+
+from ctxplugin.cli import app
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+RECORDINGS = FIXTURES / "recordings"
+BAD = FIXTURES / "bad"
+TOOLS = FIXTURES / "tau-airline-tools.json"
+SWE = RECORDINGS / "marshmallow-1359-excerpt.traj.json"
+OPENAI = RECORDINGS / "openai-chat.json"
+STRATEGIES = ["full", "trim_messages", "context_editing", "ctxplugin"]
+
+
+def run(*args: str | Path) -> Result:
+    return CliRunner().invoke(app, [str(a) for a in args])
+
+
+def replay_json(*args: str | Path) -> dict[str, Any]:
+    result = run("replay", *args, "--json", "-q")
+    assert result.exit_code == 0, result.output
+    document: dict[str, Any] = json.loads(result.stdout)
+    return document
+
+
+@pytest.mark.parametrize(
+    ("name", "fmt", "conversations"),
+    [
+        ("tau-excerpt.json", "tau", 2),
+        ("openai-chat.json", "openai", 1),
+        ("openai-chat.jsonl", "openai", 1),
+        ("langchain-messages.json", "langchain", 1),
+        ("langchain-dumpd.json", "langchain", 1),
+        ("langsmith-runs.json", "langsmith", 1),
+        ("marshmallow-1359-excerpt.traj.json", "swe", 1),
+    ],
+)
+def test_replay_reads_every_format(name: str, fmt: str, conversations: int) -> None:
+    doc = replay_json(RECORDINGS / name)
+    [file] = doc["files"]
+    assert (file["format"], file["status"], len(file["conversations"])) == (fmt, "ok", conversations)
+    assert doc["strategies"] == STRATEGIES
+    totals = doc["totals"]
+    assert sorted(totals) == sorted(STRATEGIES)
+    calls = sum(c["calls"] for c in file["conversations"])
+    assert calls > 0 and all(totals[s]["calls"] == calls for s in STRATEGIES)
+    full = totals["full"]
+    assert full["vs_full"] == {"input_tokens": 1.0, "cost": 1.0, "peak_tokens": 1.0}
+    assert full["recall"] in (None, 1.0)  # nothing is ever hidden from the full history
+    assert totals["trim_messages"]["input_tokens"] <= full["input_tokens"]
+
+
+def test_replay_json_is_stable_run_to_run() -> None:
+    args = (RECORDINGS / "tau-excerpt.json", SWE, "--tools", TOOLS)
+    first, second = replay_json(*args), replay_json(*args)
+    assert set(first["meta"]) >= {"generated_at", "prepare"}
+    first.pop("meta")
+    second.pop("meta")
+    assert json.dumps(first, sort_keys=True) == json.dumps(second, sort_keys=True)
+
+
+def test_replay_json_reports_settings_and_the_provider_figures() -> None:
+    doc = replay_json(SWE, "--cache-discount", "0.25")
+    settings = doc["settings"]
+    assert settings["budget_total"] == 3000 and settings["cache_discount"] == 0.25
+    assert settings["clear_tool_uses"] == {"trigger": 100_000, "keep": 3}
+    raw = json.loads(SWE.read_text())
+    usage = [m["extra"]["response"]["usage"] for m in raw["messages"] if m["role"] == "assistant"]
+    recorded = doc["files"][0]["recorded"]
+    assert recorded["prompt_tokens"] == sum(u["prompt_tokens"] for u in usage)
+    assert recorded["cached_tokens"] == sum(u["prompt_cache_hit_tokens"] for u in usage)
+    full = doc["totals"]["full"]
+    assert full["cost"] == pytest.approx(full["input_tokens"] - 0.75 * full["cached_tokens"], abs=0.1)
+
+
+def test_table_output_lists_every_strategy() -> None:
+    result = run("replay", OPENAI)
+    assert result.exit_code == 0, result.output
+    for name in STRATEGIES:
+        assert name in result.stdout
+    assert "openai-chat.json (openai, 1 conversation)" in result.stdout
+    assert "budget 3,000 tokens" in result.stderr
+
+
+def test_markdown_output() -> None:
+    result = run("replay", OPENAI, "--markdown", "-q")
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("| strategy | calls | input tokens |")
+    assert sum(1 for line in lines if line.startswith("| **ctxplugin**")) == 1
+
+
+def test_bad_inputs_are_named_and_the_good_files_still_replay(tmp_path: Path) -> None:
+    result = run("replay", BAD, OPENAI, tmp_path / "missing.json", "--json", "-q")
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    status = {Path(f["path"]).name: f["status"] for f in doc["files"]}
+    assert status == {
+        "missing.json": "failed",
+        "orphan-call.json": "failed",
+        "orphan-result.json": "failed",
+        "truncated.json": "failed",
+        "unknown.json": "failed",
+        "openai-chat.json": "ok",
+    }
+    err = " ".join(result.stderr.split())
+    assert "orphan-call.json: conversation orphan-call: tool call 'call_1' (get_reservation_details) in message 2 was never answered" in err
+    assert "orphan-result.json: conversation orphan-result: message 1 is a tool result for tool_call_id='call_9'" in err
+    assert "truncated.json: not valid JSON" in err and "truncated" in err
+    assert "unknown.json: unknown format" in err
+    assert "missing.json: no such file or directory" in err
+    assert doc["totals"]["full"]["calls"] == doc["files"][-1]["totals"]["full"]["calls"]
+
+
+def test_exit_code_is_one_only_when_every_file_failed() -> None:
+    result = run("replay", BAD / "truncated.json", BAD / "unknown.json", "-q")
+    assert result.exit_code == 1
+    assert "no file could be replayed" in result.stderr
+
+
+def test_usage_errors_exit_two(tmp_path: Path) -> None:
+    assert run("replay", OPENAI, "--format", "yaml").exit_code == 2
+    assert run("replay", OPENAI, "--strategies", "full,summarize").exit_code == 2
+    bad_config = tmp_path / "c.json"
+    bad_config.write_text(json.dumps({"budget": {"total": -5}}))
+    assert run("replay", OPENAI, "--config", bad_config).exit_code == 2
+    assert run("replay", OPENAI, "--cache-discount", "2").exit_code == 2
+
+
+@pytest.mark.parametrize("suffix", [".json", ".toml"])
+def test_config_file_and_overrides(tmp_path: Path, suffix: str) -> None:
+    path = tmp_path / f"ctx{suffix}"
+    if suffix == ".json":
+        path.write_text(json.dumps({"budget": {"total": 2000}, "history": {"verbatim_exchanges": 1}}))
+    else:
+        path.write_text("[budget]\ntotal = 2000\n\n[history]\nverbatim_exchanges = 1\n")
+    doc = replay_json(SWE, "--config", path, "--strategies", "trim_messages")
+    assert doc["settings"]["budget_total"] == 2000
+    assert doc["settings"]["config"]["history"]["verbatim_exchanges"] == 1
+    assert doc["strategies"] == ["full", "trim_messages"]
+    assert doc["totals"]["trim_messages"]["peak_tokens"] <= 2000
+    assert replay_json(SWE, "--config", path, "--budget-total", "2500")["settings"]["budget_total"] == 2500
+
+
+def test_chart_is_a_png(tmp_path: Path) -> None:
+    out = tmp_path / "img" / "chart.png"
+    result = run("replay", OPENAI, "--chart", out, "--out", tmp_path / "r.json", "-q")
+    assert result.exit_code == 0, result.output
+    data = out.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10_000
+    saved = json.loads((tmp_path / "r.json").read_text())
+    assert [Path(f["path"]).name for f in saved["files"]] == ["openai-chat.json"]
+
+
+def test_chart_without_matplotlib_names_the_extra(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # an absent optional dependency
+    result = run("replay", OPENAI, "--chart", tmp_path / "c.png", "-q")
+    assert result.exit_code == 1
+    assert "pip install 'ctxplugin[chart]'" in result.stderr
+    assert not (tmp_path / "c.png").exists()
+
+
+def test_inspect_shows_one_prepared_view() -> None:
+    result = run("inspect", SWE, "--call", "-1")
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    for part in ("marshmallow-code__marshmallow-1359", "call 6 of 7", "sections", "prepared messages", "refs created", "next recorded action"):
+        assert part in out, part
+
+
+def test_inspect_json_matches_the_report() -> None:
+    result = run("inspect", RECORDINGS / "tau-excerpt.json", "--conversation", "1", "--call", "2", "--tools", TOOLS, "--json")
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    records = json.loads((RECORDINGS / "tau-excerpt.json").read_text())
+    assert doc["conversation"] == f"task-{records[1]['task_id']}-trial-{records[1]['trial']}"
+    assert (doc["call"], doc["calls"]) == (2, sum(1 for m in records[1]["traj"][1:] if m["role"] == "assistant"))
+    assert len(doc["messages"]) == doc["report"]["messages_after"]
+    assert doc["report"]["tokens_before"] > 0 and doc["tools"]
+
+
+def test_inspect_rejects_a_call_out_of_range() -> None:
+    result = run("inspect", SWE, "--call", "7")
+    assert result.exit_code == 1
+    assert "has 7 calls (0..6); got --call 7" in " ".join(result.stderr.split())
+
+
+def test_expand_prints_a_stored_original(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    inspected = run("inspect", SWE, "--call", "-1", "--path", store, "--json")
+    assert inspected.exit_code == 0, inspected.output
+    doc = json.loads(inspected.stdout)
+    refs = doc["report"]["refs_used"]
+    assert refs, "the excerpt has tool outputs large enough to be stored"
+    raw = json.loads(SWE.read_text())
+    originals = {m["content"] for m in raw["messages"] if m["role"] == "tool"}
+    for ref in refs:
+        result = run("expand", ref, "--path", store, "--session", doc["session_id"])
+        assert result.exit_code == 0, result.output
+        assert result.stdout.removesuffix("\n") in {o.removesuffix("\n") for o in originals}
+    other = run("expand", refs[0], "--path", store, "--session", "someone-else")
+    assert other.exit_code == 1 and refs[0] in other.stderr
+
+
+def test_expand_errors(tmp_path: Path) -> None:
+    missing = run("expand", "ref:log:0000000000000000", "--path", tmp_path / "nowhere")
+    assert missing.exit_code == 1 and "no store at" in missing.stderr
+    (tmp_path / "empty").mkdir()
+    unknown = run("expand", "ref:log:0000000000000000", "--path", tmp_path / "empty", "--session", "s")
+    assert unknown.exit_code == 1 and "ref:log:0000000000000000" in unknown.stderr

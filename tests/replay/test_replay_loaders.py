@@ -1,0 +1,200 @@
+"""Reading recordings: every input format, detection, and clear errors for bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
+
+from ctxplugin.errors import InvalidInputError
+from ctxplugin.replay import detect, discover, load_file, load_tools_file
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+RECORDINGS = FIXTURES / "recordings"
+BAD = FIXTURES / "bad"
+
+
+def read(path: Path) -> Any:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def roles(raw: list[dict[str, Any]]) -> list[str]:
+    return [m["role"] for m in raw]
+
+
+KIND = {"system": SystemMessage, "user": HumanMessage, "assistant": AIMessage, "tool": ToolMessage}
+
+
+def assert_same_as_openai(messages: tuple[Any, ...], raw: list[dict[str, Any]]) -> None:
+    assert [type(m) for m in messages] == [KIND[r] for r in roles(raw)]
+    for message, source in zip(messages, raw, strict=True):
+        assert message.content == (source.get("content") or "")
+        if source["role"] == "assistant":
+            expected = [(c["id"], c["function"]["name"], json.loads(c["function"]["arguments"])) for c in source.get("tool_calls") or []]
+            assert [(c["id"], c["name"], c["args"]) for c in message.tool_calls] == expected
+        if source["role"] == "tool":
+            assert message.tool_call_id == source["tool_call_id"]
+
+
+def test_tau_list_gives_one_conversation_per_record() -> None:
+    raw = read(RECORDINGS / "tau-excerpt.json")
+    loaded = load_file(RECORDINGS / "tau-excerpt.json")
+    assert loaded.format == "tau"
+    assert [c.id for c in loaded.conversations] == [f"task-{r['task_id']}-trial-{r['trial']}" for r in raw]
+    for conversation, record in zip(loaded.conversations, raw, strict=True):
+        assert_same_as_openai(conversation.messages, record["traj"])
+        assert len(conversation.call_indexes()) == sum(1 for m in record["traj"][1:] if m["role"] == "assistant")
+
+
+def test_openai_json_and_jsonl() -> None:
+    doc = read(RECORDINGS / "openai-chat.json")
+    loaded = load_file(RECORDINGS / "openai-chat.json")
+    assert (loaded.format, [c.id for c in loaded.conversations]) == ("openai", [doc["id"]])
+    assert_same_as_openai(loaded.conversations[0].messages, doc["messages"])
+    lines = [json.loads(line) for line in (RECORDINGS / "openai-chat.jsonl").read_text().splitlines()]
+    jsonl = load_file(RECORDINGS / "openai-chat.jsonl")
+    assert jsonl.format == "openai"
+    assert_same_as_openai(jsonl.conversations[0].messages, lines)
+
+
+@pytest.mark.parametrize("name", ["langchain-messages.json", "langchain-dumpd.json"])
+def test_langchain_dumps(name: str) -> None:
+    raw = read(RECORDINGS / name)
+    loaded = load_file(RECORDINGS / name)
+    assert loaded.format == "langchain"
+    messages = loaded.conversations[0].messages
+    assert len(messages) == len(raw)
+    tool_results = [m for m in messages if isinstance(m, ToolMessage)]
+    calls = [c for m in messages if isinstance(m, AIMessage) for c in m.tool_calls]
+    assert tool_results and sorted(t.tool_call_id for t in tool_results) == sorted(str(c["id"]) for c in calls)
+
+
+def test_langsmith_export_uses_the_longest_llm_run_of_the_trace() -> None:
+    runs = read(RECORDINGS / "langsmith-runs.json")
+    loaded = load_file(RECORDINGS / "langsmith-runs.json")
+    assert loaded.format == "langsmith"
+    assert [c.id for c in loaded.conversations] == [runs[0]["trace_id"]]
+    # The root chain run's outputs hold the whole conversation; the llm runs rebuild it up to
+    # the last model reply (the user's closing message came after the last model call).
+    whole = runs[0]["outputs"]["messages"]
+    messages = loaded.conversations[0].messages
+    assert [m.content for m in messages] == [m["kwargs"]["content"] for m in whole[: len(messages)]]
+    assert [m["kwargs"]["type"] for m in whole[len(messages) :]] == ["human"]
+    assert len(loaded.conversations[0].call_indexes()) == sum(1 for r in runs if r["run_type"] == "llm")
+
+
+def test_swe_trajectory_drops_the_exit_record_and_reads_calls_from_the_response() -> None:
+    raw = read(RECORDINGS / "marshmallow-1359-excerpt.traj.json")
+    loaded = load_file(RECORDINGS / "marshmallow-1359-excerpt.traj.json")
+    assert loaded.format == "swe"
+    conversation = loaded.conversations[0]
+    assert conversation.id == raw["instance_id"]
+    chat = [m for m in raw["messages"] if m["role"] != "exit"]
+    assert len(conversation.messages) == len(chat) == len(raw["messages"]) - 1
+    assistants = [m for m in chat if m["role"] == "assistant"]
+    assert "tool_calls" not in assistants[3]  # this one has its calls only in extra.response
+    loaded_assistants = [m for m in conversation.messages if isinstance(m, AIMessage)]
+    for source, message in zip(assistants, loaded_assistants, strict=True):
+        expected = [a["command"] for a in source["extra"]["actions"]]
+        assert [c["args"]["command"] for c in message.tool_calls] == expected
+    usage = [a["extra"]["response"]["usage"] for a in assistants]
+    assert [(u.prompt_tokens, u.cached_tokens) for u in conversation.usage] == [
+        (u["prompt_tokens"], u["prompt_cache_hit_tokens"]) for u in usage
+    ]
+
+
+@pytest.mark.parametrize(
+    ("name", "fmt"),
+    [
+        ("tau-excerpt.json", "tau"),
+        ("openai-chat.json", "openai"),
+        ("langchain-dumpd.json", "langchain"),
+        ("langsmith-runs.json", "langsmith"),
+        ("marshmallow-1359-excerpt.traj.json", "swe"),
+    ],
+)
+def test_explicit_format_reads_the_same_as_detection(name: str, fmt: Any) -> None:
+    assert detect(read(RECORDINGS / name)) == fmt
+    auto, explicit = load_file(RECORDINGS / name), load_file(RECORDINGS / name, fmt)
+    assert [c.messages for c in auto.conversations] == [c.messages for c in explicit.conversations]
+
+
+def test_wrong_explicit_format_names_the_file() -> None:
+    with pytest.raises(InvalidInputError, match=r"openai-chat\.json: a tau-bench file is a list"):
+        load_file(RECORDINGS / "openai-chat.json", "tau")
+
+
+def test_truncated_file() -> None:
+    with pytest.raises(InvalidInputError, match=r"truncated\.json: not valid JSON .*truncated"):
+        load_file(BAD / "truncated.json")
+
+
+def test_truncated_jsonl_names_the_line(tmp_path: Path) -> None:
+    lines = (RECORDINGS / "openai-chat.jsonl").read_text().splitlines()
+    path = tmp_path / "cut.jsonl"
+    path.write_text("\n".join(lines[:4]) + "\n" + lines[4][:30])
+    with pytest.raises(InvalidInputError, match=r"cut\.jsonl: line 5 is not valid JSON.*truncated"):
+        load_file(path)
+
+
+def test_unknown_and_empty_files(tmp_path: Path) -> None:
+    with pytest.raises(InvalidInputError, match=r"unknown\.json: unknown format.*--format"):
+        load_file(BAD / "unknown.json")
+    empty = tmp_path / "empty.json"
+    empty.write_text("  \n")
+    with pytest.raises(InvalidInputError, match=r"empty\.json: the file is empty"):
+        load_file(empty)
+
+
+def test_unanswered_tool_call_is_reported_per_conversation() -> None:
+    loaded = load_file(BAD / "orphan-call.json")
+    assert loaded.conversations == []
+    assert loaded.errors == [
+        "conversation orphan-call: tool call 'call_1' (get_reservation_details) in message 2 was never "
+        "answered (message 3 follows without its result)"
+    ]
+
+
+def test_tool_result_without_a_call_is_reported() -> None:
+    loaded = load_file(BAD / "orphan-result.json")
+    assert loaded.conversations == []
+    assert len(loaded.errors) == 1
+    assert "message 1 is a tool result for tool_call_id='call_9'" in loaded.errors[0]
+
+
+def test_a_call_still_running_at_the_end_is_not_an_orphan() -> None:
+    raw = read(RECORDINGS / "marshmallow-1359-excerpt.traj.json")
+    # the recording ends with the submit call, whose result was never recorded
+    last = [m for m in raw["messages"] if m["role"] != "exit"][-1]
+    assert last["role"] == "assistant" and last["tool_calls"]
+    assert load_file(RECORDINGS / "marshmallow-1359-excerpt.traj.json").errors == []
+
+
+def test_one_broken_conversation_does_not_hide_the_others(tmp_path: Path) -> None:
+    records = read(RECORDINGS / "tau-excerpt.json")
+    broken = json.loads(json.dumps(records[0]))
+    broken["trial"] = 9
+    broken["traj"] = [m for m in broken["traj"] if m["role"] != "tool"]
+    path = tmp_path / "mixed.json"
+    path.write_text(json.dumps([broken, records[1]]))
+    loaded = load_file(path)
+    assert [c.id for c in loaded.conversations] == [f"task-{records[1]['task_id']}-trial-{records[1]['trial']}"]
+    assert len(loaded.errors) == 1 and loaded.errors[0].startswith(f"conversation task-{broken['task_id']}-trial-9: tool call")
+
+
+def test_discover_sorts_directories_and_reports_missing_paths(tmp_path: Path) -> None:
+    found, missing = discover([RECORDINGS, tmp_path / "nope.json", tmp_path])
+    assert found == sorted(p.as_posix() for p in RECORDINGS.iterdir())
+    assert missing == [(str(tmp_path / "nope.json"), "no such file or directory"), (str(tmp_path), "directory holds no .json or .jsonl file")]
+
+
+def test_tools_file(tmp_path: Path) -> None:
+    tools = load_tools_file(FIXTURES / "tau-airline-tools.json")
+    assert [t["function"]["name"] for t in tools] == [t["function"]["name"] for t in read(FIXTURES / "tau-airline-tools.json")]
+    bad = tmp_path / "tools.json"
+    bad.write_text(json.dumps([{"description": "no name"}]))
+    with pytest.raises(InvalidInputError, match=r"tools\.json: item 0 is not an OpenAI-format tool schema"):
+        load_tools_file(bad)

@@ -1,0 +1,194 @@
+"""Figures of a replay: identifiers, grounding recall, the cache model, and the peers."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain.agents.middleware.context_editing import ClearToolUsesEdit, ContextEditingMiddleware
+from langchain.agents.middleware.types import ModelRequest, ModelResponse
+from langchain_core.messages import (
+    AIMessage,
+    AnyMessage,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+)
+
+from ctxplugin import ContextConfig
+from ctxplugin.replay import (
+    ClearToolUsesSettings,
+    Conversation,
+    ReplaySettings,
+    StrategyFigures,
+    action_identifiers,
+    identifiers_in_text,
+    load_file,
+    replay_conversation,
+)
+from ctxplugin.replay.metrics import Meter, occurs
+from ctxplugin.replay.peers import ContextEditing, TrimMessages
+from ctxplugin.testing import ScriptedChatModel, memory_engine
+from ctxplugin.tokens import count_messages, get_counter
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+RECORDINGS = FIXTURES / "recordings"
+
+
+def test_identifiers_in_text() -> None:
+    text = (
+        "sed -n '1100,1130p' src/marshmallow/fields.py; see https://example.com/a?b=1 and setup.cfg. "
+        "Flight HAT136 on 2024-05-20 costs 250 dollars, 3 bags, 42 kg; user mia_li_3668 said \"window seat\"."
+    )
+    found = identifiers_in_text(text)
+    for expected in ("src/marshmallow/fields.py", "https://example.com/a?b=1", "setup.cfg", "HAT136", "2024-05-20", "250", "mia_li_3668", "window seat", "1100,1130"):
+        assert expected in found, expected
+    for absent in ("42", "3", "Flight", "costs", "dollars"):
+        assert absent not in found, absent
+    # single quotes are apostrophes in prose, values in tool arguments
+    assert "1100,1130p" not in found
+    assert "1100,1130p" in identifiers_in_text(text, arguments=True)
+
+
+def test_action_identifiers_are_tool_argument_values() -> None:
+    action = AIMessage(
+        content="I'll book it now.",
+        tool_calls=[
+            {
+                "name": "book_reservation",
+                "id": "c1",
+                "args": {
+                    "user_id": "mia_li_3668",
+                    "flights": [{"flight_number": "HAT136", "date": "2024-05-20"}],
+                    "payment_methods": [{"payment_id": "certificate_7504069", "amount": 250}],
+                    "total_baggages": 3,
+                    "insurance": "no",
+                    "direct": True,
+                },
+            }
+        ],
+    )
+    found = action_identifiers(action)
+    assert {"mia_li_3668", "HAT136", "2024-05-20", "certificate_7504069", "250"} <= found
+    assert not {"3", "no", "True", "book"} & found
+    # without tool calls the action is the reply text
+    assert action_identifiers(AIMessage(content="Your reservation ZFA04Y is cancelled.")) == {"ZFA04Y"}
+
+
+def test_occurs_matches_whole_tokens_only() -> None:
+    assert occurs("HAT136", "flights: HAT136, HAT137")
+    assert not occurs("HAT13", "flights: HAT136")
+    assert not occurs("100", "price 1000")
+    assert occurs("3668", "mia_li_3668")  # an underscore separates tokens
+
+
+def conversation_with_an_early_id(filler: int) -> Conversation:
+    messages: list[BaseMessage] = [
+        SystemMessage(content="You are an airline agent."),
+        HumanMessage(content="Cancel my trip please."),
+        AIMessage(content="", tool_calls=[{"name": "get_user", "args": {"user_id": "mia_li_3668"}, "id": "c0"}]),
+        ToolMessage(content='{"reservations": ["ZFA04Y", "NQNU5R"]}', tool_call_id="c0", name="get_user"),
+        AIMessage(content="Which reservation?"),
+    ]
+    for i in range(filler):
+        messages += [HumanMessage(content=f"Tell me about baggage rule {i}. " + "words " * 80), AIMessage(content="It depends. " * 40)]
+    messages += [
+        HumanMessage(content="The first one."),
+        AIMessage(content="", tool_calls=[{"name": "cancel_reservation", "args": {"reservation_id": "ZFA04Y"}, "id": "c9"}]),
+    ]
+    return Conversation(id="early-id", messages=tuple(messages))
+
+
+def test_recall_counts_identifiers_the_view_lost() -> None:
+    conv = conversation_with_an_early_id(filler=6)
+    settings = ReplaySettings(config=ContextConfig(budget={"total": 400}), strategies=("full", "trim_messages"))
+    result = replay_conversation(conv, settings)
+    full, trim = result.figures["full"], result.figures["trim_messages"]
+    # the last action uses ZFA04Y, seen in the tool output of the first exchange; earlier actions
+    # used identifiers only the user could have typed, so they are not eligible
+    assert full.recall_eligible == trim.recall_eligible == 1
+    assert (full.recall_visible, full.recall) == (1, 1.0)
+    assert (trim.recall_visible, trim.recall) == (0, 0.0)
+
+
+def test_full_history_cache_hits_are_the_previous_call() -> None:
+    conv = load_file(RECORDINGS / "openai-chat.json").conversations[0]
+    tools = tuple(json.loads((FIXTURES / "tau-airline-tools.json").read_text()))
+    result = replay_conversation(conv, ReplaySettings(tools=tools, strategies=("full",)))
+    calls = result.per_call["full"]
+    assert calls[0][1] == 0
+    # an append-only history repeats the whole previous request as its prefix
+    assert [cached for _, cached in calls[1:]] == [total for total, _ in calls[:-1]]
+    figures = result.figures["full"]
+    assert figures.cost(0.1) == pytest.approx(figures.input_tokens - 0.9 * figures.cached_tokens)
+    assert figures.cost(1.0) == figures.input_tokens
+
+
+def test_figures_merge_and_peak() -> None:
+    a, b = StrategyFigures(), StrategyFigures()
+    a.add_call(input_tokens=100, cached=0, tools=10, eligible=2, visible=1, budget=150)
+    a.add_call(input_tokens=200, cached=100, tools=10, eligible=0, visible=0, budget=150)
+    b.add_call(input_tokens=120, cached=0, tools=0, eligible=1, visible=1, budget=150)
+    a.merge(b)
+    assert (a.calls, a.input_tokens, a.cached_tokens, a.peak_tokens, a.tool_schema_tokens, a.over_budget_calls) == (3, 420, 100, 200, 20, 1)
+    assert a.recall == pytest.approx(2 / 3)
+    assert StrategyFigures().recall is None
+
+
+def test_ctxplugin_full_tokens_agree_with_the_engine_report() -> None:
+    conv = load_file(RECORDINGS / "marshmallow-1359-excerpt.traj.json").conversations[0]
+    engine = memory_engine()
+    result = replay_conversation(conv, ReplaySettings(strategies=("full", "ctxplugin")), engine=memory_engine())
+    counter = engine.counter
+    for position, index in enumerate(conv.call_indexes()):
+        before = engine.prepare(conv.messages[:index]).report.tokens_before
+        assert before == count_messages(conv.messages[:index], counter) == result.per_call["full"][position][0]
+
+
+def test_trim_messages_peer_holds_the_shared_budget() -> None:
+    conv = load_file(RECORDINGS / "tau-excerpt.json").conversations[0]
+    counter, _ = get_counter()
+    meter = Meter(counter)
+    peer = TrimMessages([], total=1800, meter=meter)
+    for index in conv.call_indexes():
+        view = peer.view(conv.messages[:index])
+        assert isinstance(view.messages[0], SystemMessage)
+        assert meter.count(view.messages) <= 1800
+        if len(view.messages) > 1:
+            assert isinstance(view.messages[1], HumanMessage)
+
+
+def _middleware_view(messages: list[BaseMessage], edit: ClearToolUsesEdit) -> list[BaseMessage]:
+    seen: list[list[BaseMessage]] = []
+
+    def handler(request: ModelRequest[Any]) -> ModelResponse[Any]:
+        seen.append(list(request.messages))
+        return ModelResponse(result=[AIMessage(content="ok")])
+
+    system = messages[0]
+    assert isinstance(system, SystemMessage)
+    body: list[AnyMessage] = [m for m in messages[1:] if isinstance(m, (AIMessage, HumanMessage, ToolMessage))]
+    request: ModelRequest[Any] = ModelRequest(model=ScriptedChatModel(), messages=body, system_message=system)
+    ContextEditingMiddleware(edits=[edit]).wrap_model_call(request, handler)
+    return seen[0]
+
+
+@pytest.mark.parametrize("settings", [ClearToolUsesSettings(), ClearToolUsesSettings(trigger=500, keep=1)])
+def test_context_editing_peer_matches_the_middleware(settings: ClearToolUsesSettings) -> None:
+    conv = load_file(RECORDINGS / "marshmallow-1359-excerpt.traj.json").conversations[0]
+    peer = ContextEditing([], settings)
+    cleared = 0
+    for index in conv.call_indexes():
+        history = list(conv.messages[:index])
+        ours = peer.view(history).messages
+        resolved = settings.resolved()
+        theirs = _middleware_view(history, ClearToolUsesEdit(trigger=resolved["trigger"], keep=resolved["keep"]))
+        assert [m.content for m in ours[1:]] == [m.content for m in theirs]
+        cleared += sum(1 for m in ours if m.content == "[cleared]")
+    if settings.trigger is None:
+        assert cleared == 0  # LangChain's default trigger is far above this excerpt
+    else:
+        assert cleared > 0
