@@ -29,19 +29,35 @@ def _not_object(args: Any) -> list[str]:
     return [] if isinstance(args, Mapping) else [f"arguments must be a JSON object, got {type(args).__name__}"]
 
 
+def _unexpected(args: Mapping[str, Any], allowed: set[str] | None) -> list[str]:
+    """Argument names the schema does not define. Tools usually ignore them, so a call with a
+    guessed parameter name would run without the value the model meant to pass."""
+    if allowed is None:
+        return []
+    extra = sorted(k for k in args if k not in allowed)
+    if not extra:
+        return []
+    expected = ", ".join(sorted(allowed)) or "none"
+    return [f"{name}: unexpected argument (expected: {expected})" for name in extra[:MAX_ERRORS]]
+
+
 def _pydantic_checker(model: type[BaseModel]) -> Checker:
+    allowed: set[str] | None = None
+    if model.model_config.get("extra") != "allow":
+        allowed = set(model.model_fields)
+        allowed |= {f.alias for f in model.model_fields.values() if f.alias}
+
     def check(args: Any) -> list[str]:
         if errors := _not_object(args):
             return errors
+        lines = _unexpected(args, allowed)
         try:
             model.model_validate(dict(args))
         except ValidationError as exc:
-            lines = []
-            for error in exc.errors()[:MAX_ERRORS]:
+            for error in exc.errors():
                 where = ".".join(str(part) for part in error["loc"]) or "(arguments)"
                 lines.append(f"{where}: {error['msg']}")
-            return lines
-        return []
+        return lines[:MAX_ERRORS]
 
     return check
 
@@ -57,6 +73,9 @@ def _json_schema_checker(schema: Mapping[str, Any]) -> Checker:
         logger.info("ctxplugin: tool schema is not valid JSON Schema, arguments are not checked: %s", exc.message)
         return _accept
     validator = cls(schema)
+    props = schema.get("properties")
+    # absent additionalProperties allows anything in JSON Schema; for a tool call it is a slip
+    allowed = set(props) if isinstance(props, Mapping) and "additionalProperties" not in schema else None
 
     def check(args: Any) -> list[str]:
         if errors := _not_object(args):
@@ -66,11 +85,11 @@ def _json_schema_checker(schema: Mapping[str, Any]) -> Checker:
         except Unresolvable as exc:
             logger.info("ctxplugin: tool schema has an unresolvable $ref, arguments are not checked: %s", exc)
             return []
-        lines = []
-        for error in found[:MAX_ERRORS]:
+        lines = _unexpected(args, allowed)
+        for error in found:
             where = ".".join(str(part) for part in error.absolute_path) or "(arguments)"
             lines.append(f"{where}: {error.message}")
-        return lines
+        return lines[:MAX_ERRORS]
 
     return check
 

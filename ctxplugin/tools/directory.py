@@ -17,8 +17,9 @@ LOAD_TOOLS_NAME = "load_tools"
 
 DIRECTORY_TITLE = (
     "Tool directory. Only some tools are bound with their parameters. To use any other tool, "
-    f"first call {LOAD_TOOLS_NAME} with the exact names you need; their full schemas are bound "
-    "from your next step on."
+    f"call {LOAD_TOOLS_NAME} with the exact names you need; their full schemas are bound from "
+    "your next step on. A listed tool may also be called directly: a call with wrong arguments "
+    "does not run and returns the tool's schema."
 )
 
 _SHORT_INTENT_CHARS = 40

@@ -136,11 +136,13 @@ def plan_tools(
     named: list[tuple[Any, ToolEntry]] = []
     unnamed: list[Any] = []  # provider built-ins ({"type": "web_search"}): always bound as given
     seen: set[str] = set()
+    functions: list[Any] = []
     for tool in user_tools:
         if isinstance(tool, dict) and tool_name(tool) is None:
             unnamed.append(tool)
-            continue
-        entry = registry.register(tool)
+        else:
+            functions.append(tool)
+    for tool, entry in zip(functions, registry.register_all(functions), strict=True):
         if entry.name in seen:
             raise InvalidInputError(f"two tools are named {entry.name!r}; tool names must be unique")
         seen.add(entry.name)

@@ -161,13 +161,10 @@ class ToolRegistry:
             raise InvalidInputError(
                 f"a tool must be a BaseTool, a function or an OpenAI-format dict, got {type(tool).__name__}"
             )
-        key = id(tool)
         with self._lock:
-            hit = self._by_identity.get(key)
-            # a dict may be edited in place between calls: compare it with its copy
-            if hit is not None and hit[0] is tool and (not isinstance(tool, dict) or hit[1] == tool):
-                self._by_identity.move_to_end(key)
-                return hit[2]
+            known = self._known(tool)
+        if known is not None:
+            return known
         schema, description, check = _describe(tool)
         name = schema.get("function", {}).get("name")
         if not isinstance(name, str) or not name:
@@ -188,6 +185,7 @@ class ToolRegistry:
             else:
                 versions.move_to_end(digest)
             self._current[name] = entry
+            key = id(tool)
             self._by_identity[key] = (tool, copy.deepcopy(tool) if isinstance(tool, dict) else None, entry)
             self._by_identity.move_to_end(key)
             while len(self._by_identity) > _IDENTITY_CACHE:
@@ -195,8 +193,22 @@ class ToolRegistry:
         return entry
 
     def register_all(self, tools: Iterable[Any]) -> list[ToolEntry]:
-        """:meth:`register` each tool, in order."""
-        return [self.register(t) for t in tools]
+        """:meth:`register` each tool, in order (tools seen before cost one lookup each)."""
+        tools = list(tools)
+        with self._lock:
+            found = [self._known(t) for t in tools]
+        return [entry if entry is not None else self.register(t) for t, entry in zip(tools, found, strict=True)]
+
+    def _known(self, tool: Any) -> ToolEntry | None:
+        """The entry of an already registered object (caller holds the lock)."""
+        key = id(tool)
+        hit = self._by_identity.get(key)
+        # a dict may be edited in place between calls: compare it with its copy
+        if hit is None or hit[0] is not tool or (isinstance(tool, dict) and hit[1] != tool):
+            return None
+        self._by_identity.move_to_end(key)
+        self._current[hit[2].name] = hit[2]
+        return hit[2]
 
     def get(self, name: str) -> ToolEntry | None:
         """The current entry of ``name`` (the schema most recently registered under it)."""

@@ -157,3 +157,21 @@ def test_load_tools_confirms_names_and_suggests_matches() -> None:
     assert len(lines) == 5
     assert "exact names" in meta.invoke({"names": []})
     assert reg.meta_tool() is reg.meta_tool()
+
+
+def test_guessed_argument_names_do_not_run_even_when_all_parameters_are_optional() -> None:
+    @tool
+    def search_orders(query: str = "", limit: int = 10) -> str:
+        """Search orders."""
+        return query
+
+    free_form = {"type": "function", "function": {"name": "log_event", "description": "Log anything.",
+                                                  "parameters": {"type": "object", "properties": {"kind": {"type": "string"}},
+                                                                 "additionalProperties": True}}}
+    reg = registry(search_orders, BAGGAGE, free_form)
+    res = resolve_call("search_orders", {"q": "shoes"}, reg)
+    assert res.kind == "schema" and res.errors == ["q: unexpected argument (expected: limit, query)"]
+    assert resolve_call("search_orders", {"query": "shoes"}, reg).kind == "run"
+    extra = resolve_call("update_reservation_baggages", {"reservation_id": "X", "total_baggages": 1, "bags": 1}, reg)
+    assert extra.kind == "schema" and extra.errors[0].startswith("bags: unexpected argument")
+    assert resolve_call("log_event", {"kind": "x", "anything": 1}, reg).kind == "run"
