@@ -1,53 +1,59 @@
-"""Facts ledger (placeholder pending the full implementation)."""
+"""Facts ledger: small facts kept current, the relevant ones put before every model call.
 
-from __future__ import annotations
+- :class:`Fact` / :class:`ScoredFact`: the record and a retrieval hit (``.fact``, ``.score``).
+- :class:`FactsLedger` (``engine.facts``): ``write``, ``search``, ``get``, ``current``,
+  ``history``, ``ingest``; supersession by id, by key, by correction, aware of authority and
+  fact scope.
+- Stores: :class:`MemoryFactStore`, :class:`ChromaFactStore` (embedded or server); the port is
+  :class:`FactStore`.
+- :class:`HashingEmbedding`: the offline default embedding (no weights, no download).
+- :class:`RuleExtractor` and :func:`as_extractor`: zero-LLM extraction, and how a model-backed
+  extractor plugs in.
+- :func:`mark_outdated`: notes on old messages that state a superseded value (view only).
+"""
 
-from collections.abc import Sequence
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
+from ctxplugin.facts.chroma import ChromaFactStore
+from ctxplugin.facts.embedding import HashingEmbedding, as_embeddings
+from ctxplugin.facts.extract import Extractor, ExtractorLike, FactDraft, as_extractor, combine
+from ctxplugin.facts.ledger import FactsLedger
+from ctxplugin.facts.model import (
+    AUTHORITY_RANK,
+    Authority,
+    Fact,
+    FactKind,
+    FactQuery,
+    FactScope,
+    MemoryType,
+    ScoredFact,
+    Source,
+    SourceType,
+)
+from ctxplugin.facts.outdated import mark_outdated
+from ctxplugin.facts.rules import RuleExtractor
+from ctxplugin.facts.store import FactStore, MemoryFactStore
 
-from langchain_core.messages import BaseMessage
-
-from ctxplugin.config import FactsConfig
-from ctxplugin.scope import Scope
-
-
-@dataclass
-class Fact:
-    id: str
-    text: str
-    key: str | None = None
-    kind: str = "fact"
-
-
-@dataclass
-class ScoredFact:
-    fact: Fact
-    score: float
-
-
-class MemoryFactStore:
-    pass
-
-
-class ChromaFactStore(MemoryFactStore):
-    @classmethod
-    def persistent(cls, path: str | Path, *, config: FactsConfig) -> ChromaFactStore:
-        return cls()
-
-
-class FactsLedger:
-    def __init__(self, store: Any, config: FactsConfig) -> None:
-        self.store = store
-        self.config = config
-
-    def ingest(self, messages: Sequence[BaseMessage], *, scope: Scope) -> list[Fact]:
-        return []
-
-    def search(self, query: str, *, scope: Scope, k: int = 12) -> list[ScoredFact]:
-        return []
-
-
-def mark_outdated(body: list[BaseMessage], *, ledger: FactsLedger, scope: Scope) -> tuple[list[BaseMessage], int]:
-    return body, 0
+__all__ = [
+    "AUTHORITY_RANK",
+    "Authority",
+    "ChromaFactStore",
+    "Extractor",
+    "ExtractorLike",
+    "Fact",
+    "FactDraft",
+    "FactKind",
+    "FactQuery",
+    "FactScope",
+    "FactStore",
+    "FactsLedger",
+    "HashingEmbedding",
+    "MemoryFactStore",
+    "MemoryType",
+    "RuleExtractor",
+    "ScoredFact",
+    "Source",
+    "SourceType",
+    "as_embeddings",
+    "as_extractor",
+    "combine",
+    "mark_outdated",
+]

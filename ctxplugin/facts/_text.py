@@ -1,0 +1,106 @@
+"""Text helpers shared by embedding, extraction and outdated-marking: one tokenizer for all.
+
+The tokenizer is identifier-aware: ``HAT123``, ``#W1234``, ``sofia_kim_7287``, ``src/app.py``
+and URLs come out as single tokens, so exact identifiers match exactly wherever they appear.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from functools import lru_cache
+
+STOPWORDS = frozenset(
+    ["a", "about", "above", "after", "again", "all", "also", "am", "an", "and", "any", "are", "as", "at", "be", "because", "been", "before", "being", "below", "between", "both", "but", "by", "can", "could", "did", "do", "does", "doing", "down", "during", "each", "few", "for", "from", "further", "had", "has", "have", "having", "he", "her", "here", "hers", "him", "his", "how", "i", "if", "in", "into", "is", "it", "its", "itself", "just", "let", "lets", "let's", "me", "more", "most", "my", "myself", "no", "nor", "not", "now", "of", "off", "on", "once", "only", "or", "other", "our", "ours", "out", "over", "own", "please", "same", "she", "should", "so", "some", "such", "than", "that", "the", "their", "theirs", "them", "then", "there", "these", "they", "this", "those", "through", "to", "too", "under", "until", "up", "very", "was", "we", "were", "what", "when", "where", "which", "while", "who", "whom", "why", "will", "with", "would", "you", "your", "yours", "yourself", "ok", "okay", "yes", "yeah", "hi", "hello", "thanks", "thank"]
+)
+
+# An identifier: letters/digits joined by inner punctuation, or a word mixing letters and digits.
+_URL = re.compile(r"https?://[^\s<>\"'`)\]]+", re.IGNORECASE)
+_EMAIL = re.compile(r"\b[\w.+-]+@[\w-]+(?:\.[\w-]+)+\b")
+_PATH = re.compile(r"(?<![\w/])(?:\.{0,2}/)?[\w.-]+(?:/[\w.-]+)+")
+_TOKEN = re.compile(r"#?[\w]+(?:[-.:_#][\w]+)*", re.UNICODE)
+_HAS_DIGIT = re.compile(r"\d")
+_HAS_ALPHA = re.compile(r"[^\W\d_]")
+_SPLIT = re.compile(r"[-.:_#/@]+")
+
+
+def normalize(text: str) -> str:
+    """NFKC, lower case, collapsed whitespace."""
+    return " ".join(unicodedata.normalize("NFKC", text).lower().split())
+
+
+def is_identifier(token: str) -> bool:
+    """Whether a token looks like an exact identifier (ids, codes, paths, urls, emails)."""
+    if "/" in token or "@" in token:
+        return True
+    if _HAS_DIGIT.search(token) and _HAS_ALPHA.search(token):
+        return True
+    return any(ch in token for ch in "_#") or (any(ch in token for ch in "-.:") and len(token) > 3)
+
+
+def identifiers(text: str) -> list[str]:
+    """Exact identifiers in ``text`` (lower-cased, leading ``#`` dropped, order kept, no repeats)."""
+    found: list[str] = []
+    seen: set[str] = set()
+    lowered = unicodedata.normalize("NFKC", text).lower()
+
+    def keep(token: str) -> None:
+        token = token.strip(".,;:!?'\"()[]{}").lstrip("#")
+        if token and token not in seen and is_identifier(token):
+            seen.add(token)
+            found.append(token)
+
+    for pattern in (_URL, _EMAIL, _PATH):
+        for match in pattern.finditer(lowered):
+            keep(match.group(0))
+    for match in _TOKEN.finditer(lowered):
+        token = match.group(0)
+        if _HAS_DIGIT.search(token) or "_" in token or "#" in token:
+            keep(token)
+    return found
+
+
+@lru_cache(maxsize=16384)
+def stem(word: str) -> str:
+    """A light suffix stripper: enough to match allocation/allocated/allocating."""
+    for suffix in ("ations", "ation", "ments", "ment", "ings", "ing", "ied", "ies", "ed", "es", "ly", "s"):
+        if len(word) > len(suffix) + 3 and word.endswith(suffix):
+            return word[: -len(suffix)]
+    return word
+
+
+def words(text: str) -> list[str]:
+    """Lower-cased word tokens with identifiers kept whole (``#w1234`` becomes ``w1234``)."""
+    out: list[str] = []
+    lowered = normalize(text)
+    for match in _TOKEN.finditer(lowered):
+        token = match.group(0).lstrip("#")
+        if not token:
+            continue
+        if is_identifier(token):
+            out.append(token)
+        else:
+            out.extend(p for p in _SPLIT.split(token) if p)
+    return out
+
+
+def content_words(text: str) -> list[str]:
+    """Words of ``text`` without stopwords or one-letter tokens."""
+    return [w for w in words(text) if w not in STOPWORDS and len(w) > 1]
+
+
+def parts_of(identifier: str) -> list[str]:
+    """Pieces of an identifier (``src/app/main.py`` -> src, app, main, py)."""
+    return [p for p in _SPLIT.split(identifier) if p and p != identifier]
+
+
+def slug(text: str, max_words: int = 4) -> str:
+    """A short key from a phrase: content words joined by ``_`` (at most ``max_words``, the last ones)."""
+    kept = [w for w in content_words(text) if not w.isdigit()]
+    return "_".join(kept[-max_words:])
+
+
+def sentences(text: str) -> list[str]:
+    """Split prose into sentences and lines (never inside URLs, paths or decimals)."""
+    pieces = re.split(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])|\n+", text)
+    return [p.strip() for p in pieces if p and p.strip()]

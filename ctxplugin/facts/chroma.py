@@ -1,0 +1,462 @@
+"""Chroma backend of the fact store: embedded (``PersistentClient``) or a server (``HttpClient``).
+
+Vectors are computed by the store's embedding and passed to Chroma explicitly; the collection
+is also given that embedding as its embedding function, so Chroma never loads (or downloads)
+its own default model. Chroma's errors are translated here, chained with ``from``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from langchain_core.embeddings import Embeddings
+
+from ctxplugin.config import FactsConfig
+from ctxplugin.errors import ConfigError, StoreError, StoreUnavailableError
+from ctxplugin.facts.embedding import (
+    HashingEmbedding,
+    _CallableEmbeddings,
+    as_embeddings,
+    embedding_identity,
+)
+from ctxplugin.facts.model import Fact, FactQuery, Source, matches, reader_keys, visibility_key
+from ctxplugin.scope import Scope
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)
+_OPTIONAL = ("key", "scope_id", "supersedes", "superseded_by", "constraint_type", "note")
+
+
+class ChromaFactStore:
+    """Facts in a Chroma collection: one shared collection filtered by tenant metadata, or one
+    collection per tenant (``config.collection_per_tenant``).
+
+    Build it with :meth:`persistent` (embedded, on disk), :meth:`http` (a Chroma server) or
+    :meth:`from_client` (any Chroma client you configured).
+
+    Args:
+        client: a Chroma client, or a function returning one (connected on first use).
+        config: facts configuration (collection name, embedding size, per-tenant collections).
+        embedding: a LangChain ``Embeddings``, a Chroma embedding function or a callable; the
+            offline :class:`~ctxplugin.facts.embedding.HashingEmbedding` when omitted.
+    """
+
+    def __init__(
+        self,
+        client: Any,
+        *,
+        config: FactsConfig | None = None,
+        embedding: Embeddings | Callable[[list[str]], Any] | None = None,
+    ) -> None:
+        self.config = config or FactsConfig()
+        self.embedding = as_embeddings(embedding, self.config.embedding_dims)
+        self._client_factory: Callable[[], Any] | None = client if callable(client) and not hasattr(client, "get_or_create_collection") else None
+        self._client: Any = None if self._client_factory is not None else client
+        self._collections: dict[str, Any] = {}
+        self._lock = threading.Lock()
+        self._base = f"{self.config.collection}_{embedding_identity(self.embedding)}"
+        self._owns_client = False
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def persistent(
+        cls,
+        path: str | Path,
+        *,
+        config: FactsConfig | None = None,
+        embedding: Embeddings | Callable[[list[str]], Any] | None = None,
+    ) -> ChromaFactStore:
+        """An embedded store on disk under ``path`` (created if missing).
+
+        Raises:
+            StoreError: Chroma cannot open the directory.
+        """
+        import chromadb
+        from chromadb.config import Settings
+
+        Path(path).mkdir(parents=True, exist_ok=True)
+        with _translated("open the embedded Chroma store"):
+            client = chromadb.PersistentClient(path=str(path), settings=Settings(anonymized_telemetry=False))
+        store = cls(client, config=config, embedding=embedding)
+        store._owns_client = True
+        return store
+
+    @classmethod
+    def http(
+        cls,
+        url: str,
+        *,
+        config: FactsConfig | None = None,
+        embedding: Embeddings | Callable[[list[str]], Any] | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> ChromaFactStore:
+        """A store on a Chroma server (``chroma run``), e.g. ``http://127.0.0.1:8000``.
+
+        The connection is made on first use, so an engine can start while the server is down;
+        each failing call raises :class:`~ctxplugin.errors.StoreUnavailableError`, which the
+        engine reports as "facts skipped".
+
+        Raises:
+            ConfigError: ``url`` is not an ``http(s)://host[:port]`` URL.
+        """
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ConfigError(f"Chroma server URL must look like http://host:port, got {url!r}")
+        ssl = parts.scheme == "https"
+        port = parts.port or (443 if ssl else 8000)
+        host = parts.hostname
+
+        def connect() -> Any:
+            import chromadb
+            from chromadb.config import Settings
+
+            return chromadb.HttpClient(
+                host=host, port=port, ssl=ssl, headers=headers, settings=Settings(anonymized_telemetry=False)
+            )
+
+        store = cls(connect, config=config, embedding=embedding)
+        store._owns_client = True
+        return store
+
+    @classmethod
+    def from_client(
+        cls,
+        client: Any,
+        *,
+        config: FactsConfig | None = None,
+        embedding: Embeddings | Callable[[list[str]], Any] | None = None,
+    ) -> ChromaFactStore:
+        """A store on a Chroma client you built (``PersistentClient``, ``HttpClient``...)."""
+        return cls(client, config=config, embedding=embedding)
+
+    def close(self) -> None:
+        """Release the Chroma client if this store created it (``persistent`` / ``http``);
+        a client passed to :meth:`from_client` stays open for its owner."""
+        with self._lock:
+            client, owned = self._client, self._owns_client
+            self._collections.clear()
+            if owned:
+                self._client = None
+        if owned and client is not None and callable(getattr(client, "close", None)):
+            client.close()
+            _close_http_session(client)
+
+    def __enter__(self) -> ChromaFactStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ FactStore
+    def add(self, facts: Sequence[Fact]) -> None:
+        if not facts:
+            return
+        by_collection: dict[str, list[Fact]] = {}
+        for fact in facts:
+            by_collection.setdefault(fact.owner.tenant_id or "", []).append(fact)
+        vectors = {f.id: v for f, v in zip(facts, self.embedding.embed_documents([f.text for f in facts]), strict=True)}
+        with _translated("store facts"):
+            for tenant, group in by_collection.items():
+                collection = self._collection(tenant)
+                step = max(1, self._batch_size())
+                for start in range(0, len(group), step):
+                    chunk = group[start : start + step]
+                    collection.upsert(
+                        ids=[f.id for f in chunk],
+                        documents=[f.text for f in chunk],
+                        embeddings=[vectors[f.id] for f in chunk],
+                        metadatas=[_to_metadata(f) for f in chunk],
+                    )
+
+    def update(self, facts: Sequence[Fact]) -> None:
+        if not facts:
+            return
+        with _translated("update facts"):
+            for fact in facts:
+                self._collection(fact.owner.tenant_id or "").update(ids=[fact.id], metadatas=[_to_metadata(fact)])
+
+    def get(self, ids: Sequence[str], *, reader: Scope) -> list[Fact]:
+        if not ids:
+            return []
+        with _translated("read facts"):
+            result = self._collection(reader.tenant_id or "").get(ids=list(ids), include=["documents", "metadatas"])
+        found = {
+            i: _from_metadata(i, doc, meta)
+            for i, doc, meta in zip(result["ids"], result["documents"] or [], result["metadatas"] or [], strict=True)
+        }
+        ordered = [found[i] for i in ids if i in found]
+        return [f for f in ordered if reader.can_read(f.owner, f.visibility)]
+
+    def find(self, query: FactQuery, *, limit: int | None = None) -> list[Fact]:
+        with _translated("read facts"):
+            result = self._collection(query.reader.tenant_id or "").get(
+                where=_where(query), include=["documents", "metadatas"]
+            )
+        facts = [
+            _from_metadata(i, doc, meta)
+            for i, doc, meta in zip(result["ids"], result["documents"] or [], result["metadatas"] or [], strict=True)
+        ]
+        facts = [f for f in facts if matches(f, query)]
+        facts.sort(key=lambda f: f.created_at, reverse=True)
+        return facts if limit is None else facts[:limit]
+
+    def search(self, text: str, query: FactQuery, *, n: int) -> list[tuple[Fact, float]]:
+        if n <= 0:
+            return []
+        vector = self.embedding.embed_query(text)
+        with _translated("search facts"):
+            collection = self._collection(query.reader.tenant_id or "")
+            result = collection.query(
+                query_embeddings=[vector],
+                n_results=n,
+                where=_where(query),
+                include=["documents", "metadatas", "distances"],
+            )
+        ids = result["ids"][0]
+        docs = (result["documents"] or [[]])[0]
+        metas = (result["metadatas"] or [[]])[0]
+        distances = (result["distances"] or [[]])[0]
+        out: list[tuple[Fact, float]] = []
+        for i, doc, meta, distance in zip(ids, docs, metas, distances, strict=True):
+            fact = _from_metadata(i, doc, meta)
+            if matches(fact, query):
+                out.append((fact, 1.0 - float(distance)))
+        return out
+
+    # ------------------------------------------------------------------ internals
+    def collection_name(self, tenant_id: str | None) -> str:
+        """The Chroma collection holding ``tenant_id``'s facts."""
+        if not self.config.collection_per_tenant:
+            return self._base
+        digest = hashlib.sha1((tenant_id or "").encode()).hexdigest()[:12] if tenant_id else "default"
+        return f"{self._base}_t{digest}"
+
+    def raw_collection(self, tenant_id: str | None = None) -> Any:
+        """The underlying Chroma collection (for benchmarks and inspection)."""
+        with _translated("open the facts collection"):
+            return self._collection(tenant_id or "")
+
+    def _client_now(self) -> Any:
+        if self._client is None:
+            if self._client_factory is None:
+                raise StoreError("this ChromaFactStore was closed; build a new one")
+            with self._lock:
+                if self._client is None:
+                    self._client = self._client_factory()
+        return self._client
+
+    def _collection(self, tenant: str) -> Any:
+        name = self.collection_name(tenant or None)
+        found = self._collections.get(name)
+        if found is not None:
+            return found
+        client = self._client_now()
+        with self._lock:
+            found = self._collections.get(name)
+            if found is None:
+                found = client.get_or_create_collection(
+                    name,
+                    embedding_function=_chroma_function(self.embedding),
+                    configuration={"hnsw": {"space": "cosine"}},
+                )
+                self._collections[name] = found
+        return found
+
+    def _batch_size(self) -> int:
+        try:
+            return min(4096, int(self._client_now().get_max_batch_size()))
+        except (AttributeError, TypeError, ValueError):
+            return 1000
+
+
+def _close_http_session(client: Any) -> None:
+    """Close the HTTP connection pools of a server client and of its internal admin client.
+
+    Each Chroma ``HttpClient`` has its own pools (nothing is shared between clients) and
+    ``close()`` leaves them open, so their sockets would linger until the process exits.
+    """
+    for owner in (client, getattr(client, "_admin_client", None)):
+        session = getattr(getattr(owner, "_server", None), "_session", None)
+        if session is not None and callable(getattr(session, "close", None)):
+            session.close()
+
+
+def _where(query: FactQuery) -> dict[str, Any]:
+    clauses: list[dict[str, Any]] = [{"vis": {"$in": reader_keys(query.reader)}}]
+    if query.valid is not None:
+        clauses.append({"is_valid": query.valid})
+    if query.key is not None:
+        clauses.append({"key": query.key})
+    if query.scopes is not None:
+        clauses.append({"scope": {"$in": list(query.scopes)}})
+    if query.depends_on is not None:
+        clauses.append({"dep_" + query.depends_on: True})
+    if query.text_hash is not None:
+        clauses.append({"text_hash": query.text_hash})
+    return clauses[0] if len(clauses) == 1 else {"$and": clauses}
+
+
+def _to_metadata(fact: Fact) -> dict[str, Any]:
+    owner = fact.owner
+    meta: dict[str, Any] = {
+        "kind": fact.kind,
+        "scope": fact.scope,
+        "memory_type": fact.memory_type,
+        "visibility": fact.visibility,
+        "vis": visibility_key(owner, fact.visibility),
+        "tenant_id": owner.tenant_id or "",
+        "workspace_id": owner.workspace_id or "",
+        "user_id": owner.user_id or "",
+        "session_id": owner.session_id,
+        "source_type": fact.source.type,
+        "authority": fact.authority,
+        "tags": json.dumps(list(fact.tags)),
+        "importance": float(fact.importance),
+        "created_us": (fact.created_at - _EPOCH) // _MICROSECOND,
+        "is_valid": fact.is_valid,
+        "depends_on": json.dumps(list(fact.depends_on)),
+        "needs_review": fact.needs_review,
+        "text_hash": fact.text_hash,
+    }
+    optional = {
+        "key": fact.key,
+        "scope_id": fact.scope_id,
+        "source_ref": fact.source.ref,
+        "supersedes": fact.supersedes,
+        "superseded_by": fact.superseded_by,
+        "constraint_type": fact.constraint_type,
+        "note": fact.note,
+    }
+    meta.update({k: v for k, v in optional.items() if v is not None})
+    if fact.source.turn_index is not None:
+        meta["turn_index"] = fact.source.turn_index
+    for dep in fact.depends_on:
+        meta["dep_" + dep] = True
+    return meta
+
+
+def _from_metadata(fact_id: str, text: str | None, meta: dict[str, Any] | None) -> Fact:
+    m = meta or {}
+    owner = Scope.model_construct(
+        session_id=str(m.get("session_id", "")),
+        user_id=m.get("user_id") or None,
+        workspace_id=m.get("workspace_id") or None,
+        tenant_id=m.get("tenant_id") or None,
+    )
+    source = Source.model_construct(
+        type=m.get("source_type", "state_write"), ref=m.get("source_ref"), turn_index=m.get("turn_index")
+    )
+    values: dict[str, Any] = {
+        "id": fact_id,
+        "text": text or "",
+        "kind": m.get("kind", "fact"),
+        "owner": owner,
+        "visibility": m.get("visibility", "session"),
+        "scope": m.get("scope", "global"),
+        "memory_type": m.get("memory_type", "user"),
+        "source": source,
+        "authority": m.get("authority", "user"),
+        "tags": tuple(json.loads(m.get("tags", "[]"))),
+        "importance": float(m.get("importance", 0.5)),
+        "created_at": _EPOCH + _MICROSECOND * int(m.get("created_us", 0)),
+        "is_valid": bool(m.get("is_valid", True)),
+        "depends_on": tuple(json.loads(m.get("depends_on", "[]"))),
+        "needs_review": bool(m.get("needs_review", False)),
+    }
+    for name in _OPTIONAL:
+        values[name] = m.get(name)
+    return Fact.model_construct(**values)
+
+
+@contextmanager
+def _translated(action: str) -> Iterator[None]:
+    """Chroma and transport errors as ``StoreError`` / ``StoreUnavailableError``."""
+    import chromadb.errors as chroma_errors
+
+    try:
+        yield
+    except (StoreError, ConfigError):
+        raise
+    except chroma_errors.ChromaError as exc:
+        raise StoreError(f"Chroma could not {action}: {exc}") from exc
+    except (ConnectionError, TimeoutError) as exc:
+        raise StoreUnavailableError(f"Chroma server unreachable, could not {action}: {exc}") from exc
+    except Exception as exc:
+        if _is_transport_error(exc):
+            raise StoreUnavailableError(f"Chroma server unreachable, could not {action}: {exc}") from exc
+        if isinstance(exc, ValueError) and "connect" in str(exc).lower():
+            raise StoreUnavailableError(f"Chroma server unreachable, could not {action}: {exc}") from exc
+        if isinstance(exc, ValueError) and "embedding function" in str(exc).lower():
+            raise ConfigError(
+                f"the facts collection was created with another embedding; use the same embedding "
+                f"or another collection name (config.facts.collection): {exc}"
+            ) from exc
+        raise
+
+
+def _is_transport_error(exc: BaseException) -> bool:
+    try:
+        import httpx
+    except ImportError:  # pragma: no cover - httpx ships with chromadb
+        return False
+    return isinstance(exc, httpx.TransportError)
+
+
+@lru_cache(maxsize=1)
+def _adapter_class() -> type[Any]:
+    from chromadb.api.types import Documents, EmbeddingFunction
+    from chromadb.utils.embedding_functions import register_embedding_function
+
+    class CtxpluginEmbeddingFunction(EmbeddingFunction[Documents]):
+        """Chroma's view of a ctxplugin embedding (so Chroma never loads its default model)."""
+
+        def __init__(self, embedding: Embeddings | None = None, identity: str = "") -> None:
+            self.embedding = embedding
+            self.identity = identity or (embedding_identity(embedding) if embedding is not None else "")
+
+        def __call__(self, input: Documents) -> Any:
+            if self.embedding is None:
+                raise StoreError(
+                    f"the embedding {self.identity!r} of this collection cannot be rebuilt from its "
+                    "stored configuration; open it through ChromaFactStore with the same embedding"
+                )
+            return [list(v) for v in self.embedding.embed_documents(list(input))]
+
+        @staticmethod
+        def name() -> str:
+            return "ctxplugin"
+
+        def get_config(self) -> dict[str, Any]:
+            return {"identity": self.identity}
+
+        @staticmethod
+        def build_from_config(config: dict[str, Any]) -> CtxpluginEmbeddingFunction:
+            identity = str(config.get("identity", ""))
+            if identity.startswith("hash") and identity.endswith("v1"):
+                dims = int(identity[4:-2])
+                return CtxpluginEmbeddingFunction(HashingEmbedding(dims), identity)
+            return CtxpluginEmbeddingFunction(None, identity)
+
+        def default_space(self) -> Any:
+            return "cosine"
+
+    register_embedding_function(CtxpluginEmbeddingFunction)  # type: ignore[no-untyped-call]
+    return CtxpluginEmbeddingFunction
+
+
+def _chroma_function(embedding: Embeddings) -> Any:
+    if isinstance(embedding, _CallableEmbeddings) and callable(getattr(embedding.function, "get_config", None)):
+        return embedding.function  # already a Chroma embedding function
+    return _adapter_class()(embedding)
+
+
+__all__ = ["ChromaFactStore"]

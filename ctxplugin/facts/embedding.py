@@ -1,0 +1,189 @@
+"""Embeddings for the facts ledger: a weight-free default and adapters for anything else.
+
+:class:`HashingEmbedding` needs no model and no download: it hashes word unigrams and bigrams,
+exact identifiers and character n-grams into a fixed number of dimensions (the "hashing trick")
+and L2-normalises the result. It matches shared words, word forms and identifiers well, and does
+not know synonyms or paraphrases. Any LangChain ``Embeddings`` or Chroma embedding function can
+replace it (:func:`as_embeddings` adapts them).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import zlib
+from collections.abc import Callable, Sequence
+from functools import lru_cache
+from typing import Any
+
+from langchain_core.embeddings import Embeddings
+
+from ctxplugin.errors import ConfigError
+from ctxplugin.facts._text import STOPWORDS, is_identifier, parts_of, stem, words
+
+_VERSION = "1"
+
+# Weights per feature family: identifiers dominate so that "HAT123" finds HAT123 exactly;
+# word stems carry topic; bigrams reward phrase overlap; char grams catch word-form variants.
+_W_IDENT = 2.0
+_W_IDENT_PART = 0.4
+_W_WORD = 1.0
+_W_BIGRAM = 0.6
+_W_CHAR = 0.2
+
+
+@lru_cache(maxsize=65536)
+def _slot(feature: str, dims: int) -> tuple[int, float]:
+    h = zlib.crc32(feature.encode("utf-8", "surrogatepass"))
+    # the top bit picks a sign, so colliding features tend to cancel instead of piling up
+    return h % dims, 1.0 if (h >> 31) & 1 else -1.0
+
+
+def _char_grams(word: str, n: int = 4) -> list[str]:
+    padded = f"<{word}>"
+    if len(padded) <= n:
+        return [padded]
+    return [padded[i : i + n] for i in range(len(padded) - n + 1)]
+
+
+class HashingEmbedding(Embeddings):
+    """Dense embedding by feature hashing; deterministic, offline, no weights.
+
+    Args:
+        dims: vector size (a few hundred is plenty; larger means fewer hash collisions).
+
+    Example:
+        >>> emb = HashingEmbedding(dims=256)
+        >>> len(emb.embed_query("order #W1234 was cancelled"))
+        256
+    """
+
+    def __init__(self, dims: int = 384) -> None:
+        if not 32 <= dims <= 8192:
+            raise ConfigError(f"HashingEmbedding dims must be within 32..8192, got {dims}")
+        self.dims = dims
+
+    @property
+    def identity(self) -> str:
+        """Names the vector space: vectors of different identities must not share a collection."""
+        return f"hash{self.dims}v{_VERSION}"
+
+    def features(self, text: str) -> dict[str, float]:
+        """The weighted features of ``text`` (what gets hashed)."""
+        feats: dict[str, float] = {}
+
+        def add(name: str, weight: float) -> None:
+            feats[name] = feats.get(name, 0.0) + weight
+
+        previous: str | None = None
+        for token in words(text):
+            if is_identifier(token):
+                add("i:" + token, _W_IDENT)
+                for part in parts_of(token):
+                    if part not in STOPWORDS and len(part) > 1:
+                        add("w:" + stem(part), _W_IDENT_PART)
+                previous = None
+                continue
+            if token in STOPWORDS or len(token) < 2:
+                previous = None
+                continue
+            root = stem(token)
+            add("w:" + root, _W_WORD)
+            for gram in _char_grams(token):
+                add("c:" + gram, _W_CHAR)
+            if previous is not None:
+                add(f"b:{previous}_{root}", _W_BIGRAM)
+            previous = root
+        return feats
+
+    def _embed(self, text: str) -> list[float]:
+        vector = [0.0] * self.dims
+        for name, weight in self.features(text).items():
+            index, sign = _slot(name, self.dims)
+            vector[index] += sign * weight
+        norm = math.sqrt(sum(v * v for v in vector))
+        if norm == 0.0:
+            return vector
+        return [v / norm for v in vector]
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        """Vectors for stored texts."""
+        return [self._embed(t) for t in texts]
+
+    def embed_query(self, text: str) -> list[float]:
+        """Vector for a query (same space as documents)."""
+        return self._embed(text)
+
+
+class _CallableEmbeddings(Embeddings):
+    """A Chroma embedding function, or any ``list[str] -> vectors`` callable, as ``Embeddings``."""
+
+    def __init__(self, function: Callable[[list[str]], Any]) -> None:
+        self.function = function
+
+    @property
+    def identity(self) -> str:
+        name_of = getattr(self.function, "name", None)
+        name = name_of() if callable(name_of) else type(self.function).__name__
+        return _safe(f"{name}{_model_suffix(self.function)}")
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        return [[float(x) for x in v] for v in self.function(list(texts))]
+
+    def embed_query(self, text: str) -> list[float]:
+        query = getattr(self.function, "embed_query", None)
+        vectors = query([text]) if callable(query) else self.function([text])
+        return [float(x) for x in vectors[0]]
+
+
+def as_embeddings(embedding: Embeddings | Callable[[list[str]], Any] | None, dims: int = 384) -> Embeddings:
+    """Normalise an embedding choice: ``None`` (the hashing default), a LangChain ``Embeddings``,
+    a Chroma embedding function, or a plain ``list[str] -> vectors`` callable.
+
+    Raises:
+        ConfigError: ``embedding`` is none of these.
+    """
+    if embedding is None:
+        return HashingEmbedding(dims)
+    if isinstance(embedding, Embeddings):
+        return embedding
+    if callable(embedding):
+        return _CallableEmbeddings(embedding)
+    raise ConfigError(
+        f"embedding must be a LangChain Embeddings, a Chroma embedding function or a callable, "
+        f"got {type(embedding).__name__}"
+    )
+
+
+def embedding_identity(embedding: Embeddings) -> str:
+    """A short stable name for the vector space of ``embedding`` (used in collection names)."""
+    identity = getattr(embedding, "identity", None)
+    if isinstance(identity, str):
+        return _safe(identity)
+    return _safe(f"{type(embedding).__name__}{_model_suffix(embedding)}")
+
+
+def _model_suffix(obj: object) -> str:
+    for attr in ("model", "model_name"):
+        value = getattr(obj, attr, None)
+        if isinstance(value, str) and value:
+            return "-" + value
+    return ""
+
+
+def _safe(name: str) -> str:
+    cleaned = re.sub(r"[^a-zA-Z0-9]+", "", name.lower())
+    return cleaned[:40] or "custom"
+
+
+def cosine(a: Sequence[float], b: Sequence[float]) -> float:
+    """Cosine similarity of two vectors (0 when either is zero)."""
+    dot = sum(x * y for x, y in zip(a, b, strict=False))
+    na = math.sqrt(sum(x * x for x in a))
+    nb = math.sqrt(sum(y * y for y in b))
+    if na == 0.0 or nb == 0.0:
+        return 0.0
+    return dot / (na * nb)
+
+
+__all__ = ["HashingEmbedding", "as_embeddings", "cosine", "embedding_identity"]

@@ -1,0 +1,273 @@
+"""What a fact is: the :class:`Fact` record, its closed vocabularies, and store queries.
+
+A fact is a small statement (at most 500 characters) with a semantic ``key``. A newer fact for
+the same key replaces the older one, which stays stored (``is_valid=False``, ``superseded_by``)
+so the chain can be read back, but is never retrieved for a model call.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Literal, get_args
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from ctxplugin.errors import InvalidInputError
+from ctxplugin.facts._text import normalize
+from ctxplugin.scope import Scope, Visibility
+
+FactKind = Literal["decision", "entity", "task", "metric", "link", "preference", "constraint", "fact"]
+"""What a fact records."""
+
+MemoryType = Literal["user", "capability", "organizational"]
+"""Whose knowledge it is: the user's own (preferences, corrections, decisions), learned patterns,
+or organisational data and policy."""
+
+FactScope = Literal["global", "session", "task", "draft", "hypothetical"]
+"""Where a fact applies. Task, draft and hypothetical facts never replace global or session ones,
+and draft and hypothetical facts are not retrieved unless asked for."""
+
+SourceType = Literal["conversation", "tool", "state_write", "system", "policy"]
+"""Where a fact came from."""
+
+Authority = Literal["guest", "intern", "user", "employee", "manager", "admin", "executive", "system", "policy"]
+"""Who stated a fact. Only matters for constraints: a lower authority cannot replace a higher one's."""
+
+AUTHORITY_RANK: dict[str, int] = {
+    "guest": 0,
+    "intern": 1,
+    "user": 2,
+    "employee": 2,
+    "manager": 3,
+    "admin": 4,
+    "executive": 5,
+    "system": 5,
+    "policy": 6,
+}
+
+FACT_KINDS: tuple[str, ...] = get_args(FactKind)
+FACT_SCOPES: tuple[str, ...] = get_args(FactScope)
+PROTECTED_SCOPES = frozenset({"global", "session"})
+"""Fact scopes that task, draft and hypothetical facts cannot supersede."""
+RETRIEVED_SCOPES: tuple[FactScope, ...] = ("global", "session", "task")
+"""Fact scopes retrieved by default."""
+
+MAX_TEXT = 500
+REFUSED = "refused"
+"""Prefix of the note of a fact refused by a higher authority's constraint."""
+
+
+class Source(BaseModel):
+    """Provenance of a fact.
+
+    Attributes:
+        type: conversation (a user message), tool (a tool result), state_write (written through
+            the API), system or policy.
+        ref: the message id, tool call id or CAS ref (``ref:<kind>:<hash>``) the fact came from.
+        turn_index: position of that message in the conversation, when known.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    type: SourceType = "state_write"
+    ref: str | None = None
+    turn_index: int | None = None
+
+
+class Fact(BaseModel):
+    """One entry of the facts ledger.
+
+    Attributes:
+        id: unique id (``fact_<hex>``).
+        key: semantic key; a newer fact with the same key (same owner, same fact scope)
+            supersedes the older one. ``None`` for facts that never supersede by key.
+        text: the statement, 1–500 characters.
+        kind: decision, entity, task, metric, link, preference, constraint or fact.
+        owner: the isolation scope that wrote it (tenant / workspace / user / session).
+        visibility: who else may read it (session, user, workspace or tenant).
+        scope: where it applies (global, session, task, draft, hypothetical); ``scope_id``
+            names the task or draft.
+        memory_type: user, capability or organizational.
+        source: provenance (message id or CAS ref).
+        authority: who stated it; protects constraints from lower authorities.
+        tags: topic tags and exact identifiers, lower-case.
+        importance: 0–1, used by the ``important`` and ``balanced`` strategies.
+        created_at: when it was written (UTC).
+        is_valid: False once superseded (or refused by a higher authority's constraint).
+        supersedes / superseded_by: the supersession chain.
+        depends_on: ids of facts this one was derived from.
+        needs_review: set when a fact it depends on was superseded.
+        constraint_type: budget, deadline, capacity, policy... for constraints.
+        note: why the fact needs review or was refused.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: str = Field(default_factory=lambda: new_fact_id())
+    key: str | None = None
+    text: str
+    kind: FactKind = "fact"
+    owner: Scope
+    visibility: Visibility = "session"
+    scope: FactScope = "global"
+    scope_id: str | None = None
+    memory_type: MemoryType = "user"
+    source: Source = Field(default_factory=Source)
+    authority: Authority = "user"
+    tags: tuple[str, ...] = ()
+    importance: float = Field(0.5, ge=0.0, le=1.0)
+    created_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
+    is_valid: bool = True
+    supersedes: str | None = None
+    superseded_by: str | None = None
+    depends_on: tuple[str, ...] = ()
+    needs_review: bool = False
+    constraint_type: str | None = None
+    note: str | None = None
+
+    @field_validator("text")
+    @classmethod
+    def _text(cls, value: str) -> str:
+        value = value.strip()
+        if not value:
+            raise InvalidInputError("a fact's text must not be empty")
+        if len(value) > MAX_TEXT:
+            raise InvalidInputError(
+                f"a fact's text is at most {MAX_TEXT} characters (got {len(value)}); "
+                "split it into several facts or store the long content in the CAS and cite its ref"
+            )
+        return value
+
+    @field_validator("created_at")
+    @classmethod
+    def _aware(cls, value: datetime) -> datetime:
+        # naive times are taken as UTC so that ages and orderings compare
+        return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+
+    @field_validator("key")
+    @classmethod
+    def _key(cls, value: str | None) -> str | None:
+        return normalize_key(value)
+
+    @property
+    def is_constraint(self) -> bool:
+        """Whether this fact is a formal constraint (protected by authority)."""
+        return self.kind == "constraint" or self.constraint_type is not None
+
+    @property
+    def refused(self) -> bool:
+        """Whether a higher authority's constraint refused this fact (``superseded_by`` names it)."""
+        return not self.is_valid and (self.note or "").startswith(REFUSED)
+
+    @property
+    def text_hash(self) -> str:
+        """Hash of the normalised text (repeated statements are stored once)."""
+        return text_hash(self.text)
+
+
+@dataclass(frozen=True)
+class ScoredFact:
+    """A retrieved fact with its score (higher is more relevant).
+
+    Attributes:
+        fact: the fact.
+        score: the combined ranking score (relevance, recency/importance, tag overlap).
+        relevance: the similarity of the fact to the query alone, in [0, 1].
+    """
+
+    fact: Fact
+    score: float
+    relevance: float = 0.0
+
+
+@dataclass(frozen=True)
+class FactQuery:
+    """What a store lookup asks for. Every field narrows; ``None`` means any.
+
+    ``reader`` restricts to facts that scope may read (see :meth:`Scope.can_read`).
+    """
+
+    reader: Scope
+    key: str | None = None
+    valid: bool | None = None
+    scopes: tuple[str, ...] | None = None
+    depends_on: str | None = None
+    text_hash: str | None = None
+
+
+def matches(fact: Fact, query: FactQuery) -> bool:
+    """The reference semantics of a :class:`FactQuery`; every store must agree with it."""
+    if not query.reader.can_read(fact.owner, fact.visibility):
+        return False
+    if query.key is not None and fact.key != query.key:
+        return False
+    if query.valid is not None and fact.is_valid != query.valid:
+        return False
+    if query.scopes is not None and fact.scope not in query.scopes:
+        return False
+    if query.depends_on is not None and query.depends_on not in fact.depends_on:
+        return False
+    return query.text_hash is None or fact.text_hash == query.text_hash
+
+
+def new_fact_id() -> str:
+    """A fresh fact id."""
+    return f"fact_{uuid.uuid4().hex[:20]}"
+
+
+def normalize_key(key: str | None) -> str | None:
+    """Keys compare case- and space-insensitively: ``"Data Team"`` is ``"data_team"``."""
+    if key is None:
+        return None
+    cleaned = "_".join(normalize(key).replace("-", " ").split())
+    return cleaned or None
+
+
+def text_hash(text: str) -> str:
+    """Hash of normalised text."""
+    return hashlib.sha1(normalize(text).encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+def reader_keys(scope: Scope) -> list[str]:
+    """Visibility keys a reader can see; a fact stores :func:`visibility_key` of its owner.
+
+    One ``$in`` on a single metadata field filters a collection by visibility quickly; the exact
+    rule (:meth:`Scope.can_read`) is applied to the few candidates afterwards.
+    """
+    tenant = scope.tenant_id or ""
+    keys = [f"s|{tenant}|{scope.session_id}", f"t|{tenant}"]
+    if scope.user_id:
+        keys.append(f"u|{tenant}|{scope.user_id}")
+    if scope.workspace_id:
+        keys.append(f"w|{tenant}|{scope.workspace_id}")
+    return keys
+
+
+def visibility_key(owner: Scope, visibility: Visibility) -> str:
+    """The visibility key a fact written by ``owner`` with ``visibility`` is stored under."""
+    tenant = owner.tenant_id or ""
+    if visibility == "session":
+        return f"s|{tenant}|{owner.session_id}"
+    if visibility == "user":
+        return f"u|{tenant}|{owner.user_id or ''}"
+    if visibility == "workspace":
+        return f"w|{tenant}|{owner.workspace_id or ''}"
+    return f"t|{tenant}"
+
+
+__all__ = [
+    "AUTHORITY_RANK",
+    "Authority",
+    "Fact",
+    "FactKind",
+    "FactQuery",
+    "FactScope",
+    "MemoryType",
+    "ScoredFact",
+    "Source",
+    "SourceType",
+    "matches",
+]

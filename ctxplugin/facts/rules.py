@@ -1,0 +1,322 @@
+"""Zero-LLM fact extraction from user messages and tool results.
+
+What the rules find, sentence by sentence (the first rule that fits wins, links are extra):
+
+- assignments and changes: "the meeting is Tuesday", "the data team moved to Project Beta",
+  "budget: $50k", "changed the deadline from Friday to Monday" — keyed by their subject, so a
+  later statement about the same subject supersedes the earlier one;
+- corrections: "actually", "instead", "moved to", "no longer"... raise importance, and
+  "X instead of Y" names the old value Y for the ledger to supersede;
+- decisions ("we decided", "let's go with"), preferences ("I prefer aisle seats"), constraints
+  ("max discount is 15%", "deadline", "at most"), metrics (numbers with units or currency);
+- hypothetical and draft statements ("what if", "suppose", "draft") get their own fact scope;
+- links and exact identifiers (order ids, paths, emails) as entity facts.
+
+Tool results in JSON become one record fact per object ("reservation OI5L9G: origin=MCO, ..."),
+keyed by the record's id field, so a later read of the same record supersedes the earlier one.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from langchain_core.messages import BaseMessage, HumanMessage, ToolMessage
+
+from ctxplugin.facts._text import identifiers, sentences, slug
+from ctxplugin.facts.extract import FactDraft
+from ctxplugin.facts.model import MAX_TEXT, FactKind, FactScope
+from ctxplugin.tokens import content_text
+
+_LEAD = re.compile(
+    r"^(?:(?:actually|correction|update|note|fyi|ok(?:ay)?|so|also|well|oh|wait|sorry|no|hmm|and|but|btw)\b[\s,:;!.-]*)+",
+    re.IGNORECASE,
+)
+_CORRECTION = re.compile(
+    r"\b(actually|correction|instead|moved to|changed to|switched to|updated to|no longer|"
+    r"now is|is now|are now|reallocated|reassigned|rescheduled|not anymore|rather than)\b",
+    re.IGNORECASE,
+)
+_HYPOTHETICAL = re.compile(r"\b(what if|suppose|supposing|hypothetically|imagine|if we were to|in theory)\b", re.IGNORECASE)
+_DRAFT = re.compile(r"\b(draft|tentative(?:ly)?|proposal|proposed)\b", re.IGNORECASE)
+_CONSTRAINT = re.compile(
+    r"\b(max(?:imum)?|at most|no more than|must not|must be|cannot exceed|can't exceed|never exceed|"
+    r"limit(?:ed)? to|minimum|at least|deadline|due by|due on|budget|cap(?:ped)? at|policy)\b",
+    re.IGNORECASE,
+)
+_CONSTRAINT_TYPE = (
+    (re.compile(r"\b(budget|cost|spend|price|\$|€|£|discount)", re.IGNORECASE), "budget"),
+    (re.compile(r"\b(deadline|due|by (?:mon|tue|wed|thu|fri|sat|sun)\w*|until)\b", re.IGNORECASE), "deadline"),
+    (re.compile(r"\b(capacity|seats|headcount|max(?:imum)? \d+ (?:people|users|items))\b", re.IGNORECASE), "capacity"),
+)
+_PREFERENCE = re.compile(
+    r"^(?:i|we)\s+(?:would\s+|'d\s+)?(?:really\s+)?(?:prefer|like|love|hate|dislike|want|don't like|do not like|"
+    r"don't want|do not want|always want|never want)\s+(?!to\b)(?P<obj>.+)$|^(?:please\s+)?(?P<rule>(?:always|never)\s+.+)$",
+    re.IGNORECASE,
+)
+_DECISION = re.compile(
+    r"\b(?:we|i)\s*(?:'ve|have)?\s+decided\b|\blet'?s\s+(?:go with|use|pick|choose|stick with|switch to)\b|"
+    r"^decision\s*:|\bwe(?:'ll| will)\s+(?:go with|use|pick)\b|\b(?:approved|rejected|signed off)\b",
+    re.IGNORECASE,
+)
+_FROM_TO = re.compile(
+    r"\b(?:changed|moved|switched|updated|pushed|shifted|rescheduled)\s+(?:the\s+|our\s+|my\s+)?(?P<subj>[\w' -]{2,40}?)\s+"
+    r"from\s+(?P<old>.+?)\s+to\s+(?P<val>.+)$",
+    re.IGNORECASE,
+)
+_VERBS = (
+    r"is now|are now|is no longer|are no longer|has moved to|have moved to|has been moved to|moved to|"
+    r"changed to|switched to|updated to|reallocated to|reassigned to|rescheduled to|rescheduled for|"
+    r"set to|will be|becomes|is allocated to|are allocated to|allocated to|assigned to|is|are|was|were|="
+)
+_ASSIGN = re.compile(rf"^(?P<subj>[\w#][\w#'&/. -]{{0,60}}?)\s*\b(?P<verb>{_VERBS})(?:\s+|\b)(?P<val>.+)$", re.IGNORECASE)
+_ASSIGN_EQ = re.compile(r"^(?P<subj>[\w#][\w#'&/. -]{0,60}?)\s*(?P<verb>=)\s*(?P<val>.+)$")
+_COLON = re.compile(r"^(?P<subj>[A-Za-z][\w ./#-]{0,40}?)\s*:\s+(?P<val>.+)$")
+_INSTEAD_OF = re.compile(r"\binstead of\s+(?P<old>[^,.;]+)|\brather than\s+(?P<old2>[^,.;]+)", re.IGNORECASE)
+_TASK = re.compile(r"^(?:i|we)\s+(?:need|have|want|'d like|would like)\s+to\s+\w+|^(?:todo|to do|task)\s*:", re.IGNORECASE)
+_USER_MOVED = re.compile(r"^i(?:'ve| have)?\s+(?:just\s+)?moved\s+to\s+(?P<val>.+)$", re.IGNORECASE)
+_METRIC = re.compile(
+    r"[$€£]\s?\d|\b\d+(?:[.,]\d+)*\s?(?:%|ms|s|sec|secs|seconds|min|minutes|h|hrs|hours|days|weeks|k|m|bn|gb|mb|kb|tb|"
+    r"usd|eur|gbp|x|pts|points|users|requests|rps|qps)\b",
+    re.IGNORECASE,
+)
+_URL = re.compile(r"https?://[^\s<>\"'`)\]]+", re.IGNORECASE)
+_NON_SUBJECT = frozenset(
+    ["it", "this", "that", "there", "these", "those", "what", "which", "who", "whom", "how", "why", "when", "where", "i", "you", "he", "she", "we", "they", "here", "one", "something", "everything", "nothing", "anything"]
+)
+_ID_FIELD = re.compile(r"^(?:id|.+_id|.+_number|.+_code|.+_ref|sku|slug)$", re.IGNORECASE)
+_MAX_SENTENCES = 40
+_MAX_RECORDS = 5
+
+
+class RuleExtractor:
+    """The zero-LLM extractor (see the module docstring for what it finds).
+
+    Args:
+        max_per_message: facts kept from one message at most.
+    """
+
+    def __init__(self, max_per_message: int = 8) -> None:
+        self.max_per_message = max_per_message
+
+    def __call__(self, message: BaseMessage) -> list[FactDraft]:
+        if isinstance(message, ToolMessage):
+            drafts = self.from_tool(content_text(message.content), message.name)
+        elif isinstance(message, HumanMessage):
+            drafts = self.from_text(content_text(message.content))
+        else:
+            drafts = []
+        return drafts[: self.max_per_message]
+
+    # ------------------------------------------------------------------ prose
+    def from_text(self, text: str, *, voice: str = "user") -> list[FactDraft]:
+        """Facts stated in prose (``voice="tool"`` skips decisions and preferences)."""
+        out: list[FactDraft] = []
+        seen: set[str] = set()
+        for sentence in sentences(text)[:_MAX_SENTENCES]:
+            for draft in self._sentence(sentence, voice):
+                if draft.text not in seen:
+                    seen.add(draft.text)
+                    out.append(draft)
+        return out
+
+    def _sentence(self, raw: str, voice: str) -> list[FactDraft]:
+        sentence = _clip(raw.strip().strip("*_`>").strip())
+        if len(sentence) < 4:
+            return []
+        out: list[FactDraft] = []
+        ids = identifiers(sentence)
+        links = _URL.findall(sentence)
+        question = sentence.endswith("?") and not _HYPOTHETICAL.search(sentence)
+        main = None if question else self._statement(sentence, voice, ids)
+        if main is not None:
+            out.append(main)
+        for url in links:
+            out.append(FactDraft(text=_clip(sentence if len(sentence) <= 200 else f"link: {url}"), kind="link", tags=(url.lower().rstrip(".,;"),), importance=0.4))
+        if main is None and ids and not links and not question:
+            out.append(FactDraft(text=sentence, kind="entity", tags=tuple(ids[:8]), importance=0.4))
+        return out
+
+    def _statement(self, sentence: str, voice: str, ids: list[str]) -> FactDraft | None:
+        body = _LEAD.sub("", sentence).strip().rstrip(".!")
+        correction = bool(_CORRECTION.search(sentence))
+        scope: FactScope = "global"
+        if _HYPOTHETICAL.search(sentence):
+            scope = "hypothetical"
+        elif _DRAFT.search(sentence):
+            scope = "draft"
+        importance = 0.7 if correction else 0.5
+        replaces = _replaced(sentence)
+        tags = tuple(ids[:8])
+
+        def make(kind: FactKind, key: str | None, **extra: Any) -> FactDraft:
+            constraint_type = _constraint_type(sentence) if kind == "constraint" else None
+            weight = max(importance, 0.8) if kind == "constraint" else importance
+            return FactDraft(
+                text=_tidy(sentence), key=key or None, kind=kind, tags=tags, importance=weight, scope=scope,
+                replaces=extra.get("replaces", replaces), constraint_type=constraint_type,
+            )
+
+        if voice == "user":
+            moved = _USER_MOVED.match(body)
+            if moved:
+                return make("fact", "my_address")
+            pref = _PREFERENCE.match(body)
+            if pref:
+                topic = pref.group("obj") or pref.group("rule") or ""
+                topic = re.split(r"\b(?:instead|rather|because|since|when|if|for)\b", topic, maxsplit=1)[0]
+                return make("preference", "pref_" + slug(topic, 1) if slug(topic, 1) else None)
+            if _TASK.match(body):
+                return make("task", None)
+        changed = _FROM_TO.search(body)
+        if changed:
+            return make(_kind_of(sentence, changed.group("val"), voice), _subject_key(changed.group("subj")), replaces=changed.group("old"))
+        assign = _ASSIGN.match(body) or _ASSIGN_EQ.match(body) or _COLON.match(body)
+        key = _subject_key(assign.group("subj")) if assign else None
+        if assign and key:
+            kind = _kind_of(sentence, assign.group("val"), voice)
+            if voice == "user" and _DECISION.search(sentence):
+                kind = "decision"
+            return make(kind, key)
+        if voice == "user" and _DECISION.search(sentence):
+            topic = re.search(r"\bfor\s+(?:the\s+|our\s+)?(?P<topic>[\w -]{2,40})$", body, re.IGNORECASE)
+            return make("decision", "decision_" + slug(topic.group("topic"), 3) if topic else None)
+        if _CONSTRAINT.search(sentence) and (_METRIC.search(sentence) or voice == "user"):
+            return make("constraint", None)
+        if correction and replaces:
+            return make("decision" if voice == "user" else "fact", None)
+        if _METRIC.search(sentence) and ids:
+            return make("metric", None)
+        return None
+
+    # ------------------------------------------------------------------ tool results
+    def from_tool(self, text: str, tool_name: str | None = None) -> list[FactDraft]:
+        """Facts in a tool result: records of JSON objects, or the prose rules on plain text."""
+        stripped = text.strip()
+        if stripped[:1] in "[{":
+            try:
+                data = json.loads(stripped)
+            except json.JSONDecodeError:
+                data = None
+            if isinstance(data, (dict, list)):
+                return self.from_json(data, tool_name)
+        return self.from_text(stripped[:4000], voice="tool")
+
+    def from_json(self, data: dict[str, Any] | list[Any], tool_name: str | None = None) -> list[FactDraft]:
+        """One record fact per JSON object (a list gives its first few objects)."""
+        label = _tool_label(tool_name)
+        if isinstance(data, dict):
+            draft = _record(data, label, keyed=True)
+            return [draft] if draft else []
+        items = _flat_items(data)
+        out = [d for d in (_record(item, label, keyed=False) for item in items[:_MAX_RECORDS]) if d]
+        if len(items) > _MAX_RECORDS and out:
+            out.append(FactDraft(text=f"{label}: {len(items)} results", kind="metric", importance=0.3))
+        return out
+
+
+def _record(data: dict[str, Any], label: str, *, keyed: bool) -> FactDraft | None:
+    id_field = next((k for k, v in data.items() if _ID_FIELD.match(k) and isinstance(v, (str, int)) and str(v)), None)
+    parts: list[str] = []
+    for name, value in data.items():
+        if name == id_field:
+            continue
+        parts.append(f"{name}={_brief(value)}")
+    if id_field is not None:
+        stem = re.sub(r"_(?:id|number|code|ref)$", "", id_field, flags=re.IGNORECASE)
+        stem = label if stem.lower() == "id" else stem
+        head = f"{stem} {data[id_field]}"
+        key = f"{stem}:{data[id_field]}" if keyed else None
+    else:
+        head, key = label, None
+    if not parts and id_field is None:
+        return None
+    text = _clip(f"{head}: " + ", ".join(parts)) if parts else head
+    values = " ".join(str(v) for v in data.values() if not isinstance(v, (dict, list)))
+    found = ([str(data[id_field]).lower()] if id_field else []) + identifiers(values)
+    tags = tuple(dict.fromkeys(found))[:8]
+    return FactDraft(text=text, key=key, kind="entity", tags=tags, importance=0.5)
+
+
+def _brief(value: Any) -> str:
+    if isinstance(value, dict):
+        inner = ", ".join(f"{k}={_brief(v)}" for k, v in list(value.items())[:4] if not isinstance(v, (dict, list)))
+        return "{" + inner + ("…" if len(value) > 4 else "") + "}"
+    if isinstance(value, list):
+        ids = [str(v.get(k)) for v in value if isinstance(v, dict) for k in v if _ID_FIELD.match(k)][:6]
+        if ids:
+            return "[" + ", ".join(ids) + "]"
+        scalars = [str(v) for v in value if not isinstance(v, (dict, list))][:6]
+        return "[" + ", ".join(scalars) + ("…" if len(value) > 6 else "") + "]" if scalars else f"[{len(value)} items]"
+    return str(value)
+
+
+def _flat_items(data: list[Any]) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = []
+    for item in data:
+        if isinstance(item, dict):
+            items.append(item)
+        elif isinstance(item, list):
+            items.extend(i for i in item if isinstance(i, dict))
+    return items
+
+
+def _tool_label(name: str | None) -> str:
+    if not name:
+        return "tool result"
+    label = re.sub(r"^(?:get|fetch|read|search|list|find)_", "", name)
+    return re.sub(r"_(?:details|info|data)$", "", label) or name
+
+
+def _subject_key(subject: str) -> str | None:
+    subject = _LEAD.sub("", subject.strip()).strip()
+    lowered = subject.lower()
+    first = lowered.split()[0] if lowered.split() else ""
+    if not subject or first in _NON_SUBJECT or len(subject.split()) > 6:
+        return None
+    key = slug(subject, 3)
+    if not key:
+        return None
+    return f"my_{key}" if first in ("my", "our") else key
+
+
+def _kind_of(sentence: str, value: str, voice: str) -> FactKind:
+    if _CONSTRAINT.search(sentence) and (_METRIC.search(value) or re.search(r"\d", value)):
+        return "constraint"
+    if _METRIC.search(value):
+        return "metric"
+    if voice == "user" and _DECISION.search(sentence):
+        return "decision"
+    return "fact"
+
+
+def _constraint_type(sentence: str) -> str:
+    for pattern, name in _CONSTRAINT_TYPE:
+        if pattern.search(sentence):
+            return name
+    return "policy"
+
+
+def _replaced(sentence: str) -> str | None:
+    match = _INSTEAD_OF.search(sentence)
+    if not match:
+        return None
+    old = (match.group("old") or match.group("old2") or "").strip()
+    return old or None
+
+
+def _tidy(sentence: str) -> str:
+    """The sentence without leading discourse words ("Actually, ", "OK so ")."""
+    body = _LEAD.sub("", sentence).strip()
+    if len(body) < 4:
+        return sentence
+    return body[0].upper() + body[1:]
+
+
+def _clip(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= MAX_TEXT else text[: MAX_TEXT - 1].rstrip() + "…"
+
+
+__all__ = ["RuleExtractor"]

@@ -1,0 +1,99 @@
+"""The fact store port and its in-memory backend.
+
+A store keeps facts and their vectors; it knows nothing of supersession, which the
+:class:`~ctxplugin.facts.ledger.FactsLedger` decides. Every backend passes the same contract
+suite (``ctxplugin.testing.facts_contract``).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol, runtime_checkable
+
+from langchain_core.embeddings import Embeddings
+
+from ctxplugin.facts.embedding import as_embeddings, cosine
+from ctxplugin.facts.model import Fact, FactQuery, matches
+from ctxplugin.scope import Scope
+
+
+@runtime_checkable
+class FactStore(Protocol):
+    """Where facts live. Four methods; errors of the backend surface as ``StoreError``."""
+
+    def add(self, facts: Sequence[Fact]) -> None:
+        """Store new facts (embedding their text). An existing id is replaced."""
+        ...
+
+    def update(self, facts: Sequence[Fact]) -> None:
+        """Store changed status fields of facts already stored (text and vector unchanged)."""
+        ...
+
+    def get(self, ids: Sequence[str], *, reader: Scope) -> list[Fact]:
+        """The facts with these ids that ``reader`` may read, in the order asked."""
+        ...
+
+    def find(self, query: FactQuery, *, limit: int | None = None) -> list[Fact]:
+        """Facts matching ``query``, newest first."""
+        ...
+
+    def search(self, text: str, query: FactQuery, *, n: int) -> list[tuple[Fact, float]]:
+        """Up to ``n`` facts matching ``query``, most similar to ``text`` first, with their
+        cosine similarity."""
+        ...
+
+
+class MemoryFactStore:
+    """Facts in a dict; exact cosine search. For tests and short-lived processes.
+
+    Args:
+        embedding: a LangChain ``Embeddings``, a Chroma embedding function or a callable;
+            the offline :class:`~ctxplugin.facts.embedding.HashingEmbedding` when omitted.
+    """
+
+    def __init__(self, embedding: Embeddings | Callable[[list[str]], Any] | None = None) -> None:
+        self.embedding = as_embeddings(embedding)
+        self._facts: dict[str, Fact] = {}
+        self._vectors: dict[str, list[float]] = {}
+        self._lock = threading.Lock()
+
+    def add(self, facts: Sequence[Fact]) -> None:
+        vectors = self.embedding.embed_documents([f.text for f in facts]) if facts else []
+        with self._lock:
+            for fact, vector in zip(facts, vectors, strict=True):
+                self._facts[fact.id] = fact
+                self._vectors[fact.id] = vector
+
+    def update(self, facts: Sequence[Fact]) -> None:
+        with self._lock:
+            for fact in facts:
+                if fact.id in self._facts:
+                    self._facts[fact.id] = fact
+
+    def get(self, ids: Sequence[str], *, reader: Scope) -> list[Fact]:
+        with self._lock:
+            found = [self._facts.get(i) for i in ids]
+        return [f for f in found if f is not None and reader.can_read(f.owner, f.visibility)]
+
+    def find(self, query: FactQuery, *, limit: int | None = None) -> list[Fact]:
+        with self._lock:
+            facts = [f for f in self._facts.values() if matches(f, query)]
+        facts.sort(key=lambda f: f.created_at, reverse=True)
+        return facts if limit is None else facts[:limit]
+
+    def search(self, text: str, query: FactQuery, *, n: int) -> list[tuple[Fact, float]]:
+        if n <= 0:
+            return []
+        vector = self.embedding.embed_query(text)
+        with self._lock:
+            pool = [(f, self._vectors[f.id]) for f in self._facts.values() if matches(f, query)]
+        scored = [(fact, cosine(vector, v)) for fact, v in pool]
+        scored.sort(key=lambda item: item[1], reverse=True)
+        return scored[:n]
+
+    def __len__(self) -> int:
+        return len(self._facts)
+
+
+__all__ = ["FactStore", "MemoryFactStore"]

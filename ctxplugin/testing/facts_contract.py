@@ -1,0 +1,173 @@
+"""The contract every fact store backend passes (memory, Chroma embedded, Chroma server, yours).
+
+Subclass :class:`FactStoreContract` in a test module and provide a ``store`` fixture that
+returns a fresh, empty store; pytest collects the inherited tests.
+
+Example:
+    >>> import pytest
+    >>> from ctxplugin.facts import MemoryFactStore
+    >>> class TestMemoryFactStore(FactStoreContract):
+    ...     @pytest.fixture
+    ...     def store(self) -> MemoryFactStore:
+    ...         return MemoryFactStore()
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from ctxplugin.config import FactsConfig
+from ctxplugin.facts import Fact, FactQuery, FactsLedger, FactStore, Source
+from ctxplugin.scope import Scope
+
+ALICE = Scope(session_id="s-alice", user_id="alice", workspace_id="w1", tenant_id="acme")
+ALICE_OTHER_SESSION = Scope(session_id="s-alice-2", user_id="alice", workspace_id="w1", tenant_id="acme")
+BOB = Scope(session_id="s-bob", user_id="bob", workspace_id="w1", tenant_id="acme")
+MALLORY = Scope(session_id="s-alice", user_id="alice", workspace_id="w1", tenant_id="other")
+T0 = datetime(2025, 3, 1, 12, 0, 0, 123456, tzinfo=UTC)
+
+
+def make_fact(text: str, *, owner: Scope = ALICE, **fields: Any) -> Fact:
+    """A fact owned by ``owner`` (defaults filled in)."""
+    return Fact(text=text, owner=owner, **fields)
+
+
+class FactStoreContract:
+    """Behaviour shared by every :class:`~ctxplugin.facts.FactStore`."""
+
+    @pytest.fixture
+    def store(self) -> FactStore:
+        raise NotImplementedError("a FactStoreContract subclass must define a `store` fixture")
+
+    @pytest.fixture
+    def ledger(self, store: FactStore) -> FactsLedger:
+        return FactsLedger(store, FactsConfig())
+
+    # ------------------------------------------------------------------ store level
+    def test_add_then_get_keeps_every_field(self, store: FactStore) -> None:
+        fact = make_fact(
+            "Max discount is 15% — Zürich office, order #W1234",
+            key="Discount Policy",
+            kind="constraint",
+            visibility="user",
+            scope="task",
+            scope_id="task-7",
+            memory_type="organizational",
+            source=Source(type="policy", ref="ref:doc:0123456789abcdef", turn_index=3),
+            authority="executive",
+            tags=("pricing", "w1234"),
+            importance=0.9,
+            created_at=T0,
+            supersedes="fact_old",
+            depends_on=("fact_a", "fact_b"),
+            needs_review=True,
+            constraint_type="budget",
+            note="why",
+        )
+        store.add([fact])
+        (back,) = store.get([fact.id], reader=ALICE)
+        assert back.model_dump() == fact.model_dump()
+        assert back.key == "discount_policy"
+
+    def test_get_keeps_the_order_asked_and_skips_unknown_ids(self, store: FactStore) -> None:
+        a, b = make_fact("alpha"), make_fact("beta")
+        store.add([a, b])
+        assert [f.id for f in store.get([b.id, "fact_missing", a.id], reader=ALICE)] == [b.id, a.id]
+
+    def test_update_changes_status_and_keeps_text(self, store: FactStore) -> None:
+        fact = make_fact("The order is approved", key="order")
+        store.add([fact])
+        store.update([fact.model_copy(update={"is_valid": False, "superseded_by": "fact_new", "needs_review": True})])
+        (back,) = store.get([fact.id], reader=ALICE)
+        assert (back.is_valid, back.superseded_by, back.needs_review, back.text) == (
+            False, "fact_new", True, "The order is approved",
+        )
+
+    def test_session_facts_stay_in_their_session(self, store: FactStore) -> None:
+        fact = make_fact("Alice's seat is 12A")
+        store.add([fact])
+        assert store.get([fact.id], reader=ALICE_OTHER_SESSION) == []
+        assert store.get([fact.id], reader=BOB) == []
+        assert store.find(FactQuery(reader=BOB)) == []
+        assert store.search("seat 12A", FactQuery(reader=BOB), n=5) == []
+
+    def test_user_and_workspace_visibility(self, store: FactStore) -> None:
+        mine = make_fact("Alice prefers aisle seats", visibility="user")
+        team = make_fact("The team uses Postgres", visibility="workspace")
+        store.add([mine, team])
+        assert [f.id for f in store.get([mine.id, team.id], reader=ALICE_OTHER_SESSION)] == [mine.id, team.id]
+        assert [f.id for f in store.get([mine.id, team.id], reader=BOB)] == [team.id]
+        assert {f.id for f, _ in store.search("aisle seats postgres", FactQuery(reader=BOB), n=10)} == {team.id}
+
+    def test_tenants_never_mix(self, store: FactStore) -> None:
+        fact = make_fact("Acme's budget is 50k", visibility="tenant")
+        store.add([fact])
+        assert store.get([fact.id], reader=BOB) != []
+        assert store.get([fact.id], reader=MALLORY) == []
+        assert store.search("budget", FactQuery(reader=MALLORY), n=5) == []
+
+    def test_find_filters_and_orders_newest_first(self, store: FactStore) -> None:
+        old = make_fact("Meeting on Tuesday", key="meeting", created_at=T0, is_valid=False)
+        new = make_fact("Meeting on Thursday", key="meeting", created_at=T0 + timedelta(hours=1), depends_on=("fact_x",))
+        draft = make_fact("Meeting on Friday?", key="meeting", scope="draft", created_at=T0 + timedelta(hours=2))
+        other = make_fact("Budget is 50k", key="budget", created_at=T0 + timedelta(hours=3))
+        store.add([old, new, draft, other])
+
+        def ids(facts: list[Fact]) -> list[str]:
+            return [f.id for f in facts]
+
+        assert ids(store.find(FactQuery(reader=ALICE, key="meeting"))) == [draft.id, new.id, old.id]
+        assert ids(store.find(FactQuery(reader=ALICE, key="meeting", valid=True, scopes=("global",)))) == [new.id]
+        assert ids(store.find(FactQuery(reader=ALICE, valid=False))) == [old.id]
+        assert ids(store.find(FactQuery(reader=ALICE, depends_on="fact_x"))) == [new.id]
+        assert ids(store.find(FactQuery(reader=ALICE, text_hash=other.text_hash))) == [other.id]
+        assert ids(store.find(FactQuery(reader=ALICE), limit=2)) == [other.id, draft.id]
+
+    def test_search_ranks_by_similarity_within_the_filter(self, store: FactStore) -> None:
+        facts = [
+            make_fact("Data Team reallocated to Project Beta"),
+            make_fact("The marketing budget is 50k"),
+            make_fact("Order #W1234 was cancelled by the customer"),
+            make_fact("Data Team on Project Alpha", is_valid=False),
+        ]
+        store.add(facts)
+        hits = store.search("which project is the data team on?", FactQuery(reader=ALICE, valid=True), n=3)
+        assert hits[0][0].id == facts[0].id
+        assert all(f.is_valid for f, _ in hits)
+        assert all(-1.0 <= s <= 1.0001 for _, s in hits)
+        assert [s for _, s in hits] == sorted((s for _, s in hits), reverse=True)
+        exact = store.search("W1234", FactQuery(reader=ALICE), n=1)
+        assert exact[0][0].id == facts[2].id
+
+    def test_search_asks_for_more_than_stored_or_for_none(self, store: FactStore) -> None:
+        store.add([make_fact("only one fact")])
+        assert len(store.search("fact", FactQuery(reader=ALICE), n=50)) == 1
+        assert store.search("fact", FactQuery(reader=ALICE), n=0) == []
+        assert store.search("fact", FactQuery(reader=BOB), n=5) == []
+
+    # ------------------------------------------------------------------ through the ledger
+    def test_supersession_chain_is_readable_and_only_its_head_is_retrieved(self, ledger: FactsLedger) -> None:
+        a = ledger.write("Data Team on Project Alpha", key="data_team_allocation", scope=ALICE)
+        b = ledger.write("Data Team moved to Project Gamma", key="data_team_allocation", scope=ALICE)
+        c = ledger.write("Data Team reallocated to Project Beta", key="data_team_allocation", scope=ALICE)
+        assert [f.id for f in ledger.history("data_team_allocation", scope=ALICE)] == [a.id, b.id, c.id]
+        current = ledger.current("data_team_allocation", scope=ALICE)
+        assert current is not None and current.id == c.id
+        old_a, old_b = ledger.get(a.id, scope=ALICE), ledger.get(b.id, scope=ALICE)
+        assert old_a is not None and old_b is not None
+        assert (old_a.superseded_by, old_b.superseded_by, c.supersedes) == (b.id, c.id, b.id)
+        hits = ledger.search("Data Team project Alpha Gamma Beta", scope=ALICE, k=10)
+        assert [h.fact.id for h in hits] == [c.id]
+
+    def test_users_do_not_see_or_supersede_each_other(self, ledger: FactsLedger) -> None:
+        mine = ledger.write("I prefer window seats", key="pref_seats", scope=ALICE, visibility="user")
+        theirs = ledger.write("I prefer aisle seats", key="pref_seats", scope=BOB, visibility="user")
+        assert ledger.current("pref_seats", scope=ALICE_OTHER_SESSION) == ledger.get(mine.id, scope=ALICE)
+        assert [h.fact.id for h in ledger.search("seat preference", scope=BOB)] == [theirs.id]
+        assert ledger.get(theirs.id, scope=ALICE) is None
+
+
+__all__ = ["ALICE", "ALICE_OTHER_SESSION", "BOB", "MALLORY", "FactStoreContract", "make_fact"]
