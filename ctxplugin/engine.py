@@ -355,6 +355,7 @@ class ContextEngine:
             config=self.config.cas,
             counter=self.counter,
             tool_name=message.name,
+            is_error=message.status == "error",
         )
         with self._lock:
             self._compact_memo.put(key, captured)

@@ -1,0 +1,144 @@
+"""Canonical hashing, ref ids and cheap shape parsing: the pure core shared by every store."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from typing import Any
+
+from ctxplugin.errors import InvalidInputError
+from ctxplugin.tokens import TokenCounter
+
+REF_RE = re.compile(r"^ref:([a-z0-9][a-z0-9_-]{0,39}):([0-9a-f]{16})$")
+"""A ref id: ``ref:<kind>:<first 16 hex digits of the canonical sha256>``."""
+
+_SLUG_DROP = re.compile(r"[^a-z0-9_-]+")
+
+EXACT_COUNT_CHARS = 256_000
+"""Texts up to this length are counted exactly; longer ones are extrapolated from samples."""
+
+_SAMPLE = 64_000
+_PIECE = 4_096
+
+
+def encode(text: str) -> bytes:
+    """UTF-8 bytes of ``text``; lone surrogates (from undecodable bytes) survive the trip."""
+    return text.encode("utf-8", "surrogatepass")
+
+
+def decode(data: bytes) -> str:
+    """Inverse of :func:`encode`."""
+    return data.decode("utf-8", "surrogatepass")
+
+
+def raw_hash(text: str) -> str:
+    """sha256 of the exact text: identifies one byte-exact variant of an output."""
+    return hashlib.sha256(encode(text)).hexdigest()
+
+
+def parse_json(text: str) -> tuple[bool, Any]:
+    """``(True, value)`` when ``text`` is a JSON object or array, else ``(False, None)``.
+
+    Scalars are left to the text path on purpose: a bare ``42`` or ``"ok"`` is text to a reader.
+    Invalid JSON that merely looks like JSON, and nesting too deep for the parser, are text too.
+    """
+    stripped = text.strip()
+    if len(stripped) < 2 or (stripped[0], stripped[-1]) not in (("{", "}"), ("[", "]")):
+        return False, None
+    try:
+        return True, json.loads(stripped)
+    except (ValueError, RecursionError):
+        return False, None
+
+
+def canonical_json(value: Any) -> str:
+    """Sorted keys, no insignificant whitespace, UTF-8 kept as is.
+
+    Raises:
+        RecursionError: nesting too deep to serialise.
+    """
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def normalize_text(text: str) -> str:
+    """Line endings to ``\\n``, trailing whitespace of every line and of the text removed."""
+    if "\r" in text:
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    return "\n".join(line.rstrip() for line in text.split("\n")).rstrip()
+
+
+def content_hash(text: str, parsed: tuple[bool, Any] | None = None) -> str:
+    """sha256 hex of the canonical form: canonical JSON for structured output, normalized text
+    otherwise. Outputs that differ only in key order or whitespace share a hash."""
+    is_json, value = parsed if parsed is not None else parse_json(text)
+    if is_json:
+        try:
+            return hashlib.sha256(encode(canonical_json(value))).hexdigest()
+        except RecursionError:
+            pass
+    return hashlib.sha256(encode(normalize_text(text))).hexdigest()
+
+
+def kind_slug(tool_name: str | None, fallback: str) -> str:
+    """The ``<kind>`` of a ref: a short slug of the tool name, or of the content shape."""
+    slug = _SLUG_DROP.sub("_", (tool_name or "").lower()).strip("_-")[:40].rstrip("_-")
+    if not slug or not slug[0].isalnum():
+        slug = _SLUG_DROP.sub("_", fallback.lower()).strip("_-") or "tool"
+    return slug
+
+
+def make_ref(kind: str, digest: str) -> str:
+    """``ref:<kind>:<hash16>``."""
+    ref = f"ref:{kind}:{digest[:16]}"
+    check_ref(ref)
+    return ref
+
+
+def check_ref(ref_id: object) -> str:
+    """``ref_id`` if it is well formed.
+
+    Raises:
+        InvalidInputError: not of the form ``ref:<kind>:<16 hex digits>``.
+    """
+    if not isinstance(ref_id, str) or not REF_RE.match(ref_id):
+        raise InvalidInputError(
+            f"{ref_id!r} is not a ref id; refs look like 'ref:<kind>:<16 hex digits>', "
+            "e.g. 'ref:bash:0123abcd4567ef89'"
+        )
+    return ref_id
+
+
+def _pieces(text: str) -> list[str]:
+    """``text`` cut into pieces of at most :data:`_PIECE` characters, before whitespace where
+    possible, so that pieces tokenize as they would inside the whole text."""
+    out: list[str] = []
+    start = 0
+    while len(text) - start > _PIECE:
+        end = start + _PIECE
+        cut = max(text.rfind(" ", start + _PIECE // 2, end), text.rfind("\n", start + _PIECE // 2, end))
+        if cut <= start:
+            cut = end
+        out.append(text[start:cut])
+        start = cut
+    out.append(text[start:])
+    return out
+
+
+def count_tokens(text: str, counter: TokenCounter) -> int:
+    """Tokens of ``text``, in bounded time whatever its shape.
+
+    BPE cost grows with the square of an unbroken run's length (a megabyte without spaces would
+    take minutes), so text is counted in pieces of at most 4,096 characters cut before
+    whitespace — exact for ordinary text, off by a few tokens at hard cuts. Texts longer than
+    :data:`EXACT_COUNT_CHARS` are extrapolated from three 64 KB samples (exact counting is linear
+    but takes about 2 s for 10 MB).
+    """
+    if len(text) <= _PIECE:
+        return counter.count(text)
+    if len(text) <= EXACT_COUNT_CHARS:
+        return sum(counter.count(piece) for piece in _pieces(text))
+    middle = len(text) // 2
+    samples = (text[:_SAMPLE], text[middle : middle + _SAMPLE], text[-_SAMPLE:])
+    sampled = sum(counter.count(piece) for sample in samples for piece in _pieces(sample))
+    return max(1, round(sampled * len(text) / (3 * _SAMPLE)))

@@ -1,0 +1,227 @@
+"""Recognising and taking apart text outputs: logs, code, grep matches, listings, tables."""
+
+from __future__ import annotations
+
+import csv
+import re
+import string
+from typing import Literal
+
+TextShape = Literal["log", "code", "grep", "paths", "listing", "table", "text"]
+
+_SAMPLE_LINES = 400
+_NUMBERED = re.compile(r"^\s*(\d+)(?:\t|: |:|-|\s{2,}| \| )(.*)$")
+_DEF = re.compile(
+    r"^(?P<indent>\s*)(?:"
+    r"(?:async\s+)?def\s+\w+|class\s+\w+"  # Python
+    r"|(?:export\s+)?(?:default\s+)?(?:async\s+)?function\*?\s+\w+|(?:export\s+)?(?:abstract\s+)?class\s+\w+"
+    r"|(?:export\s+)?(?:const|let)\s+\w+\s*=\s*(?:async\s*)?(?:\([^)]*\)|\w+)\s*=>"  # JS / TS
+    r"|func\s+(?:\([^)]*\)\s*)?\w+|type\s+\w+\s+(?:struct|interface)"  # Go
+    r"|(?:pub(?:\([\w:]+\))?\s+)?(?:async\s+)?(?:fn|struct|enum|trait|impl|mod)\b"  # Rust
+    r"|(?:public|private|protected|internal)\s+(?:static\s+)?(?:final\s+)?[\w<>\[\], ?]+\s+\w+\s*\("  # Java / C#
+    r")"
+)
+_CODEISH = re.compile(
+    r"^\s*(?:import\s|from\s+\S+\s+import|def\s|class\s|return\b|if\b.*:$|elif\b|else:|for\b.*:$|while\b|try:|"
+    r"except\b|finally:|with\b.*:$|raise\b|@\w|#|//|/\*|\*|[{}]|.*[;{]$|self\.|\w+\s*=\s*\S)"
+)
+_GREP = re.compile(r"^(?P<path>[\w./~+@-]*[\w-]\.[\w]+|[\w.~+@-]*/[\w./~+@-]+)[:-](?P<line>\d+)[:-]|^(?P<file>[\w./~+@-]*\.\w+):\S")
+_PATH = re.compile(r"^(?:\.{0,2}/)?[\w.@+-]+(?:/[\w.@+-]*)*$")
+_LISTING = re.compile(r"^[-dlcbps][rwxsStT-]{9}[.+@]?\s+\d+\s+\S+\s+\S+\s+[\d,]+\s+\w{3}\s+\d+\s+[\d:]+\s+(.+)$")
+
+_KEYWORDS = (
+    "error", "exception", "traceback", "fatal", "fail", "panic", "warn", "denied", "refused",
+    "abort", "segmentation fault", "cannot", "can't", "unable to", "not found", "no such file",
+    "timed out", "killed", "assert",
+)
+_KEYWORD_LINE = re.compile(
+    r"(?i)\b(?:errors?|exceptions?|traceback|fatal|fail(?:s|ed|ure|ures|ing)?|panic(?:ked)?|warn(?:ing|ings)?|"
+    r"denied|refused|abort(?:ed)?|segmentation fault|cannot|can't|unable to|not found|no such file|timed out|"
+    r"killed|assert(?:ion)?)\b"
+)
+_CAMEL_ERROR = re.compile(r"[a-z](?:Error|Exception|Warning|Exit)\b")
+_KEYWORD_CAP = 5000
+_ASCII_LOWER = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
+
+_IDENT = re.compile(
+    r"https?://[^\s<>\"'`)\]]+"
+    r"|[\w.+-]+@[\w-]+\.[\w.-]+"
+    r"|(?:\.{0,2}/)?(?:[\w.@+-]+/)+[\w.@+-]+"
+    r"|\b[\w-]+\.(?:py|pyi|js|ts|tsx|jsx|json|md|rst|txt|ya?ml|toml|cfg|ini|sql|sh|c|h|cc|cpp|hpp|go|rs|java|kt|rb|php|html|css|csv|log|lock|xml)\b"
+    r"|\b[A-Za-z_]\w*(?:\.[A-Za-z_]\w*){2,}\b"
+    r"|\b(?=[A-Za-z_-]*\d)(?=[\d_-]*[A-Za-z])[A-Za-z0-9][\w-]{3,}\b"
+)
+_IDENT_CAP = 200
+_CLIP = 400
+_WORD_MAX = 300
+
+
+def _sample(body: str) -> list[str]:
+    # lines are clipped: shape patterns backtrack, and a megabyte-long line must stay cheap
+    return [line[:_CLIP] for line in body[:200_000].split("\n")[:_SAMPLE_LINES] if line.strip()]
+
+
+def detect_text_shape(body: str) -> TextShape:
+    """The most specific shape the first lines of ``body`` fit."""
+    lines = _sample(body)
+    if len(lines) < 2:
+        return "text"
+    n = len(lines)
+    if sum(1 for ln in lines if _LISTING.match(ln)) >= 0.6 * n:
+        return "listing"
+    if sum(1 for ln in lines if _GREP.match(ln)) >= 0.6 * n:
+        return "grep"
+    if sum(1 for ln in lines if _PATH.match(ln.strip()) and ("/" in ln or "." in ln)) >= 0.8 * n:
+        return "paths"
+    code_lines = [text for _, text in strip_numbering("\n".join(lines)) if text.strip()]
+    defs = sum(1 for ln in code_lines if _DEF.match(ln))
+    codeish = sum(1 for ln in code_lines if _CODEISH.match(ln))
+    if code_lines and (defs >= 2 or (defs >= 1 and len(code_lines) <= 12)) and codeish >= 0.3 * len(code_lines):
+        return "code"
+    if n >= 3 and _table_sep(lines) is not None:
+        return "table"
+    hits = sum(1 for ln in lines if _KEYWORD_LINE.search(ln) or _CAMEL_ERROR.search(ln))
+    if hits and (n >= 4 or hits * 3 >= n):
+        return "log"
+    if n >= 8 and sum(1 for ln in lines if len(ln) < 160) >= 0.9 * n and not _prose(lines):
+        return "log"
+    return "text"
+
+
+def _prose(lines: list[str]) -> bool:
+    words = sum(len(ln.split()) for ln in lines)
+    sentences = sum(ln.count(". ") + ln.rstrip().endswith(".") for ln in lines)
+    return words > 40 and sentences * 25 >= words * 0.5
+
+
+def _table_sep(lines: list[str]) -> str | None:
+    head = lines[:50]
+    for sep in ("\t", "|", ","):
+        counts = [ln.count(sep) for ln in head]
+        if counts[0] >= 1 and sum(1 for c in counts if c == counts[0]) >= 0.9 * len(counts):
+            if sep == "," and any(len(ln) > 400 for ln in head):
+                return None
+            return sep
+    return None
+
+
+def strip_numbering(body: str) -> list[tuple[int, str]]:
+    """``(line number, text)`` pairs; numbers printed by ``nl``/``cat -n``/``grep -n`` are used
+    when most lines carry one, else positions in ``body`` (1-based)."""
+    lines = body.split("\n")
+    sample = [ln for ln in lines[:_SAMPLE_LINES] if ln.strip()]
+    numbered = sum(1 for ln in sample if _NUMBERED.match(ln))
+    if sample and numbered >= 0.8 * len(sample):
+        out = []
+        for i, ln in enumerate(lines):
+            match = _NUMBERED.match(ln)
+            out.append((int(match.group(1)), match.group(2)) if match else (i + 1, ln))
+        return out
+    return [(i + 1, ln) for i, ln in enumerate(lines)]
+
+
+def code_outline(body: str) -> list[tuple[int, str]]:
+    """Definitions (functions, classes, ...) with their line numbers, in order."""
+    out = []
+    for number, text in strip_numbering(body):
+        if _DEF.match(text):
+            out.append((number, text.rstrip().rstrip("{").rstrip()))
+    return out
+
+
+def grep_matches(body: str) -> tuple[dict[str, list[str]], int]:
+    """Line numbers per file of ``grep -n``-style output, and the number of matches."""
+    by_file: dict[str, list[str]] = {}
+    total = 0
+    for full in body.split("\n"):
+        line = full[:_CLIP]
+        match = _GREP.match(line)
+        if not match:
+            continue
+        total += 1
+        path = match.group("path") or match.group("file")
+        numbers = by_file.setdefault(path, [])
+        if match.group("line") and match.group("line") not in numbers and line[match.end("line")] == ":":
+            numbers.append(match.group("line"))
+    return by_file, total
+
+
+def listing_names(body: str) -> list[str]:
+    """Entry names of ``ls -l`` output (directories end with ``/``)."""
+    names = []
+    for line in body.split("\n"):
+        match = _LISTING.match(line)
+        if match and match.group(1) not in (".", ".."):
+            names.append(match.group(1) + ("/" if line.startswith("d") else ""))
+    return names
+
+
+def table_rows(body: str) -> tuple[list[str], list[list[str]], str]:
+    """Header, rows and separator of a CSV/TSV/pipe table."""
+    lines = [ln for ln in body.split("\n") if ln.strip()]
+    sep = _table_sep(lines) or ","
+    if sep == "|":
+        rows = [[c.strip() for c in ln.strip().strip("|").split("|")] for ln in lines if not set(ln.strip()) <= set("|-: +")]
+    else:
+        rows = [list(r) for r in csv.reader(lines, delimiter=sep)]
+    if not rows:
+        return [], [], sep
+    return rows[0], rows[1:], " | " if sep == "|" else sep
+
+
+def keyword_lines(body: str) -> list[tuple[int, str]]:
+    """Every error/warning/exception line as ``(0-based line number, line)``, in order.
+
+    A traceback's deepest ``File "...", line N`` frame is kept with its exception line.
+    Linear: one lower-cased copy and ``str.find`` per keyword, then a check per hit line.
+    """
+    low = body.lower()
+    if len(low) != len(body):  # a few characters lower-case to two; keep offsets aligned
+        low = body.translate(_ASCII_LOWER)
+    spans: set[int] = set()
+    for word in _KEYWORDS:
+        index = low.find(word)
+        while index != -1 and len(spans) < _KEYWORD_CAP:
+            start = low.rfind("\n", 0, index) + 1
+            spans.add(start)
+            end = low.find("\n", index)
+            if end == -1:
+                break
+            index = low.find(word, end)
+    out: list[tuple[int, str]] = []
+    number, position = 0, 0
+    frames: set[int] = set()
+    for start in sorted(spans):
+        number += body.count("\n", position, start)
+        position = start
+        end = body.find("\n", start)
+        line = body[start : end if end != -1 else len(body)]
+        probe = line if len(line) <= 4 * _CLIP else line[: 4 * _CLIP]
+        if len(line) <= 4 * _CLIP and not (_KEYWORD_LINE.search(probe) or _CAMEL_ERROR.search(probe)):
+            continue
+        if _CAMEL_ERROR.search(probe) and not line[:1].isspace():
+            frame = body.rfind('\n  File "', max(0, start - 2000), start)
+            if frame != -1 and frame + 1 not in frames:
+                frames.add(frame + 1)
+                frame_end = body.find("\n", frame + 1)
+                out.append((number - body.count("\n", frame + 1, start), body[frame + 1 : frame_end]))
+        out.append((number, line))
+    return out
+
+
+def identifiers_in(text: str) -> list[str]:
+    """URLs, emails, paths, file names, dotted names and mixed letter-digit ids, in
+    first-occurrence order. Matched word by word: words longer than 300 characters are skipped,
+    which keeps the patterns' backtracking bounded."""
+    seen: dict[str, None] = {}
+    for word in text.split():
+        if len(word) > _WORD_MAX or word.isalpha():
+            continue
+        for match in _IDENT.finditer(word):
+            value = match.group(0).rstrip(".,:;")
+            if len(value) > 120 or value in seen:
+                continue
+            seen[value] = None
+            if len(seen) >= _IDENT_CAP:
+                return list(seen)
+    return list(seen)

@@ -1,0 +1,334 @@
+"""Reading stored outputs back: whole, by JSON paths, by item or line ranges, by pattern."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from ctxplugin.cas._canon import count_tokens, parse_json
+from ctxplugin.cas.store import CASStore
+from ctxplugin.errors import InvalidInputError, RefNotFoundError, StoreError
+from ctxplugin.scope import Scope
+from ctxplugin.tokens import TokenCounter
+
+_WILD = object()
+_SEGMENT = re.compile(r"""\.?(?P<name>[^.\[\]]+)|\[(?P<index>-?\d+|\*)\]|\[(?P<q>["'])(?P<quoted>.*?)(?P=q)\]""")
+
+
+# ---------------------------------------------------------------------------- JSON paths
+def parse_path(path: str) -> list[Any]:
+    """Segments of a field path: keys (str), indexes (int) and wildcards.
+
+    Accepts ``a.b``, ``a[0]``, ``a[-1]``, ``a[*].id``, ``a.*``, ``["key.with.dots"]`` and an
+    optional leading ``$``/``$.``.
+
+    Raises:
+        InvalidInputError: the path cannot be parsed.
+    """
+    text = path.strip()
+    text = text[1:] if text.startswith("$") else text
+    segments: list[Any] = []
+    position = 0
+    while position < len(text):
+        match = _SEGMENT.match(text, position)
+        if match is None or (match.group("name") is not None and position > 0 and text[position] != "."):
+            raise InvalidInputError(f"cannot read field path {path!r} at {text[position:]!r}; use a.b, a[0], a[*].id or [\"odd.key\"]")
+        if match.group("name") is not None:
+            name = match.group("name")
+            segments.append(_WILD if name == "*" else name)
+        elif match.group("index") is not None:
+            index = match.group("index")
+            segments.append(_WILD if index == "*" else int(index))
+        else:
+            segments.append(match.group("quoted"))
+        position = match.end()
+    if not segments:
+        raise InvalidInputError(f"empty field path {path!r}")
+    return segments
+
+
+def _describe(segments: list[Any]) -> str:
+    out = ""
+    for seg in segments:
+        if seg is _WILD:
+            out += "[*]"
+        elif isinstance(seg, int):
+            out += f"[{seg}]"
+        else:
+            out += f".{seg}" if out else str(seg)
+    return out or "the top level"
+
+
+def select(value: Any, path: str) -> Any:
+    """The value at ``path`` in ``value``; a wildcard gives a list of the matches under it.
+
+    Raises:
+        InvalidInputError: the path does not exist (the message names the failing step and what
+            is there instead).
+    """
+    segments = parse_path(path)
+    found, result, problem = _walk(value, segments, 0)
+    if not found:
+        raise InvalidInputError(f"field {path!r}: {problem}")
+    return result
+
+
+def _walk(value: Any, segments: list[Any], at: int) -> tuple[bool, Any, str]:
+    if at == len(segments):
+        return True, value, ""
+    seg = segments[at]
+    where = _describe(segments[:at])
+    if seg is _WILD:
+        children = list(value.values()) if isinstance(value, dict) else value if isinstance(value, list) else None
+        if children is None:
+            return False, None, f"{where} is {_type(value)}, nothing to iterate"
+        results = []
+        problem = f"{where} is empty"
+        for child in children:
+            ok, result, problem = _walk(child, segments, at + 1)
+            if ok:
+                results.append(result)
+        return (True, results, "") if results or not children else (False, None, f"no item under {where} matches ({problem})")
+    if isinstance(seg, int):
+        if not isinstance(value, list):
+            return False, None, f"{where} is {_type(value)}, not an array"
+        if not -len(value) <= seg < len(value):
+            return False, None, f"index {seg} is out of range at {where} ({len(value)} items)"
+        return _walk(value[seg], segments, at + 1)
+    if isinstance(value, list) and seg.isdigit():
+        return _walk(value, [*segments[:at], int(seg), *segments[at + 1 :]], at)
+    if not isinstance(value, dict):
+        return False, None, f"{where} is {_type(value)}, not an object"
+    if seg not in value:
+        keys = ", ".join(list(map(str, value))[:20]) + (", …" if len(value) > 20 else "")
+        return False, None, f"no key {seg!r} at {where} (keys there: {keys or 'none'})"
+    return _walk(value[seg], segments, at + 1)
+
+
+def _type(value: Any) -> str:
+    if isinstance(value, dict):
+        return "an object"
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, str):
+        return "a string"
+    return "null" if value is None else f"a {type(value).__name__}"
+
+
+# ---------------------------------------------------------------------------- selection
+@dataclass(frozen=True)
+class _Unit:
+    index: int
+    text: str
+    value: Any
+
+
+@dataclass(frozen=True)
+class _Selection:
+    ref_id: str
+    unit: Literal["items", "lines"]
+    total: int
+    matched: int
+    offset: int
+    page: list[_Unit]
+    filtered: bool
+    whole: str | None  # the untouched original when no option was given
+
+
+def _check_options(offset: int, limit: int | None, pattern: str | None, regex: bool) -> re.Pattern[str] | None:
+    if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
+        raise InvalidInputError(f"offset must be an integer >= 0, got {offset!r}")
+    if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 0):
+        raise InvalidInputError(f"limit must be an integer >= 0 or None, got {limit!r}")
+    if pattern is None or pattern == "":
+        return None
+    try:
+        return re.compile(pattern if regex else re.escape(pattern), 0 if regex else re.IGNORECASE)
+    except re.error as exc:
+        raise InvalidInputError(f"pattern {pattern!r} is not a valid regular expression: {exc}") from exc
+
+
+def _select(
+    store: CASStore,
+    ref_id: str,
+    scope: Scope,
+    fields: Sequence[str] | None,
+    offset: int,
+    limit: int | None,
+    pattern: str | None,
+    regex: bool,
+) -> _Selection:
+    matcher = _check_options(offset, limit, pattern, regex)
+    if isinstance(fields, str):
+        fields = [fields]
+    content = store.get(ref_id, scope).content
+    paged = bool(offset or limit is not None or matcher)
+    if not fields and not paged:
+        return _Selection(ref_id, "lines", 0, 0, 0, [], False, content)
+    units: list[_Unit]
+    unit: Literal["items", "lines"]
+    if fields:
+        is_json, value = parse_json(content)
+        if not is_json:
+            raise InvalidInputError(f"{ref_id} is not JSON; fields work on JSON outputs (use pattern or offset/limit)")
+        doc = select(value, fields[0]) if len(fields) == 1 else {f: select(value, f) for f in fields}
+        if isinstance(doc, list):
+            unit, units = "items", [_Unit(i, json.dumps(v, ensure_ascii=False), v) for i, v in enumerate(doc)]
+        else:
+            rendered = json.dumps(doc, ensure_ascii=False, indent=2 if paged else None)
+            unit, units = "lines", [_Unit(i, t, t) for i, t in enumerate(rendered.split("\n"))]
+    else:
+        is_json, value = parse_json(content)
+        if is_json and isinstance(value, list):
+            unit, units = "items", [_Unit(i, json.dumps(v, ensure_ascii=False), v) for i, v in enumerate(value)]
+        else:
+            lines = content.split("\n")
+            if len(lines) > 1 and lines[-1] == "":
+                lines.pop()
+            unit, units = "lines", [_Unit(i, t, t) for i, t in enumerate(lines)]
+    total = len(units)
+    if matcher is not None:
+        units = [u for u in units if matcher.search(u.text)]
+    end = None if limit is None else offset + limit
+    return _Selection(ref_id, unit, total, len(units), offset, units[offset:end], matcher is not None, None)
+
+
+def _plain(selection: _Selection) -> str:
+    if selection.whole is not None:
+        return selection.whole
+    if selection.unit == "items":
+        return json.dumps([u.value for u in selection.page], ensure_ascii=False)
+    return "\n".join(u.text for u in selection.page)
+
+
+def expand(
+    store: CASStore,
+    ref_id: str,
+    scope: Scope,
+    *,
+    fields: Sequence[str] | None = None,
+    offset: int = 0,
+    limit: int | None = None,
+    pattern: str | None = None,
+    regex: bool = False,
+) -> str:
+    """The stored original of ``ref_id`` or a part of it.
+
+    Without options: the original exactly, as stored. ``fields`` selects JSON paths (one path
+    gives its value, several give an object keyed by path). The result is then cut into units —
+    the items of a JSON array, otherwise lines — which ``pattern`` filters (case-insensitive
+    substring, or a regular expression with ``regex=True``) and ``offset``/``limit`` page.
+    Items come back as a JSON array, lines joined by ``\\n``.
+
+    Raises:
+        RefNotFoundError: unknown, expired, or not readable from ``scope``.
+        InvalidInputError: a malformed ref, path, pattern or range, or ``fields`` on non-JSON.
+        StoreError: the store failed.
+    """
+    return _plain(_select(store, ref_id, scope, fields, offset, limit, pattern, regex))
+
+
+def expand_for_model(
+    store: CASStore,
+    ref_id: str,
+    scope: Scope,
+    *,
+    max_tokens: int,
+    counter: TokenCounter,
+    fields: Sequence[str] | None = None,
+    offset: int = 0,
+    limit: int | None = None,
+    pattern: str | None = None,
+    regex: bool = False,
+) -> str:
+    """:func:`expand` for the ``expand_ref`` tool: at most ``max_tokens``, with a note on how to
+    page further. Never raises: problems come back as a sentence the model can act on."""
+    try:
+        selection = _select(store, ref_id, scope, fields, offset, limit, pattern, regex)
+    except RefNotFoundError:
+        return (
+            f"expand_ref: no such ref visible here: {ref_id!r}. Refs are readable only in the "
+            "conversation that stored them and until they expire; use a ref shown in this conversation."
+        )
+    except InvalidInputError as exc:
+        return f"expand_ref: {exc}"
+    except StoreError as exc:
+        return f"expand_ref: the store is unavailable right now ({exc}); continue without it or try again later."
+    if selection.whole is not None:
+        if count_tokens(selection.whole[: max_tokens * 8], counter) <= max_tokens and len(selection.whole) <= max_tokens * 8:
+            return selection.whole
+        selection = _as_lines(selection)
+    return _page_for_model(selection, max_tokens, counter, fields, pattern, regex)
+
+
+def _as_lines(selection: _Selection) -> _Selection:
+    whole = selection.whole or ""
+    lines = whole.split("\n")
+    if len(lines) > 1 and lines[-1] == "":
+        lines.pop()
+    units = [_Unit(i, t, t) for i, t in enumerate(lines)]
+    return _Selection(selection.ref_id, "lines", len(units), len(units), 0, units, False, None)
+
+
+def _page_for_model(
+    selection: _Selection,
+    max_tokens: int,
+    counter: TokenCounter,
+    fields: Sequence[str] | None,
+    pattern: str | None,
+    regex: bool,
+) -> str:
+    budget = max(20, max_tokens - 60)  # room for the header and the paging note
+    shown: list[str] = []
+    used = 0
+    cut_note = ""
+    for unit in selection.page:
+        text = f"[{unit.index}] {unit.text}" if selection.filtered else unit.text
+        cost = count_tokens(text, counter) + 1
+        if used + cost > budget:
+            if not shown:
+                text, cut_note = _cut(text, budget, counter), (
+                    f" The {selection.unit[:-1]} at {unit.index} is cut to fit; "
+                    "narrow it with fields=[...] or pattern=..."
+                )
+                shown.append(text)
+            break
+        shown.append(text)
+        used += cost
+    first = selection.offset
+    last = first + len(shown) - 1
+    what = f"{'matching ' if selection.filtered else ''}{selection.unit}"
+    of = f"{selection.matched} of {selection.total} match" if selection.filtered else f"of {selection.total}"
+    if shown:
+        header = f"[{selection.ref_id} · {what} {first}–{last} {of}]"
+    else:
+        header = f"[{selection.ref_id} · no {what} at offset {first} ({of})]"
+    out = header + "\n" + "\n".join(shown) if shown else header
+    remaining = selection.matched - (first + len(shown))
+    if remaining > 0:
+        options = []
+        if fields:
+            options.append(f"fields={list(fields)!r}")
+        if pattern:
+            options.append(f"pattern={pattern!r}" + (", regex=True" if regex else ""))
+        options.append(f"offset={first + len(shown)}")
+        out += (
+            f"\n[{remaining} more {what}: call expand_ref(ref_id={selection.ref_id!r}, {', '.join(options)}) "
+            f"to continue.{cut_note}]"
+        )
+    elif cut_note:
+        out += f"\n[{cut_note.strip()}]"
+    return out
+
+
+def _cut(text: str, budget: int, counter: TokenCounter) -> str:
+    """``text`` cut to about ``budget`` tokens (a few counts of page-sized strings)."""
+    size = budget * 4
+    cut = text[:size]
+    while size > 16 and count_tokens(cut, counter) > budget:
+        size = size * 3 // 4
+        cut = text[:size]
+    return cut + f"… [cut at {len(cut):,} of {len(text):,} characters]"

@@ -1,0 +1,262 @@
+"""SQLite CAS store: the embedded default. One file, WAL, shared by threads and processes."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from ctxplugin.cas._canon import check_ref, decode, encode
+from ctxplugin.cas.store import (
+    NOT_VISIBLE,
+    CASItem,
+    CASRecord,
+    Clock,
+    check_put,
+    expiry,
+    system_clock,
+)
+from ctxplugin.errors import RefNotFoundError, StoreError, StoreUnavailableError
+from ctxplugin.scope import Scope, Visibility
+
+_SCHEMA_VERSION = 1
+
+# Content is stored once per exact variant; a grant row per (ref, owner scope, visibility) is
+# the only way to read it. Text is kept as UTF-8 BLOBs (surrogatepass) so that any Python str,
+# including lone surrogates from undecodable bytes, round-trips exactly.
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS cas_content (
+    raw_hash   TEXT PRIMARY KEY,
+    content    BLOB NOT NULL,
+    size       INTEGER NOT NULL,
+    created_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS cas_grants (
+    ref_id           TEXT NOT NULL,
+    owner_key        TEXT NOT NULL,
+    visibility       TEXT NOT NULL,
+    tenant_id        TEXT,
+    workspace_id     TEXT,
+    user_id          TEXT,
+    session_id       TEXT NOT NULL,
+    content_hash     TEXT NOT NULL,
+    raw_hash         TEXT NOT NULL REFERENCES cas_content(raw_hash),
+    kind             TEXT NOT NULL,
+    summary          BLOB NOT NULL,
+    created_at       REAL NOT NULL,
+    expires_at       REAL,
+    access_count     INTEGER NOT NULL DEFAULT 0,
+    last_accessed_at REAL,
+    PRIMARY KEY (ref_id, owner_key, visibility)
+);
+CREATE INDEX IF NOT EXISTS cas_grants_expiry ON cas_grants(expires_at) WHERE expires_at IS NOT NULL;
+CREATE INDEX IF NOT EXISTS cas_grants_raw ON cas_grants(raw_hash);
+"""
+
+_GRANT_COLUMNS = (
+    "ref_id, owner_key, visibility, tenant_id, workspace_id, user_id, session_id, content_hash, "
+    "raw_hash, kind, summary, created_at, expires_at"
+)
+
+_UNAVAILABLE = ("locked", "busy", "unable to open", "disk i/o", "readonly", "read-only", "disk is full")
+
+
+class SQLiteCASStore:
+    """A :class:`~ctxplugin.cas.CASStore` in one SQLite file.
+
+    The file and its parent directories are created on first use. Each thread (and each
+    process, after a fork) gets its own connection; the database runs in WAL mode with a busy
+    timeout, and every write is one short ``BEGIN IMMEDIATE`` transaction, so several threads
+    and processes can write the same file safely.
+
+    Args:
+        path: the database file.
+        clock: time source for TTLs (epoch seconds).
+        busy_timeout_ms: how long a writer waits for another one before the store reports
+            :class:`~ctxplugin.errors.StoreUnavailableError`.
+
+    Raises:
+        StoreError: the file cannot be created or is not a usable database.
+    """
+
+    def __init__(self, path: str | Path, *, clock: Clock = system_clock, busy_timeout_ms: int = 10_000) -> None:
+        self.path = Path(path)
+        self._clock = clock
+        self._busy_timeout_ms = busy_timeout_ms
+        self._local = threading.local()
+        self._lock = threading.Lock()
+        self._connections: list[sqlite3.Connection] = []
+        self._pid = os.getpid()
+        self._closed = False
+        with _translate("open"):
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self._transaction("create schema") as conn:
+            if conn.execute("PRAGMA user_version").fetchone()[0] < _SCHEMA_VERSION:
+                for statement in _SCHEMA.split(";"):
+                    if statement.strip():
+                        conn.execute(statement)
+                conn.execute(f"PRAGMA user_version = {_SCHEMA_VERSION}")
+
+    # ------------------------------------------------------------------ connections
+    def _connection(self) -> sqlite3.Connection:
+        if self._closed:
+            raise StoreError(f"the CAS store {self.path} is closed")
+        if os.getpid() != self._pid:  # forked: the parent's connections must not be reused
+            with self._lock:
+                self._pid = os.getpid()
+                self._connections = []
+                self._local = threading.local()
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is not None:
+            return conn
+        with _translate("open"):
+            conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=self._busy_timeout_ms / 1000)
+            conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout_ms)}")
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = NORMAL")
+            conn.execute("PRAGMA foreign_keys = ON")
+        self._local.conn = conn
+        with self._lock:
+            self._connections.append(conn)
+        return conn
+
+    @contextmanager
+    def _transaction(self, what: str) -> Iterator[sqlite3.Connection]:
+        conn = self._connection()
+        with _translate(what):
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+
+    # ------------------------------------------------------------------ the port
+    def put(self, item: CASItem, scope: Scope, *, visibility: Visibility = "session", ttl_seconds: float | None = None) -> bool:
+        """See :meth:`ctxplugin.cas.CASStore.put`."""
+        check_put(item, visibility, ttl_seconds)
+        data = encode(item.content)
+        key = scope.key()
+        with self._transaction("put") as conn:
+            now = self._clock()
+            bound = conn.execute("SELECT content_hash FROM cas_grants WHERE ref_id = ? LIMIT 1", (item.ref_id,)).fetchone()
+            if bound is not None and bound[0] != item.content_hash:
+                raise StoreError(f"ref {item.ref_id!r} is already bound to other content (hash prefix collision)")
+            conn.execute(
+                "INSERT INTO cas_content (raw_hash, content, size, created_at) VALUES (?, ?, ?, ?) "
+                "ON CONFLICT (raw_hash) DO NOTHING",
+                (item.raw_hash, data, len(data), now),
+            )
+            expires = expiry(now, ttl_seconds)
+            row = conn.execute(
+                "SELECT expires_at FROM cas_grants WHERE ref_id = ? AND owner_key = ? AND visibility = ?",
+                (item.ref_id, key, visibility),
+            ).fetchone()
+            if row is not None and (row[0] is None or row[0] > now):
+                if row[0] is not None:
+                    conn.execute(
+                        "UPDATE cas_grants SET expires_at = CASE WHEN ? IS NULL THEN NULL ELSE max(expires_at, ?) END "
+                        "WHERE ref_id = ? AND owner_key = ? AND visibility = ?",
+                        (expires, expires, item.ref_id, key, visibility),
+                    )
+                return False
+            values = (
+                item.ref_id, key, visibility, scope.tenant_id, scope.workspace_id, scope.user_id,
+                scope.session_id, item.content_hash, item.raw_hash, item.kind, encode(item.summary), now, expires,
+            )
+            conn.execute(
+                f"INSERT INTO cas_grants ({_GRANT_COLUMNS}) VALUES ({', '.join('?' * len(values))}) "
+                "ON CONFLICT (ref_id, owner_key, visibility) DO UPDATE SET raw_hash = excluded.raw_hash, "
+                "summary = excluded.summary, created_at = excluded.created_at, expires_at = excluded.expires_at, "
+                "access_count = 0, last_accessed_at = NULL",
+                values,
+            )
+            return True
+
+    def get(self, ref_id: str, scope: Scope) -> CASRecord:
+        """See :meth:`ctxplugin.cas.CASStore.get`."""
+        check_ref(ref_id)
+        key = scope.key()
+        with self._transaction("get") as conn:
+            now = self._clock()
+            # Narrow in SQL (tenant, and own session unless shared wider); Scope.can_read decides.
+            rows = conn.execute(
+                "SELECT owner_key, visibility, tenant_id, workspace_id, user_id, session_id, content_hash, "
+                "raw_hash, kind, summary, created_at, expires_at, access_count FROM cas_grants "
+                "WHERE ref_id = ? AND tenant_id IS ? AND (expires_at IS NULL OR expires_at > ?) "
+                "AND (visibility != 'session' OR session_id = ?) ORDER BY owner_key != ?, created_at",
+                (ref_id, scope.tenant_id, now, scope.session_id, key),
+            ).fetchall()
+            for row in rows:
+                owner = Scope(tenant_id=row[2], workspace_id=row[3], user_id=row[4], session_id=row[5])
+                if not scope.can_read(owner, row[1]):
+                    continue
+                conn.execute(
+                    "UPDATE cas_grants SET access_count = access_count + 1, last_accessed_at = ? "
+                    "WHERE ref_id = ? AND owner_key = ? AND visibility = ?",
+                    (now, ref_id, row[0], row[1]),
+                )
+                blob = conn.execute("SELECT content FROM cas_content WHERE raw_hash = ?", (row[7],)).fetchone()
+                if blob is None:
+                    raise StoreError(f"content of {ref_id!r} is missing from {self.path}; the database is inconsistent")
+                return CASRecord(
+                    ref_id=ref_id,
+                    content_hash=row[6],
+                    raw_hash=row[7],
+                    kind=row[8],
+                    content=decode(bytes(blob[0])),
+                    summary=row[9] if isinstance(row[9], str) else decode(bytes(row[9])),
+                    created_at=row[10],
+                    expires_at=row[11],
+                    access_count=row[12] + 1,
+                )
+        raise RefNotFoundError(NOT_VISIBLE.format(ref=ref_id))
+
+    def purge_expired(self) -> int:
+        """See :meth:`ctxplugin.cas.CASStore.purge_expired`."""
+        with self._transaction("purge") as conn:
+            removed = conn.execute(
+                "DELETE FROM cas_grants WHERE expires_at IS NOT NULL AND expires_at <= ?", (self._clock(),)
+            ).rowcount
+            conn.execute("DELETE FROM cas_content WHERE raw_hash NOT IN (SELECT raw_hash FROM cas_grants)")
+        return int(removed)
+
+    def close(self) -> None:
+        """See :meth:`ctxplugin.cas.CASStore.close`."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            connections, self._connections = self._connections, []
+        for conn in connections:
+            try:
+                conn.close()
+            except sqlite3.Error:  # another thread's connection mid-statement; it dies with its thread
+                continue
+
+    # ------------------------------------------------------------------ optional abilities
+    def stats(self) -> dict[str, int]:
+        """Counts of stored variants, grants and content bytes (for ``ctxplugin inspect``)."""
+        conn = self._connection()
+        with _translate("stats"):
+            contents, size = conn.execute("SELECT count(*), coalesce(sum(size), 0) FROM cas_content").fetchone()
+            grants = conn.execute("SELECT count(*) FROM cas_grants").fetchone()[0]
+        return {"contents": int(contents), "grants": int(grants), "bytes": int(size)}
+
+
+@contextmanager
+def _translate(what: str) -> Iterator[None]:
+    """sqlite3 errors become ctxplugin store errors, chained, with a message saying what to do."""
+    try:
+        yield
+    except sqlite3.Error as exc:
+        text = str(exc)
+        if isinstance(exc, sqlite3.OperationalError) and any(word in text.lower() for word in _UNAVAILABLE):
+            raise StoreUnavailableError(f"SQLite CAS {what} failed: {text}; retry, or check the file's disk and permissions") from exc
+        raise StoreError(f"SQLite CAS {what} failed: {text}") from exc
+    except OSError as exc:
+        raise StoreUnavailableError(f"SQLite CAS {what} failed: {exc}") from exc

@@ -1,0 +1,258 @@
+"""Shape-aware, zero-LLM summaries of tool outputs.
+
+Every summary keeps what an agent acts on: identifiers (ids, paths, URLs), counts, exit status,
+every error or warning line, and where to look next. Work is linear in the output's size, so a
+10 MB output is summarized in well under a second.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from ctxplugin.cas._budget import Lines, clip
+from ctxplugin.cas._json_summary import summarize_array, summarize_object
+from ctxplugin.cas._text_shapes import (
+    code_outline,
+    detect_text_shape,
+    grep_matches,
+    identifiers_in,
+    keyword_lines,
+    listing_names,
+    strip_numbering,
+    table_rows,
+)
+from ctxplugin.tokens import TokenCounter
+
+Shape = Literal["json", "command", "log", "code", "grep", "paths", "listing", "table", "text"]
+
+_WRAPPED = re.compile(r"\A\s*<returncode>\s*(-?\d+)\s*</returncode>\s*<output>\n?")
+_EXIT = re.compile(r"(?i)(?:exit(?:ed)?(?: with)? (?:code|status)|return ?code|exit_code|status code)[\s:=]+(-?\d+)")
+_SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[])")
+_IDENT_WINDOW = 64_000
+
+
+@dataclass(frozen=True)
+class Summary:
+    """A summary body and the shape it was made for (``label`` is shown next to the ref)."""
+
+    shape: Shape
+    label: str
+    text: str
+
+
+def summarize(text: str, parsed: tuple[bool, Any], counter: TokenCounter, budget: int, *, is_error: bool = False) -> Summary:
+    """Summarize ``text`` in about ``budget`` tokens (error lines may take up to twice more).
+
+    Args:
+        text: the output.
+        parsed: ``(is_json, value)`` from :func:`ctxplugin.cas._canon.parse_json`.
+        counter: token counter for the budget.
+        budget: tokens for the summary body.
+        is_error: the tool reported failure; error lines are then kept ahead of everything else.
+    """
+    is_json, value = parsed
+    if is_json and isinstance(value, dict):
+        return Summary("json", f"JSON object, {len(value)} keys", summarize_object(value, counter, budget).text())
+    if is_json and isinstance(value, list):
+        return Summary("json", f"JSON array, {len(value)} items", summarize_array(value, counter, budget).text())
+    exit_code: str | None = None
+    body = text
+    wrapped = _WRAPPED.match(text)
+    if wrapped:
+        exit_code = wrapped.group(1)
+        body = text[wrapped.end() :]
+        tail = body.rstrip()
+        if tail.endswith("</output>"):
+            body = tail[: -len("</output>")]
+    else:
+        found = _EXIT.search(text[:2000]) or _EXIT.search(text[-2000:])
+        exit_code = found.group(1) if found else None
+    shape = detect_text_shape(body)
+    if is_error or (exit_code not in (None, "0") and shape not in ("code",)):
+        shape = "log"
+    lines = Lines(counter, budget)
+    n_lines = body.count("\n") + (0 if body.endswith("\n") or not body else 1)
+    prefix = "command output" if wrapped or exit_code is not None else ""
+    status = f"exit {exit_code}, " if exit_code is not None else ""
+    if shape == "log" or (prefix and shape == "text"):
+        label = prefix or "log"
+        lines.add(f"{status}{n_lines} lines")
+        _log(body, lines, is_error=is_error or exit_code not in (None, "0"))
+    elif shape == "code":
+        label = "source code" if not prefix else "command output (source code)"
+        lines.add(f"{status}{n_lines} lines; outline (line: definition):")
+        _code(body, lines)
+        _identifiers(body, lines)
+    elif shape == "grep":
+        label = "search matches" if not prefix else "command output (search matches)"
+        if status:
+            lines.add(status.rstrip(", "))
+        _grep(body, lines)
+    elif shape in ("paths", "listing"):
+        label = "file list" if not prefix else "command output (file list)"
+        names = listing_names(body) if shape == "listing" else [ln.strip() for ln in body.splitlines() if ln.strip()]
+        lines.add(f"{status}{len(names)} entries")
+        lines.add_list("", names, more_hint=" (expand_ref offset/limit)")
+        _errors_only(body, lines)
+    elif shape == "table":
+        label = "table"
+        _table(body, lines)
+    else:
+        label = "text"
+        _text(body, lines)
+    return Summary(shape if shape != "text" or not prefix else "command", label, lines.text())
+
+
+def _log(body: str, lines: Lines, *, is_error: bool) -> None:
+    """Every error/warning line, then the tail, then the head, printed in line order with
+    their line numbers; identifiers from the rest follow."""
+    all_lines = body.split("\n")
+    while all_lines and not all_lines[-1].strip():
+        all_lines.pop()
+    picked: dict[int, str] = {}
+    # error lines get their own allowance (twice the budget when the tool failed)
+    errors = Lines(lines.counter, lines.budget * 2 if is_error else max(lines.left - 25, 20))
+    repeats: dict[str, int] = {}
+    hits = keyword_lines(body)
+    for _, line in hits:
+        repeats[line] = repeats.get(line, 0) + 1
+    placed: set[str] = set()
+    # exception lines first, then where the traceback passed through the project's code, then
+    # every other error or warning line in order
+    exceptions = [h for h in hits if _EXCEPTION.match(h[1])]
+    others = [h for h in hits if not _EXCEPTION.match(h[1])]
+
+    def place(group: list[tuple[int, str]]) -> None:
+        for number, line in group:
+            if line in placed:
+                continue
+            note = f" (×{repeats[line]})" if repeats[line] > 1 else ""
+            entry = f"L{number + 1}: {clip(line.rstrip(), 240)}{note}"
+            if not errors.add(entry):
+                return
+            placed.add(line)
+            picked[number] = entry
+
+    place(exceptions)
+    frame_line = Lines(lines.counter, max(errors.budget // 3, 40))
+    shown = "\n".join(picked.values())
+    frame_line.add_list("traceback frames: ", [f for f in _frames(body) if f.rsplit(":", 1)[0] not in shown], sep=" > ")
+    errors.used += frame_line.used
+    place(others)
+    rest = Lines(lines.counter, max(0, lines.left - errors.used))
+    edge = 3 if len(all_lines) > 6 else len(all_lines)
+    order = [*range(len(all_lines) - 1, len(all_lines) - 1 - edge, -1), *range(edge)] if len(all_lines) > 6 else list(range(edge))
+    for number in order:
+        if number in picked or number < 0 or not all_lines[number].strip():
+            continue
+        entry = f"L{number + 1}: {clip(all_lines[number].rstrip(), 200)}"
+        if rest.add(entry):
+            picked[number] = entry
+    previous = -1
+    for number in sorted(picked):
+        if previous >= 0 and number > previous + 1:
+            lines.add("…", force=True)
+        lines.add(picked[number], force=True)
+        previous = number
+    missing = len({line for _, line in hits}) - len(placed)
+    if missing > 0:
+        lines.add(f"… {missing} more error/warning lines (expand_ref pattern='error')", force=True)
+    if frame_line.lines:
+        lines.add(frame_line.lines[0], force=True)
+    _identifiers(body, lines)
+
+
+_EXCEPTION = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Warning)\b")
+_FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
+
+
+def _frames(body: str) -> list[str]:
+    """``path:line`` of traceback frames outside installed packages, innermost first."""
+    window = body if len(body) <= 2 * _IDENT_WINDOW else body[:_IDENT_WINDOW] + body[-_IDENT_WINDOW:]
+    if "Traceback" not in window:
+        return []
+    seen: dict[str, None] = {}
+    for path, line, _ in reversed(_FRAME.findall(window)):
+        if "site-packages" not in path and "/lib/python" not in path and "/bin/" not in path:
+            seen.setdefault(f"{path}:{line}", None)
+    return list(seen)
+
+
+def _errors_only(body: str, lines: Lines) -> None:
+    for number, line in keyword_lines(body)[:20]:
+        lines.add(f"L{number + 1}: {clip(line.strip(), 240)}", force=True)
+
+
+def _code(body: str, lines: Lines) -> None:
+    outline = code_outline(body)
+    placed = 0
+    for number, definition in outline:
+        if not lines.add(f"{number}: {clip(definition, 120)}"):
+            break
+        placed += 1
+    if placed < len(outline):
+        lines.add(f"… {len(outline) - placed} more definitions (expand_ref pattern='def ')", force=True)
+    if not outline:
+        for line in strip_numbering(body)[:5]:
+            lines.add(clip(line[1], 160))
+
+
+def _grep(body: str, lines: Lines) -> None:
+    by_file, total = grep_matches(body)
+    lines.add(f"{total} matches in {len(by_file)} files")
+    placed = 0
+    for path, numbers in by_file.items():
+        shown = ", ".join(numbers[:12]) + (f", …+{len(numbers) - 12}" if len(numbers) > 12 else "")
+        entry = f"{path}: {shown}" if shown else path
+        if not lines.add(entry):
+            break
+        placed += 1
+    if placed < len(by_file):
+        rest = list(by_file)[placed:]
+        lines.add_list("also in: ", rest)
+
+
+def _table(body: str, lines: Lines) -> None:
+    header, rows, sep = table_rows(body)
+    lines.add(f"{len(rows)} rows × {len(header)} columns")
+    lines.add_list("columns: ", header)
+    shown = 0
+    for row in rows:
+        if not lines.add(clip(sep.join(row), 200)):
+            break
+        shown += 1
+    if shown < len(rows):
+        lines.add(f"… {len(rows) - shown} more rows (expand_ref offset={shown + 1})", force=True)
+
+
+def _text(body: str, lines: Lines) -> None:
+    """Lead sentences (about half the budget), then identifiers."""
+    lead = " ".join(body[:4000].split())
+    sentences = _SENTENCE.split(lead)
+    half = Lines(lines.counter, lines.budget // 2)
+    for sentence in sentences[:6]:
+        if not half.add(clip(sentence, 300)):
+            if not half.lines:
+                half.add(clip(sentence, 160), force=True)
+            break
+    if half.lines:
+        lines.add(" ".join(half.lines), force=True)
+    _errors_only_new(body, lines)
+    _identifiers(body, lines)
+
+
+def _errors_only_new(body: str, lines: Lines) -> None:
+    shown = "\n".join(lines.lines)
+    for number, line in keyword_lines(body)[:10]:
+        if line.strip() and line.strip()[:60] not in shown:
+            lines.add(f"L{number + 1}: {clip(line.strip(), 240)}")
+
+
+def _identifiers(body: str, lines: Lines) -> None:
+    window = body if len(body) <= 2 * _IDENT_WINDOW else body[:_IDENT_WINDOW] + "\n" + body[-_IDENT_WINDOW:]
+    shown = "\n".join(lines.lines)
+    found = [i for i in identifiers_in(window) if i not in shown]
+    if found and lines.left > 8:
+        lines.add_list("ids: ", found)

@@ -1,0 +1,178 @@
+"""SQLite store specifics: file layout, WAL, several processes, and failures at the boundary."""
+
+from __future__ import annotations
+
+import multiprocessing
+import sqlite3
+import threading
+import warnings
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain_core.messages import ToolMessage
+from pytest_mock import MockerFixture
+
+from ctxplugin import ContextConfig, ContextEngine, Scope
+from ctxplugin.cas import SQLiteCASStore
+from ctxplugin.errors import StoreError, StoreUnavailableError
+from ctxplugin.facts import FactsLedger, MemoryFactStore
+from ctxplugin.testing.cas_contract import hammer_sqlite, make_item
+
+SCOPE = Scope(session_id="s1")
+BIG = "\n".join(f"2024-05-01 12:00:{i % 60:02d} INFO step {i} done id=job-{i}" for i in range(400))
+
+
+def test_creates_file_and_parents_in_wal_mode(tmp_path: Path) -> None:
+    path = tmp_path / "a" / "b" / "cas.sqlite3"
+    store = SQLiteCASStore(path)
+    store.put(make_item("hello"), SCOPE)
+    store.close()
+    assert path.is_file()
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+
+
+def test_survives_reopening(tmp_path: Path) -> None:
+    item = make_item("persisted output")
+    first = SQLiteCASStore(tmp_path / "cas.sqlite3")
+    first.put(item, SCOPE)
+    first.close()
+    again = SQLiteCASStore(tmp_path / "cas.sqlite3")
+    assert again.get(item.ref_id, SCOPE).content == "persisted output"
+    assert again.put(item, SCOPE) is False
+    again.close()
+
+
+def test_identical_outputs_are_stored_once(tmp_path: Path) -> None:
+    store = SQLiteCASStore(tmp_path / "cas.sqlite3")
+    item = make_item("same bytes " * 100)
+    for i in range(5):
+        store.put(item, Scope(session_id=f"s{i}"))
+    assert store.stats()["contents"] == 1
+    assert store.stats()["grants"] == 5
+    store.close()
+
+
+def test_purge_removes_orphaned_content(tmp_path: Path) -> None:
+    from ctxplugin.testing.cas_contract import FakeClock
+
+    clock = FakeClock()
+    store = SQLiteCASStore(tmp_path / "cas.sqlite3", clock=clock)
+    store.put(make_item("expiring"), SCOPE, ttl_seconds=5)
+    store.put(make_item("staying"), SCOPE)
+    clock.advance(6)
+    assert store.purge_expired() == 1
+    assert store.stats()["contents"] == 1
+    store.close()
+
+
+def _start_method() -> str:
+    # fork shares the already imported modules (spawn would re-import the package in every
+    # child); where fork is missing, spawn still runs the same workers
+    return "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
+
+
+def test_several_processes_write_one_file_without_corruption(tmp_path: Path) -> None:
+    path = tmp_path / "shared.sqlite3"
+    parent = SQLiteCASStore(path)
+    parent.put(make_item("written by the parent"), SCOPE)  # the parent holds an open connection
+    method = _start_method()
+    context: Any = multiprocessing.get_context(method)
+    # two workers open the file themselves; with fork, two more reuse the parent's store object,
+    # which must open fresh connections in the child instead of sharing the parent's
+    inherited: list[str | SQLiteCASStore] = [parent, parent] if method == "fork" else [str(path), str(path)]
+    targets: list[str | SQLiteCASStore] = [str(path), str(path), *inherited]
+    workers = [context.Process(target=hammer_sqlite, args=(target, w, 40)) for w, target in enumerate(targets)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # fork from a threaded test process
+        for p in workers:
+            p.start()
+    for p in workers:
+        p.join(timeout=120)
+    assert [p.exitcode for p in workers] == [0, 0, 0, 0]
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        grants = conn.execute("SELECT count(*) FROM cas_grants").fetchone()[0]
+        contents = conn.execute("SELECT count(*) FROM cas_content").fetchone()[0]
+    assert grants == 4 * 40 + 1
+    assert contents == 20 + 4 * 20 + 1  # the shared half is stored once
+    assert parent.get(make_item("written by the parent").ref_id, SCOPE).content == "written by the parent"
+    for w in range(4):
+        for i in range(1, 40, 2):
+            content = f"shared output {i}\n" * 20
+            assert parent.get(make_item(content, kind="proc").ref_id, Scope(session_id=f"proc-{w}")).content == content
+    parent.close()
+
+
+def test_a_file_that_is_not_a_database_is_a_store_error(tmp_path: Path) -> None:
+    path = tmp_path / "cas.sqlite3"
+    path.write_bytes(b"this is not a database" * 100)
+    with pytest.raises(StoreError, match="SQLite CAS") as info:
+        SQLiteCASStore(path)
+    assert isinstance(info.value.__cause__, sqlite3.Error)
+
+
+def test_a_path_under_a_file_is_unavailable(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    with pytest.raises(StoreUnavailableError):
+        SQLiteCASStore(blocker / "cas.sqlite3")
+
+
+def test_disk_errors_become_store_unavailable(tmp_path: Path, mocker: MockerFixture) -> None:
+    store = SQLiteCASStore(tmp_path / "cas.sqlite3")
+    item = make_item("x" * 100)
+    store.put(item, SCOPE)
+    mocker.patch("ctxplugin.cas.sqlite.sqlite3.connect", side_effect=sqlite3.OperationalError("disk I/O error"))
+    raised: list[BaseException] = []
+
+    def read() -> None:  # a new thread needs a new connection, and connecting fails
+        try:
+            store.get(item.ref_id, SCOPE)
+        except BaseException as exc:  # checked below
+            raised.append(exc)
+
+    thread = threading.Thread(target=read)
+    thread.start()
+    thread.join()
+    assert len(raised) == 1 and isinstance(raised[0], StoreUnavailableError)
+    assert isinstance(raised[0].__cause__, sqlite3.OperationalError)
+    assert store.get(item.ref_id, SCOPE).content == item.content  # this thread's connection still works
+    store.close()
+
+
+def _engine(tmp_path: Path) -> ContextEngine:
+    config = ContextConfig()
+    cas = SQLiteCASStore(tmp_path / "cas.sqlite3")
+    return ContextEngine(config=config, cas=cas, facts=FactsLedger(MemoryFactStore(), config.facts))
+
+
+def test_engine_passes_the_original_through_when_the_store_is_closed(tmp_path: Path) -> None:
+    engine = _engine(tmp_path)
+    engine.cas.close()
+    original = ToolMessage(content=BIG, tool_call_id="c1", name="logs")
+    compact, report = engine.capture_with_report(original, SCOPE)
+    assert compact.content == BIG
+    assert report.ref_id is None and report.warnings and "CAS unavailable" in report.warnings[0]
+
+
+def test_engine_passes_the_original_through_when_sqlite_fails(tmp_path: Path, mocker: MockerFixture) -> None:
+    engine = _engine(tmp_path)
+    mocker.patch.object(engine.cas, "_connection", side_effect=StoreUnavailableError("database is locked"))
+    original = ToolMessage(content=BIG, tool_call_id="c2", name="logs")
+    compact, report = engine.capture_with_report(original, SCOPE)
+    assert compact.content == BIG
+    assert any("database is locked" in w for w in report.warnings)
+    from langchain_core.messages import AIMessage, HumanMessage
+
+    messages = [
+        HumanMessage(content="show logs"),
+        AIMessage(content="", tool_calls=[{"name": "logs", "args": {}, "id": "c3"}]),
+        ToolMessage(content=BIG, tool_call_id="c3", name="logs"),
+    ]
+    prepared = engine.prepare(messages, scope=SCOPE)
+    tool_messages = [m for m in prepared.messages if isinstance(m, ToolMessage)]
+    assert tool_messages and "ref:" not in str(tool_messages[0].content)
+    assert any("CAS unavailable" in w for w in prepared.report.warnings)
