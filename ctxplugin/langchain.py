@@ -1,20 +1,35 @@
-"""langchain-core adapters: a Runnable, a chat message history, meta-tools, a callback handler."""
+"""langchain-core adapters: a Runnable, a chat message history, meta-tools, a callback handler.
+
+- :class:`PrepareRunnable` (``engine.as_runnable()``): ``messages -> prepared view`` in an LCEL pipe.
+- :class:`ContextChatHistory` (``engine.history(session_id)``): for ``RunnableWithMessageHistory``;
+  stores the whole conversation, returns the prepared view.
+- :func:`make_meta_tools`: the ``expand_ref`` and ``load_tools`` tools a host registers.
+- :class:`ContextCallbackHandler`: pass in ``callbacks=[...]`` to collect every call's report.
+"""
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
-from langchain_core.callbacks import BaseCallbackHandler
+from langchain_core.callbacks import (
+    AsyncCallbackManagerForChainRun,
+    BaseCallbackHandler,
+    CallbackManagerForChainRun,
+)
 from langchain_core.chat_history import BaseChatMessageHistory
-from langchain_core.messages import BaseMessage, ToolMessage
+from langchain_core.messages import BaseMessage, ToolMessage, convert_to_messages
+from langchain_core.prompt_values import PromptValue
 from langchain_core.runnables import RunnableConfig, RunnableSerializable
 from langchain_core.tools import BaseTool, StructuredTool
+from pydantic import Field
 
-from ctxplugin.errors import CtxpluginError
+from ctxplugin._message_store import MessageStore, store_for
+from ctxplugin._messages import META_KEY, annotation
+from ctxplugin.errors import CtxpluginError, InvalidInputError
 from ctxplugin.report import ContextReport, RunSummary
 from ctxplugin.scope import Scope, scope_from_config
 
@@ -25,10 +40,16 @@ logger = logging.getLogger("ctxplugin")
 
 REPORT_EVENT = "ctxplugin.report"
 CAPTURE_EVENT = "ctxplugin.capture"
-from ctxplugin.engine import EXPAND_REF_NAME  # noqa: E402
+EXPAND_EVENT = "ctxplugin.expand"
+CACHE_LOOKUP_EVENT = "ctxplugin.cache_lookup"
+
+ScopeResolver = Callable[[RunnableConfig | None], Scope]
+"""Maps a run's config to the scope of a call (default: :func:`~ctxplugin.scope.scope_from_config`)."""
+
+from ctxplugin.engine import EXPAND_REF_NAME  # noqa: E402  (engine imports this module lazily)
 
 
-def emit(name: str, data: dict[str, Any]) -> None:
+def emit(name: str, data: Any) -> None:
     """Dispatch a custom callback event when running inside a LangChain run; else do nothing."""
     from langchain_core.runnables.config import var_child_runnable_config
 
@@ -43,17 +64,50 @@ def emit(name: str, data: dict[str, Any]) -> None:
         return
 
 
-class PrepareRunnable(RunnableSerializable[Sequence[BaseMessage], list[BaseMessage]]):
+def as_messages(value: Any) -> list[BaseMessage]:
+    """The message list in what an LCEL step receives: a ``PromptValue``, a list of messages
+    (or message-likes such as ``("user", "hi")``), or a dict with a ``"messages"`` key.
+
+    Raises:
+        InvalidInputError: anything else.
+    """
+    if isinstance(value, PromptValue):
+        return list(value.to_messages())
+    if isinstance(value, dict):
+        if "messages" not in value:
+            raise InvalidInputError(
+                f"the prepare step got a dict without a 'messages' key (keys: {sorted(value)}); "
+                "pipe it after a chat prompt or pass a list of messages"
+            )
+        value = value["messages"]
+    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
+        raise InvalidInputError(
+            f"the prepare step takes a list of messages, a prompt value or {{'messages': [...]}}, "
+            f"got {type(value).__name__}"
+        )
+    try:
+        return convert_to_messages(value)
+    except (ValueError, TypeError, NotImplementedError) as exc:
+        raise InvalidInputError(f"the prepare step could not read these messages: {exc}") from exc
+
+
+class PrepareRunnable(RunnableSerializable[Any, list[BaseMessage]]):
     """``messages -> prepared view``; put it in an LCEL pipe before the model.
 
+        chain = prompt | engine.as_runnable() | model
+        chain.invoke({...}, {"configurable": {"thread_id": "t1"}})
+
     The scope comes from ``config["configurable"]["thread_id"]`` (plus optional ``user_id``,
-    ``workspace_id``, ``tenant_id``).
+    ``workspace_id``, ``tenant_id``); without a thread id every call shares the session
+    ``"default"``. ``tools``, when given, are planned like an agent's (tool directory, lazy
+    schemas); bind :meth:`bound_tools` to the model yourself.
     """
 
     engine: Any
+    tools: list[Any] = Field(default_factory=list)
 
-    def __init__(self, engine: ContextEngine, **kwargs: Any) -> None:
-        super().__init__(engine=engine, **kwargs)
+    def __init__(self, engine: ContextEngine, tools: Sequence[Any] | None = None, **kwargs: Any) -> None:
+        super().__init__(engine=engine, tools=list(tools or []), **kwargs)
 
     def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> list[BaseMessage]:
         return self._call_with_config(self._run, input, config, run_type="chain")
@@ -61,59 +115,97 @@ class PrepareRunnable(RunnableSerializable[Sequence[BaseMessage], list[BaseMessa
     async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> list[BaseMessage]:
         return await self._acall_with_config(self._arun, input, config, run_type="chain")
 
-    def _messages(self, input: Any) -> list[BaseMessage]:
-        if hasattr(input, "to_messages"):
-            return list(input.to_messages())
-        if isinstance(input, dict) and "messages" in input:
-            return list(input["messages"])
-        return list(input)
-
-    def _run(self, input: Any, config: RunnableConfig) -> list[BaseMessage]:
-        prepared = self.engine.prepare(self._messages(input), scope=scope_from_config(config))
+    def _run(self, input: Any, run_manager: CallbackManagerForChainRun, config: RunnableConfig) -> list[BaseMessage]:
+        prepared = self.engine.prepare(as_messages(input), tools=self.tools, scope=scope_from_config(config))
         return list(prepared.messages)
 
-    async def _arun(self, input: Any, config: RunnableConfig) -> list[BaseMessage]:
-        prepared = await self.engine.aprepare(self._messages(input), scope=scope_from_config(config))
+    async def _arun(
+        self, input: Any, run_manager: AsyncCallbackManagerForChainRun, config: RunnableConfig
+    ) -> list[BaseMessage]:
+        prepared = await self.engine.aprepare(as_messages(input), tools=self.tools, scope=scope_from_config(config))
         return list(prepared.messages)
+
+    def bound_tools(self, messages: Sequence[BaseMessage]) -> list[Any]:
+        """The tools to bind for a call on ``messages`` (see ``ContextEngine.bound_tools``)."""
+        return list(self.engine.bound_tools(messages, self.tools))
 
 
 class ContextChatHistory(BaseChatMessageHistory):
     """Chat history for ``RunnableWithMessageHistory``: keeps every message, returns the view.
 
     ``messages`` is the prepared view (what the chain sends to the model); ``full_messages``
-    is the whole conversation. Tool results added here are captured into the CAS first.
+    is the whole conversation. Tool results are captured into the CAS as they are added: the
+    history keeps the original, annotated with its ref, and every view shows the compact form.
+
+    The conversation lives in the engine's message store, not on this object, so a new history
+    object for the same session (``RunnableWithMessageHistory`` asks for one per call) sees it:
+    in a SQLite file under an embedded engine's path (it survives restarts), in memory
+    otherwise.
     """
 
-    def __init__(self, engine: ContextEngine, scope: Scope) -> None:
+    def __init__(self, engine: ContextEngine, scope: Scope, store: MessageStore | None = None) -> None:
         self.engine = engine
         self.scope = scope
-        self._full: list[BaseMessage] = []
+        self.store = store if store is not None else store_for(engine)
+        self._key = scope.key()
+        self._view: tuple[int, list[BaseMessage]] | None = None
         self._lock = threading.Lock()
 
     @property
     def full_messages(self) -> list[BaseMessage]:
-        with self._lock:
-            return list(self._full)
+        """Every message of the conversation, as added (tool outputs annotated with refs)."""
+        return self.store.load(self._key)
 
-    @property  # type: ignore[override]
-    def messages(self) -> list[BaseMessage]:
+    @property
+    def messages(self) -> list[BaseMessage]:  # type: ignore[override]
+        """The prepared view of the conversation (empty for a new session)."""
         full = self.full_messages
         if not full:
             return []
-        return list(self.engine.prepare(full, scope=self.scope).messages)
+        with self._lock:
+            # RunnableWithMessageHistory reads this twice per call and slices its input by the
+            # length it saw first; the same view for the same conversation keeps that exact.
+            if self._view is not None and self._view[0] == len(full):
+                return list(self._view[1])
+        view = list(self.engine.prepare(full, scope=self.scope).messages)
+        with self._lock:
+            self._view = (len(full), view)
+        return list(view)
 
     def add_messages(self, messages: Sequence[BaseMessage]) -> None:
+        """Append messages; tool outputs are stored in the CAS first."""
+        kept = [self._capture(m) if isinstance(m, ToolMessage) else m for m in messages]
+        self.store.append(self._key, kept)
         with self._lock:
-            self._full.extend(messages)
+            self._view = None
+
+    def _capture(self, message: ToolMessage) -> BaseMessage:
+        if annotation(message).get("ref"):
+            return message
+        compact = self.engine.capture_tool_result(message, scope=self.scope)
+        meta = compact.additional_kwargs.get(META_KEY)
+        if meta is None:
+            return message
+        return message.model_copy(update={"additional_kwargs": {**message.additional_kwargs, META_KEY: meta}})
 
     def clear(self) -> None:
+        """Forget this session's conversation (stored tool outputs stay in the CAS)."""
+        self.store.clear(self._key)
         with self._lock:
-            self._full.clear()
+            self._view = None
 
 
-def make_expand_ref_tool(engine: ContextEngine) -> BaseTool:
-    """The ``expand_ref`` tool the model calls to read stored tool outputs."""
+def make_expand_ref_tool(engine: ContextEngine, scope: ScopeResolver | None = None) -> BaseTool:
+    """The ``expand_ref`` tool the model calls to read stored tool outputs.
+
+    Args:
+        engine: the engine whose CAS holds the outputs.
+        scope: how to find the caller's scope from the run's config; by default
+            ``configurable.thread_id``. Hosts that give an agent its own scope pass theirs.
+    """
     from ctxplugin.cas import expand_for_model
+
+    resolve = scope or scope_from_config
 
     def expand_ref(
         ref_id: str,
@@ -122,7 +214,7 @@ def make_expand_ref_tool(engine: ContextEngine) -> BaseTool:
         limit: int | None = None,
         pattern: str | None = None,
         regex: bool = False,
-        config: RunnableConfig | None = None,
+        config: RunnableConfig = None,  # type: ignore[assignment]  # injected by LangChain
     ) -> str:
         """Read a stored tool output by its ref (e.g. 'ref:bash:0123abcd4567ef89').
 
@@ -134,11 +226,11 @@ def make_expand_ref_tool(engine: ContextEngine) -> BaseTool:
             pattern: keep only lines (or array items) containing this text.
             regex: treat pattern as a regular expression.
         """
-        scope = scope_from_config(config)
+        call_scope = resolve(config)
         text = expand_for_model(
             engine.cas,
             ref_id,
-            scope,
+            call_scope,
             max_tokens=engine.config.cas.expand_max_tokens,
             counter=engine.counter,
             fields=fields,
@@ -147,30 +239,40 @@ def make_expand_ref_tool(engine: ContextEngine) -> BaseTool:
             pattern=pattern,
             regex=regex,
         )
-        emit("ctxplugin.expand", {"ref_id": ref_id, "session_id": scope.session_id})
+        emit(EXPAND_EVENT, {"ref_id": ref_id, "session_id": call_scope.session_id})
         return text
 
     return StructuredTool.from_function(expand_ref, name=EXPAND_REF_NAME)
 
 
-def make_meta_tools(engine: ContextEngine) -> list[BaseTool]:
+def make_meta_tools(engine: ContextEngine, scope: ScopeResolver | None = None) -> list[BaseTool]:
     """``expand_ref`` and ``load_tools``, for registering with a host's tool node."""
     from ctxplugin.tools import make_load_tools_tool
 
-    return [make_expand_ref_tool(engine), make_load_tools_tool(engine.registry)]
+    return [make_expand_ref_tool(engine, scope), make_load_tools_tool(engine.registry)]
 
 
 class ContextCallbackHandler(BaseCallbackHandler):
-    """Accumulates ctxplugin's per-call reports over a run: savings to date, refs, cache hits.
+    """Collects ctxplugin's per-call reports over runs: savings to date, refs, cache hits.
 
-    Pass it in ``callbacks=[...]``; read :attr:`summary` (a :class:`RunSummary`) or
-    :attr:`reports` afterwards. It also logs one line per prepared call at INFO.
+    Pass it in ``callbacks=[...]`` of any run (an agent's ``invoke``/``stream``, a chain, a
+    ``RunnableWithMessageHistory``); read :attr:`summary` (a :class:`RunSummary`),
+    :attr:`reports` and :attr:`captures` afterwards, or :meth:`describe` for one line. It is
+    safe to share between threads and tasks; it also logs one line per prepared call at INFO.
+
+    Example:
+        >>> handler = ContextCallbackHandler()
+        >>> handler.describe()
+        '0 model calls: 0 -> 0 input tokens (0% saved), 0 refs created, 0 tool outputs captured, 0 expands, 0 cache hits'
     """
 
     def __init__(self, engine: ContextEngine | None = None) -> None:
         self.engine = engine
         self.summary = RunSummary()
         self.reports: list[ContextReport] = []
+        self.captures: list[dict[str, Any]] = []
+        self.expanded: list[str] = []
+        self._refs: set[tuple[str, str]] = set()  # (session, ref): a ref made twice counts once
         self._lock = threading.Lock()
 
     def on_custom_event(
@@ -187,31 +289,62 @@ class ContextCallbackHandler(BaseCallbackHandler):
             with self._lock:
                 self.reports.append(data)
                 self.summary.add(data)
+                self._refs.update((data.session_id, ref) for ref in data.refs_created)
             logger.info(
                 "ctxplugin: session %s: %d -> %d tokens (%.0f%% saved), %d refs, %d facts",
                 data.session_id, data.tokens_before, data.tokens_after, 100 * data.reduction,
                 len(data.refs_used), len(data.facts),
             )
-        elif name == CAPTURE_EVENT:
+        elif name == CAPTURE_EVENT and isinstance(data, dict):
             with self._lock:
                 self.summary.captures += 1
-        elif name == "ctxplugin.cache_lookup":
+                self.captures.append(data)
+                key = (str(data.get("session_id", "")), str(data.get("ref_id") or ""))
+                if key[1] and key not in self._refs:
+                    self._refs.add(key)
+                    self.summary.refs_created += 1
+        elif name == EXPAND_EVENT and isinstance(data, dict):
+            with self._lock:
+                self.expanded.append(str(data.get("ref_id", "")))
+        elif name == CACHE_LOOKUP_EVENT:
             with self._lock:
                 self.summary.cache_lookups += 1
+                # a call's report event comes before its lookup, so hits are counted here
+                if isinstance(data, dict) and data.get("hit"):
+                    self.summary.cache_hits += 1
+
+    def sessions(self) -> set[str]:
+        """Session ids of the prepared calls seen so far."""
+        with self._lock:
+            return {r.session_id for r in self.reports}
+
+    def describe(self) -> str:
+        """Savings to date in one line."""
+        with self._lock:
+            s = self.summary
+            return (
+                f"{s.calls} model calls: {s.tokens_before:,} -> {s.tokens_after:,} input tokens "
+                f"({s.reduction:.0%} saved), {s.refs_created} refs created, {s.captures} tool outputs "
+                f"captured, {len(self.expanded)} expands, {s.cache_hits} cache hits"
+            )
 
 
 def is_compact(message: BaseMessage) -> bool:
     """Whether a tool message carries a ctxplugin ref."""
-    from ctxplugin._messages import annotation
-
     return isinstance(message, ToolMessage) and bool(annotation(message).get("ref"))
 
 
 __all__ = [
+    "CAPTURE_EVENT",
+    "EXPAND_EVENT",
+    "REPORT_EVENT",
     "ContextCallbackHandler",
     "ContextChatHistory",
     "CtxpluginError",
     "PrepareRunnable",
+    "ScopeResolver",
+    "as_messages",
+    "is_compact",
     "make_expand_ref_tool",
     "make_meta_tools",
 ]

@@ -15,6 +15,7 @@ import sys
 import tempfile
 from typing import Any
 
+from ctxplugin_langgraph import ContextMiddleware
 from langchain.agents import create_agent
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
@@ -24,7 +25,6 @@ from langgraph.checkpoint.memory import InMemorySaver
 from ctxplugin import ContextEngine
 from ctxplugin.testing import ScriptedChatModel, tool_call
 from ctxplugin.tokens import count_messages, get_counter
-from ctxplugin_langgraph import ContextMiddleware
 
 
 @tool

@@ -3,6 +3,7 @@ capture of tool outputs into the CAS."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from langchain_core.messages import ToolMessage
@@ -14,6 +15,7 @@ from ctxplugin import ContextEngine, Scope
 from ctxplugin.engine import EXPAND_REF_NAME
 from ctxplugin.scope import scope_from_config
 from ctxplugin.tools import LOAD_TOOLS_NAME, resolve_call
+from ctxplugin_langgraph._annotations import stamp
 
 META_TOOLS = frozenset({EXPAND_REF_NAME, LOAD_TOOLS_NAME})
 
@@ -59,13 +61,29 @@ def after_tool(
     *,
     keep_originals: bool,
 ) -> ToolMessage | Command[Any]:
-    """Store a tool output; return what the state keeps (original + annotation, or compact)."""
-    if not isinstance(result, ToolMessage) or request.tool_call["name"] in META_TOOLS:
+    """Store a tool output; return what the state keeps (original + annotation, or compact).
+
+    A ``Command`` from a tool has the ``ToolMessage`` answering this call in its update
+    captured the same way; anything else passes through.
+    """
+    if request.tool_call["name"] in META_TOOLS:
         return result
+    if isinstance(result, ToolMessage):
+        return _keep(engine, result, scope, keep_originals)
+    update = result.update
+    if isinstance(update, dict) and isinstance(update.get("messages"), list):
+        call_id = request.tool_call["id"]
+        messages = [
+            _keep(engine, m, scope, keep_originals) if isinstance(m, ToolMessage) and m.tool_call_id == call_id else m
+            for m in update["messages"]
+        ]
+        return dataclasses.replace(result, update={**update, "messages": messages})
+    return result
+
+
+def _keep(engine: ContextEngine, result: ToolMessage, scope: Scope, keep_originals: bool) -> ToolMessage:
     compact, _ = engine.capture_with_report(result, scope)
     if not keep_originals:
         return compact
     meta = compact.additional_kwargs.get("ctxplugin")
-    if meta is None:
-        return result
-    return result.model_copy(update={"additional_kwargs": {**result.additional_kwargs, "ctxplugin": meta}})
+    return result if meta is None else stamp(result, meta)

@@ -1,13 +1,19 @@
 """ctxplugin for LangGraph's ``create_react_agent`` and for custom ``StateGraph``s.
 
-    hooks = ContextHooks(engine, tools)
+``create_react_agent``::
+
+    hooks = ContextHooks(engine, tools, prompt="You are a travel assistant.")
     agent = create_react_agent(hooks.model(llm), hooks.tool_node(),
                                pre_model_hook=hooks.pre_model_hook, checkpointer=saver)
 
 ``pre_model_hook`` returns the prepared view as ``llm_input_messages`` (the state keeps every
 message); ``model(llm)`` binds, per call, the tools the view needs (names-only directory plus
 loaded schemas); ``tool_node()`` is a ``ToolNode`` over the agent's tools and ctxplugin's
-meta-tools whose tool calls are captured into the CAS.
+meta-tools whose outputs are captured into the CAS.
+
+A custom ``StateGraph`` uses the same pieces: :meth:`ContextHooks.prepare_node` before the
+model node (or :meth:`ContextHooks.model_node` in place of it), and :meth:`ContextHooks.tool_node`
+or ``ToolNode(hooks.tools, wrap_tool_call=hooks.wrap_tool_call, awrap_tool_call=hooks.awrap_tool_call)``.
 """
 
 from __future__ import annotations
@@ -17,7 +23,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import BaseMessage, ToolMessage
+from langchain_core.messages import BaseMessage, SystemMessage, ToolMessage
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
 from langchain_core.tools import BaseTool
 from langgraph.prebuilt import ToolNode
@@ -25,14 +31,23 @@ from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.types import Command
 
 from ctxplugin import ContextEngine, PreparedContext, Scope
-from ctxplugin.scope import scope_from_config
-from ctxplugin_langgraph._capture import after_tool, current_scope, precheck
+from ctxplugin.errors import InvalidInputError
+from ctxplugin.langchain import make_meta_tools
+from ctxplugin_langgraph._annotations import without_stale
+from ctxplugin_langgraph._capture import after_tool, precheck
+from ctxplugin_langgraph._scope import ScopeRule, ScopeSpec
 
 
-def _messages(state: Any) -> list[BaseMessage]:
+def state_messages(state: Any) -> list[BaseMessage]:
+    """The ``messages`` of a LangGraph state (a dict or an object with ``.messages``)."""
     if isinstance(state, dict):
+        if "messages" not in state:
+            raise InvalidInputError(f"the graph state has no 'messages' key (keys: {sorted(state)})")
         return list(state["messages"])
-    return list(state.messages)
+    messages = getattr(state, "messages", None)
+    if messages is None:
+        raise InvalidInputError(f"the graph state ({type(state).__name__}) has no 'messages' field")
+    return list(messages)
 
 
 class ContextHooks:
@@ -41,11 +56,14 @@ class ContextHooks:
     Args:
         engine: the shared :class:`~ctxplugin.ContextEngine`.
         tools: the agent's tools (ctxplugin's ``expand_ref`` and ``load_tools`` are added).
+        prompt: the agent's system prompt. Give it here rather than to ``create_react_agent``
+            so it heads the prepared view and counts against the header budget.
         keep_originals: the state keeps the full tool output with its ref (default) or only
             the compact form.
-        scope: a fixed scope; by default read from ``configurable.thread_id``. Give each agent
-            of a multi-agent graph its own (e.g. ``Scope(session_id=thread, workspace_id="planner")``)
-            to keep their refs and facts apart while sharing one engine.
+        scope: a fixed :class:`~ctxplugin.Scope` or a function of the run's config; by default
+            the run's ``configurable.thread_id``.
+        namespace: give this agent its own session on the thread (``"<thread_id>/<namespace>"``):
+            in a multi-agent graph sharing one engine, its refs and facts stay its own.
     """
 
     def __init__(
@@ -53,49 +71,90 @@ class ContextHooks:
         engine: ContextEngine,
         tools: Sequence[BaseTool | Callable[..., Any]],
         *,
+        prompt: str | SystemMessage | None = None,
         keep_originals: bool = True,
-        scope: Scope | Callable[[RunnableConfig | None], Scope] | None = None,
+        scope: ScopeSpec = None,
+        namespace: str | None = None,
     ) -> None:
         from langchain_core.tools import tool as to_tool
 
         self.engine = engine
+        self.scope_rule = ScopeRule(scope, namespace)
         self.user_tools: list[BaseTool] = [t if isinstance(t, BaseTool) else to_tool(t) for t in tools]
-        self.tools: list[BaseTool] = [*self.user_tools, *engine.tools_for_model()]
+        self.tools: list[BaseTool] = [*self.user_tools, *make_meta_tools(engine, scope=self.scope_rule)]
+        self.prompt = SystemMessage(content=prompt) if isinstance(prompt, str) else prompt
         self.keep_originals = keep_originals
-        self._scope_spec = scope
 
     def scope(self, config: RunnableConfig | None = None) -> Scope:
-        """The scope for a call (fixed, computed from the config, or the thread id)."""
-        if isinstance(self._scope_spec, Scope):
-            return self._scope_spec
-        if callable(self._scope_spec):
-            return self._scope_spec(config)
-        return scope_from_config(config) if config is not None else current_scope()
+        """The scope of a call (fixed, computed from the config, or the thread id)."""
+        return self.scope_rule(config)
 
     # -- model side -----------------------------------------------------------------
+    def _head(self, messages: list[BaseMessage]) -> list[BaseMessage]:
+        return without_stale([self.prompt, *messages] if self.prompt is not None else messages)
+
     def prepare(self, state: Any, config: RunnableConfig | None = None) -> PreparedContext:
-        """The prepared view for a state (what ``pre_model_hook`` sends)."""
-        return self.engine.prepare(_messages(state), tools=self.tools, scope=self.scope(config))
+        """The prepared view of a state (the prompt, then the state's messages)."""
+        return self.engine.prepare(self._head(state_messages(state)), tools=self.tools, scope=self.scope(config))
 
-    def _pre(self, state: Any, config: RunnableConfig) -> dict[str, Any]:
-        return {"llm_input_messages": self.prepare(state, config).messages}
-
-    async def _apre(self, state: Any, config: RunnableConfig) -> dict[str, Any]:
-        prepared = await self.engine.aprepare(_messages(state), tools=self.tools, scope=self.scope(config))
-        return {"llm_input_messages": prepared.messages}
+    async def aprepare(self, state: Any, config: RunnableConfig | None = None) -> PreparedContext:
+        """Async :meth:`prepare`."""
+        return await self.engine.aprepare(self._head(state_messages(state)), tools=self.tools, scope=self.scope(config))
 
     @property
     def pre_model_hook(self) -> Runnable[Any, dict[str, Any]]:
-        """For ``create_react_agent(pre_model_hook=...)``: returns ``llm_input_messages``."""
-        return RunnableLambda(self._pre, afunc=self._apre, name="ctxplugin_pre_model_hook")
+        """For ``create_react_agent(pre_model_hook=...)``: returns ``{"llm_input_messages": view}``.
+
+        The state's ``messages`` are not changed; only the model call sees the view.
+        """
+        return self.prepare_node("llm_input_messages")
+
+    def bind(self, llm: BaseChatModel, messages: Sequence[BaseMessage]) -> Runnable[Any, Any]:
+        """``llm`` with the tools a call on ``messages`` needs bound (lazy schemas)."""
+        return llm.bind_tools(self.engine.bound_tools(messages, self.tools))
 
     def model(self, llm: BaseChatModel) -> Callable[[Any, Any], Runnable[Any, Any]]:
-        """A model callable for ``create_react_agent`` that binds the tools this call needs."""
+        """A model callable for ``create_react_agent`` that binds the tools this call needs.
+
+        With ``pre_model_hook`` set, ``create_react_agent`` hands it the state whose
+        ``messages`` are already the prepared view, so the tools follow what the model sees.
+        """
 
         def select(state: Any, runtime: Any) -> Runnable[Any, Any]:
-            return llm.bind_tools(self.engine.bound_tools(_messages(state), self.tools))
+            return self.bind(llm, state_messages(state))
 
         return select
+
+    def prepare_node(self, output_key: str = "llm_input_messages") -> Runnable[Any, dict[str, Any]]:
+        """A node for a custom ``StateGraph``, placed before the model node: writes the
+        prepared view under ``output_key``.
+
+        Add that key to your state schema without a reducer (``llm_input_messages:
+        list[AnyMessage]``) and have the model node send it instead of ``messages``.
+        """
+
+        def run(state: Any, config: RunnableConfig) -> dict[str, Any]:
+            return {output_key: self.prepare(state, config).messages}
+
+        async def arun(state: Any, config: RunnableConfig) -> dict[str, Any]:
+            return {output_key: (await self.aprepare(state, config)).messages}
+
+        return RunnableLambda(run, afunc=arun, name="ctxplugin_prepare")
+
+    def model_node(self, llm: BaseChatModel) -> Runnable[Any, dict[str, Any]]:
+        """A complete model node for a custom ``StateGraph``: prepares the view, binds the
+        tools it needs, calls ``llm`` and returns ``{"messages": [reply]}``. Nothing else is
+        written to the state."""
+
+        def run(state: Any, config: RunnableConfig) -> dict[str, Any]:
+            view = self.prepare(state, config).messages
+            return {"messages": [self.bind(llm, view).invoke(view, config)]}
+
+        async def arun(state: Any, config: RunnableConfig) -> dict[str, Any]:
+            view = (await self.aprepare(state, config)).messages
+            return {"messages": [await self.bind(llm, view).ainvoke(view, config)]}
+
+        return RunnableLambda(run, afunc=arun, name="ctxplugin_model")
 
     # -- tool side ------------------------------------------------------------------
     def wrap_tool_call(
@@ -103,7 +162,9 @@ class ContextHooks:
         request: ToolCallRequest,
         handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]],
     ) -> ToolMessage | Command[Any]:
-        """For ``ToolNode(..., wrap_tool_call=...)``: run, capture, return what the state keeps."""
+        """For ``ToolNode(..., wrap_tool_call=...)``: run the tool, store its output, and
+        return what the state keeps. Errors raised by the tool propagate unchanged (the
+        node's ``handle_tool_errors`` decides); nothing is stored for them."""
         early = precheck(self.engine, request)
         if early is not None:
             return early
@@ -126,17 +187,3 @@ class ContextHooks:
     def tool_node(self, **kwargs: Any) -> ToolNode:
         """A ``ToolNode`` over the agent's tools and the meta-tools, with capture wired in."""
         return ToolNode(self.tools, wrap_tool_call=self.wrap_tool_call, awrap_tool_call=self.awrap_tool_call, **kwargs)
-
-    def prepare_node(self, output_key: str = "llm_input_messages") -> Runnable[Any, dict[str, Any]]:
-        """A node for a custom ``StateGraph``, placed before the model node: writes the
-        prepared view under ``output_key`` (add that key to your state schema, without a
-        reducer, and have the model node read it)."""
-
-        def run(state: Any, config: RunnableConfig) -> dict[str, Any]:
-            return {output_key: self.prepare(state, config).messages}
-
-        async def arun(state: Any, config: RunnableConfig) -> dict[str, Any]:
-            prepared = await self.engine.aprepare(_messages(state), tools=self.tools, scope=self.scope(config))
-            return {output_key: prepared.messages}
-
-        return RunnableLambda(run, afunc=arun, name="ctxplugin_prepare")

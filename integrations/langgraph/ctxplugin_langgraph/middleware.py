@@ -23,10 +23,12 @@ from langgraph.types import Command
 from ctxplugin import ContextEngine, PreparedContext, Scope
 from ctxplugin.budget import model_context_window
 from ctxplugin.langchain import make_meta_tools
-from ctxplugin_langgraph._capture import after_tool, current_scope, precheck
+from ctxplugin_langgraph._annotations import without_stale
+from ctxplugin_langgraph._capture import after_tool, precheck
+from ctxplugin_langgraph._scope import ScopeRule, ScopeSpec
 
 
-class ContextMiddleware(AgentMiddleware):  # type: ignore[type-arg]
+class ContextMiddleware(AgentMiddleware):
     """Adds ctxplugin to a ``create_agent`` agent.
 
     Args:
@@ -34,8 +36,11 @@ class ContextMiddleware(AgentMiddleware):  # type: ignore[type-arg]
         keep_originals: the state keeps the full tool output (annotated with its ref) when
             True (default); when False the state keeps only the compact message, and the
             original is recoverable from the CAS by its ref.
-        scope: fixed scope for every call; by default it is read from the run's config.
+        scope: a fixed :class:`~ctxplugin.Scope`, or a function of the run's config returning
+            one; by default the run's ``configurable.thread_id`` (and ``user_id``, ...).
         attach_report: put the per-call report into the AI message's ``response_metadata``.
+        namespace: give this agent its own session on the thread (``"<thread_id>/<namespace>"``)
+            so that, in a multi-agent graph sharing one engine, its refs and facts stay its own.
     """
 
     def __init__(
@@ -43,19 +48,20 @@ class ContextMiddleware(AgentMiddleware):  # type: ignore[type-arg]
         engine: ContextEngine,
         *,
         keep_originals: bool = True,
-        scope: Scope | None = None,
+        scope: ScopeSpec = None,
         attach_report: bool = True,
+        namespace: str | None = None,
     ) -> None:
         super().__init__()
         self.engine = engine
         self.keep_originals = keep_originals
-        self.fixed_scope = scope
+        self.scope_rule = ScopeRule(scope, namespace)
         self.attach_report = attach_report
-        self.tools = make_meta_tools(engine)
+        self.tools = make_meta_tools(engine, scope=self.scope_rule)
 
     # -- model calls --------------------------------------------------------------
     def _scope(self) -> Scope:
-        return self.fixed_scope or current_scope()
+        return self.scope_rule(None)
 
     def _request_for(self, request: ModelRequest, prepared: PreparedContext) -> ModelRequest:
         return request.override(
@@ -67,7 +73,7 @@ class ContextMiddleware(AgentMiddleware):  # type: ignore[type-arg]
     @staticmethod
     def _full(request: ModelRequest) -> list[BaseMessage]:
         head: list[BaseMessage] = [request.system_message] if request.system_message is not None else []
-        return [*head, *request.messages]
+        return without_stale([*head, *request.messages])
 
     def _tag(self, response: ModelResponse, prepared: PreparedContext) -> ModelResponse:
         if not self.attach_report:
@@ -117,7 +123,7 @@ class ContextMiddleware(AgentMiddleware):  # type: ignore[type-arg]
         early = precheck(self.engine, request)
         if early is not None:
             return early
-        scope = self._scope()
+        scope = self.scope_rule(getattr(request.runtime, "config", None))
         return after_tool(self.engine, handler(request), request, scope, keep_originals=self.keep_originals)
 
     async def awrap_tool_call(
@@ -129,6 +135,6 @@ class ContextMiddleware(AgentMiddleware):  # type: ignore[type-arg]
         early = precheck(self.engine, request)
         if early is not None:
             return early
-        scope = self._scope()
+        scope = self.scope_rule(getattr(request.runtime, "config", None))
         result = await handler(request)
         return await asyncio.to_thread(after_tool, self.engine, result, request, scope, keep_originals=self.keep_originals)

@@ -1,93 +1,91 @@
-"""A real create_agent agent with ContextMiddleware: the state keeps everything, the model
-receives the prepared view."""
+"""LangChain ``create_agent`` with ``ContextMiddleware``: the state keeps everything, the model
+receives the prepared view; sync, async and streaming."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
+import pytest
+from ctxplugin_langgraph import ContextMiddleware
 from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
-from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 
-from ctxplugin import ContextConfig, Scope
+from ctxplugin import ContextCallbackHandler, RefNotFoundError, Scope
 from ctxplugin.testing import ScriptedChatModel, memory_engine, tool_call
-from ctxplugin_langgraph import ContextMiddleware
 
 
-@tool
-def search_flights(origin: str, destination: str) -> str:
-    """Search flights between two airports."""
-    return json.dumps([{"flight_number": f"HAT{i:03d}", "origin": origin, "destination": destination, "price": 100 + i} for i in range(80)])
+def build(model: ScriptedChatModel, engine: Any, scenario: Any, **options: Any) -> Any:
+    return create_agent(model, scenario.tools, system_prompt="Be brief.",
+                        middleware=[ContextMiddleware(engine, **options)], checkpointer=InMemorySaver())
 
 
-@tool
-def get_user(user_id: str) -> str:
-    """Get a user profile."""
-    return json.dumps({"user_id": user_id, "name": "Mia Li"})
+def test_multi_turn_sync(scenario: Any, handler: ContextCallbackHandler) -> None:
+    model, engine = scenario.scripted(), memory_engine()
+    agent = build(model, engine, scenario)
+    config: Any = {"configurable": {"thread_id": "t-sync"}, "callbacks": [handler]}
+    for turn in scenario.turns:
+        agent.invoke({"messages": [{"role": "user", "content": turn}]}, config)
+    state = agent.get_state(config).values["messages"]
+    scenario.check(model, state, engine, Scope(session_id="t-sync"), handler)
+    assert handler.summary.captures == 3 and handler.summary.saved_tokens > 0
+    # the report of each call rides on the AI message, and every bound tool list has the meta-tools
+    assert all("ctxplugin" in m.response_metadata for m in state if isinstance(m, AIMessage))
+    assert {"search_flights", "expand_ref"} <= set(model.calls[-1].tool_names)
 
 
-def script() -> ScriptedChatModel:
-    return ScriptedChatModel(script=[
-        AIMessage(content="", tool_calls=[tool_call("search_flights", {"origin": "SFO", "destination": "JFK"})]),
-        AIMessage(content="Cheapest is HAT000."),
-        AIMessage(content="", tool_calls=[tool_call("get_user", {"user_id": "mia_li_3668"})]),
-        AIMessage(content="", tool_calls=[tool_call("search_flights", {"origin": "JFK", "destination": "SEA"})]),
-        AIMessage(content="Mia can fly HAT000 JFK to SEA."),
-    ])
-
-
-def build(model: ScriptedChatModel, engine: Any) -> Any:
-    return create_agent(model, [search_flights, get_user], system_prompt="Be brief.",
-                        middleware=[ContextMiddleware(engine)], checkpointer=InMemorySaver())
-
-
-def check(model: ScriptedChatModel, state: list[Any], engine: Any, thread: str) -> None:
-    tool_results = [m for m in state if isinstance(m, ToolMessage)]
-    assert len(tool_results) == 3
-    big = [m for m in tool_results if m.name == "search_flights"]
-    # the checkpointed state holds the originals, annotated with their refs
-    for m in big:
-        assert json.loads(m.content)[0]["flight_number"] == "HAT000"
-        ref = m.additional_kwargs["ctxplugin"]["ref"]
-        assert engine.expand_ref(ref, scope=Scope(session_id=thread)) == m.content
-    # the model received compact tool results, never the 80-item payload
-    last = model.calls[-1]
-    sent_tools = [m for m in last.messages if isinstance(m, ToolMessage)]
-    assert sent_tools, "the model should see the tool results"
-    for m in sent_tools:
-        if m.name == "search_flights":
-            assert "ref:" in str(m.content)
-            assert len(str(m.content)) < len(big[0].content) / 3
-    names = {t["function"]["name"] for t in last.tools}
-    assert {"search_flights", "get_user", "expand_ref"} <= names
-    ai = [m for m in state if isinstance(m, AIMessage)]
-    assert "ctxplugin" in ai[-1].response_metadata
-    humans = [m for m in state if isinstance(m, HumanMessage)]
-    assert [h.content for h in humans] == ["find flights", "and for Mia?"]
-
-
-def test_create_agent_sync_keeps_state_and_sends_view() -> None:
-    model, engine = script(), memory_engine(ContextConfig())
-    agent = build(model, engine)
-    config: Any = {"configurable": {"thread_id": "t-sync"}}
-    agent.invoke({"messages": [{"role": "user", "content": "find flights"}]}, config)
-    agent.invoke({"messages": [{"role": "user", "content": "and for Mia?"}]}, config)
-    check(model, agent.get_state(config).values["messages"], engine, "t-sync")
-
-
-async def test_create_agent_async_keeps_state_and_sends_view() -> None:
-    model, engine = script(), memory_engine()
-    agent = build(model, engine)
-    config: Any = {"configurable": {"thread_id": "t-async"}}
-    await agent.ainvoke({"messages": [{"role": "user", "content": "find flights"}]}, config)
-    await agent.ainvoke({"messages": [{"role": "user", "content": "and for Mia?"}]}, config)
+async def test_multi_turn_async(scenario: Any, handler: ContextCallbackHandler) -> None:
+    model, engine = scenario.scripted(), memory_engine()
+    agent = build(model, engine, scenario)
+    config: Any = {"configurable": {"thread_id": "t-async"}, "callbacks": [handler]}
+    for turn in scenario.turns:
+        await agent.ainvoke({"messages": [{"role": "user", "content": turn}]}, config)
     state = (await agent.aget_state(config)).values["messages"]
-    check(model, state, engine, "t-async")
+    scenario.check(model, state, engine, Scope(session_id="t-async"), handler)
 
 
-def test_model_can_expand_a_ref_through_the_middleware_tool() -> None:
+def test_stream_modes(scenario: Any, handler: ContextCallbackHandler) -> None:
+    model, engine = scenario.scripted(), memory_engine()
+    agent = build(model, engine, scenario)
+    config: Any = {"configurable": {"thread_id": "t-stream"}, "callbacks": [handler]}
+    chunks = list(agent.stream({"messages": [("user", scenario.turns[0])]}, config, stream_mode="messages"))
+    streamed = [m for m, _ in chunks if isinstance(m, ToolMessage)]
+    assert streamed and "ref:" in str(streamed[0].additional_kwargs["ctxplugin"]["ref"])
+    for turn in scenario.turns[1:]:
+        updates = list(agent.stream({"messages": [("user", turn)]}, config, stream_mode="updates"))
+        assert any("tools" in u for u in updates)
+    scenario.check(model, agent.get_state(config).values["messages"], engine, Scope(session_id="t-stream"), handler)
+
+
+async def test_astream_and_astream_events(scenario: Any, handler: ContextCallbackHandler) -> None:
+    model, engine = scenario.scripted(), memory_engine()
+    agent = build(model, engine, scenario)
+    config: Any = {"configurable": {"thread_id": "t-events"}, "callbacks": [handler]}
+    values = [v async for v in agent.astream({"messages": [("user", scenario.turns[0])]}, config, stream_mode="values")]
+    assert len(values[-1]["messages"]) == 4
+    names: list[str] = []
+    async for event in agent.astream_events({"messages": [("user", scenario.turns[1])]}, config, version="v2"):
+        if event["event"] == "on_custom_event":
+            names.append(event["name"])
+    assert names.count("ctxplugin.report") == 2 and names.count("ctxplugin.capture") == 1
+    await agent.ainvoke({"messages": [("user", scenario.turns[2])]}, config)
+    state = (await agent.aget_state(config)).values["messages"]
+    scenario.check(model, state, engine, Scope(session_id="t-events"), handler)
+
+
+def test_keep_originals_false_keeps_only_the_compact_form(scenario: Any) -> None:
+    model, engine = scenario.scripted(), memory_engine()
+    agent = build(model, engine, scenario, keep_originals=False)
+    config: Any = {"configurable": {"thread_id": "t-compact"}}
+    agent.invoke({"messages": [("user", scenario.turns[0])]}, config)
+    result = next(m for m in agent.get_state(config).values["messages"] if isinstance(m, ToolMessage))
+    ref = result.additional_kwargs["ctxplugin"]["ref"]
+    assert ref in str(result.content) and len(str(result.content)) < 2000
+    original = engine.expand_ref(ref, scope=Scope(session_id="t-compact"))
+    assert original == scenario.tools[0].invoke({"origin": "SFO", "destination": "JFK"})
+
+
+def test_model_can_expand_a_ref_through_the_middleware_tool(scenario: Any, handler: ContextCallbackHandler) -> None:
     engine = memory_engine()
 
     def expand_first_ref(messages: list[Any], tools: list[Any]) -> AIMessage:
@@ -100,9 +98,67 @@ def test_model_can_expand_a_ref_through_the_middleware_tool() -> None:
         expand_first_ref,
         AIMessage(content="HAT005 and HAT006."),
     ])
-    agent = build(model, engine)
-    config: Any = {"configurable": {"thread_id": "t-expand"}}
+    agent = build(model, engine, scenario)
+    config: Any = {"configurable": {"thread_id": "t-expand"}, "callbacks": [handler]}
     agent.invoke({"messages": [{"role": "user", "content": "find flights"}]}, config)
     state = agent.get_state(config).values["messages"]
     expanded = [m for m in state if isinstance(m, ToolMessage) and m.name == "expand_ref"]
     assert expanded and "HAT005" in str(expanded[0].content) and "HAT007" not in str(expanded[0].content)
+    ref = state[2].additional_kwargs["ctxplugin"]["ref"]
+    assert handler.expanded == [ref] and handler.summary.refs_created == 1
+    assert handler.describe().startswith("3 model calls:") and "1 refs created, 1 tool outputs captured, 1 expands" in handler.describe()
+
+
+def test_a_ref_from_another_thread_does_not_expand(scenario: Any) -> None:
+    engine = memory_engine()
+    model = scenario.scripted()
+    agent = build(model, engine, scenario)
+    agent.invoke({"messages": [("user", scenario.turns[0])]}, {"configurable": {"thread_id": "owner"}})
+    owner_state = agent.get_state({"configurable": {"thread_id": "owner"}}).values["messages"]
+    ref = next(m.additional_kwargs["ctxplugin"]["ref"] for m in owner_state if isinstance(m, ToolMessage))
+    thief = ScriptedChatModel(script=[
+        AIMessage(content="", tool_calls=[tool_call("expand_ref", {"ref_id": ref})]),
+        AIMessage(content="I could not read it."),
+    ])
+    other = build(thief, engine, scenario)
+    other.invoke({"messages": [("user", "show me that")]}, {"configurable": {"thread_id": "other"}})
+    answer = next(m for m in other.get_state({"configurable": {"thread_id": "other"}}).values["messages"]
+                  if isinstance(m, ToolMessage))
+    assert "HAT000" not in str(answer.content) and "no such ref" in str(answer.content)
+
+
+def test_fixed_scope(scenario: Any) -> None:
+    engine, model = memory_engine(), scenario.scripted()
+    agent = build(model, engine, scenario, scope=Scope(session_id="pinned"))
+    config: Any = {"configurable": {"thread_id": "ignored"}}
+    agent.invoke({"messages": [("user", scenario.turns[0])]}, config)
+    ref = next(m.additional_kwargs["ctxplugin"]["ref"] for m in agent.get_state(config).values["messages"]
+               if isinstance(m, ToolMessage))
+    assert engine.expand_ref(ref, scope=Scope(session_id="pinned"))
+    with pytest.raises(RefNotFoundError):
+        engine.expand_ref(ref, scope=Scope(session_id="ignored"))
+
+
+def test_scope_function_gets_the_run_config(scenario: Any, handler: ContextCallbackHandler) -> None:
+    engine, model = memory_engine(), scenario.scripted()
+
+    def per_user(config: Any) -> Scope:
+        return Scope(session_id=f"{config['configurable']['thread_id']}-x", user_id=config["configurable"]["user"])
+
+    agent = build(model, engine, scenario, scope=per_user)
+    config: Any = {"configurable": {"thread_id": "t9", "user": "mia"}, "callbacks": [handler]}
+    for turn in scenario.turns:
+        agent.invoke({"messages": [("user", turn)]}, config)
+    scenario.check(model, agent.get_state(config).values["messages"], engine,
+                   Scope(session_id="t9-x", user_id="mia"), handler)
+    assert handler.sessions() == {"t9-x"}
+
+
+def test_humans_keep_their_words(scenario: Any) -> None:
+    model, engine = scenario.scripted(), memory_engine()
+    agent = build(model, engine, scenario)
+    config: Any = {"configurable": {"thread_id": "t-words"}}
+    for turn in scenario.turns:
+        agent.invoke({"messages": [("user", turn)]}, config)
+    humans = [m.content for m in agent.get_state(config).values["messages"] if isinstance(m, HumanMessage)]
+    assert humans == scenario.turns

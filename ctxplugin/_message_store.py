@@ -1,0 +1,127 @@
+"""Where ``engine.history(session_id)`` keeps whole conversations.
+
+``RunnableWithMessageHistory`` asks its factory for a fresh history object on every call, so the
+conversation cannot live on that object: it lives in a store shared by every history of one
+engine. Embedded engines (``ContextEngine.embedded(path)``) get a SQLite file beside their other
+stores, so conversations survive a restart; other engines keep them in memory for the life of
+the process.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import weakref
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+from langchain_core.messages import BaseMessage, message_to_dict, messages_from_dict
+
+from ctxplugin.errors import StoreError
+
+if TYPE_CHECKING:
+    from ctxplugin.engine import ContextEngine
+
+HISTORY_FILE = "history.sqlite3"
+
+
+class MessageStore(Protocol):
+    """Whole conversations by scope key, in the order messages were added."""
+
+    def load(self, key: str) -> list[BaseMessage]:
+        """Every message stored under ``key`` (empty list if none)."""
+        ...
+
+    def append(self, key: str, messages: Sequence[BaseMessage]) -> None:
+        """Add messages at the end of the conversation under ``key``."""
+        ...
+
+    def clear(self, key: str) -> None:
+        """Forget the conversation under ``key``."""
+        ...
+
+
+class MemoryMessageStore:
+    """Conversations in a dict, for the life of the process."""
+
+    def __init__(self) -> None:
+        self._items: dict[str, list[BaseMessage]] = {}
+        self._lock = threading.Lock()
+
+    def load(self, key: str) -> list[BaseMessage]:
+        with self._lock:
+            return list(self._items.get(key, ()))
+
+    def append(self, key: str, messages: Sequence[BaseMessage]) -> None:
+        with self._lock:
+            self._items.setdefault(key, []).extend(messages)
+
+    def clear(self, key: str) -> None:
+        with self._lock:
+            self._items.pop(key, None)
+
+
+class SQLiteMessageStore:
+    """Conversations in a SQLite file (one row per message, JSON as LangChain dumps it).
+
+    A connection per operation keeps it safe across threads and processes; SQLite's own
+    locking orders concurrent writers.
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self._connect() as db:
+            db.execute(
+                "CREATE TABLE IF NOT EXISTS chat_messages ("
+                " seq INTEGER PRIMARY KEY AUTOINCREMENT, scope_key TEXT NOT NULL, body TEXT NOT NULL)"
+            )
+            db.execute("CREATE INDEX IF NOT EXISTS chat_messages_scope ON chat_messages (scope_key, seq)")
+
+    @contextmanager
+    def _connect(self) -> Iterator[sqlite3.Connection]:
+        try:
+            db = sqlite3.connect(self.path, timeout=30)
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot open the chat history at {self.path}: {exc}") from exc
+        try:
+            with db:
+                yield db
+        except sqlite3.Error as exc:
+            raise StoreError(f"chat history at {self.path} failed: {exc}") from exc
+        finally:
+            db.close()
+
+    def load(self, key: str) -> list[BaseMessage]:
+        with self._connect() as db:
+            rows = db.execute(
+                "SELECT body FROM chat_messages WHERE scope_key = ? ORDER BY seq", (key,)
+            ).fetchall()
+        return messages_from_dict([json.loads(body) for (body,) in rows])
+
+    def append(self, key: str, messages: Sequence[BaseMessage]) -> None:
+        rows = [(key, json.dumps(message_to_dict(m), ensure_ascii=False)) for m in messages]
+        with self._connect() as db:
+            db.executemany("INSERT INTO chat_messages (scope_key, body) VALUES (?, ?)", rows)
+
+    def clear(self, key: str) -> None:
+        with self._connect() as db:
+            db.execute("DELETE FROM chat_messages WHERE scope_key = ?", (key,))
+
+
+_stores: weakref.WeakKeyDictionary[ContextEngine, MessageStore] = weakref.WeakKeyDictionary()
+_stores_lock = threading.Lock()
+
+
+def store_for(engine: ContextEngine) -> MessageStore:
+    """The conversation store of ``engine`` (SQLite under an embedded engine's path)."""
+    with _stores_lock:
+        store = _stores.get(engine)
+        if store is None:
+            root = getattr(engine, "path", None)
+            store = SQLiteMessageStore(Path(root) / HISTORY_FILE) if root is not None else MemoryMessageStore()
+            _stores[engine] = store
+        return store

@@ -1,0 +1,145 @@
+"""``ContextMiddleware`` next to LangChain's own middleware, in either order: summarization,
+human-in-the-loop (interrupt and resume), model and tool retries."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from ctxplugin_langgraph import ContextMiddleware
+from langchain.agents import create_agent
+from langchain.agents.middleware import (
+    HumanInTheLoopMiddleware,
+    ModelRetryMiddleware,
+    SummarizationMiddleware,
+    ToolRetryMiddleware,
+)
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.tools import StructuredTool
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.types import Command
+
+from ctxplugin import ContextCallbackHandler, Scope
+from ctxplugin.testing import ScriptedChatModel, memory_engine
+
+ORDERS = ["context-first", "context-last"]
+
+
+def arrange(order: str, context: ContextMiddleware, other: Any) -> list[Any]:
+    return [context, other] if order == "context-first" else [other, context]
+
+
+def run_turns(agent: Any, turns: list[str], config: Any) -> None:
+    for turn in turns:
+        agent.invoke({"messages": [("user", turn)]}, config)
+
+
+@pytest.mark.parametrize("order", ORDERS)
+def test_with_summarization(order: str, scenario: Any, handler: ContextCallbackHandler) -> None:
+    engine, model = memory_engine(), scenario.scripted()
+    summarizer = ScriptedChatModel(default="Earlier: flights SFO to JFK were searched; HAT000 is cheapest.")
+    summarize = SummarizationMiddleware(summarizer, trigger=("messages", 7), keep=("messages", 3))
+    # keep_originals=False: the summarizer reads the state, so it gets compact outputs with refs
+    context = ContextMiddleware(engine, keep_originals=False)
+    agent = create_agent(model, scenario.tools, checkpointer=InMemorySaver(),
+                         middleware=arrange(order, context, summarize))
+    config: Any = {"configurable": {"thread_id": f"sum-{order}"}, "callbacks": [handler]}
+    run_turns(agent, scenario.turns, config)
+    state = agent.get_state(config).values["messages"]
+    assert summarizer.calls, "the conversation should have been summarized"
+    summarized = str([c.messages for c in summarizer.calls])
+    assert "ref:search_flights:" in summarized and "ref:read_log:" in summarized and "HAT079" not in summarized
+    assert isinstance(state[0], HumanMessage) and "Earlier:" in state[0].text
+    for call in model.calls:
+        for m in call.messages:
+            if isinstance(m, ToolMessage) and m.name in scenario.big_tools:
+                assert "ref:" in str(m.content) and len(str(m.content)) < 3000
+    assert len(handler.reports) == len(model.calls) == 6
+    assert all(r.within_budget for r in handler.reports)
+    # refs made before the summary still expand: the CAS keeps what the state let go
+    assert len(handler.captures) == 3
+    for capture in handler.captures:
+        original = engine.expand_ref(capture["ref_id"], scope=Scope(session_id=f"sum-{order}"))
+        assert original.startswith("[{") or "TimeoutError" in original
+
+
+@pytest.mark.parametrize("order", ORDERS)
+@pytest.mark.parametrize("decision", ["approve", "edit", "reject"])
+def test_with_human_in_the_loop(order: str, decision: str, scenario: Any, handler: ContextCallbackHandler) -> None:
+    engine, model = memory_engine(), scenario.scripted()
+    review = HumanInTheLoopMiddleware(interrupt_on={"search_flights": True})
+    agent: Any = create_agent(model, scenario.tools, checkpointer=InMemorySaver(),
+                         middleware=arrange(order, ContextMiddleware(engine), review))
+    thread = f"hitl-{order}-{decision}"
+    config: Any = {"configurable": {"thread_id": thread}, "callbacks": [handler]}
+    paused = agent.invoke({"messages": [("user", scenario.turns[0])]}, config)
+    assert paused.get("__interrupt__"), "the search must wait for a human"
+    answers: dict[str, Any] = {
+        "approve": {"type": "approve"},
+        "edit": {"type": "edit", "edited_action": {"name": "search_flights", "args": {"origin": "SFO", "destination": "BOS"}}},
+        "reject": {"type": "reject", "message": "not now"},
+    }
+    agent.invoke(Command(resume={"decisions": [answers[decision]]}), config)
+    run_turns(agent, scenario.turns[1:2], config)
+    state = agent.get_state(config).values["messages"]
+    results = [m for m in state if isinstance(m, ToolMessage)]
+    assert [m.name for m in results] == ["search_flights", "read_log"]
+    if decision == "reject":
+        assert results[0].status == "error" and "ctxplugin" not in results[0].additional_kwargs
+    else:
+        # what the model saw after the tool ran: a ref to exactly what the state keeps
+        seen = next(str(m.content) for m in model.calls[-1].messages
+                    if isinstance(m, ToolMessage) and m.name == "search_flights")
+        ref = "ref:" + seen.split("ref:", 1)[1].split()[0]
+        assert engine.expand_ref(ref, scope=Scope(session_id=thread)) == results[0].content
+        destination = "BOS" if decision == "edit" else "JFK"
+        assert f'"destination": "{destination}"' in str(results[0].content)
+        assert ("human reviewer" in seen) == (decision == "edit"), "LangChain's edit note reaches the model"
+    last = model.calls[-1].messages
+    assert any(isinstance(m, ToolMessage) and "ref:" in str(m.content) for m in last)
+    assert all(r.within_budget for r in handler.reports) and len(handler.reports) == len(model.calls)
+
+
+def flaky_model(scenario: Any) -> ScriptedChatModel:
+    def overloaded(messages: list[BaseMessage], tools: list[dict[str, Any]]) -> AIMessage:
+        raise RuntimeError("model overloaded, try again")
+
+    return ScriptedChatModel(script=[overloaded, *[scenario.policy] * 12], default=None)
+
+
+@pytest.mark.parametrize("order", ORDERS)
+def test_with_model_retry(order: str, scenario: Any, handler: ContextCallbackHandler) -> None:
+    engine, model = memory_engine(), flaky_model(scenario)
+    retry = ModelRetryMiddleware(max_retries=2, initial_delay=0, jitter=False)
+    agent = create_agent(model, scenario.tools, checkpointer=InMemorySaver(),
+                         middleware=arrange(order, ContextMiddleware(engine), retry))
+    config: Any = {"configurable": {"thread_id": f"mretry-{order}"}, "callbacks": [handler]}
+    run_turns(agent, scenario.turns, config)
+    state = agent.get_state(config).values["messages"]
+    # the failed attempt was sent the prepared view too
+    assert len(model.calls) == 7 and model.calls[0].messages == model.calls[1].messages
+    scenario.check(model, state, engine, Scope(session_id=f"mretry-{order}"), handler, skip_calls=1)
+
+
+@pytest.mark.parametrize("order", ORDERS)
+def test_with_tool_retry(order: str, scenario: Any, handler: ContextCallbackHandler) -> None:
+    engine, model = memory_engine(), scenario.scripted()
+    attempts: list[str] = []
+    real = scenario.tools[0]
+
+    def search_flights(origin: str, destination: str) -> str:
+        attempts.append(origin)
+        if len(attempts) == 1:
+            raise ConnectionError("flights API timed out")
+        return str(real.invoke({"origin": origin, "destination": destination}))
+
+    flaky = StructuredTool.from_function(search_flights, description=real.description)
+    retry = ToolRetryMiddleware(max_retries=2, initial_delay=0, jitter=False)
+    agent = create_agent(model, [flaky, *scenario.tools[1:]], checkpointer=InMemorySaver(),
+                         middleware=arrange(order, ContextMiddleware(engine), retry))
+    config: Any = {"configurable": {"thread_id": f"tretry-{order}"}, "callbacks": [handler]}
+    run_turns(agent, scenario.turns, config)
+    assert len(attempts) == 3
+    state = agent.get_state(config).values["messages"]
+    scenario.check(model, state, engine, Scope(session_id=f"tretry-{order}"), handler)
+    assert len(handler.captures) == 3, "only the successful attempt is stored"
