@@ -290,14 +290,21 @@ class FactsLedger:
         return sorted(self.store.find(FactQuery(reader=scope, key=norm)), key=lambda f: f.created_at)
 
     def superseded(self, *, scope: Scope, limit: int = 200) -> list[tuple[Fact, Fact]]:
-        """Recently superseded facts readable from ``scope`` with their current replacement."""
+        """Recently superseded (or refused) facts readable from ``scope``, each with the current
+        fact that replaced it. Two store reads whatever the chain lengths."""
         old = self.store.find(FactQuery(reader=scope, valid=False, scopes=tuple(RETRIEVED_SCOPES)), limit=limit)
+        known = {f.id: f for f in old}
+        wanted = {f.superseded_by for f in old if f.superseded_by and f.superseded_by not in known}
+        known.update((f.id, f) for f in self.store.get(sorted(wanted), reader=scope))
         pairs: list[tuple[Fact, Fact]] = []
         for fact in old:
-            if fact.superseded_by is None:
-                continue
-            head = self._head(fact, scope)
-            if head is not None and head.is_valid and head.id != fact.id:
+            head = fact
+            for _ in range(_MAX_CHAIN):
+                nxt = known.get(head.superseded_by or "")
+                if nxt is None or nxt.id == head.id:
+                    break
+                head = nxt
+            if head.is_valid and head.id != fact.id:
                 pairs.append((fact, head))
         return pairs
 
@@ -315,13 +322,13 @@ class FactsLedger:
 
         Relevance (embedding similarity) is combined with the strategy's recency/importance
         prior and the overlap of ``tags`` (plus identifiers in the query) with the fact's tags.
-        Superseded facts are never returned.
+        Superseded facts are never returned; a blank query returns nothing.
         """
         k = self.config.k if k is None else k
         if k <= 0:
             return []
         if not query.strip():
-            raise InvalidInputError("search() needs a non-empty query")
+            return []
         wanted = FactQuery(reader=scope, valid=True, scopes=tuple(fact_scopes))
         candidates = self.store.search(query, wanted, n=max(k * self.config.candidates, k + 8))
         return rank(

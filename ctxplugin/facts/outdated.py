@@ -8,8 +8,8 @@ and the agent's transcript are never changed.
 
 A message states a superseded value when it is the fact's own source (same message id or CAS
 ref), or when it contains every word that distinguishes the old statement from the new one
-together with the subject (a word of the key, or a word both statements share), without also
-stating the new value (that would be the correction itself).
+together with the subject (the key's words that the old statement uses, or else two words both
+statements share), without also stating the new value (that would be the correction itself).
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ class _Change:
     distinctive: frozenset[str]
     replacement: frozenset[str]
     anchors: frozenset[str]
+    need: int
     note: str
 
 
@@ -85,14 +86,17 @@ def _change(old: Fact, new: Fact) -> _Change:
     new_words = set(content_words(new.text))
     distinctive = frozenset(old_words - new_words)
     replacement = frozenset(new_words - old_words)
-    anchors = frozenset(set(content_words((old.key or "").replace("_", " "))) | (old_words & new_words))
+    # the subject: key words the old statement uses (all required), else the shared words
+    key_words = set(content_words((old.key or "").replace("_", " "))) & old_words
+    anchors = frozenset(key_words or (old_words & new_words))
+    need = len(anchors) if key_words else min(2, len(anchors))
     current = new.text if len(new.text) <= _NOTE_CHARS else new.text[: _NOTE_CHARS - 1] + "…"
     if old.refused:
         note = f"[overruled: a {new.authority} constraint applies: {current}]"
     else:
         label = old.key or "this"
         note = f"[outdated: {label} is now: {current}]"
-    return _Change(old, new, distinctive, replacement, anchors, note)
+    return _Change(old, new, distinctive, replacement, anchors, need, note)
 
 
 def _states(change: _Change, words: set[str], refs: set[str]) -> bool:
@@ -104,7 +108,7 @@ def _states(change: _Change, words: set[str], refs: set[str]) -> bool:
         return False
     if change.replacement and change.replacement <= words:
         return False
-    return not change.anchors or bool(change.anchors & words)
+    return len(change.anchors & words) >= change.need
 
 
 def _refs(message: BaseMessage) -> set[str]:

@@ -30,7 +30,12 @@ from ctxplugin.facts.model import MAX_TEXT, FactKind, FactScope
 from ctxplugin.tokens import content_text
 
 _LEAD = re.compile(
-    r"^(?:(?:actually|correction|update|note|fyi|ok(?:ay)?|so|also|well|oh|wait|sorry|no|hmm|and|but|btw)\b[\s,:;!.-]*)+",
+    r"^(?:(?:actually|correction|update|note|fyi|ok(?:ay)?|so|also|well|oh|wait|sorry|no|yes|yeah|yep|right|hmm|and|"
+    r"but|btw|again|remember|to be clear|to clarify|just to confirm|as i said|i repeat)\b[\s,:;!.-]*)+",
+    re.IGNORECASE,
+)
+_SCOPE_LEAD = re.compile(
+    r"^(?:(?:suppose|supposing|hypothetically|imagine|what if|in theory|draft|proposal|tentatively)\b[\s,:;-]*)+",
     re.IGNORECASE,
 )
 _CORRECTION = re.compile(
@@ -139,7 +144,7 @@ class RuleExtractor:
         return out
 
     def _statement(self, sentence: str, voice: str, ids: list[str]) -> FactDraft | None:
-        body = _LEAD.sub("", sentence).strip().rstrip(".!")
+        body = _SCOPE_LEAD.sub("", _LEAD.sub("", sentence).strip()).strip().rstrip(".!?")
         correction = bool(_CORRECTION.search(sentence))
         scope: FactScope = "global"
         if _HYPOTHETICAL.search(sentence):
@@ -172,8 +177,7 @@ class RuleExtractor:
         changed = _FROM_TO.search(body)
         if changed:
             return make(_kind_of(sentence, changed.group("val"), voice), _subject_key(changed.group("subj")), replaces=changed.group("old"))
-        assign = _ASSIGN.match(body) or _ASSIGN_EQ.match(body) or _COLON.match(body)
-        key = _subject_key(assign.group("subj")) if assign else None
+        assign, key = _assignment(body)
         if assign and key:
             kind = _kind_of(sentence, assign.group("val"), voice)
             if voice == "user" and _DECISION.search(sentence):
@@ -233,10 +237,22 @@ def _record(data: dict[str, Any], label: str, *, keyed: bool) -> FactDraft | Non
     if not parts and id_field is None:
         return None
     text = _clip(f"{head}: " + ", ".join(parts)) if parts else head
-    values = " ".join(str(v) for v in data.values() if not isinstance(v, (dict, list)))
-    found = ([str(data[id_field]).lower()] if id_field else []) + identifiers(values)
+    names = {k.lower() for k in _keys(data)}
+    values = " ".join(_brief(v) for v in data.values())
+    found = ([str(data[id_field]).lower()] if id_field else []) + [i for i in identifiers(values) if i not in names]
     tags = tuple(dict.fromkeys(found))[:8]
     return FactDraft(text=text, key=key, kind="entity", tags=tags, importance=0.5)
+
+
+def _keys(data: Any, depth: int = 3) -> list[str]:
+    """Field names of nested JSON (so they are not taken for identifiers)."""
+    if depth == 0:
+        return []
+    if isinstance(data, dict):
+        return [str(k) for k in data] + [n for v in data.values() for n in _keys(v, depth - 1)]
+    if isinstance(data, list):
+        return [n for v in data[:20] for n in _keys(v, depth - 1)]
+    return []
 
 
 def _brief(value: Any) -> str:
@@ -267,6 +283,21 @@ def _tool_label(name: str | None) -> str:
         return "tool result"
     label = re.sub(r"^(?:get|fetch|read|search|list|find)_", "", name)
     return re.sub(r"_(?:details|info|data)$", "", label) or name
+
+
+def _assignment(body: str) -> tuple[re.Match[str] | None, str | None]:
+    """The first "subject verb value" reading of ``body`` or of a clause after ``:``/``,``."""
+    first: re.Match[str] | None = None
+    clauses = [body] + [body[m.end() :].strip() for m in re.finditer(r"[:,;]\s+", body)]
+    for clause in clauses:
+        match = _ASSIGN.match(clause) or _ASSIGN_EQ.match(clause) or _COLON.match(clause)
+        if match is None:
+            continue
+        first = first or match
+        key = _subject_key(match.group("subj"))
+        if key:
+            return match, key
+    return first, None
 
 
 def _subject_key(subject: str) -> str | None:

@@ -66,6 +66,7 @@ def start_chroma(path: Path, timeout: float = 60.0) -> ChromaServer:
     if executable is None:
         pytest.skip("the `chroma` command is not installed (pip install chromadb puts it on PATH)")
     port = free_port()
+    path.parent.mkdir(parents=True, exist_ok=True)
     log = open(path.parent / f"chroma-{port}.log", "wb")  # noqa: SIM115 - lives as long as the server
     process = subprocess.Popen(
         [executable, "run", "--path", str(path), "--host", "127.0.0.1", "--port", str(port)],
@@ -115,3 +116,9 @@ def fresh_chroma_server(tmp_path: Path) -> Iterator[Callable[[], ChromaServer]]:
     yield start
     for server in started:
         server.stop()
+
+
+@pytest.fixture
+def free_tcp_port() -> int:
+    """A loopback port nothing listens on."""
+    return free_port()

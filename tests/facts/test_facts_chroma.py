@@ -1,0 +1,127 @@
+"""Chroma specifics: persistence, per-tenant collections, errors translated at the adapter, and a
+server going away while an agent runs."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import chromadb.errors
+import pytest
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from pytest_mock import MockerFixture
+
+from ctxplugin import ConfigError, ContextConfig, ContextEngine, StoreError, StoreUnavailableError
+from ctxplugin.cas import MemoryCASStore
+from ctxplugin.config import FactsConfig
+from ctxplugin.facts import ChromaFactStore, FactQuery, FactsLedger
+from ctxplugin.scope import Scope
+
+S = Scope(session_id="s1", user_id="u1", tenant_id="acme")
+
+
+def test_facts_survive_reopening_the_directory(tmp_path: Path) -> None:
+    with ChromaFactStore.persistent(tmp_path) as store:
+        ledger = FactsLedger(store)
+        old = ledger.write("Data Team on Project Alpha", key="data_team", scope=S)
+        new = ledger.write("Data Team reallocated to Project Beta", key="data_team", scope=S)
+    with ChromaFactStore.persistent(tmp_path) as again:
+        ledger = FactsLedger(again)
+        current = ledger.current("data_team", scope=S)
+        assert current is not None and current.id == new.id
+        assert [f.id for f in ledger.history("data_team", scope=S)] == [old.id, new.id]
+        assert [h.fact.id for h in ledger.search("data team project", scope=S)] == [new.id]
+
+
+def test_collection_per_tenant_keeps_tenants_in_separate_collections(tmp_path: Path) -> None:
+    with ChromaFactStore.persistent(tmp_path, config=FactsConfig(collection_per_tenant=True)) as store:
+        ledger = FactsLedger(store)
+        ledger.write("Acme budget is 50k", scope=S)
+        ledger.write("Globex budget is 10k", scope=Scope(session_id="s1", user_id="u1", tenant_id="globex"))
+        acme, globex = store.raw_collection("acme"), store.raw_collection("globex")
+        assert acme.name != globex.name
+        assert (acme.count(), globex.count()) == (1, 1)
+        assert [h.fact.text for h in ledger.search("budget", scope=S)] == ["Acme budget is 50k"]
+
+
+def test_a_closed_store_says_so(tmp_path: Path) -> None:
+    store = ChromaFactStore.persistent(tmp_path)
+    store.close()
+    with pytest.raises(StoreError, match="closed"):
+        store.find(FactQuery(reader=S))
+
+
+@pytest.mark.parametrize("url", ["127.0.0.1:8000", "ftp://host", "http://"])
+def test_server_url_is_validated_when_built(url: str) -> None:
+    with pytest.raises(ConfigError, match="http://host:port"):
+        ChromaFactStore.http(url)
+
+
+def test_chroma_errors_become_store_errors_chained(tmp_path: Path, mocker: MockerFixture) -> None:
+    with ChromaFactStore.persistent(tmp_path) as store:
+        collection = store.raw_collection("acme")
+        mocker.patch.object(type(collection), "query", side_effect=chromadb.errors.InternalError("disk on fire"))
+        with pytest.raises(StoreError, match="disk on fire") as info:
+            store.search("x", FactQuery(reader=S), n=3)
+        assert isinstance(info.value.__cause__, chromadb.errors.InternalError)
+
+
+def test_unknown_errors_propagate(tmp_path: Path, mocker: MockerFixture) -> None:
+    with ChromaFactStore.persistent(tmp_path) as store:
+        collection = store.raw_collection("acme")
+        mocker.patch.object(type(collection), "get", side_effect=KeyError("bug"))
+        with pytest.raises(KeyError):
+            store.find(FactQuery(reader=S))
+
+
+def test_an_unreachable_server_is_store_unavailable(free_tcp_port: int) -> None:
+    store = ChromaFactStore.http(f"http://127.0.0.1:{free_tcp_port}")
+    with pytest.raises(StoreUnavailableError, match="unreachable") as info:
+        store.find(FactQuery(reader=S))
+    assert info.value.__cause__ is not None
+
+
+def conversation(question: str) -> list[BaseMessage]:
+    return [
+        HumanMessage("The data team is on Project Alpha.", id="h1"),
+        AIMessage("Noted."),
+        HumanMessage("Actually, the data team moved to Project Beta.", id="h2"),
+        AIMessage("Updated."),
+        HumanMessage(question, id="h3"),
+    ]
+
+
+@pytest.mark.chroma_server
+@pytest.mark.slow
+def test_server_going_down_skips_facts_with_a_warning(fresh_chroma_server: Callable[[], Any]) -> None:
+    server = fresh_chroma_server()
+    config = ContextConfig(facts=FactsConfig(collection=f"t{uuid.uuid4().hex[:12]}"))
+    store = ChromaFactStore.http(server.url, config=config.facts)
+    engine = ContextEngine(config=config, cas=MemoryCASStore(), facts=FactsLedger(store, config.facts))
+    try:
+        up = engine.prepare(conversation("Which project is the data team on?"), scope=S)
+        facts_block = up.messages[-1].content
+        assert "Project Beta" in facts_block and "Project Alpha" not in facts_block
+        assert not any("facts" in w for w in up.report.warnings)
+
+        server.stop()
+        down = engine.prepare(conversation("And who leads it?"), scope=S)
+        assert any("facts store unavailable" in w for w in down.report.warnings)
+        assert down.report.facts == []
+        assert [m.content for m in down.messages if isinstance(m, HumanMessage)][-1] == "And who leads it?"
+    finally:
+        store.close()
+
+
+@pytest.mark.chroma_server
+def test_engine_on_a_chroma_server_never_shows_a_superseded_fact(chroma_url: str) -> None:
+    config = ContextConfig(facts=FactsConfig(collection=f"t{uuid.uuid4().hex[:12]}"))
+    with ChromaFactStore.http(chroma_url, config=config.facts) as store:
+        engine = ContextEngine(config=config, cas=MemoryCASStore(), facts=FactsLedger(store, config.facts))
+        prepared = engine.prepare(conversation("Which project is the data team on?"), scope=S)
+        block = str(prepared.messages[-1].content)
+        assert block.startswith("Known facts") and "Project Beta" in block and "Project Alpha" not in block
+        marked = [m for m in prepared.messages if "[outdated:" in str(m.content)]
+        assert [m.id for m in marked] == ["h1"]

@@ -1,0 +1,179 @@
+"""Zero-LLM extraction, provenance, and user extractors plugged in like a summarizer."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.runnables import RunnableLambda
+
+from ctxplugin import InvalidInputError
+from ctxplugin.config import FactsConfig
+from ctxplugin.facts import (
+    FactDraft,
+    FactsLedger,
+    MemoryFactStore,
+    RuleExtractor,
+    as_extractor,
+    combine,
+)
+from ctxplugin.scope import Scope
+
+S = Scope(session_id="s1", user_id="u1")
+DATA = Path(__file__).resolve().parents[2] / ".." / "shared" / "data"
+
+
+def drafts(text: str) -> list[tuple[str, str | None, str]]:
+    return [(d.kind, d.key, d.scope) for d in RuleExtractor().from_text(text)]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("The data team is on Project Alpha.", [("fact", "data_team", "global")]),
+        ("Actually, the data team moved to Project Beta.", [("fact", "data_team", "global")]),
+        ("My address is 123 Main St", [("fact", "my_address", "global")]),
+        ("I moved to 456 Oak Ave", [("fact", "my_address", "global")]),
+        ("I prefer window seats.", [("preference", "pref_seats", "global")]),
+        ("Max discount is 15%.", [("constraint", "max_discount", "global")]),
+        ("We decided to use Postgres for the cache.", [("decision", "decision_cache", "global")]),
+        ("Stock price is $100", [("metric", "stock_price", "global")]),
+        ("Changed the deadline from Friday to Monday.", [("fact", "deadline", "global")]),
+        ("Suppose the budget is $80k.", [("constraint", "budget", "hypothetical")]),
+        ("Draft: the launch date is June 3.", [("fact", "launch_date", "draft")]),
+        ("I need to change my flight to May 27.", [("task", None, "global")]),
+        ("See https://example.com/docs/a for details.", [("link", None, "global")]),
+        ("Sure, it's sofia_kim_7287.", [("entity", None, "global")]),
+        ("Can you check order #W1234?", []),
+        ("hello there", []),
+    ],
+)
+def test_rules_find_kinds_keys_and_scopes(text: str, expected: list[tuple[str, str | None, str]]) -> None:
+    assert drafts(text) == expected
+
+
+def test_statements_about_the_same_subject_share_a_key() -> None:
+    first = RuleExtractor().from_text("The meeting is on Tuesday at 2pm.")
+    later = RuleExtractor().from_text("OK so the meeting moved to Thursday at 3pm.")
+    assert first[0].key == later[0].key == "meeting"
+    assert later[0].text == "The meeting moved to Thursday at 3pm."
+    assert later[0].importance > first[0].importance, "corrections weigh more"
+
+
+def test_instead_of_names_the_replaced_value() -> None:
+    (draft,) = RuleExtractor().from_text("Let's use MySQL instead of Postgres.")
+    assert (draft.kind, draft.replaces) == ("decision", "Postgres")
+
+
+def test_json_tool_results_become_keyed_records() -> None:
+    payload = {"reservation_id": "OI5L9G", "origin": "MCO", "flights": [{"flight_number": "HAT017"}], "cabin": "business"}
+    (record,) = RuleExtractor().from_tool(json.dumps(payload), "get_reservation_details")
+    assert record.key == "reservation:OI5L9G"
+    assert "HAT017" in record.text and "cabin=business" in record.text
+    assert "oi5l9g" in record.tags and "hat017" in record.tags
+    many = [{"flight_number": f"HAT{i:03d}", "price": i} for i in range(9)]
+    found = RuleExtractor().from_tool(json.dumps(many), "search_direct_flight")
+    assert [d.key for d in found[:5]] == [None] * 5, "search results are not keyed"
+    assert found[-1].text == "direct_flight: 9 results"
+
+
+def test_per_message_cap_and_non_user_messages() -> None:
+    text = " ".join(f"Item {i} is at https://example.com/{i}." for i in range(20))
+    assert len(RuleExtractor(max_per_message=5)(HumanMessage(text))) == 5
+    assert RuleExtractor()(AIMessage("The budget is 50k.")) == []
+
+
+def test_ingest_records_provenance_and_authority() -> None:
+    ledger = FactsLedger(MemoryFactStore(), FactsConfig())
+    human = HumanMessage("The budget is 50k.", id="msg-1")
+    captured = ToolMessage(
+        "order W1 status: shipped", tool_call_id="call-9", id="tool-msg",
+        additional_kwargs={"ctxplugin": {"ref": "ref:order:0123456789abcdef"}},
+    )
+    plain_tool = ToolMessage("order W2 status: pending", tool_call_id="call-10")
+    facts = ledger.ingest([human, AIMessage("noted"), captured, plain_tool], scope=S, authority="manager")
+    refs = {f.text: (f.source.type, f.source.ref, f.authority, f.memory_type) for f in facts}
+    assert refs["The budget is 50k."] == ("conversation", "msg-1", "manager", "user")
+    assert refs["Order W1 status: shipped"] == ("tool", "ref:order:0123456789abcdef", "system", "organizational")
+    assert refs["Order W2 status: pending"][1] == "call-10"
+    assert ledger.ingest([human], scope=S) == [], "a repeated statement is not stored twice"
+
+
+def test_preferences_are_kept_for_the_user_across_sessions() -> None:
+    ledger = FactsLedger(MemoryFactStore(), FactsConfig())
+    ledger.ingest([HumanMessage("I prefer window seats.")], scope=Scope(session_id="a", user_id="u"))
+    ledger.ingest([HumanMessage("Actually I prefer aisle seats.")], scope=Scope(session_id="b", user_id="u"))
+    hits = ledger.search("seat preference", scope=Scope(session_id="c", user_id="u"))
+    assert [h.fact.text for h in hits] == ["I prefer aisle seats."]
+
+
+# ---------------------------------------------------------------- user extractors
+def sync_extractor(message: BaseMessage) -> list[dict[str, Any]]:
+    return [{"text": f"Summary: {message.content}", "key": "summary", "kind": "fact"}]
+
+
+async def async_extractor(message: BaseMessage) -> str:
+    return "- Budget is 40k\n- Deadline is Friday"
+
+
+@pytest.mark.parametrize(
+    ("extractor", "expected"),
+    [
+        (sync_extractor, ["Summary: hi"]),
+        (async_extractor, ["Budget is 40k", "Deadline is Friday"]),
+        (RunnableLambda(lambda m: AIMessage(content='[{"text": "From a chain", "kind": "decision"}]')), ["From a chain"]),
+        (RunnableLambda(lambda m: [FactDraft(text="A draft"), "a string"]), ["A draft", "a string"]),
+        (lambda m: None, []),
+    ],
+)
+def test_user_extractors_plug_in_sync_async_or_runnable(extractor: Any, expected: list[str]) -> None:
+    ledger = FactsLedger(MemoryFactStore(), FactsConfig(), extractor=extractor)
+    facts = ledger.ingest([HumanMessage("hi", id="m1")], scope=S)
+    assert [f.text for f in facts] == expected
+    assert all(f.source.ref == "m1" for f in facts)
+
+
+async def test_async_extractor_works_from_inside_a_running_loop() -> None:
+    ledger = FactsLedger(MemoryFactStore(), FactsConfig(), extractor=async_extractor)
+    assert len(ledger.ingest([HumanMessage("hi")], scope=S)) == 2
+
+
+def test_combine_runs_rules_and_a_model() -> None:
+    extract = combine(RuleExtractor(), sync_extractor)
+    found = extract(HumanMessage("The budget is 50k."))
+    assert [d.key for d in found] == ["budget", "summary"]
+
+
+@pytest.mark.parametrize("bad", [42, [{"text": 1}], [{"text": "x", "colour": "red"}], [{"text": "x", "kind": "opinion"}]])
+def test_bad_extractor_output_is_a_clear_error(bad: Any) -> None:
+    extract = as_extractor(lambda m: bad)
+    with pytest.raises(InvalidInputError):
+        extract(HumanMessage("hi"))
+
+
+def test_extractor_must_be_callable() -> None:
+    with pytest.raises(ValueError, match="callable"):
+        as_extractor(42)  # type: ignore[arg-type]
+
+
+# ---------------------------------------------------------------- real recordings
+def test_tau_bench_conversation_gives_grounded_facts() -> None:
+    path = DATA / "trajectories" / "tau" / "gpt-4o-airline-dev.json"
+    if not path.exists():
+        pytest.skip(f"shared data not found at {path}")
+    record = json.loads(path.read_text())[3]
+    ledger = FactsLedger(MemoryFactStore(), FactsConfig())
+    messages: list[BaseMessage] = []
+    for i, m in enumerate(record["traj"]):
+        if m["role"] == "user":
+            messages.append(HumanMessage(m["content"], id=f"m{i}"))
+        elif m["role"] == "tool":
+            messages.append(ToolMessage(m["content"], tool_call_id=m["tool_call_id"], name=m.get("name")))
+    facts = ledger.ingest(messages, scope=S)
+    assert any(f.key == "reservation:obut9v" for f in facts)
+    # the reservation the task acts on is found by its id, and by its route
+    assert ledger.search("reservation OBUT9V", scope=S)[0].fact.key == "reservation:obut9v"
+    assert all(len(f.text) <= 500 for f in facts)
