@@ -45,20 +45,28 @@ class Lines:
         """
         if not items:
             return 0
-        placed: list[str] = []
-        cost = self.cost(prefix)
-        for item in items:
-            step = self.counter.count(item + sep)
-            if self.used + cost + step + 6 > self.budget:  # leave room for the "+N more" tail
-                break
-            placed.append(item)
-            cost += step
-        if not placed:
+
+        def line(k: int) -> str:
+            rest = len(items) - k
+            tail = f"{sep.rstrip()} … +{rest} more{more_hint}" if rest else ""
+            return prefix + sep.join(items[:k]) + tail
+
+        # a token is at least one character: no line longer than this can fit
+        chars, upper = len(prefix), 0
+        while upper < len(items) and chars + len(items[upper]) + len(sep) <= (self.left + 1) * 12:
+            chars += len(items[upper]) + len(sep)
+            upper += 1
+        low, high = 0, upper  # largest k whose line fits, by bisection on exact counts
+        while low < high:
+            mid = (low + high + 1) // 2
+            if self.used + self.cost(line(mid)) <= self.budget:
+                low = mid
+            else:
+                high = mid - 1
+        if low == 0:
             return 0
-        rest = len(items) - len(placed)
-        tail = f"{sep.rstrip()} … +{rest} more{more_hint}" if rest else ""
-        self.add(prefix + sep.join(placed) + tail, force=True)
-        return len(placed)
+        self.add(line(low), force=True)
+        return low
 
     def text(self) -> str:
         return "\n".join(self.lines)

@@ -302,18 +302,22 @@ def summarize_array(value: list[Any], counter: TokenCounter, budget: int) -> Lin
     records = _records(value)
     nested = None if records is not None else _records([r for item in value[:50] if isinstance(item, list) for r in item])
     kinds = sorted({"object" if isinstance(v, dict) else "array" if isinstance(v, list) else type(v).__name__.replace("str", "string") for v in value[:200]})
-    lines.add(f"JSON array of {len(value)} {'/'.join(kinds) or 'items'}")
+    lines.add(f"JSON array of {len(value)} {'/'.join(k + 's' for k in kinds) or 'items'}")
     rows_of = records if records is not None else nested
     primary = _primary_key(records) if records is not None else None
     if primary is not None and records is not None:
         values = [str(r[primary]) for r in records if isinstance(r.get(primary), (str, int))]
-        lines.add_list(f"{primary} (all): ", values, more_hint=" (expand_ref offset/limit)")
+        id_line = Lines(counter, max(0, budget * 2 // 3))  # leave room for a first row
+        id_line.add_list(f"{primary} (all): ", values, more_hint=" (expand_ref offset/limit)")
+        for line in id_line.lines:
+            lines.add(line, force=True)
     else:
-        id_budget = Lines(counter, max(0, lines.left * 3 // 5))
+        id_budget = Lines(counter, max(0, lines.left * 2 // 3))
         _id_lines(id_budget, identifiers(value))
         for line in id_budget.lines:
             lines.add(line, force=True)
     shown = 0
+    lines.budget -= 12  # keep room for the "… N more items" line
     for level in _LEVELS[:-1]:
         cols = _columns(rows_of, level) if rows_of else []
         header = f"columns: {', '.join(cols)}" if cols else ""
@@ -327,6 +331,7 @@ def summarize_array(value: list[Any], counter: TokenCounter, budget: int) -> Lin
                     break
                 shown += 1
             break
+    lines.budget += 12
     if shown < len(value):
         lines.add(f"… {len(value) - shown} more items (expand_ref offset={shown})", force=True)
     return lines

@@ -96,6 +96,8 @@ def _prose(lines: list[str]) -> bool:
 
 def _table_sep(lines: list[str]) -> str | None:
     head = lines[:50]
+    if sum(1 for ln in head if ln[:1].isspace()) * 5 > len(head):  # indented: code, not a table
+        return None
     for sep in ("\t", "|", ","):
         counts = [ln.count(sep) for ln in head]
         if counts[0] >= 1 and sum(1 for c in counts if c == counts[0]) >= 0.9 * len(counts):

@@ -91,7 +91,9 @@ def capture(
     if not config.enabled or not text_only or tokens <= limit:
         return Captured(text, None, True, False, tokens, tokens)
     parsed = parse_json(text)
-    summary = summarize(text, parsed, counter, config.summary_tokens, is_error=is_error)
+    summary = summarize(
+        text, parsed, counter, config.summary_tokens, is_error=is_error, error_budget=config.error_passthrough_tokens
+    )
     digest = content_hash(text, parsed)
     kind = kind_slug(tool_name, summary.shape)
     ref_id = make_ref(kind, digest)

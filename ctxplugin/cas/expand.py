@@ -160,13 +160,15 @@ def _select(
     limit: int | None,
     pattern: str | None,
     regex: bool,
+    *,
+    whole_as_units: bool = False,
 ) -> _Selection:
     matcher = _check_options(offset, limit, pattern, regex)
     if isinstance(fields, str):
         fields = [fields]
     content = store.get(ref_id, scope).content
     paged = bool(offset or limit is not None or matcher)
-    if not fields and not paged:
+    if not fields and not paged and not whole_as_units:
         return _Selection(ref_id, "lines", 0, 0, 0, [], False, content)
     units: list[_Unit]
     unit: Literal["items", "lines"]
@@ -258,19 +260,11 @@ def expand_for_model(
     except StoreError as exc:
         return f"expand_ref: the store is unavailable right now ({exc}); continue without it or try again later."
     if selection.whole is not None:
-        if count_tokens(selection.whole[: max_tokens * 8], counter) <= max_tokens and len(selection.whole) <= max_tokens * 8:
-            return selection.whole
-        selection = _as_lines(selection)
+        whole = selection.whole
+        if len(whole) <= max_tokens * 8 and count_tokens(whole, counter) <= max_tokens:
+            return whole
+        selection = _select(store, ref_id, scope, None, 0, None, None, False, whole_as_units=True)
     return _page_for_model(selection, max_tokens, counter, fields, pattern, regex)
-
-
-def _as_lines(selection: _Selection) -> _Selection:
-    whole = selection.whole or ""
-    lines = whole.split("\n")
-    if len(lines) > 1 and lines[-1] == "":
-        lines.pop()
-    units = [_Unit(i, t, t) for i, t in enumerate(lines)]
-    return _Selection(selection.ref_id, "lines", len(units), len(units), 0, units, False, None)
 
 
 def _page_for_model(
@@ -300,12 +294,16 @@ def _page_for_model(
         used += cost
     first = selection.offset
     last = first + len(shown) - 1
-    what = f"{'matching ' if selection.filtered else ''}{selection.unit}"
-    of = f"{selection.matched} of {selection.total} match" if selection.filtered else f"of {selection.total}"
-    if shown:
-        header = f"[{selection.ref_id} · {what} {first}–{last} {of}]"
+    kind = selection.unit
+    what = f"matching {kind}" if selection.filtered else kind
+    if selection.filtered:
+        found = f"{selection.matched} of {selection.total} {kind} match {pattern!r}"
+        span = f"showing matches {first}–{last}, each prefixed with its {kind[:-1]} number" if shown else f"none at offset {first}"
+        header = f"[{selection.ref_id} · {found}; {span}]"
+    elif shown:
+        header = f"[{selection.ref_id} · {kind} {first}–{last} of {selection.total}]"
     else:
-        header = f"[{selection.ref_id} · no {what} at offset {first} ({of})]"
+        header = f"[{selection.ref_id} · no {kind} at offset {first} (there are {selection.total})]"
     out = header + "\n" + "\n".join(shown) if shown else header
     remaining = selection.matched - (first + len(shown))
     if remaining > 0:
@@ -317,7 +315,7 @@ def _page_for_model(
         options.append(f"offset={first + len(shown)}")
         out += (
             f"\n[{remaining} more {what}: call expand_ref(ref_id={selection.ref_id!r}, {', '.join(options)}) "
-            f"to continue.{cut_note}]"
+            f"to continue{' (offset counts matches)' if selection.filtered else ''}.{cut_note}]"
         )
     elif cut_note:
         out += f"\n[{cut_note.strip()}]"

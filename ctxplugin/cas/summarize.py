@@ -42,8 +42,16 @@ class Summary:
     text: str
 
 
-def summarize(text: str, parsed: tuple[bool, Any], counter: TokenCounter, budget: int, *, is_error: bool = False) -> Summary:
-    """Summarize ``text`` in about ``budget`` tokens (error lines may take up to twice more).
+def summarize(
+    text: str,
+    parsed: tuple[bool, Any],
+    counter: TokenCounter,
+    budget: int,
+    *,
+    is_error: bool = False,
+    error_budget: int | None = None,
+) -> Summary:
+    """Summarize ``text`` in about ``budget`` tokens; error lines have their own allowance.
 
     Args:
         text: the output.
@@ -51,6 +59,8 @@ def summarize(text: str, parsed: tuple[bool, Any], counter: TokenCounter, budget
         counter: token counter for the budget.
         budget: tokens for the summary body.
         is_error: the tool reported failure; error lines are then kept ahead of everything else.
+        error_budget: tokens error lines may take when the output failed (exit status not 0 or
+            ``is_error``); twice ``budget`` when None. Past it, the rest are counted.
     """
     is_json, value = parsed
     if is_json and isinstance(value, dict):
@@ -79,7 +89,8 @@ def summarize(text: str, parsed: tuple[bool, Any], counter: TokenCounter, budget
     if shape == "log" or (prefix and shape == "text"):
         label = prefix or "log"
         lines.add(f"{status}{n_lines} lines")
-        _log(body, lines, is_error=is_error or exit_code not in (None, "0"))
+        failed = is_error or exit_code not in (None, "0")
+        _log(body, lines, error_budget=(error_budget or budget * 2) if failed else None)
     elif shape == "code":
         label = "source code" if not prefix else "command output (source code)"
         lines.add(f"{status}{n_lines} lines; outline (line: definition):")
@@ -97,23 +108,27 @@ def summarize(text: str, parsed: tuple[bool, Any], counter: TokenCounter, budget
         lines.add_list("", names, more_hint=" (expand_ref offset/limit)")
         _errors_only(body, lines)
     elif shape == "table":
-        label = "table"
+        label = "table" if not prefix else "command output (table)"
+        if status:
+            lines.add(status.rstrip(", "))
         _table(body, lines)
     else:
-        label = "text"
+        label = "text" if not prefix else "command output"
+        if status:
+            lines.add(status.rstrip(", "))
         _text(body, lines)
     return Summary(shape if shape != "text" or not prefix else "command", label, lines.text())
 
 
-def _log(body: str, lines: Lines, *, is_error: bool) -> None:
+def _log(body: str, lines: Lines, *, error_budget: int | None) -> None:
     """Every error/warning line, then the tail, then the head, printed in line order with
     their line numbers; identifiers from the rest follow."""
     all_lines = body.split("\n")
     while all_lines and not all_lines[-1].strip():
         all_lines.pop()
     picked: dict[int, str] = {}
-    # error lines get their own allowance (twice the budget when the tool failed)
-    errors = Lines(lines.counter, lines.budget * 2 if is_error else max(lines.left - 25, 20))
+    # error lines get their own allowance when the tool failed; otherwise most of the budget
+    errors = Lines(lines.counter, error_budget if error_budget is not None else max(lines.left - 25, 20))
     repeats: dict[str, int] = {}
     hits = keyword_lines(body)
     for _, line in hits:

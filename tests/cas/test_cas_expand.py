@@ -1,0 +1,150 @@
+"""expand / expand_for_model: whole, fields, offset/limit, pattern, regex, paging, errors."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ctxplugin.cas import MemoryCASStore, expand, expand_for_model, parse_path, select
+from ctxplugin.errors import InvalidInputError, RefNotFoundError
+from ctxplugin.scope import Scope
+from ctxplugin.testing.cas_contract import make_item
+from ctxplugin.tokens import get_counter
+
+COUNTER = get_counter()[0]
+SCOPE = Scope(session_id="s1")
+USER = {
+    "user_id": "mia_li_3668",
+    "reservations": [
+        {"reservation_id": "NO6JO3", "flights": [{"flight_number": "HAT136", "date": "2024-05-20"}, {"flight_number": "HAT039", "date": "2024-05-20"}]},
+        {"reservation_id": "AIXC49", "flights": [{"flight_number": "HAT001", "date": "2024-05-22"}]},
+    ],
+    "payment methods": {"credit_card_4421486": {"brand": "visa"}},
+}
+FLIGHTS = [{"flight_number": f"HAT{i:03d}", "price": 100 + i} for i in range(80)]
+LOG = "\n".join(f"line {i}: {'ERROR disk' if i % 25 == 0 else 'ok'}" for i in range(300)) + "\n"
+
+
+@pytest.fixture
+def store() -> MemoryCASStore:
+    return MemoryCASStore()
+
+
+def put(store: MemoryCASStore, content: str) -> str:
+    item = make_item(content)
+    store.put(item, SCOPE)
+    return item.ref_id
+
+
+def test_no_options_returns_the_original_exactly(store: MemoryCASStore) -> None:
+    for content in (LOG, json.dumps(FLIGHTS, indent=2), "a\r\nb\r\n"):
+        assert expand(store, put(store, content), SCOPE) == content
+
+
+def test_fields_paths(store: MemoryCASStore) -> None:
+    ref = put(store, json.dumps(USER))
+    assert json.loads(expand(store, ref, SCOPE, fields=["reservations[0].flights[1].flight_number"])) == "HAT039"
+    assert json.loads(expand(store, ref, SCOPE, fields=["reservations[*].reservation_id"])) == ["NO6JO3", "AIXC49"]
+    assert json.loads(expand(store, ref, SCOPE, fields=["reservations[*].flights[*].flight_number"])) == [["HAT136", "HAT039"], ["HAT001"]]
+    both = json.loads(expand(store, ref, SCOPE, fields=["user_id", "reservations[-1].reservation_id"]))
+    assert both == {"user_id": "mia_li_3668", "reservations[-1].reservation_id": "AIXC49"}
+    assert json.loads(expand(store, ref, SCOPE, fields=['["payment methods"].credit_card_4421486.brand'])) == "visa"
+    assert json.loads(expand(store, ref, SCOPE, fields=["$.reservations.1.reservation_id"])) == "AIXC49"
+
+
+def test_field_errors_say_what_is_there(store: MemoryCASStore) -> None:
+    ref = put(store, json.dumps(USER))
+    with pytest.raises(InvalidInputError, match=r"no key 'flight_no' at reservations\[0\]\.flights\[0\] \(keys there: flight_number, date\)"):
+        expand(store, ref, SCOPE, fields=["reservations[0].flights[0].flight_no"])
+    with pytest.raises(InvalidInputError, match="out of range"):
+        expand(store, ref, SCOPE, fields=["reservations[5]"])
+    with pytest.raises(InvalidInputError, match="not an array"):
+        expand(store, ref, SCOPE, fields=["user_id[0]"])
+    with pytest.raises(InvalidInputError, match="is not JSON"):
+        expand(store, put(store, LOG), SCOPE, fields=["a"])
+    with pytest.raises(InvalidInputError, match="cannot read field path"):
+        parse_path("a..b[")
+
+
+def test_wildcard_skips_items_without_the_key() -> None:
+    assert select([{"id": 1}, {"x": 2}, {"id": 3}], "[*].id") == [1, 3]
+    assert select({"a": {"id": 1}, "b": {"id": 2}}, "*.id") == [1, 2]
+
+
+def test_offset_limit_count_items_of_json_arrays(store: MemoryCASStore) -> None:
+    ref = put(store, json.dumps(FLIGHTS))
+    assert json.loads(expand(store, ref, SCOPE, offset=5, limit=2)) == FLIGHTS[5:7]
+    assert json.loads(expand(store, ref, SCOPE, offset=78)) == FLIGHTS[78:]
+    assert json.loads(expand(store, ref, SCOPE, offset=500)) == []
+    assert json.loads(expand(store, ref, SCOPE, fields=["[*].flight_number"], offset=10, limit=3)) == ["HAT010", "HAT011", "HAT012"]
+
+
+def test_offset_limit_count_lines_of_text(store: MemoryCASStore) -> None:
+    ref = put(store, LOG)
+    assert expand(store, ref, SCOPE, offset=10, limit=3) == "line 10: ok\nline 11: ok\nline 12: ok"
+    assert expand(store, ref, SCOPE, offset=299) == "line 299: ok"
+
+
+def test_pattern_and_regex_filters(store: MemoryCASStore) -> None:
+    ref = put(store, LOG)
+    errors = expand(store, ref, SCOPE, pattern="error")  # substring, case-insensitive
+    assert errors.split("\n") == [f"line {i}: ERROR disk" for i in range(0, 300, 25)]
+    assert expand(store, ref, SCOPE, pattern="error", offset=1, limit=1) == "line 25: ERROR disk"
+    assert expand(store, ref, SCOPE, pattern=r"^line 1\d\d: ERROR", regex=True).split("\n") == ["line 100: ERROR disk", "line 125: ERROR disk", "line 150: ERROR disk", "line 175: ERROR disk"]
+    assert expand(store, ref, SCOPE, pattern="(", regex=False) == ""  # literal, no match
+    flights = put(store, json.dumps(FLIGHTS))
+    assert [f["flight_number"] for f in json.loads(expand(store, flights, SCOPE, pattern='"price": 17'))] == ["HAT070", "HAT071", "HAT072", "HAT073", "HAT074", "HAT075", "HAT076", "HAT077", "HAT078", "HAT079"]
+
+
+def test_bad_options_and_refs(store: MemoryCASStore) -> None:
+    ref = put(store, LOG)
+    with pytest.raises(InvalidInputError):
+        expand(store, ref, SCOPE, offset=-1)
+    with pytest.raises(InvalidInputError):
+        expand(store, ref, SCOPE, limit=-2)
+    with pytest.raises(InvalidInputError):
+        expand(store, ref, SCOPE, pattern="(", regex=True)
+    with pytest.raises(RefNotFoundError):
+        expand(store, ref, Scope(session_id="intruder"))
+    with pytest.raises(InvalidInputError):
+        expand(store, "not-a-ref", SCOPE)
+
+
+def test_model_output_is_capped_with_a_paging_note(store: MemoryCASStore) -> None:
+    ref = put(store, json.dumps(FLIGHTS))
+    out = expand_for_model(store, ref, SCOPE, max_tokens=200, counter=COUNTER)
+    assert COUNTER.count(out) <= 200
+    header, *body, note = out.split("\n")
+    assert header.startswith(f"[{ref} · items 0–")
+    assert json.loads(body[0]) == FLIGHTS[0]
+    nxt = len(body)
+    assert f"offset={nxt}" in note and "more items" in note
+    follow = expand_for_model(store, ref, SCOPE, max_tokens=200, counter=COUNTER, offset=nxt)
+    assert json.loads(follow.split("\n")[1]) == FLIGHTS[nxt]
+
+
+def test_model_output_of_small_content_is_the_original(store: MemoryCASStore) -> None:
+    content = json.dumps(USER)
+    assert expand_for_model(store, put(store, content), SCOPE, max_tokens=2000, counter=COUNTER) == content
+
+
+def test_model_output_with_pattern_numbers_the_matches(store: MemoryCASStore) -> None:
+    out = expand_for_model(store, put(store, LOG), SCOPE, max_tokens=2000, counter=COUNTER, pattern="error")
+    assert "12 of 300 lines match 'error'" in out
+    assert "[25] line 25: ERROR disk" in out
+
+
+def test_model_output_cuts_one_huge_line(store: MemoryCASStore) -> None:
+    out = expand_for_model(store, put(store, "word " * 200_000), SCOPE, max_tokens=300, counter=COUNTER)
+    assert COUNTER.count(out) <= 300 + 40
+    assert "cut" in out and "narrow it" in out
+
+
+def test_model_errors_are_sentences_not_exceptions(store: MemoryCASStore) -> None:
+    ref = put(store, json.dumps(USER))
+    assert expand_for_model(store, ref, Scope(session_id="other"), max_tokens=500, counter=COUNTER).startswith("expand_ref: no such ref visible here")
+    assert "not a ref id" in expand_for_model(store, "bogus", SCOPE, max_tokens=500, counter=COUNTER)
+    assert "keys there" in expand_for_model(store, ref, SCOPE, max_tokens=500, counter=COUNTER, fields=["nope"])
+    store.close()
+    assert "store is unavailable" in expand_for_model(store, ref, SCOPE, max_tokens=500, counter=COUNTER)

@@ -1,0 +1,139 @@
+"""Shape-aware summaries keep what an agent acts on, within the token budget."""
+
+from __future__ import annotations
+
+import json
+
+from ctxplugin.cas import parse_json, summarize
+from ctxplugin.tokens import get_counter
+
+COUNTER = get_counter()[0]
+BUDGET = 120
+
+
+def summary(text: str, budget: int = BUDGET, **kwargs: bool) -> tuple[str, str]:
+    result = summarize(text, parse_json(text), COUNTER, budget, **kwargs)
+    return result.label, result.text
+
+
+def test_json_object_keeps_ids_and_scalars_within_budget() -> None:
+    order = {
+        "order_id": "ORD-88231", "customer_id": "cust_4421", "status": "shipped", "total": 318.4,
+        "items": [{"sku": f"SKU-{i:04d}", "name": f"Widget model {i}", "qty": i % 3 + 1, "price": 10 + i} for i in range(12)],
+        "shipping": {"carrier": "UPS", "tracking_number": "1Z999AA10123456784", "address": {"city": "Austin", "zip": "78750"}},
+        "notes": "Leave at the front desk. " * 20,
+    }
+    label, text = summary(json.dumps(order))
+    assert label == "JSON object, 7 keys"
+    for value in ("ORD-88231", "cust_4421", "shipped", "1Z999AA10123456784", "SKU-0000", "SKU-0011"):
+        assert value in text
+    assert COUNTER.count(text) <= BUDGET + 10
+
+
+def test_json_array_counts_items_and_lists_every_primary_id_that_fits() -> None:
+    rows = [{"id": f"user_{i}", "email": f"u{i}@example.com", "active": i % 2 == 0, "score": i * 3} for i in range(15)]
+    label, text = summary(json.dumps(rows))
+    assert label == "JSON array, 15 items"
+    assert "JSON array of 15 objects" in text
+    assert all(f"user_{i}" in text for i in range(15))
+    assert "columns: id, email, active, score" in text
+    assert "[0] user_0, u0@example.com, true, 0" in text
+    big = [{"id": f"rec-{i:05d}", "payload": "x" * 50} for i in range(5000)]
+    _, text = summary(json.dumps(big))
+    assert "rec-00000" in text and "more" in text and COUNTER.count(text) <= BUDGET + 10
+
+
+def test_json_nested_lists_keep_inner_ids() -> None:
+    pairs = [[{"flight_number": f"HAT{i}{j}", "origin": "JFK", "destination": "ATL", "price": 100 + i} for j in range(2)] for i in range(6)]
+    _, text = summary(json.dumps(pairs))
+    assert all(f"HAT{i}{j}" in text for i in range(6) for j in range(2))
+
+
+def test_command_output_keeps_exit_status_head_tail_and_every_error_line() -> None:
+    body = "\n".join(
+        ["collecting ... collected 240 items"]
+        + [f"tests/test_mod{i}.py::test_case PASSED" for i in range(200)]
+        + ["tests/test_mod7.py::test_edge FAILED", "E   AssertionError: expected 3, got 4", "WARNING: deprecated option --foo"]
+        + [f"tests/test_more{i}.py::test_case PASSED" for i in range(30)]
+        + ["==== 1 failed, 230 passed, 1 warning in 3.21s ===="]
+    )
+    label, text = summary(f"<returncode>1</returncode>\n<output>\n{body}\n</output>")
+    assert label == "command output"
+    assert text.startswith("exit 1, 235 lines")
+    for line in ("test_edge FAILED", "E   AssertionError: expected 3, got 4", "WARNING: deprecated option --foo", "1 failed, 230 passed"):
+        assert line in text
+    assert "L203:" in text  # line numbers to page from
+    assert "collecting ... collected 240 items" in text  # head
+
+
+def test_python_traceback_keeps_exception_and_project_frames() -> None:
+    frames = "\n".join(f'  File "/srv/app/pkg/mod{i}.py", line {10 + i}, in handler{i}\n    step{i}()' for i in range(12))
+    log = f"starting job 7\nTraceback (most recent call last):\n{frames}\nKeyError: 'reservation_id'\n"
+    _, text = summary(log * 2)
+    assert "KeyError: 'reservation_id'" in text
+    assert "Traceback (most recent call last):" in text
+    assert "/srv/app/pkg/mod11.py" in text  # the innermost frame
+
+
+def test_source_code_outline_with_line_numbers() -> None:
+    code = "\n".join(
+        ["import os", "", "class Store:", '    """Keeps things."""', ""]
+        + [line for i in range(12) for line in (f"    def method_{i}(self, x):", f"        return x + {i}", "")]
+        + ["def main():", "    Store().method_0(1)"]
+    )
+    label, text = summary(code)
+    assert label == "source code"
+    assert "3: class Store:" in text
+    assert "6:     def method_0(self, x):" in text and "9:     def method_1(self, x):" in text
+    assert "def main():" in text or "more definitions" in text
+
+
+def test_numbered_listing_uses_the_printed_line_numbers() -> None:
+    lines = [f"{n:6d}\t{text}" for n, text in enumerate(["class A:", "    def f(self):", "        pass", "", "def g():", "    return 1"] * 8, start=300)]
+    _, text = summary("<returncode>0</returncode>\n<output>\n" + "\n".join(lines) + "\n</output>")
+    assert "300: class A:" in text and "301:     def f(self):" in text
+
+
+def test_grep_output_groups_line_numbers_by_file() -> None:
+    out = "\n".join(f"src/pkg/{name}.py:{n}:    value = compute({n})" for name in ("alpha", "beta", "gamma") for n in range(10, 200, 17))
+    label, text = summary(out)
+    assert label == "search matches"
+    assert "src/pkg/alpha.py: 10, 27, 44" in text and "src/pkg/gamma.py" in text
+    assert "36 matches in 3 files" in text
+
+
+def test_file_list_and_ls_listing() -> None:
+    paths = "\n".join(f"./src/module_{i}/file_{i}.py" for i in range(80))
+    label, text = summary(paths)
+    assert label == "file list" and "80 entries" in text and "./src/module_0/file_0.py" in text
+    listing = "\n".join(f"-rw-r--r-- 1 root root {100 + i:5d} May  6  2025 file_{i}.txt" for i in range(40))
+    _, text = summary("total 184\n" + listing)
+    assert "file_0.txt" in text and "entries" in text
+
+
+def test_csv_table_columns_rows_and_first_rows() -> None:
+    csv_text = "id,name,city,amount\n" + "\n".join(f"{i},Person {i},City {i % 5},{i * 10}" for i in range(300))
+    label, text = summary(csv_text)
+    assert label == "table"
+    assert "300 rows × 4 columns" in text and "columns: id, name, city, amount" in text
+    assert "0,Person 0,City 0,0" in text and "more rows" in text
+
+
+def test_plain_text_keeps_lead_and_identifiers() -> None:
+    text = (
+        "The deployment of service billing-api finished with warnings. Version v2.14.3 is live in eu-west-1. "
+        + "Background: " + "the rollout proceeded in stages across regions and was monitored. " * 40
+        + "See https://status.example.com/incidents/INC-20240501 and /var/log/billing/deploy.log for details."
+    )
+    label, out = summary(text)
+    assert label == "text"
+    assert out.startswith("The deployment of service billing-api finished with warnings.")
+    for ident in ("v2.14.3", "https://status.example.com/incidents/INC-20240501", "/var/log/billing/deploy.log"):
+        assert ident in out
+
+
+def test_summaries_respect_smaller_budgets() -> None:
+    rows = json.dumps([{"id": f"item-{i}", "v": i} for i in range(500)])
+    for budget in (50, 80, 120):
+        _, text = summary(rows, budget=budget)
+        assert COUNTER.count(text) <= budget + 10
