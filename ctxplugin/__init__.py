@@ -3,6 +3,7 @@
 The public surface is what ``__all__`` lists; everything else is internal.
 """
 
+from ctxplugin._connect import connect
 from ctxplugin.config import (
     BudgetConfig,
     CacheConfig,
@@ -53,4 +54,5 @@ __all__ = [
     "StoreUnavailableError",
     "ToolsConfig",
     "__version__",
+    "connect",
 ]

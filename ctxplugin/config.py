@@ -189,3 +189,6 @@ class ContextConfig(BaseSettings):
     path: str = Field(".ctxplugin", description="directory of the embedded stores")
     chroma_url: str | None = Field(None, description="Chroma server URL; embedded Chroma when unset")
     postgres_dsn: str | None = Field(None, description="Postgres DSN; embedded SQLite when unset")
+    postgres_schema: str = Field(
+        "public", pattern=r"^[a-z_][a-z0-9_]{0,62}$", description="Postgres schema holding the ctxplugin tables"
+    )

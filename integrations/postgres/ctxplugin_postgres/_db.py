@@ -1,0 +1,240 @@
+"""Pools, SQL composition, error translation and the two drivers (sync and async).
+
+Every store in this package writes its database work once, as a *plan*: a generator that
+yields :class:`Stmt` objects and receives each statement's :class:`Result`. The plan holds the
+SQL text and the decisions between statements; :func:`drive` and :func:`adrive` only execute
+it, on a ``psycopg.Connection`` or a ``psycopg.AsyncConnection``. So the sync and async stores
+share one core and differ in I/O alone.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Generator, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import psycopg
+import psycopg.errors
+from psycopg import sql
+from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolClosed, PoolTimeout
+
+from ctxplugin.errors import ConfigError, StoreError, StoreUnavailableError
+
+T = TypeVar("T")
+
+SCHEMA_RE = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+"""A Postgres schema name this package accepts (lower case, so it never needs quoting rules)."""
+
+DEFAULT_SCHEMA = "public"
+CONNECT_TIMEOUT_S = 5
+POOL_TIMEOUT_S = 5.0
+_ATTEMPTS = 3
+
+
+@dataclass(frozen=True)
+class Stmt:
+    """One statement of a plan: composed SQL and its named parameters."""
+
+    query: sql.Composed
+    params: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Result:
+    """What a statement returned: its rows (empty for commands) and the affected row count."""
+
+    rows: list[tuple[Any, ...]]
+    rowcount: int
+
+    def first(self) -> tuple[Any, ...] | None:
+        """The first row, or None."""
+        return self.rows[0] if self.rows else None
+
+
+Plan = Generator[Stmt, Result, T]
+"""A unit of database work: yields statements, receives their results, returns a value."""
+
+
+def check_schema(schema: str) -> str:
+    """``schema`` if it is an acceptable schema name.
+
+    Raises:
+        ConfigError: the name is not lower-case letters, digits and underscores (63 at most).
+    """
+    if not isinstance(schema, str) or not SCHEMA_RE.match(schema):
+        raise ConfigError(
+            f"Postgres schema must be lower-case letters, digits and underscores (at most 63), got {schema!r}"
+        )
+    return schema
+
+
+def compose(template: str, schema: str) -> sql.Composed:
+    """``template`` with ``{s}`` replaced by the quoted schema name (once, when a store is built)."""
+    return sql.SQL(template).format(s=sql.Identifier(check_schema(schema)))
+
+
+def drive(conn: psycopg.Connection[Any], plan: Plan[T]) -> T:
+    """Run ``plan`` on a synchronous connection (inside the caller's transaction)."""
+    try:
+        stmt = next(plan)
+        while True:
+            cur = conn.execute(stmt.query, stmt.params or None)
+            rows = cur.fetchall() if cur.description is not None else []
+            stmt = plan.send(Result(rows=rows, rowcount=cur.rowcount))
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
+
+
+async def adrive(conn: psycopg.AsyncConnection[Any], plan: Plan[T]) -> T:
+    """Run ``plan`` on an asynchronous connection (inside the caller's transaction)."""
+    try:
+        stmt = next(plan)
+        while True:
+            cur = await conn.execute(stmt.query, stmt.params or None)
+            rows = await cur.fetchall() if cur.description is not None else []
+            stmt = plan.send(Result(rows=rows, rowcount=cur.rowcount))
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
+
+
+def _pool_kwargs(application_name: str) -> dict[str, Any]:
+    return {"connect_timeout": CONNECT_TIMEOUT_S, "application_name": application_name}
+
+
+def make_pool(
+    dsn: str,
+    *,
+    min_size: int = 1,
+    max_size: int = 10,
+    timeout: float = POOL_TIMEOUT_S,
+    name: str = "ctxplugin",
+) -> ConnectionPool:
+    """An open connection pool that checks each connection before lending it.
+
+    The check is what makes the stores survive a Postgres restart: connections broken by the
+    restart are discarded and replaced when next borrowed. ``timeout`` bounds how long a caller
+    waits for a connection while the server is down; the store then reports
+    :class:`~ctxplugin.errors.StoreUnavailableError` and the engine passes the original through.
+    The pool connects in the background, so building it never blocks on an unreachable server.
+    """
+    pool: ConnectionPool = ConnectionPool(
+        dsn,
+        min_size=min_size,
+        max_size=max(max_size, min_size),
+        open=False,
+        timeout=timeout,
+        check=ConnectionPool.check_connection,
+        kwargs=_pool_kwargs(name),
+        name=name,
+    )
+    pool.open(wait=False)
+    return pool
+
+
+def make_async_pool(
+    dsn: str,
+    *,
+    min_size: int = 1,
+    max_size: int = 10,
+    timeout: float = POOL_TIMEOUT_S,
+    name: str = "ctxplugin",
+) -> AsyncConnectionPool:
+    """An unopened :class:`AsyncConnectionPool` configured like :func:`make_pool`.
+
+    Open it with ``await pool.open()`` (async pools cannot open in a constructor)."""
+    return AsyncConnectionPool(
+        dsn,
+        min_size=min_size,
+        max_size=max(max_size, min_size),
+        open=False,
+        timeout=timeout,
+        check=AsyncConnectionPool.check_connection,
+        kwargs=_pool_kwargs(name),
+        name=name,
+    )
+
+
+def is_retryable(exc: BaseException) -> bool:
+    """Whether the transaction that raised ``exc`` was rolled back and may simply run again:
+    the server or the connection went away, or a deadlock or serialization failure (40xxx)."""
+    if isinstance(exc, (psycopg.errors.AdminShutdown, psycopg.errors.CrashShutdown, psycopg.errors.CannotConnectNow)):
+        return True
+    if isinstance(exc, psycopg.OperationalError):
+        return exc.sqlstate is None or exc.sqlstate.startswith(("08", "40"))
+    return False
+
+
+@contextmanager
+def translated(what: str, schema: str) -> Iterator[None]:
+    """psycopg and pool errors as ctxplugin store errors, chained, with what to do next."""
+    try:
+        yield
+    except StoreError:
+        raise
+    except PoolTimeout as exc:
+        raise StoreUnavailableError(
+            f"Postgres {what} failed: no connection became available ({exc}); is the server up?"
+        ) from exc
+    except PoolClosed as exc:
+        raise StoreError(f"Postgres {what} failed: the store is closed") from exc
+    except psycopg.errors.UndefinedTable as exc:
+        raise StoreError(
+            f"Postgres {what} failed: ctxplugin tables are missing in schema {schema!r}; "
+            f"run `ctxplugin-postgres migrate --dsn ... --schema {schema}` ({exc})"
+        ) from exc
+    except psycopg.OperationalError as exc:
+        raise StoreUnavailableError(f"Postgres {what} failed: {exc}; retry when the server is reachable") from exc
+    except psycopg.Error as exc:
+        raise StoreError(f"Postgres {what} failed: {exc}") from exc
+
+
+def run(pool: ConnectionPool, schema: str, what: str, make_plan: Callable[[], Plan[T]]) -> T:
+    """Run a fresh plan from ``make_plan`` in one transaction on a pooled connection.
+
+    A plan whose transaction was rolled back because the connection dropped (a server restart)
+    or because Postgres chose it as a deadlock or serialization victim is run again, on a fresh
+    connection, up to three times in all; plans are written to be safe to repeat. Errors are
+    translated."""
+    with translated(what, schema):
+        for attempt in range(1, _ATTEMPTS + 1):
+            try:
+                with pool.connection() as conn:
+                    return drive(conn, make_plan())
+            except psycopg.OperationalError as exc:
+                if attempt == _ATTEMPTS or not is_retryable(exc):
+                    raise
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+async def arun(pool: AsyncConnectionPool, schema: str, what: str, make_plan: Callable[[], Plan[T]]) -> T:
+    """Async :func:`run`."""
+    with translated(what, schema):
+        for attempt in range(1, _ATTEMPTS + 1):
+            try:
+                async with pool.connection() as conn:
+                    return await adrive(conn, make_plan())
+            except psycopg.OperationalError as exc:
+                if attempt == _ATTEMPTS or not is_retryable(exc):
+                    raise
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+__all__ = [
+    "DEFAULT_SCHEMA",
+    "POOL_TIMEOUT_S",
+    "Plan",
+    "Result",
+    "Stmt",
+    "adrive",
+    "arun",
+    "check_schema",
+    "compose",
+    "drive",
+    "is_retryable",
+    "make_async_pool",
+    "make_pool",
+    "run",
+    "translated",
+]

@@ -1,0 +1,193 @@
+"""The tool-schema registry table (seed 004 §3.4): every schema of every tool, versioned.
+
+An engine's :class:`~ctxplugin.tools.ToolRegistry` lives in memory and numbers versions per
+process. :class:`PostgresToolSchemas` keeps the catalogue in Postgres so that every process
+agrees on version numbers and token counts, a deployment can see which schemas its agents were
+given, and a new process can warm its registry from the table (:meth:`load_into`).
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, cast
+
+from psycopg.types.json import Jsonb
+from psycopg_pool import ConnectionPool
+
+from ctxplugin.errors import InvalidInputError, StoreError
+from ctxplugin.tools.registry import ToolEntry, ToolRegistry
+from ctxplugin_postgres._db import (
+    DEFAULT_SCHEMA,
+    POOL_TIMEOUT_S,
+    Plan,
+    Stmt,
+    check_schema,
+    compose,
+    make_pool,
+    run,
+)
+from ctxplugin_postgres.migrations import ensure_plan
+
+_COLUMNS = "tool_name, version, schema_hash, schema_json, token_count, server_name, description, updated_at"
+
+
+@dataclass(frozen=True)
+class StoredSchema:
+    """One stored version of one tool's schema.
+
+    Attributes:
+        name: the tool name.
+        version: 1 for the first schema stored under ``name``, +1 for every new one (shared by
+            every process).
+        hash: sha256 of the canonical JSON of ``schema`` (as :func:`ctxplugin.tools.registry.schema_hash`).
+        schema: the tool as an OpenAI function tool.
+        token_count: tokens the schema costs in a request.
+        server: the tool server it came from ("" when unknown), e.g. an MCP server name.
+        description: the tool's full description.
+        updated_at: when this version was last recorded.
+    """
+
+    name: str
+    version: int
+    hash: str
+    schema: dict[str, Any]
+    token_count: int
+    server: str
+    description: str
+    updated_at: datetime
+
+
+class PostgresToolSchemas:
+    """The tool-schema catalogue in Postgres.
+
+    Args:
+        pool: a psycopg ``ConnectionPool``.
+        schema: the Postgres schema holding the tables.
+        auto_migrate: on first use, apply pending migrations.
+        owns_pool: close ``pool`` in :meth:`close`.
+
+    Example:
+        >>> schemas = PostgresToolSchemas.from_dsn(dsn)  # doctest: +SKIP
+        >>> schemas.record_all(engine.registry, server="github")  # doctest: +SKIP
+    """
+
+    def __init__(
+        self, pool: ConnectionPool, *, schema: str = DEFAULT_SCHEMA, auto_migrate: bool = True, owns_pool: bool = False
+    ) -> None:
+        self.schema = check_schema(schema)
+        self.pool = pool
+        self._auto_migrate = auto_migrate
+        self._owns_pool = owns_pool
+        table = "{s}.ctxplugin_tool_schemas"
+        self._lock_name = compose("SELECT pg_advisory_xact_lock(hashtext('ctxplugin-tool:' || %(name)s))", schema)
+        self._upsert = compose(
+            f"INSERT INTO {table} (tool_name, schema_hash, version, server_name, schema_json, description, token_count) "
+            f"SELECT %(name)s, %(hash)s, coalesce(max(version), 0) + 1, %(server)s, %(schema)s, %(description)s, "
+            f"%(tokens)s FROM {table} WHERE tool_name = %(name)s "
+            "ON CONFLICT (tool_name, schema_hash) DO UPDATE SET updated_at = now(), "
+            "server_name = EXCLUDED.server_name, token_count = EXCLUDED.token_count "
+            f"RETURNING {_COLUMNS}",
+            schema,
+        )
+        self._current = compose(
+            f"SELECT {_COLUMNS} FROM {table} WHERE tool_name = %(name)s ORDER BY updated_at DESC, version DESC LIMIT 1",
+            schema,
+        )
+        self._version = compose(f"SELECT {_COLUMNS} FROM {table} WHERE tool_name = %(name)s AND version = %(version)s", schema)
+        self._versions = compose(f"SELECT {_COLUMNS} FROM {table} WHERE tool_name = %(name)s ORDER BY version", schema)
+        self._latest_all = compose(
+            f"SELECT DISTINCT ON (tool_name) {_COLUMNS} FROM {table} "
+            "WHERE %(server)s::text IS NULL OR server_name = %(server)s "
+            "ORDER BY tool_name, updated_at DESC, version DESC",
+            schema,
+        )
+        self._ready = False
+        self._closed = False
+        self._lock = threading.Lock()
+
+    @classmethod
+    def from_dsn(
+        cls, dsn: str, *, schema: str = DEFAULT_SCHEMA, auto_migrate: bool = True, timeout: float = POOL_TIMEOUT_S
+    ) -> PostgresToolSchemas:
+        """A catalogue with its own small pool on ``dsn`` (closed with it)."""
+        check_schema(schema)
+        pool = make_pool(dsn, max_size=2, timeout=timeout, name="ctxplugin-tools")
+        return cls(pool, schema=schema, auto_migrate=auto_migrate, owns_pool=True)
+
+    def _run(self, what: str, plan: Any) -> Any:
+        if self._closed:
+            raise StoreError("the tool schema catalogue is closed")
+        if not self._ready:
+            with self._lock:
+                if not self._ready:
+                    run(self.pool, self.schema, "schema check", lambda: ensure_plan(self.schema, self._auto_migrate))
+                    self._ready = True
+        return run(self.pool, self.schema, what, plan)
+
+    def record(self, entry: ToolEntry, *, server: str = "") -> StoredSchema:
+        """Store ``entry``'s schema (idempotent by name and hash) and return it with its shared
+        version number; recording it again marks it the current schema of its tool."""
+        if not isinstance(entry, ToolEntry):
+            raise InvalidInputError(f"record() takes a ToolEntry (from ToolRegistry.register), got {type(entry).__name__}")
+        params = {
+            "name": entry.name, "hash": entry.hash, "server": server, "schema": Jsonb(entry.schema),
+            "description": entry.description, "tokens": entry.tokens,
+        }
+
+        def plan() -> Plan[StoredSchema]:
+            yield Stmt(self._lock_name, params)  # versions are numbered one at a time per tool
+            row = (yield Stmt(self._upsert, params)).rows[0]
+            return StoredSchema(*row)
+
+        return cast(StoredSchema, self._run("record a tool schema", plan))
+
+    def record_all(self, registry: ToolRegistry, *, server: str = "") -> list[StoredSchema]:
+        """:meth:`record` the current entry of every tool in ``registry``, by name."""
+        entries = [e for e in (registry.get(name) for name in registry.names()) if e is not None]
+        return [self.record(entry, server=server) for entry in entries]
+
+    def get(self, name: str, version: int | None = None) -> StoredSchema | None:
+        """The current schema of ``name`` (most recently recorded), or the given version."""
+        params = {"name": name, "version": version}
+        query = self._current if version is None else self._version
+
+        def plan() -> Plan[StoredSchema | None]:
+            row = (yield Stmt(query, params)).first()
+            return None if row is None else StoredSchema(*row)
+
+        return cast("StoredSchema | None", self._run("read a tool schema", plan))
+
+    def versions(self, name: str) -> list[StoredSchema]:
+        """Every stored version of ``name``, oldest first."""
+
+        def plan() -> Plan[list[StoredSchema]]:
+            return [StoredSchema(*row) for row in (yield Stmt(self._versions, {"name": name})).rows]
+
+        return cast("list[StoredSchema]", self._run("read tool schema versions", plan))
+
+    def current(self, *, server: str | None = None) -> list[StoredSchema]:
+        """The current schema of every stored tool (of one ``server`` if given), by name."""
+
+        def plan() -> Plan[list[StoredSchema]]:
+            return [StoredSchema(*row) for row in (yield Stmt(self._latest_all, {"server": server})).rows]
+
+        return cast("list[StoredSchema]", self._run("read tool schemas", plan))
+
+    def load_into(self, registry: ToolRegistry, *, server: str | None = None) -> list[ToolEntry]:
+        """Register the current stored schema of every tool in ``registry`` (as OpenAI tool
+        dicts), e.g. to give a new process the directory of tools it has not been handed yet."""
+        return [registry.register(stored.schema) for stored in self.current(server=server)]
+
+    def close(self) -> None:
+        """Release the catalogue (and its pool if owned). Idempotent."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        if self._owns_pool:
+            self.pool.close()
+
+
+__all__ = ["PostgresToolSchemas", "StoredSchema"]

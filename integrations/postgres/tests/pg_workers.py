@@ -1,0 +1,103 @@
+"""Code the Postgres tests run in other processes (imported by name, so not a test module).
+
+- :func:`hang`: a summarizer for ``ctxplugin-postgres work`` that records its call and then
+  blocks, so the test can kill the worker mid-job.
+- :func:`scaleout_write` / :func:`scaleout_read`: one of eight processes sharing sessions
+  through ``ctxplugin.connect`` (Postgres CAS, Chroma server facts).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+from langchain_core.messages import ToolMessage
+
+SESSIONS = 3
+OUTPUTS_PER_PROCESS = 4
+
+
+def hang(text: str) -> str:
+    """Record the call in ``$CTXPLUGIN_TEST_MARKER``, then block until killed."""
+    with open(os.environ["CTXPLUGIN_TEST_MARKER"], "a", encoding="utf-8") as marker:
+        marker.write(f"{os.getpid()}\n")
+    time.sleep(600)
+    return "never returned"
+
+
+def _engine(env: dict[str, str]) -> Any:
+    os.environ.update(env)
+    import ctxplugin
+
+    return ctxplugin.connect()
+
+
+def close(engine: Any) -> None:
+    """Release an engine's server connections."""
+    engine.cas.close()
+    engine.facts.store.close()
+
+
+def shared_output(i: int) -> str:
+    """A tool output every process captures (same content, same sessions)."""
+    return "\n".join(f"row {r}: shared dataset item {i}-{r} status=ok" for r in range(80))
+
+
+def own_output(worker: int, i: int) -> str:
+    """A tool output only ``worker`` captures."""
+    return "\n".join(f"row {r}: worker {worker} record {i}-{r} value={worker * 1000 + r}" for r in range(80))
+
+
+def scaleout_write(args: tuple[int, dict[str, str]]) -> list[tuple[str, str, str]]:
+    """Capture shared and own outputs into every session and write one fact per session.
+
+    Returns:
+        ``(session, ref, content)`` for each captured output.
+    """
+    from ctxplugin import Scope
+
+    worker, env = args
+    engine = _engine(env)
+    written: list[tuple[str, str, str]] = []
+    try:
+        for s in range(SESSIONS):
+            scope = Scope(session_id=f"shared-{s}", user_id="team")
+            for i in range(OUTPUTS_PER_PROCESS):
+                content = shared_output(i) if i % 2 == 0 else own_output(worker, i)
+                compact = engine.capture_tool_result(
+                    ToolMessage(content=content, tool_call_id=f"w{worker}-s{s}-{i}", name="query"), scope=scope
+                )
+                meta = compact.additional_kwargs.get("ctxplugin", {})
+                if "ref" not in meta:
+                    raise AssertionError(f"worker {worker}: output {i} was not stored: {meta}")
+                written.append((scope.session_id, str(meta["ref"]), content))
+            engine.facts.write(
+                f"worker {worker} finished batch {s}", key=f"batch_{s}_worker_{worker}", scope=scope, kind="task"
+            )
+    finally:
+        close(engine)
+    return written
+
+
+def scaleout_read(args: tuple[int, dict[str, str], list[tuple[str, str, str]]]) -> dict[str, Any]:
+    """Expand every ref written by every process and list the facts each session holds."""
+    from ctxplugin import Scope
+    from ctxplugin.facts import FactQuery
+
+    worker, env, written = args
+    engine = _engine(env)
+    mismatches: list[str] = []
+    facts: dict[str, list[str]] = {}
+    try:
+        for session, ref, content in written:
+            scope = Scope(session_id=session, user_id="team")
+            if engine.expand_ref(ref, scope=scope) != content:
+                mismatches.append(f"{session} {ref}")
+        for s in range(SESSIONS):
+            scope = Scope(session_id=f"shared-{s}", user_id="team")
+            found = engine.facts.store.find(FactQuery(reader=scope, valid=True))
+            facts[scope.session_id] = sorted(f.key for f in found if f.key and f.key.startswith("batch_"))
+    finally:
+        close(engine)
+    return {"worker": worker, "mismatches": mismatches, "facts": facts}
