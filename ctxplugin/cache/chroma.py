@@ -1,0 +1,235 @@
+"""Chroma backend of the answer cache: embedded (``PersistentClient``) or a server (``HttpClient``).
+
+One collection holds every partition; lookups filter on partition, signature and expiry in
+Chroma's ``where`` and rank by the query embedding. Vectors come from the store's embedding (the
+offline hashing one by default) and are passed explicitly; the collection gets the same
+embedding as its function, so Chroma never loads or downloads a model of its own.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from langchain_core.embeddings import Embeddings
+
+from ctxplugin.cache.store import CacheEntry
+from ctxplugin.errors import ConfigError, StoreError, StoreUnavailableError
+from ctxplugin.facts.chroma import _chroma_function
+from ctxplugin.facts.embedding import as_embeddings, embedding_identity
+
+DEFAULT_COLLECTION = "ctxplugin_answers"
+
+
+class ChromaAnswerCacheStore:
+    """Cached answers in a Chroma collection.
+
+    Build it with :meth:`persistent` (embedded, on disk), :meth:`http` (a Chroma server) or
+    directly from any Chroma client (or a function returning one, connected on first use).
+
+    Args:
+        client: a Chroma client, or a zero-argument function returning one.
+        collection: collection name prefix (the embedding's identity is appended).
+        embedding: a LangChain ``Embeddings`` or a ``list[str] -> vectors`` callable; the
+            offline :class:`~ctxplugin.facts.HashingEmbedding` when omitted.
+    """
+
+    def __init__(
+        self,
+        client: Any,
+        *,
+        collection: str = DEFAULT_COLLECTION,
+        embedding: Embeddings | Callable[[list[str]], Any] | None = None,
+    ) -> None:
+        self.embedding = as_embeddings(embedding)
+        lazy = callable(client) and not hasattr(client, "get_or_create_collection")
+        self._factory: Callable[[], Any] | None = client if lazy else None
+        self._client: Any = None if lazy else client
+        self.name = f"{collection}_{embedding_identity(self.embedding)}"
+        self._collection: Any = None
+        self._closed = False
+        self._lock = threading.Lock()
+
+    @classmethod
+    def persistent(
+        cls,
+        path: str | Path,
+        *,
+        collection: str = DEFAULT_COLLECTION,
+        embedding: Embeddings | Callable[[list[str]], Any] | None = None,
+    ) -> ChromaAnswerCacheStore:
+        """An embedded store on disk under ``path`` (created if missing; may be the facts'
+        Chroma directory: the collections are separate)."""
+        Path(path).mkdir(parents=True, exist_ok=True)
+
+        def connect() -> Any:
+            import chromadb
+            from chromadb.config import Settings
+
+            return chromadb.PersistentClient(path=str(path), settings=Settings(anonymized_telemetry=False))
+
+        return cls(connect, collection=collection, embedding=embedding)
+
+    @classmethod
+    def http(
+        cls,
+        url: str,
+        *,
+        collection: str = DEFAULT_COLLECTION,
+        embedding: Embeddings | Callable[[list[str]], Any] | None = None,
+    ) -> ChromaAnswerCacheStore:
+        """A store on a Chroma server, e.g. ``http://127.0.0.1:8000`` (connected on first use).
+
+        Raises:
+            ConfigError: ``url`` is not an ``http(s)://host[:port]`` URL.
+        """
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ConfigError(f"Chroma server URL must look like http://host:port, got {url!r}")
+        host, ssl = parts.hostname, parts.scheme == "https"
+        port = parts.port or (443 if ssl else 8000)
+
+        def connect() -> Any:
+            import chromadb
+            from chromadb.config import Settings
+
+            return chromadb.HttpClient(host=host, port=port, ssl=ssl, settings=Settings(anonymized_telemetry=False))
+
+        return cls(connect, collection=collection, embedding=embedding)
+
+    def close(self) -> None:
+        """Release the Chroma client if this store created it (``persistent`` / ``http``); a
+        client passed in stays open for its owner. Later calls raise ``StoreError``."""
+        with self._lock:
+            client, owned = self._client, self._factory is not None
+            self._collection, self._factory, self._closed = None, None, True
+            if owned:
+                self._client = None
+        if owned and client is not None and callable(getattr(client, "close", None)):
+            client.close()
+
+    def __enter__(self) -> ChromaAnswerCacheStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ AnswerCacheStore
+    def put(self, entry: CacheEntry) -> None:
+        vector = self.embedding.embed_documents([entry.query_norm])[0]
+        with _translated("store a cached answer"):
+            self._open().upsert(ids=[entry.key], documents=[entry.query], embeddings=[vector], metadatas=[_metadata(entry)])
+
+    def candidates(self, partition: str, signature: str, query: str, *, now: float, n: int) -> list[tuple[CacheEntry, float]]:
+        if n <= 0:
+            return []
+        vector = self.embedding.embed_query(query)
+        where = {"$and": [{"partition": partition}, {"signature": signature}, {"expires_at": {"$gt": now}}]}
+        with _translated("look up cached answers"):
+            result = self._open().query(
+                query_embeddings=[vector], n_results=n, where=where, include=["documents", "metadatas", "distances"]
+            )
+        rows = zip(result["ids"][0], (result["documents"] or [[]])[0], (result["metadatas"] or [[]])[0], (result["distances"] or [[]])[0], strict=True)
+        return [(_entry(key, doc, meta), 1.0 - float(distance)) for key, doc, meta, distance in rows]
+
+    def record_hit(self, key: str, *, at: float) -> None:
+        # read-modify-write: two processes hitting at the same instant may count once
+        with _translated("count a cache hit"):
+            collection = self._open()
+            found = collection.get(ids=[key], include=["metadatas"])
+            if not found["ids"]:
+                return
+            meta = dict((found["metadatas"] or [{}])[0] or {})
+            meta["hit_count"] = int(meta.get("hit_count", 0)) + 1
+            meta["last_hit_at"] = float(at)
+            collection.update(ids=[key], metadatas=[meta])
+
+    def delete(self, keys: Sequence[str]) -> None:
+        if keys:
+            with _translated("delete cached answers"):
+                self._open().delete(ids=list(keys))
+
+    def purge_expired(self, now: float) -> int:
+        with _translated("purge expired cached answers"):
+            result = self._open().delete(where={"expires_at": {"$lte": now}})
+        deleted = result.get("deleted", 0) if isinstance(result, dict) else 0
+        return int(deleted or 0)
+
+    def count(self) -> int:
+        """Entries stored, expired or not."""
+        with _translated("count cached answers"):
+            return int(self._open().count())
+
+    # ------------------------------------------------------------------ internals
+    def _open(self) -> Any:
+        if self._collection is not None:
+            return self._collection
+        with self._lock:
+            if self._closed:
+                raise StoreError("this ChromaAnswerCacheStore was closed; build a new one")
+            if self._collection is None:
+                if self._client is None and self._factory is not None:
+                    self._client = self._factory()
+                self._collection = self._client.get_or_create_collection(
+                    self.name,
+                    embedding_function=_chroma_function(self.embedding),
+                    configuration={"hnsw": {"space": "cosine"}},
+                )
+        return self._collection
+
+
+def _metadata(entry: CacheEntry) -> dict[str, Any]:
+    meta: dict[str, Any] = {
+        "partition": entry.partition,
+        "signature": entry.signature,
+        "created_at": float(entry.created_at),
+        "expires_at": float(entry.expires_at),
+        "hit_count": entry.hit_count,
+        "details": entry.details_json(),
+    }
+    if entry.last_hit_at is not None:
+        meta["last_hit_at"] = float(entry.last_hit_at)
+    return meta
+
+
+def _entry(key: str, query: str | None, meta: Any) -> CacheEntry:
+    m = dict(meta or {})
+    return CacheEntry.from_columns(
+        str(m.get("details", "{}")),
+        key=key,
+        query=query or "",
+        partition=m.get("partition", ""),
+        signature=m.get("signature", ""),
+        created_at=float(m.get("created_at", 0.0)),
+        expires_at=float(m.get("expires_at", 0.0)),
+        hit_count=int(m.get("hit_count", 0)),
+        last_hit_at=m.get("last_hit_at"),
+    )
+
+
+@contextmanager
+def _translated(action: str) -> Iterator[None]:
+    """Chroma and transport errors as ``StoreError`` / ``StoreUnavailableError``."""
+    import chromadb.errors as chroma_errors
+
+    try:
+        yield
+    except (StoreError, ConfigError):
+        raise
+    except chroma_errors.ChromaError as exc:
+        raise StoreError(f"Chroma could not {action}: {exc}") from exc
+    except (ConnectionError, TimeoutError) as exc:
+        raise StoreUnavailableError(f"Chroma server unreachable, could not {action}: {exc}") from exc
+    except Exception as exc:
+        import httpx
+
+        if isinstance(exc, httpx.TransportError) or (isinstance(exc, ValueError) and "connect" in str(exc).lower()):
+            raise StoreUnavailableError(f"Chroma server unreachable, could not {action}: {exc}") from exc
+        raise
+
+
+__all__ = ["DEFAULT_COLLECTION", "ChromaAnswerCacheStore"]

@@ -1,0 +1,202 @@
+"""What a model call is asked in, as far as a cached answer is concerned.
+
+A cached answer may serve a call only when nothing it depended on differs. That splits in two:
+
+- the **signature**, which must be identical: the model, the system prompt, the agent's tool
+  set (names and schemas) and the *earlier* questions of the conversation. Repeating the
+  current question does not change it, so asking the same thing twice in a row still matches.
+- the **context**, compared item by item when an entry is checked (see
+  :mod:`ctxplugin.cache.answer`): the facts placed in the view (by content, so that the same
+  fact extracted in two sessions counts as one; facts read from the conversation's own user
+  messages are marked, since the questions already cover them), the tool outputs of the
+  conversation (a ref, or a hash of a small output) and the refs the view showed or expanded.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage, ToolMessage
+
+from ctxplugin._messages import annotation
+from ctxplugin.cache.guard import normalize_query
+from ctxplugin.errors import CtxpluginError
+from ctxplugin.facts import Fact, FactsLedger
+from ctxplugin.facts._text import words
+from ctxplugin.report import ContextReport
+from ctxplugin.scope import Scope
+from ctxplugin.tokens import content_text
+from ctxplugin.tools import ToolRegistry
+from ctxplugin.tools.registry import tool_name
+
+CacheScope = Literal["session", "user", "global"]
+_VERSION = "1"
+_META_TOOLS = frozenset({"expand_ref", "load_tools"})
+SAID = "said:"
+"""Prefix of the content key of a fact read from the conversation's own user messages: it says
+nothing the messages do not, so only its supersession matters, not whether a view has it."""
+
+
+@dataclass(frozen=True)
+class CallContext:
+    """One model call seen by the answer cache.
+
+    Attributes:
+        scope: the caller.
+        partition: whose answers it may be served (see :func:`partition`).
+        signature: hash of model, system prompt, tool set and earlier questions.
+        query: the latest user message, as asked; ``query_norm`` normalised.
+        facts: id -> content key of the facts in the view (``said:`` first for facts read
+            from the conversation's own user messages).
+        tools: the conversation's tool outputs (refs, or ``tool:<hash>`` of small outputs).
+        refs: refs the view showed or expanded (they must stay readable).
+    """
+
+    scope: Scope
+    partition: str
+    signature: str
+    query: str
+    query_norm: str
+    facts: dict[str, str]
+    tools: frozenset[str]
+    refs: frozenset[str]
+
+    @property
+    def key(self) -> str:
+        """The entry key an answer to this call is stored under."""
+        return _digest([self.partition, self.query_norm, self.signature])
+
+
+def partition(scope: Scope, mode: CacheScope) -> str:
+    """Who may share cached answers: one session (default), one user within a workspace (a
+    scope without ``user_id`` falls back to its session), or a whole tenant (``global``).
+    Tenants are never shared."""
+    tenant = scope.tenant_id or ""
+    if mode == "global":
+        return f"g|{tenant}"
+    if mode == "user" and scope.user_id:
+        return f"u|{tenant}|{scope.workspace_id or ''}|{scope.user_id}"
+    return f"s|{scope.key()}"
+
+
+def model_identity(model: Any) -> str:
+    """A name for the model answering (a string is taken as is)."""
+    if model is None:
+        return ""
+    if isinstance(model, str):
+        return model
+    for attr in ("model_name", "model", "model_id", "deployment_name"):
+        value = getattr(model, attr, None)
+        if isinstance(value, str) and value:
+            return f"{type(model).__name__}:{value}"
+    llm_type = getattr(model, "_llm_type", None)
+    return f"{type(model).__name__}:{llm_type if isinstance(llm_type, str) else ''}"
+
+
+def call_context(
+    messages: Sequence[BaseMessage],
+    report: ContextReport,
+    *,
+    tools: Sequence[Any],
+    scope: Scope,
+    model: Any,
+    mode: CacheScope,
+    registry: ToolRegistry,
+    ledger: FactsLedger | None,
+) -> CallContext | None:
+    """The cache's view of a call, or ``None`` when there is no user question to key it by.
+
+    Args:
+        messages: the conversation as the host holds it (system prompt first, if any).
+        report: the report of the call's prepared view (facts placed, refs used and expanded).
+        tools: the agent's tools as given to ``prepare``.
+        scope: the caller.
+        model: the chat model (or its name).
+        mode: ``config.cache.scope``.
+        registry: the engine's tool registry (schema hashes are cached there).
+        ledger: the facts ledger, to read the content of the facts in the view; ``None`` when
+            facts are off.
+
+    Raises:
+        StoreError: the facts store failed.
+    """
+    humans = [content_text(m.content) for m in messages if isinstance(m, HumanMessage)]
+    query = humans[-1] if humans else ""
+    query_norm = normalize_query(query)
+    if not query_norm:
+        return None
+    earlier = sorted({q for q in (normalize_query(h) for h in humans[:-1]) if q and q != query_norm})
+    system = [content_text(m.content) for m in messages if isinstance(m, SystemMessage)]
+    signature = _digest([
+        _VERSION,
+        model_identity(model),
+        _digest(system),
+        _digest(sorted(_tool_hash(t, registry) for t in tools if tool_name(t) not in _META_TOOLS)),
+        _digest(earlier),
+    ])
+    outputs = frozenset(_output_atom(m) for m in messages if isinstance(m, ToolMessage) and m.name not in _META_TOOLS)
+    refs = frozenset({*report.refs_used, *report.refs_expanded, *(a for a in outputs if a.startswith("ref:"))})
+    facts: dict[str, str] = {}
+    ids = [f.id for f in report.facts]
+    if ledger is not None and ids:
+        said = _said(messages)
+        for fact in ledger.store.get(ids, reader=scope):
+            content = fact_content(fact.key, fact.text_hash)
+            facts[fact.id] = SAID + content if _from(fact, said) else content
+    return CallContext(
+        scope=scope,
+        partition=partition(scope, mode),
+        signature=signature,
+        query=query,
+        query_norm=query_norm,
+        facts=facts,
+        tools=outputs,
+        refs=refs,
+    )
+
+
+def _said(messages: Sequence[BaseMessage]) -> tuple[set[str], list[str]]:
+    """Ids and word strings of the conversation's user messages."""
+    humans = [m for m in messages if isinstance(m, HumanMessage)]
+    return {str(m.id) for m in humans if m.id}, [" ".join(words(content_text(m.content))) for m in humans]
+
+
+def _from(fact: Fact, said: tuple[set[str], list[str]]) -> bool:
+    """Whether ``fact`` was read from one of the conversation's own user messages."""
+    if fact.source.type != "conversation":
+        return False
+    ids, texts = said
+    if fact.source.ref and fact.source.ref in ids:
+        return True
+    text = " ".join(words(fact.text))
+    return bool(text) and any(text in t for t in texts)
+
+
+def fact_content(key: str | None, text_hash: str) -> str:
+    """The content key of a fact: equal for the same statement under the same key."""
+    return f"{key or ''}|{text_hash}"
+
+
+def _output_atom(message: ToolMessage) -> str:
+    ref = annotation(message).get("ref")
+    if isinstance(ref, str) and ref:
+        return ref
+    return "tool:" + _digest([message.name or "", content_text(message.content)])[:24]
+
+
+def _tool_hash(tool: Any, registry: ToolRegistry) -> str:
+    try:
+        return registry.register(tool).hash
+    except CtxpluginError:  # a provider built-in ({"type": "web_search"}) has no schema to register
+        return _digest([json.dumps(tool, sort_keys=True, default=repr) if isinstance(tool, dict) else repr(tool)])
+
+
+def _digest(parts: Sequence[str]) -> str:
+    return hashlib.sha256("\x1f".join(parts).encode("utf-8", "surrogatepass")).hexdigest()
+
+
+__all__ = ["CacheScope", "CallContext", "call_context", "fact_content", "model_identity", "partition"]

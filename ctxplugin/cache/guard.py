@@ -1,0 +1,184 @@
+"""When two questions may share one answer: the normalised query, and guards on top of similarity.
+
+A cosine threshold alone cannot tell "how long does shipping to Portland take for order W1234"
+from the same question about Seattle or order W1235: one word in twenty differs, so a lexical
+embedding scores the pair close, and a semantic one often does too. A guard is a plain function
+``(cached_query, new_query) -> reason | None`` that vetoes such a pair after the threshold:
+
+- :func:`same_wording` (the default) lets through only questions that say the same thing in the
+  same order once politeness, greetings, articles and request framing ("can you tell me", "I'd
+  like to know") are set aside. Every identifier, number, name, place, date, negation and
+  direction word ("from", "to", "before") must be there, in order.
+- :func:`same_specifics` checks only the specifics (identifiers, numbers, capitalised names,
+  calendar words, negations) and trusts the embedding for the rest; pick it with a semantic
+  embedding that knows paraphrases.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import unicodedata
+from collections.abc import Callable
+
+from ctxplugin.facts._text import identifiers, words
+
+QueryGuard = Callable[[str, str], "str | None"]
+"""``(cached_query, new_query) -> None`` when the cached answer may serve the new query, else a
+short reason (shown in the cache-lookup event)."""
+
+_APOSTROPHES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'", "`": "'"})
+_CONTRACTIONS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
+    (re.compile(pattern), replacement)
+    for pattern, replacement in (
+        (r"\bcan't\b", "cannot"),
+        (r"\bwon't\b", "will not"),
+        (r"\bshan't\b", "shall not"),
+        (r"n't\b", " not"),
+        (r"\b(what|where|when|who|how|why|which|that|there|here|it|he|she)'s\b", r"\1 is"),
+        (r"\bi'm\b", "i am"),
+        (r"'re\b", " are"),
+        (r"'ll\b", " will"),
+        (r"'ve\b", " have"),
+        (r"'d\b", " would"),
+    )
+)
+_THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}\b)")
+_EDGE_PUNCT = re.compile(r"^[\s\W_]+|[\s\W_]+$", re.UNICODE)
+_REPEATED_PUNCT = re.compile(r"([!?.,;:])\1+")
+
+# Request framing that never changes what is asked. Removed as phrases, before single words,
+# so that "you" and "I" stay significant elsewhere ("can I cancel" is not "can you cancel").
+_FRAMING = tuple(
+    re.compile(pattern)
+    for pattern in (
+        r"^(hi|hello|hey|good (morning|afternoon|evening))( there)?\b",
+        r"\b(thanks|thank you)( (so|very) much)?( in advance)?\b",
+        r"\b(can|could|would|will) you (please )?(tell|show|let) me( know)?\b",
+        r"\b(please )?(tell|show) me\b",
+        r"\b(i|we) (would like|want|wanted|need|am trying|was hoping) to (know|ask|find out|check|understand)\b",
+        r"\bdo you (happen to )?know\b",
+        r"\b(i am|i was) (just )?(wondering|curious)( about)?\b",
+        r"\bi (just )?wonder\b",
+        r"\b(i have a )?quick question\b",
+        r"^(what|which) (is|are)\b",
+    )
+)
+_NEUTRAL = frozenset({"a", "an", "the", "please", "pls", "plz", "kindly", "just", "actually", "really", "ok", "okay", "um", "uh"})
+
+_NUMBER_WORDS = {
+    "zero": "0", "one": "1", "two": "2", "three": "3", "four": "4", "five": "5", "six": "6",
+    "seven": "7", "eight": "8", "nine": "9", "ten": "10", "eleven": "11", "twelve": "12",
+    "thirteen": "13", "fourteen": "14", "fifteen": "15", "sixteen": "16", "seventeen": "17",
+    "eighteen": "18", "nineteen": "19", "twenty": "20", "thirty": "30", "forty": "40",
+    "fifty": "50", "hundred": "100", "thousand": "1000", "million": "1000000", "dozen": "12",
+    "half": "0.5", "first": "1st", "second": "2nd", "third": "3rd", "fourth": "4th", "fifth": "5th",
+}
+_CALENDAR = frozenset({
+    "january", "february", "march", "april", "may", "june", "july", "august", "september",
+    "october", "november", "december", "jan", "feb", "mar", "apr", "jun", "jul", "aug", "sep",
+    "sept", "oct", "nov", "dec", "monday", "tuesday", "wednesday", "thursday", "friday",
+    "saturday", "sunday", "today", "tomorrow", "yesterday", "tonight", "morning", "afternoon",
+    "evening", "night", "weekend", "week", "month", "year", "last", "next", "previous",
+    "earlier", "later",
+})
+_NEGATIONS = frozenset({"not", "no", "never", "nor", "cannot", "without", "none", "nothing", "neither", "nobody"})
+_NUMBER = re.compile(r"\d+(?:\.\d+)?")
+_CAPITALISED = re.compile(r"\b[A-Z][\w'-]*")
+
+
+def normalize_query(text: str) -> str:
+    """The form under which queries are compared: NFKC, lower case, contractions expanded,
+    thousands separators dropped, repeated and surrounding punctuation removed, whitespace
+    collapsed."""
+    value = unicodedata.normalize("NFKC", text).translate(_APOSTROPHES).lower()
+    for pattern, replacement in _CONTRACTIONS:
+        value = pattern.sub(replacement, value)
+    value = _THOUSANDS.sub("", value)
+    value = _REPEATED_PUNCT.sub(r"\1", value)
+    value = " ".join(value.split())
+    return _EDGE_PUNCT.sub("", value)
+
+
+def query_hash(normalized: str) -> str:
+    """Stable hash of a normalised query (the exact-match key)."""
+    return hashlib.sha256(normalized.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def wording(text: str) -> list[str]:
+    """The significant words of a query, in order: what :func:`same_wording` compares."""
+    value = normalize_query(text)
+    for _ in range(2):  # framing often comes in layers: "hi! i'd like to know: what is ..."
+        for pattern in _FRAMING:
+            value = _EDGE_PUNCT.sub("", pattern.sub(" ", value))
+    return [_NUMBER_WORDS.get(w, w) for w in words(value) if w not in _NEUTRAL]
+
+
+def same_wording(cached: str, new: str) -> str | None:
+    """The default guard: the significant words of both queries are the same, in the same order.
+
+    Example:
+        >>> same_wording("Can you tell me the refund policy?", "what's the refund policy")
+        >>> same_wording("How long does shipping to Portland take?", "How long does shipping to Seattle take?")
+        'wording differs: portland / seattle'
+    """
+    a, b = wording(cached), wording(new)
+    if a == b:
+        return None
+    only_a = [w for w in a if w not in b]
+    only_b = [w for w in b if w not in a]
+    if not only_a and not only_b:
+        return "word order differs"
+    return f"wording differs: {' '.join(only_a) or '-'} / {' '.join(only_b) or '-'}"
+
+
+def specifics(text: str) -> dict[str, frozenset[str]]:
+    """Identifiers, numbers (digits or words), calendar words and negations of a query."""
+    value = normalize_query(text)
+    tokens = words(value)
+    numbers = set(_NUMBER.findall(value)) | {_NUMBER_WORDS[t] for t in tokens if t in _NUMBER_WORDS}
+    return {
+        "identifiers": frozenset(identifiers(value)),
+        "numbers": frozenset(numbers),
+        "calendar": frozenset(t for t in tokens if t in _CALENDAR),
+        "negations": frozenset(t for t in tokens if t in _NEGATIONS),
+    }
+
+
+def _names(text: str) -> set[str]:
+    """Capitalised words that are not the first word of a sentence (names, places, products)."""
+    found: set[str] = set()
+    text = unicodedata.normalize("NFKC", text)
+    for match in _CAPITALISED.finditer(text):
+        before = text[: match.start()].rstrip()
+        if not before or before[-1] in ".!?:;\n\"'(":
+            continue
+        found.add(match.group(0).lower())
+    return found
+
+
+def same_specifics(cached: str, new: str) -> str | None:
+    """A guard for semantic embeddings: identifiers, numbers, names, calendar words and negations
+    must match exactly; the wording around them may differ.
+
+    A name (a capitalised word inside a sentence) in either query must appear, in any case, in
+    the other, so "ship to portland" and "ship to Portland" agree while "Portland" and
+    "Seattle" do not.
+
+    Example:
+        >>> same_specifics("Status of order #W1234?", "where is my order W1234")
+        >>> same_specifics("Status of order #W1234?", "Status of order #W1235?")
+        'identifiers differ: w1234 / w1235'
+    """
+    a, b = specifics(cached), specifics(new)
+    for kind in ("identifiers", "numbers", "calendar", "negations"):
+        if a[kind] != b[kind]:
+            return f"{kind} differ: {' '.join(sorted(a[kind] - b[kind])) or '-'} / {' '.join(sorted(b[kind] - a[kind])) or '-'}"
+    words_a, words_b = set(words(normalize_query(cached))), set(words(normalize_query(new)))
+    missing = sorted((_names(cached) - words_b) | (_names(new) - words_a))
+    if missing:
+        return f"names differ: {' '.join(missing)}"
+    return None
+
+
+__all__ = ["QueryGuard", "normalize_query", "query_hash", "same_specifics", "same_wording", "specifics", "wording"]

@@ -1,0 +1,65 @@
+"""Keys of the answer cache: partitions, the signature, and what may be stored."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+
+from ctxplugin import Scope
+from ctxplugin.cache import (
+    CACHE_META_KEY,
+    CallContext,
+    call_context,
+    model_identity,
+    partition,
+    uncacheable,
+)
+from ctxplugin.report import ContextReport
+from ctxplugin.testing import ScriptedChatModel, memory_engine
+
+
+def test_partitions_never_mix_tenants_and_need_a_user_for_user_scope() -> None:
+    a = Scope(session_id="s1", user_id="u1", workspace_id="w", tenant_id="t1")
+    assert partition(a, "session") != partition(a.model_copy(update={"session_id": "s2"}), "session")
+    assert partition(a, "user") == partition(a.model_copy(update={"session_id": "s2"}), "user")
+    assert partition(a, "user") != partition(a.model_copy(update={"user_id": "u2"}), "user")
+    assert partition(a, "global") == partition(a.model_copy(update={"user_id": "u2", "session_id": "s9"}), "global")
+    assert partition(a, "global") != partition(a.model_copy(update={"tenant_id": "t2"}), "global")
+    anonymous = Scope(session_id="s1")
+    assert partition(anonymous, "user") == partition(anonymous, "session")
+
+
+def test_model_identity_names_the_model() -> None:
+    assert model_identity(None) == ""
+    assert model_identity("gpt-4o") == "gpt-4o"
+    assert model_identity(ScriptedChatModel()) == "ScriptedChatModel:ctxplugin-scripted"
+
+
+def test_repeating_the_question_keeps_the_signature_and_the_key() -> None:
+    engine = memory_engine()
+    system = SystemMessage(content="Be brief.")
+    first = [system, HumanMessage(content="What is the refund policy?")]
+    again = [*first, AIMessage(content="30 days."), HumanMessage(content="what is the refund policy")]
+    other = [*first, AIMessage(content="30 days."), HumanMessage(content="and for gift cards?")]
+
+    def ctx(messages: Sequence[BaseMessage]) -> CallContext | None:
+        return call_context(messages, ContextReport(session_id="s"), tools=[], scope=Scope(session_id="s"),
+                            model="m", mode="session", registry=engine.registry, ledger=engine.facts)
+
+    a, b, c = ctx(first), ctx(again), ctx(other)
+    assert a is not None and b is not None and c is not None
+    assert a.signature == b.signature and a.key == b.key
+    assert a.signature != c.signature
+    assert ctx([system]) is None  # no user question: nothing to key an answer by
+
+
+def test_only_complete_final_answers_may_be_cached() -> None:
+    assert uncacheable(AIMessage(content="Refunds take 5 days.")) is None
+    call = {"name": "search", "args": {}, "id": "c1", "type": "tool_call"}
+    assert uncacheable(AIMessage(content="Searching.", tool_calls=[call])) == "it calls tools"
+    assert uncacheable(AIMessage(content="", additional_kwargs={"function_call": {"name": "f"}})) == "it calls tools"
+    assert uncacheable(AIMessage(content="  ")) == "it is empty"
+    assert uncacheable(AIMessage(content="Refunds take", response_metadata={"finish_reason": "length"})) == "it was cut short (length)"
+    assert uncacheable(AIMessage(content="x", response_metadata={CACHE_META_KEY: {"hit": True}})) == "it was served from the cache"
+    assert uncacheable(ToolMessage(content="x", tool_call_id="c1")) == "a ToolMessage is not a model answer"

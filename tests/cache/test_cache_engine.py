@@ -1,0 +1,267 @@
+"""The answer cache through the engine: hits, invalidation by facts, refs and TTL, scopes."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from pytest_mock import MockerFixture
+
+from ctxplugin import ContextConfig, ContextEngine, Scope
+from ctxplugin.cache import (
+    CACHE_META_KEY,
+    AnswerCache,
+    ChromaAnswerCacheStore,
+    MemoryAnswerCacheStore,
+    call_context,
+)
+from ctxplugin.cache.context import CacheScope
+from ctxplugin.cas import MemoryCASStore
+from ctxplugin.config import CacheConfig, CASConfig
+from ctxplugin.errors import StoreUnavailableError
+from ctxplugin.facts import FactsLedger, MemoryFactStore
+from ctxplugin.testing import ScriptedChatModel, tool_call
+from ctxplugin.testing.cas_contract import FakeClock
+
+SYSTEM = SystemMessage(content="You are a travel assistant. Be brief.")
+
+
+def engine_with(scope: CacheScope = "session", *, clock: FakeClock | None = None, cas_ttl: float | None = None) -> ContextEngine:
+    config = ContextConfig(cache=CacheConfig(enabled=True, scope=scope), cas=CASConfig(ttl_seconds=cas_ttl))
+    clock = clock or FakeClock()
+    return ContextEngine(
+        config,
+        cas=MemoryCASStore(clock=clock),
+        facts=FactsLedger(MemoryFactStore(), config.facts),
+        answer_cache=AnswerCache(MemoryAnswerCacheStore(), config.cache, clock=clock),
+    )
+
+
+def ask(
+    engine: ContextEngine,
+    model: ScriptedChatModel,
+    text: str,
+    scope: Scope,
+    *,
+    history: Sequence[BaseMessage] = (),
+    system: SystemMessage = SYSTEM,
+    tools: Sequence[Any] = (),
+) -> AIMessage:
+    """What a host does around one model call: prepare, look up, call, remember."""
+    messages = [system, *history, HumanMessage(content=text)]
+    prepared = engine.prepare(messages, tools=tools, scope=scope)
+    cached = engine.cached_answer(messages, prepared, tools=tools, scope=scope, model=model)
+    if cached is not None:
+        assert prepared.report.cached_answer
+        return cached
+    reply = model.invoke(prepared.messages)
+    assert isinstance(reply, AIMessage)
+    engine.remember_answer(messages, prepared, reply, tools=tools, scope=scope, model=model)
+    return reply
+
+
+def scripted(*answers: str) -> ScriptedChatModel:
+    return ScriptedChatModel(script=[AIMessage(content=a) for a in answers], default=None)
+
+
+S1 = Scope(session_id="s1", user_id="u1")
+
+
+def test_off_by_default_and_one_switch_turns_it_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert ContextEngine().cache is None
+    monkeypatch.setenv("CTXPLUGIN_CACHE__ENABLED", "true")
+    engine = ContextEngine()
+    assert isinstance(engine.cache, AnswerCache)
+    assert (engine.cache.config.threshold, engine.cache.config.ttl_seconds, engine.cache.config.scope) == (0.97, 3600, "session")
+
+
+def test_a_disabled_cache_neither_looks_up_nor_stores() -> None:
+    engine, model = ContextEngine(), scripted("Refunds take 5 days.", "Refunds take 6 days.")
+    assert ask(engine, model, "How long do refunds take?", S1).content == "Refunds take 5 days."
+    assert ask(engine, model, "How long do refunds take?", S1).content == "Refunds take 6 days."
+    assert len(model.calls) == 2
+
+
+def test_a_repeated_question_is_served_without_calling_the_model() -> None:
+    engine, model = engine_with(), scripted("Refunds take 5 business days.")
+    first = ask(engine, model, "How long do refunds take?", S1)
+    history = [HumanMessage(content="How long do refunds take?"), first]
+    again = ask(engine, model, "how long do refunds take", S1, history=history)
+    assert len(model.calls) == 1
+    assert again.content == "Refunds take 5 business days."
+    assert again.id != first.id  # a new message in the state, not a replacement of the first
+    assert again.response_metadata[CACHE_META_KEY]["hit"] is True
+    assert again.usage_metadata is None
+
+
+def test_the_answer_is_invalidated_when_a_fact_it_used_is_superseded() -> None:
+    engine, model = engine_with(), scripted("The Data Team is on Project Alpha.", "The Data Team is on Project Beta.")
+    engine.facts.write("Data Team allocated to Project Alpha", key="data_team_allocation", scope=S1)
+    question = "Which project is the Data Team on?"
+    messages = [SYSTEM, HumanMessage(content=question)]
+    prepared = engine.prepare(messages, scope=S1)
+    assert prepared.report.facts, "the fact should be in the view"
+    assert ask(engine, model, question, S1).text.endswith("Alpha.")
+    assert ask(engine, model, question, S1).text.endswith("Alpha.")
+    assert len(model.calls) == 1
+    before = call_context(messages, prepared.report, tools=[], scope=S1, model=model, mode="session", registry=engine.registry, ledger=engine.facts)
+    assert before is not None
+
+    engine.facts.write("Data Team reallocated to Project Beta", key="data_team_allocation", scope=S1)
+    # even asked in its own, old context the entry is refused as stale, and deleted
+    assert isinstance(engine.cache, AnswerCache) and isinstance(engine.cache.store, MemoryAnswerCacheStore)
+    stale = engine.cache.lookup(before, cas=engine.cas, ledger=engine.facts)
+    assert not stale.hit and "superseded" in stale.reason
+    assert engine.cache.store.get(before.key) is None
+    assert ask(engine, model, question, S1).text.endswith("Beta.")
+    assert len(model.calls) == 2
+    assert ask(engine, model, question, S1).text.endswith("Beta.")
+    assert len(model.calls) == 2
+
+
+def test_entries_expire_after_the_ttl() -> None:
+    clock = FakeClock()
+    engine, model = engine_with(clock=clock), scripted("Bags are $35.", "Bags are $40.")
+    ask(engine, model, "What does a checked bag cost?", S1)
+    clock.advance(3599)
+    assert ask(engine, model, "What does a checked bag cost?", S1).content == "Bags are $35."
+    clock.advance(2)
+    assert ask(engine, model, "What does a checked bag cost?", S1).content == "Bags are $40."
+    assert len(model.calls) == 2
+
+
+def flights_history() -> list[BaseMessage]:
+    rows = [{"flight_number": f"HAT{i:03d}", "origin": "SFO", "destination": "JFK", "price": 100 + i} for i in range(60)]
+    call = tool_call("search_flights", {"origin": "SFO", "destination": "JFK"}, call_id="c1")
+    return [
+        HumanMessage(content="Find flights from SFO to JFK"),
+        AIMessage(content="", tool_calls=[call]),
+        ToolMessage(content=json.dumps(rows), tool_call_id="c1", name="search_flights"),
+    ]
+
+
+def test_the_answer_is_invalidated_when_a_ref_it_used_expires() -> None:
+    clock = FakeClock()
+    engine, model = engine_with(clock=clock, cas_ttl=600), scripted("HAT000 is cheapest.", "It expired; search again.")
+    history = flights_history()
+    first = ask(engine, model, "Which flight is cheapest?", S1, history=history)
+    assert engine.cache is not None
+    assert ask(engine, model, "Which flight is cheapest?", S1, history=history).content == first.content
+    assert len(model.calls) == 1
+    clock.advance(601)
+    assert ask(engine, model, "Which flight is cheapest?", S1, history=history).content == "It expired; search again."
+
+
+def test_no_hit_across_users_or_sessions_by_default() -> None:
+    engine, model = engine_with(), scripted("A", "B", "C")
+    ask(engine, model, "What is the refund policy?", Scope(session_id="s1", user_id="u1"))
+    ask(engine, model, "What is the refund policy?", Scope(session_id="s1", user_id="u2"))
+    ask(engine, model, "What is the refund policy?", Scope(session_id="s2", user_id="u1"))
+    assert len(model.calls) == 3
+
+
+def test_user_scope_shares_across_a_users_sessions_only() -> None:
+    engine, model = engine_with("user"), scripted("A", "B", "C")
+    ask(engine, model, "What is the refund policy?", Scope(session_id="s1", user_id="u1"))
+    assert ask(engine, model, "What is the refund policy?", Scope(session_id="s2", user_id="u1")).content == "A"
+    assert ask(engine, model, "What is the refund policy?", Scope(session_id="s3", user_id="u2")).content == "B"
+    assert ask(engine, model, "What is the refund policy?", Scope(session_id="s4")).content == "C"  # no user: own session
+    assert len(model.calls) == 3
+
+
+def test_global_scope_shares_within_a_tenant_but_never_private_data() -> None:
+    engine, model = engine_with("global"), scripted("A", "B", "C", "D")
+    ask(engine, model, "What is the refund policy?", Scope(session_id="s1", user_id="u1"))
+    assert ask(engine, model, "What is the refund policy?", Scope(session_id="s2", user_id="u2")).content == "A"
+    assert ask(engine, model, "What is the refund policy?", Scope(session_id="s3", user_id="u3", tenant_id="t2")).content == "B"
+    # an answer built from u1's own tool output is not served to u2, whose conversation lacks it
+    history = flights_history()
+    ask(engine, model, "Which flight is cheapest?", Scope(session_id="s1", user_id="u1"), history=history)
+    assert ask(engine, model, "Which flight is cheapest?", Scope(session_id="s2", user_id="u2")).content == "D"
+    assert len(model.calls) == 4
+
+
+def test_answers_with_tool_calls_are_never_cached() -> None:
+    engine = engine_with()
+    model = ScriptedChatModel(script=[
+        AIMessage(content="Let me look.", tool_calls=[tool_call("search_flights", {"origin": "SFO"})]),
+        AIMessage(content="", tool_calls=[tool_call("search_flights", {"origin": "SFO"})]),
+    ], default=None)
+    ask(engine, model, "Find flights from SFO", S1)
+    ask(engine, model, "Find flights from SFO", S1)
+    assert len(model.calls) == 2
+    assert isinstance(engine.cache, AnswerCache) and isinstance(engine.cache.store, MemoryAnswerCacheStore)
+    assert len(engine.cache.store) == 0
+
+
+def test_anything_new_in_the_context_is_a_miss() -> None:
+    engine, model = engine_with(), scripted(*"ABCDEFG")
+    question = "What is the baggage allowance?"
+    ask(engine, model, question, S1)
+    ask(engine, model, question, S1, system=SystemMessage(content="You are a pirate."))
+    ask(engine, model, question, S1, history=[HumanMessage(content="I fly business class."), AIMessage(content="Noted.")])
+    ask(engine, model, question, S1, history=flights_history())
+    other_model = scripted("H")
+    ask(engine, other_model.model_copy(update={"default": "I"}), question, S1)
+    from langchain_core.tools import tool
+
+    @tool
+    def get_user(user_id: str) -> str:
+        """Get a user."""
+        return user_id
+
+    ask(engine, model, question, S1, tools=[get_user])
+    assert len(model.calls) + len(other_model.calls) == 6
+
+
+def test_near_duplicates_hit_and_different_places_ids_and_numbers_miss() -> None:
+    engine = engine_with()
+    model = ScriptedChatModel(default="an answer")
+    ask(engine, model, "How long does shipping to Portland take for order #W1234?", S1)
+    for same in ("how long does shipping to Portland take for order W1234", "Hi! How long does shipping to portland take for order #W1234??"):
+        assert ask(engine, model, same, S1).response_metadata.get(CACHE_META_KEY), same
+    for different in (
+        "How long does shipping to Seattle take for order #W1234?",
+        "How long does shipping to Portland take for order #W1235?",
+        "How long does shipping to Portland take for order #W1234 and #W1236?",
+    ):
+        assert CACHE_META_KEY not in ask(engine, model, different, S1).response_metadata, different
+    assert len(model.calls) == 4
+
+
+def test_a_failing_cache_store_calls_the_model_and_warns(mocker: MockerFixture) -> None:
+    engine, model = engine_with(), scripted("A", "B")
+    assert engine.cache is not None
+    mocker.patch.object(engine.cache.store, "candidates", side_effect=StoreUnavailableError("cache server down"))
+    mocker.patch.object(engine.cache.store, "put", side_effect=StoreUnavailableError("cache server down"))
+    messages = [SYSTEM, HumanMessage(content="What is the refund policy?")]
+    prepared = engine.prepare(messages, scope=S1)
+    assert engine.cached_answer(messages, prepared, scope=S1, model=model) is None
+    assert not engine.remember_answer(messages, prepared, AIMessage(content="A"), scope=S1, model=model)
+    assert [w for w in prepared.report.warnings if "answer cache unavailable" in w] and len(prepared.report.warnings) >= 2
+
+
+def test_the_embedded_engine_keeps_answers_in_chroma_across_restarts(tmp_path: Path) -> None:
+    config = ContextConfig(cache=CacheConfig(enabled=True))
+    model = scripted("Refunds take 5 days.")
+    first = ContextEngine.embedded(tmp_path / "store", config)
+    assert first.cache is not None and isinstance(first.cache.store, ChromaAnswerCacheStore)
+    ask(first, model, "How long do refunds take?", S1)
+    second = ContextEngine.embedded(tmp_path / "store", config)
+    assert ask(second, model, "How long do refunds take?", S1).content == "Refunds take 5 days."
+    assert len(model.calls) == 1
+
+
+async def test_async_pair_serves_and_stores() -> None:
+    engine, model = engine_with(), scripted("Refunds take 5 days.")
+    messages = [SYSTEM, HumanMessage(content="How long do refunds take?")]
+    prepared = await engine.aprepare(messages, scope=S1)
+    assert await engine.acached_answer(messages, prepared, scope=S1, model=model) is None
+    assert await engine.aremember_answer(messages, prepared, AIMessage(content="Refunds take 5 days."), scope=S1, model=model)
+    again = await engine.aprepare(messages, scope=S1)
+    hit = await engine.acached_answer(messages, again, scope=S1, model=model)
+    assert hit is not None and hit.content == "Refunds take 5 days." and again.report.cached_answer

@@ -1,0 +1,113 @@
+"""The query guards: near-duplicates that need different answers never pass; surface variants do."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ctxplugin.cache import normalize_query, same_specifics, same_wording, wording
+from ctxplugin.facts import HashingEmbedding
+from ctxplugin.facts.embedding import cosine
+
+CITIES = ["Portland", "Seattle", "Denver", "Boston", "Austin", "Chicago", "Miami", "Atlanta", "Phoenix", "Dallas"]
+TEMPLATES = [
+    "How long does standard shipping to {city} take for order #W{n}?",
+    "Can you tell me whether my order #W{n} to {city} has shipped yet?",
+    "I'd like to know the baggage allowance for {k} bags on the flight to {city}",
+    "please ship {k} units of SKU-{n} to our {city} warehouse before friday",
+]
+
+
+def test_surface_variants_pass_both_guards() -> None:
+    pairs = [
+        ("What's the refund policy?", "what is the refund policy"),
+        ("Can you tell me the refund policy?", "Refund policy?"),
+        ("Hi! I would like to know: what is the baggage allowance for 2 bags??", "what is the baggage allowance for two bags"),
+        ("Status of order #W1234, please.", "status of order W1234"),
+        ("How much is $1,000 in points?", "how much is $1000 in points"),
+        ("I’m flying to Portland. Thanks!", "I'm flying to Portland"),
+    ]
+    for a, b in pairs:
+        assert same_wording(a, b) is None, (a, b)
+        assert same_specifics(a, b) is None, (a, b)
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        ("How long does shipping to Portland take?", "How long does shipping to Seattle take?"),
+        ("Status of order #W1234?", "Status of order #W1235?"),
+        ("Baggage fee for 2 bags", "Baggage fee for 3 bags"),
+        ("Baggage fee for two bags", "Baggage fee for three bags"),
+        ("Flights on May 20th", "Flights on May 21st"),
+        ("Flights on Monday", "Flights on Tuesday"),
+        ("Can I cancel my booking?", "Can I not cancel my booking?"),
+        ("Can I cancel my booking?", "I can't cancel my booking?"),
+        ("Price of version 2.10", "Price of version 2.1"),
+    ],
+)
+def test_pairs_that_need_different_answers_fail_both_guards(a: str, b: str) -> None:
+    assert same_wording(a, b) is not None
+    assert same_specifics(a, b) is not None
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        ("ship to portland", "ship to seattle"),  # names in lower case: only the wording shows them
+        ("Flights from Boston to Denver", "Flights from Denver to Boston"),
+        ("Flights before noon", "Flights after noon"),
+        ("What is my balance?", "What is her balance?"),
+        ("Can I cancel my booking?", "Can you cancel my booking?"),
+        ("cheapest flight to Denver", "most expensive flight to Denver"),
+        ("cancel my reservation", "cancel my reservations"),
+    ],
+)
+def test_the_default_guard_also_catches_direction_pronouns_and_degree(a: str, b: str) -> None:
+    assert same_wording(a, b) is not None
+
+
+def test_a_cosine_threshold_alone_is_not_enough() -> None:
+    """The reason the guard exists: a long question that differs in one place name scores above
+    the default threshold on the hashing embedding."""
+    filler = "for my household goods delivery including the fragile kitchen items and the heavy oak furniture set"
+    a = f"How many business days does standard ground shipping to Portland usually take {filler} and {filler.replace('oak', 'pine')}?"
+    b = a.replace("Portland", "Seattle")
+    emb = HashingEmbedding()
+    assert cosine(emb.embed_query(normalize_query(a)), emb.embed_query(normalize_query(b))) > 0.97
+    assert same_wording(a, b) == "wording differs: portland / seattle"
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    template=st.sampled_from(TEMPLATES),
+    cities=st.lists(st.sampled_from(CITIES), min_size=2, max_size=2, unique=True),
+    numbers=st.lists(st.integers(min_value=1, max_value=99999), min_size=2, max_size=2, unique=True),
+    kinds=st.sampled_from(["city", "number", "both"]),
+)
+def test_changing_any_slot_is_always_caught(template: str, cities: list[str], numbers: list[int], kinds: str) -> None:
+    base = template.format(city=cities[0], n=numbers[0], k=numbers[0] % 9 + 1)
+    city = cities[1] if kinds in ("city", "both") else cities[0]
+    n = numbers[1] if kinds in ("number", "both") else numbers[0]
+    other = template.format(city=city, n=n, k=n % 9 + 1)
+    if other == base:  # the number only shows as k, and both k agree
+        return
+    assert same_wording(base, other) is not None
+    assert same_specifics(base, other) is not None
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    template=st.sampled_from(TEMPLATES),
+    city=st.sampled_from(CITIES),
+    n=st.integers(min_value=1, max_value=99999),
+    upper=st.booleans(),
+    greeting=st.sampled_from(["", "Hi! ", "Hello there, ", "Quick question: "]),
+    closing=st.sampled_from(["", " Thanks!", " thank you so much", "??", " please."]),
+)
+def test_surface_changes_never_break_a_match(template: str, city: str, n: int, upper: bool, greeting: str, closing: str) -> None:
+    base = template.format(city=city, n=n, k=n % 9 + 1)
+    variant = greeting + (base.upper() if upper else base.lower()) + closing
+    assert same_wording(base, variant) is None
+    assert wording(base) == wording(variant)
