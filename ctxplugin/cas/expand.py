@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from ctxplugin.cas._canon import count_tokens, parse_json
 from ctxplugin.cas.store import CASStore
-from ctxplugin.errors import InvalidInputError, RefNotFoundError, StoreError
+from ctxplugin.errors import CtxpluginError, InvalidInputError, RefNotFoundError, StoreError
 from ctxplugin.scope import Scope
 from ctxplugin.tokens import TokenCounter
 
@@ -162,6 +162,7 @@ def _select(
     regex: bool,
     *,
     whole_as_units: bool = False,
+    page_cap: int | None = None,
 ) -> _Selection:
     matcher = _check_options(offset, limit, pattern, regex)
     if isinstance(fields, str):
@@ -170,7 +171,7 @@ def _select(
     paged = bool(offset or limit is not None or matcher)
     if not fields and not paged and not whole_as_units:
         return _Selection(ref_id, "lines", 0, 0, 0, [], False, content)
-    units: list[_Unit]
+    values: list[Any]
     unit: Literal["items", "lines"]
     if fields:
         is_json, value = parse_json(content)
@@ -178,24 +179,31 @@ def _select(
             raise InvalidInputError(f"{ref_id} is not JSON; fields work on JSON outputs (use pattern or offset/limit)")
         doc = select(value, fields[0]) if len(fields) == 1 else {f: select(value, f) for f in fields}
         if isinstance(doc, list):
-            unit, units = "items", [_Unit(i, json.dumps(v, ensure_ascii=False), v) for i, v in enumerate(doc)]
+            unit, values = "items", doc
         else:
-            rendered = json.dumps(doc, ensure_ascii=False, indent=2 if paged else None)
-            unit, units = "lines", [_Unit(i, t, t) for i, t in enumerate(rendered.split("\n"))]
+            unit, values = "lines", json.dumps(doc, ensure_ascii=False, indent=2 if paged else None).split("\n")
     else:
-        is_json, value = parse_json(content)
+        # only a JSON array is parsed: items are its units; anything else is lines
+        is_json, value = parse_json(content) if content.lstrip()[:1] == "[" else (False, None)
         if is_json and isinstance(value, list):
-            unit, units = "items", [_Unit(i, json.dumps(v, ensure_ascii=False), v) for i, v in enumerate(value)]
+            unit, values = "items", value
         else:
-            lines = content.split("\n")
-            if len(lines) > 1 and lines[-1] == "":
-                lines.pop()
-            unit, units = "lines", [_Unit(i, t, t) for i, t in enumerate(lines)]
-    total = len(units)
-    if matcher is not None:
-        units = [u for u in units if matcher.search(u.text)]
+            values = content.split("\n")
+            if len(values) > 1 and values[-1] == "":
+                values.pop()
+            unit = "lines"
+
+    def text(v: Any) -> str:
+        return json.dumps(v, ensure_ascii=False) if unit == "items" else str(v)
+
+    indexes: Sequence[int] = range(len(values))
+    if matcher is not None:  # rendering every unit is only needed to filter
+        indexes = [i for i in indexes if matcher.search(text(values[i]))]
     end = None if limit is None else offset + limit
-    return _Selection(ref_id, unit, total, len(units), offset, units[offset:end], matcher is not None, None)
+    if page_cap is not None:
+        end = offset + page_cap if end is None else min(end, offset + page_cap)
+    page = [_Unit(i, text(values[i]), values[i]) for i in indexes[offset:end]]
+    return _Selection(ref_id, unit, len(values), len(indexes), offset, page, matcher is not None, None)
 
 
 def _plain(selection: _Selection) -> str:
@@ -249,7 +257,8 @@ def expand_for_model(
     """:func:`expand` for the ``expand_ref`` tool: at most ``max_tokens``, with a note on how to
     page further. Never raises: problems come back as a sentence the model can act on."""
     try:
-        selection = _select(store, ref_id, scope, fields, offset, limit, pattern, regex)
+        # a unit costs at least one token: no page holds more than max_tokens of them
+        selection = _select(store, ref_id, scope, fields, offset, limit, pattern, regex, page_cap=max_tokens)
     except RefNotFoundError:
         return (
             f"expand_ref: no such ref visible here: {ref_id!r}. Refs are readable only in the "
@@ -263,7 +272,10 @@ def expand_for_model(
         whole = selection.whole
         if len(whole) <= max_tokens * 8 and count_tokens(whole, counter) <= max_tokens:
             return whole
-        selection = _select(store, ref_id, scope, None, 0, None, None, False, whole_as_units=True)
+        try:
+            selection = _select(store, ref_id, scope, None, 0, None, None, False, whole_as_units=True, page_cap=max_tokens)
+        except CtxpluginError as exc:
+            return f"expand_ref: {exc}"
     return _page_for_model(selection, max_tokens, counter, fields, pattern, regex)
 
 
