@@ -89,6 +89,8 @@ def write_chart(result: ReplayResult, path: str | Path, *, limit: int = 6, title
                 color=COLORS.get(name),
                 linestyle=STYLES.get(name, "-"),
                 linewidth=2.2 if name == "ctxplugin" else 1.6,
+                # the baseline on top, so a peer that never changes anything hides under it
+                zorder={"full": 3, "ctxplugin": 4}.get(name, 2),
             )
         if budget:
             ax.axhline(budget, color="#d62728", linewidth=0.8, linestyle="-.", label=f"budget ({budget:,})")

@@ -128,6 +128,8 @@ def load_file(path: str | Path, format: Format | Literal["auto"] = "auto") -> Lo
         raise InvalidInputError(f"{name}: {exc}") from exc
     except OSError as exc:
         raise InvalidInputError(f"{name}: cannot be read ({exc.strerror or exc})") from exc
+    except UnicodeDecodeError as exc:
+        raise InvalidInputError(f"{name}: not UTF-8 text (byte {exc.start}); recordings are JSON or JSONL") from exc
     return loaded
 
 

@@ -143,6 +143,10 @@ def test_truncated_jsonl_names_the_line(tmp_path: Path) -> None:
 def test_unknown_and_empty_files(tmp_path: Path) -> None:
     with pytest.raises(InvalidInputError, match=r"unknown\.json: unknown format.*--format"):
         load_file(BAD / "unknown.json")
+    binary = tmp_path / "image.json"
+    binary.write_bytes(b"\x89PNG\r\n\x1a\n\x00\xff")
+    with pytest.raises(InvalidInputError, match=r"image\.json: not UTF-8 text"):
+        load_file(binary)
     empty = tmp_path / "empty.json"
     empty.write_text("  \n")
     with pytest.raises(InvalidInputError, match=r"empty\.json: the file is empty"):
