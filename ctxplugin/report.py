@@ -136,3 +136,8 @@ class RunSummary(BaseModel):
     def reduction(self) -> float:
         """Share saved to date."""
         return self.saved_tokens / self.tokens_before if self.tokens_before else 0.0
+
+    @property
+    def cache_hit_rate(self) -> float:
+        """Share of answer-cache lookups served from the cache (0 when there were none)."""
+        return self.cache_hits / self.cache_lookups if self.cache_lookups else 0.0

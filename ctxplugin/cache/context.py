@@ -3,8 +3,9 @@
 A cached answer may serve a call only when nothing it depended on differs. That splits in two:
 
 - the **signature**, which must be identical: the model, the system prompt, the agent's tool
-  set (names and schemas) and the *earlier* questions of the conversation. Repeating the
-  current question does not change it, so asking the same thing twice in a row still matches.
+  set (names and schemas) and the *earlier* user messages of the conversation, by their
+  significant wording (:func:`~ctxplugin.cache.guard.wording`). Repeating the current question,
+  even rephrased, or saying "thanks" does not change it, so asking again still matches.
 - the **context**, compared item by item when an entry is checked (see
   :mod:`ctxplugin.cache.answer`): the facts placed in the view (by content, so that the same
   fact extracted in two sessions counts as one; facts read from the conversation's own user
@@ -23,7 +24,7 @@ from typing import Any, Literal
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
 from ctxplugin._messages import annotation
-from ctxplugin.cache.guard import normalize_query
+from ctxplugin.cache.guard import normalize_query, wording
 from ctxplugin.errors import CtxpluginError
 from ctxplugin.facts import Fact, FactsLedger
 from ctxplugin.facts._text import words
@@ -129,7 +130,10 @@ def call_context(
     query_norm = normalize_query(query)
     if not query_norm:
         return None
-    earlier = sorted({q for q in (normalize_query(h) for h in humans[:-1]) if q and q != query_norm})
+    # earlier questions by their significant wording: a greeting, a thanks or a rephrased
+    # repeat of the current question adds nothing an answer could depend on
+    asked = " ".join(wording(query))
+    earlier = sorted({w for w in (" ".join(wording(h)) for h in humans[:-1]) if w and w != asked})
     system = [content_text(m.content) for m in messages if isinstance(m, SystemMessage)]
     signature = _digest([
         _VERSION,

@@ -34,6 +34,7 @@ from ctxplugin import ContextEngine, PreparedContext, Scope
 from ctxplugin.errors import InvalidInputError
 from ctxplugin.langchain import make_meta_tools
 from ctxplugin_langgraph._annotations import without_stale
+from ctxplugin_langgraph._answers import AnswerHandoff, PreparedCall, answered
 from ctxplugin_langgraph._capture import after_tool, precheck
 from ctxplugin_langgraph._scope import ScopeRule, ScopeSpec
 
@@ -84,6 +85,7 @@ class ContextHooks:
         self.tools: list[BaseTool] = [*self.user_tools, *make_meta_tools(engine, scope=self.scope_rule)]
         self.prompt = SystemMessage(content=prompt) if isinstance(prompt, str) else prompt
         self.keep_originals = keep_originals
+        self._answers = AnswerHandoff(engine)  # pre_model_hook -> model callable, for the answer cache
 
     def scope(self, config: RunnableConfig | None = None) -> Scope:
         """The scope of a call (fixed, computed from the config, or the thread id)."""
@@ -100,6 +102,14 @@ class ContextHooks:
     async def aprepare(self, state: Any, config: RunnableConfig | None = None) -> PreparedContext:
         """Async :meth:`prepare`."""
         return await self.engine.aprepare(self._head(state_messages(state)), tools=self.tools, scope=self.scope(config))
+
+    def _call(self, state: Any, config: RunnableConfig | None) -> PreparedCall:
+        full, scope = self._head(state_messages(state)), self.scope(config)
+        return PreparedCall(full, self.engine.prepare(full, tools=self.tools, scope=scope), scope, self.tools)
+
+    async def _acall(self, state: Any, config: RunnableConfig | None) -> PreparedCall:
+        full, scope = self._head(state_messages(state)), self.scope(config)
+        return PreparedCall(full, await self.engine.aprepare(full, tools=self.tools, scope=scope), scope, self.tools)
 
     @property
     def pre_model_hook(self) -> Runnable[Any, dict[str, Any]]:
@@ -118,10 +128,12 @@ class ContextHooks:
 
         With ``pre_model_hook`` set, ``create_react_agent`` hands it the state whose
         ``messages`` are already the prepared view, so the tools follow what the model sees.
+        With the answer cache on, a cached answer is returned instead of calling ``llm``.
         """
 
         def select(state: Any, runtime: Any) -> Runnable[Any, Any]:
-            return self.bind(llm, state_messages(state))
+            view = state_messages(state)
+            return self._answers.model(self.bind(llm, view), view, self.scope(None), llm)
 
         return select
 
@@ -134,25 +146,31 @@ class ContextHooks:
         """
 
         def run(state: Any, config: RunnableConfig) -> dict[str, Any]:
-            return {output_key: self.prepare(state, config).messages}
+            call = self._call(state, config)
+            self._answers.keep(call)
+            return {output_key: call.prepared.messages}
 
         async def arun(state: Any, config: RunnableConfig) -> dict[str, Any]:
-            return {output_key: (await self.aprepare(state, config)).messages}
+            call = await self._acall(state, config)
+            self._answers.keep(call)
+            return {output_key: call.prepared.messages}
 
         return RunnableLambda(run, afunc=arun, name="ctxplugin_prepare")
 
     def model_node(self, llm: BaseChatModel) -> Runnable[Any, dict[str, Any]]:
         """A complete model node for a custom ``StateGraph``: prepares the view, binds the
         tools it needs, calls ``llm`` and returns ``{"messages": [reply]}``. Nothing else is
-        written to the state."""
+        written to the state. With the answer cache on, a cached answer replaces the call."""
 
         def run(state: Any, config: RunnableConfig) -> dict[str, Any]:
-            view = self.prepare(state, config).messages
-            return {"messages": [self.bind(llm, view).invoke(view, config)]}
+            call = self._call(state, config)
+            view = call.prepared.messages
+            return {"messages": [answered(self.engine, self.bind(llm, view), call, llm).invoke(view, config)]}
 
         async def arun(state: Any, config: RunnableConfig) -> dict[str, Any]:
-            view = (await self.aprepare(state, config)).messages
-            return {"messages": [await self.bind(llm, view).ainvoke(view, config)]}
+            call = await self._acall(state, config)
+            view = call.prepared.messages
+            return {"messages": [await answered(self.engine, self.bind(llm, view), call, llm).ainvoke(view, config)]}
 
         return RunnableLambda(run, afunc=arun, name="ctxplugin_model")
 

@@ -7,6 +7,10 @@
 the state keeps the original output, annotated with its ref and compact form, and every later
 view shows the compact form. The middleware registers the ``expand_ref`` and ``load_tools``
 tools. LangGraph's ``thread_id`` is the scope's ``session_id``.
+
+With the answer cache on (``CTXPLUGIN_CACHE__ENABLED=true``), ``wrap_model_call`` returns a
+cached answer instead of calling the model when the same question was already answered in the
+same context, and caches final answers (never ones with tool calls) after the call.
 """
 
 from __future__ import annotations
@@ -86,18 +90,33 @@ class ContextMiddleware(AgentMiddleware):
             tagged.append(message)
         return ModelResponse(result=tagged, structured_response=response.structured_response)
 
+    @staticmethod
+    def _answer(response: ModelResponse) -> AIMessage | None:
+        """The final answer worth caching: a lone AI message, no structured output."""
+        if response.structured_response is not None or len(response.result) != 1:
+            return None
+        message = response.result[0]
+        return message if isinstance(message, AIMessage) else None
+
     def wrap_model_call(
         self,
         request: ModelRequest,
         handler: Callable[[ModelRequest], ModelResponse],
     ) -> ModelResponse:
         """Send the prepared view to the model; returning the model's response unchanged
-        (plus the report in ``response_metadata``). Errors from ``prepare`` on invalid
+        (plus the report in ``response_metadata``), or a cached answer without calling the
+        model when the answer cache is on and has one. Errors from ``prepare`` on invalid
         messages propagate; store failures never do."""
-        prepared = self.engine.prepare(
-            self._full(request), tools=request.tools, scope=self._scope(), context_window=model_context_window(request.model)
-        )
-        return self._tag(handler(self._request_for(request, prepared)), prepared)
+        scope, full = self._scope(), self._full(request)
+        prepared = self.engine.prepare(full, tools=request.tools, scope=scope, context_window=model_context_window(request.model))
+        cached = self.engine.cached_answer(full, prepared, tools=request.tools, scope=scope, model=request.model)
+        if cached is not None:
+            return self._tag(ModelResponse(result=[cached]), prepared)
+        response = handler(self._request_for(request, prepared))
+        answer = self._answer(response) if self.engine.cache is not None else None
+        if answer is not None:
+            self.engine.remember_answer(full, prepared, answer, tools=request.tools, scope=scope, model=request.model)
+        return self._tag(response, prepared)
 
     async def awrap_model_call(
         self,
@@ -105,10 +124,16 @@ class ContextMiddleware(AgentMiddleware):
         handler: Callable[[ModelRequest], Awaitable[ModelResponse]],
     ) -> ModelResponse:
         """Async :meth:`wrap_model_call`."""
-        prepared = await self.engine.aprepare(
-            self._full(request), tools=request.tools, scope=self._scope(), context_window=model_context_window(request.model)
-        )
-        return self._tag(await handler(self._request_for(request, prepared)), prepared)
+        scope, full = self._scope(), self._full(request)
+        prepared = await self.engine.aprepare(full, tools=request.tools, scope=scope, context_window=model_context_window(request.model))
+        cached = await self.engine.acached_answer(full, prepared, tools=request.tools, scope=scope, model=request.model)
+        if cached is not None:
+            return self._tag(ModelResponse(result=[cached]), prepared)
+        response = await handler(self._request_for(request, prepared))
+        answer = self._answer(response) if self.engine.cache is not None else None
+        if answer is not None:
+            await self.engine.aremember_answer(full, prepared, answer, tools=request.tools, scope=scope, model=request.model)
+        return self._tag(response, prepared)
 
     # -- tool calls ---------------------------------------------------------------
     def wrap_tool_call(

@@ -1,0 +1,103 @@
+"""The answer cache in LangGraph hosts without middleware (``create_react_agent``, custom graphs).
+
+``create_agent`` has one hook around the model call; ``create_react_agent`` splits it in two:
+``pre_model_hook`` prepares the view, then the model callable receives only that view. The
+prepared call (full conversation, report, scope) is handed from the first to the second through
+:class:`AnswerHandoff`, keyed by the scope and the view itself, so the model step can look up a
+cached answer and store the final one. Nothing here runs when the cache is off.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
+
+from ctxplugin import ContextEngine, PreparedContext, Scope
+
+_PENDING = 256
+
+
+@dataclass(frozen=True)
+class PreparedCall:
+    """What the model step needs to consult the cache: the call as ``prepare`` saw it."""
+
+    full: list[BaseMessage]
+    prepared: PreparedContext
+    scope: Scope
+    tools: Sequence[Any]
+
+
+def answered(engine: ContextEngine, bound: Runnable[Any, Any], call: PreparedCall, model: Any) -> Runnable[Any, Any]:
+    """``bound`` behind the answer cache: a cached answer when there is one, else the model's
+    reply, cached when it is final. ``bound`` itself when the cache is off."""
+    if engine.cache is None:
+        return bound
+
+    def run(input: Any, config: RunnableConfig) -> Any:
+        kwargs: dict[str, Any] = {"tools": call.tools, "scope": call.scope, "model": model}
+        cached = engine.cached_answer(call.full, call.prepared, **kwargs)
+        if cached is not None:
+            return cached
+        reply = bound.invoke(input, config)
+        if isinstance(reply, AIMessage):
+            engine.remember_answer(call.full, call.prepared, reply, **kwargs)
+        return reply
+
+    async def arun(input: Any, config: RunnableConfig) -> Any:
+        kwargs: dict[str, Any] = {"tools": call.tools, "scope": call.scope, "model": model}
+        cached = await engine.acached_answer(call.full, call.prepared, **kwargs)
+        if cached is not None:
+            return cached
+        reply = await bound.ainvoke(input, config)
+        if isinstance(reply, AIMessage):
+            await engine.aremember_answer(call.full, call.prepared, reply, **kwargs)
+        return reply
+
+    return RunnableLambda(run, afunc=arun, name="ctxplugin_answer_cache")
+
+
+class AnswerHandoff:
+    """Prepared calls waiting for their model step, keyed by scope and view (bounded, thread-safe).
+
+    An entry nobody picks up (a custom graph whose model node does not use
+    :meth:`ContextHooks.model`) is dropped once ``_PENDING`` newer ones arrived.
+    """
+
+    def __init__(self, engine: ContextEngine) -> None:
+        self.engine = engine
+        self._pending: OrderedDict[str, PreparedCall] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def keep(self, call: PreparedCall) -> None:
+        """Remember a prepared call for the model step that will receive its view."""
+        if self.engine.cache is None:
+            return
+        key = _view_key(call.scope, call.prepared.messages)
+        with self._lock:
+            self._pending[key] = call
+            self._pending.move_to_end(key)
+            while len(self._pending) > _PENDING:
+                self._pending.popitem(last=False)
+
+    def model(self, bound: Runnable[Any, Any], view: Sequence[BaseMessage], scope: Scope, model: Any) -> Runnable[Any, Any]:
+        """``bound`` behind the cache if the call that produced ``view`` is known, else ``bound``."""
+        with self._lock:
+            call = self._pending.pop(_view_key(scope, view), None)
+        return bound if call is None else answered(self.engine, bound, call, model)
+
+
+def _view_key(scope: Scope, view: Sequence[BaseMessage]) -> str:
+    digest = hashlib.sha256(scope.key().encode("utf-8", "surrogatepass"))
+    for message in view:
+        digest.update(repr((message.type, message.id, message.content)).encode("utf-8", "surrogatepass"))
+    return digest.hexdigest()
+
+
+__all__ = ["AnswerHandoff", "PreparedCall", "answered"]
