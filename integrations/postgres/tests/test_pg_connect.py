@@ -7,6 +7,7 @@ import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from ctxplugin_postgres import PostgresCASStore
@@ -28,11 +29,11 @@ OTHER_TENANT = Scope(session_id="thread-1", user_id="alice", tenant_id="globex")
 
 
 @pytest.fixture
-def server_env(monkeypatch: pytest.MonkeyPatch, pg_dsn: str, pg_schema: str, chroma_server: object, tmp_path: Path) -> Iterator[None]:
+def server_env(monkeypatch: pytest.MonkeyPatch, pg_dsn: str, pg_schema: str, chroma_server: Any, tmp_path: Path) -> Iterator[None]:
     """The environment of a deployment on server stores (a fresh schema and collection)."""
     monkeypatch.setenv("CTXPLUGIN_POSTGRES_DSN", pg_dsn)
     monkeypatch.setenv("CTXPLUGIN_POSTGRES_SCHEMA", pg_schema)
-    monkeypatch.setenv("CTXPLUGIN_CHROMA_URL", chroma_server.url)  # type: ignore[attr-defined]
+    monkeypatch.setenv("CTXPLUGIN_CHROMA_URL", chroma_server.url)
     monkeypatch.setenv("CTXPLUGIN_FACTS__COLLECTION", f"t{uuid.uuid4().hex[:12]}")
     monkeypatch.setenv("CTXPLUGIN_PATH", str(tmp_path / "unused"))
     yield
@@ -93,11 +94,11 @@ def test_the_environment_moves_every_store_to_the_servers(server_env: None, tmp_
 
 
 def test_only_a_chroma_url_keeps_the_cas_on_disk(
-    monkeypatch: pytest.MonkeyPatch, chroma_server: object, tmp_path: Path
+    monkeypatch: pytest.MonkeyPatch, chroma_server: Any, tmp_path: Path
 ) -> None:
     monkeypatch.delenv("CTXPLUGIN_POSTGRES_DSN", raising=False)
     config = ContextConfig(
-        chroma_url=chroma_server.url,  # type: ignore[attr-defined]
+        chroma_url=chroma_server.url,
         path=str(tmp_path / "local"),
         facts={"collection": f"t{uuid.uuid4().hex[:12]}"},
     )
