@@ -15,10 +15,11 @@ from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 from langchain_core.embeddings import Embeddings
+from pydantic import BaseModel
 
 from ctxplugin.config import FactsConfig
 from ctxplugin.errors import ConfigError, StoreError, StoreUnavailableError
@@ -32,8 +33,10 @@ from ctxplugin.facts.model import Fact, FactQuery, Source, matches, reader_keys,
 from ctxplugin.scope import Scope
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_SEP = "\x1f"
+_RETRY_UNFILTERED = 32
+_MEMO_READERS = 4096
 _MICROSECOND = timedelta(microseconds=1)
-_OPTIONAL = ("key", "scope_id", "supersedes", "superseded_by", "constraint_type", "note")
 
 
 class ChromaFactStore:
@@ -65,6 +68,8 @@ class ChromaFactStore:
         self._lock = threading.Lock()
         self._base = f"{self.config.collection}_{embedding_identity(self.embedding)}"
         self._owns_client = False
+        # readers whose facts are a small share of the collection: search with the filter at once
+        self._filter_first: dict[str, int] = {}
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -199,7 +204,7 @@ class ChromaFactStore:
     def find(self, query: FactQuery, *, limit: int | None = None) -> list[Fact]:
         with _translated("read facts"):
             result = self._collection(query.reader.tenant_id or "").get(
-                where=_where(query), include=["documents", "metadatas"]
+                where=_find_where(query), include=["documents", "metadatas"]
             )
         facts = [
             _from_metadata(i, doc, meta)
@@ -210,27 +215,56 @@ class ChromaFactStore:
         return facts if limit is None else facts[:limit]
 
     def search(self, text: str, query: FactQuery, *, n: int) -> list[tuple[Fact, float]]:
+        """Nearest facts matching ``query``.
+
+        Chroma evaluates a metadata filter by listing every matching record, which costs more
+        than the vector search itself when the filter keeps most of a collection (one user's
+        facts). So the nearest ``n`` are fetched unfiltered first and filtered here; only when
+        fewer than half of them match (a collection shared by many readers) is the query
+        repeated with the filter, and the reader is remembered as one to filter for at once.
+        """
         if n <= 0:
             return []
         vector = self.embedding.embed_query(text)
+        memo_key = "\x00".join(reader_keys(query.reader))
         with _translated("search facts"):
             collection = self._collection(query.reader.tenant_id or "")
-            result = collection.query(
-                query_embeddings=[vector],
-                n_results=n,
-                where=_where(query),
-                include=["documents", "metadatas", "distances"],
-            )
+            tries = self._filter_first.get(memo_key, 0)
+            if tries == 0 or tries % _RETRY_UNFILTERED == 0:
+                found, complete = self._query(collection, vector, n, None, query)
+                if complete or len(found) * 2 >= n:
+                    self._filter_first.pop(memo_key, None)
+                    return found
+            self._remember_filter(memo_key)
+            found, _ = self._query(collection, vector, n, _search_where(query), query)
+            return found
+
+    def _query(
+        self, collection: Any, vector: list[float], n: int, where: dict[str, Any] | None, query: FactQuery
+    ) -> tuple[list[tuple[Fact, float]], bool]:
+        """Matching facts among the nearest ``n`` (and whether fewer than ``n`` exist at all)."""
+        result = collection.query(
+            query_embeddings=[vector], n_results=n, where=where, include=["documents", "metadatas", "distances"]
+        )
         ids = result["ids"][0]
         docs = (result["documents"] or [[]])[0]
         metas = (result["metadatas"] or [[]])[0]
         distances = (result["distances"] or [[]])[0]
         out: list[tuple[Fact, float]] = []
+        readable = frozenset(reader_keys(query.reader))
         for i, doc, meta, distance in zip(ids, docs, metas, distances, strict=True):
+            if not _may_match(meta, query, readable):
+                continue
             fact = _from_metadata(i, doc, meta)
             if matches(fact, query):
                 out.append((fact, 1.0 - float(distance)))
-        return out
+        return out, len(ids) < n
+
+    def _remember_filter(self, memo_key: str) -> None:
+        with self._lock:
+            self._filter_first[memo_key] = self._filter_first.get(memo_key, 0) + 1
+            while len(self._filter_first) > _MEMO_READERS:
+                self._filter_first.pop(next(iter(self._filter_first)))
 
     # ------------------------------------------------------------------ internals
     def collection_name(self, tenant_id: str | None) -> str:
@@ -290,91 +324,137 @@ def _close_http_session(client: Any) -> None:
             session.close()
 
 
-def _where(query: FactQuery) -> dict[str, Any]:
-    clauses: list[dict[str, Any]] = [{"vis": {"$in": reader_keys(query.reader)}}]
-    if query.valid is not None:
-        clauses.append({"is_valid": query.valid})
-    if query.key is not None:
-        clauses.append({"key": query.key})
-    if query.scopes is not None:
-        clauses.append({"scope": {"$in": list(query.scopes)}})
-    if query.depends_on is not None:
-        clauses.append({"dep_" + query.depends_on: True})
+def _find_where(query: FactQuery) -> dict[str, Any]:
+    """One selective Chroma clause for ``query``; the rest is checked in Python (:func:`matches`).
+
+    Chroma lists every record matching each clause before intersecting, so a clause matching
+    most of the collection (the reader's visibility, validity) is slow however selective the
+    whole filter is. Composite fields (visibility key joined with the key, text hash or state)
+    make each lookup a single selective equality.
+    """
+    keys = reader_keys(query.reader)
     if query.text_hash is not None:
-        clauses.append({"text_hash": query.text_hash})
-    return clauses[0] if len(clauses) == 1 else {"$and": clauses}
+        return {"hv": {"$in": [f"{v}{_SEP}{query.text_hash}" for v in keys]}}
+    if query.key is not None:
+        return {"kv": {"$in": [f"{v}{_SEP}{query.key}" for v in keys]}}
+    if query.depends_on is not None:
+        return {"dep_" + query.depends_on: {"$in": keys}}
+    if query.valid is not None:
+        return _state_where(keys, query.valid)
+    return {"vis": {"$in": keys}}
+
+
+def _search_where(query: FactQuery) -> dict[str, Any]:
+    if query.valid is not None and query.key is None and query.text_hash is None and query.depends_on is None:
+        return _state_where(reader_keys(query.reader), query.valid)
+    return _find_where(query)
+
+
+def _state_where(keys: list[str], valid: bool) -> dict[str, Any]:
+    state = "valid" if valid else "invalid"
+    return {"sv": {"$in": [f"{v}{_SEP}{state}" for v in keys]}}
+
+
+def _may_match(meta: dict[str, Any] | None, query: FactQuery, readable: frozenset[str]) -> bool:
+    """A cheap necessary condition on raw metadata, before building the fact."""
+    if meta is None:
+        return False
+    if query.valid is not None and bool(meta.get("is_valid", True)) != query.valid:
+        return False
+    if query.scopes is not None and meta.get("scope", "global") not in query.scopes:
+        return False
+    return meta.get("vis") in readable
 
 
 def _to_metadata(fact: Fact) -> dict[str, Any]:
+    """Chroma metadata of a fact: the fields filters use, plus the rest as one JSON string
+    (each metadata field is a row in Chroma's SQLite; fewer fields write and read faster)."""
     owner = fact.owner
-    meta: dict[str, Any] = {
-        "kind": fact.kind,
-        "scope": fact.scope,
-        "memory_type": fact.memory_type,
+    vis = visibility_key(owner, fact.visibility)
+    body = {
+        "owner": [owner.session_id, owner.user_id, owner.workspace_id, owner.tenant_id],
         "visibility": fact.visibility,
-        "vis": visibility_key(owner, fact.visibility),
-        "tenant_id": owner.tenant_id or "",
-        "workspace_id": owner.workspace_id or "",
-        "user_id": owner.user_id or "",
-        "session_id": owner.session_id,
-        "source_type": fact.source.type,
-        "authority": fact.authority,
-        "tags": json.dumps(list(fact.tags)),
-        "importance": float(fact.importance),
-        "created_us": (fact.created_at - _EPOCH) // _MICROSECOND,
-        "is_valid": fact.is_valid,
-        "depends_on": json.dumps(list(fact.depends_on)),
-        "needs_review": fact.needs_review,
-        "text_hash": fact.text_hash,
-    }
-    optional = {
-        "key": fact.key,
         "scope_id": fact.scope_id,
-        "source_ref": fact.source.ref,
+        "memory_type": fact.memory_type,
+        "source": [fact.source.type, fact.source.ref, fact.source.turn_index],
+        "authority": fact.authority,
+        "tags": list(fact.tags),
+        "importance": fact.importance,
+        "created_us": (fact.created_at - _EPOCH) // _MICROSECOND,
         "supersedes": fact.supersedes,
         "superseded_by": fact.superseded_by,
+        "depends_on": list(fact.depends_on),
+        "needs_review": fact.needs_review,
         "constraint_type": fact.constraint_type,
         "note": fact.note,
     }
-    meta.update({k: v for k, v in optional.items() if v is not None})
-    if fact.source.turn_index is not None:
-        meta["turn_index"] = fact.source.turn_index
+    meta: dict[str, Any] = {
+        "kind": fact.kind,
+        "scope": fact.scope,
+        "is_valid": fact.is_valid,
+        "vis": vis,
+        "sv": f"{vis}{_SEP}{'valid' if fact.is_valid else 'invalid'}",
+        "hv": f"{vis}{_SEP}{fact.text_hash}",
+        "fact": json.dumps(body, separators=(",", ":"), ensure_ascii=False),
+    }
+    if fact.key is not None:
+        meta["key"] = fact.key
+        meta["kv"] = f"{vis}{_SEP}{fact.key}"
     for dep in fact.depends_on:
-        meta["dep_" + dep] = True
+        meta["dep_" + dep] = vis
     return meta
 
 
 def _from_metadata(fact_id: str, text: str | None, meta: dict[str, Any] | None) -> Fact:
     m = meta or {}
-    owner = Scope.model_construct(
-        session_id=str(m.get("session_id", "")),
-        user_id=m.get("user_id") or None,
-        workspace_id=m.get("workspace_id") or None,
-        tenant_id=m.get("tenant_id") or None,
+    body = json.loads(m.get("fact") or "{}")
+    session_id, user_id, workspace_id, tenant_id = body.get("owner") or ["", None, None, None]
+    source_type, source_ref, turn_index = body.get("source") or ["state_write", None, None]
+    owner = _construct(
+        Scope, {"session_id": session_id, "user_id": user_id, "workspace_id": workspace_id, "tenant_id": tenant_id}
     )
-    source = Source.model_construct(
-        type=m.get("source_type", "state_write"), ref=m.get("source_ref"), turn_index=m.get("turn_index")
-    )
+    source = _construct(Source, {"type": source_type, "ref": source_ref, "turn_index": turn_index})
     values: dict[str, Any] = {
         "id": fact_id,
+        "key": m.get("key"),
         "text": text or "",
         "kind": m.get("kind", "fact"),
         "owner": owner,
-        "visibility": m.get("visibility", "session"),
+        "visibility": body.get("visibility", "session"),
         "scope": m.get("scope", "global"),
-        "memory_type": m.get("memory_type", "user"),
+        "scope_id": body.get("scope_id"),
+        "memory_type": body.get("memory_type", "user"),
         "source": source,
-        "authority": m.get("authority", "user"),
-        "tags": tuple(json.loads(m.get("tags", "[]"))),
-        "importance": float(m.get("importance", 0.5)),
-        "created_at": _EPOCH + _MICROSECOND * int(m.get("created_us", 0)),
+        "authority": body.get("authority", "user"),
+        "tags": tuple(body.get("tags", ())),
+        "importance": float(body.get("importance", 0.5)),
+        "created_at": _EPOCH + _MICROSECOND * int(body.get("created_us", 0)),
         "is_valid": bool(m.get("is_valid", True)),
-        "depends_on": tuple(json.loads(m.get("depends_on", "[]"))),
-        "needs_review": bool(m.get("needs_review", False)),
+        "supersedes": body.get("supersedes"),
+        "superseded_by": body.get("superseded_by"),
+        "depends_on": tuple(body.get("depends_on", ())),
+        "needs_review": bool(body.get("needs_review", False)),
+        "constraint_type": body.get("constraint_type"),
+        "note": body.get("note"),
     }
-    for name in _OPTIONAL:
-        values[name] = m.get(name)
-    return Fact.model_construct(**values)
+    return _construct(Fact, values)
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def _construct(cls: type[M], values: dict[str, Any]) -> M:
+    """``cls.model_construct(**values)`` for values naming every field, without its per-field
+    default handling (a fact read back from Chroma was validated when it was written; this is
+    the hot path of every search)."""
+    if len(values) != len(cls.model_fields):
+        return cls.model_construct(**values)
+    instance = cls.__new__(cls)
+    object.__setattr__(instance, "__dict__", values)
+    object.__setattr__(instance, "__pydantic_fields_set__", set(values))
+    object.__setattr__(instance, "__pydantic_extra__", None)
+    object.__setattr__(instance, "__pydantic_private__", None)
+    return instance
 
 
 @contextmanager

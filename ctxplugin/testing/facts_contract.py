@@ -148,6 +148,15 @@ class FactStoreContract:
         assert store.search("fact", FactQuery(reader=ALICE), n=0) == []
         assert store.search("fact", FactQuery(reader=BOB), n=5) == []
 
+    def test_search_finds_a_readers_few_facts_among_many_closer_ones(self, store: FactStore) -> None:
+        crowd = [make_fact(f"Bob's budget for project {i} is {i}k", owner=BOB) for i in range(60)]
+        mine = [make_fact("Alice's budget is 50k"), make_fact("Alice's team is in Lisbon")]
+        store.add([*crowd, *mine])
+        for _ in range(2):  # a second search may take another path; it must agree
+            hits = store.search("budget for project 7", FactQuery(reader=ALICE), n=4)
+            assert {f.id for f, _ in hits} == {m.id for m in mine}
+        assert len(store.search("budget for project 7", FactQuery(reader=BOB), n=4)) == 4
+
     # ------------------------------------------------------------------ through the ledger
     def test_supersession_chain_is_readable_and_only_its_head_is_retrieved(self, ledger: FactsLedger) -> None:
         a = ledger.write("Data Team on Project Alpha", key="data_team_allocation", scope=ALICE)

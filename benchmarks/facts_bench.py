@@ -1,0 +1,375 @@
+"""Facts ledger: retrieval latency against a raw Chroma query, retrieval quality of the offline
+embedding, and how many stale statements the outdated marks catch.
+
+Latency: for 1k, 10k and 100k facts (one user's facts, all readable by the reader: the worst
+case for a filtered vector search), embedded (``PersistentClient``) and server (``chroma run``
+on a free loopback port), it times ``ledger.search(query, scope=..., k=12)`` end to end (query
+embedding, Chroma query, parsing, ranking) against, in the same run and interleaved query by
+query:
+
+- raw, scope filter: what a user of Chroma alone would do: embed the query with the same
+  embedding and call ``collection.query(n_results=12, where=<the reader's scope>)``;
+- raw, no filter: the same call without a filter, Chroma's vector search alone (the floor:
+  it would return other users' and superseded facts).
+
+Quality: recall@1 and recall@5 of the hashing embedding on labelled queries among 1,000
+distractor facts, by kind of query (exact identifier, shared words, other word forms,
+paraphrase with no shared word).
+
+Outdated marks: a scripted conversation where a value changes; counts messages stating the
+stale value, and how many of them the prepared view still shows without a mark.
+
+Run (a few minutes; ``--sizes 1000 10000`` for a quick look):
+    uv run --all-packages python benchmarks/facts_bench.py [--sizes 1000 10000 100000]
+        [--queries 200] [--no-server] [--write-docs]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import gc
+import platform
+import random
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+
+from ctxplugin.config import FactsConfig
+from ctxplugin.facts import (
+    ChromaFactStore,
+    Fact,
+    FactsLedger,
+    HashingEmbedding,
+    MemoryFactStore,
+    mark_outdated,
+)
+from ctxplugin.facts.model import reader_keys
+from ctxplugin.scope import Scope
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs" / "facts.md"
+BEGIN, END = "<!-- facts-bench:begin -->", "<!-- facts-bench:end -->"
+K = 12
+READER = Scope(session_id="bench-session", user_id="bench-user", tenant_id="bench")
+
+TEAMS = ["data", "platform", "mobile", "search", "billing", "growth", "infra", "design", "security", "support"]
+PROJECTS = ["Alpha", "Beta", "Gamma", "Delta", "Orion", "Nova", "Atlas", "Zephyr", "Kite", "Lumen"]
+CITIES = ["Denver", "Houston", "Boston", "Chicago", "Seattle", "Austin", "Miami", "Atlanta", "Dallas", "Phoenix"]
+METRICS = ["p90 latency", "error rate", "signup conversion", "weekly active users", "churn", "build time"]
+TOPICS = ["cache", "queue", "database", "frontend", "billing export", "search index", "auth service"]
+
+
+def synthetic_fact(i: int, rng: random.Random) -> tuple[str, str | None, str]:
+    """(text, key, kind) of the i-th synthetic fact; varied wording, ids and numbers."""
+    team, project, city = rng.choice(TEAMS), rng.choice(PROJECTS), rng.choice(CITIES)
+    pick = i % 8
+    if pick == 0:
+        return f"The {team} team is allocated to Project {project} until Q{rng.randint(1, 4)}", f"{team}_team_{i}", "decision"
+    if pick == 1:
+        return f"Order #W{100000 + i} ships from {city} on {rng.choice(['Monday', 'Friday', 'May 27'])}", None, "entity"
+    if pick == 2:
+        return f"{rng.choice(METRICS).capitalize()} for {project} is {rng.randint(2, 900)} ms this week", f"metric_{i}", "metric"
+    if pick == 3:
+        return f"Reservation R{i:06d}: flight HAT{i % 997:03d} from {city}, cabin economy", f"reservation_{i}", "entity"
+    if pick == 4:
+        return f"We decided to use {rng.choice(['Postgres', 'Redis', 'Kafka', 'SQLite'])} for the {rng.choice(TOPICS)} of {project}", None, "decision"
+    if pick == 5:
+        return f"User prefers {rng.choice(['aisle', 'window'])} seats and {rng.choice(['morning', 'evening'])} flights ({i})", None, "preference"
+    if pick == 6:
+        return f"Budget for {project} {rng.choice(TOPICS)} is capped at ${rng.randint(5, 500)}k", f"budget_{i}", "constraint"
+    return f"See https://docs.example.com/{team}/{i} for the {rng.choice(TOPICS)} runbook", None, "link"
+
+
+def synthetic_facts(n: int, seed: int = 7) -> list[Fact]:
+    rng = random.Random(seed)
+    start = dt.datetime(2025, 1, 1, tzinfo=dt.UTC)
+    out = []
+    for i in range(n):
+        text, key, kind = synthetic_fact(i, rng)
+        out.append(
+            Fact(
+                text=text, key=key, kind=kind, owner=READER, visibility="user",
+                created_at=start + dt.timedelta(minutes=i), importance=rng.random(),
+            )
+        )
+    return out
+
+
+def queries(n: int, seed: int = 11) -> list[str]:
+    rng = random.Random(seed)
+    forms: list[Callable[[], str]] = [
+        lambda: f"which project is the {rng.choice(TEAMS)} team on?",
+        lambda: f"when does order W{100000 + rng.randrange(0, 100000, 8) + 1} ship?",
+        lambda: f"what is the {rng.choice(METRICS)} of {rng.choice(PROJECTS)}?",
+        lambda: f"what database do we use for the {rng.choice(TOPICS)}?",
+        lambda: f"what is the budget of {rng.choice(PROJECTS)}?",
+        lambda: "seat preference for my next flight",
+    ]
+    return [rng.choice(forms)() for _ in range(n)]
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def timed(fn: Callable[[str], None], query: str) -> float:
+    start = time.perf_counter()
+    fn(query)
+    return (time.perf_counter() - start) * 1000
+
+
+def measure(store: ChromaFactStore, n: int, n_queries: int) -> dict[str, Any]:
+    facts = synthetic_facts(n)
+    load_start = time.perf_counter()
+    for start in range(0, n, 5000):
+        store.add(facts[start : start + 5000])
+    load_s = time.perf_counter() - load_start
+    ledger = FactsLedger(store, FactsConfig())
+    collection = store.raw_collection(READER.tenant_id)
+    embedding = store.embedding
+    scope_filter = {"vis": {"$in": reader_keys(READER)}}
+
+    def raw(query: str) -> None:
+        collection.query(query_embeddings=[embedding.embed_query(query)], n_results=K, where=scope_filter,
+                         include=["documents", "metadatas", "distances"])
+
+    def raw_nofilter(query: str) -> None:
+        collection.query(query_embeddings=[embedding.embed_query(query)], n_results=K,
+                         include=["documents", "metadatas", "distances"])
+
+    def ours(query: str) -> None:
+        hits = ledger.search(query, scope=READER, k=K)
+        assert len(hits) == K
+
+    qs = queries(n_queries + 20)
+    for q in qs[:20]:  # warm caches and connections
+        for warm in (raw, raw_nofilter, ours):
+            warm(q)
+    times: dict[str, list[float]] = {"raw": [], "raw_nofilter": [], "ours": []}
+    gc.disable()
+    try:
+        for i, q in enumerate(qs[20:]):
+            order = [("raw", raw), ("raw_nofilter", raw_nofilter), ("ours", ours)]
+            if i % 2:
+                order.reverse()
+            for name, fn in order:
+                times[name].append(timed(fn, q))
+    finally:
+        gc.enable()
+    row: dict[str, Any] = {"n": n, "load_s": load_s}
+    for name, values in times.items():
+        row[f"{name}_p50"] = statistics.median(values)
+        row[f"{name}_p90"] = pct(values, 0.9)
+    row["ratio_p50"] = row["ours_p50"] / row["raw_p50"]
+    row["ratio_p90"] = row["ours_p90"] / row["raw_p90"]
+    row["ratio_nofilter_p50"] = row["ours_p50"] / row["raw_nofilter_p50"]
+    row["ratio_nofilter_p90"] = row["ours_p90"] / row["raw_nofilter_p90"]
+    return row
+
+
+# ---------------------------------------------------------------- a Chroma server
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def start_server(path: Path) -> tuple[subprocess.Popen[bytes], str]:
+    executable = shutil.which("chroma") or str(Path(sys.executable).parent / "chroma")
+    port = free_port()
+    process = subprocess.Popen(
+        [executable, "run", "--path", str(path), "--host", "127.0.0.1", "--port", str(port)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        with socket.socket() as sock:
+            sock.settimeout(1)
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                time.sleep(0.5)
+                return process, f"http://127.0.0.1:{port}"
+        time.sleep(0.3)
+    process.kill()
+    raise RuntimeError("chroma run did not start")
+
+
+# ---------------------------------------------------------------- quality
+QUALITY = [
+    # (kind, stored fact, query)
+    ("identifier", "Order #W482913 ships from Denver on Friday", "status of W482913"),
+    ("identifier", "The failing test is tests/api/test_refunds.py::test_partial", "test_refunds.py failure"),
+    ("identifier", "Reservation OBUT9V is in economy", "what cabin is OBUT9V"),
+    ("identifier", "Contact sofia.kim1937@example.com for the invoice", "sofia.kim1937@example.com"),
+    ("identifier", "Flight HAT175 leaves Las Vegas at 13:00", "HAT175 departure"),
+    ("shared words", "The data team is allocated to Project Nova", "which project is the data team on?"),
+    ("shared words", "Max discount for enterprise customers is 15%", "enterprise discount limit"),
+    ("shared words", "Standup meeting moved to Thursday at 3pm", "when is the standup meeting?"),
+    ("shared words", "Staging database password rotates every 30 days", "how often does the staging password rotate"),
+    ("shared words", "Release freeze starts on December 15", "when does the release freeze start"),
+    ("word forms", "Engineers were reallocated to the payments migration", "allocation of engineers"),
+    ("word forms", "Deployment of the billing service failed twice", "billing deploy failures"),
+    ("word forms", "The customer requested a refund for the broken charger", "refund requests"),
+    ("word forms", "Shipping estimates are computed nightly", "shipping estimate computation"),
+    ("word forms", "The mobile app crashes when uploading photos", "mobile crash on upload"),
+    ("paraphrase", "The data team is allocated to Project Nova", "what are the analysts working on?"),
+    ("paraphrase", "Max discount for enterprise customers is 15%", "how much can we knock off the price for big clients?"),
+    ("paraphrase", "Standup meeting moved to Thursday at 3pm", "when do we sync up this week?"),
+    ("paraphrase", "The customer requested a refund for the broken charger", "money back for the faulty adapter"),
+    ("paraphrase", "User prefers aisle seats", "where does she like to sit on planes?"),
+]
+
+
+def quality(n_distractors: int = 1000) -> dict[str, tuple[float, float, int]]:
+    store = MemoryFactStore(embedding=HashingEmbedding())
+    store.add(synthetic_facts(n_distractors, seed=3))
+    targets = {}
+    for _, text, _ in QUALITY:
+        if text not in targets:
+            fact = Fact(text=text, owner=READER, visibility="user")
+            store.add([fact])
+            targets[text] = fact.id
+    ledger = FactsLedger(store, FactsConfig())
+    result: dict[str, list[tuple[bool, bool]]] = {}
+    for kind, text, query in QUALITY:
+        ids = [h.fact.id for h in ledger.search(query, scope=READER, k=5)]
+        result.setdefault(kind, []).append((ids[:1] == [targets[text]], targets[text] in ids))
+    return {k: (sum(a for a, _ in v) / len(v), sum(b for _, b in v) / len(v), len(v)) for k, v in result.items()}
+
+
+# ---------------------------------------------------------------- outdated marks
+def outdated() -> tuple[int, int, int, int]:
+    """(stale statements, unmarked without marks, unmarked with marks, other messages changed)."""
+    scope = Scope(session_id="outdated")
+    ledger = FactsLedger(MemoryFactStore(), FactsConfig())
+    body: list[BaseMessage] = [
+        HumanMessage("The data team is on Project Alpha.", id="u0"),
+        AIMessage("Noted: the data team is on Project Alpha."),
+        HumanMessage("Our budget is $50k.", id="u1"),
+        AIMessage("OK, budget $50k."),
+        HumanMessage("The standup meeting is on Tuesday.", id="u2"),
+        AIMessage("Tuesday standup it is. The data team on Project Alpha will join."),
+        HumanMessage("I prefer window seats.", id="u3"),
+        AIMessage("Window seats noted."),
+        HumanMessage("Actually, the data team moved to Project Beta.", id="u4"),
+        HumanMessage("Correction: our budget is $40k.", id="u5"),
+        HumanMessage("The standup meeting moved to Thursday.", id="u6"),
+        AIMessage("Updated: data team on Project Beta, budget $40k, standup Thursday."),
+        HumanMessage("Remind me, the data team is on Project Alpha, right?", id="u7"),
+    ]
+    ledger.ingest(body, scope=scope)
+    stale_values = ["Project Alpha", "$50k", "Tuesday"]
+    stating = [m for m in body if any(v in str(m.content) for v in stale_values)]
+    view, _ = mark_outdated(body, ledger=ledger, scope=scope)
+    stale_ids = {id(m) for m in stating}
+    unmarked = [v for m, v in zip(body, view, strict=True) if id(m) in stale_ids and "[outdated" not in str(v.content)]
+    others_changed = [v for m, v in zip(body, view, strict=True) if id(m) not in stale_ids and v.content != m.content]
+    return len(stating), len(stating), len(unmarked), len(others_changed)
+
+
+# ---------------------------------------------------------------- report
+def markdown(rows: list[tuple[str, dict[str, Any]]], quality_rows: dict[str, tuple[float, float, int]],
+             marks: tuple[int, int, int, int], args: argparse.Namespace) -> str:
+    lines = [
+        f"Run on {dt.date.today().isoformat()}, {platform.machine()}, {_cpus()} CPUs, Python "
+        f"{platform.python_version()}, chromadb {_chroma_version()}; {args.queries} queries per row after 20 "
+        "warm-up queries, k=12, facts all readable by the reader.",
+        "",
+        "Command: `uv run --all-packages python benchmarks/facts_bench.py --write-docs`",
+        "",
+        "| backend | facts | load (s) | ledger p50 | ledger p90 | raw, scope filter p50 | p90 | ledger / raw p90 "
+        "| raw, no filter p50 | p90 | ledger / raw p90 |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for backend, r in rows:
+        lines.append(
+            f"| {backend} | {r['n']:,} | {r['load_s']:.1f} | {r['ours_p50']:.2f} ms | {r['ours_p90']:.2f} ms | "
+            f"{r['raw_p50']:.2f} ms | {r['raw_p90']:.2f} ms | {r['ratio_p90']:.2f}x | "
+            f"{r['raw_nofilter_p50']:.2f} ms | {r['raw_nofilter_p90']:.2f} ms | {r['ratio_nofilter_p90']:.2f}x |"
+        )
+    lines += [
+        "",
+        "Retrieval quality of the default hashing embedding (1,000 distractor facts, top 5):",
+        "",
+        "| query kind | recall@1 | recall@5 | queries |",
+        "|---|---:|---:|---:|",
+    ]
+    for kind, (r1, r5, count) in quality_rows.items():
+        lines.append(f"| {kind} | {r1:.0%} | {r5:.0%} | {count} |")
+    stating, before, after, others = marks
+    lines += [
+        "",
+        f"Outdated marks (scripted conversation, three values changed): {stating} messages state a stale value; "
+        f"without marks the view shows {before} of them as they were, with marks {after}; "
+        f"{others} other messages were changed.",
+    ]
+    return "\n".join(lines)
+
+
+def _cpus() -> int:
+    import os
+
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def _chroma_version() -> str:
+    import chromadb
+
+    return str(chromadb.__version__)
+
+
+def write_docs(text: str) -> None:
+    page = DOCS.read_text()
+    if BEGIN not in page or END not in page:
+        raise SystemExit(f"{DOCS} has no {BEGIN} ... {END} section to fill")
+    head, rest = page.split(BEGIN, 1)
+    _, tail = rest.split(END, 1)
+    DOCS.write_text(f"{head}{BEGIN}\n{text}\n{END}{tail}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000, 100000])
+    parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--no-server", action="store_true", help="skip the Chroma server rows")
+    parser.add_argument("--write-docs", action="store_true", help=f"write the results into {DOCS}")
+    args = parser.parse_args()
+    rows: list[tuple[str, dict[str, Any]]] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for n in args.sizes:
+            with ChromaFactStore.persistent(Path(tmp) / f"embedded-{n}") as store:
+                row = measure(store, n, args.queries)
+            rows.append(("embedded", row))
+            print(f"embedded {n:>7,}: ours p90 {row['ours_p90']:.2f} ms, raw p90 {row['raw_p90']:.2f} ms", flush=True)
+        if not args.no_server:
+            process, url = start_server(Path(tmp) / "server")
+            try:
+                for n in args.sizes:
+                    config = FactsConfig(collection=f"bench{n}")
+                    with ChromaFactStore.http(url, config=config) as store:
+                        row = measure(store, n, args.queries)
+                    rows.append(("server", row))
+                    print(f"server   {n:>7,}: ours p90 {row['ours_p90']:.2f} ms, raw p90 {row['raw_p90']:.2f} ms", flush=True)
+            finally:
+                process.terminate()
+                process.wait(timeout=30)
+    text = markdown(rows, quality(), outdated(), args)
+    print()
+    print(text)
+    if args.write_docs:
+        write_docs(text)
+        print(f"\nwritten to {DOCS}")
+
+
+if __name__ == "__main__":
+    main()
