@@ -484,7 +484,11 @@ class ContextEngine:
                 try:
                     with clock.stage("facts"):
                         if not self._seen(tool_message, scope):
-                            facts = self.facts.ingest([tool_message], scope=scope)
+                            # the full output is read, with the ref it is stored under as provenance
+                            source = tool_message if report.ref_id is None else tool_message.model_copy(
+                                update={"additional_kwargs": {**tool_message.additional_kwargs, META_KEY: {"ref": report.ref_id}}}
+                            )
+                            facts = self.facts.ingest([source], scope=scope)
                             report.facts_extracted = len(facts)
                 except StoreError as exc:
                     report.warnings.append(f"facts store unavailable; extraction skipped: {exc}")

@@ -107,6 +107,17 @@ def test_tool_results_captured_feed_the_facts_block() -> None:
     assert "cabin=business" in block and "cabin=economy" not in block
 
 
+def test_facts_from_a_stored_tool_output_cite_its_ref() -> None:
+    eng = engine()
+    events = [{"event_id": f"E{i}", "note": f"step {i} of the rebooking"} for i in range(80)]
+    payload = {"reservation_id": "ZX81PQ", "cabin": "economy", "events": events}
+    compact = eng.capture_tool_result(ToolMessage(json.dumps(payload), tool_call_id="c9", name="get_reservation"), scope=S)
+    ref = compact.additional_kwargs["ctxplugin"]["ref"]
+    fact = eng.facts.current("reservation:ZX81PQ", scope=S)
+    assert fact is not None and fact.source.ref == ref and fact.source.type == "tool"
+    assert eng.expand_ref(ref, scope=S) == json.dumps(payload)
+
+
 def test_users_do_not_see_each_others_facts_through_prepare() -> None:
     eng = engine()
     alice, bob = Scope(session_id="a", user_id="alice"), Scope(session_id="b", user_id="bob")
