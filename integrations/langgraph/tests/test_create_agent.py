@@ -3,13 +3,15 @@ receives the prepared view; sync, async and streaming."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 import pytest
 from ctxplugin_langgraph import ContextMiddleware
 from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langchain_core.tools import InjectedToolCallId, tool
 from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.types import Command
 
 from ctxplugin import ContextCallbackHandler, RefNotFoundError, Scope
 from ctxplugin.testing import ScriptedChatModel, memory_engine, tool_call
@@ -162,3 +164,25 @@ def test_humans_keep_their_words(scenario: Any) -> None:
         agent.invoke({"messages": [("user", turn)]}, config)
     humans = [m.content for m in agent.get_state(config).values["messages"] if isinstance(m, HumanMessage)]
     assert humans == scenario.turns
+
+
+def test_a_tool_returning_a_command_is_captured(scenario: Any) -> None:
+    @tool
+    def search_and_note(origin: str, tool_call_id: Annotated[str, InjectedToolCallId]) -> Command[Any]:
+        """Search flights and remember the origin."""
+        output = str(scenario.tools[0].invoke({"origin": origin, "destination": "JFK"}))
+        return Command(update={"messages": [ToolMessage(output, tool_call_id=tool_call_id, name="search_and_note")]})
+
+    engine = memory_engine()
+    model = ScriptedChatModel(script=[
+        AIMessage(content="", tool_calls=[tool_call("search_and_note", {"origin": "SFO"})]),
+        AIMessage(content="Done."),
+    ], default=None)
+    agent: Any = create_agent(model, [search_and_note], middleware=[ContextMiddleware(engine)], checkpointer=InMemorySaver())
+    config: Any = {"configurable": {"thread_id": "t-command"}}
+    agent.invoke({"messages": [("user", "search")]}, config)
+    result = next(m for m in agent.get_state(config).values["messages"] if isinstance(m, ToolMessage))
+    ref = result.additional_kwargs["ctxplugin"]["ref"]
+    assert engine.expand_ref(ref, scope=Scope(session_id="t-command")) == result.content
+    seen = next(m for m in model.calls[-1].messages if isinstance(m, ToolMessage))
+    assert ref in str(seen.content) and len(str(seen.content)) < len(str(result.content)) / 3
