@@ -21,7 +21,14 @@ from ctxplugin.cache.answer import (
 )
 from ctxplugin.cache.chroma import ChromaAnswerCacheStore
 from ctxplugin.cache.context import CacheScope, CallContext, call_context, model_identity, partition
-from ctxplugin.cache.guard import QueryGuard, normalize_query, same_specifics, same_wording, wording
+from ctxplugin.cache.guard import (
+    QueryGuard,
+    normalize_query,
+    same_specifics,
+    same_wording,
+    search_text,
+    wording,
+)
 from ctxplugin.cache.store import AnswerCacheStore, CacheEntry, MemoryAnswerCacheStore
 
 __all__ = [
@@ -42,6 +49,7 @@ __all__ = [
     "partition",
     "same_specifics",
     "same_wording",
+    "search_text",
     "uncacheable",
     "wording",
 ]

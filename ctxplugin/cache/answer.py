@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from langchain_core.messages import AIMessage, BaseMessage
 
 from ctxplugin.cache.context import SAID, CallContext
-from ctxplugin.cache.guard import QueryGuard, same_wording
+from ctxplugin.cache.guard import QueryGuard, same_wording, search_text
 from ctxplugin.cache.store import (
     AnswerCacheStore,
     CacheEntry,
@@ -108,7 +108,7 @@ class AnswerCache:
             StoreError: a store (cache, CAS or facts) failed.
         """
         now = self.clock()
-        found = self.store.candidates(call.partition, call.signature, call.query_norm, now=now, n=self.candidates)
+        found = self.store.candidates(call.partition, call.signature, search_text(call.query_norm), now=now, n=self.candidates)
         reasons: list[str] = []
         for entry, similarity in found:
             reason = self._refusal(entry, similarity, call, now)

@@ -28,6 +28,9 @@ DEFAULT_COLLECTION = "ctxplugin_answers"
 class ChromaAnswerCacheStore:
     """Cached answers in a Chroma collection.
 
+    Hit counts are written in batches (every :attr:`HIT_BATCH` hits, on :meth:`purge_expired`
+    and on :meth:`close`); entries returned by this store include the counts not yet written.
+
     Build it with :meth:`persistent` (embedded, on disk), :meth:`http` (a Chroma server) or
     directly from any Chroma client (or a function returning one, connected on first use).
 
@@ -37,6 +40,8 @@ class ChromaAnswerCacheStore:
         embedding: a LangChain ``Embeddings`` or a ``list[str] -> vectors`` callable; the
             offline :class:`~ctxplugin.facts.HashingEmbedding` when omitted.
     """
+
+    HIT_BATCH = 64
 
     def __init__(
         self,
@@ -52,6 +57,7 @@ class ChromaAnswerCacheStore:
         self.name = f"{collection}_{embedding_identity(self.embedding)}"
         self._collection: Any = None
         self._closed = False
+        self._hits: dict[str, tuple[int, float]] = {}
         self._lock = threading.Lock()
 
     @classmethod
@@ -104,6 +110,8 @@ class ChromaAnswerCacheStore:
     def close(self) -> None:
         """Release the Chroma client if this store created it (``persistent`` / ``http``); a
         client passed in stays open for its owner. Later calls raise ``StoreError``."""
+        if not self._closed:
+            self.flush_hits()
         with self._lock:
             client, owned = self._client, self._factory is not None
             self._collection, self._factory, self._closed = None, None, True
@@ -120,7 +128,7 @@ class ChromaAnswerCacheStore:
 
     # ------------------------------------------------------------------ AnswerCacheStore
     def put(self, entry: CacheEntry) -> None:
-        vector = self.embedding.embed_documents([entry.query_norm])[0]
+        vector = self.embedding.embed_documents([entry.search_text])[0]
         with _translated("store a cached answer"):
             self._open().upsert(ids=[entry.key], documents=[entry.query], embeddings=[vector], metadatas=[_metadata(entry)])
 
@@ -134,26 +142,58 @@ class ChromaAnswerCacheStore:
                 query_embeddings=[vector], n_results=n, where=where, include=["documents", "metadatas", "distances"]
             )
         rows = zip(result["ids"][0], (result["documents"] or [[]])[0], (result["metadatas"] or [[]])[0], (result["distances"] or [[]])[0], strict=True)
-        return [(_entry(key, doc, meta), 1.0 - float(distance)) for key, doc, meta, distance in rows]
+        with self._lock:
+            pending = dict(self._hits)
+        out: list[tuple[CacheEntry, float]] = []
+        for key, doc, meta, distance in rows:
+            entry = _entry(key, doc, meta)
+            if key in pending:  # counted but not yet written
+                count, at = pending[key]
+                entry = entry.model_copy(update={"hit_count": entry.hit_count + count, "last_hit_at": at})
+            out.append((entry, 1.0 - float(distance)))
+        return out
 
     def record_hit(self, key: str, *, at: float) -> None:
-        # read-modify-write: two processes hitting at the same instant may count once
-        with _translated("count a cache hit"):
+        # a write costs an embedded Chroma tens of milliseconds, far more than the lookup: hits
+        # are counted here and written every HIT_BATCH hits, on purge and on close
+        with self._lock:
+            count, _ = self._hits.get(key, (0, at))
+            self._hits[key] = (count + 1, at)
+            due = sum(c for c, _ in self._hits.values()) >= self.HIT_BATCH
+        if due:
+            self.flush_hits()
+
+    def flush_hits(self) -> None:
+        """Write the hit counts gathered since the last flush (read-modify-write: two processes
+        flushing the same entry at the same instant may lose one's counts)."""
+        with self._lock:
+            pending, self._hits = self._hits, {}
+        if not pending:
+            return
+        with _translated("count cache hits"):
             collection = self._open()
-            found = collection.get(ids=[key], include=["metadatas"])
-            if not found["ids"]:
-                return
-            meta = dict((found["metadatas"] or [{}])[0] or {})
-            meta["hit_count"] = int(meta.get("hit_count", 0)) + 1
-            meta["last_hit_at"] = float(at)
-            collection.update(ids=[key], metadatas=[meta])
+            found = collection.get(ids=list(pending), include=["metadatas"])
+            keys, metas = [], []
+            for key, meta in zip(found["ids"], found["metadatas"] or [], strict=True):
+                count, at = pending[key]
+                updated = dict(meta or {})
+                updated["hit_count"] = int(updated.get("hit_count", 0)) + count
+                updated["last_hit_at"] = float(at)
+                keys.append(key)
+                metas.append(updated)
+            if keys:
+                collection.update(ids=keys, metadatas=metas)
 
     def delete(self, keys: Sequence[str]) -> None:
         if keys:
+            with self._lock:
+                for key in keys:
+                    self._hits.pop(key, None)
             with _translated("delete cached answers"):
                 self._open().delete(ids=list(keys))
 
     def purge_expired(self, now: float) -> int:
+        self.flush_hits()
         with _translated("purge expired cached answers"):
             result = self._open().delete(where={"expires_at": {"$lte": now}})
         deleted = result.get("deleted", 0) if isinstance(result, dict) else 0

@@ -20,6 +20,7 @@ import hashlib
 import re
 import unicodedata
 from collections.abc import Callable
+from functools import lru_cache
 
 from ctxplugin.facts._text import identifiers, words
 
@@ -107,11 +108,23 @@ def query_hash(normalized: str) -> str:
 
 def wording(text: str) -> list[str]:
     """The significant words of a query, in order: what :func:`same_wording` compares."""
+    return list(_wording(text))
+
+
+@lru_cache(maxsize=8192)
+def _wording(text: str) -> tuple[str, ...]:
     value = normalize_query(text)
     for _ in range(2):  # framing often comes in layers: "hi! i'd like to know: what is ..."
         for pattern in _FRAMING:
             value = _EDGE_PUNCT.sub("", pattern.sub(" ", value))
-    return [_NUMBER_WORDS.get(w, w) for w in words(value) if w not in _NEUTRAL]
+    return tuple(_NUMBER_WORDS.get(w, w) for w in words(value) if w not in _NEUTRAL)
+
+
+def search_text(query: str) -> str:
+    """What is embedded for similarity search: the significant wording, so that greetings and
+    request framing do not lower the similarity of the same question (the normalised query when
+    nothing significant is left)."""
+    return " ".join(wording(query)) or normalize_query(query)
 
 
 def same_wording(cached: str, new: str) -> str | None:
@@ -122,7 +135,7 @@ def same_wording(cached: str, new: str) -> str | None:
         >>> same_wording("How long does shipping to Portland take?", "How long does shipping to Seattle take?")
         'wording differs: portland / seattle'
     """
-    a, b = wording(cached), wording(new)
+    a, b = _wording(cached), _wording(new)
     if a == b:
         return None
     only_a = [w for w in a if w not in b]
@@ -181,4 +194,13 @@ def same_specifics(cached: str, new: str) -> str | None:
     return None
 
 
-__all__ = ["QueryGuard", "normalize_query", "query_hash", "same_specifics", "same_wording", "specifics", "wording"]
+__all__ = [
+    "QueryGuard",
+    "normalize_query",
+    "query_hash",
+    "same_specifics",
+    "same_wording",
+    "search_text",
+    "specifics",
+    "wording",
+]

@@ -8,6 +8,7 @@ entry may serve a call. Every backend passes the same contract suite (``tests/ca
 from __future__ import annotations
 
 import json
+import math
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol, runtime_checkable
@@ -16,7 +17,8 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.messages import AIMessage
 from pydantic import BaseModel, ConfigDict, Field
 
-from ctxplugin.facts.embedding import as_embeddings, cosine
+from ctxplugin.cache.guard import search_text
+from ctxplugin.facts.embedding import as_embeddings
 from ctxplugin.scope import Scope
 from ctxplugin.tokens import content_text
 
@@ -57,6 +59,11 @@ class CacheEntry(BaseModel):
     expires_at: float
     hit_count: int = 0
     last_hit_at: float | None = None
+
+    @property
+    def search_text(self) -> str:
+        """What stores embed for this entry (:func:`~ctxplugin.cache.guard.search_text`)."""
+        return search_text(self.query_norm)
 
     @property
     def answer_text(self) -> str:
@@ -118,12 +125,13 @@ class AnswerCacheStore(Protocol):
     """
 
     def put(self, entry: CacheEntry) -> None:
-        """Store ``entry``, replacing any entry with the same key (embedding ``entry.query_norm``)."""
+        """Store ``entry``, replacing any entry with the same key (embedding ``entry.search_text``)."""
         ...
 
     def candidates(self, partition: str, signature: str, query: str, *, now: float, n: int) -> list[tuple[CacheEntry, float]]:
         """Up to ``n`` unexpired entries of ``partition`` with ``signature``, the most similar to
-        ``query`` first, each with its cosine similarity."""
+        ``query`` (a search text, see :attr:`CacheEntry.search_text`) first, each with its cosine
+        similarity."""
         ...
 
     def record_hit(self, key: str, *, at: float) -> None:
@@ -140,7 +148,8 @@ class AnswerCacheStore(Protocol):
 
 
 class MemoryAnswerCacheStore:
-    """Cached answers in a dict; exact cosine over the entries of one partition and signature.
+    """Cached answers in a dict; exact cosine over the entries of one partition and signature
+    (a scan: fine for tests and one process, use Chroma or Postgres for many entries).
 
     Args:
         embedding: a LangChain ``Embeddings`` or a ``list[str] -> vectors`` callable; the
@@ -149,11 +158,11 @@ class MemoryAnswerCacheStore:
 
     def __init__(self, embedding: Embeddings | Callable[[list[str]], Any] | None = None) -> None:
         self.embedding = as_embeddings(embedding)
-        self._entries: dict[str, tuple[CacheEntry, list[float]]] = {}
+        self._entries: dict[str, tuple[CacheEntry, dict[int, float]]] = {}
         self._lock = threading.Lock()
 
     def put(self, entry: CacheEntry) -> None:
-        vector = self.embedding.embed_documents([entry.query_norm])[0]
+        vector = _unit(self.embedding.embed_documents([entry.search_text])[0])
         with self._lock:
             self._entries[entry.key] = (entry, vector)
 
@@ -168,8 +177,8 @@ class MemoryAnswerCacheStore:
             ]
         if not pool:
             return []
-        wanted = self.embedding.embed_query(query)
-        scored = [(entry, cosine(wanted, vector)) for entry, vector in pool]
+        wanted = _unit(self.embedding.embed_query(query))
+        scored = [(entry, _dot(wanted, vector)) for entry, vector in pool]
         scored.sort(key=lambda pair: pair[1], reverse=True)
         return scored[:n]
 
@@ -201,6 +210,19 @@ class MemoryAnswerCacheStore:
     def __len__(self) -> int:
         with self._lock:
             return len(self._entries)
+
+
+def _unit(vector: Sequence[float]) -> dict[int, float]:
+    """The non-zero components of ``vector`` scaled to length 1 (hashed vectors are sparse,
+    so a dot product over them is cosine similarity at a fraction of the cost)."""
+    norm = math.sqrt(sum(x * x for x in vector))
+    return {i: x / norm for i, x in enumerate(vector) if x} if norm else {}
+
+
+def _dot(a: dict[int, float], b: dict[int, float]) -> float:
+    if len(a) > len(b):
+        a, b = b, a
+    return sum(x * b[i] for i, x in a.items() if i in b)
 
 
 __all__ = ["AnswerCacheStore", "CacheEntry", "MemoryAnswerCacheStore", "answer_fields"]

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from ctxplugin.cache import AnswerCacheStore, CacheEntry, normalize_query
+from ctxplugin.cache import AnswerCacheStore, CacheEntry, normalize_query, search_text
 from ctxplugin.scope import Scope
 
 NOW = 1_700_000_000.0
@@ -64,7 +64,7 @@ class AnswerCacheStoreContract:
     def test_a_stored_entry_is_found_by_its_own_query(self, store: AnswerCacheStore) -> None:
         entry = make_entry("How long do refunds take?")
         store.put(entry)
-        found = store.candidates("p1", "sig1", entry.query_norm, now=NOW, n=5)
+        found = store.candidates("p1", "sig1", entry.search_text, now=NOW, n=5)
         assert [e.key for e, _ in found] == [entry.key]
         assert found[0][1] == pytest.approx(1.0, abs=1e-4)
 
@@ -84,7 +84,7 @@ class AnswerCacheStoreContract:
             last_hit_at=NOW - 5,
         )
         store.put(entry)
-        (got, _), = store.candidates("p1", "sig1", entry.query_norm, now=NOW, n=1)
+        (got, _), = store.candidates("p1", "sig1", entry.search_text, now=NOW, n=1)
         assert got == entry
         assert got.message(message_id="x").content == [{"type": "text", "text": "40 € pro Koffer"}]
 
@@ -110,7 +110,7 @@ class AnswerCacheStoreContract:
         ]
         for query in queries:
             store.put(make_entry(query))
-        found = store.candidates("p1", "sig1", normalize_query("what is the checked baggage fee"), now=NOW, n=2)
+        found = store.candidates("p1", "sig1", search_text("what is the checked baggage fee"), now=NOW, n=2)
         assert [e.query for e, _ in found] == queries[:2][::-1]
         assert found[0][1] >= found[1][1]
         assert store.candidates("p1", "sig1", "anything", now=NOW, n=0) == []

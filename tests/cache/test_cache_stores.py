@@ -64,3 +64,18 @@ def test_a_closed_store_says_so(tmp_path: Path) -> None:
         store.put(make_entry("refund policy"))
     with pytest.raises(StoreError, match="closed"):
         store.candidates("p1", "sig1", "refund policy", now=NOW, n=1)
+
+
+def test_chroma_writes_hit_counts_in_batches_and_on_close(tmp_path: Path) -> None:
+    entry = make_entry("refund policy")
+    with ChromaAnswerCacheStore.persistent(tmp_path / "chroma") as store:
+        store.put(entry)
+        for second in range(3):
+            store.record_hit(entry.key, at=NOW + second)
+    reopened = ChromaAnswerCacheStore.persistent(tmp_path / "chroma")
+    (got, _), = reopened.candidates("p1", "sig1", entry.search_text, now=NOW, n=1)
+    assert (got.hit_count, got.last_hit_at) == (3, NOW + 2)
+    for second in range(ChromaAnswerCacheStore.HIT_BATCH):  # a full batch is written at once
+        reopened.record_hit(entry.key, at=NOW + 10 + second)
+    (got, _), = ChromaAnswerCacheStore.persistent(tmp_path / "chroma").candidates("p1", "sig1", entry.search_text, now=NOW, n=1)
+    assert got.hit_count == 3 + ChromaAnswerCacheStore.HIT_BATCH

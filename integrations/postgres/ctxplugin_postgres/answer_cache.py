@@ -1,0 +1,253 @@
+"""The semantic answer cache on Postgres (seed 004 §3.5): the ``semantic_cache`` table.
+
+:class:`PostgresAnswerCacheStore` implements the :class:`ctxplugin.cache.AnswerCacheStore` port
+so that every process of a deployment serves the same cached answers. It needs no extension:
+query embeddings are ``real[]`` columns, stored at unit length, and similarity is a dot product
+computed by Postgres over the rows of one partition and context signature (the lookup index
+narrows to those first). It creates its table on first use (``CREATE ... IF NOT EXISTS`` under
+an advisory lock, so concurrent first uses are safe); it does not need the package migrations.
+
+    from ctxplugin_postgres.answer_cache import PostgresAnswerCacheStore
+    engine = ContextEngine(config, cas=..., facts=...,
+                           answer_cache=PostgresAnswerCacheStore.from_dsn(dsn))
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from langchain_core.embeddings import Embeddings
+from psycopg.types.json import Jsonb
+from psycopg_pool import ConnectionPool
+
+from ctxplugin.cache import CacheEntry
+from ctxplugin.errors import StoreError
+from ctxplugin.facts.embedding import as_embeddings
+from ctxplugin_postgres._db import (
+    DEFAULT_SCHEMA,
+    POOL_TIMEOUT_S,
+    Plan,
+    Stmt,
+    check_schema,
+    compose,
+    make_pool,
+    run,
+)
+
+TABLE = "semantic_cache"
+
+_DDL = (
+    "SELECT pg_advisory_xact_lock(hashtext('ctxplugin-semantic-cache:' || %(schema)s))",
+    "CREATE SCHEMA IF NOT EXISTS {s}",
+    """CREATE TABLE IF NOT EXISTS {s}.semantic_cache (
+        cache_key TEXT PRIMARY KEY,             -- hash(partition + query + context signature)
+        partition_key TEXT NOT NULL,            -- who may be served: a session, a user, a tenant
+        query_text TEXT NOT NULL,
+        query_embedding REAL[] NOT NULL,        -- unit length: a dot product is the cosine
+        answer_text TEXT NOT NULL,
+        context_signature TEXT NOT NULL,        -- model, system prompt, tools, earlier questions
+        used_refs TEXT[] NOT NULL DEFAULT '{{}}', -- CAS refs that must stay readable
+        details JSONB NOT NULL,                 -- the answer, its facts, tool outputs and owner
+        created_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+        ttl_expires_at TIMESTAMPTZ,
+        hit_count INT NOT NULL DEFAULT 0,
+        last_hit_at TIMESTAMPTZ
+    )""",
+    "CREATE INDEX IF NOT EXISTS semantic_cache_lookup_idx ON {s}.semantic_cache (partition_key, context_signature)",
+    "CREATE INDEX IF NOT EXISTS semantic_cache_ttl_idx ON {s}.semantic_cache (ttl_expires_at) WHERE ttl_expires_at IS NOT NULL",
+)
+_COLUMNS = (
+    "cache_key, partition_key, query_text, answer_text, context_signature, details, "
+    "extract(epoch FROM created_at)::float8, extract(epoch FROM ttl_expires_at)::float8, hit_count, "
+    "extract(epoch FROM last_hit_at)::float8"
+)
+
+
+class PostgresAnswerCacheStore:
+    """Cached answers in the ``semantic_cache`` table of ``schema``.
+
+    Args:
+        pool: a psycopg ``ConnectionPool``.
+        schema: the Postgres schema holding the table (created if missing).
+        embedding: a LangChain ``Embeddings`` or a ``list[str] -> vectors`` callable; the offline
+            :class:`~ctxplugin.facts.HashingEmbedding` when omitted. Every process sharing the
+            table must use the same one.
+        owns_pool: close ``pool`` in :meth:`close`.
+    """
+
+    def __init__(
+        self,
+        pool: ConnectionPool,
+        *,
+        schema: str = DEFAULT_SCHEMA,
+        embedding: Embeddings | Callable[[list[str]], Any] | None = None,
+        owns_pool: bool = False,
+    ) -> None:
+        self.schema = check_schema(schema)
+        self.pool = pool
+        self.embedding = as_embeddings(embedding)
+        self._owns_pool = owns_pool
+        self._ddl = [compose(statement, schema) for statement in _DDL]
+        table = "{s}.semantic_cache"
+        self._put = compose(
+            f"INSERT INTO {table} (cache_key, partition_key, query_text, query_embedding, answer_text, "
+            "context_signature, used_refs, details, created_at, ttl_expires_at, hit_count, last_hit_at) "
+            "VALUES (%(key)s, %(partition)s, %(query)s, %(vector)s, %(answer)s, %(signature)s, %(refs)s, "
+            "%(details)s, to_timestamp(%(created)s), to_timestamp(%(expires)s), %(hits)s, to_timestamp(%(last_hit)s)) "
+            "ON CONFLICT (cache_key) DO UPDATE SET partition_key = EXCLUDED.partition_key, "
+            "query_text = EXCLUDED.query_text, query_embedding = EXCLUDED.query_embedding, "
+            "answer_text = EXCLUDED.answer_text, context_signature = EXCLUDED.context_signature, "
+            "used_refs = EXCLUDED.used_refs, details = EXCLUDED.details, created_at = EXCLUDED.created_at, "
+            "ttl_expires_at = EXCLUDED.ttl_expires_at, hit_count = EXCLUDED.hit_count, last_hit_at = EXCLUDED.last_hit_at",
+            schema,
+        )
+        self._candidates = compose(
+            f"SELECT {_COLUMNS}, (SELECT sum(a * b) FROM unnest(query_embedding, %(vector)s::real[]) AS v(a, b)) AS similarity "
+            f"FROM {table} WHERE partition_key = %(partition)s AND context_signature = %(signature)s "
+            "AND ttl_expires_at > to_timestamp(%(now)s) ORDER BY similarity DESC NULLS LAST LIMIT %(n)s",
+            schema,
+        )
+        self._hit = compose(
+            f"UPDATE {table} SET hit_count = hit_count + 1, last_hit_at = to_timestamp(%(at)s) WHERE cache_key = %(key)s",
+            schema,
+        )
+        self._delete = compose(f"DELETE FROM {table} WHERE cache_key = ANY(%(keys)s)", schema)
+        self._purge = compose(f"DELETE FROM {table} WHERE ttl_expires_at <= to_timestamp(%(now)s)", schema)
+        self._ready = False
+        self._closed = False
+        self._lock = threading.Lock()
+
+    @classmethod
+    def from_dsn(
+        cls,
+        dsn: str,
+        *,
+        schema: str = DEFAULT_SCHEMA,
+        embedding: Embeddings | Callable[[list[str]], Any] | None = None,
+        timeout: float = POOL_TIMEOUT_S,
+    ) -> PostgresAnswerCacheStore:
+        """A store with its own small pool on ``dsn`` (closed with it)."""
+        check_schema(schema)
+        pool = make_pool(dsn, max_size=4, timeout=timeout, name="ctxplugin-answers")
+        return cls(pool, schema=schema, embedding=embedding, owns_pool=True)
+
+    def close(self) -> None:
+        """Close the pool if this store created it. Later calls raise ``StoreError``."""
+        self._closed = True
+        if self._owns_pool:
+            self.pool.close()
+
+    def __enter__(self) -> PostgresAnswerCacheStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ AnswerCacheStore
+    def put(self, entry: CacheEntry) -> None:
+        params = {
+            "key": entry.key,
+            "partition": entry.partition,
+            "query": entry.query,
+            "vector": _unit(self.embedding.embed_documents([entry.search_text])[0]),
+            "answer": entry.answer_text,
+            "signature": entry.signature,
+            "refs": list(entry.refs),
+            "details": Jsonb(entry.model_dump(mode="json", include=_DETAILS)),
+            "created": entry.created_at,
+            "expires": entry.expires_at,
+            "hits": entry.hit_count,
+            "last_hit": entry.last_hit_at,
+        }
+
+        def plan() -> Plan[None]:
+            yield Stmt(self._put, params)
+
+        self._run("store a cached answer", plan)
+
+    def candidates(self, partition: str, signature: str, query: str, *, now: float, n: int) -> list[tuple[CacheEntry, float]]:
+        if n <= 0:
+            return []
+        params = {
+            "vector": _unit(self.embedding.embed_query(query)),
+            "partition": partition,
+            "signature": signature,
+            "now": now,
+            "n": n,
+        }
+
+        def plan() -> Plan[list[tuple[CacheEntry, float]]]:
+            result = yield Stmt(self._candidates, params)
+            return [(_entry(row), float(row[-1] or 0.0)) for row in result.rows]
+
+        found: list[tuple[CacheEntry, float]] = self._run("look up cached answers", plan)
+        return found
+
+    def record_hit(self, key: str, *, at: float) -> None:
+        def plan() -> Plan[None]:
+            yield Stmt(self._hit, {"key": key, "at": at})
+
+        self._run("count a cache hit", plan)
+
+    def delete(self, keys: Sequence[str]) -> None:
+        if not keys:
+            return
+
+        def plan() -> Plan[None]:
+            yield Stmt(self._delete, {"keys": list(keys)})
+
+        self._run("delete cached answers", plan)
+
+    def purge_expired(self, now: float) -> int:
+        def plan() -> Plan[int]:
+            result = yield Stmt(self._purge, {"now": now})
+            return max(0, result.rowcount)
+
+        purged: int = self._run("purge expired cached answers", plan)
+        return purged
+
+    # ------------------------------------------------------------------ internals
+    def _run(self, what: str, plan: Callable[[], Plan[Any]]) -> Any:
+        if self._closed:
+            raise StoreError("this PostgresAnswerCacheStore was closed; build a new one")
+        if not self._ready:
+            with self._lock:
+                if not self._ready:
+                    run(self.pool, self.schema, "create the semantic_cache table", self._create)
+                    self._ready = True
+        return run(self.pool, self.schema, what, plan)
+
+    def _create(self) -> Plan[None]:
+        lock, *rest = self._ddl
+        yield Stmt(lock, {"schema": self.schema})
+        for statement in rest:
+            yield Stmt(statement)
+
+
+_DETAILS = {"query_norm", "answer", "owner", "facts", "tools", "refs"}
+
+
+def _unit(vector: Sequence[float]) -> list[float]:
+    norm = math.sqrt(sum(x * x for x in vector))
+    return [x / norm for x in vector] if norm else [0.0 for _ in vector]
+
+
+def _entry(row: tuple[Any, ...]) -> CacheEntry:
+    key, partition, query, _answer, signature, details, created, expires, hits, last_hit = row[:10]
+    return CacheEntry.from_columns(
+        details,
+        key=key,
+        partition=partition,
+        query=query,
+        signature=signature,
+        created_at=float(created),
+        expires_at=float(expires),
+        hit_count=int(hits),
+        last_hit_at=None if last_hit is None else float(last_hit),
+    )
+
+
+__all__ = ["TABLE", "PostgresAnswerCacheStore"]
