@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -86,11 +86,28 @@ class AnswerHandoff:
             while len(self._pending) > _PENDING:
                 self._pending.popitem(last=False)
 
-    def model(self, bound: Runnable[Any, Any], view: Sequence[BaseMessage], scope: Scope, model: Any) -> Runnable[Any, Any]:
-        """``bound`` behind the cache if the call that produced ``view`` is known, else ``bound``."""
+    def model(
+        self, bound: Runnable[Any, Any], view: Sequence[BaseMessage], scope: Callable[[RunnableConfig | None], Scope], model: Any
+    ) -> Runnable[Any, Any]:
+        """``bound`` behind the cache if the call that produced ``view`` is known, else ``bound``.
+
+        ``scope`` maps the running graph's config to the call's scope; it is only asked when
+        the cache is on."""
+        if self.engine.cache is None:
+            return bound
         with self._lock:
-            call = self._pending.pop(_view_key(scope, view), None)
+            call = self._pending.pop(_view_key(scope(_run_config()), view), None)
         return bound if call is None else answered(self.engine, bound, call, model)
+
+
+def _run_config() -> RunnableConfig | None:
+    """The config of the running graph (a model callable is not handed one)."""
+    from langgraph.config import get_config
+
+    try:
+        return get_config()
+    except RuntimeError:  # outside a graph run
+        return None
 
 
 def _view_key(scope: Scope, view: Sequence[BaseMessage]) -> str:

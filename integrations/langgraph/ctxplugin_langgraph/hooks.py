@@ -133,7 +133,7 @@ class ContextHooks:
 
         def select(state: Any, runtime: Any) -> Runnable[Any, Any]:
             view = state_messages(state)
-            return self._answers.model(self.bind(llm, view), view, self.scope(None), llm)
+            return self._answers.model(self.bind(llm, view), view, self.scope, llm)
 
         return select
 

@@ -175,3 +175,20 @@ def test_custom_graph_model_node_serves_repeats() -> None:
     app.invoke({"messages": [("user", QUESTION)]}, config)
     assert len(model.calls) == 2
     assert app.get_state(config).values["messages"][-1].response_metadata[CACHE_META_KEY]["hit"] is True
+
+
+@pytest.mark.filterwarnings("ignore::langgraph.warnings.LangGraphDeprecatedSinceV10")
+def test_react_hooks_give_a_scope_function_the_runs_config() -> None:
+    engine = engine_on()
+    model = ScriptedChatModel(script=[AIMessage(content="Yes.")], default=None)
+
+    def scope_of(config: Any) -> Scope:  # needs the config: None would fail here
+        return Scope(session_id=f"{config['configurable']['thread_id']}-support")
+
+    hooks = ContextHooks(engine, [], scope=scope_of)
+    agent: Any = create_react_agent(hooks.model(model), hooks.tool_node(), pre_model_hook=hooks.pre_model_hook,
+                                    checkpointer=InMemorySaver())
+    config: Any = {"configurable": {"thread_id": "r-scope"}}
+    for _ in range(2):
+        agent.invoke({"messages": [("user", "Is the store open on Sundays?")]}, config)
+    assert len(model.calls) == 1
