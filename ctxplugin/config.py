@@ -89,7 +89,9 @@ class HistoryConfig(BaseModel):
     max_tokens: int | None = Field(
         None, ge=1, description="tokens the compressed history aims for (default: history + summaries budgets)"
     )
-    omit_blocks: int = Field(1, ge=1, description="oldest gists are omitted this many blocks at a time")
+    digest_tokens: int = Field(150, ge=0, description="cap on the note that stands for one condensed block")
+    archive_tokens: int = Field(600, ge=0, description="cap on the note that stands for all archived blocks")
+    archive_blocks: int = Field(4, ge=1, description="condensed blocks are archived this many at a time")
     summarizer: SummarizerConfig = Field(default_factory=SummarizerConfig)
 
     @model_validator(mode="after")

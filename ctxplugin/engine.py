@@ -30,7 +30,15 @@ from ctxplugin.cas import CASStore, Captured, MemoryCASStore, SQLiteCASStore, ca
 from ctxplugin.config import ContextConfig
 from ctxplugin.errors import ConfigError, CtxpluginError, InvalidInputError, StoreError
 from ctxplugin.facts import FactsLedger, MemoryFactStore, mark_outdated
-from ctxplugin.history import compress_history
+from ctxplugin.history import (
+    OMITTED_NOTE,
+    BackgroundSummarizer,
+    HistoryBudget,
+    HistoryView,
+    SummarizerLike,
+    compress_history,
+    make_summarizer,
+)
 from ctxplugin.report import CaptureReport, ContextReport, FactUse
 from ctxplugin.scope import Scope
 from ctxplugin.tokens import TokenCounter, content_text, count_message, count_messages, get_counter
@@ -110,6 +118,10 @@ class ContextEngine:
         cas: store for tool outputs; in-memory when omitted.
         facts: facts ledger; an in-memory ledger when omitted.
         counter: token counter; chosen from ``config.encoding``/``config.model`` when omitted.
+        summarizer: optional gist writer for old messages — a chat model, any ``Runnable``, a
+            sync or async function ``str -> str``, or a :class:`BackgroundSummarizer`. It runs
+            in a background thread under ``config.history.summarizer`` quotas; ``prepare``
+            never waits for it.
     """
 
     def __init__(
@@ -119,6 +131,7 @@ class ContextEngine:
         cas: CASStore | None = None,
         facts: FactsLedger | None = None,
         counter: TokenCounter | None = None,
+        summarizer: SummarizerLike | BackgroundSummarizer | None = None,
     ) -> None:
         self.config = config or ContextConfig()
         self.cas: CASStore = cas if cas is not None else MemoryCASStore()
@@ -130,6 +143,7 @@ class ContextEngine:
             self._counter_note = None
         self.counter = counter
         self.registry = ToolRegistry(counter=counter)
+        self.summarizer = make_summarizer(summarizer, config=self.config.history.summarizer, counter=counter)
         self._lock = threading.Lock()
         self._compact_memo: _LRU[Captured] = _LRU(_MEMO_SIZE)
         self._ingested: _LRU[bool] = _LRU(_MEMO_SIZE * 4)
@@ -141,7 +155,13 @@ class ContextEngine:
 
     # ------------------------------------------------------------------ construction
     @classmethod
-    def embedded(cls, path: str | Path = ".ctxplugin", config: ContextConfig | None = None) -> ContextEngine:
+    def embedded(
+        cls,
+        path: str | Path = ".ctxplugin",
+        config: ContextConfig | None = None,
+        *,
+        summarizer: SummarizerLike | BackgroundSummarizer | None = None,
+    ) -> ContextEngine:
         """An engine on local stores: SQLite CAS and Chroma on disk under ``path``.
 
         ``path`` is created if missing. With ``config.chroma_url`` or ``config.postgres_dsn``
@@ -154,7 +174,7 @@ class ContextEngine:
         root.mkdir(parents=True, exist_ok=True)
         cas = SQLiteCASStore(root / "cas.sqlite3")
         store = ChromaFactStore.persistent(root / "chroma", config=config.facts)
-        return cls(config=config, cas=cas, facts=FactsLedger(store, config.facts))
+        return cls(config=config, cas=cas, facts=FactsLedger(store, config.facts), summarizer=summarizer)
 
     # ------------------------------------------------------------------ prepare
     def prepare(
@@ -236,12 +256,15 @@ class ContextEngine:
                 body, facts_lines = self._facts_stage(body, query, scope, report)
         if self.config.history.enabled:
             with clock.stage("history"):
-                view = compress_history(body, config=self.config.history, counter=self.counter)
+                extra = [plan.directory_text, OMITTED_NOTE] if plan.directory_text else [OMITTED_NOTE]
+                outside = plan.schema_tokens_sent + count_message(merge_system(header_parts, extra), self.counter)
+                view = self._history_stage(body, scope, context_window, report, outside=outside)
                 body = view.messages
-                report.compressed_messages = view.compressed_count
         with clock.stage("budget"):
             budgets = self._budgets or self.config.budget.resolve(context_window)
             extra = [plan.directory_text] if plan.directory_text else []
+            if report.dropped_exchanges:  # omitted by the history stage
+                extra.append(OMITTED_NOTE)
             header = merge_system(header_parts, extra)
             parts = Parts(
                 header=header,
@@ -255,7 +278,7 @@ class ContextEngine:
             report.warnings.extend(outcome.warnings)
             report.within_budget = outcome.within and total_tokens(parts, self.counter) <= budgets["total"]
             report.budget_total = budgets["total"]
-            report.dropped_exchanges = parts.dropped_exchanges
+            report.dropped_exchanges += parts.dropped_exchanges
             report.facts = [FactUse(id=f.fact_id, key=f.key, score=round(f.score, 4)) for f in parts.facts]
         out = _assemble(parts, self.config.facts.placement)
         after = section_tokens(parts, self.counter)
@@ -389,6 +412,41 @@ class ContextEngine:
             used += tokens
             lines.append(FactLine(text=text, score=float(hit.score), fact_id=fact.id, key=fact.key))
         return body, tuple(lines)
+
+    def _history_stage(
+        self,
+        body: list[BaseMessage],
+        scope: Scope,
+        context_window: int | None,
+        report: ContextReport,
+        *,
+        outside: int,
+    ) -> HistoryView:
+        """Compress the history so that, with ``outside`` tokens of header and tool schemas and
+        the facts budget, it fits every budget: the budget stage then has nothing to drop, and
+        what is left out changes only when tier boundaries move (cache-stable)."""
+        history = self.config.history
+        budgets = self._budgets or self.config.budget.resolve(context_window)
+        facts = budgets["facts"] if self.config.facts.enabled and self.config.facts.k else 0
+        room = max(0, budgets["total"] - outside - facts)
+        budget = HistoryBudget(
+            total=min(room, history.max_tokens) if history.max_tokens is not None else room,
+            messages=budgets["history"],
+            tool_results=budgets["summaries"],
+        )
+        view = compress_history(
+            body,
+            config=history,
+            counter=self.counter,
+            budget=budget,
+            summarizer=self.summarizer,
+            session=scope.key(),
+        )
+        report.compressed_messages = view.compressed_count
+        report.dropped_exchanges = view.omitted_exchanges
+        if self.summarizer is not None:
+            report.warnings.extend(self.summarizer.take_warnings(scope.key()))
+        return view
 
     def _facts_budget(self) -> int:
         budgets = self._budgets

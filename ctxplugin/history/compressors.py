@@ -1,0 +1,220 @@
+"""Zero-LLM compressors: trim (head and tail kept, middle elided) and gist (one line).
+
+Both are deterministic, so the same message always compresses to the same text and providers
+can keep serving it from their prompt cache. Neither ever drops an exact value: identifiers and
+error lines from the part that is cut are listed after the elision marker (see
+:mod:`ctxplugin.history.identifiers`), and a stored tool output keeps its ref. A result that
+would not be smaller than its input is discarded in favour of the input.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import threading
+from collections import OrderedDict
+
+from ctxplugin.history.identifiers import alert_lines, identifiers, missing
+from ctxplugin.tokens import TokenCounter
+
+GIST_PREFIX = "[gist] "
+"""Marks a message reduced to one line, so the model knows the detail was condensed."""
+
+_SPACE = re.compile(r"\s+")
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s")
+_NOISE_LINE = re.compile(r"^\W*$|^</?\w+>$")
+
+
+class MemoCounter:
+    """A token counter that remembers the counts of texts it has seen.
+
+    History compression counts the same old messages on every call; remembering counts by the
+    sha1 of the text keeps a long conversation's calls cheap without holding the texts."""
+
+    def __init__(self, counter: TokenCounter, size: int = 65536) -> None:
+        self.name = counter.name
+        self._counter = counter
+        self._size = size
+        self._counts: OrderedDict[str | bytes, int] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def count(self, text: str) -> int:
+        key: str | bytes = text if len(text) < 64 else hashlib.sha1(text.encode("utf-8", "surrogatepass")).digest()
+        with self._lock:
+            hit = self._counts.get(key)
+            if hit is not None:
+                self._counts.move_to_end(key)
+                return hit
+        value = self._counter.count(text)
+        with self._lock:
+            self._counts[key] = value
+            while len(self._counts) > self._size:
+                self._counts.popitem(last=False)
+        return value
+
+
+_MEMOS: dict[int, tuple[TokenCounter, MemoCounter]] = {}
+_MEMOS_LOCK = threading.Lock()
+
+
+def memo_counter(counter: TokenCounter) -> MemoCounter:
+    """The shared :class:`MemoCounter` of ``counter`` (``counter`` itself if it is one)."""
+    if isinstance(counter, MemoCounter):
+        return counter
+    with _MEMOS_LOCK:
+        entry = _MEMOS.get(id(counter))
+        if entry is None or entry[0] is not counter:
+            entry = (counter, MemoCounter(counter))
+            _MEMOS[id(counter)] = entry
+        return entry[1]
+
+
+def head_within(text: str, max_tokens: int, counter: TokenCounter) -> str:
+    """The longest prefix of ``text`` within ``max_tokens`` (binary search on characters)."""
+    if max_tokens <= 0:
+        return ""
+    if counter.count(text) <= max_tokens:
+        return text
+    low, high = 0, len(text)
+    while low < high:
+        middle = (low + high + 1) // 2
+        if counter.count(text[:middle]) <= max_tokens:
+            low = middle
+        else:
+            high = middle - 1
+    return text[:low]
+
+
+def tail_within(text: str, max_tokens: int, counter: TokenCounter) -> str:
+    """The longest suffix of ``text`` within ``max_tokens``."""
+    if max_tokens <= 0:
+        return ""
+    if counter.count(text) <= max_tokens:
+        return text
+    low, high = 0, len(text)
+    while low < high:
+        middle = (low + high + 1) // 2
+        if counter.count(text[len(text) - middle :]) <= max_tokens:
+            low = middle
+        else:
+            high = middle - 1
+    return text[len(text) - low :] if low else ""
+
+
+def _keeps(text: str, kept: str, extra: list[str] | None = None) -> str:
+    """What must follow the elision marker so that every value of ``text`` stays visible."""
+    alerts = [line for line in alert_lines(text) if line not in kept]
+    seen = kept + "\n" + "\n".join(alerts)
+    values = missing(identifiers(text), seen)
+    for value in extra or []:
+        if value not in seen and value not in values:
+            values.append(value)
+    parts: list[str] = []
+    if alerts:
+        parts.append("\n".join(alerts))
+    if values:
+        parts.append("keeps: " + " ".join(values))
+    return "\n".join(parts)
+
+
+def trim_text(text: str, *, max_tokens: int, counter: TokenCounter, must_keep: list[str] | None = None) -> str:
+    """Keep the head and tail of ``text`` within about ``max_tokens``; elide the middle.
+
+    Error lines and identifiers of the elided middle are listed at the elision point, so the
+    result may exceed ``max_tokens`` when the middle is dense with them. Lines are kept whole
+    where possible.
+
+    Args:
+        text: the text to trim.
+        max_tokens: size target for head plus tail.
+        counter: token counter.
+        must_keep: values that must appear in the result (e.g. a ref).
+
+    Returns:
+        The trimmed text, or ``text`` itself when trimming would not make it smaller.
+    """
+    total = counter.count(text)
+    if total <= max_tokens:
+        return text
+    lines = text.splitlines()
+    head_budget = max_tokens * 3 // 5
+    tail_budget = max_tokens - head_budget
+    head: list[str] = []
+    used = 0
+    for line in lines:
+        cost = counter.count(line) + 1
+        if used + cost > head_budget:
+            break
+        head.append(line)
+        used += cost
+    tail: list[str] = []
+    used = 0
+    for line in reversed(lines[len(head) :]):
+        cost = counter.count(line) + 1
+        if used + cost > tail_budget:
+            break
+        tail.append(line)
+        used += cost
+    tail.reverse()
+    middle_lines = lines[len(head) : len(lines) - len(tail)]
+    if not head and middle_lines:  # a first line longer than the head budget
+        first = middle_lines[0]
+        head = [head_within(first, head_budget, counter)]
+        middle_lines = [first[len(head[0]) :], *middle_lines[1:]]
+    head_text, tail_text = "\n".join(head), "\n".join(tail)
+    middle = "\n".join(middle_lines)
+    elided = counter.count(middle)
+    keeps = _keeps(text, head_text + "\n" + tail_text, must_keep)
+    marker = f"[… {elided} tokens elided …]"
+    pieces = [p for p in (head_text, marker, keeps, tail_text) if p]
+    result = "\n".join(pieces)
+    return result if counter.count(result) < total else text
+
+
+def _first_sentence(text: str) -> str:
+    for line in text.splitlines():
+        stripped = line.strip()
+        if stripped and not _NOISE_LINE.match(stripped):
+            return _SENTENCE_END.split(_SPACE.sub(" ", stripped), maxsplit=1)[0]
+    return _SPACE.sub(" ", text).strip()
+
+
+def gist_text(
+    text: str,
+    *,
+    max_tokens: int,
+    counter: TokenCounter,
+    lead: str | None = None,
+    must_keep: list[str] | None = None,
+) -> str:
+    """Reduce ``text`` to one line: a lead sentence, then every error line and identifier.
+
+    Args:
+        text: the text to condense.
+        max_tokens: size target of the lead sentence (identifiers and error lines come on top).
+        counter: token counter.
+        lead: the lead to use instead of the first sentence (a model-written summary).
+        must_keep: values that must appear in the result (e.g. a ref).
+
+    Returns:
+        The gist, or ``text`` itself when the gist would not be smaller.
+    """
+    total = counter.count(text)
+    sentence = _SPACE.sub(" ", lead).strip() if lead is not None else _first_sentence(text)
+    short = head_within(sentence, max_tokens, counter)
+    if short != sentence:
+        short = short.rstrip() + "…"
+    alerts = [line for line in alert_lines(text) if line not in short]
+    values = missing(identifiers(text), short + " " + " ".join(alerts))
+    for value in must_keep or []:
+        if value not in short and value not in values:
+            values.append(value)
+    parts = [GIST_PREFIX + short if short else GIST_PREFIX.strip()]
+    parts.extend(alerts)
+    if values:
+        parts.append("keeps: " + " ".join(values))
+    result = " | ".join(parts)
+    return result if counter.count(result) < total else text
+
+
+__all__ = ["GIST_PREFIX", "MemoCounter", "gist_text", "head_within", "memo_counter", "tail_within", "trim_text"]

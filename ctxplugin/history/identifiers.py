@@ -1,0 +1,153 @@
+"""Exact values that every compression tier must keep.
+
+A compressed message may lose prose, but never the values an agent acts on: URLs, file paths,
+ids (hex digests, UUIDs, codes mixing letters and digits, ``snake_case`` and ``CamelCase``
+names, dotted names), numbers, exception and warning names, and whole error or security lines
+(seed 004 §11.2). Extraction is pure regex work: deterministic, no model involved.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from functools import lru_cache
+
+_URL = r"[a-zA-Z][a-zA-Z0-9+.-]*://[^\s<>\"'`)\]}]+"
+_REF = r"ref:[\w.-]+:[0-9a-f]{8,}"
+_EMAIL = r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+"
+_PATH = r"(?:~|\.{1,2})?/?(?:[\w.@+-]+/)+[\w.@+-]*[\w@+-]|(?:~|\.{1,2})?/[\w.@+-]*[\w@+-]"
+_FILE = r"[\w@+-]+(?:\.[\w@+-]+)*\.[A-Za-z][A-Za-z0-9]{0,7}\b"
+_DOTTED = r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+"
+_HEX = r"\b[0-9a-fA-F]{7,}\b"
+_CODE = r"\b[A-Za-z0-9]+(?:[-_]+[A-Za-z0-9]+)+\b"  # 2024-05-01, uuids, call_00_x9, astroid-1978
+_NUMBER = r"(?<![\w.])[-+]?\d+(?:[.,:]\d+)*"
+_WORD = r"\b[A-Za-z_][A-Za-z0-9_]*\b"
+
+_KINDS = {
+    "url": _URL,
+    "ref": _REF,
+    "email": _EMAIL,
+    "path": _PATH,
+    "file": _FILE,
+    "dotted": _DOTTED,
+    "code": _CODE,
+    "hex": _HEX,
+    "number": _NUMBER,
+    "word": _WORD,
+}
+_CANDIDATE = re.compile("|".join(f"(?P<{name}>{pattern})" for name, pattern in _KINDS.items()))
+_DIGIT = re.compile(r"\d")
+
+_EXCEPTION = re.compile(r"\b[A-Z]\w*(?:Error|Exception|Warning|Exit|Interrupt|Fault)\b")
+
+ALERT_LINE = re.compile(
+    r"(?i)(?:traceback \(most recent call last\)|\b(?:error|exception|fatal|panic|failed|failure|"
+    r"denied|forbidden|unauthori[sz]ed|security|vulnerab\w*|cve-\d{4}-\d+|unsafe|insecure|"
+    r"critical|segmentation fault|assertion)\b|^\s*E\s{2,}|\w+(?:Error|Exception|Warning):)"
+)
+"""Lines that are never elided: errors, tracebacks, failures and security warnings."""
+
+_TRAILING = ".,;:!?'\")]}>"
+_TRIVIAL = frozenset({".", "..", "/", "./", "../", "~/"})
+_MIN_NUMBER_DIGITS = 3
+_QUOTED = re.compile(r"\"([^\"\n]{3,80})\"|`([^`\n]{3,80})`")
+
+
+def _is_identifier_word(word: str) -> bool:
+    """A bare word counts when it looks like a name in code or an id, not like prose."""
+    if "_" in word.strip("_"):
+        return True  # snake_case
+    if _DIGIT.search(word):
+        return True  # codes like HAT001, v2, sha1 (a word starts with a letter or _)
+    inner = word[1:]
+    return inner.lower() != inner and word.upper() != word  # CamelCase, getX
+
+
+def quoted(text: str) -> list[str]:
+    """Values in double quotes or backticks (3 to 80 characters, one line), in order."""
+    seen: dict[str, None] = {}
+    for match in _QUOTED.finditer(text):
+        value = next(g for g in match.groups() if g is not None).strip()
+        if len(value) >= 3:
+            seen.setdefault(value, None)
+    return list(seen)
+
+
+def _keep_number(value: str) -> bool:
+    return len(_DIGIT.findall(value)) >= _MIN_NUMBER_DIGITS or any(c in value for c in ".,:")
+
+
+@lru_cache(maxsize=8192)
+def _identifiers(text: str) -> tuple[str, ...]:
+    seen: dict[str, None] = {}
+    for match in _CANDIDATE.finditer(text):
+        kind = match.lastgroup
+        value = match.group(0).rstrip(_TRAILING)
+        if not value:
+            continue
+        if kind == "number":
+            keep = _keep_number(value)
+        elif kind == "word":
+            keep = _is_identifier_word(value) or _EXCEPTION.fullmatch(value) is not None
+        elif kind == "code":
+            keep = "_" in value or _DIGIT.search(value) is not None
+        else:
+            keep = value not in _TRIVIAL
+        if keep:
+            seen.setdefault(value, None)
+    for match in _EXCEPTION.finditer(text):
+        seen.setdefault(match.group(0), None)
+    for value in quoted(text):
+        seen.setdefault(value, None)
+    return tuple(seen)
+
+
+def identifiers(text: str) -> list[str]:
+    """Exact values in ``text`` that must survive compression, in first-seen order, deduplicated.
+
+    Args:
+        text: any message text.
+
+    Returns:
+        URLs, refs, e-mail addresses, paths, file names, dotted names, hex ids, numbers with at
+        least three digits (or with a decimal point, comma or colon), exception names,
+        identifier-like words (``snake_case``, ``CamelCase``, letters mixed with digits) and
+        values in double quotes or backticks.
+    """
+    return list(_identifiers(text))
+
+
+def alert_lines(text: str, *, max_chars: int = 400) -> list[str]:
+    """Error, failure and security lines of ``text`` (stripped, deduplicated, in order).
+
+    A line longer than ``max_chars`` keeps its head: error lines in minified output can be
+    megabytes long, and the head holds the exception name and message.
+    """
+    seen: dict[str, None] = {}
+    for line in text.splitlines():
+        stripped = line.strip()
+        if stripped and ALERT_LINE.search(stripped):
+            seen.setdefault(stripped[:max_chars], None)
+    return list(seen)
+
+
+def occurs(value: str, text: str) -> bool:
+    """Whether ``value`` occurs in ``text`` as a whole token (no letter or digit right before
+    or after it), so that ``470`` is not taken as visible inside ``4700``."""
+    start = text.find(value)
+    while start != -1:
+        end = start + len(value)
+        before = text[start - 1] if start else " "
+        after = text[end] if end < len(text) else " "
+        if not before.isalnum() and not after.isalnum():
+            return True
+        start = text.find(value, start + 1)
+    return False
+
+
+def missing(values: Iterable[str], text: str) -> list[str]:
+    """The values that do not occur in ``text`` as whole tokens."""
+    return [v for v in values if not occurs(v, text)]
+
+
+__all__ = ["ALERT_LINE", "alert_lines", "identifiers", "missing", "occurs", "quoted"]

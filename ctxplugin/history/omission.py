@@ -1,0 +1,343 @@
+"""The last tier: old exchanges condensed to context notes when the history must fit a budget.
+
+Old exchanges go in whole blocks of ``block_size``. A condensed block is replaced by one note
+(a ``HumanMessage``) listing the exact values its exchanges used — commands, paths, ids,
+numbers, quoted strings — within ``digest_tokens``. Every ``archive_blocks`` condensed blocks
+are merged into one archive note at the front, newest values first, deduplicated, within
+``archive_tokens``: the oldest values fall out of the archive, never out of a note still shown.
+
+Cache stability: a note depends only on the blocks it covers and those before them, so it never
+changes while shown, and which blocks are condensed depends only on exchanges already gisted and
+on the window as it stood at the last tier move. Between moves every call just appends to the
+previous view; the archive (right after the task) is rewritten once every ``archive_blocks``
+moves.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+
+from ctxplugin._messages import META_KEY
+from ctxplugin.config import HistoryConfig
+from ctxplugin.errors import InvalidInputError
+from ctxplugin.history.identifiers import identifiers, occurs
+from ctxplugin.tokens import MESSAGE_OVERHEAD, TokenCounter, content_text, count_message
+
+OMITTED_NOTE = "[earlier exchanges are not shown; stored tool outputs stay available through expand_ref]"
+"""Header note while old exchanges are omitted. It names no count, so the header (the start of
+every cached prefix) changes once, not each time another block is omitted."""
+
+_SHORT_ARGUMENT = 80
+
+
+@dataclass(frozen=True)
+class HistoryBudget:
+    """Token limits the compressed history must meet (None: no limit on that part).
+
+    Attributes:
+        total: all history messages together.
+        messages: messages other than tool results (the engine's ``history`` section).
+        tool_results: tool results (the engine's ``summaries`` section).
+    """
+
+    total: int | None = None
+    messages: int | None = None
+    tool_results: int | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("total", "messages", "tool_results"):
+            value = getattr(self, name)
+            if value is not None and value < 0:
+                raise InvalidInputError(f"history budget {name} must be >= 0, got {value}")
+
+    def limits(self) -> Iterator[tuple[int, type[BaseMessage] | None, bool]]:
+        """``(limit, kind, is_kind)``: the limit applies to messages that are (or are not) of ``kind``."""
+        if self.total is not None:
+            yield self.total, None, True
+        if self.messages is not None:
+            yield self.messages, ToolMessage, False
+        if self.tool_results is not None:
+            yield self.tool_results, ToolMessage, True
+
+
+def _counts(message: BaseMessage, kind: type[BaseMessage] | None, is_kind: bool) -> bool:
+    return kind is None or isinstance(message, kind) == is_kind
+
+
+@dataclass(frozen=True)
+class OmissionPlan:
+    """How many of the oldest blocks (of ``block_size`` exchanges) are not shown as exchanges.
+
+    Attributes:
+        condensed: blocks ``0 .. condensed - 1`` are condensed.
+        archived: of those, blocks ``0 .. archived - 1`` are merged into one archive note; the
+            others each keep a note of their own.
+        archive_tokens: cap of the archive note (``archive_tokens`` of the configuration, halved
+            as often as needed when even a fully condensed history does not fit).
+    """
+
+    condensed: int = 0
+    archived: int = 0
+    archive_tokens: int = 0
+
+
+def plan_omission(
+    rendered: Sequence[Sequence[BaseMessage]],
+    sizes: Sequence[Sequence[int]],
+    protected_spans: set[int],
+    digests: Digests,
+    *,
+    bounds: tuple[int, int],
+    budget: HistoryBudget,
+    config: HistoryConfig,
+) -> OmissionPlan:
+    """The fewest old blocks to condense so that every limit of ``budget`` is met.
+
+    ``rendered``/``sizes`` hold each exchange's messages as their tiers show them and their
+    tokens. Blocks are condensed oldest first; condensed blocks are merged into the archive
+    ``archive_blocks`` at a time. The window (trimmed and verbatim exchanges) is measured as it
+    was at the last boundary move, plus room for ``block_size - 1`` more exchanges, so the plan
+    stays the same until the boundaries move again.
+    """
+    gist_end, verbatim_start = bounds
+    block = config.block_size
+    blocks = gist_end // block
+    if not any(digests.members(k) for k in range(blocks)):
+        return OmissionPlan()
+    window_end = min(len(rendered), verbatim_start + config.verbatim_exchanges)
+    caps = [config.archive_tokens >> shift for shift in range(4)] + [0]
+    condensed, level = 0, 0
+    for limit, kind, is_kind in budget.limits():
+
+        def part(i: int, kind: type[BaseMessage] | None = kind, is_kind: bool = is_kind) -> int:
+            return sum(t for m, t in zip(rendered[i], sizes[i], strict=True) if _counts(m, kind, is_kind))
+
+        def tokens(message: BaseMessage | None, kind: type[BaseMessage] | None = kind, is_kind: bool = is_kind) -> int:
+            return digests.size(message) if message is not None and _counts(message, kind, is_kind) else 0
+
+        window = [part(i) for i in range(gist_end, window_end)]
+        fresh = [part(i) for i in range(verbatim_start, window_end)] or window
+        reserve = (block - 1) * (sum(fresh) // len(fresh)) if fresh else 0
+        kept = sum(part(i) for i in range(gist_end) if i in protected_spans)
+        allowance = limit - kept - sum(window) - reserve
+        gists = [sum(part(i) for i in digests.members(k)) for k in range(blocks)]
+
+        def fits(count: int, cap: int, gists: list[int] = gists, allowance: int = allowance) -> bool:
+            archived = count // config.archive_blocks * config.archive_blocks
+            shown = [digests.archive(archived, cap), *(digests.block(k, archived, cap) for k in range(archived, count))]
+            return sum(tokens(m) for m in shown) + sum(gists[count:]) <= allowance
+
+        need = next((count for count in range(blocks + 1) if fits(count, caps[level])), None)
+        while need is None and level + 1 < len(caps):
+            level += 1  # even a fully condensed history is too large: a smaller archive
+            need = blocks if fits(blocks, caps[level]) else None
+        condensed = max(condensed, blocks if need is None else need)
+    return OmissionPlan(
+        condensed=condensed,
+        archived=condensed // config.archive_blocks * config.archive_blocks,
+        archive_tokens=caps[level],
+    )
+
+
+_SINGLE_QUOTED = re.compile(r"'([^'\n]{3,80})'")
+_PATHLIKE = re.compile(r"/|\.[A-Za-z]\w{0,7}$")
+
+
+def _values(message: BaseMessage) -> tuple[list[str], list[str]]:
+    """Exact values of one message, as ``(first, rest)``: short tool-call arguments whole,
+    single-quoted arguments and paths first, other identifiers after."""
+    first: list[str] = []
+    rest: list[str] = []
+    if isinstance(message, AIMessage):
+        for call in message.tool_calls:
+            for value in _leaves(call["args"]):
+                text = value if isinstance(value, str) else json.dumps(value)
+                if len(text) <= _SHORT_ARGUMENT and "\n" not in text:
+                    first.append(text)
+                first.extend(m.group(1) for m in _SINGLE_QUOTED.finditer(text))
+                for found in identifiers(text):
+                    (first if _PATHLIKE.search(found) else rest).append(found)
+    for found in identifiers(content_text(message.content)):
+        (first if _PATHLIKE.search(found) and not isinstance(message, ToolMessage) else rest).append(found)
+    return first, rest
+
+
+def _leaves(value: object) -> Iterator[object]:
+    if isinstance(value, dict):
+        for item in value.values():
+            yield from _leaves(item)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            yield from _leaves(item)
+    elif value is not None:
+        yield value
+
+
+def _by_priority(exchanges: Sequence[Sequence[BaseMessage]]) -> Iterator[str]:
+    """Values of exchanges given newest first, in three passes: what the model ran (commands,
+    their quoted arguments, paths), then the rest of what it said, then what tools returned —
+    an agent reuses its own commands and paths more than raw output."""
+    flat = [m for span in exchanges for m in span]
+    said = [_values(m) for m in flat if not isinstance(m, ToolMessage)]
+    for first, _ in said:
+        yield from first
+    for _, rest in said:
+        yield from rest
+    for message in flat:
+        if isinstance(message, ToolMessage):
+            first, rest = _values(message)
+            yield from first
+            yield from rest
+
+
+def _note(
+    span: tuple[int, int], values: Iterable[str], known: set[str], visible: str, max_tokens: int, counter: TokenCounter
+) -> tuple[HumanMessage | None, list[str]]:
+    """A context note for exchanges ``span`` listing values not yet known or visible, within
+    ``max_tokens``; None when nothing fits."""
+    lead = f"[context note: exchanges {span[0]}-{span[1]} are condensed to the values they used:"
+    budget = max_tokens - counter.count(lead) - MESSAGE_OVERHEAD - 1
+    chosen: list[str] = []
+    seen = set(known)
+    for value in values:
+        if budget < 2:
+            break
+        if value in seen or occurs(value, visible):
+            continue
+        seen.add(value)
+        cost = counter.count(value) + 1
+        if cost <= budget:
+            chosen.append(value)
+            budget -= cost
+    text = f"{lead} {' | '.join(chosen)}]"
+    while chosen and counter.count(text) + MESSAGE_OVERHEAD > max_tokens:
+        chosen.pop()
+        text = f"{lead} {' | '.join(chosen)}]"
+    if not chosen:
+        return None, []
+    return HumanMessage(content=text, additional_kwargs={META_KEY: {"condensed": list(span)}}), chosen
+
+
+Exchange = tuple[BaseMessage, ...]
+
+_CACHE: OrderedDict[tuple[object, ...], tuple[HumanMessage | None, tuple[str, ...]]] = OrderedDict()
+_CACHE_LOCK = threading.Lock()
+_CACHE_SIZE = 4096
+
+
+class Digests:
+    """The context notes that stand for condensed blocks of one conversation.
+
+    The archive of blocks ``0 .. a - 1`` lists their values, newest first, deduplicated, within
+    ``archive_tokens``; each later condensed block has a note of its own (within
+    ``digest_tokens``) with the values the archive and earlier notes do not list. A note depends
+    only on the blocks it covers and those before them, so it never changes while shown; notes
+    are remembered by content, since the same old blocks come back on every call.
+
+    Args:
+        exchanges: every exchange of the conversation (original messages).
+        spans_of_block: exchange numbers of each gisted block that may be condensed.
+        gist_sizes: tokens of each block as the gist tier shows it (a note is never larger).
+        known: text always in view (the task); values in it are not listed.
+        config: note sizes.
+        counter: token counter.
+    """
+
+    def __init__(
+        self,
+        exchanges: Sequence[Exchange],
+        spans_of_block: Sequence[Sequence[int]],
+        gist_sizes: Sequence[int],
+        known: str,
+        config: HistoryConfig,
+        counter: TokenCounter,
+    ) -> None:
+        self._exchanges = exchanges
+        self._spans = spans_of_block
+        self._gist_sizes = gist_sizes
+        self._known = known
+        self._config = config
+        self._counter = counter
+        self._keys: list[str] = []
+        digest = hashlib.sha1(known.encode("utf-8", "surrogatepass"))
+        for members in spans_of_block:
+            for number in members:
+                for message in exchanges[number]:
+                    digest.update(b"\x00" + _text(message).encode("utf-8", "surrogatepass"))
+            digest.update(b"\x01")
+            self._keys.append(digest.hexdigest())
+
+    def members(self, block: int) -> Sequence[int]:
+        """Exchange numbers of ``block`` that may be condensed (not protected)."""
+        return self._spans[block]
+
+    def size(self, message: BaseMessage) -> int:
+        """Tokens of a note."""
+        return count_message(message, self._counter)
+
+    def _cached(self, key: tuple[object, ...], make: Callable[[], tuple[HumanMessage | None, list[str]]]) -> tuple[HumanMessage | None, tuple[str, ...]]:
+        with _CACHE_LOCK:
+            if key in _CACHE:
+                _CACHE.move_to_end(key)
+                return _CACHE[key]
+        note, chosen = make()
+        made = (note, tuple(chosen))
+        with _CACHE_LOCK:
+            _CACHE[key] = made
+            while len(_CACHE) > _CACHE_SIZE:
+                _CACHE.popitem(last=False)
+        return made
+
+    def _archive(self, upto: int, cap: int) -> tuple[HumanMessage | None, tuple[str, ...]]:
+        if upto <= 0 or cap <= 0:
+            return None, ()
+        key = ("archive", self._keys[upto - 1], upto, cap, self._counter.name)
+        cap = min(cap, sum(self._gist_sizes[:upto]) - 1)
+        first = next((m[0] for m in self._spans[:upto] if m), 0)
+        last = next((m[-1] for m in reversed(self._spans[:upto]) if m), 0)
+        newest_first = [self._exchanges[n] for k in reversed(range(upto)) for n in reversed(self._spans[k])]
+        values = _by_priority(newest_first)
+        return self._cached(key, lambda: _note((first, last), values, set(), self._known, cap, self._counter))
+
+    def archive(self, upto: int, cap: int) -> HumanMessage | None:
+        """The note for blocks ``0 .. upto - 1`` within ``cap`` tokens (None if there are no
+        such blocks or it lists nothing)."""
+        return self._archive(upto, cap)[0]
+
+    def block(self, block: int, archived: int, archive_cap: int) -> HumanMessage | None:
+        """The note of one condensed ``block`` after an archive of ``archived`` blocks."""
+        return self._block(block, archived, archive_cap)[0]
+
+    def _block(self, block: int, archived: int, archive_cap: int) -> tuple[HumanMessage | None, tuple[str, ...]]:
+        members = self._spans[block]
+        if not members:
+            return None, ()
+        key = ("block", self._keys[block], block, archived, archive_cap, self._config.digest_tokens, self._counter.name)
+
+        def make() -> tuple[HumanMessage | None, list[str]]:
+            known = set(self._archive(archived, archive_cap)[1])
+            for earlier in range(archived, block):
+                known.update(self._block(earlier, archived, archive_cap)[1])
+            cap = min(self._config.digest_tokens, self._gist_sizes[block] - 1)
+            values = _by_priority([self._exchanges[n] for n in reversed(members)])
+            return _note((members[0], members[-1]), values, known, self._known, cap, self._counter)
+
+        return self._cached(key, make)
+
+
+def _text(message: BaseMessage) -> str:
+    parts = [content_text(message.content)]
+    if isinstance(message, AIMessage):
+        parts.extend(json.dumps(c["args"], ensure_ascii=False, sort_keys=True) for c in message.tool_calls)
+    return "\n".join(parts)
+
+
+__all__ = ["OMITTED_NOTE", "Digests", "HistoryBudget", "OmissionPlan", "plan_omission"]

@@ -1,0 +1,355 @@
+"""Optional model-written gists, produced off the request path.
+
+:class:`BackgroundSummarizer` wraps any summarizer — a ``BaseChatModel``, any ``Runnable``, or a
+plain sync or async function ``str -> str`` — behind a bounded queue served by one worker
+thread (seed 004 §5.3). Summaries are cached by the sha256 of the text, and quotas per session,
+per UTC day and per summary cap the spend (§7.2). ``prepare`` never waits for it: until a
+summary is ready the zero-LLM gist is used.
+
+Cache stability: a message's gist is decided the first time the message is gisted and kept from
+then on. A zero-LLM gist is replaced by a summary that arrived later at most once, and only on
+a call where tier boundaries move (the cached prefix breaks at a boundary on such calls anyway).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import inspect
+import logging
+import queue
+import re
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar, Union
+
+from langchain_core.messages import BaseMessage
+from langchain_core.runnables import Runnable
+
+from ctxplugin.config import SummarizerConfig
+from ctxplugin.errors import InvalidInputError
+from ctxplugin.history.compressors import head_within
+from ctxplugin.tokens import TokenCounter, content_text, get_counter
+
+logger = logging.getLogger("ctxplugin.history")
+
+SummarizerLike = Union[Runnable[Any, Any], Callable[[str], str], Callable[[str], Awaitable[str]]]  # noqa: UP007
+"""What users may pass as a summarizer: a chat model or other Runnable, or a function."""
+
+PROMPT = (
+    "Condense the text below into one line of at most {tokens} tokens for a later reader who "
+    "needs to know what it said. Keep every identifier, file path, URL, number and error message "
+    "exactly as written. Answer with the line only.\n\n{text}"
+)
+
+_SPACE = re.compile(r"\s+")
+_CACHE_SIZE = 16384
+_SESSIONS = 4096
+_DAY = 86400.0
+
+V = TypeVar("V")
+
+
+class _LRU(OrderedDict[str, V]):
+    def __init__(self, size: int) -> None:
+        super().__init__()
+        self._size = size
+
+    def put(self, key: str, value: V) -> None:
+        self[key] = value
+        self.move_to_end(key)
+        while len(self) > self._size:
+            self.popitem(last=False)
+
+
+def _resolve(value: Any) -> Any:
+    if inspect.isawaitable(value):
+
+        async def wait() -> Any:
+            return await value
+
+        return asyncio.run(wait())
+    return value
+
+
+def as_summarize_fn(summarizer: SummarizerLike, *, max_tokens: int = 120) -> tuple[Callable[[str], str], bool]:
+    """Normalise a summarizer into a blocking function, and whether it is given a prompt.
+
+    Runnables (chat models included) get :data:`PROMPT` around the text; plain functions get
+    the text itself. Async functions run to completion on the calling (worker) thread.
+
+    Raises:
+        InvalidInputError: ``summarizer`` is neither a Runnable nor callable.
+    """
+    if isinstance(summarizer, Runnable):
+        runnable = summarizer
+
+        def run_model(text: str) -> str:
+            output = runnable.invoke(PROMPT.format(tokens=max_tokens, text=text))
+            if isinstance(output, BaseMessage):
+                return content_text(output.content)
+            return output if isinstance(output, str) else str(output)
+
+        return run_model, True
+    if callable(summarizer):
+        function = summarizer
+
+        def run_function(text: str) -> str:
+            output = _resolve(function(text))
+            if not isinstance(output, str):
+                raise InvalidInputError(f"summarizer returned {type(output).__name__}, expected str")
+            return output
+
+        return run_function, False
+    raise InvalidInputError(
+        f"summarizer must be a chat model, a Runnable or a function str -> str, got {type(summarizer).__name__}"
+    )
+
+
+@dataclass
+class SummarizerStats:
+    """Counters since the summarizer was built."""
+
+    requested: int = 0
+    completed: int = 0
+    dropped_queue_full: int = 0
+    skipped_quota: int = 0
+    failed: int = 0
+    upgraded: int = 0
+    tokens_used: int = 0
+
+
+@dataclass(frozen=True)
+class _Job:
+    key: str
+    text: str
+    session: str
+
+
+class BackgroundSummarizer:
+    """Model-written gist leads from a background thread, with a bounded queue and quotas.
+
+    Args:
+        summarizer: a chat model, a ``Runnable``, or a sync or async function ``str -> str``.
+        config: queue size and token quotas.
+        counter: token counter for quotas and the per-summary cap.
+        clock: seconds since the epoch (the daily quota resets at UTC midnight).
+
+    Example:
+        >>> def first_words(text: str) -> str:
+        ...     return " ".join(text.split()[:12])
+        >>> summarizer = BackgroundSummarizer(first_words)
+    """
+
+    def __init__(
+        self,
+        summarizer: SummarizerLike,
+        *,
+        config: SummarizerConfig | None = None,
+        counter: TokenCounter | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.config = config or SummarizerConfig()
+        self._counter = counter or get_counter()[0]
+        self._run, self._prompted = as_summarize_fn(summarizer, max_tokens=self.config.artifact_tokens)
+        self._clock = clock
+        self._queue: queue.Queue[_Job | None] = queue.Queue(maxsize=self.config.queue_size)
+        self._lock = threading.Lock()
+        self._idle = threading.Condition(self._lock)
+        self._ready: _LRU[str] = _LRU(_CACHE_SIZE)
+        self._decided: _LRU[tuple[str | None, bool]] = _LRU(_CACHE_SIZE)
+        self._attempts: _LRU[int] = _LRU(_CACHE_SIZE)
+        self._pending: set[str] = set()
+        self._session_used: _LRU[int] = _LRU(_SESSIONS)
+        self._warnings: _LRU[list[str]] = _LRU(_SESSIONS)
+        self._day = -1
+        self._day_used = 0
+        self._thread: threading.Thread | None = None
+        self._closed = False
+        self.stats = SummarizerStats()
+
+    # ------------------------------------------------------------------ request path
+    @staticmethod
+    def key(text: str) -> str:
+        """Cache key of a text: its sha256."""
+        return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+    def prefetch(self, text: str, *, session: str) -> None:
+        """Queue a summary of ``text`` unless one is ready, queued or given up on; never blocks."""
+        key = self.key(text)
+        with self._lock:
+            if self._closed or key in self._ready or key in self._pending or self._exhausted(key):
+                return
+            if self._over_quota(session):
+                self.stats.skipped_quota += 1
+                return
+            self._pending.add(key)
+            self.stats.requested += 1
+            self._start()
+        try:
+            self._queue.put_nowait(_Job(key=key, text=text, session=session))
+        except queue.Full:
+            with self._lock:
+                self._pending.discard(key)
+                self.stats.dropped_queue_full += 1
+                self._idle.notify_all()
+
+    def lead(self, text: str, *, session: str, upgrade: bool) -> str | None:
+        """The summary leading the gist of ``text``, or None for the zero-LLM gist.
+
+        The first answer for a text is kept; a None answer turns into a summary at most once,
+        on a call with ``upgrade`` set."""
+        key = self.key(text)
+        with self._lock:
+            decided = self._decided.get(key)
+            ready = self._ready.get(key)
+            if decided is not None:
+                current, final = decided
+                if final or not upgrade:
+                    return current
+                if ready is not None:
+                    self._decided.put(key, (ready, True))
+                    self.stats.upgraded += 1
+                    return ready
+                if self._exhausted(key):
+                    self._decided.put(key, (None, True))
+                    return None
+            else:
+                self._decided.put(key, (ready, ready is not None or self._exhausted(key)))
+                if ready is not None:
+                    return ready
+        self.prefetch(text, session=session)
+        return None
+
+    def take_warnings(self, session: str) -> list[str]:
+        """Warnings about ``session``'s summaries since the last call (failures)."""
+        with self._lock:
+            return self._warnings.pop(session, [])
+
+    # ------------------------------------------------------------------ control
+    def drain(self, timeout: float | None = None) -> bool:
+        """Wait until no summary is queued or running; False if ``timeout`` ran out first.
+
+        For tests, benchmarks and shutdown; ``prepare`` never calls it."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._idle:
+            while self._pending:
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    return False
+                self._idle.wait(remaining)
+        return True
+
+    def close(self) -> None:
+        """Stop the worker after the job it is running; queued jobs are discarded."""
+        with self._lock:
+            self._closed = True
+            thread = self._thread
+        if thread is not None:
+            while True:
+                try:
+                    self._queue.get_nowait()
+                except queue.Empty:
+                    break
+            self._queue.put(None)
+            thread.join()
+        with self._lock:
+            self._pending.clear()
+            self._idle.notify_all()
+
+    def pending(self) -> int:
+        """Summaries queued or running."""
+        with self._lock:
+            return len(self._pending)
+
+    # ------------------------------------------------------------------ worker
+    def _over_quota(self, session: str) -> bool:
+        day_used = self._day_used if int(self._clock() // _DAY) == self._day else 0
+        return (
+            self._session_used.get(session, 0) >= self.config.session_tokens
+            or day_used >= self.config.daily_tokens
+        )
+
+    def _exhausted(self, key: str) -> bool:
+        return self._attempts.get(key, 0) >= self.config.max_attempts
+
+    def _start(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._work, name="ctxplugin-summarizer", daemon=True)
+            self._thread.start()
+
+    def _work(self) -> None:
+        while True:
+            job = self._queue.get()
+            if job is None:
+                return
+            try:
+                self._serve(job)
+            finally:
+                with self._lock:
+                    self._pending.discard(job.key)
+                    self._idle.notify_all()
+
+    def _charge(self, job: _Job, tokens: int, *, reserve: bool) -> bool:
+        """Count ``tokens`` against the quotas; with ``reserve``, only if they fit."""
+        day = int(self._clock() // _DAY)
+        with self._lock:
+            if day != self._day:
+                self._day, self._day_used = day, 0
+            used = self._session_used.get(job.session, 0)
+            if reserve and (
+                used + tokens > self.config.session_tokens or self._day_used + tokens > self.config.daily_tokens
+            ):
+                self.stats.skipped_quota += 1
+                return False
+            self._session_used.put(job.session, used + tokens)
+            self._day_used += tokens
+            self.stats.tokens_used += tokens
+            return True
+
+    def _serve(self, job: _Job) -> None:
+        sent = PROMPT.format(tokens=self.config.artifact_tokens, text=job.text) if self._prompted else job.text
+        estimate = self._counter.count(sent) + self.config.artifact_tokens
+        if not self._charge(job, estimate, reserve=True):
+            return
+        try:
+            output = self._run(job.text)
+        except Exception as exc:  # a user summarizer may fail in any way; the zero-LLM gist stays
+            self._failed(job, f"{type(exc).__name__}: {exc}")
+            return
+        line = _SPACE.sub(" ", output).strip()
+        summary = head_within(line, self.config.artifact_tokens, self._counter)
+        actual = self._counter.count(sent) + self._counter.count(output)
+        self._charge(job, actual - estimate, reserve=False)
+        if not summary:
+            self._failed(job, "empty summary")
+            return
+        with self._lock:
+            self._ready.put(job.key, summary)
+            self.stats.completed += 1
+
+    def _failed(self, job: _Job, reason: str) -> None:
+        logger.warning("ctxplugin: summarizer failed, the zero-LLM gist stays: %s", reason)
+        with self._lock:
+            self._attempts.put(job.key, self._attempts.get(job.key, 0) + 1)
+            self.stats.failed += 1
+            notes = self._warnings.get(job.session, [])
+            self._warnings.put(job.session, [*notes, f"summarizer failed, the zero-LLM gist is used: {reason}"])
+
+
+def make_summarizer(
+    summarizer: SummarizerLike | BackgroundSummarizer | None,
+    *,
+    config: SummarizerConfig,
+    counter: TokenCounter,
+) -> BackgroundSummarizer | None:
+    """The one place user summarizers are normalised (None stays None)."""
+    if summarizer is None or isinstance(summarizer, BackgroundSummarizer):
+        return summarizer
+    return BackgroundSummarizer(summarizer, config=config, counter=counter)
+
+
+__all__ = ["PROMPT", "BackgroundSummarizer", "SummarizerLike", "SummarizerStats", "as_summarize_fn", "make_summarizer"]

@@ -1,0 +1,265 @@
+"""Tiers by age, moved in blocks, and the ``compress_history`` stage built on them.
+
+Age is counted in exchanges (:func:`ctxplugin._messages.exchange_spans`). The newest exchanges
+are verbatim, the next ones trimmed, older ones gisted, and — when a token budget is given —
+the oldest gists are omitted. Tier boundaries are multiples of
+``block_size`` exchanges, so between two boundary moves a call only appends to the previous
+view and a provider's prompt cache serves everything before the new messages.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from functools import lru_cache
+from typing import Protocol
+
+from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
+
+from ctxplugin._messages import META_KEY, annotation, exchange_spans
+from ctxplugin.config import HistoryConfig
+from ctxplugin.history.compressors import MemoCounter, gist_text, memo_counter, trim_text
+from ctxplugin.history.omission import Digests, HistoryBudget, OmissionPlan, plan_omission
+from ctxplugin.tokens import TokenCounter, content_text, count_message
+
+
+class Tier(StrEnum):
+    """How much of a message the view keeps."""
+
+    VERBATIM = "verbatim"
+    TRIMMED = "trimmed"
+    GIST = "gist"
+    OMITTED = "omitted"
+
+
+class GistSource(Protocol):
+    """Where model-written gist leads come from (see :class:`BackgroundSummarizer`)."""
+
+    def prefetch(self, text: str, *, session: str) -> None:
+        """Ask for a summary of ``text`` ahead of need; never blocks."""
+
+    def lead(self, text: str, *, session: str, upgrade: bool) -> str | None:
+        """The summary to lead the gist of ``text`` with, or None for the zero-LLM gist.
+
+        ``upgrade`` is True on calls where tier boundaries move (the cache prefix breaks there
+        anyway); only then may an earlier zero-LLM gist be replaced by a summary."""
+
+
+@dataclass
+class HistoryView:
+    """The compressed history and what was done to it.
+
+    Attributes:
+        messages: the history as the model should see it (a valid conversation).
+        compressed_count: messages whose content was trimmed or gisted.
+        omitted_exchanges: old exchanges left out to fit ``budget``.
+        tiers: messages per tier (``verbatim``, ``trimmed``, ``gist``, ``omitted``, ``protected``).
+    """
+
+    messages: list[BaseMessage]
+    compressed_count: int = 0
+    omitted_exchanges: int = 0
+    tiers: dict[str, int] = field(default_factory=dict)
+
+
+def tier_bounds(exchanges: int, config: HistoryConfig) -> tuple[int, int]:
+    """``(gist_end, verbatim_start)``: exchanges before ``gist_end`` are gisted, those from
+    ``verbatim_start`` on are verbatim, the ones between trimmed.
+
+    Both are multiples of ``block_size`` and move together, once every ``block_size`` new
+    exchanges. At least ``verbatim_exchanges`` exchanges stay verbatim (up to
+    ``verbatim_exchanges + block_size - 1`` just before a move), and the trimmed tier holds
+    ``trimmed_exchanges - verbatim_exchanges`` exchanges rounded up to whole blocks.
+    """
+    block = config.block_size
+    if exchanges <= config.verbatim_exchanges:
+        return 0, 0
+    verbatim_start = (exchanges - config.verbatim_exchanges) // block * block
+    trimmed = math.ceil((config.trimmed_exchanges - config.verbatim_exchanges) / block) * block
+    return max(0, verbatim_start - trimmed), verbatim_start
+
+
+def is_boundary_call(exchanges: int, config: HistoryConfig) -> bool:
+    """Whether tier boundaries moved on this call (as against one exchange fewer)."""
+    return tier_bounds(exchanges, config) != tier_bounds(exchanges - 1, config)
+
+
+def protected_indexes(messages: Sequence[BaseMessage]) -> set[int]:
+    """Messages never altered: the first human message (the task), the latest human message,
+    system messages inside the conversation, and anything pinned with
+    ``additional_kwargs["ctxplugin"]["pinned"] = True``."""
+    humans = [i for i, m in enumerate(messages) if isinstance(m, HumanMessage)]
+    keep = {humans[0], humans[-1]} if humans else set()
+    keep.update(
+        i for i, m in enumerate(messages) if isinstance(m, SystemMessage) or annotation(m).get("pinned") is True
+    )
+    return keep
+
+
+def _plain_text(message: BaseMessage) -> str | None:
+    """The text of a message that is text only, or None (multimodal content passes through)."""
+    content = message.content
+    if isinstance(content, str):
+        return content
+    if all(isinstance(b, str) or (isinstance(b, dict) and b.get("type") == "text") for b in content):
+        return content_text(content)
+    return None
+
+
+@lru_cache(maxsize=16384)
+def _compressed(text: str, tier: Tier, max_tokens: int, counter: MemoCounter, ref: str | None, lead: str | None) -> str:
+    keep = [ref] if ref else None
+    if tier is Tier.TRIMMED:
+        return trim_text(text, max_tokens=max_tokens, counter=counter, must_keep=keep)
+    return gist_text(text, max_tokens=max_tokens, counter=counter, lead=lead, must_keep=keep)
+
+
+def _summarizable(text: str, config: HistoryConfig, counter: TokenCounter) -> bool:
+    return counter.count(text) > 2 * config.gist_tokens
+
+
+def compress_message(
+    message: BaseMessage,
+    tier: Tier,
+    *,
+    config: HistoryConfig,
+    counter: TokenCounter,
+    lead: str | None = None,
+) -> BaseMessage:
+    """``message`` as its tier shows it: a copy with new content, or ``message`` itself.
+
+    Tool calls of AI messages are kept intact; only text content is compressed, and only when
+    that makes it smaller. A stored tool output keeps its ref."""
+    if tier is Tier.VERBATIM:
+        return message
+    text = _plain_text(message)
+    if not text:
+        return message
+    note = annotation(message)
+    ref = note.get("ref") if isinstance(note.get("ref"), str) else None
+    max_tokens = config.trim_tokens if tier is Tier.TRIMMED else config.gist_tokens
+    new = _compressed(text, tier, max_tokens, memo_counter(counter), ref, lead)
+    if new == text:
+        return message
+    meta = {**note, "tier": tier.value}
+    return message.model_copy(
+        update={"content": new, "additional_kwargs": {**message.additional_kwargs, META_KEY: meta}}
+    )
+
+
+def compress_history(
+    body: Sequence[BaseMessage],
+    *,
+    config: HistoryConfig,
+    counter: TokenCounter,
+    budget: HistoryBudget | int | None = None,
+    summarizer: GistSource | None = None,
+    session: str = "default",
+) -> HistoryView:
+    """Compress a conversation by age; never mutates ``body``.
+
+    Args:
+        body: the conversation after the leading system messages.
+        config: tier sizes and block size.
+        counter: token counter.
+        budget: limits the history must meet (an ``int`` limits the total); when over, the
+            oldest gisted exchanges are omitted in whole blocks and one digest message listing
+            their values stands in their place. None keeps every exchange.
+        summarizer: optional source of model-written gist leads, consulted without waiting.
+        session: whose conversation this is (for the summarizer's per-session quota).
+
+    Returns:
+        The compressed view. Every AI tool call keeps its result and vice versa, nothing is
+        reordered, and protected messages (first and latest human message, pinned ones) are
+        kept exactly.
+    """
+    messages = list(body)
+    counter = memo_counter(counter)
+    if isinstance(budget, int):
+        budget = HistoryBudget(total=budget)
+    spans = exchange_spans(messages)
+    exchanges = len(spans)
+    protected = protected_indexes(messages)
+    bounds = tier_bounds(exchanges, config)
+    gist_end, verbatim_start = bounds
+    upgrade = is_boundary_call(exchanges, config)
+    rendered: list[list[BaseMessage]] = []
+    tiers: dict[str, int] = {t.value: 0 for t in Tier}
+    tiers["protected"] = 0
+    for number, (start, end) in enumerate(spans):
+        tier = Tier.GIST if number < gist_end else Tier.TRIMMED if number < verbatim_start else Tier.VERBATIM
+        out: list[BaseMessage] = []
+        for index in range(start, end):
+            message = messages[index]
+            if index in protected:
+                out.append(message)
+                tiers["protected"] += 1
+                continue
+            lead = None
+            if summarizer is not None and tier is not Tier.VERBATIM:
+                text = _plain_text(message)
+                if text and _summarizable(text, config, counter):
+                    if tier is Tier.TRIMMED:
+                        summarizer.prefetch(text, session=session)
+                    else:
+                        lead = summarizer.lead(text, session=session, upgrade=upgrade)
+            out.append(compress_message(message, tier, config=config, counter=counter, lead=lead))
+            tiers[tier.value] += 1
+        rendered.append(out)
+    plan = OmissionPlan()
+    notes: Digests | None = None
+    if budget is not None and gist_end:
+        sizes = [[count_message(m, counter) for m in span] for span in rendered]
+        protected_spans = {i for i, (s, e) in enumerate(spans) if any(j in protected for j in range(s, e))}
+        members = [
+            [i for i in range(k * config.block_size, (k + 1) * config.block_size) if i not in protected_spans]
+            for k in range(gist_end // config.block_size)
+        ]
+        humans = [m for m in messages if isinstance(m, HumanMessage)]
+        notes = Digests(
+            [tuple(messages[s:e]) for s, e in spans],
+            members,
+            [sum(sum(sizes[i]) for i in block) for block in members],
+            content_text(humans[0].content) if humans else "",
+            config,
+            counter,
+        )
+        plan = plan_omission(rendered, sizes, protected_spans, notes, bounds=bounds, budget=budget, config=config)
+    result: list[BaseMessage] = []
+    compressed = omitted = 0
+    noted: set[int] = set()
+    for number, span in enumerate(rendered):
+        block = number // config.block_size
+        if notes is not None and block < plan.condensed and number in notes.members(block):
+            # one note per block (the archive for all archived blocks), where the block began
+            key = 0 if block < plan.archived else block
+            if key not in noted:
+                noted.add(key)
+                note = (
+                    notes.archive(plan.archived, plan.archive_tokens)
+                    if block < plan.archived
+                    else notes.block(block, plan.archived, plan.archive_tokens)
+                )
+                if note is not None:
+                    result.append(note)
+            omitted += 1
+            tiers[Tier.OMITTED.value] += len(span)
+            tiers[Tier.GIST.value] -= len(span)
+            continue
+        compressed += sum(1 for j, m in zip(range(*spans[number]), span, strict=True) if m is not messages[j])
+        result.extend(span)
+    return HistoryView(messages=result, compressed_count=compressed, omitted_exchanges=omitted, tiers=tiers)
+
+
+__all__ = [
+    "GistSource",
+    "HistoryView",
+    "Tier",
+    "compress_history",
+    "compress_message",
+    "is_boundary_call",
+    "protected_indexes",
+    "tier_bounds",
+]

@@ -1,0 +1,262 @@
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+
+from ctxplugin import ContextConfig, HistoryConfig, InvalidInputError, Scope
+from ctxplugin._messages import exchange_spans
+from ctxplugin.history import (
+    GIST_PREFIX,
+    HistoryBudget,
+    Tier,
+    compress_history,
+    identifiers,
+    is_boundary_call,
+    pin,
+    tier_bounds,
+)
+from ctxplugin.history.identifiers import missing
+from ctxplugin.testing import memory_engine
+from ctxplugin.tokens import content_text, count_message, count_messages, get_counter
+
+COUNTER = get_counter()[0]
+Builder = Callable[..., list[BaseMessage]]
+
+
+def tier_of(message: BaseMessage) -> str | None:
+    note = message.additional_kwargs.get("ctxplugin")
+    return note.get("tier") if isinstance(note, dict) else None
+
+
+def test_tier_bounds_move_together_in_blocks() -> None:
+    config = HistoryConfig(verbatim_exchanges=2, trimmed_exchanges=5, block_size=4)
+    assert tier_bounds(2, config) == (0, 0)
+    assert tier_bounds(6, config) == (0, 4)
+    assert tier_bounds(9, config) == (0, 4)
+    assert tier_bounds(10, config) == (4, 8)
+    moves = [n for n in range(3, 60) if is_boundary_call(n, config)]
+    assert moves == list(range(6, 60, 4)), "boundaries move once every block_size exchanges"
+    for n in range(3, 60):
+        gist_end, verbatim_start = tier_bounds(n, config)
+        assert 2 <= n - verbatim_start <= 5, "at least verbatim_exchanges, less than one more block"
+        assert gist_end % 4 == 0 and verbatim_start % 4 == 0
+
+
+def test_block_size_one_gives_exact_ages() -> None:
+    config = HistoryConfig(verbatim_exchanges=2, trimmed_exchanges=5, block_size=1)
+    assert tier_bounds(20, config) == (15, 18)
+
+
+def test_tiers_by_age(agent_session: Builder) -> None:
+    config = HistoryConfig()
+    body = agent_session(12)  # 13 exchanges: the task, then 12 steps
+    view = compress_history(body, config=config, counter=COUNTER)
+    gist_end, verbatim_start = tier_bounds(len(exchange_spans(body)), config)
+    assert (gist_end, verbatim_start) == (4, 8)
+    spans = exchange_spans(body)
+    for number, (start, end) in enumerate(spans):
+        for index in range(start, end):
+            original, shown = body[index], view.messages[index]
+            if index == 0:
+                assert shown is original, "the task is protected"
+            elif number < gist_end:
+                assert tier_of(shown) == Tier.GIST.value
+                assert content_text(shown.content).startswith(GIST_PREFIX)
+            elif number < verbatim_start:
+                assert tier_of(shown) in (Tier.TRIMMED.value, None)
+                if isinstance(original, ToolMessage):  # the listings are over trim_tokens
+                    assert "tokens elided" in content_text(shown.content)
+            else:
+                assert shown is original
+    assert view.compressed_count == sum(1 for a, b in zip(body, view.messages, strict=True) if a is not b)
+    assert view.tiers["gist"] > 0 and view.tiers["trimmed"] > 0 and view.tiers["verbatim"] > 0
+
+
+def test_gisted_ai_message_keeps_its_tool_calls(agent_session: Builder) -> None:
+    body = agent_session(12)
+    view = compress_history(body, config=HistoryConfig(), counter=COUNTER)
+    gisted = [m for m in view.messages if isinstance(m, AIMessage) and tier_of(m) == "gist"]
+    assert gisted
+    originals = {m.id: m for m in body}
+    for message in gisted:
+        assert message.tool_calls == originals[message.id].tool_calls  # type: ignore[attr-defined]
+
+
+def test_values_survive_every_tier(agent_session: Builder) -> None:
+    body = agent_session(14, refs=True)
+    view = compress_history(body, config=HistoryConfig(), counter=COUNTER)
+    for original, shown in zip(body, view.messages, strict=True):
+        text = content_text(shown.content)
+        assert missing(identifiers(content_text(original.content)), text) == []
+        ref = original.additional_kwargs.get("ctxplugin", {}).get("ref")
+        if ref:
+            assert ref in text, "a stored output keeps its ref in every tier"
+
+
+def test_protected_messages_are_never_altered(agent_session: Builder) -> None:
+    body = agent_session(12)
+    body[5] = pin(body[5])
+    body.insert(7, HumanMessage(content="Also check " + "the config loader carefully. " * 30, id="mid"))
+    body.append(HumanMessage(content="Please also run the whole suite. " * 20, id="latest"))
+    body.insert(9, SystemMessage(content="Tool budget: 30 calls. " * 20, id="sys"))
+    view = compress_history(body, config=HistoryConfig(), counter=COUNTER)
+    shown = {m.id: m for m in view.messages}
+    for message in (body[0], body[5], body[-1], body[9]):
+        assert shown[message.id] is message
+    assert shown["mid"] is not body[7], "an old human turn that is neither first nor latest is compressed"
+
+
+def test_pin_marks_without_mutating() -> None:
+    original = AIMessage(content="Budget is 1,200 EUR.", additional_kwargs={"ctxplugin": {"ref": "r"}})
+    pinned = pin(original)
+    assert pinned.additional_kwargs["ctxplugin"] == {"ref": "r", "pinned": True}
+    assert original.additional_kwargs["ctxplugin"] == {"ref": "r"}
+
+
+def test_inputs_are_never_mutated_and_output_is_deterministic(agent_session: Builder) -> None:
+    body = agent_session(20, refs=True)
+    snapshot = [m.model_dump() for m in body]
+    first = compress_history(body, config=HistoryConfig(), counter=COUNTER, budget=2500)
+    second = compress_history(body, config=HistoryConfig(), counter=COUNTER, budget=2500)
+    assert [m.model_dump() for m in body] == snapshot
+    assert [m.model_dump() for m in first.messages] == [m.model_dump() for m in second.messages]
+
+
+def test_multimodal_content_passes_through(agent_session: Builder) -> None:
+    body = agent_session(12)
+    image = {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}
+    body[2] = body[2].model_copy(update={"content": [{"type": "text", "text": "look " * 200}, image]})
+    view = compress_history(body, config=HistoryConfig(), counter=COUNTER)
+    assert view.messages[2] is body[2]
+
+
+def test_budget_condenses_oldest_blocks_to_digests(agent_session: Builder) -> None:
+    config = HistoryConfig()
+    body = agent_session(40)
+    full = compress_history(body, config=config, counter=COUNTER)
+    budget = count_messages(full.messages, COUNTER) * 2 // 3
+    view = compress_history(body, config=config, counter=COUNTER, budget=budget)
+    assert count_messages(view.messages, COUNTER) <= budget
+    assert view.omitted_exchanges > 0
+    assert (view.omitted_exchanges + 1) % config.block_size == 0, "whole blocks (block 0 holds the task)"
+    assert view.messages[0] is body[0], "the task stays first"
+    digests = [m for m in view.messages if "condensed" in m.additional_kwargs.get("ctxplugin", {})]
+    assert digests and all(isinstance(d, HumanMessage) for d in digests)
+    _, last = digests[-1].additional_kwargs["ctxplugin"]["condensed"]
+    text = content_text(digests[-1].content)
+    assert f"grep -n handler /repo/src/module_{last - 1}.py" in text, "the commands of the condensed exchanges"
+    ids = [m.id for m in view.messages if m not in digests]
+    assert ids == [m.id for m in body if m.id in set(ids)], "nothing is reordered"
+
+
+def test_archive_keeps_the_newest_values_of_old_blocks(agent_session: Builder) -> None:
+    config = HistoryConfig(archive_tokens=120)
+    body = agent_session(60)
+    view = compress_history(body, config=config, counter=COUNTER, budget=8000)
+    notes = [m for m in view.messages if "condensed" in m.additional_kwargs.get("ctxplugin", {})]
+    assert count_messages(view.messages, COUNTER) <= 8000
+    archive = notes[0]
+    first, last = archive.additional_kwargs["ctxplugin"]["condensed"]
+    assert view.messages[1] is archive and first == 1, "the archive follows the task"
+    text = content_text(archive.content)
+    assert COUNTER.count(text) <= 120
+    assert f"/repo/src/module_{last - 1}.py" in text, "newest values first"
+    assert "/repo/src/module_0.py" not in text, "the oldest values age out of the archive"
+    later = notes[1:]
+    assert len(later) < config.archive_blocks, "blocks are archived archive_blocks at a time"
+
+
+def test_budget_limits_each_section(agent_session: Builder) -> None:
+    body = agent_session(40)
+
+    def tool_tokens(messages: list[BaseMessage]) -> int:
+        return sum(count_message(m, COUNTER) for m in messages if isinstance(m, ToolMessage))
+
+    unlimited = compress_history(body, config=HistoryConfig(), counter=COUNTER)
+    limit = tool_tokens(unlimited.messages) - 600
+    view = compress_history(body, config=HistoryConfig(), counter=COUNTER, budget=HistoryBudget(tool_results=limit))
+    assert view.omitted_exchanges > 0 and tool_tokens(view.messages) <= limit
+    text_only = compress_history(body, config=HistoryConfig(), counter=COUNTER, budget=HistoryBudget(messages=10**6))
+    assert text_only.omitted_exchanges == 0
+
+
+def test_omission_changes_only_when_boundaries_move(agent_session: Builder) -> None:
+    config = HistoryConfig()
+    body = agent_session(60)
+    omitted: list[int] = []
+    for steps in range(20, 60):
+        history = body[: 1 + 2 * steps]
+        view = compress_history(history, config=config, counter=COUNTER, budget=3000)
+        exchanges = len(exchange_spans(history))
+        if omitted and not is_boundary_call(exchanges, config):
+            assert view.omitted_exchanges == omitted[-1]
+        omitted.append(view.omitted_exchanges)
+    assert omitted[-1] > omitted[0]
+
+
+def test_views_only_append_between_boundary_moves(agent_session: Builder) -> None:
+    config = HistoryConfig()
+    body = agent_session(60, refs=True)
+    previous: list[BaseMessage] | None = None
+    appended = 0
+    for steps in range(1, 60):
+        history = body[: 1 + 2 * steps]
+        view = compress_history(history, config=config, counter=COUNTER, budget=3500).messages
+        if previous is not None and not is_boundary_call(len(exchange_spans(history)), config):
+            assert [m.model_dump() for m in view[: len(previous)]] == [m.model_dump() for m in previous]
+            appended += 1
+        previous = view
+    assert appended >= 40
+
+
+def test_engine_calls_share_most_of_their_prefix(agent_session: Builder) -> None:
+    config = ContextConfig(
+        budget={"total": 8000, "header": 1000, "history": 6000, "facts": 600, "summaries": 3000},
+        history={"max_tokens": 3000},
+        facts={"enabled": False},  # the facts block is this test's noise, not its subject
+    )
+    engine = memory_engine(config)
+    body = agent_session(80)
+    scope = Scope(session_id="prefix")
+    shares: list[float] = []
+    for steps in range(1, 80):
+        prepared = engine.prepare(body[: 1 + 2 * steps], scope=scope)
+        report = prepared.report
+        if steps > 1:
+            shares.append(report.unchanged_prefix_tokens / report.tokens_after)
+        assert report.within_budget
+    mostly = sum(1 for share in shares if share >= 0.6) / len(shares)
+    assert mostly >= 0.7, f"only {mostly:.0%} of calls reuse at least 60% of their prompt"
+    assert sum(shares) / len(shares) >= 0.6
+
+
+def test_engine_reports_compression_and_omission(agent_session: Builder) -> None:
+    config = ContextConfig(budget={"total": 6000, "header": 1000, "history": 4000, "facts": 600, "summaries": 2000})
+    engine = memory_engine(config)
+    prepared = engine.prepare(agent_session(40), scope=Scope(session_id="r"))
+    report = prepared.report
+    assert report.compressed_messages > 0
+    assert report.dropped_exchanges > 0
+    assert "earlier exchanges are not shown" in content_text(prepared.messages[0].content)
+    assert report.within_budget and report.tokens_after <= 6000
+
+
+def test_history_can_be_turned_off(agent_session: Builder) -> None:
+    config = ContextConfig(
+        budget={"total": 100_000, "header": 1000, "history": 90_000, "facts": 600, "summaries": 90_000},
+        history={"enabled": False},
+    )
+    prepared = memory_engine(config).prepare(agent_session(12), scope=Scope(session_id="off"))
+    assert prepared.report.compressed_messages == 0
+    assert not any(tier_of(m) for m in prepared.messages)
+
+
+def test_bad_configuration_is_a_clear_error() -> None:
+    with pytest.raises(ValueError, match="trimmed_exchanges"):
+        HistoryConfig(verbatim_exchanges=4, trimmed_exchanges=2)
+    with pytest.raises(ValueError, match="block_size"):
+        HistoryConfig(block_size=0)
+    with pytest.raises(InvalidInputError, match="total"):
+        HistoryBudget(total=-1)
