@@ -158,7 +158,7 @@ class FactsConfig(BaseModel):
         description="Chroma collection name prefix (the embedding's identity is appended)",
     )
     embedding_dims: int = Field(384, ge=32, le=8192, description="size of the default hashing embedding")
-    candidates: int = Field(2, ge=1, le=20, description="candidates fetched per wanted fact, for re-ranking")
+    candidates: float = Field(1.5, ge=1, le=20, description="candidates fetched per wanted fact, for re-ranking")
     max_per_message: int = Field(8, ge=0, description="facts extracted from one message at most")
 
 

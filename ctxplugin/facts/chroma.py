@@ -443,11 +443,16 @@ def _from_metadata(fact_id: str, text: str | None, meta: dict[str, Any] | None) 
 M = TypeVar("M", bound=BaseModel)
 
 
+@lru_cache(maxsize=8)
+def _field_count(cls: type[BaseModel]) -> int:
+    return len(cls.model_fields)
+
+
 def _construct(cls: type[M], values: dict[str, Any]) -> M:
     """``cls.model_construct(**values)`` for values naming every field, without its per-field
     default handling (a fact read back from Chroma was validated when it was written; this is
     the hot path of every search)."""
-    if len(values) != len(cls.model_fields):
+    if len(values) != _field_count(cls):
         return cls.model_construct(**values)
     instance = cls.__new__(cls)
     object.__setattr__(instance, "__dict__", values)

@@ -46,6 +46,31 @@ def _char_grams(word: str, n: int = 4) -> list[str]:
     return [padded[i : i + n] for i in range(len(padded) - n + 1)]
 
 
+def _root(token: str) -> str | None:
+    """The stem a plain word contributes to bigrams (``None`` for identifiers and stopwords)."""
+    if is_identifier(token) or token in STOPWORDS or len(token) < 2:
+        return None
+    return stem(token)
+
+
+@lru_cache(maxsize=65536)
+def _token_slots(token: str, dims: int) -> tuple[tuple[int, float], ...]:
+    """Signed weights one token adds (words recur across texts, so this is computed once)."""
+    if is_identifier(token):
+        named = [("i:" + token, _W_IDENT)] + [
+            ("w:" + stem(part), _W_IDENT_PART) for part in parts_of(token) if part not in STOPWORDS and len(part) > 1
+        ]
+    elif token in STOPWORDS or len(token) < 2:
+        return ()
+    else:
+        named = [("w:" + stem(token), _W_WORD)] + [("c:" + gram, _W_CHAR) for gram in _char_grams(token)]
+    out = []
+    for name, weight in named:
+        index, sign = _slot(name, dims)
+        out.append((index, sign * weight))
+    return tuple(out)
+
+
 class HashingEmbedding(Embeddings):
     """Dense embedding by feature hashing; deterministic, offline, no weights.
 
@@ -98,9 +123,16 @@ class HashingEmbedding(Embeddings):
 
     def _embed(self, text: str) -> list[float]:
         vector = [0.0] * self.dims
-        for name, weight in self.features(text).items():
-            index, sign = _slot(name, self.dims)
-            vector[index] += sign * weight
+        dims = self.dims
+        previous: str | None = None
+        for token in words(text):
+            for index, value in _token_slots(token, dims):
+                vector[index] += value
+            root = _root(token)
+            if root is not None and previous is not None:
+                index, sign = _slot(f"b:{previous}_{root}", dims)
+                vector[index] += sign * _W_BIGRAM
+            previous = root
         norm = math.sqrt(sum(v * v for v in vector))
         if norm == 0.0:
             return vector

@@ -16,6 +16,7 @@ facts that depend on it, directly or through others, are marked ``needs_review``
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
@@ -330,7 +331,8 @@ class FactsLedger:
         if not query.strip():
             return []
         wanted = FactQuery(reader=scope, valid=True, scopes=tuple(fact_scopes))
-        candidates = self.store.search(query, wanted, n=max(k * self.config.candidates, k + 8))
+        n = max(math.ceil(k * self.config.candidates), k + 4)
+        candidates = self.store.search(query, wanted, n=n)
         return rank(
             candidates,
             now=self.clock(),
