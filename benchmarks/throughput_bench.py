@@ -23,7 +23,7 @@ The Chroma server is a ``chroma run`` started here (from this interpreter's bin)
 ``postgresql://postgres@127.0.0.1:5432/test``), in a fresh schema dropped afterwards.
 
 Run:
-    uv run --all-packages python benchmarks/throughput_bench.py [--conversations 48] [--json out.json]
+    uv run --all-packages python benchmarks/throughput_bench.py [--conversations 48] [--no-facts] [--json out.json]
 """
 
 from __future__ import annotations
@@ -220,8 +220,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--conversations", type=int, default=48, help="tau-bench conversations to replay (of 100)")
     parser.add_argument("--dsn", default=os.environ.get("CTXPLUGIN_TEST_POSTGRES_DSN", "postgresql://postgres@127.0.0.1:5432/test"))
     parser.add_argument("--chroma-url", help="an existing Chroma server (default: start one)")
+    parser.add_argument("--no-facts", action="store_true", help="facts off: measure the CAS and the rest alone")
     parser.add_argument("--json", type=Path, help="also write the rows as JSON here")
     args = parser.parse_args(argv)
+    if args.no_facts:
+        os.environ["CTXPLUGIN_FACTS__ENABLED"] = "false"  # read by every ContextConfig, here and in workers
     if not TAU.exists():
         print(f"data not found: {TAU} (the shared data directory sits beside the repository)", file=sys.stderr)
         return 1
@@ -256,7 +259,8 @@ def main(argv: list[str] | None = None) -> int:
                 server.wait(timeout=30)
             with psycopg.connect(args.dsn, autocommit=True) as conn:
                 conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
-    print(f"{count} conversations, {WORKERS} workers; {platform.platform()}, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}")
+    facts = "off" if args.no_facts else "on"
+    print(f"{count} conversations, {WORKERS} workers, facts {facts}; {platform.platform()}, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}")
     _print(rows)
     if args.json:
         args.json.write_text(json.dumps(rows, indent=2))

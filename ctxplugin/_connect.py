@@ -37,8 +37,9 @@ def connect(
     With neither ``config.postgres_dsn`` nor ``config.chroma_url`` set this is
     :meth:`ContextEngine.embedded` (SQLite CAS and Chroma on disk under ``path``). Each one
     set moves its store to the server: the CAS to Postgres (``CTXPLUGIN_POSTGRES_DSN``, tables
-    in ``CTXPLUGIN_POSTGRES_SCHEMA``, migrated on first use), the facts to a Chroma server
-    (``CTXPLUGIN_CHROMA_URL``). The agent's code does not change; only the environment does.
+    in ``CTXPLUGIN_POSTGRES_SCHEMA``, migrated on first use), the facts (and the answer cache,
+    when enabled) to a Chroma server (``CTXPLUGIN_CHROMA_URL``). The agent's code does not
+    change; only the environment does.
 
     Server stores connect on first use, so an engine can be built while a server is down;
     calls made then pass the original through and say so in the report.
@@ -57,6 +58,7 @@ def connect(
         >>> import ctxplugin
         >>> engine = ctxplugin.connect()  # doctest: +SKIP
     """
+    from ctxplugin.cache import ChromaAnswerCacheStore
     from ctxplugin.cas import SQLiteCASStore
     from ctxplugin.facts import ChromaFactStore, FactsLedger
 
@@ -70,12 +72,19 @@ def connect(
     else:
         root.mkdir(parents=True, exist_ok=True)
         cas = SQLiteCASStore(root / "cas.sqlite3")
+    answers: ChromaAnswerCacheStore | None = None
     if config.chroma_url:
         store = ChromaFactStore.http(config.chroma_url, config=config.facts)
+        if config.cache.enabled:
+            answers = ChromaAnswerCacheStore.http(config.chroma_url)
     else:
         root.mkdir(parents=True, exist_ok=True)
         store = ChromaFactStore.persistent(root / "chroma", config=config.facts)
-    engine = ContextEngine(config=config, cas=cas, facts=FactsLedger(store, config.facts), summarizer=summarizer)
+        if config.cache.enabled:
+            answers = ChromaAnswerCacheStore.persistent(root / "chroma")
+    engine = ContextEngine(
+        config=config, cas=cas, facts=FactsLedger(store, config.facts), summarizer=summarizer, answer_cache=answers
+    )
     if not config.postgres_dsn or not config.chroma_url:
         engine.path = root  # a store is still on disk here
     return engine

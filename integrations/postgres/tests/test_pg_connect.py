@@ -112,6 +112,17 @@ def test_only_a_chroma_url_keeps_the_cas_on_disk(
         _close(engine)
 
 
+def test_the_answer_cache_follows_the_facts_to_the_server(chroma_server: Any, tmp_path: Path) -> None:
+    from ctxplugin.cache import ChromaAnswerCacheStore
+
+    engine = ctxplugin.connect(ContextConfig(chroma_url=chroma_server.url, path=str(tmp_path), cache={"enabled": True}))
+    try:
+        assert engine.cache is not None and isinstance(engine.cache.store, ChromaAnswerCacheStore)
+        assert not (tmp_path / "chroma").exists()
+    finally:
+        _close(engine)
+
+
 def test_a_dsn_without_the_package_names_the_install_command(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setitem(sys.modules, "ctxplugin_postgres", None)  # as if not installed
     with pytest.raises(MissingDependencyError, match="pip install ctxplugin-postgres"):
