@@ -176,6 +176,19 @@ class ContextEngine:
         store = ChromaFactStore.persistent(root / "chroma", config=config.facts)
         return cls(config=config, cas=cas, facts=FactsLedger(store, config.facts), summarizer=summarizer)
 
+    @classmethod
+    def from_config(
+        cls,
+        config: ContextConfig | None = None,
+        *,
+        path: str | Path | None = None,
+        summarizer: SummarizerLike | BackgroundSummarizer | None = None,
+    ) -> ContextEngine:
+        """Embedded or server stores, as the configuration says (see :func:`ctxplugin.connect`)."""
+        from ctxplugin._connect import connect
+
+        return connect(config, path=path, summarizer=summarizer)
+
     # ------------------------------------------------------------------ prepare
     def prepare(
         self,
