@@ -270,7 +270,8 @@ class ContextEngine:
         if self.config.history.enabled:
             with clock.stage("history"):
                 extra = [plan.directory_text, OMITTED_NOTE] if plan.directory_text else [OMITTED_NOTE]
-                outside = plan.schema_tokens_sent + count_message(merge_system(header_parts, extra), self.counter)
+                header = merge_system(header_parts, extra)
+                outside = plan.schema_tokens_sent + (count_message(header, self.counter) if header is not None else 0)
                 view = self._history_stage(body, scope, context_window, report, outside=outside)
                 body = view.messages
         with clock.stage("budget"):

@@ -1,10 +1,11 @@
 """Tiers by age, moved in blocks, and the ``compress_history`` stage built on them.
 
 Age is counted in exchanges (:func:`ctxplugin._messages.exchange_spans`). The newest exchanges
-are verbatim, the next ones trimmed, older ones gisted, and — when a token budget is given —
-the oldest gists are omitted. Tier boundaries are multiples of
-``block_size`` exchanges, so between two boundary moves a call only appends to the previous
-view and a provider's prompt cache serves everything before the new messages.
+are verbatim, the next ones trimmed, older ones gisted, and — when a token budget requires it —
+the oldest blocks are condensed into context notes (:mod:`ctxplugin.history.omission`). Tier
+boundaries are multiples of ``block_size`` exchanges, so between two boundary moves a call only
+appends to the previous view and a provider's prompt cache serves everything before the new
+messages.
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ class HistoryView:
     Attributes:
         messages: the history as the model should see it (a valid conversation).
         compressed_count: messages whose content was trimmed or gisted.
-        omitted_exchanges: old exchanges left out to fit ``budget``.
+        omitted_exchanges: old exchanges condensed into context notes to fit ``budget``.
         tiers: messages per tier (``verbatim``, ``trimmed``, ``gist``, ``omitted``, ``protected``).
     """
 
@@ -108,7 +109,7 @@ def _plain_text(message: BaseMessage) -> str | None:
     return None
 
 
-@lru_cache(maxsize=16384)
+@lru_cache(maxsize=4096)
 def _compressed(text: str, tier: Tier, max_tokens: int, counter: MemoCounter, ref: str | None, lead: str | None) -> str:
     keep = [ref] if ref else None
     if tier is Tier.TRIMMED:
@@ -165,8 +166,8 @@ def compress_history(
         config: tier sizes and block size.
         counter: token counter.
         budget: limits the history must meet (an ``int`` limits the total); when over, the
-            oldest gisted exchanges are omitted in whole blocks and one digest message listing
-            their values stands in their place. None keeps every exchange.
+            oldest blocks are condensed into context notes listing their exact values (see
+            :mod:`ctxplugin.history.omission`). None keeps every exchange.
         summarizer: optional source of model-written gist leads, consulted without waiting.
         session: whose conversation this is (for the summarizer's per-session quota).
 

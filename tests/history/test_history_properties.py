@@ -42,7 +42,7 @@ def conversations(draw: st.DrawFn) -> list[BaseMessage]:
     some tool results already stored (summary plus ref)."""
     counter = iter(range(10**6))
     messages: list[BaseMessage] = [HumanMessage(content=draw(texts), id=f"m{next(counter)}")]
-    for _ in range(draw(st.integers(min_value=0, max_value=40))):
+    for _ in range(draw(st.integers(min_value=0, max_value=30))):
         kind = draw(st.sampled_from(["human", "ai", "tools", "tools"]))
         extra = {META_KEY: {"pinned": True}} if draw(st.integers(0, 14)) == 0 else {}
         if kind == "human":
@@ -133,7 +133,7 @@ def check_never_larger(body: list[BaseMessage], view: list[BaseMessage]) -> None
             assert count_message(message, COUNTER) <= count_message(originals[message.id], COUNTER)
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(conversations(), configs, budgets)
 def test_compressed_history_properties(body: list[BaseMessage], config: HistoryConfig, budget: int | None) -> None:
     """Valid tool-call pairing and order, protected messages untouched, values of compressed

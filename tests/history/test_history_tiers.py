@@ -168,6 +168,21 @@ def test_archive_keeps_the_newest_values_of_old_blocks(agent_session: Builder) -
     assert len(later) < config.archive_blocks, "blocks are archived archive_blocks at a time"
 
 
+def test_archive_shrinks_when_even_a_condensed_history_is_too_large(agent_session: Builder) -> None:
+    config = HistoryConfig(archive_tokens=400)
+    body = agent_session(60)
+    roomy = compress_history(body, config=config, counter=COUNTER, budget=10**6 // 100)
+    archive = next(m for m in roomy.messages if "condensed" in m.additional_kwargs.get("ctxplugin", {}))
+    full_archive = count_message(archive, COUNTER)
+    assert full_archive > 200
+    bare = compress_history(body, config=HistoryConfig(archive_tokens=0), counter=COUNTER, budget=1)
+    budget = count_messages(bare.messages, COUNTER) + full_archive // 2 + 60
+    tight = compress_history(body, config=config, counter=COUNTER, budget=budget)
+    notes = [m for m in tight.messages if "condensed" in m.additional_kwargs.get("ctxplugin", {})]
+    assert count_messages(tight.messages, COUNTER) <= budget
+    assert notes and count_message(notes[0], COUNTER) <= 200, "the archive was halved to fit"
+
+
 def test_budget_limits_each_section(agent_session: Builder) -> None:
     body = agent_session(40)
 
