@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
 from ctxplugin._messages import annotation, exchange_spans, merge_system
+from ctxplugin.history.omission import OMITTED_NOTE
 from ctxplugin.tokens import TokenCounter, content_text, count_message, count_messages
 
 
@@ -42,10 +43,12 @@ class Parts:
     notes: tuple[str, ...] = field(default_factory=tuple)
 
     def header_message(self) -> SystemMessage | None:
-        """The header with the notes (e.g. what was dropped) merged in."""
-        if not self.notes:
+        """The header with the notes (e.g. what was dropped) merged in, each note once."""
+        present = content_text(self.header.content) if self.header is not None else ""
+        notes = [n for n in dict.fromkeys(self.notes) if n not in present]
+        if not notes:
             return self.header
-        return merge_system([self.header] if self.header is not None else [], list(self.notes))
+        return merge_system([self.header] if self.header is not None else [], notes)
 
     def facts_text(self) -> str:
         if not self.facts:
@@ -108,11 +111,9 @@ def drop_oldest(parts: Parts, n: int) -> Parts:
 
 
 def dropped_note(count: int) -> str:
-    """The header note saying how many exchanges the view leaves out."""
-    return (
-        f"[{count} earlier exchanges are not shown; stored tool outputs stay available "
-        "through expand_ref]"
-    )
+    """The header note while exchanges are left out. It names no count, so the header (the
+    start of every cached prefix) changes once, not each time another block is dropped."""
+    return OMITTED_NOTE
 
 
 def droppable_count(parts: Parts) -> int:
@@ -314,4 +315,4 @@ def model_context_window(model: object) -> int | None:
     return value if isinstance(value, int) and value > 0 else None
 
 
-__all__ = ["BudgetOutcome", "FactLine", "model_context_window", "Parts", "count_messages", "enforce", "section_tokens", "total_tokens"]
+__all__ = ["BudgetOutcome", "FactLine", "Parts", "count_messages", "enforce", "model_context_window", "section_tokens", "total_tokens"]

@@ -22,11 +22,27 @@ from typing import Any, TypeVar
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.tools import BaseTool
+from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from ctxplugin import _tracing
-from ctxplugin._messages import META_KEY, annotation, last_human_text, merge_system, split_header, validate
+from ctxplugin._messages import (
+    META_KEY,
+    annotation,
+    expanded_refs,
+    last_human_text,
+    merge_system,
+    split_header,
+    validate,
+)
 from ctxplugin.budget import FactLine, Parts, enforce, section_tokens, total_tokens
-from ctxplugin.cas import CASStore, Captured, MemoryCASStore, SQLiteCASStore, capture, expand
+from ctxplugin.cache import (
+    AnswerCache,
+    AnswerCacheStore,
+    ChromaAnswerCacheStore,
+    call_context,
+    make_answer_cache,
+)
+from ctxplugin.cas import Captured, CASStore, MemoryCASStore, SQLiteCASStore, capture, expand
 from ctxplugin.config import ContextConfig
 from ctxplugin.errors import ConfigError, CtxpluginError, InvalidInputError, StoreError
 from ctxplugin.facts import FactsLedger, MemoryFactStore, mark_outdated
@@ -41,7 +57,14 @@ from ctxplugin.history import (
 )
 from ctxplugin.report import CaptureReport, ContextReport, FactUse
 from ctxplugin.scope import Scope
-from ctxplugin.tokens import TokenCounter, content_text, count_message, count_messages, get_counter
+from ctxplugin.tokens import (
+    TokenCounter,
+    content_text,
+    count_message,
+    count_messages,
+    count_tool_schemas,
+    get_counter,
+)
 from ctxplugin.tools import LOAD_TOOLS_NAME, ToolRegistry, plan_tools
 
 logger = logging.getLogger("ctxplugin")
@@ -122,6 +145,8 @@ class ContextEngine:
             sync or async function ``str -> str``, or a :class:`BackgroundSummarizer`. It runs
             in a background thread under ``config.history.summarizer`` quotas; ``prepare``
             never waits for it.
+        answer_cache: the semantic answer cache, or just its store; used only when
+            ``config.cache.enabled`` (in memory when omitted). See :mod:`ctxplugin.cache`.
     """
 
     def __init__(
@@ -132,6 +157,7 @@ class ContextEngine:
         facts: FactsLedger | None = None,
         counter: TokenCounter | None = None,
         summarizer: SummarizerLike | BackgroundSummarizer | None = None,
+        answer_cache: AnswerCache | AnswerCacheStore | None = None,
     ) -> None:
         self.config = config or ContextConfig()
         self.cas: CASStore = cas if cas is not None else MemoryCASStore()
@@ -144,7 +170,10 @@ class ContextEngine:
         self.counter = counter
         self.registry = ToolRegistry(counter=counter)
         self.summarizer = make_summarizer(summarizer, config=self.config.history.summarizer, counter=counter)
+        self.cache: AnswerCache | None = make_answer_cache(answer_cache, self.config.cache)
+        self.path: Path | None = None  # set by embedded(); other stores (chat history) live beside it
         self._lock = threading.Lock()
+        self._meta_schema_tokens: dict[int, tuple[Any, int]] = {}
         self._compact_memo: _LRU[Captured] = _LRU(_MEMO_SIZE)
         self._ingested: _LRU[bool] = _LRU(_MEMO_SIZE * 4)
         self._last_view: _LRU[tuple[str, list[tuple[str, int]]]] = _LRU(_SESSIONS_TRACKED)
@@ -174,7 +203,12 @@ class ContextEngine:
         root.mkdir(parents=True, exist_ok=True)
         cas = SQLiteCASStore(root / "cas.sqlite3")
         store = ChromaFactStore.persistent(root / "chroma", config=config.facts)
-        return cls(config=config, cas=cas, facts=FactsLedger(store, config.facts), summarizer=summarizer)
+        answers = ChromaAnswerCacheStore.persistent(root / "chroma") if config.cache.enabled else None
+        engine = cls(
+            config=config, cas=cas, facts=FactsLedger(store, config.facts), summarizer=summarizer, answer_cache=answers
+        )
+        engine.path = root
+        return engine
 
     @classmethod
     def from_config(
@@ -243,13 +277,16 @@ class ContextEngine:
             report.warnings.extend(notes)
             header_parts, body = split_header(valid)
             report.messages_before = len(messages)
+            report.refs_expanded = expanded_refs(body, EXPAND_REF_NAME)
         with clock.stage("tools"):
             meta = {_tool_name(t): t for t in tools if _tool_name(t) in META_TOOL_NAMES}
             user_tools = [t for t in tools if _tool_name(t) not in META_TOOL_NAMES]
             plan = plan_tools(user_tools, body, config=self.config.tools, counter=self.counter, registry=self.registry)
             bound = [meta.get(_tool_name(t), t) for t in plan.bound]
+            schema_tokens = plan.schema_tokens_sent
             if EXPAND_REF_NAME in meta:
                 bound.append(meta[EXPAND_REF_NAME])
+                schema_tokens += self._schema_tokens(meta[EXPAND_REF_NAME])
             report.tools_directory = plan.active
             report.tools_bound = [_tool_name(t) for t in bound]
             report.tools_loaded = list(plan.loaded)
@@ -271,7 +308,7 @@ class ContextEngine:
             with clock.stage("history"):
                 extra = [plan.directory_text, OMITTED_NOTE] if plan.directory_text else [OMITTED_NOTE]
                 header = merge_system(header_parts, extra)
-                outside = plan.schema_tokens_sent + (count_message(header, self.counter) if header is not None else 0)
+                outside = schema_tokens + (count_message(header, self.counter) if header is not None else 0)
                 view = self._history_stage(body, scope, context_window, report, outside=outside)
                 body = view.messages
         with clock.stage("budget"):
@@ -285,7 +322,7 @@ class ContextEngine:
                 history=body,
                 facts_title="Known facts (current; newer facts replace older ones):",
                 facts=facts_lines,
-                tools_tokens=plan.schema_tokens_sent,
+                tools_tokens=schema_tokens,
             )
             outcome = enforce(parts, budgets, self.counter, block_size=self.config.history.block_size)
             parts = outcome.parts
@@ -308,14 +345,16 @@ class ContextEngine:
         report.unchanged_prefix_tokens = self._prefix_tokens(scope, out, bound)
         report.timings_ms = dict(clock.timings)
         report.timings_ms["total"] = (time.perf_counter() - start) * 1000
-        for warning in report.warnings:
-            logger.info("ctxplugin: %s (session %s)", warning, scope.session_id)
         logger.debug(
-            "ctxplugin.prepare session=%s tokens %d -> %d", scope.session_id, report.tokens_before, report.tokens_after
+            "ctxplugin.prepare session=%s tokens %d -> %d",
+            scope.session_id,
+            report.tokens_before,
+            report.tokens_after,
+            extra={"ctxplugin": report.as_metadata()},
         )
         from ctxplugin.langchain import REPORT_EVENT, emit
 
-        emit(REPORT_EVENT, report)  # type: ignore[arg-type]
+        emit(REPORT_EVENT, report)
         return PreparedContext(messages=out, tools=bound, report=report)
 
     def bound_tools(
@@ -355,7 +394,7 @@ class ContextEngine:
                 try:
                     captured = self._capture_memo(message, scope)
                 except StoreError as exc:
-                    report.warnings.append(f"CAS unavailable; tool output {message.tool_call_id!r} passed through: {exc}")
+                    _degraded(report, scope, f"CAS unavailable; tool output {message.tool_call_id!r} passed through: {exc}")
                     out.append(message)
                     continue
                 if captured.passthrough or captured.ref_id is None:
@@ -403,7 +442,7 @@ class ContextEngine:
     ) -> tuple[list[BaseMessage], tuple[FactLine, ...]]:
         try:
             if self.config.facts.extract:
-                fresh = [m for m in body if isinstance(m, (HumanMessage, ToolMessage)) and not self._seen(m, scope)]
+                fresh = [m for m in body if _fact_source(m) and not self._seen(m, scope)]
                 if fresh:
                     written = self.facts.ingest(fresh, scope=scope)
                     report.facts_extracted += len(written)
@@ -412,7 +451,7 @@ class ContextEngine:
                 body, marked = mark_outdated(body, ledger=self.facts, scope=scope)
                 report.outdated_marked = marked
         except StoreError as exc:
-            report.warnings.append(f"facts store unavailable; facts skipped for this call: {exc}")
+            _degraded(report, scope, f"facts store unavailable; facts skipped for this call: {exc}")
             return body, ()
         lines: list[FactLine] = []
         used = 0
@@ -461,6 +500,18 @@ class ContextEngine:
         if self.summarizer is not None:
             report.warnings.extend(self.summarizer.take_warnings(scope.key()))
         return view
+
+    def _schema_tokens(self, tool: Any) -> int:
+        """Tokens of one tool's schema as sent, memoised per tool object (meta-tools are built
+        once per host and passed on every call)."""
+        with self._lock:
+            hit = self._meta_schema_tokens.get(id(tool))
+        if hit is not None and hit[0] is tool:
+            return hit[1]
+        tokens = count_tool_schemas([convert_to_openai_tool(tool)], self.counter)
+        with self._lock:
+            self._meta_schema_tokens[id(tool)] = (tool, tokens)  # the tool is kept, so its id stays its own
+        return tokens
 
     def _facts_budget(self) -> int:
         budgets = self._budgets
@@ -548,11 +599,11 @@ class ContextEngine:
                             }
                         )
                 except StoreError as exc:
-                    report.warnings.append(f"CAS unavailable; tool output passed through: {exc}")
+                    _degraded(report, scope, f"CAS unavailable; tool output passed through: {exc}")
                     result = tool_message.model_copy(
                         update={"additional_kwargs": {**tool_message.additional_kwargs, META_KEY: {"warning": str(exc)}}}
                     )
-            if self.config.facts.enabled and self.config.facts.extract:
+            if self.config.facts.enabled and self.config.facts.extract and _fact_source(tool_message):
                 try:
                     with clock.stage("facts"):
                         if not self._seen(tool_message, scope):
@@ -563,10 +614,8 @@ class ContextEngine:
                             facts = self.facts.ingest([source], scope=scope)
                             report.facts_extracted = len(facts)
                 except StoreError as exc:
-                    report.warnings.append(f"facts store unavailable; extraction skipped: {exc}")
+                    _degraded(report, scope, f"facts store unavailable; extraction skipped: {exc}")
             report.timings_ms = clock.timings
-            for warning in report.warnings:
-                logger.warning("ctxplugin: %s (session %s)", warning, scope.session_id)
             run.finish(outputs={"ref": report.ref_id or ""}, metadata=report.model_dump())
         from ctxplugin.langchain import CAPTURE_EVENT, emit
 
@@ -618,11 +667,107 @@ class ContextEngine:
 
         return ContextChatHistory(self, Scope(session_id=session_id, **scope_fields))
 
+    # ------------------------------------------------------------------ answer cache
+    def cached_answer(
+        self,
+        messages: Sequence[BaseMessage],
+        prepared: PreparedContext,
+        *,
+        tools: Sequence[Any] = (),
+        scope: Scope | None = None,
+        model: Any = None,
+    ) -> AIMessage | None:
+        """A cached answer to return instead of calling the model, or ``None``.
+
+        Call it after :meth:`prepare` with the same ``messages``, ``tools`` and ``scope``;
+        ``model`` is the chat model (or its name). On a hit ``prepared.report.cached_answer``
+        is set and the message carries ``response_metadata["ctxplugin_cache"]``. Every lookup
+        emits a ``ctxplugin.cache_lookup`` event. Always ``None`` when the cache is off; a
+        failing store is a miss with a warning in the report.
+        """
+        if self.cache is None:
+            return None
+        scope = scope or Scope(session_id="default")
+        try:
+            call = self._cache_call(messages, prepared, tools, scope, model)
+            found = self.cache.lookup(call, cas=self.cas, ledger=self._ledger()) if call is not None else None
+        except StoreError as exc:
+            _degraded(prepared.report, scope, f"answer cache unavailable; the model is called: {exc}")
+            return None
+        if found is None:
+            return None
+        prepared.report.cached_answer = found.hit
+        from ctxplugin.langchain import CACHE_LOOKUP_EVENT, emit
+
+        emit(CACHE_LOOKUP_EVENT, {"session_id": scope.session_id, "hit": found.hit, "similarity": round(found.similarity, 4), "reason": found.reason})
+        return found.message
+
+    def remember_answer(
+        self,
+        messages: Sequence[BaseMessage],
+        prepared: PreparedContext,
+        answer: BaseMessage,
+        *,
+        tools: Sequence[Any] = (),
+        scope: Scope | None = None,
+        model: Any = None,
+    ) -> bool:
+        """Cache the model's ``answer`` to the call that :meth:`prepare` made ``prepared`` for
+        (same arguments as :meth:`cached_answer`). Answers with tool calls, empty or cut-short
+        answers are not cached. Returns whether it was stored; a failing store is a warning."""
+        if self.cache is None:
+            return False
+        scope = scope or Scope(session_id="default")
+        try:
+            call = self._cache_call(messages, prepared, tools, scope, model)
+            return call is not None and self.cache.store_answer(call, answer) is not None
+        except StoreError as exc:
+            _degraded(prepared.report, scope, f"answer cache unavailable; the answer was not cached: {exc}")
+            return False
+
+    async def acached_answer(self, messages: Sequence[BaseMessage], prepared: PreparedContext, **kwargs: Any) -> AIMessage | None:
+        """Async :meth:`cached_answer`."""
+        if self.cache is None:
+            return None
+        return await asyncio.to_thread(self.cached_answer, messages, prepared, **kwargs)
+
+    async def aremember_answer(self, messages: Sequence[BaseMessage], prepared: PreparedContext, answer: BaseMessage, **kwargs: Any) -> bool:
+        """Async :meth:`remember_answer`."""
+        if self.cache is None:
+            return False
+        return await asyncio.to_thread(self.remember_answer, messages, prepared, answer, **kwargs)
+
+    def _cache_call(self, messages: Sequence[BaseMessage], prepared: PreparedContext, tools: Sequence[Any], scope: Scope, model: Any) -> Any:
+        return call_context(
+            messages, prepared.report, tools=tools, scope=scope, model=model,
+            mode=self.config.cache.scope, registry=self.registry, ledger=self._ledger(),
+        )
+
+    def _ledger(self) -> FactsLedger | None:
+        return self.facts if self.config.facts.enabled else None
+
     def tools_for_model(self) -> list[BaseTool]:
         """The meta-tools a host must register with its tool node (``expand_ref``, ``load_tools``)."""
         from ctxplugin.langchain import make_meta_tools
 
         return make_meta_tools(self)
+
+
+def _fact_source(message: BaseMessage) -> bool:
+    """Whether facts are extracted from ``message``: user turns and real tool outputs, not
+    ctxplugin's own meta-tool results and not errors (a failed call states no fact)."""
+    if isinstance(message, HumanMessage):
+        return True
+    return isinstance(message, ToolMessage) and message.name not in META_TOOL_NAMES and message.status != "error"
+
+
+def _degraded(report: ContextReport | CaptureReport, scope: Scope, text: str) -> None:
+    """Record a skipped step: a store failed and the original passed through.
+
+    The one place where a store failure is absorbed: it is written into the report and logged
+    at WARNING with the session in ``extra``, so both say what was skipped."""
+    report.warnings.append(text)
+    logger.warning("ctxplugin: %s (session %s)", text, scope.session_id, extra={"ctxplugin_session": scope.session_id})
 
 
 def _assemble(parts: Parts, placement: str) -> list[BaseMessage]:

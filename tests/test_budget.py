@@ -83,6 +83,25 @@ def test_history_is_dropped_in_blocks_and_noted_in_header() -> None:
     prepared = engine.prepare(messages, scope=Scope(session_id="b"))
     dropped = prepared.report.dropped_exchanges
     assert dropped > 0
-    assert "earlier exchanges are not shown" in str(prepared.messages[0].content)
+    header = str(prepared.messages[0].content)
+    assert header.count("earlier exchanges are not shown") == 1
+    assert str(dropped) not in header.split("sys", 1)[1], "the note names no count: the header stays cacheable"
     assert any(str(m.content) == "the task" for m in prepared.messages), "the task is protected"
     assert prepared.report.tokens_after <= 1500
+
+
+def test_bound_meta_tool_schemas_count_against_the_total() -> None:
+    from langchain_core.utils.function_calling import convert_to_openai_tool
+
+    from ctxplugin.tokens import count_tool_schemas
+
+    engine = memory_engine(ContextConfig(budget={"total": 900, "header": 300, "history": 400, "facts": 100, "summaries": 300}))
+    meta = engine.tools_for_model()
+    messages: list[BaseMessage] = [SystemMessage(content="sys"), HumanMessage(content="the task " + "word " * 200)]
+    for i in range(12):
+        messages += [AIMessage(content=f"step {i} " + "word " * 80), HumanMessage(content=f"continue {i}")]
+    prepared = engine.prepare(messages, tools=meta, scope=Scope(session_id="meta"))
+    sent = count_tool_schemas([convert_to_openai_tool(t) for t in prepared.tools], engine.counter)
+    assert "expand_ref" in [t.name for t in prepared.tools]
+    assert prepared.report.sections["tools"].after == sent
+    assert count_messages(prepared.messages, engine.counter) + sent <= 900

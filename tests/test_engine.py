@@ -156,3 +156,22 @@ def test_unchanged_prefix_is_reported_between_calls() -> None:
     assert first.report.unchanged_prefix_tokens == 0
     second = engine.prepare([*messages, AIMessage(content="Here you go.")], scope=SCOPE)
     assert second.report.unchanged_prefix_tokens > 0
+
+
+def test_facts_are_not_extracted_from_meta_tools_or_errors() -> None:
+    engine = memory_engine()
+    decision = "We decided to use order #W2001 instead."
+    messages: list[BaseMessage] = [
+        HumanMessage(content="Which order should we refund?"),
+        AIMessage(content="", tool_calls=[
+            {"name": "load_tools", "args": {"names": ["refund"]}, "id": "m1"},
+            {"name": "refund", "args": {"order_id": "#W2001"}, "id": "m2"},
+        ]),
+        ToolMessage(content=decision, tool_call_id="m1", name="load_tools"),
+        ToolMessage(content=decision, tool_call_id="m2", name="refund", status="error"),
+    ]
+    engine.prepare(messages, scope=SCOPE)
+    engine.capture_tool_result(ToolMessage(content=decision, tool_call_id="m3", name="expand_ref"), scope=SCOPE)
+    assert not any("#W2001" in hit.fact.text for hit in engine.facts.search("order #W2001", scope=SCOPE, k=20))
+    engine.capture_tool_result(ToolMessage(content=decision, tool_call_id="m4", name="refund"), scope=SCOPE)
+    assert any("#W2001" in hit.fact.text for hit in engine.facts.search("order #W2001", scope=SCOPE, k=20))

@@ -8,6 +8,7 @@ import logging
 from typing import Any
 
 import pytest
+from ctxplugin_langgraph import ContextMiddleware
 from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.tools import tool
@@ -15,7 +16,6 @@ from pytest_mock import MockerFixture
 
 from ctxplugin import ConfigError, ContextConfig, StoreUnavailableError
 from ctxplugin.testing import ScriptedChatModel, memory_engine, tool_call
-from ctxplugin_langgraph import ContextMiddleware
 
 SHARES = {"total": 0.1, "header": 0.02, "history": 0.04, "facts": 0.02, "summaries": 0.02}
 

@@ -7,14 +7,13 @@ import json
 from typing import Any
 
 import pytest
+from ctxplugin_langgraph import ContextMiddleware
 from langchain.agents import create_agent
 from langchain_core.messages import AIMessage
 from langchain_core.tools import tool
 from langsmith import Client, tracing_context
 
 from ctxplugin.testing import ScriptedChatModel, memory_engine, tool_call
-from ctxplugin_langgraph import ContextMiddleware
-
 
 
 @tool
