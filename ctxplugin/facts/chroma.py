@@ -35,6 +35,7 @@ from ctxplugin.scope import Scope
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _SEP = "\x1f"
 _RETRY_UNFILTERED = 32
+_WIDER = 8
 _MEMO_READERS = 4096
 _MICROSECOND = timedelta(microseconds=1)
 
@@ -219,9 +220,10 @@ class ChromaFactStore:
 
         Chroma evaluates a metadata filter by listing every matching record, which costs more
         than the vector search itself when the filter keeps most of a collection (one user's
-        facts). So the nearest ``n`` are fetched unfiltered first and filtered here; only when
-        fewer than half of them match (a collection shared by many readers) is the query
-        repeated with the filter, and the reader is remembered as one to filter for at once.
+        facts). So the nearest ``n`` are fetched unfiltered first and filtered here. When fewer
+        than half of them match (many superseded facts, or a collection shared by many readers)
+        the nearest ``8n`` are tried the same way, and only then the query is repeated with the
+        filter; such a reader is remembered, and filtered for at once on later searches.
         """
         if n <= 0:
             return []
@@ -231,10 +233,11 @@ class ChromaFactStore:
             collection = self._collection(query.reader.tenant_id or "")
             tries = self._filter_first.get(memo_key, 0)
             if tries == 0 or tries % _RETRY_UNFILTERED == 0:
-                found, complete = self._query(collection, vector, n, None, query)
-                if complete or len(found) * 2 >= n:
-                    self._filter_first.pop(memo_key, None)
-                    return found
+                for wide in (n, n * _WIDER):
+                    found, complete = self._query(collection, vector, wide, None, query)
+                    if complete or len(found) * 2 >= n:
+                        self._filter_first.pop(memo_key, None)
+                        return found[:n]
             self._remember_filter(memo_key)
             found, _ = self._query(collection, vector, n, _search_where(query), query)
             return found

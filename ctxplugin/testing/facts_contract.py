@@ -157,6 +157,13 @@ class FactStoreContract:
             assert {f.id for f, _ in hits} == {m.id for m in mine}
         assert len(store.search("budget for project 7", FactQuery(reader=BOB), n=4)) == 4
 
+    def test_search_finds_valid_facts_behind_many_superseded_ones(self, store: FactStore) -> None:
+        superseded = [make_fact(f"The budget for project {i} is {i}k", is_valid=False) for i in range(60)]
+        current = [make_fact("The budget is 50k"), make_fact("The team is in Lisbon")]
+        store.add([*superseded, *current])
+        hits = store.search("budget for project 7", FactQuery(reader=ALICE, valid=True), n=4)
+        assert {f.id for f, _ in hits} == {c.id for c in current}
+
     # ------------------------------------------------------------------ through the ledger
     def test_supersession_chain_is_readable_and_only_its_head_is_retrieved(self, ledger: FactsLedger) -> None:
         a = ledger.write("Data Team on Project Alpha", key="data_team_allocation", scope=ALICE)
