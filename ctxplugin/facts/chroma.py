@@ -8,36 +8,37 @@ its own default model. Chroma's errors are translated here, chained with ``from`
 from __future__ import annotations
 
 import hashlib
-import json
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 from urllib.parse import urlsplit
 
 from langchain_core.embeddings import Embeddings
-from pydantic import BaseModel
 
 from ctxplugin.config import FactsConfig
 from ctxplugin.errors import ConfigError, StoreError, StoreUnavailableError
+from ctxplugin.facts._chroma_codec import (
+    find_where,
+    from_metadata,
+    may_match,
+    search_where,
+    to_metadata,
+)
 from ctxplugin.facts.embedding import (
     HashingEmbedding,
     _CallableEmbeddings,
     as_embeddings,
     embedding_identity,
 )
-from ctxplugin.facts.model import Fact, FactQuery, Source, matches, reader_keys, visibility_key
+from ctxplugin.facts.model import Fact, FactQuery, matches, reader_keys
 from ctxplugin.scope import Scope
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_SEP = "\x1f"
 _RETRY_UNFILTERED = 32
 _WIDER = 8
 _MEMO_READERS = 4096
-_MICROSECOND = timedelta(microseconds=1)
 
 
 class ChromaFactStore:
@@ -180,7 +181,7 @@ class ChromaFactStore:
                         ids=[f.id for f in chunk],
                         documents=[f.text for f in chunk],
                         embeddings=[vectors[f.id] for f in chunk],
-                        metadatas=[_to_metadata(f) for f in chunk],
+                        metadatas=[to_metadata(f) for f in chunk],
                     )
 
     def update(self, facts: Sequence[Fact]) -> None:
@@ -188,7 +189,7 @@ class ChromaFactStore:
             return
         with _translated("update facts"):
             for fact in facts:
-                self._collection(fact.owner.tenant_id or "").update(ids=[fact.id], metadatas=[_to_metadata(fact)])
+                self._collection(fact.owner.tenant_id or "").update(ids=[fact.id], metadatas=[to_metadata(fact)])
 
     def get(self, ids: Sequence[str], *, reader: Scope) -> list[Fact]:
         if not ids:
@@ -196,7 +197,7 @@ class ChromaFactStore:
         with _translated("read facts"):
             result = self._collection(reader.tenant_id or "").get(ids=list(ids), include=["documents", "metadatas"])
         found = {
-            i: _from_metadata(i, doc, meta)
+            i: from_metadata(i, doc, meta)
             for i, doc, meta in zip(result["ids"], result["documents"] or [], result["metadatas"] or [], strict=True)
         }
         ordered = [found[i] for i in ids if i in found]
@@ -205,10 +206,10 @@ class ChromaFactStore:
     def find(self, query: FactQuery, *, limit: int | None = None) -> list[Fact]:
         with _translated("read facts"):
             result = self._collection(query.reader.tenant_id or "").get(
-                where=_find_where(query), include=["documents", "metadatas"]
+                where=find_where(query), include=["documents", "metadatas"]
             )
         facts = [
-            _from_metadata(i, doc, meta)
+            from_metadata(i, doc, meta)
             for i, doc, meta in zip(result["ids"], result["documents"] or [], result["metadatas"] or [], strict=True)
         ]
         facts = [f for f in facts if matches(f, query)]
@@ -239,7 +240,7 @@ class ChromaFactStore:
                         self._filter_first.pop(memo_key, None)
                         return found[:n]
             self._remember_filter(memo_key)
-            found, _ = self._query(collection, vector, n, _search_where(query), query)
+            found, _ = self._query(collection, vector, n, search_where(query), query)
             return found
 
     def _query(
@@ -256,9 +257,9 @@ class ChromaFactStore:
         out: list[tuple[Fact, float]] = []
         readable = frozenset(reader_keys(query.reader))
         for i, doc, meta, distance in zip(ids, docs, metas, distances, strict=True):
-            if not _may_match(meta, query, readable):
+            if not may_match(meta, query, readable):
                 continue
-            fact = _from_metadata(i, doc, meta)
+            fact = from_metadata(i, doc, meta)
             if matches(fact, query):
                 out.append((fact, 1.0 - float(distance)))
         return out, len(ids) < n
@@ -325,144 +326,6 @@ def _close_http_session(client: Any) -> None:
         session = getattr(getattr(owner, "_server", None), "_session", None)
         if session is not None and callable(getattr(session, "close", None)):
             session.close()
-
-
-def _find_where(query: FactQuery) -> dict[str, Any]:
-    """One selective Chroma clause for ``query``; the rest is checked in Python (:func:`matches`).
-
-    Chroma lists every record matching each clause before intersecting, so a clause matching
-    most of the collection (the reader's visibility, validity) is slow however selective the
-    whole filter is. Composite fields (visibility key joined with the key, text hash or state)
-    make each lookup a single selective equality.
-    """
-    keys = reader_keys(query.reader)
-    if query.text_hash is not None:
-        return {"hv": {"$in": [f"{v}{_SEP}{query.text_hash}" for v in keys]}}
-    if query.key is not None:
-        return {"kv": {"$in": [f"{v}{_SEP}{query.key}" for v in keys]}}
-    if query.depends_on is not None:
-        return {"dep_" + query.depends_on: {"$in": keys}}
-    if query.valid is not None:
-        return _state_where(keys, query.valid)
-    return {"vis": {"$in": keys}}
-
-
-def _search_where(query: FactQuery) -> dict[str, Any]:
-    if query.valid is not None and query.key is None and query.text_hash is None and query.depends_on is None:
-        return _state_where(reader_keys(query.reader), query.valid)
-    return _find_where(query)
-
-
-def _state_where(keys: list[str], valid: bool) -> dict[str, Any]:
-    state = "valid" if valid else "invalid"
-    return {"sv": {"$in": [f"{v}{_SEP}{state}" for v in keys]}}
-
-
-def _may_match(meta: dict[str, Any] | None, query: FactQuery, readable: frozenset[str]) -> bool:
-    """A cheap necessary condition on raw metadata, before building the fact."""
-    if meta is None:
-        return False
-    if query.valid is not None and bool(meta.get("is_valid", True)) != query.valid:
-        return False
-    if query.scopes is not None and meta.get("scope", "global") not in query.scopes:
-        return False
-    return meta.get("vis") in readable
-
-
-def _to_metadata(fact: Fact) -> dict[str, Any]:
-    """Chroma metadata of a fact: the fields filters use, plus the rest as one JSON string
-    (each metadata field is a row in Chroma's SQLite; fewer fields write and read faster)."""
-    owner = fact.owner
-    vis = visibility_key(owner, fact.visibility)
-    body = {
-        "owner": [owner.session_id, owner.user_id, owner.workspace_id, owner.tenant_id],
-        "visibility": fact.visibility,
-        "scope_id": fact.scope_id,
-        "memory_type": fact.memory_type,
-        "source": [fact.source.type, fact.source.ref, fact.source.turn_index],
-        "authority": fact.authority,
-        "tags": list(fact.tags),
-        "importance": fact.importance,
-        "created_us": (fact.created_at - _EPOCH) // _MICROSECOND,
-        "supersedes": fact.supersedes,
-        "superseded_by": fact.superseded_by,
-        "depends_on": list(fact.depends_on),
-        "needs_review": fact.needs_review,
-        "constraint_type": fact.constraint_type,
-        "note": fact.note,
-    }
-    meta: dict[str, Any] = {
-        "kind": fact.kind,
-        "scope": fact.scope,
-        "is_valid": fact.is_valid,
-        "vis": vis,
-        "sv": f"{vis}{_SEP}{'valid' if fact.is_valid else 'invalid'}",
-        "hv": f"{vis}{_SEP}{fact.text_hash}",
-        "fact": json.dumps(body, separators=(",", ":"), ensure_ascii=False),
-    }
-    if fact.key is not None:
-        meta["key"] = fact.key
-        meta["kv"] = f"{vis}{_SEP}{fact.key}"
-    for dep in fact.depends_on:
-        meta["dep_" + dep] = vis
-    return meta
-
-
-def _from_metadata(fact_id: str, text: str | None, meta: dict[str, Any] | None) -> Fact:
-    m = meta or {}
-    body = json.loads(m.get("fact") or "{}")
-    session_id, user_id, workspace_id, tenant_id = body.get("owner") or ["", None, None, None]
-    source_type, source_ref, turn_index = body.get("source") or ["state_write", None, None]
-    owner = _construct(
-        Scope, {"session_id": session_id, "user_id": user_id, "workspace_id": workspace_id, "tenant_id": tenant_id}
-    )
-    source = _construct(Source, {"type": source_type, "ref": source_ref, "turn_index": turn_index})
-    values: dict[str, Any] = {
-        "id": fact_id,
-        "key": m.get("key"),
-        "text": text or "",
-        "kind": m.get("kind", "fact"),
-        "owner": owner,
-        "visibility": body.get("visibility", "session"),
-        "scope": m.get("scope", "global"),
-        "scope_id": body.get("scope_id"),
-        "memory_type": body.get("memory_type", "user"),
-        "source": source,
-        "authority": body.get("authority", "user"),
-        "tags": tuple(body.get("tags", ())),
-        "importance": float(body.get("importance", 0.5)),
-        "created_at": _EPOCH + _MICROSECOND * int(body.get("created_us", 0)),
-        "is_valid": bool(m.get("is_valid", True)),
-        "supersedes": body.get("supersedes"),
-        "superseded_by": body.get("superseded_by"),
-        "depends_on": tuple(body.get("depends_on", ())),
-        "needs_review": bool(body.get("needs_review", False)),
-        "constraint_type": body.get("constraint_type"),
-        "note": body.get("note"),
-    }
-    return _construct(Fact, values)
-
-
-M = TypeVar("M", bound=BaseModel)
-
-
-@lru_cache(maxsize=8)
-def _field_count(cls: type[BaseModel]) -> int:
-    return len(cls.model_fields)
-
-
-def _construct(cls: type[M], values: dict[str, Any]) -> M:
-    """``cls.model_construct(**values)`` for values naming every field, without its per-field
-    default handling (a fact read back from Chroma was validated when it was written; this is
-    the hot path of every search)."""
-    if len(values) != _field_count(cls):
-        return cls.model_construct(**values)
-    instance = cls.__new__(cls)
-    object.__setattr__(instance, "__dict__", values)
-    object.__setattr__(instance, "__pydantic_fields_set__", set(values))
-    object.__setattr__(instance, "__pydantic_extra__", None)
-    object.__setattr__(instance, "__pydantic_private__", None)
-    return instance
 
 
 @contextmanager

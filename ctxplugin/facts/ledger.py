@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 import threading
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 
 from langchain_core.messages import BaseMessage, HumanMessage, ToolMessage
@@ -45,7 +46,6 @@ from ctxplugin.facts.model import (
     SourceType,
     new_fact_id,
     normalize_key,
-    text_hash,
     visibility_key,
 )
 from ctxplugin.facts.ranking import query_tags, rank
@@ -372,8 +372,8 @@ class FactsLedger:
 
 
 def _with(draft: FactDraft, ref: str | None, authority: Authority | None, visibility: Visibility) -> FactDraft:
-    from dataclasses import replace
-
+    """The draft with provenance, authority and visibility filled in where the extractor left
+    them open."""
     return replace(
         draft,
         source_ref=draft.source_ref or ref,
@@ -406,4 +406,4 @@ def _same_slot(a: Fact, b: Fact) -> bool:
     return a.visibility == b.visibility and visibility_key(a.owner, a.visibility) == visibility_key(b.owner, b.visibility)
 
 
-__all__ = ["FactsLedger", "text_hash"]
+__all__ = ["FactsLedger"]

@@ -1,0 +1,165 @@
+"""How facts are laid out in Chroma: metadata fields, the filters that read them, and the fast
+way back from a query result to a :class:`~ctxplugin.facts.model.Fact`.
+
+Fields that filters use are metadata of their own (``vis``, ``scope``, ``is_valid``, and the
+composite ``sv``/``hv``/``kv``/``dep_<id>`` fields that make each lookup one selective
+equality); everything else travels as one JSON string, since each metadata field is a row in
+Chroma's SQLite.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from functools import lru_cache
+from typing import Any, TypeVar
+
+from pydantic import BaseModel
+
+from ctxplugin.facts.model import Fact, FactQuery, Source, reader_keys, visibility_key
+from ctxplugin.scope import Scope
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)
+_SEP = "\x1f"
+
+
+def find_where(query: FactQuery) -> dict[str, Any]:
+    """One selective Chroma clause for ``query``; the rest is checked in Python (:func:`matches`).
+
+    Chroma lists every record matching each clause before intersecting, so a clause matching
+    most of the collection (the reader's visibility, validity) is slow however selective the
+    whole filter is. Composite fields (visibility key joined with the key, text hash or state)
+    make each lookup a single selective equality.
+    """
+    keys = reader_keys(query.reader)
+    if query.text_hash is not None:
+        return {"hv": {"$in": [f"{v}{_SEP}{query.text_hash}" for v in keys]}}
+    if query.key is not None:
+        return {"kv": {"$in": [f"{v}{_SEP}{query.key}" for v in keys]}}
+    if query.depends_on is not None:
+        return {"dep_" + query.depends_on: {"$in": keys}}
+    if query.valid is not None:
+        return _state_where(keys, query.valid)
+    return {"vis": {"$in": keys}}
+
+
+def search_where(query: FactQuery) -> dict[str, Any]:
+    if query.valid is not None and query.key is None and query.text_hash is None and query.depends_on is None:
+        return _state_where(reader_keys(query.reader), query.valid)
+    return find_where(query)
+
+
+def _state_where(keys: list[str], valid: bool) -> dict[str, Any]:
+    state = "valid" if valid else "invalid"
+    return {"sv": {"$in": [f"{v}{_SEP}{state}" for v in keys]}}
+
+
+def may_match(meta: dict[str, Any] | None, query: FactQuery, readable: frozenset[str]) -> bool:
+    """A cheap necessary condition on raw metadata, before building the fact."""
+    if meta is None:
+        return False
+    if query.valid is not None and bool(meta.get("is_valid", True)) != query.valid:
+        return False
+    if query.scopes is not None and meta.get("scope", "global") not in query.scopes:
+        return False
+    return meta.get("vis") in readable
+
+
+def to_metadata(fact: Fact) -> dict[str, Any]:
+    """Chroma metadata of a fact: the fields filters use, plus the rest as one JSON string
+    (each metadata field is a row in Chroma's SQLite; fewer fields write and read faster)."""
+    owner = fact.owner
+    vis = visibility_key(owner, fact.visibility)
+    body = {
+        "owner": [owner.session_id, owner.user_id, owner.workspace_id, owner.tenant_id],
+        "visibility": fact.visibility,
+        "scope_id": fact.scope_id,
+        "memory_type": fact.memory_type,
+        "source": [fact.source.type, fact.source.ref, fact.source.turn_index],
+        "authority": fact.authority,
+        "tags": list(fact.tags),
+        "importance": fact.importance,
+        "created_us": (fact.created_at - _EPOCH) // _MICROSECOND,
+        "supersedes": fact.supersedes,
+        "superseded_by": fact.superseded_by,
+        "depends_on": list(fact.depends_on),
+        "needs_review": fact.needs_review,
+        "constraint_type": fact.constraint_type,
+        "note": fact.note,
+    }
+    meta: dict[str, Any] = {
+        "kind": fact.kind,
+        "scope": fact.scope,
+        "is_valid": fact.is_valid,
+        "vis": vis,
+        "sv": f"{vis}{_SEP}{'valid' if fact.is_valid else 'invalid'}",
+        "hv": f"{vis}{_SEP}{fact.text_hash}",
+        "fact": json.dumps(body, separators=(",", ":"), ensure_ascii=False),
+    }
+    if fact.key is not None:
+        meta["key"] = fact.key
+        meta["kv"] = f"{vis}{_SEP}{fact.key}"
+    for dep in fact.depends_on:
+        meta["dep_" + dep] = vis
+    return meta
+
+
+def from_metadata(fact_id: str, text: str | None, meta: dict[str, Any] | None) -> Fact:
+    m = meta or {}
+    body = json.loads(m.get("fact") or "{}")
+    session_id, user_id, workspace_id, tenant_id = body.get("owner") or ["", None, None, None]
+    source_type, source_ref, turn_index = body.get("source") or ["state_write", None, None]
+    owner = _construct(
+        Scope, {"session_id": session_id, "user_id": user_id, "workspace_id": workspace_id, "tenant_id": tenant_id}
+    )
+    source = _construct(Source, {"type": source_type, "ref": source_ref, "turn_index": turn_index})
+    values: dict[str, Any] = {
+        "id": fact_id,
+        "key": m.get("key"),
+        "text": text or "",
+        "kind": m.get("kind", "fact"),
+        "owner": owner,
+        "visibility": body.get("visibility", "session"),
+        "scope": m.get("scope", "global"),
+        "scope_id": body.get("scope_id"),
+        "memory_type": body.get("memory_type", "user"),
+        "source": source,
+        "authority": body.get("authority", "user"),
+        "tags": tuple(body.get("tags", ())),
+        "importance": float(body.get("importance", 0.5)),
+        "created_at": _EPOCH + _MICROSECOND * int(body.get("created_us", 0)),
+        "is_valid": bool(m.get("is_valid", True)),
+        "supersedes": body.get("supersedes"),
+        "superseded_by": body.get("superseded_by"),
+        "depends_on": tuple(body.get("depends_on", ())),
+        "needs_review": bool(body.get("needs_review", False)),
+        "constraint_type": body.get("constraint_type"),
+        "note": body.get("note"),
+    }
+    return _construct(Fact, values)
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+@lru_cache(maxsize=8)
+def _field_count(cls: type[BaseModel]) -> int:
+    return len(cls.model_fields)
+
+
+def _construct(cls: type[M], values: dict[str, Any]) -> M:
+    """``cls.model_construct(**values)`` for values naming every field, without its per-field
+    default handling (a fact read back from Chroma was validated when it was written; this is
+    the hot path of every search)."""
+    if len(values) != _field_count(cls):
+        return cls.model_construct(**values)
+    instance = cls.__new__(cls)
+    object.__setattr__(instance, "__dict__", values)
+    object.__setattr__(instance, "__pydantic_fields_set__", set(values))
+    object.__setattr__(instance, "__pydantic_extra__", None)
+    object.__setattr__(instance, "__pydantic_private__", None)
+    return instance
+
+
+__all__ = ["find_where", "from_metadata", "may_match", "search_where", "to_metadata"]
