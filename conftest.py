@@ -34,7 +34,7 @@ def _guarded_connect(self: socket.socket, address: Any) -> Any:
 
 @pytest.fixture(autouse=True, scope="session")
 def _block_network() -> Iterator[None]:
-    socket.socket.connect = _guarded_connect  # type: ignore[method-assign]
+    socket.socket.connect = _guarded_connect  # type: ignore[method-assign,assignment]
     try:
         yield
     finally:

@@ -57,7 +57,7 @@ def test_view_is_within_budget_or_says_why(messages: list[BaseMessage], budget: 
     else:
         assert any("over the total budget" in w for w in report.warnings)
     # always a valid conversation
-    calls = [c["id"] for m in prepared.messages if isinstance(m, AIMessage) for c in m.tool_calls]
+    calls = [str(c["id"]) for m in prepared.messages if isinstance(m, AIMessage) for c in m.tool_calls]
     results = [m.tool_call_id for m in prepared.messages if isinstance(m, ToolMessage)]
     assert sorted(calls) == sorted(results)
 

@@ -89,7 +89,7 @@ def test_empty_list_is_a_clear_error() -> None:
 
 def test_non_message_is_a_clear_error() -> None:
     with pytest.raises(ValueError, match="not a langchain-core BaseMessage"):
-        memory_engine().prepare([{"role": "user", "content": "hi"}], scope=SCOPE)  # type: ignore[list-item]
+        memory_engine().prepare([{"role": "user", "content": "hi"}], scope=SCOPE)
 
 
 def test_orphan_tool_result_is_a_clear_error() -> None:

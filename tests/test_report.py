@@ -56,7 +56,7 @@ def test_callback_handler_sums_reports_over_a_run() -> None:
     handler = ContextCallbackHandler(engine)
 
     def step(messages: list[BaseMessage]) -> int:
-        return engine.prepare(messages, scope=SCOPE).report.tokens_after
+        return int(engine.prepare(messages, scope=SCOPE).report.tokens_after)
 
     chain = RunnableLambda(step)
     sent = [chain.invoke(conversation(), {"callbacks": [handler]}) for _ in range(3)]

@@ -63,7 +63,7 @@ def test_agent_completes_when_the_cas_is_down(mocker: MockerFixture, caplog: pyt
         state = run(scripted(), engine)
     assert state[-1].content == "You have 80 orders; the latest is #W1079."
     result = next(m for m in state if isinstance(m, ToolMessage))
-    assert json.loads(result.content)[79]["order_id"] == "#W1079", "the original passes through whole"
+    assert json.loads(str(result.content))[79]["order_id"] == "#W1079", "the original passes through whole"
     warnings = state[-1].response_metadata["ctxplugin"]["ctxplugin.warnings"]
     assert any("CAS unavailable" in w and "database is locked" in w for w in warnings)
     assert any("CAS unavailable" in r.getMessage() for r in caplog.records)

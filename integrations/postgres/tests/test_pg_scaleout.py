@@ -23,7 +23,7 @@ def test_eight_processes_share_sessions_without_loss_or_duplicates(
 ) -> None:
     if str(TESTS) not in sys.path:  # spawned children import the worker module by name
         sys.path.insert(0, str(TESTS))
-    import pg_workers
+    import pg_workers  # type: ignore[import-not-found]  # a module beside this file, found at run time
 
     env = {
         "CTXPLUGIN_POSTGRES_DSN": pg_dsn,
