@@ -99,8 +99,16 @@ async def adrive(conn: psycopg.AsyncConnection[Any], plan: Plan[T]) -> T:
         return done.value  # type: ignore[no-any-return]
 
 
-def _pool_kwargs(application_name: str) -> dict[str, Any]:
-    return {"connect_timeout": CONNECT_TIMEOUT_S, "application_name": application_name}
+def _pool_options(min_size: int, max_size: int, timeout: float, name: str) -> dict[str, Any]:
+    """What both pool kinds are built with, unopened (the caller opens it as its kind allows)."""
+    return {
+        "min_size": min_size,
+        "max_size": max(max_size, min_size),
+        "open": False,
+        "timeout": timeout,
+        "kwargs": {"connect_timeout": CONNECT_TIMEOUT_S, "application_name": name},
+        "name": name,
+    }
 
 
 def make_pool(
@@ -120,14 +128,7 @@ def make_pool(
     The pool connects in the background, so building it never blocks on an unreachable server.
     """
     pool: ConnectionPool = ConnectionPool(
-        dsn,
-        min_size=min_size,
-        max_size=max(max_size, min_size),
-        open=False,
-        timeout=timeout,
-        check=ConnectionPool.check_connection,
-        kwargs=_pool_kwargs(name),
-        name=name,
+        dsn, check=ConnectionPool.check_connection, **_pool_options(min_size, max_size, timeout, name)
     )
     pool.open(wait=False)
     return pool
@@ -145,14 +146,7 @@ def make_async_pool(
 
     Open it with ``await pool.open()`` (async pools cannot open in a constructor)."""
     return AsyncConnectionPool(
-        dsn,
-        min_size=min_size,
-        max_size=max(max_size, min_size),
-        open=False,
-        timeout=timeout,
-        check=AsyncConnectionPool.check_connection,
-        kwargs=_pool_kwargs(name),
-        name=name,
+        dsn, check=AsyncConnectionPool.check_connection, **_pool_options(min_size, max_size, timeout, name)
     )
 
 

@@ -15,7 +15,6 @@ an advisory lock, so concurrent first uses are safe); it does not need the packa
 from __future__ import annotations
 
 import math
-import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -24,18 +23,9 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
 
 from ctxplugin.cache import CacheEntry
-from ctxplugin.errors import StoreError
 from ctxplugin.facts.embedding import as_embeddings
-from ctxplugin_postgres._db import (
-    DEFAULT_SCHEMA,
-    POOL_TIMEOUT_S,
-    Plan,
-    Stmt,
-    check_schema,
-    compose,
-    make_pool,
-    run,
-)
+from ctxplugin_postgres._db import DEFAULT_SCHEMA, POOL_TIMEOUT_S, Plan, Stmt, compose
+from ctxplugin_postgres._store import PooledStore, owned_pool
 
 TABLE = "semantic_cache"
 
@@ -66,7 +56,7 @@ _COLUMNS = (
 )
 
 
-class PostgresAnswerCacheStore:
+class PostgresAnswerCacheStore(PooledStore):
     """Cached answers in the ``semantic_cache`` table of ``schema``.
 
     Args:
@@ -78,6 +68,9 @@ class PostgresAnswerCacheStore:
         owns_pool: close ``pool`` in :meth:`close`.
     """
 
+    _closed_message = "this PostgresAnswerCacheStore was closed; build a new one"
+    _ready_what = "create the semantic_cache table"
+
     def __init__(
         self,
         pool: ConnectionPool,
@@ -86,10 +79,8 @@ class PostgresAnswerCacheStore:
         embedding: Embeddings | Callable[[list[str]], Any] | None = None,
         owns_pool: bool = False,
     ) -> None:
-        self.schema = check_schema(schema)
-        self.pool = pool
+        super().__init__(pool, schema=schema, owns_pool=owns_pool)
         self.embedding = as_embeddings(embedding)
-        self._owns_pool = owns_pool
         self._ddl = [compose(statement, schema) for statement in _DDL]
         table = "{s}.semantic_cache"
         self._put = compose(
@@ -116,9 +107,6 @@ class PostgresAnswerCacheStore:
         )
         self._delete = compose(f"DELETE FROM {table} WHERE cache_key = ANY(%(keys)s)", schema)
         self._purge = compose(f"DELETE FROM {table} WHERE ttl_expires_at <= to_timestamp(%(now)s)", schema)
-        self._ready = False
-        self._closed = False
-        self._lock = threading.Lock()
 
     @classmethod
     def from_dsn(
@@ -130,15 +118,12 @@ class PostgresAnswerCacheStore:
         timeout: float = POOL_TIMEOUT_S,
     ) -> PostgresAnswerCacheStore:
         """A store with its own small pool on ``dsn`` (closed with it)."""
-        check_schema(schema)
-        pool = make_pool(dsn, max_size=4, timeout=timeout, name="ctxplugin-answers")
+        pool = owned_pool(dsn, schema=schema, max_size=4, timeout=timeout, name="ctxplugin-answers")
         return cls(pool, schema=schema, embedding=embedding, owns_pool=True)
 
     def close(self) -> None:
         """Close the pool if this store created it. Later calls raise ``StoreError``."""
-        self._closed = True
-        if self._owns_pool:
-            self.pool.close()
+        super().close()
 
     def __enter__(self) -> PostgresAnswerCacheStore:
         return self
@@ -210,17 +195,8 @@ class PostgresAnswerCacheStore:
         return purged
 
     # ------------------------------------------------------------------ internals
-    def _run(self, what: str, plan: Callable[[], Plan[Any]]) -> Any:
-        if self._closed:
-            raise StoreError("this PostgresAnswerCacheStore was closed; build a new one")
-        if not self._ready:
-            with self._lock:
-                if not self._ready:
-                    run(self.pool, self.schema, "create the semantic_cache table", self._create)
-                    self._ready = True
-        return run(self.pool, self.schema, what, plan)
-
-    def _create(self) -> Plan[None]:
+    def _ready_plan(self) -> Plan[None]:
+        # this table is created on demand rather than by the package migrations
         lock, *rest = self._ddl
         yield Stmt(lock, {"schema": self.schema})
         for statement in rest:

@@ -6,8 +6,6 @@ share their SQL and decisions (:mod:`ctxplugin_postgres._cas_plans`); they diffe
 
 from __future__ import annotations
 
-import asyncio
-import threading
 from typing import Any
 
 import psycopg.errors
@@ -18,16 +16,8 @@ from ctxplugin.cas.store import CASItem, CASRecord, Clock, check_put, system_clo
 from ctxplugin.errors import StoreError
 from ctxplugin.scope import Scope, Visibility
 from ctxplugin_postgres._cas_plans import CASQueries, get_plan, purge_plan, put_plan, stats_plan
-from ctxplugin_postgres._db import (
-    DEFAULT_SCHEMA,
-    POOL_TIMEOUT_S,
-    arun,
-    check_schema,
-    make_async_pool,
-    make_pool,
-    run,
-)
-from ctxplugin_postgres.migrations import ensure_plan
+from ctxplugin_postgres._db import DEFAULT_SCHEMA, POOL_TIMEOUT_S
+from ctxplugin_postgres._store import AsyncPooledStore, PooledStore, owned_async_pool, owned_pool
 
 _PURGE_ATTEMPTS = 3
 
@@ -37,7 +27,7 @@ def _purge_race(exc: StoreError) -> bool:
     return isinstance(exc.__cause__, psycopg.errors.ForeignKeyViolation)
 
 
-class PostgresCASStore:
+class PostgresCASStore(PooledStore):
     """A :class:`~ctxplugin.cas.CASStore` in Postgres, shared by any number of processes.
 
     Each method is one short transaction on a pooled connection. Connections are checked before
@@ -58,6 +48,8 @@ class PostgresCASStore:
         >>> engine = ContextEngine(cas=store)  # doctest: +SKIP
     """
 
+    _closed_message = "the Postgres CAS store is closed"
+
     def __init__(
         self,
         pool: ConnectionPool,
@@ -67,15 +59,9 @@ class PostgresCASStore:
         auto_migrate: bool = True,
         owns_pool: bool = False,
     ) -> None:
-        self.schema = check_schema(schema)
-        self.pool = pool
+        super().__init__(pool, schema=schema, auto_migrate=auto_migrate, owns_pool=owns_pool)
         self._clock = clock
-        self._auto_migrate = auto_migrate
-        self._owns_pool = owns_pool
         self._q = CASQueries.for_schema(schema)
-        self._ready = False
-        self._closed = False
-        self._lock = threading.Lock()
 
     @classmethod
     def from_dsn(
@@ -90,39 +76,25 @@ class PostgresCASStore:
     ) -> PostgresCASStore:
         """A store with its own pool on ``dsn`` (closed with the store). Never blocks: the pool
         connects in the background and the schema is checked on first use."""
-        check_schema(schema)
-        pool = make_pool(dsn, max_size=max_size, timeout=timeout, name="ctxplugin-cas")
+        pool = owned_pool(dsn, schema=schema, max_size=max_size, timeout=timeout, name="ctxplugin-cas")
         return cls(pool, schema=schema, clock=clock, auto_migrate=auto_migrate, owns_pool=True)
-
-    def _ensure(self) -> None:
-        if self._closed:
-            raise StoreError("the Postgres CAS store is closed")
-        if self._ready:
-            return
-        with self._lock:
-            if not self._ready:
-                run(self.pool, self.schema, "schema check", lambda: ensure_plan(self.schema, self._auto_migrate))
-                self._ready = True
 
     # ------------------------------------------------------------------ the port
     def put(self, item: CASItem, scope: Scope, *, visibility: Visibility = "session", ttl_seconds: float | None = None) -> bool:
         """See :meth:`ctxplugin.cas.CASStore.put`."""
         check_put(item, visibility, ttl_seconds)
-        self._ensure()
-        return run(self.pool, self.schema, "CAS put", lambda: put_plan(self._q, item, scope, visibility, ttl_seconds, self._clock()))
+        return self._run("CAS put", lambda: put_plan(self._q, item, scope, visibility, ttl_seconds, self._clock()))
 
     def get(self, ref_id: str, scope: Scope) -> CASRecord:
         """See :meth:`ctxplugin.cas.CASStore.get`."""
         check_ref(ref_id)
-        self._ensure()
-        return run(self.pool, self.schema, "CAS get", lambda: get_plan(self._q, ref_id, scope, self._clock()))
+        return self._run("CAS get", lambda: get_plan(self._q, ref_id, scope, self._clock()))
 
     def purge_expired(self) -> int:
         """See :meth:`ctxplugin.cas.CASStore.purge_expired`."""
-        self._ensure()
         for attempt in range(1, _PURGE_ATTEMPTS + 1):
             try:
-                return run(self.pool, self.schema, "CAS purge", lambda: purge_plan(self._q, self._clock()))
+                return self._run("CAS purge", lambda: purge_plan(self._q, self._clock()))
             except StoreError as exc:
                 if attempt == _PURGE_ATTEMPTS or not _purge_race(exc):
                     raise
@@ -130,18 +102,12 @@ class PostgresCASStore:
 
     def close(self) -> None:
         """See :meth:`ctxplugin.cas.CASStore.close` (closes the pool if the store owns it)."""
-        with self._lock:
-            if self._closed:
-                return
-            self._closed = True
-        if self._owns_pool:
-            self.pool.close()
+        super().close()
 
     # ------------------------------------------------------------------ optional abilities
     def stats(self) -> dict[str, int]:
         """Counts of stored variants, content bytes, grants and bound refs."""
-        self._ensure()
-        return run(self.pool, self.schema, "CAS stats", lambda: stats_plan(self._q))
+        return self._run("CAS stats", lambda: stats_plan(self._q))
 
     def __enter__(self) -> PostgresCASStore:
         return self
@@ -150,7 +116,7 @@ class PostgresCASStore:
         self.close()
 
 
-class AsyncPostgresCASStore:
+class AsyncPostgresCASStore(AsyncPooledStore):
     """The async twin of :class:`PostgresCASStore`: the same tables and behaviour, with
     ``async`` methods on an ``AsyncConnectionPool``. For async services that read and write
     the CAS outside the engine (the engine itself is synchronous and uses the sync store).
@@ -163,6 +129,8 @@ class AsyncPostgresCASStore:
         owns_pool: close ``pool`` in :meth:`close`.
     """
 
+    _closed_message = "the Postgres CAS store is closed"
+
     def __init__(
         self,
         pool: AsyncConnectionPool,
@@ -172,15 +140,9 @@ class AsyncPostgresCASStore:
         auto_migrate: bool = True,
         owns_pool: bool = False,
     ) -> None:
-        self.schema = check_schema(schema)
-        self.pool = pool
+        super().__init__(pool, schema=schema, auto_migrate=auto_migrate, owns_pool=owns_pool)
         self._clock = clock
-        self._auto_migrate = auto_migrate
-        self._owns_pool = owns_pool
         self._q = CASQueries.for_schema(schema)
-        self._ready = False
-        self._closed = False
-        self._lock = asyncio.Lock()
 
     @classmethod
     async def from_dsn(
@@ -194,43 +156,26 @@ class AsyncPostgresCASStore:
         timeout: float = POOL_TIMEOUT_S,
     ) -> AsyncPostgresCASStore:
         """A store with its own (opened) pool on ``dsn``, closed with the store."""
-        check_schema(schema)
-        pool = make_async_pool(dsn, max_size=max_size, timeout=timeout, name="ctxplugin-cas-async")
-        await pool.open(wait=False)
+        pool = await owned_async_pool(dsn, schema=schema, max_size=max_size, timeout=timeout, name="ctxplugin-cas-async")
         return cls(pool, schema=schema, clock=clock, auto_migrate=auto_migrate, owns_pool=True)
-
-    async def _ensure(self) -> None:
-        if self._closed:
-            raise StoreError("the Postgres CAS store is closed")
-        if self._ready:
-            return
-        async with self._lock:
-            if not self._ready:
-                await arun(self.pool, self.schema, "schema check", lambda: ensure_plan(self.schema, self._auto_migrate))
-                self._ready = True
 
     async def put(
         self, item: CASItem, scope: Scope, *, visibility: Visibility = "session", ttl_seconds: float | None = None
     ) -> bool:
         """See :meth:`ctxplugin.cas.CASStore.put`."""
         check_put(item, visibility, ttl_seconds)
-        await self._ensure()
-        return await arun(
-            self.pool, self.schema, "CAS put", lambda: put_plan(self._q, item, scope, visibility, ttl_seconds, self._clock())
-        )
+        return await self._run("CAS put", lambda: put_plan(self._q, item, scope, visibility, ttl_seconds, self._clock()))
 
     async def get(self, ref_id: str, scope: Scope) -> CASRecord:
         """See :meth:`ctxplugin.cas.CASStore.get`."""
         check_ref(ref_id)
-        await self._ensure()
-        return await arun(self.pool, self.schema, "CAS get", lambda: get_plan(self._q, ref_id, scope, self._clock()))
+        return await self._run("CAS get", lambda: get_plan(self._q, ref_id, scope, self._clock()))
 
     async def purge_expired(self) -> int:
         """See :meth:`ctxplugin.cas.CASStore.purge_expired`."""
-        await self._ensure()
         for attempt in range(1, _PURGE_ATTEMPTS + 1):
             try:
-                return await arun(self.pool, self.schema, "CAS purge", lambda: purge_plan(self._q, self._clock()))
+                return await self._run("CAS purge", lambda: purge_plan(self._q, self._clock()))
             except StoreError as exc:
                 if attempt == _PURGE_ATTEMPTS or not _purge_race(exc):
                     raise
@@ -238,16 +183,7 @@ class AsyncPostgresCASStore:
 
     async def stats(self) -> dict[str, int]:
         """Counts of stored variants, content bytes, grants and bound refs."""
-        await self._ensure()
-        return await arun(self.pool, self.schema, "CAS stats", lambda: stats_plan(self._q))
-
-    async def close(self) -> None:
-        """Release the store (and its pool if owned). Idempotent."""
-        if self._closed:
-            return
-        self._closed = True
-        if self._owns_pool:
-            await self.pool.close()
+        return await self._run("CAS stats", lambda: stats_plan(self._q))
 
     async def __aenter__(self) -> AsyncPostgresCASStore:
         return self

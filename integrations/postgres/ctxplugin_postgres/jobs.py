@@ -19,7 +19,6 @@ quotas per session and per UTC day are counted in Postgres, across all workers.
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal, cast
@@ -31,17 +30,8 @@ from ctxplugin.cas._canon import decode, encode
 from ctxplugin.config import SummarizerConfig
 from ctxplugin.errors import InvalidInputError, StoreError
 from ctxplugin.history.summarizer import BackgroundSummarizer
-from ctxplugin_postgres._db import (
-    DEFAULT_SCHEMA,
-    POOL_TIMEOUT_S,
-    Plan,
-    Stmt,
-    check_schema,
-    compose,
-    make_pool,
-    run,
-)
-from ctxplugin_postgres.migrations import ensure_plan
+from ctxplugin_postgres._db import DEFAULT_SCHEMA, POOL_TIMEOUT_S, Plan, Stmt, compose
+from ctxplugin_postgres._store import PooledStore, owned_pool
 
 JobState = Literal["queued", "running", "done", "failed", "skipped"]
 JOB_STATES: tuple[JobState, ...] = ("queued", "running", "done", "failed", "skipped")
@@ -223,7 +213,7 @@ def _session_bucket(job: SummaryJob) -> str:
     return f"session:{job.session_key}"
 
 
-class SummaryJobQueue:
+class SummaryJobQueue(PooledStore):
     """Summarization jobs, summaries and quota counters in Postgres, shared by many processes.
 
     Producers call :meth:`enqueue`; workers (:class:`~ctxplugin_postgres.SummaryWorker`, or
@@ -245,6 +235,8 @@ class SummaryJobQueue:
         InvalidInputError: a non-positive backoff.
     """
 
+    _closed_message = "the summary job queue is closed"
+
     def __init__(
         self,
         pool: ConnectionPool,
@@ -260,17 +252,11 @@ class SummaryJobQueue:
             raise InvalidInputError(
                 f"backoff must be positive and at most max_backoff_seconds, got {backoff_seconds} / {max_backoff_seconds}"
             )
-        self.schema = check_schema(schema)
-        self.pool = pool
+        super().__init__(pool, schema=schema, auto_migrate=auto_migrate, owns_pool=owns_pool)
         self.config = config or SummarizerConfig()
         self.backoff_seconds = backoff_seconds
         self.max_backoff_seconds = max_backoff_seconds
-        self._auto_migrate = auto_migrate
-        self._owns_pool = owns_pool
         self._q = _Queries.for_schema(schema)
-        self._ready = False
-        self._closed = False
-        self._lock = threading.Lock()
 
     @classmethod
     def from_dsn(
@@ -286,22 +272,11 @@ class SummaryJobQueue:
         timeout: float = POOL_TIMEOUT_S,
     ) -> SummaryJobQueue:
         """A queue with its own pool on ``dsn`` (closed with the queue)."""
-        check_schema(schema)
-        pool = make_pool(dsn, max_size=max_size, timeout=timeout, name="ctxplugin-jobs")
+        pool = owned_pool(dsn, schema=schema, max_size=max_size, timeout=timeout, name="ctxplugin-jobs")
         return cls(
             pool, schema=schema, config=config, backoff_seconds=backoff_seconds,
             max_backoff_seconds=max_backoff_seconds, auto_migrate=auto_migrate, owns_pool=True,
         )
-
-    def _run(self, what: str, plan: Any) -> Any:
-        if self._closed:
-            raise StoreError("the summary job queue is closed")
-        if not self._ready:
-            with self._lock:
-                if not self._ready:
-                    run(self.pool, self.schema, "schema check", lambda: ensure_plan(self.schema, self._auto_migrate))
-                    self._ready = True
-        return run(self.pool, self.schema, what, plan)
 
     # ------------------------------------------------------------------ producers
     def enqueue(self, text: str, *, session: str = "", ref_id: str | None = None, priority: int = 5) -> Enqueued:
@@ -326,7 +301,7 @@ class SummaryJobQueue:
             "key": BackgroundSummarizer.key(text), "session": session, "ref": ref_id, "text": encode(text),
             "priority": priority, "max_attempts": self.config.max_attempts,
         }
-        return cast(Enqueued, self._run("enqueue a summary job", lambda: self._enqueue_plan(params)))
+        return self._run("enqueue a summary job", lambda: self._enqueue_plan(params))
 
     def _enqueue_plan(self, params: dict[str, Any]) -> Plan[Enqueued]:
         for _ in range(_ENQUEUE_ATTEMPTS):
@@ -351,7 +326,7 @@ class SummaryJobQueue:
             row = (yield Stmt(self._q.find_summary, {"key": lookup})).first()
             return None if row is None else str(row[0])
 
-        return cast("str | None", self._run("read a summary", plan))
+        return self._run("read a summary", plan)
 
     def job(self, job_id: int) -> SummaryJob | None:
         """The job with this id as it is now, or None."""
@@ -360,7 +335,7 @@ class SummaryJobQueue:
             row = (yield Stmt(self._q.job, {"id": job_id})).first()
             return None if row is None else SummaryJob.from_row(row)
 
-        return cast("SummaryJob | None", self._run("read a summary job", plan))
+        return self._run("read a summary job", plan)
 
     def counts(self) -> dict[JobState, int]:
         """Jobs per state (every state present, zero when none)."""
@@ -371,7 +346,7 @@ class SummaryJobQueue:
             out.update({cast(JobState, state): int(n) for state, n in rows})
             return out
 
-        return cast("dict[JobState, int]", self._run("count summary jobs", plan))
+        return self._run("count summary jobs", plan)
 
     # ------------------------------------------------------------------ workers
     def claim(self, worker_id: str, *, lease_seconds: float = 60.0) -> SummaryJob | None:
@@ -391,7 +366,7 @@ class SummaryJobQueue:
             row = (yield Stmt(self._q.claim, {"worker": worker_id, "lease": float(lease_seconds)})).first()
             return None if row is None else SummaryJob.from_row(row)
 
-        return cast("SummaryJob | None", self._run("claim a summary job", plan))
+        return self._run("claim a summary job", plan)
 
     def heartbeat(self, job: SummaryJob, *, lease_seconds: float = 60.0) -> bool:
         """Extend the lease of a claimed job; False when the worker no longer holds it."""
@@ -415,7 +390,7 @@ class SummaryJobQueue:
             yield Stmt(self._q.save_summary, params)
             return True
 
-        return cast(bool, self._run("complete a summary job", plan))
+        return self._run("complete a summary job", plan)
 
     def fail(self, job: SummaryJob, error: str) -> JobState | None:
         """Record a failed attempt: ``queued`` again after the backoff, or ``failed`` when the
@@ -426,7 +401,7 @@ class SummaryJobQueue:
             row = (yield Stmt(self._q.fail, params)).first()
             return None if row is None else cast(JobState, row[0])
 
-        return cast("JobState | None", self._run("fail a summary job", plan))
+        return self._run("fail a summary job", plan)
 
     def skip(self, job: SummaryJob, reason: str) -> bool:
         """Mark the job ``skipped`` (e.g. ``quota_exceeded``); False when no longer held."""
@@ -436,7 +411,7 @@ class SummaryJobQueue:
         def plan() -> Plan[bool]:
             return bool((yield Stmt(query, params)).rows)
 
-        return cast(bool, self._run(what, plan))
+        return self._run(what, plan)
 
     # ------------------------------------------------------------------ quotas (§7.2)
     def reserve(self, job: SummaryJob, tokens: int) -> bool:
@@ -459,7 +434,7 @@ class SummaryJobQueue:
             yield Stmt(self._q.charge, {**buckets, "tokens": tokens})
             return True
 
-        return cast(bool, self._run("reserve summary tokens", plan))
+        return self._run("reserve summary tokens", plan)
 
     def charge(self, job: SummaryJob, tokens: int) -> None:
         """Add ``tokens`` (negative to give back) to the job's session and today's usage."""
@@ -475,12 +450,7 @@ class SummaryJobQueue:
 
     def close(self) -> None:
         """Release the queue (and its pool if owned). Idempotent."""
-        with self._lock:
-            if self._closed:
-                return
-            self._closed = True
-        if self._owns_pool:
-            self.pool.close()
+        super().close()
 
     def __enter__(self) -> SummaryJobQueue:
         return self

@@ -8,27 +8,17 @@ given, and a new process can warm its registry from the table (:meth:`load_into`
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, cast
+from typing import Any
 
 from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
 
-from ctxplugin.errors import InvalidInputError, StoreError
+from ctxplugin.errors import InvalidInputError
 from ctxplugin.tools.registry import ToolEntry, ToolRegistry
-from ctxplugin_postgres._db import (
-    DEFAULT_SCHEMA,
-    POOL_TIMEOUT_S,
-    Plan,
-    Stmt,
-    check_schema,
-    compose,
-    make_pool,
-    run,
-)
-from ctxplugin_postgres.migrations import ensure_plan
+from ctxplugin_postgres._db import DEFAULT_SCHEMA, POOL_TIMEOUT_S, Plan, Stmt, compose
+from ctxplugin_postgres._store import PooledStore, owned_pool
 
 _COLUMNS = "tool_name, version, schema_hash, schema_json, token_count, server_name, description, updated_at"
 
@@ -59,7 +49,7 @@ class StoredSchema:
     updated_at: datetime
 
 
-class PostgresToolSchemas:
+class PostgresToolSchemas(PooledStore):
     """The tool-schema catalogue in Postgres.
 
     Args:
@@ -73,13 +63,12 @@ class PostgresToolSchemas:
         >>> schemas.record_all(engine.registry, server="github")  # doctest: +SKIP
     """
 
+    _closed_message = "the tool schema catalogue is closed"
+
     def __init__(
         self, pool: ConnectionPool, *, schema: str = DEFAULT_SCHEMA, auto_migrate: bool = True, owns_pool: bool = False
     ) -> None:
-        self.schema = check_schema(schema)
-        self.pool = pool
-        self._auto_migrate = auto_migrate
-        self._owns_pool = owns_pool
+        super().__init__(pool, schema=schema, auto_migrate=auto_migrate, owns_pool=owns_pool)
         table = "{s}.ctxplugin_tool_schemas"
         self._lock_name = compose("SELECT pg_advisory_xact_lock(hashtext('ctxplugin-tool:' || %(name)s))", schema)
         self._upsert = compose(
@@ -103,28 +92,14 @@ class PostgresToolSchemas:
             "ORDER BY tool_name, updated_at DESC, version DESC",
             schema,
         )
-        self._ready = False
-        self._closed = False
-        self._lock = threading.Lock()
 
     @classmethod
     def from_dsn(
         cls, dsn: str, *, schema: str = DEFAULT_SCHEMA, auto_migrate: bool = True, timeout: float = POOL_TIMEOUT_S
     ) -> PostgresToolSchemas:
         """A catalogue with its own small pool on ``dsn`` (closed with it)."""
-        check_schema(schema)
-        pool = make_pool(dsn, max_size=2, timeout=timeout, name="ctxplugin-tools")
+        pool = owned_pool(dsn, schema=schema, max_size=2, timeout=timeout, name="ctxplugin-tools")
         return cls(pool, schema=schema, auto_migrate=auto_migrate, owns_pool=True)
-
-    def _run(self, what: str, plan: Any) -> Any:
-        if self._closed:
-            raise StoreError("the tool schema catalogue is closed")
-        if not self._ready:
-            with self._lock:
-                if not self._ready:
-                    run(self.pool, self.schema, "schema check", lambda: ensure_plan(self.schema, self._auto_migrate))
-                    self._ready = True
-        return run(self.pool, self.schema, what, plan)
 
     def record(self, entry: ToolEntry, *, server: str = "") -> StoredSchema:
         """Store ``entry``'s schema (idempotent by name and hash) and return it with its shared
@@ -141,7 +116,7 @@ class PostgresToolSchemas:
             row = (yield Stmt(self._upsert, params)).rows[0]
             return StoredSchema(*row)
 
-        return cast(StoredSchema, self._run("record a tool schema", plan))
+        return self._run("record a tool schema", plan)
 
     def record_all(self, registry: ToolRegistry, *, server: str = "") -> list[StoredSchema]:
         """:meth:`record` the current entry of every tool in ``registry``, by name."""
@@ -157,7 +132,7 @@ class PostgresToolSchemas:
             row = (yield Stmt(query, params)).first()
             return None if row is None else StoredSchema(*row)
 
-        return cast("StoredSchema | None", self._run("read a tool schema", plan))
+        return self._run("read a tool schema", plan)
 
     def versions(self, name: str) -> list[StoredSchema]:
         """Every stored version of ``name``, oldest first."""
@@ -165,7 +140,7 @@ class PostgresToolSchemas:
         def plan() -> Plan[list[StoredSchema]]:
             return [StoredSchema(*row) for row in (yield Stmt(self._versions, {"name": name})).rows]
 
-        return cast("list[StoredSchema]", self._run("read tool schema versions", plan))
+        return self._run("read tool schema versions", plan)
 
     def current(self, *, server: str | None = None) -> list[StoredSchema]:
         """The current schema of every stored tool (of one ``server`` if given), by name."""
@@ -173,7 +148,7 @@ class PostgresToolSchemas:
         def plan() -> Plan[list[StoredSchema]]:
             return [StoredSchema(*row) for row in (yield Stmt(self._latest_all, {"server": server})).rows]
 
-        return cast("list[StoredSchema]", self._run("read tool schemas", plan))
+        return self._run("read tool schemas", plan)
 
     def load_into(self, registry: ToolRegistry, *, server: str | None = None) -> list[ToolEntry]:
         """Register the current stored schema of every tool in ``registry`` (as OpenAI tool
@@ -182,12 +157,7 @@ class PostgresToolSchemas:
 
     def close(self) -> None:
         """Release the catalogue (and its pool if owned). Idempotent."""
-        with self._lock:
-            if self._closed:
-                return
-            self._closed = True
-        if self._owns_pool:
-            self.pool.close()
+        super().close()
 
 
 __all__ = ["PostgresToolSchemas", "StoredSchema"]
