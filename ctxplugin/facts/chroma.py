@@ -31,6 +31,7 @@ from ctxplugin.facts.embedding import (
     HashingEmbedding,
     _CallableEmbeddings,
     as_embeddings,
+    cosine,
     embedding_identity,
 )
 from ctxplugin.facts.model import Fact, FactQuery, matches, reader_keys
@@ -234,14 +235,43 @@ class ChromaFactStore:
             collection = self._collection(query.reader.tenant_id or "")
             tries = self._filter_first.get(memo_key, 0)
             if tries == 0 or tries % _RETRY_UNFILTERED == 0:
+                stored = collection.count()
                 for wide in (n, n * _WIDER):
-                    found, complete = self._query(collection, vector, wide, None, query)
-                    if complete or len(found) * 2 >= n:
+                    found, _ = self._query(collection, vector, wide, None, query)
+                    # complete only when every stored record was ranked: a short answer from
+                    # the index is not proof that nothing else is there
+                    if wide >= stored or len(found) * 2 >= n:
                         self._filter_first.pop(memo_key, None)
                         return found[:n]
             self._remember_filter(memo_key)
-            found, _ = self._query(collection, vector, n, search_where(query), query)
+            where = search_where(query)
+            found, _ = self._query(collection, vector, n, where, query)
+            if len(found) < n:
+                # a filter that keeps only a few records is where the index's filtered search
+                # can come back short: rank those few exactly instead
+                found = self._rank_exactly(collection, vector, n, where, query) or found
             return found
+
+    def _rank_exactly(
+        self, collection: Any, vector: list[float], n: int, where: dict[str, Any], query: FactQuery
+    ) -> list[tuple[Fact, float]]:
+        """All records the filter keeps, ranked by exact cosine, when there are at most
+        ``n * _WIDER`` of them; [] when there are more (then the index's answer stands)."""
+        cap = n * _WIDER
+        result = collection.get(where=where, limit=cap + 1, include=["documents", "metadatas", "embeddings"])
+        ids = result["ids"]
+        if len(ids) > cap:
+            return []
+        readable = frozenset(reader_keys(query.reader))
+        ranked: list[tuple[Fact, float]] = []
+        for i, doc, meta, emb in zip(ids, result["documents"] or [], result["metadatas"] or [], result["embeddings"] if result["embeddings"] is not None else [], strict=True):
+            if not may_match(meta, query, readable):
+                continue
+            fact = from_metadata(i, doc, meta)
+            if matches(fact, query):
+                ranked.append((fact, cosine(vector, list(emb))))
+        ranked.sort(key=lambda pair: pair[1], reverse=True)
+        return ranked[:n]
 
     def _query(
         self, collection: Any, vector: list[float], n: int, where: dict[str, Any] | None, query: FactQuery
