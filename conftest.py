@@ -6,10 +6,14 @@ from __future__ import annotations
 import ipaddress
 import os
 import socket
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+
+from ctxplugin.errors import MissingDependencyError
+from ctxplugin.testing.chroma_server import ChromaServer, start_chroma
 
 for _key in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "LANGSMITH_API_KEY", "LANGCHAIN_API_KEY"):
     os.environ.pop(_key, None)
@@ -39,3 +43,17 @@ def _block_network() -> Iterator[None]:
         yield
     finally:
         socket.socket.connect = _real_connect  # type: ignore[method-assign]
+
+
+@pytest.fixture(scope="session")
+def launch_chroma() -> Callable[[Path], ChromaServer]:
+    """Start a real ``chroma run`` server with its data under a path; skips the test when the
+    ``chroma`` command is not installed. The caller stops the server."""
+
+    def launch(path: Path) -> ChromaServer:
+        try:
+            return start_chroma(path)
+        except MissingDependencyError as exc:
+            pytest.skip(str(exc))
+
+    return launch

@@ -9,16 +9,8 @@ from __future__ import annotations
 
 import itertools
 import os
-import shutil
-import signal
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 import uuid
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import psycopg
@@ -26,6 +18,8 @@ import pytest
 from ctxplugin_postgres import make_pool
 from psycopg import sql
 from psycopg_pool import ConnectionPool
+
+from ctxplugin.testing.chroma_server import ChromaServer
 
 DEFAULT_DSN = "postgresql://postgres@127.0.0.1:5432/test"
 _SESSION_PREFIX = f"ctxplugin_t{uuid.uuid4().hex[:8]}"
@@ -79,80 +73,19 @@ def pg_pool(pg_dsn: str) -> Iterator[ConnectionPool]:
 # --- Chroma servers ---------------------------------------------------------------------
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-@dataclass
-class ChromaServer:
-    """A ``chroma run`` process on a free loopback port."""
-
-    path: Path
-    port: int
-    process: subprocess.Popen[bytes] | None = None
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def start(self, timeout: float = 120.0) -> None:
-        binary = Path(sys.executable).parent / "chroma"
-        if not binary.exists():
-            found = shutil.which("chroma")
-            if found is None:
-                pytest.skip("the `chroma` command is not installed in this environment")
-            binary = Path(found)
-        log = open(self.path.parent / f"chroma-{self.port}.log", "ab")  # noqa: SIM115 - lives as long as the server
-        env = {**os.environ, "ANONYMIZED_TELEMETRY": "False"}
-        self.process = subprocess.Popen(
-            [str(binary), "run", "--path", str(self.path), "--host", "127.0.0.1", "--port", str(self.port)],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env=env,
-            start_new_session=True,
-        )
-        log.close()
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                pytest.fail(f"chroma run exited with {self.process.returncode}; see {self.path.parent}")
-            try:
-                with urllib.request.urlopen(f"{self.url}/api/v2/heartbeat", timeout=1) as response:
-                    if response.status == 200:
-                        return
-            except OSError:
-                time.sleep(0.1)
-        self.stop()
-        pytest.fail(f"chroma run did not answer on {self.url} within {timeout:g}s")
-
-    def stop(self) -> None:
-        process, self.process = self.process, None
-        if process is None or process.poll() is not None:
-            return
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-
-
 @pytest.fixture(scope="session")
-def chroma_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ChromaServer]:
+def chroma_server(
+    tmp_path_factory: pytest.TempPathFactory, launch_chroma: Callable[[Path], ChromaServer]
+) -> Iterator[ChromaServer]:
     """One Chroma server for the test session."""
-    root = tmp_path_factory.mktemp("chroma-server")
-    server = ChromaServer(path=root / "data", port=free_port())
-    server.start()
+    server = launch_chroma(tmp_path_factory.mktemp("chroma-server") / "data")
     yield server
     server.stop()
 
 
 @pytest.fixture
-def own_chroma_server(tmp_path: Path) -> Iterator[ChromaServer]:
+def own_chroma_server(tmp_path: Path, launch_chroma: Callable[[Path], ChromaServer]) -> Iterator[ChromaServer]:
     """A Chroma server for one test (which may stop it)."""
-    server = ChromaServer(path=tmp_path / "chroma-data", port=free_port())
-    server.start()
+    server = launch_chroma(tmp_path / "chroma-data")
     yield server
     server.stop()
