@@ -41,6 +41,7 @@ class Parts:
     tools_tokens: int = 0
     dropped_exchanges: int = 0
     notes: tuple[str, ...] = field(default_factory=tuple)
+    facts_anchor: BaseMessage | None = None
 
     def header_message(self) -> SystemMessage | None:
         """The header with the notes (e.g. what was dropped) merged in, each note once."""

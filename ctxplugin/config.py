@@ -149,7 +149,7 @@ class FactsConfig(BaseModel):
     strategy: FactsStrategy = "balanced"
     half_life_hours: float = Field(24.0, gt=0)
     min_relevance: float = Field(0.0, ge=-1, le=1)
-    placement: Literal["tail", "head"] = "tail"
+    placement: Literal["tail", "head", "window"] = "tail"
     mark_outdated: bool = True
     collection_per_tenant: bool = False
     collection: str = Field(

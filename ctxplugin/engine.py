@@ -28,6 +28,7 @@ from ctxplugin import _tracing
 from ctxplugin._messages import (
     META_KEY,
     annotation,
+    exchange_spans,
     expanded_refs,
     last_human_text,
     merge_system,
@@ -54,6 +55,7 @@ from ctxplugin.history import (
     SummarizerLike,
     compress_history,
     make_summarizer,
+    tier_bounds,
 )
 from ctxplugin.report import CaptureReport, ContextReport, FactUse
 from ctxplugin.scope import Scope
@@ -177,6 +179,9 @@ class ContextEngine:
         self._compact_memo: _LRU[Captured] = _LRU(_MEMO_SIZE)
         self._ingested: _LRU[bool] = _LRU(_MEMO_SIZE * 4)
         self._last_view: _LRU[tuple[str, list[tuple[str, int]]]] = _LRU(_SESSIONS_TRACKED)
+        # facts.placement="window": the lines shown per session and the tier position they
+        # were chosen at, reused until the boundary moves (or the question changes)
+        self._window_facts: _LRU[tuple[str, tuple[FactLine, ...]]] = _LRU(_SESSIONS_TRACKED)
         try:
             self._budgets: dict[str, int] | None = self.config.budget.resolve()
         except ConfigError:  # shares of a context window: resolved per call
@@ -303,7 +308,9 @@ class ContextEngine:
         facts_lines: tuple[FactLine, ...] = ()
         if self.config.facts.enabled:
             with clock.stage("facts"):
-                body, facts_lines = self._facts_stage(body, query, scope, report)
+                window = self._window_key(body, query)
+                body, facts_lines = self._facts_stage(body, query, scope, report, window)
+        anchor: BaseMessage | None = None
         if self.config.history.enabled:
             with clock.stage("history"):
                 extra = [plan.directory_text, OMITTED_NOTE] if plan.directory_text else [OMITTED_NOTE]
@@ -311,6 +318,8 @@ class ContextEngine:
                 outside = schema_tokens + (count_message(header, self.counter) if header is not None else 0)
                 view = self._history_stage(body, scope, context_window, report, outside=outside)
                 body = view.messages
+                if view.verbatim_from is not None and view.verbatim_from < len(body):
+                    anchor = body[view.verbatim_from]
         with clock.stage("budget"):
             budgets = self._budgets or self.config.budget.resolve(context_window)
             extra = [plan.directory_text] if plan.directory_text else []
@@ -323,6 +332,7 @@ class ContextEngine:
                 facts_title="Known facts (current; newer facts replace older ones):",
                 facts=facts_lines,
                 tools_tokens=schema_tokens,
+                facts_anchor=anchor,
             )
             outcome = enforce(parts, budgets, self.counter, block_size=self.config.history.block_size)
             parts = outcome.parts
@@ -437,8 +447,16 @@ class ContextEngine:
             self._compact_memo.put(key, captured)
         return captured
 
+    def _window_key(self, body: list[BaseMessage], query: str) -> str | None:
+        """With ``facts.placement="window"``: what the facts block is chosen for — the start of
+        the verbatim tier and the question. None with any other placement."""
+        if self.config.facts.placement != "window" or not self.config.history.enabled:
+            return None
+        verbatim_start = tier_bounds(len(exchange_spans(body)), self.config.history)[1]
+        return f"{verbatim_start}\x00{hashlib.sha256(query.encode('utf-8', 'surrogatepass')).hexdigest()}"
+
     def _facts_stage(
-        self, body: list[BaseMessage], query: str, scope: Scope, report: ContextReport
+        self, body: list[BaseMessage], query: str, scope: Scope, report: ContextReport, window: str | None = None
     ) -> tuple[list[BaseMessage], tuple[FactLine, ...]]:
         try:
             if self.config.facts.extract:
@@ -446,10 +464,15 @@ class ContextEngine:
                 if fresh:
                     written = self.facts.ingest(fresh, scope=scope)
                     report.facts_extracted += len(written)
-            scored = self.facts.search(query, scope=scope, k=self.config.facts.k) if query and self.config.facts.k else []
             if self.config.facts.mark_outdated:
                 body, marked = mark_outdated(body, ledger=self.facts, scope=scope)
                 report.outdated_marked = marked
+            if window is not None:
+                with self._lock:
+                    frozen = self._window_facts.get(scope.key())
+                if frozen is not None and frozen[0] == window and self._all_current(frozen[1], scope):
+                    return body, frozen[1]
+            scored = self.facts.search(query, scope=scope, k=self.config.facts.k) if query and self.config.facts.k else []
         except StoreError as exc:
             _degraded(report, scope, f"facts store unavailable; facts skipped for this call: {exc}")
             return body, ()
@@ -464,7 +487,18 @@ class ContextEngine:
                 break
             used += tokens
             lines.append(FactLine(text=text, score=float(hit.score), fact_id=fact.id, key=fact.key))
+        if window is not None:
+            with self._lock:
+                self._window_facts.put(scope.key(), (window, tuple(lines)))
         return body, tuple(lines)
+
+    def _all_current(self, lines: tuple[FactLine, ...], scope: Scope) -> bool:
+        """Whether every fact of ``lines`` is still valid (none superseded since it was chosen)."""
+        ids = [line.fact_id for line in lines]
+        if not ids:
+            return True
+        valid = {fact.id for fact in self.facts.store.get(ids, reader=scope) if fact.is_valid}
+        return all(fact_id in valid for fact_id in ids)
 
     def _history_stage(
         self,
@@ -779,7 +813,12 @@ def _assemble(parts: Parts, placement: str) -> list[BaseMessage]:
     facts_message = SystemMessage(content=facts_text) if facts_text else None
     if facts_message is not None and placement == "head":
         out.append(facts_message)
-    out.extend(parts.history)
+    history = list(parts.history)
+    if facts_message is not None and placement == "window":
+        # before the verbatim tier; at the end when that message is gone (budget trimming)
+        at = next((i for i, m in enumerate(history) if m is parts.facts_anchor), len(history))
+        history.insert(at, facts_message)
+    out.extend(history)
     if facts_message is not None and placement == "tail":
         out.append(facts_message)
     return out

@@ -25,7 +25,7 @@ from langchain_core.messages import BaseMessage, ToolMessage, convert_to_message
 from langchain_core.prompt_values import PromptValue
 from langchain_core.runnables import RunnableConfig, RunnableSerializable
 from langchain_core.tools import BaseTool, StructuredTool
-from pydantic import Field
+from pydantic import BaseModel, Field
 
 from ctxplugin._message_store import MessageStore, store_for
 from ctxplugin._messages import META_KEY, annotation
@@ -195,6 +195,20 @@ class ContextChatHistory(BaseChatMessageHistory):
             self._view = None
 
 
+EXPAND_REF_DESCRIPTION = "Read a stored tool output by its ref (ref_id, e.g. ref:bash:0123abcd4567ef89)."
+
+
+class ExpandRefArgs(BaseModel):
+    """Arguments of ``expand_ref``; kept small, since its schema is sent with every call."""
+
+    ref_id: str
+    fields: list[str] = Field(default_factory=list, description='JSON paths, e.g. ["items[0].id"]')
+    offset: int = Field(0, description="first line or item")
+    limit: int = Field(0, description="lines or items (0: all that fit)")
+    pattern: str = Field("", description="keep lines or items containing it")
+    regex: bool = False
+
+
 def make_expand_ref_tool(engine: ContextEngine, scope: ScopeResolver | None = None) -> BaseTool:
     """The ``expand_ref`` tool the model calls to read stored tool outputs.
 
@@ -211,21 +225,11 @@ def make_expand_ref_tool(engine: ContextEngine, scope: ScopeResolver | None = No
         ref_id: str,
         fields: list[str] | None = None,
         offset: int = 0,
-        limit: int | None = None,
-        pattern: str | None = None,
+        limit: int = 0,
+        pattern: str = "",
         regex: bool = False,
         config: RunnableConfig = None,  # type: ignore[assignment]  # injected by LangChain
     ) -> str:
-        """Read a stored tool output by its ref (e.g. 'ref:bash:0123abcd4567ef89').
-
-        Args:
-            ref_id: the ref shown next to a tool output summary.
-            fields: JSON paths to return, e.g. ["reservations[0].flight_number"].
-            offset: first array item or line to return.
-            limit: how many items or lines to return.
-            pattern: keep only lines (or array items) containing this text.
-            regex: treat pattern as a regular expression.
-        """
         call_scope = resolve(config)
         text = expand_for_model(
             engine.cas,
@@ -233,16 +237,18 @@ def make_expand_ref_tool(engine: ContextEngine, scope: ScopeResolver | None = No
             call_scope,
             max_tokens=engine.config.cas.expand_max_tokens,
             counter=engine.counter,
-            fields=fields,
+            fields=fields or None,
             offset=offset,
-            limit=limit,
-            pattern=pattern,
+            limit=limit or None,
+            pattern=pattern or None,
             regex=regex,
         )
         emit(EXPAND_EVENT, {"ref_id": ref_id, "session_id": call_scope.session_id})
         return text
 
-    return StructuredTool.from_function(expand_ref, name=EXPAND_REF_NAME)
+    return StructuredTool.from_function(
+        expand_ref, name=EXPAND_REF_NAME, description=EXPAND_REF_DESCRIPTION, args_schema=ExpandRefArgs
+    )
 
 
 def make_meta_tools(engine: ContextEngine, scope: ScopeResolver | None = None) -> list[BaseTool]:

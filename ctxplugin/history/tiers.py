@@ -57,12 +57,16 @@ class HistoryView:
         compressed_count: messages whose content was trimmed or gisted.
         omitted_exchanges: old exchanges condensed into context notes to fit ``budget``.
         tiers: messages per tier (``verbatim``, ``trimmed``, ``gist``, ``omitted``, ``protected``).
+        verbatim_from: index in ``messages`` where the verbatim tier begins (never before the
+            end of the first exchange); None when it holds only that exchange. It moves only
+            when tier boundaries move, so content inserted there stays in the cached prefix.
     """
 
     messages: list[BaseMessage]
     compressed_count: int = 0
     omitted_exchanges: int = 0
     tiers: dict[str, int] = field(default_factory=dict)
+    verbatim_from: int | None = None
 
 
 def tier_bounds(exchanges: int, config: HistoryConfig) -> tuple[int, int]:
@@ -231,7 +235,10 @@ def compress_history(
     result: list[BaseMessage] = []
     compressed = omitted = 0
     noted: set[int] = set()
+    verbatim_from: int | None = None
     for number, span in enumerate(rendered):
+        if number == max(verbatim_start, 1):
+            verbatim_from = len(result)
         block = number // config.block_size
         if notes is not None and block < plan.condensed and number in notes.members(block):
             # one note per block (the archive for all archived blocks), where the block began
@@ -251,7 +258,9 @@ def compress_history(
             continue
         compressed += sum(1 for j, m in zip(range(*spans[number]), span, strict=True) if m is not messages[j])
         result.extend(span)
-    return HistoryView(messages=result, compressed_count=compressed, omitted_exchanges=omitted, tiers=tiers)
+    return HistoryView(
+        messages=result, compressed_count=compressed, omitted_exchanges=omitted, tiers=tiers, verbatim_from=verbatim_from
+    )
 
 
 __all__ = [
