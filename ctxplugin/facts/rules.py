@@ -12,6 +12,10 @@ What the rules find, sentence by sentence (the first rule that fits wins, links 
 - hypothetical and draft statements ("what if", "suppose", "draft") get their own fact scope;
 - links and exact identifiers (order ids, paths, emails) as entity facts.
 
+Source code is not prose: fenced code blocks are skipped, and so is any sentence that reads as
+code (calls, brackets, semicolons, ``==``, ``import``/``def``/``return``...), so ``x = f(y)`` in
+a snippet or a program's output never becomes a keyed fact that later snippets supersede.
+
 Tool results in JSON become one record fact per object ("reservation OI5L9G: origin=MCO, ..."),
 keyed by the record's id field, so a later read of the same record supersedes the earlier one.
 """
@@ -92,6 +96,12 @@ _NON_SUBJECT = frozenset(
 )
 _ID_FIELD = re.compile(r"^(?:id|.+_id|.+_number|.+_code|.+_ref|sku|slug)$", re.IGNORECASE)
 _MAX_SENTENCES = 40
+_FENCED = re.compile(r"```.*?(?:```|\Z)", re.DOTALL)
+_CODE = re.compile(
+    r"[;{}]|[A-Za-z_]\w*\(|\[[^\]\s]*\]|==|!=|->|=>|\+=|"
+    r"\b(?:import|def|return|lambda|elif)\b|\bself\.|"
+    r"^\s*(?:#|//|>>>|\$ |\d+[:|]|[A-Za-z_][\w.]*\s*=\s*[\[({'\"\d])"
+)
 _MAX_RECORDS = 5
 
 
@@ -119,7 +129,9 @@ class RuleExtractor:
         """Facts stated in prose (``voice="tool"`` skips decisions and preferences)."""
         out: list[FactDraft] = []
         seen: set[str] = set()
-        for sentence in sentences(text)[:_MAX_SENTENCES]:
+        for sentence in sentences(_FENCED.sub("\n", text))[:_MAX_SENTENCES]:
+            if _CODE.search(sentence):
+                continue
             for draft in self._sentence(sentence, voice):
                 if draft.text not in seen:
                     seen.add(draft.text)

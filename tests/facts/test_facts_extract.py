@@ -177,3 +177,27 @@ def test_tau_bench_conversation_gives_grounded_facts() -> None:
     # the reservation the task acts on is found by its id, and by its route
     assert ledger.search("reservation OBUT9V", scope=S)[0].fact.key == "reservation:obut9v"
     assert all(len(f.text) <= 500 for f in facts)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "```python\nfrom pydicom import Dataset\nds = Dataset()\nds.PatientName = 'SomeName'\n```",
+        "key = tree2.body[3].value",
+        "ds = Dataset(); pn = ds.PatientName; print(len(pn))",
+        "Key: DictUnpack(), Value: Name.X(name='X')",
+        "    def bool_value(self, context=None):",
+        "if result == expected: return True",
+    ],
+)
+def test_source_code_states_no_facts(text: str) -> None:
+    assert RuleExtractor().from_text(text) == []
+    assert RuleExtractor().from_tool(text, "bash") == []
+
+
+def test_prose_around_a_code_block_still_states_facts() -> None:
+    text = "The data team is on Project Alpha.\n```python\nteam = 'beta'\n```\nThe deadline is Friday."
+    found = {(kind, key) for kind, key, _ in drafts(text)}
+    assert ("fact", "data_team") in found
+    assert any(key == "deadline" for _, key in found)
+    assert not any(key == "team" for _, key in found)
