@@ -1,10 +1,13 @@
 """The strategies a replay compares: what each would have sent the model for one call.
 
 - ``full``: the whole history and every tool schema, as the recorded agent sent it.
-- ``trim_messages``: langchain-core's ``trim_messages`` (strategy ``last``, ``start_on="human"``,
-  ``include_system=True``, ``allow_partial=False``) to ctxplugin's total budget minus the tool
-  schemas it must still send, so both are held to the same total; counted with the same
-  tokenizer as everything else.
+- ``trim_messages``: langchain-core's ``trim_messages`` (strategy ``last``,
+  ``start_on=("human", "ai")``, ``include_system=True``, ``allow_partial=False``) to ctxplugin's
+  total budget minus the tool schemas it must still send, so both are held to the same total;
+  counted with the same tokenizer as everything else. The kept window starts on a human or an AI
+  message, so a tool loop, whose only human message is the task, keeps its latest whole steps
+  (each kept tool call with its result, never a leading tool result) instead of dropping
+  everything after the task once the run outgrows the budget.
 - ``context_editing``: LangChain's ``ContextEditingMiddleware`` with its default
   ``ClearToolUsesEdit`` (clear all but the latest tool results once the history passes the
   trigger). As in the middleware, the edit sees the messages without the system prompt and
@@ -80,7 +83,7 @@ class TrimMessages:
             max_tokens=self.max_tokens,
             token_counter=self.meter.count,
             strategy="last",
-            start_on="human",
+            start_on=("human", "ai"),
             include_system=True,
             allow_partial=False,
         )

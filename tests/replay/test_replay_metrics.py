@@ -158,7 +158,48 @@ def test_trim_messages_peer_holds_the_shared_budget() -> None:
         assert isinstance(view.messages[0], SystemMessage)
         assert meter.count(view.messages) <= 1800
         if len(view.messages) > 1:
-            assert isinstance(view.messages[1], HumanMessage)
+            assert isinstance(view.messages[1], (HumanMessage, AIMessage))
+
+
+def agent_loop(steps: int) -> list[BaseMessage]:
+    """One task message, then tool-calling steps: each call answered by its own result."""
+    messages: list[BaseMessage] = [
+        SystemMessage(content="You are a coding agent with a bash tool."),
+        HumanMessage(content="Fix the failing test in src/app.py."),
+    ]
+    for i in range(steps):
+        calls = [{"name": "bash", "args": {"command": f"cat part_{i}_{j}.py"}, "id": f"s{i}c{j}"} for j in range(2)]
+        messages.append(AIMessage(content=f"Step {i}: reading two files.", tool_calls=calls))
+        messages += [ToolMessage(content=f"line {i}.{j} " * 60, tool_call_id=f"s{i}c{j}", name="bash") for j in range(2)]
+    return messages
+
+
+def test_trim_messages_peer_keeps_the_latest_steps_of_a_tool_loop() -> None:
+    history = agent_loop(steps=12)
+    meter = Meter(get_counter()[0])
+    peer = TrimMessages([], total=1650, meter=meter)
+    assert meter.count(history) > 3 * 1650
+    kept = list(peer.view(history).messages)
+    assert meter.count(kept) <= 1650
+    assert isinstance(kept[0], SystemMessage) and isinstance(kept[1], AIMessage)
+    # the task is gone, but the window is the run's latest whole steps, not the system prompt alone
+    start = len(history) - len(kept) + 1
+    assert kept[1:] == history[start:]
+    # the tool result just before the window would have fitted; it is dropped with its call
+    before = history[start - 1]
+    assert isinstance(before, ToolMessage) and meter.count([kept[0], before, *kept[1:]]) <= 1650
+    assert sum(isinstance(m, AIMessage) for m in kept) >= 2
+    assert kept[-1] is history[-1]
+    # a valid conversation: every kept call has its result and every kept result its call
+    call_ids = {call["id"] for m in kept if isinstance(m, AIMessage) for call in m.tool_calls}
+    result_ids = {m.tool_call_id for m in kept if isinstance(m, ToolMessage)}
+    assert call_ids == result_ids
+
+
+def test_trim_messages_peer_sends_a_tool_loop_whole_while_it_fits() -> None:
+    history = agent_loop(steps=2)
+    meter = Meter(get_counter()[0])
+    assert list(TrimMessages([], total=3000, meter=meter).view(history).messages) == history
 
 
 def _middleware_view(messages: list[BaseMessage], edit: ClearToolUsesEdit) -> list[BaseMessage]:
