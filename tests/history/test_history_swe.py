@@ -22,7 +22,9 @@ pytestmark = pytest.mark.skipif(not TRAJECTORY.exists(), reason=f"shared data no
 
 def test_swe_trajectory_views_are_small_valid_cache_friendly_and_grounded() -> None:
     conversation = load_file(str(TRAJECTORY), "auto").conversations[0]
-    config = ContextConfig(**json.loads(BENCHMARK_CONFIG.read_text()), facts={"enabled": False})
+    settings = json.loads(BENCHMARK_CONFIG.read_text())
+    settings["facts"] = {**settings.get("facts", {}), "enabled": False}
+    config = ContextConfig(**settings)
     engine = memory_engine(config)
     meter = Meter(engine.counter)
     messages = conversation.messages
