@@ -133,6 +133,15 @@ class ToolsConfig(BaseModel):
     directory_max_tokens: int = Field(
         1500, ge=1, description="above this the directory shortens intents, then lists names only"
     )
+    binding: Literal["loaded", "stubs"] = Field(
+        "loaded",
+        description=(
+            "loaded: bind the full schemas of the tools the conversation loaded (the bound list grows "
+            "as tools are loaded); stubs: bind every tool as a name-and-purpose stub from the first "
+            "call and answer load_tools with the parameters (the bound list never changes, so a "
+            "provider's prompt cache keeps serving it)"
+        ),
+    )
 
 
 FactsStrategy = Literal["recent", "important", "balanced"]

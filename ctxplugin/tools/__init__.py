@@ -14,7 +14,12 @@ runs when its arguments are valid, and otherwise gets the schema back to retry.
 
 from __future__ import annotations
 
-from ctxplugin.tools.directory import DIRECTORY_TITLE, LOAD_TOOLS_NAME, render_directory
+from ctxplugin.tools.directory import (
+    DIRECTORY_TITLE,
+    LOAD_TOOLS_NAME,
+    STUBS_TITLE,
+    render_directory,
+)
 from ctxplugin.tools.plan import ToolPlan, plan_tools, requested_names, used_tools
 from ctxplugin.tools.registry import (
     ToolEntry,
@@ -34,6 +39,7 @@ from ctxplugin.tools.resolve import (
 __all__ = [
     "DIRECTORY_TITLE",
     "LOAD_TOOLS_NAME",
+    "STUBS_TITLE",
     "Resolution",
     "ToolEntry",
     "ToolPlan",

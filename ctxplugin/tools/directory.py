@@ -22,6 +22,13 @@ DIRECTORY_TITLE = (
     "does not run and returns the tool's schema."
 )
 
+STUBS_TITLE = (
+    "Tools other than load_tools are bound with their name and purpose only. Before you call one "
+    f"for the first time, call {LOAD_TOOLS_NAME} with its exact name to read its parameters. "
+    "A call with wrong arguments does not run and returns the tool's schema."
+)
+"""The header line of ``tools.binding="stubs"``: the stubs themselves list the tools."""
+
 _SHORT_INTENT_CHARS = 40
 
 

@@ -19,7 +19,7 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 from ctxplugin.config import ToolsConfig
 from ctxplugin.errors import InvalidInputError
 from ctxplugin.tokens import TokenCounter, count_tool_schemas
-from ctxplugin.tools.directory import LOAD_TOOLS_NAME, render_directory
+from ctxplugin.tools.directory import LOAD_TOOLS_NAME, STUBS_TITLE, render_directory
 from ctxplugin.tools.registry import ToolEntry, ToolRegistry, tool_name
 
 _NAME_SPLIT = re.compile(r"[\s,;]+")
@@ -100,6 +100,12 @@ def _meta_tokens(registry: ToolRegistry, counter: TokenCounter) -> int:
                          lambda: count_tool_schemas([convert_to_openai_tool(meta)], counter))
 
 
+def _stub_tokens(stubs: list[dict[str, Any]], registry: ToolRegistry, counter: TokenCounter) -> int:
+    key = ("stub-tokens", counter.name, tuple(s["function"]["name"] for s in stubs),
+           tuple(s["function"]["description"] for s in stubs))
+    return registry.memo(key, lambda: count_tool_schemas(stubs, counter))
+
+
 def _directory(entries: Sequence[ToolEntry], config: ToolsConfig, registry: ToolRegistry,
                counter: TokenCounter) -> tuple[str, int]:
     key = ("directory", counter.name, config.intent_chars, config.directory_max_tokens,
@@ -156,10 +162,17 @@ def plan_tools(
     by_name = {e.name: (t, e) for t, e in named}
     loaded = used_tools(body, known=set(by_name) - pinned_set, limit=config.max_loaded)
     meta = registry.meta_tool()
-    bound = [t for t, _ in pinned] + [meta] + [by_name[n][0] for n in loaded] + unnamed
-    sent = (sum(e.tokens for _, e in pinned) + sum(by_name[n][1].tokens for n in loaded)
-            + _meta_tokens(registry, counter) + unnamed_tokens)
-    text, text_tokens = _directory([e for _, e in named], config, registry, counter)
+    if config.binding == "stubs":
+        stubs = [registry.stub(e, config.intent_chars) for _, e in named if e.name not in pinned_set]
+        bound = [t for t, _ in pinned] + [meta] + stubs + unnamed
+        sent = (sum(e.tokens for _, e in pinned) + _stub_tokens(stubs, registry, counter)
+                + _meta_tokens(registry, counter) + unnamed_tokens)
+        text, text_tokens = STUBS_TITLE, registry.memo(("stubs-title", counter.name), lambda: counter.count(STUBS_TITLE))
+    else:
+        bound = [t for t, _ in pinned] + [meta] + [by_name[n][0] for n in loaded] + unnamed
+        sent = (sum(e.tokens for _, e in pinned) + sum(by_name[n][1].tokens for n in loaded)
+                + _meta_tokens(registry, counter) + unnamed_tokens)
+        text, text_tokens = _directory([e for _, e in named], config, registry, counter)
     return ToolPlan(
         bound=bound,
         active=True,

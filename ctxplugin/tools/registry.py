@@ -149,6 +149,8 @@ class ToolRegistry:
         self._by_identity: OrderedDict[int, tuple[Any, Any, ToolEntry]] = OrderedDict()
         self._meta: BaseTool | None = None
         self._memo: OrderedDict[Any, Any] = OrderedDict()
+        # tools.binding="stubs": tools are bound as stubs; load_tools answers with parameters
+        self.stubs = False
 
     def register(self, tool: Any) -> ToolEntry:
         """Add a tool (or find it) and return its current entry.
@@ -246,6 +248,24 @@ class ToolRegistry:
             while len(self._memo) > _MEMO_SIZE:
                 self._memo.popitem(last=False)
         return value
+
+    def stub(self, entry: ToolEntry, intent_chars: int) -> dict[str, Any]:
+        """``entry`` as a stub to bind: its name and purpose, arguments left open (any object).
+
+        The stub of a tool is the same dict for as long as its schema does not change."""
+
+        def make() -> dict[str, Any]:
+            intent = entry.intent(intent_chars) if intent_chars else ""
+            return {
+                "type": "function",
+                "function": {
+                    "name": entry.name,
+                    "description": f"{intent} (parameters: load_tools)" if intent else "(parameters: load_tools)",
+                    "parameters": {"type": "object", "properties": {}, "additionalProperties": True},
+                },
+            }
+
+        return self.memo(("stub", entry.name, entry.hash, intent_chars), make)
 
     def meta_tool(self) -> BaseTool:
         """This registry's ``load_tools`` tool (built once)."""

@@ -91,7 +91,7 @@ def resolve_call(name: str, args: Any, registry: ToolRegistry, *, tool: Any = No
     listed = "\n".join(f"- {line}" for line in errors)
     message = (
         f"Error: the arguments for {name} do not match its schema:\n{listed}\n"
-        f"The schema of {name} (bound from your next step on):\n{schema_json(entry)}\n"
+        f"The schema of {name}{'' if registry.stubs else ' (bound from your next step on)'}:\n{schema_json(entry)}\n"
         f"Call {name} again with arguments that match it."
     )
     return Resolution(kind="schema", message=message, errors=errors)
@@ -153,9 +153,12 @@ def make_load_tools_tool(registry: ToolRegistry) -> BaseTool:
                 matches = close_matches(name, registry.names())
                 missing.append(f"- {name}: no such tool" + (f"; did you mean {', '.join(matches)}?" if matches else ""))
             else:
-                loaded.append(f"- {signature(entry)}")
+                loaded.append(f"- {schema_json(entry) if registry.stubs else signature(entry)}")
         out = []
-        if loaded:
+        if loaded and registry.stubs:
+            out.append("Parameters of these tools (JSON schema); they are bound, call them with arguments that match:")
+            out.extend(loaded)
+        elif loaded:
             out.append("Loaded; these tools are bound with their full schemas from your next step on:")
             out.extend(loaded)
         if missing:
