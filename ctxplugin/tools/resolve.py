@@ -166,4 +166,7 @@ def make_load_tools_tool(registry: ToolRegistry) -> BaseTool:
             out.extend(missing)
         return "\n".join(out)
 
-    return StructuredTool.from_function(load_tools, name=LOAD_TOOLS_NAME, parse_docstring=True)
+    meta = StructuredTool.from_function(load_tools, name=LOAD_TOOLS_NAME, parse_docstring=True)
+    if registry.stubs:  # the tools are bound as stubs already; loading only reads their parameters
+        meta.description = "Read the parameters (JSON schema) of tools before you call them for the first time."
+    return meta

@@ -1,0 +1,289 @@
+"""tools.binding="stubs": every directory tool bound as a name-and-purpose stub from the first
+call, so the bound list never changes within a conversation; load_tools answers with schemas."""
+
+from __future__ import annotations
+
+import json
+from itertools import pairwise
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.utils.function_calling import convert_to_openai_tool
+
+from ctxplugin import ContextConfig, Scope
+from ctxplugin.config import ToolsConfig
+from ctxplugin.testing import memory_engine
+from ctxplugin.tokens import count_message, count_tool_schemas, get_counter
+from ctxplugin.tools import (
+    DIRECTORY_TITLE,
+    LOAD_TOOLS_NAME,
+    STUBS_TITLE,
+    ToolRegistry,
+    plan_tools,
+    resolve_call,
+    tool_name,
+)
+
+COUNTER = get_counter()[0]
+DATA = Path(__file__).resolve().parents[2] / ".." / "shared" / "data"
+OPEN_PARAMETERS = {"type": "object", "properties": {}, "additionalProperties": True}
+
+
+def fn_tool(name: str, params: int = 2) -> dict[str, Any]:
+    props = {f"arg_{i}": {"type": "string", "description": f"The {i}th argument of {name}."} for i in range(params)}
+    return {"type": "function", "function": {
+        "name": name,
+        "description": f"Run {name.replace('_', ' ')}. Returns JSON.",
+        "parameters": {"type": "object", "properties": props, "required": sorted(props)},
+    }}
+
+
+TOOLS = [fn_tool(f"tool_{c}") for c in "abcdefghij"]  # 10 tools: the directory is active
+
+
+def memory_engine_with(config: ContextConfig | None = None, **tools: Any) -> Any:
+    return memory_engine(config or ContextConfig(tools=ToolsConfig(**tools)))
+
+
+def airline() -> list[dict[str, Any]]:
+    path = DATA / "tools" / "tau-airline-tools.json"
+    if not path.is_file():
+        pytest.skip(f"shared data not found at {path}")
+    return list(json.loads(path.read_text()))
+
+
+def spec(tools: list[dict[str, Any]], name: str) -> dict[str, Any]:
+    return next(t for t in tools if t["function"]["name"] == name)
+
+
+def plan(tools: list[Any], body: list[BaseMessage] | None = None, **config: Any) -> Any:
+    return plan_tools(tools, body or [HumanMessage(content="hi")], config=ToolsConfig(binding="stubs", **config),
+                      counter=COUNTER, registry=ToolRegistry(COUNTER))
+
+
+def as_openai(tools: list[Any]) -> list[dict[str, Any]]:
+    return [convert_to_openai_tool(t) for t in tools]
+
+
+def names(tools: list[Any]) -> list[str]:
+    return [tool_name(t) or "?" for t in tools]
+
+
+def call(name: str, args: dict[str, Any], call_id: str) -> AIMessage:
+    return AIMessage(content="", tool_calls=[{"name": name, "args": args, "id": call_id}])
+
+
+def calls(*items: str | tuple[str, list[str]]) -> list[BaseMessage]:
+    """A conversation where each item is a direct call, or (load_tools, [names])."""
+    out: list[BaseMessage] = [HumanMessage(content="go")]
+    for i, item in enumerate(items):
+        if isinstance(item, tuple):
+            out.append(call(LOAD_TOOLS_NAME, {"names": item[1]}, f"c{i}"))
+        else:
+            out.append(call(item, {}, f"c{i}"))
+        out.append(ToolMessage(content="ok", tool_call_id=f"c{i}"))
+    return out
+
+
+# ------------------------------------------------------------------ plan
+
+
+def test_plan_binds_pinned_tools_load_tools_and_a_stub_for_every_other_tool() -> None:
+    result = plan(TOOLS, calls(("load_tools", ["tool_c"]), "tool_e"), pinned=["tool_h"])
+    assert result.active
+    assert names(result.bound) == ["tool_h", LOAD_TOOLS_NAME, *[f"tool_{c}" for c in "abcdefgij"]]
+    assert result.bound[0] is TOOLS[7]  # the pinned tool as given, full schema
+    assert result.bound[2] == {"type": "function", "function": {
+        "name": "tool_a", "description": "Run tool a (parameters: load_tools)", "parameters": OPEN_PARAMETERS}}
+    assert result.loaded == ["tool_c", "tool_e"]  # still derived from the conversation
+    assert result.directory_text == STUBS_TITLE and result.directory_tokens == COUNTER.count(STUBS_TITLE)
+    assert result.schema_tokens_sent == count_tool_schemas(as_openai(result.bound), COUNTER)
+    assert result.schema_tokens_full == count_tool_schemas(TOOLS, COUNTER)
+
+
+def test_without_intents_the_stub_description_only_points_to_load_tools() -> None:
+    stub = plan(TOOLS, intent_chars=0).bound[1]
+    assert stub["function"]["description"] == "(parameters: load_tools)"
+
+
+def test_provider_builtin_tools_stay_bound_after_the_stubs() -> None:
+    builtin = {"type": "web_search_preview"}
+    result = plan([*TOOLS, builtin])
+    assert result.bound[-1] is builtin and len(result.bound) == len(TOOLS) + 2
+
+
+ACTIONS = st.lists(
+    st.one_of(
+        st.sampled_from([f"tool_{c}" for c in "abcdefghij"] + ["unknown"]),
+        st.lists(st.sampled_from([f"tool_{c}" for c in "abcdefghij"]), max_size=4).map(lambda n: ("load_tools", n)),
+    ),
+    max_size=20,
+)
+
+
+@settings(max_examples=40, deadline=None)
+@given(actions=ACTIONS, max_loaded=st.integers(1, 6))
+def test_the_bound_list_does_not_depend_on_the_conversation(actions: list[Any], max_loaded: int) -> None:
+    first = plan(TOOLS, max_loaded=max_loaded, pinned=["tool_b"])
+    later = plan(TOOLS, calls(*actions), max_loaded=max_loaded, pinned=["tool_b"])
+    assert as_openai(later.bound) == as_openai(first.bound)
+    assert later.schema_tokens_sent == first.schema_tokens_sent
+    assert later.directory_text == first.directory_text
+
+
+# ------------------------------------------------------------------ engine
+
+
+def conversation(load: list[str], use: list[tuple[str, dict[str, Any]]]) -> list[list[BaseMessage]]:
+    """The views an agent sends, one per model call: a load, then direct calls, then a new question."""
+    steps: list[list[BaseMessage]] = [[SystemMessage(content="You help travellers."),
+                                       HumanMessage(content="Please look up my trip.")]]
+    steps.append([*steps[-1], call(LOAD_TOOLS_NAME, {"names": load}, "load"),
+                  ToolMessage(content="(schemas)", tool_call_id="load", name=LOAD_TOOLS_NAME)])
+    for i, (name, args) in enumerate(use):
+        steps.append([*steps[-1], call(name, args, f"use{i}"),
+                      ToolMessage(content=f"result {i}", tool_call_id=f"use{i}", name=name)])
+    steps.append([*steps[-1], AIMessage(content="Done."), HumanMessage(content="And my bags?")])
+    return steps
+
+
+def tool_sets() -> list[Any]:
+    synthetic = (TOOLS, "tool_a", ["tool_c", "tool_f"],
+                 [("tool_c", {"arg_0": "x", "arg_1": "y"}), ("tool_f", {"arg_0": "x", "arg_1": "y"})])
+    return [pytest.param(synthetic, id="synthetic"), pytest.param("airline", id="tau-airline")]
+
+
+@pytest.mark.parametrize("case", tool_sets())
+def test_engine_binds_the_same_list_on_every_call_of_a_growing_conversation(case: Any) -> None:
+    if case == "airline":
+        tools = airline()
+        case = (tools, "think", ["get_user_details", "get_reservation_details"],
+                [("get_user_details", {"user_id": "mia_li_3668"}),
+                 ("get_reservation_details", {"reservation_id": "NO6JO3"})])
+    tools, pinned, load, use = case
+    engine = memory_engine_with(binding="stubs", pinned=[pinned])
+    scope = Scope(session_id="stubs")
+    prepared = [engine.prepare(view, tools=tools, scope=scope) for view in conversation(load, use)]
+
+    first = prepared[0].tools
+    expected_names = [pinned, LOAD_TOOLS_NAME, *[n for n in names(tools) if n != pinned]]
+    for p in prepared:
+        assert names(p.tools) == expected_names
+        assert as_openai(p.tools) == as_openai(first)
+        assert all(a is b or a == b for a, b in zip(p.tools, first, strict=True))
+        header = str(p.system_message.content) if p.system_message else ""
+        assert STUBS_TITLE in header and DIRECTORY_TITLE not in header
+        assert f"- {load[0]}:" not in header  # the stubs list the tools, the header does not
+        # what the report says is sent is what is bound
+        assert p.report.sections["tools"].after == count_tool_schemas(as_openai(p.tools), COUNTER)
+        assert p.report.sections["tools"].before == count_tool_schemas(tools, COUNTER)
+        assert p.report.tools_directory and p.report.tools_bound == expected_names
+
+    assert first[0] is spec(tools, pinned)  # the pinned tool keeps its full schema
+    assert "bound" not in as_openai(first)[1]["function"]["description"]  # load_tools promises no binding
+    for stub in as_openai(first[2:]):
+        assert stub["function"]["parameters"] == OPEN_PARAMETERS
+        assert stub["function"]["description"].endswith("(parameters: load_tools)")
+    assert sum(len(json.dumps(t)) for t in as_openai(first)) < sum(len(json.dumps(t)) for t in tools)
+
+    assert prepared[0].report.tools_loaded == []
+    assert prepared[1].report.tools_loaded == load
+    assert prepared[-1].report.tools_loaded == load
+    # the tool list did not change, so the prefix survives the load and each later step
+    for before, after in pairwise(prepared):
+        assert after.report.unchanged_prefix_tokens == sum(count_message(m, COUNTER) for m in before.messages) > 0
+
+
+def test_with_loaded_binding_the_same_conversation_grows_the_list_and_resets_the_prefix() -> None:
+    views = conversation(["tool_c", "tool_f"], [("tool_c", {"arg_0": "x", "arg_1": "y"})])
+    stubs = memory_engine_with(binding="stubs")
+    loaded = memory_engine_with(binding="loaded")
+    scope = Scope(session_id="compare")
+    by_stubs = [stubs.prepare(v, tools=TOOLS, scope=scope) for v in views]
+    by_loaded = [loaded.prepare(v, tools=TOOLS, scope=scope) for v in views]
+    assert names(by_loaded[0].tools) == [LOAD_TOOLS_NAME]
+    assert names(by_loaded[1].tools) == [LOAD_TOOLS_NAME, "tool_c", "tool_f"]
+    assert by_loaded[1].report.unchanged_prefix_tokens == 0
+    assert "bound from your next step on" in as_openai(by_loaded[0].tools)[0]["function"]["description"]
+    assert by_stubs[1].report.unchanged_prefix_tokens > 0
+    # the bound stubs cost more than load_tools alone, far less than every schema
+    assert by_loaded[0].report.sections["tools"].after < by_stubs[0].report.sections["tools"].after
+    assert by_stubs[0].report.sections["tools"].after < by_stubs[0].report.sections["tools"].before
+
+
+def test_bound_tools_matches_prepare_in_stubs_mode() -> None:
+    engine = memory_engine_with(binding="stubs", pinned=["tool_d"])
+    body = calls(("load_tools", ["tool_a"]), "tool_b")
+    prepared = engine.prepare(body, tools=TOOLS, scope=Scope(session_id="b"))
+    assert as_openai(engine.bound_tools(body, TOOLS)) == as_openai(prepared.tools)
+
+
+def test_the_config_accepts_a_plain_dict() -> None:
+    engine = memory_engine_with(config=ContextConfig(tools={"binding": "stubs"}))
+    assert engine.registry.stubs
+    assert not memory_engine_with().registry.stubs
+
+
+# ------------------------------------------------------------------ load_tools and bad calls
+
+
+def test_load_tools_answers_with_each_tools_json_schema() -> None:
+    tools = airline()
+    engine = memory_engine_with(binding="stubs")
+    engine.prepare([HumanMessage(content="hi")], tools=tools, scope=Scope(session_id="l"))
+    meta = engine.registry.meta_tool()
+    answer = meta.invoke({"names": ["book_reservation", "get_user_details", "get_user", "book_reservation"]})
+    lines = answer.splitlines()
+    assert lines[0].startswith("Parameters of these tools (JSON schema)")
+    assert lines[3] == "Not loaded:"
+    assert lines[4].startswith("- get_user: no such tool; did you mean get_user_details")
+    assert len(lines) == 5
+    for line, name in zip(lines[1:3], ["book_reservation", "get_user_details"], strict=True):
+        assert line.startswith("- ")
+        schema = json.loads(line[2:])
+        real = spec(tools, name)["function"]
+        assert schema["name"] == name
+        assert schema["parameters"] == real["parameters"]
+        assert set(schema["parameters"]["properties"]) == set(real["parameters"]["properties"])
+        assert line[2:] == json.dumps(real, separators=(",", ":"), ensure_ascii=False)  # compact
+
+
+def test_load_tools_answers_with_signatures_when_binding_loaded_tools() -> None:
+    engine = memory_engine_with()
+    engine.prepare([HumanMessage(content="hi")], tools=TOOLS, scope=Scope(session_id="l"))
+    lines = engine.registry.meta_tool().invoke({"names": ["tool_a"]}).splitlines()
+    assert lines == ["Loaded; these tools are bound with their full schemas from your next step on:",
+                     "- tool_a(arg_0: string, arg_1: string)"]
+
+
+def test_a_call_with_wrong_arguments_gets_the_schema_without_the_binding_promise() -> None:
+    tools = airline()
+    engine = memory_engine_with(binding="stubs")
+    engine.prepare([HumanMessage(content="hi")], tools=tools, scope=Scope(session_id="r"))
+    res = resolve_call("update_reservation_baggages", {"reservation_id": "NO6JO3", "bags": 2}, engine.registry)
+    assert res.kind == "schema"
+    assert "bound from your next step on" not in res.message
+    schema_line = res.message.split("The schema of update_reservation_baggages:\n", 1)[1].splitlines()[0]
+    assert json.loads(schema_line)["parameters"] == spec(tools, "update_reservation_baggages")["function"]["parameters"]
+    assert res.message.rstrip().endswith("Call update_reservation_baggages again with arguments that match it.")
+    assert resolve_call("get_user_details", {"user_id": "mia_li_3668"}, engine.registry).kind == "run"
+
+
+# ------------------------------------------------------------------ directory inactive
+
+
+def test_with_few_tools_stubs_change_nothing() -> None:
+    few = TOOLS[:3]
+    engine = memory_engine_with(binding="stubs")
+    body = [SystemMessage(content="You help."), *calls(("load_tools", ["tool_a"]), "tool_b")]
+    prepared = engine.prepare(body, tools=few, scope=Scope(session_id="few"))
+    assert prepared.tools == few and all(a is b for a, b in zip(prepared.tools, few, strict=True))
+    assert not prepared.report.tools_directory
+    assert prepared.system_message is not None and str(prepared.system_message.content) == "You help."
+    assert prepared.report.sections["tools"].after == count_tool_schemas(few, COUNTER)
+    never = memory_engine_with(binding="stubs", directory="never")
+    assert never.prepare(body, tools=TOOLS, scope=Scope(session_id="n")).tools == TOOLS
