@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
-from ctxplugin._messages import annotation, exchange_spans, merge_system
+from ctxplugin._messages import META_KEY, annotation, exchange_spans, merge_system
 from ctxplugin.history.omission import OMITTED_NOTE
 from ctxplugin.tokens import TokenCounter, content_text, count_message, count_messages
 
@@ -95,7 +95,9 @@ def _protected_spans(history: Sequence[BaseMessage], spans: list[tuple[int, int]
 
 
 def drop_oldest(parts: Parts, n: int) -> Parts:
-    """Drop the ``n`` oldest droppable exchanges."""
+    """Drop the ``n`` oldest droppable exchanges; a note (a ``HumanMessage``) stands where the
+    first of them was. The note is in the history, not the header: the header starts every
+    cached prefix and must not change when drops come and go."""
     spans = exchange_spans(parts.history)
     keep = _protected_spans(parts.history, spans)
     dropped: set[int] = set()
@@ -106,9 +108,19 @@ def drop_oldest(parts: Parts, n: int) -> Parts:
             dropped.add(i)
     if not dropped:
         return parts
-    history = [m for i, (s, e) in enumerate(spans) if i not in dropped for m in parts.history[s:e]]
+    history: list[BaseMessage] = []
+    for i, (s, e) in enumerate(spans):
+        if i == min(dropped):
+            history.append(omitted_marker())
+        if i not in dropped:
+            history.extend(parts.history[s:e])
     total = parts.dropped_exchanges + len(dropped)
-    return replace(parts, history=history, dropped_exchanges=total, notes=(dropped_note(total),))
+    return replace(parts, history=history, dropped_exchanges=total)
+
+
+def omitted_marker() -> HumanMessage:
+    """The note standing for exchanges the budget dropped (the same text every time)."""
+    return HumanMessage(content=OMITTED_NOTE, additional_kwargs={META_KEY: {"omitted": True}})
 
 
 def dropped_note(count: int) -> str:

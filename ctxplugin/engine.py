@@ -48,7 +48,6 @@ from ctxplugin.config import ContextConfig
 from ctxplugin.errors import ConfigError, CtxpluginError, InvalidInputError, StoreError
 from ctxplugin.facts import FactsLedger, MemoryFactStore, mark_outdated
 from ctxplugin.history import (
-    OMITTED_NOTE,
     BackgroundSummarizer,
     HistoryBudget,
     HistoryView,
@@ -314,8 +313,7 @@ class ContextEngine:
         anchor: BaseMessage | None = None
         if self.config.history.enabled:
             with clock.stage("history"):
-                extra = [plan.directory_text, OMITTED_NOTE] if plan.directory_text else [OMITTED_NOTE]
-                header = merge_system(header_parts, extra)
+                header = merge_system(header_parts, [plan.directory_text] if plan.directory_text else [])
                 outside = schema_tokens + (count_message(header, self.counter) if header is not None else 0)
                 view = self._history_stage(body, scope, context_window, report, outside=outside)
                 body = view.messages
@@ -323,10 +321,9 @@ class ContextEngine:
                     anchor = body[view.verbatim_from]
         with clock.stage("budget"):
             budgets = self._budgets or self.config.budget.resolve(context_window)
-            extra = [plan.directory_text] if plan.directory_text else []
-            if report.dropped_exchanges:  # omitted by the history stage
-                extra.append(OMITTED_NOTE)
-            header = merge_system(header_parts, extra)
+            # Exchanges the history stage condensed are announced by its notes, not here: the
+            # header, the start of every cached prefix, changes only if the budget stage drops.
+            header = merge_system(header_parts, [plan.directory_text] if plan.directory_text else [])
             parts = Parts(
                 header=header,
                 history=body,

@@ -75,18 +75,37 @@ def test_minimum_viable_context_keeps_current_question_and_last_answer() -> None
     assert any(t.startswith("answer one") for t in texts)
 
 
-def test_history_is_dropped_in_blocks_and_noted_in_header() -> None:
+def _long_session() -> list[BaseMessage]:
     messages: list[BaseMessage] = [SystemMessage(content="sys"), HumanMessage(content="the task")]
     for i in range(30):
-        messages += [AIMessage(content=f"step {i} " + "word " * 60), HumanMessage(content=f"continue {i}")]
-    engine = memory_engine(ContextConfig(budget={"total": 1500, "header": 600, "history": 800, "facts": 100, "summaries": 100}))
-    prepared = engine.prepare(messages, scope=Scope(session_id="b"))
+        messages += [AIMessage(content=f"step {i} edits src/mod_{i}.py " + "word " * 60), HumanMessage(content=f"continue {i}")]
+    return messages
+
+
+def test_history_dropped_by_the_budget_stage_is_noted_where_it_was() -> None:
+    budget = {"total": 1500, "header": 600, "history": 800, "facts": 100, "summaries": 100}
+    engine = memory_engine(ContextConfig(budget=budget, history={"enabled": False}))
+    prepared = engine.prepare(_long_session(), scope=Scope(session_id="b"))
     dropped = prepared.report.dropped_exchanges
     assert dropped > 0
-    header = str(prepared.messages[0].content)
-    assert header.count("earlier exchanges are not shown") == 1
-    assert str(dropped) not in header.split("sys", 1)[1], "the note names no count: the header stays cacheable"
-    assert any(str(m.content) == "the task" for m in prepared.messages), "the task is protected"
+    texts = [str(m.content) for m in prepared.messages]
+    assert texts[0] == "sys", "the header, start of every cached prefix, is unchanged"
+    assert texts[1] == "the task", "the task is protected"
+    assert texts[2].startswith("[earlier exchanges are not shown") and texts.count(texts[2]) == 1
+    assert str(dropped) not in texts[2], "the note names no count: it stays cacheable"
+    assert texts[3].startswith(f"step {dropped // 2}"), "it stands where the dropped exchanges were"
+    assert prepared.report.tokens_after <= 1500
+
+
+def test_history_condensed_into_notes_leaves_the_header_alone() -> None:
+    budget = {"total": 1500, "header": 600, "history": 800, "facts": 100, "summaries": 100}
+    engine = memory_engine(ContextConfig(budget=budget))
+    prepared = engine.prepare(_long_session(), scope=Scope(session_id="c"))
+    assert prepared.report.dropped_exchanges > 0
+    assert str(prepared.messages[0].content) == "sys", "the header, start of every cached prefix, is unchanged"
+    notes = [str(m.content) for m in prepared.messages if str(m.content).startswith("[context note")]
+    assert notes and "expand_ref" in notes[0], "the first note says stored outputs stay readable"
+    assert all("expand_ref" not in note for note in notes[1:])
     assert prepared.report.tokens_after <= 1500
 
 

@@ -32,6 +32,7 @@ from ctxplugin.history.identifiers import identifiers, occurs
 from ctxplugin.tokens import MESSAGE_OVERHEAD, TokenCounter, content_text, count_message
 
 OMITTED_NOTE = "[earlier exchanges are not shown; stored tool outputs stay available through expand_ref]"
+EXPAND_HINT = "their stored tool outputs stay readable with expand_ref"
 """Header note while old exchanges are omitted. It names no count, so the header (the start of
 every cached prefix) changes once, not each time another block is omitted."""
 
@@ -199,11 +200,20 @@ def _by_priority(exchanges: Sequence[Sequence[BaseMessage]]) -> Iterator[str]:
 
 
 def _note(
-    span: tuple[int, int], values: Iterable[str], known: set[str], visible: str, max_tokens: int, counter: TokenCounter
+    span: tuple[int, int],
+    values: Iterable[str],
+    known: set[str],
+    visible: str,
+    max_tokens: int,
+    counter: TokenCounter,
+    *,
+    first: bool = False,
 ) -> tuple[HumanMessage | None, list[str]]:
     """A context note for exchanges ``span`` listing values not yet known or visible, within
-    ``max_tokens``; None when nothing fits."""
-    lead = f"[context note: exchanges {span[0]}-{span[1]} are condensed to the values they used:"
+    ``max_tokens``; None when nothing fits. The ``first`` note shown also says that stored
+    outputs stay readable (said here, not in the header, so the header never changes)."""
+    hint = f" ({EXPAND_HINT})" if first else ""
+    lead = f"[context note: exchanges {span[0]}-{span[1]} are condensed to the values they used{hint}:"
     budget = max_tokens - counter.count(lead) - MESSAGE_OVERHEAD - 1
     chosen: list[str] = []
     seen = set(known)
@@ -305,7 +315,9 @@ class Digests:
         last = next((m[-1] for m in reversed(self._spans[:upto]) if m), 0)
         newest_first = [self._exchanges[n] for k in reversed(range(upto)) for n in reversed(self._spans[k])]
         values = _by_priority(newest_first)
-        return self._cached(key, lambda: _note((first, last), values, set(), self._known, cap, self._counter))
+        return self._cached(
+            key, lambda: _note((first, last), values, set(), self._known, cap, self._counter, first=True)
+        )
 
     def archive(self, upto: int, cap: int) -> HumanMessage | None:
         """The note for blocks ``0 .. upto - 1`` within ``cap`` tokens (None if there are no
@@ -328,7 +340,8 @@ class Digests:
                 known.update(self._block(earlier, archived, archive_cap)[1])
             cap = min(self._config.digest_tokens, self._gist_sizes[block] - 1)
             values = _by_priority([self._exchanges[n] for n in reversed(members)])
-            return _note((members[0], members[-1]), values, known, self._known, cap, self._counter)
+            shown_first = archived == 0 and block == next(k for k, m in enumerate(self._spans) if m)
+            return _note((members[0], members[-1]), values, known, self._known, cap, self._counter, first=shown_first)
 
         return self._cached(key, make)
 

@@ -254,7 +254,9 @@ def test_engine_reports_compression_and_omission(agent_session: Builder) -> None
     report = prepared.report
     assert report.compressed_messages > 0
     assert report.dropped_exchanges > 0
-    assert "earlier exchanges are not shown" in content_text(prepared.messages[0].content)
+    assert "earlier exchanges are not shown" not in content_text(prepared.messages[0].content)
+    first_note = next(m for m in prepared.messages if content_text(m.content).startswith("[context note"))
+    assert "expand_ref" in content_text(first_note.content)
     assert report.within_budget and report.tokens_after <= 6000
 
 
