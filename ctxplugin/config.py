@@ -133,13 +133,14 @@ class ToolsConfig(BaseModel):
     directory_max_tokens: int = Field(
         1500, ge=1, description="above this the directory shortens intents, then lists names only"
     )
-    binding: Literal["loaded", "stubs"] = Field(
-        "loaded",
+    binding: Literal["auto", "loaded", "stubs"] = Field(
+        "auto",
         description=(
             "loaded: bind the full schemas of the tools the conversation loaded (the bound list grows "
             "as tools are loaded); stubs: bind every tool as a name-and-purpose stub from the first "
             "call and answer load_tools with the parameters (the bound list never changes, so a "
-            "provider's prompt cache keeps serving it)"
+            "provider's prompt cache keeps serving it); auto: stubs while they fit in "
+            "directory_max_tokens, else loaded"
         ),
     )
 

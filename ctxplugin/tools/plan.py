@@ -162,10 +162,14 @@ def plan_tools(
     by_name = {e.name: (t, e) for t, e in named}
     loaded = used_tools(body, known=set(by_name) - pinned_set, limit=config.max_loaded)
     meta = registry.meta_tool()
-    if config.binding == "stubs":
+    stubs: list[dict[str, Any]] = []
+    stub_tokens = 0
+    if config.binding != "loaded":
         stubs = [registry.stub(e, config.intent_chars) for _, e in named if e.name not in pinned_set]
+        stub_tokens = _stub_tokens(stubs, registry, counter)
+    if config.binding == "stubs" or (config.binding == "auto" and stub_tokens <= config.directory_max_tokens):
         bound = [t for t, _ in pinned] + [meta] + stubs + unnamed
-        sent = (sum(e.tokens for _, e in pinned) + _stub_tokens(stubs, registry, counter)
+        sent = (sum(e.tokens for _, e in pinned) + stub_tokens
                 + _meta_tokens(registry, counter) + unnamed_tokens)
         text, text_tokens = STUBS_TITLE, registry.memo(("stubs-title", counter.name), lambda: counter.count(STUBS_TITLE))
     else:

@@ -149,7 +149,8 @@ class ToolRegistry:
         self._by_identity: OrderedDict[int, tuple[Any, Any, ToolEntry]] = OrderedDict()
         self._meta: BaseTool | None = None
         self._memo: OrderedDict[Any, Any] = OrderedDict()
-        # tools.binding="stubs": tools are bound as stubs; load_tools answers with parameters
+        # tools.binding "stubs" or "auto": tools may be bound as stubs, so load_tools answers
+        # with their parameters and never promises to bind them
         self.stubs = False
 
     def register(self, tool: Any) -> ToolEntry:
@@ -260,8 +261,8 @@ class ToolRegistry:
                 "type": "function",
                 "function": {
                     "name": entry.name,
-                    "description": f"{intent} (parameters: load_tools)" if intent else "(parameters: load_tools)",
-                    "parameters": {"type": "object", "properties": {}, "additionalProperties": True},
+                    "description": intent,
+                    "parameters": {"type": "object", "additionalProperties": True},
                 },
             }
 
