@@ -23,11 +23,11 @@ DIRECTORY_TITLE = (
 )
 
 STUBS_TITLE = (
-    "Tools other than load_tools are bound with their name and purpose only. Before you call one "
+    "Tool directory. Every tool below is bound, but without its parameters. Before you call one "
     f"for the first time, call {LOAD_TOOLS_NAME} with its exact name to read its parameters. "
     "A call with wrong arguments does not run and returns the tool's schema."
 )
-"""The header line of ``tools.binding="stubs"``: the stubs themselves list the tools."""
+"""The directory's title when the tools are bound as stubs (``tools.binding``)."""
 
 _SHORT_INTENT_CHARS = 40
 
@@ -41,13 +41,18 @@ def _lines(entries: Sequence[ToolEntry], intent_chars: int) -> list[str]:
 
 
 def render_directory(
-    entries: Sequence[ToolEntry], *, intent_chars: int, max_tokens: int, counter: TokenCounter
+    entries: Sequence[ToolEntry],
+    *,
+    intent_chars: int,
+    max_tokens: int,
+    counter: TokenCounter,
+    title: str = DIRECTORY_TITLE,
 ) -> str:
     """The directory text for ``entries`` (sorted by name, duplicates by name ignored).
 
     Tries, in order: intents of up to ``intent_chars`` characters, intents of up to 40, and a
     comma-separated list of names; returns the first that fits ``max_tokens`` (names only
-    when none does).
+    when none does). ``title`` leads it (``STUBS_TITLE`` when the tools are bound as stubs).
     """
     unique = sorted({e.name: e for e in entries}.values(), key=lambda e: e.name)
     if not unique:
@@ -56,7 +61,7 @@ def render_directory(
     for chars in tiers:
         if chars <= 0:
             break
-        text = "\n".join([DIRECTORY_TITLE, *_lines(unique, chars)])
+        text = "\n".join([title, *_lines(unique, chars)])
         if counter.count(text) <= max_tokens:
             return text
-    return f"{DIRECTORY_TITLE}\nTools: " + ", ".join(e.name for e in unique)
+    return f"{title}\nTools: " + ", ".join(e.name for e in unique)

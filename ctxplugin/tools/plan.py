@@ -19,7 +19,12 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 from ctxplugin.config import ToolsConfig
 from ctxplugin.errors import InvalidInputError
 from ctxplugin.tokens import TokenCounter, count_tool_schemas
-from ctxplugin.tools.directory import LOAD_TOOLS_NAME, STUBS_TITLE, render_directory
+from ctxplugin.tools.directory import (
+    DIRECTORY_TITLE,
+    LOAD_TOOLS_NAME,
+    STUBS_TITLE,
+    render_directory,
+)
 from ctxplugin.tools.registry import ToolEntry, ToolRegistry, tool_name
 
 _NAME_SPLIT = re.compile(r"[\s,;]+")
@@ -101,19 +106,18 @@ def _meta_tokens(registry: ToolRegistry, counter: TokenCounter) -> int:
 
 
 def _stub_tokens(stubs: list[dict[str, Any]], registry: ToolRegistry, counter: TokenCounter) -> int:
-    key = ("stub-tokens", counter.name, tuple(s["function"]["name"] for s in stubs),
-           tuple(s["function"]["description"] for s in stubs))
+    key = ("stub-tokens", counter.name, tuple(s["function"]["name"] for s in stubs))
     return registry.memo(key, lambda: count_tool_schemas(stubs, counter))
 
 
 def _directory(entries: Sequence[ToolEntry], config: ToolsConfig, registry: ToolRegistry,
-               counter: TokenCounter) -> tuple[str, int]:
-    key = ("directory", counter.name, config.intent_chars, config.directory_max_tokens,
+               counter: TokenCounter, title: str = DIRECTORY_TITLE) -> tuple[str, int]:
+    key = ("directory", counter.name, config.intent_chars, config.directory_max_tokens, title,
            tuple(sorted((e.name, e.hash) for e in entries)))
 
     def make() -> tuple[str, int]:
         text = render_directory(entries, intent_chars=config.intent_chars,
-                                max_tokens=config.directory_max_tokens, counter=counter)
+                                max_tokens=config.directory_max_tokens, counter=counter, title=title)
         return text, counter.count(text)
 
     return registry.memo(key, make)
@@ -165,13 +169,13 @@ def plan_tools(
     stubs: list[dict[str, Any]] = []
     stub_tokens = 0
     if config.binding != "loaded":
-        stubs = [registry.stub(e, config.intent_chars) for _, e in named if e.name not in pinned_set]
+        stubs = [registry.stub(e) for _, e in named if e.name not in pinned_set]
         stub_tokens = _stub_tokens(stubs, registry, counter)
     if config.binding == "stubs" or (config.binding == "auto" and stub_tokens <= config.directory_max_tokens):
         bound = [t for t, _ in pinned] + [meta] + stubs + unnamed
         sent = (sum(e.tokens for _, e in pinned) + stub_tokens
                 + _meta_tokens(registry, counter) + unnamed_tokens)
-        text, text_tokens = STUBS_TITLE, registry.memo(("stubs-title", counter.name), lambda: counter.count(STUBS_TITLE))
+        text, text_tokens = _directory([e for _, e in named], config, registry, counter, STUBS_TITLE)
     else:
         bound = [t for t, _ in pinned] + [meta] + [by_name[n][0] for n in loaded] + unnamed
         sent = (sum(e.tokens for _, e in pinned) + sum(by_name[n][1].tokens for n in loaded)

@@ -250,23 +250,17 @@ class ToolRegistry:
                 self._memo.popitem(last=False)
         return value
 
-    def stub(self, entry: ToolEntry, intent_chars: int) -> dict[str, Any]:
-        """``entry`` as a stub to bind: its name and purpose, arguments left open (any object).
-
-        The stub of a tool is the same dict for as long as its schema does not change."""
+    def stub(self, entry: ToolEntry) -> dict[str, Any]:
+        """``entry`` as a stub to bind: its name, arguments left open (any object). What it does
+        is in the directory; its parameters come from ``load_tools``. The same dict every call."""
 
         def make() -> dict[str, Any]:
-            intent = entry.intent(intent_chars) if intent_chars else ""
             return {
                 "type": "function",
-                "function": {
-                    "name": entry.name,
-                    "description": intent,
-                    "parameters": {"type": "object", "additionalProperties": True},
-                },
+                "function": {"name": entry.name, "parameters": {"type": "object", "additionalProperties": True}},
             }
 
-        return self.memo(("stub", entry.name, entry.hash, intent_chars), make)
+        return self.memo(("stub", entry.name), make)
 
     def meta_tool(self) -> BaseTool:
         """This registry's ``load_tools`` tool (built once)."""
