@@ -1,5 +1,6 @@
-"""plan_tools: when the directory is used, what is bound, and how loaded tools are derived
-from the conversation."""
+"""plan_tools with tools.binding="loaded": when the directory is used, what is bound, and how
+loaded tools are derived from the conversation. Stubs and the auto choice are tested in
+test_tools_stubs.py."""
 
 from __future__ import annotations
 
@@ -56,7 +57,7 @@ def calls(*names_: str | tuple[str, list[str]]) -> list[BaseMessage]:
 
 def plan(tools: list[Any], body: list[BaseMessage] | None = None, **config: Any) -> Any:
     registry = ToolRegistry(COUNTER)
-    return plan_tools(tools, body or [HumanMessage(content="hi")], config=ToolsConfig(**config),
+    return plan_tools(tools, body or [HumanMessage(content="hi")], config=ToolsConfig(binding="loaded", **config),
                       counter=COUNTER, registry=registry)
 
 
@@ -184,7 +185,7 @@ def test_plan_invariants(actions: list[Any], max_loaded: int, pinned: set[str]) 
 
 
 def test_engine_puts_the_directory_in_the_header_and_reports_tools() -> None:
-    engine = memory_engine(ContextConfig(tools=ToolsConfig(pinned=["tool_b"])))
+    engine = memory_engine(ContextConfig(tools=ToolsConfig(binding="loaded", pinned=["tool_b"])))
     messages = [SystemMessage(content="You help."), *calls(("load_tools", ["tool_c"]))]
     prepared = engine.prepare(messages, tools=TOOLS, scope=Scope(session_id="p"))
     assert prepared.system_message is not None

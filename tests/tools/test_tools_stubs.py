@@ -1,5 +1,7 @@
-"""tools.binding="stubs": every directory tool bound as a name-and-purpose stub from the first
-call, so the bound list never changes within a conversation; load_tools answers with schemas."""
+"""tools.binding="stubs": every directory tool bound as a stub (its name, arguments left open)
+from the first call, so the bound list never changes within a conversation; the directory in the
+header gives each tool's purpose and load_tools answers with schemas. tools.binding="auto" (the
+default): stubs while they fit in directory_max_tokens, else the loaded schemas."""
 
 from __future__ import annotations
 
@@ -30,7 +32,7 @@ from ctxplugin.tools import (
 
 COUNTER = get_counter()[0]
 DATA = Path(__file__).resolve().parents[2] / ".." / "shared" / "data"
-OPEN_PARAMETERS = {"type": "object", "properties": {}, "additionalProperties": True}
+OPEN_PARAMETERS = {"type": "object", "additionalProperties": True}
 
 
 def fn_tool(name: str, params: int = 2) -> dict[str, Any]:
@@ -61,8 +63,20 @@ def spec(tools: list[dict[str, Any]], name: str) -> dict[str, Any]:
 
 
 def plan(tools: list[Any], body: list[BaseMessage] | None = None, **config: Any) -> Any:
-    return plan_tools(tools, body or [HumanMessage(content="hi")], config=ToolsConfig(binding="stubs", **config),
+    """The plan with ``binding`` "stubs" unless ``config`` names another."""
+    config.setdefault("binding", "stubs")
+    return plan_tools(tools, body or [HumanMessage(content="hi")], config=ToolsConfig(**config),
                       counter=COUNTER, registry=ToolRegistry(COUNTER))
+
+
+def stub_tokens(tools: list[Any]) -> int:
+    """What the stubs of ``tools`` cost (``load_tools`` excluded): what auto compares with
+    ``directory_max_tokens``."""
+    return count_tool_schemas([t for t in plan(tools).bound if tool_name(t) != LOAD_TOOLS_NAME], COUNTER)
+
+
+def service_tools(count: int) -> list[dict[str, Any]]:
+    return [fn_tool(f"service_{i:03d}_action") for i in range(count)]
 
 
 def as_openai(tools: list[Any]) -> list[dict[str, Any]]:
@@ -97,17 +111,21 @@ def test_plan_binds_pinned_tools_load_tools_and_a_stub_for_every_other_tool() ->
     assert result.active
     assert names(result.bound) == ["tool_h", LOAD_TOOLS_NAME, *[f"tool_{c}" for c in "abcdefgij"]]
     assert result.bound[0] is TOOLS[7]  # the pinned tool as given, full schema
-    assert result.bound[2] == {"type": "function", "function": {
-        "name": "tool_a", "description": "Run tool a (parameters: load_tools)", "parameters": OPEN_PARAMETERS}}
+    assert result.bound[2] == {"type": "function", "function": {"name": "tool_a", "parameters": OPEN_PARAMETERS}}
     assert result.loaded == ["tool_c", "tool_e"]  # still derived from the conversation
-    assert result.directory_text == STUBS_TITLE and result.directory_tokens == COUNTER.count(STUBS_TITLE)
+    # the purposes are in the header's directory, under the stubs' title, pinned tool included
+    lines = result.directory_text.splitlines()
+    assert lines[0] == STUBS_TITLE and DIRECTORY_TITLE not in result.directory_text
+    assert lines[1:] == [f"- tool_{c}: Run tool {c}" for c in "abcdefghij"]
+    assert result.directory_tokens == COUNTER.count(result.directory_text)
     assert result.schema_tokens_sent == count_tool_schemas(as_openai(result.bound), COUNTER)
     assert result.schema_tokens_full == count_tool_schemas(TOOLS, COUNTER)
 
 
-def test_without_intents_the_stub_description_only_points_to_load_tools() -> None:
-    stub = plan(TOOLS, intent_chars=0).bound[1]
-    assert stub["function"]["description"] == "(parameters: load_tools)"
+def test_without_intents_the_directory_lists_names_and_the_stubs_are_the_same() -> None:
+    bare = plan(TOOLS, intent_chars=0)
+    assert bare.directory_text == f"{STUBS_TITLE}\nTools: " + ", ".join(f"tool_{c}" for c in "abcdefghij")
+    assert as_openai(bare.bound) == as_openai(plan(TOOLS).bound)
 
 
 def test_provider_builtin_tools_stay_bound_after_the_stubs() -> None:
@@ -177,7 +195,7 @@ def test_engine_binds_the_same_list_on_every_call_of_a_growing_conversation(case
         assert all(a is b or a == b for a, b in zip(p.tools, first, strict=True))
         header = str(p.system_message.content) if p.system_message else ""
         assert STUBS_TITLE in header and DIRECTORY_TITLE not in header
-        assert f"- {load[0]}:" not in header  # the stubs list the tools, the header does not
+        assert all(f"\n- {n}: " in header for n in names(tools))  # the header says what each tool does
         # what the report says is sent is what is bound
         assert p.report.sections["tools"].after == count_tool_schemas(as_openai(p.tools), COUNTER)
         assert p.report.sections["tools"].before == count_tool_schemas(tools, COUNTER)
@@ -186,8 +204,7 @@ def test_engine_binds_the_same_list_on_every_call_of_a_growing_conversation(case
     assert first[0] is spec(tools, pinned)  # the pinned tool keeps its full schema
     assert "bound" not in as_openai(first)[1]["function"]["description"]  # load_tools promises no binding
     for stub in as_openai(first[2:]):
-        assert stub["function"]["parameters"] == OPEN_PARAMETERS
-        assert stub["function"]["description"].endswith("(parameters: load_tools)")
+        assert stub["function"] == {"name": stub["function"]["name"], "parameters": OPEN_PARAMETERS}
     assert sum(len(json.dumps(t)) for t in as_openai(first)) < sum(len(json.dumps(t)) for t in tools)
 
     assert prepared[0].report.tools_loaded == []
@@ -223,9 +240,63 @@ def test_bound_tools_matches_prepare_in_stubs_mode() -> None:
 
 
 def test_the_config_accepts_a_plain_dict() -> None:
-    engine = memory_engine_with(config=ContextConfig(tools={"binding": "stubs"}))
-    assert engine.registry.stubs
-    assert not memory_engine_with().registry.stubs
+    assert memory_engine_with(config=ContextConfig(tools={"binding": "stubs"})).registry.stubs
+    assert not memory_engine_with(config=ContextConfig(tools={"binding": "loaded"})).registry.stubs
+    default = memory_engine_with()
+    # auto may bind stubs, so load_tools answers with parameters whatever a call binds
+    assert default.config.tools.binding == "auto" and default.registry.stubs
+
+
+# ------------------------------------------------------------------ auto
+
+
+def test_auto_binds_stubs_for_a_moderate_tool_set_and_loaded_schemas_for_a_large_one() -> None:
+    assert ToolsConfig().binding == "auto" and ToolsConfig().directory_max_tokens == 1500
+    large_tools = service_tools(200)
+    assert stub_tokens(TOOLS) <= 1500 < stub_tokens(large_tools)
+    body = calls(("load_tools", ["tool_c"]), ("load_tools", ["service_007_action"]))
+
+    moderate = plan(TOOLS, body, binding="auto")
+    assert names(moderate.bound) == [LOAD_TOOLS_NAME, *names(TOOLS)]
+    assert as_openai(moderate.bound) == as_openai(plan(TOOLS, body).bound)
+    assert moderate.directory_text == plan(TOOLS).directory_text
+
+    large = plan(large_tools, body, binding="auto")
+    assert names(large.bound) == [LOAD_TOOLS_NAME, "service_007_action"]
+    assert large.bound[1] is large_tools[7]  # the loaded tool with its full schema
+    assert as_openai(large.bound) == as_openai(plan(large_tools, body, binding="loaded").bound)
+    assert large.directory_text.startswith(DIRECTORY_TITLE) and STUBS_TITLE not in large.directory_text
+    assert large.schema_tokens_sent < stub_tokens(large_tools) / 10
+
+
+def test_auto_switches_where_the_stubs_stop_fitting() -> None:
+    tokens = stub_tokens(TOOLS)
+    fits = plan(TOOLS, binding="auto", directory_max_tokens=tokens)
+    over = plan(TOOLS, binding="auto", directory_max_tokens=tokens - 1)
+    assert names(fits.bound) == [LOAD_TOOLS_NAME, *names(TOOLS)] and fits.directory_text.startswith(STUBS_TITLE)
+    assert names(over.bound) == [LOAD_TOOLS_NAME] and over.directory_text.startswith(DIRECTORY_TITLE)
+    # pinned tools keep their schemas and are not stubs: they do not count
+    pinned = plan(TOOLS, binding="auto", directory_max_tokens=tokens - 1, pinned=["tool_a"])
+    assert names(pinned.bound) == ["tool_a", LOAD_TOOLS_NAME, *names(TOOLS[1:])]
+
+
+def test_the_default_engine_binds_stubs_for_ten_tools_and_loaded_schemas_for_two_hundred() -> None:
+    large_tools = service_tools(200)
+    engine = memory_engine_with()
+    view = [SystemMessage(content="You help."), *calls(("load_tools", ["service_007_action"]))]
+    scope = Scope(session_id="auto")
+    few = engine.prepare(view, tools=TOOLS, scope=scope)
+    assert names(few.tools) == [LOAD_TOOLS_NAME, *names(TOOLS)]
+    assert STUBS_TITLE in str(few.system_message.content if few.system_message else "")
+    many = engine.prepare(view, tools=large_tools, scope=scope)
+    assert names(many.tools) == [LOAD_TOOLS_NAME, "service_007_action"]
+    assert many.tools[1] is large_tools[7]
+    assert DIRECTORY_TITLE in str(many.system_message.content if many.system_message else "")
+    assert many.report.sections["tools"].after == count_tool_schemas(as_openai(many.tools), COUNTER)
+    # load_tools still answers with the JSON schema (it is bound from the next call as well)
+    answer = engine.registry.meta_tool().invoke({"names": ["service_007_action"]}).splitlines()
+    assert answer[0].startswith("Parameters of these tools (JSON schema)")
+    assert json.loads(answer[1][2:]) == large_tools[7]["function"]
 
 
 # ------------------------------------------------------------------ load_tools and bad calls
@@ -253,7 +324,7 @@ def test_load_tools_answers_with_each_tools_json_schema() -> None:
 
 
 def test_load_tools_answers_with_signatures_when_binding_loaded_tools() -> None:
-    engine = memory_engine_with()
+    engine = memory_engine_with(binding="loaded")
     engine.prepare([HumanMessage(content="hi")], tools=TOOLS, scope=Scope(session_id="l"))
     lines = engine.registry.meta_tool().invoke({"names": ["tool_a"]}).splitlines()
     assert lines == ["Loaded; these tools are bound with their full schemas from your next step on:",

@@ -76,7 +76,7 @@ def many_tools(count: int) -> list[Any]:
 
 
 def test_model_callable_binds_lazily_loaded_tools() -> None:
-    engine = memory_engine(ContextConfig(tools=ToolsConfig(directory="always")))
+    engine = memory_engine(ContextConfig(tools=ToolsConfig(directory="always", binding="loaded")))
     tools = many_tools(12)
     model = ScriptedChatModel(script=[
         AIMessage(content="", tool_calls=[tool_call("load_tools", {"names": ["tool_07"]})]),

@@ -1,5 +1,7 @@
-"""The names-only tool directory in real agents: create_agent with ContextMiddleware, and
-create_react_agent with ContextHooks. The scripted model asserts what it was sent."""
+"""The tool directory with tools.binding="loaded" in real agents: create_agent with
+ContextMiddleware, and create_react_agent with ContextHooks. Only load_tools and the loaded
+tools are bound, so the bound list grows; the scripted model asserts what it was sent. The
+stubs binding (and auto, the default) is tested in test_tool_stubs.py."""
 
 from __future__ import annotations
 
@@ -20,6 +22,8 @@ from ctxplugin.testing import ScriptedChatModel, memory_engine, tool_call
 from ctxplugin.tools import LOAD_TOOLS_NAME
 
 Step = Callable[[list[BaseMessage], list[dict[str, Any]]], AIMessage]
+
+LOADED = ContextConfig(tools=ToolsConfig(binding="loaded"))
 
 
 def airline_tools(ran: list[tuple[str, dict[str, Any]]]) -> list[BaseTool]:
@@ -108,11 +112,11 @@ def last_tool_result(messages: list[BaseMessage]) -> ToolMessage:
     return next(m for m in reversed(messages) if isinstance(m, ToolMessage))
 
 
-def run_agent(steps: list[Step | AIMessage], config: ContextConfig | None = None,
+def run_agent(steps: list[Step | AIMessage], config: ContextConfig = LOADED,
               thread: str = "t") -> tuple[ScriptedChatModel, list[BaseMessage], list[tuple[str, dict[str, Any]]]]:
     ran: list[tuple[str, dict[str, Any]]] = []
     model = ScriptedChatModel(script=list(steps))
-    engine = memory_engine(config or ContextConfig())
+    engine = memory_engine(config)
     agent = create_agent(model, airline_tools(ran), system_prompt="You are an airline agent.",
                          middleware=[ContextMiddleware(engine)], checkpointer=InMemorySaver())
     run_config: Any = {"configurable": {"thread_id": thread}}
@@ -193,7 +197,8 @@ def test_pinned_tools_are_bound_on_every_call() -> None:
     def load(messages: list[BaseMessage], tools: list[dict[str, Any]]) -> AIMessage:
         return AIMessage(content="", tool_calls=[tool_call(LOAD_TOOLS_NAME, {"names": ["calculate", "get_user_details"]})])
 
-    config = ContextConfig(tools=ToolsConfig(pinned=["think", "transfer_to_human_agents"], max_loaded=1))
+    config = ContextConfig(tools=ToolsConfig(binding="loaded", pinned=["think", "transfer_to_human_agents"],
+                                             max_loaded=1))
     model, _, _ = run_agent([load, AIMessage(content="ok")], config=config)
     bound = [names(call.tools) for call in model.calls]
     assert bound[0] == {"think", "transfer_to_human_agents", LOAD_TOOLS_NAME, "expand_ref"}
@@ -238,7 +243,7 @@ async def test_async_agent_loads_and_calls() -> None:
 
     ran: list[tuple[str, dict[str, Any]]] = []
     model = ScriptedChatModel(script=[first, second, AIMessage(content="Cancelled.")])
-    agent = create_agent(model, airline_tools(ran), middleware=[ContextMiddleware(memory_engine())],
+    agent = create_agent(model, airline_tools(ran), middleware=[ContextMiddleware(memory_engine(LOADED))],
                          checkpointer=InMemorySaver())
     await agent.ainvoke({"messages": [{"role": "user", "content": "cancel NO6JO3"}]},
                         {"configurable": {"thread_id": "async"}})
@@ -270,7 +275,7 @@ def test_create_react_agent_binds_directory_then_loaded_schema() -> None:
 
     ran: list[tuple[str, dict[str, Any]]] = []
     model = ScriptedChatModel(script=[first, second, third, fourth, AIMessage(content="Done.")])
-    hooks = ContextHooks(memory_engine(), airline_tools(ran))
+    hooks = ContextHooks(memory_engine(LOADED), airline_tools(ran))
     agent = create_react_agent(hooks.model(model), hooks.tool_node(), pre_model_hook=hooks.pre_model_hook,
                                checkpointer=InMemorySaver())
     agent.invoke({"messages": [{"role": "user", "content": "what is on NO6JO3?"}]},

@@ -1,6 +1,7 @@
-"""tools.binding="stubs" in real agents: create_agent with ContextMiddleware, and
-create_react_agent with ContextHooks. The scripted model asserts what it was bound with: the
-same stubs on every call, while load_tools answers with the parameters and real tools run."""
+"""tools.binding="stubs" in real agents (and auto, the default, which picks stubs for these ten
+tools): create_agent with ContextMiddleware, and create_react_agent with ContextHooks. The
+scripted model asserts what it was bound with: the same stubs on every call, while the header
+says what each tool does, load_tools answers with the parameters and real tools run."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ Step = Callable[[list[BaseMessage], list[dict[str, Any]]], AIMessage]
 Ran = list[tuple[str, dict[str, Any]]]
 
 STUBS = ContextConfig(tools=ToolsConfig(binding="stubs"))
-OPEN_PARAMETERS = {"type": "object", "properties": {}, "additionalProperties": True}
+OPEN_PARAMETERS = {"type": "object", "additionalProperties": True}
 META = {LOAD_TOOLS_NAME, "expand_ref"}
 
 
@@ -124,12 +125,12 @@ def schema_lines(text: str) -> dict[str, dict[str, Any]]:
 
 
 def assert_stubs(tools: list[dict[str, Any]], pinned: frozenset[str] = frozenset()) -> None:
-    """Every agent tool is bound; pinned ones with their schema, the rest as stubs."""
+    """Every agent tool is bound; pinned ones with their schema, the rest as stubs (a name and
+    open arguments, nothing else)."""
     bound = by_name(tools)
     assert set(bound) == TOOL_NAMES | META
     for name in TOOL_NAMES - pinned:
-        assert bound[name]["parameters"] == OPEN_PARAMETERS, name
-        assert bound[name]["description"].endswith("(parameters: load_tools)")
+        assert bound[name] == {"name": name, "parameters": OPEN_PARAMETERS}, name
     for name in pinned:
         assert bound[name]["parameters"]["properties"], name
 
@@ -155,11 +156,10 @@ def run_agent(steps: list[Step | AIMessage], config: ContextConfig = STUBS,
 def test_model_sees_stubs_loads_parameters_then_the_real_tool_runs() -> None:
     def first(messages: list[BaseMessage], tools: list[dict[str, Any]]) -> AIMessage:
         assert_stubs(tools)
-        assert by_name(tools)["get_user_details"]["description"] == (
-            "Get the details of a user, including their reservations (parameters: load_tools)")
         header = system_text(messages)
         assert header.startswith("You are an airline agent.") and STUBS_TITLE in header
-        assert DIRECTORY_TITLE not in header and "- get_user_details:" not in header
+        assert DIRECTORY_TITLE not in header
+        assert "\n- get_user_details: Get the details of a user, including their reservations\n" in header
         assert by_name(tools)[LOAD_TOOLS_NAME]["description"].startswith("Read the parameters")
         return AIMessage(content="", tool_calls=[tool_call(LOAD_TOOLS_NAME, {"names": ["get_user_details"]})])
 
@@ -272,6 +272,22 @@ async def test_async_agent_loads_and_calls() -> None:
     await agent.ainvoke({"messages": [{"role": "user", "content": "cancel NO6JO3"}]},
                         {"configurable": {"thread_id": "async"}})
     assert ran == [("cancel_reservation", {"reservation_id": "NO6JO3"})]
+    assert_one_tool_list(model)
+
+
+def test_by_default_the_ten_tools_are_bound_as_stubs() -> None:
+    def first(messages: list[BaseMessage], tools: list[dict[str, Any]]) -> AIMessage:
+        assert_stubs(tools)
+        assert STUBS_TITLE in system_text(messages)
+        return AIMessage(content="", tool_calls=[tool_call(LOAD_TOOLS_NAME, {"names": ["get_user_details"]})])
+
+    def second(messages: list[BaseMessage], tools: list[dict[str, Any]]) -> AIMessage:
+        assert_stubs(tools)  # the load bound nothing new
+        assert "user_id" in schema_lines(str(last_tool_result(messages).content))["get_user_details"]["parameters"]["required"]
+        return AIMessage(content="", tool_calls=[tool_call("get_user_details", {"user_id": "mia_li_3668"})])
+
+    model, _, ran = run_agent([first, second, AIMessage(content="Found you.")], config=ContextConfig())
+    assert ran == [("get_user_details", {"user_id": "mia_li_3668"})]
     assert_one_tool_list(model)
 
 
