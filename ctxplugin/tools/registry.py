@@ -257,7 +257,11 @@ class ToolRegistry:
         def make() -> dict[str, Any]:
             return {
                 "type": "function",
-                "function": {"name": entry.name, "parameters": {"type": "object", "additionalProperties": True}},
+                # "properties" present, even empty: some providers reject an object schema without it
+                "function": {
+                    "name": entry.name,
+                    "parameters": {"type": "object", "properties": {}, "additionalProperties": True},
+                },
             }
 
         return self.memo(("stub", entry.name), make)

@@ -32,7 +32,7 @@ from ctxplugin.tools import (
 
 COUNTER = get_counter()[0]
 DATA = Path(__file__).resolve().parents[2] / ".." / "shared" / "data"
-OPEN_PARAMETERS = {"type": "object", "additionalProperties": True}
+OPEN_PARAMETERS = {"type": "object", "properties": {}, "additionalProperties": True}
 
 
 def fn_tool(name: str, params: int = 2) -> dict[str, Any]:

@@ -25,7 +25,7 @@ Step = Callable[[list[BaseMessage], list[dict[str, Any]]], AIMessage]
 Ran = list[tuple[str, dict[str, Any]]]
 
 STUBS = ContextConfig(tools=ToolsConfig(binding="stubs"))
-OPEN_PARAMETERS = {"type": "object", "additionalProperties": True}
+OPEN_PARAMETERS = {"type": "object", "properties": {}, "additionalProperties": True}
 META = {LOAD_TOOLS_NAME, "expand_ref"}
 
 
