@@ -196,7 +196,7 @@ def bound_as(plan: Any, registry: ToolRegistry) -> str:
 def replay(tools: list[dict[str, Any]], sessions: list[list[BaseMessage]], mode: Mode, config: ToolsConfig,
            counter: TokenCounter) -> Totals:
     registry = ToolRegistry(counter)
-    registry.stubs = config.binding != "loaded"  # as ContextEngine sets it, before load_tools is built
+    registry.binding = config.binding  # as ContextEngine sets it, before load_tools is built
     meta = registry.meta_tool()
     totals = Totals()
     sizes: dict[int, tuple[BaseMessage, int]] = {}  # the message is kept so its id stays its own

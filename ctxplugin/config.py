@@ -137,8 +137,8 @@ class ToolsConfig(BaseModel):
         "auto",
         description=(
             "loaded: bind the full schemas of the tools the conversation loaded (the bound list grows "
-            "as tools are loaded); stubs: bind every tool as a name-and-purpose stub from the first "
-            "call and answer load_tools with the parameters (the bound list never changes, so a "
+            "as tools are loaded); stubs: bind every tool as a stub (name, open arguments) from the "
+            "first call and answer load_tools with the parameters (the bound list never changes, so a "
             "provider's prompt cache keeps serving it); auto: stubs while they fit in "
             "directory_max_tokens, else loaded"
         ),

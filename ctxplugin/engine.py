@@ -170,7 +170,7 @@ class ContextEngine:
             self._counter_note = None
         self.counter = counter
         self.registry = ToolRegistry(counter=counter)
-        self.registry.stubs = self.config.tools.binding != "loaded"
+        self.registry.binding = self.config.tools.binding
         self.summarizer = make_summarizer(summarizer, config=self.config.history.summarizer, counter=counter)
         self.cache: AnswerCache | None = make_answer_cache(answer_cache, self.config.cache)
         self.path: Path | None = None  # set by embedded(); other stores (chat history) live beside it

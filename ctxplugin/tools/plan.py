@@ -105,9 +105,9 @@ def _meta_tokens(registry: ToolRegistry, counter: TokenCounter) -> int:
                          lambda: count_tool_schemas([convert_to_openai_tool(meta)], counter))
 
 
-def _stub_tokens(stubs: list[dict[str, Any]], registry: ToolRegistry, counter: TokenCounter) -> int:
-    key = ("stub-tokens", counter.name, tuple(s["function"]["name"] for s in stubs))
-    return registry.memo(key, lambda: count_tool_schemas(stubs, counter))
+def _stub_tokens(entries: list[ToolEntry], registry: ToolRegistry, counter: TokenCounter) -> int:
+    key = ("stub-tokens", counter.name, tuple(e.name for e in entries))
+    return registry.memo(key, lambda: count_tool_schemas([registry.stub(e) for e in entries], counter))
 
 
 def _directory(entries: Sequence[ToolEntry], config: ToolsConfig, registry: ToolRegistry,
@@ -166,13 +166,11 @@ def plan_tools(
     by_name = {e.name: (t, e) for t, e in named}
     loaded = used_tools(body, known=set(by_name) - pinned_set, limit=config.max_loaded)
     meta = registry.meta_tool()
-    stubs: list[dict[str, Any]] = []
-    stub_tokens = 0
-    if config.binding != "loaded":
-        stubs = [registry.stub(e) for _, e in named if e.name not in pinned_set]
-        stub_tokens = _stub_tokens(stubs, registry, counter)
+    stubbed = [e for _, e in named if e.name not in pinned_set]
+    stub_tokens = _stub_tokens(stubbed, registry, counter) if config.binding != "loaded" else 0
     if config.binding == "stubs" or (config.binding == "auto" and stub_tokens <= config.directory_max_tokens):
-        bound = [t for t, _ in pinned] + [meta] + stubs + unnamed
+        registry.mark_stubbed(e.name for e in stubbed)
+        bound = [t for t, _ in pinned] + [meta] + [registry.stub(e) for e in stubbed] + unnamed
         sent = (sum(e.tokens for _, e in pinned) + stub_tokens
                 + _meta_tokens(registry, counter) + unnamed_tokens)
         text, text_tokens = _directory([e for _, e in named], config, registry, counter, STUBS_TITLE)

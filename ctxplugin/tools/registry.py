@@ -149,9 +149,10 @@ class ToolRegistry:
         self._by_identity: OrderedDict[int, tuple[Any, Any, ToolEntry]] = OrderedDict()
         self._meta: BaseTool | None = None
         self._memo: OrderedDict[Any, Any] = OrderedDict()
-        # tools.binding "stubs" or "auto": tools may be bound as stubs, so load_tools answers
-        # with their parameters and never promises to bind them
-        self.stubs = False
+        # tools.binding of the engine; with "stubs" and "auto", the names some plan bound as
+        # stubs: load_tools answers for those with their parameters (they are bound already)
+        self.binding = "loaded"
+        self._stubbed: set[str] = set()
 
     def register(self, tool: Any) -> ToolEntry:
         """Add a tool (or find it) and return its current entry.
@@ -250,21 +251,34 @@ class ToolRegistry:
                 self._memo.popitem(last=False)
         return value
 
-    def stub(self, entry: ToolEntry) -> dict[str, Any]:
+    @property
+    def stubs(self) -> bool:
+        """Whether tools may be bound as stubs (``tools.binding`` is ``"stubs"`` or ``"auto"``)."""
+        return self.binding != "loaded"
+
+    @staticmethod
+    def stub(entry: ToolEntry) -> dict[str, Any]:
         """``entry`` as a stub to bind: its name, arguments left open (any object). What it does
-        is in the directory; its parameters come from ``load_tools``. The same dict every call."""
+        is in the directory; its parameters come from ``load_tools``. An equal dict every call."""
+        return {
+            "type": "function",
+            # "properties" present, even empty: some providers reject an object schema without it
+            "function": {
+                "name": entry.name,
+                "parameters": {"type": "object", "properties": {}, "additionalProperties": True},
+            },
+        }
 
-        def make() -> dict[str, Any]:
-            return {
-                "type": "function",
-                # "properties" present, even empty: some providers reject an object schema without it
-                "function": {
-                    "name": entry.name,
-                    "parameters": {"type": "object", "properties": {}, "additionalProperties": True},
-                },
-            }
+    def mark_stubbed(self, names: Iterable[str]) -> None:
+        """Record that these tools were bound as stubs."""
+        fresh = [n for n in names if n not in self._stubbed]
+        if fresh:
+            with self._lock:
+                self._stubbed.update(fresh)
 
-        return self.memo(("stub", entry.name), make)
+    def is_stubbed(self, name: str) -> bool:
+        """Whether ``name`` was bound as a stub (so its parameters are not bound with it)."""
+        return name in self._stubbed
 
     def meta_tool(self) -> BaseTool:
         """This registry's ``load_tools`` tool (built once)."""

@@ -91,7 +91,7 @@ def resolve_call(name: str, args: Any, registry: ToolRegistry, *, tool: Any = No
     listed = "\n".join(f"- {line}" for line in errors)
     message = (
         f"Error: the arguments for {name} do not match its schema:\n{listed}\n"
-        f"The schema of {name}{'' if registry.stubs else ' (bound from your next step on)'}:\n{schema_json(entry)}\n"
+        f"The schema of {name}{'' if registry.is_stubbed(name) else ' (bound from your next step on)'}:\n{schema_json(entry)}\n"
         f"Call {name} again with arguments that match it."
     )
     return Resolution(kind="schema", message=message, errors=errors)
@@ -145,6 +145,7 @@ def make_load_tools_tool(registry: ToolRegistry) -> BaseTool:
         wanted = list(dict.fromkeys(n.strip() for n in names if isinstance(n, str) and n.strip()))
         if not wanted:
             return f"Give the exact names of the tools you need, e.g. {LOAD_TOOLS_NAME}(names=[\"tool_name\"])."
+        stubbed: list[str] = []
         loaded: list[str] = []
         missing: list[str] = []
         for name in wanted:
@@ -152,13 +153,15 @@ def make_load_tools_tool(registry: ToolRegistry) -> BaseTool:
             if entry is None:
                 matches = close_matches(name, registry.names())
                 missing.append(f"- {name}: no such tool" + (f"; did you mean {', '.join(matches)}?" if matches else ""))
+            elif registry.is_stubbed(name):
+                stubbed.append(f"- {schema_json(entry)}")
             else:
-                loaded.append(f"- {schema_json(entry) if registry.stubs else signature(entry)}")
+                loaded.append(f"- {signature(entry)}")
         out = []
-        if loaded and registry.stubs:
+        if stubbed:
             out.append("Parameters of these tools (JSON schema); they are bound, call them with arguments that match:")
-            out.extend(loaded)
-        elif loaded:
+            out.extend(stubbed)
+        if loaded:
             out.append("Loaded; these tools are bound with their full schemas from your next step on:")
             out.extend(loaded)
         if missing:
@@ -167,6 +170,8 @@ def make_load_tools_tool(registry: ToolRegistry) -> BaseTool:
         return "\n".join(out)
 
     meta = StructuredTool.from_function(load_tools, name=LOAD_TOOLS_NAME, parse_docstring=True)
-    if registry.stubs:  # the tools are bound as stubs already; loading only reads their parameters
+    if registry.binding == "stubs":  # the tools are bound as stubs already; loading only reads their parameters
         meta.description = "Read the parameters (JSON schema) of tools before you call them for the first time."
+    elif registry.binding == "auto":  # stubs or loaded schemas, depending on the tool set
+        meta.description = "Get the parameters of tools from the tool directory before you call them for the first time."
     return meta

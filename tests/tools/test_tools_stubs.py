@@ -293,10 +293,14 @@ def test_the_default_engine_binds_stubs_for_ten_tools_and_loaded_schemas_for_two
     assert many.tools[1] is large_tools[7]
     assert DIRECTORY_TITLE in str(many.system_message.content if many.system_message else "")
     assert many.report.sections["tools"].after == count_tool_schemas(as_openai(many.tools), COUNTER)
-    # load_tools still answers with the JSON schema (it is bound from the next call as well)
-    answer = engine.registry.meta_tool().invoke({"names": ["service_007_action"]}).splitlines()
+    # load_tools answers as each tool is bound: a stub gets its JSON schema, a tool bound with
+    # its schema from the next call a compact signature
+    stubbed = names(TOOLS)[0]
+    answer = engine.registry.meta_tool().invoke({"names": [stubbed, "service_007_action"]}).splitlines()
     assert answer[0].startswith("Parameters of these tools (JSON schema)")
-    assert json.loads(answer[1][2:]) == large_tools[7]["function"]
+    assert json.loads(answer[1][2:])["name"] == stubbed
+    assert answer[2].startswith("Loaded; these tools are bound with their full schemas")
+    assert answer[3].startswith("- service_007_action(") and "{" not in answer[3]
 
 
 # ------------------------------------------------------------------ load_tools and bad calls
