@@ -217,15 +217,17 @@ def _note(
     budget = max_tokens - counter.count(lead) - MESSAGE_OVERHEAD - 1
     chosen: list[str] = []
     seen = set(known)
+    listed = " | ".join(known)  # a value inside one already listed (a path in a command) is shown
     for value in values:
         if budget < 2:
             break
-        if value in seen or occurs(value, visible):
+        if value in seen or occurs(value, visible) or occurs(value, listed):
             continue
         seen.add(value)
         cost = counter.count(value) + 1
         if cost <= budget:
             chosen.append(value)
+            listed = f"{listed} | {value}"
             budget -= cost
     text = f"{lead} {' | '.join(chosen)}]"
     while chosen and counter.count(text) + MESSAGE_OVERHEAD > max_tokens:

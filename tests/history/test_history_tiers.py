@@ -151,6 +151,22 @@ def test_budget_condenses_oldest_blocks_to_digests(agent_session: Builder) -> No
     assert ids == [m.id for m in body if m.id in set(ids)], "nothing is reordered"
 
 
+def test_a_note_does_not_list_again_what_a_listed_command_shows(agent_session: Builder) -> None:
+    config = HistoryConfig()
+    body = agent_session(40)
+    full = compress_history(body, config=config, counter=COUNTER)
+    view = compress_history(body, config=config, counter=COUNTER, budget=count_messages(full.messages, COUNTER) * 2 // 3)
+    notes = [content_text(m.content) for m in view.messages if "condensed" in m.additional_kwargs.get("ctxplugin", {})]
+    assert notes
+    for text in notes:
+        values = text.split(":", 1)[1].rstrip("]").split(" | ")
+        values = [v.strip() for v in values]
+        commands = [v for v in values if v.startswith("grep -n handler ")]
+        assert commands, "the note lists the commands the model ran"
+        paths = {c.rsplit(" ", 1)[1] for c in commands}
+        assert not paths & set(values), "a path inside a listed command is not listed again"
+
+
 def test_archive_keeps_the_newest_values_of_old_blocks(agent_session: Builder) -> None:
     config = HistoryConfig(archive_tokens=120)
     body = agent_session(60)
