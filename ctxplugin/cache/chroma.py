@@ -9,16 +9,16 @@ embedding as its function, so Chroma never loads or downloads a model of its own
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 from langchain_core.embeddings import Embeddings
 
+from ctxplugin._chroma import translated
 from ctxplugin.cache.store import CacheEntry
-from ctxplugin.errors import ConfigError, StoreError, StoreUnavailableError
+from ctxplugin.errors import ConfigError, StoreError
 from ctxplugin.facts.chroma import _chroma_function
 from ctxplugin.facts.embedding import as_embeddings, embedding_identity
 
@@ -129,7 +129,7 @@ class ChromaAnswerCacheStore:
     # ------------------------------------------------------------------ AnswerCacheStore
     def put(self, entry: CacheEntry) -> None:
         vector = self.embedding.embed_documents([entry.search_text])[0]
-        with _translated("store a cached answer"):
+        with translated("store a cached answer"):
             self._open().upsert(ids=[entry.key], documents=[entry.query], embeddings=[vector], metadatas=[_metadata(entry)])
 
     def candidates(self, partition: str, signature: str, query: str, *, now: float, n: int) -> list[tuple[CacheEntry, float]]:
@@ -137,7 +137,7 @@ class ChromaAnswerCacheStore:
             return []
         vector = self.embedding.embed_query(query)
         where = {"$and": [{"partition": partition}, {"signature": signature}, {"expires_at": {"$gt": now}}]}
-        with _translated("look up cached answers"):
+        with translated("look up cached answers"):
             result = self._open().query(
                 query_embeddings=[vector], n_results=n, where=where, include=["documents", "metadatas", "distances"]
             )
@@ -170,7 +170,7 @@ class ChromaAnswerCacheStore:
             pending, self._hits = self._hits, {}
         if not pending:
             return
-        with _translated("count cache hits"):
+        with translated("count cache hits"):
             collection = self._open()
             found = collection.get(ids=list(pending), include=["metadatas"])
             keys, metas = [], []
@@ -189,19 +189,19 @@ class ChromaAnswerCacheStore:
             with self._lock:
                 for key in keys:
                     self._hits.pop(key, None)
-            with _translated("delete cached answers"):
+            with translated("delete cached answers"):
                 self._open().delete(ids=list(keys))
 
     def purge_expired(self, now: float) -> int:
         self.flush_hits()
-        with _translated("purge expired cached answers"):
+        with translated("purge expired cached answers"):
             result = self._open().delete(where={"expires_at": {"$lte": now}})
         deleted = result.get("deleted", 0) if isinstance(result, dict) else 0
         return int(deleted or 0)
 
     def count(self) -> int:
         """Entries stored, expired or not."""
-        with _translated("count cached answers"):
+        with translated("count cached answers"):
             return int(self._open().count())
 
     # ------------------------------------------------------------------ internals
@@ -249,27 +249,6 @@ def _entry(key: str, query: str | None, meta: Any) -> CacheEntry:
         hit_count=int(m.get("hit_count", 0)),
         last_hit_at=m.get("last_hit_at"),
     )
-
-
-@contextmanager
-def _translated(action: str) -> Iterator[None]:
-    """Chroma and transport errors as ``StoreError`` / ``StoreUnavailableError``."""
-    import chromadb.errors as chroma_errors
-
-    try:
-        yield
-    except (StoreError, ConfigError):
-        raise
-    except chroma_errors.ChromaError as exc:
-        raise StoreError(f"Chroma could not {action}: {exc}") from exc
-    except (ConnectionError, TimeoutError) as exc:
-        raise StoreUnavailableError(f"Chroma server unreachable, could not {action}: {exc}") from exc
-    except Exception as exc:
-        import httpx
-
-        if isinstance(exc, httpx.TransportError) or (isinstance(exc, ValueError) and "connect" in str(exc).lower()):
-            raise StoreUnavailableError(f"Chroma server unreachable, could not {action}: {exc}") from exc
-        raise
 
 
 __all__ = ["DEFAULT_COLLECTION", "ChromaAnswerCacheStore"]

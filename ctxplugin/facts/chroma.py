@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import hashlib
 import threading
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -18,8 +18,9 @@ from urllib.parse import urlsplit
 
 from langchain_core.embeddings import Embeddings
 
+from ctxplugin._chroma import translated
 from ctxplugin.config import FactsConfig
-from ctxplugin.errors import ConfigError, StoreError, StoreUnavailableError
+from ctxplugin.errors import ConfigError, StoreError
 from ctxplugin.facts._chroma_codec import (
     find_where,
     from_metadata,
@@ -358,38 +359,19 @@ def _close_http_session(client: Any) -> None:
             session.close()
 
 
-@contextmanager
-def _translated(action: str) -> Iterator[None]:
-    """Chroma and transport errors as ``StoreError`` / ``StoreUnavailableError``."""
-    import chromadb.errors as chroma_errors
-
-    try:
-        yield
-    except (StoreError, ConfigError):
-        raise
-    except chroma_errors.ChromaError as exc:
-        raise StoreError(f"Chroma could not {action}: {exc}") from exc
-    except (ConnectionError, TimeoutError) as exc:
-        raise StoreUnavailableError(f"Chroma server unreachable, could not {action}: {exc}") from exc
-    except Exception as exc:
-        if _is_transport_error(exc):
-            raise StoreUnavailableError(f"Chroma server unreachable, could not {action}: {exc}") from exc
-        if isinstance(exc, ValueError) and "connect" in str(exc).lower():
-            raise StoreUnavailableError(f"Chroma server unreachable, could not {action}: {exc}") from exc
-        if isinstance(exc, ValueError) and "embedding function" in str(exc).lower():
-            raise ConfigError(
-                f"the facts collection was created with another embedding; use the same embedding "
-                f"or another collection name (config.facts.collection): {exc}"
-            ) from exc
-        raise
+def _translated(action: str) -> AbstractContextManager[None]:
+    """Chroma errors as store errors (:func:`ctxplugin._chroma.translated`), and a collection
+    made with another embedding as a ``ConfigError`` that says what to do."""
+    return translated(action, _embedding_mismatch)
 
 
-def _is_transport_error(exc: BaseException) -> bool:
-    try:
-        import httpx
-    except ImportError:  # pragma: no cover - httpx ships with chromadb
-        return False
-    return isinstance(exc, httpx.TransportError)
+def _embedding_mismatch(exc: Exception) -> ConfigError | None:
+    if isinstance(exc, ValueError) and "embedding function" in str(exc).lower():
+        return ConfigError(
+            f"the facts collection was created with another embedding; use the same embedding "
+            f"or another collection name (config.facts.collection): {exc}"
+        )
+    return None
 
 
 @lru_cache(maxsize=1)
