@@ -5,93 +5,24 @@ stubs binding (and auto, the default) is tested in test_tool_stubs.py."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 from ctxplugin_langgraph import ContextHooks, ContextMiddleware
 from langchain.agents import create_agent
-from langchain_core.messages import AIMessage, BaseMessage, SystemMessage, ToolMessage
-from langchain_core.tools import BaseTool, tool
+from langchain_core.messages import AIMessage, BaseMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
 from ctxplugin import ContextConfig
 from ctxplugin.config import ToolsConfig
 from ctxplugin.testing import ScriptedChatModel, memory_engine, tool_call
+from ctxplugin.testing.airline import airline_tools, last_tool_result, system_text
 from ctxplugin.tools import LOAD_TOOLS_NAME
 
 Step = Callable[[list[BaseMessage], list[dict[str, Any]]], AIMessage]
 
 LOADED = ContextConfig(tools=ToolsConfig(binding="loaded"))
-
-
-def airline_tools(ran: list[tuple[str, dict[str, Any]]]) -> list[BaseTool]:
-    """Ten tools shaped like tau-bench's airline set; each records its calls in ``ran``."""
-
-    @tool
-    def get_user_details(user_id: str) -> str:
-        """Get the details of a user, including their reservations. Returns JSON."""
-        ran.append(("get_user_details", {"user_id": user_id}))
-        return json.dumps({"user_id": user_id, "name": "Mia Li", "reservations": ["NO6JO3"]})
-
-    @tool
-    def get_reservation_details(reservation_id: str) -> str:
-        """Get the details of a reservation."""
-        ran.append(("get_reservation_details", {"reservation_id": reservation_id}))
-        return json.dumps({"reservation_id": reservation_id, "origin": "SFO", "destination": "JFK"})
-
-    @tool
-    def search_direct_flight(origin: str, destination: str, date: str) -> str:
-        """Search direct flights between two cities on a specific date."""
-        ran.append(("search_direct_flight", {"origin": origin, "destination": destination, "date": date}))
-        return json.dumps([{"flight_number": "HAT001", "origin": origin, "destination": destination, "date": date}])
-
-    @tool
-    def cancel_reservation(reservation_id: str) -> str:
-        """Cancel the whole reservation."""
-        ran.append(("cancel_reservation", {"reservation_id": reservation_id}))
-        return "cancelled"
-
-    @tool
-    def update_reservation_baggages(reservation_id: str, total_baggages: int, nonfree_baggages: int, payment_id: str) -> str:
-        """Update the baggage information of a reservation."""
-        ran.append(("update_reservation_baggages", {"reservation_id": reservation_id, "total_baggages": total_baggages}))
-        return f"{reservation_id}: {total_baggages} bags"
-
-    @tool
-    def send_certificate(user_id: str, amount: int) -> str:
-        """Send a certificate to a user. Be careful!"""
-        ran.append(("send_certificate", {"user_id": user_id, "amount": amount}))
-        return "sent"
-
-    @tool
-    def list_all_airports() -> str:
-        """List all airports and their cities."""
-        ran.append(("list_all_airports", {}))
-        return "SFO, JFK, SEA"
-
-    @tool
-    def calculate(expression: str) -> str:
-        """Calculate the result of a mathematical expression."""
-        ran.append(("calculate", {"expression": expression}))
-        return "42"
-
-    @tool
-    def think(thought: str) -> str:
-        """Use the tool to think about something. It will not obtain new information."""
-        ran.append(("think", {"thought": thought}))
-        return ""
-
-    @tool
-    def transfer_to_human_agents(summary: str) -> str:
-        """Transfer the user to a human agent, with a summary of the user's issue."""
-        ran.append(("transfer_to_human_agents", {"summary": summary}))
-        return "transferred"
-
-    return [get_user_details, get_reservation_details, search_direct_flight, cancel_reservation,
-            update_reservation_baggages, send_certificate, list_all_airports, calculate, think,
-            transfer_to_human_agents]
 
 
 def names(tools: list[dict[str, Any]]) -> set[str]:
@@ -100,16 +31,6 @@ def names(tools: list[dict[str, Any]]) -> set[str]:
 
 def schema_of(tools: list[dict[str, Any]], name: str) -> dict[str, Any]:
     return next(t["function"]["parameters"] for t in tools if t["function"]["name"] == name)
-
-
-def system_text(messages: list[BaseMessage]) -> str:
-    assert isinstance(messages[0], SystemMessage)
-    return str(messages[0].content)
-
-
-def last_tool_result(messages: list[BaseMessage]) -> ToolMessage:
-    """The newest tool result sent (a facts block may follow it)."""
-    return next(m for m in reversed(messages) if isinstance(m, ToolMessage))
 
 
 def run_agent(steps: list[Step | AIMessage], config: ContextConfig = LOADED,
