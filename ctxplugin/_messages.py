@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from langchain_core.messages import (
@@ -126,6 +126,18 @@ def exchange_spans(messages: Sequence[BaseMessage]) -> list[tuple[int, int]]:
             spans.append((start, index))
             start = index
     return [s for s in spans if s[1] > s[0]]
+
+
+def argument_values(value: Any) -> Iterator[Any]:
+    """The scalar values in tool-call arguments (nested dicts and lists walked), None left out."""
+    if isinstance(value, dict):
+        for item in value.values():
+            yield from argument_values(item)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            yield from argument_values(item)
+    elif value is not None:
+        yield value
 
 
 def expanded_refs(messages: Sequence[BaseMessage], tool_name: str = "expand_ref") -> list[str]:

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
-from ctxplugin._messages import META_KEY
+from ctxplugin._messages import META_KEY, argument_values
 from ctxplugin.config import HistoryConfig
 from ctxplugin.errors import InvalidInputError
 from ctxplugin.history.identifiers import identifiers, occurs
@@ -159,7 +159,7 @@ def _values(message: BaseMessage) -> tuple[list[str], list[str]]:
     rest: list[str] = []
     if isinstance(message, AIMessage):
         for call in message.tool_calls:
-            for value in _leaves(call["args"]):
+            for value in argument_values(call["args"]):
                 text = value if isinstance(value, str) else json.dumps(value)
                 if len(text) <= _SHORT_ARGUMENT and "\n" not in text:
                     first.append(text)
@@ -169,17 +169,6 @@ def _values(message: BaseMessage) -> tuple[list[str], list[str]]:
     for found in identifiers(content_text(message.content)):
         (first if _PATHLIKE.search(found) and not isinstance(message, ToolMessage) else rest).append(found)
     return first, rest
-
-
-def _leaves(value: object) -> Iterator[object]:
-    if isinstance(value, dict):
-        for item in value.values():
-            yield from _leaves(item)
-    elif isinstance(value, (list, tuple)):
-        for item in value:
-            yield from _leaves(item)
-    elif value is not None:
-        yield value
 
 
 def _by_priority(exchanges: Sequence[Sequence[BaseMessage]]) -> Iterator[str]:

@@ -32,12 +32,13 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
 
+from ctxplugin._messages import argument_values
 from ctxplugin.tokens import TokenCounter, content_text, count_message, count_tool_schemas
 
 _EXTENSIONS = (
@@ -80,25 +81,14 @@ def identifiers_in_text(text: str, *, arguments: bool = False) -> set[str]:
     return found
 
 
-def _leaves(value: Any) -> Iterable[Any]:
-    if isinstance(value, dict):
-        for item in value.values():
-            yield from _leaves(item)
-    elif isinstance(value, (list, tuple)):
-        for item in value:
-            yield from _leaves(item)
-    else:
-        yield value
-
-
 def action_identifiers(message: AIMessage) -> set[str]:
     """Identifiers the recorded action used: its tool-call arguments, else its text."""
     found: set[str] = set()
     if not message.tool_calls:
         return identifiers_in_text(content_text(message.content))
     for call in message.tool_calls:
-        for leaf in _leaves(call["args"]):
-            if isinstance(leaf, bool) or leaf is None:
+        for leaf in argument_values(call["args"]):
+            if isinstance(leaf, bool):
                 continue
             if isinstance(leaf, (int, float)):
                 text = str(leaf)
@@ -118,7 +108,7 @@ def message_text(message: BaseMessage) -> str:
     if isinstance(message, AIMessage):
         for call in message.tool_calls:
             parts.append(call["name"])
-            parts.extend(str(leaf) for leaf in _leaves(call["args"]) if leaf is not None)
+            parts.extend(str(leaf) for leaf in argument_values(call["args"]))
     return "\n".join(parts)
 
 
