@@ -13,6 +13,7 @@ import hashlib
 import re
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 
 from ctxplugin.history.identifiers import alert_lines, identifiers, missing
 from ctxplugin.tokens import TokenCounter
@@ -71,34 +72,29 @@ def memo_counter(counter: TokenCounter) -> MemoCounter:
 
 def head_within(text: str, max_tokens: int, counter: TokenCounter) -> str:
     """The longest prefix of ``text`` within ``max_tokens`` (binary search on characters)."""
-    if max_tokens <= 0:
-        return ""
-    if counter.count(text) <= max_tokens:
-        return text
-    low, high = 0, len(text)
-    while low < high:
-        middle = (low + high + 1) // 2
-        if counter.count(text[:middle]) <= max_tokens:
-            low = middle
-        else:
-            high = middle - 1
-    return text[:low]
+    return text[: _longest(text, max_tokens, counter, lambda size: text[:size])]
 
 
 def tail_within(text: str, max_tokens: int, counter: TokenCounter) -> str:
     """The longest suffix of ``text`` within ``max_tokens``."""
+    size = _longest(text, max_tokens, counter, lambda size: text[len(text) - size :])
+    return text[len(text) - size :] if size else ""
+
+
+def _longest(text: str, max_tokens: int, counter: TokenCounter, part: Callable[[int], str]) -> int:
+    """The largest ``size`` whose ``part(size)`` of ``text`` fits ``max_tokens``."""
     if max_tokens <= 0:
-        return ""
+        return 0
     if counter.count(text) <= max_tokens:
-        return text
+        return len(text)
     low, high = 0, len(text)
     while low < high:
         middle = (low + high + 1) // 2
-        if counter.count(text[len(text) - middle :]) <= max_tokens:
+        if counter.count(part(middle)) <= max_tokens:
             low = middle
         else:
             high = middle - 1
-    return text[len(text) - low :] if low else ""
+    return low
 
 
 def _keeps(text: str, kept: str, extra: list[str] | None = None) -> str:
