@@ -303,13 +303,15 @@ class ContextEngine:
             "summaries": sum(count_message(m, self.counter) for m in body if isinstance(m, ToolMessage)),
         }
         with clock.stage("refs"):
+            raw_body = body
             body = self._compact_tool_results(body, scope, report)
         query = last_human_text(body)
         facts_lines: tuple[FactLine, ...] = ()
         if self.config.facts.enabled:
             with clock.stage("facts"):
                 window = self._window_key(body, query)
-                body, facts_lines = self._facts_stage(body, query, scope, report, window)
+                sources = _fact_sources(raw_body, body)
+                body, facts_lines = self._facts_stage(body, query, scope, report, window, sources)
         anchor: BaseMessage | None = None
         if self.config.history.enabled:
             with clock.stage("history"):
@@ -454,11 +456,19 @@ class ContextEngine:
         return f"{verbatim_start}\x00{hashlib.sha256(query.encode('utf-8', 'surrogatepass')).hexdigest()}"
 
     def _facts_stage(
-        self, body: list[BaseMessage], query: str, scope: Scope, report: ContextReport, window: str | None = None
+        self,
+        body: list[BaseMessage],
+        query: str,
+        scope: Scope,
+        report: ContextReport,
+        window: str | None,
+        sources: list[BaseMessage],
     ) -> tuple[list[BaseMessage], tuple[FactLine, ...]]:
+        """Extract facts from ``sources`` not read before, mark outdated statements in ``body``
+        and choose the facts block for ``query``."""
         try:
             if self.config.facts.extract:
-                fresh = [m for m in body if _fact_source(m) and not self._seen(m, scope)]
+                fresh = [m for m in sources if not self._seen(m, scope)]
                 if fresh:
                     written = self.facts.ingest(fresh, scope=scope)
                     report.facts_extracted += len(written)
@@ -791,6 +801,27 @@ def _fact_source(message: BaseMessage) -> bool:
     if isinstance(message, HumanMessage):
         return True
     return isinstance(message, ToolMessage) and message.name not in META_TOOL_NAMES and message.status != "error"
+
+
+def _fact_sources(raw: list[BaseMessage], compacted: list[BaseMessage]) -> list[BaseMessage]:
+    """The messages facts are read from on a prepare: each as it was received, so a tool output
+    is read whole rather than as its summary (whose ``L12:`` line labels and cut lines are not
+    statements), with the ref it is stored under as provenance. Outputs captured before the
+    call (a ``compact`` text in their annotation) were read then, from the full output."""
+    out: list[BaseMessage] = []
+    for original, shown in zip(raw, compacted, strict=True):
+        if not _fact_source(original):
+            continue
+        note = annotation(original)
+        if isinstance(original, ToolMessage) and note.get("ref") and isinstance(note.get("compact"), str):
+            continue
+        ref = annotation(shown).get("ref")
+        if shown is not original and isinstance(ref, str):
+            original = original.model_copy(
+                update={"additional_kwargs": {**original.additional_kwargs, META_KEY: {**note, "ref": ref}}}
+            )
+        out.append(original)
+    return out
 
 
 def _degraded(report: ContextReport | CaptureReport, scope: Scope, text: str) -> None:

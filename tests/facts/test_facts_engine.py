@@ -12,6 +12,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from ctxplugin import ContextConfig, ContextEngine, Scope
 from ctxplugin.config import FactsConfig
 from ctxplugin.facts import Fact, FactsLedger, MemoryFactStore, mark_outdated
+from ctxplugin.facts.model import FactQuery
 from ctxplugin.testing import memory_engine
 
 S = Scope(session_id="s1", user_id="u1")
@@ -25,6 +26,10 @@ def engine() -> ContextEngine:
 def facts_block(messages: list[BaseMessage]) -> str:
     blocks = [str(m.content) for m in messages if isinstance(m, SystemMessage) and str(m.content).startswith("Known facts")]
     return blocks[0] if blocks else ""
+
+
+def all_facts(eng: ContextEngine) -> list[Fact]:
+    return eng.facts.store.find(FactQuery(reader=S))
 
 
 def chat(*turns: str) -> list[BaseMessage]:
@@ -116,6 +121,36 @@ def test_facts_from_a_stored_tool_output_cite_its_ref() -> None:
     fact = eng.facts.current("reservation:ZX81PQ", scope=S)
     assert fact is not None and fact.source.ref == ref and fact.source.type == "tool"
     assert eng.expand_ref(ref, scope=S) == json.dumps(payload)
+
+
+def test_prepare_reads_facts_from_the_whole_output_not_its_summary() -> None:
+    eng = engine()
+    lines = [f"worker finished batch {i} of the night run" for i in range(300)]
+    lines.insert(20, "Note: the release deadline is Friday 14 March.")
+    log = "\n".join(lines)
+    call = AIMessage("", tool_calls=[{"name": "read_log", "args": {"path": "build.log"}, "id": "c1"}])
+    messages: list[BaseMessage] = [HumanMessage("Check the build log", id="h0"), call,
+                                   ToolMessage(log, tool_call_id="c1", name="read_log", id="t1"),
+                                   AIMessage("Read it."), HumanMessage("When is the release deadline?", id="h1")]
+    prepared = eng.prepare(messages, scope=S)
+    shown = next(m for m in prepared.messages if isinstance(m, ToolMessage))
+    ref = shown.additional_kwargs["ctxplugin"]["ref"]
+    assert "deadline" not in str(shown.content)  # the summary leaves the line out
+    facts = [f for f in all_facts(eng) if "deadline is Friday 14 March" in f.text]
+    assert facts and all(f.source.ref == ref for f in facts)
+    # the summary's line labels ("L12: ...") never become keyed facts
+    assert not [f for f in all_facts(eng) if f.key and f.key[:1] == "l" and f.key[1:].isdigit()]
+
+
+def test_outputs_captured_before_prepare_are_not_read_again_from_their_summary() -> None:
+    eng = engine()
+    log = "\n".join(f"L{i}: step {i} is done" for i in range(1, 200))
+    compact = eng.capture_tool_result(ToolMessage(log, tool_call_id="c1", name="read_log", id="t1"), scope=S)
+    before = {f.id for f in all_facts(eng)}
+    call = AIMessage("", tool_calls=[{"name": "read_log", "args": {}, "id": "c1"}])
+    eng.prepare([HumanMessage("Check the log", id="h0"), call, compact, HumanMessage("Done?", id="h1")], scope=S)
+    after = {f.id for f in all_facts(eng) if f.source.type == "tool"}
+    assert after <= before
 
 
 def test_users_do_not_see_each_others_facts_through_prepare() -> None:
