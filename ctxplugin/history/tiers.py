@@ -17,7 +17,7 @@ from enum import StrEnum
 from functools import lru_cache
 from typing import Protocol
 
-from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolCall
 
 from ctxplugin._messages import META_KEY, annotation, exchange_spans
 from ctxplugin.config import HistoryConfig
@@ -135,23 +135,51 @@ def compress_message(
 ) -> BaseMessage:
     """``message`` as its tier shows it: a copy with new content, or ``message`` itself.
 
-    Tool calls of AI messages are kept intact; only text content is compressed, and only when
-    that makes it smaller. A stored tool output keeps its ref."""
+    Text content is compressed, and only when that makes it smaller. Tool calls of AI messages
+    keep their ids, names and short arguments; a long string argument is trimmed (its exact
+    values listed at the marker), unless the message holds its calls as content blocks. A
+    stored tool output keeps its ref."""
     if tier is Tier.VERBATIM:
         return message
-    text = _plain_text(message)
-    if not text:
-        return message
-    note = annotation(message)
-    ref = note.get("ref") if isinstance(note.get("ref"), str) else None
     max_tokens = config.trim_tokens if tier is Tier.TRIMMED else config.gist_tokens
-    new = _compressed(text, tier, max_tokens, memo_counter(counter), ref, lead)
-    if new == text:
+    memo = memo_counter(counter)
+    update: dict[str, object] = {}
+    text = _plain_text(message)
+    note = annotation(message)
+    extra = dict(message.additional_kwargs)
+    calls = _trimmed_calls(message, max_tokens, memo) if text is not None else None
+    if calls is not None:
+        update["tool_calls"] = calls
+        extra.pop("tool_calls", None)  # a provider's raw copy of the calls would still hold the long arguments
+    if text:
+        ref = note.get("ref") if isinstance(note.get("ref"), str) else None
+        new = _compressed(text, tier, max_tokens, memo, ref, lead)
+        if new != text:
+            update["content"] = new
+    if not update:
         return message
     meta = {**note, "tier": tier.value}
-    return message.model_copy(
-        update={"content": new, "additional_kwargs": {**message.additional_kwargs, META_KEY: meta}}
-    )
+    update["additional_kwargs"] = {**extra, META_KEY: meta}
+    return message.model_copy(update=update)
+
+
+def _trimmed_calls(message: BaseMessage, max_tokens: int, counter: MemoCounter) -> list[ToolCall] | None:
+    """The tool calls of an AI message with every long string argument trimmed (its exact
+    values listed at the elision point), or None when none is long."""
+    if not isinstance(message, AIMessage) or not message.tool_calls:
+        return None
+    changed = False
+    calls: list[ToolCall] = []
+    for call in message.tool_calls:
+        args = dict(call["args"])
+        for key, value in args.items():
+            if isinstance(value, str) and len(value) > 4 * max_tokens:
+                short = _compressed(value, Tier.TRIMMED, max_tokens, counter, None, None)
+                if short != value:
+                    args[key] = short
+                    changed = True
+        calls.append({**call, "args": args})
+    return calls if changed else None
 
 
 def compress_history(

@@ -51,7 +51,7 @@ def conversations(draw: st.DrawFn) -> list[BaseMessage]:
             messages.append(AIMessage(content=draw(texts), id=f"m{next(counter)}", additional_kwargs=extra))
         else:
             calls = [
-                {"name": "bash", "args": {"command": draw(texts)[:200]}, "id": f"c{next(counter)}"}
+                {"name": "bash", "args": {"command": draw(texts)[: draw(st.sampled_from([200, 4000]))]}, "id": f"c{next(counter)}"}
                 for _ in range(draw(st.integers(1, 3)))
             ]
             messages.append(AIMessage(content=draw(texts), tool_calls=calls, id=f"m{next(counter)}", additional_kwargs=extra))
@@ -122,7 +122,12 @@ def check_values(body: list[BaseMessage], view: list[BaseMessage]) -> None:
         if ref:
             assert ref in after
         if isinstance(original, AIMessage):
-            assert shown.tool_calls == original.tool_calls  # type: ignore[attr-defined]
+            calls = shown.tool_calls  # type: ignore[attr-defined]
+            assert [(c["id"], c["name"]) for c in calls] == [(c["id"], c["name"]) for c in original.tool_calls]
+            for call, before_call in zip(calls, original.tool_calls, strict=True):
+                for key, value in before_call["args"].items():
+                    assert missing(identifiers(value), call["args"][key]) == []
+                    assert all(line in call["args"][key] for line in alert_lines(value))
 
 
 def check_never_larger(body: list[BaseMessage], view: list[BaseMessage]) -> None:

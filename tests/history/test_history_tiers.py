@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
@@ -82,6 +83,45 @@ def test_gisted_ai_message_keeps_its_tool_calls(agent_session: Builder) -> None:
     originals = {m.id: m for m in body}
     for message in gisted:
         assert message.tool_calls == originals[message.id].tool_calls  # type: ignore[attr-defined]
+
+
+def test_long_tool_call_arguments_are_trimmed_with_their_values_kept() -> None:
+    script = "\n".join(
+        ["cd /testbed && cat > check_parse.py << 'EOF'", "import sys", "from sqlfluff.core import Linter"]
+        + [f"    total += lint(query, dialect=dialect)  # {word} case" for word in ["plain", "nested", "quoted", "empty"] * 30]
+        + ["    raise KeyError('HAT0042')", "EOF", "python check_parse.py"]
+    )
+    raw = {"tool_calls": [{"id": "c1", "type": "function", "function": {"name": "bash", "arguments": "{}"}}]}
+    long_call = AIMessage("Write the script.", tool_calls=[{"name": "bash", "args": {"command": script, "timeout": 30}, "id": "c1"}], id="a1", additional_kwargs=raw)
+    body: list[BaseMessage] = [HumanMessage("Fix the parser", id="h0"), long_call, ToolMessage("ok", tool_call_id="c1", id="t1")]
+    for i in range(2, 8):
+        body += [AIMessage("", tool_calls=[{"name": "bash", "args": {"command": f"ls dir{i}"}, "id": f"c{i}"}], id=f"a{i}"),
+                 ToolMessage("ok", tool_call_id=f"c{i}", id=f"t{i}")]
+    config = HistoryConfig(verbatim_exchanges=1, trimmed_exchanges=7, block_size=1, trim_tokens=100)
+    shown = next(m for m in compress_history(body, config=config, counter=COUNTER).messages if m.id == "a1")
+    assert isinstance(shown, AIMessage) and tier_of(shown) == "trimmed"
+    (call,) = shown.tool_calls
+    assert (call["id"], call["name"], call["args"]["timeout"]) == ("c1", "bash", 30)
+    command = call["args"]["command"]
+    assert COUNTER.count(command) < COUNTER.count(script) // 4
+    assert command.startswith("cd /testbed && cat > check_parse.py") and command.endswith("python check_parse.py")
+    assert missing(identifiers(script), command) == [] and "KeyError('HAT0042')" in command
+    assert "tool_calls" not in shown.additional_kwargs, "no stale raw copy of the long arguments"
+    # the newest exchange keeps its calls exactly
+    newest = compress_history([*body[:-2], body[1].model_copy(update={"id": "a9"}), ToolMessage("ok", tool_call_id="c1", id="t9")], config=config, counter=COUNTER).messages
+    assert newest[-2].tool_calls == long_call.tool_calls  # type: ignore[attr-defined]
+
+
+def test_calls_inside_content_blocks_are_left_alone() -> None:
+    script = "\n".join(f"echo step {i} >> /tmp/log_{i}.txt" for i in range(200))
+    blocks: list[str | dict[str, Any]] = [{"type": "text", "text": "Running it."}, {"type": "tool_use", "id": "c1", "name": "bash", "input": {"command": script}}]
+    call = AIMessage(blocks, tool_calls=[{"name": "bash", "args": {"command": script}, "id": "c1"}], id="a1")
+    body: list[BaseMessage] = [HumanMessage("Go", id="h0"), call, ToolMessage("ok", tool_call_id="c1", id="t1")]
+    for i in range(2, 6):
+        body += [AIMessage("next", id=f"a{i}"), HumanMessage(f"step {i}", id=f"h{i}")]
+    config = HistoryConfig(verbatim_exchanges=1, trimmed_exchanges=4, block_size=1, trim_tokens=60)
+    shown = next(m for m in compress_history(body, config=config, counter=COUNTER).messages if m.id == "a1")
+    assert shown.tool_calls == call.tool_calls and shown.content == blocks  # type: ignore[attr-defined]
 
 
 def test_values_survive_every_tier(agent_session: Builder) -> None:
