@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+import re
 import threading
 import time
 from collections import OrderedDict
@@ -311,7 +312,8 @@ class ContextEngine:
             with clock.stage("facts"):
                 window = self._window_key(body, query)
                 sources = _fact_sources(raw_body, body)
-                body, facts_lines = self._facts_stage(body, query, scope, report, window, sources)
+                standing = _standing_text(header_parts, body)
+                body, facts_lines = self._facts_stage(body, query, scope, report, window, sources, standing)
         anchor: BaseMessage | None = None
         if self.config.history.enabled:
             with clock.stage("history"):
@@ -463,9 +465,11 @@ class ContextEngine:
         report: ContextReport,
         window: str | None,
         sources: list[BaseMessage],
+        standing: str = "",
     ) -> tuple[list[BaseMessage], tuple[FactLine, ...]]:
         """Extract facts from ``sources`` not read before, mark outdated statements in ``body``
-        and choose the facts block for ``query``."""
+        and choose the facts block for ``query``, leaving out facts that ``standing`` (the text
+        every call shows whole: system prompt and task) already states."""
         try:
             if self.config.facts.extract:
                 fresh = [m for m in sources if not self._seen(m, scope)]
@@ -489,6 +493,8 @@ class ContextEngine:
         budget = self._facts_budget()
         for hit in scored:
             fact = hit.fact
+            if _restates(fact.text, standing):
+                continue
             text = f"[{fact.kind}{':' + fact.key if fact.key else ''}] {fact.text}"
             tokens = self.counter.count(text) + 2
             if used + tokens > budget:
@@ -822,6 +828,24 @@ def _fact_sources(raw: list[BaseMessage], compacted: list[BaseMessage]) -> list[
             )
         out.append(original)
     return out
+
+
+_WHITESPACE = re.compile(r"\s+")
+
+
+def _standing_text(header: Sequence[BaseMessage], body: Sequence[BaseMessage]) -> str:
+    """What every call shows whole — the system messages and the task (first human message) —
+    lowercased with whitespace collapsed, for :func:`_restates`."""
+    task = next((m for m in body if isinstance(m, HumanMessage)), None)
+    texts = [content_text(m.content) for m in (*header, *([task] if task is not None else []))]
+    return _WHITESPACE.sub(" ", " ".join(texts)).lower()
+
+
+def _restates(fact_text: str, standing: str) -> bool:
+    """Whether a fact only repeats a sentence of the standing text (showing it again adds
+    nothing). Short texts never count: a bare value may mean something else in the task."""
+    text = _WHITESPACE.sub(" ", fact_text).strip().rstrip("….").lower()
+    return len(text) >= 24 and text in standing
 
 
 def _degraded(report: ContextReport | CaptureReport, scope: Scope, text: str) -> None:

@@ -12,6 +12,10 @@ What the rules find, sentence by sentence (the first rule that fits wins, links 
 - hypothetical and draft statements ("what if", "suppose", "draft") get their own fact scope;
 - links and exact identifiers (order ids, paths, emails) as entity facts.
 
+A tool speaks in its own voice: lines under a one-word label (``ERROR: ...``, ``L031: ...``,
+``Test 2: ...``) are events, so they are not keyed, and "use X instead of Y" is a tool's advice,
+so it supersedes nothing.
+
 Source code is not prose: fenced code blocks are skipped, and so is any sentence that reads as
 code (calls, brackets, semicolons, ``==``, ``import``/``def``/``return``...), so ``x = f(y)`` in
 a snippet or a program's output never becomes a keyed fact that later snippets supersede.
@@ -103,6 +107,8 @@ _CODE = re.compile(
     r"^\s*(?:#|//|>>>|\$ |\d+[:|]|[A-Za-z_][\w.]*\s*=\s*[\[({'\"\d])"
 )
 _MAX_RECORDS = 5
+_LOG_LABEL = re.compile(r"^\s*(?:[\w.#/-]+|[A-Za-z]+\s+\d+)\s*$")
+"""A one-word label, or a word and a number: the tags of log lines, lint codes, numbered steps."""
 
 
 class RuleExtractor:
@@ -164,7 +170,8 @@ class RuleExtractor:
         elif _DRAFT.search(sentence):
             scope = "draft"
         importance = 0.7 if correction else 0.5
-        replaces = _replaced(sentence)
+        # "use X instead of Y" from a tool is advice (a linter's message), not a correction
+        replaces = _replaced(sentence) if voice == "user" else None
         tags = tuple(ids[:8])
 
         def make(kind: FactKind, key: str | None, **extra: Any) -> FactDraft:
@@ -190,6 +197,8 @@ class RuleExtractor:
         if changed:
             return make(_kind_of(sentence, changed.group("val"), voice), _subject_key(changed.group("subj")), replaces=changed.group("old"))
         assign, key = _assignment(body)
+        if assign and key and voice == "tool" and assign.re is _COLON and _LOG_LABEL.match(assign.group("subj")):
+            key = None  # "ERROR: ...", "L031: ...", "Test 2: ...": a log line reports an event, not a value
         if assign and key:
             kind = _kind_of(sentence, assign.group("val"), voice)
             if voice == "user" and _DECISION.search(sentence):

@@ -153,6 +153,21 @@ def test_outputs_captured_before_prepare_are_not_read_again_from_their_summary()
     assert after <= before
 
 
+def test_the_facts_block_does_not_repeat_the_task() -> None:
+    eng = engine()
+    task = "Fix the parser. The release branch is release-7 and the target date is 14 March."
+    messages: list[BaseMessage] = [SystemMessage("You are a coding agent."), HumanMessage(task, id="h0"),
+                                   AIMessage("On it.", id="a0"),
+                                   HumanMessage("Also, the staging database is db-staging-4.", id="h1")]
+    eng.prepare(messages, scope=S)
+    stated = {f.text for f in all_facts(eng)}
+    assert any("release branch is release-7" in t for t in stated), "facts are still read from the task"
+    block = facts_block(eng.prepare([*messages, AIMessage("Noted.", id="a1"),
+                                     HumanMessage("Which branch and database?", id="h2")], scope=S).messages)
+    assert "db-staging-4" in block
+    assert "release-7" not in block, "the task is shown whole on every call"
+
+
 def test_users_do_not_see_each_others_facts_through_prepare() -> None:
     eng = engine()
     alice, bob = Scope(session_id="a", user_id="alice"), Scope(session_id="b", user_id="bob")

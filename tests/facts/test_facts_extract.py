@@ -201,3 +201,31 @@ def test_prose_around_a_code_block_still_states_facts() -> None:
     assert ("fact", "data_team") in found
     assert any(key == "deadline" for _, key in found)
     assert not any(key == "team" for _, key in found)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "ERROR: connection refused on port 5432",
+        "L031: Avoid using aliases in join condition",
+        "Test 2: Tuples with mixed fields",
+        "bash: line 1: sqlfluff: command not found",
+    ],
+)
+def test_log_lines_of_a_tool_are_not_keyed(line: str) -> None:
+    assert all(draft.key is None for draft in RuleExtractor().from_tool(line, "bash"))
+    # the same words from the user still state a keyed value
+    if line.startswith("L031"):
+        assert RuleExtractor().from_text(line)[0].key == "l031"
+
+
+def test_a_tools_advice_supersedes_nothing() -> None:
+    lint = "L: 19 | P: 5 | L060 | Use 'COALESCE' instead of 'NVL'."
+    assert all(draft.replaces is None for draft in RuleExtractor().from_tool(lint, "bash"))
+    (said,) = RuleExtractor().from_text("Use COALESCE instead of NVL.")
+    assert said.replaces == "NVL"
+
+
+def test_labelled_state_from_a_tool_is_still_keyed() -> None:
+    (draft,) = RuleExtractor().from_tool("The order status is shipped.", "order_lookup")
+    assert draft.key == "order_status"
