@@ -18,6 +18,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -567,7 +568,9 @@ class ContextEngine:
 
     def _seen(self, message: BaseMessage, scope: Scope) -> bool:
         text = content_text(message.content)
-        key = f"{scope.key()}\x00{message.id or ''}\x00{hashlib.sha1(text.encode('utf-8', 'surrogatepass')).hexdigest()}"
+        # str hashes are cached on the object: a long tool output resent on every call is not
+        # hashed again (the memo lives in this process only, so the salted hash is stable)
+        key = f"{scope.key()}\x00{message.id or ''}\x00{len(text)}\x00{hash(text)}"
         with self._lock:
             if key in self._ingested:
                 return True
@@ -837,7 +840,12 @@ def _standing_text(header: Sequence[BaseMessage], body: Sequence[BaseMessage]) -
     """What every call shows whole — the system messages and the task (first human message) —
     lowercased with whitespace collapsed, for :func:`_restates`."""
     task = next((m for m in body if isinstance(m, HumanMessage)), None)
-    texts = [content_text(m.content) for m in (*header, *([task] if task is not None else []))]
+    return _normalized(tuple(content_text(m.content) for m in (*header, *([task] if task is not None else []))))
+
+
+@lru_cache(maxsize=32)
+def _normalized(texts: tuple[str, ...]) -> str:
+    # memoised: the same system prompt and task come back on every call of a session
     return _WHITESPACE.sub(" ", " ".join(texts)).lower()
 
 
