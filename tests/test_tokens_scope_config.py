@@ -1,12 +1,19 @@
 from __future__ import annotations
 
 import pytest
-from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from pytest_mock import MockerFixture
 
 from ctxplugin import ContextConfig, Scope
 from ctxplugin.errors import ConfigError
 from ctxplugin.scope import scope_from_config
-from ctxplugin.tokens import ApproxCounter, count_message, get_counter
+from ctxplugin.tokens import (
+    EXACT_COUNT_CHARS,
+    MESSAGE_OVERHEAD,
+    ApproxCounter,
+    count_message,
+    get_counter,
+)
 
 
 def test_exact_counter_falls_back_to_offline_encoding() -> None:
@@ -66,6 +73,19 @@ def test_message_count_includes_tool_calls_and_images() -> None:
     assert count_message(calling, counter) > count_message(plain, counter)
     image = HumanMessage(content=[{"type": "text", "text": "hi"}, {"type": "image_url", "image_url": {"url": "data:x"}}])
     assert count_message(image, counter) > 700
+
+
+def test_a_huge_message_is_counted_from_samples(mocker: MockerFixture) -> None:
+    counter = get_counter()[0]
+    log = "\n".join(f"worker {i} finished batch {i * 7} in {i % 13} ms" for i in range(300_000))
+    assert len(log) > 10 * EXACT_COUNT_CHARS
+    exact = counter.count(log)
+    spy = mocker.spy(counter, "count")
+    estimate = count_message(ToolMessage(log, tool_call_id="c1"), counter)
+    assert abs(estimate - exact) / exact < 0.05
+    assert max(len(call.args[0]) for call in spy.call_args_list) <= EXACT_COUNT_CHARS, "never encoded whole"
+    small = "a short reply with 42 tokens or so"
+    assert count_message(AIMessage(small), counter) == counter.count(small) + MESSAGE_OVERHEAD, "ordinary messages: exact"
 
 
 def test_scope_visibility_rules() -> None:

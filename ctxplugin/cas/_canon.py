@@ -8,18 +8,12 @@ import re
 from typing import Any
 
 from ctxplugin.errors import InvalidInputError
-from ctxplugin.tokens import TokenCounter
 
 REF_RE = re.compile(r"^ref:([a-z0-9][a-z0-9_-]{0,39}):([0-9a-f]{16})$")
 """A ref id: ``ref:<kind>:<first 16 hex digits of the canonical sha256>``."""
 
 _SLUG_DROP = re.compile(r"[^a-z0-9_-]+")
 
-EXACT_COUNT_CHARS = 256_000
-"""Texts up to this length are counted exactly; longer ones are extrapolated from samples."""
-
-_SAMPLE = 64_000
-_PIECE = 4_096
 
 
 def encode(text: str) -> bytes:
@@ -107,38 +101,3 @@ def check_ref(ref_id: object) -> str:
             "e.g. 'ref:bash:0123abcd4567ef89'"
         )
     return ref_id
-
-
-def _pieces(text: str) -> list[str]:
-    """``text`` cut into pieces of at most :data:`_PIECE` characters, before whitespace where
-    possible, so that pieces tokenize as they would inside the whole text."""
-    out: list[str] = []
-    start = 0
-    while len(text) - start > _PIECE:
-        end = start + _PIECE
-        cut = max(text.rfind(" ", start + _PIECE // 2, end), text.rfind("\n", start + _PIECE // 2, end))
-        if cut <= start:
-            cut = end
-        out.append(text[start:cut])
-        start = cut
-    out.append(text[start:])
-    return out
-
-
-def count_tokens(text: str, counter: TokenCounter) -> int:
-    """Tokens of ``text``, in bounded time whatever its shape.
-
-    BPE cost grows with the square of an unbroken run's length (a megabyte without spaces would
-    take minutes), so text is counted in pieces of at most 4,096 characters cut before
-    whitespace — exact for ordinary text, off by a few tokens at hard cuts. Texts longer than
-    :data:`EXACT_COUNT_CHARS` are extrapolated from three 64 KB samples (exact counting is linear
-    but takes about 2 s for 10 MB).
-    """
-    if len(text) <= _PIECE:
-        return counter.count(text)
-    if len(text) <= EXACT_COUNT_CHARS:
-        return sum(counter.count(piece) for piece in _pieces(text))
-    middle = len(text) // 2
-    samples = (text[:_SAMPLE], text[middle : middle + _SAMPLE], text[-_SAMPLE:])
-    sampled = sum(counter.count(piece) for sample in samples for piece in _pieces(sample))
-    return max(1, round(sampled * len(text) / (3 * _SAMPLE)))

@@ -7,7 +7,6 @@ from typing import Any
 
 from ctxplugin.cas._canon import (
     content_hash,
-    count_tokens,
     kind_slug,
     make_ref,
     parse_json,
@@ -17,7 +16,7 @@ from ctxplugin.cas.store import CASItem, CASStore
 from ctxplugin.cas.summarize import summarize
 from ctxplugin.config import CASConfig
 from ctxplugin.scope import Scope
-from ctxplugin.tokens import TokenCounter, content_text
+from ctxplugin.tokens import TokenCounter, content_text, count_text
 
 
 @dataclass(frozen=True)
@@ -86,7 +85,7 @@ def capture(
         StoreError: the store failed (the engine passes the original through and warns).
     """
     text, text_only = _text_of(content)
-    tokens = count_tokens(text, counter)
+    tokens = count_text(text, counter)
     limit = config.error_passthrough_tokens if is_error else config.passthrough_tokens
     if not config.enabled or not text_only or tokens <= limit:
         return Captured(text, None, True, False, tokens, tokens)

@@ -8,11 +8,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ctxplugin.cas._canon import count_tokens, parse_json
+from ctxplugin.cas._canon import parse_json
 from ctxplugin.cas.store import CASStore
 from ctxplugin.errors import CtxpluginError, InvalidInputError, RefNotFoundError, StoreError
 from ctxplugin.scope import Scope
-from ctxplugin.tokens import TokenCounter
+from ctxplugin.tokens import TokenCounter, count_text
 
 _WILD = object()
 _SEGMENT = re.compile(r"""\.?(?P<name>[^.\[\]]+)|\[(?P<index>-?\d+|\*)\]|\[(?P<q>["'])(?P<quoted>.*?)(?P=q)\]""")
@@ -270,7 +270,7 @@ def expand_for_model(
         return f"expand_ref: the store is unavailable right now ({exc}); continue without it or try again later."
     if selection.whole is not None:
         whole = selection.whole
-        if len(whole) <= max_tokens * 8 and count_tokens(whole, counter) <= max_tokens:
+        if len(whole) <= max_tokens * 8 and count_text(whole, counter) <= max_tokens:
             return whole
         try:
             selection = _select(store, ref_id, scope, None, 0, None, None, False, whole_as_units=True, page_cap=max_tokens)
@@ -293,7 +293,7 @@ def _page_for_model(
     cut_note = ""
     for unit in selection.page:
         text = f"[{unit.index}] {unit.text}" if selection.filtered else unit.text
-        cost = count_tokens(text, counter) + 1
+        cost = count_text(text, counter) + 1
         if used + cost > budget:
             if not shown:
                 text, cut_note = _cut(text, budget, counter), (
@@ -338,7 +338,7 @@ def _cut(text: str, budget: int, counter: TokenCounter) -> str:
     """``text`` cut to about ``budget`` tokens (a few counts of page-sized strings)."""
     size = budget * 4
     cut = text[:size]
-    while size > 16 and count_tokens(cut, counter) > budget:
+    while size > 16 and count_text(cut, counter) > budget:
         size = size * 3 // 4
         cut = text[:size]
     return cut + f"… [cut at {len(cut):,} of {len(text):,} characters]"

@@ -16,9 +16,9 @@ from ctxplugin.cas import (
     parse_json,
     raw_hash,
 )
-from ctxplugin.cas._canon import count_tokens, kind_slug, make_ref
+from ctxplugin.cas._canon import kind_slug, make_ref
 from ctxplugin.errors import InvalidInputError
-from ctxplugin.tokens import get_counter
+from ctxplugin.tokens import count_text, get_counter
 
 COUNTER = get_counter()[0]
 JSON = st.recursive(
@@ -81,6 +81,6 @@ def test_surrogates_hash_and_round_trip() -> None:
 def test_token_counts_stay_close_for_long_ordinary_text() -> None:
     text = " ".join(f"word{i} value={i * 7}" for i in range(60_000))  # ~900 KB: sampled
     exact = sum(COUNTER.count(text[i : i + 100_000]) for i in range(0, len(text), 100_000))
-    assert abs(count_tokens(text, COUNTER) - exact) / exact < 0.05
+    assert abs(count_text(text, COUNTER) - exact) / exact < 0.05
     medium = text[:200_000]  # counted in pieces: exact up to the cut points
-    assert abs(count_tokens(medium, COUNTER) - COUNTER.count(medium)) <= 5
+    assert abs(count_text(medium, COUNTER) - COUNTER.count(medium)) <= 5
