@@ -17,48 +17,55 @@ Section = Literal["header", "history", "facts", "summaries"]
 SECTIONS: tuple[Section, ...] = ("header", "history", "facts", "summaries")
 
 
+SECTION_SHARES: dict[Section, float] = {"header": 0.2, "history": 1 / 3, "facts": 0.8 / 3, "summaries": 0.2}
+"""What a section not set gets, as a share of the total: 600, 1,000, 800 and 600 of 3,000."""
+
+
 class BudgetConfig(BaseModel):
     """Token budgets per section of the prepared view.
 
     Values above 1 are tokens. Values in (0, 1] are shares of the model's context window
     (``context_window``, or the model profile's ``max_input_tokens`` when the host exposes it).
+    A section left unset scales with the total (:data:`SECTION_SHARES`), so raising only the
+    total gives every section more room.
     """
 
     model_config = ConfigDict(extra="forbid")
 
     total: float = 3000
-    header: float = 600
-    history: float = 1000
-    facts: float = 800
-    summaries: float = 600
+    header: float | None = None
+    history: float | None = None
+    facts: float | None = None
+    summaries: float | None = None
     context_window: int | None = None
 
     @model_validator(mode="after")
     def _check(self) -> BudgetConfig:
         for name in ("total", *SECTIONS):
             value = getattr(self, name)
-            if value <= 0:
+            if value is not None and value <= 0:
                 raise ConfigError(f"budget.{name} must be positive, got {value}")
-            if value <= 1 and self.context_window is None:
-                # resolved later against a model profile; validated in resolve()
-                continue
         return self
 
     def resolve(self, context_window: int | None = None) -> dict[str, int]:
-        """Budgets in tokens; shares are resolved against ``context_window``."""
+        """Budgets in tokens; shares are resolved against ``context_window``, and sections left
+        unset against the resolved total."""
         window = self.context_window or context_window
-        out: dict[str, int] = {}
-        for name in ("total", *SECTIONS):
-            value = float(getattr(self, name))
-            if value <= 1:
-                if window is None:
-                    raise ConfigError(
-                        f"budget.{name}={value} is a share of the context window, but no window "
-                        "is known: set budget.context_window or use a model with a profile"
-                    )
-                out[name] = max(1, int(value * window))
-            else:
-                out[name] = int(value)
+
+        def tokens(name: str, value: float) -> int:
+            if value > 1:
+                return int(value)
+            if window is None:
+                raise ConfigError(
+                    f"budget.{name}={value} is a share of the context window, but no window "
+                    "is known: set budget.context_window or use a model with a profile"
+                )
+            return max(1, int(value * window))
+
+        out = {"total": tokens("total", self.total)}
+        for name in SECTIONS:
+            value = getattr(self, name)
+            out[name] = max(1, round(out["total"] * SECTION_SHARES[name])) if value is None else tokens(name, value)
         return out
 
 

@@ -124,3 +124,16 @@ def test_budget_shares_need_a_window() -> None:
     assert config.budget.resolve(100_000)["total"] == 50_000
     with pytest.raises(ValueError):
         ContextConfig(budget={"total": -1})
+
+
+def test_sections_left_unset_scale_with_the_total(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert ContextConfig().budget.resolve() == {"total": 3000, "header": 600, "history": 1000, "facts": 800, "summaries": 600}
+    monkeypatch.setenv("CTXPLUGIN_BUDGET__TOTAL", "8000")
+    raised = ContextConfig().budget.resolve()
+    assert raised == {"total": 8000, "header": 1600, "history": 2667, "facts": 2133, "summaries": 1600}
+    pinned = ContextConfig(budget={"total": 8000, "history": 4000}).budget.resolve()
+    assert pinned["history"] == 4000 and pinned["summaries"] == 1600, "a section set stays as set"
+    shared = ContextConfig(budget={"total": 0.05}).budget.resolve(200_000)
+    assert shared["total"] == 10_000 and shared["history"] == 3333
+    with pytest.raises(ValueError, match="positive"):
+        ContextConfig(budget={"history": 0})
