@@ -99,6 +99,13 @@ class HistoryConfig(BaseModel):
     digest_tokens: int = Field(150, ge=0, description="cap on the note that stands for one condensed block")
     archive_tokens: int = Field(600, ge=0, description="cap on the note that stands for all archived blocks")
     archive_blocks: int = Field(4, ge=1, description="condensed blocks are archived this many at a time")
+    compress: Literal["always", "over_budget"] = Field(
+        "always",
+        description=(
+            "always: tiers by age on every call; over_budget: send the history as it is while it "
+            "fits its budget, and tier it by age from the first call where it does not"
+        ),
+    )
     summarizer: SummarizerConfig = Field(default_factory=SummarizerConfig)
 
     @model_validator(mode="after")

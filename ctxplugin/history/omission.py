@@ -59,6 +59,14 @@ class HistoryBudget:
             if value is not None and value < 0:
                 raise InvalidInputError(f"history budget {name} must be >= 0, got {value}")
 
+    def fits(self, messages: Sequence[BaseMessage], counter: TokenCounter) -> bool:
+        """Whether ``messages`` as they are meet every limit."""
+        sizes = [count_message(m, counter) for m in messages]
+        return all(
+            sum(size for m, size in zip(messages, sizes, strict=True) if _counts(m, kind, is_kind)) <= limit
+            for limit, kind, is_kind in self.limits()
+        )
+
     def limits(self) -> Iterator[tuple[int, type[BaseMessage] | None, bool]]:
         """``(limit, kind, is_kind)``: the limit applies to messages that are (or are not) of ``kind``."""
         if self.total is not None:

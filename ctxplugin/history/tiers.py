@@ -218,9 +218,14 @@ def compress_history(
     bounds = tier_bounds(exchanges, config)
     gist_end, verbatim_start = bounds
     upgrade = is_boundary_call(exchanges, config)
-    rendered: list[list[BaseMessage]] = []
     tiers: dict[str, int] = {t.value: 0 for t in Tier}
     tiers["protected"] = 0
+    if config.compress == "over_budget" and budget is not None and budget.fits(messages, counter):
+        tiers["protected"] = len(protected)
+        tiers[Tier.VERBATIM.value] = len(messages) - len(protected)
+        first = max(verbatim_start, 1)
+        return HistoryView(messages=messages, tiers=tiers, verbatim_from=spans[first][0] if first < exchanges else None)
+    rendered: list[list[BaseMessage]] = []
     for number, (start, end) in enumerate(spans):
         tier = Tier.GIST if number < gist_end else Tier.TRIMMED if number < verbatim_start else Tier.VERBATIM
         out: list[BaseMessage] = []

@@ -81,6 +81,7 @@ configs = st.builds(
     gist_tokens=st.integers(8, 40),
     block_size=st.integers(1, 5),
     digest_tokens=st.integers(0, 200),
+    compress=st.sampled_from(["always", "over_budget"]),
 )
 
 budgets = st.one_of(st.none(), st.integers(0, 6000))

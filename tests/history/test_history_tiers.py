@@ -124,6 +124,21 @@ def test_calls_inside_content_blocks_are_left_alone() -> None:
     assert shown.tool_calls == call.tool_calls and shown.content == blocks  # type: ignore[attr-defined]
 
 
+def test_over_budget_sends_the_history_as_it_is_until_it_no_longer_fits(agent_session: Builder) -> None:
+    config = HistoryConfig(compress="over_budget")
+    budget = HistoryBudget(total=6000)
+    sizes = {n: count_messages(agent_session(n), COUNTER) for n in range(2, 20)}
+    fits = max(n for n, size in sizes.items() if size <= 6000)
+    body = agent_session(fits)
+    view = compress_history(body, config=config, counter=COUNTER, budget=budget)
+    assert all(shown is original for shown, original in zip(view.messages, body, strict=True))
+    assert view.compressed_count == 0 and view.tiers["verbatim"] + view.tiers["protected"] == len(body)
+    assert compress_history(body, config=HistoryConfig(), counter=COUNTER, budget=budget).compressed_count > 0
+    for n in range(fits + 1, fits + 6):  # once over, the tiers by age apply on every call
+        grown = compress_history(agent_session(n), config=config, counter=COUNTER, budget=budget)
+        assert grown.compressed_count > 0
+
+
 def test_values_survive_every_tier(agent_session: Builder) -> None:
     body = agent_session(14, refs=True)
     view = compress_history(body, config=HistoryConfig(), counter=COUNTER)
