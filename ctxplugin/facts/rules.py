@@ -12,9 +12,10 @@ What the rules find, sentence by sentence (the first rule that fits wins, links 
 - hypothetical and draft statements ("what if", "suppose", "draft") get their own fact scope;
 - links and exact identifiers (order ids, paths, emails) as entity facts.
 
-A tool speaks in its own voice: lines under a one-word label (``ERROR: ...``, ``L031: ...``,
-``Test 2: ...``) are events, so they are not keyed, and "use X instead of Y" is a tool's advice,
-so it supersedes nothing.
+A tool speaks in its own voice: log lines (``ERROR: ...``, ``L031: ...``, ``Test 2: ...``,
+``bash: line 1: ...``) are events, so they are not keyed, while a labelled value
+(``Deadline: Friday``) still is; and "use X instead of Y" is a tool's advice, so it supersedes
+nothing.
 
 Source code is not prose: fenced code blocks are skipped, and so is any sentence that reads as
 code (calls, brackets, semicolons, ``==``, ``import``/``def``/``return``...), so ``x = f(y)`` in
@@ -107,8 +108,21 @@ _CODE = re.compile(
     r"^\s*(?:#|//|>>>|\$ |\d+[:|]|[A-Za-z_][\w.]*\s*=\s*[\[({'\"\d])"
 )
 _MAX_RECORDS = 5
-_LOG_LABEL = re.compile(r"^\s*(?:[\w.#/-]+|[A-Za-z]+\s+\d+)\s*$")
-"""A one-word label, or a word and a number: the tags of log lines, lint codes, numbered steps."""
+_LOG_LABEL = re.compile(
+    r"^\s*(?:[A-Z][A-Z0-9_]+|[A-Za-z_]*\d[\w-]*|[A-Za-z]+\s+\d+(?:\s+[A-Z]+)?|\S*/\S*|[\w-]+\.[A-Za-z]\w{0,7}|"
+    r"(?:[A-Z]\s+)?[\w.]*(?:Error|Exception|Warning|Failure)|"
+    r"(?i:error|warning|warn|info|debug|trace|fatal|critical|notice|fail|failed|failure|pass|passed|ok|note|hint))\s*$"
+)
+"""Labels of log lines: levels (``ERROR``, ``info``), codes (``L031``, ``E501``), numbered items
+(``Test 2``, ``Test 5 PASSED``, ``line 14``), paths and file names (``src/app.py``: grep output),
+exception names (``AttributeError``, pytest's ``E KeyError``). A label naming an entity
+(``order W1 status``) is not one."""
+
+
+def _log_line(subject: str, value: str) -> bool:
+    """Whether "subject: value" is a log line (an event) rather than a labelled value: a log label,
+    or a one-word label whose value is itself labelled (``bash: line 1: x: command not found``)."""
+    return bool(_LOG_LABEL.match(subject)) or (" " not in subject.strip() and bool(re.match(r"[^:]{1,40}:\s", value)))
 
 
 class RuleExtractor:
@@ -197,7 +211,7 @@ class RuleExtractor:
         if changed:
             return make(_kind_of(sentence, changed.group("val"), voice), _subject_key(changed.group("subj")), replaces=changed.group("old"))
         assign, key = _assignment(body)
-        if assign and key and voice == "tool" and assign.re is _COLON and _LOG_LABEL.match(assign.group("subj")):
+        if assign and key and voice == "tool" and assign.re is _COLON and _log_line(assign.group("subj"), assign.group("val")):
             key = None  # "ERROR: ...", "L031: ...", "Test 2: ...": a log line reports an event, not a value
         if assign and key:
             kind = _kind_of(sentence, assign.group("val"), voice)

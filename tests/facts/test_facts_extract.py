@@ -210,6 +210,10 @@ def test_prose_around_a_code_block_still_states_facts() -> None:
         "L031: Avoid using aliases in join condition",
         "Test 2: Tuples with mixed fields",
         "bash: line 1: sqlfluff: command not found",
+        "Test 5 PASSED: Tuple with DateTime and other fields works",
+        "E ModuleNotFoundError: No module named 'pytz'",
+        "AttributeError: 'List' object has no attribute 'opts'",
+        "pydicom/jsonrep.py: The decoded PersonName object or an empty string.",
     ],
 )
 def test_log_lines_of_a_tool_are_not_keyed(line: str) -> None:
@@ -226,6 +230,10 @@ def test_a_tools_advice_supersedes_nothing() -> None:
     assert said.replaces == "NVL"
 
 
-def test_labelled_state_from_a_tool_is_still_keyed() -> None:
-    (draft,) = RuleExtractor().from_tool("The order status is shipped.", "order_lookup")
-    assert draft.key == "order_status"
+@pytest.mark.parametrize(
+    ("text", "key"),
+    [("The order status is shipped.", "order_status"), ("Deadline: Friday 14 March", "deadline"), ("Status: shipped", "status")],
+)
+def test_labelled_state_from_a_tool_is_still_keyed(text: str, key: str) -> None:
+    (draft,) = RuleExtractor().from_tool(text, "order_lookup")
+    assert draft.key == key
