@@ -815,14 +815,14 @@ def _fact_source(message: BaseMessage) -> bool:
 def _fact_sources(raw: list[BaseMessage], compacted: list[BaseMessage]) -> list[BaseMessage]:
     """The messages facts are read from on a prepare: each as it was received, so a tool output
     is read whole rather than as its summary (whose ``L12:`` line labels and cut lines are not
-    statements), with the ref it is stored under as provenance. Outputs captured before the
-    call (a ``compact`` text in their annotation) were read then, from the full output."""
+    statements), with the ref it is stored under as provenance. An output that already carries a
+    ref is a summary: its full output was read when it was stored."""
     out: list[BaseMessage] = []
     for original, shown in zip(raw, compacted, strict=True):
         if not _fact_source(original):
             continue
         note = annotation(original)
-        if isinstance(original, ToolMessage) and note.get("ref") and isinstance(note.get("compact"), str):
+        if isinstance(original, ToolMessage) and note.get("ref"):
             continue
         ref = annotation(shown).get("ref")
         if shown is not original and isinstance(ref, str):

@@ -148,9 +148,15 @@ def test_outputs_captured_before_prepare_are_not_read_again_from_their_summary()
     compact = eng.capture_tool_result(ToolMessage(log, tool_call_id="c1", name="read_log", id="t1"), scope=S)
     before = {f.id for f in all_facts(eng)}
     call = AIMessage("", tool_calls=[{"name": "read_log", "args": {}, "id": "c1"}])
-    eng.prepare([HumanMessage("Check the log", id="h0"), call, compact, HumanMessage("Done?", id="h1")], scope=S)
+    prepared = eng.prepare([HumanMessage("Check the log", id="h0"), call, compact, HumanMessage("Done?", id="h1")], scope=S)
     after = {f.id for f in all_facts(eng) if f.source.type == "tool"}
     assert after <= before
+    # nor is a summary taken from a prepared view and sent back (it carries the ref only)
+    shown = next(m for m in prepared.messages if isinstance(m, ToolMessage))
+    assert set(shown.additional_kwargs["ctxplugin"]) == {"ref"}
+    eng.prepare([HumanMessage("Check the log", id="h0"), call, shown.model_copy(update={"id": "t2"}),
+                 HumanMessage("Done now?", id="h2")], scope=S)
+    assert {f.id for f in all_facts(eng) if f.source.type == "tool"} <= before
 
 
 def test_the_facts_block_does_not_repeat_the_task() -> None:
