@@ -123,12 +123,6 @@ def omitted_marker() -> HumanMessage:
     return HumanMessage(content=OMITTED_NOTE, additional_kwargs={META_KEY: {"omitted": True}})
 
 
-def dropped_note(count: int) -> str:
-    """The header note while exchanges are left out. It names no count, so the header (the
-    start of every cached prefix) changes once, not each time another block is dropped."""
-    return OMITTED_NOTE
-
-
 def droppable_count(parts: Parts) -> int:
     spans = exchange_spans(parts.history)
     return len(spans) - len(_protected_spans(parts.history, spans))
@@ -192,7 +186,7 @@ def minimum_viable(parts: Parts, total: int, counter: TokenCounter) -> Parts:
     kept_spans = sum(1 for start, _ in spans if start in chosen)
     dropped = parts.dropped_exchanges + len(spans) - kept_spans
     slim = replace(
-        parts, history=keep, facts=(), dropped_exchanges=dropped, notes=(dropped_note(dropped),) if dropped else ()
+        parts, history=keep, facts=(), dropped_exchanges=dropped, notes=(OMITTED_NOTE,) if dropped else ()
     )
     # Share what is left fairly: every text above a common cap is cut to it (water filling),
     # so the system essentials, the question and the last answer all keep their heads.

@@ -316,9 +316,11 @@ class ContextEngine:
                 standing = _standing_text(header_parts, body)
                 body, facts_lines = self._facts_stage(body, query, scope, report, window, sources, standing)
         anchor: BaseMessage | None = None
+        # Omitted history is announced by notes in the history, never here: the header starts
+        # every cached prefix.
+        header = merge_system(header_parts, [plan.directory_text] if plan.directory_text else [])
         if self.config.history.enabled:
             with clock.stage("history"):
-                header = merge_system(header_parts, [plan.directory_text] if plan.directory_text else [])
                 outside = schema_tokens + (count_message(header, self.counter) if header is not None else 0)
                 view = self._history_stage(body, scope, context_window, report, outside=outside)
                 body = view.messages
@@ -326,9 +328,6 @@ class ContextEngine:
                     anchor = body[view.verbatim_from]
         with clock.stage("budget"):
             budgets = self._budgets or self.config.budget.resolve(context_window)
-            # Exchanges the history stage condensed are announced by its notes, not here: the
-            # header, the start of every cached prefix, changes only if the budget stage drops.
-            header = merge_system(header_parts, [plan.directory_text] if plan.directory_text else [])
             parts = Parts(
                 header=header,
                 history=body,

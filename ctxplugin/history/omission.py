@@ -32,9 +32,12 @@ from ctxplugin.history.identifiers import identifiers, occurs
 from ctxplugin.tokens import MESSAGE_OVERHEAD, TokenCounter, content_text, count_message
 
 OMITTED_NOTE = "[earlier exchanges are not shown; stored tool outputs stay available through expand_ref]"
+"""The note that stands for exchanges the budget stage dropped: in the history where they were,
+or in the header when only the essentials fit. It names no count, so it reads the same however
+many are dropped."""
 EXPAND_HINT = "their stored tool outputs stay readable with expand_ref"
-"""Header note while old exchanges are omitted. It names no count, so the header (the start of
-every cached prefix) changes once, not each time another block is omitted."""
+"""What the first context note adds, so that omitted history is announced in the history and
+the header (the start of every cached prefix) never changes."""
 
 _SHORT_ARGUMENT = 80
 
