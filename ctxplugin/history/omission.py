@@ -148,10 +148,13 @@ def plan_omission(
             return sum(tokens(m) for m in shown) + sum(gists[count:]) <= allowance
 
         need = next((count for count in range(blocks + 1) if fits(count, caps[level])), None)
-        while need is None and level + 1 < len(caps):
-            level += 1  # even a fully condensed history is too large: a smaller archive
-            need = blocks if fits(blocks, caps[level]) else None
-        condensed = max(condensed, blocks if need is None else need)
+        if need is None:
+            # Even a fully condensed history is too large: a smaller archive, if one fits. When
+            # none does (the window alone is over), shrinking it would only lose older history
+            # without meeting the limit; the budget stage cuts the rest.
+            need = blocks
+            level = next((lv for lv in range(level + 1, len(caps)) if fits(blocks, caps[lv])), level)
+        condensed = max(condensed, need)
     return OmissionPlan(
         condensed=condensed,
         archived=condensed // config.archive_blocks * config.archive_blocks,

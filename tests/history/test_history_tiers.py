@@ -254,6 +254,27 @@ def test_archive_shrinks_when_even_a_condensed_history_is_too_large(agent_sessio
     assert notes and count_message(notes[0], COUNTER) <= 200, "the archive was halved to fit"
 
 
+def test_one_long_newest_exchange_does_not_wipe_out_the_notes(agent_session: Builder) -> None:
+    # At a boundary move the window holds only the newest exchange; room for the exchanges still
+    # to come is estimated from the recent ones, so one long script there (a heredoc of 2,000
+    # tokens) must not make the plan drop every note of older history.
+    config = HistoryConfig(verbatim_exchanges=1, trimmed_exchanges=1, block_size=6, archive_blocks=6, archive_tokens=600)
+    body = agent_session(36)
+    assert is_boundary_call(len(exchange_spans(body)), config)
+    script = "\n".join(f"print('check {i}:', compute_{i}(data))" for i in range(180))
+    body[-2] = body[-2].model_copy(update={"content": f"Let me write the fix.\ncat > fix.py << 'EOF'\n{script}\nEOF"})
+    assert count_message(body[-2], COUNTER) > 1500
+    view = compress_history(body, config=config, counter=COUNTER, budget=3000)
+    notes = [m for m in view.messages if "condensed" in m.additional_kwargs.get("ctxplugin", {})]
+    assert notes, "older history is still represented"
+    assert view.messages[1] is notes[0] and count_message(notes[0], COUNTER) > 300, "the archive keeps its size"
+    typical = agent_session(36)
+    usual = compress_history(typical, config=config, counter=COUNTER, budget=3000)
+    assert [m.additional_kwargs["ctxplugin"]["condensed"] for m in notes] == [
+        m.additional_kwargs["ctxplugin"]["condensed"] for m in usual.messages if "condensed" in m.additional_kwargs.get("ctxplugin", {})
+    ], "the same blocks are condensed as without the long script"
+
+
 def test_budget_limits_each_section(agent_session: Builder) -> None:
     body = agent_session(40)
 
