@@ -108,6 +108,8 @@ _CODE = re.compile(
     r"^\s*(?:#|//|>>>|\$ |\d+[:|]|[A-Za-z_][\w.]*\s*=\s*[\[({'\"\d])"
 )
 _MAX_RECORDS = 5
+_TRACE_FRAME = re.compile(r'^\s*(?:File\s+"[^"]*",\s+line\s+\d+|Traceback\s+\(most recent call last\))')
+"""A traceback's frame or heading line: where an error happened, an event rather than a fact."""
 _LOG_LABEL = re.compile(
     r"^\s*(?:[A-Z][A-Z0-9_]+|[A-Za-z_]*\d[\w-]*|[A-Za-z]+\s+\d+(?:\s+[A-Z]+)?|\S*/\S*|[\w-]+\.[A-Za-z]\w{0,7}|"
     r"(?:[A-Z]\s+)?[\w.]*(?:Error|Exception|Warning|Failure)|"
@@ -150,7 +152,7 @@ class RuleExtractor:
         out: list[FactDraft] = []
         seen: set[str] = set()
         for sentence in sentences(_FENCED.sub("\n", text))[:_MAX_SENTENCES]:
-            if _CODE.search(sentence):
+            if _CODE.search(sentence) or _TRACE_FRAME.match(sentence):
                 continue
             for draft in self._sentence(sentence, voice):
                 if draft.text not in seen:

@@ -237,3 +237,22 @@ def test_a_tools_advice_supersedes_nothing() -> None:
 def test_labelled_state_from_a_tool_is_still_keyed(text: str, key: str) -> None:
     (draft,) = RuleExtractor().from_tool(text, "order_lookup")
     assert draft.key == key
+
+
+def test_traceback_frames_state_no_facts() -> None:
+    # a real failing import from a coding agent's run: the frames say where it failed, not what holds
+    output = (
+        "Traceback (most recent call last):\n"
+        '  File "/testbed/test_rectilinear_issue.py", line 1, in <module>\n'
+        "    import pyvista as pv\n"
+        '  File "/testbed/pyvista/__init__.py", line 10, in <module>\n'
+        "    from pyvista.plotting import *\n"
+        '  File "/testbed/pyvista/plotting/charts.py", line 15, in <module>\n'
+        "ModuleNotFoundError: No module named 'matplotlib'\n"
+        "Grid dimensions: 3 x 4 x 5\n"
+    )
+    texts = [draft.text for draft in RuleExtractor().from_tool(output, "bash")]
+    assert texts == ["Grid dimensions: 3 x 4 x 5"]
+    pasted = [d.text for d in RuleExtractor().from_text(output)]
+    assert "Grid dimensions: 3 x 4 x 5" in pasted
+    assert not [t for t in pasted if "line " in t or "Traceback" in t], "nor when a user pastes them"
