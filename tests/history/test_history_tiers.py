@@ -256,7 +256,7 @@ def test_archive_shrinks_when_even_a_condensed_history_is_too_large(agent_sessio
 
 def test_one_long_newest_exchange_does_not_wipe_out_the_notes(agent_session: Builder) -> None:
     # At a boundary move the window holds only the newest exchange; room for the exchanges still
-    # to come is estimated from the recent ones, so one long script there (a heredoc of 2,000
+    # to come is estimated from the newest one, so one long script there (a heredoc of 2,000
     # tokens) must not make the plan drop every note of older history.
     config = HistoryConfig(verbatim_exchanges=1, trimmed_exchanges=1, block_size=6, archive_blocks=6, archive_tokens=600)
     body = agent_session(36)
