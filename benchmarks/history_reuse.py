@@ -24,8 +24,8 @@ from pathlib import Path
 from langchain_core.messages import AIMessage
 
 from ctxplugin.replay.loaders import discover, load_file
-from ctxplugin.replay.metrics import action_identifiers, identifiers_in_text, message_text, occurs
-from ctxplugin.tokens import content_text, get_counter
+from ctxplugin.replay.metrics import action_identifiers, message_identifiers, message_text, occurs
+from ctxplugin.tokens import get_counter
 
 DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "trajectories" / "swe"
 SHARES = (0.5, 0.67, 0.75, 0.8, 0.877, 0.9)
@@ -39,12 +39,7 @@ def candidates() -> tuple[int, list[tuple[str, tuple[int, ...], int, bool]]]:
     for path in paths:
         for conversation in load_file(path).conversations:
             messages = conversation.messages
-            held = []
-            for message in messages:
-                found = identifiers_in_text(content_text(message.content))
-                if isinstance(message, AIMessage):
-                    found |= action_identifiers(message)
-                held.append(found)
+            held = [message_identifiers(message) for message in messages]
             for index in conversation.call_indexes():
                 action = messages[index]
                 if not isinstance(action, AIMessage):

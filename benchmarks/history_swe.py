@@ -39,7 +39,7 @@ from ctxplugin.replay.loaders import discover, load_file
 from ctxplugin.replay.metrics import (
     Meter,
     action_identifiers,
-    identifiers_in_text,
+    message_identifiers,
     occurs,
     tools_tokens,
 )
@@ -47,7 +47,6 @@ from ctxplugin.replay.peers import Ctxplugin
 from ctxplugin.replay.render import markdown_table
 from ctxplugin.replay.runner import memory_engine_factory
 from ctxplugin.scope import Scope
-from ctxplugin.tokens import content_text
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / ".." / "shared" / "data" / "trajectories" / "swe"
@@ -97,9 +96,7 @@ def hindsight_bound(files: list[Path], config: ContextConfig) -> dict[str, float
                     continue
                 start = max((i for i, m in enumerate(history) if isinstance(m, AIMessage)), default=len(history))
                 for message in history[pooled:start]:
-                    found = identifiers_in_text(content_text(message.content))
-                    if isinstance(message, AIMessage):
-                        found |= action_identifiers(message)
+                    found = message_identifiers(message)
                     pool.update((i, engine.counter.count(i) + 1) for i in found if i not in pool)
                 pooled = max(pooled, start)
                 pool_tokens += sum(pool.values())

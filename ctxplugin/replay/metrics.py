@@ -102,6 +102,15 @@ def action_identifiers(message: AIMessage) -> set[str]:
     return found
 
 
+def message_identifiers(message: BaseMessage) -> set[str]:
+    """Identifiers a message holds: those of its text, and for an AI message those of its
+    tool-call arguments as :func:`action_identifiers` finds them."""
+    found = identifiers_in_text(content_text(message.content))
+    if isinstance(message, AIMessage):
+        found |= action_identifiers(message)
+    return found
+
+
 def message_text(message: BaseMessage) -> str:
     """Everything of a message a model reads: its text, and tool-call names and argument values."""
     parts = [content_text(message.content)]
