@@ -175,6 +175,10 @@ class FactsConfig(BaseModel):
     min_relevance: float = Field(0.0, ge=-1, le=1)
     placement: Literal["tail", "head", "window"] = "tail"
     mark_outdated: bool = True
+    implicit_supersession: bool = Field(
+        True,
+        description="a statement naming a keyed fact's subject with a conflicting day, time, date, amount or percentage replaces it",
+    )
     collection_per_tenant: bool = False
     collection: str = Field(
         "ctxplugin_facts",

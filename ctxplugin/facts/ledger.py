@@ -6,9 +6,16 @@ Supersession rules, applied on every write:
 2. by key: a new fact replaces the valid fact with the same key, owner and fact scope;
 3. by correction: a draft that names an old value ("X instead of Y") replaces the current fact
    stating Y when it has no key of its own;
-4. authority: a constraint can only be replaced by an equal or higher authority; a lower one's
+4. implicit (seed 002, rule 2): a statement with no key of its own that names a keyed fact's
+   subject (every word of its key) and gives it a conflicting value of the same type — another
+   day, time, date, amount of money or percentage — replaces it and takes over its key ("Let's
+   do the meeting Thursday at 3pm" replaces "The meeting is Tuesday at 2pm", keyed
+   ``meeting``). A statement keyed otherwise is about another subject ("The standup meeting is
+   Thursday" keeps ``meeting``). Tool outputs never supersede implicitly, and
+   ``FactsConfig.implicit_supersession=False`` turns the rule off;
+5. authority: a constraint can only be replaced by an equal or higher authority; a lower one's
    fact is kept, but invalid and pointing at the constraint that refused it;
-5. fact scope: task, draft and hypothetical facts never replace global or session ones.
+6. fact scope: task, draft and hypothetical facts never replace global or session ones.
 
 A replaced fact stays stored (``is_valid=False``, ``superseded_by``) and is never retrieved;
 facts that depend on it, directly or through others, are marked ``needs_review``.
@@ -28,7 +35,8 @@ from pydantic import ValidationError
 from ctxplugin._messages import annotation
 from ctxplugin.config import FactsConfig, FactsStrategy
 from ctxplugin.errors import InvalidInputError
-from ctxplugin.facts._text import content_words, identifiers
+from ctxplugin.facts._text import content_words, identifiers, stem
+from ctxplugin.facts._values import conflicting, typed_values
 from ctxplugin.facts.extract import Extractor, ExtractorLike, FactDraft, as_extractor
 from ctxplugin.facts.model import (
     AUTHORITY_RANK,
@@ -54,6 +62,9 @@ from ctxplugin.facts.store import FactStore
 from ctxplugin.scope import Scope, Visibility
 
 _MAX_CHAIN = 1000
+_IMPLICIT_CANDIDATES = 8
+_KEY_PREFIXES = frozenset({"pref", "decision"})
+"""Words the extraction rules put before a key's subject (``pref_aisle``, ``decision_vendor``)."""
 
 
 class FactsLedger:
@@ -145,6 +156,10 @@ class FactsLedger:
             if existing is not None:
                 return existing, False
             targets = self._targets(fact, draft, supersedes)
+            if not targets and supersedes is None:
+                targets = self._implicit(fact)
+                if targets:
+                    fact = fact.model_copy(update={"key": targets[0].key})
             protected = [
                 t for t in targets
                 if t.is_constraint and AUTHORITY_RANK[t.authority] > AUTHORITY_RANK[fact.authority]
@@ -226,6 +241,33 @@ class FactsLedger:
         if draft.replaces:
             return self._stating(draft.replaces, fact)
         return []
+
+    def _implicit(self, fact: Fact) -> list[Fact]:
+        """Rule 4: current keyed facts, in ``fact``'s owner slot and fact scope, whose subject
+        (the words of their key) ``fact`` names and whose typed values it contradicts; only for
+        a ``fact`` without a key (a keyed one is about its own subject)."""
+        if (
+            not self.config.implicit_supersession
+            or fact.key is not None
+            or fact.source.type == "tool"
+            or not typed_values(fact.text)
+        ):
+            return []
+        said = {stem(w) for w in content_words(fact.text)}
+        query = FactQuery(reader=fact.owner, valid=True, scopes=(fact.scope,))
+        found: list[Fact] = []
+        for candidate, _ in self.store.search(fact.text, query, n=_IMPLICIT_CANDIDATES):
+            if candidate.key is None or candidate.scope_id != fact.scope_id:
+                continue
+            subject = {stem(w) for w in content_words(candidate.key.replace("_", " "))} - _KEY_PREFIXES
+            if (
+                subject
+                and subject <= said
+                and _same_slot(candidate, fact)
+                and conflicting(candidate.text, fact.text)
+            ):
+                found.append(candidate)
+        return found
 
     def _head(self, fact: Fact, reader: Scope) -> Fact | None:
         """The current end of ``fact``'s supersession chain."""

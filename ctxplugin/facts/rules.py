@@ -70,7 +70,7 @@ _PREFERENCE = re.compile(
     re.IGNORECASE,
 )
 _DECISION = re.compile(
-    r"\b(?:we|i)\s*(?:'ve|have)?\s+decided\b|\blet'?s\s+(?:go with|use|pick|choose|stick with|switch to)\b|"
+    r"\b(?:we|i)\s*(?:'ve|have)?\s+decided\b|\blet'?s\s+(?:go with|use|pick|choose|stick with|switch to|do|make it|move|meet|schedule|book|hold)\b|"
     r"^decision\s*:|\bwe(?:'ll| will)\s+(?:go with|use|pick)\b|\b(?:approved|rejected|signed off)\b",
     re.IGNORECASE,
 )

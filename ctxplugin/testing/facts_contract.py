@@ -178,6 +178,17 @@ class FactStoreContract:
         hits = ledger.search("Data Team project Alpha Gamma Beta", scope=ALICE, k=10)
         assert [h.fact.id for h in hits] == [c.id]
 
+    def test_implicit_supersession_finds_the_fact_it_contradicts(self, ledger: FactsLedger) -> None:
+        for i in range(20):  # neighbours the store's search has to look past
+            ledger.write(f"Workshop {i} is on Monday at {i % 12 + 1}pm", key=f"workshop_{i}", scope=ALICE)
+        old = ledger.write("The board meeting is Tuesday at 2pm", key="board_meeting", scope=ALICE)
+        new = ledger.write("Let's hold the board meeting on Thursday at 3pm instead", scope=ALICE)
+        assert new.supersedes == old.id and new.key == "board_meeting"
+        current = ledger.current("board_meeting", scope=ALICE)
+        assert current is not None and current.id == new.id
+        bob = ledger.write("Let's hold the board meeting on Friday at 9am", scope=BOB)
+        assert bob.supersedes is None, "another session's fact is never a candidate"
+
     def test_users_do_not_see_or_supersede_each_other(self, ledger: FactsLedger) -> None:
         mine = ledger.write("I prefer window seats", key="pref_seats", scope=ALICE, visibility="user")
         theirs = ledger.write("I prefer aisle seats", key="pref_seats", scope=BOB, visibility="user")

@@ -88,6 +88,20 @@ def test_authority_override_in_the_prepared_view() -> None:
     assert str(first.content).startswith("[overruled: a executive constraint applies: Max discount is 15%]")
 
 
+def test_a_contradicting_plan_replaces_the_old_one_without_naming_it() -> None:
+    eng = engine()
+    messages = chat(
+        "The meeting is Tuesday at 2pm.",
+        "Let's do the meeting Thursday at 3pm.",
+        "When is the meeting?",
+    )
+    prepared = eng.prepare(messages, scope=S)
+    block = facts_block(prepared.messages)
+    assert "Thursday at 3pm" in block and "Tuesday" not in block
+    first = next(m for m in prepared.messages if m.id == "h0")
+    assert str(first.content).startswith("[outdated: meeting is now:") and "Thursday" in str(first.content)
+
+
 def test_scope_leak_hypotheticals_stay_out_of_the_facts_block() -> None:
     eng = engine()
     messages = chat("The budget is $50k.", "Suppose the budget is $80k.", "What is the budget?")

@@ -223,3 +223,59 @@ def test_min_relevance_k_and_blank_queries() -> None:
     assert texts(ledger, "which project is the data team on?") == ["The data team works on Project Beta"]
     assert ledger.search("data team", scope=S, k=0) == []
     assert ledger.search("   ", scope=S) == []
+
+
+# ---------------------------------------------------------------- implicit supersession (rule 2)
+def test_rule_2_implicit_supersession_of_the_spec(ledger: FactsLedger) -> None:
+    (old,) = ledger.ingest([HumanMessage("The meeting is Tuesday at 2pm.", id="m1")], scope=S)
+    (new,) = ledger.ingest([HumanMessage("Let's do the meeting Thursday at 3pm.", id="m2")], scope=S)
+    stored = ledger.get(old.id, scope=S)
+    assert stored is not None and not stored.is_valid and stored.superseded_by == new.id
+    assert new.supersedes == old.id and new.key == old.key == "meeting", "the new statement takes over the key"
+    assert texts(ledger, "when is the meeting?") == ["Let's do the meeting Thursday at 3pm."]
+    # having the key, the next change supersedes by key
+    latest = ledger.write("Meeting moved to Friday", key="meeting", scope=S)
+    assert [f.id for f in ledger.history("meeting", scope=S) if f.is_valid] == [latest.id]
+
+
+@pytest.mark.parametrize(
+    ("second", "why"),
+    [
+        ("The standup meeting is Thursday at 3pm.", "a statement keyed otherwise is about another subject"),
+        ("Thursday at 3pm works for lunch.", "the subject is not named"),
+        ("Lunch is Thursday at 3pm.", "the subject is not named"),
+        ("Room 4 at 2pm on Tuesday suits the meeting.", "no conflicting value"),
+        ("We hold the meeting on Tuesday and Friday at 2pm.", "an added value is no conflict"),
+        ("The meeting needs a projector.", "no typed value at all"),
+    ],
+)
+def test_implicit_supersession_needs_the_subject_and_a_conflicting_value(
+    ledger: FactsLedger, second: str, why: str
+) -> None:
+    first = ledger.write("The meeting is Tuesday at 2pm.", key="meeting", scope=S)
+    ledger.ingest([HumanMessage(second, id="m2")], scope=S)
+    stored = ledger.get(first.id, scope=S)
+    assert stored is not None and stored.is_valid, why
+
+
+def test_implicit_supersession_respects_slots_scopes_authority_and_the_switch() -> None:
+    ledger = FactsLedger(MemoryFactStore(), FactsConfig())
+    meeting = ledger.write("The meeting is Tuesday at 2pm.", key="meeting", scope=S)
+    other_session = Scope(session_id="s2", user_id="u1", tenant_id="t1")
+    assert ledger.write("The meeting is Thursday at 3pm.", scope=other_session).supersedes is None
+    hypothetical = ledger.write("What if the meeting were Friday?", scope=S, fact_scope="hypothetical")
+    assert hypothetical.supersedes is None
+    from_tool = ledger.write("meeting rescheduled to Monday 9am", scope=S, source="tool")
+    assert from_tool.supersedes is None, "tool outputs never supersede implicitly"
+    current = ledger.current("meeting", scope=S)
+    assert current is not None and current.id == meeting.id
+
+    policy = ledger.write("Refunds close on Friday.", key="refunds", scope=S, kind="constraint", authority="executive")
+    refused = ledger.write("Refunds are open until Sunday.", scope=S, authority="intern")
+    assert refused.refused and refused.superseded_by == policy.id, "a lower authority cannot override a constraint"
+
+    off = FactsLedger(MemoryFactStore(), FactsConfig(implicit_supersession=False))
+    kept = off.write("The meeting is Tuesday at 2pm.", key="meeting", scope=S)
+    off.write("Let's do the meeting Thursday at 3pm.", scope=S)
+    stored = off.get(kept.id, scope=S)
+    assert stored is not None and stored.is_valid
