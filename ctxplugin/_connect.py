@@ -37,7 +37,8 @@ def connect(
     With neither ``config.postgres_dsn`` nor ``config.chroma_url`` set this is
     :meth:`ContextEngine.embedded` (SQLite CAS and Chroma on disk under ``path``). Each one
     set moves its store to the server: the CAS to Postgres (``CTXPLUGIN_POSTGRES_DSN``, tables
-    in ``CTXPLUGIN_POSTGRES_SCHEMA``, migrated on first use), the facts (and the answer cache,
+    in ``CTXPLUGIN_POSTGRES_SCHEMA``, migrated on first use; the facts ledger then also takes
+    its write locks there, so supersession is serialised across processes), the facts (and the answer cache,
     when enabled) to a Chroma server (``CTXPLUGIN_CHROMA_URL``). The agent's code does not
     change; only the environment does.
 
@@ -60,15 +61,18 @@ def connect(
     """
     from ctxplugin.cache import ChromaAnswerCacheStore
     from ctxplugin.cas import SQLiteCASStore
-    from ctxplugin.facts import ChromaFactStore, FactsLedger
+    from ctxplugin.facts import ChromaFactStore, FactsLedger, WriteLock
 
     config = config or ContextConfig()
     root = Path(path if path is not None else config.path)
     if not config.postgres_dsn and not config.chroma_url:
         return ContextEngine.embedded(root, config, summarizer=summarizer)
+    lock: WriteLock | None = None
     if config.postgres_dsn:
         backend = _postgres_backend()
         cas = backend.PostgresCASStore.from_dsn(config.postgres_dsn, schema=config.postgres_schema)
+        # every process of the deployment supersedes facts under the same advisory locks
+        lock = backend.PostgresWriteLock(cas.pool, namespace=config.postgres_schema)
     else:
         root.mkdir(parents=True, exist_ok=True)
         cas = SQLiteCASStore(root / "cas.sqlite3")
@@ -83,7 +87,7 @@ def connect(
         if config.cache.enabled:
             answers = ChromaAnswerCacheStore.persistent(root / "chroma")
     engine = ContextEngine(
-        config=config, cas=cas, facts=FactsLedger(store, config.facts), summarizer=summarizer, answer_cache=answers
+        config=config, cas=cas, facts=FactsLedger(store, config.facts, lock=lock), summarizer=summarizer, answer_cache=answers
     )
     if not config.postgres_dsn or not config.chroma_url:
         engine.path = root  # a store is still on disk here

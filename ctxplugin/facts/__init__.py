@@ -3,7 +3,7 @@
 - :class:`Fact` / :class:`ScoredFact`: the record and a retrieval hit (``.fact``, ``.score``).
 - :class:`FactsLedger` (``engine.facts``): ``write``, ``search``, ``get``, ``current``,
   ``history``, ``ingest``; supersession by id, by key, by correction, aware of authority and
-  fact scope.
+  fact scope; :class:`WriteLock` serialises supersession across processes.
 - Stores: :class:`MemoryFactStore`, :class:`ChromaFactStore` (embedded or server); the port is
   :class:`FactStore`.
 - :class:`HashingEmbedding`: the offline default embedding (no weights, no download).
@@ -16,6 +16,7 @@ from ctxplugin.facts.chroma import ChromaFactStore
 from ctxplugin.facts.embedding import HashingEmbedding, as_embeddings
 from ctxplugin.facts.extract import Extractor, ExtractorLike, FactDraft, as_extractor, combine
 from ctxplugin.facts.ledger import FactsLedger
+from ctxplugin.facts.locks import WriteLock
 from ctxplugin.facts.model import (
     AUTHORITY_RANK,
     Authority,
@@ -52,6 +53,7 @@ __all__ = [
     "ScoredFact",
     "Source",
     "SourceType",
+    "WriteLock",
     "as_embeddings",
     "as_extractor",
     "combine",

@@ -26,6 +26,7 @@ from __future__ import annotations
 import math
 import threading
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from dataclasses import replace
 from datetime import UTC, datetime
 
@@ -38,6 +39,7 @@ from ctxplugin.errors import InvalidInputError
 from ctxplugin.facts._text import content_words, identifiers, stem
 from ctxplugin.facts._values import conflicting, typed_values
 from ctxplugin.facts.extract import Extractor, ExtractorLike, FactDraft, as_extractor
+from ctxplugin.facts.locks import WriteLock, slot_lock_name
 from ctxplugin.facts.model import (
     AUTHORITY_RANK,
     PROTECTED_SCOPES,
@@ -70,8 +72,10 @@ _KEY_PREFIXES = frozenset({"pref", "decision"})
 class FactsLedger:
     """Facts with supersession over a :class:`~ctxplugin.facts.store.FactStore`.
 
-    Safe to share between threads; supersession is serialised per ledger (two processes writing
-    the same key at the same instant may both stay valid).
+    Safe to share between threads: supersession is serialised per ledger. Processes sharing a
+    store serialise it through ``lock`` (a :class:`~ctxplugin.facts.locks.WriteLock`, held per
+    owner slot); without one, two processes writing the same key at the same instant may both
+    stay valid until the next write for that key.
 
     Args:
         store: where facts live (``MemoryFactStore``, ``ChromaFactStore``...).
@@ -80,6 +84,9 @@ class FactsLedger:
             async callable or a ``Runnable`` (see :func:`ctxplugin.facts.extract.as_extractor`);
             use :func:`ctxplugin.facts.extract.combine` to run the rules and a model together.
         clock: current time (for tests and replays).
+        lock: a lock shared with the other processes writing to ``store``, such as
+            ``ctxplugin_postgres.PostgresWriteLock``; ``ctxplugin.connect`` passes one when
+            Postgres is configured.
 
     Example:
         >>> ledger = FactsLedger(MemoryFactStore(), FactsConfig())
@@ -97,8 +104,10 @@ class FactsLedger:
         *,
         extractor: ExtractorLike | None = None,
         clock: Callable[[], datetime] | None = None,
+        lock: WriteLock | None = None,
     ) -> None:
         self.store = store
+        self.lock = lock
         self.config = config or FactsConfig()
         self.extractor: Extractor = (
             as_extractor(extractor) if extractor is not None else RuleExtractor(self.config.max_per_message)
@@ -151,7 +160,8 @@ class FactsLedger:
     ) -> tuple[Fact, bool]:
         """Write one draft; returns the fact and whether it was newly stored."""
         fact = self._build(draft, scope=scope, source=source)
-        with self._lock:
+        shared = self.lock.hold(slot_lock_name(visibility_key(fact.owner, fact.visibility))) if self.lock else nullcontext()
+        with self._lock, shared:
             existing = self._duplicate(fact)
             if existing is not None:
                 return existing, False

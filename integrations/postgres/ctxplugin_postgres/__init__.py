@@ -6,6 +6,8 @@
   summarization with ``FOR UPDATE SKIP LOCKED`` workers, leases, retries with backoff,
   attempt limits and token quotas per session and per day.
 - :class:`PostgresToolSchemas`: the versioned tool-schema catalogue.
+- :class:`PostgresWriteLock`: advisory locks that serialise the facts ledger's supersession
+  across processes and machines.
 - :func:`migrate` / :func:`schema_version` and the ``ctxplugin-postgres`` command: versioned
   migrations.
 
@@ -16,6 +18,7 @@ no code change in the agent.
 from ctxplugin_postgres._db import make_async_pool, make_pool
 from ctxplugin_postgres.cas import AsyncPostgresCASStore, PostgresCASStore
 from ctxplugin_postgres.jobs import JOB_STATES, Enqueued, JobState, SummaryJob, SummaryJobQueue
+from ctxplugin_postgres.locks import PostgresWriteLock
 from ctxplugin_postgres.migrations import LATEST, MIGRATIONS, Migration, migrate, schema_version
 from ctxplugin_postgres.tool_schemas import PostgresToolSchemas, StoredSchema
 from ctxplugin_postgres.worker import QueuedSummarizer, SummaryWorker
@@ -32,6 +35,7 @@ __all__ = [
     "Migration",
     "PostgresCASStore",
     "PostgresToolSchemas",
+    "PostgresWriteLock",
     "QueuedSummarizer",
     "StoredSchema",
     "SummaryJob",

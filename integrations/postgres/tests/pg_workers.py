@@ -101,3 +101,23 @@ def scaleout_read(args: tuple[int, dict[str, str], list[tuple[str, str, str]]]) 
     finally:
         close(engine)
     return {"worker": worker, "mismatches": mismatches, "facts": facts}
+
+
+def rewrite_key(args: tuple[int, dict[str, str], float, int, bool]) -> int:
+    """Write ``rounds`` new values of one key into one shared session, starting at ``start``
+    (a wall-clock time every process waits for, so their writes collide). ``locked=False``
+    builds the ledger without the write lock (to see the race the lock prevents)."""
+    from ctxplugin import Scope
+    from ctxplugin.facts import FactsLedger
+
+    worker, env, start, rounds, locked = args
+    engine = _engine(env)
+    ledger = engine.facts if locked else FactsLedger(engine.facts.store, engine.facts.config)
+    scope = Scope(session_id="contended", user_id="team")
+    try:
+        time.sleep(max(0.0, start - time.time()))
+        for i in range(rounds):
+            ledger.write(f"the shared counter is {worker}-{i}", key="shared_counter", scope=scope)
+    finally:
+        close(engine)
+    return rounds

@@ -1,0 +1,108 @@
+"""Supersession across processes: the facts ledger's write lock on Postgres advisory locks.
+
+Processes of one deployment share their facts through a Chroma server, which has no
+transactions. :class:`PostgresWriteLock` gives the ledger (``FactsLedger(lock=...)``) one lock
+per owner slot, held in a transaction with ``pg_advisory_xact_lock``: the transaction ends when
+the write does, and a process that dies mid-write loses its connection and with it the lock, so
+nothing is left locked. :func:`ctxplugin.connect` builds one on the CAS store's pool whenever
+``CTXPLUGIN_POSTGRES_DSN`` is set.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from psycopg_pool import ConnectionPool
+
+from ctxplugin.errors import InvalidInputError
+from ctxplugin_postgres._db import (
+    DEFAULT_SCHEMA,
+    POOL_TIMEOUT_S,
+    check_schema,
+    make_pool,
+    translated,
+)
+
+WAIT_S = 10.0
+"""How long a write waits for another process's write to the same slot before giving up."""
+
+
+def lock_key(namespace: str, name: str) -> int:
+    """The signed 64-bit advisory-lock key of ``name`` within ``namespace``."""
+    digest = hashlib.blake2b(f"{namespace}\x00{name}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big", signed=True)
+
+
+class PostgresWriteLock:
+    """Named locks shared by every process connected to one Postgres database.
+
+    Re-entrant within a thread (a nested ``hold`` of a name already held passes through).
+
+    Args:
+        pool: a connection pool (the CAS store's ``pool`` serves); a connection is borrowed for
+            as long as a lock is held.
+        namespace: keeps deployments on one database apart (``connect`` uses the schema name).
+        wait_s: how long to wait for another holder before raising.
+        owns_pool: close the pool with :meth:`close`.
+
+    Example:
+        >>> from ctxplugin.facts import ChromaFactStore, FactsLedger
+        >>> lock = PostgresWriteLock.from_dsn("postgresql://app@db/ctx")  # doctest: +SKIP
+        >>> ledger = FactsLedger(ChromaFactStore.http("http://chroma:8000"), lock=lock)  # doctest: +SKIP
+    """
+
+    def __init__(
+        self, pool: ConnectionPool, *, namespace: str = DEFAULT_SCHEMA, wait_s: float = WAIT_S, owns_pool: bool = False
+    ) -> None:
+        if wait_s <= 0:
+            raise InvalidInputError(f"wait_s must be > 0, got {wait_s}")
+        self.pool = pool
+        self.namespace = namespace
+        self.wait_s = wait_s
+        self._owns_pool = owns_pool
+        self._held = threading.local()
+
+    @classmethod
+    def from_dsn(
+        cls, dsn: str, *, namespace: str = DEFAULT_SCHEMA, wait_s: float = WAIT_S, max_size: int = 4
+    ) -> PostgresWriteLock:
+        """A lock with its own pool on ``dsn`` (closed by :meth:`close`); never blocks."""
+        check_schema(namespace)
+        pool = make_pool(dsn, max_size=max_size, timeout=POOL_TIMEOUT_S, name="ctxplugin-locks")
+        return cls(pool, namespace=namespace, wait_s=wait_s, owns_pool=True)
+
+    @contextmanager
+    def hold(self, name: str) -> Iterator[None]:
+        """Hold the lock ``name`` for the ``with`` block (see :class:`ctxplugin.facts.WriteLock`).
+
+        Raises:
+            StoreUnavailableError: Postgres is unreachable, or another holder kept the lock
+                longer than ``wait_s``.
+        """
+        held: dict[str, int] = self._held.__dict__.setdefault("names", {})
+        if held.get(name):
+            held[name] += 1
+            try:
+                yield
+            finally:
+                held[name] -= 1
+            return
+        with translated("facts write lock", self.namespace), self.pool.connection() as conn, conn.transaction():
+            conn.execute("SELECT set_config('lock_timeout', %s, true)", (f"{int(self.wait_s * 1000)}ms",))
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (lock_key(self.namespace, name),))
+            held[name] = 1
+            try:
+                yield
+            finally:
+                held.pop(name, None)
+
+    def close(self) -> None:
+        """Close the pool if this lock owns it. Idempotent."""
+        if self._owns_pool:
+            self.pool.close()
+
+
+__all__ = ["WAIT_S", "PostgresWriteLock", "lock_key"]

@@ -1,0 +1,147 @@
+"""Supersession across processes: ``PostgresWriteLock`` and the ledger that ``connect`` builds."""
+
+from __future__ import annotations
+
+import multiprocessing
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ctxplugin_postgres import PostgresWriteLock, make_pool
+from ctxplugin_postgres.locks import lock_key
+
+from ctxplugin.errors import StoreUnavailableError
+from ctxplugin.facts import FactQuery, WriteLock
+from ctxplugin.scope import Scope
+
+pytestmark = [pytest.mark.postgres]
+
+TESTS = Path(__file__).resolve().parent
+
+
+def two_locks(dsn: str, **options: Any) -> tuple[PostgresWriteLock, PostgresWriteLock]:
+    """Two locks on separate pools, as two processes would have."""
+    return (
+        PostgresWriteLock(make_pool(dsn, max_size=2, timeout=5.0), owns_pool=True, **options),
+        PostgresWriteLock(make_pool(dsn, max_size=2, timeout=5.0), owns_pool=True, **options),
+    )
+
+
+def test_a_held_name_makes_other_holders_wait_and_other_names_do_not(pg_dsn: str) -> None:
+    first, second = two_locks(pg_dsn)
+    assert isinstance(first, WriteLock)
+    entered, release = threading.Event(), threading.Event()
+    order: list[str] = []
+
+    def holder() -> None:
+        with first.hold("slot-a"):
+            order.append("first in")
+            entered.set()
+            release.wait(10)
+            order.append("first out")
+
+    thread = threading.Thread(target=holder)
+    thread.start()
+    try:
+        assert entered.wait(10)
+        with second.hold("slot-b"):  # another name is free
+            order.append("other name")
+
+        def contender() -> None:
+            with second.hold("slot-a"):
+                order.append("second in")
+
+        waiter = threading.Thread(target=contender)
+        waiter.start()
+        waiter.join(0.5)
+        assert waiter.is_alive(), "the second holder waits while the first holds the name"
+        release.set()
+        waiter.join(10)
+        assert not waiter.is_alive()
+    finally:
+        release.set()
+        thread.join(10)
+        first.close()
+        second.close()
+    assert order == ["first in", "other name", "first out", "second in"]
+
+
+def test_waiting_too_long_is_a_store_unavailable_error(pg_dsn: str) -> None:
+    first, second = two_locks(pg_dsn, wait_s=0.2)
+    try:
+        with first.hold("slot"), pytest.raises(StoreUnavailableError, match="facts write lock"):  # noqa: SIM117
+            with second.hold("slot"):
+                pytest.fail("the lock was taken twice")
+        with second.hold("slot"):  # free again once the first is released
+            pass
+    finally:
+        first.close()
+        second.close()
+
+
+def test_holds_nest_within_a_thread_and_namespaces_keep_deployments_apart(pg_dsn: str) -> None:
+    lock = PostgresWriteLock.from_dsn(pg_dsn, wait_s=0.2)
+    other = PostgresWriteLock.from_dsn(pg_dsn, namespace="other_deployment", wait_s=0.2)
+    try:
+        with lock.hold("slot"), lock.hold("slot"), other.hold("slot"):
+            pass
+    finally:
+        lock.close()
+        other.close()
+    assert lock_key("public", "slot") != lock_key("other_deployment", "slot")
+
+
+def test_an_unreachable_server_is_a_store_unavailable_error() -> None:
+    lock = PostgresWriteLock.from_dsn("postgresql://nobody@127.0.0.1:9/none")
+    lock.pool.timeout = 0.5
+    try:
+        with pytest.raises(StoreUnavailableError), lock.hold("slot"):
+            pass
+    finally:
+        lock.close()
+
+
+@pytest.mark.chroma_server
+@pytest.mark.slow
+def test_processes_rewriting_one_key_leave_one_linear_chain(
+    pg_dsn: str, pg_schema: str, chroma_server: Any, tmp_path: Path
+) -> None:
+    if str(TESTS) not in sys.path:  # spawned children import the worker module by name
+        sys.path.insert(0, str(TESTS))
+    import pg_workers  # type: ignore[import-not-found]  # a module beside this file, found at run time
+
+    import ctxplugin
+
+    processes, rounds = 4, 12
+    env = {
+        "CTXPLUGIN_POSTGRES_DSN": pg_dsn,
+        "CTXPLUGIN_POSTGRES_SCHEMA": pg_schema,
+        "CTXPLUGIN_CHROMA_URL": chroma_server.url,
+        "CTXPLUGIN_FACTS__COLLECTION": f"lock{uuid.uuid4().hex[:12]}",
+        "CTXPLUGIN_PATH": str(tmp_path / "unused"),
+        "ANONYMIZED_TELEMETRY": "False",
+    }
+    context = multiprocessing.get_context("spawn")
+    with context.Pool(processes) as pool:
+        start = time.time() + 8  # every child is up and connected by then
+        # without the lock (locked=False) the chain forks: two writers retire the same fact
+        done = pool.map(pg_workers.rewrite_key, [(w, env, start, rounds, True) for w in range(processes)])
+    assert done == [rounds] * processes
+
+    engine = ctxplugin.connect(ctxplugin.ContextConfig(**{
+        "postgres_dsn": pg_dsn, "postgres_schema": pg_schema, "chroma_url": chroma_server.url,
+        "facts": {"collection": env["CTXPLUGIN_FACTS__COLLECTION"]},
+    }))
+    try:
+        scope = Scope(session_id="contended", user_id="team")
+        facts = engine.facts.store.find(FactQuery(reader=scope, key="shared_counter"))
+    finally:
+        pg_workers.close(engine)
+    assert len(facts) == processes * rounds, "every write is stored"
+    assert len([f for f in facts if f.is_valid]) == 1, "exactly one value is current"
+    replaced = [f.supersedes for f in facts if f.supersedes]
+    assert len(replaced) == len(set(replaced)) == processes * rounds - 1, "each fact was replaced once: one chain"
