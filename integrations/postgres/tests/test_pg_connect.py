@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ctxplugin_postgres import PostgresCASStore
+from ctxplugin_postgres import PostgresCASStore, PostgresWriteLock
 from langchain_core.messages import ToolMessage
 
 import ctxplugin
@@ -58,6 +58,7 @@ def test_nothing_configured_means_embedded_stores(tmp_path: Path, monkeypatch: p
     engine = ctxplugin.connect(ContextConfig(path=str(tmp_path / "local")))
     try:
         assert isinstance(engine.cas, SQLiteCASStore)
+        assert engine.facts.lock is None, "one process: the ledger's own lock serialises writes"
         compact = engine.capture_tool_result(ToolMessage(content=OUTPUT, tool_call_id="c1", name="issues"), scope=ALICE)
         assert engine.expand_ref(_ref(compact), scope=ALICE) == OUTPUT
         assert (tmp_path / "local" / "cas.sqlite3").exists() and (tmp_path / "local" / "chroma").is_dir()
@@ -70,6 +71,7 @@ def test_the_environment_moves_every_store_to_the_servers(server_env: None, tmp_
     try:
         assert isinstance(web.cas, PostgresCASStore) and isinstance(worker.cas, PostgresCASStore)
         assert isinstance(web.facts.store, ChromaFactStore)
+        assert isinstance(web.facts.lock, PostgresWriteLock) and web.facts.lock.pool is web.cas.pool
         assert not (tmp_path / "unused").exists()  # nothing on local disk
 
         ref = _ref(web.capture_tool_result(ToolMessage(content=OUTPUT, tool_call_id="c1", name="issues"), scope=ALICE))
