@@ -103,10 +103,21 @@ _ID_FIELD = re.compile(r"^(?:id|.+_id|.+_number|.+_code|.+_ref|sku|slug)$", re.I
 _MAX_SENTENCES = 40
 _FENCED = re.compile(r"```.*?(?:```|\Z)", re.DOTALL)
 _CODE = re.compile(
-    r"[;{}]|[A-Za-z_]\w*\(|\[[^\]\s]*\]|==|!=|->|=>|\+=|"
+    r"[;{}]|[A-Za-z_]\w*\(|\[[^\]\s]*\]|==|!=|->|=>|\+=|\"\"\"|'''|"
     r"\b(?:import|def|return|lambda|elif)\b|\bself\.|"
-    r"^\s*(?:#|//|>>>|\$ |\d+[:|]|[A-Za-z_][\w.]*\s*=\s*[\[({'\"\d])"
+    r"^\s*(?:#|//|>>>|\$ |\d+(?:[:|\t]|-\s)|[A-Za-z_][\w.]*\s*=\s*[\[({'\"\d])|"
+    r"^\s*</?[A-Za-z][\w-]*>?\s*$|^\s*self\b|^\s*[A-Za-z_][\w.]*,\s*$|"
+    r"^\s*(?:for|while|if|with|class|try|except|else|finally|async)\b[^.!?]*:\s*$"
 )
+"""Code, not prose: calls, brackets, operators, keywords, docstring quotes; listings (grep's
+``171:`` and ``171- `` lines, ``cat -n``'s ``566<TAB>``); a lone markup tag (``</pr_description>``);
+an argument-list line (``self, x,`` or ``c.first_name,``); a block header (``for a in b:``)."""
+_PROGRESS = re.compile(
+    r"^\s*(?:Installing|Building|Downloading|Collecting|Requirement already|Successfully (?:installed|built|uninstalled)|"
+    r"Uninstalling|Obtaining|Preparing|Attempting|Found existing|Using cached)\b"
+)
+"""A tool's progress line (an installer's ``Collecting x``, ``Successfully installed y``): an
+event, never a fact."""
 _MAX_RECORDS = 5
 _TRACE_FRAME = re.compile(r'^\s*(?:File\s+"[^"]*",\s+line\s+\d+|Traceback\s+\(most recent call last\))')
 """A traceback's frame or heading line: where an error happened, an event rather than a fact."""
@@ -152,7 +163,7 @@ class RuleExtractor:
         out: list[FactDraft] = []
         seen: set[str] = set()
         for sentence in sentences(_FENCED.sub("\n", text))[:_MAX_SENTENCES]:
-            if _CODE.search(sentence) or _TRACE_FRAME.match(sentence):
+            if _CODE.search(sentence) or _TRACE_FRAME.match(sentence) or (voice == "tool" and _PROGRESS.match(sentence)):
                 continue
             for draft in self._sentence(sentence, voice):
                 if draft.text not in seen:

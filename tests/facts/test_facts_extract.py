@@ -188,6 +188,15 @@ def test_tau_bench_conversation_gives_grounded_facts() -> None:
         "Key: DictUnpack(), Value: Name.X(name='X')",
         "    def bool_value(self, context=None):",
         "if result == expected: return True",
+        # listings and fragments from a coding agent's runs
+        "171-        self, x: np.ndarray, y: np.ndarray, check_duplicates: bool = False",
+        "215-        # Ensure dimensions are properly set",
+        "   566\t    A uniform grid is defined by the point spacings for each axis",
+        "</pr_description>",
+        "<pr_description",
+        "    c.first_name,",
+        "for alias_info in to_check:",
+        '"""Implementation of Rule L060."""',
     ],
 )
 def test_source_code_states_no_facts(text: str) -> None:
@@ -221,6 +230,19 @@ def test_log_lines_of_a_tool_are_not_keyed(line: str) -> None:
     # the same words from the user still state a keyed value
     if line.startswith("L031"):
         assert RuleExtractor().from_text(line)[0].key == "l031"
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "Installing collected packages: lazy-object-proxy, wrapt",
+        "Downloading pygments-2.20.0-py3-none-any.whl.metadata (2.5 kB)",
+        "Successfully installed wrapt-2.1.2",
+        "Requirement already satisfied: numpy in /usr/lib/python3/site-packages (1.26.4)",
+    ],
+)
+def test_an_installers_progress_lines_state_no_facts(line: str) -> None:
+    assert RuleExtractor().from_tool(line, "bash") == []
 
 
 def test_a_tools_advice_supersedes_nothing() -> None:
