@@ -35,7 +35,7 @@ from ctxplugin.cache.store import (
     MemoryAnswerCacheStore,
     answer_fields,
 )
-from ctxplugin.cas import CASStore
+from ctxplugin.cas import CASStore, RefExistence
 from ctxplugin.config import CacheConfig
 from ctxplugin.errors import ConfigError, RefNotFoundError
 from ctxplugin.facts import FactsLedger
@@ -239,6 +239,10 @@ def _knowledge(facts: dict[str, str]) -> set[str]:
 
 
 def _readable(cas: CASStore, ref: str, scope: Scope) -> bool:
+    """Whether a ref an answer relied on is still readable: without loading it or counting an
+    access when the store can say so (``RefExistence``), else by reading it."""
+    if isinstance(cas, RefExistence):
+        return cas.exists(ref, scope)
     try:
         cas.get(ref, scope)
     except RefNotFoundError:

@@ -19,7 +19,7 @@ from ctxplugin.cas.capture import Captured, capture, compact_text
 from ctxplugin.cas.expand import expand, expand_for_model, parse_path, select
 from ctxplugin.cas.memory import MemoryCASStore
 from ctxplugin.cas.sqlite import SQLiteCASStore
-from ctxplugin.cas.store import CASItem, CASRecord, CASStore, Clock
+from ctxplugin.cas.store import CASItem, CASRecord, CASStore, Clock, RefExistence
 from ctxplugin.cas.summarize import Summary, summarize
 
 __all__ = [
@@ -29,6 +29,7 @@ __all__ = [
     "Captured",
     "Clock",
     "MemoryCASStore",
+    "RefExistence",
     "SQLiteCASStore",
     "Summary",
     "canonical_json",

@@ -104,6 +104,17 @@ class MemoryCASStore:
                 access_count=grant.access_count,
             )
 
+    def exists(self, ref_id: str, scope: Scope) -> bool:
+        """See :meth:`ctxplugin.cas.store.RefExistence.exists` (an optional ability)."""
+        check_ref(ref_id)
+        with self._lock:
+            self._check_open()
+            now = self._clock()
+            return any(
+                not _expired(g, now) and scope.can_read(g.owner, g.visibility)
+                for g in self._grants.get(ref_id, {}).values()
+            )
+
     def purge_expired(self) -> int:
         """See :meth:`ctxplugin.cas.CASStore.purge_expired`."""
         with self._lock:

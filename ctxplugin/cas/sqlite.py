@@ -8,6 +8,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from ctxplugin.cas._canon import check_ref, decode, encode
 from ctxplugin.cas.store import (
@@ -177,24 +178,34 @@ class SQLiteCASStore:
             )
             return True
 
+    def _readable(self, conn: sqlite3.Connection, ref_id: str, scope: Scope, now: float) -> Iterator[tuple[Any, ...]]:
+        """Unexpired grants of ``ref_id`` that ``scope`` may read, its own first, then oldest."""
+        # Narrow in SQL (tenant, and own session unless shared wider); Scope.can_read decides.
+        rows = conn.execute(
+            "SELECT owner_key, visibility, tenant_id, workspace_id, user_id, session_id, content_hash, "
+            "raw_hash, kind, summary, created_at, expires_at, access_count FROM cas_grants "
+            "WHERE ref_id = ? AND tenant_id IS ? AND (expires_at IS NULL OR expires_at > ?) "
+            "AND (visibility != 'session' OR session_id = ?) ORDER BY owner_key != ?, created_at",
+            (ref_id, scope.tenant_id, now, scope.session_id, scope.key()),
+        ).fetchall()
+        for row in rows:
+            owner = Scope(tenant_id=row[2], workspace_id=row[3], user_id=row[4], session_id=row[5])
+            if scope.can_read(owner, row[1]):
+                yield row
+
+    def exists(self, ref_id: str, scope: Scope) -> bool:
+        """See :meth:`ctxplugin.cas.store.RefExistence.exists` (an optional ability)."""
+        check_ref(ref_id)
+        conn = self._connection()
+        with _translate("exists"):  # one SELECT: no write lock taken
+            return next(self._readable(conn, ref_id, scope, self._clock()), None) is not None
+
     def get(self, ref_id: str, scope: Scope) -> CASRecord:
         """See :meth:`ctxplugin.cas.CASStore.get`."""
         check_ref(ref_id)
-        key = scope.key()
         with self._transaction("get") as conn:
             now = self._clock()
-            # Narrow in SQL (tenant, and own session unless shared wider); Scope.can_read decides.
-            rows = conn.execute(
-                "SELECT owner_key, visibility, tenant_id, workspace_id, user_id, session_id, content_hash, "
-                "raw_hash, kind, summary, created_at, expires_at, access_count FROM cas_grants "
-                "WHERE ref_id = ? AND tenant_id IS ? AND (expires_at IS NULL OR expires_at > ?) "
-                "AND (visibility != 'session' OR session_id = ?) ORDER BY owner_key != ?, created_at",
-                (ref_id, scope.tenant_id, now, scope.session_id, key),
-            ).fetchall()
-            for row in rows:
-                owner = Scope(tenant_id=row[2], workspace_id=row[3], user_id=row[4], session_id=row[5])
-                if not scope.can_read(owner, row[1]):
-                    continue
+            for row in self._readable(conn, ref_id, scope, now):
                 conn.execute(
                     "UPDATE cas_grants SET access_count = access_count + 1, last_accessed_at = ? "
                     "WHERE ref_id = ? AND owner_key = ? AND visibility = ?",

@@ -69,7 +69,8 @@ class CASStore(Protocol):
     :meth:`close`, always chained with ``raise ... from exc``. The engine turns a ``StoreError``
     into a pass-through of the original output and a warning; anything else propagates.
 
-    Optional abilities are separate methods a caller detects with ``hasattr`` (none are required).
+    Optional abilities are separate methods a caller detects with ``hasattr`` (none are required):
+    ``exists`` (see :class:`RefExistence`) and ``stats``.
     """
 
     def put(self, item: CASItem, scope: Scope, *, visibility: Visibility = "session", ttl_seconds: float | None = None) -> bool:
@@ -127,6 +128,21 @@ class CASStore(Protocol):
 
     def close(self) -> None:
         """Release connections. Idempotent; later calls to other methods raise ``StoreError``."""
+        ...
+
+
+@runtime_checkable
+class RefExistence(Protocol):
+    """An optional CAS ability: whether a ref is readable, without reading or counting it."""
+
+    def exists(self, ref_id: str, scope: Scope) -> bool:
+        """True when an unexpired grant of ``ref_id`` readable from ``scope`` exists (what
+        :meth:`CASStore.get` would find), without loading the content or counting an access.
+
+        Raises:
+            InvalidInputError: ``ref_id`` is malformed.
+            StoreError: the backend failed.
+        """
         ...
 
 

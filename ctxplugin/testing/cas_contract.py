@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from ctxplugin.cas import CASItem, CASStore, content_hash, raw_hash
+from ctxplugin.cas import CASItem, CASStore, RefExistence, content_hash, raw_hash
 from ctxplugin.cas._canon import make_ref
 from ctxplugin.errors import InvalidInputError, RefNotFoundError, StoreError
 from ctxplugin.scope import Scope
@@ -172,6 +172,24 @@ class CASStoreContract:
         store.put(item, B)
         assert [store.get(item.ref_id, A).access_count for _ in range(3)] == [1, 2, 3]
         assert store.get(item.ref_id, B).access_count == 1
+
+    def test_exists_says_what_get_would_find_without_counting(self, store: CASStore, clock: FakeClock) -> None:
+        if not isinstance(store, RefExistence):
+            pytest.skip(f"{type(store).__name__} has no exists() (an optional ability)")
+        item, short = make_item("looked up, never read"), make_item("short-lived")
+        store.put(item, A, visibility="user")
+        store.put(short, A, ttl_seconds=60)
+        assert store.exists(item.ref_id, A)
+        assert store.exists(item.ref_id, A2), "user visibility reaches the user's other sessions"
+        assert not store.exists(item.ref_id, A_OTHER_TENANT), "tenants never mix"
+        assert not store.exists(item.ref_id, B), "another user's ref does not exist for B"
+        assert not store.exists(make_item("never stored").ref_id, A)
+        assert [store.exists(item.ref_id, A) for _ in range(3)] == [True] * 3
+        assert store.get(item.ref_id, A).access_count == 1, "exists() counts no access"
+        clock.advance(61)
+        assert not store.exists(short.ref_id, A), "an expired grant does not exist"
+        with pytest.raises(InvalidInputError):
+            store.exists("ref:nope", A)
 
     def test_expired_grants_are_unreadable_and_purged(self, store: CASStore, clock: FakeClock) -> None:
         short, forever = make_item("short-lived"), make_item("kept")

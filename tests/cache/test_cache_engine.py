@@ -156,6 +156,17 @@ def test_the_answer_is_invalidated_when_a_ref_it_used_expires() -> None:
     assert ask(engine, model, "Which flight is cheapest?", S1, history=history).content == "It expired; search again."
 
 
+def test_a_hit_checks_its_refs_without_reading_them(mocker: MockerFixture) -> None:
+    engine, model = engine_with(), scripted("HAT000 is cheapest.")
+    history = flights_history()
+    ask(engine, model, "Which flight is cheapest?", S1, history=history)
+    exists, get = mocker.spy(engine.cas, "exists"), mocker.spy(engine.cas, "get")
+    assert ask(engine, model, "Which flight is cheapest?", S1, history=history).content == "HAT000 is cheapest."
+    assert len(model.calls) == 1
+    assert exists.call_count >= 1 and all(call.args[0].startswith("ref:") for call in exists.call_args_list)
+    assert get.call_count == 0, "the stored output is neither loaded nor counted as read"
+
+
 def test_no_hit_across_users_or_sessions_by_default() -> None:
     engine, model = engine_with(), scripted("A", "B", "C")
     ask(engine, model, "What is the refund policy?", Scope(session_id="s1", user_id="u1"))

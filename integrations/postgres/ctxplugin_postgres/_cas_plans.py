@@ -194,6 +194,18 @@ def get_plan(q: CASQueries, ref_id: str, scope: Scope, now: float) -> Plan[CASRe
     raise RefNotFoundError(NOT_VISIBLE.format(ref=ref_id))
 
 
+def exists_plan(q: CASQueries, ref_id: str, scope: Scope, now: float) -> Plan[bool]:
+    """See :meth:`ctxplugin.cas.store.RefExistence.exists` (``ref_id`` already checked)."""
+    params: dict[str, Any] = {
+        "ref": ref_id, "tenant": scope.tenant_id, "now": now, "session": scope.session_id, "owner": scope.key(),
+    }
+    candidates = yield Stmt(q.readable, params)
+    return any(
+        scope.can_read(Scope(tenant_id=tenant_id, workspace_id=workspace_id, user_id=user_id, session_id=session_id), visibility)
+        for _, visibility, tenant_id, workspace_id, user_id, session_id in candidates.rows
+    )
+
+
 def purge_plan(q: CASQueries, now: float) -> Plan[int]:
     """See :meth:`ctxplugin.cas.CASStore.purge_expired`."""
     removed = yield Stmt(q.purge_grants, {"now": now})
@@ -209,4 +221,4 @@ def stats_plan(q: CASQueries) -> Plan[dict[str, int]]:
     return {"contents": int(contents), "bytes": int(size), "grants": int(grants), "refs": int(refs)}
 
 
-__all__ = ["CASQueries", "get_plan", "purge_plan", "put_plan", "stats_plan"]
+__all__ = ["CASQueries", "exists_plan", "get_plan", "purge_plan", "put_plan", "stats_plan"]

@@ -15,7 +15,14 @@ from ctxplugin.cas._canon import check_ref
 from ctxplugin.cas.store import CASItem, CASRecord, Clock, check_put, system_clock
 from ctxplugin.errors import StoreError
 from ctxplugin.scope import Scope, Visibility
-from ctxplugin_postgres._cas_plans import CASQueries, get_plan, purge_plan, put_plan, stats_plan
+from ctxplugin_postgres._cas_plans import (
+    CASQueries,
+    exists_plan,
+    get_plan,
+    purge_plan,
+    put_plan,
+    stats_plan,
+)
 from ctxplugin_postgres._db import DEFAULT_SCHEMA, POOL_TIMEOUT_S
 from ctxplugin_postgres._store import AsyncPooledStore, PooledStore, owned_async_pool, owned_pool
 
@@ -105,6 +112,11 @@ class PostgresCASStore(PooledStore):
         super().close()
 
     # ------------------------------------------------------------------ optional abilities
+    def exists(self, ref_id: str, scope: Scope) -> bool:
+        """See :meth:`ctxplugin.cas.store.RefExistence.exists`: one read, nothing counted."""
+        check_ref(ref_id)
+        return self._run("CAS exists", lambda: exists_plan(self._q, ref_id, scope, self._clock()))
+
     def stats(self) -> dict[str, int]:
         """Counts of stored variants, content bytes, grants and bound refs."""
         return self._run("CAS stats", lambda: stats_plan(self._q))
@@ -180,6 +192,11 @@ class AsyncPostgresCASStore(AsyncPooledStore):
                 if attempt == _PURGE_ATTEMPTS or not _purge_race(exc):
                     raise
         raise AssertionError("unreachable")  # pragma: no cover
+
+    async def exists(self, ref_id: str, scope: Scope) -> bool:
+        """Async :meth:`PostgresCASStore.exists`."""
+        check_ref(ref_id)
+        return await self._run("CAS exists", lambda: exists_plan(self._q, ref_id, scope, self._clock()))
 
     async def stats(self) -> dict[str, int]:
         """Counts of stored variants, content bytes, grants and bound refs."""

@@ -121,8 +121,9 @@ async def test_async_store_shares_tables_with_the_sync_store(pg_dsn: str, pg_sch
         assert (await astore.get(item.ref_id, Scope(session_id="other", user_id="u1"))).content == item.content
         with pytest.raises(RefNotFoundError):
             await astore.get(item.ref_id, B)
+        assert await astore.exists(item.ref_id, A) and not await astore.exists(item.ref_id, B)
         with PostgresCASStore.from_dsn(pg_dsn, schema=pg_schema) as store:
-            assert store.get(item.ref_id, A).access_count == 2
+            assert store.get(item.ref_id, A).access_count == 2, "exists() counted nothing"
         assert (await astore.stats())["grants"] == 1
         assert await astore.purge_expired() == 0
     with pytest.raises(StoreError):
