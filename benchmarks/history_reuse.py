@@ -35,7 +35,8 @@ def candidates() -> tuple[int, list[tuple[str, tuple[int, ...], int, bool]]]:
     """``(calls, [(trajectory, bucket, tokens, used)])`` over every call's pool."""
     counter, _ = get_counter("cl100k_base")
     paths, _ = discover([DATA])
-    calls, rows = 0, []
+    calls = 0
+    rows: list[tuple[str, tuple[int, ...], int, bool]] = []
     for path in paths:
         for conversation in load_file(path).conversations:
             messages = conversation.messages
