@@ -202,6 +202,41 @@ def _by_priority(exchanges: Sequence[Sequence[BaseMessage]]) -> Iterator[str]:
             yield from rest
 
 
+_TYPED_WEIGHT = (1.0, 7.0, 20.0, 80.0)
+"""How much likelier a value is to be used again by how many of the model's own messages held
+it (none, one, two, three or more). Measured with ``benchmarks/history_reuse.py`` on the SWE
+runs: of the values older history held, the next action used 0.05%, 0.4%, 1% and 4%."""
+_AGE_POWER = 0.8
+"""How fast that likelihood falls with age in exchanges (about ``age ** -0.8`` there)."""
+
+
+def _by_reuse(exchanges: Sequence[Sequence[BaseMessage]], counter: TokenCounter) -> list[str]:
+    """Values of exchanges given newest first, the best bet per token first: values the model
+    itself used in several exchanges before values a tool printed once, recent before old,
+    short before long (ties keep :func:`_by_priority`'s order)."""
+    order = list(dict.fromkeys(_by_priority(exchanges)))
+    newest: dict[str, int] = {}  # value -> age in exchanges of its newest occurrence
+    said_in: dict[str, int] = {}  # value -> exchanges in which the model used it
+    for age, span in enumerate(exchanges):
+        said: set[str] = set()
+        for message in span:
+            first, rest = _values(message)
+            for value in (*first, *rest):
+                newest.setdefault(value, age)
+            if not isinstance(message, ToolMessage):
+                said.update(first, rest)
+        for value in said:
+            said_in[value] = said_in.get(value, 0) + 1
+    rank = {value: i for i, value in enumerate(order)}
+
+    def score(value: str) -> float:
+        age = newest.get(value, len(exchanges))
+        weight: float = _TYPED_WEIGHT[min(said_in.get(value, 0), 3)] * (1.0 + age) ** -_AGE_POWER
+        return weight / (counter.count(value) + 1)
+
+    return sorted(order, key=lambda value: (-score(value), rank[value]))
+
+
 def _note(
     span: tuple[int, int],
     values: Iterable[str],
@@ -227,8 +262,12 @@ def _note(
         if value in seen or occurs(value, visible) or occurs(value, listed):
             continue
         seen.add(value)
-        cost = counter.count(value) + 1
+        # values listed earlier that this one shows (a path, then the command holding it) go
+        inside = [c for c in chosen if c in value and occurs(c, value)]
+        cost = counter.count(value) + 1 - sum(counter.count(c) + 1 for c in inside)
         if cost <= budget:
+            if inside:
+                chosen = [c for c in chosen if c not in inside]
             chosen.append(value)
             listed = f"{listed} | {value}"
             budget -= cost
@@ -319,7 +358,7 @@ class Digests:
         first = next((m[0] for m in self._spans[:upto] if m), 0)
         last = next((m[-1] for m in reversed(self._spans[:upto]) if m), 0)
         newest_first = [self._exchanges[n] for k in reversed(range(upto)) for n in reversed(self._spans[k])]
-        values = _by_priority(newest_first)
+        values = _by_reuse(newest_first, self._counter)
         return self._cached(
             key, lambda: _note((first, last), values, set(), self._known, cap, self._counter, first=True)
         )

@@ -369,3 +369,23 @@ def test_bad_configuration_is_a_clear_error() -> None:
         HistoryConfig(block_size=0)
     with pytest.raises(InvalidInputError, match="total"):
         HistoryBudget(total=-1)
+
+
+def test_the_archive_keeps_values_the_model_reused_before_ones_seen_once() -> None:
+    # old exchanges: the model opens the same config file three times; newer ones: one-off greps
+    messages: list[BaseMessage] = [HumanMessage(content="Make the nightly export pass", id="task")]
+    for step in range(16):
+        command = "cat /repo/conf/export_settings.yaml" if step < 3 else f"grep -rn handler_{step} /repo/src/pkg_{step}/views_{step}.py"
+        messages.append(AIMessage(content="", id=f"ai_{step}", tool_calls=[{"name": "bash", "args": {"command": command}, "id": f"c{step}"}]))
+        messages.append(ToolMessage(content=f"ok {step}", tool_call_id=f"c{step}", name="bash", id=f"t{step}"))
+    config = HistoryConfig(verbatim_exchanges=1, trimmed_exchanges=1, block_size=2, archive_blocks=4, archive_tokens=60)
+    view = compress_history(messages, config=config, counter=COUNTER, budget=160)
+    archive = next(m for m in view.messages if "condensed" in m.additional_kwargs.get("ctxplugin", {}))
+    values = content_text(archive.content).split(":", 1)[1].rstrip("]").split(" | ")
+    assert "cat /repo/conf/export_settings.yaml" in {v.strip() for v in values}, (
+        "a value the model used in three old exchanges outranks newer one-off values"
+    )
+    assert "handler_14" in content_text(archive.content), "recent one-off values fill the rest, newest first"
+    assert not any("handler_4" in v.split() or "_4/" in v or "handler_4 " in v for v in values), (
+        "the oldest one-off values age out"
+    )
