@@ -3,8 +3,10 @@
 Old exchanges go in whole blocks of ``block_size``. A condensed block is replaced by one note
 (a ``HumanMessage``) listing the exact values its exchanges used — commands, paths, ids,
 numbers, quoted strings — within ``digest_tokens``. Every ``archive_blocks`` condensed blocks
-are merged into one archive note at the front, newest values first, deduplicated, within
-``archive_tokens``: the oldest values fall out of the archive, never out of a note still shown.
+are merged into one archive note at the front, deduplicated, within ``archive_tokens``, the
+values likeliest to be used again per token first (what the model itself used in several
+exchanges, then recent before old, short before long): the rest fall out of the archive, never
+out of a note still shown.
 
 Cache stability: a note depends only on the blocks it covers and those before them, so it never
 changes while shown, and which blocks are condensed depends only on exchanges already gisted and
@@ -290,8 +292,8 @@ _CACHE_SIZE = 4096
 class Digests:
     """The context notes that stand for condensed blocks of one conversation.
 
-    The archive of blocks ``0 .. a - 1`` lists their values, newest first, deduplicated, within
-    ``archive_tokens``; each later condensed block has a note of its own (within
+    The archive of blocks ``0 .. a - 1`` lists their values, ranked by :func:`_by_reuse`,
+    deduplicated, within ``archive_tokens``; each later condensed block has a note of its own (within
     ``digest_tokens``) with the values the archive and earlier notes do not list. A note depends
     only on the blocks it covers and those before them, so it never changes while shown; notes
     are remembered by content, since the same old blocks come back on every call.
