@@ -26,6 +26,19 @@ def hang(text: str) -> str:
     return "never returned"
 
 
+def deployment_env(dsn: str, schema: str, chroma_url: str, unused_path: str, collection: str) -> dict[str, str]:
+    """The environment of one deployment's processes: Postgres, a Chroma server, and a facts
+    collection of their own."""
+    return {
+        "CTXPLUGIN_POSTGRES_DSN": dsn,
+        "CTXPLUGIN_POSTGRES_SCHEMA": schema,
+        "CTXPLUGIN_CHROMA_URL": chroma_url,
+        "CTXPLUGIN_FACTS__COLLECTION": collection,
+        "CTXPLUGIN_PATH": unused_path,
+        "ANONYMIZED_TELEMETRY": "False",
+    }
+
+
 def _engine(env: dict[str, str]) -> Any:
     os.environ.update(env)
     import ctxplugin

@@ -117,14 +117,9 @@ def test_processes_rewriting_one_key_leave_one_linear_chain(
     import ctxplugin
 
     processes, rounds = 4, 12
-    env = {
-        "CTXPLUGIN_POSTGRES_DSN": pg_dsn,
-        "CTXPLUGIN_POSTGRES_SCHEMA": pg_schema,
-        "CTXPLUGIN_CHROMA_URL": chroma_server.url,
-        "CTXPLUGIN_FACTS__COLLECTION": f"lock{uuid.uuid4().hex[:12]}",
-        "CTXPLUGIN_PATH": str(tmp_path / "unused"),
-        "ANONYMIZED_TELEMETRY": "False",
-    }
+    env = pg_workers.deployment_env(
+        pg_dsn, pg_schema, chroma_server.url, str(tmp_path / "unused"), f"lock{uuid.uuid4().hex[:12]}"
+    )
     context = multiprocessing.get_context("spawn")
     with context.Pool(processes) as pool:
         start = time.time() + 8  # every child is up and connected by then

@@ -25,16 +25,11 @@ def test_eight_processes_share_sessions_without_loss_or_duplicates(
         sys.path.insert(0, str(TESTS))
     import pg_workers  # type: ignore[import-not-found]  # a module beside this file, found at run time
 
-    env = {
-        "CTXPLUGIN_POSTGRES_DSN": pg_dsn,
-        "CTXPLUGIN_POSTGRES_SCHEMA": pg_schema,
-        "CTXPLUGIN_CHROMA_URL": chroma_server.url,
-        "CTXPLUGIN_FACTS__COLLECTION": f"scale{uuid.uuid4().hex[:12]}",
-        "CTXPLUGIN_PATH": str(tmp_path / "unused"),
-        # facts are written explicitly; extraction from every output would only add Chroma traffic
-        "CTXPLUGIN_FACTS__EXTRACT": "false",
-        "ANONYMIZED_TELEMETRY": "False",
-    }
+    env = pg_workers.deployment_env(
+        pg_dsn, pg_schema, chroma_server.url, str(tmp_path / "unused"), f"scale{uuid.uuid4().hex[:12]}"
+    )
+    # facts are written explicitly; extraction from every output would only add Chroma traffic
+    env["CTXPLUGIN_FACTS__EXTRACT"] = "false"
     context = multiprocessing.get_context("spawn")
     with context.Pool(PROCESSES) as pool:
         written_by = pool.map(pg_workers.scaleout_write, [(w, env) for w in range(PROCESSES)])
