@@ -140,3 +140,22 @@ def test_processes_rewriting_one_key_leave_one_linear_chain(
     assert len([f for f in facts if f.is_valid]) == 1, "exactly one value is current"
     replaced = [f.supersedes for f in facts if f.supersedes]
     assert len(replaced) == len(set(replaced)) == processes * rounds - 1, "each fact was replaced once: one chain"
+
+
+def test_an_unreachable_lock_skips_the_facts_and_keeps_the_view() -> None:
+    from langchain_core.messages import HumanMessage
+
+    from ctxplugin import ContextEngine
+    from ctxplugin.facts import FactsLedger, MemoryFactStore
+
+    lock = PostgresWriteLock.from_dsn("postgresql://nobody@127.0.0.1:9/none")
+    lock.pool.timeout = 0.5
+    engine = ContextEngine(facts=FactsLedger(MemoryFactStore(), lock=lock))
+    try:
+        messages = [HumanMessage("The meeting is Tuesday at 2pm.", id="h0"), HumanMessage("When is it?", id="h1")]
+        prepared = engine.prepare(messages, scope=Scope(session_id="s1"))
+    finally:
+        lock.close()
+    assert [m.id for m in prepared.messages if isinstance(m, HumanMessage)] == ["h0", "h1"]
+    assert any("facts store unavailable" in w for w in prepared.report.warnings)
+    assert len(engine.facts.store) == 0, "nothing half-written"
