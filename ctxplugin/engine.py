@@ -710,6 +710,14 @@ class ContextEngine:
 
         return PrepareRunnable(self)
 
+    def as_model(self, model: Any, tools: Sequence[Any] = ()) -> Any:
+        """A ``Runnable`` that maps a message list to ``model``'s reply on the prepared view:
+        answers from the answer cache when it can, binds the tools the plan chose, caches final
+        answers (see :class:`ctxplugin.langchain.ContextModel`)."""
+        from ctxplugin.langchain import ContextModel
+
+        return ContextModel(self, model, tools)
+
     def history(self, session_id: str, **scope_fields: str) -> Any:
         """A chat message history for ``RunnableWithMessageHistory`` that keeps the whole
         conversation and returns the prepared view from ``.messages``."""

@@ -1,6 +1,8 @@
 """langchain-core adapters: a Runnable, a chat message history, meta-tools, a callback handler.
 
 - :class:`PrepareRunnable` (``engine.as_runnable()``): ``messages -> prepared view`` in an LCEL pipe.
+- :class:`ContextModel` (``engine.as_model(llm)``): ``messages -> reply``: prepare, the answer
+  cache and tool binding around a chat model, at the end of an LCEL pipe.
 - :class:`ContextChatHistory` (``engine.history(session_id)``): for ``RunnableWithMessageHistory``;
   stores the whole conversation, returns the prepared view.
 - :func:`make_meta_tools`: the ``expand_ref`` and ``load_tools`` tools a host registers.
@@ -21,9 +23,10 @@ from langchain_core.callbacks import (
     CallbackManagerForChainRun,
 )
 from langchain_core.chat_history import BaseChatMessageHistory
-from langchain_core.messages import BaseMessage, ToolMessage, convert_to_messages
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage, convert_to_messages
 from langchain_core.prompt_values import PromptValue
 from langchain_core.runnables import RunnableConfig, RunnableSerializable
+from langchain_core.runnables.config import patch_config
 from langchain_core.tools import BaseTool, StructuredTool
 from pydantic import BaseModel, Field
 
@@ -128,6 +131,67 @@ class PrepareRunnable(RunnableSerializable[Any, list[BaseMessage]]):
     def bound_tools(self, messages: Sequence[BaseMessage]) -> list[Any]:
         """The tools to bind for a call on ``messages`` (see ``ContextEngine.bound_tools``)."""
         return list(self.engine.bound_tools(messages, self.tools))
+
+
+class ContextModel(RunnableSerializable[Any, BaseMessage]):
+    """``messages -> the model's reply`` with ctxplugin in between; the end of an LCEL pipe.
+
+        chain = prompt | engine.as_model(llm, tools=tools)
+        reply = chain.invoke({...}, {"configurable": {"thread_id": "t1"}})
+
+    Each call prepares the view (as :class:`PrepareRunnable` does), answers from the answer
+    cache when it is on and holds an answer for this call (the model is not called), else binds
+    the tools the plan chose (``prepared.tools``; none when no ``tools`` are given) and calls
+    the model on the view; a final answer is then cached. The model's run is a child of this
+    step, so tracing shows both. The reply's tool calls are yours to run, as in any chain.
+    """
+
+    engine: Any
+    model: Any
+    tools: list[Any] = Field(default_factory=list)
+
+    def __init__(self, engine: ContextEngine, model: Any, tools: Sequence[Any] | None = None, **kwargs: Any) -> None:
+        super().__init__(engine=engine, model=model, tools=list(tools or []), **kwargs)
+
+    def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> BaseMessage:
+        return self._call_with_config(self._run, input, config, run_type="chain")
+
+    async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> BaseMessage:
+        return await self._acall_with_config(self._arun, input, config, run_type="chain")
+
+    def _bound(self, prepared: Any) -> Any:
+        tools = list(prepared.tools)
+        return self.model.bind_tools(tools) if tools else self.model
+
+    def _run(self, input: Any, run_manager: CallbackManagerForChainRun, config: RunnableConfig) -> BaseMessage:
+        messages, scope = as_messages(input), scope_from_config(config)
+        prepared = self.engine.prepare(messages, tools=self.tools, scope=scope)
+        call = {"tools": self.tools, "scope": scope, "model": self.model}
+        cached: BaseMessage | None = self.engine.cached_answer(messages, prepared, **call)
+        if cached is not None:
+            return cached
+        reply: BaseMessage = self._bound(prepared).invoke(
+            list(prepared.messages), patch_config(config, callbacks=run_manager.get_child())
+        )
+        if isinstance(reply, AIMessage):
+            self.engine.remember_answer(messages, prepared, reply, **call)
+        return reply
+
+    async def _arun(
+        self, input: Any, run_manager: AsyncCallbackManagerForChainRun, config: RunnableConfig
+    ) -> BaseMessage:
+        messages, scope = as_messages(input), scope_from_config(config)
+        prepared = await self.engine.aprepare(messages, tools=self.tools, scope=scope)
+        call = {"tools": self.tools, "scope": scope, "model": self.model}
+        cached: BaseMessage | None = await self.engine.acached_answer(messages, prepared, **call)
+        if cached is not None:
+            return cached
+        reply: BaseMessage = await self._bound(prepared).ainvoke(
+            list(prepared.messages), patch_config(config, callbacks=run_manager.get_child())
+        )
+        if isinstance(reply, AIMessage):
+            await self.engine.aremember_answer(messages, prepared, reply, **call)
+        return reply
 
 
 class ContextChatHistory(BaseChatMessageHistory):

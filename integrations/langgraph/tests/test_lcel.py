@@ -11,7 +11,9 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder
 from langchain_core.runnables.history import RunnableWithMessageHistory
 
-from ctxplugin import ContextCallbackHandler, ContextEngine, InvalidInputError, Scope
+from ctxplugin import ContextCallbackHandler, ContextConfig, ContextEngine, InvalidInputError, Scope
+from ctxplugin.cache import CACHE_META_KEY
+from ctxplugin.config import CacheConfig
 from ctxplugin.langchain import ContextChatHistory, PrepareRunnable
 from ctxplugin.testing import ScriptedChatModel, memory_engine
 from ctxplugin.tokens import count_messages
@@ -147,3 +149,44 @@ def test_embedded_history_survives_a_new_engine(tmp_path: Path, scenario: Any) -
     view = again.messages
     assert any(isinstance(m, ToolMessage) and ref in str(m.content) for m in view)
     assert second.history("persisted", user_id="someone-else").full_messages == []
+
+
+def test_model_step_runs_the_whole_loop(scenario: Any, handler: ContextCallbackHandler) -> None:
+    engine, model = memory_engine(), scenario.scripted()
+    chain = PROMPT | engine.as_model(model, tools=scenario.tools)
+    messages = drive(chain, scenario, {"configurable": {"thread_id": "m-1"}, "callbacks": [handler]})
+    scenario.check(model, messages, engine, Scope(session_id="m-1"), handler, annotated=False)
+    assert all(c.messages[0].text.startswith("Be brief.") for c in model.calls)
+
+
+def cached_engine() -> ContextEngine:
+    return memory_engine(ContextConfig(cache=CacheConfig(enabled=True)))  # type: ignore[no-any-return]
+
+
+def test_model_step_answers_from_the_cache_without_calling_the_model() -> None:
+    engine = cached_engine()
+    model = ScriptedChatModel(script=[AIMessage("Refunds take 5 days."), AIMessage("Refunds take 6 days.")], default=None)
+    step = engine.as_model(model)
+    config: Any = {"configurable": {"thread_id": "c-1"}}
+    first = step.invoke([HumanMessage("How long do refunds take?")], config)
+    again = step.invoke([HumanMessage("How long do refunds take?")], config)
+    assert first.text == again.text == "Refunds take 5 days."
+    assert len(model.calls) == 1, "the second answer came from the cache"
+    assert again.response_metadata[CACHE_META_KEY]["hit"] is True
+    other = step.invoke([HumanMessage("How long do refunds take?")], {"configurable": {"thread_id": "c-2"}})
+    assert other.text == "Refunds take 6 days.", "another session asks the model"
+
+    uncached = memory_engine().as_model(ScriptedChatModel(script=[AIMessage("a"), AIMessage("b")], default=None))
+    assert [uncached.invoke([HumanMessage("q")], config).text for _ in range(2)] == ["a", "b"]
+
+
+async def test_model_step_async_caches_and_traces_the_model_as_a_child(handler: ContextCallbackHandler) -> None:
+    engine = cached_engine()
+    model = ScriptedChatModel(script=[AIMessage("Check-in opens 24 hours before departure.")], default=None)
+    step = engine.as_model(model)
+    config: Any = {"configurable": {"thread_id": "a-1"}, "callbacks": [handler]}
+    events = [e async for e in step.astream_events([HumanMessage("When does check-in open?")], config, version="v2")]
+    starts = [(e["event"], e["name"]) for e in events if e["event"] in ("on_chain_start", "on_chat_model_start")]
+    assert starts[0] == ("on_chain_start", "ContextModel") and ("on_chat_model_start", "ScriptedChatModel") in starts
+    again = await step.ainvoke([HumanMessage("When does check-in open?")], config)
+    assert again.text == "Check-in opens 24 hours before departure." and len(model.calls) == 1
