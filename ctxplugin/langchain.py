@@ -410,6 +410,7 @@ __all__ = [
     "REPORT_EVENT",
     "ContextCallbackHandler",
     "ContextChatHistory",
+    "ContextModel",
     "CtxpluginError",
     "PrepareRunnable",
     "ScopeResolver",
