@@ -205,9 +205,10 @@ def _by_priority(exchanges: Sequence[Sequence[BaseMessage]]) -> Iterator[str]:
 
 
 _TYPED_WEIGHT = (1.0, 7.0, 20.0, 80.0)
-"""How much likelier a value is to be used again by how many of the model's own messages held
-it (none, one, two, three or more). Measured with ``benchmarks/history_reuse.py`` on the SWE
-runs: of the values older history held, the next action used 0.05%, 0.4%, 1% and 4%."""
+"""How much likelier a value is to be used again by the number of exchanges in which the model
+itself used it (none, one, two, three or more). Measured with ``benchmarks/history_reuse.py`` on
+the SWE runs: of the values older history held, the next action used about 0.05%, 0.4%, 1% and
+4%."""
 _AGE_POWER = 0.8
 """How fast that likelihood falls with age in exchanges (about ``age ** -0.8`` there)."""
 
@@ -360,9 +361,11 @@ class Digests:
         first = next((m[0] for m in self._spans[:upto] if m), 0)
         last = next((m[-1] for m in reversed(self._spans[:upto]) if m), 0)
         newest_first = [self._exchanges[n] for k in reversed(range(upto)) for n in reversed(self._spans[k])]
-        values = _by_reuse(newest_first, self._counter)
         return self._cached(
-            key, lambda: _note((first, last), values, set(), self._known, cap, self._counter, first=True)
+            key,
+            lambda: _note(
+                (first, last), _by_reuse(newest_first, self._counter), set(), self._known, cap, self._counter, first=True
+            ),
         )
 
     def archive(self, upto: int, cap: int) -> HumanMessage | None:
