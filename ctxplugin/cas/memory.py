@@ -82,12 +82,7 @@ class MemoryCASStore:
         check_ref(ref_id)
         with self._lock:
             self._check_open()
-            now = self._clock()
-            readable = [
-                g
-                for g in self._grants.get(ref_id, {}).values()
-                if not _expired(g, now) and scope.can_read(g.owner, g.visibility)
-            ]
+            readable = self._readable(ref_id, scope)
             if not readable:
                 raise RefNotFoundError(NOT_VISIBLE.format(ref=ref_id))
             grant = min(readable, key=lambda g: (g.owner != scope, g.created_at))
@@ -109,11 +104,14 @@ class MemoryCASStore:
         check_ref(ref_id)
         with self._lock:
             self._check_open()
-            now = self._clock()
-            return any(
-                not _expired(g, now) and scope.can_read(g.owner, g.visibility)
-                for g in self._grants.get(ref_id, {}).values()
-            )
+            return bool(self._readable(ref_id, scope))
+
+    def _readable(self, ref_id: str, scope: Scope) -> list[_Grant]:
+        """Unexpired grants of ``ref_id`` that ``scope`` may read (the caller holds the lock)."""
+        now = self._clock()
+        return [
+            g for g in self._grants.get(ref_id, {}).values() if not _expired(g, now) and scope.can_read(g.owner, g.visibility)
+        ]
 
     def purge_expired(self) -> int:
         """See :meth:`ctxplugin.cas.CASStore.purge_expired`."""

@@ -162,17 +162,25 @@ def put_plan(
     raise StoreUnavailableError(f"the grant of {item.ref_id!r} was removed by concurrent purges {_ATTEMPTS} times; retry")
 
 
+def _readable_params(ref_id: str, scope: Scope, now: float) -> dict[str, Any]:
+    return {"ref": ref_id, "tenant": scope.tenant_id, "now": now, "session": scope.session_id, "owner": scope.key()}
+
+
+def _readable_grants(candidates: Result, scope: Scope) -> list[tuple[str, str]]:
+    """``(owner_key, visibility)`` of the candidate grants ``scope`` may read, in their order."""
+    return [
+        (owner_key, visibility)
+        for owner_key, visibility, tenant_id, workspace_id, user_id, session_id in candidates.rows
+        if scope.can_read(Scope(tenant_id=tenant_id, workspace_id=workspace_id, user_id=user_id, session_id=session_id), visibility)
+    ]
+
+
 def get_plan(q: CASQueries, ref_id: str, scope: Scope, now: float) -> Plan[CASRecord]:
     """See :meth:`ctxplugin.cas.CASStore.get` (``ref_id`` already checked)."""
-    params: dict[str, Any] = {
-        "ref": ref_id, "tenant": scope.tenant_id, "now": now, "session": scope.session_id, "owner": scope.key(),
-    }
+    params = _readable_params(ref_id, scope, now)
     # SQL narrows (tenant, own session unless shared wider); Scope.can_read decides
     candidates = yield Stmt(q.readable, params)
-    for owner_key, visibility, tenant_id, workspace_id, user_id, session_id in candidates.rows:
-        owner = Scope(tenant_id=tenant_id, workspace_id=workspace_id, user_id=user_id, session_id=session_id)
-        if not scope.can_read(owner, visibility):
-            continue
+    for owner_key, visibility in _readable_grants(candidates, scope):
         touched = (yield Stmt(q.touch, {**params, "owner": owner_key, "vis": visibility})).first()
         if touched is None:  # expired or purged since the select
             continue
@@ -196,14 +204,8 @@ def get_plan(q: CASQueries, ref_id: str, scope: Scope, now: float) -> Plan[CASRe
 
 def exists_plan(q: CASQueries, ref_id: str, scope: Scope, now: float) -> Plan[bool]:
     """See :meth:`ctxplugin.cas.store.RefExistence.exists` (``ref_id`` already checked)."""
-    params: dict[str, Any] = {
-        "ref": ref_id, "tenant": scope.tenant_id, "now": now, "session": scope.session_id, "owner": scope.key(),
-    }
-    candidates = yield Stmt(q.readable, params)
-    return any(
-        scope.can_read(Scope(tenant_id=tenant_id, workspace_id=workspace_id, user_id=user_id, session_id=session_id), visibility)
-        for _, visibility, tenant_id, workspace_id, user_id, session_id in candidates.rows
-    )
+    candidates = yield Stmt(q.readable, _readable_params(ref_id, scope, now))
+    return bool(_readable_grants(candidates, scope))
 
 
 def purge_plan(q: CASQueries, now: float) -> Plan[int]:
