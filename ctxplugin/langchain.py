@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
@@ -25,7 +26,7 @@ from langchain_core.callbacks import (
 from langchain_core.chat_history import BaseChatMessageHistory
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage, convert_to_messages
 from langchain_core.prompt_values import PromptValue
-from langchain_core.runnables import RunnableConfig, RunnableSerializable
+from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda, RunnableSerializable
 from langchain_core.runnables.config import patch_config
 from langchain_core.tools import BaseTool, StructuredTool
 from pydantic import BaseModel, Field
@@ -37,7 +38,7 @@ from ctxplugin.report import ContextReport, RunSummary
 from ctxplugin.scope import Scope, scope_from_config
 
 if TYPE_CHECKING:
-    from ctxplugin.engine import ContextEngine
+    from ctxplugin.engine import ContextEngine, PreparedContext
 
 logger = logging.getLogger("ctxplugin")
 
@@ -133,6 +134,45 @@ class PrepareRunnable(RunnableSerializable[Any, list[BaseMessage]]):
         return list(self.engine.bound_tools(messages, self.tools))
 
 
+@dataclass(frozen=True)
+class PreparedCall:
+    """What a model step needs to consult the answer cache: the call as ``prepare`` saw it."""
+
+    full: list[BaseMessage]
+    prepared: PreparedContext
+    scope: Scope
+    tools: Sequence[Any]
+
+
+def answered(engine: ContextEngine, bound: Runnable[Any, Any], call: PreparedCall, model: Any) -> Runnable[Any, Any]:
+    """``bound`` behind the answer cache: a cached answer when there is one, else the model's
+    reply, cached when it is final. ``bound`` itself when the cache is off."""
+    if engine.cache is None:
+        return bound
+
+    def run(input: Any, config: RunnableConfig) -> Any:
+        kwargs: dict[str, Any] = {"tools": call.tools, "scope": call.scope, "model": model}
+        cached = engine.cached_answer(call.full, call.prepared, **kwargs)
+        if cached is not None:
+            return cached
+        reply = bound.invoke(input, config)
+        if isinstance(reply, AIMessage):
+            engine.remember_answer(call.full, call.prepared, reply, **kwargs)
+        return reply
+
+    async def arun(input: Any, config: RunnableConfig) -> Any:
+        kwargs: dict[str, Any] = {"tools": call.tools, "scope": call.scope, "model": model}
+        cached = await engine.acached_answer(call.full, call.prepared, **kwargs)
+        if cached is not None:
+            return cached
+        reply = await bound.ainvoke(input, config)
+        if isinstance(reply, AIMessage):
+            await engine.aremember_answer(call.full, call.prepared, reply, **kwargs)
+        return reply
+
+    return RunnableLambda(run, afunc=arun, name="ctxplugin_answer_cache")
+
+
 class ContextModel(RunnableSerializable[Any, BaseMessage]):
     """``messages -> the model's reply`` with ctxplugin in between; the end of an LCEL pipe.
 
@@ -142,8 +182,8 @@ class ContextModel(RunnableSerializable[Any, BaseMessage]):
     Each call prepares the view (as :class:`PrepareRunnable` does), answers from the answer
     cache when it is on and holds an answer for this call (the model is not called), else binds
     the tools the plan chose (``prepared.tools``; none when no ``tools`` are given) and calls
-    the model on the view; a final answer is then cached. The model's run is a child of this
-    step, so tracing shows both. The reply's tool calls are yours to run, as in any chain.
+    the model on the view; a final answer is then cached (through :func:`answered`, as the
+    LangGraph hooks do). The model's run is nested in this step's, so tracing shows both. The reply's tool calls are yours to run, as in any chain.
     """
 
     engine: Any
@@ -159,22 +199,18 @@ class ContextModel(RunnableSerializable[Any, BaseMessage]):
     async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> BaseMessage:
         return await self._acall_with_config(self._arun, input, config, run_type="chain")
 
-    def _bound(self, prepared: Any) -> Any:
+    def _step(self, messages: list[BaseMessage], prepared: PreparedContext, scope: Scope) -> Runnable[Any, Any]:
+        """The model, with the planned tools bound, behind the answer cache."""
         tools = list(prepared.tools)
-        return self.model.bind_tools(tools) if tools else self.model
+        bound = self.model.bind_tools(tools) if tools else self.model
+        return answered(self.engine, bound, PreparedCall(messages, prepared, scope, self.tools), self.model)
 
     def _run(self, input: Any, run_manager: CallbackManagerForChainRun, config: RunnableConfig) -> BaseMessage:
         messages, scope = as_messages(input), scope_from_config(config)
         prepared = self.engine.prepare(messages, tools=self.tools, scope=scope)
-        call = {"tools": self.tools, "scope": scope, "model": self.model}
-        cached: BaseMessage | None = self.engine.cached_answer(messages, prepared, **call)
-        if cached is not None:
-            return cached
-        reply: BaseMessage = self._bound(prepared).invoke(
+        reply: BaseMessage = self._step(messages, prepared, scope).invoke(
             list(prepared.messages), patch_config(config, callbacks=run_manager.get_child())
         )
-        if isinstance(reply, AIMessage):
-            self.engine.remember_answer(messages, prepared, reply, **call)
         return reply
 
     async def _arun(
@@ -182,15 +218,9 @@ class ContextModel(RunnableSerializable[Any, BaseMessage]):
     ) -> BaseMessage:
         messages, scope = as_messages(input), scope_from_config(config)
         prepared = await self.engine.aprepare(messages, tools=self.tools, scope=scope)
-        call = {"tools": self.tools, "scope": scope, "model": self.model}
-        cached: BaseMessage | None = await self.engine.acached_answer(messages, prepared, **call)
-        if cached is not None:
-            return cached
-        reply: BaseMessage = await self._bound(prepared).ainvoke(
+        reply: BaseMessage = await self._step(messages, prepared, scope).ainvoke(
             list(prepared.messages), patch_config(config, callbacks=run_manager.get_child())
         )
-        if isinstance(reply, AIMessage):
-            await self.engine.aremember_answer(messages, prepared, reply, **call)
         return reply
 
 
@@ -413,7 +443,9 @@ __all__ = [
     "ContextModel",
     "CtxpluginError",
     "PrepareRunnable",
+    "PreparedCall",
     "ScopeResolver",
+    "answered",
     "as_messages",
     "is_compact",
     "make_expand_ref_tool",

@@ -4,7 +4,8 @@
 ``pre_model_hook`` prepares the view, then the model callable receives only that view. The
 prepared call (full conversation, report, scope) is handed from the first to the second through
 :class:`AnswerHandoff`, keyed by the scope and the view itself, so the model step can look up a
-cached answer and store the final one. Nothing here runs when the cache is off.
+cached answer and store the final one (:func:`ctxplugin.langchain.answered`, which LCEL's
+``engine.as_model`` uses too). Nothing here runs when the cache is off.
 """
 
 from __future__ import annotations
@@ -13,54 +14,15 @@ import hashlib
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
-from langchain_core.messages import AIMessage, BaseMessage
-from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
+from langchain_core.messages import BaseMessage
+from langchain_core.runnables import Runnable, RunnableConfig
 
-from ctxplugin import ContextEngine, PreparedContext, Scope
+from ctxplugin import ContextEngine, Scope
+from ctxplugin.langchain import PreparedCall, answered
 
 _PENDING = 256
-
-
-@dataclass(frozen=True)
-class PreparedCall:
-    """What the model step needs to consult the cache: the call as ``prepare`` saw it."""
-
-    full: list[BaseMessage]
-    prepared: PreparedContext
-    scope: Scope
-    tools: Sequence[Any]
-
-
-def answered(engine: ContextEngine, bound: Runnable[Any, Any], call: PreparedCall, model: Any) -> Runnable[Any, Any]:
-    """``bound`` behind the answer cache: a cached answer when there is one, else the model's
-    reply, cached when it is final. ``bound`` itself when the cache is off."""
-    if engine.cache is None:
-        return bound
-
-    def run(input: Any, config: RunnableConfig) -> Any:
-        kwargs: dict[str, Any] = {"tools": call.tools, "scope": call.scope, "model": model}
-        cached = engine.cached_answer(call.full, call.prepared, **kwargs)
-        if cached is not None:
-            return cached
-        reply = bound.invoke(input, config)
-        if isinstance(reply, AIMessage):
-            engine.remember_answer(call.full, call.prepared, reply, **kwargs)
-        return reply
-
-    async def arun(input: Any, config: RunnableConfig) -> Any:
-        kwargs: dict[str, Any] = {"tools": call.tools, "scope": call.scope, "model": model}
-        cached = await engine.acached_answer(call.full, call.prepared, **kwargs)
-        if cached is not None:
-            return cached
-        reply = await bound.ainvoke(input, config)
-        if isinstance(reply, AIMessage):
-            await engine.aremember_answer(call.full, call.prepared, reply, **kwargs)
-        return reply
-
-    return RunnableLambda(run, afunc=arun, name="ctxplugin_answer_cache")
 
 
 class AnswerHandoff:
