@@ -187,21 +187,35 @@ def _values(message: BaseMessage) -> tuple[list[str], list[str]]:
     return first, rest
 
 
-def _by_priority(exchanges: Sequence[Sequence[BaseMessage]]) -> Iterator[str]:
-    """Values of exchanges given newest first, in three passes: what the model ran (commands,
-    their quoted arguments, paths), then the rest of what it said, then what tools returned —
-    an agent reuses its own commands and paths more than raw output."""
-    flat = [m for span in exchanges for m in span]
-    said = [_values(m) for m in flat if not isinstance(m, ToolMessage)]
+_Valued = tuple[bool, list[str], list[str]]
+"""A message's values: ``(from a tool, first, rest)`` as :func:`_values` splits them."""
+
+
+def _valued(exchanges: Sequence[Sequence[BaseMessage]]) -> list[list[_Valued]]:
+    """The values of every message of ``exchanges``, read once."""
+    return [[(isinstance(m, ToolMessage), *_values(m)) for m in span] for span in exchanges]
+
+
+def _ordered(valued: Sequence[Sequence[_Valued]]) -> Iterator[str]:
+    """Values in three passes: what the model ran (commands, their quoted arguments, paths),
+    then the rest of what it said, then what tools returned."""
+    flat = [entry for span in valued for entry in span]
+    said = [(first, rest) for tool, first, rest in flat if not tool]
     for first, _ in said:
         yield from first
     for _, rest in said:
         yield from rest
-    for message in flat:
-        if isinstance(message, ToolMessage):
-            first, rest = _values(message)
+    for tool, first, rest in flat:
+        if tool:
             yield from first
             yield from rest
+
+
+def _by_priority(exchanges: Sequence[Sequence[BaseMessage]]) -> Iterator[str]:
+    """Values of exchanges given newest first, in three passes: what the model ran (commands,
+    their quoted arguments, paths), then the rest of what it said, then what tools returned —
+    an agent reuses its own commands and paths more than raw output."""
+    return _ordered(_valued(exchanges))
 
 
 _TYPED_WEIGHT = (1.0, 7.0, 20.0, 80.0)
@@ -217,24 +231,23 @@ def _by_reuse(exchanges: Sequence[Sequence[BaseMessage]], counter: TokenCounter)
     """Values of exchanges given newest first, the best bet per token first: values the model
     itself used in several exchanges before values a tool printed once, recent before old,
     short before long (ties keep :func:`_by_priority`'s order)."""
-    order = list(dict.fromkeys(_by_priority(exchanges)))
+    valued = _valued(exchanges)
+    order = list(dict.fromkeys(_ordered(valued)))
     newest: dict[str, int] = {}  # value -> age in exchanges of its newest occurrence
     said_in: dict[str, int] = {}  # value -> exchanges in which the model used it
-    for age, span in enumerate(exchanges):
+    for age, span in enumerate(valued):
         said: set[str] = set()
-        for message in span:
-            first, rest = _values(message)
+        for tool, first, rest in span:
             for value in (*first, *rest):
                 newest.setdefault(value, age)
-            if not isinstance(message, ToolMessage):
+            if not tool:
                 said.update(first, rest)
         for value in said:
             said_in[value] = said_in.get(value, 0) + 1
     rank = {value: i for i, value in enumerate(order)}
 
     def score(value: str) -> float:
-        age = newest.get(value, len(exchanges))
-        weight: float = _TYPED_WEIGHT[min(said_in.get(value, 0), 3)] * (1.0 + age) ** -_AGE_POWER
+        weight: float = _TYPED_WEIGHT[min(said_in.get(value, 0), 3)] * (1.0 + newest[value]) ** -_AGE_POWER
         return weight / (counter.count(value) + 1)
 
     return sorted(order, key=lambda value: (-score(value), rank[value]))
