@@ -289,17 +289,20 @@ class ContextChatHistory(BaseChatMessageHistory):
             self._view = None
 
 
-EXPAND_REF_DESCRIPTION = "Read a stored tool output by its ref (ref_id, e.g. ref:bash:0123abcd4567ef89)."
+EXPAND_REF_DESCRIPTION = (
+    "Read a stored tool output by its ref_id. Optional: fields (JSON paths), offset/limit (lines or"
+    " items), pattern (keep matching lines or items; a regular expression if regex is true)."
+)
 
 
 class ExpandRefArgs(BaseModel):
-    """Arguments of ``expand_ref``; kept small, since its schema is sent with every call."""
+    """Arguments of ``expand_ref``; the tool's description says what each option does."""
 
     ref_id: str
-    fields: list[str] = Field(default_factory=list, description='JSON paths, e.g. ["items[0].id"]')
-    offset: int = Field(0, description="first line or item")
-    limit: int = Field(0, description="lines or items (0: all that fit)")
-    pattern: str = Field("", description="keep lines or items containing it")
+    fields: list[str] = Field(default_factory=list)
+    offset: int = 0
+    limit: int = 0
+    pattern: str = ""
     regex: bool = False
 
 
@@ -340,9 +343,30 @@ def make_expand_ref_tool(engine: ContextEngine, scope: ScopeResolver | None = No
         emit(EXPAND_EVENT, {"ref_id": ref_id, "session_id": call_scope.session_id})
         return text
 
-    return StructuredTool.from_function(
+    return _ExpandRefTool.from_function(
         expand_ref, name=EXPAND_REF_NAME, description=EXPAND_REF_DESCRIPTION, args_schema=ExpandRefArgs
     )
+
+
+def _sent_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """``model``'s JSON schema as a model is shown it: types and required names only. Titles,
+    defaults and per-argument descriptions are dropped (the tool's description covers them),
+    since the schema goes out with every model call."""
+    schema = model.model_json_schema()
+    properties = {
+        name: {key: value for key, value in prop.items() if key not in ("title", "default", "description")}
+        for name, prop in schema["properties"].items()
+    }
+    return {"type": "object", "properties": properties, "required": schema.get("required", [])}
+
+
+class _ExpandRefTool(StructuredTool):
+    """``expand_ref`` as a structured tool whose arguments are validated by
+    :class:`ExpandRefArgs` but sent to the model as :func:`_sent_schema` of it."""
+
+    @property
+    def tool_call_schema(self) -> dict[str, Any]:  # type: ignore[override]
+        return _sent_schema(ExpandRefArgs)
 
 
 def make_meta_tools(engine: ContextEngine, scope: ScopeResolver | None = None) -> list[BaseTool]:

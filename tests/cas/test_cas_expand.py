@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -148,3 +149,31 @@ def test_model_errors_are_sentences_not_exceptions(store: MemoryCASStore) -> Non
     assert "keys there" in expand_for_model(store, ref, SCOPE, max_tokens=500, counter=COUNTER, fields=["nope"])
     store.close()
     assert "store is unavailable" in expand_for_model(store, ref, SCOPE, max_tokens=500, counter=COUNTER)
+
+
+def test_expand_ref_tool_sends_a_compact_schema_and_still_validates() -> None:
+    from langchain_core.messages import ToolMessage
+    from langchain_core.utils.function_calling import convert_to_openai_tool
+    from pydantic import ValidationError
+
+    from ctxplugin.langchain import make_expand_ref_tool
+    from ctxplugin.testing import memory_engine
+
+    engine = memory_engine()
+    tool = make_expand_ref_tool(engine)
+    sent = convert_to_openai_tool(tool)["function"]
+    params = sent["parameters"]
+    assert list(params["properties"]) == ["ref_id", "fields", "offset", "limit", "pattern", "regex"]
+    assert params["required"] == ["ref_id"]
+    assert all(set(p) <= {"type", "items"} for p in params["properties"].values()), params
+    for option in ("fields", "offset/limit", "pattern", "regex"):
+        assert option in sent["description"], "the description explains every option"
+
+    config = {"configurable": {"thread_id": "t"}}
+    captured = engine.capture_tool_result(ToolMessage(content=LOG, tool_call_id="c1", name="logs"), scope=Scope(session_id="t"))
+    ref = re.search(r"ref:logs:[0-9a-f]{16}", str(captured.content))
+    assert ref, captured.content
+    out = tool.invoke({"ref_id": ref.group(0), "offset": 50, "limit": 2}, config=config)
+    assert out.splitlines()[1:3] == ["line 50: ERROR disk", "line 51: ok"]
+    with pytest.raises(ValidationError):
+        tool.invoke({"ref_id": ref.group(0), "offset": "fifty"}, config=config)
