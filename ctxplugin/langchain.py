@@ -365,7 +365,7 @@ class _ExpandRefTool(StructuredTool):
     :class:`ExpandRefArgs` but sent to the model as :func:`_sent_schema` of it."""
 
     @property
-    def tool_call_schema(self) -> dict[str, Any]:  # type: ignore[override]
+    def tool_call_schema(self) -> dict[str, Any]:
         return _sent_schema(ExpandRefArgs)
 
 
