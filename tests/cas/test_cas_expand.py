@@ -153,6 +153,7 @@ def test_model_errors_are_sentences_not_exceptions(store: MemoryCASStore) -> Non
 
 def test_expand_ref_tool_sends_a_compact_schema_and_still_validates() -> None:
     from langchain_core.messages import ToolMessage
+    from langchain_core.runnables import RunnableConfig
     from langchain_core.utils.function_calling import convert_to_openai_tool
     from pydantic import ValidationError
 
@@ -169,7 +170,7 @@ def test_expand_ref_tool_sends_a_compact_schema_and_still_validates() -> None:
     for option in ("fields", "offset/limit", "pattern", "regex"):
         assert option in sent["description"], "the description explains every option"
 
-    config = {"configurable": {"thread_id": "t"}}
+    config: RunnableConfig = {"configurable": {"thread_id": "t"}}
     captured = engine.capture_tool_result(ToolMessage(content=LOG, tool_call_id="c1", name="logs"), scope=Scope(session_id="t"))
     ref = re.search(r"ref:logs:[0-9a-f]{16}", str(captured.content))
     assert ref, captured.content
