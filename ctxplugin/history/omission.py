@@ -166,6 +166,26 @@ def plan_omission(
 
 _SINGLE_QUOTED = re.compile(r"'([^'\n]{3,80})'")
 _PATHLIKE = re.compile(r"/|\.[A-Za-z]\w{0,7}$")
+_HEREDOC = re.compile(r"<<-?\s*(['\"]?)([A-Za-z_][\w-]*)\1")
+
+
+def _shell_lines(text: str) -> list[str]:
+    """The short lines of a multi-line command outside its here-documents: ``python repro.py``
+    after ``cat > repro.py << 'EOF' ... EOF``, which an agent runs again after each edit."""
+    lines: list[str] = []
+    end: str | None = None
+    for raw in text.splitlines():
+        line = raw.strip()
+        if end is not None:
+            if line == end:
+                end = None
+            continue
+        heredoc = _HEREDOC.search(line)
+        if heredoc:
+            end = heredoc.group(2)
+        elif 3 <= len(line) <= _SHORT_ARGUMENT:
+            lines.append(line)
+    return lines
 
 
 def _values(message: BaseMessage) -> tuple[list[str], list[str]]:
@@ -179,6 +199,8 @@ def _values(message: BaseMessage) -> tuple[list[str], list[str]]:
                 text = value if isinstance(value, str) else json.dumps(value)
                 if len(text) <= _SHORT_ARGUMENT and "\n" not in text:
                     first.append(text)
+                elif "\n" in text:
+                    first.extend(_shell_lines(text))
                 first.extend(m.group(1) for m in _SINGLE_QUOTED.finditer(text))
                 for found in identifiers(text):
                     (first if _PATHLIKE.search(found) else rest).append(found)

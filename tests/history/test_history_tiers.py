@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -389,3 +390,31 @@ def test_the_archive_keeps_values_the_model_reused_before_ones_seen_once() -> No
     assert not any("handler_4" in v.split() or "_4/" in v or "handler_4 " in v for v in values), (
         "the oldest one-off values age out"
     )
+
+
+def test_notes_list_the_shell_lines_of_a_script_command_not_its_body() -> None:
+    # the model writes a script with a here-document and runs it in the same command; later it
+    # runs the script again on its own, so the run line is a value worth keeping
+    script = (
+        "cd /repo && cat > repro_export.py << 'EOF'\n"
+        "import exporter\n"
+        "print(exporter.run(limit=25))\n"
+        "EOF\n"
+        "python repro_export.py\n"
+    )
+    messages: list[BaseMessage] = [HumanMessage(content="Make the nightly export pass", id="task")]
+    for step in range(8):
+        command = script if step == 0 else f"grep -rn handler_{step} /repo/src/pkg_{step}.py"
+        messages.append(AIMessage(content="", id=f"ai_{step}", tool_calls=[{"name": "bash", "args": {"command": command}, "id": f"c{step}"}]))
+        output = "\n".join(f"row {step}.{i}: value" for i in range(40))
+        messages.append(ToolMessage(content=output, tool_call_id=f"c{step}", name="bash", id=f"t{step}"))
+    config = HistoryConfig(verbatim_exchanges=1, trimmed_exchanges=1, block_size=2, archive_blocks=2, archive_tokens=400)
+    view = compress_history(messages, config=config, counter=COUNTER, budget=1200)
+    archive = next(m for m in view.messages if "condensed" in m.additional_kwargs.get("ctxplugin", {}))
+    assert archive.additional_kwargs["ctxplugin"]["condensed"][0] == 1, "the script's exchange is condensed"
+    listed = re.fullmatch(r"\[context note: [^:]*: (.*)\]", content_text(archive.content), re.S)
+    assert listed, archive.content
+    values = set(listed.group(1).split(" | "))
+    assert "python repro_export.py" in values, "the line after the here-document, whole"
+    assert not any("print(exporter.run" in v for v in values), "the script body is not a shell line"
+    assert not any(v.startswith("cd /repo && cat >") for v in values), "the line that writes the file is not listed"
