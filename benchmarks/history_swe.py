@@ -147,9 +147,9 @@ def main(argv: list[str] | None = None) -> int:
     recall = ours.recall or 0.0
     lowest = min(per_run, key=lambda item: item[1].recall or 0.0)
     print()
-    print(check("input tokens, fewer than the full history", tokens >= TARGETS["tokens"], f"{tokens:.1%} (target 85%)"))
-    print(check("cache-aware cost, lower than the full history", cost >= TARGETS["cost"], f"{cost:.1%} (target 60%)"))
-    print(check("identifiers still visible", recall >= TARGETS["recall"], f"{recall:.1%} (target 95%)"))
+    print(check("input tokens, fewer than the full history", tokens >= TARGETS["tokens"], f"{tokens:.2%} (target 85%)"))
+    print(check("cache-aware cost, lower than the full history", cost >= TARGETS["cost"], f"{cost:.2%} (target 60%)"))
+    print(check("identifiers still visible", recall >= TARGETS["recall"], f"{recall:.2%} (target 95%)"))
     low = lowest[1].recall or 0.0
     print(check("lowest trajectory", low >= TARGETS["recall_min"], f"{low:.1%} {lowest[0]} (target 90%)"))
     print(check("peak tokens per call", ours.peak_tokens <= TARGETS["peak"], f"{ours.peak_tokens} (target 8000)"))
