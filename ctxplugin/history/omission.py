@@ -150,12 +150,27 @@ def plan_omission(
             return sum(tokens(m) for m in shown) + sum(gists[count:]) <= allowance
 
         need = next((count for count in range(blocks + 1) if fits(count, caps[level])), None)
+        planned = allowance  # the room the plan leaves for the window to grow into
         if need is None:
-            # Even a fully condensed history is too large: a smaller archive, if one fits. When
-            # none does (the window alone is over), shrinking it would only lose older history
-            # without meeting the limit; the budget stage cuts the rest.
-            need = blocks
-            level = next((lv for lv in range(level + 1, len(caps)) if fits(blocks, caps[lv])), level)
+            # Even a fully condensed history is too large with room for the exchanges still to
+            # come: a smaller archive, one that fits the window as it stood at the move (still
+            # the same plan until the next move). When none does (the window alone is over),
+            # shrinking it would only lose older history without meeting the limit; the budget
+            # stage cuts the rest.
+            need, planned = blocks, allowance + reserve
+            level = next((lv for lv in range(level, len(caps)) if fits(blocks, caps[lv], allowance=planned)), level)
+        now = limit - kept - sum(part(i) for i in range(gist_end, len(rendered)))
+        if now < planned and not fits(need, caps[level], allowance=now):
+            # The window outgrew the room kept for it (a long script since the move): condense
+            # more, or shrink the archive, now, rather than leave the budget stage to drop the
+            # oldest exchanges, which are the notes themselves. The window only grows until the
+            # next move, so this happens at most once per shrink.
+            more = next((count for count in range(need, blocks + 1) if fits(count, caps[level], allowance=now)), None)
+            if more is not None:
+                need = more
+            else:
+                need = blocks
+                level = next((lv for lv in range(level, len(caps)) if fits(blocks, caps[lv], allowance=now)), level)
         condensed = max(condensed, need)
     return OmissionPlan(
         condensed=condensed,

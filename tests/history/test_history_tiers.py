@@ -12,6 +12,7 @@ from ctxplugin._messages import exchange_spans
 from ctxplugin.history import (
     GIST_PREFIX,
     HistoryBudget,
+    HistoryView,
     Tier,
     compress_history,
     identifiers,
@@ -265,10 +266,14 @@ def test_one_long_newest_exchange_does_not_wipe_out_the_notes(agent_session: Bui
     script = "\n".join(f"print('check {i}:', compute_{i}(data))" for i in range(180))
     body[-2] = body[-2].model_copy(update={"content": f"Let me write the fix.\ncat > fix.py << 'EOF'\n{script}\nEOF"})
     assert count_message(body[-2], COUNTER) > 1500
+    roomy = compress_history(body, config=config, counter=COUNTER, budget=3600)
+    archive = next(m for m in roomy.messages if "condensed" in m.additional_kwargs.get("ctxplugin", {}))
+    assert count_message(archive, COUNTER) > 300, "with room for the window as it is, the archive keeps its size"
     view = compress_history(body, config=config, counter=COUNTER, budget=3000)
     notes = [m for m in view.messages if "condensed" in m.additional_kwargs.get("ctxplugin", {})]
     assert notes, "older history is still represented"
-    assert view.messages[1] is notes[0] and count_message(notes[0], COUNTER) > 300, "the archive keeps its size"
+    assert view.messages[1] is notes[0], "by the archive"
+    assert count_messages(view.messages, COUNTER) <= 3000, "which shrinks as far as the window needs, no further"
     typical = agent_session(36)
     usual = compress_history(typical, config=config, counter=COUNTER, budget=3000)
     assert [m.additional_kwargs["ctxplugin"]["condensed"] for m in notes] == [
@@ -418,3 +423,31 @@ def test_notes_list_the_shell_lines_of_a_script_command_not_its_body() -> None:
     assert "python repro_export.py" in values, "the line after the here-document, whole"
     assert not any("print(exporter.run" in v for v in values), "the script body is not a shell line"
     assert not any(v.startswith("cd /repo && cat >") for v in values), "the line that writes the file is not listed"
+
+
+def test_a_long_script_between_moves_shrinks_the_archive_instead_of_losing_it(agent_session: Builder) -> None:
+    # The plan is made at a boundary move and kept until the next one, with room for the
+    # exchanges to come estimated from the newest. A script far longer than that estimate,
+    # written between moves, must not leave the view over its budget: the budget stage would
+    # then drop the oldest exchanges, which are the notes, and all of older history with them.
+    config = HistoryConfig(verbatim_exchanges=1, trimmed_exchanges=1, block_size=6, archive_blocks=6, archive_tokens=600)
+    body = agent_session(36)
+    assert is_boundary_call(len(exchange_spans(body)), config)
+    script = "\n".join(f"print('check {i}:', compute_{i}(data))" for i in range(120))
+    call = {"name": "bash", "args": {"command": f"cat > fix.py << 'EOF'\n{script}\nEOF\npython fix.py"}, "id": "big"}
+    later = [
+        *body,
+        AIMessage(content="Let me write the fix.", id="ai_big", tool_calls=[call]),
+        ToolMessage(content="ok", tool_call_id="big", name="bash", id="tool_big"),
+    ]
+    assert not is_boundary_call(len(exchange_spans(later)), config)
+    before = compress_history(body, config=config, counter=COUNTER, budget=3000)
+    after = compress_history(later, config=config, counter=COUNTER, budget=3000)
+
+    def archive(view: HistoryView) -> BaseMessage:
+        return next(m for m in view.messages if "condensed" in m.additional_kwargs.get("ctxplugin", {}))
+
+    assert count_message(archive(before), COUNTER) > 500
+    assert count_messages(after.messages, COUNTER) <= 3000, "the view still fits"
+    assert 100 < count_message(archive(after), COUNTER) < 500, "by a smaller archive, not by none"
+    assert archive(after).additional_kwargs == archive(before).additional_kwargs, "covering the same exchanges"
