@@ -119,7 +119,9 @@ def plan_omission(
     tokens. Blocks are condensed oldest first; condensed blocks are merged into the archive
     ``archive_blocks`` at a time. The window (trimmed and verbatim exchanges) is measured as it
     was at the last boundary move, plus room for ``block_size - 1`` more exchanges, so the plan
-    stays the same until the boundaries move again.
+    stays the same until the boundaries move again — unless the window outgrows that room (a
+    long script since the move): the archive then shrinks to fit the window as it is, since
+    otherwise the budget stage would drop the oldest exchanges, which are the notes.
     """
     gist_end, verbatim_start = bounds
     block = config.block_size
