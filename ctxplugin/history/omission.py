@@ -183,12 +183,17 @@ def plan_omission(
 
 _SINGLE_QUOTED = re.compile(r"'([^'\n]{3,80})'")
 _PATHLIKE = re.compile(r"/|\.[A-Za-z]\w{0,7}$")
-_HEREDOC = re.compile(r"<<-?\s*(['\"]?)([A-Za-z_][\w-]*)\1")
+_HEREDOC = re.compile(r"(?<!<)<<-?[ \t]*(?:(['\"])([^'\"\s]+)\1|([A-Z_][A-Z0-9_]*)\b)")
+"""A here-document operator (``<< 'EOF'``, ``<<-END``): a quoted word or an upper-case one, so
+that a shift (``mask << bits``) or a here-string (``<<<``) is not taken for one."""
 
 
 def _shell_lines(text: str) -> list[str]:
-    """The short lines of a multi-line command outside its here-documents: ``python repro.py``
-    after ``cat > repro.py << 'EOF' ... EOF``, which an agent runs again after each edit."""
+    """The short lines of a shell command with here-documents, outside them: ``python repro.py``
+    after ``cat > repro.py << 'EOF' ... EOF``, which an agent runs again after each edit. None
+    for other multi-line text (a file's content passed to a write tool is not commands)."""
+    if not _HEREDOC.search(text):
+        return []
     lines: list[str] = []
     end: str | None = None
     for raw in text.splitlines():
@@ -199,7 +204,7 @@ def _shell_lines(text: str) -> list[str]:
             continue
         heredoc = _HEREDOC.search(line)
         if heredoc:
-            end = heredoc.group(2)
+            end = heredoc.group(2) or heredoc.group(3)
         elif 3 <= len(line) <= _SHORT_ARGUMENT:
             lines.append(line)
     return lines

@@ -410,7 +410,11 @@ def test_notes_list_the_shell_lines_of_a_script_command_not_its_body() -> None:
     messages: list[BaseMessage] = [HumanMessage(content="Make the nightly export pass", id="task")]
     for step in range(8):
         command = script if step == 0 else f"grep -rn handler_{step} /repo/src/pkg_{step}.py"
-        messages.append(AIMessage(content="", id=f"ai_{step}", tool_calls=[{"name": "bash", "args": {"command": command}, "id": f"c{step}"}]))
+        call = {"name": "bash", "args": {"command": command}, "id": f"c{step}"}
+        if step == 1:  # a file's content given to a write tool is not commands, whatever its lines
+            content = "limit = 25\nretries = 3\nmask = flags << shift\n"
+            call = {"name": "write_file", "args": {"path": "/repo/conf.py", "content": content}, "id": f"c{step}"}
+        messages.append(AIMessage(content="", id=f"ai_{step}", tool_calls=[call]))
         output = "\n".join(f"row {step}.{i}: value" for i in range(40))
         messages.append(ToolMessage(content=output, tool_call_id=f"c{step}", name="bash", id=f"t{step}"))
     config = HistoryConfig(verbatim_exchanges=1, trimmed_exchanges=1, block_size=2, archive_blocks=2, archive_tokens=400)
@@ -423,6 +427,8 @@ def test_notes_list_the_shell_lines_of_a_script_command_not_its_body() -> None:
     assert "python repro_export.py" in values, "the line after the here-document, whole"
     assert not any("print(exporter.run" in v for v in values), "the script body is not a shell line"
     assert not any(v.startswith("cd /repo && cat >") for v in values), "the line that writes the file is not listed"
+    assert "/repo/conf.py" in values
+    assert not values & {"limit = 25", "retries = 3", "mask = flags << shift"}, "a written file's lines are not listed"
 
 
 def test_a_long_script_between_moves_shrinks_the_archive_instead_of_losing_it(agent_session: Builder) -> None:
