@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 
 import pytest
 
@@ -157,6 +156,7 @@ def test_expand_ref_tool_sends_a_compact_schema_and_still_validates() -> None:
     from langchain_core.utils.function_calling import convert_to_openai_tool
     from pydantic import ValidationError
 
+    from ctxplugin._messages import annotation
     from ctxplugin.langchain import make_expand_ref_tool
     from ctxplugin.testing import memory_engine
 
@@ -172,9 +172,9 @@ def test_expand_ref_tool_sends_a_compact_schema_and_still_validates() -> None:
 
     config: RunnableConfig = {"configurable": {"thread_id": "t"}}
     captured = engine.capture_tool_result(ToolMessage(content=LOG, tool_call_id="c1", name="logs"), scope=Scope(session_id="t"))
-    ref = re.search(r"ref:logs:[0-9a-f]{16}", str(captured.content))
-    assert ref, captured.content
-    out = tool.invoke({"ref_id": ref.group(0), "offset": 50, "limit": 2}, config=config)
+    ref = annotation(captured)["ref"]
+    assert ref.startswith("ref:logs:") and ref in str(captured.content)
+    out = tool.invoke({"ref_id": ref, "offset": 50, "limit": 2}, config=config)
     assert out.splitlines()[1:3] == ["line 50: ERROR disk", "line 51: ok"]
     with pytest.raises(ValidationError):
-        tool.invoke({"ref_id": ref.group(0), "offset": "fifty"}, config=config)
+        tool.invoke({"ref_id": ref, "offset": "fifty"}, config=config)
