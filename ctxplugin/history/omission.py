@@ -190,7 +190,7 @@ that a shift (``mask << bits``) or a here-string (``<<<``) is not taken for one.
 
 def _shell_lines(text: str) -> list[str]:
     """The short lines of a shell command with here-documents, outside them: ``python repro.py``
-    after ``cat > repro.py << 'EOF' ... EOF``, which an agent runs again after each edit. None
+    after ``cat > repro.py << 'EOF' ... EOF``, which an agent runs again after each edit. Nothing
     for other multi-line text (a file's content passed to a write tool is not commands)."""
     if not _HEREDOC.search(text):
         return []
