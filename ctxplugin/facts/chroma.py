@@ -301,6 +301,17 @@ class ChromaFactStore:
             while len(self._filter_first) > _MEMO_READERS:
                 self._filter_first.pop(next(iter(self._filter_first)))
 
+    def open(self, reader: Scope) -> None:
+        """Connect and open the collection ``reader``'s facts live in, which the first read or
+        write does otherwise. The ledger calls it before taking a write lock other processes
+        wait for: a server client takes about a second to connect.
+
+        Raises:
+            StoreUnavailableError: the server cannot be reached.
+        """
+        with _translated("open the facts collection"):
+            self._collection(reader.tenant_id or "")
+
     # ------------------------------------------------------------------ internals
     def collection_name(self, tenant_id: str | None) -> str:
         """The Chroma collection holding ``tenant_id``'s facts."""

@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 import threading
 from collections.abc import Callable, Sequence
-from contextlib import nullcontext
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import replace
 from datetime import UTC, datetime
 
@@ -160,7 +160,14 @@ class FactsLedger:
     ) -> tuple[Fact, bool]:
         """Write one draft; returns the fact and whether it was newly stored."""
         fact = self._build(draft, scope=scope, source=source)
-        shared = self.lock.hold(slot_lock_name(visibility_key(fact.owner, fact.visibility))) if self.lock else nullcontext()
+        shared: AbstractContextManager[None] = nullcontext()
+        if self.lock is not None:
+            # connecting can take a second (a Chroma server client): done before the shared
+            # lock, which other processes wait for, rather than while holding it
+            opener = getattr(self.store, "open", None)
+            if callable(opener):
+                opener(fact.owner)
+            shared = self.lock.hold(slot_lock_name(visibility_key(fact.owner, fact.visibility)))
         with self._lock, shared:
             existing = self._duplicate(fact)
             if existing is not None:

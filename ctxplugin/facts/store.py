@@ -20,7 +20,12 @@ from ctxplugin.scope import Scope
 
 @runtime_checkable
 class FactStore(Protocol):
-    """Where facts live. Four methods; errors of the backend surface as ``StoreError``."""
+    """Where facts live. Five methods; errors of the backend surface as ``StoreError``.
+
+    A store that connects lazily may also have ``open(reader: Scope) -> None``, which connects
+    to where ``reader``'s facts live: the ledger calls it before taking a write lock that other
+    processes wait for, so the lock is not held while connecting.
+    """
 
     def add(self, facts: Sequence[Fact]) -> None:
         """Store new facts (embedding their text). An existing id is replaced."""

@@ -4,7 +4,8 @@ server going away while an agent runs."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -81,6 +82,35 @@ def test_an_unreachable_server_is_store_unavailable(free_tcp_port: int) -> None:
     with pytest.raises(StoreUnavailableError, match="unreachable") as info:
         store.find(FactQuery(reader=S))
     assert info.value.__cause__ is not None
+
+
+class RecordingLock:
+    """A write lock for one process: records the names it holds (nobody else waits)."""
+
+    def __init__(self) -> None:
+        self.held: list[str] = []
+
+    @contextmanager
+    def hold(self, name: str) -> Iterator[None]:
+        self.held.append(name)
+        yield
+
+
+def test_the_ledger_connects_before_it_takes_the_write_lock(chroma_url: str, free_tcp_port: int) -> None:
+    # other processes wait for the lock: a server that is down fails the write before it is taken
+    lock = RecordingLock()
+    down = FactsLedger(ChromaFactStore.http(f"http://127.0.0.1:{free_tcp_port}"), lock=lock)
+    with pytest.raises(StoreUnavailableError, match="unreachable"):
+        down.write("CI runs on Python 3.11", key="ci_python", scope=S)
+    assert lock.held == []
+    config = FactsConfig(collection=f"t{uuid.uuid4().hex[:12]}")
+    with ChromaFactStore.http(chroma_url, config=config) as store:
+        ledger = FactsLedger(store, config, lock=lock)
+        ledger.write("CI runs on Python 3.11", key="ci_python", scope=S)
+        ledger.write("CI runs on Python 3.12", key="ci_python", scope=S)
+        current = ledger.current("ci_python", scope=S)
+    assert current is not None and current.text == "CI runs on Python 3.12"
+    assert len(lock.held) == 2 and len(set(lock.held)) == 1
 
 
 def conversation(question: str) -> list[BaseMessage]:

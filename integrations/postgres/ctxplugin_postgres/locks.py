@@ -15,9 +15,10 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+import psycopg
 from psycopg_pool import ConnectionPool
 
-from ctxplugin.errors import InvalidInputError
+from ctxplugin.errors import InvalidInputError, StoreUnavailableError
 from ctxplugin_postgres._db import (
     DEFAULT_SCHEMA,
     POOL_TIMEOUT_S,
@@ -92,7 +93,13 @@ class PostgresWriteLock:
             return
         with translated("facts write lock", self.namespace), self.pool.connection() as conn, conn.transaction():
             conn.execute("SELECT set_config('lock_timeout', %s, true)", (f"{int(self.wait_s * 1000)}ms",))
-            conn.execute("SELECT pg_advisory_xact_lock(%s)", (lock_key(self.namespace, name),))
+            try:
+                conn.execute("SELECT pg_advisory_xact_lock(%s)", (lock_key(self.namespace, name),))
+            except psycopg.errors.LockNotAvailable as exc:
+                raise StoreUnavailableError(
+                    f"facts write lock {name!r}: another process held it for more than {self.wait_s:g}s; "
+                    "the write did not happen, retry it"
+                ) from exc
             held[name] = 1
             try:
                 yield
