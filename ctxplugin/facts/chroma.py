@@ -309,8 +309,7 @@ class ChromaFactStore:
         Raises:
             StoreUnavailableError: the server cannot be reached.
         """
-        with _translated("open the facts collection"):
-            self._collection(reader.tenant_id or "")
+        self.raw_collection(reader.tenant_id)
 
     # ------------------------------------------------------------------ internals
     def collection_name(self, tenant_id: str | None) -> str:
