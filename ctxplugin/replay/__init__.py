@@ -11,6 +11,7 @@ The ``ctxplugin replay`` command is built on these functions; they are usable fr
 from ctxplugin.replay.loaders import (
     FORMATS,
     Conversation,
+    ExpectedAction,
     Format,
     LoadedFile,
     RecordedUsage,
@@ -18,7 +19,7 @@ from ctxplugin.replay.loaders import (
     discover,
     load_file,
 )
-from ctxplugin.replay.metrics import action_identifiers, identifiers_in_text
+from ctxplugin.replay.metrics import action_identifiers, identifiers_in_text, pair_expected_actions
 from ctxplugin.replay.peers import STRATEGIES, ClearToolUsesSettings, StrategyName, View
 from ctxplugin.replay.results import ConversationResult, FileResult, ReplayResult, StrategyFigures
 from ctxplugin.replay.runner import (
@@ -36,6 +37,7 @@ __all__ = [
     "ClearToolUsesSettings",
     "Conversation",
     "ConversationResult",
+    "ExpectedAction",
     "FileResult",
     "Format",
     "LoadedFile",
@@ -52,6 +54,7 @@ __all__ = [
     "load_file",
     "load_tools_file",
     "memory_engine_factory",
+    "pair_expected_actions",
     "replay",
     "replay_conversation",
     "replay_file",

@@ -51,6 +51,14 @@ class RecordedUsage:
 
 
 @dataclass(frozen=True)
+class ExpectedAction:
+    """A ground-truth tool call a recording carries (tau-bench's ``info.task.actions``)."""
+
+    name: str
+    kwargs: dict[str, Any]
+
+
+@dataclass(frozen=True)
 class Conversation:
     """One recorded conversation.
 
@@ -58,11 +66,13 @@ class Conversation:
         id: stable name, unique within its file.
         messages: the whole conversation, in order.
         usage: the provider's own figures per call, when the recording has them.
+        actions: the task's ground-truth tool calls, when the recording has them.
     """
 
     id: str
     messages: tuple[BaseMessage, ...]
     usage: tuple[RecordedUsage, ...] = ()
+    actions: tuple[ExpectedAction, ...] = ()
 
     def call_indexes(self) -> list[int]:
         """Positions of the calls: every assistant message with at least one message before it."""
@@ -301,8 +311,31 @@ def _tau(data: Any, stem: str) -> list[Builder]:
         if cid in seen:
             cid = f"{cid}#{index}"
         seen.add(cid)
-        builders.append((cid, lambda raw=record["traj"], cid=cid: Conversation(id=cid, messages=tuple(to_messages(raw)))))
+        builders.append(
+            (
+                cid,
+                lambda record=record, cid=cid: Conversation(
+                    id=cid, messages=tuple(to_messages(record["traj"])), actions=_tau_actions(record)
+                ),
+            )
+        )
     return builders
+
+
+def _tau_actions(record: dict[str, Any]) -> tuple[ExpectedAction, ...]:
+    """The task's ground-truth tool calls: ``info.task.actions`` (else ``info.reward_info.actions``);
+    malformed entries are left out (they only feed a metric)."""
+    info = _mapping(record.get("info"))
+    actions = _mapping(info.get("task")).get("actions")
+    if not isinstance(actions, list):
+        actions = _mapping(info.get("reward_info")).get("actions")
+    if not isinstance(actions, list):
+        return ()
+    return tuple(
+        ExpectedAction(name=item["name"], kwargs=_mapping(item.get("kwargs")))
+        for item in actions
+        if isinstance(item, dict) and isinstance(item.get("name"), str)
+    )
 
 
 def _langsmith(data: Any, stem: str) -> list[Builder]:

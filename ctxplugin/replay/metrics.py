@@ -25,6 +25,13 @@ when it occurs in the view a strategy sent for that call. Occurrence is a whole-
 identifier not directly preceded or followed by a letter or digit. Recall is visible / eligible,
 summed over calls. Stored outputs a model could read back with ``expand_ref`` do not count as
 visible: recall measures what the model can see without asking.
+
+**Action-value recall.** Recordings that carry the task's ground-truth tool calls (tau-bench's
+``info.task.actions``) are also scored against them: each expected action is paired with the
+recorded call that issued its tool (:func:`pair_expected_actions`), and the identifiers of its
+expected argument values that occur earlier in the conversation are eligible for that call.
+Action-value recall is the share of them that the view sent for that call still shows. Unlike
+grounding recall, it does not depend on the agent having chosen the right values.
 """
 
 from __future__ import annotations
@@ -39,6 +46,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
 
 from ctxplugin._messages import argument_values
+from ctxplugin.replay.loaders import ExpectedAction
 from ctxplugin.tokens import TokenCounter, content_text, count_message, count_tool_schemas
 
 _EXTENSIONS = (
@@ -81,25 +89,69 @@ def identifiers_in_text(text: str, *, arguments: bool = False) -> set[str]:
     return found
 
 
+def argument_identifiers(args: Any) -> set[str]:
+    """Identifiers in tool-call arguments: short one-line scalar values (numbers with at least
+    3 digits), and the identifiers inside every string value."""
+    found: set[str] = set()
+    for leaf in argument_values(args):
+        if isinstance(leaf, bool):
+            continue
+        if isinstance(leaf, (int, float)):
+            text = str(leaf)
+            if sum(ch.isdigit() for ch in text) >= 3:
+                found.add(text)
+            continue
+        text = str(leaf).strip()
+        if 3 <= len(text) <= _MAX_VALUE and "\n" not in text:
+            found.add(text)
+        found |= identifiers_in_text(text, arguments=True)
+    return found
+
+
 def action_identifiers(message: AIMessage) -> set[str]:
     """Identifiers the recorded action used: its tool-call arguments, else its text."""
-    found: set[str] = set()
     if not message.tool_calls:
         return identifiers_in_text(content_text(message.content))
+    found: set[str] = set()
     for call in message.tool_calls:
-        for leaf in argument_values(call["args"]):
-            if isinstance(leaf, bool):
-                continue
-            if isinstance(leaf, (int, float)):
-                text = str(leaf)
-                if sum(ch.isdigit() for ch in text) >= 3:
-                    found.add(text)
-                continue
-            text = str(leaf).strip()
-            if 3 <= len(text) <= _MAX_VALUE and "\n" not in text:
-                found.add(text)
-            found |= identifiers_in_text(text, arguments=True)
+        found |= argument_identifiers(call["args"])
     return found
+
+
+def pair_expected_actions(messages: Sequence[BaseMessage], expected: Sequence[ExpectedAction]) -> dict[int, set[str]]:
+    """Pair each ground-truth action with the recorded call that issued its tool.
+
+    Among the recorded assistant messages that called the action's tool and are not paired
+    yet, the one whose arguments share the most values with the expected ones is taken (the
+    earliest on a tie). Actions the agent never issued are left out: there is no call whose
+    view could show their values.
+
+    Returns:
+        For each paired call (its index in ``messages``), the identifiers of the expected
+        arguments of every action paired with it.
+    """
+    calls: list[tuple[int, str, set[str]]] = []
+    for index, message in enumerate(messages):
+        if isinstance(message, AIMessage):
+            for call in message.tool_calls:
+                calls.append((index, call["name"], argument_identifiers(call["args"])))
+    taken: set[int] = set()
+    paired: dict[int, set[str]] = {}
+    for action in expected:
+        values = argument_identifiers(action.kwargs)
+        best: tuple[int, int] | None = None  # (shared values, -position)
+        chosen = -1
+        for position, (_, name, recorded) in enumerate(calls):
+            if position in taken or name != action.name:
+                continue
+            score = (len(values & recorded), -position)
+            if best is None or score > best:
+                best, chosen = score, position
+        if chosen < 0:
+            continue
+        taken.add(chosen)
+        paired.setdefault(calls[chosen][0], set()).update(values)
+    return paired
 
 
 def message_identifiers(message: BaseMessage) -> set[str]:

@@ -22,8 +22,9 @@ HEADERS = (
     "tool schemas",
     "over budget",
     "recall",
+    "action recall",
 )
-SHORT_HEADERS = ("strategy", "calls", "input", "×full", "cost", "×full", "peak", "schemas", ">budget", "recall")
+SHORT_HEADERS = ("strategy", "calls", "input", "×full", "cost", "×full", "peak", "schemas", ">budget", "recall", "actions")
 
 
 def _ratio(value: float, whole: float) -> str:
@@ -32,6 +33,7 @@ def _ratio(value: float, whole: float) -> str:
 
 def _cells(name: str, figures: StrategyFigures, full: StrategyFigures, discount: float) -> list[str]:
     recall = figures.recall
+    action = figures.action_recall
     return [
         name,
         f"{figures.calls:,}",
@@ -43,6 +45,7 @@ def _cells(name: str, figures: StrategyFigures, full: StrategyFigures, discount:
         f"{figures.tool_schema_tokens:,}",
         f"{figures.over_budget_calls:,}",
         "–" if recall is None else f"{recall:.1%}",
+        "–" if action is None else f"{action:.1%}",
     ]
 
 
@@ -69,7 +72,8 @@ def rich_tables(result: ReplayResult) -> list[Table]:
 
     Columns: calls replayed; input tokens summed over calls and their ratio to the full
     history; cache-aware cost (token units) and its ratio; the largest call; tool-schema tokens
-    summed; calls over the budget; grounding recall.
+    summed; calls over the budget; grounding recall; action-value recall (recordings with
+    ground-truth actions only).
     """
     tables = []
     for label, figures in _blocks(result):
@@ -88,7 +92,8 @@ def rich_tables(result: ReplayResult) -> list[Table]:
 LEGEND = (
     "input = tokens sent, summed over calls (messages + tool schemas); cost = uncached tokens + "
     "cached prefix tokens x discount; peak = largest call; >budget = calls over the total budget; "
-    "recall = identifiers the next action used (seen earlier) still visible"
+    "recall = identifiers the next action used (seen earlier) still visible; actions = values of "
+    "the task's ground-truth tool calls (seen earlier) still visible when the agent issued them"
 )
 
 
@@ -126,6 +131,10 @@ def notes(result: ReplayResult) -> list[str]:
                 f"{file.path}: the provider reported {cached / prompt:.1%} of {prompt:,} prompt tokens "
                 f"as cache hits; the cost model gives the full history {_share(full)}"
             )
+    worst = result.worst("ctxplugin")
+    if worst:
+        parts = [f"{label} {worst[key][0]:.1%} ({worst[key][1]})" for key, label in (("recall", "recall"), ("action_recall", "action recall")) if key in worst]
+        out.append("ctxplugin's lowest conversation: " + "; ".join(parts))
     prepare = result.meta.get("prepare", {})
     if prepare.get("calls"):
         out.append(

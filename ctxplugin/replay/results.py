@@ -30,9 +30,22 @@ class StrategyFigures:
     over_budget_calls: int = 0
     recall_eligible: int = 0
     recall_visible: int = 0
+    action_eligible: int = 0
+    action_visible: int = 0
 
-    def add_call(self, *, input_tokens: int, cached: int, tools: int, eligible: int, visible: int, budget: int) -> None:
-        """Fold one call in."""
+    def add_call(
+        self,
+        *,
+        input_tokens: int,
+        cached: int,
+        tools: int,
+        eligible: int,
+        visible: int,
+        budget: int,
+        action_eligible: int = 0,
+        action_visible: int = 0,
+    ) -> None:
+        """Fold one call in (``action_*``: expected action values, see ``replay.metrics``)."""
         self.calls += 1
         self.input_tokens += input_tokens
         self.cached_tokens += cached
@@ -41,6 +54,8 @@ class StrategyFigures:
         self.over_budget_calls += int(input_tokens > budget)
         self.recall_eligible += eligible
         self.recall_visible += visible
+        self.action_eligible += action_eligible
+        self.action_visible += action_visible
 
     def merge(self, other: StrategyFigures) -> None:
         """Fold another total in (peak is the larger of the two)."""
@@ -52,6 +67,8 @@ class StrategyFigures:
         self.over_budget_calls += other.over_budget_calls
         self.recall_eligible += other.recall_eligible
         self.recall_visible += other.recall_visible
+        self.action_eligible += other.action_eligible
+        self.action_visible += other.action_visible
 
     def cost(self, discount: float) -> float:
         """Cache-aware cost in token units: uncached tokens plus cached ones at ``discount``."""
@@ -61,6 +78,11 @@ class StrategyFigures:
     def recall(self) -> float | None:
         """Visible share of eligible identifiers (None when no call had any)."""
         return self.recall_visible / self.recall_eligible if self.recall_eligible else None
+
+    @property
+    def action_recall(self) -> float | None:
+        """Visible share of the expected actions' eligible values (None without any)."""
+        return self.action_visible / self.action_eligible if self.action_eligible else None
 
     def as_dict(self, discount: float, full: StrategyFigures | None) -> dict[str, Any]:
         """JSON form, with ratios against the full history when given."""
@@ -76,6 +98,10 @@ class StrategyFigures:
             "recall_eligible": self.recall_eligible,
             "recall_visible": self.recall_visible,
         }
+        if self.action_eligible:
+            out["action_recall"] = _round(self.action_recall)
+            out["action_eligible"] = self.action_eligible
+            out["action_visible"] = self.action_visible
         if full is not None:
             out["vs_full"] = {
                 "input_tokens": _ratio(self.input_tokens, full.input_tokens),
@@ -167,6 +193,19 @@ class ReplayResult:
         """Per-strategy totals over every replayed conversation."""
         return _sum(self.strategies, (c.figures for f in self.files for c in f.conversations))
 
+    def worst(self, name: str) -> dict[str, tuple[float, str]]:
+        """The lowest per-conversation recall of strategy ``name``: ``{"recall": (value, id)}``,
+        and ``"action_recall"`` likewise when any conversation had expected actions."""
+        out: dict[str, tuple[float, str]] = {}
+        for _, conv in self.conversations():
+            figures = conv.figures.get(name)
+            if figures is None:
+                continue
+            for key, value in (("recall", figures.recall), ("action_recall", figures.action_recall)):
+                if value is not None and (key not in out or value < out[key][0]):
+                    out[key] = (value, conv.id)
+        return out
+
     def conversations(self) -> list[tuple[FileResult, ConversationResult]]:
         """Every replayed conversation with its file, in order."""
         return [(f, c) for f in self.files for c in f.conversations]
@@ -216,6 +255,10 @@ class ReplayResult:
             "strategies": list(self.strategies),
             "files": files,
             "totals": self._figures(self.totals()),
+            "worst": {
+                name: {key: {"value": _round(v), "conversation": cid} for key, (v, cid) in self.worst(name).items()}
+                for name in self.strategies
+            },
             "meta": self.meta,
         }
 

@@ -30,6 +30,7 @@ from ctxplugin.replay.metrics import (
     action_identifiers,
     leading_system_count,
     occurs,
+    pair_expected_actions,
     tools_signature,
     tools_tokens,
 )
@@ -199,6 +200,7 @@ def replay_conversation(
     header = leading_system_count(messages)
     earlier: list[str] = []
     seen_until = header
+    expected = pair_expected_actions(messages, conversation.actions)
     for index in conversation.call_indexes():
         history = messages[:index]
         if index > seen_until:
@@ -209,13 +211,16 @@ def replay_conversation(
             continue
         earlier_text = "\n".join(earlier)
         eligible = sorted(i for i in action_identifiers(action) if occurs(i, earlier_text))
+        expected_eligible = sorted(i for i in expected.get(index, ()) if occurs(i, earlier_text))
         for strategy in strategies:
             started = time.perf_counter()
             view = strategy.view(history)
             if view.report is not None:
                 result.prepare_ms.append((time.perf_counter() - started) * 1000)
                 result.engine_warnings.update(warning_template(w) for w in dict.fromkeys(view.report.warnings))
-            _account(strategy.name, view, meter, trackers[strategy.name], tool_cost, eligible, budget, result)
+            _account(
+                strategy.name, view, meter, trackers[strategy.name], tool_cost, (eligible, expected_eligible), budget, result
+            )
         if on_call is not None:
             on_call()
     return result
@@ -227,22 +232,33 @@ def _account(
     meter: Meter,
     tracker: PrefixTracker,
     tool_cost: dict[str, int],
-    eligible: Sequence[str],
+    eligible: tuple[Sequence[str], Sequence[str]],
     budget: int,
     result: ConversationResult,
 ) -> None:
+    """Fold one call of one strategy in; ``eligible`` holds the grounding identifiers and the
+    expected actions' values that this call's view may show."""
+    grounding, expected = eligible
     sig = tools_signature(view.tools)
     if sig not in tool_cost:
         tool_cost[sig] = tools_tokens(view.tools, meter.counter)
     tools = tool_cost[sig]
     total = meter.count(view.messages) + tools
     cached = tracker.cached(sig, tools, view.messages, meter)
-    visible = 0
-    if eligible:
+    visible = action_visible = 0
+    if grounding or expected:
         text = meter.text(view.messages)
-        visible = sum(1 for identifier in eligible if occurs(identifier, text))
+        visible = sum(1 for identifier in grounding if occurs(identifier, text))
+        action_visible = sum(1 for identifier in expected if occurs(identifier, text))
     result.figures[name].add_call(
-        input_tokens=total, cached=cached, tools=tools, eligible=len(eligible), visible=visible, budget=budget
+        input_tokens=total,
+        cached=cached,
+        tools=tools,
+        eligible=len(grounding),
+        visible=visible,
+        budget=budget,
+        action_eligible=len(expected),
+        action_visible=action_visible,
     )
     result.per_call[name].append((total, cached))
 

@@ -29,7 +29,8 @@ from ctxplugin.replay import (
     load_file,
     replay_conversation,
 )
-from ctxplugin.replay.metrics import Meter, occurs
+from ctxplugin.replay.loaders import ExpectedAction
+from ctxplugin.replay.metrics import Meter, occurs, pair_expected_actions
 from ctxplugin.replay.peers import ContextEditing, TrimMessages
 from ctxplugin.testing import ScriptedChatModel, memory_engine
 from ctxplugin.tokens import count_messages, get_counter
@@ -233,3 +234,48 @@ def test_context_editing_peer_matches_the_middleware(settings: ClearToolUsesSett
         assert cleared == 0  # LangChain's default trigger is far above this excerpt
     else:
         assert cleared > 0
+
+
+def test_expected_actions_pair_with_the_call_that_issued_their_tool() -> None:
+    messages = (
+        HumanMessage(content="Cancel ZFA04Y, then NQNU5R."),
+        AIMessage(content="", tool_calls=[{"name": "cancel_reservation", "args": {"reservation_id": "NQNU5R"}, "id": "a"}]),
+        ToolMessage(content="ok", tool_call_id="a"),
+        AIMessage(content="", tool_calls=[{"name": "cancel_reservation", "args": {"reservation_id": "ZFA04Y"}, "id": "b"}]),
+        ToolMessage(content="ok", tool_call_id="b"),
+    )
+    expected = (
+        ExpectedAction("cancel_reservation", {"reservation_id": "ZFA04Y"}),
+        ExpectedAction("cancel_reservation", {"reservation_id": "NQNU5R"}),
+        ExpectedAction("book_reservation", {"user_id": "mia_li_3668"}),  # never issued: left out
+    )
+    # each expected action goes to the call with the most shared values, not the first of its tool
+    assert pair_expected_actions(messages, expected) == {3: {"ZFA04Y"}, 1: {"NQNU5R"}}
+
+
+def test_action_recall_counts_expected_values_the_view_lost() -> None:
+    conv = conversation_with_an_early_id(filler=6)
+    # the task's ground truth also names a value the agent never saw (not eligible) and one the
+    # agent did not use but the conversation showed (eligible although the action lacks it)
+    actions = (ExpectedAction("cancel_reservation", {"reservation_id": "ZFA04Y", "reason": "NQNU5R", "note": "XYZ999"}),)
+    conv = Conversation(id=conv.id, messages=conv.messages, actions=actions)
+    settings = ReplaySettings(config=ContextConfig(budget={"total": 400}), strategies=("full", "trim_messages"))
+    result = replay_conversation(conv, settings)
+    full, trim = result.figures["full"], result.figures["trim_messages"]
+    assert full.action_eligible == trim.action_eligible == 2
+    assert full.action_recall == 1.0
+    assert (trim.action_visible, trim.action_recall) == (0, 0.0)
+    assert StrategyFigures().action_recall is None
+
+
+def test_tau_recordings_carry_their_ground_truth_actions(tmp_path: Path) -> None:
+    record = {
+        "task_id": 7,
+        "trial": 0,
+        "info": {"task": {"actions": [{"name": "get_user_details", "kwargs": {"user_id": "mia_li_3668"}}, {"bad": 1}]}},
+        "traj": [{"role": "user", "content": "hi, I am mia_li_3668"}, {"role": "assistant", "content": "hello"}],
+    }
+    path = tmp_path / "tau.json"
+    path.write_text(json.dumps([record]))
+    conv = load_file(path, "tau").conversations[0]
+    assert conv.actions == (ExpectedAction("get_user_details", {"user_id": "mia_li_3668"}),)
