@@ -49,6 +49,7 @@ from ctxplugin.cas import Captured, CASStore, MemoryCASStore, SQLiteCASStore, ca
 from ctxplugin.config import ContextConfig
 from ctxplugin.errors import ConfigError, CtxpluginError, InvalidInputError, StoreError
 from ctxplugin.facts import FactsLedger, MemoryFactStore, mark_outdated
+from ctxplugin.facts.render import current_once, fact_line
 from ctxplugin.history import (
     BackgroundSummarizer,
     HistoryBudget,
@@ -477,7 +478,9 @@ class ContextEngine:
                     written = self.facts.ingest(fresh, scope=scope)
                     report.facts_extracted += len(written)
             if self.config.facts.mark_outdated:
-                body, marked = mark_outdated(body, ledger=self.facts, scope=scope)
+                # the latest user message is shown exactly as sent
+                latest = max((i for i, m in enumerate(body) if isinstance(m, HumanMessage)), default=-1)
+                body, marked = mark_outdated(body, ledger=self.facts, scope=scope, keep={latest})
                 report.outdated_marked = marked
             if window is not None:
                 with self._lock:
@@ -491,11 +494,11 @@ class ContextEngine:
         lines: list[FactLine] = []
         used = 0
         budget = self._facts_budget()
-        for hit in scored:
+        for hit in current_once(scored):
             fact = hit.fact
             if _restates(fact.text, standing):
                 continue
-            text = f"[{fact.kind}{':' + fact.key if fact.key else ''}] {fact.text}"
+            text = fact_line(fact)
             tokens = self.counter.count(text) + 2
             if used + tokens > budget:
                 break
