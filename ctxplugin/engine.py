@@ -484,7 +484,7 @@ class ContextEngine:
                 report.outdated_marked = marked
             if window is not None:
                 with self._lock:
-                    frozen = self._window_facts.get(scope.key())
+                    frozen = self._window_facts.get(_reader_key(scope))
                 if frozen is not None and frozen[0] == window and self._all_current(frozen[1], scope):
                     return body, frozen[1]
             scored = self.facts.search(query, scope=scope, k=self.config.facts.k) if query and self.config.facts.k else []
@@ -506,7 +506,7 @@ class ContextEngine:
             lines.append(FactLine(text=text, score=float(hit.score), fact_id=fact.id, key=fact.key))
         if window is not None:
             with self._lock:
-                self._window_facts.put(scope.key(), (window, tuple(lines)))
+                self._window_facts.put(_reader_key(scope), (window, tuple(lines)))
         return body, tuple(lines)
 
     def _all_current(self, lines: tuple[FactLine, ...], scope: Scope) -> bool:
@@ -864,6 +864,12 @@ def _restates(fact_text: str, standing: str) -> bool:
     nothing). Short texts never count: a bare value may mean something else in the task."""
     text = _WHITESPACE.sub(" ", fact_text).strip().rstrip("….").lower()
     return len(text) >= 24 and text in standing
+
+
+def _reader_key(scope: Scope) -> str:
+    """What the facts shown depend on: the scope and the reader's roles (facts restricted to
+    a role are shown only to readers that have it)."""
+    return scope.key() + ("\x00" + ",".join(scope.roles) if scope.roles else "")
 
 
 def _degraded(report: ContextReport | CaptureReport, scope: Scope, text: str) -> None:

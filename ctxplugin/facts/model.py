@@ -246,7 +246,7 @@ def permitted(fact: Fact, reader: Scope) -> bool:
     allowed = set(fact.audience)
     if reader.user_id is not None and f"user:{reader.user_id}" in allowed:
         return True
-    return any(f"role:{role}" in allowed for role in reader.roles)
+    return any(f"role:{role.strip().lower()}" in allowed for role in reader.roles)
 
 
 def normalize_audience(entries: Sequence[str]) -> tuple[str, ...]:
