@@ -74,6 +74,11 @@ _AUTHORITY = {
 }
 _SOURCE = {"user": "state_write", "system": "system", "policy": "policy", "tool": "tool", "external": "tool"}
 _SCOPE = {"global": "global", "session": "session", "task": "task", "project": "task", "hypothetical": "hypothetical", "draft": "draft"}
+_LADDER = ("manager", "director", "vp", "svp", "cxo")
+_CXO = {"ceo", "cfo", "cto", "coo", "cro", "cmo", "chief", "president"}
+_RESTRICTED = re.compile(r"^\s*\[RESTRICTED:[^\]]*?restricted to ([\w-]+)(\+?)[^\]]*\]\s*", re.IGNORECASE)
+_SCOPED = re.compile(r"^\s*\[SCOPE:\s*([^\]]+)\]\s*")
+_DRAFT_VALUE = re.compile(r"\((?:DRAFT|PROPOSED|TENTATIVE)\)", re.IGNORECASE)
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "facts.md"
 _MARK_START = "<!-- statebench:start -->"
 _MARK_END = "<!-- statebench:end -->"
@@ -153,8 +158,7 @@ class CtxpluginAdapter:
         self.engine = ContextEngine(config=self.config)
         user = timeline.actors.user
         identity = timeline.initial_state.identity_role
-        role = re.sub(r"\W+", "_", identity.authority.strip().lower()).strip("_")
-        self.scope = Scope(session_id=timeline.id, user_id=user.id, roles=(role,) if role else ())
+        self.scope = Scope(session_id=timeline.id, user_id=user.id, roles=_roles(identity.authority))
         self.identity = identity
         self.environment = dict(timeline.initial_state.environment)
         self.messages: list[BaseMessage] = []
@@ -163,7 +167,15 @@ class CtxpluginAdapter:
         for fact in initial:
             self._write(fact.id, fact.key, fact.value, fact.source, fact.scope, fact.supersedes, fact.depends_on, fact.is_constraint)
         for item in timeline.initial_state.working_set:
-            self.engine.facts.write(item.content, scope=self.scope, fact_scope="session", kind="task" if item.item_type in ("objective", "pending_action") else "fact")
+            # "[SCOPE: sandbox environment] ...": an item of an exercise, not a current fact
+            scoped = _SCOPED.match(item.content)
+            self.engine.facts.write(
+                item.content[scoped.end():] if scoped else item.content,
+                scope=self.scope,
+                fact_scope="hypothetical" if scoped else "session",
+                scope_id=scoped.group(1).strip() if scoped else None,
+                kind="task" if item.item_type in ("objective", "pending_action") else "fact",
+            )
 
     def _write(
         self, fact_id: str, key: str, value: str, source: Any, fact_scope: str, supersedes: str | None,
@@ -172,6 +184,15 @@ class CtxpluginAdapter:
         assert self.engine is not None
         kind = "constraint" if constraint else "fact"
         mapped = _SCOPE.get(fact_scope, "global")
+        # the timeline writes a restriction and a draft status into the value; a caller that
+        # knows its state passes them as an audience and a fact scope
+        audience: list[str] = []
+        restricted = _RESTRICTED.match(value)
+        if restricted:
+            value = value[restricted.end():] or value
+            audience = _audience(restricted.group(1), bool(restricted.group(2)))
+        if _DRAFT_VALUE.search(value) and mapped == "global":
+            mapped = "draft"
         if self.engine.facts.get(fact_id, scope=self.scope) is not None:
             # the timeline writes an id again with a new value: an update of that fact
             supersedes, fact_id = supersedes or fact_id, None  # type: ignore[assignment]
@@ -187,6 +208,7 @@ class CtxpluginAdapter:
             authority=None if _SOURCE.get(source.type) == "tool" else _AUTHORITY.get(source.authority, "user"),  # type: ignore[arg-type]
             source=_SOURCE.get(source.type, "state_write"),  # type: ignore[arg-type]
             depends_on=list(depends_on),
+            audience=audience,
         )
 
     def _known(self, name: str) -> bool:
@@ -222,6 +244,36 @@ class CtxpluginAdapter:
         lines = [f"You assist {who.user_name}, {who.authority}{f' ({org})' if org else ''}."]
         lines.extend(f"{key}: {value}" for key, value in self.environment.items())
         return "\n".join(lines)
+
+
+def _level(word: str) -> str | None:
+    word = word.lower()
+    if word in _CXO or word.startswith("c") and len(word) == 3 and word.endswith("o"):
+        return "cxo"
+    if word in ("svp", "evp"):
+        return "svp"
+    if word in ("vp", "vice"):
+        return "vp"
+    if word in ("director", "head"):
+        return "director"
+    if word in ("manager", "lead"):
+        return "manager"
+    return None
+
+
+def _roles(title: str) -> tuple[str, ...]:
+    """A user's roles from a job title: its words, and its level ("VP Sales": ``vp``)."""
+    words = [w for w in re.split(r"[^\w]+", title.lower()) if w]
+    levels = [lv for lv in (_level(w) for w in words) if lv]
+    return tuple(dict.fromkeys([*words, *levels]))
+
+
+def _audience(role: str, and_above: bool) -> list[str]:
+    """``restricted to VP+``: the VP level and every level above it."""
+    level = _level(role) or role.lower()
+    if and_above and level in _LADDER:
+        return [f"role:{lv}" for lv in _LADDER[_LADDER.index(level):]]
+    return [f"role:{level}"]
 
 
 class BaselineAdapter:

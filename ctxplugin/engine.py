@@ -49,6 +49,7 @@ from ctxplugin.cas import Captured, CASStore, MemoryCASStore, SQLiteCASStore, ca
 from ctxplugin.config import ContextConfig
 from ctxplugin.errors import ConfigError, CtxpluginError, InvalidInputError, StoreError
 from ctxplugin.facts import FactsLedger, MemoryFactStore, mark_outdated
+from ctxplugin.facts.outdated import exploratory_spans
 from ctxplugin.facts.render import current_once, fact_line
 from ctxplugin.history import (
     BackgroundSummarizer,
@@ -473,7 +474,7 @@ class ContextEngine:
         every call shows whole: system prompt and task) already states."""
         try:
             if self.config.facts.extract:
-                fresh = [m for m in sources if not self._seen(m, scope)]
+                fresh = [m for m in _exploratory(sources) if not self._seen(m, scope)]
                 if fresh:
                     written = self.facts.ingest(fresh, scope=scope)
                     report.facts_extracted += len(written)
@@ -864,6 +865,23 @@ def _restates(fact_text: str, standing: str) -> bool:
     nothing). Short texts never count: a bare value may mean something else in the task."""
     text = _WHITESPACE.sub(" ", fact_text).strip().rstrip("….").lower()
     return len(text) >= 24 and text in standing
+
+
+def _exploratory(sources: list[BaseMessage]) -> list[BaseMessage]:
+    """``sources`` with the messages of an exploratory span the user opened marked
+    hypothetical (``fact_scope``), so that what they state is never a current fact."""
+    spans = exploratory_spans(sources)
+    if not spans:
+        return sources
+    out: list[BaseMessage] = []
+    for index, message in enumerate(sources):
+        note = annotation(message)
+        if spans.get(index) == "hypothetical" and "fact_scope" not in note:
+            message = message.model_copy(
+                update={"additional_kwargs": {**message.additional_kwargs, META_KEY: {**note, "fact_scope": "hypothetical"}}}
+            )
+        out.append(message)
+    return out
 
 
 def _reader_key(scope: Scope) -> str:

@@ -14,7 +14,10 @@ statements share), without also stating the new value (that would be the correct
 Statements that are not current for another reason are marked too: one refused by a higher
 authority (``[overruled: ...]``), and a hypothetical or draft one (``[hypothetical: not a
 current fact]``, ``[draft: not decided]``) — the source message of a hypothetical or draft fact,
-or a message a host marked with ``additional_kwargs["ctxplugin"]["fact_scope"]``.
+or a message a host marked with ``additional_kwargs["ctxplugin"]["fact_scope"]``. A user who
+opens an exploratory span ("Let's brainstorm. This is just exploratory.") makes every message
+up to the one that closes it ("OK, enough brainstorming for now, back to real commitments")
+hypothetical too.
 
 Text read from a tool output is never quoted in a note: notes go into user and assistant
 messages, and tool text is data. A fact from a tool is named by its ref instead.
@@ -22,6 +25,7 @@ messages, and tool text is data. A fact from a tool is named by its ref instead.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -75,6 +79,7 @@ def mark_outdated(
     """
     changes = [_change(old, new) for old, new in ledger.superseded(scope=scope, limit=limit)]
     provisional = _provisional(ledger, scope, limit)
+    exploring = exploratory_spans(body)
     out: list[BaseMessage] = []
     marked = 0
     for index, message in enumerate(body):
@@ -89,7 +94,7 @@ def mark_outdated(
         words = set(content_words(text))
         hits = [c.note for c in changes if c.note not in text and _states(c, words, refs)]
         ids = [c.old.id for c in changes if c.note in hits]
-        kind = _provisional_kind(message, refs, words, provisional)
+        kind = exploring.get(index) or _provisional_kind(message, refs, words, provisional)
         if kind is not None and _PROVISIONAL[kind] not in text:
             hits.insert(0, _PROVISIONAL[kind])
         if not hits:
@@ -100,7 +105,46 @@ def mark_outdated(
     return out, marked
 
 
-_PROVISIONAL = {"hypothetical": "[hypothetical: not a current fact]", "draft": "[draft: not decided]"}
+_PROVISIONAL = {
+    "hypothetical": "[hypothetical: not a current fact]",
+    "draft": "[draft: not decided]",
+    "closing": "[the hypothetical ends here; what it said is not current]",
+}
+_OPENS = re.compile(
+    r"\b(?:brainstorm\w*|exploratory|just exploring|sandbox|thought experiment|what[- ]if (?:scenario|exercise)|"
+    r"let'?s (?:imagine|pretend|play with|explore))\b",
+    re.IGNORECASE,
+)
+_CLOSES = re.compile(
+    r"\b(?:enough\b.{0,60}\bfor now|back to (?:reality|real\w*|business|the real)|let'?s talk about (?:real|actual)|"
+    r"real commitments|end of (?:the )?(?:brainstorm\w*|exercise|hypothetical)|for real now)\b",
+    re.IGNORECASE,
+)
+
+
+def exploratory_spans(body: Sequence[BaseMessage]) -> dict[int, str]:
+    """Indexes of messages inside an exploratory span a user opened, as ``hypothetical``, and of
+    the user message closing it, as ``closing``.
+
+    A user message that announces exploration ("let's brainstorm", "this is just exploratory",
+    "a sandbox") opens a span; the next user message that returns to what is real ("enough ...
+    for now", "back to reality", "let's talk about real commitments") closes it. A span left
+    open stays open: everything after the opening is exploratory until the user says otherwise.
+    """
+    spans: dict[int, str] = {}
+    opened = False
+    for index, message in enumerate(body):
+        human = isinstance(message, HumanMessage)
+        text = content_text(message.content) if human else ""
+        if human and opened and _CLOSES.search(text):
+            spans[index] = "closing"
+            opened = False
+        elif human and not opened and _OPENS.search(text) and not _CLOSES.search(text):
+            spans[index] = "hypothetical"
+            opened = True
+        elif opened and not isinstance(message, ToolMessage):
+            spans[index] = "hypothetical"
+    return spans
 
 
 @dataclass(frozen=True)

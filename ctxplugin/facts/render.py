@@ -40,7 +40,7 @@ def fact_line(fact: Fact) -> str:
     """The facts-block line of ``fact``: ``[kind:key; source] text``.
 
     A fact somebody stated shows its authority; a task fact its task; a fact whose dependency
-    changed says it needs review. A fact read from a tool output is labelled as tool data with
+    changed says it needs review and shows its value as the previous result. A fact read from a tool output is labelled as tool data with
     its ref, and its text is quoted and defused (:func:`quoted`)."""
     head = f"{fact.kind}:{fact.key}" if fact.key else fact.kind
     if fact.from_tool:
@@ -55,10 +55,11 @@ def fact_line(fact: Fact) -> str:
         label += f"; task {fact.scope_id}"
     elif fact.scope != "global" and fact.scope != "session":
         label += f"; {fact.scope}, not current"
-    line = f"[{head}; {label}] {body}"
     if fact.needs_review:
-        line += " (needs review: a fact it depends on changed)"
-    return line
+        # the value was worked out from a fact that has since changed: shown as the earlier
+        # result, to be recalculated, never as current
+        return f"[{head}; {label}; needs review: a fact it depends on changed, recalculate] previously: {body}"
+    return f"[{head}; {label}] {body}"
 
 
 def current_once(hits: Iterable[ScoredFact]) -> list[ScoredFact]:

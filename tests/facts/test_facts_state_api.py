@@ -91,7 +91,7 @@ def test_dependents_of_a_changed_fact_are_flagged_in_the_view() -> None:
     assert plan is not None and plan.needs_review
     block = facts_block(eng.prepare([HumanMessage("What is the hiring plan and the budget?")], scope=S).messages)
     line = next(line for line in block.splitlines() if "contractors" in line)
-    assert line.endswith("(needs review: a fact it depends on changed)")
+    assert "needs review: a fact it depends on changed, recalculate] previously: Plan hires" in line
     assert "Budget is 30k" in block and "50k" not in block
 
 
@@ -184,3 +184,25 @@ def test_the_facts_block_shows_a_key_once() -> None:
     block = facts_block(eng.prepare([HumanMessage("Which airline should I book?")], scope=shared).messages)
     lines = [line for line in block.splitlines() if "airline" in line.lower() and line.startswith("- ")]
     assert lines == ["- [fact:pref_airline; manager] Preferred airline is United"]
+
+
+def test_an_exploratory_span_is_hypothetical_until_the_user_closes_it() -> None:
+    eng = engine()
+    messages: list[BaseMessage] = [
+        SystemMessage("You help plan the portal."),
+        HumanMessage("Confirmed features: user dashboard and order history.", id="h0"),
+        AIMessage("Noted.", id="a0"),
+        HumanMessage("Let's do a brainstorming session. This is just exploratory.", id="h1"),
+        AIMessage("Sure, go ahead.", id="a1"),
+        HumanMessage("Could use blockchain for the audit trail.", id="h2"),
+        AIMessage("Interesting idea.", id="a2"),
+        HumanMessage("OK, that's enough brainstorming for now. Let's talk about real commitments.", id="h3"),
+        AIMessage("Back to the plan.", id="a3"),
+        HumanMessage("What features are confirmed?", id="h4"),
+    ]
+    by_id = {m.id: str(m.content) for m in eng.prepare(messages, scope=S).messages}
+    for inside in ("h1", "a1", "h2", "a2"):
+        assert by_id[inside].startswith("[hypothetical: not a current fact]"), inside
+    assert by_id["h3"].startswith("[the hypothetical ends here; what it said is not current]")
+    assert by_id["h0"] == "Confirmed features: user dashboard and order history."
+    assert by_id["a3"] == "Back to the plan." and by_id["h4"] == "What features are confirmed?"
