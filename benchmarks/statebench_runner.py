@@ -248,7 +248,7 @@ class CtxpluginAdapter:
 
 def _level(word: str) -> str | None:
     word = word.lower()
-    if word in _CXO or word.startswith("c") and len(word) == 3 and word.endswith("o"):
+    if word in _CXO or (word.startswith("c") and len(word) == 3 and word.endswith("o")):
         return "cxo"
     if word in ("svp", "evp"):
         return "svp"
@@ -316,7 +316,7 @@ def _offline_tiktoken() -> None:
         except (ValueError, KeyError):
             return original(name)
 
-    tiktoken.get_encoding = get_encoding
+    tiktoken.get_encoding = get_encoding  # type: ignore[assignment]
 
 
 def timelines(seed: int, count: int, tracks: Iterable[str]) -> Iterator[Any]:
