@@ -499,7 +499,12 @@ class ContextEngine:
             fact = hit.fact
             if _restates(fact.text, standing):
                 continue
-            text = fact_line(fact)
+            try:
+                basis = self.facts.changed_basis(fact, scope=scope) if fact.needs_review else []
+            except StoreError as exc:
+                _degraded(report, scope, f"facts store unavailable; a changed dependency is not named: {exc}")
+                basis = []
+            text = fact_line(fact, basis)
             tokens = self.counter.count(text) + 2
             if used + tokens > budget:
                 break

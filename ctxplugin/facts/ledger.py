@@ -450,6 +450,30 @@ class FactsLedger:
             return None
         return max(valid, key=lambda f: (AUTHORITY_RANK[f.authority], f.created_at))
 
+    def changed_basis(self, fact: Fact, *, scope: Scope, limit: int = 2) -> list[Fact]:
+        """For a fact flagged ``needs_review``: the current facts that replaced what it was
+        derived from, directly or through other flagged facts (at most ``limit``)."""
+        found: list[Fact] = []
+        seen: set[str] = {fact.id}
+        frontier = list(fact.depends_on)
+        while frontier and len(found) < limit and len(seen) < _MAX_CHAIN:
+            dep_id = frontier.pop(0)
+            if dep_id in seen:
+                continue
+            seen.add(dep_id)
+            got = self.store.get([dep_id], reader=scope)
+            if not got:
+                continue
+            dep = got[0]
+            if not dep.is_valid:
+                head = self._head(dep, scope)
+                if head is not None and head.is_valid and head.id not in seen and permitted(head, scope):
+                    seen.add(head.id)
+                    found.append(head)
+            elif dep.needs_review:
+                frontier.extend(dep.depends_on)
+        return found
+
     def history(self, key: str, *, scope: Scope) -> list[Fact]:
         """Every fact ever written for ``key`` readable from ``scope``, oldest first."""
         norm = normalize_key(key)

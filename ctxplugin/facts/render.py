@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from ctxplugin.facts.model import AUTHORITY_RANK, Fact, ScoredFact
 
@@ -36,11 +36,12 @@ def quoted(text: str) -> str:
     return json.dumps(defuse(text), ensure_ascii=False)
 
 
-def fact_line(fact: Fact) -> str:
+def fact_line(fact: Fact, basis: Sequence[Fact] = ()) -> str:
     """The facts-block line of ``fact``: ``[kind:key; source] text``.
 
     A fact somebody stated shows its authority; a task fact its task; a fact whose dependency
-    changed says it needs review and shows its value as the previous result. A fact read from a tool output is labelled as tool data with
+    changed says it needs review and shows its value as the previous result, with ``basis``,
+    the facts that replaced what it was derived from, when known. A fact read from a tool output is labelled as tool data with
     its ref, and its text is quoted and defused (:func:`quoted`)."""
     head = f"{fact.kind}:{fact.key}" if fact.key else fact.kind
     if fact.from_tool:
@@ -58,7 +59,9 @@ def fact_line(fact: Fact) -> str:
     if fact.needs_review:
         # the value was worked out from a fact that has since changed: shown as the earlier
         # result, to be recalculated, never as current
-        return f"[{head}; {label}; needs review: a fact it depends on changed, recalculate] previously: {body}"
+        line = f"[{head}; {label}; needs review: a fact it depends on changed, recalculate] previously: {body}"
+        now = "; ".join(quoted(b.text) if b.from_tool else b.text for b in basis)
+        return f"{line} (changed: {now})" if now else line
     return f"[{head}; {label}] {body}"
 
 

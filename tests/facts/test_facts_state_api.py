@@ -92,6 +92,7 @@ def test_dependents_of_a_changed_fact_are_flagged_in_the_view() -> None:
     block = facts_block(eng.prepare([HumanMessage("What is the hiring plan and the budget?")], scope=S).messages)
     line = next(line for line in block.splitlines() if "contractors" in line)
     assert "needs review: a fact it depends on changed, recalculate] previously: Plan hires" in line
+    assert line.endswith("(changed: Budget is 30k)")
     assert "Budget is 30k" in block and "50k" not in block
 
 
@@ -206,3 +207,15 @@ def test_an_exploratory_span_is_hypothetical_until_the_user_closes_it() -> None:
     assert by_id["h3"].startswith("[the hypothetical ends here; what it said is not current]")
     assert by_id["h0"] == "Confirmed features: user dashboard and order history."
     assert by_id["a3"] == "Back to the plan." and by_id["h4"] == "What features are confirmed?"
+
+
+def test_a_flagged_fact_names_what_changed_through_a_chain() -> None:
+    facts = ledger()
+    facts.write("base salary is $100k", key="base_salary", scope=S, fact_id="DC-BASE", authority="manager")
+    facts.write("annual bonus is $20k", key="annual_bonus", scope=S, fact_id="DC-MID", depends_on=["DC-BASE"])
+    facts.write("total compensation is $120k", key="total_comp", scope=S, fact_id="DC-TOP", depends_on=["DC-MID"])
+    assert facts.changed_basis(facts.get("DC-TOP", scope=S), scope=S) == []  # type: ignore[arg-type]
+    new = facts.write("base salary is now $130k", key="base_salary", scope=S, supersedes="DC-BASE", authority="manager")
+    top = facts.get("DC-TOP", scope=S)
+    assert top is not None and top.needs_review
+    assert facts.changed_basis(top, scope=S) == [new]
