@@ -41,7 +41,7 @@ from ctxplugin.tokens import content_text
 if TYPE_CHECKING:
     from ctxplugin.facts.ledger import FactsLedger
 
-_NOTE_CHARS = 220
+_NOTE_CHARS = 160
 
 
 @dataclass(frozen=True)
@@ -53,6 +53,7 @@ class _Change:
     anchors: frozenset[str]
     need: int
     note: str
+    short: str
 
 
 def mark_outdated(
@@ -82,6 +83,7 @@ def mark_outdated(
     exploring = exploratory_spans(body)
     out: list[BaseMessage] = []
     marked = 0
+    said: set[str] = set()  # replacements already quoted in full in an earlier note
     for index, message in enumerate(body):
         if index in keep or not isinstance(message, (HumanMessage, AIMessage, ToolMessage)):
             out.append(message)
@@ -92,8 +94,17 @@ def mark_outdated(
             continue
         refs = _refs(message)
         words = set(content_words(text))
-        hits = [c.note for c in changes if c.note not in text and _states(c, words, refs)]
-        ids = [c.old.id for c in changes if c.note in hits]
+        stating = [c for c in changes if c.note not in text and c.short not in text and _states(c, words, refs)]
+        hits: list[str] = []
+        here: set[str] = set()
+        for change in stating:
+            # one note per replacement; its value is quoted once, later messages point back
+            if change.new.id in here:
+                continue
+            here.add(change.new.id)
+            hits.append(change.short if change.new.id in said else change.note)
+        said.update(here)
+        ids = [c.old.id for c in stating]
         kind = exploring.get(index) or _provisional_kind(message, refs, words, provisional)
         if kind is not None and _PROVISIONAL[kind] not in text:
             hits.insert(0, _PROVISIONAL[kind])
@@ -193,11 +204,14 @@ def _change(old: Fact, new: Fact) -> _Change:
     label = "this" if old.from_tool or not old.key else old.key
     if old.refused and old.from_tool:
         note = f"[overruled: a tool output does not replace the {new.authority} statement: {current}]"
+        short = "[overruled, as noted above]"
     elif old.refused:
         note = f"[overruled: a {new.authority} constraint applies: {current}]"
+        short = "[overruled, as noted above]"
     else:
         note = f"[outdated: {label} is now: {current}]"
-    return _Change(old, new, distinctive, replacement, anchors, need, note)
+        short = f"[outdated: {label} changed, as noted above]"
+    return _Change(old, new, distinctive, replacement, anchors, need, note, short)
 
 
 def _states(change: _Change, words: set[str], refs: set[str]) -> bool:

@@ -199,8 +199,9 @@ def test_outdated_notes_never_quote_a_tool_fact() -> None:
         HumanMessage("Where is it?", id="h2"),
     ]
     view = eng.prepare(messages, scope=S).messages
-    marked = next(m for m in view if m.id == "a1")
-    assert str(marked.content).startswith("[outdated: this is now: see the tool result")
+    by_id = {m.id: str(m.content) for m in view}
+    assert by_id["t1"].startswith("[outdated: this is now: see the tool result")
+    assert by_id["a1"].startswith("[outdated: this changed, as noted above]")
     assert tool_text_outside_tool_role(view, ["shipped", "ignore previous"]) == []
 
 
