@@ -49,6 +49,8 @@ from ctxplugin.cas import Captured, CASStore, MemoryCASStore, SQLiteCASStore, ca
 from ctxplugin.config import ContextConfig
 from ctxplugin.errors import ConfigError, CtxpluginError, InvalidInputError, StoreError
 from ctxplugin.facts import FactsLedger, MemoryFactStore, mark_outdated
+from ctxplugin.facts.outdated import exploratory_spans
+from ctxplugin.facts.render import current_once, fact_line
 from ctxplugin.history import (
     BackgroundSummarizer,
     HistoryBudget,
@@ -472,16 +474,18 @@ class ContextEngine:
         every call shows whole: system prompt and task) already states."""
         try:
             if self.config.facts.extract:
-                fresh = [m for m in sources if not self._seen(m, scope)]
+                fresh = [m for m in _exploratory(sources) if not self._seen(m, scope)]
                 if fresh:
                     written = self.facts.ingest(fresh, scope=scope)
                     report.facts_extracted += len(written)
             if self.config.facts.mark_outdated:
-                body, marked = mark_outdated(body, ledger=self.facts, scope=scope)
+                # the latest user message is shown exactly as sent
+                latest = max((i for i, m in enumerate(body) if isinstance(m, HumanMessage)), default=-1)
+                body, marked = mark_outdated(body, ledger=self.facts, scope=scope, keep={latest})
                 report.outdated_marked = marked
             if window is not None:
                 with self._lock:
-                    frozen = self._window_facts.get(scope.key())
+                    frozen = self._window_facts.get(_reader_key(scope))
                 if frozen is not None and frozen[0] == window and self._all_current(frozen[1], scope):
                     return body, frozen[1]
             scored = self.facts.search(query, scope=scope, k=self.config.facts.k) if query and self.config.facts.k else []
@@ -491,11 +495,16 @@ class ContextEngine:
         lines: list[FactLine] = []
         used = 0
         budget = self._facts_budget()
-        for hit in scored:
+        for hit in current_once(scored):
             fact = hit.fact
             if _restates(fact.text, standing):
                 continue
-            text = f"[{fact.kind}{':' + fact.key if fact.key else ''}] {fact.text}"
+            try:
+                basis = self.facts.changed_basis(fact, scope=scope) if fact.needs_review else []
+            except StoreError as exc:
+                _degraded(report, scope, f"facts store unavailable; a changed dependency is not named: {exc}")
+                basis = []
+            text = fact_line(fact, basis)
             tokens = self.counter.count(text) + 2
             if used + tokens > budget:
                 break
@@ -503,7 +512,7 @@ class ContextEngine:
             lines.append(FactLine(text=text, score=float(hit.score), fact_id=fact.id, key=fact.key))
         if window is not None:
             with self._lock:
-                self._window_facts.put(scope.key(), (window, tuple(lines)))
+                self._window_facts.put(_reader_key(scope), (window, tuple(lines)))
         return body, tuple(lines)
 
     def _all_current(self, lines: tuple[FactLine, ...], scope: Scope) -> bool:
@@ -861,6 +870,29 @@ def _restates(fact_text: str, standing: str) -> bool:
     nothing). Short texts never count: a bare value may mean something else in the task."""
     text = _WHITESPACE.sub(" ", fact_text).strip().rstrip("….").lower()
     return len(text) >= 24 and text in standing
+
+
+def _exploratory(sources: list[BaseMessage]) -> list[BaseMessage]:
+    """``sources`` with the messages of an exploratory span the user opened marked
+    hypothetical (``fact_scope``), so that what they state is never a current fact."""
+    spans = exploratory_spans(sources)
+    if not spans:
+        return sources
+    out: list[BaseMessage] = []
+    for index, message in enumerate(sources):
+        note = annotation(message)
+        if spans.get(index) == "hypothetical" and "fact_scope" not in note:
+            message = message.model_copy(
+                update={"additional_kwargs": {**message.additional_kwargs, META_KEY: {**note, "fact_scope": "hypothetical"}}}
+            )
+        out.append(message)
+    return out
+
+
+def _reader_key(scope: Scope) -> str:
+    """What the facts shown depend on: the scope and the reader's roles (facts restricted to
+    a role are shown only to readers that have it)."""
+    return scope.key() + ("\x00" + ",".join(scope.roles) if scope.roles else "")
 
 
 def _degraded(report: ContextReport | CaptureReport, scope: Scope, text: str) -> None:

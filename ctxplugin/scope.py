@@ -23,6 +23,8 @@ class Scope(BaseModel):
     """Isolation key for every read and write.
 
     ``Scope(session_id=...)`` alone is valid; LangGraph's ``thread_id`` maps to ``session_id``.
+    ``roles`` name the reader's roles (``"manager"``): facts restricted to a role are shown only
+    to readers that have it. Roles do not change where items are stored (:meth:`key`).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -31,12 +33,22 @@ class Scope(BaseModel):
     user_id: str | None = None
     workspace_id: str | None = None
     tenant_id: str | None = None
+    roles: tuple[str, ...] = ()
 
     @field_validator("session_id")
     @classmethod
     def _non_empty(cls, value: str) -> str:
         if not value or not value.strip():
             raise InvalidInputError("Scope.session_id must be a non-empty string")
+        return value
+
+    @field_validator("roles", mode="before")
+    @classmethod
+    def _roles(cls, value: object) -> object:
+        if isinstance(value, str):
+            value = (value,)
+        if isinstance(value, (list, tuple, set, frozenset)):
+            return tuple(sorted({str(r).strip().lower() for r in value if str(r).strip()}))
         return value
 
     def key(self) -> str:
@@ -77,7 +89,8 @@ class Scope(BaseModel):
 def scope_from_config(config: object | None, default_session: str = "default") -> Scope:
     """Build a scope from a LangChain ``RunnableConfig`` (``configurable.thread_id``).
 
-    Optional ``user_id``, ``workspace_id`` and ``tenant_id`` are read from ``configurable`` too.
+    Optional ``user_id``, ``workspace_id``, ``tenant_id`` and ``roles`` (a list of role names)
+    are read from ``configurable`` too.
     """
     configurable: dict[str, object] = {}
     if isinstance(config, dict):
@@ -99,4 +112,13 @@ def scope_from_config(config: object | None, default_session: str = "default") -
         user_id=opt("user_id"),
         workspace_id=opt("workspace_id"),
         tenant_id=opt("tenant_id"),
+        roles=_roles_of(configurable.get("roles")),
     )
+
+
+def _roles_of(value: object) -> tuple[str, ...]:
+    if isinstance(value, str):
+        return (value,)
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return tuple(str(v) for v in value)
+    return ()

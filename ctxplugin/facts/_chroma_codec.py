@@ -88,6 +88,8 @@ def to_metadata(fact: Fact) -> dict[str, Any]:
         "constraint_type": fact.constraint_type,
         "note": fact.note,
     }
+    if fact.audience:
+        body["audience"] = list(fact.audience)
     meta: dict[str, Any] = {
         "kind": fact.kind,
         "scope": fact.scope,
@@ -111,7 +113,7 @@ def from_metadata(fact_id: str, text: str | None, meta: dict[str, Any] | None) -
     session_id, user_id, workspace_id, tenant_id = body.get("owner") or ["", None, None, None]
     source_type, source_ref, turn_index = body.get("source") or ["state_write", None, None]
     owner = _construct(
-        Scope, {"session_id": session_id, "user_id": user_id, "workspace_id": workspace_id, "tenant_id": tenant_id}
+        Scope, {"session_id": session_id, "user_id": user_id, "workspace_id": workspace_id, "tenant_id": tenant_id, "roles": ()}
     )
     source = _construct(Source, {"type": source_type, "ref": source_ref, "turn_index": turn_index})
     values: dict[str, Any] = {
@@ -125,7 +127,8 @@ def from_metadata(fact_id: str, text: str | None, meta: dict[str, Any] | None) -
         "scope_id": body.get("scope_id"),
         "memory_type": body.get("memory_type", "user"),
         "source": source,
-        "authority": body.get("authority", "user"),
+        # facts read from tool outputs before tool authority existed were stored as "system"
+        "authority": "tool" if source_type == "tool" else body.get("authority", "user"),
         "tags": tuple(body.get("tags", ())),
         "importance": float(body.get("importance", 0.5)),
         "created_at": _EPOCH + _MICROSECOND * int(body.get("created_us", 0)),
@@ -136,6 +139,7 @@ def from_metadata(fact_id: str, text: str | None, meta: dict[str, Any] | None) -
         "needs_review": bool(body.get("needs_review", False)),
         "constraint_type": body.get("constraint_type"),
         "note": body.get("note"),
+        "audience": tuple(body.get("audience", ())),
     }
     return _construct(Fact, values)
 

@@ -15,7 +15,11 @@ Supersession rules, applied on every write:
    ``FactsConfig.implicit_supersession=False`` turns the rule off;
 5. authority: a constraint can only be replaced by an equal or higher authority; a lower one's
    fact is kept, but invalid and pointing at the constraint that refused it;
-6. fact scope: task, draft and hypothetical facts never replace global or session ones.
+6. provenance: a fact read from a tool output (source ``tool``, authority ``tool``, the lowest)
+   never replaces a fact anyone stated — a user, the system prompt, a policy, an API write. It
+   is kept, refused, pointing at the fact it would have replaced. Text a tool returned is data:
+   a fetched page saying "Max discount is 90%" does not override the user's "Max discount is 15%";
+7. fact scope: task, draft and hypothetical facts never replace global or session ones.
 
 A replaced fact stays stored (``is_valid=False``, ``superseded_by``) and is never retrieved;
 facts that depend on it, directly or through others, are marked ``needs_review``.
@@ -23,12 +27,14 @@ facts that depend on it, directly or through others, are marked ``needs_review``
 
 from __future__ import annotations
 
+import hashlib
 import math
 import threading
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
+from typing import Any, get_args
 
 from langchain_core.messages import BaseMessage, HumanMessage, ToolMessage
 from pydantic import ValidationError
@@ -45,6 +51,7 @@ from ctxplugin.facts.model import (
     PROTECTED_SCOPES,
     REFUSED,
     RETRIEVED_SCOPES,
+    TOOL_AUTHORITY,
     Authority,
     Fact,
     FactKind,
@@ -55,7 +62,10 @@ from ctxplugin.facts.model import (
     Source,
     SourceType,
     new_fact_id,
+    normalize_audience,
     normalize_key,
+    permitted,
+    reader_keys,
     visibility_key,
 )
 from ctxplugin.facts.ranking import query_tags, rank
@@ -64,6 +74,8 @@ from ctxplugin.facts.store import FactStore
 from ctxplugin.scope import Scope, Visibility
 
 _MAX_CHAIN = 1000
+_MAX_ID = 128
+_ANNOTATED_SCOPES = frozenset({"global", "session", "task", "draft", "hypothetical"})
 _IMPLICIT_CANDIDATES = 8
 _KEY_PREFIXES = frozenset({"pref", "decision"})
 """Words the extraction rules put before a key's subject (``pref_aisle``, ``decision_vendor``)."""
@@ -127,7 +139,7 @@ class FactsLedger:
         fact_scope: FactScope = "global",
         scope_id: str | None = None,
         visibility: Visibility = "session",
-        authority: Authority = "user",
+        authority: Authority | None = None,
         memory_type: MemoryType | None = None,
         source: SourceType = "state_write",
         ref: str | None = None,
@@ -135,31 +147,78 @@ class FactsLedger:
         importance: float = 0.5,
         depends_on: Sequence[str] = (),
         constraint_type: str | None = None,
+        fact_id: str | None = None,
+        audience: Sequence[str] = (),
     ) -> Fact:
         """Record a fact and apply the supersession rules.
 
         Returns the stored fact; a statement already current (same key and text) returns the
         existing fact instead of a copy. When a higher authority's constraint refuses the
-        change, the returned fact has ``is_valid=False`` and ``superseded_by`` naming it.
+        change, or the fact comes from a tool and would replace someone's statement, the
+        returned fact has ``is_valid=False`` and ``superseded_by`` naming the fact that stands.
+
+        Args:
+            text: the statement (at most 500 characters).
+            scope: whose fact it is (the isolation scope that writes it).
+            key: semantic key; a newer fact with the same key replaces the older one.
+            supersedes: the id of the fact this one replaces (a caller's own id works, see
+                ``fact_id``), or else a key whose current fact it replaces.
+            kind: decision, entity, task, metric, link, preference, constraint or fact.
+            fact_scope: global, session, task, draft or hypothetical. Draft and hypothetical
+                facts are never shown as current and never replace global or session ones.
+            scope_id: the task or draft the fact belongs to.
+            visibility: session (default), user, workspace or tenant.
+            authority: who stated it; by default ``tool`` for ``source="tool"``, ``policy`` for
+                ``source="policy"``, ``system`` for ``source="system"``, else ``user``.
+            memory_type: user, capability or organizational (chosen from the source if omitted).
+            source: conversation, tool, state_write (default), system or policy.
+            ref: the message id, tool call id or CAS ref it came from.
+            tags: topic tags.
+            importance: 0–1.
+            depends_on: ids (or the caller's own ids) of facts this one was derived from; it
+                is flagged for review when one of them is replaced.
+            constraint_type: budget, deadline, capacity, policy... marks a constraint.
+            fact_id: the caller's own id for the fact (``"F-001"``), usable later in ``get``,
+                ``supersedes`` and ``depends_on`` from any scope that can read the fact. It is
+                stored qualified by the owner's slot (``F-001~1a2b3c4d``), so the same id used
+                by another session or user never collides with this one.
+            audience: restrict who is shown the fact: ``"role:<name>"`` / ``"user:<id>"``
+                entries, checked against ``Scope.roles`` and ``Scope.user_id`` of the reader.
 
         Raises:
-            InvalidInputError: empty or over-long text, an unknown kind, a ``supersedes`` id not
-                readable from ``scope``, or a visibility the scope cannot give (``"user"``
-                without ``scope.user_id``).
+            InvalidInputError: empty or over-long text, an unknown kind, a ``supersedes`` id or
+                key not readable from ``scope``, a visibility the scope cannot give (``"user"``
+                without ``scope.user_id``), authority ``tool`` on a fact not from a tool, a
+                ``fact_id`` already used for another statement, or a malformed audience.
         """
+        if authority == TOOL_AUTHORITY and source != "tool":
+            raise InvalidInputError("authority 'tool' is only for facts from tool outputs (source='tool')")
         draft = FactDraft(
             text=text, key=key, kind=kind, tags=tuple(tags), importance=importance, scope=fact_scope,
             scope_id=scope_id, constraint_type=constraint_type, depends_on=tuple(depends_on),
             authority=authority, memory_type=memory_type, visibility=visibility, source_ref=ref,
         )
-        fact, _ = self._commit(draft, scope=scope, source=source, supersedes=supersedes)
+        fact, _ = self._commit(
+            draft, scope=scope, source=source, supersedes=supersedes, fact_id=fact_id, audience=tuple(audience)
+        )
         return fact
 
+    def add(self, text: str, **fields: Any) -> Fact:
+        """The same as :meth:`write` (the name a state API usually gives it)."""
+        return self.write(text, **fields)
+
     def _commit(
-        self, draft: FactDraft, *, scope: Scope, source: SourceType, supersedes: str | None = None
+        self,
+        draft: FactDraft,
+        *,
+        scope: Scope,
+        source: SourceType,
+        supersedes: str | None = None,
+        fact_id: str | None = None,
+        audience: tuple[str, ...] = (),
     ) -> tuple[Fact, bool]:
         """Write one draft; returns the fact and whether it was newly stored."""
-        fact = self._build(draft, scope=scope, source=source)
+        fact = self._build(draft, scope=scope, source=source, fact_id=fact_id, audience=audience)
         shared: AbstractContextManager[None] = nullcontext()
         if self.lock is not None:
             # connecting can take a second (a Chroma server client): done before the shared
@@ -169,6 +228,17 @@ class FactsLedger:
                 opener(fact.owner)
             shared = self.lock.hold(slot_lock_name(visibility_key(fact.owner, fact.visibility)))
         with self._lock, shared:
+            if fact_id is not None:
+                taken = self.store.get([fact.id], reader=fact.owner)
+                if taken:
+                    if taken[0].text_hash == fact.text_hash and taken[0].key == fact.key:
+                        return taken[0], False
+                    raise InvalidInputError(
+                        f"fact id {fact_id!r} is already used for another statement; give the new "
+                        f"statement its own id and supersedes={fact_id!r}"
+                    )
+            if fact.depends_on:
+                fact = fact.model_copy(update={"depends_on": tuple(self._resolve(d, fact.owner) for d in fact.depends_on)})
             existing = self._duplicate(fact)
             if existing is not None:
                 return existing, False
@@ -181,6 +251,16 @@ class FactsLedger:
                 t for t in targets
                 if t.is_constraint and AUTHORITY_RANK[t.authority] > AUTHORITY_RANK[fact.authority]
             ]
+            stated = [t for t in targets if not t.from_tool] if fact.from_tool else []
+            if stated:
+                blocker = stated[0]
+                refused = fact.model_copy(update={
+                    "is_valid": False,
+                    "superseded_by": blocker.id,
+                    "note": f"{REFUSED}: a tool output cannot replace the {blocker.authority} statement {blocker.id}",
+                })
+                self.store.add([refused])
+                return refused, True
             if protected:
                 blocker = protected[0]
                 refused = fact.model_copy(update={
@@ -205,22 +285,31 @@ class FactsLedger:
                 self._flag_dependents([t.id for t in targets], scope)
             return fact, True
 
-    def _build(self, draft: FactDraft, *, scope: Scope, source: SourceType) -> Fact:
+    def _build(
+        self,
+        draft: FactDraft,
+        *,
+        scope: Scope,
+        source: SourceType,
+        fact_id: str | None = None,
+        audience: tuple[str, ...] = (),
+    ) -> Fact:
         visibility = draft.visibility or "session"
         if visibility == "user" and not scope.user_id:
             raise InvalidInputError("visibility='user' needs a scope with a user_id")
         if visibility == "workspace" and not scope.workspace_id:
             raise InvalidInputError("visibility='workspace' needs a scope with a workspace_id")
-        authority = draft.authority or ("system" if source in ("tool", "system") else "policy" if source == "policy" else "user")
+        owner = scope.model_copy(update={"roles": ()}) if scope.roles else scope
+        authority = _authority(draft.authority, source)
         memory_type = draft.memory_type or _memory_type(source, authority)
         tags = tuple(dict.fromkeys([t.lower() for t in draft.tags] + identifiers(draft.text)))[:12]
         try:
             return Fact(
-                id=new_fact_id(),
+                id=new_fact_id() if fact_id is None else _qualified(_caller_id(fact_id), visibility_key(owner, visibility)),
                 key=draft.key,
                 text=draft.text,
                 kind=draft.kind,
-                owner=scope,
+                owner=owner,
                 visibility=visibility,
                 scope=draft.scope,
                 scope_id=draft.scope_id,
@@ -232,6 +321,7 @@ class FactsLedger:
                 created_at=self.clock(),
                 depends_on=draft.depends_on,
                 constraint_type=draft.constraint_type,
+                audience=normalize_audience(audience),
             )
         except ValidationError as exc:
             problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'fact'}: {e['msg']}" for e in exc.errors())
@@ -247,9 +337,17 @@ class FactsLedger:
     def _targets(self, fact: Fact, draft: FactDraft, supersedes: str | None) -> list[Fact]:
         reader = fact.owner
         if supersedes is not None:
-            found = self.store.get([supersedes], reader=reader)
+            found = self.store.get(_candidate_ids(supersedes, reader), reader=reader)
             if not found:
-                raise InvalidInputError(f"supersedes={supersedes!r}: no such fact readable from this scope")
+                by_key = normalize_key(supersedes)
+                same = self.store.find(FactQuery(reader=reader, key=by_key, valid=True, scopes=(fact.scope,))) if by_key else []
+                same = [f for f in same if f.scope_id == fact.scope_id and _same_slot(f, fact)]
+                if not same:
+                    raise InvalidInputError(
+                        f"supersedes={supersedes!r}: no fact with that id, nor a current fact with that key, "
+                        "readable from this scope"
+                    )
+                return same
             head = self._head(found[0], reader)
             return [head] if head is not None and head.is_valid else []
         if fact.key is not None:
@@ -258,6 +356,11 @@ class FactsLedger:
         if draft.replaces:
             return self._stating(draft.replaces, fact)
         return []
+
+    def _resolve(self, fact_id: str, reader: Scope) -> str:
+        """The stored id of ``fact_id`` (a caller's own id qualified by its slot), or itself."""
+        found = self.store.get(_candidate_ids(fact_id, reader), reader=reader)
+        return found[0].id if found else fact_id
 
     def _implicit(self, fact: Fact) -> list[Fact]:
         """Rule 4: current keyed facts, in ``fact``'s owner slot and fact scope, whose subject
@@ -327,8 +430,10 @@ class FactsLedger:
 
     # ------------------------------------------------------------------ reads
     def get(self, fact_id: str, *, scope: Scope) -> Fact | None:
-        """The fact with this id, or ``None`` if it is unknown or not readable from ``scope``."""
-        found = self.store.get([fact_id], reader=scope)
+        """The fact with this id (or the caller's own id given at write), or ``None`` if it is
+        unknown or not readable from ``scope`` (including a fact restricted to an audience
+        ``scope`` is not in)."""
+        found = [f for f in self.store.get(_candidate_ids(fact_id, scope), reader=scope) if permitted(f, scope)]
         return found[0] if found else None
 
     def current(self, key: str, *, scope: Scope, fact_scopes: Sequence[FactScope] = ("global", "session")) -> Fact | None:
@@ -337,17 +442,45 @@ class FactsLedger:
         norm = normalize_key(key)
         if norm is None:
             raise InvalidInputError("current() needs a non-empty key")
-        valid = self.store.find(FactQuery(reader=scope, key=norm, valid=True, scopes=tuple(fact_scopes)))
+        valid = [
+            f for f in self.store.find(FactQuery(reader=scope, key=norm, valid=True, scopes=tuple(fact_scopes)))
+            if permitted(f, scope)
+        ]
         if not valid:
             return None
         return max(valid, key=lambda f: (AUTHORITY_RANK[f.authority], f.created_at))
+
+    def changed_basis(self, fact: Fact, *, scope: Scope, limit: int = 2) -> list[Fact]:
+        """For a fact flagged ``needs_review``: the current facts that replaced what it was
+        derived from, directly or through other flagged facts (at most ``limit``)."""
+        found: list[Fact] = []
+        seen: set[str] = {fact.id}
+        frontier = list(fact.depends_on)
+        while frontier and len(found) < limit and len(seen) < _MAX_CHAIN:
+            dep_id = frontier.pop(0)
+            if dep_id in seen:
+                continue
+            seen.add(dep_id)
+            got = self.store.get([dep_id], reader=scope)
+            if not got:
+                continue
+            dep = got[0]
+            if not dep.is_valid:
+                head = self._head(dep, scope)
+                if head is not None and head.is_valid and head.id not in seen and permitted(head, scope):
+                    seen.add(head.id)
+                    found.append(head)
+            elif dep.needs_review:
+                frontier.extend(dep.depends_on)
+        return found
 
     def history(self, key: str, *, scope: Scope) -> list[Fact]:
         """Every fact ever written for ``key`` readable from ``scope``, oldest first."""
         norm = normalize_key(key)
         if norm is None:
             raise InvalidInputError("history() needs a non-empty key")
-        return sorted(self.store.find(FactQuery(reader=scope, key=norm)), key=lambda f: f.created_at)
+        found = [f for f in self.store.find(FactQuery(reader=scope, key=norm)) if permitted(f, scope)]
+        return sorted(found, key=lambda f: f.created_at)
 
     def superseded(self, *, scope: Scope, limit: int = 200) -> list[tuple[Fact, Fact]]:
         """Recently superseded (or refused) facts readable from ``scope``, each with the current
@@ -364,7 +497,7 @@ class FactsLedger:
                 if nxt is None or nxt.id == head.id:
                     break
                 head = nxt
-            if head.is_valid and head.id != fact.id:
+            if head.is_valid and head.id != fact.id and permitted(fact, scope) and permitted(head, scope):
                 pairs.append((fact, head))
         return pairs
 
@@ -391,7 +524,7 @@ class FactsLedger:
             return []
         wanted = FactQuery(reader=scope, valid=True, scopes=tuple(fact_scopes))
         n = max(math.ceil(k * self.config.candidates), k + 4)
-        candidates = self.store.search(query, wanted, n=n)
+        candidates = [(f, s) for f, s in self.store.search(query, wanted, n=n) if permitted(f, scope)]
         return rank(
             candidates,
             now=self.clock(),
@@ -410,10 +543,20 @@ class FactsLedger:
         (``additional_kwargs["ctxplugin"]["ref"]``), else the message id, else the tool call id.
         Other message types are skipped. Returns the facts newly stored.
 
+        A host marks what a message states under ``additional_kwargs["ctxplugin"]``:
+        ``fact_scope`` (``"hypothetical"``, ``"draft"``, ``"task"``...; with ``scope_id``),
+        ``authority`` (who the human speaks as, e.g. ``"manager"``; user messages only) and
+        ``audience`` (``["role:finance"]``: who may be shown the facts).
+
         Args:
             messages: messages to read (``HumanMessage`` and ``ToolMessage`` are used).
             scope: whose facts these are.
-            authority: who the human speaks as (tool results count as ``"system"``).
+            authority: who the human speaks as. Tool results always have authority ``tool``,
+                the lowest, whatever an extractor or the message says.
+
+        Raises:
+            InvalidInputError: a message's ``ctxplugin`` metadata names an unknown fact scope or
+                authority, or a malformed audience.
         """
         written: list[Fact] = []
         for message in messages:
@@ -421,13 +564,85 @@ class FactsLedger:
                 continue
             ref = _provenance(message)
             source: SourceType = "tool" if isinstance(message, ToolMessage) else "conversation"
+            marks = _marks(message, source)
             for draft in self.extractor(message):
                 visibility = draft.visibility or ("user" if draft.kind == "preference" and scope.user_id else "session")
-                draft = _with(draft, ref, None if source == "tool" else authority, visibility)
-                fact, created = self._commit(draft, scope=scope, source=source)
+                draft = _with(draft, ref, None if source == "tool" else marks.authority or authority, visibility)
+                if marks.fact_scope is not None:
+                    draft = replace(draft, scope=marks.fact_scope, scope_id=marks.scope_id or draft.scope_id)
+                fact, created = self._commit(draft, scope=scope, source=source, audience=marks.audience)
                 if created and fact.is_valid:
                     written.append(fact)
         return written
+
+
+@dataclass(frozen=True)
+class _Marks:
+    """What a host said about a message's statements (``additional_kwargs["ctxplugin"]``)."""
+
+    fact_scope: FactScope | None = None
+    scope_id: str | None = None
+    authority: Authority | None = None
+    audience: tuple[str, ...] = ()
+
+
+_AUTHORITIES: tuple[str, ...] = get_args(Authority)
+
+
+def _marks(message: BaseMessage, source: SourceType) -> _Marks:
+    note = annotation(message)
+    fact_scope = note.get("fact_scope")
+    if fact_scope is not None and fact_scope not in _ANNOTATED_SCOPES:
+        raise InvalidInputError(
+            f"additional_kwargs['ctxplugin']['fact_scope'] must be one of {sorted(_ANNOTATED_SCOPES)}, got {fact_scope!r}"
+        )
+    authority = note.get("authority") if source != "tool" else None
+    if authority is not None and (authority not in _AUTHORITIES or authority == TOOL_AUTHORITY):
+        raise InvalidInputError(
+            f"additional_kwargs['ctxplugin']['authority'] must be one of "
+            f"{[a for a in _AUTHORITIES if a != TOOL_AUTHORITY]}, got {authority!r}"
+        )
+    scope_id = note.get("scope_id")
+    audience = note.get("audience") or ()
+    return _Marks(
+        fact_scope=fact_scope,
+        scope_id=str(scope_id) if scope_id is not None else None,
+        authority=authority,
+        audience=normalize_audience(audience if not isinstance(audience, str) else (audience,)),
+    )
+
+
+def _authority(given: Authority | None, source: SourceType) -> Authority:
+    """A fact's authority: ``tool`` for anything read from a tool output, whatever an extractor
+    proposed; otherwise the given one, or the source's default."""
+    if source == "tool":
+        return TOOL_AUTHORITY
+    if given is not None:
+        return given
+    return "system" if source == "system" else "policy" if source == "policy" else "user"
+
+
+def _caller_id(fact_id: str) -> str:
+    cleaned = fact_id.strip()
+    if not cleaned or len(cleaned) > _MAX_ID or "~" in cleaned or any(c.isspace() for c in cleaned):
+        raise InvalidInputError(
+            f"fact_id must be 1-{_MAX_ID} characters without spaces or '~', got {fact_id!r}"
+        )
+    return cleaned
+
+
+def _qualified(fact_id: str, slot: str) -> str:
+    """A caller's id as stored: qualified by the owner slot, so that two sessions (or users)
+    using the same id never share, overwrite or read each other's fact."""
+    return f"{fact_id}~{hashlib.sha256(slot.encode('utf-8', 'surrogatepass')).hexdigest()[:8]}"
+
+
+def _candidate_ids(fact_id: str, reader: Scope) -> list[str]:
+    """Stored ids ``fact_id`` may stand for from ``reader``: itself, and the caller's id
+    qualified by each slot ``reader`` can read."""
+    if "~" in fact_id or not fact_id.strip() or any(c.isspace() for c in fact_id):
+        return [fact_id]
+    return [fact_id, *(_qualified(fact_id, key) for key in reader_keys(reader))]
 
 
 def _with(draft: FactDraft, ref: str | None, authority: Authority | None, visibility: Visibility) -> FactDraft:

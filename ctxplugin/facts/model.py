@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Literal, get_args
@@ -31,12 +32,19 @@ FactScope = Literal["global", "session", "task", "draft", "hypothetical"]
 and draft and hypothetical facts are not retrieved unless asked for."""
 
 SourceType = Literal["conversation", "tool", "state_write", "system", "policy"]
-"""Where a fact came from."""
+"""Where a fact came from: a user message, a tool output, a write through the API, the system
+prompt or a policy."""
 
-Authority = Literal["guest", "intern", "user", "employee", "manager", "admin", "executive", "system", "policy"]
-"""Who stated a fact. Only matters for constraints: a lower authority cannot replace a higher one's."""
+Authority = Literal["tool", "guest", "intern", "user", "employee", "manager", "admin", "executive", "system", "policy"]
+"""Who stated a fact. ``tool`` is the lowest and only facts read from tool outputs have it: text a
+tool returned is data, never a statement by anyone. A lower authority cannot replace a higher
+one's constraint, and a tool's fact never replaces a fact stated by anyone else."""
+
+TOOL_AUTHORITY: Authority = "tool"
+"""The authority of every fact read from a tool output (the lowest)."""
 
 AUTHORITY_RANK: dict[str, int] = {
+    "tool": -1,
     "guest": 0,
     "intern": 1,
     "user": 2,
@@ -56,6 +64,7 @@ RETRIEVED_SCOPES: tuple[FactScope, ...] = ("global", "session", "task")
 """Fact scopes retrieved by default."""
 
 MAX_TEXT = 500
+MAX_AUDIENCE = 32
 REFUSED = "refused"
 """Prefix of the note of a fact refused by a higher authority's constraint."""
 
@@ -102,6 +111,9 @@ class Fact(BaseModel):
         needs_review: set when a fact it depends on was superseded.
         constraint_type: budget, deadline, capacity, policy... for constraints.
         note: why the fact needs review or was refused.
+        audience: who may be shown it, when restricted: ``"role:<name>"`` and ``"user:<id>"``
+            entries; a reader needs one of them (a role in ``Scope.roles`` or its
+            ``user_id``). Empty: everyone who can read it (see ``visibility``).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -127,6 +139,7 @@ class Fact(BaseModel):
     needs_review: bool = False
     constraint_type: str | None = None
     note: str | None = None
+    audience: tuple[str, ...] = ()
 
     @field_validator("text")
     @classmethod
@@ -151,6 +164,16 @@ class Fact(BaseModel):
     @classmethod
     def _key(cls, value: str | None) -> str | None:
         return normalize_key(value)
+
+    @field_validator("audience")
+    @classmethod
+    def _audience(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        return normalize_audience(value)
+
+    @property
+    def from_tool(self) -> bool:
+        """Whether the fact was read from a tool output (data, never instruction)."""
+        return self.source.type == "tool"
 
     @property
     def is_constraint(self) -> bool:
@@ -213,6 +236,42 @@ def matches(fact: Fact, query: FactQuery) -> bool:
     return query.text_hash is None or fact.text_hash == query.text_hash
 
 
+def permitted(fact: Fact, reader: Scope) -> bool:
+    """Whether ``reader`` is in ``fact``'s audience: always when the fact names none, else when
+    the reader has one of its roles or is one of its users.
+
+    Stores do not apply it (supersession sees every fact of a key); the ledger's reads do."""
+    if not fact.audience:
+        return True
+    allowed = set(fact.audience)
+    if reader.user_id is not None and f"user:{reader.user_id}" in allowed:
+        return True
+    return any(f"role:{role.strip().lower()}" in allowed for role in reader.roles)
+
+
+def normalize_audience(entries: Sequence[str]) -> tuple[str, ...]:
+    """Audience entries checked and normalised: ``"role:<name>"`` (role names compare
+    case-insensitively) or ``"user:<id>"``.
+
+    Raises:
+        InvalidInputError: an entry of another form, or more than 32 entries.
+    """
+    if isinstance(entries, str):
+        entries = (entries,)
+    out: list[str] = []
+    for entry in entries:
+        kind, _, name = str(entry).partition(":")
+        name = name.strip()
+        if kind not in ("role", "user") or not name:
+            raise InvalidInputError(
+                f"an audience entry is 'role:<name>' or 'user:<id>', got {entry!r}"
+            )
+        out.append(f"role:{name.lower()}" if kind == "role" else f"user:{name}")
+    if len(out) > MAX_AUDIENCE:
+        raise InvalidInputError(f"a fact's audience has at most {MAX_AUDIENCE} entries (got {len(out)})")
+    return tuple(dict.fromkeys(out))
+
+
 def new_fact_id() -> str:
     """A fresh fact id."""
     return f"fact_{uuid.uuid4().hex[:20]}"
@@ -260,6 +319,7 @@ def visibility_key(owner: Scope, visibility: Visibility) -> str:
 
 __all__ = [
     "AUTHORITY_RANK",
+    "TOOL_AUTHORITY",
     "Authority",
     "Fact",
     "FactKind",
@@ -270,4 +330,5 @@ __all__ = [
     "Source",
     "SourceType",
     "matches",
+    "permitted",
 ]

@@ -10,11 +10,23 @@ A message states a superseded value when it is the fact's own source (same messa
 ref), or when it contains every word that distinguishes the old statement from the new one
 together with the subject (the key's words that the old statement uses, or else two words both
 statements share), without also stating the new value (that would be the correction itself).
+
+Statements that are not current for another reason are marked too: one refused by a higher
+authority (``[overruled: ...]``), and a hypothetical or draft one (``[hypothetical: not a
+current fact]``, ``[draft: not decided]``) — the source message of a hypothetical or draft fact,
+or a message a host marked with ``additional_kwargs["ctxplugin"]["fact_scope"]``. A user who
+opens an exploratory span ("Let's brainstorm. This is just exploratory.") makes every message
+up to the one that closes it ("OK, enough brainstorming for now, back to real commitments")
+hypothetical too.
+
+Text read from a tool output is never quoted in a note: notes go into user and assistant
+messages, and tool text is data. A fact from a tool is named by its ref instead.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -22,14 +34,14 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 
 from ctxplugin._messages import META_KEY, annotation
 from ctxplugin.facts._text import content_words
-from ctxplugin.facts.model import Fact
+from ctxplugin.facts.model import Fact, FactQuery, permitted
 from ctxplugin.scope import Scope
 from ctxplugin.tokens import content_text
 
 if TYPE_CHECKING:
     from ctxplugin.facts.ledger import FactsLedger
 
-_NOTE_CHARS = 220
+_NOTE_CHARS = 160
 
 
 @dataclass(frozen=True)
@@ -41,44 +53,139 @@ class _Change:
     anchors: frozenset[str]
     need: int
     note: str
+    short: str
 
 
 def mark_outdated(
-    body: Sequence[BaseMessage], *, ledger: FactsLedger, scope: Scope, limit: int = 200
+    body: Sequence[BaseMessage],
+    *,
+    ledger: FactsLedger,
+    scope: Scope,
+    limit: int = 200,
+    keep: Collection[int] = (),
 ) -> tuple[list[BaseMessage], int]:
-    """Copies of ``body`` where messages stating a superseded fact carry an outdated note.
+    """Copies of ``body`` where messages stating a superseded, refused, hypothetical or draft
+    fact carry a note saying it is not current.
 
     Args:
         body: the conversation (without the leading system messages).
         ledger: where superseded facts are looked up.
         scope: whose facts count.
-        limit: the most recent superseded facts considered.
+        limit: the most recent superseded (and provisional) facts considered.
+        keep: indexes of ``body`` never marked (the engine keeps the latest user message
+            exactly as sent).
 
     Returns:
         The new message list and how many messages were marked.
     """
     changes = [_change(old, new) for old, new in ledger.superseded(scope=scope, limit=limit)]
-    if not changes:
-        return list(body), 0
+    provisional = _provisional(ledger, scope, limit)
+    exploring = exploratory_spans(body)
     out: list[BaseMessage] = []
     marked = 0
-    for message in body:
-        if not isinstance(message, (HumanMessage, AIMessage, ToolMessage)):
+    said: set[str] = set()  # replacements already quoted in full in an earlier note
+    for index, message in enumerate(body):
+        if index in keep or not isinstance(message, (HumanMessage, AIMessage, ToolMessage)):
             out.append(message)
             continue
         text = content_text(message.content)
         if not text:
             out.append(message)
             continue
-        words = set(content_words(text))
         refs = _refs(message)
-        hits = [c for c in changes if c.note not in text and _states(c, words, refs)]
+        words = set(content_words(text))
+        stating = [c for c in changes if c.note not in text and c.short not in text and _states(c, words, refs)]
+        hits: list[str] = []
+        here: set[str] = set()
+        for change in stating:
+            # one note per replacement; its value is quoted once, later messages point back
+            if change.new.id in here:
+                continue
+            here.add(change.new.id)
+            hits.append(change.short if change.new.id in said else change.note)
+        said.update(here)
+        ids = [c.old.id for c in stating]
+        kind = exploring.get(index) or _provisional_kind(message, refs, words, provisional)
+        if kind is not None and _PROVISIONAL[kind] not in text:
+            hits.insert(0, _PROVISIONAL[kind])
         if not hits:
             out.append(message)
             continue
-        out.append(_with_notes(message, hits))
+        out.append(_with_notes(message, hits, ids))
         marked += 1
     return out, marked
+
+
+_PROVISIONAL = {
+    "hypothetical": "[hypothetical: not a current fact]",
+    "draft": "[draft: not decided]",
+    "closing": "[the hypothetical ends here; what it said is not current]",
+}
+_OPENS = re.compile(
+    r"\b(?:brainstorm\w*|exploratory|just exploring|sandbox|thought experiment|what[- ]if (?:scenario|exercise)|"
+    r"let'?s (?:imagine|pretend|play with|explore))\b",
+    re.IGNORECASE,
+)
+_CLOSES = re.compile(
+    r"\b(?:enough\b.{0,60}\bfor now|back to (?:reality|real\w*|business|the real)|let'?s talk about (?:real|actual)|"
+    r"real commitments|end of (?:the )?(?:brainstorm\w*|exercise|hypothetical)|for real now)\b",
+    re.IGNORECASE,
+)
+
+
+def exploratory_spans(body: Sequence[BaseMessage]) -> dict[int, str]:
+    """Indexes of messages inside an exploratory span a user opened, as ``hypothetical``, and of
+    the user message closing it, as ``closing``.
+
+    A user message that announces exploration ("let's brainstorm", "this is just exploratory",
+    "a sandbox") opens a span; the next user message that returns to what is real ("enough ...
+    for now", "back to reality", "let's talk about real commitments") closes it. A span left
+    open stays open: everything after the opening is exploratory until the user says otherwise.
+    """
+    spans: dict[int, str] = {}
+    opened = False
+    for index, message in enumerate(body):
+        human = isinstance(message, HumanMessage)
+        text = content_text(message.content) if human else ""
+        if human and opened and _CLOSES.search(text):
+            spans[index] = "closing"
+            opened = False
+        elif human and not opened and _OPENS.search(text) and not _CLOSES.search(text):
+            spans[index] = "hypothetical"
+            opened = True
+        elif opened and not isinstance(message, ToolMessage):
+            spans[index] = "hypothetical"
+    return spans
+
+
+@dataclass(frozen=True)
+class _Provisional:
+    ref: str | None
+    words: frozenset[str]
+    scope: str
+
+
+def _provisional(ledger: FactsLedger, scope: Scope, limit: int) -> list[_Provisional]:
+    """The current hypothetical and draft facts stated in the conversation (not by tools)."""
+    query = FactQuery(reader=scope, valid=True, scopes=("hypothetical", "draft"))
+    found = [f for f in ledger.store.find(query, limit=limit) if permitted(f, scope) and not f.from_tool]
+    return [_Provisional(f.source.ref, frozenset(content_words(f.text)), f.scope) for f in found]
+
+
+def _provisional_kind(
+    message: BaseMessage, refs: set[str], words: set[str], provisional: list[_Provisional]
+) -> str | None:
+    """``hypothetical`` or ``draft`` when ``message`` is marked so, is the source of such a
+    fact, or (without ids to go by) states every content word of one; else None."""
+    said = annotation(message).get("fact_scope")
+    if said in _PROVISIONAL:
+        return str(said)
+    if isinstance(message, ToolMessage):
+        return None
+    for fact in provisional:
+        if (fact.ref is not None and fact.ref in refs) or (fact.ref is None and fact.words and fact.words <= words):
+            return fact.scope
+    return None
 
 
 def _change(old: Fact, new: Fact) -> _Change:
@@ -91,12 +198,20 @@ def _change(old: Fact, new: Fact) -> _Change:
     anchors = frozenset(key_words or (old_words & new_words))
     need = len(anchors) if key_words else min(2, len(anchors))
     current = new.text if len(new.text) <= _NOTE_CHARS else new.text[: _NOTE_CHARS - 1] + "…"
-    if old.refused:
+    if new.from_tool:
+        # tool text stays in the tool role: the note points at the tool result instead
+        current = f"see the tool result {new.source.ref}" if new.source.ref else "see a later tool result"
+    label = "this" if old.from_tool or not old.key else old.key
+    if old.refused and old.from_tool:
+        note = f"[overruled: a tool output does not replace the {new.authority} statement: {current}]"
+        short = "[overruled, as noted above]"
+    elif old.refused:
         note = f"[overruled: a {new.authority} constraint applies: {current}]"
+        short = "[overruled, as noted above]"
     else:
-        label = old.key or "this"
         note = f"[outdated: {label} is now: {current}]"
-    return _Change(old, new, distinctive, replacement, anchors, need, note)
+        short = f"[outdated: {label} changed, as noted above]"
+    return _Change(old, new, distinctive, replacement, anchors, need, note, short)
 
 
 def _states(change: _Change, words: set[str], refs: set[str]) -> bool:
@@ -121,15 +236,16 @@ def _refs(message: BaseMessage) -> set[str]:
     return refs
 
 
-def _with_notes(message: BaseMessage, hits: list[_Change]) -> BaseMessage:
-    prefix = " ".join(c.note for c in hits)
+def _with_notes(message: BaseMessage, notes: list[str], ids: list[str]) -> BaseMessage:
+    prefix = " ".join(notes)
     content: Any = message.content
     if isinstance(content, str):
         new_content: Any = f"{prefix} {content}"
     else:
         new_content = [{"type": "text", "text": prefix}, *content]
     meta = dict(annotation(message))
-    meta["outdated"] = [*meta.get("outdated", []), *(c.old.id for c in hits)]
+    if ids:
+        meta["outdated"] = [*meta.get("outdated", []), *ids]
     kwargs = {**message.additional_kwargs, META_KEY: meta}
     return message.model_copy(update={"content": new_content, "additional_kwargs": kwargs})
 

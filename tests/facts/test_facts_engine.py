@@ -70,7 +70,8 @@ def test_emphatic_repetition_in_a_conversation() -> None:
     block = facts_block(prepared.messages)
     assert "cancelled" in block and "approved" not in block
     humans = {m.id: str(m.content) for m in prepared.messages if isinstance(m, HumanMessage)}
-    assert all(humans[i].startswith("[outdated: order is now:") for i in ("h0", "h1", "h2"))
+    assert humans["h0"] == "[outdated: order is now: The order is cancelled.] The order is approved."
+    assert all(humans[i].startswith("[outdated: order changed, as noted above]") for i in ("h1", "h2")), "quoted once"
     assert humans["h3"] == "Correction: the order is cancelled."
     assert prepared.report.outdated_marked == 3
 

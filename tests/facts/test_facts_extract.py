@@ -97,7 +97,7 @@ def test_ingest_records_provenance_and_authority() -> None:
     facts = ledger.ingest([human, AIMessage("noted"), captured, plain_tool], scope=S, authority="manager")
     refs = {f.text: (f.source.type, f.source.ref, f.authority, f.memory_type) for f in facts}
     assert refs["The budget is 50k."] == ("conversation", "msg-1", "manager", "user")
-    assert refs["Order W1 status: shipped"] == ("tool", "ref:order:0123456789abcdef", "system", "organizational")
+    assert refs["Order W1 status: shipped"] == ("tool", "ref:order:0123456789abcdef", "tool", "organizational")
     assert refs["Order W2 status: pending"][1] == "call-10"
     assert ledger.ingest([human], scope=S) == [], "a repeated statement is not stored twice"
 

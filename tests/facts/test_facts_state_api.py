@@ -1,0 +1,221 @@
+"""The facts API for callers who know their state: own ids, supersedes by id or key, fact scopes,
+audiences, messages marked hypothetical or draft, and what the view shows of each."""
+
+from __future__ import annotations
+
+import pytest
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
+
+from ctxplugin import ContextConfig, ContextEngine, Scope
+from ctxplugin.config import FactsConfig
+from ctxplugin.errors import InvalidInputError
+from ctxplugin.facts import FactsLedger, MemoryFactStore
+from ctxplugin.scope import scope_from_config
+from ctxplugin.testing import memory_engine
+
+S = Scope(session_id="s1", user_id="u1")
+BUDGET = {"total": 20_000, "header": 2000, "history": 10_000, "facts": 1500, "summaries": 6000}
+
+
+def ledger() -> FactsLedger:
+    return FactsLedger(MemoryFactStore(), FactsConfig())
+
+
+def engine() -> ContextEngine:
+    return memory_engine(ContextConfig(budget=BUDGET))  # type: ignore[no-any-return]
+
+
+def facts_block(messages: list[BaseMessage]) -> str:
+    blocks = [str(m.content) for m in messages if isinstance(m, SystemMessage) and str(m.content).startswith("Known facts")]
+    return blocks[0] if blocks else ""
+
+
+def view_text(messages: list[BaseMessage]) -> str:
+    return "\n".join(str(m.content) for m in messages)
+
+
+def test_caller_ids_chain_supersession_and_read_back() -> None:
+    facts = ledger()
+    first = facts.write("Status is approved", key="status_v1", scope=S, fact_id="F-001")
+    second = facts.write("Status is cancelled", key="status_v2", scope=S, fact_id="F-002", supersedes="F-001")
+    assert first.id.startswith("F-001~") and second.id.startswith("F-002~")
+    old = facts.get("F-001", scope=S)
+    assert old is not None and not old.is_valid and old.superseded_by == second.id
+    assert facts.get("F-002", scope=S) == second
+    hits = [h.fact.text for h in facts.search("What is the current status?", scope=S)]
+    assert "Status is cancelled" in hits and "Status is approved" not in hits
+
+
+def test_a_caller_id_is_private_to_its_slot() -> None:
+    facts = ledger()
+    other = Scope(session_id="s2", user_id="u2")
+    mine = facts.write("Budget is 50k", key="budget", scope=S, fact_id="F-001")
+    theirs = facts.write("Budget is 90k", key="budget", scope=other, fact_id="F-001")
+    assert mine.id != theirs.id
+    assert facts.get("F-001", scope=S) == mine and facts.get("F-001", scope=other) == theirs
+    with pytest.raises(InvalidInputError, match="no fact with that id"):
+        facts.write("Budget is 10k", scope=other, supersedes=mine.id)
+
+
+def test_a_caller_id_is_idempotent_for_its_statement_only() -> None:
+    facts = ledger()
+    first = facts.write("Budget is 50k", key="budget", scope=S, fact_id="F-001")
+    assert facts.write("Budget is 50k", key="budget", scope=S, fact_id="F-001") == first
+    with pytest.raises(InvalidInputError, match="already used"):
+        facts.write("Budget is 80k", key="budget", scope=S, fact_id="F-001")
+    with pytest.raises(InvalidInputError, match="fact_id"):
+        facts.write("Budget is 80k", scope=S, fact_id="has space")
+
+
+def test_supersedes_by_key() -> None:
+    facts = ledger()
+    old = facts.write("Vendor is Acme", key="vendor", scope=S)
+    new = facts.write("We switched to Globex", scope=S, supersedes="vendor")
+    assert new.supersedes == old.id and facts.get(old.id, scope=S).superseded_by == new.id  # type: ignore[union-attr]
+    with pytest.raises(InvalidInputError, match="nor a current fact with that key"):
+        facts.write("Nothing to replace", scope=S, supersedes="no_such_key")
+
+
+def test_add_is_write() -> None:
+    facts = ledger()
+    fact = facts.add("Deadline is Friday", key="deadline", scope=S, authority="manager", source="policy", fact_scope="task", scope_id="T-9")
+    assert (fact.authority, fact.source.type, fact.scope, fact.scope_id) == ("manager", "policy", "task", "T-9")
+
+
+def test_dependents_of_a_changed_fact_are_flagged_in_the_view() -> None:
+    eng = engine()
+    eng.facts.write("Budget is 50k", key="budget", scope=S, fact_id="B1")
+    eng.facts.write("Plan hires two contractors within the budget", key="hiring_plan", scope=S, depends_on=["B1"])
+    eng.facts.write("Budget is 30k", key="budget", scope=S, supersedes="B1")
+    plan = eng.facts.current("hiring_plan", scope=S)
+    assert plan is not None and plan.needs_review
+    block = facts_block(eng.prepare([HumanMessage("What is the hiring plan and the budget?")], scope=S).messages)
+    line = next(line for line in block.splitlines() if "contractors" in line)
+    assert "needs review: a fact it depends on changed, recalculate] previously: Plan hires" in line
+    assert line.endswith("(changed: Budget is 30k)")
+    assert "Budget is 30k" in block and "50k" not in block
+
+
+def test_a_fact_restricted_to_a_role_is_not_shown_outside_it() -> None:
+    eng = engine()
+    eng.facts.write("Acquisition target is Initech", key="acquisition", scope=S, audience=["role:exec"])
+    eng.facts.write("The offsite is in Lisbon", key="offsite", scope=S, audience=["user:u7"])
+    question = [HumanMessage("What is the acquisition target and where is the offsite?")]
+    plain = view_text(eng.prepare(question, scope=S).messages)
+    assert "Initech" not in plain and "Lisbon" not in plain
+    assert eng.facts.current("acquisition", scope=S) is None and eng.facts.search("acquisition target", scope=S) == []
+    exec_view = view_text(eng.prepare(question, scope=S.model_copy(update={"roles": ("Exec",)})).messages)
+    assert "Initech" in exec_view and "Lisbon" not in exec_view
+    u7 = Scope(session_id="s1", user_id="u7")
+    eng.facts.write("The offsite is in Lisbon", key="offsite", scope=u7, audience=["user:u7"])
+    assert "Lisbon" in view_text(eng.prepare(question, scope=u7).messages)
+    with pytest.raises(InvalidInputError, match="audience"):
+        eng.facts.write("x", scope=S, audience=["team:a"])
+
+
+def test_roles_come_from_the_runnable_config() -> None:
+    scope = scope_from_config({"configurable": {"thread_id": "t1", "roles": ["Finance", "exec"]}})
+    assert scope.roles == ("exec", "finance") and scope.key() == Scope(session_id="t1").key()
+
+
+def test_a_message_marked_hypothetical_is_not_current_in_the_view() -> None:
+    eng = engine()
+    messages: list[BaseMessage] = [
+        SystemMessage("You help with pricing."),
+        HumanMessage("The list price is $120.", id="h0"),
+        AIMessage("Noted.", id="a0"),
+        HumanMessage("The list price is $95.", id="h1", additional_kwargs={"ctxplugin": {"fact_scope": "hypothetical"}}),
+        AIMessage("Understood.", id="a1"),
+        HumanMessage("What is the list price?", id="h2"),
+    ]
+    view = eng.prepare(messages, scope=S).messages
+    block = facts_block(view)
+    assert "$120" in block and "$95" not in block
+    marked = next(m for m in view if m.id == "h1")
+    assert str(marked.content) == "[hypothetical: not a current fact] The list price is $95."
+    assert eng.facts.current("list_price", scope=S).text == "The list price is $120."  # type: ignore[union-attr]
+    assert messages[3].content == "The list price is $95.", "the caller's messages are never changed"
+
+
+def test_hypothetical_and_draft_statements_found_by_the_rules_are_marked() -> None:
+    eng = engine()
+    messages: list[BaseMessage] = [
+        SystemMessage("You help with budgets."),
+        HumanMessage("The budget is $50k.", id="h0"),
+        AIMessage("Noted.", id="a0"),
+        HumanMessage("Suppose the budget is $80k.", id="h1"),
+        AIMessage("Then we could hire more.", id="a1"),
+        HumanMessage("Draft: the launch date is March 3.", id="h2"),
+        AIMessage("Drafted.", id="a2"),
+        HumanMessage("What is the budget?", id="h3"),
+    ]
+    view = eng.prepare(messages, scope=S).messages
+    by_id = {m.id: str(m.content) for m in view}
+    assert by_id["h1"].startswith("[hypothetical: not a current fact]")
+    assert by_id["h2"].startswith("[draft: not decided]")
+    assert by_id["h0"] == "The budget is $50k." and by_id["h3"] == "What is the budget?"
+    block = facts_block(view)
+    assert "$50k" in block and "$80k" not in block and "March 3" not in block
+
+
+def test_a_bad_mark_is_a_clear_error() -> None:
+    facts = ledger()
+    with pytest.raises(InvalidInputError, match="fact_scope"):
+        facts.ingest([HumanMessage("The budget is $5.", additional_kwargs={"ctxplugin": {"fact_scope": "maybe"}})], scope=S)
+    with pytest.raises(InvalidInputError, match="authority"):
+        facts.ingest([HumanMessage("The budget is $5.", additional_kwargs={"ctxplugin": {"authority": "tool"}})], scope=S)
+
+
+def test_a_message_can_say_who_speaks() -> None:
+    facts = ledger()
+    facts.write("Max discount is 15%", key="max_discount", scope=S, kind="constraint", authority="executive", source="policy")
+    intern = HumanMessage("Max discount is 25%.", id="h1", additional_kwargs={"ctxplugin": {"authority": "intern"}})
+    facts.ingest([intern], scope=S)
+    assert facts.current("max_discount", scope=S).text == "Max discount is 15%"  # type: ignore[union-attr]
+    exec_says = HumanMessage("Max discount is 20%.", id="h2", additional_kwargs={"ctxplugin": {"authority": "policy"}})
+    (fact,) = facts.ingest([exec_says], scope=S)
+    assert fact.authority == "policy" and facts.current("max_discount", scope=S) == fact
+
+
+def test_the_facts_block_shows_a_key_once() -> None:
+    eng = engine()
+    shared = Scope(session_id="s1", user_id="u1")
+    eng.facts.write("Preferred airline is Delta", key="pref_airline", scope=shared, visibility="user")
+    eng.facts.write("Preferred airline is United", key="pref_airline", scope=shared, authority="manager")
+    block = facts_block(eng.prepare([HumanMessage("Which airline should I book?")], scope=shared).messages)
+    lines = [line for line in block.splitlines() if "airline" in line.lower() and line.startswith("- ")]
+    assert lines == ["- [fact:pref_airline; manager] Preferred airline is United"]
+
+
+def test_an_exploratory_span_is_hypothetical_until_the_user_closes_it() -> None:
+    eng = engine()
+    messages: list[BaseMessage] = [
+        SystemMessage("You help plan the portal."),
+        HumanMessage("Confirmed features: user dashboard and order history.", id="h0"),
+        AIMessage("Noted.", id="a0"),
+        HumanMessage("Let's do a brainstorming session. This is just exploratory.", id="h1"),
+        AIMessage("Sure, go ahead.", id="a1"),
+        HumanMessage("Could use blockchain for the audit trail.", id="h2"),
+        AIMessage("Interesting idea.", id="a2"),
+        HumanMessage("OK, that's enough brainstorming for now. Let's talk about real commitments.", id="h3"),
+        AIMessage("Back to the plan.", id="a3"),
+        HumanMessage("What features are confirmed?", id="h4"),
+    ]
+    by_id = {m.id: str(m.content) for m in eng.prepare(messages, scope=S).messages}
+    for inside in ("h1", "a1", "h2", "a2"):
+        assert by_id[inside].startswith("[hypothetical: not a current fact]"), inside
+    assert by_id["h3"].startswith("[the hypothetical ends here; what it said is not current]")
+    assert by_id["h0"] == "Confirmed features: user dashboard and order history."
+    assert by_id["a3"] == "Back to the plan." and by_id["h4"] == "What features are confirmed?"
+
+
+def test_a_flagged_fact_names_what_changed_through_a_chain() -> None:
+    facts = ledger()
+    facts.write("base salary is $100k", key="base_salary", scope=S, fact_id="DC-BASE", authority="manager")
+    facts.write("annual bonus is $20k", key="annual_bonus", scope=S, fact_id="DC-MID", depends_on=["DC-BASE"])
+    facts.write("total compensation is $120k", key="total_comp", scope=S, fact_id="DC-TOP", depends_on=["DC-MID"])
+    assert facts.changed_basis(facts.get("DC-TOP", scope=S), scope=S) == []  # type: ignore[arg-type]
+    new = facts.write("base salary is now $130k", key="base_salary", scope=S, supersedes="DC-BASE", authority="manager")
+    top = facts.get("DC-TOP", scope=S)
+    assert top is not None and top.needs_review
+    assert facts.changed_basis(top, scope=S) == [new]
