@@ -34,6 +34,7 @@ from langchain_core.messages import BaseMessage, HumanMessage, ToolMessage
 from pydantic import ValidationError
 
 from ctxplugin._messages import annotation
+from ctxplugin._untrusted import valid_unicode
 from ctxplugin.config import FactsConfig, FactsStrategy
 from ctxplugin.errors import InvalidInputError
 from ctxplugin.facts._text import content_words, identifiers, stem
@@ -159,7 +160,7 @@ class FactsLedger:
         self, draft: FactDraft, *, scope: Scope, source: SourceType, supersedes: str | None = None
     ) -> tuple[Fact, bool]:
         """Write one draft; returns the fact and whether it was newly stored."""
-        fact = self._build(draft, scope=scope, source=source)
+        fact = self._build(_valid_draft(draft), scope=scope, source=source)
         shared: AbstractContextManager[None] = nullcontext()
         if self.lock is not None:
             # connecting can take a second (a Chroma server client): done before the shared
@@ -428,6 +429,23 @@ class FactsLedger:
                 if created and fact.is_valid:
                     written.append(fact)
         return written
+
+
+def _valid_draft(draft: FactDraft) -> FactDraft:
+    """The draft with lone surrogates (undecodable bytes of a tool output) replaced: fact stores
+    need valid Unicode, and the exact original stays in the CAS behind the fact's ref."""
+    texts = (draft.text, draft.key, draft.replaces, draft.scope_id, draft.constraint_type, *draft.tags)
+    if all(t is None or valid_unicode(t) is t for t in texts):
+        return draft
+    return replace(
+        draft,
+        text=valid_unicode(draft.text),
+        key=None if draft.key is None else valid_unicode(draft.key),
+        replaces=None if draft.replaces is None else valid_unicode(draft.replaces),
+        scope_id=None if draft.scope_id is None else valid_unicode(draft.scope_id),
+        constraint_type=None if draft.constraint_type is None else valid_unicode(draft.constraint_type),
+        tags=tuple(valid_unicode(t) for t in draft.tags),
+    )
 
 
 def _with(draft: FactDraft, ref: str | None, authority: Authority | None, visibility: Visibility) -> FactDraft:
