@@ -27,12 +27,17 @@ def scope_key(*parts: str | None) -> str:
 
     Each part is percent-encoded as UTF-8 (lone surrogates kept), ``None`` becomes ``!`` and the
     parts are joined with ``,``. Neither ``,`` nor ``!`` nor ``|`` survives in an encoded part, so
-    distinct sequences (of any length) give distinct keys, ``None`` and ``""`` differ, and a key
+    distinct sequences (of any length from one up) give distinct keys, ``None`` and ``""`` differ, and a key
     never equals a key of the pipe-joined form of earlier versions (which always holds a ``|``).
     Keys are plain ASCII: safe as SQLite, Postgres and Chroma values and in filters.
 
     ``scope_key("s", "acme", "a|b")`` is ``"s,acme,a%7Cb"``.
+
+    Raises:
+        InvalidInputError: no parts (the empty key would equal the key of one ``""``).
     """
+    if not parts:
+        raise InvalidInputError("scope_key() needs at least one part")
     return ",".join(_NONE_PART if part is None else quote(part, safe="", errors="surrogatepass") for part in parts)
 
 
