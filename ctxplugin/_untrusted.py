@@ -76,4 +76,12 @@ def valid_unicode(text: str) -> str:
     return text
 
 
-__all__ = ["MAX_INT_DIGITS", "MAX_JSON_DEPTH", "json_depth_exceeds", "load_json", "valid_unicode"]
+def storable_text(text: str) -> str:
+    """:func:`valid_unicode`, with NUL characters replaced by U+FFFD as well: text every store
+    keeps as text (Postgres ``TEXT`` refuses NUL). For derived text only (summaries, facts);
+    originals are stored as bytes, exactly."""
+    text = valid_unicode(text)
+    return text.replace("\x00", "\ufffd") if "\x00" in text else text
+
+
+__all__ = ["MAX_INT_DIGITS", "MAX_JSON_DEPTH", "json_depth_exceeds", "load_json", "storable_text", "valid_unicode"]

@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from ctxplugin._untrusted import valid_unicode
+from ctxplugin._untrusted import storable_text
 from ctxplugin.cas._canon import (
     content_hash,
     kind_slug,
@@ -141,8 +141,8 @@ def capture(
     failed = is_error or _FAILED_EXIT.match(summary.text) is not None
     body_limit = config.summary_tokens + (config.error_passthrough_tokens if failed else 0)
     # lone surrogates (undecodable bytes) stay in the stored original, never in the summary
-    body = bounded(valid_unicode(summary.text), body_limit, counter)
-    compact = compact_text(ref_id, valid_unicode(summary.label), tokens, body)
+    body = bounded(storable_text(summary.text), body_limit, counter)
+    compact = compact_text(ref_id, storable_text(summary.label), tokens, body)
     compact_tokens = counter.count(compact)
     if compact_tokens >= tokens:
         return Captured(text, None, True, False, tokens, tokens)

@@ -34,7 +34,7 @@ from langchain_core.messages import BaseMessage, HumanMessage, ToolMessage
 from pydantic import ValidationError
 
 from ctxplugin._messages import annotation
-from ctxplugin._untrusted import valid_unicode
+from ctxplugin._untrusted import storable_text
 from ctxplugin.config import FactsConfig, FactsStrategy
 from ctxplugin.errors import InvalidInputError
 from ctxplugin.facts._text import content_words, identifiers, stem
@@ -435,16 +435,16 @@ def _valid_draft(draft: FactDraft) -> FactDraft:
     """The draft with lone surrogates (undecodable bytes of a tool output) replaced: fact stores
     need valid Unicode, and the exact original stays in the CAS behind the fact's ref."""
     texts = (draft.text, draft.key, draft.replaces, draft.scope_id, draft.constraint_type, *draft.tags)
-    if all(t is None or valid_unicode(t) is t for t in texts):
+    if all(t is None or storable_text(t) is t for t in texts):
         return draft
     return replace(
         draft,
-        text=valid_unicode(draft.text),
-        key=None if draft.key is None else valid_unicode(draft.key),
-        replaces=None if draft.replaces is None else valid_unicode(draft.replaces),
-        scope_id=None if draft.scope_id is None else valid_unicode(draft.scope_id),
-        constraint_type=None if draft.constraint_type is None else valid_unicode(draft.constraint_type),
-        tags=tuple(valid_unicode(t) for t in draft.tags),
+        text=storable_text(draft.text),
+        key=None if draft.key is None else storable_text(draft.key),
+        replaces=None if draft.replaces is None else storable_text(draft.replaces),
+        scope_id=None if draft.scope_id is None else storable_text(draft.scope_id),
+        constraint_type=None if draft.constraint_type is None else storable_text(draft.constraint_type),
+        tags=tuple(storable_text(t) for t in draft.tags),
     )
 
 
