@@ -89,7 +89,7 @@ def test_the_reported_collision_is_gone() -> None:
 
 # ---------------------------------------------------------------------- answer cache
 def _engine(store: AnswerCacheStore, mode: str = "session") -> ContextEngine:
-    config = ContextConfig(cache=CacheConfig(enabled=True, scope=mode))  # type: ignore[arg-type]
+    config = ContextConfig(cache=CacheConfig(enabled=True, scope=mode))
     clock = FakeClock()
     return ContextEngine(
         config,
