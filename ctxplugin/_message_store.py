@@ -21,11 +21,13 @@ from typing import TYPE_CHECKING, Protocol
 from langchain_core.messages import BaseMessage, message_to_dict, messages_from_dict
 
 from ctxplugin.errors import StoreError
+from ctxplugin.scope import scope_key
 
 if TYPE_CHECKING:
     from ctxplugin.engine import ContextEngine
 
 HISTORY_FILE = "history.sqlite3"
+_SCHEMA_VERSION = 1  # 0: scope keys pipe-joined (ambiguous); 1: Scope.key()
 
 
 class MessageStore(Protocol):
@@ -80,6 +82,9 @@ class SQLiteMessageStore:
                 " seq INTEGER PRIMARY KEY AUTOINCREMENT, scope_key TEXT NOT NULL, body TEXT NOT NULL)"
             )
             db.execute("CREATE INDEX IF NOT EXISTS chat_messages_scope ON chat_messages (scope_key, seq)")
+            if db.execute("PRAGMA user_version").fetchone()[0] < _SCHEMA_VERSION:
+                _rekey(db)
+                db.execute(f"PRAGMA user_version = {_SCHEMA_VERSION}")
 
     @contextmanager
     def _connect(self) -> Iterator[sqlite3.Connection]:
@@ -110,6 +115,22 @@ class SQLiteMessageStore:
     def clear(self, key: str) -> None:
         with self._connect() as db:
             db.execute("DELETE FROM chat_messages WHERE scope_key = ?", (key,))
+
+
+def _rekey(db: sqlite3.Connection) -> None:
+    """Move conversations stored under pipe-joined scope keys to :meth:`Scope.key`.
+
+    An old key with exactly three ``|`` names one scope (an empty part was ``None``); a key
+    with more was shared by several scopes and is left as it is, read by none.
+    """
+    db.execute("BEGIN IMMEDIATE")
+    for (old,) in db.execute("SELECT DISTINCT scope_key FROM chat_messages WHERE scope_key LIKE '%|%'").fetchall():
+        parts = old.split("|")
+        if len(parts) != 4 or not parts[3].strip():
+            continue
+        tenant, workspace, user, session = (p or None for p in parts)
+        new = scope_key(tenant, workspace, user, session)
+        db.execute("UPDATE chat_messages SET scope_key = ? WHERE scope_key = ?", (new, old))
 
 
 _stores: weakref.WeakKeyDictionary[ContextEngine, MessageStore] = weakref.WeakKeyDictionary()

@@ -7,6 +7,7 @@ records the scope it was written from and a :data:`Visibility` saying how widely
 from __future__ import annotations
 
 from typing import Literal
+from urllib.parse import quote
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
@@ -17,6 +18,39 @@ Visibility = Literal["session", "user", "workspace", "tenant"]
 same user, of the same workspace, or the whole tenant."""
 
 VISIBILITIES: tuple[Visibility, ...] = ("session", "user", "workspace", "tenant")
+
+_NONE_PART = "!"  # never produced by quote(): it percent-encodes every character but A-Z a-z 0-9 _ . - ~
+
+
+def scope_key(*parts: str | None) -> str:
+    """The one encoding of a sequence of scope parts into a store key; injective for any strings.
+
+    Each part is percent-encoded as UTF-8 (lone surrogates kept), ``None`` becomes ``!`` and the
+    parts are joined with ``,``. Neither ``,`` nor ``!`` nor ``|`` survives in an encoded part, so
+    distinct sequences (of any length from one up) give distinct keys, ``None`` and ``""`` differ, and a key
+    never equals a key of the pipe-joined form of earlier versions (which always holds a ``|``).
+    Keys are plain ASCII: safe as SQLite, Postgres and Chroma values and in filters.
+
+    ``scope_key("s", "acme", "a|b")`` is ``"s,acme,a%7Cb"``.
+
+    Raises:
+        InvalidInputError: no parts (the empty key would equal the key of one ``""``).
+    """
+    if not parts:
+        raise InvalidInputError("scope_key() needs at least one part")
+    return ",".join(_NONE_PART if part is None else quote(part, safe="", errors="surrogatepass") for part in parts)
+
+
+def legacy_scope_key(*parts: str | None) -> str | None:
+    """The pipe-joined key earlier versions wrote, when it names exactly these parts.
+
+    The old form joined parts with ``|`` and wrote ``None`` as ``""``, so it is ambiguous when a
+    part holds a ``|`` or is ``""``; then None is returned and old rows are not read through
+    it. Only migrations and read-both lookups use it.
+    """
+    if any(part is not None and (part == "" or "|" in part) for part in parts):
+        return None
+    return "|".join(part or "" for part in parts)
 
 
 class Scope(BaseModel):
@@ -52,10 +86,16 @@ class Scope(BaseModel):
         return value
 
     def key(self) -> str:
-        """A stable string identifying this exact scope (for logs and cache keys)."""
-        return "|".join(
-            [self.tenant_id or "", self.workspace_id or "", self.user_id or "", self.session_id]
-        )
+        """A stable string identifying this exact scope (for logs, store and cache keys).
+
+        Distinct scopes always have distinct keys, whatever their ids hold (see :func:`scope_key`).
+        """
+        return scope_key(self.tenant_id, self.workspace_id, self.user_id, self.session_id)
+
+    def legacy_key(self) -> str | None:
+        """The key earlier versions gave this scope when that key was unambiguous, else None
+        (see :func:`legacy_scope_key`); for migrations of stored data."""
+        return legacy_scope_key(self.tenant_id, self.workspace_id, self.user_id, self.session_id)
 
     def can_read(self, owner: Scope, visibility: Visibility = "session") -> bool:
         """Whether this scope may read an item written by ``owner`` with ``visibility``.

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from langchain_core.messages import AIMessage, BaseMessage
 
-from ctxplugin.cache.context import SAID, CallContext
+from ctxplugin.cache.context import SAID, CallContext, legacy_partition, partition
 from ctxplugin.cache.guard import QueryGuard, same_wording, search_text
 from ctxplugin.cache.store import (
     AnswerCacheStore,
@@ -108,7 +108,13 @@ class AnswerCache:
             StoreError: a store (cache, CAS or facts) failed.
         """
         now = self.clock()
-        found = self.store.candidates(call.partition, call.signature, search_text(call.query_norm), now=now, n=self.candidates)
+        query = search_text(call.query_norm)
+        found = self.store.candidates(call.partition, call.signature, query, now=now, n=self.candidates)
+        old = legacy_partition(call.scope, call.mode)
+        if old != call.partition:  # answers stored by earlier versions, under the pipe-joined key
+            found += self.store.candidates(old, call.signature, query, now=now, n=self.candidates)
+            found.sort(key=lambda pair: pair[1], reverse=True)
+            found = found[: self.candidates]
         reasons: list[str] = []
         for entry, similarity in found:
             reason = self._refusal(entry, similarity, call, now)
@@ -124,6 +130,9 @@ class AnswerCache:
         return CacheLookup(hit=False, similarity=best, reason=reasons[0] if reasons else "no cached answer")
 
     def _refusal(self, entry: CacheEntry, similarity: float, call: CallContext, now: float) -> str | None:
+        if partition(entry.owner, call.mode) != call.partition:
+            # only an entry stored under an ambiguous key of earlier versions gets here
+            return "the cached answer belongs to another scope"
         if entry.expires_at <= now:
             return "expired"
         if entry.query_norm != call.query_norm:

@@ -29,7 +29,7 @@ from ctxplugin.errors import CtxpluginError
 from ctxplugin.facts import Fact, FactsLedger
 from ctxplugin.facts._text import words
 from ctxplugin.report import ContextReport
-from ctxplugin.scope import Scope
+from ctxplugin.scope import Scope, scope_key
 from ctxplugin.tokens import content_text
 from ctxplugin.tools import ToolRegistry
 from ctxplugin.tools.registry import tool_name
@@ -55,6 +55,8 @@ class CallContext:
             from the conversation's own user messages).
         tools: the conversation's tool outputs (refs, or ``tool:<hash>`` of small outputs).
         refs: refs the view showed or expanded (they must stay readable).
+        mode: how widely answers are shared (``config.cache.scope``); an entry serves this call
+            only when ``partition(entry.owner, mode)`` is this call's partition.
     """
 
     scope: Scope
@@ -65,6 +67,7 @@ class CallContext:
     facts: dict[str, str]
     tools: frozenset[str]
     refs: frozenset[str]
+    mode: CacheScope = "session"
 
     @property
     def key(self) -> str:
@@ -75,13 +78,25 @@ class CallContext:
 def partition(scope: Scope, mode: CacheScope) -> str:
     """Who may share cached answers: one session (default), one user within a workspace (a
     scope without ``user_id`` falls back to its session), or a whole tenant (``global``).
-    Tenants are never shared."""
+    Tenants are never shared. Distinct sharing groups always have distinct partitions
+    (:func:`~ctxplugin.scope.scope_key`)."""
+    if mode == "global":
+        return scope_key("g", scope.tenant_id)
+    if mode == "user" and scope.user_id:
+        return scope_key("u", scope.tenant_id, scope.workspace_id, scope.user_id)
+    return scope_key("s", scope.tenant_id, scope.workspace_id, scope.user_id, scope.session_id)
+
+
+def legacy_partition(scope: Scope, mode: CacheScope) -> str:
+    """The partition earlier versions stored answers under (pipe-joined, so two scopes could
+    share one). Lookups read it too, and serve an entry only when its owner's own
+    :func:`partition` is the caller's."""
     tenant = scope.tenant_id or ""
     if mode == "global":
         return f"g|{tenant}"
     if mode == "user" and scope.user_id:
         return f"u|{tenant}|{scope.workspace_id or ''}|{scope.user_id}"
-    return f"s|{scope.key()}"
+    return f"s|{tenant}|{scope.workspace_id or ''}|{scope.user_id or ''}|{scope.session_id}"
 
 
 def model_identity(model: Any) -> str:
@@ -160,6 +175,7 @@ def call_context(
         facts=facts,
         tools=outputs,
         refs=refs,
+        mode=mode,
     )
 
 

@@ -7,6 +7,7 @@ import json
 import re
 from typing import Any
 
+from ctxplugin._untrusted import load_json
 from ctxplugin.errors import InvalidInputError
 
 REF_RE = re.compile(r"^ref:([a-z0-9][a-z0-9_-]{0,39}):([0-9a-f]{16})$")
@@ -35,14 +36,15 @@ def parse_json(text: str) -> tuple[bool, Any]:
     """``(True, value)`` when ``text`` is a JSON object or array, else ``(False, None)``.
 
     Scalars are left to the text path on purpose: a bare ``42`` or ``"ok"`` is text to a reader.
-    Invalid JSON that merely looks like JSON, and nesting too deep for the parser, are text too.
+    Invalid JSON that merely looks like JSON, and JSON past the limits of
+    :func:`ctxplugin._untrusted.load_json` (nesting, huge integers), are text too.
     """
     stripped = text.strip()
     if len(stripped) < 2 or (stripped[0], stripped[-1]) not in (("{", "}"), ("[", "]")):
         return False, None
     try:
-        return True, json.loads(stripped)
-    except (ValueError, RecursionError):
+        return True, load_json(stripped)
+    except ValueError:
         return False, None
 
 

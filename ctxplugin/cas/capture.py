@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
+from ctxplugin._untrusted import storable_text
 from ctxplugin.cas._canon import (
     content_hash,
     kind_slug,
@@ -48,6 +50,46 @@ def _text_of(content: Any) -> tuple[str, bool]:
         text_only = all(isinstance(b, str) or (isinstance(b, dict) and isinstance(b.get("text"), str)) for b in content)
         return content_text(content), text_only
     return str(content), False
+
+
+_FAILED_EXIT = re.compile(r"exit (?!0\b)-?\d+")  # how a summary of a failed command starts
+
+
+def bounded(text: str, limit: int, counter: TokenCounter) -> str:
+    """``text`` within ``limit`` tokens: whole lines while they fit, then a note of what was cut.
+
+    The hard bound on every summary, whatever the summarizer made of the output (a line of
+    dense text or CJK can cost far more tokens than its characters suggest).
+    """
+    if counter.count(text) <= limit:
+        return text
+    lines = text.split("\n")
+    note = f"… {{n}} more summary lines cut at {limit} tokens (expand_ref for the original)"
+    room = limit - counter.count(note.format(n=len(lines))) - 1
+    kept: list[str] = []
+    used = 0
+    for line in lines:
+        cost = counter.count(line) + 1
+        if used + cost > room:
+            if not kept and room > 8:  # one huge first line: keep its start
+                kept.append(_cut(line, room - 1, counter))
+            break
+        kept.append(line)
+        used += cost
+    kept.append(note.format(n=len(lines) - len(kept)))
+    return "\n".join(kept)
+
+
+def _cut(line: str, limit: int, counter: TokenCounter) -> str:
+    """The longest start of ``line`` within ``limit`` tokens (with an ellipsis), by bisection."""
+    low, high = 0, min(len(line), limit * 16)
+    while low < high:
+        mid = (low + high + 1) // 2
+        if counter.count(line[:mid] + "…") <= limit:
+            low = mid
+        else:
+            high = mid - 1
+    return line[:low] + "…"
 
 
 def compact_text(ref_id: str, label: str, original_tokens: int, summary: str) -> str:
@@ -96,8 +138,11 @@ def capture(
     digest = content_hash(text, parsed)
     kind = kind_slug(tool_name, summary.shape)
     ref_id = make_ref(kind, digest)
+    failed = is_error or _FAILED_EXIT.match(summary.text) is not None
+    body_limit = config.summary_tokens + (config.error_passthrough_tokens if failed else 0)
     # lone surrogates (undecodable bytes) stay in the stored original, never in the summary
-    compact = compact_text(ref_id, summary.label, tokens, summary.text).encode("utf-8", "replace").decode("utf-8")
+    body = bounded(storable_text(summary.text), body_limit, counter)
+    compact = compact_text(ref_id, storable_text(summary.label), tokens, body)
     compact_tokens = counter.count(compact)
     if compact_tokens >= tokens:
         return Captured(text, None, True, False, tokens, tokens)

@@ -21,9 +21,11 @@ from ctxplugin.cas.store import (
     system_clock,
 )
 from ctxplugin.errors import RefNotFoundError, StoreError, StoreUnavailableError
-from ctxplugin.scope import Scope, Visibility
+from ctxplugin.scope import Scope, Visibility, scope_key
 
-_SCHEMA_VERSION = 1
+_SCHEMA_VERSION = 2
+# 1: owner_key was the pipe-joined scope (ambiguous); 2: owner_key is Scope.key(), rebuilt on
+# open from the exact scope columns every grant row keeps.
 
 # Content is stored once per exact variant; a grant row per (ref, owner scope, visibility) is
 # the only way to read it. Text is kept as UTF-8 BLOBs (surrogatepass) so that any Python str,
@@ -99,6 +101,7 @@ class SQLiteCASStore:
                 for statement in _SCHEMA.split(";"):
                     if statement.strip():
                         conn.execute(statement)
+                _rekey_grants(conn)
                 conn.execute(f"PRAGMA user_version = {_SCHEMA_VERSION}")
 
     # ------------------------------------------------------------------ connections
@@ -259,6 +262,17 @@ class SQLiteCASStore:
         return {"contents": int(contents), "grants": int(grants), "bytes": int(size)}
 
 
+def _rekey_grants(conn: sqlite3.Connection) -> None:
+    """Rewrite every grant's ``owner_key`` from its scope columns (migration 1 -> 2).
+
+    The columns hold the exact scope, so this is exact even for rows whose old key was
+    ambiguous. New keys never contain ``|`` and old ones always do, so no row's new key can
+    meet another row's old key while the UPDATE runs.
+    """
+    conn.create_function("ctxplugin_scope_key", 4, scope_key, deterministic=True)
+    conn.execute("UPDATE cas_grants SET owner_key = ctxplugin_scope_key(tenant_id, workspace_id, user_id, session_id)")
+
+
 @contextmanager
 def _translate(what: str) -> Iterator[None]:
     """sqlite3 errors become ctxplugin store errors, chained, with a message saying what to do."""
@@ -271,3 +285,5 @@ def _translate(what: str) -> Iterator[None]:
         raise StoreError(f"SQLite CAS {what} failed: {text}") from exc
     except OSError as exc:
         raise StoreUnavailableError(f"SQLite CAS {what} failed: {exc}") from exc
+    except UnicodeEncodeError as exc:  # a scope id with lone surrogates cannot be a SQLite TEXT value
+        raise StoreError(f"SQLite CAS {what} failed: a scope id is not valid Unicode text ({exc})") from exc

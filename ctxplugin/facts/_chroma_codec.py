@@ -97,7 +97,8 @@ def to_metadata(fact: Fact) -> dict[str, Any]:
         "vis": vis,
         "sv": f"{vis}{_SEP}{'valid' if fact.is_valid else 'invalid'}",
         "hv": f"{vis}{_SEP}{fact.text_hash}",
-        "fact": json.dumps(body, separators=(",", ":"), ensure_ascii=False),
+        # ASCII: an owner id with lone surrogates must still round-trip through Chroma exactly
+        "fact": json.dumps(body, separators=(",", ":")),
     }
     if fact.key is not None:
         meta["key"] = fact.key

@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import inspect
-import json
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, TypeAlias
@@ -25,6 +24,7 @@ from typing import Any, TypeAlias
 from langchain_core.messages import BaseMessage
 from langchain_core.runnables import Runnable
 
+from ctxplugin._untrusted import load_json
 from ctxplugin.errors import ConfigError, InvalidInputError
 from ctxplugin.facts.model import (
     FACT_KINDS,
@@ -130,9 +130,11 @@ def coerce_drafts(result: Any) -> list[FactDraft]:
         stripped = result.strip()
         if stripped.startswith("["):
             try:
-                return coerce_drafts(json.loads(stripped))
-            except json.JSONDecodeError:
+                parsed = load_json(stripped)
+            except ValueError:  # not JSON, or past the safe limits: read as lines
                 pass
+            else:
+                return coerce_drafts(parsed)
         lines = (line.strip().lstrip("-*•").strip() for line in stripped.splitlines())
         return [FactDraft(text=line) for line in lines if line]
     if isinstance(result, Iterable):

@@ -40,6 +40,7 @@ from langchain_core.messages import BaseMessage, HumanMessage, ToolMessage
 from pydantic import ValidationError
 
 from ctxplugin._messages import annotation
+from ctxplugin._untrusted import storable_text
 from ctxplugin.config import FactsConfig, FactsStrategy
 from ctxplugin.errors import InvalidInputError
 from ctxplugin.facts._text import content_words, identifiers, stem
@@ -218,7 +219,7 @@ class FactsLedger:
         audience: tuple[str, ...] = (),
     ) -> tuple[Fact, bool]:
         """Write one draft; returns the fact and whether it was newly stored."""
-        fact = self._build(draft, scope=scope, source=source, fact_id=fact_id, audience=audience)
+        fact = self._build(_valid_draft(draft), scope=scope, source=source, fact_id=fact_id, audience=audience)
         shared: AbstractContextManager[None] = nullcontext()
         if self.lock is not None:
             # connecting can take a second (a Chroma server client): done before the shared
@@ -643,6 +644,23 @@ def _candidate_ids(fact_id: str, reader: Scope) -> list[str]:
     if "~" in fact_id or not fact_id.strip() or any(c.isspace() for c in fact_id):
         return [fact_id]
     return [fact_id, *(_qualified(fact_id, key) for key in reader_keys(reader))]
+
+
+def _valid_draft(draft: FactDraft) -> FactDraft:
+    """The draft with lone surrogates (undecodable bytes of a tool output) replaced: fact stores
+    need valid Unicode, and the exact original stays in the CAS behind the fact's ref."""
+    texts = (draft.text, draft.key, draft.replaces, draft.scope_id, draft.constraint_type, *draft.tags)
+    if all(t is None or storable_text(t) is t for t in texts):
+        return draft
+    return replace(
+        draft,
+        text=storable_text(draft.text),
+        key=None if draft.key is None else storable_text(draft.key),
+        replaces=None if draft.replaces is None else storable_text(draft.replaces),
+        scope_id=None if draft.scope_id is None else storable_text(draft.scope_id),
+        constraint_type=None if draft.constraint_type is None else storable_text(draft.constraint_type),
+        tags=tuple(storable_text(t) for t in draft.tags),
+    )
 
 
 def _with(draft: FactDraft, ref: str | None, authority: Authority | None, visibility: Visibility) -> FactDraft:

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ctxplugin.errors import InvalidInputError
 from ctxplugin.facts._text import normalize
-from ctxplugin.scope import Scope, Visibility
+from ctxplugin.scope import Scope, Visibility, scope_key
 
 FactKind = Literal["decision", "entity", "task", "metric", "link", "preference", "constraint", "fact"]
 """What a fact records."""
@@ -294,27 +294,31 @@ def reader_keys(scope: Scope) -> list[str]:
     """Visibility keys a reader can see; a fact stores :func:`visibility_key` of its owner.
 
     One ``$in`` on a single metadata field filters a collection by visibility quickly; the exact
-    rule (:meth:`Scope.can_read`) is applied to the few candidates afterwards.
+    rule (:meth:`Scope.can_read`) is applied to the few candidates afterwards. The keys of
+    earlier versions (pipe-joined, ambiguous) follow, so facts written by them are still found
+    until rewritten; the exact rule keeps an ambiguous old key from granting anything.
     """
-    tenant = scope.tenant_id or ""
-    keys = [f"s|{tenant}|{scope.session_id}", f"t|{tenant}"]
+    tenant = scope.tenant_id
+    parts: list[tuple[str | None, ...]] = [("s", tenant, scope.session_id), ("t", tenant)]
     if scope.user_id:
-        keys.append(f"u|{tenant}|{scope.user_id}")
+        parts.append(("u", tenant, scope.user_id))
     if scope.workspace_id:
-        keys.append(f"w|{tenant}|{scope.workspace_id}")
+        parts.append(("w", tenant, scope.workspace_id))
+    keys = [scope_key(*p) for p in parts]
+    keys += [f"{p[0]}|{'|'.join(v or '' for v in p[1:])}" for p in parts]
     return keys
 
 
 def visibility_key(owner: Scope, visibility: Visibility) -> str:
     """The visibility key a fact written by ``owner`` with ``visibility`` is stored under."""
-    tenant = owner.tenant_id or ""
+    tenant = owner.tenant_id
     if visibility == "session":
-        return f"s|{tenant}|{owner.session_id}"
+        return scope_key("s", tenant, owner.session_id)
     if visibility == "user":
-        return f"u|{tenant}|{owner.user_id or ''}"
+        return scope_key("u", tenant, owner.user_id)
     if visibility == "workspace":
-        return f"w|{tenant}|{owner.workspace_id or ''}"
-    return f"t|{tenant}"
+        return scope_key("w", tenant, owner.workspace_id)
+    return scope_key("t", tenant)
 
 
 __all__ = [

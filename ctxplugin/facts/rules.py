@@ -27,12 +27,12 @@ keyed by the record's id field, so a later read of the same record supersedes th
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
 from langchain_core.messages import BaseMessage, HumanMessage, ToolMessage
 
+from ctxplugin._untrusted import load_json
 from ctxplugin.facts._text import identifiers, sentences, slug
 from ctxplugin.facts.extract import FactDraft
 from ctxplugin.facts.model import MAX_TEXT, FactKind, FactScope
@@ -248,8 +248,8 @@ class RuleExtractor:
         stripped = text.strip()
         if stripped[:1] in "[{":
             try:
-                data = json.loads(stripped)
-            except json.JSONDecodeError:
+                data = load_json(stripped)
+            except ValueError:  # not JSON, or past the safe limits (deep nesting, huge integers)
                 data = None
             if isinstance(data, (dict, list)):
                 return self.from_json(data, tool_name)

@@ -56,6 +56,15 @@ A2 = Scope(session_id="s-a2", user_id="u1", workspace_id="w1")
 A_OTHER_USER = Scope(session_id="s-a", user_id="u9", workspace_id="w1")
 A_OTHER_TENANT = Scope(session_id="s-a", user_id="u1", workspace_id="w1", tenant_id="t2")
 
+# Pairs of distinct scopes whose ids, joined with "|" as earlier versions did, gave one key.
+COLLIDING_SCOPES = (
+    (Scope(user_id="a", session_id="b|c"), Scope(user_id="a|b", session_id="c")),
+    (Scope(tenant_id="t|w", session_id="s"), Scope(tenant_id="t", workspace_id="w", session_id="s")),
+    (Scope(tenant_id="", session_id="s"), Scope(session_id="s")),
+    (Scope(workspace_id="w", user_id="u|s", session_id="x"), Scope(workspace_id="w|u", user_id="s", session_id="x")),
+    (Scope(user_id="é,!%7C", session_id="s"), Scope(user_id="é,!|", session_id="s")),
+)
+
 ODD_TEXTS = (
     "plain",
     "line one\r\nline two\r\n",
@@ -95,6 +104,24 @@ class CASStoreContract:
             item.ref_id, item.content_hash, item.raw_hash, item.kind,
         )
         assert record.summary == item.summary
+
+    @pytest.mark.parametrize(("first", "second"), COLLIDING_SCOPES)
+    def test_scopes_whose_ids_join_alike_stay_apart(self, store: CASStore, first: Scope, second: Scope) -> None:
+        # the same output captured by both: each gets its own grant and can read it back
+        shared = make_item("balance: 1,024.00 for account 7")
+        assert store.put(shared, second) is True
+        assert store.put(shared, first) is True
+        assert store.get(shared.ref_id, first).content == store.get(shared.ref_id, second).content
+        # an output only one of them captured is invisible to the other, both ways
+        mine, theirs = make_item("private to the first scope"), make_item("private to the second scope")
+        store.put(mine, first)
+        store.put(theirs, second)
+        with pytest.raises(RefNotFoundError):
+            store.get(mine.ref_id, second)
+        with pytest.raises(RefNotFoundError):
+            store.get(theirs.ref_id, first)
+        if isinstance(store, RefExistence):
+            assert not store.exists(mine.ref_id, second) and not store.exists(theirs.ref_id, first)
 
     def test_put_is_idempotent(self, store: CASStore) -> None:
         item = make_item("x" * 500)

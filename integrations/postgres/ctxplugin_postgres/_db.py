@@ -182,6 +182,8 @@ def translated(what: str, schema: str) -> Iterator[None]:
         raise StoreUnavailableError(f"Postgres {what} failed: {exc}; retry when the server is reachable") from exc
     except psycopg.Error as exc:
         raise StoreError(f"Postgres {what} failed: {exc}") from exc
+    except UnicodeEncodeError as exc:  # a text value (a scope id) with lone surrogates
+        raise StoreError(f"Postgres {what} failed: a text value is not valid Unicode ({exc})") from exc
 
 
 def run(pool: ConnectionPool, schema: str, what: str, make_plan: Callable[[], Plan[T]]) -> T:

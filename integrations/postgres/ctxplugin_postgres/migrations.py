@@ -138,10 +138,33 @@ CREATE TABLE {s}.ctxplugin_tool_schemas (
 CREATE INDEX ctxplugin_tool_schemas_server ON {s}.ctxplugin_tool_schemas (server_name);
 """
 
+# Scope keys were the pipe-joined scope ids, which two different scopes could share ("a" + "b|c"
+# and "a|b" + "c"). ctxplugin_scope_key() computes ctxplugin.scope.scope_key() in SQL (each part
+# percent-encoded as UTF-8, NULL as '!', joined by ','); every grant is rekeyed from the exact
+# scope columns it keeps. New keys hold no '|' and old ones always do, so the UPDATE cannot
+# meet a not-yet-updated row's key.
+_SCOPE_KEYS = """
+CREATE FUNCTION {s}.ctxplugin_key_part(part TEXT) RETURNS TEXT
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
+    SELECT coalesce(string_agg(
+        CASE WHEN b BETWEEN 48 AND 57 OR b BETWEEN 65 AND 90 OR b BETWEEN 97 AND 122 OR b IN (45, 46, 95, 126)
+             THEN chr(b) ELSE '%' || upper(lpad(to_hex(b), 2, '0')) END, '' ORDER BY i), '')
+    FROM (SELECT i, get_byte(convert_to(part, 'UTF8'), i) AS b
+          FROM generate_series(0, octet_length(convert_to(part, 'UTF8')) - 1) AS i) AS bytes
+$$;
+CREATE FUNCTION {s}.ctxplugin_scope_key(tenant TEXT, workspace TEXT, usr TEXT, session TEXT) RETURNS TEXT
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT concat_ws(',', coalesce({s}.ctxplugin_key_part(tenant), '!'), coalesce({s}.ctxplugin_key_part(workspace), '!'),
+                     coalesce({s}.ctxplugin_key_part(usr), '!'), coalesce({s}.ctxplugin_key_part(session), '!'))
+$$;
+UPDATE {s}.ctxplugin_cas_grants SET owner_key = {s}.ctxplugin_scope_key(tenant_id, workspace_id, user_id, session_id);
+"""
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "content-addressable store: refs, contents, grants", _CAS),
     Migration(2, "summarization queue, summaries, quota usage", _JOBS),
     Migration(3, "tool schema registry", _TOOLS),
+    Migration(4, "unambiguous scope keys: grants rekeyed from their scope columns", _SCOPE_KEYS),
 )
 """Every migration, in order."""
 

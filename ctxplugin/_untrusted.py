@@ -1,0 +1,87 @@
+"""Reading text that comes from outside (tool outputs, model replies) without being hurt by it.
+
+Every parse of such text goes through :func:`load_json`, and text bound for a store that needs
+valid Unicode (Chroma, SQL text columns) through :func:`valid_unicode`. A leaf module: it
+imports nothing from ctxplugin.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from itertools import accumulate
+from typing import Any
+
+MAX_JSON_DEPTH = 100
+"""Deeper JSON is treated as text: the parser, and every walk over the value after it
+(canonical hashing, summaries, fact rules), recurse once per level."""
+
+MAX_INT_DIGITS = 4300
+"""Integers with more digits are not converted (Python refuses beyond its own limit, 4,300 by
+default, and the conversion is quadratic); such JSON is treated as text."""
+
+
+class _TooLarge(ValueError):
+    pass
+
+
+def _int(digits: str) -> int:
+    if len(digits) > min(MAX_INT_DIGITS, sys.get_int_max_str_digits() or MAX_INT_DIGITS):
+        raise _TooLarge(f"an integer of {len(digits)} digits")
+    return int(digits)
+
+
+_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
+_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+_STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def json_depth_exceeds(text: str, limit: int = MAX_JSON_DEPTH) -> bool:
+    """Whether brackets outside JSON strings nest deeper than ``limit`` (linear, in C loops)."""
+    if text.count("[") + text.count("{") <= limit:
+        return False
+    brackets = _NOT_BRACKET.sub("", _STRING.sub("", text))
+    if brackets.count("[") + brackets.count("{") <= limit:
+        return False
+    return max(accumulate(map(_STEP.__getitem__, brackets))) > limit
+
+
+def load_json(text: str) -> Any:
+    """``json.loads(text)`` within limits that make it safe for any input.
+
+    Raises:
+        ValueError: not JSON, nested deeper than :data:`MAX_JSON_DEPTH`, or holding an integer
+            of more than :data:`MAX_INT_DIGITS` digits. Nothing else is raised (no
+            ``RecursionError``), whatever ``text`` holds.
+    """
+    if json_depth_exceeds(text):
+        raise ValueError(f"JSON nested deeper than {MAX_JSON_DEPTH} levels")
+    try:
+        return json.loads(text, parse_int=_int)
+    except RecursionError as exc:  # a small stack left by the caller
+        raise ValueError("JSON nested too deeply for the parser") from exc
+
+
+def valid_unicode(text: str) -> str:
+    """``text`` with lone surrogates (Python's stand-in for undecodable bytes) replaced by U+FFFD.
+
+    Returns ``text`` itself when it holds none, which is almost always.
+    """
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return _SURROGATE.sub("\ufffd", text)
+    return text
+
+
+def storable_text(text: str) -> str:
+    """:func:`valid_unicode`, with NUL characters replaced by U+FFFD as well: text every store
+    keeps as text (Postgres ``TEXT`` refuses NUL). For derived text only (summaries, facts);
+    originals are stored as bytes, exactly."""
+    text = valid_unicode(text)
+    return text.replace("\x00", "\ufffd") if "\x00" in text else text
+
+
+__all__ = ["MAX_INT_DIGITS", "MAX_JSON_DEPTH", "json_depth_exceeds", "load_json", "storable_text", "valid_unicode"]

@@ -1,0 +1,43 @@
+"""Hostile tool outputs through an engine on the Postgres CAS: stored and expanded exactly."""
+
+from __future__ import annotations
+
+import pytest
+from ctxplugin_postgres import PostgresCASStore
+from langchain_core.messages import ToolMessage
+
+from ctxplugin import ContextConfig, ContextEngine, Scope
+from ctxplugin.facts import FactsLedger, MemoryFactStore
+
+pytestmark = pytest.mark.postgres
+
+SCOPE = Scope(session_id="b|c", user_id="a")
+OUTPUTS = {
+    "lone surrogates": "user_id: u\udcff1\n" + "row \udcff undecodable\n" * 400,
+    "NUL bytes": "a\x00b\x00" * 3000,
+    "binary-ish bytes": bytes(range(256)).decode("utf-8", "surrogateescape") * 40,
+    "nested lists 1200 deep": "[" * 1200 + "]" * 1200,
+    "integer of 5,000 digits": '{"n": ' + "7" * 5000 + ', "rows": [' + ",".join(map(str, range(800))) + "]}",
+    "ten megabytes": "".join(f"{i:08d} line of a very large output \udcff\n" for i in range(260_000)),
+}
+
+
+@pytest.mark.parametrize("name", list(OUTPUTS))
+def test_hostile_outputs_round_trip_through_postgres(pg_dsn: str, pg_schema: str, name: str) -> None:
+    config = ContextConfig()
+    with PostgresCASStore.from_dsn(pg_dsn, schema=pg_schema) as cas:
+        engine = ContextEngine(config, cas=cas, facts=FactsLedger(MemoryFactStore(), config.facts))
+        compact, report = engine.capture_with_report(ToolMessage(content=OUTPUTS[name], tool_call_id="c1", name="dump"), SCOPE)
+        assert report.ref_id is not None and not report.warnings
+        assert engine.expand_ref(report.ref_id, SCOPE) == OUTPUTS[name]
+        assert engine.counter.count(str(compact.content)) <= config.cas.summary_tokens + 40
+
+
+@pytest.mark.parametrize("session", ["s\udcff", "s\x00"])
+def test_scope_ids_postgres_cannot_keep_degrade_to_a_pass_through(pg_dsn: str, pg_schema: str, session: str) -> None:
+    config = ContextConfig()
+    with PostgresCASStore.from_dsn(pg_dsn, schema=pg_schema) as cas:
+        engine = ContextEngine(config, cas=cas, facts=FactsLedger(MemoryFactStore(), config.facts))
+        output = OUTPUTS["lone surrogates"]
+        compact, report = engine.capture_with_report(ToolMessage(content=output, tool_call_id="c1", name="dump"), Scope(session_id=session))
+        assert compact.content == output and report.ref_id is None and report.warnings

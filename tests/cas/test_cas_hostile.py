@@ -1,0 +1,94 @@
+"""Hostile tool outputs through the engine: nothing raises out of capture or prepare, every
+stored output expands back exactly, and every compact form holds its bound."""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+
+from ctxplugin import ContextConfig, ContextEngine, Scope
+from ctxplugin._untrusted import MAX_JSON_DEPTH, load_json, storable_text
+from ctxplugin.cas import MemoryCASStore
+from ctxplugin.facts import FactsLedger, MemoryFactStore
+from ctxplugin.tokens import content_text
+
+SCOPE = Scope(session_id="hostile", user_id="u1")
+_rng = random.Random(24)
+_BINARY = bytes(_rng.randrange(256) for _ in range(6000)).decode("utf-8", "surrogateescape")
+_DENSE = "".join(_rng.choice("abcdefghijklmnopqrstuvwxyz0123456789/+=_-") for _ in range(7600))
+
+HOSTILE: dict[str, tuple[Any, str]] = {
+    "lone surrogates": ("user_id: u\udcff1\nname: B\udcfeob\n" + "row \udcff undecodable\n" * 400, "success"),
+    "surrogates in JSON": (json.dumps({"user_id": "u1", "items": [{"id": f"x{i}", "v": "\udcff"} for i in range(300)]}, ensure_ascii=False), "success"),
+    "binary-ish bytes": (_BINARY, "success"),
+    "nested lists 1200 deep": ("[" * 1200 + "]" * 1200, "success"),
+    "nested objects 1200 deep": ('{"a":' * 1200 + "1" + "}" * 1200, "success"),
+    "integer of 5,000 digits": ('{"n": ' + "7" * 5000 + ', "rows": [' + ",".join(map(str, range(800))) + "]}", "success"),
+    "failed call, 7,600 dense characters": ("Error: " + _DENSE[:7593], "error"),
+    "failed call, error lines": ("\n".join(f"ERROR {_DENSE[i:i + 60]}" for i in range(0, 7600, 60)), "error"),
+    "CJK text": ("".join(chr(_rng.randint(0x4E00, 0x9FFF)) for _ in range(7600)), "success"),
+    "content blocks": ([{"type": "text", "text": "block one\n" * 300}, {"type": "text", "text": "block \udcff two\n" * 300}], "success"),
+    "empty": ("", "success"),
+    "empty block list": ([], "success"),
+    "NUL bytes": ("a\x00b\x00" * 3000, "success"),
+}
+
+
+def _bound(engine: ContextEngine) -> int:
+    cas = engine.config.cas
+    return cas.summary_tokens + cas.error_passthrough_tokens + 40  # the ref line is about 25
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+def engine(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ContextEngine]:
+    if request.param == "memory":
+        config = ContextConfig()
+        yield ContextEngine(config, cas=MemoryCASStore(), facts=FactsLedger(MemoryFactStore(), config.facts))
+    else:
+        engine = ContextEngine.embedded(tmp_path / "store")  # SQLite CAS and embedded Chroma facts
+        yield engine
+        engine.cas.close()
+
+
+@pytest.mark.parametrize("name", list(HOSTILE))
+def test_hostile_output_is_captured_stored_exactly_and_bounded(engine: ContextEngine, name: str) -> None:
+    content, status = HOSTILE[name]
+    message = ToolMessage(content=content, tool_call_id="call-1", name="get_user_details", status=status)
+    compact, report = engine.capture_with_report(message, SCOPE)
+    original = content_text(content) if isinstance(content, list) else content
+    if report.ref_id is None:
+        assert compact.content == content  # passed through untouched
+    else:
+        assert engine.expand_ref(report.ref_id, SCOPE) == original
+        text = compact.content
+        assert isinstance(text, str) and storable_text(text) == text
+        assert engine.counter.count(text) <= _bound(engine)
+        if status != "error":
+            assert engine.counter.count(text) <= engine.config.cas.summary_tokens + 40
+    assert not [w for w in report.warnings if "unavailable" in w]
+    call = AIMessage(content="", tool_calls=[{"name": "get_user_details", "args": {}, "id": "call-1"}])
+    prepared = engine.prepare([HumanMessage(content="look me up"), call, compact, HumanMessage(content="and now?")], scope=SCOPE)
+    assert prepared.messages
+
+
+def test_a_ten_megabyte_output_round_trips(engine: ContextEngine) -> None:
+    text = "".join(f"{i:08d} {_DENSE[i % 7000:i % 7000 + 50]} \udcff\n" for i in range(170_000))
+    assert len(text) > 10_000_000
+    compact, report = engine.capture_with_report(ToolMessage(content=text, tool_call_id="big", name="dump"), SCOPE)
+    assert report.ref_id is not None and engine.expand_ref(report.ref_id, SCOPE) == text
+    assert engine.counter.count(str(compact.content)) <= engine.config.cas.summary_tokens + 40
+
+
+def test_the_safe_loader_turns_every_hostile_json_into_a_value_error() -> None:
+    for text in ("[" * 5000 + "]" * 5000, '{"a":' * (MAX_JSON_DEPTH + 1) + "1" + "}" * (MAX_JSON_DEPTH + 1), "[" + "9" * 5000 + "]", "[1, 2"):
+        with pytest.raises(ValueError):
+            load_json(text)
+    assert load_json('["[[[[", {"a": "}}}"}]') == ["[[[[", {"a": "}}}"}]
+    nested = "[" * MAX_JSON_DEPTH + "]" * MAX_JSON_DEPTH
+    assert isinstance(load_json(nested), list)
