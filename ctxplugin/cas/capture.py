@@ -55,6 +55,11 @@ def _text_of(content: Any) -> tuple[str, bool]:
 _FAILED_EXIT = re.compile(r"exit (?!0\b)-?\d+")  # how a summary of a failed command starts
 
 
+SUMMARY_BOUND = 2
+"""A summary body is cut past this many times ``summary_tokens`` (plus the error allowance of a
+failed output)."""
+
+
 def bounded(text: str, limit: int, counter: TokenCounter) -> str:
     """``text`` within ``limit`` tokens: whole lines while they fit, then a note of what was cut.
 
@@ -139,7 +144,9 @@ def capture(
     kind = kind_slug(tool_name, summary.shape)
     ref_id = make_ref(kind, digest)
     failed = is_error or _FAILED_EXIT.match(summary.text) is not None
-    body_limit = config.summary_tokens + (config.error_passthrough_tokens if failed else 0)
+    # summaries aim at summary_tokens; the hard bound leaves a shape's structure (a listing's
+    # paths, a table's header) room to overshoot that aim up to twice, and no further
+    body_limit = SUMMARY_BOUND * config.summary_tokens + (config.error_passthrough_tokens if failed else 0)
     # lone surrogates (undecodable bytes) stay in the stored original, never in the summary
     body = bounded(storable_text(summary.text), body_limit, counter)
     compact = compact_text(ref_id, storable_text(summary.label), tokens, body)

@@ -15,6 +15,7 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from ctxplugin import ContextConfig, ContextEngine, Scope
 from ctxplugin._untrusted import MAX_JSON_DEPTH, load_json, storable_text
 from ctxplugin.cas import MemoryCASStore
+from ctxplugin.cas.capture import SUMMARY_BOUND
 from ctxplugin.facts import FactsLedger, MemoryFactStore
 from ctxplugin.tokens import content_text
 
@@ -40,9 +41,12 @@ HOSTILE: dict[str, tuple[Any, str]] = {
 }
 
 
+def _plain_bound(engine: ContextEngine) -> int:
+    return SUMMARY_BOUND * engine.config.cas.summary_tokens + 40  # the ref line is about 25
+
+
 def _bound(engine: ContextEngine) -> int:
-    cas = engine.config.cas
-    return cas.summary_tokens + cas.error_passthrough_tokens + 40  # the ref line is about 25
+    return _plain_bound(engine) + engine.config.cas.error_passthrough_tokens
 
 
 @pytest.fixture(params=["memory", "sqlite"])
@@ -70,7 +74,7 @@ def test_hostile_output_is_captured_stored_exactly_and_bounded(engine: ContextEn
         assert isinstance(text, str) and storable_text(text) == text
         assert engine.counter.count(text) <= _bound(engine)
         if status != "error":
-            assert engine.counter.count(text) <= engine.config.cas.summary_tokens + 40
+            assert engine.counter.count(text) <= _plain_bound(engine)
     assert not [w for w in report.warnings if "unavailable" in w]
     call = AIMessage(content="", tool_calls=[{"name": "get_user_details", "args": {}, "id": "call-1"}])
     prepared = engine.prepare([HumanMessage(content="look me up"), call, compact, HumanMessage(content="and now?")], scope=SCOPE)
@@ -82,7 +86,7 @@ def test_a_ten_megabyte_output_round_trips(engine: ContextEngine) -> None:
     assert len(text) > 10_000_000
     compact, report = engine.capture_with_report(ToolMessage(content=text, tool_call_id="big", name="dump"), SCOPE)
     assert report.ref_id is not None and engine.expand_ref(report.ref_id, SCOPE) == text
-    assert engine.counter.count(str(compact.content)) <= engine.config.cas.summary_tokens + 40
+    assert engine.counter.count(str(compact.content)) <= _plain_bound(engine)
 
 
 def test_the_safe_loader_turns_every_hostile_json_into_a_value_error() -> None:
