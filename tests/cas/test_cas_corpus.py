@@ -1,4 +1,4 @@
-"""A generated corpus of large tool outputs, each hiding one thing that matters (the needle).
+"""Needle checks on a generated corpus of large tool outputs, each hiding one thing that matters (the needle).
 
 ``case(shape, seed)`` builds one output of a shape from a seed: the same seed gives the same
 text. Every case names its needle (a string that must appear in the compact form), the pattern
@@ -10,6 +10,13 @@ from __future__ import annotations
 import json
 import random
 from dataclasses import dataclass
+
+import pytest
+
+from ctxplugin.cas import Captured, MemoryCASStore, capture, expand, expand_for_model
+from ctxplugin.config import CASConfig
+from ctxplugin.scope import Scope
+from ctxplugin.tokens import get_counter
 
 SHAPES = (
     "json_logs_object", "json_logs_array", "json_lines", "text_log", "csv_orders", "kubectl_pods",
@@ -130,7 +137,7 @@ def case(shape: str, seed: int) -> Case:
         lines = [f"[{i:04d}] compiling src/pkg/module_{i}.py ... ok" for i in range(rng.randrange(300, 500))]
         lines += ["Traceback (most recent call last):", '  File "/work/build/run.py", line 88, in <module>', "    main()",
                   '  File "/work/build/steps.py", line 41, in main', "    cfg = settings[name]", needle, "build failed"]
-        return Case(shape, seed, "\n".join(lines), needle, "Traceback")
+        return Case(shape, seed, "\n".join(lines), needle, "error")
     if shape == "diff":
         files = [f"src/{rng.choice(_WORDS)}/mod_{i}.py" for i in range(30)]
         at = rng.randrange(5, 28)
@@ -158,3 +165,64 @@ def case(shape: str, seed: int) -> Case:
         sections[at] += f"\n**Warning:** the flag `{needle}` is deprecated and will be removed.\n"
         return Case(shape, seed, "# Operations guide\n\n" + "\n".join(sections), needle, "deprecated")
     raise ValueError(f"unknown shape {shape!r}")
+
+
+# ---------------------------------------------------------------------------- the checks
+COUNTER = get_counter()[0]
+SCOPE = Scope(session_id="corpus")
+CONFIG = CASConfig()  # default thresholds and summary size
+
+
+def _captured(c: Case, store: MemoryCASStore) -> Captured:
+    return capture(c.text, store=store, scope=SCOPE, config=CONFIG, counter=COUNTER, tool_name=c.shape)
+
+
+@pytest.mark.parametrize("seed", [*TUNE_SEEDS, *HELD_OUT_SEEDS])
+@pytest.mark.parametrize("shape", SHAPES)
+def test_compact_form_shows_the_needle_and_expand_ref_pattern_returns_it(shape: str, seed: int) -> None:
+    c = case(shape, seed)
+    store = MemoryCASStore()
+    got = _captured(c, store)
+    assert got.ref_id is not None and not got.passthrough, "a large output is stored, not passed through"
+    assert c.needle in got.text, f"{shape}/{seed}: needle {c.needle!r} missing from\n{got.text}"
+    for key in c.keys:
+        assert key in got.text, f"{shape}/{seed}: key {key!r} not named in\n{got.text}"
+    body = got.text.split("\n", 1)[1]
+    assert COUNTER.count(body) <= CONFIG.summary_tokens, f"{shape}/{seed}: summary over its bound"
+    assert "expand_ref" in got.text
+    found = expand_for_model(store, got.ref_id, SCOPE, max_tokens=CONFIG.expand_max_tokens, counter=COUNTER, pattern=c.pattern)
+    assert c.needle in found, f"{shape}/{seed}: expand_ref(pattern={c.pattern!r}) missed the needle:\n{found[:600]}"
+
+
+def test_the_generator_is_deterministic_and_hides_one_needle_per_output() -> None:
+    for shape in SHAPES:
+        first, again, other = case(shape, 1), case(shape, 1), case(shape, 2)
+        assert first == again and first.text != other.text
+        # a report names its failing test in the run, the failure and the summary; a diff names a file thrice
+        assert first.text.count(first.needle) == (3 if shape == "pytest_report" else 3 if shape == "diff" else 1), shape
+        assert COUNTER.count(first.text) > 1000, f"{shape}: not a large output"
+
+
+def test_a_comma_in_a_log_timestamp_does_not_make_a_table() -> None:
+    got = _captured(case("text_log", 7), MemoryCASStore())
+    assert "· log ·" in got.text.split("\n", 1)[0] and "rows ×" not in got.text
+
+
+def test_json_list_on_one_line_is_searched_per_item() -> None:
+    store = MemoryCASStore()
+    records = [{"id": f"evt_{i}", "level": "ERROR" if i == 42 else "INFO"} for i in range(300)]
+    text = "fetched events\n" + json.dumps(records) + "\ndone"
+    got = _captured(Case("mixed", 0, text, "evt_42", "ERROR"), store)
+    assert got.ref_id is not None
+    plain = expand(store, got.ref_id, SCOPE, pattern='"level": "ERROR"')
+    assert plain == json.dumps({"id": "evt_42", "level": "ERROR"})
+    model = expand_for_model(store, got.ref_id, SCOPE, max_tokens=500, counter=COUNTER, pattern="ERROR")
+    assert '[line 1 [42]] {"id": "evt_42", "level": "ERROR"}' in model and "evt_41" not in model
+
+
+def test_text_matches_come_with_their_neighbouring_lines() -> None:
+    store = MemoryCASStore()
+    got = _captured(case("build_traceback", 3), store)
+    assert got.ref_id is not None
+    out = expand_for_model(store, got.ref_id, SCOPE, max_tokens=800, counter=COUNTER, pattern="KeyError")
+    assert "- " in out and "cfg = settings[name]" in out, out
