@@ -213,9 +213,7 @@ def _shell_lines(text: str) -> list[str]:
 _JSON_KEY = re.compile(r"\"([^\"\n]{1,80})\"\s*:")
 _MARKUP_NAME = re.compile(r"</?([A-Za-z][\w:-]*)|\s([A-Za-z][\w:-]*)=[\"']([^\"'<>\n]{0,80})[\"']")
 _SCHEMA_WORDS = frozenset(
-    "type string object array integer number boolean null properties required parameters description items "
-    "enum default title format anyOf oneOf allOf additionalProperties minimum maximum pattern const $ref $schema "
-    "definitions $defs examples".split()
+    ["type", "string", "object", "array", "integer", "number", "boolean", "null", "properties", "required", "parameters", "description", "items", "enum", "default", "title", "format", "anyOf", "oneOf", "allOf", "additionalProperties", "minimum", "maximum", "pattern", "const", "$ref", "$schema", "definitions", "$defs", "examples"]
 )
 """Words of a JSON schema's vocabulary: they say how a tool is called, not what was said."""
 

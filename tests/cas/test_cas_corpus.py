@@ -152,9 +152,9 @@ def case(shape: str, seed: int) -> Case:
         return Case(shape, seed, "\n".join(parts), needle, "deleted file")
     if shape == "html_page":
         needle = f"Payment declined: card ending {rng.randrange(1000, 9999)} expired"
-        rows = "\n".join(f"<tr><td>item {i}</td><td class=\"price\">{rng.randrange(5, 99)}.00</td></tr>" for i in range(300))
+        table = "\n".join(f"<tr><td>item {i}</td><td class=\"price\">{rng.randrange(5, 99)}.00</td></tr>" for i in range(300))
         html = (f"<!DOCTYPE html>\n<html><head><title>Checkout {_hex(rng, 6)}</title><style>td {{ padding: 2px }}</style></head>\n<body>\n"
-                f"<h1>Your basket</h1>\n<table>\n{rows}\n</table>\n<div class=\"alert alert-danger\">Error: {needle}</div>\n<h2>Help</h2>\n</body></html>")
+                f"<h1>Your basket</h1>\n<table>\n{table}\n</table>\n<div class=\"alert alert-danger\">Error: {needle}</div>\n<h2>Help</h2>\n</body></html>")
         return Case(shape, seed, html, needle, "declined")
     if shape == "markdown_doc":
         needle = f"--{rng.choice(_WORDS)}-{_hex(rng, 4)}"
