@@ -212,6 +212,8 @@ def _shell_lines(text: str) -> list[str]:
 
 _JSON_KEY = re.compile(r"\"([^\"\n]{1,80})\"\s*:")
 _MARKUP_NAME = re.compile(r"</?([A-Za-z][\w:-]*)|\s([A-Za-z][\w:-]*)=[\"']([^\"'<>\n]{0,80})[\"']")
+_MARKUP_DOC = re.compile(r"\s*<(?:!doctype|\?xml|html|head|body|div|table|svg|ul|ol|p|span|section|article|main)\b", re.IGNORECASE)
+"""An HTML or XML document (not a command's output wrapped in ``<returncode>``/``<output>``)."""
 _SCHEMA_WORDS = frozenset(
     ["type", "string", "object", "array", "integer", "number", "boolean", "null", "properties", "required", "parameters", "description", "items", "enum", "default", "title", "format", "anyOf", "oneOf", "allOf", "additionalProperties", "minimum", "maximum", "pattern", "const", "$ref", "$schema", "definitions", "$defs", "examples"]
 )
@@ -225,7 +227,7 @@ def _scraped(text: str) -> set[str]:
     start = text.lstrip()[:1]
     if start in ("{", "["):
         names.update(m.group(1) for m in _JSON_KEY.finditer(text))
-    if start == "<":  # tag and attribute names, closing tags (``/div``) and attribute values
+    if _MARKUP_DOC.match(text):  # tag and attribute names, closing tags (``/div``) and attribute values
         for match in _MARKUP_NAME.finditer(text):
             tag, attribute, value = match.groups()
             names.update(n for n in (tag, f"/{tag}" if tag else None, attribute, value) if n)
