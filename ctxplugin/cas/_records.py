@@ -18,7 +18,8 @@ from typing import Any
 
 from ctxplugin.cas._budget import Lines, clip
 
-_SCAN = 5000  # records looked at for columns and spreads; linear, bounded
+_SCAN = 200_000  # records looked at for columns, spreads and rare values; linear, bounded
+_KEY_SCAN = 20_000  # records looked at for keys and their types
 _CATEGORY_MAX = 24  # distinct values a categorical column may have
 _STATUS_KEY = re.compile(r"(?i)(^|[_.\s])(level|severity|status|state|outcome|result|phase|type|kind|event|code|reason|ready|error)s?$")
 _BAD_VALUE = re.compile(
@@ -61,17 +62,20 @@ def key_types(records: Sequence[dict[str, Any]]) -> list[tuple[str, str, int]]:
     """``(key, types, records carrying it)`` in first-seen order."""
     seen: dict[str, Counter[str]] = {}
     counts: Counter[str] = Counter()
-    for record in records[:_SCAN]:
+    for record in records[:_KEY_SCAN]:
         for key, value in record.items():
-            seen.setdefault(str(key), Counter())[_type_name(value)] += 1
-            counts[str(key)] += 1
-    return [(k, "/".join(t for t, _ in types.most_common(2)), counts[k]) for k, types in seen.items()]
+            types = seen.get(key)
+            if types is None:
+                types = seen[key] = Counter()
+            types[_type_name(value)] += 1
+            counts[key] += 1
+    return [(str(k), "/".join(t for t, _ in types.most_common(2)), counts[k]) for k, types in seen.items()]
 
 
 def keys_line(records: Sequence[dict[str, Any]], *, typed: bool = True) -> str:
     """``keys: ts, level, msg: string; duration_ms: int; error: object (1 of 200)``: keys grouped
     by type in first-seen order; a key most records lack says how many carry it."""
-    scanned = min(len(records), _SCAN)
+    scanned = min(len(records), _KEY_SCAN)
     groups: dict[str, list[str]] = {}
     for key, types, count in key_types(records):
         name = key if count >= scanned else f"{key} ({count} of {scanned})"
@@ -88,10 +92,19 @@ def _categorical(records: Sequence[dict[str, Any]]) -> list[tuple[str, Counter[s
     if n < 5:
         return []
     values: dict[str, Counter[str]] = {}
+    dead: set[str] = set()  # too many distinct values: an id or free text, not a category
     for record in scanned:
         for key, value in record.items():
-            if isinstance(value, (str, bool)) and len(str(value)) <= 40:
-                values.setdefault(str(key), Counter())[str(value).lower() if isinstance(value, bool) else value] += 1
+            if key in dead or not isinstance(value, (str, bool)) or len(str(value)) > 40:
+                continue
+            counter = values.get(key)
+            if counter is None:
+                counter = values[key] = Counter()
+            counter[str(value).lower() if isinstance(value, bool) else value] += 1
+            if len(counter) > _CATEGORY_MAX:
+                dead.add(key)
+    for key in dead:
+        values.pop(key, None)
     out = []
     for key, counter in values.items():
         total = sum(counter.values())
@@ -117,26 +130,30 @@ def rare_indexes(records: Sequence[dict[str, Any]]) -> list[tuple[int, str]]:
         if index not in scored or scored[index][0] < score:
             scored[index] = (score, why)
 
+    rare_of: dict[str, tuple[Counter[str], set[str]]] = {}
     for key, counter in _categorical(scanned):
         majority = counter.most_common(1)[0][1]
         if majority * 2 < sum(counter.values()):
             continue  # no majority to differ from
         rare = {v for v, c in counter.items() if c <= limit}
-        if not rare:
-            continue
-        status = 2.0 if _STATUS_KEY.search(key) else 1.0
+        if rare:
+            rare_of[key] = (counter, rare)
+    if rare_of:
+        for index, record in enumerate(scanned):  # one pass for every column with rare values
+            for key, (counter, rare) in rare_of.items():
+                value = record.get(key)
+                text = str(value).lower() if isinstance(value, bool) else value
+                if isinstance(text, str) and text in rare:
+                    status = 2.0 if _STATUS_KEY.search(key) else 1.0
+                    bad = 2.0 if _BAD_VALUE.search(text) else 1.0
+                    note(index, status * bad / counter[text] ** 0.5, f"{key}={text}")
+    keyed = min(n, _KEY_SCAN)
+    scarce = {key: count for key, _, count in key_types(scanned) if count <= max(1, keyed // 20)}
+    if scarce:
         for index, record in enumerate(scanned):
-            value = record.get(key)
-            text = str(value).lower() if isinstance(value, bool) else value
-            if isinstance(text, str) and text in rare:
-                bad = 2.0 if _BAD_VALUE.search(text) else 1.0
-                note(index, status * bad / counter[text] ** 0.5, f"{key}={text}")
-    for key, _, count in key_types(scanned):
-        if count <= limit:
-            for index, record in enumerate(scanned):
-                if key in record:
-                    bad = 2.0 if _BAD_VALUE.search(key) else 1.0
-                    note(index, 1.5 * bad / count**0.5, f"has {key}")
+            for key in scarce.keys() & record.keys():
+                bad = 2.0 if _BAD_VALUE.search(key) else 1.0
+                note(index, 1.5 * bad / scarce[key] ** 0.5, f"has {key}")
     return [(i, why) for i, (_, why) in sorted(scored.items(), key=lambda kv: (-kv[1][0], kv[0]))]
 
 

@@ -42,6 +42,7 @@ _WRAPPED = re.compile(r"\A\s*<returncode>\s*(-?\d+)\s*</returncode>\s*<output>\n
 _EXIT = re.compile(r"(?i)(?:exit(?:ed)?(?: with)? (?:code|status)|return ?code|exit_code|status code)[\s:=]+(-?\d+)")
 _SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[])")
 _IDENT_WINDOW = 64_000
+_JSONL_PARSED = 100_000
 
 
 @dataclass(frozen=True)
@@ -299,6 +300,9 @@ def _fixed(body: str, lines: Lines) -> None:
 
 def _jsonl(body: str, lines: Lines) -> None:
     raw = [ln for ln in body.split("\n") if ln.strip()]
+    if len(raw) > _JSONL_PARSED:  # parsing is the cost here; the rest stays searchable
+        lines.add(f"{len(raw):,} lines; the first {_JSONL_PARSED:,} are summarized")
+        raw = raw[:_JSONL_PARSED]
     values = [parse_json(ln) for ln in raw]
     records = [v if ok and isinstance(v, dict) else {"line": ln} for (ok, v), ln in zip(values, raw, strict=True)]
     bad = sum(1 for ok, v in values if not (ok and isinstance(v, dict)))

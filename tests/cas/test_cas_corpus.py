@@ -226,3 +226,9 @@ def test_text_matches_come_with_their_neighbouring_lines() -> None:
     assert got.ref_id is not None
     out = expand_for_model(store, got.ref_id, SCOPE, max_tokens=800, counter=COUNTER, pattern="KeyError")
     assert "- " in out and "cfg = settings[name]" in out, out
+
+
+def test_a_rare_record_deep_in_a_large_set_is_found() -> None:
+    records = [{"id": f"r{i}", "status": "ok" if i != 25_000 else "failed", "note": "x" * 20} for i in range(30_000)]
+    got = _captured(Case("deep", 0, json.dumps(records), "r25000", "failed"), MemoryCASStore())
+    assert '"id":"r25000"' in got.text and "status: ok×29999, failed×1" in got.text
