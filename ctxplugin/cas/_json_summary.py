@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ctxplugin.cas._budget import Lines
+from ctxplugin.cas._records import RecordSet, render_json, summarize_records, worth_a_record_set
 from ctxplugin.tokens import TokenCounter
 
 _ID_KEY = re.compile(r"(?i)(^|_)(id|ids|uuid|key|number|no|num|code|sha|hash|ref|slug|path|url|email|date|dob)s?$|[a-z]Id$")
@@ -343,3 +344,55 @@ def _item(value: Any, cols: list[str], level: _Level) -> str:
     if cols and isinstance(value, list) and all(isinstance(v, dict) for v in value):
         return " | ".join(", ".join(_cell(v, c, level) for c in cols) for v in value)
     return inline(value, level)
+
+
+# ---------------------------------------------------------------------------- record sets
+
+_CURSOR_KEY = re.compile(r"(?i)cursor|token|next|prev|page|offset|after|before|more|total|count|status|id$")
+
+
+def record_list(value: dict[str, Any]) -> str | None:
+    """The key of the largest list of objects in ``value`` when it is a record set."""
+    best, size = None, 0
+    for key, item in value.items():
+        records = _records(item)
+        if records is not None and len(item) > size and len(records) == len(item) and worth_a_record_set(records):
+            best, size = str(key), len(item)
+    return best
+
+
+def summarize_records_array(value: list[Any], counter: TokenCounter, budget: int) -> Lines:
+    """A JSON array of objects as a record set: keys, spreads, rare records in full, ids."""
+    lines = Lines(counter, budget)
+    records = [v if isinstance(v, dict) else {"value": v} for v in value]
+    summarize_records(RecordSet(records, render_json(value)), lines, prefix="JSON array of ", ids=lambda ls: _primary_ids(records, ls))
+    return lines
+
+
+def summarize_wrapped(value: dict[str, Any], key: str, counter: TokenCounter, budget: int) -> Lines:
+    """An object around a record set (an API page, a log export): every top-level scalar
+    verbatim (ids, cursors, totals, status), other top-level keys by size, then the record set."""
+    lines = Lines(counter, budget)
+    scalars = [(str(k), v) for k, v in value.items() if _is_scalar(v)]
+    scalars.sort(key=lambda kv: 0 if _CURSOR_KEY.search(kv[0]) or _ID_KEY.search(kv[0]) else 1)
+    parts = [f"{k}: {_scalar(v, 160 if _CURSOR_KEY.search(k) or _ID_KEY.search(k) else 60)}" for k, v in scalars]
+    if parts:
+        lines.add(", ".join(parts), force=True)
+    others = [f"{k}: {inline(v, _LEVELS[-1])}" for k, v in value.items() if not _is_scalar(v) and str(k) != key]
+    if others:
+        lines.add_list("", others, more_hint=" (expand_ref fields=[...])", sep="; ")
+    items = value[key]
+    records = [v if isinstance(v, dict) else {"value": v} for v in items]
+    summarize_records(
+        RecordSet(records, render_json(items)), lines, prefix=f"{key}: ", ids=lambda ls: _primary_ids(records, ls)
+    )
+    return lines
+
+
+def _primary_ids(records: list[dict[str, Any]], lines: Lines) -> None:
+    primary = _primary_key(records)
+    if primary is None:
+        return
+    shown = "\n".join(lines.lines)
+    values = [str(r[primary]) for r in records if isinstance(r.get(primary), (str, int)) and str(r[primary]) not in shown]
+    lines.add_list(f"{primary}: ", values, more_hint=" (expand_ref offset/limit)")

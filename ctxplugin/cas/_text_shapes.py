@@ -7,7 +7,7 @@ import re
 import string
 from typing import Literal
 
-TextShape = Literal["log", "code", "grep", "paths", "listing", "table", "text"]
+TextShape = Literal["log", "code", "grep", "paths", "listing", "table", "jsonl", "fixed", "report", "diff", "markup", "text"]
 
 _SAMPLE_LINES = 400
 _NUMBERED = re.compile(r"^\s*(\d+)(?:\t|: |:|-|\s{2,}| \| )(.*)$")
@@ -61,12 +61,53 @@ def _sample(body: str) -> list[str]:
     return [line[:_CLIP] for line in body[:200_000].split("\n")[:_SAMPLE_LINES] if line.strip()]
 
 
+_TIMESTAMP = re.compile(
+    r"^\W{0,2}(?:\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2})?|\d{2}:\d{2}:\d{2}[.,]\d|[A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2}|\d{10}(?:\.\d+)?\s)"
+    r"|^\W{0,2}(?:DEBUG|INFO|NOTICE|WARN(?:ING)?|ERROR|FATAL|CRITICAL|TRACE)\b"
+)
+"""A log line's start: a date-time (ISO, syslog, epoch) or a level."""
+_REPORT = re.compile(
+    r"^(?:=+ (?:test session starts|FAILURES|ERRORS|short test summary info|warnings summary)|"
+    r"\S+\.py::\S+(?: \S+)* (?:PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS)\b|(?:PASSED|FAILED|ERROR) \S+::|"
+    r"--- (?:PASS|FAIL): |(?:ok|FAIL)\s+\S+\s+[\d.]+s$|test \S+ \.\.\. (?:ok|FAILED|ERROR)|collected \d+ items)"
+)
+"""Test runner output: pytest, go test, cargo/unittest."""
+_DIFF = re.compile(r"^(?:diff --git |--- (?:a/|/dev/null)|\+\+\+ (?:b/|/dev/null)|@@ -\d+(?:,\d+)? \+\d+(?:,\d+)? @@|index [0-9a-f]{6,}\.\.)")
+_MARKUP_TAG = re.compile(r"<(?:!doctype|html|head|body|div|span|p|a|table|tr|td|li|ul|h[1-6]|script|meta|link|title)\b", re.IGNORECASE)
+_FIXED_HEADER = re.compile(r"^[A-Z][A-Z0-9_()%/.-]*(?: [A-Z][A-Z0-9_()%/.-]*)?(?:\s{2,}[A-Z][A-Z0-9_()%/.-]*(?: [A-Z][A-Z0-9_()%/.-]*)?)+\s*$")
+
+
+def _jsonl(lines: list[str]) -> bool:
+    objects = [ln.strip() for ln in lines[:50]]
+    return len(objects) >= 2 and sum(1 for ln in objects if ln[:1] == "{" and ln[-1:] == "}") >= 0.9 * len(objects)
+
+
 def detect_text_shape(body: str) -> TextShape:
-    """The most specific shape the first lines of ``body`` fit."""
+    """The most specific shape the first lines of ``body`` fit.
+
+    Structure is told from the lines' starts before any separator is counted: lines that begin
+    with a date-time are a log even when a comma sits in every timestamp.
+    """
     lines = _sample(body)
     if len(lines) < 2:
         return "text"
     n = len(lines)
+    if _jsonl(lines):
+        return "jsonl"
+    if sum(1 for ln in lines if _DIFF.match(ln)) >= 2 and any(ln.startswith("@@") for ln in lines):
+        return "diff"
+    report = sum(1 for ln in lines if _REPORT.match(ln))
+    if report >= 3 and report >= 0.2 * n:
+        return "report"
+    if sum(1 for ln in lines if _TIMESTAMP.match(ln)) >= 0.6 * n:
+        return "log"
+    if _FIXED_HEADER.match(lines[0]) and n >= 3 and _fixed_columns(lines[0]) and "," not in lines[0]:
+        return "fixed"
+    if sum(1 for ln in lines[:60] if _MARKUP_TAG.search(ln)) >= 0.2 * min(n, 60) or (
+        sum(1 for ln in lines if ln.startswith("#")) >= 3 and sum(1 for ln in lines if re.match(r"^#{1,6} \S", ln)) >= 0.6 * sum(1 for ln in lines if ln.startswith("#"))
+        and not any(ln.startswith("#!") for ln in lines[:1])
+    ):
+        return "markup"
     if sum(1 for ln in lines if _LISTING.match(ln)) >= 0.6 * n:
         return "listing"
     if sum(1 for ln in lines if _GREP.match(ln)) >= 0.6 * n:
@@ -105,6 +146,30 @@ def _table_sep(lines: list[str]) -> str | None:
                 return None
             return sep
     return None
+
+
+def _fixed_columns(header: str) -> list[tuple[str, int]]:
+    """Column names of a fixed-width header and where each starts."""
+    return [(m.group(0).strip(), m.start()) for m in re.finditer(r"\S+(?: \S+)?(?=\s{2,}|\s*$)", header.rstrip())]
+
+
+def fixed_rows(body: str) -> tuple[list[str], list[tuple[int, dict[str, str]]]]:
+    """Header and rows of a fixed-width table (``kubectl get``, ``docker ps``): cells are split
+    at the header's column starts; each row with its 0-based line number."""
+    all_lines = body.split("\n")
+    start = next((i for i, ln in enumerate(all_lines) if ln.strip()), 0)
+    columns = _fixed_columns(all_lines[start]) if all_lines else []
+    names = [c for c, _ in columns]
+    rows: list[tuple[int, dict[str, str]]] = []
+    for number in range(start + 1, len(all_lines)):
+        line = all_lines[number]
+        if not line.strip():
+            continue
+        cells = re.split(r"\s{2,}", line.strip())
+        if len(cells) != len(columns):  # a cell with single spaces: cut at the header's starts
+            cells = [line[pos : columns[i + 1][1] if i + 1 < len(columns) else None].strip() for i, (_, pos) in enumerate(columns)]
+        rows.append((number, dict(zip(names, cells, strict=False))))
+    return names, rows
 
 
 def strip_numbering(body: str) -> list[tuple[int, str]]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from ctxplugin.cas._canon import parse_json
@@ -124,6 +124,9 @@ class _Unit:
     index: int
     text: str
     value: Any
+    label: str | None = None  # where a record sits (``records[137]``, ``line 4 [2]``)
+    before: str | None = None  # the line before a matching line (model output only)
+    after: str | None = None
 
 
 @dataclass(frozen=True)
@@ -163,6 +166,7 @@ def _select(
     *,
     whole_as_units: bool = False,
     page_cap: int | None = None,
+    context: bool = False,
 ) -> _Selection:
     matcher = _check_options(offset, limit, pattern, regex)
     if isinstance(fields, str):
@@ -172,6 +176,7 @@ def _select(
     if not fields and not paged and not whole_as_units:
         return _Selection(ref_id, "lines", 0, 0, 0, [], False, content)
     values: list[Any]
+    labels: list[str] | None = None
     unit: Literal["items", "lines"]
     if fields:
         is_json, value = parse_json(content)
@@ -180,13 +185,18 @@ def _select(
         doc = select(value, fields[0]) if len(fields) == 1 else {f: select(value, f) for f in fields}
         if isinstance(doc, list):
             unit, values = "items", doc
+        elif matcher is not None and isinstance(doc, dict):
+            unit, (labels, values) = "items", _records_of(doc)
         else:
             unit, values = "lines", json.dumps(doc, ensure_ascii=False, indent=2 if paged else None).split("\n")
     else:
-        # only a JSON array is parsed: items are its units; anything else is lines
-        is_json, value = parse_json(content) if content.lstrip()[:1] == "[" else (False, None)
+        # a JSON array's items are its units; a pattern searches an object record by record;
+        # anything else is lines
+        is_json, value = parse_json(content) if content.lstrip()[:1] in ("[", "{") else (False, None)
         if is_json and isinstance(value, list):
             unit, values = "items", value
+        elif is_json and isinstance(value, dict) and matcher is not None:
+            unit, (labels, values) = "items", _records_of(value)
         else:
             values = content.split("\n")
             if len(values) > 1 and values[-1] == "":
@@ -196,14 +206,74 @@ def _select(
     def text(v: Any) -> str:
         return json.dumps(v, ensure_ascii=False) if unit == "items" else str(v)
 
-    indexes: Sequence[int] = range(len(values))
-    if matcher is not None:  # rendering every unit is only needed to filter
-        indexes = [i for i in indexes if matcher.search(text(values[i]))]
     end = None if limit is None else offset + limit
     if page_cap is not None:
         end = offset + page_cap if end is None else min(end, offset + page_cap)
-    page = [_Unit(i, text(values[i]), values[i]) for i in indexes[offset:end]]
-    return _Selection(ref_id, unit, len(values), len(indexes), offset, page, matcher is not None, None)
+    if matcher is None:
+        indexes: Sequence[int] = range(len(values))
+        page = [_Unit(i, text(values[i]), values[i]) for i in indexes[offset:end]]
+        return _Selection(ref_id, unit, len(values), len(indexes), offset, page, False, None)
+    matches = list(_matches(values, unit, labels, matcher, text))
+    page = matches[offset:end]
+    if context and unit == "lines":
+        page = [replace(u, before=_neighbour(values, u.index - 1), after=_neighbour(values, u.index + 1)) for u in page]
+    return _Selection(ref_id, unit, len(values), len(matches), offset, page, True, None)
+
+
+def _records_of(value: dict[str, Any]) -> tuple[list[str], list[Any]]:
+    """An object cut into records: each item of a list under a key (``records[137]``), each
+    other key with its value (``{"next_cursor": ...}``); nested objects are walked two levels."""
+    labels: list[str] = []
+    values: list[Any] = []
+    stack: list[tuple[str, dict[str, Any], int]] = [("", value, 0)]
+    while stack:
+        path, node, depth = stack.pop(0)
+        for key, item in node.items():
+            where = f"{path}.{key}" if path else str(key)
+            if isinstance(item, list) and item and not all(not isinstance(v, (dict, list)) for v in item):
+                labels.extend(f"{where}[{i}]" for i in range(len(item)))
+                values.extend(item)
+            elif isinstance(item, dict) and item and depth < 2:
+                stack.append((where, item, depth + 1))
+            else:
+                labels.append(where)
+                values.append({str(key): item})
+    return labels, values
+
+
+def _matches(
+    values: list[Any],
+    unit: str,
+    labels: list[str] | None,
+    matcher: re.Pattern[str],
+    text: Any,
+) -> Any:
+    """Matching units in order; a line holding a JSON array is searched item by item, and the
+    items that match come back whole."""
+    for i, value in enumerate(values):
+        rendered = text(value)
+        if not matcher.search(rendered):
+            continue
+        if unit == "lines" and rendered.lstrip()[:1] == "[" and len(rendered) > 200:
+            is_json, items = parse_json(rendered)
+            if is_json and isinstance(items, list):
+                for k, item in enumerate(items):
+                    item_text = json.dumps(item, ensure_ascii=False)
+                    if matcher.search(item_text):
+                        yield _Unit(i, item_text, item, label=f"line {i} [{k}]")
+                continue
+        yield _Unit(i, rendered, value, label=labels[i] if labels is not None else None)
+
+
+def _neighbour(values: list[Any], index: int) -> str | None:
+    if 0 <= index < len(values):
+        return clip_line(str(values[index]))
+    return None
+
+
+def clip_line(text: str, limit: int = 300) -> str:
+    """A context line cut to ``limit`` characters."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _plain(selection: _Selection) -> str:
@@ -258,7 +328,7 @@ def expand_for_model(
     page further. Never raises: problems come back as a sentence the model can act on."""
     try:
         # a unit costs at least one token: no page holds more than max_tokens of them
-        selection = _select(store, ref_id, scope, fields, offset, limit, pattern, regex, page_cap=max_tokens)
+        selection = _select(store, ref_id, scope, fields, offset, limit, pattern, regex, page_cap=max_tokens, context=True)
     except RefNotFoundError:
         return (
             f"expand_ref: no such ref visible here: {ref_id!r}. Refs are readable only in the "
@@ -289,10 +359,17 @@ def _page_for_model(
 ) -> str:
     budget = max(20, max_tokens - 60)  # room for the header and the paging note
     shown: list[str] = []
+    shown_at: set[int] = set()
+    page_at = {u.index for u in selection.page}
     used = 0
     cut_note = ""
     for unit in selection.page:
-        text = f"[{unit.index}] {unit.text}" if selection.filtered else unit.text
+        text = f"[{unit.label or unit.index}] {unit.text}" if selection.filtered else unit.text
+        if unit.before is not None and unit.index - 1 not in shown_at:
+            text = f"  {unit.index - 1}- {unit.before}\n{text}"
+        if unit.after is not None and unit.index + 1 not in page_at:
+            text += f"\n  {unit.index + 1}- {unit.after}"
+        shown_at.add(unit.index)
         cost = count_text(text, counter) + 1
         if used + cost > budget:
             if not shown:
@@ -310,7 +387,9 @@ def _page_for_model(
     what = f"matching {kind}" if selection.filtered else kind
     if selection.filtered:
         found = f"{selection.matched} of {selection.total} {kind} match {pattern!r}"
-        span = f"showing matches {first}–{last}, each prefixed with its {kind[:-1]} number" if shown else f"none at offset {first}"
+        prefix = "its path" if kind == "items" and any(u.label for u in selection.page) else f"its {kind[:-1]} number"
+        context = "; neighbouring lines as 'N- '" if kind == "lines" else ""
+        span = f"showing matches {first}–{last}, each prefixed with {prefix}{context}" if shown else f"none at offset {first}"
         header = f"[{selection.ref_id} · {found}; {span}]"
     elif shown:
         header = f"[{selection.ref_id} · {kind} {first}–{last} of {selection.total}]"

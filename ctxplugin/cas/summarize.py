@@ -12,10 +12,19 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ctxplugin.cas._budget import Lines, clip
-from ctxplugin.cas._json_summary import summarize_array, summarize_object
+from ctxplugin.cas._canon import parse_json
+from ctxplugin.cas._json_summary import (
+    record_list,
+    summarize_array,
+    summarize_object,
+    summarize_records_array,
+    summarize_wrapped,
+)
+from ctxplugin.cas._records import RecordSet, rare_indexes, summarize_records, worth_a_record_set
 from ctxplugin.cas._text_shapes import (
     code_outline,
     detect_text_shape,
+    fixed_rows,
     grep_matches,
     identifiers_in,
     keyword_lines,
@@ -25,12 +34,15 @@ from ctxplugin.cas._text_shapes import (
 )
 from ctxplugin.tokens import TokenCounter
 
-Shape = Literal["json", "command", "log", "code", "grep", "paths", "listing", "table", "text"]
+Shape = Literal[
+    "json", "command", "log", "code", "grep", "paths", "listing", "table", "jsonl", "fixed", "report", "diff", "markup", "text"
+]
 
 _WRAPPED = re.compile(r"\A\s*<returncode>\s*(-?\d+)\s*</returncode>\s*<output>\n?")
 _EXIT = re.compile(r"(?i)(?:exit(?:ed)?(?: with)? (?:code|status)|return ?code|exit_code|status code)[\s:=]+(-?\d+)")
 _SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[])")
 _IDENT_WINDOW = 64_000
+_JSONL_PARSED = 100_000
 
 
 @dataclass(frozen=True)
@@ -64,9 +76,16 @@ def summarize(
     """
     is_json, value = parsed
     if is_json and isinstance(value, dict):
-        return Summary("json", f"JSON object, {len(value)} keys", summarize_object(value, counter, budget).text())
+        label = f"JSON object, {len(value)} keys"
+        inner = record_list(value)
+        if inner is not None:
+            return Summary("json", label, summarize_wrapped(value, inner, counter, budget).text())
+        return Summary("json", label, summarize_object(value, counter, budget).text())
     if is_json and isinstance(value, list):
-        return Summary("json", f"JSON array, {len(value)} items", summarize_array(value, counter, budget).text())
+        label = f"JSON array, {len(value)} items"
+        if worth_a_record_set(value):
+            return Summary("json", label, summarize_records_array(value, counter, budget).text())
+        return Summary("json", label, summarize_array(value, counter, budget).text())
     exit_code: str | None = None
     body = text
     wrapped = _WRAPPED.match(text)
@@ -80,7 +99,7 @@ def summarize(
         found = _EXIT.search(text[:2000]) or _EXIT.search(text[-2000:])
         exit_code = found.group(1) if found else None
     shape = detect_text_shape(body)
-    if is_error or (exit_code not in (None, "0") and shape not in ("code",)):
+    if is_error or (exit_code not in (None, "0") and shape not in ("code", "report")):
         shape = "log"
     lines = Lines(counter, budget)
     n_lines = body.count("\n") + (0 if body.endswith("\n") or not body else 1)
@@ -107,11 +126,25 @@ def summarize(
         lines.add(f"{status}{len(names)} entries")
         lines.add_list("", names, more_hint=" (expand_ref offset/limit)")
         _errors_only(body, lines)
-    elif shape == "table":
-        label = "table" if not prefix else "command output (table)"
+    elif shape in ("table", "fixed", "jsonl"):
+        label = {"table": "table", "fixed": "table", "jsonl": "JSON Lines"}[shape]
+        label = label if not prefix else f"command output ({label})"
         if status:
             lines.add(status.rstrip(", "))
-        _table(body, lines)
+        {"table": _table, "fixed": _fixed, "jsonl": _jsonl}[shape](body, lines)
+    elif shape == "report":
+        label = "test report" if not prefix else "command output (test report)"
+        _report(body, lines, f"{status}{n_lines} lines")
+    elif shape == "diff":
+        label = "diff" if not prefix else "command output (diff)"
+        if status:
+            lines.add(status.rstrip(", "))
+        _diff(body, lines)
+    elif shape == "markup":
+        label = "document" if not prefix else "command output (document)"
+        if status:
+            lines.add(status.rstrip(", "))
+        _markup(body, lines)
     else:
         label = "text" if not prefix else "command output"
         if status:
@@ -137,7 +170,8 @@ def _log(body: str, lines: Lines, *, error_budget: int | None) -> None:
     # exception lines first, then where the traceback passed through the project's code, then
     # every other error or warning line in order
     exceptions = [h for h in hits if _EXCEPTION.match(h[1])]
-    others = [h for h in hits if not _EXCEPTION.match(h[1])]
+    # errors and failures ahead of warnings when not all fit; they are printed in line order
+    others = sorted((h for h in hits if not _EXCEPTION.match(h[1])), key=lambda h: 0 if _SEVERE.search(h[1]) else 1)
 
     def place(group: list[tuple[int, str]]) -> None:
         for number, line in group:
@@ -179,6 +213,7 @@ def _log(body: str, lines: Lines, *, error_budget: int | None) -> None:
     _identifiers(body, lines)
 
 
+_SEVERE = re.compile(r"(?i)\b(?:error|fatal|critical|panic|fail(?:ed|ure)?|exception|traceback|crash\w*|killed|denied)\b|[a-z](?:Error|Exception)\b")
 _EXCEPTION = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Warning)\b")
 _FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
 
@@ -233,6 +268,9 @@ def _table(body: str, lines: Lines) -> None:
     header, rows, sep = table_rows(body)
     lines.add(f"{len(rows)} rows × {len(header)} columns")
     lines.add_list("columns: ", header)
+    records = [dict(zip(header, row, strict=False)) for row in rows]
+    if len(records) >= 8 and _rare_rows(records, rows, sep, lines):
+        return
     shown = 0
     for row in rows:
         if not lines.add(clip(sep.join(row), 200)):
@@ -240,6 +278,37 @@ def _table(body: str, lines: Lines) -> None:
         shown += 1
     if shown < len(rows):
         lines.add(f"… {len(rows) - shown} more rows (expand_ref offset={shown + 1})", force=True)
+
+
+def _rare_rows(records: list[dict[str, Any]], rows: list[list[str]], sep: str, lines: Lines) -> bool:
+    """Spreads and rare rows of a table; False when no row stands out (first rows then)."""
+    if not rare_indexes(records):
+        return False
+    summarize_records(RecordSet(records, lambda i: sep.join(rows[i]), "rows"), lines, head=False)
+    return True
+
+
+def _fixed(body: str, lines: Lines) -> None:
+    header, numbered = fixed_rows(body)
+    all_lines = body.split("\n")
+    records = [r for _, r in numbered]
+    lines.add(f"{len(records)} rows × {len(header)} columns")
+    lines.add_list("columns: ", header)
+    rs = RecordSet(records, lambda i: " ".join(all_lines[numbered[i][0]].split()), "rows")
+    summarize_records(rs, lines, head=False)
+
+
+def _jsonl(body: str, lines: Lines) -> None:
+    raw = [ln for ln in body.split("\n") if ln.strip()]
+    if len(raw) > _JSONL_PARSED:  # parsing is the cost here; the rest stays searchable
+        lines.add(f"{len(raw):,} lines; the first {_JSONL_PARSED:,} are summarized")
+        raw = raw[:_JSONL_PARSED]
+    values = [parse_json(ln) for ln in raw]
+    records = [v if ok and isinstance(v, dict) else {"line": ln} for (ok, v), ln in zip(values, raw, strict=True)]
+    bad = sum(1 for ok, v in values if not (ok and isinstance(v, dict)))
+    if bad:
+        lines.add(f"{bad} lines are not JSON objects")
+    summarize_records(RecordSet(records, lambda i: raw[i].strip(), "lines"), lines, prefix="JSON Lines: ")
 
 
 def _text(body: str, lines: Lines) -> None:
@@ -271,3 +340,103 @@ def _identifiers(body: str, lines: Lines) -> None:
     found = [i for i in identifiers_in(window) if i not in shown]
     if found and lines.left > 8:
         lines.add_list("ids: ", found)
+
+
+_FAILED_TEST = re.compile(
+    r"^(?:FAILED|ERROR) (\S+::\S+)|^(\S+::\S+?)(?: \S+)* (?:FAILED|ERROR)\b|^--- FAIL: (\S+)|^FAIL\s+(\S+)|"
+    r"^test (\S+) \.\.\. (?:FAILED|ERROR)|^_{3,} (\S.*?) _{3,}$"
+)
+_REPORT_TOTAL = re.compile(r"(?i)^=*\s*(?:\d+ (?:passed|failed|errors?|skipped|xfailed|xpassed|warnings?|deselected)\b.*?)\s*=*$|^(?:ok|FAIL)\s*$|^Ran \d+ tests? in|^(?:FAILED|OK) \(")
+
+
+def _report(body: str, lines: Lines, status: str) -> None:
+    """Totals, every failing test's name, error and warning lines, then the head and tail."""
+    hint = "… expand_ref pattern='FAILED' (or a test name) returns failing tests with context"
+    lines.budget -= lines.cost(hint)
+    all_lines = body.split("\n")
+    totals = [ln.strip().strip("=").strip() for ln in all_lines if _REPORT_TOTAL.match(ln.strip())]
+    outcomes = re.findall(r"\b(PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS)\b", body[:2_000_000])
+    counts = ", ".join(f"{o.lower()} {outcomes.count(o)}" for o in dict.fromkeys(outcomes))
+    lines.add(status + (f"; {totals[-1]}" if totals else f"; {counts}" if counts else ""), force=True)
+    failed: dict[str, None] = {}
+    for line in all_lines:
+        match = _FAILED_TEST.match(line.strip())
+        if match:
+            failed.setdefault(next(g for g in match.groups() if g).split(" - ")[0], None)
+    # one name per test: "tests/a.py::test_x" covers "test_x" and a later "tests/b.py::test_x"
+    names: dict[str, str] = {}
+    for name in failed:
+        names.setdefault(name.rsplit("::", 1)[-1].split("[")[0], name)
+    if names:
+        lines.add_list("failed: ", list(names.values()), more_hint=" (expand_ref pattern='FAILED')")
+    shown = "\n".join(lines.lines)
+    for number, line in keyword_lines(body):
+        text = line.strip()
+        skip = not text or text[:1] == "=" or text[:60] in shown or _FAILED_TEST.match(text) or re.search(r"\bPASSED\b", text)
+        if not skip and not lines.add(f"L{number + 1}: {clip(text, 200)}"):
+            break
+    shown = "\n".join(lines.lines)
+    edges = [i for i in range(min(3, len(all_lines))) if all_lines[i].strip()][:1]
+    edges += [i for i in range(len(all_lines) - 1, max(len(all_lines) - 4, 0), -1) if all_lines[i].strip()][:1]
+    for number in edges:
+        text = all_lines[number].strip()
+        if text[:60] not in shown:
+            lines.add(f"L{number + 1}: {clip(text, 160)}")
+    lines.budget += lines.cost(hint)
+    lines.add(hint, force=True)
+
+
+_DIFF_FILE = re.compile(r"^diff --git a/(\S+) b/(\S+)|^\+\+\+ b/(\S+)|^--- a/(\S+)")
+
+
+def _diff(body: str, lines: Lines) -> None:
+    """Files with lines added/removed; new, deleted and renamed files first; error lines."""
+    files: dict[str, list[int]] = {}
+    marks: dict[str, str] = {}
+    current = ""
+    for line in body.split("\n"):
+        match = _DIFF_FILE.match(line)
+        if match:
+            name = next(g for g in match.groups() if g)
+            if line.startswith("diff --git") or name not in files:
+                current = match.group(2) or name
+                files.setdefault(current, [0, 0])
+            continue
+        if line.startswith(("new file mode", "deleted file mode", "rename from", "Binary files")):
+            marks[current] = line.split(" mode")[0].split(" from")[0].replace("Binary files", "binary")
+        elif line.startswith("+") and not line.startswith("+++") and current:
+            files[current][0] += 1
+        elif line.startswith("-") and not line.startswith("---") and current:
+            files[current][1] += 1
+    added = sum(a for a, _ in files.values())
+    removed = sum(r for _, r in files.values())
+    hint = "… expand_ref pattern='<file name>' returns a file's hunks"
+    lines.budget -= lines.cost(hint)
+    lines.add(f"{len(files)} files changed, +{added} -{removed}", force=True)
+    for name, mark in marks.items():
+        lines.add(f"{mark}: {name}", force=True)
+    lines.add_list("", [f"{n} +{a} -{r}" for n, (a, r) in files.items() if n not in marks], more_hint=" (expand_ref pattern='diff --git')")
+    _errors_only_new(body, lines)
+    lines.budget += lines.cost(hint)
+    lines.add(hint, force=True)
+
+
+_TAG = re.compile(r"<[^>]{0,400}>")
+_TITLE = re.compile(r"(?is)<title[^>]*>(.{0,400}?)</title>|(?m:^#[ \t]+([^\n]+))")
+_HEADING = re.compile(r"(?is)<h([1-3])[^>]*>(.{0,400}?)</h\1>|(?m:^(#{1,3})[ \t]+([^\n]+))")
+
+
+def _markup(body: str, lines: Lines) -> None:
+    """Title, outline of headings, every error/warning sentence, stripped of markup."""
+    window = body[:400_000]
+    text = _TAG.sub(" ", re.sub(r"(?is)<(script|style)\b.*?</\1>", " ", window))
+    title = _TITLE.search(window)
+    if title:
+        lines.add("title: " + clip(" ".join(_TAG.sub(" ", title.group(1) or title.group(2)).split()), 160), force=True)
+    headings = [" ".join(_TAG.sub(" ", m.group(2) or m.group(4)).split()) for m in _HEADING.finditer(window)]
+    warnings = [(n, " ".join(ln.split())) for n, ln in keyword_lines(text) if ln.strip()]
+    for number, line in warnings[:12]:
+        if not lines.add(f"L{number + 1}: {clip(line, 200)}"):
+            break
+    lines.add_list("sections: ", [h for h in headings if h], more_hint=" (expand_ref pattern=...)")
+    _identifiers(text, lines)

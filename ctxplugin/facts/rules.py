@@ -9,6 +9,11 @@ What the rules find, sentence by sentence (the first rule that fits wins, links 
   "X instead of Y" names the old value Y for the ledger to supersede;
 - decisions ("we decided", "let's go with"), preferences ("I prefer aisle seats"), constraints
   ("max discount is 15%", "deadline", "at most"), metrics (numbers with units or currency);
+- additions accumulate: "add X", "also invite Y", "Z as well" and list items are kept unkeyed, so
+  24 agenda items stay 24 facts and "also invite design" does not replace "invite the platform
+  team"; only a statement about the same subject with another value replaces an earlier one;
+- what the user decided, said as an instruction ("invite the platform team only", "include the
+  finance lead") is a decision fact;
 - hypothetical and draft statements ("what if", "suppose", "draft") get their own fact scope;
 - links and exact identifiers (order ids, paths, emails) as entity facts.
 
@@ -88,6 +93,18 @@ _ASSIGN = re.compile(rf"^(?P<subj>[\w#][\w#'&/. -]{{0,60}}?)\s*\b(?P<verb>{_VERB
 _ASSIGN_EQ = re.compile(r"^(?P<subj>[\w#][\w#'&/. -]{0,60}?)\s*(?P<verb>=)\s*(?P<val>.+)$")
 _COLON = re.compile(r"^(?P<subj>[A-Za-z][\w ./#-]{0,40}?)\s*:\s+(?P<val>.+)$")
 _INSTEAD_OF = re.compile(r"\binstead of\s+(?P<old>[^,.;]+)|\brather than\s+(?P<old2>[^,.;]+)", re.IGNORECASE)
+_ADDITION = re.compile(
+    r"^(?:please\s+)?(?:add|append|insert|include|plus)\b|\b(?:also|additionally|in addition)\b|\b(?:too|as well)\s*[.!]?$"
+    r"|^\s*(?:[-*\u2022]|\d{1,3}[.)])\s+",
+    re.IGNORECASE,
+)
+"""An addition to what was said before (or a list item): it accumulates and replaces nothing."""
+_DIRECTIVE = re.compile(
+    r"^(?:please\s+)?(?:also\s+)?(?:invite|add|append|insert|include|cc|loop in|bring|notify|exclude|uninvite)\s+\S",
+    re.IGNORECASE,
+)
+"""The user's instruction about who or what is in: a decision, kept unkeyed."""
+_NUMBERED_SUBJECT = re.compile(r"\b(?:item|point|step|option|question|task|line|no\.?|number|#)\s*(\d{1,4})\b", re.IGNORECASE)
 _TASK = re.compile(r"^(?:i|we)\s+(?:need|have|want|'d like|would like)\s+to\s+\w+|^(?:todo|to do|task)\s*:", re.IGNORECASE)
 _USER_MOVED = re.compile(r"^i(?:'ve| have)?\s+(?:just\s+)?moved\s+to\s+(?P<val>.+)$", re.IGNORECASE)
 _METRIC = re.compile(
@@ -200,12 +217,13 @@ class RuleExtractor:
         # "use X instead of Y" from a tool is advice (a linter's message), not a correction
         replaces = _replaced(sentence) if voice == "user" else None
         tags = tuple(ids[:8])
+        addition = voice == "user" and bool(_ADDITION.search(_raw_lead(sentence)))
 
         def make(kind: FactKind, key: str | None, **extra: Any) -> FactDraft:
             constraint_type = _constraint_type(sentence) if kind == "constraint" else None
             weight = max(importance, 0.8) if kind == "constraint" else importance
             return FactDraft(
-                text=_tidy(sentence), key=key or None, kind=kind, tags=tags, importance=weight, scope=scope,
+                text=_tidy(sentence, keep_also=addition), key=key or None, kind=kind, tags=tags, importance=weight, scope=scope,
                 replaces=extra.get("replaces", replaces), constraint_type=constraint_type,
             )
 
@@ -220,6 +238,8 @@ class RuleExtractor:
                 return make("preference", "pref_" + slug(topic, 1) if slug(topic, 1) else None)
             if _TASK.match(body):
                 return make("task", None)
+            if _DIRECTIVE.match(body) or _DIRECTIVE.match(sentence):
+                return make("decision", None)
         changed = _FROM_TO.search(body)
         if changed:
             return make(_kind_of(sentence, changed.group("val"), voice), _subject_key(changed.group("subj")), replaces=changed.group("old"))
@@ -230,6 +250,8 @@ class RuleExtractor:
             kind = _kind_of(sentence, assign.group("val"), voice)
             if voice == "user" and _DECISION.search(sentence):
                 kind = "decision"
+            if addition and not _NUMBERED_SUBJECT.search(assign.group("subj")):
+                key = None  # "Z as well", "- budget: 5k" in a list: added to what was said, not replacing it
             return make(kind, key)
         if voice == "user" and _DECISION.search(sentence):
             topic = re.search(r"\bfor\s+(?:the\s+|our\s+)?(?P<topic>[\w -]{2,40})$", body, re.IGNORECASE)
@@ -348,6 +370,12 @@ def _assignment(body: str) -> tuple[re.Match[str] | None, str | None]:
     return first, None
 
 
+def _raw_lead(sentence: str) -> str:
+    """``sentence`` without its leading discourse words, except an additive "also"/"plus"."""
+    match = re.match(r"^(?:(?:actually|ok(?:ay)?|so|and|oh|right|yes|yeah|btw|wait)\b[\s,:;!.-]*)+", sentence, re.IGNORECASE)
+    return sentence[match.end() :] if match else sentence
+
+
 def _subject_key(subject: str) -> str | None:
     subject = _LEAD.sub("", subject.strip()).strip()
     lowered = subject.lower()
@@ -357,6 +385,9 @@ def _subject_key(subject: str) -> str | None:
     key = slug(subject, 3)
     if not key:
         return None
+    numbered = _NUMBERED_SUBJECT.search(subject)
+    if numbered:
+        key = f"{key}_{numbered.group(1)}"  # "agenda item 3" and "agenda item 4" are different subjects
     return f"my_{key}" if first in ("my", "our") else key
 
 
@@ -385,9 +416,10 @@ def _replaced(sentence: str) -> str | None:
     return old or None
 
 
-def _tidy(sentence: str) -> str:
-    """The sentence without leading discourse words ("Actually, ", "OK so ")."""
-    body = _LEAD.sub("", sentence).strip()
+def _tidy(sentence: str, *, keep_also: bool = False) -> str:
+    """The sentence without leading discourse words ("Actually, ", "OK so "); with
+    ``keep_also`` an additive "also" stays ("Also invite design")."""
+    body = (_raw_lead(sentence) if keep_also else _LEAD.sub("", sentence)).strip()
     if len(body) < 4:
         return sentence
     return body[0].upper() + body[1:]

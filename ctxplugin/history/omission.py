@@ -210,9 +210,40 @@ def _shell_lines(text: str) -> list[str]:
     return lines
 
 
+_JSON_KEY = re.compile(r"\"([^\"\n]{1,80})\"\s*:")
+_MARKUP_NAME = re.compile(r"</?([A-Za-z][\w:-]*)|\s([A-Za-z][\w:-]*)=[\"']([^\"'<>\n]{0,80})[\"']")
+_MARKUP_DOC = re.compile(r"\s*<(?:!doctype|\?xml|html|head|body|div|table|svg|ul|ol|p|span|section|article|main)\b", re.IGNORECASE)
+"""An HTML or XML document (not a command's output wrapped in ``<returncode>``/``<output>``)."""
+_SCHEMA_WORDS = frozenset(
+    ["type", "string", "object", "array", "integer", "number", "boolean", "null", "properties", "required", "parameters", "description", "items", "enum", "default", "title", "format", "anyOf", "oneOf", "allOf", "additionalProperties", "minimum", "maximum", "pattern", "const", "$ref", "$schema", "definitions", "$defs", "examples"]
+)
+"""Words of a JSON schema's vocabulary: they say how a tool is called, not what was said."""
+
+
+def _scraped(text: str) -> set[str]:
+    """Names that are structure, not content: JSON keys, schema vocabulary, markup tags and
+    attributes. A note lists what the conversation said, never these."""
+    names = set(_SCHEMA_WORDS)
+    start = text.lstrip()[:1]
+    if start in ("{", "["):
+        names.update(m.group(1) for m in _JSON_KEY.finditer(text))
+    if _MARKUP_DOC.match(text):  # tag and attribute names, closing tags (``/div``) and attribute values
+        for match in _MARKUP_NAME.finditer(text):
+            tag, attribute, value = match.groups()
+            names.update(n for n in (tag, f"/{tag}" if tag else None, attribute, value) if n)
+    return names
+
+
 def _values(message: BaseMessage) -> tuple[list[str], list[str]]:
     """Exact values of one message, as ``(first, rest)``: short tool-call arguments whole,
-    single-quoted arguments and paths first, other identifiers after."""
+    single-quoted arguments and paths first, other identifiers after; JSON keys, schema words
+    and markup names are left out (see :func:`_scraped`)."""
+    first, rest = _raw_values(message)
+    skip = _scraped(content_text(message.content))
+    return [v for v in first if v not in skip], [v for v in rest if v not in skip]
+
+
+def _raw_values(message: BaseMessage) -> tuple[list[str], list[str]]:
     first: list[str] = []
     rest: list[str] = []
     if isinstance(message, AIMessage):

@@ -58,9 +58,9 @@ def test_command_output_keeps_exit_status_head_tail_and_every_error_line() -> No
         + ["==== 1 failed, 230 passed, 1 warning in 3.21s ===="]
     )
     label, text = summary(f"<returncode>1</returncode>\n<output>\n{body}\n</output>")
-    assert label == "command output"
+    assert label == "command output (test report)"
     assert text.startswith("exit 1, 235 lines")
-    for line in ("test_edge FAILED", "E   AssertionError: expected 3, got 4", "WARNING: deprecated option --foo", "1 failed, 230 passed"):
+    for line in ("failed: tests/test_mod7.py::test_edge", "E   AssertionError: expected 3, got 4", "WARNING: deprecated option --foo", "1 failed, 230 passed"):
         assert line in text
     assert "L203:" in text  # line numbers to page from
     assert "collecting ... collected 240 items" in text  # head

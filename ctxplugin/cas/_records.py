@@ -1,0 +1,294 @@
+"""Summaries of record sets — JSON lists of objects, JSON Lines, CSV/TSV and fixed-width tables.
+
+A record set is summarized by what sets records apart, not by its first rows: the keys with
+their types (and how many records carry a key most do not), the spread of each categorical
+column (``level: INFO×199, ERROR×1``), and then the rare records — those whose level, status or
+outcome differs from the majority, or that carry a key the others lack — shown in full. What
+does not fit is counted, with the ``expand_ref`` call that returns it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ctxplugin.cas._budget import Lines, clip
+
+_SCAN = 200_000  # records looked at for columns, spreads and rare values; linear, bounded
+_KEY_SCAN = 20_000  # records looked at for keys and their types
+_CATEGORY_MAX = 24  # distinct values a categorical column may have
+_STATUS_KEY = re.compile(r"(?i)(^|[_.\s])(level|severity|status|state|outcome|result|phase|type|kind|event|code|reason|ready|error)s?$")
+_BAD_VALUE = re.compile(
+    r"(?i)error|fail|fatal|crit|panic|exception|crash|backoff|denied|declin|reject|refus|chargeback|dispute|"
+    r"fraud|timeout|timed.?out|oom|killed|evict|unhealthy|invalid|abort|cancel|refund|warn|pending|unknown"
+)
+_RECORD_CHARS = 480
+
+
+@dataclass(frozen=True)
+class RecordSet:
+    """Records to summarize and how to show one of them.
+
+    Attributes:
+        records: the records (keys in document order).
+        render: one record as the reader should see it (compact JSON, the original line).
+        noun: what a record is called (``records``, ``rows``, ``lines``).
+    """
+
+    records: Sequence[dict[str, Any]]
+    render: Callable[[int], str]
+    noun: str = "records"
+
+
+def _type_name(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int):
+        return "int"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    return "object" if isinstance(value, dict) else "array"
+
+
+def key_types(records: Sequence[dict[str, Any]]) -> list[tuple[str, str, int]]:
+    """``(key, types, records carrying it)`` in first-seen order."""
+    seen: dict[str, Counter[str]] = {}
+    counts: Counter[str] = Counter()
+    for record in records[:_KEY_SCAN]:
+        for key, value in record.items():
+            types = seen.get(key)
+            if types is None:
+                types = seen[key] = Counter()
+            types[_type_name(value)] += 1
+            counts[key] += 1
+    return [(str(k), "/".join(t for t, _ in types.most_common(2)), counts[k]) for k, types in seen.items()]
+
+
+def keys_line(records: Sequence[dict[str, Any]], *, typed: bool = True) -> str:
+    """``keys: ts, level, msg: string; duration_ms: int; error: object (1 of 200)``: keys grouped
+    by type in first-seen order; a key most records lack says how many carry it."""
+    scanned = min(len(records), _KEY_SCAN)
+    groups: dict[str, list[str]] = {}
+    for key, types, count in key_types(records):
+        name = key if count >= scanned else f"{key} ({count} of {scanned})"
+        groups.setdefault(types if typed else "", []).append(name)
+    if not typed:
+        return "keys: " + ", ".join(groups[""])
+    return "keys: " + "; ".join(f"{', '.join(names)}: {types}" for types, names in groups.items())
+
+
+def _categorical(records: Sequence[dict[str, Any]]) -> list[tuple[str, Counter[str]]]:
+    """Columns of short text values that repeat: ``(key, value counts)``, status-like first."""
+    scanned = records[:_SCAN]
+    n = len(scanned)
+    if n < 5:
+        return []
+    values: dict[str, Counter[str]] = {}
+    dead: set[str] = set()  # too many distinct values: an id or free text, not a category
+    for record in scanned:
+        for key, value in record.items():
+            if key in dead or not isinstance(value, (str, bool)) or len(str(value)) > 40:
+                continue
+            counter = values.get(key)
+            if counter is None:
+                counter = values[key] = Counter()
+            counter[str(value).lower() if isinstance(value, bool) else value] += 1
+            if len(counter) > _CATEGORY_MAX:
+                dead.add(key)
+    for key in dead:
+        values.pop(key, None)
+    out = []
+    for key, counter in values.items():
+        total = sum(counter.values())
+        distinct = len(counter)
+        if total * 2 < n or distinct < 2 or distinct > _CATEGORY_MAX or distinct * 3 > total:
+            continue
+        out.append((key, counter))
+    out.sort(key=lambda kc: (0 if _STATUS_KEY.search(kc[0]) else 1, -max(kc[1].values()) / sum(kc[1].values())))
+    return out
+
+
+def rare_indexes(records: Sequence[dict[str, Any]]) -> list[tuple[int, str]]:
+    """Records that differ from the majority, most telling first, each with why:
+    a rare value of a categorical column (``status=CHARGEBACK``) or a key few records carry."""
+    scanned = records[:_SCAN]
+    n = len(scanned)
+    if n < 5:
+        return []
+    limit = max(1, n // 20)
+    scored: dict[int, tuple[float, str]] = {}
+
+    def note(index: int, score: float, why: str) -> None:
+        if index not in scored or scored[index][0] < score:
+            scored[index] = (score, why)
+
+    rare_of: dict[str, tuple[Counter[str], set[str]]] = {}
+    for key, counter in _categorical(scanned):
+        majority = counter.most_common(1)[0][1]
+        if majority * 2 < sum(counter.values()):
+            continue  # no majority to differ from
+        rare = {v for v, c in counter.items() if c <= limit}
+        if rare:
+            rare_of[key] = (counter, rare)
+    if rare_of:
+        for index, record in enumerate(scanned):  # one pass for every column with rare values
+            for key, (counter, rare) in rare_of.items():
+                value = record.get(key)
+                text = str(value).lower() if isinstance(value, bool) else value
+                if isinstance(text, str) and text in rare:
+                    status = 2.0 if _STATUS_KEY.search(key) else 1.0
+                    bad = 2.0 if _BAD_VALUE.search(text) else 1.0
+                    note(index, status * bad / counter[text] ** 0.5, f"{key}={text}")
+    keyed = min(n, _KEY_SCAN)
+    scarce = {key: count for key, _, count in key_types(scanned) if count <= max(1, keyed // 20)}
+    if scarce:
+        for index, record in enumerate(scanned):
+            for key in scarce.keys() & record.keys():
+                bad = 2.0 if _BAD_VALUE.search(key) else 1.0
+                note(index, 1.5 * bad / scarce[key] ** 0.5, f"has {key}")
+    return [(i, why) for i, (_, why) in sorted(scored.items(), key=lambda kv: (-kv[1][0], kv[0]))]
+
+
+def worth_a_record_set(records: Sequence[Any]) -> bool:
+    """Whether a list of objects reads better as a record set than row by row: 20 or more of
+    them, or 8 or more with one whose status or level says something went wrong."""
+    if len(records) >= 20:
+        return True
+    if len(records) < 8 or not all(isinstance(r, dict) for r in records):
+        return False
+    return any(_BAD_VALUE.search(why) for _, why in rare_indexes(records))
+
+
+def spread_line(key: str, counter: Counter[str]) -> str:
+    """``level: INFO×199, ERROR×1`` (most common first, at most eight values)."""
+    items = counter.most_common()
+    shown = ", ".join(f"{v}×{c}" for v, c in items[:8])
+    return f"{key}: {shown}" + (f", … {len(items) - 8} more values" if len(items) > 8 else "")
+
+
+def summarize_records(
+    rs: RecordSet,
+    lines: Lines,
+    *,
+    prefix: str = "",
+    ids: Callable[[Lines], None] | None = None,
+    head: bool = True,
+) -> None:
+    """Keys (unless ``head`` is False: a table has named its columns), spreads, rare records in
+    full, identifiers (``ids``), then the first record; the last line says how to get the rest.
+
+    Rare records take precedence over spreads and identifiers; the first one is cut to fit only
+    when it alone is larger than what is left.
+    """
+    records = rs.records
+    n = len(records)
+    rare = rare_indexes(records)
+    hint = f"… expand_ref pattern={_pattern_hint(rare)} returns matching {rs.noun} whole; fields=[...], offset/limit page"
+    reserved = lines.cost(hint)
+    lines.budget -= reserved
+    if head:
+        line = f"{prefix}{n} {rs.noun}; " + keys_line(records)
+        if not lines.add(line):  # too many keys for the budget: names only, as many as fit
+            lines.add_list(f"{prefix}{n} {rs.noun}; keys: ", [k for k, _, _ in key_types(records)])
+    constant = _constant_keys(records)
+    rendered = []
+    for i, why in rare[:12]:
+        full = f"[{i}] {clip(rs.render(i), _RECORD_CHARS)}"
+        if lines.cost(full) > lines.left * 3 // 5 and isinstance(records[i], dict):
+            full = f"[{i}] {_compact(records[i], why, constant)}"  # the telling fields first
+        rendered.append(full)
+    header = f"rare {rs.noun} ({len(rare)} of {n}; " + ", ".join(dict.fromkeys(w for _, w in rare[:3])) + "):" if rare else ""
+    first_cost = (lines.cost(header) + min(lines.cost(rendered[0]), max(lines.left * 3 // 5, 0))) if rare else 0
+    spreads = Lines(lines.counter, lines.left - first_cost)
+    reasons = {w.split("=", 1)[0] for _, w in rare}
+    for key, counter in sorted(_categorical(records), key=lambda kc: kc[0] not in reasons)[:3]:
+        spreads.add(spread_line(key, counter))
+    for line in spreads.lines:
+        lines.add(line, force=True)
+    shown_rare = 0
+    if rare:
+        lines.add(header, force=True)
+        for line in rendered:
+            if not lines.add(line):
+                if not shown_rare:
+                    lines.add(fit(line, max(lines.left - 1, 12), lines), force=True)
+                    shown_rare += 1
+                break
+            shown_rare += 1
+    if ids is not None:
+        ids(lines)
+    if n and not (rare and rare[0][0] == 0):
+        lines.add(f"[0] {clip(rs.render(0), 240)}")
+    lines.budget += reserved
+    hidden = len(rare) - shown_rare
+    lines.add((f"… {hidden} more rare {rs.noun}; " if hidden > 0 else "") + hint.removeprefix("… "), force=True)
+
+
+def _constant_keys(records: Sequence[dict[str, Any]]) -> set[str]:
+    """Keys whose value is the same in every record (shown once, not per record)."""
+    if len(records) < 2:
+        return set()
+    first = records[0]
+    keys = {k for k, v in first.items() if not isinstance(v, (dict, list))}
+    for record in records[1:_SCAN]:
+        keys = {k for k in keys if record.get(k) == first[k]}
+        if not keys:
+            break
+    return keys
+
+
+def _compact(record: dict[str, Any], why: str, constant: set[str]) -> str:
+    """``level=ERROR msg=… request_id=…``: the field that makes the record rare first, then the
+    others (longest text first), without the fields every record shares."""
+    reason = why.split("=", 1)[0].removeprefix("has ")
+    keys = [k for k in record if k not in constant and k != reason]
+    keys.sort(key=lambda k: -len(str(record[k])) if isinstance(record[k], str) else 0)
+    ordered = ([reason] if reason in record else []) + keys
+    return clip(" ".join(f"{k}={_value(record[k])}" for k in ordered), _RECORD_CHARS)
+
+
+def _value(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    try:
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    except (TypeError, ValueError, RecursionError):
+        return str(value)
+
+
+def fit(text: str, tokens: int, lines: Lines) -> str:
+    """``text`` cut (with an ellipsis) to at most ``tokens`` tokens."""
+    if lines.counter.count(text) <= tokens:
+        return text
+    size = min(len(text), tokens * 4)
+    while size > 8 and lines.counter.count(text[:size] + "…") > tokens:
+        size = size * 5 // 6
+    return text[:size].rstrip() + "…"
+
+
+def _pattern_hint(rare: list[tuple[int, str]]) -> str:
+    for _, why in rare:
+        if "=" in why:
+            return repr(why.split("=", 1)[1])
+        return repr(why.removeprefix("has "))
+    return "'<value>'"
+
+
+def render_json(records: Sequence[Any]) -> Callable[[int], str]:
+    """A record as compact JSON, keys in document order."""
+
+    def render(index: int) -> str:
+        try:
+            return json.dumps(records[index], ensure_ascii=False, separators=(",", ":"))
+        except (TypeError, ValueError, RecursionError):
+            return str(records[index])
+
+    return render
