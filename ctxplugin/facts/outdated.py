@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
 from ctxplugin._messages import META_KEY, annotation
-from ctxplugin.facts._text import content_words
+from ctxplugin.facts._text import content_words, word_set
 from ctxplugin.facts.model import Fact
 from ctxplugin.scope import Scope
 from ctxplugin.tokens import content_text
@@ -70,7 +70,7 @@ def mark_outdated(
         if not text:
             out.append(message)
             continue
-        words = set(content_words(text))
+        words = word_set(text)
         refs = _refs(message)
         hits = [c for c in changes if c.note not in text and _states(c, words, refs)]
         if not hits:
@@ -99,7 +99,7 @@ def _change(old: Fact, new: Fact) -> _Change:
     return _Change(old, new, distinctive, replacement, anchors, need, note)
 
 
-def _states(change: _Change, words: set[str], refs: set[str]) -> bool:
+def _states(change: _Change, words: frozenset[str], refs: set[str]) -> bool:
     if change.new.source.ref is not None and change.new.source.ref in refs:
         return False
     if change.old.source.ref is not None and change.old.source.ref in refs:
