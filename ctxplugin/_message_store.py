@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-import weakref
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -133,16 +132,22 @@ def _rekey(db: sqlite3.Connection) -> None:
         db.execute("UPDATE chat_messages SET scope_key = ? WHERE scope_key = ?", (new, old))
 
 
-_stores: weakref.WeakKeyDictionary[ContextEngine, MessageStore] = weakref.WeakKeyDictionary()
 _stores_lock = threading.Lock()
+_ATTRIBUTE = "_ctxplugin_message_store"
 
 
 def store_for(engine: ContextEngine) -> MessageStore:
-    """The conversation store of ``engine`` (SQLite under an embedded engine's path)."""
+    """The conversation store of ``engine`` (SQLite under an embedded engine's path).
+
+    Kept on the engine itself, so it lives and goes with it and no map grows with the number
+    of engines a process builds."""
+    store: MessageStore | None = getattr(engine, _ATTRIBUTE, None)
+    if store is not None:
+        return store
     with _stores_lock:
-        store = _stores.get(engine)
+        store = getattr(engine, _ATTRIBUTE, None)
         if store is None:
             root = getattr(engine, "path", None)
             store = SQLiteMessageStore(Path(root) / HISTORY_FILE) if root is not None else MemoryMessageStore()
-            _stores[engine] = store
+            setattr(engine, _ATTRIBUTE, store)
         return store

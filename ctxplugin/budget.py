@@ -17,7 +17,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 
 from ctxplugin._messages import META_KEY, annotation, exchange_spans, merge_system
 from ctxplugin.history.omission import OMITTED_NOTE
-from ctxplugin.tokens import TokenCounter, content_text, count_message, count_messages
+from ctxplugin.tokens import TokenCounter, content_text, count_cached, count_message, count_messages
 
 
 @dataclass(frozen=True)
@@ -68,7 +68,7 @@ def section_tokens(parts: Parts, counter: TokenCounter) -> dict[str, int]:
         "header": count_message(header, counter) if header is not None else 0,
         "history": history,
         "summaries": summaries,
-        "facts": counter.count(facts_text) + 4 if facts_text else 0,
+        "facts": count_cached(facts_text, counter) + 4 if facts_text else 0,
         "tools": parts.tools_tokens,
     }
 

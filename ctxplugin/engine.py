@@ -14,19 +14,20 @@ import logging
 import re
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from ctxplugin import _tracing
+from ctxplugin._events import emit
+from ctxplugin._lru import LRU
 from ctxplugin._messages import (
     META_KEY,
     annotation,
@@ -36,6 +37,13 @@ from ctxplugin._messages import (
     merge_system,
     split_header,
     validate,
+)
+from ctxplugin._names import (
+    CACHE_LOOKUP_EVENT,
+    CAPTURE_EVENT,
+    EXPAND_REF_NAME,
+    META_TOOL_NAMES,
+    REPORT_EVENT,
 )
 from ctxplugin.budget import FactLine, Parts, enforce, section_tokens, total_tokens
 from ctxplugin.cache import (
@@ -70,15 +78,12 @@ from ctxplugin.tokens import (
     count_tool_schemas,
     get_counter,
 )
-from ctxplugin.tools import LOAD_TOOLS_NAME, ToolRegistry, plan_tools
+from ctxplugin.tools import LOAD_TOOLS_NAME, ToolRegistry, plan_tools  # noqa: F401  (LOAD_TOOLS_NAME re-exported)
 
 logger = logging.getLogger("ctxplugin")
 
-EXPAND_REF_NAME = "expand_ref"
-META_TOOL_NAMES = frozenset({EXPAND_REF_NAME, LOAD_TOOLS_NAME})
 
 ToolLike = BaseTool | dict[str, Any]
-T = TypeVar("T")
 
 _MEMO_SIZE = 4096
 _SESSIONS_TRACKED = 1024
@@ -121,18 +126,6 @@ class _Stopwatch:
             yield
         finally:
             self.timings[name] = self.timings.get(name, 0.0) + (time.perf_counter() - start) * 1000
-
-
-class _LRU(OrderedDict[str, T]):
-    def __init__(self, size: int) -> None:
-        super().__init__()
-        self._size = size
-
-    def put(self, key: str, value: T) -> None:
-        self[key] = value
-        self.move_to_end(key)
-        while len(self) > self._size:
-            self.popitem(last=False)
 
 
 class ContextEngine:
@@ -180,12 +173,12 @@ class ContextEngine:
         self.path: Path | None = None  # set by embedded(); other stores (chat history) live beside it
         self._lock = threading.Lock()
         self._meta_schema_tokens: dict[int, tuple[Any, int]] = {}
-        self._compact_memo: _LRU[Captured] = _LRU(_MEMO_SIZE)
-        self._ingested: _LRU[bool] = _LRU(_MEMO_SIZE * 4)
-        self._last_view: _LRU[tuple[str, list[tuple[str, int]]]] = _LRU(_SESSIONS_TRACKED)
+        self._compact_memo: LRU[str, Captured] = LRU(_MEMO_SIZE)
+        self._ingested: LRU[str, bool] = LRU(_MEMO_SIZE * 4)
+        self._last_view: LRU[str, tuple[str, list[tuple[str, int]]]] = LRU(_SESSIONS_TRACKED)
         # facts.placement="window": the lines shown per session and the tier position they
         # were chosen at, reused until the boundary moves (or the question changes)
-        self._window_facts: _LRU[tuple[str, tuple[FactLine, ...]]] = _LRU(_SESSIONS_TRACKED)
+        self._window_facts: LRU[str, tuple[str, tuple[FactLine, ...]]] = LRU(_SESSIONS_TRACKED)
         try:
             self._budgets: dict[str, int] | None = self.config.budget.resolve()
         except ConfigError:  # shares of a context window: resolved per call
@@ -366,8 +359,6 @@ class ContextEngine:
             report.tokens_after,
             extra={"ctxplugin": report.as_metadata()},
         )
-        from ctxplugin.langchain import REPORT_EVENT, emit
-
         emit(REPORT_EVENT, report)
         return PreparedContext(messages=out, tools=bound, report=report)
 
@@ -676,8 +667,6 @@ class ContextEngine:
                     _degraded(report, scope, f"facts store unavailable; extraction skipped: {exc}")
             report.timings_ms = clock.timings
             run.finish(outputs={"ref": report.ref_id or ""}, metadata=report.model_dump())
-        from ctxplugin.langchain import CAPTURE_EVENT, emit
-
         emit(CAPTURE_EVENT, report.model_dump())
         return result, report
 
@@ -764,8 +753,6 @@ class ContextEngine:
         if found is None:
             return None
         prepared.report.cached_answer = found.hit
-        from ctxplugin.langchain import CACHE_LOOKUP_EVENT, emit
-
         emit(CACHE_LOOKUP_EVENT, {"session_id": scope.session_id, "hit": found.hit, "similarity": round(found.similarity, 4), "reason": found.reason})
         return found.message
 

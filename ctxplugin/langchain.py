@@ -31,8 +31,16 @@ from langchain_core.runnables.config import patch_config
 from langchain_core.tools import BaseTool, StructuredTool
 from pydantic import BaseModel, Field
 
+from ctxplugin._events import emit
 from ctxplugin._message_store import MessageStore, store_for
 from ctxplugin._messages import META_KEY, annotation
+from ctxplugin._names import (
+    CACHE_LOOKUP_EVENT,
+    CAPTURE_EVENT,
+    EXPAND_EVENT,
+    EXPAND_REF_NAME,
+    REPORT_EVENT,
+)
 from ctxplugin.errors import CtxpluginError, InvalidInputError
 from ctxplugin.report import ContextReport, RunSummary
 from ctxplugin.scope import Scope, scope_from_config
@@ -42,30 +50,9 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("ctxplugin")
 
-REPORT_EVENT = "ctxplugin.report"
-CAPTURE_EVENT = "ctxplugin.capture"
-EXPAND_EVENT = "ctxplugin.expand"
-CACHE_LOOKUP_EVENT = "ctxplugin.cache_lookup"
-
 ScopeResolver = Callable[[RunnableConfig | None], Scope]
 """Maps a run's config to the scope of a call (default: :func:`~ctxplugin.scope.scope_from_config`)."""
 
-from ctxplugin.engine import EXPAND_REF_NAME  # noqa: E402  (engine imports this module lazily)
-
-
-def emit(name: str, data: Any) -> None:
-    """Dispatch a custom callback event when running inside a LangChain run; else do nothing."""
-    from langchain_core.runnables.config import var_child_runnable_config
-
-    config = var_child_runnable_config.get()
-    if not config or not config.get("callbacks"):
-        return
-    from langchain_core.callbacks.manager import dispatch_custom_event
-
-    try:
-        dispatch_custom_event(name, data)
-    except RuntimeError:  # no parent run: nothing to report to
-        return
 
 
 def as_messages(value: Any) -> list[BaseMessage]:

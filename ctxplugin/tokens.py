@@ -20,11 +20,15 @@ import json
 import logging
 import math
 import re
+import threading
+import weakref
 from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any, Protocol, runtime_checkable
 
 from langchain_core.messages import AIMessage, BaseMessage
+
+from ctxplugin._lru import LRU, TextKey, text_key
 
 logger = logging.getLogger("ctxplugin.tokens")
 
@@ -191,9 +195,64 @@ def count_text(text: str, counter: TokenCounter) -> int:
     return max(1, round(sampled * len(text) / (3 * _SAMPLE)))
 
 
+_MEMO_TEXTS = 65_536
+"""Texts whose counts are kept per counter (least recently used first out)."""
+
+_MEMO_MIN_CHARS = 32
+
+
+class _CountMemo:
+    """Token counts of texts already counted, per counter, bounded (LRU).
+
+    A conversation is resent whole on every call; each message's text is counted once. Keys
+    are the text's length and hash (``str`` caches its hash, so a text resent as the same
+    object is not even rehashed) and its ends; the text itself is not kept."""
+
+    def __init__(self, size: int) -> None:
+        self._counts: LRU[TextKey, int] = LRU(size)
+        self._lock = threading.Lock()
+
+    def count(self, text: str, counter: TokenCounter) -> int:
+        key = text_key(text)
+        with self._lock:
+            hit = self._counts.hit(key)
+        if hit is not None:
+            return hit
+        tokens = counter.count(text) if len(text) <= EXACT_COUNT_CHARS else count_text(text, counter)
+        with self._lock:
+            self._counts.put(key, tokens)
+        return tokens
+
+
+_memos: weakref.WeakKeyDictionary[Any, _CountMemo] = weakref.WeakKeyDictionary()
+_memos_lock = threading.Lock()
+
+
+def _memo_for(counter: TokenCounter) -> _CountMemo | None:
+    try:
+        memo = _memos.get(counter)
+        if memo is None:
+            with _memos_lock:
+                memo = _memos.setdefault(counter, _CountMemo(_MEMO_TEXTS))
+    except TypeError:  # a counter that cannot be weakly referenced is not memoised
+        return None
+    return memo
+
+
 def _bounded(text: str, counter: TokenCounter) -> int:
-    """Exact up to :data:`EXACT_COUNT_CHARS`, extrapolated above (see :func:`count_text`)."""
+    """Exact up to :data:`EXACT_COUNT_CHARS`, extrapolated above (see :func:`count_text`);
+    memoised per counter for texts of more than a few words."""
+    if len(text) >= _MEMO_MIN_CHARS:
+        memo = _memo_for(counter)
+        if memo is not None:
+            return memo.count(text, counter)
     return counter.count(text) if len(text) <= EXACT_COUNT_CHARS else count_text(text, counter)
+
+
+def count_cached(text: str, counter: TokenCounter) -> int:
+    """Tokens of ``text`` as :func:`count_message` counts a message's text: memoised per
+    counter (bounded), so a text counted on every call is encoded once."""
+    return _bounded(text, counter)
 
 
 def count_message(message: BaseMessage, counter: TokenCounter) -> int:
@@ -218,4 +277,4 @@ def count_messages(messages: Sequence[BaseMessage], counter: TokenCounter) -> in
 
 def count_tool_schemas(schemas: Sequence[dict[str, Any]], counter: TokenCounter) -> int:
     """Tokens of tool schemas as sent to a provider (their JSON)."""
-    return sum(counter.count(json.dumps(s, sort_keys=True, ensure_ascii=False)) for s in schemas)
+    return sum(_bounded(json.dumps(s, sort_keys=True, ensure_ascii=False), counter) for s in schemas)

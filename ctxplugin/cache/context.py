@@ -24,6 +24,7 @@ from typing import Any, Literal
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
 from ctxplugin._messages import annotation
+from ctxplugin._names import META_TOOL_NAMES
 from ctxplugin.cache.guard import normalize_query, wording
 from ctxplugin.errors import CtxpluginError
 from ctxplugin.facts import Fact, FactsLedger
@@ -36,7 +37,7 @@ from ctxplugin.tools.registry import tool_name
 
 CacheScope = Literal["session", "user", "global"]
 _VERSION = "1"
-_META_TOOLS = frozenset({"expand_ref", "load_tools"})
+_META_TOOLS = META_TOOL_NAMES
 SAID = "said:"
 """Prefix of the content key of a fact read from the conversation's own user messages: it says
 nothing the messages do not, so only its supersession matters, not whether a view has it."""

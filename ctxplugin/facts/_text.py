@@ -7,8 +7,11 @@ and URLs come out as single tokens, so exact identifiers match exactly wherever 
 from __future__ import annotations
 
 import re
+import threading
 import unicodedata
 from functools import lru_cache
+
+from ctxplugin._lru import LRU, TextKey, text_key
 
 STOPWORDS = frozenset(
     ["a", "about", "above", "after", "again", "all", "also", "am", "an", "and", "any", "are", "as", "at", "be", "because", "been", "before", "being", "below", "between", "both", "but", "by", "can", "could", "did", "do", "does", "doing", "down", "during", "each", "few", "for", "from", "further", "had", "has", "have", "having", "he", "her", "here", "hers", "him", "his", "how", "i", "if", "in", "into", "is", "it", "its", "itself", "just", "let", "lets", "let's", "me", "more", "most", "my", "myself", "no", "nor", "not", "now", "of", "off", "on", "once", "only", "or", "other", "our", "ours", "out", "over", "own", "please", "same", "she", "should", "so", "some", "such", "than", "that", "the", "their", "theirs", "them", "then", "there", "these", "they", "this", "those", "through", "to", "too", "under", "until", "up", "very", "was", "we", "were", "what", "when", "where", "which", "while", "who", "whom", "why", "will", "with", "would", "you", "your", "yours", "yourself", "ok", "okay", "yes", "yeah", "hi", "hello", "thanks", "thank"]
@@ -87,6 +90,24 @@ def words(text: str) -> list[str]:
 def content_words(text: str) -> list[str]:
     """Words of ``text`` without stopwords or one-letter tokens."""
     return [w for w in words(text) if w not in STOPWORDS and len(w) > 1]
+
+
+_WORD_SETS: LRU[TextKey, frozenset[str]] = LRU(16_384)
+_WORD_SETS_LOCK = threading.Lock()
+
+
+def word_set(text: str) -> frozenset[str]:
+    """The set of :func:`content_words` of ``text``, memoised (bounded): history is scanned on
+    every call and each message's words are found once."""
+    key = text_key(text)
+    with _WORD_SETS_LOCK:
+        hit = _WORD_SETS.hit(key)
+    if hit is not None:
+        return hit
+    found = frozenset(content_words(text))
+    with _WORD_SETS_LOCK:
+        _WORD_SETS.put(key, found)
+    return found
 
 
 def parts_of(identifier: str) -> list[str]:

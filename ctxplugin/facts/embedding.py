@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import re
+import threading
 import zlib
 from collections.abc import Callable, Sequence
 from functools import lru_cache
@@ -18,10 +19,12 @@ from typing import Any
 
 from langchain_core.embeddings import Embeddings
 
+from ctxplugin._lru import LRU, TextKey, text_key
 from ctxplugin.errors import ConfigError
 from ctxplugin.facts._text import STOPWORDS, is_identifier, parts_of, stem, words
 
 _VERSION = "1"
+_MEMO_TEXTS = 8192
 
 # Weights per feature family: identifiers dominate so that "HAT123" finds HAT123 exactly;
 # word stems carry topic; bigrams reward phrase overlap; char grams catch word-form variants.
@@ -87,6 +90,8 @@ class HashingEmbedding(Embeddings):
         if not 32 <= dims <= 8192:
             raise ConfigError(f"HashingEmbedding dims must be within 32..8192, got {dims}")
         self.dims = dims
+        self._vectors: LRU[TextKey, list[float]] = LRU(_MEMO_TEXTS)
+        self._memo_lock = threading.Lock()
 
     @property
     def identity(self) -> str:
@@ -140,11 +145,22 @@ class HashingEmbedding(Embeddings):
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         """Vectors for stored texts."""
-        return [self._embed(t) for t in texts]
+        return [self._memo(t) for t in texts]
 
     def embed_query(self, text: str) -> list[float]:
         """Vector for a query (same space as documents)."""
-        return self._embed(text)
+        return self._memo(text)
+
+    def _memo(self, text: str) -> list[float]:
+        # the same question and texts come back call after call; each is embedded once
+        key = text_key(text)
+        with self._memo_lock:
+            hit = self._vectors.hit(key)
+        if hit is None:
+            hit = self._embed(text)
+            with self._memo_lock:
+                self._vectors.put(key, hit)
+        return list(hit)
 
 
 class _CallableEmbeddings(Embeddings):

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
 from ctxplugin._messages import META_KEY, annotation
-from ctxplugin.facts._text import content_words
+from ctxplugin.facts._text import content_words, word_set
 from ctxplugin.facts.model import Fact, FactQuery, permitted
 from ctxplugin.scope import Scope
 from ctxplugin.tokens import content_text
@@ -92,8 +92,8 @@ def mark_outdated(
         if not text:
             out.append(message)
             continue
+        words = word_set(text)
         refs = _refs(message)
-        words = set(content_words(text))
         stating = [c for c in changes if c.note not in text and c.short not in text and _states(c, words, refs)]
         hits: list[str] = []
         here: set[str] = set()
@@ -173,7 +173,7 @@ def _provisional(ledger: FactsLedger, scope: Scope, limit: int) -> list[_Provisi
 
 
 def _provisional_kind(
-    message: BaseMessage, refs: set[str], words: set[str], provisional: list[_Provisional]
+    message: BaseMessage, refs: set[str], words: frozenset[str], provisional: list[_Provisional]
 ) -> str | None:
     """``hypothetical`` or ``draft`` when ``message`` is marked so, is the source of such a
     fact, or (without ids to go by) states every content word of one; else None."""
@@ -214,7 +214,7 @@ def _change(old: Fact, new: Fact) -> _Change:
     return _Change(old, new, distinctive, replacement, anchors, need, note, short)
 
 
-def _states(change: _Change, words: set[str], refs: set[str]) -> bool:
+def _states(change: _Change, words: frozenset[str], refs: set[str]) -> bool:
     if change.new.source.ref is not None and change.new.source.ref in refs:
         return False
     if change.old.source.ref is not None and change.old.source.ref in refs:

@@ -7,13 +7,15 @@ suite (``ctxplugin.testing.facts_contract``).
 
 from __future__ import annotations
 
+import math
+import operator
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from langchain_core.embeddings import Embeddings
 
-from ctxplugin.facts.embedding import as_embeddings, cosine
+from ctxplugin.facts.embedding import as_embeddings
 from ctxplugin.facts.model import Fact, FactQuery, matches
 from ctxplugin.scope import Scope
 
@@ -61,6 +63,7 @@ class MemoryFactStore:
         self.embedding = as_embeddings(embedding)
         self._facts: dict[str, Fact] = {}
         self._vectors: dict[str, list[float]] = {}
+        self._norms: dict[str, float] = {}
         self._lock = threading.Lock()
 
     def add(self, facts: Sequence[Fact]) -> None:
@@ -69,6 +72,7 @@ class MemoryFactStore:
             for fact, vector in zip(facts, vectors, strict=True):
                 self._facts[fact.id] = fact
                 self._vectors[fact.id] = vector
+                self._norms[fact.id] = math.sqrt(sum(map(operator.mul, vector, vector)))
 
     def update(self, facts: Sequence[Fact]) -> None:
         with self._lock:
@@ -91,9 +95,13 @@ class MemoryFactStore:
         if n <= 0:
             return []
         vector = self.embedding.embed_query(text)
+        norm = math.sqrt(sum(map(operator.mul, vector, vector)))
         with self._lock:
-            pool = [(f, self._vectors[f.id]) for f in self._facts.values() if matches(f, query)]
-        scored = [(fact, cosine(vector, v)) for fact, v in pool]
+            pool = [(f, self._vectors[f.id], self._norms[f.id]) for f in self._facts.values() if matches(f, query)]
+        # as cosine() computes it, with each stored vector's norm computed once, when it is added
+        scored = [
+            (fact, sum(map(operator.mul, vector, v)) / (norm * n) if norm and n else 0.0) for fact, v, n in pool
+        ]
         scored.sort(key=lambda item: item[1], reverse=True)
         return scored[:n]
 

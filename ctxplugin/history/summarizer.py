@@ -21,14 +21,14 @@ import queue
 import re
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar, Union
+from typing import Any, Union
 
 from langchain_core.messages import BaseMessage
 from langchain_core.runnables import Runnable
 
+from ctxplugin._lru import LRU
 from ctxplugin.config import SummarizerConfig
 from ctxplugin.errors import InvalidInputError
 from ctxplugin.history.compressors import head_within
@@ -49,21 +49,6 @@ _SPACE = re.compile(r"\s+")
 _CACHE_SIZE = 16384
 _SESSIONS = 4096
 _DAY = 86400.0
-
-V = TypeVar("V")
-
-
-class _LRU(OrderedDict[str, V]):
-    def __init__(self, size: int) -> None:
-        super().__init__()
-        self._size = size
-
-    def put(self, key: str, value: V) -> None:
-        self[key] = value
-        self.move_to_end(key)
-        while len(self) > self._size:
-            self.popitem(last=False)
-
 
 def _resolve(value: Any) -> Any:
     if inspect.isawaitable(value):
@@ -159,12 +144,12 @@ class BackgroundSummarizer:
         self._queue: queue.Queue[_Job | None] = queue.Queue(maxsize=self.config.queue_size)
         self._lock = threading.Lock()
         self._idle = threading.Condition(self._lock)
-        self._ready: _LRU[str] = _LRU(_CACHE_SIZE)
-        self._decided: _LRU[tuple[str | None, bool]] = _LRU(_CACHE_SIZE)
-        self._attempts: _LRU[int] = _LRU(_CACHE_SIZE)
+        self._ready: LRU[str, str] = LRU(_CACHE_SIZE)
+        self._decided: LRU[str, tuple[str | None, bool]] = LRU(_CACHE_SIZE)
+        self._attempts: LRU[str, int] = LRU(_CACHE_SIZE)
         self._pending: set[str] = set()
-        self._session_used: _LRU[int] = _LRU(_SESSIONS)
-        self._warnings: _LRU[list[str]] = _LRU(_SESSIONS)
+        self._session_used: LRU[str, int] = LRU(_SESSIONS)
+        self._warnings: LRU[str, list[str]] = LRU(_SESSIONS)
         self._day = -1
         self._day_used = 0
         self._thread: threading.Thread | None = None

@@ -14,9 +14,9 @@ runs when its arguments are valid, and otherwise gets the schema back to retry.
 
 from __future__ import annotations
 
+from ctxplugin._names import LOAD_TOOLS_NAME
 from ctxplugin.tools.directory import (
     DIRECTORY_TITLE,
-    LOAD_TOOLS_NAME,
     STUBS_TITLE,
     render_directory,
 )

@@ -10,10 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from ctxplugin._names import LOAD_TOOLS_NAME
 from ctxplugin.tokens import TokenCounter
 from ctxplugin.tools.registry import ToolEntry
-
-LOAD_TOOLS_NAME = "load_tools"
 
 DIRECTORY_TITLE = (
     "Tool directory. Only some tools are bound with their parameters. To use any other tool, "

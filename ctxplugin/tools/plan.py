@@ -16,12 +16,12 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
+from ctxplugin._names import LOAD_TOOLS_NAME
 from ctxplugin.config import ToolsConfig
 from ctxplugin.errors import InvalidInputError
 from ctxplugin.tokens import TokenCounter, count_tool_schemas
 from ctxplugin.tools.directory import (
     DIRECTORY_TITLE,
-    LOAD_TOOLS_NAME,
     STUBS_TITLE,
     render_directory,
 )

@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from langchain_core.tools import BaseTool, StructuredTool
 
-from ctxplugin.tools.directory import LOAD_TOOLS_NAME
+from ctxplugin._names import LOAD_TOOLS_NAME
 from ctxplugin.tools.registry import ToolEntry, ToolRegistry
 
 _MATCHES = 3

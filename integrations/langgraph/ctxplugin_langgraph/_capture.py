@@ -12,12 +12,12 @@ from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.types import Command
 
 from ctxplugin import ContextEngine, Scope
-from ctxplugin.engine import EXPAND_REF_NAME
+from ctxplugin.engine import META_TOOL_NAMES
 from ctxplugin.scope import scope_from_config
-from ctxplugin.tools import LOAD_TOOLS_NAME, resolve_call
+from ctxplugin.tools import resolve_call
 from ctxplugin_langgraph._annotations import stamp
 
-META_TOOLS = frozenset({EXPAND_REF_NAME, LOAD_TOOLS_NAME})
+META_TOOLS = META_TOOL_NAMES
 
 
 def current_scope(default_session: str = "default") -> Scope:

@@ -1,0 +1,305 @@
+"""Per-call latency of ``prepare`` on long sessions, beside ``trim_messages`` and LangChain's
+``ContextEditingMiddleware`` (``ClearToolUsesEdit``), all in this process.
+
+Workloads (recordings from ``../shared/data``):
+
+1. **long session**: the swe coding-agent runs chained into one session (each run's task
+   follows the previous run as a new human turn, the system prompt once), ``--runs`` of them
+   (default 6, about 470 calls). Every tool output goes through ``capture_tool_result`` as it
+   arrives; before every assistant message each strategy builds its view of the history so far.
+   Per strategy: p50 and p99 per call, and growth = median of the last 75 calls ÷ the first 75.
+2. **capture**: ``capture_tool_result`` of distinct 20 KB tool outputs (real swe outputs,
+   repeated to 20 KB and made distinct by a first line): p50.
+3. **memory**: RSS before and after ``--rss-calls`` (2,000) further prepare calls, sessions of
+   the chained workload run one after the other on the same engine.
+4. **many sessions**: one engine serving short conversations (the first 10 messages of tau
+   airline conversations, each its own session): per-call prepare time measured on a probe of
+   fresh sessions after 100 and after ``--sessions`` (10,000) sessions.
+
+ctxplugin runs with the default configuration (``ContextConfig()``: in-memory stores, facts and
+history on, 3,000-token budget); ``--stores embedded`` uses SQLite and embedded Chroma in a
+temporary directory instead. trim_messages keeps the latest whole steps within the same total
+budget minus the tool schemas (as in ``ctxplugin replay``).
+
+Run:
+    uv run --all-packages python benchmarks/latency.py [--runs 6] [--sessions 10000] [--json out.json] [--chart docs/img/latency.png]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from langchain_core.messages import AIMessage, BaseMessage, SystemMessage, ToolMessage
+
+from ctxplugin import ContextConfig, ContextEngine, Scope
+from ctxplugin.replay.loaders import load_file
+from ctxplugin.replay.metrics import Meter
+from ctxplugin.replay.peers import ClearToolUsesSettings, ContextEditing, TrimMessages
+
+_HERE = Path(__file__).resolve().parents[1]
+DATA = Path(
+    os.environ.get("CTXPLUGIN_DATA")
+    or next((p for p in (_HERE.parent / "shared" / "data", _HERE.parent.parent / "shared" / "data") if p.is_dir()), _HERE.parent / "shared" / "data")
+)
+SWE = DATA / "trajectories" / "swe"
+TAU = DATA / "trajectories" / "tau" / "gpt-4o-airline-dev.json"
+TAU_TOOLS = DATA / "tools" / "tau-airline-tools.json"
+BUCKET = 75
+
+BASH_TOOL: dict[str, Any] = {
+    "type": "function",
+    "function": {
+        "name": "bash",
+        "description": "Run a bash command in the repository and return its output.",
+        "parameters": {
+            "type": "object",
+            "properties": {"command": {"type": "string", "description": "the command to run"}},
+            "required": ["command"],
+        },
+    },
+}
+
+
+def rss_mb() -> float:
+    """Resident set size of this process now (Linux ``/proc``; peak RSS elsewhere)."""
+    try:
+        with open("/proc/self/statm") as fh:
+            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+    except OSError:
+        import resource
+
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def pct(values: Sequence[float], q: float) -> float:
+    ordered = sorted(values)
+    if not ordered:
+        return float("nan")
+    return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
+
+
+def chained_session(runs: int, offset: int = 0) -> list[BaseMessage]:
+    """``runs`` swe recordings as one conversation: the first system prompt, then each run's
+    messages after its own system prompt."""
+    files = sorted(SWE.glob("*.traj.json"))
+    out: list[BaseMessage] = []
+    for i in range(runs):
+        conversation = load_file(files[(offset + i) % len(files)]).conversations[0]
+        messages = list(conversation.messages)
+        if out:
+            messages = [m for m in messages if not isinstance(m, SystemMessage)]
+        out.extend(messages)
+    return out
+
+
+def make_engine(stores: str, root: Path | None) -> ContextEngine:
+    config = ContextConfig()
+    if stores == "embedded":
+        assert root is not None
+        return ContextEngine.embedded(root, config)
+    return ContextEngine(config)
+
+
+def long_session(engine: ContextEngine, messages: list[BaseMessage], session: str) -> dict[str, list[float]]:
+    """Per-call milliseconds of every strategy over one chained session."""
+    tools: list[dict[str, Any]] = [BASH_TOOL]
+    meter = Meter(engine.counter)
+    trim = TrimMessages(tools, int(engine.config.budget.total), meter)
+    editing = ContextEditing(tools, ClearToolUsesSettings())
+    bound: list[Any] = [*tools, *engine.tools_for_model()]
+    scope = Scope(session_id=session)
+    times: dict[str, list[float]] = {"ctxplugin": [], "trim_messages": [], "context_editing": []}
+    captured: list[BaseMessage] = []
+    raw: list[BaseMessage] = []
+    for index, message in enumerate(messages):
+        if index > 0 and isinstance(message, AIMessage):
+            for name, run in (
+                ("trim_messages", lambda: trim.view(raw)),
+                ("context_editing", lambda: editing.view(raw)),
+                ("ctxplugin", lambda: engine.prepare(captured, tools=bound, scope=scope)),
+            ):
+                started = time.perf_counter()
+                run()
+                times[name].append((time.perf_counter() - started) * 1000)
+        raw.append(message)
+        if isinstance(message, ToolMessage):
+            message = engine.capture_tool_result(message, scope)
+        captured.append(message)
+    return times
+
+
+def capture_latency(engine: ContextEngine, outputs: list[str], n: int = 200) -> list[float]:
+    """Milliseconds of ``capture_tool_result`` on distinct 20 KB outputs."""
+    scope = Scope(session_id="capture-bench")
+    times: list[float] = []
+    for i in range(n):
+        base = outputs[i % len(outputs)]
+        text = f"run {i}: output of the command follows\n" + (base * (20_000 // max(1, len(base)) + 1))
+        text = text[:20_000]
+        message = ToolMessage(content=text, tool_call_id=f"call_cap_{i}", name="bash")
+        started = time.perf_counter()
+        engine.capture_tool_result(message, scope)
+        times.append((time.perf_counter() - started) * 1000)
+    return times
+
+
+def run_prepares(engine: ContextEngine, calls: int, offset: int) -> int:
+    """``calls`` prepare calls over chained swe sessions, one session after another."""
+    done = 0
+    session = 0
+    while done < calls:
+        messages = chained_session(2, offset + session)
+        scope = Scope(session_id=f"rss-{offset}-{session}")
+        bound: list[Any] = [BASH_TOOL, *engine.tools_for_model()]
+        history: list[BaseMessage] = []
+        for index, message in enumerate(messages):
+            if index > 0 and isinstance(message, AIMessage):
+                engine.prepare(history, tools=bound, scope=scope)
+                done += 1
+                if done >= calls:
+                    break
+            if isinstance(message, ToolMessage):
+                message = engine.capture_tool_result(message, scope)
+            history.append(message)
+        session += 1
+    return done
+
+
+def short_conversations() -> list[list[BaseMessage]]:
+    """Tau airline conversations cut before the last assistant message within 10 messages."""
+    out: list[list[BaseMessage]] = []
+    for conversation in load_file(TAU).conversations:
+        cuts = [i for i in conversation.call_indexes() if i <= 10]
+        if cuts:
+            out.append(list(conversation.messages[: cuts[-1]]))
+    return out
+
+
+def many_sessions(engine: ContextEngine, total: int, probe: int = 100) -> dict[str, float]:
+    """Median prepare ms on ``probe`` fresh sessions after 100 and after ``total`` sessions."""
+    from ctxplugin.replay.runner import load_tools_file
+
+    tools: list[Any] = [*load_tools_file(TAU_TOOLS), *engine.tools_for_model()]
+    conversations = short_conversations()
+    served = 0
+
+    def serve(count: int, prefix: str) -> list[float]:
+        nonlocal served
+        times: list[float] = []
+        for _ in range(count):
+            messages = conversations[served % len(conversations)]
+            scope = Scope(session_id=f"{prefix}-{served}")
+            history = [engine.capture_tool_result(m, scope) if isinstance(m, ToolMessage) else m for m in messages]
+            started = time.perf_counter()
+            engine.prepare(history, tools=tools, scope=scope)
+            times.append((time.perf_counter() - started) * 1000)
+            served += 1
+        return times
+
+    serve(100, "fill")
+    early = serve(probe, "probe")
+    rss_early = rss_mb()
+    serve(max(0, total - served), "fill")
+    late = serve(probe, "probe")
+    return {
+        "sessions_early": 100,
+        "sessions_late": total,
+        "early_ms": statistics.median(early),
+        "late_ms": statistics.median(late),
+        "ratio": statistics.median(late) / statistics.median(early),
+        "rss_early_mb": rss_early,
+        "rss_late_mb": rss_mb(),
+    }
+
+
+def chart(times: dict[str, list[float]], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 4))
+    for name, values in times.items():
+        ax.plot(range(1, len(values) + 1), values, label=name, linewidth=0.8)
+    ax.set_yscale("log")
+    ax.set_xlabel("call of the chained session")
+    ax.set_ylabel("ms per call (log)")
+    ax.set_title("Per-call latency on one long session")
+    ax.legend()
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--runs", type=int, default=6, help="swe runs chained into the long session")
+    parser.add_argument("--sessions", type=int, default=10_000, help="sessions served before the late probe")
+    parser.add_argument("--rss-calls", type=int, default=2_000)
+    parser.add_argument("--stores", choices=["memory", "embedded"], default="memory")
+    parser.add_argument("--skip", action="append", default=[], choices=["long", "capture", "rss", "sessions"])
+    parser.add_argument("--json", type=Path)
+    parser.add_argument("--chart", type=Path)
+    args = parser.parse_args(argv)
+    if not SWE.is_dir():
+        print(f"recordings not found under {DATA} (set CTXPLUGIN_DATA)", file=sys.stderr)
+        return 2
+    results: dict[str, Any] = {"python": platform.python_version(), "machine": platform.machine(), "stores": args.stores}
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        if "long" not in args.skip:
+            engine = make_engine(args.stores, root / "long")
+            messages = chained_session(args.runs)
+            times = long_session(engine, messages, "long-session")
+            results["calls"] = len(times["ctxplugin"])
+            results["strategies"] = {}
+            for name, values in times.items():
+                first = statistics.median(values[:BUCKET])
+                last = statistics.median(values[-BUCKET:])
+                results["strategies"][name] = {
+                    "p50_ms": pct(values, 50),
+                    "p99_ms": pct(values, 99),
+                    "growth": last / first if first else float("nan"),
+                }
+            trim = results["strategies"]["trim_messages"]
+            mine = results["strategies"]["ctxplugin"]
+            results["p50_vs_trim"] = mine["p50_ms"] / trim["p50_ms"]
+            results["p99_vs_trim"] = mine["p99_ms"] / trim["p99_ms"]
+            if args.chart:
+                chart(times, args.chart)
+        if "capture" not in args.skip:
+            engine = make_engine(args.stores, root / "capture")
+            outputs = [
+                m.content for m in chained_session(2) if isinstance(m, ToolMessage) and isinstance(m.content, str) and len(m.content) > 500
+            ]
+            results["capture_20kb_p50_ms"] = pct(capture_latency(engine, outputs), 50)
+        if "rss" not in args.skip:
+            engine = make_engine(args.stores, root / "rss")
+            run_prepares(engine, 100, offset=0)  # warm: encodings, imports, first allocations
+            gc.collect()
+            before = rss_mb()
+            run_prepares(engine, args.rss_calls, offset=3)
+            gc.collect()
+            results["rss"] = {"calls": args.rss_calls, "before_mb": before, "after_mb": rss_mb(), "growth_mb": rss_mb() - before}
+        if "sessions" not in args.skip:
+            engine = make_engine(args.stores, root / "sessions")
+            results["many_sessions"] = many_sessions(engine, args.sessions)
+    print(json.dumps(results, indent=2))
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
