@@ -28,6 +28,10 @@ class FactLine:
     score: float
     fact_id: str
     key: str | None = None
+    source_ref: str | None = None
+    """The message id, tool call id or CAS ref the fact was read from, when known."""
+    statement: str = ""
+    """The fact's own text, without the kind and key prefix of ``text``."""
 
 
 @dataclass(frozen=True)

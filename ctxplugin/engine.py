@@ -299,9 +299,21 @@ class ContextEngine:
             "history": sum(count_message(m, self.counter) for m in body if not isinstance(m, ToolMessage)),
             "summaries": sum(count_message(m, self.counter) for m in body if isinstance(m, ToolMessage)),
         }
+        # Omitted history is announced by notes in the history, never here: the header starts
+        # every cached prefix.
+        header = merge_system(header_parts, [plan.directory_text] if plan.directory_text else [])
+        outside = schema_tokens + (count_message(header, self.counter) if header is not None else 0)
+        whole = self._sent_whole(body, outside, context_window)
+        if whole and EXPAND_REF_NAME in meta and not _calls_tool(body, EXPAND_REF_NAME):
+            # nothing in a view sent whole is stored behind a ref: expand_ref joins the tools
+            # when compression starts, the call that breaks the prefix anyway
+            bound.remove(meta[EXPAND_REF_NAME])
+            schema_tokens -= self._schema_tokens(meta[EXPAND_REF_NAME])
+            report.tools_bound = [_tool_name(t) for t in bound]
         with clock.stage("refs"):
             raw_body = body
-            body = self._compact_tool_results(body, scope, report)
+            if not whole:
+                body = self._compact_tool_results(body, scope, report)
         query = last_human_text(body)
         facts_lines: tuple[FactLine, ...] = ()
         if self.config.facts.enabled:
@@ -311,16 +323,14 @@ class ContextEngine:
                 standing = _standing_text(header_parts, body)
                 body, facts_lines = self._facts_stage(body, query, scope, report, window, sources, standing)
         anchor: BaseMessage | None = None
-        # Omitted history is announced by notes in the history, never here: the header starts
-        # every cached prefix.
-        header = merge_system(header_parts, [plan.directory_text] if plan.directory_text else [])
         if self.config.history.enabled:
             with clock.stage("history"):
-                outside = schema_tokens + (count_message(header, self.counter) if header is not None else 0)
                 view = self._history_stage(body, scope, context_window, report, outside=outside)
                 body = view.messages
                 if view.verbatim_from is not None and view.verbatim_from < len(body):
                     anchor = body[view.verbatim_from]
+        if facts_lines:
+            facts_lines = _not_shown(facts_lines, raw_body, body)
         with clock.stage("budget"):
             budgets = self._budgets or self.config.budget.resolve(context_window)
             parts = Parts(
@@ -500,7 +510,16 @@ class ContextEngine:
             if used + tokens > budget:
                 break
             used += tokens
-            lines.append(FactLine(text=text, score=float(hit.score), fact_id=fact.id, key=fact.key))
+            lines.append(
+                FactLine(
+                    text=text,
+                    score=float(hit.score),
+                    fact_id=fact.id,
+                    key=fact.key,
+                    source_ref=fact.source.ref,
+                    statement=fact.text,
+                )
+            )
         if window is not None:
             with self._lock:
                 self._window_facts.put(_reader_key(scope), (window, tuple(lines)))
@@ -513,6 +532,31 @@ class ContextEngine:
             return True
         valid = {fact.id for fact in self.facts.store.get(ids, reader=scope) if fact.is_valid}
         return all(fact_id in valid for fact_id in ids)
+
+    def _history_budget(self, context_window: int | None, outside: int) -> tuple[HistoryBudget, int]:
+        """The limits compression aims for, and the room the history has beside ``outside``
+        tokens of header and tool schemas and the facts budget."""
+        history = self.config.history
+        budgets = self._budgets or self.config.budget.resolve(context_window)
+        facts = budgets["facts"] if self.config.facts.enabled and self.config.facts.k else 0
+        room = max(0, budgets["total"] - outside - facts)
+        budget = HistoryBudget(
+            total=min(room, history.max_tokens) if history.max_tokens is not None else room,
+            messages=budgets["history"],
+            tool_results=budgets["summaries"],
+        )
+        return budget, room
+
+    def _sent_whole(self, body: list[BaseMessage], outside: int, context_window: int | None) -> bool:
+        """With ``history.compress="over_budget"``: whether the conversation, tool outputs
+        included, fits the room it has as it is. Then the model sees it as it was — no summary,
+        no note — and every call repeats the previous one's prefix."""
+        history = self.config.history
+        if not history.enabled or history.compress != "over_budget":
+            return False
+        budget, room = self._history_budget(context_window, outside)
+        whole = HistoryBudget(total=room, messages=budget.messages, tool_results=budget.tool_results)
+        return whole.fits(body, self.counter)
 
     def _history_stage(
         self,
@@ -527,14 +571,13 @@ class ContextEngine:
         the facts budget, it fits every budget: the budget stage then has nothing to drop, and
         what is left out changes only when tier boundaries move (cache-stable)."""
         history = self.config.history
-        budgets = self._budgets or self.config.budget.resolve(context_window)
-        facts = budgets["facts"] if self.config.facts.enabled and self.config.facts.k else 0
-        room = max(0, budgets["total"] - outside - facts)
-        budget = HistoryBudget(
-            total=min(room, history.max_tokens) if history.max_tokens is not None else room,
-            messages=budgets["history"],
-            tool_results=budgets["summaries"],
-        )
+        budget, room = self._history_budget(context_window, outside)
+        if history.compress == "over_budget" and budget.total != room:
+            # max_tokens is what compression aims for once it starts; until the history outgrows
+            # the room it has, it is sent as it is
+            whole = HistoryBudget(total=room, messages=budget.messages, tool_results=budget.tool_results)
+            if whole.fits(body, self.counter):
+                budget = whole
         view = compress_history(
             body,
             config=history,
@@ -880,6 +923,40 @@ def _reader_key(scope: Scope) -> str:
     """What the facts shown depend on: the scope and the reader's roles (facts restricted to
     a role are shown only to readers that have it)."""
     return scope.key() + ("\x00" + ",".join(scope.roles) if scope.roles else "")
+def _calls_tool(messages: Sequence[BaseMessage], name: str) -> bool:
+    """Whether an AI message of ``messages`` called the tool ``name``."""
+    return any(
+        isinstance(m, AIMessage) and any(call["name"] == name for call in m.tool_calls) for m in messages
+    )
+
+
+def _not_shown(lines: tuple[FactLine, ...], raw: Sequence[BaseMessage], view: Sequence[BaseMessage]) -> tuple[FactLine, ...]:
+    """The facts the history view does not already show: a fact read from a message the view
+    carries unchanged, or whose statement a user message of the view holds word for word, is
+    left out. While the whole history fits, the facts block is then empty and the view is the
+    conversation as it was, so a provider's prompt cache serves every call but the newest turn."""
+    originals = {id(m) for m in raw}
+    refs: set[str] = set()
+    said: list[str] = []
+    for message in view:
+        if id(message) not in originals:
+            continue
+        if message.id:
+            refs.add(str(message.id))
+        if isinstance(message, ToolMessage):
+            refs.add(message.tool_call_id)
+        ref = annotation(message).get("ref")
+        if isinstance(ref, str):
+            refs.add(ref)
+        if isinstance(message, HumanMessage):
+            said.append(content_text(message.content))
+    spoken = _WHITESPACE.sub(" ", " ".join(said)).lower()
+    return tuple(
+        line
+        for line in lines
+        if not (line.source_ref is not None and line.source_ref in refs)
+        and not (line.statement and _restates(line.statement, spoken))
+    )
 
 
 def _degraded(report: ContextReport | CaptureReport, scope: Scope, text: str) -> None:

@@ -1,0 +1,105 @@
+"""A conversation that fits its room is sent as it was; the facts block holds only what the view
+no longer shows."""
+
+from __future__ import annotations
+
+import json
+
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.tools import tool
+
+from ctxplugin import ContextConfig, Scope
+from ctxplugin.testing import memory_engine
+
+SCOPE = Scope(session_id="whole")
+
+
+@tool
+def expand_ref(ref_id: str) -> str:
+    """Read a stored tool output."""
+    return ref_id
+
+
+@tool
+def search(q: str) -> str:
+    """Search flights."""
+    return q
+
+
+def flights(n: int) -> str:
+    return json.dumps([{"flight_number": f"HAT{i:03d}", "price": 100 + i, "seats": i % 7} for i in range(n)])
+
+
+def conversation(turns: int) -> list[BaseMessage]:
+    messages: list[BaseMessage] = [
+        SystemMessage(content="You are a travel agent."),
+        HumanMessage(content="My user id is mia_li_3668 and I always fly economy."),
+    ]
+    for i in range(turns):
+        messages.append(AIMessage(content="", tool_calls=[{"name": "search", "args": {"q": f"SFO-JFK {i}"}, "id": f"c{i}"}]))
+        messages.append(ToolMessage(content=flights(40), tool_call_id=f"c{i}", name="search"))
+        messages.append(AIMessage(content=f"Cheapest is HAT{i:03d}."))
+        messages.append(HumanMessage(content=f"And for day {i + 1}?"))
+    return messages
+
+
+def config(total: int) -> ContextConfig:
+    return ContextConfig(
+        budget={"total": total, "header": 1000, "history": total, "facts": 400, "summaries": total},
+        history={"compress": "over_budget", "max_tokens": 600, "verbatim_exchanges": 1, "trimmed_exchanges": 1, "block_size": 2},
+        cas={"passthrough_tokens": 100},
+    )
+
+
+def test_a_conversation_that_fits_is_sent_as_it_was() -> None:
+    engine = memory_engine(config(40_000))
+    messages = conversation(3)
+    prepared = engine.prepare(messages, tools=[search, expand_ref], scope=SCOPE)
+    # the tool outputs are over the pass-through size, yet nothing is replaced by a ref
+    assert prepared.messages[1:] == messages[1:]
+    assert prepared.report.refs_used == []
+    # no ref in the view, so expand_ref is not sent; the facts the user stated are in the view
+    # itself, so no facts block repeats them
+    assert "expand_ref" not in prepared.report.tools_bound
+    assert not any("Known facts" in str(m.content) for m in prepared.messages)
+    # the next call repeats this one's prefix whole
+    longer = [*messages, AIMessage(content="Here are the flights for day 4.")]
+    again = engine.prepare(longer, tools=[search, expand_ref], scope=SCOPE)
+    assert again.messages[: len(prepared.messages)] == prepared.messages
+
+
+def test_compression_starts_when_the_conversation_outgrows_its_room() -> None:
+    engine = memory_engine(config(4_000))
+    messages = conversation(8)
+    prepared = engine.prepare(messages, tools=[search, expand_ref], scope=SCOPE)
+    assert prepared.report.refs_used, "tool outputs become refs once the conversation does not fit"
+    assert "expand_ref" in prepared.report.tools_bound
+    assert prepared.report.tokens_after < prepared.report.tokens_before
+
+
+def test_facts_are_listed_only_once_the_view_no_longer_shows_their_message() -> None:
+    stated = HumanMessage(content="Please note my frequent flyer number is FF-99812.", id="h-ff")
+    def talk(turns: int) -> list[BaseMessage]:
+        messages = conversation(turns)
+        ask = HumanMessage(content="Which frequent flyer number did I give you?")
+        return [*messages[:2], stated, AIMessage(content="Noted."), *messages[2:], AIMessage(content="Sure."), ask]
+
+    short = memory_engine(config(40_000)).prepare(talk(1), tools=[search, expand_ref], scope=SCOPE)
+    assert stated in short.messages
+    assert not any("Known facts" in str(m.content) for m in short.messages)
+
+    long = memory_engine(config(3_000)).prepare(talk(20), tools=[search, expand_ref], scope=SCOPE)
+    assert stated not in long.messages, "the statement's exchange is condensed"
+    block = [str(m.content) for m in long.messages if "Known facts" in str(m.content)]
+    assert block and "FF-99812" in block[0]
+
+
+def test_expand_ref_stays_bound_once_the_model_has_called_it() -> None:
+    engine = memory_engine(config(40_000))
+    messages = conversation(1)
+    messages += [
+        AIMessage(content="", tool_calls=[{"name": "expand_ref", "args": {"ref_id": "ref:json:0000"}, "id": "x1"}]),
+        ToolMessage(content="not found", tool_call_id="x1", name="expand_ref"),
+    ]
+    prepared = engine.prepare(messages, tools=[search, expand_ref], scope=SCOPE)
+    assert "expand_ref" in prepared.report.tools_bound
