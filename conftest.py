@@ -20,6 +20,10 @@ for _key in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "LANGSMITH_API_KEY", "LANGCH
 os.environ["LANGSMITH_TRACING"] = "false"
 os.environ["LANGCHAIN_TRACING_V2"] = "false"
 os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
+# Most tests exercise one mechanism (tiers, refs, notes, the budget stage) on short conversations,
+# which the default mode sends whole; they run in the compact mode, which compresses from the
+# first call. Tests of the defaults themselves remove this (tests/test_defaults.py).
+os.environ.setdefault("CTXPLUGIN_MODE", "compact")
 
 _real_connect = socket.socket.connect
 

@@ -6,7 +6,7 @@ Nested fields use ``__`` in environment names, e.g. ``CTXPLUGIN_BUDGET__TOTAL=80
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -201,11 +201,84 @@ class CacheConfig(BaseModel):
     scope: Literal["session", "user", "global"] = "session"
 
 
+Mode = Literal["whole", "compact"]
+MODES: tuple[Mode, ...] = ("whole", "compact")
+
+WHOLE_TOTAL = 12000
+WHOLE_SHARES: dict[Section, float] = {"header": 1 / 12, "history": 11 / 12, "facts": 1 / 30, "summaries": 11 / 12}
+"""``mode="whole"``: what a section not set gets, as a share of the total — 1,000, 11,000, 400
+and 11,000 of 12,000. History (messages) and summaries (tool outputs) overlap: either may take
+most of the room, and the total still holds."""
+
+WHOLE_PRESET: dict[str, dict[str, Any]] = {
+    "history": {
+        "compress": "over_budget",
+        "max_tokens": 1000,
+        "verbatim_exchanges": 1,
+        "trimmed_exchanges": 1,
+        "block_size": 2,
+        "digest_tokens": 100,
+        "archive_tokens": 1100,
+    },
+    "cas": {"passthrough_tokens": 500},
+    "facts": {"placement": "window"},
+}
+"""What ``mode="whole"`` sets where a field is not given (the budget as :data:`WHOLE_SHARES`)."""
+
+
+def _whole_preset(data: dict[str, Any]) -> dict[str, Any]:
+    """``data`` with :data:`WHOLE_PRESET` and the whole-mode budget under every field not given.
+    A section given as a model instance is taken as it is."""
+    out = dict(data)
+    for section, values in WHOLE_PRESET.items():
+        given = out.get(section)
+        if isinstance(given, BaseModel):
+            continue
+        merged = {**values, **(given or {})}
+        if section == "history" and "trimmed_exchanges" not in (given or {}) and "verbatim_exchanges" in merged:
+            # a larger verbatim window given alone keeps trimmed >= verbatim
+            try:
+                merged["trimmed_exchanges"] = max(int(merged["trimmed_exchanges"]), int(merged["verbatim_exchanges"]))
+            except (TypeError, ValueError):
+                pass  # left to validation, which names the field
+        out[section] = merged
+    budget = out.get("budget")
+    if isinstance(budget, BaseModel):
+        return out
+    sections = dict(budget or {})
+    sections.setdefault("total", WHOLE_TOTAL)
+    try:
+        total = float(sections["total"])
+    except (TypeError, ValueError):
+        return {**out, "budget": sections}  # left to validation
+    for name, share in WHOLE_SHARES.items():
+        if sections.get(name) is None:
+            # tokens stay tokens (above 1); a share of the window stays a share
+            sections[name] = max(total * share, 2.0) if total > 1 else total * share
+    out["budget"] = sections
+    return out
+
+
 class ContextConfig(BaseSettings):
-    """Everything ctxplugin can be told; every field has a working default."""
+    """Everything ctxplugin can be told; every field has a working default.
+
+    ``mode`` chooses the defaults of the fields not set: ``"whole"`` (the default) sends a
+    conversation as it was while it fits a 12,000-token budget and compresses it hard from the
+    first call where it does not; ``"compact"`` compresses by age from the first call within
+    3,000 tokens. A field set explicitly always wins over the mode.
+    """
 
     model_config = SettingsConfigDict(
         env_prefix="CTXPLUGIN_", env_nested_delimiter="__", extra="forbid"
+    )
+
+    mode: Mode = Field(
+        "whole",
+        description=(
+            "whole: the conversation as it was while it fits the budget (12,000 tokens), hard "
+            "compression from the first call where it does not; compact: compression by age on "
+            "every call within 3,000 tokens"
+        ),
     )
 
     model: str | None = Field(None, description="model name, used to pick the tokenizer")
@@ -222,3 +295,10 @@ class ContextConfig(BaseSettings):
     postgres_schema: str = Field(
         "public", pattern=r"^[a-z_][a-z0-9_]{0,62}$", description="Postgres schema holding the ctxplugin tables"
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _mode_defaults(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("mode", "whole") == "whole":
+            return _whole_preset(data)
+        return data

@@ -1,0 +1,86 @@
+"""The defaults a user gets with ``ContextConfig()``: the conversation as it was while it fits,
+hard compression once it does not (``mode="whole"``)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import pytest
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.tools import tool
+
+from ctxplugin import ContextConfig, Scope
+from ctxplugin.testing import memory_engine
+
+SCOPE = Scope(session_id="defaults")
+
+
+@pytest.fixture(autouse=True)
+def _no_pinned_mode(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.delenv("CTXPLUGIN_MODE", raising=False)
+    yield
+
+
+@tool
+def search(q: str) -> str:
+    """Search flights."""
+    return q
+
+
+@tool
+def expand_ref(ref_id: str) -> str:
+    """Read a stored tool output."""
+    return ref_id
+
+
+def conversation(turns: int) -> list[BaseMessage]:
+    messages: list[BaseMessage] = [SystemMessage(content="You are a travel agent."), HumanMessage(content="Find flights SFO to JFK")]
+    for i in range(turns):
+        rows = [{"flight_number": f"HAT{i:02d}{j:02d}", "price": 100 + j, "seats": j % 7} for j in range(60)]
+        messages.append(AIMessage(content="", tool_calls=[{"name": "search", "args": {"q": f"day {i}"}, "id": f"c{i}"}]))
+        messages.append(ToolMessage(content=json.dumps(rows), tool_call_id=f"c{i}", name="search"))
+        messages.append(AIMessage(content=f"Cheapest on day {i} is HAT{i:02d}00."))
+        messages.append(HumanMessage(content=f"And for day {i + 1}?"))
+    return messages
+
+
+def test_the_default_mode_is_whole_and_explicit_fields_win() -> None:
+    config = ContextConfig()
+    assert config.mode == "whole"
+    assert config.budget.resolve() == {"total": 12000, "header": 1000, "history": 11000, "facts": 400, "summaries": 11000}
+    assert (config.history.compress, config.history.max_tokens, config.cas.passthrough_tokens) == ("over_budget", 1000, 500)
+    # a field set explicitly is kept; sections not set follow the total given
+    mine = ContextConfig(budget={"total": 24000}, history={"verbatim_exchanges": 3}, cas={"passthrough_tokens": 50})
+    assert mine.budget.resolve()["history"] == 22000
+    assert (mine.history.verbatim_exchanges, mine.history.trimmed_exchanges) == (3, 3)
+    assert mine.cas.passthrough_tokens == 50
+    # the compact mode keeps every field's own default
+    compact = ContextConfig(mode="compact")
+    assert compact.budget.resolve()["total"] == 3000 and compact.history.compress == "always"
+
+
+def test_the_mode_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CTXPLUGIN_BUDGET__TOTAL", "8000")
+    assert ContextConfig().budget.resolve()["history"] == 7333
+    monkeypatch.setenv("CTXPLUGIN_MODE", "compact")
+    assert ContextConfig().history.compress == "always"
+
+
+def test_a_short_conversation_reaches_the_model_as_it_was() -> None:
+    engine = memory_engine()
+    messages = conversation(4)
+    prepared = engine.prepare(messages, tools=[search, expand_ref], scope=SCOPE)
+    assert prepared.messages[1:] == messages[1:]  # the header only gains the tool directory, if any
+    assert prepared.report.refs_used == [] and "expand_ref" not in prepared.report.tools_bound
+
+
+def test_a_long_conversation_is_compressed_within_the_budget() -> None:
+    engine = memory_engine()
+    messages = conversation(30)
+    prepared = engine.prepare(messages, tools=[search, expand_ref], scope=SCOPE)
+    assert prepared.report.tokens_before > 12000
+    assert prepared.report.within_budget and prepared.report.tokens_after <= 12000
+    assert prepared.report.refs_used and "expand_ref" in prepared.report.tools_bound
+    # the latest exchange is still there as it was
+    assert prepared.messages[-1] == messages[-1]
