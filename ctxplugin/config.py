@@ -185,7 +185,13 @@ class FactsConfig(BaseModel):
         pattern=r"^[a-zA-Z0-9][a-zA-Z0-9._-]{2,62}$",
         description="Chroma collection name prefix (the embedding's identity is appended)",
     )
-    embedding_dims: int = Field(384, ge=32, le=8192, description="size of the default hashing embedding")
+    embedding: Literal["auto", "static", "hashing"] = Field(
+        "auto",
+        description="default embedding: static (shipped word vectors), hashing (no weights), or auto: static, "
+        "except for a Chroma collection already built with the hashing embedding",
+    )
+    embedding_dims: int = Field(384, ge=32, le=8192, description="size of the hashing embedding")
+    hybrid: bool = Field(True, description="fuse the embedding's ranking with a lexical (BM25) one")
     candidates: float = Field(1.5, ge=1, le=20, description="candidates fetched per wanted fact, for re-ranking")
     max_per_message: int = Field(8, ge=0, description="facts extracted from one message at most")
 
