@@ -393,7 +393,10 @@ class FactsLedger:
             return []
         wanted = FactQuery(reader=scope, valid=True, scopes=tuple(fact_scopes))
         n = max(math.ceil(k * self.config.candidates), k + 4)
-        dense = self.store.search(query, wanted, n=n)
+        # min_relevance is an embedding similarity: it applies before fusion, and a fact the
+        # lexical side found shares a rare word or identifier with the query, so it stays
+        floor = self.config.min_relevance
+        dense = [(f, s) for f, s in self.store.search(query, wanted, n=n) if s >= floor]
         lexical = getattr(self.store, "search_lexical", None) if self.config.hybrid else None
         found = lexical(query, wanted, n=n) if callable(lexical) else []
         return rank(
@@ -402,7 +405,6 @@ class FactsLedger:
             strategy=strategy or self.config.strategy,
             half_life_hours=self.config.half_life_hours,
             tags=query_tags(query, tags),
-            min_relevance=self.config.min_relevance,
             exact=identifiers(query),
             k=k,
         )
