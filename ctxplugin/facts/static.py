@@ -18,6 +18,7 @@ import importlib.util
 import threading
 from functools import lru_cache
 from pathlib import Path
+
 from langchain_core.embeddings import Embeddings
 
 from ctxplugin.errors import ConfigError

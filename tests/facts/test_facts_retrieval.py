@@ -15,7 +15,14 @@ import pytest
 from pytest_mock import MockerFixture
 
 from ctxplugin.config import FactsConfig
-from ctxplugin.facts import ChromaFactStore, Fact, FactQuery, FactsLedger, HashingEmbedding, MemoryFactStore
+from ctxplugin.facts import (
+    ChromaFactStore,
+    Fact,
+    FactQuery,
+    FactsLedger,
+    HashingEmbedding,
+    MemoryFactStore,
+)
 from ctxplugin.facts import chroma as chroma_module
 from ctxplugin.facts import static as static_module
 from ctxplugin.facts.embedding import as_embeddings, cosine
