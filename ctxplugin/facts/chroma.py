@@ -285,7 +285,8 @@ class ChromaFactStore:
         Chroma's own sparse index is not available to a local client, and its document filter
         (``$contains``) is case-sensitive and takes 5-15 ms per term at 10k facts, so the store
         keeps a :class:`~ctxplugin.facts.lexical.LexicalIndex` per collection in the process:
-        read once on the first lexical search (about 0.15 s per 10k facts), kept current by this
+        read once on the first lexical search (reading 10k facts from Chroma takes about 0.15 s,
+        indexing them longer), kept current by this
         store's writes, and brought up to date with facts other processes wrote when the
         collection's count differs from it (checked at most every two seconds). The hits are
         read back from Chroma, so their validity is always the stored one.
