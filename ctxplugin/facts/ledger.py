@@ -394,9 +394,12 @@ class FactsLedger:
         wanted = FactQuery(reader=scope, valid=True, scopes=tuple(fact_scopes))
         n = max(math.ceil(k * self.config.candidates), k + 4)
         # min_relevance is an embedding similarity: it applies before fusion, and a fact the
-        # lexical side found shares a rare word or identifier with the query, so it stays
+        # lexical side found shares a rare word or identifier with the query, so it stays. 0
+        # means no floor: a word-vector embedding gives unrelated texts cosines below 0
         floor = self.config.min_relevance
-        dense = [(f, s) for f, s in self.store.search(query, wanted, n=n) if s >= floor]
+        dense = self.store.search(query, wanted, n=n)
+        if floor != 0.0:
+            dense = [(f, s) for f, s in dense if s >= floor]
         lexical = getattr(self.store, "search_lexical", None) if self.config.hybrid else None
         found = lexical(query, wanted, n=n) if callable(lexical) else []
         return rank(
