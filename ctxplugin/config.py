@@ -6,6 +6,7 @@ Nested fields use ``__`` in environment names, e.g. ``CTXPLUGIN_BUDGET__TOTAL=80
 
 from __future__ import annotations
 
+from contextlib import suppress
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -185,7 +186,13 @@ class FactsConfig(BaseModel):
         pattern=r"^[a-zA-Z0-9][a-zA-Z0-9._-]{2,62}$",
         description="Chroma collection name prefix (the embedding's identity is appended)",
     )
-    embedding_dims: int = Field(384, ge=32, le=8192, description="size of the default hashing embedding")
+    embedding: Literal["auto", "static", "hashing"] = Field(
+        "auto",
+        description="default embedding: static (shipped word vectors), hashing (no weights), or auto: static, "
+        "except for a Chroma collection already built with the hashing embedding",
+    )
+    embedding_dims: int = Field(384, ge=32, le=8192, description="size of the hashing embedding")
+    hybrid: bool = Field(True, description="fuse the embedding's ranking with a lexical (BM25) one")
     candidates: float = Field(1.5, ge=1, le=20, description="candidates fetched per wanted fact, for re-ranking")
     max_per_message: int = Field(8, ge=0, description="facts extracted from one message at most")
 
@@ -237,10 +244,8 @@ def _whole_preset(data: dict[str, Any]) -> dict[str, Any]:
         merged = {**values, **(given or {})}
         if section == "history" and "trimmed_exchanges" not in (given or {}) and "verbatim_exchanges" in merged:
             # a larger verbatim window given alone keeps trimmed >= verbatim
-            try:
+            with suppress(TypeError, ValueError):  # else left to validation, which names the field
                 merged["trimmed_exchanges"] = max(int(merged["trimmed_exchanges"]), int(merged["verbatim_exchanges"]))
-            except (TypeError, ValueError):
-                pass  # left to validation, which names the field
         out[section] = merged
     budget = out.get("budget")
     if isinstance(budget, BaseModel):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
+import time
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from functools import lru_cache
@@ -35,12 +36,17 @@ from ctxplugin.facts.embedding import (
     cosine,
     embedding_identity,
 )
+from ctxplugin.facts.lexical import LexicalIndex, terms
 from ctxplugin.facts.model import Fact, FactQuery, matches, reader_keys
 from ctxplugin.scope import Scope
 
 _RETRY_UNFILTERED = 32
 _WIDER = 8
 _MEMO_READERS = 4096
+_SYNC_SECONDS = 2.0
+"""How often a lexical index checks that the collection holds no facts it has not seen (written
+by another process)."""
+_PAGE = 5000
 
 
 class ChromaFactStore:
@@ -53,8 +59,12 @@ class ChromaFactStore:
     Args:
         client: a Chroma client, or a function returning one (connected on first use).
         config: facts configuration (collection name, embedding size, per-tenant collections).
-        embedding: a LangChain ``Embeddings``, a Chroma embedding function or a callable; the
-            offline :class:`~ctxplugin.facts.embedding.HashingEmbedding` when omitted.
+        embedding: a LangChain ``Embeddings``, a Chroma embedding function or a callable; when
+            omitted, the one ``config.embedding`` names: with ``"auto"`` (the default) the
+            offline :class:`~ctxplugin.facts.static.StaticEmbedding`, or the
+            :class:`~ctxplugin.facts.embedding.HashingEmbedding` when the client already holds
+            this deployment's facts collection built with it and none built with the static one
+            (decided when the client connects, so facts written before keep being found).
     """
 
     def __init__(
@@ -65,7 +75,8 @@ class ChromaFactStore:
         embedding: Embeddings | Callable[[list[str]], Any] | None = None,
     ) -> None:
         self.config = config or FactsConfig()
-        self.embedding = as_embeddings(embedding, self.config.embedding_dims)
+        self.embedding = as_embeddings(embedding, self.config.embedding_dims, self.config.embedding)
+        self._auto = embedding is None and self.config.embedding == "auto"
         self._client_factory: Callable[[], Any] | None = client if callable(client) and not hasattr(client, "get_or_create_collection") else None
         self._client: Any = None if self._client_factory is not None else client
         self._collections: dict[str, Any] = {}
@@ -74,6 +85,9 @@ class ChromaFactStore:
         self._owns_client = False
         # readers whose facts are a small share of the collection: search with the filter at once
         self._filter_first: dict[str, int] = {}
+        # collection name -> (lexical index, when it last checked for others' writes)
+        self._lexical: dict[str, tuple[LexicalIndex, float]] = {}
+        self._lexical_lock = threading.Lock()
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -153,6 +167,7 @@ class ChromaFactStore:
         with self._lock:
             client, owned = self._client, self._owns_client
             self._collections.clear()
+            self._lexical.clear()
             if owned:
                 self._client = None
         if owned and client is not None and callable(getattr(client, "close", None)):
@@ -172,26 +187,36 @@ class ChromaFactStore:
         by_collection: dict[str, list[Fact]] = {}
         for fact in facts:
             by_collection.setdefault(fact.owner.tenant_id or "", []).append(fact)
-        vectors = {f.id: v for f, v in zip(facts, self.embedding.embed_documents([f.text for f in facts]), strict=True)}
         with _translated("store facts"):
+            self._client_now()  # the embedding is settled once connected
+            vectors = {f.id: v for f, v in zip(facts, self.embedding.embed_documents([f.text for f in facts]), strict=True)}
             for tenant, group in by_collection.items():
                 collection = self._collection(tenant)
                 step = max(1, self._batch_size())
                 for start in range(0, len(group), step):
                     chunk = group[start : start + step]
+                    metadatas = [to_metadata(f) for f in chunk]
                     collection.upsert(
                         ids=[f.id for f in chunk],
                         documents=[f.text for f in chunk],
                         embeddings=[vectors[f.id] for f in chunk],
-                        metadatas=[to_metadata(f) for f in chunk],
+                        metadatas=metadatas,
                     )
+                    index = self._lexical.get(collection.name)
+                    if index is not None:
+                        index[0].add((f.id, f.text, _tag(m)) for f, m in zip(chunk, metadatas, strict=True))
 
     def update(self, facts: Sequence[Fact]) -> None:
         if not facts:
             return
         with _translated("update facts"):
             for fact in facts:
-                self._collection(fact.owner.tenant_id or "").update(ids=[fact.id], metadatas=[to_metadata(fact)])
+                collection = self._collection(fact.owner.tenant_id or "")
+                metadata = to_metadata(fact)
+                collection.update(ids=[fact.id], metadatas=[metadata])
+                index = self._lexical.get(collection.name)
+                if index is not None:
+                    index[0].retag(fact.id, _tag(metadata))
 
     def get(self, ids: Sequence[str], *, reader: Scope) -> list[Fact]:
         if not ids:
@@ -230,10 +255,10 @@ class ChromaFactStore:
         """
         if n <= 0:
             return []
-        vector = self.embedding.embed_query(text)
         memo_key = "\x00".join(reader_keys(query.reader))
         with _translated("search facts"):
             collection = self._collection(query.reader.tenant_id or "")
+            vector = self.embedding.embed_query(text)
             tries = self._filter_first.get(memo_key, 0)
             if tries == 0 or tries % _RETRY_UNFILTERED == 0:
                 stored = collection.count()
@@ -252,6 +277,54 @@ class ChromaFactStore:
                 # can come back short: rank those few exactly instead
                 found = self._rank_exactly(collection, vector, n, where, query) or found
             return found
+
+    def search_lexical(self, text: str, query: FactQuery, *, n: int) -> list[tuple[Fact, float]]:
+        """Up to ``n`` facts matching ``query`` that share rarer words or identifiers with
+        ``text``, best BM25 score first.
+
+        Chroma's own sparse index is not available to a local client, and its document filter
+        (``$contains``) is case-sensitive and takes 5-15 ms per term at 10k facts, so the store
+        keeps a :class:`~ctxplugin.facts.lexical.LexicalIndex` per collection in the process:
+        read once on the first lexical search (reading 10k facts from Chroma takes about 0.15 s,
+        indexing them longer), kept current by this
+        store's writes, and brought up to date with facts other processes wrote when the
+        collection's count differs from it (checked at most every two seconds). The hits are
+        read back from Chroma, so their validity is always the stored one.
+        """
+        if n <= 0 or not terms(text):
+            return []
+        readable = frozenset(reader_keys(query.reader))
+        with _translated("search facts"):
+            collection = self._collection(query.reader.tenant_id or "")
+            index = self._lexical_index(collection)
+            hits = index.search(text, n=n, allow=lambda _, tag: may_match(tag, query, readable))
+            if not hits:
+                return []
+            result = collection.get(ids=[i for i, _ in hits], include=["documents", "metadatas"])
+        found: dict[str, Fact] = {}
+        for i, doc, meta in zip(result["ids"], result["documents"] or [], result["metadatas"] or [], strict=True):
+            index.retag(i, _tag(meta))
+            if may_match(meta, query, readable):
+                fact = from_metadata(i, doc, meta)
+                if matches(fact, query):
+                    found[i] = fact
+        return [(found[i], score) for i, score in hits if i in found]
+
+    def _lexical_index(self, collection: Any) -> LexicalIndex:
+        name = collection.name
+        held = self._lexical.get(name)
+        now = time.monotonic()
+        if held is not None and now - held[1] < _SYNC_SECONDS:
+            return held[0]
+        with self._lexical_lock:
+            held = self._lexical.get(name)
+            if held is not None and now - held[1] < _SYNC_SECONDS:
+                return held[0]
+            index = held[0] if held is not None else LexicalIndex()
+            if held is None or collection.count() != len(index):
+                _catch_up(collection, index)
+            self._lexical[name] = (index, time.monotonic())
+            return index
 
     def _rank_exactly(
         self, collection: Any, vector: list[float], n: int, where: dict[str, Any], query: FactQuery
@@ -331,9 +404,31 @@ class ChromaFactStore:
             with self._lock:
                 if self._client is None:
                     self._client = self._client_factory()
+        if self._auto:
+            self._settle_embedding(self._client)
         return self._client
 
+    def _settle_embedding(self, client: Any) -> None:
+        """``embedding="auto"``: keep the hashing embedding where this deployment's facts were
+        written with it (its collection exists and no static one does)."""
+        with self._lock:
+            if not self._auto:
+                return
+            legacy = HashingEmbedding(self.config.embedding_dims)
+            legacy_base = f"{self.config.collection}_{embedding_identity(legacy)}"
+            names = {str(getattr(c, "name", c)) for c in client.list_collections()}
+
+            def held(base: str) -> bool:
+                return any(name == base or name.startswith(base + "_t") for name in names)
+
+            if held(legacy_base) and not held(self._base):
+                self.embedding = legacy
+                self._base = legacy_base
+            self._auto = False
+
     def _collection(self, tenant: str) -> Any:
+        if self._auto:
+            self._client_now()  # settles the embedding, and so the collection name
         name = self.collection_name(tenant or None)
         found = self._collections.get(name)
         if found is not None:
@@ -355,6 +450,31 @@ class ChromaFactStore:
             return min(4096, int(self._client_now().get_max_batch_size()))
         except (AttributeError, TypeError, ValueError):
             return 1000
+
+
+def _tag(meta: dict[str, Any] | None) -> dict[str, Any]:
+    """What the lexical index keeps of a fact's metadata: enough for ``may_match``."""
+    meta = meta or {}
+    return {"vis": meta.get("vis"), "is_valid": meta.get("is_valid", True), "scope": meta.get("scope", "global")}
+
+
+def _catch_up(collection: Any, index: LexicalIndex) -> None:
+    """Index the collection's facts ``index`` has not seen, and forget those deleted."""
+    if len(index) == 0:
+        offset = 0
+        while True:
+            page = collection.get(include=["documents", "metadatas"], limit=_PAGE, offset=offset)
+            ids = page["ids"]
+            index.add(zip(ids, page["documents"] or [], [_tag(m) for m in page["metadatas"] or []], strict=True))
+            if len(ids) < _PAGE:
+                return
+            offset += _PAGE
+    stored = set(collection.get(include=[])["ids"])
+    index.remove(index.ids() - stored)
+    missing = sorted(stored - index.ids())
+    for start in range(0, len(missing), _PAGE):
+        page = collection.get(ids=missing[start : start + _PAGE], include=["documents", "metadatas"])
+        index.add(zip(page["ids"], page["documents"] or [], [_tag(m) for m in page["metadatas"] or []], strict=True))
 
 
 def _close_http_session(client: Any) -> None:
@@ -417,6 +537,10 @@ def _adapter_class() -> type[Any]:
             if identity.startswith("hash") and identity.endswith("v1"):
                 dims = int(identity[4:-2])
                 return CtxpluginEmbeddingFunction(HashingEmbedding(dims), identity)
+            if identity == "wordllama256v1":
+                from ctxplugin.facts.static import StaticEmbedding
+
+                return CtxpluginEmbeddingFunction(StaticEmbedding(), identity)
             return CtxpluginEmbeddingFunction(None, identity)
 
         def default_space(self) -> Any:

@@ -1,6 +1,8 @@
-"""Embeddings for the facts ledger: a weight-free default and adapters for anything else.
+"""Embeddings for the facts ledger: the weight-free hashing embedding, the choice of default, and
+adapters for anything else.
 
-:class:`HashingEmbedding` needs no model and no download: it hashes word unigrams and bigrams,
+The default is :class:`~ctxplugin.facts.static.StaticEmbedding` (word vectors shipped inside a
+package; paraphrases and synonyms). :class:`HashingEmbedding` needs no model and no download: it hashes word unigrams and bigrams,
 exact identifiers and character n-grams into a fixed number of dimensions (the "hashing trick")
 and L2-normalises the result. It matches shared words, word forms and identifiers well, and does
 not know synonyms or paraphrases. Any LangChain ``Embeddings`` or Chroma embedding function can
@@ -184,15 +186,31 @@ class _CallableEmbeddings(Embeddings):
         return [float(x) for x in vectors[0]]
 
 
-def as_embeddings(embedding: Embeddings | Callable[[list[str]], Any] | None, dims: int = 384) -> Embeddings:
-    """Normalise an embedding choice: ``None`` (the hashing default), a LangChain ``Embeddings``,
-    a Chroma embedding function, or a plain ``list[str] -> vectors`` callable.
+def default_embedding(kind: str = "static", dims: int = 384) -> Embeddings:
+    """The built-in embedding named by ``FactsConfig.embedding``: ``"static"`` (or ``"auto"``)
+    is :class:`~ctxplugin.facts.static.StaticEmbedding`, ``"hashing"`` is
+    :class:`HashingEmbedding` of ``dims`` dimensions. Neither downloads anything."""
+    if kind == "hashing":
+        return HashingEmbedding(dims)
+    if kind in ("static", "auto"):
+        from ctxplugin.facts.static import StaticEmbedding
+
+        return StaticEmbedding()
+    raise ConfigError(f"unknown embedding {kind!r}: use 'auto', 'static' or 'hashing'")
+
+
+def as_embeddings(
+    embedding: Embeddings | Callable[[list[str]], Any] | None, dims: int = 384, default: str = "static"
+) -> Embeddings:
+    """Normalise an embedding choice: ``None`` (the built-in ``default``, see
+    :func:`default_embedding`), a LangChain ``Embeddings``, a Chroma embedding function, or a
+    plain ``list[str] -> vectors`` callable.
 
     Raises:
         ConfigError: ``embedding`` is none of these.
     """
     if embedding is None:
-        return HashingEmbedding(dims)
+        return default_embedding(default, dims)
     if isinstance(embedding, Embeddings):
         return embedding
     if callable(embedding):
@@ -234,4 +252,4 @@ def cosine(a: Sequence[float], b: Sequence[float]) -> float:
     return dot / (na * nb)
 
 
-__all__ = ["HashingEmbedding", "as_embeddings", "cosine", "embedding_identity"]
+__all__ = ["HashingEmbedding", "as_embeddings", "cosine", "default_embedding", "embedding_identity"]

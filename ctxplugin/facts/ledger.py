@@ -69,7 +69,7 @@ from ctxplugin.facts.model import (
     reader_keys,
     visibility_key,
 )
-from ctxplugin.facts.ranking import query_tags, rank
+from ctxplugin.facts.ranking import fuse, query_tags, rank
 from ctxplugin.facts.rules import RuleExtractor
 from ctxplugin.facts.store import FactStore
 from ctxplugin.scope import Scope, Visibility
@@ -514,8 +514,10 @@ class FactsLedger:
     ) -> list[ScoredFact]:
         """The ``k`` valid facts most relevant to ``query`` (default ``config.k``), best first.
 
-        Relevance (embedding similarity) is combined with the strategy's recency/importance
-        prior and the overlap of ``tags`` (plus identifiers in the query) with the fact's tags.
+        Relevance fuses the embedding's ranking with the store's lexical (BM25) ranking when the
+        store has one (``search_lexical``) and ``config.hybrid`` is on; it is combined with the
+        strategy's recency/importance prior and the overlap of ``tags`` (plus identifiers in the
+        query) with the fact's tags. Facts naming the query's identifiers come first.
         Superseded facts are never returned; a blank query returns nothing.
         """
         k = self.config.k if k is None else k
@@ -525,14 +527,22 @@ class FactsLedger:
             return []
         wanted = FactQuery(reader=scope, valid=True, scopes=tuple(fact_scopes))
         n = max(math.ceil(k * self.config.candidates), k + 4)
-        candidates = [(f, s) for f, s in self.store.search(query, wanted, n=n) if permitted(f, scope)]
+        # min_relevance is an embedding similarity: it applies before fusion, and a fact the
+        # lexical side found shares a rare word or identifier with the query, so it stays. 0
+        # means no floor: a word-vector embedding gives unrelated texts cosines below 0
+        floor = self.config.min_relevance
+        dense = [(f, s) for f, s in self.store.search(query, wanted, n=n) if permitted(f, scope)]
+        if floor != 0.0:
+            dense = [(f, s) for f, s in dense if s >= floor]
+        lexical = getattr(self.store, "search_lexical", None) if self.config.hybrid else None
+        found = [(f, s) for f, s in lexical(query, wanted, n=n) if permitted(f, scope)] if callable(lexical) else []
         return rank(
-            candidates,
+            fuse(dense, found),
             now=self.clock(),
             strategy=strategy or self.config.strategy,
             half_life_hours=self.config.half_life_hours,
             tags=query_tags(query, tags),
-            min_relevance=self.config.min_relevance,
+            exact=identifiers(query),
             k=k,
         )
 

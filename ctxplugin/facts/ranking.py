@@ -7,6 +7,11 @@ Strategies (after ADR-006 of the context-assembly design):
 - ``important``: the prior is importance alone.
 - ``balanced``: importance weighted by recency decay (their geometric mean).
 
+Relevance is the fusion of two rankings of the candidates (:func:`fuse`): by embedding
+similarity and by the lexical BM25 score (:mod:`ctxplugin.facts.lexical`), combined by
+reciprocal rank, so neither score's scale has to match the other's. Candidates that name every
+identifier the query names come first whatever their score ("Identifiers match exactly first").
+
 Recency decay is hyperbolic, ``1 / (1 + age / half_life)``: one half-life old weighs 0.5, three
 half-lives 0.25. Relevance dominates in every strategy, so an unrelated fact never outranks a
 related one by recency or importance alone.
@@ -19,12 +24,19 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 
 from ctxplugin.config import FactsStrategy
-from ctxplugin.facts._text import identifiers
+from ctxplugin.facts._text import identifiers, words
 from ctxplugin.facts.model import Fact, ScoredFact
 
 RELEVANCE_WEIGHT = 0.65
 PRIOR_WEIGHT = 0.25
 TAG_WEIGHT = 0.10
+RRF_K = 1.0
+"""Reciprocal-rank constant: small, so the first places of each ranking stand well apart (a
+large one, such as the usual 60, makes fused relevances so flat that the prior decides)."""
+DENSE_WEIGHT = 1.0
+LEXICAL_WEIGHT = 0.5
+"""The lexical ranking counts half as much as the embedding's: chosen on the tuning half of
+``benchmarks/facts_labelled.py``."""
 REVIEW_PENALTY = 0.8
 """Facts that need review (a fact they depend on changed) keep 80% of their score."""
 
@@ -62,6 +74,38 @@ def query_tags(query: str, extra: Sequence[str] | None = None) -> list[str]:
     return tags
 
 
+def fuse(
+    dense: Sequence[tuple[Fact, float]],
+    lexical: Sequence[tuple[Fact, float]] = (),
+) -> list[tuple[Fact, float]]:
+    """One relevance in [0, 1] per candidate from two rankings, best first.
+
+    ``dense`` and ``lexical`` are ``(fact, score)`` lists best first (embedding similarity and
+    BM25). Each list gives a fact ``weight / (RRF_K + place)``; the sum is divided by what the
+    first place of both lists would get. Without a lexical list, the embedding similarity is the
+    relevance (clipped to [0, 1]), as before fusion existed.
+    """
+    if not lexical:
+        return [(fact, min(1.0, max(0.0, score))) for fact, score in dense]
+    best = (DENSE_WEIGHT + LEXICAL_WEIGHT) / (RRF_K + 1.0)
+    fused: dict[str, float] = {}
+    facts: dict[str, Fact] = {}
+    for ranking, weight in ((dense, DENSE_WEIGHT), (lexical, LEXICAL_WEIGHT)):
+        for place, (fact, _) in enumerate(ranking, start=1):
+            facts.setdefault(fact.id, fact)
+            fused[fact.id] = fused.get(fact.id, 0.0) + weight / (RRF_K + place)
+    ordered = sorted(fused.items(), key=lambda item: item[1], reverse=True)
+    return [(facts[i], score / best) for i, score in ordered]
+
+
+def exact_hits(fact: Fact, wanted: Sequence[str]) -> int:
+    """How many of the identifiers ``wanted`` (lower case) ``fact``'s text holds exactly."""
+    if not wanted:
+        return 0
+    held = set(identifiers(fact.text)) | {w for w in words(fact.text) if w in wanted}
+    return sum(1 for ident in wanted if ident in held)
+
+
 def rank(
     candidates: Iterable[tuple[Fact, float]],
     *,
@@ -70,13 +114,15 @@ def rank(
     half_life_hours: float,
     tags: Sequence[str] = (),
     min_relevance: float = 0.0,
+    exact: Sequence[str] = (),
     k: int,
 ) -> list[ScoredFact]:
-    """Top ``k`` of ``candidates`` (fact, similarity) by combined score, best first.
+    """Top ``k`` of ``candidates`` (fact, relevance) by combined score, best first.
 
-    Candidates below ``min_relevance`` similarity are dropped; superseded facts never pass.
+    Candidates holding more of the identifiers ``exact`` come before those holding fewer.
+    Candidates below ``min_relevance`` are dropped; superseded facts never pass.
     """
-    scored: list[ScoredFact] = []
+    scored: list[tuple[int, ScoredFact]] = []
     for fact, similarity in candidates:
         if not fact.is_valid:
             continue
@@ -90,9 +136,9 @@ def rank(
         )
         if fact.needs_review:
             score *= REVIEW_PENALTY
-        scored.append(ScoredFact(fact=fact, score=score, relevance=relevance))
-    scored.sort(key=lambda s: (s.score, s.fact.created_at), reverse=True)
-    return scored[:k]
+        scored.append((exact_hits(fact, exact), ScoredFact(fact=fact, score=score, relevance=relevance)))
+    scored.sort(key=lambda pair: (pair[0], pair[1].score, pair[1].fact.created_at), reverse=True)
+    return [s for _, s in scored[:k]]
 
 
-__all__ = ["decay", "prior", "query_tags", "rank", "tag_overlap"]
+__all__ = ["decay", "exact_hits", "fuse", "prior", "query_tags", "rank", "tag_overlap"]

@@ -16,6 +16,7 @@ from typing import Any, Protocol, runtime_checkable
 from langchain_core.embeddings import Embeddings
 
 from ctxplugin.facts.embedding import as_embeddings
+from ctxplugin.facts.lexical import LexicalIndex
 from ctxplugin.facts.model import Fact, FactQuery, matches
 from ctxplugin.scope import Scope
 
@@ -47,16 +48,23 @@ class FactStore(Protocol):
 
     def search(self, text: str, query: FactQuery, *, n: int) -> list[tuple[Fact, float]]:
         """Up to ``n`` facts matching ``query``, most similar to ``text`` first, with their
-        cosine similarity."""
+        cosine similarity.
+
+        A store may also have ``search_lexical(text, query, *, n) -> list[tuple[Fact, float]]``:
+        up to ``n`` facts matching ``query`` that share rarer words or identifiers with
+        ``text``, best BM25 score first (see :mod:`ctxplugin.facts.lexical`). The ledger fuses
+        the two rankings when it is there.
+        """
         ...
 
 
 class MemoryFactStore:
-    """Facts in a dict; exact cosine search. For tests and short-lived processes.
+    """Facts in a dict; exact cosine search and BM25 over every fact. For tests and
+    short-lived processes.
 
     Args:
         embedding: a LangChain ``Embeddings``, a Chroma embedding function or a callable;
-            the offline :class:`~ctxplugin.facts.embedding.HashingEmbedding` when omitted.
+            the offline :class:`~ctxplugin.facts.static.StaticEmbedding` when omitted.
     """
 
     def __init__(self, embedding: Embeddings | Callable[[list[str]], Any] | None = None) -> None:
@@ -64,6 +72,7 @@ class MemoryFactStore:
         self._facts: dict[str, Fact] = {}
         self._vectors: dict[str, list[float]] = {}
         self._norms: dict[str, float] = {}
+        self._lexical = LexicalIndex()
         self._lock = threading.Lock()
 
     def add(self, facts: Sequence[Fact]) -> None:
@@ -73,6 +82,7 @@ class MemoryFactStore:
                 self._facts[fact.id] = fact
                 self._vectors[fact.id] = vector
                 self._norms[fact.id] = math.sqrt(sum(map(operator.mul, vector, vector)))
+        self._lexical.add((f.id, f.text, None) for f in facts)
 
     def update(self, facts: Sequence[Fact]) -> None:
         with self._lock:
@@ -104,6 +114,17 @@ class MemoryFactStore:
         ]
         scored.sort(key=lambda item: item[1], reverse=True)
         return scored[:n]
+
+    def search_lexical(self, text: str, query: FactQuery, *, n: int) -> list[tuple[Fact, float]]:
+        """Up to ``n`` facts matching ``query`` sharing rarer terms with ``text``, best BM25 first."""
+        facts = self._facts
+
+        def readable(doc_id: str) -> bool:
+            fact = facts.get(doc_id)
+            return fact is not None and matches(fact, query)
+
+        hits = self._lexical.search(text, n=n, allow=lambda doc_id, _: readable(doc_id))
+        return [(facts[doc_id], score) for doc_id, score in hits]
 
     def __len__(self) -> int:
         return len(self._facts)

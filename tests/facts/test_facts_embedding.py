@@ -125,9 +125,9 @@ def test_the_default_collection_carries_our_embedding_not_chromas(tmp_path: Path
         FactsLedger(store).write("alpha", scope=S)
         config = store.raw_collection().configuration_json
         assert config["embedding_function"]["name"] == "ctxplugin"
-        assert config["embedding_function"]["config"] == {"identity": "hash384v1"}
+        assert config["embedding_function"]["config"] == {"identity": "wordllama256v1"}
         assert config["hnsw"]["space"] == "cosine"
-        assert store.collection_name(None) == "ctxplugin_facts_hash384v1"
+        assert store.collection_name(None) == "ctxplugin_facts_wordllama256v1"
 
 
 def test_bad_embedding_is_a_config_error() -> None:

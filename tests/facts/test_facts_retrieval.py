@@ -1,0 +1,212 @@
+"""Hybrid retrieval: the static embedding, the lexical index, rank fusion, identifiers first, on
+every backend (memory, embedded Chroma, a Chroma server), and no network on the default path."""
+
+from __future__ import annotations
+
+import datetime as dt
+import socket
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pytest_mock import MockerFixture
+
+from ctxplugin.config import FactsConfig
+from ctxplugin.facts import (
+    ChromaFactStore,
+    Fact,
+    FactQuery,
+    FactsLedger,
+    HashingEmbedding,
+    MemoryFactStore,
+)
+from ctxplugin.facts import chroma as chroma_module
+from ctxplugin.facts import static as static_module
+from ctxplugin.facts.embedding import as_embeddings, cosine
+from ctxplugin.facts.lexical import LexicalIndex, terms
+from ctxplugin.facts.ranking import fuse, rank
+from ctxplugin.facts.static import StaticEmbedding
+from ctxplugin.scope import Scope
+from ctxplugin.testing.chroma_server import ChromaServer
+
+S = Scope(session_id="s1", user_id="u1", tenant_id="acme")
+NAMES = ["Aiden", "Bianca", "Carlos", "Dana", "Felix", "Gita", "Hugo", "Irene", "Jonas", "Kara"]
+TEAMS = ["data", "web", "search", "billing", "growth", "infra"]
+THINGS = ["roadmap", "design doc", "test plan", "budget", "postmortem", "hiring plan"]
+
+
+def distractors() -> list[str]:
+    out = []
+    for i in range(240):
+        name, team, thing = NAMES[i % 10], TEAMS[i % 6], THINGS[(i // 6) % 6]
+        out.append(f"{name} owns the {thing} for the {team} team, week {i}.")
+    return out
+
+
+TARGETS = {
+    "maria": "Maria speaks Portuguese and Spanish fluently.",
+    "alice": "Alice is on call this week for the payments service.",
+    "order": "Order #W482913 ships from Denver on Friday.",
+    "order_near": "Order #W482914 ships from Denver on Friday.",
+}
+
+
+def fill(ledger: FactsLedger) -> dict[str, str]:
+    # targets first: a Chroma server's vector query may not see the very latest writes yet
+    ids = {name: ledger.write(text, scope=S).id for name, text in TARGETS.items()}
+    ledger.store.add([Fact(text=t, owner=S, visibility="session") for t in distractors()])
+    return ids
+
+
+@pytest.fixture(params=["memory", "embedded", "server"])
+def ledger(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[FactsLedger]:
+    if request.param == "memory":
+        yield FactsLedger(MemoryFactStore())
+        return
+    if request.param == "embedded":
+        store = ChromaFactStore.persistent(tmp_path)
+    else:
+        server: ChromaServer = request.getfixturevalue("chroma_server")
+        store = ChromaFactStore.http(server.url, config=FactsConfig(collection=f"f{uuid.uuid4().hex[:12]}"))
+    with store:
+        yield FactsLedger(store)
+
+
+def test_other_words_and_identifiers_are_found_among_distractors(ledger: FactsLedger) -> None:
+    ids = fill(ledger)
+
+    def top(query: str, k: int = 5) -> list[str]:
+        return [h.fact.id for h in ledger.search(query, scope=S, k=k)]
+
+    assert top("Which languages does Maria know?")[0] == ids["maria"]
+    assert ids["alice"] in top("Who gets paged if the payments service breaks?")
+    assert top("status of W482913")[0] == ids["order"]
+    assert top("status of W482914")[0] == ids["order_near"]
+
+
+def test_without_hybrid_the_ledger_ranks_by_the_embedding_alone() -> None:
+    store = MemoryFactStore(embedding=HashingEmbedding())
+    ledger = FactsLedger(store, FactsConfig(hybrid=False))
+    fill(ledger)
+    # the hashing embedding alone is drowned by distractors sharing "team" and "week"
+    hybrid = FactsLedger(store)
+    query = "Which languages does Maria know?"
+    assert hybrid.search(query, scope=S, k=1)[0].fact.text == TARGETS["maria"]
+    assert [h.fact.text for h in ledger.search(query, scope=S, k=12)] != [
+        h.fact.text for h in hybrid.search(query, scope=S, k=12)
+    ]
+
+
+def test_lexical_index_weighs_rare_terms_and_ignores_stop_words() -> None:
+    index = LexicalIndex()
+    index.add((f"d{i}", text, None) for i, text in enumerate(distractors()))
+    index.add([("maria", TARGETS["maria"], None), ("team", "Maria's team owns the roadmap", None)])
+    hits = index.search("Which languages does Maria speak?", n=3)
+    assert [d for d, _ in hits] == ["maria", "team"]
+    assert index.search("what is the and of it", n=3) == []
+    assert len(index.search("the roadmap of the team", n=500)) > 40
+
+
+def test_lexical_index_replaces_removes_and_filters() -> None:
+    index = LexicalIndex()
+    index.add([("a", "Kenji prefers window seats", "x"), ("b", "Kenji likes tea", "y")])
+    index.add([("a", "Lena prefers aisle seats", "x")])
+    assert [d for d, _ in index.search("kenji", n=5)] == ["b"]
+    assert [d for d, _ in index.search("kenji", n=5, allow=lambda _, tag: tag == "x")] == []
+    index.retag("b", "x")
+    assert [d for d, _ in index.search("kenji", n=5, allow=lambda _, tag: tag == "x")] == ["b"]
+    index.remove(["a", "zzz"])
+    assert "a" not in index and len(index) == 1
+    assert index.search("aisle", n=5) == []
+
+
+def test_terms_keep_identifiers_whole_and_by_their_parts() -> None:
+    found = terms("Host db-prod-07 has a failing disk")
+    assert found["db-prod-07"] == 1.0
+    assert found["prod"] == 0.5 and found["07"] == 0.5
+    assert "has" not in found and "a" not in found
+
+
+def test_static_embedding_knows_other_words_and_is_normalised() -> None:
+    emb = StaticEmbedding()
+    fact, question = emb.embed_documents([TARGETS["maria"], "Which languages does Maria know?"])
+    other = emb.embed_query("Dana owns the budget for the growth team.")
+    assert len(fact) == 256 and emb.identity == "wordllama256v1"
+    assert abs(sum(v * v for v in fact) - 1.0) < 1e-4
+    assert cosine(fact, question) > cosine(other, question) + 0.2
+    assert emb.embed_query("") == [0.0] * 256
+    assert isinstance(as_embeddings(None), StaticEmbedding)
+    assert isinstance(as_embeddings(None, 64, "hashing"), HashingEmbedding)
+
+
+def test_fuse_gives_the_first_place_of_both_rankings_full_relevance() -> None:
+    a, b, c = (Fact(text=t, owner=S) for t in ("alpha", "beta", "gamma"))
+    fused = dict((f.id, r) for f, r in fuse([(a, 0.9), (b, 0.8)], [(a, 7.0), (c, 3.0)]))
+    assert fused[a.id] == pytest.approx(1.0)
+    assert fused[b.id] < fused[a.id] and fused[c.id] < fused[a.id]
+    assert fuse([(a, 1.4), (b, -0.2)]) == [(a, 1.0), (b, 0.0)]
+
+
+def test_a_fact_naming_the_asked_identifier_comes_first() -> None:
+    now = dt.datetime(2025, 1, 2, tzinfo=dt.UTC)
+    exact = Fact(text="Ticket JIRA-4821 is closed", owner=S, importance=0.0, created_at=now - dt.timedelta(days=30))
+    near = Fact(text="Ticket JIRA-4822 is closed", owner=S, importance=1.0, created_at=now)
+    ranked = rank([(near, 0.99), (exact, 0.2)], now=now, strategy="balanced", half_life_hours=24, exact=["jira-4821"], k=2)
+    assert [s.fact.id for s in ranked] == [exact.id, near.id]
+
+
+def test_chroma_lexical_index_catches_up_with_another_writer(chroma_server: ChromaServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    config = FactsConfig(collection=f"f{uuid.uuid4().hex[:12]}")
+    monkeypatch.setattr(chroma_module, "_SYNC_SECONDS", 0.0)
+    with ChromaFactStore.http(chroma_server.url, config=config) as reader, ChromaFactStore.http(chroma_server.url, config=config) as writer:
+        mine = FactsLedger(reader)
+        mine.write("Kenji prefers window seats", scope=S)
+        assert [h.fact.text for h in mine.search("Kenji", scope=S)] == ["Kenji prefers window seats"]
+        theirs = FactsLedger(writer).write("Tomasz is allergic to peanuts", scope=S)
+        found = reader.search_lexical("tomasz", _valid(S), n=3)
+        assert [f.id for f, _ in found] == [theirs.id]
+        FactsLedger(writer).write("Tomasz eats no peanuts at all", scope=S, supersedes=theirs.id)
+        again = reader.search_lexical("tomasz", _valid(S), n=3)
+        assert theirs.id not in [f.id for f, _ in again]
+
+
+def _valid(scope: Scope) -> FactQuery:
+    return FactQuery(reader=scope, valid=True)
+
+
+def test_auto_keeps_a_collection_built_with_the_hashing_embedding(tmp_path: Path) -> None:
+    with ChromaFactStore.persistent(tmp_path / "old", config=FactsConfig(embedding="hashing")) as store:
+        old = FactsLedger(store).write("The data team works on Project Nova", scope=S)
+    with ChromaFactStore.persistent(tmp_path / "old") as store:
+        hits = FactsLedger(store).search("project of the data team", scope=S)
+        assert [h.fact.id for h in hits] == [old.id]
+        assert store.collection_name(None) == "ctxplugin_facts_hash384v1"
+        assert isinstance(store.embedding, HashingEmbedding)
+    with ChromaFactStore.persistent(tmp_path / "new") as store:
+        FactsLedger(store).write("The data team works on Project Nova", scope=S)
+        assert store.collection_name(None) == "ctxplugin_facts_wordllama256v1"
+    with ChromaFactStore.persistent(tmp_path / "old", config=FactsConfig(embedding="static")) as store:
+        assert FactsLedger(store).search("project of the data team", scope=S) == []
+
+
+def test_the_default_path_makes_no_network_access(tmp_path: Path, mocker: MockerFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    attempts: list[Any] = []
+
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        attempts.append(args)
+        raise OSError("network used")
+
+    mocker.patch.object(socket.socket, "connect", refuse)
+    mocker.patch.object(socket, "create_connection", refuse)
+    mocker.patch.object(socket, "getaddrinfo", refuse)
+    static_module._table.cache_clear()  # load the shipped files again, under the block
+    for store in (MemoryFactStore(), ChromaFactStore.persistent(tmp_path)):
+        ledger = FactsLedger(store)
+        fact = ledger.write("Maria speaks Portuguese and Spanish fluently.", scope=S)
+        assert ledger.search("Which languages does Maria know?", scope=S, k=1)[0].fact.id == fact.id
+    assert attempts == []
+    assert "wordllama" not in sys.modules  # its loader (which can download) never ran
