@@ -68,11 +68,13 @@ class SQLiteMessageStore:
     """Conversations in a SQLite file (one row per message, JSON as LangChain dumps it).
 
     A connection per operation keeps it safe across threads and processes; SQLite's own
-    locking orders concurrent writers.
+    locking orders concurrent writers, each waiting at most ``timeout`` seconds for another
+    (then ``StoreError``).
     """
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, *, timeout: float = 5.0) -> None:
         self.path = Path(path)
+        self.timeout = timeout
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with self._connect() as db:
             db.execute(
@@ -84,7 +86,7 @@ class SQLiteMessageStore:
     @contextmanager
     def _connect(self) -> Iterator[sqlite3.Connection]:
         try:
-            db = sqlite3.connect(self.path, timeout=30)
+            db = sqlite3.connect(self.path, timeout=self.timeout)
         except sqlite3.Error as exc:
             raise StoreError(f"cannot open the chat history at {self.path}: {exc}") from exc
         try:
@@ -122,6 +124,10 @@ def store_for(engine: ContextEngine) -> MessageStore:
         store = _stores.get(engine)
         if store is None:
             root = getattr(engine, "path", None)
-            store = SQLiteMessageStore(Path(root) / HISTORY_FILE) if root is not None else MemoryMessageStore()
+            store = (
+                SQLiteMessageStore(Path(root) / HISTORY_FILE, timeout=engine.config.stores.timeout)
+                if root is not None
+                else MemoryMessageStore()
+            )
             _stores[engine] = store
         return store
