@@ -57,19 +57,32 @@ def set_http_timeout(client: Any, seconds: float) -> Any:
     return client
 
 
-def heartbeat(url: str, timeout: float, headers: dict[str, str] | None = None) -> None:
-    """Ask the Chroma server at ``url`` for its heartbeat.
+class Heartbeat:
+    """Asks the Chroma server at ``url`` for its heartbeat, on one reused HTTP client (building
+    a client per check costs more than the check).
 
-    Raises:
-        StoreUnavailableError: no answer within ``timeout`` seconds, or an error status.
+    Calling it raises :class:`StoreUnavailableError` on no answer within ``timeout`` seconds
+    or an error status.
     """
-    import httpx
 
-    try:
-        response = httpx.get(f"{url.rstrip('/')}/api/v2/heartbeat", timeout=timeout, headers=headers)
-        response.raise_for_status()
-    except httpx.HTTPError as exc:
-        raise StoreUnavailableError(f"Chroma server at {url} does not answer: {type(exc).__name__}: {exc}") from exc
+    def __init__(self, url: str, timeout: float, headers: dict[str, str] | None = None) -> None:
+        self.url = f"{url.rstrip('/')}/api/v2/heartbeat"
+        self.timeout = timeout
+        self.headers = headers
+        self._client: Any = None
+        self._lock = threading.Lock()
+
+    def __call__(self) -> None:
+        import httpx
+
+        with self._lock:
+            if self._client is None:
+                self._client = httpx.Client(timeout=self.timeout, headers=self.headers)
+            client = self._client
+        try:
+            client.get(self.url).raise_for_status()
+        except httpx.HTTPError as exc:
+            raise StoreUnavailableError(f"Chroma server does not answer: {type(exc).__name__}: {exc}") from exc
 
 
 # --- one process per embedded directory ---------------------------------------------------

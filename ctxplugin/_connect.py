@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from ctxplugin._chroma import heartbeat
+from ctxplugin._chroma import Heartbeat
 from ctxplugin.config import ContextConfig
 from ctxplugin.engine import ContextEngine
 from ctxplugin.errors import ConfigError, MissingDependencyError, StoreUnavailableError
@@ -98,7 +98,7 @@ def connect(
     if config.postgres_dsn:
         backend = _postgres_backend()
         dsn = config.postgres_dsn
-        down = run_with_deadline(lambda: backend.check_server(dsn, timeout), timeout + 1, "Postgres check")
+        down = _check_postgres(backend, dsn, timeout)
         postgres = StoreGuard("Postgres", timeout=timeout, retry_after=retry, probe=lambda: backend.ping(dsn, timeout))
         if down is not None:
             postgres.trip(f"Postgres unreachable at connect(): {down}")
@@ -119,8 +119,9 @@ def connect(
     if config.chroma_url:
         url = config.chroma_url
         facts_store = ChromaFactStore.http(url, config=config.facts, timeout=timeout)
-        chroma = StoreGuard("Chroma server", timeout=timeout, retry_after=retry, probe=lambda: heartbeat(url, timeout))
-        down = _check_chroma(url, timeout)
+        beat = Heartbeat(url, timeout)
+        chroma = StoreGuard("Chroma server", timeout=timeout, retry_after=retry, probe=beat)
+        down = _check_chroma(url, beat)
         if down is not None:
             chroma.trip(f"Chroma server unreachable at connect(): {down}")
         facts_store = GuardedFactStore(facts_store, chroma)
@@ -143,8 +144,25 @@ def connect(
     return engine
 
 
-def _check_chroma(url: str, timeout: float) -> str | None:
-    """None when the Chroma server answers; the cause when it is out for now.
+def _check_postgres(backend: Any, dsn: str, timeout: float) -> str | None:
+    """None when Postgres answers or is only slow; the cause when it refuses connections.
+
+    A check that runs out of time says nothing certain (a loaded machine is slow too), so it
+    does not open the circuit: the first call that times out does.
+
+    Raises:
+        ConfigError: the DSN cannot work (see ``ctxplugin_postgres.check_server``).
+    """
+    try:
+        cause: str | None = run_with_deadline(lambda: backend.check_server(dsn, timeout), timeout, "Postgres check")
+    except StoreUnavailableError:
+        return None
+    return None if cause is None or "timeout expired" in cause else cause
+
+
+def _check_chroma(url: str, beat: Heartbeat) -> str | None:
+    """None when the Chroma server answers or is only slow; the cause when it refuses
+    connections.
 
     Raises:
         ConfigError: the URL is malformed or its host name does not resolve.
@@ -159,9 +177,9 @@ def _check_chroma(url: str, timeout: float) -> str | None:
             raise ConfigError(f"CTXPLUGIN_CHROMA_URL ({url}) cannot be used: host {parts.hostname!r}: {exc}") from exc
         return f"host {parts.hostname!r} does not resolve right now: {exc}"
     try:
-        run_with_deadline(lambda: heartbeat(url, timeout), timeout + 1, "Chroma server check")
+        beat()
     except StoreUnavailableError as exc:
-        return str(exc)
+        return None if isinstance(exc.__cause__, TimeoutError) or "Timeout" in str(exc) else str(exc)
     return None
 
 
