@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import http.client
 import os
+import ssl
 import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from ctxplugin.errors import ConfigError, StoreError, StoreInUseError, StoreUnavailableError
 
@@ -58,31 +61,40 @@ def set_http_timeout(client: Any, seconds: float) -> Any:
 
 
 class Heartbeat:
-    """Asks the Chroma server at ``url`` for its heartbeat, on one reused HTTP client (building
-    a client per check costs more than the check).
+    """Asks the Chroma server at ``url`` for its heartbeat, on a new connection each time (no
+    socket is kept between checks); the TLS context of an ``https`` URL is built once.
 
-    Calling it raises :class:`StoreUnavailableError` on no answer within ``timeout`` seconds
-    or an error status.
+    Calling it raises :class:`StoreUnavailableError` on no answer within ``timeout`` seconds,
+    a refused connection or an error status.
     """
 
     def __init__(self, url: str, timeout: float, headers: dict[str, str] | None = None) -> None:
-        self.url = f"{url.rstrip('/')}/api/v2/heartbeat"
+        parts = urlsplit(url)
+        self.url = url
+        self.host = parts.hostname or "127.0.0.1"
+        self.tls = parts.scheme == "https"
+        self.port = parts.port or (443 if self.tls else 8000)
         self.timeout = timeout
-        self.headers = headers
-        self._client: Any = None
-        self._lock = threading.Lock()
+        self.headers = headers or {}
+        self._context: ssl.SSLContext | None = None
 
     def __call__(self) -> None:
-        import httpx
-
-        with self._lock:
-            if self._client is None:
-                self._client = httpx.Client(timeout=self.timeout, headers=self.headers)
-            client = self._client
+        connection: http.client.HTTPConnection
+        if self.tls:
+            if self._context is None:
+                self._context = ssl.create_default_context()
+            connection = http.client.HTTPSConnection(self.host, self.port, timeout=self.timeout, context=self._context)
+        else:
+            connection = http.client.HTTPConnection(self.host, self.port, timeout=self.timeout)
         try:
-            client.get(self.url).raise_for_status()
-        except httpx.HTTPError as exc:
+            connection.request("GET", "/api/v2/heartbeat", headers=self.headers)
+            status = connection.getresponse().status
+        except (OSError, http.client.HTTPException) as exc:
             raise StoreUnavailableError(f"Chroma server does not answer: {type(exc).__name__}: {exc}") from exc
+        finally:
+            connection.close()
+        if status != 200:
+            raise StoreUnavailableError(f"Chroma server answers its heartbeat with HTTP {status}")
 
 
 # --- one process per embedded directory ---------------------------------------------------

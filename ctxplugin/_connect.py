@@ -99,10 +99,11 @@ def connect(
         backend = _postgres_backend()
         dsn = config.postgres_dsn
         down = _check_postgres(backend, dsn, timeout)
-        postgres = StoreGuard("Postgres", timeout=timeout, retry_after=retry, probe=lambda: backend.ping(dsn, timeout))
+        store = backend.PostgresCASStore.from_dsn(dsn, schema=config.postgres_schema, timeout=timeout)
+        pool = store.pool
+        postgres = StoreGuard("Postgres", timeout=timeout, retry_after=retry, probe=lambda: backend.ping(dsn, timeout, pool))
         if down is not None:
             postgres.trip(f"Postgres unreachable at connect(): {down}")
-        store = backend.PostgresCASStore.from_dsn(dsn, schema=config.postgres_schema, timeout=timeout)
         cas = GuardedCASStore(store, postgres)
         # every process of the deployment supersedes facts under the same advisory locks
         lock = GuardedWriteLock(
@@ -179,7 +180,7 @@ def _check_chroma(url: str, beat: Heartbeat) -> str | None:
     try:
         beat()
     except StoreUnavailableError as exc:
-        return None if isinstance(exc.__cause__, TimeoutError) or "Timeout" in str(exc) else str(exc)
+        return None if isinstance(exc.__cause__, TimeoutError) else str(exc)
     return None
 
 

@@ -111,10 +111,10 @@ class ChromaAnswerCacheStore:
         host, ssl = parts.hostname, parts.scheme == "https"
         port = parts.port or (443 if ssl else 8000)
 
-        def connect() -> Any:
-            import chromadb
-            from chromadb.config import Settings
+        import chromadb  # imported now, not within the first call's deadline
+        from chromadb.config import Settings
 
+        def connect() -> Any:
             client = chromadb.HttpClient(host=host, port=port, ssl=ssl, settings=Settings(anonymized_telemetry=False))
             return set_http_timeout(client, timeout)
 

@@ -140,11 +140,12 @@ class ChromaFactStore:
         ssl = parts.scheme == "https"
         port = parts.port or (443 if ssl else 8000)
         host = parts.hostname
+        # imported here, not on first use: importing chromadb takes seconds on a busy machine,
+        # which the first call's deadline is not meant to cover
+        import chromadb
+        from chromadb.config import Settings
 
         def connect() -> Any:
-            import chromadb
-            from chromadb.config import Settings
-
             settings = Settings(anonymized_telemetry=False)
             return set_http_timeout(
                 chromadb.HttpClient(host=host, port=port, ssl=ssl, headers=headers, settings=settings), timeout

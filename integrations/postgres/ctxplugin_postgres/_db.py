@@ -132,6 +132,10 @@ def _pool_options(min_size: int, max_size: int, timeout: float, name: str) -> di
         "max_size": max(max_size, min_size),
         "open": False,
         "timeout": timeout,
+        # a failed reconnection is retried with growing delays, and the pool grows again only
+        # once it gives up: giving up after ``timeout`` lets it reconnect as soon as it is asked
+        # after an outage instead of seconds later
+        "reconnect_timeout": max(1.0, timeout),
         "kwargs": connection_options(timeout, name),
         "name": name,
     }

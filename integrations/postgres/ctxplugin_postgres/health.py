@@ -13,9 +13,10 @@ import re
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
+from psycopg_pool import ConnectionPool
 
 from ctxplugin.errors import ConfigError, StoreUnavailableError
-from ctxplugin_postgres._db import connection_options
+from ctxplugin_postgres._db import connection_options, translated
 
 _PERMANENT = re.compile(
     r"failed to resolve host|could not translate host name|does not exist|authentication failed"
@@ -64,9 +65,10 @@ def check_server(dsn: str, timeout: float) -> str | None:
     return None
 
 
-def ping(dsn: str, timeout: float) -> None:
-    """Raise unless a fresh connection to ``dsn`` answers ``SELECT 1`` (the engine's background
-    check while Postgres is out).
+def ping(dsn: str, timeout: float, pool: ConnectionPool | None = None) -> None:
+    """Raise unless a fresh connection to ``dsn`` answers ``SELECT 1`` and, given a ``pool``,
+    the pool lends a connection that does too (the engine's background check while Postgres is
+    out: the circuit closes only when the stores' own path works again).
 
     Raises:
         StoreUnavailableError: it does not (the message is the cause).
@@ -77,6 +79,9 @@ def ping(dsn: str, timeout: float) -> None:
         raise StoreUnavailableError(str(exc)) from exc
     if cause is not None:
         raise StoreUnavailableError(f"Postgres: {cause}")
+    if pool is not None:
+        with translated("check", "public"), pool.connection(timeout=timeout) as conn:
+            conn.execute("SELECT 1")
 
 
 __all__ = ["check_dsn", "check_server", "ping"]

@@ -288,7 +288,7 @@ def test_a_refused_postgres_port_starts_degraded_and_says_so(tmp_path: Path, cap
 
 
 def test_chroma_urls_that_cannot_work_fail_at_connect(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="no-such-host.invalid"):
+    with pytest.raises(ConfigError, match=r"no-such-host\.invalid"):
         ctxplugin.connect(ContextConfig(chroma_url="http://no-such-host.invalid:8000", path=str(tmp_path)))
     refused = ctxplugin.connect(
         ContextConfig(chroma_url=f"http://127.0.0.1:{free_port()}", path=str(tmp_path), stores={"timeout": TIMEOUT})
