@@ -49,6 +49,7 @@ from ctxplugin.cas import Captured, CASStore, MemoryCASStore, SQLiteCASStore, ca
 from ctxplugin.config import ContextConfig
 from ctxplugin.errors import ConfigError, CtxpluginError, InvalidInputError, StoreError
 from ctxplugin.facts import FactsLedger, MemoryFactStore, mark_outdated
+from ctxplugin.guard import step_budget
 from ctxplugin.history import (
     BackgroundSummarizer,
     HistoryBudget,
@@ -255,7 +256,10 @@ class ContextEngine:
             InvalidInputError: the messages are not a valid conversation (the message says why).
         """
         scope = scope or Scope(session_id="default")
-        with _tracing.child_run("ctxplugin.prepare", inputs={"messages": len(messages), "session_id": scope.session_id}) as run:
+        with (
+            _tracing.child_run("ctxplugin.prepare", inputs={"messages": len(messages), "session_id": scope.session_id}) as run,
+            step_budget(self.config.stores.timeout),
+        ):
             prepared = self._prepare(messages, list(tools or []), scope, context_window)
             run.finish(outputs={"messages": len(prepared.messages), "tools": len(prepared.tools)}, metadata=prepared.report.as_metadata())
         return prepared
@@ -632,7 +636,7 @@ class ContextEngine:
             )
         clock = _Stopwatch()
         report = CaptureReport(session_id=scope.session_id, tool_call_id=tool_message.tool_call_id)
-        with _tracing.child_run(
+        with step_budget(self.config.stores.timeout), _tracing.child_run(
             "ctxplugin.capture_tool_result",
             inputs={"tool_call_id": tool_message.tool_call_id, "name": tool_message.name or ""},
         ) as run:

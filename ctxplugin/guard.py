@@ -42,6 +42,22 @@ logger = logging.getLogger("ctxplugin")
 
 T = TypeVar("T")
 
+_step_deadline: contextvars.ContextVar[float | None] = contextvars.ContextVar("ctxplugin_step_deadline", default=None)
+
+
+@contextmanager
+def step_budget(seconds: float) -> Iterator[None]:
+    """Bound the time all guarded calls of one step (a ``prepare``, a capture) may wait together
+    to ``seconds``: however many calls a step makes and however many servers fail, the step
+    waits for stores at most this long. An inner budget never extends an outer one."""
+    now = time.monotonic()
+    outer = _step_deadline.get()
+    token = _step_deadline.set(now + seconds if outer is None else min(outer, now + seconds))
+    try:
+        yield
+    finally:
+        _step_deadline.reset(token)
+
 
 class _Call:
     """One call running in its own daemon thread; :meth:`wait` bounds how long it is waited for."""
@@ -192,12 +208,19 @@ class StoreGuard:
         refused = self._refusal(what)
         if refused is not None:
             raise refused
+        wait = self.timeout
+        deadline = _step_deadline.get()
+        if deadline is not None:
+            wait = min(wait, deadline - time.monotonic())
+            if wait <= 0:
+                raise StoreUnavailableError(f"{self.name} {what} skipped: this step's store time (stores.timeout) is used up")
         try:
-            value = run_with_deadline(fn, self.timeout, f"{self.name} {what}")
+            value = run_with_deadline(fn, wait, f"{self.name} {what}")
         except StoreBusyError:
             raise
         except StoreUnavailableError as exc:
-            self.trip(str(exc))
+            if wait >= self.timeout or exc.__cause__ is not None or "no answer within" not in str(exc):
+                self.trip(str(exc))  # a call cut short by the step's budget says nothing of the server
             raise
         if self._cause is not None and self._probe is None:
             self._close()  # the call let through as the check succeeded
@@ -370,5 +393,6 @@ __all__ = [
     "GuardedWriteLock",
     "StoreGuard",
     "run_with_deadline",
+    "step_budget",
     "unwrap",
 ]
