@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
 from ctxplugin import ContextConfig, ContextEngine, Scope
 from ctxplugin.cas import SQLiteCASStore
@@ -56,7 +56,7 @@ def test_a_call_that_blocks_is_cut_at_the_deadline() -> None:
     released.set()
     assert run_with_deadline(lambda: 7, TIMEOUT, "quick call") == 7
     with pytest.raises(KeyError):  # what the call raises reaches the caller unchanged
-        run_with_deadline(lambda: {}["x"], TIMEOUT, "failing call")
+        run_with_deadline(lambda: dict[str, int]()["x"], TIMEOUT, "failing call")
 
 
 def test_one_failure_opens_the_circuit_and_later_calls_fail_fast_naming_the_cause() -> None:
@@ -184,7 +184,7 @@ def test_facts_stated_while_the_store_is_out_are_read_once_it_is_back() -> None:
     engine = ContextEngine(ContextConfig(), facts=ledger)
     scope = Scope(session_id="s")
     server.state = "refusing"
-    messages = [HumanMessage("The deploy target is eu-west-3.", id="h1")]
+    messages: list[BaseMessage] = [HumanMessage("The deploy target is eu-west-3.", id="h1")]
     report = engine.prepare(messages, scope=scope).report
     assert any("facts store unavailable" in w for w in report.warnings)
     server.state = "up"
