@@ -93,7 +93,7 @@ def run_with_deadline(fn: Callable[[], T], timeout: float, what: str) -> T:
 
     threading.Thread(target=target, name=f"ctxplugin-store: {what}", daemon=True).start()
     if not call.done.wait(timeout):
-        raise StoreUnavailableError(f"{what}: no answer within {timeout:g}s (stores.timeout)")
+        raise StoreUnavailableError(f"{what}: no answer within {timeout:.1f}s (stores.timeout)")
     if call.error is not None:
         raise call.error
     return call.value  # type: ignore[no-any-return]

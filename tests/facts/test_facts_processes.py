@@ -15,7 +15,7 @@ from ctxplugin import FactsConfig, Scope
 from ctxplugin.facts import ChromaFactStore, FactsLedger
 
 TESTS = Path(__file__).parent
-WORKERS = 8
+WORKERS = 4
 
 
 def _workers() -> Any:
