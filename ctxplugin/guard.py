@@ -376,7 +376,14 @@ class GuardedWriteLock:
         finally:
             held.pop(name, None)
             info = (type(failed), failed, failed.__traceback__) if failed is not None else (None, None, None)
-            self.guard.call("facts write unlock", lambda: manager.__exit__(*info))
+            # always attempted, even with the circuit open or the step's budget used up: a lock
+            # left held would block every other writer of the slot
+            try:
+                run_with_deadline(lambda: manager.__exit__(*info), self.guard.timeout, f"{self.guard.name} facts write unlock")
+            except StoreUnavailableError as exc:
+                self.guard.trip(str(exc))  # the release finishes in the background when it can
+                if failed is None:
+                    raise
 
 
 def unwrap(store: Any) -> Any:

@@ -222,3 +222,20 @@ def test_a_write_lock_that_cannot_be_had_in_time_is_released_when_it_comes() -> 
     while not exited and time.monotonic() < deadline:
         time.sleep(0.02)
     assert entered == ["slot"] and exited == ["slot"]  # taken late, then let go at once
+
+
+def test_a_held_write_lock_is_released_even_when_the_circuit_opened_meanwhile() -> None:
+    released: list[str] = []
+
+    class Lock:
+        @contextmanager
+        def hold(self, name: str) -> Iterator[None]:
+            try:
+                yield
+            finally:
+                released.append(name)
+
+    guard = StoreGuard("Lock server", timeout=TIMEOUT, retry_after=60)
+    with GuardedWriteLock(Lock(), guard).hold("slot"):
+        guard.trip("another call of the step timed out")  # the server failed during the write
+    assert released == ["slot"]
