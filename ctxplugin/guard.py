@@ -219,8 +219,10 @@ class StoreGuard:
         except StoreBusyError:
             raise
         except StoreUnavailableError as exc:
-            if wait >= self.timeout or exc.__cause__ is not None or "no answer within" not in str(exc):
-                self.trip(str(exc))  # a call cut short by the step's budget says nothing of the server
+            # a call the step's budget cut very short says nothing of the server; one that was
+            # given at least half the timeout does
+            if wait >= self.timeout / 2 or exc.__cause__ is not None or "no answer within" not in str(exc):
+                self.trip(str(exc))
             raise
         if self._cause is not None and self._probe is None:
             self._close()  # the call let through as the check succeeded

@@ -23,6 +23,7 @@ from ctxplugin.guard import (
     GuardedWriteLock,
     StoreGuard,
     run_with_deadline,
+    step_budget,
     unwrap,
 )
 
@@ -239,3 +240,21 @@ def test_a_held_write_lock_is_released_even_when_the_circuit_opened_meanwhile() 
     with GuardedWriteLock(Lock(), guard).hold("slot"):
         guard.trip("another call of the step timed out")  # the server failed during the write
     assert released == ["slot"]
+
+
+def test_a_step_waits_for_its_stores_once_and_the_circuit_opens() -> None:
+    server = Switch()
+    guard = StoreGuard("Test server", timeout=TIMEOUT, retry_after=60, probe=server)
+    quick = StoreGuard("Other server", timeout=TIMEOUT, retry_after=60)
+    server.state = "frozen"
+    start = time.monotonic()
+    with step_budget(TIMEOUT):
+        quick.call("get", lambda: time.sleep(0.01))  # a call that answers uses a little of the budget
+        for what in ("put", "get", "find"):
+            with pytest.raises(StoreUnavailableError):
+                guard.call(what, server)
+        with pytest.raises(StoreUnavailableError, match="used up"):
+            quick.call("get", lambda: None)  # another server: the step has no time left for it
+    assert time.monotonic() - start <= BOUND
+    assert guard.is_open and not quick.is_open
+    server.released.set()

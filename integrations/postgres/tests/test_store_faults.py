@@ -212,8 +212,8 @@ def _chroma_outage(agent: Agent, stop: Any, resume: Any) -> None:
     assert any("facts store unavailable" in w for w in first.warnings) and first.facts == []
     assert all(w.startswith("facts store unavailable") for w in agent.warnings(outage))  # the CAS kept working
     back = agent.mark()
-    report, _ = agent.turn("Where do we deploy, and by when?")
     agent.turn("Thanks.")
+    report, _ = agent.turn("Where do we deploy, and by when?")
     assert agent.longest(back) <= BOUND
     agent.assert_recovered(back)
     agent.assert_nothing_lost()
