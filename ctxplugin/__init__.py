@@ -11,6 +11,7 @@ from ctxplugin.config import (
     ContextConfig,
     FactsConfig,
     HistoryConfig,
+    StoresConfig,
     ToolsConfig,
 )
 from ctxplugin.engine import ContextEngine, PreparedContext
@@ -52,6 +53,7 @@ __all__ = [
     "Scope",
     "StoreError",
     "StoreUnavailableError",
+    "StoresConfig",
     "ToolsConfig",
     "__version__",
     "connect",

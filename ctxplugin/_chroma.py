@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+import http.client
+import os
+import ssl
+import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
 
-from ctxplugin.errors import ConfigError, StoreError, StoreUnavailableError
+from ctxplugin.errors import ConfigError, StoreError, StoreInUseError, StoreUnavailableError
 
 
 @contextmanager
@@ -38,3 +46,134 @@ def _is_transport_error(exc: BaseException) -> bool:
     except ImportError:  # pragma: no cover - httpx ships with chromadb
         return False
     return isinstance(exc, httpx.TransportError)
+
+
+def set_http_timeout(client: Any, seconds: float) -> Any:
+    """Bound every HTTP request of a Chroma server client (Chroma's own default is no timeout,
+    so a frozen server would hold a request for ever). Returns ``client``."""
+    import httpx
+
+    for owner in (client, getattr(client, "_admin_client", None)):
+        session = getattr(getattr(owner, "_server", None), "_session", None)
+        if isinstance(session, httpx.Client):
+            session.timeout = httpx.Timeout(seconds)
+    return client
+
+
+class Heartbeat:
+    """Asks the Chroma server at ``url`` for its heartbeat, on a new connection each time (no
+    socket is kept between checks); the TLS context of an ``https`` URL is built once.
+
+    Calling it raises :class:`StoreUnavailableError` on no answer within ``timeout`` seconds,
+    a refused connection or an error status.
+    """
+
+    def __init__(self, url: str, timeout: float, headers: dict[str, str] | None = None) -> None:
+        parts = urlsplit(url)
+        self.url = url
+        self.host = parts.hostname or "127.0.0.1"
+        self.tls = parts.scheme == "https"
+        self.port = parts.port or (443 if self.tls else 8000)
+        self.timeout = timeout
+        self.headers = headers or {}
+        self._context: ssl.SSLContext | None = None
+
+    def __call__(self) -> None:
+        connection: http.client.HTTPConnection
+        if self.tls:
+            if self._context is None:
+                self._context = ssl.create_default_context()
+            connection = http.client.HTTPSConnection(self.host, self.port, timeout=self.timeout, context=self._context)
+        else:
+            connection = http.client.HTTPConnection(self.host, self.port, timeout=self.timeout)
+        try:
+            connection.request("GET", "/api/v2/heartbeat", headers=self.headers)
+            status = connection.getresponse().status
+        except (OSError, http.client.HTTPException) as exc:
+            raise StoreUnavailableError(f"Chroma server does not answer: {type(exc).__name__}: {exc}") from exc
+        finally:
+            connection.close()
+        if status != 200:
+            raise StoreUnavailableError(f"Chroma server answers its heartbeat with HTTP {status}")
+
+
+# --- one process per embedded directory ---------------------------------------------------
+
+OWNER_FILE = ".ctxplugin-owner.lock"
+_claims: dict[str, list[Any]] = {}
+_claims_lock = threading.Lock()
+
+
+def claim_directory(path: Path, wait_s: float) -> Callable[[], None]:
+    """Mark the embedded Chroma directory ``path`` as used by this process; returns the release.
+
+    Embedded Chroma keeps its index in the memory of the process that opened it, so several
+    processes on one directory see each other's writes late or not at all (searches fail with
+    "Error finding id" and facts go missing). A POSIX lock on a file in the directory, held
+    while a store is open, lets one process in at a time; any number of stores and threads of
+    that process share the claim. A process that ends releases it, whatever the cause. Another
+    process waits up to ``wait_s`` seconds (one that is closing), then gets
+    :class:`StoreInUseError`. Where ``fcntl`` does not exist (Windows) nothing is checked.
+
+    Raises:
+        StoreInUseError: another process holds the directory.
+    """
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows
+        return lambda: None
+    key = os.path.realpath(path)
+    with _claims_lock:
+        claim = _claims.get(key)
+        if claim is not None:
+            claim[1] += 1
+            return _releaser(key)
+        fd = os.open(os.path.join(key, OWNER_FILE), os.O_RDWR | os.O_CREAT, 0o644)
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except OSError:
+                if time.monotonic() >= deadline:
+                    holder = _holder(fd)
+                    os.close(fd)
+                    raise StoreInUseError(
+                        f"the embedded Chroma directory {key} is open in another process{holder}; "
+                        "embedded Chroma serves one process at a time. For several processes run a "
+                        "Chroma server (`chroma run --path ...`) and set CTXPLUGIN_CHROMA_URL "
+                        "(see docs/scale-out.md)"
+                    ) from None
+                time.sleep(0.05)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        _claims[key] = [fd, 1]
+    return _releaser(key)
+
+
+def _releaser(key: str) -> Callable[[], None]:
+    released = False
+
+    def release() -> None:
+        nonlocal released
+        with _claims_lock:
+            if released:
+                return
+            released = True
+            claim = _claims.get(key)
+            if claim is None:
+                return
+            claim[1] -= 1
+            if claim[1] == 0:
+                del _claims[key]
+                os.close(claim[0])  # closing the descriptor drops the lock
+
+    return release
+
+
+def _holder(fd: int) -> str:
+    try:
+        pid = os.pread(fd, 32, 0).decode().strip()
+    except (OSError, UnicodeDecodeError):
+        return ""
+    return f" (pid {pid})" if pid.isdigit() else ""

@@ -69,11 +69,13 @@ class SQLiteMessageStore:
     """Conversations in a SQLite file (one row per message, JSON as LangChain dumps it).
 
     A connection per operation keeps it safe across threads and processes; SQLite's own
-    locking orders concurrent writers.
+    locking orders concurrent writers, each waiting at most ``timeout`` seconds for another
+    (then ``StoreError``).
     """
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, *, timeout: float = 5.0) -> None:
         self.path = Path(path)
+        self.timeout = timeout
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with self._connect() as db:
             db.execute(
@@ -88,7 +90,7 @@ class SQLiteMessageStore:
     @contextmanager
     def _connect(self) -> Iterator[sqlite3.Connection]:
         try:
-            db = sqlite3.connect(self.path, timeout=30)
+            db = sqlite3.connect(self.path, timeout=self.timeout)
         except sqlite3.Error as exc:
             raise StoreError(f"cannot open the chat history at {self.path}: {exc}") from exc
         try:
@@ -148,6 +150,10 @@ def store_for(engine: ContextEngine) -> MessageStore:
         store = getattr(engine, _ATTRIBUTE, None)
         if store is None:
             root = getattr(engine, "path", None)
-            store = SQLiteMessageStore(Path(root) / HISTORY_FILE) if root is not None else MemoryMessageStore()
+            store = (
+                SQLiteMessageStore(Path(root) / HISTORY_FILE, timeout=engine.config.stores.timeout)
+                if root is not None
+                else MemoryMessageStore()
+            )
             setattr(engine, _ATTRIBUTE, store)
         return store

@@ -262,6 +262,29 @@ def _whole_preset(data: dict[str, Any]) -> dict[str, Any]:
             sections[name] = max(total * share, 2.0) if total > 1 else total * share
     out["budget"] = sections
     return out
+class StoresConfig(BaseModel):
+    """Bounds on every store operation (see ``docs/reliability.md``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    timeout: float = Field(
+        5.0,
+        gt=0,
+        le=600,
+        description=(
+            "seconds one store operation may take (connect, pool wait, statement, HTTP request); "
+            "a server store that does not answer in time is skipped for the step"
+        ),
+    )
+    retry_after: float = Field(
+        1.0,
+        gt=0,
+        le=600,
+        description=(
+            "seconds between background checks of a server store that failed; calls fail fast "
+            "until one check succeeds"
+        ),
+    )
 
 
 class ContextConfig(BaseSettings):
@@ -294,6 +317,7 @@ class ContextConfig(BaseSettings):
     tools: ToolsConfig = Field(default_factory=ToolsConfig)
     facts: FactsConfig = Field(default_factory=FactsConfig)
     cache: CacheConfig = Field(default_factory=CacheConfig)
+    stores: StoresConfig = Field(default_factory=StoresConfig)
     path: str = Field(".ctxplugin", description="directory of the embedded stores")
     chroma_url: str | None = Field(None, description="Chroma server URL; embedded Chroma when unset")
     postgres_dsn: str | None = Field(None, description="Postgres DSN; embedded SQLite when unset")

@@ -59,6 +59,7 @@ from ctxplugin.errors import ConfigError, CtxpluginError, InvalidInputError, Sto
 from ctxplugin.facts import FactsLedger, MemoryFactStore, mark_outdated
 from ctxplugin.facts.outdated import exploratory_spans
 from ctxplugin.facts.render import current_once, fact_line
+from ctxplugin.guard import step_budget
 from ctxplugin.history import (
     BackgroundSummarizer,
     HistoryBudget,
@@ -195,7 +196,10 @@ class ContextEngine:
     ) -> ContextEngine:
         """An engine on local stores: SQLite CAS and Chroma on disk under ``path``.
 
-        ``path`` is created if missing. With ``config.chroma_url`` or ``config.postgres_dsn``
+        ``path`` is created if missing. Embedded Chroma serves one process: another process
+        opening the same ``path`` waits up to ``config.stores.timeout`` seconds, then gets
+        :class:`~ctxplugin.errors.StoreInUseError` (run a Chroma server for several processes).
+        With ``config.chroma_url`` or ``config.postgres_dsn``
         set, use :func:`ctxplugin.connect` instead to get the server stores.
         """
         from ctxplugin.facts import ChromaFactStore
@@ -203,9 +207,10 @@ class ContextEngine:
         config = config or ContextConfig()
         root = Path(path)
         root.mkdir(parents=True, exist_ok=True)
-        cas = SQLiteCASStore(root / "cas.sqlite3")
-        store = ChromaFactStore.persistent(root / "chroma", config=config.facts)
-        answers = ChromaAnswerCacheStore.persistent(root / "chroma") if config.cache.enabled else None
+        wait = config.stores.timeout
+        cas = SQLiteCASStore(root / "cas.sqlite3", busy_timeout_ms=int(wait * 1000))
+        store = ChromaFactStore.persistent(root / "chroma", config=config.facts, wait_s=wait)
+        answers = ChromaAnswerCacheStore.persistent(root / "chroma", wait_s=wait) if config.cache.enabled else None
         engine = cls(
             config=config, cas=cas, facts=FactsLedger(store, config.facts), summarizer=summarizer, answer_cache=answers
         )
@@ -246,7 +251,10 @@ class ContextEngine:
             InvalidInputError: the messages are not a valid conversation (the message says why).
         """
         scope = scope or Scope(session_id="default")
-        with _tracing.child_run("ctxplugin.prepare", inputs={"messages": len(messages), "session_id": scope.session_id}) as run:
+        with (
+            _tracing.child_run("ctxplugin.prepare", inputs={"messages": len(messages), "session_id": scope.session_id}) as run,
+            step_budget(self.config.stores.timeout),
+        ):
             prepared = self._prepare(messages, list(tools or []), scope, context_window)
             run.finish(outputs={"messages": len(prepared.messages), "tools": len(prepared.tools)}, metadata=prepared.report.as_metadata())
         return prepared
@@ -473,12 +481,14 @@ class ContextEngine:
         """Extract facts from ``sources`` not read before, mark outdated statements in ``body``
         and choose the facts block for ``query``, leaving out facts that ``standing`` (the text
         every call shows whole: system prompt and task) already states."""
+        fresh: list[BaseMessage] = []
         try:
             if self.config.facts.extract:
                 fresh = [m for m in _exploratory(sources) if not self._seen(m, scope)]
                 if fresh:
                     written = self.facts.ingest(fresh, scope=scope)
                     report.facts_extracted += len(written)
+                    fresh = []
             if self.config.facts.mark_outdated:
                 # the latest user message is shown exactly as sent
                 latest = max((i for i, m in enumerate(body) if isinstance(m, HumanMessage)), default=-1)
@@ -491,6 +501,7 @@ class ContextEngine:
                     return body, frozen[1]
             scored = self.facts.search(query, scope=scope, k=self.config.facts.k) if query and self.config.facts.k else []
         except StoreError as exc:
+            self._unsee(fresh, scope)  # read again on a later call, once the store is back
             _degraded(report, scope, f"facts store unavailable; facts skipped for this call: {exc}")
             return body, ()
         lines: list[FactLine] = []
@@ -609,15 +620,18 @@ class ContextEngine:
         return budgets["facts"] if budgets else 800
 
     def _seen(self, message: BaseMessage, scope: Scope) -> bool:
-        text = content_text(message.content)
-        # str hashes are cached on the object: a long tool output resent on every call is not
-        # hashed again (the memo lives in this process only, so the salted hash is stable)
-        key = f"{scope.key()}\x00{message.id or ''}\x00{len(text)}\x00{hash(text)}"
+        key = _seen_key(message, scope)
         with self._lock:
             if key in self._ingested:
                 return True
             self._ingested.put(key, True)
         return False
+
+    def _unsee(self, messages: Sequence[BaseMessage], scope: Scope) -> None:
+        """Forget that ``messages`` were read: their facts were not stored (the store failed)."""
+        with self._lock:
+            for message in messages:
+                self._ingested.pop(_seen_key(message, scope), None)
 
     def _prefix_tokens(self, scope: Scope, messages: list[BaseMessage], tools: Sequence[Any]) -> int:
         """Leading tokens unchanged since this session's previous view (tools, then messages)."""
@@ -665,7 +679,7 @@ class ContextEngine:
             )
         clock = _Stopwatch()
         report = CaptureReport(session_id=scope.session_id, tool_call_id=tool_message.tool_call_id)
-        with _tracing.child_run(
+        with step_budget(self.config.stores.timeout), _tracing.child_run(
             "ctxplugin.capture_tool_result",
             inputs={"tool_call_id": tool_message.tool_call_id, "name": tool_message.name or ""},
         ) as run:
@@ -707,6 +721,7 @@ class ContextEngine:
                             facts = self.facts.ingest([source], scope=scope)
                             report.facts_extracted = len(facts)
                 except StoreError as exc:
+                    self._unsee([tool_message], scope)
                     _degraded(report, scope, f"facts store unavailable; extraction skipped: {exc}")
             report.timings_ms = clock.timings
             run.finish(outputs={"ref": report.ref_id or ""}, metadata=report.model_dump())
@@ -997,6 +1012,13 @@ def _tool_name(tool: Any) -> str:
             return str(fn["name"])
         return str(tool.get("name", "?"))
     return str(getattr(tool, "__name__", getattr(tool, "name", "?")))
+
+
+def _seen_key(message: BaseMessage, scope: Scope) -> str:
+    text = content_text(message.content)
+    # str hashes are cached on the object: a long tool output resent on every call is not
+    # hashed again (the memo lives in this process only, so the salted hash is stable)
+    return f"{scope.key()}\x00{message.id or ''}\x00{len(text)}\x00{hash(text)}"
 
 
 def _message_sig(message: BaseMessage) -> str:

@@ -27,6 +27,16 @@ class StoreUnavailableError(StoreError):
     """A backing store cannot be reached right now."""
 
 
+class StoreBusyError(StoreUnavailableError):
+    """The store answered, but another writer held what this call needed for longer than the
+    wait allowed (a lock); the server itself is fine, so no circuit opens."""
+
+
+class StoreInUseError(StoreError):
+    """An embedded store directory is open in another process; embedded Chroma serves one
+    process (the message names the server setting to use instead)."""
+
+
 class RefNotFoundError(CtxpluginError, KeyError):
     """No content is stored under this ref, or it expired."""
 

@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 
 from langchain_core.embeddings import Embeddings
 
-from ctxplugin._chroma import translated
+from ctxplugin._chroma import claim_directory, set_http_timeout, translated
 from ctxplugin.cache.store import CacheEntry
 from ctxplugin.errors import ConfigError, StoreError
 from ctxplugin.facts.chroma import _chroma_function
@@ -59,6 +59,7 @@ class ChromaAnswerCacheStore:
         self._closed = False
         self._hits: dict[str, tuple[int, float]] = {}
         self._lock = threading.Lock()
+        self._release: Callable[[], None] = lambda: None
 
     @classmethod
     def persistent(
@@ -67,10 +68,17 @@ class ChromaAnswerCacheStore:
         *,
         collection: str = DEFAULT_COLLECTION,
         embedding: Embeddings | Callable[[list[str]], Any] | None = None,
+        wait_s: float = 5.0,
     ) -> ChromaAnswerCacheStore:
         """An embedded store on disk under ``path`` (created if missing; may be the facts'
-        Chroma directory: the collections are separate)."""
+        Chroma directory: the collections are separate), claimed for this process until
+        :meth:`close`, as :meth:`ctxplugin.facts.ChromaFactStore.persistent` does.
+
+        Raises:
+            StoreInUseError: another process has the directory open (use a Chroma server).
+        """
         Path(path).mkdir(parents=True, exist_ok=True)
+        release = claim_directory(Path(path), wait_s)
 
         def connect() -> Any:
             import chromadb
@@ -78,7 +86,9 @@ class ChromaAnswerCacheStore:
 
             return chromadb.PersistentClient(path=str(path), settings=Settings(anonymized_telemetry=False))
 
-        return cls(connect, collection=collection, embedding=embedding)
+        store = cls(connect, collection=collection, embedding=embedding)
+        store._release = release
+        return store
 
     @classmethod
     def http(
@@ -87,8 +97,10 @@ class ChromaAnswerCacheStore:
         *,
         collection: str = DEFAULT_COLLECTION,
         embedding: Embeddings | Callable[[list[str]], Any] | None = None,
+        timeout: float = 5.0,
     ) -> ChromaAnswerCacheStore:
-        """A store on a Chroma server, e.g. ``http://127.0.0.1:8000`` (connected on first use).
+        """A store on a Chroma server, e.g. ``http://127.0.0.1:8000`` (connected on first use;
+        every HTTP request bounded by ``timeout`` seconds).
 
         Raises:
             ConfigError: ``url`` is not an ``http(s)://host[:port]`` URL.
@@ -99,11 +111,12 @@ class ChromaAnswerCacheStore:
         host, ssl = parts.hostname, parts.scheme == "https"
         port = parts.port or (443 if ssl else 8000)
 
-        def connect() -> Any:
-            import chromadb
-            from chromadb.config import Settings
+        import chromadb  # imported now, not within the first call's deadline
+        from chromadb.config import Settings
 
-            return chromadb.HttpClient(host=host, port=port, ssl=ssl, settings=Settings(anonymized_telemetry=False))
+        def connect() -> Any:
+            client = chromadb.HttpClient(host=host, port=port, ssl=ssl, settings=Settings(anonymized_telemetry=False))
+            return set_http_timeout(client, timeout)
 
         return cls(connect, collection=collection, embedding=embedding)
 
@@ -119,6 +132,7 @@ class ChromaAnswerCacheStore:
                 self._client = None
         if owned and client is not None and callable(getattr(client, "close", None)):
             client.close()
+        self._release()
 
     def __enter__(self) -> ChromaAnswerCacheStore:
         return self

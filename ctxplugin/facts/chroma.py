@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 
 from langchain_core.embeddings import Embeddings
 
-from ctxplugin._chroma import translated
+from ctxplugin._chroma import claim_directory, set_http_timeout, translated
 from ctxplugin.config import FactsConfig
 from ctxplugin.errors import ConfigError, StoreError
 from ctxplugin.facts._chroma_codec import (
@@ -83,6 +83,7 @@ class ChromaFactStore:
         self._lock = threading.Lock()
         self._base = f"{self.config.collection}_{embedding_identity(self.embedding)}"
         self._owns_client = False
+        self._release: Callable[[], None] = lambda: None
         # readers whose facts are a small share of the collection: search with the filter at once
         self._filter_first: dict[str, int] = {}
         # collection name -> (lexical index, when it last checked for others' writes)
@@ -97,20 +98,32 @@ class ChromaFactStore:
         *,
         config: FactsConfig | None = None,
         embedding: Embeddings | Callable[[list[str]], Any] | None = None,
+        wait_s: float = 5.0,
     ) -> ChromaFactStore:
-        """An embedded store on disk under ``path`` (created if missing).
+        """An embedded store on disk under ``path`` (created if missing), for this process alone.
+
+        The directory is claimed for this process until :meth:`close` (see
+        :func:`ctxplugin._chroma.claim_directory`); another process waits up to ``wait_s``
+        seconds for it, then is refused.
 
         Raises:
+            StoreInUseError: another process has the directory open (use a Chroma server).
             StoreError: Chroma cannot open the directory.
         """
         import chromadb
         from chromadb.config import Settings
 
         Path(path).mkdir(parents=True, exist_ok=True)
-        with _translated("open the embedded Chroma store"):
-            client = chromadb.PersistentClient(path=str(path), settings=Settings(anonymized_telemetry=False))
+        release = claim_directory(Path(path), wait_s)
+        try:
+            with _translated("open the embedded Chroma store"):
+                client = chromadb.PersistentClient(path=str(path), settings=Settings(anonymized_telemetry=False))
+        except BaseException:
+            release()
+            raise
         store = cls(client, config=config, embedding=embedding)
         store._owns_client = True
+        store._release = release
         return store
 
     @classmethod
@@ -121,12 +134,16 @@ class ChromaFactStore:
         config: FactsConfig | None = None,
         embedding: Embeddings | Callable[[list[str]], Any] | None = None,
         headers: dict[str, str] | None = None,
+        timeout: float = 5.0,
     ) -> ChromaFactStore:
         """A store on a Chroma server (``chroma run``), e.g. ``http://127.0.0.1:8000``.
 
         The connection is made on first use, so an engine can start while the server is down;
         each failing call raises :class:`~ctxplugin.errors.StoreUnavailableError`, which the
         engine reports as "facts skipped".
+
+        Every HTTP request is bounded by ``timeout`` seconds (``stores.timeout`` through
+        :func:`ctxplugin.connect`).
 
         Raises:
             ConfigError: ``url`` is not an ``http(s)://host[:port]`` URL.
@@ -137,13 +154,15 @@ class ChromaFactStore:
         ssl = parts.scheme == "https"
         port = parts.port or (443 if ssl else 8000)
         host = parts.hostname
+        # imported here, not on first use: importing chromadb takes seconds on a busy machine,
+        # which the first call's deadline is not meant to cover
+        import chromadb
+        from chromadb.config import Settings
 
         def connect() -> Any:
-            import chromadb
-            from chromadb.config import Settings
-
-            return chromadb.HttpClient(
-                host=host, port=port, ssl=ssl, headers=headers, settings=Settings(anonymized_telemetry=False)
+            settings = Settings(anonymized_telemetry=False)
+            return set_http_timeout(
+                chromadb.HttpClient(host=host, port=port, ssl=ssl, headers=headers, settings=settings), timeout
             )
 
         store = cls(connect, config=config, embedding=embedding)
@@ -173,6 +192,8 @@ class ChromaFactStore:
         if owned and client is not None and callable(getattr(client, "close", None)):
             client.close()
             _close_http_session(client)
+        if owned:
+            self._release()
 
     def __enter__(self) -> ChromaFactStore:
         return self

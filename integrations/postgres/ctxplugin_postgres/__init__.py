@@ -17,6 +17,7 @@ no code change in the agent.
 
 from ctxplugin_postgres._db import make_async_pool, make_pool
 from ctxplugin_postgres.cas import AsyncPostgresCASStore, PostgresCASStore
+from ctxplugin_postgres.health import check_dsn, check_server, ping
 from ctxplugin_postgres.jobs import JOB_STATES, Enqueued, JobState, SummaryJob, SummaryJobQueue
 from ctxplugin_postgres.locks import PostgresWriteLock
 from ctxplugin_postgres.migrations import LATEST, MIGRATIONS, Migration, migrate, schema_version
@@ -42,8 +43,11 @@ __all__ = [
     "SummaryJobQueue",
     "SummaryWorker",
     "__version__",
+    "check_dsn",
+    "check_server",
     "make_async_pool",
     "make_pool",
     "migrate",
+    "ping",
     "schema_version",
 ]

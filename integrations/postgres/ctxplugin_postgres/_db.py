@@ -9,6 +9,7 @@ share one core and differ in I/O alone.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Generator, Iterator, Mapping
 from contextlib import contextmanager
@@ -99,14 +100,43 @@ async def adrive(conn: psycopg.AsyncConnection[Any], plan: Plan[T]) -> T:
         return done.value  # type: ignore[no-any-return]
 
 
+def connection_options(timeout: float, name: str) -> dict[str, Any]:
+    """libpq settings that bound a connection's waits by ``timeout`` seconds.
+
+    ``connect_timeout`` bounds connecting (libpq counts whole seconds, at least 2);
+    ``statement_timeout`` makes the server cancel a statement that runs longer; TCP keepalives
+    and ``tcp_user_timeout`` drop a connection whose peer vanished (a host gone, a network cut)
+    instead of waiting on it. A server process that is stopped but whose host still answers
+    TCP is caught by none of these: the engine's guard (:mod:`ctxplugin.guard`) puts a deadline
+    on each call for that.
+    """
+    millis = max(1, int(timeout * 1000))
+    return {
+        "connect_timeout": max(2, math.ceil(timeout)),
+        "application_name": name,
+        "options": f"-c statement_timeout={millis}",
+        "keepalives": 1,
+        "keepalives_idle": max(1, math.ceil(timeout)),
+        "keepalives_interval": 1,
+        "keepalives_count": 3,
+        "tcp_user_timeout": millis,
+    }
+
+
 def _pool_options(min_size: int, max_size: int, timeout: float, name: str) -> dict[str, Any]:
-    """What both pool kinds are built with, unopened (the caller opens it as its kind allows)."""
+    """What both pool kinds are built with, unopened (the caller opens it as its kind allows).
+    ``timeout`` bounds the wait for a connection and, through :func:`connection_options`,
+    connecting and each statement."""
     return {
         "min_size": min_size,
         "max_size": max(max_size, min_size),
         "open": False,
         "timeout": timeout,
-        "kwargs": {"connect_timeout": CONNECT_TIMEOUT_S, "application_name": name},
+        # a failed reconnection is retried with growing delays, and the pool grows again only
+        # once it gives up: giving up after ``timeout`` lets it reconnect as soon as it is asked
+        # after an outage instead of seconds later
+        "reconnect_timeout": max(1.0, timeout),
+        "kwargs": connection_options(timeout, name),
         "name": name,
     }
 
@@ -169,7 +199,8 @@ def translated(what: str, schema: str) -> Iterator[None]:
         raise
     except PoolTimeout as exc:
         raise StoreUnavailableError(
-            f"Postgres {what} failed: no connection became available ({exc}); is the server up?"
+            f"Postgres {what} failed: no connection became available ({exc}); the server is "
+            "unreachable or refuses connections, or every pooled connection is busy"
         ) from exc
     except PoolClosed as exc:
         raise StoreError(f"Postgres {what} failed: the store is closed") from exc
@@ -227,6 +258,7 @@ __all__ = [
     "arun",
     "check_schema",
     "compose",
+    "connection_options",
     "drive",
     "is_retryable",
     "make_async_pool",

@@ -18,7 +18,7 @@ from contextlib import contextmanager
 import psycopg
 from psycopg_pool import ConnectionPool
 
-from ctxplugin.errors import InvalidInputError, StoreUnavailableError
+from ctxplugin.errors import InvalidInputError, StoreBusyError
 from ctxplugin_postgres._db import (
     DEFAULT_SCHEMA,
     POOL_TIMEOUT_S,
@@ -80,8 +80,9 @@ class PostgresWriteLock:
         """Hold the lock ``name`` for the ``with`` block (see :class:`ctxplugin.facts.WriteLock`).
 
         Raises:
-            StoreUnavailableError: Postgres is unreachable, or another holder kept the lock
-                longer than ``wait_s``.
+            StoreUnavailableError: Postgres is unreachable.
+            StoreBusyError: another holder kept the lock longer than ``wait_s`` (a
+                ``StoreUnavailableError`` too).
         """
         held: dict[str, int] = self._held.__dict__.setdefault("names", {})
         if held.get(name):
@@ -93,10 +94,12 @@ class PostgresWriteLock:
             return
         with translated("facts write lock", self.namespace), self.pool.connection() as conn, conn.transaction():
             conn.execute("SELECT set_config('lock_timeout', %s, true)", (f"{int(self.wait_s * 1000)}ms",))
+            # the pool's statement timeout would otherwise end the wait before lock_timeout does
+            conn.execute("SELECT set_config('statement_timeout', %s, true)", (f"{int(self.wait_s * 1000) + 1000}ms",))
             try:
                 conn.execute("SELECT pg_advisory_xact_lock(%s)", (lock_key(self.namespace, name),))
             except psycopg.errors.LockNotAvailable as exc:
-                raise StoreUnavailableError(
+                raise StoreBusyError(
                     f"facts write lock {name!r}: another process held it for more than {self.wait_s:g}s; "
                     "the write did not happen, retry it"
                 ) from exc

@@ -36,6 +36,9 @@ def deployment_env(dsn: str, schema: str, chroma_url: str, unused_path: str, col
         "CTXPLUGIN_FACTS__COLLECTION": collection,
         "CTXPLUGIN_PATH": unused_path,
         "ANONYMIZED_TELEMETRY": "False",
+        # several processes start their Chroma clients at once on a shared CI machine: the first
+        # connection is slow there, and these tests are about correctness, not outages
+        "CTXPLUGIN_STORES__TIMEOUT": "60",
     }
 
 

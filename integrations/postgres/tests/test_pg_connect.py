@@ -18,6 +18,7 @@ from ctxplugin import ContextConfig, ContextEngine, MissingDependencyError, Scop
 from ctxplugin.cas import SQLiteCASStore
 from ctxplugin.errors import RefNotFoundError
 from ctxplugin.facts import ChromaFactStore
+from ctxplugin.guard import unwrap
 
 pytestmark = [pytest.mark.postgres, pytest.mark.chroma_server]
 
@@ -69,9 +70,10 @@ def test_nothing_configured_means_embedded_stores(tmp_path: Path, monkeypatch: p
 def test_the_environment_moves_every_store_to_the_servers(server_env: None, tmp_path: Path) -> None:
     web, worker = ctxplugin.connect(), ContextEngine.from_config()  # two processes of one deployment
     try:
-        assert isinstance(web.cas, PostgresCASStore) and isinstance(worker.cas, PostgresCASStore)
-        assert isinstance(web.facts.store, ChromaFactStore)
-        assert isinstance(web.facts.lock, PostgresWriteLock) and web.facts.lock.pool is web.cas.pool
+        assert isinstance(unwrap(web.cas), PostgresCASStore) and isinstance(unwrap(worker.cas), PostgresCASStore)
+        assert isinstance(unwrap(web.facts.store), ChromaFactStore)
+        lock = unwrap(web.facts.lock)
+        assert isinstance(lock, PostgresWriteLock) and lock.pool is unwrap(web.cas).pool
         assert not (tmp_path / "unused").exists()  # nothing on local disk
 
         ref = _ref(web.capture_tool_result(ToolMessage(content=OUTPUT, tool_call_id="c1", name="issues"), scope=ALICE))
@@ -119,7 +121,7 @@ def test_the_answer_cache_follows_the_facts_to_the_server(chroma_server: Any, tm
 
     engine = ctxplugin.connect(ContextConfig(chroma_url=chroma_server.url, path=str(tmp_path), cache={"enabled": True}))
     try:
-        assert engine.cache is not None and isinstance(engine.cache.store, ChromaAnswerCacheStore)
+        assert engine.cache is not None and isinstance(unwrap(engine.cache.store), ChromaAnswerCacheStore)
         assert not (tmp_path / "chroma").exists()
     finally:
         _close(engine)

@@ -28,6 +28,7 @@ from langchain_core.tools import BaseTool, tool
 
 import ctxplugin
 from ctxplugin import ContextConfig, ContextEngine, ContextReport, Scope
+from ctxplugin.guard import unwrap
 from ctxplugin.testing import ScriptedChatModel, tool_call
 
 pytestmark = pytest.mark.postgres
@@ -126,7 +127,7 @@ def test_postgres_restart_during_a_run(pg_dsn: str, pg_schema: str, restartable:
     scope = Scope(session_id="restart-run")
     try:
         _, before = run_agent(engine, scope, "timeouts before")  # the pool is warm and the schema exists
-        cas = engine.cas
+        cas = unwrap(engine.cas)
         assert isinstance(cas, PostgresCASStore)
         started, opened = _postmaster_started(pg_dsn), cas.pool.get_stats()["connections_num"]
         restarted = threading.Event()
