@@ -242,6 +242,14 @@ class ContextConfig(BaseSettings):
     tools: ToolsConfig = Field(default_factory=ToolsConfig)
     facts: FactsConfig = Field(default_factory=FactsConfig)
     cache: CacheConfig = Field(default_factory=CacheConfig)
+    orphan_tool_results: Literal["raise", "drop", "pair"] = Field(
+        "raise",
+        description=(
+            "a tool result no earlier AI message asked for: raise (InvalidInputError that says how "
+            "to repair the thread), drop (leave it out of the view) or pair (put a stand-in AI "
+            "call before it); both repairs add a warning to the report"
+        ),
+    )
     path: str = Field(".ctxplugin", description="directory of the embedded stores")
     chroma_url: str | None = Field(None, description="Chroma server URL; embedded Chroma when unset")
     postgres_dsn: str | None = Field(None, description="Postgres DSN; embedded SQLite when unset")

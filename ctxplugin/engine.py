@@ -280,7 +280,7 @@ class ContextEngine:
             report.warnings.append(self._counter_note)
         start = time.perf_counter()
         with clock.stage("validate"):
-            valid, notes = validate(messages)
+            valid, notes = validate(messages, orphans=self.config.orphan_tool_results)
             report.warnings.extend(notes)
             header_parts, body = split_header(valid)
             report.messages_before = len(messages)

@@ -31,20 +31,20 @@ def test_a_bad_value_from_code_names_the_field_path() -> None:
 
 def test_code_wins_over_the_environment_in_the_message(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CTXPLUGIN_BUDGET__TOTAL", "abc")
-    with pytest.raises(ConfigError, match="CTXPLUGIN_BUDGET__TOTAL='abc'.*valid number"):
+    with pytest.raises(ConfigError, match=r"CTXPLUGIN_BUDGET__TOTAL='abc'.*valid number"):
         ContextConfig(budget={"history": 500})  # the total still comes from the environment
     assert ContextConfig(budget={"total": 5000}).budget.total == 5000, "a value in code is used instead"
 
 
 def test_a_choice_lists_the_allowed_values(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CTXPLUGIN_TOOLS__DIRECTORY", "sometimes")
-    with pytest.raises(ConfigError, match="CTXPLUGIN_TOOLS__DIRECTORY='sometimes'.*'auto', 'always' or 'never'"):
+    with pytest.raises(ConfigError, match=r"CTXPLUGIN_TOOLS__DIRECTORY='sometimes'.*'auto', 'always' or 'never'"):
         ContextConfig()
 
 
 def test_an_unknown_nested_name_suggests_the_setting(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CTXPLUGIN_BUDGET__TOTL", "4000")
-    with pytest.raises(ConfigError, match="CTXPLUGIN_BUDGET__TOTL.*did you mean 'total'"):
+    with pytest.raises(ConfigError, match=r"CTXPLUGIN_BUDGET__TOTL.*did you mean 'total'"):
         ContextConfig()
     with pytest.raises(ConfigError, match=r"cas\.summary_token: is not a setting; did you mean 'summary_tokens'"):
         ContextConfig(cas={"summary_token": 100})
@@ -52,7 +52,7 @@ def test_an_unknown_nested_name_suggests_the_setting(monkeypatch: pytest.MonkeyP
 
 def test_a_section_variable_without_json_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CTXPLUGIN_BUDGET", "total=4000")
-    with pytest.raises(ConfigError, match="CTXPLUGIN_BUDGET cannot be read.*JSON"):
+    with pytest.raises(ConfigError, match=r"CTXPLUGIN_BUDGET cannot be read.*JSON"):
         ContextConfig()
 
 
@@ -61,15 +61,15 @@ def test_sections_built_alone_raise_config_errors_with_their_full_path() -> None
         BudgetConfig(header=0)
     with pytest.raises(ConfigError, match=r"history\.summarizer\.queue_size=0: should be greater than or equal to 1"):
         HistoryConfig(summarizer={"queue_size": 0})
-    with pytest.raises(ConfigError, match="trimmed_exchanges \\(1\\) must be at least verbatim_exchanges \\(3\\)"):
+    with pytest.raises(ConfigError, match=r"trimmed_exchanges \(1\) must be at least verbatim_exchanges \(3\)"):
         HistoryConfig(trimmed_exchanges=1, verbatim_exchanges=3)
     with pytest.raises(ConfigError, match=r"tools\.binding='all'"):
-        ToolsConfig(binding="all")  # type: ignore[arg-type]
+        ToolsConfig(binding="all")
 
 
 def test_several_errors_are_all_named(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CTXPLUGIN_FACTS__K", "-1")
-    with pytest.raises(ConfigError, match="2 invalid ctxplugin settings") as raised:
+    with pytest.raises(ConfigError, match=r"2 invalid ctxplugin settings") as raised:
         ContextConfig(cache={"threshold": 2})
     assert "CTXPLUGIN_FACTS__K='-1'" in str(raised.value) and "cache.threshold=2" in str(raised.value)
 
@@ -85,7 +85,7 @@ def test_several_errors_are_all_named(monkeypatch: pytest.MonkeyPatch) -> None:
 )
 def test_a_variable_that_sets_nothing_warns_with_the_right_spelling(monkeypatch: pytest.MonkeyPatch, name: str, meant: str) -> None:
     monkeypatch.setenv(name, "8000")
-    with pytest.warns(ConfigWarning, match=f"{name} sets no ctxplugin setting.*did you mean {meant}\\?"):
+    with pytest.warns(ConfigWarning, match=rf"{name} sets no ctxplugin setting.*did you mean {meant}\\?"):
         config = ContextConfig()
     assert config.budget.total == 3000, "the stray variable changed nothing"
 
