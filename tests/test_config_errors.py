@@ -85,7 +85,7 @@ def test_several_errors_are_all_named(monkeypatch: pytest.MonkeyPatch) -> None:
 )
 def test_a_variable_that_sets_nothing_warns_with_the_right_spelling(monkeypatch: pytest.MonkeyPatch, name: str, meant: str) -> None:
     monkeypatch.setenv(name, "8000")
-    with pytest.warns(ConfigWarning, match=rf"{name} sets no ctxplugin setting.*did you mean {meant}\\?"):
+    with pytest.warns(ConfigWarning, match=rf"{name} sets no ctxplugin setting.*did you mean {meant}\?"):
         config = ContextConfig()
     assert config.budget.total == 3000, "the stray variable changed nothing"
 
