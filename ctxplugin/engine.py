@@ -666,7 +666,7 @@ class ContextEngine:
                 except StoreError as exc:
                     _degraded(report, scope, f"facts store unavailable; extraction skipped: {exc}")
             report.timings_ms = clock.timings
-            run.finish(outputs={"ref": report.ref_id or ""}, metadata=report.model_dump())
+            run.finish(outputs={"ref": report.ref_id or ""}, metadata=report.as_metadata())
         from ctxplugin.langchain import CAPTURE_EVENT, emit
 
         emit(CAPTURE_EVENT, report.model_dump())

@@ -187,6 +187,9 @@ def _select(
         is_json, value = parse_json(content) if content.lstrip()[:1] == "[" else (False, None)
         if is_json and isinstance(value, list):
             unit, values = "items", value
+        elif "\n" not in content.strip() and content.lstrip()[:1] == "{" and (obj := parse_json(content))[0]:
+            # a one-line JSON object has one line: page the lines of its indented form instead
+            unit, values = "lines", json.dumps(obj[1], ensure_ascii=False, indent=2).split("\n")
         else:
             values = content.split("\n")
             if len(values) > 1 and values[-1] == "":
