@@ -888,7 +888,9 @@ def _assemble(parts: Parts, placement: str) -> list[BaseMessage]:
         history.insert(at, facts_message)
     out.extend(history)
     if facts_message is not None and placement == "tail":
-        out.append(facts_message)
+        # calls still to be answered end the view: nothing may come between them and their results
+        pending = bool(out) and isinstance(out[-1], AIMessage) and bool(out[-1].tool_calls)
+        out.insert(len(out) - 1 if pending else len(out), facts_message)
     return out
 
 
