@@ -15,8 +15,11 @@ tokens. Whatever the input, the view ``prepare`` returns
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Sequence
-from hypothesis import HealthCheck, Phase, given, settings
+from typing import Any
+
+from hypothesis import HealthCheck, Phase, given, note, settings
 from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
@@ -25,7 +28,8 @@ from ctxplugin.testing import memory_engine
 from ctxplugin.tokens import content_text, count_messages
 
 SETTINGS = settings(
-    max_examples=30,
+    # CTXPLUGIN_TEST_EXAMPLES=500 explores further
+    max_examples=int(os.environ.get("CTXPLUGIN_TEST_EXAMPLES", "30")),
     deadline=None,
     database=None,
     # shrinking long conversations takes minutes; a failure prints the whole example instead
@@ -59,27 +63,45 @@ def tool_output(draw: st.DrawFn, name: str) -> tuple[str, str]:
     return "\n".join(f"10:{i // 60:02d}:{i % 60:02d} INFO {name} request {i} done" for i in range(size)), "success"
 
 
+def short(message: BaseMessage) -> str:
+    """One message in a few characters: what a failing example prints."""
+    text = content_text(message.content)
+    body = f"{text[:24]!r}" + (f"+{len(text) - 24}" if len(text) > 24 else "")
+    if isinstance(message, AIMessage) and message.tool_calls:
+        body += " calls=" + ",".join(str(c["id"]) for c in message.tool_calls)
+    if isinstance(message, ToolMessage):
+        body = f"{message.tool_call_id}:{message.status}:{body}"
+    return f"{type(message).__name__[:-7] or 'Human'}({body})"
+
+
+class Conversation(list[BaseMessage]):
+    """A generated conversation that prints short (hypothesis prints failing examples)."""
+
+    def __repr__(self) -> str:
+        return "[" + ", ".join(short(m) for m in self) + "]"
+
+
 @st.composite
-def conversations(draw: st.DrawFn) -> list[BaseMessage]:
+def conversations(draw: st.DrawFn) -> Conversation:
     counter = iter(range(10_000))
 
     def mid() -> str:
         return f"m{next(counter)}"
 
-    messages: list[BaseMessage] = []
+    messages = Conversation()
     if draw(st.booleans()):
         messages.append(SystemMessage(content="You are a travel agent. " + draw(text()), id=mid()))
     turns = draw(st.integers(1, 7))
     for turn in range(turns):
         messages.append(HumanMessage(content=draw(text()), id=mid()))
         for step in range(draw(st.integers(0, 3))):
-            names = draw(st.lists(st.sampled_from(TOOLS), min_size=1, max_size=3))
+            names: list[str] = draw(st.lists(st.sampled_from(TOOLS), min_size=1, max_size=3))
             calls = [{"name": n, "args": {"q": draw(text(most=3))}, "id": f"call-{turn}-{step}-{i}", "type": "tool_call"}
                      for i, n in enumerate(names)]
             messages.append(AIMessage(content=draw(st.sampled_from(["", "Let me check."])), tool_calls=calls, id=mid()))
-            answered = [c for c in calls if draw(st.integers(0, 5)) > 0]  # now and then a result is missing
+            answered: list[dict[str, Any]] = [c for c in calls if draw(st.integers(0, 5)) > 0]  # now and then a result is missing
             for call in draw(st.permutations(answered)):
-                content, status = draw(tool_output(call["name"]))
+                content, status = draw(tool_output(str(call["name"])))
                 messages.append(ToolMessage(content=content, tool_call_id=call["id"], name=call["name"], status=status, id=mid()))
             if draw(st.integers(0, 6)) == 0:
                 messages.append(SystemMessage(content="Note: " + draw(text()), id=mid()))
@@ -124,6 +146,7 @@ def test_every_view_is_valid_ordered_within_budget_and_keeps_the_latest_question
     before = [m.model_copy(deep=True) for m in messages]
     prepared = engine.prepare(messages, scope=Scope(session_id="props"))
     view, report = prepared.messages, prepared.report
+    note(f"view: {Conversation(view)!r}\nwarnings: {report.warnings}")
     assert messages == before, "the caller's messages are never changed"
 
     assert provider_problems(view) == []
@@ -142,7 +165,7 @@ def test_every_view_is_valid_ordered_within_budget_and_keeps_the_latest_question
         assert any("budget" in w for w in report.warnings), report.warnings
 
     # the latest user message is there, unchanged
-    latest = next((m for m in reversed(messages) if isinstance(m, HumanMessage)))
+    latest = next(m for m in reversed(messages) if isinstance(m, HumanMessage))
     kept = [m for m in view if isinstance(m, HumanMessage) and m.id == latest.id]
     assert kept and content_text(kept[0].content) == content_text(latest.content), "the latest user message was lost"
 
