@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import warnings
-from typing import Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -32,15 +32,17 @@ class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid")
     _path: ClassVar[tuple[str, ...]] = ()
 
-    def __init__(self, /, **data: Any) -> None:
-        try:
-            super().__init__(**data)
-        except ValidationError as exc:
-            raise ConfigError(describe(exc, root=type(self), prefix=self._path, values=data)) from exc
+    if not TYPE_CHECKING:  # type checkers keep the typed signature of each section's fields
 
-    # Inside ContextConfig a section is validated as a field, not built through __init__:
-    # the error then names the environment variable it came from.
-    __init__.__pydantic_base_init__ = True  # type: ignore[attr-defined]
+        def __init__(self, /, **data: Any) -> None:
+            try:
+                super().__init__(**data)
+            except ValidationError as exc:
+                raise ConfigError(describe(exc, root=type(self), prefix=self._path, values=data)) from exc
+
+        # Inside ContextConfig a section is validated as a field, not built through __init__:
+        # the error then names the environment variable it came from.
+        __init__.__pydantic_base_init__ = True
 
 
 class BudgetConfig(_Section):
@@ -257,24 +259,26 @@ class ContextConfig(BaseSettings):
         "public", pattern=r"^[a-z_][a-z0-9_]{0,62}$", description="Postgres schema holding the ctxplugin tables"
     )
 
-    def __init__(self, /, **values: Any) -> None:
-        """Read ``values``, then ``CTXPLUGIN_*`` variables for what they leave unset.
+    if not TYPE_CHECKING:  # type checkers keep the typed signature of the fields
 
-        Raises:
-            ConfigError: a value is invalid; the message names the environment variable when
-                the value came from one (``CTXPLUGIN_BUDGET__TOTAL``), else the field path
-                (``budget.total``), and says what is allowed.
+        def __init__(self, /, **values: Any) -> None:
+            """Read ``values``, then ``CTXPLUGIN_*`` variables for what they leave unset.
 
-        Warns:
-            ConfigWarning: a ``CTXPLUGIN_*`` variable sets nothing (e.g. ``CTXPLUGIN_BUDGET_TOTAL``
-                for ``CTXPLUGIN_BUDGET__TOTAL``); the warning names the likely spelling.
-        """
-        environ = dict(os.environ)
-        for text in unknown_variables(type(self), environ):
-            warnings.warn(text, ConfigWarning, stacklevel=2)
-        try:
-            super().__init__(**values)
-        except ValidationError as exc:
-            raise ConfigError(describe(exc, root=type(self), values=values, environ=environ)) from exc
-        except SettingsError as exc:  # a variable that holds no valid JSON for a section or list
-            raise ConfigError(settings_error(str(exc))) from exc
+            Raises:
+                ConfigError: a value is invalid; the message names the environment variable when
+                    the value came from one (``CTXPLUGIN_BUDGET__TOTAL``), else the field path
+                    (``budget.total``), and says what is allowed.
+
+            Warns:
+                ConfigWarning: a ``CTXPLUGIN_*`` variable sets nothing (e.g. ``CTXPLUGIN_BUDGET_TOTAL``
+                    for ``CTXPLUGIN_BUDGET__TOTAL``); the warning names the likely spelling.
+            """
+            environ = dict(os.environ)
+            for text in unknown_variables(type(self), environ):
+                warnings.warn(text, ConfigWarning, stacklevel=2)
+            try:
+                super().__init__(**values)
+            except ValidationError as exc:
+                raise ConfigError(describe(exc, root=type(self), values=values, environ=environ)) from exc
+            except SettingsError as exc:  # a variable that holds no valid JSON for a section or list
+                raise ConfigError(settings_error(str(exc))) from exc
