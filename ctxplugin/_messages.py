@@ -98,7 +98,10 @@ def validate(
                 if not call_id:
                     raise InvalidInputError(f"message {index} has a tool call without an id: {call['name']!r}")
                 pending[call_id] = call["name"]
-    # Calls at the very end are the ones the agent is about to run: no placeholder there.
+    # Calls at the very end are the ones the agent is about to run: no placeholder there. Once
+    # some of them have results the tools have run, and the model must see every call answered.
+    if pending and isinstance(out[-1], ToolMessage):
+        _close_pending(out, pending, warnings)
     return out, warnings
 
 

@@ -111,3 +111,19 @@ def test_the_mode_is_read_from_the_environment(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setenv("CTXPLUGIN_ORPHAN_TOOL_RESULTS", "fix")
     with pytest.raises(ValueError, match=r"CTXPLUGIN_ORPHAN_TOOL_RESULTS='fix'.*'raise', 'drop' or 'pair'"):
         ContextConfig()
+
+
+def test_a_last_group_with_some_results_gets_placeholders_for_the_others() -> None:
+    """The tools have run (some results are in): every call of the group must be answered."""
+    messages: list[BaseMessage] = [
+        HumanMessage(content="two things"),
+        AIMessage(content="", tool_calls=[{"name": "a", "args": {}, "id": "c1"}, {"name": "b", "args": {}, "id": "c2"}]),
+        ToolMessage(content="B", tool_call_id="c2", name="b"),
+    ]
+    out, notes = validate(messages)
+    assert [m.tool_call_id for m in out if isinstance(m, ToolMessage)] == ["c2", "c1"]
+    assert "'c1' (a) had no result" in notes[0]
+    untouched, none = validate(messages[:2])
+    assert len(untouched) == 2 and none == [], "calls with no result yet are the ones about to run"
+    prepared = memory_engine().prepare(messages, scope=SCOPE)
+    assert_valid(prepared.messages)
