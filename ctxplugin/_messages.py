@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from langchain_core.messages import (
     AIMessage,
@@ -21,16 +21,32 @@ META_KEY = "ctxplugin"
 
 MISSING_RESULT = "[no result was recorded for this tool call]"
 
+OrphanRepair = Literal["raise", "drop", "pair"]
+"""What to do with a tool result no earlier AI message asked for (``orphan_tool_results``)."""
 
-def validate(messages: Sequence[BaseMessage]) -> tuple[list[BaseMessage], list[str]]:
+REPAIR_HINT = (
+    "Remove that message from the thread's state (for a LangGraph thread: "
+    "graph.update_state(config, {{'messages': [RemoveMessage(id={id!r})]}})), or let ctxplugin "
+    "repair the view on every call with ContextConfig(orphan_tool_results='pair') (keeps the "
+    "result, after a stand-in call) or 'drop' (leaves it out of the view); "
+    "CTXPLUGIN_ORPHAN_TOOL_RESULTS sets the same from the environment."
+)
+
+
+def validate(
+    messages: Sequence[BaseMessage], *, orphans: OrphanRepair = "raise"
+) -> tuple[list[BaseMessage], list[str]]:
     """Check a conversation and return a valid copy plus warnings.
 
     AI tool calls without a result get a placeholder ``ToolMessage`` (the agent may have been
-    interrupted); a tool result without a matching call is an error, as is anything that is not
-    a ``BaseMessage``.
+    interrupted); a tool result without a matching call (an orphan) is an error unless
+    ``orphans`` asks for a repair — ``"drop"`` leaves it out of the view, ``"pair"`` puts a
+    stand-in AI message that makes the call before it — each with a warning. Anything that is
+    not a ``BaseMessage`` is an error.
 
     Raises:
-        InvalidInputError: empty input, a non-message item, or an orphan tool result.
+        InvalidInputError: empty input, a non-message item, or an orphan tool result while
+            ``orphans`` is ``"raise"`` (the message says how to repair the thread).
     """
     if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
         raise InvalidInputError(
@@ -41,6 +57,8 @@ def validate(messages: Sequence[BaseMessage]) -> tuple[list[BaseMessage], list[s
     out: list[BaseMessage] = []
     warnings: list[str] = []
     pending: dict[str, str] = {}  # tool_call_id -> tool name, awaiting results
+    group = 0  # index in ``out`` of the AI message whose results are pending
+    answered: set[str] = set()
     for index, message in enumerate(messages):
         if not isinstance(message, BaseMessage):
             raise InvalidInputError(
@@ -48,24 +66,53 @@ def validate(messages: Sequence[BaseMessage]) -> tuple[list[BaseMessage], list[s
             )
         if isinstance(message, ToolMessage):
             if message.tool_call_id not in pending:
-                raise InvalidInputError(
-                    f"message {index} is a tool result for tool_call_id={message.tool_call_id!r}, "
-                    "but no earlier AI message made that call"
+                problem = f"message {index} is a tool result for tool_call_id={message.tool_call_id!r}, " + (
+                    "but that call was already answered"
+                    if message.tool_call_id in answered
+                    else "but no earlier AI message made that call"
                 )
+                if orphans == "raise":
+                    raise InvalidInputError(f"{problem}. {REPAIR_HINT.format(id=message.id or '<its id>')}")
+                if orphans == "drop" or message.tool_call_id in answered:
+                    # a second result for an answered call cannot be paired: call ids are unique
+                    warnings.append(f"{problem}; it was left out of the view (orphan_tool_results={orphans!r})")
+                    continue
+                # before the AI message whose results are still coming, so those stay adjacent
+                at = group if pending else len(out)
+                out[at:at] = [_stand_in_call(message), message]
+                answered.add(message.tool_call_id)
+                group += 2 if pending else 0
+                warnings.append(f"{problem}; a stand-in call was put before it (orphan_tool_results='pair')")
+                continue
             pending.pop(message.tool_call_id)
+            answered.add(message.tool_call_id)
             out.append(message)
             continue
         if pending:
             _close_pending(out, pending, warnings)
         out.append(message)
         if isinstance(message, AIMessage):
+            group = len(out) - 1
             for call in message.tool_calls:
                 call_id = call.get("id")
                 if not call_id:
                     raise InvalidInputError(f"message {index} has a tool call without an id: {call['name']!r}")
                 pending[call_id] = call["name"]
-    # Calls at the very end are the ones the agent is about to run: no placeholder there.
+    # Calls at the very end are the ones the agent is about to run: no placeholder there. Once
+    # some of them have results the tools have run, and the model must see every call answered.
+    if pending and isinstance(out[-1], ToolMessage):
+        _close_pending(out, pending, warnings)
     return out, warnings
+
+
+def _stand_in_call(orphan: ToolMessage) -> AIMessage:
+    """An AI message that makes the call an orphan tool result answers (marked as a repair)."""
+    name = orphan.name or "unknown_tool"
+    return AIMessage(
+        content="",
+        tool_calls=[{"name": name, "args": {}, "id": orphan.tool_call_id, "type": "tool_call"}],
+        additional_kwargs={META_KEY: {"repaired": "stand-in call for a tool result without one"}},
+    )
 
 
 def _close_pending(out: list[BaseMessage], pending: dict[str, str], warnings: list[str]) -> None:

@@ -287,19 +287,36 @@ def expand(
     user: Annotated[str | None, typer.Option(help="user id of the scope")] = None,
     workspace: Annotated[str | None, typer.Option(help="workspace id of the scope")] = None,
     tenant: Annotated[str | None, typer.Option(help="tenant id of the scope")] = None,
-    offset: Annotated[int, typer.Option(help="first JSON array item or line")] = 0,
+    fields: Annotated[
+        list[str] | None,
+        typer.Option("--fields", "--field", help="JSON path to select, e.g. 'items[*].id' (repeat for several)"),
+    ] = None,
+    pattern: Annotated[str | None, typer.Option(help="keep only lines or items that contain this text (any case)")] = None,
+    regex: Annotated[bool, typer.Option("--regex", help="read --pattern as a regular expression")] = False,
+    offset: Annotated[int, typer.Option(help="first JSON array item or line (of the matches, with --pattern)")] = 0,
     limit: Annotated[int | None, typer.Option(help="how many items or lines")] = None,
 ) -> None:
-    """Print the stored original of a ref from an embedded store."""
-    from ctxplugin.engine import ContextEngine
+    """Print the stored original of a ref from an embedded store, or the part selected by
+    --fields, --pattern and --offset/--limit (the options of the model's expand_ref tool).
+
+    Items of a JSON array are the units of --offset/--limit; otherwise lines, and a JSON object
+    on one line is paged by the lines of its indented form."""
+    from ctxplugin.cas.expand import expand as expand_ref
+    from ctxplugin.cas.sqlite import SQLiteCASStore
     from ctxplugin.scope import Scope
 
     if not path.is_dir():
         _fail(f"no store at {path} (pass --path, the directory given to ContextEngine.embedded)")
     try:
-        engine = ContextEngine.embedded(path)
-        scope = Scope(session_id=session, user_id=user, workspace_id=workspace, tenant_id=tenant)
-        text = engine.expand_ref(ref, scope=scope, offset=offset, limit=limit)
+        # the CAS file of ContextEngine.embedded(path); reading a ref needs nothing else
+        store = SQLiteCASStore(path / "cas.sqlite3")
+        try:
+            scope = Scope(session_id=session, user_id=user, workspace_id=workspace, tenant_id=tenant)
+            text = expand_ref(
+                store, ref, scope, fields=fields, offset=offset, limit=limit, pattern=pattern, regex=regex
+            )
+        finally:
+            store.close()
     except CtxpluginError as exc:
         _fail(f"{ref}: {exc}")
     sys.stdout.write(text if text.endswith("\n") else text + "\n")

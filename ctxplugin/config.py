@@ -6,13 +6,17 @@ Nested fields use ``__`` in environment names, e.g. ``CTXPLUGIN_BUDGET__TOTAL=80
 
 from __future__ import annotations
 
+import os
+import warnings
 from contextlib import suppress
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings.exceptions import SettingsError
 
-from ctxplugin.errors import ConfigError
+from ctxplugin._config_errors import describe, settings_error, unknown_variables
+from ctxplugin.errors import ConfigError, ConfigWarning
 
 Section = Literal["header", "history", "facts", "summaries"]
 SECTIONS: tuple[Section, ...] = ("header", "history", "facts", "summaries")
@@ -22,7 +26,27 @@ SECTION_SHARES: dict[Section, float] = {"header": 0.2, "history": 1 / 3, "facts"
 """What a section not set gets, as a share of the total: 600, 1,000, 800 and 600 of 3,000."""
 
 
-class BudgetConfig(BaseModel):
+class _Section(BaseModel):
+    """A section of :class:`ContextConfig`; built on its own, a bad value raises
+    :class:`ConfigError` naming the setting's full path (``budget.total``)."""
+
+    model_config = ConfigDict(extra="forbid")
+    _path: ClassVar[tuple[str, ...]] = ()
+
+    if not TYPE_CHECKING:  # type checkers keep the typed signature of each section's fields
+
+        def __init__(self, /, **data: Any) -> None:
+            try:
+                super().__init__(**data)
+            except ValidationError as exc:
+                raise ConfigError(describe(exc, root=type(self), prefix=self._path, values=data)) from exc
+
+        # Inside ContextConfig a section is validated as a field, not built through __init__:
+        # the error then names the environment variable it came from.
+        __init__.__pydantic_base_init__ = True
+
+
+class BudgetConfig(_Section):
     """Token budgets per section of the prepared view.
 
     Values above 1 are tokens. Values in (0, 1] are shares of the model's context window
@@ -31,7 +55,7 @@ class BudgetConfig(BaseModel):
     total gives every section more room.
     """
 
-    model_config = ConfigDict(extra="forbid")
+    _path = ("budget",)
 
     total: float = 3000
     header: float | None = None
@@ -40,13 +64,14 @@ class BudgetConfig(BaseModel):
     summaries: float | None = None
     context_window: int | None = None
 
-    @model_validator(mode="after")
-    def _check(self) -> BudgetConfig:
-        for name in ("total", *SECTIONS):
-            value = getattr(self, name)
-            if value is not None and value <= 0:
-                raise ConfigError(f"budget.{name} must be positive, got {value}")
-        return self
+    @field_validator("total", *SECTIONS)
+    @classmethod
+    def _positive(cls, value: float | None) -> float | None:
+        if value is not None and value <= 0:
+            raise ConfigError(
+                "must be positive: a token count above 1, or a share of the context window in (0, 1]"
+            )
+        return value
 
     def resolve(self, context_window: int | None = None) -> dict[str, int]:
         """Budgets in tokens; shares are resolved against ``context_window``, and sections left
@@ -70,11 +95,11 @@ class BudgetConfig(BaseModel):
         return out
 
 
-class SummarizerConfig(BaseModel):
+class SummarizerConfig(_Section):
     """Quotas of the optional background summarizer (seed 004 §7.2); tokens count prompt and
     answer."""
 
-    model_config = ConfigDict(extra="forbid")
+    _path = ("history", "summarizer")
 
     queue_size: int = Field(256, ge=1, description="pending summaries at most; more are dropped and asked again later")
     session_tokens: int = Field(5000, ge=0, description="summarizer tokens per session")
@@ -83,10 +108,10 @@ class SummarizerConfig(BaseModel):
     max_attempts: int = Field(3, ge=1, description="tries per text before the zero-LLM gist is final")
 
 
-class HistoryConfig(BaseModel):
+class HistoryConfig(_Section):
     """Progressive compression by age (in exchanges)."""
 
-    model_config = ConfigDict(extra="forbid")
+    _path = ("history",)
 
     enabled: bool = True
     verbatim_exchanges: int = Field(2, ge=0)
@@ -112,14 +137,17 @@ class HistoryConfig(BaseModel):
     @model_validator(mode="after")
     def _order(self) -> HistoryConfig:
         if self.trimmed_exchanges < self.verbatim_exchanges:
-            raise ConfigError("history.trimmed_exchanges must be >= history.verbatim_exchanges")
+            raise ConfigError(
+                f"trimmed_exchanges ({self.trimmed_exchanges}) must be at least verbatim_exchanges "
+                f"({self.verbatim_exchanges}): exchanges are trimmed after they stop being verbatim"
+            )
         return self
 
 
-class CASConfig(BaseModel):
+class CASConfig(_Section):
     """Tool outputs into the content-addressable store."""
 
-    model_config = ConfigDict(extra="forbid")
+    _path = ("cas",)
 
     enabled: bool = True
     passthrough_tokens: int = Field(250, ge=0, description="outputs at or below this pass through unchanged")
@@ -134,10 +162,10 @@ class CASConfig(BaseModel):
     )
 
 
-class ToolsConfig(BaseModel):
+class ToolsConfig(_Section):
     """Names-only tool directory with lazy schema loading."""
 
-    model_config = ConfigDict(extra="forbid")
+    _path = ("tools",)
 
     directory: Literal["auto", "always", "never"] = "auto"
     min_tools: int = Field(8, ge=1, description="auto mode: use the directory from this many tools")
@@ -163,10 +191,10 @@ class ToolsConfig(BaseModel):
 FactsStrategy = Literal["recent", "important", "balanced"]
 
 
-class FactsConfig(BaseModel):
+class FactsConfig(_Section):
     """Facts ledger."""
 
-    model_config = ConfigDict(extra="forbid")
+    _path = ("facts",)
 
     enabled: bool = True
     extract: bool = True
@@ -197,10 +225,10 @@ class FactsConfig(BaseModel):
     max_per_message: int = Field(8, ge=0, description="facts extracted from one message at most")
 
 
-class CacheConfig(BaseModel):
+class CacheConfig(_Section):
     """Semantic answer cache (off by default)."""
 
-    model_config = ConfigDict(extra="forbid")
+    _path = ("cache",)
 
     enabled: bool = False
     threshold: float = Field(0.97, gt=0, le=1)
@@ -318,6 +346,14 @@ class ContextConfig(BaseSettings):
     facts: FactsConfig = Field(default_factory=FactsConfig)
     cache: CacheConfig = Field(default_factory=CacheConfig)
     stores: StoresConfig = Field(default_factory=StoresConfig)
+    orphan_tool_results: Literal["raise", "drop", "pair"] = Field(
+        "raise",
+        description=(
+            "a tool result no earlier AI message asked for: raise (InvalidInputError that says how "
+            "to repair the thread), drop (leave it out of the view) or pair (put a stand-in AI "
+            "call before it); both repairs add a warning to the report"
+        ),
+    )
     path: str = Field(".ctxplugin", description="directory of the embedded stores")
     chroma_url: str | None = Field(None, description="Chroma server URL; embedded Chroma when unset")
     postgres_dsn: str | None = Field(None, description="Postgres DSN; embedded SQLite when unset")
@@ -331,3 +367,26 @@ class ContextConfig(BaseSettings):
         if isinstance(data, dict) and data.get("mode", "whole") == "whole":
             return _whole_preset(data)
         return data
+    if not TYPE_CHECKING:  # type checkers keep the typed signature of the fields
+
+        def __init__(self, /, **values: Any) -> None:
+            """Read ``values``, then ``CTXPLUGIN_*`` variables for what they leave unset.
+
+            Raises:
+                ConfigError: a value is invalid; the message names the environment variable when
+                    the value came from one (``CTXPLUGIN_BUDGET__TOTAL``), else the field path
+                    (``budget.total``), and says what is allowed.
+
+            Warns:
+                ConfigWarning: a ``CTXPLUGIN_*`` variable sets nothing (e.g. ``CTXPLUGIN_BUDGET_TOTAL``
+                    for ``CTXPLUGIN_BUDGET__TOTAL``); the warning names the likely spelling.
+            """
+            environ = dict(os.environ)
+            for text in unknown_variables(type(self), environ):
+                warnings.warn(text, ConfigWarning, stacklevel=2)
+            try:
+                super().__init__(**values)
+            except ValidationError as exc:
+                raise ConfigError(describe(exc, root=type(self), values=values, environ=environ)) from exc
+            except SettingsError as exc:  # a variable that holds no valid JSON for a section or list
+                raise ConfigError(settings_error(str(exc))) from exc

@@ -283,7 +283,7 @@ class ContextEngine:
             report.warnings.append(self._counter_note)
         start = time.perf_counter()
         with clock.stage("validate"):
-            valid, notes = validate(messages)
+            valid, notes = validate(messages, orphans=self.config.orphan_tool_results)
             report.warnings.extend(notes)
             header_parts, body = split_header(valid)
             report.messages_before = len(messages)
@@ -724,7 +724,7 @@ class ContextEngine:
                     self._unsee([tool_message], scope)
                     _degraded(report, scope, f"facts store unavailable; extraction skipped: {exc}")
             report.timings_ms = clock.timings
-            run.finish(outputs={"ref": report.ref_id or ""}, metadata=report.model_dump())
+            run.finish(outputs={"ref": report.ref_id or ""}, metadata=report.as_metadata())
         emit(CAPTURE_EVENT, report.model_dump())
         return result, report
 
@@ -999,7 +999,9 @@ def _assemble(parts: Parts, placement: str) -> list[BaseMessage]:
         history.insert(at, facts_message)
     out.extend(history)
     if facts_message is not None and placement == "tail":
-        out.append(facts_message)
+        # calls still to be answered end the view: nothing may come between them and their results
+        pending = bool(out) and isinstance(out[-1], AIMessage) and bool(out[-1].tool_calls)
+        out.insert(len(out) - 1 if pending else len(out), facts_message)
     return out
 
 

@@ -19,6 +19,11 @@ class ConfigError(CtxpluginError, ValueError):
     """A configuration value is invalid."""
 
 
+class ConfigWarning(UserWarning):
+    """A configuration that is valid but probably not what was meant (an environment variable
+    that sets nothing, for instance)."""
+
+
 class StoreError(CtxpluginError, RuntimeError):
     """A backing store (SQLite, Chroma, Postgres) failed."""
 

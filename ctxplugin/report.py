@@ -104,6 +104,21 @@ class CaptureReport(BaseModel):
     timings_ms: dict[str, float] = Field(default_factory=dict)
     warnings: list[str] = Field(default_factory=list)
 
+    def as_metadata(self) -> dict[str, Any]:
+        """Flat, JSON-friendly summary for trace metadata, with the same ``ctxplugin.*`` keys
+        as :meth:`ContextReport.as_metadata`."""
+        return {
+            "ctxplugin.session_id": self.session_id,
+            "ctxplugin.tool_call_id": self.tool_call_id,
+            "ctxplugin.ref_id": self.ref_id,
+            "ctxplugin.passthrough": self.passthrough,
+            "ctxplugin.original_tokens": self.original_tokens,
+            "ctxplugin.compact_tokens": self.compact_tokens,
+            "ctxplugin.facts_extracted": self.facts_extracted,
+            "ctxplugin.timings_ms": {k: round(v, 3) for k, v in self.timings_ms.items()},
+            "ctxplugin.warnings": self.warnings,
+        }
+
 
 class RunSummary(BaseModel):
     """Totals over many prepared calls (what a callback handler accumulates)."""

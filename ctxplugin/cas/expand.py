@@ -197,6 +197,9 @@ def _select(
             unit, values = "items", value
         elif is_json and isinstance(value, dict) and matcher is not None:
             unit, (labels, values) = "items", _records_of(value)
+        elif is_json and isinstance(value, dict) and "\n" not in content.strip():
+            # a one-line JSON object has one line: page the lines of its indented form instead
+            unit, values = "lines", json.dumps(value, ensure_ascii=False, indent=2).split("\n")
         else:
             values = content.split("\n")
             if len(values) > 1 and values[-1] == "":

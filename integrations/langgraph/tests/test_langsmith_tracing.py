@@ -59,7 +59,12 @@ def test_prepare_and_capture_runs_arrive_nested_with_metadata(langsmith_sink: tu
     meta = prepares[-1]["extra"]["metadata"]
     assert meta["ctxplugin.tokens_before"] >= meta["ctxplugin.tokens_after"] > 0
     assert meta["ctxplugin.refs_used"] == 1
-    assert captures[0]["extra"]["metadata"]["ref_id"].startswith("ref:")
+    captured = captures[0]["extra"]["metadata"]
+    assert captured["ctxplugin.ref_id"].startswith("ref:")
+    assert captured["ctxplugin.session_id"] == meta["ctxplugin.session_id"] == "traced"
+    assert captured["ctxplugin.original_tokens"] > captured["ctxplugin.compact_tokens"] > 0
+    ours = [k for run in prepares + captures for k in run["extra"]["metadata"] if k.startswith(("ctxplugin", "ref_", "session_", "warn"))]
+    assert ours and all(k.startswith("ctxplugin.") for k in ours), "one key convention for every ctxplugin run"
 
 
 def test_nothing_is_sent_when_tracing_is_off(langsmith_sink: tuple[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,0 +1,177 @@
+"""Configuration errors a user can act on.
+
+pydantic reports a bad value by its field path (``budget.total``); a user who set
+``CTXPLUGIN_BUDGET__TOTAL`` should read that name, the value they gave and what is allowed.
+This module turns a ``ValidationError`` into that text, and finds ``CTXPLUGIN_*`` environment
+variables that set nothing (``CTXPLUGIN_BUDGET_TOTAL``, one underscore short of a nested
+setting) so they do not go unnoticed.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+import types
+import typing
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+PREFIX = "CTXPLUGIN_"
+DELIMITER = "__"
+
+NOT_SETTINGS_PREFIXES = ("CTXPLUGIN_TEST_",)
+"""Variables under these prefixes belong to the test suite, not to :class:`ContextConfig`."""
+
+_VALUE_ERROR = "Value error, "
+
+
+def _section(annotation: Any) -> type[BaseModel] | None:
+    """The model class a field holds (``X`` or ``X | None``), if any."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        models = [a for a in typing.get_args(annotation) if isinstance(a, type) and issubclass(a, BaseModel)]
+        return models[0] if len(models) == 1 else None
+    return None
+
+
+def _paths(model: type[BaseModel], parent: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], type[BaseModel] | None]]:
+    for name, field in model.model_fields.items():
+        path = (*parent, name)
+        section = _section(field.annotation)
+        yield path, section
+        if section is not None:
+            yield from _paths(section, path)
+
+
+def env_name(path: tuple[str, ...]) -> str:
+    """The environment variable that sets the field at ``path``."""
+    return PREFIX + DELIMITER.join(path).upper()
+
+
+def env_names(root: type[BaseModel]) -> dict[str, tuple[str, ...]]:
+    """Every variable that sets something, mapped to the field path it sets."""
+    return {env_name(path): path for path, _ in _paths(root)}
+
+
+def _squashed(name: str) -> str:
+    return name.replace("_", "")
+
+
+def unknown_variables(root: type[BaseModel], environ: Mapping[str, str]) -> list[str]:
+    """One sentence per ``CTXPLUGIN_*`` variable that sets nothing, naming the likely intended
+    spelling."""
+    known = env_names(root)
+    # an unknown name inside a section fails validation (extra settings are forbidden)
+    sections = tuple(env_name(path) + DELIMITER for path, section in _paths(root) if section is not None)
+    squashed = {_squashed(name): name for name in known}
+    out = []
+    for name in sorted(environ):
+        upper = name.upper()
+        if not upper.startswith(PREFIX) or upper in known or upper.startswith((*NOT_SETTINGS_PREFIXES, *sections)):
+            continue
+        guess = squashed.get(_squashed(upper)) or next(iter(difflib.get_close_matches(upper, known, n=1, cutoff=0.8)), None)
+        hint = f"did you mean {guess}? " if guess else ""
+        out.append(
+            f"environment variable {name} sets no ctxplugin setting and is ignored; {hint}"
+            f"nested settings are joined with a double underscore, e.g. {env_name(('budget', 'total'))}"
+        )
+    return out
+
+
+def settings_error(message: str) -> str:
+    """pydantic-settings' message for a variable it cannot parse, naming the variable."""
+    match = re.search(r'field "(\w+)"', message)
+    if match is None:
+        return message
+    name = env_name((match.group(1),))
+    return f"environment variable {name} cannot be read: a section or a list set from the environment takes JSON, e.g. {name}='{{...}}' ({message})"
+
+
+def _given(values: Mapping[str, Any], path: tuple[str | int, ...]) -> bool:
+    """Whether the field at ``path`` (or a section above it) was passed in code."""
+    current: Any = values
+    for part in path:
+        if isinstance(current, BaseModel):
+            current = current.__dict__
+        if not isinstance(current, Mapping) or part not in current:
+            return False
+        current = current[part]
+    return True
+
+
+def _from_env(path: tuple[str, ...], values: Mapping[str, Any], environ: Mapping[str, str]) -> str | None:
+    """The variable that supplied the value at ``path``, when the environment did."""
+    if not path or _given(values, path):
+        return None
+    upper = {k.upper(): k for k in environ}
+    for n in range(len(path), 0, -1):  # the most specific variable wins, as in pydantic-settings
+        name = upper.get(env_name(path[:n]))
+        if name is not None:
+            return name
+    return None
+
+
+def _allowed(error: Mapping[str, Any], model: type[BaseModel] | None, leaf: str) -> str:
+    message = str(error["msg"])
+    if error["type"] == "extra_forbidden":
+        fields = list(model.model_fields) if model is not None else []
+        close = difflib.get_close_matches(leaf, fields, n=1)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        return f"is not a setting; {hint}the settings here are {', '.join(fields)}"
+    if message.startswith(_VALUE_ERROR):
+        return message[len(_VALUE_ERROR):]
+    if message.startswith("Input should"):
+        return "should" + message[len("Input should"):]
+    return message[:1].lower() + message[1:]
+
+
+def _model_at(root: type[BaseModel], path: tuple[str | int, ...]) -> type[BaseModel] | None:
+    model: type[BaseModel] | None = root
+    for part in path:
+        if model is None or not isinstance(part, str) or part not in model.model_fields:
+            return None
+        model = _section(model.model_fields[part].annotation)
+    return model
+
+
+def describe(
+    exc: ValidationError,
+    *,
+    root: type[BaseModel],
+    prefix: tuple[str, ...] = (),
+    values: Mapping[str, Any] | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> str:
+    """What is wrong, in the names the user set, and what is allowed.
+
+    Args:
+        exc: pydantic's error for ``root``.
+        root: the model that failed (``ContextConfig`` or one of its sections).
+        prefix: the field path of ``root`` inside ``ContextConfig`` (``("budget",)``).
+        values: what the code passed, to tell code from environment apart.
+        environ: the environment the settings were read from (``None``: values came from code).
+    """
+    lines = []
+    for error in exc.errors():
+        loc = tuple(error["loc"])
+        path = (*prefix, *(str(p) for p in loc))
+        dotted = ".".join(path) or "the configuration"
+        where = None
+        if environ is not None and all(isinstance(p, str) for p in loc):
+            where = _from_env(tuple(str(p) for p in loc), values or {}, environ)
+        model = _model_at(root, loc[:-1]) if error["type"] == "extra_forbidden" else None
+        allowed = _allowed(error, model, str(loc[-1]) if loc else "")
+        given = error.get("input")
+        if where is not None and environ is not None:
+            subject = f"environment variable {where}={environ[where]!r} (read as {dotted})"
+        elif error["type"] == "extra_forbidden" or isinstance(given, (dict, BaseModel)):
+            below = sorted(k for k in environ or () if k.upper().startswith(env_name(path) + DELIMITER))
+            subject = dotted + (f" (environment variables {', '.join(below)})" if below else "")
+        else:
+            subject = f"{dotted}={given!r}"
+        lines.append(f"{subject}: {allowed}")
+    head = "invalid ctxplugin setting" if len(lines) == 1 else f"{len(lines)} invalid ctxplugin settings"
+    return f"{head}: " + "; ".join(lines)

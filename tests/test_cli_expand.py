@@ -1,0 +1,75 @@
+"""``ctxplugin expand`` takes the options of the model's ``expand_ref`` tool: --fields,
+--pattern (with --regex) and --offset/--limit, also on a JSON object stored on one line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from langchain_core.messages import ToolMessage
+from typer.testing import CliRunner, Result
+
+from ctxplugin import ContextConfig, ContextEngine, Scope
+from ctxplugin._messages import annotation
+from ctxplugin.cas.sqlite import SQLiteCASStore
+from ctxplugin.cli import app
+
+SCOPE = Scope(session_id="cli")
+ORDERS = [{"order_id": f"#W{1000 + i}", "status": "delivered" if i % 3 else "pending", "total": 10 + i} for i in range(80)]
+PROFILE = {"user_id": "yusuf_1", "address": {"city": "Austin", "zip": "78701"},
+           "payment_methods": {f"card_{i}": {"brand": "visa", "last_four": f"{4000 + i}"} for i in range(40)}}
+
+
+@pytest.fixture(scope="module")
+def stored(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, str]:
+    """An embedded store holding a JSON array and a one-line JSON object, and their refs."""
+    tmp_path = tmp_path_factory.mktemp("store")
+    # the CAS file ContextEngine.embedded(tmp_path) writes (test_replay_cli covers embedded itself)
+    engine = ContextEngine(ContextConfig(facts={"extract": False}), cas=SQLiteCASStore(tmp_path / "cas.sqlite3"))
+    refs = []
+    for name, value in (("list_orders", ORDERS), ("get_user", PROFILE)):
+        out = engine.capture_tool_result(ToolMessage(content=json.dumps(value), tool_call_id=name, name=name), scope=SCOPE)
+        refs.append(annotation(out)["ref"])
+    engine.cas.close()
+    return tmp_path, refs[0], refs[1]
+
+
+def expand(path: Path, ref: str, *options: str) -> Result:
+    result = CliRunner().invoke(app, ["expand", ref, "--path", str(path), "--session", SCOPE.session_id, *options])
+    assert result.exit_code == 0, result.output
+    return result
+
+
+def test_fields_select_json_paths(stored: tuple[Path, str, str]) -> None:
+    path, orders, profile = stored
+    assert json.loads(expand(path, profile, "--fields", "address.city").stdout) == "Austin"
+    both = json.loads(expand(path, profile, "--fields", "user_id", "--fields", "address.zip").stdout)
+    assert both == {"user_id": "yusuf_1", "address.zip": "78701"}
+    ids = json.loads(expand(path, orders, "--fields", "[*].order_id", "--limit", "3").stdout)
+    assert ids == ["#W1000", "#W1001", "#W1002"]
+
+
+def test_pattern_filters_items_and_regex_reads_it_as_an_expression(stored: tuple[Path, str, str]) -> None:
+    path, orders, _ = stored
+    pending = json.loads(expand(path, orders, "--pattern", "PENDING").stdout)
+    assert pending == [o for o in ORDERS if o["status"] == "pending"]
+    some = json.loads(expand(path, orders, "--pattern", r"#W10[0-1]\d", "--regex", "--offset", "5", "--limit", "4").stdout)
+    assert [o["order_id"] for o in some] == ["#W1005", "#W1006", "#W1007", "#W1008"]
+
+
+def test_limit_pages_a_one_line_json_object(stored: tuple[Path, str, str]) -> None:
+    path, _, profile = stored
+    whole = expand(path, profile).stdout
+    assert whole.count("\n") == 1 and json.loads(whole) == PROFILE, "without options: the original exactly"
+    page = expand(path, profile, "--limit", "5").stdout.splitlines()
+    assert page == json.dumps(PROFILE, indent=2).split("\n")[:5]
+    later = expand(path, profile, "--offset", "5", "--limit", "2").stdout.splitlines()
+    assert later == json.dumps(PROFILE, indent=2).split("\n")[5:7]
+
+
+def test_a_bad_field_path_exits_with_the_reason(stored: tuple[Path, str, str]) -> None:
+    path, _, profile = stored
+    result = CliRunner().invoke(app, ["expand", profile, "--path", str(path), "--session", "cli", "--fields", "address.country"])
+    assert result.exit_code == 1
+    assert "no key 'country'" in result.stderr and "city" in result.stderr

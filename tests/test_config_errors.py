@@ -1,0 +1,100 @@
+"""Invalid settings raise ConfigError naming what the user set; stray variables are reported."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+from pydantic import ValidationError
+
+from ctxplugin import ContextConfig, CtxpluginError
+from ctxplugin.config import BudgetConfig, HistoryConfig, ToolsConfig
+from ctxplugin.errors import ConfigError, ConfigWarning
+
+
+def test_a_bad_environment_value_names_the_variable_and_what_is_allowed(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CTXPLUGIN_BUDGET__TOTAL", "-5")
+    with pytest.raises(ConfigError) as raised:
+        ContextConfig()
+    text = str(raised.value)
+    assert "CTXPLUGIN_BUDGET__TOTAL='-5'" in text
+    assert "must be positive" in text and "share of the context window" in text
+    assert isinstance(raised.value, CtxpluginError) and isinstance(raised.value, ValueError)
+    assert isinstance(raised.value.__cause__, ValidationError)
+
+
+def test_a_bad_value_from_code_names_the_field_path() -> None:
+    with pytest.raises(ConfigError, match=r"budget\.total=-5: must be positive") as raised:
+        ContextConfig(budget={"total": -5})
+    assert "CTXPLUGIN_" not in str(raised.value)
+
+
+def test_code_wins_over_the_environment_in_the_message(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CTXPLUGIN_BUDGET__TOTAL", "abc")
+    with pytest.raises(ConfigError, match=r"CTXPLUGIN_BUDGET__TOTAL='abc'.*valid number"):
+        ContextConfig(budget={"history": 500})  # the total still comes from the environment
+    assert ContextConfig(budget={"total": 5000}).budget.total == 5000, "a value in code is used instead"
+
+
+def test_a_choice_lists_the_allowed_values(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CTXPLUGIN_TOOLS__DIRECTORY", "sometimes")
+    with pytest.raises(ConfigError, match=r"CTXPLUGIN_TOOLS__DIRECTORY='sometimes'.*'auto', 'always' or 'never'"):
+        ContextConfig()
+
+
+def test_an_unknown_nested_name_suggests_the_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CTXPLUGIN_BUDGET__TOTL", "4000")
+    with pytest.raises(ConfigError, match=r"CTXPLUGIN_BUDGET__TOTL.*did you mean 'total'"):
+        ContextConfig()
+    with pytest.raises(ConfigError, match=r"cas\.summary_token: is not a setting; did you mean 'summary_tokens'"):
+        ContextConfig(cas={"summary_token": 100})
+
+
+def test_a_section_variable_without_json_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CTXPLUGIN_BUDGET", "total=4000")
+    with pytest.raises(ConfigError, match=r"CTXPLUGIN_BUDGET cannot be read.*JSON"):
+        ContextConfig()
+
+
+def test_sections_built_alone_raise_config_errors_with_their_full_path() -> None:
+    with pytest.raises(ConfigError, match=r"budget\.header=0: must be positive"):
+        BudgetConfig(header=0)
+    with pytest.raises(ConfigError, match=r"history\.summarizer\.queue_size=0: should be greater than or equal to 1"):
+        HistoryConfig(summarizer={"queue_size": 0})
+    with pytest.raises(ConfigError, match=r"trimmed_exchanges \(1\) must be at least verbatim_exchanges \(3\)"):
+        HistoryConfig(trimmed_exchanges=1, verbatim_exchanges=3)
+    with pytest.raises(ConfigError, match=r"tools\.binding='all'"):
+        ToolsConfig(binding="all")
+
+
+def test_several_errors_are_all_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CTXPLUGIN_FACTS__K", "-1")
+    with pytest.raises(ConfigError, match=r"2 invalid ctxplugin settings") as raised:
+        ContextConfig(cache={"threshold": 2})
+    assert "CTXPLUGIN_FACTS__K='-1'" in str(raised.value) and "cache.threshold=2" in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    ("name", "meant"),
+    [
+        ("CTXPLUGIN_BUDGET_TOTAL", "CTXPLUGIN_BUDGET__TOTAL"),
+        ("CTXPLUGIN_HISTORY_BLOCK_SIZE", "CTXPLUGIN_HISTORY__BLOCK_SIZE"),
+        ("CTXPLUGIN_HISTOY__BLOCK_SIZE", "CTXPLUGIN_HISTORY__BLOCK_SIZE"),
+        ("ctxplugin_postgres_dns", "CTXPLUGIN_POSTGRES_DSN"),
+    ],
+)
+def test_a_variable_that_sets_nothing_warns_with_the_right_spelling(monkeypatch: pytest.MonkeyPatch, name: str, meant: str) -> None:
+    monkeypatch.setenv(name, "8000")
+    with pytest.warns(ConfigWarning, match=rf"{name} sets no ctxplugin setting.*did you mean {meant}\?"):
+        config = ContextConfig()
+    assert config.budget.total == 3000, "the stray variable changed nothing"
+
+
+def test_known_and_test_variables_do_not_warn(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CTXPLUGIN_BUDGET__TOTAL", "8000")
+    monkeypatch.setenv("CTXPLUGIN_HISTORY__SUMMARIZER__QUEUE_SIZE", "10")
+    monkeypatch.setenv("CTXPLUGIN_TEST_POSTGRES_DSN", "postgresql://x/y")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        config = ContextConfig()
+    assert config.budget.total == 8000 and config.history.summarizer.queue_size == 10

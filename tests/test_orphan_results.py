@@ -1,0 +1,129 @@
+"""A tool result without its call: a clear error that says how to repair the thread, or an
+opt-in repair (drop or pair) with a warning in the report."""
+
+from __future__ import annotations
+
+import pytest
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+
+from ctxplugin import ContextConfig, InvalidInputError, Scope
+from ctxplugin._messages import annotation, validate
+from ctxplugin.testing import memory_engine
+
+SCOPE = Scope(session_id="orphans")
+
+
+def call(call_id: str, name: str = "lookup") -> AIMessage:
+    return AIMessage(content="", tool_calls=[{"name": name, "args": {"q": call_id}, "id": call_id}])
+
+
+def thread_with_orphan() -> list[BaseMessage]:
+    return [
+        SystemMessage(content="You help with orders."),
+        HumanMessage(content="where is order 7?"),
+        ToolMessage(content="order 7: shipped", tool_call_id="gone", name="order_status", id="tool-msg-1"),
+        AIMessage(content="It shipped."),
+        HumanMessage(content="and order 8?"),
+    ]
+
+
+def assert_valid(messages: list[BaseMessage]) -> None:
+    """Every tool result right after the AI message (or its sibling results) that made the call."""
+    open_calls: set[str] = set()
+    for message in messages:
+        if isinstance(message, ToolMessage):
+            assert message.tool_call_id in open_calls, f"orphan {message.tool_call_id}"
+            open_calls.discard(message.tool_call_id)
+        else:
+            assert not open_calls or not isinstance(message, (HumanMessage, AIMessage, SystemMessage)), open_calls
+            open_calls = {c["id"] for c in message.tool_calls if c["id"]} if isinstance(message, AIMessage) else set()
+
+
+def test_the_error_names_the_message_and_how_to_repair_it() -> None:
+    with pytest.raises(InvalidInputError) as raised:
+        memory_engine().prepare(thread_with_orphan(), scope=SCOPE)
+    text = str(raised.value)
+    assert "message 2 is a tool result for tool_call_id='gone'" in text
+    assert "RemoveMessage(id='tool-msg-1')" in text, "names the message to remove"
+    assert "orphan_tool_results='pair'" in text and "CTXPLUGIN_ORPHAN_TOOL_RESULTS" in text
+
+
+def test_drop_leaves_the_orphan_out_with_a_warning() -> None:
+    messages = thread_with_orphan()
+    engine = memory_engine(ContextConfig(orphan_tool_results="drop"))
+    prepared = engine.prepare(messages, scope=SCOPE)
+    assert not any(isinstance(m, ToolMessage) for m in prepared.messages)
+    assert prepared.messages[-1].text == "and order 8?"
+    assert any("tool_call_id='gone'" in w and "left out of the view" in w for w in prepared.report.warnings)
+    assert len(messages) == 5 and isinstance(messages[2], ToolMessage), "the caller's list is untouched"
+
+
+def test_pair_puts_a_marked_stand_in_call_before_the_orphan() -> None:
+    engine = memory_engine(ContextConfig(orphan_tool_results="pair"))
+    prepared = engine.prepare(thread_with_orphan(), scope=SCOPE)
+    body = [m for m in prepared.messages if not isinstance(m, SystemMessage)]
+    stand_in, result = body[1], body[2]
+    assert isinstance(stand_in, AIMessage) and isinstance(result, ToolMessage)
+    assert stand_in.tool_calls[0]["id"] == "gone" and stand_in.tool_calls[0]["name"] == "order_status"
+    assert annotation(stand_in)["repaired"]
+    assert "order 7: shipped" in str(result.content)
+    assert any("stand-in call" in w for w in prepared.report.warnings)
+    assert_valid(prepared.messages)
+
+
+def test_pair_keeps_a_parallel_group_together() -> None:
+    """An orphan among the results of another call goes before that call's AI message."""
+    messages: list[BaseMessage] = [
+        HumanMessage(content="two things"),
+        AIMessage(content="", tool_calls=[
+            {"name": "a", "args": {}, "id": "c1"}, {"name": "b", "args": {}, "id": "c2"},
+        ]),
+        ToolMessage(content="A", tool_call_id="c1", name="a"),
+        ToolMessage(content="stray", tool_call_id="zz", name="z"),
+        ToolMessage(content="B", tool_call_id="c2", name="b"),
+        HumanMessage(content="thanks"),
+    ]
+    out, notes = validate(messages, orphans="pair")
+    assert [type(m).__name__ for m in out] == [
+        "HumanMessage", "AIMessage", "ToolMessage", "AIMessage", "ToolMessage", "ToolMessage", "HumanMessage",
+    ]
+    assert [m.tool_call_id for m in out if isinstance(m, ToolMessage)] == ["zz", "c1", "c2"]
+    assert len(notes) == 1
+    assert_valid(out)
+
+
+def test_a_second_result_for_an_answered_call_is_dropped_even_in_pair_mode() -> None:
+    messages: list[BaseMessage] = [
+        HumanMessage(content="go"), call("c1"), ToolMessage(content="first", tool_call_id="c1"),
+        ToolMessage(content="again", tool_call_id="c1"), HumanMessage(content="ok"),
+    ]
+    with pytest.raises(InvalidInputError, match=r"already answered"):
+        validate(messages)
+    out, notes = validate(messages, orphans="pair")
+    assert [m.content for m in out if isinstance(m, ToolMessage)] == ["first"]
+    assert "already answered" in notes[0] and "left out of the view" in notes[0]
+    assert_valid(out)
+
+
+def test_the_mode_is_read_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CTXPLUGIN_ORPHAN_TOOL_RESULTS", "drop")
+    assert ContextConfig().orphan_tool_results == "drop"
+    monkeypatch.setenv("CTXPLUGIN_ORPHAN_TOOL_RESULTS", "fix")
+    with pytest.raises(ValueError, match=r"CTXPLUGIN_ORPHAN_TOOL_RESULTS='fix'.*'raise', 'drop' or 'pair'"):
+        ContextConfig()
+
+
+def test_a_last_group_with_some_results_gets_placeholders_for_the_others() -> None:
+    """The tools have run (some results are in): every call of the group must be answered."""
+    messages: list[BaseMessage] = [
+        HumanMessage(content="two things"),
+        AIMessage(content="", tool_calls=[{"name": "a", "args": {}, "id": "c1"}, {"name": "b", "args": {}, "id": "c2"}]),
+        ToolMessage(content="B", tool_call_id="c2", name="b"),
+    ]
+    out, notes = validate(messages)
+    assert [m.tool_call_id for m in out if isinstance(m, ToolMessage)] == ["c2", "c1"]
+    assert "'c1' (a) had no result" in notes[0]
+    untouched, none = validate(messages[:2])
+    assert len(untouched) == 2 and none == [], "calls with no result yet are the ones about to run"
+    prepared = memory_engine().prepare(messages, scope=SCOPE)
+    assert_valid(prepared.messages)
