@@ -203,6 +203,13 @@ class FactsConfig(_Section):
     half_life_hours: float = Field(24.0, gt=0)
     min_relevance: float = Field(0.0, ge=-1, le=1)
     placement: Literal["tail", "head", "window"] = "tail"
+    skip_shown: bool = Field(
+        False,
+        description=(
+            "leave out facts the view itself shows: those read from a message it carries "
+            "unchanged, or whose statement a user message of it holds word for word"
+        ),
+    )
     mark_outdated: bool = True
     implicit_supersession: bool = Field(
         True,
@@ -256,7 +263,7 @@ WHOLE_PRESET: dict[str, dict[str, Any]] = {
         "archive_tokens": 1100,
     },
     "cas": {"passthrough_tokens": 500},
-    "facts": {"placement": "window"},
+    "facts": {"placement": "window", "skip_shown": True},
 }
 """What ``mode="whole"`` sets where a field is not given (the budget as :data:`WHOLE_SHARES`)."""
 

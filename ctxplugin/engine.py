@@ -337,7 +337,7 @@ class ContextEngine:
                 body = view.messages
                 if view.verbatim_from is not None and view.verbatim_from < len(body):
                     anchor = body[view.verbatim_from]
-        if facts_lines:
+        if facts_lines and self.config.facts.skip_shown:
             facts_lines = _not_shown(facts_lines, raw_body, body)
         with clock.stage("budget"):
             budgets = self._budgets or self.config.budget.resolve(context_window)

@@ -50,6 +50,7 @@ def test_the_default_mode_is_whole_and_explicit_fields_win() -> None:
     assert config.mode == "whole"
     assert config.budget.resolve() == {"total": 12000, "header": 1000, "history": 11000, "facts": 400, "summaries": 11000}
     assert (config.history.compress, config.history.max_tokens, config.cas.passthrough_tokens) == ("over_budget", 1000, 500)
+    assert (config.facts.placement, config.facts.skip_shown) == ("window", True)
     # a field set explicitly is kept; sections not set follow the total given
     mine = ContextConfig(budget={"total": 24000}, history={"verbatim_exchanges": 3}, cas={"passthrough_tokens": 50})
     assert mine.budget.resolve()["history"] == 22000

@@ -48,6 +48,7 @@ def config(total: int) -> ContextConfig:
         budget={"total": total, "header": 1000, "history": total, "facts": 400, "summaries": total},
         history={"compress": "over_budget", "max_tokens": 600, "verbatim_exchanges": 1, "trimmed_exchanges": 1, "block_size": 2},
         cas={"passthrough_tokens": 100},
+        facts={"skip_shown": True},
     )
 
 

@@ -122,7 +122,7 @@ def rank(
     Candidates holding more of the identifiers ``exact`` come before those holding fewer.
     Candidates below ``min_relevance`` are dropped; superseded facts never pass.
     """
-    scored: list[tuple[int, ScoredFact]] = []
+    scored: list[tuple[tuple[int, int], ScoredFact]] = []
     for fact, similarity in candidates:
         if not fact.is_valid:
             continue
@@ -136,9 +136,19 @@ def rank(
         )
         if fact.needs_review:
             score *= REVIEW_PENALTY
-        scored.append((exact_hits(fact, exact), ScoredFact(fact=fact, score=score, relevance=relevance)))
+        # a fact about the identifier (its key names it) before one that only mentions it
+        hits = (exact_hits(fact, exact), _key_hits(fact, exact))
+        scored.append((hits, ScoredFact(fact=fact, score=score, relevance=relevance)))
     scored.sort(key=lambda pair: (pair[0], pair[1].score, pair[1].fact.created_at), reverse=True)
     return [s for _, s in scored[:k]]
+
+
+def _key_hits(fact: Fact, wanted: Sequence[str]) -> int:
+    """How many of the identifiers ``wanted`` (lower case) ``fact``'s key names."""
+    if not wanted or not fact.key:
+        return 0
+    key = fact.key.lower()
+    return sum(1 for ident in wanted if ident in key)
 
 
 __all__ = ["decay", "exact_hits", "fuse", "prior", "query_tags", "rank", "tag_overlap"]
