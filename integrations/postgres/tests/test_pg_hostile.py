@@ -7,6 +7,7 @@ from ctxplugin_postgres import PostgresCASStore
 from langchain_core.messages import ToolMessage
 
 from ctxplugin import ContextConfig, ContextEngine, Scope
+from ctxplugin.cas.capture import SUMMARY_BOUND
 from ctxplugin.facts import FactsLedger, MemoryFactStore
 
 pytestmark = pytest.mark.postgres
@@ -30,7 +31,7 @@ def test_hostile_outputs_round_trip_through_postgres(pg_dsn: str, pg_schema: str
         compact, report = engine.capture_with_report(ToolMessage(content=OUTPUTS[name], tool_call_id="c1", name="dump"), SCOPE)
         assert report.ref_id is not None and not report.warnings
         assert engine.expand_ref(report.ref_id, SCOPE) == OUTPUTS[name]
-        assert engine.counter.count(str(compact.content)) <= config.cas.summary_tokens + 40
+        assert engine.counter.count(str(compact.content)) <= SUMMARY_BOUND * config.cas.summary_tokens + 40
 
 
 @pytest.mark.parametrize("session", ["s\udcff", "s\x00"])
