@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
+from ctxplugin._layout import Layout, Placement, lay_out, synthetic_kind
 from ctxplugin._messages import META_KEY, annotation, exchange_spans, merge_system
 from ctxplugin.history.omission import OMITTED_NOTE
 from ctxplugin.tokens import TokenCounter, content_text, count_message, count_messages
@@ -42,6 +43,7 @@ class Parts:
     dropped_exchanges: int = 0
     notes: tuple[str, ...] = field(default_factory=tuple)
     facts_anchor: BaseMessage | None = None
+    facts_placement: Placement = "tail"
 
     def header_message(self) -> SystemMessage | None:
         """The header with the notes (e.g. what was dropped) merged in, each note once."""
@@ -51,6 +53,11 @@ class Parts:
             return self.header
         return merge_system([self.header] if self.header is not None else [], notes)
 
+    def layout(self) -> Layout:
+        """The history with the context notes and the facts block placed (see
+        :mod:`ctxplugin._layout`)."""
+        return lay_out(self.history, self.facts_text(), self.facts_placement, self.facts_anchor)
+
     def facts_text(self) -> str:
         if not self.facts:
             return ""
@@ -58,17 +65,31 @@ class Parts:
 
 
 def section_tokens(parts: Parts, counter: TokenCounter) -> dict[str, int]:
-    """Tokens per section: header, history (non-tool messages), summaries (tool results),
-    facts, tools (bound schemas)."""
-    history = sum(count_message(m, counter) for m in parts.history if not isinstance(m, ToolMessage))
-    summaries = sum(count_message(m, counter) for m in parts.history if isinstance(m, ToolMessage))
-    facts_text = parts.facts_text()
+    """Tokens per section as the view is laid out: header, history (messages other than tool
+    results, and the context notes), summaries (tool results), facts (the facts block with the
+    lookup that shows it), tools (bound schemas)."""
+    layout = parts.layout()
+    history = summaries = facts = 0
+    for message in layout.body:
+        tokens = count_message(message, counter)
+        kind = synthetic_kind(message)
+        if kind == "facts":
+            facts += tokens
+        elif kind == "notes" or not isinstance(message, ToolMessage):
+            history += tokens
+        else:
+            summaries += tokens
+    for message, kind in zip(layout.header_extra, layout.extra_kinds, strict=True):
+        if kind == "facts":
+            facts += count_message(message, counter)
+        else:
+            history += count_message(message, counter)
     header = parts.header_message()
     return {
         "header": count_message(header, counter) if header is not None else 0,
         "history": history,
         "summaries": summaries,
-        "facts": counter.count(facts_text) + 4 if facts_text else 0,
+        "facts": facts,
         "tools": parts.tools_tokens,
     }
 

@@ -335,6 +335,7 @@ class ContextEngine:
                 facts=facts_lines,
                 tools_tokens=schema_tokens,
                 facts_anchor=anchor,
+                facts_placement=self.config.facts.placement,
             )
             outcome = enforce(parts, budgets, self.counter, block_size=self.config.history.block_size)
             parts = outcome.parts
@@ -343,7 +344,7 @@ class ContextEngine:
             report.budget_total = budgets["total"]
             report.dropped_exchanges += parts.dropped_exchanges
             report.facts = [FactUse(id=f.fact_id, key=f.key, score=round(f.score, 4)) for f in parts.facts]
-        out = _assemble(parts, self.config.facts.placement)
+        out = parts.layout().messages(parts.header_message())
         after = section_tokens(parts, self.counter)
         for name, tokens in after.items():
             section = report.sections[name]
@@ -870,26 +871,6 @@ def _degraded(report: ContextReport | CaptureReport, scope: Scope, text: str) ->
     at WARNING with the session in ``extra``, so both say what was skipped."""
     report.warnings.append(text)
     logger.warning("ctxplugin: %s (session %s)", text, scope.session_id, extra={"ctxplugin_session": scope.session_id})
-
-
-def _assemble(parts: Parts, placement: str) -> list[BaseMessage]:
-    out: list[BaseMessage] = []
-    header = parts.header_message()
-    if header is not None:
-        out.append(header)
-    facts_text = parts.facts_text()
-    facts_message = SystemMessage(content=facts_text) if facts_text else None
-    if facts_message is not None and placement == "head":
-        out.append(facts_message)
-    history = list(parts.history)
-    if facts_message is not None and placement == "window":
-        # before the verbatim tier; at the end when that message is gone (budget trimming)
-        at = next((i for i, m in enumerate(history) if m is parts.facts_anchor), len(history))
-        history.insert(at, facts_message)
-    out.extend(history)
-    if facts_message is not None and placement == "tail":
-        out.append(facts_message)
-    return out
 
 
 def _tool_name(tool: Any) -> str:
