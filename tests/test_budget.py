@@ -91,9 +91,12 @@ def test_history_dropped_by_the_budget_stage_is_noted_where_it_was() -> None:
     texts = [str(m.content) for m in prepared.messages]
     assert texts[0] == "sys", "the header, start of every cached prefix, is unchanged"
     assert texts[1] == "the task", "the task is protected"
-    assert texts[2].startswith("[earlier exchanges are not shown") and texts.count(texts[2]) == 1
-    assert str(dropped) not in texts[2], "the note names no count: it stays cacheable"
-    assert texts[3].startswith(f"step {dropped // 2}"), "it stands where the dropped exchanges were"
+    # the note is a lookup (a call and its result), never a user turn
+    call, note = prepared.messages[2], prepared.messages[3]
+    assert isinstance(call, AIMessage) and call.tool_calls and isinstance(note, ToolMessage)
+    assert texts[3].startswith("[earlier exchanges are not shown") and texts.count(texts[3]) == 1
+    assert str(dropped) not in texts[3], "the note names no count: it stays cacheable"
+    assert texts[4].startswith(f"step {dropped // 2}"), "it stands where the dropped exchanges were"
     assert prepared.report.tokens_after <= 1500
 
 

@@ -24,7 +24,7 @@ def engine() -> ContextEngine:
 
 
 def facts_block(messages: list[BaseMessage]) -> str:
-    blocks = [str(m.content) for m in messages if isinstance(m, SystemMessage) and str(m.content).startswith("Known facts")]
+    blocks = [str(m.content) for m in messages if isinstance(m, (SystemMessage, ToolMessage)) and str(m.content).startswith("Known facts")]
     return blocks[0] if blocks else ""
 
 

@@ -82,7 +82,7 @@ def block_index(view: list[BaseMessage]) -> int:
     found = [
         i
         for i, m in enumerate(view)
-        if isinstance(m, SystemMessage) and str(m.content).startswith(TITLE)
+        if isinstance(m, (SystemMessage, ToolMessage)) and str(m.content).startswith(TITLE)
     ]
     assert len(found) == 1, f"one facts block expected, found {len(found)}"
     return found[0]
