@@ -167,3 +167,37 @@ def _merged(items: list[tuple[Kind, str]]) -> list[tuple[Kind, str]]:
     out.extend(("facts", text) for text in facts)
     return out
 
+
+
+def is_synthetic(message: BaseMessage) -> bool:
+    """Whether ``message`` is one ctxplugin wrote to show its own texts (a lookup call, its
+    result, or the system message that holds them on a conversation's first call)."""
+    return synthetic_kind(message) is not None
+
+
+def facts_index(messages: Sequence[BaseMessage]) -> int | None:
+    """Index of the message that holds the facts block in a prepared view, or None."""
+    for index, message in enumerate(messages):
+        if synthetic_kind(message) == "facts" and not isinstance(message, AIMessage):
+            return index
+    return None
+
+
+def facts_block(messages: Sequence[BaseMessage]) -> str:
+    """The facts block of a prepared view ('' when it shows none)."""
+    index = facts_index(messages)
+    return "" if index is None else content_text(messages[index].content)
+
+
+def context_notes(messages: Sequence[BaseMessage]) -> list[str]:
+    """The context notes of a prepared view (condensed or omitted history), in order."""
+    return [
+        content_text(m.content)
+        for m in messages
+        if synthetic_kind(m) == "notes" and not isinstance(m, AIMessage)
+    ]
+
+
+def conversation_messages(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
+    """A prepared view without ctxplugin's lookups: the conversation's own messages."""
+    return [m for m in messages if not is_synthetic(m)]
