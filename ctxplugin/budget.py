@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
-from ctxplugin._layout import Layout, Placement, lay_out, synthetic_kind
+from ctxplugin._layout import Layout, Placement, is_note, lay_out, synthetic_kind
 from ctxplugin._messages import META_KEY, annotation, exchange_spans, merge_system
 from ctxplugin.history.omission import OMITTED_NOTE
 from ctxplugin.tokens import TokenCounter, content_text, count_message, count_messages
@@ -188,17 +188,23 @@ def cut_text(text: str, max_tokens: int, counter: TokenCounter) -> str:
 
 
 def minimum_viable(parts: Parts, total: int, counter: TokenCounter) -> Parts:
-    """System essentials, the current user message, and the last assistant turn, cut to fit."""
+    """System essentials, the task, the current user message, and the last assistant turn,
+    cut to fit.
+
+    The task (the first human message) stays: it is what the rest answers, and providers
+    (Anthropic, Google, Bedrock) refuse a conversation whose first turn is not the user's —
+    which the last assistant turn alone would be when users' turns are tool observations.
+    """
     history = parts.history
     spans = exchange_spans(history)
     keep: list[BaseMessage] = []
-    last_human = next((i for i in range(len(history) - 1, -1, -1) if isinstance(history[i], HumanMessage)), None)
+    humans = [i for i, m in enumerate(history) if isinstance(m, HumanMessage) and not is_note(m)]
     last_ai_span = next(
         ((s, e) for s, e in reversed(spans) if isinstance(history[s], AIMessage)), None
     )
     chosen: set[int] = set()
-    if last_human is not None:
-        chosen.add(last_human)
+    if humans:
+        chosen.update((humans[0], humans[-1]))
     if last_ai_span is not None:
         chosen.update(range(*last_ai_span))
     if spans:  # the exchange the model is answering now must stay whole
@@ -323,7 +329,7 @@ def enforce(parts: Parts, budgets: dict[str, int], counter: TokenCounter, *, blo
         # from the untrimmed parts: step 1 may have dropped the last assistant turn
         parts = minimum_viable(initial, budgets["total"], counter)
         warnings.append(
-            f"context trimmed to the minimum viable view (system essentials, current user message, "
+            f"context trimmed to the minimum viable view (system essentials, the task, current user message, "
             f"last assistant turn) to fit the total budget of {budgets['total']} tokens"
         )
         if total_over(parts):
