@@ -93,3 +93,35 @@ def using(scope: Scope) -> Iterator[None]:
         yield
     finally:
         _current.reset(token)
+
+
+DIRECT_SESSION = "default"
+"""Session of direct engine calls (``prepare``, ``capture_tool_result``, ``expand_ref``...)
+made without a scope outside a host run."""
+
+DIRECT_WARNING = (
+    "ctxplugin: ContextEngine.%s called without a scope; it uses the shared session 'default', "
+    "which every call without a scope sees. Pass scope=Scope(session_id=...) to keep "
+    "conversations apart."
+)
+
+_direct_warned = threading.Event()
+
+
+def direct_scope(scope: Scope | None, method: str) -> Scope:
+    """The scope of a direct engine call: ``scope``, else the scope of the host run it is made
+    in (a tool calling ``engine.expand_ref``), else the shared ``"default"`` session, with a
+    warning logged once per process.
+
+    Unlike a host run, a direct call cannot get a scope of its own: a ``capture_tool_result``
+    and the ``prepare`` that shows its ref are separate calls that must share one.
+    """
+    if scope is not None:
+        return scope
+    current = _current.get()
+    if current is not None:
+        return current
+    if not _direct_warned.is_set():
+        _direct_warned.set()
+        logger.warning(DIRECT_WARNING, method)
+    return Scope(session_id=DIRECT_SESSION)

@@ -27,6 +27,7 @@ from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from ctxplugin import _tracing
+from ctxplugin._run_scope import direct_scope
 from ctxplugin._messages import (
     META_KEY,
     annotation,
@@ -244,13 +245,14 @@ class ContextEngine:
         Args:
             messages: the conversation as the agent holds it.
             tools: the agent's tools (``BaseTool``, functions or OpenAI-format dicts).
-            scope: whose call this is; ``Scope(session_id="default")`` when omitted.
+            scope: whose call this is. When omitted: the scope of the host run the call is made
+                in, else the shared ``Scope(session_id="default")`` (a warning is logged once).
             context_window: the model's input window, to resolve budgets given as shares.
 
         Raises:
             InvalidInputError: the messages are not a valid conversation (the message says why).
         """
-        scope = scope or Scope(session_id="default")
+        scope = direct_scope(scope, "prepare")
         with _tracing.child_run("ctxplugin.prepare", inputs={"messages": len(messages), "session_id": scope.session_id}) as run:
             prepared = self._prepare(messages, list(tools or []), scope, context_window)
             run.finish(outputs={"messages": len(prepared.messages), "tools": len(prepared.tools)}, metadata=prepared.report.as_metadata())
@@ -605,7 +607,7 @@ class ContextEngine:
         Raises:
             InvalidInputError: ``tool_message`` is not a ``ToolMessage``.
         """
-        compact, _ = self._capture(tool_message, scope or Scope(session_id="default"))
+        compact, _ = self._capture(tool_message, direct_scope(scope, "capture_tool_result"))
         return compact
 
     async def acapture_tool_result(self, tool_message: ToolMessage, scope: Scope | None = None) -> ToolMessage:
@@ -695,7 +697,7 @@ class ContextEngine:
         return expand(
             self.cas,
             ref_id,
-            scope or Scope(session_id="default"),
+            direct_scope(scope, "expand_ref"),
             fields=list(fields) if fields else None,
             offset=offset,
             limit=limit,
@@ -746,7 +748,7 @@ class ContextEngine:
         """
         if self.cache is None:
             return None
-        scope = scope or Scope(session_id="default")
+        scope = direct_scope(scope, "cached_answer")
         try:
             call = self._cache_call(messages, prepared, tools, scope, model)
             found = self.cache.lookup(call, cas=self.cas, ledger=self._ledger()) if call is not None else None
@@ -776,7 +778,7 @@ class ContextEngine:
         answers are not cached. Returns whether it was stored; a failing store is a warning."""
         if self.cache is None:
             return False
-        scope = scope or Scope(session_id="default")
+        scope = direct_scope(scope, "remember_answer")
         try:
             call = self._cache_call(messages, prepared, tools, scope, model)
             return call is not None and self.cache.store_answer(call, answer) is not None

@@ -14,6 +14,7 @@ Skipped, with the reason, when the shared data is not beside the repository.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import os
 from collections.abc import Callable, Iterator
@@ -98,34 +99,62 @@ def _bind(model: Any, tools: list[Any]) -> tuple[Any, dict[str, Any]]:
     return bound.bound, dict(bound.kwargs)
 
 
-def anthropic(messages: list[BaseMessage], tools: list[Any]) -> dict[str, Any]:
-    from langchain_anthropic import ChatAnthropic
+# One client per provider for the whole module: building one (and its HTTP client) costs more
+# than formatting a request.
+@functools.cache
+def _model(name: str) -> Any:
+    if name == "anthropic":
+        from langchain_anthropic import ChatAnthropic
 
-    model, kwargs = _bind(ChatAnthropic(model="claude-sonnet-4-5", api_key="test-key"), tools)  # type: ignore[call-arg]
+        return ChatAnthropic(model="claude-sonnet-4-5", api_key="test-key")  # type: ignore[call-arg]
+    if name in ("openai-chat", "openai-responses"):
+        from langchain_openai import ChatOpenAI
+
+        return ChatOpenAI(model="gpt-4o", api_key="test-key", use_responses_api=name == "openai-responses")  # type: ignore[arg-type]
+    if name == "google-genai":
+        from langchain_google_genai import ChatGoogleGenerativeAI
+
+        return ChatGoogleGenerativeAI(model="gemini-2.5-flash", google_api_key="test-key")  # type: ignore[call-arg]
+    if name == "bedrock-converse":
+        from langchain_aws import ChatBedrockConverse
+
+        return ChatBedrockConverse(
+            model="anthropic.claude-3-5-sonnet-20240620-v1:0",
+            region_name="us-east-1",
+            aws_access_key_id="test",  # type: ignore[arg-type]
+            aws_secret_access_key="test",  # type: ignore[arg-type]
+        )
+    if name == "ollama":
+        from langchain_ollama import ChatOllama
+
+        return ChatOllama(model="llama3.1")
+    if name == "mistral":
+        from langchain_mistralai import ChatMistralAI
+
+        return ChatMistralAI(model="mistral-large-latest", api_key="test-key")  # type: ignore[arg-type]
+    raise KeyError(name)
+
+
+def anthropic(messages: list[BaseMessage], tools: list[Any]) -> dict[str, Any]:
+    model, kwargs = _bind(_model("anthropic"), tools)
     payload: dict[str, Any] = model._get_request_payload(messages, **kwargs)
     return payload
 
 
 def openai_chat(messages: list[BaseMessage], tools: list[Any]) -> dict[str, Any]:
-    from langchain_openai import ChatOpenAI
-
-    model, kwargs = _bind(ChatOpenAI(model="gpt-4o", api_key="test-key", use_responses_api=False), tools)  # type: ignore[arg-type]
+    model, kwargs = _bind(_model("openai-chat"), tools)
     payload: dict[str, Any] = model._get_request_payload(messages, **kwargs)
     return payload
 
 
 def openai_responses(messages: list[BaseMessage], tools: list[Any]) -> dict[str, Any]:
-    from langchain_openai import ChatOpenAI
-
-    model, kwargs = _bind(ChatOpenAI(model="gpt-4o", api_key="test-key", use_responses_api=True), tools)  # type: ignore[arg-type]
+    model, kwargs = _bind(_model("openai-responses"), tools)
     payload: dict[str, Any] = model._get_request_payload(messages, **kwargs)
     return payload
 
 
 def google(messages: list[BaseMessage], tools: list[Any]) -> dict[str, Any]:
-    from langchain_google_genai import ChatGoogleGenerativeAI
-
-    model, kwargs = _bind(ChatGoogleGenerativeAI(model="gemini-2.5-flash", google_api_key="test-key"), tools)  # type: ignore[call-arg]
+    model, kwargs = _bind(_model("google-genai"), tools)
     request = model._prepare_request(messages, **kwargs)
     return {
         "system": request.system_instruction,
@@ -144,33 +173,24 @@ def _gemini_part(part: Any) -> str:
 
 
 def bedrock(messages: list[BaseMessage], tools: list[Any]) -> dict[str, Any]:
-    from langchain_aws import ChatBedrockConverse
-    from langchain_aws.chat_models.bedrock_converse import _messages_to_bedrock
+    from langchain_aws.chat_models.bedrock_converse import _messages_to_bedrock, _snake_to_camel_keys
 
-    model = ChatBedrockConverse(
-        model="anthropic.claude-3-5-sonnet-20240620-v1:0",
-        region_name="us-east-1",
-        aws_access_key_id="test",  # type: ignore[arg-type]
-        aws_secret_access_key="test",  # type: ignore[arg-type]
-    )
+    model = _model("bedrock-converse")
     bound, kwargs = _bind(model, tools)
     converted, system = _messages_to_bedrock(list(messages), None, model_id=model.model_id, provider=model.provider)
-    params = bound._converse_params(**kwargs)
+    # the same keyword translation the model applies before it calls the API
+    params = bound._converse_params(**_snake_to_camel_keys(kwargs, excluded_keys={"inputSchema", "properties", "thinking"}))
     return {"messages": converted, "system": system, "toolConfig": params.get("toolConfig")}
 
 
 def ollama(messages: list[BaseMessage], tools: list[Any]) -> dict[str, Any]:
-    from langchain_ollama import ChatOllama
-
-    model, kwargs = _bind(ChatOllama(model="llama3.1"), tools)
+    model, kwargs = _bind(_model("ollama"), tools)
     params: dict[str, Any] = model._chat_params(messages, **kwargs)
     return params
 
 
 def mistral(messages: list[BaseMessage], tools: list[Any]) -> dict[str, Any]:
-    from langchain_mistralai import ChatMistralAI
-
-    model, _ = _bind(ChatMistralAI(model="mistral-large-latest", api_key="test-key"), tools)  # type: ignore[arg-type]
+    model, _ = _bind(_model("mistral"), tools)
     dicts, _params = model._create_message_dicts(messages, None)
     return {"messages": dicts}
 
