@@ -27,7 +27,6 @@ from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from ctxplugin import _tracing
-from ctxplugin._run_scope import direct_scope
 from ctxplugin._messages import (
     META_KEY,
     annotation,
@@ -38,6 +37,7 @@ from ctxplugin._messages import (
     split_header,
     validate,
 )
+from ctxplugin._run_scope import direct_scope
 from ctxplugin.budget import FactLine, Parts, enforce, section_tokens, total_tokens
 from ctxplugin.cache import (
     AnswerCache,

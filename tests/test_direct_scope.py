@@ -10,8 +10,7 @@ from collections.abc import Iterator
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
-from ctxplugin import RefNotFoundError, Scope
-from ctxplugin import _run_scope
+from ctxplugin import RefNotFoundError, Scope, _run_scope
 from ctxplugin.testing import memory_engine
 
 LOG = "\n".join(f"line {i}: worker batch {i} finished" for i in range(400))

@@ -106,23 +106,23 @@ def _model(name: str) -> Any:
     if name == "anthropic":
         from langchain_anthropic import ChatAnthropic
 
-        return ChatAnthropic(model="claude-sonnet-4-5", api_key="test-key")  # type: ignore[call-arg]
+        return ChatAnthropic(model="claude-sonnet-4-5", api_key="test-key")
     if name in ("openai-chat", "openai-responses"):
         from langchain_openai import ChatOpenAI
 
-        return ChatOpenAI(model="gpt-4o", api_key="test-key", use_responses_api=name == "openai-responses")  # type: ignore[arg-type]
+        return ChatOpenAI(model="gpt-4o", api_key="test-key", use_responses_api=name == "openai-responses")
     if name == "google-genai":
         from langchain_google_genai import ChatGoogleGenerativeAI
 
-        return ChatGoogleGenerativeAI(model="gemini-2.5-flash", google_api_key="test-key")  # type: ignore[call-arg]
+        return ChatGoogleGenerativeAI(model="gemini-2.5-flash", google_api_key="test-key")
     if name == "bedrock-converse":
         from langchain_aws import ChatBedrockConverse
 
-        return ChatBedrockConverse(
+        return ChatBedrockConverse(  # type: ignore[call-arg]
             model="anthropic.claude-3-5-sonnet-20240620-v1:0",
             region_name="us-east-1",
-            aws_access_key_id="test",  # type: ignore[arg-type]
-            aws_secret_access_key="test",  # type: ignore[arg-type]
+            aws_access_key_id="test",
+            aws_secret_access_key="test",
         )
     if name == "ollama":
         from langchain_ollama import ChatOllama
@@ -131,7 +131,7 @@ def _model(name: str) -> Any:
     if name == "mistral":
         from langchain_mistralai import ChatMistralAI
 
-        return ChatMistralAI(model="mistral-large-latest", api_key="test-key")  # type: ignore[arg-type]
+        return ChatMistralAI(model="mistral-large-latest", api_key="test-key")
     raise KeyError(name)
 
 
@@ -173,7 +173,10 @@ def _gemini_part(part: Any) -> str:
 
 
 def bedrock(messages: list[BaseMessage], tools: list[Any]) -> dict[str, Any]:
-    from langchain_aws.chat_models.bedrock_converse import _messages_to_bedrock, _snake_to_camel_keys
+    from langchain_aws.chat_models.bedrock_converse import (
+        _messages_to_bedrock,
+        _snake_to_camel_keys,
+    )
 
     model = _model("bedrock-converse")
     bound, kwargs = _bind(model, tools)

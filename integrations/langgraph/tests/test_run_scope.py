@@ -27,6 +27,10 @@ def lookup_booking(booking_id: str) -> str:
 TOOL = StructuredTool.from_function(lookup_booking)
 
 
+def _invoke(agent: Any, state: Any, config: Any = None) -> Any:
+    return agent.invoke(state, config)
+
+
 def _facts_shown(messages: list[BaseMessage]) -> str:
     return "\n".join(str(m.content) for m in messages if synthetic_kind(m) == "facts")
 
@@ -49,9 +53,9 @@ def test_two_create_agent_runs_without_thread_id_share_nothing(caplog: pytest.Lo
     engine, model, handler = memory_engine(), _script(), ContextCallbackHandler()
     agent = create_agent(model, [TOOL], middleware=[ContextMiddleware(engine)])
     with caplog.at_level(logging.WARNING, logger="ctxplugin"):
-        agent.invoke({"messages": [("user", "Where does booking BK-ALICE-77 ship to? My card ends 4242.")]},
+        _invoke(agent, {"messages": [("user", "Where does booking BK-ALICE-77 ship to? My card ends 4242.")]},
                      {"callbacks": [handler]})
-        agent.invoke({"messages": [("user", "Hi, I am Bob. Check BK-BOB-01 please.")]}, {"callbacks": [handler]})
+        _invoke(agent, {"messages": [("user", "Hi, I am Bob. Check BK-BOB-01 please.")]}, {"callbacks": [handler]})
     sessions = [r.session_id for r in handler.reports]
     assert all(s.startswith(_run_scope.RUN_PREFIX) for s in sessions)
     assert sessions[0] == sessions[1] != sessions[2] == sessions[3]  # one scope per run, for all its calls
@@ -80,7 +84,7 @@ def test_a_run_without_thread_id_can_expand_its_own_refs() -> None:
 
     model = ScriptedChatModel(script=[AIMessage(content="", tool_calls=[tool_call("search", {"q": "x"})]), expand, answer])
     agent = create_agent(model, [big], middleware=[ContextMiddleware(engine)])
-    agent.invoke({"messages": [("user", "Find flights")]})
+    _invoke(agent, {"messages": [("user", "Find flights")]})
     assert "price 223" in seen["expanded"]
 
 
@@ -90,8 +94,8 @@ def test_create_react_agent_runs_without_thread_id_get_their_own_scopes() -> Non
     hooks = ContextHooks(engine, [TOOL])
     model = _script()
     agent = create_react_agent(hooks.model(model), hooks.tool_node(), pre_model_hook=hooks.pre_model_hook)
-    agent.invoke({"messages": [("user", "Where does booking BK-ALICE-77 ship to?")]}, {"callbacks": [handler]})
-    agent.invoke({"messages": [("user", "Bob here: BK-BOB-01.")]}, {"callbacks": [handler]})
+    _invoke(agent, {"messages": [("user", "Where does booking BK-ALICE-77 ship to?")]}, {"callbacks": [handler]})
+    _invoke(agent, {"messages": [("user", "Bob here: BK-BOB-01.")]}, {"callbacks": [handler]})
     sessions = [r.session_id for r in handler.reports]
     assert sessions[0] == sessions[1] != sessions[2] == sessions[3]
     assert all("Rue de la Paix" not in _facts_shown(c.messages) for c in model.calls[2:])
@@ -101,8 +105,8 @@ def test_sharing_is_asked_for_with_a_scope() -> None:
     engine, model, handler = memory_engine(), _script(), ContextCallbackHandler()
     shared = Scope(session_id="support-desk")
     agent = create_agent(model, [TOOL], middleware=[ContextMiddleware(engine, scope=shared)])
-    agent.invoke({"messages": [("user", "Where does booking BK-ALICE-77 ship to?")]}, {"callbacks": [handler]})
-    agent.invoke({"messages": [("user", "Which address is on file?")]}, {"callbacks": [handler]})
+    _invoke(agent, {"messages": [("user", "Where does booking BK-ALICE-77 ship to?")]}, {"callbacks": [handler]})
+    _invoke(agent, {"messages": [("user", "Which address is on file?")]}, {"callbacks": [handler]})
     assert {r.session_id for r in handler.reports} == {"support-desk"}
     assert "Rue de la Paix" in _facts_shown(model.calls[2].messages)
 
