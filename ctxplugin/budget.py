@@ -15,9 +15,10 @@ from dataclasses import dataclass, field, replace
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
+from ctxplugin._layout import Layout, Placement, is_note, lay_out, synthetic_kind
 from ctxplugin._messages import META_KEY, annotation, exchange_spans, merge_system
 from ctxplugin.history.omission import OMITTED_NOTE
-from ctxplugin.tokens import TokenCounter, content_text, count_cached, count_message, count_messages
+from ctxplugin.tokens import TokenCounter, content_text, count_message, count_messages
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,7 @@ class Parts:
     dropped_exchanges: int = 0
     notes: tuple[str, ...] = field(default_factory=tuple)
     facts_anchor: BaseMessage | None = None
+    facts_placement: Placement = "tail"
 
     def header_message(self) -> SystemMessage | None:
         """The header with the notes (e.g. what was dropped) merged in, each note once."""
@@ -55,6 +57,11 @@ class Parts:
             return self.header
         return merge_system([self.header] if self.header is not None else [], notes)
 
+    def layout(self) -> Layout:
+        """The history with the context notes and the facts block placed (see
+        :mod:`ctxplugin._layout`)."""
+        return lay_out(self.history, self.facts_text(), self.facts_placement, self.facts_anchor)
+
     def facts_text(self) -> str:
         if not self.facts:
             return ""
@@ -62,17 +69,31 @@ class Parts:
 
 
 def section_tokens(parts: Parts, counter: TokenCounter) -> dict[str, int]:
-    """Tokens per section: header, history (non-tool messages), summaries (tool results),
-    facts, tools (bound schemas)."""
-    history = sum(count_message(m, counter) for m in parts.history if not isinstance(m, ToolMessage))
-    summaries = sum(count_message(m, counter) for m in parts.history if isinstance(m, ToolMessage))
-    facts_text = parts.facts_text()
+    """Tokens per section as the view is laid out: header, history (messages other than tool
+    results, and the context notes), summaries (tool results), facts (the facts block with the
+    lookup that shows it), tools (bound schemas)."""
+    layout = parts.layout()
+    history = summaries = facts = 0
+    for message in layout.body:
+        tokens = count_message(message, counter)
+        kind = synthetic_kind(message)
+        if kind == "facts":
+            facts += tokens
+        elif kind == "notes" or not isinstance(message, ToolMessage):
+            history += tokens
+        else:
+            summaries += tokens
+    for message, kind in zip(layout.header_extra, layout.extra_kinds, strict=True):
+        if kind == "facts":
+            facts += count_message(message, counter)
+        else:
+            history += count_message(message, counter)
     header = parts.header_message()
     return {
         "header": count_message(header, counter) if header is not None else 0,
         "history": history,
         "summaries": summaries,
-        "facts": count_cached(facts_text, counter) + 4 if facts_text else 0,
+        "facts": facts,
         "tools": parts.tools_tokens,
     }
 
@@ -171,17 +192,23 @@ def cut_text(text: str, max_tokens: int, counter: TokenCounter) -> str:
 
 
 def minimum_viable(parts: Parts, total: int, counter: TokenCounter) -> Parts:
-    """System essentials, the current user message, and the last assistant turn, cut to fit."""
+    """System essentials, the task, the current user message, and the last assistant turn,
+    cut to fit.
+
+    The task (the first human message) stays: it is what the rest answers, and providers
+    (Anthropic, Google, Bedrock) refuse a conversation whose first turn is not the user's —
+    which the last assistant turn alone would be when users' turns are tool observations.
+    """
     history = parts.history
     spans = exchange_spans(history)
     keep: list[BaseMessage] = []
-    last_human = next((i for i in range(len(history) - 1, -1, -1) if isinstance(history[i], HumanMessage)), None)
+    humans = [i for i, m in enumerate(history) if isinstance(m, HumanMessage) and not is_note(m)]
     last_ai_span = next(
         ((s, e) for s, e in reversed(spans) if isinstance(history[s], AIMessage)), None
     )
     chosen: set[int] = set()
-    if last_human is not None:
-        chosen.add(last_human)
+    if humans:
+        chosen.update((humans[0], humans[-1]))
     if last_ai_span is not None:
         chosen.update(range(*last_ai_span))
     if spans:  # the exchange the model is answering now must stay whole
@@ -306,7 +333,7 @@ def enforce(parts: Parts, budgets: dict[str, int], counter: TokenCounter, *, blo
         # from the untrimmed parts: step 1 may have dropped the last assistant turn
         parts = minimum_viable(initial, budgets["total"], counter)
         warnings.append(
-            f"context trimmed to the minimum viable view (system essentials, current user message, "
+            f"context trimmed to the minimum viable view (system essentials, the task, current user message, "
             f"last assistant turn) to fit the total budget of {budgets['total']} tokens"
         )
         if total_over(parts):

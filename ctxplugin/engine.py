@@ -45,6 +45,7 @@ from ctxplugin._names import (
     META_TOOL_NAMES,
     REPORT_EVENT,
 )
+from ctxplugin._run_scope import direct_scope
 from ctxplugin.budget import FactLine, Parts, enforce, section_tokens, total_tokens
 from ctxplugin.cache import (
     AnswerCache,
@@ -244,13 +245,14 @@ class ContextEngine:
         Args:
             messages: the conversation as the agent holds it.
             tools: the agent's tools (``BaseTool``, functions or OpenAI-format dicts).
-            scope: whose call this is; ``Scope(session_id="default")`` when omitted.
+            scope: whose call this is. When omitted: the scope of the host run the call is made
+                in, else the shared ``Scope(session_id="default")`` (a warning is logged once).
             context_window: the model's input window, to resolve budgets given as shares.
 
         Raises:
             InvalidInputError: the messages are not a valid conversation (the message says why).
         """
-        scope = scope or Scope(session_id="default")
+        scope = direct_scope(scope, "prepare")
         with (
             _tracing.child_run("ctxplugin.prepare", inputs={"messages": len(messages), "session_id": scope.session_id}) as run,
             step_budget(self.config.stores.timeout),
@@ -348,6 +350,7 @@ class ContextEngine:
                 facts=facts_lines,
                 tools_tokens=schema_tokens,
                 facts_anchor=anchor,
+                facts_placement=self.config.facts.placement,
             )
             outcome = enforce(parts, budgets, self.counter, block_size=self.config.history.block_size)
             parts = outcome.parts
@@ -356,7 +359,7 @@ class ContextEngine:
             report.budget_total = budgets["total"]
             report.dropped_exchanges += parts.dropped_exchanges
             report.facts = [FactUse(id=f.fact_id, key=f.key, score=round(f.score, 4)) for f in parts.facts]
-        out = _assemble(parts, self.config.facts.placement)
+        out = parts.layout().messages(parts.header_message())
         after = section_tokens(parts, self.counter)
         for name, tokens in after.items():
             section = report.sections[name]
@@ -661,7 +664,7 @@ class ContextEngine:
         Raises:
             InvalidInputError: ``tool_message`` is not a ``ToolMessage``.
         """
-        compact, _ = self._capture(tool_message, scope or Scope(session_id="default"))
+        compact, _ = self._capture(tool_message, direct_scope(scope, "capture_tool_result"))
         return compact
 
     async def acapture_tool_result(self, tool_message: ToolMessage, scope: Scope | None = None) -> ToolMessage:
@@ -750,7 +753,7 @@ class ContextEngine:
         return expand(
             self.cas,
             ref_id,
-            scope or Scope(session_id="default"),
+            direct_scope(scope, "expand_ref"),
             fields=list(fields) if fields else None,
             offset=offset,
             limit=limit,
@@ -801,7 +804,7 @@ class ContextEngine:
         """
         if self.cache is None:
             return None
-        scope = scope or Scope(session_id="default")
+        scope = direct_scope(scope, "cached_answer")
         try:
             call = self._cache_call(messages, prepared, tools, scope, model)
             found = self.cache.lookup(call, cas=self.cas, ledger=self._ledger()) if call is not None else None
@@ -829,7 +832,7 @@ class ContextEngine:
         answers are not cached. Returns whether it was stored; a failing store is a warning."""
         if self.cache is None:
             return False
-        scope = scope or Scope(session_id="default")
+        scope = direct_scope(scope, "remember_answer")
         try:
             call = self._cache_call(messages, prepared, tools, scope, model)
             return call is not None and self.cache.store_answer(call, answer) is not None
@@ -981,28 +984,6 @@ def _degraded(report: ContextReport | CaptureReport, scope: Scope, text: str) ->
     at WARNING with the session in ``extra``, so both say what was skipped."""
     report.warnings.append(text)
     logger.warning("ctxplugin: %s (session %s)", text, scope.session_id, extra={"ctxplugin_session": scope.session_id})
-
-
-def _assemble(parts: Parts, placement: str) -> list[BaseMessage]:
-    out: list[BaseMessage] = []
-    header = parts.header_message()
-    if header is not None:
-        out.append(header)
-    facts_text = parts.facts_text()
-    facts_message = SystemMessage(content=facts_text) if facts_text else None
-    if facts_message is not None and placement == "head":
-        out.append(facts_message)
-    history = list(parts.history)
-    if facts_message is not None and placement == "window":
-        # before the verbatim tier; at the end when that message is gone (budget trimming)
-        at = next((i for i, m in enumerate(history) if m is parts.facts_anchor), len(history))
-        history.insert(at, facts_message)
-    out.extend(history)
-    if facts_message is not None and placement == "tail":
-        # calls still to be answered end the view: nothing may come between them and their results
-        pending = bool(out) and isinstance(out[-1], AIMessage) and bool(out[-1].tool_calls)
-        out.insert(len(out) - 1 if pending else len(out), facts_message)
-    return out
 
 
 def _tool_name(tool: Any) -> str:

@@ -41,9 +41,10 @@ from ctxplugin._names import (
     EXPAND_REF_NAME,
     REPORT_EVENT,
 )
+from ctxplugin._run_scope import resolve as resolve_scope
 from ctxplugin.errors import CtxpluginError, InvalidInputError
 from ctxplugin.report import ContextReport, RunSummary
-from ctxplugin.scope import Scope, scope_from_config
+from ctxplugin.scope import Scope
 
 if TYPE_CHECKING:
     from ctxplugin.engine import ContextEngine, PreparedContext
@@ -51,7 +52,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger("ctxplugin")
 
 ScopeResolver = Callable[[RunnableConfig | None], Scope]
-"""Maps a run's config to the scope of a call (default: :func:`~ctxplugin.scope.scope_from_config`)."""
+"""Maps a run's config to the scope of a call (default: the thread id, else a scope of the run's own)."""
 
 
 
@@ -89,8 +90,9 @@ class PrepareRunnable(RunnableSerializable[Any, list[BaseMessage]]):
         chain.invoke({...}, {"configurable": {"thread_id": "t1"}})
 
     The scope comes from ``config["configurable"]["thread_id"]`` (plus optional ``user_id``,
-    ``workspace_id``, ``tenant_id``); without a thread id every call shares the session
-    ``"default"``. ``tools``, when given, are planned like an agent's (tool directory, lazy
+    ``workspace_id``, ``tenant_id``) or ``configurable["ctxplugin_scope"]``; without either, a
+    conversation gets a scope of its own (``run-…``, from its first message) and a warning is
+    logged once: nothing is shared between conversations unless asked for. ``tools``, when given, are planned like an agent's (tool directory, lazy
     schemas); bind :meth:`bound_tools` to the model yourself.
     """
 
@@ -107,13 +109,15 @@ class PrepareRunnable(RunnableSerializable[Any, list[BaseMessage]]):
         return await self._acall_with_config(self._arun, input, config, run_type="chain")
 
     def _run(self, input: Any, run_manager: CallbackManagerForChainRun, config: RunnableConfig) -> list[BaseMessage]:
-        prepared = self.engine.prepare(as_messages(input), tools=self.tools, scope=scope_from_config(config))
+        messages = as_messages(input)
+        prepared = self.engine.prepare(messages, tools=self.tools, scope=resolve_scope(config, messages))
         return list(prepared.messages)
 
     async def _arun(
         self, input: Any, run_manager: AsyncCallbackManagerForChainRun, config: RunnableConfig
     ) -> list[BaseMessage]:
-        prepared = await self.engine.aprepare(as_messages(input), tools=self.tools, scope=scope_from_config(config))
+        messages = as_messages(input)
+        prepared = await self.engine.aprepare(messages, tools=self.tools, scope=resolve_scope(config, messages))
         return list(prepared.messages)
 
     def bound_tools(self, messages: Sequence[BaseMessage]) -> list[Any]:
@@ -193,7 +197,8 @@ class ContextModel(RunnableSerializable[Any, BaseMessage]):
         return answered(self.engine, bound, PreparedCall(messages, prepared, scope, self.tools), self.model)
 
     def _run(self, input: Any, run_manager: CallbackManagerForChainRun, config: RunnableConfig) -> BaseMessage:
-        messages, scope = as_messages(input), scope_from_config(config)
+        messages = as_messages(input)
+        scope = resolve_scope(config, messages)
         prepared = self.engine.prepare(messages, tools=self.tools, scope=scope)
         reply: BaseMessage = self._step(messages, prepared, scope).invoke(
             list(prepared.messages), patch_config(config, callbacks=run_manager.get_child())
@@ -203,7 +208,8 @@ class ContextModel(RunnableSerializable[Any, BaseMessage]):
     async def _arun(
         self, input: Any, run_manager: AsyncCallbackManagerForChainRun, config: RunnableConfig
     ) -> BaseMessage:
-        messages, scope = as_messages(input), scope_from_config(config)
+        messages = as_messages(input)
+        scope = resolve_scope(config, messages)
         prepared = await self.engine.aprepare(messages, tools=self.tools, scope=scope)
         reply: BaseMessage = await self._step(messages, prepared, scope).ainvoke(
             list(prepared.messages), patch_config(config, callbacks=run_manager.get_child())
@@ -303,7 +309,7 @@ def make_expand_ref_tool(engine: ContextEngine, scope: ScopeResolver | None = No
     """
     from ctxplugin.cas import expand_for_model
 
-    resolve = scope or scope_from_config
+    resolve = scope or resolve_scope
 
     def expand_ref(
         ref_id: str,

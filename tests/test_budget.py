@@ -60,6 +60,9 @@ def test_view_is_within_budget_or_says_why(messages: list[BaseMessage], budget: 
     calls = [str(c["id"]) for m in prepared.messages if isinstance(m, AIMessage) for c in m.tool_calls]
     results = [m.tool_call_id for m in prepared.messages if isinstance(m, ToolMessage)]
     assert sorted(calls) == sorted(results)
+    # the conversation still starts with the user's turn (Anthropic, Google, Bedrock require it)
+    body = [m for m in prepared.messages if not isinstance(m, SystemMessage)]
+    assert isinstance(body[0], HumanMessage)
 
 
 def test_minimum_viable_context_keeps_current_question_and_last_answer() -> None:
@@ -73,6 +76,24 @@ def test_minimum_viable_context_keeps_current_question_and_last_answer() -> None
     texts = [str(m.content) for m in prepared.messages]
     assert any("order #W1234" in t for t in texts)
     assert any(t.startswith("answer one") for t in texts)
+
+
+def test_minimum_viable_context_keeps_the_task_when_user_turns_are_observations() -> None:
+    # a coding agent's shape: the task, then each command's output comes back as a user turn
+    long = " ".join(f"line{i}" for i in range(400))
+    messages: list[BaseMessage] = [SystemMessage(content="You are a coding agent."),
+                                   HumanMessage(content="Fix the failing parser test in src/parse.py.")]
+    for step in range(6):
+        messages += [AIMessage(content=f"run step {step} " + long), HumanMessage(content=f"output {step} " + long)]
+    messages.append(AIMessage(content="final command"))
+    engine = memory_engine(ContextConfig(budget={"total": 400, "header": 100, "history": 100, "facts": 50, "summaries": 50}))
+    prepared = engine.prepare(messages[:-1], scope=Scope(session_id="obs"))
+    assert any("minimum viable" in w for w in prepared.report.warnings)
+    body = [m for m in prepared.messages if not isinstance(m, SystemMessage)]
+    assert isinstance(body[0], HumanMessage) and str(body[0].content).startswith("Fix the failing parser test")
+    assert str(body[-1].content).startswith("output 5"), "the latest observation stays last"
+    assert any(str(m.content).startswith("run step 5") for m in body), "the last assistant turn stays"
+    assert prepared.report.tokens_after <= 400
 
 
 def _long_session() -> list[BaseMessage]:
@@ -91,9 +112,12 @@ def test_history_dropped_by_the_budget_stage_is_noted_where_it_was() -> None:
     texts = [str(m.content) for m in prepared.messages]
     assert texts[0] == "sys", "the header, start of every cached prefix, is unchanged"
     assert texts[1] == "the task", "the task is protected"
-    assert texts[2].startswith("[earlier exchanges are not shown") and texts.count(texts[2]) == 1
-    assert str(dropped) not in texts[2], "the note names no count: it stays cacheable"
-    assert texts[3].startswith(f"step {dropped // 2}"), "it stands where the dropped exchanges were"
+    # the note is a lookup (a call and its result), never a user turn
+    call, note = prepared.messages[2], prepared.messages[3]
+    assert isinstance(call, AIMessage) and call.tool_calls and isinstance(note, ToolMessage)
+    assert texts[3].startswith("[earlier exchanges are not shown") and texts.count(texts[3]) == 1
+    assert str(dropped) not in texts[3], "the note names no count: it stays cacheable"
+    assert texts[4].startswith(f"step {dropped // 2}"), "it stands where the dropped exchanges were"
     assert prepared.report.tokens_after <= 1500
 
 

@@ -1,4 +1,5 @@
-"""Test doubles for users' tests and ours: a scripted offline chat model and in-memory engines.
+"""Test doubles for users' tests and ours: a scripted offline chat model and in-memory engines,
+and readers of a prepared view (its facts block, its context notes, the conversation without them).
 
 Example:
     >>> from langchain_core.messages import AIMessage
@@ -26,6 +27,7 @@ from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import ConfigDict, Field, PrivateAttr
 
+from ctxplugin._layout import context_notes, conversation_messages, facts_block
 from ctxplugin.cas import MemoryCASStore
 from ctxplugin.config import ContextConfig
 from ctxplugin.errors import InvalidInputError
@@ -129,4 +131,15 @@ def memory_engine(config: ContextConfig | None = None) -> Any:
     return ContextEngine(config=config, cas=MemoryCASStore(), facts=FactsLedger(MemoryFactStore(), config.facts))
 
 
-__all__ = ["MemoryCASStore", "MemoryFactStore", "RecordedCall", "ScriptedChatModel", "Step", "memory_engine", "tool_call"]
+__all__ = [
+    "MemoryCASStore",
+    "MemoryFactStore",
+    "RecordedCall",
+    "ScriptedChatModel",
+    "Step",
+    "context_notes",
+    "conversation_messages",
+    "facts_block",
+    "memory_engine",
+    "tool_call",
+]

@@ -19,6 +19,7 @@ from ctxplugin.cas import MemoryCASStore
 from ctxplugin.config import FactsConfig
 from ctxplugin.facts import ChromaFactStore, FactQuery, FactsLedger
 from ctxplugin.scope import Scope
+from ctxplugin.testing import facts_block as view_facts
 
 S = Scope(session_id="s1", user_id="u1", tenant_id="acme")
 
@@ -132,7 +133,7 @@ def test_server_going_down_skips_facts_with_a_warning(fresh_chroma_server: Calla
     engine = ContextEngine(config=config, cas=MemoryCASStore(), facts=FactsLedger(store, config.facts))
     try:
         up = engine.prepare(conversation("Which project is the data team on?"), scope=S)
-        facts_block = up.messages[-1].content
+        facts_block = view_facts(up.messages)
         assert "Project Beta" in facts_block and "Project Alpha" not in facts_block
         assert not any("facts" in w for w in up.report.warnings)
 
@@ -151,7 +152,7 @@ def test_engine_on_a_chroma_server_never_shows_a_superseded_fact(chroma_url: str
     with ChromaFactStore.http(chroma_url, config=config.facts) as store:
         engine = ContextEngine(config=config, cas=MemoryCASStore(), facts=FactsLedger(store, config.facts))
         prepared = engine.prepare(conversation("Which project is the data team on?"), scope=S)
-        block = str(prepared.messages[-1].content)
+        block = view_facts(prepared.messages)
         assert block.startswith("Known facts") and "Project Beta" in block and "Project Alpha" not in block
         marked = [m for m in prepared.messages if "[outdated:" in str(m.content)]
         assert [m.id for m in marked] == ["h1"]

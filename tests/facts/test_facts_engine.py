@@ -13,7 +13,8 @@ from ctxplugin import ContextConfig, ContextEngine, Scope
 from ctxplugin.config import FactsConfig
 from ctxplugin.facts import Fact, FactsLedger, MemoryFactStore, mark_outdated
 from ctxplugin.facts.model import FactQuery
-from ctxplugin.testing import memory_engine
+from ctxplugin.testing import conversation_messages, memory_engine
+from ctxplugin.testing import facts_block as view_facts
 
 S = Scope(session_id="s1", user_id="u1")
 BUDGET = {"total": 20_000, "header": 2000, "history": 10_000, "facts": 1500, "summaries": 6000}
@@ -24,8 +25,9 @@ def engine() -> ContextEngine:
 
 
 def facts_block(messages: list[BaseMessage]) -> str:
-    blocks = [str(m.content) for m in messages if isinstance(m, SystemMessage) and str(m.content).startswith("Known facts")]
-    return blocks[0] if blocks else ""
+    block = view_facts(messages)
+    assert not block or block.startswith("Known facts")
+    return block
 
 
 def all_facts(eng: ContextEngine) -> list[Fact]:
@@ -167,7 +169,7 @@ def test_outputs_captured_before_prepare_are_not_read_again_from_their_summary()
     after = {f.id for f in all_facts(eng) if f.source.type == "tool"}
     assert after <= before
     # nor is a summary taken from a prepared view and sent back (it carries the ref only)
-    shown = next(m for m in prepared.messages if isinstance(m, ToolMessage))
+    shown = next(m for m in conversation_messages(prepared.messages) if isinstance(m, ToolMessage))
     assert set(shown.additional_kwargs["ctxplugin"]) == {"ref"}
     eng.prepare([HumanMessage("Check the log", id="h0"), call, shown.model_copy(update={"id": "t2"}),
                  HumanMessage("Done now?", id="h2")], scope=S)

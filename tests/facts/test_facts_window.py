@@ -11,6 +11,7 @@ import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
 from ctxplugin import ContextConfig, ContextEngine, Scope
+from ctxplugin._layout import facts_index, is_synthetic, synthetic_kind
 from ctxplugin._messages import exchange_spans
 from ctxplugin.engine import PreparedContext
 from ctxplugin.history import tier_bounds
@@ -79,13 +80,24 @@ def host_line(host: int, status: str | None = None) -> str:
 
 
 def block_index(view: list[BaseMessage]) -> int:
-    found = [
-        i
-        for i, m in enumerate(view)
-        if isinstance(m, SystemMessage) and str(m.content).startswith(TITLE)
-    ]
+    """Index of the facts block: the result of its lookup, or after the header on a first call."""
+    found = [i for i, m in enumerate(view) if str(m.content).startswith(TITLE)]
     assert len(found) == 1, f"one facts block expected, found {len(found)}"
-    return found[0]
+    at = facts_index(view)
+    assert at == found[0], "the facts block is the one ctxplugin marks as such"
+    block = view[at]
+    if isinstance(block, ToolMessage):
+        call = view[at - 1]
+        assert isinstance(call, AIMessage) and is_synthetic(call) and call.tool_calls[0]["id"] == block.tool_call_id
+    else:
+        assert isinstance(block, SystemMessage) and at == 1, "without a lookup it follows the header"
+    return at
+
+
+def assert_tail(view: list[BaseMessage], at: int, steps: int) -> None:
+    """The block is as late as fits: only the latest step (its call and result) follows it,
+    and the latest message of the conversation is still the view's last."""
+    assert [m.id for m in view[at + 1 :]] == [f"ai_{steps - 1}", f"tool_{steps - 1}"], "the block comes last"
 
 
 def block_text(prepared: PreparedContext) -> str:
@@ -129,8 +141,8 @@ def tier_of(message: BaseMessage) -> str | None:
 
 
 def is_condensed(message: BaseMessage) -> bool:
-    meta = message.additional_kwargs.get("ctxplugin", {})
-    return isinstance(meta, dict) and "condensed" in meta
+    """A context note (condensed history) or the lookup call that shows it."""
+    return synthetic_kind(message) == "notes"
 
 
 # ---------------------------------------------------------------- position
@@ -148,7 +160,7 @@ def test_block_sits_right_before_the_verbatim_tier_after_compressed_and_condense
             f"{steps} steps: block not before the verbatim tier"
         )
         assert view[1].id == "task", "the task stays first, before the block"
-        before, after = view[1:at], view[at + 1 :]
+        before, after = view[1 : at - 1], view[at + 1 :]
         for message in before:
             number = step_number(message)
             assert (
@@ -167,15 +179,16 @@ def test_block_sits_right_before_the_verbatim_tier_after_compressed_and_condense
     )
 
 
-def test_block_goes_last_when_the_verbatim_tier_is_only_the_task() -> None:
+def test_block_follows_the_header_when_the_conversation_is_only_the_task() -> None:
     engine = make_engine()
     engine.facts.write("Checkout runs on hosts web-0 to web-9", key="checkout_hosts", scope=S)
     view = engine.prepare(session(0), scope=S).messages
-    assert [type(m) for m in view] == [SystemMessage, HumanMessage, SystemMessage]
-    assert block_index(view) == 2
+    # no assistant turn yet to put a lookup before: the block joins the system prompt
+    assert [type(m) for m in view] == [SystemMessage, SystemMessage, HumanMessage]
+    assert block_index(view) == 1 and view[-1].id == "task", "the task stays the latest message"
     # with a second exchange the block moves before it, never before the end of the task
     view = engine.prepare(session(1), scope=S).messages
-    assert block_index(view) == 2 and view[1].id == "task" and view[3].id == "ai_0"
+    assert block_index(view) == 3 and view[1].id == "task" and view[4].id == "ai_0"
 
 
 # ---------------------------------------------------------------- stability
@@ -303,9 +316,10 @@ def test_tail_and_head_placements_are_unchanged(placement: Literal["tail", "head
         view = engine.prepare(session(steps), scope=S).messages
         at = block_index(view)
         if placement == "tail":
-            assert at == len(view) - 1, "the block comes last"
+            assert_tail(view, at, steps)
         else:
-            assert at == 1 and view[0].content == SYSTEM, "the block follows the header"
+            assert view[0].content == SYSTEM and view[1].id == "task"
+            assert all(is_synthetic(m) for m in view[2:at]), "the block is the first thing after the task"
         assert host_line(steps - 1) in str(view[at].content), "chosen on every call"
         assert_valid_conversation(view)
 
@@ -315,5 +329,5 @@ def test_without_the_history_stage_the_block_goes_last_and_is_not_frozen() -> No
     for steps in (5, 6, 7):
         view = engine.prepare(session(steps), scope=S).messages
         at = block_index(view)
-        assert at == len(view) - 1
+        assert_tail(view, at, steps)
         assert host_line(steps - 1) in str(view[at].content), "chosen on every call"

@@ -12,7 +12,8 @@ from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.types import Command
 
 from ctxplugin import ContextEngine, Scope
-from ctxplugin.engine import META_TOOL_NAMES
+from ctxplugin._names import META_TOOL_NAMES
+from ctxplugin._run_scope import resolve
 from ctxplugin.scope import scope_from_config
 from ctxplugin.tools import resolve_call
 from ctxplugin_langgraph._annotations import stamp
@@ -20,15 +21,20 @@ from ctxplugin_langgraph._annotations import stamp
 META_TOOLS = META_TOOL_NAMES
 
 
-def current_scope(default_session: str = "default") -> Scope:
-    """The scope of the running LangGraph call (from ``configurable.thread_id``)."""
+def current_scope(default_session: str | None = None) -> Scope:
+    """The scope of the running LangGraph call (from ``configurable.thread_id``).
+
+    Without a thread id: ``default_session`` when given (sharing it is then asked for), else the
+    run's own scope (see :mod:`ctxplugin._run_scope`)."""
     try:
         from langgraph.config import get_config
 
         config: Any = get_config()
     except RuntimeError:  # called outside a graph run
         config = None
-    return scope_from_config(config, default_session)
+    if default_session is not None:
+        return scope_from_config(config, default_session)
+    return resolve(config)
 
 
 def precheck(engine: ContextEngine, request: ToolCallRequest) -> ToolMessage | None:

@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TypeAlias
+from collections.abc import Callable, Sequence
+from typing import Any, TypeAlias
 
+from langchain_core.messages import BaseMessage
 from langchain_core.runnables import RunnableConfig
 
 from ctxplugin import Scope
+from ctxplugin._run_scope import resolve
 from ctxplugin.errors import InvalidInputError
-from ctxplugin.scope import scope_from_config
 
 ScopeSpec: TypeAlias = Scope | Callable[[RunnableConfig | None], Scope] | None
 """A fixed :class:`~ctxplugin.Scope`, a function of the run's config, or ``None`` for the
-run's ``configurable.thread_id`` (plus ``user_id``/``workspace_id``/``tenant_id``)."""
+run's ``configurable.thread_id`` (plus ``user_id``/``workspace_id``/``tenant_id``) — and, without
+a thread id, a scope of the run's own: runs share nothing unless asked to."""
 
 
 def running_config() -> RunnableConfig | None:
@@ -44,13 +46,22 @@ class ScopeRule:
         self.spec = spec
         self.namespace = namespace
 
-    def __call__(self, config: RunnableConfig | None = None) -> Scope:
-        """The scope of a call; ``config`` defaults to the running graph's config."""
+    def __call__(self, config: RunnableConfig | None = None, messages: Sequence[BaseMessage] | None = None) -> Scope:
+        """The scope of a call; ``config`` defaults to the running graph's config. Without a
+        thread id in it, the run's own scope, found from ``messages`` (the run's state) — see
+        :mod:`ctxplugin._run_scope`."""
         if isinstance(self.spec, Scope):
             scope = self.spec
         else:
             config = config if config is not None else running_config()
-            scope = self.spec(config) if self.spec is not None else scope_from_config(config)
+            scope = self.spec(config) if self.spec is not None else resolve(config, messages)
         if self.namespace:
             scope = scope.model_copy(update={"session_id": f"{scope.session_id}/{self.namespace}"})
         return scope
+
+
+def request_messages(request: Any) -> list[BaseMessage] | None:
+    """The messages of the state a tool call runs on (``None`` when it has none)."""
+    state = getattr(request, "state", None)
+    messages = state.get("messages") if isinstance(state, dict) else getattr(state, "messages", None)
+    return list(messages) if isinstance(messages, list) else None

@@ -31,12 +31,14 @@ from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.types import Command
 
 from ctxplugin import ContextEngine, PreparedContext, Scope
+from ctxplugin._run_scope import using
 from ctxplugin.errors import InvalidInputError
 from ctxplugin.langchain import make_meta_tools
 from ctxplugin_langgraph._annotations import without_stale
 from ctxplugin_langgraph._answers import AnswerHandoff, PreparedCall, answered
 from ctxplugin_langgraph._capture import after_tool, precheck
 from ctxplugin_langgraph._scope import ScopeRule, ScopeSpec
+from ctxplugin_langgraph._scope import request_messages as _request_messages
 
 
 def state_messages(state: Any) -> list[BaseMessage]:
@@ -87,9 +89,10 @@ class ContextHooks:
         self.keep_originals = keep_originals
         self._answers = AnswerHandoff(engine)  # pre_model_hook -> model callable, for the answer cache
 
-    def scope(self, config: RunnableConfig | None = None) -> Scope:
-        """The scope of a call (fixed, computed from the config, or the thread id)."""
-        return self.scope_rule(config)
+    def scope(self, config: RunnableConfig | None = None, messages: Sequence[BaseMessage] | None = None) -> Scope:
+        """The scope of a call (fixed, computed from the config, or the thread id; without a
+        thread id, the run's own, found from its state's ``messages``)."""
+        return self.scope_rule(config, messages)
 
     # -- model side -----------------------------------------------------------------
     def _head(self, messages: list[BaseMessage]) -> list[BaseMessage]:
@@ -97,18 +100,22 @@ class ContextHooks:
 
     def prepare(self, state: Any, config: RunnableConfig | None = None) -> PreparedContext:
         """The prepared view of a state (the prompt, then the state's messages)."""
-        return self.engine.prepare(self._head(state_messages(state)), tools=self.tools, scope=self.scope(config))
+        messages = state_messages(state)
+        return self.engine.prepare(self._head(messages), tools=self.tools, scope=self.scope(config, messages))
 
     async def aprepare(self, state: Any, config: RunnableConfig | None = None) -> PreparedContext:
         """Async :meth:`prepare`."""
-        return await self.engine.aprepare(self._head(state_messages(state)), tools=self.tools, scope=self.scope(config))
+        messages = state_messages(state)
+        return await self.engine.aprepare(self._head(messages), tools=self.tools, scope=self.scope(config, messages))
 
     def _call(self, state: Any, config: RunnableConfig | None) -> PreparedCall:
-        full, scope = self._head(state_messages(state)), self.scope(config)
+        messages = state_messages(state)
+        full, scope = self._head(messages), self.scope(config, messages)
         return PreparedCall(full, self.engine.prepare(full, tools=self.tools, scope=scope), scope, self.tools)
 
     async def _acall(self, state: Any, config: RunnableConfig | None) -> PreparedCall:
-        full, scope = self._head(state_messages(state)), self.scope(config)
+        messages = state_messages(state)
+        full, scope = self._head(messages), self.scope(config, messages)
         return PreparedCall(full, await self.engine.aprepare(full, tools=self.tools, scope=scope), scope, self.tools)
 
     @property
@@ -186,8 +193,10 @@ class ContextHooks:
         early = precheck(self.engine, request)
         if early is not None:
             return early
-        scope = self.scope(getattr(request.runtime, "config", None))
-        return after_tool(self.engine, handler(request), request, scope, keep_originals=self.keep_originals)
+        scope = self.scope(getattr(request.runtime, "config", None), _request_messages(request))
+        with using(scope):  # the meta-tools find the run's scope without a thread id
+            result = handler(request)
+        return after_tool(self.engine, result, request, scope, keep_originals=self.keep_originals)
 
     async def awrap_tool_call(
         self,
@@ -198,8 +207,9 @@ class ContextHooks:
         early = precheck(self.engine, request)
         if early is not None:
             return early
-        scope = self.scope(getattr(request.runtime, "config", None))
-        result = await handler(request)
+        scope = self.scope(getattr(request.runtime, "config", None), _request_messages(request))
+        with using(scope):
+            result = await handler(request)
         return await asyncio.to_thread(after_tool, self.engine, result, request, scope, keep_originals=self.keep_originals)
 
     def tool_node(self, **kwargs: Any) -> ToolNode:

@@ -25,11 +25,12 @@ from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langgraph.types import Command
 
 from ctxplugin import ContextEngine, PreparedContext, Scope
+from ctxplugin._run_scope import using
 from ctxplugin.budget import model_context_window
 from ctxplugin.langchain import make_meta_tools
 from ctxplugin_langgraph._annotations import without_stale
 from ctxplugin_langgraph._capture import after_tool, precheck
-from ctxplugin_langgraph._scope import ScopeRule, ScopeSpec
+from ctxplugin_langgraph._scope import ScopeRule, ScopeSpec, request_messages
 
 
 class ContextMiddleware(AgentMiddleware):
@@ -64,8 +65,8 @@ class ContextMiddleware(AgentMiddleware):
         self.tools = make_meta_tools(engine, scope=self.scope_rule)
 
     # -- model calls --------------------------------------------------------------
-    def _scope(self) -> Scope:
-        return self.scope_rule(None)
+    def _scope(self, request: ModelRequest) -> Scope:
+        return self.scope_rule(None, request.messages)
 
     def _request_for(self, request: ModelRequest, prepared: PreparedContext) -> ModelRequest:
         return request.override(
@@ -107,7 +108,7 @@ class ContextMiddleware(AgentMiddleware):
         (plus the report in ``response_metadata``), or a cached answer without calling the
         model when the answer cache is on and has one. Errors from ``prepare`` on invalid
         messages propagate; store failures never do."""
-        scope, full = self._scope(), self._full(request)
+        scope, full = self._scope(request), self._full(request)
         prepared = self.engine.prepare(full, tools=request.tools, scope=scope, context_window=model_context_window(request.model))
         cached = self.engine.cached_answer(full, prepared, tools=request.tools, scope=scope, model=request.model)
         if cached is not None:
@@ -124,7 +125,7 @@ class ContextMiddleware(AgentMiddleware):
         handler: Callable[[ModelRequest], Awaitable[ModelResponse]],
     ) -> ModelResponse:
         """Async :meth:`wrap_model_call`."""
-        scope, full = self._scope(), self._full(request)
+        scope, full = self._scope(request), self._full(request)
         prepared = await self.engine.aprepare(full, tools=request.tools, scope=scope, context_window=model_context_window(request.model))
         cached = await self.engine.acached_answer(full, prepared, tools=request.tools, scope=scope, model=request.model)
         if cached is not None:
@@ -148,8 +149,10 @@ class ContextMiddleware(AgentMiddleware):
         early = precheck(self.engine, request)
         if early is not None:
             return early
-        scope = self.scope_rule(getattr(request.runtime, "config", None))
-        return after_tool(self.engine, handler(request), request, scope, keep_originals=self.keep_originals)
+        scope = self.scope_rule(getattr(request.runtime, "config", None), request_messages(request))
+        with using(scope):  # the meta-tools find the run's scope without a thread id
+            result = handler(request)
+        return after_tool(self.engine, result, request, scope, keep_originals=self.keep_originals)
 
     async def awrap_tool_call(
         self,
@@ -160,6 +163,7 @@ class ContextMiddleware(AgentMiddleware):
         early = precheck(self.engine, request)
         if early is not None:
             return early
-        scope = self.scope_rule(getattr(request.runtime, "config", None))
-        result = await handler(request)
+        scope = self.scope_rule(getattr(request.runtime, "config", None), request_messages(request))
+        with using(scope):
+            result = await handler(request)
         return await asyncio.to_thread(after_tool, self.engine, result, request, scope, keep_originals=self.keep_originals)

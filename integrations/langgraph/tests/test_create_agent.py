@@ -14,7 +14,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 
 from ctxplugin import ContextCallbackHandler, RefNotFoundError, Scope
-from ctxplugin.testing import ScriptedChatModel, memory_engine, tool_call
+from ctxplugin.testing import ScriptedChatModel, conversation_messages, memory_engine, tool_call
 
 
 def build(model: ScriptedChatModel, engine: Any, scenario: Any, **options: Any) -> Any:
@@ -184,5 +184,5 @@ def test_a_tool_returning_a_command_is_captured(scenario: Any) -> None:
     result = next(m for m in agent.get_state(config).values["messages"] if isinstance(m, ToolMessage))
     ref = result.additional_kwargs["ctxplugin"]["ref"]
     assert engine.expand_ref(ref, scope=Scope(session_id="t-command")) == result.content
-    seen = next(m for m in model.calls[-1].messages if isinstance(m, ToolMessage))
+    seen = next(m for m in conversation_messages(model.calls[-1].messages) if isinstance(m, ToolMessage))
     assert ref in str(seen.content) and len(str(seen.content)) < len(str(result.content)) / 3

@@ -1,0 +1,203 @@
+"""Where ctxplugin's own texts go in a view, so that every chat provider accepts it.
+
+ctxplugin adds two kinds of text to a conversation: context notes (condensed or omitted history)
+and the facts block. None of them is something the user said, and the system prompt is the one
+thing every provider requires at the start (Anthropic and Bedrock accept only leading system
+content; Google GenAI and Bedrock move any later system message into the system prompt). So
+each is shown as what it is — ctxplugin's answer to a lookup — a tool call with no arguments and
+its result:
+
+    AIMessage(tool_calls=[{"name": "known_facts", "args": {}, "id": ...}])
+    ToolMessage("Known facts ...", tool_call_id=..., name="known_facts")
+
+Such a pair is placed only right before an assistant message that follows a user turn or a tool
+result: a function call must come right after a user turn or a function response (Google
+GenAI), a tool result must be followed by an assistant turn (Mistral), a tool result must follow
+its call at once (Anthropic, Bedrock). The latest message of the conversation stays the last
+message of the view. A pair carries an id derived from its text, so an unchanged block is the
+same message on the next call (prompt caches). When the conversation has no such position yet
+(its first call: a system prompt and one user message), the text goes in a system message right
+after the header, which every provider reads as part of the system prompt.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+
+from ctxplugin._messages import META_KEY, annotation
+from ctxplugin.tokens import content_text
+
+FACTS_TOOL = "known_facts"
+"""Name of the lookup whose result is the facts block."""
+NOTES_TOOL = "context_notes"
+"""Name of the lookup whose result is a context note (history condensed or left out)."""
+
+Kind = Literal["facts", "notes"]
+Placement = Literal["tail", "head", "window"]
+
+
+def is_note(message: BaseMessage) -> bool:
+    """Whether ``message`` is a context note the history or budget stage wrote in place of
+    exchanges (condensed to their values, or left out)."""
+    note = annotation(message)
+    return isinstance(message, HumanMessage) and bool(note.get("condensed") or note.get("omitted"))
+
+
+def synthetic_kind(message: BaseMessage) -> Kind | None:
+    """``"facts"`` or ``"notes"`` for a message of a lookup pair this module wrote, else None."""
+    value = annotation(message).get("synthetic")
+    return value if value in ("facts", "notes") else None
+
+
+def lookup_pair(kind: Kind, text: str) -> list[BaseMessage]:
+    """The tool call and result that show ``text`` (facts or notes) in the conversation."""
+    name = FACTS_TOOL if kind == "facts" else NOTES_TOOL
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    call_id = f"ctxplugin_{kind}_{digest}"
+    meta = {META_KEY: {"synthetic": kind}}
+    return [
+        AIMessage(
+            content="",
+            tool_calls=[{"name": name, "args": {}, "id": call_id, "type": "tool_call"}],
+            additional_kwargs=meta,
+        ),
+        ToolMessage(content=text, tool_call_id=call_id, name=name, additional_kwargs=meta),
+    ]
+
+
+@dataclass
+class Layout:
+    """The view's body with ctxplugin's texts placed, and what had to go after the header."""
+
+    body: list[BaseMessage]
+    header_extra: list[SystemMessage] = field(default_factory=list)
+    extra_kinds: list[Kind] = field(default_factory=list)
+
+    def messages(self, header: SystemMessage | None) -> list[BaseMessage]:
+        """The whole view: header, the system messages that follow it, the body."""
+        return [*([header] if header is not None else []), *self.header_extra, *self.body]
+
+
+def _openings(plain: Sequence[BaseMessage]) -> list[int]:
+    """Indexes before which a lookup pair fits: an assistant message after a user turn or a
+    tool result."""
+    return [
+        i
+        for i in range(1, len(plain))
+        if isinstance(plain[i], AIMessage) and isinstance(plain[i - 1], (HumanMessage, ToolMessage))
+    ]
+
+
+def _at_or_after(openings: list[int], index: int) -> int | None:
+    later = [i for i in openings if i >= index]
+    if later:
+        return later[0]
+    return openings[-1] if openings else None
+
+
+def lay_out(
+    history: Sequence[BaseMessage],
+    facts_text: str,
+    placement: Placement = "tail",
+    anchor: BaseMessage | None = None,
+) -> Layout:
+    """Place the context notes of ``history`` and the facts block (see the module docstring).
+
+    Args:
+        history: the compressed history, notes in it as the history and budget stages wrote them.
+        facts_text: the facts block ('' for none).
+        placement: ``tail``: as late as fits (before the assistant message that answers the
+            latest user turn or tool result, or the latest one that fits); ``head``: as early
+            as fits (after the task); ``window``: at ``anchor`` (the start of the verbatim tier)
+            or the first place after it that fits.
+        anchor: the message the block goes before with ``window``.
+    """
+    plain: list[BaseMessage] = []
+    notes_at: dict[int, list[str]] = {}
+    anchor_index: int | None = None
+    for message in history:
+        if message is anchor:
+            anchor_index = len(plain)
+        if is_note(message):
+            notes_at.setdefault(len(plain), []).append(content_text(message.content))
+        else:
+            plain.append(message)
+    openings = _openings(plain)
+    inserts: dict[int, list[tuple[Kind, str]]] = {}
+    header_extra: list[SystemMessage] = []
+    kinds: list[Kind] = []
+
+    def put(kind: Kind, text: str, at: int | None) -> None:
+        if at is None:
+            header_extra.append(SystemMessage(content=text, additional_kwargs={META_KEY: {"synthetic": kind}}))
+            kinds.append(kind)
+        else:
+            inserts.setdefault(at, []).append((kind, text))
+
+    for index, texts in notes_at.items():
+        put("notes", "\n".join(texts), _at_or_after(openings, index))
+    if facts_text:
+        if placement == "head":
+            at = openings[0] if openings else None
+        elif placement == "window" and anchor_index is not None:
+            at = _at_or_after(openings, anchor_index)
+        else:
+            at = openings[-1] if openings else None
+        put("facts", facts_text, at)
+    body: list[BaseMessage] = []
+    for index, message in enumerate(plain):
+        for kind, text in _merged(inserts.get(index, [])):
+            body.extend(lookup_pair(kind, text))
+        body.append(message)
+    return Layout(body=body, header_extra=header_extra, extra_kinds=kinds)
+
+
+def _merged(items: list[tuple[Kind, str]]) -> list[tuple[Kind, str]]:
+    """Notes placed at one position become one lookup (in order), facts after them."""
+    notes = [text for kind, text in items if kind == "notes"]
+    facts = [text for kind, text in items if kind == "facts"]
+    out: list[tuple[Kind, str]] = []
+    if notes:
+        out.append(("notes", "\n".join(notes)))
+    out.extend(("facts", text) for text in facts)
+    return out
+
+
+
+def is_synthetic(message: BaseMessage) -> bool:
+    """Whether ``message`` is one ctxplugin wrote to show its own texts (a lookup call, its
+    result, or the system message that holds them on a conversation's first call)."""
+    return synthetic_kind(message) is not None
+
+
+def facts_index(messages: Sequence[BaseMessage]) -> int | None:
+    """Index of the message that holds the facts block in a prepared view, or None."""
+    for index, message in enumerate(messages):
+        if synthetic_kind(message) == "facts" and not isinstance(message, AIMessage):
+            return index
+    return None
+
+
+def facts_block(messages: Sequence[BaseMessage]) -> str:
+    """The facts block of a prepared view ('' when it shows none)."""
+    index = facts_index(messages)
+    return "" if index is None else content_text(messages[index].content)
+
+
+def context_notes(messages: Sequence[BaseMessage]) -> list[str]:
+    """The context notes of a prepared view (condensed or omitted history), in order."""
+    return [
+        content_text(m.content)
+        for m in messages
+        if synthetic_kind(m) == "notes" and not isinstance(m, AIMessage)
+    ]
+
+
+def conversation_messages(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
+    """A prepared view without ctxplugin's lookups: the conversation's own messages."""
+    return [m for m in messages if not is_synthetic(m)]

@@ -1,0 +1,127 @@
+"""Runs without a thread id share nothing: each gets a scope of its own, with a warning once."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import pytest
+from ctxplugin_langgraph import ContextHooks, ContextMiddleware
+from langchain.agents import create_agent
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langchain_core.tools import StructuredTool
+from langgraph.prebuilt import create_react_agent
+
+from ctxplugin import ContextCallbackHandler, Scope, _run_scope
+from ctxplugin._layout import synthetic_kind
+from ctxplugin.testing import ScriptedChatModel, memory_engine, tool_call
+
+
+def lookup_booking(booking_id: str) -> str:
+    """Look up a booking."""
+    if "ALICE" in booking_id:
+        return f'{{"booking_id": "{booking_id}", "address": "12 Rue de la Paix, Paris", "card_last4": "4242"}}'
+    return f'{{"booking_id": "{booking_id}", "address": "3 Elm Street, Leeds", "card_last4": "9911"}}'
+
+
+TOOL = StructuredTool.from_function(lookup_booking)
+
+
+def _invoke(agent: Any, state: Any, config: Any = None) -> Any:
+    return agent.invoke(state, config)
+
+
+def _facts_shown(messages: list[BaseMessage]) -> str:
+    return "\n".join(str(m.content) for m in messages if synthetic_kind(m) == "facts")
+
+
+def _script() -> ScriptedChatModel:
+    return ScriptedChatModel(script=[
+        AIMessage(content="", tool_calls=[tool_call("lookup_booking", {"booking_id": "BK-ALICE-77"})]),
+        AIMessage(content="Your booking is at 12 Rue de la Paix."),
+        AIMessage(content="", tool_calls=[tool_call("lookup_booking", {"booking_id": "BK-BOB-01"})]),
+        AIMessage(content="Done."),
+    ])
+
+
+@pytest.fixture(autouse=True)
+def _fresh_warning() -> None:
+    _run_scope._warned.clear()
+
+
+def test_two_create_agent_runs_without_thread_id_share_nothing(caplog: pytest.LogCaptureFixture) -> None:
+    engine, model, handler = memory_engine(), _script(), ContextCallbackHandler()
+    agent = create_agent(model, [TOOL], middleware=[ContextMiddleware(engine)])
+    with caplog.at_level(logging.WARNING, logger="ctxplugin"):
+        _invoke(agent, {"messages": [("user", "Where does booking BK-ALICE-77 ship to? My card ends 4242.")]},
+                     {"callbacks": [handler]})
+        _invoke(agent, {"messages": [("user", "Hi, I am Bob. Check BK-BOB-01 please.")]}, {"callbacks": [handler]})
+    sessions = [r.session_id for r in handler.reports]
+    assert all(s.startswith(_run_scope.RUN_PREFIX) for s in sessions)
+    assert sessions[0] == sessions[1] != sessions[2] == sessions[3]  # one scope per run, for all its calls
+    bob_calls = model.calls[2:]
+    assert all("Rue de la Paix" not in _facts_shown(c.messages) and "4242" not in _facts_shown(c.messages) for c in bob_calls)
+    warnings = [r for r in caplog.records if r.getMessage() == _run_scope.UNSCOPED_WARNING]
+    assert len(warnings) == 1 and "thread_id" in warnings[0].getMessage() and "Scope" in warnings[0].getMessage()
+
+
+def test_a_run_without_thread_id_can_expand_its_own_refs() -> None:
+    engine = memory_engine()
+    big = StructuredTool.from_function(
+        lambda q: "\n".join(f"row {i}: flight HAT{i:03d} price {100 + i}" for i in range(400)),
+        name="search", description="Search flights.",
+    )
+    seen: dict[str, Any] = {}
+
+    def expand(messages: list[BaseMessage], tools: list[dict[str, Any]]) -> AIMessage:
+        ref = next(str(m.content).split("ref:")[1].split()[0].rstrip("]).,;") for m in messages if "ref:search:" in str(m.content))
+        seen["ref"] = "ref:" + ref
+        return AIMessage(content="", tool_calls=[tool_call("expand_ref", {"ref_id": seen["ref"], "pattern": "HAT123"})])
+
+    def answer(messages: list[BaseMessage], tools: list[dict[str, Any]]) -> AIMessage:
+        seen["expanded"] = str(messages[-1].content)
+        return AIMessage(content="HAT123")
+
+    model = ScriptedChatModel(script=[AIMessage(content="", tool_calls=[tool_call("search", {"q": "x"})]), expand, answer])
+    agent = create_agent(model, [big], middleware=[ContextMiddleware(engine)])
+    _invoke(agent, {"messages": [("user", "Find flights")]})
+    assert "price 223" in seen["expanded"]
+
+
+@pytest.mark.filterwarnings("ignore::langgraph.warnings.LangGraphDeprecatedSinceV10")
+def test_create_react_agent_runs_without_thread_id_get_their_own_scopes() -> None:
+    engine, handler = memory_engine(), ContextCallbackHandler()
+    hooks = ContextHooks(engine, [TOOL])
+    model = _script()
+    agent = create_react_agent(hooks.model(model), hooks.tool_node(), pre_model_hook=hooks.pre_model_hook)
+    _invoke(agent, {"messages": [("user", "Where does booking BK-ALICE-77 ship to?")]}, {"callbacks": [handler]})
+    _invoke(agent, {"messages": [("user", "Bob here: BK-BOB-01.")]}, {"callbacks": [handler]})
+    sessions = [r.session_id for r in handler.reports]
+    assert sessions[0] == sessions[1] != sessions[2] == sessions[3]
+    assert all("Rue de la Paix" not in _facts_shown(c.messages) for c in model.calls[2:])
+
+
+def test_sharing_is_asked_for_with_a_scope() -> None:
+    engine, model, handler = memory_engine(), _script(), ContextCallbackHandler()
+    shared = Scope(session_id="support-desk")
+    agent = create_agent(model, [TOOL], middleware=[ContextMiddleware(engine, scope=shared)])
+    _invoke(agent, {"messages": [("user", "Where does booking BK-ALICE-77 ship to?")]}, {"callbacks": [handler]})
+    _invoke(agent, {"messages": [("user", "Which address is on file?")]}, {"callbacks": [handler]})
+    assert {r.session_id for r in handler.reports} == {"support-desk"}
+    assert "Rue de la Paix" in _facts_shown(model.calls[2].messages)
+
+
+def test_lcel_steps_without_thread_id() -> None:
+    engine = memory_engine()
+    step = engine.as_runnable()
+    alice = [HumanMessage(content="I live at 12 Rue de la Paix, Paris.", id="a1")]
+    bob = [HumanMessage(content="Where do I live?", id="b1")]
+    first = step.invoke(alice)
+    again = step.invoke([*alice, AIMessage(content="Noted."), HumanMessage(content="Where do I live?", id="a2")])
+    other = step.invoke(bob)
+    assert first and again and other
+    assert "Rue de la Paix" not in _facts_shown(other)
+    scoped = step.invoke(bob, {"configurable": {"ctxplugin_scope": Scope(session_id="s")}})
+    assert scoped
+    assert _run_scope.run_scope(alice) == _run_scope.run_scope([*alice, *bob])
+    assert _run_scope.run_scope(alice) != _run_scope.run_scope(bob)

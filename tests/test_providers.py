@@ -1,0 +1,346 @@
+"""Every view ``prepare`` makes is accepted by every major provider's LangChain integration.
+
+Each view of every recorded conversation in ``../shared/data/trajectories`` is passed through
+the request builders of ``langchain-anthropic``, ``langchain-openai`` (chat completions and the
+responses API), ``langchain-google-genai``, ``langchain-aws`` (Bedrock Converse),
+``langchain-ollama`` and ``langchain-mistralai``. The builders format the request offline; the
+request they make is then checked against the turn-order rules each provider's API enforces and
+its builder does not (a function call right after a user turn or a function response for
+Google; strict alternation for Bedrock; no user turn right after a tool result for Mistral; a
+tool result right after its call for everyone).
+
+Skipped, with the reason, when the shared data is not beside the repository.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+
+from ctxplugin import ContextConfig, Scope
+from ctxplugin._layout import synthetic_kind
+from ctxplugin._messages import annotation
+from ctxplugin.budget import section_tokens
+from ctxplugin.replay.loaders import load_file
+from ctxplugin.replay.runner import load_tools_file
+from ctxplugin.testing import memory_engine
+
+# beside the repository, or where CTXPLUGIN_SHARED_DATA points (a checkout elsewhere)
+DATA = Path(os.environ.get("CTXPLUGIN_SHARED_DATA") or Path(__file__).resolve().parents[1] / ".." / "shared" / "data")
+TRAJECTORIES = DATA / "trajectories"
+TAU_TOOLS = DATA / "tools" / "tau-airline-tools.json"
+
+pytestmark = pytest.mark.skipif(
+    not TRAJECTORIES.is_dir(), reason=f"the recorded conversations are not at {TRAJECTORIES} (../shared/data)"
+)
+
+# facts, context notes (archive and digests) and the tool directory all in the view
+FULL = {
+    "budget": {"total": 8000, "header": 3000, "history": 4000, "facts": 200, "summaries": 2000},
+    "history": {"max_tokens": 700, "verbatim_exchanges": 1, "trimmed_exchanges": 1, "block_size": 2,
+                "digest_tokens": 80, "archive_blocks": 2, "archive_tokens": 300},
+    "tools": {"binding": "stubs"},
+}
+
+Builder = Callable[[list[BaseMessage], list[Any]], dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class View:
+    conversation: str
+    call: int
+    messages: list[BaseMessage]
+    tools: list[Any]
+    latest: BaseMessage
+
+
+def _views(config: ContextConfig) -> list[View]:
+    tau_tools = list(load_tools_file(TAU_TOOLS)) if TAU_TOOLS.exists() else []
+    out: list[View] = []
+    for path in sorted(TRAJECTORIES.rglob("*.json")):
+        loaded = load_file(path)
+        tools = tau_tools if "tau" in path.parts[-2] else []
+        for conversation in loaded.conversations:
+            engine = memory_engine(config)
+            meta = engine.tools_for_model()
+            scope = Scope(session_id=conversation.id)
+            for index in conversation.call_indexes():
+                history = list(conversation.messages[:index])
+                prepared = engine.prepare(history, tools=[*tools, *meta], scope=scope)
+                out.append(View(conversation.id, index, prepared.messages, prepared.tools, history[-1]))
+    return out
+
+
+@pytest.fixture(scope="module")
+def default_views() -> list[View]:
+    return _views(ContextConfig())
+
+
+@pytest.fixture(scope="module")
+def full_views() -> list[View]:
+    return _views(ContextConfig.model_validate(FULL))
+
+
+# ---------------------------------------------------------------- the builders (offline)
+
+
+def _bind(model: Any, tools: list[Any]) -> tuple[Any, dict[str, Any]]:
+    if not tools:
+        return model, {}
+    bound = model.bind_tools(tools)
+    return bound.bound, dict(bound.kwargs)
+
+
+# One client per provider for the whole module: building one (and its HTTP client) costs more
+# than formatting a request.
+@functools.cache
+def _model(name: str) -> Any:
+    if name == "anthropic":
+        from langchain_anthropic import ChatAnthropic
+
+        return ChatAnthropic(model="claude-sonnet-4-5", api_key="test-key")
+    if name in ("openai-chat", "openai-responses"):
+        from langchain_openai import ChatOpenAI
+
+        return ChatOpenAI(model="gpt-4o", api_key="test-key", use_responses_api=name == "openai-responses")
+    if name == "google-genai":
+        from langchain_google_genai import ChatGoogleGenerativeAI
+
+        return ChatGoogleGenerativeAI(model="gemini-2.5-flash", google_api_key="test-key")
+    if name == "bedrock-converse":
+        from langchain_aws import ChatBedrockConverse
+
+        return ChatBedrockConverse(  # type: ignore[call-arg]
+            model="anthropic.claude-3-5-sonnet-20240620-v1:0",
+            region_name="us-east-1",
+            aws_access_key_id="test",
+            aws_secret_access_key="test",
+        )
+    if name == "ollama":
+        from langchain_ollama import ChatOllama
+
+        return ChatOllama(model="llama3.1")
+    if name == "mistral":
+        from langchain_mistralai import ChatMistralAI
+
+        return ChatMistralAI(model="mistral-large-latest", api_key="test-key")
+    raise KeyError(name)
+
+
+def anthropic(messages: list[BaseMessage], tools: list[Any]) -> dict[str, Any]:
+    model, kwargs = _bind(_model("anthropic"), tools)
+    payload: dict[str, Any] = model._get_request_payload(messages, **kwargs)
+    return payload
+
+
+def openai_chat(messages: list[BaseMessage], tools: list[Any]) -> dict[str, Any]:
+    model, kwargs = _bind(_model("openai-chat"), tools)
+    payload: dict[str, Any] = model._get_request_payload(messages, **kwargs)
+    return payload
+
+
+def openai_responses(messages: list[BaseMessage], tools: list[Any]) -> dict[str, Any]:
+    model, kwargs = _bind(_model("openai-responses"), tools)
+    payload: dict[str, Any] = model._get_request_payload(messages, **kwargs)
+    return payload
+
+
+def google(messages: list[BaseMessage], tools: list[Any]) -> dict[str, Any]:
+    model, kwargs = _bind(_model("google-genai"), tools)
+    request = model._prepare_request(messages, **kwargs)
+    return {
+        "system": request.system_instruction,
+        "contents": [
+            {"role": c.role, "parts": [_gemini_part(p) for p in c.parts]} for c in request.contents
+        ],
+    }
+
+
+def _gemini_part(part: Any) -> str:
+    if part.function_call and part.function_call.name:
+        return "function_call"
+    if part.function_response and part.function_response.name:
+        return "function_response"
+    return "text"
+
+
+def bedrock(messages: list[BaseMessage], tools: list[Any]) -> dict[str, Any]:
+    from langchain_aws.chat_models.bedrock_converse import (
+        _messages_to_bedrock,
+        _snake_to_camel_keys,
+    )
+
+    model = _model("bedrock-converse")
+    bound, kwargs = _bind(model, tools)
+    converted, system = _messages_to_bedrock(list(messages), None, model_id=model.model_id, provider=model.provider)
+    # the same keyword translation the model applies before it calls the API
+    params = bound._converse_params(**_snake_to_camel_keys(kwargs, excluded_keys={"inputSchema", "properties", "thinking"}))
+    return {"messages": converted, "system": system, "toolConfig": params.get("toolConfig")}
+
+
+def ollama(messages: list[BaseMessage], tools: list[Any]) -> dict[str, Any]:
+    model, kwargs = _bind(_model("ollama"), tools)
+    params: dict[str, Any] = model._chat_params(messages, **kwargs)
+    return params
+
+
+def mistral(messages: list[BaseMessage], tools: list[Any]) -> dict[str, Any]:
+    model, _ = _bind(_model("mistral"), tools)
+    dicts, _params = model._create_message_dicts(messages, None)
+    return {"messages": dicts}
+
+
+# ---------------------------------------------------------------- the providers' turn rules
+
+
+def _anthropic_rules(payload: dict[str, Any]) -> None:
+    messages = payload["messages"]
+    assert messages and messages[0]["role"] == "user", "Anthropic: the first message must be a user turn"
+    for previous, message in zip([None, *messages], messages, strict=False):
+        blocks = message["content"] if isinstance(message["content"], list) else []
+        results = [b["tool_use_id"] for b in blocks if b.get("type") == "tool_result"]
+        if results:
+            called = [b["id"] for b in (previous or {}).get("content", []) if isinstance(b, dict) and b.get("type") == "tool_use"]
+            assert previous is not None and previous["role"] == "assistant" and set(results) <= set(called), (
+                "Anthropic: a tool_result must answer a tool_use of the assistant turn right before it"
+            )
+
+
+def _openai_chat_rules(payload: dict[str, Any]) -> None:
+    open_calls: set[str] = set()
+    for message in payload["messages"]:
+        if message["role"] == "tool":
+            assert message["tool_call_id"] in open_calls, "OpenAI: a tool message must answer a preceding tool call"
+            continue
+        open_calls = {c["id"] for c in message.get("tool_calls") or []}
+
+
+def _openai_responses_rules(payload: dict[str, Any]) -> None:
+    called = {item["call_id"] for item in payload["input"] if item.get("type") == "function_call"}
+    for item in payload["input"]:
+        if item.get("type") == "function_call_output":
+            assert item["call_id"] in called, "OpenAI responses: an output without its function call"
+
+
+def _google_rules(payload: dict[str, Any]) -> None:
+    contents = payload["contents"]
+    assert contents[0]["role"] == "user", "Google: the conversation must start with a user turn"
+    assert contents[-1]["role"] == "user", "Google: the request must end with a user turn"
+    for previous, content in itertools.pairwise(contents):
+        if "function_call" in content["parts"]:
+            assert previous["role"] == "user", (
+                "Google: a function call turn must come right after a user turn or a function response"
+            )
+        if "function_response" in content["parts"]:
+            assert previous["role"] == "model" and "function_call" in previous["parts"], (
+                "Google: a function response must come right after a function call turn"
+            )
+
+
+def _bedrock_rules(payload: dict[str, Any]) -> None:
+    messages = payload["messages"]
+    assert messages[0]["role"] == "user", "Bedrock: a conversation must start with a user message"
+    for previous, message in itertools.pairwise(messages):
+        assert previous["role"] != message["role"], "Bedrock: user and assistant turns must alternate"
+    uses_tools = any("toolUse" in b or "toolResult" in b for m in messages for b in m["content"])
+    assert not uses_tools or payload["toolConfig"], "Bedrock: toolUse blocks need a toolConfig"
+
+
+def _mistral_rules(payload: dict[str, Any]) -> None:
+    roles = [m["role"] for m in payload["messages"]]
+    assert roles[-1] in ("user", "tool"), "Mistral: the last message must be a user or tool message"
+    for previous, role in itertools.pairwise(roles):
+        if previous == "tool":
+            assert role in ("assistant", "tool"), f"Mistral: unexpected role {role!r} after role 'tool'"
+        if role == "tool":
+            assert previous in ("assistant", "tool"), "Mistral: a tool message must follow a tool call"
+
+
+BUILDERS: dict[str, tuple[Builder, Callable[[dict[str, Any]], None] | None]] = {
+    "anthropic": (anthropic, _anthropic_rules),
+    "openai-chat": (openai_chat, _openai_chat_rules),
+    "openai-responses": (openai_responses, _openai_responses_rules),
+    "google-genai": (google, _google_rules),
+    "bedrock-converse": (bedrock, _bedrock_rules),
+    "ollama": (ollama, None),
+    "mistral": (mistral, _mistral_rules),
+}
+
+
+def _refusals(views: list[View], name: str) -> Iterator[str]:
+    build, rules = BUILDERS[name]
+    for view in views:
+        try:
+            payload = build(view.messages, view.tools)
+            if rules is not None:
+                rules(payload)
+        except (ValueError, TypeError, KeyError, AssertionError) as exc:
+            yield f"{view.conversation} call {view.call}: {type(exc).__name__}: {exc}"
+
+
+@pytest.mark.parametrize("name", list(BUILDERS))
+def test_every_default_view_is_accepted(default_views: list[View], name: str) -> None:
+    refused = list(_refusals(default_views, name))
+    assert not refused, f"{name} refused {len(refused)} of {len(default_views)} views, e.g. {refused[:3]}"
+
+
+@pytest.mark.parametrize("name", list(BUILDERS))
+def test_every_view_with_facts_notes_and_directory_is_accepted(full_views: list[View], name: str) -> None:
+    refused = list(_refusals(full_views, name))
+    assert not refused, f"{name} refused {len(refused)} of {len(full_views)} views, e.g. {refused[:3]}"
+
+
+def test_the_full_configuration_shows_facts_notes_and_the_directory(full_views: list[View]) -> None:
+    kinds = {synthetic_kind(m) for v in full_views for m in v.messages}
+    directory = sum("load_tools" in str(v.messages[0].content) for v in full_views if isinstance(v.messages[0], SystemMessage))
+    all_three = [
+        v for v in full_views
+        if {"facts", "notes"} <= {synthetic_kind(m) for m in v.messages} and "load_tools" in str(v.messages[0].content)
+    ]
+    assert {"facts", "notes"} <= kinds
+    assert directory > 0
+    assert all_three, "no view holds facts, context notes and the tool directory at once"
+
+
+@pytest.mark.parametrize("which", ["default", "full"])
+def test_the_latest_turn_stays_last_and_no_note_speaks_as_the_user(
+    default_views: list[View], full_views: list[View], which: str
+) -> None:
+    views = default_views if which == "default" else full_views
+    for view in views:
+        last = view.messages[-1]
+        assert type(last) is type(view.latest)
+        if isinstance(last, HumanMessage):
+            assert last.content == view.latest.content, "the final user message is what the user sent"
+        if isinstance(last, ToolMessage):
+            assert isinstance(view.latest, ToolMessage) and last.tool_call_id == view.latest.tool_call_id
+        for message in view.messages:
+            if isinstance(message, HumanMessage):
+                note = annotation(message)
+                assert not (note.get("condensed") or note.get("omitted")), "a context note is a HumanMessage"
+                assert "Known facts" not in str(message.content)
+            if isinstance(message, (AIMessage, SystemMessage)) and synthetic_kind(message) == "facts":
+                assert (isinstance(message, AIMessage) and message.tool_calls) or isinstance(message, SystemMessage)
+
+
+def test_sections_count_the_view_as_laid_out() -> None:
+    from ctxplugin.budget import FactLine, Parts
+    from ctxplugin.tokens import count_messages, get_counter
+
+    counter, _ = get_counter("cl100k_base", None)
+    parts = Parts(
+        header=SystemMessage(content="You are a travel agent."),
+        history=[HumanMessage(content="book"), AIMessage(content="ok"), HumanMessage(content="and?")],
+        facts_title="Known facts:",
+        facts=(FactLine(text="budget is 1,200 EUR", score=1.0, fact_id="f1"),),
+    )
+    view = parts.layout().messages(parts.header_message())
+    assert sum(section_tokens(parts, counter).values()) == count_messages(view, counter)
