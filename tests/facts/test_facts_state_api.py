@@ -11,7 +11,7 @@ from ctxplugin.config import FactsConfig
 from ctxplugin.errors import InvalidInputError
 from ctxplugin.facts import FactsLedger, MemoryFactStore
 from ctxplugin.scope import scope_from_config
-from ctxplugin.testing import memory_engine
+from ctxplugin.testing import facts_block, memory_engine
 
 S = Scope(session_id="s1", user_id="u1")
 BUDGET = {"total": 20_000, "header": 2000, "history": 10_000, "facts": 1500, "summaries": 6000}
@@ -23,11 +23,6 @@ def ledger() -> FactsLedger:
 
 def engine() -> ContextEngine:
     return memory_engine(ContextConfig(budget=BUDGET))  # type: ignore[no-any-return]
-
-
-def facts_block(messages: list[BaseMessage]) -> str:
-    blocks = [str(m.content) for m in messages if isinstance(m, SystemMessage) and str(m.content).startswith("Known facts")]
-    return blocks[0] if blocks else ""
 
 
 def view_text(messages: list[BaseMessage]) -> str:

@@ -20,7 +20,7 @@ from ctxplugin.facts import ChromaFactStore, FactsLedger, MemoryFactStore
 from ctxplugin.facts.extract import FactDraft
 from ctxplugin.facts.model import FactQuery
 from ctxplugin.facts.render import TOOL_LABEL, defuse, fact_line
-from ctxplugin.testing import memory_engine
+from ctxplugin.testing import facts_block, memory_engine
 
 S = Scope(session_id="s1", user_id="u1")
 OTHER = Scope(session_id="s2", user_id="u2")
@@ -59,8 +59,8 @@ def tool_text_outside_tool_role(view: list[BaseMessage], needles: list[str]) -> 
 
 
 def facts_lines(view: list[BaseMessage]) -> list[str]:
-    blocks = [str(m.content) for m in view if isinstance(m, SystemMessage) and str(m.content).startswith(FACTS_TITLE)]
-    return blocks[0].splitlines()[1:] if blocks else []
+    block = facts_block(view)
+    return block.splitlines()[1:] if block else []
 
 
 # ---------------------------------------------------------------- the injection case
