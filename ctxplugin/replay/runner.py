@@ -60,10 +60,12 @@ EngineFactory = Callable[[ContextConfig], ContextEngine]
 
 
 def memory_engine_factory(config: ContextConfig) -> ContextEngine:
-    """A fresh engine on in-memory stores (deterministic, nothing written to disk)."""
-    from ctxplugin.testing import memory_engine
+    """A fresh engine on in-memory stores, nothing written to disk, with a logical clock for the
+    facts ledger (a recording carries no times of its own), so that two replays give the same
+    figures however fast the machine runs them."""
+    from ctxplugin.testing import logical_clock, memory_engine
 
-    engine: ContextEngine = memory_engine(config)
+    engine: ContextEngine = memory_engine(config, clock=logical_clock())
     return engine
 
 

@@ -16,6 +16,7 @@ import itertools
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from langchain_core.callbacks import CallbackManagerForLLMRun
@@ -123,12 +124,23 @@ class ScriptedChatModel(BaseChatModel):
         return ChatResult(generations=[ChatGeneration(message=reply)])
 
 
-def memory_engine(config: ContextConfig | None = None) -> Any:
-    """A ``ContextEngine`` on in-memory stores (nothing touches the disk)."""
+def logical_clock(start: datetime | None = None, step: timedelta = timedelta(seconds=1)) -> Callable[[], datetime]:
+    """A clock that moves ``step`` on every reading from ``start`` (2026-01-01 UTC by default):
+    facts written and ranked by it get the same recency on every run, so a replay's figures do
+    not depend on how fast the machine is."""
+    ticks = itertools.count()
+    origin = start or datetime(2026, 1, 1, tzinfo=UTC)
+    return lambda: origin + step * next(ticks)
+
+
+def memory_engine(config: ContextConfig | None = None, *, clock: Callable[[], datetime] | None = None) -> Any:
+    """A ``ContextEngine`` on in-memory stores (nothing touches the disk); ``clock`` is the facts
+    ledger's (the wall clock by default, :func:`logical_clock` for reproducible replays)."""
     from ctxplugin.engine import ContextEngine
 
     config = config or ContextConfig()
-    return ContextEngine(config=config, cas=MemoryCASStore(), facts=FactsLedger(MemoryFactStore(), config.facts))
+    ledger = FactsLedger(MemoryFactStore(), config.facts, clock=clock)
+    return ContextEngine(config=config, cas=MemoryCASStore(), facts=ledger)
 
 
 __all__ = [
@@ -140,6 +152,7 @@ __all__ = [
     "context_notes",
     "conversation_messages",
     "facts_block",
+    "logical_clock",
     "memory_engine",
     "tool_call",
 ]

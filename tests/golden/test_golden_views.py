@@ -36,7 +36,7 @@ from ctxplugin.config import ContextConfig
 from ctxplugin.replay.loaders import Conversation, load_file
 from ctxplugin.replay.runner import load_tools_file
 from ctxplugin.scope import Scope
-from ctxplugin.testing import memory_engine
+from ctxplugin.testing import logical_clock, memory_engine
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = Path(os.environ.get("CTXPLUGIN_DATA", ROOT.parent.parent / "shared" / "data"))
@@ -108,7 +108,7 @@ def digest(messages: list[BaseMessage], tools: list[Any], fact_ids: dict[str, st
 
 def replay_views(conversation: Conversation, tools: list[dict[str, Any]], config: ContextConfig) -> list[str]:
     """The digest of every call's view, replaying ``conversation`` through capture and prepare."""
-    engine = memory_engine(config)
+    engine = memory_engine(config, clock=logical_clock())
     scope = Scope(session_id=conversation.id)
     bound: list[Any] = [*tools, *engine.tools_for_model()]
     calls = set(conversation.call_indexes())
