@@ -35,6 +35,10 @@ _BROAD = 0.2
 (their postings are long and their weight is small)."""
 
 
+def _score(item: tuple[str, float]) -> float:
+    return item[1]
+
+
 @lru_cache(maxsize=65536)
 def _token_terms(token: str) -> tuple[tuple[str, float], ...]:
     if is_identifier(token):
@@ -142,13 +146,15 @@ class LexicalIndex:
             if docs == 0:
                 return []
             scores = self._scores(wanted, docs)
+            # equal scores keep the order the documents were added in (not their ids, which are
+            # random), so the same conversation ranks the same way on every run
             if allow is None:
-                return [(d, s) for s, d in heapq.nlargest(n, ((s, d) for d, s in scores.items()))]
+                return heapq.nlargest(n, scores.items(), key=_score)
             # most candidates are readable: look at a few times n first, the rest only if needed
-            first = heapq.nlargest(4 * n, ((s, d) for d, s in scores.items()))
-            rest = [] if len(first) == len(scores) else sorted(((s, d) for d, s in scores.items()), reverse=True)
+            first = heapq.nlargest(4 * n, scores.items(), key=_score)
+            rest = [] if len(first) == len(scores) else sorted(scores.items(), key=_score, reverse=True)
             out: list[tuple[str, float]] = []
-            for score, doc_id in first + rest[len(first) :]:
+            for doc_id, score in first + rest[len(first) :]:
                 if allow(doc_id, self._tags.get(doc_id)):
                     out.append((doc_id, score))
                     if len(out) == n:
