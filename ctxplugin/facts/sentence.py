@@ -119,6 +119,10 @@ class SentenceEmbedding(Embeddings):
 
     Args:
         cache_dir: where the weights are unpacked (default: :func:`default_cache_dir`).
+        threads: when given, ``torch.set_num_threads(threads)`` on first use. This is
+            process-wide: on a machine shared with other work, 1 keeps a query's time steady
+            (torch's default of one thread per core can stall a single short query for
+            hundreds of milliseconds while the cores are busy).
 
     Raises:
         MissingDependencyError: the ``semantic`` extra is not installed (the message names the
@@ -132,8 +136,11 @@ class SentenceEmbedding(Embeddings):
 
     dims = 384
 
-    def __init__(self, cache_dir: Path | str | None = None) -> None:
+    def __init__(self, cache_dir: Path | str | None = None, *, threads: int | None = None) -> None:
+        if threads is not None and threads < 1:
+            raise ConfigError(f"SentenceEmbedding threads must be at least 1, got {threads}")
         _require_sentence_transformers()
+        self.threads = threads
         self._archive = weights_zip()
         self.cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
         self._queries: LRU[TextKey, list[float]] = LRU(_MEMO_TEXTS)
@@ -146,7 +153,13 @@ class SentenceEmbedding(Embeddings):
 
     def model(self) -> Any:
         """The loaded ``SentenceTransformer`` (unpacked and loaded on first call)."""
-        return _model(str(unpack(self._archive, self.cache_dir)))
+        model = _model(str(unpack(self._archive, self.cache_dir)))
+        if self.threads is not None:
+            import torch
+
+            if torch.get_num_threads() != self.threads:
+                torch.set_num_threads(self.threads)
+        return model
 
     def _encode(self, texts: list[str]) -> list[list[float]]:
         vectors = self.model().encode(

@@ -47,9 +47,11 @@ def test_selecting_minilm_without_the_extra_names_the_install_command(tmp_path: 
         ContextEngine(config=ContextConfig(facts=FactsConfig(embedding="minilm")))
 
 
-def test_an_unknown_embedding_name_is_refused() -> None:
+def test_an_unknown_embedding_name_or_a_bad_thread_count_is_refused() -> None:
     with pytest.raises(ConfigError, match="minilm"):
         default_embedding("bert")
+    with pytest.raises(ConfigError, match="threads"):
+        SentenceEmbedding(threads=0)
 
 
 def _zip(path: Path, members: dict[str, str]) -> Path:
@@ -72,7 +74,7 @@ def test_the_weights_are_unpacked_once_into_the_cache(tmp_path: Path) -> None:
 
 def test_an_archive_that_is_no_model_or_escapes_the_cache_is_refused(tmp_path: Path) -> None:
     not_model = _zip(tmp_path / "a.zip", {"config.json": "{}"})
-    with pytest.raises(ConfigError, match="modules.json"):
+    with pytest.raises(ConfigError, match=r"modules\.json"):
         unpack(not_model, tmp_path / "cache")
     escaping = _zip(tmp_path / "b.zip", {"../outside.json": "{}", "modules.json": "[]"})
     with pytest.raises(ConfigError, match="unsafe path"):
@@ -83,7 +85,7 @@ def test_an_archive_that_is_no_model_or_escapes_the_cache_is_refused(tmp_path: P
 
 @EXTRA_ONLY
 def test_minilm_vectors_are_unit_length_and_know_paraphrases(tmp_path: Path) -> None:
-    emb = SentenceEmbedding(cache_dir=tmp_path)
+    emb = SentenceEmbedding(cache_dir=tmp_path, threads=1)
     assert emb.identity == "minilm384v1"
     question = emb.embed_query("Which languages does Maria know?")
     assert len(question) == 384
