@@ -23,6 +23,9 @@ lexical index.
 Outdated marks: a scripted conversation where a value changes; counts messages stating the
 stale value, and how many of them the prepared view still shows without a mark.
 
+Quality rows for the semantic extra's ``minilm`` embedding appear where it is installed (run with
+a Python that has ``ctxplugin[semantic]``, e.g. ``python benchmarks/facts_bench.py --no-latency``).
+
 Run (a few minutes; ``--sizes 1000 10000`` for a quick look):
     uv run --all-packages python benchmarks/facts_bench.py [--sizes 1000 10000 100000]
         [--queries 200] [--no-server] [--write-docs]
@@ -33,6 +36,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import gc
+import importlib.util
 import os
 import platform
 import random
@@ -59,6 +63,7 @@ from ctxplugin.facts import (
     mark_outdated,
 )
 from ctxplugin.facts.model import reader_keys
+from ctxplugin.facts.sentence import SentenceEmbedding
 from ctxplugin.facts.static import StaticEmbedding
 from ctxplugin.scope import Scope
 
@@ -223,6 +228,9 @@ EMBEDDINGS: dict[str, Callable[[], Any]] = {
     "hashing": lambda: HashingEmbedding(),
     "static (default)": lambda: StaticEmbedding(),
 }
+if importlib.util.find_spec("sentence_transformers") and importlib.util.find_spec("all_minilm_l6_v2"):
+    # the semantic extra, where it is installed (pip install "ctxplugin[semantic]")
+    EMBEDDINGS["minilm (semantic extra)"] = lambda: SentenceEmbedding()
 
 
 def quality(split: str) -> list[tuple[str, str, dict[str, tuple[float, float, int]]]]:
@@ -353,18 +361,21 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000, 100000])
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--no-server", action="store_true", help="skip the Chroma server rows")
+    parser.add_argument("--no-latency", action="store_true", help="only the quality and outdated-marks parts")
     parser.add_argument("--write-docs", action="store_true", help=f"write the results into {DOCS}")
     args = parser.parse_args()
     args.load_at_start = os.getloadavg()[0]
     started = time.monotonic()
     rows: list[tuple[str, dict[str, Any]]] = []
+    if args.no_latency:
+        args.sizes = []
     with tempfile.TemporaryDirectory() as tmp:
         for n in args.sizes:
             with ChromaFactStore.persistent(Path(tmp) / f"embedded-{n}") as store:
                 row = measure(store, n, args.queries)
             rows.append(("embedded", row))
             print(f"embedded {n:>7,}: ours p90 {row['ours_p90']:.2f} ms, raw p90 {row['raw_p90']:.2f} ms", flush=True)
-        if not args.no_server:
+        if not args.no_server and args.sizes:
             process, url = start_server(Path(tmp) / "server")
             try:
                 for n in args.sizes:

@@ -221,9 +221,10 @@ class FactsConfig(_Section):
         pattern=r"^[a-zA-Z0-9][a-zA-Z0-9._-]{2,62}$",
         description="Chroma collection name prefix (the embedding's identity is appended)",
     )
-    embedding: Literal["auto", "static", "hashing"] = Field(
+    embedding: Literal["auto", "static", "hashing", "minilm"] = Field(
         "auto",
-        description="default embedding: static (shipped word vectors), hashing (no weights), or auto: static, "
+        description="default embedding: static (shipped word vectors), hashing (no weights), minilm "
+        "(all-MiniLM-L6-v2 sentence vectors: the semantic extra), or auto: static, "
         "except for a Chroma collection already built with the hashing embedding",
     )
     embedding_dims: int = Field(384, ge=32, le=8192, description="size of the hashing embedding")

@@ -58,6 +58,7 @@ from ctxplugin.cas import Captured, CASStore, MemoryCASStore, SQLiteCASStore, ca
 from ctxplugin.config import ContextConfig
 from ctxplugin.errors import ConfigError, CtxpluginError, InvalidInputError, StoreError
 from ctxplugin.facts import FactsLedger, MemoryFactStore, mark_outdated
+from ctxplugin.facts.embedding import default_embedding
 from ctxplugin.facts.outdated import exploratory_spans
 from ctxplugin.facts.render import current_once, fact_line
 from ctxplugin.guard import step_budget
@@ -161,7 +162,10 @@ class ContextEngine:
     ) -> None:
         self.config = config or ContextConfig()
         self.cas: CASStore = cas if cas is not None else MemoryCASStore()
-        self.facts: FactsLedger = facts if facts is not None else FactsLedger(MemoryFactStore(), self.config.facts)
+        if facts is None:
+            embedding = default_embedding(self.config.facts.embedding, self.config.facts.embedding_dims)
+            facts = FactsLedger(MemoryFactStore(embedding), self.config.facts)
+        self.facts: FactsLedger = facts
         if counter is None:
             counter, note = get_counter(self.config.encoding, self.config.model)
             self._counter_note = note

@@ -189,14 +189,25 @@ class _CallableEmbeddings(Embeddings):
 def default_embedding(kind: str = "static", dims: int = 384) -> Embeddings:
     """The built-in embedding named by ``FactsConfig.embedding``: ``"static"`` (or ``"auto"``)
     is :class:`~ctxplugin.facts.static.StaticEmbedding`, ``"hashing"`` is
-    :class:`HashingEmbedding` of ``dims`` dimensions. Neither downloads anything."""
+    :class:`HashingEmbedding` of ``dims`` dimensions, ``"minilm"`` is
+    :class:`~ctxplugin.facts.sentence.SentenceEmbedding` (the ``semantic`` extra). None of
+    them downloads anything.
+
+    Raises:
+        MissingDependencyError: ``"minilm"`` without the ``semantic`` extra installed.
+        ConfigError: an unknown name.
+    """
     if kind == "hashing":
         return HashingEmbedding(dims)
     if kind in ("static", "auto"):
         from ctxplugin.facts.static import StaticEmbedding
 
         return StaticEmbedding()
-    raise ConfigError(f"unknown embedding {kind!r}: use 'auto', 'static' or 'hashing'")
+    if kind == "minilm":
+        from ctxplugin.facts.sentence import SentenceEmbedding
+
+        return SentenceEmbedding()
+    raise ConfigError(f"unknown embedding {kind!r}: use 'auto', 'static', 'hashing' or 'minilm'")
 
 
 def as_embeddings(

@@ -152,14 +152,24 @@ class LexicalIndex:
                 return heapq.nlargest(n, scores.items(), key=_score)
             # most candidates are readable: look at a few times n first, the rest only if needed
             first = heapq.nlargest(4 * n, scores.items(), key=_score)
-            rest = [] if len(first) == len(scores) else sorted(scores.items(), key=_score, reverse=True)
             out: list[tuple[str, float]] = []
-            for doc_id, score in first + rest[len(first) :]:
-                if allow(doc_id, self._tags.get(doc_id)):
-                    out.append((doc_id, score))
-                    if len(out) == n:
-                        break
+            if self._take(first, allow, n, out) or len(first) == len(scores):
+                return out
+            # sorting every candidate is the costly part: done only when the first few fell short
+            rest = sorted(scores.items(), key=_score, reverse=True)[len(first) :]
+            self._take(rest, allow, n, out)
             return out
+
+    def _take(
+        self, ranked: list[tuple[str, float]], allow: Callable[[str, Any], bool], n: int, out: list[tuple[str, float]]
+    ) -> bool:
+        """Append the allowed of ``ranked`` to ``out`` until it holds ``n``; whether it does."""
+        for doc_id, score in ranked:
+            if allow(doc_id, self._tags.get(doc_id)):
+                out.append((doc_id, score))
+                if len(out) == n:
+                    return True
+        return False
 
     def _scores(self, wanted: dict[str, float], docs: int) -> dict[str, float]:
         average = self._total / docs
