@@ -43,7 +43,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage, ToolMessage
 
 from ctxplugin import ContextConfig, ContextEngine, Scope
-from ctxplugin.replay.loaders import load_file
+from ctxplugin.replay.loaders import SWE_BASH_TOOL, load_file
 from ctxplugin.replay.metrics import Meter
 from ctxplugin.replay.peers import ClearToolUsesSettings, ContextEditing, TrimMessages
 
@@ -57,18 +57,7 @@ TAU = DATA / "trajectories" / "tau" / "gpt-4o-airline-dev.json"
 TAU_TOOLS = DATA / "tools" / "tau-airline-tools.json"
 BUCKET = 75
 
-BASH_TOOL: dict[str, Any] = {
-    "type": "function",
-    "function": {
-        "name": "bash",
-        "description": "Run a bash command in the repository and return its output.",
-        "parameters": {
-            "type": "object",
-            "properties": {"command": {"type": "string", "description": "the command to run"}},
-            "required": ["command"],
-        },
-    },
-}
+BASH_TOOL = SWE_BASH_TOOL
 
 
 def rss_mb() -> float:

@@ -42,6 +42,22 @@ FORMATS: tuple[Format, ...] = get_args(Format)
 SUFFIXES = (".json", ".jsonl")
 
 
+SWE_BASH_TOOL: dict[str, Any] = {
+    "type": "function",
+    "function": {
+        "name": "bash",
+        "description": "Run a bash command in the repository and return its output.",
+        "parameters": {
+            "type": "object",
+            "properties": {"command": {"type": "string", "description": "the command to run"}},
+            "required": ["command"],
+        },
+    },
+}
+"""The one tool of a mini-swe-agent recording, which holds no schema: what a replay that needs the
+agent's tool list binds for it."""
+
+
 @dataclass(frozen=True)
 class RecordedUsage:
     """What the provider reported for one recorded call."""

@@ -33,7 +33,7 @@ from langchain_core.messages import AIMessage, BaseMessage, ToolMessage, message
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from ctxplugin.config import ContextConfig
-from ctxplugin.replay.loaders import Conversation, load_file
+from ctxplugin.replay.loaders import SWE_BASH_TOOL, Conversation, load_file
 from ctxplugin.replay.runner import load_tools_file
 from ctxplugin.scope import Scope
 from ctxplugin.testing import logical_clock, memory_engine
@@ -55,18 +55,7 @@ QUICK = (
 )
 """Recordings the default run checks (key prefixes); about 150 calls."""
 
-BASH_TOOL: dict[str, Any] = {
-    "type": "function",
-    "function": {
-        "name": "bash",
-        "description": "Run a bash command in the repository and return its output.",
-        "parameters": {
-            "type": "object",
-            "properties": {"command": {"type": "string", "description": "the command to run"}},
-            "required": ["command"],
-        },
-    },
-}
+BASH_TOOL = SWE_BASH_TOOL
 
 
 def golden_config() -> ContextConfig:
