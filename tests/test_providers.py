@@ -156,11 +156,13 @@ def openai_responses(messages: list[BaseMessage], tools: list[Any]) -> dict[str,
 def google(messages: list[BaseMessage], tools: list[Any]) -> dict[str, Any]:
     model, kwargs = _bind(_model("google-genai"), tools)
     request = model._prepare_request(messages, **kwargs)
+    if isinstance(request, dict):  # langchain-google-genai 4: {"model", "contents", "config"}
+        system, contents = request["config"].system_instruction, request["contents"]
+    else:  # 3.x: a GenerateContentRequest
+        system, contents = request.system_instruction, request.contents
     return {
-        "system": request.system_instruction,
-        "contents": [
-            {"role": c.role, "parts": [_gemini_part(p) for p in c.parts]} for c in request.contents
-        ],
+        "system": system,
+        "contents": [{"role": c.role, "parts": [_gemini_part(p) for p in c.parts]} for c in contents],
     }
 
 
