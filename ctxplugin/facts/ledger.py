@@ -208,6 +208,12 @@ class FactsLedger:
         """The same as :meth:`write` (the name a state API usually gives it)."""
         return self.write(text, **fields)
 
+    def _refused(self, fact: Fact, blocker: Fact, why: str) -> Fact:
+        """Store ``fact`` as refused in favour of ``blocker`` (kept for its history, never current)."""
+        refused = fact.model_copy(update={"is_valid": False, "superseded_by": blocker.id, "note": f"{REFUSED}: {why}"})
+        self.store.add([refused])
+        return refused
+
     def _commit(
         self,
         draft: FactDraft,
@@ -255,22 +261,12 @@ class FactsLedger:
             stated = [t for t in targets if not t.from_tool] if fact.from_tool else []
             if stated:
                 blocker = stated[0]
-                refused = fact.model_copy(update={
-                    "is_valid": False,
-                    "superseded_by": blocker.id,
-                    "note": f"{REFUSED}: a tool output cannot replace the {blocker.authority} statement {blocker.id}",
-                })
-                self.store.add([refused])
-                return refused, True
+                why = f"a tool output cannot replace the {blocker.authority} statement {blocker.id}"
+                return self._refused(fact, blocker, why), True
             if protected:
                 blocker = protected[0]
-                refused = fact.model_copy(update={
-                    "is_valid": False,
-                    "superseded_by": blocker.id,
-                    "note": f"{REFUSED}: a {fact.authority} statement cannot replace the {blocker.authority} constraint {blocker.id}",
-                })
-                self.store.add([refused])
-                return refused, True
+                why = f"a {fact.authority} statement cannot replace the {blocker.authority} constraint {blocker.id}"
+                return self._refused(fact, blocker, why), True
             if fact.scope not in PROTECTED_SCOPES and any(t.scope in PROTECTED_SCOPES for t in targets):
                 kept = [t.id for t in targets if t.scope in PROTECTED_SCOPES]
                 targets = [t for t in targets if t.scope not in PROTECTED_SCOPES]
