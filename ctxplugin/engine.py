@@ -61,6 +61,7 @@ from ctxplugin.facts import FactsLedger, MemoryFactStore, mark_outdated
 from ctxplugin.facts.embedding import default_embedding
 from ctxplugin.facts.outdated import exploratory_spans
 from ctxplugin.facts.render import current_once, fact_line
+from ctxplugin.fidelity import record as record_fidelity
 from ctxplugin.guard import step_budget
 from ctxplugin.history import (
     BackgroundSummarizer,
@@ -328,6 +329,7 @@ class ContextEngine:
             raw_body = body
             if not whole:
                 body = self._compact_tool_results(body, scope, report)
+            compacted = body
         query = last_human_text(body)
         facts_lines: tuple[FactLine, ...] = ()
         if self.config.facts.enabled:
@@ -375,6 +377,8 @@ class ContextEngine:
         report.tokens_after = sum(after.values())
         report.messages_after = len(out)
         report.unchanged_prefix_tokens = self._prefix_tokens(scope, out, bound)
+        with clock.stage("fidelity"):
+            record_fidelity(report, valid, out, compacted)
         report.timings_ms = dict(clock.timings)
         report.timings_ms["total"] = (time.perf_counter() - start) * 1000
         logger.debug(

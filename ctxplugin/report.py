@@ -30,6 +30,11 @@ class ContextReport(BaseModel):
 
     ``tokens_before`` is what the full history (with every tool schema) would have cost;
     ``tokens_after`` what the prepared view costs. Both include tool schemas.
+
+    ``values_*`` say what the view kept of the exact values the user and the assistant wrote
+    (:mod:`ctxplugin.fidelity`): how many there are, how many the view shows, how many are one
+    ``expand_ref`` away, and which left the view (``values_left``, of which the user wrote
+    ``values_left_from_user``).
     """
 
     session_id: str
@@ -54,6 +59,11 @@ class ContextReport(BaseModel):
     compressed_messages: int = 0
     dropped_exchanges: int = 0
     unchanged_prefix_tokens: int = 0
+    values_used: int = 0
+    values_shown: int = 0
+    values_behind_refs: int = 0
+    values_left: list[str] = Field(default_factory=list)
+    values_left_from_user: list[str] = Field(default_factory=list)
     cached_answer: bool = False
     timings_ms: dict[str, float] = Field(default_factory=dict)
     warnings: list[str] = Field(default_factory=list)
@@ -85,6 +95,11 @@ class ContextReport(BaseModel):
             "ctxplugin.tools_bound": self.tools_bound,
             "ctxplugin.tools_loaded": self.tools_loaded,
             "ctxplugin.unchanged_prefix_tokens": self.unchanged_prefix_tokens,
+            "ctxplugin.values_used": self.values_used,
+            "ctxplugin.values_shown": self.values_shown,
+            "ctxplugin.values_behind_refs": self.values_behind_refs,
+            "ctxplugin.values_left": len(self.values_left),
+            "ctxplugin.values_left_from_user": len(self.values_left_from_user),
             "ctxplugin.cached_answer": self.cached_answer,
             "ctxplugin.timings_ms": {k: round(v, 3) for k, v in self.timings_ms.items()},
             "ctxplugin.warnings": self.warnings,

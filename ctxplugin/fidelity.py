@@ -1,0 +1,209 @@
+"""Which exact values of the conversation a prepared view no longer shows.
+
+Savings alone do not say whether a view still serves the agent. Every call, the account of the
+view checks the values the conversation *used* — what the user wrote and what the assistant
+wrote or passed as tool-call arguments (ids, paths, numbers, quoted values, code names; see
+:func:`ctxplugin.history.identifiers.identifiers`) — against the view:
+
+- **shown**: the value occurs in the view as a whole token;
+- **behind a ref**: it does not, but it occurs in a tool output whose ref the view shows, so one
+  ``expand_ref`` call brings it back;
+- **left**: neither. These are what the report counts as values that left the view.
+
+Values only a tool output holds are not counted: an output holds thousands and most are never
+used; what the conversation went on to use is what the next step is likely to need. The leading
+system messages are never compressed and are left out.
+
+Everything derived from one message is memoised by its content in a bounded map, so a call
+costs the new messages plus one pass over the view's own (memoised) messages.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+
+from ctxplugin._lru import LRU, text_key
+from ctxplugin._messages import META_KEY, argument_values
+from ctxplugin.history.identifiers import identifiers
+from ctxplugin.report import ContextReport
+from ctxplugin.tokens import content_text
+
+_MEMO = 32_768
+"""Messages whose values are kept (least recently used first out)."""
+
+_lock = threading.Lock()
+_memo: LRU[tuple[str, tuple[int, int, str, str]], tuple[str, ...]] = LRU(_MEMO)
+
+
+logger = logging.getLogger("ctxplugin")
+
+
+@dataclass(frozen=True)
+class Fidelity:
+    """What a view kept of the values its conversation used.
+
+    Attributes:
+        used: distinct values the user and the assistant wrote (leading system messages aside).
+        shown: how many of them the view shows.
+        behind_refs: values not shown but one ``expand_ref`` away (in a stored output whose ref
+            the view shows), in first-seen order.
+        left: values neither shown nor behind a shown ref, in first-seen order.
+        left_from_user: the part of ``left`` that the user wrote.
+    """
+
+    used: int
+    shown: int
+    behind_refs: tuple[str, ...] = ()
+    left: tuple[str, ...] = ()
+    left_from_user: tuple[str, ...] = ()
+
+
+def _text(message: BaseMessage) -> str:
+    parts = [content_text(message.content)]
+    if isinstance(message, AIMessage):
+        for call in message.tool_calls:
+            parts.extend(str(leaf) for leaf in argument_values(call.get("args") or {}))
+    return "\n".join(parts)
+
+
+def _values(message: BaseMessage) -> tuple[str, ...]:
+    """The values of one message in first-seen order (memoised by its type and text)."""
+    text = _text(message)
+    key = (message.type, text_key(text))
+    with _lock:
+        found = _memo.hit(key)
+    if found is None:
+        found = tuple(identifiers(text))
+        with _lock:
+            _memo.put(key, found)
+    return found
+
+
+def _whole_token(value: str, text: str) -> bool:
+    start = text.find(value)
+    while start != -1:
+        end = start + len(value)
+        before = text[start - 1] if start else " "
+        after = text[end] if end < len(text) else " "
+        if not before.isalnum() and not after.isalnum():
+            return True
+        start = text.find(value, start + 1)
+    return False
+
+
+def _refs_shown(compacted: Sequence[BaseMessage], view_text: str) -> set[str]:
+    """Tool-call ids whose output is stored behind a ref that ``view_text`` shows.
+
+    ``compacted`` is the history with tool outputs replaced by their stored forms: each such
+    message carries its ref under the ``ctxplugin`` key of ``additional_kwargs``."""
+    out: set[str] = set()
+    for message in compacted:
+        if isinstance(message, ToolMessage):
+            note = message.additional_kwargs.get(META_KEY)
+            ref = note.get("ref") if isinstance(note, dict) else None
+            if isinstance(ref, str) and ref in view_text:
+                out.add(message.tool_call_id)
+    return out
+
+
+def value_fidelity(
+    history: Sequence[BaseMessage],
+    view: Sequence[BaseMessage],
+    compacted: Sequence[BaseMessage] = (),
+) -> Fidelity:
+    """Check the values ``history`` used against the prepared ``view``.
+
+    Args:
+        history: the conversation as the host passed it.
+        view: the messages the model is sent.
+        compacted: the history with tool outputs replaced by their stored forms (whose
+            ``additional_kwargs`` name their refs); without it no value counts as behind a ref.
+
+    Returns:
+        The counts and, for values not shown, which are behind a ref and which left.
+    """
+    start = 0
+    while start < len(history) and isinstance(history[start], SystemMessage):
+        start += 1
+    used: dict[str, bool] = {}  # value -> whether the user wrote it
+    for message in history[start:]:
+        if isinstance(message, (HumanMessage, AIMessage)):
+            from_user = isinstance(message, HumanMessage)
+            for value in _values(message):
+                if value not in used:
+                    used[value] = from_user
+                elif from_user:
+                    used[value] = True
+    if not used:
+        return Fidelity(used=0, shown=0)
+    in_view: set[str] = set()
+    for message in view:
+        in_view.update(_values(message))
+    missing = [v for v in used if v not in in_view]
+    view_text = "\n".join(_text(m) for m in view) if missing else ""
+    missing = [v for v in missing if not _whole_token(v, view_text)]
+    behind: list[str] = []
+    left: list[str] = []
+    if missing:
+        with_ref = _refs_shown(compacted, view_text)
+        stored = [
+            set(_values(m))
+            for m in history[start:]
+            if isinstance(m, ToolMessage) and m.tool_call_id in with_ref
+        ]
+        for value in missing:
+            (behind if any(value in s for s in stored) else left).append(value)
+    return Fidelity(
+        used=len(used),
+        shown=len(used) - len(missing),
+        behind_refs=tuple(behind),
+        left=tuple(left),
+        left_from_user=tuple(v for v in left if used[v]),
+    )
+
+
+def describe(fidelity: Fidelity, *, limit: int = 20) -> str:
+    """One line for a debug log: the counts and the first ``limit`` values that left."""
+    shown = ", ".join(json.dumps(v) for v in fidelity.left[:limit])
+    more = f" (+{len(fidelity.left) - limit} more)" if len(fidelity.left) > limit else ""
+    return (
+        f"{fidelity.shown} of {fidelity.used} values shown, {len(fidelity.behind_refs)} behind refs, "
+        f"{len(fidelity.left)} left the view{': ' + shown + more if shown else ''}"
+    )
+
+
+def record(
+    report: ContextReport,
+    history: Sequence[BaseMessage],
+    view: Sequence[BaseMessage],
+    compacted: Sequence[BaseMessage] = (),
+) -> Fidelity:
+    """Check ``view`` against ``history`` (see :func:`value_fidelity`) and write the result
+    into ``report``.
+
+    Values the user wrote that left the view also get a warning, so that nothing the user
+    stated leaves silently; every value that left is logged at DEBUG level."""
+    fidelity = value_fidelity(history, view, compacted)
+    report.values_used = fidelity.used
+    report.values_shown = fidelity.shown
+    report.values_behind_refs = len(fidelity.behind_refs)
+    report.values_left = list(fidelity.left)
+    report.values_left_from_user = list(fidelity.left_from_user)
+    if fidelity.left_from_user:
+        count = len(fidelity.left_from_user)
+        report.warnings.append(
+            f"{count} value{'s' if count != 1 else ''} the user wrote left the view "
+            f"(report.values_left_from_user lists {'them' if count != 1 else 'it'})"
+        )
+    if fidelity.left and logger.isEnabledFor(logging.DEBUG):
+        logger.debug("ctxplugin.fidelity session=%s %s", report.session_id, describe(fidelity))
+    return fidelity
+
+
+__all__ = ["Fidelity", "describe", "record", "value_fidelity"]
