@@ -140,7 +140,8 @@ def lay_out(
             inserts.setdefault(at, []).append((kind, text))
 
     for index, texts in notes_at.items():
-        put("notes", "\n".join(texts), _at_or_after(openings, index))
+        for text in texts:
+            put("notes", text, _at_or_after(openings, index))
     if facts_text:
         if placement == "head":
             at = openings[0] if openings else None
@@ -158,15 +159,13 @@ def lay_out(
 
 
 def _merged(items: list[tuple[Kind, str]]) -> list[tuple[Kind, str]]:
-    """Notes placed at one position become one lookup (in order), facts after them."""
-    notes = [text for kind, text in items if kind == "notes"]
-    facts = [text for kind, text in items if kind == "facts"]
-    out: list[tuple[Kind, str]] = []
-    if notes:
-        out.append(("notes", "\n".join(notes)))
-    out.extend(("facts", text) for text in facts)
-    return out
+    """Lookups placed at one position: each note its own (in order), facts after them.
 
+    A note never shares a lookup with a later one: the archive note then stays the same message
+    while block notes are added after it, and the prompt cache keeps serving it."""
+    notes = [("notes", text) for kind, text in items if kind == "notes"]
+    facts = [("facts", text) for kind, text in items if kind == "facts"]
+    return [*notes, *facts]  # type: ignore[list-item]
 
 
 def is_synthetic(message: BaseMessage) -> bool:
