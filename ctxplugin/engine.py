@@ -341,7 +341,7 @@ class ContextEngine:
         anchor: BaseMessage | None = None
         if self.config.history.enabled:
             with clock.stage("history"):
-                view = self._history_stage(body, scope, context_window, report, outside=outside)
+                view = self._history_stage(body, scope, context_window, report, outside=outside, whole=whole)
                 body = view.messages
                 if view.verbatim_from is not None and view.verbatim_from < len(body):
                     anchor = body[view.verbatim_from]
@@ -588,18 +588,19 @@ class ContextEngine:
         report: ContextReport,
         *,
         outside: int,
+        whole: bool = False,
     ) -> HistoryView:
         """Compress the history so that, with ``outside`` tokens of header and tool schemas and
         the facts budget, it fits every budget: the budget stage then has nothing to drop, and
         what is left out changes only when tier boundaries move (cache-stable)."""
         history = self.config.history
         budget, room = self._history_budget(context_window, outside)
-        if history.compress == "over_budget" and budget.total != room:
-            # max_tokens is what compression aims for once it starts; until the history outgrows
-            # the room it has, it is sent as it is
-            whole = HistoryBudget(total=room, messages=budget.messages, tool_results=budget.tool_results)
-            if whole.fits(body, self.counter):
-                budget = whole
+        if whole and budget.total != room:
+            # max_tokens is what compression aims for once it starts; until the conversation
+            # outgrows the room it has, it is sent as it is. Once it has, it is tiered from then
+            # on, even where its stored (shorter) form would fit again: sending that whole would
+            # only grow back to the room and be cut again, each cut a cache miss on all of it.
+            budget = HistoryBudget(total=room, messages=budget.messages, tool_results=budget.tool_results)
         view = compress_history(
             body,
             config=history,

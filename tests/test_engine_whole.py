@@ -104,3 +104,20 @@ def test_expand_ref_stays_bound_once_the_model_has_called_it() -> None:
     ]
     prepared = engine.prepare(messages, tools=[search, expand_ref], scope=SCOPE)
     assert "expand_ref" in prepared.report.tools_bound
+
+
+def test_once_the_conversation_outgrew_its_room_it_stays_tiered() -> None:
+    """Its stored form (outputs as refs) would fit the room again, but sending that whole would
+    only grow back to the room and be cut again, a cache miss on all of it each time: the view
+    is tiered from the first call that did not fit, and stays so."""
+    from ctxplugin._layout import context_notes
+
+    engine = memory_engine(config(6_000))
+    fits = engine.prepare(conversation(4), tools=[search, expand_ref], scope=SCOPE)
+    assert not fits.report.refs_used and not context_notes(fits.messages)
+    for turns in (6, 7, 8):
+        prepared = engine.prepare(conversation(turns), tools=[search, expand_ref], scope=SCOPE)
+        assert prepared.report.refs_used, "the conversation no longer fits: outputs are stored"
+        notes = context_notes(prepared.messages)
+        assert notes and "exchanges 1-" in notes[0], f"{turns} turns: older exchanges are condensed to notes"
+        assert prepared.report.compressed_messages > 0
