@@ -42,6 +42,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 
 from ctxplugin import ContextConfig, ContextEngine, Scope
 from ctxplugin.errors import CtxpluginError
+from ctxplugin.facts.model import normalize_key
 from ctxplugin.tokens import content_text, get_counter
 
 TRACKS = (
@@ -193,9 +194,13 @@ class CtxpluginAdapter:
             audience = _audience(restricted.group(1), bool(restricted.group(2)))
         if _DRAFT_VALUE.search(value) and mapped == "global":
             mapped = "draft"
-        if self.engine.facts.get(fact_id, scope=self.scope) is not None:
-            # the timeline writes an id again with a new value: an update of that fact
-            supersedes, fact_id = supersedes or fact_id, None  # type: ignore[assignment]
+        held = self.engine.facts.get(fact_id, scope=self.scope)
+        if held is not None:
+            # the timeline writes an id again: with the same key, an update of that fact; with
+            # another key the id is a placeholder ("W-AUTO" on every write), not an identity
+            if held.key == normalize_key(key):
+                supersedes = supersedes or fact_id
+            fact_id = None  # type: ignore[assignment]
         self.engine.facts.write(
             value[:500],
             scope=self.scope,
