@@ -15,10 +15,14 @@ query itself:
   other than under a negation ("no longer", "superseded", ...; StateBench's own rule);
 - context tokens: tokens of the context text (cl100k, offline), the same count for every system.
 
+The ``whole_input`` row is everything the timeline gave up to the query, as text: its recall is
+the ceiling of any context built from that state (many must-mention phrases are answers no input
+states, such as "both wrong" or "exceeds").
+
 StateBench is not a dependency of ctxplugin; run it beside the project:
 
     uv run --all-packages --with statebench==2.0.0 python benchmarks/statebench_runner.py \
-        [--seed 7] [--count 20] [--tracks ...] [--baselines memgine state_based] [--write-docs]
+        [--seed 7] [--count 20] [--tracks ...] [--baselines memgine state_based] [--no-ceiling] [--write-docs]
 
 Without StateBench installed, ``--vectors`` runs the three test vectors of the state model
 specification (basic supersession, emphatic repetition, authority override) the same way.
@@ -305,6 +309,32 @@ class BaselineAdapter:
         return str(self.strategy.build_context(query).context)
 
 
+class WholeInput:
+    """Everything the timeline gave so far, as text: every fact with its key (superseded ones
+    too), working set, environment, turns and writes. Its recall is the most a context made of
+    the given state can reach; a phrase it misses ("recalculat", "both wrong") is in no input."""
+
+    name = "whole_input"
+
+    def __init__(self) -> None:
+        self.texts: list[str] = []
+
+    def reset(self, timeline: Any) -> None:
+        state = timeline.initial_state
+        self.texts = [f"{f.key}: {f.value}" for f in state.persistent_facts]
+        self.texts += [item.content for item in state.working_set]
+        self.texts += [f"{key}: {value}" for key, value in state.environment.items()]
+
+    def event(self, event: Any) -> None:
+        if event.type == "conversation_turn":
+            self.texts.append(event.text)
+        else:
+            self.texts.extend(f"{write.key}: {write.value}" for write in event.writes)
+
+    def context(self, query: str) -> str:
+        return "\n".join(self.texts)
+
+
 # ---------------------------------------------------------------- the run
 
 
@@ -445,6 +475,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tracks", nargs="*", default=list(TRACKS))
     parser.add_argument("--baselines", nargs="*", default=["memgine", "state_based"])
     parser.add_argument("--vectors", action="store_true", help="run the specification's test vectors only")
+    parser.add_argument("--no-ceiling", action="store_true", help="leave out the whole_input row (the input's own recall)")
     parser.add_argument("--write-docs", action="store_true")
     parser.add_argument("--json", type=Path, help="also write the per-track scores as JSON")
     args = parser.parse_args(argv)
@@ -460,6 +491,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     _offline_tiktoken()
     systems: list[Any] = [CtxpluginAdapter(), *(BaselineAdapter(name) for name in args.baselines)]
+    if not args.no_ceiling:
+        systems.append(WholeInput())
     table = run(systems, timelines(args.seed, args.count, args.tracks))
     text = render(table, seed=args.seed, count=args.count)
     print(text)
