@@ -214,7 +214,7 @@ class CtxpluginAdapter:
             kind=kind,
             fact_scope=mapped,  # type: ignore[arg-type]
             scope_id=fact_scope if mapped == "task" else None,
-            authority=None if _SOURCE.get(source.type) == "tool" else _AUTHORITY.get(source.authority, "user"),  # type: ignore[arg-type]
+            authority=_authority(source),  # type: ignore[arg-type]
             source=_SOURCE.get(source.type, "state_write"),  # type: ignore[arg-type]
             depends_on=list(depends_on),
             audience=audience,
@@ -253,6 +253,16 @@ class CtxpluginAdapter:
         lines = [f"You assist {who.user_name}, {who.authority}{f' ({org})' if org else ''}."]
         lines.extend(f"{key}: {value}" for key, value in self.environment.items())
         return "\n".join(lines)
+
+
+def _authority(source: Any) -> str | None:
+    """Who states a written fact: a policy document states its own (whoever recorded it), a tool
+    output nobody (the ledger gives it ``tool``), anything else the source's authority."""
+    if source.type == "policy":
+        return "policy"
+    if _SOURCE.get(source.type) == "tool":
+        return None
+    return _AUTHORITY.get(source.authority, "user")
 
 
 def _level(word: str) -> str | None:
