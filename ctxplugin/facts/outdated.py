@@ -169,9 +169,12 @@ _INTERRUPTS = re.compile(
     re.IGNORECASE,
 )
 _RESUMES = re.compile(
-    r"\b(?:back to (?!normal\b|square one\b)\w+|where were we|resum(?:e|ing) (?:the|our|with|where)\b)",
+    r"(?:^|[,.;:!?\u2013\u2014-])\s*(?:(?:ok(?:ay)?|anyway|now|so|right)\W+)?back to (?!normal\b|square one\b)\w+|"
+    r"\bwhere were we\b|\bresum(?:e|ing) (?:the|our|with|where)\b",
     re.IGNORECASE,
 )
+"""A return stated as its own clause ("VIP handled, back to the ticket", "Back to planning"), not
+"let's go back to the first option" (a change of mind within the task)."""
 
 
 def aside_spans(body: Sequence[BaseMessage]) -> dict[int, str]:

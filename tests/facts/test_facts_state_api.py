@@ -246,6 +246,21 @@ def test_an_interruption_not_yet_left_is_the_current_topic() -> None:
     assert "[aside" not in view
 
 
+def test_a_correction_and_a_change_of_mind_are_not_an_aside() -> None:
+    eng = engine()
+    messages: list[BaseMessage] = [
+        HumanMessage("Book the 9am flight to Denver.", id="h0"),
+        AIMessage("Booked option 1, the 9am.", id="a0"),
+        HumanMessage("Hold on, that's wrong: I wanted the 11am one.", id="h1"),
+        AIMessage("Switched to the 11am.", id="a1"),
+        HumanMessage("Let's go back to the first option after all.", id="h2"),
+        AIMessage("Back on the 9am.", id="a2"),
+        HumanMessage("Which flight am I on?", id="h3"),
+    ]
+    view = view_text(eng.prepare(messages, scope=S).messages)
+    assert "[aside" not in view
+
+
 def test_a_flagged_fact_names_what_changed_through_a_chain() -> None:
     facts = ledger()
     facts.write("base salary is $100k", key="base_salary", scope=S, fact_id="DC-BASE", authority="manager")
