@@ -15,10 +15,14 @@ query itself:
   other than under a negation ("no longer", "superseded", ...; StateBench's own rule);
 - context tokens: tokens of the context text (cl100k, offline), the same count for every system.
 
+The ``whole_input`` row is everything the timeline gave up to the query, as text: its recall is
+the ceiling of any context built from that state (many must-mention phrases are answers no input
+states, such as "both wrong" or "exceeds").
+
 StateBench is not a dependency of ctxplugin; run it beside the project:
 
     uv run --all-packages --with statebench==2.0.0 python benchmarks/statebench_runner.py \
-        [--seed 7] [--count 20] [--tracks ...] [--baselines memgine state_based] [--write-docs]
+        [--seed 7] [--count 20] [--tracks ...] [--baselines memgine state_based] [--no-ceiling] [--write-docs]
 
 Without StateBench installed, ``--vectors`` runs the three test vectors of the state model
 specification (basic supersession, emphatic repetition, authority override) the same way.
@@ -42,6 +46,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 
 from ctxplugin import ContextConfig, ContextEngine, Scope
 from ctxplugin.errors import CtxpluginError
+from ctxplugin.facts.model import normalize_key
 from ctxplugin.tokens import content_text, get_counter
 
 TRACKS = (
@@ -193,9 +198,13 @@ class CtxpluginAdapter:
             audience = _audience(restricted.group(1), bool(restricted.group(2)))
         if _DRAFT_VALUE.search(value) and mapped == "global":
             mapped = "draft"
-        if self.engine.facts.get(fact_id, scope=self.scope) is not None:
-            # the timeline writes an id again with a new value: an update of that fact
-            supersedes, fact_id = supersedes or fact_id, None  # type: ignore[assignment]
+        held = self.engine.facts.get(fact_id, scope=self.scope)
+        if held is not None:
+            # the timeline writes an id again: with the same key, an update of that fact; with
+            # another key the id is a placeholder ("W-AUTO" on every write), not an identity
+            if held.key == normalize_key(key):
+                supersedes = supersedes or fact_id
+            fact_id = None  # type: ignore[assignment]
         self.engine.facts.write(
             value[:500],
             scope=self.scope,
@@ -205,7 +214,7 @@ class CtxpluginAdapter:
             kind=kind,
             fact_scope=mapped,  # type: ignore[arg-type]
             scope_id=fact_scope if mapped == "task" else None,
-            authority=None if _SOURCE.get(source.type) == "tool" else _AUTHORITY.get(source.authority, "user"),  # type: ignore[arg-type]
+            authority=_authority(source),  # type: ignore[arg-type]
             source=_SOURCE.get(source.type, "state_write"),  # type: ignore[arg-type]
             depends_on=list(depends_on),
             audience=audience,
@@ -244,6 +253,16 @@ class CtxpluginAdapter:
         lines = [f"You assist {who.user_name}, {who.authority}{f' ({org})' if org else ''}."]
         lines.extend(f"{key}: {value}" for key, value in self.environment.items())
         return "\n".join(lines)
+
+
+def _authority(source: Any) -> str | None:
+    """Who states a written fact: a policy document states its own (whoever recorded it), a tool
+    output nobody (the ledger gives it ``tool``), anything else the source's authority."""
+    if source.type == "policy":
+        return "policy"
+    if _SOURCE.get(source.type) == "tool":
+        return None
+    return _AUTHORITY.get(source.authority, "user")
 
 
 def _level(word: str) -> str | None:
@@ -298,6 +317,32 @@ class BaselineAdapter:
 
     def context(self, query: str) -> str:
         return str(self.strategy.build_context(query).context)
+
+
+class WholeInput:
+    """Everything the timeline gave so far, as text: every fact with its key (superseded ones
+    too), working set, environment, turns and writes. Its recall is the most a context made of
+    the given state can reach; a phrase it misses ("recalculat", "both wrong") is in no input."""
+
+    name = "whole_input"
+
+    def __init__(self) -> None:
+        self.texts: list[str] = []
+
+    def reset(self, timeline: Any) -> None:
+        state = timeline.initial_state
+        self.texts = [f"{f.key}: {f.value}" for f in state.persistent_facts]
+        self.texts += [item.content for item in state.working_set]
+        self.texts += [f"{key}: {value}" for key, value in state.environment.items()]
+
+    def event(self, event: Any) -> None:
+        if event.type == "conversation_turn":
+            self.texts.append(event.text)
+        else:
+            self.texts.extend(f"{write.key}: {write.value}" for write in event.writes)
+
+    def context(self, query: str) -> str:
+        return "\n".join(self.texts)
 
 
 # ---------------------------------------------------------------- the run
@@ -440,6 +485,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tracks", nargs="*", default=list(TRACKS))
     parser.add_argument("--baselines", nargs="*", default=["memgine", "state_based"])
     parser.add_argument("--vectors", action="store_true", help="run the specification's test vectors only")
+    parser.add_argument("--no-ceiling", action="store_true", help="leave out the whole_input row (the input's own recall)")
     parser.add_argument("--write-docs", action="store_true")
     parser.add_argument("--json", type=Path, help="also write the per-track scores as JSON")
     args = parser.parse_args(argv)
@@ -455,6 +501,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     _offline_tiktoken()
     systems: list[Any] = [CtxpluginAdapter(), *(BaselineAdapter(name) for name in args.baselines)]
+    if not args.no_ceiling:
+        systems.append(WholeInput())
     table = run(systems, timelines(args.seed, args.count, args.tracks))
     text = render(table, seed=args.seed, count=args.count)
     print(text)

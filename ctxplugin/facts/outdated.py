@@ -17,7 +17,9 @@ current fact]``, ``[draft: not decided]``) — the source message of a hypotheti
 or a message a host marked with ``additional_kwargs["ctxplugin"]["fact_scope"]``. A user who
 opens an exploratory span ("Let's brainstorm. This is just exploratory.") makes every message
 up to the one that closes it ("OK, enough brainstorming for now, back to real commitments")
-hypothetical too.
+hypothetical too. An interruption the user announced and has since left ("Hold on - urgent call
+from Initech" ... "Back to Globex prep") is marked as an aside (``[aside: an interruption, not the
+current task]``): what it says stays true, but it is not the task the conversation returned to.
 
 Text read from a tool output is never quoted in a note: notes go into user and assistant
 messages, and tool text is data. A fact from a tool is named by its ref instead.
@@ -81,6 +83,8 @@ def mark_outdated(
     changes = [_change(old, new) for old, new in ledger.superseded(scope=scope, limit=limit)]
     provisional = _provisional(ledger, scope, limit)
     exploring = exploratory_spans(body)
+    for at, aside in aside_spans(body).items():
+        exploring.setdefault(at, aside)
     out: list[BaseMessage] = []
     marked = 0
     said: set[str] = set()  # replacements already quoted in full in an earlier note
@@ -120,6 +124,7 @@ _PROVISIONAL = {
     "hypothetical": "[hypothetical: not a current fact]",
     "draft": "[draft: not decided]",
     "closing": "[the hypothetical ends here; what it said is not current]",
+    "aside": "[aside: an interruption, not the current task]",
 }
 _OPENS = re.compile(
     r"\b(?:brainstorm\w*|exploratory|just exploring|sandbox|thought experiment|what[- ]if (?:scenario|exercise)|"
@@ -155,6 +160,43 @@ def exploratory_spans(body: Sequence[BaseMessage]) -> dict[int, str]:
             opened = True
         elif opened and not isinstance(message, ToolMessage):
             spans[index] = "hypothetical"
+    return spans
+
+
+_INTERRUPTS = re.compile(
+    r"^\W*(?:hold on|hang on|wait a (?:sec(?:ond)?|moment)|one (?:sec(?:ond)?|moment)|quick interruption|"
+    r"sorry to interrupt|side ?note|sidebar|switching gears|before i forget)\b",
+    re.IGNORECASE,
+)
+_RESUMES = re.compile(
+    r"(?:^|[,.;:!?\u2013\u2014-])\s*(?:(?:ok(?:ay)?|anyway|now|so|right)\W+)?back to (?!normal\b|square one\b)\w+|"
+    r"\bwhere were we\b|\bresum(?:e|ing) (?:the|our|with|where)\b",
+    re.IGNORECASE,
+)
+"""A return stated as its own clause ("VIP handled, back to the ticket", "Back to planning"), not
+"let's go back to the first option" (a change of mind within the task)."""
+
+
+def aside_spans(body: Sequence[BaseMessage]) -> dict[int, str]:
+    """Indexes of the messages of an interruption the user has left, as ``aside``.
+
+    A user message that opens with an interruption ("Hold on - ...", "Quick interruption: ...",
+    "Switching gears ...") starts one; a later user message that returns ("... back to the
+    ticket", "where were we", "resuming the review") ends it. The messages from the opening up
+    to the return are the aside; the return itself is not. An interruption not yet left is the
+    current topic and is not marked.
+    """
+    spans: dict[int, str] = {}
+    start: int | None = None
+    for index, message in enumerate(body):
+        if not isinstance(message, HumanMessage):
+            continue
+        text = content_text(message.content)
+        if start is not None and _RESUMES.search(text):
+            spans.update((i, "aside") for i in range(start, index) if not isinstance(body[i], ToolMessage))
+            start = None
+        elif start is None and _INTERRUPTS.search(text):
+            start = index
     return spans
 
 
@@ -250,4 +292,4 @@ def _with_notes(message: BaseMessage, notes: list[str], ids: list[str]) -> BaseM
     return message.model_copy(update={"content": new_content, "additional_kwargs": kwargs})
 
 
-__all__ = ["mark_outdated"]
+__all__ = ["aside_spans", "exploratory_spans", "mark_outdated"]

@@ -105,6 +105,8 @@ _DIRECTIVE = re.compile(
 )
 """The user's instruction about who or what is in: a decision, kept unkeyed."""
 _NUMBERED_SUBJECT = re.compile(r"\b(?:item|point|step|option|question|task|line|no\.?|number|#)\s*(\d{1,4})\b", re.IGNORECASE)
+_NUMBERED_NAME = re.compile(r"\b[a-z][a-z-]*\s+#?(\d{1,4})\b(?![.,:/-]?\d)", re.IGNORECASE)
+"""A noun followed by a number names one of a numbered set: "Requirement 2", "Phase 3", "Deal 1"."""
 _TASK = re.compile(r"^(?:i|we)\s+(?:need|have|want|'d like|would like)\s+to\s+\w+|^(?:todo|to do|task)\s*:", re.IGNORECASE)
 _USER_MOVED = re.compile(r"^i(?:'ve| have)?\s+(?:just\s+)?moved\s+to\s+(?P<val>.+)$", re.IGNORECASE)
 _METRIC = re.compile(
@@ -385,9 +387,10 @@ def _subject_key(subject: str) -> str | None:
     key = slug(subject, 3)
     if not key:
         return None
-    numbered = _NUMBERED_SUBJECT.search(subject)
+    numbered = _NUMBERED_SUBJECT.search(subject) or _NUMBERED_NAME.search(subject)
     if numbered:
-        key = f"{key}_{numbered.group(1)}"  # "agenda item 3" and "agenda item 4" are different subjects
+        # "agenda item 3" and "agenda item 4", "Requirement 1" and "Requirement 2" are different subjects
+        key = f"{key}_{numbered.group(1)}"
     return f"my_{key}" if first in ("my", "our") else key
 
 

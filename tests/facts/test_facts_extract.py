@@ -20,6 +20,7 @@ from ctxplugin.facts import (
     as_extractor,
     combine,
 )
+from ctxplugin.facts.model import FactQuery
 from ctxplugin.scope import Scope
 
 S = Scope(session_id="s1", user_id="u1")
@@ -61,6 +62,20 @@ def test_statements_about_the_same_subject_share_a_key() -> None:
     assert first[0].key == later[0].key == "meeting"
     assert later[0].text == "The meeting moved to Thursday at 3pm."
     assert later[0].importance > first[0].importance, "corrections weigh more"
+
+
+def test_numbered_subjects_are_different_subjects() -> None:
+    facts = FactsLedger(MemoryFactStore(), FactsConfig())
+    facts.ingest([
+        HumanMessage("Requirement 1: IT infrastructure budget capped at $200,000", id="h1"),
+        HumanMessage("Requirement 2: Customer data must remain in US data centers", id="h2"),
+        HumanMessage("Phase 2 is 3 weeks.", id="h3"),
+        HumanMessage("Phase 2 is now 5 weeks.", id="h4"),
+    ], scope=S)
+    current = {f.key: f.text for f in facts.store.find(FactQuery(reader=S, valid=True))}
+    assert current["requirement_1"].endswith("capped at $200,000")
+    assert current["requirement_2"].endswith("US data centers")
+    assert current["phase_2"] == "Phase 2 is now 5 weeks."  # the same numbered subject still supersedes
 
 
 def test_instead_of_names_the_replaced_value() -> None:

@@ -204,6 +204,63 @@ def test_an_exploratory_span_is_hypothetical_until_the_user_closes_it() -> None:
     assert by_id["a3"] == "Back to the plan." and by_id["h4"] == "What features are confirmed?"
 
 
+@pytest.mark.parametrize("value", ["None", "TBD", "unknown", "n/a"])
+def test_an_open_value_says_the_key_has_none(value: str) -> None:
+    eng = engine()
+    eng.facts.write("Data Migration", key="global_project", scope=S, source="system")
+    eng.facts.write(value, key="global_committed_deadline", scope=S, source="system")
+    block = facts_block(eng.prepare([HumanMessage("What's our committed deadline?")], scope=S).messages)
+    assert f"[fact:global_committed_deadline; system] {value} (no committed deadline is set)" in block
+    assert "[fact:global_project; system] Data Migration\n" in block + "\n"
+
+
+def _ticket_with_interruption(resumed: bool) -> list[BaseMessage]:
+    messages: list[BaseMessage] = [
+        SystemMessage("You help the support team."),
+        HumanMessage("Identified a bug in export pagination on TICKET-5678.", id="h0"),
+        AIMessage("Noted.", id="a0"),
+        HumanMessage("Hold on - VIP customer on the phone.", id="h1"),
+        AIMessage("Go ahead.", id="a1"),
+        HumanMessage("Temporary MFA bypass enabled for their CEO.", id="h2"),
+        AIMessage("Logged.", id="a2"),
+    ]
+    if resumed:
+        messages += [HumanMessage("VIP handled, back to the ticket.", id="h3"), AIMessage("Sure.", id="a3")]
+    return [*messages, HumanMessage("What's the workaround for TICKET-5678?", id="h4")]
+
+
+def test_an_interruption_the_user_left_is_marked_as_an_aside() -> None:
+    eng = engine()
+    by_id = {m.id: str(m.content) for m in eng.prepare(_ticket_with_interruption(resumed=True), scope=S).messages}
+    for inside in ("h1", "a1", "h2", "a2"):
+        assert by_id[inside].startswith("[aside: an interruption, not the current task]"), inside
+    assert by_id["h0"] == "Identified a bug in export pagination on TICKET-5678."
+    assert by_id["h3"] == "VIP handled, back to the ticket." and by_id["a3"] == "Sure."
+    # an aside is not hypothetical: what it said is still a current fact
+    assert eng.facts.search("MFA bypass", scope=S, k=3)
+
+
+def test_an_interruption_not_yet_left_is_the_current_topic() -> None:
+    eng = engine()
+    view = view_text(eng.prepare(_ticket_with_interruption(resumed=False), scope=S).messages)
+    assert "[aside" not in view
+
+
+def test_a_correction_and_a_change_of_mind_are_not_an_aside() -> None:
+    eng = engine()
+    messages: list[BaseMessage] = [
+        HumanMessage("Book the 9am flight to Denver.", id="h0"),
+        AIMessage("Booked option 1, the 9am.", id="a0"),
+        HumanMessage("Hold on, that's wrong: I wanted the 11am one.", id="h1"),
+        AIMessage("Switched to the 11am.", id="a1"),
+        HumanMessage("Let's go back to the first option after all.", id="h2"),
+        AIMessage("Back on the 9am.", id="a2"),
+        HumanMessage("Which flight am I on?", id="h3"),
+    ]
+    view = view_text(eng.prepare(messages, scope=S).messages)
+    assert "[aside" not in view
+
+
 def test_a_flagged_fact_names_what_changed_through_a_chain() -> None:
     facts = ledger()
     facts.write("base salary is $100k", key="base_salary", scope=S, fact_id="DC-BASE", authority="manager")
