@@ -16,6 +16,8 @@ the recall targets.
 One chart per recording kind (``--chart-dir``): input tokens, cache-aware cost and recall for
 each setting, the current default marked.
 
+The grid file names its settings and which of them the library's defaults are (``default``).
+
 Run:
     uv run --all-packages python benchmarks/tune_defaults.py --grid benchmarks/defaults_grid.json \
         --out docs/defaults_tuning.json --chart-dir docs/img
@@ -105,7 +107,7 @@ def run_grid(grid: list[dict[str, Any]], encoding: str, log: Any) -> Runs:
             runs[name][kind] = {
                 f"{Path(f.path).name}:{c.id}": (c.figures["ctxplugin"], c.figures["full"]) for f, c in result.conversations()
             }
-            print(f"  {name:>14} {kind}: {len(runs[name][kind])} recordings, {time.perf_counter() - started:.0f} s", file=log)
+            print(f"  {name:>24} {kind}: {len(runs[name][kind])} recordings, {time.perf_counter() - started:.0f} s", file=log)
     return runs
 
 
@@ -165,7 +167,7 @@ def chart(runs: Runs, default: str, directory: Path) -> list[Path]:
     for kind in KINDS:
         rows = [totals(runs, n, kind).row() for n in names]
         recall_key = "action_recall" if kind == "tau" else "recall"
-        fig, ax = plt.subplots(figsize=(max(6, 1.2 * len(names)), 4))
+        fig, ax = plt.subplots(figsize=(max(7, 1.4 * len(names)), 4.6))
         xs = range(len(names))
         width = 0.28
         ax.bar([x - width for x in xs], [r["tokens"] for r in rows], width, label="input tokens × full")
@@ -176,7 +178,7 @@ def chart(runs: Runs, default: str, directory: Path) -> list[Path]:
         ax.set_ylim(0, 1.1)
         ax.axhline(1.0, color="grey", linewidth=0.5)
         ax.set_title(f"{kind}: each setting against the full history")
-        ax.legend(fontsize=8, loc="lower right")
+        ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=3)
         fig.tight_layout()
         path = directory / f"defaults-{kind}.png"
         fig.savefig(path, dpi=110)
@@ -192,8 +194,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path)
     parser.add_argument("--chart-dir", type=Path)
     args = parser.parse_args(argv)
-    grid = json.loads(args.grid.read_text())
-    default = next((s["name"] for s in grid if not s.get("config")), grid[0]["name"])
+    spec = json.loads(args.grid.read_text())
+    grid, default = spec["settings"], spec["default"]
     runs = run_grid(grid, args.encoding, sys.stderr)
     in_sample = {n: {k: totals(runs, n, k).row() for k in KINDS} for n in runs}
     outside, picked = held_out(runs)
@@ -206,17 +208,17 @@ def main(argv: list[str] | None = None) -> int:
         "picked": picked,
         "targets": TARGETS,
     }
-    print(f"{'setting':>14} | swe tokens cost recall (worst) | tau tokens cost action (worst) recall")
+    print(f"{'setting':>24} | swe tokens cost recall (worst) | tau tokens cost action (worst) recall")
     for name, row in in_sample.items():
         s, t = row["swe"], row["tau"]
         mark = " *" if name == default else ""
         print(
-            f"{name:>14} | {s['tokens']:.2f} {s['cost']:.2f} {s['recall']:.3f} ({s['worst_recall']:.3f}) | "
+            f"{name:>24} | {s['tokens']:.2f} {s['cost']:.2f} {s['recall']:.3f} ({s['worst_recall']:.3f}) | "
             f"{t['tokens']:.2f} {t['cost']:.2f} {t['action_recall']:.3f} ({t['worst_action']:.3f}) {t['recall']:.3f}{mark}"
         )
     s, t = report["held_out"]["swe"], report["held_out"]["tau"]
     print(
-        f"{'held out':>14} | {s['tokens']:.2f} {s['cost']:.2f} {s['recall']:.3f} ({s['worst_recall']:.3f}) | "
+        f"{'held out':>24} | {s['tokens']:.2f} {s['cost']:.2f} {s['recall']:.3f} ({s['worst_recall']:.3f}) | "
         f"{t['tokens']:.2f} {t['cost']:.2f} {t['action_recall']:.3f} ({t['worst_action']:.3f}) {t['recall']:.3f}"
     )
     print(f"chosen on all recordings: {report['chosen_on_all']}; chosen when one is left out: {picked}")

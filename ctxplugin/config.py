@@ -247,10 +247,10 @@ class CacheConfig(_Section):
 Mode = Literal["whole", "compact"]
 MODES: tuple[Mode, ...] = ("whole", "compact")
 
-WHOLE_TOTAL = 12000
+WHOLE_TOTAL = 10000
 WHOLE_SHARES: dict[Section, float] = {"header": 1 / 12, "history": 11 / 12, "facts": 1 / 30, "summaries": 11 / 12}
-"""``mode="whole"``: what a section not set gets, as a share of the total — 1,000, 11,000, 400
-and 11,000 of 12,000. History (messages) and summaries (tool outputs) overlap: either may take
+"""``mode="whole"``: what a section not set gets, as a share of the total — 833, 9,166, 333
+and 9,166 of 10,000. History (messages) and summaries (tool outputs) overlap: either may take
 most of the room, and the total still holds."""
 
 WHOLE_PRESET: dict[str, dict[str, Any]] = {
@@ -259,7 +259,7 @@ WHOLE_PRESET: dict[str, dict[str, Any]] = {
         "max_tokens": 1000,
         "verbatim_exchanges": 1,
         "trimmed_exchanges": 1,
-        "block_size": 2,
+        "block_size": 4,
         "digest_tokens": 100,
         "archive_tokens": 1100,
     },
@@ -327,7 +327,7 @@ class ContextConfig(BaseSettings):
     """Everything ctxplugin can be told; every field has a working default.
 
     ``mode`` chooses the defaults of the fields not set: ``"whole"`` (the default) sends a
-    conversation as it was while it fits a 12,000-token budget and compresses it hard from the
+    conversation as it was while it fits a 10,000-token budget and compresses it hard from the
     first call where it does not; ``"compact"`` compresses by age from the first call within
     3,000 tokens. A field set explicitly always wins over the mode.
     """
@@ -339,7 +339,7 @@ class ContextConfig(BaseSettings):
     mode: Mode = Field(
         "whole",
         description=(
-            "whole: the conversation as it was while it fits the budget (12,000 tokens), hard "
+            "whole: the conversation as it was while it fits the budget (10,000 tokens), hard "
             "compression from the first call where it does not; compact: compression by age on "
             "every call within 3,000 tokens"
         ),
