@@ -13,6 +13,7 @@ from langchain_core.messages import (
     ToolMessage,
 )
 
+from ctxplugin._names import EXPAND_REF_NAME
 from ctxplugin.errors import InvalidInputError
 from ctxplugin.tokens import content_text
 
@@ -187,7 +188,7 @@ def argument_values(value: Any) -> Iterator[Any]:
         yield value
 
 
-def expanded_refs(messages: Sequence[BaseMessage], tool_name: str = "expand_ref") -> list[str]:
+def expanded_refs(messages: Sequence[BaseMessage], tool_name: str = EXPAND_REF_NAME) -> list[str]:
     """Refs the model expanded since its previous call: the ``ref_id`` arguments of
     ``expand_ref`` calls in the AI message whose results end the conversation."""
     index = len(messages) - 1

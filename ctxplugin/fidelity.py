@@ -23,13 +23,13 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
 from ctxplugin._lru import LRU, text_key
-from ctxplugin._messages import META_KEY, argument_values
+from ctxplugin._messages import argument_values
 from ctxplugin.history.identifiers import identifiers
 from ctxplugin.report import ContextReport
 from ctxplugin.tokens import content_text
@@ -97,33 +97,23 @@ def _whole_token(value: str, text: str) -> bool:
     return False
 
 
-def _refs_shown(compacted: Sequence[BaseMessage], view_text: str) -> set[str]:
-    """Tool-call ids whose output is stored behind a ref that ``view_text`` shows.
-
-    ``compacted`` is the history with tool outputs replaced by their stored forms: each such
-    message carries its ref under the ``ctxplugin`` key of ``additional_kwargs``."""
-    out: set[str] = set()
-    for message in compacted:
-        if isinstance(message, ToolMessage):
-            note = message.additional_kwargs.get(META_KEY)
-            ref = note.get("ref") if isinstance(note, dict) else None
-            if isinstance(ref, str) and ref in view_text:
-                out.add(message.tool_call_id)
-    return out
+def _refs_shown(stored: Mapping[str, str], view_text: str) -> set[str]:
+    """Tool-call ids whose output is stored behind a ref that ``view_text`` shows."""
+    return {call_id for call_id, ref in stored.items() if ref in view_text}
 
 
 def value_fidelity(
     history: Sequence[BaseMessage],
     view: Sequence[BaseMessage],
-    compacted: Sequence[BaseMessage] = (),
+    stored: Mapping[str, str] | None = None,
 ) -> Fidelity:
     """Check the values ``history`` used against the prepared ``view``.
 
     Args:
         history: the conversation as the host passed it.
         view: the messages the model is sent.
-        compacted: the history with tool outputs replaced by their stored forms (whose
-            ``additional_kwargs`` name their refs); without it no value counts as behind a ref.
+        stored: the ref of each tool output stored behind one, by tool-call id; without it no
+            value counts as behind a ref.
 
     Returns:
         The counts and, for values not shown, which are behind a ref and which left.
@@ -151,7 +141,7 @@ def value_fidelity(
     behind: list[str] = []
     left: list[str] = []
     if missing:
-        with_ref = _refs_shown(compacted, view_text)
+        with_ref = _refs_shown(stored or {}, view_text)
         stored = [
             set(_values(m))
             for m in history[start:]
@@ -182,14 +172,14 @@ def record(
     report: ContextReport,
     history: Sequence[BaseMessage],
     view: Sequence[BaseMessage],
-    compacted: Sequence[BaseMessage] = (),
+    stored: Mapping[str, str] | None = None,
 ) -> Fidelity:
     """Check ``view`` against ``history`` (see :func:`value_fidelity`) and write the result
     into ``report``.
 
     Values the user wrote that left the view also get a warning, so that nothing the user
     stated leaves silently; every value that left is logged at DEBUG level."""
-    fidelity = value_fidelity(history, view, compacted)
+    fidelity = value_fidelity(history, view, stored)
     report.values_used = fidelity.used
     report.values_shown = fidelity.shown
     report.values_behind_refs = len(fidelity.behind_refs)

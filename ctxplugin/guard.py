@@ -22,7 +22,6 @@ thread ends by itself.
 
 from __future__ import annotations
 
-import contextvars
 import logging
 import threading
 import time
@@ -30,6 +29,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any, TypeVar
 
+from ctxplugin._deadline import run_with_deadline, step_budget, step_deadline
 from ctxplugin.cache.store import AnswerCacheStore, CacheEntry
 from ctxplugin.cas.store import CASItem, CASRecord, CASStore
 from ctxplugin.errors import InvalidInputError, StoreBusyError, StoreUnavailableError
@@ -41,62 +41,6 @@ from ctxplugin.scope import Scope, Visibility
 logger = logging.getLogger("ctxplugin")
 
 T = TypeVar("T")
-
-_step_deadline: contextvars.ContextVar[float | None] = contextvars.ContextVar("ctxplugin_step_deadline", default=None)
-
-
-@contextmanager
-def step_budget(seconds: float) -> Iterator[None]:
-    """Bound the time all guarded calls of one step (a ``prepare``, a capture) may wait together
-    to ``seconds``: however many calls a step makes and however many servers fail, the step
-    waits for stores at most this long. An inner budget never extends an outer one."""
-    now = time.monotonic()
-    outer = _step_deadline.get()
-    token = _step_deadline.set(now + seconds if outer is None else min(outer, now + seconds))
-    try:
-        yield
-    finally:
-        _step_deadline.reset(token)
-
-
-class _Call:
-    """One call running in its own daemon thread; :meth:`wait` bounds how long it is waited for."""
-
-    __slots__ = ("done", "error", "value")
-
-    def __init__(self) -> None:
-        self.done = threading.Event()
-        self.value: Any = None
-        self.error: BaseException | None = None
-
-
-def run_with_deadline(fn: Callable[[], T], timeout: float, what: str) -> T:
-    """``fn()`` if it returns within ``timeout`` seconds.
-
-    It runs in a daemon thread with the caller's context variables, so a driver blocked on a
-    socket that never answers cannot block the caller (nor the interpreter's exit).
-
-    Raises:
-        StoreUnavailableError: ``fn`` did not return in time.
-        BaseException: whatever ``fn`` raised.
-    """
-    call = _Call()
-    context = contextvars.copy_context()
-
-    def target() -> None:
-        try:
-            call.value = context.run(fn)
-        except BaseException as exc:  # handed to the caller below
-            call.error = exc
-        finally:
-            call.done.set()
-
-    threading.Thread(target=target, name=f"ctxplugin-store: {what}", daemon=True).start()
-    if not call.done.wait(timeout):
-        raise StoreUnavailableError(f"{what}: no answer within {timeout:.1f}s (stores.timeout)")
-    if call.error is not None:
-        raise call.error
-    return call.value  # type: ignore[no-any-return]
 
 
 class StoreGuard:
@@ -209,7 +153,7 @@ class StoreGuard:
         if refused is not None:
             raise refused
         wait = self.timeout
-        deadline = _step_deadline.get()
+        deadline = step_deadline()
         if deadline is not None:
             wait = min(wait, deadline - time.monotonic())
             if wait <= 0:

@@ -8,7 +8,6 @@ import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
 from ctxplugin import ContextConfig, ContextEngine, Scope
-from ctxplugin._messages import META_KEY
 from ctxplugin.fidelity import describe, value_fidelity
 
 REF = "ref:json:0123456789abcdef"
@@ -60,16 +59,13 @@ def test_a_value_counts_as_shown_only_as_a_whole_token() -> None:
 
 def test_a_value_in_a_stored_output_whose_ref_the_view_shows_is_behind_a_ref() -> None:
     history = conversation()
-    stored = ToolMessage(
-        "[stored output]", tool_call_id="c1", additional_kwargs={META_KEY: {"ref": REF}}
-    )
-    compacted = [*history[:3], stored, history[4]]
+    stored = {"c1": REF}  # the reservation lookup's output is stored behind REF
     with_ref = [history[0], HumanMessage(f"(earlier turns are stored: {REF})"), history[4]]
-    fidelity = value_fidelity(history, with_ref, compacted)
+    fidelity = value_fidelity(history, with_ref, stored)
     assert fidelity.behind_refs == ("ZFA04Y",)  # also in the stored reservation
     assert set(fidelity.left) == {"mia_li_3668", "HAT136"}
     # the same view without the ref: nothing is one expand_ref away
-    without = value_fidelity(history, [history[0], history[4]], compacted)
+    without = value_fidelity(history, [history[0], history[4]], stored)
     assert without.behind_refs == () and "ZFA04Y" in without.left
 
 

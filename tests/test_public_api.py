@@ -12,7 +12,7 @@ CONTRACT = {
 def test_all_lists_exactly_the_public_names() -> None:
     public = {n for n in dir(ctxplugin) if not n.startswith("_")} - {
         "config", "engine", "errors", "langchain", "report", "scope", "tokens", "budget",
-        "cas", "facts", "history", "tools", "testing", "cli", "cache", "replay", "guard", "fidelity",
+        "cas", "facts", "history", "tools", "testing", "cli", "cache", "replay", "guard", "fidelity", "stages",
     }
     assert set(ctxplugin.__all__) - {"__version__"} == public
 

@@ -19,7 +19,7 @@ from langchain_core.embeddings import Embeddings
 from ctxplugin._chroma import claim_directory, set_http_timeout, translated
 from ctxplugin.cache.store import CacheEntry
 from ctxplugin.errors import ConfigError, StoreError
-from ctxplugin.facts.chroma import _chroma_function
+from ctxplugin.facts import chroma_embedding_function
 from ctxplugin.facts.embedding import as_embeddings, embedding_identity
 
 DEFAULT_COLLECTION = "ctxplugin_answers"
@@ -230,7 +230,7 @@ class ChromaAnswerCacheStore:
                     self._client = self._factory()
                 self._collection = self._client.get_or_create_collection(
                     self.name,
-                    embedding_function=_chroma_function(self.embedding),
+                    embedding_function=chroma_embedding_function(self.embedding),
                     configuration={"hnsw": {"space": "cosine"}},
                 )
         return self._collection

@@ -27,8 +27,7 @@ from ctxplugin._messages import annotation
 from ctxplugin._names import META_TOOL_NAMES
 from ctxplugin.cache.guard import normalize_query, wording
 from ctxplugin.errors import CtxpluginError
-from ctxplugin.facts import Fact, FactsLedger
-from ctxplugin.facts._text import words
+from ctxplugin.facts import Fact, FactsLedger, words
 from ctxplugin.report import ContextReport
 from ctxplugin.scope import Scope, scope_key
 from ctxplugin.tokens import content_text

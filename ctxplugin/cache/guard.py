@@ -22,7 +22,7 @@ import unicodedata
 from collections.abc import Callable
 from functools import lru_cache
 
-from ctxplugin.facts._text import identifiers, words
+from ctxplugin.facts import identifiers, words
 
 QueryGuard = Callable[[str, str], "str | None"]
 """``(cached_query, new_query) -> None`` when the cached answer may serve the new query, else a

@@ -10,9 +10,14 @@
 - :class:`RuleExtractor` and :func:`as_extractor`: zero-LLM extraction, and how a model-backed
   extractor plugs in.
 - :func:`mark_outdated`: notes on old messages that state a superseded value (view only).
+- :func:`words` and :func:`identifiers`: how the ledger splits a text (the answer cache
+  compares questions the same way); :func:`chroma_embedding_function`: an embedding as Chroma
+  calls it (the answer cache's Chroma store uses it too).
 """
 
+from ctxplugin.facts._text import identifiers, words
 from ctxplugin.facts.chroma import ChromaFactStore
+from ctxplugin.facts.chroma import _chroma_function as chroma_embedding_function
 from ctxplugin.facts.embedding import HashingEmbedding, as_embeddings
 from ctxplugin.facts.extract import Extractor, ExtractorLike, FactDraft, as_extractor, combine
 from ctxplugin.facts.ledger import FactsLedger
@@ -56,6 +61,9 @@ __all__ = [
     "WriteLock",
     "as_embeddings",
     "as_extractor",
+    "chroma_embedding_function",
     "combine",
+    "identifiers",
     "mark_outdated",
+    "words",
 ]

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Sequence
+from functools import lru_cache
 
 from ctxplugin.facts.model import AUTHORITY_RANK, Fact, ScoredFact
 
@@ -27,6 +28,7 @@ _OPEN_VALUES = frozenset({
 })
 """Values that say a key has no value (yet): shown with a sentence that says so."""
 _SCOPE_WORDS = frozenset({"global", "session", "task", "draft", "hypothetical"})
+_WHITESPACE = re.compile(r"\s+")
 
 
 def defuse(text: str) -> str:
@@ -123,4 +125,24 @@ def _stronger(a: Fact, b: Fact) -> bool:
     return (AUTHORITY_RANK[a.authority], a.created_at) > (AUTHORITY_RANK[b.authority], b.created_at)
 
 
-__all__ = ["TOOL_LABEL", "current_once", "defuse", "fact_line", "open_subject", "quoted"]
+def collapsed(text: str) -> str:
+    """``text`` lowercased with whitespace collapsed: what :func:`restates` searches."""
+    return _WHITESPACE.sub(" ", text).lower()
+
+
+@lru_cache(maxsize=32)
+def normalized(texts: tuple[str, ...]) -> str:
+    """:func:`collapsed` of ``texts`` joined by spaces."""
+    # memoised: the same system prompt and task come back on every call of a session
+    return collapsed(" ".join(texts))
+
+
+def restates(fact_text: str, shown: str) -> bool:
+    """Whether a fact only repeats a sentence of ``shown`` (a :func:`collapsed` text the view
+    shows anyway), so showing it again adds nothing. Short texts never count: a bare value may
+    mean something else there."""
+    text = _WHITESPACE.sub(" ", fact_text).strip().rstrip("….").lower()
+    return len(text) >= 24 and text in shown
+
+
+__all__ = ["TOOL_LABEL", "collapsed", "current_once", "defuse", "fact_line", "normalized", "open_subject", "quoted", "restates"]

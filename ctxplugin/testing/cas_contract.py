@@ -18,8 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from ctxplugin.cas import CASItem, CASStore, RefExistence, content_hash, raw_hash
-from ctxplugin.cas._canon import make_ref
+from ctxplugin.cas import CASItem, CASStore, RefExistence, content_hash, make_ref, raw_hash
 from ctxplugin.errors import InvalidInputError, RefNotFoundError, StoreError
 from ctxplugin.scope import Scope
 

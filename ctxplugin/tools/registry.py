@@ -16,7 +16,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from langchain_core.tools import BaseTool, StructuredTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
@@ -24,6 +24,7 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 from ctxplugin.errors import InvalidInputError
 from ctxplugin.tokens import TokenCounter, count_tool_schemas
 from ctxplugin.tools._validate import Checker, checker_for
+from ctxplugin.tools.resolve import make_load_tools_tool
 
 _IDENTITY_CACHE = 4096
 _VERSIONS_KEPT = 16
@@ -137,9 +138,10 @@ class ToolRegistry:
 
     Args:
         counter: counts the tokens of each schema.
+        binding: ``tools.binding`` of the engine (``"loaded"``, ``"stubs"`` or ``"auto"``).
     """
 
-    def __init__(self, counter: TokenCounter) -> None:
+    def __init__(self, counter: TokenCounter, *, binding: Literal["auto", "loaded", "stubs"] = "loaded") -> None:
         self.counter = counter
         self._lock = threading.Lock()
         self._current: dict[str, ToolEntry] = {}
@@ -149,9 +151,9 @@ class ToolRegistry:
         self._by_identity: OrderedDict[int, tuple[Any, Any, ToolEntry]] = OrderedDict()
         self._meta: BaseTool | None = None
         self._memo: OrderedDict[Any, Any] = OrderedDict()
-        # tools.binding of the engine; with "stubs" and "auto", the names some plan bound as
-        # stubs: load_tools answers for those with their parameters (they are bound already)
-        self.binding = "loaded"
+        # with "stubs" and "auto", the names some plan bound as stubs: load_tools answers for
+        # those with their parameters (they are bound already)
+        self.binding = binding
         self._stubbed: set[str] = set()
 
     def register(self, tool: Any) -> ToolEntry:
@@ -285,8 +287,6 @@ class ToolRegistry:
         with self._lock:
             meta = self._meta
         if meta is None:
-            from ctxplugin.tools.resolve import make_load_tools_tool
-
             meta = make_load_tools_tool(self)
             with self._lock:
                 self._meta = self._meta or meta

@@ -7,12 +7,14 @@ import difflib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from langchain_core.tools import BaseTool, StructuredTool
 
 from ctxplugin._names import LOAD_TOOLS_NAME
-from ctxplugin.tools.registry import ToolEntry, ToolRegistry
+
+if TYPE_CHECKING:  # the registry builds its load_tools tool here: only its type is needed
+    from ctxplugin.tools.registry import ToolEntry, ToolRegistry
 
 _MATCHES = 3
 _SIGNATURE_CHARS = 240

@@ -19,7 +19,7 @@ from typing import Any
 
 from psycopg import sql
 
-from ctxplugin.cas._canon import decode, encode
+from ctxplugin.cas import decode, encode
 from ctxplugin.cas.store import NOT_VISIBLE, CASItem, CASRecord, expiry, later
 from ctxplugin.errors import RefNotFoundError, StoreError, StoreUnavailableError
 from ctxplugin.scope import Scope, Visibility

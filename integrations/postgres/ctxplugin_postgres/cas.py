@@ -11,7 +11,7 @@ from typing import Any
 import psycopg.errors
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
-from ctxplugin.cas._canon import check_ref
+from ctxplugin.cas import check_ref
 from ctxplugin.cas.store import CASItem, CASRecord, Clock, check_put, system_clock
 from ctxplugin.errors import StoreError
 from ctxplugin.scope import Scope, Visibility

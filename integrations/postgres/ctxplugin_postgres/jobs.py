@@ -26,7 +26,7 @@ from typing import Any, Literal, cast
 from psycopg import sql
 from psycopg_pool import ConnectionPool
 
-from ctxplugin.cas._canon import decode, encode
+from ctxplugin.cas import decode, encode
 from ctxplugin.config import SummarizerConfig
 from ctxplugin.errors import InvalidInputError, StoreError
 from ctxplugin.history.summarizer import BackgroundSummarizer

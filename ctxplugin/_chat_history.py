@@ -1,0 +1,90 @@
+"""The chat message history ``engine.history(session_id)`` returns, for
+``RunnableWithMessageHistory``: it keeps the whole conversation and returns the prepared view.
+
+It takes the engine as an argument and never imports it; :mod:`ctxplugin.langchain` is its
+public home.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from langchain_core.chat_history import BaseChatMessageHistory
+from langchain_core.messages import BaseMessage, ToolMessage
+
+from ctxplugin._message_store import MessageStore, store_for
+from ctxplugin._messages import META_KEY, annotation
+from ctxplugin.scope import Scope
+
+if TYPE_CHECKING:
+    from ctxplugin.engine import ContextEngine
+
+
+class ContextChatHistory(BaseChatMessageHistory):
+    """Chat history for ``RunnableWithMessageHistory``: keeps every message, returns the view.
+
+    ``messages`` is the prepared view (what the chain sends to the model); ``full_messages``
+    is the whole conversation. Tool results are captured into the CAS as they are added: the
+    history keeps the original, annotated with its ref, and every view shows the compact form.
+
+    The conversation lives in the engine's message store, not on this object, so a new history
+    object for the same session (``RunnableWithMessageHistory`` asks for one per call) sees it:
+    in a SQLite file under an embedded engine's path (it survives restarts), in memory
+    otherwise.
+    """
+
+    def __init__(self, engine: ContextEngine, scope: Scope, store: MessageStore | None = None) -> None:
+        self.engine = engine
+        self.scope = scope
+        self.store = store if store is not None else store_for(engine)
+        self._key = scope.key()
+        self._view: tuple[int, list[BaseMessage]] | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def full_messages(self) -> list[BaseMessage]:
+        """Every message of the conversation, as added (tool outputs annotated with refs)."""
+        return self.store.load(self._key)
+
+    @property
+    def messages(self) -> list[BaseMessage]:  # type: ignore[override]
+        """The prepared view of the conversation (empty for a new session)."""
+        full = self.full_messages
+        if not full:
+            return []
+        with self._lock:
+            # RunnableWithMessageHistory reads this twice per call and slices its input by the
+            # length it saw first; the same view for the same conversation keeps that exact.
+            if self._view is not None and self._view[0] == len(full):
+                return list(self._view[1])
+        view = list(self.engine.prepare(full, scope=self.scope).messages)
+        with self._lock:
+            self._view = (len(full), view)
+        return list(view)
+
+    def add_messages(self, messages: Sequence[BaseMessage]) -> None:
+        """Append messages; tool outputs are stored in the CAS first."""
+        kept = [self._capture(m) if isinstance(m, ToolMessage) else m for m in messages]
+        self.store.append(self._key, kept)
+        with self._lock:
+            self._view = None
+
+    def _capture(self, message: ToolMessage) -> BaseMessage:
+        if annotation(message).get("ref"):
+            return message
+        compact = self.engine.capture_tool_result(message, scope=self.scope)
+        meta = compact.additional_kwargs.get(META_KEY)
+        if meta is None:
+            return message
+        return message.model_copy(update={"additional_kwargs": {**message.additional_kwargs, META_KEY: meta}})
+
+    def clear(self) -> None:
+        """Forget this session's conversation (stored tool outputs stay in the CAS)."""
+        self.store.clear(self._key)
+        with self._lock:
+            self._view = None
+
+
+__all__ = ["ContextChatHistory"]

@@ -1,0 +1,80 @@
+"""Deadlines for store calls: one call bounded by a timeout, and one step's calls bounded
+together. A leaf module: :mod:`ctxplugin.guard` builds its circuit breaker on it, and the engine
+opens a step budget around every ``prepare`` and capture."""
+
+from __future__ import annotations
+
+import contextvars
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
+from ctxplugin.errors import StoreUnavailableError
+
+T = TypeVar("T")
+
+_step_deadline: contextvars.ContextVar[float | None] = contextvars.ContextVar("ctxplugin_step_deadline", default=None)
+
+
+@contextmanager
+def step_budget(seconds: float) -> Iterator[None]:
+    """Bound the time all guarded calls of one step (a ``prepare``, a capture) may wait together
+    to ``seconds``: however many calls a step makes and however many servers fail, the step
+    waits for stores at most this long. An inner budget never extends an outer one."""
+    now = time.monotonic()
+    outer = _step_deadline.get()
+    token = _step_deadline.set(now + seconds if outer is None else min(outer, now + seconds))
+    try:
+        yield
+    finally:
+        _step_deadline.reset(token)
+
+
+class _Call:
+    """One call running in its own daemon thread; :meth:`wait` bounds how long it is waited for."""
+
+    __slots__ = ("done", "error", "value")
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.value: Any = None
+        self.error: BaseException | None = None
+
+
+def run_with_deadline(fn: Callable[[], T], timeout: float, what: str) -> T:
+    """``fn()`` if it returns within ``timeout`` seconds.
+
+    It runs in a daemon thread with the caller's context variables, so a driver blocked on a
+    socket that never answers cannot block the caller (nor the interpreter's exit).
+
+    Raises:
+        StoreUnavailableError: ``fn`` did not return in time.
+        BaseException: whatever ``fn`` raised.
+    """
+    call = _Call()
+    context = contextvars.copy_context()
+
+    def target() -> None:
+        try:
+            call.value = context.run(fn)
+        except BaseException as exc:  # handed to the caller below
+            call.error = exc
+        finally:
+            call.done.set()
+
+    threading.Thread(target=target, name=f"ctxplugin-store: {what}", daemon=True).start()
+    if not call.done.wait(timeout):
+        raise StoreUnavailableError(f"{what}: no answer within {timeout:.1f}s (stores.timeout)")
+    if call.error is not None:
+        raise call.error
+    return call.value  # type: ignore[no-any-return]
+
+
+def step_deadline() -> float | None:
+    """The ``time.monotonic()`` deadline of the current step, or None outside any step."""
+    return _step_deadline.get()
+
+
+__all__ = ["run_with_deadline", "step_budget", "step_deadline"]

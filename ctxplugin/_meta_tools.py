@@ -1,0 +1,114 @@
+"""The meta-tools a host registers beside the agent's own: ``expand_ref`` (read a stored tool
+output back) and ``load_tools`` (load schemas from the tool directory).
+
+They take the engine as an argument and never import it; :mod:`ctxplugin.langchain` is their
+public home.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from langchain_core.runnables import RunnableConfig
+from langchain_core.tools import BaseTool, StructuredTool
+from pydantic import BaseModel, Field
+
+from ctxplugin._events import emit
+from ctxplugin._names import EXPAND_EVENT, EXPAND_REF_NAME
+from ctxplugin._run_scope import resolve as resolve_scope
+from ctxplugin.cas import expand_for_model
+from ctxplugin.scope import Scope
+from ctxplugin.tools import make_load_tools_tool
+
+if TYPE_CHECKING:
+    from ctxplugin.engine import ContextEngine
+
+ScopeResolver = Callable[[RunnableConfig | None], Scope]
+"""Maps a run's config to the scope of a call (default: the thread id, else a scope of the run's own)."""
+
+
+EXPAND_REF_DESCRIPTION = (
+    "Read a stored tool output by its ref_id. Optional: fields (JSON paths), offset/limit (lines or"
+    " items), pattern (keep matching lines or items; a regular expression if regex is true)."
+)
+
+
+class ExpandRefArgs(BaseModel):
+    """Arguments of ``expand_ref``; the tool's description says what each option does."""
+
+    ref_id: str
+    fields: list[str] = Field(default_factory=list)
+    offset: int = 0
+    limit: int = 0
+    pattern: str = ""
+    regex: bool = False
+
+
+def make_expand_ref_tool(engine: ContextEngine, scope: ScopeResolver | None = None) -> BaseTool:
+    """The ``expand_ref`` tool the model calls to read stored tool outputs.
+
+    Args:
+        engine: the engine whose CAS holds the outputs.
+        scope: how to find the caller's scope from the run's config; by default
+            ``configurable.thread_id``. Hosts that give an agent its own scope pass theirs.
+    """
+    resolve = scope or resolve_scope
+
+    def expand_ref(
+        ref_id: str,
+        fields: list[str] | None = None,
+        offset: int = 0,
+        limit: int = 0,
+        pattern: str = "",
+        regex: bool = False,
+        config: RunnableConfig = None,  # type: ignore[assignment]  # injected by LangChain
+    ) -> str:
+        call_scope = resolve(config)
+        text = expand_for_model(
+            engine.cas,
+            ref_id,
+            call_scope,
+            max_tokens=engine.config.cas.expand_max_tokens,
+            counter=engine.counter,
+            fields=fields or None,
+            offset=offset,
+            limit=limit or None,
+            pattern=pattern or None,
+            regex=regex,
+        )
+        emit(EXPAND_EVENT, {"ref_id": ref_id, "session_id": call_scope.session_id})
+        return text
+
+    return _ExpandRefTool.from_function(
+        expand_ref, name=EXPAND_REF_NAME, description=EXPAND_REF_DESCRIPTION, args_schema=ExpandRefArgs
+    )
+
+
+def _sent_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """``model``'s JSON schema as a model is shown it: types and required names only. Titles,
+    defaults and per-argument descriptions are dropped (the tool's description covers them),
+    since the schema goes out with every model call."""
+    schema = model.model_json_schema()
+    properties = {
+        name: {key: value for key, value in prop.items() if key not in ("title", "default", "description")}
+        for name, prop in schema["properties"].items()
+    }
+    return {"type": "object", "properties": properties, "required": schema.get("required", [])}
+
+
+class _ExpandRefTool(StructuredTool):
+    """``expand_ref`` as a structured tool whose arguments are validated by
+    :class:`ExpandRefArgs` but sent to the model as :func:`_sent_schema` of it."""
+
+    @property
+    def tool_call_schema(self) -> dict[str, Any]:
+        return _sent_schema(ExpandRefArgs)
+
+
+def make_meta_tools(engine: ContextEngine, scope: ScopeResolver | None = None) -> list[BaseTool]:
+    """``expand_ref`` and ``load_tools``, for registering with a host's tool node."""
+    return [make_expand_ref_tool(engine, scope), make_load_tools_tool(engine.registry)]
+
+
+__all__ = ["EXPAND_REF_DESCRIPTION", "ExpandRefArgs", "ScopeResolver", "make_expand_ref_tool", "make_meta_tools"]

@@ -1,0 +1,190 @@
+"""langchain-core Runnables over an engine: ``messages -> prepared view`` and
+``messages -> reply``, and the answer cache around a model step.
+
+They take the engine as an argument and never import it (the engine builds them in
+``as_runnable`` and ``as_model``); :mod:`ctxplugin.langchain` is their public home.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from langchain_core.callbacks import AsyncCallbackManagerForChainRun, CallbackManagerForChainRun
+from langchain_core.messages import AIMessage, BaseMessage, convert_to_messages
+from langchain_core.prompt_values import PromptValue
+from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda, RunnableSerializable
+from langchain_core.runnables.config import patch_config
+from pydantic import Field
+
+from ctxplugin._run_scope import resolve as resolve_scope
+from ctxplugin.errors import InvalidInputError
+from ctxplugin.scope import Scope
+
+if TYPE_CHECKING:
+    from ctxplugin.engine import ContextEngine, PreparedContext
+
+
+def as_messages(value: Any) -> list[BaseMessage]:
+    """The message list in what an LCEL step receives: a ``PromptValue``, a list of messages
+    (or message-likes such as ``("user", "hi")``), or a dict with a ``"messages"`` key.
+
+    Raises:
+        InvalidInputError: anything else.
+    """
+    if isinstance(value, PromptValue):
+        return list(value.to_messages())
+    if isinstance(value, dict):
+        if "messages" not in value:
+            raise InvalidInputError(
+                f"the prepare step got a dict without a 'messages' key (keys: {sorted(value)}); "
+                "pipe it after a chat prompt or pass a list of messages"
+            )
+        value = value["messages"]
+    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
+        raise InvalidInputError(
+            f"the prepare step takes a list of messages, a prompt value or {{'messages': [...]}}, "
+            f"got {type(value).__name__}"
+        )
+    try:
+        return convert_to_messages(value)
+    except (ValueError, TypeError, NotImplementedError) as exc:
+        raise InvalidInputError(f"the prepare step could not read these messages: {exc}") from exc
+
+
+class PrepareRunnable(RunnableSerializable[Any, list[BaseMessage]]):
+    """``messages -> prepared view``; put it in an LCEL pipe before the model.
+
+        chain = prompt | engine.as_runnable() | model
+        chain.invoke({...}, {"configurable": {"thread_id": "t1"}})
+
+    The scope comes from ``config["configurable"]["thread_id"]`` (plus optional ``user_id``,
+    ``workspace_id``, ``tenant_id``) or ``configurable["ctxplugin_scope"]``; without either, a
+    conversation gets a scope of its own (``run-…``, from its first message) and a warning is
+    logged once: nothing is shared between conversations unless asked for. ``tools``, when given, are planned like an agent's (tool directory, lazy
+    schemas); bind :meth:`bound_tools` to the model yourself.
+    """
+
+    engine: Any
+    tools: list[Any] = Field(default_factory=list)
+
+    def __init__(self, engine: ContextEngine, tools: Sequence[Any] | None = None, **kwargs: Any) -> None:
+        super().__init__(engine=engine, tools=list(tools or []), **kwargs)
+
+    def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> list[BaseMessage]:
+        return self._call_with_config(self._run, input, config, run_type="chain")
+
+    async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> list[BaseMessage]:
+        return await self._acall_with_config(self._arun, input, config, run_type="chain")
+
+    def _run(self, input: Any, run_manager: CallbackManagerForChainRun, config: RunnableConfig) -> list[BaseMessage]:
+        messages = as_messages(input)
+        prepared = self.engine.prepare(messages, tools=self.tools, scope=resolve_scope(config, messages))
+        return list(prepared.messages)
+
+    async def _arun(
+        self, input: Any, run_manager: AsyncCallbackManagerForChainRun, config: RunnableConfig
+    ) -> list[BaseMessage]:
+        messages = as_messages(input)
+        prepared = await self.engine.aprepare(messages, tools=self.tools, scope=resolve_scope(config, messages))
+        return list(prepared.messages)
+
+    def bound_tools(self, messages: Sequence[BaseMessage]) -> list[Any]:
+        """The tools to bind for a call on ``messages`` (see ``ContextEngine.bound_tools``)."""
+        return list(self.engine.bound_tools(messages, self.tools))
+
+
+@dataclass(frozen=True)
+class PreparedCall:
+    """What a model step needs to consult the answer cache: the call as ``prepare`` saw it."""
+
+    full: list[BaseMessage]
+    prepared: PreparedContext
+    scope: Scope
+    tools: Sequence[Any]
+
+
+def answered(engine: ContextEngine, bound: Runnable[Any, Any], call: PreparedCall, model: Any) -> Runnable[Any, Any]:
+    """``bound`` behind the answer cache: a cached answer when there is one, else the model's
+    reply, cached when it is final. ``bound`` itself when the cache is off."""
+    if engine.cache is None:
+        return bound
+
+    def run(input: Any, config: RunnableConfig) -> Any:
+        kwargs: dict[str, Any] = {"tools": call.tools, "scope": call.scope, "model": model}
+        cached = engine.cached_answer(call.full, call.prepared, **kwargs)
+        if cached is not None:
+            return cached
+        reply = bound.invoke(input, config)
+        if isinstance(reply, AIMessage):
+            engine.remember_answer(call.full, call.prepared, reply, **kwargs)
+        return reply
+
+    async def arun(input: Any, config: RunnableConfig) -> Any:
+        kwargs: dict[str, Any] = {"tools": call.tools, "scope": call.scope, "model": model}
+        cached = await engine.acached_answer(call.full, call.prepared, **kwargs)
+        if cached is not None:
+            return cached
+        reply = await bound.ainvoke(input, config)
+        if isinstance(reply, AIMessage):
+            await engine.aremember_answer(call.full, call.prepared, reply, **kwargs)
+        return reply
+
+    return RunnableLambda(run, afunc=arun, name="ctxplugin_answer_cache")
+
+
+class ContextModel(RunnableSerializable[Any, BaseMessage]):
+    """``messages -> the model's reply`` with ctxplugin in between; the end of an LCEL pipe.
+
+        chain = prompt | engine.as_model(llm, tools=tools)
+        reply = chain.invoke({...}, {"configurable": {"thread_id": "t1"}})
+
+    Each call prepares the view (as :class:`PrepareRunnable` does), answers from the answer
+    cache when it is on and holds an answer for this call (the model is not called), else binds
+    the tools the plan chose (``prepared.tools``; none when no ``tools`` are given) and calls
+    the model on the view; a final answer is then cached (through :func:`answered`, as the
+    LangGraph hooks do). The model's run is nested in this step's, so tracing shows both. The reply's tool calls are yours to run, as in any chain.
+    """
+
+    engine: Any
+    model: Any
+    tools: list[Any] = Field(default_factory=list)
+
+    def __init__(self, engine: ContextEngine, model: Any, tools: Sequence[Any] | None = None, **kwargs: Any) -> None:
+        super().__init__(engine=engine, model=model, tools=list(tools or []), **kwargs)
+
+    def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> BaseMessage:
+        return self._call_with_config(self._run, input, config, run_type="chain")
+
+    async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> BaseMessage:
+        return await self._acall_with_config(self._arun, input, config, run_type="chain")
+
+    def _step(self, messages: list[BaseMessage], prepared: PreparedContext, scope: Scope) -> Runnable[Any, Any]:
+        """The model, with the planned tools bound, behind the answer cache."""
+        tools = list(prepared.tools)
+        bound = self.model.bind_tools(tools) if tools else self.model
+        return answered(self.engine, bound, PreparedCall(messages, prepared, scope, self.tools), self.model)
+
+    def _run(self, input: Any, run_manager: CallbackManagerForChainRun, config: RunnableConfig) -> BaseMessage:
+        messages = as_messages(input)
+        scope = resolve_scope(config, messages)
+        prepared = self.engine.prepare(messages, tools=self.tools, scope=scope)
+        reply: BaseMessage = self._step(messages, prepared, scope).invoke(
+            list(prepared.messages), patch_config(config, callbacks=run_manager.get_child())
+        )
+        return reply
+
+    async def _arun(
+        self, input: Any, run_manager: AsyncCallbackManagerForChainRun, config: RunnableConfig
+    ) -> BaseMessage:
+        messages = as_messages(input)
+        scope = resolve_scope(config, messages)
+        prepared = await self.engine.aprepare(messages, tools=self.tools, scope=scope)
+        reply: BaseMessage = await self._step(messages, prepared, scope).ainvoke(
+            list(prepared.messages), patch_config(config, callbacks=run_manager.get_child())
+        )
+        return reply
+
+
+__all__ = ["ContextModel", "PrepareRunnable", "PreparedCall", "answered", "as_messages"]

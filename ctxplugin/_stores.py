@@ -1,0 +1,174 @@
+"""The stores an engine runs on, as the configuration names them: embedded (SQLite CAS and
+Chroma on disk) or on servers (Postgres, a Chroma server) behind a :class:`~ctxplugin.guard.StoreGuard`.
+
+The core never imports an integration at module level (dependencies point inward); the
+Postgres stores are imported here, lazily, only when a DSN is configured.
+"""
+
+from __future__ import annotations
+
+import importlib
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from ctxplugin._chroma import Heartbeat
+from ctxplugin.cache import AnswerCacheStore, ChromaAnswerCacheStore
+from ctxplugin.cas import CASStore, SQLiteCASStore
+from ctxplugin.config import ContextConfig
+from ctxplugin.errors import ConfigError, MissingDependencyError, StoreUnavailableError
+from ctxplugin.facts import ChromaFactStore, FactsLedger
+from ctxplugin.guard import (
+    GuardedAnswerCacheStore,
+    GuardedCASStore,
+    GuardedFactStore,
+    GuardedWriteLock,
+    StoreGuard,
+    run_with_deadline,
+)
+
+_LOCK_MARGIN_S = 0.5
+"""How much sooner than ``stores.timeout`` a facts write gives up waiting for another writer:
+a lock held by a busy writer is contention, not an outage, and must not open the circuit."""
+
+
+def _postgres_backend() -> Any:
+    try:
+        return importlib.import_module("ctxplugin_postgres")
+    except ImportError as exc:
+        raise MissingDependencyError(
+            "CTXPLUGIN_POSTGRES_DSN is set but the Postgres stores are not installed: "
+            "pip install ctxplugin-postgres"
+        ) from exc
+
+
+@dataclass(frozen=True)
+class Stores:
+    """What an engine is built on.
+
+    Attributes:
+        cas: the tool-output store.
+        facts: the facts ledger on its store.
+        answers: the answer cache's store (None when the cache is off).
+        path: the directory of the stores kept on disk (None when every store is on a server).
+    """
+
+    cas: CASStore
+    facts: FactsLedger
+    answers: AnswerCacheStore | None
+    path: Path | None
+
+
+def embedded_stores(root: Path, config: ContextConfig) -> Stores:
+    """SQLite CAS and Chroma on disk under ``root`` (created if missing)."""
+    root.mkdir(parents=True, exist_ok=True)
+    wait = config.stores.timeout
+    cas = SQLiteCASStore(root / "cas.sqlite3", busy_timeout_ms=int(wait * 1000))
+    store = ChromaFactStore.persistent(root / "chroma", config=config.facts, wait_s=wait)
+    answers = ChromaAnswerCacheStore.persistent(root / "chroma", wait_s=wait) if config.cache.enabled else None
+    return Stores(cas=cas, facts=FactsLedger(store, config.facts), answers=answers, path=root)
+
+
+def open_stores(config: ContextConfig, root: Path) -> Stores:
+    """The stores ``config`` names: on the servers it sets (``postgres_dsn``, ``chroma_url``),
+    the others embedded under ``root``. See :func:`ctxplugin.connect` for what is checked and
+    what a server that is down does.
+
+    Raises:
+        MissingDependencyError: a DSN is set but ``ctxplugin-postgres`` is not installed.
+        ConfigError: a server's configuration cannot work.
+        StoreInUseError: the embedded Chroma directory is open in another process.
+    """
+    if not config.postgres_dsn and not config.chroma_url:
+        return embedded_stores(root, config)
+    timeout, retry = config.stores.timeout, config.stores.retry_after
+    cas: Any
+    lock: Any = None
+    if config.postgres_dsn:
+        backend = _postgres_backend()
+        dsn = config.postgres_dsn
+        down = _check_postgres(backend, dsn, timeout)
+        store = backend.PostgresCASStore.from_dsn(dsn, schema=config.postgres_schema, timeout=timeout)
+        pool = store.pool
+        postgres = StoreGuard("Postgres", timeout=timeout, retry_after=retry, probe=lambda: backend.ping(dsn, timeout, pool))
+        if down is not None:
+            postgres.trip(f"Postgres unreachable at connect(): {down}")
+        cas = GuardedCASStore(store, postgres)
+        # every process of the deployment supersedes facts under the same advisory locks
+        lock = GuardedWriteLock(
+            backend.PostgresWriteLock(
+                store.pool, namespace=config.postgres_schema, wait_s=max(0.1, timeout - _LOCK_MARGIN_S)
+            ),
+            postgres,
+        )
+    else:
+        root.mkdir(parents=True, exist_ok=True)
+        cas = SQLiteCASStore(root / "cas.sqlite3", busy_timeout_ms=int(timeout * 1000))
+    facts_store: Any
+    answers: Any = None
+    if config.chroma_url:
+        url = config.chroma_url
+        facts_store = ChromaFactStore.http(url, config=config.facts, timeout=timeout)
+        beat = Heartbeat(url, timeout)
+        chroma = StoreGuard("Chroma server", timeout=timeout, retry_after=retry, probe=beat)
+        down = _check_chroma(url, beat)
+        if down is not None:
+            chroma.trip(f"Chroma server unreachable at connect(): {down}")
+        facts_store = GuardedFactStore(facts_store, chroma)
+        if config.cache.enabled:
+            answers = GuardedAnswerCacheStore(ChromaAnswerCacheStore.http(url, timeout=timeout), chroma)
+    else:
+        root.mkdir(parents=True, exist_ok=True)
+        facts_store = ChromaFactStore.persistent(root / "chroma", config=config.facts, wait_s=timeout)
+        if config.cache.enabled:
+            answers = ChromaAnswerCacheStore.persistent(root / "chroma", wait_s=timeout)
+    return Stores(
+        cas=cas,
+        facts=FactsLedger(facts_store, config.facts, lock=lock),
+        answers=answers,
+        path=root if not config.postgres_dsn or not config.chroma_url else None,  # a store is still on disk
+    )
+
+
+def _check_postgres(backend: Any, dsn: str, timeout: float) -> str | None:
+    """None when Postgres answers or is only slow; the cause when it refuses connections.
+
+    A check that runs out of time says nothing certain (a loaded machine is slow too), so it
+    does not open the circuit: the first call that times out does.
+
+    Raises:
+        ConfigError: the DSN cannot work (see ``ctxplugin_postgres.check_server``).
+    """
+    try:
+        cause: str | None = run_with_deadline(lambda: backend.check_server(dsn, timeout), timeout, "Postgres check")
+    except StoreUnavailableError:
+        return None
+    return None if cause is None or "timeout expired" in cause else cause
+
+
+def _check_chroma(url: str, beat: Heartbeat) -> str | None:
+    """None when the Chroma server answers or is only slow; the cause when it refuses
+    connections.
+
+    Raises:
+        ConfigError: the URL is malformed or its host name does not resolve.
+    """
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigError(f"Chroma server URL must look like http://host:port, got {url!r}")
+    try:
+        socket.getaddrinfo(parts.hostname, parts.port or 8000, type=socket.SOCK_STREAM)
+    except socket.gaierror as exc:
+        if exc.errno != socket.EAI_AGAIN:  # "try again" is a resolver outage, not a wrong name
+            raise ConfigError(f"CTXPLUGIN_CHROMA_URL ({url}) cannot be used: host {parts.hostname!r}: {exc}") from exc
+        return f"host {parts.hostname!r} does not resolve right now: {exc}"
+    try:
+        beat()
+    except StoreUnavailableError as exc:
+        return None if isinstance(exc.__cause__, TimeoutError) else str(exc)
+    return None
+
+
+__all__ = ["Stores", "embedded_stores", "open_stores"]

@@ -1,0 +1,102 @@
+"""The stages of ``prepare``, each a small object with one job, over one per-call view.
+
+A stage's fields are its settings and the services it may use; :meth:`apply` takes a
+:class:`CallView` and returns a new one. :func:`pipeline` wires them in order for an engine:
+
+``validate → tools → room → refs → facts → history → shown → fit → account``
+
+Beside them, :class:`Capture` stores a tool output as it arrives and :class:`Answers` puts the
+answer cache around a model call; they share the memos of :mod:`ctxplugin.stages.memos` with
+the stages. See ``docs/architecture.md``.
+"""
+
+from __future__ import annotations
+
+from ctxplugin.config import ContextConfig
+from ctxplugin.facts import FactsLedger
+from ctxplugin.history import BackgroundSummarizer
+from ctxplugin.stages.account import Account
+from ctxplugin.stages.answers import Answers
+from ctxplugin.stages.capture import Capture
+from ctxplugin.stages.facts import ChooseFacts
+from ctxplugin.stages.fit import FitBudget
+from ctxplugin.stages.history import CompressHistory
+from ctxplugin.stages.memos import CaptureMemo, ReadMemo
+from ctxplugin.stages.refs import StoreRefs
+from ctxplugin.stages.room import FindRoom
+from ctxplugin.stages.shown import SkipShown
+from ctxplugin.stages.tools import ToolChoice, Tools, choose_tools
+from ctxplugin.stages.validate import Validate
+from ctxplugin.stages.view import (
+    CallView,
+    Fitted,
+    PreparedContext,
+    Room,
+    Stage,
+    ToolLike,
+    log_degraded,
+)
+from ctxplugin.tokens import TokenCounter
+from ctxplugin.tools import ToolRegistry
+
+
+def pipeline(
+    config: ContextConfig,
+    *,
+    counter: TokenCounter,
+    registry: ToolRegistry,
+    ledger: FactsLedger,
+    summarizer: BackgroundSummarizer | None,
+    captures: CaptureMemo,
+    reads: ReadMemo,
+    facts_lines: int,
+    note: str | None = None,
+) -> tuple[Stage, ...]:
+    """The stages of ``prepare`` for ``config``, in order; a section that is off has no stage.
+
+    Args:
+        facts_lines: tokens the facts block may take.
+        note: a warning every report carries (how tokens are counted, when not exactly).
+    """
+    stages: list[Stage] = [
+        Validate(orphans=config.orphan_tool_results),
+        Tools(config=config.tools, counter=counter, registry=registry),
+        FindRoom(history=config.history, facts=config.facts, counter=counter),
+        StoreRefs(enabled=config.cas.enabled, captures=captures),
+    ]
+    if config.facts.enabled:
+        stages.append(ChooseFacts(config.facts, config.history, ledger, counter, reads, facts_lines))
+    if config.history.enabled:
+        stages.append(CompressHistory(config=config.history, counter=counter, summarizer=summarizer))
+    if config.facts.enabled and config.facts.skip_shown:
+        stages.append(SkipShown())
+    stages.append(FitBudget(facts=config.facts, counter=counter, block_size=config.history.block_size))
+    stages.append(Account(counter=counter, note=note))
+    return tuple(stages)
+
+
+__all__ = [
+    "Account",
+    "Answers",
+    "CallView",
+    "Capture",
+    "CaptureMemo",
+    "ChooseFacts",
+    "CompressHistory",
+    "FindRoom",
+    "FitBudget",
+    "Fitted",
+    "PreparedContext",
+    "ReadMemo",
+    "Room",
+    "SkipShown",
+    "Stage",
+    "StoreRefs",
+    "ToolChoice",
+    "ToolLike",
+    "Tools",
+    "Validate",
+    "choose_tools",
+    "log_degraded",
+    "pipeline",
+]

@@ -1,0 +1,114 @@
+"""Account: the call's :class:`~ctxplugin.report.ContextReport`, built from the final view.
+
+Tokens per section before and after, refs, facts, tools, timings and warnings all come from
+the view the stages returned; this stage also measures the prefix of the view unchanged since
+the session's previous call (what a provider's prompt cache can serve).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from langchain_core.messages import BaseMessage, ToolMessage
+
+from ctxplugin._lru import LRU
+from ctxplugin.errors import InvalidInputError
+from ctxplugin.fidelity import record as record_fidelity
+from ctxplugin.report import ContextReport, FactUse
+from ctxplugin.scope import Scope
+from ctxplugin.stages.view import CallView, tool_label
+from ctxplugin.tokens import TokenCounter, count_message, count_messages
+
+SESSIONS_TRACKED = 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Account:
+    """Build ``report`` from the view (after the fit stage).
+
+    Attributes:
+        counter: counts the received messages.
+        note: a warning every report carries (how tokens are counted, when that is not exact).
+    """
+
+    name: ClassVar[str] = "account"
+    counter: TokenCounter
+    note: str | None = None
+    _last_view: LRU[str, tuple[str, list[tuple[str, int]]]] = field(default_factory=lambda: LRU(SESSIONS_TRACKED))
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def apply(self, view: CallView) -> CallView:
+        fitted, plan = view.fitted, view.plan
+        if fitted is None or plan is None:
+            raise InvalidInputError("the account stage needs view.plan and view.fitted: run the tools and fit stages first")
+        counter = self.counter
+        report = ContextReport(
+            session_id=view.scope.session_id,
+            encoding=counter.name,
+            tokens_before=count_messages(list(view.received), counter) + plan.schema_tokens_full,
+            budget_total=view.budgets["total"],
+            within_budget=fitted.within_budget,
+            messages_before=len(view.received),
+            messages_after=len(fitted.messages),
+            refs_created=list(view.refs_created),
+            refs_used=list(view.refs_used),
+            refs_expanded=list(view.refs_expanded),
+            facts=[FactUse(id=f.fact_id, key=f.key, score=round(f.score, 4)) for f in fitted.facts],
+            facts_extracted=view.facts_extracted,
+            outdated_marked=view.outdated_marked,
+            tools_directory=plan.active,
+            tools_bound=[tool_label(t) for t in view.tools],
+            tools_loaded=list(plan.loaded),
+            compressed_messages=view.compressed,
+            dropped_exchanges=view.omitted + fitted.dropped_exchanges,
+            warnings=[*([self.note] if self.note else []), *view.warnings],
+        )
+        before = {
+            "header": sum(count_message(m, counter) for m in view.header),
+            "history": sum(count_message(m, counter) for m in view.original if not isinstance(m, ToolMessage)),
+            "summaries": sum(count_message(m, counter) for m in view.original if isinstance(m, ToolMessage)),
+            "facts": fitted.sections.get("facts", 0),
+            "tools": plan.schema_tokens_full,
+        }
+        for name, tokens in fitted.sections.items():
+            section = report.sections[name]
+            section.after = tokens
+            section.before = before.get(name, section.before)
+            if name != "tools":
+                section.budget = view.budgets.get(name)
+        report.tokens_after = sum(fitted.sections.values())
+        report.unchanged_prefix_tokens = self._prefix_tokens(view.scope, fitted.messages, view.tools)
+        fidelity_started = time.perf_counter()
+        record_fidelity(report, view.original, fitted.messages, view.stored)
+        timings = {**view.timings, "fidelity": (time.perf_counter() - fidelity_started) * 1000}
+        report.timings_ms = {**timings, "total": (time.perf_counter() - view.started) * 1000}
+        return view.override(report=report)
+
+    def _prefix_tokens(self, scope: Scope, messages: Sequence[BaseMessage], tools: Sequence[Any]) -> int:
+        """Leading tokens unchanged since this session's previous view (tools, then messages)."""
+        tools_sig = hashlib.sha256(repr(sorted(tool_label(t) for t in tools)).encode()).hexdigest()
+        current = [(_message_sig(m), count_message(m, self.counter)) for m in messages]
+        with self._lock:
+            previous = self._last_view.get(scope.key())
+            self._last_view.put(scope.key(), (tools_sig, current))
+        if previous is None or previous[0] != tools_sig:
+            return 0
+        unchanged = 0
+        for (sig, tokens), (old_sig, _) in zip(current, previous[1], strict=False):
+            if sig != old_sig:
+                break
+            unchanged += tokens
+        return unchanged
+
+
+def _message_sig(message: BaseMessage) -> str:
+    payload = repr((message.type, message.content, getattr(message, "tool_calls", None), getattr(message, "tool_call_id", None)))
+    return hashlib.sha1(payload.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+__all__ = ["Account"]

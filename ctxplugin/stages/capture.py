@@ -1,0 +1,118 @@
+"""Capture: the other way in — a tool output stored as it arrives, before any ``prepare``.
+
+``capture_tool_result`` returns the compact message for the conversation (summary and ref in
+``additional_kwargs["ctxplugin"]``) and reads the full output for facts, once. It shares its
+memos with the refs and facts stages, so an output captured here is neither stored nor read
+again when it comes back in a history.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from langchain_core.messages import ToolMessage
+
+from ctxplugin import _tracing
+from ctxplugin._deadline import step_budget
+from ctxplugin._events import emit
+from ctxplugin._messages import META_KEY
+from ctxplugin._names import CAPTURE_EVENT
+from ctxplugin.config import ContextConfig
+from ctxplugin.errors import InvalidInputError, StoreError
+from ctxplugin.facts import FactsLedger
+from ctxplugin.report import CaptureReport
+from ctxplugin.scope import Scope
+from ctxplugin.stages.memos import CaptureMemo, ReadMemo, fact_source
+from ctxplugin.stages.view import log_degraded
+
+
+@dataclass(frozen=True, slots=True)
+class Capture:
+    """Store one tool output and read it for facts.
+
+    Attributes:
+        config: the engine's configuration (CAS, facts and store timeout settings).
+        ledger: the facts ledger.
+        captures: compact forms, shared with the refs stage.
+        reads: messages already read, shared with the facts stage.
+    """
+
+    config: ContextConfig
+    ledger: FactsLedger
+    captures: CaptureMemo
+    reads: ReadMemo
+
+    def __call__(self, tool_message: ToolMessage, scope: Scope) -> tuple[ToolMessage, CaptureReport]:
+        """The compact message and what was done.
+
+        Raises:
+            InvalidInputError: ``tool_message`` is not a ``ToolMessage``.
+        """
+        if not isinstance(tool_message, ToolMessage):
+            raise InvalidInputError(
+                f"capture_tool_result() takes a ToolMessage, got {type(tool_message).__name__}"
+            )
+        report = CaptureReport(session_id=scope.session_id, tool_call_id=tool_message.tool_call_id)
+        with step_budget(self.config.stores.timeout), _tracing.child_run(
+            "ctxplugin.capture_tool_result",
+            inputs={"tool_call_id": tool_message.tool_call_id, "name": tool_message.name or ""},
+        ) as run:
+            result = self._store(tool_message, scope, report)
+            if self.config.facts.enabled and self.config.facts.extract and fact_source(tool_message):
+                self._read(tool_message, scope, report)
+            run.finish(outputs={"ref": report.ref_id or ""}, metadata=report.as_metadata())
+        emit(CAPTURE_EVENT, report.model_dump())
+        return result, report
+
+    def _store(self, tool_message: ToolMessage, scope: Scope, report: CaptureReport) -> ToolMessage:
+        if not self.config.cas.enabled:
+            return tool_message
+        start = time.perf_counter()
+        try:
+            try:
+                captured = self.captures.captured(tool_message, scope)
+            finally:
+                _timed(report, "store", start)
+        except StoreError as exc:
+            report.warnings.append(log_degraded(scope, f"CAS unavailable; tool output passed through: {exc}"))
+            return tool_message.model_copy(
+                update={"additional_kwargs": {**tool_message.additional_kwargs, META_KEY: {"warning": str(exc)}}}
+            )
+        report.original_tokens = captured.original_tokens
+        report.compact_tokens = captured.compact_tokens
+        if captured.passthrough or not captured.ref_id:
+            return tool_message
+        report.ref_id = captured.ref_id
+        report.passthrough = False
+        meta = {
+            "ref": captured.ref_id,
+            "compact": captured.text,
+            "original_tokens": captured.original_tokens,
+            "compact_tokens": captured.compact_tokens,
+        }
+        return tool_message.model_copy(
+            update={"content": captured.text, "additional_kwargs": {**tool_message.additional_kwargs, META_KEY: meta}}
+        )
+
+    def _read(self, tool_message: ToolMessage, scope: Scope, report: CaptureReport) -> None:
+        start = time.perf_counter()
+        try:
+            if self.reads.first_read(tool_message, scope):
+                # the full output is read, with the ref it is stored under as provenance
+                source = tool_message if report.ref_id is None else tool_message.model_copy(
+                    update={"additional_kwargs": {**tool_message.additional_kwargs, META_KEY: {"ref": report.ref_id}}}
+                )
+                report.facts_extracted = len(self.ledger.ingest([source], scope=scope))
+        except StoreError as exc:
+            self.reads.forget([tool_message], scope)
+            report.warnings.append(log_degraded(scope, f"facts store unavailable; extraction skipped: {exc}"))
+        finally:
+            _timed(report, "facts", start)
+
+
+def _timed(report: CaptureReport, step: str, start: float) -> None:
+    report.timings_ms[step] = report.timings_ms.get(step, 0.0) + (time.perf_counter() - start) * 1000
+
+
+__all__ = ["Capture"]

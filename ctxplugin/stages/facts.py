@@ -1,0 +1,201 @@
+"""Facts: read new facts from the conversation, mark what is no longer current, and choose the
+facts block for the latest question.
+
+Facts are read from each message as it was received (a tool output whole, not its summary),
+once per message (:class:`~ctxplugin.stages.memos.ReadMemo`). A message stating something a
+newer fact replaced is marked in the view, never changed in the agent's state. The block holds
+the facts most relevant to the latest human message within the facts budget, leaving out what
+the system prompt and the task already say. When the facts store fails the call goes on without
+facts, with a warning, and the messages are read again on a later call.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage, ToolMessage
+
+from ctxplugin._lru import LRU
+from ctxplugin._messages import META_KEY, annotation, exchange_spans, last_human_text
+from ctxplugin.budget import FactLine
+from ctxplugin.config import FactsConfig, HistoryConfig
+from ctxplugin.errors import StoreError
+from ctxplugin.facts import FactsLedger, mark_outdated
+from ctxplugin.facts.outdated import exploratory_spans
+from ctxplugin.facts.render import current_once, fact_line, normalized, restates
+from ctxplugin.history import tier_bounds
+from ctxplugin.scope import Scope
+from ctxplugin.stages.memos import ReadMemo, fact_source
+from ctxplugin.stages.view import CallView
+from ctxplugin.tokens import TokenCounter, content_text
+
+SESSIONS_TRACKED = 1024
+
+
+@dataclass(frozen=True, slots=True)
+class ChooseFacts:
+    """Extract, mark outdated statements in ``history`` and fill ``facts``,
+    ``facts_extracted`` and ``outdated_marked``.
+
+    Attributes:
+        config: the facts settings.
+        history: the history settings (with ``placement="window"`` the block is chosen again
+            only when the verbatim tier moves).
+        ledger: the facts ledger.
+        counter: counts the lines of the block.
+        reads: messages already read, shared with ``capture_tool_result``.
+        lines_budget: tokens the block may take.
+    """
+
+    name: ClassVar[str] = "facts"
+    config: FactsConfig
+    history: HistoryConfig
+    ledger: FactsLedger
+    counter: TokenCounter
+    reads: ReadMemo
+    lines_budget: int
+    # placement="window": the lines shown per reader and the tier position they were chosen
+    # at, reused until the boundary moves (or the question changes)
+    _window_lines: LRU[str, tuple[str, tuple[FactLine, ...]]] = field(default_factory=lambda: LRU(SESSIONS_TRACKED))
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def apply(self, view: CallView) -> CallView:
+        body = list(view.history)
+        scope = view.scope
+        query = last_human_text(body)
+        window = self._window_key(body, query)
+        sources = _fact_sources(view.original, body)
+        standing = _standing_text(view.header, body)
+        extracted = view.facts_extracted
+        marked = view.outdated_marked
+        fresh: list[BaseMessage] = []
+        try:
+            if self.config.extract:
+                fresh = [m for m in _exploratory(sources) if self.reads.first_read(m, scope)]
+                if fresh:
+                    extracted += len(self.ledger.ingest(fresh, scope=scope))
+                    fresh = []
+            if self.config.mark_outdated:
+                # the latest user message is shown exactly as sent
+                latest = max((i for i, m in enumerate(body) if isinstance(m, HumanMessage)), default=-1)
+                body, marked = mark_outdated(body, ledger=self.ledger, scope=scope, keep={latest})
+            if window is not None:
+                with self._lock:
+                    frozen = self._window_lines.get(_reader_key(scope))
+                if frozen is not None and frozen[0] == window and self._all_current(frozen[1], scope):
+                    return self._done(view, body, frozen[1], extracted, marked)
+            scored = self.ledger.search(query, scope=scope, k=self.config.k) if query and self.config.k else []
+        except StoreError as exc:
+            self.reads.forget(fresh, scope)  # read again on a later call, once the store is back
+            view = view.degraded(f"facts store unavailable; facts skipped for this call: {exc}")
+            return self._done(view, body, (), extracted, marked)
+        lines: list[FactLine] = []
+        used = 0
+        for hit in current_once(scored):
+            fact = hit.fact
+            if restates(fact.text, standing):
+                continue
+            try:
+                basis = self.ledger.changed_basis(fact, scope=scope) if fact.needs_review else []
+            except StoreError as exc:
+                view = view.degraded(f"facts store unavailable; a changed dependency is not named: {exc}")
+                basis = []
+            text = fact_line(fact, basis)
+            tokens = self.counter.count(text) + 2
+            if used + tokens > self.lines_budget:
+                break
+            used += tokens
+            lines.append(
+                FactLine(
+                    text=text,
+                    score=float(hit.score),
+                    fact_id=fact.id,
+                    key=fact.key,
+                    source_ref=fact.source.ref,
+                    statement=fact.text,
+                )
+            )
+        if window is not None:
+            with self._lock:
+                self._window_lines.put(_reader_key(scope), (window, tuple(lines)))
+        return self._done(view, body, tuple(lines), extracted, marked)
+
+    @staticmethod
+    def _done(
+        view: CallView, body: list[BaseMessage], lines: tuple[FactLine, ...], extracted: int, marked: int
+    ) -> CallView:
+        return view.override(history=tuple(body), facts=lines, facts_extracted=extracted, outdated_marked=marked)
+
+    def _window_key(self, body: list[BaseMessage], query: str) -> str | None:
+        """With ``facts.placement="window"``: what the facts block is chosen for — the start of
+        the verbatim tier and the question. None with any other placement."""
+        if self.config.placement != "window" or not self.history.enabled:
+            return None
+        verbatim_start = tier_bounds(len(exchange_spans(body)), self.history)[1]
+        return f"{verbatim_start}\x00{hashlib.sha256(query.encode('utf-8', 'surrogatepass')).hexdigest()}"
+
+    def _all_current(self, lines: tuple[FactLine, ...], scope: Scope) -> bool:
+        """Whether every fact of ``lines`` is still valid (none superseded since it was chosen)."""
+        ids = [line.fact_id for line in lines]
+        if not ids:
+            return True
+        valid = {fact.id for fact in self.ledger.store.get(ids, reader=scope) if fact.is_valid}
+        return all(fact_id in valid for fact_id in ids)
+
+
+def _fact_sources(raw: Sequence[BaseMessage], compacted: Sequence[BaseMessage]) -> list[BaseMessage]:
+    """The messages facts are read from on a prepare: each as it was received, so a tool output
+    is read whole rather than as its summary (whose ``L12:`` line labels and cut lines are not
+    statements), with the ref it is stored under as provenance. An output that already carries a
+    ref is a summary: its full output was read when it was stored."""
+    out: list[BaseMessage] = []
+    for original, shown in zip(raw, compacted, strict=True):
+        if not fact_source(original):
+            continue
+        note = annotation(original)
+        if isinstance(original, ToolMessage) and note.get("ref"):
+            continue
+        ref = annotation(shown).get("ref")
+        if shown is not original and isinstance(ref, str):
+            original = original.model_copy(
+                update={"additional_kwargs": {**original.additional_kwargs, META_KEY: {**note, "ref": ref}}}
+            )
+        out.append(original)
+    return out
+
+
+def _standing_text(header: Sequence[SystemMessage], body: Sequence[BaseMessage]) -> str:
+    """What every call shows whole — the system messages and the task (first human message) —
+    lowercased with whitespace collapsed, for :func:`~ctxplugin.facts.render.restates`."""
+    task = next((m for m in body if isinstance(m, HumanMessage)), None)
+    return normalized(tuple(content_text(m.content) for m in (*header, *([task] if task is not None else []))))
+
+
+def _exploratory(sources: list[BaseMessage]) -> list[BaseMessage]:
+    """``sources`` with the messages of an exploratory span the user opened marked
+    hypothetical (``fact_scope``), so that what they state is never a current fact."""
+    spans = exploratory_spans(sources)
+    if not spans:
+        return sources
+    out: list[BaseMessage] = []
+    for index, message in enumerate(sources):
+        note = annotation(message)
+        if spans.get(index) == "hypothetical" and "fact_scope" not in note:
+            message = message.model_copy(
+                update={"additional_kwargs": {**message.additional_kwargs, META_KEY: {**note, "fact_scope": "hypothetical"}}}
+            )
+        out.append(message)
+    return out
+
+
+def _reader_key(scope: Scope) -> str:
+    """What the facts shown depend on: the scope and the reader's roles (facts restricted to
+    a role are shown only to readers that have it)."""
+    return scope.key() + ("\x00" + ",".join(scope.roles) if scope.roles else "")
+
+
+__all__ = ["ChooseFacts"]

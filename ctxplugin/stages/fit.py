@@ -1,0 +1,60 @@
+"""Fit: the sections assembled into the messages sent, within every budget.
+
+Compression already aimed at the room the history has; this stage enforces the budgets on
+what is left (dropping the oldest exchanges, shrinking tool results, as
+:func:`~ctxplugin.budget.enforce` orders it), places the facts block and counts each section.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from ctxplugin.budget import Parts, enforce, section_tokens, total_tokens
+from ctxplugin.config import FactsConfig
+from ctxplugin.stages.view import CallView, Fitted
+from ctxplugin.tokens import TokenCounter
+
+FACTS_TITLE = "Known facts (current; newer facts replace older ones):"
+
+
+@dataclass(frozen=True, slots=True)
+class FitBudget:
+    """Assemble the view within the budgets; fill ``fitted``.
+
+    Attributes:
+        facts: the facts settings (where the block goes).
+        counter: counts the sections.
+        block_size: ``history.block_size``: exchanges are dropped in blocks of this many.
+    """
+
+    name: ClassVar[str] = "budget"
+    facts: FactsConfig
+    counter: TokenCounter
+    block_size: int
+
+    def apply(self, view: CallView) -> CallView:
+        parts = Parts(
+            header=view.system,
+            history=list(view.history),
+            facts_title=FACTS_TITLE,
+            facts=view.facts,
+            tools_tokens=view.tool_tokens,
+            facts_anchor=view.facts_anchor,
+            facts_placement=self.facts.placement,
+        )
+        outcome = enforce(parts, dict(view.budgets), self.counter, block_size=self.block_size)
+        parts = outcome.parts
+        within = outcome.within and total_tokens(parts, self.counter) <= view.budgets["total"]
+        messages = parts.layout().messages(parts.header_message())
+        fitted = Fitted(
+            messages=tuple(messages),
+            sections=section_tokens(parts, self.counter),
+            within_budget=within,
+            dropped_exchanges=parts.dropped_exchanges,
+            facts=parts.facts,
+        )
+        return view.override(fitted=fitted).warn(*outcome.warnings)
+
+
+__all__ = ["FACTS_TITLE", "FitBudget"]

@@ -1,0 +1,72 @@
+"""History: the conversation compressed by age to fit the room it has.
+
+Recent exchanges stay verbatim, older ones are trimmed, the oldest reduced to one-line gists
+and, when even that does not fit, condensed into context notes (see :mod:`ctxplugin.history`).
+The limits come from the room stage, so the fit stage has nothing left to drop and what is left
+out changes only when tier boundaries move (cache-stable).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from langchain_core.messages import BaseMessage
+
+from ctxplugin.config import HistoryConfig
+from ctxplugin.errors import InvalidInputError
+from ctxplugin.history import BackgroundSummarizer, HistoryBudget, compress_history
+from ctxplugin.stages.view import CallView
+from ctxplugin.tokens import TokenCounter
+
+
+@dataclass(frozen=True, slots=True)
+class CompressHistory:
+    """Compress ``history``; fill ``compressed``, ``omitted`` and ``facts_anchor`` (where the
+    verbatim tier starts).
+
+    Attributes:
+        config: the history settings.
+        counter: counts the history.
+        summarizer: the background gist writer, if any (``prepare`` never waits for it).
+    """
+
+    name: ClassVar[str] = "history"
+    config: HistoryConfig
+    counter: TokenCounter
+    summarizer: BackgroundSummarizer | None = None
+
+    def apply(self, view: CallView) -> CallView:
+        if view.room is None:
+            raise InvalidInputError("the history stage needs view.room: run the room stage first")
+        budget, room = view.room.budget, view.room.total
+        if view.room.whole and budget.total != room:
+            # max_tokens is what compression aims for once it starts; until the conversation
+            # outgrows the room it has, it is sent as it is. Once it has, it is tiered from then
+            # on, even where its stored (shorter) form would fit again: sending that whole would
+            # only grow back to the room and be cut again, each cut a cache miss on all of it.
+            budget = HistoryBudget(total=room, messages=budget.messages, tool_results=budget.tool_results)
+        compressed = compress_history(
+            list(view.history),
+            config=self.config,
+            counter=self.counter,
+            budget=budget,
+            summarizer=self.summarizer,
+            session=view.scope.key(),
+        )
+        body = compressed.messages
+        anchor: BaseMessage | None = None
+        if compressed.verbatim_from is not None and compressed.verbatim_from < len(body):
+            anchor = body[compressed.verbatim_from]
+        view = view.override(
+            history=tuple(body),
+            compressed=compressed.compressed_count,
+            omitted=compressed.omitted_exchanges,
+            facts_anchor=anchor,
+        )
+        if self.summarizer is not None:
+            view = view.warn(*self.summarizer.take_warnings(view.scope.key()))
+        return view
+
+
+__all__ = ["CompressHistory"]

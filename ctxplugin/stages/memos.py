@@ -1,0 +1,107 @@
+"""What the stages remember between calls, shared with the capture path.
+
+A tool output is compacted once (:class:`CaptureMemo`) whether it arrives through
+``capture_tool_result`` or in a history passed to ``prepare``; a message is read for facts once
+(:class:`ReadMemo`), whichever path saw it first. Both maps are bounded and locked: one engine
+serves many threads.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+
+from langchain_core.messages import BaseMessage, HumanMessage, ToolMessage
+
+from ctxplugin._lru import LRU
+from ctxplugin._names import META_TOOL_NAMES
+from ctxplugin.cas import Captured, CASStore, capture
+from ctxplugin.config import CASConfig
+from ctxplugin.scope import Scope
+from ctxplugin.tokens import TokenCounter, content_text
+
+MEMO_SIZE = 4096
+
+
+class CaptureMemo:
+    """Tool outputs as captured into the CAS, by scope, tool call and content.
+
+    Args:
+        store: the CAS the outputs are stored in.
+        config: how outputs are compacted.
+        counter: counts the tokens of originals and compact forms.
+    """
+
+    def __init__(self, store: CASStore, config: CASConfig, counter: TokenCounter, size: int = MEMO_SIZE) -> None:
+        self.store = store
+        self.config = config
+        self.counter = counter
+        self._lock = threading.Lock()
+        self._memo: LRU[str, Captured] = LRU(size)
+
+    def captured(self, message: ToolMessage, scope: Scope) -> Captured:
+        """``message``'s output stored and compacted (once per scope, call id and content).
+
+        Raises:
+            StoreError: the CAS failed.
+        """
+        content = message.content
+        text_key = content if isinstance(content, str) else repr(content)
+        key = f"{scope.key()}\x00{message.tool_call_id}\x00{len(text_key)}\x00{hash(text_key)}"
+        with self._lock:
+            hit = self._memo.get(key)
+        if hit is not None:
+            return hit
+        captured = capture(
+            content,
+            store=self.store,
+            scope=scope,
+            config=self.config,
+            counter=self.counter,
+            tool_name=message.name,
+            is_error=message.status == "error",
+        )
+        with self._lock:
+            self._memo.put(key, captured)
+        return captured
+
+
+class ReadMemo:
+    """Messages already read for facts, by scope and content."""
+
+    def __init__(self, size: int = MEMO_SIZE * 4) -> None:
+        self._lock = threading.Lock()
+        self._read: LRU[str, bool] = LRU(size)
+
+    def first_read(self, message: BaseMessage, scope: Scope) -> bool:
+        """Whether ``message`` is read for the first time (it counts as read from now on)."""
+        key = _read_key(message, scope)
+        with self._lock:
+            if key in self._read:
+                return False
+            self._read.put(key, True)
+        return True
+
+    def forget(self, messages: Sequence[BaseMessage], scope: Scope) -> None:
+        """Forget that ``messages`` were read: their facts were not stored (the store failed)."""
+        with self._lock:
+            for message in messages:
+                self._read.pop(_read_key(message, scope), None)
+
+
+def _read_key(message: BaseMessage, scope: Scope) -> str:
+    text = content_text(message.content)
+    # str hashes are cached on the object: a long tool output resent on every call is not
+    # hashed again (the memo lives in this process only, so the salted hash is stable)
+    return f"{scope.key()}\x00{message.id or ''}\x00{len(text)}\x00{hash(text)}"
+
+
+def fact_source(message: BaseMessage) -> bool:
+    """Whether facts are extracted from ``message``: user turns and real tool outputs, not
+    ctxplugin's own meta-tool results and not errors (a failed call states no fact)."""
+    if isinstance(message, HumanMessage):
+        return True
+    return isinstance(message, ToolMessage) and message.name not in META_TOOL_NAMES and message.status != "error"
+
+
+__all__ = ["MEMO_SIZE", "CaptureMemo", "ReadMemo", "fact_source"]

@@ -1,0 +1,80 @@
+"""Room: how many tokens the history may take in this call, and whether it goes as it is.
+
+The header and the bound tool schemas come first and the facts block has its budget; the rest
+of the total budget is the history's. With ``history.compress="over_budget"`` a conversation
+that fits that room, tool outputs included, is sent unchanged — no ref, no summary, no note — so
+every call repeats the previous one's prefix; ``expand_ref`` then joins the tools only when
+compression starts, the call that breaks the prefix anyway.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import ClassVar
+
+from langchain_core.messages import AIMessage, BaseMessage
+
+from ctxplugin._names import EXPAND_REF_NAME
+from ctxplugin.config import FactsConfig, HistoryConfig
+from ctxplugin.history import HistoryBudget
+from ctxplugin.stages.view import CallView, Room
+from ctxplugin.tokens import TokenCounter, count_message
+
+
+def history_room(
+    budgets: Mapping[str, int], outside: int, *, history: HistoryConfig, facts: FactsConfig
+) -> tuple[HistoryBudget, int]:
+    """The limits compression aims for, and the room the history has beside ``outside``
+    tokens of header and tool schemas and the facts budget."""
+    facts_budget = budgets["facts"] if facts.enabled and facts.k else 0
+    room = max(0, budgets["total"] - outside - facts_budget)
+    budget = HistoryBudget(
+        total=min(room, history.max_tokens) if history.max_tokens is not None else room,
+        messages=budgets["history"],
+        tool_results=budgets["summaries"],
+    )
+    return budget, room
+
+
+@dataclass(frozen=True, slots=True)
+class FindRoom:
+    """Fill ``room``; when the conversation goes whole and ``expand_ref`` was never called,
+    take ``expand_ref`` out of the tools.
+
+    Attributes:
+        history: the history settings.
+        facts: the facts settings (the facts budget is kept free only when facts are shown).
+        counter: counts the header and the history.
+    """
+
+    name: ClassVar[str] = "room"
+    history: HistoryConfig
+    facts: FactsConfig
+    counter: TokenCounter
+
+    def apply(self, view: CallView) -> CallView:
+        outside = view.tool_tokens + (count_message(view.system, self.counter) if view.system is not None else 0)
+        budget, room = history_room(view.budgets, outside, history=self.history, facts=self.facts)
+        whole = False
+        if self.history.enabled and self.history.compress == "over_budget":
+            as_is = HistoryBudget(total=room, messages=budget.messages, tool_results=budget.tool_results)
+            whole = as_is.fits(view.history, self.counter)
+        view = view.override(room=Room(outside=outside, total=room, budget=budget, whole=whole))
+        if whole and view.expand_ref is not None and not _calls_tool(view.history, EXPAND_REF_NAME):
+            # nothing in a view sent whole is stored behind a ref
+            view = view.override(
+                tools=tuple(t for t in view.tools if t is not view.expand_ref),
+                tool_tokens=view.tool_tokens - view.expand_ref_tokens,
+            )
+        return view
+
+
+def _calls_tool(messages: Sequence[BaseMessage], name: str) -> bool:
+    """Whether an AI message of ``messages`` called the tool ``name``."""
+    return any(
+        isinstance(m, AIMessage) and any(call["name"] == name for call in m.tool_calls) for m in messages
+    )
+
+
+__all__ = ["FindRoom", "history_room"]

@@ -1,0 +1,111 @@
+"""Tools: what to bind for the call, and the tool directory in the header.
+
+The agent's own tools go through :func:`~ctxplugin.tools.plan_tools` (names-only directory,
+lazy schemas); ctxplugin's meta-tools, when the host passes them, are bound as the host built
+them. :func:`choose_tools` is the one place this split is made: ``prepare`` and
+``ContextEngine.bound_tools`` both use it.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from langchain_core.messages import BaseMessage
+from langchain_core.utils.function_calling import convert_to_openai_tool
+
+from ctxplugin._messages import merge_system
+from ctxplugin._names import EXPAND_REF_NAME, META_TOOL_NAMES
+from ctxplugin.config import ToolsConfig
+from ctxplugin.stages.view import CallView, tool_label
+from ctxplugin.tokens import TokenCounter, count_tool_schemas
+from ctxplugin.tools import ToolPlan, ToolRegistry, plan_tools
+
+
+@dataclass(frozen=True, slots=True)
+class ToolChoice:
+    """The tools of one call.
+
+    Attributes:
+        plan: the plan for the agent's own tools.
+        bound: what to bind: the plan's tools (meta-tools as the host gave them), then
+            ``expand_ref`` when the host gave it.
+        expand_ref: the host's ``expand_ref`` tool, or None.
+    """
+
+    plan: ToolPlan
+    bound: tuple[Any, ...]
+    expand_ref: Any = None
+
+
+def choose_tools(
+    tools: Sequence[Any],
+    history: Sequence[BaseMessage],
+    *,
+    config: ToolsConfig,
+    counter: TokenCounter,
+    registry: ToolRegistry,
+) -> ToolChoice:
+    """The tools to bind for a call on ``history`` (the conversation without its header)."""
+    meta = {tool_label(t): t for t in tools if tool_label(t) in META_TOOL_NAMES}
+    user_tools = [t for t in tools if tool_label(t) not in META_TOOL_NAMES]
+    plan = plan_tools(user_tools, list(history), config=config, counter=counter, registry=registry)
+    bound = [meta.get(tool_label(t), t) for t in plan.bound]
+    expand_ref = meta.get(EXPAND_REF_NAME)
+    if expand_ref is not None:
+        bound.append(expand_ref)
+    return ToolChoice(plan=plan, bound=tuple(bound), expand_ref=expand_ref)
+
+
+@dataclass(frozen=True, slots=True)
+class Tools:
+    """Plan the tools; fill ``plan``, ``tools``, ``tool_tokens`` and ``system`` (the header
+    with the tool directory).
+
+    Attributes:
+        config: the tool settings.
+        counter: counts schema tokens.
+        registry: the engine's schema registry.
+    """
+
+    name: ClassVar[str] = "tools"
+    config: ToolsConfig
+    counter: TokenCounter
+    registry: ToolRegistry
+    _schema_tokens: dict[int, tuple[Any, int]] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def apply(self, view: CallView) -> CallView:
+        choice = choose_tools(
+            view.tools_given, view.history, config=self.config, counter=self.counter, registry=self.registry
+        )
+        plan = choice.plan
+        expand_tokens = self.schema_tokens(choice.expand_ref) if choice.expand_ref is not None else 0
+        # omitted history is announced by notes in the history, never here: the header starts
+        # every cached prefix
+        system = merge_system(view.header, [plan.directory_text] if plan.directory_text else [])
+        return view.override(
+            plan=plan,
+            tools=choice.bound,
+            expand_ref=choice.expand_ref,
+            expand_ref_tokens=expand_tokens,
+            tool_tokens=plan.schema_tokens_sent + expand_tokens,
+            system=system,
+        )
+
+    def schema_tokens(self, tool: Any) -> int:
+        """Tokens of one tool's schema as sent, memoised per tool object (meta-tools are built
+        once per host and passed on every call)."""
+        with self._lock:
+            hit = self._schema_tokens.get(id(tool))
+        if hit is not None and hit[0] is tool:
+            return hit[1]
+        tokens = count_tool_schemas([convert_to_openai_tool(tool)], self.counter)
+        with self._lock:
+            self._schema_tokens[id(tool)] = (tool, tokens)  # the tool is kept, so its id stays its own
+        return tokens
+
+
+__all__ = ["ToolChoice", "Tools", "choose_tools"]

@@ -1,0 +1,216 @@
+"""The per-call view every stage of ``prepare`` takes and returns, and what ``prepare`` returns.
+
+A :class:`CallView` starts as the call's input (messages, tools, scope, budgets resolved once)
+and each stage returns a new one with its part filled in (:meth:`CallView.override`, which is
+``dataclasses.replace``); nothing of it is shared between calls. The report is built from the
+last view by the account stage, so no stage writes to a report.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from langchain_core.messages import BaseMessage, SystemMessage
+from langchain_core.tools import BaseTool
+
+from ctxplugin.budget import FactLine
+from ctxplugin.history import HistoryBudget
+from ctxplugin.report import ContextReport
+from ctxplugin.scope import Scope
+from ctxplugin.tools import ToolPlan
+
+logger = logging.getLogger("ctxplugin")
+
+ToolLike = BaseTool | dict[str, Any]
+"""A tool as ``prepare`` binds it: a ``BaseTool`` or an OpenAI-format dict."""
+
+
+@dataclass(frozen=True, slots=True)
+class Room:
+    """The room the history has in this call (set by the room stage).
+
+    Attributes:
+        outside: tokens of the header and the tool schemas as first chosen.
+        total: tokens left for the history beside ``outside`` and the facts budget.
+        budget: the limits compression aims for.
+        whole: whether the conversation is sent as it is (``history.compress="over_budget"``
+            and it fits): no ref, no summary, no note.
+    """
+
+    outside: int
+    total: int
+    budget: HistoryBudget
+    whole: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Fitted:
+    """The view as assembled within the budgets (set by the fit stage).
+
+    Attributes:
+        messages: what the model is sent: header, facts block and history in place.
+        sections: tokens per section of ``messages`` (and of the bound tool schemas).
+        within_budget: whether every budget is met.
+        dropped_exchanges: exchanges the fit stage dropped on top of compression's.
+        facts: the facts lines left in the view.
+    """
+
+    messages: tuple[BaseMessage, ...]
+    sections: Mapping[str, int]
+    within_budget: bool
+    dropped_exchanges: int = 0
+    facts: tuple[FactLine, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class CallView:
+    """One call's view on its way through the stages.
+
+    Attributes:
+        scope: whose call it is.
+        received: the messages as the agent holds them (never changed).
+        tools_given: the agent's tools as passed to ``prepare``.
+        budgets: section budgets in tokens, resolved once for this call.
+        started: ``time.perf_counter()`` when the call began.
+        header: the leading system messages as received (validate).
+        original: the conversation after validation, before any stage changed it (validate).
+        history: the conversation as the view will show it.
+        refs_expanded: refs the model read back with ``expand_ref`` (validate).
+        system: the header to send: system messages and the tool directory (tools).
+        plan: the tool plan of this call (tools).
+        tools: what to bind (tools; the room stage may take ``expand_ref`` out).
+        expand_ref: the host's ``expand_ref`` tool when it was given (tools).
+        expand_ref_tokens: tokens of its schema (tools).
+        tool_tokens: tokens of the schemas bound (tools, room).
+        room: the room the history has (room).
+        refs_created: refs stored for the first time by this call (refs).
+        refs_used: refs the view shows (refs).
+        stored: the ref of each tool output shown as a summary, by tool-call id (refs).
+        facts: the facts lines chosen for the view (facts, shown).
+        facts_extracted: facts written from messages read for the first time (facts).
+        outdated_marked: messages marked as stating something no longer current (facts).
+        compressed: messages whose content compression trimmed or gisted (history).
+        omitted: exchanges compression condensed into notes (history).
+        facts_anchor: the message the facts block is placed before (history).
+        fitted: the assembled view (fit).
+        warnings: what was skipped or changed, in the order it happened.
+        timings: milliseconds per stage so far.
+        report: the account of the call (account).
+    """
+
+    scope: Scope
+    received: Sequence[BaseMessage]
+    tools_given: tuple[Any, ...]
+    budgets: Mapping[str, int]
+    started: float
+    header: tuple[SystemMessage, ...] = ()
+    original: tuple[BaseMessage, ...] = ()
+    history: tuple[BaseMessage, ...] = ()
+    refs_expanded: tuple[str, ...] = ()
+    system: SystemMessage | None = None
+    plan: ToolPlan | None = None
+    tools: tuple[Any, ...] = ()
+    expand_ref: Any = None
+    expand_ref_tokens: int = 0
+    tool_tokens: int = 0
+    room: Room | None = None
+    refs_created: tuple[str, ...] = ()
+    stored: Mapping[str, str] = field(default_factory=dict)
+    refs_used: tuple[str, ...] = ()
+    facts: tuple[FactLine, ...] = ()
+    facts_extracted: int = 0
+    outdated_marked: int = 0
+    compressed: int = 0
+    omitted: int = 0
+    facts_anchor: BaseMessage | None = None
+    fitted: Fitted | None = None
+    warnings: tuple[str, ...] = ()
+    timings: Mapping[str, float] = field(default_factory=dict)
+    report: ContextReport | None = None
+
+    def override(self, **changes: Any) -> CallView:
+        """A copy of this view with ``changes`` applied."""
+        return dataclasses.replace(self, **changes)
+
+    def warn(self, *texts: str) -> CallView:
+        """This view with ``texts`` added to its warnings."""
+        return self.override(warnings=(*self.warnings, *texts)) if texts else self
+
+    def degraded(self, text: str) -> CallView:
+        """This view with a skipped step recorded: a store failed and the original passed
+        through (see :func:`log_degraded`)."""
+        return self.warn(log_degraded(self.scope, text))
+
+    def timed(self, stage: str, ms: float) -> CallView:
+        """This view with ``ms`` milliseconds added to the time of ``stage``."""
+        return self.override(timings={**self.timings, stage: self.timings.get(stage, 0.0) + ms})
+
+
+@dataclass
+class PreparedContext:
+    """What the model should see for one call.
+
+    Attributes:
+        messages: header (system + tool directory), compressed history and the facts block.
+        tools: tools to bind for this call (meta-tools plus loaded schemas, or all tools).
+        report: what was done, with token counts per section and timings.
+    """
+
+    messages: list[BaseMessage]
+    tools: list[ToolLike]
+    report: ContextReport
+
+    @property
+    def system_message(self) -> SystemMessage | None:
+        """The leading system message of the view, if any."""
+        first = self.messages[0] if self.messages else None
+        return first if isinstance(first, SystemMessage) else None
+
+    @property
+    def conversation(self) -> list[BaseMessage]:
+        """The view without its leading system message (for hosts that pass it separately)."""
+        return self.messages[1:] if self.system_message is not None else list(self.messages)
+
+
+
+class Stage(Protocol):
+    """One step of ``prepare``: takes the view and returns a new one.
+
+    A stage's fields are its settings and the services it may use; it never reaches into
+    another stage and never writes to a report."""
+
+    @property
+    def name(self) -> str:
+        """The stage's name in ``report.timings_ms``."""
+        ...
+
+    def apply(self, view: CallView) -> CallView:
+        """The view with this stage's work done."""
+        ...
+
+
+def log_degraded(scope: Scope, text: str) -> str:
+    """Log a skipped step at WARNING, with the session in ``extra``, and return ``text`` for
+    the report: the one place where a store failure is absorbed (the original passes through
+    and the report says what was skipped)."""
+    logger.warning("ctxplugin: %s (session %s)", text, scope.session_id, extra={"ctxplugin_session": scope.session_id})
+    return text
+
+
+def tool_label(tool: Any) -> str:
+    """The name a report shows for ``tool`` (``"?"`` when it has none)."""
+    if isinstance(tool, BaseTool):
+        return tool.name
+    if isinstance(tool, dict):
+        fn = tool.get("function")
+        if isinstance(fn, dict) and "name" in fn:
+            return str(fn["name"])
+        return str(tool.get("name", "?"))
+    return str(getattr(tool, "__name__", getattr(tool, "name", "?")))
+
+
+__all__ = ["CallView", "Fitted", "PreparedContext", "Room", "Stage", "ToolLike", "log_degraded", "tool_label"]

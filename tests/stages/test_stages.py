@@ -1,0 +1,113 @@
+"""Stages alone, on hand-made views: each takes a view and returns a new one."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+import pytest
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.tools import tool
+
+from ctxplugin.budget import FactLine
+from ctxplugin.config import ContextConfig, HistoryConfig
+from ctxplugin.errors import InvalidInputError
+from ctxplugin.scope import Scope
+from ctxplugin.stages import (
+    Account,
+    CallView,
+    CompressHistory,
+    FindRoom,
+    SkipShown,
+    Tools,
+    Validate,
+    choose_tools,
+)
+from ctxplugin.tokens import get_counter
+from ctxplugin.tools import ToolRegistry
+
+COUNTER = get_counter("cl100k_base")[0]
+
+
+@tool
+def expand_ref(ref_id: str) -> str:
+    """Read a stored tool output."""
+    return ref_id
+
+
+@tool
+def lookup(order_id: str) -> str:
+    """Look an order up."""
+    return order_id
+
+
+def conversation() -> list[BaseMessage]:
+    return [
+        SystemMessage(content="You help with orders."),
+        HumanMessage(content="Where is order W1234?", id="h1"),
+        AIMessage(content="", tool_calls=[{"name": "lookup", "args": {"order_id": "W1234"}, "id": "c1"}]),
+        ToolMessage(content="W1234 shipped on 2024-05-02", tool_call_id="c1", name="lookup"),
+    ]
+
+
+def fresh_view(messages: list[BaseMessage], tools: tuple[object, ...] = (), config: ContextConfig | None = None) -> CallView:
+    budgets = (config or ContextConfig(encoding="cl100k_base")).budget.resolve()
+    return CallView(
+        scope=Scope(session_id="s1"), received=messages, tools_given=tools, budgets=budgets, started=time.perf_counter()
+    )
+
+
+def test_validate_splits_the_header_and_leaves_the_view_it_was_given() -> None:
+    view = fresh_view(conversation())
+    out = Validate().apply(view)
+    assert [type(m) for m in out.header] == [SystemMessage]
+    assert len(out.history) == 3 and out.original == out.history
+    assert view.history == () and out is not view
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        out.history = ()  # type: ignore[misc]
+
+
+def test_validate_raises_on_what_cannot_be_sent() -> None:
+    with pytest.raises(InvalidInputError):
+        Validate().apply(fresh_view([]))
+
+
+def test_a_conversation_that_fits_goes_whole_without_expand_ref() -> None:
+    config = ContextConfig(encoding="cl100k_base", history=HistoryConfig(compress="over_budget"))
+    view = Validate().apply(fresh_view(conversation(), (lookup, expand_ref), config))
+    view = Tools(config=config.tools, counter=COUNTER, registry=ToolRegistry(COUNTER)).apply(view)
+    assert expand_ref in view.tools
+    out = FindRoom(history=config.history, facts=config.facts, counter=COUNTER).apply(view)
+    assert out.room is not None and out.room.whole
+    assert expand_ref not in out.tools
+    assert out.tool_tokens == view.tool_tokens - view.expand_ref_tokens
+
+
+def test_choose_tools_binds_the_hosts_meta_tools_as_given() -> None:
+    config = ContextConfig(encoding="cl100k_base")
+    choice = choose_tools([lookup, expand_ref], [], config=config.tools, counter=COUNTER, registry=ToolRegistry(COUNTER))
+    assert choice.expand_ref is expand_ref and choice.bound[-1] is expand_ref
+
+
+def test_shown_leaves_out_a_fact_read_from_a_message_the_view_still_shows() -> None:
+    view = Validate().apply(fresh_view(conversation()))
+    from_output = FactLine(text="W1234 shipped", score=1.0, fact_id="f1", source_ref="c1")
+    elsewhere = FactLine(text="the customer is a member", score=0.5, fact_id="f2", source_ref="c9")
+    out = SkipShown().apply(view.override(facts=(from_output, elsewhere)))
+    assert out.facts == (elsewhere,)
+
+
+def test_history_and_account_need_the_stages_before_them() -> None:
+    view = Validate().apply(fresh_view(conversation()))
+    with pytest.raises(InvalidInputError, match="room"):
+        CompressHistory(config=HistoryConfig(), counter=COUNTER).apply(view)
+    with pytest.raises(InvalidInputError, match="fit"):
+        Account(counter=COUNTER).apply(view)
+
+
+def test_degraded_adds_a_warning_and_logs_it(caplog: pytest.LogCaptureFixture) -> None:
+    view = fresh_view(conversation())
+    with caplog.at_level("WARNING", logger="ctxplugin"):
+        out = view.degraded("CAS unavailable; tool output passed through")
+    assert out.warnings == ("CAS unavailable; tool output passed through",)
+    assert "session s1" in caplog.text
