@@ -142,13 +142,13 @@ def value_fidelity(
     left: list[str] = []
     if missing:
         with_ref = _refs_shown(stored or {}, view_text)
-        stored = [
+        outputs = [
             set(_values(m))
             for m in history[start:]
             if isinstance(m, ToolMessage) and m.tool_call_id in with_ref
         ]
         for value in missing:
-            (behind if any(value in s for s in stored) else left).append(value)
+            (behind if any(value in s for s in outputs) else left).append(value)
     return Fidelity(
         used=len(used),
         shown=len(used) - len(missing),
