@@ -7,9 +7,10 @@ import re
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
-from ctxplugin import ContextConfig, Scope
-from ctxplugin.testing import memory_engine
-from ctxplugin.tokens import content_text
+from ctxplugin import ContextConfig, HistoryConfig, Scope
+from ctxplugin.history import compress_history
+from ctxplugin.testing import context_notes, memory_engine, note_values
+from ctxplugin.tokens import content_text, count_message, get_counter
 
 SCHEMA = json.dumps(
     {
@@ -31,6 +32,7 @@ STRUCTURE = {
     "type", "string", "object", "properties", "required", "parameters", "description", "tools", "name",
     "div", "/div", "/body", "/html", "class", "alert", "data_role", "banner",
 }
+SCHEMA_WORDS = {"parameters", "properties", "type", "string", "required", "object"}
 
 
 def conversation(turns: int) -> list[BaseMessage]:
@@ -38,7 +40,7 @@ def conversation(turns: int) -> list[BaseMessage]:
     for i in range(turns):
         call = f"c{i}"
         name, content = ("load_tools", SCHEMA) if i == 0 else ("open_page", PAGE) if i == 1 else ("note", "nothing new here, all as before. " * 12)
-        args = {"customer_id": "CUS-40917"} if i < 2 else {}
+        args = {"customer_id": "CUS-40917", "region": "EU-WEST-2"} if i < 2 else {}
         out.append(AIMessage("", tool_calls=[{"id": call, "name": name, "args": args}]))
         out.append(ToolMessage(content, tool_call_id=call, name=name))
     out.append(AIMessage("Done."))
@@ -46,19 +48,58 @@ def conversation(turns: int) -> list[BaseMessage]:
     return out
 
 
-def test_notes_never_list_json_keys_schema_words_or_markup_names() -> None:
+def condensed_notes(turns: int) -> list[str]:
     config = ContextConfig(
         budget={"total": 2500, "header": 600, "history": 1600, "facts": 100, "summaries": 600},
         history={"max_tokens": 300, "verbatim_exchanges": 1, "trimmed_exchanges": 1, "block_size": 2},
         facts={"enabled": False},
     )
-    prepared = memory_engine(config).prepare(conversation(24), scope=Scope(session_id="notes"))
-    notes = [content_text(m.content) for m in prepared.messages if content_text(m.content).startswith("[context note")]
+    prepared = memory_engine(config).prepare(conversation(turns), scope=Scope(session_id="notes"))
+    return [note for note in context_notes(prepared.messages) if note.startswith("[context note")]
+
+
+def test_notes_never_list_json_keys_schema_words_or_markup_names() -> None:
+    notes = condensed_notes(24)
     assert notes, "old exchanges were condensed into notes"
     listed: set[str] = set()
+    words: set[str] = set()
     for note in notes:
-        body = re.fullmatch(r"\[context note: [^:]*: (.*)\]", note, re.S)
-        assert body is not None, note
-        listed.update(v.strip() for v in body.group(1).split(" | "))
+        by_label = note_values(note)
+        assert by_label, note
+        listed.update(v for values in by_label.values() for v in values)
+        words.update(re.findall(r"[\w/]+", note.partition("\n")[2]))
     assert not listed & STRUCTURE, f"structure words in notes: {listed & STRUCTURE}"
+    assert not words & SCHEMA_WORDS, f"schema words in notes: {words & SCHEMA_WORDS}"
     assert {"lookup_customer", "ORD-77120"} <= listed, "what was said stays"
+
+
+def test_notes_are_label_value_lines_about_the_conversation() -> None:
+    notes = condensed_notes(24)
+    text = "\n".join(notes)
+    assert " | " not in text, "values are not a bare list"
+    lines = [line for note in notes for line in note.rstrip("]").splitlines()[1:]]
+    assert lines and all(re.fullmatch(r"[\w ]+: \S.*", line) for line in lines), lines
+    assert "region: EU-WEST-2" in text, "an argument the model passed, under its name"
+    assert "CUS-40917" not in note_values(notes[0]).get("customer_id", []), "the task, always shown, is not repeated"
+    assert re.search(r"^load_tools returned: .*lookup_customer", text, re.M), "what a tool returned, named by the tool"
+    assert re.search(r"^open_page returned: .*ORD-77120", text, re.M)
+
+
+def test_a_note_keeps_its_token_cap_with_its_labels() -> None:
+    counter = get_counter()[0]
+    messages: list[BaseMessage] = [HumanMessage("Book the trip for user mia_li_3668.", id="task")]
+    for step in range(12):
+        call = {"id": f"c{step}", "name": "search_flights", "args": {"origin": f"JFK{step}", "destination": f"SFO{step}", "date": f"2024-05-{step + 10}"}}
+        messages.append(AIMessage("", tool_calls=[call], id=f"ai{step}"))
+        flights = ", ".join(f"HAT{step}{i:02d}" for i in range(30))
+        messages.append(ToolMessage(f"flights: {flights}", tool_call_id=f"c{step}", name="search_flights", id=f"t{step}"))
+    config = HistoryConfig(verbatim_exchanges=1, trimmed_exchanges=1, block_size=2, archive_blocks=2, archive_tokens=80, digest_tokens=40)
+    view = compress_history(messages, config=config, counter=counter, budget=300)
+    notes = [m for m in view.messages if "condensed" in m.additional_kwargs.get("ctxplugin", {})]
+    assert notes
+    for note in notes:
+        assert count_message(note, counter) <= 80
+        by_label = note_values(content_text(note.content))
+        assert set(by_label) <= {"origin", "destination", "date", "search_flights returned"}, by_label
+    archive = note_values(content_text(notes[0].content))
+    assert archive["origin"] and archive["date"], "the arguments the model passed come first"
