@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 
+import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
 from ctxplugin import ContextConfig, HistoryConfig, Scope
@@ -103,3 +104,47 @@ def test_a_note_keeps_its_token_cap_with_its_labels() -> None:
         assert set(by_label) <= {"origin", "destination", "date", "search_flights returned"}, by_label
     archive = note_values(content_text(notes[0].content))
     assert archive["origin"] and archive["date"], "the arguments the model passed come first"
+
+
+AGENDA = [
+    "budget review", "hiring plan", "roadmap", "incident retro", "on-call rotation", "security audit",
+    "vendor contracts", "Q3 goals", "customer feedback", "design system", "API deprecations",
+    "data retention", "release cadence", "travel logistics", "mentoring program", "tech debt",
+    "cloud costs", "observability", "accessibility", "documentation", "interview loop", "OKR scoring",
+    "partner integrations", "open questions",
+]
+
+
+def test_a_long_planning_chat_condensed_into_notes_still_says_who_is_invited(monkeypatch: pytest.MonkeyPatch) -> None:
+    # a 30-turn chat whose assistant restates the growing plan each time, so that default
+    # settings condense the older turns: the notes keep what the user decided, in order
+    monkeypatch.delenv("CTXPLUGIN_MODE", raising=False)  # the defaults, not the tests' compact mode
+    engine = memory_engine(ContextConfig())
+    scope = Scope(session_id="offsite-long", user_id="u1")
+    turns = [
+        "We're planning the autumn team offsite. The offsite is in Lisbon.",
+        "The title is Platform Offsite 2026.",
+        "Invite the platform team only.",
+        "Actually also invite design.",
+        *(f"Add agenda item {i + 1}: {topic}." for i, topic in enumerate(AGENDA)),
+        "That's the whole agenda for now.",
+        "Who is invited, where is it, and what is the title?",
+    ]
+    messages: list[BaseMessage] = [SystemMessage("You are a planning assistant.")]
+    for i, turn in enumerate(turns):
+        messages.append(HumanMessage(turn, id=f"h{i}"))
+        prepared = engine.prepare(messages, scope=scope)
+        plan = " ".join(
+            f"Item {k + 1}, {topic}: about {20 + k} minutes, with slides and a short written summary sent "
+            "before the day so that the discussion can focus on decisions rather than on status updates."
+            for k, topic in enumerate(AGENDA[: max(0, i - 3)])
+        )
+        messages.append(AIMessage(f"Noted. The plan so far: {plan}", id=f"a{i}"))
+    assert prepared.report.dropped_exchanges > 0, "older turns were condensed"
+    view = "\n".join(content_text(m.content) for m in prepared.messages)
+    assert "Lisbon" in view and "Platform Offsite 2026" in view
+    assert "platform team" in view and "invite design" in view
+    assert "[outdated" not in view and prepared.report.outdated_marked == 0
+    said = [v for note in context_notes(prepared.messages) for v in note_values(note).get("user said", [])]
+    assert said.index("Invite the platform team only") < said.index("Actually also invite design"), said
+    assert "Add agenda item 1: budget review" in said, "agenda items are listed as the user said them"
