@@ -20,6 +20,7 @@ from ctxplugin.history.omission import (
     Digests,
     HistoryBudget,
     OmissionPlan,
+    note_values,
     plan_omission,
 )
 from ctxplugin.history.summarizer import (
@@ -64,6 +65,7 @@ __all__ = [
     "identifiers",
     "is_boundary_call",
     "make_summarizer",
+    "note_values",
     "pin",
     "plan_omission",
     "protected_indexes",

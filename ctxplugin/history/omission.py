@@ -2,8 +2,20 @@
 
 Old exchanges go in whole blocks of ``block_size``. A condensed block is replaced by one note
 (a ``HumanMessage``) listing the exact values its exchanges used — commands, paths, ids,
-numbers, quoted strings — within ``digest_tokens``. Every ``archive_blocks`` condensed blocks
-are merged into one archive note at the front, deduplicated, within ``archive_tokens``, the
+numbers, quoted strings, short sentences of the user — within ``digest_tokens``, as
+``label: value; value`` lines that say where each value came from::
+
+    [context note: exchanges 4-5 are condensed to the values they used:
+    ran: python repro.py
+    customer_id: CUS-40917
+    lookup_customer returned: ORD-77120; 2024-05-01]
+
+A label is the argument the model passed the value in (``ran`` for a shell command, ``path``
+for a path inside a longer argument, ``in <argument>`` for other parts of one), ``user said``,
+``user mentioned`` or ``assistant mentioned`` for what the conversation said, and
+``<tool> returned`` for what a tool printed.
+
+Every ``archive_blocks`` condensed blocks are merged into one archive note at the front, deduplicated, within ``archive_tokens``, the
 values likeliest to be used again per token first (what the model itself used in several
 exchanges, then recent before old, short before long): the rest fall out of the archive, never
 out of a note still shown.
@@ -22,12 +34,12 @@ import json
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
-from ctxplugin._messages import META_KEY, argument_values
+from ctxplugin._messages import META_KEY
 from ctxplugin.config import HistoryConfig
 from ctxplugin.errors import InvalidInputError
 from ctxplugin.history.identifiers import identifiers, occurs
@@ -234,44 +246,134 @@ def _scraped(text: str) -> set[str]:
     return names
 
 
-def _values(message: BaseMessage) -> tuple[list[str], list[str]]:
-    """Exact values of one message, as ``(first, rest)``: short tool-call arguments whole,
-    single-quoted arguments and paths first, other identifiers after; JSON keys, schema words
-    and markup names are left out (see :func:`_scraped`)."""
-    first, rest = _raw_values(message)
+Labelled = tuple[str, str]
+"""A value of a note and the label it is listed under: ``("customer_id", "CUS-40917")``."""
+
+RAN = "ran"
+"""The label of the commands the model ran (a shell tool's ``command`` argument, here-document
+run lines)."""
+PATH = "path"
+"""The label of file paths found inside longer arguments."""
+USER_SAID = "user said"
+"""The label of short sentences of the user's messages."""
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+_SENTENCE_CHARS = 160
+_COMMAND_KEYS = frozenset(["command", "cmd", "commands", "script", "shell"])
+_LABEL_CHARS = 40
+_FILE_PATH = re.compile(
+    r"/|\.(?:py|pyi|js|jsx|ts|tsx|json|jsonl|ya?ml|toml|ini|cfg|conf|txt|md|rst|csv|tsv|log|sh|c|h|cc|cpp|hpp|go|rs|java|kt|rb|php|html?|css|xml|sql|lock|patch|diff)$"
+)
+
+
+def _said_by(message: BaseMessage, tools: Mapping[str, str]) -> str:
+    """The label of values found in the text of ``message``: who said them (a tool result is
+    named by its message's name, else by the call it answers)."""
+    if isinstance(message, ToolMessage):
+        return f"{message.name or tools.get(message.tool_call_id) or 'tool'} returned"
+    if isinstance(message, AIMessage):
+        return "assistant mentioned"
+    if isinstance(message, HumanMessage):
+        return "user mentioned"
+    return "mentioned"
+
+
+def _label_rank(label: str) -> int:
+    """Where a label's line goes in a note: commands, then arguments, paths, parts of longer
+    arguments, what the user said, values the user and the assistant mentioned, and last what
+    tools returned."""
+    if label == RAN:
+        return 0
+    if label == PATH:
+        return 2
+    if label.startswith("in "):
+        return 3
+    if label == USER_SAID:
+        return 4
+    if label.endswith(" mentioned"):
+        return 5 if label.startswith("user") else 6
+    if label.endswith(" returned"):
+        return 7
+    return 1
+
+
+def _argument_items(value: object, key: str = "argument") -> Iterator[tuple[str, object]]:
+    """``(name, value)`` of every scalar in tool-call arguments: the name of the innermost key
+    holding it (list items take their list's), None left out."""
+    if isinstance(value, dict):
+        for name, item in value.items():
+            yield from _argument_items(item, " ".join(str(name).split())[:_LABEL_CHARS] or key)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            yield from _argument_items(item, key)
+    elif value is not None:
+        yield key, value
+
+
+def _values(message: BaseMessage, tools: Mapping[str, str]) -> tuple[list[Labelled], list[Labelled]]:
+    """Exact values of one message with their labels, as ``(first, rest)``: short tool-call
+    arguments whole (under the argument's name, ``ran`` for commands), single-quoted arguments
+    and paths first, other identifiers after; JSON keys, schema words and markup names are left
+    out (see :func:`_scraped`), and so are values without a letter or digit. ``tools`` maps
+    the tool call ids of the exchange to their tools' names."""
+    first, rest = _raw_values(message, tools)
     skip = _scraped(content_text(message.content))
-    return [v for v in first if v not in skip], [v for v in rest if v not in skip]
+
+    def kept(values: list[Labelled]) -> list[Labelled]:
+        out: list[Labelled] = []
+        for label, value in values:
+            value = value.strip()
+            if value not in skip and any(c.isalnum() for c in value):
+                out.append((label, value))
+        return out
+
+    return kept(first), kept(rest)
 
 
-def _raw_values(message: BaseMessage) -> tuple[list[str], list[str]]:
-    first: list[str] = []
-    rest: list[str] = []
+def _raw_values(message: BaseMessage, tools: Mapping[str, str]) -> tuple[list[Labelled], list[Labelled]]:
+    first: list[Labelled] = []
+    rest: list[Labelled] = []
     if isinstance(message, AIMessage):
         for call in message.tool_calls:
-            for value in argument_values(call["args"]):
+            for key, value in _argument_items(call["args"]):
                 text = value if isinstance(value, str) else json.dumps(value)
+                command = key.lower() in _COMMAND_KEYS
+                whole, part = (RAN, "in commands") if command else (key, f"in {key}")
                 if len(text) <= _SHORT_ARGUMENT and "\n" not in text:
-                    first.append(text)
+                    first.append((whole, text))
                 elif "\n" in text:
-                    first.extend(_shell_lines(text))
-                first.extend(m.group(1) for m in _SINGLE_QUOTED.finditer(text))
+                    first.extend((RAN, line) for line in _shell_lines(text))
+                quoted = [m.group(1) for m in _SINGLE_QUOTED.finditer(text)]
+                first.extend((PATH if _FILE_PATH.search(found) else part, found) for found in quoted)
                 for found in identifiers(text):
-                    (first if _PATHLIKE.search(found) else rest).append(found)
-    for found in identifiers(content_text(message.content)):
-        (first if _PATHLIKE.search(found) and not isinstance(message, ToolMessage) else rest).append(found)
+                    label = PATH if _FILE_PATH.search(found) else part
+                    (first if _PATHLIKE.search(found) else rest).append((label, found))
+    label = _said_by(message, tools)
+    text = content_text(message.content)
+    for found in identifiers(text):
+        (first if _PATHLIKE.search(found) and not isinstance(message, ToolMessage) else rest).append((label, found))
+    if isinstance(message, HumanMessage):
+        # what the user asked or decided, in their words, after the values in it (a sentence
+        # that fits takes the place of the values it holds)
+        for line in text.splitlines():
+            sentences = (s.removesuffix(".") for s in _SENTENCE_END.split(line.strip()))
+            rest.extend((USER_SAID, s) for s in sentences if 3 <= len(s) <= _SENTENCE_CHARS)
     return first, rest
 
 
-_Valued = tuple[bool, list[str], list[str]]
+_Valued = tuple[bool, list[Labelled], list[Labelled]]
 """A message's values: ``(from a tool, first, rest)`` as :func:`_values` splits them."""
 
 
 def _valued(exchanges: Sequence[Sequence[BaseMessage]]) -> list[list[_Valued]]:
     """The values of every message of ``exchanges``, read once."""
-    return [[(isinstance(m, ToolMessage), *_values(m)) for m in span] for span in exchanges]
+    out: list[list[_Valued]] = []
+    for span in exchanges:
+        tools = {c["id"]: c["name"] for m in span if isinstance(m, AIMessage) for c in m.tool_calls if c["id"]}
+        out.append([(isinstance(m, ToolMessage), *_values(m, tools)) for m in span])
+    return out
 
 
-def _ordered(valued: Sequence[Sequence[_Valued]]) -> Iterator[str]:
+def _ordered(valued: Sequence[Sequence[_Valued]]) -> Iterator[Labelled]:
     """Values in three passes: what the model ran (commands, their quoted arguments, paths),
     then the rest of what it said, then what tools returned."""
     flat = [entry for span in valued for entry in span]
@@ -286,11 +388,22 @@ def _ordered(valued: Sequence[Sequence[_Valued]]) -> Iterator[str]:
             yield from rest
 
 
-def _by_priority(exchanges: Sequence[Sequence[BaseMessage]]) -> Iterator[str]:
+def _by_priority(valued: Sequence[Sequence[_Valued]]) -> Iterator[Labelled]:
     """Values of exchanges given newest first, in three passes: what the model ran (commands,
     their quoted arguments, paths), then the rest of what it said, then what tools returned —
     an agent reuses its own commands and paths more than raw output."""
-    return _ordered(_valued(exchanges))
+    return _ordered(valued)
+
+
+def _chronology(valued: Sequence[Sequence[_Valued]]) -> dict[str, int]:
+    """The place of each value of exchanges given newest first in the conversation's order
+    (of its first occurrence), so that a note lists what was said in the order it was said."""
+    when: dict[str, int] = {}
+    for span in reversed(valued):
+        for _, first, rest in span:
+            for _, value in (*first, *rest):
+                when.setdefault(value, len(when))
+    return when
 
 
 _TYPED_WEIGHT = (1.0, 7.0, 20.0, 80.0)
@@ -302,21 +415,24 @@ _AGE_POWER = 0.8
 """How fast that likelihood falls with age in exchanges (about ``age ** -0.8`` there)."""
 
 
-def _by_reuse(exchanges: Sequence[Sequence[BaseMessage]], counter: TokenCounter) -> list[str]:
+def _by_reuse(valued: Sequence[Sequence[_Valued]], counter: TokenCounter) -> list[Labelled]:
     """Values of exchanges given newest first, the best bet per token first: values the model
     itself used in several exchanges before values a tool printed once, recent before old,
-    short before long (ties keep :func:`_by_priority`'s order)."""
-    valued = _valued(exchanges)
-    order = list(dict.fromkeys(_ordered(valued)))
+    short before long (ties keep :func:`_by_priority`'s order). A value keeps the label it
+    has there first."""
+    labels: dict[str, str] = {}
+    for label, value in _ordered(valued):
+        labels.setdefault(value, label)
+    order = list(labels)
     newest: dict[str, int] = {}  # value -> age in exchanges of its newest occurrence
     said_in: dict[str, int] = {}  # value -> exchanges in which the model used it
     for age, span in enumerate(valued):
         said: set[str] = set()
         for tool, first, rest in span:
-            for value in (*first, *rest):
+            for _, value in (*first, *rest):
                 newest.setdefault(value, age)
             if not tool:
-                said.update(first, rest)
+                said.update(value for _, value in (*first, *rest))
         for value in said:
             said_in[value] = said_in.get(value, 0) + 1
     rank = {value: i for i, value in enumerate(order)}
@@ -325,12 +441,58 @@ def _by_reuse(exchanges: Sequence[Sequence[BaseMessage]], counter: TokenCounter)
         weight: float = _TYPED_WEIGHT[min(said_in.get(value, 0), 3)] * (1.0 + newest[value]) ** -_AGE_POWER
         return weight / (counter.count(value) + 1)
 
-    return sorted(order, key=lambda value: (-score(value), rank[value]))
+    return [(labels[value], value) for value in sorted(order, key=lambda value: (-score(value), rank[value]))]
+
+
+def _render(lead: str, chosen: Sequence[Labelled], when: Mapping[str, int]) -> str:
+    """A note's text: ``lead``, then one ``label: value; value`` line per label (in the order
+    of :func:`_label_rank`, then of their first value), values in the order of ``when``."""
+    groups: dict[str, list[str]] = {}
+    for label, value in sorted(chosen, key=lambda item: when.get(item[1], -1)):
+        groups.setdefault(label, []).append(value)
+    ordered = sorted(groups.items(), key=lambda group: _label_rank(group[0]))
+    lines = "\n".join(f"{label}: {'; '.join(values)}" for label, values in ordered)
+    return f"{lead}\n{lines}]"
+
+
+class _Picker:
+    """The values a note lists, picked greedily within a token budget."""
+
+    def __init__(self, known: set[str], visible: str, counter: TokenCounter) -> None:
+        self.chosen: list[Labelled] = []
+        self._labels: set[str] = set()
+        self._taken = set(known)
+        self._visible = visible
+        self._listed = " | ".join(known)  # a value inside one already listed (a path in a command) is shown
+        self._counter = counter
+
+    def fill(self, values: Iterable[Labelled], budget: int) -> None:
+        """Add the values that fit ``budget`` (tokens), in order."""
+        counter = self._counter
+        for label, value in values:
+            if budget < 2:
+                break
+            if value in self._taken or occurs(value, self._visible) or occurs(value, self._listed):
+                continue
+            # values listed earlier that this one shows (a path, then the command holding it) go
+            inside = [c for c in self.chosen if c[1] in value and occurs(c[1], value)]
+            cost = counter.count(value) + 1 - sum(counter.count(c[1]) + 1 for c in inside)
+            if label not in self._labels:
+                cost += counter.count(f"{label}:") + 1
+            if cost <= budget:
+                if inside:
+                    self.chosen = [c for c in self.chosen if c not in inside]
+                self.chosen.append((label, value))
+                self._taken.add(value)
+                self._labels.add(label)
+                self._listed = f"{self._listed} | {value}"
+                budget -= cost
 
 
 def _note(
     span: tuple[int, int],
-    values: Iterable[str],
+    values: Sequence[Labelled],
+    when: Mapping[str, int],
     known: set[str],
     visible: str,
     max_tokens: int,
@@ -339,36 +501,45 @@ def _note(
     first: bool = False,
 ) -> tuple[HumanMessage | None, list[str]]:
     """A context note for exchanges ``span`` listing values not yet known or visible, within
-    ``max_tokens``; None when nothing fits. The ``first`` note shown also says that stored
-    outputs stay readable (said here, not in the header, so the header never changes)."""
+    ``max_tokens``, as ``label: value`` lines (values in the order of ``when``); None when
+    nothing fits. Values are picked in the order given while their estimated cost fits, then
+    once more with the room the estimate left. The ``first`` note shown also says that stored outputs
+    stay readable (said here, not in the header, so the header never changes)."""
     hint = f" ({EXPAND_HINT})" if first else ""
     lead = f"[context note: exchanges {span[0]}-{span[1]} are condensed to the values they used{hint}:"
-    budget = max_tokens - counter.count(lead) - MESSAGE_OVERHEAD - 1
-    chosen: list[str] = []
-    seen = set(known)
-    listed = " | ".join(known)  # a value inside one already listed (a path in a command) is shown
-    for value in values:
-        if budget < 2:
-            break
-        if value in seen or occurs(value, visible) or occurs(value, listed):
-            continue
-        seen.add(value)
-        # values listed earlier that this one shows (a path, then the command holding it) go
-        inside = [c for c in chosen if c in value and occurs(c, value)]
-        cost = counter.count(value) + 1 - sum(counter.count(c) + 1 for c in inside)
-        if cost <= budget:
-            if inside:
-                chosen = [c for c in chosen if c not in inside]
-            chosen.append(value)
-            listed = f"{listed} | {value}"
-            budget -= cost
-    text = f"{lead} {' | '.join(chosen)}]"
+    picker = _Picker(known, visible, counter)
+    picker.fill(values, max_tokens - counter.count(lead) - MESSAGE_OVERHEAD - 1)
+    text = _render(lead, picker.chosen, when)
+    room = max_tokens - counter.count(text) - MESSAGE_OVERHEAD
+    if room >= 2 and picker.chosen:
+        picker.fill(values, room)
+        text = _render(lead, picker.chosen, when)
+    chosen = picker.chosen
     while chosen and counter.count(text) + MESSAGE_OVERHEAD > max_tokens:
         chosen.pop()
-        text = f"{lead} {' | '.join(chosen)}]"
+        text = _render(lead, chosen, when)
     if not chosen:
         return None, []
-    return HumanMessage(content=text, additional_kwargs={META_KEY: {"condensed": list(span)}}), chosen
+    note = HumanMessage(content=text, additional_kwargs={META_KEY: {"condensed": list(span)}})
+    return note, [value for _, value in chosen]
+
+
+def note_values(text: str) -> dict[str, list[str]]:
+    """The values a context note lists, by label (``{}`` for text that is not one).
+
+    Example:
+        >>> note_values("[context note: exchanges 2-3 are condensed to the values they used:\\n"
+        ...             "customer_id: CUS-40917\\nlookup_customer returned: ORD-77120; 2024-05-01]")
+        {'customer_id': ['CUS-40917'], 'lookup_customer returned': ['ORD-77120', '2024-05-01']}
+    """
+    lead, _, body = text.partition("\n")
+    if not (lead.startswith("[context note: ") and lead.endswith(":") and body.endswith("]")):
+        return {}
+    out: dict[str, list[str]] = {}
+    for line in body[:-1].splitlines():
+        label, _, values = line.partition(": ")
+        out.setdefault(label, []).extend(values.split("; "))
+    return out
 
 
 Exchange = tuple[BaseMessage, ...]
@@ -449,12 +620,13 @@ class Digests:
         first = next((m[0] for m in self._spans[:upto] if m), 0)
         last = next((m[-1] for m in reversed(self._spans[:upto]) if m), 0)
         newest_first = [self._exchanges[n] for k in reversed(range(upto)) for n in reversed(self._spans[k])]
-        return self._cached(
-            key,
-            lambda: _note(
-                (first, last), _by_reuse(newest_first, self._counter), set(), self._known, cap, self._counter, first=True
-            ),
-        )
+
+        def make() -> tuple[HumanMessage | None, list[str]]:
+            valued = _valued(newest_first)
+            ranked = _by_reuse(valued, self._counter)
+            return _note((first, last), ranked, _chronology(valued), set(), self._known, cap, self._counter, first=True)
+
+        return self._cached(key, make)
 
     def archive(self, upto: int, cap: int) -> HumanMessage | None:
         """The note for blocks ``0 .. upto - 1`` within ``cap`` tokens (None if there are no
@@ -476,9 +648,12 @@ class Digests:
             for earlier in range(archived, block):
                 known.update(self._block(earlier, archived, archive_cap)[1])
             cap = min(self._config.digest_tokens, self._gist_sizes[block] - 1)
-            values = _by_priority([self._exchanges[n] for n in reversed(members)])
+            valued = _valued([self._exchanges[n] for n in reversed(members)])
             shown_first = archived == 0 and block == next(k for k, m in enumerate(self._spans) if m)
-            return _note((members[0], members[-1]), values, known, self._known, cap, self._counter, first=shown_first)
+            return _note(
+                (members[0], members[-1]), list(_by_priority(valued)), _chronology(valued), known, self._known, cap,
+                self._counter, first=shown_first,
+            )
 
         return self._cached(key, make)
 
@@ -490,4 +665,4 @@ def _text(message: BaseMessage) -> str:
     return "\n".join(parts)
 
 
-__all__ = ["OMITTED_NOTE", "Digests", "HistoryBudget", "OmissionPlan", "plan_omission"]
+__all__ = ["OMITTED_NOTE", "Digests", "HistoryBudget", "OmissionPlan", "note_values", "plan_omission"]

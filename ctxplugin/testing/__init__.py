@@ -1,5 +1,6 @@
 """Test doubles for users' tests and ours: a scripted offline chat model and in-memory engines,
-and readers of a prepared view (its facts block, its context notes, the conversation without them).
+and readers of a prepared view (its facts block, its context notes and the values they list, the
+conversation without them).
 
 Example:
     >>> from langchain_core.messages import AIMessage
@@ -33,6 +34,7 @@ from ctxplugin.cas import MemoryCASStore
 from ctxplugin.config import ContextConfig
 from ctxplugin.errors import InvalidInputError
 from ctxplugin.facts import FactsLedger, MemoryFactStore
+from ctxplugin.history.omission import note_values
 
 _ids = itertools.count(1)
 
@@ -154,5 +156,6 @@ __all__ = [
     "facts_block",
     "logical_clock",
     "memory_engine",
+    "note_values",
     "tool_call",
 ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 
 from ctxplugin import ContextConfig, Scope
@@ -26,15 +27,19 @@ def planning_turns() -> list[str]:
         "Invite the platform team only.",
         "Actually also invite design.",
         *(f"Add agenda item {i + 1}: {topic}." for i, topic in enumerate(TOPICS)),
+        "That's the whole agenda for now.",
         "Who is invited, where is it, and what is the title?",
     ]
 
 
-def test_planning_chat_last_view_keeps_city_invitees_title_and_every_agenda_item() -> None:
-    engine = memory_engine(ContextConfig())  # default settings, one thread
+@pytest.mark.parametrize("mode", ["defaults", "compact"])
+def test_planning_chat_last_view_keeps_city_invitees_title_and_every_agenda_item(mode: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    if mode == "defaults":
+        monkeypatch.delenv("CTXPLUGIN_MODE", raising=False)  # the tests' compact mode is not the default
+    engine = memory_engine(ContextConfig())  # one thread
     messages: list[BaseMessage] = [SystemMessage("You are a planning assistant.")]
     turns = planning_turns()
-    assert len(turns) >= 29
+    assert len(turns) == 30
     for i, turn in enumerate(turns):
         messages.append(HumanMessage(turn, id=f"h{i}"))
         prepared = engine.prepare(messages, scope=S)

@@ -5,11 +5,13 @@ from __future__ import annotations
 import json
 import re
 
+import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
-from ctxplugin import ContextConfig, Scope
-from ctxplugin.testing import memory_engine
-from ctxplugin.tokens import content_text
+from ctxplugin import ContextConfig, HistoryConfig, Scope
+from ctxplugin.history import compress_history
+from ctxplugin.testing import context_notes, memory_engine, note_values
+from ctxplugin.tokens import content_text, count_message, get_counter
 
 SCHEMA = json.dumps(
     {
@@ -31,6 +33,7 @@ STRUCTURE = {
     "type", "string", "object", "properties", "required", "parameters", "description", "tools", "name",
     "div", "/div", "/body", "/html", "class", "alert", "data_role", "banner",
 }
+SCHEMA_WORDS = {"parameters", "properties", "type", "string", "required", "object"}
 
 
 def conversation(turns: int) -> list[BaseMessage]:
@@ -38,7 +41,7 @@ def conversation(turns: int) -> list[BaseMessage]:
     for i in range(turns):
         call = f"c{i}"
         name, content = ("load_tools", SCHEMA) if i == 0 else ("open_page", PAGE) if i == 1 else ("note", "nothing new here, all as before. " * 12)
-        args = {"customer_id": "CUS-40917"} if i < 2 else {}
+        args = {"customer_id": "CUS-40917", "region": "EU-WEST-2"} if i < 2 else {}
         out.append(AIMessage("", tool_calls=[{"id": call, "name": name, "args": args}]))
         out.append(ToolMessage(content, tool_call_id=call, name=name))
     out.append(AIMessage("Done."))
@@ -46,19 +49,102 @@ def conversation(turns: int) -> list[BaseMessage]:
     return out
 
 
-def test_notes_never_list_json_keys_schema_words_or_markup_names() -> None:
+def condensed_notes(turns: int) -> list[str]:
     config = ContextConfig(
         budget={"total": 2500, "header": 600, "history": 1600, "facts": 100, "summaries": 600},
         history={"max_tokens": 300, "verbatim_exchanges": 1, "trimmed_exchanges": 1, "block_size": 2},
         facts={"enabled": False},
     )
-    prepared = memory_engine(config).prepare(conversation(24), scope=Scope(session_id="notes"))
-    notes = [content_text(m.content) for m in prepared.messages if content_text(m.content).startswith("[context note")]
+    prepared = memory_engine(config).prepare(conversation(turns), scope=Scope(session_id="notes"))
+    return [note for note in context_notes(prepared.messages) if note.startswith("[context note")]
+
+
+def test_notes_never_list_json_keys_schema_words_or_markup_names() -> None:
+    notes = condensed_notes(24)
     assert notes, "old exchanges were condensed into notes"
     listed: set[str] = set()
+    words: set[str] = set()
     for note in notes:
-        body = re.fullmatch(r"\[context note: [^:]*: (.*)\]", note, re.S)
-        assert body is not None, note
-        listed.update(v.strip() for v in body.group(1).split(" | "))
+        by_label = note_values(note)
+        assert by_label, note
+        listed.update(v for values in by_label.values() for v in values)
+        words.update(re.findall(r"[\w/]+", note.partition("\n")[2]))
     assert not listed & STRUCTURE, f"structure words in notes: {listed & STRUCTURE}"
+    assert not words & SCHEMA_WORDS, f"schema words in notes: {words & SCHEMA_WORDS}"
     assert {"lookup_customer", "ORD-77120"} <= listed, "what was said stays"
+
+
+def test_notes_are_label_value_lines_about_the_conversation() -> None:
+    notes = condensed_notes(24)
+    text = "\n".join(notes)
+    assert " | " not in text, "values are not a bare list"
+    lines = [line for note in notes for line in note.rstrip("]").splitlines()[1:]]
+    assert lines and all(re.fullmatch(r"[\w ]+: \S.*", line) for line in lines), lines
+    assert "region: EU-WEST-2" in text, "an argument the model passed, under its name"
+    assert "CUS-40917" not in note_values(notes[0]).get("customer_id", []), "the task, always shown, is not repeated"
+    assert re.search(r"^load_tools returned: .*lookup_customer", text, re.M), "what a tool returned, named by the tool"
+    assert re.search(r"^open_page returned: .*ORD-77120", text, re.M)
+
+
+def test_a_note_keeps_its_token_cap_with_its_labels() -> None:
+    counter = get_counter()[0]
+    messages: list[BaseMessage] = [HumanMessage("Book the trip for user mia_li_3668.", id="task")]
+    for step in range(12):
+        call = {"id": f"c{step}", "name": "search_flights", "args": {"origin": f"JFK{step}", "destination": f"SFO{step}", "date": f"2024-05-{step + 10}"}}
+        messages.append(AIMessage("", tool_calls=[call], id=f"ai{step}"))
+        flights = ", ".join(f"HAT{step}{i:02d}" for i in range(30))
+        messages.append(ToolMessage(f"flights: {flights}", tool_call_id=f"c{step}", name="search_flights", id=f"t{step}"))
+    config = HistoryConfig(verbatim_exchanges=1, trimmed_exchanges=1, block_size=2, archive_blocks=2, archive_tokens=80, digest_tokens=40)
+    view = compress_history(messages, config=config, counter=counter, budget=300)
+    notes = [m for m in view.messages if "condensed" in m.additional_kwargs.get("ctxplugin", {})]
+    assert notes
+    for note in notes:
+        assert count_message(note, counter) <= 80
+        by_label = note_values(content_text(note.content))
+        assert set(by_label) <= {"origin", "destination", "date", "search_flights returned"}, by_label
+    archive = note_values(content_text(notes[0].content))
+    assert archive["origin"] and archive["date"], "the arguments the model passed come first"
+
+
+AGENDA = [
+    "budget review", "hiring plan", "roadmap", "incident retro", "on-call rotation", "security audit",
+    "vendor contracts", "Q3 goals", "customer feedback", "design system", "API deprecations",
+    "data retention", "release cadence", "travel logistics", "mentoring program", "tech debt",
+    "cloud costs", "observability", "accessibility", "documentation", "interview loop", "OKR scoring",
+    "partner integrations", "open questions",
+]
+
+
+def test_a_long_planning_chat_condensed_into_notes_still_says_who_is_invited(monkeypatch: pytest.MonkeyPatch) -> None:
+    # a 30-turn chat whose assistant restates the growing plan each time, so that default
+    # settings condense the older turns: the notes keep what the user decided, in order
+    monkeypatch.delenv("CTXPLUGIN_MODE", raising=False)  # the defaults, not the tests' compact mode
+    engine = memory_engine(ContextConfig())
+    scope = Scope(session_id="offsite-long", user_id="u1")
+    turns = [
+        "We're planning the autumn team offsite. The offsite is in Lisbon.",
+        "The title is Platform Offsite 2026.",
+        "Invite the platform team only.",
+        "Actually also invite design.",
+        *(f"Add agenda item {i + 1}: {topic}." for i, topic in enumerate(AGENDA)),
+        "That's the whole agenda for now.",
+        "Who is invited, where is it, and what is the title?",
+    ]
+    messages: list[BaseMessage] = [SystemMessage("You are a planning assistant.")]
+    for i, turn in enumerate(turns):
+        messages.append(HumanMessage(turn, id=f"h{i}"))
+        prepared = engine.prepare(messages, scope=scope)
+        plan = " ".join(
+            f"Item {k + 1}, {topic}: about {20 + k} minutes, with slides and a short written summary sent "
+            "before the day so that the discussion can focus on decisions rather than on status updates."
+            for k, topic in enumerate(AGENDA[: max(0, i - 3)])
+        )
+        messages.append(AIMessage(f"Noted. The plan so far: {plan}", id=f"a{i}"))
+    assert prepared.report.dropped_exchanges > 0, "older turns were condensed"
+    view = "\n".join(content_text(m.content) for m in prepared.messages)
+    assert "Lisbon" in view and "Platform Offsite 2026" in view
+    assert "platform team" in view and "invite design" in view
+    assert "[outdated" not in view and prepared.report.outdated_marked == 0
+    said = [v for note in context_notes(prepared.messages) for v in note_values(note).get("user said", [])]
+    assert said.index("Invite the platform team only") < said.index("Actually also invite design"), said
+    assert "Add agenda item 1: budget review" in said, "agenda items are listed as the user said them"

@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from typing import Any
 
@@ -21,7 +20,7 @@ from ctxplugin.history import (
     tier_bounds,
 )
 from ctxplugin.history.identifiers import missing
-from ctxplugin.testing import memory_engine
+from ctxplugin.testing import memory_engine, note_values
 from ctxplugin.tokens import content_text, count_message, count_messages, get_counter
 
 COUNTER = get_counter()[0]
@@ -216,9 +215,9 @@ def test_a_note_does_not_list_again_what_a_listed_command_shows(agent_session: B
     notes = [content_text(m.content) for m in view.messages if "condensed" in m.additional_kwargs.get("ctxplugin", {})]
     assert notes
     for text in notes:
-        values = text.split(":", 1)[1].rstrip("]").split(" | ")
-        values = [v.strip() for v in values]
-        commands = [v for v in values if v.startswith("grep -n handler ")]
+        by_label = note_values(text)
+        values = [v for listed in by_label.values() for v in listed]
+        commands = [v for v in by_label.get("ran", []) if v.startswith("grep -n handler ")]
         assert commands, "the note lists the commands the model ran"
         paths = {c.rsplit(" ", 1)[1] for c in commands}
         assert not paths & set(values), "a path inside a listed command is not listed again"
@@ -387,8 +386,8 @@ def test_the_archive_keeps_values_the_model_reused_before_ones_seen_once() -> No
     config = HistoryConfig(verbatim_exchanges=1, trimmed_exchanges=1, block_size=2, archive_blocks=4, archive_tokens=60)
     view = compress_history(messages, config=config, counter=COUNTER, budget=160)
     archive = next(m for m in view.messages if "condensed" in m.additional_kwargs.get("ctxplugin", {}))
-    values = content_text(archive.content).split(":", 1)[1].rstrip("]").split(" | ")
-    assert "cat /repo/conf/export_settings.yaml" in {v.strip() for v in values}, (
+    values = [v for listed in note_values(content_text(archive.content)).values() for v in listed]
+    assert "cat /repo/conf/export_settings.yaml" in note_values(content_text(archive.content))["ran"], (
         "a value the model used in three old exchanges outranks newer one-off values"
     )
     assert "handler_14" in content_text(archive.content), "recent one-off values fill the rest, newest first"
@@ -421,13 +420,13 @@ def test_notes_list_the_shell_lines_of_a_script_command_not_its_body() -> None:
     view = compress_history(messages, config=config, counter=COUNTER, budget=1200)
     archive = next(m for m in view.messages if "condensed" in m.additional_kwargs.get("ctxplugin", {}))
     assert archive.additional_kwargs["ctxplugin"]["condensed"][0] == 1, "the script's exchange is condensed"
-    listed = re.fullmatch(r"\[context note: [^:]*: (.*)\]", content_text(archive.content), re.S)
-    assert listed, archive.content
-    values = set(listed.group(1).split(" | "))
-    assert "python repro_export.py" in values, "the line after the here-document, whole"
+    by_label = note_values(content_text(archive.content))
+    assert by_label, archive.content
+    values = {v for listed in by_label.values() for v in listed}
+    assert "python repro_export.py" in by_label["ran"], "the line after the here-document, whole"
     assert not any("print(exporter.run" in v for v in values), "the script body is not a shell line"
     assert not any(v.startswith("cd /repo && cat >") for v in values), "the line that writes the file is not listed"
-    assert "/repo/conf.py" in values
+    assert "/repo/conf.py" in by_label["path"], "the written file's path, under its argument's name"
     assert not values & {"limit = 25", "retries = 3", "mask = flags << shift"}, "a written file's lines are not listed"
 
 
