@@ -7,9 +7,11 @@ sessions holds at most a fixed number of entries whatever the traffic.
 
 from __future__ import annotations
 
+import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import Hashable
-from typing import TypeVar
+from typing import Any, Generic, TypeVar
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
@@ -49,4 +51,59 @@ def text_key(text: str) -> TextKey:
     return (len(text), hash(text), text[:16], text[-16:])
 
 
-__all__ = ["LRU", "TextKey", "text_key"]
+Guard = tuple[int, int, int, int, int]
+
+
+def _guard(message: Any) -> Guard:
+    """What a value derived from ``message`` depends on, cheaply: the identity of its content,
+    tool calls and extra fields, and the content's hash and length (``str`` caches its hash, so
+    this costs nothing for a text already hashed)."""
+    fields = message.__dict__  # a pydantic model's field values (a missing attribute is slow to ask for)
+    content = fields["content"]
+    return (
+        id(content),
+        hash(content) if isinstance(content, str) else -1,
+        len(content),
+        id(fields.get("tool_calls")),
+        id(fields.get("additional_kwargs")),
+    )
+
+
+class PerMessage(Generic[V]):
+    """Values derived from one message, found again by the message object itself.
+
+    A host resends its conversation as the same message objects on every call, so a value
+    computed once (a token count, the values a message names, its compressed form) is found
+    by identity without even hashing the text. An entry holds the message weakly and stands
+    only while the message still holds the very content, tool calls and extra fields it was
+    computed from (a message given new content is computed again). Bounded: the least recently
+    used entries go first. Thread-safe.
+    """
+
+    def __init__(self, size: int) -> None:
+        self._entries: LRU[int, tuple[weakref.ref[Any], Guard, V]] = LRU(size)
+        self._lock = threading.Lock()
+
+    def get(self, message: Any) -> V | None:
+        """The value memoised for ``message`` as it is now, or ``None``."""
+        with self._lock:
+            entry = self._entries.hit(id(message))
+        if entry is None or entry[0]() is not message or entry[1] != _guard(message):
+            return None
+        return entry[2]
+
+    def put(self, message: Any, value: V) -> None:
+        """Remember ``value`` for ``message`` as it is now."""
+        try:
+            ref = weakref.ref(message)
+        except TypeError:  # an object that cannot be weakly referenced is not memoised
+            return
+        entry = (ref, _guard(message), value)
+        with self._lock:
+            self._entries.put(id(message), entry)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
+__all__ = ["LRU", "PerMessage", "TextKey", "text_key"]

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
+from ctxplugin._lru import LRU, PerMessage
 from ctxplugin._messages import META_KEY, argument_values
 from ctxplugin.config import HistoryConfig
 from ctxplugin.errors import InvalidInputError
@@ -66,10 +67,16 @@ class HistoryBudget:
 
     def fits(self, messages: Sequence[BaseMessage], counter: TokenCounter) -> bool:
         """Whether ``messages`` as they are meet every limit."""
-        sizes = [count_message(m, counter) for m in messages]
-        return all(
-            sum(size for m, size in zip(messages, sizes, strict=True) if _counts(m, kind, is_kind)) <= limit
-            for limit, kind, is_kind in self.limits()
+        total = results = 0
+        for message in messages:  # one pass: this runs on every call, over the whole history
+            size = count_message(message, counter)
+            total += size
+            if isinstance(message, ToolMessage):
+                results += size
+        return not (
+            (self.total is not None and total > self.total)
+            or (self.messages is not None and total - results > self.messages)
+            or (self.tool_results is not None and results > self.tool_results)
         )
 
     def limits(self) -> Iterator[tuple[int, type[BaseMessage] | None, bool]]:
@@ -145,11 +152,14 @@ def plan_omission(
         kept = sum(part(i) for i in range(gist_end) if i in protected_spans)
         allowance = limit - kept - sum(window) - reserve
         gists = [sum(part(i) for i in digests.members(k)) for k in range(blocks)]
+        after = [0] * (blocks + 1)  # after[k]: the gists of blocks k.. (summed once, read per try)
+        for k in reversed(range(blocks)):
+            after[k] = after[k + 1] + gists[k]
 
-        def fits(count: int, cap: int, gists: list[int] = gists, allowance: int = allowance) -> bool:
+        def fits(count: int, cap: int, after: list[int] = after, allowance: int = allowance) -> bool:
             archived = count // config.archive_blocks * config.archive_blocks
             shown = [digests.archive(archived, cap), *(digests.block(k, archived, cap) for k in range(archived, count))]
-            return sum(tokens(m) for m in shown) + sum(gists[count:]) <= allowance
+            return sum(tokens(m) for m in shown) + after[count] <= allowance
 
         need = next((count for count in range(blocks + 1) if fits(count, caps[level])), None)
         planned = allowance  # the room the plan leaves for the window to grow into
@@ -234,10 +244,23 @@ def _scraped(text: str) -> set[str]:
     return names
 
 
+_VALUES: PerMessage[tuple[list[str], list[str]]] = PerMessage(16_384)
+"""The values of each message, read once: old exchanges are condensed again at every tier move."""
+
+
 def _values(message: BaseMessage) -> tuple[list[str], list[str]]:
     """Exact values of one message, as ``(first, rest)``: short tool-call arguments whole,
     single-quoted arguments and paths first, other identifiers after; JSON keys, schema words
-    and markup names are left out (see :func:`_scraped`)."""
+    and markup names are left out (see :func:`_scraped`). Memoised per message (callers never
+    change the lists)."""
+    found = _VALUES.get(message)
+    if found is None:
+        found = _read_values(message)
+        _VALUES.put(message, found)
+    return found
+
+
+def _read_values(message: BaseMessage) -> tuple[list[str], list[str]]:
     first, rest = _raw_values(message)
     skip = _scraped(content_text(message.content))
     return [v for v in first if v not in skip], [v for v in rest if v not in skip]
@@ -376,6 +399,7 @@ Exchange = tuple[BaseMessage, ...]
 _CACHE: OrderedDict[tuple[object, ...], tuple[HumanMessage | None, tuple[str, ...]]] = OrderedDict()
 _CACHE_LOCK = threading.Lock()
 _CACHE_SIZE = 4096
+_RANKED: LRU[tuple[str, int, str], list[str]] = LRU(64)
 
 
 class Digests:
@@ -412,11 +436,12 @@ class Digests:
         self._config = config
         self._counter = counter
         self._keys: list[str] = []
+        self._seen: dict[tuple[object, ...], tuple[HumanMessage | None, tuple[str, ...]]] = {}
         digest = hashlib.sha1(known.encode("utf-8", "surrogatepass"))
         for members in spans_of_block:
             for number in members:
                 for message in exchanges[number]:
-                    digest.update(b"\x00" + _text(message).encode("utf-8", "surrogatepass"))
+                    digest.update(b"\x00" + _digest(message))
             digest.update(b"\x01")
             self._keys.append(digest.hexdigest())
 
@@ -429,16 +454,22 @@ class Digests:
         return count_message(message, self._counter)
 
     def _cached(self, key: tuple[object, ...], make: Callable[[], tuple[HumanMessage | None, list[str]]]) -> tuple[HumanMessage | None, tuple[str, ...]]:
+        # a plan asks for the same notes many times: looked up once per call, then here
+        made = self._seen.get(key)
+        if made is not None:
+            return made
         with _CACHE_LOCK:
             if key in _CACHE:
                 _CACHE.move_to_end(key)
-                return _CACHE[key]
-        note, chosen = make()
-        made = (note, tuple(chosen))
-        with _CACHE_LOCK:
-            _CACHE[key] = made
-            while len(_CACHE) > _CACHE_SIZE:
-                _CACHE.popitem(last=False)
+                made = _CACHE[key]
+        if made is None:
+            note, chosen = make()
+            made = (note, tuple(chosen))
+            with _CACHE_LOCK:
+                _CACHE[key] = made
+                while len(_CACHE) > _CACHE_SIZE:
+                    _CACHE.popitem(last=False)
+        self._seen[key] = made
         return made
 
     def _archive(self, upto: int, cap: int) -> tuple[HumanMessage | None, tuple[str, ...]]:
@@ -448,13 +479,23 @@ class Digests:
         cap = min(cap, sum(self._gist_sizes[:upto]) - 1)
         first = next((m[0] for m in self._spans[:upto] if m), 0)
         last = next((m[-1] for m in reversed(self._spans[:upto]) if m), 0)
-        newest_first = [self._exchanges[n] for k in reversed(range(upto)) for n in reversed(self._spans[k])]
         return self._cached(
-            key,
-            lambda: _note(
-                (first, last), _by_reuse(newest_first, self._counter), set(), self._known, cap, self._counter, first=True
-            ),
+            key, lambda: _note((first, last), self._ranked(upto), set(), self._known, cap, self._counter, first=True)
         )
+
+    def _ranked(self, upto: int) -> list[str]:
+        """The values of blocks ``0 .. upto - 1`` as :func:`_by_reuse` ranks them, once for all
+        the caps an archive is tried at."""
+        key = (self._keys[upto - 1], upto, self._counter.name)
+        with _CACHE_LOCK:
+            hit = _RANKED.hit(key)
+        if hit is not None:
+            return hit
+        newest_first = [self._exchanges[n] for k in reversed(range(upto)) for n in reversed(self._spans[k])]
+        ranked = _by_reuse(newest_first, self._counter)
+        with _CACHE_LOCK:
+            _RANKED.put(key, ranked)
+        return ranked
 
     def archive(self, upto: int, cap: int) -> HumanMessage | None:
         """The note for blocks ``0 .. upto - 1`` within ``cap`` tokens (None if there are no
@@ -481,6 +522,18 @@ class Digests:
             return _note((members[0], members[-1]), values, known, self._known, cap, self._counter, first=shown_first)
 
         return self._cached(key, make)
+
+
+_DIGESTS: PerMessage[bytes] = PerMessage(16_384)
+
+
+def _digest(message: BaseMessage) -> bytes:
+    """The sha1 of :func:`_text` of ``message``, once per message."""
+    found = _DIGESTS.get(message)
+    if found is None:
+        found = hashlib.sha1(_text(message).encode("utf-8", "surrogatepass")).digest()
+        _DIGESTS.put(message, found)
+    return found
 
 
 def _text(message: BaseMessage) -> str:
