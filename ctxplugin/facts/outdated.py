@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
+from ctxplugin._lru import PerMessage
 from ctxplugin._messages import META_KEY, annotation
 from ctxplugin.facts._text import content_words, word_set
 from ctxplugin.facts.model import Fact, FactQuery, permitted
@@ -94,7 +95,8 @@ def mark_outdated(
             continue
         words = word_set(text)
         refs = _refs(message)
-        stating = [c for c in changes if c.note not in text and c.short not in text and _states(c, words, refs)]
+        # the set tests first: a substring search of every text for every change is the costly part
+        stating = [c for c in changes if _states(c, words, refs) and c.note not in text and c.short not in text]
         hits: list[str] = []
         here: set[str] = set()
         for change in stating:
@@ -236,7 +238,26 @@ def _refs(message: BaseMessage) -> set[str]:
     return refs
 
 
+_MARKED: PerMessage[dict[tuple[tuple[str, ...], tuple[str, ...]], BaseMessage]] = PerMessage(4096)
+"""The marked copy of each message, by message and notes: a message marked on one call is marked
+the same way on the next, and showing the same copy again lets what is derived from it (its
+token count, its compressed form) be found by identity."""
+
+
 def _with_notes(message: BaseMessage, notes: list[str], ids: list[str]) -> BaseMessage:
+    key = (tuple(notes), tuple(ids))
+    marked = _MARKED.get(message)
+    if marked is not None and key in marked:
+        return marked[key]
+    copy = _marked_copy(message, notes, ids)
+    if marked is None:
+        marked = {}
+        _MARKED.put(message, marked)
+    marked[key] = copy
+    return copy
+
+
+def _marked_copy(message: BaseMessage, notes: list[str], ids: list[str]) -> BaseMessage:
     prefix = " ".join(notes)
     content: Any = message.content
     if isinstance(content, str):
