@@ -76,18 +76,22 @@ class PerMessage(Generic[V]):
     computed once (a token count, the values a message names, its compressed form) is found
     by identity without even hashing the text. An entry holds the message weakly and stands
     only while the message still holds the very content, tool calls and extra fields it was
-    computed from (a message given new content is computed again). Bounded: the least recently
-    used entries go first. Thread-safe.
+    computed from (a message given new content is computed again). Bounded: the oldest entries
+    go first (a lookup is on the path of every message of every call, so it takes no lock and
+    does not reorder; a message still in use whose entry went is computed once more).
+    Thread-safe.
     """
 
     def __init__(self, size: int) -> None:
-        self._entries: LRU[int, tuple[weakref.ref[Any], Guard, V]] = LRU(size)
+        if size < 1:
+            raise ValueError(f"PerMessage size must be at least 1, got {size}")
+        self._size = size
+        self._entries: OrderedDict[int, tuple[weakref.ref[Any], Guard, V]] = OrderedDict()
         self._lock = threading.Lock()
 
     def get(self, message: Any) -> V | None:
         """The value memoised for ``message`` as it is now, or ``None``."""
-        with self._lock:
-            entry = self._entries.hit(id(message))
+        entry = self._entries.get(id(message))  # one C call: safe beside a concurrent put
         if entry is None or entry[0]() is not message or entry[1] != _guard(message):
             return None
         return entry[2]
@@ -99,8 +103,13 @@ class PerMessage(Generic[V]):
         except TypeError:  # an object that cannot be weakly referenced is not memoised
             return
         entry = (ref, _guard(message), value)
+        key = id(message)
         with self._lock:
-            self._entries.put(id(message), entry)
+            entries = self._entries
+            entries.pop(key, None)
+            entries[key] = entry
+            while len(entries) > self._size:
+                entries.popitem(last=False)
 
     def __len__(self) -> int:
         return len(self._entries)

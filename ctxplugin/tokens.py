@@ -233,7 +233,14 @@ _memos: weakref.WeakKeyDictionary[Any, _CountMemo] = weakref.WeakKeyDictionary()
 _memos_lock = threading.Lock()
 
 
+_last_memo: tuple[Any, _CountMemo] | None = None
+
+
 def _memo_for(counter: TokenCounter) -> _CountMemo | None:
+    global _last_memo
+    last = _last_memo
+    if last is not None and last[0] is counter:  # one counter serves a process: no weakref made per lookup
+        return last[1]
     try:
         memo = _memos.get(counter)
         if memo is None:
@@ -241,6 +248,7 @@ def _memo_for(counter: TokenCounter) -> _CountMemo | None:
                 memo = _memos.setdefault(counter, _CountMemo(_MEMO_TEXTS))
     except TypeError:  # a counter that cannot be weakly referenced is not memoised
         return None
+    _last_memo = (counter, memo)  # held strongly, so the identity test above stays sound
     return memo
 
 

@@ -26,13 +26,14 @@ messages, and tool text is data. A fact from a tool is named by its ref instead.
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
-from ctxplugin._lru import PerMessage
+from ctxplugin._lru import LRU, PerMessage, TextKey, text_key
 from ctxplugin._messages import META_KEY, annotation
 from ctxplugin.facts._text import content_words, word_set
 from ctxplugin.facts.model import Fact, FactQuery, permitted
@@ -80,6 +81,7 @@ def mark_outdated(
         The new message list and how many messages were marked.
     """
     changes = [_change(old, new) for old, new in ledger.superseded(scope=scope, limit=limit)]
+    candidates = _Candidates(changes)
     provisional = _provisional(ledger, scope, limit)
     exploring = exploratory_spans(body)
     out: list[BaseMessage] = []
@@ -95,8 +97,9 @@ def mark_outdated(
             continue
         words = word_set(text)
         refs = _refs(message)
-        # the set tests first: a substring search of every text for every change is the costly part
-        stating = [c for c in changes if _states(c, words, refs) and c.note not in text and c.short not in text]
+        stating = [
+            c for c in candidates.of(words, refs) if _states(c, words, refs) and c.note not in text and c.short not in text
+        ]
         hits: list[str] = []
         here: set[str] = set()
         for change in stating:
@@ -148,16 +151,33 @@ def exploratory_spans(body: Sequence[BaseMessage]) -> dict[int, str]:
     opened = False
     for index, message in enumerate(body):
         human = isinstance(message, HumanMessage)
-        text = content_text(message.content) if human else ""
-        if human and opened and _CLOSES.search(text):
+        opens, closes = _signals(content_text(message.content)) if human else (False, False)
+        if human and opened and closes:
             spans[index] = "closing"
             opened = False
-        elif human and not opened and _OPENS.search(text) and not _CLOSES.search(text):
+        elif human and not opened and opens and not closes:
             spans[index] = "hypothetical"
             opened = True
         elif opened and not isinstance(message, ToolMessage):
             spans[index] = "hypothetical"
     return spans
+
+
+_SIGNALS: LRU[TextKey, tuple[bool, bool]] = LRU(4096)
+_SIGNALS_LOCK = threading.Lock()
+
+
+def _signals(text: str) -> tuple[bool, bool]:
+    """Whether ``text`` opens and whether it closes an exploratory span; once per text (the
+    user's messages are read again on every call)."""
+    key = text_key(text)
+    with _SIGNALS_LOCK:
+        hit = _SIGNALS.hit(key)
+    if hit is None:
+        hit = (_OPENS.search(text) is not None, _CLOSES.search(text) is not None)
+        with _SIGNALS_LOCK:
+            _SIGNALS.put(key, hit)
+    return hit
 
 
 @dataclass(frozen=True)
@@ -214,6 +234,37 @@ def _change(old: Fact, new: Fact) -> _Change:
         note = f"[outdated: {label} is now: {current}]"
         short = f"[outdated: {label} changed, as noted above]"
     return _Change(old, new, distinctive, replacement, anchors, need, note, short)
+
+
+class _Candidates:
+    """The changes a message may state, found without testing each: one that states its old
+    value by ref is found by the ref, one that states it in words by one of its distinctive
+    words (a message must hold them all). A long conversation and many superseded facts cost
+    the changes each message could state, not every pair."""
+
+    def __init__(self, changes: list[_Change]) -> None:
+        self._changes = changes
+        self._by_ref: dict[str, list[int]] = {}
+        self._by_word: dict[str, list[int]] = {}
+        for position, change in enumerate(changes):
+            if change.old.source.ref is not None:
+                self._by_ref.setdefault(change.old.source.ref, []).append(position)
+            if change.distinctive:
+                self._by_word.setdefault(min(change.distinctive), []).append(position)
+
+    def of(self, words: frozenset[str], refs: set[str]) -> list[_Change]:
+        """A superset of the changes :func:`_states` holds for, in their order."""
+        found: set[int] = set()
+        for ref in refs:
+            found.update(self._by_ref.get(ref, ()))
+        if len(self._by_word) <= len(words):
+            for word, positions in self._by_word.items():
+                if word in words:
+                    found.update(positions)
+        else:
+            for word in words:
+                found.update(self._by_word.get(word, ()))
+        return [self._changes[position] for position in sorted(found)]
 
 
 def _states(change: _Change, words: frozenset[str], refs: set[str]) -> bool:

@@ -157,6 +157,8 @@ def plan_omission(
             after[k] = after[k + 1] + gists[k]
 
         def fits(count: int, cap: int, after: list[int] = after, allowance: int = allowance) -> bool:
+            if after[count] > allowance:
+                return False  # the blocks left as gists alone are over: no note is made to learn that
             archived = count // config.archive_blocks * config.archive_blocks
             shown = [digests.archive(archived, cap), *(digests.block(k, archived, cap) for k in range(archived, count))]
             return sum(tokens(m) for m in shown) + after[count] <= allowance
