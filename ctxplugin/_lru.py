@@ -51,12 +51,12 @@ def text_key(text: str) -> TextKey:
     return (len(text), hash(text), text[:16], text[-16:])
 
 
-Guard = tuple[int, int, int, int, int]
+Guard = tuple[int, int, int, int, int, int]
 
 
 def _guard(message: Any) -> Guard:
     """What a value derived from ``message`` depends on, cheaply: the identity of its content,
-    tool calls and extra fields, and the content's hash and length (``str`` caches its hash, so
+    tool calls, extra fields and id, and the content's hash and length (``str`` caches its hash, so
     this costs nothing for a text already hashed)."""
     fields = message.__dict__  # a pydantic model's field values (a missing attribute is slow to ask for)
     content = fields["content"]
@@ -66,6 +66,7 @@ def _guard(message: Any) -> Guard:
         len(content),
         id(fields.get("tool_calls")),
         id(fields.get("additional_kwargs")),
+        id(fields.get("id")),
     )
 
 

@@ -54,7 +54,15 @@ from ctxplugin.cache import (
     call_context,
     make_answer_cache,
 )
-from ctxplugin.cas import Captured, CASStore, MemoryCASStore, SQLiteCASStore, capture, expand
+from ctxplugin.cas import (
+    Captured,
+    CASStore,
+    MemoryCASStore,
+    SQLiteCASStore,
+    capture,
+    compact_message,
+    expand,
+)
 from ctxplugin.config import ContextConfig
 from ctxplugin.errors import ConfigError, CtxpluginError, InvalidInputError, StoreError
 from ctxplugin.facts import FactsLedger, MemoryFactStore, mark_outdated
@@ -434,16 +442,7 @@ class ContextEngine:
             if created:
                 report.refs_created.append(ref)
             report.refs_used.append(ref)
-            out.append(
-                ToolMessage(
-                    content=compact_text,
-                    tool_call_id=message.tool_call_id,
-                    name=message.name,
-                    id=message.id,
-                    status=message.status,
-                    additional_kwargs={META_KEY: {"ref": ref}},
-                )
-            )
+            out.append(compact_message(message, compact_text, ref))
         return out
 
     def _capture_memo(self, message: ToolMessage, scope: Scope) -> Captured:

@@ -25,6 +25,7 @@ messages, and tool text is data. A fact from a tool is named by its ref instead.
 
 from __future__ import annotations
 
+import itertools
 import re
 import threading
 from collections.abc import Collection, Sequence
@@ -83,6 +84,7 @@ def mark_outdated(
     changes = [_change(old, new) for old, new in ledger.superseded(scope=scope, limit=limit)]
     candidates = _Candidates(changes)
     provisional = _provisional(ledger, scope, limit)
+    version = _version(changes, provisional)
     exploring = exploratory_spans(body)
     out: list[BaseMessage] = []
     marked = 0
@@ -91,15 +93,16 @@ def mark_outdated(
         if index in keep or not isinstance(message, (HumanMessage, AIMessage, ToolMessage)):
             out.append(message)
             continue
-        text = content_text(message.content)
-        if not text:
+        read = _READ.get(message)
+        if read is None or read[0] != version:
+            # what a message states depends only on it and on the changes: read once per message
+            # while the ledger's changes stay the same
+            read = (version, *_read(message, candidates, provisional))
+            _READ.put(message, read)
+        _, empty, stating, provisional_kind = read
+        if empty:
             out.append(message)
             continue
-        words = word_set(text)
-        refs = _refs(message)
-        stating = [
-            c for c in candidates.of(words, refs) if _states(c, words, refs) and c.note not in text and c.short not in text
-        ]
         hits: list[str] = []
         here: set[str] = set()
         for change in stating:
@@ -110,8 +113,8 @@ def mark_outdated(
             hits.append(change.short if change.new.id in said else change.note)
         said.update(here)
         ids = [c.old.id for c in stating]
-        kind = exploring.get(index) or _provisional_kind(message, refs, words, provisional)
-        if kind is not None and _PROVISIONAL[kind] not in text:
+        kind = exploring.get(index) or provisional_kind
+        if kind is not None and _PROVISIONAL[kind] not in content_text(message.content):
             hits.insert(0, _PROVISIONAL[kind])
         if not hits:
             out.append(message)
@@ -119,6 +122,47 @@ def mark_outdated(
         out.append(_with_notes(message, hits, ids))
         marked += 1
     return out, marked
+
+
+_READ: PerMessage[tuple[int, bool, tuple[_Change, ...], str | None]] = PerMessage(16_384)
+_VERSIONS: LRU[tuple[object, ...], int] = LRU(1024)
+_VERSIONS_LOCK = threading.Lock()
+
+
+def _version(changes: list[_Change], provisional: list[_Provisional]) -> int:
+    """A number standing for what marking reads from the ledger (the same for the same changes)."""
+    key = (
+        tuple(
+            (c.old.id, c.new.id, c.old.source.ref, c.new.source.ref, c.note, c.short, c.distinctive, c.replacement, c.anchors, c.need)
+            for c in changes
+        ),
+        tuple(provisional),
+    )
+    with _VERSIONS_LOCK:
+        number = _VERSIONS.hit(key)
+        if number is None:
+            number = next(_NUMBERS)
+            _VERSIONS.put(key, number)
+    return number
+
+
+_NUMBERS = itertools.count(1)
+
+
+def _read(
+    message: BaseMessage, candidates: _Candidates, provisional: list[_Provisional]
+) -> tuple[bool, tuple[_Change, ...], str | None]:
+    """Whether ``message`` has no text, the changes it states, and the provisional fact it
+    states (``hypothetical``/``draft``), if any."""
+    text = content_text(message.content)
+    if not text:
+        return True, (), None
+    words = word_set(text)
+    refs = _refs(message)
+    stating = tuple(
+        c for c in candidates.of(words, refs) if _states(c, words, refs) and c.note not in text and c.short not in text
+    )
+    return False, stating, _provisional_kind(message, refs, words, provisional)
 
 
 _PROVISIONAL = {
