@@ -200,7 +200,7 @@ _MEMO_TEXTS = 65_536
 
 _MEMO_MIN_CHARS = 32
 
-_MEMO_MESSAGES = 16_384
+_MEMO_MESSAGES = 8192
 """Messages whose counts are kept per counter, by identity (see :class:`PerMessage`)."""
 
 

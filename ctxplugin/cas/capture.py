@@ -46,7 +46,7 @@ class Captured:
     compact_tokens: int
 
 
-_SHOWN: PerMessage[tuple[str, str, ToolMessage]] = PerMessage(16_384)
+_SHOWN: PerMessage[tuple[str, str, ToolMessage]] = PerMessage(4096)
 
 
 def compact_message(message: ToolMessage, text: str, ref: str) -> ToolMessage:

@@ -42,8 +42,8 @@ def is_identifier(token: str) -> bool:
     return any(ch in token for ch in "_#") or (any(ch in token for ch in "-.:") and len(token) > 3)
 
 
-_MEMO_SIZE = 2048
-_MEMO_MAX_CHARS = 16_384
+_MEMO_SIZE = 1024
+_MEMO_MAX_CHARS = 8192
 """Longer texts are read again each time (a memo of their words would hold too much)."""
 _IDENTIFIERS: LRU[TextKey, tuple[str, ...]] = LRU(_MEMO_SIZE)
 _WORDS: LRU[TextKey, tuple[str, ...]] = LRU(_MEMO_SIZE)

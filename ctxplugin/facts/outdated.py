@@ -124,7 +124,7 @@ def mark_outdated(
     return out, marked
 
 
-_READ: PerMessage[tuple[int, bool, tuple[_Change, ...], str | None]] = PerMessage(16_384)
+_READ: PerMessage[tuple[int, bool, tuple[_Change, ...], str | None]] = PerMessage(4096)
 _VERSIONS: LRU[tuple[object, ...], int] = LRU(1024)
 _VERSIONS_LOCK = threading.Lock()
 

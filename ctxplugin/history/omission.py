@@ -246,7 +246,7 @@ def _scraped(text: str) -> set[str]:
     return names
 
 
-_VALUES: PerMessage[tuple[list[str], list[str]]] = PerMessage(16_384)
+_VALUES: PerMessage[tuple[list[str], list[str]]] = PerMessage(4096)
 """The values of each message, read once: old exchanges are condensed again at every tier move."""
 
 
@@ -526,7 +526,7 @@ class Digests:
         return self._cached(key, make)
 
 
-_DIGESTS: PerMessage[bytes] = PerMessage(16_384)
+_DIGESTS: PerMessage[bytes] = PerMessage(4096)
 
 
 def _digest(message: BaseMessage) -> bytes:
