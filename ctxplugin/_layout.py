@@ -23,12 +23,14 @@ after the header, which every provider reads as part of the system prompt.
 from __future__ import annotations
 
 import hashlib
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
+from ctxplugin._lru import LRU
 from ctxplugin._messages import META_KEY, annotation
 from ctxplugin.tokens import content_text
 
@@ -54,20 +56,38 @@ def synthetic_kind(message: BaseMessage) -> Kind | None:
     return value if value in ("facts", "notes") else None
 
 
+_PAIRS: LRU[tuple[Kind, str], tuple[AIMessage, ToolMessage]] = LRU(1024)
+_PAIRS_LOCK = threading.Lock()
+
+
 def lookup_pair(kind: Kind, text: str) -> list[BaseMessage]:
-    """The tool call and result that show ``text`` (facts or notes) in the conversation."""
+    """The tool call and result that show ``text`` (facts or notes) in the conversation.
+
+    An unchanged block is shown as the same two message objects on every call (memoised,
+    bounded), so what is derived from them (token counts) is found by identity."""
+    key = (kind, text)
+    with _PAIRS_LOCK:
+        pair = _PAIRS.hit(key)
+    if pair is None:
+        pair = _lookup_pair(kind, text)
+        with _PAIRS_LOCK:
+            _PAIRS.put(key, pair)
+    return list(pair)
+
+
+def _lookup_pair(kind: Kind, text: str) -> tuple[AIMessage, ToolMessage]:
     name = FACTS_TOOL if kind == "facts" else NOTES_TOOL
     digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
     call_id = f"ctxplugin_{kind}_{digest}"
     meta = {META_KEY: {"synthetic": kind}}
-    return [
+    return (
         AIMessage(
             content="",
             tool_calls=[{"name": name, "args": {}, "id": call_id, "type": "tool_call"}],
             additional_kwargs=meta,
         ),
         ToolMessage(content=text, tool_call_id=call_id, name=name, additional_kwargs=meta),
-    ]
+    )
 
 
 @dataclass

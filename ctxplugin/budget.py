@@ -59,8 +59,13 @@ class Parts:
 
     def layout(self) -> Layout:
         """The history with the context notes and the facts block placed (see
-        :mod:`ctxplugin._layout`)."""
-        return lay_out(self.history, self.facts_text(), self.facts_placement, self.facts_anchor)
+        :mod:`ctxplugin._layout`). Laid out once per parts (they are frozen): the budget
+        stage and the report measure the same parts several times."""
+        made = self.__dict__.get("_layout")
+        if made is None:
+            made = lay_out(self.history, self.facts_text(), self.facts_placement, self.facts_anchor)
+            object.__setattr__(self, "_layout", made)  # a memo, not a field: equality and replace() ignore it
+        return made
 
     def facts_text(self) -> str:
         if not self.facts:
@@ -71,7 +76,16 @@ class Parts:
 def section_tokens(parts: Parts, counter: TokenCounter) -> dict[str, int]:
     """Tokens per section as the view is laid out: header, history (messages other than tool
     results, and the context notes), summaries (tool results), facts (the facts block with the
-    lookup that shows it), tools (bound schemas)."""
+    lookup that shows it), tools (bound schemas). Counted once per parts and counter."""
+    memo = parts.__dict__.get("_sections")
+    if memo is not None and memo[0] is counter:
+        return dict(memo[1])
+    sections = _section_tokens(parts, counter)
+    object.__setattr__(parts, "_sections", (counter, sections))
+    return dict(sections)
+
+
+def _section_tokens(parts: Parts, counter: TokenCounter) -> dict[str, int]:
     layout = parts.layout()
     history = summaries = facts = 0
     for message in layout.body:

@@ -6,6 +6,7 @@ records the scope it was written from and a :data:`Visibility` saying how widely
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Literal
 from urllib.parse import quote
 
@@ -90,7 +91,7 @@ class Scope(BaseModel):
 
         Distinct scopes always have distinct keys, whatever their ids hold (see :func:`scope_key`).
         """
-        return scope_key(self.tenant_id, self.workspace_id, self.user_id, self.session_id)
+        return _scope_key(self.tenant_id, self.workspace_id, self.user_id, self.session_id)
 
     def legacy_key(self) -> str | None:
         """The key earlier versions gave this scope when that key was unambiguous, else None
@@ -162,3 +163,9 @@ def _roles_of(value: object) -> tuple[str, ...]:
     if isinstance(value, (list, tuple, set, frozenset)):
         return tuple(str(v) for v in value)
     return ()
+
+
+@lru_cache(maxsize=4096)
+def _scope_key(*parts: str | None) -> str:
+    # asked for on every step of every call: encoded once per scope (bounded)
+    return scope_key(*parts)

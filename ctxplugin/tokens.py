@@ -28,7 +28,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from langchain_core.messages import AIMessage, BaseMessage
 
-from ctxplugin._lru import LRU, TextKey, text_key
+from ctxplugin._lru import LRU, PerMessage, TextKey, text_key
 
 logger = logging.getLogger("ctxplugin.tokens")
 
@@ -200,6 +200,9 @@ _MEMO_TEXTS = 65_536
 
 _MEMO_MIN_CHARS = 32
 
+_MEMO_MESSAGES = 8192
+"""Messages whose counts are kept per counter, by identity (see :class:`PerMessage`)."""
+
 
 class _CountMemo:
     """Token counts of texts already counted, per counter, bounded (LRU).
@@ -211,6 +214,8 @@ class _CountMemo:
     def __init__(self, size: int) -> None:
         self._counts: LRU[TextKey, int] = LRU(size)
         self._lock = threading.Lock()
+        # whole messages, by identity: a message resent as the same object costs one lookup
+        self.messages: PerMessage[int] = PerMessage(_MEMO_MESSAGES)
 
     def count(self, text: str, counter: TokenCounter) -> int:
         key = text_key(text)
@@ -228,7 +233,14 @@ _memos: weakref.WeakKeyDictionary[Any, _CountMemo] = weakref.WeakKeyDictionary()
 _memos_lock = threading.Lock()
 
 
+_last_memo: tuple[Any, _CountMemo] | None = None
+
+
 def _memo_for(counter: TokenCounter) -> _CountMemo | None:
+    global _last_memo
+    last = _last_memo
+    if last is not None and last[0] is counter:  # one counter serves a process: no weakref made per lookup
+        return last[1]
     try:
         memo = _memos.get(counter)
         if memo is None:
@@ -236,6 +248,7 @@ def _memo_for(counter: TokenCounter) -> _CountMemo | None:
                 memo = _memos.setdefault(counter, _CountMemo(_MEMO_TEXTS))
     except TypeError:  # a counter that cannot be weakly referenced is not memoised
         return None
+    _last_memo = (counter, memo)  # held strongly, so the identity test above stays sound
     return memo
 
 
@@ -259,7 +272,20 @@ def count_message(message: BaseMessage, counter: TokenCounter) -> int:
     """Tokens one message costs in a request: text, tool calls, non-text blocks, overhead.
 
     Exact for ordinary messages; a text over :data:`EXACT_COUNT_CHARS` characters (a 10 MB tool
-    output) is extrapolated from samples, so counting it takes milliseconds, not seconds."""
+    output) is extrapolated from samples, so counting it takes milliseconds, not seconds.
+    Memoised per counter: a message seen before (the same object, unchanged) is not counted again."""
+    memo = _memo_for(counter)
+    if memo is None:
+        return _count_message(message, counter)
+    hit = memo.messages.get(message)
+    if hit is not None:
+        return hit
+    total = _count_message(message, counter)
+    memo.messages.put(message, total)
+    return total
+
+
+def _count_message(message: BaseMessage, counter: TokenCounter) -> int:
     total = MESSAGE_OVERHEAD + _bounded(content_text(message.content), counter)
     total += IMAGE_TOKENS * _non_text_blocks(message.content)
     if isinstance(message, AIMessage) and message.tool_calls:

@@ -18,7 +18,7 @@ from ctxplugin.cas._canon import (
     parse_json,
     raw_hash,
 )
-from ctxplugin.cas.capture import Captured, capture, compact_text
+from ctxplugin.cas.capture import Captured, capture, compact_message, compact_text
 from ctxplugin.cas.expand import expand, expand_for_model, parse_path, select
 from ctxplugin.cas.memory import MemoryCASStore
 from ctxplugin.cas.sqlite import SQLiteCASStore
@@ -38,6 +38,7 @@ __all__ = [
     "canonical_json",
     "capture",
     "check_ref",
+    "compact_message",
     "compact_text",
     "content_hash",
     "decode",

@@ -281,9 +281,11 @@ def identifiers_in(text: str) -> list[str]:
     first-occurrence order. Matched word by word: words longer than 300 characters are skipped,
     which keeps the patterns' backtracking bounded."""
     seen: dict[str, None] = {}
+    read: set[str] = set()
     for word in text.split():
-        if len(word) > _WORD_MAX or word.isalpha():
-            continue
+        if len(word) > _WORD_MAX or word.isalpha() or word in read:
+            continue  # a word read before adds nothing: its values are already seen
+        read.add(word)
         for match in _IDENT.finditer(word):
             value = match.group(0).rstrip(".,:;")
             if len(value) > 120 or value in seen:

@@ -6,6 +6,10 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from langchain_core.messages import ToolMessage
+
+from ctxplugin._lru import PerMessage
+from ctxplugin._messages import META_KEY
 from ctxplugin._untrusted import storable_text
 from ctxplugin.cas._canon import (
     content_hash,
@@ -40,6 +44,29 @@ class Captured:
     created: bool
     original_tokens: int
     compact_tokens: int
+
+
+_SHOWN: PerMessage[tuple[str, str, ToolMessage]] = PerMessage(4096)
+
+
+def compact_message(message: ToolMessage, text: str, ref: str) -> ToolMessage:
+    """``message`` as a view shows it once its output is stored: ``text`` (the summary and
+    ``ref``) in place of the output, its ids and status kept. The same message gives the same
+    object on every call (memoised per message, bounded), so what later stages derive from it
+    is found by identity."""
+    hit = _SHOWN.get(message)
+    if hit is not None and hit[0] == text and hit[1] == ref:
+        return hit[2]
+    shown = ToolMessage(
+        content=text,
+        tool_call_id=message.tool_call_id,
+        name=message.name,
+        id=message.id,
+        status=message.status,
+        additional_kwargs={META_KEY: {"ref": ref}},
+    )
+    _SHOWN.put(message, (text, ref, shown))
+    return shown
 
 
 def _text_of(content: Any) -> tuple[str, bool]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 import threading
 import unicodedata
+from collections.abc import Callable
 from functools import lru_cache
 
 from ctxplugin._lru import LRU, TextKey, text_key
@@ -41,8 +42,35 @@ def is_identifier(token: str) -> bool:
     return any(ch in token for ch in "_#") or (any(ch in token for ch in "-.:") and len(token) > 3)
 
 
+_MEMO_SIZE = 1024
+_MEMO_MAX_CHARS = 8192
+"""Longer texts are read again each time (a memo of their words would hold too much)."""
+_IDENTIFIERS: LRU[TextKey, tuple[str, ...]] = LRU(_MEMO_SIZE)
+_WORDS: LRU[TextKey, tuple[str, ...]] = LRU(_MEMO_SIZE)
+_MEMO_LOCK = threading.Lock()
+
+
+def _memoised(memo: LRU[TextKey, tuple[str, ...]], text: str, find: Callable[[str], list[str]]) -> list[str]:
+    """``find(text)``, once per text (bounded): a question, a fact or a message is read again
+    on every call."""
+    if len(text) > _MEMO_MAX_CHARS:
+        return find(text)
+    key = text_key(text)
+    with _MEMO_LOCK:
+        hit = memo.hit(key)
+    if hit is None:
+        hit = tuple(find(text))
+        with _MEMO_LOCK:
+            memo.put(key, hit)
+    return list(hit)
+
+
 def identifiers(text: str) -> list[str]:
     """Exact identifiers in ``text`` (lower-cased, leading ``#`` dropped, order kept, no repeats)."""
+    return _memoised(_IDENTIFIERS, text, _identifiers)
+
+
+def _identifiers(text: str) -> list[str]:
     found: list[str] = []
     seen: set[str] = set()
     lowered = unicodedata.normalize("NFKC", text).lower()
@@ -74,6 +102,10 @@ def stem(word: str) -> str:
 
 def words(text: str) -> list[str]:
     """Lower-cased word tokens with identifiers kept whole (``#w1234`` becomes ``w1234``)."""
+    return _memoised(_WORDS, text, _words)
+
+
+def _words(text: str) -> list[str]:
     out: list[str] = []
     lowered = normalize(text)
     for match in _TOKEN.finditer(lowered):

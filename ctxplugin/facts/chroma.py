@@ -230,14 +230,23 @@ class ChromaFactStore:
     def update(self, facts: Sequence[Fact]) -> None:
         if not facts:
             return
+        by_collection: dict[str, dict[str, Fact]] = {}
+        for fact in facts:
+            by_collection.setdefault(fact.owner.tenant_id or "", {})[fact.id] = fact  # the last change of an id wins
         with _translated("update facts"):
-            for fact in facts:
-                collection = self._collection(fact.owner.tenant_id or "")
-                metadata = to_metadata(fact)
-                collection.update(ids=[fact.id], metadatas=[metadata])
+            for tenant, group in by_collection.items():
+                collection = self._collection(tenant)
+                changed = list(group.values())
+                metadatas = [to_metadata(f) for f in changed]
+                step = max(1, self._batch_size())
+                for start in range(0, len(changed), step):  # one request per collection (and batch)
+                    collection.update(
+                        ids=[f.id for f in changed[start : start + step]], metadatas=metadatas[start : start + step]
+                    )
                 index = self._lexical.get(collection.name)
                 if index is not None:
-                    index[0].retag(fact.id, _tag(metadata))
+                    for fact, metadata in zip(changed, metadatas, strict=True):
+                        index[0].retag(fact.id, _tag(metadata))
 
     def get(self, ids: Sequence[str], *, reader: Scope) -> list[Fact]:
         if not ids:

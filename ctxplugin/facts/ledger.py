@@ -43,6 +43,7 @@ from ctxplugin._messages import annotation
 from ctxplugin._untrusted import storable_text
 from ctxplugin.config import FactsConfig, FactsStrategy
 from ctxplugin.errors import InvalidInputError
+from ctxplugin.facts._batch import WriteBatch
 from ctxplugin.facts._text import content_words, identifiers, stem
 from ctxplugin.facts._values import conflicting, typed_values
 from ctxplugin.facts.extract import Extractor, ExtractorLike, FactDraft, as_extractor
@@ -127,6 +128,13 @@ class FactsLedger:
         )
         self.clock = clock or (lambda: datetime.now(UTC))
         self._lock = threading.RLock()
+        self._batch = threading.local()  # the WriteBatch of the ingest running in this thread
+
+    def _writes(self) -> FactStore | WriteBatch:
+        """Where the write path reads and writes: the batch of an ingest running in this thread
+        (its writes sent together at its end), else the store."""
+        batch: WriteBatch | None = getattr(self._batch, "current", None)
+        return self.store if batch is None else batch
 
     # ------------------------------------------------------------------ writes
     def write(
@@ -211,7 +219,7 @@ class FactsLedger:
     def _refused(self, fact: Fact, blocker: Fact, why: str) -> Fact:
         """Store ``fact`` as refused in favour of ``blocker`` (kept for its history, never current)."""
         refused = fact.model_copy(update={"is_valid": False, "superseded_by": blocker.id, "note": f"{REFUSED}: {why}"})
-        self.store.add([refused])
+        self._writes().add([refused])
         return refused
 
     def _commit(
@@ -236,7 +244,7 @@ class FactsLedger:
             shared = self.lock.hold(slot_lock_name(visibility_key(fact.owner, fact.visibility)))
         with self._lock, shared:
             if fact_id is not None:
-                taken = self.store.get([fact.id], reader=fact.owner)
+                taken = self._writes().get([fact.id], reader=fact.owner)
                 if taken:
                     if taken[0].text_hash == fact.text_hash and taken[0].key == fact.key:
                         return taken[0], False
@@ -276,9 +284,9 @@ class FactsLedger:
                 fact = fact.model_copy(update={"supersedes": targets[0].id})
             # the new fact is stored before the old one is invalidated: a failure in between
             # leaves both visible rather than neither
-            self.store.add([fact])
+            self._writes().add([fact])
             if targets:
-                self.store.update([t.model_copy(update={"is_valid": False, "superseded_by": fact.id}) for t in targets])
+                self._writes().update([t.model_copy(update={"is_valid": False, "superseded_by": fact.id}) for t in targets])
                 self._flag_dependents([t.id for t in targets], scope)
             return fact, True
 
@@ -326,7 +334,7 @@ class FactsLedger:
 
     def _duplicate(self, fact: Fact) -> Fact | None:
         query = FactQuery(reader=fact.owner, key=fact.key, valid=True, scopes=(fact.scope,), text_hash=fact.text_hash)
-        for found in self.store.find(query, limit=5):
+        for found in self._writes().find(query, limit=5):
             if found.key == fact.key and found.scope_id == fact.scope_id and _same_slot(found, fact):
                 return found
         return None
@@ -334,10 +342,10 @@ class FactsLedger:
     def _targets(self, fact: Fact, draft: FactDraft, supersedes: str | None) -> list[Fact]:
         reader = fact.owner
         if supersedes is not None:
-            found = self.store.get(_candidate_ids(supersedes, reader), reader=reader)
+            found = self._writes().get(_candidate_ids(supersedes, reader), reader=reader)
             if not found:
                 by_key = normalize_key(supersedes)
-                same = self.store.find(FactQuery(reader=reader, key=by_key, valid=True, scopes=(fact.scope,))) if by_key else []
+                same = self._writes().find(FactQuery(reader=reader, key=by_key, valid=True, scopes=(fact.scope,))) if by_key else []
                 same = [f for f in same if f.scope_id == fact.scope_id and _same_slot(f, fact)]
                 if not same:
                     raise InvalidInputError(
@@ -348,7 +356,7 @@ class FactsLedger:
             head = self._head(found[0], reader)
             return [head] if head is not None and head.is_valid else []
         if fact.key is not None:
-            same = self.store.find(FactQuery(reader=reader, key=fact.key, valid=True, scopes=(fact.scope,)))
+            same = self._writes().find(FactQuery(reader=reader, key=fact.key, valid=True, scopes=(fact.scope,)))
             return [f for f in same if f.scope_id == fact.scope_id and _same_slot(f, fact)]
         if draft.replaces:
             return self._stating(draft.replaces, fact)
@@ -356,7 +364,7 @@ class FactsLedger:
 
     def _resolve(self, fact_id: str, reader: Scope) -> str:
         """The stored id of ``fact_id`` (a caller's own id qualified by its slot), or itself."""
-        found = self.store.get(_candidate_ids(fact_id, reader), reader=reader)
+        found = self._writes().get(_candidate_ids(fact_id, reader), reader=reader)
         return found[0].id if found else fact_id
 
     def _implicit(self, fact: Fact) -> list[Fact]:
@@ -373,7 +381,7 @@ class FactsLedger:
         said = {stem(w) for w in content_words(fact.text)}
         query = FactQuery(reader=fact.owner, valid=True, scopes=(fact.scope,))
         found: list[Fact] = []
-        for candidate, _ in self.store.search(fact.text, query, n=_IMPLICIT_CANDIDATES):
+        for candidate, _ in self._writes().search(fact.text, query, n=_IMPLICIT_CANDIDATES):
             if candidate.key is None or candidate.scope_id != fact.scope_id:
                 continue
             subject = {stem(w) for w in content_words(candidate.key.replace("_", " "))} - _KEY_PREFIXES
@@ -392,7 +400,7 @@ class FactsLedger:
         for _ in range(_MAX_CHAIN):
             if current is None or current.is_valid or current.superseded_by is None:
                 return current
-            nxt = self.store.get([current.superseded_by], reader=reader)
+            nxt = self._writes().get([current.superseded_by], reader=reader)
             if not nxt or nxt[0].id == current.id:
                 return current
             current = nxt[0]
@@ -404,7 +412,7 @@ class FactsLedger:
         if not words:
             return []
         query = FactQuery(reader=fact.owner, valid=True, scopes=(fact.scope,))
-        for candidate, _ in self.store.search(old_value, query, n=5):
+        for candidate, _ in self._writes().search(old_value, query, n=5):
             if _same_slot(candidate, fact) and words <= set(content_words(candidate.text)):
                 return [candidate]
         return []
@@ -414,13 +422,13 @@ class FactsLedger:
         frontier = list(changed)
         while frontier:
             source_id = frontier.pop()
-            dependents = self.store.find(FactQuery(reader=reader, valid=True, depends_on=source_id))
+            dependents = self._writes().find(FactQuery(reader=reader, valid=True, depends_on=source_id))
             flagged = [
                 d.model_copy(update={"needs_review": True, "note": f"depends on {source_id}, which was superseded"})
                 for d in dependents if d.id not in seen
             ]
             if flagged:
-                self.store.update(flagged)
+                self._writes().update(flagged)
             for d in flagged:
                 seen.add(d.id)
                 frontier.append(d.id)
@@ -565,7 +573,7 @@ class FactsLedger:
             InvalidInputError: a message's ``ctxplugin`` metadata names an unknown fact scope or
                 authority, or a malformed audience.
         """
-        written: list[Fact] = []
+        drafts: list[tuple[FactDraft, SourceType, tuple[str, ...]]] = []
         for message in messages:
             if not isinstance(message, (HumanMessage, ToolMessage)):
                 continue
@@ -577,9 +585,30 @@ class FactsLedger:
                 draft = _with(draft, ref, None if source == "tool" else marks.authority or authority, visibility)
                 if marks.fact_scope is not None:
                     draft = replace(draft, scope=marks.fact_scope, scope_id=marks.scope_id or draft.scope_id)
-                fact, created = self._commit(draft, scope=scope, source=source, audience=marks.audience)
+                drafts.append((draft, source, marks.audience))
+        if not drafts:
+            return []
+        written: list[Fact] = []
+        if self.lock is not None:
+            # shared with other processes: each fact is written while its slot's lock is held
+            for draft, source, audience in drafts:
+                fact, created = self._commit(draft, scope=scope, source=source, audience=audience)
                 if created and fact.is_valid:
                     written.append(fact)
+            return written
+        # one process: the facts are decided in order, each seeing the ones before, and sent to
+        # the store together (one add, one update), under the ledger's lock throughout
+        with self._lock:
+            batch = WriteBatch(self.store)
+            self._batch.current = batch
+            try:
+                for draft, source, audience in drafts:
+                    fact, created = self._commit(draft, scope=scope, source=source, audience=audience)
+                    if created and fact.is_valid:
+                        written.append(fact)
+            finally:
+                self._batch.current = None
+                batch.flush()
         return written
 
 

@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterable, Sequence
 from functools import lru_cache
 from typing import Any
 
+from ctxplugin._lru import LRU, TextKey, text_key
 from ctxplugin.facts._text import STOPWORDS, is_identifier, parts_of, stem, words
 
 _K1 = 1.2
@@ -52,8 +53,24 @@ def _token_terms(token: str) -> tuple[tuple[str, float], ...]:
     return ((stem(token), 1.0),)
 
 
+_TERMS: LRU[TextKey, dict[str, float]] = LRU(1024)
+_TERMS_LOCK = threading.Lock()
+
+
 def terms(text: str) -> dict[str, float]:
-    """Weighted terms of ``text``: content-word stems, identifiers whole and their pieces."""
+    """Weighted terms of ``text``: content-word stems, identifiers whole and their pieces.
+    Memoised (bounded): a turn's question is looked up again on every call."""
+    key = text_key(text)
+    with _TERMS_LOCK:
+        hit = _TERMS.hit(key)
+    if hit is None:
+        hit = _terms(text)
+        with _TERMS_LOCK:
+            _TERMS.put(key, hit)
+    return dict(hit)
+
+
+def _terms(text: str) -> dict[str, float]:
     out: dict[str, float] = {}
     for token in words(text):
         for term, weight in _token_terms(token):

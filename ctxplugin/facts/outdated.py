@@ -27,14 +27,18 @@ messages, and tool text is data. A fact from a tool is named by its ref instead.
 
 from __future__ import annotations
 
+import itertools
 import re
+import threading
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
+from ctxplugin._lru import LRU, PerMessage, TextKey, text_key
 from ctxplugin._messages import META_KEY, annotation
+from ctxplugin.facts._asides import aside_spans
 from ctxplugin.facts._text import content_words, word_set
 from ctxplugin.facts.model import Fact, FactQuery, permitted
 from ctxplugin.scope import Scope
@@ -81,7 +85,9 @@ def mark_outdated(
         The new message list and how many messages were marked.
     """
     changes = [_change(old, new) for old, new in ledger.superseded(scope=scope, limit=limit)]
+    candidates = _Candidates(changes)
     provisional = _provisional(ledger, scope, limit)
+    version = _version(changes, provisional)
     exploring = exploratory_spans(body)
     for at, aside in aside_spans(body).items():
         exploring.setdefault(at, aside)
@@ -92,13 +98,16 @@ def mark_outdated(
         if index in keep or not isinstance(message, (HumanMessage, AIMessage, ToolMessage)):
             out.append(message)
             continue
-        text = content_text(message.content)
-        if not text:
+        read = _READ.get(message)
+        if read is None or read[0] != version:
+            # what a message states depends only on it and on the changes: read once per message
+            # while the ledger's changes stay the same
+            read = (version, *_read(message, candidates, provisional))
+            _READ.put(message, read)
+        _, empty, stating, provisional_kind = read
+        if empty:
             out.append(message)
             continue
-        words = word_set(text)
-        refs = _refs(message)
-        stating = [c for c in changes if c.note not in text and c.short not in text and _states(c, words, refs)]
         hits: list[str] = []
         here: set[str] = set()
         for change in stating:
@@ -109,8 +118,8 @@ def mark_outdated(
             hits.append(change.short if change.new.id in said else change.note)
         said.update(here)
         ids = [c.old.id for c in stating]
-        kind = exploring.get(index) or _provisional_kind(message, refs, words, provisional)
-        if kind is not None and _PROVISIONAL[kind] not in text:
+        kind = exploring.get(index) or provisional_kind
+        if kind is not None and _PROVISIONAL[kind] not in content_text(message.content):
             hits.insert(0, _PROVISIONAL[kind])
         if not hits:
             out.append(message)
@@ -118,6 +127,47 @@ def mark_outdated(
         out.append(_with_notes(message, hits, ids))
         marked += 1
     return out, marked
+
+
+_READ: PerMessage[tuple[int, bool, tuple[_Change, ...], str | None]] = PerMessage(4096)
+_VERSIONS: LRU[tuple[object, ...], int] = LRU(1024)
+_VERSIONS_LOCK = threading.Lock()
+
+
+def _version(changes: list[_Change], provisional: list[_Provisional]) -> int:
+    """A number standing for what marking reads from the ledger (the same for the same changes)."""
+    key = (
+        tuple(
+            (c.old.id, c.new.id, c.old.source.ref, c.new.source.ref, c.note, c.short, c.distinctive, c.replacement, c.anchors, c.need)
+            for c in changes
+        ),
+        tuple(provisional),
+    )
+    with _VERSIONS_LOCK:
+        number = _VERSIONS.hit(key)
+        if number is None:
+            number = next(_NUMBERS)
+            _VERSIONS.put(key, number)
+    return number
+
+
+_NUMBERS = itertools.count(1)
+
+
+def _read(
+    message: BaseMessage, candidates: _Candidates, provisional: list[_Provisional]
+) -> tuple[bool, tuple[_Change, ...], str | None]:
+    """Whether ``message`` has no text, the changes it states, and the provisional fact it
+    states (``hypothetical``/``draft``), if any."""
+    text = content_text(message.content)
+    if not text:
+        return True, (), None
+    words = word_set(text)
+    refs = _refs(message)
+    stating = tuple(
+        c for c in candidates.of(words, refs) if _states(c, words, refs) and c.note not in text and c.short not in text
+    )
+    return False, stating, _provisional_kind(message, refs, words, provisional)
 
 
 _PROVISIONAL = {
@@ -151,11 +201,11 @@ def exploratory_spans(body: Sequence[BaseMessage]) -> dict[int, str]:
     opened = False
     for index, message in enumerate(body):
         human = isinstance(message, HumanMessage)
-        text = content_text(message.content) if human else ""
-        if human and opened and _CLOSES.search(text):
+        opens, closes = _signals(content_text(message.content)) if human else (False, False)
+        if human and opened and closes:
             spans[index] = "closing"
             opened = False
-        elif human and not opened and _OPENS.search(text) and not _CLOSES.search(text):
+        elif human and not opened and opens and not closes:
             spans[index] = "hypothetical"
             opened = True
         elif opened and not isinstance(message, ToolMessage):
@@ -163,41 +213,21 @@ def exploratory_spans(body: Sequence[BaseMessage]) -> dict[int, str]:
     return spans
 
 
-_INTERRUPTS = re.compile(
-    r"^\W*(?:hold on|hang on|wait a (?:sec(?:ond)?|moment)|one (?:sec(?:ond)?|moment)|quick interruption|"
-    r"sorry to interrupt|side ?note|sidebar|switching gears|before i forget)\b",
-    re.IGNORECASE,
-)
-_RESUMES = re.compile(
-    r"(?:^|[,.;:!?\u2013\u2014-])\s*(?:(?:ok(?:ay)?|anyway|now|so|right)\W+)?back to (?!normal\b|square one\b)\w+|"
-    r"\bwhere were we\b|\bresum(?:e|ing) (?:the|our|with|where)\b",
-    re.IGNORECASE,
-)
-"""A return stated as its own clause ("VIP handled, back to the ticket", "Back to planning"), not
-"let's go back to the first option" (a change of mind within the task)."""
+_SIGNALS: LRU[TextKey, tuple[bool, bool]] = LRU(4096)
+_SIGNALS_LOCK = threading.Lock()
 
 
-def aside_spans(body: Sequence[BaseMessage]) -> dict[int, str]:
-    """Indexes of the messages of an interruption the user has left, as ``aside``.
-
-    A user message that opens with an interruption ("Hold on - ...", "Quick interruption: ...",
-    "Switching gears ...") starts one; a later user message that returns ("... back to the
-    ticket", "where were we", "resuming the review") ends it. The messages from the opening up
-    to the return are the aside; the return itself is not. An interruption not yet left is the
-    current topic and is not marked.
-    """
-    spans: dict[int, str] = {}
-    start: int | None = None
-    for index, message in enumerate(body):
-        if not isinstance(message, HumanMessage):
-            continue
-        text = content_text(message.content)
-        if start is not None and _RESUMES.search(text):
-            spans.update((i, "aside") for i in range(start, index) if not isinstance(body[i], ToolMessage))
-            start = None
-        elif start is None and _INTERRUPTS.search(text):
-            start = index
-    return spans
+def _signals(text: str) -> tuple[bool, bool]:
+    """Whether ``text`` opens and whether it closes an exploratory span; once per text (the
+    user's messages are read again on every call)."""
+    key = text_key(text)
+    with _SIGNALS_LOCK:
+        hit = _SIGNALS.hit(key)
+    if hit is None:
+        hit = (_OPENS.search(text) is not None, _CLOSES.search(text) is not None)
+        with _SIGNALS_LOCK:
+            _SIGNALS.put(key, hit)
+    return hit
 
 
 @dataclass(frozen=True)
@@ -256,6 +286,37 @@ def _change(old: Fact, new: Fact) -> _Change:
     return _Change(old, new, distinctive, replacement, anchors, need, note, short)
 
 
+class _Candidates:
+    """The changes a message may state, found without testing each: one that states its old
+    value by ref is found by the ref, one that states it in words by one of its distinctive
+    words (a message must hold them all). A long conversation and many superseded facts cost
+    the changes each message could state, not every pair."""
+
+    def __init__(self, changes: list[_Change]) -> None:
+        self._changes = changes
+        self._by_ref: dict[str, list[int]] = {}
+        self._by_word: dict[str, list[int]] = {}
+        for position, change in enumerate(changes):
+            if change.old.source.ref is not None:
+                self._by_ref.setdefault(change.old.source.ref, []).append(position)
+            if change.distinctive:
+                self._by_word.setdefault(min(change.distinctive), []).append(position)
+
+    def of(self, words: frozenset[str], refs: set[str]) -> list[_Change]:
+        """A superset of the changes :func:`_states` holds for, in their order."""
+        found: set[int] = set()
+        for ref in refs:
+            found.update(self._by_ref.get(ref, ()))
+        if len(self._by_word) <= len(words):
+            for word, positions in self._by_word.items():
+                if word in words:
+                    found.update(positions)
+        else:
+            for word in words:
+                found.update(self._by_word.get(word, ()))
+        return [self._changes[position] for position in sorted(found)]
+
+
 def _states(change: _Change, words: frozenset[str], refs: set[str]) -> bool:
     if change.new.source.ref is not None and change.new.source.ref in refs:
         return False
@@ -278,7 +339,26 @@ def _refs(message: BaseMessage) -> set[str]:
     return refs
 
 
+_MARKED: PerMessage[dict[tuple[tuple[str, ...], tuple[str, ...]], BaseMessage]] = PerMessage(4096)
+"""The marked copy of each message, by message and notes: a message marked on one call is marked
+the same way on the next, and showing the same copy again lets what is derived from it (its
+token count, its compressed form) be found by identity."""
+
+
 def _with_notes(message: BaseMessage, notes: list[str], ids: list[str]) -> BaseMessage:
+    key = (tuple(notes), tuple(ids))
+    marked = _MARKED.get(message)
+    if marked is not None and key in marked:
+        return marked[key]
+    copy = _marked_copy(message, notes, ids)
+    if marked is None:
+        marked = {}
+        _MARKED.put(message, marked)
+    marked[key] = copy
+    return copy
+
+
+def _marked_copy(message: BaseMessage, notes: list[str], ids: list[str]) -> BaseMessage:
     prefix = " ".join(notes)
     content: Any = message.content
     if isinstance(content, str):

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from langchain_core.embeddings import Embeddings
 
+from ctxplugin._lru import LRU, TextKey, text_key
 from ctxplugin.errors import ConfigError
 
 _VERSION = "1"
@@ -109,8 +110,20 @@ class StaticEmbedding(Embeddings):
         return _table().embed(list(texts)) if texts else []
 
     def embed_query(self, text: str) -> list[float]:
-        """Vector for a query (same space as documents)."""
-        return _table().embed([text])[0]
+        """Vector for a query (same space as documents). Memoised (bounded): the question of a
+        turn is asked again on every call until the user speaks again."""
+        key = text_key(text)
+        with _queries_lock:
+            hit = _queries.hit(key)
+        if hit is None:
+            hit = _table().embed([text])[0]
+            with _queries_lock:
+                _queries.put(key, hit)
+        return list(hit)
+
+
+_queries: LRU[TextKey, list[float]] = LRU(1024)
+_queries_lock = threading.Lock()
 
 
 __all__ = ["StaticEmbedding", "package_dir"]

@@ -10,14 +10,14 @@ from __future__ import annotations
 import math
 import operator
 import threading
-from collections.abc import Callable, Sequence
-from typing import Any, Protocol, runtime_checkable
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from langchain_core.embeddings import Embeddings
 
 from ctxplugin.facts.embedding import as_embeddings
 from ctxplugin.facts.lexical import LexicalIndex
-from ctxplugin.facts.model import Fact, FactQuery, matches
+from ctxplugin.facts.model import Fact, FactQuery, matches, reader_keys, visibility_key
 from ctxplugin.scope import Scope
 
 
@@ -59,8 +59,13 @@ class FactStore(Protocol):
 
 
 class MemoryFactStore:
-    """Facts in a dict; exact cosine search and BM25 over every fact. For tests and
-    short-lived processes.
+    """Facts in dicts; exact cosine search and BM25. For tests and short-lived processes.
+
+    Facts are kept per owner slot (the session, user, workspace or tenant whose readers may see
+    them, :func:`~ctxplugin.facts.model.visibility_key`), so a lookup reads only the slots its
+    reader can see, never the facts of other sessions: a process serving many sessions does
+    the same work per lookup whatever their number. Within a slot, facts are also found by key
+    and by text hash. BM25 statistics are per slot.
 
     Args:
         embedding: a LangChain ``Embeddings``, a Chroma embedding function or a callable;
@@ -72,32 +77,61 @@ class MemoryFactStore:
         self._facts: dict[str, Fact] = {}
         self._vectors: dict[str, list[float]] = {}
         self._norms: dict[str, float] = {}
-        self._lexical = LexicalIndex()
+        self._order: dict[str, int] = {}  # id -> when first stored: equal times keep that order
+        self._slots: dict[str, _Slot] = {}
         self._lock = threading.Lock()
 
     def add(self, facts: Sequence[Fact]) -> None:
         vectors = self.embedding.embed_documents([f.text for f in facts]) if facts else []
+        touched: dict[str, list[Fact]] = {}
         with self._lock:
             for fact, vector in zip(facts, vectors, strict=True):
-                self._facts[fact.id] = fact
+                self._put(fact)
                 self._vectors[fact.id] = vector
                 self._norms[fact.id] = math.sqrt(sum(map(operator.mul, vector, vector)))
-        self._lexical.add((f.id, f.text, None) for f in facts)
+                touched.setdefault(_slot_of(fact), []).append(fact)
+            lexical = [(self._slots[slot].lexical, group) for slot, group in touched.items()]
+        for index, group in lexical:
+            index.add((f.id, f.text, None) for f in group)
 
     def update(self, facts: Sequence[Fact]) -> None:
         with self._lock:
             for fact in facts:
                 if fact.id in self._facts:
-                    self._facts[fact.id] = fact
+                    self._put(fact)
+
+    def _put(self, fact: Fact) -> None:
+        old = self._facts.get(fact.id)
+        if old is not None:
+            self._slots[_slot_of(old)].remove(old)
+        self._facts[fact.id] = fact
+        self._order.setdefault(fact.id, len(self._order))
+        slot = self._slots.get(_slot_of(fact))
+        if slot is None:
+            slot = self._slots[_slot_of(fact)] = _Slot()
+        slot.insert(fact)
 
     def get(self, ids: Sequence[str], *, reader: Scope) -> list[Fact]:
         with self._lock:
             found = [self._facts.get(i) for i in ids]
         return [f for f in found if f is not None and reader.can_read(f.owner, f.visibility)]
 
-    def find(self, query: FactQuery, *, limit: int | None = None) -> list[Fact]:
+    def _pool(self, query: FactQuery) -> list[Fact]:
+        """Facts matching ``query``, in the order they were first stored; only the slots
+        ``query.reader`` can see are read."""
         with self._lock:
-            facts = [f for f in self._facts.values() if matches(f, query)]
+            found: list[Fact] = []
+            for key in dict.fromkeys(reader_keys(query.reader)):
+                slot = self._slots.get(key)
+                if slot is not None:
+                    found.extend(f for f in slot.candidates(query) if matches(f, query))
+            if len(found) > 1:
+                order = self._order
+                found.sort(key=lambda f: order[f.id])
+        return found
+
+    def find(self, query: FactQuery, *, limit: int | None = None) -> list[Fact]:
+        facts = self._pool(query)
         facts.sort(key=lambda f: f.created_at, reverse=True)
         return facts if limit is None else facts[:limit]
 
@@ -106,8 +140,9 @@ class MemoryFactStore:
             return []
         vector = self.embedding.embed_query(text)
         norm = math.sqrt(sum(map(operator.mul, vector, vector)))
+        facts = self._pool(query)
         with self._lock:
-            pool = [(f, self._vectors[f.id], self._norms[f.id]) for f in self._facts.values() if matches(f, query)]
+            pool = [(f, self._vectors[f.id], self._norms[f.id]) for f in facts]
         # as cosine() computes it, with each stored vector's norm computed once, when it is added
         scored = [
             (fact, sum(map(operator.mul, vector, v)) / (norm * n) if norm and n else 0.0) for fact, v, n in pool
@@ -116,18 +151,68 @@ class MemoryFactStore:
         return scored[:n]
 
     def search_lexical(self, text: str, query: FactQuery, *, n: int) -> list[tuple[Fact, float]]:
-        """Up to ``n`` facts matching ``query`` sharing rarer terms with ``text``, best BM25 first."""
+        """Up to ``n`` facts matching ``query`` sharing rarer terms with ``text``, best BM25 first
+        (scored within each slot the reader can see)."""
         facts = self._facts
 
         def readable(doc_id: str) -> bool:
             fact = facts.get(doc_id)
             return fact is not None and matches(fact, query)
 
-        hits = self._lexical.search(text, n=n, allow=lambda doc_id, _: readable(doc_id))
-        return [(facts[doc_id], score) for doc_id, score in hits]
+        with self._lock:
+            indexes = [self._slots[k].lexical for k in dict.fromkeys(reader_keys(query.reader)) if k in self._slots]
+        hits: list[tuple[str, float]] = []
+        for index in indexes:
+            hits.extend(index.search(text, n=n, allow=lambda doc_id, _: readable(doc_id)))
+        if len(indexes) > 1:
+            hits.sort(key=lambda hit: hit[1], reverse=True)
+        return [(facts[doc_id], score) for doc_id, score in hits[:n]]
 
     def __len__(self) -> int:
         return len(self._facts)
+
+
+K = TypeVar("K")
+
+
+def _drop(index: dict[K, dict[str, Fact]], value: K, fact_id: str) -> None:
+    group = index.get(value)
+    if group is not None:
+        group.pop(fact_id, None)
+        if not group:
+            del index[value]
+
+
+def _slot_of(fact: Fact) -> str:
+    return visibility_key(fact.owner, fact.visibility)
+
+
+class _Slot:
+    """The facts of one owner slot, by id, by key and by text hash, and their BM25 index."""
+
+    def __init__(self) -> None:
+        self.facts: dict[str, Fact] = {}
+        self.by_key: dict[str | None, dict[str, Fact]] = {}
+        self.by_hash: dict[str, dict[str, Fact]] = {}
+        self.lexical = LexicalIndex()
+
+    def insert(self, fact: Fact) -> None:
+        self.facts[fact.id] = fact
+        self.by_key.setdefault(fact.key, {})[fact.id] = fact
+        self.by_hash.setdefault(fact.text_hash, {})[fact.id] = fact
+
+    def remove(self, fact: Fact) -> None:
+        self.facts.pop(fact.id, None)
+        _drop(self.by_key, fact.key, fact.id)
+        _drop(self.by_hash, fact.text_hash, fact.id)
+
+    def candidates(self, query: FactQuery) -> Iterable[Fact]:
+        """A superset of the facts of this slot that match ``query`` (the narrowest index)."""
+        if query.key is not None:
+            return list(self.by_key.get(query.key, {}).values())
+        if query.text_hash is not None:
+            return list(self.by_hash.get(query.text_hash, {}).values())
+        return list(self.facts.values())
 
 
 __all__ = ["FactStore", "MemoryFactStore"]

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
+from ctxplugin._lru import LRU, PerMessage
 from ctxplugin._messages import META_KEY
 from ctxplugin.config import HistoryConfig
 from ctxplugin.errors import InvalidInputError
@@ -78,10 +79,16 @@ class HistoryBudget:
 
     def fits(self, messages: Sequence[BaseMessage], counter: TokenCounter) -> bool:
         """Whether ``messages`` as they are meet every limit."""
-        sizes = [count_message(m, counter) for m in messages]
-        return all(
-            sum(size for m, size in zip(messages, sizes, strict=True) if _counts(m, kind, is_kind)) <= limit
-            for limit, kind, is_kind in self.limits()
+        total = results = 0
+        for message in messages:  # one pass: this runs on every call, over the whole history
+            size = count_message(message, counter)
+            total += size
+            if isinstance(message, ToolMessage):
+                results += size
+        return not (
+            (self.total is not None and total > self.total)
+            or (self.messages is not None and total - results > self.messages)
+            or (self.tool_results is not None and results > self.tool_results)
         )
 
     def limits(self) -> Iterator[tuple[int, type[BaseMessage] | None, bool]]:
@@ -157,11 +164,16 @@ def plan_omission(
         kept = sum(part(i) for i in range(gist_end) if i in protected_spans)
         allowance = limit - kept - sum(window) - reserve
         gists = [sum(part(i) for i in digests.members(k)) for k in range(blocks)]
+        after = [0] * (blocks + 1)  # after[k]: the gists of blocks k.. (summed once, read per try)
+        for k in reversed(range(blocks)):
+            after[k] = after[k + 1] + gists[k]
 
-        def fits(count: int, cap: int, gists: list[int] = gists, allowance: int = allowance) -> bool:
+        def fits(count: int, cap: int, after: list[int] = after, allowance: int = allowance) -> bool:
+            if after[count] > allowance:
+                return False  # the blocks left as gists alone are over: no note is made to learn that
             archived = count // config.archive_blocks * config.archive_blocks
             shown = [digests.archive(archived, cap), *(digests.block(k, archived, cap) for k in range(archived, count))]
-            return sum(tokens(m) for m in shown) + sum(gists[count:]) <= allowance
+            return sum(tokens(m) for m in shown) + after[count] <= allowance
 
         need = next((count for count in range(blocks + 1) if fits(count, caps[level])), None)
         planned = allowance  # the room the plan leaves for the window to grow into
@@ -309,12 +321,29 @@ def _argument_items(value: object, key: str = "argument") -> Iterator[tuple[str,
         yield key, value
 
 
+_VALUES: PerMessage[tuple[str, tuple[list[Labelled], list[Labelled]]]] = PerMessage(4096)
+"""The labelled values of each message, read once: old exchanges are condensed again at every
+tier move. Kept with the label of the message's own values, which for a tool result may come
+from the exchange (the tool named by its call)."""
+
+
 def _values(message: BaseMessage, tools: Mapping[str, str]) -> tuple[list[Labelled], list[Labelled]]:
     """Exact values of one message with their labels, as ``(first, rest)``: short tool-call
     arguments whole (under the argument's name, ``ran`` for commands), single-quoted arguments
     and paths first, other identifiers after; JSON keys, schema words and markup names are left
     out (see :func:`_scraped`), and so are values without a letter or digit. ``tools`` maps
-    the tool call ids of the exchange to their tools' names."""
+    the tool call ids of the exchange to their tools' names. Memoised per message (callers get
+    copies)."""
+    said = _said_by(message, tools)
+    hit = _VALUES.get(message)
+    if hit is None or hit[0] != said:
+        hit = (said, _read_values(message, tools))
+        _VALUES.put(message, hit)
+    first, rest = hit[1]
+    return list(first), list(rest)
+
+
+def _read_values(message: BaseMessage, tools: Mapping[str, str]) -> tuple[list[Labelled], list[Labelled]]:
     first, rest = _raw_values(message, tools)
     skip = _scraped(content_text(message.content))
 
@@ -547,6 +576,7 @@ Exchange = tuple[BaseMessage, ...]
 _CACHE: OrderedDict[tuple[object, ...], tuple[HumanMessage | None, tuple[str, ...]]] = OrderedDict()
 _CACHE_LOCK = threading.Lock()
 _CACHE_SIZE = 4096
+_RANKED: LRU[tuple[str, int, str], tuple[list[list[_Valued]], list[Labelled]]] = LRU(64)
 
 
 class Digests:
@@ -583,11 +613,12 @@ class Digests:
         self._config = config
         self._counter = counter
         self._keys: list[str] = []
+        self._seen: dict[tuple[object, ...], tuple[HumanMessage | None, tuple[str, ...]]] = {}
         digest = hashlib.sha1(known.encode("utf-8", "surrogatepass"))
         for members in spans_of_block:
             for number in members:
                 for message in exchanges[number]:
-                    digest.update(b"\x00" + _text(message).encode("utf-8", "surrogatepass"))
+                    digest.update(b"\x00" + _digest(message))
             digest.update(b"\x01")
             self._keys.append(digest.hexdigest())
 
@@ -600,16 +631,22 @@ class Digests:
         return count_message(message, self._counter)
 
     def _cached(self, key: tuple[object, ...], make: Callable[[], tuple[HumanMessage | None, list[str]]]) -> tuple[HumanMessage | None, tuple[str, ...]]:
+        # a plan asks for the same notes many times: looked up once per call, then here
+        made = self._seen.get(key)
+        if made is not None:
+            return made
         with _CACHE_LOCK:
             if key in _CACHE:
                 _CACHE.move_to_end(key)
-                return _CACHE[key]
-        note, chosen = make()
-        made = (note, tuple(chosen))
-        with _CACHE_LOCK:
-            _CACHE[key] = made
-            while len(_CACHE) > _CACHE_SIZE:
-                _CACHE.popitem(last=False)
+                made = _CACHE[key]
+        if made is None:
+            note, chosen = make()
+            made = (note, tuple(chosen))
+            with _CACHE_LOCK:
+                _CACHE[key] = made
+                while len(_CACHE) > _CACHE_SIZE:
+                    _CACHE.popitem(last=False)
+        self._seen[key] = made
         return made
 
     def _archive(self, upto: int, cap: int) -> tuple[HumanMessage | None, tuple[str, ...]]:
@@ -619,14 +656,26 @@ class Digests:
         cap = min(cap, sum(self._gist_sizes[:upto]) - 1)
         first = next((m[0] for m in self._spans[:upto] if m), 0)
         last = next((m[-1] for m in reversed(self._spans[:upto]) if m), 0)
+        return self._cached(key, lambda: self._archive_note(upto, first, last, cap))
+
+    def _archive_note(self, upto: int, first: int, last: int, cap: int) -> tuple[HumanMessage | None, list[str]]:
+        valued, ranked = self._ranked(upto)
+        return _note((first, last), list(ranked), _chronology(valued), set(), self._known, cap, self._counter, first=True)
+
+    def _ranked(self, upto: int) -> tuple[list[list[_Valued]], list[Labelled]]:
+        """The values of blocks ``0 .. upto - 1``, newest exchange first, and as
+        :func:`_by_reuse` ranks them: once for all the caps an archive is tried at."""
+        key = (self._keys[upto - 1], upto, self._counter.name)
+        with _CACHE_LOCK:
+            hit = _RANKED.hit(key)
+        if hit is not None:
+            return hit
         newest_first = [self._exchanges[n] for k in reversed(range(upto)) for n in reversed(self._spans[k])]
-
-        def make() -> tuple[HumanMessage | None, list[str]]:
-            valued = _valued(newest_first)
-            ranked = _by_reuse(valued, self._counter)
-            return _note((first, last), ranked, _chronology(valued), set(), self._known, cap, self._counter, first=True)
-
-        return self._cached(key, make)
+        valued = _valued(newest_first)
+        found = (valued, _by_reuse(valued, self._counter))
+        with _CACHE_LOCK:
+            _RANKED.put(key, found)
+        return found
 
     def archive(self, upto: int, cap: int) -> HumanMessage | None:
         """The note for blocks ``0 .. upto - 1`` within ``cap`` tokens (None if there are no
@@ -656,6 +705,18 @@ class Digests:
             )
 
         return self._cached(key, make)
+
+
+_DIGESTS: PerMessage[bytes] = PerMessage(4096)
+
+
+def _digest(message: BaseMessage) -> bytes:
+    """The sha1 of :func:`_text` of ``message``, once per message."""
+    found = _DIGESTS.get(message)
+    if found is None:
+        found = hashlib.sha1(_text(message).encode("utf-8", "surrogatepass")).digest()
+        _DIGESTS.put(message, found)
+    return found
 
 
 def _text(message: BaseMessage) -> str:

@@ -19,6 +19,7 @@ from typing import Protocol
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolCall
 
+from ctxplugin._lru import PerMessage
 from ctxplugin._messages import META_KEY, annotation, exchange_spans
 from ctxplugin.config import HistoryConfig
 from ctxplugin.history.compressors import MemoCounter, gist_text, memo_counter, trim_text
@@ -125,6 +126,12 @@ def _summarizable(text: str, config: HistoryConfig, counter: TokenCounter) -> bo
     return counter.count(text) > 2 * config.gist_tokens
 
 
+_SHOWN: PerMessage[dict[tuple[object, ...], BaseMessage]] = PerMessage(4096)
+"""Each message as its tiers showed it, by message: an old message keeps its tier for many calls
+and is compressed once; the same copy is shown again, so what is derived from the copy (its
+token count) is found by identity too."""
+
+
 def compress_message(
     message: BaseMessage,
     tier: Tier,
@@ -143,6 +150,19 @@ def compress_message(
         return message
     max_tokens = config.trim_tokens if tier is Tier.TRIMMED else config.gist_tokens
     memo = memo_counter(counter)
+    key = (tier, max_tokens, lead, memo)
+    shown = _SHOWN.get(message)
+    if shown is not None and key in shown:
+        return shown[key]
+    out = _compress_message(message, tier, max_tokens, memo, lead)
+    if shown is None:
+        shown = {}
+        _SHOWN.put(message, shown)
+    shown[key] = out
+    return out
+
+
+def _compress_message(message: BaseMessage, tier: Tier, max_tokens: int, memo: MemoCounter, lead: str | None) -> BaseMessage:
     update: dict[str, object] = {}
     text = _plain_text(message)
     note = annotation(message)

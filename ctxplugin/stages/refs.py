@@ -14,8 +14,9 @@ from typing import ClassVar
 
 from langchain_core.messages import BaseMessage, ToolMessage
 
-from ctxplugin._messages import META_KEY, annotation
+from ctxplugin._messages import annotation
 from ctxplugin._names import META_TOOL_NAMES
+from ctxplugin.cas import compact_message
 from ctxplugin.errors import StoreError
 from ctxplugin.stages.memos import CaptureMemo
 from ctxplugin.stages.view import CallView
@@ -66,16 +67,7 @@ class StoreRefs:
                 created.append(ref)
             used.append(ref)
             stored[message.tool_call_id] = ref
-            out.append(
-                ToolMessage(
-                    content=compact_text,
-                    tool_call_id=message.tool_call_id,
-                    name=message.name,
-                    id=message.id,
-                    status=message.status,
-                    additional_kwargs={META_KEY: {"ref": ref}},
-                )
-            )
+            out.append(compact_message(message, compact_text, ref))
         return view.override(
             history=tuple(out),
             refs_created=(*view.refs_created, *created),

@@ -1,0 +1,55 @@
+"""Asides: the messages of an interruption the user has opened and then left.
+
+"Hold on - ..." opens one, "..., back to the ticket" ends it; what was said in between is not
+the current task, so the history marks it (see :mod:`ctxplugin.facts.outdated`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from langchain_core.messages import BaseMessage, HumanMessage, ToolMessage
+
+from ctxplugin.tokens import content_text
+
+_INTERRUPTS = re.compile(
+    r"^\W*(?:hold on|hang on|wait a (?:sec(?:ond)?|moment)|one (?:sec(?:ond)?|moment)|quick interruption|"
+    r"sorry to interrupt|side ?note|sidebar|switching gears|before i forget)\b",
+    re.IGNORECASE,
+)
+_RESUMES = re.compile(
+    r"(?:^|[,.;:!?\u2013\u2014-])\s*(?:(?:ok(?:ay)?|anyway|now|so|right)\W+)?back to (?!normal\b|square one\b)\w+|"
+    r"\bwhere were we\b|\bresum(?:e|ing) (?:the|our|with|where)\b",
+    re.IGNORECASE,
+)
+"""A return stated as its own clause ("VIP handled, back to the ticket", "Back to planning"), not
+"let's go back to the first option" (a change of mind within the task)."""
+
+
+def aside_spans(body: Sequence[BaseMessage]) -> dict[int, str]:
+    """Indexes of the messages of an interruption the user has left, as ``aside``.
+
+    A user message that opens with an interruption ("Hold on - ...", "Quick interruption: ...",
+    "Switching gears ...") starts one; a later user message that returns ("... back to the
+    ticket", "where were we", "resuming the review") ends it. The messages from the opening up
+    to the return are the aside; the return itself is not. An interruption not yet left is the
+    current topic and is not marked.
+    """
+    spans: dict[int, str] = {}
+    start: int | None = None
+    for index, message in enumerate(body):
+        if not isinstance(message, HumanMessage):
+            continue
+        text = content_text(message.content)
+        if start is not None and _RESUMES.search(text):
+            spans.update(
+                (i, "aside") for i in range(start, index) if not isinstance(body[i], ToolMessage)
+            )
+            start = None
+        elif start is None and _INTERRUPTS.search(text):
+            start = index
+    return spans
+
+
+__all__ = ["aside_spans"]

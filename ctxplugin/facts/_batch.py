@@ -1,0 +1,92 @@
+"""Writes of one ingest, sent to the fact store together.
+
+Reading a message can store several facts and invalidate the ones they replace; each decision
+reads the store as the earlier ones left it. :class:`WriteBatch` keeps those writes and shows
+them to the reads that follow, then :meth:`WriteBatch.flush` sends them at once: one ``add``
+(one upsert, one embedding call) and at most one ``update`` per ingest instead of one per fact.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ctxplugin.facts.model import Fact, FactQuery, matches
+from ctxplugin.facts.store import FactStore
+from ctxplugin.scope import Scope
+
+
+class WriteBatch:
+    """``store`` as it will be once the pending writes are sent (a :class:`FactStore`).
+
+    Reads merge the pending writes into what the store returns; a similarity search (which
+    needs the pending facts' vectors) sends them first. Not shared between threads.
+    """
+
+    def __init__(self, store: FactStore) -> None:
+        self.store = store
+        self._added: dict[str, Fact] = {}
+        self._updated: dict[str, Fact] = {}
+
+    def add(self, facts: Sequence[Fact]) -> None:
+        for fact in facts:
+            self._updated.pop(fact.id, None)
+            self._added[fact.id] = fact
+
+    def update(self, facts: Sequence[Fact]) -> None:
+        for fact in facts:
+            if fact.id in self._added:
+                self._added[fact.id] = fact  # still to be added: added as it is now
+            else:
+                self._updated[fact.id] = fact
+
+    def _pending(self, fact_id: str) -> Fact | None:
+        fact = self._added.get(fact_id)
+        return self._updated.get(fact_id) if fact is None else fact
+
+    def get(self, ids: Sequence[str], *, reader: Scope) -> list[Fact]:
+        asked = [i for i in ids if self._pending(i) is None]
+        stored = {f.id: f for f in self.store.get(asked, reader=reader)} if asked else {}
+        out: list[Fact] = []
+        for fact_id in ids:
+            fact = self._pending(fact_id)
+            if fact is None:
+                fact = stored.get(fact_id)
+            elif not reader.can_read(fact.owner, fact.visibility):
+                fact = None
+            if fact is not None:
+                out.append(fact)
+        return out
+
+    def find(self, query: FactQuery, *, limit: int | None = None) -> list[Fact]:
+        if not self._added and not self._updated:
+            return self.store.find(query, limit=limit)
+        # pending versions replace stored ones in place; each may drop one stored fact
+        wider = None if limit is None else limit + len(self._updated)
+        found: list[Fact] = []
+        seen: set[str] = set()
+        for fact in self.store.find(query, limit=wider):
+            pending = self._updated.get(fact.id, fact)
+            seen.add(fact.id)
+            if fact.id not in self._added and matches(pending, query):
+                found.append(pending)
+        found += [f for f in self._updated.values() if f.id not in seen and matches(f, query)]
+        found += [f for f in self._added.values() if matches(f, query)]
+        found.sort(key=lambda f: f.created_at, reverse=True)
+        return found if limit is None else found[:limit]
+
+    def search(self, text: str, query: FactQuery, *, n: int) -> list[tuple[Fact, float]]:
+        self.flush()
+        return self.store.search(text, query, n=n)
+
+    def flush(self) -> None:
+        """Send the pending writes: new facts first, then the changes to stored ones (a failure
+        in between leaves both the new and the old fact visible rather than neither)."""
+        added, updated = list(self._added.values()), list(self._updated.values())
+        self._added, self._updated = {}, {}
+        if added:
+            self.store.add(added)
+        if updated:
+            self.store.update(updated)
+
+
+__all__ = ["WriteBatch"]

@@ -1,0 +1,76 @@
+"""Writes of one ingest go to the store together, and the in-memory store reads only the slots
+its reader can see."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from langchain_core.messages import BaseMessage, HumanMessage, ToolMessage
+from pytest_mock import MockerFixture
+
+from ctxplugin.facts import ChromaFactStore, FactQuery, FactsLedger, MemoryFactStore
+from ctxplugin.facts import store as store_module
+from ctxplugin.facts.extract import FactDraft
+from ctxplugin.scope import Scope
+
+S = Scope(session_id="s1")
+RECORDS = ToolMessage(
+    '[{"id": "W-1", "status": "open", "owner": "ana"}, {"id": "W-2", "status": "closed", "owner": "bo"},'
+    ' {"id": "W-3", "status": "open", "owner": "cy"}]',
+    tool_call_id="call_1",
+    name="list_orders",
+)
+
+
+def test_an_ingest_adds_its_facts_in_one_write(mocker: MockerFixture) -> None:
+    store = MemoryFactStore()
+    ledger = FactsLedger(store)
+    add = mocker.spy(store, "add")
+    written = ledger.ingest([HumanMessage("The budget is 50k. The deadline is Friday."), RECORDS], scope=S)
+    assert len(written) > 2
+    assert add.call_count == 1
+    assert {f.id for f in add.call_args.args[0]} >= {f.id for f in written}
+
+
+def test_an_ingest_that_replaces_facts_sends_one_add_and_one_update(mocker: MockerFixture) -> None:
+    def extractor(message: BaseMessage) -> list[FactDraft]:
+        return [FactDraft(text="Data team on Project Gamma", key="data_team"), FactDraft(text="Budget owner is Bo", key="budget_owner")]
+
+    store = MemoryFactStore()
+    ledger = FactsLedger(store, extractor=extractor)
+    old = [ledger.write("Data team on Project Alpha", key="data_team", scope=S), ledger.write("Budget owner is Ana", key="budget_owner", scope=S)]
+    add, update = mocker.spy(store, "add"), mocker.spy(store, "update")
+    written = ledger.ingest([HumanMessage("The data team moved to Project Gamma and Bo owns the budget.")], scope=S)
+    assert [f.text for f in written] == ["Data team on Project Gamma", "Budget owner is Bo"]
+    assert (add.call_count, update.call_count) == (1, 1)
+    assert {f.id for f in update.call_args.args[0]} == {f.id for f in old}
+    assert [ledger.current(k, scope=S).text for k in ("data_team", "budget_owner")] == [f.text for f in written]  # type: ignore[union-attr]
+
+
+def test_facts_decided_in_one_ingest_see_each_other() -> None:
+    ledger = FactsLedger(MemoryFactStore())
+    ledger.ingest([HumanMessage("The meeting is Tuesday at 2pm."), HumanMessage("The meeting is Tuesday at 2pm.")], scope=S)
+    texts = [f.text for f in ledger.store.find(FactQuery(reader=S))]
+    assert len(texts) == len(set(texts)), "a statement repeated within one ingest is stored once"
+
+
+def test_chroma_gets_one_upsert_per_ingest(tmp_path: Path, mocker: MockerFixture) -> None:
+    with ChromaFactStore.persistent(tmp_path) as store:
+        ledger = FactsLedger(store)
+        ledger.write("warm up", scope=S)
+        upsert = mocker.spy(type(store.raw_collection()), "upsert")
+        written = ledger.ingest([HumanMessage("The budget is 50k. The deadline is Friday."), RECORDS], scope=S)
+        assert len(written) > 2
+        assert upsert.call_count == 1
+
+
+def test_a_search_reads_only_the_slots_its_reader_can_see(mocker: MockerFixture) -> None:
+    store = MemoryFactStore()
+    ledger = FactsLedger(store)
+    for session in range(20):
+        ledger.write(f"Order W-{session} ships on Friday", scope=Scope(session_id=f"other-{session}"))
+    mine = ledger.write("Order W-99 ships on Monday", scope=S)
+    checked = mocker.spy(store_module, "matches")
+    hits = ledger.search("when does order W-99 ship?", scope=S)
+    assert [h.fact.id for h in hits] == [mine.id]
+    assert {call.args[0].owner.session_id for call in checked.call_args_list} == {"s1"}

@@ -1,0 +1,73 @@
+"""The per-message memo: found by the message object, bounded, never stale."""
+
+from __future__ import annotations
+
+import gc
+
+import pytest
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+
+from ctxplugin._lru import PerMessage
+from ctxplugin.tokens import count_message, get_counter
+
+
+def test_a_value_is_found_again_for_the_same_message() -> None:
+    memo: PerMessage[str] = PerMessage(4)
+    message = HumanMessage("where is the report?")
+    memo.put(message, "value")
+    assert memo.get(message) == "value"
+
+
+def test_an_equal_but_distinct_message_is_not_the_same_entry() -> None:
+    memo: PerMessage[str] = PerMessage(4)
+    memo.put(HumanMessage("same text", id="a"), "value")
+    assert memo.get(HumanMessage("same text", id="a")) is None
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"content": "new text"},
+        {"additional_kwargs": {"ctxplugin": {"pinned": True}}},
+        {"tool_calls": [{"name": "bash", "args": {"command": "ls"}, "id": "c2", "type": "tool_call"}]},
+    ],
+)
+def test_a_message_given_new_fields_is_computed_again(change: dict[str, object]) -> None:
+    memo: PerMessage[str] = PerMessage(4)
+    message = AIMessage("old text", tool_calls=[{"name": "bash", "args": {"command": "pwd"}, "id": "c1", "type": "tool_call"}])
+    memo.put(message, "value")
+    for field, value in change.items():
+        setattr(message, field, value)
+    assert memo.get(message) is None
+
+
+def test_the_memo_is_bounded_and_evicts_the_oldest() -> None:
+    memo: PerMessage[int] = PerMessage(3)
+    messages = [HumanMessage(f"message {i}") for i in range(5)]
+    for i, message in enumerate(messages):
+        memo.put(message, i)
+    assert len(memo) == 3
+    assert [memo.get(m) for m in messages] == [None, None, 2, 3, 4]
+
+
+def test_a_message_that_is_gone_is_not_held() -> None:
+    memo: PerMessage[int] = PerMessage(4)
+    message = ToolMessage("output", tool_call_id="c1")
+    memo.put(message, 1)
+    del message
+    gc.collect()
+    stranger = ToolMessage("output", tool_call_id="c1")
+    assert memo.get(stranger) is None
+
+
+def test_size_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="at least 1"):
+        PerMessage(0)
+
+
+def test_token_counts_follow_a_changed_message() -> None:
+    counter, _ = get_counter()
+    message = HumanMessage("short")
+    before = count_message(message, counter)
+    message.content = "a much longer text than before, with many more words in it"
+    assert count_message(message, counter) > before
