@@ -2,7 +2,7 @@
 
 Savings alone do not say whether a view still serves the agent. Every call, the account of the
 view checks the values the conversation *used* — what the user wrote and what the assistant
-wrote or passed as tool-call arguments (ids, paths, numbers, quoted values, code names; see
+passed as tool-call arguments (ids, paths, numbers, quoted values, code names; see
 :func:`ctxplugin.history.identifiers.identifiers`) — against the view:
 
 - **shown**: the value occurs in the view as a whole token;
@@ -10,12 +10,13 @@ wrote or passed as tool-call arguments (ids, paths, numbers, quoted values, code
   ``expand_ref`` call brings it back;
 - **left**: neither. These are what the report counts as values that left the view.
 
-Values only a tool output holds are not counted: an output holds thousands and most are never
-used; what the conversation went on to use is what the next step is likely to need. The leading
-system messages are never compressed and are left out.
+Values only a tool output or the assistant's prose holds are not counted: an output holds
+thousands and most are never used, and prose repeats what it read; what the conversation acted
+on is what the next step is likely to need. The leading system messages are never compressed
+and are left out.
 
-Everything derived from one message is memoised by its content in a bounded map, so a call
-costs the new messages plus one pass over the view's own (memoised) messages.
+What one message holds is read once, memoised by the message object and by its text in bounded
+maps, so a call costs its new messages plus a pass of lookups over the history and the view.
 """
 
 from __future__ import annotations
@@ -28,20 +29,31 @@ from dataclasses import dataclass
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
-from ctxplugin._lru import LRU, text_key
+from ctxplugin._lru import LRU, PerMessage, text_key
 from ctxplugin._messages import argument_values
 from ctxplugin.history.identifiers import identifiers
 from ctxplugin.report import ContextReport
 from ctxplugin.tokens import content_text
 
-_MEMO = 32_768
-"""Messages whose values are kept (least recently used first out)."""
+_MEMO = 8192
+"""Messages whose reading is kept (the oldest first out)."""
 
+_by_message: PerMessage[_Read] = PerMessage(_MEMO)
 _lock = threading.Lock()
-_memo: LRU[tuple[str, tuple[int, int, str, str]], tuple[str, ...]] = LRU(_MEMO)
+_by_text: LRU[tuple[str, tuple[int, int, str, str]], _Read] = LRU(_MEMO)
 
 
 logger = logging.getLogger("ctxplugin")
+
+
+@dataclass(frozen=True, slots=True)
+class _Read:
+    """What one message holds: its text (tool-call arguments included), every value in it, and
+    the values it used (all of a user message's; an assistant message's tool-call arguments)."""
+
+    text: str
+    shown: tuple[str, ...]
+    used: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -49,7 +61,8 @@ class Fidelity:
     """What a view kept of the values its conversation used.
 
     Attributes:
-        used: distinct values the user and the assistant wrote (leading system messages aside).
+        used: distinct values the user wrote or the assistant passed in tool-call arguments
+            (leading system messages aside).
         shown: how many of them the view shows.
         behind_refs: values not shown but one ``expand_ref`` away (in a stored output whose ref
             the view shows), in first-seen order.
@@ -64,24 +77,32 @@ class Fidelity:
     left_from_user: tuple[str, ...] = ()
 
 
-def _text(message: BaseMessage) -> str:
-    parts = [content_text(message.content)]
-    if isinstance(message, AIMessage):
-        for call in message.tool_calls:
-            parts.extend(str(leaf) for leaf in argument_values(call.get("args") or {}))
-    return "\n".join(parts)
-
-
-def _values(message: BaseMessage) -> tuple[str, ...]:
-    """The values of one message in first-seen order (memoised by its type and text)."""
-    text = _text(message)
-    key = (message.type, text_key(text))
+def _read(message: BaseMessage) -> _Read:
+    """Text and values of one message, memoised by the message object (a host resends the same
+    objects) and by its text."""
+    found = _by_message.get(message)
+    if found is not None:
+        return found
+    text = content_text(message.content)
+    args = ""
+    if isinstance(message, AIMessage) and message.tool_calls:
+        args = "\n".join(str(leaf) for call in message.tool_calls for leaf in argument_values(call.get("args") or {}))
+    key = (message.type, text_key(f"{text}\n{args}"))
     with _lock:
-        found = _memo.hit(key)
+        found = _by_text.hit(key)
     if found is None:
-        found = tuple(identifiers(text))
+        whole = f"{text}\n{args}" if args else text
+        shown = tuple(identifiers(whole))
+        if isinstance(message, HumanMessage):
+            used = shown
+        elif isinstance(message, AIMessage):
+            used = tuple(identifiers(args)) if args else ()
+        else:
+            used = ()
+        found = _Read(whole, shown, used)
         with _lock:
-            _memo.put(key, found)
+            _by_text.put(key, found)
+    _by_message.put(message, found)
     return found
 
 
@@ -125,7 +146,7 @@ def value_fidelity(
     for message in history[start:]:
         if isinstance(message, (HumanMessage, AIMessage)):
             from_user = isinstance(message, HumanMessage)
-            for value in _values(message):
+            for value in _read(message).used:
                 if value not in used:
                     used[value] = from_user
                 elif from_user:
@@ -134,16 +155,16 @@ def value_fidelity(
         return Fidelity(used=0, shown=0)
     in_view: set[str] = set()
     for message in view:
-        in_view.update(_values(message))
+        in_view.update(_read(message).shown)
     missing = [v for v in used if v not in in_view]
-    view_text = "\n".join(_text(m) for m in view) if missing else ""
+    view_text = "\n".join(_read(m).text for m in view) if missing else ""
     missing = [v for v in missing if not _whole_token(v, view_text)]
     behind: list[str] = []
     left: list[str] = []
     if missing:
         with_ref = _refs_shown(stored or {}, view_text)
         outputs = [
-            set(_values(m))
+            set(_read(m).shown)
             for m in history[start:]
             if isinstance(m, ToolMessage) and m.tool_call_id in with_ref
         ]

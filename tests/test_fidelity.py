@@ -20,7 +20,7 @@ def conversation() -> list[BaseMessage]:
         AIMessage(
             "",
             tool_calls=[
-                {"name": "get_reservation", "args": {"reservation_id": "ZFA04Y"}, "id": "c1"}
+                {"name": "get_reservation", "args": {"reservation_id": "ZFA04Y", "cabin": "business_plus"}, "id": "c1"}
             ],
         ),
         ToolMessage(
@@ -34,21 +34,21 @@ def conversation() -> list[BaseMessage]:
 def test_a_view_that_is_the_history_shows_every_value() -> None:
     history = conversation()
     fidelity = value_fidelity(history, history)
-    assert (
-        fidelity.used == 4
-    )  # ZFA04Y, mia_li_3668, HAT136, credit_card_4421; none of the system prompt
+    # ZFA04Y, mia_li_3668, HAT136 (the user's) and business_plus (a tool-call argument)
+    assert fidelity.used == 4
     assert fidelity.shown == fidelity.used
     assert fidelity.left == () and fidelity.behind_refs == ()
 
 
-def test_values_of_the_system_prompt_and_of_unused_tool_output_are_not_counted() -> None:
+def test_values_of_the_system_prompt_tool_output_and_prose_are_not_counted() -> None:
     history = conversation()
     fidelity = value_fidelity(history, [history[0], history[-1]])
     assert "POL-2024" not in fidelity.left  # only the system prompt holds it
     assert "HAT001" not in fidelity.left  # only a tool output holds it: never used
-    assert set(fidelity.left) == {"ZFA04Y", "mia_li_3668", "HAT136"}
+    assert "credit_card_4421" not in fidelity.left  # only the assistant's prose and an output
+    assert fidelity.left == ("ZFA04Y", "mia_li_3668", "HAT136", "business_plus")
     assert fidelity.left_from_user == ("ZFA04Y", "mia_li_3668", "HAT136")
-    assert fidelity.shown == 1  # credit_card_4421, in the last message
+    assert fidelity.shown == 0
 
 
 def test_a_value_counts_as_shown_only_as_a_whole_token() -> None:
@@ -63,7 +63,7 @@ def test_a_value_in_a_stored_output_whose_ref_the_view_shows_is_behind_a_ref() -
     with_ref = [history[0], HumanMessage(f"(earlier turns are stored: {REF})"), history[4]]
     fidelity = value_fidelity(history, with_ref, stored)
     assert fidelity.behind_refs == ("ZFA04Y",)  # also in the stored reservation
-    assert set(fidelity.left) == {"mia_li_3668", "HAT136"}
+    assert set(fidelity.left) == {"mia_li_3668", "HAT136", "business_plus"}
     # the same view without the ref: nothing is one expand_ref away
     without = value_fidelity(history, [history[0], history[4]], stored)
     assert without.behind_refs == () and "ZFA04Y" in without.left
@@ -72,8 +72,8 @@ def test_a_value_in_a_stored_output_whose_ref_the_view_shows_is_behind_a_ref() -
 def test_describe_names_what_left() -> None:
     history = conversation()
     line = describe(value_fidelity(history, [history[0], history[-1]]), limit=2)
-    assert line.startswith("1 of 4 values shown, 0 behind refs, 3 left the view")
-    assert '"ZFA04Y"' in line and "(+1 more)" in line
+    assert line.startswith("0 of 4 values shown, 0 behind refs, 4 left the view")
+    assert '"ZFA04Y"' in line and "(+2 more)" in line
 
 
 def test_the_report_counts_values_that_left_and_warns_about_the_users(
