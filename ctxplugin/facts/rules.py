@@ -38,9 +38,10 @@ from typing import Any
 from langchain_core.messages import BaseMessage, HumanMessage, ToolMessage
 
 from ctxplugin._untrusted import load_json
+from ctxplugin.facts._json_facts import MAX_RECORDS, clip, flat_items, record_fact, tool_label
 from ctxplugin.facts._text import identifiers, sentences, slug
 from ctxplugin.facts.extract import FactDraft
-from ctxplugin.facts.model import MAX_TEXT, FactKind, FactScope
+from ctxplugin.facts.model import FactKind, FactScope
 from ctxplugin.tokens import content_text
 
 _LEAD = re.compile(
@@ -118,7 +119,6 @@ _URL = re.compile(r"https?://[^\s<>\"'`)\]]+", re.IGNORECASE)
 _NON_SUBJECT = frozenset(
     ["it", "this", "that", "there", "these", "those", "what", "which", "who", "whom", "how", "why", "when", "where", "i", "you", "he", "she", "we", "they", "here", "one", "something", "everything", "nothing", "anything"]
 )
-_ID_FIELD = re.compile(r"^(?:id|.+_id|.+_number|.+_code|.+_ref|sku|slug)$", re.IGNORECASE)
 _MAX_SENTENCES = 40
 _FENCED = re.compile(r"```.*?(?:```|\Z)", re.DOTALL)
 _CODE = re.compile(
@@ -137,7 +137,6 @@ _PROGRESS = re.compile(
 )
 """A tool's progress line (an installer's ``Collecting x``, ``Successfully installed y``): an
 event, never a fact."""
-_MAX_RECORDS = 5
 _TRACE_FRAME = re.compile(r'^\s*(?:File\s+"[^"]*",\s+line\s+\d+|Traceback\s+\(most recent call last\))')
 """A traceback's frame or heading line: where an error happened, an event rather than a fact."""
 _LOG_LABEL = re.compile(
@@ -191,7 +190,7 @@ class RuleExtractor:
         return out
 
     def _sentence(self, raw: str, voice: str) -> list[FactDraft]:
-        sentence = _clip(raw.strip().strip("*_`>").strip())
+        sentence = clip(raw.strip().strip("*_`>").strip())
         if len(sentence) < 4:
             return []
         out: list[FactDraft] = []
@@ -202,7 +201,7 @@ class RuleExtractor:
         if main is not None:
             out.append(main)
         for url in links:
-            out.append(FactDraft(text=_clip(sentence if len(sentence) <= 200 else f"link: {url}"), kind="link", tags=(url.lower().rstrip(".,;"),), importance=0.4))
+            out.append(FactDraft(text=clip(sentence if len(sentence) <= 200 else f"link: {url}"), kind="link", tags=(url.lower().rstrip(".,;"),), importance=0.4))
         if main is None and ids and not links and not question:
             out.append(FactDraft(text=sentence, kind="entity", tags=tuple(ids[:8]), importance=0.4))
         return out
@@ -281,80 +280,15 @@ class RuleExtractor:
 
     def from_json(self, data: dict[str, Any] | list[Any], tool_name: str | None = None) -> list[FactDraft]:
         """One record fact per JSON object (a list gives its first few objects)."""
-        label = _tool_label(tool_name)
+        label = tool_label(tool_name)
         if isinstance(data, dict):
-            draft = _record(data, label, keyed=True)
+            draft = record_fact(data, label, keyed=True)
             return [draft] if draft else []
-        items = _flat_items(data)
-        out = [d for d in (_record(item, label, keyed=False) for item in items[:_MAX_RECORDS]) if d]
-        if len(items) > _MAX_RECORDS and out:
+        items = flat_items(data)
+        out = [d for d in (record_fact(item, label, keyed=False) for item in items[:MAX_RECORDS]) if d]
+        if len(items) > MAX_RECORDS and out:
             out.append(FactDraft(text=f"{label}: {len(items)} results", kind="metric", importance=0.3))
         return out
-
-
-def _record(data: dict[str, Any], label: str, *, keyed: bool) -> FactDraft | None:
-    id_field = next((k for k, v in data.items() if _ID_FIELD.match(k) and isinstance(v, (str, int)) and str(v)), None)
-    parts: list[str] = []
-    for name, value in data.items():
-        if name == id_field:
-            continue
-        parts.append(f"{name}={_brief(value)}")
-    if id_field is not None:
-        stem = re.sub(r"_(?:id|number|code|ref)$", "", id_field, flags=re.IGNORECASE)
-        stem = label if stem.lower() == "id" else stem
-        head = f"{stem} {data[id_field]}"
-        key = f"{stem}:{data[id_field]}" if keyed else None
-    else:
-        head, key = label, None
-    if not parts and id_field is None:
-        return None
-    text = _clip(f"{head}: " + ", ".join(parts)) if parts else head
-    names = {k.lower() for k in _keys(data)}
-    values = " ".join(_brief(v) for v in data.values())
-    found = ([str(data[id_field]).lower()] if id_field else []) + [i for i in identifiers(values) if i not in names]
-    tags = tuple(dict.fromkeys(found))[:8]
-    return FactDraft(text=text, key=key, kind="entity", tags=tags, importance=0.5)
-
-
-def _keys(data: Any, depth: int = 3) -> list[str]:
-    """Field names of nested JSON (so they are not taken for identifiers)."""
-    if depth == 0:
-        return []
-    if isinstance(data, dict):
-        return [str(k) for k in data] + [n for v in data.values() for n in _keys(v, depth - 1)]
-    if isinstance(data, list):
-        return [n for v in data[:20] for n in _keys(v, depth - 1)]
-    return []
-
-
-def _brief(value: Any) -> str:
-    if isinstance(value, dict):
-        inner = ", ".join(f"{k}={_brief(v)}" for k, v in list(value.items())[:4] if not isinstance(v, (dict, list)))
-        return "{" + inner + ("…" if len(value) > 4 else "") + "}"
-    if isinstance(value, list):
-        ids = [str(v.get(k)) for v in value if isinstance(v, dict) for k in v if _ID_FIELD.match(k)][:6]
-        if ids:
-            return "[" + ", ".join(ids) + "]"
-        scalars = [str(v) for v in value if not isinstance(v, (dict, list))][:6]
-        return "[" + ", ".join(scalars) + ("…" if len(value) > 6 else "") + "]" if scalars else f"[{len(value)} items]"
-    return str(value)
-
-
-def _flat_items(data: list[Any]) -> list[dict[str, Any]]:
-    items: list[dict[str, Any]] = []
-    for item in data:
-        if isinstance(item, dict):
-            items.append(item)
-        elif isinstance(item, list):
-            items.extend(i for i in item if isinstance(i, dict))
-    return items
-
-
-def _tool_label(name: str | None) -> str:
-    if not name:
-        return "tool result"
-    label = re.sub(r"^(?:get|fetch|read|search|list|find)_", "", name)
-    return re.sub(r"_(?:details|info|data)$", "", label) or name
 
 
 def _assignment(body: str) -> tuple[re.Match[str] | None, str | None]:
@@ -426,11 +360,6 @@ def _tidy(sentence: str, *, keep_also: bool = False) -> str:
     if len(body) < 4:
         return sentence
     return body[0].upper() + body[1:]
-
-
-def _clip(text: str) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= MAX_TEXT else text[: MAX_TEXT - 1].rstrip() + "…"
 
 
 __all__ = ["RuleExtractor"]

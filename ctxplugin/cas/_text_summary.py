@@ -1,0 +1,330 @@
+"""Zero-LLM summaries of text outputs, one per shape: what each kind of output holds that an agent
+acts on (error lines, outlines, matches, rows, failing tests, changed files), written into a
+budgeted :class:`~ctxplugin.cas._budget.Lines`."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from ctxplugin.cas._budget import Lines, clip
+from ctxplugin.cas._canon import parse_json
+from ctxplugin.cas._records import RecordSet, rare_indexes, summarize_records
+from ctxplugin.cas._text_shapes import (
+    code_outline,
+    fixed_rows,
+    grep_matches,
+    identifiers_in,
+    keyword_lines,
+    strip_numbering,
+    table_rows,
+)
+
+_SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[])")
+_IDENT_WINDOW = 64_000
+_JSONL_PARSED = 100_000
+
+
+def summarize_log(body: str, lines: Lines, *, error_budget: int | None) -> None:
+    """Every error/warning line, then the tail, then the head, printed in line order with
+    their line numbers; identifiers from the rest follow."""
+    all_lines = body.split("\n")
+    while all_lines and not all_lines[-1].strip():
+        all_lines.pop()
+    picked: dict[int, str] = {}
+    # error lines get their own allowance when the tool failed; otherwise most of the budget
+    errors = Lines(lines.counter, error_budget if error_budget is not None else max(lines.left - 25, 20))
+    repeats: dict[str, int] = {}
+    hits = keyword_lines(body)
+    for _, line in hits:
+        repeats[line] = repeats.get(line, 0) + 1
+    placed: set[str] = set()
+    # exception lines first, then where the traceback passed through the project's code, then
+    # every other error or warning line in order
+    exceptions = [h for h in hits if _EXCEPTION.match(h[1])]
+    # errors and failures ahead of warnings when not all fit; they are printed in line order
+    others = sorted((h for h in hits if not _EXCEPTION.match(h[1])), key=lambda h: 0 if _SEVERE.search(h[1]) else 1)
+
+    def place(group: list[tuple[int, str]]) -> None:
+        for number, line in group:
+            if line in placed:
+                continue
+            note = f" (×{repeats[line]})" if repeats[line] > 1 else ""
+            entry = f"L{number + 1}: {clip(line.rstrip(), 240)}{note}"
+            if not errors.add(entry):
+                return
+            placed.add(line)
+            picked[number] = entry
+
+    place(exceptions)
+    frame_line = Lines(lines.counter, max(errors.budget // 3, 40))
+    shown = "\n".join(picked.values())
+    frame_line.add_list("traceback frames: ", [f for f in _frames(body) if f.rsplit(":", 1)[0] not in shown], sep=" > ")
+    errors.used += frame_line.used
+    place(others)
+    rest = Lines(lines.counter, max(0, lines.left - errors.used))
+    edge = 3 if len(all_lines) > 6 else len(all_lines)
+    order = [*range(len(all_lines) - 1, len(all_lines) - 1 - edge, -1), *range(edge)] if len(all_lines) > 6 else list(range(edge))
+    for number in order:
+        if number in picked or number < 0 or not all_lines[number].strip():
+            continue
+        entry = f"L{number + 1}: {clip(all_lines[number].rstrip(), 200)}"
+        if rest.add(entry):
+            picked[number] = entry
+    previous = -1
+    for number in sorted(picked):
+        if previous >= 0 and number > previous + 1:
+            lines.add("…", force=True)
+        lines.add(picked[number], force=True)
+        previous = number
+    missing = len({line for _, line in hits}) - len(placed)
+    if missing > 0:
+        lines.add(f"… {missing} more error/warning lines (expand_ref pattern='error')", force=True)
+    if frame_line.lines:
+        lines.add(frame_line.lines[0], force=True)
+    add_identifiers(body, lines)
+
+
+_SEVERE = re.compile(r"(?i)\b(?:error|fatal|critical|panic|fail(?:ed|ure)?|exception|traceback|crash\w*|killed|denied)\b|[a-z](?:Error|Exception)\b")
+_EXCEPTION = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Warning)\b")
+_FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
+
+
+def _frames(body: str) -> list[str]:
+    """``path:line`` of traceback frames outside installed packages, innermost first."""
+    window = body if len(body) <= 2 * _IDENT_WINDOW else body[:_IDENT_WINDOW] + body[-_IDENT_WINDOW:]
+    if "Traceback" not in window:
+        return []
+    seen: dict[str, None] = {}
+    for path, line, _ in reversed(_FRAME.findall(window)):
+        if "site-packages" not in path and "/lib/python" not in path and "/bin/" not in path:
+            seen.setdefault(f"{path}:{line}", None)
+    return list(seen)
+
+
+def add_error_lines(body: str, lines: Lines) -> None:
+    for number, line in keyword_lines(body)[:20]:
+        lines.add(f"L{number + 1}: {clip(line.strip(), 240)}", force=True)
+
+
+def summarize_code(body: str, lines: Lines) -> None:
+    outline = code_outline(body)
+    placed = 0
+    for number, definition in outline:
+        if not lines.add(f"{number}: {clip(definition, 120)}"):
+            break
+        placed += 1
+    if placed < len(outline):
+        lines.add(f"… {len(outline) - placed} more definitions (expand_ref pattern='def ')", force=True)
+    if not outline:
+        for line in strip_numbering(body)[:5]:
+            lines.add(clip(line[1], 160))
+
+
+def summarize_grep(body: str, lines: Lines) -> None:
+    by_file, total = grep_matches(body)
+    lines.add(f"{total} matches in {len(by_file)} files")
+    placed = 0
+    for path, numbers in by_file.items():
+        shown = ", ".join(numbers[:12]) + (f", …+{len(numbers) - 12}" if len(numbers) > 12 else "")
+        entry = f"{path}: {shown}" if shown else path
+        if not lines.add(entry):
+            break
+        placed += 1
+    if placed < len(by_file):
+        rest = list(by_file)[placed:]
+        lines.add_list("also in: ", rest)
+
+
+def summarize_table(body: str, lines: Lines) -> None:
+    header, rows, sep = table_rows(body)
+    lines.add(f"{len(rows)} rows × {len(header)} columns")
+    lines.add_list("columns: ", header)
+    records = [dict(zip(header, row, strict=False)) for row in rows]
+    if len(records) >= 8 and _rare_rows(records, rows, sep, lines):
+        return
+    shown = 0
+    for row in rows:
+        if not lines.add(clip(sep.join(row), 200)):
+            break
+        shown += 1
+    if shown < len(rows):
+        lines.add(f"… {len(rows) - shown} more rows (expand_ref offset={shown + 1})", force=True)
+
+
+def _rare_rows(records: list[dict[str, Any]], rows: list[list[str]], sep: str, lines: Lines) -> bool:
+    """Spreads and rare rows of a table; False when no row stands out (first rows then)."""
+    if not rare_indexes(records):
+        return False
+    summarize_records(RecordSet(records, lambda i: sep.join(rows[i]), "rows"), lines, head=False)
+    return True
+
+
+def summarize_fixed(body: str, lines: Lines) -> None:
+    header, numbered = fixed_rows(body)
+    all_lines = body.split("\n")
+    records = [r for _, r in numbered]
+    lines.add(f"{len(records)} rows × {len(header)} columns")
+    lines.add_list("columns: ", header)
+    rs = RecordSet(records, lambda i: " ".join(all_lines[numbered[i][0]].split()), "rows")
+    summarize_records(rs, lines, head=False)
+
+
+def summarize_jsonl(body: str, lines: Lines) -> None:
+    raw = [ln for ln in body.split("\n") if ln.strip()]
+    if len(raw) > _JSONL_PARSED:  # parsing is the cost here; the rest stays searchable
+        lines.add(f"{len(raw):,} lines; the first {_JSONL_PARSED:,} are summarized")
+        raw = raw[:_JSONL_PARSED]
+    values = [parse_json(ln) for ln in raw]
+    records = [v if ok and isinstance(v, dict) else {"line": ln} for (ok, v), ln in zip(values, raw, strict=True)]
+    bad = sum(1 for ok, v in values if not (ok and isinstance(v, dict)))
+    if bad:
+        lines.add(f"{bad} lines are not JSON objects")
+    summarize_records(RecordSet(records, lambda i: raw[i].strip(), "lines"), lines, prefix="JSON Lines: ")
+
+
+def summarize_text(body: str, lines: Lines) -> None:
+    """Lead sentences (about half the budget), then identifiers."""
+    lead = " ".join(body[:4000].split())
+    sentences = _SENTENCE.split(lead)
+    half = Lines(lines.counter, lines.budget // 2)
+    for sentence in sentences[:6]:
+        if not half.add(clip(sentence, 300)):
+            if not half.lines:
+                half.add(clip(sentence, 160), force=True)
+            break
+    if half.lines:
+        lines.add(" ".join(half.lines), force=True)
+    _errors_only_new(body, lines)
+    add_identifiers(body, lines)
+
+
+def _errors_only_new(body: str, lines: Lines) -> None:
+    shown = "\n".join(lines.lines)
+    for number, line in keyword_lines(body)[:10]:
+        if line.strip() and line.strip()[:60] not in shown:
+            lines.add(f"L{number + 1}: {clip(line.strip(), 240)}")
+
+
+def add_identifiers(body: str, lines: Lines) -> None:
+    window = body if len(body) <= 2 * _IDENT_WINDOW else body[:_IDENT_WINDOW] + "\n" + body[-_IDENT_WINDOW:]
+    shown = "\n".join(lines.lines)
+    found = [i for i in identifiers_in(window) if i not in shown]
+    if found and lines.left > 8:
+        lines.add_list("ids: ", found)
+
+
+_FAILED_TEST = re.compile(
+    r"^(?:FAILED|ERROR) (\S+::\S+)|^(\S+::\S+?)(?: \S+)* (?:FAILED|ERROR)\b|^--- FAIL: (\S+)|^FAIL\s+(\S+)|"
+    r"^test (\S+) \.\.\. (?:FAILED|ERROR)|^_{3,} (\S.*?) _{3,}$"
+)
+_REPORT_TOTAL = re.compile(r"(?i)^=*\s*(?:\d+ (?:passed|failed|errors?|skipped|xfailed|xpassed|warnings?|deselected)\b.*?)\s*=*$|^(?:ok|FAIL)\s*$|^Ran \d+ tests? in|^(?:FAILED|OK) \(")
+
+
+def summarize_report(body: str, lines: Lines, status: str) -> None:
+    """Totals, every failing test's name, error and warning lines, then the head and tail."""
+    hint = "… expand_ref pattern='FAILED' (or a test name) returns failing tests with context"
+    lines.budget -= lines.cost(hint)
+    all_lines = body.split("\n")
+    totals = [ln.strip().strip("=").strip() for ln in all_lines if _REPORT_TOTAL.match(ln.strip())]
+    outcomes = re.findall(r"\b(PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS)\b", body[:2_000_000])
+    counts = ", ".join(f"{o.lower()} {outcomes.count(o)}" for o in dict.fromkeys(outcomes))
+    lines.add(status + (f"; {totals[-1]}" if totals else f"; {counts}" if counts else ""), force=True)
+    failed: dict[str, None] = {}
+    for line in all_lines:
+        match = _FAILED_TEST.match(line.strip())
+        if match:
+            failed.setdefault(next(g for g in match.groups() if g).split(" - ")[0], None)
+    # one name per test: "tests/a.py::test_x" covers "test_x" and a later "tests/b.py::test_x"
+    names: dict[str, str] = {}
+    for name in failed:
+        names.setdefault(name.rsplit("::", 1)[-1].split("[")[0], name)
+    if names:
+        lines.add_list("failed: ", list(names.values()), more_hint=" (expand_ref pattern='FAILED')")
+    shown = "\n".join(lines.lines)
+    for number, line in keyword_lines(body):
+        text = line.strip()
+        skip = not text or text[:1] == "=" or text[:60] in shown or _FAILED_TEST.match(text) or re.search(r"\bPASSED\b", text)
+        if not skip and not lines.add(f"L{number + 1}: {clip(text, 200)}"):
+            break
+    shown = "\n".join(lines.lines)
+    edges = [i for i in range(min(3, len(all_lines))) if all_lines[i].strip()][:1]
+    edges += [i for i in range(len(all_lines) - 1, max(len(all_lines) - 4, 0), -1) if all_lines[i].strip()][:1]
+    for number in edges:
+        text = all_lines[number].strip()
+        if text[:60] not in shown:
+            lines.add(f"L{number + 1}: {clip(text, 160)}")
+    lines.budget += lines.cost(hint)
+    lines.add(hint, force=True)
+
+
+_DIFF_FILE = re.compile(r"^diff --git a/(\S+) b/(\S+)|^\+\+\+ b/(\S+)|^--- a/(\S+)")
+
+
+def summarize_diff(body: str, lines: Lines) -> None:
+    """Files with lines added/removed; new, deleted and renamed files first; error lines."""
+    files: dict[str, list[int]] = {}
+    marks: dict[str, str] = {}
+    current = ""
+    for line in body.split("\n"):
+        match = _DIFF_FILE.match(line)
+        if match:
+            name = next(g for g in match.groups() if g)
+            if line.startswith("diff --git") or name not in files:
+                current = match.group(2) or name
+                files.setdefault(current, [0, 0])
+            continue
+        if line.startswith(("new file mode", "deleted file mode", "rename from", "Binary files")):
+            marks[current] = line.split(" mode")[0].split(" from")[0].replace("Binary files", "binary")
+        elif line.startswith("+") and not line.startswith("+++") and current:
+            files[current][0] += 1
+        elif line.startswith("-") and not line.startswith("---") and current:
+            files[current][1] += 1
+    added = sum(a for a, _ in files.values())
+    removed = sum(r for _, r in files.values())
+    hint = "… expand_ref pattern='<file name>' returns a file's hunks"
+    lines.budget -= lines.cost(hint)
+    lines.add(f"{len(files)} files changed, +{added} -{removed}", force=True)
+    for name, mark in marks.items():
+        lines.add(f"{mark}: {name}", force=True)
+    lines.add_list("", [f"{n} +{a} -{r}" for n, (a, r) in files.items() if n not in marks], more_hint=" (expand_ref pattern='diff --git')")
+    _errors_only_new(body, lines)
+    lines.budget += lines.cost(hint)
+    lines.add(hint, force=True)
+
+
+_TAG = re.compile(r"<[^>]{0,400}>")
+_TITLE = re.compile(r"(?is)<title[^>]*>(.{0,400}?)</title>|(?m:^#[ \t]+([^\n]+))")
+_HEADING = re.compile(r"(?is)<h([1-3])[^>]*>(.{0,400}?)</h\1>|(?m:^(#{1,3})[ \t]+([^\n]+))")
+
+
+def summarize_markup(body: str, lines: Lines) -> None:
+    """Title, outline of headings, every error/warning sentence, stripped of markup."""
+    window = body[:400_000]
+    text = _TAG.sub(" ", re.sub(r"(?is)<(script|style)\b.*?</\1>", " ", window))
+    title = _TITLE.search(window)
+    if title:
+        lines.add("title: " + clip(" ".join(_TAG.sub(" ", title.group(1) or title.group(2)).split()), 160), force=True)
+    headings = [" ".join(_TAG.sub(" ", m.group(2) or m.group(4)).split()) for m in _HEADING.finditer(window)]
+    warnings = [(n, " ".join(ln.split())) for n, ln in keyword_lines(text) if ln.strip()]
+    for number, line in warnings[:12]:
+        if not lines.add(f"L{number + 1}: {clip(line, 200)}"):
+            break
+    lines.add_list("sections: ", [h for h in headings if h], more_hint=" (expand_ref pattern=...)")
+    add_identifiers(text, lines)
+
+
+__all__ = [
+    "add_error_lines",
+    "add_identifiers",
+    "summarize_code",
+    "summarize_diff",
+    "summarize_fixed",
+    "summarize_grep",
+    "summarize_jsonl",
+    "summarize_log",
+    "summarize_markup",
+    "summarize_report",
+    "summarize_table",
+    "summarize_text",
+]

@@ -1,0 +1,272 @@
+"""The formats recordings come in: which one parsed content is in, and how each one's content
+becomes conversations (see :mod:`ctxplugin.replay.loaders` for the list)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Literal, get_args
+
+from langchain_core.messages import BaseMessage
+
+from ctxplugin.errors import InvalidInputError
+from ctxplugin.replay._conversation import Conversation, ExpectedAction, RecordedUsage
+from ctxplugin.replay._messages import (
+    is_langchain_message,
+    is_message,
+    is_openai_message,
+    to_message,
+    to_messages,
+)
+
+Format = Literal["openai", "langchain", "langsmith", "swe", "tau"]
+FORMATS: tuple[Format, ...] = get_args(Format)
+
+
+SWE_BASH_TOOL: dict[str, Any] = {
+    "type": "function",
+    "function": {
+        "name": "bash",
+        "description": "Run a bash command in the repository and return its output.",
+        "parameters": {
+            "type": "object",
+            "properties": {"command": {"type": "string", "description": "the command to run"}},
+            "required": ["command"],
+        },
+    },
+}
+"""The one tool of a mini-swe-agent recording, which holds no schema: what a replay that needs the
+agent's tool list binds for it."""
+
+
+def detect(data: Any) -> Format:
+    """The format of parsed file content.
+
+    Raises:
+        InvalidInputError: no supported format matches (the message lists them).
+    """
+    if isinstance(data, dict):
+        if str(data.get("trajectory_format", "")).startswith("mini-swe-agent"):
+            return "swe"
+        if isinstance(data.get("runs"), list) or _is_run(data):
+            return "langsmith"
+        messages = data.get("messages")
+        if isinstance(messages, list) and messages:
+            if any(isinstance(m, dict) and "extra" in m for m in messages) and "instance_id" in data:
+                return "swe"
+            return _chat_dialect(messages)
+    elif isinstance(data, list) and data:
+        first = data[0]
+        if isinstance(first, dict) and "traj" in first and "task_id" in first:
+            return "tau"
+        if _is_run(first):
+            return "langsmith"
+        if is_message(first):
+            return _chat_dialect(data)
+        if isinstance(first, dict) and isinstance(first.get("messages"), list) and first["messages"]:
+            return _chat_dialect(first["messages"])
+        if isinstance(first, list) and first:
+            return _chat_dialect(first)
+    raise InvalidInputError(
+        "unknown format: expected OpenAI chat messages, LangChain message dumps, a LangSmith run "
+        f"export, a mini-swe-agent .traj.json or a tau-bench trajectory list (or pass --format {{{','.join(FORMATS)}}})"
+    )
+
+
+def _chat_dialect(messages: Sequence[Any]) -> Format:
+    first = messages[0]
+    if is_openai_message(first):
+        return "openai"
+    if is_langchain_message(first):
+        return "langchain"
+    raise InvalidInputError(f"unknown format: the first item is not a chat message ({_describe(first)})")
+
+
+def _describe(value: Any) -> str:
+    if isinstance(value, dict):
+        return f"an object with keys {sorted(value)[:6]}"
+    return f"a {type(value).__name__}"
+
+
+def _is_run(value: Any) -> bool:
+    return isinstance(value, dict) and isinstance(value.get("inputs"), dict) and ("run_type" in value or "outputs" in value)
+
+
+Builder = tuple[str, Any]  # (conversation id, zero-argument callable building a Conversation)
+
+
+def _chat(data: Any, stem: str) -> list[Builder]:
+    groups: list[tuple[str, Sequence[Any]]] = []
+    if isinstance(data, dict):
+        if not isinstance(data.get("messages"), list):
+            raise InvalidInputError("expected a 'messages' list")
+        groups.append((str(data.get("id") or stem), data["messages"]))
+    elif isinstance(data, list) and data and all(is_message(m) for m in data):
+        groups.append((stem, data))
+    elif isinstance(data, list):
+        for index, item in enumerate(data):
+            if isinstance(item, dict) and isinstance(item.get("messages"), list):
+                groups.append((str(item.get("id") or f"{stem}#{index}"), item["messages"]))
+            elif isinstance(item, list):
+                groups.append((f"{stem}#{index}", item))
+            else:
+                raise InvalidInputError(f"item {index} is {_describe(item)}, not a message or a conversation")
+    if not groups:
+        raise InvalidInputError("no conversation found")
+    return [(cid, lambda raw=raw, cid=cid: Conversation(id=cid, messages=tuple(to_messages(raw)))) for cid, raw in groups]
+
+
+def _swe(data: Any, stem: str) -> list[Builder]:
+    if not isinstance(data, dict) or not isinstance(data.get("messages"), list):
+        raise InvalidInputError("a mini-swe-agent trajectory needs a 'messages' list")
+    cid = str(data.get("instance_id") or stem)
+    return [(cid, lambda: _swe_conversation(cid, data["messages"]))]
+
+
+def _swe_conversation(cid: str, raw_messages: list[Any]) -> Conversation:
+    messages: list[BaseMessage] = []
+    usage: list[RecordedUsage] = []
+    for index, raw in enumerate(raw_messages):
+        if not isinstance(raw, dict):
+            raise InvalidInputError(f"message {index} is {_describe(raw)}, not a message")
+        if raw.get("role") == "exit":  # the run's submission record, not a chat message
+            continue
+        extra = _mapping(raw.get("extra"))
+        response = _mapping(extra.get("response"))
+        fields = {k: v for k, v in raw.items() if k in ("role", "content", "name", "tool_call_id")}
+        if raw.get("role") == "assistant":
+            fields["tool_calls"] = raw.get("tool_calls") or _response_tool_calls(response)
+            figures = response.get("usage")
+            if isinstance(figures, dict) and isinstance(figures.get("prompt_tokens"), int):
+                details = figures.get("prompt_tokens_details") or {}
+                cached = figures.get("prompt_cache_hit_tokens", details.get("cached_tokens", 0))
+                usage.append(RecordedUsage(figures["prompt_tokens"], int(cached or 0)))
+        message = to_message(fields, index)
+        messages.append(message.model_copy(update={"id": f"msg-{index}"}))
+    return Conversation(id=cid, messages=tuple(messages), usage=tuple(usage))
+
+
+def _mapping(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _response_tool_calls(response: dict[str, Any]) -> list[Any]:
+    choices = response.get("choices")
+    if isinstance(choices, list) and choices and isinstance(choices[0], dict):
+        message = choices[0].get("message")
+        if isinstance(message, dict):
+            calls = message.get("tool_calls")
+            return calls if isinstance(calls, list) else []
+    return []
+
+
+def _tau(data: Any, stem: str) -> list[Builder]:
+    if not isinstance(data, list):
+        raise InvalidInputError("a tau-bench file is a list of {task_id, trial, traj} records")
+    builders: list[Builder] = []
+    seen: set[str] = set()
+    for index, record in enumerate(data):
+        if not isinstance(record, dict) or not isinstance(record.get("traj"), list):
+            raise InvalidInputError(f"record {index} has no 'traj' list")
+        cid = f"task-{record.get('task_id', index)}-trial-{record.get('trial', 0)}"
+        if cid in seen:
+            cid = f"{cid}#{index}"
+        seen.add(cid)
+        builders.append(
+            (
+                cid,
+                lambda record=record, cid=cid: Conversation(
+                    id=cid, messages=tuple(to_messages(record["traj"])), actions=_tau_actions(record)
+                ),
+            )
+        )
+    return builders
+
+
+def _tau_actions(record: dict[str, Any]) -> tuple[ExpectedAction, ...]:
+    """The task's ground-truth tool calls: ``info.task.actions`` (else ``info.reward_info.actions``);
+    malformed entries are left out (they only feed a metric)."""
+    info = _mapping(record.get("info"))
+    actions = _mapping(info.get("task")).get("actions")
+    if not isinstance(actions, list):
+        actions = _mapping(info.get("reward_info")).get("actions")
+    if not isinstance(actions, list):
+        return ()
+    return tuple(
+        ExpectedAction(name=item["name"], kwargs=_mapping(item.get("kwargs")))
+        for item in actions
+        if isinstance(item, dict) and isinstance(item.get("name"), str)
+    )
+
+
+def _langsmith(data: Any, stem: str) -> list[Builder]:
+    runs = data.get("runs") if isinstance(data, dict) and "runs" in data else data
+    if isinstance(runs, dict):
+        runs = [runs]
+    if not isinstance(runs, list):
+        raise InvalidInputError("a LangSmith export is a list of runs (or {'runs': [...]})")
+    best: dict[str, tuple[int, int, list[Any]]] = {}
+    for index, run in enumerate(runs):
+        if not _is_run(run):
+            raise InvalidInputError(f"item {index} is {_describe(run)}, not a LangSmith run")
+    # Chat-model runs hold the exact history each call saw; chains only when there are none.
+    only_llm = any(run.get("run_type") == "llm" for run in runs)
+    for index, run in enumerate(runs):
+        if only_llm and run.get("run_type") != "llm":
+            continue
+        raw = _run_messages(run, index)
+        if raw is None:
+            continue
+        trace = str(run.get("trace_id") or run.get("id") or f"{stem}#{index}")
+        if trace not in best or len(raw) > best[trace][1]:
+            best[trace] = (best.get(trace, (index, 0, []))[0], len(raw), raw)
+    if not best:
+        raise InvalidInputError("no run with inputs.messages (chat model runs) in this export")
+    ordered = sorted(best.items(), key=lambda item: item[1][0])
+    return [
+        (trace, lambda raw=raw, trace=trace: Conversation(id=trace, messages=tuple(to_messages(raw))))
+        for trace, (_, _, raw) in ordered
+    ]
+
+
+def _run_messages(run: dict[str, Any], index: int) -> list[Any] | None:
+    """The history a chat-model run saw plus the message it produced."""
+    messages = run["inputs"].get("messages")
+    if not isinstance(messages, list) or not messages:
+        return None
+    if isinstance(messages[0], list):  # batched chat-model inputs: one list per prompt
+        messages = messages[0]
+    reply = _run_output(run.get("outputs"))
+    if reply is None:
+        return list(messages)
+    return [*messages, reply]
+
+
+def _run_output(outputs: Any) -> Any:
+    if not isinstance(outputs, dict):
+        return None
+    if is_message(outputs):
+        return outputs
+    generations = outputs.get("generations")
+    if isinstance(generations, list) and generations:
+        first = generations[0][0] if isinstance(generations[0], list) and generations[0] else generations[0]
+        if isinstance(first, dict) and is_message(first.get("message")):
+            return first["message"]
+    choices = outputs.get("choices")
+    if isinstance(choices, list) and choices and isinstance(choices[0], dict):
+        message = choices[0].get("message")
+        if is_openai_message(message):
+            return message
+    message = outputs.get("message") or outputs.get("output")
+    return message if is_message(message) else None
+
+
+PARSERS: dict[Format, Any] = {
+    "openai": _chat,
+    "langchain": _chat,
+    "langsmith": _langsmith,
+    "swe": _swe,
+    "tau": _tau,
+}
+
+
+__all__ = ["FORMATS", "PARSERS", "SWE_BASH_TOOL", "Builder", "Format", "detect"]
