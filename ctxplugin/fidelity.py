@@ -31,7 +31,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 
 from ctxplugin._lru import LRU, PerMessage, text_key
 from ctxplugin._messages import argument_values
-from ctxplugin.history.identifiers import identifiers
+from ctxplugin.history.identifiers import identifiers, occurs
 from ctxplugin.report import ContextReport
 from ctxplugin.tokens import content_text
 
@@ -106,18 +106,6 @@ def _read(message: BaseMessage) -> _Read:
     return found
 
 
-def _whole_token(value: str, text: str) -> bool:
-    start = text.find(value)
-    while start != -1:
-        end = start + len(value)
-        before = text[start - 1] if start else " "
-        after = text[end] if end < len(text) else " "
-        if not before.isalnum() and not after.isalnum():
-            return True
-        start = text.find(value, start + 1)
-    return False
-
-
 def _refs_shown(stored: Mapping[str, str], view_text: str) -> set[str]:
     """Tool-call ids whose output is stored behind a ref that ``view_text`` shows."""
     return {call_id for call_id, ref in stored.items() if ref in view_text}
@@ -158,7 +146,7 @@ def value_fidelity(
         in_view.update(_read(message).shown)
     missing = [v for v in used if v not in in_view]
     view_text = "\n".join(_read(m).text for m in view) if missing else ""
-    missing = [v for v in missing if not _whole_token(v, view_text)]
+    missing = [v for v in missing if not occurs(v, view_text)]
     behind: list[str] = []
     left: list[str] = []
     if missing:
