@@ -14,7 +14,6 @@ PACKAGE = Path(__file__).resolve().parents[1] / "ctxplugin"
 
 MAX_LINES = 400
 LARGER_FOR_NOW = {
-    "facts/chroma.py",
     "facts/rules.py",
     "cas/summarize.py",
     "cas/expand.py",
