@@ -9,19 +9,15 @@ from __future__ import annotations
 
 import hashlib
 import threading
-import time
 from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 from langchain_core.embeddings import Embeddings
 
-from ctxplugin._chroma import claim_directory, set_http_timeout, translated
 from ctxplugin.config import FactsConfig
-from ctxplugin.errors import ConfigError, StoreError
+from ctxplugin.errors import StoreError
+from ctxplugin.facts._chroma_clients import _close_http_session, _http_connector, _open_persistent
 from ctxplugin.facts._chroma_codec import (
     find_where,
     from_metadata,
@@ -29,24 +25,21 @@ from ctxplugin.facts._chroma_codec import (
     search_where,
     to_metadata,
 )
+from ctxplugin.facts._chroma_embedding import _chroma_function as _chroma_function
+from ctxplugin.facts._chroma_embedding import _translated
+from ctxplugin.facts._chroma_lexical import _LexicalIndexes, _tag
+from ctxplugin.facts._chroma_query import _WIDER, _query, _rank_exactly
 from ctxplugin.facts.embedding import (
     HashingEmbedding,
-    _CallableEmbeddings,
     as_embeddings,
-    cosine,
     embedding_identity,
 )
-from ctxplugin.facts.lexical import LexicalIndex, terms
+from ctxplugin.facts.lexical import terms
 from ctxplugin.facts.model import Fact, FactQuery, matches, reader_keys
 from ctxplugin.scope import Scope
 
 _RETRY_UNFILTERED = 32
-_WIDER = 8
 _MEMO_READERS = 4096
-_SYNC_SECONDS = 2.0
-"""How often a lexical index checks that the collection holds no facts it has not seen (written
-by another process)."""
-_PAGE = 5000
 
 
 class ChromaFactStore:
@@ -87,8 +80,7 @@ class ChromaFactStore:
         # readers whose facts are a small share of the collection: search with the filter at once
         self._filter_first: dict[str, int] = {}
         # collection name -> (lexical index, when it last checked for others' writes)
-        self._lexical: dict[str, tuple[LexicalIndex, float]] = {}
-        self._lexical_lock = threading.Lock()
+        self._lexical = _LexicalIndexes()
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -110,17 +102,7 @@ class ChromaFactStore:
             StoreInUseError: another process has the directory open (use a Chroma server).
             StoreError: Chroma cannot open the directory.
         """
-        import chromadb
-        from chromadb.config import Settings
-
-        Path(path).mkdir(parents=True, exist_ok=True)
-        release = claim_directory(Path(path), wait_s)
-        try:
-            with _translated("open the embedded Chroma store"):
-                client = chromadb.PersistentClient(path=str(path), settings=Settings(anonymized_telemetry=False))
-        except BaseException:
-            release()
-            raise
+        client, release = _open_persistent(path, wait_s)
         store = cls(client, config=config, embedding=embedding)
         store._owns_client = True
         store._release = release
@@ -148,23 +130,7 @@ class ChromaFactStore:
         Raises:
             ConfigError: ``url`` is not an ``http(s)://host[:port]`` URL.
         """
-        parts = urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ConfigError(f"Chroma server URL must look like http://host:port, got {url!r}")
-        ssl = parts.scheme == "https"
-        port = parts.port or (443 if ssl else 8000)
-        host = parts.hostname
-        # imported here, not on first use: importing chromadb takes seconds on a busy machine,
-        # which the first call's deadline is not meant to cover
-        import chromadb
-        from chromadb.config import Settings
-
-        def connect() -> Any:
-            settings = Settings(anonymized_telemetry=False)
-            return set_http_timeout(
-                chromadb.HttpClient(host=host, port=port, ssl=ssl, headers=headers, settings=settings), timeout
-            )
-
+        connect = _http_connector(url, headers, timeout)
         store = cls(connect, config=config, embedding=embedding)
         store._owns_client = True
         return store
@@ -292,7 +258,7 @@ class ChromaFactStore:
             tries = self._filter_first.get(memo_key, 0)
             if tries == 0 or tries % _RETRY_UNFILTERED == 0:
                 for wide in (n, n * _WIDER):
-                    found, _ = self._query(collection, vector, wide, None, query)
+                    found, _ = _query(collection, vector, wide, None, query)
                     # complete only when every stored record was ranked: a short answer from
                     # the index is not proof that nothing else is there (the count is asked
                     # only then: it costs as much as a third of the query at 10k facts)
@@ -301,11 +267,11 @@ class ChromaFactStore:
                         return found[:n]
             self._remember_filter(memo_key)
             where = search_where(query)
-            found, _ = self._query(collection, vector, n, where, query)
+            found, _ = _query(collection, vector, n, where, query)
             if len(found) < n:
                 # a filter that keeps only a few records is where the index's filtered search
                 # can come back short: rank those few exactly instead
-                found = self._rank_exactly(collection, vector, n, where, query) or found
+                found = _rank_exactly(collection, vector, n, where, query) or found
             return found
 
     def search_lexical(self, text: str, query: FactQuery, *, n: int) -> list[tuple[Fact, float]]:
@@ -326,7 +292,7 @@ class ChromaFactStore:
         readable = frozenset(reader_keys(query.reader))
         with _translated("search facts"):
             collection = self._collection(query.reader.tenant_id or "")
-            index = self._lexical_index(collection)
+            index = self._lexical.current(collection)
             hits = index.search(text, n=n, allow=lambda _, tag: may_match(tag, query, readable))
             if not hits:
                 return []
@@ -340,63 +306,6 @@ class ChromaFactStore:
                     found[i] = fact
         return [(found[i], score) for i, score in hits if i in found]
 
-    def _lexical_index(self, collection: Any) -> LexicalIndex:
-        name = collection.name
-        held = self._lexical.get(name)
-        now = time.monotonic()
-        if held is not None and now - held[1] < _SYNC_SECONDS:
-            return held[0]
-        with self._lexical_lock:
-            held = self._lexical.get(name)
-            if held is not None and now - held[1] < _SYNC_SECONDS:
-                return held[0]
-            index = held[0] if held is not None else LexicalIndex()
-            if held is None or collection.count() != len(index):
-                _catch_up(collection, index)
-            self._lexical[name] = (index, time.monotonic())
-            return index
-
-    def _rank_exactly(
-        self, collection: Any, vector: list[float], n: int, where: dict[str, Any], query: FactQuery
-    ) -> list[tuple[Fact, float]]:
-        """All records the filter keeps, ranked by exact cosine, when there are at most
-        ``n * _WIDER`` of them; [] when there are more (then the index's answer stands)."""
-        cap = n * _WIDER
-        result = collection.get(where=where, limit=cap + 1, include=["documents", "metadatas", "embeddings"])
-        ids = result["ids"]
-        if len(ids) > cap:
-            return []
-        readable = frozenset(reader_keys(query.reader))
-        ranked: list[tuple[Fact, float]] = []
-        for i, doc, meta, emb in zip(ids, result["documents"] or [], result["metadatas"] or [], result["embeddings"] if result["embeddings"] is not None else [], strict=True):
-            if not may_match(meta, query, readable):
-                continue
-            fact = from_metadata(i, doc, meta)
-            if matches(fact, query):
-                ranked.append((fact, cosine(vector, list(emb))))
-        ranked.sort(key=lambda pair: pair[1], reverse=True)
-        return ranked[:n]
-
-    def _query(
-        self, collection: Any, vector: list[float], n: int, where: dict[str, Any] | None, query: FactQuery
-    ) -> tuple[list[tuple[Fact, float]], bool]:
-        """Matching facts among the nearest ``n`` (and whether fewer than ``n`` exist at all)."""
-        result = collection.query(
-            query_embeddings=[vector], n_results=n, where=where, include=["documents", "metadatas", "distances"]
-        )
-        ids = result["ids"][0]
-        docs = (result["documents"] or [[]])[0]
-        metas = (result["metadatas"] or [[]])[0]
-        distances = (result["distances"] or [[]])[0]
-        out: list[tuple[Fact, float]] = []
-        readable = frozenset(reader_keys(query.reader))
-        for i, doc, meta, distance in zip(ids, docs, metas, distances, strict=True):
-            if not may_match(meta, query, readable):
-                continue
-            fact = from_metadata(i, doc, meta)
-            if matches(fact, query):
-                out.append((fact, 1.0 - float(distance)))
-        return out, len(ids) < n
 
     def _remember_filter(self, memo_key: str) -> None:
         with self._lock:
@@ -480,110 +389,6 @@ class ChromaFactStore:
             return min(4096, int(self._client_now().get_max_batch_size()))
         except (AttributeError, TypeError, ValueError):
             return 1000
-
-
-def _tag(meta: dict[str, Any] | None) -> dict[str, Any]:
-    """What the lexical index keeps of a fact's metadata: enough for ``may_match``."""
-    meta = meta or {}
-    return {"vis": meta.get("vis"), "is_valid": meta.get("is_valid", True), "scope": meta.get("scope", "global")}
-
-
-def _catch_up(collection: Any, index: LexicalIndex) -> None:
-    """Index the collection's facts ``index`` has not seen, and forget those deleted."""
-    if len(index) == 0:
-        offset = 0
-        while True:
-            page = collection.get(include=["documents", "metadatas"], limit=_PAGE, offset=offset)
-            ids = page["ids"]
-            index.add(zip(ids, page["documents"] or [], [_tag(m) for m in page["metadatas"] or []], strict=True))
-            if len(ids) < _PAGE:
-                return
-            offset += _PAGE
-    stored = set(collection.get(include=[])["ids"])
-    index.remove(index.ids() - stored)
-    missing = sorted(stored - index.ids())
-    for start in range(0, len(missing), _PAGE):
-        page = collection.get(ids=missing[start : start + _PAGE], include=["documents", "metadatas"])
-        index.add(zip(page["ids"], page["documents"] or [], [_tag(m) for m in page["metadatas"] or []], strict=True))
-
-
-def _close_http_session(client: Any) -> None:
-    """Close the HTTP connection pools of a server client and of its internal admin client.
-
-    Each Chroma ``HttpClient`` has its own pools (nothing is shared between clients) and
-    ``close()`` leaves them open, so their sockets would linger until the process exits.
-    """
-    for owner in (client, getattr(client, "_admin_client", None)):
-        session = getattr(getattr(owner, "_server", None), "_session", None)
-        if session is not None and callable(getattr(session, "close", None)):
-            session.close()
-
-
-def _translated(action: str) -> AbstractContextManager[None]:
-    """Chroma errors as store errors (:func:`ctxplugin._chroma.translated`), and a collection
-    made with another embedding as a ``ConfigError`` that says what to do."""
-    return translated(action, _embedding_mismatch)
-
-
-def _embedding_mismatch(exc: Exception) -> ConfigError | None:
-    if isinstance(exc, ValueError) and "embedding function" in str(exc).lower():
-        return ConfigError(
-            f"the facts collection was created with another embedding; use the same embedding "
-            f"or another collection name (config.facts.collection): {exc}"
-        )
-    return None
-
-
-@lru_cache(maxsize=1)
-def _adapter_class() -> type[Any]:
-    from chromadb.api.types import Documents, EmbeddingFunction
-    from chromadb.utils.embedding_functions import register_embedding_function
-
-    class CtxpluginEmbeddingFunction(EmbeddingFunction[Documents]):
-        """Chroma's view of a ctxplugin embedding (so Chroma never loads its default model)."""
-
-        def __init__(self, embedding: Embeddings | None = None, identity: str = "") -> None:
-            self.embedding = embedding
-            self.identity = identity or (embedding_identity(embedding) if embedding is not None else "")
-
-        def __call__(self, input: Documents) -> Any:
-            if self.embedding is None:
-                raise StoreError(
-                    f"the embedding {self.identity!r} of this collection cannot be rebuilt from its "
-                    "stored configuration; open it through ChromaFactStore with the same embedding"
-                )
-            return [list(v) for v in self.embedding.embed_documents(list(input))]
-
-        @staticmethod
-        def name() -> str:
-            return "ctxplugin"
-
-        def get_config(self) -> dict[str, Any]:
-            return {"identity": self.identity}
-
-        @staticmethod
-        def build_from_config(config: dict[str, Any]) -> CtxpluginEmbeddingFunction:
-            identity = str(config.get("identity", ""))
-            if identity.startswith("hash") and identity.endswith("v1"):
-                dims = int(identity[4:-2])
-                return CtxpluginEmbeddingFunction(HashingEmbedding(dims), identity)
-            if identity == "wordllama256v1":
-                from ctxplugin.facts.static import StaticEmbedding
-
-                return CtxpluginEmbeddingFunction(StaticEmbedding(), identity)
-            return CtxpluginEmbeddingFunction(None, identity)
-
-        def default_space(self) -> Any:
-            return "cosine"
-
-    register_embedding_function(CtxpluginEmbeddingFunction)  # type: ignore[no-untyped-call]
-    return CtxpluginEmbeddingFunction
-
-
-def _chroma_function(embedding: Embeddings) -> Any:
-    if isinstance(embedding, _CallableEmbeddings) and callable(getattr(embedding.function, "get_config", None)):
-        return embedding.function  # already a Chroma embedding function
-    return _adapter_class()(embedding)
 
 
 __all__ = ["ChromaFactStore"]

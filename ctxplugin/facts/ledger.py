@@ -1,57 +1,40 @@
 """The facts ledger: writes with supersession, reads, retrieval and extraction (``engine.facts``).
 
-Supersession rules, applied on every write:
-
-1. explicit: ``supersedes=<id>`` replaces that fact (or the current head of its chain);
-2. by key: a new fact replaces the valid fact with the same key, owner and fact scope;
-3. by correction: a draft that names an old value ("X instead of Y") replaces the current fact
-   stating Y when it has no key of its own;
-4. implicit (seed 002, rule 2): a statement with no key of its own that names a keyed fact's
-   subject (every word of its key) and gives it a conflicting value of the same type — another
-   day, time, date, amount of money or percentage — replaces it and takes over its key ("Let's
-   do the meeting Thursday at 3pm" replaces "The meeting is Tuesday at 2pm", keyed
-   ``meeting``). A statement keyed otherwise is about another subject ("The standup meeting is
-   Thursday" keeps ``meeting``). Tool outputs never supersede implicitly, and
-   ``FactsConfig.implicit_supersession=False`` turns the rule off;
-5. authority: a constraint can only be replaced by an equal or higher authority; a lower one's
-   fact is kept, but invalid and pointing at the constraint that refused it;
-6. provenance: a fact read from a tool output (source ``tool``, authority ``tool``, the lowest)
-   never replaces a fact anyone stated — a user, the system prompt, a policy, an API write. It
-   is kept, refused, pointing at the fact it would have replaced. Text a tool returned is data:
-   a fetched page saying "Max discount is 90%" does not override the user's "Max discount is 15%";
-7. fact scope: task, draft and hypothetical facts never replace global or session ones.
-
-A replaced fact stays stored (``is_valid=False``, ``superseded_by``) and is never retrieved;
-facts that depend on it, directly or through others, are marked ``needs_review``.
+Every write applies the supersession rules — explicit, by key, by correction, implicit,
+authority, provenance, fact scope — set out in :mod:`ctxplugin.facts._supersession`. A replaced
+fact stays stored (``is_valid=False``, ``superseded_by``) and is never retrieved; facts that
+depend on it, directly or through others, are marked ``needs_review``.
 """
 
 from __future__ import annotations
 
-import hashlib
 import math
 import threading
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import UTC, datetime
-from typing import Any, get_args
+from typing import Any
 
 from langchain_core.messages import BaseMessage, HumanMessage, ToolMessage
-from pydantic import ValidationError
 
-from ctxplugin._messages import annotation
-from ctxplugin._untrusted import storable_text
 from ctxplugin.config import FactsConfig, FactsStrategy
 from ctxplugin.errors import InvalidInputError
 from ctxplugin.facts._batch import WriteBatch
-from ctxplugin.facts._text import content_words, identifiers, stem
-from ctxplugin.facts._values import conflicting, typed_values
+from ctxplugin.facts._drafts import (
+    _build_fact,
+    _candidate_ids,
+    _marks,
+    _provenance,
+    _valid_draft,
+    _with,
+)
+from ctxplugin.facts._supersession import _MAX_CHAIN, _head, _supersede
+from ctxplugin.facts._text import identifiers
 from ctxplugin.facts.extract import Extractor, ExtractorLike, FactDraft, as_extractor
 from ctxplugin.facts.locks import WriteLock, slot_lock_name
 from ctxplugin.facts.model import (
     AUTHORITY_RANK,
-    PROTECTED_SCOPES,
-    REFUSED,
     RETRIEVED_SCOPES,
     TOOL_AUTHORITY,
     Authority,
@@ -61,26 +44,15 @@ from ctxplugin.facts.model import (
     FactScope,
     MemoryType,
     ScoredFact,
-    Source,
     SourceType,
-    new_fact_id,
-    normalize_audience,
     normalize_key,
     permitted,
-    reader_keys,
     visibility_key,
 )
 from ctxplugin.facts.ranking import fuse, query_tags, rank
 from ctxplugin.facts.rules import RuleExtractor
 from ctxplugin.facts.store import FactStore
 from ctxplugin.scope import Scope, Visibility
-
-_MAX_CHAIN = 1000
-_MAX_ID = 128
-_ANNOTATED_SCOPES = frozenset({"global", "session", "task", "draft", "hypothetical"})
-_IMPLICIT_CANDIDATES = 8
-_KEY_PREFIXES = frozenset({"pref", "decision"})
-"""Words the extraction rules put before a key's subject (``pref_aisle``, ``decision_vendor``)."""
 
 
 class FactsLedger:
@@ -216,11 +188,6 @@ class FactsLedger:
         """The same as :meth:`write` (the name a state API usually gives it)."""
         return self.write(text, **fields)
 
-    def _refused(self, fact: Fact, blocker: Fact, why: str) -> Fact:
-        """Store ``fact`` as refused in favour of ``blocker`` (kept for its history, never current)."""
-        refused = fact.model_copy(update={"is_valid": False, "superseded_by": blocker.id, "note": f"{REFUSED}: {why}"})
-        self._writes().add([refused])
-        return refused
 
     def _commit(
         self,
@@ -233,7 +200,9 @@ class FactsLedger:
         audience: tuple[str, ...] = (),
     ) -> tuple[Fact, bool]:
         """Write one draft; returns the fact and whether it was newly stored."""
-        fact = self._build(_valid_draft(draft), scope=scope, source=source, fact_id=fact_id, audience=audience)
+        fact = _build_fact(
+            _valid_draft(draft), scope=scope, source=source, clock=self.clock, fact_id=fact_id, audience=audience
+        )
         shared: AbstractContextManager[None] = nullcontext()
         if self.lock is not None:
             # connecting can take a second (a Chroma server client): done before the shared
@@ -243,195 +212,10 @@ class FactsLedger:
                 opener(fact.owner)
             shared = self.lock.hold(slot_lock_name(visibility_key(fact.owner, fact.visibility)))
         with self._lock, shared:
-            if fact_id is not None:
-                taken = self._writes().get([fact.id], reader=fact.owner)
-                if taken:
-                    if taken[0].text_hash == fact.text_hash and taken[0].key == fact.key:
-                        return taken[0], False
-                    raise InvalidInputError(
-                        f"fact id {fact_id!r} is already used for another statement; give the new "
-                        f"statement its own id and supersedes={fact_id!r}"
-                    )
-            if fact.depends_on:
-                fact = fact.model_copy(update={"depends_on": tuple(self._resolve(d, fact.owner) for d in fact.depends_on)})
-            existing = self._duplicate(fact)
-            if existing is not None:
-                return existing, False
-            targets = self._targets(fact, draft, supersedes)
-            if not targets and supersedes is None:
-                targets = self._implicit(fact)
-                if targets:
-                    fact = fact.model_copy(update={"key": targets[0].key})
-            protected = [
-                t for t in targets
-                if t.is_constraint and AUTHORITY_RANK[t.authority] > AUTHORITY_RANK[fact.authority]
-            ]
-            stated = [t for t in targets if not t.from_tool] if fact.from_tool else []
-            if stated:
-                blocker = stated[0]
-                why = f"a tool output cannot replace the {blocker.authority} statement {blocker.id}"
-                return self._refused(fact, blocker, why), True
-            if protected:
-                blocker = protected[0]
-                why = f"a {fact.authority} statement cannot replace the {blocker.authority} constraint {blocker.id}"
-                return self._refused(fact, blocker, why), True
-            if fact.scope not in PROTECTED_SCOPES and any(t.scope in PROTECTED_SCOPES for t in targets):
-                kept = [t.id for t in targets if t.scope in PROTECTED_SCOPES]
-                targets = [t for t in targets if t.scope not in PROTECTED_SCOPES]
-                note = f"kept beside {', '.join(kept)}: a {fact.scope} fact does not replace a global or session one"
-                fact = fact.model_copy(update={"note": note})
-            if targets:
-                fact = fact.model_copy(update={"supersedes": targets[0].id})
-            # the new fact is stored before the old one is invalidated: a failure in between
-            # leaves both visible rather than neither
-            self._writes().add([fact])
-            if targets:
-                self._writes().update([t.model_copy(update={"is_valid": False, "superseded_by": fact.id}) for t in targets])
-                self._flag_dependents([t.id for t in targets], scope)
-            return fact, True
-
-    def _build(
-        self,
-        draft: FactDraft,
-        *,
-        scope: Scope,
-        source: SourceType,
-        fact_id: str | None = None,
-        audience: tuple[str, ...] = (),
-    ) -> Fact:
-        visibility = draft.visibility or "session"
-        if visibility == "user" and not scope.user_id:
-            raise InvalidInputError("visibility='user' needs a scope with a user_id")
-        if visibility == "workspace" and not scope.workspace_id:
-            raise InvalidInputError("visibility='workspace' needs a scope with a workspace_id")
-        owner = scope.model_copy(update={"roles": ()}) if scope.roles else scope
-        authority = _authority(draft.authority, source)
-        memory_type = draft.memory_type or _memory_type(source, authority)
-        tags = tuple(dict.fromkeys([t.lower() for t in draft.tags] + identifiers(draft.text)))[:12]
-        try:
-            return Fact(
-                id=new_fact_id() if fact_id is None else _qualified(_caller_id(fact_id), visibility_key(owner, visibility)),
-                key=draft.key,
-                text=draft.text,
-                kind=draft.kind,
-                owner=owner,
-                visibility=visibility,
-                scope=draft.scope,
-                scope_id=draft.scope_id,
-                memory_type=memory_type,
-                source=Source(type=source, ref=draft.source_ref),
-                authority=authority,
-                tags=tags,
-                importance=draft.importance,
-                created_at=self.clock(),
-                depends_on=draft.depends_on,
-                constraint_type=draft.constraint_type,
-                audience=normalize_audience(audience),
+            return _supersede(
+                self._writes(), fact, draft, scope=scope, supersedes=supersedes, fact_id=fact_id,
+                implicit=self.config.implicit_supersession,
             )
-        except ValidationError as exc:
-            problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'fact'}: {e['msg']}" for e in exc.errors())
-            raise InvalidInputError(f"invalid fact: {problems}") from exc
-
-    def _duplicate(self, fact: Fact) -> Fact | None:
-        query = FactQuery(reader=fact.owner, key=fact.key, valid=True, scopes=(fact.scope,), text_hash=fact.text_hash)
-        for found in self._writes().find(query, limit=5):
-            if found.key == fact.key and found.scope_id == fact.scope_id and _same_slot(found, fact):
-                return found
-        return None
-
-    def _targets(self, fact: Fact, draft: FactDraft, supersedes: str | None) -> list[Fact]:
-        reader = fact.owner
-        if supersedes is not None:
-            found = self._writes().get(_candidate_ids(supersedes, reader), reader=reader)
-            if not found:
-                by_key = normalize_key(supersedes)
-                same = self._writes().find(FactQuery(reader=reader, key=by_key, valid=True, scopes=(fact.scope,))) if by_key else []
-                same = [f for f in same if f.scope_id == fact.scope_id and _same_slot(f, fact)]
-                if not same:
-                    raise InvalidInputError(
-                        f"supersedes={supersedes!r}: no fact with that id, nor a current fact with that key, "
-                        "readable from this scope"
-                    )
-                return same
-            head = self._head(found[0], reader)
-            return [head] if head is not None and head.is_valid else []
-        if fact.key is not None:
-            same = self._writes().find(FactQuery(reader=reader, key=fact.key, valid=True, scopes=(fact.scope,)))
-            return [f for f in same if f.scope_id == fact.scope_id and _same_slot(f, fact)]
-        if draft.replaces:
-            return self._stating(draft.replaces, fact)
-        return []
-
-    def _resolve(self, fact_id: str, reader: Scope) -> str:
-        """The stored id of ``fact_id`` (a caller's own id qualified by its slot), or itself."""
-        found = self._writes().get(_candidate_ids(fact_id, reader), reader=reader)
-        return found[0].id if found else fact_id
-
-    def _implicit(self, fact: Fact) -> list[Fact]:
-        """Rule 4: current keyed facts, in ``fact``'s owner slot and fact scope, whose subject
-        (the words of their key) ``fact`` names and whose typed values it contradicts; only for
-        a ``fact`` without a key (a keyed one is about its own subject)."""
-        if (
-            not self.config.implicit_supersession
-            or fact.key is not None
-            or fact.source.type == "tool"
-            or not typed_values(fact.text)
-        ):
-            return []
-        said = {stem(w) for w in content_words(fact.text)}
-        query = FactQuery(reader=fact.owner, valid=True, scopes=(fact.scope,))
-        found: list[Fact] = []
-        for candidate, _ in self._writes().search(fact.text, query, n=_IMPLICIT_CANDIDATES):
-            if candidate.key is None or candidate.scope_id != fact.scope_id:
-                continue
-            subject = {stem(w) for w in content_words(candidate.key.replace("_", " "))} - _KEY_PREFIXES
-            if (
-                subject
-                and subject <= said
-                and _same_slot(candidate, fact)
-                and conflicting(candidate.text, fact.text)
-            ):
-                found.append(candidate)
-        return found
-
-    def _head(self, fact: Fact, reader: Scope) -> Fact | None:
-        """The current end of ``fact``'s supersession chain."""
-        current: Fact | None = fact
-        for _ in range(_MAX_CHAIN):
-            if current is None or current.is_valid or current.superseded_by is None:
-                return current
-            nxt = self._writes().get([current.superseded_by], reader=reader)
-            if not nxt or nxt[0].id == current.id:
-                return current
-            current = nxt[0]
-        return current
-
-    def _stating(self, old_value: str, fact: Fact) -> list[Fact]:
-        """The current fact, in ``fact``'s owner and fact scope, that states ``old_value``."""
-        words = set(content_words(old_value))
-        if not words:
-            return []
-        query = FactQuery(reader=fact.owner, valid=True, scopes=(fact.scope,))
-        for candidate, _ in self._writes().search(old_value, query, n=5):
-            if _same_slot(candidate, fact) and words <= set(content_words(candidate.text)):
-                return [candidate]
-        return []
-
-    def _flag_dependents(self, changed: list[str], reader: Scope) -> None:
-        seen = set(changed)
-        frontier = list(changed)
-        while frontier:
-            source_id = frontier.pop()
-            dependents = self._writes().find(FactQuery(reader=reader, valid=True, depends_on=source_id))
-            flagged = [
-                d.model_copy(update={"needs_review": True, "note": f"depends on {source_id}, which was superseded"})
-                for d in dependents if d.id not in seen
-            ]
-            if flagged:
-                self._writes().update(flagged)
-            for d in flagged:
-                seen.add(d.id)
-                frontier.append(d.id)
 
     # ------------------------------------------------------------------ reads
     def get(self, fact_id: str, *, scope: Scope) -> Fact | None:
@@ -471,7 +255,7 @@ class FactsLedger:
                 continue
             dep = got[0]
             if not dep.is_valid:
-                head = self._head(dep, scope)
+                head = _head(self._writes(), dep, scope)
                 if head is not None and head.is_valid and head.id not in seen and permitted(head, scope):
                     seen.add(head.id)
                     found.append(head)
@@ -610,127 +394,6 @@ class FactsLedger:
                 self._batch.current = None
                 batch.flush()
         return written
-
-
-@dataclass(frozen=True)
-class _Marks:
-    """What a host said about a message's statements (``additional_kwargs["ctxplugin"]``)."""
-
-    fact_scope: FactScope | None = None
-    scope_id: str | None = None
-    authority: Authority | None = None
-    audience: tuple[str, ...] = ()
-
-
-_AUTHORITIES: tuple[str, ...] = get_args(Authority)
-
-
-def _marks(message: BaseMessage, source: SourceType) -> _Marks:
-    note = annotation(message)
-    fact_scope = note.get("fact_scope")
-    if fact_scope is not None and fact_scope not in _ANNOTATED_SCOPES:
-        raise InvalidInputError(
-            f"additional_kwargs['ctxplugin']['fact_scope'] must be one of {sorted(_ANNOTATED_SCOPES)}, got {fact_scope!r}"
-        )
-    authority = note.get("authority") if source != "tool" else None
-    if authority is not None and (authority not in _AUTHORITIES or authority == TOOL_AUTHORITY):
-        raise InvalidInputError(
-            f"additional_kwargs['ctxplugin']['authority'] must be one of "
-            f"{[a for a in _AUTHORITIES if a != TOOL_AUTHORITY]}, got {authority!r}"
-        )
-    scope_id = note.get("scope_id")
-    audience = note.get("audience") or ()
-    return _Marks(
-        fact_scope=fact_scope,
-        scope_id=str(scope_id) if scope_id is not None else None,
-        authority=authority,
-        audience=normalize_audience(audience if not isinstance(audience, str) else (audience,)),
-    )
-
-
-def _authority(given: Authority | None, source: SourceType) -> Authority:
-    """A fact's authority: ``tool`` for anything read from a tool output, whatever an extractor
-    proposed; otherwise the given one, or the source's default."""
-    if source == "tool":
-        return TOOL_AUTHORITY
-    if given is not None:
-        return given
-    return "system" if source == "system" else "policy" if source == "policy" else "user"
-
-
-def _caller_id(fact_id: str) -> str:
-    cleaned = fact_id.strip()
-    if not cleaned or len(cleaned) > _MAX_ID or "~" in cleaned or any(c.isspace() for c in cleaned):
-        raise InvalidInputError(
-            f"fact_id must be 1-{_MAX_ID} characters without spaces or '~', got {fact_id!r}"
-        )
-    return cleaned
-
-
-def _qualified(fact_id: str, slot: str) -> str:
-    """A caller's id as stored: qualified by the owner slot, so that two sessions (or users)
-    using the same id never share, overwrite or read each other's fact."""
-    return f"{fact_id}~{hashlib.sha256(slot.encode('utf-8', 'surrogatepass')).hexdigest()[:8]}"
-
-
-def _candidate_ids(fact_id: str, reader: Scope) -> list[str]:
-    """Stored ids ``fact_id`` may stand for from ``reader``: itself, and the caller's id
-    qualified by each slot ``reader`` can read."""
-    if "~" in fact_id or not fact_id.strip() or any(c.isspace() for c in fact_id):
-        return [fact_id]
-    return [fact_id, *(_qualified(fact_id, key) for key in reader_keys(reader))]
-
-
-def _valid_draft(draft: FactDraft) -> FactDraft:
-    """The draft with lone surrogates (undecodable bytes of a tool output) replaced: fact stores
-    need valid Unicode, and the exact original stays in the CAS behind the fact's ref."""
-    texts = (draft.text, draft.key, draft.replaces, draft.scope_id, draft.constraint_type, *draft.tags)
-    if all(t is None or storable_text(t) is t for t in texts):
-        return draft
-    return replace(
-        draft,
-        text=storable_text(draft.text),
-        key=None if draft.key is None else storable_text(draft.key),
-        replaces=None if draft.replaces is None else storable_text(draft.replaces),
-        scope_id=None if draft.scope_id is None else storable_text(draft.scope_id),
-        constraint_type=None if draft.constraint_type is None else storable_text(draft.constraint_type),
-        tags=tuple(storable_text(t) for t in draft.tags),
-    )
-
-
-def _with(draft: FactDraft, ref: str | None, authority: Authority | None, visibility: Visibility) -> FactDraft:
-    """The draft with provenance, authority and visibility filled in where the extractor left
-    them open."""
-    return replace(
-        draft,
-        source_ref=draft.source_ref or ref,
-        authority=draft.authority or authority,
-        visibility=visibility,
-    )
-
-
-def _provenance(message: BaseMessage) -> str | None:
-    ref = annotation(message).get("ref")
-    if isinstance(ref, str) and ref:
-        return ref
-    if message.id:
-        return str(message.id)
-    if isinstance(message, ToolMessage):
-        return message.tool_call_id
-    return None
-
-
-def _memory_type(source: SourceType, authority: str) -> MemoryType:
-    # 002's rule: policy and system sources are organisational knowledge; the rest is the user's
-    if source in ("tool", "system", "policy") or authority in ("policy", "system", "executive"):
-        return "organizational"
-    return "user"
-
-
-def _same_slot(a: Fact, b: Fact) -> bool:
-    """Whether two facts share an owner slot: the same session for session facts, the same user
-    for user facts, and so on (the unit within which a key supersedes)."""
-    return a.visibility == b.visibility and visibility_key(a.owner, a.visibility) == visibility_key(b.owner, b.visibility)
 
 
 __all__ = ["FactsLedger"]

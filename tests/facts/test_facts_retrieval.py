@@ -23,7 +23,7 @@ from ctxplugin.facts import (
     HashingEmbedding,
     MemoryFactStore,
 )
-from ctxplugin.facts import chroma as chroma_module
+from ctxplugin.facts import _chroma_lexical as chroma_lexical_module
 from ctxplugin.facts import static as static_module
 from ctxplugin.facts.embedding import as_embeddings, cosine
 from ctxplugin.facts.lexical import LexicalIndex, terms
@@ -160,7 +160,7 @@ def test_a_fact_naming_the_asked_identifier_comes_first() -> None:
 
 def test_chroma_lexical_index_catches_up_with_another_writer(chroma_server: ChromaServer, monkeypatch: pytest.MonkeyPatch) -> None:
     config = FactsConfig(collection=f"f{uuid.uuid4().hex[:12]}")
-    monkeypatch.setattr(chroma_module, "_SYNC_SECONDS", 0.0)
+    monkeypatch.setattr(chroma_lexical_module, "_SYNC_SECONDS", 0.0)
     with ChromaFactStore.http(chroma_server.url, config=config) as reader, ChromaFactStore.http(chroma_server.url, config=config) as writer:
         mine = FactsLedger(reader)
         mine.write("Kenji prefers window seats", scope=S)

@@ -1,0 +1,64 @@
+"""The Chroma clients a fact store opens itself: embedded on disk, or a server's, and closing them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from ctxplugin._chroma import claim_directory, set_http_timeout
+from ctxplugin.errors import ConfigError
+from ctxplugin.facts._chroma_embedding import _translated
+
+
+def _open_persistent(path: str | Path, wait_s: float) -> tuple[Any, Callable[[], None]]:
+    """An embedded client on ``path`` (created if missing), and the release of the directory
+    claimed for it (see :func:`ctxplugin._chroma.claim_directory`)."""
+    import chromadb
+    from chromadb.config import Settings
+
+    Path(path).mkdir(parents=True, exist_ok=True)
+    release = claim_directory(Path(path), wait_s)
+    try:
+        with _translated("open the embedded Chroma store"):
+            client = chromadb.PersistentClient(path=str(path), settings=Settings(anonymized_telemetry=False))
+    except BaseException:
+        release()
+        raise
+    return client, release
+
+
+def _http_connector(url: str, headers: dict[str, str] | None, timeout: float) -> Callable[[], Any]:
+    """A function connecting to the Chroma server at ``url`` (every request bounded by
+    ``timeout`` seconds); a ``ConfigError`` at once when ``url`` is not ``http(s)://host[:port]``."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigError(f"Chroma server URL must look like http://host:port, got {url!r}")
+    ssl = parts.scheme == "https"
+    port = parts.port or (443 if ssl else 8000)
+    host = parts.hostname
+    # imported here, not on first use: importing chromadb takes seconds on a busy machine,
+    # which the first call's deadline is not meant to cover
+    import chromadb
+    from chromadb.config import Settings
+
+    def connect() -> Any:
+        settings = Settings(anonymized_telemetry=False)
+        return set_http_timeout(
+            chromadb.HttpClient(host=host, port=port, ssl=ssl, headers=headers, settings=settings), timeout
+        )
+
+    return connect
+
+
+def _close_http_session(client: Any) -> None:
+    """Close the HTTP connection pools of a server client and of its internal admin client.
+
+    Each Chroma ``HttpClient`` has its own pools (nothing is shared between clients) and
+    ``close()`` leaves them open, so their sockets would linger until the process exits.
+    """
+    for owner in (client, getattr(client, "_admin_client", None)):
+        session = getattr(getattr(owner, "_server", None), "_session", None)
+        if session is not None and callable(getattr(session, "close", None)):
+            session.close()

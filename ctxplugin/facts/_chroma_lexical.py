@@ -1,0 +1,76 @@
+"""The lexical index of each Chroma collection of facts, kept in the process.
+
+Read once on the first lexical search, kept current by the store's own writes, and brought up to
+date with facts other processes wrote when the collection's count differs from it.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+from ctxplugin.facts.lexical import LexicalIndex
+
+_SYNC_SECONDS = 2.0
+"""How often a lexical index checks that the collection holds no facts it has not seen (written
+by another process)."""
+_PAGE = 5000
+
+
+class _LexicalIndexes:
+    """Collection name -> (lexical index, when it last checked for others' writes)."""
+
+    def __init__(self) -> None:
+        self._held: dict[str, tuple[LexicalIndex, float]] = {}
+        self._lock = threading.Lock()
+
+    def get(self, name: str) -> tuple[LexicalIndex, float] | None:
+        """The index of the collection ``name`` and when it was checked, if one was read."""
+        return self._held.get(name)
+
+    def clear(self) -> None:
+        self._held.clear()
+
+    def current(self, collection: Any) -> LexicalIndex:
+        """The index of ``collection``, brought up to date with what other processes wrote when
+        it was last checked more than :data:`_SYNC_SECONDS` ago."""
+        name = collection.name
+        held = self._held.get(name)
+        now = time.monotonic()
+        if held is not None and now - held[1] < _SYNC_SECONDS:
+            return held[0]
+        with self._lock:
+            held = self._held.get(name)
+            if held is not None and now - held[1] < _SYNC_SECONDS:
+                return held[0]
+            index = held[0] if held is not None else LexicalIndex()
+            if held is None or collection.count() != len(index):
+                _catch_up(collection, index)
+            self._held[name] = (index, time.monotonic())
+            return index
+
+
+def _tag(meta: dict[str, Any] | None) -> dict[str, Any]:
+    """What the lexical index keeps of a fact's metadata: enough for ``may_match``."""
+    meta = meta or {}
+    return {"vis": meta.get("vis"), "is_valid": meta.get("is_valid", True), "scope": meta.get("scope", "global")}
+
+
+def _catch_up(collection: Any, index: LexicalIndex) -> None:
+    """Index the collection's facts ``index`` has not seen, and forget those deleted."""
+    if len(index) == 0:
+        offset = 0
+        while True:
+            page = collection.get(include=["documents", "metadatas"], limit=_PAGE, offset=offset)
+            ids = page["ids"]
+            index.add(zip(ids, page["documents"] or [], [_tag(m) for m in page["metadatas"] or []], strict=True))
+            if len(ids) < _PAGE:
+                return
+            offset += _PAGE
+    stored = set(collection.get(include=[])["ids"])
+    index.remove(index.ids() - stored)
+    missing = sorted(stored - index.ids())
+    for start in range(0, len(missing), _PAGE):
+        page = collection.get(ids=missing[start : start + _PAGE], include=["documents", "metadatas"])
+        index.add(zip(page["ids"], page["documents"] or [], [_tag(m) for m in page["metadatas"] or []], strict=True))

@@ -1,0 +1,196 @@
+"""From a message or a draft to a fact: what a host marked on a message, provenance,
+authority, memory type, the caller's own ids, and the fact built from a draft.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import get_args
+
+from langchain_core.messages import BaseMessage, ToolMessage
+from pydantic import ValidationError
+
+from ctxplugin._messages import annotation
+from ctxplugin._untrusted import storable_text
+from ctxplugin.errors import InvalidInputError
+from ctxplugin.facts._text import identifiers
+from ctxplugin.facts.extract import FactDraft
+from ctxplugin.facts.model import (
+    TOOL_AUTHORITY,
+    Authority,
+    Fact,
+    FactScope,
+    MemoryType,
+    Source,
+    SourceType,
+    new_fact_id,
+    normalize_audience,
+    reader_keys,
+    visibility_key,
+)
+from ctxplugin.scope import Scope, Visibility
+
+_MAX_ID = 128
+_ANNOTATED_SCOPES = frozenset({"global", "session", "task", "draft", "hypothetical"})
+
+
+def _build_fact(
+    draft: FactDraft,
+    *,
+    scope: Scope,
+    source: SourceType,
+    clock: Callable[[], datetime],
+    fact_id: str | None = None,
+    audience: tuple[str, ...] = (),
+) -> Fact:
+    """A fact from ``draft`` written by ``scope``, stamped with ``clock()``."""
+    visibility = draft.visibility or "session"
+    if visibility == "user" and not scope.user_id:
+        raise InvalidInputError("visibility='user' needs a scope with a user_id")
+    if visibility == "workspace" and not scope.workspace_id:
+        raise InvalidInputError("visibility='workspace' needs a scope with a workspace_id")
+    owner = scope.model_copy(update={"roles": ()}) if scope.roles else scope
+    authority = _authority(draft.authority, source)
+    memory_type = draft.memory_type or _memory_type(source, authority)
+    tags = tuple(dict.fromkeys([t.lower() for t in draft.tags] + identifiers(draft.text)))[:12]
+    try:
+        return Fact(
+            id=new_fact_id() if fact_id is None else _qualified(_caller_id(fact_id), visibility_key(owner, visibility)),
+            key=draft.key,
+            text=draft.text,
+            kind=draft.kind,
+            owner=owner,
+            visibility=visibility,
+            scope=draft.scope,
+            scope_id=draft.scope_id,
+            memory_type=memory_type,
+            source=Source(type=source, ref=draft.source_ref),
+            authority=authority,
+            tags=tags,
+            importance=draft.importance,
+            created_at=clock(),
+            depends_on=draft.depends_on,
+            constraint_type=draft.constraint_type,
+            audience=normalize_audience(audience),
+        )
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'fact'}: {e['msg']}" for e in exc.errors())
+        raise InvalidInputError(f"invalid fact: {problems}") from exc
+
+
+@dataclass(frozen=True)
+class _Marks:
+    """What a host said about a message's statements (``additional_kwargs["ctxplugin"]``)."""
+
+    fact_scope: FactScope | None = None
+    scope_id: str | None = None
+    authority: Authority | None = None
+    audience: tuple[str, ...] = ()
+
+
+_AUTHORITIES: tuple[str, ...] = get_args(Authority)
+
+
+def _marks(message: BaseMessage, source: SourceType) -> _Marks:
+    note = annotation(message)
+    fact_scope = note.get("fact_scope")
+    if fact_scope is not None and fact_scope not in _ANNOTATED_SCOPES:
+        raise InvalidInputError(
+            f"additional_kwargs['ctxplugin']['fact_scope'] must be one of {sorted(_ANNOTATED_SCOPES)}, got {fact_scope!r}"
+        )
+    authority = note.get("authority") if source != "tool" else None
+    if authority is not None and (authority not in _AUTHORITIES or authority == TOOL_AUTHORITY):
+        raise InvalidInputError(
+            f"additional_kwargs['ctxplugin']['authority'] must be one of "
+            f"{[a for a in _AUTHORITIES if a != TOOL_AUTHORITY]}, got {authority!r}"
+        )
+    scope_id = note.get("scope_id")
+    audience = note.get("audience") or ()
+    return _Marks(
+        fact_scope=fact_scope,
+        scope_id=str(scope_id) if scope_id is not None else None,
+        authority=authority,
+        audience=normalize_audience(audience if not isinstance(audience, str) else (audience,)),
+    )
+
+
+def _authority(given: Authority | None, source: SourceType) -> Authority:
+    """A fact's authority: ``tool`` for anything read from a tool output, whatever an extractor
+    proposed; otherwise the given one, or the source's default."""
+    if source == "tool":
+        return TOOL_AUTHORITY
+    if given is not None:
+        return given
+    return "system" if source == "system" else "policy" if source == "policy" else "user"
+
+
+def _caller_id(fact_id: str) -> str:
+    cleaned = fact_id.strip()
+    if not cleaned or len(cleaned) > _MAX_ID or "~" in cleaned or any(c.isspace() for c in cleaned):
+        raise InvalidInputError(
+            f"fact_id must be 1-{_MAX_ID} characters without spaces or '~', got {fact_id!r}"
+        )
+    return cleaned
+
+
+def _qualified(fact_id: str, slot: str) -> str:
+    """A caller's id as stored: qualified by the owner slot, so that two sessions (or users)
+    using the same id never share, overwrite or read each other's fact."""
+    return f"{fact_id}~{hashlib.sha256(slot.encode('utf-8', 'surrogatepass')).hexdigest()[:8]}"
+
+
+def _candidate_ids(fact_id: str, reader: Scope) -> list[str]:
+    """Stored ids ``fact_id`` may stand for from ``reader``: itself, and the caller's id
+    qualified by each slot ``reader`` can read."""
+    if "~" in fact_id or not fact_id.strip() or any(c.isspace() for c in fact_id):
+        return [fact_id]
+    return [fact_id, *(_qualified(fact_id, key) for key in reader_keys(reader))]
+
+
+def _valid_draft(draft: FactDraft) -> FactDraft:
+    """The draft with lone surrogates (undecodable bytes of a tool output) replaced: fact stores
+    need valid Unicode, and the exact original stays in the CAS behind the fact's ref."""
+    texts = (draft.text, draft.key, draft.replaces, draft.scope_id, draft.constraint_type, *draft.tags)
+    if all(t is None or storable_text(t) is t for t in texts):
+        return draft
+    return replace(
+        draft,
+        text=storable_text(draft.text),
+        key=None if draft.key is None else storable_text(draft.key),
+        replaces=None if draft.replaces is None else storable_text(draft.replaces),
+        scope_id=None if draft.scope_id is None else storable_text(draft.scope_id),
+        constraint_type=None if draft.constraint_type is None else storable_text(draft.constraint_type),
+        tags=tuple(storable_text(t) for t in draft.tags),
+    )
+
+
+def _with(draft: FactDraft, ref: str | None, authority: Authority | None, visibility: Visibility) -> FactDraft:
+    """The draft with provenance, authority and visibility filled in where the extractor left
+    them open."""
+    return replace(
+        draft,
+        source_ref=draft.source_ref or ref,
+        authority=draft.authority or authority,
+        visibility=visibility,
+    )
+
+
+def _provenance(message: BaseMessage) -> str | None:
+    ref = annotation(message).get("ref")
+    if isinstance(ref, str) and ref:
+        return ref
+    if message.id:
+        return str(message.id)
+    if isinstance(message, ToolMessage):
+        return message.tool_call_id
+    return None
+
+
+def _memory_type(source: SourceType, authority: str) -> MemoryType:
+    # 002's rule: policy and system sources are organisational knowledge; the rest is the user's
+    if source in ("tool", "system", "policy") or authority in ("policy", "system", "executive"):
+        return "organizational"
+    return "user"

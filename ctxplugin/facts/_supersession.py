@@ -1,0 +1,232 @@
+"""Supersession: what a new fact replaces when the ledger writes it.
+
+The rules, applied on every write:
+
+1. explicit: ``supersedes=<id>`` replaces that fact (or the current head of its chain);
+2. by key: a new fact replaces the valid fact with the same key, owner and fact scope;
+3. by correction: a draft that names an old value ("X instead of Y") replaces the current fact
+   stating Y when it has no key of its own;
+4. implicit (seed 002, rule 2): a statement with no key of its own that names a keyed fact's
+   subject (every word of its key) and gives it a conflicting value of the same type — another
+   day, time, date, amount of money or percentage — replaces it and takes over its key ("Let's
+   do the meeting Thursday at 3pm" replaces "The meeting is Tuesday at 2pm", keyed
+   ``meeting``). A statement keyed otherwise is about another subject ("The standup meeting is
+   Thursday" keeps ``meeting``). Tool outputs never supersede implicitly, and
+   ``FactsConfig.implicit_supersession=False`` turns the rule off;
+5. authority: a constraint can only be replaced by an equal or higher authority; a lower one's
+   fact is kept, but invalid and pointing at the constraint that refused it;
+6. provenance: a fact read from a tool output (source ``tool``, authority ``tool``, the lowest)
+   never replaces a fact anyone stated — a user, the system prompt, a policy, an API write. It
+   is kept, refused, pointing at the fact it would have replaced. Text a tool returned is data:
+   a fetched page saying "Max discount is 90%" does not override the user's "Max discount is 15%";
+7. fact scope: task, draft and hypothetical facts never replace global or session ones.
+
+A replaced fact stays stored (``is_valid=False``, ``superseded_by``) and is never retrieved;
+facts that depend on it, directly or through others, are marked ``needs_review``.
+"""
+
+from __future__ import annotations
+
+from ctxplugin.errors import InvalidInputError
+from ctxplugin.facts._batch import WriteBatch
+from ctxplugin.facts._drafts import _candidate_ids
+from ctxplugin.facts._text import content_words, stem
+from ctxplugin.facts._values import conflicting, typed_values
+from ctxplugin.facts.extract import FactDraft
+from ctxplugin.facts.model import (
+    AUTHORITY_RANK,
+    PROTECTED_SCOPES,
+    REFUSED,
+    Fact,
+    FactQuery,
+    normalize_key,
+    visibility_key,
+)
+from ctxplugin.facts.store import FactStore
+from ctxplugin.scope import Scope
+
+_MAX_CHAIN = 1000
+_IMPLICIT_CANDIDATES = 8
+_KEY_PREFIXES = frozenset({"pref", "decision"})
+"""Words the extraction rules put before a key's subject (``pref_aisle``, ``decision_vendor``)."""
+
+
+def _supersede(
+    writes: FactStore | WriteBatch,
+    fact: Fact,
+    draft: FactDraft,
+    *,
+    scope: Scope,
+    supersedes: str | None,
+    fact_id: str | None,
+    implicit: bool,
+) -> tuple[Fact, bool]:
+    """Store ``fact`` (built from ``draft``) in ``writes``, applying the rules; returns the fact
+    and whether it was newly stored. The ledger holds its locks around the call."""
+    if fact_id is not None:
+        taken = writes.get([fact.id], reader=fact.owner)
+        if taken:
+            if taken[0].text_hash == fact.text_hash and taken[0].key == fact.key:
+                return taken[0], False
+            raise InvalidInputError(
+                f"fact id {fact_id!r} is already used for another statement; give the new "
+                f"statement its own id and supersedes={fact_id!r}"
+            )
+    if fact.depends_on:
+        fact = fact.model_copy(update={"depends_on": tuple(_resolve(writes, d, fact.owner) for d in fact.depends_on)})
+    existing = _duplicate(writes, fact)
+    if existing is not None:
+        return existing, False
+    targets = _targets(writes, fact, draft, supersedes)
+    if not targets and supersedes is None:
+        targets = _implicit(writes, fact, enabled=implicit)
+        if targets:
+            fact = fact.model_copy(update={"key": targets[0].key})
+    protected = [
+        t for t in targets
+        if t.is_constraint and AUTHORITY_RANK[t.authority] > AUTHORITY_RANK[fact.authority]
+    ]
+    stated = [t for t in targets if not t.from_tool] if fact.from_tool else []
+    if stated:
+        blocker = stated[0]
+        why = f"a tool output cannot replace the {blocker.authority} statement {blocker.id}"
+        return _refused(writes, fact, blocker, why), True
+    if protected:
+        blocker = protected[0]
+        why = f"a {fact.authority} statement cannot replace the {blocker.authority} constraint {blocker.id}"
+        return _refused(writes, fact, blocker, why), True
+    if fact.scope not in PROTECTED_SCOPES and any(t.scope in PROTECTED_SCOPES for t in targets):
+        kept = [t.id for t in targets if t.scope in PROTECTED_SCOPES]
+        targets = [t for t in targets if t.scope not in PROTECTED_SCOPES]
+        note = f"kept beside {', '.join(kept)}: a {fact.scope} fact does not replace a global or session one"
+        fact = fact.model_copy(update={"note": note})
+    if targets:
+        fact = fact.model_copy(update={"supersedes": targets[0].id})
+    # the new fact is stored before the old one is invalidated: a failure in between
+    # leaves both visible rather than neither
+    writes.add([fact])
+    if targets:
+        writes.update([t.model_copy(update={"is_valid": False, "superseded_by": fact.id}) for t in targets])
+        _flag_dependents(writes, [t.id for t in targets], scope)
+    return fact, True
+
+
+def _refused(writes: FactStore | WriteBatch, fact: Fact, blocker: Fact, why: str) -> Fact:
+    """Store ``fact`` as refused in favour of ``blocker`` (kept for its history, never current)."""
+    refused = fact.model_copy(update={"is_valid": False, "superseded_by": blocker.id, "note": f"{REFUSED}: {why}"})
+    writes.add([refused])
+    return refused
+
+
+def _duplicate(writes: FactStore | WriteBatch, fact: Fact) -> Fact | None:
+    query = FactQuery(reader=fact.owner, key=fact.key, valid=True, scopes=(fact.scope,), text_hash=fact.text_hash)
+    for found in writes.find(query, limit=5):
+        if found.key == fact.key and found.scope_id == fact.scope_id and _same_slot(found, fact):
+            return found
+    return None
+
+
+def _targets(writes: FactStore | WriteBatch, fact: Fact, draft: FactDraft, supersedes: str | None) -> list[Fact]:
+    reader = fact.owner
+    if supersedes is not None:
+        found = writes.get(_candidate_ids(supersedes, reader), reader=reader)
+        if not found:
+            by_key = normalize_key(supersedes)
+            same = writes.find(FactQuery(reader=reader, key=by_key, valid=True, scopes=(fact.scope,))) if by_key else []
+            same = [f for f in same if f.scope_id == fact.scope_id and _same_slot(f, fact)]
+            if not same:
+                raise InvalidInputError(
+                    f"supersedes={supersedes!r}: no fact with that id, nor a current fact with that key, "
+                    "readable from this scope"
+                )
+            return same
+        head = _head(writes, found[0], reader)
+        return [head] if head is not None and head.is_valid else []
+    if fact.key is not None:
+        same = writes.find(FactQuery(reader=reader, key=fact.key, valid=True, scopes=(fact.scope,)))
+        return [f for f in same if f.scope_id == fact.scope_id and _same_slot(f, fact)]
+    if draft.replaces:
+        return _stating(writes, draft.replaces, fact)
+    return []
+
+
+def _resolve(writes: FactStore | WriteBatch, fact_id: str, reader: Scope) -> str:
+    """The stored id of ``fact_id`` (a caller's own id qualified by its slot), or itself."""
+    found = writes.get(_candidate_ids(fact_id, reader), reader=reader)
+    return found[0].id if found else fact_id
+
+
+def _implicit(writes: FactStore | WriteBatch, fact: Fact, *, enabled: bool) -> list[Fact]:
+    """Rule 4: current keyed facts, in ``fact``'s owner slot and fact scope, whose subject
+    (the words of their key) ``fact`` names and whose typed values it contradicts; only for
+    a ``fact`` without a key (a keyed one is about its own subject)."""
+    if (
+        not enabled
+        or fact.key is not None
+        or fact.source.type == "tool"
+        or not typed_values(fact.text)
+    ):
+        return []
+    said = {stem(w) for w in content_words(fact.text)}
+    query = FactQuery(reader=fact.owner, valid=True, scopes=(fact.scope,))
+    found: list[Fact] = []
+    for candidate, _ in writes.search(fact.text, query, n=_IMPLICIT_CANDIDATES):
+        if candidate.key is None or candidate.scope_id != fact.scope_id:
+            continue
+        subject = {stem(w) for w in content_words(candidate.key.replace("_", " "))} - _KEY_PREFIXES
+        if (
+            subject
+            and subject <= said
+            and _same_slot(candidate, fact)
+            and conflicting(candidate.text, fact.text)
+        ):
+            found.append(candidate)
+    return found
+
+
+def _head(writes: FactStore | WriteBatch, fact: Fact, reader: Scope) -> Fact | None:
+    """The current end of ``fact``'s supersession chain."""
+    current: Fact | None = fact
+    for _ in range(_MAX_CHAIN):
+        if current is None or current.is_valid or current.superseded_by is None:
+            return current
+        nxt = writes.get([current.superseded_by], reader=reader)
+        if not nxt or nxt[0].id == current.id:
+            return current
+        current = nxt[0]
+    return current
+
+
+def _stating(writes: FactStore | WriteBatch, old_value: str, fact: Fact) -> list[Fact]:
+    """The current fact, in ``fact``'s owner and fact scope, that states ``old_value``."""
+    words = set(content_words(old_value))
+    if not words:
+        return []
+    query = FactQuery(reader=fact.owner, valid=True, scopes=(fact.scope,))
+    for candidate, _ in writes.search(old_value, query, n=5):
+        if _same_slot(candidate, fact) and words <= set(content_words(candidate.text)):
+            return [candidate]
+    return []
+
+
+def _flag_dependents(writes: FactStore | WriteBatch, changed: list[str], reader: Scope) -> None:
+    seen = set(changed)
+    frontier = list(changed)
+    while frontier:
+        source_id = frontier.pop()
+        dependents = writes.find(FactQuery(reader=reader, valid=True, depends_on=source_id))
+        flagged = [
+            d.model_copy(update={"needs_review": True, "note": f"depends on {source_id}, which was superseded"})
+            for d in dependents if d.id not in seen
+        ]
+        if flagged:
+            writes.update(flagged)
+        for d in flagged:
+            seen.add(d.id)
+            frontier.append(d.id)
+
+
+def _same_slot(a: Fact, b: Fact) -> bool:
+    """Whether two facts share an owner slot: the same session for session facts, the same user
+    for user facts, and so on (the unit within which a key supersedes)."""
+    return a.visibility == b.visibility and visibility_key(a.owner, a.visibility) == visibility_key(b.owner, b.visibility)

@@ -1,0 +1,216 @@
+"""The values a context note lists, read from a message, each with the label it is listed under.
+
+A label says where a value came from: the argument the model passed it in (``ran`` for a shell
+command, ``path`` for a path inside a longer argument, ``in <argument>`` for other parts of
+one), ``user said``, ``user mentioned`` or ``assistant mentioned`` for what the conversation
+said, and ``<tool> returned`` for what a tool printed.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator, Mapping, Sequence
+
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+
+from ctxplugin._lru import PerMessage
+from ctxplugin.history.identifiers import identifiers
+from ctxplugin.tokens import content_text
+
+_SHORT_ARGUMENT = 80
+_SINGLE_QUOTED = re.compile(r"'([^'\n]{3,80})'")
+_PATHLIKE = re.compile(r"/|\.[A-Za-z]\w{0,7}$")
+_HEREDOC = re.compile(r"(?<!<)<<-?[ \t]*(?:(['\"])([^'\"\s]+)\1|([A-Z_][A-Z0-9_]*)\b)")
+"""A here-document operator (``<< 'EOF'``, ``<<-END``): a quoted word or an upper-case one, so
+that a shift (``mask << bits``) or a here-string (``<<<``) is not taken for one."""
+
+
+def _shell_lines(text: str) -> list[str]:
+    """The short lines of a shell command with here-documents, outside them: ``python repro.py``
+    after ``cat > repro.py << 'EOF' ... EOF``, which an agent runs again after each edit. Nothing
+    for other multi-line text (a file's content passed to a write tool is not commands)."""
+    if not _HEREDOC.search(text):
+        return []
+    lines: list[str] = []
+    end: str | None = None
+    for raw in text.splitlines():
+        line = raw.strip()
+        if end is not None:
+            if line == end:
+                end = None
+            continue
+        heredoc = _HEREDOC.search(line)
+        if heredoc:
+            end = heredoc.group(2) or heredoc.group(3)
+        elif 3 <= len(line) <= _SHORT_ARGUMENT:
+            lines.append(line)
+    return lines
+
+
+_JSON_KEY = re.compile(r"\"([^\"\n]{1,80})\"\s*:")
+_MARKUP_NAME = re.compile(r"</?([A-Za-z][\w:-]*)|\s([A-Za-z][\w:-]*)=[\"']([^\"'<>\n]{0,80})[\"']")
+_MARKUP_DOC = re.compile(r"\s*<(?:!doctype|\?xml|html|head|body|div|table|svg|ul|ol|p|span|section|article|main)\b", re.IGNORECASE)
+"""An HTML or XML document (not a command's output wrapped in ``<returncode>``/``<output>``)."""
+_SCHEMA_WORDS = frozenset(
+    ["type", "string", "object", "array", "integer", "number", "boolean", "null", "properties", "required", "parameters", "description", "items", "enum", "default", "title", "format", "anyOf", "oneOf", "allOf", "additionalProperties", "minimum", "maximum", "pattern", "const", "$ref", "$schema", "definitions", "$defs", "examples"]
+)
+"""Words of a JSON schema's vocabulary: they say how a tool is called, not what was said."""
+
+
+def _scraped(text: str) -> set[str]:
+    """Names that are structure, not content: JSON keys, schema vocabulary, markup tags and
+    attributes. A note lists what the conversation said, never these."""
+    names = set(_SCHEMA_WORDS)
+    start = text.lstrip()[:1]
+    if start in ("{", "["):
+        names.update(m.group(1) for m in _JSON_KEY.finditer(text))
+    if _MARKUP_DOC.match(text):  # tag and attribute names, closing tags (``/div``) and attribute values
+        for match in _MARKUP_NAME.finditer(text):
+            tag, attribute, value = match.groups()
+            names.update(n for n in (tag, f"/{tag}" if tag else None, attribute, value) if n)
+    return names
+
+
+Labelled = tuple[str, str]
+"""A value of a note and the label it is listed under: ``("customer_id", "CUS-40917")``."""
+
+RAN = "ran"
+"""The label of the commands the model ran (a shell tool's ``command`` argument, here-document
+run lines)."""
+PATH = "path"
+"""The label of file paths found inside longer arguments."""
+USER_SAID = "user said"
+"""The label of short sentences of the user's messages."""
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+_SENTENCE_CHARS = 160
+_COMMAND_KEYS = frozenset(["command", "cmd", "commands", "script", "shell"])
+_LABEL_CHARS = 40
+_FILE_PATH = re.compile(
+    r"/|\.(?:py|pyi|js|jsx|ts|tsx|json|jsonl|ya?ml|toml|ini|cfg|conf|txt|md|rst|csv|tsv|log|sh|c|h|cc|cpp|hpp|go|rs|java|kt|rb|php|html?|css|xml|sql|lock|patch|diff)$"
+)
+
+
+def _said_by(message: BaseMessage, tools: Mapping[str, str]) -> str:
+    """The label of values found in the text of ``message``: who said them (a tool result is
+    named by its message's name, else by the call it answers)."""
+    if isinstance(message, ToolMessage):
+        return f"{message.name or tools.get(message.tool_call_id) or 'tool'} returned"
+    if isinstance(message, AIMessage):
+        return "assistant mentioned"
+    if isinstance(message, HumanMessage):
+        return "user mentioned"
+    return "mentioned"
+
+
+def _label_rank(label: str) -> int:
+    """Where a label's line goes in a note: commands, then arguments, paths, parts of longer
+    arguments, what the user said, values the user and the assistant mentioned, and last what
+    tools returned."""
+    if label == RAN:
+        return 0
+    if label == PATH:
+        return 2
+    if label.startswith("in "):
+        return 3
+    if label == USER_SAID:
+        return 4
+    if label.endswith(" mentioned"):
+        return 5 if label.startswith("user") else 6
+    if label.endswith(" returned"):
+        return 7
+    return 1
+
+
+def _argument_items(value: object, key: str = "argument") -> Iterator[tuple[str, object]]:
+    """``(name, value)`` of every scalar in tool-call arguments: the name of the innermost key
+    holding it (list items take their list's), None left out."""
+    if isinstance(value, dict):
+        for name, item in value.items():
+            yield from _argument_items(item, " ".join(str(name).split())[:_LABEL_CHARS] or key)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            yield from _argument_items(item, key)
+    elif value is not None:
+        yield key, value
+
+
+_VALUES: PerMessage[tuple[str, tuple[list[Labelled], list[Labelled]]]] = PerMessage(4096)
+"""The labelled values of each message, read once: old exchanges are condensed again at every
+tier move. Kept with the label of the message's own values, which for a tool result may come
+from the exchange (the tool named by its call)."""
+
+
+def _values(message: BaseMessage, tools: Mapping[str, str]) -> tuple[list[Labelled], list[Labelled]]:
+    """Exact values of one message with their labels, as ``(first, rest)``: short tool-call
+    arguments whole (under the argument's name, ``ran`` for commands), single-quoted arguments
+    and paths first, other identifiers after; JSON keys, schema words and markup names are left
+    out (see :func:`_scraped`), and so are values without a letter or digit. ``tools`` maps
+    the tool call ids of the exchange to their tools' names. Memoised per message (callers get
+    copies)."""
+    said = _said_by(message, tools)
+    hit = _VALUES.get(message)
+    if hit is None or hit[0] != said:
+        hit = (said, _read_values(message, tools))
+        _VALUES.put(message, hit)
+    first, rest = hit[1]
+    return list(first), list(rest)
+
+
+def _read_values(message: BaseMessage, tools: Mapping[str, str]) -> tuple[list[Labelled], list[Labelled]]:
+    first, rest = _raw_values(message, tools)
+    skip = _scraped(content_text(message.content))
+
+    def kept(values: list[Labelled]) -> list[Labelled]:
+        out: list[Labelled] = []
+        for label, value in values:
+            value = value.strip()
+            if value not in skip and any(c.isalnum() for c in value):
+                out.append((label, value))
+        return out
+
+    return kept(first), kept(rest)
+
+
+def _raw_values(message: BaseMessage, tools: Mapping[str, str]) -> tuple[list[Labelled], list[Labelled]]:
+    first: list[Labelled] = []
+    rest: list[Labelled] = []
+    if isinstance(message, AIMessage):
+        for call in message.tool_calls:
+            for key, value in _argument_items(call["args"]):
+                text = value if isinstance(value, str) else json.dumps(value)
+                command = key.lower() in _COMMAND_KEYS
+                whole, part = (RAN, "in commands") if command else (key, f"in {key}")
+                if len(text) <= _SHORT_ARGUMENT and "\n" not in text:
+                    first.append((whole, text))
+                elif "\n" in text:
+                    first.extend((RAN, line) for line in _shell_lines(text))
+                quoted = [m.group(1) for m in _SINGLE_QUOTED.finditer(text)]
+                first.extend((PATH if _FILE_PATH.search(found) else part, found) for found in quoted)
+                for found in identifiers(text):
+                    label = PATH if _FILE_PATH.search(found) else part
+                    (first if _PATHLIKE.search(found) else rest).append((label, found))
+    label = _said_by(message, tools)
+    text = content_text(message.content)
+    for found in identifiers(text):
+        (first if _PATHLIKE.search(found) and not isinstance(message, ToolMessage) else rest).append((label, found))
+    if isinstance(message, HumanMessage):
+        # what the user asked or decided, in their words, after the values in it (a sentence
+        # that fits takes the place of the values it holds)
+        for line in text.splitlines():
+            sentences = (s.removesuffix(".") for s in _SENTENCE_END.split(line.strip()))
+            rest.extend((USER_SAID, s) for s in sentences if 3 <= len(s) <= _SENTENCE_CHARS)
+    return first, rest
+
+
+_Valued = tuple[bool, list[Labelled], list[Labelled]]
+"""A message's values: ``(from a tool, first, rest)`` as :func:`_values` splits them."""
+
+
+def _valued(exchanges: Sequence[Sequence[BaseMessage]]) -> list[list[_Valued]]:
+    """The values of every message of ``exchanges``, read once."""
+    out: list[list[_Valued]] = []
+    for span in exchanges:
+        tools = {c["id"]: c["name"] for m in span if isinstance(m, AIMessage) for c in m.tool_calls if c["id"]}
+        out.append([(isinstance(m, ToolMessage), *_values(m, tools)) for m in span])
+    return out

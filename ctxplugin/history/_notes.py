@@ -1,0 +1,190 @@
+"""Context notes written from labelled values: which values a note lists, and in what order.
+
+A note is one ``HumanMessage``: a lead naming the exchanges it stands for, then one
+``label: value; value`` line per label, within a token budget.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+
+from langchain_core.messages import HumanMessage
+
+from ctxplugin._messages import META_KEY
+from ctxplugin.history._note_values import Labelled, _label_rank, _Valued
+from ctxplugin.history.identifiers import occurs
+from ctxplugin.tokens import MESSAGE_OVERHEAD, TokenCounter
+
+EXPAND_HINT = "their stored tool outputs stay readable with expand_ref"
+"""What the first context note adds, so that omitted history is announced in the history and
+the header (the start of every cached prefix) never changes."""
+
+
+def _ordered(valued: Sequence[Sequence[_Valued]]) -> Iterator[Labelled]:
+    """Values in three passes: what the model ran (commands, their quoted arguments, paths),
+    then the rest of what it said, then what tools returned."""
+    flat = [entry for span in valued for entry in span]
+    said = [(first, rest) for tool, first, rest in flat if not tool]
+    for first, _ in said:
+        yield from first
+    for _, rest in said:
+        yield from rest
+    for tool, first, rest in flat:
+        if tool:
+            yield from first
+            yield from rest
+
+
+def _by_priority(valued: Sequence[Sequence[_Valued]]) -> Iterator[Labelled]:
+    """Values of exchanges given newest first, in three passes: what the model ran (commands,
+    their quoted arguments, paths), then the rest of what it said, then what tools returned —
+    an agent reuses its own commands and paths more than raw output."""
+    return _ordered(valued)
+
+
+def _chronology(valued: Sequence[Sequence[_Valued]]) -> dict[str, int]:
+    """The place of each value of exchanges given newest first in the conversation's order
+    (of its first occurrence), so that a note lists what was said in the order it was said."""
+    when: dict[str, int] = {}
+    for span in reversed(valued):
+        for _, first, rest in span:
+            for _, value in (*first, *rest):
+                when.setdefault(value, len(when))
+    return when
+
+
+_TYPED_WEIGHT = (1.0, 7.0, 20.0, 80.0)
+"""How much likelier a value is to be used again by the number of exchanges in which the model
+itself used it (none, one, two, three or more). Measured with ``benchmarks/history_reuse.py`` on
+the SWE runs: of the values older history held, the next action used about 0.05%, 0.4%, 1% and
+4%."""
+_AGE_POWER = 0.8
+"""How fast that likelihood falls with age in exchanges (about ``age ** -0.8`` there)."""
+
+
+def _by_reuse(valued: Sequence[Sequence[_Valued]], counter: TokenCounter) -> list[Labelled]:
+    """Values of exchanges given newest first, the best bet per token first: values the model
+    itself used in several exchanges before values a tool printed once, recent before old,
+    short before long (ties keep :func:`_by_priority`'s order). A value keeps the label it
+    has there first."""
+    labels: dict[str, str] = {}
+    for label, value in _ordered(valued):
+        labels.setdefault(value, label)
+    order = list(labels)
+    newest: dict[str, int] = {}  # value -> age in exchanges of its newest occurrence
+    said_in: dict[str, int] = {}  # value -> exchanges in which the model used it
+    for age, span in enumerate(valued):
+        said: set[str] = set()
+        for tool, first, rest in span:
+            for _, value in (*first, *rest):
+                newest.setdefault(value, age)
+            if not tool:
+                said.update(value for _, value in (*first, *rest))
+        for value in said:
+            said_in[value] = said_in.get(value, 0) + 1
+    rank = {value: i for i, value in enumerate(order)}
+
+    def score(value: str) -> float:
+        weight: float = _TYPED_WEIGHT[min(said_in.get(value, 0), 3)] * (1.0 + newest[value]) ** -_AGE_POWER
+        return weight / (counter.count(value) + 1)
+
+    return [(labels[value], value) for value in sorted(order, key=lambda value: (-score(value), rank[value]))]
+
+
+def _render(lead: str, chosen: Sequence[Labelled], when: Mapping[str, int]) -> str:
+    """A note's text: ``lead``, then one ``label: value; value`` line per label (in the order
+    of :func:`_label_rank`, then of their first value), values in the order of ``when``."""
+    groups: dict[str, list[str]] = {}
+    for label, value in sorted(chosen, key=lambda item: when.get(item[1], -1)):
+        groups.setdefault(label, []).append(value)
+    ordered = sorted(groups.items(), key=lambda group: _label_rank(group[0]))
+    lines = "\n".join(f"{label}: {'; '.join(values)}" for label, values in ordered)
+    return f"{lead}\n{lines}]"
+
+
+class _Picker:
+    """The values a note lists, picked greedily within a token budget."""
+
+    def __init__(self, known: set[str], visible: str, counter: TokenCounter) -> None:
+        self.chosen: list[Labelled] = []
+        self._labels: set[str] = set()
+        self._taken = set(known)
+        self._visible = visible
+        self._listed = " | ".join(known)  # a value inside one already listed (a path in a command) is shown
+        self._counter = counter
+
+    def fill(self, values: Iterable[Labelled], budget: int) -> None:
+        """Add the values that fit ``budget`` (tokens), in order."""
+        counter = self._counter
+        for label, value in values:
+            if budget < 2:
+                break
+            if value in self._taken or occurs(value, self._visible) or occurs(value, self._listed):
+                continue
+            # values listed earlier that this one shows (a path, then the command holding it) go
+            inside = [c for c in self.chosen if c[1] in value and occurs(c[1], value)]
+            cost = counter.count(value) + 1 - sum(counter.count(c[1]) + 1 for c in inside)
+            if label not in self._labels:
+                cost += counter.count(f"{label}:") + 1
+            if cost <= budget:
+                if inside:
+                    self.chosen = [c for c in self.chosen if c not in inside]
+                self.chosen.append((label, value))
+                self._taken.add(value)
+                self._labels.add(label)
+                self._listed = f"{self._listed} | {value}"
+                budget -= cost
+
+
+def _note(
+    span: tuple[int, int],
+    values: Sequence[Labelled],
+    when: Mapping[str, int],
+    known: set[str],
+    visible: str,
+    max_tokens: int,
+    counter: TokenCounter,
+    *,
+    first: bool = False,
+) -> tuple[HumanMessage | None, list[str]]:
+    """A context note for exchanges ``span`` listing values not yet known or visible, within
+    ``max_tokens``, as ``label: value`` lines (values in the order of ``when``); None when
+    nothing fits. Values are picked in the order given while their estimated cost fits, then
+    once more with the room the estimate left. The ``first`` note shown also says that stored outputs
+    stay readable (said here, not in the header, so the header never changes)."""
+    hint = f" ({EXPAND_HINT})" if first else ""
+    lead = f"[context note: exchanges {span[0]}-{span[1]} are condensed to the values they used{hint}:"
+    picker = _Picker(known, visible, counter)
+    picker.fill(values, max_tokens - counter.count(lead) - MESSAGE_OVERHEAD - 1)
+    text = _render(lead, picker.chosen, when)
+    room = max_tokens - counter.count(text) - MESSAGE_OVERHEAD
+    if room >= 2 and picker.chosen:
+        picker.fill(values, room)
+        text = _render(lead, picker.chosen, when)
+    chosen = picker.chosen
+    while chosen and counter.count(text) + MESSAGE_OVERHEAD > max_tokens:
+        chosen.pop()
+        text = _render(lead, chosen, when)
+    if not chosen:
+        return None, []
+    note = HumanMessage(content=text, additional_kwargs={META_KEY: {"condensed": list(span)}})
+    return note, [value for _, value in chosen]
+
+
+def note_values(text: str) -> dict[str, list[str]]:
+    """The values a context note lists, by label (``{}`` for text that is not one).
+
+    Example:
+        >>> note_values("[context note: exchanges 2-3 are condensed to the values they used:\\n"
+        ...             "customer_id: CUS-40917\\nlookup_customer returned: ORD-77120; 2024-05-01]")
+        {'customer_id': ['CUS-40917'], 'lookup_customer returned': ['ORD-77120', '2024-05-01']}
+    """
+    lead, _, body = text.partition("\n")
+    if not (lead.startswith("[context note: ") and lead.endswith(":") and body.endswith("]")):
+        return {}
+    out: dict[str, list[str]] = {}
+    for line in body[:-1].splitlines():
+        label, _, values = line.partition(": ")
+        out.setdefault(label, []).extend(values.split("; "))
+    return out
+
