@@ -37,6 +37,9 @@ from ctxplugin.tokens import content_text
 
 _MEMO = 8192
 """Messages whose reading is kept (the oldest first out)."""
+_SCAN_CHARS = 262_144
+"""Characters of one message searched for values: a 10 MB tool output is read in bounded time
+(values past this point are neither counted nor found behind a ref)."""
 
 _by_message: PerMessage[_Read] = PerMessage(_MEMO)
 _lock = threading.Lock()
@@ -92,11 +95,11 @@ def _read(message: BaseMessage) -> _Read:
         found = _by_text.hit(key)
     if found is None:
         whole = f"{text}\n{args}" if args else text
-        shown = tuple(identifiers(whole))
+        shown = tuple(identifiers(whole[:_SCAN_CHARS]))
         if isinstance(message, HumanMessage):
             used = shown
         elif isinstance(message, AIMessage):
-            used = tuple(identifiers(args)) if args else ()
+            used = tuple(identifiers(args[:_SCAN_CHARS])) if args else ()
         else:
             used = ()
         found = _Read(whole, shown, used)

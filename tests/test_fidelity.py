@@ -123,3 +123,17 @@ def test_a_conversation_sent_whole_loses_nothing() -> None:
     report = engine.prepare(conversation(), scope=Scope(session_id="whole")).report
     assert report.values_used == 4 and report.values_shown == 4
     assert report.values_left == [] and not any("left the view" in w for w in report.warnings)
+
+
+def test_a_huge_tool_output_is_read_only_up_to_its_scan_limit() -> None:
+    from ctxplugin import fidelity as module
+
+    big = "id_" + "x" * 10 + " " + "filler " * (module._SCAN_CHARS // 7) + " LATE_VALUE_99 "
+    history = [
+        HumanMessage("look up LATE_VALUE_99 and id_xxxxxxxxxx"),
+        AIMessage("", tool_calls=[{"name": "fetch", "args": {}, "id": "c9"}]),
+        ToolMessage(big, tool_call_id="c9"),
+    ]
+    fidelity = value_fidelity(history, [HumanMessage(f"see {REF}")], {"c9": REF})
+    assert fidelity.behind_refs == ("id_xxxxxxxxxx",)  # within the scanned part
+    assert fidelity.left == ("LATE_VALUE_99",)  # past it: not found behind the ref
