@@ -33,7 +33,7 @@ from ctxplugin._deadline import run_with_deadline, step_budget, step_deadline
 from ctxplugin.cache.store import AnswerCacheStore, CacheEntry
 from ctxplugin.cas.store import CASItem, CASRecord, CASStore
 from ctxplugin.errors import InvalidInputError, StoreBusyError, StoreUnavailableError
-from ctxplugin.facts.locks import WriteLock
+from ctxplugin.facts.locks import HeldNames, WriteLock
 from ctxplugin.facts.model import Fact, FactQuery
 from ctxplugin.facts.store import FactStore
 from ctxplugin.scope import Scope, Visibility
@@ -280,20 +280,16 @@ class GuardedWriteLock:
     def __init__(self, inner: WriteLock, guard: StoreGuard) -> None:
         self.inner = inner
         self.guard = guard
-        self._held = threading.local()
+        self._held = HeldNames()
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
 
     @contextmanager
     def hold(self, name: str) -> Iterator[None]:
-        held: dict[str, int] = self._held.__dict__.setdefault("names", {})
-        if held.get(name):
-            held[name] += 1
-            try:
+        if self._held.holds(name):
+            with self._held.holding(name):
                 yield
-            finally:
-                held[name] -= 1
             return
         manager: AbstractContextManager[None] = self.inner.hold(name)
         entered = threading.Event()
@@ -312,15 +308,14 @@ class GuardedWriteLock:
             if entered.is_set():
                 manager.__exit__(None, None, None)
             raise
-        held[name] = 1
         failed: BaseException | None = None
         try:
-            yield
+            with self._held.holding(name):
+                yield
         except BaseException as exc:
             failed = exc
             raise
         finally:
-            held.pop(name, None)
             info = (type(failed), failed, failed.__traceback__) if failed is not None else (None, None, None)
             # always attempted, even with the circuit open or the step's budget used up: a lock
             # left held would block every other writer of the slot

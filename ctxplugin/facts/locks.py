@@ -13,7 +13,9 @@ it, named after the slot, around every write.
 
 from __future__ import annotations
 
-from contextlib import AbstractContextManager
+import threading
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager
 from typing import Protocol, runtime_checkable
 
 
@@ -31,9 +33,38 @@ class WriteLock(Protocol):
         ...
 
 
+class HeldNames:
+    """The lock names the current thread holds, for a ``hold`` that the holding thread may enter
+    again (a write inside a write) without waiting for itself."""
+
+    def __init__(self) -> None:
+        self._local = threading.local()
+
+    def _names(self) -> dict[str, int]:
+        names: dict[str, int] = self._local.__dict__.setdefault("names", {})
+        return names
+
+    def holds(self, name: str) -> bool:
+        """Whether this thread holds ``name`` now."""
+        return bool(self._names().get(name))
+
+    @contextmanager
+    def holding(self, name: str) -> Iterator[None]:
+        """Count ``name`` as held by this thread for the ``with`` block (nested blocks count up,
+        and the name is free again when the outermost ends)."""
+        names = self._names()
+        names[name] = names.get(name, 0) + 1
+        try:
+            yield
+        finally:
+            names[name] -= 1
+            if not names[name]:
+                del names[name]
+
+
 def slot_lock_name(slot: str) -> str:
     """The lock name of an owner slot (see :func:`ctxplugin.facts.model.visibility_key`)."""
     return f"ctxplugin.facts:{slot}"
 
 
-__all__ = ["WriteLock", "slot_lock_name"]
+__all__ = ["HeldNames", "WriteLock", "slot_lock_name"]

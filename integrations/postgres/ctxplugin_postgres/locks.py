@@ -11,7 +11,6 @@ nothing is left locked. :func:`ctxplugin.connect` builds one on the CAS store's 
 from __future__ import annotations
 
 import hashlib
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -19,6 +18,7 @@ import psycopg
 from psycopg_pool import ConnectionPool
 
 from ctxplugin.errors import InvalidInputError, StoreBusyError
+from ctxplugin.facts.locks import HeldNames
 from ctxplugin_postgres._db import (
     DEFAULT_SCHEMA,
     POOL_TIMEOUT_S,
@@ -64,7 +64,7 @@ class PostgresWriteLock:
         self.namespace = namespace
         self.wait_s = wait_s
         self._owns_pool = owns_pool
-        self._held = threading.local()
+        self._held = HeldNames()
 
     @classmethod
     def from_dsn(
@@ -84,13 +84,9 @@ class PostgresWriteLock:
             StoreBusyError: another holder kept the lock longer than ``wait_s`` (a
                 ``StoreUnavailableError`` too).
         """
-        held: dict[str, int] = self._held.__dict__.setdefault("names", {})
-        if held.get(name):
-            held[name] += 1
-            try:
+        if self._held.holds(name):
+            with self._held.holding(name):
                 yield
-            finally:
-                held[name] -= 1
             return
         with translated("facts write lock", self.namespace), self.pool.connection() as conn, conn.transaction():
             conn.execute("SELECT set_config('lock_timeout', %s, true)", (f"{int(self.wait_s * 1000)}ms",))
@@ -103,11 +99,8 @@ class PostgresWriteLock:
                     f"facts write lock {name!r}: another process held it for more than {self.wait_s:g}s; "
                     "the write did not happen, retry it"
                 ) from exc
-            held[name] = 1
-            try:
+            with self._held.holding(name):
                 yield
-            finally:
-                held.pop(name, None)
 
     def close(self) -> None:
         """Close the pool if this lock owns it. Idempotent."""
