@@ -82,9 +82,15 @@ _lock = threading.Lock()
 
 
 @lru_cache(maxsize=1)
+def _load() -> _Table:
+    return _Table(package_dir())
+
+
 def _table() -> _Table:
+    """The process's table. A call that arrives while another thread loads it waits for that
+    load (an abandoned store call, say) instead of loading it a second time."""
     with _lock:
-        return _Table(package_dir())
+        return _load()
 
 
 class StaticEmbedding(Embeddings):

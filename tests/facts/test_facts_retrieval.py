@@ -203,7 +203,7 @@ def test_the_default_path_makes_no_network_access(tmp_path: Path, mocker: Mocker
     mocker.patch.object(socket.socket, "connect", refuse)
     mocker.patch.object(socket, "create_connection", refuse)
     mocker.patch.object(socket, "getaddrinfo", refuse)
-    static_module._table.cache_clear()  # load the shipped files again, under the block
+    static_module._load.cache_clear()  # load the shipped files again, under the block
     for store in (MemoryFactStore(), ChromaFactStore.persistent(tmp_path)):
         ledger = FactsLedger(store)
         fact = ledger.write("Maria speaks Portuguese and Spanish fluently.", scope=S)
