@@ -17,6 +17,7 @@ from ctxplugin import ContextConfig, ContextEngine, Scope
 from ctxplugin.cas import SQLiteCASStore
 from ctxplugin.errors import InvalidInputError, StoreBusyError, StoreError, StoreUnavailableError
 from ctxplugin.facts import FactsLedger, MemoryFactStore
+from ctxplugin.facts.static import StaticEmbedding
 from ctxplugin.guard import (
     GuardedCASStore,
     GuardedFactStore,
@@ -183,6 +184,9 @@ def test_facts_stated_while_the_store_is_out_are_read_once_it_is_back() -> None:
     store.add = add  # type: ignore[method-assign]  # the fault
     ledger = FactsLedger(GuardedFactStore(store, guard))
     engine = ContextEngine(ContextConfig(), facts=ledger)
+    # the embedding's first load (about half a second in a fresh process) is over this test's
+    # 0.3 s timeout: done first, as in any process that has already served a call
+    StaticEmbedding().embed_documents(["warm"])
     scope = Scope(session_id="s")
     server.state = "refusing"
     messages: list[BaseMessage] = [HumanMessage("The deploy target is eu-west-3.", id="h1")]
