@@ -11,6 +11,7 @@ import threading
 import weakref
 from collections import OrderedDict
 from collections.abc import Hashable
+from functools import partial
 from typing import Any, Generic, TypeVar
 
 K = TypeVar("K", bound=Hashable)
@@ -51,69 +52,102 @@ def text_key(text: str) -> TextKey:
     return (len(text), hash(text), text[:16], text[-16:])
 
 
-Guard = tuple[int, int, int, int, int, int]
-
-
-def _guard(message: Any) -> Guard:
-    """What a value derived from ``message`` depends on, cheaply: the identity of its content,
-    tool calls, extra fields and id, and the content's hash and length (``str`` caches its hash, so
-    this costs nothing for a text already hashed)."""
-    fields = message.__dict__  # a pydantic model's field values (a missing attribute is slow to ask for)
-    content = fields["content"]
-    return (
-        id(content),
-        hash(content) if isinstance(content, str) else -1,
-        len(content),
-        id(fields.get("tool_calls")),
-        id(fields.get("additional_kwargs")),
-        id(fields.get("id")),
-    )
-
-
 class PerMessage(Generic[V]):
     """Values derived from one message, found again by the message object itself.
 
     A host resends its conversation as the same message objects on every call, so a value
     computed once (a token count, the values a message names, its compressed form) is found
     by identity without even hashing the text. An entry holds the message weakly and stands
-    only while the message still holds the very content, tool calls and extra fields it was
-    computed from (a message given new content is computed again). Bounded: the oldest entries
-    go first (a lookup is on the path of every message of every call, so it takes no lock and
-    does not reorder; a message still in use whose entry went is computed once more).
-    Thread-safe.
+    only while the message still holds the very content, tool calls, extra fields and id it was
+    computed from (compared by identity; a list content also by length), so a message given new
+    content is computed again. An entry goes when its message is collected, and the oldest go
+    first when the map is full (a lookup is on the path of every message of every call, so it
+    takes no lock and does not reorder; a message still in use whose entry went is computed
+    once more). Thread-safe.
     """
 
     def __init__(self, size: int) -> None:
         if size < 1:
             raise ValueError(f"PerMessage size must be at least 1, got {size}")
         self._size = size
-        self._entries: OrderedDict[int, tuple[weakref.ref[Any], Guard, V]] = OrderedDict()
+        self._entries: OrderedDict[int, _Entry[V]] = OrderedDict()
         self._lock = threading.Lock()
+        self._dead: list[tuple[int, weakref.ref[Any]]] = []  # entries of collected messages, dropped on the next put
 
     def get(self, message: Any) -> V | None:
         """The value memoised for ``message`` as it is now, or ``None``."""
         entry = self._entries.get(id(message))  # one C call: safe beside a concurrent put
-        if entry is None or entry[0]() is not message or entry[1] != _guard(message):
+        if entry is None or entry.ref() is not message:
             return None
-        return entry[2]
+        fields = message.__dict__  # a pydantic model's field values (a missing attribute is slow to ask for)
+        content = fields["content"]
+        if (
+            content is not entry.content
+            or fields.get("tool_calls") is not entry.tool_calls
+            or fields.get("additional_kwargs") is not entry.extra
+            or fields.get("id") is not entry.message_id
+            or (entry.length >= 0 and len(content) != entry.length)
+        ):
+            return None
+        return entry.value
 
     def put(self, message: Any, value: V) -> None:
         """Remember ``value`` for ``message`` as it is now."""
+        key = id(message)
         try:
-            ref = weakref.ref(message)
+            ref = weakref.ref(message, partial(self._gone, key))
         except TypeError:  # an object that cannot be weakly referenced is not memoised
             return
-        entry = (ref, _guard(message), value)
-        key = id(message)
+        fields = message.__dict__
+        content = fields["content"]
+        entry = _Entry(
+            ref,
+            content,
+            -1 if isinstance(content, str) else len(content),
+            fields.get("tool_calls"),
+            fields.get("additional_kwargs"),
+            fields.get("id"),
+            value,
+        )
         with self._lock:
             entries = self._entries
+            while self._dead:
+                dead_key, dead_ref = self._dead.pop()
+                dead = entries.get(dead_key)
+                if dead is not None and dead.ref is dead_ref:
+                    del entries[dead_key]
             entries.pop(key, None)
             entries[key] = entry
             while len(entries) > self._size:
                 entries.popitem(last=False)
 
+    def _gone(self, key: int, ref: weakref.ref[Any]) -> None:
+        """A memoised message was collected: its entry goes on the next put. (This runs inside
+        the garbage collector, maybe while this thread holds the lock: it only appends.)"""
+        self._dead.append((key, ref))
+
     def __len__(self) -> int:
         return len(self._entries)
+
+
+class _Entry(Generic[V]):
+    """One :class:`PerMessage` entry: the message (weakly) and what its value was computed from.
+
+    The content, tool calls, extra fields and id are held, not only their ids, so that an id
+    of a collected object reused by a new one cannot pass for the old."""
+
+    __slots__ = ("content", "extra", "length", "message_id", "ref", "tool_calls", "value")
+
+    def __init__(
+        self, ref: weakref.ref[Any], content: Any, length: int, tool_calls: Any, extra: Any, message_id: Any, value: V
+    ) -> None:
+        self.ref = ref
+        self.content = content
+        self.length = length
+        self.tool_calls = tool_calls
+        self.extra = extra
+        self.message_id = message_id
+        self.value = value
 
 
 __all__ = ["LRU", "PerMessage", "TextKey", "text_key"]

@@ -71,3 +71,16 @@ def test_token_counts_follow_a_changed_message() -> None:
     before = count_message(message, counter)
     message.content = "a much longer text than before, with many more words in it"
     assert count_message(message, counter) > before
+
+
+def test_the_entry_of_a_collected_message_goes() -> None:
+    memo: PerMessage[int] = PerMessage(8)
+    gone = [HumanMessage(f"old {i}") for i in range(3)]
+    for i, message in enumerate(gone):
+        memo.put(message, i)
+    del gone, message
+    gc.collect()
+    kept = HumanMessage("still here")
+    memo.put(kept, 9)
+    assert len(memo) == 1
+    assert memo.get(kept) == 9
