@@ -13,6 +13,7 @@ from langchain_core.messages import (
     ToolMessage,
 )
 
+from ctxplugin._lru import PerMessage
 from ctxplugin._names import EXPAND_REF_NAME
 from ctxplugin.errors import InvalidInputError
 from ctxplugin.tokens import content_text
@@ -90,7 +91,7 @@ def validate(
             out.append(message)
             continue
         if pending:
-            _close_pending(out, pending, warnings)
+            _close_pending(out, pending, warnings, out[group])
         out.append(message)
         if isinstance(message, AIMessage):
             group = len(out) - 1
@@ -102,7 +103,7 @@ def validate(
     # Calls at the very end are the ones the agent is about to run: no placeholder there. Once
     # some of them have results the tools have run, and the model must see every call answered.
     if pending and isinstance(out[-1], ToolMessage):
-        _close_pending(out, pending, warnings)
+        _close_pending(out, pending, warnings, out[group])
     return out, warnings
 
 
@@ -116,9 +117,22 @@ def _stand_in_call(orphan: ToolMessage) -> AIMessage:
     )
 
 
-def _close_pending(out: list[BaseMessage], pending: dict[str, str], warnings: list[str]) -> None:
+_PLACEHOLDERS: PerMessage[dict[str, ToolMessage]] = PerMessage(1024)
+"""The placeholder results of each AI message, by message: the same placeholder is shown on
+every call, so the view's prefix stays the same objects (what is derived from them is found by
+identity, and a provider's cache sees the same bytes)."""
+
+
+def _close_pending(out: list[BaseMessage], pending: dict[str, str], warnings: list[str], caller: BaseMessage) -> None:
+    made = _PLACEHOLDERS.get(caller)
+    if made is None:
+        made = {}
+        _PLACEHOLDERS.put(caller, made)
     for call_id, name in pending.items():
-        out.append(ToolMessage(content=MISSING_RESULT, tool_call_id=call_id, name=name, status="error"))
+        placeholder = made.get(call_id)
+        if placeholder is None or placeholder.name != name:
+            placeholder = made[call_id] = ToolMessage(content=MISSING_RESULT, tool_call_id=call_id, name=name, status="error")
+        out.append(placeholder)
         warnings.append(f"tool call {call_id!r} ({name}) had no result; a placeholder was added to the view")
     pending.clear()
 
