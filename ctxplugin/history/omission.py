@@ -78,12 +78,11 @@ class HistoryBudget:
 
     def fits(self, messages: Sequence[BaseMessage], counter: TokenCounter) -> bool:
         """Whether ``messages`` as they are meet every limit."""
-        total = results = 0
-        for message in messages:  # one pass: this runs on every call, over the whole history
-            size = count_message(message, counter)
-            total += size
-            if isinstance(message, ToolMessage):
-                results += size
+        return self.within(*totals(messages, counter))
+
+    def within(self, total: int, results: int) -> bool:
+        """Whether messages of ``total`` tokens, ``results`` of them in tool results, meet
+        every limit."""
         return not (
             (self.total is not None and total > self.total)
             or (self.messages is not None and total - results > self.messages)
@@ -100,6 +99,17 @@ class HistoryBudget:
             yield self.tool_results, ToolMessage, True
 
 
+def totals(messages: Sequence[BaseMessage], counter: TokenCounter) -> tuple[int, int]:
+    """Tokens of ``messages`` and of the tool results among them."""
+    total = results = 0
+    for message in messages:  # one pass: this runs on every call, over the whole history
+        size = count_message(message, counter)
+        total += size
+        if isinstance(message, ToolMessage):
+            results += size
+    return total, results
+
+
 def _counts(message: BaseMessage, kind: type[BaseMessage] | None, is_kind: bool) -> bool:
     return kind is None or isinstance(message, kind) == is_kind
 
@@ -114,11 +124,35 @@ class OmissionPlan:
             others each keep a note of their own.
         archive_tokens: cap of the archive note (``archive_tokens`` of the configuration, halved
             as often as needed when even a fully condensed history does not fit).
+        holds_while: per limit, how far the window may grow with this plan unchanged (None
+            when not known: the plan is made again on the next call).
     """
 
     condensed: int = 0
     archived: int = 0
     archive_tokens: int = 0
+    holds_while: tuple[WindowLimit, ...] | None = None
+
+
+@dataclass(frozen=True)
+class WindowLimit:
+    """How far the window (exchanges after the gisted ones) may grow under one limit before
+    :func:`plan_omission` would condense more: while the tokens it counts stay within ``most``,
+    the same plan stands (used to extend a view without planning again).
+
+    Attributes:
+        kind, is_kind: which messages the limit counts (see :meth:`HistoryBudget.limits`).
+        tokens: what the window counted when the plan was made.
+        most: the most it may count with the plan unchanged.
+    """
+
+    kind: type[BaseMessage] | None
+    is_kind: bool
+    tokens: int
+    most: int
+
+
+_NO_BAR = 1 << 60
 
 
 def plan_omission(
@@ -145,10 +179,11 @@ def plan_omission(
     block = config.block_size
     blocks = gist_end // block
     if not any(digests.members(k) for k in range(blocks)):
-        return OmissionPlan()
+        return OmissionPlan(holds_while=())  # nothing can be condensed, however the window grows
     window_end = min(len(rendered), verbatim_start + config.verbatim_exchanges)
     caps = [config.archive_tokens >> shift for shift in range(4)] + [0]
     condensed, level = 0, 0
+    holds: list[WindowLimit] = []
     for limit, kind, is_kind in budget.limits():
 
         def part(i: int, kind: type[BaseMessage] | None = kind, is_kind: bool = is_kind) -> int:
@@ -167,12 +202,15 @@ def plan_omission(
         for k in reversed(range(blocks)):
             after[k] = after[k + 1] + gists[k]
 
+        def cost(count: int, cap: int, after: list[int] = after) -> int:
+            archived = count // config.archive_blocks * config.archive_blocks
+            shown = [digests.archive(archived, cap), *(digests.block(k, archived, cap) for k in range(archived, count))]
+            return sum(tokens(m) for m in shown) + after[count]
+
         def fits(count: int, cap: int, after: list[int] = after, allowance: int = allowance) -> bool:
             if after[count] > allowance:
                 return False  # the blocks left as gists alone are over: no note is made to learn that
-            archived = count // config.archive_blocks * config.archive_blocks
-            shown = [digests.archive(archived, cap), *(digests.block(k, archived, cap) for k in range(archived, count))]
-            return sum(tokens(m) for m in shown) + after[count] <= allowance
+            return cost(count, cap) <= allowance
 
         need = next((count for count in range(blocks + 1) if fits(count, caps[level])), None)
         planned = allowance  # the room the plan leaves for the window to grow into
@@ -184,8 +222,12 @@ def plan_omission(
             # stage cuts the rest.
             need, planned = blocks, allowance + reserve
             level = next((lv for lv in range(level, len(caps)) if fits(blocks, caps[lv], allowance=planned)), level)
-        now = limit - kept - sum(part(i) for i in range(gist_end, len(rendered)))
-        if now < planned and not fits(need, caps[level], allowance=now):
+        grown = sum(part(i) for i in range(gist_end, len(rendered)))
+        now = limit - kept - grown
+        # ``bar``: the window may count up to ``limit - kept - bar`` with this plan unchanged
+        if now >= planned or fits(need, caps[level], allowance=now):
+            bar = min(planned, cost(need, caps[level]))
+        else:
             # The window outgrew the room kept for it (a long script since the move): condense
             # more, or shrink the archive, now, rather than leave the budget stage to drop the
             # oldest exchanges, which are the notes themselves. The window only grows until the
@@ -193,14 +235,22 @@ def plan_omission(
             more = next((count for count in range(need, blocks + 1) if fits(count, caps[level], allowance=now)), None)
             if more is not None:
                 need = more
+                bar = cost(need, caps[level])
             else:
                 need = blocks
-                level = next((lv for lv in range(level, len(caps)) if fits(blocks, caps[lv], allowance=now)), level)
+                shrunk = next((lv for lv in range(level, len(caps)) if fits(blocks, caps[lv], allowance=now)), None)
+                if shrunk is None:
+                    bar = -_NO_BAR  # none fits however much the window grows: the plan stays
+                else:
+                    level = shrunk
+                    bar = cost(blocks, caps[level])
+        holds.append(WindowLimit(kind, is_kind, grown, limit - kept - bar))
         condensed = max(condensed, need)
     return OmissionPlan(
         condensed=condensed,
         archived=condensed // config.archive_blocks * config.archive_blocks,
         archive_tokens=caps[level],
+        holds_while=tuple(holds),
     )
 
 
@@ -359,4 +409,4 @@ def _text(message: BaseMessage) -> str:
     return "\n".join(parts)
 
 
-__all__ = ["OMITTED_NOTE", "Digests", "HistoryBudget", "OmissionPlan", "note_values", "plan_omission"]
+__all__ = ["OMITTED_NOTE", "Digests", "HistoryBudget", "OmissionPlan", "WindowLimit", "note_values", "plan_omission"]

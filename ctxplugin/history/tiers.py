@@ -14,7 +14,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import Protocol
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolCall
@@ -22,8 +22,9 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from ctxplugin._lru import PerMessage
 from ctxplugin._messages import META_KEY, annotation, exchange_spans
 from ctxplugin.config import HistoryConfig
+from ctxplugin.history._extend import extend, remember
 from ctxplugin.history.compressors import MemoCounter, gist_text, memo_counter, trim_text
-from ctxplugin.history.omission import Digests, HistoryBudget, OmissionPlan, plan_omission
+from ctxplugin.history.omission import Digests, HistoryBudget, OmissionPlan, plan_omission, totals
 from ctxplugin.tokens import TokenCounter, content_text, count_message
 
 
@@ -232,6 +233,17 @@ def compress_history(
     counter = memo_counter(counter)
     if isinstance(budget, int):
         budget = HistoryBudget(total=budget)
+    if summarizer is None:
+        extended = extend(session, messages, config=config, counter=counter, budget=budget, bounds_of=partial(tier_bounds, config=config))
+        if extended is not None:
+            made, shown = extended
+            return HistoryView(
+                messages=shown,
+                compressed_count=made.compressed,
+                omitted_exchanges=made.omitted,
+                tiers=dict(made.tiers),
+                verbatim_from=made.verbatim_from,
+            )
     spans = exchange_spans(messages)
     exchanges = len(spans)
     protected = protected_indexes(messages)
@@ -240,11 +252,20 @@ def compress_history(
     upgrade = is_boundary_call(exchanges, config)
     tiers: dict[str, int] = {t.value: 0 for t in Tier}
     tiers["protected"] = 0
-    if config.compress == "over_budget" and budget is not None and budget.fits(messages, counter):
-        tiers["protected"] = len(protected)
-        tiers[Tier.VERBATIM.value] = len(messages) - len(protected)
-        first = max(verbatim_start, 1)
-        return HistoryView(messages=messages, tiers=tiers, verbatim_from=spans[first][0] if first < exchanges else None)
+    keep = partial(remember, session, messages, config=config, counter=counter, budget=budget, spans=spans, bounds=bounds)
+    if config.compress == "over_budget" and budget is not None:
+        whole = totals(messages, counter)
+        if budget.within(*whole):
+            tiers["protected"] = len(protected)
+            tiers[Tier.VERBATIM.value] = len(messages) - len(protected)
+            first = max(verbatim_start, 1)
+            view = HistoryView(messages=messages, tiers=tiers, verbatim_from=spans[first][0] if first < exchanges else None)
+            if summarizer is None:
+                keep(
+                    result=messages, tiers=tiers, compressed=0, omitted=0,
+                    verbatim_from=view.verbatim_from, whole=whole, window=None,
+                )
+            return view
     rendered: list[list[BaseMessage]] = []
     for number, (start, end) in enumerate(spans):
         tier = Tier.GIST if number < gist_end else Tier.TRIMMED if number < verbatim_start else Tier.VERBATIM
@@ -311,6 +332,11 @@ def compress_history(
             continue
         compressed += sum(1 for j, m in zip(range(*spans[number]), span, strict=True) if m is not messages[j])
         result.extend(span)
+    if summarizer is None:
+        keep(
+            result=result, tiers=tiers, compressed=compressed, omitted=omitted,
+            verbatim_from=verbatim_from, whole=None, window=plan.holds_while if notes is not None else (),
+        )
     return HistoryView(
         messages=result, compressed_count=compressed, omitted_exchanges=omitted, tiers=tiers, verbatim_from=verbatim_from
     )

