@@ -1,37 +1,38 @@
-"""A history view extended from the session's previous one, when a call only appends.
+"""A session's last history view, reused by its next call.
 
 Tier boundaries move once every ``block_size`` exchanges, and between moves the view of a call
 is the previous view with the new messages appended (see :mod:`ctxplugin.history.tiers`). When
-that is provably so, :func:`extend` builds it from the previous view and the new messages alone,
-so a call between moves costs its new messages, not the whole conversation. It is so when:
+the conversation is the previous one with messages appended — the very same message objects,
+holding the very same content — the previous call's work is reused:
 
-- the conversation is the previous one (the very same message objects, holding the very same
-  content) with messages appended, and those begin a new exchange;
-- the tier boundaries did not move, and no model-written gist can arrive (no summarizer);
-- the latest human message, which is kept exact, was already verbatim when a newer one took
-  its place (it is shown the same either way);
-- the history sent whole still fits its budget, or the window of a tiered history grew no
-  further than its omission plan allowed for (:class:`~ctxplugin.history.omission.WindowLimit`).
+- :func:`extend` builds the view from the previous one and the new messages alone, when that
+  is provably the view: the tier boundaries did not move; the latest human message, which is
+  kept exact, was already verbatim when a newer one took its place; and the history sent whole
+  still fits its budget, or the window of a tiered history grew no further than its omission
+  plan allowed for (:class:`~ctxplugin.history.omission.WindowLimit`).
+- Otherwise the view is planned again, but every exchange whose tier and kept messages did not
+  change keeps its rendering and token counts (:meth:`Made.reusable`), and the content keys of
+  the gisted blocks are extended, not computed again.
 
-Otherwise the caller plans the view from scratch, and :func:`remember` keeps the new one.
-Bounded: the views of the last :data:`SESSIONS` sessions are kept (the oldest go first).
+Nothing is reused with a summarizer (a model-written gist may arrive between calls). Bounded:
+the views of the last :data:`SESSIONS` sessions are kept (the oldest go first).
 """
 
 from __future__ import annotations
 
 import threading
+from bisect import bisect_right
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from operator import attrgetter, is_
 from typing import Any
 
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 
 from ctxplugin._lru import LRU
 from ctxplugin._messages import annotation, exchange_spans
 from ctxplugin.config import HistoryConfig
-from ctxplugin.history.omission import HistoryBudget, WindowLimit, _counts
-from ctxplugin.tokens import TokenCounter, count_message
+from ctxplugin.history.omission import HistoryBudget, Keys, Parts, WindowLimit, parts_of
 
 SESSIONS = 1024
 """Sessions whose last view is kept."""
@@ -47,10 +48,14 @@ class Made:
         messages: the conversation it was made from.
         contents: each message's content object then.
         config, counter, budget: what it was made with.
-        exchanges: exchanges of ``messages``.
+        spans: its exchanges.
         bounds: ``(gist_end, verbatim_start)`` then.
-        first_human, latest_human: indexes of the first and latest human messages (kept exact).
-        latest_span: the exchange number of ``latest_human``.
+        protected: indexes of the messages kept exact.
+        first_human, latest_human: indexes of the first and latest human messages.
+        rendered: each exchange as its tier showed it.
+        parts: each exchange's tokens as shown (see :data:`~ctxplugin.history.omission.Parts`).
+        changed: how many messages of each exchange were shown compressed.
+        keys: the content keys of the gisted blocks (None when there were none).
         result: the view's messages.
         tiers, compressed, omitted, verbatim_from: as :class:`~ctxplugin.history.tiers.HistoryView`.
         whole: ``(tokens, tool-result tokens)`` when the history was sent whole because it fit
@@ -62,13 +67,17 @@ class Made:
     messages: tuple[BaseMessage, ...]
     contents: tuple[Any, ...]
     config: HistoryConfig
-    counter: TokenCounter
+    counter: Any
     budget: HistoryBudget | None
-    exchanges: int
+    spans: tuple[tuple[int, int], ...]
     bounds: tuple[int, int]
+    protected: frozenset[int]
     first_human: int | None
     latest_human: int | None
-    latest_span: int | None
+    rendered: tuple[tuple[BaseMessage, ...], ...]
+    parts: tuple[Parts, ...]
+    changed: tuple[int, ...]
+    keys: Keys | None
     result: tuple[BaseMessage, ...]
     tiers: dict[str, int]
     compressed: int
@@ -77,153 +86,144 @@ class Made:
     whole: tuple[int, int] | None
     window: tuple[WindowLimit, ...] | None
 
+    def reusable(self, number: int, tier_of: Callable[[int, tuple[int, int]], object], bounds: tuple[int, int], dirty: set[int]) -> bool:
+        """Whether exchange ``number`` is shown as it was: it existed, its tier is the same
+        under ``bounds`` and none of its messages changed whether it is kept exact."""
+        return number < len(self.spans) and number not in dirty and tier_of(number, self.bounds) == tier_of(number, bounds)
+
+
+@dataclass(frozen=True)
+class Grown:
+    """The conversation of this call, as the previous one grown by ``added``.
+
+    Attributes:
+        prior: the previous view.
+        added: the messages appended since.
+        spans: every exchange of this call.
+        protected: indexes of the messages kept exact now.
+        first_human, latest_human: as :class:`Made`.
+        dirty: exchanges of the previous view whose kept messages changed.
+    """
+
+    prior: Made
+    added: list[BaseMessage]
+    spans: list[tuple[int, int]]
+    protected: frozenset[int]
+    first_human: int | None
+    latest_human: int | None
+    dirty: set[int]
+
 
 _LAST: LRU[str, Made] = LRU(SESSIONS)
 _LOCK = threading.Lock()
 
 
-def _always_kept(message: BaseMessage) -> bool:
+def always_kept(message: BaseMessage) -> bool:
+    """A system message inside the conversation, or one pinned by the host."""
     return isinstance(message, SystemMessage) or annotation(message).get("pinned") is True
 
 
-def remember(
-    session: str,
-    messages: Sequence[BaseMessage],
-    *,
-    config: HistoryConfig,
-    counter: TokenCounter,
-    budget: HistoryBudget | None,
-    spans: Sequence[tuple[int, int]],
-    bounds: tuple[int, int],
-    result: Sequence[BaseMessage],
-    tiers: dict[str, int],
-    compressed: int,
-    omitted: int,
-    verbatim_from: int | None,
-    whole: tuple[int, int] | None,
-    window: tuple[WindowLimit, ...] | None,
-) -> None:
-    """Keep the view just made for ``session``, to extend on its next call."""
-    humans = [i for i, m in enumerate(messages) if isinstance(m, HumanMessage)]
-    latest = humans[-1] if humans else None
-    latest_span = next((number for number, (s, e) in enumerate(spans) if s <= latest < e), None) if latest is not None else None
-    made = Made(
-        messages=tuple(messages),
-        contents=tuple(map(_content, messages)),
-        config=config,
-        counter=counter,
-        budget=budget,
-        exchanges=len(spans),
-        bounds=bounds,
-        first_human=humans[0] if humans else None,
-        latest_human=latest,
-        latest_span=latest_span,
-        result=tuple(result),
-        tiers=dict(tiers),
-        compressed=compressed,
-        omitted=omitted,
-        verbatim_from=verbatim_from,
-        whole=whole,
-        window=window,
-    )
+def grown(session: str, messages: Sequence[BaseMessage], *, config: HistoryConfig, counter: Any, budget: HistoryBudget | None) -> Grown | None:
+    """``messages`` as ``session``'s previous conversation with messages appended (each of the
+    previous ones the same object holding the same content, the new ones beginning a new
+    exchange), made with the same settings; None when it is not."""
+    with _LOCK:
+        prior = _LAST.hit(session)
+    if prior is None or prior.config is not config or prior.counter is not counter or prior.budget != budget:
+        return None
+    n = len(prior.messages)
+    if len(messages) < n:
+        return None
+    if not (all(map(is_, prior.messages, messages)) and all(map(is_, prior.contents, map(_content, messages)))):
+        return None
+    added = list(messages[n:])
+    if added and not isinstance(added[0], (HumanMessage, AIMessage)):
+        return None  # the previous last exchange goes on: its span changes
+    spans = [*prior.spans, *((s + n, e + n) for s, e in exchange_spans(added))]
+    humans = [i for i, m in enumerate(added, start=n) if isinstance(m, HumanMessage)]
+    first_human = prior.first_human if prior.first_human is not None else (humans[0] if humans else None)
+    latest = humans[-1] if humans else prior.latest_human
+    protected = set(prior.protected)
+    dirty: set[int] = set()
+    old = prior.latest_human
+    if humans and old is not None and old != first_human and not always_kept(messages[old]):
+        protected.discard(old)  # no longer the latest human message
+        dirty.add(bisect_right(prior.spans, (old, len(messages) + 1)) - 1)
+    protected.update(i for i, m in enumerate(added, start=n) if i in (first_human, latest) or always_kept(m))
+    return Grown(prior, added, spans, frozenset(protected), first_human, latest, dirty)
+
+
+def remember(session: str, made: Made) -> None:
+    """Keep the view just made for ``session``, to reuse on its next call."""
     with _LOCK:
         _LAST.put(session, made)
 
 
 def extend(
+    growth: Grown,
     session: str,
-    messages: Sequence[BaseMessage],
     *,
-    config: HistoryConfig,
-    counter: TokenCounter,
-    budget: HistoryBudget | None,
     bounds_of: Callable[[int], tuple[int, int]],
-) -> tuple[Made, list[BaseMessage]] | None:
-    """The view of ``messages`` extended from ``session``'s previous one, with what it was made
-    from (for the next call), or None when it must be planned from scratch (see the module)."""
-    with _LOCK:
-        last = _LAST.hit(session)
-    if last is None or last.config is not config or last.counter is not counter or last.budget != budget:
+    count: Callable[[BaseMessage], int],
+) -> Made | None:
+    """The previous view with the new messages appended, when that is this call's view (see the
+    module); None when it must be planned again."""
+    prior, added = growth.prior, growth.added
+    bounds = bounds_of(len(growth.spans))
+    if bounds != prior.bounds:
         return None
-    n = len(last.messages)
-    if len(messages) < n:
-        return None
-    if not (all(map(is_, last.messages, messages)) and all(map(is_, last.contents, map(_content, messages)))):
-        return None
-    added = list(messages[n:])
-    if added and not isinstance(added[0], (HumanMessage, AIMessage)):
-        return None  # the previous last exchange goes on: its span changes
-    spans = [(s + n, e + n) for s, e in exchange_spans(added)]
-    exchanges = last.exchanges + len(spans)
-    bounds = bounds_of(exchanges)
-    if bounds != last.bounds:
-        return None
-    humans = [i for i, m in enumerate(added, start=n) if isinstance(m, HumanMessage)]
-    first_human = last.first_human if last.first_human is not None else (humans[0] if humans else None)
-    latest = humans[-1] if humans else last.latest_human
-    tiers = dict(last.tiers)
-    old = last.latest_human
-    if humans and old is not None and old != first_human and not _always_kept(messages[old]):
-        # the previous latest human message is no longer kept exact: shown the same only when
-        # its exchange is verbatim
-        if last.whole is None and (last.latest_span is None or last.latest_span < bounds[1]):
-            return None
-        tiers["protected"] -= 1
-        tiers["verbatim"] += 1
-    for index, message in enumerate(added, start=n):
-        if index in (first_human, latest) or _always_kept(message):
-            tiers["protected"] += 1
-        else:
-            tiers["verbatim"] += 1
-    whole, window = last.whole, last.window
+    if growth.dirty and prior.whole is None and min(growth.dirty) < bounds[1]:
+        return None  # a human message that was kept exact outside the verbatim tier is compressed now
+    sizes = [count(m) for m in added]
+    new_spans = growth.spans[len(prior.spans) :]
+    n = len(prior.messages)
+    parts = [parts_of(added[s - n : e - n], sizes[s - n : e - n]) for s, e in new_spans]
+    tiers = dict(prior.tiers)
+    tiers["protected"] = len(growth.protected)
+    tiers["verbatim"] += len(added) + len(prior.protected) - len(growth.protected)
+    whole, window = prior.whole, prior.window
     first = max(bounds[1], 1)
-    verbatim_from = last.verbatim_from
+    verbatim_from = prior.verbatim_from
     if whole is not None:
-        if budget is None:
-            return None
-        total, results = whole
-        for message in added:
-            size = count_message(message, counter)
-            total += size
-            results += size if isinstance(message, ToolMessage) else 0
-        if not budget.within(total, results):
+        total = whole[0] + sum(p[0] for p in parts)
+        results = whole[1] + sum(p[2] for p in parts)
+        if prior.budget is None or not prior.budget.within(total, results):
             return None
         whole = (total, results)
-        if verbatim_from is None and first < exchanges:
-            verbatim_from = spans[first - last.exchanges][0]
+        if verbatim_from is None and first < len(growth.spans):
+            verbatim_from = growth.spans[first][0]
     else:
         if window is None:
             return None
-        grown: list[WindowLimit] = []
+        limits: list[WindowLimit] = []
         for limit in window:
-            tokens = limit.tokens + sum(count_message(m, counter) for m in added if _counts(m, limit.kind, limit.is_kind))
+            column = 0 if limit.kind is None else 2 if limit.is_kind else 1
+            tokens = limit.tokens + sum(p[column] for p in parts)
             if tokens > limit.most:
                 return None
-            grown.append(replace(limit, tokens=tokens))
-        window = tuple(grown)
-        if verbatim_from is None and last.exchanges <= first < exchanges:
-            verbatim_from = len(last.result) + spans[first - last.exchanges][0] - n
-    result = [*last.result, *added]
-    latest_span = last.latest_span
-    if humans:
-        latest_span = next(last.exchanges + j for j, (s, e) in enumerate(spans) if s <= latest < e)  # type: ignore[operator]
+            limits.append(replace(limit, tokens=tokens))
+        window = tuple(limits)
+        if verbatim_from is None and len(prior.spans) <= first < len(growth.spans):
+            verbatim_from = len(prior.result) + growth.spans[first][0] - n
     made = replace(
-        last,
-        messages=tuple(messages),
-        contents=tuple(map(_content, messages)),
-        exchanges=exchanges,
-        first_human=first_human,
-        latest_human=latest,
-        latest_span=latest_span,
-        result=tuple(result),
+        prior,
+        messages=(*prior.messages, *added),
+        contents=(*prior.contents, *map(_content, added)),
+        spans=tuple(growth.spans),
+        protected=growth.protected,
+        first_human=growth.first_human,
+        latest_human=growth.latest_human,
+        rendered=(*prior.rendered, *(tuple(added[s - n : e - n]) for s, e in new_spans)),
+        parts=(*prior.parts, *parts),
+        changed=(*prior.changed, *(0 for _ in new_spans)),
+        result=(*prior.result, *added),
         tiers=tiers,
         verbatim_from=verbatim_from,
         whole=whole,
         window=window,
     )
-    with _LOCK:
-        _LAST.put(session, made)
-    return made, result
+    remember(session, made)
+    return made
 
 
-__all__ = ["SESSIONS", "Made", "extend", "remember"]
+__all__ = ["SESSIONS", "Grown", "Made", "always_kept", "extend", "grown", "remember"]

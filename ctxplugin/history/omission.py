@@ -29,26 +29,22 @@ moves.
 
 from __future__ import annotations
 
-import hashlib
-import json
-import threading
-from collections import OrderedDict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.messages import BaseMessage, ToolMessage
 
-from ctxplugin._lru import LRU, PerMessage
 from ctxplugin.config import HistoryConfig
 from ctxplugin.errors import InvalidInputError
+from ctxplugin.history._digests import Digests as Digests
+from ctxplugin.history._digests import Keys as Keys
 from ctxplugin.history._note_values import PATH as PATH
 from ctxplugin.history._note_values import RAN as RAN
 from ctxplugin.history._note_values import USER_SAID as USER_SAID
 from ctxplugin.history._note_values import Labelled as Labelled
-from ctxplugin.history._note_values import _Valued, _valued
 from ctxplugin.history._notes import EXPAND_HINT as EXPAND_HINT
-from ctxplugin.history._notes import _by_priority, _by_reuse, _chronology, _note, note_values
-from ctxplugin.tokens import TokenCounter, content_text, count_message
+from ctxplugin.history._notes import note_values
+from ctxplugin.tokens import TokenCounter, count_message
 
 OMITTED_NOTE = "[earlier exchanges are not shown; stored tool outputs stay available through expand_ref]"
 """The note that stands for exchanges the budget stage dropped: in the history where they were,
@@ -110,6 +106,21 @@ def totals(messages: Sequence[BaseMessage], counter: TokenCounter) -> tuple[int,
     return total, results
 
 
+Parts = tuple[int, int, int]
+"""Tokens of one exchange as shown: all its messages, those that are not tool results, and
+the tool results (what each limit of a :class:`HistoryBudget` counts)."""
+
+
+def parts_of(messages: Sequence[BaseMessage], sizes: Sequence[int]) -> Parts:
+    """The :data:`Parts` of one exchange's ``messages`` of ``sizes`` tokens."""
+    total = results = 0
+    for message, size in zip(messages, sizes, strict=True):
+        total += size
+        if isinstance(message, ToolMessage):
+            results += size
+    return total, total - results, results
+
+
 def _counts(message: BaseMessage, kind: type[BaseMessage] | None, is_kind: bool) -> bool:
     return kind is None or isinstance(message, kind) == is_kind
 
@@ -164,11 +175,12 @@ def plan_omission(
     bounds: tuple[int, int],
     budget: HistoryBudget,
     config: HistoryConfig,
+    parts: Sequence[Parts] | None = None,
 ) -> OmissionPlan:
     """The fewest old blocks to condense so that every limit of ``budget`` is met.
 
     ``rendered``/``sizes`` hold each exchange's messages as their tiers show them and their
-    tokens. Blocks are condensed oldest first; condensed blocks are merged into the archive
+    tokens (``parts``, when given, their sums as :func:`parts_of` makes them). Blocks are condensed oldest first; condensed blocks are merged into the archive
     ``archive_blocks`` at a time. The window (trimmed and verbatim exchanges) is measured as it
     was at the last boundary move, plus room for ``block_size - 1`` more exchanges, so the plan
     stays the same until the boundaries move again — unless the window outgrows that room (a
@@ -180,14 +192,17 @@ def plan_omission(
     blocks = gist_end // block
     if not any(digests.members(k) for k in range(blocks)):
         return OmissionPlan(holds_while=())  # nothing can be condensed, however the window grows
-    window_end = min(len(rendered), verbatim_start + config.verbatim_exchanges)
+    if parts is None:
+        parts = [parts_of(r, t) for r, t in zip(rendered, sizes, strict=True)]
+    window_end = min(len(parts), verbatim_start + config.verbatim_exchanges)
     caps = [config.archive_tokens >> shift for shift in range(4)] + [0]
     condensed, level = 0, 0
     holds: list[WindowLimit] = []
     for limit, kind, is_kind in budget.limits():
+        column = 0 if kind is None else 2 if is_kind else 1
 
-        def part(i: int, kind: type[BaseMessage] | None = kind, is_kind: bool = is_kind) -> int:
-            return sum(t for m, t in zip(rendered[i], sizes[i], strict=True) if _counts(m, kind, is_kind))
+        def part(i: int, column: int = column, parts: Sequence[Parts] = parts) -> int:
+            return parts[i][column]
 
         def tokens(message: BaseMessage | None, kind: type[BaseMessage] | None = kind, is_kind: bool = is_kind) -> int:
             return digests.size(message) if message is not None and _counts(message, kind, is_kind) else 0
@@ -195,7 +210,7 @@ def plan_omission(
         window = [part(i) for i in range(gist_end, window_end)]
         fresh = [part(i) for i in range(verbatim_start, window_end)] or window
         reserve = (block - 1) * (sum(fresh) // len(fresh)) if fresh else 0
-        kept = sum(part(i) for i in range(gist_end) if i in protected_spans)
+        kept = sum(part(i) for i in protected_spans if i < gist_end)
         allowance = limit - kept - sum(window) - reserve
         gists = [sum(part(i) for i in digests.members(k)) for k in range(blocks)]
         after = [0] * (blocks + 1)  # after[k]: the gists of blocks k.. (summed once, read per try)
@@ -222,7 +237,7 @@ def plan_omission(
             # stage cuts the rest.
             need, planned = blocks, allowance + reserve
             level = next((lv for lv in range(level, len(caps)) if fits(blocks, caps[lv], allowance=planned)), level)
-        grown = sum(part(i) for i in range(gist_end, len(rendered)))
+        grown = sum(part(i) for i in range(gist_end, len(parts)))
         now = limit - kept - grown
         # ``bar``: the window may count up to ``limit - kept - bar`` with this plan unchanged
         if now >= planned or fits(need, caps[level], allowance=now):
@@ -254,159 +269,4 @@ def plan_omission(
     )
 
 
-Exchange = tuple[BaseMessage, ...]
-
-_CACHE: OrderedDict[tuple[object, ...], tuple[HumanMessage | None, tuple[str, ...]]] = OrderedDict()
-_CACHE_LOCK = threading.Lock()
-_CACHE_SIZE = 4096
-_RANKED: LRU[tuple[str, int, str], tuple[list[list[_Valued]], list[Labelled]]] = LRU(64)
-
-
-class Digests:
-    """The context notes that stand for condensed blocks of one conversation.
-
-    The archive of blocks ``0 .. a - 1`` lists their values, ranked by :func:`_by_reuse`,
-    deduplicated, within ``archive_tokens``; each later condensed block has a note of its own (within
-    ``digest_tokens``) with the values the archive and earlier notes do not list. A note depends
-    only on the blocks it covers and those before them, so it never changes while shown; notes
-    are remembered by content, since the same old blocks come back on every call.
-
-    Args:
-        exchanges: every exchange of the conversation (original messages).
-        spans_of_block: exchange numbers of each gisted block that may be condensed.
-        gist_sizes: tokens of each block as the gist tier shows it (a note is never larger).
-        known: text always in view (the task); values in it are not listed.
-        config: note sizes.
-        counter: token counter.
-    """
-
-    def __init__(
-        self,
-        exchanges: Sequence[Exchange],
-        spans_of_block: Sequence[Sequence[int]],
-        gist_sizes: Sequence[int],
-        known: str,
-        config: HistoryConfig,
-        counter: TokenCounter,
-    ) -> None:
-        self._exchanges = exchanges
-        self._spans = spans_of_block
-        self._gist_sizes = gist_sizes
-        self._known = known
-        self._config = config
-        self._counter = counter
-        self._keys: list[str] = []
-        self._seen: dict[tuple[object, ...], tuple[HumanMessage | None, tuple[str, ...]]] = {}
-        digest = hashlib.sha1(known.encode("utf-8", "surrogatepass"))
-        for members in spans_of_block:
-            for number in members:
-                for message in exchanges[number]:
-                    digest.update(b"\x00" + _digest(message))
-            digest.update(b"\x01")
-            self._keys.append(digest.hexdigest())
-
-    def members(self, block: int) -> Sequence[int]:
-        """Exchange numbers of ``block`` that may be condensed (not protected)."""
-        return self._spans[block]
-
-    def size(self, message: BaseMessage) -> int:
-        """Tokens of a note."""
-        return count_message(message, self._counter)
-
-    def _cached(self, key: tuple[object, ...], make: Callable[[], tuple[HumanMessage | None, list[str]]]) -> tuple[HumanMessage | None, tuple[str, ...]]:
-        # a plan asks for the same notes many times: looked up once per call, then here
-        made = self._seen.get(key)
-        if made is not None:
-            return made
-        with _CACHE_LOCK:
-            if key in _CACHE:
-                _CACHE.move_to_end(key)
-                made = _CACHE[key]
-        if made is None:
-            note, chosen = make()
-            made = (note, tuple(chosen))
-            with _CACHE_LOCK:
-                _CACHE[key] = made
-                while len(_CACHE) > _CACHE_SIZE:
-                    _CACHE.popitem(last=False)
-        self._seen[key] = made
-        return made
-
-    def _archive(self, upto: int, cap: int) -> tuple[HumanMessage | None, tuple[str, ...]]:
-        if upto <= 0 or cap <= 0:
-            return None, ()
-        key = ("archive", self._keys[upto - 1], upto, cap, self._counter.name)
-        cap = min(cap, sum(self._gist_sizes[:upto]) - 1)
-        first = next((m[0] for m in self._spans[:upto] if m), 0)
-        last = next((m[-1] for m in reversed(self._spans[:upto]) if m), 0)
-        return self._cached(key, lambda: self._archive_note(upto, first, last, cap))
-
-    def _archive_note(self, upto: int, first: int, last: int, cap: int) -> tuple[HumanMessage | None, list[str]]:
-        valued, ranked = self._ranked(upto)
-        return _note((first, last), list(ranked), _chronology(valued), set(), self._known, cap, self._counter, first=True)
-
-    def _ranked(self, upto: int) -> tuple[list[list[_Valued]], list[Labelled]]:
-        """The values of blocks ``0 .. upto - 1``, newest exchange first, and as
-        :func:`_by_reuse` ranks them: once for all the caps an archive is tried at."""
-        key = (self._keys[upto - 1], upto, self._counter.name)
-        with _CACHE_LOCK:
-            hit = _RANKED.hit(key)
-        if hit is not None:
-            return hit
-        newest_first = [self._exchanges[n] for k in reversed(range(upto)) for n in reversed(self._spans[k])]
-        valued = _valued(newest_first)
-        found = (valued, _by_reuse(valued, self._counter))
-        with _CACHE_LOCK:
-            _RANKED.put(key, found)
-        return found
-
-    def archive(self, upto: int, cap: int) -> HumanMessage | None:
-        """The note for blocks ``0 .. upto - 1`` within ``cap`` tokens (None if there are no
-        such blocks or it lists nothing)."""
-        return self._archive(upto, cap)[0]
-
-    def block(self, block: int, archived: int, archive_cap: int) -> HumanMessage | None:
-        """The note of one condensed ``block`` after an archive of ``archived`` blocks."""
-        return self._block(block, archived, archive_cap)[0]
-
-    def _block(self, block: int, archived: int, archive_cap: int) -> tuple[HumanMessage | None, tuple[str, ...]]:
-        members = self._spans[block]
-        if not members:
-            return None, ()
-        key = ("block", self._keys[block], block, archived, archive_cap, self._config.digest_tokens, self._counter.name)
-
-        def make() -> tuple[HumanMessage | None, list[str]]:
-            known = set(self._archive(archived, archive_cap)[1])
-            for earlier in range(archived, block):
-                known.update(self._block(earlier, archived, archive_cap)[1])
-            cap = min(self._config.digest_tokens, self._gist_sizes[block] - 1)
-            valued = _valued([self._exchanges[n] for n in reversed(members)])
-            shown_first = archived == 0 and block == next(k for k, m in enumerate(self._spans) if m)
-            return _note(
-                (members[0], members[-1]), list(_by_priority(valued)), _chronology(valued), known, self._known, cap,
-                self._counter, first=shown_first,
-            )
-
-        return self._cached(key, make)
-
-
-_DIGESTS: PerMessage[bytes] = PerMessage(4096)
-
-
-def _digest(message: BaseMessage) -> bytes:
-    """The sha1 of :func:`_text` of ``message``, once per message."""
-    found = _DIGESTS.get(message)
-    if found is None:
-        found = hashlib.sha1(_text(message).encode("utf-8", "surrogatepass")).digest()
-        _DIGESTS.put(message, found)
-    return found
-
-
-def _text(message: BaseMessage) -> str:
-    parts = [content_text(message.content)]
-    if isinstance(message, AIMessage):
-        parts.extend(json.dumps(c["args"], ensure_ascii=False, sort_keys=True) for c in message.tool_calls)
-    return "\n".join(parts)
-
-
-__all__ = ["OMITTED_NOTE", "Digests", "HistoryBudget", "OmissionPlan", "WindowLimit", "note_values", "plan_omission"]
+__all__ = ["OMITTED_NOTE", "Digests", "HistoryBudget", "Keys", "OmissionPlan", "Parts", "WindowLimit", "note_values", "parts_of", "plan_omission"]

@@ -11,30 +11,30 @@ messages.
 from __future__ import annotations
 
 import math
+from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from enum import StrEnum
-from functools import lru_cache, partial
+from functools import partial
 from typing import Protocol
 
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolCall
+from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
-from ctxplugin._lru import PerMessage
-from ctxplugin._messages import META_KEY, annotation, exchange_spans
+from ctxplugin._messages import annotation, exchange_spans
 from ctxplugin.config import HistoryConfig
-from ctxplugin.history._extend import extend, remember
-from ctxplugin.history.compressors import MemoCounter, gist_text, memo_counter, trim_text
-from ctxplugin.history.omission import Digests, HistoryBudget, OmissionPlan, plan_omission, totals
+from ctxplugin.history._extend import Made, extend, grown, remember
+from ctxplugin.history._shown import Tier as Tier
+from ctxplugin.history._shown import _plain_text, _summarizable, compress_message
+from ctxplugin.history.compressors import memo_counter
+from ctxplugin.history.omission import (
+    Digests,
+    HistoryBudget,
+    OmissionPlan,
+    Parts,
+    parts_of,
+    plan_omission,
+    totals,
+)
 from ctxplugin.tokens import TokenCounter, content_text, count_message
-
-
-class Tier(StrEnum):
-    """How much of a message the view keeps."""
-
-    VERBATIM = "verbatim"
-    TRIMMED = "trimmed"
-    GIST = "gist"
-    OMITTED = "omitted"
 
 
 class GistSource(Protocol):
@@ -105,104 +105,6 @@ def protected_indexes(messages: Sequence[BaseMessage]) -> set[int]:
     return keep
 
 
-def _plain_text(message: BaseMessage) -> str | None:
-    """The text of a message that is text only, or None (multimodal content passes through)."""
-    content = message.content
-    if isinstance(content, str):
-        return content
-    if all(isinstance(b, str) or (isinstance(b, dict) and b.get("type") == "text") for b in content):
-        return content_text(content)
-    return None
-
-
-@lru_cache(maxsize=4096)
-def _compressed(text: str, tier: Tier, max_tokens: int, counter: MemoCounter, ref: str | None, lead: str | None) -> str:
-    keep = [ref] if ref else None
-    if tier is Tier.TRIMMED:
-        return trim_text(text, max_tokens=max_tokens, counter=counter, must_keep=keep)
-    return gist_text(text, max_tokens=max_tokens, counter=counter, lead=lead, must_keep=keep)
-
-
-def _summarizable(text: str, config: HistoryConfig, counter: TokenCounter) -> bool:
-    return counter.count(text) > 2 * config.gist_tokens
-
-
-_SHOWN: PerMessage[dict[tuple[object, ...], BaseMessage]] = PerMessage(4096)
-"""Each message as its tiers showed it, by message: an old message keeps its tier for many calls
-and is compressed once; the same copy is shown again, so what is derived from the copy (its
-token count) is found by identity too."""
-
-
-def compress_message(
-    message: BaseMessage,
-    tier: Tier,
-    *,
-    config: HistoryConfig,
-    counter: TokenCounter,
-    lead: str | None = None,
-) -> BaseMessage:
-    """``message`` as its tier shows it: a copy with new content, or ``message`` itself.
-
-    Text content is compressed, and only when that makes it smaller. Tool calls of AI messages
-    keep their ids, names and short arguments; a long string argument is trimmed (its exact
-    values listed at the marker), unless the message holds its calls as content blocks. A
-    stored tool output keeps its ref."""
-    if tier is Tier.VERBATIM:
-        return message
-    max_tokens = config.trim_tokens if tier is Tier.TRIMMED else config.gist_tokens
-    memo = memo_counter(counter)
-    key = (tier, max_tokens, lead, memo)
-    shown = _SHOWN.get(message)
-    if shown is not None and key in shown:
-        return shown[key]
-    out = _compress_message(message, tier, max_tokens, memo, lead)
-    if shown is None:
-        shown = {}
-        _SHOWN.put(message, shown)
-    shown[key] = out
-    return out
-
-
-def _compress_message(message: BaseMessage, tier: Tier, max_tokens: int, memo: MemoCounter, lead: str | None) -> BaseMessage:
-    update: dict[str, object] = {}
-    text = _plain_text(message)
-    note = annotation(message)
-    extra = dict(message.additional_kwargs)
-    calls = _trimmed_calls(message, max_tokens, memo) if text is not None else None
-    if calls is not None:
-        update["tool_calls"] = calls
-        extra.pop("tool_calls", None)  # a provider's raw copy of the calls would still hold the long arguments
-    if text:
-        ref = note.get("ref") if isinstance(note.get("ref"), str) else None
-        new = _compressed(text, tier, max_tokens, memo, ref, lead)
-        if new != text:
-            update["content"] = new
-    if not update:
-        return message
-    meta = {**note, "tier": tier.value}
-    update["additional_kwargs"] = {**extra, META_KEY: meta}
-    return message.model_copy(update=update)
-
-
-def _trimmed_calls(message: BaseMessage, max_tokens: int, counter: MemoCounter) -> list[ToolCall] | None:
-    """The tool calls of an AI message with every long string argument trimmed (its exact
-    values listed at the elision point), or None when none is long."""
-    if not isinstance(message, AIMessage) or not message.tool_calls:
-        return None
-    changed = False
-    calls: list[ToolCall] = []
-    for call in message.tool_calls:
-        args = dict(call["args"])
-        for key, value in args.items():
-            if isinstance(value, str) and len(value) > 4 * max_tokens:
-                short = _compressed(value, Tier.TRIMMED, max_tokens, counter, None, None)
-                if short != value:
-                    args[key] = short
-                    changed = True
-        calls.append({**call, "args": args})
-    return calls if changed else None
-
-
 def compress_history(
     body: Sequence[BaseMessage],
     *,
@@ -233,48 +135,57 @@ def compress_history(
     counter = memo_counter(counter)
     if isinstance(budget, int):
         budget = HistoryBudget(total=budget)
-    if summarizer is None:
-        extended = extend(session, messages, config=config, counter=counter, budget=budget, bounds_of=partial(tier_bounds, config=config))
-        if extended is not None:
-            made, shown = extended
-            return HistoryView(
-                messages=shown,
-                compressed_count=made.compressed,
-                omitted_exchanges=made.omitted,
-                tiers=dict(made.tiers),
-                verbatim_from=made.verbatim_from,
-            )
-    spans = exchange_spans(messages)
+    growth = grown(session, messages, config=config, counter=counter, budget=budget) if summarizer is None else None
+    if growth is not None:
+        made = extend(growth, session, bounds_of=partial(tier_bounds, config=config), count=partial(count_message, counter=counter))
+        if made is not None:
+            return _view(made)
+    if growth is not None:
+        spans, protected = growth.spans, growth.protected
+    else:
+        spans, protected = exchange_spans(messages), frozenset(protected_indexes(messages))
     exchanges = len(spans)
-    protected = protected_indexes(messages)
     bounds = tier_bounds(exchanges, config)
     gist_end, verbatim_start = bounds
     upgrade = is_boundary_call(exchanges, config)
-    tiers: dict[str, int] = {t.value: 0 for t in Tier}
-    tiers["protected"] = 0
-    keep = partial(remember, session, messages, config=config, counter=counter, budget=budget, spans=spans, bounds=bounds)
-    if config.compress == "over_budget" and budget is not None:
+    first_human = growth.first_human if growth is not None else next((i for i, m in enumerate(messages) if isinstance(m, HumanMessage)), None)
+    keep = partial(
+        Made, tuple(messages), tuple(m.content for m in messages), config, counter, budget, tuple(spans), bounds, protected, first_human,
+        growth.latest_human if growth is not None else max((i for i in protected if isinstance(messages[i], HumanMessage)), default=None),
+    )
+    if config.compress == "over_budget" and budget is not None and (growth is None or growth.prior.whole is not None):
+        # (a tiered history of the same settings did not fit before, and only grew since)
         whole = totals(messages, counter)
         if budget.within(*whole):
+            first = max(verbatim_start, 1)
+            tiers = {t.value: 0 for t in Tier}
             tiers["protected"] = len(protected)
             tiers[Tier.VERBATIM.value] = len(messages) - len(protected)
-            first = max(verbatim_start, 1)
-            view = HistoryView(messages=messages, tiers=tiers, verbatim_from=spans[first][0] if first < exchanges else None)
+            start_of = [spans[k][0] for k in range(exchanges)]
+            every = [parts_of(messages[s:e], [count_message(m, counter) for m in messages[s:e]]) for s, e in spans]
+            made = keep(
+                rendered=tuple(tuple(messages[s:e]) for s, e in spans), parts=tuple(every), changed=(0,) * exchanges, keys=None,
+                result=tuple(messages), tiers=tiers, compressed=0, omitted=0,
+                verbatim_from=start_of[first] if first < exchanges else None, whole=whole, window=None,
+            )
             if summarizer is None:
-                keep(
-                    result=messages, tiers=tiers, compressed=0, omitted=0,
-                    verbatim_from=view.verbatim_from, whole=whole, window=None,
-                )
-            return view
-    rendered: list[list[BaseMessage]] = []
+                remember(session, made)
+            return _view(made)
+    rendered: list[tuple[BaseMessage, ...]] = []
+    parts: list[Parts] = []
+    changed: list[int] = []
     for number, (start, end) in enumerate(spans):
-        tier = Tier.GIST if number < gist_end else Tier.TRIMMED if number < verbatim_start else Tier.VERBATIM
+        tier = _tier(number, bounds)
+        if growth is not None and growth.prior.reusable(number, _tier, bounds, growth.dirty):
+            rendered.append(growth.prior.rendered[number])
+            parts.append(growth.prior.parts[number])
+            changed.append(growth.prior.changed[number])
+            continue
         out: list[BaseMessage] = []
         for index in range(start, end):
             message = messages[index]
             if index in protected:
                 out.append(message)
-                tiers["protected"] += 1
                 continue
             lead = None
             if summarizer is not None and tier is not Tier.VERBATIM:
@@ -285,27 +196,28 @@ def compress_history(
                     else:
                         lead = summarizer.lead(text, session=session, upgrade=upgrade)
             out.append(compress_message(message, tier, config=config, counter=counter, lead=lead))
-            tiers[tier.value] += 1
-        rendered.append(out)
+        rendered.append(tuple(out))
+        parts.append(parts_of(out, [count_message(m, counter) for m in out]))
+        changed.append(sum(1 for j, m in zip(range(start, end), out, strict=True) if m is not messages[j]))
+    tiers = _tier_counts(spans, protected, bounds, len(messages))
     plan = OmissionPlan()
     notes: Digests | None = None
     if budget is not None and gist_end:
-        sizes = [[count_message(m, counter) for m in span] for span in rendered]
-        protected_spans = {i for i, (s, e) in enumerate(spans) if any(j in protected for j in range(s, e))}
+        protected_spans = {bisect_right(spans, (j, len(messages) + 1)) - 1 for j in protected}
         members = [
             [i for i in range(k * config.block_size, (k + 1) * config.block_size) if i not in protected_spans]
             for k in range(gist_end // config.block_size)
         ]
-        humans = [m for m in messages if isinstance(m, HumanMessage)]
         notes = Digests(
-            [tuple(messages[s:e]) for s, e in spans],
+            _Exchanges(messages, spans),
             members,
-            [sum(sum(sizes[i]) for i in block) for block in members],
-            content_text(humans[0].content) if humans else "",
+            [sum(parts[i][0] for i in block) for block in members],
+            content_text(messages[first_human].content) if first_human is not None else "",
             config,
             counter,
+            resume=growth.prior.keys if growth is not None else None,
         )
-        plan = plan_omission(rendered, sizes, protected_spans, notes, bounds=bounds, budget=budget, config=config)
+        plan = plan_omission(rendered, [], protected_spans, notes, bounds=bounds, budget=budget, config=config, parts=parts)
     result: list[BaseMessage] = []
     compressed = omitted = 0
     noted: set[int] = set()
@@ -330,16 +242,62 @@ def compress_history(
             tiers[Tier.OMITTED.value] += len(span)
             tiers[Tier.GIST.value] -= len(span)
             continue
-        compressed += sum(1 for j, m in zip(range(*spans[number]), span, strict=True) if m is not messages[j])
+        compressed += changed[number]
         result.extend(span)
-    if summarizer is None:
-        keep(
-            result=result, tiers=tiers, compressed=compressed, omitted=omitted,
-            verbatim_from=verbatim_from, whole=None, window=plan.holds_while if notes is not None else (),
-        )
-    return HistoryView(
-        messages=result, compressed_count=compressed, omitted_exchanges=omitted, tiers=tiers, verbatim_from=verbatim_from
+    made = keep(
+        rendered=tuple(rendered), parts=tuple(parts), changed=tuple(changed), keys=notes.keys() if notes is not None else None,
+        result=tuple(result), tiers=tiers, compressed=compressed, omitted=omitted, verbatim_from=verbatim_from, whole=None,
+        window=plan.holds_while if notes is not None else (),
     )
+    if summarizer is None:
+        remember(session, made)
+    return _view(made)
+
+
+def _view(made: Made) -> HistoryView:
+    return HistoryView(
+        messages=list(made.result),
+        compressed_count=made.compressed,
+        omitted_exchanges=made.omitted,
+        tiers=dict(made.tiers),
+        verbatim_from=made.verbatim_from,
+    )
+
+
+def _tier(number: int, bounds: tuple[int, int]) -> Tier:
+    """The tier of exchange ``number`` under ``(gist_end, verbatim_start)``."""
+    return Tier.GIST if number < bounds[0] else Tier.TRIMMED if number < bounds[1] else Tier.VERBATIM
+
+
+def _tier_counts(spans: Sequence[tuple[int, int]], protected: frozenset[int], bounds: tuple[int, int], size: int) -> dict[str, int]:
+    """Messages per tier (the kept-exact ones counted as ``protected``), before any is omitted."""
+    def start(number: int) -> int:
+        return spans[number][0] if number < len(spans) else size
+
+    tiers = {t.value: 0 for t in Tier}
+    tiers[Tier.GIST.value] = start(bounds[0])
+    tiers[Tier.TRIMMED.value] = start(bounds[1]) - start(bounds[0])
+    tiers[Tier.VERBATIM.value] = size - start(bounds[1])
+    for index in protected:
+        number = bisect_right(spans, (index, size + 1)) - 1
+        tiers[_tier(number, bounds).value] -= 1
+    tiers["protected"] = len(protected)
+    return tiers
+
+
+class _Exchanges(Sequence[tuple[BaseMessage, ...]]):
+    """The exchanges of a conversation, each made when asked for."""
+
+    def __init__(self, messages: Sequence[BaseMessage], spans: Sequence[tuple[int, int]]) -> None:
+        self._messages = messages
+        self._spans = spans
+
+    def __len__(self) -> int:
+        return len(self._spans)
+
+    def __getitem__(self, number: int) -> tuple[BaseMessage, ...]:  # type: ignore[override]
+        start, end = self._spans[number]
+        return tuple(self._messages[start:end])
 
 
 __all__ = [

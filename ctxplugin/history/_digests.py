@@ -1,0 +1,217 @@
+"""The context notes of a conversation's condensed blocks, made once and found again by content.
+
+See :mod:`ctxplugin.history.omission` for what a note lists and when blocks are condensed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+
+from ctxplugin._lru import LRU, PerMessage
+from ctxplugin.config import HistoryConfig
+from ctxplugin.history._note_values import Labelled, _Valued, _valued
+from ctxplugin.history._notes import _by_priority, _by_reuse, _chronology, _note
+from ctxplugin.tokens import TokenCounter, content_text, count_message
+
+Exchange = tuple[BaseMessage, ...]
+
+
+@dataclass(frozen=True)
+class Keys:
+    """The content keys of a conversation's blocks (each covers the blocks up to it), to be
+    extended on a later call rather than computed again.
+
+    Attributes:
+        known: the task text they were made with.
+        blocks: the exchange numbers of each block.
+        keys: the key of each block.
+        digest: the running hash after the last block.
+    """
+
+    known: str
+    blocks: tuple[tuple[int, ...], ...]
+    keys: tuple[str, ...]
+    digest: Any
+
+
+def _same_members(old: Sequence[int], new: Sequence[int]) -> bool:
+    return tuple(old) == tuple(new)
+
+_CACHE: OrderedDict[tuple[object, ...], tuple[HumanMessage | None, tuple[str, ...]]] = OrderedDict()
+_CACHE_LOCK = threading.Lock()
+_CACHE_SIZE = 4096
+_RANKED: LRU[tuple[str, int, str], tuple[list[list[_Valued]], list[Labelled]]] = LRU(64)
+
+
+class Digests:
+    """The context notes that stand for condensed blocks of one conversation.
+
+    The archive of blocks ``0 .. a - 1`` lists their values, ranked by :func:`_by_reuse`,
+    deduplicated, within ``archive_tokens``; each later condensed block has a note of its own (within
+    ``digest_tokens``) with the values the archive and earlier notes do not list. A note depends
+    only on the blocks it covers and those before them, so it never changes while shown; notes
+    are remembered by content, since the same old blocks come back on every call.
+
+    Args:
+        exchanges: every exchange of the conversation (original messages).
+        spans_of_block: exchange numbers of each gisted block that may be condensed.
+        gist_sizes: tokens of each block as the gist tier shows it (a note is never larger).
+        known: text always in view (the task); values in it are not listed.
+        config: note sizes.
+        counter: token counter.
+        resume: the keys a previous call made for the same messages (the caller vouches for
+            that); the blocks they cover are not hashed again.
+    """
+
+    def __init__(
+        self,
+        exchanges: Sequence[Exchange],
+        spans_of_block: Sequence[Sequence[int]],
+        gist_sizes: Sequence[int],
+        known: str,
+        config: HistoryConfig,
+        counter: TokenCounter,
+        resume: Keys | None = None,
+    ) -> None:
+        self._exchanges = exchanges
+        self._spans = spans_of_block
+        self._gist_sizes = gist_sizes
+        self._known = known
+        self._config = config
+        self._counter = counter
+        self._seen: dict[tuple[object, ...], tuple[HumanMessage | None, tuple[str, ...]]] = {}
+        start, keys, digest = 0, [], hashlib.sha1(known.encode("utf-8", "surrogatepass"))
+        if (
+            resume is not None
+            and resume.known == known
+            and len(resume.blocks) <= len(spans_of_block)
+            and all(map(_same_members, resume.blocks, spans_of_block))
+        ):
+            # the same exchanges of the same conversation as the previous call: its keys stand
+            start, keys, digest = len(resume.blocks), list(resume.keys), resume.digest.copy()
+        for members in spans_of_block[start:]:
+            for number in members:
+                for message in exchanges[number]:
+                    digest.update(b"\x00" + _digest(message))
+            digest.update(b"\x01")
+            keys.append(digest.hexdigest())
+        self._keys: list[str] = keys
+        self._digest = digest
+
+    def keys(self) -> Keys:
+        """What a later call on the same conversation can start its keys from."""
+        return Keys(self._known, tuple(tuple(m) for m in self._spans), tuple(self._keys), self._digest.copy())
+
+    def members(self, block: int) -> Sequence[int]:
+        """Exchange numbers of ``block`` that may be condensed (not protected)."""
+        return self._spans[block]
+
+    def size(self, message: BaseMessage) -> int:
+        """Tokens of a note."""
+        return count_message(message, self._counter)
+
+    def _cached(self, key: tuple[object, ...], make: Callable[[], tuple[HumanMessage | None, list[str]]]) -> tuple[HumanMessage | None, tuple[str, ...]]:
+        # a plan asks for the same notes many times: looked up once per call, then here
+        made = self._seen.get(key)
+        if made is not None:
+            return made
+        with _CACHE_LOCK:
+            if key in _CACHE:
+                _CACHE.move_to_end(key)
+                made = _CACHE[key]
+        if made is None:
+            note, chosen = make()
+            made = (note, tuple(chosen))
+            with _CACHE_LOCK:
+                _CACHE[key] = made
+                while len(_CACHE) > _CACHE_SIZE:
+                    _CACHE.popitem(last=False)
+        self._seen[key] = made
+        return made
+
+    def _archive(self, upto: int, cap: int) -> tuple[HumanMessage | None, tuple[str, ...]]:
+        if upto <= 0 or cap <= 0:
+            return None, ()
+        key = ("archive", self._keys[upto - 1], upto, cap, self._counter.name)
+        cap = min(cap, sum(self._gist_sizes[:upto]) - 1)
+        first = next((m[0] for m in self._spans[:upto] if m), 0)
+        last = next((m[-1] for m in reversed(self._spans[:upto]) if m), 0)
+        return self._cached(key, lambda: self._archive_note(upto, first, last, cap))
+
+    def _archive_note(self, upto: int, first: int, last: int, cap: int) -> tuple[HumanMessage | None, list[str]]:
+        valued, ranked = self._ranked(upto)
+        return _note((first, last), list(ranked), _chronology(valued), set(), self._known, cap, self._counter, first=True)
+
+    def _ranked(self, upto: int) -> tuple[list[list[_Valued]], list[Labelled]]:
+        """The values of blocks ``0 .. upto - 1``, newest exchange first, and as
+        :func:`_by_reuse` ranks them: once for all the caps an archive is tried at."""
+        key = (self._keys[upto - 1], upto, self._counter.name)
+        with _CACHE_LOCK:
+            hit = _RANKED.hit(key)
+        if hit is not None:
+            return hit
+        newest_first = [self._exchanges[n] for k in reversed(range(upto)) for n in reversed(self._spans[k])]
+        valued = _valued(newest_first)
+        found = (valued, _by_reuse(valued, self._counter))
+        with _CACHE_LOCK:
+            _RANKED.put(key, found)
+        return found
+
+    def archive(self, upto: int, cap: int) -> HumanMessage | None:
+        """The note for blocks ``0 .. upto - 1`` within ``cap`` tokens (None if there are no
+        such blocks or it lists nothing)."""
+        return self._archive(upto, cap)[0]
+
+    def block(self, block: int, archived: int, archive_cap: int) -> HumanMessage | None:
+        """The note of one condensed ``block`` after an archive of ``archived`` blocks."""
+        return self._block(block, archived, archive_cap)[0]
+
+    def _block(self, block: int, archived: int, archive_cap: int) -> tuple[HumanMessage | None, tuple[str, ...]]:
+        members = self._spans[block]
+        if not members:
+            return None, ()
+        key = ("block", self._keys[block], block, archived, archive_cap, self._config.digest_tokens, self._counter.name)
+
+        def make() -> tuple[HumanMessage | None, list[str]]:
+            known = set(self._archive(archived, archive_cap)[1])
+            for earlier in range(archived, block):
+                known.update(self._block(earlier, archived, archive_cap)[1])
+            cap = min(self._config.digest_tokens, self._gist_sizes[block] - 1)
+            valued = _valued([self._exchanges[n] for n in reversed(members)])
+            shown_first = archived == 0 and block == next(k for k, m in enumerate(self._spans) if m)
+            return _note(
+                (members[0], members[-1]), list(_by_priority(valued)), _chronology(valued), known, self._known, cap,
+                self._counter, first=shown_first,
+            )
+
+        return self._cached(key, make)
+
+
+_DIGESTS: PerMessage[bytes] = PerMessage(4096)
+
+
+def _digest(message: BaseMessage) -> bytes:
+    """The sha1 of :func:`_text` of ``message``, once per message."""
+    found = _DIGESTS.get(message)
+    if found is None:
+        found = hashlib.sha1(_text(message).encode("utf-8", "surrogatepass")).digest()
+        _DIGESTS.put(message, found)
+    return found
+
+
+def _text(message: BaseMessage) -> str:
+    parts = [content_text(message.content)]
+    if isinstance(message, AIMessage):
+        parts.extend(json.dumps(c["args"], ensure_ascii=False, sort_keys=True) for c in message.tool_calls)
+    return "\n".join(parts)
+
+
+__all__ = ["Digests", "Exchange", "Keys"]

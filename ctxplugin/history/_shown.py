@@ -1,0 +1,128 @@
+"""One message as its tier shows it: verbatim, trimmed or reduced to a gist.
+
+Compressed forms are remembered by message, so an old message is compressed once and the same
+copy is shown on every later call (what is derived from it is then found by identity too).
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from functools import lru_cache
+
+from langchain_core.messages import AIMessage, BaseMessage, ToolCall
+
+from ctxplugin._lru import PerMessage
+from ctxplugin._messages import META_KEY, annotation
+from ctxplugin.config import HistoryConfig
+from ctxplugin.history.compressors import MemoCounter, gist_text, memo_counter, trim_text
+from ctxplugin.tokens import TokenCounter, content_text
+
+
+class Tier(StrEnum):
+    """How much of a message the view keeps."""
+
+    VERBATIM = "verbatim"
+    TRIMMED = "trimmed"
+    GIST = "gist"
+    OMITTED = "omitted"
+
+
+def _plain_text(message: BaseMessage) -> str | None:
+    """The text of a message that is text only, or None (multimodal content passes through)."""
+    content = message.content
+    if isinstance(content, str):
+        return content
+    if all(isinstance(b, str) or (isinstance(b, dict) and b.get("type") == "text") for b in content):
+        return content_text(content)
+    return None
+
+
+@lru_cache(maxsize=4096)
+def _compressed(text: str, tier: Tier, max_tokens: int, counter: MemoCounter, ref: str | None, lead: str | None) -> str:
+    keep = [ref] if ref else None
+    if tier is Tier.TRIMMED:
+        return trim_text(text, max_tokens=max_tokens, counter=counter, must_keep=keep)
+    return gist_text(text, max_tokens=max_tokens, counter=counter, lead=lead, must_keep=keep)
+
+
+def _summarizable(text: str, config: HistoryConfig, counter: TokenCounter) -> bool:
+    return counter.count(text) > 2 * config.gist_tokens
+
+
+_SHOWN: PerMessage[dict[tuple[object, ...], BaseMessage]] = PerMessage(4096)
+"""Each message as its tiers showed it, by message: an old message keeps its tier for many calls
+and is compressed once; the same copy is shown again, so what is derived from the copy (its
+token count) is found by identity too."""
+
+
+def compress_message(
+    message: BaseMessage,
+    tier: Tier,
+    *,
+    config: HistoryConfig,
+    counter: TokenCounter,
+    lead: str | None = None,
+) -> BaseMessage:
+    """``message`` as its tier shows it: a copy with new content, or ``message`` itself.
+
+    Text content is compressed, and only when that makes it smaller. Tool calls of AI messages
+    keep their ids, names and short arguments; a long string argument is trimmed (its exact
+    values listed at the marker), unless the message holds its calls as content blocks. A
+    stored tool output keeps its ref."""
+    if tier is Tier.VERBATIM:
+        return message
+    max_tokens = config.trim_tokens if tier is Tier.TRIMMED else config.gist_tokens
+    memo = memo_counter(counter)
+    key = (tier, max_tokens, lead, memo)
+    shown = _SHOWN.get(message)
+    if shown is not None and key in shown:
+        return shown[key]
+    out = _compress_message(message, tier, max_tokens, memo, lead)
+    if shown is None:
+        shown = {}
+        _SHOWN.put(message, shown)
+    shown[key] = out
+    return out
+
+
+def _compress_message(message: BaseMessage, tier: Tier, max_tokens: int, memo: MemoCounter, lead: str | None) -> BaseMessage:
+    update: dict[str, object] = {}
+    text = _plain_text(message)
+    note = annotation(message)
+    extra = dict(message.additional_kwargs)
+    calls = _trimmed_calls(message, max_tokens, memo) if text is not None else None
+    if calls is not None:
+        update["tool_calls"] = calls
+        extra.pop("tool_calls", None)  # a provider's raw copy of the calls would still hold the long arguments
+    if text:
+        ref = note.get("ref") if isinstance(note.get("ref"), str) else None
+        new = _compressed(text, tier, max_tokens, memo, ref, lead)
+        if new != text:
+            update["content"] = new
+    if not update:
+        return message
+    meta = {**note, "tier": tier.value}
+    update["additional_kwargs"] = {**extra, META_KEY: meta}
+    return message.model_copy(update=update)
+
+
+def _trimmed_calls(message: BaseMessage, max_tokens: int, counter: MemoCounter) -> list[ToolCall] | None:
+    """The tool calls of an AI message with every long string argument trimmed (its exact
+    values listed at the elision point), or None when none is long."""
+    if not isinstance(message, AIMessage) or not message.tool_calls:
+        return None
+    changed = False
+    calls: list[ToolCall] = []
+    for call in message.tool_calls:
+        args = dict(call["args"])
+        for key, value in args.items():
+            if isinstance(value, str) and len(value) > 4 * max_tokens:
+                short = _compressed(value, Tier.TRIMMED, max_tokens, counter, None, None)
+                if short != value:
+                    args[key] = short
+                    changed = True
+        calls.append({**call, "args": args})
+    return calls if changed else None
+
+
+__all__ = ["Tier", "compress_message"]
