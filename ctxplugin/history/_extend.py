@@ -24,7 +24,7 @@ import threading
 from bisect import bisect_right
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from operator import attrgetter, is_
+from operator import and_, attrgetter, is_
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
@@ -36,6 +36,9 @@ from ctxplugin.history.omission import HistoryBudget, Keys, Parts, WindowLimit, 
 
 SESSIONS = 1024
 """Sessions whose last view is kept."""
+REPLACED = 16
+"""Earlier messages a call may have replaced (marked as no longer current) and still reuse the
+rest of the previous view; with more the view is planned from scratch."""
 
 _content = attrgetter("content")
 
@@ -62,7 +65,15 @@ class Made:
             its budget; None when it was tiered.
         window: for a tiered view, the limits its plan holds under (``()``: it holds however the
             window grows); None when the view cannot be extended.
+        notes_from: the messages its context notes were read from (when not ``messages``).
     """
+
+    def keys_for(self, source: Sequence[BaseMessage]) -> Keys | None:
+        """The block keys, when the notes of this call read the same messages as before."""
+        before = self.notes_from or self.messages
+        if self.keys is None or len(source) < len(before) or not all(map(is_, before, source)):
+            return None
+        return self.keys
 
     messages: tuple[BaseMessage, ...]
     contents: tuple[Any, ...]
@@ -85,6 +96,7 @@ class Made:
     verbatim_from: int | None
     whole: tuple[int, int] | None
     window: tuple[WindowLimit, ...] | None
+    notes_from: tuple[BaseMessage, ...] = ()
 
     def reusable(self, number: int, tier_of: Callable[[int, tuple[int, int]], object], bounds: tuple[int, int], dirty: set[int]) -> bool:
         """Whether exchange ``number`` is shown as it was: it existed, its tier is the same
@@ -102,7 +114,9 @@ class Grown:
         spans: every exchange of this call.
         protected: indexes of the messages kept exact now.
         first_human, latest_human: as :class:`Made`.
-        dirty: exchanges of the previous view whose kept messages changed.
+        dirty: exchanges of the previous view whose kept messages changed, or holding a
+            message replaced since (a message marked as no longer current).
+        replaced: whether some earlier message was replaced (the view cannot just be extended).
     """
 
     prior: Made
@@ -112,6 +126,7 @@ class Grown:
     first_human: int | None
     latest_human: int | None
     dirty: set[int]
+    replaced: bool = False
 
 
 _LAST: LRU[str, Made] = LRU(SESSIONS)
@@ -134,8 +149,12 @@ def grown(session: str, messages: Sequence[BaseMessage], *, config: HistoryConfi
     n = len(prior.messages)
     if len(messages) < n:
         return None
+    replaced: list[int] = []
     if not (all(map(is_, prior.messages, messages)) and all(map(is_, prior.contents, map(_content, messages)))):
-        return None
+        same = map(and_, map(is_, prior.messages, messages), map(is_, prior.contents, map(_content, messages)))
+        replaced = [i for i, kept in enumerate(same) if not kept]
+        if len(replaced) > REPLACED or any(_kind(prior.messages[i]) != _kind(messages[i]) for i in replaced):
+            return None  # another conversation, or one rewritten: planned from scratch
     added = list(messages[n:])
     if added and not isinstance(added[0], (HumanMessage, AIMessage)):
         return None  # the previous last exchange goes on: its span changes
@@ -150,7 +169,12 @@ def grown(session: str, messages: Sequence[BaseMessage], *, config: HistoryConfi
         protected.discard(old)  # no longer the latest human message
         dirty.add(bisect_right(prior.spans, (old, len(messages) + 1)) - 1)
     protected.update(i for i, m in enumerate(added, start=n) if i in (first_human, latest) or always_kept(m))
-    return Grown(prior, added, spans, frozenset(protected), first_human, latest, dirty)
+    dirty.update(bisect_right(prior.spans, (i, len(messages) + 1)) - 1 for i in replaced)
+    return Grown(prior, added, spans, frozenset(protected), first_human, latest, dirty, bool(replaced))
+
+
+def _kind(message: BaseMessage) -> tuple[type, bool]:
+    return type(message), always_kept(message)
 
 
 def remember(session: str, made: Made) -> None:
@@ -169,6 +193,8 @@ def extend(
     """The previous view with the new messages appended, when that is this call's view (see the
     module); None when it must be planned again."""
     prior, added = growth.prior, growth.added
+    if growth.replaced:
+        return None
     bounds = bounds_of(len(growth.spans))
     if bounds != prior.bounds:
         return None

@@ -113,6 +113,7 @@ def compress_history(
     budget: HistoryBudget | int | None = None,
     summarizer: GistSource | None = None,
     session: str = "default",
+    notes_from: Sequence[BaseMessage] | None = None,
 ) -> HistoryView:
     """Compress a conversation by age; never mutates ``body``.
 
@@ -125,6 +126,9 @@ def compress_history(
             :mod:`ctxplugin.history.omission`). None keeps every exchange.
         summarizer: optional source of model-written gist leads, consulted without waiting.
         session: whose conversation this is (for the summarizer's per-session quota).
+        notes_from: ``body`` as context notes should read it, message for message (the
+            conversation before outdated marks, so that a mark on an old message does not
+            rewrite the notes that stand for it); ``body`` when None.
 
     Returns:
         The compressed view. Every AI tool call keeps its result and vice versa, nothing is
@@ -202,6 +206,7 @@ def compress_history(
     tiers = _tier_counts(spans, protected, bounds, len(messages))
     plan = OmissionPlan()
     notes: Digests | None = None
+    source = notes_from if notes_from is not None and len(notes_from) == len(messages) else messages
     if budget is not None and gist_end:
         protected_spans = {bisect_right(spans, (j, len(messages) + 1)) - 1 for j in protected}
         members = [
@@ -209,13 +214,13 @@ def compress_history(
             for k in range(gist_end // config.block_size)
         ]
         notes = Digests(
-            _Exchanges(messages, spans),
+            _Exchanges(source, spans),
             members,
             [sum(parts[i][0] for i in block) for block in members],
-            content_text(messages[first_human].content) if first_human is not None else "",
+            content_text(source[first_human].content) if first_human is not None else "",
             config,
             counter,
-            resume=growth.prior.keys if growth is not None else None,
+            resume=growth.prior.keys_for(source) if growth is not None else None,
         )
         plan = plan_omission(rendered, [], protected_spans, notes, bounds=bounds, budget=budget, config=config, parts=parts)
     result: list[BaseMessage] = []
@@ -248,6 +253,7 @@ def compress_history(
         rendered=tuple(rendered), parts=tuple(parts), changed=tuple(changed), keys=notes.keys() if notes is not None else None,
         result=tuple(result), tiers=tiers, compressed=compressed, omitted=omitted, verbatim_from=verbatim_from, whole=None,
         window=plan.holds_while if notes is not None else (),
+        notes_from=tuple(source) if notes is not None and source is not messages else (),
     )
     if summarizer is None:
         remember(session, made)

@@ -128,7 +128,9 @@ class ChooseFacts:
     def _done(
         view: CallView, body: list[BaseMessage], lines: tuple[FactLine, ...], extracted: int, marked: int
     ) -> CallView:
-        return view.override(history=tuple(body), facts=lines, facts_extracted=extracted, outdated_marked=marked)
+        return view.override(
+            history=tuple(body), unmarked=view.history, facts=lines, facts_extracted=extracted, outdated_marked=marked
+        )
 
     def _window_key(self, body: list[BaseMessage], query: str) -> str | None:
         """With ``facts.placement="window"``: what the facts block is chosen for — the start of

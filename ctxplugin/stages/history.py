@@ -53,6 +53,7 @@ class CompressHistory:
             budget=budget,
             summarizer=self.summarizer,
             session=view.scope.key(),
+            notes_from=view.unmarked,
         )
         body = compressed.messages
         anchor: BaseMessage | None = None

@@ -93,6 +93,8 @@ class CallView:
         facts: the facts lines chosen for the view (facts, shown).
         facts_extracted: facts written from messages read for the first time (facts).
         outdated_marked: messages marked as stating something no longer current (facts).
+        unmarked: ``history`` as it was before those marks (facts); context notes are written
+            from it, so a mark on an old message does not rewrite the notes.
         compressed: messages whose content compression trimmed or gisted (history).
         omitted: exchanges compression condensed into notes (history).
         facts_anchor: the message the facts block is placed before (history).
@@ -124,6 +126,7 @@ class CallView:
     facts: tuple[FactLine, ...] = ()
     facts_extracted: int = 0
     outdated_marked: int = 0
+    unmarked: tuple[BaseMessage, ...] | None = None
     compressed: int = 0
     omitted: int = 0
     facts_anchor: BaseMessage | None = None

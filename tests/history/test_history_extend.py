@@ -1,10 +1,10 @@
-"""A history view extended from the previous call's equals the view planned from scratch.
+"""A history view built from the previous call's equals the view planned from scratch.
 
-Between tier moves ``compress_history`` appends the new messages to the session's previous view
-instead of planning again (``ctxplugin.history._extend``). These tests replay real recordings
-call by call, once as a host runs them and once with extension turned off, and require the same
-view every call; and they check that a conversation changed anywhere but at its end is planned
-again.
+Between tier moves ``compress_history`` appends the new messages to the session's previous view,
+and at a move it reuses every exchange that kept its tier (``ctxplugin.history._extend``). These
+tests replay real recordings call by call, once as a host runs them and once with nothing
+reused, and require the same view every call; and they check that a conversation changed
+anywhere but at its end is planned again.
 """
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ def test_extended_views_equal_views_planned_from_scratch(
     else:
         conversations = [c.messages for c in load_file(TAU).conversations[:6]]
     histories = [_calls(list(messages)) for messages in conversations]
-    off = mocker.patch.object(tiers_module, "extend", return_value=None)
+    off = mocker.patch.object(tiers_module, "grown", return_value=None)  # nothing reused
     planned = [_replay(h, config, budget, session=f"{kind}-{n}-planned") for n, h in enumerate(histories)]
     mocker.stop(off)
     extended = mocker.spy(tiers_module, "extend")
@@ -134,3 +134,34 @@ def test_results_that_continue_the_last_exchange_are_planned_again() -> None:
         view = compress_history(messages[:end], config=config, counter=COUNTER, budget=budget, session="continued")
         fresh = compress_history(messages[:end], config=config, counter=COUNTER, budget=budget, session=f"continued-{end}")
         assert _shape(view) == _shape(fresh)
+
+
+def test_an_earlier_message_replaced_by_a_marked_copy_is_shown_as_planned_from_scratch() -> None:
+    config = HistoryConfig(block_size=2, verbatim_exchanges=2, trimmed_exchanges=4)
+    budget = HistoryBudget(total=2000)
+    messages = _session(14)
+    compress_history(messages, config=config, counter=COUNTER, budget=budget, session="marked")
+    marked = list(messages)
+    for index in (6, 14):  # old outputs, as the facts stage marks them
+        marked[index] = messages[index].model_copy(update={"content": f"[outdated: see a later output] {messages[index].content}"})
+    grown = [*marked, AIMessage("next")]
+    view = compress_history(grown, config=config, counter=COUNTER, budget=budget, session="marked", notes_from=[*messages, grown[-1]])
+    fresh = compress_history(grown, config=config, counter=COUNTER, budget=budget, session="marked-fresh", notes_from=[*messages, grown[-1]])
+    assert _shape(view) == _shape(fresh)
+
+
+def test_notes_are_read_from_the_conversation_before_marks() -> None:
+    config = HistoryConfig(block_size=2, verbatim_exchanges=2, trimmed_exchanges=4)
+    budget = HistoryBudget(total=1500)
+    messages = _session(14)
+    plain = compress_history(messages, config=config, counter=COUNTER, budget=budget, session="notes-plain")
+    notes = [m for m in plain.messages if str(m.content).startswith("[context note")]
+    assert notes, "the budget condenses the oldest blocks"
+    marked = list(messages)
+    marked[4] = messages[4].model_copy(update={"content": f"[outdated: OLD_MARK_777] {messages[4].content}"})
+    view = compress_history(marked, config=config, counter=COUNTER, budget=budget, session="notes-marked", notes_from=messages)
+    shown = [m for m in view.messages if str(m.content).startswith("[context note")]
+    assert len(shown) == len(notes) and all(a is b for a, b in zip(shown, notes, strict=True)), "the same notes, not written again"
+    read_marked = compress_history(marked, config=config, counter=COUNTER, budget=budget, session="notes-read-marked")
+    again = [m for m in read_marked.messages if str(m.content).startswith("[context note")]
+    assert not all(a is b for a, b in zip(again, notes, strict=True)), "notes read from the marked messages are written anew"
