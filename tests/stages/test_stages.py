@@ -11,15 +11,18 @@ from langchain_core.tools import tool
 
 from ctxplugin._messages import MISSING_RESULT
 from ctxplugin.budget import FactLine
+from ctxplugin.cas.memory import MemoryCASStore
 from ctxplugin.config import ContextConfig, HistoryConfig
 from ctxplugin.errors import InvalidInputError
 from ctxplugin.scope import Scope
 from ctxplugin.stages import (
     Account,
     CallView,
+    CaptureMemo,
     CompressHistory,
     FindRoom,
     SkipShown,
+    StoreRefs,
     Tools,
     Validate,
     choose_tools,
@@ -94,6 +97,28 @@ def test_validate_checks_a_growing_conversation_as_a_fresh_check_would() -> None
     # a conversation that does not start with the messages checked before is checked afresh
     edited = [*messages[:2], HumanMessage(content="never mind")]
     assert Validate(orphans="pair").apply(fresh_view(edited)).history == stage.apply(fresh_view(edited)).history
+
+
+def test_refs_of_a_growing_conversation_are_those_of_a_fresh_stage() -> None:
+    config = ContextConfig(encoding="cl100k_base")
+    captures = CaptureMemo(MemoryCASStore(), config.cas, COUNTER)
+    stage = StoreRefs(enabled=True, captures=captures)
+    messages: list[BaseMessage] = [HumanMessage(content="List the logs.", id="h1")]
+    views = []
+    for turn in range(3):
+        listing = "\n".join(f"/var/log/app-{turn}-{n}.log  {n * 1024} bytes" for n in range(200))
+        messages += [
+            AIMessage(content="", tool_calls=[{"name": "lookup", "args": {"order_id": str(turn)}, "id": f"c{turn}"}]),
+            ToolMessage(content=listing, tool_call_id=f"c{turn}", name="lookup"),
+        ]
+        view = Validate().apply(fresh_view(list(messages)))
+        views.append(stage.apply(view))
+        fresh = StoreRefs(enabled=True, captures=captures).apply(view)
+        assert (views[-1].history, views[-1].refs_used, views[-1].refs_created, views[-1].stored) == (
+            fresh.history, fresh.refs_used, fresh.refs_created, fresh.stored
+        )
+    assert len(views[-1].refs_used) == 3
+    assert views[0].history[2] is views[2].history[2], "an output shown as its ref is the same copy on every call"
 
 
 def test_a_conversation_that_fits_goes_whole_without_expand_ref() -> None:
