@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Iterator, Sequence
 from typing import Any, Literal
 
@@ -13,7 +14,6 @@ from langchain_core.messages import (
     ToolMessage,
 )
 
-from ctxplugin._lru import PerMessage
 from ctxplugin._names import EXPAND_REF_NAME
 from ctxplugin.errors import InvalidInputError
 from ctxplugin.tokens import content_text
@@ -50,18 +50,59 @@ def validate(
         InvalidInputError: empty input, a non-message item, or an orphan tool result while
             ``orphans`` is ``"raise"`` (the message says how to repair the thread).
     """
-    if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
-        raise InvalidInputError(
-            f"prepare() takes a list of langchain-core messages, got {type(messages).__name__}"
-        )
-    if not messages:
-        raise InvalidInputError("prepare() got an empty message list; a model call needs at least one message")
-    out: list[BaseMessage] = []
-    warnings: list[str] = []
-    pending: dict[str, str] = {}  # tool_call_id -> tool name, awaiting results
-    group = 0  # index in ``out`` of the AI message whose results are pending
-    answered: set[str] = set()
-    for index, message in enumerate(messages):
+    return Validation(orphans).extend(messages)
+
+
+class Validation:
+    """:func:`validate` carried from call to call: a conversation that grows is checked only
+    where it grew, and what was repaired before (a placeholder, a stand-in call) is the same
+    object on every call. Not locked: one caller at a time.
+
+    Args:
+        orphans: what to do with a tool result whose call is not in the conversation.
+    """
+
+    __slots__ = ("answered", "group", "orphans", "out", "pending", "placeholders", "seen", "warnings")
+
+    def __init__(self, orphans: OrphanRepair = "raise") -> None:
+        self.orphans: OrphanRepair = orphans
+        self.seen: tuple[BaseMessage, ...] = ()  # the messages checked so far
+        self.out: list[BaseMessage] = []
+        self.warnings: list[str] = []
+        self.pending: dict[str, str] = {}  # tool_call_id -> tool name, awaiting results
+        self.group = 0  # index in ``out`` of the AI message whose results are pending
+        self.answered: set[str] = set()
+        self.placeholders: dict[str, ToolMessage] = {}  # by call id, once made
+
+    def continued_by(self, messages: Sequence[BaseMessage]) -> bool:
+        """Whether ``messages`` starts with the very messages checked so far."""
+        return len(self.seen) <= len(messages) and all(map(operator.is_, self.seen, messages))
+
+    def extend(self, messages: Sequence[BaseMessage]) -> tuple[list[BaseMessage], list[str]]:
+        """The valid copy of ``messages`` and its warnings, checking the messages past those
+        checked so far (``messages`` starts with them: see :meth:`continued_by`).
+
+        Raises:
+            InvalidInputError: as :func:`validate`.
+        """
+        if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
+            raise InvalidInputError(
+                f"prepare() takes a list of langchain-core messages, got {type(messages).__name__}"
+            )
+        if not messages:
+            raise InvalidInputError("prepare() got an empty message list; a model call needs at least one message")
+        for index in range(len(self.seen), len(messages)):
+            self._check(index, messages[index])
+        self.seen = tuple(messages)
+        out, warnings = list(self.out), list(self.warnings)
+        # Calls at the very end are the ones the agent is about to run: no placeholder there. Once
+        # some of them have results the tools have run, and the model must see every call answered.
+        if self.pending and isinstance(out[-1], ToolMessage):
+            self._close_pending(out, dict(self.pending), warnings)
+        return out, warnings
+
+    def _check(self, index: int, message: BaseMessage) -> None:
+        out, pending, answered, warnings = self.out, self.pending, self.answered, self.warnings
         if not isinstance(message, BaseMessage):
             raise InvalidInputError(
                 f"message {index} is a {type(message).__name__}, not a langchain-core BaseMessage"
@@ -73,38 +114,43 @@ def validate(
                     if message.tool_call_id in answered
                     else "but no earlier AI message made that call"
                 )
-                if orphans == "raise":
+                if self.orphans == "raise":
                     raise InvalidInputError(f"{problem}. {REPAIR_HINT.format(id=message.id or '<its id>')}")
-                if orphans == "drop" or message.tool_call_id in answered:
+                if self.orphans == "drop" or message.tool_call_id in answered:
                     # a second result for an answered call cannot be paired: call ids are unique
-                    warnings.append(f"{problem}; it was left out of the view (orphan_tool_results={orphans!r})")
-                    continue
+                    warnings.append(f"{problem}; it was left out of the view (orphan_tool_results={self.orphans!r})")
+                    return
                 # before the AI message whose results are still coming, so those stay adjacent
-                at = group if pending else len(out)
+                at = self.group if pending else len(out)
                 out[at:at] = [_stand_in_call(message), message]
                 answered.add(message.tool_call_id)
-                group += 2 if pending else 0
+                self.group += 2 if pending else 0
                 warnings.append(f"{problem}; a stand-in call was put before it (orphan_tool_results='pair')")
-                continue
+                return
             pending.pop(message.tool_call_id)
             answered.add(message.tool_call_id)
             out.append(message)
-            continue
+            return
         if pending:
-            _close_pending(out, pending, warnings, out[group])
+            self._close_pending(out, pending, warnings)
         out.append(message)
         if isinstance(message, AIMessage):
-            group = len(out) - 1
+            self.group = len(out) - 1
             for call in message.tool_calls:
                 call_id = call.get("id")
                 if not call_id:
                     raise InvalidInputError(f"message {index} has a tool call without an id: {call['name']!r}")
                 pending[call_id] = call["name"]
-    # Calls at the very end are the ones the agent is about to run: no placeholder there. Once
-    # some of them have results the tools have run, and the model must see every call answered.
-    if pending and isinstance(out[-1], ToolMessage):
-        _close_pending(out, pending, warnings, out[group])
-    return out, warnings
+
+    def _close_pending(self, out: list[BaseMessage], pending: dict[str, str], warnings: list[str]) -> None:
+        for call_id, name in pending.items():
+            placeholder = self.placeholders.get(call_id)
+            if placeholder is None or placeholder.name != name:
+                placeholder = ToolMessage(content=MISSING_RESULT, tool_call_id=call_id, name=name, status="error")
+                self.placeholders[call_id] = placeholder
+            out.append(placeholder)
+            warnings.append(f"tool call {call_id!r} ({name}) had no result; a placeholder was added to the view")
+        pending.clear()
 
 
 def _stand_in_call(orphan: ToolMessage) -> AIMessage:
@@ -115,26 +161,6 @@ def _stand_in_call(orphan: ToolMessage) -> AIMessage:
         tool_calls=[{"name": name, "args": {}, "id": orphan.tool_call_id, "type": "tool_call"}],
         additional_kwargs={META_KEY: {"repaired": "stand-in call for a tool result without one"}},
     )
-
-
-_PLACEHOLDERS: PerMessage[dict[str, ToolMessage]] = PerMessage(1024)
-"""The placeholder results of each AI message, by message: the same placeholder is shown on
-every call, so the view's prefix stays the same objects (what is derived from them is found by
-identity, and a provider's cache sees the same bytes)."""
-
-
-def _close_pending(out: list[BaseMessage], pending: dict[str, str], warnings: list[str], caller: BaseMessage) -> None:
-    made = _PLACEHOLDERS.get(caller)
-    if made is None:
-        made = {}
-        _PLACEHOLDERS.put(caller, made)
-    for call_id, name in pending.items():
-        placeholder = made.get(call_id)
-        if placeholder is None or placeholder.name != name:
-            placeholder = made[call_id] = ToolMessage(content=MISSING_RESULT, tool_call_id=call_id, name=name, status="error")
-        out.append(placeholder)
-        warnings.append(f"tool call {call_id!r} ({name}) had no result; a placeholder was added to the view")
-    pending.clear()
 
 
 def split_header(messages: Sequence[BaseMessage]) -> tuple[list[SystemMessage], list[BaseMessage]]:

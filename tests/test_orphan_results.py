@@ -128,16 +128,3 @@ def test_a_last_group_with_some_results_gets_placeholders_for_the_others() -> No
     prepared = memory_engine().prepare(messages, scope=SCOPE)
     assert_valid(prepared.messages)
 
-
-def test_a_placeholder_is_the_same_message_on_every_call() -> None:
-    """The view's prefix stays the same objects from call to call (prompt caches and the
-    per-message memos depend on it), placeholders included."""
-    messages: list[BaseMessage] = [
-        HumanMessage(content="two things"),
-        AIMessage(content="", tool_calls=[{"name": "a", "args": {}, "id": "c1"}]),
-        HumanMessage(content="never mind, do the other"),
-    ]
-    first, _ = validate(messages)
-    again, _ = validate([*messages, AIMessage(content="ok")])
-    assert isinstance(first[2], ToolMessage) and first[2].tool_call_id == "c1"
-    assert again[2] is first[2]

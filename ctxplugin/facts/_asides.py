@@ -36,20 +36,42 @@ def aside_spans(body: Sequence[BaseMessage]) -> dict[int, str]:
     to the return are the aside; the return itself is not. An interruption not yet left is the
     current topic and is not marked.
     """
-    spans: dict[int, str] = {}
-    start: int | None = None
-    for index, message in enumerate(body):
-        if not isinstance(message, HumanMessage):
-            continue
-        text = content_text(message.content)
-        if start is not None and _RESUMES.search(text):
-            spans.update(
-                (i, "aside") for i in range(start, index) if not isinstance(body[i], ToolMessage)
-            )
-            start = None
-        elif start is None and _INTERRUPTS.search(text):
-            start = index
-    return spans
+    asides = Asides()
+    asides.extend(body)
+    return asides.spans
 
 
-__all__ = ["aside_spans"]
+class Asides:
+    """:func:`aside_spans` read one message at a time, so that a conversation that grows is
+    read only where it grew."""
+
+    __slots__ = ("seen", "spans", "start")
+
+    def __init__(self) -> None:
+        self.spans: dict[int, str] = {}
+        self.start: int | None = None  # the opening of an interruption not yet left
+        self.seen = 0
+
+    def extend(self, body: Sequence[BaseMessage]) -> int:
+        """Read the messages of ``body`` past those read so far (``body`` starts with them);
+        return the first index whose span changed (``len(body)`` when none did): a return
+        makes the interruption before it an aside."""
+        changed = len(body)
+        for index in range(self.seen, len(body)):
+            message = body[index]
+            if not isinstance(message, HumanMessage):
+                continue
+            text = content_text(message.content)
+            if self.start is not None and _RESUMES.search(text):
+                self.spans.update(
+                    (i, "aside") for i in range(self.start, index) if not isinstance(body[i], ToolMessage)
+                )
+                changed = min(changed, self.start)
+                self.start = None
+            elif self.start is None and _INTERRUPTS.search(text):
+                self.start = index
+        self.seen = len(body)
+        return changed
+
+
+__all__ = ["Asides", "aside_spans"]

@@ -28,17 +28,17 @@ messages, and tool text is data. A fact from a tool is named by its ref instead.
 from __future__ import annotations
 
 import itertools
-import re
 import threading
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
-from ctxplugin._lru import LRU, PerMessage, TextKey, text_key
+from ctxplugin._lru import LRU, PerMessage
 from ctxplugin._messages import META_KEY, annotation
-from ctxplugin.facts._asides import aside_spans
+from ctxplugin.facts._asides import Asides, aside_spans
+from ctxplugin.facts._exploring import Exploring, exploratory_spans
 from ctxplugin.facts._text import content_words, word_set
 from ctxplugin.facts.model import Fact, FactQuery, permitted
 from ctxplugin.scope import Scope
@@ -84,30 +84,102 @@ def mark_outdated(
     Returns:
         The new message list and how many messages were marked.
     """
+    marking = Marking()
+    marking.update(
+        body, in_force(ledger, scope, limit), spans=exploratory_spans(body), asides=aside_spans(body), keep=keep
+    )
+    return list(marking.out), marking.count
+
+
+@dataclass(frozen=True)
+class InForce:
+    """What marking reads from the ledger: the changes and provisional facts in force, and a
+    number standing for them (the same number for the same changes)."""
+
+    candidates: _Candidates
+    provisional: list[_Provisional]
+    version: int
+
+
+def in_force(ledger: FactsLedger, scope: Scope, limit: int = 200) -> InForce:
+    """The superseded (and refused) facts and the provisional facts ``scope`` reads, the
+    ``limit`` most recent of each."""
     changes = [_change(old, new) for old, new in ledger.superseded(scope=scope, limit=limit)]
-    candidates = _Candidates(changes)
     provisional = _provisional(ledger, scope, limit)
-    version = _version(changes, provisional)
-    exploring = exploratory_spans(body)
-    for at, aside in aside_spans(body).items():
-        exploring.setdefault(at, aside)
-    out: list[BaseMessage] = []
-    marked = 0
-    said: set[str] = set()  # replacements already quoted in full in an earlier note
-    for index, message in enumerate(body):
-        if index in keep or not isinstance(message, (HumanMessage, AIMessage, ToolMessage)):
-            out.append(message)
-            continue
+    return InForce(_Candidates(changes), provisional, _version(changes, provisional))
+
+
+_NONE: frozenset[str] = frozenset()
+
+
+class Marking:
+    """The marked copies of a conversation's first messages, extended as the conversation
+    grows: a message's marks depend on it, on the facts in force, on its span, and on the
+    replacements quoted before it, so a conversation that only grew is marked only where it
+    grew while the facts in force stay the same. Not locked: one caller at a time."""
+
+    __slots__ = ("count", "marks", "out", "quoted", "said", "version")
+
+    def __init__(self) -> None:
+        self.version = 0
+        self.out: list[BaseMessage] = []
+        self.marks: list[bool] = []  # whether out[i] carries a note
+        self.quoted: list[frozenset[str]] = []  # the replacements out[i] quotes in full
+        self.said: set[str] = set()  # replacements already quoted in full
+        self.count = 0
+
+    def update(
+        self,
+        body: Sequence[BaseMessage],
+        rules: InForce,
+        *,
+        spans: Mapping[int, str],
+        asides: Mapping[int, str],
+        keep: Collection[int] = (),
+        start: int = 0,
+    ) -> None:
+        """Mark ``body`` from ``start`` on; the marks before ``start`` are kept when
+        ``rules`` are those they were made under (``body`` starts with the messages they were
+        made for, with the same spans and the same indexes kept).
+
+        Args:
+            spans: the exploratory spans of ``body`` (which take precedence).
+            asides: the asides of ``body``.
+        """
+        if rules.version != self.version:
+            self.version, start = rules.version, 0
+        self._truncate(min(start, len(self.out)))
+        for index in range(len(self.out), len(body)):
+            self._mark(body[index], rules, spans.get(index) or asides.get(index), index in keep)
+
+    def _truncate(self, size: int) -> None:
+        if size == len(self.out):
+            return
+        self.count -= sum(self.marks[size:])
+        del self.out[size:], self.marks[size:], self.quoted[size:]
+        self.said = set().union(*self.quoted)
+
+    def _mark(self, message: BaseMessage, rules: InForce, span: str | None, kept: bool) -> None:
+        marked, quoted = (None, _NONE) if kept else self._note(message, rules, span)
+        self.out.append(marked or message)
+        self.marks.append(marked is not None)
+        self.quoted.append(quoted)
+        self.said.update(quoted)
+        self.count += marked is not None
+
+    def _note(self, message: BaseMessage, rules: InForce, span: str | None) -> tuple[BaseMessage | None, frozenset[str]]:
+        """``message`` with its notes (None when it needs none), and the replacements it quotes."""
+        if not isinstance(message, (HumanMessage, AIMessage, ToolMessage)):
+            return None, _NONE
         read = _READ.get(message)
-        if read is None or read[0] != version:
-            # what a message states depends only on it and on the changes: read once per message
-            # while the ledger's changes stay the same
-            read = (version, *_read(message, candidates, provisional))
+        if read is None or read[0] != rules.version:
+            # what a message states depends only on it and on the changes: read once per
+            # message while the ledger's changes stay the same
+            read = (rules.version, *_read(message, rules.candidates, rules.provisional))
             _READ.put(message, read)
         _, empty, stating, provisional_kind = read
         if empty:
-            out.append(message)
-            continue
+            return None, _NONE
         hits: list[str] = []
         here: set[str] = set()
         for change in stating:
@@ -115,18 +187,12 @@ def mark_outdated(
             if change.new.id in here:
                 continue
             here.add(change.new.id)
-            hits.append(change.short if change.new.id in said else change.note)
-        said.update(here)
+            hits.append(change.short if change.new.id in self.said else change.note)
         ids = [c.old.id for c in stating]
-        kind = exploring.get(index) or provisional_kind
+        kind = span or provisional_kind
         if kind is not None and _PROVISIONAL[kind] not in content_text(message.content):
             hits.insert(0, _PROVISIONAL[kind])
-        if not hits:
-            out.append(message)
-            continue
-        out.append(_with_notes(message, hits, ids))
-        marked += 1
-    return out, marked
+        return (_with_notes(message, hits, ids) if hits else None), (frozenset(here) if here else _NONE)
 
 
 _READ: PerMessage[tuple[int, bool, tuple[_Change, ...], str | None]] = PerMessage(4096)
@@ -176,60 +242,6 @@ _PROVISIONAL = {
     "closing": "[the hypothetical ends here; what it said is not current]",
     "aside": "[aside: an interruption, not the current task]",
 }
-_OPENS = re.compile(
-    r"\b(?:brainstorm\w*|exploratory|just exploring|sandbox|thought experiment|what[- ]if (?:scenario|exercise)|"
-    r"let'?s (?:imagine|pretend|play with|explore))\b",
-    re.IGNORECASE,
-)
-_CLOSES = re.compile(
-    r"\b(?:enough\b.{0,60}\bfor now|back to (?:reality|real\w*|business|the real)|let'?s talk about (?:real|actual)|"
-    r"real commitments|end of (?:the )?(?:brainstorm\w*|exercise|hypothetical)|for real now)\b",
-    re.IGNORECASE,
-)
-
-
-def exploratory_spans(body: Sequence[BaseMessage]) -> dict[int, str]:
-    """Indexes of messages inside an exploratory span a user opened, as ``hypothetical``, and of
-    the user message closing it, as ``closing``.
-
-    A user message that announces exploration ("let's brainstorm", "this is just exploratory",
-    "a sandbox") opens a span; the next user message that returns to what is real ("enough ...
-    for now", "back to reality", "let's talk about real commitments") closes it. A span left
-    open stays open: everything after the opening is exploratory until the user says otherwise.
-    """
-    spans: dict[int, str] = {}
-    opened = False
-    for index, message in enumerate(body):
-        human = isinstance(message, HumanMessage)
-        opens, closes = _signals(content_text(message.content)) if human else (False, False)
-        if human and opened and closes:
-            spans[index] = "closing"
-            opened = False
-        elif human and not opened and opens and not closes:
-            spans[index] = "hypothetical"
-            opened = True
-        elif opened and not isinstance(message, ToolMessage):
-            spans[index] = "hypothetical"
-    return spans
-
-
-_SIGNALS: LRU[TextKey, tuple[bool, bool]] = LRU(4096)
-_SIGNALS_LOCK = threading.Lock()
-
-
-def _signals(text: str) -> tuple[bool, bool]:
-    """Whether ``text`` opens and whether it closes an exploratory span; once per text (the
-    user's messages are read again on every call)."""
-    key = text_key(text)
-    with _SIGNALS_LOCK:
-        hit = _SIGNALS.hit(key)
-    if hit is None:
-        hit = (_OPENS.search(text) is not None, _CLOSES.search(text) is not None)
-        with _SIGNALS_LOCK:
-            _SIGNALS.put(key, hit)
-    return hit
-
-
 @dataclass(frozen=True)
 class _Provisional:
     ref: str | None
@@ -372,4 +384,4 @@ def _marked_copy(message: BaseMessage, notes: list[str], ids: list[str]) -> Base
     return message.model_copy(update={"content": new_content, "additional_kwargs": kwargs})
 
 
-__all__ = ["aside_spans", "exploratory_spans", "mark_outdated"]
+__all__ = ["Asides", "Exploring", "InForce", "Marking", "aside_spans", "exploratory_spans", "in_force", "mark_outdated"]

@@ -12,20 +12,21 @@ facts, with a warning, and the messages are read again on a later call.
 from __future__ import annotations
 
 import hashlib
+import operator
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
 from ctxplugin._lru import LRU
-from ctxplugin._messages import META_KEY, annotation, exchange_spans, last_human_text
+from ctxplugin._messages import META_KEY, annotation
 from ctxplugin.budget import FactLine
 from ctxplugin.config import FactsConfig, HistoryConfig
 from ctxplugin.errors import StoreError
-from ctxplugin.facts import FactsLedger, mark_outdated
-from ctxplugin.facts.outdated import exploratory_spans
+from ctxplugin.facts import FactsLedger
+from ctxplugin.facts.outdated import Asides, Exploring, Marking, in_force
 from ctxplugin.facts.render import current_once, fact_line, normalized, restates
 from ctxplugin.history import tier_bounds
 from ctxplugin.scope import Scope
@@ -61,38 +62,57 @@ class ChooseFacts:
     # placement="window": the lines shown per reader and the tier position they were chosen
     # at, reused until the boundary moves (or the question changes)
     _window_lines: LRU[str, tuple[str, tuple[FactLine, ...]]] = field(default_factory=lambda: LRU(SESSIONS_TRACKED))
+    # per reader: what earlier calls read and marked of the conversation, extended as it grows
+    _seen: LRU[str, _Seen] = field(default_factory=lambda: LRU(SESSIONS_TRACKED))
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def apply(self, view: CallView) -> CallView:
-        body = list(view.history)
+        body = view.history
         scope = view.scope
-        query = last_human_text(body)
-        window = self._window_key(body, query)
-        sources = _fact_sources(view.original, body)
+        key = _reader_key(scope)
+        with self._lock:
+            # claimed while this call runs: a concurrent call of the same reader starts afresh
+            seen = self._seen.pop(key, None)
+        if seen is None or not seen.continued_by(view.original, body):
+            seen = _Seen()
+        grown = seen.size
+        was_latest = seen.latest
+        changed = seen.extend(view.original, body)
+        latest = seen.latest
+        query = content_text(body[latest].content) if latest >= 0 else ""
+        window = self._window_key(seen.exchanges, query)
         standing = _standing_text(view.header, body)
         extracted = view.facts_extracted
         marked = view.outdated_marked
         fresh: list[BaseMessage] = []
+        shown: Sequence[BaseMessage] = body
         try:
             if self.config.extract:
-                fresh = [m for m in _exploratory(sources) if self.reads.first_read(m, scope)]
+                fresh = [m for m in seen.new_sources if self.reads.first_read(m, scope)]
                 if fresh:
                     extracted += len(self.ledger.ingest(fresh, scope=scope))
                     fresh = []
             if self.config.mark_outdated:
-                # the latest user message is shown exactly as sent
-                latest = max((i for i, m in enumerate(body) if isinstance(m, HumanMessage)), default=-1)
-                body, marked = mark_outdated(body, ledger=self.ledger, scope=scope, keep={latest})
+                # the latest user message is shown exactly as sent; the one before it no longer
+                if was_latest not in (-1, latest):
+                    changed = min(changed, was_latest)
+                rules = in_force(self.ledger, scope)
+                seen.marking.update(
+                    body, rules, spans=seen.spans.spans, asides=seen.asides.spans, keep={latest}, start=min(changed, grown)
+                )
+                shown = seen.marking.out
+                marked = seen.marking.count
             if window is not None:
                 with self._lock:
-                    frozen = self._window_lines.get(_reader_key(scope))
+                    frozen = self._window_lines.get(key)
                 if frozen is not None and frozen[0] == window and self._all_current(frozen[1], scope):
-                    return self._done(view, body, frozen[1], extracted, marked)
+                    return self._done(view, shown, frozen[1], extracted, marked, seen)
             scored = self.ledger.search(query, scope=scope, k=self.config.k) if query and self.config.k else []
         except StoreError as exc:
-            self.reads.forget(fresh, scope)  # read again on a later call, once the store is back
+            # read again on a later call, once the store is back (the reading starts afresh)
+            self.reads.forget(fresh, scope)
             view = view.degraded(f"facts store unavailable; facts skipped for this call: {exc}")
-            return self._done(view, body, (), extracted, marked)
+            return self._done(view, shown, (), extracted, marked, None)
         lines: list[FactLine] = []
         used = 0
         for hit in current_once(scored):
@@ -121,23 +141,33 @@ class ChooseFacts:
             )
         if window is not None:
             with self._lock:
-                self._window_lines.put(_reader_key(scope), (window, tuple(lines)))
-        return self._done(view, body, tuple(lines), extracted, marked)
+                self._window_lines.put(key, (window, tuple(lines)))
+        return self._done(view, shown, tuple(lines), extracted, marked, seen)
 
-    @staticmethod
     def _done(
-        view: CallView, body: list[BaseMessage], lines: tuple[FactLine, ...], extracted: int, marked: int
+        self,
+        view: CallView,
+        shown: Sequence[BaseMessage],
+        lines: tuple[FactLine, ...],
+        extracted: int,
+        marked: int,
+        seen: _Seen | None,
     ) -> CallView:
+        history = tuple(shown)  # before ``seen`` is given back: the next call extends it
+        if seen is not None:
+            with self._lock:
+                self._seen.put(_reader_key(view.scope), seen)
         return view.override(
-            history=tuple(body), unmarked=view.history, facts=lines, facts_extracted=extracted, outdated_marked=marked
+            history=history, unmarked=view.history, facts=lines, facts_extracted=extracted, outdated_marked=marked
         )
 
-    def _window_key(self, body: list[BaseMessage], query: str) -> str | None:
+    def _window_key(self, exchanges: int, query: str) -> str | None:
         """With ``facts.placement="window"``: what the facts block is chosen for — the start of
-        the verbatim tier and the question. None with any other placement."""
+        the verbatim tier (``exchanges`` is how many exchanges the history holds) and the
+        question. None with any other placement."""
         if self.config.placement != "window" or not self.history.enabled:
             return None
-        verbatim_start = tier_bounds(len(exchange_spans(body)), self.history)[1]
+        verbatim_start = tier_bounds(exchanges, self.history)[1]
         return f"{verbatim_start}\x00{hashlib.sha256(query.encode('utf-8', 'surrogatepass')).hexdigest()}"
 
     def _all_current(self, lines: tuple[FactLine, ...], scope: Scope) -> bool:
@@ -147,6 +177,64 @@ class ChooseFacts:
             return True
         valid = {fact.id for fact in self.ledger.store.get(ids, reader=scope) if fact.is_valid}
         return all(fact_id in valid for fact_id in ids)
+
+
+class _Seen:
+    """What the calls of one reader have read of its conversation so far: the messages (the
+    next call's history starts with the same objects, or the reading starts afresh), how many
+    exchanges they make, the latest user message, the spans, and the marks. Every part
+    depends only on the messages up to it (the marks also on the facts in force), so a
+    conversation that grows is read only where it grew."""
+
+    __slots__ = ("asides", "exchanges", "latest", "marking", "new_sources", "original", "shown", "source_spans", "sources", "spans")
+
+    def __init__(self) -> None:
+        self.original: Sequence[BaseMessage] = ()
+        self.shown: Sequence[BaseMessage] = ()
+        self.exchanges = 0
+        self.latest = -1  # index of the latest user message
+        self.sources: list[BaseMessage] = []  # the messages facts are read from (_fact_sources)
+        self.source_spans = Exploring()  # over ``sources``
+        self.new_sources: list[BaseMessage] = []  # the sources of the messages the last extend read
+        self.spans = Exploring()  # over the history
+        self.asides = Asides()
+        self.marking = Marking()
+
+    @property
+    def size(self) -> int:
+        return len(self.shown)
+
+    def continued_by(self, original: Sequence[BaseMessage], shown: Sequence[BaseMessage]) -> bool:
+        """Whether ``original`` and ``shown`` start with the very messages read so far."""
+        size = len(self.shown)
+        return (
+            size <= len(shown)
+            and all(map(operator.is_, self.shown, shown))
+            and all(map(operator.is_, self.original, original))
+        )
+
+    def extend(self, original: Sequence[BaseMessage], shown: Sequence[BaseMessage]) -> int:
+        """Read the messages past those read so far; return the first index whose aside span
+        changed (``len(shown)`` when none did)."""
+        start = len(self.shown)
+        for index in range(max(start, 1), len(shown)):
+            if isinstance(shown[index], (HumanMessage, AIMessage)):
+                self.exchanges += 1
+        if start == 0 and shown:
+            self.exchanges += 1
+        self.latest = next(
+            (i for i in range(len(shown) - 1, start - 1, -1) if isinstance(shown[i], HumanMessage)), self.latest
+        )
+        self.original, self.shown = original, shown
+        at = len(self.sources)
+        self.sources.extend(_fact_sources(original[start:], shown[start:]))
+        self.source_spans.extend(self.sources)
+        self.new_sources = [
+            _hypothetical(message) if self.source_spans.spans.get(index) == "hypothetical" else message
+            for index, message in enumerate(self.sources[at:], start=at)
+        ]
+        self.spans.extend(shown)
+        return self.asides.extend(shown)
 
 
 def _fact_sources(raw: Sequence[BaseMessage], compacted: Sequence[BaseMessage]) -> list[BaseMessage]:
@@ -177,21 +265,15 @@ def _standing_text(header: Sequence[SystemMessage], body: Sequence[BaseMessage])
     return normalized(tuple(content_text(m.content) for m in (*header, *([task] if task is not None else []))))
 
 
-def _exploratory(sources: list[BaseMessage]) -> list[BaseMessage]:
-    """``sources`` with the messages of an exploratory span the user opened marked
-    hypothetical (``fact_scope``), so that what they state is never a current fact."""
-    spans = exploratory_spans(sources)
-    if not spans:
-        return sources
-    out: list[BaseMessage] = []
-    for index, message in enumerate(sources):
-        note = annotation(message)
-        if spans.get(index) == "hypothetical" and "fact_scope" not in note:
-            message = message.model_copy(
-                update={"additional_kwargs": {**message.additional_kwargs, META_KEY: {**note, "fact_scope": "hypothetical"}}}
-            )
-        out.append(message)
-    return out
+def _hypothetical(message: BaseMessage) -> BaseMessage:
+    """``message`` marked hypothetical (``fact_scope``), so that what it states is never a
+    current fact: it is in an exploratory span the user opened."""
+    note = annotation(message)
+    if "fact_scope" in note:
+        return message
+    return message.model_copy(
+        update={"additional_kwargs": {**message.additional_kwargs, META_KEY: {**note, "fact_scope": "hypothetical"}}}
+    )
 
 
 def _reader_key(scope: Scope) -> str:

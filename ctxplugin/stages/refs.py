@@ -9,17 +9,41 @@ whole, with a warning.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import operator
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import ClassVar
 
 from langchain_core.messages import BaseMessage, ToolMessage
 
+from ctxplugin._lru import LRU
 from ctxplugin._messages import annotation
 from ctxplugin._names import META_TOOL_NAMES
 from ctxplugin.cas import compact_message
 from ctxplugin.errors import StoreError
 from ctxplugin.stages.memos import CaptureMemo
 from ctxplugin.stages.view import CallView
+
+SESSIONS_TRACKED = 1024
+
+
+class _Stored:
+    """What the calls of one session have shown of its tool outputs so far: the history read
+    (the next call's history starts with the same objects, or the reading starts afresh), what
+    it became, and the refs it created and shows."""
+
+    __slots__ = ("created", "out", "seen", "stored", "used")
+
+    def __init__(self) -> None:
+        self.seen: tuple[BaseMessage, ...] = ()
+        self.out: list[BaseMessage] = []
+        self.created: list[str] = []
+        self.used: list[str] = []
+        self.stored: dict[str, str] = {}
+
+    def continued_by(self, history: Sequence[BaseMessage]) -> bool:
+        return len(self.seen) <= len(history) and all(map(operator.is_, self.seen, history))
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,17 +59,23 @@ class StoreRefs:
     name: ClassVar[str] = "refs"
     enabled: bool
     captures: CaptureMemo
+    # per session: the history shown so far, extended as it grows
+    _shown: LRU[str, _Stored] = field(default_factory=lambda: LRU(SESSIONS_TRACKED))
+    _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def apply(self, view: CallView) -> CallView:
         if not self.enabled or (view.room is not None and view.room.whole):
             return view
-        out: list[BaseMessage] = []
-        created: list[str] = []
-        used: list[str] = []
-        stored: dict[str, str] = {}
-        for message in view.history:
+        key = view.scope.key()
+        with self._lock:
+            # claimed while this call runs: a concurrent call of the same session starts afresh
+            done = self._shown.pop(key, None)
+        if done is None or not done.continued_by(view.history):
+            done = _Stored()
+        failed = False
+        for message in view.history[len(done.seen) :]:
             if not isinstance(message, ToolMessage) or message.name in META_TOOL_NAMES:
-                out.append(message)
+                done.out.append(message)
                 continue
             note = annotation(message)
             if note.get("ref") and isinstance(note.get("compact"), str):
@@ -57,23 +87,29 @@ class StoreRefs:
                     captured = self.captures.captured(message, view.scope)
                 except StoreError as exc:
                     view = view.degraded(f"CAS unavailable; tool output {message.tool_call_id!r} passed through: {exc}")
-                    out.append(message)
+                    done.out.append(message)
+                    failed = True  # stored again on a later call
                     continue
                 if captured.passthrough or captured.ref_id is None:
-                    out.append(message)
+                    done.out.append(message)
                     continue
                 compact_text, ref, new = captured.text, captured.ref_id, captured.created
             if new:
-                created.append(ref)
-            used.append(ref)
-            stored[message.tool_call_id] = ref
-            out.append(compact_message(message, compact_text, ref))
-        return view.override(
-            history=tuple(out),
-            refs_created=(*view.refs_created, *created),
-            refs_used=(*view.refs_used, *used),
-            stored={**view.stored, **stored},
+                done.created.append(ref)
+            done.used.append(ref)
+            done.stored[message.tool_call_id] = ref
+            done.out.append(compact_message(message, compact_text, ref))
+        done.seen = tuple(view.history)
+        changed = view.override(
+            history=tuple(done.out),
+            refs_created=(*view.refs_created, *done.created),
+            refs_used=(*view.refs_used, *done.used),
+            stored={**view.stored, **done.stored},
         )
+        if not failed:
+            with self._lock:
+                self._shown.put(key, done)
+        return changed
 
 
 __all__ = ["StoreRefs"]

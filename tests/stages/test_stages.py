@@ -9,16 +9,20 @@ import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.tools import tool
 
+from ctxplugin._messages import MISSING_RESULT
 from ctxplugin.budget import FactLine
+from ctxplugin.cas.memory import MemoryCASStore
 from ctxplugin.config import ContextConfig, HistoryConfig
 from ctxplugin.errors import InvalidInputError
 from ctxplugin.scope import Scope
 from ctxplugin.stages import (
     Account,
     CallView,
+    CaptureMemo,
     CompressHistory,
     FindRoom,
     SkipShown,
+    StoreRefs,
     Tools,
     Validate,
     choose_tools,
@@ -70,6 +74,51 @@ def test_validate_splits_the_header_and_leaves_the_view_it_was_given() -> None:
 def test_validate_raises_on_what_cannot_be_sent() -> None:
     with pytest.raises(InvalidInputError):
         Validate().apply(fresh_view([]))
+
+
+def test_validate_checks_a_growing_conversation_as_a_fresh_check_would() -> None:
+    stage = Validate(orphans="pair")
+    messages = conversation()
+    messages[3:] = [
+        ToolMessage(content="stray", tool_call_id="c0", name="lookup"),
+        AIMessage(content="", tool_calls=[{"name": "lookup", "args": {}, "id": "c2"}, {"name": "lookup", "args": {}, "id": "c3"}]),
+        ToolMessage(content="W1234 shipped", tool_call_id="c2", name="lookup"),
+    ]
+    views = []
+    for extra in ([], [HumanMessage(content="and W99?")], [AIMessage(content="W99 is late")]):
+        messages += extra
+        views.append(stage.apply(fresh_view(list(messages))))
+        fresh = Validate(orphans="pair").apply(fresh_view(list(messages)))
+        assert views[-1].history == fresh.history and views[-1].warnings == fresh.warnings
+    # the placeholder for c3 is the same object from call to call, once it is made
+    placeholders = [[m for m in v.history if isinstance(m, ToolMessage) and m.content == MISSING_RESULT] for v in views]
+    assert [len(p) for p in placeholders] == [2, 2, 2]
+    assert placeholders[1][1] is placeholders[2][1] and placeholders[1][1].tool_call_id == "c3"
+    # a conversation that does not start with the messages checked before is checked afresh
+    edited = [*messages[:2], HumanMessage(content="never mind")]
+    assert Validate(orphans="pair").apply(fresh_view(edited)).history == stage.apply(fresh_view(edited)).history
+
+
+def test_refs_of_a_growing_conversation_are_those_of_a_fresh_stage() -> None:
+    config = ContextConfig(encoding="cl100k_base")
+    captures = CaptureMemo(MemoryCASStore(), config.cas, COUNTER)
+    stage = StoreRefs(enabled=True, captures=captures)
+    messages: list[BaseMessage] = [HumanMessage(content="List the logs.", id="h1")]
+    views = []
+    for turn in range(3):
+        listing = "\n".join(f"/var/log/app-{turn}-{n}.log  {n * 1024} bytes" for n in range(200))
+        messages += [
+            AIMessage(content="", tool_calls=[{"name": "lookup", "args": {"order_id": str(turn)}, "id": f"c{turn}"}]),
+            ToolMessage(content=listing, tool_call_id=f"c{turn}", name="lookup"),
+        ]
+        view = Validate().apply(fresh_view(list(messages)))
+        views.append(stage.apply(view))
+        fresh = StoreRefs(enabled=True, captures=captures).apply(view)
+        assert (views[-1].history, views[-1].refs_used, views[-1].refs_created, views[-1].stored) == (
+            fresh.history, fresh.refs_used, fresh.refs_created, fresh.stored
+        )
+    assert len(views[-1].refs_used) == 3
+    assert views[0].history[2] is views[2].history[2], "an output shown as its ref is the same copy on every call"
 
 
 def test_a_conversation_that_fits_goes_whole_without_expand_ref() -> None:

@@ -1,0 +1,137 @@
+"""The facts stage carried from call to call: a conversation that grows is read and marked only
+where it grew, and gives, call for call, what a stage reading it afresh gives."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import threading
+from pathlib import Path
+
+import pytest
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+
+from ctxplugin import ContextConfig, ContextEngine, Scope
+from ctxplugin._lru import LRU
+from ctxplugin.replay.loaders import load_file
+from ctxplugin.stages import CallView, ChooseFacts
+from ctxplugin.testing import logical_clock, memory_engine
+
+ROOT = Path(__file__).resolve().parents[2]
+DATA = Path(os.environ.get("CTXPLUGIN_DATA", ROOT.parent.parent / "shared" / "data"))
+if not DATA.is_dir():
+    DATA = ROOT.parent / "shared" / "data"
+TAU = DATA / "trajectories" / "tau" / "gpt-4o-airline-dev.json"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class AgainFromScratch:
+    """The engine's facts stage, checked on every call against a stage that has seen no earlier
+    call (same ledger, same memos: it reads nothing new, it marks the whole history afresh)."""
+
+    stage: ChooseFacts
+    calls: list[tuple[CallView, CallView]]
+
+    @property
+    def name(self) -> str:
+        return self.stage.name
+
+    def apply(self, view: CallView) -> CallView:
+        out = self.stage.apply(view)
+        fresh = dataclasses.replace(
+            self.stage, _window_lines=LRU(8), _seen=LRU(8), _lock=threading.Lock()
+        ).apply(view)
+        self.calls.append((out, fresh))
+        return out
+
+
+def checked(engine: ContextEngine) -> list[tuple[CallView, CallView]]:
+    calls: list[tuple[CallView, CallView]] = []
+    engine._stages = tuple(
+        AgainFromScratch(s, calls) if isinstance(s, ChooseFacts) else s for s in engine._stages
+    )
+    return calls
+
+
+def assert_same(calls: list[tuple[CallView, CallView]]) -> None:
+    assert calls
+    for index, (carried, fresh) in enumerate(calls):
+        assert carried.history == fresh.history, f"call {index}: the history differs"
+        assert carried.outdated_marked == fresh.outdated_marked, f"call {index}: the marks differ"
+        assert carried.warnings == fresh.warnings
+
+
+@pytest.mark.skipif(not TAU.is_file(), reason=f"recording not found at {TAU} (set CTXPLUGIN_DATA)")
+def test_a_recorded_conversation_gives_what_a_fresh_stage_gives_on_every_call() -> None:
+    conversations = load_file(TAU).conversations[:12]
+    marked = 0
+    for conversation in conversations:
+        engine = memory_engine(ContextConfig(encoding="cl100k_base"), clock=logical_clock())
+        calls = checked(engine)
+        scope = Scope(session_id=conversation.id)
+        history: list[BaseMessage] = []
+        indexes = set(conversation.call_indexes())
+        for index, message in enumerate(conversation.messages):
+            if index in indexes and isinstance(message, AIMessage):
+                engine.prepare(history, scope=scope)
+            if isinstance(message, ToolMessage):
+                message = engine.capture_tool_result(message, scope)
+            history.append(message)
+        assert_same(calls)
+        marked += sum(carried.outdated_marked for carried, _ in calls)
+    assert marked, "the recordings mark no message: the check checks nothing"
+
+
+def test_a_value_replaced_late_marks_the_message_that_stated_it_early() -> None:
+    engine = memory_engine(ContextConfig(encoding="cl100k_base"))
+    calls = checked(engine)
+    scope = Scope(session_id="late")
+    history: list[BaseMessage] = [
+        SystemMessage("You plan the team's work."),
+        HumanMessage("The data team is on Project Alpha.", id="h0"),
+    ]
+    early = history[1]
+    for turn in range(30):
+        history.append(AIMessage(f"Noted, step {turn}.", id=f"a{turn}"))
+        history.append(HumanMessage(f"Next we look at item {turn}.", id=f"h{turn + 1}"))
+        prepared = engine.prepare(history, scope=scope)
+        assert not any("[outdated" in str(m.content) for m in prepared.messages)
+    history.append(AIMessage("Noted.", id="a-last"))
+    history.append(HumanMessage("Actually, the data team moved to Project Beta.", id="h-late"))
+    engine.prepare(history, scope=scope)  # reads the replacement
+    history.append(AIMessage("Understood.", id="a-after"))
+    history.append(HumanMessage("What is the data team on?", id="h-ask"))
+    prepared = engine.prepare(history, scope=scope)
+    first = next(m for m in prepared.messages if m.id == early.id)
+    assert str(first.content).startswith("[outdated: data_team is now:") and "Project Beta" in str(first.content)
+    assert early.content == "The data team is on Project Alpha.", "the transcript is never changed"
+    assert_same(calls)
+    # nothing changed since: the next call shows the very same marked copy
+    history.append(AIMessage("Project Beta.", id="a-answer"))
+    history.append(HumanMessage("Thanks.", id="h-thanks"))
+    again = engine.prepare(history, scope=scope)
+    assert next(m for m in again.messages if m.id == early.id) is first
+
+
+def test_spans_the_user_opens_and_leaves_mark_the_messages_before_as_a_fresh_stage_does() -> None:
+    engine = memory_engine(ContextConfig(encoding="cl100k_base"))
+    calls = checked(engine)
+    scope = Scope(session_id="spans")
+    turns = [
+        "Let's plan the offsite for the sales team.",
+        "Let's brainstorm: what if the offsite is in Lisbon in May?",
+        "Enough brainstorming for now, back to real commitments: the offsite is in Porto.",
+        "Hold on - urgent call from Initech about their invoice.",
+        "They want the invoice resent to their billing address.",
+        "OK, back to the offsite.",
+        "Which city is the offsite in?",
+    ]
+    history: list[BaseMessage] = [SystemMessage("You plan events.")]
+    for index, turn in enumerate(turns):
+        history.append(HumanMessage(turn, id=f"h{index}"))
+        prepared = engine.prepare(history, scope=scope)
+        history.append(AIMessage(f"Reply {index}.", id=f"a{index}"))
+    shown = {m.id: str(m.content) for m in prepared.messages}
+    assert shown["h1"].startswith("[hypothetical: not a current fact]"), "the brainstorm, once no longer the latest"
+    assert shown["h3"].startswith("[aside: an interruption, not the current task]"), "the interruption, once left"
+    assert_same(calls)
