@@ -16,9 +16,10 @@ from typing import Any, ClassVar
 
 from langchain_core.messages import BaseMessage, ToolMessage
 
+from ctxplugin._fidelity_sessions import SessionFidelity
 from ctxplugin._lru import LRU
 from ctxplugin.errors import InvalidInputError
-from ctxplugin.fidelity import record as record_fidelity
+from ctxplugin.fidelity import write as write_fidelity
 from ctxplugin.report import ContextReport, FactUse
 from ctxplugin.scope import Scope
 from ctxplugin.stages.view import CallView, tool_label
@@ -41,6 +42,7 @@ class Account:
     note: str | None = None
     _last_view: LRU[str, tuple[str, list[tuple[str, int]]]] = field(default_factory=lambda: LRU(SESSIONS_TRACKED))
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _fidelity: SessionFidelity = field(default_factory=lambda: SessionFidelity(SESSIONS_TRACKED))
 
     def apply(self, view: CallView) -> CallView:
         fitted, plan = view.fitted, view.plan
@@ -84,7 +86,7 @@ class Account:
         report.tokens_after = sum(fitted.sections.values())
         report.unchanged_prefix_tokens = self._prefix_tokens(view.scope, fitted.messages, view.tools)
         fidelity_started = time.perf_counter()
-        record_fidelity(report, view.original, fitted.messages, view.stored)
+        write_fidelity(report, self._fidelity.check(view.scope.key(), view.original, fitted.messages, view.stored))
         timings = {**view.timings, "fidelity": (time.perf_counter() - fidelity_started) * 1000}
         report.timings_ms = {**timings, "total": (time.perf_counter() - view.started) * 1000}
         return view.override(report=report)
