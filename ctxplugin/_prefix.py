@@ -58,12 +58,15 @@ class Prefix:
             return None
         head = messages[:seen]
         contents = list(map(_content, head))
-        ids = list(map(id, contents))
-        lens = list(map(len, contents))
-        same = map(is_, map(_deref, self._refs), head)
-        if ids == self._ids and lens == self._lens and all(same):
+        same = list(
+            map(
+                and_,
+                map(is_, map(_deref, self._refs), head),
+                map(and_, map(eq, map(id, contents), self._ids), map(eq, map(len, contents), self._lens)),
+            )
+        )
+        if all(same):
             return []
-        same = map(and_, map(is_, map(_deref, self._refs), head), map(and_, map(eq, ids, self._ids), map(eq, lens, self._lens)))
         return list(compress(range(seen), map(not_, same)))
 
     def replace(self, index: int, message: Any) -> None:
