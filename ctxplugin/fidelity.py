@@ -15,48 +15,26 @@ thousands and most are never used, and prose repeats what it read; what the conv
 on is what the next step is likely to need. The leading system messages are never compressed
 and are left out.
 
-What one message holds is read once, memoised by the message object and by its text in bounded
-maps, so a call costs its new messages plus a pass of lookups over the history and the view.
+What one message holds is read once (see :mod:`ctxplugin._message_values`). :func:`value_fidelity`
+checks one call from scratch; :class:`ctxplugin._fidelity_sessions.SessionFidelity`, which the
+account stage uses, gives the same results call after call at the cost of what each call brings
+that is new.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
-from ctxplugin._lru import LRU, PerMessage, text_key
-from ctxplugin._messages import argument_values
-from ctxplugin.history.identifiers import identifiers, occurs
+from ctxplugin._message_values import read
+from ctxplugin.history.identifiers import occurs
 from ctxplugin.report import ContextReport
-from ctxplugin.tokens import content_text
-
-_MEMO = 8192
-"""Messages whose reading is kept (the oldest first out)."""
-_SCAN_CHARS = 262_144
-"""Characters of one message searched for values: a 10 MB tool output is read in bounded time
-(values past this point are neither counted nor found behind a ref)."""
-
-_by_message: PerMessage[_Read] = PerMessage(_MEMO)
-_lock = threading.Lock()
-_by_text: LRU[tuple[str, tuple[int, int, str, str]], _Read] = LRU(_MEMO)
-
 
 logger = logging.getLogger("ctxplugin")
-
-
-@dataclass(frozen=True, slots=True)
-class _Read:
-    """What one message holds: its text (tool-call arguments included), every value in it, and
-    the values it used (all of a user message's; an assistant message's tool-call arguments)."""
-
-    text: str
-    shown: tuple[str, ...]
-    used: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -78,35 +56,6 @@ class Fidelity:
     behind_refs: tuple[str, ...] = ()
     left: tuple[str, ...] = ()
     left_from_user: tuple[str, ...] = ()
-
-
-def _read(message: BaseMessage) -> _Read:
-    """Text and values of one message, memoised by the message object (a host resends the same
-    objects) and by its text."""
-    found = _by_message.get(message)
-    if found is not None:
-        return found
-    text = content_text(message.content)
-    args = ""
-    if isinstance(message, AIMessage) and message.tool_calls:
-        args = "\n".join(str(leaf) for call in message.tool_calls for leaf in argument_values(call.get("args") or {}))
-    key = (message.type, text_key(f"{text}\n{args}"))
-    with _lock:
-        found = _by_text.hit(key)
-    if found is None:
-        whole = f"{text}\n{args}" if args else text
-        shown = tuple(identifiers(whole[:_SCAN_CHARS]))
-        if isinstance(message, HumanMessage):
-            used = shown
-        elif isinstance(message, AIMessage):
-            used = tuple(identifiers(args[:_SCAN_CHARS])) if args else ()
-        else:
-            used = ()
-        found = _Read(whole, shown, used)
-        with _lock:
-            _by_text.put(key, found)
-    _by_message.put(message, found)
-    return found
 
 
 def _refs_shown(stored: Mapping[str, str], view_text: str) -> set[str]:
@@ -137,7 +86,7 @@ def value_fidelity(
     for message in history[start:]:
         if isinstance(message, (HumanMessage, AIMessage)):
             from_user = isinstance(message, HumanMessage)
-            for value in _read(message).used:
+            for value in read(message).used:
                 if value not in used:
                     used[value] = from_user
                 elif from_user:
@@ -146,16 +95,16 @@ def value_fidelity(
         return Fidelity(used=0, shown=0)
     in_view: set[str] = set()
     for message in view:
-        in_view.update(_read(message).shown)
+        in_view.update(read(message).shown)
     missing = [v for v in used if v not in in_view]
-    view_text = "\n".join(_read(m).text for m in view) if missing else ""
+    view_text = "\n".join(read(m).text for m in view) if missing else ""
     missing = [v for v in missing if not occurs(v, view_text)]
     behind: list[str] = []
     left: list[str] = []
     if missing:
         with_ref = _refs_shown(stored or {}, view_text)
         outputs = [
-            set(_read(m).shown)
+            set(read(m).shown)
             for m in history[start:]
             if isinstance(m, ToolMessage) and m.tool_call_id in with_ref
         ]
@@ -187,11 +136,17 @@ def record(
     stored: Mapping[str, str] | None = None,
 ) -> Fidelity:
     """Check ``view`` against ``history`` (see :func:`value_fidelity`) and write the result
-    into ``report``.
+    into ``report`` (see :func:`write`)."""
+    fidelity = value_fidelity(history, view, stored)
+    write(report, fidelity)
+    return fidelity
+
+
+def write(report: ContextReport, fidelity: Fidelity) -> None:
+    """Write ``fidelity`` into ``report``.
 
     Values the user wrote that left the view also get a warning, so that nothing the user
     stated leaves silently; every value that left is logged at DEBUG level."""
-    fidelity = value_fidelity(history, view, stored)
     report.values_used = fidelity.used
     report.values_shown = fidelity.shown
     report.values_behind_refs = len(fidelity.behind_refs)
@@ -205,7 +160,6 @@ def record(
         )
     if fidelity.left and logger.isEnabledFor(logging.DEBUG):
         logger.debug("ctxplugin.fidelity session=%s %s", report.session_id, describe(fidelity))
-    return fidelity
 
 
-__all__ = ["Fidelity", "describe", "record", "value_fidelity"]
+__all__ = ["Fidelity", "describe", "record", "value_fidelity", "write"]

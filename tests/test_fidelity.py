@@ -8,6 +8,7 @@ import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
 from ctxplugin import ContextConfig, ContextEngine, Scope
+from ctxplugin._message_values import SCAN_CHARS
 from ctxplugin.fidelity import describe, value_fidelity
 
 REF = "ref:json:0123456789abcdef"
@@ -126,9 +127,7 @@ def test_a_conversation_sent_whole_loses_nothing() -> None:
 
 
 def test_a_huge_tool_output_is_read_only_up_to_its_scan_limit() -> None:
-    from ctxplugin import fidelity as module
-
-    big = "id_" + "x" * 10 + " " + "filler " * (module._SCAN_CHARS // 7) + " LATE_VALUE_99 "
+    big = "id_" + "x" * 10 + " " + "filler " * (SCAN_CHARS // 7) + " LATE_VALUE_99 "
     history = [
         HumanMessage("look up LATE_VALUE_99 and id_xxxxxxxxxx"),
         AIMessage("", tool_calls=[{"name": "fetch", "args": {}, "id": "c9"}]),

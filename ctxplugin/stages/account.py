@@ -3,6 +3,10 @@
 Tokens per section before and after, refs, facts, tools, timings and warnings all come from
 the view the stages returned; this stage also measures the prefix of the view unchanged since
 the session's previous call (what a provider's prompt cache can serve).
+
+A host resends its conversation on every call, so what is summed over it (tokens before, the
+values it used) is carried per session and brought up to date with what is new since the
+previous call (see :class:`ctxplugin._prefix.Prefix`).
 """
 
 from __future__ import annotations
@@ -16,15 +20,79 @@ from typing import Any, ClassVar
 
 from langchain_core.messages import BaseMessage, ToolMessage
 
-from ctxplugin._lru import LRU
+from ctxplugin._fidelity_sessions import SessionFidelity
+from ctxplugin._lru import LRU, PerMessage
+from ctxplugin._prefix import Prefix
 from ctxplugin.errors import InvalidInputError
-from ctxplugin.fidelity import record as record_fidelity
+from ctxplugin.fidelity import write as write_fidelity
 from ctxplugin.report import ContextReport, FactUse
 from ctxplugin.scope import Scope
 from ctxplugin.stages.view import CallView, tool_label
-from ctxplugin.tokens import TokenCounter, count_message, count_messages
+from ctxplugin.tokens import TokenCounter, count_message
 
 SESSIONS_TRACKED = 1024
+_SIGNATURES = 8192
+"""Messages whose signature is kept (the oldest first out)."""
+
+_signatures: PerMessage[str] = PerMessage(_SIGNATURES)
+
+
+class _Tally:
+    """Tokens of a message sequence seen before, by position, and their sums (all, and tool
+    results alone), brought up to date with what changed or was added since."""
+
+    __slots__ = ("is_tool", "seen", "tokens", "tool_total", "total")
+
+    def __init__(self) -> None:
+        self.seen = Prefix()
+        self.tokens: list[int] = []
+        self.is_tool: list[bool] = []
+        self.total = 0
+        self.tool_total = 0
+
+    def update(self, messages: Sequence[BaseMessage], counter: TokenCounter) -> None:
+        """Count what changed in ``messages`` or was added since the previous update."""
+        changed = self.seen.changed(messages)
+        if changed is None:  # shorter than before: counted again from the start
+            self.seen.clear()
+            self.tokens.clear()
+            self.is_tool.clear()
+            self.total = self.tool_total = 0
+            changed = []
+        for index in changed:
+            self._drop(index)
+            self._set(index, messages[index], counter)
+            self.seen.replace(index, messages[index])
+        seen = len(self.tokens)
+        self.tokens.extend([0] * (len(messages) - seen))
+        self.is_tool.extend([False] * (len(messages) - seen))
+        for index in range(seen, len(messages)):
+            self._set(index, messages[index], counter)
+        self.seen.extend(messages[seen:])
+
+    def _drop(self, index: int) -> None:
+        self.total -= self.tokens[index]
+        if self.is_tool[index]:
+            self.tool_total -= self.tokens[index]
+
+    def _set(self, index: int, message: BaseMessage, counter: TokenCounter) -> None:
+        tokens = count_message(message, counter)
+        is_tool = isinstance(message, ToolMessage)
+        self.tokens[index], self.is_tool[index] = tokens, is_tool
+        self.total += tokens
+        if is_tool:
+            self.tool_total += tokens
+
+
+class _Tallies:
+    """One session's tallies of the received messages and of the validated history."""
+
+    __slots__ = ("lock", "original", "received")
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.received = _Tally()
+        self.original = _Tally()
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,16 +109,30 @@ class Account:
     note: str | None = None
     _last_view: LRU[str, tuple[str, list[tuple[str, int]]]] = field(default_factory=lambda: LRU(SESSIONS_TRACKED))
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _tallies: LRU[str, _Tallies] = field(default_factory=lambda: LRU(SESSIONS_TRACKED))
+    _fidelity: SessionFidelity = field(default_factory=lambda: SessionFidelity(SESSIONS_TRACKED))
 
     def apply(self, view: CallView) -> CallView:
         fitted, plan = view.fitted, view.plan
         if fitted is None or plan is None:
             raise InvalidInputError("the account stage needs view.plan and view.fitted: run the tools and fit stages first")
         counter = self.counter
+        key = view.scope.key()
+        with self._lock:
+            tallies = self._tallies.hit(key)
+            if tallies is None:
+                tallies = _Tallies()
+                self._tallies.put(key, tallies)
+        with tallies.lock:
+            tallies.received.update(view.received, counter)
+            tallies.original.update(view.original, counter)
+            received_tokens = tallies.received.total
+            history_tokens = tallies.original.total - tallies.original.tool_total
+            summaries_tokens = tallies.original.tool_total
         report = ContextReport(
             session_id=view.scope.session_id,
             encoding=counter.name,
-            tokens_before=count_messages(list(view.received), counter) + plan.schema_tokens_full,
+            tokens_before=received_tokens + plan.schema_tokens_full,
             budget_total=view.budgets["total"],
             within_budget=fitted.within_budget,
             messages_before=len(view.received),
@@ -70,8 +152,8 @@ class Account:
         )
         before = {
             "header": sum(count_message(m, counter) for m in view.header),
-            "history": sum(count_message(m, counter) for m in view.original if not isinstance(m, ToolMessage)),
-            "summaries": sum(count_message(m, counter) for m in view.original if isinstance(m, ToolMessage)),
+            "history": history_tokens,
+            "summaries": summaries_tokens,
             "facts": fitted.sections.get("facts", 0),
             "tools": plan.schema_tokens_full,
         }
@@ -84,7 +166,7 @@ class Account:
         report.tokens_after = sum(fitted.sections.values())
         report.unchanged_prefix_tokens = self._prefix_tokens(view.scope, fitted.messages, view.tools)
         fidelity_started = time.perf_counter()
-        record_fidelity(report, view.original, fitted.messages, view.stored)
+        write_fidelity(report, self._fidelity.check(key, view.original, fitted.messages, view.stored))
         timings = {**view.timings, "fidelity": (time.perf_counter() - fidelity_started) * 1000}
         report.timings_ms = {**timings, "total": (time.perf_counter() - view.started) * 1000}
         return view.override(report=report)
@@ -93,9 +175,10 @@ class Account:
         """Leading tokens unchanged since this session's previous view (tools, then messages)."""
         tools_sig = hashlib.sha256(repr(sorted(tool_label(t) for t in tools)).encode()).hexdigest()
         current = [(_message_sig(m), count_message(m, self.counter)) for m in messages]
+        key = scope.key()
         with self._lock:
-            previous = self._last_view.get(scope.key())
-            self._last_view.put(scope.key(), (tools_sig, current))
+            previous = self._last_view.get(key)
+            self._last_view.put(key, (tools_sig, current))
         if previous is None or previous[0] != tools_sig:
             return 0
         unchanged = 0
@@ -107,8 +190,14 @@ class Account:
 
 
 def _message_sig(message: BaseMessage) -> str:
+    """A digest of what the provider is sent for ``message``, memoised by the message object."""
+    found = _signatures.get(message)
+    if found is not None:
+        return found
     payload = repr((message.type, message.content, getattr(message, "tool_calls", None), getattr(message, "tool_call_id", None)))
-    return hashlib.sha1(payload.encode("utf-8", "surrogatepass")).hexdigest()
+    sig = hashlib.sha1(payload.encode("utf-8", "surrogatepass")).hexdigest()
+    _signatures.put(message, sig)
+    return sig
 
 
 __all__ = ["Account"]

@@ -1,0 +1,88 @@
+"""What one message holds for the fidelity account: its text and the exact values in it.
+
+Read once per message, memoised by the message object and by its text in bounded maps (see
+:mod:`ctxplugin._lru`), so a call reads only the messages it has not seen before.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from dataclasses import dataclass
+
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+
+from ctxplugin._lru import LRU, PerMessage, text_key
+from ctxplugin._messages import argument_values
+from ctxplugin.history.identifiers import identifiers
+from ctxplugin.tokens import content_text
+
+MEMO = 8192
+"""Messages whose reading is kept (the oldest first out)."""
+SCAN_CHARS = 262_144
+"""Characters of one message searched for values: a 10 MB tool output is read in bounded time
+(values past this point are neither counted nor found behind a ref)."""
+
+REF_SHAPE = re.compile(r"ref:[a-z0-9][a-z0-9_-]{0,39}:[0-9a-f]{16}")
+"""A ref as :func:`ctxplugin.cas.make_ref` writes it: ``ref:<kind>:<16 hex digits>``. The kind
+holds no colon and the digest is exactly 16 digits, so at most one ref starts at any place in a
+text, and a ref of this shape occurs in a text exactly when :func:`refs_in` finds it there."""
+
+_by_message: PerMessage[Read] = PerMessage(MEMO)
+_lock = threading.Lock()
+_by_text: LRU[tuple[str, tuple[int, int, str, str]], Read] = LRU(MEMO)
+
+
+@dataclass(frozen=True, slots=True)
+class Read:
+    """What one message holds: its text (tool-call arguments included), every value in it, and
+    the values it used (all of a user message's; an assistant message's tool-call arguments)."""
+
+    text: str
+    shown: tuple[str, ...]
+    used: tuple[str, ...]
+
+
+def read(message: BaseMessage) -> Read:
+    """Text and values of one message, memoised by the message object (a host resends the same
+    objects) and by its text."""
+    found = _by_message.get(message)
+    if found is not None:
+        return found
+    text = content_text(message.content)
+    args = ""
+    if isinstance(message, AIMessage) and message.tool_calls:
+        args = "\n".join(str(leaf) for call in message.tool_calls for leaf in argument_values(call.get("args") or {}))
+    key = (message.type, text_key(f"{text}\n{args}"))
+    with _lock:
+        found = _by_text.hit(key)
+    if found is None:
+        whole = f"{text}\n{args}" if args else text
+        shown = tuple(identifiers(whole[:SCAN_CHARS]))
+        if isinstance(message, HumanMessage):
+            used = shown
+        elif isinstance(message, AIMessage):
+            used = tuple(identifiers(args[:SCAN_CHARS])) if args else ()
+        else:
+            used = ()
+        found = Read(whole, shown, used)
+        with _lock:
+            _by_text.put(key, found)
+    _by_message.put(message, found)
+    return found
+
+
+def refs_in(text: str) -> frozenset[str]:
+    """Every ref of :data:`REF_SHAPE` that occurs in ``text``, wherever it starts (inside a
+    word or another ref too, as a plain substring search would find it)."""
+    found: set[str] = set()
+    start = text.find("ref:")
+    while start != -1:
+        match = REF_SHAPE.match(text, start)
+        if match is not None:
+            found.add(match.group(0))
+        start = text.find("ref:", start + 1)
+    return frozenset(found)
+
+
+__all__ = ["MEMO", "REF_SHAPE", "SCAN_CHARS", "Read", "read", "refs_in"]

@@ -1,0 +1,158 @@
+"""The per-session fidelity account (ctxplugin._fidelity_sessions) and the account stage's
+carried token sums give, call for call, what checking each call from scratch gives."""
+
+from __future__ import annotations
+
+import os
+import random
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+
+from ctxplugin import ContextConfig, ContextEngine, Scope
+from ctxplugin._fidelity_sessions import SessionFidelity
+from ctxplugin.fidelity import Fidelity, value_fidelity
+from ctxplugin.replay.loaders import SWE_BASH_TOOL, load_file
+from ctxplugin.stages import Account, CallView
+from ctxplugin.tokens import count_message, count_messages
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = Path(os.environ.get("CTXPLUGIN_DATA", ROOT.parent.parent / "shared" / "data"))
+if not DATA.is_dir():
+    DATA = ROOT.parent / "shared" / "data"
+SWE = DATA / "trajectories" / "swe"
+
+
+def figures(report: Any) -> tuple[object, ...]:
+    return (
+        report.values_used,
+        report.values_shown,
+        report.values_behind_refs,
+        tuple(report.values_left),
+        tuple(report.values_left_from_user),
+    )
+
+
+def expected_figures(fidelity: Fidelity) -> tuple[object, ...]:
+    return (fidelity.used, fidelity.shown, len(fidelity.behind_refs), fidelity.left, fidelity.left_from_user)
+
+
+@dataclass(frozen=True)
+class CheckedAccount:
+    """The account stage, followed by the same figures computed from scratch for the same view."""
+
+    name: ClassVar[str] = "account"
+    inner: Account
+    calls: list[tuple[tuple[object, ...], tuple[object, ...]]] = field(default_factory=list)
+
+    def apply(self, view: CallView) -> CallView:
+        out = self.inner.apply(view)
+        assert out.report is not None and out.fitted is not None and view.plan is not None
+        counter = self.inner.counter
+        fresh = value_fidelity(view.original, out.fitted.messages, view.stored)
+        report = out.report
+        sections = report.sections
+        expected = (
+            *expected_figures(fresh),
+            count_messages(list(view.received), counter) + view.plan.schema_tokens_full,
+            sum(count_message(m, counter) for m in view.original if not isinstance(m, ToolMessage)),
+            sum(count_message(m, counter) for m in view.original if isinstance(m, ToolMessage)),
+        )
+        got = (*figures(report), report.tokens_before, sections["history"].before, sections["summaries"].before)
+        self.calls.append((got, expected))
+        return out
+
+
+def chained(names: list[str]) -> list[BaseMessage]:
+    out: list[BaseMessage] = []
+    for name in names:
+        messages = list(load_file(SWE / name).conversations[0].messages)
+        out.extend(m for m in messages if not (out and isinstance(m, SystemMessage)))
+    return out
+
+
+@pytest.mark.skipif(not SWE.is_dir(), reason=f"the recorded conversations are not at {SWE} (../shared/data)")
+def test_a_replayed_session_gets_the_figures_of_a_check_from_scratch_on_every_call() -> None:
+    """Two recordings chained into one long session (one of them ends on a call with no result,
+    which validation answers with a new message on every call), replayed as a host runs them."""
+    engine = ContextEngine(ContextConfig(encoding="cl100k_base"))
+    stages = engine._stages
+    checked = CheckedAccount(next(s for s in stages if isinstance(s, Account)))
+    engine._stages = tuple(checked if isinstance(s, Account) else s for s in stages)
+    scope = Scope(session_id="replay")
+    bound: list[Any] = [SWE_BASH_TOOL, *engine.tools_for_model()]
+    captured: list[BaseMessage] = []
+    for index, message in enumerate(chained(["pydicom__pydicom-1139.traj.json", "marshmallow-code__marshmallow-1359.traj.json"])):
+        if index > 0 and isinstance(message, AIMessage):
+            engine.prepare(captured, tools=bound, scope=scope)
+        captured.append(engine.capture_tool_result(message, scope) if isinstance(message, ToolMessage) else message)
+    assert len(checked.calls) > 100
+    wrong = [i for i, (got, expected) in enumerate(checked.calls) if got != expected]
+    assert not wrong, f"calls {wrong[:10]} differ: {checked.calls[wrong[0]]}"
+    # the session exercised every outcome: values shown, behind refs and gone
+    assert any(got[2] for got, _ in checked.calls) and any(got[3] for got, _ in checked.calls)
+
+
+VALUES = ["HAT136", "HAT1367", "mia_li_3668", "/testbed/src/a.py", "v2.1", "2.10", "ZFA04Y", "-42.5", "snake_case_name",
+          "CamelName", "plain", "ref:bash:0123456789abcdef", "ref:json:fedcba9876543210", "a.b.c", "under_score_", "ünï_cødé",
+          "Ⅻ12", "***", "--->", *(f"ID{n}" for n in range(25))]
+BEFORE = ["", "", "", "(", "x", "/", '"', "`", "ref:bash:", "-"]
+AFTER = ["", "", "", ")", "x", ".", "7", '"', "`", "/y", ".py", "\n", "0123456789abcdef"]
+
+
+def random_text(rng: random.Random) -> str:
+    """Values, bare or inside longer tokens, quotes and paths (so that many occur as a token
+    without being one of the text's own values)."""
+    return " ".join(rng.choice(BEFORE) + rng.choice(VALUES) + rng.choice(AFTER) for _ in range(rng.randint(0, 8)))
+
+
+def random_message(rng: random.Random, calls: list[str]) -> BaseMessage:
+    kind = rng.randrange(4)
+    if kind == 0:
+        return HumanMessage(random_text(rng))
+    if kind == 1:
+        call_id = f"c{rng.randrange(30)}"
+        calls.append(call_id)
+        return AIMessage(random_text(rng), tool_calls=[{"name": "t", "args": {"q": random_text(rng)}, "id": call_id}])
+    if kind == 2 and calls:
+        return ToolMessage(random_text(rng), tool_call_id=rng.choice(calls))
+    return AIMessage(random_text(rng))
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_histories_and_views_that_change_anywhere_get_the_figures_of_a_check_from_scratch(seed: int) -> None:
+    """Messages appended, replaced by equal or different ones, given new content in place or
+    dropped; views that keep, drop, reorder and add messages."""
+    rng = random.Random(seed)
+    tracker = SessionFidelity(sessions=2)
+    calls: list[str] = []
+    history: list[BaseMessage] = [SystemMessage("sys HAT136")]
+    view: list[BaseMessage] = []
+    for step in range(60):
+        history.extend(random_message(rng, calls) for _ in range(rng.randint(0, 3)))
+        change = rng.randrange(8)
+        if change == 0 and len(history) > 2:  # replaced by an equal message
+            i = rng.randrange(1, len(history))
+            history[i] = history[i].model_copy()
+        elif change == 1 and len(history) > 2:  # replaced by a different one
+            history[rng.randrange(1, len(history))] = random_message(rng, calls)
+        elif change == 2 and len(history) > 2:  # new content in place
+            history[rng.randrange(1, len(history))].content = random_text(rng)
+        elif change == 3 and len(history) > 3:
+            del history[rng.randrange(1, len(history))]
+        kept = [m for m in view if rng.random() < 0.8]
+        if rng.random() < 0.3 and kept:
+            kept[rng.randrange(len(kept))].content = random_text(rng)
+        fresh = [rng.choice(history) for _ in range(rng.randint(0, 3))] + [AIMessage(random_text(rng))]
+        view = kept + fresh
+        if rng.random() < 0.2:
+            rng.shuffle(view)
+        stored = {c: rng.choice(["ref:bash:0123456789abcdef", "ref:json:fedcba9876543210", "odd-ref"]) for c in set(calls) if rng.random() < 0.5}
+        other = rng.choice(["", "", "", "b", "c"])  # three sessions, two kept: "a" starts over at times
+        if other:
+            tracker.check(other, [HumanMessage("other HAT1367")], [], {})
+        got = tracker.check("a", history, view, stored)
+        assert got == value_fidelity(history, view, stored), f"step {step}"
