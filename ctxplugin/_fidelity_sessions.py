@@ -22,14 +22,16 @@ from __future__ import annotations
 
 import re
 import threading
+import weakref
 from collections.abc import Mapping, Sequence
 from itertools import filterfalse
+from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
 from ctxplugin._lru import LRU, TextKey, text_key
 from ctxplugin._message_values import REF_SHAPE, read, refs_in
-from ctxplugin._prefix import Prefix, held_weakly
+from ctxplugin._prefix import Prefix
 from ctxplugin.fidelity import Fidelity
 from ctxplugin.history.identifiers import occurs
 
@@ -78,6 +80,19 @@ def _adds(message: BaseMessage) -> tuple[object, ...]:
     if isinstance(message, ToolMessage):
         return (message.tool_call_id, text_key(read(message).text))
     return ()
+
+
+def _dead() -> None:
+    return None
+
+
+def held_weakly(message: Any) -> Any:
+    """A weak reference to ``message``: calling it gives the message while it lives, else
+    ``None`` (always ``None`` for an object that cannot be held weakly)."""
+    try:
+        return weakref.ref(message)
+    except TypeError:  # cannot be held weakly: never taken as seen, so it is read again each call
+        return _dead
 
 
 class _Searched:

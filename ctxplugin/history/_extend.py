@@ -11,8 +11,8 @@ holding the very same content — the previous call's work is reused:
   still fits its budget, or the window of a tiered history grew no further than its omission
   plan allowed for (:class:`~ctxplugin.history.omission.WindowLimit`).
 - Otherwise the view is planned again, but every exchange whose tier and kept messages did not
-  change keeps its rendering and token counts (:meth:`Made.reusable`), and the content keys of
-  the gisted blocks are extended, not computed again.
+  change keeps its rendering and token counts, and the content keys of the gisted blocks are
+  extended, not computed again.
 
 Nothing is reused with a summarizer (a model-written gist may arrive between calls). Bounded:
 the views of the last :data:`SESSIONS` sessions are kept (the oldest go first).
@@ -97,11 +97,6 @@ class Made:
     whole: tuple[int, int] | None
     window: tuple[WindowLimit, ...] | None
     notes_from: tuple[BaseMessage, ...] = ()
-
-    def reusable(self, number: int, tier_of: Callable[[int, tuple[int, int]], object], bounds: tuple[int, int], dirty: set[int]) -> bool:
-        """Whether exchange ``number`` is shown as it was: it existed, its tier is the same
-        under ``bounds`` and none of its messages changed whether it is kept exact."""
-        return number < len(self.spans) and number not in dirty and tier_of(number, self.bounds) == tier_of(number, bounds)
 
 
 @dataclass(frozen=True)

@@ -175,16 +175,23 @@ def compress_history(
             if summarizer is None:
                 remember(session, made)
             return _view(made)
-    rendered: list[tuple[BaseMessage, ...]] = []
-    parts: list[Parts] = []
-    changed: list[int] = []
-    for number, (start, end) in enumerate(spans):
+    if growth is not None:
+        # only exchanges that are new, changed tier or changed a kept message are shown anew
+        prior = growth.prior
+        fresh = exchanges - len(prior.spans)
+        rendered: list[tuple[BaseMessage, ...]] = [*prior.rendered, *((),) * fresh]
+        parts: list[Parts] = [*prior.parts, *((0, 0, 0),) * fresh]
+        changed: list[int] = [*prior.changed, *(0,) * fresh]
+        redo = {*range(len(prior.spans), exchanges), *growth.dirty}
+        for before, now in zip(prior.bounds, bounds, strict=True):
+            redo.update(range(min(before, now), max(before, now)))
+        numbers: Sequence[int] = sorted(n for n in redo if n < exchanges)
+    else:
+        rendered, parts, changed = [()] * exchanges, [(0, 0, 0)] * exchanges, [0] * exchanges
+        numbers = range(exchanges)
+    for number in numbers:
+        start, end = spans[number]
         tier = _tier(number, bounds)
-        if growth is not None and growth.prior.reusable(number, _tier, bounds, growth.dirty):
-            rendered.append(growth.prior.rendered[number])
-            parts.append(growth.prior.parts[number])
-            changed.append(growth.prior.changed[number])
-            continue
         out: list[BaseMessage] = []
         for index in range(start, end):
             message = messages[index]
@@ -200,9 +207,9 @@ def compress_history(
                     else:
                         lead = summarizer.lead(text, session=session, upgrade=upgrade)
             out.append(compress_message(message, tier, config=config, counter=counter, lead=lead))
-        rendered.append(tuple(out))
-        parts.append(parts_of(out, [count_message(m, counter) for m in out]))
-        changed.append(sum(1 for j, m in zip(range(start, end), out, strict=True) if m is not messages[j]))
+        rendered[number] = tuple(out)
+        parts[number] = parts_of(out, [count_message(m, counter) for m in out])
+        changed[number] = sum(1 for j, m in zip(range(start, end), out, strict=True) if m is not messages[j])
     tiers = _tier_counts(spans, protected, bounds, len(messages))
     plan = OmissionPlan()
     notes: Digests | None = None
