@@ -11,7 +11,6 @@ import threading
 import weakref
 from collections import OrderedDict
 from collections.abc import Hashable
-from functools import partial
 from typing import Any, Generic, TypeVar
 
 K = TypeVar("K", bound=Hashable)
@@ -70,14 +69,15 @@ class PerMessage(Generic[V]):
         if size < 1:
             raise ValueError(f"PerMessage size must be at least 1, got {size}")
         self._size = size
-        self._entries: OrderedDict[int, _Entry[V]] = OrderedDict()
+        self._entries: OrderedDict[int, _Entry] = OrderedDict()
         self._lock = threading.Lock()
-        self._dead: list[tuple[int, weakref.ref[Any]]] = []  # entries of collected messages, dropped on the next put
+        self._gone = self._forget  # one callback for every entry
+        self._dead: list[_Entry] = []  # entries of collected messages, dropped on the next put
 
     def get(self, message: Any) -> V | None:
         """The value memoised for ``message`` as it is now, or ``None``."""
         entry = self._entries.get(id(message))  # one C call: safe beside a concurrent put
-        if entry is None or entry.ref() is not message:
+        if entry is None or entry() is not message:
             return None
         fields = message.__dict__  # a pydantic model's field values (a missing attribute is slow to ask for)
         content = fields["content"]
@@ -89,65 +89,59 @@ class PerMessage(Generic[V]):
             or (entry.length >= 0 and len(content) != entry.length)
         ):
             return None
-        return entry.value
+        return entry.value  # type: ignore[no-any-return]
 
     def put(self, message: Any, value: V) -> None:
         """Remember ``value`` for ``message`` as it is now."""
         key = id(message)
         try:
-            ref = weakref.ref(message, partial(self._gone, key))
+            entry = _Entry(message, self._gone)
         except TypeError:  # an object that cannot be weakly referenced is not memoised
             return
         fields = message.__dict__
         content = fields["content"]
-        entry = _Entry(
-            ref,
-            content,
-            -1 if isinstance(content, str) else len(content),
-            fields.get("tool_calls"),
-            fields.get("additional_kwargs"),
-            fields.get("id"),
-            value,
-        )
+        entry.key = key
+        entry.content = content
+        entry.length = -1 if isinstance(content, str) else len(content)
+        entry.tool_calls = fields.get("tool_calls")
+        entry.extra = fields.get("additional_kwargs")
+        entry.message_id = fields.get("id")
+        entry.value = value
         with self._lock:
             entries = self._entries
             while self._dead:
-                dead_key, dead_ref = self._dead.pop()
-                dead = entries.get(dead_key)
-                if dead is not None and dead.ref is dead_ref:
-                    del entries[dead_key]
+                dead = self._dead.pop()
+                if entries.get(dead.key) is dead:
+                    del entries[dead.key]
             entries.pop(key, None)
             entries[key] = entry
             while len(entries) > self._size:
                 entries.popitem(last=False)
 
-    def _gone(self, key: int, ref: weakref.ref[Any]) -> None:
+    def _forget(self, entry: _Entry) -> None:
         """A memoised message was collected: its entry goes on the next put. (This runs inside
         the garbage collector, maybe while this thread holds the lock: it only appends.)"""
-        self._dead.append((key, ref))
+        self._dead.append(entry)
 
     def __len__(self) -> int:
         return len(self._entries)
 
 
-class _Entry(Generic[V]):
-    """One :class:`PerMessage` entry: the message (weakly) and what its value was computed from.
+class _Entry(weakref.ref):  # type: ignore[type-arg]
+    """One :class:`PerMessage` entry: a weak reference to the message that also holds its key,
+    its value and what the value was computed from (one object per entry).
 
     The content, tool calls, extra fields and id are held, not only their ids, so that an id
     of a collected object reused by a new one cannot pass for the old."""
 
-    __slots__ = ("content", "extra", "length", "message_id", "ref", "tool_calls", "value")
-
-    def __init__(
-        self, ref: weakref.ref[Any], content: Any, length: int, tool_calls: Any, extra: Any, message_id: Any, value: V
-    ) -> None:
-        self.ref = ref
-        self.content = content
-        self.length = length
-        self.tool_calls = tool_calls
-        self.extra = extra
-        self.message_id = message_id
-        self.value = value
+    __slots__ = ("content", "extra", "key", "length", "message_id", "tool_calls", "value")
+    key: int
+    content: Any
+    length: int
+    tool_calls: Any
+    extra: Any
+    message_id: Any
+    value: Any
 
 
 __all__ = ["LRU", "PerMessage", "TextKey", "text_key"]

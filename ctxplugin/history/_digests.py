@@ -48,7 +48,7 @@ def _same_members(old: Sequence[int], new: Sequence[int]) -> bool:
 _CACHE: OrderedDict[tuple[object, ...], tuple[HumanMessage | None, tuple[str, ...]]] = OrderedDict()
 _CACHE_LOCK = threading.Lock()
 _CACHE_SIZE = 4096
-_RANKED: LRU[tuple[str, int, str], tuple[list[list[_Valued]], list[Labelled]]] = LRU(64)
+_RANKED: LRU[tuple[str, int, str], tuple[tuple[tuple[_Valued, ...], ...], tuple[Labelled, ...]]] = LRU(64)
 
 
 class Digests:
@@ -150,7 +150,7 @@ class Digests:
         valued, ranked = self._ranked(upto)
         return _note((first, last), list(ranked), _chronology(valued), set(), self._known, cap, self._counter, first=True)
 
-    def _ranked(self, upto: int) -> tuple[list[list[_Valued]], list[Labelled]]:
+    def _ranked(self, upto: int) -> tuple[tuple[tuple[_Valued, ...], ...], tuple[Labelled, ...]]:
         """The values of blocks ``0 .. upto - 1``, newest exchange first, and as
         :func:`_by_reuse` ranks them: once for all the caps an archive is tried at."""
         key = (self._keys[upto - 1], upto, self._counter.name)
@@ -160,7 +160,7 @@ class Digests:
             return hit
         newest_first = [self._exchanges[n] for k in reversed(range(upto)) for n in reversed(self._spans[k])]
         valued = _valued(newest_first)
-        found = (valued, _by_reuse(valued, self._counter))
+        found = (valued, tuple(_by_reuse(valued, self._counter)))
         with _CACHE_LOCK:
             _RANKED.put(key, found)
         return found

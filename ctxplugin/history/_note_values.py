@@ -135,26 +135,26 @@ def _argument_items(value: object, key: str = "argument") -> Iterator[tuple[str,
         yield key, value
 
 
-_VALUES: PerMessage[tuple[str, tuple[list[Labelled], list[Labelled]]]] = PerMessage(4096)
+_VALUES: PerMessage[tuple[str, tuple[tuple[Labelled, ...], tuple[Labelled, ...]]]] = PerMessage(4096)
 """The labelled values of each message, read once: old exchanges are condensed again at every
 tier move. Kept with the label of the message's own values, which for a tool result may come
 from the exchange (the tool named by its call)."""
 
 
-def _values(message: BaseMessage, tools: Mapping[str, str]) -> tuple[list[Labelled], list[Labelled]]:
+def _values(message: BaseMessage, tools: Mapping[str, str]) -> tuple[tuple[Labelled, ...], tuple[Labelled, ...]]:
     """Exact values of one message with their labels, as ``(first, rest)``: short tool-call
     arguments whole (under the argument's name, ``ran`` for commands), single-quoted arguments
     and paths first, other identifiers after; JSON keys, schema words and markup names are left
     out (see :func:`_scraped`), and so are values without a letter or digit. ``tools`` maps
-    the tool call ids of the exchange to their tools' names. Memoised per message (callers get
-    copies)."""
+    the tool call ids of the exchange to their tools' names. Memoised per message (as tuples of
+    strings, which the garbage collector stops tracking: a long conversation keeps many)."""
     said = _said_by(message, tools)
     hit = _VALUES.get(message)
     if hit is None or hit[0] != said:
-        hit = (said, _read_values(message, tools))
+        first, rest = _read_values(message, tools)
+        hit = (said, (tuple(first), tuple(rest)))
         _VALUES.put(message, hit)
-    first, rest = hit[1]
-    return list(first), list(rest)
+    return hit[1]
 
 
 def _read_values(message: BaseMessage, tools: Mapping[str, str]) -> tuple[list[Labelled], list[Labelled]]:
@@ -203,14 +203,14 @@ def _raw_values(message: BaseMessage, tools: Mapping[str, str]) -> tuple[list[La
     return first, rest
 
 
-_Valued = tuple[bool, list[Labelled], list[Labelled]]
+_Valued = tuple[bool, tuple[Labelled, ...], tuple[Labelled, ...]]
 """A message's values: ``(from a tool, first, rest)`` as :func:`_values` splits them."""
 
 
-def _valued(exchanges: Sequence[Sequence[BaseMessage]]) -> list[list[_Valued]]:
+def _valued(exchanges: Sequence[Sequence[BaseMessage]]) -> tuple[tuple[_Valued, ...], ...]:
     """The values of every message of ``exchanges``, read once."""
-    out: list[list[_Valued]] = []
+    out: list[tuple[_Valued, ...]] = []
     for span in exchanges:
         tools = {c["id"]: c["name"] for m in span if isinstance(m, AIMessage) for c in m.tool_calls if c["id"]}
-        out.append([(isinstance(m, ToolMessage), *_values(m, tools)) for m in span])
-    return out
+        out.append(tuple((isinstance(m, ToolMessage), *_values(m, tools)) for m in span))
+    return tuple(out)
