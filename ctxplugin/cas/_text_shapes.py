@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import re
 import string
+from collections.abc import Callable
 from typing import Literal
 
 TextShape = Literal["log", "code", "grep", "paths", "listing", "table", "jsonl", "fixed", "report", "diff", "markup", "text"]
@@ -94,12 +95,11 @@ def detect_text_shape(body: str) -> TextShape:
     n = len(lines)
     if _jsonl(lines):
         return "jsonl"
-    if sum(1 for ln in lines if _DIFF.match(ln)) >= 2 and any(ln.startswith("@@") for ln in lines):
+    if any(ln.startswith("@@") for ln in lines) and _at_least(lines, _DIFF.match, 2):
         return "diff"
-    report = sum(1 for ln in lines if _REPORT.match(ln))
-    if report >= 3 and report >= 0.2 * n:
+    if _at_least(lines, _REPORT.match, max(3, 0.2 * n)):
         return "report"
-    if sum(1 for ln in lines if _TIMESTAMP.match(ln)) >= 0.6 * n:
+    if _at_least(lines, _TIMESTAMP.match, 0.6 * n):
         return "log"
     if _FIXED_HEADER.match(lines[0]) and n >= 3 and _fixed_columns(lines[0]) and "," not in lines[0]:
         return "fixed"
@@ -108,11 +108,11 @@ def detect_text_shape(body: str) -> TextShape:
         and not any(ln.startswith("#!") for ln in lines[:1])
     ):
         return "markup"
-    if sum(1 for ln in lines if _LISTING.match(ln)) >= 0.6 * n:
+    if _at_least(lines, _LISTING.match, 0.6 * n):
         return "listing"
-    if sum(1 for ln in lines if _GREP.match(ln)) >= 0.6 * n:
+    if _at_least(lines, _GREP.match, 0.6 * n):
         return "grep"
-    if sum(1 for ln in lines if _PATH.match(ln.strip()) and ("/" in ln or "." in ln)) >= 0.8 * n:
+    if _at_least(lines, lambda ln: bool(_PATH.match(ln.strip())) and ("/" in ln or "." in ln), 0.8 * n):
         return "paths"
     code_lines = [text for _, text in strip_numbering("\n".join(lines)) if text.strip()]
     defs = sum(1 for ln in code_lines if _DEF.match(ln))
@@ -127,6 +127,21 @@ def detect_text_shape(body: str) -> TextShape:
     if n >= 8 and sum(1 for ln in lines if len(ln) < 160) >= 0.9 * n and not _prose(lines):
         return "log"
     return "text"
+
+
+def _at_least(lines: list[str], test: Callable[[str], object], need: float) -> bool:
+    """Whether at least ``need`` of ``lines`` pass ``test``, read only until that is known."""
+    hits, spare = 0, len(lines) - need  # lines that may fail with the answer still yes
+    for line in lines:
+        if test(line):
+            hits += 1
+            if hits >= need:
+                return True
+        else:
+            spare -= 1
+            if spare < 0:
+                return False
+    return hits >= need
 
 
 def _prose(lines: list[str]) -> bool:
