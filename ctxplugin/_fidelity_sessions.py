@@ -62,10 +62,7 @@ class SessionFidelity:
         """The fidelity of ``view`` to ``history`` (see :func:`~ctxplugin.fidelity.value_fidelity`),
         carried over from ``session``'s previous call."""
         with self._lock:
-            state = self._sessions.hit(session)
-            if state is None:
-                state = _Session()
-                self._sessions.put(session, state)
+            state = self._sessions.hit_or_put(session, _Session)
         with state.lock:
             state.fold(history)
             return state.check(history, view, stored or {})

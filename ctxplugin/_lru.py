@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 import weakref
 from collections import OrderedDict
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from typing import Any, Generic, TypeVar
 
 K = TypeVar("K", bound=Hashable)
@@ -36,6 +36,14 @@ class LRU(OrderedDict[K, V]):
         self.move_to_end(key)
         while len(self) > self._size:
             self.popitem(last=False)
+
+    def hit_or_put(self, key: K, make: Callable[[], V]) -> V:
+        """The value of ``key`` (marking it recently used), or ``make()`` put under it."""
+        value = self.hit(key)
+        if value is None:
+            value = make()
+            self.put(key, value)
+        return value
 
     def hit(self, key: K) -> V | None:
         """The value of ``key`` (marking it recently used), or ``None``."""

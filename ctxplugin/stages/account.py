@@ -119,10 +119,7 @@ class Account:
         counter = self.counter
         key = view.scope.key()
         with self._lock:
-            tallies = self._tallies.hit(key)
-            if tallies is None:
-                tallies = _Tallies()
-                self._tallies.put(key, tallies)
+            tallies = self._tallies.hit_or_put(key, _Tallies)
         with tallies.lock:
             tallies.received.update(view.received, counter)
             tallies.original.update(view.original, counter)

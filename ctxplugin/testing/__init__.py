@@ -22,7 +22,7 @@ from typing import Any
 
 from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
-from langchain_core.messages import AIMessage, BaseMessage, ToolCall
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolCall
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool
@@ -145,12 +145,33 @@ def memory_engine(config: ContextConfig | None = None, *, clock: Callable[[], da
     return ContextEngine(config=config, cas=MemoryCASStore(), facts=ledger)
 
 
+def chat(
+    engine: Any,
+    turns: Sequence[str],
+    *,
+    scope: Any,
+    system: str,
+    reply: Callable[[int, str], str] = lambda index, _: f"Reply {index}.",
+) -> tuple[list[BaseMessage], Any]:
+    """Play ``turns`` as the user's messages of one chat: before each reply the engine prepares
+    the conversation so far. Messages get ids ``h<i>`` (user) and ``a<i>`` (assistant, whose
+    text is ``reply(i, turn)``). Returns the conversation and the last ``PreparedContext``."""
+    history: list[BaseMessage] = [SystemMessage(system)]
+    prepared = None
+    for index, turn in enumerate(turns):
+        history.append(HumanMessage(turn, id=f"h{index}"))
+        prepared = engine.prepare(history, scope=scope)
+        history.append(AIMessage(reply(index, turn), id=f"a{index}"))
+    return history, prepared
+
+
 __all__ = [
     "MemoryCASStore",
     "MemoryFactStore",
     "RecordedCall",
     "ScriptedChatModel",
     "Step",
+    "chat",
     "context_notes",
     "conversation_messages",
     "facts_block",

@@ -10,7 +10,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 
 from ctxplugin import ContextConfig, HistoryConfig, Scope
 from ctxplugin.history import compress_history
-from ctxplugin.testing import context_notes, memory_engine, note_values
+from ctxplugin.testing import chat, context_notes, memory_engine, note_values
 from ctxplugin.tokens import content_text, count_message, get_counter
 
 SCHEMA = json.dumps(
@@ -130,16 +130,15 @@ def test_a_long_planning_chat_condensed_into_notes_still_says_who_is_invited(mon
         "That's the whole agenda for now.",
         "Who is invited, where is it, and what is the title?",
     ]
-    messages: list[BaseMessage] = [SystemMessage("You are a planning assistant.")]
-    for i, turn in enumerate(turns):
-        messages.append(HumanMessage(turn, id=f"h{i}"))
-        prepared = engine.prepare(messages, scope=scope)
+    def reply(i: int, _: str) -> str:
         plan = " ".join(
             f"Item {k + 1}, {topic}: about {20 + k} minutes, with slides and a short written summary sent "
             "before the day so that the discussion can focus on decisions rather than on status updates."
             for k, topic in enumerate(AGENDA[: max(0, i - 3)])
         )
-        messages.append(AIMessage(f"Noted. The plan so far: {plan}", id=f"a{i}"))
+        return f"Noted. The plan so far: {plan}"
+
+    _, prepared = chat(engine, turns, scope=scope, system="You are a planning assistant.", reply=reply)
     assert prepared.report.dropped_exchanges > 0, "older turns were condensed"
     view = "\n".join(content_text(m.content) for m in prepared.messages)
     assert "Lisbon" in view and "Platform Offsite 2026" in view

@@ -15,7 +15,7 @@ from ctxplugin import ContextConfig, ContextEngine, Scope
 from ctxplugin._lru import LRU
 from ctxplugin.replay.loaders import load_file
 from ctxplugin.stages import CallView, ChooseFacts
-from ctxplugin.testing import logical_clock, memory_engine
+from ctxplugin.testing import chat, logical_clock, memory_engine
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = Path(os.environ.get("CTXPLUGIN_DATA", ROOT.parent.parent / "shared" / "data"))
@@ -126,11 +126,7 @@ def test_spans_the_user_opens_and_leaves_mark_the_messages_before_as_a_fresh_sta
         "OK, back to the offsite.",
         "Which city is the offsite in?",
     ]
-    history: list[BaseMessage] = [SystemMessage("You plan events.")]
-    for index, turn in enumerate(turns):
-        history.append(HumanMessage(turn, id=f"h{index}"))
-        prepared = engine.prepare(history, scope=scope)
-        history.append(AIMessage(f"Reply {index}.", id=f"a{index}"))
+    _, prepared = chat(engine, turns, scope=scope, system="You plan events.")
     shown = {m.id: str(m.content) for m in prepared.messages}
     assert shown["h1"].startswith("[hypothetical: not a current fact]"), "the brainstorm, once no longer the latest"
     assert shown["h3"].startswith("[aside: an interruption, not the current task]"), "the interruption, once left"
