@@ -12,7 +12,9 @@ holding the very same content — the previous call's work is reused:
   plan allowed for (:class:`~ctxplugin.history.omission.WindowLimit`).
 - Otherwise the view is planned again, but every exchange whose tier and kept messages did not
   change keeps its rendering and token counts, and the content keys of the gisted blocks are
-  extended, not computed again.
+  extended, not computed again. This holds too when a few earlier messages (up to
+  :data:`REPLACED`) were replaced by copies of the same kind — a message marked as no longer
+  current: only their exchanges are shown anew.
 
 Nothing is reused with a summarizer (a model-written gist may arrive between calls). Bounded:
 the views of the last :data:`SESSIONS` sessions are kept (the oldest go first).
