@@ -115,14 +115,17 @@ def detect_text_shape(body: str) -> TextShape:
     if _at_least(lines, lambda ln: bool(_PATH.match(ln.strip())) and ("/" in ln or "." in ln), 0.8 * n):
         return "paths"
     code_lines = [text for _, text in strip_numbering("\n".join(lines)) if text.strip()]
-    defs = sum(1 for ln in code_lines if _DEF.match(ln))
-    codeish = sum(1 for ln in code_lines if _CODEISH.match(ln))
-    if code_lines and (defs >= 2 or (defs >= 1 and len(code_lines) <= 12)) and codeish >= 0.3 * len(code_lines):
+    defs = 0  # counted up to two: that is all the rule asks
+    for line in code_lines:
+        if _DEF.match(line):
+            defs += 1
+            if defs == 2:
+                break
+    if (defs == 2 or (defs == 1 and len(code_lines) <= 12)) and _at_least(code_lines, _CODEISH.match, 0.3 * len(code_lines)):
         return "code"
     if n >= 3 and _table_sep(lines) is not None:
         return "table"
-    hits = sum(1 for ln in lines if _KEYWORD_LINE.search(ln) or _CAMEL_ERROR.search(ln))
-    if hits and (n >= 4 or hits * 3 >= n):
+    if any(_KEYWORD_LINE.search(ln) or _CAMEL_ERROR.search(ln) for ln in lines):  # n >= 2: one such line is enough
         return "log"
     if n >= 8 and sum(1 for ln in lines if len(ln) < 160) >= 0.9 * n and not _prose(lines):
         return "log"
