@@ -157,8 +157,8 @@ def compress_history(
         Made, tuple(messages), tuple(m.content for m in messages), config, counter, budget, tuple(spans), bounds, protected, first_human,
         growth.latest_human if growth is not None else max((i for i in protected if isinstance(messages[i], HumanMessage)), default=None),
     )
-    if config.compress == "over_budget" and budget is not None and (growth is None or growth.prior.whole is not None):
-        # (a tiered history of the same settings did not fit before, and only grew since)
+    if config.compress == "over_budget" and budget is not None and (growth is None or growth.prior.whole is not None or growth.replaced):
+        # (a tiered history of the same settings did not fit before and, nothing replaced, only grew since)
         whole = totals(messages, counter)
         if budget.within(*whole):
             first = max(verbatim_start, 1)
@@ -175,6 +175,8 @@ def compress_history(
             if summarizer is None:
                 remember(session, made)
             return _view(made)
+    if growth is not None and growth.prior.whole is not None:
+        growth = None  # the previous view was the history sent whole: none of it is tiered yet
     if growth is not None:
         # only exchanges that are new, changed tier or changed a kept message are shown anew
         prior = growth.prior

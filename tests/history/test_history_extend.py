@@ -165,3 +165,29 @@ def test_notes_are_read_from_the_conversation_before_marks() -> None:
     read_marked = compress_history(marked, config=config, counter=COUNTER, budget=budget, session="notes-read-marked")
     again = [m for m in read_marked.messages if str(m.content).startswith("[context note")]
     assert not all(a is b for a, b in zip(again, notes, strict=True)), "notes read from the marked messages are written anew"
+
+
+@pytest.mark.parametrize("total", [3610, 4243, 4876, 6353])
+def test_the_call_that_outgrows_the_budget_tiers_the_whole_history(total: int) -> None:
+    # sent whole while it fits; the call that no longer fits (between tier moves) is tiered
+    config = HistoryConfig(compress="over_budget")
+    budget = HistoryBudget(total=total)
+    messages = _session(30)
+    for end in range(3, len(messages) + 1, 2):
+        view = compress_history(messages[:end], config=config, counter=COUNTER, budget=budget, session=f"outgrow-{total}")
+        fresh = compress_history(messages[:end], config=config, counter=COUNTER, budget=budget, session=f"outgrow-{total}-{end}")
+        assert _shape(view) == _shape(fresh), end
+
+
+def test_a_history_that_fits_again_after_a_replacement_is_sent_whole() -> None:
+    config = HistoryConfig(compress="over_budget")
+    budget = HistoryBudget(total=4000)
+    messages = _session(12)
+    tiered = compress_history(messages, config=config, counter=COUNTER, budget=budget, session="shrunk")
+    assert tiered.compressed_count > 0, "over the budget: tiered"
+    shrunk = list(messages)
+    for index in range(2, len(shrunk) - 2, 2):  # outputs replaced by short ones (same kind)
+        shrunk[index] = ToolMessage("ok", tool_call_id=messages[index].tool_call_id)  # type: ignore[attr-defined]
+    view = compress_history(shrunk, config=config, counter=COUNTER, budget=budget, session="shrunk")
+    fresh = compress_history(shrunk, config=config, counter=COUNTER, budget=budget, session="shrunk-fresh")
+    assert _shape(view) == _shape(fresh)
