@@ -104,13 +104,19 @@ def test_a_conversation_changed_before_its_end_is_planned_again() -> None:
 
 
 def test_a_message_given_new_content_in_place_is_planned_again() -> None:
-    config = HistoryConfig(block_size=4)
-    messages = _session(6)
-    first = compress_history(messages, config=config, counter=COUNTER, budget=HistoryBudget(total=100_000), session="inplace")
-    assert first.messages[-1].content == messages[-1].content
-    messages[-1].content = "rewritten by the host"
-    view = compress_history([*messages, AIMessage("next")], config=config, counter=COUNTER, budget=HistoryBudget(total=100_000), session="inplace")
-    assert view.messages[-2].content == "rewritten by the host"
+    config = HistoryConfig(compress="always", block_size=2)
+    budget = HistoryBudget(total=100_000)
+    messages = _session(20)
+    old = messages[3]  # an old assistant message, long enough to be shown gisted
+    messages[3] = AIMessage(" ".join(f"I looked at part {i} of the module and found nothing wrong there." for i in range(40)), tool_calls=old.tool_calls)  # type: ignore[attr-defined]
+    first = compress_history(messages, config=config, counter=COUNTER, budget=budget, session="inplace")
+    assert messages[3] not in first.messages, "shown as a gisted copy"
+    messages[3].content = "rewritten by the host: EDITED_VALUE_4242"
+    grown = [*messages, AIMessage("next")]
+    view = compress_history(grown, config=config, counter=COUNTER, budget=budget, session="inplace")
+    fresh = compress_history(grown, config=config, counter=COUNTER, budget=budget, session="inplace-fresh")
+    assert _shape(view) == _shape(fresh)
+    assert any("EDITED_VALUE_4242" in str(m.content) for m in view.messages)
 
 
 def test_a_newer_human_message_takes_the_place_of_the_kept_one() -> None:
