@@ -28,7 +28,7 @@ if not DATA.is_dir():
     DATA = ROOT.parent / "shared" / "data"
 SWE = DATA / "trajectories" / "swe"
 
-CONFIG = {"budget": {"total": 4000}, "facts": {"enabled": False}, "orphan_tool_results": "pair"}
+CONFIG = ContextConfig.model_validate({"budget": {"total": 4000}, "facts": {"enabled": False}, "orphan_tool_results": "pair"})
 
 
 def _call(engine: object, history: list[BaseMessage], scope: Scope) -> tuple[object, ...]:
@@ -68,7 +68,7 @@ def test_views_with_carried_state_equal_views_made_from_scratch(seed: int) -> No
     rng = random.Random(seed)
     recording = sorted(SWE.glob("*.traj.json"))[seed % 4]
     messages = list(load_file(recording).conversations[0].messages)[:90]
-    config = ContextConfig(**CONFIG)
+    config = CONFIG
     engine = memory_engine(config)
     scope = Scope(session_id=f"carried-{seed}")
     history: list[BaseMessage] = []
