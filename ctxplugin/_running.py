@@ -1,92 +1,85 @@
-"""Token totals of a conversation that grows, counted from where the previous call stopped.
+"""Token sums of a conversation that a host resends on every call, counted once per message.
 
-A host sends its conversation again on every call with messages appended. When this call's
-messages begin with the previous call's — the very same objects, holding the very same
-content — only the new ones are counted; otherwise all are. Kept per session, bounded.
+A host sends its conversation again on every call, with new messages at the end and now and
+then one replaced, edited or dropped. :class:`Tally` keeps the tokens of each position it has
+seen and brings its sums up to date with what changed or was added (see
+:class:`ctxplugin._prefix.Prefix`); :class:`SessionTallies` keeps one per session, bounded.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
-from operator import attrgetter, is_
-from typing import Any
 
-from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+from langchain_core.messages import BaseMessage, ToolMessage
 
 from ctxplugin._lru import LRU
+from ctxplugin._prefix import Prefix
 from ctxplugin.tokens import TokenCounter, count_message
 
-_content = attrgetter("content")
+
+class Tally:
+    """Tokens of a message sequence seen before, by position, and their sums (all, and tool
+    results alone), brought up to date with what changed or was added since. Not locked."""
+
+    __slots__ = ("is_tool", "seen", "tokens", "tool_total", "total")
+
+    def __init__(self) -> None:
+        self.seen = Prefix()
+        self.tokens: list[int] = []
+        self.is_tool: list[bool] = []
+        self.total = 0
+        self.tool_total = 0
+
+    def update(self, messages: Sequence[BaseMessage], counter: TokenCounter) -> None:
+        """Count what changed in ``messages`` or was added since the previous update."""
+        changed = self.seen.changed(messages)
+        if changed is None:  # shorter than before: counted again from the start
+            self.seen.clear()
+            self.tokens.clear()
+            self.is_tool.clear()
+            self.total = self.tool_total = 0
+            changed = []
+        for index in changed:
+            self._drop(index)
+            self._set(index, messages[index], counter)
+            self.seen.replace(index, messages[index])
+        seen = len(self.tokens)
+        self.tokens.extend([0] * (len(messages) - seen))
+        self.is_tool.extend([False] * (len(messages) - seen))
+        for index in range(seen, len(messages)):
+            self._set(index, messages[index], counter)
+        self.seen.extend(messages[seen:])
+
+    def _drop(self, index: int) -> None:
+        self.total -= self.tokens[index]
+        if self.is_tool[index]:
+            self.tool_total -= self.tokens[index]
+
+    def _set(self, index: int, message: BaseMessage, counter: TokenCounter) -> None:
+        tokens = count_message(message, counter)
+        is_tool = isinstance(message, ToolMessage)
+        self.tokens[index], self.is_tool[index] = tokens, is_tool
+        self.total += tokens
+        if is_tool:
+            self.tool_total += tokens
 
 
-@dataclass(frozen=True, slots=True)
-class Totals:
-    """What a conversation adds up to.
-
-    Attributes:
-        tokens: tokens of every message.
-        tool_results: tokens of the tool results among them.
-        tools_called: names of the tools its assistant messages called.
-    """
-
-    tokens: int = 0
-    tool_results: int = 0
-    tools_called: frozenset[str] = frozenset()
-
-    def plus(self, messages: Sequence[BaseMessage], counter: TokenCounter) -> Totals:
-        """These totals with ``messages`` added."""
-        tokens, results = self.tokens, self.tool_results
-        called: set[str] = set()
-        for message in messages:
-            size = count_message(message, counter)
-            tokens += size
-            if isinstance(message, ToolMessage):
-                results += size
-            elif isinstance(message, AIMessage) and message.tool_calls:
-                called.update(call["name"] for call in message.tool_calls)
-        return Totals(tokens, results, self.tools_called | called if called else self.tools_called)
-
-
-@dataclass(frozen=True, slots=True)
-class _Counted:
-    counter: TokenCounter
-    messages: tuple[BaseMessage, ...]
-    contents: tuple[Any, ...]
-    totals: Totals
-
-
-class RunningTotals:
-    """:class:`Totals` of each session's conversation, counted once per message.
-
-    Args:
-        sessions: how many sessions are remembered (the least recently used go first).
-    """
+class SessionTallies:
+    """A :class:`Tally` per session: the least recently used of more than ``sessions`` go (and
+    are counted again from the start should they come back). Thread-safe."""
 
     def __init__(self, sessions: int = 1024) -> None:
-        self._last: LRU[str, _Counted] = LRU(sessions)
+        self._tallies: LRU[str, tuple[threading.Lock, Tally]] = LRU(sessions)
         self._lock = threading.Lock()
 
-    def totals(self, session: str, messages: Sequence[BaseMessage], counter: TokenCounter) -> Totals:
-        """The totals of ``messages``, the conversation of ``session`` as this call has it."""
+    def sums(self, session: str, messages: Sequence[BaseMessage], counter: TokenCounter) -> tuple[int, int]:
+        """``(tokens, tool-result tokens)`` of ``messages``, ``session``'s conversation now."""
         with self._lock:
-            last = self._last.hit(session)
-        start, base = 0, Totals()
-        if (
-            last is not None
-            and last.counter is counter
-            and len(messages) >= len(last.messages)
-            and all(map(is_, last.messages, messages))
-            and all(map(is_, last.contents, map(_content, messages)))
-        ):
-            start, base = len(last.messages), last.totals
-        added = messages[start:]
-        totals = base.plus(added, counter) if added else base
-        counted = _Counted(counter, (*last.messages, *added) if start and last is not None else tuple(messages), tuple(map(_content, messages)), totals)
-        with self._lock:
-            self._last.put(session, counted)
-        return totals
+            lock, tally = self._tallies.hit_or_put(session, lambda: (threading.Lock(), Tally()))
+        with lock:
+            tally.update(messages, counter)
+            return tally.total, tally.tool_total
 
 
-__all__ = ["RunningTotals", "Totals"]
+__all__ = ["SessionTallies", "Tally"]

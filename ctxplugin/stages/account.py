@@ -6,7 +6,7 @@ the session's previous call (what a provider's prompt cache can serve).
 
 A host resends its conversation on every call, so what is summed over it (tokens before, the
 values it used) is carried per session and brought up to date with what is new since the
-previous call (see :class:`ctxplugin._prefix.Prefix`).
+previous call (see :mod:`ctxplugin._running`); the history's own tokens are the room stage's.
 """
 
 from __future__ import annotations
@@ -18,11 +18,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from langchain_core.messages import BaseMessage, ToolMessage
+from langchain_core.messages import BaseMessage
 
 from ctxplugin._fidelity_sessions import SessionFidelity
 from ctxplugin._lru import LRU, PerMessage
-from ctxplugin._prefix import Prefix
+from ctxplugin._running import SessionTallies
 from ctxplugin.errors import InvalidInputError
 from ctxplugin.fidelity import write as write_fidelity
 from ctxplugin.report import ContextReport, FactUse
@@ -35,64 +35,6 @@ _SIGNATURES = 8192
 """Messages whose signature is kept (the oldest first out)."""
 
 _signatures: PerMessage[str] = PerMessage(_SIGNATURES)
-
-
-class _Tally:
-    """Tokens of a message sequence seen before, by position, and their sums (all, and tool
-    results alone), brought up to date with what changed or was added since."""
-
-    __slots__ = ("is_tool", "seen", "tokens", "tool_total", "total")
-
-    def __init__(self) -> None:
-        self.seen = Prefix()
-        self.tokens: list[int] = []
-        self.is_tool: list[bool] = []
-        self.total = 0
-        self.tool_total = 0
-
-    def update(self, messages: Sequence[BaseMessage], counter: TokenCounter) -> None:
-        """Count what changed in ``messages`` or was added since the previous update."""
-        changed = self.seen.changed(messages)
-        if changed is None:  # shorter than before: counted again from the start
-            self.seen.clear()
-            self.tokens.clear()
-            self.is_tool.clear()
-            self.total = self.tool_total = 0
-            changed = []
-        for index in changed:
-            self._drop(index)
-            self._set(index, messages[index], counter)
-            self.seen.replace(index, messages[index])
-        seen = len(self.tokens)
-        self.tokens.extend([0] * (len(messages) - seen))
-        self.is_tool.extend([False] * (len(messages) - seen))
-        for index in range(seen, len(messages)):
-            self._set(index, messages[index], counter)
-        self.seen.extend(messages[seen:])
-
-    def _drop(self, index: int) -> None:
-        self.total -= self.tokens[index]
-        if self.is_tool[index]:
-            self.tool_total -= self.tokens[index]
-
-    def _set(self, index: int, message: BaseMessage, counter: TokenCounter) -> None:
-        tokens = count_message(message, counter)
-        is_tool = isinstance(message, ToolMessage)
-        self.tokens[index], self.is_tool[index] = tokens, is_tool
-        self.total += tokens
-        if is_tool:
-            self.tool_total += tokens
-
-
-class _Tallies:
-    """One session's tallies of the received messages and of the validated history."""
-
-    __slots__ = ("lock", "original", "received")
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.received = _Tally()
-        self.original = _Tally()
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,23 +51,20 @@ class Account:
     note: str | None = None
     _last_view: LRU[str, tuple[str, list[tuple[str, int]]]] = field(default_factory=lambda: LRU(SESSIONS_TRACKED))
     _lock: threading.Lock = field(default_factory=threading.Lock)
-    _tallies: LRU[str, _Tallies] = field(default_factory=lambda: LRU(SESSIONS_TRACKED))
+    _received: SessionTallies = field(default_factory=lambda: SessionTallies(SESSIONS_TRACKED))
     _fidelity: SessionFidelity = field(default_factory=lambda: SessionFidelity(SESSIONS_TRACKED))
 
     def apply(self, view: CallView) -> CallView:
-        fitted, plan = view.fitted, view.plan
-        if fitted is None or plan is None:
-            raise InvalidInputError("the account stage needs view.plan and view.fitted: run the tools and fit stages first")
+        fitted, plan, room = view.fitted, view.plan, view.room
+        if fitted is None or plan is None or room is None:
+            raise InvalidInputError(
+                "the account stage needs view.plan, view.room and view.fitted: run the tools, room and fit stages first"
+            )
         counter = self.counter
         key = view.scope.key()
-        with self._lock:
-            tallies = self._tallies.hit_or_put(key, _Tallies)
-        with tallies.lock:
-            tallies.received.update(view.received, counter)
-            tallies.original.update(view.original, counter)
-            received_tokens = tallies.received.total
-            history_tokens = tallies.original.total - tallies.original.tool_total
-            summaries_tokens = tallies.original.tool_total
+        received_tokens, _ = self._received.sums(key, view.received, counter)
+        history_tokens = room.history_tokens - room.tool_result_tokens  # the room stage counted the validated history
+        summaries_tokens = room.tool_result_tokens
         report = ContextReport(
             session_id=view.scope.session_id,
             encoding=counter.name,

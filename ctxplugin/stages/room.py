@@ -9,12 +9,14 @@ compression starts, the call that breaks the prefix anyway.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar
 
+from langchain_core.messages import AIMessage, BaseMessage
+
 from ctxplugin._names import EXPAND_REF_NAME
-from ctxplugin._running import RunningTotals
+from ctxplugin._running import SessionTallies
 from ctxplugin.config import FactsConfig, HistoryConfig
 from ctxplugin.history import HistoryBudget
 from ctxplugin.stages.view import CallView, Room
@@ -51,24 +53,33 @@ class FindRoom:
     history: HistoryConfig
     facts: FactsConfig
     counter: TokenCounter
-    _running: RunningTotals = field(default_factory=RunningTotals)  # the history counted once per message
+    _tallies: SessionTallies = field(default_factory=SessionTallies)  # the history counted once per message
 
     def apply(self, view: CallView) -> CallView:
         outside = view.tool_tokens + (count_message(view.system, self.counter) if view.system is not None else 0)
         budget, room = history_room(view.budgets, outside, history=self.history, facts=self.facts)
+        tokens, tool_tokens = self._tallies.sums(view.scope.key(), view.history, self.counter)
         whole = False
         if self.history.enabled and self.history.compress == "over_budget":
             as_is = HistoryBudget(total=room, messages=budget.messages, tool_results=budget.tool_results)
-            totals = self._running.totals(view.scope.key(), view.history, self.counter)
-            whole = as_is.within(totals.tokens, totals.tool_results)
-        view = view.override(room=Room(outside=outside, total=room, budget=budget, whole=whole))
-        if whole and view.expand_ref is not None and EXPAND_REF_NAME not in totals.tools_called:
+            whole = as_is.within(tokens, tool_tokens)
+        view = view.override(
+            room=Room(outside=outside, total=room, budget=budget, whole=whole, history_tokens=tokens, tool_result_tokens=tool_tokens)
+        )
+        if whole and view.expand_ref is not None and not _calls_tool(view.history, EXPAND_REF_NAME):
             # nothing in a view sent whole is stored behind a ref
             view = view.override(
                 tools=tuple(t for t in view.tools if t is not view.expand_ref),
                 tool_tokens=view.tool_tokens - view.expand_ref_tokens,
             )
         return view
+
+
+def _calls_tool(messages: Sequence[BaseMessage], name: str) -> bool:
+    """Whether an AI message of ``messages`` called the tool ``name``."""
+    return any(
+        isinstance(m, AIMessage) and any(call["name"] == name for call in m.tool_calls) for m in messages
+    )
 
 
 __all__ = ["FindRoom", "history_room"]

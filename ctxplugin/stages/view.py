@@ -39,12 +39,16 @@ class Room:
         budget: the limits compression aims for.
         whole: whether the conversation is sent as it is (``history.compress="over_budget"``
             and it fits): no ref, no summary, no note.
+        history_tokens: tokens of the history as validated (``original``), tool results included.
+        tool_result_tokens: the part of them in tool results.
     """
 
     outside: int
     total: int
     budget: HistoryBudget
     whole: bool = False
+    history_tokens: int = 0
+    tool_result_tokens: int = 0
 
 
 @dataclass(frozen=True, slots=True)

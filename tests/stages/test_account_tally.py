@@ -1,4 +1,4 @@
-"""The account stage's token sums carried per session equal a recount of every message."""
+"""Token sums carried from call to call (``ctxplugin._running``) equal a recount of every message."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import random
 import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
-from ctxplugin.stages.account import _Tally
+from ctxplugin._running import Tally
 from ctxplugin.tokens import count_message, get_counter
 
 COUNTER = get_counter("cl100k_base")[0]
@@ -26,7 +26,7 @@ def message(rng: random.Random) -> BaseMessage:
 @pytest.mark.parametrize("seed", range(8))
 def test_sums_follow_messages_appended_replaced_edited_and_dropped(seed: int) -> None:
     rng = random.Random(seed)
-    tally = _Tally()
+    tally = Tally()
     messages: list[BaseMessage] = []
     for _ in range(80):
         messages.extend(message(rng) for _ in range(rng.randint(0, 3)))
