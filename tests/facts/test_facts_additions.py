@@ -3,47 +3,22 @@
 from __future__ import annotations
 
 import pytest
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 
 from ctxplugin import ContextConfig, Scope
 from ctxplugin.facts.model import FactQuery
 from ctxplugin.facts.rules import RuleExtractor
-from ctxplugin.testing import memory_engine
+from ctxplugin.testing import chat, memory_engine
+from ctxplugin.testing.planning import AGENDA, planning_turns
 
 S = Scope(session_id="offsite", user_id="u1")
-TOPICS = [
-    "budget review", "hiring plan", "roadmap", "incident retro", "on-call rotation", "security audit",
-    "vendor contracts", "Q3 goals", "customer feedback", "design system", "API deprecations",
-    "data retention", "release cadence", "travel logistics", "mentoring program", "tech debt",
-    "cloud costs", "observability", "accessibility", "documentation", "interview loop", "OKR scoring",
-    "partner integrations", "open questions",
-]
-
-
-def planning_turns() -> list[str]:
-    return [
-        "We're planning the autumn team offsite. The offsite is in Lisbon.",
-        "The title is Platform Offsite 2026.",
-        "Invite the platform team only.",
-        "Actually also invite design.",
-        *(f"Add agenda item {i + 1}: {topic}." for i, topic in enumerate(TOPICS)),
-        "That's the whole agenda for now.",
-        "Who is invited, where is it, and what is the title?",
-    ]
-
-
 @pytest.mark.parametrize("mode", ["defaults", "compact"])
 def test_planning_chat_last_view_keeps_city_invitees_title_and_every_agenda_item(mode: str, monkeypatch: pytest.MonkeyPatch) -> None:
     if mode == "defaults":
         monkeypatch.delenv("CTXPLUGIN_MODE", raising=False)  # the tests' compact mode is not the default
     engine = memory_engine(ContextConfig())  # one thread
-    messages: list[BaseMessage] = [SystemMessage("You are a planning assistant.")]
     turns = planning_turns()
     assert len(turns) == 30
-    for i, turn in enumerate(turns):
-        messages.append(HumanMessage(turn, id=f"h{i}"))
-        prepared = engine.prepare(messages, scope=S)
-        messages.append(AIMessage(f"Noted ({i}).", id=f"a{i}"))
+    _, prepared = chat(engine, turns, scope=S, system="You are a planning assistant.", reply=lambda i, _: f"Noted ({i}).")
     view = "\n".join(str(m.content) for m in prepared.messages)
     assert "Lisbon" in view
     assert "platform team" in view and "invite design" in view.lower()
@@ -52,7 +27,7 @@ def test_planning_chat_last_view_keeps_city_invitees_title_and_every_agenda_item
     assert prepared.report.outdated_marked == 0
     facts = engine.facts.store.find(FactQuery(reader=S, valid=True))
     texts = [f.text for f in facts]
-    assert sum(t.startswith("Add agenda item") for t in texts) == len(TOPICS)
+    assert sum(t.startswith("Add agenda item") for t in texts) == len(AGENDA)
     assert "Invite the platform team only." in texts and "Also invite design." in texts
     assert {f.key for f in facts if "Lisbon" in f.text} == {"offsite"}
 

@@ -11,6 +11,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from ctxplugin import ContextConfig, HistoryConfig, Scope
 from ctxplugin.history import compress_history
 from ctxplugin.testing import chat, context_notes, memory_engine, note_values
+from ctxplugin.testing.planning import AGENDA, planning_turns
 from ctxplugin.tokens import content_text, count_message, get_counter
 
 SCHEMA = json.dumps(
@@ -106,30 +107,13 @@ def test_a_note_keeps_its_token_cap_with_its_labels() -> None:
     assert archive["origin"] and archive["date"], "the arguments the model passed come first"
 
 
-AGENDA = [
-    "budget review", "hiring plan", "roadmap", "incident retro", "on-call rotation", "security audit",
-    "vendor contracts", "Q3 goals", "customer feedback", "design system", "API deprecations",
-    "data retention", "release cadence", "travel logistics", "mentoring program", "tech debt",
-    "cloud costs", "observability", "accessibility", "documentation", "interview loop", "OKR scoring",
-    "partner integrations", "open questions",
-]
-
-
 def test_a_long_planning_chat_condensed_into_notes_still_says_who_is_invited(monkeypatch: pytest.MonkeyPatch) -> None:
     # a 30-turn chat whose assistant restates the growing plan each time, so that default
     # settings condense the older turns: the notes keep what the user decided, in order
     monkeypatch.delenv("CTXPLUGIN_MODE", raising=False)  # the defaults, not the tests' compact mode
     engine = memory_engine(ContextConfig())
     scope = Scope(session_id="offsite-long", user_id="u1")
-    turns = [
-        "We're planning the autumn team offsite. The offsite is in Lisbon.",
-        "The title is Platform Offsite 2026.",
-        "Invite the platform team only.",
-        "Actually also invite design.",
-        *(f"Add agenda item {i + 1}: {topic}." for i, topic in enumerate(AGENDA)),
-        "That's the whole agenda for now.",
-        "Who is invited, where is it, and what is the title?",
-    ]
+    turns = planning_turns()
     def reply(i: int, _: str) -> str:
         plan = " ".join(
             f"Item {k + 1}, {topic}: about {20 + k} minutes, with slides and a short written summary sent "
