@@ -32,7 +32,6 @@ from ctxplugin.history.omission import (
     Parts,
     parts_of,
     plan_omission,
-    totals,
 )
 from ctxplugin.tokens import TokenCounter, content_text, count_message
 
@@ -159,18 +158,17 @@ def compress_history(
     )
     if config.compress == "over_budget" and budget is not None and (growth is None or growth.prior.whole is not None or growth.replaced):
         # (a tiered history of the same settings did not fit before and, nothing replaced, only grew since)
-        whole = totals(messages, counter)
+        every = [parts_of(messages[s:e], [count_message(m, counter) for m in messages[s:e]]) for s, e in spans]
+        whole = (sum(p[0] for p in every), sum(p[2] for p in every))
         if budget.within(*whole):
             first = max(verbatim_start, 1)
             tiers = {t.value: 0 for t in Tier}
             tiers["protected"] = len(protected)
             tiers[Tier.VERBATIM.value] = len(messages) - len(protected)
-            start_of = [spans[k][0] for k in range(exchanges)]
-            every = [parts_of(messages[s:e], [count_message(m, counter) for m in messages[s:e]]) for s, e in spans]
             made = keep(
                 rendered=tuple(tuple(messages[s:e]) for s, e in spans), parts=tuple(every), changed=(0,) * exchanges, keys=None,
                 result=tuple(messages), tiers=tiers, compressed=0, omitted=0,
-                verbatim_from=start_of[first] if first < exchanges else None, whole=whole, window=None,
+                verbatim_from=spans[first][0] if first < exchanges else None, whole=whole, window=None,
             )
             if summarizer is None:
                 remember(session, made)
