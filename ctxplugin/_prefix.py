@@ -15,6 +15,25 @@ from operator import and_, attrgetter, eq, is_, not_
 from typing import Any
 
 _content = attrgetter("content")
+
+
+def changed_positions(
+    seen: Sequence[Any], contents: Sequence[Any], lengths: Sequence[int], messages: Sequence[Any]
+) -> list[int] | None:
+    """Positions of the messages ``seen`` (with the ``contents`` and content ``lengths`` they
+    had) that ``messages`` no longer holds as the same object with the same content (``[]``
+    when all still are), or ``None`` when ``messages`` is shorter than what was seen."""
+    count = len(seen)
+    if len(messages) < count:
+        return None
+    head = messages[:count]
+    now = list(map(_content, head))
+    if all(map(is_, seen, head)) and all(map(is_, contents, now)) and all(map(eq, map(len, now), lengths)):
+        return []
+    same = map(and_, map(is_, seen, head), map(and_, map(is_, contents, now), map(eq, map(len, now), lengths)))
+    return list(compress(range(count), map(not_, same)))
+
+
 class Prefix:
     """Messages seen before, in order, with the identity and length of each one's content (a
     message given new content, or whose block list grew, is not the one seen; tool calls
@@ -35,26 +54,8 @@ class Prefix:
         return len(self._messages)
 
     def changed(self, messages: Sequence[Any]) -> list[int] | None:
-        """Positions of the messages seen before that ``messages`` no longer holds as the same
-        object with the same content (``[]`` when all still are), or ``None`` when ``messages``
-        is shorter than what was seen."""
-        seen = len(self._messages)
-        if len(messages) < seen:
-            return None
-        head = messages[:seen]
-        contents = list(map(_content, head))
-        if (
-            all(map(is_, self._messages, head))
-            and all(map(is_, self._contents, contents))
-            and all(map(eq, map(len, contents), self._lens))
-        ):
-            return []
-        same = map(
-            and_,
-            map(is_, self._messages, head),
-            map(and_, map(is_, self._contents, contents), map(eq, map(len, contents), self._lens)),
-        )
-        return list(compress(range(seen), map(not_, same)))
+        """See :func:`changed_positions`."""
+        return changed_positions(self._messages, self._contents, self._lens, messages)
 
     def replace(self, index: int, message: Any) -> None:
         """Take ``message`` as the one seen at ``index``."""
@@ -76,4 +77,4 @@ class Prefix:
         self._lens.clear()
 
 
-__all__ = ["Prefix"]
+__all__ = ["Prefix", "changed_positions"]

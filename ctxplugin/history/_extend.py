@@ -26,13 +26,14 @@ import threading
 from bisect import bisect_right
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from operator import and_, attrgetter, is_
+from operator import attrgetter, is_
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 
 from ctxplugin._lru import LRU
 from ctxplugin._messages import annotation, exchange_spans
+from ctxplugin._prefix import changed_positions
 from ctxplugin.config import HistoryConfig
 from ctxplugin.history.omission import HistoryBudget, Keys, Parts, WindowLimit, parts_of
 
@@ -52,6 +53,7 @@ class Made:
     Attributes:
         messages: the conversation it was made from.
         contents: each message's content object then.
+        lengths: the length of each content then (a block list may grow in place).
         config, counter, budget: what it was made with.
         spans: its exchanges.
         bounds: ``(gist_end, verbatim_start)`` then.
@@ -79,6 +81,7 @@ class Made:
 
     messages: tuple[BaseMessage, ...]
     contents: tuple[Any, ...]
+    lengths: tuple[int, ...]
     config: HistoryConfig
     counter: Any
     budget: HistoryBudget | None
@@ -137,21 +140,19 @@ def always_kept(message: BaseMessage) -> bool:
 
 def grown(session: str, messages: Sequence[BaseMessage], *, config: HistoryConfig, counter: Any, budget: HistoryBudget | None) -> Grown | None:
     """``messages`` as ``session``'s previous conversation with messages appended (each of the
-    previous ones the same object holding the same content, the new ones beginning a new
-    exchange), made with the same settings; None when it is not."""
+    previous ones the same object holding the same content, or at most :data:`REPLACED` of them
+    replaced by a message of the same kind; the new ones beginning a new exchange), made with
+    the same settings; None when it is not."""
     with _LOCK:
         prior = _LAST.hit(session)
     if prior is None or prior.config is not config or prior.counter is not counter or prior.budget != budget:
         return None
     n = len(prior.messages)
-    if len(messages) < n:
+    replaced = changed_positions(prior.messages, prior.contents, prior.lengths, messages)
+    if replaced is None:
         return None
-    replaced: list[int] = []
-    if not (all(map(is_, prior.messages, messages)) and all(map(is_, prior.contents, map(_content, messages)))):
-        same = map(and_, map(is_, prior.messages, messages), map(is_, prior.contents, map(_content, messages)))
-        replaced = [i for i, kept in enumerate(same) if not kept]
-        if len(replaced) > REPLACED or any(_kind(prior.messages[i]) != _kind(messages[i]) for i in replaced):
-            return None  # another conversation, or one rewritten: planned from scratch
+    if len(replaced) > REPLACED or any(_kind(prior.messages[i]) != _kind(messages[i]) for i in replaced):
+        return None  # another conversation, or one rewritten: planned from scratch
     added = list(messages[n:])
     if added and not isinstance(added[0], (HumanMessage, AIMessage)):
         return None  # the previous last exchange goes on: its span changes
@@ -232,6 +233,7 @@ def extend(
         prior,
         messages=(*prior.messages, *added),
         contents=(*prior.contents, *map(_content, added)),
+        lengths=(*prior.lengths, *(len(m.content) for m in added)),
         spans=tuple(growth.spans),
         protected=growth.protected,
         first_human=growth.first_human,

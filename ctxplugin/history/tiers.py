@@ -153,7 +153,7 @@ def compress_history(
     upgrade = is_boundary_call(exchanges, config)
     first_human = growth.first_human if growth is not None else next((i for i, m in enumerate(messages) if isinstance(m, HumanMessage)), None)
     keep = partial(
-        Made, tuple(messages), tuple(m.content for m in messages), config, counter, budget, tuple(spans), bounds, protected, first_human,
+        Made, tuple(messages), tuple(m.content for m in messages), tuple(len(m.content) for m in messages), config, counter, budget, tuple(spans), bounds, protected, first_human,
         growth.latest_human if growth is not None else max((i for i in protected if isinstance(messages[i], HumanMessage)), default=None),
     )
     if config.compress == "over_budget" and budget is not None and (growth is None or growth.prior.whole is not None or growth.replaced):

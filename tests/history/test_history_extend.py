@@ -197,3 +197,18 @@ def test_a_history_that_fits_again_after_a_replacement_is_sent_whole() -> None:
     view = compress_history(shrunk, config=config, counter=COUNTER, budget=budget, session="shrunk")
     fresh = compress_history(shrunk, config=config, counter=COUNTER, budget=budget, session="shrunk-fresh")
     assert _shape(view) == _shape(fresh)
+
+
+def test_a_block_added_in_place_to_an_old_message_is_shown() -> None:
+    config = HistoryConfig(compress="always", block_size=2)
+    budget = HistoryBudget(total=100_000)
+    messages = _session(20)
+    blocks = [{"type": "text", "text": " ".join(f"Part {i} of the module looks fine." for i in range(40))}]
+    messages[3] = AIMessage(blocks, tool_calls=messages[3].tool_calls)  # type: ignore[attr-defined]
+    compress_history(messages, config=config, counter=COUNTER, budget=budget, session="blocks")
+    messages[3].content.insert(0, {"type": "text", "text": "BLOCK_ADDED_777 first."})  # type: ignore[union-attr]  # the same list, one block longer
+    grown = [*messages, AIMessage("next")]
+    view = compress_history(grown, config=config, counter=COUNTER, budget=budget, session="blocks")
+    fresh = compress_history(grown, config=config, counter=COUNTER, budget=budget, session="blocks-fresh")
+    assert _shape(view) == _shape(fresh)
+    assert any("BLOCK_ADDED_777" in str(m.content) for m in view.messages)
