@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
@@ -203,7 +204,7 @@ def test_a_block_added_in_place_to_an_old_message_is_shown() -> None:
     config = HistoryConfig(compress="always", block_size=2)
     budget = HistoryBudget(total=100_000)
     messages = _session(20)
-    blocks = [{"type": "text", "text": " ".join(f"Part {i} of the module looks fine." for i in range(40))}]
+    blocks: list[str | dict[Any, Any]] = [{"type": "text", "text": " ".join(f"Part {i} of the module looks fine." for i in range(40))}]
     messages[3] = AIMessage(blocks, tool_calls=messages[3].tool_calls)  # type: ignore[attr-defined]
     compress_history(messages, config=config, counter=COUNTER, budget=budget, session="blocks")
     messages[3].content.insert(0, {"type": "text", "text": "BLOCK_ADDED_777 first."})  # type: ignore[union-attr]  # the same list, one block longer
