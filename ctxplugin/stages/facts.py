@@ -12,7 +12,6 @@ facts, with a warning, and the messages are read again on a later call.
 from __future__ import annotations
 
 import hashlib
-import operator
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -22,6 +21,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 
 from ctxplugin._lru import LRU
 from ctxplugin._messages import META_KEY, annotation
+from ctxplugin._prefix import Prefix
 from ctxplugin.budget import FactLine
 from ctxplugin.config import FactsConfig, HistoryConfig
 from ctxplugin.errors import StoreError
@@ -189,8 +189,8 @@ class _Seen:
     __slots__ = ("asides", "exchanges", "latest", "marking", "new_sources", "original", "shown", "source_spans", "sources", "spans")
 
     def __init__(self) -> None:
-        self.original: Sequence[BaseMessage] = ()
-        self.shown: Sequence[BaseMessage] = ()
+        self.original = Prefix()
+        self.shown = Prefix()
         self.exchanges = 0
         self.latest = -1  # index of the latest user message
         self.sources: list[BaseMessage] = []  # the messages facts are read from (_fact_sources)
@@ -205,13 +205,9 @@ class _Seen:
         return len(self.shown)
 
     def continued_by(self, original: Sequence[BaseMessage], shown: Sequence[BaseMessage]) -> bool:
-        """Whether ``original`` and ``shown`` start with the very messages read so far."""
-        size = len(self.shown)
-        return (
-            size <= len(shown)
-            and all(map(operator.is_, self.shown, shown))
-            and all(map(operator.is_, self.original, original))
-        )
+        """Whether ``original`` and ``shown`` start with the very messages read so far, holding
+        the very content they had (see :class:`~ctxplugin._prefix.Prefix`)."""
+        return self.shown.changed(shown) == [] and self.original.changed(original) == []
 
     def extend(self, original: Sequence[BaseMessage], shown: Sequence[BaseMessage]) -> int:
         """Read the messages past those read so far; return the first index whose aside span
@@ -225,7 +221,8 @@ class _Seen:
         self.latest = next(
             (i for i in range(len(shown) - 1, start - 1, -1) if isinstance(shown[i], HumanMessage)), self.latest
         )
-        self.original, self.shown = original, shown
+        self.original.extend(original[start:])
+        self.shown.extend(shown[start:])
         at = len(self.sources)
         self.sources.extend(_fact_sources(original[start:], shown[start:]))
         self.source_spans.extend(self.sources)

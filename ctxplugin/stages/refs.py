@@ -9,7 +9,6 @@ whole, with a warning.
 
 from __future__ import annotations
 
-import operator
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -20,6 +19,7 @@ from langchain_core.messages import BaseMessage, ToolMessage
 from ctxplugin._lru import LRU
 from ctxplugin._messages import annotation
 from ctxplugin._names import META_TOOL_NAMES
+from ctxplugin._prefix import Prefix
 from ctxplugin.cas import compact_message
 from ctxplugin.errors import StoreError
 from ctxplugin.stages.memos import CaptureMemo
@@ -36,14 +36,16 @@ class _Stored:
     __slots__ = ("created", "out", "seen", "stored", "used")
 
     def __init__(self) -> None:
-        self.seen: tuple[BaseMessage, ...] = ()
+        self.seen = Prefix()
         self.out: list[BaseMessage] = []
         self.created: list[str] = []
         self.used: list[str] = []
         self.stored: dict[str, str] = {}
 
     def continued_by(self, history: Sequence[BaseMessage]) -> bool:
-        return len(self.seen) <= len(history) and all(map(operator.is_, self.seen, history))
+        """Whether ``history`` starts with the very messages read so far, holding the very
+        content they had (see :class:`~ctxplugin._prefix.Prefix`)."""
+        return self.seen.changed(history) == []
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,7 +75,8 @@ class StoreRefs:
         if done is None or not done.continued_by(view.history):
             done = _Stored()
         failed = False
-        for message in view.history[len(done.seen) :]:
+        read = len(done.seen)
+        for message in view.history[read:]:
             if not isinstance(message, ToolMessage) or message.name in META_TOOL_NAMES:
                 done.out.append(message)
                 continue
@@ -99,7 +102,7 @@ class StoreRefs:
             done.used.append(ref)
             done.stored[message.tool_call_id] = ref
             done.out.append(compact_message(message, compact_text, ref))
-        done.seen = tuple(view.history)
+        done.seen.extend(view.history[read:])
         changed = view.override(
             history=tuple(done.out),
             refs_created=(*view.refs_created, *done.created),

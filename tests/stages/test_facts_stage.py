@@ -131,3 +131,20 @@ def test_spans_the_user_opens_and_leaves_mark_the_messages_before_as_a_fresh_sta
     assert shown["h1"].startswith("[hypothetical: not a current fact]"), "the brainstorm, once no longer the latest"
     assert shown["h3"].startswith("[aside: an interruption, not the current task]"), "the interruption, once left"
     assert_same(calls)
+
+
+def test_a_user_message_changed_in_place_is_read_again() -> None:
+    engine = memory_engine(ContextConfig(encoding="cl100k_base"), clock=logical_clock())
+    calls = checked(engine)
+    scope = Scope(session_id="edited")
+    turns = [
+        "Let's plan the offsite for the sales team.",
+        "Let's brainstorm: what if the offsite is in Lisbon in May?",
+        "Which city is the offsite in?",
+    ]
+    history, _ = chat(engine, turns, scope=scope, system="You plan events.")
+    history[3].content = "The offsite is in Lisbon in May."  # the host rewrote the brainstorm in place
+    prepared = engine.prepare([*history, HumanMessage("And when?", id="h9")], scope=scope)
+    assert_same(calls)
+    shown = {m.id: str(m.content) for m in prepared.messages}
+    assert not shown["h1"].startswith("[hypothetical"), "no longer a brainstorm"

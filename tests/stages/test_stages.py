@@ -121,6 +121,25 @@ def test_refs_of_a_growing_conversation_are_those_of_a_fresh_stage() -> None:
     assert views[0].history[2] is views[2].history[2], "an output shown as its ref is the same copy on every call"
 
 
+def test_an_output_changed_in_place_is_stored_again() -> None:
+    config = ContextConfig(encoding="cl100k_base")
+    captures = CaptureMemo(MemoryCASStore(), config.cas, COUNTER)
+    stage = StoreRefs(enabled=True, captures=captures)
+    listing = "\n".join(f"/var/log/app-{n}.log  {n * 1024} bytes" for n in range(200))
+    messages: list[BaseMessage] = [
+        HumanMessage(content="List the logs.", id="h1"),
+        AIMessage(content="", tool_calls=[{"name": "lookup", "args": {"order_id": "1"}, "id": "c1"}]),
+        ToolMessage(content=listing, tool_call_id="c1", name="lookup"),
+    ]
+    before = stage.apply(Validate().apply(fresh_view(list(messages))))
+    messages[2].content = listing.replace("/var/log/", "/srv/logs/")  # the host rewrote it in place
+    view = Validate().apply(fresh_view([*messages, HumanMessage(content="And now?", id="h2")]))
+    after = stage.apply(view)
+    fresh = StoreRefs(enabled=True, captures=captures).apply(view)
+    assert after.history == fresh.history and after.stored == fresh.stored
+    assert after.stored["c1"] != before.stored["c1"], "the new content has a ref of its own"
+
+
 def test_a_conversation_that_fits_goes_whole_without_expand_ref() -> None:
     config = ContextConfig(encoding="cl100k_base", history=HistoryConfig(compress="over_budget"))
     view = Validate().apply(fresh_view(conversation(), (lookup, expand_ref), config))
