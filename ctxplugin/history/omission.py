@@ -29,8 +29,8 @@ moves.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, replace
 
 from langchain_core.messages import BaseMessage, ToolMessage
 
@@ -165,6 +165,10 @@ class WindowLimit:
 
 _NO_BAR = 1 << 60
 
+_Hold = tuple[WindowLimit, int, int, int, "Callable[[int, int], int] | None"]
+"""One limit's window limit as planned, with what may relax it: the room (``limit - kept``),
+the blocks it needs condensed, the archive level then, and its cost of a count at a cap."""
+
 
 def plan_omission(
     rendered: Sequence[Sequence[BaseMessage]],
@@ -197,7 +201,7 @@ def plan_omission(
     window_end = min(len(parts), verbatim_start + config.verbatim_exchanges)
     caps = [config.archive_tokens >> shift for shift in range(4)] + [0]
     condensed, level = 0, 0
-    holds: list[WindowLimit] = []
+    holds: list[_Hold] = []
     for limit, kind, is_kind in budget.limits():
         column = 0 if kind is None else 2 if is_kind else 1
 
@@ -236,7 +240,14 @@ def plan_omission(
             # shrinking it would only lose older history without meeting the limit; the budget
             # stage cuts the rest.
             need, planned = blocks, allowance + reserve
-            level = next((lv for lv in range(level, len(caps)) if fits(blocks, caps[lv], allowance=planned)), level)
+            fitting = next((lv for lv in range(level, len(caps)) if fits(blocks, caps[lv], allowance=planned)), None)
+            if fitting is None:
+                # none fits even with the window as it stood at the move, so none will as it
+                # grows (a smaller allowance fits no more): the plan holds until the next move
+                holds.append((WindowLimit(kind, is_kind, sum(part(i) for i in range(gist_end, len(parts))), _NO_BAR), 0, blocks, level, None))
+                condensed = blocks
+                continue
+            level = fitting
         grown = sum(part(i) for i in range(gist_end, len(parts)))
         now = limit - kept - grown
         # ``bar``: the window may count up to ``limit - kept - bar`` with this plan unchanged
@@ -259,14 +270,27 @@ def plan_omission(
                 else:
                     level = shrunk
                     bar = cost(blocks, caps[level])
-        holds.append(WindowLimit(kind, is_kind, grown, limit - kept - bar))
+        holds.append((WindowLimit(kind, is_kind, grown, limit - kept - bar), limit - kept, need, level, cost))
         condensed = max(condensed, need)
     return OmissionPlan(
         condensed=condensed,
         archived=condensed // config.archive_blocks * config.archive_blocks,
         archive_tokens=caps[level],
-        holds_while=tuple(holds),
+        holds_while=tuple(_relaxed(hold, condensed, level, caps) for hold in holds),
     )
+
+
+def _relaxed(hold: _Hold, condensed: int, level: int, caps: list[int]) -> WindowLimit:
+    """How far the window may grow under one limit with the whole plan unchanged.
+
+    A limit that needs fewer blocks condensed than another one does (``need < condensed``)
+    would, once the window grows past its own bar, ask for the first count from ``need`` on that
+    fits; that is at most ``condensed`` while ``condensed`` blocks still fit it at the same
+    archive cap, so the plan stands until then."""
+    limit, room, need, at_level, cost = hold
+    if cost is None or need >= condensed or at_level != level:
+        return limit
+    return replace(limit, most=max(limit.most, room - cost(condensed, caps[level])))
 
 
 __all__ = ["OMITTED_NOTE", "Digests", "HistoryBudget", "Keys", "OmissionPlan", "Parts", "WindowLimit", "note_values", "parts_of", "plan_omission"]
