@@ -272,7 +272,23 @@ def _provisional_kind(
     return None
 
 
+_CHANGES: LRU[tuple[object, ...], tuple[Any, ...]] = LRU(4096)
+_CHANGES_LOCK = threading.Lock()
+
+
 def _change(old: Fact, new: Fact) -> _Change:
+    # memoised by what it reads: the same pairs are in force on every call of a session
+    key = (old.text, old.key, old.from_tool, old.refused, new.text, new.from_tool, new.source.ref, new.authority)
+    with _CHANGES_LOCK:
+        derived = _CHANGES.hit(key)
+    if derived is None:
+        derived = _derived(old, new)
+        with _CHANGES_LOCK:
+            _CHANGES.put(key, derived)
+    return _Change(old, new, *derived)
+
+
+def _derived(old: Fact, new: Fact) -> tuple[Any, ...]:
     old_words = set(content_words(old.text))
     new_words = set(content_words(new.text))
     distinctive = frozenset(old_words - new_words)
@@ -295,7 +311,7 @@ def _change(old: Fact, new: Fact) -> _Change:
     else:
         note = f"[outdated: {label} is now: {current}]"
         short = f"[outdated: {label} changed, as noted above]"
-    return _Change(old, new, distinctive, replacement, anchors, need, note, short)
+    return distinctive, replacement, anchors, need, note, short
 
 
 class _Candidates:

@@ -189,23 +189,28 @@ def _slot_of(fact: Fact) -> str:
 
 
 class _Slot:
-    """The facts of one owner slot, by id, by key and by text hash, and their BM25 index."""
+    """The facts of one owner slot, by id, by key, by text hash and by state (valid or not, and
+    fact scope), and their BM25 index."""
 
     def __init__(self) -> None:
         self.facts: dict[str, Fact] = {}
         self.by_key: dict[str | None, dict[str, Fact]] = {}
         self.by_hash: dict[str, dict[str, Fact]] = {}
+        # every call reads the superseded facts and the provisional ones: few beside the rest
+        self.by_state: dict[tuple[bool, str], dict[str, Fact]] = {}
         self.lexical = LexicalIndex()
 
     def insert(self, fact: Fact) -> None:
         self.facts[fact.id] = fact
         self.by_key.setdefault(fact.key, {})[fact.id] = fact
         self.by_hash.setdefault(fact.text_hash, {})[fact.id] = fact
+        self.by_state.setdefault((fact.is_valid, fact.scope), {})[fact.id] = fact
 
     def remove(self, fact: Fact) -> None:
         self.facts.pop(fact.id, None)
         _drop(self.by_key, fact.key, fact.id)
         _drop(self.by_hash, fact.text_hash, fact.id)
+        _drop(self.by_state, (fact.is_valid, fact.scope), fact.id)
 
     def candidates(self, query: FactQuery) -> Iterable[Fact]:
         """A superset of the facts of this slot that match ``query`` (the narrowest index)."""
@@ -213,6 +218,11 @@ class _Slot:
             return list(self.by_key.get(query.key, {}).values())
         if query.text_hash is not None:
             return list(self.by_hash.get(query.text_hash, {}).values())
+        if query.valid is not None and query.scopes is not None:
+            groups = (self.by_state.get((query.valid, scope), {}) for scope in dict.fromkeys(query.scopes))
+            return [fact for group in groups for fact in group.values()]
+        if query.valid is not None:
+            return [fact for (valid, _), group in self.by_state.items() if valid == query.valid for fact in group.values()]
         return list(self.facts.values())
 
 
