@@ -281,6 +281,8 @@ def main(argv: list[str] | None = None) -> int:
                     "p50_ms": pct(values, 50),
                     "p99_ms": pct(values, 99),
                     "growth": last / first if first else float("nan"),
+                    "first_ms": first,
+                    "last_ms": last,
                 }
             trim = results["strategies"]["trim_messages"]
             mine = results["strategies"]["ctxplugin"]

@@ -29,6 +29,10 @@ class FactStore(Protocol):
     A store that connects lazily may also have ``open(reader: Scope) -> None``, which connects
     to where ``reader``'s facts live: the ledger calls it before taking a write lock that other
     processes wait for, so the lock is not held while connecting.
+
+    A store that only this process writes may also have ``generation: int``, a number that
+    changes with every write: what was read from it at the same generation still stands, so a
+    reader may keep it (the facts stage keeps the facts in force that way).
     """
 
     def add(self, facts: Sequence[Fact]) -> None:
@@ -81,11 +85,15 @@ class MemoryFactStore:
         self._order: dict[str, int] = {}  # id -> when first stored: equal times keep that order
         self._slots: dict[str, _Slot] = {}
         self._lock = threading.Lock()
+        self.generation = 0
+        """Changes with every write: what was read at the same generation still stands (only
+        this process writes here)."""
 
     def add(self, facts: Sequence[Fact]) -> None:
         vectors = self.embedding.embed_documents([f.text for f in facts]) if facts else []
         touched: dict[str, list[Fact]] = {}
         with self._lock:
+            self.generation += 1
             for fact, vector in zip(facts, vectors, strict=True):
                 self._put(fact)
                 self._vectors[fact.id] = array("d", vector)
@@ -97,6 +105,7 @@ class MemoryFactStore:
 
     def update(self, facts: Sequence[Fact]) -> None:
         with self._lock:
+            self.generation += 1
             for fact in facts:
                 if fact.id in self._facts:
                     self._put(fact)

@@ -26,7 +26,7 @@ from ctxplugin.budget import FactLine
 from ctxplugin.config import FactsConfig, HistoryConfig
 from ctxplugin.errors import StoreError
 from ctxplugin.facts import FactsLedger
-from ctxplugin.facts.outdated import Asides, Exploring, Marking, in_force
+from ctxplugin.facts.outdated import Asides, Exploring, InForce, Marking, in_force
 from ctxplugin.facts.render import current_once, fact_line, normalized, restates
 from ctxplugin.history import tier_bounds
 from ctxplugin.scope import Scope
@@ -64,6 +64,8 @@ class ChooseFacts:
     _window_lines: LRU[str, tuple[str, tuple[FactLine, ...]]] = field(default_factory=lambda: LRU(SESSIONS_TRACKED))
     # per reader: what earlier calls read and marked of the conversation, extended as it grows
     _seen: LRU[str, _Seen] = field(default_factory=lambda: LRU(SESSIONS_TRACKED))
+    # per reader: the facts in force and the store generation they were read at
+    _rules: LRU[str, tuple[int, InForce]] = field(default_factory=lambda: LRU(SESSIONS_TRACKED))
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def apply(self, view: CallView) -> CallView:
@@ -96,7 +98,7 @@ class ChooseFacts:
                 # the latest user message is shown exactly as sent; the one before it no longer
                 if was_latest not in (-1, latest):
                     changed = min(changed, was_latest)
-                rules = in_force(self.ledger, scope)
+                rules = self._in_force(key, scope)
                 seen.marking.update(
                     body, rules, spans=seen.spans.spans, asides=seen.asides.spans, keep={latest}, start=min(changed, grown)
                 )
@@ -160,6 +162,21 @@ class ChooseFacts:
         return view.override(
             history=history, unmarked=view.history, facts=lines, facts_extracted=extracted, outdated_marked=marked
         )
+
+    def _in_force(self, key: str, scope: Scope) -> InForce:
+        """The facts in force for the reader ``key``; read again only when the store was
+        written since (a store without a ``generation`` is read on every call)."""
+        generation = getattr(self.ledger.store, "generation", None)
+        if not isinstance(generation, int):
+            return in_force(self.ledger, scope)
+        with self._lock:
+            kept = self._rules.hit(key)
+        if kept is not None and kept[0] == generation:
+            return kept[1]
+        rules = in_force(self.ledger, scope)
+        with self._lock:
+            self._rules.put(key, (generation, rules))
+        return rules
 
     def _window_key(self, exchanges: int, query: str) -> str | None:
         """With ``facts.placement="window"``: what the facts block is chosen for — the start of

@@ -16,7 +16,7 @@ from langchain_core.messages import BaseMessage, HumanMessage, ToolMessage
 
 from ctxplugin._messages import annotation
 from ctxplugin.budget import FactLine
-from ctxplugin.facts.render import collapsed, restates
+from ctxplugin.facts.render import normalized, restates
 from ctxplugin.stages.view import CallView
 from ctxplugin.tokens import content_text
 
@@ -51,7 +51,7 @@ def not_shown(lines: Sequence[FactLine], raw: Sequence[BaseMessage], view: Seque
             refs.add(ref)
         if isinstance(message, HumanMessage):
             said.append(content_text(message.content))
-    spoken = collapsed(" ".join(said))
+    spoken = normalized(tuple(said))  # memoised: the same user messages come back call after call
     return tuple(
         line
         for line in lines

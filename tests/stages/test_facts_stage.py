@@ -10,11 +10,13 @@ from pathlib import Path
 
 import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from pytest_mock import MockerFixture
 
 from ctxplugin import ContextConfig, ContextEngine, Scope
 from ctxplugin._lru import LRU
 from ctxplugin.replay.loaders import load_file
 from ctxplugin.stages import CallView, ChooseFacts
+from ctxplugin.stages import facts as facts_stage
 from ctxplugin.testing import chat, logical_clock, memory_engine
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -39,7 +41,7 @@ class AgainFromScratch:
     def apply(self, view: CallView) -> CallView:
         out = self.stage.apply(view)
         fresh = dataclasses.replace(
-            self.stage, _window_lines=LRU(8), _seen=LRU(8), _lock=threading.Lock()
+            self.stage, _window_lines=LRU(8), _seen=LRU(8), _rules=LRU(8), _lock=threading.Lock()
         ).apply(view)
         self.calls.append((out, fresh))
         return out
@@ -111,6 +113,24 @@ def test_a_value_replaced_late_marks_the_message_that_stated_it_early() -> None:
     history.append(HumanMessage("Thanks.", id="h-thanks"))
     again = engine.prepare(history, scope=scope)
     assert next(m for m in again.messages if m.id == early.id) is first
+
+
+def test_the_facts_in_force_are_read_again_only_after_a_write(mocker: MockerFixture) -> None:
+    engine = memory_engine(ContextConfig(encoding="cl100k_base"))
+    scope = Scope(session_id="in-force")
+    history: list[BaseMessage] = [SystemMessage("You plan the team's work."), HumanMessage("The data team is on Project Alpha.", id="h0")]
+    engine.prepare(history, scope=scope)
+    reads = mocker.spy(facts_stage, "in_force")
+    for turn in range(4):  # nothing stated: the store is not written
+        history += [AIMessage(f"Noted, step {turn}.", id=f"a{turn}"), HumanMessage(f"What should we look at in round {turn}?", id=f"h{turn + 1}")]
+        engine.prepare(history, scope=scope)
+    assert reads.call_count == 0
+    history += [AIMessage("Noted.", id="a-late"), HumanMessage("Actually, the data team moved to Project Beta.", id="h-late")]
+    engine.prepare(history, scope=scope)  # the replacement is written, then read
+    history += [AIMessage("Understood.", id="a-ask"), HumanMessage("What is the data team on?", id="h-ask")]
+    prepared = engine.prepare(history, scope=scope)
+    assert reads.call_count >= 1
+    assert str(next(m for m in prepared.messages if m.id == "h0").content).startswith("[outdated: data_team is now:")
 
 
 def test_spans_the_user_opens_and_leaves_mark_the_messages_before_as_a_fresh_stage_does() -> None:
