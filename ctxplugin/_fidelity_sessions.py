@@ -31,7 +31,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 
 from ctxplugin._lru import LRU, TextKey, text_key
 from ctxplugin._message_values import REF_SHAPE, read, refs_in
-from ctxplugin._prefix import Prefix
+from ctxplugin._prefix import Prefix, Stamp
 from ctxplugin.fidelity import Fidelity
 from ctxplugin.history.identifiers import occurs
 
@@ -58,13 +58,14 @@ class SessionFidelity:
         history: Sequence[BaseMessage],
         view: Sequence[BaseMessage],
         stored: Mapping[str, str] | None = None,
+        stamp: Stamp | None = None,
     ) -> Fidelity:
         """The fidelity of ``view`` to ``history`` (see :func:`~ctxplugin.fidelity.value_fidelity`),
         carried over from ``session``'s previous call."""
         with self._lock:
             state = self._sessions.hit_or_put(session, _Session)
         with state.lock:
-            state.fold(history)
+            state.fold(history, stamp)
             return state.check(history, view, stored or {})
 
 
@@ -125,9 +126,10 @@ class _Session:
         self.lined: set[str] = set()  # values with a line break
         self.present: dict[str, tuple[int, _Searched]] = {}  # value -> a view message it occurs in
 
-    def fold(self, history: Sequence[BaseMessage]) -> None:
-        """Bring ``used`` and ``outputs`` up to date with ``history``."""
-        changed = self.history.changed(history)
+    def fold(self, history: Sequence[BaseMessage], stamp: Stamp | None = None) -> None:
+        """Bring ``used`` and ``outputs`` up to date with ``history`` (stamped ``stamp``, when
+        known)."""
+        changed = self.history.changed(history, stamp)
         for index in changed or ():
             if _adds(history[index]) != self.adds[index]:
                 changed = None
@@ -148,7 +150,7 @@ class _Session:
                         self.used[value] = from_user
                     elif from_user:
                         self.used[value] = True
-        self.history.extend(history[seen:])
+        self.history.extend(history[seen:], stamp)
 
     def check(self, history: Sequence[BaseMessage], view: Sequence[BaseMessage], stored: Mapping[str, str]) -> Fidelity:
         """The fidelity of ``view``, once :meth:`fold` has taken in ``history``."""

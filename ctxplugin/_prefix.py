@@ -34,47 +34,82 @@ def changed_positions(
     return list(compress(range(count), map(not_, same)))
 
 
+class Stamp:
+    """One call's sequence of messages, told apart from every other: a stage that checked a
+    sequence whole stamps what it passes on, and ``before`` is the stamp of the same session's
+    previous sequence when this one is that one with messages appended (the very objects,
+    holding the very content), else None. A stage whose state was brought up to date with the
+    ``before`` sequence then knows, without reading the messages again, that only the messages
+    past ``before.length`` are new."""
+
+    __slots__ = ("before", "length")
+
+    def __init__(self, before: Stamp | None, length: int) -> None:
+        self.before = before
+        self.length = length
+
+    def grew_from(self, stamp: Stamp | None) -> bool:
+        """Whether this sequence is the one ``stamp`` names with messages appended."""
+        return stamp is not None and self.before is stamp
+
+
 class Prefix:
     """Messages seen before, in order, with the identity and length of each one's content (a
     message given new content, or whose block list grew, is not the one seen; tool calls
     replaced on a message that keeps its content are not noticed).
 
     The messages are held, as the host holds them: the session state that owns a prefix is
-    bounded, and holding them is what keeps the check to a few C-level passes.
+    bounded, and holding them is what keeps the check to a few C-level passes. When the
+    sequence it was last brought up to date with came with a :class:`Stamp`, a sequence
+    stamped as grown from it is taken as continuing it without that check.
     Not locked: the per-session state that owns one holds its own lock."""
 
-    __slots__ = ("_contents", "_lens", "_messages")
+    __slots__ = ("_contents", "_lens", "_messages", "stamp")
 
     def __init__(self) -> None:
         self._messages: list[Any] = []
         self._contents: list[Any] = []
         self._lens: list[int] = []
+        self.stamp: Stamp | None = None  # of the sequence the messages are, when known
 
     def __len__(self) -> int:
         return len(self._messages)
 
-    def changed(self, messages: Sequence[Any]) -> list[int] | None:
-        """See :func:`changed_positions`."""
+    def changed(self, messages: Sequence[Any], stamp: Stamp | None = None) -> list[int] | None:
+        """See :func:`changed_positions`; ``[]`` at once when ``stamp`` (that of ``messages``)
+        grew from the stamp of the messages seen."""
+        if (
+            stamp is not None
+            and stamp.grew_from(self.stamp)
+            and len(self._messages) == stamp.before.length  # type: ignore[union-attr]
+            and len(messages) == stamp.length
+        ):
+            return []
+        self.stamp = None
         return changed_positions(self._messages, self._contents, self._lens, messages)
 
     def replace(self, index: int, message: Any) -> None:
         """Take ``message`` as the one seen at ``index``."""
+        self.stamp = None
         self._messages[index] = message
         self._contents[index] = message.content
         self._lens[index] = len(message.content)
 
-    def extend(self, messages: Sequence[Any]) -> None:
-        """Take ``messages`` as seen after the others."""
+    def extend(self, messages: Sequence[Any], stamp: Stamp | None = None) -> None:
+        """Take ``messages`` as seen after the others; ``stamp`` names the whole sequence seen
+        now (when the owner has brought itself up to date with all of it)."""
         contents = list(map(_content, messages))
         self._messages.extend(messages)
         self._contents.extend(contents)
         self._lens.extend(map(len, contents))
+        self.stamp = stamp if stamp is not None and stamp.length == len(self._messages) else None
 
     def clear(self) -> None:
         """Forget every message seen."""
+        self.stamp = None
         self._messages.clear()
         self._contents.clear()
         self._lens.clear()
 
 
-__all__ = ["Prefix", "changed_positions"]
+__all__ = ["Prefix", "Stamp", "changed_positions"]

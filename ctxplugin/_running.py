@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from langchain_core.messages import BaseMessage, ToolMessage
 
 from ctxplugin._lru import LRU
-from ctxplugin._prefix import Prefix
+from ctxplugin._prefix import Prefix, Stamp
 from ctxplugin.tokens import TokenCounter, count_message
 
 
@@ -31,9 +31,10 @@ class Tally:
         self.total = 0
         self.tool_total = 0
 
-    def update(self, messages: Sequence[BaseMessage], counter: TokenCounter) -> None:
-        """Count what changed in ``messages`` or was added since the previous update."""
-        changed = self.seen.changed(messages)
+    def update(self, messages: Sequence[BaseMessage], counter: TokenCounter, stamp: Stamp | None = None) -> None:
+        """Count what changed in ``messages`` (stamped ``stamp``, when known) or was added
+        since the previous update."""
+        changed = self.seen.changed(messages, stamp)
         if changed is None:  # shorter than before: counted again from the start
             self.seen.clear()
             self.tokens.clear()
@@ -49,7 +50,7 @@ class Tally:
         self.is_tool.extend([False] * (len(messages) - seen))
         for index in range(seen, len(messages)):
             self._set(index, messages[index], counter)
-        self.seen.extend(messages[seen:])
+        self.seen.extend(messages[seen:], stamp)
 
     def _drop(self, index: int) -> None:
         self.total -= self.tokens[index]
@@ -73,12 +74,15 @@ class SessionTallies:
         self._tallies: LRU[str, tuple[threading.Lock, Tally]] = LRU(sessions)
         self._lock = threading.Lock()
 
-    def sums(self, session: str, messages: Sequence[BaseMessage], counter: TokenCounter) -> tuple[int, int]:
-        """``(tokens, tool-result tokens)`` of ``messages``, ``session``'s conversation now."""
+    def sums(
+        self, session: str, messages: Sequence[BaseMessage], counter: TokenCounter, stamp: Stamp | None = None
+    ) -> tuple[int, int]:
+        """``(tokens, tool-result tokens)`` of ``messages`` (stamped ``stamp``, when known),
+        ``session``'s conversation now."""
         with self._lock:
             lock, tally = self._tallies.hit_or_put(session, lambda: (threading.Lock(), Tally()))
         with lock:
-            tally.update(messages, counter)
+            tally.update(messages, counter, stamp)
             return tally.total, tally.tool_total
 
 

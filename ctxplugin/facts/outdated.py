@@ -118,7 +118,7 @@ class Marking:
     replacements quoted before it, so a conversation that only grew is marked only where it
     grew while the facts in force stay the same. Not locked: one caller at a time."""
 
-    __slots__ = ("count", "marks", "out", "quoted", "said", "version")
+    __slots__ = ("count", "kept", "marks", "out", "quoted", "said", "version")
 
     def __init__(self) -> None:
         self.version = 0
@@ -127,6 +127,7 @@ class Marking:
         self.quoted: list[frozenset[str]] = []  # the replacements out[i] quotes in full
         self.said: set[str] = set()  # replacements already quoted in full
         self.count = 0
+        self.kept = 0  # how many of ``out`` the last update kept as they were
 
     def update(
         self,
@@ -148,7 +149,8 @@ class Marking:
         """
         if rules.version != self.version:
             self.version, start = rules.version, 0
-        self._truncate(min(start, len(self.out)))
+        self.kept = min(start, len(self.out))
+        self._truncate(self.kept)
         for index in range(len(self.out), len(body)):
             self._mark(body[index], rules, spans.get(index) or asides.get(index), index in keep)
 

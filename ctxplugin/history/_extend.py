@@ -33,7 +33,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 
 from ctxplugin._lru import LRU
 from ctxplugin._messages import annotation, exchange_spans
-from ctxplugin._prefix import changed_positions
+from ctxplugin._prefix import Stamp, changed_positions
 from ctxplugin.config import HistoryConfig
 from ctxplugin.history.omission import HistoryBudget, Keys, Parts, WindowLimit, parts_of
 
@@ -70,6 +70,7 @@ class Made:
         window: for a tiered view, the limits its plan holds under (``()``: it holds however the
             window grows); None when the view cannot be extended.
         notes_from: the messages its context notes were read from (when not ``messages``).
+        stamp: the stamp of ``messages``, when the caller gave one.
     """
 
     def keys_for(self, source: Sequence[BaseMessage]) -> Keys | None:
@@ -102,6 +103,7 @@ class Made:
     whole: tuple[int, int] | None
     window: tuple[WindowLimit, ...] | None
     notes_from: tuple[BaseMessage, ...] = ()
+    stamp: Stamp | None = None
 
 
 @dataclass(frozen=True)
@@ -117,6 +119,7 @@ class Grown:
         dirty: exchanges of the previous view whose kept messages changed, or holding a
             message replaced since (a message marked as no longer current).
         replaced: whether some earlier message was replaced (the view cannot just be extended).
+        stamp: the stamp of this call's conversation, when the caller gave one.
     """
 
     prior: Made
@@ -127,6 +130,7 @@ class Grown:
     latest_human: int | None
     dirty: set[int]
     replaced: bool = False
+    stamp: Stamp | None = None
 
 
 _LAST: LRU[str, Made] = LRU(SESSIONS)
@@ -138,17 +142,29 @@ def always_kept(message: BaseMessage) -> bool:
     return isinstance(message, SystemMessage) or annotation(message).get("pinned") is True
 
 
-def grown(session: str, messages: Sequence[BaseMessage], *, config: HistoryConfig, counter: Any, budget: HistoryBudget | None) -> Grown | None:
+def grown(
+    session: str,
+    messages: Sequence[BaseMessage],
+    *,
+    config: HistoryConfig,
+    counter: Any,
+    budget: HistoryBudget | None,
+    stamp: Stamp | None = None,
+) -> Grown | None:
     """``messages`` as ``session``'s previous conversation with messages appended (each of the
     previous ones the same object holding the same content, or at most :data:`REPLACED` of them
     replaced by a message of the same kind; the new ones beginning a new exchange), made with
-    the same settings; None when it is not."""
+    the same settings; None when it is not. A ``stamp`` grown from the previous one's says so
+    without reading the messages (see :class:`~ctxplugin._prefix.Stamp`)."""
     with _LOCK:
         prior = _LAST.hit(session)
     if prior is None or prior.config is not config or prior.counter is not counter or prior.budget != budget:
         return None
     n = len(prior.messages)
-    replaced = changed_positions(prior.messages, prior.contents, prior.lengths, messages)
+    if stamp is not None and stamp.grew_from(prior.stamp) and stamp.before.length == n and len(messages) == stamp.length:  # type: ignore[union-attr]
+        replaced: list[int] | None = []
+    else:
+        replaced = changed_positions(prior.messages, prior.contents, prior.lengths, messages)
     if replaced is None:
         return None
     if len(replaced) > REPLACED or any(_kind(prior.messages[i]) != _kind(messages[i]) for i in replaced):
@@ -168,7 +184,7 @@ def grown(session: str, messages: Sequence[BaseMessage], *, config: HistoryConfi
         dirty.add(bisect_right(prior.spans, (old, len(messages) + 1)) - 1)
     protected.update(i for i, m in enumerate(added, start=n) if i in (first_human, latest) or always_kept(m))
     dirty.update(bisect_right(prior.spans, (i, len(messages) + 1)) - 1 for i in replaced)
-    return Grown(prior, added, spans, frozenset(protected), first_human, latest, dirty, bool(replaced))
+    return Grown(prior, added, spans, frozenset(protected), first_human, latest, dirty, bool(replaced), stamp)
 
 
 def _kind(message: BaseMessage) -> tuple[type, bool]:
@@ -246,6 +262,7 @@ def extend(
         verbatim_from=verbatim_from,
         whole=whole,
         window=window,
+        stamp=growth.stamp,
     )
     remember(session, made)
     return made

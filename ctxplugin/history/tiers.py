@@ -20,6 +20,7 @@ from typing import Protocol
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
 from ctxplugin._messages import annotation, exchange_spans
+from ctxplugin._prefix import Stamp
 from ctxplugin.config import HistoryConfig
 from ctxplugin.history._extend import Made, extend, grown, remember
 from ctxplugin.history._shown import Tier as Tier
@@ -113,6 +114,7 @@ def compress_history(
     summarizer: GistSource | None = None,
     session: str = "default",
     notes_from: Sequence[BaseMessage] | None = None,
+    stamp: Stamp | None = None,
 ) -> HistoryView:
     """Compress a conversation by age; never mutates ``body``.
 
@@ -128,6 +130,9 @@ def compress_history(
         notes_from: ``body`` as context notes should read it, message for message (the
             conversation before outdated marks, so that a mark on an old message does not
             rewrite the notes that stand for it); ``body`` when None.
+        stamp: what ``body`` is as a sequence, when the caller knows (see
+            :class:`ctxplugin._prefix.Stamp`): a body stamped as grown from the session's
+            previous one is not compared with it message by message.
 
     Returns:
         The compressed view. Every AI tool call keeps its result and vice versa, nothing is
@@ -138,7 +143,7 @@ def compress_history(
     counter = memo_counter(counter)
     if isinstance(budget, int):
         budget = HistoryBudget(total=budget)
-    growth = grown(session, messages, config=config, counter=counter, budget=budget) if summarizer is None else None
+    growth = grown(session, messages, config=config, counter=counter, budget=budget, stamp=stamp) if summarizer is None else None
     if growth is not None:
         made = extend(growth, session, bounds_of=partial(tier_bounds, config=config), count=partial(count_message, counter=counter))
         if made is not None:
@@ -155,6 +160,7 @@ def compress_history(
     keep = partial(
         Made, tuple(messages), tuple(m.content for m in messages), tuple(len(m.content) for m in messages), config, counter, budget, tuple(spans), bounds, protected, first_human,
         growth.latest_human if growth is not None else max((i for i in protected if isinstance(messages[i], HumanMessage)), default=None),
+        stamp=stamp,
     )
     if config.compress == "over_budget" and budget is not None and (growth is None or growth.prior.whole is not None or growth.replaced):
         # (a tiered history of the same settings did not fit before and, nothing replaced, only grew since)

@@ -62,7 +62,7 @@ class Account:
             )
         counter = self.counter
         key = view.scope.key()
-        received_tokens, _ = self._received.sums(key, view.received, counter)
+        received_tokens, _ = self._received.sums(key, view.received, counter, view.received_stamp)
         history_tokens = room.history_tokens - room.tool_result_tokens  # the room stage counted the validated history
         summaries_tokens = room.tool_result_tokens
         report = ContextReport(
@@ -102,7 +102,7 @@ class Account:
         report.tokens_after = sum(fitted.sections.values())
         report.unchanged_prefix_tokens = self._prefix_tokens(view.scope, fitted.messages, view.tools)
         fidelity_started = time.perf_counter()
-        write_fidelity(report, self._fidelity.check(key, view.original, fitted.messages, view.stored))
+        write_fidelity(report, self._fidelity.check(key, view.original, fitted.messages, view.stored, view.original_stamp))
         timings = {**view.timings, "fidelity": (time.perf_counter() - fidelity_started) * 1000}
         report.timings_ms = {**timings, "total": (time.perf_counter() - view.started) * 1000}
         return view.override(report=report)

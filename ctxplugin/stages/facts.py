@@ -21,7 +21,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 
 from ctxplugin._lru import LRU
 from ctxplugin._messages import META_KEY, annotation
-from ctxplugin._prefix import Prefix
+from ctxplugin._prefix import Prefix, Stamp
 from ctxplugin.budget import FactLine
 from ctxplugin.config import FactsConfig, HistoryConfig
 from ctxplugin.errors import StoreError
@@ -75,11 +75,13 @@ class ChooseFacts:
         with self._lock:
             # claimed while this call runs: a concurrent call of the same reader starts afresh
             seen = self._seen.pop(key, None)
-        if seen is None or not seen.continued_by(view.original, body):
+        if seen is None or not seen.continued_by(view.original, body, view.original_stamp, view.history_stamp):
             seen = _Seen()
         grown = seen.size
         was_latest = seen.latest
-        changed = seen.extend(view.original, body)
+        was_marked = seen.marked_stamp
+        changed = seen.extend(view.original, body, view.original_stamp, view.history_stamp)
+        seen.marked_stamp = None  # until marked below
         latest = seen.latest
         query = content_text(body[latest].content) if latest >= 0 else ""
         window = self._window_key(seen.exchanges, query)
@@ -99,11 +101,17 @@ class ChooseFacts:
                 if was_latest not in (-1, latest):
                     changed = min(changed, was_latest)
                 rules = self._in_force(key, scope)
+                before = len(seen.marking.out)
                 seen.marking.update(
                     body, rules, spans=seen.spans.spans, asides=seen.asides.spans, keep={latest}, start=min(changed, grown)
                 )
                 shown = seen.marking.out
                 marked = seen.marking.count
+                # the marked history is the one passed on last with new messages appended when
+                # no earlier mark was made again
+                seen.marked_stamp = Stamp(was_marked if seen.marking.kept == before else None, len(shown))
+            else:
+                seen.marked_stamp = view.history_stamp
             if window is not None:
                 with self._lock:
                     frozen = self._window_lines.get(key)
@@ -156,11 +164,17 @@ class ChooseFacts:
         seen: _Seen | None,
     ) -> CallView:
         history = tuple(shown)  # before ``seen`` is given back: the next call extends it
+        stamp = seen.marked_stamp if seen is not None else None
         if seen is not None:
             with self._lock:
                 self._seen.put(_reader_key(view.scope), seen)
         return view.override(
-            history=history, unmarked=view.history, facts=lines, facts_extracted=extracted, outdated_marked=marked
+            history=history,
+            history_stamp=stamp,
+            unmarked=view.history,
+            facts=lines,
+            facts_extracted=extracted,
+            outdated_marked=marked,
         )
 
     def _in_force(self, key: str, scope: Scope) -> InForce:
@@ -203,7 +217,9 @@ class _Seen:
     depends only on the messages up to it (the marks also on the facts in force), so a
     conversation that grows is read only where it grew."""
 
-    __slots__ = ("asides", "exchanges", "latest", "marking", "new_sources", "original", "shown", "source_spans", "sources", "spans")
+    __slots__ = (
+        "asides", "exchanges", "latest", "marked_stamp", "marking", "new_sources", "original", "shown", "source_spans", "sources", "spans",
+    )
 
     def __init__(self) -> None:
         self.original = Prefix()
@@ -216,17 +232,26 @@ class _Seen:
         self.spans = Exploring()  # over the history
         self.asides = Asides()
         self.marking = Marking()
+        self.marked_stamp: Stamp | None = None  # of the history passed on last
 
     @property
     def size(self) -> int:
         return len(self.shown)
 
-    def continued_by(self, original: Sequence[BaseMessage], shown: Sequence[BaseMessage]) -> bool:
-        """Whether ``original`` and ``shown`` start with the very messages read so far, holding
-        the very content they had (see :class:`~ctxplugin._prefix.Prefix`)."""
-        return self.shown.changed(shown) == [] and self.original.changed(original) == []
+    def continued_by(
+        self, original: Sequence[BaseMessage], shown: Sequence[BaseMessage], original_stamp: Stamp | None, shown_stamp: Stamp | None
+    ) -> bool:
+        """Whether ``original`` and ``shown`` (with their stamps) start with the very messages
+        read so far, holding the very content they had (see :class:`~ctxplugin._prefix.Prefix`)."""
+        return self.shown.changed(shown, shown_stamp) == [] and self.original.changed(original, original_stamp) == []
 
-    def extend(self, original: Sequence[BaseMessage], shown: Sequence[BaseMessage]) -> int:
+    def extend(
+        self,
+        original: Sequence[BaseMessage],
+        shown: Sequence[BaseMessage],
+        original_stamp: Stamp | None = None,
+        shown_stamp: Stamp | None = None,
+    ) -> int:
         """Read the messages past those read so far; return the first index whose aside span
         changed (``len(shown)`` when none did)."""
         start = len(self.shown)
@@ -238,8 +263,8 @@ class _Seen:
         self.latest = next(
             (i for i in range(len(shown) - 1, start - 1, -1) if isinstance(shown[i], HumanMessage)), self.latest
         )
-        self.original.extend(original[start:])
-        self.shown.extend(shown[start:])
+        self.original.extend(original[start:], original_stamp)
+        self.shown.extend(shown[start:], shown_stamp)
         at = len(self.sources)
         self.sources.extend(_fact_sources(original[start:], shown[start:]))
         self.source_spans.extend(self.sources)

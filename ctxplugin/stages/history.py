@@ -54,6 +54,7 @@ class CompressHistory:
             summarizer=self.summarizer,
             session=view.scope.key(),
             notes_from=view.unmarked,
+            stamp=view.history_stamp,
         )
         body = compressed.messages
         anchor: BaseMessage | None = None

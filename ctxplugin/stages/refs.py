@@ -19,7 +19,7 @@ from langchain_core.messages import BaseMessage, ToolMessage
 from ctxplugin._lru import LRU
 from ctxplugin._messages import annotation
 from ctxplugin._names import META_TOOL_NAMES
-from ctxplugin._prefix import Prefix
+from ctxplugin._prefix import Prefix, Stamp
 from ctxplugin.cas import compact_message
 from ctxplugin.errors import StoreError
 from ctxplugin.stages.memos import CaptureMemo
@@ -33,19 +33,20 @@ class _Stored:
     (the next call's history starts with the same objects, or the reading starts afresh), what
     it became, and the refs it created and shows."""
 
-    __slots__ = ("created", "out", "seen", "stored", "used")
+    __slots__ = ("created", "out", "out_stamp", "seen", "stored", "used")
 
     def __init__(self) -> None:
         self.seen = Prefix()
         self.out: list[BaseMessage] = []
+        self.out_stamp: Stamp | None = None  # of the history last passed on
         self.created: list[str] = []
         self.used: list[str] = []
         self.stored: dict[str, str] = {}
 
-    def continued_by(self, history: Sequence[BaseMessage]) -> bool:
-        """Whether ``history`` starts with the very messages read so far, holding the very
-        content they had (see :class:`~ctxplugin._prefix.Prefix`)."""
-        return self.seen.changed(history) == []
+    def continued_by(self, history: Sequence[BaseMessage], stamp: Stamp | None) -> bool:
+        """Whether ``history`` (stamped ``stamp``) starts with the very messages read so far,
+        holding the very content they had (see :class:`~ctxplugin._prefix.Prefix`)."""
+        return self.seen.changed(history, stamp) == []
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,7 +73,7 @@ class StoreRefs:
         with self._lock:
             # claimed while this call runs: a concurrent call of the same session starts afresh
             done = self._shown.pop(key, None)
-        if done is None or not done.continued_by(view.history):
+        if done is None or not done.continued_by(view.history, view.history_stamp):
             done = _Stored()
         failed = False
         read = len(done.seen)
@@ -102,9 +103,15 @@ class StoreRefs:
             done.used.append(ref)
             done.stored[message.tool_call_id] = ref
             done.out.append(compact_message(message, compact_text, ref))
-        done.seen.extend(view.history[read:])
+        done.seen.extend(view.history[read:], view.history_stamp)
+        # what is passed on is what was passed on last with the new messages' forms appended
+        stamp = Stamp(done.out_stamp, len(done.out))
+        if done.out_stamp is not None:
+            done.out_stamp.before = None
+        done.out_stamp = stamp
         changed = view.override(
             history=tuple(done.out),
+            history_stamp=stamp,
             refs_created=(*view.refs_created, *done.created),
             refs_used=(*view.refs_used, *done.used),
             stored={**view.stored, **done.stored},

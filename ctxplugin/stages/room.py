@@ -58,7 +58,7 @@ class FindRoom:
     def apply(self, view: CallView) -> CallView:
         outside = view.tool_tokens + (count_message(view.system, self.counter) if view.system is not None else 0)
         budget, room = history_room(view.budgets, outside, history=self.history, facts=self.facts)
-        tokens, tool_tokens = self._tallies.sums(view.scope.key(), view.history, self.counter)
+        tokens, tool_tokens = self._tallies.sums(view.scope.key(), view.history, self.counter, view.history_stamp)
         whole = False
         if self.history.enabled and self.history.compress == "over_budget":
             as_is = HistoryBudget(total=room, messages=budget.messages, tool_results=budget.tool_results)

@@ -8,12 +8,17 @@ that can be repaired (a call left without a result, an orphan result under
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from operator import is_
 from typing import ClassVar
+
+from langchain_core.messages import BaseMessage
 
 from ctxplugin._lru import LRU
 from ctxplugin._messages import OrphanRepair, Validation, expanded_refs, split_header
 from ctxplugin._names import EXPAND_REF_NAME
+from ctxplugin._prefix import Prefix, Stamp
 from ctxplugin.stages.view import CallView
 
 SESSIONS_TRACKED = 1024
@@ -32,6 +37,8 @@ class Validate:
     orphans: OrphanRepair = "raise"
     # per session: the conversation checked so far, extended as it grows
     _checked: LRU[str, Validation] = field(default_factory=lambda: LRU(SESSIONS_TRACKED))
+    # per session: the history passed on last, to stamp this call's (see CallView.original_stamp)
+    _passed: LRU[str, _Passed] = field(default_factory=lambda: LRU(SESSIONS_TRACKED))
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def apply(self, view: CallView) -> CallView:
@@ -46,12 +53,61 @@ class Validate:
             self._checked.put(key, checked)
         header, body = split_header(valid)
         history = tuple(body)
+        received_stamp, stamp = self._stamps(key, view.received, history)
         return view.override(
             header=tuple(header),
             original=history,
             history=history,
+            received_stamp=received_stamp,
+            original_stamp=stamp,
+            history_stamp=stamp,
             refs_expanded=tuple(expanded_refs(body, EXPAND_REF_NAME)),
         ).warn(*notes)
+
+    def _stamps(self, key: str, received: Sequence[BaseMessage], history: tuple[BaseMessage, ...]) -> tuple[Stamp, Stamp]:
+        """The stamps of ``received`` and of ``history`` (see :class:`~ctxplugin._prefix.Stamp`),
+        each grown from the session's previous one when it is that one with messages appended.
+        The one check of the whole conversation a call makes; the stages after take its word.
+        ``history`` is made from ``received``: when ``received`` only grew and the previous
+        history is still its beginning (the same objects), it only grew too."""
+        with self._lock:
+            passed = self._passed.pop(key, None)  # a concurrent call of the session starts afresh
+        if passed is None:
+            passed = _Passed()
+        last = passed.received.stamp
+        if last is not None and passed.received.changed(received) == []:
+            received_stamp = Stamp(last, len(received))
+            last.before = None  # only the latest step is ever asked about: no chain is kept
+        else:
+            received_stamp = Stamp(None, len(received))
+            passed.received.clear()
+        passed.received.extend(received[len(passed.received) :], received_stamp)
+        before = passed.history_stamp
+        grew = (
+            received_stamp.before is not None
+            and before is not None
+            and len(passed.history) <= len(history)
+            and all(map(is_, passed.history, history))
+        )
+        history_stamp = Stamp(before if grew else None, len(history))
+        if before is not None:
+            before.before = None
+        passed.history, passed.history_stamp = history, history_stamp
+        with self._lock:
+            self._passed.put(key, passed)
+        return received_stamp, history_stamp
+
+
+class _Passed:
+    """What a session's previous call passed on: the conversation received (checked message by
+    message on the next call) and the history made from it, with their stamps."""
+
+    __slots__ = ("history", "history_stamp", "received")
+
+    def __init__(self) -> None:
+        self.received = Prefix()
+        self.history: tuple[BaseMessage, ...] = ()
+        self.history_stamp: Stamp | None = None
 
 
 __all__ = ["Validate"]

@@ -17,6 +17,7 @@ from typing import Any, Protocol
 from langchain_core.messages import BaseMessage, SystemMessage
 from langchain_core.tools import BaseTool
 
+from ctxplugin._prefix import Stamp
 from ctxplugin.budget import FactLine
 from ctxplugin.history import HistoryBudget
 from ctxplugin.report import ContextReport
@@ -83,6 +84,11 @@ class CallView:
         header: the leading system messages as received (validate).
         original: the conversation after validation, before any stage changed it (validate).
         history: the conversation as the view will show it.
+        received_stamp, original_stamp, history_stamp: what ``received``, ``original`` and
+            ``history`` are as sequences (validate; see
+            :class:`~ctxplugin._prefix.Stamp`): a stage that keeps per-session state tells from
+            them whether the sequence only grew since it last saw it. A stage that changes
+            ``history`` without stamping it leaves ``history_stamp`` None.
         refs_expanded: refs the model read back with ``expand_ref`` (validate).
         system: the header to send: system messages and the tool directory (tools).
         plan: the tool plan of this call (tools).
@@ -116,6 +122,9 @@ class CallView:
     header: tuple[SystemMessage, ...] = ()
     original: tuple[BaseMessage, ...] = ()
     history: tuple[BaseMessage, ...] = ()
+    received_stamp: Stamp | None = None
+    original_stamp: Stamp | None = None
+    history_stamp: Stamp | None = None
     refs_expanded: tuple[str, ...] = ()
     system: SystemMessage | None = None
     plan: ToolPlan | None = None
@@ -140,7 +149,10 @@ class CallView:
     report: ContextReport | None = None
 
     def override(self, **changes: Any) -> CallView:
-        """A copy of this view with ``changes`` applied."""
+        """A copy of this view with ``changes`` applied (a new ``history`` unstamped unless
+        ``history_stamp`` is given with it)."""
+        if "history" in changes and "history_stamp" not in changes:
+            changes["history_stamp"] = None
         return dataclasses.replace(self, **changes)
 
     def warn(self, *texts: str) -> CallView:
