@@ -38,29 +38,15 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 from ctxplugin._lru import LRU, PerMessage
 from ctxplugin._messages import META_KEY, annotation
 from ctxplugin.facts._asides import Asides, aside_spans
+from ctxplugin.facts._changes import Change, change_of
 from ctxplugin.facts._exploring import Exploring, exploratory_spans
 from ctxplugin.facts._text import content_words, word_set
-from ctxplugin.facts.model import Fact, FactQuery, permitted
+from ctxplugin.facts.model import FactQuery, permitted
 from ctxplugin.scope import Scope
 from ctxplugin.tokens import content_text
 
 if TYPE_CHECKING:
     from ctxplugin.facts.ledger import FactsLedger
-
-_NOTE_CHARS = 160
-
-
-@dataclass(frozen=True)
-class _Change:
-    old: Fact
-    new: Fact
-    distinctive: frozenset[str]
-    replacement: frozenset[str]
-    anchors: frozenset[str]
-    need: int
-    note: str
-    short: str
-
 
 def mark_outdated(
     body: Sequence[BaseMessage],
@@ -104,7 +90,7 @@ class InForce:
 def in_force(ledger: FactsLedger, scope: Scope, limit: int = 200) -> InForce:
     """The superseded (and refused) facts and the provisional facts ``scope`` reads, the
     ``limit`` most recent of each."""
-    changes = [_change(old, new) for old, new in ledger.superseded(scope=scope, limit=limit)]
+    changes = [change_of(old, new) for old, new in ledger.superseded(scope=scope, limit=limit)]
     provisional = _provisional(ledger, scope, limit)
     return InForce(_Candidates(changes), provisional, _version(changes, provisional))
 
@@ -197,12 +183,12 @@ class Marking:
         return (_with_notes(message, hits, ids) if hits else None), (frozenset(here) if here else _NONE)
 
 
-_READ: PerMessage[tuple[int, bool, tuple[_Change, ...], str | None]] = PerMessage(4096)
+_READ: PerMessage[tuple[int, bool, tuple[Change, ...], str | None]] = PerMessage(4096)
 _VERSIONS: LRU[tuple[object, ...], int] = LRU(1024)
 _VERSIONS_LOCK = threading.Lock()
 
 
-def _version(changes: list[_Change], provisional: list[_Provisional]) -> int:
+def _version(changes: list[Change], provisional: list[_Provisional]) -> int:
     """A number standing for what marking reads from the ledger (the same for the same changes)."""
     key = (
         tuple(
@@ -224,7 +210,7 @@ _NUMBERS = itertools.count(1)
 
 def _read(
     message: BaseMessage, candidates: _Candidates, provisional: list[_Provisional]
-) -> tuple[bool, tuple[_Change, ...], str | None]:
+) -> tuple[bool, tuple[Change, ...], str | None]:
     """Whether ``message`` has no text, the changes it states, and the provisional fact it
     states (``hypothetical``/``draft``), if any."""
     text = content_text(message.content)
@@ -274,55 +260,13 @@ def _provisional_kind(
     return None
 
 
-_CHANGES: LRU[tuple[object, ...], tuple[Any, ...]] = LRU(4096)
-_CHANGES_LOCK = threading.Lock()
-
-
-def _change(old: Fact, new: Fact) -> _Change:
-    # memoised by what it reads: the same pairs are in force on every call of a session
-    key = (old.text, old.key, old.from_tool, old.refused, new.text, new.from_tool, new.source.ref, new.authority)
-    with _CHANGES_LOCK:
-        derived = _CHANGES.hit(key)
-    if derived is None:
-        derived = _derived(old, new)
-        with _CHANGES_LOCK:
-            _CHANGES.put(key, derived)
-    return _Change(old, new, *derived)
-
-
-def _derived(old: Fact, new: Fact) -> tuple[Any, ...]:
-    old_words = set(content_words(old.text))
-    new_words = set(content_words(new.text))
-    distinctive = frozenset(old_words - new_words)
-    replacement = frozenset(new_words - old_words)
-    # the subject: key words the old statement uses (all required), else the shared words
-    key_words = set(content_words((old.key or "").replace("_", " "))) & old_words
-    anchors = frozenset(key_words or (old_words & new_words))
-    need = len(anchors) if key_words else min(2, len(anchors))
-    current = new.text if len(new.text) <= _NOTE_CHARS else new.text[: _NOTE_CHARS - 1] + "…"
-    if new.from_tool:
-        # tool text stays in the tool role: the note points at the tool result instead
-        current = f"see the tool result {new.source.ref}" if new.source.ref else "see a later tool result"
-    label = "this" if old.from_tool or not old.key else old.key
-    if old.refused and old.from_tool:
-        note = f"[overruled: a tool output does not replace the {new.authority} statement: {current}]"
-        short = "[overruled, as noted above]"
-    elif old.refused:
-        note = f"[overruled: a {new.authority} constraint applies: {current}]"
-        short = "[overruled, as noted above]"
-    else:
-        note = f"[outdated: {label} is now: {current}]"
-        short = f"[outdated: {label} changed, as noted above]"
-    return distinctive, replacement, anchors, need, note, short
-
-
 class _Candidates:
     """The changes a message may state, found without testing each: one that states its old
     value by ref is found by the ref, one that states it in words by one of its distinctive
     words (a message must hold them all). A long conversation and many superseded facts cost
     the changes each message could state, not every pair."""
 
-    def __init__(self, changes: list[_Change]) -> None:
+    def __init__(self, changes: list[Change]) -> None:
         self._changes = changes
         self._by_ref: dict[str, list[int]] = {}
         self._by_word: dict[str, list[int]] = {}
@@ -332,7 +276,7 @@ class _Candidates:
             if change.distinctive:
                 self._by_word.setdefault(min(change.distinctive), []).append(position)
 
-    def of(self, words: frozenset[str], refs: set[str]) -> list[_Change]:
+    def of(self, words: frozenset[str], refs: set[str]) -> list[Change]:
         """A superset of the changes :func:`_states` holds for, in their order."""
         found: set[int] = set()
         for ref in refs:
@@ -347,7 +291,7 @@ class _Candidates:
         return [self._changes[position] for position in sorted(found)]
 
 
-def _states(change: _Change, words: frozenset[str], refs: set[str]) -> bool:
+def _states(change: Change, words: frozenset[str], refs: set[str]) -> bool:
     if change.new.source.ref is not None and change.new.source.ref in refs:
         return False
     if change.old.source.ref is not None and change.old.source.ref in refs:

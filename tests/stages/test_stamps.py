@@ -1,0 +1,56 @@
+"""Validate checks the conversation once per call and stamps it; a stamp says whether this
+call's history is the previous call's with messages appended."""
+
+from __future__ import annotations
+
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
+
+from ctxplugin import Scope
+from ctxplugin._prefix import Prefix, Stamp
+from ctxplugin.stages import CallView
+from ctxplugin.stages.validate import Validate
+
+
+def _view(messages: list[BaseMessage], session: str = "s") -> CallView:
+    return CallView(scope=Scope(session_id=session), received=list(messages), tools_given=(), budgets={}, started=0.0)
+
+
+def _conversation() -> list[BaseMessage]:
+    return [SystemMessage("You help."), HumanMessage("Open /repo/app.py", id="h0"), AIMessage("Opened.", id="a0")]
+
+
+def test_a_conversation_that_grew_is_stamped_as_grown_from_the_previous_one() -> None:
+    stage = Validate()
+    messages = _conversation()
+    first = stage.apply(_view(messages))
+    assert first.history_stamp is not None and first.history_stamp.before is None
+    messages += [HumanMessage("Now run the tests.", id="h1")]
+    second = stage.apply(_view(messages))
+    assert second.history_stamp is not None and second.history_stamp.grew_from(first.history_stamp)
+    assert second.received_stamp is not None and second.received_stamp.grew_from(first.received_stamp)
+    assert second.original_stamp is second.history_stamp
+
+
+def test_an_edited_replaced_or_other_conversation_is_not_stamped_as_grown() -> None:
+    stage = Validate()
+    messages = _conversation()
+    last = stage.apply(_view(messages)).history_stamp
+    messages[2].content = "Opened, and it is empty."  # changed in place by the host
+    edited = stage.apply(_view([*messages, HumanMessage("Go on.", id="h1")])).history_stamp
+    assert edited is not None and not edited.grew_from(last)
+    replaced = stage.apply(_view([messages[0], HumanMessage("Open /repo/other.py", id="h0b"), *messages[2:]])).history_stamp
+    assert replaced is not None and not replaced.grew_from(edited)
+    other = stage.apply(_view(_conversation(), session="another")).history_stamp
+    assert other is not None and other.before is None
+
+
+def test_a_prefix_takes_a_grown_stamp_at_its_word_and_checks_anything_else() -> None:
+    messages = _conversation()
+    prefix = Prefix()
+    first = Stamp(None, len(messages))
+    prefix.extend(messages, first)
+    messages[1].content = "Open /repo/changed.py"
+    grown = Stamp(first, len(messages) + 1)
+    assert prefix.changed([*messages, HumanMessage("more")], grown) == [], "taken at its word: no message is read"
+    assert prefix.changed([*messages, HumanMessage("more")]) == [1], "unstamped: the edit is found"
+    assert prefix.changed([*messages, HumanMessage("more")], Stamp(None, len(messages) + 1)) == [1]
