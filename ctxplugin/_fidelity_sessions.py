@@ -13,9 +13,10 @@ previous one, so per session this keeps
 
 A value missing from the previous view is then looked for only in the view messages that are new,
 and not value by value: the new text's alphanumeric runs are looked up in an index of the missing
-values by their first run. Where a value occurs as a whole token, its first run is a whole run of
-the text: a letter or digit is neither right before it (the value's own character is not one, or
-the token's boundary is) nor right after it (likewise).
+values by their longest run (the rarest, as a rule: a file name rather than the ``repo`` every
+path starts with). Where a value occurs as a whole token, each of its runs is a whole run of the
+text: a run inside the value is bounded by the value's own other characters, and its first and
+last runs by the token's boundaries.
 """
 
 from __future__ import annotations
@@ -120,7 +121,7 @@ class _Session:
         self.outputs: dict[str, list[int]] = {}  # tool-call id -> positions of its outputs
         self.searched: dict[int, _Searched] = {}  # by id: the messages of the previous view
         self.absent: set[str] = set()  # values none of the searched messages holds
-        self.by_run: dict[str, list[str]] = {}  # first run -> values indexed under it
+        self.by_run: dict[str, list[str]] = {}  # longest run -> values indexed under it
         self.unindexed: list[str] = []  # values with no letter or digit
         self.indexed: set[str] = set()  # every value in by_run, unindexed or lined
         self.lined: set[str] = set()  # values with a line break
@@ -252,18 +253,18 @@ class _Session:
         self.present = {}
 
     def _index(self, values: set[str]) -> None:
-        """Index ``values`` by their first run (a value with a line break is searched for in the
+        """Index ``values`` by their longest run (a value with a line break is searched for in the
         whole view every call instead)."""
         self.indexed |= values
         for value in values:
             if "\n" in value:
                 self.lined.add(value)
                 continue
-            run = _RUN.search(value)
-            if run is None:
+            runs = _RUN.findall(value)
+            if not runs:
                 self.unindexed.append(value)
             else:
-                self.by_run.setdefault(run.group(0), []).append(value)
+                self.by_run.setdefault(max(runs, key=len), []).append(value)
 
 
 __all__ = ["SessionFidelity"]
