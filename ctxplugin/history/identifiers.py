@@ -77,10 +77,25 @@ def _keep_number(value: str) -> bool:
     return len(_DIGIT.findall(value)) >= _MIN_NUMBER_DIGITS or any(c in value for c in ".,:")
 
 
+_PLAIN = re.compile(r"[(\[{\"'`]*([A-Za-z][a-z]*)[.,;:!?)\]}\"'`]*")
+"""A whitespace-delimited chunk that is a plain word (lowercase, or capitalised) with only
+brackets, quotes or sentence punctuation around it: no kind of value can be found in it."""
+_HEXISH = re.compile(r"[0-9a-fA-F]{7,}")
+
+
+def _scanned(text: str) -> str:
+    """``text`` without the chunks :data:`_PLAIN` matches (unless the word could be a hex id),
+    the rest joined by single spaces: :data:`_CANDIDATE` finds the same values in it, in the
+    same order. No value spans whitespace, and at a chunk's edges the pattern sees whitespace
+    either way; prose is mostly such chunks, so this scans a third of a tool output's text."""
+    kept = [chunk for chunk in text.split() if (plain := _PLAIN.fullmatch(chunk)) is None or _HEXISH.fullmatch(plain.group(1))]
+    return " ".join(kept)
+
+
 @lru_cache(maxsize=8192)
 def _identifiers(text: str) -> tuple[str, ...]:
     seen: dict[str, None] = {}
-    for match in _CANDIDATE.finditer(text):
+    for match in _CANDIDATE.finditer(_scanned(text)):
         kind = match.lastgroup
         value = match.group(0).rstrip(_TRAILING)
         if not value:
