@@ -9,7 +9,7 @@ import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.runnables import RunnableLambda
 
-from ctxplugin import ContextCallbackHandler, Scope
+from ctxplugin import ContextCallbackHandler, ContextConfig, RunSummary, Scope
 from ctxplugin.testing import memory_engine
 
 SCOPE = Scope(session_id="report")
@@ -71,3 +71,20 @@ def test_no_callback_events_outside_a_run() -> None:
     handler = ContextCallbackHandler()
     memory_engine().prepare(conversation(), scope=SCOPE)
     assert handler.summary.calls == 0
+
+
+def test_each_report_names_the_refs_its_call_stored_and_a_summary_counts_each_once() -> None:
+    engine = memory_engine(ContextConfig(encoding="cl100k_base", budget={"total": 3000}))
+    scope = Scope(session_id="refs-per-call")
+    history: list[BaseMessage] = [SystemMessage("You read files."), HumanMessage("Read the files.")]
+    summary = RunSummary()
+    created: list[list[str]] = []
+    for i in range(5):
+        history.append(AIMessage("", tool_calls=[{"name": "bash", "args": {"command": f"cat f{i}.txt"}, "id": f"c{i}"}]))
+        history.append(ToolMessage("\n".join(f"line {j} of f{i}: value_{i}_{j}" for j in range(300)), tool_call_id=f"c{i}", name="bash"))
+        report = engine.prepare(history, scope=scope).report
+        created.append(list(report.refs_created))
+        summary.add(report)
+    assert all(len(refs) == 1 for refs in created), created
+    assert len({ref for refs in created for ref in refs}) == 5
+    assert summary.refs_created == 5

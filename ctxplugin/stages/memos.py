@@ -8,6 +8,8 @@ serves many threads.
 
 from __future__ import annotations
 
+import dataclasses
+
 import threading
 from collections.abc import Sequence
 
@@ -40,7 +42,8 @@ class CaptureMemo:
         self._memo: LRU[str, Captured] = LRU(size)
 
     def captured(self, message: ToolMessage, scope: Scope) -> Captured:
-        """``message``'s output stored and compacted (once per scope, call id and content).
+        """``message``'s output stored and compacted (once per scope, call id and content;
+        ``created`` only the first time).
 
         Raises:
             StoreError: the CAS failed.
@@ -62,7 +65,8 @@ class CaptureMemo:
             is_error=message.status == "error",
         )
         with self._lock:
-            self._memo.put(key, captured)
+            # a later lookup stores nothing: it did not create the grant
+            self._memo.put(key, dataclasses.replace(captured, created=False) if captured.created else captured)
         return captured
 
 

@@ -31,15 +31,14 @@ SESSIONS_TRACKED = 1024
 class _Stored:
     """What the calls of one session have shown of its tool outputs so far: the history read
     (the next call's history starts with the same objects, or the reading starts afresh), what
-    it became, and the refs it created and shows."""
+    it became, and the refs it shows."""
 
-    __slots__ = ("created", "out", "out_stamp", "seen", "stored", "used")
+    __slots__ = ("out", "out_stamp", "seen", "stored", "used")
 
     def __init__(self) -> None:
         self.seen = Prefix()
         self.out: list[BaseMessage] = []
         self.out_stamp: Stamp | None = None  # of the history last passed on
-        self.created: list[str] = []
         self.used: list[str] = []
         self.stored: dict[str, str] = {}
 
@@ -76,6 +75,7 @@ class StoreRefs:
         if done is None or not done.continued_by(view.history, view.history_stamp):
             done = _Stored()
         failed = False
+        created: list[str] = []  # by this call: the outputs read before were stored before
         read = len(done.seen)
         for message in view.history[read:]:
             if not isinstance(message, ToolMessage) or message.name in META_TOOL_NAMES:
@@ -99,7 +99,7 @@ class StoreRefs:
                     continue
                 compact_text, ref, new = captured.text, captured.ref_id, captured.created
             if new:
-                done.created.append(ref)
+                created.append(ref)
             done.used.append(ref)
             done.stored[message.tool_call_id] = ref
             done.out.append(compact_message(message, compact_text, ref))
@@ -112,7 +112,7 @@ class StoreRefs:
         changed = view.override(
             history=tuple(done.out),
             history_stamp=stamp,
-            refs_created=(*view.refs_created, *done.created),
+            refs_created=(*view.refs_created, *created),
             refs_used=(*view.refs_used, *done.used),
             stored={**view.stored, **done.stored},
         )
