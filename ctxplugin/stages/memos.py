@@ -9,7 +9,6 @@ serves many threads.
 from __future__ import annotations
 
 import dataclasses
-
 import threading
 from collections.abc import Sequence
 
