@@ -110,7 +110,8 @@ class _Session:
     """One session's account so far (see the module's docstring)."""
 
     __slots__ = (
-        "absent", "adds", "by_run", "history", "indexed", "lined", "lock", "outputs", "present", "searched", "unindexed", "used",
+        "absent", "adds", "by_run", "history", "indexed", "lined", "lock", "outputs", "present", "runs_of", "searched", "unindexed",
+        "used",
     )
 
     def __init__(self) -> None:
@@ -122,6 +123,7 @@ class _Session:
         self.searched: dict[int, _Searched] = {}  # by id: the messages of the previous view
         self.absent: set[str] = set()  # values none of the searched messages holds
         self.by_run: dict[str, list[str]] = {}  # longest run -> values indexed under it
+        self.runs_of: dict[str, frozenset[str]] = {}  # indexed value -> its runs
         self.unindexed: list[str] = []  # values with no letter or digit
         self.indexed: set[str] = set()  # every value in by_run, unindexed or lined
         self.lined: set[str] = set()  # values with a line break
@@ -187,7 +189,10 @@ class _Session:
                 self._locate(value, texts, searched)
         if new and absent:
             new_text = "\n".join(text for _, text in new)
-            maybe = [v for run in self.by_run.keys() & set(_RUN.findall(new_text)) for v in self.by_run[run]]
+            runs = set(_RUN.findall(new_text))
+            runs_of = self.runs_of
+            # a value found there has every one of its runs among the text's: searched only then
+            maybe = [v for run in self.by_run.keys() & runs for v in self.by_run[run] if runs_of[v] <= runs]
             for value in (*maybe, *self.unindexed):
                 if value in absent and value not in found and occurs(value, new_text):
                     found.add(value)
@@ -247,6 +252,7 @@ class _Session:
         self.searched = {}
         self.absent = set()  # every value in it must be indexed: the index goes too
         self.by_run = {}
+        self.runs_of = {}
         self.unindexed = []
         self.indexed = set()
         self.lined = set()
@@ -265,6 +271,7 @@ class _Session:
                 self.unindexed.append(value)
             else:
                 self.by_run.setdefault(max(runs, key=len), []).append(value)
+                self.runs_of[value] = frozenset(runs)
 
 
 __all__ = ["SessionFidelity"]
