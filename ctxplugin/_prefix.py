@@ -64,12 +64,13 @@ class Prefix:
     stamped as grown from it is taken as continuing it without that check.
     Not locked: the per-session state that owns one holds its own lock."""
 
-    __slots__ = ("_contents", "_lens", "_messages", "stamp")
+    __slots__ = ("_contents", "_lens", "_listed", "_messages", "stamp")
 
     def __init__(self) -> None:
         self._messages: list[Any] = []
         self._contents: list[Any] = []
         self._lens: list[int] = []
+        self._listed: set[int] = set()  # positions whose content is not a string (a list may grow)
         self.stamp: Stamp | None = None  # of the sequence the messages are, when known
 
     def __len__(self) -> int:
@@ -86,6 +87,16 @@ class Prefix:
         ):
             return []
         self.stamp = None
+        count = len(self._messages)
+        if len(messages) >= count:
+            # the usual case first, in two C-level passes: the same objects holding the same
+            # contents (a string cannot change in place, so only list contents are measured)
+            head = messages[:count]
+            now = list(map(_content, head))
+            if all(map(is_, self._messages, head)) and all(map(is_, self._contents, now)):
+                lens = self._lens
+                if all(len(now[i]) == lens[i] for i in self._listed):
+                    return []
         return changed_positions(self._messages, self._contents, self._lens, messages)
 
     def replace(self, index: int, message: Any) -> None:
@@ -94,11 +105,17 @@ class Prefix:
         self._messages[index] = message
         self._contents[index] = message.content
         self._lens[index] = len(message.content)
+        if isinstance(message.content, str):
+            self._listed.discard(index)
+        else:
+            self._listed.add(index)
 
     def extend(self, messages: Sequence[Any], stamp: Stamp | None = None) -> None:
         """Take ``messages`` as seen after the others; ``stamp`` names the whole sequence seen
         now (when the owner has brought itself up to date with all of it)."""
         contents = list(map(_content, messages))
+        start = len(self._messages)
+        self._listed.update(i for i, content in enumerate(contents, start) if not isinstance(content, str))
         self._messages.extend(messages)
         self._contents.extend(contents)
         self._lens.extend(map(len, contents))
@@ -107,6 +124,7 @@ class Prefix:
     def clear(self) -> None:
         """Forget every message seen."""
         self.stamp = None
+        self._listed.clear()
         self._messages.clear()
         self._contents.clear()
         self._lens.clear()
