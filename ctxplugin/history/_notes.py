@@ -6,6 +6,7 @@ A note is one ``HumanMessage``: a lead naming the exchanges it stands for, then 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 from langchain_core.messages import HumanMessage
@@ -82,13 +83,13 @@ def _by_reuse(valued: Sequence[Sequence[_Valued]], counter: TokenCounter) -> lis
                 said.update(value for _, value in (*first, *rest))
         for value in said:
             said_in[value] = said_in.get(value, 0) + 1
-    rank = {value: i for i, value in enumerate(order)}
-
-    def score(value: str) -> float:
-        weight: float = _TYPED_WEIGHT[min(said_in.get(value, 0), 3)] * (1.0 + newest[value]) ** -_AGE_POWER
-        return weight / (counter.count(value) + 1)
-
-    return [(labels[value], value) for value in sorted(order, key=lambda value: (-score(value), rank[value]))]
+    count = counter.count
+    scores = [
+        _TYPED_WEIGHT[min(said_in.get(value, 0), 3)] * (1.0 + newest[value]) ** -_AGE_POWER / (count(value) + 1)
+        for value in order
+    ]
+    # best first; the sort is stable, so equal scores keep the order of ``order``
+    return [(labels[order[i]], order[i]) for i in sorted(range(len(order)), key=scores.__getitem__, reverse=True)]
 
 
 def _render(lead: str, chosen: Sequence[Labelled], when: Mapping[str, int]) -> str:
@@ -112,6 +113,20 @@ class _Picker:
         self._visible = visible
         self._listed = " | ".join(known)  # a value inside one already listed (a path in a command) is shown
         self._counter = counter
+        # the chosen values by their longest alphanumeric run (those with none apart): a value
+        # that occurs inside another as a whole token has each of its runs among the other's
+        self._by_run: dict[str, list[Labelled]] = {}
+        self._runless: list[Labelled] = []
+
+    def _inside(self, value: str) -> list[Labelled]:
+        """The chosen values that ``value`` shows (occur in it as whole tokens), in the order
+        they were chosen."""
+        runs = _RUN.findall(value)
+        pool = [c for run in dict.fromkeys(runs) for c in self._by_run.get(run, ())] + self._runless
+        if not pool:
+            return []
+        found = {c for c in pool if c[1] in value and occurs(c[1], value)}
+        return [c for c in self.chosen if c in found] if found else []
 
     def fill(self, values: Iterable[Labelled], budget: int) -> None:
         """Add the values that fit ``budget`` (tokens), in order."""
@@ -122,18 +137,37 @@ class _Picker:
             if value in self._taken or occurs(value, self._visible) or occurs(value, self._listed):
                 continue
             # values listed earlier that this one shows (a path, then the command holding it) go
-            inside = [c for c in self.chosen if c[1] in value and occurs(c[1], value)]
+            inside = self._inside(value)
             cost = counter.count(value) + 1 - sum(counter.count(c[1]) + 1 for c in inside)
             if label not in self._labels:
                 cost += counter.count(f"{label}:") + 1
             if cost <= budget:
                 if inside:
                     self.chosen = [c for c in self.chosen if c not in inside]
-                self.chosen.append((label, value))
+                    for c in inside:
+                        group = self._by_run.get(_longest_run(c[1]))
+                        (group if group is not None else self._runless).remove(c)
+                entry = (label, value)
+                self.chosen.append(entry)
+                run = _longest_run(value)
+                if run:
+                    self._by_run.setdefault(run, []).append(entry)
+                else:
+                    self._runless.append(entry)
                 self._taken.add(value)
                 self._labels.add(label)
                 self._listed = f"{self._listed} | {value}"
                 budget -= cost
+
+
+_RUN = re.compile(r"[^\W_]+")
+"""A run of the characters :meth:`str.isalnum` accepts: what
+:func:`~ctxplugin.history.identifiers.occurs` takes as a token's inside."""
+
+
+def _longest_run(value: str) -> str:
+    runs = _RUN.findall(value)
+    return max(runs, key=len) if runs else ""
 
 
 def _note(

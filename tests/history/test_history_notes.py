@@ -131,3 +131,20 @@ def test_a_long_planning_chat_condensed_into_notes_still_says_who_is_invited(mon
     said = [v for note in context_notes(prepared.messages) for v in note_values(note).get("user said", [])]
     assert said.index("Invite the platform team only") < said.index("Actually also invite design"), said
     assert "Add agenda item 1: budget review" in said, "agenda items are listed as the user said them"
+
+
+def test_a_value_that_shows_values_listed_before_takes_their_place() -> None:
+    from ctxplugin.history._notes import _note
+
+    counter, _ = get_counter("cl100k_base")
+    values = [
+        ("path", "/repo/app.py"),
+        ("path", "/repo/lib.py"),
+        ("path", "app"),
+        ("ran", "python /repo/app.py --fix"),  # shows /repo/app.py and app, not /repo/lib.py
+        ("ran", "ls"),
+    ]
+    note, chosen = _note((1, 2), values, {}, set(), "", 200, counter)
+    assert note is not None
+    assert chosen == ["/repo/lib.py", "python /repo/app.py --fix", "ls"]
+    assert note_values(content_text(note.content)) == {"ran": ["python /repo/app.py --fix", "ls"], "path": ["/repo/lib.py"]}
