@@ -213,10 +213,15 @@ class ContextEngine:
             budgets=self._budgets or self.config.budget.resolve(context_window),
             started=time.perf_counter(),
         )
+        # stage times go into the view once, for the last stage (the account), which reports them
+        timings: dict[str, float] = {}
+        last = self._stages[-1]
         for stage in self._stages:
+            if stage is last:
+                view = view.override(timings={**view.timings, **timings})
             start = time.perf_counter()
             view = stage.apply(view)
-            view = view.timed(stage.name, (time.perf_counter() - start) * 1000)
+            timings[stage.name] = timings.get(stage.name, 0.0) + (time.perf_counter() - start) * 1000
         report, fitted = view.report, view.fitted
         if report is None or fitted is None:
             raise CtxpluginError("prepare() ended without a report: the account stage must run last")

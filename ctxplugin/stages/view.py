@@ -150,10 +150,22 @@ class CallView:
 
     def override(self, **changes: Any) -> CallView:
         """A copy of this view with ``changes`` applied (a new ``history`` unstamped unless
-        ``history_stamp`` is given with it)."""
+        ``history_stamp`` is given with it).
+
+        Raises:
+            TypeError: a name in ``changes`` is not a field of the view.
+        """
         if "history" in changes and "history_stamp" not in changes:
             changes["history_stamp"] = None
-        return dataclasses.replace(self, **changes)
+        unknown = changes.keys() - _FIELD_SET
+        if unknown:
+            raise TypeError(f"CallView has no field {', '.join(sorted(unknown))}")
+        # field by field, as dataclasses.replace would but without its checks: a stage makes
+        # a few of these per call
+        new = object.__new__(CallView)
+        for name in _FIELDS:
+            _set(new, name, changes[name] if name in changes else getattr(self, name))
+        return new
 
     def warn(self, *texts: str) -> CallView:
         """This view with ``texts`` added to its warnings."""
@@ -167,6 +179,11 @@ class CallView:
     def timed(self, stage: str, ms: float) -> CallView:
         """This view with ``ms`` milliseconds added to the time of ``stage``."""
         return self.override(timings={**self.timings, stage: self.timings.get(stage, 0.0) + ms})
+
+
+_FIELDS = tuple(f.name for f in dataclasses.fields(CallView))
+_FIELD_SET = frozenset(_FIELDS)
+_set = object.__setattr__
 
 
 @dataclass
