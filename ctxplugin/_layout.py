@@ -23,14 +23,13 @@ after the header, which every provider reads as part of the system prompt.
 from __future__ import annotations
 
 import hashlib
-import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
-from ctxplugin._lru import LRU
+from ctxplugin._lru import Memo
 from ctxplugin._messages import META_KEY, annotation
 from ctxplugin.tokens import content_text
 
@@ -56,8 +55,7 @@ def synthetic_kind(message: BaseMessage) -> Kind | None:
     return value if value in ("facts", "notes") else None
 
 
-_PAIRS: LRU[tuple[Kind, str], tuple[AIMessage, ToolMessage]] = LRU(1024)
-_PAIRS_LOCK = threading.Lock()
+_PAIRS: Memo[tuple[Kind, str], tuple[AIMessage, ToolMessage]] = Memo(1024)
 
 
 def lookup_pair(kind: Kind, text: str) -> list[BaseMessage]:
@@ -65,14 +63,7 @@ def lookup_pair(kind: Kind, text: str) -> list[BaseMessage]:
 
     An unchanged block is shown as the same two message objects on every call (memoised,
     bounded), so what is derived from them (token counts) is found by identity."""
-    key = (kind, text)
-    with _PAIRS_LOCK:
-        pair = _PAIRS.hit(key)
-    if pair is None:
-        pair = _lookup_pair(kind, text)
-        with _PAIRS_LOCK:
-            _PAIRS.put(key, pair)
-    return list(pair)
+    return list(_PAIRS.get_or_make((kind, text), lambda: _lookup_pair(kind, text)))
 
 
 def _lookup_pair(kind: Kind, text: str) -> tuple[AIMessage, ToolMessage]:

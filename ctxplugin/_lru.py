@@ -53,6 +53,26 @@ class LRU(OrderedDict[K, V]):
         return value
 
 
+class Memo(Generic[K, V]):
+    """An :class:`LRU` of ``size`` entries shared across threads: a value is made outside the
+    lock (two threads may both make a missing one; the later put wins), so a slow make never
+    holds up lookups of other keys."""
+
+    def __init__(self, size: int) -> None:
+        self._entries: LRU[K, V] = LRU(size)
+        self._lock = threading.Lock()
+
+    def get_or_make(self, key: K, make: Callable[[], V]) -> V:
+        """The value of ``key``, or ``make()`` kept under it."""
+        with self._lock:
+            value = self._entries.hit(key)
+        if value is None:
+            value = make()
+            with self._lock:
+                self._entries.put(key, value)
+        return value
+
+
 def text_key(text: str) -> TextKey:
     """A memo key for ``text`` that does not keep the text: its length, its hash (``str``
     caches it, so a text resent as the same object is not rehashed) and its two ends."""

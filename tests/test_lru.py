@@ -7,7 +7,7 @@ import gc
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
-from ctxplugin._lru import PerMessage
+from ctxplugin._lru import Memo, PerMessage
 from ctxplugin.tokens import count_message, get_counter
 
 
@@ -84,3 +84,22 @@ def test_the_entry_of_a_collected_message_goes() -> None:
     memo.put(kept, 9)
     assert len(memo) == 1
     assert memo.get(kept) == 9
+
+
+def test_a_memo_makes_a_value_once_keeps_its_size_and_makes_outside_its_lock() -> None:
+    memo: Memo[str, str] = Memo(2)
+    made: list[str] = []
+
+    def make(key: str) -> str:
+        made.append(key)
+        return key.upper()
+
+    assert memo.get_or_make("a", lambda: make("a")) == "A"
+    assert memo.get_or_make("a", lambda: make("a")) == "A"
+    assert made == ["a"]
+    memo.get_or_make("b", lambda: make("b"))
+    memo.get_or_make("c", lambda: make("c"))  # "a" is the least recently used: it goes
+    memo.get_or_make("a", lambda: make("a"))
+    assert made == ["a", "b", "c", "a"]
+    # a make that asks the memo for another key does not wait on the memo's own lock
+    assert memo.get_or_make("outer", lambda: memo.get_or_make("inner", lambda: "i") + "o") == "io"

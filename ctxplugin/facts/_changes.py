@@ -6,11 +6,10 @@ Memoised by what it reads: the same pairs are in force on every call of a sessio
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass
 from typing import Any
 
-from ctxplugin._lru import LRU
+from ctxplugin._lru import Memo
 from ctxplugin.facts._text import content_words
 from ctxplugin.facts.model import Fact
 
@@ -34,20 +33,13 @@ class Change:
     short: str
 
 
-_CHANGES: LRU[tuple[object, ...], tuple[Any, ...]] = LRU(4096)
-_CHANGES_LOCK = threading.Lock()
+_CHANGES: Memo[tuple[object, ...], tuple[Any, ...]] = Memo(4096)
 
 
 def change_of(old: Fact, new: Fact) -> Change:
     """The :class:`Change` of ``old`` to ``new``."""
     key = (old.text, old.key, old.from_tool, old.refused, new.text, new.from_tool, new.source.ref, new.authority)
-    with _CHANGES_LOCK:
-        derived = _CHANGES.hit(key)
-    if derived is None:
-        derived = _derived(old, new)
-        with _CHANGES_LOCK:
-            _CHANGES.put(key, derived)
-    return Change(old, new, *derived)
+    return Change(old, new, *_CHANGES.get_or_make(key, lambda: _derived(old, new)))
 
 
 def _derived(old: Fact, new: Fact) -> tuple[Any, ...]:
