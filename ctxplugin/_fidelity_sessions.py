@@ -13,15 +13,12 @@ previous one, so per session this keeps
 
 A value missing from the previous view is then looked for only in the view messages that are new,
 and not value by value: the new text's alphanumeric runs are looked up in an index of the missing
-values by their longest run (the rarest, as a rule: a file name rather than the ``repo`` every
-path starts with). Where a value occurs as a whole token, each of its runs is a whole run of the
-text: a run inside the value is bounded by the value's own other characters, and its first and
-last runs by the token's boundaries.
+values by their longest run (see :func:`~ctxplugin.history.identifiers.longest_run`); a value
+found in a text has each of its runs among the text's (see :data:`~ctxplugin.history.identifiers.RUN`).
 """
 
 from __future__ import annotations
 
-import re
 import threading
 import weakref
 from collections.abc import Mapping, Sequence
@@ -34,11 +31,7 @@ from ctxplugin._lru import LRU, TextKey, text_key
 from ctxplugin._message_values import REF_SHAPE, read, refs_in
 from ctxplugin._prefix import Prefix, Stamp
 from ctxplugin.fidelity import Fidelity
-from ctxplugin.history.identifiers import occurs
-
-_RUN = re.compile(r"[^\W_]+")
-"""A run of the characters :meth:`str.isalnum` accepts (the word characters but ``_``): what
-:func:`~ctxplugin.history.identifiers.occurs` takes as a token's inside."""
+from ctxplugin.history.identifiers import RUN, longest_run, occurs
 
 
 class SessionFidelity:
@@ -189,7 +182,7 @@ class _Session:
                 self._locate(value, texts, searched)
         if new and absent:
             new_text = "\n".join(text for _, text in new)
-            runs = set(_RUN.findall(new_text))
+            runs = set(RUN.findall(new_text))
             runs_of = self.runs_of
             # a value found there has every one of its runs among the text's: searched only then
             maybe = [v for run in self.by_run.keys() & runs for v in self.by_run[run] if runs_of[v] <= runs]
@@ -266,12 +259,12 @@ class _Session:
             if "\n" in value:
                 self.lined.add(value)
                 continue
-            runs = _RUN.findall(value)
-            if not runs:
+            run = longest_run(value)
+            if not run:
                 self.unindexed.append(value)
             else:
-                self.by_run.setdefault(max(runs, key=len), []).append(value)
-                self.runs_of[value] = frozenset(runs)
+                self.by_run.setdefault(run, []).append(value)
+                self.runs_of[value] = frozenset(RUN.findall(value))
 
 
 __all__ = ["SessionFidelity"]

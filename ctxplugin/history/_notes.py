@@ -6,14 +6,13 @@ A note is one ``HumanMessage``: a lead naming the exchanges it stands for, then 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 from langchain_core.messages import HumanMessage
 
 from ctxplugin._messages import META_KEY
 from ctxplugin.history._note_values import Labelled, _label_rank, _Valued
-from ctxplugin.history.identifiers import occurs
+from ctxplugin.history.identifiers import RUN, longest_run, occurs
 from ctxplugin.tokens import MESSAGE_OVERHEAD, TokenCounter
 
 EXPAND_HINT = "their stored tool outputs stay readable with expand_ref"
@@ -121,7 +120,7 @@ class _Picker:
     def _inside(self, value: str) -> list[Labelled]:
         """The chosen values that ``value`` shows (occur in it as whole tokens), in the order
         they were chosen."""
-        runs = _RUN.findall(value)
+        runs = RUN.findall(value)
         pool = [c for run in dict.fromkeys(runs) for c in self._by_run.get(run, ())] + self._runless
         if not pool:
             return []
@@ -145,11 +144,11 @@ class _Picker:
                 if inside:
                     self.chosen = [c for c in self.chosen if c not in inside]
                     for c in inside:
-                        group = self._by_run.get(_longest_run(c[1]))
+                        group = self._by_run.get(longest_run(c[1]))
                         (group if group is not None else self._runless).remove(c)
                 entry = (label, value)
                 self.chosen.append(entry)
-                run = _longest_run(value)
+                run = longest_run(value)
                 if run:
                     self._by_run.setdefault(run, []).append(entry)
                 else:
@@ -158,16 +157,6 @@ class _Picker:
                 self._labels.add(label)
                 self._listed = f"{self._listed} | {value}"
                 budget -= cost
-
-
-_RUN = re.compile(r"[^\W_]+")
-"""A run of the characters :meth:`str.isalnum` accepts: what
-:func:`~ctxplugin.history.identifiers.occurs` takes as a token's inside."""
-
-
-def _longest_run(value: str) -> str:
-    runs = _RUN.findall(value)
-    return max(runs, key=len) if runs else ""
 
 
 def _note(

@@ -160,9 +160,23 @@ def occurs(value: str, text: str) -> bool:
     return False
 
 
+RUN = re.compile(r"[^\W_]+")
+"""A run of the characters :meth:`str.isalnum` accepts (the word characters but ``_``): what
+:func:`occurs` takes as a token's inside. Where a value occurs as a whole token, each of its runs
+is a whole run of the text: a run inside the value is bounded by the value's own other
+characters, and its first and last runs by the token's boundaries."""
+
+
+def longest_run(value: str) -> str:
+    """The longest :data:`RUN` of ``value`` (the first of equal length; ``""`` when it has none):
+    as a rule the rarest, a file name rather than the ``repo`` every path starts with."""
+    runs = RUN.findall(value)
+    return max(runs, key=len) if runs else ""
+
+
 def missing(values: Iterable[str], text: str) -> list[str]:
     """The values that do not occur in ``text`` as whole tokens."""
     return [v for v in values if not occurs(v, text)]
 
 
-__all__ = ["ALERT_LINE", "alert_lines", "identifiers", "missing", "occurs", "quoted"]
+__all__ = ["ALERT_LINE", "RUN", "alert_lines", "identifiers", "longest_run", "missing", "occurs", "quoted"]
