@@ -9,7 +9,7 @@ only, provided the earlier ones are still the very same objects holding the very
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from itertools import compress
 from operator import and_, attrgetter, eq, is_, not_
 from typing import Any
@@ -18,18 +18,30 @@ _content = attrgetter("content")
 
 
 def changed_positions(
-    seen: Sequence[Any], contents: Sequence[Any], lengths: Sequence[int], messages: Sequence[Any]
+    seen: Sequence[Any],
+    contents: Sequence[Any],
+    lengths: Sequence[int],
+    messages: Sequence[Any],
+    measured: Collection[int] | None = None,
 ) -> list[int] | None:
     """Positions of the messages ``seen`` (with the ``contents`` and content ``lengths`` they
     had) that ``messages`` no longer holds as the same object with the same content (``[]``
-    when all still are), or ``None`` when ``messages`` is shorter than what was seen."""
+    when all still are), or ``None`` when ``messages`` is shorter than what was seen.
+
+    ``measured``: the positions whose content is not a string, when the caller knows them (a
+    string cannot change in place, so only the others need their length compared); all when
+    None."""
     count = len(seen)
     if len(messages) < count:
         return None
     head = messages[:count]
     now = list(map(_content, head))
-    if all(map(is_, seen, head)) and all(map(is_, contents, now)) and all(map(eq, map(len, now), lengths)):
-        return []
+    if all(map(is_, seen, head)) and all(map(is_, contents, now)):
+        if measured is None:
+            if all(map(eq, map(len, now), lengths)):
+                return []
+        elif all(len(now[i]) == lengths[i] for i in measured):
+            return []
     same = map(and_, map(is_, seen, head), map(and_, map(is_, contents, now), map(eq, map(len, now), lengths)))
     return list(compress(range(count), map(not_, same)))
 
@@ -87,17 +99,7 @@ class Prefix:
         ):
             return []
         self.stamp = None
-        count = len(self._messages)
-        if len(messages) >= count:
-            # the usual case first, in two C-level passes: the same objects holding the same
-            # contents (a string cannot change in place, so only list contents are measured)
-            head = messages[:count]
-            now = list(map(_content, head))
-            if all(map(is_, self._messages, head)) and all(map(is_, self._contents, now)):
-                lens = self._lens
-                if all(len(now[i]) == lens[i] for i in self._listed):
-                    return []
-        return changed_positions(self._messages, self._contents, self._lens, messages)
+        return changed_positions(self._messages, self._contents, self._lens, messages, self._listed)
 
     def replace(self, index: int, message: Any) -> None:
         """Take ``message`` as the one seen at ``index``."""
