@@ -60,6 +60,15 @@ class Stamp:
         self.before = before
         self.length = length
 
+    @classmethod
+    def after(cls, before: Stamp | None, length: int) -> Stamp:
+        """The stamp of a sequence of ``length`` messages grown from ``before`` (None: not
+        grown from anything known). Only the latest step is ever asked about, so ``before``
+        lets go of its own predecessor: no chain of stamps builds up over a session."""
+        if before is not None:
+            before.before = None
+        return cls(before, length)
+
     def grew_from(self, stamp: Stamp | None) -> bool:
         """Whether this sequence is the one ``stamp`` names with messages appended."""
         return stamp is not None and self.before is stamp

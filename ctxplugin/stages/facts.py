@@ -109,7 +109,7 @@ class ChooseFacts:
                 marked = seen.marking.count
                 # the marked history is the one passed on last with new messages appended when
                 # no earlier mark was made again
-                seen.marked_stamp = Stamp(was_marked if seen.marking.kept == before else None, len(shown))
+                seen.marked_stamp = Stamp.after(was_marked if seen.marking.kept == before else None, len(shown))
             else:
                 seen.marked_stamp = view.history_stamp
             if window is not None:

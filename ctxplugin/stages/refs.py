@@ -105,10 +105,7 @@ class StoreRefs:
             done.out.append(compact_message(message, compact_text, ref))
         done.seen.extend(view.history[read:], view.history_stamp)
         # what is passed on is what was passed on last with the new messages' forms appended
-        stamp = Stamp(done.out_stamp, len(done.out))
-        if done.out_stamp is not None:
-            done.out_stamp.before = None
-        done.out_stamp = stamp
+        stamp = done.out_stamp = Stamp.after(done.out_stamp, len(done.out))
         changed = view.override(
             history=tuple(done.out),
             history_stamp=stamp,

@@ -76,10 +76,9 @@ class Validate:
             passed = _Passed()
         last = passed.received.stamp
         if last is not None and passed.received.changed(received) == []:
-            received_stamp = Stamp(last, len(received))
-            last.before = None  # only the latest step is ever asked about: no chain is kept
+            received_stamp = Stamp.after(last, len(received))
         else:
-            received_stamp = Stamp(None, len(received))
+            received_stamp = Stamp.after(None, len(received))
             passed.received.clear()
         passed.received.extend(received[len(passed.received) :], received_stamp)
         before = passed.history_stamp
@@ -89,9 +88,7 @@ class Validate:
             and len(passed.history) <= len(history)
             and all(map(is_, passed.history, history))
         )
-        history_stamp = Stamp(before if grew else None, len(history))
-        if before is not None:
-            before.before = None
+        history_stamp = Stamp.after(before if grew else None, len(history))
         passed.history, passed.history_stamp = history, history_stamp
         with self._lock:
             self._passed.put(key, passed)

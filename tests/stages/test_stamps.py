@@ -54,3 +54,18 @@ def test_a_prefix_takes_a_grown_stamp_at_its_word_and_checks_anything_else() -> 
     assert prefix.changed([*messages, HumanMessage("more")], grown) == [], "taken at its word: no message is read"
     assert prefix.changed([*messages, HumanMessage("more")]) == [1], "unstamped: the edit is found"
     assert prefix.changed([*messages, HumanMessage("more")], Stamp(None, len(messages) + 1)) == [1]
+
+
+def test_stamps_keep_no_chain_over_a_session() -> None:
+    first = Stamp.after(None, 2)
+    second = Stamp.after(first, 3)
+    third = Stamp.after(second, 4)
+    assert third.grew_from(second) and second.before is None, "only the latest step is kept"
+    stage = Validate()
+    messages = _conversation()
+    stamps = []
+    for turn in range(4):
+        messages.append(HumanMessage(f"step {turn}", id=f"s{turn}"))
+        stamps.append(stage.apply(_view(messages)).history_stamp)
+    assert stamps[-1] is not None and stamps[-1].grew_from(stamps[-2])
+    assert all(s is not None and s.before is None for s in stamps[:-1])
