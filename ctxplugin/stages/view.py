@@ -176,10 +176,6 @@ class CallView:
         through (see :func:`log_degraded`)."""
         return self.warn(log_degraded(self.scope, text))
 
-    def timed(self, stage: str, ms: float) -> CallView:
-        """This view with ``ms`` milliseconds added to the time of ``stage``."""
-        return self.override(timings={**self.timings, stage: self.timings.get(stage, 0.0) + ms})
-
 
 _FIELDS = tuple(f.name for f in dataclasses.fields(CallView))
 _FIELD_SET = frozenset(_FIELDS)
