@@ -17,8 +17,9 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
 from ctxplugin._lru import LRU, PerMessage
 from ctxplugin.config import HistoryConfig
-from ctxplugin.history._note_values import Labelled, _Valued, _valued
-from ctxplugin.history._notes import _by_priority, _by_reuse, _chronology, _note
+from ctxplugin.history._note_values import Labelled, _valued
+from ctxplugin.history._notes import _by_priority, _chronology, _note
+from ctxplugin.history._reuse import Reuse
 from ctxplugin.tokens import TokenCounter, content_text, count_message
 
 Exchange = tuple[BaseMessage, ...]
@@ -48,13 +49,15 @@ def _same_members(old: Sequence[int], new: Sequence[int]) -> bool:
 _CACHE: OrderedDict[tuple[object, ...], tuple[HumanMessage | None, tuple[str, ...]]] = OrderedDict()
 _CACHE_LOCK = threading.Lock()
 _CACHE_SIZE = 4096
-_RANKED: LRU[tuple[str, int, str], tuple[tuple[tuple[_Valued, ...], ...], tuple[Labelled, ...]]] = LRU(64)
+_RANKED: LRU[tuple[str, int, str], tuple[Reuse, tuple[Labelled, ...]]] = LRU(16)
+"""The archives ranked lately, with what they were ranked from (a longer archive of the same
+conversation is ranked from the longest of them it extends)."""
 
 
 class Digests:
     """The context notes that stand for condensed blocks of one conversation.
 
-    The archive of blocks ``0 .. a - 1`` lists their values, ranked by :func:`_by_reuse`,
+    The archive of blocks ``0 .. a - 1`` lists their values, ranked by :class:`Reuse`,
     deduplicated, within ``archive_tokens``; each later condensed block has a note of its own (within
     ``digest_tokens``) with the values the archive and earlier notes do not list. A note depends
     only on the blocks it covers and those before them, so it never changes while shown; notes
@@ -147,23 +150,32 @@ class Digests:
         return self._cached(key, lambda: self._archive_note(upto, first, last, cap))
 
     def _archive_note(self, upto: int, first: int, last: int, cap: int) -> tuple[HumanMessage | None, list[str]]:
-        valued, ranked = self._ranked(upto)
-        return _note((first, last), list(ranked), _chronology(valued), set(), self._known, cap, self._counter, first=True)
+        reuse, ranked = self._ranked(upto)
+        return _note((first, last), list(ranked), reuse.when or {}, set(), self._known, cap, self._counter, first=True)
 
-    def _ranked(self, upto: int) -> tuple[tuple[tuple[_Valued, ...], ...], tuple[Labelled, ...]]:
-        """The values of blocks ``0 .. upto - 1``, newest exchange first, and as
-        :func:`_by_reuse` ranks them: once for all the caps an archive is tried at."""
-        key = (self._keys[upto - 1], upto, self._counter.name)
+    def _ranked(self, upto: int) -> tuple[Reuse, tuple[Labelled, ...]]:
+        """The values of blocks ``0 .. upto - 1`` as :class:`Reuse` ranks them: once for all the
+        caps an archive is tried at, from the figures of the longest shorter archive ranked
+        lately (the oldest blocks are read once as the archive grows)."""
+        name = self._counter.name
+        key = (self._keys[upto - 1], upto, name)
+        base, start = Reuse(), 0
         with _CACHE_LOCK:
             hit = _RANKED.hit(key)
+            if hit is None:
+                for shorter in range(upto - 1, 0, -1):
+                    found = _RANKED.get((self._keys[shorter - 1], shorter, name))
+                    if found is not None:
+                        base, start = found[0], shorter
+                        break
         if hit is not None:
             return hit
-        newest_first = [self._exchanges[n] for k in reversed(range(upto)) for n in reversed(self._spans[k])]
-        valued = _valued(newest_first)
-        found = (valued, tuple(_by_reuse(valued, self._counter)))
+        added = (self._exchanges[n] for k in range(start, upto) for n in self._spans[k])
+        reuse = base.extended((_valued([exchange])[0] for exchange in added), self._counter)
+        made = (reuse, tuple(reuse.ranked()))
         with _CACHE_LOCK:
-            _RANKED.put(key, found)
-        return found
+            _RANKED.put(key, made)
+        return made
 
     def archive(self, upto: int, cap: int) -> HumanMessage | None:
         """The note for blocks ``0 .. upto - 1`` within ``cap`` tokens (None if there are no

@@ -10,6 +10,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 from langchain_core.messages import HumanMessage
 
+from ctxplugin._lru import Memo
 from ctxplugin._messages import META_KEY
 from ctxplugin.history._note_values import Labelled, _label_rank, _Valued
 from ctxplugin.history.identifiers import RUN, longest_run, occurs
@@ -53,44 +54,6 @@ def _chronology(valued: Sequence[Sequence[_Valued]]) -> dict[str, int]:
     return when
 
 
-_TYPED_WEIGHT = (1.0, 7.0, 20.0, 80.0)
-"""How much likelier a value is to be used again by the number of exchanges in which the model
-itself used it (none, one, two, three or more). Measured with ``benchmarks/history_reuse.py`` on
-the SWE runs: of the values older history held, the next action used about 0.05%, 0.4%, 1% and
-4%."""
-_AGE_POWER = 0.8
-"""How fast that likelihood falls with age in exchanges (about ``age ** -0.8`` there)."""
-
-
-def _by_reuse(valued: Sequence[Sequence[_Valued]], counter: TokenCounter) -> list[Labelled]:
-    """Values of exchanges given newest first, the best bet per token first: values the model
-    itself used in several exchanges before values a tool printed once, recent before old,
-    short before long (ties keep :func:`_by_priority`'s order). A value keeps the label it
-    has there first."""
-    labels: dict[str, str] = {}
-    for label, value in _ordered(valued):
-        labels.setdefault(value, label)
-    order = list(labels)
-    newest: dict[str, int] = {}  # value -> age in exchanges of its newest occurrence
-    said_in: dict[str, int] = {}  # value -> exchanges in which the model used it
-    for age, span in enumerate(valued):
-        said: set[str] = set()
-        for tool, first, rest in span:
-            for _, value in (*first, *rest):
-                newest.setdefault(value, age)
-            if not tool:
-                said.update(value for _, value in (*first, *rest))
-        for value in said:
-            said_in[value] = said_in.get(value, 0) + 1
-    count = counter.count
-    scores = [
-        _TYPED_WEIGHT[min(said_in.get(value, 0), 3)] * (1.0 + newest[value]) ** -_AGE_POWER / (count(value) + 1)
-        for value in order
-    ]
-    # best first; the sort is stable, so equal scores keep the order of ``order``
-    return [(labels[order[i]], order[i]) for i in sorted(range(len(order)), key=scores.__getitem__, reverse=True)]
-
-
 def _render(lead: str, chosen: Sequence[Labelled], when: Mapping[str, int]) -> str:
     """A note's text: ``lead``, then one ``label: value; value`` line per label (in the order
     of :func:`_label_rank`, then of their first value), values in the order of ``when``."""
@@ -102,6 +65,15 @@ def _render(lead: str, chosen: Sequence[Labelled], when: Mapping[str, int]) -> s
     return f"{lead}\n{lines}]"
 
 
+_RUNS: Memo[str, frozenset[str]] = Memo(16)
+
+
+def _runs_of(text: str) -> frozenset[str]:
+    """The :data:`RUN` s of ``text`` (the text always in view, the same for every note of a
+    conversation: kept for the last few)."""
+    return _RUNS.get_or_make(text, lambda: frozenset(RUN.findall(text)))
+
+
 class _Picker:
     """The values a note lists, picked greedily within a token budget."""
 
@@ -110,7 +82,9 @@ class _Picker:
         self._labels: set[str] = set()
         self._taken = set(known)
         self._visible = visible
+        self._visible_runs = _runs_of(visible)
         self._listed = " | ".join(known)  # a value inside one already listed (a path in a command) is shown
+        self._listed_runs = set(RUN.findall(self._listed))
         self._counter = counter
         # the chosen values by their longest alphanumeric run (those with none apart): a value
         # that occurs inside another as a whole token has each of its runs among the other's
@@ -133,7 +107,13 @@ class _Picker:
         for label, value in values:
             if budget < 2:
                 break
-            if value in self._taken or occurs(value, self._visible) or occurs(value, self._listed):
+            if value in self._taken:
+                continue
+            # a value occurs in a text as a whole token only if its longest run is a run there
+            run = longest_run(value)
+            if (not run or run in self._visible_runs) and occurs(value, self._visible):
+                continue
+            if (not run or run in self._listed_runs) and occurs(value, self._listed):
                 continue
             # values listed earlier that this one shows (a path, then the command holding it) go
             inside = self._inside(value)
@@ -156,6 +136,7 @@ class _Picker:
                 self._taken.add(value)
                 self._labels.add(label)
                 self._listed = f"{self._listed} | {value}"
+                self._listed_runs.update(RUN.findall(value))
                 budget -= cost
 
 

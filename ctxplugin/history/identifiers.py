@@ -167,6 +167,7 @@ is a whole run of the text: a run inside the value is bounded by the value's own
 characters, and its first and last runs by the token's boundaries."""
 
 
+@lru_cache(maxsize=65536)
 def longest_run(value: str) -> str:
     """The longest :data:`RUN` of ``value`` (the first of equal length; ``""`` when it has none):
     as a rule the rarest, a file name rather than the ``repo`` every path starts with."""

