@@ -27,20 +27,25 @@ messages, and tool text is data. A fact from a tool is named by its ref instead.
 
 from __future__ import annotations
 
-import itertools
-import threading
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
-from ctxplugin._lru import LRU, PerMessage
+from ctxplugin._lru import PerMessage
 from ctxplugin._messages import META_KEY, annotation
 from ctxplugin.facts._asides import Asides, aside_spans
 from ctxplugin.facts._changes import Change, change_of
 from ctxplugin.facts._exploring import Exploring, exploratory_spans
-from ctxplugin.facts._text import content_words, word_set
+from ctxplugin.facts._reading import (
+    _PROVISIONAL,
+    InForce,
+    _Provisional,
+    in_force_of,
+    read,
+    read_before,
+)
+from ctxplugin.facts._text import content_words
 from ctxplugin.facts.model import FactQuery, permitted
 from ctxplugin.scope import Scope
 from ctxplugin.tokens import content_text
@@ -77,22 +82,12 @@ def mark_outdated(
     return list(marking.out), marking.count
 
 
-@dataclass(frozen=True)
-class InForce:
-    """What marking reads from the ledger: the changes and provisional facts in force, and a
-    number standing for them (the same number for the same changes)."""
-
-    candidates: _Candidates
-    provisional: list[_Provisional]
-    version: int
-
-
 def in_force(ledger: FactsLedger, scope: Scope, limit: int = 200) -> InForce:
     """The superseded (and refused) facts and the provisional facts ``scope`` reads, the
     ``limit`` most recent of each."""
     changes = [change_of(old, new) for old, new in ledger.superseded(scope=scope, limit=limit)]
     provisional = _provisional(ledger, scope, limit)
-    return InForce(_Candidates(changes), provisional, _version(changes, provisional))
+    return in_force_of(changes, provisional)
 
 
 _NONE: frozenset[str] = frozenset()
@@ -134,11 +129,26 @@ class Marking:
             asides: the asides of ``body``.
         """
         if rules.version != self.version:
-            self.version, start = rules.version, 0
+            start = self._first_restated(body, rules, min(start, len(self.out)))
+            self.version = rules.version
         self.kept = min(start, len(self.out))
         self._truncate(self.kept)
         for index in range(len(self.out), len(body)):
             self._mark(body[index], rules, spans.get(index) or asides.get(index), index in keep)
+
+    def _first_restated(self, body: Sequence[BaseMessage], rules: InForce, upto: int) -> int:
+        """The first of ``body``'s first ``upto`` messages that states something else under
+        ``rules`` than under the rules its mark was made with (``upto`` if none does): the
+        marks before it stand, since a mark depends on the reads of its message and of those
+        before it."""
+        for index in range(upto):
+            message = body[index]
+            if not isinstance(message, (HumanMessage, AIMessage, ToolMessage)):
+                continue
+            before = read_before(message)
+            if before is None or before[0] != self.version or not _same(before[1], read(message, rules)):
+                return index
+        return upto
 
     def _truncate(self, size: int) -> None:
         if size == len(self.out):
@@ -159,13 +169,7 @@ class Marking:
         """``message`` with its notes (None when it needs none), and the replacements it quotes."""
         if not isinstance(message, (HumanMessage, AIMessage, ToolMessage)):
             return None, _NONE
-        read = _READ.get(message)
-        if read is None or read[0] != rules.version:
-            # what a message states depends only on it and on the changes: read once per
-            # message while the ledger's changes stay the same
-            read = (rules.version, *_read(message, rules.candidates, rules.provisional))
-            _READ.put(message, read)
-        _, empty, stating, provisional_kind = read
+        empty, stating, provisional_kind = read(message, rules)
         if empty:
             return None, _NONE
         hits: list[str] = []
@@ -183,58 +187,13 @@ class Marking:
         return (_with_notes(message, hits, ids) if hits else None), (frozenset(here) if here else _NONE)
 
 
-_READ: PerMessage[tuple[int, bool, tuple[Change, ...], str | None]] = PerMessage(4096)
-_VERSIONS: LRU[tuple[object, ...], int] = LRU(1024)
-_VERSIONS_LOCK = threading.Lock()
-
-
-def _version(changes: list[Change], provisional: list[_Provisional]) -> int:
-    """A number standing for what marking reads from the ledger (the same for the same changes)."""
-    key = (
-        tuple(
-            (c.old.id, c.new.id, c.old.source.ref, c.new.source.ref, c.note, c.short, c.distinctive, c.replacement, c.anchors, c.need)
-            for c in changes
-        ),
-        tuple(provisional),
+def _same(before: tuple[bool, tuple[Change, ...], str | None], now: tuple[bool, tuple[Change, ...], str | None]) -> bool:
+    """Whether two reads of a message give it the same notes."""
+    return (
+        before[0] == now[0]
+        and before[2] == now[2]
+        and [(c.old.id, c.new.id, c.note, c.short) for c in before[1]] == [(c.old.id, c.new.id, c.note, c.short) for c in now[1]]
     )
-    with _VERSIONS_LOCK:
-        number = _VERSIONS.hit(key)
-        if number is None:
-            number = next(_NUMBERS)
-            _VERSIONS.put(key, number)
-    return number
-
-
-_NUMBERS = itertools.count(1)
-
-
-def _read(
-    message: BaseMessage, candidates: _Candidates, provisional: list[_Provisional]
-) -> tuple[bool, tuple[Change, ...], str | None]:
-    """Whether ``message`` has no text, the changes it states, and the provisional fact it
-    states (``hypothetical``/``draft``), if any."""
-    text = content_text(message.content)
-    if not text:
-        return True, (), None
-    words = word_set(text)
-    refs = _refs(message)
-    stating = tuple(
-        c for c in candidates.of(words, refs) if _states(c, words, refs) and c.note not in text and c.short not in text
-    )
-    return False, stating, _provisional_kind(message, refs, words, provisional)
-
-
-_PROVISIONAL = {
-    "hypothetical": "[hypothetical: not a current fact]",
-    "draft": "[draft: not decided]",
-    "closing": "[the hypothetical ends here; what it said is not current]",
-    "aside": "[aside: an interruption, not the current task]",
-}
-@dataclass(frozen=True)
-class _Provisional:
-    ref: str | None
-    words: frozenset[str]
-    scope: str
 
 
 def _provisional(ledger: FactsLedger, scope: Scope, limit: int) -> list[_Provisional]:
@@ -242,75 +201,6 @@ def _provisional(ledger: FactsLedger, scope: Scope, limit: int) -> list[_Provisi
     query = FactQuery(reader=scope, valid=True, scopes=("hypothetical", "draft"))
     found = [f for f in ledger.store.find(query, limit=limit) if permitted(f, scope) and not f.from_tool]
     return [_Provisional(f.source.ref, frozenset(content_words(f.text)), f.scope) for f in found]
-
-
-def _provisional_kind(
-    message: BaseMessage, refs: set[str], words: frozenset[str], provisional: list[_Provisional]
-) -> str | None:
-    """``hypothetical`` or ``draft`` when ``message`` is marked so, is the source of such a
-    fact, or (without ids to go by) states every content word of one; else None."""
-    said = annotation(message).get("fact_scope")
-    if said in _PROVISIONAL:
-        return str(said)
-    if isinstance(message, ToolMessage):
-        return None
-    for fact in provisional:
-        if (fact.ref is not None and fact.ref in refs) or (fact.ref is None and fact.words and fact.words <= words):
-            return fact.scope
-    return None
-
-
-class _Candidates:
-    """The changes a message may state, found without testing each: one that states its old
-    value by ref is found by the ref, one that states it in words by one of its distinctive
-    words (a message must hold them all). A long conversation and many superseded facts cost
-    the changes each message could state, not every pair."""
-
-    def __init__(self, changes: list[Change]) -> None:
-        self._changes = changes
-        self._by_ref: dict[str, list[int]] = {}
-        self._by_word: dict[str, list[int]] = {}
-        for position, change in enumerate(changes):
-            if change.old.source.ref is not None:
-                self._by_ref.setdefault(change.old.source.ref, []).append(position)
-            if change.distinctive:
-                self._by_word.setdefault(min(change.distinctive), []).append(position)
-
-    def of(self, words: frozenset[str], refs: set[str]) -> list[Change]:
-        """A superset of the changes :func:`_states` holds for, in their order."""
-        found: set[int] = set()
-        for ref in refs:
-            found.update(self._by_ref.get(ref, ()))
-        if len(self._by_word) <= len(words):
-            for word, positions in self._by_word.items():
-                if word in words:
-                    found.update(positions)
-        else:
-            for word in words:
-                found.update(self._by_word.get(word, ()))
-        return [self._changes[position] for position in sorted(found)]
-
-
-def _states(change: Change, words: frozenset[str], refs: set[str]) -> bool:
-    if change.new.source.ref is not None and change.new.source.ref in refs:
-        return False
-    if change.old.source.ref is not None and change.old.source.ref in refs:
-        return True
-    if not change.distinctive or not change.distinctive <= words:
-        return False
-    if change.replacement and change.replacement <= words:
-        return False
-    return len(change.anchors & words) >= change.need
-
-
-def _refs(message: BaseMessage) -> set[str]:
-    refs = {str(message.id)} if message.id else set()
-    ref = annotation(message).get("ref")
-    if isinstance(ref, str):
-        refs.add(ref)
-    if isinstance(message, ToolMessage):
-        refs.add(message.tool_call_id)
-    return refs
 
 
 _MARKED: PerMessage[dict[tuple[tuple[str, ...], tuple[str, ...]], BaseMessage]] = PerMessage(4096)

@@ -1,0 +1,240 @@
+"""What one message states under the facts in force, read once per message and set of facts.
+
+Marking (:mod:`ctxplugin.facts.outdated`) asks of every message which superseded facts it
+states and whether it states a provisional one. The answer depends only on the message and on
+the facts in force; when those change (a new supersession), a message's answer is brought up to
+date from the one before by testing it against the changes added, not against all of them.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from langchain_core.messages import BaseMessage, ToolMessage
+
+from ctxplugin._lru import LRU, PerMessage
+from ctxplugin._messages import annotation
+from ctxplugin.facts._changes import Change
+from ctxplugin.facts._text import word_set
+from ctxplugin.tokens import content_text
+
+Ident = tuple[object, ...]
+"""What marking reads of one change: the same ident, the same notes for the same messages."""
+
+
+def _ident(change: Change) -> Ident:
+    c = change
+    return (c.old.id, c.new.id, c.old.source.ref, c.new.source.ref, c.note, c.short, c.distinctive, c.replacement, c.anchors, c.need)
+
+
+@dataclass(frozen=True)
+class InForce:
+    """What marking reads from the ledger: the changes and provisional facts in force, and a
+    number standing for them (the same number for the same changes). Made by :func:`in_force_of`."""
+
+    candidates: _Candidates
+    provisional: list[_Provisional]
+    version: int
+    changes: tuple[Change, ...] = ()
+    idents: tuple[Ident, ...] = ()
+
+
+_VERSIONS: LRU[tuple[object, ...], int] = LRU(1024)
+_BY_VERSION: LRU[int, InForce] = LRU(64)
+_LOCK = threading.Lock()
+_NUMBERS = itertools.count(1)
+
+
+def in_force_of(changes: Sequence[Change], provisional: list[_Provisional]) -> InForce:
+    """The :class:`InForce` of ``changes`` and ``provisional``, numbered: the same number for
+    the same changes."""
+    idents = tuple(_ident(c) for c in changes)
+    key = (idents, tuple(provisional))
+    with _LOCK:
+        number = _VERSIONS.hit(key)
+        if number is None:
+            number = next(_NUMBERS)
+            _VERSIONS.put(key, number)
+        made = _BY_VERSION.hit(number)
+        if made is None:
+            made = InForce(_Candidates(list(changes)), provisional, number, tuple(changes), idents)
+            _BY_VERSION.put(number, made)
+    return made
+
+
+Read = tuple[bool, tuple[Change, ...], str | None]
+"""Whether a message has no text, the changes it states, and the provisional fact it states
+(``hypothetical``/``draft``), if any."""
+
+_READ: PerMessage[tuple[int, bool, tuple[Change, ...], str | None]] = PerMessage(4096)
+
+
+def read(message: BaseMessage, rules: InForce) -> Read:
+    """What ``message`` states under ``rules``: read once per message and version, and brought
+    up to date from a read under earlier rules by the changes added since."""
+    hit = _READ.get(message)
+    if hit is not None and hit[0] == rules.version:
+        return hit[1:]
+    step = _step(hit[0], rules) if hit is not None else None
+    if hit is None or step is None:
+        found = _read(message, rules.candidates, rules.provisional)
+    else:
+        found = _brought_up(message, hit[1:], step, rules)
+    _READ.put(message, (rules.version, *found))
+    return found
+
+
+def read_before(message: BaseMessage) -> tuple[int, Read] | None:
+    """The last read of ``message`` kept, with the version it was made under."""
+    hit = _READ.get(message)
+    return None if hit is None else (hit[0], hit[1:])
+
+
+@dataclass(frozen=True)
+class _Step:
+    """From one set of changes in force to another: the positions in the newer of those in
+    both, the changes added, and whether the provisional facts are the same."""
+
+    kept: dict[Ident, int]
+    added: tuple[tuple[int, Change], ...]
+    same_provisional: bool
+
+
+_STEPS: LRU[tuple[int, int], _Step] = LRU(64)
+
+
+def _step(version: int, rules: InForce) -> _Step | None:
+    key = (version, rules.version)
+    with _LOCK:
+        step = _STEPS.hit(key)
+        if step is not None:
+            return step
+        before = _BY_VERSION.get(version)
+    if before is None:
+        return None
+    older = set(before.idents)
+    kept = {ident: position for position, ident in enumerate(rules.idents) if ident in older}
+    added = tuple((position, rules.changes[position]) for position, ident in enumerate(rules.idents) if ident not in kept)
+    step = _Step(kept, added, before.provisional == rules.provisional)
+    with _LOCK:
+        _STEPS.put(key, step)
+    return step
+
+
+def _brought_up(message: BaseMessage, before: Read, step: _Step, rules: InForce) -> Read:
+    """``before`` (a read of ``message`` under earlier rules) under ``rules``: the changes it
+    stated that are still in force, those added that it states, in the order of ``rules``."""
+    empty, stating, kind = before
+    if empty:
+        return before
+    text = content_text(message.content)
+    words = word_set(text)
+    refs = _refs(message)
+    positions = [p for p in (step.kept.get(_ident(c)) for c in stating) if p is not None]
+    positions.extend(
+        p for p, c in step.added if _states(c, words, refs) and c.note not in text and c.short not in text
+    )
+    now = tuple(rules.changes[p] for p in sorted(positions))
+    if not step.same_provisional:
+        kind = _provisional_kind(message, refs, words, rules.provisional)
+    return False, now, kind
+
+
+def _read(message: BaseMessage, candidates: _Candidates, provisional: list[_Provisional]) -> Read:
+    """What ``message`` states, read against every change in force (found through ``candidates``)."""
+    text = content_text(message.content)
+    if not text:
+        return True, (), None
+    words = word_set(text)
+    refs = _refs(message)
+    stating = tuple(
+        c for c in candidates.of(words, refs) if _states(c, words, refs) and c.note not in text and c.short not in text
+    )
+    return False, stating, _provisional_kind(message, refs, words, provisional)
+
+
+_PROVISIONAL = {
+    "hypothetical": "[hypothetical: not a current fact]",
+    "draft": "[draft: not decided]",
+    "closing": "[the hypothetical ends here; what it said is not current]",
+    "aside": "[aside: an interruption, not the current task]",
+}
+@dataclass(frozen=True)
+class _Provisional:
+    ref: str | None
+    words: frozenset[str]
+    scope: str
+
+
+
+def _provisional_kind(
+    message: BaseMessage, refs: set[str], words: frozenset[str], provisional: list[_Provisional]
+) -> str | None:
+    """``hypothetical`` or ``draft`` when ``message`` is marked so, is the source of such a
+    fact, or (without ids to go by) states every content word of one; else None."""
+    said = annotation(message).get("fact_scope")
+    if said in _PROVISIONAL:
+        return str(said)
+    if isinstance(message, ToolMessage):
+        return None
+    for fact in provisional:
+        if (fact.ref is not None and fact.ref in refs) or (fact.ref is None and fact.words and fact.words <= words):
+            return fact.scope
+    return None
+
+
+class _Candidates:
+    """The changes a message may state, found without testing each: one that states its old
+    value by ref is found by the ref, one that states it in words by one of its distinctive
+    words (a message must hold them all). A long conversation and many superseded facts cost
+    the changes each message could state, not every pair."""
+
+    def __init__(self, changes: list[Change]) -> None:
+        self._changes = changes
+        self._by_ref: dict[str, list[int]] = {}
+        self._by_word: dict[str, list[int]] = {}
+        for position, change in enumerate(changes):
+            if change.old.source.ref is not None:
+                self._by_ref.setdefault(change.old.source.ref, []).append(position)
+            if change.distinctive:
+                self._by_word.setdefault(min(change.distinctive), []).append(position)
+
+    def of(self, words: frozenset[str], refs: set[str]) -> list[Change]:
+        """A superset of the changes :func:`_states` holds for, in their order."""
+        found: set[int] = set()
+        for ref in refs:
+            found.update(self._by_ref.get(ref, ()))
+        if len(self._by_word) <= len(words):
+            for word, positions in self._by_word.items():
+                if word in words:
+                    found.update(positions)
+        else:
+            for word in words:
+                found.update(self._by_word.get(word, ()))
+        return [self._changes[position] for position in sorted(found)]
+
+
+def _states(change: Change, words: frozenset[str], refs: set[str]) -> bool:
+    if change.new.source.ref is not None and change.new.source.ref in refs:
+        return False
+    if change.old.source.ref is not None and change.old.source.ref in refs:
+        return True
+    if not change.distinctive or not change.distinctive <= words:
+        return False
+    if change.replacement and change.replacement <= words:
+        return False
+    return len(change.anchors & words) >= change.need
+
+
+def _refs(message: BaseMessage) -> set[str]:
+    refs = {str(message.id)} if message.id else set()
+    ref = annotation(message).get("ref")
+    if isinstance(ref, str):
+        refs.add(ref)
+    if isinstance(message, ToolMessage):
+        refs.add(message.tool_call_id)
+    return refs
+

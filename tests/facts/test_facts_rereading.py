@@ -1,0 +1,73 @@
+"""When a new replacement comes into force, each message's read is brought up to date from the
+one before by the changes added: it gives what reading the message against all of them gives."""
+
+from __future__ import annotations
+
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
+from pytest_mock import MockerFixture
+
+from ctxplugin import ContextConfig, Scope
+from ctxplugin.facts import _reading
+from ctxplugin.facts.outdated import Marking, in_force
+from ctxplugin.testing import memory_engine
+
+TEAMS = ["data", "web", "infra", "mobile"]
+PROJECTS = ["Alpha", "Beta", "Gamma", "Delta", "Epsilon"]
+
+
+def notes_of(read: _reading.Read) -> tuple[object, ...]:
+    empty, stating, kind = read
+    return empty, [(c.old.id, c.new.id, c.note, c.short) for c in stating], kind
+
+
+def test_reads_brought_up_to_date_equal_reads_made_afresh(mocker: MockerFixture) -> None:
+    engine = memory_engine(ContextConfig(encoding="cl100k_base"))
+    scope = Scope(session_id="rereading")
+    history: list[BaseMessage] = [SystemMessage("You plan the teams' work.")]
+    for i, team in enumerate(TEAMS):
+        history += [HumanMessage(f"The {team} team is on Project {PROJECTS[i]}.", id=f"h-{team}"), AIMessage("Noted.", id=f"a-{team}")]
+    brought_up = mocker.spy(_reading, "_brought_up")
+    versions = set()
+    for round_, team in enumerate(TEAMS * 2):
+        project = PROJECTS[(TEAMS.index(team) + round_ + 1) % len(PROJECTS)]
+        history += [
+            HumanMessage(f"Actually, the {team} team moved to Project {project}.", id=f"move-{round_}"),
+            AIMessage(f"Understood: {team} on {project}.", id=f"ok-{round_}"),
+            HumanMessage(f"What is the {team} team on?", id=f"ask-{round_}"),
+        ]
+        engine.prepare(history, scope=scope)
+        rules = in_force(engine.facts, scope)
+        versions.add(rules.version)
+        for message in history[1:]:
+            assert notes_of(_reading.read(message, rules)) == notes_of(
+                _reading._read(message, rules.candidates, rules.provisional)
+            ), f"round {round_}: {message.content!r}"
+    assert len(versions) >= 4, "the replacements did not change the facts in force"
+    assert brought_up.call_count > 0, "no read was brought up to date: the check checks nothing"
+
+
+def test_a_marking_carried_across_a_new_replacement_equals_one_made_afresh() -> None:
+    engine = memory_engine(ContextConfig(encoding="cl100k_base"))
+    scope = Scope(session_id="carried-marking")
+    history: list[BaseMessage] = [
+        HumanMessage("The data team is on Project Alpha.", id="h0"),
+        AIMessage("Noted.", id="a0"),
+        HumanMessage("The web team is on Project Gamma.", id="h1"),
+        AIMessage("Noted.", id="a1"),
+    ]
+    carried = Marking()
+    engine.prepare([SystemMessage("Plan."), *history], scope=scope)
+    carried.update(history, in_force(engine.facts, scope), spans={}, asides={})
+    for turn, line in enumerate(["Actually, the web team moved to Project Delta.", "Actually, the data team moved to Project Beta."]):
+        grown = len(history)
+        history += [HumanMessage(line, id=f"m{turn}"), AIMessage("Understood.", id=f"u{turn}")]
+        engine.prepare([SystemMessage("Plan."), *history], scope=scope)
+        rules = in_force(engine.facts, scope)
+        carried.update(history, rules, spans={}, asides={}, start=grown)
+        fresh = Marking()
+        fresh.update(history, rules, spans={}, asides={})
+        assert [m.content for m in carried.out] == [m.content for m in fresh.out]
+        assert carried.count == fresh.count
+    assert carried.count == 2
+    assert str(carried.out[0].content).startswith("[outdated:")
+    assert str(carried.out[2].content).startswith("[outdated:")
