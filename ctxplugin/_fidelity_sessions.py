@@ -9,11 +9,15 @@ previous one, so per session this keeps
 - what the history used so far, and where its tool outputs are, folded in message by message
   (the earlier messages must still be the same objects, or add the same values: else it starts
   over);
-- which values the previous view was searched for in vain, and which view messages it had.
+- which view messages the previous view had, how many of them show each value, which values
+  none shows but one holds (found) and which none holds (absent), and the figures made of them.
 
-A value missing from the previous view is then looked for only in the view messages that are new,
-and not value by value: the new text's alphanumeric runs are looked up in an index of the missing
-values by their longest run (see :func:`~ctxplugin.history.identifiers.longest_run`); a value
+Only the messages that joined or left the view are read: the counts say which values no message
+shows any more, and only those, the values used since the previous call and those found before
+are looked for in the whole view. The figures' lists are made again only when what they come
+from changed. A value missing from the previous view is looked for only in the view messages
+that are new, and not value by value: the new text's alphanumeric runs are looked up in an index
+of the missing values by their longest run (see :func:`~ctxplugin.history.identifiers.longest_run`); a value
 found in a text has each of its runs among the text's (see :data:`~ctxplugin.history.identifiers.RUN`).
 """
 
@@ -88,14 +92,15 @@ def held_weakly(message: Any) -> Any:
 
 
 class _Searched:
-    """A view message searched in the previous call: held weakly, with the key of its text and,
-    once looked for, the refs it shows."""
+    """A view message searched in a previous call: held weakly, with the key of its text, the
+    values it shows and, once looked for, the refs it shows."""
 
-    __slots__ = ("key", "message", "refs")
+    __slots__ = ("key", "message", "refs", "shown")
 
-    def __init__(self, message: BaseMessage, key: TextKey) -> None:
+    def __init__(self, message: BaseMessage, key: TextKey, shown: tuple[str, ...]) -> None:
         self.message = held_weakly(message)
         self.key = key
+        self.shown = shown
         self.refs: frozenset[str] | None = None
 
 
@@ -103,8 +108,8 @@ class _Session:
     """One session's account so far (see the module's docstring)."""
 
     __slots__ = (
-        "absent", "adds", "by_run", "history", "indexed", "lined", "lock", "outputs", "present", "runs_of", "searched", "unindexed",
-        "used",
+        "absent", "adds", "by_run", "counts", "found", "fresh", "history", "indexed", "lined", "lock", "missing",
+        "outputs", "present", "result", "runs_of", "searched", "unindexed", "used", "users",
     )
 
     def __init__(self) -> None:
@@ -114,13 +119,19 @@ class _Session:
         self.used: dict[str, bool] = {}  # value -> whether the user wrote it, in first-seen order
         self.outputs: dict[str, list[int]] = {}  # tool-call id -> positions of its outputs
         self.searched: dict[int, _Searched] = {}  # by id: the messages of the previous view
-        self.absent: set[str] = set()  # values none of the searched messages holds
+        self.counts: dict[str, int] = {}  # value -> how many of the searched messages show it
+        self.fresh: list[str] = []  # values used since the previous check
+        self.absent: set[str] = set()  # used values none of the searched messages holds
+        self.found: set[str] = set()  # used values no searched message shows but one holds
         self.by_run: dict[str, list[str]] = {}  # longest run -> values indexed under it
         self.runs_of: dict[str, frozenset[str]] = {}  # indexed value -> its runs
         self.unindexed: list[str] = []  # values with no letter or digit
         self.indexed: set[str] = set()  # every value in by_run, unindexed or lined
         self.lined: set[str] = set()  # values with a line break
         self.present: dict[str, tuple[int, _Searched]] = {}  # value -> a view message it occurs in
+        self.users = 0  # changes to which values the user wrote
+        self.missing: list[str] | None = None  # the absent values in first-seen order
+        self.result: tuple[Any, ...] | None = None  # the previous figures, with what they came from
 
     def fold(self, history: Sequence[BaseMessage], stamp: Stamp | None = None) -> None:
         """Bring ``used`` and ``outputs`` up to date with ``history`` (stamped ``stamp``, when
@@ -134,6 +145,7 @@ class _Session:
         if changed is None:
             self._start_over()
         seen = len(self.adds)
+        used, fresh = self.used, self.fresh
         for index in range(seen, len(history)):
             message = history[index]
             self.adds.append(_adds(message))
@@ -142,36 +154,71 @@ class _Session:
             elif isinstance(message, (HumanMessage, AIMessage)):
                 from_user = isinstance(message, HumanMessage)
                 for value in read(message).used:
-                    if value not in self.used:
-                        self.used[value] = from_user
-                    elif from_user:
-                        self.used[value] = True
+                    before = used.get(value)
+                    if before is None:
+                        used[value] = from_user
+                        fresh.append(value)
+                    elif from_user and not before:
+                        used[value] = True
+                        self.users += 1
         self.history.extend(history[seen:], stamp)
 
     def check(self, history: Sequence[BaseMessage], view: Sequence[BaseMessage], stored: Mapping[str, str]) -> Fidelity:
-        """The fidelity of ``view``, once :meth:`fold` has taken in ``history``."""
+        """The fidelity of ``view``, once :meth:`fold` has taken in ``history``.
+
+        Brought up to date from the previous view: how many messages show each value is
+        counted, so only the messages that joined or left the view are read; a value no message
+        shows is looked for in the whole view only when it was not missing before."""
         used = self.used
         if not used:
             return Fidelity(used=0, shown=0)
-        reads = [read(m) for m in view]
+        previous = self.searched
         searched: dict[int, _Searched] = {}
         texts: list[tuple[int, str]] = []  # (id, text) of each view message
         new: list[tuple[int, str]] = []  # those not searched in the previous call
-        for message, r in zip(view, reads, strict=True):
+        joined: list[_Searched] = []
+        for message in view:
+            r = read(message)
+            at = id(message)
+            texts.append((at, r.text))
+            if at in searched:
+                continue
             key = text_key(r.text)
-            entry = self.searched.get(id(message))
+            entry = previous.get(at)
             if entry is None or entry.message() is not message or entry.key != key:
-                entry = _Searched(message, key)
-                new.append((id(message), r.text))
-            searched[id(message)] = entry
-            texts.append((id(message), r.text))
-        candidates = used.keys() - set().union(*(r.shown for r in reads))
-        absent = self.absent
+                entry = _Searched(message, key, r.shown)
+                new.append((at, r.text))
+                joined.append(entry)
+            searched[at] = entry
+        left_view = [entry for at, entry in previous.items() if searched.get(at) is not entry]
+        counts = self.counts
+        zeroed: list[str] = []  # values no view message shows any more
+        appeared: list[str] = []  # values a view message shows now and none did before
+        for entry in left_view:
+            for value in entry.shown:
+                count = counts[value] - 1
+                if count:
+                    counts[value] = count
+                else:
+                    del counts[value]
+                    zeroed.append(value)
+        for entry in joined:
+            for value in entry.shown:
+                count = counts.get(value, 0)
+                counts[value] = count + 1
+                if not count:
+                    appeared.append(value)
+        absent, found_before = self.absent, self.found
+        missing_before = len(absent)
+        absent.difference_update(appeared)
+        found_before.difference_update(appeared)
+        # values no message shows: those newly so are looked for in the whole view, and so are
+        # those found there before (the message they were found in may have left)
+        again = [v for v in (*zeroed, *self.fresh) if v not in counts and v in used]
+        again.extend(found_before)
+        again.extend(v for v in self.lined if v in absent)
+        self.fresh = []
         found: set[str] = set()
-        # a value with no line break occurs in the joined view exactly when it occurs in one of
-        # its messages: one the previous view lacked can only be in a new message, and one found
-        # in a message the view still holds is still there
-        again = (candidates - absent) | (candidates & self.lined)
         view_text = "\n".join(text for _, text in texts) if again else None
         for value in again:
             where = self.present.get(value)
@@ -190,20 +237,36 @@ class _Session:
                 if value in absent and value not in found and occurs(value, new_text):
                     found.add(value)
                     self._locate(value, new, searched)
-        missing_set = candidates - found
-        missing = list(filter(missing_set.__contains__, used))  # in first-seen order
-        self.searched, self.absent = searched, missing_set
-        self._index(missing_set - self.indexed)
-        behind: list[str] = []
-        left = missing
-        if missing:
+        newly_absent = {v for v in again if v not in found} - absent
+        dirty = bool(newly_absent) or len(absent) != missing_before or not absent.isdisjoint(found)
+        absent.difference_update(found)
+        absent |= newly_absent
+        self.found = found
+        self.searched = searched
+        self._index(newly_absent - self.indexed)
+        return self._figures(history, view, texts, searched, stored, dirty)
+
+    def _figures(
+        self,
+        history: Sequence[BaseMessage],
+        view: Sequence[BaseMessage],
+        texts: list[tuple[int, str]],
+        searched: dict[int, _Searched],
+        stored: Mapping[str, str],
+        dirty: bool,
+    ) -> Fidelity:
+        """The figures once :attr:`absent` holds the values the view lacks; the previous call's
+        lists are reused when nothing they came from changed."""
+        used, absent = self.used, self.absent
+        with_ref: list[str] = []
+        if absent:
             shown_refs: set[str] = set()
-            for message, r in zip(view, reads, strict=True):
+            for message in view:
                 entry = searched[id(message)]
                 if entry.refs is None:
-                    entry.refs = refs_in(r.text)
+                    entry.refs = refs_in(read(message).text)
                 shown_refs |= entry.refs
-            with_ref: list[str] = []
+            view_text: str | None = None
             for call_id, ref in stored.items():
                 if REF_SHAPE.fullmatch(ref) is not None:
                     shows = ref in shown_refs
@@ -212,19 +275,27 @@ class _Session:
                     shows = ref in view_text
                 if shows:
                     with_ref.append(call_id)
+        missing = self.missing
+        if dirty or missing is None:
+            missing = self.missing = list(filter(absent.__contains__, used))  # in first-seen order
+        outputs = self.outputs
+        source = (missing, with_ref, [len(outputs.get(call_id, ())) for call_id in with_ref], self.users)
+        result = self.result
+        if result is None or result[0][0] is not missing or result[0][1:] != source[1:]:
             found_behind: set[str] = set()
             for call_id in with_ref:
-                for index in self.outputs.get(call_id, ()):
-                    found_behind.update(missing_set.intersection(read(history[index]).shown))
-            if found_behind:
-                behind = list(filter(found_behind.__contains__, missing))
-                left = list(filterfalse(found_behind.__contains__, missing))
+                for index in outputs.get(call_id, ()):
+                    found_behind.update(absent.intersection(read(history[index]).shown))
+            behind = tuple(filter(found_behind.__contains__, missing))
+            left = tuple(filterfalse(found_behind.__contains__, missing)) if found_behind else tuple(missing)
+            result = self.result = (source, behind, left, tuple(filter(used.__getitem__, left)))
+        _, behind, left, from_user = result
         return Fidelity(
             used=len(used),
-            shown=len(used) - len(missing),
-            behind_refs=tuple(behind),
-            left=tuple(left),
-            left_from_user=tuple(filter(used.__getitem__, left)),
+            shown=len(used) - len(absent),
+            behind_refs=behind,
+            left=left,
+            left_from_user=from_user,
         )
 
     def _locate(self, value: str, texts: list[tuple[int, str]], searched: dict[int, _Searched]) -> None:
@@ -243,13 +314,18 @@ class _Session:
         self.used = {}
         self.outputs = {}
         self.searched = {}
+        self.counts = {}
+        self.fresh = []
         self.absent = set()  # every value in it must be indexed: the index goes too
+        self.found = set()
         self.by_run = {}
         self.runs_of = {}
         self.unindexed = []
         self.indexed = set()
         self.lined = set()
         self.present = {}
+        self.missing = None
+        self.result = None
 
     def _index(self, values: set[str]) -> None:
         """Index ``values`` by their longest run (a value with a line break is searched for in the

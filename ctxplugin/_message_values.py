@@ -58,13 +58,14 @@ def read(message: BaseMessage) -> Read:
         found = _by_text.hit(key)
     if found is None:
         whole = f"{text}\n{args}" if args else text
-        shown = tuple(identifiers(whole[:SCAN_CHARS]))
-        if isinstance(message, HumanMessage):
-            used = shown
-        elif isinstance(message, AIMessage):
-            used = tuple(identifiers(args[:SCAN_CHARS])) if args else ()
+        if args:  # an assistant message: its arguments are read once for what it used and showed
+            used = tuple(identifiers(args[:SCAN_CHARS]))
+            room = SCAN_CHARS - len(text) - 1  # no value spans the line break between the two
+            shown_args = used if len(args) <= room else tuple(identifiers(args[:room])) if room > 0 else ()
+            shown = tuple(dict.fromkeys((*identifiers(text[:SCAN_CHARS]), *shown_args)))
         else:
-            used = ()
+            shown = tuple(identifiers(whole[:SCAN_CHARS]))
+            used = shown if isinstance(message, HumanMessage) else ()
         found = Read(whole, shown, used)
         with _lock:
             _by_text.put(key, found)

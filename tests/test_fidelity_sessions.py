@@ -156,3 +156,38 @@ def test_histories_and_views_that_change_anywhere_get_the_figures_of_a_check_fro
             tracker.check(other, [HumanMessage("other HAT1367")], [], {})
         got = tracker.check("a", history, view, stored)
         assert got == value_fidelity(history, view, stored), f"step {step}"
+
+
+def test_a_value_the_user_writes_after_it_left_the_view_counts_as_the_users_on_the_next_call() -> None:
+    """The view is the same on both calls and the value stays missing: only who wrote it changed."""
+    tracker = SessionFidelity()
+    history: list[BaseMessage] = [
+        HumanMessage("start"),
+        AIMessage("", tool_calls=[{"name": "t", "args": {"q": "HAT1367"}, "id": "c1"}]),
+        ToolMessage("done", tool_call_id="c1"),
+    ]
+    view: list[BaseMessage] = [history[0], AIMessage("later")]
+    first = tracker.check("a", history, view, {})
+    assert first.left == ("HAT1367",) and first.left_from_user == ()
+    history.append(HumanMessage("again HAT1367 please"))
+    second = tracker.check("a", history, view, {})
+    assert second == value_fidelity(history, view, {})
+    assert second.left_from_user == ("HAT1367",)
+
+
+def test_a_second_output_behind_a_shown_ref_puts_a_missing_value_behind_the_ref() -> None:
+    """The view and the values it lacks stay the same; a new output of the same call holds one."""
+    tracker = SessionFidelity()
+    ref = "ref:bash:0123456789abcdef"
+    history: list[BaseMessage] = [
+        HumanMessage("start"),
+        AIMessage("", tool_calls=[{"name": "t", "args": {"q": "HAT1367"}, "id": "c1"}]),
+        ToolMessage("nothing yet", tool_call_id="c1"),
+    ]
+    view: list[BaseMessage] = [history[0], AIMessage(f"stored as {ref}")]
+    first = tracker.check("a", history, view, {"c1": ref})
+    assert first.left == ("HAT1367",) and first.behind_refs == ()
+    history.append(ToolMessage("found HAT1367", tool_call_id="c1"))
+    second = tracker.check("a", history, view, {"c1": ref})
+    assert second == value_fidelity(history, view, {"c1": ref})
+    assert second.behind_refs == ("HAT1367",) and second.left == ()

@@ -86,6 +86,8 @@ def _identifiers(text: str) -> list[str]:
             keep(match.group(0))
     for match in _TOKEN.finditer(lowered):
         token = match.group(0)
+        if token.isalpha():  # letters only: no digit, "_" or "#"
+            continue
         if _HAS_DIGIT.search(token) or "_" in token or "#" in token:
             keep(token)
     return found
@@ -110,9 +112,11 @@ def _words(text: str) -> list[str]:
     lowered = normalize(text)
     for match in _TOKEN.finditer(lowered):
         token = match.group(0).lstrip("#")
-        if not token:
+        if token.isalpha():  # most words: letters only, neither an identifier nor split
+            out.append(token)
+        elif not token:
             continue
-        if is_identifier(token):
+        elif is_identifier(token):
             out.append(token)
         else:
             out.extend(p for p in _SPLIT.split(token) if p)
