@@ -238,6 +238,8 @@ _last_memo: tuple[Any, _CountMemo] | None = None
 
 def _memo_for(counter: TokenCounter) -> _CountMemo | None:
     global _last_memo
+    # a wrapper that counts exactly as another counter (a history MemoCounter) shares its memo
+    counter = getattr(counter, "counts_as", None) or counter
     last = _last_memo
     if last is not None and last[0] is counter:  # one counter serves a process: no weakref made per lookup
         return last[1]

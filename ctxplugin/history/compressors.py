@@ -9,14 +9,13 @@ would not be smaller than its input is discarded in favour of the input.
 
 from __future__ import annotations
 
-import hashlib
 import re
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
 
 from ctxplugin.history.identifiers import alert_lines, identifiers, missing
-from ctxplugin.tokens import TokenCounter
+from ctxplugin.tokens import TokenCounter, count_cached
 
 GIST_PREFIX = "[gist] "
 """Marks a message reduced to one line, so the model knows the detail was condensed."""
@@ -29,18 +28,25 @@ _NOISE_LINE = re.compile(r"^\W*$|^</?\w+>$")
 class MemoCounter:
     """A token counter that remembers the counts of texts it has seen.
 
-    History compression counts the same old messages on every call; remembering counts by the
-    sha1 of the text keeps a long conversation's calls cheap without holding the texts."""
+    History compression counts the same old messages and the same short pieces on every call.
+    A text of 64 characters or more is counted as :func:`~ctxplugin.tokens.count_cached` counts
+    it for ``counter``: in the memo the other stages use, so a message's text is encoded once
+    whichever stage counts it first (and ``counts_as`` lets :func:`~ctxplugin.tokens.count_message`
+    share that counter's memo of whole messages too). Shorter texts are remembered here, by
+    the text itself."""
 
     def __init__(self, counter: TokenCounter, size: int = 65536) -> None:
         self.name = counter.name
+        self.counts_as = counter
         self._counter = counter
         self._size = size
-        self._counts: OrderedDict[str | bytes, int] = OrderedDict()
+        self._counts: OrderedDict[str, int] = OrderedDict()
         self._lock = threading.Lock()
 
     def count(self, text: str) -> int:
-        key: str | bytes = text if len(text) < 64 else hashlib.sha1(text.encode("utf-8", "surrogatepass")).digest()
+        if len(text) >= 64:
+            return count_cached(text, self._counter)
+        key = text
         with self._lock:
             hit = self._counts.get(key)
             if hit is not None:

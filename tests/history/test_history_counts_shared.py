@@ -1,0 +1,52 @@
+"""History compression counts texts in the memo the other stages use: a text is encoded once
+whichever stage counts it first (ctxplugin.history.compressors.MemoCounter)."""
+
+from __future__ import annotations
+
+from langchain_core.messages import AIMessage, ToolMessage
+
+from ctxplugin.history.compressors import memo_counter
+from ctxplugin.tokens import EXACT_COUNT_CHARS, ApproxCounter, count_cached, count_message
+
+
+class CallCounting(ApproxCounter):
+    """The approximate counter, counting how often it is asked."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def count(self, text: str) -> int:
+        self.calls += 1
+        return super().count(text)
+
+
+def test_a_text_the_room_stage_counted_is_not_counted_again_by_history() -> None:
+    counter = CallCounting()
+    text = "an output line with a path src/app/main.py and enough words to be memoised " * 3
+    first = count_cached(text, counter)
+    assert counter.calls == 1
+    assert memo_counter(counter).count(text) == first
+    assert counter.calls == 1
+
+
+def test_a_message_counted_by_one_is_found_by_the_other_either_way() -> None:
+    counter = CallCounting()
+    memo = memo_counter(counter)
+    ai = AIMessage("looking at the file now, then running the tests", tool_calls=[{"name": "bash", "args": {"command": "ls -la src"}, "id": "c1"}])
+    tool = ToolMessage("total 12\ndrwxr-xr-x 2 root root 4096 app\n-rw-r--r-- 1 root root 220 setup.py", tool_call_id="c1")
+    expected = [count_message(m, counter) for m in (ai, tool)]
+    calls = counter.calls
+    assert [count_message(m, memo) for m in (ai, tool)] == expected
+    assert counter.calls == calls
+    fresh = ToolMessage("another output with its own words, long enough to be memoised here", tool_call_id="c2")
+    got = count_message(fresh, memo)
+    calls = counter.calls
+    assert count_message(fresh, counter) == got and counter.calls == calls
+
+
+def test_short_texts_are_remembered_and_a_huge_text_is_counted_in_bounded_time() -> None:
+    counter = CallCounting()
+    memo = memo_counter(counter)
+    assert memo.count("ls -la") == memo.count("ls -la") and counter.calls == 1
+    huge = "word " * (EXACT_COUNT_CHARS // 2)
+    assert memo.count(huge) == count_cached(huge, CallCounting())
