@@ -6,7 +6,7 @@ A note is one ``HumanMessage``: a lead naming the exchanges it stands for, then 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 from langchain_core.messages import HumanMessage
 
@@ -90,6 +90,9 @@ class _Picker:
         # that occurs inside another as a whole token has each of its runs among the other's
         self._by_run: dict[str, list[Labelled]] = {}
         self._runless: list[Labelled] = []
+        self._order: dict[Labelled, int] = {}  # each chosen value's turn: the order of ``chosen``
+        self._turn = 0
+        self.later: list[Labelled] = []
 
     def _inside(self, value: str) -> list[Labelled]:
         """The chosen values that ``value`` shows (occur in it as whole tokens), in the order
@@ -99,14 +102,20 @@ class _Picker:
         if not pool:
             return []
         found = {c for c in pool if c[1] in value and occurs(c[1], value)}
-        return [c for c in self.chosen if c in found] if found else []
+        return sorted(found, key=self._order.__getitem__) if found else []
 
-    def fill(self, values: Iterable[Labelled], budget: int) -> None:
-        """Add the values that fit ``budget`` (tokens), in order."""
+    def fill(self, values: Sequence[Labelled], budget: int) -> None:
+        """Add the values that fit ``budget`` (tokens), in order. ``later`` is left holding
+        the values another fill could still add: those too costly now and those not reached
+        (a value already shown, listed or taken stays so)."""
         counter = self._counter
-        for label, value in values:
+        later: list[Labelled] = []
+        self.later = later
+        for index, item in enumerate(values):
             if budget < 2:
+                later.extend(values[index:])
                 break
+            label, value = item
             if value in self._taken:
                 continue
             # a value occurs in a text as a whole token only if its longest run is a run there
@@ -121,12 +130,14 @@ class _Picker:
             if label not in self._labels:
                 cost += counter.count(f"{label}:") + 1
             if cost <= budget:
-                if inside:
-                    self.chosen = [c for c in self.chosen if c not in inside]
-                    for c in inside:
-                        group = self._by_run.get(longest_run(c[1]))
-                        (group if group is not None else self._runless).remove(c)
+                for c in inside:
+                    self.chosen.remove(c)
+                    del self._order[c]
+                    group = self._by_run.get(longest_run(c[1]))
+                    (group if group is not None else self._runless).remove(c)
                 entry = (label, value)
+                self._order[entry] = self._turn
+                self._turn += 1
                 self.chosen.append(entry)
                 run = longest_run(value)
                 if run:
@@ -138,6 +149,8 @@ class _Picker:
                 self._listed = f"{self._listed} | {value}"
                 self._listed_runs.update(RUN.findall(value))
                 budget -= cost
+            else:
+                later.append(item)
 
 
 def _note(
@@ -163,7 +176,7 @@ def _note(
     text = _render(lead, picker.chosen, when)
     room = max_tokens - counter.count(text) - MESSAGE_OVERHEAD
     if room >= 2 and picker.chosen:
-        picker.fill(values, room)
+        picker.fill(picker.later, room)
         text = _render(lead, picker.chosen, when)
     chosen = picker.chosen
     while chosen and counter.count(text) + MESSAGE_OVERHEAD > max_tokens:
