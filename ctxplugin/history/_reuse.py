@@ -12,7 +12,9 @@ archive grows) are computed for every value, from those figures.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+import numpy as np
 
 from ctxplugin.history._note_values import Labelled, _Valued
 from ctxplugin.tokens import TokenCounter
@@ -41,6 +43,20 @@ def _decay(age: int) -> float:
     return _DECAY[age] if age < len(_DECAY) else float((1.0 + age) ** -_AGE_POWER)
 
 
+_WEIGHTS = np.array(_TYPED_WEIGHT, dtype=np.float64)
+_DECAYS = np.array(_DECAY, dtype=np.float64)
+_COLUMNS = 8
+"""A value's row of figures: its place (five columns), its newest exchange, the exchanges in
+which it was used (at most 3: the weights stop there) and its tokens."""
+
+
+def _decays(ages: int) -> np.ndarray:
+    """:func:`_decay` of ``0 .. ages - 1`` (the same doubles)."""
+    if ages <= len(_DECAYS):
+        return _DECAYS
+    return np.array([_decay(age) for age in range(ages)], dtype=np.float64)
+
+
 @dataclass(frozen=True)
 class Reuse:
     """What ranking knows of the values of some exchanges, oldest first. Immutable: extending
@@ -50,11 +66,18 @@ class Reuse:
         exchanges: how many exchanges it covers.
         seen: each value's figures.
         when: each value's place in the order the conversation first said them.
+        rows: each value's row in ``figures`` and ``pairs``.
+        figures: the values' figures as numbers, a row each (see :data:`_COLUMNS`), so that
+            ranking scores and sorts them in a few array operations.
+        pairs: each row's ``(label, value)``.
     """
 
     exchanges: int = 0
     seen: dict[str, _Seen] | None = None
     when: dict[str, int] | None = None
+    rows: dict[str, int] | None = field(default=None, compare=False)
+    figures: np.ndarray | None = field(default=None, compare=False)
+    pairs: list[Labelled] | None = field(default=None, compare=False)
 
     def extended(self, spans: Iterable[Sequence[_Valued]], counter: TokenCounter) -> Reuse:
         """These figures with the values of ``spans`` (newer exchanges, oldest first, each as
@@ -63,12 +86,14 @@ class Reuse:
         when = dict(self.when or {})
         e = self.exchanges
         count = counter.count
+        touched: dict[str, None] = {}
         for span in spans:
             said: set[str] = set()
             for m, (tool, first, rest) in enumerate(span):
                 for sub, items in ((0, first), (1, rest)):
                     rank = 2 if tool else sub  # the pass
                     for i, (label, value) in enumerate(items):
+                        touched[value] = None
                         if value not in when:
                             when[value] = len(when)
                         old = seen.get(value)
@@ -85,22 +110,41 @@ class Reuse:
                 place, label, newest, used, tokens = seen[value]
                 seen[value] = (place, label, newest, used + 1, tokens)
             e += 1
-        return Reuse(e, seen, when)
+        rows = dict(self.rows or {})
+        pairs = list(self.pairs or [])
+        changed: list[int] = []
+        records: list[tuple[int, ...]] = []
+        for value in touched:
+            place, label, newest, used, tokens = seen[value]
+            row = rows.get(value)
+            if row is None:
+                row = rows[value] = len(pairs)
+                pairs.append((label, value))
+            else:
+                pairs[row] = (label, value)
+            changed.append(row)
+            records.append((*place, newest, min(used, 3), tokens))
+        figures = np.zeros((len(pairs), _COLUMNS), dtype=np.int64)
+        if self.figures is not None:
+            figures[: len(self.figures)] = self.figures
+        if records:
+            figures[changed] = np.array(records, dtype=np.int64)
+        return Reuse(e, seen, when, rows, figures, pairs)
 
     def ranked(self) -> list[Labelled]:
         """The values, the best bet per token first: values the model itself used in several
         exchanges before values a tool printed once, recent before old, short before long;
         equal scores in priority order (what the model ran, the rest of what was said, what
         tools returned; newest exchange first). A value has the label of its place there."""
-        if not self.seen:
+        figures, pairs = self.figures, self.pairs
+        if figures is None or pairs is None or not len(pairs):
             return []
-        last = self.exchanges - 1
-        scored = [
-            (-(_TYPED_WEIGHT[min(used, 3)] * _decay(last - newest) / (tokens + 1)), place, label, value)
-            for value, (place, label, newest, used, tokens) in self.seen.items()
-        ]
-        scored.sort()  # places are unique, so labels and values are never compared
-        return [(label, value) for _, _, label, value in scored]
+        ages = (self.exchanges - 1) - figures[:, 5]
+        # the doubles of W[used] * decay(age) / (tokens + 1), as Python computes them one by one
+        scores = _WEIGHTS[figures[:, 6]] * _decays(self.exchanges)[ages] / (figures[:, 7] + 1)
+        # the last key sorts first: by score, then by place (places are unique)
+        order = np.lexsort((figures[:, 4], figures[:, 3], figures[:, 2], figures[:, 1], figures[:, 0], -scores))
+        return [pairs[row] for row in order.tolist()]
 
 
 __all__ = ["Reuse"]

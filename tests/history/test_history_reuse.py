@@ -72,3 +72,46 @@ def test_values_the_model_reused_lately_come_before_ones_a_tool_printed_once_lon
     labels = dict((value, label) for label, value in Reuse().extended(figures([old, *reused]), COUNTER).ranked())
     assert labels["pytest tests/test_io.py"] == "ran"
     assert labels["printed_once_0xdeadbeef"] == "bash returned"
+
+
+def reference_ranking(reuse: Reuse) -> list[tuple[str, str]]:
+    """The ranking computed one value at a time, as the docstring of Reuse.ranked states it."""
+    from ctxplugin.history._reuse import _TYPED_WEIGHT, _decay
+
+    last = reuse.exchanges - 1
+    scored = sorted(
+        (-(_TYPED_WEIGHT[min(used, 3)] * _decay(last - newest) / (tokens + 1)), place, label, value)
+        for value, (place, label, newest, used, tokens) in (reuse.seen or {}).items()
+    )
+    return [(label, value) for _, _, label, value in scored]
+
+
+def tied_exchange(i: int, rng: random.Random) -> tuple[BaseMessage, ...]:
+    """Values from a small pool of one-token ids, said and printed again and again: many share
+    a score, so the order of places decides."""
+    pool = [f"X{n}Y" for n in range(30)]
+    call = f"call_{i}"
+    said = " ".join(rng.sample(pool, rng.randint(1, 3)))
+    messages: list[BaseMessage] = []
+    if rng.random() < 0.3:
+        messages.append(HumanMessage(f"look at {' '.join(rng.sample(pool, 2))}"))
+    messages.append(AIMessage(f"next {rng.choice(pool)}", tool_calls=[{"id": call, "name": "bash", "args": {"command": f"grep {said}"}}]))
+    messages.append(ToolMessage("\n".join(rng.sample(pool, rng.randint(1, 6))), tool_call_id=call, name="bash"))
+    return tuple(messages)
+
+
+def test_the_array_ranking_is_the_one_computed_value_by_value_also_past_the_decay_table() -> None:
+    rng = random.Random(11)
+    ties = figures([tied_exchange(i, rng) for i in range(60)])
+    grown = Reuse()
+    for start in range(0, 60, 3):
+        grown = grown.extended(ties[start : start + 3], COUNTER)
+        assert grown.ranked() == reference_ranking(grown)
+    spans = figures([exchange(i, rng) for i in range(40)])
+    grown = Reuse()
+    for start in range(0, 40, 5):
+        grown = grown.extended(spans[start : start + 5], COUNTER)
+        assert grown.ranked() == reference_ranking(grown)
+    # an archive older than the decay table: ages past it are computed as they come
+    old = Reuse(exchanges=5000 - 40, seen={}, when={}).extended(spans, COUNTER)
+    assert old.ranked() == reference_ranking(old)
