@@ -7,15 +7,13 @@ suite (``ctxplugin.testing.facts_contract``).
 
 from __future__ import annotations
 
-import math
-import operator
 import threading
-from array import array
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from langchain_core.embeddings import Embeddings
 
+from ctxplugin.facts._vectors import Vectors
 from ctxplugin.facts.embedding import as_embeddings
 from ctxplugin.facts.lexical import LexicalIndex
 from ctxplugin.facts.model import Fact, FactQuery, matches, reader_keys, visibility_key
@@ -80,8 +78,7 @@ class MemoryFactStore:
     def __init__(self, embedding: Embeddings | Callable[[list[str]], Any] | None = None) -> None:
         self.embedding = as_embeddings(embedding)
         self._facts: dict[str, Fact] = {}
-        self._vectors: dict[str, array[float]] = {}  # packed doubles: a quarter of a list's memory, nothing for the collector to walk
-        self._norms: dict[str, float] = {}
+        self._vectors = Vectors()  # rows of doubles: nothing for the collector to walk, scored as arrays
         self._order: dict[str, int] = {}  # id -> when first stored: equal times keep that order
         self._slots: dict[str, _Slot] = {}
         self._lock = threading.Lock()
@@ -96,8 +93,7 @@ class MemoryFactStore:
             self.generation += 1
             for fact, vector in zip(facts, vectors, strict=True):
                 self._put(fact)
-                self._vectors[fact.id] = array("d", vector)
-                self._norms[fact.id] = math.sqrt(sum(map(operator.mul, vector, vector)))
+                self._vectors.put(fact.id, vector)
                 touched.setdefault(_slot_of(fact), []).append(fact)
             lexical = [(self._slots[slot].lexical, group) for slot, group in touched.items()]
         for index, group in lexical:
@@ -149,14 +145,10 @@ class MemoryFactStore:
         if n <= 0:
             return []
         vector = self.embedding.embed_query(text)
-        norm = math.sqrt(sum(map(operator.mul, vector, vector)))
         facts = self._pool(query)
         with self._lock:
-            pool = [(f, self._vectors[f.id], self._norms[f.id]) for f in facts]
-        # as cosine() computes it, with each stored vector's norm computed once, when it is added
-        scored = [
-            (fact, sum(map(operator.mul, vector, v)) / (norm * n) if norm and n else 0.0) for fact, v, n in pool
-        ]
+            scores = self._vectors.cosines([f.id for f in facts], vector)
+        scored = list(zip(facts, scores, strict=True))
         scored.sort(key=lambda item: item[1], reverse=True)
         return scored[:n]
 

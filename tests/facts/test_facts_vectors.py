@@ -1,0 +1,47 @@
+"""The in-memory store's vectors (ctxplugin.facts._vectors): cosines as computed one fact at a
+time, across chunks, after replacement, with zero vectors; one width per store."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+
+from ctxplugin.facts._vectors import CHUNK, Vectors
+
+
+def cosine(a: list[float], b: list[float]) -> float:
+    na, nb = math.sqrt(sum(x * x for x in a)), math.sqrt(sum(x * x for x in b))
+    return sum(x * y for x, y in zip(a, b, strict=True)) / (na * nb) if na and nb else 0.0
+
+
+def test_cosines_are_those_of_each_pair_in_the_order_asked_across_chunks() -> None:
+    rng = random.Random(5)
+    vectors = Vectors()
+    kept = {f"f{i}": [rng.uniform(-1, 1) for _ in range(16)] for i in range(CHUNK + 300)}
+    for fact_id, vector in kept.items():
+        vectors.put(fact_id, vector)
+    asked = rng.sample(sorted(kept), 500) + ["f0", f"f{CHUNK}", f"f{CHUNK + 299}"]
+    query = [rng.uniform(-1, 1) for _ in range(16)]
+    got = vectors.cosines(asked, query)
+    assert got == pytest.approx([cosine(kept[i], query) for i in asked], abs=1e-12)
+    assert len(vectors) == CHUNK + 300
+
+
+def test_a_replaced_vector_is_the_one_scored_and_zero_vectors_score_zero() -> None:
+    vectors = Vectors()
+    vectors.put("a", [1.0, 0.0])
+    vectors.put("b", [0.0, 0.0])
+    vectors.put("a", [0.0, 2.0])
+    assert vectors.cosines(["a", "b"], [0.0, 1.0]) == [1.0, 0.0]
+    assert vectors.cosines(["a", "b"], [0.0, 0.0]) == [0.0, 0.0]
+    assert vectors.cosines([], [1.0, 0.0]) == []
+    assert len(vectors) == 2
+
+
+def test_vectors_of_another_width_are_refused() -> None:
+    vectors = Vectors()
+    vectors.put("a", [1.0, 0.0])
+    with pytest.raises(ValueError, match="one embedding per store"):
+        vectors.put("b", [1.0, 0.0, 0.0])
