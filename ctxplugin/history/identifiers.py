@@ -12,6 +12,8 @@ import re
 from collections.abc import Iterable
 from functools import lru_cache
 
+from ctxplugin._lru import Memo, TextKey, text_key
+
 _URL = r"[a-zA-Z][a-zA-Z0-9+.-]*://[^\s<>\"'`)\]}]+"
 _REF = r"ref:[\w.-]+:[0-9a-f]{8,}"
 _EMAIL = r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+"
@@ -46,6 +48,9 @@ ALERT_LINE = re.compile(
     r"critical|segmentation fault|assertion)\b|^\s*E\s{2,}|\w+(?:Error|Exception|Warning):)"
 )
 """Lines that are never elided: errors, tracebacks, failures and security warnings."""
+_ALERT_ANYWHERE = re.compile(ALERT_LINE.pattern.replace(r"|^\s*E\s{2,}|", r"|E\s{2,}|"))
+""":data:`ALERT_LINE` with its line-start anchor dropped: it matches somewhere in every text one
+of whose lines it matches (wherever the line breaks are), so a text it misses has none."""
 
 _TRAILING = ".,;:!?'\")]}>"
 _TRIVIAL = frozenset({".", "..", "/", "./", "../", "~/"})
@@ -138,12 +143,23 @@ def alert_lines(text: str, *, max_chars: int = 400) -> list[str]:
     A line longer than ``max_chars`` keeps its head: error lines in minified output can be
     megabytes long, and the head holds the exception name and message.
     """
+    return list(_ALERTS.get_or_make((text_key(text), max_chars), lambda: _alert_lines(text, max_chars)))
+
+
+_ALERTS: Memo[tuple[TextKey, int], tuple[str, ...]] = Memo(1024)
+"""The alert lines of texts read lately (by the key of the text, which is not kept): a message
+is compressed again at each tier it passes."""
+
+
+def _alert_lines(text: str, max_chars: int) -> tuple[str, ...]:
+    if _ALERT_ANYWHERE.search(text) is None:
+        return ()
     seen: dict[str, None] = {}
     for line in text.splitlines():
         stripped = line.strip()
         if stripped and ALERT_LINE.search(stripped):
             seen.setdefault(stripped[:max_chars], None)
-    return list(seen)
+    return tuple(seen)
 
 
 def occurs(value: str, text: str) -> bool:

@@ -22,7 +22,7 @@ def test_cosines_are_those_of_each_pair_in_the_order_asked_across_chunks() -> No
     kept = {f"f{i}": [rng.uniform(-1, 1) for _ in range(16)] for i in range(CHUNK + 300)}
     for fact_id, vector in kept.items():
         vectors.put(fact_id, vector)
-    asked = rng.sample(sorted(kept), 500) + ["f0", f"f{CHUNK}", f"f{CHUNK + 299}"]
+    asked = [*rng.sample(sorted(kept), 500), "f0", f"f{CHUNK}", f"f{CHUNK + 299}"]
     query = [rng.uniform(-1, 1) for _ in range(16)]
     got = vectors.cosines(asked, query)
     assert got == pytest.approx([cosine(kept[i], query) for i in asked], abs=1e-12)

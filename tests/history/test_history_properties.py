@@ -170,3 +170,32 @@ def test_the_generator_exercises_every_tier() -> None:
 
     run()
     assert all(seen.values()), seen
+
+
+def _alert_lines_line_by_line(text: str) -> list[str]:
+    """alert_lines as its docstring states it: every stripped line the pattern matches."""
+    from ctxplugin.history.identifiers import ALERT_LINE
+
+    seen: dict[str, None] = {}
+    for line in text.splitlines():
+        stripped = line.strip()
+        if stripped and ALERT_LINE.search(stripped):
+            seen.setdefault(stripped[:400], None)
+    return list(seen)
+
+
+_ALERT_PIECES = ["E  assert x", "  E\tfailed", "ok", "Error: no", "ValueError: bad", "THE  end", "segmentation", "fault",
+                 "security", "plain words", "", " ", "E"]
+_BREAKS = ["\n", "\r\n", "\r", "\x0b", "\x0c", "\x1c", "\x85", "\u2028", " ", "\t"]
+
+
+@given(st.lists(st.tuples(st.sampled_from(_ALERT_PIECES), st.sampled_from(_BREAKS)), max_size=12))
+def test_alert_lines_finds_every_alert_line_whatever_breaks_the_lines(parts: list[tuple[str, str]]) -> None:
+    text = "".join(piece + brk for piece, brk in parts)
+    assert alert_lines(text) == _alert_lines_line_by_line(text)
+
+
+def test_a_pytest_error_line_after_any_line_break_is_an_alert_line() -> None:
+    for brk in _BREAKS[:8]:
+        text = f"collected 3 items{brk}E  assert 1 == 2{brk}done"
+        assert alert_lines(text) == ["E  assert 1 == 2"], repr(brk)
