@@ -9,8 +9,10 @@ names, dotted names), numbers, exception and warning names, and whole error or s
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from collections.abc import Iterable
 from functools import lru_cache
+from itertools import accumulate
 
 from ctxplugin._lru import Memo, TextKey, text_key
 
@@ -152,11 +154,15 @@ is compressed again at each tier it passes."""
 
 
 def _alert_lines(text: str, max_chars: int) -> tuple[str, ...]:
-    if _ALERT_ANYWHERE.search(text) is None:
-        return ()
+    # Only the lines where the pattern matches in the whole text are read: a match of a line
+    # starts at a letter, and a match in the whole text that runs over a line break (``E`` and
+    # the blanks after it) takes in nothing but blanks of the next line.
+    lines = text.splitlines(keepends=True)
+    starts = list(accumulate(map(len, lines), initial=0))
+    candidates = dict.fromkeys(bisect_right(starts, match.start()) - 1 for match in _ALERT_ANYWHERE.finditer(text))
     seen: dict[str, None] = {}
-    for line in text.splitlines():
-        stripped = line.strip()
+    for index in candidates:
+        stripped = lines[index].strip()  # the line break too: every one is a blank to strip()
         if stripped and ALERT_LINE.search(stripped):
             seen.setdefault(stripped[:max_chars], None)
     return tuple(seen)
