@@ -15,6 +15,7 @@ from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import partial
+from operator import attrgetter
 from typing import Protocol
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
@@ -35,6 +36,8 @@ from ctxplugin.history.omission import (
     plan_omission,
 )
 from ctxplugin.tokens import TokenCounter, content_text, count_message
+
+_CONTENT = attrgetter("content")
 
 
 class GistSource(Protocol):
@@ -157,8 +160,9 @@ def compress_history(
     gist_end, verbatim_start = bounds
     upgrade = is_boundary_call(exchanges, config)
     first_human = growth.first_human if growth is not None else next((i for i, m in enumerate(messages) if isinstance(m, HumanMessage)), None)
+    contents = tuple(map(_CONTENT, messages))
     keep = partial(
-        Made, tuple(messages), tuple(m.content for m in messages), tuple(len(m.content) for m in messages), config, counter, budget, tuple(spans), bounds, protected, first_human,
+        Made, tuple(messages), contents, tuple(map(len, contents)), config, counter, budget, tuple(spans), bounds, protected, first_human,
         growth.latest_human if growth is not None else max((i for i in protected if isinstance(messages[i], HumanMessage)), default=None),
         stamp=stamp,
     )
