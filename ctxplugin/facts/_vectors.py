@@ -1,9 +1,10 @@
 """The in-memory fact store's vectors: rows of doubles in fixed-size chunks, scored a block at a
 time.
 
-A search scores every fact a reader may see. One at a time in Python, a dot product of 256
-doubles costs microseconds and a session's facts add up to milliseconds per search; as rows of
-an array, the products and their sums run in one pass. Chunks of :data:`CHUNK` rows grow the
+A search scores every fact a reader may see, and only those: its cost does not grow with the
+facts of other sessions. One at a time in Python, a dot product of 256 doubles costs
+microseconds and a session's facts add up to milliseconds per search; as rows of an array, the
+products and their sums run in one pass. Chunks of :data:`CHUNK` rows grow the
 store without copying what it holds and waste at most one chunk.
 """
 
@@ -25,8 +26,8 @@ class Vectors:
 
     def __init__(self) -> None:
         self._rows: dict[str, int] = {}
-        self._chunks: list[np.ndarray] = []
-        self._norms: list[float] = []
+        self._chunks: list[np.ndarray] = []  # the vectors, CHUNK rows each
+        self._norms: list[np.ndarray] = []  # their norms, CHUNK each
         self._width: int | None = None
 
     def put(self, fact_id: str, vector: Sequence[float]) -> None:
@@ -42,13 +43,12 @@ class Vectors:
         norm = math.sqrt(sum(map(operator.mul, vector, vector)))
         row = self._rows.get(fact_id)
         if row is None:
-            row = self._rows[fact_id] = len(self._norms)
-            self._norms.append(norm)
+            row = self._rows[fact_id] = len(self._rows)
             if row // CHUNK == len(self._chunks):
                 self._chunks.append(np.zeros((CHUNK, self._width), dtype=np.float64))
-        else:
-            self._norms[row] = norm
+                self._norms.append(np.zeros(CHUNK, dtype=np.float64))
         self._chunks[row // CHUNK][row % CHUNK] = vector
+        self._norms[row // CHUNK][row % CHUNK] = norm
 
     def cosines(self, fact_ids: Sequence[str], vector: Sequence[float]) -> list[float]:
         """The cosine of ``vector`` with each fact's vector, in the order of ``fact_ids``
@@ -61,11 +61,13 @@ class Vectors:
         query = np.asarray(vector, dtype=np.float64)
         rows = np.fromiter((self._rows[i] for i in fact_ids), dtype=np.int64, count=len(fact_ids))
         dots = np.empty(len(fact_ids), dtype=np.float64)
+        norms = np.empty(len(fact_ids), dtype=np.float64)
         chunk_of = rows // CHUNK
         for chunk in np.unique(chunk_of).tolist():
             at = chunk_of == chunk
-            dots[at] = (self._chunks[chunk][rows[at] % CHUNK] * query).sum(axis=1)
-        norms = np.asarray(self._norms, dtype=np.float64)[rows]
+            within = rows[at] % CHUNK
+            dots[at] = (self._chunks[chunk][within] * query).sum(axis=1)
+            norms[at] = self._norms[chunk][within]
         scores = np.zeros(len(fact_ids), dtype=np.float64)
         np.divide(dots, norm * norms, out=scores, where=norms != 0)
         return scores.tolist()
