@@ -63,7 +63,7 @@ class Vectors:
         dots = np.empty(len(fact_ids), dtype=np.float64)
         norms = np.empty(len(fact_ids), dtype=np.float64)
         chunk_of = rows // CHUNK
-        for chunk in np.unique(chunk_of).tolist():
+        for chunk in sorted(set(chunk_of.tolist())):
             at = chunk_of == chunk
             within = rows[at] % CHUNK
             dots[at] = (self._chunks[chunk][within] * query).sum(axis=1)
