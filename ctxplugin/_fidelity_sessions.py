@@ -26,6 +26,7 @@ from __future__ import annotations
 import threading
 import weakref
 from collections.abc import Mapping, Sequence
+from functools import lru_cache
 from itertools import filterfalse
 from typing import Any
 
@@ -76,6 +77,12 @@ def _adds(message: BaseMessage) -> tuple[object, ...]:
     if isinstance(message, ToolMessage):
         return (message.tool_call_id, text_key(read(message).text))
     return ()
+
+
+@lru_cache(maxsize=65536)
+def _ref_shaped(ref: str) -> bool:
+    """Whether ``ref`` has the shape :func:`~ctxplugin._message_values.refs_in` finds."""
+    return REF_SHAPE.fullmatch(ref) is not None
 
 
 def _dead() -> None:
@@ -268,8 +275,10 @@ class _Session:
                 shown_refs |= entry.refs
             view_text: str | None = None
             for call_id, ref in stored.items():
-                if REF_SHAPE.fullmatch(ref) is not None:
-                    shows = ref in shown_refs
+                if ref in shown_refs:
+                    shows = True
+                elif _ref_shaped(ref):  # not shown: a ref of this shape is found exactly as refs_in finds it
+                    shows = False
                 else:  # a ref of another shape: searched for as the view's text
                     view_text = "\n".join(text for _, text in texts) if view_text is None else view_text
                     shows = ref in view_text

@@ -36,7 +36,7 @@ class SkipShown:
 def not_shown(lines: Sequence[FactLine], raw: Sequence[BaseMessage], view: Sequence[BaseMessage]) -> tuple[FactLine, ...]:
     """The lines of ``lines`` that ``view`` does not show: ``raw`` is the conversation as
     received, so a message of ``view`` found in it is shown unchanged."""
-    originals = {id(m) for m in raw}
+    originals = set(map(id, raw))
     refs: set[str] = set()
     said: list[str] = []
     for message in view:
