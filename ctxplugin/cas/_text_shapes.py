@@ -299,11 +299,10 @@ def identifiers_in(text: str) -> list[str]:
     first-occurrence order. Matched word by word: words longer than 300 characters are skipped,
     which keeps the patterns' backtracking bounded."""
     seen: dict[str, None] = {}
-    read: set[str] = set()
-    for word in text.split():
-        if len(word) > _WORD_MAX or word.isalpha() or word in read:
-            continue  # a word read before adds nothing: its values are already seen
-        read.add(word)
+    # each distinct word once, in first-occurrence order: a word read before adds nothing
+    for word in dict.fromkeys(text.split()):
+        if len(word) > _WORD_MAX or word.isalpha():
+            continue
         for match in _IDENT.finditer(word):
             value = match.group(0).rstrip(".,:;")
             if len(value) > 120 or value in seen:
