@@ -16,6 +16,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ctxplugin.errors import StoreError
+
 CHUNK = 2048
 """Rows per chunk."""
 
@@ -29,6 +31,19 @@ class Vectors:
         self._chunks: list[np.ndarray] = []  # the vectors, CHUNK rows each
         self._norms: list[np.ndarray] = []  # their norms, CHUNK each
         self._width: int | None = None
+
+    def check(self, vectors: Sequence[Sequence[float]]) -> None:
+        """Refuse ``vectors`` before anything is written when they are not all as long as the
+        vectors kept (the store is left as it was).
+
+        Raises:
+            StoreError: a vector of another length: the store takes one embedding's vectors.
+        """
+        widths = {len(v) for v in vectors} | ({self._width} if self._width is not None else set())
+        if len(widths) > 1:
+            raise StoreError(
+                f"the embedding gave vectors of {sorted(widths)} numbers: a fact store keeps one embedding's vectors"
+            )
 
     def put(self, fact_id: str, vector: Sequence[float]) -> None:
         """Keep ``vector`` for ``fact_id`` (replacing any it had).

@@ -90,6 +90,7 @@ class MemoryFactStore:
         vectors = self.embedding.embed_documents([f.text for f in facts]) if facts else []
         touched: dict[str, list[Fact]] = {}
         with self._lock:
+            self._vectors.check(vectors)
             self.generation += 1
             for fact, vector in zip(facts, vectors, strict=True):
                 self._put(fact)

@@ -1,5 +1,6 @@
 """The in-memory store's vectors (ctxplugin.facts._vectors): cosines as computed one fact at a
-time, across chunks, after replacement, with zero vectors; one width per store."""
+time, across chunks, after replacement, with zero vectors; one width per store, refused before
+anything is written."""
 
 from __future__ import annotations
 
@@ -8,7 +9,10 @@ import random
 
 import pytest
 
+from ctxplugin.errors import StoreError
+from ctxplugin.facts import FactQuery, MemoryFactStore
 from ctxplugin.facts._vectors import CHUNK, Vectors
+from ctxplugin.testing.facts_contract import ALICE, make_fact
 
 
 def cosine(a: list[float], b: list[float]) -> float:
@@ -45,3 +49,20 @@ def test_vectors_of_another_width_are_refused() -> None:
     vectors.put("a", [1.0, 0.0])
     with pytest.raises(ValueError, match="one embedding per store"):
         vectors.put("b", [1.0, 0.0, 0.0])
+
+
+def test_the_memory_store_refuses_vectors_of_another_width_and_keeps_what_it_held() -> None:
+    widths = iter([3, 4])
+
+    def embed(texts: list[str]) -> list[list[float]]:
+        width = next(widths, 3)
+        return [[1.0] * width for _ in texts]
+
+    store = MemoryFactStore(embedding=embed)
+    kept = make_fact("The deploy target is staging")
+    store.add([kept])
+    with pytest.raises(StoreError, match="one embedding's vectors"):
+        store.add([make_fact("The region is eu-west-1")])
+    assert len(store) == 1
+    found = store.search("deploy", FactQuery(reader=ALICE), n=5)
+    assert [fact.id for fact, _ in found] == [kept.id]
