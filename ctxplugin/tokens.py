@@ -254,6 +254,12 @@ def _memo_for(counter: TokenCounter) -> _CountMemo | None:
     return memo
 
 
+def has_count_memo(counter: TokenCounter) -> bool:
+    """Whether counts made with ``counter`` are memoised (a counter that cannot be weakly
+    referenced is not)."""
+    return _memo_for(counter) is not None
+
+
 def _bounded(text: str, counter: TokenCounter) -> int:
     """Exact up to :data:`EXACT_COUNT_CHARS`, extrapolated above (see :func:`count_text`);
     memoised per counter for texts of more than a few words."""

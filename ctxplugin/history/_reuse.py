@@ -50,11 +50,18 @@ _COLUMNS = 8
 which it was used (at most 3: the weights stop there) and its tokens."""
 
 
+_LONGER: list[np.ndarray] = [_DECAYS]
+"""The longest table made so far (an archive older than 4,096 exchanges extends it once)."""
+
+
 def _decays(ages: int) -> np.ndarray:
-    """:func:`_decay` of ``0 .. ages - 1`` (the same doubles)."""
-    if ages <= len(_DECAYS):
-        return _DECAYS
-    return np.array([_decay(age) for age in range(ages)], dtype=np.float64)
+    """:func:`_decay` of at least ``0 .. ages - 1`` (the same doubles)."""
+    table = _LONGER[0]
+    if ages > len(table):
+        size = max(ages, 2 * len(table))
+        table = np.concatenate([table, np.array([_decay(age) for age in range(len(table), size)], dtype=np.float64)])
+        _LONGER[0] = table  # one list item replaced: a concurrent reader sees the old table or this one
+    return table
 
 
 @dataclass(frozen=True)

@@ -9,13 +9,14 @@ would not be smaller than its input is discarded in favour of the input.
 
 from __future__ import annotations
 
+import hashlib
 import re
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
 
 from ctxplugin.history.identifiers import alert_lines, identifiers, missing
-from ctxplugin.tokens import TokenCounter, count_cached
+from ctxplugin.tokens import TokenCounter, count_cached, has_count_memo
 
 GIST_PREFIX = "[gist] "
 """Marks a message reduced to one line, so the model knows the detail was condensed."""
@@ -33,26 +34,30 @@ class MemoCounter:
     it for ``counter``: in the memo the other stages use, so a message's text is encoded once
     whichever stage counts it first (and ``counts_as`` lets :func:`~ctxplugin.tokens.count_message`
     share that counter's memo of whole messages too). Shorter texts are remembered here, by
-    the text itself."""
+    the text itself, and so are longer ones, by their sha1, for a counter the shared memo cannot
+    keep (one that cannot be weakly referenced)."""
 
     def __init__(self, counter: TokenCounter, size: int = 65536) -> None:
         self.name = counter.name
         self.counts_as = counter
         self._counter = counter
+        self._shared = has_count_memo(counter)
         self._size = size
-        self._counts: OrderedDict[str, int] = OrderedDict()
+        self._counts: OrderedDict[str | bytes, int] = OrderedDict()
         self._lock = threading.Lock()
 
     def count(self, text: str) -> int:
+        key: str | bytes = text
         if len(text) >= 64:
-            return count_cached(text, self._counter)
-        key = text
+            if self._shared:
+                return count_cached(text, self._counter)
+            key = hashlib.sha1(text.encode("utf-8", "surrogatepass")).digest()
         with self._lock:
             hit = self._counts.get(key)
             if hit is not None:
                 self._counts.move_to_end(key)
                 return hit
-        value = self._counter.count(text)
+        value = count_cached(text, self._counter)
         with self._lock:
             self._counts[key] = value
             while len(self._counts) > self._size:

@@ -50,3 +50,25 @@ def test_short_texts_are_remembered_and_a_huge_text_is_counted_in_bounded_time()
     assert memo.count("ls -la") == memo.count("ls -la") and counter.calls == 1
     huge = "word " * (EXACT_COUNT_CHARS // 2)
     assert memo.count(huge) == count_cached(huge, CallCounting())
+
+
+class SlottedCounting:
+    """A counter that cannot be weakly referenced (no shared memo can keep its counts)."""
+
+    __slots__ = ("calls", "name")
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.name = "slotted"
+
+    def count(self, text: str) -> int:
+        self.calls += 1
+        return len(text.split())
+
+
+def test_a_counter_the_shared_memo_cannot_keep_is_remembered_by_history_itself() -> None:
+    counter = SlottedCounting()
+    memo = memo_counter(counter)
+    text = "a long enough line of words for the history to count it more than once " * 2
+    assert memo.count(text) == memo.count(text) == len(text.split())
+    assert counter.calls == 1
