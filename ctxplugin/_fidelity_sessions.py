@@ -64,8 +64,12 @@ class SessionFidelity:
         with self._lock:
             state = self._sessions.hit_or_put(session, _Session)
         with state.lock:
-            state.fold(history, stamp)
-            return state.check(history, view, stored or {})
+            try:
+                state.fold(history, stamp)
+                return state.check(history, view, stored or {})
+            except BaseException:
+                state._start_over()  # a check cut short leaves counts that no view matches
+                raise
 
 
 def _adds(message: BaseMessage) -> tuple[object, ...]:

@@ -13,7 +13,7 @@ import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
 from ctxplugin import ContextConfig, ContextEngine, Scope
-from ctxplugin._fidelity_sessions import SessionFidelity
+from ctxplugin._fidelity_sessions import SessionFidelity, _Session
 from ctxplugin.fidelity import Fidelity, value_fidelity
 from ctxplugin.replay.loaders import SWE_BASH_TOOL, load_file
 from ctxplugin.stages import Account, CallView
@@ -191,3 +191,19 @@ def test_a_second_output_behind_a_shown_ref_puts_a_missing_value_behind_the_ref(
     second = tracker.check("a", history, view, {"c1": ref})
     assert second == value_fidelity(history, view, {"c1": ref})
     assert second.behind_refs == ("HAT1367",) and second.left == ()
+
+
+def test_a_check_cut_short_starts_the_session_over_instead_of_leaving_half_made_counts(mocker: Any) -> None:
+    tracker = SessionFidelity()
+    history: list[BaseMessage] = [HumanMessage("use HAT1367 and mia_li_3668")]
+    view: list[BaseMessage] = [AIMessage("working on mia_li_3668")]
+    tracker.check("a", history, view, {})
+    cut = mocker.patch.object(_Session, "_figures", side_effect=MemoryError("cut short"))
+    view = [AIMessage("now HAT1367")]
+    with pytest.raises(MemoryError):
+        tracker.check("a", history, view, {})
+    mocker.stop(cut)
+    # the same view again: nothing changed since the call cut short, whose figures were never made
+    again = tracker.check("a", history, view, {})
+    assert again == value_fidelity(history, view, {})
+    assert again.left == ("mia_li_3668",)
