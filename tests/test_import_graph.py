@@ -61,3 +61,14 @@ def test_modules_stay_small() -> None:
         for path in PACKAGE.rglob("*.py")
     }
     assert {name: n for name, n in sizes.items() if n > MAX_LINES} == {}
+
+
+def test_importing_the_package_leaves_numpy_and_the_stores_for_first_use() -> None:
+    """``import ctxplugin`` in a fresh interpreter: numpy (the array scoring, the static embedding)
+    and chromadb load when first used, not with the package."""
+    import subprocess
+    import sys
+
+    probe = "import sys, ctxplugin; print(sorted(m for m in ('numpy', 'chromadb') if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=120)
+    assert out.stdout.strip() == "[]"

@@ -5,7 +5,8 @@ A search scores every fact a reader may see, and only those: its cost does not g
 facts of other sessions. One at a time in Python, a dot product of 256 doubles costs
 microseconds and a session's facts add up to milliseconds per search; as rows of an array, the
 products and their sums run in one pass. Chunks of :data:`CHUNK` rows grow the
-store without copying what it holds and waste at most one chunk.
+store without copying what it holds and waste at most one chunk. numpy is imported on first use
+(``import ctxplugin`` does not load it).
 """
 
 from __future__ import annotations
@@ -13,10 +14,12 @@ from __future__ import annotations
 import math
 import operator
 from collections.abc import Sequence
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from ctxplugin.errors import StoreError
+
+if TYPE_CHECKING:
+    import numpy as np
 
 CHUNK = 2048
 """Rows per chunk."""
@@ -58,6 +61,8 @@ class Vectors:
         norm = math.sqrt(sum(map(operator.mul, vector, vector)))
         row = self._rows.get(fact_id)
         if row is None:
+            import numpy as np
+
             row = self._rows[fact_id] = len(self._rows)
             if row // CHUNK == len(self._chunks):
                 self._chunks.append(np.zeros((CHUNK, self._width), dtype=np.float64))
@@ -73,6 +78,8 @@ class Vectors:
         norm = math.sqrt(sum(map(operator.mul, vector, vector)))
         if not norm:
             return [0.0] * len(fact_ids)
+        import numpy as np
+
         query = np.asarray(vector, dtype=np.float64)
         rows = np.fromiter((self._rows[i] for i in fact_ids), dtype=np.int64, count=len(fact_ids))
         dots = np.empty(len(fact_ids), dtype=np.float64)

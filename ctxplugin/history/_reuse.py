@@ -13,11 +13,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from ctxplugin.history._note_values import Labelled, _Valued
 from ctxplugin.tokens import TokenCounter
+
+if TYPE_CHECKING:
+    import numpy as np
 
 _TYPED_WEIGHT = (1.0, 7.0, 20.0, 80.0)
 """How much likelier a value is to be used again by the number of exchanges in which the model
@@ -43,19 +45,22 @@ def _decay(age: int) -> float:
     return _DECAY[age] if age < len(_DECAY) else float((1.0 + age) ** -_AGE_POWER)
 
 
-_WEIGHTS = np.array(_TYPED_WEIGHT, dtype=np.float64)
-_DECAYS = np.array(_DECAY, dtype=np.float64)
 _COLUMNS = 8
 """A value's row of figures: its place (five columns), its newest exchange, the exchanges in
 which it was used (at most 3: the weights stop there) and its tokens."""
 
 
-_LONGER: list[np.ndarray] = [_DECAYS]
-"""The longest table made so far (an archive older than 4,096 exchanges extends it once)."""
+_LONGER: list[np.ndarray] = []
+"""The longest table made so far (an archive older than 4,096 exchanges extends it once); made
+on first use, so that ``import ctxplugin`` does not load numpy."""
 
 
 def _decays(ages: int) -> np.ndarray:
     """:func:`_decay` of at least ``0 .. ages - 1`` (the same doubles)."""
+    import numpy as np
+
+    if not _LONGER:
+        _LONGER.append(np.array(_DECAY, dtype=np.float64))
     table = _LONGER[0]
     if ages > len(table):
         size = max(ages, 2 * len(table))
@@ -117,6 +122,8 @@ class Reuse:
                 place, label, newest, used, tokens = seen[value]
                 seen[value] = (place, label, newest, used + 1, tokens)
             e += 1
+        import numpy as np
+
         rows = dict(self.rows or {})
         pairs = list(self.pairs or [])
         changed: list[int] = []
@@ -146,9 +153,12 @@ class Reuse:
         figures, pairs = self.figures, self.pairs
         if figures is None or pairs is None or not len(pairs):
             return []
+        import numpy as np
+
         ages = (self.exchanges - 1) - figures[:, 5]
         # the doubles of W[used] * decay(age) / (tokens + 1), as Python computes them one by one
-        scores = _WEIGHTS[figures[:, 6]] * _decays(self.exchanges)[ages] / (figures[:, 7] + 1)
+        weights = np.array(_TYPED_WEIGHT, dtype=np.float64)
+        scores = weights[figures[:, 6]] * _decays(self.exchanges)[ages] / (figures[:, 7] + 1)
         # the last key sorts first: by score, then by place (places are unique)
         order = np.lexsort((figures[:, 4], figures[:, 3], figures[:, 2], figures[:, 1], figures[:, 0], -scores))
         return [pairs[row] for row in order.tolist()]
