@@ -292,17 +292,18 @@ class _Session:
         if dirty or missing is None:
             missing = self.missing = list(filter(absent.__contains__, used))  # in first-seen order
         outputs = self.outputs
-        source = (missing, with_ref, [len(outputs.get(call_id, ())) for call_id in with_ref], self.users)
+        # besides the missing values: the outputs behind the refs shown, and who wrote each value
+        source = (with_ref, [len(outputs.get(call_id, ())) for call_id in with_ref], self.users)
         result = self.result
-        if result is None or result[0][0] is not missing or result[0][1:] != source[1:]:
+        if result is None or result[0] is not missing or result[1] != source:
             found_behind: set[str] = set()
             for call_id in with_ref:
                 for index in outputs.get(call_id, ()):
                     found_behind.update(absent.intersection(read(history[index]).shown))
             behind = tuple(filter(found_behind.__contains__, missing))
             left = tuple(filterfalse(found_behind.__contains__, missing)) if found_behind else tuple(missing)
-            result = self.result = (source, behind, left, tuple(filter(used.__getitem__, left)))
-        _, behind, left, from_user = result
+            result = self.result = (missing, source, behind, left, tuple(filter(used.__getitem__, left)))
+        _, _, behind, left, from_user = result
         return Fidelity(
             used=len(used),
             shown=len(used) - len(absent),

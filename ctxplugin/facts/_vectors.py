@@ -25,6 +25,11 @@ CHUNK = 2048
 """Rows per chunk."""
 
 
+def _norm(vector: Sequence[float]) -> float:
+    """The Euclidean norm of ``vector``, summed in order as Python sums it."""
+    return math.sqrt(sum(map(operator.mul, vector, vector)))
+
+
 class Vectors:
     """Each fact's vector and its norm, by fact id. Not locked: the store that owns it holds
     its own lock around every call."""
@@ -58,7 +63,7 @@ class Vectors:
             self._width = len(vector)
         elif len(vector) != self._width:
             raise ValueError(f"a vector of {len(vector)} numbers among vectors of {self._width}: one embedding per store")
-        norm = math.sqrt(sum(map(operator.mul, vector, vector)))
+        norm = _norm(vector)
         row = self._rows.get(fact_id)
         if row is None:
             import numpy as np
@@ -75,7 +80,7 @@ class Vectors:
         (0.0 where either vector is all zeros)."""
         if not fact_ids:
             return []
-        norm = math.sqrt(sum(map(operator.mul, vector, vector)))
+        norm = _norm(vector)
         if not norm:
             return [0.0] * len(fact_ids)
         import numpy as np
