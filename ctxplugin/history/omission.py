@@ -60,14 +60,19 @@ class HistoryBudget:
         total: all history messages together.
         messages: messages other than tool results (the engine's ``history`` section).
         tool_results: tool results (the engine's ``summaries`` section).
+        room: when ``total`` is only an aim below the room the history has
+            (``history.max_tokens``), that room. Blocks are condensed to meet the aim, but the
+            archive note is made smaller only to fit the room: the oldest values (the user's
+            ids, the first results) are not given up to meet an aim the view need not meet.
     """
 
     total: int | None = None
     messages: int | None = None
     tool_results: int | None = None
+    room: int | None = None
 
     def __post_init__(self) -> None:
-        for name in ("total", "messages", "tool_results"):
+        for name in ("total", "messages", "tool_results", "room"):
             value = getattr(self, name)
             if value is not None and value < 0:
                 raise InvalidInputError(f"history budget {name} must be >= 0, got {value}")
@@ -81,18 +86,24 @@ class HistoryBudget:
         every limit."""
         return not (
             (self.total is not None and total > self.total)
+            or (self.room is not None and total > self.room)
             or (self.messages is not None and total - results > self.messages)
             or (self.tool_results is not None and results > self.tool_results)
         )
 
-    def limits(self) -> Iterator[tuple[int, type[BaseMessage] | None, bool]]:
-        """``(limit, kind, is_kind)``: the limit applies to messages that are (or are not) of ``kind``."""
+    def limits(self) -> Iterator[tuple[int, type[BaseMessage] | None, bool, bool]]:
+        """``(limit, kind, is_kind, shrinks)``: the limit applies to messages that are (or are
+        not) of ``kind``; ``shrinks``: the archive note may be made smaller to meet it (not for
+        an aim below the room)."""
+        aim = self.total is not None and self.room is not None and self.total < self.room
         if self.total is not None:
-            yield self.total, None, True
+            yield self.total, None, True, not aim
+        if self.room is not None:
+            yield self.room, None, True, True
         if self.messages is not None:
-            yield self.messages, ToolMessage, False
+            yield self.messages, ToolMessage, False, True
         if self.tool_results is not None:
-            yield self.tool_results, ToolMessage, True
+            yield self.tool_results, ToolMessage, True, True
 
 
 def totals(messages: Sequence[BaseMessage], counter: TokenCounter) -> tuple[int, int]:
@@ -189,7 +200,9 @@ def plan_omission(
     was at the last boundary move, plus room for ``block_size - 1`` more exchanges, so the plan
     stays the same until the boundaries move again — unless the window outgrows that room (a
     long script since the move): the archive then shrinks to fit the window as it is, since
-    otherwise the budget stage would drop the oldest exchanges, which are the notes.
+    otherwise the budget stage would drop the oldest exchanges, which are the notes. It shrinks
+    for the room only, never for an aim below it (see :attr:`HistoryBudget.room`): meeting an
+    aim is worth condensing every block, not losing the oldest values.
     """
     gist_end, verbatim_start = bounds
     block = config.block_size
@@ -202,8 +215,9 @@ def plan_omission(
     caps = [config.archive_tokens >> shift for shift in range(4)] + [0]
     condensed, level = 0, 0
     holds: list[_Hold] = []
-    for limit, kind, is_kind in budget.limits():
+    for limit, kind, is_kind, shrinks in budget.limits():
         column = 0 if kind is None else 2 if is_kind else 1
+        deepest = len(caps) if shrinks else level + 1  # the archive levels this limit may ask for
 
         def part(i: int, column: int = column, parts: Sequence[Parts] = parts) -> int:
             return parts[i][column]
@@ -240,7 +254,7 @@ def plan_omission(
             # shrinking it would only lose older history without meeting the limit; the budget
             # stage cuts the rest.
             need, planned = blocks, allowance + reserve
-            fitting = next((lv for lv in range(level, len(caps)) if fits(blocks, caps[lv], allowance=planned)), None)
+            fitting = next((lv for lv in range(level, deepest) if fits(blocks, caps[lv], allowance=planned)), None)
             if fitting is None:
                 # none fits even with the window as it stood at the move, so none will as it
                 # grows (a smaller allowance fits no more): the plan holds until the next move
@@ -264,7 +278,7 @@ def plan_omission(
                 bar = cost(need, caps[level])
             else:
                 need = blocks
-                shrunk = next((lv for lv in range(level, len(caps)) if fits(blocks, caps[lv], allowance=now)), None)
+                shrunk = next((lv for lv in range(level, deepest) if fits(blocks, caps[lv], allowance=now)), None)
                 if shrunk is None:
                     bar = -_NO_BAR  # none fits however much the window grows: the plan stays
                 else:

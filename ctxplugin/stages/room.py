@@ -30,10 +30,12 @@ def history_room(
     tokens of header and tool schemas and the facts budget."""
     facts_budget = budgets["facts"] if facts.enabled and facts.k else 0
     room = max(0, budgets["total"] - outside - facts_budget)
+    aim = history.max_tokens is not None and history.max_tokens < room
     budget = HistoryBudget(
-        total=min(room, history.max_tokens) if history.max_tokens is not None else room,
+        total=history.max_tokens if aim else room,
         messages=budgets["history"],
         tool_results=budgets["summaries"],
+        room=room if aim else None,
     )
     return budget, room
 
