@@ -53,6 +53,21 @@ from ctxplugin.tokens import content_text
 if TYPE_CHECKING:
     from ctxplugin.facts.ledger import FactsLedger
 
+def replaced_in_view(rules: InForce, refs: Collection[str]) -> InForce:
+    """``rules`` without the changes of a tool result to a later one that the view holds
+    (``refs``: the ids, tool call ids and stored refs of its messages).
+
+    For a history sent whole: the later result follows the earlier one in view, and a mark on
+    the earlier one would rewrite the prefix a provider has cached for nothing the model cannot
+    see. A refusal, and every change a user, the system or a caller made, stay."""
+    kept = [
+        change
+        for change in rules.changes
+        if not (change.old.from_tool and change.new.from_tool and not change.old.refused and change.new.source.ref in refs)
+    ]
+    return rules if len(kept) == len(rules.changes) else in_force_of(kept, rules.provisional)
+
+
 def mark_outdated(
     body: Sequence[BaseMessage],
     *,
@@ -236,4 +251,4 @@ def _marked_copy(message: BaseMessage, notes: list[str], ids: list[str]) -> Base
     return message.model_copy(update={"content": new_content, "additional_kwargs": kwargs})
 
 
-__all__ = ["Asides", "Exploring", "InForce", "Marking", "aside_spans", "exploratory_spans", "in_force", "mark_outdated"]
+__all__ = ["Asides", "Exploring", "InForce", "Marking", "aside_spans", "exploratory_spans", "in_force", "mark_outdated", "replaced_in_view"]

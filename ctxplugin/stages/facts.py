@@ -26,7 +26,7 @@ from ctxplugin.budget import FactLine
 from ctxplugin.config import FactsConfig, HistoryConfig
 from ctxplugin.errors import StoreError
 from ctxplugin.facts import FactsLedger
-from ctxplugin.facts.outdated import Asides, Exploring, InForce, Marking, in_force
+from ctxplugin.facts.outdated import Asides, Exploring, InForce, Marking, in_force, replaced_in_view
 from ctxplugin.facts.render import current_once, fact_line, normalized, restates
 from ctxplugin.history import tier_bounds
 from ctxplugin.scope import Scope
@@ -101,6 +101,8 @@ class ChooseFacts:
                 if was_latest not in (-1, latest):
                     changed = min(changed, was_latest)
                 rules = self._in_force(key, scope)
+                if view.room is not None and view.room.whole and any(c.old.from_tool and c.new.from_tool for c in rules.changes):
+                    rules = replaced_in_view(rules, _refs(body))
                 before = len(seen.marking.out)
                 seen.marking.update(
                     body, rules, spans=seen.spans.spans, asides=seen.asides.spans, keep={latest}, start=min(changed, grown)
@@ -295,6 +297,21 @@ def _fact_sources(raw: Sequence[BaseMessage], compacted: Sequence[BaseMessage]) 
             )
         out.append(original)
     return out
+
+
+def _refs(body: Sequence[BaseMessage]) -> set[str]:
+    """The ids, tool call ids and stored refs of ``body``'s messages (what a fact's source
+    names)."""
+    refs: set[str] = set()
+    for message in body:
+        if message.id:
+            refs.add(str(message.id))
+        if isinstance(message, ToolMessage):
+            refs.add(message.tool_call_id)
+            ref = annotation(message).get("ref")
+            if isinstance(ref, str):
+                refs.add(ref)
+    return refs
 
 
 def _standing_text(header: Sequence[SystemMessage], body: Sequence[BaseMessage]) -> str:

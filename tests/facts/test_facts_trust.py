@@ -219,3 +219,32 @@ def test_provenance_and_audience_survive_chroma(tmp_path: Path) -> None:
     assert back is not None and (back.authority, back.source.type, back.is_valid) == ("tool", "tool", False)
     assert again.get(stated.id, scope=sales).audience == ("role:sales",)  # type: ignore[union-attr]
     assert again.get(stated.id, scope=S) is None, "not shown outside its audience"
+
+
+def test_a_history_sent_whole_leaves_a_replaced_tool_result_unmarked_but_marks_what_a_user_replaced() -> None:
+    messages: list[BaseMessage] = [
+        SystemMessage("You track orders."),
+        HumanMessage("Check order W1.", id="h0"),
+        AIMessage("", id="a0", tool_calls=[{"name": "order", "args": {"id": "W1"}, "id": "c1"}]),
+        ToolMessage("Order W1 status: pending", tool_call_id="c1", name="order", id="t1"),
+        AIMessage("Order W1 status: pending", id="a1"),
+        HumanMessage("Check it again.", id="h1"),
+        AIMessage("", id="a2", tool_calls=[{"name": "order", "args": {"id": "W1"}, "id": "c2"}]),
+        ToolMessage("Order W1 status: shipped", tool_call_id="c2", name="order", id="t2"),
+        AIMessage("Done.", id="a3"),
+        HumanMessage("The project budget is $200,000.", id="h3"),
+        AIMessage("Noted.", id="a4"),
+        HumanMessage("Correction: the project budget is $150,000.", id="h4"),
+        AIMessage("Noted.", id="a5"),
+        HumanMessage("Where is it?", id="h2"),
+    ]
+    whole = memory_engine(ContextConfig(mode="whole")).prepare(messages, scope=S)
+    assert whole.report.tokens_after < 1000, "the conversation fits: it is sent whole"
+    by_id = {m.id: str(m.content) for m in whole.messages}
+    # the later result follows in view: marking the earlier one would only rewrite the cached prefix
+    assert by_id["t1"] == "Order W1 status: pending" and by_id["a1"] == "Order W1 status: pending"
+    assert by_id["h3"].startswith("[outdated: project_budget is now:"), "what the user replaced is still marked"
+
+    tiered = memory_engine(ContextConfig(mode="compact")).prepare(messages, scope=S)
+    by_id = {m.id: str(m.content) for m in tiered.messages}
+    assert by_id["t1"].startswith("[outdated: this is now: see the tool result t2]")
