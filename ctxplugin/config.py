@@ -247,10 +247,10 @@ class CacheConfig(_Section):
 Mode = Literal["whole", "compact"]
 MODES: tuple[Mode, ...] = ("whole", "compact")
 
-WHOLE_TOTAL = 10000
+WHOLE_TOTAL = 7500
 WHOLE_SHARES: dict[Section, float] = {"header": 1 / 12, "history": 11 / 12, "facts": 1 / 30, "summaries": 11 / 12}
-"""``mode="whole"``: what a section not set gets, as a share of the total — 833, 9,166, 333
-and 9,166 of 10,000. History (messages) and summaries (tool outputs) overlap: either may take
+"""``mode="whole"``: what a section not set gets, as a share of the total — 625, 6,875, 250
+and 6,875 of 7,500. History (messages) and summaries (tool outputs) overlap: either may take
 most of the room, and the total still holds."""
 
 WHOLE_PRESET: dict[str, dict[str, Any]] = {
@@ -327,7 +327,7 @@ class ContextConfig(BaseSettings):
     """Everything ctxplugin can be told; every field has a working default.
 
     ``mode`` chooses the defaults of the fields not set: ``"whole"`` (the default) sends a
-    conversation as it was while it fits a 10,000-token budget and compresses it hard from the
+    conversation as it was while it fits a 7,500-token budget and compresses it hard from the
     first call where it does not; ``"compact"`` compresses by age from the first call within
     3,000 tokens. A field set explicitly always wins over the mode.
     """
@@ -339,7 +339,7 @@ class ContextConfig(BaseSettings):
     mode: Mode = Field(
         "whole",
         description=(
-            "whole: the conversation as it was while it fits the budget (10,000 tokens), hard "
+            "whole: the conversation as it was while it fits the budget (7,500 tokens), hard "
             "compression from the first call where it does not; compact: compression by age on "
             "every call within 3,000 tokens"
         ),

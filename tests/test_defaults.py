@@ -48,7 +48,7 @@ def conversation(turns: int) -> list[BaseMessage]:
 def test_the_default_mode_is_whole_and_explicit_fields_win() -> None:
     config = ContextConfig()
     assert config.mode == "whole"
-    assert config.budget.resolve() == {"total": 10000, "header": 833, "history": 9166, "facts": 333, "summaries": 9166}
+    assert config.budget.resolve() == {"total": 7500, "header": 625, "history": 6875, "facts": 250, "summaries": 6875}
     assert (config.history.compress, config.history.max_tokens, config.cas.passthrough_tokens) == ("over_budget", 1000, 500)
     assert config.history.block_size == 4
     assert (config.facts.placement, config.facts.skip_shown) == ("window", True)
@@ -81,8 +81,8 @@ def test_a_long_conversation_is_compressed_within_the_budget() -> None:
     engine = memory_engine()
     messages = conversation(30)
     prepared = engine.prepare(messages, tools=[search, expand_ref], scope=SCOPE)
-    assert prepared.report.tokens_before > 10000
-    assert prepared.report.within_budget and prepared.report.tokens_after <= 10000
+    assert prepared.report.tokens_before > 7500
+    assert prepared.report.within_budget and prepared.report.tokens_after <= 7500
     assert prepared.report.refs_used and "expand_ref" in prepared.report.tools_bound
     # the latest exchange is still there as it was
     assert prepared.messages[-1] == messages[-1]
