@@ -245,7 +245,9 @@ def plan_omission(
                 return False  # the blocks left as gists alone are over: no note is made to learn that
             return cost(count, cap) <= allowance
 
-        need = next((count for count in range(blocks + 1) if fits(count, caps[level])), None)
+        # counts below what an earlier limit condensed cannot change the plan (their holds are
+        # relaxed to that count anyway): no note is made for them
+        need = next((count for count in range(condensed, blocks + 1) if fits(count, caps[level])), None)
         planned = allowance  # the room the plan leaves for the window to grow into
         if need is None:
             # Even a fully condensed history is too large with room for the exchanges still to
