@@ -204,6 +204,18 @@ def annotation(message: BaseMessage) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
+def source_refs(message: BaseMessage) -> Iterator[str]:
+    """What a fact read from ``message`` names as its source: the message id, a tool result's
+    call id, and the ref its output is stored under."""
+    if message.id:
+        yield str(message.id)
+    if isinstance(message, ToolMessage):
+        yield message.tool_call_id
+    ref = annotation(message).get("ref")
+    if isinstance(ref, str):
+        yield ref
+
+
 def exchange_spans(messages: Sequence[BaseMessage]) -> list[tuple[int, int]]:
     """``(start, end)`` index spans of exchanges: a human turn, or an AI message with the tool
     results that answer it. System messages inside the body stay with the span before them."""

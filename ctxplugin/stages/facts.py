@@ -20,7 +20,7 @@ from typing import ClassVar
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
 from ctxplugin._lru import LRU
-from ctxplugin._messages import META_KEY, annotation
+from ctxplugin._messages import META_KEY, annotation, source_refs
 from ctxplugin._prefix import Prefix, Stamp
 from ctxplugin.budget import FactLine
 from ctxplugin.config import FactsConfig, HistoryConfig
@@ -102,7 +102,7 @@ class ChooseFacts:
                     changed = min(changed, was_latest)
                 rules = self._in_force(key, scope)
                 if view.room is not None and view.room.whole and any(c.old.from_tool and c.new.from_tool for c in rules.changes):
-                    rules = replaced_in_view(rules, _refs(body))
+                    rules = replaced_in_view(rules, {ref for message in body for ref in source_refs(message)})
                 before = len(seen.marking.out)
                 seen.marking.update(
                     body, rules, spans=seen.spans.spans, asides=seen.asides.spans, keep={latest}, start=min(changed, grown)
@@ -297,21 +297,6 @@ def _fact_sources(raw: Sequence[BaseMessage], compacted: Sequence[BaseMessage]) 
             )
         out.append(original)
     return out
-
-
-def _refs(body: Sequence[BaseMessage]) -> set[str]:
-    """The ids, tool call ids and stored refs of ``body``'s messages (what a fact's source
-    names)."""
-    refs: set[str] = set()
-    for message in body:
-        if message.id:
-            refs.add(str(message.id))
-        if isinstance(message, ToolMessage):
-            refs.add(message.tool_call_id)
-            ref = annotation(message).get("ref")
-            if isinstance(ref, str):
-                refs.add(ref)
-    return refs
 
 
 def _standing_text(header: Sequence[SystemMessage], body: Sequence[BaseMessage]) -> str:

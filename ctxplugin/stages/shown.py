@@ -12,9 +12,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
-from langchain_core.messages import BaseMessage, HumanMessage, ToolMessage
+from langchain_core.messages import BaseMessage, HumanMessage
 
-from ctxplugin._messages import annotation
+from ctxplugin._messages import source_refs
 from ctxplugin.budget import FactLine
 from ctxplugin.facts.render import normalized, restates
 from ctxplugin.stages.view import CallView
@@ -42,13 +42,7 @@ def not_shown(lines: Sequence[FactLine], raw: Sequence[BaseMessage], view: Seque
     for message in view:
         if id(message) not in originals:
             continue
-        if message.id:
-            refs.add(str(message.id))
-        if isinstance(message, ToolMessage):
-            refs.add(message.tool_call_id)
-        ref = annotation(message).get("ref")
-        if isinstance(ref, str):
-            refs.add(ref)
+        refs.update(source_refs(message))
         if isinstance(message, HumanMessage):
             said.append(content_text(message.content))
     spoken = normalized(tuple(said))  # memoised: the same user messages come back call after call
