@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import warnings
-from contextlib import suppress
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -16,6 +15,10 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from pydantic_settings.exceptions import SettingsError
 
 from ctxplugin._config_errors import describe, settings_error, unknown_variables
+from ctxplugin._modes import WHOLE_PRESET as WHOLE_PRESET
+from ctxplugin._modes import WHOLE_SHARES as WHOLE_SHARES
+from ctxplugin._modes import WHOLE_TOTAL as WHOLE_TOTAL
+from ctxplugin._modes import whole_preset
 from ctxplugin.errors import ConfigError, ConfigWarning
 
 Section = Literal["header", "history", "facts", "summaries"]
@@ -247,57 +250,6 @@ class CacheConfig(_Section):
 Mode = Literal["whole", "compact"]
 MODES: tuple[Mode, ...] = ("whole", "compact")
 
-WHOLE_TOTAL = 7500
-WHOLE_SHARES: dict[Section, float] = {"header": 1 / 12, "history": 11 / 12, "facts": 1 / 30, "summaries": 11 / 12}
-"""``mode="whole"``: what a section not set gets, as a share of the total — 625, 6,875, 250
-and 6,875 of 7,500. History (messages) and summaries (tool outputs) overlap: either may take
-most of the room, and the total still holds."""
-
-WHOLE_PRESET: dict[str, dict[str, Any]] = {
-    "history": {
-        "compress": "over_budget",
-        "max_tokens": 1000,
-        "verbatim_exchanges": 1,
-        "trimmed_exchanges": 1,
-        "block_size": 4,
-        "digest_tokens": 100,
-        "archive_tokens": 1100,
-    },
-    "cas": {"passthrough_tokens": 500},
-    "facts": {"placement": "window", "skip_shown": True},
-}
-"""What ``mode="whole"`` sets where a field is not given (the budget as :data:`WHOLE_SHARES`)."""
-
-
-def _whole_preset(data: dict[str, Any]) -> dict[str, Any]:
-    """``data`` with :data:`WHOLE_PRESET` and the whole-mode budget under every field not given.
-    A section given as a model instance is taken as it is."""
-    out = dict(data)
-    for section, values in WHOLE_PRESET.items():
-        given = out.get(section)
-        if isinstance(given, BaseModel):
-            continue
-        merged = {**values, **(given or {})}
-        if section == "history" and "trimmed_exchanges" not in (given or {}) and "verbatim_exchanges" in merged:
-            # a larger verbatim window given alone keeps trimmed >= verbatim
-            with suppress(TypeError, ValueError):  # else left to validation, which names the field
-                merged["trimmed_exchanges"] = max(int(merged["trimmed_exchanges"]), int(merged["verbatim_exchanges"]))
-        out[section] = merged
-    budget = out.get("budget")
-    if isinstance(budget, BaseModel):
-        return out
-    sections = dict(budget or {})
-    sections.setdefault("total", WHOLE_TOTAL)
-    try:
-        total = float(sections["total"])
-    except (TypeError, ValueError):
-        return {**out, "budget": sections}  # left to validation
-    for name, share in WHOLE_SHARES.items():
-        if sections.get(name) is None:
-            # tokens stay tokens (above 1); a share of the window stays a share
-            sections[name] = max(total * share, 2.0) if total > 1 else total * share
-    out["budget"] = sections
-    return out
 class StoresConfig(BaseModel):
     """Bounds on every store operation (see ``docs/reliability.md``)."""
 
@@ -373,7 +325,7 @@ class ContextConfig(BaseSettings):
     @classmethod
     def _mode_defaults(cls, data: Any) -> Any:
         if isinstance(data, dict) and data.get("mode", "whole") == "whole":
-            return _whole_preset(data)
+            return whole_preset(data)
         return data
     if not TYPE_CHECKING:  # type checkers keep the typed signature of the fields
 

@@ -1,0 +1,63 @@
+"""What ``mode="whole"`` (the default) sets where a field is not given."""
+
+from __future__ import annotations
+
+from contextlib import suppress
+from typing import Any
+
+from pydantic import BaseModel
+
+WHOLE_TOTAL = 7500
+WHOLE_SHARES: dict[str, float] = {"header": 1 / 12, "history": 11 / 12, "facts": 1 / 30, "summaries": 11 / 12}
+"""``mode="whole"``: what a section not set gets, as a share of the total — 625, 6,875, 250
+and 6,875 of 7,500. History (messages) and summaries (tool outputs) overlap: either may take
+most of the room, and the total still holds."""
+
+WHOLE_PRESET: dict[str, dict[str, Any]] = {
+    "history": {
+        "compress": "over_budget",
+        "max_tokens": 1000,
+        "verbatim_exchanges": 1,
+        "trimmed_exchanges": 1,
+        "block_size": 4,
+        "digest_tokens": 100,
+        "archive_tokens": 1100,
+    },
+    "cas": {"passthrough_tokens": 500},
+    "facts": {"placement": "window", "skip_shown": True},
+}
+"""What ``mode="whole"`` sets where a field is not given (the budget as :data:`WHOLE_SHARES`)."""
+
+
+def whole_preset(data: dict[str, Any]) -> dict[str, Any]:
+    """``data`` with :data:`WHOLE_PRESET` and the whole-mode budget under every field not given.
+    A section given as a model instance is taken as it is."""
+    out = dict(data)
+    for section, values in WHOLE_PRESET.items():
+        given = out.get(section)
+        if isinstance(given, BaseModel):
+            continue
+        merged = {**values, **(given or {})}
+        if section == "history" and "trimmed_exchanges" not in (given or {}) and "verbatim_exchanges" in merged:
+            # a larger verbatim window given alone keeps trimmed >= verbatim
+            with suppress(TypeError, ValueError):  # else left to validation, which names the field
+                merged["trimmed_exchanges"] = max(int(merged["trimmed_exchanges"]), int(merged["verbatim_exchanges"]))
+        out[section] = merged
+    budget = out.get("budget")
+    if isinstance(budget, BaseModel):
+        return out
+    sections = dict(budget or {})
+    sections.setdefault("total", WHOLE_TOTAL)
+    try:
+        total = float(sections["total"])
+    except (TypeError, ValueError):
+        return {**out, "budget": sections}  # left to validation
+    for name, share in WHOLE_SHARES.items():
+        if sections.get(name) is None:
+            # tokens stay tokens (above 1); a share of the window stays a share
+            sections[name] = max(total * share, 2.0) if total > 1 else total * share
+    out["budget"] = sections
+    return out
+
+
+__all__ = ["WHOLE_PRESET", "WHOLE_SHARES", "WHOLE_TOTAL", "whole_preset"]
