@@ -47,6 +47,8 @@ def whole_preset(data: dict[str, Any]) -> dict[str, Any]:
     if isinstance(budget, BaseModel):
         return out
     sections = dict(budget or {})
+    # the default total yields to a large system prompt; a total somebody set is a cap
+    sections.setdefault("elastic", "total" not in sections)
     sections.setdefault("total", WHOLE_TOTAL)
     try:
         total = float(sections["total"])

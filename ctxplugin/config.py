@@ -66,6 +66,13 @@ class BudgetConfig(_Section):
     facts: float | None = None
     summaries: float | None = None
     context_window: int | None = None
+    elastic: bool = Field(
+        False,
+        description=(
+            "a system prompt and tool schemas that take over half the total add to it rather "
+            "than leave the history less than half (set by mode='whole' when total is not given)"
+        ),
+    )
 
     @field_validator("total", *SECTIONS)
     @classmethod

@@ -86,3 +86,33 @@ def test_a_long_conversation_is_compressed_within_the_budget() -> None:
     assert prepared.report.refs_used and "expand_ref" in prepared.report.tools_bound
     # the latest exchange is still there as it was
     assert prepared.messages[-1] == messages[-1]
+
+
+def long_prompt_session(steps: int) -> list[BaseMessage]:
+    """A coding agent whose system prompt alone is over the default total."""
+    rules = " ".join(f"Rule {i}: always read src/module_{i}.py before editing it." for i in range(700))
+    messages: list[BaseMessage] = [SystemMessage(content=f"You are a careful coding agent. {rules}"), HumanMessage(content="Fix user 48213's login in app/main.py.")]
+    for i in range(steps):
+        messages.append(AIMessage(content="", tool_calls=[{"name": "bash", "args": {"command": f"cat app/mod_{i}.py"}, "id": f"c{i}"}]))
+        messages.append(ToolMessage(content="\n".join(f"def f_{i}_{j}(x): return x + {j}" for j in range(30)), tool_call_id=f"c{i}", name="bash"))
+    return messages
+
+
+def test_a_system_prompt_over_the_default_total_is_sent_whole_with_the_history() -> None:
+    assert ContextConfig().budget.elastic
+    messages = long_prompt_session(6)
+    prepared = memory_engine().prepare(messages, scope=SCOPE)
+    assert prepared.report.tokens_before > 7500, "the prompt alone is over the default total"
+    assert prepared.messages == messages, "nothing is cut: the prompt, the task and every exchange"
+    assert prepared.report.within_budget and prepared.report.budget_total > 7500
+    assert any("the total grows to" in w for w in prepared.report.warnings)
+
+
+def test_a_total_somebody_set_stays_a_cap(monkeypatch: pytest.MonkeyPatch) -> None:
+    messages = long_prompt_session(6)
+    capped = memory_engine(ContextConfig(budget={"total": 7500})).prepare(messages, scope=SCOPE)
+    assert not ContextConfig(budget={"total": 7500}).budget.elastic
+    assert capped.report.tokens_after <= 7500 and len(capped.messages) < len(messages)
+    monkeypatch.setenv("CTXPLUGIN_BUDGET__TOTAL", "7500")
+    assert not ContextConfig().budget.elastic
+    assert not ContextConfig(mode="compact").budget.elastic

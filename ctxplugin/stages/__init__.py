@@ -61,7 +61,7 @@ def pipeline(
     stages: list[Stage] = [
         Validate(orphans=config.orphan_tool_results),
         Tools(config=config.tools, counter=counter, registry=registry),
-        FindRoom(history=config.history, facts=config.facts, counter=counter),
+        FindRoom(history=config.history, facts=config.facts, counter=counter, elastic=config.budget.elastic),
         StoreRefs(enabled=config.cas.enabled, captures=captures),
     ]
     if config.facts.enabled:

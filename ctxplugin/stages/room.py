@@ -55,10 +55,13 @@ class FindRoom:
     history: HistoryConfig
     facts: FactsConfig
     counter: TokenCounter
+    elastic: bool = False
     _tallies: SessionTallies = field(default_factory=SessionTallies)  # the history counted once per message
 
     def apply(self, view: CallView) -> CallView:
         outside = view.tool_tokens + (count_message(view.system, self.counter) if view.system is not None else 0)
+        if self.elastic:
+            view = _grown(view, outside, self.facts)
         budget, room = history_room(view.budgets, outside, history=self.history, facts=self.facts)
         tokens, tool_tokens = self._tallies.sums(view.scope.key(), view.history, self.counter, view.history_stamp)
         whole = False
@@ -75,6 +78,23 @@ class FindRoom:
                 tool_tokens=view.tool_tokens - view.expand_ref_tokens,
             )
         return view
+
+
+def _grown(view: CallView, outside: int, facts: FactsConfig) -> CallView:
+    """``view`` with its total raised so that the history keeps half of it, when the system
+    prompt and the tool schemas (``outside``) would leave it less: the default total is a
+    size for the conversation, and cutting a long system prompt or most of the history to meet
+    it would make the agent worse than sending everything."""
+    total = view.budgets["total"]
+    facts_budget = view.budgets["facts"] if facts.enabled and facts.k else 0
+    if total - outside - facts_budget >= total // 2:
+        return view
+    grown = outside + facts_budget + total // 2
+    return view.override(budgets={**view.budgets, "total": grown}).warn(
+        f"the system prompt and tool schemas take {outside} tokens of the default total of {total}; "
+        f"the total grows to {grown} for this call so the history keeps {total // 2} "
+        "(set budget.total to cap it)"
+    )
 
 
 def _calls_tool(messages: Sequence[BaseMessage], name: str) -> bool:
