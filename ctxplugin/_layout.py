@@ -170,13 +170,15 @@ def lay_out(
 
 
 def _merged(items: list[tuple[Kind, str]]) -> list[tuple[Kind, str]]:
-    """Lookups placed at one position: each note its own (in order), facts after them.
+    """Lookups placed at one position: each note its own (in order), facts after the first.
 
     A note never shares a lookup with a later one: the archive note then stays the same message
-    while block notes are added after it, and the prompt cache keeps serving it."""
+    while block notes are added after it, and the prompt cache keeps serving it. The facts go
+    right after that first note, before the block notes: a block move adds its note after them,
+    so they stay in the cached prefix until the archive itself changes."""
     notes = [("notes", text) for kind, text in items if kind == "notes"]
     facts = [("facts", text) for kind, text in items if kind == "facts"]
-    return [*notes, *facts]  # type: ignore[list-item]
+    return [*notes[:1], *facts, *notes[1:]]  # type: ignore[list-item]
 
 
 def is_synthetic(message: BaseMessage) -> bool:

@@ -196,12 +196,14 @@ class ChooseFacts:
 
     def _window_key(self, exchanges: int, query: str) -> str | None:
         """With ``facts.placement="window"``: what the facts block is chosen for — the start of
-        the verbatim tier (``exchanges`` is how many exchanges the history holds) and the
-        question. None with any other placement."""
+        the verbatim tier (``exchanges`` is how many exchanges the history holds), counted in
+        archive steps (``block_size * archive_blocks`` exchanges: the block sits after the
+        archive note, which changes that often), and the question. None with any other
+        placement."""
         if self.config.placement != "window" or not self.history.enabled:
             return None
-        verbatim_start = tier_bounds(exchanges, self.history)[1]
-        return f"{verbatim_start}\x00{hashlib.sha256(query.encode('utf-8', 'surrogatepass')).hexdigest()}"
+        step = tier_bounds(exchanges, self.history)[1] // (self.history.block_size * self.history.archive_blocks)
+        return f"{step}\x00{hashlib.sha256(query.encode('utf-8', 'surrogatepass')).hexdigest()}"
 
     def _all_current(self, lines: tuple[FactLine, ...], scope: Scope) -> bool:
         """Whether every fact of ``lines`` is still valid (none superseded since it was chosen)."""
