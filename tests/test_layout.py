@@ -31,8 +31,13 @@ def test_each_note_is_its_own_lookup_so_an_older_one_stays_the_same_message() ->
     assert after[4].content == block.content
 
 
-def test_facts_come_after_the_notes_placed_at_the_same_opening() -> None:
+def test_facts_come_after_the_first_note_placed_at_the_same_opening() -> None:
+    """The archive note, then the facts, then the block notes: a block note added later goes
+    after the facts, which stay the same messages."""
     task = HumanMessage("Fix it")
-    body = lay_out([task, note("[context note: a]"), note("[context note: b]"), *exchange(1)], "Known facts: x", "head").body
+    archive, block = note("[context note: a]"), note("[context note: b]")
+    before = lay_out([task, archive, *exchange(1)], "Known facts: x", "head").body
+    body = lay_out([task, archive, block, *exchange(1)], "Known facts: x", "head").body
     kinds = [m.additional_kwargs.get(META_KEY, {}).get("synthetic") for m in body if isinstance(m, ToolMessage)]
-    assert kinds[:3] == ["notes", "notes", "facts"]
+    assert kinds[:3] == ["notes", "facts", "notes"]
+    assert [m.model_dump() for m in body[:5]] == [m.model_dump() for m in before[:5]]  # task, archive, facts
