@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
 from ctxplugin._lru import PerMessage
-from ctxplugin._messages import META_KEY, annotation
+from ctxplugin._messages import META_KEY, annotation, source_refs
 from ctxplugin.facts._asides import Asides, aside_spans
 from ctxplugin.facts._changes import Change, change_of
 from ctxplugin.facts._exploring import Exploring, exploratory_spans
@@ -53,19 +53,20 @@ from ctxplugin.tokens import content_text
 if TYPE_CHECKING:
     from ctxplugin.facts.ledger import FactsLedger
 
-def replaced_in_view(rules: InForce, refs: Collection[str]) -> InForce:
-    """``rules`` without the changes of a tool result to a later one that the view holds
-    (``refs``: the ids, tool call ids and stored refs of its messages).
+def replaced_in_view(rules: InForce, view: Sequence[BaseMessage]) -> InForce:
+    """``rules`` without the changes of a tool result to a later one that ``view`` holds.
 
     For a history sent whole: the later result follows the earlier one in view, and a mark on
     the earlier one would rewrite the prefix a provider has cached for nothing the model cannot
     see. A refusal, and every change a user, the system or a caller made, stay."""
-    kept = [
-        change
-        for change in rules.changes
-        if not (change.old.from_tool and change.new.from_tool and not change.old.refused and change.new.source.ref in refs)
-    ]
-    return rules if len(kept) == len(rules.changes) else in_force_of(kept, rules.provisional)
+    between_tools = [c for c in rules.changes if c.old.from_tool and c.new.from_tool and not c.old.refused]
+    if not between_tools:
+        return rules
+    refs = {ref for message in view for ref in source_refs(message)}
+    dropped = {id(c) for c in between_tools if c.new.source.ref in refs}
+    if not dropped:
+        return rules
+    return in_force_of([c for c in rules.changes if id(c) not in dropped], rules.provisional)
 
 
 def mark_outdated(

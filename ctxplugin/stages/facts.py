@@ -20,7 +20,7 @@ from typing import ClassVar
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
 from ctxplugin._lru import LRU
-from ctxplugin._messages import META_KEY, annotation, source_refs
+from ctxplugin._messages import META_KEY, annotation
 from ctxplugin._prefix import Prefix, Stamp
 from ctxplugin.budget import FactLine
 from ctxplugin.config import FactsConfig, HistoryConfig
@@ -101,8 +101,8 @@ class ChooseFacts:
                 if was_latest not in (-1, latest):
                     changed = min(changed, was_latest)
                 rules = self._in_force(key, scope)
-                if view.room is not None and view.room.whole and any(c.old.from_tool and c.new.from_tool for c in rules.changes):
-                    rules = replaced_in_view(rules, {ref for message in body for ref in source_refs(message)})
+                if view.room is not None and view.room.whole:
+                    rules = replaced_in_view(rules, body)
                 before = len(seen.marking.out)
                 seen.marking.update(
                     body, rules, spans=seen.spans.spans, asides=seen.asides.spans, keep={latest}, start=min(changed, grown)

@@ -28,8 +28,7 @@ def history_room(
 ) -> tuple[HistoryBudget, int]:
     """The limits compression aims for, and the room the history has beside ``outside``
     tokens of header and tool schemas and the facts budget."""
-    facts_budget = budgets["facts"] if facts.enabled and facts.k else 0
-    room = max(0, budgets["total"] - outside - facts_budget)
+    room = max(0, budgets["total"] - outside - _facts_budget(budgets, facts))
     aim = history.max_tokens is not None and history.max_tokens < room
     budget = HistoryBudget(
         total=history.max_tokens if aim else room,
@@ -80,13 +79,18 @@ class FindRoom:
         return view
 
 
+def _facts_budget(budgets: Mapping[str, int], facts: FactsConfig) -> int:
+    """The tokens kept free for the facts block (none when no block is shown)."""
+    return budgets["facts"] if facts.enabled and facts.k else 0
+
+
 def _grown(view: CallView, outside: int, facts: FactsConfig) -> CallView:
     """``view`` with its total raised so that the history keeps half of it, when the system
     prompt and the tool schemas (``outside``) would leave it less: the default total is a
     size for the conversation, and cutting a long system prompt or most of the history to meet
     it would make the agent worse than sending everything."""
     total = view.budgets["total"]
-    facts_budget = view.budgets["facts"] if facts.enabled and facts.k else 0
+    facts_budget = _facts_budget(view.budgets, facts)
     if total - outside - facts_budget >= total // 2:
         return view
     grown = outside + facts_budget + total // 2

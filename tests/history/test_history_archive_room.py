@@ -3,12 +3,14 @@ airline conversation whose last tool outputs are large (shared data; skipped whe
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 from langchain_core.messages import BaseMessage, SystemMessage
 
 from ctxplugin import ContextConfig, Scope
+from ctxplugin._layout import synthetic_kind
 from ctxplugin.history import HistoryBudget, compress_history
 from ctxplugin.replay import Conversation, load_file
 from ctxplugin.replay.metrics import Meter, occurs, pair_expected_actions
@@ -91,12 +93,11 @@ def test_the_values_of_the_expected_actions_stay_in_view_when_the_conversation_o
 
 
 def test_the_facts_block_stays_in_the_cached_prefix_when_a_block_note_is_added() -> None:
-    from ctxplugin._layout import synthetic_kind
-
     swe = ROOT / ".." / "shared" / "data" / "trajectories" / "swe" / "sqlfluff__sqlfluff-1517.traj.json"
     conversation = load_file(str(swe), "auto").conversations[0]
     engine = memory_engine(ContextConfig(mode="whole"))
-    previous: list[BaseMessage] | None = None
+    previous: list[BaseMessage] = []
+    before: Sequence[str | None] = []  # the kinds of the previous view's messages
     kept = 0
     for index in conversation.call_indexes():
         view = engine.prepare(list(conversation.messages[:index]), scope=Scope(session_id="swe")).messages
@@ -105,12 +106,11 @@ def test_the_facts_block_stays_in_the_cached_prefix_when_a_block_note_is_added()
         if "facts" in lookups and lookups.count("notes") >= 2:
             # the archive note, then the facts, then the block notes
             assert lookups.index("facts") == 2, lookups
-            before = [synthetic_kind(m) for m in previous] if previous is not None else []
-            if previous is not None and "facts" in before and before.count("notes") >= 2:
+            if "facts" in before and before.count("notes") >= 2:
                 at = kinds.index("facts")
                 if before.count("notes") < kinds.count("notes"):
                     # a block note was added since the previous call: everything up to the facts is as it was
                     assert [m.content for m in view[: at + 1]] == [m.content for m in previous[: at + 1]]
                     kept += 1
-        previous = view
+        previous, before = view, kinds
     assert kept >= 3
