@@ -22,6 +22,12 @@ _DEF = re.compile(
     r"|(?:public|private|protected|internal)\s+(?:static\s+)?(?:final\s+)?[\w<>\[\], ?]+\s+\w+\s*\("  # Java / C#
     r")"
 )
+_DEF_WORDS = (
+    "async", "def", "class", "export", "default", "function", "abstract", "const", "let", "func", "type", "pub", "fn",
+    "struct", "enum", "trait", "impl", "mod", "public", "private", "protected", "internal",
+)
+"""The words a :data:`_DEF` line starts with after its indent: a cheap test that rules out most
+lines before the pattern runs."""
 _CODEISH = re.compile(
     r"^\s*(?:import\s|from\s+\S+\s+import|def\s|class\s|return\b|if\b.*:$|elif\b|else:|for\b.*:$|while\b|try:|"
     r"except\b|finally:|with\b.*:$|raise\b|@\w|#|//|/\*|\*|[{}]|.*[;{]$|self\.|\w+\s*=\s*\S)"
@@ -41,6 +47,7 @@ _KEYWORD_LINE = re.compile(
     r"killed|assert(?:ion)?)\b"
 )
 _CAMEL_ERROR = re.compile(r"[a-z](?:Error|Exception|Warning|Exit)\b")
+_CAMEL_WORDS = ("Error", "Exception", "Warning", "Exit")
 _KEYWORD_CAP = 5000
 _ASCII_LOWER = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
 
@@ -117,7 +124,7 @@ def detect_text_shape(body: str) -> TextShape:
     code_lines = [text for _, text in strip_numbering("\n".join(lines)) if text.strip()]
     defs = 0  # counted up to two: that is all the rule asks
     for line in code_lines:
-        if _DEF.match(line):
+        if is_definition(line):
             defs += 1
             if defs == 2:
                 break
@@ -125,11 +132,22 @@ def detect_text_shape(body: str) -> TextShape:
         return "code"
     if n >= 3 and _table_sep(lines) is not None:
         return "table"
-    if any(_KEYWORD_LINE.search(ln) or _CAMEL_ERROR.search(ln) for ln in lines):  # n >= 2: one such line is enough
+    if _mentions_trouble("\n".join(lines)):  # n >= 2: one such line is enough
         return "log"
     if n >= 8 and sum(1 for ln in lines if len(ln) < 160) >= 0.9 * n and not _prose(lines):
         return "log"
     return "text"
+
+
+def _mentions_trouble(text: str) -> bool:
+    """Whether a line of ``text`` has an error or warning word (:data:`_KEYWORD_LINE`,
+    :data:`_CAMEL_ERROR`). Neither pattern spans lines. ASCII text without any keyword as a
+    substring is ruled out by ``str.find`` before the patterns run."""
+    if text.isascii():
+        low = text.lower()
+        if not any(word in low for word in _KEYWORDS) and not any(word in text for word in _CAMEL_WORDS):
+            return False
+    return _KEYWORD_LINE.search(text) is not None or _CAMEL_ERROR.search(text) is not None
 
 
 def _at_least(lines: list[str], test: Callable[[str], object], need: float) -> bool:
@@ -205,11 +223,16 @@ def strip_numbering(body: str) -> list[tuple[int, str]]:
     return [(i + 1, ln) for i, ln in enumerate(lines)]
 
 
+def is_definition(line: str) -> bool:
+    """Whether ``line`` opens a definition (see :data:`_DEF`)."""
+    return line.lstrip().startswith(_DEF_WORDS) and _DEF.match(line) is not None
+
+
 def code_outline(body: str) -> list[tuple[int, str]]:
     """Definitions (functions, classes, ...) with their line numbers, in order."""
     out = []
     for number, text in strip_numbering(body):
-        if _DEF.match(text):
+        if is_definition(text):
             out.append((number, text.rstrip().rstrip("{").rstrip()))
     return out
 

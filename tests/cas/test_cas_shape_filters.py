@@ -1,0 +1,39 @@
+"""The cheap tests that run before the shape patterns decide exactly as the patterns alone."""
+
+from __future__ import annotations
+
+import pytest
+
+from ctxplugin.cas import _text_shapes as shapes
+
+LINES = [
+    "def run(x):", "    async def fetch(self):", "\u00a0\u2003class Model(Base):", "export default function App() {",
+    "export const go = async (a) =>", "func (s *Server) Start() error {", "type Config struct {", "pub(crate) fn new() -> Self {",
+    "impl Display for Node {", "public static void main(String[] args) {", "defer close()", "classic = 1", "# def commented",
+    "    return value", "", "   ", "typeof x", "fnord()", "mod.rs", "\tprivate final int count(",
+]
+
+
+@pytest.mark.parametrize("line", LINES)
+def test_definition_filter_agrees_with_the_pattern(line: str) -> None:
+    assert shapes.is_definition(line) == (shapes._DEF.match(line) is not None)
+
+
+TROUBLE = [
+    ["all good", "nothing to see"],
+    ["step 1", "ERROR: disk full"],
+    ["ok", "raise ValueError('x')"],
+    ["ok", "theError happened"],
+    ["ok", "Segmentation fault (core dumped)"],
+    ["ok", "can't open file"],
+    ["ok", "errorless"],
+    ["ok", "KILLED by signal"],
+    ["ok", "ſegmentation fault"],  # a long s: not ASCII, so the pattern alone decides
+    ["résumé", "no such file or directory"],
+]
+
+
+@pytest.mark.parametrize("lines", TROUBLE)
+def test_trouble_filter_agrees_with_the_patterns_line_by_line(lines: list[str]) -> None:
+    expected = any(shapes._KEYWORD_LINE.search(ln) or shapes._CAMEL_ERROR.search(ln) for ln in lines)
+    assert shapes._mentions_trouble("\n".join(lines)) == expected
