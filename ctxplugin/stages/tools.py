@@ -8,20 +8,25 @@ them. :func:`choose_tools` is the one place this split is made: ``prepare`` and
 
 from __future__ import annotations
 
+import operator
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from langchain_core.messages import BaseMessage
+from langchain_core.messages import BaseMessage, SystemMessage
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
+from ctxplugin._lru import LRU
 from ctxplugin._messages import merge_system
 from ctxplugin._names import EXPAND_REF_NAME, META_TOOL_NAMES
 from ctxplugin.config import ToolsConfig
 from ctxplugin.stages.view import CallView, tool_label
 from ctxplugin.tokens import TokenCounter, count_tool_schemas
 from ctxplugin.tools import ToolPlan, ToolRegistry, plan_tools
+
+HEADERS_KEPT = 1024
+"""Merged headers kept by the tool stage (one per session's system prompt, as a rule)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +80,9 @@ class Tools:
     counter: TokenCounter
     registry: ToolRegistry
     _schema_tokens: dict[int, tuple[Any, int]] = field(default_factory=dict)
+    _headers: LRU[tuple[tuple[int, ...], str], tuple[tuple[SystemMessage, ...], tuple[Any, ...], SystemMessage | None]] = field(
+        default_factory=lambda: LRU(HEADERS_KEPT)
+    )
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def apply(self, view: CallView) -> CallView:
@@ -85,7 +93,7 @@ class Tools:
         expand_tokens = self.schema_tokens(choice.expand_ref) if choice.expand_ref is not None else 0
         # omitted history is announced by notes in the history, never here: the header starts
         # every cached prefix
-        system = merge_system(view.header, [plan.directory_text] if plan.directory_text else [])
+        system = self.header(view.header, plan.directory_text)
         return view.override(
             plan=plan,
             tools=choice.bound,
@@ -94,6 +102,23 @@ class Tools:
             tool_tokens=plan.schema_tokens_sent + expand_tokens,
             system=system,
         )
+
+    def header(self, parts: Sequence[SystemMessage], directory: str) -> SystemMessage | None:
+        """The host's system messages with the tool directory merged in: the same message object
+        from call to call while the parts (the same objects, holding the same content) and the
+        directory are, so that everything memoised per message object after this stage holds (text
+        content only: a list of blocks can change in place)."""
+        if not all(isinstance(p.content, str) for p in parts):  # a list of blocks may change in place
+            return merge_system(parts, [directory] if directory else [])
+        key = (tuple(map(id, parts)), directory)
+        with self._lock:
+            hit = self._headers.hit(key)
+        if hit is not None and all(map(operator.is_, hit[0], parts)) and all(map(operator.is_, hit[1], (p.content for p in parts))):
+            return hit[2]
+        system = merge_system(parts, [directory] if directory else [])
+        with self._lock:  # the parts are kept with it, so their ids stay their own
+            self._headers.put(key, (tuple(parts), tuple(p.content for p in parts), system))
+        return system
 
     def schema_tokens(self, tool: Any) -> int:
         """Tokens of one tool's schema as sent, memoised per tool object (meta-tools are built

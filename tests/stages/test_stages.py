@@ -151,6 +151,23 @@ def test_a_conversation_that_fits_goes_whole_without_expand_ref() -> None:
     assert out.tool_tokens == view.tool_tokens - view.expand_ref_tokens
 
 
+def test_the_header_is_one_object_while_the_system_prompt_is_the_same() -> None:
+    config = ContextConfig(encoding="cl100k_base")
+    stage = Tools(config=config.tools, counter=COUNTER, registry=ToolRegistry(COUNTER))
+    messages = conversation()
+    first = stage.apply(Validate().apply(fresh_view(messages, (lookup,), config))).system
+    again = stage.apply(Validate().apply(fresh_view([*messages, HumanMessage(content="and W99?")], (lookup,), config))).system
+    assert first is not None and again is first
+    messages[0].content = "You help with returns."  # the host changed its prompt in place
+    changed = stage.apply(Validate().apply(fresh_view(messages, (lookup,), config))).system
+    assert changed is not first and changed is not None and changed.content == "You help with returns."
+    blocks = [SystemMessage(content=[{"type": "text", "text": "Rules."}]), *messages[1:]]
+    made = stage.apply(Validate().apply(fresh_view(blocks, (lookup,), config))).system
+    blocks[0].content.append({"type": "text", "text": "More rules."})  # type: ignore[union-attr]
+    grown = stage.apply(Validate().apply(fresh_view(blocks, (lookup,), config))).system
+    assert made is not None and grown is not None and "More rules." in str(grown.content)
+
+
 def test_choose_tools_binds_the_hosts_meta_tools_as_given() -> None:
     config = ContextConfig(encoding="cl100k_base")
     choice = choose_tools([lookup, expand_ref], [], config=config.tools, counter=COUNTER, registry=ToolRegistry(COUNTER))
