@@ -119,9 +119,10 @@ def total_tokens(parts: Parts, counter: TokenCounter) -> int:
 
 def _protected_spans(history: Sequence[BaseMessage], spans: list[tuple[int, int]]) -> set[int]:
     """Indexes of spans never dropped: the first human turn (the task), the latest human
-    turn, the last exchange, and pinned messages."""
+    turn, the last exchange, and pinned messages. Context notes are human messages in the
+    history but no one's turn: the latest note is not the latest thing the user said."""
     keep: set[int] = set()
-    human = [i for i, (s, _) in enumerate(spans) if isinstance(history[s], HumanMessage)]
+    human = [i for i, (s, _) in enumerate(spans) if isinstance(history[s], HumanMessage) and not is_note(history[s])]
     if human:
         keep.add(human[0])
         keep.add(human[-1])

@@ -9,8 +9,10 @@ from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
 from ctxplugin import ContextConfig, Scope
+from ctxplugin._messages import META_KEY
+from ctxplugin.budget import Parts, enforce, total_tokens
 from ctxplugin.testing import memory_engine
-from ctxplugin.tokens import count_messages
+from ctxplugin.tokens import count_messages, get_counter
 
 WORDS = st.sampled_from(["flight", "HAT123", "refund", "/src/app.py", "https://x.io/a", "42", "error:", "user_7", "the", "and"])
 TEXT = st.lists(WORDS, min_size=1, max_size=400).map(" ".join)
@@ -148,3 +150,30 @@ def test_bound_meta_tool_schemas_count_against_the_total() -> None:
     assert "expand_ref" in [t.name for t in prepared.tools]
     assert prepared.report.sections["tools"].after == sent
     assert count_messages(prepared.messages, engine.counter) + sent <= 900
+
+
+def _note(text: str) -> HumanMessage:
+    return HumanMessage(content=f"[context note: {text}]", additional_kwargs={META_KEY: {"condensed": [0, 1]}})
+
+
+def test_a_context_note_after_the_latest_user_message_does_not_take_its_protection() -> None:
+    # the history stage's notes are human messages in the history; the user's latest message
+    # (a new task) is older than the block notes that follow it
+    counter = get_counter("cl100k_base")[0]
+    history: list[BaseMessage] = [HumanMessage(content="first task: fix the parser"), _note("exchanges 1-4: ran make")]
+    for i in range(3):
+        call = {"name": "bash", "args": {"cmd": f"ls {i}"}, "id": f"a{i}", "type": "tool_call"}
+        history += [AIMessage(content="", tool_calls=[call]), ToolMessage(content="out " * 80, tool_call_id=f"a{i}")]
+    history.append(HumanMessage(content="second task: now rename the module to core_v2"))
+    history.append(_note("exchanges 5-8: ran pytest"))
+    for i in range(3, 8):
+        call = {"name": "bash", "args": {"cmd": f"cat {i}"}, "id": f"a{i}", "type": "tool_call"}
+        history += [AIMessage(content="", tool_calls=[call]), ToolMessage(content="line " * 80, tool_call_id=f"a{i}")]
+    parts = Parts(header=SystemMessage(content="sys"), history=history)
+    whole = total_tokens(parts, counter)
+    budgets = {"total": whole - 700, "header": 100, "history": 10_000, "facts": 0, "summaries": 10_000}
+    outcome = enforce(parts, budgets, counter, block_size=4)
+    texts = [str(m.content) for m in outcome.parts.history]
+    assert outcome.parts.dropped_exchanges > 0 and total_tokens(outcome.parts, counter) <= budgets["total"]
+    assert "second task: now rename the module to core_v2" in texts, "the latest user message stays"
+    assert "first task: fix the parser" in texts, "and so does the task"
