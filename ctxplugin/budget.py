@@ -1,10 +1,12 @@
 """Section budgets: fit the assembled view into its token budget.
 
 Trimming order when over budget (seed 004 §7.1): oldest history first (whole exchanges, in
-blocks so that consecutive calls keep a common prefix), then the least relevant facts, then
-stale tool summaries (reduced to their ref line), and when even that cannot fit, the minimum
-viable context of §12.1: system essentials, the current user message and the last assistant
-turn. The total is never exceeded: as a last resort texts are cut at head and tail.
+blocks so that consecutive calls keep a common prefix; the history stage's context notes only
+after every other exchange that may go, as they stand for many in few tokens), then the least
+relevant facts, then stale tool summaries (reduced to their ref line), and when even that
+cannot fit, the minimum viable context of §12.1: system essentials, the current user message
+and the last assistant turn. The total is never exceeded: as a last resort texts are cut at
+head and tail.
 """
 
 from __future__ import annotations
@@ -134,18 +136,21 @@ def _protected_spans(history: Sequence[BaseMessage], spans: list[tuple[int, int]
     return keep
 
 
+def _drop_order(history: Sequence[BaseMessage], spans: list[tuple[int, int]]) -> list[int]:
+    """The droppable spans in the order they go: exchanges oldest first, then context notes
+    oldest first. A note already stands for many exchanges in a few tokens, and the history
+    stage budgeted it: when the exchanges after it are over, they go before it."""
+    keep = _protected_spans(history, spans)
+    droppable = [i for i in range(len(spans)) if i not in keep]
+    return sorted(droppable, key=lambda i: is_note(history[spans[i][0]]))
+
+
 def drop_oldest(parts: Parts, n: int) -> Parts:
-    """Drop the ``n`` oldest droppable exchanges; a note (a ``HumanMessage``) stands where the
-    first of them was. The note is in the history, not the header: the header starts every
-    cached prefix and must not change when drops come and go."""
+    """Drop the first ``n`` droppable exchanges (see :func:`_drop_order`); a note (a
+    ``HumanMessage``) stands where the first of them was. The note is in the history, not the
+    header: the header starts every cached prefix and must not change when drops come and go."""
     spans = exchange_spans(parts.history)
-    keep = _protected_spans(parts.history, spans)
-    dropped: set[int] = set()
-    for i in range(len(spans)):
-        if len(dropped) >= n:
-            break
-        if i not in keep:
-            dropped.add(i)
+    dropped = set(_drop_order(parts.history, spans)[:n])
     if not dropped:
         return parts
     history: list[BaseMessage] = []
@@ -163,9 +168,11 @@ def omitted_marker() -> HumanMessage:
     return HumanMessage(content=OMITTED_NOTE, additional_kwargs={META_KEY: {"omitted": True}})
 
 
-def droppable_count(parts: Parts) -> int:
+def plain_droppable_count(parts: Parts) -> int:
+    """Droppable exchanges that are not context notes (those go first: see :func:`_drop_order`)."""
     spans = exchange_spans(parts.history)
-    return len(spans) - len(_protected_spans(parts.history, spans))
+    keep = _protected_spans(parts.history, spans)
+    return sum(1 for i, (s, _) in enumerate(spans) if i not in keep and not is_note(parts.history[s]))
 
 
 def shrink_tool_results(parts: Parts, n: int, counter: TokenCounter) -> Parts:
@@ -278,13 +285,11 @@ def _exchanges_to_drop(parts: Parts, budgets: dict[str, int], counter: TokenCoun
     history, summaries = sections["history"], sections["summaries"]
     total = sum(sections.values())
     spans = exchange_spans(parts.history)
-    keep = _protected_spans(parts.history, spans)
     needed = 0
-    for i, (s, e) in enumerate(spans):
+    for i in _drop_order(parts.history, spans):
         if history <= budgets["history"] and summaries <= budgets["summaries"] and total <= budgets["total"]:
             break
-        if i in keep:
-            continue
+        s, e = spans[i]
         for message in parts.history[s:e]:
             tokens = count_message(message, counter)
             if isinstance(message, ToolMessage):
@@ -324,8 +329,9 @@ def enforce(parts: Parts, budgets: dict[str, int], counter: TokenCounter, *, blo
     # 1. oldest history, whole exchanges in blocks
     if history_over(parts) or total_over(parts):
         needed = _exchanges_to_drop(parts, budgets, counter)
-        available = droppable_count(parts)
-        blocks = min(available, math.ceil(needed / block_size) * block_size) if needed else 0
+        # in whole blocks, but a block is made of exchanges: rounding up never takes a note
+        plain = plain_droppable_count(parts)
+        blocks = min(plain, math.ceil(needed / block_size) * block_size) if needed <= plain else needed
         parts = drop_oldest(parts, blocks)
     # 2. least relevant facts
     while parts.facts and total_over(parts):

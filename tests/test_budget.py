@@ -177,3 +177,22 @@ def test_a_context_note_after_the_latest_user_message_does_not_take_its_protecti
     assert outcome.parts.dropped_exchanges > 0 and total_tokens(outcome.parts, counter) <= budgets["total"]
     assert "second task: now rename the module to core_v2" in texts, "the latest user message stays"
     assert "first task: fix the parser" in texts, "and so does the task"
+
+
+def test_over_the_total_the_exchanges_after_the_notes_go_before_the_notes() -> None:
+    # the notes stand for every older exchange in a few tokens: when the window after them is
+    # over, its oldest exchanges go first, and rounding a drop up to a block takes no note
+    counter = get_counter("cl100k_base")[0]
+    history: list[BaseMessage] = [HumanMessage(content="the task"), _note("exchanges 1-40: ran make; path src/a.py")]
+    history.append(_note("exchanges 41-44: ran pytest -k parser"))
+    for i in range(3):
+        call = {"name": "bash", "args": {"cmd": f"cat {i}"}, "id": f"a{i}", "type": "tool_call"}
+        history += [AIMessage(content="", tool_calls=[call]), ToolMessage(content="line " * 120, tool_call_id=f"a{i}")]
+    parts = Parts(header=SystemMessage(content="sys"), history=history)
+    budgets = {"total": total_tokens(parts, counter) - 60, "header": 100, "history": 10_000, "facts": 0, "summaries": 10_000}
+    outcome = enforce(parts, budgets, counter, block_size=4)
+    texts = [str(m.content) for m in outcome.parts.history]
+    assert total_tokens(outcome.parts, counter) <= budgets["total"]
+    assert outcome.parts.dropped_exchanges == 2, "two exchanges (a block, short of the notes and the last exchange)"
+    assert texts[:3] == [str(m.content) for m in history[:3]], "the task and both notes stay"
+    assert texts[3].startswith("[earlier exchanges are not shown") and texts[4:] == [str(m.content) for m in history[-2:]]
