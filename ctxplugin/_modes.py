@@ -8,10 +8,12 @@ from typing import Any
 from pydantic import BaseModel
 
 WHOLE_TOTAL = 7500
-WHOLE_SHARES: dict[str, float] = {"header": 1 / 12, "history": 11 / 12, "facts": 1 / 30, "summaries": 11 / 12}
-"""``mode="whole"``: what a section not set gets, as a share of the total — 625, 6,875, 250
+WHOLE_SHARES: dict[str, float] = {"header": 1 / 2, "history": 11 / 12, "facts": 1 / 30, "summaries": 11 / 12}
+"""``mode="whole"``: what a section not set gets, as a share of the total — 3,750, 6,875, 250
 and 6,875 of 7,500. History (messages) and summaries (tool outputs) overlap: either may take
-most of the room, and the total still holds."""
+most of the room, and the total still holds. The header's share is the half the system prompt
+may take before :attr:`~ctxplugin.config.BudgetConfig.elastic` grows the total: the history's
+room is what the header leaves, so a header within it is not reported as over."""
 
 WHOLE_PRESET: dict[str, dict[str, Any]] = {
     "history": {

@@ -12,6 +12,7 @@ from langchain_core.tools import tool
 
 from ctxplugin import ContextConfig, Scope
 from ctxplugin.testing import memory_engine
+from ctxplugin.tokens import get_counter
 
 SCOPE = Scope(session_id="defaults")
 
@@ -48,7 +49,7 @@ def conversation(turns: int) -> list[BaseMessage]:
 def test_the_default_mode_is_whole_and_explicit_fields_win() -> None:
     config = ContextConfig()
     assert config.mode == "whole"
-    assert config.budget.resolve() == {"total": 7500, "header": 625, "history": 6875, "facts": 250, "summaries": 6875}
+    assert config.budget.resolve() == {"total": 7500, "header": 3750, "history": 6875, "facts": 250, "summaries": 6875}
     assert (config.history.compress, config.history.max_tokens, config.cas.passthrough_tokens) == ("over_budget", 1000, 500)
     assert config.history.block_size == 4
     assert (config.facts.placement, config.facts.skip_shown) == ("window", True)
@@ -116,3 +117,16 @@ def test_a_total_somebody_set_stays_a_cap(monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.setenv("CTXPLUGIN_BUDGET__TOTAL", "7500")
     assert not ContextConfig().budget.elastic
     assert not ContextConfig(mode="compact").budget.elastic
+
+
+def test_a_system_prompt_of_a_few_thousand_tokens_is_not_reported_on_every_call() -> None:
+    counter = get_counter("cl100k_base")[0]
+    policy = "Airline policy: refunds need the reservation id and the user's id. " * 100
+    assert 1000 < counter.count(policy) < 3750
+    history: list[BaseMessage] = [SystemMessage(content=policy), HumanMessage(content="Cancel reservation ZFA04Y.")]
+    engine = memory_engine(ContextConfig(mode="whole"))
+    warnings = engine.prepare(history, scope=Scope(session_id="policy")).report.warnings
+    assert not [w for w in warnings if w.startswith("header is")]
+    capped = memory_engine(ContextConfig(mode="whole", budget={"total": 7500, "header": 625}))
+    warnings = capped.prepare(history, scope=Scope(session_id="policy")).report.warnings
+    assert [w for w in warnings if w.startswith("header is")], "a header budget set by hand still reports"
