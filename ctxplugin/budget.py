@@ -35,6 +35,8 @@ class FactLine:
     """The message id, tool call id or CAS ref the fact was read from, when known."""
     statement: str = ""
     """The fact's own text, without the kind and key prefix of ``text``."""
+    kind: str = ""
+    """The fact's kind (``entity``, ``fact``, ``constraint``, ...), when known."""
 
 
 @dataclass(frozen=True)

@@ -149,6 +149,7 @@ class ChooseFacts:
                     key=fact.key,
                     source_ref=fact.source.ref,
                     statement=fact.text,
+                    kind=fact.kind,
                 )
             )
         if window is not None:

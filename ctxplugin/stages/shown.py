@@ -1,7 +1,9 @@
 """Shown: facts the compressed history already shows are left out of the facts block.
 
 A fact read from a message the view carries unchanged, or whose statement a user message of the
-view holds word for word, adds nothing. While the whole history fits, the facts block is then
+view holds word for word, adds nothing; nor does a mention of values (an ``entity``, ``metric``
+or ``link`` fact) whose every value the first context note lists (the archive, once there is
+one: it changes when the facts block is chosen again, so the block stays in the cached prefix). While the whole history fits, the facts block is then
 empty and the view is the conversation as it was, so a provider's prompt cache serves every
 call but the newest turn.
 """
@@ -14,9 +16,10 @@ from typing import ClassVar
 
 from langchain_core.messages import BaseMessage, HumanMessage
 
-from ctxplugin._messages import source_refs
+from ctxplugin._messages import annotation, source_refs
 from ctxplugin.budget import FactLine
 from ctxplugin.facts.render import normalized, restates
+from ctxplugin.history.identifiers import identifiers, occurs
 from ctxplugin.stages.view import CallView
 from ctxplugin.tokens import content_text
 
@@ -39,8 +42,11 @@ def not_shown(lines: Sequence[FactLine], raw: Sequence[BaseMessage], view: Seque
     originals = set(map(id, raw))
     refs: set[str] = set()
     said: list[str] = []
+    listed = ""  # the first context note
     for message in view:
         if id(message) not in originals:
+            if not listed and annotation(message).get("condensed"):
+                listed = content_text(message.content)
             continue
         refs.update(source_refs(message))
         if isinstance(message, HumanMessage):
@@ -51,7 +57,21 @@ def not_shown(lines: Sequence[FactLine], raw: Sequence[BaseMessage], view: Seque
         for line in lines
         if not (line.source_ref is not None and line.source_ref in refs)
         and not (line.statement and restates(line.statement, spoken))
+        and not _listed(line, listed)
     )
+
+
+MENTIONS = frozenset({"entity", "metric", "link"})
+"""Kinds of fact that mention values without stating what is current (a keyed fact, a decision,
+a constraint does: it stays even when a note lists its values, which may be old ones too)."""
+
+
+def _listed(line: FactLine, note: str) -> bool:
+    """Whether ``line`` is a mention (:data:`MENTIONS`) whose every value ``note`` holds."""
+    if line.kind not in MENTIONS or not note or not line.statement:
+        return False
+    values = identifiers(line.statement)
+    return bool(values) and all(occurs(value, note) for value in values)
 
 
 __all__ = ["SkipShown", "not_shown"]

@@ -9,7 +9,7 @@ import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.tools import tool
 
-from ctxplugin._messages import MISSING_RESULT
+from ctxplugin._messages import META_KEY, MISSING_RESULT
 from ctxplugin.budget import FactLine
 from ctxplugin.cas.memory import MemoryCASStore
 from ctxplugin.config import ContextConfig, HistoryConfig
@@ -180,6 +180,27 @@ def test_shown_leaves_out_a_fact_read_from_a_message_the_view_still_shows() -> N
     elsewhere = FactLine(text="the customer is a member", score=0.5, fact_id="f2", source_ref="c9")
     out = SkipShown().apply(view.override(facts=(from_output, elsewhere)))
     assert out.facts == (elsewhere,)
+
+
+def test_shown_leaves_out_a_mention_whose_values_the_first_note_lists() -> None:
+    view = Validate().apply(fresh_view(conversation()))
+    archive = HumanMessage(
+        content="[context note: exchanges 1-8 are condensed to the values they used:\npath: ./src/parser/helpers.py; HAT136]",
+        additional_kwargs={META_KEY: {"condensed": [0, 8]}},
+    )
+    block = HumanMessage(content="[context note: exchanges 9-12: W9876]", additional_kwargs={META_KEY: {"condensed": [8, 12]}})
+    history = (view.history[0], archive, block, *view.history[1:])
+
+    def line(fact_id: str, statement: str, kind: str) -> FactLine:
+        return FactLine(text=f"[{kind}] {statement}", score=1.0, fact_id=fact_id, statement=statement, kind=kind)
+
+    listed = line("f1", "./src/parser/helpers.py", "entity")  # its one value is in the archive
+    both = line("f2", "Flight HAT136 departs from src/parser/helpers.py", "metric")
+    partly = line("f3", "HAT136 and HAT999", "entity")  # one value is not listed
+    later = line("f4", "W9876", "entity")  # only a later note lists it: the block must not follow every move
+    keyed = line("f5", "HAT136", "fact")  # states what is current: kept whatever the notes list
+    out = SkipShown().apply(view.override(history=history, facts=(listed, both, partly, later, keyed)))
+    assert out.facts == (partly, later, keyed)
 
 
 def test_history_and_account_need_the_stages_before_them() -> None:
