@@ -123,13 +123,17 @@ def total_tokens(parts: Parts, counter: TokenCounter) -> int:
 
 def _protected_spans(history: Sequence[BaseMessage], spans: list[tuple[int, int]]) -> set[int]:
     """Indexes of spans never dropped: the first human turn (the task), the latest human
-    turn, the last exchange, and pinned messages. Context notes are human messages in the
+    turn, the first context note (the archive, once there is one: it stands for every older
+    exchange), the last exchange, and pinned messages. Context notes are human messages in the
     history but no one's turn: the latest note is not the latest thing the user said."""
     keep: set[int] = set()
     human = [i for i, (s, _) in enumerate(spans) if isinstance(history[s], HumanMessage) and not is_note(history[s])]
     if human:
         keep.add(human[0])
         keep.add(human[-1])
+    first_note = next((i for i, (s, _) in enumerate(spans) if annotation(history[s]).get("condensed")), None)
+    if first_note is not None:
+        keep.add(first_note)
     if spans:
         keep.add(len(spans) - 1)
     for i, (s, e) in enumerate(spans):

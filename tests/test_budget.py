@@ -196,3 +196,21 @@ def test_over_the_total_the_exchanges_after_the_notes_go_before_the_notes() -> N
     assert outcome.parts.dropped_exchanges == 2, "two exchanges (a block, short of the notes and the last exchange)"
     assert texts[:3] == [str(m.content) for m in history[:3]], "the task and both notes stay"
     assert texts[3].startswith("[earlier exchanges are not shown") and texts[4:] == [str(m.content) for m in history[-2:]]
+
+
+def test_the_archive_note_is_kept_when_every_other_exchange_goes() -> None:
+    # the first note stands for every older exchange: when the budget stage must drop more than
+    # the exchanges after the notes, later notes go, the archive stays
+    counter = get_counter("cl100k_base")[0]
+    archive = _note("exchanges 1-40 are condensed to the values they used: ran make; path src/a.py; HAT136")
+    history: list[BaseMessage] = [HumanMessage(content="the task"), archive, _note("exchanges 41-44: ran pytest " + "-k x " * 30)]
+    for i in range(3):
+        call = {"name": "bash", "args": {"cmd": f"cat {i}"}, "id": f"a{i}", "type": "tool_call"}
+        history += [AIMessage(content="", tool_calls=[call]), ToolMessage(content="line " * 120, tool_call_id=f"a{i}")]
+    parts = Parts(header=SystemMessage(content="sys"), history=history)
+    budgets = {"total": total_tokens(parts, counter) - 300, "header": 100, "history": 10_000, "facts": 0, "summaries": 10_000}
+    outcome = enforce(parts, budgets, counter, block_size=4)
+    texts = [str(m.content) for m in outcome.parts.history]
+    assert total_tokens(outcome.parts, counter) <= budgets["total"]
+    assert outcome.parts.dropped_exchanges == 3, "both exchanges before the last, then the block note"
+    assert str(archive.content) in texts and not any("exchanges 41-44" in t for t in texts)
