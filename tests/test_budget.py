@@ -156,25 +156,36 @@ def _note(text: str) -> HumanMessage:
     return HumanMessage(content=f"[context note: {text}]", additional_kwargs={META_KEY: {"condensed": [0, 1]}})
 
 
+def _calls(numbers: range, command: str, output: str) -> list[BaseMessage]:
+    """One bash call and its output per number."""
+    out: list[BaseMessage] = []
+    for i in numbers:
+        call = {"name": "bash", "args": {"cmd": f"{command} {i}"}, "id": f"a{i}", "type": "tool_call"}
+        out += [AIMessage(content="", tool_calls=[call]), ToolMessage(content=output, tool_call_id=f"a{i}")]
+    return out
+
+
+def _enforced(history: list[BaseMessage], over: int) -> tuple[Parts, list[str], int]:
+    """``history`` fitted to a total ``over`` tokens below its own: the parts, their history's
+    texts and the total."""
+    counter = get_counter("cl100k_base")[0]
+    parts = Parts(header=SystemMessage(content="sys"), history=history)
+    total = total_tokens(parts, counter) - over
+    budgets = {"total": total, "header": 100, "history": 10_000, "facts": 0, "summaries": 10_000}
+    fitted = enforce(parts, budgets, counter, block_size=4).parts
+    assert total_tokens(fitted, counter) <= total
+    return fitted, [str(m.content) for m in fitted.history], total
+
+
 def test_a_context_note_after_the_latest_user_message_does_not_take_its_protection() -> None:
     # the history stage's notes are human messages in the history; the user's latest message
     # (a new task) is older than the block notes that follow it
-    counter = get_counter("cl100k_base")[0]
     history: list[BaseMessage] = [HumanMessage(content="first task: fix the parser"), _note("exchanges 1-4: ran make")]
-    for i in range(3):
-        call = {"name": "bash", "args": {"cmd": f"ls {i}"}, "id": f"a{i}", "type": "tool_call"}
-        history += [AIMessage(content="", tool_calls=[call]), ToolMessage(content="out " * 80, tool_call_id=f"a{i}")]
-    history.append(HumanMessage(content="second task: now rename the module to core_v2"))
-    history.append(_note("exchanges 5-8: ran pytest"))
-    for i in range(3, 8):
-        call = {"name": "bash", "args": {"cmd": f"cat {i}"}, "id": f"a{i}", "type": "tool_call"}
-        history += [AIMessage(content="", tool_calls=[call]), ToolMessage(content="line " * 80, tool_call_id=f"a{i}")]
-    parts = Parts(header=SystemMessage(content="sys"), history=history)
-    whole = total_tokens(parts, counter)
-    budgets = {"total": whole - 700, "header": 100, "history": 10_000, "facts": 0, "summaries": 10_000}
-    outcome = enforce(parts, budgets, counter, block_size=4)
-    texts = [str(m.content) for m in outcome.parts.history]
-    assert outcome.parts.dropped_exchanges > 0 and total_tokens(outcome.parts, counter) <= budgets["total"]
+    history += _calls(range(3), "ls", "out " * 80)
+    history += [HumanMessage(content="second task: now rename the module to core_v2"), _note("exchanges 5-8: ran pytest")]
+    history += _calls(range(3, 8), "cat", "line " * 80)
+    fitted, texts, _ = _enforced(history, 700)
+    assert fitted.dropped_exchanges > 0
     assert "second task: now rename the module to core_v2" in texts, "the latest user message stays"
     assert "first task: fix the parser" in texts, "and so does the task"
 
@@ -182,18 +193,10 @@ def test_a_context_note_after_the_latest_user_message_does_not_take_its_protecti
 def test_over_the_total_the_exchanges_after_the_notes_go_before_the_notes() -> None:
     # the notes stand for every older exchange in a few tokens: when the window after them is
     # over, its oldest exchanges go first, and rounding a drop up to a block takes no note
-    counter = get_counter("cl100k_base")[0]
     history: list[BaseMessage] = [HumanMessage(content="the task"), _note("exchanges 1-40: ran make; path src/a.py")]
-    history.append(_note("exchanges 41-44: ran pytest -k parser"))
-    for i in range(3):
-        call = {"name": "bash", "args": {"cmd": f"cat {i}"}, "id": f"a{i}", "type": "tool_call"}
-        history += [AIMessage(content="", tool_calls=[call]), ToolMessage(content="line " * 120, tool_call_id=f"a{i}")]
-    parts = Parts(header=SystemMessage(content="sys"), history=history)
-    budgets = {"total": total_tokens(parts, counter) - 60, "header": 100, "history": 10_000, "facts": 0, "summaries": 10_000}
-    outcome = enforce(parts, budgets, counter, block_size=4)
-    texts = [str(m.content) for m in outcome.parts.history]
-    assert total_tokens(outcome.parts, counter) <= budgets["total"]
-    assert outcome.parts.dropped_exchanges == 2, "two exchanges (a block, short of the notes and the last exchange)"
+    history += [_note("exchanges 41-44: ran pytest -k parser"), *_calls(range(3), "cat", "line " * 120)]
+    fitted, texts, _ = _enforced(history, 60)
+    assert fitted.dropped_exchanges == 2, "two exchanges (a block, short of the notes and the last exchange)"
     assert texts[:3] == [str(m.content) for m in history[:3]], "the task and both notes stay"
     assert texts[3].startswith("[earlier exchanges are not shown") and texts[4:] == [str(m.content) for m in history[-2:]]
 
@@ -201,16 +204,9 @@ def test_over_the_total_the_exchanges_after_the_notes_go_before_the_notes() -> N
 def test_the_archive_note_is_kept_when_every_other_exchange_goes() -> None:
     # the first note stands for every older exchange: when the budget stage must drop more than
     # the exchanges after the notes, later notes go, the archive stays
-    counter = get_counter("cl100k_base")[0]
     archive = _note("exchanges 1-40 are condensed to the values they used: ran make; path src/a.py; HAT136")
     history: list[BaseMessage] = [HumanMessage(content="the task"), archive, _note("exchanges 41-44: ran pytest " + "-k x " * 30)]
-    for i in range(3):
-        call = {"name": "bash", "args": {"cmd": f"cat {i}"}, "id": f"a{i}", "type": "tool_call"}
-        history += [AIMessage(content="", tool_calls=[call]), ToolMessage(content="line " * 120, tool_call_id=f"a{i}")]
-    parts = Parts(header=SystemMessage(content="sys"), history=history)
-    budgets = {"total": total_tokens(parts, counter) - 300, "header": 100, "history": 10_000, "facts": 0, "summaries": 10_000}
-    outcome = enforce(parts, budgets, counter, block_size=4)
-    texts = [str(m.content) for m in outcome.parts.history]
-    assert total_tokens(outcome.parts, counter) <= budgets["total"]
-    assert outcome.parts.dropped_exchanges == 3, "both exchanges before the last, then the block note"
+    history += _calls(range(3), "cat", "line " * 120)
+    fitted, texts, _ = _enforced(history, 300)
+    assert fitted.dropped_exchanges == 3, "both exchanges before the last, then the block note"
     assert str(archive.content) in texts and not any("exchanges 41-44" in t for t in texts)
