@@ -8,7 +8,6 @@ them. :func:`choose_tools` is the one place this split is made: ``prepare`` and
 
 from __future__ import annotations
 
-import operator
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -80,9 +79,7 @@ class Tools:
     counter: TokenCounter
     registry: ToolRegistry
     _schema_tokens: dict[int, tuple[Any, int]] = field(default_factory=dict)
-    _headers: LRU[tuple[tuple[int, ...], str], tuple[tuple[SystemMessage, ...], tuple[Any, ...], SystemMessage | None]] = field(
-        default_factory=lambda: LRU(HEADERS_KEPT)
-    )
+    _headers: LRU[tuple[tuple[str, ...], str], SystemMessage | None] = field(default_factory=lambda: LRU(HEADERS_KEPT))
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def apply(self, view: CallView) -> CallView:
@@ -105,19 +102,18 @@ class Tools:
 
     def header(self, parts: Sequence[SystemMessage], directory: str) -> SystemMessage | None:
         """The host's system messages with the tool directory merged in: the same message object
-        from call to call while the parts (the same objects, holding the same content) and the
-        directory are, so that everything memoised per message object after this stage holds (text
-        content only: a list of blocks can change in place)."""
-        if not all(isinstance(p.content, str) for p in parts):  # a list of blocks may change in place
+        from call to call while their texts and the directory are the same (a host may build its
+        system message anew for every call), so that everything memoised per message object
+        after this stage holds. A list of blocks is merged anew each time."""
+        if not all(isinstance(p.content, str) for p in parts):
             return merge_system(parts, [directory] if directory else [])
-        key = (tuple(map(id, parts)), directory)
+        key = (tuple(str(p.content) for p in parts), directory)
         with self._lock:
-            hit = self._headers.hit(key)
-        if hit is not None and all(map(operator.is_, hit[0], parts)) and all(map(operator.is_, hit[1], (p.content for p in parts))):
-            return hit[2]
-        system = merge_system(parts, [directory] if directory else [])
-        with self._lock:  # the parts are kept with it, so their ids stay their own
-            self._headers.put(key, (tuple(parts), tuple(p.content for p in parts), system))
+            system = self._headers.hit(key)
+        if system is None:
+            system = merge_system(parts, [directory] if directory else [])
+            with self._lock:
+                self._headers.put(key, system)
         return system
 
     def schema_tokens(self, tool: Any) -> int:

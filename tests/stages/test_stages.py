@@ -151,13 +151,15 @@ def test_a_conversation_that_fits_goes_whole_without_expand_ref() -> None:
     assert out.tool_tokens == view.tool_tokens - view.expand_ref_tokens
 
 
-def test_the_header_is_one_object_while_the_system_prompt_is_the_same() -> None:
+def test_the_header_is_one_object_while_the_system_prompt_says_the_same() -> None:
     config = ContextConfig(encoding="cl100k_base")
     stage = Tools(config=config.tools, counter=COUNTER, registry=ToolRegistry(COUNTER))
     messages = conversation()
     first = stage.apply(Validate().apply(fresh_view(messages, (lookup,), config))).system
     again = stage.apply(Validate().apply(fresh_view([*messages, HumanMessage(content="and W99?")], (lookup,), config))).system
     assert first is not None and again is first
+    rebuilt = [SystemMessage(content="You help with " + "orders."), *messages[1:]]  # a host that builds it every call
+    assert stage.apply(Validate().apply(fresh_view(rebuilt, (lookup,), config))).system is first
     messages[0].content = "You help with returns."  # the host changed its prompt in place
     changed = stage.apply(Validate().apply(fresh_view(messages, (lookup,), config))).system
     assert changed is not first and changed is not None and changed.content == "You help with returns."
