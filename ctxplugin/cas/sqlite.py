@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -67,6 +68,21 @@ _GRANT_COLUMNS = (
 _UNAVAILABLE = ("locked", "busy", "unable to open", "disk i/o", "readonly", "read-only", "disk is full")
 
 
+def _into_wal(conn: sqlite3.Connection, wait_s: float) -> None:
+    """Put the database in WAL mode, waiting up to ``wait_s`` for other connections. A change of
+    journal mode does not wait through the busy timeout: processes opening a new database at
+    the same moment get "database is locked" at once, so it is tried again until the wait is up."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if ("locked" not in str(exc) and "busy" not in str(exc)) or time.monotonic() >= deadline:
+                raise
+            time.sleep(0.02)
+
+
 class SQLiteCASStore:
     """A :class:`~ctxplugin.cas.CASStore` in one SQLite file.
 
@@ -119,7 +135,7 @@ class SQLiteCASStore:
         with _translate("open"):
             conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=self._busy_timeout_ms / 1000)
             conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout_ms)}")
-            conn.execute("PRAGMA journal_mode = WAL")
+            _into_wal(conn, self._busy_timeout_ms / 1000)
             conn.execute("PRAGMA synchronous = NORMAL")
             conn.execute("PRAGMA foreign_keys = ON")
         self._local.conn = conn

@@ -106,6 +106,33 @@ def test_several_processes_write_one_file_without_corruption(tmp_path: Path) -> 
     parent.close()
 
 
+def _open_at(path: str, barrier: Any, outcomes: Any) -> None:
+    barrier.wait()  # every worker opens the new file at the same moment
+    try:
+        SQLiteCASStore(path).close()
+        outcomes.put("ok")
+    except StoreError as exc:
+        outcomes.put(str(exc))
+
+
+def test_processes_opening_a_new_file_at_the_same_moment_all_open_it(tmp_path: Path) -> None:
+    # putting a new database in WAL mode does not wait through the busy timeout: without a
+    # retry, about one open in fifteen failed with "database is locked"
+    context: Any = multiprocessing.get_context(_start_method())
+    failed: list[str] = []
+    for trial in range(10):
+        barrier, outcomes = context.Barrier(6), context.Queue()
+        workers = [context.Process(target=_open_at, args=(str(tmp_path / f"new-{trial}.sqlite3"), barrier, outcomes)) for _ in range(6)]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)  # fork from a threaded test process
+            for p in workers:
+                p.start()
+        failed += [o for o in (outcomes.get(timeout=60) for _ in workers) if o != "ok"]
+        for p in workers:
+            p.join(timeout=60)
+    assert failed == []
+
+
 def test_a_file_that_is_not_a_database_is_a_store_error(tmp_path: Path) -> None:
     path = tmp_path / "cas.sqlite3"
     path.write_bytes(b"this is not a database" * 100)
