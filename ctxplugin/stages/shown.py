@@ -10,18 +10,24 @@ call but the newest turn.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ClassVar
 
 from langchain_core.messages import BaseMessage, HumanMessage
 
+from ctxplugin._lru import LRU
 from ctxplugin._messages import annotation, source_refs
+from ctxplugin._prefix import Stamp
 from ctxplugin.budget import FactLine
 from ctxplugin.facts.render import normalized, restates
 from ctxplugin.history.identifiers import identifiers, occurs
 from ctxplugin.stages.view import CallView
 from ctxplugin.tokens import content_text
+
+SESSIONS_TRACKED = 1024
+"""Sessions whose message ids are kept (the least recently seen first out)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,17 +35,39 @@ class SkipShown:
     """Drop from ``facts`` the lines the history already shows."""
 
     name: ClassVar[str] = "shown"
+    # per session: the ids of the conversation's messages, with the stamp of the conversation
+    # they are of, extended with the new messages' when it only grew
+    _ids: LRU[str, tuple[Stamp, int, set[int]]] = field(default_factory=lambda: LRU(SESSIONS_TRACKED))
+    _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def apply(self, view: CallView) -> CallView:
         if not view.facts:
             return view
-        return view.override(facts=not_shown(view.facts, view.original, view.history))
+        return view.override(facts=not_shown(view.facts, view.original, view.history, self._originals(view)))
+
+    def _originals(self, view: CallView) -> set[int]:
+        key, stamp, raw = view.scope.key(), view.original_stamp, view.original
+        with self._lock:  # claimed while this call runs: a concurrent call of the session starts afresh
+            known = self._ids.pop(key, None)
+        if known is not None and stamp is not None and stamp.grew_from(known[0]) and known[1] <= len(raw):
+            ids = known[2]
+            ids.update(map(id, raw[known[1] :]))
+        else:
+            ids = set(map(id, raw))
+        if stamp is not None:
+            with self._lock:
+                self._ids.put(key, (stamp, len(raw), ids))
+        return ids
 
 
-def not_shown(lines: Sequence[FactLine], raw: Sequence[BaseMessage], view: Sequence[BaseMessage]) -> tuple[FactLine, ...]:
+def not_shown(
+    lines: Sequence[FactLine], raw: Sequence[BaseMessage], view: Sequence[BaseMessage], originals: set[int] | None = None
+) -> tuple[FactLine, ...]:
     """The lines of ``lines`` that ``view`` does not show: ``raw`` is the conversation as
-    received, so a message of ``view`` found in it is shown unchanged."""
-    originals = set(map(id, raw))
+    received, so a message of ``view`` found in it is shown unchanged (``originals``: the ids of
+    ``raw``'s messages, when the caller has them)."""
+    if originals is None:
+        originals = set(map(id, raw))
     refs: set[str] = set()
     said: list[str] = []
     listed = ""  # the first context note
