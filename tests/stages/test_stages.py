@@ -205,6 +205,25 @@ def test_shown_leaves_out_a_mention_whose_values_the_first_note_lists() -> None:
     assert out.facts == (partly, later, keyed)
 
 
+def test_shown_follows_a_conversation_that_grows_and_one_that_is_edited() -> None:
+    # the stage keeps the session's message ids between calls: a message added since is shown,
+    # and a message the host replaced is read again
+    validate, stage = Validate(), SkipShown()
+    line = FactLine(text="W77 shipped", score=1.0, fact_id="f1", source_ref="c7")
+    messages = conversation()
+    first = validate.apply(fresh_view(messages))
+    assert stage.apply(first.override(facts=(line,))).facts == (line,)
+    call = AIMessage(content="", tool_calls=[{"name": "lookup", "args": {"order_id": "W77"}, "id": "c7"}])
+    grown = validate.apply(fresh_view([*messages, call, ToolMessage(content="W77 shipped", tool_call_id="c7")]))
+    assert grown.original_stamp is not None and grown.original_stamp.grew_from(first.original_stamp)
+    assert stage.apply(grown.override(facts=(line,))).facts == ()
+    edited = [*messages[:3], ToolMessage(content="W1234 shipped on 2024-05-02", tool_call_id="c1"), call]
+    edited.append(ToolMessage(content="W77 is delayed", tool_call_id="c7"))
+    again = validate.apply(fresh_view(edited))
+    assert again.original_stamp is not None and not again.original_stamp.grew_from(grown.original_stamp)
+    assert stage.apply(again.override(facts=(line,))).facts == ()
+
+
 def test_history_and_account_need_the_stages_before_them() -> None:
     view = Validate().apply(fresh_view(conversation()))
     with pytest.raises(InvalidInputError, match="room"):
