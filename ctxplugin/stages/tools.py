@@ -24,8 +24,9 @@ from ctxplugin.stages.view import CallView, tool_label
 from ctxplugin.tokens import TokenCounter, count_tool_schemas
 from ctxplugin.tools import ToolPlan, ToolRegistry, plan_tools
 
-HEADERS_KEPT = 1024
-"""Merged headers kept by the tool stage (one per session's system prompt, as a rule)."""
+HEADERS_KEPT = 256
+"""Merged headers kept by the tool stage, by text: agents share a few system prompts, and a
+prompt written anew for every call (a date in it) gains nothing from being kept."""
 
 
 @dataclass(frozen=True, slots=True)
