@@ -3,9 +3,9 @@
 A fact read from a message the view carries unchanged, or whose statement a user message of the
 view holds word for word, adds nothing; nor does a mention of values (an ``entity``, ``metric``
 or ``link`` fact) whose every value the first context note lists (the archive, once there is
-one: it changes when the facts block is chosen again, so the block stays in the cached prefix). While the whole history fits, the facts block is then
-empty and the view is the conversation as it was, so a provider's prompt cache serves every
-call but the newest turn.
+one: it changes when the facts block is chosen again, so the block stays in the cached prefix).
+While the whole history fits, the facts block is then empty and the view is the conversation as
+it was, so a provider's prompt cache serves every call but the newest turn.
 """
 
 from __future__ import annotations
