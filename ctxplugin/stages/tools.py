@@ -80,7 +80,7 @@ class Tools:
     counter: TokenCounter
     registry: ToolRegistry
     _schema_tokens: dict[int, tuple[Any, int]] = field(default_factory=dict)
-    _headers: LRU[tuple[tuple[str, ...], str], SystemMessage | None] = field(default_factory=lambda: LRU(HEADERS_KEPT))
+    _headers: LRU[tuple[tuple[str, ...], str], tuple[SystemMessage | None, Any]] = field(default_factory=lambda: LRU(HEADERS_KEPT))
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def apply(self, view: CallView) -> CallView:
@@ -110,11 +110,12 @@ class Tools:
             return merge_system(parts, [directory] if directory else [])
         key = (tuple(str(p.content) for p in parts), directory)
         with self._lock:
-            system = self._headers.hit(key)
-        if system is None:
-            system = merge_system(parts, [directory] if directory else [])
-            with self._lock:
-                self._headers.put(key, system)
+            hit = self._headers.hit(key)
+        if hit is not None and hit[0] is not None and hit[0].content is hit[1]:  # not given new content since
+            return hit[0]
+        system = merge_system(parts, [directory] if directory else [])
+        with self._lock:
+            self._headers.put(key, (system, system.content if system is not None else None))
         return system
 
     def schema_tokens(self, tool: Any) -> int:
