@@ -49,6 +49,17 @@ def is_note(message: BaseMessage) -> bool:
     return isinstance(message, HumanMessage) and bool(note.get("condensed") or note.get("omitted"))
 
 
+def is_condensed(message: BaseMessage) -> bool:
+    """Whether ``message`` is a context note that lists the values of condensed exchanges (an
+    archive or block note; not the note standing for exchanges left out)."""
+    return isinstance(message, HumanMessage) and bool(annotation(message).get("condensed"))
+
+
+def is_user_turn(message: BaseMessage) -> bool:
+    """Whether ``message`` is something a user said: a human message that is not a note."""
+    return isinstance(message, HumanMessage) and not is_note(message)
+
+
 def synthetic_kind(message: BaseMessage) -> Kind | None:
     """``"facts"`` or ``"notes"`` for a message of a lookup pair this module wrote, else None."""
     value = annotation(message).get("synthetic")

@@ -17,7 +17,15 @@ from dataclasses import dataclass, field, replace
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
-from ctxplugin._layout import Layout, Placement, is_note, lay_out, synthetic_kind
+from ctxplugin._layout import (
+    Layout,
+    Placement,
+    is_condensed,
+    is_note,
+    is_user_turn,
+    lay_out,
+    synthetic_kind,
+)
 from ctxplugin._messages import META_KEY, annotation, exchange_spans, merge_system
 from ctxplugin.history.omission import OMITTED_NOTE
 from ctxplugin.tokens import TokenCounter, content_text, count_message, count_messages
@@ -127,11 +135,11 @@ def _protected_spans(history: Sequence[BaseMessage], spans: list[tuple[int, int]
     exchange), the last exchange, and pinned messages. Context notes are human messages in the
     history but no one's turn: the latest note is not the latest thing the user said."""
     keep: set[int] = set()
-    human = [i for i, (s, _) in enumerate(spans) if isinstance(history[s], HumanMessage) and not is_note(history[s])]
+    human = [i for i, (s, _) in enumerate(spans) if is_user_turn(history[s])]
     if human:
         keep.add(human[0])
         keep.add(human[-1])
-    first_note = next((i for i, (s, _) in enumerate(spans) if annotation(history[s]).get("condensed")), None)
+    first_note = next((i for i, (s, _) in enumerate(spans) if is_condensed(history[s])), None)
     if first_note is not None:
         keep.add(first_note)
     if spans:
@@ -177,8 +185,7 @@ def omitted_marker() -> HumanMessage:
 def plain_droppable_count(parts: Parts) -> int:
     """Droppable exchanges that are not context notes (those go first: see :func:`_drop_order`)."""
     spans = exchange_spans(parts.history)
-    keep = _protected_spans(parts.history, spans)
-    return sum(1 for i, (s, _) in enumerate(spans) if i not in keep and not is_note(parts.history[s]))
+    return sum(1 for i in _drop_order(parts.history, spans) if not is_note(parts.history[spans[i][0]]))
 
 
 def shrink_tool_results(parts: Parts, n: int, counter: TokenCounter) -> Parts:
@@ -230,7 +237,7 @@ def minimum_viable(parts: Parts, total: int, counter: TokenCounter) -> Parts:
     history = parts.history
     spans = exchange_spans(history)
     keep: list[BaseMessage] = []
-    humans = [i for i, m in enumerate(history) if isinstance(m, HumanMessage) and not is_note(m)]
+    humans = [i for i, m in enumerate(history) if is_user_turn(m)]
     last_ai_span = next(
         ((s, e) for s, e in reversed(spans) if isinstance(history[s], AIMessage)), None
     )

@@ -17,8 +17,9 @@ from typing import ClassVar
 
 from langchain_core.messages import BaseMessage, HumanMessage
 
+from ctxplugin._layout import is_condensed
 from ctxplugin._lru import LRU
-from ctxplugin._messages import annotation, source_refs
+from ctxplugin._messages import source_refs
 from ctxplugin._prefix import Stamp
 from ctxplugin.budget import FactLine
 from ctxplugin.facts.render import normalized, restates
@@ -73,7 +74,7 @@ def not_shown(
     listed = ""  # the first context note
     for message in view:
         if id(message) not in originals:
-            if not listed and annotation(message).get("condensed"):
+            if not listed and is_condensed(message):
                 listed = content_text(message.content)
             continue
         refs.update(source_refs(message))
