@@ -159,12 +159,10 @@ def _drop_order(history: Sequence[BaseMessage], spans: list[tuple[int, int]]) ->
     return sorted(droppable, key=lambda i: is_note(history[spans[i][0]]))
 
 
-def drop_oldest(parts: Parts, n: int) -> Parts:
-    """Drop the first ``n`` droppable exchanges (see :func:`_drop_order`); a note (a
-    ``HumanMessage``) stands where the first of them was. The note is in the history, not the
-    header: the header starts every cached prefix and must not change when drops come and go."""
-    spans = exchange_spans(parts.history)
-    dropped = set(_drop_order(parts.history, spans)[:n])
+def drop_exchanges(parts: Parts, spans: list[tuple[int, int]], dropped: set[int]) -> Parts:
+    """Drop the exchanges of ``spans`` (those of ``parts.history``) numbered in ``dropped``; a
+    note (a ``HumanMessage``) stands where the first of them was. The note is in the history, not
+    the header: the header starts every cached prefix and must not change when drops come and go."""
     if not dropped:
         return parts
     history: list[BaseMessage] = []
@@ -180,12 +178,6 @@ def drop_oldest(parts: Parts, n: int) -> Parts:
 def omitted_marker() -> HumanMessage:
     """The note standing for exchanges the budget dropped (the same text every time)."""
     return HumanMessage(content=OMITTED_NOTE, additional_kwargs={META_KEY: {"omitted": True}})
-
-
-def plain_droppable_count(parts: Parts) -> int:
-    """Droppable exchanges that are not context notes (those go first: see :func:`_drop_order`)."""
-    spans = exchange_spans(parts.history)
-    return sum(1 for i in _drop_order(parts.history, spans) if not is_note(parts.history[spans[i][0]]))
 
 
 def shrink_tool_results(parts: Parts, n: int, counter: TokenCounter) -> Parts:
@@ -291,15 +283,16 @@ def _water_level(sizes: Sequence[int], available: int) -> int:
     return max(8, ordered[-1])
 
 
-def _exchanges_to_drop(parts: Parts, budgets: dict[str, int], counter: TokenCounter) -> int:
-    """How many droppable exchanges, oldest first, must go for history, summaries and total
-    to fit (counted once per message, not once per attempt)."""
+def _exchanges_to_drop(
+    parts: Parts, spans: list[tuple[int, int]], order: list[int], budgets: dict[str, int], counter: TokenCounter
+) -> int:
+    """How many exchanges of ``order`` (see :func:`_drop_order`), in that order, must go for
+    history, summaries and total to fit (counted once per message, not once per attempt)."""
     sections = section_tokens(parts, counter)
     history, summaries = sections["history"], sections["summaries"]
     total = sum(sections.values())
-    spans = exchange_spans(parts.history)
     needed = 0
-    for i in _drop_order(parts.history, spans):
+    for i in order:
         if history <= budgets["history"] and summaries <= budgets["summaries"] and total <= budgets["total"]:
             break
         s, e = spans[i]
@@ -341,11 +334,13 @@ def enforce(parts: Parts, budgets: dict[str, int], counter: TokenCounter, *, blo
 
     # 1. oldest history, whole exchanges in blocks
     if history_over(parts) or total_over(parts):
-        needed = _exchanges_to_drop(parts, budgets, counter)
+        spans = exchange_spans(parts.history)
+        order = _drop_order(parts.history, spans)
+        needed = _exchanges_to_drop(parts, spans, order, budgets, counter)
         # in whole blocks, but a block is made of exchanges: rounding up never takes a note
-        plain = plain_droppable_count(parts)
+        plain = sum(1 for i in order if not is_note(parts.history[spans[i][0]]))
         blocks = min(plain, math.ceil(needed / block_size) * block_size) if needed <= plain else needed
-        parts = drop_oldest(parts, blocks)
+        parts = drop_exchanges(parts, spans, set(order[:blocks]))
     # 2. least relevant facts
     while parts.facts and total_over(parts):
         ordered = sorted(parts.facts, key=lambda f: f.score)
