@@ -7,9 +7,10 @@ holding the very same content — the previous call's work is reused:
 
 - :func:`extend` builds the view from the previous one and the new messages alone, when that
   is provably the view: the tier boundaries did not move; the latest human message, which is
-  kept exact, was already verbatim when a newer one took its place; and the history sent whole
+  kept exact, was already verbatim when a newer one took its place; the history sent whole
   still fits its budget, or the window of a tiered history grew no further than its omission
-  plan allowed for (:class:`~ctxplugin.history.omission.WindowLimit`).
+  plan allowed for (:class:`~ctxplugin.history.omission.WindowLimit`); and no long exchange of
+  the window may now be shown trimmed to spare the archive.
 - Otherwise the view is planned again, but every exchange whose tier and kept messages did not
   change keeps its rendering and token counts, and the content keys of the gisted blocks are
   extended, not computed again. This holds too when a few earlier messages (up to
@@ -71,6 +72,11 @@ class Made:
             window grows); None when the view cannot be extended.
         notes_from: the messages its context notes were read from (when not ``messages``).
         stamp: the stamp of ``messages``, when the caller gave one.
+        forced: window exchanges shown trimmed though verbatim by age (see
+            :func:`~ctxplugin.history.tiers.compress_history`).
+        trimmable: whether showing long window exchanges trimmed was weighed against a smaller
+            archive (the choice is made again on the next call).
+        archive_short: whether the archive was made smaller than its cap.
     """
 
     def keys_for(self, source: Sequence[BaseMessage]) -> Keys | None:
@@ -104,6 +110,9 @@ class Made:
     window: tuple[WindowLimit, ...] | None
     notes_from: tuple[BaseMessage, ...] = ()
     stamp: Stamp | None = None
+    forced: frozenset[int] = frozenset()
+    trimmable: bool = False
+    archive_short: bool = False
 
 
 @dataclass(frozen=True)
@@ -212,6 +221,11 @@ def extend(
     bounds = bounds_of(len(growth.spans))
     if bounds != prior.bounds:
         return None
+    if prior.trimmable:
+        return None  # whether long window exchanges are shown trimmed is chosen again as the window grows
+    last = len(prior.spans) - 1  # the previous latest exchange: no longer the latest
+    if prior.archive_short and last >= bounds[1] + prior.config.verbatim_exchanges and prior.parts[last][0] > 2 * prior.config.trim_tokens:
+        return None  # a long exchange that joined the window since the move may now be shown trimmed
     if growth.dirty and prior.whole is None and min(growth.dirty) < bounds[1]:
         return None  # a human message that was kept exact outside the verbatim tier is compressed now
     sizes = [count(m) for m in added]
@@ -233,16 +247,9 @@ def extend(
         if verbatim_from is None and first < len(growth.spans):
             verbatim_from = growth.spans[first][0]
     else:
+        window = _grown_window(window, parts)
         if window is None:
             return None
-        limits: list[WindowLimit] = []
-        for limit in window:
-            column = 0 if limit.kind is None else 2 if limit.is_kind else 1
-            tokens = limit.tokens + sum(p[column] for p in parts)
-            if tokens > limit.most:
-                return None
-            limits.append(replace(limit, tokens=tokens))
-        window = tuple(limits)
         if verbatim_from is None and len(prior.spans) <= first < len(growth.spans):
             verbatim_from = len(prior.result) + growth.spans[first][0] - n
     made = replace(
@@ -266,6 +273,21 @@ def extend(
     )
     remember(session, made)
     return made
+
+
+def _grown_window(window: tuple[WindowLimit, ...] | None, parts: Sequence[Parts]) -> tuple[WindowLimit, ...] | None:
+    """``window``'s limits with the new exchanges' ``parts`` counted, or None when one is over
+    (or the window is not known)."""
+    if window is None:
+        return None
+    limits: list[WindowLimit] = []
+    for limit in window:
+        column = 0 if limit.kind is None else 2 if limit.is_kind else 1
+        tokens = limit.tokens + sum(p[column] for p in parts)
+        if tokens > limit.most:
+            return None
+        limits.append(replace(limit, tokens=tokens))
+    return tuple(limits)
 
 
 __all__ = ["SESSIONS", "Grown", "Made", "always_kept", "extend", "grown", "remember"]

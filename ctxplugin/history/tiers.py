@@ -185,6 +185,8 @@ def compress_history(
             return _view(made)
     if growth is not None and growth.prior.whole is not None:
         growth = None  # the previous view was the history sent whole: none of it is tiered yet
+    forced: frozenset[int] = frozenset()  # window exchanges shown trimmed: see below
+    trimmable = False
     if growth is not None:
         # only exchanges that are new, changed tier or changed a kept message are shown anew
         prior = growth.prior
@@ -192,16 +194,16 @@ def compress_history(
         rendered: list[tuple[BaseMessage, ...]] = [*prior.rendered, *((),) * fresh]
         parts: list[Parts] = [*prior.parts, *((0, 0, 0),) * fresh]
         changed: list[int] = [*prior.changed, *(0,) * fresh]
-        redo = {*range(len(prior.spans), exchanges), *growth.dirty}
+        redo = {*range(len(prior.spans), exchanges), *growth.dirty, *prior.forced}
         for before, now in zip(prior.bounds, bounds, strict=True):
             redo.update(range(min(before, now), max(before, now)))
         numbers: Sequence[int] = sorted(n for n in redo if n < exchanges)
     else:
         rendered, parts, changed = [()] * exchanges, [(0, 0, 0)] * exchanges, [0] * exchanges
         numbers = range(exchanges)
-    for number in numbers:
+    def show(number: int) -> None:
         start, end = spans[number]
-        tier = _tier(number, bounds)
+        tier = Tier.TRIMMED if number in forced else _tier(number, bounds)
         out: list[BaseMessage] = []
         for index in range(start, end):
             message = messages[index]
@@ -220,6 +222,9 @@ def compress_history(
         rendered[number] = tuple(out)
         parts[number] = parts_of(out, [count_message(m, counter) for m in out])
         changed[number] = sum(1 for j, m in zip(range(start, end), out, strict=True) if m is not messages[j])
+
+    for number in numbers:
+        show(number)
     tiers = _tier_counts(spans, protected, bounds, len(messages))
     plan = OmissionPlan()
     notes: Digests | None = None
@@ -240,6 +245,26 @@ def compress_history(
             resume=growth.prior.keys_for(source) if growth is not None else None,
         )
         plan = plan_omission(rendered, [], protected_spans, notes, bounds=bounds, budget=budget, config=config, parts=parts)
+        if plan.archive_tokens < config.archive_tokens:
+            # The archive is made smaller to leave the window room. When exchanges that joined
+            # the window since the move, before the latest, are long (a long script), they are
+            # shown trimmed instead, if that keeps more of the archive: it would otherwise grow
+            # back at the next move, which gists them anyway, and it holds the oldest values.
+            long = _long_exchanges(parts, range(max(verbatim_start + config.verbatim_exchanges, 1), exchanges - 1), config)
+            trimmable = bool(long)
+            if long:
+                untrimmed = {n: (rendered[n], parts[n], changed[n]) for n in long}
+                forced = long
+                for number in long:
+                    show(number)
+                trimmed = plan_omission(rendered, [], protected_spans, notes, bounds=bounds, budget=budget, config=config, parts=parts)
+                if trimmed.archive_tokens > plan.archive_tokens:
+                    plan = trimmed
+                    _count_trimmed(tiers, forced, spans, protected)
+                else:
+                    forced = frozenset()
+                    for number, (shown, sizes, count) in untrimmed.items():
+                        rendered[number], parts[number], changed[number] = shown, sizes, count
     result: list[BaseMessage] = []
     compressed = omitted = 0
     noted: set[int] = set()
@@ -271,6 +296,9 @@ def compress_history(
         result=tuple(result), tiers=tiers, compressed=compressed, omitted=omitted, verbatim_from=verbatim_from, whole=None,
         window=plan.holds_while if notes is not None else (),
         notes_from=tuple(source) if notes is not None and source is not messages else (),
+        forced=forced,
+        trimmable=trimmable,
+        archive_short=notes is not None and plan.archive_tokens < config.archive_tokens,
     )
     if summarizer is None:
         remember(session, made)
@@ -285,6 +313,18 @@ def _view(made: Made) -> HistoryView:
         tiers=dict(made.tiers),
         verbatim_from=made.verbatim_from,
     )
+
+
+def _long_exchanges(parts: Sequence[Parts], numbers: range, config: HistoryConfig) -> frozenset[int]:
+    """The exchanges of ``numbers`` that trimming would shorten much (over twice ``trim_tokens``)."""
+    return frozenset(n for n in numbers if parts[n][0] > 2 * config.trim_tokens)
+
+
+def _count_trimmed(tiers: dict[str, int], numbers: frozenset[int], spans: Sequence[tuple[int, int]], protected: frozenset[int]) -> None:
+    """Move the messages of verbatim exchanges ``numbers``, shown trimmed, to the trimmed count."""
+    moved = sum(1 for n in numbers for i in range(*spans[n]) if i not in protected)
+    tiers[Tier.VERBATIM.value] -= moved
+    tiers[Tier.TRIMMED.value] += moved
 
 
 def _tier(number: int, bounds: tuple[int, int]) -> Tier:

@@ -241,8 +241,10 @@ def test_archive_keeps_the_newest_values_of_old_blocks(agent_session: Builder) -
 
 
 def test_archive_shrinks_when_even_a_condensed_history_is_too_large(agent_session: Builder) -> None:
+    # at a boundary move: no exchange joined the window since, so nothing there is trimmed early
     config = HistoryConfig(archive_tokens=400)
-    body = agent_session(60)
+    body = agent_session(61)
+    assert is_boundary_call(len(exchange_spans(body)), config)
     roomy = compress_history(body, config=config, counter=COUNTER, budget=10**6 // 100)
     archive = next(m for m in roomy.messages if "condensed" in m.additional_kwargs.get("ctxplugin", {}))
     full_archive = count_message(archive, COUNTER)
@@ -456,3 +458,47 @@ def test_a_long_script_between_moves_shrinks_the_archive_instead_of_losing_it(ag
     assert count_messages(after.messages, COUNTER) <= 3000, "the view still fits"
     assert 100 < count_message(archive(after), COUNTER) < 500, "by a smaller archive, not by none"
     assert archive(after).additional_kwargs == archive(before).additional_kwargs, "covering the same exchanges"
+
+
+def test_a_long_script_once_followed_is_trimmed_and_the_archive_keeps_its_size(agent_session: Builder) -> None:
+    # Once a newer exchange follows the long script, the script is shown trimmed and the archive
+    # is the one of the move again: shrunk, it would only grow back at the next move (which gists
+    # the script anyway), rewriting the start of the cached prefix twice and hiding the oldest
+    # values meanwhile.
+    config = HistoryConfig(verbatim_exchanges=1, trimmed_exchanges=1, block_size=6, archive_blocks=6, archive_tokens=600)
+    body = agent_session(36)
+    assert is_boundary_call(len(exchange_spans(body)), config)
+    script = "\n".join(f"print('check {i}:', compute_{i}(data))" for i in range(120))
+    call = {"name": "bash", "args": {"command": f"cat > fix.py << 'EOF'\n{script}\nEOF\npython fix.py"}, "id": "big"}
+    scripted = [
+        *body,
+        AIMessage(content="Let me write the fix.", id="ai_big", tool_calls=[call]),
+        ToolMessage(content="ok", tool_call_id="big", name="bash", id="tool_big"),
+    ]
+
+    def step(n: int) -> list[BaseMessage]:
+        run = {"name": "bash", "args": {"command": f"python -m pytest tests/test_{n}.py"}, "id": f"run{n}"}
+        return [AIMessage(content="Now run the tests.", id=f"ai_run{n}", tool_calls=[run]), ToolMessage(content="3 passed", tool_call_id=f"run{n}", name="bash", id=f"tool_run{n}")]
+
+    later, again = [*scripted, *step(1)], [*scripted, *step(1), *step(2)]
+    assert not is_boundary_call(len(exchange_spans(again)), config)
+
+    def archive(view: HistoryView) -> BaseMessage:
+        return next(m for m in view.messages if "condensed" in m.additional_kwargs.get("ctxplugin", {}))
+
+    views = [compress_history(h, config=config, counter=COUNTER, budget=3000, session="script") for h in (body, scripted, later, again)]
+    at_move, shrunk, after, next_call = views
+    assert count_message(archive(shrunk), COUNTER) < 500, "while the script is the latest exchange, the archive shrinks"
+    assert all(count_messages(v.messages, COUNTER) <= 3000 for v in views)
+    assert archive(after).content == archive(at_move).content, "followed, the script is trimmed instead"
+    big = next(m for m in after.messages if m.id == "ai_big")
+    assert big.additional_kwargs["ctxplugin"]["tier"] == "trimmed"
+    assert count_message(big, COUNTER) < count_message(scripted[-2], COUNTER) // 2
+    assert (after.tiers["trimmed"], after.tiers["verbatim"]) == (2, 4), "its two messages count as trimmed, the others stay verbatim"
+    assert [m.content for m in next_call.messages[: len(after.messages)]] == [m.content for m in after.messages], (
+        "the next call extends the view"
+    )
+    fresh = compress_history(again, config=config, counter=COUNTER, budget=3000, session="script-from-scratch")
+    assert [(m.type, m.content) for m in fresh.messages] == [(m.type, m.content) for m in next_call.messages], (
+        "as planning from scratch would show it"
+    )
