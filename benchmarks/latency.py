@@ -23,8 +23,14 @@ budget minus the tool schemas (as in ``ctxplugin replay``), twice: with the exac
 per message object (``trim_messages``, the cheapest it can be run) and with LangChain's
 ``count_tokens_approximately`` (``trim_messages_approx``, as its documentation sets it up).
 
+For the long session ctxplugin's calls are also split into those whose view extends the
+previous one (its first messages are the previous view's, the very objects) and those that
+re-render it, with the median of each in the first and the last bucket. ``--self-chain NAME``
+replaces the long session by one recording chained with itself (see :func:`self_chained`).
+
 Run:
     uv run --all-packages python benchmarks/latency.py [--runs 6] [--sessions 10000] [--json out.json] [--chart docs/img/latency.png]
+    uv run --all-packages python benchmarks/latency.py --self-chain marshmallow --skip capture --skip rss --skip sessions
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import operator
 import os
 import platform
 import statistics
@@ -95,6 +102,31 @@ def chained_session(runs: int, offset: int = 0) -> list[BaseMessage]:
     return out
 
 
+def self_chained(name: str, copies: int) -> list[BaseMessage]:
+    """The swe recording whose file name holds ``name``, chained with itself ``copies`` times:
+    a session of one workload throughout. Each copy's texts (and string tool-call arguments)
+    end with ``[copy i]``, so nothing an earlier copy read is found again by its text."""
+    path = next((f for f in sorted(SWE.glob("*.traj.json")) if name in f.name), None)
+    if path is None:
+        raise SystemExit(f"no swe recording under {SWE} has {name!r} in its name")
+    out: list[BaseMessage] = []
+    for i in range(copies):
+        for message in load_file(path).conversations[0].messages:
+            if isinstance(message, SystemMessage):
+                if out:
+                    continue
+            elif i and isinstance(message.content, str):
+                update: dict[str, Any] = {"content": f"{message.content} [copy {i}]"}
+                if isinstance(message, AIMessage) and message.tool_calls:
+                    update["tool_calls"] = [
+                        {**call, "args": {k: f"{v} # copy {i}" if isinstance(v, str) else v for k, v in call["args"].items()}}
+                        for call in message.tool_calls
+                    ]
+                message = message.model_copy(update=update)
+            out.append(message)
+    return out
+
+
 def make_engine(stores: str, root: Path | None) -> ContextEngine:
     config = ContextConfig()
     if stores == "embedded":
@@ -103,8 +135,12 @@ def make_engine(stores: str, root: Path | None) -> ContextEngine:
     return ContextEngine(config)
 
 
-def long_session(engine: ContextEngine, messages: list[BaseMessage], session: str) -> dict[str, list[float]]:
-    """Per-call milliseconds of every strategy over one chained session."""
+def long_session(
+    engine: ContextEngine, messages: list[BaseMessage], session: str, extends: list[bool] | None = None, *, alone: bool = False
+) -> dict[str, list[float]]:
+    """Per-call milliseconds of every strategy (``alone``: of ctxplugin only) over one chained
+    session; ``extends`` gets, per call, whether ctxplugin's view began with the previous call's
+    messages (the very objects)."""
     tools: list[dict[str, Any]] = [BASH_TOOL]
     meter = Meter(engine.counter)
     trim = TrimMessages(tools, int(engine.config.budget.total), meter)
@@ -112,20 +148,32 @@ def long_session(engine: ContextEngine, messages: list[BaseMessage], session: st
     editing = ContextEditing(tools, ClearToolUsesSettings())
     bound: list[Any] = [*tools, *engine.tools_for_model()]
     scope = Scope(session_id=session)
-    times: dict[str, list[float]] = {"ctxplugin": [], "trim_messages": [], "trim_messages_approx": [], "context_editing": []}
+    names = ["ctxplugin"] if alone else ["ctxplugin", "trim_messages", "trim_messages_approx", "context_editing"]
+    times: dict[str, list[float]] = {name: [] for name in names}
     captured: list[BaseMessage] = []
     raw: list[BaseMessage] = []
+    shown: list[BaseMessage] | None = None
     for index, message in enumerate(messages):
         if index > 0 and isinstance(message, AIMessage):
             for name, run in (
-                ("trim_messages", lambda: trim.view(raw)),
-                ("trim_messages_approx", lambda: approx.view(raw)),
-                ("context_editing", lambda: editing.view(raw)),
+                *(
+                    ()
+                    if alone
+                    else (
+                        ("trim_messages", lambda: trim.view(raw)),
+                        ("trim_messages_approx", lambda: approx.view(raw)),
+                        ("context_editing", lambda: editing.view(raw)),
+                    )
+                ),
                 ("ctxplugin", lambda: engine.prepare(captured, tools=bound, scope=scope)),
             ):
                 started = time.perf_counter()
-                run()
+                made = run()
                 times[name].append((time.perf_counter() - started) * 1000)
+            if extends is not None:
+                view = made.messages
+                extends.append(shown is not None and len(view) >= len(shown) and all(map(operator.is_, shown, view)))
+                shown = view
         raw.append(message)
         if isinstance(message, ToolMessage):
             message = engine.capture_tool_result(message, scope)
@@ -252,9 +300,32 @@ def chart(times: dict[str, list[float]], path: Path) -> None:
     fig.savefig(path, dpi=110)
 
 
+def split_by_kind(values: Sequence[float], extends: Sequence[bool]) -> dict[str, dict[str, float]]:
+    """For the first and the last bucket of calls: how many calls extended the previous view and
+    how many re-rendered it, and the median time of each kind."""
+    out: dict[str, dict[str, float]] = {}
+    for bucket, part in (("first", slice(None, BUCKET)), ("last", slice(-BUCKET, None))):
+        pairs = list(zip(values[part], extends[part], strict=True))
+        kept = [v for v, e in pairs if e]
+        redone = [v for v, e in pairs if not e]
+        out[bucket] = {
+            "extend_calls": len(kept),
+            "extend_median_ms": statistics.median(kept) if kept else float("nan"),
+            "rerender_calls": len(redone),
+            "rerender_median_ms": statistics.median(redone) if redone else float("nan"),
+        }
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=int, default=6, help="swe runs chained into the long session")
+    parser.add_argument(
+        "--self-chain", metavar="NAME", help="chain the swe recording whose file name holds NAME with itself --runs times instead"
+    )
+    parser.add_argument(
+        "--alone", action="store_true", help="time ctxplugin only on the long session (no other strategy runs between its calls)"
+    )
     parser.add_argument("--sessions", type=int, default=10_000, help="sessions served before the late probe")
     parser.add_argument("--rss-calls", type=int, default=2_000)
     parser.add_argument("--stores", choices=["memory", "embedded"], default="memory")
@@ -270,9 +341,13 @@ def main(argv: list[str] | None = None) -> int:
         root = Path(tmp)
         if "long" not in args.skip:
             engine = make_engine(args.stores, root / "long")
-            messages = chained_session(args.runs)
-            times = long_session(engine, messages, "long-session")
+            messages = self_chained(args.self_chain, args.runs) if args.self_chain else chained_session(args.runs)
+            extends: list[bool] = []
+            times = long_session(engine, messages, "long-session", extends, alone=args.alone)
             results["calls"] = len(times["ctxplugin"])
+            if args.self_chain:
+                results["self_chain"] = args.self_chain
+            results["ctxplugin_by_kind"] = split_by_kind(times["ctxplugin"], extends)
             results["strategies"] = {}
             for name, values in times.items():
                 first = statistics.median(values[:BUCKET])
@@ -284,13 +359,14 @@ def main(argv: list[str] | None = None) -> int:
                     "first_ms": first,
                     "last_ms": last,
                 }
-            trim = results["strategies"]["trim_messages"]
             mine = results["strategies"]["ctxplugin"]
-            results["p50_vs_trim"] = mine["p50_ms"] / trim["p50_ms"]
-            results["p99_vs_trim"] = mine["p99_ms"] / trim["p99_ms"]
-            approx = results["strategies"]["trim_messages_approx"]
-            results["p50_vs_trim_approx"] = mine["p50_ms"] / approx["p50_ms"]
-            results["p99_vs_trim_approx"] = mine["p99_ms"] / approx["p99_ms"]
+            if not args.alone:
+                trim = results["strategies"]["trim_messages"]
+                results["p50_vs_trim"] = mine["p50_ms"] / trim["p50_ms"]
+                results["p99_vs_trim"] = mine["p99_ms"] / trim["p99_ms"]
+                approx = results["strategies"]["trim_messages_approx"]
+                results["p50_vs_trim_approx"] = mine["p50_ms"] / approx["p50_ms"]
+                results["p99_vs_trim_approx"] = mine["p99_ms"] / approx["p99_ms"]
             if args.chart:
                 chart(times, args.chart)
         if "capture" not in args.skip:
