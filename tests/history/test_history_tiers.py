@@ -432,32 +432,39 @@ def test_notes_list_the_shell_lines_of_a_script_command_not_its_body() -> None:
     assert not values & {"limit = 25", "retries = 3", "mask = flags << shift"}, "a written file's lines are not listed"
 
 
+SCRIPT_CONFIG = HistoryConfig(verbatim_exchanges=1, trimmed_exchanges=1, block_size=6, archive_blocks=6, archive_tokens=600)
+
+
+def _scripted(agent_session: Builder) -> tuple[list[BaseMessage], list[BaseMessage]]:
+    """A session at a boundary move, and the same with a 120-line script written just after."""
+    body = agent_session(36)
+    assert is_boundary_call(len(exchange_spans(body)), SCRIPT_CONFIG)
+    script = "\n".join(f"print('check {i}:', compute_{i}(data))" for i in range(120))
+    call = {"name": "bash", "args": {"command": f"cat > fix.py << 'EOF'\n{script}\nEOF\npython fix.py"}, "id": "big"}
+    return body, [
+        *body,
+        AIMessage(content="Let me write the fix.", id="ai_big", tool_calls=[call]),
+        ToolMessage(content="ok", tool_call_id="big", name="bash", id="tool_big"),
+    ]
+
+
+def _archive(view: HistoryView) -> BaseMessage:
+    return next(m for m in view.messages if "condensed" in m.additional_kwargs.get("ctxplugin", {}))
+
+
 def test_a_long_script_between_moves_shrinks_the_archive_instead_of_losing_it(agent_session: Builder) -> None:
     # The plan is made at a boundary move and kept until the next one, with room for the
     # exchanges to come estimated from the newest. A script far longer than that estimate,
     # written between moves, must not leave the view over its budget: the budget stage would
     # then drop the oldest exchanges, which are the notes, and all of older history with them.
-    config = HistoryConfig(verbatim_exchanges=1, trimmed_exchanges=1, block_size=6, archive_blocks=6, archive_tokens=600)
-    body = agent_session(36)
-    assert is_boundary_call(len(exchange_spans(body)), config)
-    script = "\n".join(f"print('check {i}:', compute_{i}(data))" for i in range(120))
-    call = {"name": "bash", "args": {"command": f"cat > fix.py << 'EOF'\n{script}\nEOF\npython fix.py"}, "id": "big"}
-    later = [
-        *body,
-        AIMessage(content="Let me write the fix.", id="ai_big", tool_calls=[call]),
-        ToolMessage(content="ok", tool_call_id="big", name="bash", id="tool_big"),
-    ]
-    assert not is_boundary_call(len(exchange_spans(later)), config)
-    before = compress_history(body, config=config, counter=COUNTER, budget=3000)
-    after = compress_history(later, config=config, counter=COUNTER, budget=3000)
-
-    def archive(view: HistoryView) -> BaseMessage:
-        return next(m for m in view.messages if "condensed" in m.additional_kwargs.get("ctxplugin", {}))
-
-    assert count_message(archive(before), COUNTER) > 500
+    body, later = _scripted(agent_session)
+    assert not is_boundary_call(len(exchange_spans(later)), SCRIPT_CONFIG)
+    before = compress_history(body, config=SCRIPT_CONFIG, counter=COUNTER, budget=3000)
+    after = compress_history(later, config=SCRIPT_CONFIG, counter=COUNTER, budget=3000)
+    assert count_message(_archive(before), COUNTER) > 500
     assert count_messages(after.messages, COUNTER) <= 3000, "the view still fits"
-    assert 100 < count_message(archive(after), COUNTER) < 500, "by a smaller archive, not by none"
-    assert archive(after).additional_kwargs == archive(before).additional_kwargs, "covering the same exchanges"
+    assert 100 < count_message(_archive(after), COUNTER) < 500, "by a smaller archive, not by none"
+    assert _archive(after).additional_kwargs == _archive(before).additional_kwargs, "covering the same exchanges"
 
 
 def test_a_long_script_once_followed_is_trimmed_and_the_archive_keeps_its_size(agent_session: Builder) -> None:
@@ -465,32 +472,22 @@ def test_a_long_script_once_followed_is_trimmed_and_the_archive_keeps_its_size(a
     # is the one of the move again: shrunk, it would only grow back at the next move (which gists
     # the script anyway), rewriting the start of the cached prefix twice and hiding the oldest
     # values meanwhile.
-    config = HistoryConfig(verbatim_exchanges=1, trimmed_exchanges=1, block_size=6, archive_blocks=6, archive_tokens=600)
-    body = agent_session(36)
-    assert is_boundary_call(len(exchange_spans(body)), config)
-    script = "\n".join(f"print('check {i}:', compute_{i}(data))" for i in range(120))
-    call = {"name": "bash", "args": {"command": f"cat > fix.py << 'EOF'\n{script}\nEOF\npython fix.py"}, "id": "big"}
-    scripted = [
-        *body,
-        AIMessage(content="Let me write the fix.", id="ai_big", tool_calls=[call]),
-        ToolMessage(content="ok", tool_call_id="big", name="bash", id="tool_big"),
-    ]
+    body, scripted = _scripted(agent_session)
 
     def step(n: int) -> list[BaseMessage]:
         run = {"name": "bash", "args": {"command": f"python -m pytest tests/test_{n}.py"}, "id": f"run{n}"}
-        return [AIMessage(content="Now run the tests.", id=f"ai_run{n}", tool_calls=[run]), ToolMessage(content="3 passed", tool_call_id=f"run{n}", name="bash", id=f"tool_run{n}")]
+        return [
+            AIMessage(content="Now run the tests.", id=f"ai_run{n}", tool_calls=[run]),
+            ToolMessage(content="3 passed", tool_call_id=f"run{n}", name="bash", id=f"tool_run{n}"),
+        ]
 
     later, again = [*scripted, *step(1)], [*scripted, *step(1), *step(2)]
-    assert not is_boundary_call(len(exchange_spans(again)), config)
-
-    def archive(view: HistoryView) -> BaseMessage:
-        return next(m for m in view.messages if "condensed" in m.additional_kwargs.get("ctxplugin", {}))
-
-    views = [compress_history(h, config=config, counter=COUNTER, budget=3000, session="script") for h in (body, scripted, later, again)]
+    assert not is_boundary_call(len(exchange_spans(again)), SCRIPT_CONFIG)
+    views = [compress_history(h, config=SCRIPT_CONFIG, counter=COUNTER, budget=3000, session="script") for h in (body, scripted, later, again)]
     at_move, shrunk, after, next_call = views
-    assert count_message(archive(shrunk), COUNTER) < 500, "while the script is the latest exchange, the archive shrinks"
+    assert count_message(_archive(shrunk), COUNTER) < 500, "while the script is the latest exchange, the archive shrinks"
     assert all(count_messages(v.messages, COUNTER) <= 3000 for v in views)
-    assert archive(after).content == archive(at_move).content, "followed, the script is trimmed instead"
+    assert _archive(after).content == _archive(at_move).content, "followed, the script is trimmed instead"
     big = next(m for m in after.messages if m.id == "ai_big")
     assert big.additional_kwargs["ctxplugin"]["tier"] == "trimmed"
     assert count_message(big, COUNTER) < count_message(scripted[-2], COUNTER) // 2
@@ -498,7 +495,7 @@ def test_a_long_script_once_followed_is_trimmed_and_the_archive_keeps_its_size(a
     assert [m.content for m in next_call.messages[: len(after.messages)]] == [m.content for m in after.messages], (
         "the next call extends the view"
     )
-    fresh = compress_history(again, config=config, counter=COUNTER, budget=3000, session="script-from-scratch")
+    fresh = compress_history(again, config=SCRIPT_CONFIG, counter=COUNTER, budget=3000, session="script-from-scratch")
     assert [(m.type, m.content) for m in fresh.messages] == [(m.type, m.content) for m in next_call.messages], (
         "as planning from scratch would show it"
     )
