@@ -26,11 +26,12 @@ per message object (``trim_messages``, the cheapest it can be run) and with Lang
 For the long session ctxplugin's calls are also split into those whose view extends the
 previous one (its first messages are the previous view's, the very objects) and those that
 re-render it, with the median of each in the first and the last bucket. ``--self-chain NAME``
-replaces the long session by one recording chained with itself (see :func:`self_chained`).
+replaces the long session by one recording chained with itself (see :func:`self_chained`);
+``--alone`` times ctxplugin without the other strategies running between its calls.
 
 Run:
     uv run --all-packages python benchmarks/latency.py [--runs 6] [--sessions 10000] [--json out.json] [--chart docs/img/latency.png]
-    uv run --all-packages python benchmarks/latency.py --self-chain marshmallow --skip capture --skip rss --skip sessions
+    uv run --all-packages python benchmarks/latency.py --self-chain marshmallow [--alone] --skip capture --skip rss --skip sessions
 """
 
 from __future__ import annotations
