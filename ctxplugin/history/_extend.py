@@ -224,7 +224,7 @@ def extend(
     if prior.trimmable:
         return None  # whether long window exchanges are shown trimmed is chosen again as the window grows
     last = len(prior.spans) - 1  # the previous latest exchange: no longer the latest
-    if prior.archive_short and last >= bounds[1] + prior.config.verbatim_exchanges and prior.parts[last][0] > 2 * prior.config.trim_tokens:
+    if prior.archive_short and last in long_since_move(prior.parts, bounds, last + 1, prior.config):
         return None  # a long exchange that joined the window since the move may now be shown trimmed
     if growth.dirty and prior.whole is None and min(growth.dirty) < bounds[1]:
         return None  # a human message that was kept exact outside the verbatim tier is compressed now
@@ -275,6 +275,14 @@ def extend(
     return made
 
 
+def long_since_move(parts: Sequence[Parts], bounds: tuple[int, int], upto: int, config: HistoryConfig) -> frozenset[int]:
+    """The exchanges before ``upto`` that joined the window since the tiers last moved (after
+    the verbatim exchanges of the move, ``bounds`` then) and that trimming would shorten much:
+    over twice ``trim_tokens``, as ``parts`` count them."""
+    start = max(bounds[1] + config.verbatim_exchanges, 1)
+    return frozenset(n for n in range(start, upto) if parts[n][0] > 2 * config.trim_tokens)
+
+
 def _grown_window(window: tuple[WindowLimit, ...] | None, parts: Sequence[Parts]) -> tuple[WindowLimit, ...] | None:
     """``window``'s limits with the new exchanges' ``parts`` counted, or None when one is over
     (or the window is not known)."""
@@ -290,4 +298,4 @@ def _grown_window(window: tuple[WindowLimit, ...] | None, parts: Sequence[Parts]
     return tuple(limits)
 
 
-__all__ = ["SESSIONS", "Grown", "Made", "always_kept", "extend", "grown", "remember"]
+__all__ = ["SESSIONS", "Grown", "Made", "always_kept", "extend", "grown", "long_since_move", "remember"]

@@ -23,7 +23,7 @@ from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from ctxplugin._messages import annotation, exchange_spans
 from ctxplugin._prefix import Stamp
 from ctxplugin.config import HistoryConfig
-from ctxplugin.history._extend import Made, extend, grown, remember
+from ctxplugin.history._extend import Made, extend, grown, long_since_move, remember
 from ctxplugin.history._shown import Tier as Tier
 from ctxplugin.history._shown import _plain_text, _summarizable, compress_message
 from ctxplugin.history.compressors import memo_counter
@@ -250,7 +250,7 @@ def compress_history(
             # the window since the move, before the latest, are long (a long script), they are
             # shown trimmed instead, if that keeps more of the archive: it would otherwise grow
             # back at the next move, which gists them anyway, and it holds the oldest values.
-            long = _long_exchanges(parts, range(max(verbatim_start + config.verbatim_exchanges, 1), exchanges - 1), config)
+            long = long_since_move(parts, bounds, exchanges - 1, config)
             trimmable = bool(long)
             if long:
                 untrimmed = {n: (rendered[n], parts[n], changed[n]) for n in long}
@@ -313,11 +313,6 @@ def _view(made: Made) -> HistoryView:
         tiers=dict(made.tiers),
         verbatim_from=made.verbatim_from,
     )
-
-
-def _long_exchanges(parts: Sequence[Parts], numbers: range, config: HistoryConfig) -> frozenset[int]:
-    """The exchanges of ``numbers`` that trimming would shorten much (over twice ``trim_tokens``)."""
-    return frozenset(n for n in numbers if parts[n][0] > 2 * config.trim_tokens)
 
 
 def _count_trimmed(tiers: dict[str, int], numbers: frozenset[int], spans: Sequence[tuple[int, int]], protected: frozenset[int]) -> None:
