@@ -150,13 +150,18 @@ def _protected_spans(history: Sequence[BaseMessage], spans: list[tuple[int, int]
     return keep
 
 
-def _drop_order(history: Sequence[BaseMessage], spans: list[tuple[int, int]]) -> list[int]:
-    """The droppable spans in the order they go: exchanges oldest first, then context notes
-    oldest first. A note already stands for many exchanges in a few tokens, and the history
-    stage budgeted it: when the exchanges after it are over, they go before it."""
+def _drop_order(history: Sequence[BaseMessage], spans: list[tuple[int, int]]) -> tuple[list[int], int]:
+    """The droppable spans in the order they go — exchanges oldest first, then context notes
+    oldest first — and how many of them are exchanges. A note already stands for many exchanges
+    in a few tokens, and the history stage budgeted it: when the exchanges after it are over,
+    they go before it."""
     keep = _protected_spans(history, spans)
-    droppable = [i for i in range(len(spans)) if i not in keep]
-    return sorted(droppable, key=lambda i: is_note(history[spans[i][0]]))
+    exchanges: list[int] = []
+    notes: list[int] = []
+    for i in range(len(spans)):
+        if i not in keep:
+            (notes if is_note(history[spans[i][0]]) else exchanges).append(i)
+    return exchanges + notes, len(exchanges)
 
 
 def drop_exchanges(parts: Parts, spans: list[tuple[int, int]], dropped: set[int]) -> Parts:
@@ -335,10 +340,9 @@ def enforce(parts: Parts, budgets: dict[str, int], counter: TokenCounter, *, blo
     # 1. oldest history, whole exchanges in blocks
     if history_over(parts) or total_over(parts):
         spans = exchange_spans(parts.history)
-        order = _drop_order(parts.history, spans)
+        order, plain = _drop_order(parts.history, spans)
         needed = _exchanges_to_drop(parts, spans, order, budgets, counter)
         # in whole blocks, but a block is made of exchanges: rounding up never takes a note
-        plain = sum(1 for i in order if not is_note(parts.history[spans[i][0]]))
         blocks = min(plain, math.ceil(needed / block_size) * block_size) if needed <= plain else needed
         parts = drop_exchanges(parts, spans, set(order[:blocks]))
     # 2. least relevant facts
