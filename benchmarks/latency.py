@@ -12,9 +12,10 @@ Workloads (recordings from ``../shared/data``):
    repeated to 20 KB and made distinct by a first line): p50.
 3. **memory**: RSS before and after ``--rss-calls`` (2,000) further prepare calls, sessions of
    the chained workload run one after the other on the same engine.
-4. **many sessions**: one engine serving short conversations (the first 10 messages of tau
-   airline conversations, each its own session): per-call prepare time measured on a probe of
-   fresh sessions after 100 and after ``--sessions`` (10,000) sessions.
+4. **many sessions**: engines serving short conversations (the first 10 messages of tau
+   airline conversations, each its own session): per-call prepare time of fresh sessions on an
+   engine that has served 100 sessions and on one that has served ``--sessions`` (10,000),
+   probed in turn (see :func:`many_sessions`).
 
 ctxplugin runs with the default configuration (``ContextConfig()``: in-memory stores, facts and
 history on, the default 10,000-token budget); ``--stores embedded`` uses SQLite and embedded Chroma in a
@@ -46,7 +47,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -245,40 +246,51 @@ def short_conversations() -> list[list[BaseMessage]]:
     return out
 
 
-def many_sessions(engine: ContextEngine, total: int, probe: int = 100) -> dict[str, float]:
-    """Median prepare ms on ``probe`` fresh sessions after 100 and after ``total`` sessions."""
+def many_sessions(make: Callable[[str], ContextEngine], total: int, probe: int = 100, rounds: int = 5) -> dict[str, float]:
+    """Median prepare ms of fresh sessions on an engine that has served 100 sessions and on one
+    that has served ``total``. Both engines are filled first; then they are probed in turn,
+    ``rounds`` times ``probe // rounds`` fresh sessions each (the same conversations on both), so
+    that the machine's drift over the minutes the filling takes falls on both alike. Probed one
+    after the other, minutes apart, the ratio moved between 0.72 and 1.37 at one commit."""
     from ctxplugin.replay.runner import load_tools_file
 
-    tools: list[Any] = [*load_tools_file(TAU_TOOLS), *engine.tools_for_model()]
     conversations = short_conversations()
-    served = 0
 
-    def serve(count: int, prefix: str) -> list[float]:
-        nonlocal served
+    def serve(engine: ContextEngine, tools: list[Any], sessions: range, prefix: str) -> list[float]:
         times: list[float] = []
-        for _ in range(count):
-            messages = conversations[served % len(conversations)]
-            scope = Scope(session_id=f"{prefix}-{served}")
+        for number in sessions:
+            messages = conversations[number % len(conversations)]
+            scope = Scope(session_id=f"{prefix}-{number}")
             history = [engine.capture_tool_result(m, scope) if isinstance(m, ToolMessage) else m for m in messages]
             started = time.perf_counter()
             engine.prepare(history, tools=tools, scope=scope)
             times.append((time.perf_counter() - started) * 1000)
-            served += 1
         return times
 
-    serve(100, "fill")
-    early = serve(probe, "probe")
-    rss_early = rss_mb()
-    serve(max(0, total - served), "fill")
-    late = serve(probe, "probe")
+    engines: dict[str, tuple[ContextEngine, list[Any]]] = {}
+    filled = {"early": 100, "late": total}
+    rss: dict[str, float] = {}
+    for name, count in filled.items():
+        engine = make(name)
+        tools: list[Any] = [*load_tools_file(TAU_TOOLS), *engine.tools_for_model()]
+        serve(engine, tools, range(count), "fill")
+        engines[name] = (engine, tools)
+        rss[name] = rss_mb()
+    step = max(1, probe // rounds)
+    probes: dict[str, list[float]] = {"early": [], "late": []}
+    for round_ in range(rounds):
+        for name, (engine, tools) in engines.items():
+            probes[name].extend(serve(engine, tools, range(round_ * step, (round_ + 1) * step), "probe"))
+    early, late = statistics.median(probes["early"]), statistics.median(probes["late"])
     return {
         "sessions_early": 100,
         "sessions_late": total,
-        "early_ms": statistics.median(early),
-        "late_ms": statistics.median(late),
-        "ratio": statistics.median(late) / statistics.median(early),
-        "rss_early_mb": rss_early,
-        "rss_late_mb": rss_mb(),
+        "probes": rounds * step,
+        "early_ms": early,
+        "late_ms": late,
+        "ratio": late / early,
+        "rss_early_mb": rss["early"],
+        "rss_late_mb": rss["late"],
     }
 
 
@@ -385,8 +397,7 @@ def main(argv: list[str] | None = None) -> int:
             gc.collect()
             results["rss"] = {"calls": args.rss_calls, "before_mb": before, "after_mb": rss_mb(), "growth_mb": rss_mb() - before}
         if "sessions" not in args.skip:
-            engine = make_engine(args.stores, root / "sessions")
-            results["many_sessions"] = many_sessions(engine, args.sessions)
+            results["many_sessions"] = many_sessions(lambda name: make_engine(args.stores, root / f"sessions-{name}"), args.sessions)
     print(json.dumps(results, indent=2))
     if args.json:
         args.json.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
