@@ -10,6 +10,9 @@ from __future__ import annotations
 import json
 import re
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from itertools import accumulate
 from typing import Any
 
@@ -48,6 +51,27 @@ def json_depth_exceeds(text: str, limit: int = MAX_JSON_DEPTH) -> bool:
     return max(accumulate(map(_STEP.__getitem__, brackets))) > limit
 
 
+def _digit_run(limit: int) -> re.Pattern[str]:
+    return re.compile(rf"\d{{{limit + 1}}}")
+
+
+_LONG_DIGITS = _digit_run(MAX_INT_DIGITS)
+
+_parsed: ContextVar[dict[int, tuple[str, Any, str | None]] | None] = ContextVar("ctxplugin_parsed_json", default=None)
+
+
+@contextmanager
+def parse_once() -> Iterator[None]:
+    """Within: a text :func:`load_json` has read (or refused) is not read again, as long as the
+    block runs. For one tool output, which the store's summary and the facts reader both read;
+    what they are given is the same value, which neither changes."""
+    token = _parsed.set({})
+    try:
+        yield
+    finally:
+        _parsed.reset(token)
+
+
 def load_json(text: str) -> Any:
     """``json.loads(text)`` within limits that make it safe for any input.
 
@@ -56,9 +80,33 @@ def load_json(text: str) -> Any:
             of more than :data:`MAX_INT_DIGITS` digits. Nothing else is raised (no
             ``RecursionError``), whatever ``text`` holds.
     """
+    memo = _parsed.get()
+    if memo is None:
+        return _load_json(text)
+    known = memo.get(len(text))
+    if known is not None and (known[0] is text or known[0] == text):
+        if known[2] is not None:
+            raise ValueError(known[2])
+        return known[1]
+    try:
+        value = _load_json(text)
+    except ValueError as exc:
+        memo[len(text)] = (text, None, str(exc))
+        raise
+    memo[len(text)] = (text, value, None)
+    return value
+
+
+def _load_json(text: str) -> Any:
     if json_depth_exceeds(text):
         raise ValueError(f"JSON nested deeper than {MAX_JSON_DEPTH} levels")
+    # the integer guard is a Python call per number: taken only when a run of digits is long
+    # enough to need it (a run inside a string counts too, which only costs time)
+    limit = min(MAX_INT_DIGITS, sys.get_int_max_str_digits() or MAX_INT_DIGITS)
+    pattern = _LONG_DIGITS if limit == MAX_INT_DIGITS else _digit_run(limit)
     try:
+        if pattern.search(text) is None:
+            return json.loads(text)
         return json.loads(text, parse_int=_int)
     except RecursionError as exc:  # a small stack left by the caller
         raise ValueError("JSON nested too deeply for the parser") from exc
@@ -84,4 +132,4 @@ def storable_text(text: str) -> str:
     return text.replace("\x00", "\ufffd") if "\x00" in text else text
 
 
-__all__ = ["MAX_INT_DIGITS", "MAX_JSON_DEPTH", "json_depth_exceeds", "load_json", "storable_text", "valid_unicode"]
+__all__ = ["MAX_INT_DIGITS", "MAX_JSON_DEPTH", "json_depth_exceeds", "load_json", "parse_once", "storable_text", "valid_unicode"]

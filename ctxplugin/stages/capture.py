@@ -18,6 +18,7 @@ from ctxplugin._deadline import step_budget
 from ctxplugin._events import emit
 from ctxplugin._messages import META_KEY
 from ctxplugin._names import CAPTURE_EVENT
+from ctxplugin._untrusted import parse_once
 from ctxplugin.config import ContextConfig
 from ctxplugin.errors import InvalidInputError, StoreError
 from ctxplugin.facts import FactsLedger
@@ -54,7 +55,7 @@ class Capture:
                 f"capture_tool_result() takes a ToolMessage, got {type(tool_message).__name__}"
             )
         report = CaptureReport(session_id=scope.session_id, tool_call_id=tool_message.tool_call_id)
-        with step_budget(self.config.stores.timeout), _tracing.child_run(
+        with step_budget(self.config.stores.timeout), parse_once(), _tracing.child_run(
             "ctxplugin.capture_tool_result",
             inputs={"tool_call_id": tool_message.tool_call_id, "name": tool_message.name or ""},
         ) as run:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import random
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -13,7 +14,13 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
 from ctxplugin import ContextConfig, ContextEngine, Scope
-from ctxplugin._untrusted import MAX_JSON_DEPTH, load_json, storable_text
+from ctxplugin._untrusted import (
+    MAX_INT_DIGITS,
+    MAX_JSON_DEPTH,
+    load_json,
+    parse_once,
+    storable_text,
+)
 from ctxplugin.cas import MemoryCASStore
 from ctxplugin.cas.capture import SUMMARY_BOUND
 from ctxplugin.facts import FactsLedger, MemoryFactStore
@@ -96,3 +103,36 @@ def test_the_safe_loader_turns_every_hostile_json_into_a_value_error() -> None:
     assert load_json('["[[[[", {"a": "}}}"}]') == ["[[[[", {"a": "}}}"}]
     nested = "[" * MAX_JSON_DEPTH + "]" * MAX_JSON_DEPTH
     assert isinstance(load_json(nested), list)
+
+
+def test_the_safe_loader_refuses_a_huge_integer_even_where_python_would_convert_it() -> None:
+    limit = sys.get_int_max_str_digits()
+    sys.set_int_max_str_digits(0)  # no limit of Python's own: the conversion would be quadratic
+    try:
+        with pytest.raises(ValueError, match="digits"):
+            load_json("[" + "9" * (MAX_INT_DIGITS + 1) + "]")
+        # as long in a string, the same run of digits is no integer
+        assert load_json('["' + "9" * (MAX_INT_DIGITS + 1) + '", 7]')[1] == 7
+        assert load_json("[" + "9" * MAX_INT_DIGITS + "]") == [int("9" * MAX_INT_DIGITS)]
+    finally:
+        sys.set_int_max_str_digits(limit)
+
+
+def test_one_output_is_parsed_once_per_capture(engine: ContextEngine, mocker: Any) -> None:
+    records = [{"reservation_id": f"R{i:05d}", "user_id": f"u{i % 9}", "status": "ok"} for i in range(400)]
+    text = json.dumps(records)
+    loads = mocker.spy(json, "loads")
+    compact, report = engine.capture_with_report(ToolMessage(content=text, tool_call_id="records", name="reservations"), SCOPE)
+    assert report.ref_id is not None and report.facts_extracted > 0  # the summary and the facts reader both read it
+    assert "R00000" in str(compact.content)
+    assert [call.args[0] for call in loads.call_args_list].count(text) == 1  # the stores read their own rows too
+
+
+def test_a_refused_text_is_refused_again_within_one_capture() -> None:
+    deep = "[" * (MAX_JSON_DEPTH + 1) + "]" * (MAX_JSON_DEPTH + 1)
+    with parse_once():
+        for _ in range(2):
+            with pytest.raises(ValueError, match="nested"):
+                load_json(deep)
+        assert load_json("[1]") == [1]
+        assert load_json("".join(["[", "2", "]"])) == [2]  # an equal text of another length is read
