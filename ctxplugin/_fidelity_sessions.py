@@ -84,6 +84,12 @@ def _adds(message: BaseMessage) -> tuple[object, ...]:
 
 
 @lru_cache(maxsize=65536)
+def _runs(value: str) -> frozenset[str]:
+    """The :data:`RUN` s of ``value``."""
+    return frozenset(RUN.findall(value))
+
+
+@lru_cache(maxsize=65536)
 def _ref_shaped(ref: str) -> bool:
     """Whether ``ref`` has the shape :func:`~ctxplugin._message_values.refs_in` finds."""
     return REF_SHAPE.fullmatch(ref) is not None
@@ -104,15 +110,22 @@ def held_weakly(message: Any) -> Any:
 
 class _Searched:
     """A view message searched in a previous call: held weakly, with the key of its text, the
-    values it shows and, once looked for, the refs it shows."""
+    values it shows and, once looked for, the refs it shows and the :data:`RUN` s of its text."""
 
-    __slots__ = ("key", "message", "refs", "shown")
+    __slots__ = ("key", "message", "refs", "runs", "shown")
 
     def __init__(self, message: BaseMessage, key: TextKey, shown: tuple[str, ...]) -> None:
         self.message = held_weakly(message)
         self.key = key
         self.shown = shown
         self.refs: frozenset[str] | None = None
+        self.runs: frozenset[str] | None = None
+
+    def runs_of(self, text: str) -> frozenset[str]:
+        """The runs of ``text``, this message's text (read once)."""
+        if self.runs is None:
+            self.runs = frozenset(RUN.findall(text))
+        return self.runs
 
 
 class _Session:
@@ -230,14 +243,30 @@ class _Session:
         again.extend(v for v in self.lined if v in absent)
         self.fresh = []
         found: set[str] = set()
-        view_text = "\n".join(text for _, text in texts) if again else None
+        view_text: str | None = None
+        view_runs: frozenset[str] | None = None
         for value in again:
             where = self.present.get(value)
             if where is not None and searched.get(where[0]) is where[1]:
                 found.add(value)
-            elif occurs(value, view_text or ""):
-                found.add(value)
-                self._locate(value, texts, searched)
+                continue
+            runs = _runs(value) if "\n" not in value else frozenset()
+            if not runs:  # nothing to look up by (no letter or digit, or a line break): the whole view
+                view_text = "\n".join(text for _, text in texts) if view_text is None else view_text
+                if occurs(value, view_text):
+                    found.add(value)
+                    self._locate(value, texts, searched)
+                continue
+            if view_runs is None:
+                view_runs = frozenset().union(*(searched[at].runs_of(text) for at, text in texts))
+            if not runs <= view_runs:
+                continue  # a value found in a text has every one of its runs among the text's
+            for at, text in texts:
+                entry = searched[at]
+                if runs <= entry.runs_of(text) and occurs(value, text):
+                    found.add(value)
+                    self.present[value] = (at, entry)
+                    break
         if new and absent:
             new_text = "\n".join(text for _, text in new)
             runs = set(RUN.findall(new_text))

@@ -47,9 +47,11 @@ _EXCEPTION = re.compile(r"\b[A-Z]\w*(?:Error|Exception|Warning|Exit|Interrupt|Fa
 ALERT_LINE = re.compile(
     r"(?i)(?:traceback \(most recent call last\)|\b(?:error|exception|fatal|panic|failed|failure|"
     r"denied|forbidden|unauthori[sz]ed|security|vulnerab\w*|cve-\d{4}-\d+|unsafe|insecure|"
-    r"critical|segmentation fault|assertion)\b|^\s*E\s{2,}|\w+(?:Error|Exception|Warning):)"
+    r"critical|segmentation fault|assertion)\b|^\s*E\s{2,}|\w(?:Error|Exception|Warning):)"
 )
-"""Lines that are never elided: errors, tracebacks, failures and security warnings."""
+"""Lines that are never elided: errors, tracebacks, failures and security warnings. (A class
+name ending in ``Error:`` is found by its last letter before the suffix: the pattern only says
+whether a line has one, and ``\\w+`` there would try every start inside every word.)"""
 _ALERT_ANYWHERE = re.compile(ALERT_LINE.pattern.replace(r"|^\s*E\s{2,}|", r"|E\s{2,}|"))
 """:data:`ALERT_LINE` with its line-start anchor dropped: it matches somewhere in every text one
 of whose lines it matches (wherever the line breaks are), so a text it misses has none."""
