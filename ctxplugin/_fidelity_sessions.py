@@ -250,8 +250,8 @@ class _Session:
             if where is not None and searched.get(where[0]) is where[1]:
                 found.add(value)
                 continue
-            runs = _runs(value) if "\n" not in value else frozenset()
-            if not runs:  # nothing to look up by (no letter or digit, or a line break): the whole view
+            wanted = _runs(value) if "\n" not in value else frozenset()
+            if not wanted:  # nothing to look up by (no letter or digit, or a line break): the whole view
                 view_text = "\n".join(text for _, text in texts) if view_text is None else view_text
                 if occurs(value, view_text):
                     found.add(value)
@@ -259,11 +259,11 @@ class _Session:
                 continue
             if view_runs is None:
                 view_runs = frozenset().union(*(searched[at].runs_of(text) for at, text in texts))
-            if not runs <= view_runs:
+            if not wanted <= view_runs:
                 continue  # a value found in a text has every one of its runs among the text's
             for at, text in texts:
                 entry = searched[at]
-                if runs <= entry.runs_of(text) and occurs(value, text):
+                if wanted <= entry.runs_of(text) and occurs(value, text):
                     found.add(value)
                     self.present[value] = (at, entry)
                     break
