@@ -9,6 +9,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from langchain_core.tools import tool
 
 from ctxplugin import ContextConfig, Scope
+from ctxplugin._messages import annotation
 from ctxplugin.testing import memory_engine
 
 SCOPE = Scope(session_id="whole")
@@ -104,6 +105,30 @@ def test_expand_ref_stays_bound_once_the_model_has_called_it() -> None:
     ]
     prepared = engine.prepare(messages, tools=[search, expand_ref], scope=SCOPE)
     assert "expand_ref" in prepared.report.tools_bound
+
+
+def test_a_view_sent_whole_offers_expand_ref_when_it_shows_a_ref() -> None:
+    """A host that keeps what ``capture_tool_result`` returned sends the compact form, ref and
+    summary: the model is told to use ``expand_ref`` and must be offered it. A host that keeps
+    the original with its ref noted (the LangGraph integration's default) sends no ref."""
+    engine = memory_engine(config(40_000))
+    raw = conversation(2)
+    compact = [engine.capture_tool_result(m, SCOPE) if isinstance(m, ToolMessage) else m for m in raw]
+    shown = [m for m in compact if isinstance(m, ToolMessage) and str(m.content).startswith("[ref:")]
+    assert shown  # the outputs are over the pass-through size
+    prepared = engine.prepare(compact, tools=[search, expand_ref], scope=SCOPE)
+    assert prepared.messages[1:] == compact[1:]  # sent as it was
+    assert "expand_ref" in prepared.report.tools_bound
+
+    kept = [
+        m.model_copy(update={"additional_kwargs": dict(c.additional_kwargs)}) if isinstance(m, ToolMessage) else m
+        for m, c in zip(raw, compact, strict=True)
+    ]
+    assert all(annotation(m).get("ref") for m in kept if isinstance(m, ToolMessage))
+    other = Scope(session_id="originals kept")
+    prepared = engine.prepare(kept, tools=[search, expand_ref], scope=other)
+    assert prepared.messages[1:] == kept[1:]
+    assert "expand_ref" not in prepared.report.tools_bound
 
 
 def test_once_the_conversation_outgrew_its_room_it_stays_tiered() -> None:

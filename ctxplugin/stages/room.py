@@ -3,8 +3,10 @@
 The header and the bound tool schemas come first and the facts block has its budget; the rest
 of the total budget is the history's. With ``history.compress="over_budget"`` a conversation
 that fits that room, tool outputs included, is sent unchanged — no ref, no summary, no note — so
-every call repeats the previous one's prefix; ``expand_ref`` then joins the tools only when
-compression starts, the call that breaks the prefix anyway.
+every call repeats the previous one's prefix. ``expand_ref`` is then bound only when the view
+shows a ref: an output the host captured before appending it (``capture_tool_result``) shows
+its ref and summary, and the model is offered the tool that reads the rest; otherwise it joins
+the tools when compression starts, the call that breaks the prefix anyway.
 """
 
 from __future__ import annotations
@@ -13,8 +15,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
+from ctxplugin._messages import annotation
 from ctxplugin._names import EXPAND_REF_NAME
 from ctxplugin._running import SessionTallies
 from ctxplugin.config import FactsConfig, HistoryConfig
@@ -41,8 +44,9 @@ def history_room(
 
 @dataclass(frozen=True, slots=True)
 class FindRoom:
-    """Fill ``room``; when the conversation goes whole and ``expand_ref`` was never called,
-    take ``expand_ref`` out of the tools.
+    """Fill ``room``; when the conversation goes whole, shows no ref and ``expand_ref`` was
+    never called, take ``expand_ref`` out of the tools (a host that keeps the compact form of
+    its tool outputs shows their refs from the first).
 
     Attributes:
         history: the history settings.
@@ -70,8 +74,8 @@ class FindRoom:
         view = view.override(
             room=Room(outside=outside, total=room, budget=budget, whole=whole, history_tokens=tokens, tool_result_tokens=tool_tokens)
         )
-        if whole and view.expand_ref is not None and not _calls_tool(view.history, EXPAND_REF_NAME):
-            # nothing in a view sent whole is stored behind a ref
+        if whole and view.expand_ref is not None and not _reads_refs(view.history, EXPAND_REF_NAME):
+            # nothing in the view is stored behind a ref
             view = view.override(
                 tools=tuple(t for t in view.tools if t is not view.expand_ref),
                 tool_tokens=view.tool_tokens - view.expand_ref_tokens,
@@ -101,11 +105,18 @@ def _grown(view: CallView, outside: int, facts: FactsConfig) -> CallView:
     )
 
 
-def _calls_tool(messages: Sequence[BaseMessage], name: str) -> bool:
-    """Whether an AI message of ``messages`` called the tool ``name``."""
-    return any(
-        isinstance(m, AIMessage) and any(call["name"] == name for call in m.tool_calls) for m in messages
-    )
+def _reads_refs(messages: Sequence[BaseMessage], name: str) -> bool:
+    """Whether a tool result of ``messages`` shows the ref its output is stored under (the host
+    keeps the compact form ``capture_tool_result`` returned, not the original with its ref
+    noted), or an AI message called the tool ``name``."""
+    for m in messages:
+        if isinstance(m, ToolMessage):
+            ref = annotation(m).get("ref")
+            if isinstance(ref, str) and isinstance(m.content, str) and m.content.startswith(f"[{ref} "):
+                return True
+        elif isinstance(m, AIMessage) and any(call["name"] == name for call in m.tool_calls):
+            return True
+    return False
 
 
 __all__ = ["FindRoom", "history_room"]
