@@ -14,7 +14,8 @@ previous one, so per session this keeps
 
 Only the messages that joined or left the view are read: the counts say which values no message
 shows any more, and only those, the values used since the previous call and those found before
-are looked for in the whole view. The figures' lists are made again only when what they come
+are looked for in the view, in the messages whose alphanumeric runs (read once per message)
+hold all of the value's. The figures' lists are made again only when what they come
 from changed. A value missing from the previous view is looked for only in the view messages
 that are new, and not value by value: the new text's alphanumeric runs are looked up in an index
 of the missing values by their longest run (see :func:`~ctxplugin.history.identifiers.longest_run`); a value
