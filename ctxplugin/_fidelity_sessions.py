@@ -384,7 +384,7 @@ class _Session:
                 self.unindexed.append(value)
             else:
                 self.by_run.setdefault(run, []).append(value)
-                self.runs_of[value] = frozenset(RUN.findall(value))
+                self.runs_of[value] = _runs(value)
 
 
 __all__ = ["SessionFidelity"]

@@ -130,6 +130,12 @@ def compact_text(ref_id: str, label: str, original_tokens: int, summary: str) ->
     return f"{head}\n{summary}" if summary else head
 
 
+def shows_ref(text: str, ref_id: str) -> bool:
+    """Whether ``text`` begins with the ref line of ``ref_id`` (see :func:`compact_text`): the
+    compact form of the output stored under it, not the output itself."""
+    return text.startswith(f"[{ref_id} ")
+
+
 def capture(
     content: Any,
     *,

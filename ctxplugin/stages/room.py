@@ -20,6 +20,7 @@ from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from ctxplugin._messages import annotation
 from ctxplugin._names import EXPAND_REF_NAME
 from ctxplugin._running import SessionTallies
+from ctxplugin.cas.capture import shows_ref
 from ctxplugin.config import FactsConfig, HistoryConfig
 from ctxplugin.history import HistoryBudget
 from ctxplugin.stages.view import CallView, Room
@@ -112,7 +113,7 @@ def _reads_refs(messages: Sequence[BaseMessage], name: str) -> bool:
     for m in messages:
         if isinstance(m, ToolMessage):
             ref = annotation(m).get("ref")
-            if isinstance(ref, str) and isinstance(m.content, str) and m.content.startswith(f"[{ref} "):
+            if isinstance(ref, str) and isinstance(m.content, str) and shows_ref(m.content, ref):
                 return True
         elif isinstance(m, AIMessage) and any(call["name"] == name for call in m.tool_calls):
             return True
