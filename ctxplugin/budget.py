@@ -45,6 +45,13 @@ class FactLine:
     """The fact's own text, without the kind and key prefix of ``text``."""
     kind: str = ""
     """The fact's kind (``entity``, ``fact``, ``constraint``, ...), when known."""
+    tracked: bool = False
+    """State a caller wrote under a key: when the view states it word for word, its key is
+    still named (see :func:`~ctxplugin.stages.shown.not_shown`)."""
+    stated: bool = False
+    """The system prompt or the task states the fact word for word."""
+    also: tuple[tuple[str, str | None], ...] = ()
+    """Ids and keys of the further facts a line naming several keys stands for."""
 
 
 @dataclass(frozen=True)

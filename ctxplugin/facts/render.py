@@ -76,6 +76,23 @@ def fact_line(fact: Fact, basis: Sequence[Fact] = ()) -> str:
     return f"[{head}; {label}] {body}"
 
 
+TRACKED_SOURCES = frozenset({"state_write", "system", "policy"})
+"""Sources whose keys a caller chose (a fact read from a message or a tool output has a key
+the reader made up)."""
+
+
+def tracked(fact: Fact) -> bool:
+    """Whether ``fact`` is current state a caller keeps under its own key, shown as plainly
+    current (not under review, not a draft or a hypothesis, not bound to a task): a line that
+    only names its key says all the block would, when the view states the fact already."""
+    return (
+        bool(fact.key)
+        and fact.source.type in TRACKED_SOURCES
+        and fact.scope in ("global", "session")
+        and not fact.needs_review
+    )
+
+
 def open_subject(fact: Fact) -> str | None:
     """For a keyed fact whose value is a marker of no value ("None", "TBD", "unknown"): what has
     no value, from its key (``committed_deadline``: "committed deadline"; a leading word naming
@@ -145,4 +162,4 @@ def restates(fact_text: str, shown: str) -> bool:
     return len(text) >= 24 and text in shown
 
 
-__all__ = ["TOOL_LABEL", "collapsed", "current_once", "defuse", "fact_line", "normalized", "open_subject", "quoted", "restates"]
+__all__ = ["TOOL_LABEL", "collapsed", "current_once", "defuse", "fact_line", "normalized", "open_subject", "quoted", "restates", "tracked"]

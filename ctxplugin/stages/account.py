@@ -76,7 +76,11 @@ class Account:
             refs_created=list(view.refs_created),
             refs_used=list(view.refs_used),
             refs_expanded=list(view.refs_expanded),
-            facts=[FactUse(id=f.fact_id, key=f.key, score=round(f.score, 4)) for f in fitted.facts],
+            facts=[
+                FactUse(id=fact_id, key=key, score=round(f.score, 4))
+                for f in fitted.facts
+                for fact_id, key in ((f.fact_id, f.key), *f.also)
+            ],
             facts_extracted=view.facts_extracted,
             outdated_marked=view.outdated_marked,
             tools_directory=plan.active,

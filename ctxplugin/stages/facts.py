@@ -27,7 +27,7 @@ from ctxplugin.config import FactsConfig, HistoryConfig
 from ctxplugin.errors import StoreError
 from ctxplugin.facts import FactsLedger
 from ctxplugin.facts.outdated import Asides, Exploring, InForce, Marking, in_force, replaced_in_view
-from ctxplugin.facts.render import current_once, fact_line, normalized, restates
+from ctxplugin.facts.render import current_once, fact_line, normalized, restates, tracked
 from ctxplugin.history import tier_bounds
 from ctxplugin.scope import Scope
 from ctxplugin.stages.memos import ReadMemo, fact_source
@@ -129,7 +129,9 @@ class ChooseFacts:
         used = 0
         for hit in current_once(scored):
             fact = hit.fact
-            if restates(fact.text, standing):
+            keyed = self.config.skip_shown and tracked(fact)
+            stated = restates(fact.text, standing)
+            if stated and not keyed:
                 continue
             try:
                 basis = self.ledger.changed_basis(fact, scope=scope) if fact.needs_review else []
@@ -137,7 +139,7 @@ class ChooseFacts:
                 view = view.degraded(f"facts store unavailable; a changed dependency is not named: {exc}")
                 basis = []
             text = fact_line(fact, basis)
-            tokens = self.counter.count(text) + 2
+            tokens = self.counter.count(fact.key if stated and fact.key else text) + 2  # stated: named only
             if used + tokens > self.lines_budget:
                 break
             used += tokens
@@ -150,6 +152,8 @@ class ChooseFacts:
                     source_ref=fact.source.ref,
                     statement=fact.text,
                     kind=fact.kind,
+                    tracked=keyed,
+                    stated=stated,
                 )
             )
         if window is not None:

@@ -4,6 +4,9 @@ A fact read from a message the view carries unchanged, or whose statement a user
 view holds word for word, adds nothing; nor does a mention of values (an ``entity``, ``metric``
 or ``link`` fact) whose every value the first context note lists (the archive, once there is
 one: it changes when the facts block is chosen again, so the block stays in the cached prefix).
+What the view states word for word but a caller keeps as state under its own key is named by
+its key, all such keys in one line: the model then knows the statement is current state, and
+what the caller calls it.
 While the whole history fits, the facts block is then empty and the view is the conversation as
 it was, so a provider's prompt cache serves every call but the newest turn.
 """
@@ -81,12 +84,35 @@ def not_shown(
         if isinstance(message, HumanMessage):
             said.append(content_text(message.content))
     spoken = normalized(tuple(said))  # memoised: the same user messages come back call after call
-    return tuple(
-        line
-        for line in lines
-        if not (line.source_ref is not None and line.source_ref in refs)
-        and not (line.statement and restates(line.statement, spoken))
-        and not _listed(line, listed)
+    kept: list[FactLine] = []
+    named: list[FactLine] = []  # tracked state the view states word for word
+    for line in lines:
+        if (line.source_ref is not None and line.source_ref in refs) or _listed(line, listed):
+            continue
+        if line.stated or (line.statement and restates(line.statement, spoken)):
+            if line.tracked and line.key:
+                named.append(line)
+            continue
+        kept.append(line)
+    if named:
+        kept.append(naming(named))
+    return tuple(kept)
+
+
+STATED_LEAD = "also current, as stated in the conversation:"
+
+
+def naming(lines: Sequence[FactLine]) -> FactLine:
+    """One line naming the keys of ``lines`` (facts the view states word for word), as
+    relevant as the most relevant of them, standing for all of them in the report."""
+    first = max(lines, key=lambda line: line.score)
+    keys = ", ".join(dict.fromkeys(line.key for line in lines if line.key))
+    return FactLine(
+        text=f"{STATED_LEAD} {keys}",
+        score=first.score,
+        fact_id=first.fact_id,
+        key=first.key,
+        also=tuple((line.fact_id, line.key) for line in lines if line is not first),
     )
 
 
@@ -103,4 +129,4 @@ def _listed(line: FactLine, note: str) -> bool:
     return bool(values) and all(occurs(value, note) for value in values)
 
 
-__all__ = ["SkipShown", "not_shown"]
+__all__ = ["STATED_LEAD", "SkipShown", "naming", "not_shown"]

@@ -271,3 +271,53 @@ def test_a_flagged_fact_names_what_changed_through_a_chain() -> None:
     top = facts.get("DC-TOP", scope=S)
     assert top is not None and top.needs_review
     assert facts.changed_basis(top, scope=S) == [new]
+
+
+def whole_engine() -> ContextEngine:
+    """The default mode, which leaves out of the facts block what the view states already."""
+    return memory_engine(ContextConfig(mode="whole", budget=BUDGET))  # type: ignore[no-any-return]
+
+
+def test_state_the_conversation_states_word_for_word_is_named_by_its_key() -> None:
+    eng = whole_engine()
+    eng.facts.write("Two engineers are available next sprint", key="team_capacity", scope=S, fact_id="F-1")
+    eng.facts.write("The feature must ship by March 15", key="project_deadline", scope=S, fact_id="F-2")
+    messages: list[BaseMessage] = [
+        SystemMessage("You plan engineering work. The feature must ship by March 15."),
+        HumanMessage("Note: two engineers are available next sprint."),
+        AIMessage("Noted."),
+        HumanMessage("Can we commit to delivering the feature on time?"),
+    ]
+    prepared = eng.prepare(messages, scope=S)
+    block = facts_block(prepared.messages)
+    named = [line for line in block.splitlines() if line.startswith("- also current")]
+    # one line names both keys; neither statement is repeated in the block
+    assert len(named) == 1 and "team_capacity" in named[0] and "project_deadline" in named[0]
+    assert "March 15" not in block and "engineers" not in block
+    # the report still lists each fact the block stands for
+    assert {use.id.split("~")[0] for use in prepared.report.facts} == {"F-1", "F-2"}
+    # the system prompt and the user's messages are sent as they were
+    assert prepared.messages[0] == messages[0]
+    assert [m for m in prepared.messages if isinstance(m, HumanMessage)][-1] == messages[-1]
+
+
+def test_state_read_from_the_conversation_is_not_named_again() -> None:
+    eng = whole_engine()
+    messages: list[BaseMessage] = [
+        HumanMessage("My reservation id is ZX81QP and I fly on May 3."),
+        AIMessage("Thanks."),
+        HumanMessage("Can you check my reservation?"),
+    ]
+    prepared = eng.prepare(messages, scope=S)
+    assert "also current" not in view_text(prepared.messages)
+
+
+def test_state_restated_is_left_out_whole_when_shown_facts_are_kept() -> None:
+    eng = memory_engine(ContextConfig(mode="whole", budget=BUDGET, facts={"skip_shown": False}))
+    eng.facts.write("The feature must ship by March 15", key="project_deadline", scope=S)
+    messages: list[BaseMessage] = [
+        SystemMessage("You plan engineering work. The feature must ship by March 15."),
+        HumanMessage("When is the deadline?"),
+    ]
+    block = facts_block(eng.prepare(messages, scope=S).messages)
+    assert "project_deadline" not in block and "also current" not in block
