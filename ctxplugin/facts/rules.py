@@ -359,6 +359,9 @@ def _tidy(sentence: str, *, keep_also: bool = False) -> str:
     body = (_raw_lead(sentence) if keep_also else _LEAD.sub("", sentence)).strip()
     if len(body) < 4:
         return sentence
+    first = body.split(maxsplit=1)[0]
+    if not first.isalpha():
+        return body  # a value or a name in code (field_obj.load_only, ord-123, grep:) stays as written
     return body[0].upper() + body[1:]
 
 

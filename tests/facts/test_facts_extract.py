@@ -293,3 +293,19 @@ def test_traceback_frames_state_no_facts() -> None:
     pasted = [d.text for d in RuleExtractor().from_text(output)]
     assert "Grid dimensions: 3 x 4 x 5" in pasted
     assert not [t for t in pasted if "line " in t or "Traceback" in t], "nor when a user pastes them"
+
+
+@pytest.mark.parametrize(
+    ("text", "voice", "expected"),
+    [
+        # a name in code, a value, a command's own prefix: kept as written
+        ("field_obj.load_only = True", "tool", "field_obj.load_only = True"),
+        ("grep: src/marshmallow/fields.py: binary file matches", "tool", "grep: src/marshmallow/fields.py: binary file matches"),
+        ("Actually, ord-4412 is the order to refund.", "user", "ord-4412 is the order to refund"),
+        # prose still reads as a sentence
+        ("Actually, the data team moved to Project Beta.", "user", "The data team moved to Project Beta"),
+    ],
+)
+def test_a_fact_keeps_the_case_of_a_value_it_starts_with(text: str, voice: str, expected: str) -> None:
+    texts = [d.text.rstrip(".") for d in RuleExtractor().from_text(text, voice=voice)]
+    assert texts == [expected]
