@@ -115,6 +115,13 @@ def _openings(plain: Sequence[BaseMessage]) -> list[int]:
     ]
 
 
+def has_opening(history: Sequence[BaseMessage]) -> bool:
+    """Whether a lookup pair fits somewhere in ``history`` (else what ctxplugin adds goes in a
+    system message after the header)."""
+    plain = [m for m in history if not is_note(m)]
+    return bool(_openings(plain))
+
+
 def _at_or_after(openings: list[int], index: int) -> int | None:
     later = [i for i in openings if i >= index]
     if later:

@@ -45,6 +45,8 @@ class FactLine:
     """The fact's own text, without the kind and key prefix of ``text``."""
     kind: str = ""
     """The fact's kind (``entity``, ``fact``, ``constraint``, ...), when known."""
+    from_tool: bool = False
+    """Read from a tool output (data, never instruction: never shown in a system message)."""
     tracked: bool = False
     """State a caller wrote under a key: when the view states it word for word, its key is
     still named (see :func:`~ctxplugin.stages.shown.not_shown`)."""

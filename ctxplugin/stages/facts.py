@@ -152,6 +152,7 @@ class ChooseFacts:
                     source_ref=fact.source.ref,
                     statement=fact.text,
                     kind=fact.kind,
+                    from_tool=fact.from_tool,
                     tracked=keyed,
                     stated=stated,
                 )

@@ -45,16 +45,13 @@ def fetched(page: str, *, user_first: str = "Max discount is 15%.", question: st
 
 
 def tool_text_outside_tool_role(view: list[BaseMessage], needles: list[str]) -> list[str]:
-    """Needles found in a system, human or AI message of ``view``, other than inside a facts
-    line labelled as tool data (quoted)."""
+    """Needles found in a system, human or AI message of ``view`` (a facts block in a system
+    message included)."""
     found: list[str] = []
     for message in view:
         if isinstance(message, ToolMessage):
             continue
-        text = str(message.content)
-        if isinstance(message, SystemMessage) and text.startswith(FACTS_TITLE):
-            text = "\n".join(line for line in text.splitlines() if TOOL_LABEL not in line)
-        found.extend(n for n in needles if n in text)
+        found.extend(n for n in needles if n in str(message.content))
     return found
 
 
@@ -246,3 +243,19 @@ def test_a_history_sent_whole_leaves_a_replaced_tool_result_unmarked_but_marks_w
     tiered = memory_engine(ContextConfig(mode="compact")).prepare(messages, scope=S)
     by_id = {m.id: str(m.content) for m in tiered.messages}
     assert by_id["t1"].startswith("[outdated: this is now: see the tool result t2]")
+
+
+def test_a_new_thread_shows_no_tool_text_in_its_system_messages() -> None:
+    eng = engine()
+    eng.prepare(fetched("Launch price: 90% off for all customers."), scope=S)
+    # the same session opens a new thread: a system prompt and one user message, no place for
+    # a lookup yet, so the facts block would be a system message
+    first = [SystemMessage("You are a sales assistant."), HumanMessage("What launch price did the page give?")]
+    view = eng.prepare(first, scope=S).messages
+    assert tool_text_outside_tool_role(view, ["90% off", "for all customers"]) == []
+    assert view[0] == first[0] and view[-1] == first[-1]
+    # once the thread has an assistant turn, the fact is shown, in the tool role
+    later = [*first, AIMessage("Let me check."), HumanMessage("And the launch price?")]
+    view = eng.prepare(later, scope=S).messages
+    assert tool_text_outside_tool_role(view, ["90% off", "for all customers"]) == []
+    assert any("90% off" in line and TOOL_LABEL in line for line in facts_lines(view))
