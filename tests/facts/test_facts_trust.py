@@ -25,7 +25,6 @@ from ctxplugin.testing import facts_block, memory_engine
 S = Scope(session_id="s1", user_id="u1")
 OTHER = Scope(session_id="s2", user_id="u2")
 BUDGET = {"total": 20_000, "header": 2000, "history": 10_000, "facts": 1500, "summaries": 6000}
-FACTS_TITLE = "Known facts"
 
 
 def engine() -> ContextEngine:
