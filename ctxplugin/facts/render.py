@@ -111,7 +111,9 @@ def open_subject(fact: Fact) -> str | None:
 def current_once(hits: Iterable[ScoredFact]) -> list[ScoredFact]:
     """``hits`` with one fact per key and per statement: of facts sharing a key (stated in
     several places a reader can see, say a session and a user-wide fact), the one of the highest
-    authority, then the newest, kept at the best rank any of them had. Order is otherwise kept."""
+    authority, then the newest, kept at the best rank any of them had. Of facts sharing a
+    statement, the first ranked, unless another is state a caller keeps under its own key
+    (:func:`tracked`): that one, whose key is the caller's. Order is otherwise kept."""
     hits = list(hits)
     best: dict[str, ScoredFact] = {}
     for hit in hits:
@@ -121,9 +123,8 @@ def current_once(hits: Iterable[ScoredFact]) -> list[ScoredFact]:
         held = best.get(key)
         if held is None or _stronger(hit.fact, held.fact):
             best[key] = hit
-    out: list[ScoredFact] = []
+    kept: list[ScoredFact] = []
     seen_keys: set[str] = set()
-    seen_texts: set[str] = set()
     for hit in hits:
         key = hit.fact.key
         if key is not None:
@@ -131,10 +132,20 @@ def current_once(hits: Iterable[ScoredFact]) -> list[ScoredFact]:
                 continue
             seen_keys.add(key)
             hit = ScoredFact(fact=best[key].fact, score=hit.score, relevance=hit.relevance)
+        kept.append(hit)
+    stating: dict[str, Fact] = {}
+    for hit in kept:
+        before = stating.get(hit.fact.text_hash)
+        if before is None or (tracked(hit.fact) and not tracked(before)):
+            stating[hit.fact.text_hash] = hit.fact
+    out: list[ScoredFact] = []
+    seen_texts: set[str] = set()
+    for hit in kept:
         if hit.fact.text_hash in seen_texts:
             continue
         seen_texts.add(hit.fact.text_hash)
-        out.append(hit)
+        fact = stating[hit.fact.text_hash]
+        out.append(hit if fact is hit.fact else ScoredFact(fact=fact, score=hit.score, relevance=hit.relevance))
     return out
 
 

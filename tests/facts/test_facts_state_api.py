@@ -10,6 +10,8 @@ from ctxplugin import ContextConfig, ContextEngine, Scope
 from ctxplugin.config import FactsConfig
 from ctxplugin.errors import InvalidInputError
 from ctxplugin.facts import FactsLedger, MemoryFactStore
+from ctxplugin.facts.model import ScoredFact
+from ctxplugin.facts.render import current_once
 from ctxplugin.scope import scope_from_config
 from ctxplugin.testing import facts_block, memory_engine
 
@@ -321,3 +323,15 @@ def test_state_restated_is_left_out_whole_when_shown_facts_are_kept() -> None:
     ]
     block = facts_block(eng.prepare(messages, scope=S).messages)
     assert "project_deadline" not in block and "also current" not in block
+
+
+def test_of_two_facts_stating_one_thing_the_callers_is_kept() -> None:
+    facts = ledger()
+    read = facts.write("Your approval limit is $25,000", key="approval_limit", scope=S, source="conversation")
+    written = facts.write("Your approval limit is $25,000", key="approval_authority", scope=S, source="policy")
+    # the statement read from a message ranks first; the caller's fact takes its place there
+    kept = current_once([ScoredFact(read, 0.9, 0.9), ScoredFact(written, 0.5, 0.5)])
+    assert [(hit.fact.key, hit.score) for hit in kept] == [("approval_authority", 0.9)]
+    # between facts no caller keeps, the first ranked stays
+    other = facts.write("Your approval limit is $25,000", key="limit_note", scope=S, source="conversation")
+    assert [hit.fact.key for hit in current_once([ScoredFact(read, 0.9, 0.9), ScoredFact(other, 0.5, 0.5)])] == ["approval_limit"]
