@@ -151,6 +151,15 @@ def always_kept(message: BaseMessage) -> bool:
     return isinstance(message, SystemMessage) or annotation(message).get("pinned") is True
 
 
+def answered(messages: Sequence[BaseMessage], latest: int | None) -> int | None:
+    """The index of the assistant message the human message at ``latest`` answers (the one
+    right before it), or None. Kept whole while that human message is the latest: a reply such
+    as "yes" or "in that case, go ahead" means nothing without what it answers."""
+    if latest is None or latest < 1:
+        return None
+    return latest - 1 if isinstance(messages[latest - 1], AIMessage) else None
+
+
 def grown(
     session: str,
     messages: Sequence[BaseMessage],
@@ -188,10 +197,20 @@ def grown(
     protected = set(prior.protected)
     dirty: set[int] = set()
     old = prior.latest_human
-    if humans and old is not None and old != first_human and not always_kept(messages[old]):
-        protected.discard(old)  # no longer the latest human message
-        dirty.add(bisect_right(prior.spans, (old, len(messages) + 1)) - 1)
+    if humans and old is not None:
+        if old != first_human and not always_kept(messages[old]):
+            protected.discard(old)  # no longer the latest human message
+            dirty.add(bisect_right(prior.spans, (old, len(messages) + 1)) - 1)
+        reply = answered(messages, old)
+        if reply is not None and not always_kept(messages[reply]):
+            protected.discard(reply)  # nor what it answered
+            dirty.add(bisect_right(prior.spans, (reply, len(messages) + 1)) - 1)
     protected.update(i for i, m in enumerate(added, start=n) if i in (first_human, latest) or always_kept(m))
+    reply = answered(messages, latest) if humans else None
+    if reply is not None:
+        protected.add(reply)
+        if reply < n:  # the previous conversation's last message: shown anew, whole
+            dirty.add(bisect_right(prior.spans, (reply, len(messages) + 1)) - 1)
     dirty.update(bisect_right(prior.spans, (i, len(messages) + 1)) - 1 for i in replaced)
     return Grown(prior, added, spans, frozenset(protected), first_human, latest, dirty, bool(replaced), stamp)
 
@@ -298,4 +317,4 @@ def _grown_window(window: tuple[WindowLimit, ...] | None, parts: Sequence[Parts]
     return tuple(limits)
 
 
-__all__ = ["SESSIONS", "Grown", "Made", "always_kept", "extend", "grown", "long_since_move", "remember"]
+__all__ = ["SESSIONS", "Grown", "Made", "always_kept", "answered", "extend", "grown", "long_since_move", "remember"]

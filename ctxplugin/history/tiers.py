@@ -23,7 +23,7 @@ from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from ctxplugin._messages import annotation, exchange_spans
 from ctxplugin._prefix import Stamp
 from ctxplugin.config import HistoryConfig
-from ctxplugin.history._extend import Made, extend, grown, long_since_move, remember
+from ctxplugin.history._extend import Made, answered, extend, grown, long_since_move, remember
 from ctxplugin.history._shown import Tier as Tier
 from ctxplugin.history._shown import _plain_text, _summarizable, compress_message
 from ctxplugin.history.compressors import memo_counter
@@ -97,11 +97,13 @@ def is_boundary_call(exchanges: int, config: HistoryConfig) -> bool:
 
 
 def protected_indexes(messages: Sequence[BaseMessage]) -> set[int]:
-    """Messages never altered: the first human message (the task), the latest human message,
-    system messages inside the conversation, and anything pinned with
-    ``additional_kwargs["ctxplugin"]["pinned"] = True``."""
+    """Messages never altered: the first human message (the task), the latest human message
+    and the assistant message it answers (see :func:`answered`), system messages inside the
+    conversation, and anything pinned with ``additional_kwargs["ctxplugin"]["pinned"] = True``."""
     humans = [i for i, m in enumerate(messages) if isinstance(m, HumanMessage)]
     keep = {humans[0], humans[-1]} if humans else set()
+    if humans and (reply := answered(messages, humans[-1])) is not None:
+        keep.add(reply)
     keep.update(
         i for i, m in enumerate(messages) if isinstance(m, SystemMessage) or annotation(m).get("pinned") is True
     )

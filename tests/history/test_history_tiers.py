@@ -499,3 +499,31 @@ def test_a_long_script_once_followed_is_trimmed_and_the_archive_keeps_its_size(a
     assert [(m.type, m.content) for m in fresh.messages] == [(m.type, m.content) for m in next_call.messages], (
         "as planning from scratch would show it"
     )
+
+
+def _booking_chat(lookups: int) -> list[BaseMessage]:
+    """A task, ``lookups`` tool calls, the assistant's question, the user's short answer."""
+    body: list[BaseMessage] = [HumanMessage("Book me the cheapest flight from JFK to SEA on May 20.", id="task")]
+    for i in range(lookups):
+        body.append(AIMessage("", id=f"a{i}", tool_calls=[{"name": "search", "args": {"day": i}, "id": f"c{i}"}]))
+        body.append(ToolMessage(f"HAT{100 + i}: JFK-SEA, $" + f"{400 + i} " * 60, tool_call_id=f"c{i}", id=f"t{i}"))
+    question = "I found HAT103 at $403 in economy, departing 08:10 and arriving 11:25. " * 4
+    body.append(AIMessage(question + "Shall I book it with the card on file ending 7447?", id="question"))
+    body.append(HumanMessage("Yes, go ahead.", id="answer"))
+    return body
+
+
+def test_the_assistant_message_the_latest_user_turn_answers_is_kept_whole() -> None:
+    config = HistoryConfig(compress="always", block_size=4, verbatim_exchanges=1, trimmed_exchanges=1)
+    body = _booking_chat(6)  # nine exchanges: the window after a move holds the answer alone
+    assert tier_bounds(len(exchange_spans(body)), config) == (8, 8)
+    view = compress_history(body, config=config, counter=COUNTER, budget=HistoryBudget(total=600), session="booking")
+    shown = {m.id: m for m in view.messages if m.id}
+    assert shown["question"] is body[-2] and shown["answer"] is body[-1]
+    # once the user speaks again, the earlier question is history like any other message
+    later = [*body, AIMessage("Booked: reservation 4WQ150.", id="done"), HumanMessage("Thanks! Anything else I need?", id="next")]
+    again = compress_history(later, config=config, counter=COUNTER, budget=HistoryBudget(total=600), session="booking")
+    fresh = compress_history(later, config=config, counter=COUNTER, budget=HistoryBudget(total=600), session="booking-fresh")
+    assert [(m.id, m.content) for m in again.messages] == [(m.id, m.content) for m in fresh.messages]
+    kept = {m.id: m for m in again.messages if m.id}
+    assert kept["done"] is later[-2] and kept.get("question") is not body[-2]
