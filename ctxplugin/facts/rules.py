@@ -108,6 +108,14 @@ _DIRECTIVE = re.compile(
 _NUMBERED_SUBJECT = re.compile(r"\b(?:item|point|step|option|question|task|line|no\.?|number|#)\s*(\d{1,4})\b", re.IGNORECASE)
 _NUMBERED_NAME = re.compile(r"\b[a-z][a-z-]*\s+#?(\d{1,4})\b(?![.,:/-]?\d)", re.IGNORECASE)
 """A noun followed by a number names one of a numbered set: "Requirement 2", "Phase 3", "Deal 1"."""
+_REQUEST = re.compile(
+    r"^(?:please\s+)?(?:look\s+up|look\s+at|check|find|show|tell|get|search|open|read|list|fetch|pull\s+up|give|"
+    r"send|explain|summari[sz]e|compare|review|help)\b",
+    re.IGNORECASE,
+)
+"""A request to do something ("Look up the discount policy page"): it asks, it does not state
+what holds, so a limit word in it ("policy", "budget") alone does not make it a constraint (an
+amount does: "show me flights under $500 max")."""
 _TASK = re.compile(r"^(?:i|we)\s+(?:need|have|want|'d like|would like)\s+to\s+\w+|^(?:todo|to do|task)\s*:", re.IGNORECASE)
 _USER_MOVED = re.compile(r"^i(?:'ve| have)?\s+(?:just\s+)?moved\s+to\s+(?P<val>.+)$", re.IGNORECASE)
 _METRIC = re.compile(
@@ -257,7 +265,7 @@ class RuleExtractor:
         if voice == "user" and _DECISION.search(sentence):
             topic = re.search(r"\bfor\s+(?:the\s+|our\s+)?(?P<topic>[\w -]{2,40})$", body, re.IGNORECASE)
             return make("decision", "decision_" + slug(topic.group("topic"), 3) if topic else None)
-        if _CONSTRAINT.search(sentence) and (_METRIC.search(sentence) or voice == "user"):
+        if _CONSTRAINT.search(sentence) and (_METRIC.search(sentence) or (voice == "user" and not _REQUEST.match(body))):
             return make("constraint", None)
         if correction and replaces:
             return make("decision" if voice == "user" else "fact", None)

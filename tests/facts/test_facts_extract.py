@@ -309,3 +309,18 @@ def test_traceback_frames_state_no_facts() -> None:
 def test_a_fact_keeps_the_case_of_a_value_it_starts_with(text: str, voice: str, expected: str) -> None:
     texts = [d.text.rstrip(".") for d in RuleExtractor().from_text(text, voice=voice)]
     assert texts == [expected]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # a request names a limit word without stating a limit
+        ("Look up the discount policy page.", []),
+        ("Please check the budget sheet.", []),
+        # an amount in it is a limit the user sets
+        ("Show me flights under $500 max.", [("constraint", None, "global")]),
+        ("The budget is at most 50k.", [("constraint", "budget", "global")]),
+    ],
+)
+def test_a_request_is_not_a_constraint_unless_it_sets_an_amount(text: str, expected: list[tuple[str, str | None, str]]) -> None:
+    assert drafts(text) == expected
