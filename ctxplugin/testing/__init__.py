@@ -76,6 +76,8 @@ class ScriptedChatModel(BaseChatModel):
     _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
     bound_tools: list[dict[str, Any]] = Field(default_factory=list)
     shared: Any = None
+    model_name: str | None = None
+    """A name that tells scripted models apart, as a provider model's ``model_name`` does."""
 
     @property
     def _llm_type(self) -> str:

@@ -216,8 +216,8 @@ def test_anything_new_in_the_context_is_a_miss() -> None:
     ask(engine, model, question, S1, system=SystemMessage(content="You are a pirate."))
     ask(engine, model, question, S1, history=[HumanMessage(content="I fly business class."), AIMessage(content="Noted.")])
     ask(engine, model, question, S1, history=flights_history())
-    other_model = scripted("H")
-    ask(engine, other_model.model_copy(update={"default": "I"}), question, S1)
+    other_model = scripted("H").model_copy(update={"model_name": "another-model"})
+    ask(engine, other_model, question, S1)
     from langchain_core.tools import tool
 
     @tool
