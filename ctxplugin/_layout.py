@@ -17,7 +17,10 @@ its call at once (Anthropic, Bedrock). The latest message of the conversation st
 message of the view. A pair carries an id derived from its text, so an unchanged block is the
 same message on the next call (prompt caches). When the conversation has no such position yet
 (its first call: a system prompt and one user message), the text goes in a system message right
-after the header, which every provider reads as part of the system prompt.
+after the header, which every provider reads as part of the system prompt — unless it holds
+text a tool returned (context notes, facts read from tool outputs), which never speaks in a
+system message: such lookups then follow the conversation's last message (a user turn), and
+the model's reply answers both.
 """
 
 from __future__ import annotations
@@ -115,11 +118,18 @@ def _openings(plain: Sequence[BaseMessage]) -> list[int]:
     ]
 
 
-def has_opening(history: Sequence[BaseMessage]) -> bool:
-    """Whether a lookup pair fits somewhere in ``history`` (else what ctxplugin adds goes in a
-    system message after the header)."""
+def _ends_for_lookup(plain: Sequence[BaseMessage]) -> bool:
+    """Whether a lookup pair fits after the last message: a user turn or a tool result, which a
+    function call may follow and whose answer the model's reply then is."""
+    return bool(plain) and isinstance(plain[-1], (HumanMessage, ToolMessage))
+
+
+def lookup_fits(history: Sequence[BaseMessage]) -> bool:
+    """Whether ``history`` has a place for a lookup pair: before an assistant message that
+    follows a user turn or a tool result, or after its last message when that is one of them
+    (else what ctxplugin adds goes in a system message after the header)."""
     plain = [m for m in history if not is_note(m)]
-    return bool(_openings(plain))
+    return bool(_openings(plain)) or _ends_for_lookup(plain)
 
 
 def _at_or_after(openings: list[int], index: int) -> int | None:
@@ -134,6 +144,8 @@ def lay_out(
     facts_text: str,
     placement: Placement = "tail",
     anchor: BaseMessage | None = None,
+    *,
+    facts_from_tools: bool = False,
 ) -> Layout:
     """Place the context notes of ``history`` and the facts block (see the module docstring).
 
@@ -145,6 +157,10 @@ def lay_out(
             as fits (after the task); ``window``: at ``anchor`` (the start of the verbatim tier)
             or the first place after it that fits.
         anchor: the message the block goes before with ``window``.
+        facts_from_tools: the block holds lines read from tool outputs. With no place before an
+            assistant message, text a tool returned is never put in a system message: such a
+            block, and the context notes (values of tool results among them), go after the last
+            message as lookups, when it is a user turn or a tool result.
     """
     plain: list[BaseMessage] = []
     notes_at: dict[int, list[str]] = {}
@@ -160,9 +176,12 @@ def lay_out(
     inserts: dict[int, list[tuple[Kind, str]]] = {}
     header_extra: list[SystemMessage] = []
     kinds: list[Kind] = []
+    at_end = not openings and _ends_for_lookup(plain)
 
     def put(kind: Kind, text: str, at: int | None) -> None:
-        if at is None:
+        if at is None and at_end and (kind == "notes" or facts_from_tools):
+            inserts.setdefault(len(plain), []).append((kind, text))
+        elif at is None:
             header_extra.append(SystemMessage(content=text, additional_kwargs={META_KEY: {"synthetic": kind}}))
             kinds.append(kind)
         else:
@@ -184,6 +203,8 @@ def lay_out(
         for kind, text in _merged(inserts.get(index, [])):
             body.extend(lookup_pair(kind, text))
         body.append(message)
+    for kind, text in _merged(inserts.get(len(plain), [])):
+        body.extend(lookup_pair(kind, text))
     return Layout(body=body, header_extra=header_extra, extra_kinds=kinds)
 
 

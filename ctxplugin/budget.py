@@ -84,7 +84,8 @@ class Parts:
         stage and the report measure the same parts several times."""
         made = self.__dict__.get("_layout")
         if made is None:
-            made = lay_out(self.history, self.facts_text(), self.facts_placement, self.facts_anchor)
+            tools = any(line.from_tool for line in self.facts)
+            made = lay_out(self.history, self.facts_text(), self.facts_placement, self.facts_anchor, facts_from_tools=tools)
             object.__setattr__(self, "_layout", made)  # a memo, not a field: equality and replace() ignore it
         return made
 

@@ -333,6 +333,41 @@ def test_the_latest_turn_stays_last_and_no_note_speaks_as_the_user(
                 assert (isinstance(message, AIMessage) and message.tool_calls) or isinstance(message, SystemMessage)
 
 
+def _new_thread_views() -> list[View]:
+    """Views of a thread's first calls after a tool output of the same session was read for
+    facts: no assistant turn to put the facts lookup before, so it follows the last message."""
+    engine = memory_engine(ContextConfig())
+    scope = Scope(session_id="new-thread")
+    engine.prepare(
+        [
+            HumanMessage("Look up booking BK-77."),
+            AIMessage("", tool_calls=[{"name": "lookup", "args": {"id": "BK-77"}, "id": "c1"}]),
+            ToolMessage("Booking BK-77 ships to 12 Rue de la Paix, Paris.", tool_call_id="c1", name="lookup"),
+            AIMessage("It ships to Paris."),
+            HumanMessage("Thanks."),
+        ],
+        scope=scope,
+    )
+    out: list[View] = []
+    for history in (
+        [HumanMessage("Where does booking BK-77 ship to?")],
+        [SystemMessage("You help with bookings."), HumanMessage("Where does booking BK-77 ship to?")],
+    ):
+        prepared = engine.prepare(history, tools=engine.tools_for_model(), scope=scope)
+        out.append(View("new-thread", 0, prepared.messages, prepared.tools, history[-1]))
+    return out
+
+
+@pytest.mark.parametrize("name", list(BUILDERS))
+def test_a_facts_lookup_after_the_last_user_turn_is_accepted(name: str) -> None:
+    views = _new_thread_views()
+    for view in views:
+        assert isinstance(view.messages[-1], ToolMessage) and "Rue de la Paix" in str(view.messages[-1].content)
+        assert not any(isinstance(m, SystemMessage) and "Rue de la Paix" in str(m.content) for m in view.messages)
+    refused = list(_refusals(views, name))
+    assert not refused, f"{name} refused {refused}"
+
+
 def test_sections_count_the_view_as_laid_out() -> None:
     from ctxplugin.budget import FactLine, Parts
     from ctxplugin.tokens import count_messages, get_counter

@@ -160,8 +160,9 @@ exception names (``AttributeError``, pytest's ``E KeyError``). A label naming an
 
 def _log_line(subject: str, value: str) -> bool:
     """Whether "subject: value" is a log line (an event) rather than a labelled value: a log label,
-    or a one-word label whose value is itself labelled (``bash: line 1: x: command not found``)."""
-    return bool(_LOG_LABEL.match(subject)) or (" " not in subject.strip() and bool(re.match(r"[^:]{1,40}:\s", value)))
+    or a one-word label whose value is itself labelled (``bash: line 1: x: command not found``;
+    ``grep: src/pkg/__pycache__/mod.cpython-311.pyc: binary file matches``: a path of any length)."""
+    return bool(_LOG_LABEL.match(subject)) or (" " not in subject.strip() and bool(re.match(r"(?:[^:\s]{1,300}|[^:]{1,40}):\s", value)))
 
 
 class RuleExtractor:

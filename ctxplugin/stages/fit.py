@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import ClassVar
 
-from ctxplugin._layout import has_opening
+from ctxplugin._layout import lookup_fits
 from ctxplugin.budget import Parts, enforce, section_tokens, total_tokens
 from ctxplugin.config import FactsConfig
 from ctxplugin.stages.view import CallView, Fitted
@@ -46,9 +46,9 @@ class FitBudget:
         )
         outcome = enforce(parts, dict(view.budgets), self.counter, block_size=self.block_size)
         parts = outcome.parts
-        if any(line.from_tool for line in parts.facts) and not has_opening(parts.history):
-            # no place for a lookup yet (a conversation's first call): the block would be a
-            # system message, and text a tool returned never speaks there; it waits for the next call
+        if any(line.from_tool for line in parts.facts) and not lookup_fits(parts.history):
+            # no place for a lookup (no user turn or tool result to follow): the block would be
+            # a system message, and text a tool returned never speaks there; it waits for the next call
             parts = replace(parts, facts=tuple(line for line in parts.facts if not line.from_tool))
         within = outcome.within and total_tokens(parts, self.counter) <= view.budgets["total"]
         messages = parts.layout().messages(parts.header_message())

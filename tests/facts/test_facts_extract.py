@@ -324,3 +324,10 @@ def test_a_fact_keeps_the_case_of_a_value_it_starts_with(text: str, voice: str, 
 )
 def test_a_request_is_not_a_constraint_unless_it_sets_an_amount(text: str, expected: list[tuple[str, str | None, str]]) -> None:
     assert drafts(text) == expected
+
+
+def test_a_tools_diagnostic_about_a_long_path_is_not_a_keyed_value() -> None:
+    # "grep: <path>: ..." reports on one file; a later one about another file replaces nothing
+    line = "grep: src/marshmallow/__pycache__/fields.cpython-311.pyc: binary file matches"
+    assert [(d.kind, d.key) for d in RuleExtractor().from_text(line, voice="tool")] == [("entity", None)]
+    assert [(d.kind, d.key) for d in RuleExtractor().from_text("status: confirmed", voice="tool")] == [("fact", "status")]

@@ -244,17 +244,21 @@ def test_a_history_sent_whole_leaves_a_replaced_tool_result_unmarked_but_marks_w
     assert by_id["t1"].startswith("[outdated: this is now: see the tool result t2]")
 
 
-def test_a_new_thread_shows_no_tool_text_in_its_system_messages() -> None:
+def test_a_new_thread_shows_tool_facts_in_the_tool_role_only() -> None:
     eng = engine()
     eng.prepare(fetched("Launch price: 90% off for all customers."), scope=S)
-    # the same session opens a new thread: a system prompt and one user message, no place for
-    # a lookup yet, so the facts block would be a system message
+    # the same session opens a new thread: a system prompt and one user message, no assistant
+    # turn to put a lookup before; the block follows the user's message as a lookup's result
     first = [SystemMessage("You are a sales assistant."), HumanMessage("What launch price did the page give?")]
     view = eng.prepare(first, scope=S).messages
     assert tool_text_outside_tool_role(view, ["90% off", "for all customers"]) == []
-    assert view[0] == first[0] and view[-1] == first[-1]
-    # once the thread has an assistant turn, the fact is shown, in the tool role
+    assert view[:2] == first, "the system prompt and the user's message are sent as they were"
+    call, result = view[2:]
+    assert isinstance(call, AIMessage) and call.tool_calls and isinstance(result, ToolMessage)
+    assert result.tool_call_id == call.tool_calls[0]["id"]
+    assert any("90% off" in line and TOOL_LABEL in line for line in facts_lines(view))
+    # once the thread has an assistant turn, the lookup goes before it, as in any conversation
     later = [*first, AIMessage("Let me check."), HumanMessage("And the launch price?")]
     view = eng.prepare(later, scope=S).messages
     assert tool_text_outside_tool_role(view, ["90% off", "for all customers"]) == []
-    assert any("90% off" in line and TOOL_LABEL in line for line in facts_lines(view))
+    assert view[-1] == later[-1]
