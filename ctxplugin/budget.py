@@ -140,15 +140,16 @@ def total_tokens(parts: Parts, counter: TokenCounter) -> int:
 
 
 def _protected_spans(history: Sequence[BaseMessage], spans: list[tuple[int, int]]) -> set[int]:
-    """Indexes of spans never dropped: the first human turn (the task), the latest human
-    turn, the first context note (the archive, once there is one: it stands for every older
-    exchange), the last exchange, and pinned messages. Context notes are human messages in the
-    history but no one's turn: the latest note is not the latest thing the user said."""
+    """Indexes of spans never dropped: the task, the latest human turn and the assistant message
+    it answers, the first context note (the archive: it stands for every older exchange), the
+    last exchange, and pinned messages. A context note is a human message but no one's turn."""
     keep: set[int] = set()
     human = [i for i, (s, _) in enumerate(spans) if is_user_turn(history[s])]
     if human:
         keep.add(human[0])
         keep.add(human[-1])
+        if human[-1] > 0 and isinstance(history[spans[human[-1] - 1][0]], AIMessage):
+            keep.add(human[-1] - 1)
     first_note = next((i for i, (s, _) in enumerate(spans) if is_condensed(history[s])), None)
     if first_note is not None:
         keep.add(first_note)
