@@ -22,7 +22,7 @@ from ctxplugin.cas.store import CASItem, CASStore
 from ctxplugin.cas.summarize import summarize
 from ctxplugin.config import CASConfig
 from ctxplugin.scope import Scope
-from ctxplugin.tokens import TokenCounter, content_text, count_text
+from ctxplugin.tokens import TokenCounter, content_text, count_cached
 
 
 @dataclass(frozen=True)
@@ -165,7 +165,7 @@ def capture(
         StoreError: the store failed (the engine passes the original through and warns).
     """
     text, text_only = _text_of(content)
-    tokens = count_text(text, counter)
+    tokens = count_cached(text, counter)  # the memo prepare counts the same text in, once
     limit = config.error_passthrough_tokens if is_error else config.passthrough_tokens
     if not config.enabled or not text_only or tokens <= limit:
         return Captured(text, None, True, False, tokens, tokens)

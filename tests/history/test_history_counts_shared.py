@@ -3,8 +3,9 @@ whichever stage counts it first (ctxplugin.history.compressors.MemoCounter)."""
 
 from __future__ import annotations
 
-from langchain_core.messages import AIMessage, ToolMessage
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
+from ctxplugin import ContextConfig, ContextEngine, Scope
 from ctxplugin.history.compressors import memo_counter
 from ctxplugin.tokens import EXACT_COUNT_CHARS, ApproxCounter, count_cached, count_message
 
@@ -72,3 +73,22 @@ def test_a_counter_the_shared_memo_cannot_keep_is_remembered_by_history_itself()
     text = "a long enough line of words for the history to count it more than once " * 2
     assert memo.count(text) == memo.count(text) == len(text.split())
     assert counter.calls == 1
+
+
+def test_an_output_counted_at_capture_is_not_counted_again_by_prepare() -> None:
+    counter = CallCounting()
+    engine = ContextEngine(ContextConfig(), counter=counter)
+    scope = Scope(session_id="counted-once")
+    output = ToolMessage("\n".join(f"src/app/module_{i}.py:{i}: def handler_{i}(request): ..." for i in range(400)), tool_call_id="c1", name="grep")
+    engine.capture_tool_result(output, scope)
+    seen: list[str] = []
+    original = counter.count
+
+    def recording(text: str) -> int:
+        seen.append(text)
+        return original(text)
+
+    counter.count = recording  # type: ignore[method-assign]
+    history = [HumanMessage("find the handlers"), AIMessage("", tool_calls=[{"name": "grep", "args": {}, "id": "c1"}]), output]
+    engine.prepare(history, scope=scope)  # the host keeps the original output
+    assert str(output.content) not in seen, "the output's tokens were counted again"
