@@ -14,7 +14,7 @@ Such a pair is placed only right before an assistant message that follows a user
 result: a function call must come right after a user turn or a function response (Google
 GenAI), a tool result must be followed by an assistant turn (Mistral), a tool result must follow
 its call at once (Anthropic, Bedrock). The latest message of the conversation stays the last
-message of the view. A pair carries an id derived from its text, so an unchanged block is the
+message of the view (but in the one case below). A pair carries an id derived from its text, so an unchanged block is the
 same message on the next call (prompt caches). When the conversation has no such position yet
 (its first call: a system prompt and one user message), the text goes in a system message right
 after the header, which every provider reads as part of the system prompt — unless it holds
