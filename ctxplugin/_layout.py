@@ -10,17 +10,17 @@ its result:
     AIMessage(tool_calls=[{"name": "known_facts", "args": {}, "id": ...}])
     ToolMessage("Known facts ...", tool_call_id=..., name="known_facts")
 
-Such a pair is placed only right before an assistant message that follows a user turn or a tool
+Such a pair is placed right before an assistant message that follows a user turn or a tool
 result: a function call must come right after a user turn or a function response (Google
 GenAI), a tool result must be followed by an assistant turn (Mistral), a tool result must follow
-its call at once (Anthropic, Bedrock). The latest message of the conversation stays the last
-message of the view (but in the one case below). A pair carries an id derived from its text, so an unchanged block is the
+its call at once (Anthropic, Bedrock). So the latest message of the conversation stays the last
+message of the view. A pair carries an id derived from its text, so an unchanged block is the
 same message on the next call (prompt caches). When the conversation has no such position yet
 (its first call: a system prompt and one user message), the text goes in a system message right
 after the header, which every provider reads as part of the system prompt — unless it holds
 text a tool returned (context notes, facts read from tool outputs), which never speaks in a
-system message: such lookups then follow the conversation's last message (a user turn), and
-the model's reply answers both.
+system message: such pairs then follow the conversation's last message (a user turn), the one
+case where the view does not end with it, and the model's reply answers both.
 """
 
 from __future__ import annotations
