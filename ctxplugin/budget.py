@@ -148,8 +148,8 @@ def _protected_spans(history: Sequence[BaseMessage], spans: list[tuple[int, int]
     if human:
         keep.add(human[0])
         keep.add(human[-1])
-        if human[-1] > 0 and isinstance(history[spans[human[-1] - 1][0]], AIMessage):
-            keep.add(human[-1] - 1)
+        if human[-1] > 0 and isinstance(history[spans[human[-1]][0] - 1], AIMessage):
+            keep.add(human[-1] - 1)  # the assistant message right before the user's turn
     first_note = next((i for i, (s, _) in enumerate(spans) if is_condensed(history[s])), None)
     if first_note is not None:
         keep.add(first_note)

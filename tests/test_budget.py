@@ -210,3 +210,17 @@ def test_the_archive_note_is_kept_when_every_other_exchange_goes() -> None:
     fitted, texts, _ = _enforced(history, 300)
     assert fitted.dropped_exchanges == 3, "both exchanges before the last, then the block note"
     assert str(archive.content) in texts and not any("exchanges 41-44" in t for t in texts)
+
+
+def test_the_assistant_message_the_latest_user_turn_answers_is_not_dropped() -> None:
+    options = AIMessage(content="Two flights fit: HAT069 at 06:00 for $121 and HAT083 at 07:10 for $135. " * 3)
+    history: list[BaseMessage] = [HumanMessage(content="Book JFK to SEA on May 20.")]
+    history += _calls(range(4), "search", "flight " * 120)
+    history += [options, HumanMessage(content="Neither of those options works for me; anything later?")]
+    fitted, texts, _ = _enforced(history, 400)
+    assert fitted.dropped_exchanges > 0
+    assert texts[-2:] == [str(options.content), "Neither of those options works for me; anything later?"]
+    # after a tool result the user's turn answers no assistant message: every exchange may go
+    history = [*history[:-2], HumanMessage(content="Anything later?")]
+    fitted, texts, _ = _enforced(history, 480)
+    assert fitted.dropped_exchanges == 4 and texts[-1] == "Anything later?"
