@@ -216,6 +216,16 @@ def source_refs(message: BaseMessage) -> Iterator[str]:
         yield ref
 
 
+def answered(messages: Sequence[BaseMessage], latest: int | None) -> int | None:
+    """The index of the assistant message the human message at ``latest`` answers (the one
+    right before it), or None. The history and the budget stages keep it whole while that human
+    message is the latest: a reply such as "yes" or "in that case, go ahead" means nothing
+    without what it answers."""
+    if latest is None or latest < 1:
+        return None
+    return latest - 1 if isinstance(messages[latest - 1], AIMessage) else None
+
+
 def exchange_spans(messages: Sequence[BaseMessage]) -> list[tuple[int, int]]:
     """``(start, end)`` index spans of exchanges: a human turn, or an AI message with the tool
     results that answer it. System messages inside the body stay with the span before them."""

@@ -26,7 +26,7 @@ from ctxplugin._layout import (
     lay_out,
     synthetic_kind,
 )
-from ctxplugin._messages import META_KEY, annotation, exchange_spans, merge_system
+from ctxplugin._messages import META_KEY, annotation, answered, exchange_spans, merge_system
 from ctxplugin.history.omission import OMITTED_NOTE
 from ctxplugin.tokens import TokenCounter, content_text, count_message, count_messages
 
@@ -148,8 +148,8 @@ def _protected_spans(history: Sequence[BaseMessage], spans: list[tuple[int, int]
     if human:
         keep.add(human[0])
         keep.add(human[-1])
-        if human[-1] > 0 and isinstance(history[spans[human[-1]][0] - 1], AIMessage):
-            keep.add(human[-1] - 1)  # the assistant message right before the user's turn
+        if answered(history, spans[human[-1]][0]) is not None:
+            keep.add(human[-1] - 1)  # that message alone is the exchange before the user's turn
     first_note = next((i for i, (s, _) in enumerate(spans) if is_condensed(history[s])), None)
     if first_note is not None:
         keep.add(first_note)

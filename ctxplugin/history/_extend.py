@@ -33,7 +33,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 
 from ctxplugin._lru import LRU
-from ctxplugin._messages import annotation, exchange_spans
+from ctxplugin._messages import annotation, answered, exchange_spans
 from ctxplugin._prefix import Stamp, changed_positions
 from ctxplugin.config import HistoryConfig
 from ctxplugin.history.omission import HistoryBudget, Keys, Parts, WindowLimit, parts_of
@@ -149,15 +149,6 @@ _LOCK = threading.Lock()
 def always_kept(message: BaseMessage) -> bool:
     """A system message inside the conversation, or one pinned by the host."""
     return isinstance(message, SystemMessage) or annotation(message).get("pinned") is True
-
-
-def answered(messages: Sequence[BaseMessage], latest: int | None) -> int | None:
-    """The index of the assistant message the human message at ``latest`` answers (the one
-    right before it), or None. Kept whole while that human message is the latest: a reply such
-    as "yes" or "in that case, go ahead" means nothing without what it answers."""
-    if latest is None or latest < 1:
-        return None
-    return latest - 1 if isinstance(messages[latest - 1], AIMessage) else None
 
 
 def grown(
@@ -317,4 +308,4 @@ def _grown_window(window: tuple[WindowLimit, ...] | None, parts: Sequence[Parts]
     return tuple(limits)
 
 
-__all__ = ["SESSIONS", "Grown", "Made", "always_kept", "answered", "extend", "grown", "long_since_move", "remember"]
+__all__ = ["SESSIONS", "Grown", "Made", "always_kept", "extend", "grown", "long_since_move", "remember"]

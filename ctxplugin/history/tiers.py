@@ -20,10 +20,10 @@ from typing import Protocol
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
-from ctxplugin._messages import annotation, exchange_spans
+from ctxplugin._messages import annotation, answered, exchange_spans
 from ctxplugin._prefix import Stamp
 from ctxplugin.config import HistoryConfig
-from ctxplugin.history._extend import Made, answered, extend, grown, long_since_move, remember
+from ctxplugin.history._extend import Made, extend, grown, long_since_move, remember
 from ctxplugin.history._shown import Tier as Tier
 from ctxplugin.history._shown import _plain_text, _summarizable, compress_message
 from ctxplugin.history.compressors import memo_counter
