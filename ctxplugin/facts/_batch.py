@@ -3,7 +3,8 @@
 Reading a message can store several facts and invalidate the ones they replace; each decision
 reads the store as the earlier ones left it. :class:`WriteBatch` keeps those writes and shows
 them to the reads that follow, then :meth:`WriteBatch.flush` sends them at once: one ``add``
-(one upsert, one embedding call) and at most one ``update`` per ingest instead of one per fact.
+(one upsert, one embedding call) and at most one ``update`` per ingest instead of one per fact,
+or both in one ``write`` on a store that has it (Chroma: one upsert per ingest).
 """
 
 from __future__ import annotations
@@ -79,10 +80,15 @@ class WriteBatch:
         return self.store.search(text, query, n=n)
 
     def flush(self) -> None:
-        """Send the pending writes: new facts first, then the changes to stored ones (a failure
-        in between leaves both the new and the old fact visible rather than neither)."""
+        """Send the pending writes: in one request when the store has ``write``, else new facts
+        first, then the changes to stored ones (a failure in between leaves both the new and the
+        old fact visible rather than neither)."""
         added, updated = list(self._added.values()), list(self._updated.values())
         self._added, self._updated = {}, {}
+        write = getattr(self.store, "write", None)
+        if callable(write) and added and updated:
+            write(added, updated)  # one request where the backend can (see FactStore)
+            return
         if added:
             self.store.add(added)
         if updated:

@@ -169,50 +169,52 @@ class ChromaFactStore:
 
     # ------------------------------------------------------------------ FactStore
     def add(self, facts: Sequence[Fact]) -> None:
-        if not facts:
+        self.write(facts, ())
+
+    def update(self, facts: Sequence[Fact]) -> None:
+        self.write((), facts)
+
+    def write(self, added: Sequence[Fact], updated: Sequence[Fact]) -> None:
+        """:meth:`add` ``added`` and :meth:`update` ``updated`` in one upsert per collection (a
+        Chroma write costs milliseconds however few records it holds). The changed facts keep
+        the vectors stored with them (read back, not computed again): the store ends as the two
+        calls would leave it, or as it was when the write fails."""
+        new_ids = {f.id for f in added}
+        groups: dict[str, tuple[list[Fact], dict[str, Fact]]] = {}
+        for fact in added:
+            groups.setdefault(fact.owner.tenant_id or "", ([], {}))[0].append(fact)
+        for fact in updated:
+            if fact.id not in new_ids:  # the last change of an id wins
+                groups.setdefault(fact.owner.tenant_id or "", ([], {}))[1][fact.id] = fact
+        if not groups:
             return
-        by_collection: dict[str, list[Fact]] = {}
-        for fact in facts:
-            by_collection.setdefault(fact.owner.tenant_id or "", []).append(fact)
         with _translated("store facts"):
             self._client_now()  # the embedding is settled once connected
-            vectors = {f.id: v for f, v in zip(facts, self.embedding.embed_documents([f.text for f in facts]), strict=True)}
-            for tenant, group in by_collection.items():
+            texts = [f.text for f in added]
+            vectors = {f.id: v for f, v in zip(added, self.embedding.embed_documents(texts) if texts else [], strict=True)}
+            for tenant, (new, changed) in groups.items():
                 collection = self._collection(tenant)
+                if changed:
+                    stored = collection.get(ids=list(changed), include=["embeddings"])
+                    vectors.update((i, [float(x) for x in v]) for i, v in zip(stored["ids"], stored["embeddings"], strict=True))
+                old = [f for f in changed.values() if f.id in vectors]  # one no longer stored stays so
+                facts = [*new, *old]
+                metadatas = [to_metadata(f) for f in facts]
                 step = max(1, self._batch_size())
-                for start in range(0, len(group), step):
-                    chunk = group[start : start + step]
-                    metadatas = [to_metadata(f) for f in chunk]
+                for start in range(0, len(facts), step):
+                    chunk = facts[start : start + step]
                     collection.upsert(
                         ids=[f.id for f in chunk],
                         documents=[f.text for f in chunk],
                         embeddings=[vectors[f.id] for f in chunk],
-                        metadatas=metadatas,
-                    )
-                    index = self._lexical.get(collection.name)
-                    if index is not None:
-                        index[0].add((f.id, f.text, _tag(m)) for f, m in zip(chunk, metadatas, strict=True))
-
-    def update(self, facts: Sequence[Fact]) -> None:
-        if not facts:
-            return
-        by_collection: dict[str, dict[str, Fact]] = {}
-        for fact in facts:
-            by_collection.setdefault(fact.owner.tenant_id or "", {})[fact.id] = fact  # the last change of an id wins
-        with _translated("update facts"):
-            for tenant, group in by_collection.items():
-                collection = self._collection(tenant)
-                changed = list(group.values())
-                metadatas = [to_metadata(f) for f in changed]
-                step = max(1, self._batch_size())
-                for start in range(0, len(changed), step):  # one request per collection (and batch)
-                    collection.update(
-                        ids=[f.id for f in changed[start : start + step]], metadatas=metadatas[start : start + step]
+                        metadatas=metadatas[start : start + step],
                     )
                 index = self._lexical.get(collection.name)
                 if index is not None:
-                    for fact, metadata in zip(changed, metadatas, strict=True):
-                        index[0].retag(fact.id, _tag(metadata))
+                    tags = [_tag(m) for m in metadatas]
+                    index[0].add((f.id, f.text, t) for f, t in zip(new, tags, strict=False))
+                    for fact, tag in zip(old, tags[len(new) :], strict=True):
+                        index[0].retag(fact.id, tag)
 
     def get(self, ids: Sequence[str], *, reader: Scope) -> list[Fact]:
         if not ids:

@@ -28,6 +28,10 @@ class FactStore(Protocol):
     to where ``reader``'s facts live: the ledger calls it before taking a write lock that other
     processes wait for, so the lock is not held while connecting.
 
+    A store whose writes cost a request each may also have
+    ``write(added: Sequence[Fact], updated: Sequence[Fact]) -> None``: ``add(added)`` and
+    ``update(updated)`` in one request, all or nothing; an ingest that replaces facts uses it.
+
     A store that only this process writes may also have ``generation: int``, a number that
     changes with every write: what was read from it at the same generation still stands, so a
     reader may keep it (the facts stage keeps the facts in force that way).

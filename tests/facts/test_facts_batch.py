@@ -5,9 +5,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import chromadb.errors
+import pytest
 from langchain_core.messages import BaseMessage, HumanMessage, ToolMessage
 from pytest_mock import MockerFixture
 
+from ctxplugin.errors import StoreError
 from ctxplugin.facts import ChromaFactStore, FactQuery, FactsLedger, MemoryFactStore
 from ctxplugin.facts import store as store_module
 from ctxplugin.facts.extract import FactDraft
@@ -74,3 +77,41 @@ def test_a_search_reads_only_the_slots_its_reader_can_see(mocker: MockerFixture)
     hits = ledger.search("when does order W-99 ship?", scope=S)
     assert [h.fact.id for h in hits] == [mine.id]
     assert {call.args[0].owner.session_id for call in checked.call_args_list} == {"s1"}
+
+
+def test_chroma_replaces_facts_in_the_same_upsert_and_keeps_their_vectors(tmp_path: Path, mocker: MockerFixture) -> None:
+    def extractor(message: BaseMessage) -> list[FactDraft]:
+        return [FactDraft(text="Data team on Project Gamma", key="data_team"), FactDraft(text="Release train is R7", key="release")]
+
+    with ChromaFactStore.persistent(tmp_path) as store:
+        ledger = FactsLedger(store, extractor=extractor)
+        old = ledger.write("Data team on Project Alpha", key="data_team", scope=S)
+        collection = store.raw_collection()
+        before = collection.get(ids=[old.id], include=["embeddings", "documents"])
+        upsert, update = mocker.spy(type(collection), "upsert"), mocker.spy(type(collection), "update")
+        written = ledger.ingest([HumanMessage("The data team moved to Project Gamma.")], scope=S)
+        assert [f.text for f in written] == ["Data team on Project Gamma", "Release train is R7"]
+        assert (upsert.call_count, update.call_count) == (1, 0)
+        assert set(upsert.call_args.kwargs["ids"]) == {old.id, *(f.id for f in written)}
+        after = collection.get(ids=[old.id], include=["embeddings", "documents"])
+        assert after["documents"] == before["documents"]
+        assert list(after["embeddings"][0]) == list(before["embeddings"][0])
+        replaced = store.get([old.id], reader=S)[0]
+        assert not replaced.is_valid and replaced.superseded_by == written[0].id
+        assert ledger.current("data_team", scope=S).text == "Data team on Project Gamma"  # type: ignore[union-attr]
+        # the replaced fact is still found by its words, as no longer valid
+        assert [f.id for f in store.find(FactQuery(reader=S, key="data_team", valid=False))] == [old.id]
+
+
+def test_a_failed_write_leaves_the_old_fact_current(tmp_path: Path, mocker: MockerFixture) -> None:
+    def extractor(message: BaseMessage) -> list[FactDraft]:
+        return [FactDraft(text="Data team on Project Gamma", key="data_team")]
+
+    with ChromaFactStore.persistent(tmp_path) as store:
+        ledger = FactsLedger(store, extractor=extractor)
+        old = ledger.write("Data team on Project Alpha", key="data_team", scope=S)
+        mocker.patch.object(type(store.raw_collection()), "upsert", side_effect=chromadb.errors.InternalError("disk full"))
+        with pytest.raises(StoreError):
+            ledger.ingest([HumanMessage("The data team moved to Project Gamma.")], scope=S)
+        mocker.stopall()
+        assert ledger.current("data_team", scope=S).id == old.id  # type: ignore[union-attr]
