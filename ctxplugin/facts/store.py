@@ -195,8 +195,8 @@ def _slot_of(fact: Fact) -> str:
 
 
 class _Slot:
-    """The facts of one owner slot, by id, by key, by text hash and by state (valid or not, and
-    fact scope), and their BM25 index."""
+    """The facts of one owner slot, by id, by key, by text hash, by state (valid or not, and
+    fact scope) and by the facts they depend on, and their BM25 index."""
 
     def __init__(self) -> None:
         self.facts: dict[str, Fact] = {}
@@ -204,6 +204,7 @@ class _Slot:
         self.by_hash: dict[str, dict[str, Fact]] = {}
         # every call reads the superseded facts and the provisional ones: few beside the rest
         self.by_state: dict[tuple[bool, str], dict[str, Fact]] = {}
+        self.by_dependency: dict[str, dict[str, Fact]] = {}  # a superseded fact's dependents are flagged
         self.lexical = LexicalIndex()
 
     def insert(self, fact: Fact) -> None:
@@ -211,12 +212,16 @@ class _Slot:
         self.by_key.setdefault(fact.key, {})[fact.id] = fact
         self.by_hash.setdefault(fact.text_hash, {})[fact.id] = fact
         self.by_state.setdefault((fact.is_valid, fact.scope), {})[fact.id] = fact
+        for dependency in fact.depends_on:
+            self.by_dependency.setdefault(dependency, {})[fact.id] = fact
 
     def remove(self, fact: Fact) -> None:
         self.facts.pop(fact.id, None)
         _drop(self.by_key, fact.key, fact.id)
         _drop(self.by_hash, fact.text_hash, fact.id)
         _drop(self.by_state, (fact.is_valid, fact.scope), fact.id)
+        for dependency in fact.depends_on:
+            _drop(self.by_dependency, dependency, fact.id)
 
     def candidates(self, query: FactQuery) -> Iterable[Fact]:
         """A superset of the facts of this slot that match ``query`` (the narrowest index)."""
@@ -224,6 +229,8 @@ class _Slot:
             return list(self.by_key.get(query.key, {}).values())
         if query.text_hash is not None:
             return list(self.by_hash.get(query.text_hash, {}).values())
+        if query.depends_on is not None:
+            return list(self.by_dependency.get(query.depends_on, {}).values())
         if query.valid is not None and query.scopes is not None:
             groups = (self.by_state.get((query.valid, scope), {}) for scope in dict.fromkeys(query.scopes))
             return [fact for group in groups for fact in group.values()]

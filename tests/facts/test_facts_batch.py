@@ -115,3 +115,20 @@ def test_a_failed_write_leaves_the_old_fact_current(tmp_path: Path, mocker: Mock
             ledger.ingest([HumanMessage("The data team moved to Project Gamma.")], scope=S)
         mocker.stopall()
         assert ledger.current("data_team", scope=S).id == old.id  # type: ignore[union-attr]
+
+
+def test_the_dependents_of_a_fact_are_found_without_reading_the_others(mocker: MockerFixture) -> None:
+    store = MemoryFactStore()
+    ledger = FactsLedger(store)
+    base = ledger.write("Budget is 50k", key="budget", scope=S)
+    for i in range(30):
+        ledger.write(f"Order W-{i} ships on Friday", key=f"order_{i}", scope=S)
+    derived = ledger.write("Budget in USD is 55k", key="budget_usd", scope=S, depends_on=[base.id])
+    checked = mocker.spy(store_module, "matches")
+    found = store.find(FactQuery(reader=S, valid=True, depends_on=base.id))
+    assert [f.id for f in found] == [derived.id]
+    assert checked.call_count == 1
+    ledger.write("Budget is 60k", key="budget", scope=S)
+    flagged = store.get([derived.id], reader=S)[0]
+    assert flagged.needs_review and flagged.is_valid
+    assert store.find(FactQuery(reader=S, depends_on=derived.id)) == []
