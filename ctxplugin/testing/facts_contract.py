@@ -86,6 +86,27 @@ class FactStoreContract:
             False, "fact_new", True, "The order is approved",
         )
 
+    def test_write_adds_and_updates_as_the_two_calls_do(self, store: FactStore) -> None:
+        writer = getattr(store, "write", None)
+        if not callable(writer):
+            pytest.skip("this store has no write(added, updated); add and update are used")
+        old = make_fact("The order ships on Monday", key="ship_day")
+        other = make_fact("The order ships from Lyon", key="ship_from", visibility="tenant")
+        store.add([old, other])
+        before = dict(store.search("when does the order ship", FactQuery(reader=ALICE, key="ship_day"), n=5))
+        new = make_fact("The order ships on Friday", key="ship_day", supersedes=old.id)
+        gone = make_fact("never stored", key="ghost")
+        writer([new], [old.model_copy(update={"is_valid": False, "superseded_by": new.id}), gone])
+        by_id = {f.id: f for f in store.get([old.id, new.id, other.id, gone.id], reader=ALICE)}
+        assert set(by_id) == {old.id, new.id, other.id}, "a changed fact that was not stored is not written"
+        assert (by_id[old.id].is_valid, by_id[old.id].superseded_by, by_id[old.id].text) == (False, new.id, old.text)
+        assert by_id[new.id].is_valid and by_id[new.id].supersedes == old.id
+        after = store.search("when does the order ship", FactQuery(reader=ALICE, valid=False), n=5)
+        assert [(f.id, round(score, 6)) for f, score in after] == [
+            (f.id, round(score, 6)) for f, score in before.items() if f.id == old.id
+        ], "the changed fact keeps its vector"
+        assert [f.id for f in store.find(FactQuery(reader=ALICE, key="ship_day", valid=True))] == [new.id]
+
     def test_session_facts_stay_in_their_session(self, store: FactStore) -> None:
         fact = make_fact("Alice's seat is 12A")
         store.add([fact])
