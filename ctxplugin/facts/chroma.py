@@ -212,7 +212,7 @@ class ChromaFactStore:
                 index = self._lexical.get(collection.name)
                 if index is not None:
                     tags = [_tag(m) for m in metadatas]
-                    index[0].add((f.id, f.text, t) for f, t in zip(new, tags, strict=False))
+                    index[0].add((f.id, f.text, t) for f, t in zip(new, tags[: len(new)], strict=True))
                     for fact, tag in zip(old, tags[len(new) :], strict=True):
                         index[0].retag(fact.id, tag)
 
