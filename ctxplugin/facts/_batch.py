@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ctxplugin.facts.model import Fact, FactQuery, matches
+from ctxplugin.facts.extract import FactDraft
+from ctxplugin.facts.model import Fact, FactQuery, matches, normalize_key, text_hash
 from ctxplugin.facts.store import FactStore
 from ctxplugin.scope import Scope
 
@@ -27,6 +28,33 @@ class WriteBatch:
         self.store = store
         self._added: dict[str, Fact] = {}
         self._updated: dict[str, Fact] = {}
+        # what prefetch read: the reader, the keys and text hashes asked for, the facts found
+        self._known: tuple[Scope, frozenset[str], frozenset[str], list[Fact]] | None = None
+
+    def prefetch(self, reader: Scope, drafts: Sequence[FactDraft]) -> None:
+        """Read in one request, on a store that has ``lookup``, the facts ``reader`` may read
+        whose key or text hash is a draft's: the decisions on ``drafts`` look them up by key or
+        by text hash (a duplicate, the fact a key replaces), and :meth:`find` then answers from
+        them. Called before any write."""
+        lookup = getattr(self.store, "lookup", None)
+        wanted_keys = frozenset(k for k in (normalize_key(d.key) for d in drafts) if k)
+        wanted_hashes = frozenset(text_hash(d.text.strip()) for d in drafts)
+        if not callable(lookup) or self._added or self._updated or not (wanted_keys or wanted_hashes):
+            return
+        found = lookup(reader, keys=sorted(wanted_keys), hashes=sorted(wanted_hashes))
+        self._known = (reader, wanted_keys, wanted_hashes, list(found))
+
+    def _stored(self, query: FactQuery, limit: int | None) -> list[Fact]:
+        """``store.find(query, limit=limit)``, from what :meth:`prefetch` read when it covers the
+        query (its reader, and the text hash or else the key the store would look up by)."""
+        known = self._known
+        if known is not None and query.reader == known[0] and query.depends_on is None and (
+            query.text_hash in known[2] if query.text_hash is not None else query.key in known[1]
+        ):
+            found = [f for f in known[3] if matches(f, query)]
+            found.sort(key=lambda f: f.created_at, reverse=True)
+            return found if limit is None else found[:limit]
+        return self.store.find(query, limit=limit)
 
     def add(self, facts: Sequence[Fact]) -> None:
         for fact in facts:
@@ -60,12 +88,12 @@ class WriteBatch:
 
     def find(self, query: FactQuery, *, limit: int | None = None) -> list[Fact]:
         if not self._added and not self._updated:
-            return self.store.find(query, limit=limit)
+            return self._stored(query, limit)
         # pending versions replace stored ones in place; each may drop one stored fact
         wider = None if limit is None else limit + len(self._updated)
         found: list[Fact] = []
         seen: set[str] = set()
-        for fact in self.store.find(query, limit=wider):
+        for fact in self._stored(query, wider):
             pending = self._updated.get(fact.id, fact)
             seen.add(fact.id)
             if fact.id not in self._added and matches(pending, query):
@@ -85,6 +113,7 @@ class WriteBatch:
         old fact visible rather than neither)."""
         added, updated = list(self._added.values()), list(self._updated.values())
         self._added, self._updated = {}, {}
+        self._known = None  # the store changes: what was read before is read again
         write = getattr(self.store, "write", None)
         if callable(write) and added and updated:
             write(added, updated)  # one request where the backend can (see FactStore)

@@ -10,6 +10,7 @@ Chroma's SQLite.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 from typing import Any, TypeVar
@@ -42,6 +43,21 @@ def find_where(query: FactQuery) -> dict[str, Any]:
     if query.valid is not None:
         return _state_where(keys, query.valid)
     return {"vis": {"$in": keys}}
+
+
+def lookup_where(reader: Scope, keys: Sequence[str], hashes: Sequence[str]) -> dict[str, Any] | None:
+    """The clause for the facts ``reader`` may see whose key is among ``keys`` or text hash among
+    ``hashes`` (None when both are empty): the composite fields of :func:`find_where`, one
+    ``$in`` each."""
+    slots = reader_keys(reader)
+    clauses: list[dict[str, Any]] = []
+    if keys:
+        clauses.append({"kv": {"$in": [f"{v}{_SEP}{k}" for v in slots for k in keys]}})
+    if hashes:
+        clauses.append({"hv": {"$in": [f"{v}{_SEP}{h}" for v in slots for h in hashes]}})
+    if not clauses:
+        return None
+    return clauses[0] if len(clauses) == 1 else {"$or": clauses}
 
 
 def search_where(query: FactQuery) -> dict[str, Any]:

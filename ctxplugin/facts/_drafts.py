@@ -37,6 +37,12 @@ _MAX_ID = 128
 _ANNOTATED_SCOPES = frozenset({"global", "session", "task", "draft", "hypothetical"})
 
 
+def owner_of(scope: Scope) -> Scope:
+    """The owner a fact written from ``scope`` is stored with (its roles are the reader's, not
+    the fact's)."""
+    return scope.model_copy(update={"roles": ()}) if scope.roles else scope
+
+
 def _build_fact(
     draft: FactDraft,
     *,
@@ -52,7 +58,7 @@ def _build_fact(
         raise InvalidInputError("visibility='user' needs a scope with a user_id")
     if visibility == "workspace" and not scope.workspace_id:
         raise InvalidInputError("visibility='workspace' needs a scope with a workspace_id")
-    owner = scope.model_copy(update={"roles": ()}) if scope.roles else scope
+    owner = owner_of(scope)
     authority = _authority(draft.authority, source)
     memory_type = draft.memory_type or _memory_type(source, authority)
     tags = tuple(dict.fromkeys([t.lower() for t in draft.tags] + identifiers(draft.text)))[:12]

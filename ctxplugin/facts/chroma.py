@@ -21,6 +21,7 @@ from ctxplugin.facts._chroma_clients import _close_http_session, _http_connector
 from ctxplugin.facts._chroma_codec import (
     find_where,
     from_metadata,
+    lookup_where,
     may_match,
     search_where,
     to_metadata,
@@ -219,27 +220,29 @@ class ChromaFactStore:
     def get(self, ids: Sequence[str], *, reader: Scope) -> list[Fact]:
         if not ids:
             return []
-        with _translated("read facts"):
-            result = self._collection(reader.tenant_id or "").get(ids=list(ids), include=["documents", "metadatas"])
-        found = {
-            i: from_metadata(i, doc, meta)
-            for i, doc, meta in zip(result["ids"], result["documents"] or [], result["metadatas"] or [], strict=True)
-        }
+        found = {f.id: f for f in self._fetch(reader, ids=list(ids))}
         ordered = [found[i] for i in ids if i in found]
         return [f for f in ordered if reader.can_read(f.owner, f.visibility)]
 
     def find(self, query: FactQuery, *, limit: int | None = None) -> list[Fact]:
+        facts = [f for f in self._fetch(query.reader, find_where(query)) if matches(f, query)]
+        facts.sort(key=lambda f: f.created_at, reverse=True)
+        return facts if limit is None else facts[:limit]
+
+    def lookup(self, reader: Scope, *, keys: Sequence[str], hashes: Sequence[str]) -> list[Fact]:
+        """The facts ``reader`` may read whose key is among ``keys`` or text hash among
+        ``hashes``, in any state, in one request (what an ingest's decisions will look up)."""
+        where = lookup_where(reader, keys, hashes)
+        return [] if where is None else [f for f in self._fetch(reader, where) if reader.can_read(f.owner, f.visibility)]
+
+    def _fetch(self, reader: Scope, where: dict[str, Any] | None = None, ids: list[str] | None = None) -> list[Fact]:
+        """The facts of ``reader``'s collection matching ``where`` or with these ``ids``."""
         with _translated("read facts"):
-            result = self._collection(query.reader.tenant_id or "").get(
-                where=find_where(query), include=["documents", "metadatas"]
-            )
-        facts = [
+            result = self._collection(reader.tenant_id or "").get(ids=ids, where=where, include=["documents", "metadatas"])
+        return [
             from_metadata(i, doc, meta)
             for i, doc, meta in zip(result["ids"], result["documents"] or [], result["metadatas"] or [], strict=True)
         ]
-        facts = [f for f in facts if matches(f, query)]
-        facts.sort(key=lambda f: f.created_at, reverse=True)
-        return facts if limit is None else facts[:limit]
 
     def search(self, text: str, query: FactQuery, *, n: int) -> list[tuple[Fact, float]]:
         """Nearest facts matching ``query``.

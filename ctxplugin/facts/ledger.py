@@ -28,6 +28,7 @@ from ctxplugin.facts._drafts import (
     _provenance,
     _valid_draft,
     _with,
+    owner_of,
 )
 from ctxplugin.facts._supersession import _MAX_CHAIN, _head, _supersede
 from ctxplugin.facts._text import identifiers
@@ -187,7 +188,6 @@ class FactsLedger:
     def add(self, text: str, **fields: Any) -> Fact:
         """The same as :meth:`write` (the name a state API usually gives it)."""
         return self.write(text, **fields)
-
 
     def _commit(
         self,
@@ -386,6 +386,7 @@ class FactsLedger:
             batch = WriteBatch(self.store)
             self._batch.current = batch
             try:
+                batch.prefetch(owner_of(scope), [draft for draft, _, _ in drafts])
                 for draft, source, audience in drafts:
                     fact, created = self._commit(draft, scope=scope, source=source, audience=audience)
                     if created and fact.is_valid:

@@ -31,6 +31,9 @@ class FactStore(Protocol):
     A store whose writes cost a request each may also have
     ``write(added: Sequence[Fact], updated: Sequence[Fact]) -> None``: ``add(added)`` and
     ``update(updated)`` in one request, all or nothing; an ingest that replaces facts uses it.
+    And ``lookup(reader, *, keys, hashes) -> list[Fact]``: the facts ``reader`` may read whose
+    key is among ``keys`` or text hash among ``hashes``, in any state, in one request; an
+    ingest reads what its decisions will look up that way first.
 
     A store that only this process writes may also have ``generation: int``, a number that
     changes with every write: what was read from it at the same generation still stands, so a
@@ -110,6 +113,28 @@ class MemoryFactStore:
             for fact in facts:
                 if fact.id in self._facts:
                     self._put(fact)
+
+    def write(self, added: Sequence[Fact], updated: Sequence[Fact]) -> None:
+        """:meth:`add`, then :meth:`update` (nothing fails between them here)."""
+        if added:
+            self.add(added)
+        if updated:
+            self.update(updated)
+
+    def lookup(self, reader: Scope, *, keys: Sequence[str], hashes: Sequence[str]) -> list[Fact]:
+        """The facts ``reader`` may read whose key is among ``keys`` or text hash among
+        ``hashes``, in any state, in the order they were first stored."""
+        found: dict[str, Fact] = {}
+        with self._lock:
+            for slot_key in dict.fromkeys(reader_keys(reader)):
+                slot = self._slots.get(slot_key)
+                if slot is not None:
+                    for key in keys:
+                        found.update(slot.by_key.get(key, {}))
+                    for digest in hashes:
+                        found.update(slot.by_hash.get(digest, {}))
+            facts = sorted(found.values(), key=lambda f: self._order[f.id])
+        return [f for f in facts if reader.can_read(f.owner, f.visibility)]
 
     def _put(self, fact: Fact) -> None:
         old = self._facts.get(fact.id)

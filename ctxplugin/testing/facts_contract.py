@@ -107,6 +107,21 @@ class FactStoreContract:
         ], "the changed fact keeps its vector"
         assert [f.id for f in store.find(FactQuery(reader=ALICE, key="ship_day", valid=True))] == [new.id]
 
+    def test_lookup_finds_by_key_or_text_in_any_state_what_the_reader_may_read(self, store: FactStore) -> None:
+        lookup = getattr(store, "lookup", None)
+        if not callable(lookup):
+            pytest.skip("this store has no lookup(reader, keys=..., hashes=...); find is used")
+        old = make_fact("Gate is B12", key="gate", is_valid=False)
+        new = make_fact("Gate is C4", key="gate")
+        said = make_fact("Boarding starts at 9:40")
+        theirs = make_fact("Gate is D1", key="gate", owner=BOB)
+        other = make_fact("Seat is 12A", key="seat")
+        store.add([old, new, said, theirs, other])
+        assert {f.id for f in lookup(ALICE, keys=["gate"], hashes=[said.text_hash])} == {old.id, new.id, said.id}
+        assert {f.id for f in lookup(ALICE, keys=[], hashes=[other.text_hash])} == {other.id}
+        assert {f.id for f in lookup(BOB, keys=["gate", "seat"], hashes=[])} == {theirs.id}
+        assert lookup(ALICE, keys=[], hashes=[]) == []
+
     def test_session_facts_stay_in_their_session(self, store: FactStore) -> None:
         fact = make_fact("Alice's seat is 12A")
         store.add([fact])

@@ -11,7 +11,7 @@ from langchain_core.messages import BaseMessage, HumanMessage, ToolMessage
 from pytest_mock import MockerFixture
 
 from ctxplugin.errors import StoreError
-from ctxplugin.facts import ChromaFactStore, FactQuery, FactsLedger, MemoryFactStore
+from ctxplugin.facts import ChromaFactStore, Fact, FactQuery, FactsLedger, MemoryFactStore
 from ctxplugin.facts import store as store_module
 from ctxplugin.facts.extract import FactDraft
 from ctxplugin.scope import Scope
@@ -132,3 +132,58 @@ def test_the_dependents_of_a_fact_are_found_without_reading_the_others(mocker: M
     flagged = store.get([derived.id], reader=S)[0]
     assert flagged.needs_review and flagged.is_valid
     assert store.find(FactQuery(reader=S, depends_on=derived.id)) == []
+
+
+def _key_or_text_lookups(get_calls: list) -> int:  # type: ignore[type-arg]
+    """The reads of a collection by key or by text hash (where clauses on kv / hv)."""
+    def by_key_or_text(where: object) -> bool:
+        text = repr(where)
+        return "'kv'" in text or "'hv'" in text
+
+    return sum(1 for call in get_calls if by_key_or_text(call.kwargs.get("where")))
+
+
+def test_an_ingest_reads_what_its_decisions_look_up_in_one_request(tmp_path: Path, mocker: MockerFixture) -> None:
+    def extractor(message: BaseMessage) -> list[FactDraft]:
+        owner, count = str(message.content).split()  # "<owner> <tickets>"
+        return [FactDraft(text=f"Ticket T-{i} is assigned to {owner}", key=f"ticket_{i}") for i in range(int(count))]
+
+    def read(content: str, call: str) -> list[Fact]:
+        return ledger.ingest([ToolMessage(content, tool_call_id=call, name="tickets")], scope=S)
+
+    with ChromaFactStore.persistent(tmp_path) as store:
+        ledger = FactsLedger(store, extractor=extractor)
+        assert len(read("Bo 3", "c0")) == 3
+        get = mocker.spy(type(store.raw_collection()), "get")
+        written = read("Ana 6", "c1")
+        assert len(written) == 6, "three new facts, three that replace Bo's"
+        assert _key_or_text_lookups(get.call_args_list) == 1, "six decisions, one read by key or text"
+        assert sorted(f.text for f in store.find(FactQuery(reader=S, valid=True))) == sorted(f.text for f in written)
+        get.reset_mock()
+        assert read("Ana 6", "c2") == [], "the same statements are found as stored"
+        assert _key_or_text_lookups(get.call_args_list) == 1
+
+
+def _outcome(ledger: FactsLedger) -> list[tuple[str, str | None, bool, str | None]]:
+    facts = ledger.store.find(FactQuery(reader=S))
+    texts = {f.id: f.text for f in facts}
+    return sorted((f.text, f.key, f.is_valid, texts.get(f.superseded_by or "", f.superseded_by)) for f in facts)
+
+
+def test_decisions_made_from_what_was_read_at_once_equal_those_read_one_by_one(tmp_path: Path) -> None:
+    turns: list[BaseMessage] = [
+        HumanMessage("The budget is 50k. The deadline is Friday. My manager is Dana."),
+        ToolMessage('{"budget": "40k", "owner": "Eli", "status": "open"}', tool_call_id="c1", name="crm"),
+        HumanMessage("Actually the deadline is Monday. The budget is 60k."),
+        ToolMessage('{"budget": "40k", "owner": "Eli", "status": "closed"}', tool_call_id="c2", name="crm"),
+        ToolMessage('{"budget": "40k", "owner": "Eli", "status": "closed"}', tool_call_id="c3", name="crm"),
+        HumanMessage("The deadline is Monday. The meeting is Tuesday at 2pm."),
+        HumanMessage("Let's do the meeting Thursday at 3pm instead."),
+    ]
+    with ChromaFactStore.persistent(tmp_path) as store:
+        chroma, memory = FactsLedger(store), FactsLedger(MemoryFactStore())
+        for turn in turns:
+            chroma.ingest([turn], scope=S)
+            memory.ingest([turn], scope=S)
+        assert _outcome(chroma) == _outcome(memory)
+        assert any(not valid for _, _, valid, _ in _outcome(chroma)), "some facts were replaced or refused"
