@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -10,6 +12,23 @@ from urllib.parse import urlsplit
 from ctxplugin._chroma import claim_directory, set_http_timeout
 from ctxplugin.errors import ConfigError
 from ctxplugin.facts._chroma_embedding import _translated
+
+_WRITES: dict[str, list[int]] = {}
+_WRITES_LOCK = threading.Lock()
+
+
+def writes_counter(path: str | Path) -> list[int]:
+    """The count of writes to the embedded directory ``path`` that this process made, shared by
+    every store on it (``[count]``, bumped by :func:`bump`). The directory is claimed
+    for one process, so no write is missing from it."""
+    with _WRITES_LOCK:
+        return _WRITES.setdefault(os.path.realpath(path), [0])
+
+
+def bump(counter: list[int]) -> None:
+    """Count one more write in ``counter``."""
+    with _WRITES_LOCK:
+        counter[0] += 1
 
 
 def _open_persistent(path: str | Path, wait_s: float) -> tuple[Any, Callable[[], None]]:

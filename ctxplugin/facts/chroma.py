@@ -17,19 +17,25 @@ from langchain_core.embeddings import Embeddings
 
 from ctxplugin.config import FactsConfig
 from ctxplugin.errors import StoreError
-from ctxplugin.facts._chroma_clients import _close_http_session, _http_connector, _open_persistent
+from ctxplugin.facts._chroma_clients import (
+    _close_http_session,
+    _http_connector,
+    _open_persistent,
+    bump,
+    writes_counter,
+)
 from ctxplugin.facts._chroma_codec import (
     find_where,
     from_metadata,
     lookup_where,
     may_match,
     search_where,
-    to_metadata,
 )
 from ctxplugin.facts._chroma_embedding import _chroma_function as _chroma_function
 from ctxplugin.facts._chroma_embedding import _translated
 from ctxplugin.facts._chroma_lexical import _LexicalIndexes, _tag
 from ctxplugin.facts._chroma_query import _WIDER, _query, _rank_exactly
+from ctxplugin.facts._chroma_write import grouped, upsert
 from ctxplugin.facts.embedding import (
     HashingEmbedding,
     as_embeddings,
@@ -82,6 +88,13 @@ class ChromaFactStore:
         self._filter_first: dict[str, int] = {}
         # collection name -> (lexical index, when it last checked for others' writes)
         self._lexical = _LexicalIndexes()
+        self._writes: list[int] | None = None  # this process's writes, when no other process writes
+
+    @property
+    def generation(self) -> int | None:
+        """Changes with every write (see :class:`~ctxplugin.facts.store.FactStore`): counted for an
+        embedded store, which only this process writes; None for a server's or a client passed in."""
+        return None if self._writes is None else self._writes[0]
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -107,6 +120,7 @@ class ChromaFactStore:
         store = cls(client, config=config, embedding=embedding)
         store._owns_client = True
         store._release = release
+        store._writes = writes_counter(path)
         return store
 
     @classmethod
@@ -180,42 +194,21 @@ class ChromaFactStore:
         Chroma write costs milliseconds however few records it holds). The changed facts keep
         the vectors stored with them (read back, not computed again): the store ends as the two
         calls would leave it, or as it was when the write fails."""
-        new_ids = {f.id for f in added}
-        groups: dict[str, tuple[list[Fact], dict[str, Fact]]] = {}
-        for fact in added:
-            groups.setdefault(fact.owner.tenant_id or "", ([], {}))[0].append(fact)
-        for fact in updated:
-            if fact.id not in new_ids:  # the last change of an id wins
-                groups.setdefault(fact.owner.tenant_id or "", ([], {}))[1][fact.id] = fact
+        groups = grouped(added, updated)
         if not groups:
             return
-        with _translated("store facts"):
-            self._client_now()  # the embedding is settled once connected
-            texts = [f.text for f in added]
-            vectors = {f.id: v for f, v in zip(added, self.embedding.embed_documents(texts) if texts else [], strict=True)}
-            for tenant, (new, changed) in groups.items():
-                collection = self._collection(tenant)
-                if changed:
-                    stored = collection.get(ids=list(changed), include=["embeddings"])
-                    vectors.update((i, [float(x) for x in v]) for i, v in zip(stored["ids"], stored["embeddings"], strict=True))
-                old = [f for f in changed.values() if f.id in vectors]  # one no longer stored stays so
-                facts = [*new, *old]
-                metadatas = [to_metadata(f) for f in facts]
-                step = max(1, self._batch_size())
-                for start in range(0, len(facts), step):
-                    chunk = facts[start : start + step]
-                    collection.upsert(
-                        ids=[f.id for f in chunk],
-                        documents=[f.text for f in chunk],
-                        embeddings=[vectors[f.id] for f in chunk],
-                        metadatas=metadatas[start : start + step],
-                    )
-                index = self._lexical.get(collection.name)
-                if index is not None:
-                    tags = [_tag(m) for m in metadatas]
-                    index[0].add((f.id, f.text, t) for f, t in zip(new, tags[: len(new)], strict=True))
-                    for fact, tag in zip(old, tags[len(new) :], strict=True):
-                        index[0].retag(fact.id, tag)
+        try:
+            with _translated("store facts"):
+                self._client_now()  # the embedding is settled once connected
+                texts = [f.text for f in added]
+                vectors = {f.id: v for f, v in zip(added, self.embedding.embed_documents(texts) if texts else [], strict=True)}
+                for tenant, (new, changed) in groups.items():
+                    collection = self._collection(tenant)
+                    index = self._lexical.get(collection.name)
+                    upsert(collection, new, changed, vectors, max(1, self._batch_size()), index[0] if index else None)
+        finally:  # a write that failed may have stored part of it: what was read before is read again
+            if self._writes is not None:
+                bump(self._writes)
 
     def get(self, ids: Sequence[str], *, reader: Scope) -> list[Fact]:
         if not ids:

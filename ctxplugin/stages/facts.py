@@ -60,8 +60,9 @@ class ChooseFacts:
     reads: ReadMemo
     lines_budget: int
     # placement="window": the lines shown per reader and the tier position they were chosen
-    # at, reused until the boundary moves (or the question changes)
-    _window_lines: LRU[str, tuple[str, tuple[FactLine, ...]]] = field(default_factory=lambda: LRU(SESSIONS_TRACKED))
+    # at, reused until the boundary moves (or the question changes), with the store generation
+    # they were last found current at
+    _window_lines: LRU[str, tuple[str, tuple[FactLine, ...], int | None]] = field(default_factory=lambda: LRU(SESSIONS_TRACKED))
     # per reader: what earlier calls read and marked of the conversation, extended as it grows
     _seen: LRU[str, _Seen] = field(default_factory=lambda: LRU(SESSIONS_TRACKED))
     # per reader: the facts in force and the store generation they were read at
@@ -117,8 +118,9 @@ class ChooseFacts:
             if window is not None:
                 with self._lock:
                     frozen = self._window_lines.get(key)
-                if frozen is not None and frozen[0] == window and self._all_current(frozen[1], scope):
+                if frozen is not None and frozen[0] == window and self._all_current(key, frozen, scope):
                     return self._done(view, shown, frozen[1], extracted, marked, seen)
+            generation = self._generation()  # before the read: a write during it reads again later
             scored = self.ledger.search(query, scope=scope, k=self.config.k) if query and self.config.k else []
         except StoreError as exc:
             # read again on a later call, once the store is back (the reading starts afresh)
@@ -159,7 +161,7 @@ class ChooseFacts:
             )
         if window is not None:
             with self._lock:
-                self._window_lines.put(key, (window, tuple(lines)))
+                self._window_lines.put(key, (window, tuple(lines), generation))
         return self._done(view, shown, tuple(lines), extracted, marked, seen)
 
     def _done(
@@ -188,8 +190,8 @@ class ChooseFacts:
     def _in_force(self, key: str, scope: Scope) -> InForce:
         """The facts in force for the reader ``key``; read again only when the store was
         written since (a store without a ``generation`` is read on every call)."""
-        generation = getattr(self.ledger.store, "generation", None)
-        if not isinstance(generation, int):
+        generation = self._generation()
+        if generation is None:
             return in_force(self.ledger, scope)
         with self._lock:
             kept = self._rules.hit(key)
@@ -211,13 +213,27 @@ class ChooseFacts:
         step = tier_bounds(exchanges, self.history)[1] // (self.history.block_size * self.history.archive_blocks)
         return f"{step}\x00{hashlib.sha256(query.encode('utf-8', 'surrogatepass')).hexdigest()}"
 
-    def _all_current(self, lines: tuple[FactLine, ...], scope: Scope) -> bool:
-        """Whether every fact of ``lines`` is still valid (none superseded since it was chosen)."""
-        ids = [line.fact_id for line in lines]
-        if not ids:
+    def _generation(self) -> int | None:
+        """The fact store's ``generation`` (see :class:`~ctxplugin.facts.store.FactStore`), or None
+        for a store that does not count its writes."""
+        generation = getattr(self.ledger.store, "generation", None)
+        return generation if isinstance(generation, int) else None
+
+    def _all_current(self, key: str, frozen: tuple[str, tuple[FactLine, ...], int | None], scope: Scope) -> bool:
+        """Whether every fact of the frozen lines is still valid (none superseded since it was
+        chosen): read again only when the store was written since they were last found so."""
+        window, lines, checked = frozen
+        generation = self._generation()
+        if generation is not None and generation == checked:
             return True
-        valid = {fact.id for fact in self.ledger.store.get(ids, reader=scope) if fact.is_valid}
-        return all(fact_id in valid for fact_id in ids)
+        ids = [line.fact_id for line in lines]
+        if ids:
+            valid = {fact.id for fact in self.ledger.store.get(ids, reader=scope) if fact.is_valid}
+            if not all(fact_id in valid for fact_id in ids):
+                return False
+        with self._lock:
+            self._window_lines.put(key, (window, lines, generation))
+        return True
 
 
 class _Seen:

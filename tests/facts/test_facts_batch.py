@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import chromadb
 import chromadb.errors
 import pytest
 from langchain_core.messages import BaseMessage, HumanMessage, ToolMessage
@@ -187,3 +188,17 @@ def test_decisions_made_from_what_was_read_at_once_equal_those_read_one_by_one(t
             memory.ingest([turn], scope=S)
         assert _outcome(chroma) == _outcome(memory)
         assert any(not valid for _, _, valid, _ in _outcome(chroma)), "some facts were replaced or refused"
+
+
+def test_an_embedded_store_counts_the_writes_of_every_store_on_its_directory(tmp_path: Path) -> None:
+    with ChromaFactStore.persistent(tmp_path) as one, ChromaFactStore.persistent(tmp_path) as two:
+        before = one.generation
+        assert isinstance(before, int) and two.generation == before
+        FactsLedger(two).write("The budget is 50k", key="budget", scope=S)
+        assert one.generation != before, "a write through another store on the directory is counted"
+        seen = one.generation
+        one.get(["fact_missing"], reader=S)
+        one.find(FactQuery(reader=S))
+        assert one.generation == seen, "reads are not"
+    with ChromaFactStore.from_client(chromadb.EphemeralClient()) as passed:
+        assert passed.generation is None, "a client passed in may be written by others: not counted"

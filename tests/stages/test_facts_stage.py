@@ -168,3 +168,23 @@ def test_a_user_message_changed_in_place_is_read_again() -> None:
     assert_same(calls)
     shown = {m.id: str(m.content) for m in prepared.messages}
     assert not shown["h1"].startswith("[hypothetical"), "no longer a brainstorm"
+
+
+def test_on_disk_the_facts_in_force_are_read_again_only_after_a_write(tmp_path: Path, mocker: MockerFixture) -> None:
+    # an embedded Chroma store is written by this process alone: it counts its writes, so the
+    # facts stage reads the store only when something was written since its last read
+    engine = ContextEngine.embedded(tmp_path, ContextConfig(encoding="cl100k_base", mode="whole"))
+    scope = Scope(session_id="in-force-on-disk")
+    history: list[BaseMessage] = [SystemMessage("You plan the team's work."), HumanMessage("The data team is on Project Alpha.", id="h0")]
+    engine.prepare(history, scope=scope)
+    reads = mocker.spy(facts_stage, "in_force")
+    for turn in range(4):  # nothing stated: the store is not written
+        history += [AIMessage(f"Noted, step {turn}.", id=f"a{turn}"), HumanMessage(f"What should we look at in round {turn}?", id=f"h{turn + 1}")]
+        engine.prepare(history, scope=scope)
+    assert reads.call_count == 0
+    history += [AIMessage("Noted.", id="a-late"), HumanMessage("Actually, the data team moved to Project Beta.", id="h-late")]
+    engine.prepare(history, scope=scope)  # the replacement is written, then read
+    history += [AIMessage("Understood.", id="a-ask"), HumanMessage("What is the data team on?", id="h-ask")]
+    prepared = engine.prepare(history, scope=scope)
+    assert reads.call_count >= 1
+    assert str(next(m for m in prepared.messages if m.id == "h0").content).startswith("[outdated: data_team is now:")

@@ -1,0 +1,63 @@
+"""How the Chroma fact store writes: new facts and changed ones together, one upsert per
+collection (and batch), the changed facts keeping the vectors stored with them."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ctxplugin.facts._chroma_codec import to_metadata
+from ctxplugin.facts._chroma_lexical import _tag
+from ctxplugin.facts.lexical import LexicalIndex
+from ctxplugin.facts.model import Fact
+
+Groups = dict[str, tuple[list[Fact], dict[str, Fact]]]
+"""Per tenant (its collection): the facts to add, and the changed ones by id."""
+
+
+def grouped(added: Sequence[Fact], updated: Sequence[Fact]) -> Groups:
+    """``added`` and ``updated`` by tenant; a change of a fact also added is not kept apart (the
+    fact is written as added), and the last change of an id wins."""
+    new_ids = {f.id for f in added}
+    groups: Groups = {}
+    for fact in added:
+        groups.setdefault(fact.owner.tenant_id or "", ([], {}))[0].append(fact)
+    for fact in updated:
+        if fact.id not in new_ids:
+            groups.setdefault(fact.owner.tenant_id or "", ([], {}))[1][fact.id] = fact
+    return groups
+
+
+def upsert(
+    collection: Any,
+    new: Sequence[Fact],
+    changed: dict[str, Fact],
+    vectors: dict[str, list[float]],
+    step: int,
+    index: LexicalIndex | None,
+) -> None:
+    """Write ``new`` (their ``vectors`` given) and ``changed`` (theirs read back; one no longer
+    stored stays so) to ``collection``, ``step`` records a request, and keep the lexical
+    ``index`` of the collection in step."""
+    if changed:
+        stored = collection.get(ids=list(changed), include=["embeddings"])
+        vectors.update((i, [float(x) for x in v]) for i, v in zip(stored["ids"], stored["embeddings"], strict=True))
+    old = [f for f in changed.values() if f.id in vectors]
+    facts = [*new, *old]
+    metadatas = [to_metadata(f) for f in facts]
+    for start in range(0, len(facts), step):
+        chunk = facts[start : start + step]
+        collection.upsert(
+            ids=[f.id for f in chunk],
+            documents=[f.text for f in chunk],
+            embeddings=[vectors[f.id] for f in chunk],
+            metadatas=metadatas[start : start + step],
+        )
+    if index is not None:
+        tags = [_tag(m) for m in metadatas]
+        index.add((f.id, f.text, t) for f, t in zip(new, tags[: len(new)], strict=True))
+        for fact, tag in zip(old, tags[len(new) :], strict=True):
+            index.retag(fact.id, tag)
+
+
+__all__ = ["Groups", "grouped", "upsert"]
