@@ -18,17 +18,19 @@ _WRITES_LOCK = threading.Lock()
 
 
 def writes_counter(path: str | Path) -> list[int]:
-    """The count of writes to the embedded directory ``path`` that this process made, shared by
-    every store on it (``[count]``, bumped by :func:`bump`). The directory is claimed
-    for one process, so no write is missing from it."""
+    """The counts of this process's writes to the embedded directory ``path``, and of those that
+    revise what is in force (``[writes, revisions]``, shared by every store on the directory,
+    bumped by :func:`bump`). The directory is claimed for one process: no write is missing."""
     with _WRITES_LOCK:
-        return _WRITES.setdefault(os.path.realpath(path), [0])
+        return _WRITES.setdefault(os.path.realpath(path), [0, 0])
 
 
-def bump(counter: list[int]) -> None:
-    """Count one more write in ``counter``."""
+def bump(counter: list[int], *, revised: bool) -> None:
+    """Count one more write in ``counter`` (and one more revision when ``revised``)."""
     with _WRITES_LOCK:
         counter[0] += 1
+        if revised:
+            counter[1] += 1
 
 
 def _open_persistent(path: str | Path, wait_s: float) -> tuple[Any, Callable[[], None]]:

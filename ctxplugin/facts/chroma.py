@@ -42,7 +42,7 @@ from ctxplugin.facts.embedding import (
     embedding_identity,
 )
 from ctxplugin.facts.lexical import terms
-from ctxplugin.facts.model import Fact, FactQuery, matches, reader_keys
+from ctxplugin.facts.model import Fact, FactQuery, matches, reader_keys, revises
 from ctxplugin.scope import Scope
 
 _RETRY_UNFILTERED = 32
@@ -95,6 +95,11 @@ class ChromaFactStore:
         """Changes with every write (see :class:`~ctxplugin.facts.store.FactStore`): counted for an
         embedded store, which only this process writes; None for a server's or a client passed in."""
         return None if self._writes is None else self._writes[0]
+
+    @property
+    def revisions(self) -> int | None:
+        """Changes with every write that can change what is in force (see ``generation``)."""
+        return None if self._writes is None else self._writes[1]
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -208,7 +213,7 @@ class ChromaFactStore:
                     upsert(collection, new, changed, vectors, max(1, self._batch_size()), index[0] if index else None)
         finally:  # a write that failed may have stored part of it: what was read before is read again
             if self._writes is not None:
-                bump(self._writes)
+                bump(self._writes, revised=bool(updated) or any(map(revises, added)))
 
     def get(self, ids: Sequence[str], *, reader: Scope) -> list[Fact]:
         if not ids:

@@ -62,6 +62,8 @@ PROTECTED_SCOPES = frozenset({"global", "session"})
 """Fact scopes that task, draft and hypothetical facts cannot supersede."""
 RETRIEVED_SCOPES: tuple[FactScope, ...] = ("global", "session", "task")
 """Fact scopes retrieved by default."""
+PROVISIONAL_SCOPES = frozenset({"hypothetical", "draft"})
+"""Fact scopes of statements not (yet) in force."""
 
 MAX_TEXT = 500
 MAX_AUDIENCE = 32
@@ -275,6 +277,12 @@ def normalize_audience(entries: Sequence[str]) -> tuple[str, ...]:
 def new_fact_id() -> str:
     """A fresh fact id."""
     return f"fact_{uuid.uuid4().hex[:20]}"
+
+
+def revises(fact: Fact) -> bool:
+    """Whether storing ``fact`` changes what is in force otherwise than by one more current fact:
+    it is not current (superseded, refused) or it is provisional (hypothetical, draft)."""
+    return not fact.is_valid or fact.scope in PROVISIONAL_SCOPES
 
 
 def normalize_key(key: str | None) -> str | None:

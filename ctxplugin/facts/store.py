@@ -16,7 +16,7 @@ from langchain_core.embeddings import Embeddings
 from ctxplugin.facts._vectors import Vectors
 from ctxplugin.facts.embedding import as_embeddings
 from ctxplugin.facts.lexical import LexicalIndex
-from ctxplugin.facts.model import Fact, FactQuery, matches, reader_keys, visibility_key
+from ctxplugin.facts.model import Fact, FactQuery, matches, reader_keys, revises, visibility_key
 from ctxplugin.scope import Scope
 
 
@@ -37,7 +37,10 @@ class FactStore(Protocol):
 
     A store that only this process writes may also have ``generation: int``, a number that
     changes with every write: what was read from it at the same generation still stands, so a
-    reader may keep it (the facts stage keeps the facts in force that way).
+    reader may keep it. And ``revisions: int``, which changes with every write that can change
+    what is in force other than by adding a current fact: an update (a fact superseded, refused
+    or flagged) or a fact stored not current or provisional (:func:`~ctxplugin.facts.model.revises`).
+    The facts stage keeps the facts in force, and the facts block it froze, while it stands.
     """
 
     def add(self, facts: Sequence[Fact]) -> None:
@@ -92,6 +95,8 @@ class MemoryFactStore:
         self.generation = 0
         """Changes with every write: what was read at the same generation still stands (only
         this process writes here)."""
+        self.revisions = 0
+        """Changes with every write that can change what is in force (see :class:`FactStore`)."""
 
     def add(self, facts: Sequence[Fact]) -> None:
         vectors = self.embedding.embed_documents([f.text for f in facts]) if facts else []
@@ -99,6 +104,8 @@ class MemoryFactStore:
         with self._lock:
             self._vectors.check(vectors)
             self.generation += 1
+            if any(revises(f) or f.id in self._facts for f in facts):
+                self.revisions += 1
             for fact, vector in zip(facts, vectors, strict=True):
                 self._put(fact)
                 self._vectors.put(fact.id, vector)
@@ -110,6 +117,7 @@ class MemoryFactStore:
     def update(self, facts: Sequence[Fact]) -> None:
         with self._lock:
             self.generation += 1
+            self.revisions += 1
             for fact in facts:
                 if fact.id in self._facts:
                     self._put(fact)

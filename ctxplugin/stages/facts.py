@@ -214,10 +214,14 @@ class ChooseFacts:
         return f"{step}\x00{hashlib.sha256(query.encode('utf-8', 'surrogatepass')).hexdigest()}"
 
     def _generation(self) -> int | None:
-        """The fact store's ``generation`` (see :class:`~ctxplugin.facts.store.FactStore`), or None
-        for a store that does not count its writes."""
-        generation = getattr(self.ledger.store, "generation", None)
-        return generation if isinstance(generation, int) else None
+        """What the facts in force and a frozen block were read at: the fact store's
+        ``revisions``, else its ``generation`` (see :class:`~ctxplugin.facts.store.FactStore`);
+        None for a store that counts neither (read on every call)."""
+        for name in ("revisions", "generation"):
+            counted = getattr(self.ledger.store, name, None)
+            if isinstance(counted, int):
+                return counted
+        return None
 
     def _all_current(self, key: str, frozen: tuple[str, tuple[FactLine, ...], int | None], scope: Scope) -> bool:
         """Whether every fact of the frozen lines is still valid (none superseded since it was

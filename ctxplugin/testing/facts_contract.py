@@ -122,6 +122,31 @@ class FactStoreContract:
         assert {f.id for f in lookup(BOB, keys=["gate", "seat"], hashes=[])} == {theirs.id}
         assert lookup(ALICE, keys=[], hashes=[]) == []
 
+    def test_revisions_change_with_what_is_in_force_and_only_with_it(self, store: FactStore) -> None:
+        if not isinstance(getattr(store, "revisions", None), int):
+            pytest.skip("this store does not count revisions (the facts in force are read on every call)")
+
+        def counts() -> tuple[int, int]:
+            return getattr(store, "generation"), getattr(store, "revisions")  # noqa: B009
+
+        current = make_fact("The venue is Lyon", key="venue")
+        written, revised = counts()
+        store.add([current])
+        assert counts()[0] != written and counts()[1] == revised, "one more current fact revises nothing"
+        revised = counts()[1]
+        store.add([make_fact("Maybe the venue is Porto", key="venue", scope="hypothetical")])
+        assert counts()[1] != revised, "a provisional fact is counted"
+        revised = counts()[1]
+        store.add([make_fact("The venue is Nice", key="venue", is_valid=False, superseded_by=current.id)])
+        assert counts()[1] != revised, "a fact stored not current is counted"
+        revised = counts()[1]
+        store.update([current.model_copy(update={"needs_review": True})])
+        assert counts()[1] != revised, "an update is counted"
+        revised = counts()[1]
+        store.get([current.id], reader=ALICE)
+        store.find(FactQuery(reader=ALICE, key="venue"))
+        assert counts()[1] == revised, "reads are not"
+
     def test_session_facts_stay_in_their_session(self, store: FactStore) -> None:
         fact = make_fact("Alice's seat is 12A")
         store.add([fact])

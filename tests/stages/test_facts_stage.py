@@ -177,10 +177,16 @@ def test_on_disk_the_facts_in_force_are_read_again_only_after_a_write(tmp_path: 
     scope = Scope(session_id="in-force-on-disk")
     history: list[BaseMessage] = [SystemMessage("You plan the team's work."), HumanMessage("The data team is on Project Alpha.", id="h0")]
     engine.prepare(history, scope=scope)
+    store = engine.facts.store
     reads = mocker.spy(facts_stage, "in_force")
     for turn in range(4):  # nothing stated: the store is not written
         history += [AIMessage(f"Noted, step {turn}.", id=f"a{turn}"), HumanMessage(f"What should we look at in round {turn}?", id=f"h{turn + 1}")]
         engine.prepare(history, scope=scope)
+    assert reads.call_count == 0
+    written = store.generation
+    history += [AIMessage("Noted.", id="a-new"), HumanMessage("The offsite budget is 12k. The venue is Lyon.", id="h-new")]
+    engine.prepare(history, scope=scope)  # new facts, none replaced: what is in force stands
+    assert store.generation != written, "the new facts were written"
     assert reads.call_count == 0
     history += [AIMessage("Noted.", id="a-late"), HumanMessage("Actually, the data team moved to Project Beta.", id="h-late")]
     engine.prepare(history, scope=scope)  # the replacement is written, then read
