@@ -60,12 +60,12 @@ class ChooseFacts:
     reads: ReadMemo
     lines_budget: int
     # placement="window": the lines shown per reader and the tier position they were chosen
-    # at, reused until the boundary moves (or the question changes), with the store generation
-    # they were last found current at
+    # at, reused until the boundary moves (or the question changes), with the store's count
+    # (see _generation) they were last found current at
     _window_lines: LRU[str, tuple[str, tuple[FactLine, ...], int | None]] = field(default_factory=lambda: LRU(SESSIONS_TRACKED))
     # per reader: what earlier calls read and marked of the conversation, extended as it grows
     _seen: LRU[str, _Seen] = field(default_factory=lambda: LRU(SESSIONS_TRACKED))
-    # per reader: the facts in force and the store generation they were read at
+    # per reader: the facts in force and the store's count (see _generation) they were read at
     _rules: LRU[str, tuple[int, InForce]] = field(default_factory=lambda: LRU(SESSIONS_TRACKED))
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -188,8 +188,9 @@ class ChooseFacts:
         )
 
     def _in_force(self, key: str, scope: Scope) -> InForce:
-        """The facts in force for the reader ``key``; read again only when the store was
-        written since (a store without a ``generation`` is read on every call)."""
+        """The facts in force for the reader ``key``; read again only when what is in force may
+        have changed since (see :meth:`_generation`; a store that counts nothing is read on
+        every call)."""
         generation = self._generation()
         if generation is None:
             return in_force(self.ledger, scope)
