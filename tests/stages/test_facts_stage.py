@@ -7,6 +7,7 @@ import dataclasses
 import os
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
@@ -115,24 +116,6 @@ def test_a_value_replaced_late_marks_the_message_that_stated_it_early() -> None:
     assert next(m for m in again.messages if m.id == early.id) is first
 
 
-def test_the_facts_in_force_are_read_again_only_after_a_write(mocker: MockerFixture) -> None:
-    engine = memory_engine(ContextConfig(encoding="cl100k_base"))
-    scope = Scope(session_id="in-force")
-    history: list[BaseMessage] = [SystemMessage("You plan the team's work."), HumanMessage("The data team is on Project Alpha.", id="h0")]
-    engine.prepare(history, scope=scope)
-    reads = mocker.spy(facts_stage, "in_force")
-    for turn in range(4):  # nothing stated: the store is not written
-        history += [AIMessage(f"Noted, step {turn}.", id=f"a{turn}"), HumanMessage(f"What should we look at in round {turn}?", id=f"h{turn + 1}")]
-        engine.prepare(history, scope=scope)
-    assert reads.call_count == 0
-    history += [AIMessage("Noted.", id="a-late"), HumanMessage("Actually, the data team moved to Project Beta.", id="h-late")]
-    engine.prepare(history, scope=scope)  # the replacement is written, then read
-    history += [AIMessage("Understood.", id="a-ask"), HumanMessage("What is the data team on?", id="h-ask")]
-    prepared = engine.prepare(history, scope=scope)
-    assert reads.call_count >= 1
-    assert str(next(m for m in prepared.messages if m.id == "h0").content).startswith("[outdated: data_team is now:")
-
-
 def test_spans_the_user_opens_and_leaves_mark_the_messages_before_as_a_fresh_stage_does() -> None:
     engine = memory_engine(ContextConfig(encoding="cl100k_base"))
     calls = checked(engine)
@@ -170,14 +153,18 @@ def test_a_user_message_changed_in_place_is_read_again() -> None:
     assert not shown["h1"].startswith("[hypothetical"), "no longer a brainstorm"
 
 
-def test_on_disk_the_facts_in_force_are_read_again_only_after_a_write(tmp_path: Path, mocker: MockerFixture) -> None:
-    # an embedded Chroma store is written by this process alone: it counts its writes, so the
-    # facts stage reads the store only when something was written since its last read
-    engine = ContextEngine.embedded(tmp_path, ContextConfig(encoding="cl100k_base", mode="whole"))
-    scope = Scope(session_id="in-force-on-disk")
+@pytest.mark.parametrize("stores", ["memory", "embedded"])
+def test_the_facts_in_force_are_read_again_only_after_a_write_that_can_change_them(
+    stores: str, tmp_path: Path, mocker: MockerFixture
+) -> None:
+    # the in-memory store and an embedded Chroma store (written by this process alone) count
+    # the writes that can change what is in force: the facts stage reads it only after one
+    config = ContextConfig(encoding="cl100k_base", mode="whole")
+    engine = memory_engine(config) if stores == "memory" else ContextEngine.embedded(tmp_path, config)
+    scope = Scope(session_id="in-force")
     history: list[BaseMessage] = [SystemMessage("You plan the team's work."), HumanMessage("The data team is on Project Alpha.", id="h0")]
     engine.prepare(history, scope=scope)
-    store = engine.facts.store
+    store: Any = engine.facts.store
     reads = mocker.spy(facts_stage, "in_force")
     for turn in range(4):  # nothing stated: the store is not written
         history += [AIMessage(f"Noted, step {turn}.", id=f"a{turn}"), HumanMessage(f"What should we look at in round {turn}?", id=f"h{turn + 1}")]
