@@ -41,7 +41,12 @@ def find_where(query: FactQuery) -> dict[str, Any]:
     if query.depends_on is not None:
         return {"dep_" + query.depends_on: {"$in": keys}}
     if query.valid is not None:
-        return _state_where(keys, query.valid)
+        state = _state_where(keys, query.valid)
+        if query.scopes is not None and "global" not in query.scopes:
+            # a few scopes (the provisional ones): Chroma returns only their facts, not every
+            # fact of the state to be filtered here. Facts stored without a scope field are global.
+            return {"$and": [state, {"scope": {"$in": list(query.scopes)}}]}
+        return state
     return {"vis": {"$in": keys}}
 
 

@@ -202,3 +202,16 @@ def test_an_embedded_store_counts_the_writes_of_every_store_on_its_directory(tmp
         assert one.generation == seen, "reads are not"
     with ChromaFactStore.from_client(chromadb.EphemeralClient()) as passed:
         assert passed.generation is None, "a client passed in may be written by others: not counted"
+
+
+def test_chroma_returns_only_the_provisional_facts_asked_for(tmp_path: Path, mocker: MockerFixture) -> None:
+    with ChromaFactStore.persistent(tmp_path) as store:
+        ledger = FactsLedger(store)
+        for i in range(12):
+            ledger.write(f"Order W-{i} ships on Friday", key=f"order_{i}", scope=S)
+        maybe = ledger.write("Maybe the offsite moves to Porto", key="venue", scope=S, fact_scope="hypothetical")
+        draft = ledger.write("Draft: the budget could be 60k", key="budget", scope=S, fact_scope="draft")
+        get = mocker.spy(type(store.raw_collection()), "get")
+        found = store.find(FactQuery(reader=S, valid=True, scopes=("hypothetical", "draft")))
+        assert {f.id for f in found} == {maybe.id, draft.id}
+        assert len(get.spy_return["ids"]) == 2, "Chroma returns the provisional facts, not every current one"
