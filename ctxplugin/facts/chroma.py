@@ -195,10 +195,10 @@ class ChromaFactStore:
         self.write((), facts)
 
     def write(self, added: Sequence[Fact], updated: Sequence[Fact]) -> None:
-        """:meth:`add` ``added`` and :meth:`update` ``updated`` in one upsert per collection (a
-        Chroma write costs milliseconds however few records it holds). The changed facts keep
-        the vectors stored with them (read back, not computed again): the store ends as the two
-        calls would leave it, or as it was when the write fails."""
+        """:meth:`add` ``added`` and :meth:`update` ``updated`` in one upsert per collection and
+        batch (a Chroma write costs milliseconds however few records it holds), each all or
+        nothing. The changed facts keep the vectors stored with them (read back, not computed
+        again), so the store ends as the two calls would leave it."""
         groups = grouped(added, updated)
         if not groups:
             return

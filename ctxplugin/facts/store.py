@@ -30,7 +30,8 @@ class FactStore(Protocol):
 
     A store whose writes cost a request each may also have
     ``write(added: Sequence[Fact], updated: Sequence[Fact]) -> None``: ``add(added)`` and
-    ``update(updated)`` in one request, all or nothing; an ingest that replaces facts uses it.
+    ``update(updated)`` in as few requests as it can, each all or nothing; an ingest that
+    replaces facts uses it.
     And ``lookup(reader, *, keys, hashes) -> list[Fact]``: the facts ``reader`` may read whose
     key is among ``keys`` or text hash among ``hashes``, in any state, in one request; an
     ingest reads what its decisions will look up that way first.
