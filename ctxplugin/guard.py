@@ -237,16 +237,6 @@ class GuardedFactStore(_Guarded):
     def update(self, facts: Sequence[Fact]) -> None:
         self.guard.call("facts update", lambda: self.inner.update(facts))
 
-    def write(self, added: Sequence[Fact], updated: Sequence[Fact]) -> None:
-        writer = getattr(self.inner, "write", None)
-        if not callable(writer):  # a store without it: its two calls, in the order they are made
-            if added:
-                self.add(added)
-            if updated:
-                self.update(updated)
-            return
-        self.guard.call("facts write", lambda: writer(added, updated))
-
     def get(self, ids: Sequence[str], *, reader: Scope) -> list[Fact]:
         return self.guard.call("facts get", lambda: self.inner.get(ids, reader=reader))
 

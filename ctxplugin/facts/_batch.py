@@ -37,9 +37,11 @@ class WriteBatch:
         by text hash (a duplicate, the fact a key replaces), and :meth:`find` then answers from
         them. Called before any write."""
         lookup = getattr(self.store, "lookup", None)
+        if not callable(lookup) or self._added or self._updated:
+            return
         wanted_keys = frozenset(k for k in (normalize_key(d.key) for d in drafts) if k)
         wanted_hashes = frozenset(text_hash(d.text.strip()) for d in drafts)
-        if not callable(lookup) or self._added or self._updated or not (wanted_keys or wanted_hashes):
+        if not (wanted_keys or wanted_hashes):
             return
         found = lookup(reader, keys=sorted(wanted_keys), hashes=sorted(wanted_hashes))
         self._known = (reader, wanted_keys, wanted_hashes, list(found))

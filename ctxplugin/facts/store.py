@@ -123,13 +123,6 @@ class MemoryFactStore:
                 if fact.id in self._facts:
                     self._put(fact)
 
-    def write(self, added: Sequence[Fact], updated: Sequence[Fact]) -> None:
-        """:meth:`add`, then :meth:`update` (nothing fails between them here)."""
-        if added:
-            self.add(added)
-        if updated:
-            self.update(updated)
-
     def lookup(self, reader: Scope, *, keys: Sequence[str], hashes: Sequence[str]) -> list[Fact]:
         """The facts ``reader`` may read whose key is among ``keys`` or text hash among
         ``hashes``, in any state, in the order they were first stored."""
