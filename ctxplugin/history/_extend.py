@@ -293,6 +293,21 @@ def long_since_move(parts: Sequence[Parts], bounds: tuple[int, int], upto: int, 
     return frozenset(n for n in range(start, upto) if parts[n][0] > 2 * config.trim_tokens)
 
 
+def long_scripts(parts: Sequence[Parts], bounds: tuple[int, int], exchanges: int, config: HistoryConfig) -> frozenset[int]:
+    """The latest exchange, and the last one verbatim at the move, when what the assistant wrote
+    there is long (a script it passed to a tool: over twice ``trim_tokens``) and its tool
+    results short enough to stay whole when trimmed (at most ``trim_tokens`` together): shown
+    trimmed, such an exchange keeps the output the next step reads. The same test on both, so
+    that one shown trimmed as the latest at a move is judged alike on the calls after."""
+    found: set[int] = set()
+    for n in (exchanges - 1, bounds[1] + config.verbatim_exchanges - 1):
+        if 1 <= n < exchanges:
+            _, said, results = parts[n]
+            if said > 2 * config.trim_tokens and results <= config.trim_tokens:
+                found.add(n)
+    return frozenset(found)
+
+
 def _grown_window(window: tuple[WindowLimit, ...] | None, parts: Sequence[Parts]) -> tuple[WindowLimit, ...] | None:
     """``window``'s limits with the new exchanges' ``parts`` counted, or None when one is over
     (or the window is not known)."""
@@ -308,4 +323,4 @@ def _grown_window(window: tuple[WindowLimit, ...] | None, parts: Sequence[Parts]
     return tuple(limits)
 
 
-__all__ = ["SESSIONS", "Grown", "Made", "always_kept", "extend", "grown", "long_since_move", "remember"]
+__all__ = ["SESSIONS", "Grown", "Made", "always_kept", "extend", "grown", "long_scripts", "long_since_move", "remember"]

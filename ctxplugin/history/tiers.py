@@ -23,7 +23,7 @@ from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from ctxplugin._messages import annotation, answered, exchange_spans
 from ctxplugin._prefix import Stamp
 from ctxplugin.config import HistoryConfig
-from ctxplugin.history._extend import Made, extend, grown, long_since_move, remember
+from ctxplugin.history._extend import Made, extend, grown, long_scripts, long_since_move, remember
 from ctxplugin.history._shown import Tier as Tier
 from ctxplugin.history._shown import _plain_text, _summarizable, compress_message
 from ctxplugin.history.compressors import memo_counter
@@ -252,21 +252,33 @@ def compress_history(
             # the window since the move, before the latest, are long (a long script), they are
             # shown trimmed instead, if that keeps more of the archive: it would otherwise grow
             # back at the next move, which gists them anyway, and it holds the oldest values.
-            long = long_since_move(parts, bounds, exchanges - 1, config)
-            trimmable = bool(long)
-            if long:
-                untrimmed = {n: (rendered[n], parts[n], changed[n]) for n in long}
-                forced = long
-                for number in long:
+            # When that still leaves the archive short, so is the latest exchange (and the last
+            # one verbatim at the move) if only what the assistant wrote there is long: an
+            # archive shrunk for one call and grown back on the next rewrites the whole cached
+            # view twice, where trimming the script rewrites only its end.
+            older = long_since_move(parts, bounds, exchanges - 1, config)
+            tries = [older] if older else []
+            scripts = long_scripts(parts, bounds, exchanges, config) - older
+            if scripts:
+                tries.append(older | scripts)
+            trimmable = bool(tries)
+            untrimmed = {n: (rendered[n], parts[n], changed[n]) for n in (tries[-1] if tries else ())}
+            chosen: frozenset[int] = frozenset()
+            for candidate in tries:
+                forced = candidate
+                for number in candidate:
                     show(number)
                 trimmed = plan_omission(rendered, [], protected_spans, notes, bounds=bounds, budget=budget, config=config, parts=parts)
                 if trimmed.archive_tokens > plan.archive_tokens:
-                    plan = trimmed
-                    _count_trimmed(tiers, forced, spans, protected)
-                else:
-                    forced = frozenset()
-                    for number, (shown, sizes, count) in untrimmed.items():
-                        rendered[number], parts[number], changed[number] = shown, sizes, count
+                    plan, chosen = trimmed, candidate
+                    if plan.archive_tokens >= config.archive_tokens:
+                        break
+            forced = chosen
+            for number, (shown, sizes, count) in untrimmed.items():
+                if number not in chosen:
+                    rendered[number], parts[number], changed[number] = shown, sizes, count
+            if chosen:
+                _count_trimmed(tiers, chosen, spans, protected)
     result: list[BaseMessage] = []
     compressed = omitted = 0
     noted: set[int] = set()

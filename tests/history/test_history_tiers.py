@@ -435,16 +435,17 @@ def test_notes_list_the_shell_lines_of_a_script_command_not_its_body() -> None:
 SCRIPT_CONFIG = HistoryConfig(verbatim_exchanges=1, trimmed_exchanges=1, block_size=6, archive_blocks=6, archive_tokens=600)
 
 
-def _scripted(agent_session: Builder) -> tuple[list[BaseMessage], list[BaseMessage]]:
-    """A session at a boundary move, and the same with a 120-line script written just after."""
+def _scripted(agent_session: Builder, output: str = "ok", lines: int = 120) -> tuple[list[BaseMessage], list[BaseMessage]]:
+    """A session at a boundary move, and the same with a script of ``lines`` lines written just
+    after (its tool result ``output``)."""
     body = agent_session(36)
     assert is_boundary_call(len(exchange_spans(body)), SCRIPT_CONFIG)
-    script = "\n".join(f"print('check {i}:', compute_{i}(data))" for i in range(120))
+    script = "\n".join(f"print('check {i}:', compute_{i}(data))" for i in range(lines))
     call = {"name": "bash", "args": {"command": f"cat > fix.py << 'EOF'\n{script}\nEOF\npython fix.py"}, "id": "big"}
     return body, [
         *body,
         AIMessage(content="Let me write the fix.", id="ai_big", tool_calls=[call]),
-        ToolMessage(content="ok", tool_call_id="big", name="bash", id="tool_big"),
+        ToolMessage(content=output, tool_call_id="big", name="bash", id="tool_big"),
     ]
 
 
@@ -452,12 +453,14 @@ def _archive(view: HistoryView) -> BaseMessage:
     return next(m for m in view.messages if "condensed" in m.additional_kwargs.get("ctxplugin", {}))
 
 
-def test_a_long_script_between_moves_shrinks_the_archive_instead_of_losing_it(agent_session: Builder) -> None:
+def test_a_long_output_between_moves_shrinks_the_archive_instead_of_losing_it(agent_session: Builder) -> None:
     # The plan is made at a boundary move and kept until the next one, with room for the
-    # exchanges to come estimated from the newest. A script far longer than that estimate,
-    # written between moves, must not leave the view over its budget: the budget stage would
-    # then drop the oldest exchanges, which are the notes, and all of older history with them.
-    body, later = _scripted(agent_session)
+    # exchanges to come estimated from the newest. A long exchange written between moves whose
+    # output is long too (it cannot be trimmed without hiding what the next step reads) must
+    # not leave the view over its budget: the budget stage would then drop the oldest
+    # exchanges, which are the notes, and all of older history with them.
+    output = "\n".join(f"/repo/src/fix.py:{i}: check {i} failed: expected {3 * i}, got {7 * i}" for i in range(20))
+    body, later = _scripted(agent_session, output=output, lines=95)
     assert not is_boundary_call(len(exchange_spans(later)), SCRIPT_CONFIG)
     before = compress_history(body, config=SCRIPT_CONFIG, counter=COUNTER, budget=3000)
     after = compress_history(later, config=SCRIPT_CONFIG, counter=COUNTER, budget=3000)
@@ -465,13 +468,15 @@ def test_a_long_script_between_moves_shrinks_the_archive_instead_of_losing_it(ag
     assert count_messages(after.messages, COUNTER) <= 3000, "the view still fits"
     assert 100 < count_message(_archive(after), COUNTER) < 500, "by a smaller archive, not by none"
     assert _archive(after).additional_kwargs == _archive(before).additional_kwargs, "covering the same exchanges"
+    assert after.messages[-2] is later[-2] and after.messages[-1] is later[-1], "the latest exchange shown whole"
 
 
-def test_a_long_script_once_followed_is_trimmed_and_the_archive_keeps_its_size(agent_session: Builder) -> None:
-    # Once a newer exchange follows the long script, the script is shown trimmed and the archive
-    # is the one of the move again: shrunk, it would only grow back at the next move (which gists
-    # the script anyway), rewriting the start of the cached prefix twice and hiding the oldest
-    # values meanwhile.
+def test_a_long_script_is_trimmed_and_the_archive_keeps_its_size(agent_session: Builder) -> None:
+    # A long script the assistant writes between moves, with a short result, is shown trimmed
+    # at once when the window has no room for it: the archive stays the one of the move. Shrunk
+    # for the call, it would grow back on the next (or at the next move, which gists the script
+    # anyway), rewriting the start of the cached prefix twice and hiding the oldest values
+    # meanwhile; trimming rewrites only the end of the view.
     body, scripted = _scripted(agent_session)
 
     def step(n: int) -> list[BaseMessage]:
@@ -484,21 +489,24 @@ def test_a_long_script_once_followed_is_trimmed_and_the_archive_keeps_its_size(a
     later, again = [*scripted, *step(1)], [*scripted, *step(1), *step(2)]
     assert not is_boundary_call(len(exchange_spans(again)), SCRIPT_CONFIG)
     views = [compress_history(h, config=SCRIPT_CONFIG, counter=COUNTER, budget=3000, session="script") for h in (body, scripted, later, again)]
-    at_move, shrunk, after, next_call = views
-    assert count_message(_archive(shrunk), COUNTER) < 500, "while the script is the latest exchange, the archive shrinks"
+    at_move, written, after, next_call = views
     assert all(count_messages(v.messages, COUNTER) <= 3000 for v in views)
-    assert _archive(after).content == _archive(at_move).content, "followed, the script is trimmed instead"
-    big = next(m for m in after.messages if m.id == "ai_big")
-    assert big.additional_kwargs["ctxplugin"]["tier"] == "trimmed"
-    assert count_message(big, COUNTER) < count_message(scripted[-2], COUNTER) // 2
+    assert _archive(written).content == _archive(at_move).content, "while the script is the latest exchange, the archive keeps its size"
+    for view in (written, after):
+        big = next(m for m in view.messages if m.id == "ai_big")
+        assert big.additional_kwargs["ctxplugin"]["tier"] == "trimmed"
+        assert count_message(big, COUNTER) < count_message(scripted[-2], COUNTER) // 2
+    assert next(m for m in written.messages if m.id == "tool_big") is scripted[-1], "its short result is shown whole"
     assert (after.tiers["trimmed"], after.tiers["verbatim"]) == (2, 4), "its two messages count as trimmed, the others stay verbatim"
-    assert [m.content for m in next_call.messages[: len(after.messages)]] == [m.content for m in after.messages], (
-        "the next call extends the view"
-    )
-    fresh = compress_history(again, config=SCRIPT_CONFIG, counter=COUNTER, budget=3000, session="script-from-scratch")
-    assert [(m.type, m.content) for m in fresh.messages] == [(m.type, m.content) for m in next_call.messages], (
-        "as planning from scratch would show it"
-    )
+    for earlier, view in ((written, after), (after, next_call)):
+        assert [m.content for m in view.messages[: len(earlier.messages)]] == [m.content for m in earlier.messages], (
+            "each next call extends the view"
+        )
+    for history, view in ((scripted, written), (again, next_call)):
+        fresh = compress_history(history, config=SCRIPT_CONFIG, counter=COUNTER, budget=3000, session=f"script-{len(history)}")
+        assert [(m.type, m.content) for m in fresh.messages] == [(m.type, m.content) for m in view.messages], (
+            "as planning from scratch would show it"
+        )
 
 
 def _booking_chat(lookups: int) -> list[BaseMessage]:
