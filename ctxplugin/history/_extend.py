@@ -300,7 +300,8 @@ def long_scripts(parts: Sequence[Parts], bounds: tuple[int, int], exchanges: int
     trimmed, such an exchange keeps the output the next step reads. The same test on both, so
     that one shown trimmed as the latest at a move is judged alike on the calls after."""
     found: set[int] = set()
-    for n in (exchanges - 1, bounds[1] + config.verbatim_exchanges - 1):
+    moved = bounds[1] + config.verbatim_exchanges - 1 if config.verbatim_exchanges else exchanges - 1
+    for n in (exchanges - 1, moved):
         if 1 <= n < exchanges:
             _, said, results = parts[n]
             if said > 2 * config.trim_tokens and results <= config.trim_tokens:
