@@ -20,11 +20,13 @@ _INTERRUPTS = re.compile(
 )
 _RESUMES = re.compile(
     r"(?:^|[,.;:!?\u2013\u2014-])\s*(?:(?:ok(?:ay)?|anyway|now|so|right)\W+)?back to (?!normal\b|square one\b)\w+|"
-    r"\bwhere were we\b|\bresum(?:e|ing) (?:the|our|with|where)\b",
+    r"\bwhere were we\b|\bresum(?:e|ing) (?:the|our|with|where)\b|"
+    r"^\W*(?:(?:ok(?:ay)?|anyway|right)\W+)?continuing\b(?:\s+(?:with|on))?\s+\w",
     re.IGNORECASE,
 )
-"""A return stated as its own clause ("VIP handled, back to the ticket", "Back to planning"), not
-"let's go back to the first option" (a change of mind within the task)."""
+"""A return stated as its own clause ("VIP handled, back to the ticket", "Back to planning",
+"Continuing the Wayne proposal"), not "let's go back to the first option" (a change of mind
+within the task)."""
 
 
 def aside_spans(body: Sequence[BaseMessage]) -> dict[int, str]:
@@ -32,7 +34,7 @@ def aside_spans(body: Sequence[BaseMessage]) -> dict[int, str]:
 
     A user message that opens with an interruption ("Hold on - ...", "Quick interruption: ...",
     "Switching gears ...") starts one; a later user message that returns ("... back to the
-    ticket", "where were we", "resuming the review") ends it. The messages from the opening up
+    ticket", "where were we", "resuming the review", "continuing the proposal") ends it. The messages from the opening up
     to the return are the aside; the return itself is not. An interruption not yet left is the
     current topic and is not marked.
     """

@@ -216,7 +216,7 @@ def test_an_open_value_says_the_key_has_none(value: str) -> None:
     assert "[fact:global_project; system] Data Migration\n" in block + "\n"
 
 
-def _ticket_with_interruption(resumed: bool) -> list[BaseMessage]:
+def _ticket_with_interruption(resumed: bool, back: str = "VIP handled, back to the ticket.") -> list[BaseMessage]:
     messages: list[BaseMessage] = [
         SystemMessage("You help the support team."),
         HumanMessage("Identified a bug in export pagination on TICKET-5678.", id="h0"),
@@ -227,17 +227,20 @@ def _ticket_with_interruption(resumed: bool) -> list[BaseMessage]:
         AIMessage("Logged.", id="a2"),
     ]
     if resumed:
-        messages += [HumanMessage("VIP handled, back to the ticket.", id="h3"), AIMessage("Sure.", id="a3")]
+        messages += [HumanMessage(back, id="h3"), AIMessage("Sure.", id="a3")]
     return [*messages, HumanMessage("What's the workaround for TICKET-5678?", id="h4")]
 
 
-def test_an_interruption_the_user_left_is_marked_as_an_aside() -> None:
+@pytest.mark.parametrize(
+    "back", ["VIP handled, back to the ticket.", "Continuing TICKET-5678 triage.", "OK, continuing with the pagination bug."]
+)
+def test_an_interruption_the_user_left_is_marked_as_an_aside(back: str) -> None:
     eng = engine()
-    by_id = {m.id: str(m.content) for m in eng.prepare(_ticket_with_interruption(resumed=True), scope=S).messages}
+    by_id = {m.id: str(m.content) for m in eng.prepare(_ticket_with_interruption(resumed=True, back=back), scope=S).messages}
     for inside in ("h1", "a1", "h2", "a2"):
         assert by_id[inside].startswith("[aside: an interruption, not the current task]"), inside
     assert by_id["h0"] == "Identified a bug in export pagination on TICKET-5678."
-    assert by_id["h3"] == "VIP handled, back to the ticket." and by_id["a3"] == "Sure."
+    assert by_id["h3"] == back and by_id["a3"] == "Sure."
     # an aside is not hypothetical: what it said is still a current fact
     assert eng.facts.search("MFA bypass", scope=S, k=3)
 
