@@ -34,9 +34,9 @@ def aside_spans(body: Sequence[BaseMessage]) -> dict[int, str]:
 
     A user message that opens with an interruption ("Hold on - ...", "Quick interruption: ...",
     "Switching gears ...") starts one; a later user message that returns ("... back to the
-    ticket", "where were we", "resuming the review", "continuing the proposal") ends it. The messages from the opening up
-    to the return are the aside; the return itself is not. An interruption not yet left is the
-    current topic and is not marked.
+    ticket", "where were we", "resuming the review", "Continuing the proposal") ends it. The
+    messages from the opening up to the return are the aside; the return itself is not. An
+    interruption not yet left is the current topic and is not marked.
     """
     asides = Asides()
     asides.extend(body)
