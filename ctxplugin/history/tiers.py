@@ -265,8 +265,9 @@ def compress_history(
             untrimmed = {n: (rendered[n], parts[n], changed[n]) for n in (tries[-1] if tries else ())}
             chosen: frozenset[int] = frozenset()
             for candidate in tries:
-                forced = candidate
-                for number in candidate:
+                # each try adds to the one before: only the exchanges it adds are shown anew
+                fresh_trims, forced = candidate - forced, candidate
+                for number in fresh_trims:
                     show(number)
                 trimmed = plan_omission(rendered, [], protected_spans, notes, bounds=bounds, budget=budget, config=config, parts=parts)
                 if trimmed.archive_tokens > plan.archive_tokens:
