@@ -21,23 +21,18 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
+from tune_defaults import DATA, DISCOUNT
+
 from ctxplugin import ContextConfig
 from ctxplugin.replay.runner import ReplaySettings, replay
 
-_HERE = Path(__file__).resolve().parents[1]
-DATA = Path(
-    os.environ.get("CTXPLUGIN_SHARED_DATA")
-    or next((p for p in (_HERE.parent / "shared" / "data", _HERE.parent.parent / "shared" / "data") if p.is_dir()), _HERE.parent / "shared" / "data")
-)
 SWE = DATA / "trajectories" / "swe"
-DISCOUNT = 0.1
 TARGETS = {"tokens": 0.20, "cost": 0.40, "recall": 0.95, "worst_recall": 0.90}
 
 SPACE: dict[tuple[str, str], list[int]] = {
