@@ -271,9 +271,9 @@ class _Session:
         if new and absent:
             new_text = "\n".join(text for _, text in new)
             runs = set(RUN.findall(new_text))
-            runs_of = self.runs_of
+            runs_of, by_run = self.runs_of, self.by_run
             # a value found there has every one of its runs among the text's: searched only then
-            maybe = [v for run in self.by_run.keys() & runs for v in self.by_run[run] if runs_of[v] <= runs]
+            maybe = [v for run in runs if run in by_run for v in by_run[run] if runs_of[v] <= runs]
             for value in (*maybe, *self.unindexed):
                 if value in absent and value not in found and occurs(value, new_text):
                     found.add(value)

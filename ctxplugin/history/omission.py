@@ -29,8 +29,10 @@ moves.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
+from itertools import accumulate
 
 from langchain_core.messages import BaseMessage, ToolMessage
 
@@ -215,6 +217,8 @@ def plan_omission(
     caps = [config.archive_tokens >> shift for shift in range(4)] + [0]
     condensed, level = 0, 0
     holds: list[_Hold] = []
+    # each block's gists, per column of Parts (read once: every limit sums one column)
+    block_gists = [_summed(parts, digests.members(k)) for k in range(blocks)]
     for limit, kind, is_kind, shrinks in budget.limits():
         column = 0 if kind is None else 2 if is_kind else 1
         deepest = len(caps) if shrinks else level + 1  # the archive levels this limit may ask for
@@ -230,10 +234,9 @@ def plan_omission(
         reserve = (block - 1) * (sum(fresh) // len(fresh)) if fresh else 0
         kept = sum(part(i) for i in protected_spans if i < gist_end)
         allowance = limit - kept - sum(window) - reserve
-        gists = [sum(part(i) for i in digests.members(k)) for k in range(blocks)]
-        after = [0] * (blocks + 1)  # after[k]: the gists of blocks k.. (summed once, read per try)
-        for k in reversed(range(blocks)):
-            after[k] = after[k + 1] + gists[k]
+        # after[k]: the gists of blocks k.. (summed once, read per try); never grows with k
+        after = [*accumulate(reversed([g[column] for g in block_gists]), initial=0)][::-1]
+        below = [-a for a in after]  # ascending: the counts whose gists alone fit are found by bisection
 
         def cost(count: int, cap: int, after: list[int] = after) -> int:
             archived = count // config.archive_blocks * config.archive_blocks
@@ -247,7 +250,7 @@ def plan_omission(
 
         # counts below what an earlier limit condensed cannot change the plan (their holds are
         # relaxed to that count anyway): no note is made for them
-        need = next((count for count in range(condensed, blocks + 1) if fits(count, caps[level])), None)
+        need = next((count for count in _counts_from(below, condensed, allowance) if fits(count, caps[level])), None)
         planned = allowance  # the room the plan leaves for the window to grow into
         if need is None:
             # Even a fully condensed history is too large with room for the exchanges still to
@@ -274,7 +277,7 @@ def plan_omission(
             # more, or shrink the archive, now, rather than leave the budget stage to drop the
             # oldest exchanges, which are the notes themselves. The window only grows until the
             # next move, so this happens at most once per shrink.
-            more = next((count for count in range(need, blocks + 1) if fits(count, caps[level], allowance=now)), None)
+            more = next((count for count in _counts_from(below, need, now) if fits(count, caps[level], allowance=now)), None)
             if more is not None:
                 need = more
                 bar = cost(need, caps[level])
@@ -294,6 +297,24 @@ def plan_omission(
         archive_tokens=caps[level],
         holds_while=tuple(_relaxed(hold, condensed, level, caps) for hold in holds),
     )
+
+
+def _summed(parts: Sequence[Parts], members: Sequence[int]) -> Parts:
+    """The :data:`Parts` of the exchanges ``members`` together."""
+    total = others = results = 0
+    for i in members:
+        a, b, c = parts[i]
+        total += a
+        others += b
+        results += c
+    return total, others, results
+
+
+def _counts_from(below: list[int], start: int, allowance: int) -> range:
+    """The counts from ``start`` on whose remaining gists alone fit ``allowance`` (``below``:
+    minus those gists per count, ascending): :func:`plan_omission` tries no other, since a
+    count whose gists alone are over cannot fit."""
+    return range(bisect_left(below, -allowance, lo=start), len(below))
 
 
 def _relaxed(hold: _Hold, condensed: int, level: int, caps: list[int]) -> WindowLimit:

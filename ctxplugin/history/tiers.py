@@ -162,9 +162,15 @@ def compress_history(
     gist_end, verbatim_start = bounds
     upgrade = is_boundary_call(exchanges, config)
     first_human = growth.first_human if growth is not None else next((i for i, m in enumerate(messages) if isinstance(m, HumanMessage)), None)
-    contents = tuple(map(_CONTENT, messages))
+    if growth is not None and not growth.replaced:  # the earlier messages hold the very contents they held
+        prior_count = len(growth.prior.messages)
+        contents = (*growth.prior.contents, *map(_CONTENT, messages[prior_count:]))
+        lengths = (*growth.prior.lengths, *map(len, contents[prior_count:]))
+    else:
+        contents = tuple(map(_CONTENT, messages))
+        lengths = tuple(map(len, contents))
     keep = partial(
-        Made, tuple(messages), contents, tuple(map(len, contents)), config, counter, budget, tuple(spans), bounds, protected, first_human,
+        Made, tuple(messages), contents, lengths, config, counter, budget, tuple(spans), bounds, protected, first_human,
         growth.latest_human if growth is not None else max((i for i in protected if isinstance(messages[i], HumanMessage)), default=None),
         stamp=stamp,
     )
@@ -281,31 +287,29 @@ def compress_history(
             if chosen:
                 _count_trimmed(tiers, chosen, spans, protected)
     result: list[BaseMessage] = []
-    compressed = omitted = 0
+    compressed = omitted = omitted_messages = 0
     noted: set[int] = set()
     verbatim_from: int | None = None
+    first_window = max(verbatim_start, 1)
+    condensed_end = min(plan.condensed * config.block_size, len(rendered)) if notes is not None else 0
     for number, span in enumerate(rendered):
-        if number == max(verbatim_start, 1):
+        if number == first_window:
             verbatim_from = len(result)
-        block = number // config.block_size
-        if notes is not None and block < plan.condensed and number in notes.members(block):
-            # one note per block (the archive for all archived blocks), where the block began
-            key = 0 if block < plan.archived else block
-            if key not in noted:
-                noted.add(key)
-                note = (
-                    notes.archive(plan.archived, plan.archive_tokens)
-                    if block < plan.archived
-                    else notes.block(block, plan.archived, plan.archive_tokens)
-                )
-                if note is not None:
-                    result.append(note)
-            omitted += 1
-            tiers[Tier.OMITTED.value] += len(span)
-            tiers[Tier.GIST.value] -= len(span)
-            continue
+        if number < condensed_end:
+            block = number // config.block_size
+            if number in notes.members(block):  # type: ignore[union-attr]
+                # one note per block (the archive for all archived blocks), where the block began
+                key = 0 if block < plan.archived else block
+                if key not in noted:
+                    noted.add(key)
+                    _append_note(result, notes, block, plan)
+                omitted += 1
+                omitted_messages += len(span)
+                continue
         compressed += changed[number]
         result.extend(span)
+    tiers[Tier.OMITTED.value] += omitted_messages
+    tiers[Tier.GIST.value] -= omitted_messages
     made = keep(
         rendered=tuple(rendered), parts=tuple(parts), changed=tuple(changed), keys=notes.keys() if notes is not None else None,
         result=tuple(result), tiers=tiers, compressed=compressed, omitted=omitted, verbatim_from=verbatim_from, whole=None,
@@ -340,6 +344,15 @@ def _count_trimmed(tiers: dict[str, int], numbers: frozenset[int], spans: Sequen
 def _tier(number: int, bounds: tuple[int, int]) -> Tier:
     """The tier of exchange ``number`` under ``(gist_end, verbatim_start)``."""
     return Tier.GIST if number < bounds[0] else Tier.TRIMMED if number < bounds[1] else Tier.VERBATIM
+
+
+def _append_note(result: list[BaseMessage], notes: Digests | None, block: int, plan: OmissionPlan) -> None:
+    """Append the note that stands for condensed ``block``: the archive when ``plan`` merges
+    the block into it, else the block's own (nothing when the note lists nothing)."""
+    assert notes is not None
+    note = notes.archive(plan.archived, plan.archive_tokens) if block < plan.archived else notes.block(block, plan.archived, plan.archive_tokens)
+    if note is not None:
+        result.append(note)
 
 
 def _tier_counts(spans: Sequence[tuple[int, int]], protected: frozenset[int], bounds: tuple[int, int], size: int) -> dict[str, int]:
