@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -13,12 +13,14 @@ class _Run:
         self.outputs: dict[str, Any] = {}
         self.metadata: dict[str, Any] = {}
 
-    def finish(self, *, outputs: dict[str, Any], metadata: dict[str, Any]) -> None:
-        self.outputs = outputs
-        self.metadata = metadata
+    def finish(self, *, outputs: dict[str, Any], metadata: Callable[[], dict[str, Any]]) -> None:
+        """End the run with ``outputs`` and the metadata ``metadata()`` makes (made only when
+        the run is traced)."""
         if self._tree is not None:
-            self._tree.metadata.update(metadata)
-            self._tree.add_metadata(metadata) if hasattr(self._tree, "add_metadata") else None
+            self.outputs = outputs
+            self.metadata = made = metadata()
+            self._tree.metadata.update(made)
+            self._tree.add_metadata(made) if hasattr(self._tree, "add_metadata") else None
             self._tree.end(outputs=outputs)
 
 

@@ -185,7 +185,7 @@ class ContextEngine:
             step_budget(self.config.stores.timeout),
         ):
             prepared = self._prepare(messages, list(tools or []), scope, context_window)
-            run.finish(outputs={"messages": len(prepared.messages), "tools": len(prepared.tools)}, metadata=prepared.report.as_metadata())
+            run.finish(outputs={"messages": len(prepared.messages), "tools": len(prepared.tools)}, metadata=prepared.report.as_metadata)
         return prepared
 
     async def aprepare(
@@ -225,13 +225,14 @@ class ContextEngine:
         report, fitted = view.report, view.fitted
         if report is None or fitted is None:
             raise CtxpluginError("prepare() ended without a report: the account stage must run last")
-        logger.debug(
-            "ctxplugin.prepare session=%s tokens %d -> %d",
-            scope.session_id,
-            report.tokens_before,
-            report.tokens_after,
-            extra={"ctxplugin": report.as_metadata()},
-        )
+        if logger.isEnabledFor(logging.DEBUG):
+            logger.debug(
+                "ctxplugin.prepare session=%s tokens %d -> %d",
+                scope.session_id,
+                report.tokens_before,
+                report.tokens_after,
+                extra={"ctxplugin": report.as_metadata()},
+            )
         emit(REPORT_EVENT, report)
         return PreparedContext(messages=list(fitted.messages), tools=list(view.tools), report=report)
 

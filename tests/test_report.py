@@ -88,3 +88,44 @@ def test_each_report_names_the_refs_its_call_stored_and_a_summary_counts_each_on
     assert all(len(refs) == 1 for refs in created), created
     assert len({ref for refs in created for ref in refs}) == 5
     assert summary.refs_created == 5
+
+
+def _runs_sent(client: object, name: str) -> list[dict[str, object]]:
+    """The metadata of each run named ``name`` that was ended through ``client``."""
+    return [
+        call.kwargs["extra"]["metadata"]
+        for call in client.update_run.call_args_list  # type: ignore[attr-defined]
+        if call.kwargs.get("name") == name
+    ]
+
+
+def test_prepare_and_capture_report_to_a_traced_run(mocker: pytest.MockerFixture) -> None:
+    from langsmith.run_helpers import trace, tracing_context
+
+    client = mocker.MagicMock()  # the hosted LangSmith API: only what it is sent is looked at
+    engine = memory_engine()
+    with tracing_context(enabled=True, client=client, project_name="ctxplugin-tests"), trace("agent", client=client):
+        prepared = engine.prepare(conversation(), scope=SCOPE)
+        engine.capture_tool_result(ToolMessage(content="x" * 4000, tool_call_id="c9", name="bash"), SCOPE)
+    [meta] = _runs_sent(client, "ctxplugin.prepare")
+    assert meta["ctxplugin.tokens_after"] == prepared.report.tokens_after
+    assert meta["ctxplugin.refs_used"] == len(prepared.report.refs_used) == 1
+    assert meta["ctxplugin.values_left"] == len(prepared.report.values_left)
+    assert set(meta["ctxplugin.timings_ms"]) >= {"validate", "history", "total"}  # type: ignore[arg-type]
+    [captured] = _runs_sent(client, "ctxplugin.capture_tool_result")
+    assert captured["ctxplugin.tool_call_id"] == "c9" and captured["ctxplugin.passthrough"] is False
+
+
+def test_untraced_calls_make_no_trace_metadata(mocker: pytest.MockerFixture, caplog: pytest.LogCaptureFixture) -> None:
+    from ctxplugin.report import CaptureReport, ContextReport
+
+    made = mocker.spy(ContextReport, "as_metadata")
+    made_capture = mocker.spy(CaptureReport, "as_metadata")
+    engine = memory_engine()
+    caplog.set_level(logging.INFO, logger="ctxplugin")
+    engine.prepare(conversation(), scope=SCOPE)
+    engine.capture_tool_result(ToolMessage(content="x" * 4000, tool_call_id="c9", name="bash"), SCOPE)
+    assert made.call_count == 0 and made_capture.call_count == 0
+    caplog.set_level(logging.DEBUG, logger="ctxplugin")
+    engine.prepare(conversation(), scope=SCOPE)
+    assert made.call_count == 1  # the debug record carries it

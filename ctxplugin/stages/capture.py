@@ -62,7 +62,7 @@ class Capture:
             result = self._store(tool_message, scope, report)
             if self.config.facts.enabled and self.config.facts.extract and fact_source(tool_message):
                 self._read(tool_message, scope, report)
-            run.finish(outputs={"ref": report.ref_id or ""}, metadata=report.as_metadata())
+            run.finish(outputs={"ref": report.ref_id or ""}, metadata=report.as_metadata)
         emit(CAPTURE_EVENT, report.model_dump())
         return result, report
 
