@@ -8,6 +8,7 @@ import logging
 import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.runnables import RunnableLambda
+from pytest_mock import MockerFixture
 
 from ctxplugin import ContextCallbackHandler, ContextConfig, RunSummary, Scope
 from ctxplugin.testing import memory_engine
@@ -99,7 +100,7 @@ def _runs_sent(client: object, name: str) -> list[dict[str, object]]:
     ]
 
 
-def test_prepare_and_capture_report_to_a_traced_run(mocker: pytest.MockerFixture) -> None:
+def test_prepare_and_capture_report_to_a_traced_run(mocker: MockerFixture) -> None:
     from langsmith.run_helpers import trace, tracing_context
 
     client = mocker.MagicMock()  # the hosted LangSmith API: only what it is sent is looked at
@@ -111,12 +112,13 @@ def test_prepare_and_capture_report_to_a_traced_run(mocker: pytest.MockerFixture
     assert meta["ctxplugin.tokens_after"] == prepared.report.tokens_after
     assert meta["ctxplugin.refs_used"] == len(prepared.report.refs_used) == 1
     assert meta["ctxplugin.values_left"] == len(prepared.report.values_left)
-    assert set(meta["ctxplugin.timings_ms"]) >= {"validate", "history", "total"}  # type: ignore[arg-type]
+    timings = meta["ctxplugin.timings_ms"]
+    assert isinstance(timings, dict) and set(timings) >= {"validate", "history", "total"}
     [captured] = _runs_sent(client, "ctxplugin.capture_tool_result")
     assert captured["ctxplugin.tool_call_id"] == "c9" and captured["ctxplugin.passthrough"] is False
 
 
-def test_untraced_calls_make_no_trace_metadata(mocker: pytest.MockerFixture, caplog: pytest.LogCaptureFixture) -> None:
+def test_untraced_calls_make_no_trace_metadata(mocker: MockerFixture, caplog: pytest.LogCaptureFixture) -> None:
     from ctxplugin.report import CaptureReport, ContextReport
 
     made = mocker.spy(ContextReport, "as_metadata")

@@ -16,6 +16,7 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from operator import attrgetter, is_
 from typing import Any, ClassVar
 
 from langchain_core.messages import BaseMessage
@@ -49,7 +50,7 @@ class Account:
     name: ClassVar[str] = "account"
     counter: TokenCounter
     note: str | None = None
-    _last_view: LRU[str, tuple[str, list[tuple[str, int]]]] = field(default_factory=lambda: LRU(SESSIONS_TRACKED))
+    _last_view: LRU[str, _Shown] = field(default_factory=lambda: LRU(SESSIONS_TRACKED))
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _received: SessionTallies = field(default_factory=lambda: SessionTallies(SESSIONS_TRACKED))
     _fidelity: SessionFidelity = field(default_factory=lambda: SessionFidelity(SESSIONS_TRACKED))
@@ -114,19 +115,64 @@ class Account:
     def _prefix_tokens(self, scope: Scope, messages: Sequence[BaseMessage], tools: Sequence[Any]) -> int:
         """Leading tokens unchanged since this session's previous view (tools, then messages)."""
         tools_sig = hashlib.sha256(repr(sorted(tool_label(t) for t in tools)).encode()).hexdigest()
-        current = [(_message_sig(m), count_message(m, self.counter)) for m in messages]
         key = scope.key()
         with self._lock:
             previous = self._last_view.get(key)
-            self._last_view.put(key, (tools_sig, current))
-        if previous is None or previous[0] != tools_sig:
+        kept = previous.kept_by(messages) if previous is not None and previous.tools_sig == tools_sig else 0
+        if kept and previous is not None:  # the previous view begins this one: only the new messages are read
+            sigs = [*previous.sigs, *map(_message_sig, messages[kept:])]
+            tokens = [*previous.tokens, *(count_message(m, self.counter) for m in messages[kept:])]
+            unchanged = previous.total
+        else:
+            sigs = list(map(_message_sig, messages))
+            tokens = [count_message(m, self.counter) for m in messages]
+            unchanged = 0
+            if previous is not None and previous.tools_sig == tools_sig:
+                for sig, size, old_sig in zip(sigs, tokens, previous.sigs, strict=False):
+                    if sig != old_sig:
+                        break
+                    unchanged += size
+        with self._lock:
+            self._last_view.put(key, _Shown(tools_sig, tuple(messages), sigs, tokens))
+        return unchanged if previous is not None else 0
+
+
+_content = attrgetter("content")
+
+
+def _calls(message: BaseMessage) -> Any:
+    return getattr(message, "tool_calls", None)
+
+
+class _Shown:
+    """A session's previous view: its messages (with the content and tool calls each held
+    then), their signatures and tokens."""
+
+    __slots__ = ("calls", "contents", "messages", "sigs", "tokens", "tools_sig", "total")
+
+    def __init__(self, tools_sig: str, messages: tuple[BaseMessage, ...], sigs: list[str], tokens: list[int]) -> None:
+        self.tools_sig = tools_sig
+        self.messages = messages
+        self.contents = tuple(map(_content, messages))
+        self.calls = tuple(map(_calls, messages))
+        self.sigs = sigs
+        self.tokens = tokens
+        self.total = sum(tokens)
+
+    def kept_by(self, messages: Sequence[BaseMessage]) -> int:
+        """How many messages ``messages`` begins with that are this view's, the very objects
+        holding the very content and tool calls: all of them, or 0."""
+        count = len(self.messages)
+        if not count or len(messages) < count:
             return 0
-        unchanged = 0
-        for (sig, tokens), (old_sig, _) in zip(current, previous[1], strict=False):
-            if sig != old_sig:
-                break
-            unchanged += tokens
-        return unchanged
+        head = messages[:count]
+        if (
+            all(map(is_, self.messages, head))
+            and all(map(is_, self.contents, map(_content, head)))
+            and all(map(is_, self.calls, map(_calls, head)))
+        ):
+            return count
+        return 0
 
 
 def _message_sig(message: BaseMessage) -> str:

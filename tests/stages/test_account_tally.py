@@ -40,3 +40,36 @@ def test_sums_follow_messages_appended_replaced_edited_and_dropped(seed: int) ->
         tally.update(messages, COUNTER)
         assert tally.total == sum(count_message(m, COUNTER) for m in messages)
         assert tally.tool_total == sum(count_message(m, COUNTER) for m in messages if isinstance(m, ToolMessage))
+
+
+def _unchanged(before: list[BaseMessage], after: list[BaseMessage], counter: object) -> int:
+    """Leading tokens of ``after`` that ``before`` sent the same (type, content, tool calls)."""
+    total = 0
+    for old, new in zip(before, after, strict=False):
+        same = type(old) is type(new) and old.content == new.content and getattr(old, "tool_calls", None) == getattr(new, "tool_calls", None)
+        if not same:
+            break
+        total += count_message(new, counter)  # type: ignore[arg-type]
+    return total
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_unchanged_prefix_follows_views_that_grow_and_messages_edited_in_place(seed: int) -> None:
+    from ctxplugin import ContextConfig, Scope
+    from ctxplugin.testing import memory_engine
+
+    rng = random.Random(seed)
+    engine = memory_engine(ContextConfig(mode="whole"))
+    scope = Scope(session_id=f"prefix-{seed}")
+    messages: list[BaseMessage] = [HumanMessage(content="Fix the failing test in tests/test_io.py")]
+    shown: list[BaseMessage] | None = None
+    for step in range(24):
+        messages.append(AIMessage(content=f"step {step}", tool_calls=[{"name": "bash", "args": {"command": f"ls /src/{step}"}, "id": f"c{step}"}]))
+        messages.append(ToolMessage(content=f"file_{step}.py\n" * rng.randrange(1, 20), tool_call_id=f"c{step}", name="bash"))
+        if step % 5 == 4:  # the host edits an earlier message in place
+            target = messages[rng.randrange(len(messages))]
+            target.content = f"{target.content} (edited at step {step})"
+        view = engine.prepare(messages, scope=scope)
+        expected = _unchanged(shown, view.messages, engine.counter) if shown is not None else 0
+        assert view.report.unchanged_prefix_tokens == expected
+        shown = [m.model_copy(deep=True) for m in view.messages]
