@@ -121,7 +121,7 @@ def detect_text_shape(body: str) -> TextShape:
         return "grep"
     if _at_least(lines, lambda ln: bool(_PATH.match(ln.strip())) and ("/" in ln or "." in ln), 0.8 * n):
         return "paths"
-    code_lines = [text for _, text in strip_numbering("\n".join(lines)) if text.strip()]
+    code_lines = [text for text in _unnumbered(lines) if text.strip()] if _numbered(lines) else lines
     defs = 0  # counted up to two: that is all the rule asks
     for line in code_lines:
         if is_definition(line):
@@ -212,15 +212,24 @@ def strip_numbering(body: str) -> list[tuple[int, str]]:
     """``(line number, text)`` pairs; numbers printed by ``nl``/``cat -n``/``grep -n`` are used
     when most lines carry one, else positions in ``body`` (1-based)."""
     lines = body.split("\n")
-    sample = [ln for ln in lines[:_SAMPLE_LINES] if ln.strip()]
-    numbered = sum(1 for ln in sample if _NUMBERED.match(ln))
-    if sample and numbered >= 0.8 * len(sample):
+    if _numbered(lines):
         out = []
         for i, ln in enumerate(lines):
             match = _NUMBERED.match(ln)
             out.append((int(match.group(1)), match.group(2)) if match else (i + 1, ln))
         return out
     return [(i + 1, ln) for i, ln in enumerate(lines)]
+
+
+def _numbered(lines: list[str]) -> bool:
+    """Whether most of the first non-blank ``lines`` (at least four in five) carry a number."""
+    sample = [ln for ln in lines[:_SAMPLE_LINES] if ln.strip()]
+    return bool(sample) and _at_least(sample, _NUMBERED.match, 0.8 * len(sample))
+
+
+def _unnumbered(lines: list[str]) -> list[str]:
+    """``lines`` without the numbers :data:`_NUMBERED` finds at their starts."""
+    return [match.group(2) if (match := _NUMBERED.match(ln)) else ln for ln in lines]
 
 
 def is_definition(line: str) -> bool:
