@@ -163,14 +163,18 @@ def _stand_in_call(orphan: ToolMessage) -> AIMessage:
     )
 
 
-def split_header(messages: Sequence[BaseMessage]) -> tuple[list[SystemMessage], list[BaseMessage]]:
-    """Leading system messages, and the rest."""
-    head: list[SystemMessage] = []
+def header_length(messages: Sequence[BaseMessage]) -> int:
+    """How many system messages ``messages`` begins with."""
     index = 0
     while index < len(messages) and isinstance(messages[index], SystemMessage):
-        head.append(messages[index])  # type: ignore[arg-type]
         index += 1
-    return head, list(messages[index:])
+    return index
+
+
+def split_header(messages: Sequence[BaseMessage]) -> tuple[list[SystemMessage], list[BaseMessage]]:
+    """Leading system messages, and the rest."""
+    index = header_length(messages)
+    return [m for m in messages[:index] if isinstance(m, SystemMessage)], list(messages[index:])
 
 
 def merge_system(parts: Sequence[SystemMessage], extra: Sequence[str]) -> SystemMessage | None:

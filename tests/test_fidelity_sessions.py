@@ -207,3 +207,22 @@ def test_a_check_cut_short_starts_the_session_over_instead_of_leaving_half_made_
     again = tracker.check("a", history, view, {})
     assert again == value_fidelity(history, view, {})
     assert again.left == ("mia_li_3668",)
+
+
+def test_a_value_with_a_line_break_found_across_two_view_messages_is_looked_for_again(mocker: Any) -> None:
+    """No extractor here finds values with a line break; were one to, such a value found in the
+    view's joined text (in no single message) must not be carried over once a message leaves."""
+    import ctxplugin._message_values as values
+
+    lined = "line one\nline two"
+    real = values.identifiers  # type: ignore[attr-defined]
+    mocker.patch.object(values, "identifiers", side_effect=lambda text: [*real(text), *([lined] if lined in text else [])])
+    tracker = SessionFidelity()
+    history: list[BaseMessage] = [HumanMessage(f"remember: {lined} and HAT1367")]
+    first_half, second_half = AIMessage("so far: line one"), AIMessage("line two, then more")
+    view: list[BaseMessage] = [first_half, second_half]
+    first = tracker.check("a", history, view, {})
+    assert first == value_fidelity(history, view, {}) and lined not in first.left
+    view = [first_half, AIMessage("something else")]
+    second = tracker.check("a", history, view, {})
+    assert second == value_fidelity(history, view, {}) and lined in second.left

@@ -10,13 +10,14 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from itertools import islice
 from operator import is_
 from typing import ClassVar
 
 from langchain_core.messages import BaseMessage
 
 from ctxplugin._lru import LRU
-from ctxplugin._messages import OrphanRepair, Validation, expanded_refs, split_header
+from ctxplugin._messages import OrphanRepair, Validation, expanded_refs, header_length
 from ctxplugin._names import EXPAND_REF_NAME
 from ctxplugin._prefix import Prefix, Stamp
 from ctxplugin.stages.view import CallView
@@ -51,8 +52,8 @@ class Validate:
         valid, notes = checked.extend(view.received)
         with self._lock:
             self._checked.put(key, checked)
-        header, body = split_header(valid)
-        history = tuple(body)
+        start = header_length(valid)
+        header, history = valid[:start], tuple(islice(valid, start, None))  # one copy of a long history
         received_stamp, stamp = self._stamps(key, view.received, history)
         return view.override(
             header=tuple(header),
@@ -61,7 +62,7 @@ class Validate:
             received_stamp=received_stamp,
             original_stamp=stamp,
             history_stamp=stamp,
-            refs_expanded=tuple(expanded_refs(body, EXPAND_REF_NAME)),
+            refs_expanded=tuple(expanded_refs(history, EXPAND_REF_NAME)),
         ).warn(*notes)
 
     def _stamps(self, key: str, received: Sequence[BaseMessage], history: tuple[BaseMessage, ...]) -> tuple[Stamp, Stamp]:
