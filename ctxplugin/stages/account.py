@@ -16,13 +16,14 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from operator import attrgetter, is_
+from operator import is_
 from typing import Any, ClassVar
 
 from langchain_core.messages import BaseMessage
 
 from ctxplugin._fidelity_sessions import SessionFidelity
 from ctxplugin._lru import LRU, PerMessage
+from ctxplugin._prefix import Prefix
 from ctxplugin._running import SessionTallies
 from ctxplugin.errors import InvalidInputError
 from ctxplugin.fidelity import write as write_fidelity
@@ -133,11 +134,8 @@ class Account:
                         break
                     unchanged += size
         with self._lock:
-            self._last_view.put(key, _Shown(tools_sig, tuple(messages), sigs, tokens))
+            self._last_view.put(key, _Shown(tools_sig, messages, sigs, tokens))
         return unchanged if previous is not None else 0
-
-
-_content = attrgetter("content")
 
 
 def _calls(message: BaseMessage) -> Any:
@@ -145,15 +143,15 @@ def _calls(message: BaseMessage) -> Any:
 
 
 class _Shown:
-    """A session's previous view: its messages (with the content and tool calls each held
-    then), their signatures and tokens."""
+    """A session's previous view: its messages as a :class:`~ctxplugin._prefix.Prefix` (each
+    with the content it held then), their tool calls, signatures and tokens."""
 
-    __slots__ = ("calls", "contents", "messages", "sigs", "tokens", "tools_sig", "total")
+    __slots__ = ("calls", "seen", "sigs", "tokens", "tools_sig", "total")
 
-    def __init__(self, tools_sig: str, messages: tuple[BaseMessage, ...], sigs: list[str], tokens: list[int]) -> None:
+    def __init__(self, tools_sig: str, messages: Sequence[BaseMessage], sigs: list[str], tokens: list[int]) -> None:
         self.tools_sig = tools_sig
-        self.messages = messages
-        self.contents = tuple(map(_content, messages))
+        self.seen = Prefix()
+        self.seen.extend(messages)
         self.calls = tuple(map(_calls, messages))
         self.sigs = sigs
         self.tokens = tokens
@@ -162,15 +160,8 @@ class _Shown:
     def kept_by(self, messages: Sequence[BaseMessage]) -> int:
         """How many messages ``messages`` begins with that are this view's, the very objects
         holding the very content and tool calls: all of them, or 0."""
-        count = len(self.messages)
-        if not count or len(messages) < count:
-            return 0
-        head = messages[:count]
-        if (
-            all(map(is_, self.messages, head))
-            and all(map(is_, self.contents, map(_content, head)))
-            and all(map(is_, self.calls, map(_calls, head)))
-        ):
+        count = len(self.seen)
+        if count and self.seen.changed(messages) == [] and all(map(is_, self.calls, map(_calls, messages[:count]))):
             return count
         return 0
 

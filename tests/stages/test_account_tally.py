@@ -73,3 +73,21 @@ def test_the_unchanged_prefix_follows_views_that_grow_and_messages_edited_in_pla
         expected = _unchanged(shown, view.messages, engine.counter) if shown is not None else 0
         assert view.report.unchanged_prefix_tokens == expected
         shown = [m.model_copy(deep=True) for m in view.messages]
+
+
+def test_a_content_list_grown_in_place_ends_the_unchanged_prefix() -> None:
+    from ctxplugin import ContextConfig, Scope
+    from ctxplugin.testing import memory_engine
+
+    engine = memory_engine(ContextConfig(mode="whole"))
+    scope = Scope(session_id="prefix-blocks")
+    reply = AIMessage(content=[{"type": "text", "text": "Looking at tests/test_io.py"}])
+    messages: list[BaseMessage] = [HumanMessage(content="Fix the failing test"), reply]
+    first = engine.prepare(messages, scope=scope)
+    shown = [m.model_copy(deep=True) for m in first.messages]
+    assert isinstance(reply.content, list)
+    reply.content.append({"type": "text", "text": "and at src/io.py"})  # the host grows the block list in place
+    messages.append(HumanMessage(content="go on"))  # the view would otherwise just grow
+    second = engine.prepare(messages, scope=scope)
+    assert second.report.unchanged_prefix_tokens == _unchanged(shown, second.messages, engine.counter)
+    assert second.report.unchanged_prefix_tokens < sum(count_message(m, engine.counter) for m in shown)
