@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Iterator, Sequence
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from langchain_core.messages import (
     AIMessage,
@@ -174,7 +174,7 @@ def header_length(messages: Sequence[BaseMessage]) -> int:
 def split_header(messages: Sequence[BaseMessage]) -> tuple[list[SystemMessage], list[BaseMessage]]:
     """Leading system messages, and the rest."""
     index = header_length(messages)
-    return [m for m in messages[:index] if isinstance(m, SystemMessage)], list(messages[index:])
+    return cast(list[SystemMessage], list(messages[:index])), list(messages[index:])
 
 
 def merge_system(parts: Sequence[SystemMessage], extra: Sequence[str]) -> SystemMessage | None:

@@ -295,9 +295,9 @@ def compress_history(
     for number, span in enumerate(rendered):
         if number == first_window:
             verbatim_from = len(result)
-        if number < condensed_end:
+        if number < condensed_end and notes is not None:
             block = number // config.block_size
-            if number in notes.members(block):  # type: ignore[union-attr]
+            if number in notes.members(block):
                 # one note per block (the archive for all archived blocks), where the block began
                 key = 0 if block < plan.archived else block
                 if key not in noted:
@@ -346,10 +346,9 @@ def _tier(number: int, bounds: tuple[int, int]) -> Tier:
     return Tier.GIST if number < bounds[0] else Tier.TRIMMED if number < bounds[1] else Tier.VERBATIM
 
 
-def _append_note(result: list[BaseMessage], notes: Digests | None, block: int, plan: OmissionPlan) -> None:
+def _append_note(result: list[BaseMessage], notes: Digests, block: int, plan: OmissionPlan) -> None:
     """Append the note that stands for condensed ``block``: the archive when ``plan`` merges
     the block into it, else the block's own (nothing when the note lists nothing)."""
-    assert notes is not None
     note = notes.archive(plan.archived, plan.archive_tokens) if block < plan.archived else notes.block(block, plan.archived, plan.archive_tokens)
     if note is not None:
         result.append(note)
