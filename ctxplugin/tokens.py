@@ -217,6 +217,12 @@ class _CountMemo:
         # whole messages, by identity: a message resent as the same object costs one lookup
         self.messages: PerMessage[int] = PerMessage(_MEMO_MESSAGES)
 
+    def cached(self, text: str) -> int | None:
+        """``text``'s count if it was counted before (no count is made)."""
+        key = text_key(text)
+        with self._lock:
+            return self._counts.hit(key)
+
     def count(self, text: str, counter: TokenCounter) -> int:
         key = text_key(text)
         with self._lock:
@@ -274,6 +280,13 @@ def count_cached(text: str, counter: TokenCounter) -> int:
     """Tokens of ``text`` as :func:`count_message` counts a message's text: memoised per
     counter (bounded), so a text counted on every call is encoded once."""
     return _bounded(text, counter)
+
+
+def cached_count(text: str, counter: TokenCounter) -> int | None:
+    """What :func:`count_cached` would return for ``text`` without counting: its memoised count,
+    or None when it was not counted (or is not memoised)."""
+    memo = _memo_for(counter) if len(text) >= _MEMO_MIN_CHARS else None
+    return None if memo is None else memo.cached(text)
 
 
 def count_message(message: BaseMessage, counter: TokenCounter) -> int:

@@ -8,6 +8,7 @@ from typing import Any
 
 from langchain_core.messages import ToolMessage
 
+from ctxplugin._aside import count_aside
 from ctxplugin._lru import PerMessage
 from ctxplugin._messages import META_KEY
 from ctxplugin._untrusted import storable_text
@@ -165,14 +166,20 @@ def capture(
         StoreError: the store failed (the engine passes the original through and warns).
     """
     text, text_only = _text_of(content)
-    tokens = count_cached(text, counter)  # the memo prepare counts the same text in, once
+    # counted into the memo prepare counts the same text in, once; a long output on a worker
+    # thread while it is summarized below
+    counting = count_aside(text, counter) if config.enabled and text_only else None
     limit = config.error_passthrough_tokens if is_error else config.passthrough_tokens
-    if not config.enabled or not text_only or tokens <= limit:
+    if counting is None or (counting.done() and counting.result() <= limit):
+        tokens = count_cached(text, counter) if counting is None else counting.result()
         return Captured(text, None, True, False, tokens, tokens)
     parsed = parse_json(text)
     summary = summarize(
         text, parsed, counter, config.summary_tokens, is_error=is_error, error_budget=config.error_passthrough_tokens
     )
+    tokens = counting.result()
+    if tokens <= limit:  # a long text of very few tokens: the summary was made for nothing
+        return Captured(text, None, True, False, tokens, tokens)
     digest = content_hash(text, parsed)
     kind = kind_slug(tool_name, summary.shape)
     ref_id = make_ref(kind, digest)
