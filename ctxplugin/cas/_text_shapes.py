@@ -66,7 +66,7 @@ _WORD_MAX = 300
 
 def _sample(body: str) -> list[str]:
     # lines are clipped: shape patterns backtrack, and a megabyte-long line must stay cheap
-    return [line[:_CLIP] for line in body[:200_000].split("\n")[:_SAMPLE_LINES] if line.strip()]
+    return [line[:_CLIP] for line in body[:200_000].split("\n", _SAMPLE_LINES)[:_SAMPLE_LINES] if line.strip()]
 
 
 _TIMESTAMP = re.compile(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import multiprocessing
 import threading
+import warnings
 from typing import Any
 
 import pytest
@@ -103,7 +104,11 @@ def test_a_forked_child_counts_with_its_own_workers() -> None:
     queue = context.Queue()
     text = log(400, "child")
     child = context.Process(target=_child, args=(text, queue))
-    child.start()
+    with warnings.catch_warnings():
+        # Python 3.12+ warns that forking a process with threads may deadlock: that is the case
+        # this test makes, on purpose
+        warnings.simplefilter("ignore", DeprecationWarning)
+        child.start()
     child.join(20)
     if child.is_alive():
         child.kill()
