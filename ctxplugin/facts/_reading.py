@@ -87,12 +87,6 @@ def read(message: BaseMessage, rules: InForce) -> Read:
     return found
 
 
-def read_before(message: BaseMessage) -> tuple[int, Read] | None:
-    """The last read of ``message`` kept, with the version it was made under."""
-    hit = _READ.get(message)
-    return None if hit is None else (hit[0], hit[1:])
-
-
 @dataclass(frozen=True)
 class _Step:
     """From one set of changes in force to another: the positions in the newer of those in

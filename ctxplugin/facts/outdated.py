@@ -40,10 +40,10 @@ from ctxplugin.facts._exploring import Exploring, exploratory_spans
 from ctxplugin.facts._reading import (
     _PROVISIONAL,
     InForce,
+    Read,
     _Provisional,
     in_force_of,
     read,
-    read_before,
 )
 from ctxplugin.facts._text import content_words
 from ctxplugin.facts.model import FactQuery, permitted
@@ -115,13 +115,16 @@ class Marking:
     replacements quoted before it, so a conversation that only grew is marked only where it
     grew while the facts in force stay the same. Not locked: one caller at a time."""
 
-    __slots__ = ("count", "kept", "marks", "out", "quoted", "said", "version")
+    __slots__ = ("count", "kept", "marks", "out", "quoted", "reads", "said", "version")
 
     def __init__(self) -> None:
         self.version = 0
         self.out: list[BaseMessage] = []
         self.marks: list[bool] = []  # whether out[i] carries a note
         self.quoted: list[frozenset[str]] = []  # the replacements out[i] quotes in full
+        # what out[i]'s mark was made from (None: not read, as it was kept as sent or states
+        # nothing a rule can change)
+        self.reads: list[Read | None] = []
         self.said: set[str] = set()  # replacements already quoted in full
         self.count = 0
         self.kept = 0  # how many of ``out`` the last update kept as they were
@@ -154,38 +157,43 @@ class Marking:
 
     def _first_restated(self, body: Sequence[BaseMessage], rules: InForce, upto: int) -> int:
         """The first of ``body``'s first ``upto`` messages that states something else under
-        ``rules`` than under the rules its mark was made with (``upto`` if none does): the
-        marks before it stand, since a mark depends on the reads of its message and of those
-        before it."""
+        ``rules`` than it did when its mark was made (``upto`` if none does): the marks before
+        it stand, since a mark depends on the reads of its message and of those before it.
+
+        A message kept as sent was not read and has no mark: it is still kept (the indexes kept
+        are the same, see :meth:`update`), so nothing of it depends on the rules."""
+        reads = self.reads
         for index in range(upto):
-            message = body[index]
-            if not isinstance(message, (HumanMessage, AIMessage, ToolMessage)):
+            made = reads[index]
+            if made is None:
                 continue
-            before = read_before(message)
-            if before is None or before[0] != self.version or not _same(before[1], read(message, rules)):
+            now = read(body[index], rules)
+            if not _same(made, now):
                 return index
+            reads[index] = now
         return upto
 
     def _truncate(self, size: int) -> None:
         if size == len(self.out):
             return
         self.count -= sum(self.marks[size:])
-        del self.out[size:], self.marks[size:], self.quoted[size:]
+        del self.out[size:], self.marks[size:], self.quoted[size:], self.reads[size:]
         self.said = set().union(*self.quoted)
 
     def _mark(self, message: BaseMessage, rules: InForce, span: str | None, kept: bool) -> None:
-        marked, quoted = (None, _NONE) if kept else self._note(message, rules, span)
+        made = None if kept or not isinstance(message, (HumanMessage, AIMessage, ToolMessage)) else read(message, rules)
+        marked, quoted = (None, _NONE) if made is None else self._note(message, made, span)
+        self.reads.append(made)
         self.out.append(marked or message)
         self.marks.append(marked is not None)
         self.quoted.append(quoted)
         self.said.update(quoted)
         self.count += marked is not None
 
-    def _note(self, message: BaseMessage, rules: InForce, span: str | None) -> tuple[BaseMessage | None, frozenset[str]]:
-        """``message`` with its notes (None when it needs none), and the replacements it quotes."""
-        if not isinstance(message, (HumanMessage, AIMessage, ToolMessage)):
-            return None, _NONE
-        empty, stating, provisional_kind = read(message, rules)
+    def _note(self, message: BaseMessage, made: Read, span: str | None) -> tuple[BaseMessage | None, frozenset[str]]:
+        """``message`` with its notes (None when it needs none), and the replacements it quotes,
+        from what it states (``made``)."""
+        empty, stating, provisional_kind = made
         if empty:
             return None, _NONE
         hits: list[str] = []

@@ -3,6 +3,7 @@ one before by the changes added: it gives what reading the message against all o
 
 from __future__ import annotations
 
+import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from pytest_mock import MockerFixture
 
@@ -71,3 +72,37 @@ def test_a_marking_carried_across_a_new_replacement_equals_one_made_afresh() -> 
     assert carried.count == 2
     assert str(carried.out[0].content).startswith("[outdated:")
     assert str(carried.out[2].content).startswith("[outdated:")
+
+
+@pytest.mark.parametrize(("keep", "read_first"), [({0}, False), (set(), True)], ids=["kept-message", "read-by-another"])
+def test_marks_before_the_first_message_a_new_replacement_restates_stand(keep: set[int], read_first: bool) -> None:
+    # a message kept as sent (never read: it gets no mark), or one another reader already read
+    # under the new rules, is not taken as restated: the marks before the message the
+    # replacement is about stand, and only the marks from it on are made again
+    engine = memory_engine(ContextConfig(encoding="cl100k_base"))
+    scope = Scope(session_id="marks-stand")
+    history: list[BaseMessage] = [
+        HumanMessage("Please plan the work of the teams for the quarter.", id="task"),
+        AIMessage("Noted.", id="a"),
+        HumanMessage("The data team is on Project Alpha.", id="h0"),
+        AIMessage("Noted.", id="a0"),
+        HumanMessage("The web team is on Project Gamma.", id="h1"),
+        AIMessage("Noted.", id="a1"),
+    ]
+    engine.prepare([SystemMessage("Plan."), *history], scope=scope)
+    carried = Marking()
+    carried.update(history, in_force(engine.facts, scope), spans={}, asides={}, keep=keep)
+    grown = len(history)
+    history += [HumanMessage("Actually, the web team moved to Project Delta.", id="m"), AIMessage("Understood.", id="u")]
+    engine.prepare([SystemMessage("Plan."), *history], scope=scope)
+    rules = in_force(engine.facts, scope)
+    assert rules.version != carried.version
+    if read_first:
+        _reading.read(history[2], rules)
+    carried.update(history, rules, spans={}, asides={}, keep=keep, start=grown)
+    assert carried.kept == 4, "marks before the restated message were made again"
+    assert str(carried.out[4].content).startswith("[outdated:")
+    fresh = Marking()
+    fresh.update(history, rules, spans={}, asides={}, keep=keep)
+    assert [m.content for m in carried.out] == [m.content for m in fresh.out]
+    assert carried.count == fresh.count == 1
