@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import itertools
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from langchain_core.messages import BaseMessage, ToolMessage
@@ -116,6 +116,42 @@ def _step(version: int, rules: InForce) -> _Step | None:
     with _LOCK:
         _STEPS.put(key, step)
     return step
+
+
+def may_restate(version: int, rules: InForce) -> Callable[[BaseMessage, Read], bool] | None:
+    """A test of whether a message may read differently under ``rules`` than it did under the
+    rules numbered ``version``, told without reading it: ``test(message, made)`` is False when
+    its read under ``rules`` surely gives it the same notes as ``made`` (its read under
+    ``version``, or an earlier one that gave the same notes). None when that cannot be told
+    that way: the rules of ``version`` are no longer known, the provisional facts changed, or
+    the changes both hold are in another order.
+
+    A read changes only by the changes it stated that are no longer in force and the changes
+    added that it states; those a message may state are found as :class:`_Candidates` finds
+    them (a superset), from its words and refs."""
+    step = _step(version, rules)
+    with _LOCK:
+        before = _BY_VERSION.get(version)
+    if step is None or before is None or not step.same_provisional:
+        return None
+    was = {ident: position for position, ident in enumerate(before.idents)}
+    if len(was) < len(before.idents) or len(set(rules.idents)) < len(rules.idents):
+        return None  # a change listed twice: positions do not tell its order
+    order = [was[ident] for ident, _ in sorted(step.kept.items(), key=lambda item: item[1])]
+    if any(a > b for a, b in itertools.pairwise(order)):
+        return None
+    gone = set(before.idents).difference(step.kept)
+    added = _Candidates([change for _, change in step.added]) if step.added else None
+
+    def test(message: BaseMessage, made: Read) -> bool:
+        empty, stating, _ = made
+        if empty:
+            return False
+        if gone and any(_ident(change) in gone for change in stating):
+            return True
+        return added is not None and bool(added.of(word_set(content_text(message.content)), _refs(message)))
+
+    return test
 
 
 def _brought_up(message: BaseMessage, before: Read, step: _Step, rules: InForce) -> Read:

@@ -43,6 +43,7 @@ from ctxplugin.facts._reading import (
     Read,
     _Provisional,
     in_force_of,
+    may_restate,
     read,
 )
 from ctxplugin.facts._text import content_words
@@ -147,13 +148,64 @@ class Marking:
             spans: the exploratory spans of ``body`` (which take precedence).
             asides: the asides of ``body``.
         """
+        same = len(self.out)  # the first mark of ``out`` this update changes
         if rules.version != self.version:
-            start = self._first_restated(body, rules, min(start, len(self.out)))
+            start, same = self._carry(body, rules, min(start, len(self.out)), spans, asides)
             self.version = rules.version
-        self.kept = min(start, len(self.out))
-        self._truncate(self.kept)
+        upto = min(start, len(self.out))
+        self._truncate(upto)
+        self.kept = min(upto, same)
         for index in range(len(self.out), len(body)):
             self._mark(body[index], rules, spans.get(index) or asides.get(index), index in keep)
+
+    def _carry(
+        self, body: Sequence[BaseMessage], rules: InForce, upto: int, spans: Mapping[int, str], asides: Mapping[int, str]
+    ) -> tuple[int, int]:
+        """Bring the marks of ``body``'s first ``upto`` messages up to date with ``rules``: how
+        many of them now stand (``upto``, unless the marks from a message on must be made again)
+        and the first whose marked copy changed (``upto`` if none did).
+
+        Only the messages that may read differently (see :func:`may_restate`) are read again.
+        From the first that does, the marks of the messages stating a replacement are made
+        again too (whether a replacement is quoted in full depends on the messages before);
+        a message stating none keeps its mark, which depends on nothing before it."""
+        test = may_restate(self.version, rules)
+        if test is None:
+            restated = self._first_restated(body, rules, upto)
+            return restated, restated
+        reads = self.reads
+        fresh: dict[int, Read] = {}
+        for index in range(upto):
+            made = reads[index]
+            if made is None or not test(body[index], made):
+                continue
+            now = read(body[index], rules)
+            if _same(made, now):
+                reads[index] = now
+            else:
+                fresh[index] = now
+        if not fresh:
+            return upto, upto
+        first = min(fresh)
+        changed = upto
+        said: set[str] = set().union(*self.quoted[:first])
+        for index in range(first, upto):
+            made = fresh.get(index) or reads[index]
+            if made is None or (index not in fresh and not made[1]):
+                said.update(self.quoted[index])
+                continue
+            reads[index] = made
+            message = body[index]
+            marked, quoted = self._note(message, made, spans.get(index) or asides.get(index), said)
+            self.count += (marked is not None) - self.marks[index]
+            if (marked or message) is not self.out[index]:
+                changed = min(changed, index)
+            self.out[index] = marked or message
+            self.marks[index] = marked is not None
+            self.quoted[index] = quoted
+            said.update(quoted)
+        self.said = said
+        return upto, changed
 
     def _first_restated(self, body: Sequence[BaseMessage], rules: InForce, upto: int) -> int:
         """The first of ``body``'s first ``upto`` messages that states something else under
@@ -182,7 +234,7 @@ class Marking:
 
     def _mark(self, message: BaseMessage, rules: InForce, span: str | None, kept: bool) -> None:
         made = None if kept or not isinstance(message, (HumanMessage, AIMessage, ToolMessage)) else read(message, rules)
-        marked, quoted = (None, _NONE) if made is None else self._note(message, made, span)
+        marked, quoted = (None, _NONE) if made is None else self._note(message, made, span, self.said)
         self.reads.append(made)
         self.out.append(marked or message)
         self.marks.append(marked is not None)
@@ -190,9 +242,9 @@ class Marking:
         self.said.update(quoted)
         self.count += marked is not None
 
-    def _note(self, message: BaseMessage, made: Read, span: str | None) -> tuple[BaseMessage | None, frozenset[str]]:
+    def _note(self, message: BaseMessage, made: Read, span: str | None, said: Collection[str]) -> tuple[BaseMessage | None, frozenset[str]]:
         """``message`` with its notes (None when it needs none), and the replacements it quotes,
-        from what it states (``made``)."""
+        from what it states (``made``) after the messages before it quoted ``said`` in full."""
         empty, stating, provisional_kind = made
         if empty:
             return None, _NONE
@@ -203,7 +255,7 @@ class Marking:
             if change.new.id in here:
                 continue
             here.add(change.new.id)
-            hits.append(change.short if change.new.id in self.said else change.note)
+            hits.append(change.short if change.new.id in said else change.note)
         ids = [c.old.id for c in stating]
         kind = span or provisional_kind
         if kind is not None and _PROVISIONAL[kind] not in content_text(message.content):

@@ -9,8 +9,10 @@ from pytest_mock import MockerFixture
 
 from ctxplugin import ContextConfig, Scope
 from ctxplugin.facts import _reading
+from ctxplugin.facts._changes import change_of
 from ctxplugin.facts.outdated import Marking, in_force
 from ctxplugin.testing import memory_engine
+from ctxplugin.testing.facts_contract import make_fact
 
 TEAMS = ["data", "web", "infra", "mobile"]
 PROJECTS = ["Alpha", "Beta", "Gamma", "Delta", "Epsilon"]
@@ -106,3 +108,30 @@ def test_marks_before_the_first_message_a_new_replacement_restates_stand(keep: s
     fresh.update(history, rules, spans={}, asides={}, keep=keep)
     assert [m.content for m in carried.out] == [m.content for m in fresh.out]
     assert carried.count == fresh.count == 1
+
+
+def test_a_later_mark_points_back_once_an_earlier_message_quotes_the_same_replacement() -> None:
+    # two old statements replaced by one new fact: the first message stating either quotes the
+    # replacement in full, the later ones point back. When a new change makes an earlier message
+    # state it, a later message whose own read did not change must point back now
+    new = make_fact("The web team moved to Project Delta.", key="web_team_project")
+    first = make_fact("The web team is on Project Gamma.", key="web_team_project")
+    second = make_fact("Web team status: Gamma rollout for the web team.", key="web_team_project")
+    history: list[BaseMessage] = [
+        HumanMessage("The web team is on Project Gamma.", id="m0"),
+        AIMessage("Noted.", id="a0"),
+        HumanMessage("Web team status: Gamma rollout for the web team.", id="m1"),
+        AIMessage("Noted.", id="a1"),
+    ]
+    one = _reading.in_force_of([change_of(second, new)], [])
+    both = _reading.in_force_of([change_of(first, new), change_of(second, new)], [])
+    carried = Marking()
+    carried.update(history, one, spans={}, asides={})
+    assert carried.count == 1 and str(carried.out[2].content).startswith("[outdated: web_team_project is now:")
+    carried.update(history, both, spans={}, asides={}, start=len(history))
+    fresh = Marking()
+    fresh.update(history, both, spans={}, asides={})
+    assert [m.content for m in carried.out] == [m.content for m in fresh.out]
+    assert str(carried.out[0].content).startswith("[outdated: web_team_project is now:")
+    assert str(carried.out[2].content).startswith("[outdated: web_team_project changed, as noted above]")
+    assert carried.kept == 0

@@ -15,6 +15,7 @@ from pytest_mock import MockerFixture
 
 from ctxplugin import ContextConfig, ContextEngine, Scope
 from ctxplugin._lru import LRU
+from ctxplugin.facts import outdated
 from ctxplugin.replay.loaders import load_file
 from ctxplugin.stages import CallView, ChooseFacts
 from ctxplugin.stages import facts as facts_stage
@@ -25,6 +26,7 @@ DATA = Path(os.environ.get("CTXPLUGIN_DATA", ROOT.parent.parent / "shared" / "da
 if not DATA.is_dir():
     DATA = ROOT.parent / "shared" / "data"
 TAU = DATA / "trajectories" / "tau" / "gpt-4o-airline-dev.json"
+SWE = DATA / "trajectories" / "swe"
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -83,6 +85,30 @@ def test_a_recorded_conversation_gives_what_a_fresh_stage_gives_on_every_call() 
         assert_same(calls)
         marked += sum(carried.outdated_marked for carried, _ in calls)
     assert marked, "the recordings mark no message: the check checks nothing"
+
+
+@pytest.mark.skipif(not SWE.is_dir(), reason=f"recordings not found at {SWE} (set CTXPLUGIN_DATA)")
+def test_marks_carried_across_new_replacements_equal_fresh_marks_on_recorded_runs(mocker: MockerFixture) -> None:
+    # coding-agent runs: tool outputs state values later outputs replace, so marks on earlier
+    # messages change while the history grows; the marks carried (only the messages that may
+    # read differently are read again) must be those a fresh stage makes
+    carry = mocker.spy(outdated.Marking, "_carry")
+    for path in sorted(SWE.glob("*.json"))[:4]:
+        conversation = load_file(path).conversations[0]
+        engine = memory_engine(ContextConfig(encoding="cl100k_base"), clock=logical_clock())
+        calls = checked(engine)
+        scope = Scope(session_id=conversation.id)
+        history: list[BaseMessage] = []
+        for index, message in enumerate(conversation.messages):
+            if index > 0 and isinstance(message, AIMessage):
+                engine.prepare(history, scope=scope)
+            if isinstance(message, ToolMessage):
+                message = engine.capture_tool_result(message, scope)
+            history.append(message)
+        assert_same(calls)
+    # (marks that stand, the first changed): a carry that changed marks before the new messages
+    changed = [result for call, result in zip(carry.call_args_list, carry.spy_return_list, strict=True) if result[1] < call.args[3]]
+    assert changed, "no mark made before a new replacement changed: the check checks nothing"
 
 
 def test_a_value_replaced_late_marks_the_message_that_stated_it_early() -> None:
