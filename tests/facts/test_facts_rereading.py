@@ -18,6 +18,16 @@ TEAMS = ["data", "web", "infra", "mobile"]
 PROJECTS = ["Alpha", "Beta", "Gamma", "Delta", "Epsilon"]
 
 
+def two_teams() -> list[BaseMessage]:
+    """Where two teams are, each said by the user and acknowledged."""
+    return [
+        HumanMessage("The data team is on Project Alpha.", id="h0"),
+        AIMessage("Noted.", id="a0"),
+        HumanMessage("The web team is on Project Gamma.", id="h1"),
+        AIMessage("Noted.", id="a1"),
+    ]
+
+
 def notes_of(read: _reading.Read) -> tuple[object, ...]:
     empty, stating, kind = read
     return empty, [(c.old.id, c.new.id, c.note, c.short) for c in stating], kind
@@ -52,12 +62,7 @@ def test_reads_brought_up_to_date_equal_reads_made_afresh(mocker: MockerFixture)
 def test_a_marking_carried_across_a_new_replacement_equals_one_made_afresh() -> None:
     engine = memory_engine(ContextConfig(encoding="cl100k_base"))
     scope = Scope(session_id="carried-marking")
-    history: list[BaseMessage] = [
-        HumanMessage("The data team is on Project Alpha.", id="h0"),
-        AIMessage("Noted.", id="a0"),
-        HumanMessage("The web team is on Project Gamma.", id="h1"),
-        AIMessage("Noted.", id="a1"),
-    ]
+    history = two_teams()
     carried = Marking()
     engine.prepare([SystemMessage("Plan."), *history], scope=scope)
     carried.update(history, in_force(engine.facts, scope), spans={}, asides={})
@@ -86,10 +91,7 @@ def test_marks_before_the_first_message_a_new_replacement_restates_stand(keep: s
     history: list[BaseMessage] = [
         HumanMessage("Please plan the work of the teams for the quarter.", id="task"),
         AIMessage("Noted.", id="a"),
-        HumanMessage("The data team is on Project Alpha.", id="h0"),
-        AIMessage("Noted.", id="a0"),
-        HumanMessage("The web team is on Project Gamma.", id="h1"),
-        AIMessage("Noted.", id="a1"),
+        *two_teams(),
     ]
     engine.prepare([SystemMessage("Plan."), *history], scope=scope)
     carried = Marking()
