@@ -7,6 +7,7 @@ A note is one ``HumanMessage``: a lead naming the exchanges it stands for, then 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
+from functools import lru_cache
 
 from langchain_core.messages import HumanMessage
 
@@ -74,6 +75,12 @@ def _runs_of(text: str) -> frozenset[str]:
     return _RUNS.get_or_make(text, lambda: frozenset(RUN.findall(text)))
 
 
+@lru_cache(maxsize=8192)
+def _value_runs(value: str) -> frozenset[str]:
+    """The :data:`RUN` s of one value (values are weighed for many notes of a conversation)."""
+    return frozenset(RUN.findall(value))
+
+
 class _Picker:
     """The values a note lists, picked greedily within a token budget."""
 
@@ -97,10 +104,14 @@ class _Picker:
     def _inside(self, value: str) -> list[Labelled]:
         """The chosen values that ``value`` shows (occur in it as whole tokens), in the order
         they were chosen."""
-        runs = RUN.findall(value)
-        pool = [c for run in dict.fromkeys(runs) for c in self._by_run.get(run, ())] + self._runless
-        if not pool:
-            return []
+        by_run = self._by_run
+        runs = _value_runs(value)
+        if by_run.keys().isdisjoint(runs):  # most values: none chosen shares a run with it
+            pool = self._runless
+            if not pool:
+                return []
+        else:
+            pool = [c for run in runs & by_run.keys() for c in by_run[run]] + self._runless
         found = {c for c in pool if c[1] in value and occurs(c[1], value)}
         return sorted(found, key=self._order.__getitem__) if found else []
 
@@ -126,7 +137,9 @@ class _Picker:
                 continue
             # values listed earlier that this one shows (a path, then the command holding it) go
             inside = self._inside(value)
-            cost = counter.count(value) + 1 - sum(counter.count(c[1]) + 1 for c in inside)
+            cost = counter.count(value) + 1
+            if inside:
+                cost -= sum(counter.count(c[1]) + 1 for c in inside)
             if label not in self._labels:
                 cost += counter.count(f"{label}:") + 1
             if cost <= budget:
@@ -147,7 +160,7 @@ class _Picker:
                 self._taken.add(value)
                 self._labels.add(label)
                 self._listed = f"{self._listed} | {value}"
-                self._listed_runs.update(RUN.findall(value))
+                self._listed_runs.update(_value_runs(value))
                 budget -= cost
             else:
                 later.append(item)
