@@ -19,15 +19,20 @@ from ctxplugin._lru import LRU, PerMessage
 from ctxplugin._messages import annotation
 from ctxplugin.facts._changes import Change
 from ctxplugin.facts._text import word_set
+from ctxplugin.facts.model import AUTHORITY_RANK, Fact
 from ctxplugin.tokens import content_text
 
 Ident = tuple[object, ...]
-"""What marking reads of one change: the same ident, the same notes for the same messages."""
+"""What marking reads of one change: the same ident, the same notes for the same messages (and
+the same facts found restating it, :func:`replaced_by`, which also reads the new fact's
+authority)."""
 
 
 def _ident(change: Change) -> Ident:
     c = change
-    return (c.old.id, c.new.id, c.old.source.ref, c.new.source.ref, c.note, c.short, c.distinctive, c.replacement, c.anchors, c.need)
+    return (
+        c.old.id, c.new.id, c.old.source.ref, c.new.source.ref, c.new.authority, c.note, c.short, c.distinctive, c.replacement, c.anchors, c.need,
+    )
 
 
 @dataclass(frozen=True)
@@ -245,6 +250,33 @@ class _Candidates:
             for word in words:
                 found.update(self._by_word.get(word, ()))
         return [self._changes[position] for position in sorted(found)]
+
+
+def replaced_by(fact: Fact, rules: InForce) -> Change | None:
+    """The change in force whose old value ``fact`` repeats, for a fact read from the
+    conversation or a tool output and no stronger than what replaced it: a fact read from a
+    message that restates a replaced value ("Just confirming: PO #4521 approved for $50,000"
+    after the order was cancelled) is not current either, as the message is marked. Read in
+    words only, as :func:`_states` reads a message: the message a fact came from may state other
+    things that stand. A fact written through the API or by the system prompt or a policy is the
+    caller's own state and is never second-guessed. None when it repeats no replaced value."""
+    if fact.source.type not in ("conversation", "tool"):
+        return None
+    words = word_set(fact.text)
+    if not words:
+        return None
+    rank = AUTHORITY_RANK[fact.authority]
+    refs = {fact.source.ref} if fact.source.ref else set()
+    for change in rules.candidates.of(words, set()):
+        if change.new.id == fact.id or change.old.id == fact.id:
+            continue
+        if change.new.source.ref is not None and change.new.source.ref in refs:
+            continue  # read from the message that made the change
+        if rank > AUTHORITY_RANK[change.new.authority]:
+            continue
+        if _states(change, words, set()):
+            return change
+    return None
 
 
 def _states(change: Change, words: frozenset[str], refs: set[str]) -> bool:

@@ -45,6 +45,7 @@ from ctxplugin.facts._reading import (
     in_force_of,
     may_restate,
     read,
+    replaced_by,
 )
 from ctxplugin.facts._text import content_words
 from ctxplugin.facts.model import FactQuery, permitted
@@ -312,4 +313,4 @@ def _marked_copy(message: BaseMessage, notes: list[str], ids: list[str]) -> Base
     return message.model_copy(update={"content": new_content, "additional_kwargs": kwargs})
 
 
-__all__ = ["Asides", "Exploring", "InForce", "Marking", "aside_spans", "exploratory_spans", "in_force", "mark_outdated", "replaced_in_view"]
+__all__ = ["Asides", "Exploring", "InForce", "Marking", "aside_spans", "exploratory_spans", "in_force", "mark_outdated", "replaced_by", "replaced_in_view"]

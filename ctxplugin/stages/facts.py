@@ -26,7 +26,15 @@ from ctxplugin.budget import FactLine
 from ctxplugin.config import FactsConfig, HistoryConfig
 from ctxplugin.errors import StoreError
 from ctxplugin.facts import FactsLedger
-from ctxplugin.facts.outdated import Asides, Exploring, InForce, Marking, in_force, replaced_in_view
+from ctxplugin.facts.outdated import (
+    Asides,
+    Exploring,
+    InForce,
+    Marking,
+    in_force,
+    replaced_by,
+    replaced_in_view,
+)
 from ctxplugin.facts.render import current_once, fact_line, normalized, restates, tracked
 from ctxplugin.history import tier_bounds
 from ctxplugin.scope import Scope
@@ -122,6 +130,7 @@ class ChooseFacts:
                     return self._done(view, shown, frozen[1], extracted, marked, seen)
             generation = self._generation()  # before the read: a write during it reads again later
             scored = self.ledger.search(query, scope=scope, k=self.config.k) if query and self.config.k else []
+            standing_rules = self._in_force(key, scope) if self.config.mark_outdated and scored else None
         except StoreError as exc:
             # read again on a later call, once the store is back (the reading starts afresh)
             self.reads.forget(fresh, scope)
@@ -131,6 +140,8 @@ class ChooseFacts:
         used = 0
         for hit in current_once(scored):
             fact = hit.fact
+            if standing_rules is not None and replaced_by(fact, standing_rules) is not None:
+                continue  # restates a replaced value: its message is marked, the fact is not current
             keyed = self.config.skip_shown and tracked(fact)
             stated = restates(fact.text, standing)
             if stated and not keyed:
@@ -233,7 +244,12 @@ class ChooseFacts:
             return True
         ids = [line.fact_id for line in lines]
         if ids:
-            valid = {fact.id for fact in self.ledger.store.get(ids, reader=scope) if fact.is_valid}
+            rules = self._in_force(key, scope) if self.config.mark_outdated else None
+            valid = {
+                fact.id
+                for fact in self.ledger.store.get(ids, reader=scope)
+                if fact.is_valid and (rules is None or replaced_by(fact, rules) is None)
+            }
             if not all(fact_id in valid for fact_id in ids):
                 return False
         with self._lock:

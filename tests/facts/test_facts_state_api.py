@@ -338,3 +338,47 @@ def test_of_two_facts_stating_one_thing_the_callers_is_kept() -> None:
     # between facts no caller keeps, the first ranked stays
     other = facts.write("Your approval limit is $25,000", key="limit_note", scope=S, source="conversation")
     assert [hit.fact.key for hit in current_once([ScoredFact(read, 0.9, 0.9), ScoredFact(other, 0.5, 0.5)])] == ["approval_limit"]
+
+
+def po_conversation() -> list[BaseMessage]:
+    return [
+        HumanMessage("Let's go over this week's purchase orders."),
+        AIMessage("Sure."),
+        HumanMessage("Just confirming again - Purchase Order #4521 approved for $50,000. Make sure this is on record."),
+        AIMessage("Recorded."),
+        HumanMessage("Slight change of plans. Purchase Order #4521 CANCELLED due to budget freeze."),
+        AIMessage("Understood."),
+        HumanMessage("What is the current status of Purchase Order #4521?"),
+    ]
+
+
+def test_a_fact_read_from_a_message_stating_a_replaced_value_is_not_shown_as_current() -> None:
+    eng = engine()
+    eng.facts.write("Purchase Order #4521 approved for $50,000", key="po_status", scope=S, fact_id="F-PO")
+    eng.facts.write(
+        "Purchase Order #4521 CANCELLED due to budget freeze", key="po_status_v2", scope=S, fact_id="F-PO-2", supersedes="F-PO"
+    )
+    view = eng.prepare(po_conversation(), scope=S).messages
+    block = facts_block(view)
+    # the message is read into facts; the one repeating the cancelled order's approval is left out
+    read = [h.fact for h in eng.facts.search("Purchase Order #4521 approved", scope=S) if h.fact.source.type == "conversation"]
+    assert any("approved for $50,000" in fact.text and fact.is_valid for fact in read)
+    assert "approved" not in block and "$50,000" not in block
+    # the current value once, though the user's message and the caller's fact end differently
+    assert block.count("CANCELLED due to budget freeze") == 1 and "po_status_v2" in block
+    first = next(m for m in view if isinstance(m, HumanMessage) and "approved" in str(m.content))
+    assert str(first.content).startswith("[outdated: po_status is now: Purchase Order #4521 CANCELLED")
+
+
+def test_a_statement_of_the_replaced_value_stays_current_when_stronger_or_the_callers() -> None:
+    eng = engine()
+    eng.facts.write("Purchase Order #4521 approved for $50,000", key="po_status", scope=S, fact_id="F-PO")
+    eng.facts.write(
+        "Purchase Order #4521 CANCELLED due to budget freeze", key="po_status_v2", scope=S, fact_id="F-PO-2", supersedes="F-PO"
+    )
+    # the caller's own state, and a manager's statement read from the conversation, are not second-guessed
+    eng.facts.write("Purchase Order #4521 approved for $50,000 by finance", key="finance_note", scope=S)
+    eng.facts.write("Purchase Order #4521 approved for $50,000 per the board", scope=S, source="conversation", authority="manager")
+    block = facts_block(eng.prepare(po_conversation(), scope=S).messages)
+    assert "by finance" in block and "per the board" in block
+    assert "Just confirming" not in block  # read from the user's message, as strong as the change
