@@ -7,10 +7,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ctxplugin.cas._budget import Lines, clip
-from ctxplugin.cas._canon import parse_json
-from ctxplugin.cas._records import RecordSet, rare_indexes, summarize_records
-from ctxplugin.cas._text_shapes import (
+from ctxplugin._text_shapes import (
     code_outline,
     fixed_rows,
     grep_matches,
@@ -19,6 +16,9 @@ from ctxplugin.cas._text_shapes import (
     strip_numbering,
     table_rows,
 )
+from ctxplugin.cas._budget import Lines, clip
+from ctxplugin.cas._canon import parse_json
+from ctxplugin.cas._records import RecordSet, rare_indexes, summarize_records
 
 _SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[])")
 _IDENT_WINDOW = 64_000

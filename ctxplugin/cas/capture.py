@@ -37,6 +37,8 @@ class Captured:
         created: a new grant was written (False when this scope had stored it already).
         original_tokens: tokens of the original text (extrapolated above 256 KB).
         compact_tokens: tokens of ``text``.
+        shape: what the summary took the output for (``code``, ``log``, ``json``...; see
+            :func:`~ctxplugin._text_shapes.detect_text_shape`), None on pass-through.
     """
 
     text: str
@@ -45,6 +47,7 @@ class Captured:
     created: bool
     original_tokens: int
     compact_tokens: int
+    shape: str | None = None
 
 
 _SHOWN: PerMessage[tuple[str, str, ToolMessage]] = PerMessage(4096)
@@ -195,4 +198,4 @@ def capture(
         return Captured(text, None, True, False, tokens, tokens)
     item = CASItem(ref_id=ref_id, content_hash=digest, raw_hash=raw_hash(text), kind=kind, content=text, summary=compact)
     created = store.put(item, scope, visibility=config.visibility, ttl_seconds=config.ttl_seconds)
-    return Captured(compact, ref_id, False, created, tokens, compact_tokens)
+    return Captured(compact, ref_id, False, created, tokens, compact_tokens, summary.shape)

@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from ctxplugin._text_shapes import detect_text_shape, listing_names
 from ctxplugin.cas._budget import Lines
 from ctxplugin.cas._json_summary import (
     record_list,
@@ -20,7 +21,6 @@ from ctxplugin.cas._json_summary import (
     summarize_wrapped,
 )
 from ctxplugin.cas._records import worth_a_record_set
-from ctxplugin.cas._text_shapes import detect_text_shape, listing_names
 from ctxplugin.cas._text_summary import (
     add_error_lines,
     add_identifiers,

@@ -37,6 +37,8 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage, HumanMessage, ToolMessage
 
+from ctxplugin._messages import annotation
+from ctxplugin._text_shapes import TextShape, detect_text_shape
 from ctxplugin._untrusted import load_json
 from ctxplugin.facts._json_facts import MAX_RECORDS, clip, flat_items, record_fact, tool_label
 from ctxplugin.facts._text import identifiers, sentences, slug
@@ -128,6 +130,13 @@ _NON_SUBJECT = frozenset(
     ["it", "this", "that", "there", "these", "those", "what", "which", "who", "whom", "how", "why", "when", "where", "i", "you", "he", "she", "we", "they", "here", "one", "something", "everything", "nothing", "anything"]
 )
 _MAX_SENTENCES = 40
+_TOOL_TEXT = 4000
+"""Characters of a plain-text tool output the prose rules read."""
+MACHINE_SHAPES: frozenset[TextShape] = frozenset({"code", "diff", "report", "listing"})
+"""Shapes of tool output whose lines state no facts (see :func:`~ctxplugin._text_shapes.detect_text_shape`):
+source code, a diff, a test run's report, a directory listing. Read as prose they give
+statements like "Ret = self" or "rootdir: /testbed", which are not current state; the output
+stays stored whole and its summary keeps its identifiers."""
 _FENCED = re.compile(r"```.*?(?:```|\Z)", re.DOTALL)
 _CODE = re.compile(
     r"[;{}]|[A-Za-z_]\w*\(|\[[^\]\s]*\]|==|!=|->|=>|\+=|\"\"\"|'''|"
@@ -177,7 +186,8 @@ class RuleExtractor:
 
     def __call__(self, message: BaseMessage) -> list[FactDraft]:
         if isinstance(message, ToolMessage):
-            drafts = self.from_tool(content_text(message.content), message.name)
+            shape = annotation(message).get("shape")
+            drafts = self.from_tool(content_text(message.content), message.name, shape=shape if isinstance(shape, str) else None)
         elif isinstance(message, HumanMessage):
             drafts = self.from_text(content_text(message.content))
         else:
@@ -275,8 +285,11 @@ class RuleExtractor:
         return None
 
     # ------------------------------------------------------------------ tool results
-    def from_tool(self, text: str, tool_name: str | None = None) -> list[FactDraft]:
-        """Facts in a tool result: records of JSON objects, or the prose rules on plain text."""
+    def from_tool(self, text: str, tool_name: str | None = None, *, shape: str | None = None) -> list[FactDraft]:
+        """Facts in a tool result: records of JSON objects, or the prose rules on the first
+        characters of plain text, unless it is code, a diff, a test report or a listing
+        (:data:`MACHINE_SHAPES`; ``shape`` is what a summary of the whole output found, else
+        the shape of those characters is told here)."""
         stripped = text.strip()
         if stripped[:1] in "[{":
             try:
@@ -285,7 +298,10 @@ class RuleExtractor:
                 data = None
             if isinstance(data, (dict, list)):
                 return self.from_json(data, tool_name)
-        return self.from_text(stripped[:4000], voice="tool")
+        head = stripped[:_TOOL_TEXT]
+        if (shape or detect_text_shape(head)) in MACHINE_SHAPES:
+            return []
+        return self.from_text(head, voice="tool")
 
     def from_json(self, data: dict[str, Any] | list[Any], tool_name: str | None = None) -> list[FactDraft]:
         """One record fact per JSON object (a list gives its first few objects)."""

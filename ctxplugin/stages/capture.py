@@ -59,16 +59,18 @@ class Capture:
             "ctxplugin.capture_tool_result",
             inputs={"tool_call_id": tool_message.tool_call_id, "name": tool_message.name or ""},
         ) as run:
-            result = self._store(tool_message, scope, report)
+            result, shape = self._store(tool_message, scope, report)
             if self.config.facts.enabled and self.config.facts.extract and fact_source(tool_message):
-                self._read(tool_message, scope, report)
+                self._read(tool_message, scope, report, shape)
             run.finish(outputs={"ref": report.ref_id or ""}, metadata=report.as_metadata)
         emit(CAPTURE_EVENT, report.model_dump())
         return result, report
 
-    def _store(self, tool_message: ToolMessage, scope: Scope, report: CaptureReport) -> ToolMessage:
+    def _store(self, tool_message: ToolMessage, scope: Scope, report: CaptureReport) -> tuple[ToolMessage, str | None]:
+        """The message the conversation carries, and the shape its summary took the output for
+        (None when it was passed through)."""
         if not self.config.cas.enabled:
-            return tool_message
+            return tool_message, None
         start = time.perf_counter()
         try:
             try:
@@ -79,11 +81,11 @@ class Capture:
             report.warnings.append(log_degraded(scope, f"CAS unavailable; tool output passed through: {exc}"))
             return tool_message.model_copy(
                 update={"additional_kwargs": {**tool_message.additional_kwargs, META_KEY: {"warning": str(exc)}}}
-            )
+            ), None
         report.original_tokens = captured.original_tokens
         report.compact_tokens = captured.compact_tokens
         if captured.passthrough or not captured.ref_id:
-            return tool_message
+            return tool_message, None
         report.ref_id = captured.ref_id
         report.passthrough = False
         meta = {
@@ -94,15 +96,17 @@ class Capture:
         }
         return tool_message.model_copy(
             update={"content": captured.text, "additional_kwargs": {**tool_message.additional_kwargs, META_KEY: meta}}
-        )
+        ), captured.shape
 
-    def _read(self, tool_message: ToolMessage, scope: Scope, report: CaptureReport) -> None:
+    def _read(self, tool_message: ToolMessage, scope: Scope, report: CaptureReport, shape: str | None) -> None:
         start = time.perf_counter()
         try:
             if self.reads.first_read(tool_message, scope):
-                # the full output is read, with the ref it is stored under as provenance
+                # the full output is read, with the ref it is stored under as provenance and the
+                # shape its summary found (the rules read no statements from code or a diff)
+                note = {"ref": report.ref_id, **({"shape": shape} if shape else {})}
                 source = tool_message if report.ref_id is None else tool_message.model_copy(
-                    update={"additional_kwargs": {**tool_message.additional_kwargs, META_KEY: {"ref": report.ref_id}}}
+                    update={"additional_kwargs": {**tool_message.additional_kwargs, META_KEY: note}}
                 )
                 report.facts_extracted = len(self.ledger.ingest([source], scope=scope))
         except StoreError as exc:

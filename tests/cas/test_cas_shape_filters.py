@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ctxplugin.cas import _text_shapes as shapes
+from ctxplugin import _text_shapes as shapes
 
 LINES = [
     "def run(x):", "    async def fetch(self):", "\u00a0\u2003class Model(Base):", "export default function App() {",

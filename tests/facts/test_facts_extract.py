@@ -10,7 +10,7 @@ import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.runnables import RunnableLambda
 
-from ctxplugin import InvalidInputError
+from ctxplugin import ContextConfig, InvalidInputError
 from ctxplugin.config import FactsConfig
 from ctxplugin.facts import (
     FactDraft,
@@ -22,6 +22,7 @@ from ctxplugin.facts import (
 )
 from ctxplugin.facts.model import FactQuery
 from ctxplugin.scope import Scope
+from ctxplugin.testing import memory_engine
 
 S = Scope(session_id="s1", user_id="u1")
 DATA = Path(__file__).resolve().parents[2] / ".." / "shared" / "data"
@@ -331,3 +332,64 @@ def test_a_tools_diagnostic_about_a_long_path_is_not_a_keyed_value() -> None:
     line = "grep: src/marshmallow/__pycache__/fields.cpython-311.pyc: binary file matches"
     assert [(d.kind, d.key) for d in RuleExtractor().from_text(line, voice="tool")] == [("entity", None)]
     assert [(d.kind, d.key) for d in RuleExtractor().from_text("status: confirmed", voice="tool")] == [("fact", "status")]
+
+
+SOURCE = (
+    "class PersonName:\n"
+    "    def __init__(self, val, encodings=None, original_string=None):\n"
+    "        # The decoded PersonName object or an empty string.\n"
+    "        self.original_string = original_string\n"
+    "        ret = self\n"
+    "        self._components = None\n"
+    "\n"
+    "    def __str__(self):\n"
+    "        return self.original_string\n"
+    "\n"
+    "    def __eq__(self, other):\n"
+    "        return str(self) == other\n"
+)
+REPORT = (
+    "============================= test session starts ==============================\n"
+    "platform linux -- Python 3.11.5, pytest-9.0.3, pluggy-1.6.0 -- /opt/miniconda3/bin/python\n"
+    "cachedir: .pytest_cache\n"
+    "rootdir: /testbed\n"
+    "collected 3 items\n"
+    "\n"
+    "pydicom/tests/test_valuerep.py::TestPersonName::test_last_first PASSED   [ 33%]\n"
+    "pydicom/tests/test_valuerep.py::TestPersonName::test_copy PASSED         [ 66%]\n"
+    "pydicom/tests/test_valuerep.py::TestPersonName::test_three_component PASSED [100%]\n"
+)
+DIFF = (
+    "diff --git a/pydicom/valuerep.py b/pydicom/valuerep.py\n"
+    "index e992f7872..3ac2ac0d4 100644\n"
+    "--- a/pydicom/valuerep.py\n"
+    "+++ b/pydicom/valuerep.py\n"
+    "@@ -744,6 +744,9 @@ class PersonName:\n"
+    "     def __str__(self):\n"
+    "+    def __contains__(self, x):\n"
+    "+        return x in self.__str__()\n"
+)
+
+
+@pytest.mark.parametrize("output", [SOURCE, REPORT, DIFF], ids=["source", "test report", "diff"])
+def test_code_a_test_report_or_a_diff_from_a_tool_states_no_facts(output: str) -> None:
+    # read line by line, each gives statements ("rootdir: /testbed", "Ret = self") that are not state
+    assert any(RuleExtractor().from_text(line, voice="tool") for line in output.splitlines())
+    assert RuleExtractor().from_tool(output, "bash") == []
+    # a summary's shape is taken as given: prose a summary found to be code states nothing either
+    prose = "The order status is shipped. Deadline: Friday 14 March."
+    assert RuleExtractor().from_tool(prose, "bash", shape="code") == []
+    assert RuleExtractor().from_tool(prose, "bash", shape="text") != []
+
+
+def test_a_captured_command_output_is_read_by_its_summarys_shape() -> None:
+    engine = memory_engine(ContextConfig())
+    scope = Scope(session_id="shapes")
+    # a long source listing behind a command wrapper: summarized as code, no facts read
+    listing = "<returncode>0</returncode>\n<output>\n" + SOURCE * 60 + "</output>"
+    _, report = engine.capture_with_report(ToolMessage(listing, tool_call_id="c1", name="bash"), scope)
+    assert report.ref_id is not None and report.facts_extracted == 0
+    # a long page of prose from the same tool is read
+    page = "The order status is shipped. Deadline: Friday 14 March.\n" + "Nothing else of note was found here today.\n" * 300
+    _, report = engine.capture_with_report(ToolMessage(page, tool_call_id="c2", name="fetch"), scope)
+    assert report.ref_id is not None and report.facts_extracted >= 1
