@@ -130,6 +130,10 @@ _NON_SUBJECT = frozenset(
     ["it", "this", "that", "there", "these", "those", "what", "which", "who", "whom", "how", "why", "when", "where", "i", "you", "he", "she", "we", "they", "here", "one", "something", "everything", "nothing", "anything"]
 )
 _MAX_SENTENCES = 40
+_TOOL_TROUBLE = re.compile(r"(?i)\b(?:errors?|exceptions?|traceback|fatal|failed|failures?)\b|[a-z](?:Error|Exception):|\bNo module named\b")
+"""A tool's report of something that went wrong ("Error during parsing: ...", "ModuleNotFoundError:
+...", "python: No module named pytest"): what happened when it ran, not current state. Its
+summary and the history keep such lines at every tier; as a fact it would outlive the fix."""
 _TOOL_TEXT = 4000
 """Characters of a plain-text tool output the prose rules read."""
 MACHINE_SHAPES: frozenset[TextShape] = frozenset({"code", "diff", "report", "listing"})
@@ -200,7 +204,9 @@ class RuleExtractor:
         out: list[FactDraft] = []
         seen: set[str] = set()
         for sentence in sentences(_FENCED.sub("\n", text))[:_MAX_SENTENCES]:
-            if _CODE.search(sentence) or _TRACE_FRAME.match(sentence) or (voice == "tool" and _PROGRESS.match(sentence)):
+            if _CODE.search(sentence) or _TRACE_FRAME.match(sentence) or (
+                voice == "tool" and (_PROGRESS.match(sentence) or _TOOL_TROUBLE.search(sentence))
+            ):
                 continue
             for draft in self._sentence(sentence, voice):
                 if draft.text not in seen:

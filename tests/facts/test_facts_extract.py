@@ -393,3 +393,23 @@ def test_a_captured_command_output_is_read_by_its_summarys_shape() -> None:
     page = "The order status is shipped. Deadline: Friday 14 March.\n" + "Nothing else of note was found here today.\n" * 300
     _, report = engine.capture_with_report(ToolMessage(page, tool_call_id="c2", name="fetch"), scope)
     assert report.ref_id is not None and report.facts_extracted >= 1
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "/opt/miniconda3/bin/python: No module named pytest",
+        "Error during parsing: Dropped elements in sequence matching!",
+        "Payment failed for order OBUT9V: card declined",
+        "Build failed: 3 errors in src/app.ts",
+        "Fatal: repository 'https://example.com/x.git' not found",
+    ],
+)
+def test_a_tools_report_of_a_failure_states_no_facts(line: str) -> None:
+    # what happened when the tool ran, kept in its summary and the history; as a fact it would
+    # still say "No module named pytest" after the agent installed it
+    assert RuleExtractor().from_tool(line, "bash") == []
+    # pasted by the user, the same words are what the user states
+    assert [draft.text for draft in RuleExtractor().from_text(line)] == [line]
+    # the output's other lines are read as before
+    assert RuleExtractor().from_tool(f"{line}\nThe order status is shipped.", "bash")
