@@ -11,6 +11,7 @@ from ctxplugin.config import FactsConfig
 from ctxplugin.errors import InvalidInputError
 from ctxplugin.facts import FactsLedger, MemoryFactStore
 from ctxplugin.facts.model import ScoredFact
+from ctxplugin.facts.outdated import in_force, replaced_by
 from ctxplugin.facts.render import current_once
 from ctxplugin.scope import scope_from_config
 from ctxplugin.testing import facts_block, memory_engine
@@ -368,6 +369,12 @@ def test_a_fact_read_from_a_message_stating_a_replaced_value_is_not_shown_as_cur
     assert block.count("CANCELLED due to budget freeze") == 1 and "po_status_v2" in block
     first = next(m for m in view if isinstance(m, HumanMessage) and "approved" in str(m.content))
     assert str(first.content).startswith("[outdated: po_status is now: Purchase Order #4521 CANCELLED")
+    # read in words: the other statement of that message is not a replaced value
+    rules = in_force(eng.facts, S)
+    stated = {fact.text: fact for fact in read}
+    on_record = next(h.fact for h in eng.facts.search("Make sure this is on record", scope=S) if "on record" in h.fact.text)
+    assert replaced_by(on_record, rules) is None
+    assert any(replaced_by(fact, rules) is not None for text, fact in stated.items() if "approved" in text)
 
 
 def test_a_statement_of_the_replaced_value_stays_current_when_stronger_or_the_callers() -> None:
