@@ -37,7 +37,7 @@ from ctxplugin._lru import LRU, TextKey, text_key
 from ctxplugin._message_values import REF_SHAPE, read, refs_in
 from ctxplugin._prefix import Prefix, Stamp
 from ctxplugin.fidelity import Fidelity
-from ctxplugin.history.identifiers import RUN, longest_run, occurs
+from ctxplugin.history.identifiers import RUN, longest_run, occurs, value_runs
 
 
 class SessionFidelity:
@@ -82,12 +82,6 @@ def _adds(message: BaseMessage) -> tuple[object, ...]:
     if isinstance(message, ToolMessage):
         return (message.tool_call_id, text_key(read(message).text))
     return ()
-
-
-@lru_cache(maxsize=65536)
-def _runs(value: str) -> frozenset[str]:
-    """The :data:`RUN` s of ``value``."""
-    return frozenset(RUN.findall(value))
 
 
 @lru_cache(maxsize=65536)
@@ -251,7 +245,7 @@ class _Session:
             if where is not None and searched.get(where[0]) is where[1]:
                 found.add(value)
                 continue
-            wanted = _runs(value) if "\n" not in value else frozenset()
+            wanted = value_runs(value) if "\n" not in value else frozenset()
             if not wanted:  # nothing to look up by (no letter or digit, or a line break): the whole view
                 view_text = "\n".join(text for _, text in texts) if view_text is None else view_text
                 if occurs(value, view_text):
@@ -384,7 +378,7 @@ class _Session:
                 self.unindexed.append(value)
             else:
                 self.by_run.setdefault(run, []).append(value)
-                self.runs_of[value] = _runs(value)
+                self.runs_of[value] = value_runs(value)
 
 
 __all__ = ["SessionFidelity"]

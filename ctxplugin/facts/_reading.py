@@ -266,11 +266,11 @@ def replaced_by(fact: Fact, rules: InForce) -> Change | None:
     if not words:
         return None
     rank = AUTHORITY_RANK[fact.authority]
-    refs = {fact.source.ref} if fact.source.ref else set()
+    source = fact.source.ref
     for change in rules.candidates.of(words, set()):
         if change.new.id == fact.id or change.old.id == fact.id:
             continue
-        if change.new.source.ref is not None and change.new.source.ref in refs:
+        if source is not None and change.new.source.ref == source:
             continue  # read from the message that made the change
         if rank > AUTHORITY_RANK[change.new.authority]:
             continue

@@ -7,14 +7,13 @@ A note is one ``HumanMessage``: a lead naming the exchanges it stands for, then 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from functools import lru_cache
 
 from langchain_core.messages import HumanMessage
 
 from ctxplugin._lru import Memo
 from ctxplugin._messages import META_KEY
 from ctxplugin.history._note_values import Labelled, _label_rank, _Valued
-from ctxplugin.history.identifiers import RUN, longest_run, occurs
+from ctxplugin.history.identifiers import RUN, longest_run, occurs, value_runs
 from ctxplugin.tokens import MESSAGE_OVERHEAD, TokenCounter
 
 EXPAND_HINT = "their stored tool outputs stay readable with expand_ref"
@@ -75,12 +74,6 @@ def _runs_of(text: str) -> frozenset[str]:
     return _RUNS.get_or_make(text, lambda: frozenset(RUN.findall(text)))
 
 
-@lru_cache(maxsize=8192)
-def _value_runs(value: str) -> frozenset[str]:
-    """The :data:`RUN` s of one value (values are weighed for many notes of a conversation)."""
-    return frozenset(RUN.findall(value))
-
-
 class _Picker:
     """The values a note lists, picked greedily within a token budget."""
 
@@ -105,7 +98,7 @@ class _Picker:
         """The chosen values that ``value`` shows (occur in it as whole tokens), in the order
         they were chosen."""
         by_run = self._by_run
-        runs = _value_runs(value)
+        runs = value_runs(value)
         if by_run.keys().isdisjoint(runs):  # most values: none chosen shares a run with it
             pool = self._runless
             if not pool:
@@ -160,7 +153,7 @@ class _Picker:
                 self._taken.add(value)
                 self._labels.add(label)
                 self._listed = f"{self._listed} | {value}"
-                self._listed_runs.update(_value_runs(value))
+                self._listed_runs.update(value_runs(value))
                 budget -= cost
             else:
                 later.append(item)

@@ -192,6 +192,13 @@ characters, and its first and last runs by the token's boundaries."""
 
 
 @lru_cache(maxsize=65536)
+def value_runs(value: str) -> frozenset[str]:
+    """The :data:`RUN` s of ``value`` (memoised: the same values are looked up call after call,
+    for the context notes and for the account of values a view shows)."""
+    return frozenset(RUN.findall(value))
+
+
+@lru_cache(maxsize=65536)
 def longest_run(value: str) -> str:
     """The longest :data:`RUN` of ``value`` (the first of equal length; ``""`` when it has none):
     as a rule the rarest, a file name rather than the ``repo`` every path starts with."""
@@ -204,4 +211,4 @@ def missing(values: Iterable[str], text: str) -> list[str]:
     return [v for v in values if not occurs(v, text)]
 
 
-__all__ = ["ALERT_LINE", "RUN", "alert_lines", "identifiers", "longest_run", "missing", "occurs", "quoted"]
+__all__ = ["ALERT_LINE", "RUN", "alert_lines", "identifiers", "longest_run", "missing", "occurs", "quoted", "value_runs"]

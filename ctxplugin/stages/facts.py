@@ -25,7 +25,7 @@ from ctxplugin._prefix import Prefix, Stamp
 from ctxplugin.budget import FactLine
 from ctxplugin.config import FactsConfig, HistoryConfig
 from ctxplugin.errors import StoreError
-from ctxplugin.facts import FactsLedger
+from ctxplugin.facts import Fact, FactsLedger
 from ctxplugin.facts.outdated import (
     Asides,
     Exploring,
@@ -99,6 +99,7 @@ class ChooseFacts:
         marked = view.outdated_marked
         fresh: list[BaseMessage] = []
         shown: Sequence[BaseMessage] = body
+        in_force_now: InForce | None = None  # what marking reads; facts restating a change are not current
         try:
             if self.config.extract:
                 fresh = [m for m in seen.new_sources if self.reads.first_read(m, scope)]
@@ -109,7 +110,7 @@ class ChooseFacts:
                 # the latest user message is shown exactly as sent; the one before it no longer
                 if was_latest not in (-1, latest):
                     changed = min(changed, was_latest)
-                rules = self._in_force(key, scope)
+                rules = in_force_now = self._in_force(key, scope)
                 if view.room is not None and view.room.whole:
                     rules = replaced_in_view(rules, body)
                 before = len(seen.marking.out)
@@ -126,11 +127,10 @@ class ChooseFacts:
             if window is not None:
                 with self._lock:
                     frozen = self._window_lines.get(key)
-                if frozen is not None and frozen[0] == window and self._all_current(key, frozen, scope):
+                if frozen is not None and frozen[0] == window and self._all_current(key, frozen, scope, in_force_now):
                     return self._done(view, shown, frozen[1], extracted, marked, seen)
             generation = self._generation()  # before the read: a write during it reads again later
             scored = self.ledger.search(query, scope=scope, k=self.config.k) if query and self.config.k else []
-            standing_rules = self._in_force(key, scope) if self.config.mark_outdated and scored else None
         except StoreError as exc:
             # read again on a later call, once the store is back (the reading starts afresh)
             self.reads.forget(fresh, scope)
@@ -140,7 +140,7 @@ class ChooseFacts:
         used = 0
         for hit in current_once(scored):
             fact = hit.fact
-            if standing_rules is not None and replaced_by(fact, standing_rules) is not None:
+            if not _stands(fact, in_force_now):
                 continue  # restates a replaced value: its message is marked, the fact is not current
             keyed = self.config.skip_shown and tracked(fact)
             stated = restates(fact.text, standing)
@@ -235,21 +235,19 @@ class ChooseFacts:
                 return counted
         return None
 
-    def _all_current(self, key: str, frozen: tuple[str, tuple[FactLine, ...], int | None], scope: Scope) -> bool:
+    def _all_current(
+        self, key: str, frozen: tuple[str, tuple[FactLine, ...], int | None], scope: Scope, rules: InForce | None
+    ) -> bool:
         """Whether every fact of the frozen lines is still valid (none superseded since it was
-        chosen): read again only when the store was written since they were last found so."""
+        chosen, none restating a value ``rules`` replaced): read again only when the store was
+        written since they were last found so."""
         window, lines, checked = frozen
         generation = self._generation()
         if generation is not None and generation == checked:
             return True
         ids = [line.fact_id for line in lines]
         if ids:
-            rules = self._in_force(key, scope) if self.config.mark_outdated else None
-            valid = {
-                fact.id
-                for fact in self.ledger.store.get(ids, reader=scope)
-                if fact.is_valid and (rules is None or replaced_by(fact, rules) is None)
-            }
+            valid = {fact.id for fact in self.ledger.store.get(ids, reader=scope) if fact.is_valid and _stands(fact, rules)}
             if not all(fact_id in valid for fact_id in ids):
                 return False
         with self._lock:
@@ -360,6 +358,13 @@ def _hypothetical(message: BaseMessage) -> BaseMessage:
     return message.model_copy(
         update={"additional_kwargs": {**message.additional_kwargs, META_KEY: {**note, "fact_scope": "hypothetical"}}}
     )
+
+
+def _stands(fact: Fact, rules: InForce | None) -> bool:
+    """Whether ``fact`` may be shown as current under ``rules`` (the changes in force, when
+    outdated statements are marked): not when it repeats a value they replaced, as its message
+    is marked (see :func:`~ctxplugin.facts.outdated.replaced_by`)."""
+    return rules is None or replaced_by(fact, rules) is None
 
 
 def _reader_key(scope: Scope) -> str:
