@@ -20,6 +20,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from ctxplugin._untrusted import valid_unicode
 from ctxplugin.config import ContextConfig
 from ctxplugin.errors import CtxpluginError, InvalidInputError
 from ctxplugin.replay.loaders import FORMATS, Format, load_file
@@ -53,6 +54,33 @@ def _stdout() -> Console:
     console = Console(highlight=False)
     # Piped output has no terminal width; keep tables on one line per row.
     return console if console.is_terminal else Console(highlight=False, width=160)
+
+
+def _raw(text: str) -> bytes:
+    """The UTF-8 bytes of ``text``; a lone surrogate a host made from an undecodable byte
+    (``surrogateescape``) is that byte again, any other is kept as ``surrogatepass`` writes it."""
+    try:
+        return text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogatepass")
+
+
+def _emit(text: str) -> None:
+    """Write ``text`` to stdout as :func:`_raw` encodes it, whatever error handler stdout has (a
+    UTF-8 locale's is ``strict``, which refuses the undecodable bytes a stored output may hold)."""
+    buffer = getattr(sys.stdout, "buffer", None)
+    if buffer is None:
+        sys.stdout.write(text)
+        return
+    sys.stdout.flush()
+    buffer.write(_raw(text))
+    buffer.flush()
+
+
+def _json(document: object) -> str:
+    """``document`` as indented JSON: UTF-8 text, or ``\\u`` escapes where it holds lone surrogates."""
+    text = json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False)
+    return text if valid_unicode(text) is text else json.dumps(document, indent=2, sort_keys=True)
 
 
 def _fail(message: str, code: int = 1) -> NoReturn:
@@ -215,7 +243,7 @@ def replay(
     document = result.to_json()
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")
+        out.write_text(_json(document) + "\n", encoding="utf-8")
     replayed = any(f.conversations for f in result.files)
     if chart is not None and replayed:
         from ctxplugin.replay.chart import write_chart
@@ -225,7 +253,7 @@ def replay(
         except CtxpluginError as exc:
             _fail(str(exc))
     if json_output:
-        sys.stdout.write(json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
+        _emit(_json(document) + "\n")
     elif markdown:
         sys.stdout.write(render.markdown_table(result))
     elif replayed:
@@ -268,7 +296,7 @@ def inspect(
     except CtxpluginError as exc:
         _fail(str(exc))
     if json_output:
-        sys.stdout.write(json.dumps(item.to_json(), indent=2, sort_keys=True, ensure_ascii=False) + "\n")
+        _emit(_json(item.to_json()) + "\n")
         return
     _stdout().print(render(item, full=full))
     if path is not None:
@@ -319,7 +347,7 @@ def expand(
             store.close()
     except CtxpluginError as exc:
         _fail(f"{ref}: {exc}")
-    sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    _emit(text if text.endswith("\n") else text + "\n")
 
 
 def main() -> None:

@@ -73,3 +73,15 @@ def test_a_bad_field_path_exits_with_the_reason(stored: tuple[Path, str, str]) -
     result = CliRunner().invoke(app, ["expand", profile, "--path", str(path), "--session", "cli", "--fields", "address.country"])
     assert result.exit_code == 1
     assert "no key 'country'" in result.stderr and "city" in result.stderr
+
+
+def test_an_output_with_undecodable_bytes_is_printed_as_those_bytes(tmp_path: Path) -> None:
+    raw = ("café 1\n".encode() + bytes(range(0x80, 0x100)) + b"\nlast line\n") * 40
+    engine = ContextEngine(ContextConfig(facts={"extract": False}), cas=SQLiteCASStore(tmp_path / "cas.sqlite3"))
+    text = raw.decode("utf-8", "surrogateescape")  # how a host reads a process's bytes it cannot decode
+    out = engine.capture_tool_result(ToolMessage(content=text, tool_call_id="bin", name="bash"), scope=SCOPE)
+    engine.cas.close()
+    # a UTF-8 locale's stdout refuses lone surrogates; the bytes go out as they came in
+    result = CliRunner().invoke(app, ["expand", annotation(out)["ref"], "--path", str(tmp_path), "--session", SCOPE.session_id])
+    assert result.exit_code == 0, result.output
+    assert result.stdout_bytes == raw

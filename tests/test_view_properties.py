@@ -38,7 +38,9 @@ SETTINGS = settings(
 )
 
 TOOLS = ["search_flights", "read_log", "get_user", "cancel"]
-WORDS = ["flight", "HAT042", "refund", "Austin", "order #W1007", "error", "seat 14C", "2026-11-24", "ok", "why"]
+# with undecodable bytes as a host that decodes with surrogateescape passes them (a lone
+# surrogate), and text that is not Latin
+WORDS = ["flight", "HAT042", "refund", "Austin", "order #W1007", "error", "seat 14C", "2026-11-24", "ok", "why", "Caf\udce9", "\u5c71\u7530"]
 
 
 @st.composite

@@ -20,7 +20,12 @@ from ctxplugin._chroma import claim_directory, set_http_timeout, translated
 from ctxplugin.cache.store import CacheEntry
 from ctxplugin.errors import ConfigError, StoreError
 from ctxplugin.facts import chroma_embedding_function
-from ctxplugin.facts.embedding import as_embeddings, embedding_identity
+from ctxplugin.facts.embedding import (
+    as_embeddings,
+    document_vectors,
+    embedding_identity,
+    query_vector,
+)
 
 DEFAULT_COLLECTION = "ctxplugin_answers"
 
@@ -142,14 +147,14 @@ class ChromaAnswerCacheStore:
 
     # ------------------------------------------------------------------ AnswerCacheStore
     def put(self, entry: CacheEntry) -> None:
-        vector = self.embedding.embed_documents([entry.search_text])[0]
+        vector = document_vectors(self.embedding, [entry.search_text])[0]
         with translated("store a cached answer"):
             self._open().upsert(ids=[entry.key], documents=[entry.query], embeddings=[vector], metadatas=[_metadata(entry)])
 
     def candidates(self, partition: str, signature: str, query: str, *, now: float, n: int) -> list[tuple[CacheEntry, float]]:
         if n <= 0:
             return []
-        vector = self.embedding.embed_query(query)
+        vector = query_vector(self.embedding, query)
         where = {"$and": [{"partition": partition}, {"signature": signature}, {"expires_at": {"$gt": now}}]}
         with translated("look up cached answers"):
             result = self._open().query(

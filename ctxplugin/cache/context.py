@@ -25,6 +25,7 @@ from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage, To
 
 from ctxplugin._messages import annotation
 from ctxplugin._names import META_TOOL_NAMES
+from ctxplugin._untrusted import valid_unicode
 from ctxplugin.cache.guard import normalize_query, wording
 from ctxplugin.errors import CtxpluginError
 from ctxplugin.facts import Fact, FactsLedger, words
@@ -124,7 +125,8 @@ def call_context(
     registry: ToolRegistry,
     ledger: FactsLedger | None,
 ) -> CallContext | None:
-    """The cache's view of a call, or ``None`` when there is no user question to key it by.
+    """The cache's view of a call, or ``None`` when there is no user question to key it by (or
+    the question holds undecodable bytes).
 
     Args:
         messages: the conversation as the host holds it (system prompt first, if any).
@@ -143,7 +145,9 @@ def call_context(
     humans = [content_text(m.content) for m in messages if isinstance(m, HumanMessage)]
     query = humans[-1] if humans else ""
     query_norm = normalize_query(query)
-    if not query_norm:
+    if not query_norm or valid_unicode(query) is not query:
+        # no question, or one holding undecodable bytes (lone surrogates), which no store
+        # keeps as text exactly: the call goes to the model uncached
         return None
     # earlier questions by their significant wording: a greeting, a thanks or a rephrased
     # repeat of the current question adds nothing an answer could depend on

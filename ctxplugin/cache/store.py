@@ -18,7 +18,7 @@ from langchain_core.messages import AIMessage
 from pydantic import BaseModel, ConfigDict, Field
 
 from ctxplugin.cache.guard import search_text
-from ctxplugin.facts.embedding import as_embeddings
+from ctxplugin.facts.embedding import as_embeddings, document_vectors, query_vector
 from ctxplugin.scope import Scope
 from ctxplugin.tokens import content_text
 
@@ -162,7 +162,7 @@ class MemoryAnswerCacheStore:
         self._lock = threading.Lock()
 
     def put(self, entry: CacheEntry) -> None:
-        vector = _unit(self.embedding.embed_documents([entry.search_text])[0])
+        vector = _unit(document_vectors(self.embedding, [entry.search_text])[0])
         with self._lock:
             self._entries[entry.key] = (entry, vector)
 
@@ -177,7 +177,7 @@ class MemoryAnswerCacheStore:
             ]
         if not pool:
             return []
-        wanted = _unit(self.embedding.embed_query(query))
+        wanted = _unit(query_vector(self.embedding, query))
         scored = [(entry, _dot(wanted, vector)) for entry, vector in pool]
         scored.sort(key=lambda pair: pair[1], reverse=True)
         return scored[:n]

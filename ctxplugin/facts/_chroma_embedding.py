@@ -13,7 +13,12 @@ from langchain_core.embeddings import Embeddings
 
 from ctxplugin._chroma import translated
 from ctxplugin.errors import ConfigError, StoreError
-from ctxplugin.facts.embedding import HashingEmbedding, _CallableEmbeddings, embedding_identity
+from ctxplugin.facts.embedding import (
+    HashingEmbedding,
+    _CallableEmbeddings,
+    document_vectors,
+    embedding_identity,
+)
 
 
 def _translated(action: str) -> AbstractContextManager[None]:
@@ -49,7 +54,7 @@ def _adapter_class() -> type[Any]:
                     f"the embedding {self.identity!r} of this collection cannot be rebuilt from its "
                     "stored configuration; open it through ChromaFactStore with the same embedding"
                 )
-            return [list(v) for v in self.embedding.embed_documents(list(input))]
+            return [list(v) for v in document_vectors(self.embedding, list(input))]
 
         @staticmethod
         def name() -> str:

@@ -39,7 +39,9 @@ from ctxplugin.facts._chroma_write import grouped, upsert
 from ctxplugin.facts.embedding import (
     HashingEmbedding,
     as_embeddings,
+    document_vectors,
     embedding_identity,
+    query_vector,
 )
 from ctxplugin.facts.lexical import terms
 from ctxplugin.facts.model import Fact, FactQuery, matches, reader_keys, revises
@@ -206,7 +208,7 @@ class ChromaFactStore:
             with _translated("store facts"):
                 self._client_now()  # the embedding is settled once connected
                 texts = [f.text for f in added]
-                vectors = {f.id: v for f, v in zip(added, self.embedding.embed_documents(texts) if texts else [], strict=True)}
+                vectors = {f.id: v for f, v in zip(added, document_vectors(self.embedding, texts) if texts else [], strict=True)}
                 for tenant, (new, changed) in groups.items():
                     collection = self._collection(tenant)
                     index = self._lexical.get(collection.name)
@@ -257,7 +259,7 @@ class ChromaFactStore:
         memo_key = "\x00".join(reader_keys(query.reader))
         with _translated("search facts"):
             collection = self._collection(query.reader.tenant_id or "")
-            vector = self.embedding.embed_query(text)
+            vector = query_vector(self.embedding, text)
             tries = self._filter_first.get(memo_key, 0)
             if tries == 0 or tries % _RETRY_UNFILTERED == 0:
                 for wide in (n, n * _WIDER):

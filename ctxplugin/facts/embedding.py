@@ -22,6 +22,7 @@ from typing import Any
 from langchain_core.embeddings import Embeddings
 
 from ctxplugin._lru import LRU, TextKey, text_key
+from ctxplugin._untrusted import valid_unicode
 from ctxplugin.errors import ConfigError
 from ctxplugin.facts._text import STOPWORDS, is_identifier, parts_of, stem, words
 
@@ -263,4 +264,16 @@ def cosine(a: Sequence[float], b: Sequence[float]) -> float:
     return dot / (na * nb)
 
 
-__all__ = ["HashingEmbedding", "as_embeddings", "cosine", "default_embedding", "embedding_identity"]
+def query_vector(embedding: Embeddings, text: str) -> list[float]:
+    """``embedding.embed_query(text)`` with lone surrogates (undecodable bytes a host decoded with
+    ``surrogateescape``) replaced by U+FFFD first: no tokenizer or embedding API can encode them,
+    and a question holding one must not fail the call."""
+    return embedding.embed_query(valid_unicode(text))
+
+
+def document_vectors(embedding: Embeddings, texts: Sequence[str]) -> list[list[float]]:
+    """``embedding.embed_documents(texts)``, each text made encodable as :func:`query_vector` does."""
+    return embedding.embed_documents([valid_unicode(text) for text in texts])
+
+
+__all__ = ["HashingEmbedding", "as_embeddings", "cosine", "default_embedding", "document_vectors", "embedding_identity", "query_vector"]

@@ -14,7 +14,7 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 from langchain_core.embeddings import Embeddings
 
 from ctxplugin.facts._vectors import Vectors
-from ctxplugin.facts.embedding import as_embeddings
+from ctxplugin.facts.embedding import as_embeddings, document_vectors, query_vector
 from ctxplugin.facts.lexical import LexicalIndex
 from ctxplugin.facts.model import Fact, FactQuery, matches, reader_keys, revises, visibility_key
 from ctxplugin.scope import Scope
@@ -100,7 +100,7 @@ class MemoryFactStore:
         """Changes with every write that can change what is in force (see :class:`FactStore`)."""
 
     def add(self, facts: Sequence[Fact]) -> None:
-        vectors = self.embedding.embed_documents([f.text for f in facts]) if facts else []
+        vectors = document_vectors(self.embedding, [f.text for f in facts]) if facts else []
         touched: dict[str, list[Fact]] = {}
         with self._lock:
             self._vectors.check(vectors)
@@ -176,7 +176,7 @@ class MemoryFactStore:
     def search(self, text: str, query: FactQuery, *, n: int) -> list[tuple[Fact, float]]:
         if n <= 0:
             return []
-        vector = self.embedding.embed_query(text)
+        vector = query_vector(self.embedding, text)
         facts = self._pool(query)
         with self._lock:
             scores = self._vectors.cosines([f.id for f in facts], vector)

@@ -23,7 +23,7 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
 
 from ctxplugin.cache import CacheEntry
-from ctxplugin.facts.embedding import as_embeddings
+from ctxplugin.facts.embedding import as_embeddings, document_vectors, query_vector
 from ctxplugin_postgres._db import DEFAULT_SCHEMA, POOL_TIMEOUT_S, Plan, Stmt, compose
 from ctxplugin_postgres._store import PooledStore, owned_pool
 
@@ -137,7 +137,7 @@ class PostgresAnswerCacheStore(PooledStore):
             "key": entry.key,
             "partition": entry.partition,
             "query": entry.query,
-            "vector": _unit(self.embedding.embed_documents([entry.search_text])[0]),
+            "vector": _unit(document_vectors(self.embedding, [entry.search_text])[0]),
             "answer": entry.answer_text,
             "signature": entry.signature,
             "refs": list(entry.refs),
@@ -157,7 +157,7 @@ class PostgresAnswerCacheStore(PooledStore):
         if n <= 0:
             return []
         params = {
-            "vector": _unit(self.embedding.embed_query(query)),
+            "vector": _unit(query_vector(self.embedding, query)),
             "partition": partition,
             "signature": signature,
             "now": now,
