@@ -95,3 +95,12 @@ def test_a_kept_conversation_with_undecodable_bytes_survives_a_restart(tmp_path:
     again = ContextEngine.embedded(tmp_path / "store").history("s1")
     assert [m.content for m in again.full_messages] == [QUESTION, "Caf\udce9 \u5c71\u7530: yes."]
     assert again.messages[-1].content == "Caf\udce9 \u5c71\u7530: yes."
+
+
+def test_a_reader_whose_ids_hold_undecodable_bytes_reads_its_facts_from_chroma(tmp_path: Path) -> None:
+    engine = ContextEngine.embedded(tmp_path / "store", ContextConfig())
+    scope = Scope(session_id="s\udcff1", user_id="u\udce9")
+    engine.facts.write("Max discount for Acme is 15%", key="acme_discount", scope=scope)
+    prepared = engine.prepare([SystemMessage(content="You are a sales agent."), HumanMessage(content="What discount can Acme get?")], scope=scope)
+    assert prepared.report.warnings == []
+    assert [f.key for f in prepared.report.facts] == ["acme_discount"]

@@ -16,6 +16,7 @@ from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from ctxplugin._untrusted import valid_unicode
 from ctxplugin.errors import InvalidInputError
 from ctxplugin.facts._text import normalize
 from ctxplugin.scope import Scope, Visibility, scope_key
@@ -313,7 +314,10 @@ def reader_keys(scope: Scope) -> list[str]:
     if scope.workspace_id:
         parts.append(("w", tenant, scope.workspace_id))
     keys = [scope_key(*p) for p in parts]
-    keys += [f"{p[0]}|{'|'.join(v or '' for v in p[1:])}" for p in parts]
+    # an old key with undecodable bytes (a lone surrogate) was never stored: no store keeps one,
+    # and a Chroma filter holding one is refused as a whole
+    old = (f"{p[0]}|{'|'.join(v or '' for v in p[1:])}" for p in parts)
+    keys += [key for key in old if valid_unicode(key) is key]
     return keys
 
 
