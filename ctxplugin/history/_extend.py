@@ -320,7 +320,7 @@ def _grown_window(window: tuple[WindowLimit, ...] | None, parts: Sequence[Parts]
         tokens = limit.tokens + sum(p[column] for p in parts)
         if tokens > limit.most:
             return None
-        limits.append(replace(limit, tokens=tokens))
+        limits.append(WindowLimit(limit.kind, limit.is_kind, tokens, limit.most))  # replace() costs 8 us
     return tuple(limits)
 
 
