@@ -28,6 +28,9 @@ class WriteBatch:
         self.store = store
         self._added: dict[str, Fact] = {}
         self._updated: dict[str, Fact] = {}
+        # the added facts by text hash (ids in the order added): a duplicate check, one per fact
+        # read, looks its text up here instead of testing every pending fact
+        self._added_by_hash: dict[str, dict[str, None]] = {}
         # what prefetch read: the reader, the keys and text hashes asked for, the facts found
         self._known: tuple[Scope, frozenset[str], frozenset[str], list[Fact]] | None = None
 
@@ -61,14 +64,23 @@ class WriteBatch:
     def add(self, facts: Sequence[Fact]) -> None:
         for fact in facts:
             self._updated.pop(fact.id, None)
-            self._added[fact.id] = fact
+            self._put_added(fact)
 
     def update(self, facts: Sequence[Fact]) -> None:
         for fact in facts:
             if fact.id in self._added:
-                self._added[fact.id] = fact  # still to be added: added as it is now
+                self._put_added(fact)  # still to be added: added as it is now
             else:
                 self._updated[fact.id] = fact
+
+    def _put_added(self, fact: Fact) -> None:
+        old = self._added.get(fact.id)
+        self._added[fact.id] = fact
+        if old is not None and old.text_hash == fact.text_hash:
+            return  # indexed already, in its place
+        if old is not None:
+            self._added_by_hash[old.text_hash].pop(fact.id, None)
+        self._added_by_hash.setdefault(fact.text_hash, {})[fact.id] = None
 
     def _pending(self, fact_id: str) -> Fact | None:
         fact = self._added.get(fact_id)
@@ -101,7 +113,11 @@ class WriteBatch:
             if fact.id not in self._added and matches(pending, query):
                 found.append(pending)
         found += [f for f in self._updated.values() if f.id not in seen and matches(f, query)]
-        found += [f for f in self._added.values() if matches(f, query)]
+        if query.text_hash is None:
+            found += [f for f in self._added.values() if matches(f, query)]
+        else:
+            added = self._added_by_hash.get(query.text_hash, {})
+            found += [f for f in (self._added[i] for i in added) if matches(f, query)]
         found.sort(key=lambda f: f.created_at, reverse=True)
         return found if limit is None else found[:limit]
 
@@ -114,7 +130,7 @@ class WriteBatch:
         first, then the changes to stored ones (a failure in between leaves both the new and the
         old fact visible rather than neither)."""
         added, updated = list(self._added.values()), list(self._updated.values())
-        self._added, self._updated = {}, {}
+        self._added, self._updated, self._added_by_hash = {}, {}, {}
         self._known = None  # the store changes: what was read before is read again
         write = getattr(self.store, "write", None)
         if callable(write) and added and updated:

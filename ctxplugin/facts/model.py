@@ -12,6 +12,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import lru_cache
 from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -294,8 +295,10 @@ def normalize_key(key: str | None) -> str | None:
     return cleaned or None
 
 
+@lru_cache(maxsize=16384)
 def text_hash(text: str) -> str:
-    """Hash of normalised text."""
+    """Hash of normalised text (memoised: a fact's hash is asked for at every check that may
+    find it a duplicate)."""
     return hashlib.sha1(normalize(text).encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 

@@ -215,3 +215,28 @@ def test_chroma_returns_only_the_provisional_facts_asked_for(tmp_path: Path, moc
         found = store.find(FactQuery(reader=S, valid=True, scopes=("hypothetical", "draft")))
         assert {f.id for f in found} == {maybe.id, draft.id}
         assert len(get.spy_return["ids"]) == 2, "Chroma returns the provisional facts, not every current one"
+
+
+def test_pending_facts_are_found_by_their_text_as_they_are_now() -> None:
+    from datetime import datetime, timedelta, timezone
+
+    from ctxplugin.facts._batch import WriteBatch
+    from ctxplugin.testing.facts_contract import make_fact
+
+    start = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    first, other, again = (
+        make_fact(text, owner=S, created_at=start + timedelta(seconds=i))
+        for i, text in enumerate(["Gate B12 closes at 9", "Gate C3 is open", "gate b12 closes at 9"])
+    )
+    batch = WriteBatch(MemoryFactStore())
+    batch.add([first, other, again])
+    same_text = FactQuery(reader=S, text_hash=first.text_hash)
+    assert [f.id for f in batch.find(same_text)] == [again.id, first.id]  # newest first
+    batch.update([first.model_copy(update={"is_valid": False})])
+    assert [f.id for f in batch.find(FactQuery(reader=S, valid=True, text_hash=first.text_hash))] == [again.id]
+    reworded = again.model_copy(update={"text": "Gate B12 closes at 10"})
+    batch.update([reworded])  # still to be added: found by its new text only
+    assert [f.id for f in batch.find(same_text)] == [first.id]
+    assert [f.id for f in batch.find(FactQuery(reader=S, text_hash=reworded.text_hash))] == [again.id]
+    batch.flush()
+    assert [f.id for f in batch.find(FactQuery(reader=S, text_hash=reworded.text_hash))] == [again.id]
