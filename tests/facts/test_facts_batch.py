@@ -3,6 +3,7 @@ its reader can see."""
 
 from __future__ import annotations
 
+from datetime import UTC
 from pathlib import Path
 
 import chromadb
@@ -218,12 +219,12 @@ def test_chroma_returns_only_the_provisional_facts_asked_for(tmp_path: Path, moc
 
 
 def test_pending_facts_are_found_by_their_text_as_they_are_now() -> None:
-    from datetime import datetime, timedelta, timezone
+    from datetime import datetime, timedelta
 
     from ctxplugin.facts._batch import WriteBatch
     from ctxplugin.testing.facts_contract import make_fact
 
-    start = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    start = datetime(2026, 1, 1, tzinfo=UTC)
     first, other, again = (
         make_fact(text, owner=S, created_at=start + timedelta(seconds=i))
         for i, text in enumerate(["Gate B12 closes at 9", "Gate C3 is open", "gate b12 closes at 9"])
