@@ -28,7 +28,7 @@ from ctxplugin._layout import (
 )
 from ctxplugin._messages import META_KEY, annotation, answered, exchange_spans, merge_system
 from ctxplugin.history.omission import OMITTED_NOTE
-from ctxplugin.tokens import TokenCounter, content_text, count_message, count_messages
+from ctxplugin.tokens import TokenCounter, content_text, count_cached, count_message, count_messages
 
 
 @dataclass(frozen=True)
@@ -219,7 +219,7 @@ def shrink_tool_results(parts: Parts, n: int, counter: TokenCounter) -> Parts:
 
 def cut_text(text: str, max_tokens: int, counter: TokenCounter) -> str:
     """Keep head and tail of ``text`` within ``max_tokens`` (with an elision marker)."""
-    if counter.count(text) <= max_tokens:
+    if (total := count_cached(text, counter)) <= max_tokens:
         return text
     if max_tokens <= 8:
         return "[…]"
@@ -227,7 +227,7 @@ def cut_text(text: str, max_tokens: int, counter: TokenCounter) -> str:
     while budget_chars > 8:
         head = text[: budget_chars * 2 // 3]
         tail = text[-(budget_chars // 3) :]
-        candidate = f"{head}\n[… {counter.count(text)} tokens cut to fit the budget …]\n{tail}"
+        candidate = f"{head}\n[… {total} tokens cut to fit the budget …]\n{tail}"
         if counter.count(candidate) <= max_tokens:
             return candidate
         budget_chars = int(budget_chars * 0.8)

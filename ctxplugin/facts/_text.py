@@ -28,6 +28,19 @@ _HAS_ALPHA = re.compile(r"[^\W\d_]")
 _SPLIT = re.compile(r"[-.:_#/@]+")
 
 
+QUERY_CHARS = 16_000
+"""Characters of a question that retrieval reads. A longer message (a log or a file the user
+pasted) is read as its first and last halves of that, where the question stands: an embedding
+reads about 2,000 characters at most, and the words of megabytes only slow the lexical side."""
+
+
+def query_text(text: str) -> str:
+    """``text`` as retrieval reads a question (see :data:`QUERY_CHARS`)."""
+    if len(text) <= QUERY_CHARS:
+        return text
+    return f"{text[: QUERY_CHARS // 2]}\n{text[-(QUERY_CHARS // 2):]}"
+
+
 def normalize(text: str) -> str:
     """NFKC, lower case, collapsed whitespace."""
     return " ".join(unicodedata.normalize("NFKC", text).lower().split())

@@ -31,7 +31,7 @@ from ctxplugin.facts._drafts import (
     owner_of,
 )
 from ctxplugin.facts._supersession import _MAX_CHAIN, _head, _supersede
-from ctxplugin.facts._text import identifiers
+from ctxplugin.facts._text import identifiers, query_text
 from ctxplugin.facts.extract import Extractor, ExtractorLike, FactDraft, as_extractor
 from ctxplugin.facts.locks import WriteLock, slot_lock_name
 from ctxplugin.facts.model import (
@@ -311,7 +311,7 @@ class FactsLedger:
         k = self.config.k if k is None else k
         if k <= 0:
             return []
-        if not query.strip():
+        if not (query := query_text(query)).strip():
             return []
         wanted = FactQuery(reader=scope, valid=True, scopes=tuple(fact_scopes))
         n = max(math.ceil(k * self.config.candidates), k + 4)

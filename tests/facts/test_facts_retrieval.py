@@ -210,3 +210,20 @@ def test_the_default_path_makes_no_network_access(tmp_path: Path, mocker: Mocker
         assert ledger.search("Which languages does Maria know?", scope=S, k=1)[0].fact.id == fact.id
     assert attempts == []
     assert "wordllama" not in sys.modules  # its loader (which can download) never ran
+
+
+def test_a_question_after_a_long_paste_is_read_by_its_head_and_tail() -> None:
+    from ctxplugin.facts import FactsLedger, MemoryFactStore
+    from ctxplugin.facts._text import QUERY_CHARS, query_text
+
+    paste = "".join(f"2026-11-24 10:{i % 60:02d}:00 INFO worker {i} heartbeat ok\n" for i in range(40_000))  # ~2 MB
+    question = f"Here is the log:\n{paste}\nWhat discount can Acme get on the renewal?"
+    read = query_text(question)
+    assert len(read) <= QUERY_CHARS + 1
+    assert read.startswith("Here is the log:") and read.endswith("What discount can Acme get on the renewal?")
+    assert query_text("What discount can Acme get?") == "What discount can Acme get?"
+    scope = Scope(session_id="paste")
+    ledger = FactsLedger(MemoryFactStore())
+    ledger.write("Acme's renewal discount is capped at 12%", key="acme_discount", scope=scope)
+    ledger.write("The Lisbon office opens at 9", key="lisbon_hours", scope=scope)
+    assert [f.fact.key for f in ledger.search(question, scope=scope, k=1)] == ["acme_discount"]
