@@ -15,6 +15,7 @@ from langchain_core.messages import (
 )
 
 from ctxplugin._names import EXPAND_REF_NAME
+from ctxplugin._untrusted import MAX_JSON_DEPTH, nesting_exceeds
 from ctxplugin.errors import InvalidInputError
 from ctxplugin.tokens import content_text
 
@@ -140,6 +141,11 @@ class Validation:
                 call_id = call.get("id")
                 if not call_id:
                     raise InvalidInputError(f"message {index} has a tool call without an id: {call['name']!r}")
+                if nesting_exceeds(call.get("args"), MAX_JSON_DEPTH):
+                    raise InvalidInputError(
+                        f"message {index} has a tool call ({call['name']!r}) whose arguments nest deeper than "
+                        f"{MAX_JSON_DEPTH} levels; no model writes such arguments, and ctxplugin does not walk them"
+                    )
                 pending[call_id] = call["name"]
 
     def _close_pending(self, out: list[BaseMessage], pending: dict[str, str], warnings: list[str]) -> None:

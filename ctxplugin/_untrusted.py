@@ -41,6 +41,24 @@ _STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
+def nesting_exceeds(value: Any, limit: int = MAX_JSON_DEPTH) -> bool:
+    """Whether dicts, lists and tuples nest deeper than ``limit`` in ``value`` (walked without
+    recursion: a value too deep for ``json.dumps`` is still measured)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, (list, tuple)):
+            children = item
+        else:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children)
+    return False
+
+
 def json_depth_exceeds(text: str, limit: int = MAX_JSON_DEPTH) -> bool:
     """Whether brackets outside JSON strings nest deeper than ``limit`` (linear, in C loops)."""
     if text.count("[") + text.count("{") <= limit:
@@ -132,4 +150,6 @@ def storable_text(text: str) -> str:
     return text.replace("\x00", "\ufffd") if "\x00" in text else text
 
 
-__all__ = ["MAX_INT_DIGITS", "MAX_JSON_DEPTH", "json_depth_exceeds", "load_json", "parse_once", "storable_text", "valid_unicode"]
+__all__ = [
+    "MAX_INT_DIGITS", "MAX_JSON_DEPTH", "json_depth_exceeds", "load_json", "nesting_exceeds", "parse_once", "storable_text", "valid_unicode",
+]

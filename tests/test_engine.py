@@ -98,6 +98,22 @@ def test_orphan_tool_result_is_a_clear_error() -> None:
         memory_engine().prepare(messages, scope=SCOPE)
 
 
+def test_tool_call_arguments_nested_past_any_real_call_are_a_clear_error() -> None:
+    deep: dict[str, object] = {}
+    for _ in range(3000):  # deeper than the JSON encoder can go: RecursionError before
+        deep = {"a": deep}
+    messages = [
+        HumanMessage(content="hi"),
+        AIMessage(content="", tool_calls=[{"name": "search", "args": deep, "id": "c1"}]),
+        ToolMessage(content="x", tool_call_id="c1", name="search"),
+    ]
+    with pytest.raises(InvalidInputError, match=r"message 1 has a tool call \('search'\) whose arguments nest deeper than 100"):
+        memory_engine().prepare(messages, scope=SCOPE)
+    shallow = {"filters": {"route": {"from": "SFO", "to": ["JFK", "EWR"]}}}
+    messages[1] = AIMessage(content="", tool_calls=[{"name": "search", "args": shallow, "id": "c1"}])
+    assert memory_engine().prepare(messages, scope=SCOPE).messages[-1].content == "x"
+
+
 def test_orphan_tool_call_gets_a_placeholder_result() -> None:
     messages = [
         HumanMessage(content="hi"),
