@@ -77,6 +77,8 @@ class Made:
         trimmable: whether showing long window exchanges trimmed was weighed against a smaller
             archive (the choice is made again on the next call).
         archive_short: whether the archive was made smaller than its cap.
+        raw: each exchange's tokens as its messages are, unshown (what the check that the whole
+            history fits its budget sums), when they were counted.
     """
 
     def keys_for(self, source: Sequence[BaseMessage]) -> Keys | None:
@@ -113,6 +115,7 @@ class Made:
     forced: frozenset[int] = frozenset()
     trimmable: bool = False
     archive_short: bool = False
+    raw: tuple[Parts, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -280,6 +283,7 @@ def extend(
         whole=whole,
         window=window,
         stamp=growth.stamp,
+        raw=None if prior.raw is None else (*prior.raw, *parts),  # new exchanges are shown as they are
     )
     remember(session, made)
     return made

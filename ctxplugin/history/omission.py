@@ -30,7 +30,7 @@ moves.
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from itertools import accumulate
 
@@ -132,6 +132,26 @@ def parts_of(messages: Sequence[BaseMessage], sizes: Sequence[int]) -> Parts:
         if isinstance(message, ToolMessage):
             results += size
     return total, total - results, results
+
+
+def raw_parts(
+    messages: Sequence[BaseMessage],
+    spans: Sequence[tuple[int, int]],
+    count: Callable[[BaseMessage], int],
+    known: Sequence[Parts] | None = None,
+    dirty: Iterable[int] = (),
+) -> tuple[Parts, ...]:
+    """Each exchange's :data:`Parts` as its messages are: ``known`` (the previous call's, for its
+    exchanges, which begin ``spans``) where an exchange holds the very messages it held, counted
+    for the new exchanges and the ``dirty`` ones (holding a message replaced since). A long chat
+    asks on every user turn whether its whole history fits: this keeps that O(new messages)."""
+    if known is None or len(known) > len(spans):
+        return tuple(parts_of(messages[s:e], [count(m) for m in messages[s:e]]) for s, e in spans)
+    out = [*known, *((0, 0, 0),) * (len(spans) - len(known))]
+    for number in {*(d for d in dirty if d < len(known)), *range(len(known), len(spans))}:
+        start, end = spans[number]
+        out[number] = parts_of(messages[start:end], [count(m) for m in messages[start:end]])
+    return tuple(out)
 
 
 def _counts(message: BaseMessage, kind: type[BaseMessage] | None, is_kind: bool) -> bool:

@@ -34,6 +34,7 @@ from ctxplugin.history.omission import (
     Parts,
     parts_of,
     plan_omission,
+    raw_parts,
 )
 from ctxplugin.tokens import TokenCounter, content_text, count_message
 
@@ -174,19 +175,20 @@ def compress_history(
         growth.latest_human if growth is not None else max((i for i in protected if isinstance(messages[i], HumanMessage)), default=None),
         stamp=stamp,
     )
-    if config.compress == "over_budget" and budget is not None and (growth is None or growth.prior.whole is not None or growth.replaced):
+    known, dirty = (growth.prior.raw, growth.dirty) if growth is not None else (None, set())
+    raw = raw_parts(messages, spans, partial(count_message, counter=counter), known, dirty) if config.compress == "over_budget" and budget else None
+    if raw is not None and budget is not None and (growth is None or growth.prior.whole is not None or growth.replaced):
         # (a tiered history of the same settings did not fit before and, nothing replaced, only grew since)
-        every = [parts_of(messages[s:e], [count_message(m, counter) for m in messages[s:e]]) for s, e in spans]
-        whole = (sum(p[0] for p in every), sum(p[2] for p in every))
+        whole = (sum(p[0] for p in raw), sum(p[2] for p in raw))
         if budget.within(*whole):
             first = max(verbatim_start, 1)
             tiers = {t.value: 0 for t in Tier}
             tiers["protected"] = len(protected)
             tiers[Tier.VERBATIM.value] = len(messages) - len(protected)
             made = keep(
-                rendered=tuple(tuple(messages[s:e]) for s, e in spans), parts=tuple(every), changed=(0,) * exchanges, keys=None,
+                rendered=tuple(tuple(messages[s:e]) for s, e in spans), parts=raw, changed=(0,) * exchanges, keys=None,
                 result=tuple(messages), tiers=tiers, compressed=0, omitted=0,
-                verbatim_from=spans[first][0] if first < exchanges else None, whole=whole, window=None,
+                verbatim_from=spans[first][0] if first < exchanges else None, whole=whole, window=None, raw=raw,
             )
             if summarizer is None:
                 remember(session, made)
@@ -318,6 +320,7 @@ def compress_history(
         forced=forced,
         trimmable=trimmable,
         archive_short=notes is not None and plan.archive_tokens < config.archive_tokens,
+        raw=raw,
     )
     if summarizer is None:
         remember(session, made)

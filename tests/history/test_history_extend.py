@@ -230,3 +230,36 @@ def test_a_block_added_in_place_to_an_old_message_is_shown() -> None:
     fresh = compress_history(grown, config=config, counter=COUNTER, budget=budget, session="blocks-fresh")
     assert _shape(view) == _shape(fresh)
     assert any("BLOCK_ADDED_777" in str(m.content) for m in view.messages)
+
+
+def test_the_whole_history_is_counted_again_only_where_it_changed() -> None:
+    from ctxplugin._messages import exchange_spans
+    from ctxplugin.history.omission import raw_parts
+
+    def exchange(i: int) -> list[BaseMessage]:
+        return [
+            HumanMessage(content=f"Where is order W{i:04d}?"),
+            AIMessage(content="", tool_calls=[{"name": "get_order", "args": {"id": f"W{i:04d}"}, "id": f"c{i}"}]),
+            ToolMessage(content=f"order W{i:04d}: shipped to Austin " * (1 + i % 5), tool_call_id=f"c{i}", name="get_order"),
+            AIMessage(content=f"W{i:04d} has shipped."),
+        ]
+
+    messages = [m for i in range(40) for m in exchange(i)]
+    read: list[BaseMessage] = []
+
+    def count(message: BaseMessage) -> int:
+        read.append(message)
+        return len(str(message.content)) // 4 + 3
+
+    known = raw_parts(messages, exchange_spans(messages), count)
+    # a user turn later: one earlier tool output replaced (marked outdated), two exchanges more
+    grown = [*messages, *exchange(40), *exchange(41)]
+    grown[10] = grown[10].model_copy(update={"content": "[outdated: superseded] order W0002: shipped"})
+    spans = exchange_spans(grown)
+    dirty = next(n for n, (start, end) in enumerate(spans) if start <= 10 < end)
+    read.clear()
+    carried = raw_parts(grown, spans, count, known, dirty={dirty})
+    start, end = spans[dirty]
+    assert sorted(map(id, read)) == sorted(map(id, (*grown[start:end], *grown[len(messages):])))
+    assert carried == raw_parts(grown, spans, count)
+    assert carried != known + carried[len(known):]  # the replaced output was counted anew
