@@ -22,8 +22,9 @@ from ctxplugin._names import EXPAND_REF_NAME, META_TOOL_NAMES
 from ctxplugin.config import ToolsConfig
 from ctxplugin.stages.view import CallView, tool_label
 from ctxplugin.tokens import TokenCounter, count_tool_schemas
-from ctxplugin.tools import ToolPlan, ToolRegistry, plan_tools
+from ctxplugin.tools import ToolPlan, ToolRegistry, ToolUses, plan_tools
 
+SESSIONS_TRACKED = 1024
 HEADERS_KEPT = 256
 """Merged headers kept by the tool stage, by text: agents share a few system prompts, and a
 prompt written anew for every call (a date in it) gains nothing from being kept."""
@@ -52,11 +53,13 @@ def choose_tools(
     config: ToolsConfig,
     counter: TokenCounter,
     registry: ToolRegistry,
+    uses: ToolUses | None = None,
 ) -> ToolChoice:
-    """The tools to bind for a call on ``history`` (the conversation without its header)."""
+    """The tools to bind for a call on ``history`` (the conversation without its header);
+    ``uses``: its tool uses, folded in already (read from ``history`` when None)."""
     meta = {tool_label(t): t for t in tools if tool_label(t) in META_TOOL_NAMES}
     user_tools = [t for t in tools if tool_label(t) not in META_TOOL_NAMES]
-    plan = plan_tools(user_tools, list(history), config=config, counter=counter, registry=registry)
+    plan = plan_tools(user_tools, history, config=config, counter=counter, registry=registry, uses=uses)
     bound = [meta.get(tool_label(t), t) for t in plan.bound]
     expand_ref = meta.get(EXPAND_REF_NAME)
     if expand_ref is not None:
@@ -82,11 +85,20 @@ class Tools:
     _schema_tokens: dict[int, tuple[Any, int]] = field(default_factory=dict)
     _headers: LRU[tuple[tuple[str, ...], str], tuple[SystemMessage | None, Any]] = field(default_factory=lambda: LRU(HEADERS_KEPT))
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    # per session: the tools its conversation used, folded in as it grows
+    _uses: LRU[str, ToolUses] = field(default_factory=lambda: LRU(SESSIONS_TRACKED))
 
     def apply(self, view: CallView) -> CallView:
+        key = view.scope.key()
+        with self._lock:
+            uses = self._uses.pop(key, None)  # claimed while this call runs, as every stage's state
+        uses = uses or ToolUses()
+        uses.update(view.history, view.history_stamp)
         choice = choose_tools(
-            view.tools_given, view.history, config=self.config, counter=self.counter, registry=self.registry
+            view.tools_given, view.history, config=self.config, counter=self.counter, registry=self.registry, uses=uses
         )
+        with self._lock:
+            self._uses.put(key, uses)
         plan = choice.plan
         expand_tokens = self.schema_tokens(choice.expand_ref) if choice.expand_ref is not None else 0
         # omitted history is announced by notes in the history, never here: the header starts

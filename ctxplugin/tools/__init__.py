@@ -20,7 +20,7 @@ from ctxplugin.tools.directory import (
     STUBS_TITLE,
     render_directory,
 )
-from ctxplugin.tools.plan import ToolPlan, plan_tools, requested_names, used_tools
+from ctxplugin.tools.plan import ToolPlan, ToolUses, plan_tools, requested_names, used_tools
 from ctxplugin.tools.registry import (
     ToolEntry,
     ToolRegistry,
@@ -44,6 +44,7 @@ __all__ = [
     "ToolEntry",
     "ToolPlan",
     "ToolRegistry",
+    "ToolUses",
     "close_matches",
     "make_load_tools_tool",
     "one_line_intent",

@@ -3,7 +3,8 @@
 Which tools are loaded is read from the conversation itself: every ``load_tools`` request and
 every direct call of a tool in the AI messages counts as a use, and the ``max_loaded`` most
 recently used tools stay bound. The plan is therefore a pure function of (tools, messages,
-config): deterministic, free of per-session state, and the same after a restart.
+config): deterministic, and the same after a restart. The engine's tool stage keeps each
+session's uses folded in (:class:`ToolUses`), so that a call reads only its new messages.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from ctxplugin._names import LOAD_TOOLS_NAME
+from ctxplugin._prefix import Prefix, Stamp
 from ctxplugin.config import ToolsConfig
 from ctxplugin.errors import InvalidInputError
 from ctxplugin.tokens import TokenCounter, count_tool_schemas
@@ -91,6 +93,38 @@ def used_tools(messages: Iterable[BaseMessage], known: set[str], limit: int) -> 
     return sorted(recent, key=first.__getitem__)
 
 
+class ToolUses:
+    """:func:`used_tools` of a conversation that grows, folded message by message: a call reads
+    only the messages added since the previous one (the earlier ones the same objects, holding
+    the same content; else it reads them all again). Not locked: one caller at a time."""
+
+    def __init__(self) -> None:
+        self.seen = Prefix()
+        self.first: dict[str, int] = {}
+        self.last: dict[str, int] = {}
+        self.tick = 0
+
+    def update(self, messages: Sequence[BaseMessage], stamp: Stamp | None = None) -> None:
+        """Fold in the messages of ``messages`` (stamped ``stamp``, when known) not read yet."""
+        if self.seen.changed(messages, stamp) != []:
+            self.seen.clear()
+            self.first, self.last, self.tick = {}, {}, 0
+        for message in messages[len(self.seen) :]:
+            if isinstance(message, AIMessage):
+                for call in message.tool_calls:
+                    names = requested_names(call.get("args")) if call["name"] == LOAD_TOOLS_NAME else [call["name"]]
+                    for name in names:  # every name ticks: the order among the known ones is the same
+                        self.tick += 1
+                        self.first.setdefault(name, self.tick)
+                        self.last[name] = self.tick
+        self.seen.extend(messages[len(self.seen) :], stamp)
+
+    def recent(self, known: set[str], limit: int) -> list[str]:
+        """:func:`used_tools` of the messages folded in."""
+        recent = sorted((n for n in self.last if n in known), key=self.last.__getitem__, reverse=True)[:limit]
+        return sorted(recent, key=self.first.__getitem__)
+
+
 def _active(config: ToolsConfig, count: int, tokens: int) -> bool:
     if count == 0 or config.directory == "never":
         return False
@@ -130,6 +164,7 @@ def plan_tools(
     config: ToolsConfig,
     counter: TokenCounter,
     registry: ToolRegistry,
+    uses: ToolUses | None = None,
 ) -> ToolPlan:
     """Decide what to bind for a call on ``body`` given the agent's tools.
 
@@ -139,6 +174,8 @@ def plan_tools(
         config: directory settings.
         counter: counts directory and meta-tool tokens.
         registry: the engine's schema registry (every tool is registered on the way).
+        uses: the tool uses of ``body``, folded in already (see :class:`ToolUses`); read from
+            ``body`` when None.
 
     Raises:
         InvalidInputError: two tools share a name, or a tool cannot be read.
@@ -164,7 +201,8 @@ def plan_tools(
     pinned_set = set(config.pinned)
     pinned = [(t, e) for t, e in named if e.name in pinned_set]
     by_name = {e.name: (t, e) for t, e in named}
-    loaded = used_tools(body, known=set(by_name) - pinned_set, limit=config.max_loaded)
+    known = set(by_name) - pinned_set
+    loaded = used_tools(body, known, config.max_loaded) if uses is None else uses.recent(known, config.max_loaded)
     meta = registry.meta_tool()
     stubbed = [e for _, e in named if e.name not in pinned_set]
     stub_tokens = _stub_tokens(stubbed, registry, counter) if config.binding != "loaded" else 0

@@ -22,6 +22,7 @@ from ctxplugin.tools import (
     DIRECTORY_TITLE,
     LOAD_TOOLS_NAME,
     ToolRegistry,
+    ToolUses,
     plan_tools,
     tool_name,
     used_tools,
@@ -182,6 +183,20 @@ def test_plan_invariants(actions: list[Any], max_loaded: int, pinned: set[str]) 
     if used:
         assert used[-1] in result.loaded  # the tool used last is always bound
     assert result.loaded == used_tools(calls(*actions), known - pinned, max_loaded)
+
+
+@settings(max_examples=60, deadline=None)
+@given(actions=ACTIONS, cut=st.integers(0, 25), max_loaded=st.integers(1, 6))
+def test_uses_folded_call_by_call_are_those_read_at_once(actions: list[Any], cut: int, max_loaded: int) -> None:
+    messages = calls(*actions)
+    known = {f"tool_{c}" for c in "abcdefghij"}
+    uses = ToolUses()
+    uses.update(messages[: cut * 2])  # an earlier call's conversation, then this one grown from it
+    uses.update(messages)
+    assert uses.recent(known, max_loaded) == used_tools(messages, known, max_loaded)
+    rewritten = [HumanMessage(content="start over"), *messages[cut * 2 :]]  # not grown from it: read anew
+    uses.update(rewritten)
+    assert uses.recent(known, max_loaded) == used_tools(rewritten, known, max_loaded)
 
 
 def test_engine_puts_the_directory_in_the_header_and_reports_tools() -> None:
