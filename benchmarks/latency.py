@@ -8,17 +8,20 @@ Workloads (recordings from ``../shared/data``):
    (default 6, about 470 calls). Every tool output goes through ``capture_tool_result`` as it
    arrives; before every assistant message each strategy builds its view of the history so far.
    Per strategy: p50 and p99 per call, and growth = median of the last 75 calls ÷ the first 75.
-2. **capture**: ``capture_tool_result`` of distinct 20 KB tool outputs (real swe outputs,
+2. **chat thread**: the first ``--chat`` (100) tau airline conversations as one thread, their
+   14 tool schemas bound: a long conversation where the user speaks every few calls, each user
+   turn ending the view the previous calls extended. Per strategy as for the long session.
+3. **capture**: ``capture_tool_result`` of distinct 20 KB tool outputs (real swe outputs,
    repeated to 20 KB and made distinct by a first line): p50.
-3. **memory**: RSS before and after ``--rss-calls`` (2,000) further prepare calls, sessions of
+4. **memory**: RSS before and after ``--rss-calls`` (2,000) further prepare calls, sessions of
    the chained workload run one after the other on the same engine.
-4. **many sessions**: engines serving short conversations (the first 10 messages of tau
+5. **many sessions**: engines serving short conversations (the first 10 messages of tau
    airline conversations, each its own session): per-call prepare time of fresh sessions on an
    engine that has served 100 sessions and on one that has served ``--sessions`` (10,000),
    probed in turn (see :func:`many_sessions`).
 
 ctxplugin runs with the default configuration (``ContextConfig()``: in-memory stores, facts and
-history on, the default 10,000-token budget); ``--stores embedded`` uses SQLite and embedded Chroma in a
+history on, the default 7,500-token budget); ``--stores embedded`` uses SQLite and embedded Chroma in a
 temporary directory instead. trim_messages keeps the latest whole steps within the same total
 budget minus the tool schemas (as in ``ctxplugin replay``), twice: with the exact counter memoised
 per message object (``trim_messages``, the cheapest it can be run) and with LangChain's
@@ -104,6 +107,31 @@ def chained_session(runs: int, offset: int = 0) -> list[BaseMessage]:
     return out
 
 
+def chat_thread(count: int) -> list[BaseMessage]:
+    """The first ``count`` tau airline conversations as one chat thread (the system prompt once):
+    a long conversation where the user speaks every few calls."""
+    out: list[BaseMessage] = []
+    for conversation in load_file(TAU).conversations[:count]:
+        out.extend(m for m in conversation.messages if not (out and isinstance(m, SystemMessage)))
+    return out
+
+
+def summary(times: dict[str, list[float]]) -> dict[str, dict[str, float]]:
+    """p50, p99, the first and the last bucket's medians and growth of each strategy."""
+    out: dict[str, dict[str, float]] = {}
+    for name, values in times.items():
+        first = statistics.median(values[:BUCKET])
+        last = statistics.median(values[-BUCKET:])
+        out[name] = {
+            "p50_ms": pct(values, 50),
+            "p99_ms": pct(values, 99),
+            "growth": last / first if first else float("nan"),
+            "first_ms": first,
+            "last_ms": last,
+        }
+    return out
+
+
 def self_chained(name: str, copies: int) -> list[BaseMessage]:
     """The swe recording whose file name holds ``name``, chained with itself ``copies`` times:
     a session of one workload throughout. Each copy's texts (and string tool-call arguments)
@@ -138,12 +166,18 @@ def make_engine(stores: str, root: Path | None) -> ContextEngine:
 
 
 def long_session(
-    engine: ContextEngine, messages: list[BaseMessage], session: str, extends: list[bool] | None = None, *, alone: bool = False
+    engine: ContextEngine,
+    messages: list[BaseMessage],
+    session: str,
+    extends: list[bool] | None = None,
+    *,
+    alone: bool = False,
+    tools: list[dict[str, Any]] | None = None,
 ) -> dict[str, list[float]]:
     """Per-call milliseconds of every strategy (``alone``: of ctxplugin only) over one chained
-    session; ``extends`` gets, per call, whether ctxplugin's view began with the previous call's
-    messages (the very objects)."""
-    tools: list[dict[str, Any]] = [BASH_TOOL]
+    session, the agent's ``tools`` bound (the swe bash tool by default); ``extends`` gets, per
+    call, whether ctxplugin's view began with the previous call's messages (the very objects)."""
+    tools = tools if tools is not None else [BASH_TOOL]
     meter = Meter(engine.counter)
     trim = TrimMessages(tools, int(engine.config.budget.total), meter)
     approx = ApproxTrim(tools, int(engine.config.budget.total), meter)
@@ -342,7 +376,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sessions", type=int, default=10_000, help="sessions served before the late probe")
     parser.add_argument("--rss-calls", type=int, default=2_000)
     parser.add_argument("--stores", choices=["memory", "embedded"], default="memory")
-    parser.add_argument("--skip", action="append", default=[], choices=["long", "capture", "rss", "sessions"])
+    parser.add_argument("--chat", type=int, default=100, help="tau conversations chained into the chat thread")
+    parser.add_argument("--skip", action="append", default=[], choices=["long", "chat", "capture", "rss", "sessions"])
     parser.add_argument("--json", type=Path)
     parser.add_argument("--chart", type=Path)
     args = parser.parse_args(argv)
@@ -361,17 +396,7 @@ def main(argv: list[str] | None = None) -> int:
             if args.self_chain:
                 results["self_chain"] = args.self_chain
             results["ctxplugin_by_kind"] = split_by_kind(times["ctxplugin"], extends)
-            results["strategies"] = {}
-            for name, values in times.items():
-                first = statistics.median(values[:BUCKET])
-                last = statistics.median(values[-BUCKET:])
-                results["strategies"][name] = {
-                    "p50_ms": pct(values, 50),
-                    "p99_ms": pct(values, 99),
-                    "growth": last / first if first else float("nan"),
-                    "first_ms": first,
-                    "last_ms": last,
-                }
+            results["strategies"] = summary(times)
             mine = results["strategies"]["ctxplugin"]
             if not args.alone:
                 trim = results["strategies"]["trim_messages"]
@@ -382,6 +407,11 @@ def main(argv: list[str] | None = None) -> int:
                 results["p99_vs_trim_approx"] = mine["p99_ms"] / approx["p99_ms"]
             if args.chart:
                 chart(times, args.chart)
+        if "chat" not in args.skip:
+            engine = make_engine(args.stores, root / "chat")
+            thread = chat_thread(args.chat)
+            chat_times = long_session(engine, thread, "chat-thread", alone=args.alone, tools=json.loads(TAU_TOOLS.read_text()))
+            results["chat"] = {"messages": len(thread), "calls": len(chat_times["ctxplugin"]), "strategies": summary(chat_times)}
         if "capture" not in args.skip:
             engine = make_engine(args.stores, root / "capture")
             outputs = [
