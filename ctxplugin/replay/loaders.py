@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from ctxplugin._untrusted import MAX_JSON_DEPTH, json_depth_exceeds
 from ctxplugin.errors import InvalidInputError
 from ctxplugin.replay._conversation import Conversation, ExpectedAction, RecordedUsage
 from ctxplugin.replay._formats import FORMATS, PARSERS, SWE_BASH_TOOL, Builder, Format, detect
@@ -101,6 +102,8 @@ def _read_json(path: Path) -> Any:
     text = path.read_text(encoding="utf-8")
     if not text.strip():
         raise InvalidInputError("the file is empty")
+    if json_depth_exceeds(text):  # the parser recurses once per level: refused before it runs
+        raise InvalidInputError(f"JSON nested deeper than {MAX_JSON_DEPTH} levels: not a recording")
     try:
         return json.loads(text)
     except json.JSONDecodeError as whole:

@@ -140,6 +140,14 @@ def test_truncated_jsonl_names_the_line(tmp_path: Path) -> None:
         load_file(path)
 
 
+def test_json_nested_past_any_recording_is_a_clear_error(tmp_path: Path) -> None:
+    for name, text in (("deep.json", "[" * 5000 + "]" * 5000), ("deep.jsonl", '{"a": 1}\n' + '{"b":' * 3000 + "1" + "}" * 3000)):
+        path = tmp_path / name
+        path.write_text(text)
+        with pytest.raises(InvalidInputError, match=name.replace(".", r"\.") + ": JSON nested deeper than 100 levels"):
+            load_file(path)
+
+
 def test_unknown_and_empty_files(tmp_path: Path) -> None:
     with pytest.raises(InvalidInputError, match=r"unknown\.json: unknown format.*--format"):
         load_file(BAD / "unknown.json")
