@@ -21,6 +21,7 @@ from langchain_core.messages import (
     messages_from_dict,
 )
 
+from ctxplugin._untrusted import json_depth_exceeds
 from ctxplugin.errors import InvalidInputError
 
 _LC_CLASSES = {
@@ -104,6 +105,8 @@ def parse_arguments(arguments: object) -> dict[str, Any]:
     if arguments is None or arguments == "":
         return {}
     if isinstance(arguments, str):
+        if json_depth_exceeds(arguments):
+            return {"input": arguments}  # kept as text, as broken JSON is: the parser would recurse too deep
         try:
             parsed = json.loads(arguments, strict=False)
         except json.JSONDecodeError:

@@ -20,6 +20,7 @@ from typing import Any, Literal
 from langchain_core.messages import AIMessage
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
+from ctxplugin._untrusted import MAX_JSON_DEPTH, json_depth_exceeds
 from ctxplugin.config import ContextConfig
 from ctxplugin.engine import ContextEngine
 from ctxplugin.errors import CtxpluginError, InvalidInputError
@@ -137,7 +138,10 @@ def load_tools_file(path: str | Path) -> tuple[dict[str, Any], ...]:
     """
     name = Path(path).as_posix()
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        text = Path(path).read_text(encoding="utf-8")
+        if json_depth_exceeds(text):
+            raise InvalidInputError(f"{name}: JSON nested deeper than {MAX_JSON_DEPTH} levels: not a list of tool schemas")
+        data = json.loads(text)
     except OSError as exc:
         raise InvalidInputError(f"{name}: cannot be read ({exc.strerror or exc})") from exc
     except json.JSONDecodeError as exc:

@@ -210,3 +210,21 @@ def test_tools_file(tmp_path: Path) -> None:
     bad.write_text(json.dumps([{"description": "no name"}]))
     with pytest.raises(InvalidInputError, match=r"tools\.json: item 0 is not an OpenAI-format tool schema"):
         load_tools_file(bad)
+    bad.write_text("[" * 5000 + "]" * 5000)
+    with pytest.raises(InvalidInputError, match=r"tools\.json: JSON nested deeper than 100 levels"):
+        load_tools_file(bad)
+
+
+def test_tool_call_arguments_nested_past_any_call_are_kept_as_text(tmp_path: Path) -> None:
+    deep = '{"q":' * 3000 + '"x"' + "}" * 3000
+    recording = [
+        {"role": "user", "content": "find it"},
+        {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "search", "arguments": deep}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "found"},
+        {"role": "assistant", "content": "done"},
+    ]
+    path = tmp_path / "deep-args.json"
+    path.write_text(json.dumps({"messages": recording}))
+    (conversation,) = load_file(path).conversations
+    call = conversation.messages[1]
+    assert isinstance(call, AIMessage) and call.tool_calls[0]["args"] == {"input": deep}
