@@ -114,6 +114,8 @@ def build_config(path: Path | None, overrides: dict[str, Any]) -> ContextConfig:
             data = tomllib.loads(text) if path.suffix == ".toml" else json.loads(text)
         except (tomllib.TOMLDecodeError, json.JSONDecodeError) as exc:
             raise typer.BadParameter(f"{path}: {exc}", param_hint="--config") from exc
+        except RecursionError as exc:  # the parsers recurse once per level of nesting
+            raise typer.BadParameter(f"{path}: nested too deeply to be a configuration", param_hint="--config") from exc
         if not isinstance(data, dict):
             raise typer.BadParameter(f"{path}: expected an object of ContextConfig fields", param_hint="--config")
     for dotted, value in overrides.items():

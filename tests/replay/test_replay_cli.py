@@ -134,6 +134,9 @@ def test_usage_errors_exit_two(tmp_path: Path) -> None:
     bad_config.write_text(json.dumps({"budget": {"total": -5}}))
     assert run("replay", OPENAI, "--config", bad_config).exit_code == 2
     assert run("replay", OPENAI, "--cache-discount", "2").exit_code == 2
+    bad_config.write_text('{"a":' * 3000 + "1" + "}" * 3000)  # past the parser's recursion
+    result = run("replay", OPENAI, "--config", bad_config)
+    assert result.exit_code == 2 and "nested too deeply" in " ".join(result.output.replace("│", " ").split())
 
 
 @pytest.mark.parametrize("suffix", [".json", ".toml"])
