@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
+
+import regex  # type: ignore[import-untyped]  # installed with tiktoken; its searches take a timeout
 
 from ctxplugin.cas._canon import parse_json
 from ctxplugin.cas._json_path import parse_path, select
@@ -39,16 +42,50 @@ class _Selection:
     whole: str | None  # the untouched original when no option was given
 
 
-def _check_options(offset: int, limit: int | None, pattern: str | None, regex: bool) -> re.Pattern[str] | None:
+PATTERN_SECONDS = 1.0
+"""How long the searches of one read may take in all. A regular expression the model wrote can
+backtrack for hours on one line (``(a+)+$``); past this it is refused with an error the model
+reads, and the step goes on."""
+
+
+class _Matcher(Protocol):
+    def search(self, text: str) -> object: ...
+
+
+class _Bounded:
+    """A regular expression whose searches share one deadline."""
+
+    def __init__(self, pattern: str) -> None:
+        self.pattern = pattern
+        self.compiled = regex.compile(pattern)
+        self.deadline = time.monotonic() + PATTERN_SECONDS
+
+    def search(self, text: str) -> object:
+        left = self.deadline - time.monotonic()
+        try:
+            if left <= 0:
+                raise TimeoutError
+            return self.compiled.search(text, timeout=left)
+        except TimeoutError:
+            raise InvalidInputError(
+                f"pattern {self.pattern!r} took over {PATTERN_SECONDS:g} s on this output (it backtracks "
+                "without end); use a simpler expression, or a plain substring without regex"
+            ) from None
+
+
+def _check_options(offset: int, limit: int | None, pattern: str | None, as_regex: bool) -> _Matcher | None:
     if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
         raise InvalidInputError(f"offset must be an integer >= 0, got {offset!r}")
     if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 0):
         raise InvalidInputError(f"limit must be an integer >= 0 or None, got {limit!r}")
     if pattern is None or pattern == "":
         return None
+    if not as_regex:  # a substring, any case: no backtracking
+        return re.compile(re.escape(pattern), re.IGNORECASE)
     try:
-        return re.compile(pattern if regex else re.escape(pattern), 0 if regex else re.IGNORECASE)
-    except re.error as exc:
+        re.compile(pattern)  # the syntax the tool documents: what re refuses is refused
+        return _Bounded(pattern)
+    except (re.error, regex.error) as exc:
         raise InvalidInputError(f"pattern {pattern!r} is not a valid regular expression: {exc}") from exc
 
 
@@ -146,7 +183,7 @@ def _matches(
     values: list[Any],
     unit: str,
     labels: list[str] | None,
-    matcher: re.Pattern[str],
+    matcher: _Matcher,
     text: Any,
 ) -> Any:
     """Matching units in order; a line holding a JSON array is searched item by item, and the

@@ -97,6 +97,16 @@ def test_pattern_and_regex_filters(store: MemoryCASStore) -> None:
     assert [f["flight_number"] for f in json.loads(expand(store, flights, SCOPE, pattern='"price": 17'))] == ["HAT070", "HAT071", "HAT072", "HAT073", "HAT074", "HAT075", "HAT076", "HAT077", "HAT078", "HAT079"]
 
 
+def test_a_pattern_that_backtracks_without_end_is_refused_in_bounded_time(store: MemoryCASStore) -> None:
+    ref = put(store, "\n".join("a" * 40 + "!" for _ in range(300)))
+    # 2**40 ways to fail on each line: before, the read never returned
+    with pytest.raises(InvalidInputError, match=r"pattern '\(a\|aa\)\+b' took over 1 s"):
+        expand(store, ref, SCOPE, pattern="(a|aa)+b", regex=True)
+    told = expand_for_model(store, ref, SCOPE, max_tokens=500, counter=COUNTER, pattern="(a|aa)+b", regex=True)
+    assert told.startswith("expand_ref: ") and "simpler expression" in told
+    assert expand(store, ref, SCOPE, pattern=r"a{40}!$", regex=True).count("\n") == 299  # an ordinary one still matches
+
+
 def test_bad_options_and_refs(store: MemoryCASStore) -> None:
     ref = put(store, LOG)
     with pytest.raises(InvalidInputError):
