@@ -20,8 +20,10 @@ STOPWORDS = frozenset(
 
 # An identifier: letters/digits joined by inner punctuation, or a word mixing letters and digits.
 _URL = re.compile(r"https?://[^\s<>\"'`)\]]+", re.IGNORECASE)
-_EMAIL = re.compile(r"\b[\w.+-]+@[\w-]+(?:\.[\w-]+)+\b")
-_PATH = re.compile(r"(?<![\w/])(?:\.{0,2}/)?[\w.-]+(?:/[\w.-]+)+")
+# parts bounded at 256 characters, as in ctxplugin.history.identifiers: unbounded, a long run of
+# such characters is scanned to its end from every start inside it
+_EMAIL = re.compile(r"\b[\w.+-]{1,256}@[\w-]+(?:\.[\w-]+)+\b")
+_PATH = re.compile(r"(?<![\w/])(?:\.{0,2}/)?[\w.-]{1,256}(?:/[\w.-]{1,256})+")
 _TOKEN = re.compile(r"#?[\w]+(?:[-.:_#][\w]+)*", re.UNICODE)
 _HAS_DIGIT = re.compile(r"\d")
 _HAS_ALPHA = re.compile(r"[^\W\d_]")

@@ -143,7 +143,7 @@ statements like "Ret = self" or "rootdir: /testbed", which are not current state
 stays stored whole and its summary keeps its identifiers."""
 _FENCED = re.compile(r"```.*?(?:```|\Z)", re.DOTALL)
 _CODE = re.compile(
-    r"[;{}]|[A-Za-z_]\w*\(|\[[^\]\s]*\]|==|!=|->|=>|\+=|\"\"\"|'''|"
+    r"[;{}]|[A-Za-z_]\w{0,256}\(|\[[^\]\s]{0,256}\]|==|!=|->|=>|\+=|\"\"\"|'''|"
     r"\b(?:import|def|return|lambda|elif)\b|\bself\.|"
     r"^\s*(?:#|//|>>>|\$ |\d+(?:[:|\t]|-\s)|[A-Za-z_][\w.]*\s*=\s*[\[({'\"\d])|"
     r"^\s*</?[A-Za-z][\w-]*>?\s*$|^\s*self\b|^\s*[A-Za-z_][\w.]*,\s*$|"

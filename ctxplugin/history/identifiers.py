@@ -16,12 +16,16 @@ from itertools import accumulate
 
 from ctxplugin._lru import Memo, TextKey, text_key
 
-_URL = r"[a-zA-Z][a-zA-Z0-9+.-]*://[^\s<>\"'`)\]}]+"
-_REF = r"ref:[\w.-]+:[0-9a-f]{8,}"
-_EMAIL = r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+"
-_PATH = r"(?:~|\.{1,2})?/?(?:[\w.@+-]+/)+[\w.@+-]*[\w@+-]|(?:~|\.{1,2})?/[\w.@+-]*[\w@+-]"
-_FILE = r"[\w@+-]+(?:\.[\w@+-]+)*\.[A-Za-z][A-Za-z0-9]{0,7}\b"
-_DOTTED = r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+"
+# Runs that a later character must end (a scheme before "://", a name before "@", a path part
+# before "/") are bounded at 256: unbounded, each start inside a long run of such characters
+# (a line of dashes, a pasted blob) scanned to its end, which made a 50,000-character run
+# take a minute. No value worth keeping has a part that long.
+_URL = r"[a-zA-Z][a-zA-Z0-9+.-]{0,32}://[^\s<>\"'`)\]}]+"
+_REF = r"ref:[\w.-]{1,256}:[0-9a-f]{8,}"
+_EMAIL = r"[\w.+-]{1,256}@[\w-]+(?:\.[\w-]+)+"
+_PATH = r"(?:~|\.{1,2})?/?(?:[\w.@+-]{1,256}/)+[\w.@+-]{0,256}[\w@+-]|(?:~|\.{1,2})?/[\w.@+-]{0,256}[\w@+-]"
+_FILE = r"[\w@+-]{1,256}(?:\.[\w@+-]{1,256})*\.[A-Za-z][A-Za-z0-9]{0,7}\b"
+_DOTTED = r"[A-Za-z_]\w{0,256}(?:\.[A-Za-z_]\w{0,256})+"
 _HEX = r"\b[0-9a-fA-F]{7,}\b"
 _CODE = r"\b[A-Za-z0-9]+(?:[-_]+[A-Za-z0-9]+)+\b"  # 2024-05-01, uuids, call_00_x9, astroid-1978
 _NUMBER = r"(?<![\w.])[-+]?\d+(?:[.,:]\d+)*"
