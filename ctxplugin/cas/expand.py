@@ -53,14 +53,17 @@ class _Matcher(Protocol):
 
 
 class _Bounded:
-    """A regular expression whose searches share one deadline."""
+    """A regular expression whose searches share one deadline, counted from the first search
+    (reading the output from the store is not the pattern's time)."""
 
     def __init__(self, pattern: str) -> None:
         self.pattern = pattern
         self.compiled = regex.compile(pattern)
-        self.deadline = time.monotonic() + PATTERN_SECONDS
+        self.deadline: float | None = None
 
     def search(self, text: str) -> object:
+        if self.deadline is None:
+            self.deadline = time.monotonic() + PATTERN_SECONDS
         left = self.deadline - time.monotonic()
         try:
             if left <= 0:
