@@ -96,16 +96,21 @@ def used_tools(messages: Iterable[BaseMessage], known: set[str], limit: int) -> 
 class ToolUses:
     """:func:`used_tools` of a conversation that grows, folded message by message: a call reads
     only the messages added since the previous one (the earlier ones the same objects, holding
-    the same content; else it reads them all again). Not locked: one caller at a time."""
+    the same content; else it reads them all again), and only when :meth:`recent` is asked (an
+    agent without a tool directory never asks). Not locked: one caller at a time."""
 
     def __init__(self) -> None:
         self.seen = Prefix()
         self.first: dict[str, int] = {}
         self.last: dict[str, int] = {}
         self.tick = 0
+        self._pending: tuple[Sequence[BaseMessage], Stamp | None] | None = None
 
     def update(self, messages: Sequence[BaseMessage], stamp: Stamp | None = None) -> None:
-        """Fold in the messages of ``messages`` (stamped ``stamp``, when known) not read yet."""
+        """Take ``messages`` (stamped ``stamp``, when known) as the conversation now."""
+        self._pending = (messages, stamp)
+
+    def _fold(self, messages: Sequence[BaseMessage], stamp: Stamp | None) -> None:
         if self.seen.changed(messages, stamp) != []:
             self.seen.clear()
             self.first, self.last, self.tick = {}, {}, 0
@@ -120,7 +125,10 @@ class ToolUses:
         self.seen.extend(messages[len(self.seen) :], stamp)
 
     def recent(self, known: set[str], limit: int) -> list[str]:
-        """:func:`used_tools` of the messages folded in."""
+        """:func:`used_tools` of the conversation last given to :meth:`update`."""
+        if self._pending is not None:
+            self._fold(*self._pending)
+            self._pending = None
         recent = sorted((n for n in self.last if n in known), key=self.last.__getitem__, reverse=True)[:limit]
         return sorted(recent, key=self.first.__getitem__)
 

@@ -192,6 +192,7 @@ def test_uses_folded_call_by_call_are_those_read_at_once(actions: list[Any], cut
     known = {f"tool_{c}" for c in "abcdefghij"}
     uses = ToolUses()
     uses.update(messages[: cut * 2])  # an earlier call's conversation, then this one grown from it
+    assert uses.recent(known, max_loaded) == used_tools(messages[: cut * 2], known, max_loaded)
     uses.update(messages)
     assert uses.recent(known, max_loaded) == used_tools(messages, known, max_loaded)
     rewritten = [HumanMessage(content="start over"), *messages[cut * 2 :]]  # not grown from it: read anew
