@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from langchain_core.messages import BaseMessage, message_to_dict, messages_from_dict
 
-from ctxplugin._untrusted import valid_unicode
+from ctxplugin._untrusted import json_text
 from ctxplugin.errors import StoreError
 from ctxplugin.scope import scope_key
 
@@ -110,22 +110,14 @@ class SQLiteMessageStore:
         return messages_from_dict([json.loads(body) for (body,) in rows])
 
     def append(self, key: str, messages: Sequence[BaseMessage]) -> None:
-        rows = [(key, _body(m)) for m in messages]
+        # JSON escapes where a message holds lone surrogates, which SQLite cannot take as text
+        rows = [(key, json_text(message_to_dict(m))) for m in messages]
         with self._connect() as db:
             db.executemany("INSERT INTO chat_messages (scope_key, body) VALUES (?, ?)", rows)
 
     def clear(self, key: str) -> None:
         with self._connect() as db:
             db.execute("DELETE FROM chat_messages WHERE scope_key = ?", (key,))
-
-
-def _body(message: BaseMessage) -> str:
-    """The stored JSON of ``message``: UTF-8 text where it can be, ``\\u`` escapes where the
-    message holds lone surrogates (undecodable bytes), which SQLite cannot take as text but which
-    come back exactly from the escapes."""
-    data = message_to_dict(message)
-    body = json.dumps(data, ensure_ascii=False)
-    return body if valid_unicode(body) is body else json.dumps(data)
 
 
 def _rekey(db: sqlite3.Connection) -> None:

@@ -142,6 +142,14 @@ def valid_unicode(text: str) -> str:
     return text
 
 
+def json_text(value: Any, **options: Any) -> str:
+    """``json.dumps(value, ensure_ascii=False, **options)``, or with ``\\u`` escapes where
+    ``value`` holds lone surrogates (undecodable bytes): no UTF-8 file, terminal or SQLite text
+    takes those, and the escapes read back exactly."""
+    text = json.dumps(value, ensure_ascii=False, **options)
+    return text if valid_unicode(text) is text else json.dumps(value, **options)
+
+
 def storable_text(text: str) -> str:
     """:func:`valid_unicode`, with NUL characters replaced by U+FFFD as well: text every store
     keeps as text (Postgres ``TEXT`` refuses NUL). For derived text only (summaries, facts);
@@ -151,5 +159,6 @@ def storable_text(text: str) -> str:
 
 
 __all__ = [
-    "MAX_INT_DIGITS", "MAX_JSON_DEPTH", "json_depth_exceeds", "load_json", "nesting_exceeds", "parse_once", "storable_text", "valid_unicode",
+    "MAX_INT_DIGITS", "MAX_JSON_DEPTH", "json_depth_exceeds", "json_text", "load_json", "nesting_exceeds", "parse_once",
+    "storable_text", "valid_unicode",
 ]

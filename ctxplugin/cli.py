@@ -20,7 +20,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from ctxplugin._untrusted import valid_unicode
+from ctxplugin._untrusted import json_text
 from ctxplugin.config import ContextConfig
 from ctxplugin.errors import CtxpluginError, InvalidInputError
 from ctxplugin.replay.loaders import FORMATS, Format, load_file
@@ -78,9 +78,8 @@ def _emit(text: str) -> None:
 
 
 def _json(document: object) -> str:
-    """``document`` as indented JSON: UTF-8 text, or ``\\u`` escapes where it holds lone surrogates."""
-    text = json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False)
-    return text if valid_unicode(text) is text else json.dumps(document, indent=2, sort_keys=True)
+    """``document`` as indented JSON (see :func:`~ctxplugin._untrusted.json_text`)."""
+    return json_text(document, indent=2, sort_keys=True)
 
 
 def _fail(message: str, code: int = 1) -> NoReturn:
