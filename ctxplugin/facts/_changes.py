@@ -7,6 +7,7 @@ Memoised by what it reads: the same pairs are in force on every call of a sessio
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from ctxplugin._lru import Memo
@@ -31,6 +32,16 @@ class Change:
     need: int
     note: str
     short: str
+
+    @cached_property
+    def ident(self) -> tuple[object, ...]:
+        """What marking reads of this change (see :data:`ctxplugin.facts._reading.Ident`): two
+        changes with the same ident give the same notes to the same messages. Read once."""
+        c = self
+        return (
+            c.old.id, c.new.id, c.old.source.ref, c.new.source.ref, c.new.authority, c.note, c.short, c.distinctive,
+            c.replacement, c.anchors, c.need,
+        )
 
 
 _CHANGES: Memo[tuple[object, ...], tuple[Any, ...]] = Memo(4096)

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import itertools
 import threading
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 from langchain_core.messages import BaseMessage, ToolMessage
 
@@ -29,10 +29,7 @@ authority)."""
 
 
 def _ident(change: Change) -> Ident:
-    c = change
-    return (
-        c.old.id, c.new.id, c.old.source.ref, c.new.source.ref, c.new.authority, c.note, c.short, c.distinctive, c.replacement, c.anchors, c.need,
-    )
+    return change.ident
 
 
 @dataclass(frozen=True)
@@ -100,6 +97,11 @@ class _Step:
     kept: dict[Ident, int]
     added: tuple[tuple[int, Change], ...]
     same_provisional: bool
+    # the changes added, to find those a message may state without testing each
+    candidates: _Candidates = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "candidates", _Candidates([change for _, change in self.added]))
 
 
 _STEPS: LRU[tuple[int, int], _Step] = LRU(64)
@@ -123,7 +125,7 @@ def _step(version: int, rules: InForce) -> _Step | None:
     return step
 
 
-def may_restate(version: int, rules: InForce) -> Callable[[BaseMessage, Read], bool] | None:
+def may_restate(version: int, rules: InForce) -> Restating | None:
     """A test of whether a message may read differently under ``rules`` than it did under the
     rules numbered ``version``, told without reading it: ``test(message, made)`` is False when
     its read under ``rules`` surely gives it the same notes as ``made`` (its read under
@@ -145,18 +147,57 @@ def may_restate(version: int, rules: InForce) -> Callable[[BaseMessage, Read], b
     order = [was[ident] for ident, _ in sorted(step.kept.items(), key=lambda item: item[1])]
     if any(a > b for a, b in itertools.pairwise(order)):
         return None
-    gone = set(before.idents).difference(step.kept)
-    added = _Candidates([change for _, change in step.added]) if step.added else None
+    return Restating(frozenset(before.idents).difference(step.kept), [change for _, change in step.added])
 
-    def test(message: BaseMessage, made: Read) -> bool:
+
+PRINT_BITS = 1024
+"""Bits of a :func:`fingerprint`: a message of a few hundred words sets about a fifth of them."""
+
+
+def _bit(item: str) -> int:
+    return 1 << (hash(item) % PRINT_BITS)
+
+
+def fingerprint(message: BaseMessage) -> int:
+    """A bit for each of ``message``'s words and refs (by hash, so several share one): a
+    message without the bit of a change's key word or ref cannot state it (see
+    :class:`_Candidates`), and :class:`Restating` passes over it without reading it."""
+    bits = 0
+    for item in (*word_set(content_text(message.content)), *_refs(message)):
+        bits |= _bit(item)
+    return bits
+
+
+class Restating:
+    """The test :func:`may_restate` gives, with what it is made of: the idents of the changes no
+    longer in force (``gone``), and ``mask``, the bits of the key words and refs by which a
+    message may state a change added (see :func:`fingerprint`): a message whose fingerprint has
+    none of them, and that states none of the changes gone, reads as before."""
+
+    __slots__ = ("_added", "gone", "mask")
+
+    def __init__(self, gone: frozenset[Ident], added: list[Change]) -> None:
+        self.gone = gone
+        self._added = _Candidates(added) if added else None
+        mask = 0
+        for change in added:
+            if change.old.source.ref is not None:
+                mask |= _bit(change.old.source.ref)
+            if change.distinctive:
+                mask |= _bit(min(change.distinctive))
+        self.mask = mask
+
+    def __call__(self, message: BaseMessage, made: Read, printed: int | None = None) -> bool:
+        """Whether ``message`` (read as ``made``; with the :func:`fingerprint` ``printed``, when
+        known) may read differently now."""
         empty, stating, _ = made
         if empty:
             return False
-        if gone and any(_ident(change) in gone for change in stating):
+        if self.gone and stating and any(_ident(change) in self.gone for change in stating):
             return True
-        return added is not None and bool(added.of(word_set(content_text(message.content)), _refs(message)))
-
-    return test
+        if self._added is None or (printed is not None and not printed & self.mask):
+            return False
+        return bool(self._added.of(word_set(content_text(message.content)), _refs(message)))
 
 
 def _brought_up(message: BaseMessage, before: Read, step: _Step, rules: InForce) -> Read:
@@ -169,8 +210,11 @@ def _brought_up(message: BaseMessage, before: Read, step: _Step, rules: InForce)
     words = word_set(text)
     refs = _refs(message)
     positions = [p for p in (step.kept.get(_ident(c)) for c in stating) if p is not None]
+    added = step.added
     positions.extend(
-        p for p, c in step.added if _states(c, words, refs) and c.note not in text and c.short not in text
+        p
+        for p, c in (added[i] for i in step.candidates.positions(words, refs))
+        if _states(c, words, refs) and c.note not in text and c.short not in text
     )
     now = tuple(rules.changes[p] for p in sorted(positions))
     if not step.same_provisional:
@@ -239,6 +283,10 @@ class _Candidates:
 
     def of(self, words: frozenset[str], refs: set[str]) -> list[Change]:
         """A superset of the changes :func:`_states` holds for, in their order."""
+        return [self._changes[position] for position in self.positions(words, refs)]
+
+    def positions(self, words: frozenset[str], refs: set[str]) -> list[int]:
+        """The positions of the changes :meth:`of` gives, in order."""
         found: set[int] = set()
         for ref in refs:
             found.update(self._by_ref.get(ref, ()))
@@ -249,7 +297,7 @@ class _Candidates:
         else:
             for word in words:
                 found.update(self._by_word.get(word, ()))
-        return [self._changes[position] for position in sorted(found)]
+        return sorted(found)
 
 
 def replaced_by(fact: Fact, rules: InForce) -> Change | None:

@@ -42,6 +42,7 @@ from ctxplugin.facts._reading import (
     InForce,
     Read,
     _Provisional,
+    fingerprint,
     in_force_of,
     may_restate,
     read,
@@ -117,7 +118,7 @@ class Marking:
     replacements quoted before it, so a conversation that only grew is marked only where it
     grew while the facts in force stay the same. Not locked: one caller at a time."""
 
-    __slots__ = ("count", "kept", "marks", "out", "quoted", "reads", "said", "version")
+    __slots__ = ("count", "kept", "marks", "out", "prints", "quoted", "reads", "said", "version")
 
     def __init__(self) -> None:
         self.version = 0
@@ -127,6 +128,9 @@ class Marking:
         # what out[i]'s mark was made from (None: not read, as it was kept as sent or states
         # nothing a rule can change)
         self.reads: list[Read | None] = []
+        # out[i]'s words and refs as a few bits each (see _fingerprint), to pass over the messages
+        # a change cannot concern without reading them
+        self.prints: list[int] = []
         self.said: set[str] = set()  # replacements already quoted in full
         self.count = 0
         self.kept = 0  # how many of ``out`` the last update kept as they were
@@ -174,11 +178,12 @@ class Marking:
         if test is None:
             restated = self._first_restated(body, rules, upto)
             return restated, restated
-        reads = self.reads
+        reads, prints = self.reads, self.prints
+        mask, gone = test.mask, bool(test.gone)
         fresh: dict[int, Read] = {}
         for index in range(upto):
             made = reads[index]
-            if made is None or not test(body[index], made):
+            if made is None or not (prints[index] & mask or (gone and made[1])) or not test(body[index], made, prints[index]):
                 continue
             now = read(body[index], rules)
             if _same(made, now):
@@ -190,11 +195,18 @@ class Marking:
         first = min(fresh)
         changed = upto
         said: set[str] = set().union(*self.quoted[:first])
+        was = set(said)  # what the messages before quoted when their marks were made
         for index in range(first, upto):
             made = fresh.get(index) or reads[index]
-            if made is None or (index not in fresh and not made[1]):
-                said.update(self.quoted[index])
+            quoted_before = self.quoted[index]
+            if made is None or (
+                index not in fresh and not any((c.new.id in said) != (c.new.id in was) for c in made[1])
+            ):
+                # states the same as before, after messages that quoted the same of it: same mark
+                said.update(quoted_before)
+                was.update(quoted_before)
                 continue
+            was.update(quoted_before)
             reads[index] = made
             message = body[index]
             marked, quoted = self._note(message, made, spans.get(index) or asides.get(index), said)
@@ -230,13 +242,14 @@ class Marking:
         if size == len(self.out):
             return
         self.count -= sum(self.marks[size:])
-        del self.out[size:], self.marks[size:], self.quoted[size:], self.reads[size:]
+        del self.out[size:], self.marks[size:], self.quoted[size:], self.reads[size:], self.prints[size:]
         self.said = set().union(*self.quoted)
 
     def _mark(self, message: BaseMessage, rules: InForce, span: str | None, kept: bool) -> None:
         made = None if kept or not isinstance(message, (HumanMessage, AIMessage, ToolMessage)) else read(message, rules)
         marked, quoted = (None, _NONE) if made is None else self._note(message, made, span, self.said)
         self.reads.append(made)
+        self.prints.append(0 if made is None or made[0] else fingerprint(message))
         self.out.append(marked or message)
         self.marks.append(marked is not None)
         self.quoted.append(quoted)

@@ -4,6 +4,8 @@ one before by the changes added: it gives what reading the message against all o
 from __future__ import annotations
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from pytest_mock import MockerFixture
 
@@ -137,3 +139,48 @@ def test_a_later_mark_points_back_once_an_earlier_message_quotes_the_same_replac
     assert str(carried.out[0].content).startswith("[outdated: web_team_project is now:")
     assert str(carried.out[2].content).startswith("[outdated: web_team_project changed, as noted above]")
     assert carried.kept == 0
+
+
+TEAM_LINES = {
+    team: [make_fact(f"The {team} team is on Project {project}.", key=f"{team}_team_project") for project in PROJECTS]
+    for team in TEAMS
+}
+
+
+def team_history() -> list[BaseMessage]:
+    """Each team's projects in turn, said by the user and restated by the assistant."""
+    history: list[BaseMessage] = []
+    for project in PROJECTS:
+        for team in TEAMS:
+            history += [
+                HumanMessage(f"The {team} team is on Project {project}.", id=f"h-{team}-{project}"),
+                AIMessage(f"Noted: the {team} team is on Project {project}.", id=f"a-{team}-{project}"),
+            ]
+    return history
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(
+        st.lists(st.tuples(st.sampled_from(TEAMS[:2]), st.integers(0, 3), st.integers(1, 4)), max_size=4),
+        min_size=2,
+        max_size=6,
+    )
+)
+def test_a_marking_carried_across_changes_in_force_equals_one_made_afresh(steps: list[list[tuple[str, int, int]]]) -> None:
+    # each step is a set of replacements in force (one old project to a later one): changes
+    # come into force, leave it and come back, as the most recent ones of a long session do;
+    # a marking carried from step to step marks every message as one made afresh does
+    history = team_history()
+    carried = Marking()
+    for step in steps:
+        changes = [
+            change_of(TEAM_LINES[team][old], TEAM_LINES[team][min(old + ahead, len(PROJECTS) - 1)])
+            for team, old, ahead in dict.fromkeys(step)
+        ]
+        rules = _reading.in_force_of(changes, [])
+        carried.update(history, rules, spans={}, asides={}, start=len(history))
+        fresh = Marking()
+        fresh.update(history, rules, spans={}, asides={})
+        assert [m.content for m in carried.out] == [m.content for m in fresh.out]
+        assert carried.count == fresh.count
