@@ -35,12 +35,20 @@ class Keys:
         blocks: the exchange numbers of each block.
         keys: the key of each block.
         digest: the running hash after the last block.
+        trail: the running hash after each of the last blocks (at most :data:`TRAIL`, the
+            last one's last), so that keys can be resumed before one of them: the last
+            blocks are those whose members change when a new user message takes protection
+            from the previous one.
     """
 
     known: str
     blocks: tuple[tuple[int, ...], ...]
     keys: tuple[str, ...]
     digest: Any
+    trail: tuple[Any, ...] = ()
+
+
+TRAIL = 8
 
 
 def _same_members(old: Sequence[int], new: Sequence[int]) -> bool:
@@ -92,26 +100,35 @@ class Digests:
         self._counter = counter
         self._seen: dict[tuple[object, ...], tuple[HumanMessage | None, tuple[str, ...]]] = {}
         start, keys, digest = 0, [], hashlib.sha1(known.encode("utf-8", "surrogatepass"))
-        if (
-            resume is not None
-            and resume.known == known
-            and len(resume.blocks) <= len(spans_of_block)
-            and all(map(_same_members, resume.blocks, spans_of_block))
-        ):
+        trail: list[Any] = []
+        if resume is not None and resume.known == known and len(resume.blocks) <= len(spans_of_block):
             # the same exchanges of the same conversation as the previous call: its keys stand
-            start, keys, digest = len(resume.blocks), list(resume.keys), resume.digest.copy()
+            # up to the first block whose members differ (one of the last, if any)
+            same = next(
+                (k for k, (old, new) in enumerate(zip(resume.blocks, spans_of_block, strict=False)) if not _same_members(old, new)),
+                len(resume.blocks),
+            )
+            back = len(resume.blocks) - same  # blocks of the previous call not resumed
+            if back == 0:
+                start, keys, digest, trail = same, list(resume.keys), resume.digest.copy(), list(resume.trail)
+            elif same and back < len(resume.trail):
+                start, keys = same, list(resume.keys[:same])
+                trail = list(resume.trail[: len(resume.trail) - back])
+                digest = trail[-1].copy()
         for members in spans_of_block[start:]:
             for number in members:
                 for message in exchanges[number]:
                     digest.update(b"\x00" + _digest(message))
             digest.update(b"\x01")
             keys.append(digest.hexdigest())
+            trail.append(digest.copy())
         self._keys: list[str] = keys
         self._digest = digest
+        self._trail = tuple(trail[-TRAIL:])
 
     def keys(self) -> Keys:
         """What a later call on the same conversation can start its keys from."""
-        return Keys(self._known, tuple(tuple(m) for m in self._spans), tuple(self._keys), self._digest.copy())
+        return Keys(self._known, tuple(tuple(m) for m in self._spans), tuple(self._keys), self._digest.copy(), self._trail)
 
     def members(self, block: int) -> Sequence[int]:
         """Exchange numbers of ``block`` that may be condensed (not protected)."""

@@ -1,0 +1,55 @@
+"""Block keys resumed from a previous call are the keys made afresh, also when the last blocks'
+members changed since (a new user message takes protection from the previous one)."""
+
+from __future__ import annotations
+
+import pytest
+from langchain_core.messages import AIMessage, HumanMessage
+
+from ctxplugin import HistoryConfig
+from ctxplugin.history._digests import TRAIL, Digests
+from ctxplugin.tokens import get_counter
+
+EXCHANGES = [(HumanMessage(f"step {n}: open src/mod_{n}.py"), AIMessage(f"Read mod_{n}: {n * 7} lines.")) for n in range(64)]
+
+
+def blocks(size: int, count: int, held: frozenset[int] = frozenset()) -> list[list[int]]:
+    """Exchange numbers of ``count`` blocks of ``size``, without those ``held`` (protected)."""
+    return [[n for n in range(k * size, (k + 1) * size) if n not in held] for k in range(count)]
+
+
+def digests(members: list[list[int]], resume=None) -> Digests:  # type: ignore[no-untyped-def]
+    return Digests(
+        EXCHANGES, members, [50] * len(members), "the task", HistoryConfig(), get_counter("cl100k_base"), resume=resume
+    )
+
+
+@pytest.mark.parametrize(
+    ("before", "after"),
+    [
+        (blocks(4, 10), blocks(4, 12)),  # grown
+        (blocks(4, 10, frozenset({39})), blocks(4, 11)),  # the last block's held exchange joined it
+        (blocks(4, 10, frozenset({33, 38})), blocks(4, 10)),  # two of the last blocks changed
+        (blocks(4, 10, frozenset({2})), blocks(4, 10)),  # the first block changed: nothing resumed
+        (blocks(4, 12, frozenset({4 * (12 - TRAIL) - 1})), blocks(4, 12)),  # changed before the trail
+        (blocks(4, 12, frozenset({47})), blocks(4, 12, frozenset({47}))),  # the same blocks
+    ],
+    ids=["grown", "last-block", "two-blocks", "first-block", "before-trail", "same"],
+)
+def test_resumed_keys_are_the_keys_made_afresh(before: list[list[int]], after: list[list[int]]) -> None:
+    previous = digests(before)
+    resumed = digests(after, resume=previous.keys())
+    fresh = digests(after)
+    assert resumed.keys().keys == fresh.keys().keys
+    assert resumed.keys().digest.hexdigest() == fresh.keys().digest.hexdigest()
+    # and a later call resumed from the resumed keys agrees too
+    later = blocks(4, len(after) + 2)
+    assert digests(later, resume=resumed.keys()).keys().keys == digests(later).keys().keys
+
+
+def test_changed_members_change_the_keys_from_their_block() -> None:
+    # the check above is not met by keys that ignore members
+    held = digests(blocks(4, 10, frozenset({39})))
+    whole = digests(blocks(4, 10))
+    assert held.keys().keys[:9] == whole.keys().keys[:9]
+    assert held.keys().keys[9] != whole.keys().keys[9]
