@@ -20,7 +20,7 @@ def blocks(size: int, count: int, held: frozenset[int] = frozenset()) -> list[li
 
 def digests(members: list[list[int]], resume=None) -> Digests:  # type: ignore[no-untyped-def]
     return Digests(
-        EXCHANGES, members, [50] * len(members), "the task", HistoryConfig(), get_counter("cl100k_base"), resume=resume
+        EXCHANGES, members, [50] * len(members), "the task", HistoryConfig(), get_counter("cl100k_base")[0], resume=resume
     )
 
 
