@@ -128,7 +128,7 @@ class Marking:
         # what out[i]'s mark was made from (None: not read, as it was kept as sent or states
         # nothing a rule can change)
         self.reads: list[Read | None] = []
-        # out[i]'s words and refs as a few bits each (see _fingerprint), to pass over the messages
+        # out[i]'s words and refs as a few bits each (see _reading.fingerprint), to pass over the messages
         # a change cannot concern without reading them
         self.prints: list[int] = []
         self.said: set[str] = set()  # replacements already quoted in full
