@@ -158,13 +158,20 @@ def _bit(item: str) -> int:
     return 1 << (hash(item) % PRINT_BITS)
 
 
+_PRINTS: PerMessage[int] = PerMessage(4096)
+
+
 def fingerprint(message: BaseMessage) -> int:
     """A bit for each of ``message``'s words and refs (by hash, so several share one): a
     message without the bit of a change's key word or ref cannot state it (see
-    :class:`_Candidates`), and :class:`Restating` passes over it without reading it."""
-    bits = 0
-    for item in (*word_set(content_text(message.content)), *_refs(message)):
-        bits |= _bit(item)
+    :class:`_Candidates`), and :class:`Restating` passes over it without reading it. Made once
+    per message (marks made again from an earlier message find it)."""
+    bits = _PRINTS.get(message)
+    if bits is None:
+        bits = 0
+        for item in (*word_set(content_text(message.content)), *_refs(message)):
+            bits |= _bit(item)
+        _PRINTS.put(message, bits)
     return bits
 
 
