@@ -35,13 +35,13 @@ def changed_positions(
     if len(messages) < count:
         return None
     head = messages[:count]
-    now = list(map(_content, head))
-    if all(map(is_, seen, head)) and all(map(is_, contents, now)):
+    if all(map(is_, seen, head)) and all(map(is_, contents, map(_content, head))):
         if measured is None:
-            if all(map(eq, map(len, now), lengths)):
+            if all(map(eq, map(len, map(_content, head)), lengths)):
                 return []
-        elif all(len(now[i]) == lengths[i] for i in measured):
+        elif all(len(head[i].content) == lengths[i] for i in measured):
             return []
+    now = list(map(_content, head))
     same = map(and_, map(is_, seen, head), map(and_, map(is_, contents, now), map(eq, map(len, now), lengths)))
     return list(compress(range(count), map(not_, same)))
 
