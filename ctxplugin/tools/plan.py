@@ -76,21 +76,10 @@ def used_tools(messages: Iterable[BaseMessage], known: set[str], limit: int) -> 
 
     A use is a ``load_tools`` request naming the tool, or a direct call to it.
     """
-    first: dict[str, int] = {}
-    last: dict[str, int] = {}
-    tick = 0
+    uses = ToolUses()
     for message in messages:
-        if not isinstance(message, AIMessage):
-            continue
-        for call in message.tool_calls:
-            names = requested_names(call.get("args")) if call["name"] == LOAD_TOOLS_NAME else [call["name"]]
-            for name in names:
-                if name in known:
-                    tick += 1
-                    first.setdefault(name, tick)
-                    last[name] = tick
-    recent = sorted(last, key=last.__getitem__, reverse=True)[:limit]
-    return sorted(recent, key=first.__getitem__)
+        uses.take(message)
+    return uses.ranked(known, limit)
 
 
 class ToolUses:
@@ -115,22 +104,32 @@ class ToolUses:
             self.seen.clear()
             self.first, self.last, self.tick = {}, {}, 0
         for message in messages[len(self.seen) :]:
-            if isinstance(message, AIMessage):
-                for call in message.tool_calls:
-                    names = requested_names(call.get("args")) if call["name"] == LOAD_TOOLS_NAME else [call["name"]]
-                    for name in names:  # every name ticks: the order among the known ones is the same
-                        self.tick += 1
-                        self.first.setdefault(name, self.tick)
-                        self.last[name] = self.tick
+            self.take(message)
         self.seen.extend(messages[len(self.seen) :], stamp)
+
+    def take(self, message: BaseMessage) -> None:
+        """Count the uses ``message`` makes (an AI message's calls and ``load_tools`` requests)."""
+        if not isinstance(message, AIMessage):
+            return
+        for call in message.tool_calls:
+            names = requested_names(call.get("args")) if call["name"] == LOAD_TOOLS_NAME else [call["name"]]
+            for name in names:  # every name ticks: the order among the known ones is the same
+                self.tick += 1
+                self.first.setdefault(name, self.tick)
+                self.last[name] = self.tick
+
+    def ranked(self, known: set[str], limit: int) -> list[str]:
+        """The ``limit`` most recently used of ``known`` among the uses counted, in the order they
+        were first used."""
+        recent = sorted((n for n in self.last if n in known), key=self.last.__getitem__, reverse=True)[:limit]
+        return sorted(recent, key=self.first.__getitem__)
 
     def recent(self, known: set[str], limit: int) -> list[str]:
         """:func:`used_tools` of the conversation last given to :meth:`update`."""
         if self._pending is not None:
             self._fold(*self._pending)
             self._pending = None
-        recent = sorted((n for n in self.last if n in known), key=self.last.__getitem__, reverse=True)[:limit]
-        return sorted(recent, key=self.first.__getitem__)
+        return self.ranked(known, limit)
 
 
 def _active(config: ToolsConfig, count: int, tokens: int) -> bool:
