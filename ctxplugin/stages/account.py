@@ -29,10 +29,9 @@ from ctxplugin.errors import InvalidInputError
 from ctxplugin.fidelity import write as write_fidelity
 from ctxplugin.report import ContextReport, FactUse
 from ctxplugin.scope import Scope
-from ctxplugin.stages.view import CallView, tool_label
+from ctxplugin.stages.view import SESSIONS_TRACKED, CallView, tool_label
 from ctxplugin.tokens import TokenCounter, count_message
 
-SESSIONS_TRACKED = 1024
 _SIGNATURES = 8192
 """Messages whose signature is kept (the oldest first out)."""
 

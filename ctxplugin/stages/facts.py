@@ -39,10 +39,8 @@ from ctxplugin.facts.render import current_once, fact_line, normalized, restates
 from ctxplugin.history import tier_bounds
 from ctxplugin.scope import Scope
 from ctxplugin.stages.memos import ReadMemo, fact_source
-from ctxplugin.stages.view import CallView
+from ctxplugin.stages.view import SESSIONS_TRACKED, CallView
 from ctxplugin.tokens import TokenCounter, content_text
-
-SESSIONS_TRACKED = 1024
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,9 +23,7 @@ from ctxplugin._prefix import Prefix, Stamp
 from ctxplugin.cas import compact_message
 from ctxplugin.errors import StoreError
 from ctxplugin.stages.memos import CaptureMemo
-from ctxplugin.stages.view import CallView
-
-SESSIONS_TRACKED = 1024
+from ctxplugin.stages.view import SESSIONS_TRACKED, CallView
 
 
 class _Stored:

@@ -27,11 +27,8 @@ from ctxplugin._prefix import Stamp
 from ctxplugin.budget import FactLine
 from ctxplugin.facts.render import normalized, restates
 from ctxplugin.history.identifiers import identifiers, occurs
-from ctxplugin.stages.view import CallView
+from ctxplugin.stages.view import SESSIONS_TRACKED, CallView
 from ctxplugin.tokens import content_text
-
-SESSIONS_TRACKED = 1024
-"""Sessions whose message ids are kept (the least recently seen first out)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,11 +20,10 @@ from ctxplugin._lru import LRU
 from ctxplugin._messages import merge_system
 from ctxplugin._names import EXPAND_REF_NAME, META_TOOL_NAMES
 from ctxplugin.config import ToolsConfig
-from ctxplugin.stages.view import CallView, tool_label
+from ctxplugin.stages.view import SESSIONS_TRACKED, CallView, tool_label
 from ctxplugin.tokens import TokenCounter, count_tool_schemas
 from ctxplugin.tools import ToolPlan, ToolRegistry, ToolUses, plan_tools
 
-SESSIONS_TRACKED = 1024
 HEADERS_KEPT = 256
 """Merged headers kept by the tool stage, by text: agents share a few system prompts, and a
 prompt written anew for every call (a date in it) gains nothing from being kept."""

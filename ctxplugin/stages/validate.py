@@ -20,9 +20,7 @@ from ctxplugin._lru import LRU
 from ctxplugin._messages import OrphanRepair, Validation, expanded_refs, header_length
 from ctxplugin._names import EXPAND_REF_NAME
 from ctxplugin._prefix import Prefix, Stamp
-from ctxplugin.stages.view import CallView
-
-SESSIONS_TRACKED = 1024
+from ctxplugin.stages.view import SESSIONS_TRACKED, CallView
 
 
 @dataclass(frozen=True, slots=True)

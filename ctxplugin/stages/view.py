@@ -29,6 +29,10 @@ logger = logging.getLogger("ctxplugin")
 ToolLike = BaseTool | dict[str, Any]
 """A tool as ``prepare`` binds it: a ``BaseTool`` or an OpenAI-format dict."""
 
+SESSIONS_TRACKED = 1024
+"""Sessions whose state each stage keeps between calls (the least recently seen first out): an
+evicted session's next call reads its conversation afresh."""
+
 
 @dataclass(frozen=True, slots=True)
 class Room:
@@ -245,4 +249,4 @@ def tool_label(tool: Any) -> str:
     return str(getattr(tool, "__name__", getattr(tool, "name", "?")))
 
 
-__all__ = ["CallView", "Fitted", "PreparedContext", "Room", "Stage", "ToolLike", "log_degraded", "tool_label"]
+__all__ = ["SESSIONS_TRACKED", "CallView", "Fitted", "PreparedContext", "Room", "Stage", "ToolLike", "log_degraded", "tool_label"]
