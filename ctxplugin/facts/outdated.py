@@ -179,11 +179,10 @@ class Marking:
             restated = self._first_restated(body, rules, upto)
             return restated, restated
         reads, prints = self.reads, self.prints
-        mask, gone = test.mask, bool(test.gone)
         fresh: dict[int, Read] = {}
         for index in range(upto):
             made = reads[index]
-            if made is None or not (prints[index] & mask or (gone and made[1])) or not test(body[index], made, prints[index]):
+            if made is None or not test(body[index], made, prints[index]):
                 continue
             now = read(body[index], rules)
             if _same(made, now):
