@@ -147,7 +147,7 @@ def may_restate(version: int, rules: InForce) -> Restating | None:
     order = [was[ident] for ident, _ in sorted(step.kept.items(), key=lambda item: item[1])]
     if any(a > b for a, b in itertools.pairwise(order)):
         return None
-    return Restating(frozenset(before.idents).difference(step.kept), [change for _, change in step.added])
+    return Restating(frozenset(before.idents).difference(step.kept), step)
 
 
 PRINT_BITS = 1024
@@ -183,11 +183,11 @@ class Restating:
 
     __slots__ = ("_added", "gone", "mask")
 
-    def __init__(self, gone: frozenset[Ident], added: list[Change]) -> None:
+    def __init__(self, gone: frozenset[Ident], step: _Step) -> None:
         self.gone = gone
-        self._added = _Candidates(added) if added else None
+        self._added = step.candidates if step.added else None
         mask = 0
-        for change in added:
+        for _, change in step.added:
             if change.old.source.ref is not None:
                 mask |= _bit(change.old.source.ref)
             if change.distinctive:
