@@ -25,7 +25,6 @@ found in a text has each of its runs among the text's (see :data:`~ctxplugin.his
 from __future__ import annotations
 
 import threading
-import weakref
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from itertools import filterfalse
@@ -33,9 +32,10 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
-from ctxplugin._lru import LRU, TextKey, text_key
-from ctxplugin._message_values import REF_SHAPE, read, refs_in
+from ctxplugin._lru import LRU, text_key
+from ctxplugin._message_values import REF_SHAPE, Searched, read, refs_in
 from ctxplugin._prefix import Prefix, Stamp
+from ctxplugin._ranked import Ranked
 from ctxplugin.fidelity import Fidelity
 from ctxplugin.history.identifiers import RUN, longest_run, occurs, value_runs
 
@@ -90,67 +90,44 @@ def _ref_shaped(ref: str) -> bool:
     return REF_SHAPE.fullmatch(ref) is not None
 
 
-def _dead() -> None:
-    return None
-
-
-def held_weakly(message: Any) -> Any:
-    """A weak reference to ``message``: calling it gives the message while it lives, else
-    ``None`` (always ``None`` for an object that cannot be held weakly)."""
-    try:
-        return weakref.ref(message)
-    except TypeError:  # cannot be held weakly: never taken as seen, so it is read again each call
-        return _dead
-
-
-class _Searched:
-    """A view message searched in a previous call: held weakly, with the key of its text, the
-    values it shows and, once looked for, the refs it shows and the :data:`RUN` s of its text."""
-
-    __slots__ = ("key", "message", "refs", "runs", "shown")
-
-    def __init__(self, message: BaseMessage, key: TextKey, shown: tuple[str, ...]) -> None:
-        self.message = held_weakly(message)
-        self.key = key
-        self.shown = shown
-        self.refs: frozenset[str] | None = None
-        self.runs: frozenset[str] | None = None
-
-    def runs_of(self, text: str) -> frozenset[str]:
-        """The runs of ``text``, this message's text (read once)."""
-        if self.runs is None:
-            self.runs = frozenset(RUN.findall(text))
-        return self.runs
-
-
 class _Session:
     """One session's account so far (see the module's docstring)."""
 
     __slots__ = (
-        "absent", "adds", "by_run", "counts", "found", "fresh", "history", "indexed", "lined", "lock", "missing",
-        "outputs", "present", "result", "runs_of", "searched", "unindexed", "used", "users",
+        "absent", "added", "adds", "by_run", "counts", "found", "fresh", "gone", "history", "indexed", "lined",
+        "listed", "lock", "missing", "missing_user", "outputs", "present", "rank", "result", "runs_of", "searched",
+        "unindexed", "used", "users", "users_listed",
     )
+
+    used: dict[str, bool]  # value -> whether the user wrote it, in first-seen order
+    rank: dict[str, int]  # value -> its place in first-seen order
+    outputs: dict[str, list[int]]  # tool-call id -> positions of its outputs
+    searched: dict[int, Searched]  # by id: the messages of the previous view
+    counts: dict[str, int]  # value -> how many of the searched messages show it
+    fresh: list[str]  # values used since the previous check
+    # used values none of the searched messages holds (each is indexed: clearing one clears both)
+    absent: set[str]
+    found: set[str]  # used values no searched message shows but one holds
+    by_run: dict[str, list[str]]  # longest run -> values indexed under it
+    runs_of: dict[str, frozenset[str]]  # indexed value -> its runs
+    unindexed: list[str]  # values with no letter or digit
+    indexed: set[str]  # every value in by_run, unindexed or lined
+    lined: set[str]  # values with a line break
+    present: dict[str, tuple[int, Searched]]  # value -> a view message it occurs in
+    missing: Ranked  # the absent values in first-seen order, once listed
+    missing_user: Ranked  # those of them the user wrote
+    listed: bool  # whether missing lists absent as the previous call left it
+    result: tuple[Any, ...] | None  # the previous figures, with what they came from
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.history = Prefix()
         self.adds: list[tuple[object, ...]] = []
-        self.used: dict[str, bool] = {}  # value -> whether the user wrote it, in first-seen order
-        self.outputs: dict[str, list[int]] = {}  # tool-call id -> positions of its outputs
-        self.searched: dict[int, _Searched] = {}  # by id: the messages of the previous view
-        self.counts: dict[str, int] = {}  # value -> how many of the searched messages show it
-        self.fresh: list[str] = []  # values used since the previous check
-        self.absent: set[str] = set()  # used values none of the searched messages holds
-        self.found: set[str] = set()  # used values no searched message shows but one holds
-        self.by_run: dict[str, list[str]] = {}  # longest run -> values indexed under it
-        self.runs_of: dict[str, frozenset[str]] = {}  # indexed value -> its runs
-        self.unindexed: list[str] = []  # values with no letter or digit
-        self.indexed: set[str] = set()  # every value in by_run, unindexed or lined
-        self.lined: set[str] = set()  # values with a line break
-        self.present: dict[str, tuple[int, _Searched]] = {}  # value -> a view message it occurs in
         self.users = 0  # changes to which values the user wrote
-        self.missing: list[str] | None = None  # the absent values in first-seen order
-        self.result: tuple[Any, ...] | None = None  # the previous figures, with what they came from
+        self.users_listed = 0  # users when missing_user was listed
+        self.gone: set[str] = set()  # values that left absent in this call
+        self.added: set[str] = set()  # values that joined absent in this call
+        self._start_over()
 
     def fold(self, history: Sequence[BaseMessage], stamp: Stamp | None = None) -> None:
         """Bring ``used`` and ``outputs`` up to date with ``history`` (stamped ``stamp``, when
@@ -176,6 +153,7 @@ class _Session:
                     before = used.get(value)
                     if before is None:
                         used[value] = from_user
+                        self.rank[value] = len(self.rank)
                         fresh.append(value)
                     elif from_user and not before:
                         used[value] = True
@@ -192,10 +170,10 @@ class _Session:
         if not used:
             return Fidelity(used=0, shown=0)
         previous = self.searched
-        searched: dict[int, _Searched] = {}
+        searched: dict[int, Searched] = {}
         texts: list[tuple[int, str]] = []  # (id, text) of each view message
         new: list[tuple[int, str]] = []  # those not searched in the previous call
-        joined: list[_Searched] = []
+        joined: list[Searched] = []
         for message in view:
             r = read(message)
             at = id(message)
@@ -205,7 +183,7 @@ class _Session:
             key = text_key(r.text)
             entry = previous.get(at)
             if entry is None or entry.message() is not message or entry.key != key:
-                entry = _Searched(message, key, r.shown)
+                entry = Searched(message, key, r.shown)
                 new.append((at, r.text))
                 joined.append(entry)
             searched[at] = entry
@@ -229,6 +207,7 @@ class _Session:
                     appeared.append(value)
         absent, found_before = self.absent, self.found
         missing_before = len(absent)
+        gone = absent.intersection(appeared)
         absent.difference_update(appeared)
         found_before.difference_update(appeared)
         # values no message shows: those newly so are looked for in the whole view, and so are
@@ -274,8 +253,10 @@ class _Session:
                     self._locate(value, new, searched)
         newly_absent = {v for v in again if v not in found} - absent
         dirty = bool(newly_absent) or len(absent) != missing_before or not absent.isdisjoint(found)
+        gone |= absent.intersection(found)
         absent.difference_update(found)
         absent |= newly_absent
+        self.gone, self.added = gone, newly_absent
         self.found = found
         self.searched = searched
         self._index(newly_absent - self.indexed)
@@ -286,7 +267,7 @@ class _Session:
         history: Sequence[BaseMessage],
         view: Sequence[BaseMessage],
         texts: list[tuple[int, str]],
-        searched: dict[int, _Searched],
+        searched: dict[int, Searched],
         stored: Mapping[str, str],
         dirty: bool,
     ) -> Fidelity:
@@ -312,21 +293,25 @@ class _Session:
                     shows = ref in view_text
                 if shows:
                     with_ref.append(call_id)
-        missing = self.missing
-        if dirty or missing is None:
-            missing = self.missing = list(filter(absent.__contains__, used))  # in first-seen order
+        missing, mine = self.missing, self.missing_user
+        if dirty or not self.listed or self.users != self.users_listed:
+            self._list()
         outputs = self.outputs
         # besides the missing values: the outputs behind the refs shown, and who wrote each value
         source = (with_ref, [len(outputs.get(call_id, ())) for call_id in with_ref], self.users)
         result = self.result
-        if result is None or result[0] is not missing or result[1] != source:
+        if result is None or result[0] != (missing.version, mine.version) or result[1] != source:
             found_behind: set[str] = set()
             for call_id in with_ref:
                 for index in outputs.get(call_id, ()):
                     found_behind.update(absent.intersection(read(history[index]).shown))
-            behind = tuple(filter(found_behind.__contains__, missing))
-            left = tuple(filterfalse(found_behind.__contains__, missing)) if found_behind else tuple(missing)
-            result = self.result = (missing, source, behind, left, tuple(filter(used.__getitem__, left)))
+            if found_behind:
+                behind = tuple(filter(found_behind.__contains__, missing.values))
+                left = tuple(filterfalse(found_behind.__contains__, missing.values))
+                from_user = tuple(filterfalse(found_behind.__contains__, mine.values))
+            else:
+                behind, left, from_user = (), tuple(missing.values), tuple(mine.values)
+            result = self.result = ((missing.version, mine.version), source, behind, left, from_user)
         _, _, behind, left, from_user = result
         return Fidelity(
             used=len(used),
@@ -336,7 +321,22 @@ class _Session:
             left_from_user=from_user,
         )
 
-    def _locate(self, value: str, texts: list[tuple[int, str]], searched: dict[int, _Searched]) -> None:
+    def _list(self) -> None:
+        """Bring the lists of missing values up to date with :attr:`absent`: by the values that
+        joined and left it in this call, or afresh (after a start over, a large change, or a
+        value the user wrote that the assistant wrote first)."""
+        used, rank, missing, mine = self.used, self.rank, self.missing, self.missing_user
+        if not self.listed or not missing.update(self.gone, self.added, rank):
+            missing.reset(filter(self.absent.__contains__, used), rank)  # in first-seen order
+            self.listed = False
+        if not self.listed or self.users != self.users_listed or not mine.update(
+            {v for v in self.gone if used[v]}, {v for v in self.added if used[v]}, rank
+        ):
+            mine.reset(filter(used.__getitem__, missing.values), rank)
+            self.users_listed = self.users
+        self.listed = True
+
+    def _locate(self, value: str, texts: list[tuple[int, str]], searched: dict[int, Searched]) -> None:
         """Remember a message of ``texts`` that ``value`` occurs in, while the view holds it."""
         if "\n" in value:
             return
@@ -350,11 +350,12 @@ class _Session:
         self.history.clear()
         self.adds.clear()
         self.used = {}
+        self.rank = {}
         self.outputs = {}
         self.searched = {}
         self.counts = {}
         self.fresh = []
-        self.absent = set()  # every value in it must be indexed: the index goes too
+        self.absent = set()
         self.found = set()
         self.by_run = {}
         self.runs_of = {}
@@ -362,7 +363,9 @@ class _Session:
         self.indexed = set()
         self.lined = set()
         self.present = {}
-        self.missing = None
+        self.missing = Ranked()
+        self.missing_user = Ranked()
+        self.listed = False
         self.result = None
 
     def _index(self, values: set[str]) -> None:

@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import re
 import threading
+import weakref
 from dataclasses import dataclass
+from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
-from ctxplugin._lru import LRU, PerMessage, text_key
+from ctxplugin._lru import LRU, PerMessage, TextKey, text_key
 from ctxplugin._messages import argument_values
-from ctxplugin.history.identifiers import identifiers
+from ctxplugin.history.identifiers import RUN, identifiers
 from ctxplugin.tokens import content_text
 
 MEMO = 8192
@@ -86,4 +88,37 @@ def refs_in(text: str) -> frozenset[str]:
     return frozenset(found)
 
 
-__all__ = ["MEMO", "REF_SHAPE", "SCAN_CHARS", "Read", "read", "refs_in"]
+def _dead() -> None:
+    return None
+
+
+def held_weakly(message: Any) -> Any:
+    """A weak reference to ``message``: calling it gives the message while it lives, else
+    ``None`` (always ``None`` for an object that cannot be held weakly)."""
+    try:
+        return weakref.ref(message)
+    except TypeError:  # cannot be held weakly: never taken as seen, so it is read again each call
+        return _dead
+
+
+class Searched:
+    """A view message searched in a previous call: held weakly, with the key of its text, the
+    values it shows and, once looked for, the refs it shows and the :data:`RUN` s of its text."""
+
+    __slots__ = ("key", "message", "refs", "runs", "shown")
+
+    def __init__(self, message: BaseMessage, key: TextKey, shown: tuple[str, ...]) -> None:
+        self.message = held_weakly(message)
+        self.key = key
+        self.shown = shown
+        self.refs: frozenset[str] | None = None
+        self.runs: frozenset[str] | None = None
+
+    def runs_of(self, text: str) -> frozenset[str]:
+        """The runs of ``text``, this message's text (read once)."""
+        if self.runs is None:
+            self.runs = frozenset(RUN.findall(text))
+        return self.runs
+
+
+__all__ = ["MEMO", "REF_SHAPE", "SCAN_CHARS", "Read", "Searched", "held_weakly", "read", "refs_in"]
