@@ -37,7 +37,7 @@ from ctxplugin._message_values import REF_SHAPE, Searched, read, refs_in
 from ctxplugin._prefix import Prefix, Stamp
 from ctxplugin._ranked import Ranked
 from ctxplugin.fidelity import Fidelity
-from ctxplugin.history.identifiers import RUN, longest_run, occurs, value_runs
+from ctxplugin.history.identifiers import longest_run, occurs, value_runs
 
 
 class SessionFidelity:
@@ -243,7 +243,9 @@ class _Session:
                     break
         if new and absent:
             new_text = "\n".join(text for _, text in new)
-            runs = set(RUN.findall(new_text))
+            # a run never spans the line break between two texts: the runs of the joined text
+            # are those of its texts, each read once while its message stays in view
+            runs = frozenset().union(*(searched[at].runs_of(text) for at, text in new))
             runs_of, by_run = self.runs_of, self.by_run
             # a value found there has every one of its runs among the text's: searched only then
             maybe = [v for run in runs if run in by_run for v in by_run[run] if runs_of[v] <= runs]
