@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Iterator, Sequence
 from typing import Any, Literal, cast
 
@@ -54,6 +53,15 @@ def validate(
     return Validation(orphans).extend(messages)
 
 
+def check_conversation(messages: object) -> None:
+    """Raise :class:`InvalidInputError` unless ``messages`` is a non-empty sequence (its items
+    are checked one by one as they are validated)."""
+    if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
+        raise InvalidInputError(f"prepare() takes a list of langchain-core messages, got {type(messages).__name__}")
+    if not messages:
+        raise InvalidInputError("prepare() got an empty message list; a model call needs at least one message")
+
+
 class Validation:
     """:func:`validate` carried from call to call: a conversation that grows is checked only
     where it grew, and what was repaired before (a placeholder, a stand-in call) is the same
@@ -63,11 +71,17 @@ class Validation:
         orphans: what to do with a tool result whose call is not in the conversation.
     """
 
-    __slots__ = ("answered", "group", "orphans", "out", "pending", "placeholders", "seen", "warnings")
+    __slots__ = (
+        "answered", "checked", "extended", "group", "orphans", "out", "pending", "placeholders", "returned", "warnings",
+    )
 
     def __init__(self, orphans: OrphanRepair = "raise") -> None:
         self.orphans: OrphanRepair = orphans
-        self.seen: tuple[BaseMessage, ...] = ()  # the messages checked so far
+        self.checked = 0  # how many messages were checked so far
+        # whether the list the latest extend returned begins with the whole list the one before
+        # returned (the very objects): true when messages were only appended to it
+        self.extended = False
+        self.returned = -1  # the length of the list returned last, when it was out itself
         self.out: list[BaseMessage] = []
         self.warnings: list[str] = []
         self.pending: dict[str, str] = {}  # tool_call_id -> tool name, awaiting results
@@ -75,31 +89,30 @@ class Validation:
         self.answered: set[str] = set()
         self.placeholders: dict[str, ToolMessage] = {}  # by call id, once made
 
-    def continued_by(self, messages: Sequence[BaseMessage]) -> bool:
-        """Whether ``messages`` starts with the very messages checked so far."""
-        return len(self.seen) <= len(messages) and all(map(operator.is_, self.seen, messages))
-
     def extend(self, messages: Sequence[BaseMessage]) -> tuple[list[BaseMessage], list[str]]:
-        """The valid copy of ``messages`` and its warnings, checking the messages past those
-        checked so far (``messages`` starts with them: see :meth:`continued_by`).
+        """The valid form of ``messages`` and its warnings, checking the messages past those
+        checked so far (the caller knows ``messages`` starts with the very messages checked).
+        The list returned is this validation's own when no call awaits a placeholder: the
+        caller copies what it keeps.
 
         Raises:
             InvalidInputError: as :func:`validate`.
         """
-        if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
-            raise InvalidInputError(
-                f"prepare() takes a list of langchain-core messages, got {type(messages).__name__}"
-            )
-        if not messages:
-            raise InvalidInputError("prepare() got an empty message list; a model call needs at least one message")
-        for index in range(len(self.seen), len(messages)):
+        check_conversation(messages)
+        if len(messages) < self.checked:
+            raise ValueError(f"{len(messages)} messages cannot continue the {self.checked} checked")
+        before = self.returned
+        for index in range(self.checked, len(messages)):
             self._check(index, messages[index])
-        self.seen = tuple(messages)
-        out, warnings = list(self.out), list(self.warnings)
+        self.checked = len(messages)
+        out, warnings = self.out, list(self.warnings)
         # Calls at the very end are the ones the agent is about to run: no placeholder there. Once
         # some of them have results the tools have run, and the model must see every call answered.
         if self.pending and isinstance(out[-1], ToolMessage):
+            out = list(out)
             self._close_pending(out, dict(self.pending), warnings)
+        self.extended = before >= 0 and self.returned == before  # nothing put in before its end
+        self.returned = len(out) if out is self.out else -1
         return out, warnings
 
     def _check(self, index: int, message: BaseMessage) -> None:
@@ -123,6 +136,8 @@ class Validation:
                     return
                 # before the AI message whose results are still coming, so those stay adjacent
                 at = self.group if pending else len(out)
+                if at < self.returned:
+                    self.returned = -1  # what was returned last is no longer the beginning of out
                 out[at:at] = [_stand_in_call(message), message]
                 answered.add(message.tool_call_id)
                 self.group += 2 if pending else 0

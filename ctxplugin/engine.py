@@ -22,7 +22,7 @@ from ctxplugin import _tracing
 from ctxplugin._chat_history import ContextChatHistory
 from ctxplugin._deadline import step_budget
 from ctxplugin._events import emit
-from ctxplugin._messages import split_header
+from ctxplugin._messages import check_conversation, split_header
 from ctxplugin._meta_tools import make_meta_tools
 from ctxplugin._names import REPORT_EVENT
 from ctxplugin._run_scope import direct_scope
@@ -180,6 +180,7 @@ class ContextEngine:
             InvalidInputError: the messages are not a valid conversation (the message says why).
         """
         scope = direct_scope(scope, "prepare")
+        check_conversation(messages)
         with (
             _tracing.child_run("ctxplugin.prepare", inputs={"messages": len(messages), "session_id": scope.session_id}) as run,
             step_budget(self.config.stores.timeout),

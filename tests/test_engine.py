@@ -92,6 +92,23 @@ def test_non_message_is_a_clear_error() -> None:
         memory_engine().prepare([{"role": "user", "content": "hi"}], scope=SCOPE)
 
 
+@pytest.mark.parametrize("messages", [None, 5, "hello", b"hello"])
+def test_something_that_is_not_a_list_is_a_clear_error(messages: object) -> None:
+    with pytest.raises(InvalidInputError, match="takes a list of langchain-core messages"):
+        memory_engine().prepare(messages, scope=SCOPE)
+
+
+def test_a_non_message_put_in_place_of_one_sent_before_is_a_clear_error() -> None:
+    """The session's previous conversation is checked message by message on the next call;
+    an item there that is not a message is named, not tripped over."""
+    engine = memory_engine()
+    messages: list[object] = [HumanMessage(content="hi"), AIMessage(content="hello"), HumanMessage(content="and?")]
+    engine.prepare(messages, scope=SCOPE)
+    messages[1] = "hello"
+    with pytest.raises(InvalidInputError, match="message 1 is a str"):
+        engine.prepare(messages, scope=SCOPE)
+
+
 def test_orphan_tool_result_is_a_clear_error() -> None:
     messages = [HumanMessage(content="hi"), ToolMessage(content="x", tool_call_id="nope")]
     with pytest.raises(InvalidInputError, match="nope"):

@@ -11,13 +11,18 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import islice
-from operator import is_
 from typing import ClassVar
 
 from langchain_core.messages import BaseMessage
 
 from ctxplugin._lru import LRU
-from ctxplugin._messages import OrphanRepair, Validation, expanded_refs, header_length
+from ctxplugin._messages import (
+    OrphanRepair,
+    Validation,
+    check_conversation,
+    expanded_refs,
+    header_length,
+)
 from ctxplugin._names import EXPAND_REF_NAME
 from ctxplugin._prefix import Prefix, Stamp
 from ctxplugin.stages.view import SESSIONS_TRACKED, CallView
@@ -34,25 +39,31 @@ class Validate:
 
     name: ClassVar[str] = "validate"
     orphans: OrphanRepair = "raise"
-    # per session: the conversation checked so far, extended as it grows
-    _checked: LRU[str, Validation] = field(default_factory=lambda: LRU(SESSIONS_TRACKED))
-    # per session: the history passed on last, to stamp this call's (see CallView.original_stamp)
-    _passed: LRU[str, _Passed] = field(default_factory=lambda: LRU(SESSIONS_TRACKED))
+    # per session: the conversation received and checked so far, and the history passed on
+    _sessions: LRU[str, _Received] = field(default_factory=lambda: LRU(SESSIONS_TRACKED))
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def apply(self, view: CallView) -> CallView:
         key = view.scope.key()
         with self._lock:
             # claimed while this call runs: a concurrent call of the same session starts afresh
-            checked = self._checked.pop(key, None)
-        if checked is None or not checked.continued_by(view.received):
-            checked = Validation(self.orphans)
-        valid, notes = checked.extend(view.received)
-        with self._lock:
-            self._checked.put(key, checked)
+            state = self._sessions.pop(key, None)
+        if state is None:
+            state = _Received(self.orphans)
+        received = view.received
+        check_conversation(received)
+        received_stamp = state.receive(received, self.orphans)
+        valid, notes = state.validation.extend(received)
+        state.received.extend(received[len(state.received) :], received_stamp)
         start = header_length(valid)
         header, history = valid[:start], tuple(islice(valid, start, None))  # one copy of a long history
-        received_stamp, stamp = self._stamps(key, view.received, history)
+        # history only grew when the conversation did and its validation only appended to what
+        # it returned before, after as many system messages
+        grown = received_stamp.before is not None and state.validation.extended and start == state.start
+        state.start = start
+        stamp = state.pass_on(history, grown=grown)
+        with self._lock:
+            self._sessions.put(key, state)
         return view.override(
             header=tuple(header),
             original=history,
@@ -63,47 +74,44 @@ class Validate:
             refs_expanded=tuple(expanded_refs(history, EXPAND_REF_NAME)),
         ).warn(*notes)
 
-    def _stamps(self, key: str, received: Sequence[BaseMessage], history: tuple[BaseMessage, ...]) -> tuple[Stamp, Stamp]:
-        """The stamps of ``received`` and of ``history`` (see :class:`~ctxplugin._prefix.Stamp`),
-        each grown from the session's previous one when it is that one with messages appended.
-        The one check of the whole conversation a call makes; the stages after take its word.
-        ``history`` is made from ``received``: when ``received`` only grew and the previous
-        history is still its beginning (the same objects), it only grew too."""
-        with self._lock:
-            passed = self._passed.pop(key, None)  # a concurrent call of the session starts afresh
-        if passed is None:
-            passed = _Passed()
-        last = passed.received.stamp
-        if last is not None and passed.received.changed(received) == []:
-            received_stamp = Stamp.after(last, len(received))
-        else:
-            received_stamp = Stamp.after(None, len(received))
-            passed.received.clear()
-        passed.received.extend(received[len(passed.received) :], received_stamp)
-        before = passed.history_stamp
-        grew = (
-            received_stamp.before is not None
-            and before is not None
-            and len(passed.history) <= len(history)
-            and all(map(is_, passed.history, history))
-        )
-        history_stamp = Stamp.after(before if grew else None, len(history))
-        passed.history, passed.history_stamp = history, history_stamp
-        with self._lock:
-            self._passed.put(key, passed)
-        return received_stamp, history_stamp
 
+class _Received:
+    """One session's previous call: the conversation received (checked message by message on
+    the next call: the one check of the whole conversation a call makes, whose word the stages
+    after take), its validation, and the history passed on, with their stamps (see
+    :class:`~ctxplugin._prefix.Stamp`)."""
 
-class _Passed:
-    """What a session's previous call passed on: the conversation received (checked message by
-    message on the next call) and the history made from it, with their stamps."""
+    __slots__ = ("history_stamp", "received", "start", "validation")
 
-    __slots__ = ("history", "history_stamp", "received")
-
-    def __init__(self) -> None:
+    def __init__(self, orphans: OrphanRepair) -> None:
         self.received = Prefix()
-        self.history: tuple[BaseMessage, ...] = ()
+        self.validation = Validation(orphans)
+        self.start = -1  # how many system messages the history passed on came after
         self.history_stamp: Stamp | None = None
+
+    def receive(self, received: Sequence[BaseMessage], orphans: OrphanRepair) -> Stamp:
+        """The stamp of ``received``: grown from the previous one when it is the previous
+        conversation with messages appended (the very objects, holding the very content).
+        Else what was received and validated is forgotten: the caller validates ``received``
+        from its start, then takes in the messages past :attr:`received`."""
+        last = self.received.stamp
+        try:
+            grew = last is not None and self.received.changed(received) == []
+        except AttributeError:  # an earlier message replaced by something else: validation says what
+            grew = False
+        if grew:
+            return Stamp.after(last, len(received))
+        self.received.clear()
+        self.validation = Validation(orphans)
+        return Stamp.after(None, len(received))
+
+    def pass_on(self, history: tuple[BaseMessage, ...], *, grown: bool) -> Stamp:
+        """The stamp of ``history``: grown from the previous one when ``grown`` says it is the
+        previous history with messages appended."""
+        before = self.history_stamp
+        stamp = Stamp.after(before if grown and before is not None and before.length <= len(history) else None, len(history))
+        self.history_stamp = stamp
+        return stamp
 
 
 __all__ = ["Validate"]

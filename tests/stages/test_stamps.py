@@ -3,7 +3,7 @@ call's history is the previous call's with messages appended."""
 
 from __future__ import annotations
 
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
 from ctxplugin import Scope
 from ctxplugin._prefix import Prefix, Stamp
@@ -69,3 +69,28 @@ def test_stamps_keep_no_chain_over_a_session() -> None:
         stamps.append(stage.apply(_view(messages)).history_stamp)
     assert stamps[-1] is not None and stamps[-1].grew_from(stamps[-2])
     assert all(s is not None and s.before is None for s in stamps[:-1])
+
+
+def test_a_history_validation_repaired_before_its_end_is_not_stamped_as_grown() -> None:
+    """Validation puts a stand-in call before a pending call (an orphan result under 'pair'),
+    or a placeholder that the real result replaces on the next call: the previous history is
+    then not the beginning of this one, whatever the conversation received did."""
+    stage = Validate(orphans="pair")
+    messages: list[BaseMessage] = [*_conversation(), AIMessage("", tool_calls=[{"name": "ls", "args": {}, "id": "c1"}], id="a1")]
+    first = stage.apply(_view(messages))
+    messages.append(ToolMessage("stray", tool_call_id="c9", id="t9"))  # no call made it: paired before a1
+    second = stage.apply(_view(messages))
+    assert second.history[: len(first.history)] != first.history
+    assert second.history_stamp is not None and not second.history_stamp.grew_from(first.history_stamp)
+
+    stage = Validate()
+    messages = [*_conversation(), AIMessage("", tool_calls=[{"name": "ls", "args": {}, "id": "c1"}, {"name": "cat", "args": {}, "id": "c2"}])]
+    messages.append(ToolMessage("a.py", tool_call_id="c1"))
+    placeholder = stage.apply(_view(messages))  # c2 has no result yet: a placeholder ends the history
+    messages.append(ToolMessage("print(1)", tool_call_id="c2"))
+    answered = stage.apply(_view(messages))
+    assert answered.history[-1] is messages[-1] and placeholder.history[-1] is not messages[-1]
+    assert answered.history_stamp is not None and not answered.history_stamp.grew_from(placeholder.history_stamp)
+    messages.append(HumanMessage("Thanks.", id="h2"))
+    grown = stage.apply(_view(messages))
+    assert grown.history_stamp is not None and grown.history_stamp.grew_from(answered.history_stamp)
