@@ -24,6 +24,7 @@ from contextvars import ContextVar
 
 from langchain_core.messages import BaseMessage, SystemMessage
 
+from ctxplugin.errors import InvalidInputError
 from ctxplugin.scope import Scope, scope_from_config
 from ctxplugin.tokens import content_text
 
@@ -117,6 +118,8 @@ def direct_scope(scope: Scope | None, method: str) -> Scope:
     and the ``prepare`` that shows its ref are separate calls that must share one.
     """
     if scope is not None:
+        if not isinstance(scope, Scope):
+            raise InvalidInputError(f"{method}() takes scope=Scope(session_id=...), got {type(scope).__name__}")
         return scope
     current = _current.get()
     if current is not None:

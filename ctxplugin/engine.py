@@ -31,7 +31,7 @@ from ctxplugin._stores import Stores, embedded_stores, open_stores
 from ctxplugin.cache import AnswerCache, AnswerCacheStore, make_answer_cache
 from ctxplugin.cas import CASStore, MemoryCASStore, expand
 from ctxplugin.config import ContextConfig
-from ctxplugin.errors import ConfigError, CtxpluginError
+from ctxplugin.errors import ConfigError, CtxpluginError, InvalidInputError
 from ctxplugin.facts import FactsLedger, MemoryFactStore
 from ctxplugin.facts.embedding import default_embedding
 from ctxplugin.history import BackgroundSummarizer, SummarizerLike, make_summarizer
@@ -177,10 +177,13 @@ class ContextEngine:
             context_window: the model's input window, to resolve budgets given as shares.
 
         Raises:
-            InvalidInputError: the messages are not a valid conversation (the message says why).
+            InvalidInputError: the messages are not a valid conversation (the message says why),
+                ``scope`` is not a :class:`Scope`, or ``context_window`` is not a positive int.
         """
         scope = direct_scope(scope, "prepare")
         check_conversation(messages)
+        if context_window is not None and (isinstance(context_window, bool) or not isinstance(context_window, int) or context_window < 1):
+            raise InvalidInputError(f"context_window must be a positive number of tokens, got {context_window!r}")
         with (
             _tracing.child_run("ctxplugin.prepare", inputs={"messages": len(messages), "session_id": scope.session_id}) as run,
             step_budget(self.config.stores.timeout),

@@ -98,6 +98,20 @@ def test_something_that_is_not_a_list_is_a_clear_error(messages: object) -> None
         memory_engine().prepare(messages, scope=SCOPE)
 
 
+def test_a_scope_that_is_not_a_scope_is_a_clear_error() -> None:
+    engine = memory_engine()
+    with pytest.raises(InvalidInputError, match=r"prepare\(\) takes scope=Scope"):
+        engine.prepare([HumanMessage(content="hi")], scope="session-1")
+    with pytest.raises(InvalidInputError, match=r"capture_tool_result\(\) takes scope=Scope"):
+        engine.capture_tool_result(ToolMessage(content="x" * 5000, tool_call_id="c1"), "session-1")
+
+
+@pytest.mark.parametrize("window", [0, -1, "128000", 1.5, True])
+def test_a_context_window_that_is_not_a_positive_int_is_a_clear_error(window: object) -> None:
+    with pytest.raises(InvalidInputError, match="context_window must be a positive number of tokens"):
+        memory_engine().prepare([HumanMessage(content="hi")], scope=SCOPE, context_window=window)
+
+
 def test_a_non_message_put_in_place_of_one_sent_before_is_a_clear_error() -> None:
     """The session's previous conversation is checked message by message on the next call;
     an item there that is not a message is named, not tripped over."""
