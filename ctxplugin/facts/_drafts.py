@@ -29,6 +29,7 @@ from ctxplugin.facts.model import (
     new_fact_id,
     normalize_audience,
     reader_keys,
+    reader_scope,
     visibility_key,
 )
 from ctxplugin.scope import Scope, Visibility
@@ -53,6 +54,7 @@ def _build_fact(
     audience: tuple[str, ...] = (),
 ) -> Fact:
     """A fact from ``draft`` written by ``scope``, stamped with ``clock()``."""
+    reader_scope(scope)
     visibility = draft.visibility or "session"
     if visibility == "user" and not scope.user_id:
         raise InvalidInputError("visibility='user' needs a scope with a user_id")
@@ -151,6 +153,9 @@ def _qualified(fact_id: str, slot: str) -> str:
 def _candidate_ids(fact_id: str, reader: Scope) -> list[str]:
     """Stored ids ``fact_id`` may stand for from ``reader``: itself, and the caller's id
     qualified by each slot ``reader`` can read."""
+    if not isinstance(fact_id, str):
+        raise InvalidInputError(f"a fact id is a string, got {type(fact_id).__name__}")
+    reader_scope(reader)
     if "~" in fact_id or not fact_id.strip() or any(c.isspace() for c in fact_id):
         return [fact_id]
     return [fact_id, *(_qualified(fact_id, key) for key in reader_keys(reader))]
@@ -159,6 +164,10 @@ def _candidate_ids(fact_id: str, reader: Scope) -> list[str]:
 def _valid_draft(draft: FactDraft) -> FactDraft:
     """The draft with lone surrogates (undecodable bytes of a tool output) replaced: fact stores
     need valid Unicode, and the exact original stays in the CAS behind the fact's ref."""
+    named = {"text": draft.text, "key": draft.key, "scope_id": draft.scope_id, "constraint_type": draft.constraint_type}
+    for name, value in (*named.items(), *(("tag", t) for t in draft.tags)):
+        if not isinstance(value, str) and (value is not None or name == "text"):
+            raise InvalidInputError(f"a fact's {name} is a string, got {type(value).__name__}")
     texts = (draft.text, draft.key, draft.replaces, draft.scope_id, draft.constraint_type, *draft.tags)
     if all(t is None or storable_text(t) is t for t in texts):
         return draft

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from functools import lru_cache
 
 from ctxplugin._lru import LRU, TextKey, text_key
+from ctxplugin.errors import InvalidInputError
 
 STOPWORDS = frozenset(
     ["a", "about", "above", "after", "again", "all", "also", "am", "an", "and", "any", "are", "as", "at", "be", "because", "been", "before", "being", "below", "between", "both", "but", "by", "can", "could", "did", "do", "does", "doing", "down", "during", "each", "few", "for", "from", "further", "had", "has", "have", "having", "he", "her", "here", "hers", "him", "his", "how", "i", "if", "in", "into", "is", "it", "its", "itself", "just", "let", "lets", "let's", "me", "more", "most", "my", "myself", "no", "nor", "not", "now", "of", "off", "on", "once", "only", "or", "other", "our", "ours", "out", "over", "own", "please", "same", "she", "should", "so", "some", "such", "than", "that", "the", "their", "theirs", "them", "then", "there", "these", "they", "this", "those", "through", "to", "too", "under", "until", "up", "very", "was", "we", "were", "what", "when", "where", "which", "while", "who", "whom", "why", "will", "with", "would", "you", "your", "yours", "yourself", "ok", "okay", "yes", "yeah", "hi", "hello", "thanks", "thank"]
@@ -37,7 +38,13 @@ reads about 2,000 characters at most, and the words of megabytes only slow the l
 
 
 def query_text(text: str) -> str:
-    """``text`` as retrieval reads a question (see :data:`QUERY_CHARS`)."""
+    """``text`` as retrieval reads a question (see :data:`QUERY_CHARS`).
+
+    Raises:
+        InvalidInputError: ``text`` is not a string.
+    """
+    if not isinstance(text, str):
+        raise InvalidInputError(f"a facts search takes a text query, got {type(text).__name__}")
     if len(text) <= QUERY_CHARS:
         return text
     return f"{text[: QUERY_CHARS // 2]}\n{text[-(QUERY_CHARS // 2):]}"

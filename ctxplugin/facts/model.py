@@ -224,6 +224,9 @@ class FactQuery:
     depends_on: str | None = None
     text_hash: str | None = None
 
+    def __post_init__(self) -> None:
+        reader_scope(self.reader)
+
 
 def matches(fact: Fact, query: FactQuery) -> bool:
     """The reference semantics of a :class:`FactQuery`; every store must agree with it."""
@@ -287,10 +290,23 @@ def revises(fact: Fact) -> bool:
     return not fact.is_valid or fact.scope in PROVISIONAL_SCOPES
 
 
+def reader_scope(scope: object) -> Scope:
+    """``scope``, checked to be a :class:`Scope` (the ledger's methods take ``scope=``).
+
+    Raises:
+        InvalidInputError: it is not one.
+    """
+    if not isinstance(scope, Scope):
+        raise InvalidInputError(f"the facts ledger takes scope=Scope(session_id=...), got {type(scope).__name__}")
+    return scope
+
+
 def normalize_key(key: str | None) -> str | None:
     """Keys compare case- and space-insensitively: ``"Data Team"`` is ``"data_team"``."""
     if key is None:
         return None
+    if not isinstance(key, str):
+        raise InvalidInputError(f"a fact's key is a string, got {type(key).__name__}")
     cleaned = "_".join(normalize(key).replace("-", " ").split())
     return cleaned or None
 

@@ -1,0 +1,50 @@
+"""The facts ledger's public methods answer an argument of the wrong type with a clear
+InvalidInputError, not with whatever a helper trips over first."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from ctxplugin import Scope
+from ctxplugin.errors import InvalidInputError
+from ctxplugin.facts import FactsLedger
+from ctxplugin.testing import memory_engine
+
+SCOPE = Scope(session_id="s1")
+
+
+@pytest.fixture
+def ledger() -> FactsLedger:
+    facts: FactsLedger = memory_engine().facts
+    facts.add("Max discount is 15%", key="max_discount", scope=SCOPE)
+    return facts
+
+
+# the ledger is taken as Any: the calls are wrong on purpose
+CASES: list[tuple[str, Callable[[Any], Any], str]] = [
+    ("add, text None", lambda f: f.add(None, scope=SCOPE), "a fact's text is a string, got NoneType"),
+    ("add, scope a string", lambda f: f.add("Budget is 1,200 EUR", scope="s1"), r"takes scope=Scope\(session_id=...\), got str"),
+    ("add, key a number", lambda f: f.add("Budget is 1,200 EUR", key=7, scope=SCOPE), "a fact's key is a string, got int"),
+    ("get, id None", lambda f: f.get(None, scope=SCOPE), "a fact id is a string, got NoneType"),
+    ("get, scope a string", lambda f: f.get("F-1", scope="s1"), r"takes scope=Scope"),
+    ("current, scope None", lambda f: f.current("max_discount", scope=None), r"takes scope=Scope\(session_id=...\), got NoneType"),
+    ("history, key a number", lambda f: f.history(5, scope=SCOPE), "a fact's key is a string, got int"),
+    ("search, query None", lambda f: f.search(None, scope=SCOPE), "a facts search takes a text query, got NoneType"),
+    ("search, scope a dict", lambda f: f.search("discount", scope={"session_id": "s1"}), r"takes scope=Scope"),
+    ("superseded, scope a string", lambda f: f.superseded(scope="s1"), r"takes scope=Scope"),
+]
+
+
+@pytest.mark.parametrize(("name", "call", "message"), CASES, ids=[c[0] for c in CASES])
+def test_a_wrong_argument_is_a_clear_error(ledger: FactsLedger, name: str, call: Callable[[Any], Any], message: str) -> None:
+    with pytest.raises(InvalidInputError, match=message):
+        call(ledger)
+
+
+def test_the_right_arguments_still_work(ledger: FactsLedger) -> None:
+    current = ledger.current("Max Discount", scope=SCOPE)
+    assert current is not None and current.text == "Max discount is 15%"
+    assert [s.fact.text for s in ledger.search("discount", scope=SCOPE)] == ["Max discount is 15%"]
