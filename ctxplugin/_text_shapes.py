@@ -29,9 +29,12 @@ _DEF_WORDS = (
 """The words a :data:`_DEF` line starts with after its indent: a cheap test that rules out most
 lines before the pattern runs."""
 _CODEISH = re.compile(
-    r"^\s*(?:import\s|from\s+\S+\s+import|def\s|class\s|return\b|if\b.*:$|elif\b|else:|for\b.*:$|while\b|try:|"
+    r"^\s*+(?:import\s|from\s+\S+\s+import|def\s|class\s|return\b|if\b.*:$|elif\b|else:|for\b.*:$|while\b|try:|"
     r"except\b|finally:|with\b.*:$|raise\b|@\w|#|//|/\*|\*|[{}]|.*[;{]$|self\.|\w+\s*=\s*\S)"
 )
+r"""A line that looks like code. The indent is taken whole (``\s*+``, no backtracking into it):
+only ``.*[;{]$`` can start on a space, and it matches from the first non-space as well, so the
+answer is that of ``^\s*`` while a line is read once instead of once per indent width."""
 _GREP = re.compile(r"^(?P<path>[\w./~+@-]*[\w-]\.[\w]+|[\w.~+@-]*/[\w./~+@-]+)[:-](?P<line>\d+)[:-]|^(?P<file>[\w./~+@-]*\.\w+):\S")
 _PATH = re.compile(r"^(?:\.{0,2}/)?[\w.@+-]+(?:/[\w.@+-]*)*$")
 _LISTING = re.compile(r"^[-dlcbps][rwxsStT-]{9}[.+@]?\s+\d+\s+\S+\s+\S+\s+[\d,]+\s+\w{3}\s+\d+\s+[\d:]+\s+(.+)$")

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ctxplugin import _text_shapes as shapes
 
@@ -37,3 +41,24 @@ TROUBLE = [
 def test_trouble_filter_agrees_with_the_patterns_line_by_line(lines: list[str]) -> None:
     expected = any(shapes._KEYWORD_LINE.search(ln) or shapes._CAMEL_ERROR.search(ln) for ln in lines)
     assert shapes._mentions_trouble("\n".join(lines)) == expected
+
+
+BACKTRACKING_CODEISH = re.compile(shapes._CODEISH.pattern.replace(r"^\s*+", r"^\s*", 1))
+""":data:`~ctxplugin._text_shapes._CODEISH` as it read before its indent was taken whole."""
+
+CODE_LINES = [
+    "    return x", "\t\tif ready:", "        foo(bar);", "  \u2003 x = {", "  ;", "   {", "\u00a0\u00a0# note", "    a=b",
+    "    ", "x", "    plain words here", "    trailing space; ", "    ends with brace {\r", " \n ;", "  \u0085;", "* item",
+    "        self.name = name", "    print('a;')", "  //", "    else:", "    for x in y:", "   =1", "  \x0b\x0c{",
+]
+
+
+@pytest.mark.parametrize("line", CODE_LINES)
+def test_whole_indent_codeish_agrees_with_backtracking(line: str) -> None:
+    assert (shapes._CODEISH.match(line) is None) == (BACKTRACKING_CODEISH.match(line) is None)
+
+
+@settings(max_examples=2000, deadline=None)
+@given(st.text(alphabet=" \t\u00a0\u2003\u0085\x0b\x0c\r\nxyfi_=;{}:#/*@.s(", max_size=24))
+def test_whole_indent_codeish_agrees_with_backtracking_on_any_line(line: str) -> None:
+    assert (shapes._CODEISH.match(line) is None) == (BACKTRACKING_CODEISH.match(line) is None)
