@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import re
 
 import pytest
@@ -9,6 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ctxplugin import _text_shapes as shapes
+
+summarize_module = importlib.import_module("ctxplugin.cas.summarize")  # the package exports a function of that name
 
 LINES = [
     "def run(x):", "    async def fetch(self):", "\u00a0\u2003class Model(Base):", "export default function App() {",
@@ -62,3 +65,27 @@ def test_whole_indent_codeish_agrees_with_backtracking(line: str) -> None:
 @given(st.text(alphabet=" \t\u00a0\u2003\u0085\x0b\x0c\r\nxyfi_=;{}:#/*@.s(", max_size=24))
 def test_whole_indent_codeish_agrees_with_backtracking_on_any_line(line: str) -> None:
     assert (shapes._CODEISH.match(line) is None) == (BACKTRACKING_CODEISH.match(line) is None)
+
+
+EXIT_WINDOWS = [
+    "done", "exit code 2", "Exited with status 3", "RETURN CODE: -1", "returncode=0", "exit_code 7", "Status Code = 404",
+    "exit status", "the return value", "exıt code 1", "ſtatus code 5", "EXİT CODE 4", "résumé exit code 9", "exit\tcode 1",
+    "process exited with code\n12", "exitcode 3", "return x\n    return code 5", "status code? then exit code 2; exit code 3",
+    "exit code exit code 8", "EXIT_CODE=0 returncode=1",
+]
+
+
+def _plain_exit(window: str) -> str | None:
+    found = summarize_module._EXIT.search(window)
+    return found.group(1) if found else None
+
+
+@pytest.mark.parametrize("window", EXIT_WINDOWS)
+def test_exit_filter_agrees_with_the_pattern(window: str) -> None:
+    assert summarize_module._exit_status(window) == _plain_exit(window)
+
+
+@settings(max_examples=2000, deadline=None)
+@given(st.text(alphabet="exitEXITreturnRETURNstaSTA codeCODE_:=-0123 \n\u017f\u0131\u0130\u212a", max_size=30))
+def test_exit_filter_agrees_with_the_pattern_on_any_window(window: str) -> None:
+    assert summarize_module._exit_status(window) == _plain_exit(window)
