@@ -6,6 +6,7 @@ import csv
 import re
 import string
 from collections.abc import Callable
+from functools import cache
 from typing import Literal
 
 TextShape = Literal["log", "code", "grep", "paths", "listing", "table", "jsonl", "fixed", "report", "diff", "markup", "text"]
@@ -54,14 +55,30 @@ _CAMEL_WORDS = ("Error", "Exception", "Warning", "Exit")
 _KEYWORD_CAP = 5000
 _ASCII_LOWER = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
 
-_IDENT = re.compile(
-    r"https?://[^\s<>\"'`)\]]+"
-    r"|[\w.+-]+@[\w-]+\.[\w.-]+"
-    r"|(?:\.{0,2}/)?(?:[\w.@+-]+/)+[\w.@+-]+"
-    r"|\b[\w-]+\.(?:py|pyi|js|ts|tsx|jsx|json|md|rst|txt|ya?ml|toml|cfg|ini|sql|sh|c|h|cc|cpp|hpp|go|rs|java|kt|rb|php|html|css|csv|log|lock|xml)\b"
-    r"|\b[A-Za-z_]\w*(?:\.[A-Za-z_]\w*){2,}\b"
-    r"|\b(?=[A-Za-z_-]*\d)(?=[\d_-]*[A-Za-z])[A-Za-z0-9][\w-]{3,}\b"
+_IDENT_PARTS = (
+    ("/", r"https?://[^\s<>\"'`)\]]+"),
+    ("@", r"[\w.+-]+@[\w-]+\.[\w.-]+"),
+    ("/", r"(?:\.{0,2}/)?(?:[\w.@+-]+/)+[\w.@+-]+"),
+    (".", r"\b[\w-]+\.(?:py|pyi|js|ts|tsx|jsx|json|md|rst|txt|ya?ml|toml|cfg|ini|sql|sh|c|h|cc|cpp|hpp|go|rs|java|kt|rb|php|html|css|csv|log|lock|xml)\b"),
+    (".", r"\b[A-Za-z_]\w*(?:\.[A-Za-z_]\w*){2,}\b"),
+    ("", r"\b(?=[A-Za-z_-]*\d)(?=[\d_-]*[A-Za-z])[A-Za-z0-9][\w-]{3,}\b"),
 )
+"""The alternatives of :data:`_IDENT` in order (URL, email, path, file name, dotted name, mixed
+letter-digit id), each with a character every match of it holds ("" for none)."""
+_IDENT = re.compile("|".join(part for _, part in _IDENT_PARTS))
+
+
+@cache
+def _ident_within(slash: bool, at: bool, dot: bool) -> re.Pattern[str]:
+    """:data:`_IDENT` without the alternatives that need a ``/``, ``@`` or ``.`` a word lacks.
+
+    An alternative that cannot match anywhere in a word never decides between the others, so
+    the word's matches are the same, while the quadratic path and email alternatives are not
+    tried at every position of the many words that cannot hold them."""
+    present = {"": True, "/": slash, "@": at, ".": dot}
+    return re.compile("|".join(part for needs, part in _IDENT_PARTS if present[needs]))
+
+
 _IDENT_CAP = 200
 _CLIP = 400
 _WORD_MAX = 300
@@ -338,7 +355,7 @@ def identifiers_in(text: str) -> list[str]:
     for word in dict.fromkeys(text.split()):
         if len(word) > _WORD_MAX or word.isalpha():
             continue
-        for match in _IDENT.finditer(word):
+        for match in _ident_within("/" in word, "@" in word, "." in word).finditer(word):
             value = match.group(0).rstrip(".,:;")
             if len(value) > 120 or value in seen:
                 continue

@@ -89,3 +89,38 @@ def test_exit_filter_agrees_with_the_pattern(window: str) -> None:
 @given(st.text(alphabet="exitEXITreturnRETURNstaSTA codeCODE_:=-0123 \n\u017f\u0131\u0130\u212a", max_size=30))
 def test_exit_filter_agrees_with_the_pattern_on_any_window(window: str) -> None:
     assert summarize_module._exit_status(window) == _plain_exit(window)
+
+
+def _identifiers_with_the_whole_pattern(text: str) -> list[str]:
+    """:func:`~ctxplugin._text_shapes.identifiers_in` trying every alternative on every word."""
+    seen: dict[str, None] = {}
+    for word in dict.fromkeys(text.split()):
+        if len(word) > shapes._WORD_MAX or word.isalpha():
+            continue
+        for match in shapes._IDENT.finditer(word):
+            value = match.group(0).rstrip(".,:;")
+            if len(value) > 120 or value in seen:
+                continue
+            seen[value] = None
+            if len(seen) >= shapes._IDENT_CAP:
+                return list(seen)
+    return list(seen)
+
+
+IDENTIFIER_TEXTS = [
+    "see https://example.com/a/b?x=1 and mail ops@example.org about src/app/main.py:12",
+    "foo.bar.baz() v2 build-42 ./run.sh ../x/y a@b.c x.py, done.", "a/b@c.d http://x", "node_modules/@scope/pkg@1.2.3",
+    "e@mail http:/x ab/c.py ab.cd.ef.gh x1y2z3 __init__.py", "٣abc abc٣ abcd1 1abcd",
+]
+
+
+@pytest.mark.parametrize("text", IDENTIFIER_TEXTS)
+def test_identifiers_agree_with_the_whole_pattern(text: str) -> None:
+    assert shapes.identifiers_in(text) == _identifiers_with_the_whole_pattern(text)
+
+
+@settings(max_examples=1000, deadline=None)
+@given(st.lists(st.text(alphabet="abcxyhtps019._-/@:?=", min_size=1, max_size=20), max_size=40))
+def test_identifiers_agree_with_the_whole_pattern_on_any_words(words: list[str]) -> None:
+    text = " ".join(words)
+    assert shapes.identifiers_in(text) == _identifiers_with_the_whole_pattern(text)
