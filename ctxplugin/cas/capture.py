@@ -180,9 +180,7 @@ def capture(
     summary = summarize(
         text, parsed, counter, config.summary_tokens, is_error=is_error, error_budget=config.error_passthrough_tokens
     )
-    tokens = counting.result()
-    if tokens <= limit:  # a long text of very few tokens: the summary was made for nothing
-        return Captured(text, None, True, False, tokens, tokens)
+    # the hash, the ref and the bounded body do not need the count: made while it may still run
     digest = content_hash(text, parsed)
     kind = kind_slug(tool_name, summary.shape)
     ref_id = make_ref(kind, digest)
@@ -192,6 +190,9 @@ def capture(
     body_limit = SUMMARY_BOUND * config.summary_tokens + (config.error_passthrough_tokens if failed else 0)
     # lone surrogates (undecodable bytes) stay in the stored original, never in the summary
     body = bounded(storable_text(summary.text), body_limit, counter)
+    tokens = counting.result()
+    if tokens <= limit:  # a long text of very few tokens: the summary was made for nothing
+        return Captured(text, None, True, False, tokens, tokens)
     compact = compact_text(ref_id, storable_text(summary.label), tokens, body)
     compact_tokens = counter.count(compact)
     if compact_tokens >= tokens:
