@@ -161,13 +161,30 @@ def detect_text_shape(body: str) -> TextShape:
 
 def _mentions_trouble(text: str) -> bool:
     """Whether a line of ``text`` has an error or warning word (:data:`_KEYWORD_LINE`,
-    :data:`_CAMEL_ERROR`). Neither pattern spans lines. ASCII text without any keyword as a
-    substring is ruled out by ``str.find`` before the patterns run."""
-    if text.isascii():
-        low = text.lower()
-        if not any(word in low for word in _KEYWORDS) and not any(word in text for word in _CAMEL_WORDS):
-            return False
-    return _KEYWORD_LINE.search(text) is not None or _CAMEL_ERROR.search(text) is not None
+    :data:`_CAMEL_ERROR`; neither pattern spans lines).
+
+    In ASCII text a keyword match starts where a keyword does once lower-cased, a camel-case
+    match a character before its word: the patterns are tried there alone (found by
+    ``str.find``), not at every position. Outside ASCII a few characters (``ſ``, ``K``) match a
+    letter case-insensitively without lower-casing to it: the patterns search the text alone.
+    """
+    if not text.isascii():
+        return _KEYWORD_LINE.search(text) is not None or _CAMEL_ERROR.search(text) is not None
+    low = text.lower()
+    return matched_at_words(_KEYWORD_LINE, text, low, _KEYWORDS) or matched_at_words(_CAMEL_ERROR, text, text, _CAMEL_WORDS, 1)
+
+
+def matched_at_words(pattern: re.Pattern[str], text: str, low: str, words: tuple[str, ...], back: int = 0) -> bool:
+    """Whether ``pattern`` matches ``text`` starting ``back`` characters before an occurrence of
+    one of ``words`` in ``low`` (``text`` or, for an ASCII text, its lower-case copy): the same as
+    a search of the whole text when every match starts so."""
+    for word in words:
+        index = low.find(word, back)
+        while index != -1:
+            if pattern.match(text, index - back):
+                return True
+            index = low.find(word, index + 1)
+    return False
 
 
 def _at_least(lines: list[str], test: Callable[[str], object], need: float) -> bool:

@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ctxplugin import _text_shapes as shapes
+from ctxplugin.cas import _text_summary as text_summary
 
 summarize_module = importlib.import_module("ctxplugin.cas.summarize")  # the package exports a function of that name
 
@@ -124,3 +125,30 @@ def test_identifiers_agree_with_the_whole_pattern(text: str) -> None:
 def test_identifiers_agree_with_the_whole_pattern_on_any_words(words: list[str]) -> None:
     text = " ".join(words)
     assert shapes.identifiers_in(text) == _identifiers_with_the_whole_pattern(text)
+
+
+TROUBLE_ALPHABET = "errorwaningfalExcptiWrEx_ ER\n.'t:kldabscuAFI\u017f\u212a\u0131"
+
+
+@settings(max_examples=2000, deadline=None)
+@given(st.text(alphabet=TROUBLE_ALPHABET, max_size=40))
+def test_trouble_filter_agrees_with_the_patterns_on_any_text(text: str) -> None:
+    expected = shapes._KEYWORD_LINE.search(text) is not None or shapes._CAMEL_ERROR.search(text) is not None
+    assert shapes._mentions_trouble(text) == expected
+
+
+SEVERE_LINES = [
+    "ERROR: x", "an error", "errors", "xError: y", "TypeError", "ValueException raised", "failed to start", "FAILURE",
+    "crashed", "crash_report", "warning only", "errorless", "_error", "aError", "EXCEPTION", "ſerror", "panic!", "not denied",
+]
+
+
+@pytest.mark.parametrize("line", SEVERE_LINES)
+def test_severity_filter_agrees_with_the_pattern(line: str) -> None:
+    assert text_summary._severe(line) == (text_summary._SEVERE.search(line) is not None)
+
+
+@settings(max_examples=2000, deadline=None)
+@given(st.text(alphabet="errorfatlcipnkxsuhbdEROXCPTIFA_ -:\u017f\u0131", max_size=30))
+def test_severity_filter_agrees_with_the_pattern_on_any_line(line: str) -> None:
+    assert text_summary._severe(line) == (text_summary._SEVERE.search(line) is not None)
