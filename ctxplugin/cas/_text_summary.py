@@ -11,12 +11,10 @@ from ctxplugin._text_shapes import (
     code_outline,
     fixed_rows,
     grep_matches,
-    identifiers_in,
-    keyword_lines,
-    matched_at_words,
     strip_numbering,
     table_rows,
 )
+from ctxplugin._text_words import identifiers_in, keyword_lines, matched_at_words
 from ctxplugin.cas._budget import Lines, clip
 from ctxplugin.cas._canon import parse_json
 from ctxplugin.cas._records import RecordSet, rare_indexes, summarize_records

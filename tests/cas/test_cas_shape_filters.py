@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ctxplugin import _text_shapes as shapes
+from ctxplugin import _text_words as text_words
 from ctxplugin.cas import _text_summary as text_summary
 
 summarize_module = importlib.import_module("ctxplugin.cas.summarize")  # the package exports a function of that name
@@ -43,8 +44,8 @@ TROUBLE = [
 
 @pytest.mark.parametrize("lines", TROUBLE)
 def test_trouble_filter_agrees_with_the_patterns_line_by_line(lines: list[str]) -> None:
-    expected = any(shapes._KEYWORD_LINE.search(ln) or shapes._CAMEL_ERROR.search(ln) for ln in lines)
-    assert shapes._mentions_trouble("\n".join(lines)) == expected
+    expected = any(text_words._KEYWORD_LINE.search(ln) or text_words._CAMEL_ERROR.search(ln) for ln in lines)
+    assert text_words.mentions_trouble("\n".join(lines)) == expected
 
 
 BACKTRACKING_CODEISH = re.compile(shapes._CODEISH.pattern.replace(r"^\s*+", r"^\s*", 1))
@@ -93,17 +94,17 @@ def test_exit_filter_agrees_with_the_pattern_on_any_window(window: str) -> None:
 
 
 def _identifiers_with_the_whole_pattern(text: str) -> list[str]:
-    """:func:`~ctxplugin._text_shapes.identifiers_in` trying every alternative on every word."""
+    """:func:`~ctxplugin._text_words.identifiers_in` trying every alternative on every word."""
     seen: dict[str, None] = {}
     for word in dict.fromkeys(text.split()):
-        if len(word) > shapes._WORD_MAX or word.isalpha():
+        if len(word) > text_words._WORD_MAX or word.isalpha():
             continue
-        for match in shapes._IDENT.finditer(word):
+        for match in text_words._IDENT.finditer(word):
             value = match.group(0).rstrip(".,:;")
             if len(value) > 120 or value in seen:
                 continue
             seen[value] = None
-            if len(seen) >= shapes._IDENT_CAP:
+            if len(seen) >= text_words._IDENT_CAP:
                 return list(seen)
     return list(seen)
 
@@ -117,14 +118,14 @@ IDENTIFIER_TEXTS = [
 
 @pytest.mark.parametrize("text", IDENTIFIER_TEXTS)
 def test_identifiers_agree_with_the_whole_pattern(text: str) -> None:
-    assert shapes.identifiers_in(text) == _identifiers_with_the_whole_pattern(text)
+    assert text_words.identifiers_in(text) == _identifiers_with_the_whole_pattern(text)
 
 
 @settings(max_examples=1000, deadline=None)
 @given(st.lists(st.text(alphabet="abcxyhtps019._-/@:?=", min_size=1, max_size=20), max_size=40))
 def test_identifiers_agree_with_the_whole_pattern_on_any_words(words: list[str]) -> None:
     text = " ".join(words)
-    assert shapes.identifiers_in(text) == _identifiers_with_the_whole_pattern(text)
+    assert text_words.identifiers_in(text) == _identifiers_with_the_whole_pattern(text)
 
 
 TROUBLE_ALPHABET = "errorwaningfalExcptiWrEx_ ER\n.'t:kldabscuAFI\u017f\u212a\u0131"
@@ -133,8 +134,8 @@ TROUBLE_ALPHABET = "errorwaningfalExcptiWrEx_ ER\n.'t:kldabscuAFI\u017f\u212a\u0
 @settings(max_examples=2000, deadline=None)
 @given(st.text(alphabet=TROUBLE_ALPHABET, max_size=40))
 def test_trouble_filter_agrees_with_the_patterns_on_any_text(text: str) -> None:
-    expected = shapes._KEYWORD_LINE.search(text) is not None or shapes._CAMEL_ERROR.search(text) is not None
-    assert shapes._mentions_trouble(text) == expected
+    expected = text_words._KEYWORD_LINE.search(text) is not None or text_words._CAMEL_ERROR.search(text) is not None
+    assert text_words.mentions_trouble(text) == expected
 
 
 SEVERE_LINES = [
