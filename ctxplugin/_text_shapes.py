@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import csv
 import re
+import string
 from collections.abc import Callable
+from operator import itemgetter
 from typing import Literal
 
 from ctxplugin._text_words import mentions_trouble
@@ -64,6 +66,39 @@ _MARKUP_TAG = re.compile(r"<(?:!doctype|html|head|body|div|span|p|a|table|tr|td|
 _FIXED_HEADER = re.compile(r"^[A-Z][A-Z0-9_()%/.-]*(?: [A-Z][A-Z0-9_()%/.-]*)?(?:\s{2,}[A-Z][A-Z0-9_()%/.-]*(?: [A-Z][A-Z0-9_()%/.-]*)?)+\s*$")
 
 
+_REPORT_STARTS = "=PFE-otc"
+"""How a :data:`_REPORT` line without ``.py::`` starts: ``=`` rules, PASSED, FAILED or FAIL, ERROR,
+``---``, ok, test, collected."""
+_LISTING_STARTS = "-dlcbps"
+_LOWER_WORD = string.ascii_lowercase + "_"
+_NOT_PATH_START = " \t\x0b\x0c\r!\"#$%&'()*,:;<=>?[\\]^`{|}"
+"""The ASCII characters that are neither word characters nor one of ``./~+@-``."""
+
+
+def _starting(firsts: str, chars: str) -> int:
+    """How many lines start with one of ``chars``, ``firsts`` being every line's first character."""
+    return sum(map(firsts.count, chars))
+
+
+def _report_bound(firsts: str, joined: str) -> int:
+    """At least as many as the :data:`_REPORT` lines: each starts with one of
+    :data:`_REPORT_STARTS` or holds ``.py::``. ``joined`` is the lines joined by newlines."""
+    return _starting(firsts, _REPORT_STARTS) + joined.count(".py::")
+
+
+def _log_bound(firsts: str, joined: str) -> int:
+    """At least as many as the :data:`_TIMESTAMP` lines, which have a digit or an upper-case
+    letter after at most two non-word characters: none starts with a lower-case letter or ``_``
+    (a word character, so none is skipped), nor with three spaces."""
+    return len(firsts) - _starting(firsts, _LOWER_WORD) - joined.count("\n   ") - joined.startswith("   ")
+
+
+def _grep_bound(firsts: str) -> int:
+    """At least as many as the :data:`_GREP` lines, which start with a word character or one of
+    ``./~+@-``: none with one of :data:`_NOT_PATH_START`."""
+    return len(firsts) - _starting(firsts, _NOT_PATH_START)
+
+
 def _jsonl(lines: list[str]) -> bool:
     objects = [ln.strip() for ln in lines[:50]]
     return len(objects) >= 2 and sum(1 for ln in objects if ln[:1] == "{" and ln[-1:] == "}") >= 0.9 * len(objects)
@@ -74,6 +109,10 @@ def detect_text_shape(body: str) -> TextShape:
 
     Structure is told from the lines' starts before any separator is counted: lines that begin
     with a date-time are a log even when a comma sits in every timestamp.
+
+    A pattern is tried line by line only when counts of the lines' first characters (and of
+    ``.py::``) leave room for enough of its lines: the ``*_bound`` functions never count fewer
+    lines than the pattern matches, so the answers are those of the patterns alone.
     """
     lines = _sample(body)
     if len(lines) < 2:
@@ -81,22 +120,25 @@ def detect_text_shape(body: str) -> TextShape:
     n = len(lines)
     if _jsonl(lines):
         return "jsonl"
-    if any(ln.startswith("@@") for ln in lines) and _at_least(lines, _DIFF.match, 2):
+    firsts = "".join(map(itemgetter(0), lines))  # sample lines are not blank
+    joined = "\n".join(lines)
+    if (joined.startswith("@@") or "\n@@" in joined) and _at_least(lines, _DIFF.match, 2):
         return "diff"
-    if _at_least(lines, _REPORT.match, max(3, 0.2 * n)):
+    if _report_bound(firsts, joined) >= max(3, 0.2 * n) and _at_least(lines, _REPORT.match, max(3, 0.2 * n)):
         return "report"
-    if _at_least(lines, _TIMESTAMP.match, 0.6 * n):
+    if _log_bound(firsts, joined) >= 0.6 * n and _at_least(lines, _TIMESTAMP.match, 0.6 * n):
         return "log"
     if _FIXED_HEADER.match(lines[0]) and n >= 3 and _fixed_columns(lines[0]) and "," not in lines[0]:
         return "fixed"
-    if sum(1 for ln in lines[:60] if _MARKUP_TAG.search(ln)) >= 0.2 * min(n, 60) or (
-        sum(1 for ln in lines if ln.startswith("#")) >= 3 and sum(1 for ln in lines if re.match(r"^#{1,6} \S", ln)) >= 0.6 * sum(1 for ln in lines if ln.startswith("#"))
+    hashes = firsts.count("#")
+    if sum(1 for ln in lines[:60] if "<" in ln and _MARKUP_TAG.search(ln)) >= 0.2 * min(n, 60) or (
+        hashes >= 3 and sum(1 for ln in lines if ln[0] == "#" and re.match(r"^#{1,6} \S", ln)) >= 0.6 * hashes
         and not any(ln.startswith("#!") for ln in lines[:1])
     ):
         return "markup"
-    if _at_least(lines, _LISTING.match, 0.6 * n):
+    if _starting(firsts, _LISTING_STARTS) >= 0.6 * n and _at_least(lines, _LISTING.match, 0.6 * n):
         return "listing"
-    if _at_least(lines, _GREP.match, 0.6 * n):
+    if _grep_bound(firsts) >= 0.6 * n and _at_least(lines, _GREP.match, 0.6 * n):
         return "grep"
     if _at_least(lines, lambda ln: bool(_PATH.match(ln.strip())) and ("/" in ln or "." in ln), 0.8 * n):
         return "paths"
@@ -111,7 +153,7 @@ def detect_text_shape(body: str) -> TextShape:
         return "code"
     if n >= 3 and _table_sep(lines) is not None:
         return "table"
-    if mentions_trouble("\n".join(lines)):  # n >= 2: one such line is enough
+    if mentions_trouble(joined):  # n >= 2: one such line is enough
         return "log"
     if n >= 8 and sum(1 for ln in lines if len(ln) < 160) >= 0.9 * n and not _prose(lines):
         return "log"

@@ -153,3 +153,44 @@ def test_severity_filter_agrees_with_the_pattern(line: str) -> None:
 @given(st.text(alphabet="errorfatlcipnkxsuhbdEROXCPTIFA_ -:\u017f\u0131", max_size=30))
 def test_severity_filter_agrees_with_the_pattern_on_any_line(line: str) -> None:
     assert text_summary._severe(line) == (text_summary._SEVERE.search(line) is not None)
+
+
+SHAPE_LINES = [
+    "2024-01-02 10:11:12 INFO started", " 2024-01-02T10:11 ERROR x", "Jan  2 10:11:12 host sshd[1]: Failed", "1700000000.123 up",
+    "12:13:14.5 tick", "[INFO] building", "WARNING: deprecated", "->DEBUG x", "__ERROR", "_INFO", "   2024-01-02 10:11",
+    "-rw-r--r--  1 user group  1,234 Jan  2 10:11 file.txt", "drwxr-xr-x 2 root root 4096 Feb 13 09:00 dir",
+    "src/a.py:12:def x():", "src/a.py-13-    pass", "README.md:hello", "./path/to/file.py", "~/x.c:3:y", "+a.b:1:c", "@s/x.js:2:z",
+    "tests/test_a.py::test_x PASSED", "x/y.py::t[1] FAILED", "FAILED t.py::y - assert 1", "ERROR t.py::z", "PASSED a.py::b",
+    "--- FAIL: TestX (0.00s)", "ok  \tpkg/x\t0.012s", "FAIL pkg/y 1.2s", "test foo::bar ... ok", "collected 12 items",
+    "===== test session starts =====", "= FAILURES =", "def f(x):", "    return x", "\tindented", "\u00a0\u2003A", "\u3000x",
+    "\u0661\u0662\u0663\u0664-01-02 10:11", "  x", " #", "é-x", "_a.b:1:c", "  2024-01-02 10:11:12 two spaces",
+]
+line_strategy = st.one_of(
+    st.sampled_from(SHAPE_LINES),
+    st.text(alphabet=" \t\u00a0-=:._/~+@#aAdlrwxFPEotcs0123456789", min_size=1, max_size=30),
+).filter(lambda ln: bool(ln.strip()) and "\n" not in ln)
+
+
+@settings(max_examples=1000, deadline=None)
+@given(st.lists(line_strategy, min_size=1, max_size=30))
+def test_line_start_bounds_count_at_least_the_lines_each_pattern_matches(lines: list[str]) -> None:
+    firsts, joined = "".join(ln[0] for ln in lines), "\n".join(lines)
+
+    def matching(pattern: re.Pattern[str]) -> int:
+        return sum(1 for ln in lines if pattern.match(ln))
+
+    assert shapes._report_bound(firsts, joined) >= matching(shapes._REPORT)
+    assert shapes._log_bound(firsts, joined) >= matching(shapes._TIMESTAMP)
+    assert shapes._starting(firsts, shapes._LISTING_STARTS) >= matching(shapes._LISTING)
+    assert shapes._grep_bound(firsts) >= matching(shapes._GREP)
+
+
+@pytest.mark.parametrize("line", SHAPE_LINES)
+def test_line_start_bounds_keep_every_line_a_pattern_matches(line: str) -> None:
+    for pattern, bound in [
+        (shapes._REPORT, shapes._report_bound(line[0], line)),
+        (shapes._TIMESTAMP, shapes._log_bound(line[0], line)),
+        (shapes._LISTING, shapes._starting(line[0], shapes._LISTING_STARTS)),
+        (shapes._GREP, shapes._grep_bound(line[0])),
+    ]:
+        assert bound >= (pattern.match(line) is not None), pattern.pattern
