@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ctxplugin._text_shapes import detect_text_shape, listing_names
-from ctxplugin.cas._budget import Lines
+from ctxplugin.cas._budget import CountedOnce, Lines
 from ctxplugin.cas._json_summary import (
     record_list,
     summarize_array,
@@ -102,6 +102,7 @@ def summarize(
             ``is_error``); twice ``budget`` when None. Past it, the rest are counted.
     """
     is_json, value = parsed
+    counter = CountedOnce(counter)  # a line moved between budgets is counted once
     if is_json and isinstance(value, dict):
         label = f"JSON object, {len(value)} keys"
         inner = record_list(value)

@@ -1,8 +1,10 @@
-"""The cheap tests that run before the shape patterns decide exactly as the patterns alone."""
+"""The cheap tests that run before the shape patterns decide exactly as the patterns alone, and
+the shortcuts of the summaries give what their plain paths give."""
 
 from __future__ import annotations
 
 import importlib
+import json
 import re
 
 import pytest
@@ -12,6 +14,8 @@ from hypothesis import strategies as st
 from ctxplugin import _text_shapes as shapes
 from ctxplugin import _text_words as text_words
 from ctxplugin.cas import _text_summary as text_summary
+from ctxplugin.cas import parse_json
+from ctxplugin.tokens import get_counter
 
 summarize_module = importlib.import_module("ctxplugin.cas.summarize")  # the package exports a function of that name
 
@@ -194,3 +198,23 @@ def test_line_start_bounds_keep_every_line_a_pattern_matches(line: str) -> None:
         (shapes._GREP, shapes._grep_bound(line[0])),
     ]:
         assert bound >= (pattern.match(line) is not None), pattern.pattern
+
+
+SUMMARY_TEXTS = [
+    "\n".join(f"2024-01-02 10:11:{i % 60:02d} ERROR worker {i} failed: timeout" for i in range(300)),
+    "Traceback (most recent call last):\n  File \"/app/x.py\", line 3, in <module>\nValueError: bad\n" * 40,
+    "\n".join(f"src/pkg/m{i}.py:{i}:def f{i}(x):" for i in range(200)),
+    "\n".join(f"    def method_{i}(self, value):\n        return value + {i}" for i in range(200)),
+    json.dumps([{"id": f"row-{i}", "name": f"n{i}", "v": i} for i in range(300)]),
+    "tests/test_a.py::test_x PASSED\n" * 50 + "FAILED tests/test_b.py::test_y - assert 1 == 2\n" * 20,
+    "A plain sentence about the run. " * 400,
+]
+
+
+@pytest.mark.parametrize("text", SUMMARY_TEXTS)
+@pytest.mark.parametrize("budget", [40, 120, 400])
+def test_summaries_counting_each_line_once_match_counting_every_time(text: str, budget: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    counter = get_counter()[0]
+    once = summarize_module.summarize(text, parse_json(text), counter, budget, error_budget=240)
+    monkeypatch.setattr(summarize_module, "CountedOnce", lambda c: c)  # the counter itself, every time
+    assert summarize_module.summarize(text, parse_json(text), counter, budget, error_budget=240) == once
