@@ -6,7 +6,10 @@ import csv
 import re
 import string
 from collections.abc import Callable
+from operator import itemgetter
 from typing import Literal
+
+from ctxplugin._text_words import mentions_trouble
 
 TextShape = Literal["log", "code", "grep", "paths", "listing", "table", "jsonl", "fixed", "report", "diff", "markup", "text"]
 
@@ -29,39 +32,17 @@ _DEF_WORDS = (
 """The words a :data:`_DEF` line starts with after its indent: a cheap test that rules out most
 lines before the pattern runs."""
 _CODEISH = re.compile(
-    r"^\s*(?:import\s|from\s+\S+\s+import|def\s|class\s|return\b|if\b.*:$|elif\b|else:|for\b.*:$|while\b|try:|"
+    r"^\s*+(?:import\s|from\s+\S+\s+import|def\s|class\s|return\b|if\b.*:$|elif\b|else:|for\b.*:$|while\b|try:|"
     r"except\b|finally:|with\b.*:$|raise\b|@\w|#|//|/\*|\*|[{}]|.*[;{]$|self\.|\w+\s*=\s*\S)"
 )
+r"""A line that looks like code. The indent is taken whole (``\s*+``, no backtracking into it):
+only ``.*[;{]$`` can start on a space, and it matches from the first non-space as well, so the
+answer is that of ``^\s*`` while a line is read once instead of once per indent width."""
 _GREP = re.compile(r"^(?P<path>[\w./~+@-]*[\w-]\.[\w]+|[\w.~+@-]*/[\w./~+@-]+)[:-](?P<line>\d+)[:-]|^(?P<file>[\w./~+@-]*\.\w+):\S")
 _PATH = re.compile(r"^(?:\.{0,2}/)?[\w.@+-]+(?:/[\w.@+-]*)*$")
 _LISTING = re.compile(r"^[-dlcbps][rwxsStT-]{9}[.+@]?\s+\d+\s+\S+\s+\S+\s+[\d,]+\s+\w{3}\s+\d+\s+[\d:]+\s+(.+)$")
 
-_KEYWORDS = (
-    "error", "exception", "traceback", "fatal", "fail", "panic", "warn", "denied", "refused",
-    "abort", "segmentation fault", "cannot", "can't", "unable to", "not found", "no such file",
-    "timed out", "killed", "assert",
-)
-_KEYWORD_LINE = re.compile(
-    r"(?i)\b(?:errors?|exceptions?|traceback|fatal|fail(?:s|ed|ure|ures|ing)?|panic(?:ked)?|warn(?:ing|ings)?|"
-    r"denied|refused|abort(?:ed)?|segmentation fault|cannot|can't|unable to|not found|no such file|timed out|"
-    r"killed|assert(?:ion)?)\b"
-)
-_CAMEL_ERROR = re.compile(r"[a-z](?:Error|Exception|Warning|Exit)\b")
-_CAMEL_WORDS = ("Error", "Exception", "Warning", "Exit")
-_KEYWORD_CAP = 5000
-_ASCII_LOWER = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
-
-_IDENT = re.compile(
-    r"https?://[^\s<>\"'`)\]]+"
-    r"|[\w.+-]+@[\w-]+\.[\w.-]+"
-    r"|(?:\.{0,2}/)?(?:[\w.@+-]+/)+[\w.@+-]+"
-    r"|\b[\w-]+\.(?:py|pyi|js|ts|tsx|jsx|json|md|rst|txt|ya?ml|toml|cfg|ini|sql|sh|c|h|cc|cpp|hpp|go|rs|java|kt|rb|php|html|css|csv|log|lock|xml)\b"
-    r"|\b[A-Za-z_]\w*(?:\.[A-Za-z_]\w*){2,}\b"
-    r"|\b(?=[A-Za-z_-]*\d)(?=[\d_-]*[A-Za-z])[A-Za-z0-9][\w-]{3,}\b"
-)
-_IDENT_CAP = 200
 _CLIP = 400
-_WORD_MAX = 300
 
 
 def _sample(body: str) -> list[str]:
@@ -85,6 +66,39 @@ _MARKUP_TAG = re.compile(r"<(?:!doctype|html|head|body|div|span|p|a|table|tr|td|
 _FIXED_HEADER = re.compile(r"^[A-Z][A-Z0-9_()%/.-]*(?: [A-Z][A-Z0-9_()%/.-]*)?(?:\s{2,}[A-Z][A-Z0-9_()%/.-]*(?: [A-Z][A-Z0-9_()%/.-]*)?)+\s*$")
 
 
+_REPORT_STARTS = "=PFE-otc"
+"""How a :data:`_REPORT` line without ``.py::`` starts: ``=`` rules, PASSED, FAILED or FAIL, ERROR,
+``---``, ok, test, collected."""
+_LISTING_STARTS = "-dlcbps"
+_LOWER_WORD = string.ascii_lowercase + "_"
+_NOT_PATH_START = " \t\x0b\x0c\r!\"#$%&'()*,:;<=>?[\\]^`{|}"
+"""The ASCII characters that are neither word characters nor one of ``./~+@-``."""
+
+
+def _starting(firsts: str, chars: str) -> int:
+    """How many lines start with one of ``chars``, ``firsts`` being every line's first character."""
+    return sum(map(firsts.count, chars))
+
+
+def _report_bound(firsts: str, joined: str) -> int:
+    """At least as many as the :data:`_REPORT` lines: each starts with one of
+    :data:`_REPORT_STARTS` or holds ``.py::``. ``joined`` is the lines joined by newlines."""
+    return _starting(firsts, _REPORT_STARTS) + joined.count(".py::")
+
+
+def _log_bound(firsts: str, joined: str) -> int:
+    """At least as many as the :data:`_TIMESTAMP` lines, which have a digit or an upper-case
+    letter after at most two non-word characters: none starts with a lower-case letter or ``_``
+    (a word character, so none is skipped), nor with three spaces."""
+    return len(firsts) - _starting(firsts, _LOWER_WORD) - joined.count("\n   ") - joined.startswith("   ")
+
+
+def _grep_bound(firsts: str) -> int:
+    """At least as many as the :data:`_GREP` lines, which start with a word character or one of
+    ``./~+@-``: none with one of :data:`_NOT_PATH_START`."""
+    return len(firsts) - _starting(firsts, _NOT_PATH_START)
+
+
 def _jsonl(lines: list[str]) -> bool:
     objects = [ln.strip() for ln in lines[:50]]
     return len(objects) >= 2 and sum(1 for ln in objects if ln[:1] == "{" and ln[-1:] == "}") >= 0.9 * len(objects)
@@ -95,6 +109,10 @@ def detect_text_shape(body: str) -> TextShape:
 
     Structure is told from the lines' starts before any separator is counted: lines that begin
     with a date-time are a log even when a comma sits in every timestamp.
+
+    A pattern is tried line by line only when counts of the lines' first characters (and of
+    ``.py::``) leave room for enough of its lines: the ``*_bound`` functions never count fewer
+    lines than the pattern matches, so the answers are those of the patterns alone.
     """
     lines = _sample(body)
     if len(lines) < 2:
@@ -102,22 +120,25 @@ def detect_text_shape(body: str) -> TextShape:
     n = len(lines)
     if _jsonl(lines):
         return "jsonl"
-    if any(ln.startswith("@@") for ln in lines) and _at_least(lines, _DIFF.match, 2):
+    firsts = "".join(map(itemgetter(0), lines))  # sample lines are not blank
+    joined = "\n".join(lines)
+    if (joined.startswith("@@") or "\n@@" in joined) and _at_least(lines, _DIFF.match, 2):
         return "diff"
-    if _at_least(lines, _REPORT.match, max(3, 0.2 * n)):
+    if _report_bound(firsts, joined) >= max(3, 0.2 * n) and _at_least(lines, _REPORT.match, max(3, 0.2 * n)):
         return "report"
-    if _at_least(lines, _TIMESTAMP.match, 0.6 * n):
+    if _log_bound(firsts, joined) >= 0.6 * n and _at_least(lines, _TIMESTAMP.match, 0.6 * n):
         return "log"
     if _FIXED_HEADER.match(lines[0]) and n >= 3 and _fixed_columns(lines[0]) and "," not in lines[0]:
         return "fixed"
-    if sum(1 for ln in lines[:60] if _MARKUP_TAG.search(ln)) >= 0.2 * min(n, 60) or (
-        sum(1 for ln in lines if ln.startswith("#")) >= 3 and sum(1 for ln in lines if re.match(r"^#{1,6} \S", ln)) >= 0.6 * sum(1 for ln in lines if ln.startswith("#"))
+    hashes = firsts.count("#")
+    if sum(1 for ln in lines[:60] if "<" in ln and _MARKUP_TAG.search(ln)) >= 0.2 * min(n, 60) or (
+        hashes >= 3 and sum(1 for ln in lines if ln[0] == "#" and re.match(r"^#{1,6} \S", ln)) >= 0.6 * hashes
         and not any(ln.startswith("#!") for ln in lines[:1])
     ):
         return "markup"
-    if _at_least(lines, _LISTING.match, 0.6 * n):
+    if _starting(firsts, _LISTING_STARTS) >= 0.6 * n and _at_least(lines, _LISTING.match, 0.6 * n):
         return "listing"
-    if _at_least(lines, _GREP.match, 0.6 * n):
+    if _grep_bound(firsts) >= 0.6 * n and _at_least(lines, _GREP.match, 0.6 * n):
         return "grep"
     if _at_least(lines, lambda ln: bool(_PATH.match(ln.strip())) and ("/" in ln or "." in ln), 0.8 * n):
         return "paths"
@@ -132,22 +153,11 @@ def detect_text_shape(body: str) -> TextShape:
         return "code"
     if n >= 3 and _table_sep(lines) is not None:
         return "table"
-    if _mentions_trouble("\n".join(lines)):  # n >= 2: one such line is enough
+    if mentions_trouble(joined):  # n >= 2: one such line is enough
         return "log"
     if n >= 8 and sum(1 for ln in lines if len(ln) < 160) >= 0.9 * n and not _prose(lines):
         return "log"
     return "text"
-
-
-def _mentions_trouble(text: str) -> bool:
-    """Whether a line of ``text`` has an error or warning word (:data:`_KEYWORD_LINE`,
-    :data:`_CAMEL_ERROR`). Neither pattern spans lines. ASCII text without any keyword as a
-    substring is ruled out by ``str.find`` before the patterns run."""
-    if text.isascii():
-        low = text.lower()
-        if not any(word in low for word in _KEYWORDS) and not any(word in text for word in _CAMEL_WORDS):
-            return False
-    return _KEYWORD_LINE.search(text) is not None or _CAMEL_ERROR.search(text) is not None
 
 
 def _at_least(lines: list[str], test: Callable[[str], object], need: float) -> bool:
@@ -284,62 +294,3 @@ def table_rows(body: str) -> tuple[list[str], list[list[str]], str]:
     if not rows:
         return [], [], sep
     return rows[0], rows[1:], " | " if sep == "|" else sep
-
-
-def keyword_lines(body: str) -> list[tuple[int, str]]:
-    """Every error/warning/exception line as ``(0-based line number, line)``, in order.
-
-    A traceback's deepest ``File "...", line N`` frame is kept with its exception line.
-    Linear: one lower-cased copy and ``str.find`` per keyword, then a check per hit line.
-    """
-    low = body.lower()
-    if len(low) != len(body):  # a few characters lower-case to two; keep offsets aligned
-        low = body.translate(_ASCII_LOWER)
-    spans: set[int] = set()
-    for word in _KEYWORDS:
-        index = low.find(word)
-        while index != -1 and len(spans) < _KEYWORD_CAP:
-            start = low.rfind("\n", 0, index) + 1
-            spans.add(start)
-            end = low.find("\n", index)
-            if end == -1:
-                break
-            index = low.find(word, end)
-    out: list[tuple[int, str]] = []
-    number, position = 0, 0
-    frames: set[int] = set()
-    for start in sorted(spans):
-        number += body.count("\n", position, start)
-        position = start
-        end = body.find("\n", start)
-        line = body[start : end if end != -1 else len(body)]
-        probe = line if len(line) <= 4 * _CLIP else line[: 4 * _CLIP]
-        if len(line) <= 4 * _CLIP and not (_KEYWORD_LINE.search(probe) or _CAMEL_ERROR.search(probe)):
-            continue
-        if _CAMEL_ERROR.search(probe) and not line[:1].isspace():
-            frame = body.rfind('\n  File "', max(0, start - 2000), start)
-            if frame != -1 and frame + 1 not in frames:
-                frames.add(frame + 1)
-                frame_end = body.find("\n", frame + 1)
-                out.append((number - body.count("\n", frame + 1, start), body[frame + 1 : frame_end]))
-        out.append((number, line))
-    return out
-
-
-def identifiers_in(text: str) -> list[str]:
-    """URLs, emails, paths, file names, dotted names and mixed letter-digit ids, in
-    first-occurrence order. Matched word by word: words longer than 300 characters are skipped,
-    which keeps the patterns' backtracking bounded."""
-    seen: dict[str, None] = {}
-    # each distinct word once, in first-occurrence order: a word read before adds nothing
-    for word in dict.fromkeys(text.split()):
-        if len(word) > _WORD_MAX or word.isalpha():
-            continue
-        for match in _IDENT.finditer(word):
-            value = match.group(0).rstrip(".,:;")
-            if len(value) > 120 or value in seen:
-                continue
-            seen[value] = None
-            if len(seen) >= _IDENT_CAP:
-                return list(seen)
-    return list(seen)

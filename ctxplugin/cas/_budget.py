@@ -13,6 +13,23 @@ def clip(text: str, limit: int = MAX_LINE_CHARS) -> str:
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
 
+class CountedOnce:
+    """``counter`` remembering what it counted, for one summary: a line placed in a sub-budget
+    (the error lines of a log) is counted again when it moves into the summary, and the last
+    fit of :meth:`Lines.add_list`'s bisection when it is added. Counts are the counter's own."""
+
+    def __init__(self, counter: TokenCounter) -> None:
+        self.name = counter.name
+        self._counter = counter
+        self._counts: dict[str, int] = {}
+
+    def count(self, text: str) -> int:
+        tokens = self._counts.get(text)
+        if tokens is None:
+            tokens = self._counts[text] = self._counter.count(text)
+        return tokens
+
+
 class Lines:
     """Summary lines under a token budget; every line costs its tokens plus one for the newline."""
 

@@ -11,11 +11,10 @@ from ctxplugin._text_shapes import (
     code_outline,
     fixed_rows,
     grep_matches,
-    identifiers_in,
-    keyword_lines,
     strip_numbering,
     table_rows,
 )
+from ctxplugin._text_words import identifiers_in, keyword_lines, matched_at_words
 from ctxplugin.cas._budget import Lines, clip
 from ctxplugin.cas._canon import parse_json
 from ctxplugin.cas._records import RecordSet, rare_indexes, summarize_records
@@ -43,7 +42,7 @@ def summarize_log(body: str, lines: Lines, *, error_budget: int | None) -> None:
     # every other error or warning line in order
     exceptions = [h for h in hits if _EXCEPTION.match(h[1])]
     # errors and failures ahead of warnings when not all fit; they are printed in line order
-    others = sorted((h for h in hits if not _EXCEPTION.match(h[1])), key=lambda h: 0 if _SEVERE.search(h[1]) else 1)
+    others = sorted((h for h in hits if not _EXCEPTION.match(h[1])), key=lambda h: 0 if _severe(h[1]) else 1)
 
     def place(group: list[tuple[int, str]]) -> None:
         for number, line in group:
@@ -86,6 +85,17 @@ def summarize_log(body: str, lines: Lines, *, error_budget: int | None) -> None:
 
 
 _SEVERE = re.compile(r"(?i)\b(?:error|fatal|critical|panic|fail(?:ed|ure)?|exception|traceback|crash\w*|killed|denied)\b|[a-z](?:Error|Exception)\b")
+_SEVERE_WORDS = ("error", "fatal", "critical", "panic", "fail", "exception", "traceback", "crash", "killed", "denied")
+
+
+def _severe(line: str) -> bool:
+    """Whether ``line`` has an error word (:data:`_SEVERE`, case-insensitive throughout). In ASCII
+    a match starts where one of :data:`_SEVERE_WORDS` does once lower-cased, or a character before
+    an ``error``/``exception``: tried there alone (see :func:`matched_at_words`)."""
+    if not line.isascii():
+        return _SEVERE.search(line) is not None
+    low = line.lower()
+    return matched_at_words(_SEVERE, line, low, _SEVERE_WORDS) or matched_at_words(_SEVERE, line, low, ("error", "exception"), 1)
 _EXCEPTION = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Warning)\b")
 _FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
 

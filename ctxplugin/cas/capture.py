@@ -180,10 +180,8 @@ def capture(
     summary = summarize(
         text, parsed, counter, config.summary_tokens, is_error=is_error, error_budget=config.error_passthrough_tokens
     )
-    tokens = counting.result()
-    if tokens <= limit:  # a long text of very few tokens: the summary was made for nothing
-        return Captured(text, None, True, False, tokens, tokens)
-    digest = content_hash(text, parsed)
+    # the hashes, the ref and the bounded body do not need the count: made while it may still run
+    digest, raw_digest = content_hash(text, parsed), raw_hash(text)
     kind = kind_slug(tool_name, summary.shape)
     ref_id = make_ref(kind, digest)
     failed = is_error or _FAILED_EXIT.match(summary.text) is not None
@@ -192,10 +190,13 @@ def capture(
     body_limit = SUMMARY_BOUND * config.summary_tokens + (config.error_passthrough_tokens if failed else 0)
     # lone surrogates (undecodable bytes) stay in the stored original, never in the summary
     body = bounded(storable_text(summary.text), body_limit, counter)
+    tokens = counting.result()
+    if tokens <= limit:  # a long text of very few tokens: the summary was made for nothing
+        return Captured(text, None, True, False, tokens, tokens)
     compact = compact_text(ref_id, storable_text(summary.label), tokens, body)
     compact_tokens = counter.count(compact)
     if compact_tokens >= tokens:
         return Captured(text, None, True, False, tokens, tokens)
-    item = CASItem(ref_id=ref_id, content_hash=digest, raw_hash=raw_hash(text), kind=kind, content=text, summary=compact)
+    item = CASItem(ref_id=ref_id, content_hash=digest, raw_hash=raw_digest, kind=kind, content=text, summary=compact)
     created = store.put(item, scope, visibility=config.visibility, ttl_seconds=config.ttl_seconds)
     return Captured(compact, ref_id, False, created, tokens, compact_tokens, summary.shape)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ctxplugin._text_shapes import detect_text_shape, listing_names
-from ctxplugin.cas._budget import Lines
+from ctxplugin.cas._budget import CountedOnce, Lines
 from ctxplugin.cas._json_summary import (
     record_list,
     summarize_array,
@@ -43,6 +43,33 @@ Shape = Literal[
 
 _WRAPPED = re.compile(r"\A\s*<returncode>\s*(-?\d+)\s*</returncode>\s*<output>\n?")
 _EXIT = re.compile(r"(?i)(?:exit(?:ed)?(?: with)? (?:code|status)|return ?code|exit_code|status code)[\s:=]+(-?\d+)")
+_EXIT_WORDS = ("exit", "return", "status code")
+"""Every :data:`_EXIT` match starts with one of these (in any case)."""
+
+
+def _exit_status(window: str) -> str | None:
+    """The exit code ``window`` states: its first :data:`_EXIT` match.
+
+    In an ASCII window a match can only start where one of :data:`_EXIT_WORDS` does once
+    lower-cased, so the pattern is tried there alone (found by ``str.find``), in order, rather
+    than case-insensitively at every position. Outside ASCII a few characters (``ſ``, ``ı``)
+    match a letter of the pattern without lower-casing to it: the pattern searches alone.
+    """
+    if not window.isascii():
+        found = _EXIT.search(window)
+        return found.group(1) if found else None
+    low = window.lower()
+    starts: list[int] = []
+    for word in _EXIT_WORDS:
+        index = low.find(word)
+        while index != -1:
+            starts.append(index)
+            index = low.find(word, index + 1)
+    for start in sorted(starts):
+        found = _EXIT.match(window, start)
+        if found:
+            return found.group(1)
+    return None
 
 
 @dataclass(frozen=True)
@@ -75,6 +102,7 @@ def summarize(
             ``is_error``); twice ``budget`` when None. Past it, the rest are counted.
     """
     is_json, value = parsed
+    counter = CountedOnce(counter)  # a line moved between budgets is counted once
     if is_json and isinstance(value, dict):
         label = f"JSON object, {len(value)} keys"
         inner = record_list(value)
@@ -96,8 +124,9 @@ def summarize(
         if tail.endswith("</output>"):
             body = tail[: -len("</output>")]
     else:
-        found = _EXIT.search(text[:2000]) or _EXIT.search(text[-2000:])
-        exit_code = found.group(1) if found else None
+        exit_code = _exit_status(text[:2000])
+        if exit_code is None:
+            exit_code = _exit_status(text[-2000:])
     shape = detect_text_shape(body)
     if is_error or (exit_code not in (None, "0") and shape not in ("code", "report")):
         shape = "log"
