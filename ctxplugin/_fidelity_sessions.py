@@ -206,7 +206,6 @@ class _Session:
                 if not count:
                     appeared.append(value)
         absent, found_before = self.absent, self.found
-        missing_before = len(absent)
         gone = absent.intersection(appeared)
         absent.difference_update(appeared)
         found_before.difference_update(appeared)
@@ -254,8 +253,8 @@ class _Session:
                     found.add(value)
                     self._locate(value, new, searched)
         newly_absent = {v for v in again if v not in found} - absent
-        dirty = bool(newly_absent) or len(absent) != missing_before or not absent.isdisjoint(found)
         gone |= absent.intersection(found)
+        dirty = bool(gone or newly_absent)  # absent changes
         absent.difference_update(found)
         absent |= newly_absent
         self.gone, self.added = gone, newly_absent
