@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import string
+from collections.abc import Iterator
 from functools import cache
 
 _KEYWORDS = (
@@ -66,17 +67,21 @@ def mentions_trouble(text: str) -> bool:
     return matched_at_words(_KEYWORD_LINE, text, low, _KEYWORDS) or matched_at_words(_CAMEL_ERROR, text, text, _CAMEL_WORDS, 1)
 
 
+def word_starts(low: str, words: tuple[str, ...], start: int = 0) -> Iterator[int]:
+    """Where each of ``words`` occurs in ``low`` from ``start`` on, word after word (each
+    word's places in order), found by ``str.find``."""
+    for word in words:
+        index = low.find(word, start)
+        while index != -1:
+            yield index
+            index = low.find(word, index + 1)
+
+
 def matched_at_words(pattern: re.Pattern[str], text: str, low: str, words: tuple[str, ...], back: int = 0) -> bool:
     """Whether ``pattern`` matches ``text`` starting ``back`` characters before an occurrence of
     one of ``words`` in ``low`` (``text`` or, for an ASCII text, its lower-case copy): the same as
     a search of the whole text when every match starts so."""
-    for word in words:
-        index = low.find(word, back)
-        while index != -1:
-            if pattern.match(text, index - back):
-                return True
-            index = low.find(word, index + 1)
-    return False
+    return any(pattern.match(text, index - back) for index in word_starts(low, words, back))
 
 
 def keyword_lines(body: str) -> list[tuple[int, str]]:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ctxplugin._text_shapes import detect_text_shape, listing_names
+from ctxplugin._text_words import word_starts
 from ctxplugin.cas._budget import CountedOnce, Lines
 from ctxplugin.cas._json_summary import (
     record_list,
@@ -58,14 +59,7 @@ def _exit_status(window: str) -> str | None:
     if not window.isascii():
         found = _EXIT.search(window)
         return found.group(1) if found else None
-    low = window.lower()
-    starts: list[int] = []
-    for word in _EXIT_WORDS:
-        index = low.find(word)
-        while index != -1:
-            starts.append(index)
-            index = low.find(word, index + 1)
-    for start in sorted(starts):
+    for start in sorted(word_starts(window.lower(), _EXIT_WORDS)):
         found = _EXIT.match(window, start)
         if found:
             return found.group(1)
