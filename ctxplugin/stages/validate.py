@@ -61,7 +61,7 @@ class Validate:
         # it returned before, after as many system messages
         grown = received_stamp.before is not None and state.validation.extended and start == state.start
         state.start = start
-        stamp = state.pass_on(history, grown=grown)
+        stamp = state.pass_on(len(history), grown=grown)
         with self._lock:
             self._sessions.put(key, state)
         return view.override(
@@ -78,7 +78,7 @@ class Validate:
 class _Received:
     """One session's previous call: the conversation received (checked message by message on
     the next call: the one check of the whole conversation a call makes, whose word the stages
-    after take), its validation, and the history passed on, with their stamps (see
+    after take), its validation, and the stamp of the history passed on (see
     :class:`~ctxplugin._prefix.Stamp`)."""
 
     __slots__ = ("history_stamp", "received", "start", "validation")
@@ -105,11 +105,11 @@ class _Received:
         self.validation = Validation(orphans)
         return Stamp.after(None, len(received))
 
-    def pass_on(self, history: tuple[BaseMessage, ...], *, grown: bool) -> Stamp:
-        """The stamp of ``history``: grown from the previous one when ``grown`` says it is the
-        previous history with messages appended."""
+    def pass_on(self, length: int, *, grown: bool) -> Stamp:
+        """The stamp of the history passed on, of ``length`` messages: grown from the previous
+        one when ``grown`` says it is the previous history with messages appended."""
         before = self.history_stamp
-        stamp = Stamp.after(before if grown and before is not None and before.length <= len(history) else None, len(history))
+        stamp = Stamp.after(before if grown and before is not None and before.length <= length else None, length)
         self.history_stamp = stamp
         return stamp
 
