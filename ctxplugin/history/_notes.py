@@ -112,7 +112,10 @@ class _Picker:
         """Add the values that fit ``budget`` (tokens), in order. ``later`` is left holding
         the values another fill could still add: those too costly now and those not reached
         (a value already shown, listed or taken stays so)."""
-        counter = self._counter
+        count = self._counter.count
+        taken, labels, chosen, order = self._taken, self._labels, self.chosen, self._order
+        visible, visible_runs, listed_runs = self._visible, self._visible_runs, self._listed_runs
+        by_run, runless = self._by_run, self._runless
         later: list[Labelled] = []
         self.later = later
         for index, item in enumerate(values):
@@ -120,44 +123,42 @@ class _Picker:
                 later.extend(values[index:])
                 break
             label, value = item
-            if value in self._taken:
+            if value in taken:
                 continue
             # a value occurs in a text as a whole token only if its longest run is a run there
             run = longest_run(value)
-            if (not run or run in self._visible_runs) and occurs(value, self._visible):
+            if (not run or run in visible_runs) and occurs(value, visible):
                 continue
-            if (not run or run in self._listed_runs) and occurs(value, self._listed):
+            if (not run or run in listed_runs) and occurs(value, self._listed):
                 continue
             # values listed earlier that this one shows (a path, then the command holding it) go
             inside = self._inside(value)
-            cost = counter.count(value) + 1
+            cost = count(value) + 1
             if inside:
-                cost -= sum(counter.count(c[1]) + 1 for c in inside)
-            if label not in self._labels:
-                cost += counter.count(f"{label}:") + 1
-            if cost <= budget:
-                for c in inside:
-                    self.chosen.remove(c)
-                    del self._order[c]
-                    group = self._by_run.get(longest_run(c[1]))
-                    (group if group is not None else self._runless).remove(c)
-                entry = (label, value)
-                self._order[entry] = self._turn
-                self._turn += 1
-                self.chosen.append(entry)
-                run = longest_run(value)
-                if run:
-                    self._by_run.setdefault(run, []).append(entry)
-                else:
-                    self._runless.append(entry)
-                self._taken.add(value)
-                self._labels.add(label)
-                self._listed = f"{self._listed} | {value}"
-                self._listed_runs.update(value_runs(value))
-                budget -= cost
-            else:
+                cost -= sum(count(c[1]) + 1 for c in inside)
+            if label not in labels:
+                cost += count(f"{label}:") + 1
+            if cost > budget:
                 later.append(item)
-
+                continue
+            for c in inside:
+                chosen.remove(c)
+                del order[c]
+                group = by_run.get(longest_run(c[1]))
+                (group if group is not None else runless).remove(c)
+            entry = (label, value)
+            order[entry] = self._turn
+            self._turn += 1
+            chosen.append(entry)
+            if run:
+                by_run.setdefault(run, []).append(entry)
+            else:
+                runless.append(entry)
+            taken.add(value)
+            labels.add(label)
+            self._listed = f"{self._listed} | {value}"
+            listed_runs.update(value_runs(value))
+            budget -= cost
 
 def _note(
     span: tuple[int, int],
