@@ -9,6 +9,7 @@ from langchain_core.messages import (
     AIMessage,
     BaseMessage,
     HumanMessage,
+    RemoveMessage,
     SystemMessage,
     ToolMessage,
 )
@@ -120,6 +121,12 @@ class Validation:
         if not isinstance(message, BaseMessage):
             raise InvalidInputError(
                 f"message {index} is a {type(message).__name__}, not a langchain-core BaseMessage"
+            )
+        if isinstance(message, RemoveMessage):
+            raise InvalidInputError(
+                f"message {index} is a RemoveMessage(id={message.id!r}): an instruction to LangGraph's add_messages "
+                "reducer, not a message a model can read; apply it to the list first "
+                "(langgraph.graph.message.add_messages(messages, [remove]))"
             )
         if isinstance(message, ToolMessage):
             if message.tool_call_id not in pending:

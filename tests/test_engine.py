@@ -4,7 +4,14 @@ import json
 from pathlib import Path
 
 import pytest
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    RemoveMessage,
+    SystemMessage,
+    ToolMessage,
+)
 
 from ctxplugin import ContextConfig, ContextEngine, InvalidInputError, Scope
 from ctxplugin.testing import memory_engine
@@ -90,6 +97,13 @@ def test_empty_list_is_a_clear_error() -> None:
 def test_non_message_is_a_clear_error() -> None:
     with pytest.raises(ValueError, match="not a langchain-core BaseMessage"):
         memory_engine().prepare([{"role": "user", "content": "hi"}], scope=SCOPE)
+
+
+def test_a_remove_message_is_a_clear_error() -> None:
+    """A RemoveMessage is a state instruction: sent on, every provider refuses the request."""
+    messages: list[BaseMessage] = [HumanMessage(content="hi", id="h1"), RemoveMessage(id="h1")]
+    with pytest.raises(InvalidInputError, match=r"message 1 is a RemoveMessage\(id='h1'\).*add_messages"):
+        memory_engine().prepare(messages, scope=SCOPE)
 
 
 @pytest.mark.parametrize("messages", [None, 5, "hello", b"hello"])
