@@ -299,7 +299,7 @@ class ContextEngine:
             self.cas,
             ref_id,
             direct_scope(scope, "expand_ref"),
-            fields=list(fields) if fields else None,
+            fields=fields if isinstance(fields, str) else list(fields) if fields else None,  # a str is one path
             offset=offset,
             limit=limit,
             pattern=pattern,

@@ -81,6 +81,16 @@ def test_capture_tool_result_keeps_call_id_and_round_trips() -> None:
     assert engine.capture_tool_result(small, scope=SCOPE).content == "ok"
 
 
+def test_expand_ref_takes_one_field_path_as_a_string() -> None:
+    engine = memory_engine()
+    compact = engine.capture_tool_result(ToolMessage(content=big_json(200), tool_call_id="c1"), scope=SCOPE)
+    ref = compact.additional_kwargs["ctxplugin"]["ref"]
+    assert engine.expand_ref(ref, scope=SCOPE, fields="[3].flight_number") == engine.expand_ref(
+        ref, scope=SCOPE, fields=["[3].flight_number"]
+    )
+    assert "HAT003" in engine.expand_ref(ref, scope=SCOPE, fields="[3].flight_number")
+
+
 def test_refs_are_not_readable_from_another_session() -> None:
     engine = memory_engine()
     compact = engine.capture_tool_result(ToolMessage(content=big_json(200), tool_call_id="c1"), scope=SCOPE)
