@@ -133,9 +133,12 @@ class ContextEngine:
         :class:`~ctxplugin.errors.StoreInUseError` (run a Chroma server for several processes).
         With ``config.chroma_url`` or ``config.postgres_dsn``
         set, use :func:`ctxplugin.connect` instead to get the server stores.
+
+        Raises:
+            ConfigError: ``path`` is empty, or not a directory this process can create and write.
         """
         config = config or ContextConfig()
-        return cls._on(embedded_stores(Path(path), config), config, summarizer)
+        return cls._on(embedded_stores(path, config), config, summarizer)
 
     @classmethod
     def from_config(
@@ -147,8 +150,7 @@ class ContextEngine:
     ) -> ContextEngine:
         """Embedded or server stores, as the configuration says (see :func:`ctxplugin.connect`)."""
         config = config or ContextConfig()
-        root = Path(path if path is not None else config.path)
-        return cls._on(open_stores(config, root), config, summarizer)
+        return cls._on(open_stores(config, path if path is not None else config.path), config, summarizer)
 
     @classmethod
     def _on(

@@ -13,7 +13,7 @@ from langchain_core.messages import (
     ToolMessage,
 )
 
-from ctxplugin import ContextConfig, ContextEngine, InvalidInputError, Scope
+from ctxplugin import ConfigError, ContextConfig, ContextEngine, InvalidInputError, Scope
 from ctxplugin.testing import memory_engine
 from ctxplugin.tokens import count_messages
 
@@ -218,6 +218,20 @@ def test_embedded_creates_its_directory(tmp_path: Path) -> None:
     ref = prepared.report.refs_used[0]
     again = ContextEngine.embedded(path=target)
     assert again.expand_ref(ref, scope=SCOPE).startswith("[")
+
+
+@pytest.mark.parametrize("kind", ["a file", "under a file", "empty", "a NUL"])
+def test_embedded_on_a_path_it_cannot_use_is_a_config_error_naming_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str
+) -> None:
+    monkeypatch.chdir(tmp_path)  # an empty path must not put the stores here
+    (tmp_path / "taken").write_text("not a directory")
+    path = {"a file": "taken", "under a file": "taken/store", "empty": "", "a NUL": "bad\x00name"}[kind]
+    with pytest.raises(ConfigError, match="path is empty" if kind == "empty" else "embedded store directory"):
+        ContextEngine.embedded(path=path)
+    with pytest.raises(ConfigError):
+        ContextEngine.from_config(ContextConfig(path=path))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["taken"]
 
 
 def test_unchanged_prefix_is_reported_between_calls() -> None:
