@@ -109,6 +109,14 @@ def test_non_message_is_a_clear_error() -> None:
         memory_engine().prepare([{"role": "user", "content": "hi"}], scope=SCOPE)
 
 
+def test_one_tool_given_as_tools_is_a_clear_error() -> None:
+    lookup = {"type": "function", "function": {"name": "lookup", "parameters": {"type": "object", "properties": {}}}}
+    for one in (lookup, "lookup", len):
+        with pytest.raises(InvalidInputError, match=r"tools= takes a list of tools, got \w+; wrap one tool in a list"):
+            memory_engine().prepare([HumanMessage(content="hi")], tools=one, scope=SCOPE)
+    assert memory_engine().prepare([HumanMessage(content="hi")], tools=(lookup,), scope=SCOPE).tools
+
+
 def test_a_remove_message_is_a_clear_error() -> None:
     """A RemoveMessage is a state instruction: sent on, every provider refuses the request."""
     messages: list[BaseMessage] = [HumanMessage(content="hi", id="h1"), RemoveMessage(id="h1")]

@@ -130,6 +130,19 @@ def _describe(tool: Any) -> tuple[dict[str, Any], str, Checker]:
     return schema, description, checker_for(fn.get("parameters"))
 
 
+def tool_list(tools: object) -> list[Any]:
+    """``tools`` as a list (None is no tools).
+
+    Raises:
+        InvalidInputError: ``tools`` is one tool (or a string) rather than a list of them.
+    """
+    if tools is None:
+        return []
+    if isinstance(tools, (str, bytes, dict, BaseTool)) or callable(tools) or not isinstance(tools, Iterable):
+        raise InvalidInputError(f"tools= takes a list of tools, got {type(tools).__name__}; wrap one tool in a list")
+    return list(tools)
+
+
 class ToolRegistry:
     """Schemas of every tool an engine has seen, by name, with versions.
 
