@@ -122,6 +122,8 @@ class Validation:
             raise InvalidInputError(
                 f"message {index} is a {type(message).__name__}, not a langchain-core BaseMessage"
             )
+        if not isinstance(message.content, (str, list)):  # set after construction, which coerces
+            raise InvalidInputError(content_problem(f"message {index}", message))
         if isinstance(message, RemoveMessage):
             raise InvalidInputError(
                 f"message {index} is a RemoveMessage(id={message.id!r}): an instruction to LangGraph's add_messages "
@@ -184,6 +186,14 @@ class Validation:
             out.append(placeholder)
             warnings.append(f"tool call {call_id!r} ({name}) had no result; a placeholder was added to the view")
         pending.clear()
+
+
+def content_problem(what: str, message: BaseMessage) -> str:
+    """Why ``message`` (``what``) cannot be read: its content is neither a string nor a list."""
+    return (
+        f"{what} ({type(message).__name__}) has content of type {type(message.content).__name__}; "
+        "a message's content is a string or a list of content blocks"
+    )
 
 
 def _stand_in_call(orphan: ToolMessage) -> AIMessage:

@@ -117,6 +117,19 @@ def test_one_tool_given_as_tools_is_a_clear_error() -> None:
     assert memory_engine().prepare([HumanMessage(content="hi")], tools=(lookup,), scope=SCOPE).tools
 
 
+@pytest.mark.parametrize("content", [None, {"rows": 3}, 7, b"raw"])
+def test_content_set_to_something_other_than_text_or_blocks_is_a_clear_error(content: object) -> None:
+    """The constructors coerce content to text; one set afterwards is not read as anything."""
+    result = ToolMessage(content="ok", tool_call_id="c1", name="lookup")
+    object.__setattr__(result, "content", content)
+    engine = memory_engine()
+    with pytest.raises(InvalidInputError, match=rf"content of type {type(content).__name__}; a message's content is a string"):
+        engine.capture_tool_result(result, scope=SCOPE)
+    call = AIMessage(content="", tool_calls=[{"name": "lookup", "args": {}, "id": "c1"}])
+    with pytest.raises(InvalidInputError, match=r"message 2 \(ToolMessage\) has content of type"):
+        engine.prepare([HumanMessage(content="go"), call, result, HumanMessage(content="and?")], scope=SCOPE)
+
+
 def test_a_remove_message_is_a_clear_error() -> None:
     """A RemoveMessage is a state instruction: sent on, every provider refuses the request."""
     messages: list[BaseMessage] = [HumanMessage(content="hi", id="h1"), RemoveMessage(id="h1")]
