@@ -27,10 +27,12 @@ def connect(
 
     Each server is checked once here. A configuration that cannot work — a malformed DSN, an
     unknown host, a missing database or role, refused credentials, a Chroma host that does not
-    resolve — raises :class:`ConfigError` with the cause. A server that is only down (refuses
-    connections, does not answer within ``stores.timeout``) does not stop the engine: it starts
-    with that server's circuit open and a warning logged, calls pass the original through and
-    say so in the report, and a background check picks the server up when it answers.
+    resolve — raises :class:`ConfigError` with the cause. A server that is only down does not
+    stop the engine. One that refuses connections starts with its circuit open and a warning
+    logged: calls pass the original through and say so in the report, and a background check
+    picks the server up when it answers. One that does not answer within ``stores.timeout``
+    (which may only be slow) starts with its circuit closed: the first step that calls it waits
+    ``stores.timeout`` and opens it.
 
     Every call to a server store is bounded by ``config.stores.timeout`` (see
     :mod:`ctxplugin.guard` and ``docs/reliability.md``).

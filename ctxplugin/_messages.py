@@ -9,6 +9,7 @@ from langchain_core.messages import (
     AIMessage,
     BaseMessage,
     HumanMessage,
+    RemoveMessage,
     SystemMessage,
     ToolMessage,
 )
@@ -121,6 +122,14 @@ class Validation:
             raise InvalidInputError(
                 f"message {index} is a {type(message).__name__}, not a langchain-core BaseMessage"
             )
+        if not isinstance(message.content, (str, list)):  # set after construction, which coerces
+            raise InvalidInputError(content_problem(f"message {index}", message))
+        if isinstance(message, RemoveMessage):
+            raise InvalidInputError(
+                f"message {index} is a RemoveMessage(id={message.id!r}): an instruction to LangGraph's add_messages "
+                "reducer, not a message a model can read; apply it to the list first "
+                "(langgraph.graph.message.add_messages(messages, [remove]))"
+            )
         if isinstance(message, ToolMessage):
             if message.tool_call_id not in pending:
                 problem = f"message {index} is a tool result for tool_call_id={message.tool_call_id!r}, " + (
@@ -162,6 +171,11 @@ class Validation:
                         f"{MAX_JSON_DEPTH} levels; no model writes such arguments, and ctxplugin does not walk them"
                     )
                 pending[call_id] = call["name"]
+            # a call whose arguments did not parse is still a call to the provider (it is sent
+            # with the others, and LangChain's create_agent answers it with an error result)
+            for invalid in message.invalid_tool_calls:
+                if invalid.get("id"):
+                    pending[str(invalid["id"])] = invalid.get("name") or "unknown_tool"
 
     def _close_pending(self, out: list[BaseMessage], pending: dict[str, str], warnings: list[str]) -> None:
         for call_id, name in pending.items():
@@ -172,6 +186,14 @@ class Validation:
             out.append(placeholder)
             warnings.append(f"tool call {call_id!r} ({name}) had no result; a placeholder was added to the view")
         pending.clear()
+
+
+def content_problem(what: str, message: BaseMessage) -> str:
+    """Why ``message`` (``what``) cannot be read: its content is neither a string nor a list."""
+    return (
+        f"{what} ({type(message).__name__}) has content of type {type(message.content).__name__}; "
+        "a message's content is a string or a list of content blocks"
+    )
 
 
 def _stand_in_call(orphan: ToolMessage) -> AIMessage:

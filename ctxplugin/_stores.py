@@ -8,6 +8,7 @@ Postgres stores are imported here, lazily, only when a DSN is configured.
 from __future__ import annotations
 
 import importlib
+import os
 import socket
 from dataclasses import dataclass
 from pathlib import Path
@@ -61,9 +62,38 @@ class Stores:
     path: Path | None
 
 
-def embedded_stores(root: Path, config: ContextConfig) -> Stores:
-    """SQLite CAS and Chroma on disk under ``root`` (created if missing)."""
-    root.mkdir(parents=True, exist_ok=True)
+def store_root(path: str | Path) -> Path:
+    """The directory of the embedded stores named by ``path``, created if missing.
+
+    Raises:
+        ConfigError: ``path`` is empty (which would put the stores in the working directory),
+            or it cannot be a directory this process writes (a file is there, no permission).
+    """
+    if not str(path).strip():
+        raise ConfigError("the embedded store path is empty; pass path= (or set CTXPLUGIN_PATH to) a directory")
+    root = Path(path)
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except (OSError, ValueError) as exc:  # ValueError: a NUL in the path
+        raise ConfigError(
+            f"the embedded store directory {str(root)!r} cannot be used: {exc}; "
+            "pass path= (or set CTXPLUGIN_PATH to) a directory this process may write"
+        ) from exc
+    if not os.access(root, os.W_OK | os.X_OK):
+        raise ConfigError(
+            f"the embedded store directory {str(root)!r} is not writable by this process; "
+            "pass path= (or set CTXPLUGIN_PATH to) a directory this process may write"
+        )
+    return root
+
+
+def embedded_stores(root: str | Path, config: ContextConfig) -> Stores:
+    """SQLite CAS and Chroma on disk under ``root`` (created if missing).
+
+    Raises:
+        ConfigError: ``root`` cannot be used (see :func:`store_root`).
+    """
+    root = store_root(root)
     wait = config.stores.timeout
     cas = SQLiteCASStore(root / "cas.sqlite3", busy_timeout_ms=int(wait * 1000))
     store = ChromaFactStore.persistent(root / "chroma", config=config.facts, wait_s=wait)
@@ -71,7 +101,7 @@ def embedded_stores(root: Path, config: ContextConfig) -> Stores:
     return Stores(cas=cas, facts=FactsLedger(store, config.facts), answers=answers, path=root)
 
 
-def open_stores(config: ContextConfig, root: Path) -> Stores:
+def open_stores(config: ContextConfig, root: str | Path) -> Stores:
     """The stores ``config`` names: on the servers it sets (``postgres_dsn``, ``chroma_url``),
     the others embedded under ``root``. See :func:`ctxplugin.connect` for what is checked and
     what a server that is down does.
@@ -104,8 +134,7 @@ def open_stores(config: ContextConfig, root: Path) -> Stores:
             postgres,
         )
     else:
-        root.mkdir(parents=True, exist_ok=True)
-        cas = SQLiteCASStore(root / "cas.sqlite3", busy_timeout_ms=int(timeout * 1000))
+        cas = SQLiteCASStore(store_root(root) / "cas.sqlite3", busy_timeout_ms=int(timeout * 1000))
     facts_store: Any
     answers: Any = None
     if config.chroma_url:
@@ -120,15 +149,15 @@ def open_stores(config: ContextConfig, root: Path) -> Stores:
         if config.cache.enabled:
             answers = GuardedAnswerCacheStore(ChromaAnswerCacheStore.http(url, timeout=timeout), chroma)
     else:
-        root.mkdir(parents=True, exist_ok=True)
-        facts_store = ChromaFactStore.persistent(root / "chroma", config=config.facts, wait_s=timeout)
+        chroma_path = store_root(root) / "chroma"
+        facts_store = ChromaFactStore.persistent(chroma_path, config=config.facts, wait_s=timeout)
         if config.cache.enabled:
-            answers = ChromaAnswerCacheStore.persistent(root / "chroma", wait_s=timeout)
+            answers = ChromaAnswerCacheStore.persistent(chroma_path, wait_s=timeout)
     return Stores(
         cas=cas,
         facts=FactsLedger(facts_store, config.facts, lock=lock),
         answers=answers,
-        path=root if not config.postgres_dsn or not config.chroma_url else None,  # a store is still on disk
+        path=Path(root) if not config.postgres_dsn or not config.chroma_url else None,  # a store is still on disk
     )
 
 
@@ -171,4 +200,4 @@ def _check_chroma(url: str, beat: Heartbeat) -> str | None:
     return None
 
 
-__all__ = ["Stores", "embedded_stores", "open_stores"]
+__all__ = ["Stores", "embedded_stores", "open_stores", "store_root"]

@@ -49,7 +49,7 @@ from ctxplugin.stages import (
     pipeline,
 )
 from ctxplugin.tokens import TokenCounter, get_counter
-from ctxplugin.tools import LOAD_TOOLS_NAME, ToolRegistry  # noqa: F401  (LOAD_TOOLS_NAME re-exported)
+from ctxplugin.tools import LOAD_TOOLS_NAME, ToolRegistry, tool_list  # noqa: F401  (LOAD_TOOLS_NAME re-exported)
 
 logger = logging.getLogger("ctxplugin")
 
@@ -133,9 +133,12 @@ class ContextEngine:
         :class:`~ctxplugin.errors.StoreInUseError` (run a Chroma server for several processes).
         With ``config.chroma_url`` or ``config.postgres_dsn``
         set, use :func:`ctxplugin.connect` instead to get the server stores.
+
+        Raises:
+            ConfigError: ``path`` is empty, or not a directory this process can create and write.
         """
         config = config or ContextConfig()
-        return cls._on(embedded_stores(Path(path), config), config, summarizer)
+        return cls._on(embedded_stores(path, config), config, summarizer)
 
     @classmethod
     def from_config(
@@ -147,8 +150,7 @@ class ContextEngine:
     ) -> ContextEngine:
         """Embedded or server stores, as the configuration says (see :func:`ctxplugin.connect`)."""
         config = config or ContextConfig()
-        root = Path(path if path is not None else config.path)
-        return cls._on(open_stores(config, root), config, summarizer)
+        return cls._on(open_stores(config, path if path is not None else config.path), config, summarizer)
 
     @classmethod
     def _on(
@@ -178,7 +180,8 @@ class ContextEngine:
 
         Raises:
             InvalidInputError: the messages are not a valid conversation (the message says why),
-                ``scope`` is not a :class:`Scope`, or ``context_window`` is not a positive int.
+                ``scope`` is not a :class:`Scope`, ``tools`` is one tool rather than a list, or
+                ``context_window`` is not a positive int.
         """
         scope = direct_scope(scope, "prepare")
         check_conversation(messages)
@@ -188,7 +191,7 @@ class ContextEngine:
             _tracing.child_run("ctxplugin.prepare", inputs={"messages": len(messages), "session_id": scope.session_id}) as run,
             step_budget(self.config.stores.timeout),
         ):
-            prepared = self._prepare(messages, list(tools or []), scope, context_window)
+            prepared = self._prepare(messages, tool_list(tools), scope, context_window)
             run.finish(outputs={"messages": len(prepared.messages), "tools": len(prepared.tools)}, metadata=prepared.report.as_metadata)
         return prepared
 
@@ -250,7 +253,7 @@ class ContextEngine:
         Cheap and free of side effects; for hosts that bind tools apart from preparing
         messages (a model callable in ``create_react_agent``)."""
         _, body = split_header(list(messages))
-        choice = choose_tools(list(tools), body, config=self.config.tools, counter=self.counter, registry=self.registry)
+        choice = choose_tools(tool_list(tools), body, config=self.config.tools, counter=self.counter, registry=self.registry)
         return list(choice.bound)
 
     # ------------------------------------------------------------------ capture and expand
@@ -299,7 +302,7 @@ class ContextEngine:
             self.cas,
             ref_id,
             direct_scope(scope, "expand_ref"),
-            fields=list(fields) if fields else None,
+            fields=fields if isinstance(fields, str) else list(fields) if fields else None,  # a str is one path
             offset=offset,
             limit=limit,
             pattern=pattern,

@@ -7,10 +7,10 @@ records the scope it was written from and a :data:`Visibility` saying how widely
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Literal
+from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import quote
 
-from pydantic import BaseModel, ConfigDict, field_validator
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from ctxplugin.errors import InvalidInputError
 
@@ -69,6 +69,15 @@ class Scope(BaseModel):
     workspace_id: str | None = None
     tenant_id: str | None = None
     roles: tuple[str, ...] = ()
+
+    if not TYPE_CHECKING:  # type checkers keep the typed signature of the fields
+
+        def __init__(self, /, **data: Any) -> None:
+            try:
+                super().__init__(**data)
+            except ValidationError as exc:  # pydantic wraps even the InvalidInputError raised below
+                problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+                raise InvalidInputError(f"invalid Scope: {problems}") from exc
 
     @field_validator("session_id")
     @classmethod

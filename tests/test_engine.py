@@ -4,9 +4,16 @@ import json
 from pathlib import Path
 
 import pytest
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    RemoveMessage,
+    SystemMessage,
+    ToolMessage,
+)
 
-from ctxplugin import ContextConfig, ContextEngine, InvalidInputError, Scope
+from ctxplugin import ConfigError, ContextConfig, ContextEngine, InvalidInputError, Scope
 from ctxplugin.testing import memory_engine
 from ctxplugin.tokens import count_messages
 
@@ -74,6 +81,16 @@ def test_capture_tool_result_keeps_call_id_and_round_trips() -> None:
     assert engine.capture_tool_result(small, scope=SCOPE).content == "ok"
 
 
+def test_expand_ref_takes_one_field_path_as_a_string() -> None:
+    engine = memory_engine()
+    compact = engine.capture_tool_result(ToolMessage(content=big_json(200), tool_call_id="c1"), scope=SCOPE)
+    ref = compact.additional_kwargs["ctxplugin"]["ref"]
+    assert engine.expand_ref(ref, scope=SCOPE, fields="[3].flight_number") == engine.expand_ref(
+        ref, scope=SCOPE, fields=["[3].flight_number"]
+    )
+    assert "HAT003" in engine.expand_ref(ref, scope=SCOPE, fields="[3].flight_number")
+
+
 def test_refs_are_not_readable_from_another_session() -> None:
     engine = memory_engine()
     compact = engine.capture_tool_result(ToolMessage(content=big_json(200), tool_call_id="c1"), scope=SCOPE)
@@ -90,6 +107,34 @@ def test_empty_list_is_a_clear_error() -> None:
 def test_non_message_is_a_clear_error() -> None:
     with pytest.raises(ValueError, match="not a langchain-core BaseMessage"):
         memory_engine().prepare([{"role": "user", "content": "hi"}], scope=SCOPE)
+
+
+def test_one_tool_given_as_tools_is_a_clear_error() -> None:
+    lookup = {"type": "function", "function": {"name": "lookup", "parameters": {"type": "object", "properties": {}}}}
+    for one in (lookup, "lookup", len):
+        with pytest.raises(InvalidInputError, match=r"tools= takes a list of tools, got \w+; wrap one tool in a list"):
+            memory_engine().prepare([HumanMessage(content="hi")], tools=one, scope=SCOPE)
+    assert memory_engine().prepare([HumanMessage(content="hi")], tools=(lookup,), scope=SCOPE).tools
+
+
+@pytest.mark.parametrize("content", [None, {"rows": 3}, 7, b"raw"])
+def test_content_set_to_something_other_than_text_or_blocks_is_a_clear_error(content: object) -> None:
+    """The constructors coerce content to text; one set afterwards is not read as anything."""
+    result = ToolMessage(content="ok", tool_call_id="c1", name="lookup")
+    object.__setattr__(result, "content", content)
+    engine = memory_engine()
+    with pytest.raises(InvalidInputError, match=rf"content of type {type(content).__name__}; a message's content is a string"):
+        engine.capture_tool_result(result, scope=SCOPE)
+    call = AIMessage(content="", tool_calls=[{"name": "lookup", "args": {}, "id": "c1"}])
+    with pytest.raises(InvalidInputError, match=r"message 2 \(ToolMessage\) has content of type"):
+        engine.prepare([HumanMessage(content="go"), call, result, HumanMessage(content="and?")], scope=SCOPE)
+
+
+def test_a_remove_message_is_a_clear_error() -> None:
+    """A RemoveMessage is a state instruction: sent on, every provider refuses the request."""
+    messages: list[BaseMessage] = [HumanMessage(content="hi", id="h1"), RemoveMessage(id="h1")]
+    with pytest.raises(InvalidInputError, match=r"message 1 is a RemoveMessage\(id='h1'\).*add_messages"):
+        memory_engine().prepare(messages, scope=SCOPE)
 
 
 @pytest.mark.parametrize("messages", [None, 5, "hello", b"hello"])
@@ -194,6 +239,20 @@ def test_embedded_creates_its_directory(tmp_path: Path) -> None:
     ref = prepared.report.refs_used[0]
     again = ContextEngine.embedded(path=target)
     assert again.expand_ref(ref, scope=SCOPE).startswith("[")
+
+
+@pytest.mark.parametrize("kind", ["a file", "under a file", "empty", "a NUL"])
+def test_embedded_on_a_path_it_cannot_use_is_a_config_error_naming_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str
+) -> None:
+    monkeypatch.chdir(tmp_path)  # an empty path must not put the stores here
+    (tmp_path / "taken").write_text("not a directory")
+    path = {"a file": "taken", "under a file": "taken/store", "empty": "", "a NUL": "bad\x00name"}[kind]
+    with pytest.raises(ConfigError, match="path is empty" if kind == "empty" else "embedded store directory"):
+        ContextEngine.embedded(path=path)
+    with pytest.raises(ConfigError):
+        ContextEngine.from_config(ContextConfig(path=path))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["taken"]
 
 
 def test_unchanged_prefix_is_reported_between_calls() -> None:

@@ -128,3 +128,17 @@ def test_a_last_group_with_some_results_gets_placeholders_for_the_others() -> No
     prepared = memory_engine().prepare(messages, scope=SCOPE)
     assert_valid(prepared.messages)
 
+
+
+def test_a_call_whose_arguments_did_not_parse_takes_a_result() -> None:
+    """An invalid tool call is sent to the provider with the others: its result is not an
+    orphan, and a missing one gets a placeholder like any call."""
+    bad = AIMessage(content="", invalid_tool_calls=[
+        {"name": "lookup", "args": '{"q": "tr', "id": "bad-1", "error": "malformed", "type": "invalid_tool_call"},
+    ])
+    answered = ToolMessage(content="arguments were malformed", tool_call_id="bad-1", name="lookup", status="error")
+    out, notes = validate([HumanMessage(content="go"), bad, answered, HumanMessage(content="again")])
+    assert out[2] is answered and notes == []
+    out, notes = validate([HumanMessage(content="go"), bad, HumanMessage(content="again")])
+    assert [m.tool_call_id for m in out if isinstance(m, ToolMessage)] == ["bad-1"]
+    assert "'bad-1' (lookup) had no result" in notes[0]

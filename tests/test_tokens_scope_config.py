@@ -5,7 +5,7 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from pytest_mock import MockerFixture
 
 from ctxplugin import ContextConfig, Scope
-from ctxplugin.errors import ConfigError
+from ctxplugin.errors import ConfigError, InvalidInputError
 from ctxplugin.scope import scope_from_config
 from ctxplugin.tokens import (
     EXACT_COUNT_CHARS,
@@ -101,6 +101,14 @@ def test_scope_visibility_rules() -> None:
     assert not other_tenant.can_read(a1, "tenant")
     with pytest.raises(ValueError, match="session_id"):
         Scope(session_id=" ")
+
+
+@pytest.mark.parametrize("fields", [{"session_id": ""}, {"session_id": None}, {"session_id": "s", "user": "u"}, {}])
+def test_an_invalid_scope_is_an_invalid_input_error(fields: dict[str, object]) -> None:
+    with pytest.raises(InvalidInputError, match=r"invalid Scope: (session_id|user): "):
+        Scope(**fields)
+    with pytest.raises(InvalidInputError):  # a blank thread id from a host's config
+        scope_from_config({"configurable": {"thread_id": " "}})
 
 
 def test_thread_id_maps_to_session() -> None:

@@ -98,8 +98,9 @@ def check_ref(ref_id: object) -> str:
         InvalidInputError: not of the form ``ref:<kind>:<16 hex digits>``.
     """
     if not isinstance(ref_id, str) or not REF_RE.match(ref_id):
+        shown = repr(ref_id)  # the start of it: a model may pass a whole output as the ref
         raise InvalidInputError(
-            f"{ref_id!r} is not a ref id; refs look like 'ref:<kind>:<16 hex digits>', "
+            f"{shown if len(shown) <= 80 else shown[:77] + '...'} is not a ref id; refs look like 'ref:<kind>:<16 hex digits>', "
             "e.g. 'ref:bash:0123abcd4567ef89'"
         )
     return ref_id

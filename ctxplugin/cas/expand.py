@@ -88,8 +88,9 @@ def _check_options(offset: int, limit: int | None, pattern: str | None, as_regex
     try:
         re.compile(pattern)  # the syntax the tool documents: what re refuses is refused
         return _Bounded(pattern)
-    except (re.error, regex.error) as exc:
-        raise InvalidInputError(f"pattern {pattern!r} is not a valid regular expression: {exc}") from exc
+    except (re.error, regex.error, OverflowError, RecursionError) as exc:  # a{99999999999}, ((((...
+        shown = pattern if len(pattern) <= 80 else pattern[:77] + "..."
+        raise InvalidInputError(f"pattern {shown!r} is not a valid regular expression: {exc}") from exc
 
 
 def _select(

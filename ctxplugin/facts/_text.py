@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 import threading
 import unicodedata
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import lru_cache
 
 from ctxplugin._lru import LRU, TextKey, text_key
@@ -48,6 +48,30 @@ def query_text(text: str) -> str:
     if len(text) <= QUERY_CHARS:
         return text
     return f"{text[: QUERY_CHARS // 2]}\n{text[-(QUERY_CHARS // 2):]}"
+
+
+def strings(value: str | Sequence[str], what: str) -> tuple[str, ...]:
+    """``value`` as a tuple of strings; one string is one entry (not one per character).
+
+    Raises:
+        InvalidInputError: an entry is not a string.
+    """
+    items = (value,) if isinstance(value, str) else tuple(value)
+    for item in items:
+        if not isinstance(item, str):
+            raise InvalidInputError(f"a fact's {what} are strings, got {type(item).__name__} {item!r:.40}")
+    return items
+
+
+def result_count(k: object) -> int:
+    """``k``, checked to be a whole number of results.
+
+    Raises:
+        InvalidInputError: it is not an int.
+    """
+    if isinstance(k, bool) or not isinstance(k, int):
+        raise InvalidInputError(f"a facts search takes k= a whole number of results, got {k!r:.40}")
+    return k
 
 
 def normalize(text: str) -> str:

@@ -31,7 +31,7 @@ from ctxplugin.facts._drafts import (
     owner_of,
 )
 from ctxplugin.facts._supersession import _MAX_CHAIN, _head, _supersede
-from ctxplugin.facts._text import identifiers, query_text
+from ctxplugin.facts._text import identifiers, query_text, result_count, strings
 from ctxplugin.facts.extract import Extractor, ExtractorLike, FactDraft, as_extractor
 from ctxplugin.facts.locks import WriteLock, slot_lock_name
 from ctxplugin.facts.model import (
@@ -176,12 +176,12 @@ class FactsLedger:
         if authority == TOOL_AUTHORITY and source != "tool":
             raise InvalidInputError("authority 'tool' is only for facts from tool outputs (source='tool')")
         draft = FactDraft(
-            text=text, key=key, kind=kind, tags=tuple(tags), importance=importance, scope=fact_scope,
-            scope_id=scope_id, constraint_type=constraint_type, depends_on=tuple(depends_on),
+            text=text, key=key, kind=kind, tags=strings(tags, 'tags'), importance=importance, scope=fact_scope,
+            scope_id=scope_id, constraint_type=constraint_type, depends_on=strings(depends_on, 'depends_on ids'),
             authority=authority, memory_type=memory_type, visibility=visibility, source_ref=ref,
         )
         fact, _ = self._commit(
-            draft, scope=scope, source=source, supersedes=supersedes, fact_id=fact_id, audience=tuple(audience)
+            draft, scope=scope, source=source, supersedes=supersedes, fact_id=fact_id, audience=strings(audience, 'audience entries')
         )
         return fact
 
@@ -308,7 +308,7 @@ class FactsLedger:
         query) with the fact's tags. Facts naming the query's identifiers come first.
         Superseded facts are never returned; a blank query returns nothing.
         """
-        k = self.config.k if k is None else k
+        k = self.config.k if k is None else result_count(k)
         if k <= 0:
             return []
         if not (query := query_text(query)).strip():

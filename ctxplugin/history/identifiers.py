@@ -210,9 +210,46 @@ def longest_run(value: str) -> str:
     return max(runs, key=len) if runs else ""
 
 
+_SCAN_DIRECTLY = 1 << 16
+"""Below this many values times characters of text each value is looked for on its own."""
+
+
 def missing(values: Iterable[str], text: str) -> list[str]:
-    """The values that do not occur in ``text`` as whole tokens."""
-    return [v for v in values if not occurs(v, text)]
+    """The values that do not occur in ``text`` as whole tokens.
+
+    Many values in a long text (every line of a long log is an error line a gist keeps) are
+    found through the text's runs, read once: looked for one by one, each value that occurs
+    only inside longer tokens (``470`` in ``4700``) scans the whole text, and the time grows
+    with the square of the text."""
+    values = list(values)
+    if len(values) * len(text) <= _SCAN_DIRECTLY:
+        return [v for v in values if not occurs(v, text)]
+    starts: dict[str, list[int]] = {}
+    for match in RUN.finditer(text):
+        starts.setdefault(match.group(0), []).append(match.start())
+    return [v for v in values if not _occurs_at_runs(v, text, starts)]
+
+
+def _occurs_at_runs(value: str, text: str, starts: dict[str, list[int]]) -> bool:
+    """:func:`occurs`, given where each run of ``text`` starts: where ``value`` occurs as a
+    whole token, its longest run is a whole run of ``text`` (see :data:`RUN`)."""
+    run = longest_run(value)
+    if not run:
+        return occurs(value, text)
+    offsets = [m.start() for m in RUN.finditer(value) if m.group(0) == run]
+    end = len(text)
+    for position in starts.get(run, ()):
+        for offset in offsets:
+            start = position - offset
+            stop = start + len(value)
+            if (
+                start >= 0
+                and text.startswith(value, start)
+                and (start == 0 or not text[start - 1].isalnum())
+                and (stop == end or not text[stop].isalnum())
+            ):
+                return True
+    return False
 
 
 __all__ = ["ALERT_LINE", "RUN", "alert_lines", "identifiers", "longest_run", "missing", "occurs", "quoted", "value_runs"]

@@ -16,7 +16,7 @@ from langchain_core.messages import ToolMessage
 from ctxplugin import _tracing
 from ctxplugin._deadline import step_budget
 from ctxplugin._events import emit
-from ctxplugin._messages import META_KEY
+from ctxplugin._messages import META_KEY, content_problem
 from ctxplugin._names import CAPTURE_EVENT
 from ctxplugin._untrusted import parse_once
 from ctxplugin.config import ContextConfig
@@ -48,12 +48,15 @@ class Capture:
         """The compact message and what was done.
 
         Raises:
-            InvalidInputError: ``tool_message`` is not a ``ToolMessage``.
+            InvalidInputError: ``tool_message`` is not a ``ToolMessage``, or its content is
+                neither a string nor a list.
         """
         if not isinstance(tool_message, ToolMessage):
             raise InvalidInputError(
                 f"capture_tool_result() takes a ToolMessage, got {type(tool_message).__name__}"
             )
+        if not isinstance(tool_message.content, (str, list)):
+            raise InvalidInputError(content_problem("the tool message", tool_message))
         report = CaptureReport(session_id=scope.session_id, tool_call_id=tool_message.tool_call_id)
         with step_budget(self.config.stores.timeout), parse_once(), _tracing.child_run(
             "ctxplugin.capture_tool_result",

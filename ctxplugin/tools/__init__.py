@@ -26,6 +26,7 @@ from ctxplugin.tools.registry import (
     ToolRegistry,
     one_line_intent,
     schema_hash,
+    tool_list,
     tool_name,
 )
 from ctxplugin.tools.resolve import (
@@ -54,6 +55,7 @@ __all__ = [
     "resolve_call",
     "schema_hash",
     "signature",
+    "tool_list",
     "tool_name",
     "used_tools",
 ]

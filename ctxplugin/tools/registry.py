@@ -21,6 +21,7 @@ from typing import Any, Literal, TypeVar
 from langchain_core.tools import BaseTool, StructuredTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
+from ctxplugin._untrusted import MAX_JSON_DEPTH, nesting_exceeds
 from ctxplugin.errors import InvalidInputError
 from ctxplugin.tokens import TokenCounter, count_tool_schemas
 from ctxplugin.tools._validate import Checker, checker_for
@@ -130,6 +131,19 @@ def _describe(tool: Any) -> tuple[dict[str, Any], str, Checker]:
     return schema, description, checker_for(fn.get("parameters"))
 
 
+def tool_list(tools: object) -> list[Any]:
+    """``tools`` as a list (None is no tools).
+
+    Raises:
+        InvalidInputError: ``tools`` is one tool (or a string) rather than a list of them.
+    """
+    if tools is None:
+        return []
+    if isinstance(tools, (str, bytes, dict, BaseTool)) or callable(tools) or not isinstance(tools, Iterable):
+        raise InvalidInputError(f"tools= takes a list of tools, got {type(tools).__name__}; wrap one tool in a list")
+    return list(tools)
+
+
 class ToolRegistry:
     """Schemas of every tool an engine has seen, by name, with versions.
 
@@ -161,7 +175,7 @@ class ToolRegistry:
 
         Raises:
             InvalidInputError: ``tool`` is neither a ``BaseTool``, a function nor a tool dict,
-                or it has no name.
+                it has no name, or its schema nests deeper than ``MAX_JSON_DEPTH``.
         """
         if not isinstance(tool, (BaseTool, dict)) and not callable(tool):
             raise InvalidInputError(
@@ -171,6 +185,11 @@ class ToolRegistry:
             known = self._known(tool)
         if known is not None:
             return known
+        if isinstance(tool, dict) and nesting_exceeds(tool, MAX_JSON_DEPTH):
+            raise InvalidInputError(
+                f"tool {tool_name(tool)!r:.80} has a schema nested deeper than "
+                f"{MAX_JSON_DEPTH} levels; no model reads such a schema, and ctxplugin does not walk it"
+            )
         schema, description, check = _describe(tool)
         name = schema.get("function", {}).get("name")
         if not isinstance(name, str) or not name:

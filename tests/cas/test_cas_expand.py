@@ -115,10 +115,16 @@ def test_bad_options_and_refs(store: MemoryCASStore) -> None:
         expand(store, ref, SCOPE, limit=-2)
     with pytest.raises(InvalidInputError):
         expand(store, ref, SCOPE, pattern="(", regex=True)
+    for pattern in ("(" * 1000, "a{99999999999}"):  # the parser recurses too deep, the count overflows
+        with pytest.raises(InvalidInputError, match="is not a valid regular expression"):
+            expand(store, ref, SCOPE, pattern=pattern, regex=True)
     with pytest.raises(RefNotFoundError):
         expand(store, ref, Scope(session_id="intruder"))
     with pytest.raises(InvalidInputError):
         expand(store, "not-a-ref", SCOPE)
+    with pytest.raises(InvalidInputError) as raised:  # a model may pass a whole output as the ref
+        expand(store, "x" * 100_000, SCOPE)
+    assert len(str(raised.value)) < 200
 
 
 def test_model_output_is_capped_with_a_paging_note(store: MemoryCASStore) -> None:

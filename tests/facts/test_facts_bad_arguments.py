@@ -35,6 +35,9 @@ CASES: list[tuple[str, Callable[[Any], Any], str]] = [
     ("search, query None", lambda f: f.search(None, scope=SCOPE), "a facts search takes a text query, got NoneType"),
     ("search, scope a dict", lambda f: f.search("discount", scope={"session_id": "s1"}), r"takes scope=Scope"),
     ("superseded, scope a string", lambda f: f.superseded(scope="s1"), r"takes scope=Scope"),
+    ("add, a tag None", lambda f: f.add("Budget is 1,200 EUR", tags=["budget", None], scope=SCOPE), "a fact's tags are strings, got NoneType"),
+    ("search, k a float", lambda f: f.search("discount", scope=SCOPE, k=2.5), "k= a whole number of results, got 2.5"),
+    ("search, k a string", lambda f: f.search("discount", scope=SCOPE, k="3"), "k= a whole number of results, got '3'"),
 ]
 
 
@@ -48,3 +51,13 @@ def test_the_right_arguments_still_work(ledger: FactsLedger) -> None:
     current = ledger.current("Max Discount", scope=SCOPE)
     assert current is not None and current.text == "Max discount is 15%"
     assert [s.fact.text for s in ledger.search("discount", scope=SCOPE)] == ["Max discount is 15%"]
+
+
+def test_one_string_is_one_tag_dependency_or_audience_entry(ledger: FactsLedger) -> None:
+    fact = ledger.add(
+        "Budget is 1,200 EUR", key="budget", tags="finance", depends_on="F-9", audience="role:manager", scope=SCOPE
+    )
+    assert "finance" in fact.tags and "f" not in fact.tags
+    assert fact.depends_on == ("F-9",)
+    assert fact.audience == ("role:manager",)
+    assert ledger.search("discount", scope=SCOPE, tags="pricing")  # not a tag per character

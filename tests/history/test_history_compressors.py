@@ -1,6 +1,10 @@
 from __future__ import annotations
 
+import time
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ctxplugin.history import GIST_PREFIX, alert_lines, gist_text, identifiers, trim_text
 from ctxplugin.history.identifiers import missing, occurs
@@ -54,6 +58,25 @@ def test_occurs_matches_whole_tokens_only() -> None:
     assert occurs("470", "line 470,")
     assert not occurs("470", "line 4700")
     assert missing(["470", "471"], "see 470 and 4711") == ["471"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.text(alphabet="ab1_.-/ é²", min_size=1, max_size=6), min_size=1, max_size=30),
+    st.text(alphabet="ab1_.-/ é²\n", max_size=80),
+)
+def test_missing_through_the_runs_of_a_long_text_is_missing_one_by_one(values: list[str], text: str) -> None:
+    long_text = text * 400  # past the size where values are found through the text's runs
+    assert missing(values, long_text) == [v for v in values if not occurs(v, long_text)]
+
+
+def test_missing_in_a_long_log_takes_linear_time() -> None:
+    """Every line is an error line a gist keeps: one by one, each number found only inside
+    longer numbers scanned the whole text, and a 1 MB log took half a minute."""
+    log = "".join(f"log line {i} value {i * 7} ERROR x\n" for i in range(30_000))
+    started = time.perf_counter()
+    gist_text(log, max_tokens=40, counter=COUNTER)
+    assert time.perf_counter() - started < 5
 
 
 def test_alert_lines_keeps_errors_and_security_warnings() -> None:

@@ -166,3 +166,12 @@ def test_intent_is_one_short_line(text: str, limit: int) -> None:
     intent = one_line_intent(text, limit)
     assert "\n" not in intent
     assert len(intent) <= limit
+
+
+def test_a_schema_nested_past_the_json_depth_limit_is_a_clear_error() -> None:
+    deep: Any = {"type": "string"}
+    for _ in range(500):
+        deep = {"type": "object", "properties": {"x": deep}}
+    with pytest.raises(InvalidInputError, match=r"tool 'nested' has a schema nested deeper than 100 levels"):
+        ToolRegistry(COUNTER).register(fn_tool("nested") | {"function": {"name": "nested", "parameters": deep}})
+    assert ToolRegistry(COUNTER).register(fn_tool("flat", q="string")).name == "flat"

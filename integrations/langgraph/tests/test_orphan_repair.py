@@ -50,3 +50,18 @@ def test_the_repair_mode_continues_the_thread_with_a_warning(mode: Any) -> None:
     assert any("lost-call" in w for w in report["ctxplugin.warnings"])
     state = agent.get_state(CONFIG).values["messages"]
     assert any(getattr(m, "id", None) == "stray-1" for m in state), "the state keeps the message"
+
+
+def test_a_call_whose_arguments_did_not_parse_is_answered_not_an_orphan() -> None:
+    """create_agent answers an invalid tool call (malformed arguments) with an error result on
+    the next turn; that result answers a call the model made, and the thread goes on."""
+    bad = {"name": "search", "args": '{"q": "trunc', "id": "bad-1", "error": "malformed", "type": "invalid_tool_call"}
+    model = ScriptedChatModel(script=[AIMessage(content="", invalid_tool_calls=[bad])], default="Done.")
+    agent = create_agent(model, [], checkpointer=InMemorySaver(), middleware=[ContextMiddleware(memory_engine())])
+    agent.invoke({"messages": [{"role": "user", "content": "find it"}]}, CONFIG)
+    result = agent.invoke({"messages": [{"role": "user", "content": "try again"}]}, CONFIG)
+    assert result["messages"][-1].text == "Done."
+    sent = model.calls[-1].messages
+    answers = [m for m in sent if isinstance(m, ToolMessage)]
+    assert [m.tool_call_id for m in answers] == ["bad-1"]
+    assert sent.index(answers[0]) == 1 + next(i for i, m in enumerate(sent) if isinstance(m, AIMessage) and m.invalid_tool_calls)
