@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterator, Sequence
 from typing import Any, Literal, cast
 
@@ -229,11 +230,22 @@ def annotation(message: BaseMessage) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
+def said_ref(message: HumanMessage) -> str:
+    """What names a user message without an id as the source of its facts: a digest of its
+    text. An LCEL chain's or a chat history's messages often carry no id; without a name their
+    facts could not be found in a view that shows the message itself."""
+    digest = hashlib.sha256(content_text(message.content).encode("utf-8", "surrogatepass")).hexdigest()
+    return f"said:{digest[:16]}"
+
+
 def source_refs(message: BaseMessage) -> Iterator[str]:
-    """What a fact read from ``message`` names as its source: the message id, a tool result's
-    call id, and the ref its output is stored under."""
+    """What a fact read from ``message`` names as its source: the message id (for a user
+    message without one, :func:`said_ref`), a tool result's call id, and the ref its output is
+    stored under."""
     if message.id:
         yield str(message.id)
+    elif isinstance(message, HumanMessage):
+        yield said_ref(message)
     if isinstance(message, ToolMessage):
         yield message.tool_call_id
     ref = annotation(message).get("ref")
