@@ -163,6 +163,11 @@ class Validation:
                         f"{MAX_JSON_DEPTH} levels; no model writes such arguments, and ctxplugin does not walk them"
                     )
                 pending[call_id] = call["name"]
+            # a call whose arguments did not parse: providers' LangChain integrations send it as
+            # a call, and create_agent answers it with an error result
+            for invalid in message.invalid_tool_calls:
+                if invalid.get("id"):
+                    pending[str(invalid["id"])] = invalid.get("name") or "unknown"
 
     def _close_pending(self, out: list[BaseMessage], pending: dict[str, str], warnings: list[str]) -> None:
         for call_id, name in pending.items():

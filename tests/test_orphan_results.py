@@ -128,3 +128,20 @@ def test_a_last_group_with_some_results_gets_placeholders_for_the_others() -> No
     prepared = memory_engine().prepare(messages, scope=SCOPE)
     assert_valid(prepared.messages)
 
+
+
+def test_a_malformed_call_counts_as_a_call() -> None:
+    # LangChain's provider integrations send a call whose arguments did not parse as a call: its
+    # result is kept after it, and without one it gets a placeholder like any other call
+    bad = AIMessage(content="", invalid_tool_calls=[
+        {"name": "lookup", "args": '{"q": ', "id": "bad-1", "error": "truncated JSON", "type": "invalid_tool_call"},
+    ])
+    answered = [HumanMessage(content="where is order 7?"), bad,
+                ToolMessage(content="malformed arguments", tool_call_id="bad-1", name="lookup", status="error"),
+                HumanMessage(content="and now?")]
+    out, warnings = validate(answered)
+    assert out == answered and warnings == []
+    unanswered = [HumanMessage(content="where is order 7?"), bad, HumanMessage(content="and now?")]
+    out, warnings = validate(unanswered)
+    assert isinstance(out[2], ToolMessage) and out[2].tool_call_id == "bad-1"
+    assert any("bad-1" in w for w in warnings)

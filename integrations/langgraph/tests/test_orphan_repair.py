@@ -50,3 +50,21 @@ def test_the_repair_mode_continues_the_thread_with_a_warning(mode: Any) -> None:
     assert any("lost-call" in w for w in report["ctxplugin.warnings"])
     state = agent.get_state(CONFIG).values["messages"]
     assert any(getattr(m, "id", None) == "stray-1" for m in state), "the state keeps the message"
+
+
+def test_a_malformed_tool_call_does_not_break_the_thread() -> None:
+    # create_agent answers a call whose arguments did not parse with an error result of its own;
+    # that result answers a call, it is not an orphan
+    bad = AIMessage(content="", invalid_tool_calls=[
+        {"name": "order_status", "args": '{"order": ', "id": "call-bad", "error": "truncated JSON", "type": "invalid_tool_call"},
+    ])
+    model = ScriptedChatModel(script=[bad, AIMessage(content="Order 7 shipped.")])
+    agent = create_agent(model, [], checkpointer=InMemorySaver(), middleware=[ContextMiddleware(memory_engine())])
+    agent.invoke({"messages": [{"role": "user", "content": "where is order 7?"}]}, CONFIG)
+    result = agent.invoke({"messages": [{"role": "user", "content": "and now?"}]}, CONFIG)
+    assert result["messages"][-1].text == "Order 7 shipped."
+    sent = model.calls[-1].messages
+    answer = next(i for i, m in enumerate(sent) if isinstance(m, ToolMessage))
+    result_message, call_message = sent[answer], sent[answer - 1]
+    assert isinstance(result_message, ToolMessage) and result_message.tool_call_id == "call-bad"
+    assert isinstance(call_message, AIMessage) and call_message.invalid_tool_calls
