@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterator, Sequence
 from typing import Any, Literal, cast
 
@@ -171,11 +172,12 @@ class Validation:
                         f"{MAX_JSON_DEPTH} levels; no model writes such arguments, and ctxplugin does not walk them"
                     )
                 pending[call_id] = call["name"]
-            # a call whose arguments did not parse is still a call to the provider (it is sent
-            # with the others, and LangChain's create_agent answers it with an error result)
+            # a call whose arguments did not parse is still a call: the providers' LangChain
+            # integrations send it (one without a name is left out by langchain-anthropic), and
+            # create_agent answers it with an error result
             for invalid in message.invalid_tool_calls:
-                if invalid.get("id"):
-                    pending[str(invalid["id"])] = invalid.get("name") or "unknown_tool"
+                if invalid.get("id") and invalid.get("name"):
+                    pending[str(invalid["id"])] = str(invalid["name"])
 
     def _close_pending(self, out: list[BaseMessage], pending: dict[str, str], warnings: list[str]) -> None:
         for call_id, name in pending.items():
@@ -251,11 +253,22 @@ def annotation(message: BaseMessage) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
+def said_ref(message: HumanMessage) -> str:
+    """What names a user message without an id as the source of its facts: a digest of its
+    text. An LCEL chain's or a chat history's messages often carry no id; without a name their
+    facts could not be found in a view that shows the message itself."""
+    digest = hashlib.sha256(content_text(message.content).encode("utf-8", "surrogatepass")).hexdigest()
+    return f"said:{digest[:16]}"
+
+
 def source_refs(message: BaseMessage) -> Iterator[str]:
-    """What a fact read from ``message`` names as its source: the message id, a tool result's
-    call id, and the ref its output is stored under."""
+    """What a fact read from ``message`` names as its source: the message id (for a user
+    message without one, :func:`said_ref`), a tool result's call id, and the ref its output is
+    stored under."""
     if message.id:
         yield str(message.id)
+    elif isinstance(message, HumanMessage):
+        yield said_ref(message)
     if isinstance(message, ToolMessage):
         yield message.tool_call_id
     ref = annotation(message).get("ref")

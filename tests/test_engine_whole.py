@@ -96,6 +96,20 @@ def test_facts_are_listed_only_once_the_view_no_longer_shows_their_message() -> 
     assert block and "FF-99812" in block[0]
 
 
+def test_a_short_statement_in_a_user_message_without_an_id_is_not_repeated_as_a_fact() -> None:
+    # an LCEL chain or a chat history passes messages without ids: the message the fact was
+    # read from is still recognised in the view, so no facts block repeats it and the next call
+    # repeats this one's view whole
+    engine = memory_engine(config(40_000))
+    messages: list[BaseMessage] = [SystemMessage(content="You are a travel agent."), HumanMessage(content="I'm mia_li_3668. What's my status?")]
+    first = engine.prepare(messages, scope=SCOPE)
+    assert first.messages == messages
+    longer = [*messages, AIMessage(content="You are gold."), HumanMessage(content="And my zip?")]
+    again = engine.prepare(longer, scope=SCOPE)
+    assert again.messages == longer
+    assert first.report.facts_extracted >= 1, "the statement was read as a fact, and left out as shown"
+
+
 def test_expand_ref_stays_bound_once_the_model_has_called_it() -> None:
     engine = memory_engine(config(40_000))
     messages = conversation(1)

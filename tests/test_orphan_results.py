@@ -142,3 +142,16 @@ def test_a_call_whose_arguments_did_not_parse_takes_a_result() -> None:
     out, notes = validate([HumanMessage(content="go"), bad, HumanMessage(content="again")])
     assert [m.tool_call_id for m in out if isinstance(m, ToolMessage)] == ["bad-1"]
     assert "'bad-1' (lookup) had no result" in notes[0]
+
+
+def test_a_call_without_a_name_that_did_not_parse_is_no_call() -> None:
+    """langchain-anthropic leaves out an invalid call that has no name: a result for it would
+    answer nothing the provider was sent, so it is an orphan like any other."""
+    nameless = AIMessage(content="", invalid_tool_calls=[
+        {"name": None, "args": '{"q": ', "id": "bad-2", "error": "truncated JSON", "type": "invalid_tool_call"},
+    ])
+    answer = ToolMessage(content="malformed arguments", tool_call_id="bad-2", status="error")
+    with pytest.raises(InvalidInputError, match=r"bad-2"):
+        validate([HumanMessage(content="go"), nameless, answer, HumanMessage(content="again")])
+    out, notes = validate([HumanMessage(content="go"), nameless, HumanMessage(content="again")])
+    assert not any(isinstance(m, ToolMessage) for m in out) and notes == []

@@ -10,10 +10,10 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import get_args
 
-from langchain_core.messages import BaseMessage, ToolMessage
+from langchain_core.messages import BaseMessage, HumanMessage, ToolMessage
 from pydantic import ValidationError
 
-from ctxplugin._messages import annotation
+from ctxplugin._messages import annotation, said_ref
 from ctxplugin._untrusted import storable_text
 from ctxplugin.errors import InvalidInputError
 from ctxplugin.facts._text import identifiers
@@ -201,6 +201,8 @@ def _provenance(message: BaseMessage) -> str | None:
         return str(message.id)
     if isinstance(message, ToolMessage):
         return message.tool_call_id
+    if isinstance(message, HumanMessage):
+        return said_ref(message)
     return None
 
 

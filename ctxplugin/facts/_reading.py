@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from langchain_core.messages import BaseMessage, ToolMessage
 
 from ctxplugin._lru import LRU, PerMessage
-from ctxplugin._messages import annotation
+from ctxplugin._messages import annotation, source_refs
 from ctxplugin.facts._changes import Change
 from ctxplugin.facts._text import word_set
 from ctxplugin.facts.model import AUTHORITY_RANK, Fact
@@ -347,11 +347,5 @@ def _states(change: Change, words: frozenset[str], refs: set[str]) -> bool:
 
 
 def _refs(message: BaseMessage) -> set[str]:
-    refs = {str(message.id)} if message.id else set()
-    ref = annotation(message).get("ref")
-    if isinstance(ref, str):
-        refs.add(ref)
-    if isinstance(message, ToolMessage):
-        refs.add(message.tool_call_id)
-    return refs
+    return set(source_refs(message))
 
