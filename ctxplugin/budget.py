@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
+from ctxplugin._cut import cut_content, cut_text
 from ctxplugin._layout import (
     Layout,
     Placement,
@@ -28,7 +29,7 @@ from ctxplugin._layout import (
 )
 from ctxplugin._messages import META_KEY, annotation, answered, exchange_spans, merge_system
 from ctxplugin.history.omission import OMITTED_NOTE
-from ctxplugin.tokens import TokenCounter, content_text, count_cached, count_message, count_messages
+from ctxplugin.tokens import TokenCounter, content_text, count_message, count_messages
 
 
 @dataclass(frozen=True)
@@ -217,23 +218,6 @@ def shrink_tool_results(parts: Parts, n: int, counter: TokenCounter) -> Parts:
     return replace(parts, history=history)
 
 
-def cut_text(text: str, max_tokens: int, counter: TokenCounter) -> str:
-    """Keep head and tail of ``text`` within ``max_tokens`` (with an elision marker)."""
-    if (total := count_cached(text, counter)) <= max_tokens:
-        return text
-    if max_tokens <= 8:
-        return "[…]"
-    budget_chars = max(8, max_tokens * 3)
-    while budget_chars > 8:
-        head = text[: budget_chars * 2 // 3]
-        tail = text[-(budget_chars // 3) :]
-        candidate = f"{head}\n[… {total} tokens cut to fit the budget …]\n{tail}"
-        if counter.count(candidate) <= max_tokens:
-            return candidate
-        budget_chars = int(budget_chars * 0.8)
-    return "[…]"
-
-
 def minimum_viable(parts: Parts, total: int, counter: TokenCounter) -> Parts:
     """System essentials, the task, the current user message, and the last assistant turn,
     cut to fit.
@@ -278,9 +262,10 @@ def minimum_viable(parts: Parts, total: int, counter: TokenCounter) -> Parts:
         history_copy = list(slim.history)
         for index, size in enumerate(sizes[1:]):
             if size > cap and size > 12:
+                # the text is cut; an image, a thinking block (its signature) or a tool_use stays whole
                 message = history_copy[index]
-                text = cut_text(content_text(message.content), max(8, cap - 8), counter)
-                history_copy[index] = message.model_copy(update={"content": text})
+                content = cut_content(message.content, max(8, cap - 8), counter)
+                history_copy[index] = message.model_copy(update={"content": content})
         slim = replace(slim, history=history_copy)
     return slim
 
@@ -384,7 +369,8 @@ def enforce(parts: Parts, budgets: dict[str, int], counter: TokenCounter, *, blo
             within = False
             warnings.append(
                 f"the view is {total_tokens(parts, counter)} tokens, over the total budget of "
-                f"{budgets['total']}: bound tool schemas alone take {parts.tools_tokens}"
+                f"{budgets['total']}: bound tool schemas alone take {parts.tools_tokens}, and blocks that cannot "
+                "be cut (images, thinking, tool_use) are kept whole"
             )
     return BudgetOutcome(parts=parts, warnings=warnings, within=within)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
@@ -224,3 +225,46 @@ def test_the_assistant_message_the_latest_user_turn_answers_is_not_dropped() -> 
     history = [*history[:-2], HumanMessage(content="Anything later?")]
     fitted, texts, _ = _enforced(history, 480)
     assert fitted.dropped_exchanges == 4 and texts[-1] == "Anything later?"
+
+
+def test_the_last_resort_cuts_text_and_keeps_thinking_images_and_tool_use_whole() -> None:
+    # a tool-use turn of a model with extended thinking: the provider checks the thinking
+    # block's signature and refuses the turn without it; the user's image is theirs
+    thinking = {"type": "thinking", "thinking": "let me weigh it " * 300, "signature": "SIG-1"}
+    use = {"type": "tool_use", "id": "c1", "name": "lookup", "input": {"q": "W1234"}}
+    image = {"type": "image", "base64": "AAAA" * 200, "mime_type": "image/png"}
+    messages: list[BaseMessage] = [
+        SystemMessage(content="You are careful. " * 200),
+        HumanMessage(content=[{"type": "text", "text": "what is in this picture? " * 200, "cache_control": {"type": "ephemeral"}}, image]),
+        AIMessage(content=[thinking, {"type": "text", "text": "checking " * 300}, use],
+                  tool_calls=[{"name": "lookup", "args": {"q": "W1234"}, "id": "c1"}]),
+        ToolMessage(content="found it", tool_call_id="c1", name="lookup"),
+    ]
+    engine = memory_engine(ContextConfig(budget={"total": 3000, "header": 600, "history": 1000, "facts": 200, "summaries": 300}))
+    prepared = engine.prepare(messages, scope=Scope(session_id="blocks"))
+    assert any("minimum viable" in w for w in prepared.report.warnings)
+    human = next(m for m in prepared.messages if isinstance(m, HumanMessage))
+    ai = next(m for m in prepared.messages if isinstance(m, AIMessage))
+    assert isinstance(human.content, list) and human.content[-1] == image, "the image stays, in its place"
+    first = human.content[0]
+    assert isinstance(first, dict) and first["cache_control"] == {"type": "ephemeral"} and "cut to fit" in first["text"]
+    assert isinstance(ai.content, list) and ai.content[0] == thinking and ai.content[-1] == use
+    assert len(ai.content[1]["text"]) < len("checking " * 300), "the text between them is what was cut"
+    assert ai.tool_calls[0]["id"] == "c1"
+    # as Anthropic is sent it: the assistant turn opens with its signed thinking
+    anthropic = pytest.importorskip("langchain_anthropic")
+    payload = anthropic.ChatAnthropic(model="claude-sonnet-4-5", api_key="test-key")._get_request_payload(prepared.messages)
+    turn = next(m for m in payload["messages"] if m["role"] == "assistant")
+    assert turn["content"][0] == thinking and any(b.get("type") == "tool_use" and b["id"] == "c1" for b in turn["content"])
+
+
+def test_a_turn_of_text_blocks_alone_is_cut_to_one_text() -> None:
+    from ctxplugin._cut import cut_content
+
+    counter = get_counter()[0]
+    blocks = [{"type": "text", "text": "alpha " * 400}, "beta " * 400]
+    cut = cut_content(blocks, 50, counter)
+    assert isinstance(cut, str) and counter.count(cut) <= 50
+    assert cut_content([{"type": "image", "base64": "AAAA", "mime_type": "image/png"}], 10, counter) == [
+        {"type": "image", "base64": "AAAA", "mime_type": "image/png"}
+    ], "nothing to cut: the content is left as it is"

@@ -1,0 +1,68 @@
+"""Text cut to a token budget, and a message's content cut so that what a provider needs of it
+stays.
+
+The budget's last resort (:func:`ctxplugin.budget.minimum_viable`) cuts every message above a
+common size. Text can be cut. The other blocks of a message cannot: an image is what the user
+or a tool sent, a ``thinking`` block carries a signature the provider checks (Anthropic refuses
+a tool-use turn whose thinking was dropped or altered while extended thinking is on), a
+``tool_use`` block pairs with its result. Those are kept whole and only the text is cut, so a
+view may stay over its budget by their size; the budget stage says so.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ctxplugin.tokens import IMAGE_TOKENS, TokenCounter, content_text, count_cached
+
+
+def cut_text(text: str, max_tokens: int, counter: TokenCounter) -> str:
+    """Keep head and tail of ``text`` within ``max_tokens`` (with an elision marker)."""
+    if (total := count_cached(text, counter)) <= max_tokens:
+        return text
+    if max_tokens <= 8:
+        return "[…]"
+    budget_chars = max(8, max_tokens * 3)
+    while budget_chars > 8:
+        head = text[: budget_chars * 2 // 3]
+        tail = text[-(budget_chars // 3) :]
+        candidate = f"{head}\n[… {total} tokens cut to fit the budget …]\n{tail}"
+        if counter.count(candidate) <= max_tokens:
+            return candidate
+        budget_chars = int(budget_chars * 0.8)
+    return "[…]"
+
+
+def _is_text(block: Any) -> bool:
+    return isinstance(block, str) or (isinstance(block, dict) and isinstance(block.get("text"), str))
+
+
+def cut_content(content: str | list[Any], max_tokens: int, counter: TokenCounter) -> str | list[Any]:
+    """``content`` within ``max_tokens`` as far as its text allows.
+
+    A string is cut (:func:`cut_text`), and so is a list of text blocks alone (to one string).
+    A list with other blocks keeps each of them, whole and in its place; its text is cut to what
+    they leave (counted as :func:`~ctxplugin.tokens.count_message` counts them) and put in the
+    first text block, and the other text blocks go. Without text, nothing can be cut: the
+    content is returned as it is."""
+    if isinstance(content, str):
+        return cut_text(content, max_tokens, counter)
+    others = sum(1 for block in content if not _is_text(block))
+    if not others:
+        return cut_text(content_text(content), max_tokens, counter)
+    text = content_text(content)
+    if not text:
+        return content
+    cut = cut_text(text, max(8, max_tokens - IMAGE_TOKENS * others), counter)
+    out: list[Any] = []
+    placed = False
+    for block in content:
+        if not _is_text(block):
+            out.append(block)
+        elif not placed:
+            out.append(cut if isinstance(block, str) else {**block, "text": cut})
+            placed = True
+    return out
+
+
+__all__ = ["cut_content", "cut_text"]
