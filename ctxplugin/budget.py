@@ -241,6 +241,9 @@ def minimum_viable(parts: Parts, total: int, counter: TokenCounter) -> Parts:
     if spans:  # the exchange the model is answering now must stay whole
         chosen.update(range(*spans[-1]))
     keep = [history[i] for i in sorted(chosen)]
+    # the user's current message is what the view answers: the others are cut first, and it
+    # is cut too only when it takes more than half of the total
+    current = sorted(chosen).index(humans[-1]) if humans else None
     kept_spans = sum(1 for start, _ in spans if start in chosen)
     dropped = parts.dropped_exchanges + len(spans) - kept_spans
     slim = replace(
@@ -255,13 +258,15 @@ def minimum_viable(parts: Parts, total: int, counter: TokenCounter) -> Parts:
         header = slim.header_message()
         sizes = [count_message(header, counter) if header is not None else 0]
         sizes += [count_message(m, counter) for m in slim.history]
-        cap = _water_level(sizes, sum(sizes) - over - 8 * len(sizes))
+        hold = current + 1 if current is not None and sizes[current + 1] <= total // 2 else None
+        free = [size for k, size in enumerate(sizes) if k != hold]
+        cap = _water_level(free, sum(free) - over - 8 * len(sizes))
         if header is not None and sizes[0] > cap:
             text = cut_text(content_text(header.content), max(8, cap - 8), counter)
             slim = replace(slim, header=SystemMessage(content=text), notes=())
         history_copy = list(slim.history)
         for index, size in enumerate(sizes[1:]):
-            if size > cap and size > 12:
+            if size > cap and size > 12 and index + 1 != hold:
                 # the text is cut; an image, a thinking block (its signature) or a tool_use stays whole
                 message = history_copy[index]
                 content = cut_content(message.content, max(8, cap - 8), counter)

@@ -268,3 +268,18 @@ def test_a_turn_of_text_blocks_alone_is_cut_to_one_text() -> None:
     assert cut_content([{"type": "image", "base64": "AAAA", "mime_type": "image/png"}], 10, counter) == [
         {"type": "image", "base64": "AAAA", "mime_type": "image/png"}
     ], "nothing to cut: the content is left as it is"
+
+
+def test_the_last_resort_cuts_the_others_before_the_current_question() -> None:
+    long = " ".join(f"detail{i}" for i in range(1500))
+    question = "Please rebook order #W1234 " + " ".join(f"on flight HAT{i:03d}" for i in range(25)) + "?"
+    messages: list[BaseMessage] = [SystemMessage(content="You are helpful. " + long), HumanMessage(content="first task " + long),
+                                   AIMessage(content="answer one " + long), HumanMessage(content=question)]
+    engine = memory_engine(ContextConfig(budget={"total": 400, "header": 100, "history": 100, "facts": 50, "summaries": 50}))
+    counter = engine.counter
+    assert 100 < counter.count(question) <= 200, "larger than a fair share, within half of the total"
+    prepared = engine.prepare(messages, scope=Scope(session_id="question"))
+    assert any("minimum viable" in w for w in prepared.report.warnings)
+    assert prepared.report.within_budget and prepared.report.tokens_after <= 400
+    assert [m.content for m in prepared.messages if isinstance(m, HumanMessage)][-1] == question
+    assert any(str(m.content).startswith("answer one") for m in prepared.messages), "the others keep their heads"
