@@ -15,6 +15,7 @@ from langchain_core.messages import (
     ToolMessage,
 )
 
+from ctxplugin._lru import PerMessage
 from ctxplugin._names import EXPAND_REF_NAME
 from ctxplugin._untrusted import MAX_JSON_DEPTH, nesting_exceeds
 from ctxplugin.errors import InvalidInputError
@@ -257,8 +258,15 @@ def said_ref(message: HumanMessage) -> str:
     """What names a user message without an id as the source of its facts: a digest of its
     text. An LCEL chain's or a chat history's messages often carry no id; without a name their
     facts could not be found in a view that shows the message itself."""
-    digest = hashlib.sha256(content_text(message.content).encode("utf-8", "surrogatepass")).hexdigest()
-    return f"said:{digest[:16]}"
+    found = _SAID.get(message)  # looked up for every message in view on every call
+    if found is None:
+        digest = hashlib.sha256(content_text(message.content).encode("utf-8", "surrogatepass")).hexdigest()
+        found = f"said:{digest[:16]}"
+        _SAID.put(message, found)
+    return found
+
+
+_SAID: PerMessage[str] = PerMessage(4096)
 
 
 def source_refs(message: BaseMessage) -> Iterator[str]:
