@@ -329,7 +329,7 @@ class FactsLedger:
             now=self.clock(),
             strategy=strategy or self.config.strategy,
             half_life_hours=self.config.half_life_hours,
-            tags=query_tags(query, tags),
+            tags=query_tags(query, strings(tags, "tags") if tags is not None else None),
             exact=identifiers(query),
             k=k,
         )

@@ -67,7 +67,7 @@ def tag_overlap(fact_tags: Iterable[str], query_tags: Sequence[str]) -> float:
 
 def query_tags(query: str, extra: Sequence[str] | None = None) -> list[str]:
     """Tags of a query: given tags plus the exact identifiers it mentions."""
-    tags = [t.lower() for t in ((extra,) if isinstance(extra, str) else extra or ())]  # one str is one tag
+    tags = [t.lower() for t in (extra or ())]
     for ident in identifiers(query):
         if ident not in tags:
             tags.append(ident)
