@@ -8,6 +8,7 @@ import re
 from typing import Any
 
 from ctxplugin._untrusted import load_json
+from ctxplugin.cas._budget import clip
 from ctxplugin.errors import InvalidInputError
 
 REF_RE = re.compile(r"^ref:([a-z0-9][a-z0-9_-]{0,39}):([0-9a-f]{16})$")
@@ -98,9 +99,8 @@ def check_ref(ref_id: object) -> str:
         InvalidInputError: not of the form ``ref:<kind>:<16 hex digits>``.
     """
     if not isinstance(ref_id, str) or not REF_RE.match(ref_id):
-        shown = repr(ref_id)  # the start of it: a model may pass a whole output as the ref
-        raise InvalidInputError(
-            f"{shown if len(shown) <= 80 else shown[:77] + '...'} is not a ref id; refs look like 'ref:<kind>:<16 hex digits>', "
+        raise InvalidInputError(  # the start of it: a model may pass a whole output as the ref
+            f"{clip(repr(ref_id), 80)} is not a ref id; refs look like 'ref:<kind>:<16 hex digits>', "
             "e.g. 'ref:bash:0123abcd4567ef89'"
         )
     return ref_id

@@ -11,6 +11,7 @@ from typing import Any, Literal, Protocol
 
 import regex  # type: ignore[import-untyped]  # installed with tiktoken; its searches take a timeout
 
+from ctxplugin.cas._budget import clip
 from ctxplugin.cas._canon import parse_json
 from ctxplugin.cas._json_path import parse_path, select
 from ctxplugin.cas.store import CASStore
@@ -89,8 +90,7 @@ def _check_options(offset: int, limit: int | None, pattern: str | None, as_regex
         re.compile(pattern)  # the syntax the tool documents: what re refuses is refused
         return _Bounded(pattern)
     except (re.error, regex.error, OverflowError, RecursionError) as exc:  # a{99999999999}, ((((...
-        shown = pattern if len(pattern) <= 80 else pattern[:77] + "..."
-        raise InvalidInputError(f"pattern {shown!r} is not a valid regular expression: {exc}") from exc
+        raise InvalidInputError(f"pattern {clip(pattern, 80)!r} is not a valid regular expression: {exc}") from exc
 
 
 def _select(
