@@ -240,10 +240,11 @@ def minimum_viable(parts: Parts, total: int, counter: TokenCounter) -> Parts:
         chosen.update(range(*last_ai_span))
     if spans:  # the exchange the model is answering now must stay whole
         chosen.update(range(*spans[-1]))
-    keep = [history[i] for i in sorted(chosen)]
+    order = sorted(chosen)
+    keep = [history[i] for i in order]
     # the user's current message is what the view answers: the others are cut first, and it
     # is cut too only when it takes more than half of the total
-    current = sorted(chosen).index(humans[-1]) if humans else None
+    current = order.index(humans[-1]) if humans else None
     kept_spans = sum(1 for start, _ in spans if start in chosen)
     dropped = parts.dropped_exchanges + len(spans) - kept_spans
     slim = replace(
