@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
-from ctxplugin._cut import cut_content, cut_text
+from ctxplugin._cut import cut_content
 from ctxplugin._layout import (
     Layout,
     Placement,
@@ -263,8 +263,7 @@ def minimum_viable(parts: Parts, total: int, counter: TokenCounter) -> Parts:
         free = [size for k, size in enumerate(sizes) if k != hold]
         cap = _water_level(free, sum(free) - over - 8 * len(sizes))
         if header is not None and sizes[0] > cap:
-            text = cut_text(content_text(header.content), max(8, cap - 8), counter)
-            slim = replace(slim, header=SystemMessage(content=text), notes=())
+            slim = replace(slim, header=SystemMessage(content=cut_content(header.content, max(8, cap - 8), counter)), notes=())
         history_copy = list(slim.history)
         for index, size in enumerate(sizes[1:]):
             if size > cap and size > 12 and index + 1 != hold:
