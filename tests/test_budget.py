@@ -249,7 +249,8 @@ def test_the_last_resort_cuts_text_and_keeps_thinking_images_and_tool_use_whole(
     first = human.content[0]
     assert isinstance(first, dict) and first["cache_control"] == {"type": "ephemeral"} and "cut to fit" in first["text"]
     assert isinstance(ai.content, list) and ai.content[0] == thinking and ai.content[-1] == use
-    assert len(ai.content[1]["text"]) < len("checking " * 300), "the text between them is what was cut"
+    middle = ai.content[1]
+    assert isinstance(middle, dict) and len(middle["text"]) < len("checking " * 300), "the text between them is what was cut"
     assert ai.tool_calls[0]["id"] == "c1"
     # as Anthropic is sent it: the assistant turn opens with its signed thinking
     anthropic = pytest.importorskip("langchain_anthropic")
