@@ -13,7 +13,7 @@ from langgraph.types import Command
 
 from ctxplugin import ContextEngine, Scope
 from ctxplugin._names import META_TOOL_NAMES
-from ctxplugin._run_scope import resolve
+from ctxplugin._run_scope import active, resolve
 from ctxplugin.scope import scope_from_config
 from ctxplugin.tools import resolve_call
 from ctxplugin_langgraph._annotations import stamp
@@ -22,10 +22,16 @@ META_TOOLS = META_TOOL_NAMES
 
 
 def current_scope(default_session: str | None = None) -> Scope:
-    """The scope of the running LangGraph call (from ``configurable.thread_id``).
+    """The scope of the running LangGraph call.
 
-    Without a thread id: ``default_session`` when given (sharing it is then asked for), else the
-    run's own scope (see :mod:`ctxplugin._run_scope`)."""
+    In a tool that :class:`ContextMiddleware` or :class:`ContextHooks` runs, the agent's own
+    scope (its fixed scope, scope function or namespace applied): the scope its refs and facts
+    are stored in. Elsewhere the one ``configurable.thread_id`` names; without a thread id,
+    ``default_session`` when given (sharing it is then asked for), else the run's own scope (see
+    :mod:`ctxplugin._run_scope`)."""
+    agent_scope = active()
+    if agent_scope is not None:
+        return agent_scope
     try:
         from langgraph.config import get_config
 
