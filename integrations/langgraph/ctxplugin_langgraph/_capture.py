@@ -1,5 +1,5 @@
 """Tool-call handling shared by every LangGraph host: pre-checks for unloaded tools and
-capture of tool outputs into the CAS."""
+capture of tool outputs into the CAS; and the check of the engine an adapter is given."""
 
 from __future__ import annotations
 
@@ -14,11 +14,27 @@ from langgraph.types import Command
 from ctxplugin import ContextEngine, Scope
 from ctxplugin._names import META_TOOL_NAMES
 from ctxplugin._run_scope import active, resolve
+from ctxplugin.errors import InvalidInputError
 from ctxplugin.scope import scope_from_config
 from ctxplugin.tools import resolve_call
 from ctxplugin_langgraph._annotations import stamp
 
 META_TOOLS = META_TOOL_NAMES
+
+
+def checked_engine(engine: object, adapter: str) -> ContextEngine:
+    """``engine``, when it is a :class:`~ctxplugin.ContextEngine`.
+
+    Raises:
+        InvalidInputError: it is anything else (a path, ``None``, the class itself).
+    """
+    if not isinstance(engine, ContextEngine):
+        raise InvalidInputError(
+            f"{adapter} takes a ContextEngine, got {type(engine).__name__} ({engine!r:.60}); "
+            'build one with ContextEngine.embedded(path=".ctxplugin") (or ctxplugin.connect()) '
+            "and pass it"
+        )
+    return engine
 
 
 def current_scope(default_session: str | None = None) -> Scope:

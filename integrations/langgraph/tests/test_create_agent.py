@@ -14,7 +14,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.prebuilt import create_react_agent
 from langgraph.types import Command
 
-from ctxplugin import ContextCallbackHandler, RefNotFoundError, Scope
+from ctxplugin import ContextCallbackHandler, InvalidInputError, RefNotFoundError, Scope
 from ctxplugin.testing import ScriptedChatModel, conversation_messages, memory_engine, tool_call
 
 
@@ -235,3 +235,10 @@ def test_a_tool_reads_its_agents_refs_in_current_scope(
     state = agent.get_state(config).values["messages"]
     answer = [m for m in state if isinstance(m, ToolMessage)][-1]
     assert answer.status != "error" and "HAT000" in str(answer.content)
+
+
+@pytest.mark.parametrize("adapter", [ContextMiddleware, lambda engine: ContextHooks(engine, [])])
+@pytest.mark.parametrize("engine", [".ctxplugin", None])
+def test_something_other_than_an_engine_is_a_clear_error(adapter: Any, engine: Any) -> None:
+    with pytest.raises(InvalidInputError, match=r"ContextEngine\.embedded\(path="):
+        adapter(engine)
