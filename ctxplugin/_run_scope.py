@@ -85,6 +85,11 @@ def resolve(config: object | None, messages: Sequence[BaseMessage] | None = None
     return run_scope(messages)
 
 
+def active() -> Scope | None:
+    """The scope :func:`using` set for the running call, if any."""
+    return _current.get()
+
+
 @contextmanager
 def using(scope: Scope) -> Iterator[None]:
     """Make ``scope`` the scope of calls without one inside the block (a tool a host runs for

@@ -9,18 +9,26 @@ from typing import Any
 from langchain_core.messages import BaseMessage, ToolMessage
 
 from ctxplugin._messages import META_KEY, annotation
+from ctxplugin.cas import raw_hash
 from ctxplugin.tokens import content_text
 
 
 def stamp(message: ToolMessage, meta: dict[str, Any]) -> ToolMessage:
     """``message`` (the original output) annotated with its ref and compact form.
 
-    The length of the content is recorded too: middleware outside ctxplugin's may rewrite a
-    tool result after it was captured (LangChain's human-in-the-loop prefixes a note to an
-    edited call), and a compact form of the old content must then not stand in for the new.
+    The length and a digest of the content are recorded too: middleware outside ctxplugin's
+    may rewrite a tool result after it was captured (LangChain's human-in-the-loop prefixes a
+    note to an edited call; PII masking replaces a card number with as many characters), and a
+    compact form of the old content must then not stand in for the new.
     """
-    note = {**meta, "chars": len(content_text(message.content))}
-    return message.model_copy(update={"additional_kwargs": {**message.additional_kwargs, META_KEY: note}})
+    text = content_text(message.content)
+    note = {**meta, "chars": len(text), "digest": _digest(text)}
+    kwargs = {**message.additional_kwargs, META_KEY: note}
+    return message.model_copy(update={"additional_kwargs": kwargs})
+
+
+def _digest(text: str) -> str:
+    return raw_hash(text)[:16]
 
 
 def without_stale(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
@@ -32,7 +40,9 @@ def without_stale(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
         chars = note.get("chars")
         if isinstance(chars, int):
             text = content_text(message.content)
-            if len(text) != chars and text != note.get("compact"):
+            digest = note.get("digest")  # absent from annotations made before it was recorded
+            changed = len(text) != chars or (isinstance(digest, str) and _digest(text) != digest)
+            if changed and text != note.get("compact"):
                 kept = {k: v for k, v in message.additional_kwargs.items() if k != META_KEY}
                 message = message.model_copy(update={"additional_kwargs": kept})
         out.append(message)

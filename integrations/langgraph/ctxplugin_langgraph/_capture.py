@@ -1,5 +1,5 @@
 """Tool-call handling shared by every LangGraph host: pre-checks for unloaded tools and
-capture of tool outputs into the CAS."""
+capture of tool outputs into the CAS; and the check of the engine an adapter is given."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ from langgraph.types import Command
 
 from ctxplugin import ContextEngine, Scope
 from ctxplugin._names import META_TOOL_NAMES
-from ctxplugin._run_scope import resolve
+from ctxplugin._run_scope import active, resolve
+from ctxplugin.errors import InvalidInputError
 from ctxplugin.scope import scope_from_config
 from ctxplugin.tools import resolve_call
 from ctxplugin_langgraph._annotations import stamp
@@ -21,11 +22,32 @@ from ctxplugin_langgraph._annotations import stamp
 META_TOOLS = META_TOOL_NAMES
 
 
-def current_scope(default_session: str | None = None) -> Scope:
-    """The scope of the running LangGraph call (from ``configurable.thread_id``).
+def checked_engine(engine: object, adapter: str) -> ContextEngine:
+    """``engine``, when it is a :class:`~ctxplugin.ContextEngine`.
 
-    Without a thread id: ``default_session`` when given (sharing it is then asked for), else the
-    run's own scope (see :mod:`ctxplugin._run_scope`)."""
+    Raises:
+        InvalidInputError: it is anything else (a path, ``None``, the class itself).
+    """
+    if not isinstance(engine, ContextEngine):
+        raise InvalidInputError(
+            f"{adapter} takes a ContextEngine, got {type(engine).__name__} ({engine!r:.60}); "
+            'build one with ContextEngine.embedded(path=".ctxplugin") (or ctxplugin.connect()) '
+            "and pass it"
+        )
+    return engine
+
+
+def current_scope(default_session: str | None = None) -> Scope:
+    """The scope of the running LangGraph call.
+
+    In a tool that :class:`ContextMiddleware` or :class:`ContextHooks` runs, the agent's own
+    scope (its fixed scope, scope function or namespace applied): the scope its refs and facts
+    are stored in. Elsewhere the one ``configurable.thread_id`` names; without a thread id,
+    ``default_session`` when given (sharing it is then asked for), else the run's own scope (see
+    :mod:`ctxplugin._run_scope`)."""
+    agent_scope = active()
+    if agent_scope is not None:
+        return agent_scope
     try:
         from langgraph.config import get_config
 

@@ -36,7 +36,7 @@ from ctxplugin.errors import InvalidInputError
 from ctxplugin.langchain import make_meta_tools
 from ctxplugin_langgraph._annotations import without_stale
 from ctxplugin_langgraph._answers import AnswerHandoff, PreparedCall, answered
-from ctxplugin_langgraph._capture import after_tool, precheck
+from ctxplugin_langgraph._capture import after_tool, checked_engine, precheck
 from ctxplugin_langgraph._scope import ScopeRule, ScopeSpec
 from ctxplugin_langgraph._scope import request_messages as _request_messages
 
@@ -67,6 +67,10 @@ class ContextHooks:
             the run's ``configurable.thread_id``.
         namespace: give this agent its own session on the thread (``"<thread_id>/<namespace>"``):
             in a multi-agent graph sharing one engine, its refs and facts stay its own.
+
+    Raises:
+        InvalidInputError: ``engine`` is not a :class:`~ctxplugin.ContextEngine`, or ``scope``
+            or ``namespace`` is not one of the forms above.
     """
 
     def __init__(
@@ -81,7 +85,7 @@ class ContextHooks:
     ) -> None:
         from langchain_core.tools import tool as to_tool
 
-        self.engine = engine
+        self.engine = checked_engine(engine, "ContextHooks")
         self.scope_rule = ScopeRule(scope, namespace)
         self.user_tools: list[BaseTool] = [t if isinstance(t, BaseTool) else to_tool(t) for t in tools]
         self.tools: list[BaseTool] = [*self.user_tools, *make_meta_tools(engine, scope=self.scope_rule)]

@@ -29,7 +29,7 @@ from ctxplugin._run_scope import using
 from ctxplugin.budget import model_context_window
 from ctxplugin.langchain import make_meta_tools
 from ctxplugin_langgraph._annotations import without_stale
-from ctxplugin_langgraph._capture import after_tool, precheck
+from ctxplugin_langgraph._capture import after_tool, checked_engine, precheck
 from ctxplugin_langgraph._scope import ScopeRule, ScopeSpec, request_messages
 
 
@@ -46,6 +46,10 @@ class ContextMiddleware(AgentMiddleware):
         attach_report: put the per-call report into the AI message's ``response_metadata``.
         namespace: give this agent its own session on the thread (``"<thread_id>/<namespace>"``)
             so that, in a multi-agent graph sharing one engine, its refs and facts stay its own.
+
+    Raises:
+        InvalidInputError: ``engine`` is not a :class:`~ctxplugin.ContextEngine`, or ``scope``
+            or ``namespace`` is not one of the forms above.
     """
 
     def __init__(
@@ -58,7 +62,7 @@ class ContextMiddleware(AgentMiddleware):
         namespace: str | None = None,
     ) -> None:
         super().__init__()
-        self.engine = engine
+        self.engine = checked_engine(engine, "ContextMiddleware")
         self.keep_originals = keep_originals
         self.scope_rule = ScopeRule(scope, namespace)
         self.attach_report = attach_report

@@ -6,14 +6,15 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 import pytest
-from ctxplugin_langgraph import ContextMiddleware
+from ctxplugin_langgraph import ContextHooks, ContextMiddleware, current_scope
 from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import InjectedToolCallId, tool
 from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.prebuilt import create_react_agent
 from langgraph.types import Command
 
-from ctxplugin import ContextCallbackHandler, RefNotFoundError, Scope
+from ctxplugin import ContextCallbackHandler, InvalidInputError, RefNotFoundError, Scope
 from ctxplugin.testing import ScriptedChatModel, conversation_messages, memory_engine, tool_call
 
 
@@ -186,3 +187,58 @@ def test_a_tool_returning_a_command_is_captured(scenario: Any) -> None:
     assert engine.expand_ref(ref, scope=Scope(session_id="t-command")) == result.content
     seen = next(m for m in conversation_messages(model.calls[-1].messages) if isinstance(m, ToolMessage))
     assert ref in str(seen.content) and len(str(seen.content)) < len(str(result.content)) / 3
+
+
+@pytest.mark.filterwarnings("ignore::langgraph.warnings.LangGraphDeprecatedSinceV10")
+@pytest.mark.parametrize("host", ["create_agent", "create_react_agent"])
+@pytest.mark.parametrize("option", ["namespace", "fixed"])
+def test_a_tool_reads_its_agents_refs_in_current_scope(
+    scenario: Any, host: str, option: str
+) -> None:
+    # a tool of an agent with a namespace or a fixed scope works in that agent's scope, not
+    # in the thread's
+    engine = memory_engine()
+
+    @tool
+    def first_flight(ref_id: str) -> str:
+        """The first flight of a stored search."""
+        first: str = engine.expand_ref(ref_id, scope=current_scope(), limit=1)
+        return first
+
+    def read_first(messages: list[Any], tools: list[Any]) -> AIMessage:
+        results = [str(m.content) for m in messages if isinstance(m, ToolMessage)]
+        seen = next(text for text in results if "ref:" in text)
+        ref = "ref:" + seen.split("ref:", 1)[1].split()[0].rstrip("];,.)")
+        return AIMessage(content="", tool_calls=[tool_call("first_flight", {"ref_id": ref})])
+
+    search = tool_call("search_flights", {"origin": "SFO", "destination": "JFK"})
+    model = ScriptedChatModel(
+        script=[AIMessage(content="", tool_calls=[search]), read_first, AIMessage(content="Done.")],
+        default=None,
+    )
+    pinned = Scope(session_id="pinned")
+    options: Any = {"namespace": "planner"} if option == "namespace" else {"scope": pinned}
+    tools = [scenario.tools[0], first_flight]
+    if host == "create_agent":
+        middleware = [ContextMiddleware(engine, **options)]
+        agent: Any = create_agent(model, tools, middleware=middleware, checkpointer=InMemorySaver())
+    else:
+        hooks = ContextHooks(engine, tools, **options)
+        agent = create_react_agent(
+            hooks.model(model),
+            hooks.tool_node(),
+            pre_model_hook=hooks.pre_model_hook,
+            checkpointer=InMemorySaver(),
+        )
+    config: Any = {"configurable": {"thread_id": "t-tool-scope"}}
+    agent.invoke({"messages": [("user", "first flight SFO JFK")]}, config)
+    state = agent.get_state(config).values["messages"]
+    answer = [m for m in state if isinstance(m, ToolMessage)][-1]
+    assert answer.status != "error" and "HAT000" in str(answer.content)
+
+
+@pytest.mark.parametrize("adapter", [ContextMiddleware, lambda engine: ContextHooks(engine, [])])
+@pytest.mark.parametrize("engine", [".ctxplugin", None])
+def test_something_other_than_an_engine_is_a_clear_error(adapter: Any, engine: Any) -> None:
+    with pytest.raises(InvalidInputError, match=r"ContextEngine\.embedded\(path="):
+        adapter(engine)

@@ -1,8 +1,10 @@
 """``ContextMiddleware`` next to LangChain's own middleware, in either order: summarization,
-human-in-the-loop (interrupt and resume), model and tool retries."""
+human-in-the-loop (interrupt and resume), model and tool retries, PII masking."""
 
 from __future__ import annotations
 
+import json
+import re
 from typing import Any
 
 import pytest
@@ -11,16 +13,17 @@ from langchain.agents import create_agent
 from langchain.agents.middleware import (
     HumanInTheLoopMiddleware,
     ModelRetryMiddleware,
+    PIIMiddleware,
     SummarizationMiddleware,
     ToolRetryMiddleware,
 )
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
-from langchain_core.tools import StructuredTool
+from langchain_core.tools import StructuredTool, tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 
 from ctxplugin import ContextCallbackHandler, Scope
-from ctxplugin.testing import ScriptedChatModel, memory_engine
+from ctxplugin.testing import ScriptedChatModel, conversation_messages, memory_engine, tool_call
 
 ORDERS = ["context-first", "context-last"]
 
@@ -143,3 +146,53 @@ def test_with_tool_retry(order: str, scenario: Any, handler: ContextCallbackHand
     state = agent.get_state(config).values["messages"]
     scenario.check(model, state, engine, Scope(session_id=f"tretry-{order}"), handler)
     assert len(handler.captures) == 3, "only the successful attempt is stored"
+
+
+def card_number(serial: int) -> str:
+    """A Visa test number (a valid Luhn check digit, as card detectors require), in groups."""
+    digits = [int(c) for c in f"411111111111{serial:03d}"]
+    doubled = [d if i % 2 else 2 * d - 9 * (d > 4) for i, d in enumerate(reversed(digits))]
+    total = sum(doubled)
+    number = "".join(map(str, digits)) + str(-total % 10)
+    return "-".join(number[i : i + 4] for i in range(0, 16, 4))
+
+
+@tool
+def list_payments(customer: str) -> str:
+    """List a customer's card payments."""
+    rows = [
+        {"payment_id": f"PAY-{i:04d}", "customer": customer, "card": card_number(i), "amount": i}
+        for i in range(120)
+    ]
+    return json.dumps(rows)
+
+
+@pytest.mark.parametrize("order", ORDERS)
+def test_with_pii_masking_the_model_reads_only_the_masked_output(order: str) -> None:
+    # masking keeps a card number's length ("****-****-****-1234"): the rewrite is noticed by
+    # the content, not its size, and the original is neither shown nor expandable
+    engine = memory_engine()
+    model = ScriptedChatModel(
+        script=[
+            AIMessage(content="", tool_calls=[tool_call("list_payments", {"customer": "c1"})]),
+            AIMessage(content="120 payments."),
+        ],
+        default=None,
+    )
+    mask = PIIMiddleware("credit_card", strategy="mask", apply_to_tool_results=True)
+    agent: Any = create_agent(
+        model,
+        [list_payments],
+        checkpointer=InMemorySaver(),
+        middleware=arrange(order, ContextMiddleware(engine), mask),
+    )
+    config: Any = {"configurable": {"thread_id": f"pii-{order}"}}
+    agent.invoke({"messages": [("user", "my payments")]}, config)
+    kept = next(m for m in agent.get_state(config).values["messages"] if isinstance(m, ToolMessage))
+    card = re.compile(r"4111-1111-\d{4}-\d{4}")
+    assert "****-****-****-" in str(kept.content) and not card.search(str(kept.content))
+    view = conversation_messages(model.calls[-1].messages)
+    seen = next(str(m.content) for m in view if isinstance(m, ToolMessage))
+    ref = "ref:" + seen.split("ref:", 1)[1].split()[0]
+    assert not card.search(seen)
+    assert engine.expand_ref(ref, scope=Scope(session_id=f"pii-{order}")) == kept.content

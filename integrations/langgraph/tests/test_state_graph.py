@@ -11,7 +11,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
-from langgraph.prebuilt import tools_condition
+from langgraph.prebuilt import ToolNode, tools_condition
 
 from ctxplugin import ContextCallbackHandler, RefNotFoundError, Scope
 from ctxplugin.testing import ScriptedChatModel, memory_engine, tool_call
@@ -22,8 +22,11 @@ class State(TypedDict):
     llm_input_messages: list[AnyMessage]
 
 
-def agent_graph(model: ScriptedChatModel, hooks: ContextHooks) -> StateGraph[Any]:
-    """The user's graph: prepare -> model -> tools -> prepare ... (two lines added for ctxplugin)."""
+def agent_graph(
+    model: ScriptedChatModel, hooks: ContextHooks, tools: Any = None
+) -> StateGraph[Any]:
+    """The user's graph: prepare -> model -> tools -> prepare ... (two lines added for ctxplugin);
+    ``tools``: a tool node of the user's own instead of ``hooks.tool_node()``."""
 
     def call_model(state: State, config: RunnableConfig) -> dict[str, Any]:
         view = state["llm_input_messages"]
@@ -32,7 +35,7 @@ def agent_graph(model: ScriptedChatModel, hooks: ContextHooks) -> StateGraph[Any
     builder = StateGraph(State)
     builder.add_node("prepare", hooks.prepare_node())
     builder.add_node("model", call_model)
-    builder.add_node("tools", hooks.tool_node())
+    builder.add_node("tools", hooks.tool_node() if tools is None else tools)
     builder.add_edge(START, "prepare")
     builder.add_edge("prepare", "model")
     builder.add_conditional_edges("model", tools_condition, {"tools": "tools", END: END})
@@ -148,3 +151,29 @@ def test_two_agents_share_an_engine_not_their_refs_or_facts(scenario: Any) -> No
     assert not any("HAT0" in hit.fact.text for hit in engine.facts.search("flight HAT003 SFO JFK", scope=theirs))
     assert not any("HAT0" in str(m.content) for call in planner_model.calls for m in call.messages
                    if not isinstance(m, HumanMessage))
+
+
+def test_a_tool_node_over_hooks_tools_without_the_wrappers_runs_expand_ref(scenario: Any) -> None:
+    # hooks.bind offers expand_ref to the model: a tool node of the user's own over hooks.tools
+    # runs it (outputs are then stored when the next view is prepared)
+    def expand_it(messages: list[BaseMessage], tools: list[dict[str, Any]]) -> AIMessage:
+        seen = next(str(m.content) for m in messages if isinstance(m, ToolMessage))
+        ref = "ref:" + seen.split("ref:", 1)[1].split()[0].rstrip("];,.)")
+        expand = tool_call("expand_ref", {"ref_id": ref, "limit": 1})
+        return AIMessage(content="", tool_calls=[expand])
+
+    engine = memory_engine()
+    search = tool_call("search_flights", {"origin": "SFO", "destination": "JFK"})
+    model = ScriptedChatModel(
+        script=[AIMessage(content="", tool_calls=[search]), expand_it, AIMessage(content="Done.")],
+        default=None,
+    )
+    hooks = ContextHooks(engine, scenario.tools)
+    assert "expand_ref" in {t.name for t in hooks.tools}
+    graph = agent_graph(model, hooks, ToolNode(hooks.tools)).compile(checkpointer=InMemorySaver())
+    config: Any = {"configurable": {"thread_id": "g-own-node"}}
+    graph.invoke({"messages": [("user", "first flight SFO JFK")]}, config)
+    state = graph.get_state(config).values["messages"]
+    expanded = [m for m in state if isinstance(m, ToolMessage)][-1]
+    assert expanded.name == "expand_ref" and expanded.status != "error"
+    assert "HAT000" in str(expanded.content) and "HAT001" not in str(expanded.content)
