@@ -23,6 +23,25 @@ def test_a_bad_environment_value_names_the_variable_and_what_is_allowed(monkeypa
     assert isinstance(raised.value.__cause__, ValidationError)
 
 
+@pytest.mark.parametrize("value", ["-5", "0"])
+def test_an_invalid_total_in_the_default_mode_is_the_one_error(
+    monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    # the default mode, whose section budgets scale with the total
+    monkeypatch.setenv("CTXPLUGIN_MODE", "whole")
+    monkeypatch.setenv("CTXPLUGIN_BUDGET__TOTAL", value)
+    with pytest.raises(ConfigError) as raised:
+        ContextConfig()
+    assert str(raised.value) == (
+        "invalid ctxplugin setting: environment variable "
+        f"CTXPLUGIN_BUDGET__TOTAL={value!r} (read as budget.total): must be positive: "
+        "a token count above 1, or a share of the context window in (0, 1]"
+    ), "the sections the user did not set are not reported as invalid too"
+    only_total = r"^invalid ctxplugin setting: budget\.total=-5: must be positive[^;]*$"
+    with pytest.raises(ConfigError, match=only_total):
+        ContextConfig(mode="whole", budget={"total": -5})
+
+
 def test_a_bad_value_from_code_names_the_field_path() -> None:
     with pytest.raises(ConfigError, match=r"budget\.total=-5: must be positive") as raised:
         ContextConfig(budget={"total": -5})
