@@ -42,6 +42,17 @@ def test_an_invalid_total_in_the_default_mode_is_the_one_error(
         ContextConfig(mode="whole", budget={"total": -5})
 
 
+@pytest.mark.parametrize("value", ["inf", "nan"])
+def test_a_total_that_is_not_a_finite_number_is_refused(
+    monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    monkeypatch.setenv("CTXPLUGIN_BUDGET__TOTAL", value)
+    with pytest.raises(ConfigError, match=rf"CTXPLUGIN_BUDGET__TOTAL='{value}'.*must be a finite number"):
+        ContextConfig()
+    with pytest.raises(ConfigError, match=r"budget\.history=inf: must be a finite number"):
+        BudgetConfig(history=float("inf"))
+
+
 def test_a_bad_value_from_code_names_the_field_path() -> None:
     with pytest.raises(ConfigError, match=r"budget\.total=-5: must be positive") as raised:
         ContextConfig(budget={"total": -5})
