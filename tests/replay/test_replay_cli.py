@@ -164,6 +164,30 @@ def test_chart_is_a_png(tmp_path: Path) -> None:
     assert [Path(f["path"]).name for f in saved["files"]] == ["openai-chat.json"]
 
 
+def test_an_output_file_that_cannot_be_written_is_an_error_after_the_results(tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    for option in ("--out", "--chart"):
+        result = run("replay", OPENAI, option, blocker / "r.out", "-q")
+        assert result.exit_code == 1, result.output
+        assert f"error: {option} {blocker / 'r.out'}: cannot be written" in result.stderr
+        assert "ctxplugin" in result.stdout, "the table is still printed"
+        assert "Traceback" not in result.output
+
+
+def test_output_options_are_checked_before_the_replay(tmp_path: Path) -> None:
+    usages: list[list[str | Path]] = [
+        ["--out", tmp_path],
+        ["--chart", tmp_path],
+        ["--chart", tmp_path / "c.png", "--chart-max", "0"],
+    ]
+    for args in usages:
+        result = run("replay", OPENAI, *args, "-q")
+        assert result.exit_code == 2, result.output
+        assert result.stdout == "", "nothing was replayed"
+    assert not (tmp_path / "c.png").exists()
+
+
 def test_chart_without_matplotlib_names_the_extra(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # an absent optional dependency
     result = run("replay", OPENAI, "--chart", tmp_path / "c.png", "-q")
