@@ -361,4 +361,4 @@ class ContextConfig(BaseSettings):
             except ValidationError as exc:
                 raise ConfigError(describe(exc, root=type(self), values=values, environ=environ)) from exc
             except SettingsError as exc:  # a variable that holds no valid JSON for a section or list
-                raise ConfigError(settings_error(str(exc))) from exc
+                raise ConfigError(settings_error(str(exc), root=type(self), environ=environ)) from exc

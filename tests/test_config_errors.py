@@ -86,6 +86,17 @@ def test_a_section_variable_without_json_says_so(monkeypatch: pytest.MonkeyPatch
         ContextConfig()
 
 
+def test_a_list_variable_without_json_names_that_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CTXPLUGIN_TOOLS__PINNED", "think,search")
+    with pytest.raises(ConfigError) as raised:
+        ContextConfig()
+    text = str(raised.value)
+    assert text.startswith("environment variable CTXPLUGIN_TOOLS__PINNED cannot be read")
+    assert "CTXPLUGIN_TOOLS__PINNED='[...]'" in text and "CTXPLUGIN_TOOLS=" not in text
+    monkeypatch.setenv("CTXPLUGIN_TOOLS__PINNED", '["think", "search"]')
+    assert ContextConfig().tools.pinned == ["think", "search"]
+
+
 def test_sections_built_alone_raise_config_errors_with_their_full_path() -> None:
     with pytest.raises(ConfigError, match=r"budget\.header=0: must be positive"):
         BudgetConfig(header=0)
