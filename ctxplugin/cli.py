@@ -110,6 +110,8 @@ def build_config(path: Path | None, overrides: dict[str, Any]) -> ContextConfig:
             text = path.read_text(encoding="utf-8")
         except OSError as exc:
             raise typer.BadParameter(f"{path}: cannot be read ({exc.strerror or exc})", param_hint="--config") from exc
+        except UnicodeDecodeError as exc:
+            raise typer.BadParameter(f"{path}: not UTF-8 text (byte {exc.start})", param_hint="--config") from exc
         try:
             data = tomllib.loads(text) if path.suffix == ".toml" else json.loads(text)
         except (tomllib.TOMLDecodeError, json.JSONDecodeError) as exc:

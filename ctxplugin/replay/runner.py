@@ -146,6 +146,8 @@ def load_tools_file(path: str | Path) -> tuple[dict[str, Any], ...]:
         raise InvalidInputError(f"{name}: cannot be read ({exc.strerror or exc})") from exc
     except json.JSONDecodeError as exc:
         raise InvalidInputError(f"{name}: not valid JSON ({exc.msg} at line {exc.lineno})") from exc
+    except UnicodeDecodeError as exc:
+        raise InvalidInputError(f"{name}: not UTF-8 text (byte {exc.start}); tool schemas are a JSON file") from exc
     items = data.get("tools") if isinstance(data, dict) else data
     if not isinstance(items, list):
         raise InvalidInputError(f"{name}: expected a list of tool schemas")

@@ -139,6 +139,16 @@ def test_usage_errors_exit_two(tmp_path: Path) -> None:
     assert result.exit_code == 2 and "nested too deeply" in " ".join(result.output.replace("│", " ").split())
 
 
+def test_a_tools_or_config_file_that_is_not_utf8_is_a_usage_error(tmp_path: Path) -> None:
+    utf16 = tmp_path / "utf16.json"  # what a Windows shell's `>` writes
+    utf16.write_text(TOOLS.read_text(encoding="utf-8"), encoding="utf-16")
+    for option in ("--tools", "--config"):
+        result = run("replay", OPENAI, option, utf16, "-q")
+        assert result.exit_code == 2, result.output
+        assert "not UTF-8 text" in " ".join(result.output.replace("│", " ").split())
+    assert run("inspect", OPENAI, "--tools", utf16).exit_code == 2
+
+
 @pytest.mark.parametrize("suffix", [".json", ".toml"])
 def test_config_file_and_overrides(tmp_path: Path, suffix: str) -> None:
     path = tmp_path / f"ctx{suffix}"
