@@ -107,7 +107,7 @@ def build_config(path: Path | None, overrides: dict[str, Any]) -> ContextConfig:
     data: dict[str, Any] = {}
     if path is not None:
         try:
-            text = path.read_text(encoding="utf-8")
+            text = path.read_text(encoding="utf-8-sig")  # a byte-order mark is not content
         except OSError as exc:
             raise typer.BadParameter(f"{path}: cannot be read ({exc.strerror or exc})", param_hint="--config") from exc
         except UnicodeDecodeError as exc:

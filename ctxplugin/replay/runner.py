@@ -138,7 +138,7 @@ def load_tools_file(path: str | Path) -> tuple[dict[str, Any], ...]:
     """
     name = Path(path).as_posix()
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        text = Path(path).read_text(encoding="utf-8-sig")  # a byte-order mark is not content
         if json_depth_exceeds(text):
             raise InvalidInputError(f"{name}: JSON nested deeper than {MAX_JSON_DEPTH} levels: not a list of tool schemas")
         data = json.loads(text)

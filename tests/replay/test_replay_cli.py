@@ -139,6 +139,16 @@ def test_usage_errors_exit_two(tmp_path: Path) -> None:
     assert result.exit_code == 2 and "nested too deeply" in " ".join(result.output.replace("│", " ").split())
 
 
+def test_files_with_a_utf8_byte_order_mark_are_read(tmp_path: Path) -> None:
+    recording, tools, config = tmp_path / "r.json", tmp_path / "t.json", tmp_path / "c.toml"
+    recording.write_text(OPENAI.read_text(encoding="utf-8"), encoding="utf-8-sig")
+    tools.write_text(TOOLS.read_text(encoding="utf-8"), encoding="utf-8-sig")
+    config.write_text("[budget]\ntotal = 6000\n", encoding="utf-8-sig")
+    doc = replay_json(recording, "--tools", tools, "--config", config)
+    assert doc["files"][0]["status"] == "ok" and doc["settings"]["budget_total"] == 6000
+    assert doc["totals"]["full"]["tool_schema_tokens"] > 0
+
+
 def test_a_tools_or_config_file_that_is_not_utf8_is_a_usage_error(tmp_path: Path) -> None:
     utf16 = tmp_path / "utf16.json"  # what a Windows shell's `>` writes
     utf16.write_text(TOOLS.read_text(encoding="utf-8"), encoding="utf-16")
