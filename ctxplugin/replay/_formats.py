@@ -115,6 +115,11 @@ def _chat(data: Any, stem: str) -> list[Builder]:
                 raise InvalidInputError(f"item {index} is {_describe(item)}, not a message or a conversation")
     if not groups:
         raise InvalidInputError("no conversation found")
+    seen: set[str] = set()
+    for index, (cid, raw) in enumerate(groups):  # an id names one conversation, as in a tau file
+        if cid in seen:
+            groups[index] = (cid := f"{cid}#{index}", raw)
+        seen.add(cid)
     return [(cid, lambda raw=raw, cid=cid: Conversation(id=cid, messages=tuple(to_messages(raw)))) for cid, raw in groups]
 
 
