@@ -10,6 +10,7 @@ setting) so they do not go unnoticed.
 from __future__ import annotations
 
 import difflib
+import json
 import re
 import types
 import typing
@@ -81,13 +82,45 @@ def unknown_variables(root: type[BaseModel], environ: Mapping[str, str]) -> list
     return out
 
 
-def settings_error(message: str) -> str:
-    """pydantic-settings' message for a variable it cannot parse, naming the variable."""
+def _takes_json(root: type[BaseModel], path: tuple[str, ...]) -> bool:
+    """Whether the field at ``path`` is a section or a list, which a variable gives as JSON."""
+    model = _model_at(root, path[:-1])
+    field = model.model_fields.get(path[-1]) if model is not None else None
+    if field is None:
+        return False
+    return _section(field.annotation) is not None or typing.get_origin(field.annotation) is list
+
+
+def _is_json(text: str) -> bool:
+    try:
+        json.loads(text)
+    except ValueError:
+        return False
+    return True
+
+
+def settings_error(message: str, *, root: type[BaseModel], environ: Mapping[str, str]) -> str:
+    """pydantic-settings' message for a variable it cannot parse, naming the variable: the
+    section's own (``CTXPLUGIN_BUDGET``) or a list inside it (``CTXPLUGIN_TOOLS__PINNED``)."""
     match = re.search(r'field "(\w+)"', message)
     if match is None:
         return message
     name = env_name((match.group(1),))
-    return f"environment variable {name} cannot be read: a section or a list set from the environment takes JSON, e.g. {name}='{{...}}' ({message})"
+    paths = env_names(root)
+    unread = [
+        (variable, paths[variable.upper()])
+        for variable in sorted(environ)
+        if variable.upper() in paths
+        and paths[variable.upper()][0] == match.group(1)
+        and _takes_json(root, paths[variable.upper()])
+        and not _is_json(environ[variable])
+    ]
+    variable, path = unread[0] if unread else (name, (match.group(1),))
+    example = "{...}" if _model_at(root, path) is not None else "[...]"
+    return (
+        f"environment variable {variable} cannot be read: a section or a list set from the "
+        f"environment takes JSON, e.g. {variable}='{example}' ({message})"
+    )
 
 
 def _given(values: Mapping[str, Any], path: tuple[str | int, ...]) -> bool:

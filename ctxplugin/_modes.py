@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from contextlib import suppress
 from typing import Any
 
@@ -56,6 +57,8 @@ def whole_preset(data: dict[str, Any]) -> dict[str, Any]:
         total = float(sections["total"])
     except (TypeError, ValueError):
         return {**out, "budget": sections}  # left to validation
+    if not 0 < total < math.inf:  # left to validation, which then names the total alone
+        return {**out, "budget": sections}
     for name, share in WHOLE_SHARES.items():
         if sections.get(name) is None:
             # tokens stay tokens (above 1); a share of the window stays a share

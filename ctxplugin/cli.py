@@ -2,7 +2,8 @@
 ``expand`` a stored original.
 
 Exit codes: 0 when the command did its work (``replay``: at least one file was replayed; problems
-with other files are printed to stderr); 1 when it could not (``replay``: every file failed;
+with other files are printed to stderr); 1 when it could not (``replay``: every file failed, or
+its ``--out`` or ``--chart`` file cannot be written;
 ``inspect``/``expand``: bad input or an unknown ref); 2 for a usage error (bad option or
 configuration).
 """
@@ -106,9 +107,11 @@ def build_config(path: Path | None, overrides: dict[str, Any]) -> ContextConfig:
     data: dict[str, Any] = {}
     if path is not None:
         try:
-            text = path.read_text(encoding="utf-8")
+            text = path.read_text(encoding="utf-8-sig")  # a byte-order mark is not content
         except OSError as exc:
             raise typer.BadParameter(f"{path}: cannot be read ({exc.strerror or exc})", param_hint="--config") from exc
+        except UnicodeDecodeError as exc:
+            raise typer.BadParameter(f"{path}: not UTF-8 text (byte {exc.start})", param_hint="--config") from exc
         try:
             data = tomllib.loads(text) if path.suffix == ".toml" else json.loads(text)
         except (tomllib.TOMLDecodeError, json.JSONDecodeError) as exc:
@@ -195,9 +198,11 @@ def replay(
     clear_keep: Annotated[int | None, typer.Option(help="context_editing tool results kept (default: LangChain's)")] = None,
     json_output: Annotated[bool, typer.Option("--json", help="print JSON instead of the table")] = False,
     markdown: Annotated[bool, typer.Option("--markdown", help="print a Markdown table instead of the rich one")] = False,
-    out: Annotated[Path | None, typer.Option("--out", help="also write the JSON to this file")] = None,
-    chart: Annotated[Path | None, typer.Option("--chart", help="write a PNG of tokens per call (needs ctxplugin[chart])")] = None,
-    chart_max: Annotated[int, typer.Option(help="most conversations drawn (the longest)")] = 6,
+    out: Annotated[Path | None, typer.Option("--out", dir_okay=False, help="also write the JSON to this file")] = None,
+    chart: Annotated[
+        Path | None, typer.Option("--chart", dir_okay=False, help="write a PNG of tokens per call (needs ctxplugin[chart])")
+    ] = None,
+    chart_max: Annotated[int, typer.Option(min=1, help="most conversations drawn (the longest)")] = 6,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress bar or notes")] = False,
 ) -> None:
     """Replay recorded conversations call by call and compare what each strategy would send."""
@@ -242,9 +247,13 @@ def replay(
     for line in render.errors(result.files):
         err.print(f"[red]error:[/red] {escape(line)}", markup=True, highlight=False, soft_wrap=True)
     document = result.to_json()
+    unwritten: list[str] = []  # reported after the results, which are printed all the same
     if out is not None:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(_json(document) + "\n", encoding="utf-8")
+        try:
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_text(_json(document) + "\n", encoding="utf-8")
+        except OSError as exc:
+            unwritten.append(f"--out {out}: cannot be written ({exc.strerror or exc})")
     replayed = any(f.conversations for f in result.files)
     if chart is not None and replayed:
         from ctxplugin.replay.chart import write_chart
@@ -253,6 +262,8 @@ def replay(
             write_chart(result, chart, limit=chart_max)
         except CtxpluginError as exc:
             _fail(str(exc))
+        except OSError as exc:
+            unwritten.append(f"--chart {chart}: cannot be written ({exc.strerror or exc})")
     if json_output:
         _emit(_json(document) + "\n")
     elif markdown:
@@ -266,6 +277,8 @@ def replay(
             err.print(line, markup=False, highlight=False, soft_wrap=True)
     if not replayed:
         _fail("no file could be replayed" if result.files else "no input files given")
+    if unwritten:
+        _fail("; ".join(unwritten))
 
 
 @app.command()

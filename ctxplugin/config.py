@@ -6,6 +6,7 @@ Nested fields use ``__`` in environment names, e.g. ``CTXPLUGIN_BUDGET__TOTAL=80
 
 from __future__ import annotations
 
+import math
 import os
 import warnings
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
@@ -77,6 +78,10 @@ class BudgetConfig(_Section):
     @field_validator("total", *SECTIONS)
     @classmethod
     def _positive(cls, value: float | None) -> float | None:
+        if value is not None and not math.isfinite(value):
+            raise ConfigError(
+                "must be a finite number: a token count above 1, or a share of the context window in (0, 1]"
+            )
         if value is not None and value <= 0:
             raise ConfigError(
                 "must be positive: a token count above 1, or a share of the context window in (0, 1]"
@@ -356,4 +361,4 @@ class ContextConfig(BaseSettings):
             except ValidationError as exc:
                 raise ConfigError(describe(exc, root=type(self), values=values, environ=environ)) from exc
             except SettingsError as exc:  # a variable that holds no valid JSON for a section or list
-                raise ConfigError(settings_error(str(exc))) from exc
+                raise ConfigError(settings_error(str(exc), root=type(self), environ=environ)) from exc

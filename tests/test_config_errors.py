@@ -23,6 +23,36 @@ def test_a_bad_environment_value_names_the_variable_and_what_is_allowed(monkeypa
     assert isinstance(raised.value.__cause__, ValidationError)
 
 
+@pytest.mark.parametrize("value", ["-5", "0"])
+def test_an_invalid_total_in_the_default_mode_is_the_one_error(
+    monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    # the default mode, whose section budgets scale with the total
+    monkeypatch.setenv("CTXPLUGIN_MODE", "whole")
+    monkeypatch.setenv("CTXPLUGIN_BUDGET__TOTAL", value)
+    with pytest.raises(ConfigError) as raised:
+        ContextConfig()
+    assert str(raised.value) == (
+        "invalid ctxplugin setting: environment variable "
+        f"CTXPLUGIN_BUDGET__TOTAL={value!r} (read as budget.total): must be positive: "
+        "a token count above 1, or a share of the context window in (0, 1]"
+    ), "the sections the user did not set are not reported as invalid too"
+    only_total = r"^invalid ctxplugin setting: budget\.total=-5: must be positive[^;]*$"
+    with pytest.raises(ConfigError, match=only_total):
+        ContextConfig(mode="whole", budget={"total": -5})
+
+
+@pytest.mark.parametrize("value", ["inf", "nan"])
+def test_a_total_that_is_not_a_finite_number_is_refused(
+    monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    monkeypatch.setenv("CTXPLUGIN_BUDGET__TOTAL", value)
+    with pytest.raises(ConfigError, match=rf"CTXPLUGIN_BUDGET__TOTAL='{value}'.*must be a finite number"):
+        ContextConfig()
+    with pytest.raises(ConfigError, match=r"budget\.history=inf: must be a finite number"):
+        BudgetConfig(history=float("inf"))
+
+
 def test_a_bad_value_from_code_names_the_field_path() -> None:
     with pytest.raises(ConfigError, match=r"budget\.total=-5: must be positive") as raised:
         ContextConfig(budget={"total": -5})
@@ -54,6 +84,17 @@ def test_a_section_variable_without_json_says_so(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setenv("CTXPLUGIN_BUDGET", "total=4000")
     with pytest.raises(ConfigError, match=r"CTXPLUGIN_BUDGET cannot be read.*JSON"):
         ContextConfig()
+
+
+def test_a_list_variable_without_json_names_that_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CTXPLUGIN_TOOLS__PINNED", "think,search")
+    with pytest.raises(ConfigError) as raised:
+        ContextConfig()
+    text = str(raised.value)
+    assert text.startswith("environment variable CTXPLUGIN_TOOLS__PINNED cannot be read")
+    assert "CTXPLUGIN_TOOLS__PINNED='[...]'" in text and "CTXPLUGIN_TOOLS=" not in text
+    monkeypatch.setenv("CTXPLUGIN_TOOLS__PINNED", '["think", "search"]')
+    assert ContextConfig().tools.pinned == ["think", "search"]
 
 
 def test_sections_built_alone_raise_config_errors_with_their_full_path() -> None:

@@ -102,6 +102,9 @@ def _chat(data: Any, stem: str) -> list[Builder]:
         groups.append((str(data.get("id") or stem), data["messages"]))
     elif isinstance(data, list) and data and all(is_message(m) for m in data):
         groups.append((stem, data))
+    elif isinstance(data, list) and data and is_message(data[0]):  # a message list with a stray item
+        index, item = next((i, m) for i, m in enumerate(data) if not is_message(m))
+        raise InvalidInputError(f"item {index} is {_describe(item)}, not a message like the items before it")
     elif isinstance(data, list):
         for index, item in enumerate(data):
             if isinstance(item, dict) and isinstance(item.get("messages"), list):
@@ -112,6 +115,11 @@ def _chat(data: Any, stem: str) -> list[Builder]:
                 raise InvalidInputError(f"item {index} is {_describe(item)}, not a message or a conversation")
     if not groups:
         raise InvalidInputError("no conversation found")
+    seen: set[str] = set()
+    for index, (cid, raw) in enumerate(groups):  # an id names one conversation, as in a tau file
+        if cid in seen:
+            groups[index] = (cid := f"{cid}#{index}", raw)
+        seen.add(cid)
     return [(cid, lambda raw=raw, cid=cid: Conversation(id=cid, messages=tuple(to_messages(raw)))) for cid, raw in groups]
 
 

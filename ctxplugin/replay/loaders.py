@@ -99,7 +99,7 @@ def load_file(path: str | Path, format: Format | Literal["auto"] = "auto") -> Lo
 
 
 def _read_json(path: Path) -> Any:
-    text = path.read_text(encoding="utf-8")
+    text = path.read_text(encoding="utf-8-sig")  # a byte-order mark is not content
     if not text.strip():
         raise InvalidInputError("the file is empty")
     if json_depth_exceeds(text):  # the parser recurses once per level: refused before it runs

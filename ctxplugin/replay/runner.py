@@ -138,7 +138,7 @@ def load_tools_file(path: str | Path) -> tuple[dict[str, Any], ...]:
     """
     name = Path(path).as_posix()
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        text = Path(path).read_text(encoding="utf-8-sig")  # a byte-order mark is not content
         if json_depth_exceeds(text):
             raise InvalidInputError(f"{name}: JSON nested deeper than {MAX_JSON_DEPTH} levels: not a list of tool schemas")
         data = json.loads(text)
@@ -146,6 +146,8 @@ def load_tools_file(path: str | Path) -> tuple[dict[str, Any], ...]:
         raise InvalidInputError(f"{name}: cannot be read ({exc.strerror or exc})") from exc
     except json.JSONDecodeError as exc:
         raise InvalidInputError(f"{name}: not valid JSON ({exc.msg} at line {exc.lineno})") from exc
+    except UnicodeDecodeError as exc:
+        raise InvalidInputError(f"{name}: not UTF-8 text (byte {exc.start}); tool schemas are a JSON file") from exc
     items = data.get("tools") if isinstance(data, dict) else data
     if not isinstance(items, list):
         raise InvalidInputError(f"{name}: expected a list of tool schemas")

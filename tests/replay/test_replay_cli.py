@@ -139,6 +139,26 @@ def test_usage_errors_exit_two(tmp_path: Path) -> None:
     assert result.exit_code == 2 and "nested too deeply" in " ".join(result.output.replace("│", " ").split())
 
 
+def test_files_with_a_utf8_byte_order_mark_are_read(tmp_path: Path) -> None:
+    recording, tools, config = tmp_path / "r.json", tmp_path / "t.json", tmp_path / "c.toml"
+    recording.write_text(OPENAI.read_text(encoding="utf-8"), encoding="utf-8-sig")
+    tools.write_text(TOOLS.read_text(encoding="utf-8"), encoding="utf-8-sig")
+    config.write_text("[budget]\ntotal = 6000\n", encoding="utf-8-sig")
+    doc = replay_json(recording, "--tools", tools, "--config", config)
+    assert doc["files"][0]["status"] == "ok" and doc["settings"]["budget_total"] == 6000
+    assert doc["totals"]["full"]["tool_schema_tokens"] > 0
+
+
+def test_a_tools_or_config_file_that_is_not_utf8_is_a_usage_error(tmp_path: Path) -> None:
+    utf16 = tmp_path / "utf16.json"  # what a Windows shell's `>` writes
+    utf16.write_text(TOOLS.read_text(encoding="utf-8"), encoding="utf-16")
+    for option in ("--tools", "--config"):
+        result = run("replay", OPENAI, option, utf16, "-q")
+        assert result.exit_code == 2, result.output
+        assert "not UTF-8 text" in " ".join(result.output.replace("│", " ").split())
+    assert run("inspect", OPENAI, "--tools", utf16).exit_code == 2
+
+
 @pytest.mark.parametrize("suffix", [".json", ".toml"])
 def test_config_file_and_overrides(tmp_path: Path, suffix: str) -> None:
     path = tmp_path / f"ctx{suffix}"
@@ -162,6 +182,30 @@ def test_chart_is_a_png(tmp_path: Path) -> None:
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10_000
     saved = json.loads((tmp_path / "r.json").read_text())
     assert [Path(f["path"]).name for f in saved["files"]] == ["openai-chat.json"]
+
+
+def test_an_output_file_that_cannot_be_written_is_an_error_after_the_results(tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    for option in ("--out", "--chart"):
+        result = run("replay", OPENAI, option, blocker / "r.out", "-q")
+        assert result.exit_code == 1, result.output
+        assert f"error: {option} {blocker / 'r.out'}: cannot be written" in result.stderr
+        assert "ctxplugin" in result.stdout, "the table is still printed"
+        assert "Traceback" not in result.output
+
+
+def test_output_options_are_checked_before_the_replay(tmp_path: Path) -> None:
+    usages: list[list[str | Path]] = [
+        ["--out", tmp_path],
+        ["--chart", tmp_path],
+        ["--chart", tmp_path / "c.png", "--chart-max", "0"],
+    ]
+    for args in usages:
+        result = run("replay", OPENAI, *args, "-q")
+        assert result.exit_code == 2, result.output
+        assert result.stdout == "", "nothing was replayed"
+    assert not (tmp_path / "c.png").exists()
 
 
 def test_chart_without_matplotlib_names_the_extra(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

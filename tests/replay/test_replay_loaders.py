@@ -161,6 +161,22 @@ def test_unknown_and_empty_files(tmp_path: Path) -> None:
         load_file(empty)
 
 
+def test_a_stray_item_in_a_message_list_is_the_one_named(tmp_path: Path) -> None:
+    raw = read(RECORDINGS / "openai-chat.json")["messages"][:4]
+    path = tmp_path / "stray.json"
+    path.write_text(json.dumps([*raw, {"note": "exported by hand"}]))
+    with pytest.raises(InvalidInputError, match=r"stray\.json: item 4 is an object with keys \['note'\]"):
+        load_file(path)
+
+
+def test_conversations_that_share_an_id_get_one_each(tmp_path: Path) -> None:
+    conversation = read(RECORDINGS / "openai-chat.json")
+    path = tmp_path / "twice.jsonl"
+    path.write_text(json.dumps(conversation) + "\n" + json.dumps(conversation) + "\n")
+    ids = [c.id for c in load_file(path).conversations]
+    assert ids == [conversation["id"], f"{conversation['id']}#1"]
+
+
 def test_unanswered_tool_call_is_reported_per_conversation() -> None:
     loaded = load_file(BAD / "orphan-call.json")
     assert loaded.conversations == []
