@@ -8,6 +8,7 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage, ToolMessage
 
+from ctxplugin._lru import PerMessage
 from ctxplugin._messages import META_KEY, annotation
 from ctxplugin.cas import raw_hash
 from ctxplugin.tokens import content_text
@@ -36,14 +37,28 @@ def without_stale(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
     engine then stores the new content under its own ref)."""
     out: list[BaseMessage] = []
     for message in messages:
-        note = annotation(message) if isinstance(message, ToolMessage) else {}
+        if isinstance(message, ToolMessage) and _stale(message):
+            kept = {k: v for k, v in message.additional_kwargs.items() if k != META_KEY}
+            message = message.model_copy(update={"additional_kwargs": kept})
+        out.append(message)
+    return out
+
+
+_STALE: PerMessage[bool] = PerMessage(8192)
+
+
+def _stale(message: ToolMessage) -> bool:
+    """Whether ``message`` carries an annotation its content no longer matches: read once per
+    message (the thread resends the same objects on every call), not digested on every call."""
+    known = _STALE.get(message)
+    if known is None:
+        note = annotation(message)
         chars = note.get("chars")
+        known = False
         if isinstance(chars, int):
             text = content_text(message.content)
             digest = note.get("digest")  # absent from annotations made before it was recorded
             changed = len(text) != chars or (isinstance(digest, str) and _digest(text) != digest)
-            if changed and text != note.get("compact"):
-                kept = {k: v for k, v in message.additional_kwargs.items() if k != META_KEY}
-                message = message.model_copy(update={"additional_kwargs": kept})
-        out.append(message)
-    return out
+            known = changed and text != note.get("compact")
+        _STALE.put(message, known)
+    return known
