@@ -2,7 +2,9 @@
 
 The rules, applied on every write:
 
-1. explicit: ``supersedes=<id>`` replaces that fact (or the current head of its chain);
+1. explicit: ``supersedes=<id>`` replaces that fact (or the current head of its chain), and
+   ``supersedes=<key>`` the key's current fact; a replacement without a key of its own takes
+   over the key of the fact it replaces;
 2. by key: a new fact replaces the valid fact with the same key, owner and fact scope;
 3. by correction: a draft that names an old value ("X instead of Y") replaces the current fact
    stating Y when it has no key of its own;
@@ -78,10 +80,17 @@ def _supersede(
     if existing is not None:
         return existing, False
     targets = _targets(writes, fact, draft, supersedes)
+    takes_key = supersedes is not None
     if not targets and supersedes is None:
         targets = _implicit(writes, fact, enabled=implicit)
-        if targets:
-            fact = fact.model_copy(update={"key": targets[0].key})
+        takes_key = True
+    if takes_key and targets and fact.key is None and targets[0].key is not None:
+        # a replacement named by the caller (or rule 4's) answers for the key it replaces:
+        # current(key) finds it, and the next write under that key replaces it
+        fact = fact.model_copy(update={"key": targets[0].key})
+        existing = _duplicate(writes, fact)
+        if existing is not None:
+            return existing, False
     protected = [
         t for t in targets
         if t.is_constraint and AUTHORITY_RANK[t.authority] > AUTHORITY_RANK[fact.authority]
