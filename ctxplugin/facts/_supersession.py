@@ -141,13 +141,10 @@ def _targets(writes: FactStore | WriteBatch, fact: Fact, draft: FactDraft, super
         found = writes.get(_candidate_ids(supersedes, reader), reader=reader)
         if not found:
             by_key = normalize_key(supersedes)
-            same = writes.find(FactQuery(reader=reader, key=by_key, valid=True, scopes=(fact.scope,))) if by_key else []
-            same = [f for f in same if f.scope_id == fact.scope_id and _same_slot(f, fact)]
+            current = writes.find(FactQuery(reader=reader, key=by_key, valid=True)) if by_key else []
+            same = [f for f in current if f.scope == fact.scope and f.scope_id == fact.scope_id and _same_slot(f, fact)]
             if not same:
-                raise InvalidInputError(
-                    f"supersedes={supersedes!r}: no fact with that id, nor a current fact with that key, "
-                    "readable from this scope"
-                )
+                raise InvalidInputError(_no_target(supersedes, current, fact))
             return same
         head = _head(writes, found[0], reader)
         return [head] if head is not None and head.is_valid else []
@@ -157,6 +154,30 @@ def _targets(writes: FactStore | WriteBatch, fact: Fact, draft: FactDraft, super
     if draft.replaces:
         return _stating(writes, draft.replaces, fact)
     return []
+
+
+def _no_target(supersedes: str, current: list[Fact], fact: Fact) -> str:
+    """Why ``supersedes`` names nothing this write can replace, and what to pass instead when
+    the key's current fact is readable but kept apart (another visibility or fact scope)."""
+    head = f"supersedes={supersedes!r}: "
+    missing = head + "no fact with that id, nor a current fact with that key, readable from this scope"
+    if not current:
+        return missing
+    found = current[0]
+    if fact.scope not in PROTECTED_SCOPES and found.scope in PROTECTED_SCOPES:
+        return head + (
+            f"the current fact with that key is a {found.scope} fact, which a {fact.scope} fact never "
+            "replaces; write it without supersedes= to keep it beside"
+        )
+    wanted = {"visibility": found.visibility, "fact_scope": found.scope, "scope_id": found.scope_id}
+    given = {"visibility": fact.visibility, "fact_scope": fact.scope, "scope_id": fact.scope_id}
+    differ = ", ".join(f"{name}={value!r}" for name, value in wanted.items() if value != given[name])
+    if not differ:  # the same settings, but another owner's slot (another session or user)
+        return missing
+    return head + (
+        "the current fact with that key is kept apart from this write's (a key is replaced within "
+        f"its visibility and fact scope): write the replacement with {differ}"
+    )
 
 
 def _resolve(writes: FactStore | WriteBatch, fact_id: str, reader: Scope) -> str:

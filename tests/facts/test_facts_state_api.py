@@ -74,6 +74,22 @@ def test_supersedes_by_key() -> None:
         facts.write("Nothing to replace", scope=S, supersedes="no_such_key")
 
 
+def test_supersedes_by_a_key_kept_apart_says_what_to_pass() -> None:
+    facts = ledger()
+    pref = facts.write("Prefers aisle seats", key="pref_seats", scope=S, visibility="user")
+    assert facts.current("pref_seats", scope=S) == pref
+    with pytest.raises(InvalidInputError, match="write the replacement with visibility='user'"):
+        facts.write("Prefers window seats", scope=S, supersedes="pref_seats")
+    window = facts.write("Prefers window seats", scope=S, supersedes="pref_seats", visibility="user")
+    assert facts.current("pref_seats", scope=S) == window
+    facts.write("The office is in Berlin", key="office", scope=S)
+    with pytest.raises(InvalidInputError, match="a hypothetical fact never replaces"):
+        facts.write("The office is in Tokyo", scope=S, supersedes="office", fact_scope="hypothetical")
+    with pytest.raises(InvalidInputError, match="write the replacement with fact_scope='task', scope_id='T1'"):
+        facts.write("Deploy on Friday", key="deploy", scope=S, fact_scope="task", scope_id="T1")
+        facts.write("Deploy on Monday", scope=S, supersedes="deploy")
+
+
 def test_a_replacement_without_a_key_answers_for_the_key_it_replaced() -> None:
     facts = ledger()
     facts.write("Vendor is Acme", key="vendor", scope=S)
