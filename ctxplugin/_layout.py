@@ -20,7 +20,9 @@ same message on the next call (prompt caches). When the conversation has no such
 after the header, which every provider reads as part of the system prompt — unless it holds
 text a tool returned (context notes, facts read from tool outputs), which never speaks in a
 system message: such pairs then follow the conversation's last message (a user turn), the one
-case where the view does not end with it, and the model's reply answers both.
+case where the view does not end with it, and the model's reply answers both. A request that
+binds no tool and whose conversation has no tool call of its own has no tool list, and Bedrock
+refuses tool calls and results in such a request: there the texts go after the header too.
 """
 
 from __future__ import annotations
@@ -132,6 +134,11 @@ def lookup_fits(history: Sequence[BaseMessage]) -> bool:
     return bool(_openings(plain)) or _ends_for_lookup(plain)
 
 
+def calls_tools(history: Sequence[BaseMessage]) -> bool:
+    """Whether the conversation holds a tool call or a tool result of its own."""
+    return any(isinstance(m, ToolMessage) or (isinstance(m, AIMessage) and m.tool_calls) for m in history)
+
+
 def _at_or_after(openings: list[int], index: int) -> int | None:
     later = [i for i in openings if i >= index]
     if later:
@@ -146,6 +153,7 @@ def lay_out(
     anchor: BaseMessage | None = None,
     *,
     facts_from_tools: bool = False,
+    lookups: bool = True,
 ) -> Layout:
     """Place the context notes of ``history`` and the facts block (see the module docstring).
 
@@ -161,6 +169,8 @@ def lay_out(
             assistant message, text a tool returned is never put in a system message: such a
             block, and the context notes (values of tool results among them), go after the last
             message as lookups, when it is a user turn or a tool result.
+        lookups: whether lookup pairs may be used at all (False: the request binds no tool and
+            the conversation calls none, so every text goes in a system message after the header).
     """
     plain: list[BaseMessage] = []
     notes_at: dict[int, list[str]] = {}
@@ -172,11 +182,11 @@ def lay_out(
             notes_at.setdefault(len(plain), []).append(content_text(message.content))
         else:
             plain.append(message)
-    openings = _openings(plain)
+    openings = _openings(plain) if lookups else []
     inserts: dict[int, list[tuple[Kind, str]]] = {}
     header_extra: list[SystemMessage] = []
     kinds: list[Kind] = []
-    at_end = not openings and _ends_for_lookup(plain)
+    at_end = lookups and not openings and _ends_for_lookup(plain)
 
     def put(kind: Kind, text: str, at: int | None) -> None:
         if at is None and at_end and (kind == "notes" or facts_from_tools):

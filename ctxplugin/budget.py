@@ -70,6 +70,8 @@ class Parts:
     notes: tuple[str, ...] = field(default_factory=tuple)
     facts_anchor: BaseMessage | None = None
     facts_placement: Placement = "tail"
+    lookups: bool = True
+    """Whether notes and the facts block may be lookup pairs (see :func:`ctxplugin._layout.lay_out`)."""
 
     def header_message(self) -> SystemMessage | None:
         """The header with the notes (e.g. what was dropped) merged in, each note once."""
@@ -86,7 +88,10 @@ class Parts:
         made = self.__dict__.get("_layout")
         if made is None:
             tools = any(line.from_tool for line in self.facts)
-            made = lay_out(self.history, self.facts_text(), self.facts_placement, self.facts_anchor, facts_from_tools=tools)
+            made = lay_out(
+                self.history, self.facts_text(), self.facts_placement, self.facts_anchor,
+                facts_from_tools=tools, lookups=self.lookups,
+            )
             object.__setattr__(self, "_layout", made)  # a memo, not a field: equality and replace() ignore it
         return made
 

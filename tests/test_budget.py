@@ -109,7 +109,10 @@ def _long_session() -> list[BaseMessage]:
 def test_history_dropped_by_the_budget_stage_is_noted_where_it_was() -> None:
     budget = {"total": 1500, "header": 600, "history": 800, "facts": 100, "summaries": 100}
     engine = memory_engine(ContextConfig(budget=budget, history={"enabled": False}))
-    prepared = engine.prepare(_long_session(), scope=Scope(session_id="b"))
+    # an agent with a tool: its request has a tool list, so the note can be a lookup
+    edit = {"name": "edit_file", "description": "Edit a file.", "parameters": {"type": "object", "properties": {}}}
+    tools = [{"type": "function", "function": edit}]
+    prepared = engine.prepare(_long_session(), tools=tools, scope=Scope(session_id="b"))
     dropped = prepared.report.dropped_exchanges
     assert dropped > 0
     texts = [str(m.content) for m in prepared.messages]

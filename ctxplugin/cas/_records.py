@@ -191,7 +191,9 @@ def summarize_records(
     records = rs.records
     n = len(records)
     rare = rare_indexes(records)
-    hint = f"… expand_ref pattern={_pattern_hint(rare)} returns matching {rs.noun} whole; fields=[...], offset/limit page"
+    # fields take JSON paths: they read a JSON document, not the lines of a table or of JSON Lines
+    paging = "fields=[...], offset/limit page" if rs.noun == "records" else "offset/limit page"
+    hint = f"… expand_ref pattern={_pattern_hint(rare)} returns matching {rs.noun} whole; {paging}"
     reserved = lines.cost(hint)
     lines.budget -= reserved
     if head:

@@ -29,6 +29,7 @@ class _Unit:
     label: str | None = None  # where a record sits (``records[137]``, ``line 4 [2]``)
     before: str | None = None  # the line before a matching line (model output only)
     after: str | None = None
+    at: int = 0  # where in ``text`` the pattern first matched
 
 
 @dataclass(frozen=True)
@@ -49,8 +50,12 @@ backtrack for hours on one line (``(a+)+$``); past this it is refused with an er
 reads, and the step goes on."""
 
 
+class _Found(Protocol):
+    def start(self) -> int: ...
+
+
 class _Matcher(Protocol):
-    def search(self, text: str) -> object: ...
+    def search(self, text: str) -> _Found | None: ...
 
 
 class _Bounded:
@@ -62,14 +67,15 @@ class _Bounded:
         self.compiled = regex.compile(pattern)
         self.deadline: float | None = None
 
-    def search(self, text: str) -> object:
+    def search(self, text: str) -> _Found | None:
         if self.deadline is None:
             self.deadline = time.monotonic() + PATTERN_SECONDS
         left = self.deadline - time.monotonic()
         try:
             if left <= 0:
                 raise TimeoutError
-            return self.compiled.search(text, timeout=left)
+            found: _Found | None = self.compiled.search(text, timeout=left)
+            return found
         except TimeoutError:
             raise InvalidInputError(
                 f"pattern {self.pattern!r} took over {PATTERN_SECONDS:g} s on this output (it backtracks "
@@ -194,17 +200,18 @@ def _matches(
     items that match come back whole."""
     for i, value in enumerate(values):
         rendered = text(value)
-        if not matcher.search(rendered):
+        found = matcher.search(rendered)
+        if found is None:
             continue
         if unit == "lines" and rendered.lstrip()[:1] == "[" and len(rendered) > 200:
             is_json, items = parse_json(rendered)
             if is_json and isinstance(items, list):
                 for k, item in enumerate(items):
                     item_text = json.dumps(item, ensure_ascii=False)
-                    if matcher.search(item_text):
-                        yield _Unit(i, item_text, item, label=f"line {i} [{k}]")
+                    if (in_item := matcher.search(item_text)) is not None:
+                        yield _Unit(i, item_text, item, label=f"line {i} [{k}]", at=in_item.start())
                 continue
-        yield _Unit(i, rendered, value, label=labels[i] if labels is not None else None)
+        yield _Unit(i, rendered, value, label=labels[i] if labels is not None else None, at=found.start())
 
 
 def _neighbour(values: list[Any], index: int) -> str | None:
@@ -306,7 +313,8 @@ def _page_for_model(
     used = 0
     cut_note = ""
     for unit in selection.page:
-        text = f"[{unit.label or unit.index}] {unit.text}" if selection.filtered else unit.text
+        label = f"[{unit.label or unit.index}] " if selection.filtered else ""
+        text = label + unit.text
         if unit.before is not None and unit.index - 1 not in shown_at:
             text = f"  {unit.index - 1}- {unit.before}\n{text}"
         if unit.after is not None and unit.index + 1 not in page_at:
@@ -315,10 +323,16 @@ def _page_for_model(
         cost = count_text(text, counter) + 1
         if used + cost > budget:
             if not shown:
-                text, cut_note = _cut(text, budget, counter), (
-                    f" The {selection.unit[:-1]} at {unit.index} is cut to fit; "
-                    "narrow it with fields=[...] or pattern=..."
-                )
+                # one unit alone is over the budget: the part of it around the pattern's match
+                # (the model searched for that), without its neighbours
+                text = label + _cut(unit.text, budget - count_text(label, counter), counter, around=unit.at)
+                json_output = selection.unit == "items" or bool(fields)
+                cut_note = f" The {selection.unit[:-1]} at {unit.index} is cut to fit" + (
+                    "; shown around the first match (a pattern for other text on it shows that part)"
+                    if selection.filtered
+                    else "; pattern='<text on it>' shows the part around that text"
+                    + (", fields=[...] narrows it" if json_output else "")
+                ) + "."
                 shown.append(text)
             break
         shown.append(text)
@@ -355,14 +369,19 @@ def _page_for_model(
     return out
 
 
-def _cut(text: str, budget: int, counter: TokenCounter) -> str:
-    """``text`` cut to about ``budget`` tokens (a few counts of page-sized strings)."""
+def _cut(text: str, budget: int, counter: TokenCounter, *, around: int = 0) -> str:
+    """``text`` cut to about ``budget`` tokens (a few counts of page-sized strings): its start,
+    or a window holding the character at ``around`` when the start does not reach it."""
     size = budget * 4
-    cut = text[:size]
-    while size > 16 and count_text(cut, counter) > budget:
+    while True:
+        start = around - size // 4 if around >= size // 2 else 0
+        cut = text[start : start + size]
+        if size <= 16 or count_text(cut, counter) <= budget:
+            break
         size = size * 3 // 4
-        cut = text[:size]
-    return cut + f"… [cut at {len(cut):,} of {len(text):,} characters]"
+    if start == 0:
+        return cut + f"… [cut at {len(cut):,} of {len(text):,} characters]"
+    return f"…{cut}… [characters {start:,}–{start + len(cut):,} of {len(text):,}]"
 
 
 __all__ = ["clip_line", "expand", "expand_for_model", "parse_path", "select"]

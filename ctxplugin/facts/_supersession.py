@@ -2,7 +2,9 @@
 
 The rules, applied on every write:
 
-1. explicit: ``supersedes=<id>`` replaces that fact (or the current head of its chain);
+1. explicit: ``supersedes=<id>`` replaces that fact (or the current head of its chain), and
+   ``supersedes=<key>`` the key's current fact; a replacement without a key of its own takes
+   over the key of the fact it replaces;
 2. by key: a new fact replaces the valid fact with the same key, owner and fact scope;
 3. by correction: a draft that names an old value ("X instead of Y") replaces the current fact
    stating Y when it has no key of its own;
@@ -78,10 +80,17 @@ def _supersede(
     if existing is not None:
         return existing, False
     targets = _targets(writes, fact, draft, supersedes)
+    takes_key = supersedes is not None
     if not targets and supersedes is None:
         targets = _implicit(writes, fact, enabled=implicit)
-        if targets:
-            fact = fact.model_copy(update={"key": targets[0].key})
+        takes_key = True
+    if takes_key and targets and fact.key is None and targets[0].key is not None:
+        # a replacement named by the caller (or rule 4's) answers for the key it replaces:
+        # current(key) finds it, and the next write under that key replaces it
+        fact = fact.model_copy(update={"key": targets[0].key})
+        existing = _duplicate(writes, fact)
+        if existing is not None:
+            return existing, False
     protected = [
         t for t in targets
         if t.is_constraint and AUTHORITY_RANK[t.authority] > AUTHORITY_RANK[fact.authority]
@@ -132,13 +141,10 @@ def _targets(writes: FactStore | WriteBatch, fact: Fact, draft: FactDraft, super
         found = writes.get(_candidate_ids(supersedes, reader), reader=reader)
         if not found:
             by_key = normalize_key(supersedes)
-            same = writes.find(FactQuery(reader=reader, key=by_key, valid=True, scopes=(fact.scope,))) if by_key else []
-            same = [f for f in same if f.scope_id == fact.scope_id and _same_slot(f, fact)]
+            current = writes.find(FactQuery(reader=reader, key=by_key, valid=True)) if by_key else []
+            same = [f for f in current if f.scope == fact.scope and f.scope_id == fact.scope_id and _same_slot(f, fact)]
             if not same:
-                raise InvalidInputError(
-                    f"supersedes={supersedes!r}: no fact with that id, nor a current fact with that key, "
-                    "readable from this scope"
-                )
+                raise InvalidInputError(_no_target(supersedes, current, fact))
             return same
         head = _head(writes, found[0], reader)
         return [head] if head is not None and head.is_valid else []
@@ -148,6 +154,30 @@ def _targets(writes: FactStore | WriteBatch, fact: Fact, draft: FactDraft, super
     if draft.replaces:
         return _stating(writes, draft.replaces, fact)
     return []
+
+
+def _no_target(supersedes: str, current: list[Fact], fact: Fact) -> str:
+    """Why ``supersedes`` names nothing this write can replace, and what to pass instead when
+    the key's current fact is readable but kept apart (another visibility or fact scope)."""
+    head = f"supersedes={supersedes!r}: "
+    missing = head + "no fact with that id, nor a current fact with that key, readable from this scope"
+    if not current:
+        return missing
+    found = current[0]
+    if fact.scope not in PROTECTED_SCOPES and found.scope in PROTECTED_SCOPES:
+        return head + (
+            f"the current fact with that key is a {found.scope} fact, which a {fact.scope} fact never "
+            "replaces; write it without supersedes= to keep it beside"
+        )
+    wanted = {"visibility": found.visibility, "fact_scope": found.scope, "scope_id": found.scope_id}
+    given = {"visibility": fact.visibility, "fact_scope": fact.scope, "scope_id": fact.scope_id}
+    differ = ", ".join(f"{name}={value!r}" for name, value in wanted.items() if value != given[name])
+    if not differ:  # the same settings, but another owner's slot (another session or user)
+        return missing
+    return head + (
+        "the current fact with that key is kept apart from this write's (a key is replaced within "
+        f"its visibility and fact scope): write the replacement with {differ}"
+    )
 
 
 def _resolve(writes: FactStore | WriteBatch, fact_id: str, reader: Scope) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import ClassVar
 
-from ctxplugin._layout import lookup_fits
+from ctxplugin._layout import calls_tools, lookup_fits
 from ctxplugin.budget import Parts, enforce, section_tokens, total_tokens
 from ctxplugin.config import FactsConfig
 from ctxplugin.stages.view import CallView, Fitted
@@ -35,6 +35,9 @@ class FitBudget:
     block_size: int
 
     def apply(self, view: CallView) -> CallView:
+        # without a bound tool or a tool call of its own, the request has no tool list, which
+        # Bedrock needs for the lookup pairs: notes and facts then go after the header
+        lookups = bool(view.tools) or calls_tools(view.history)
         parts = Parts(
             header=view.system,
             history=list(view.history),
@@ -43,12 +46,14 @@ class FitBudget:
             tools_tokens=view.tool_tokens,
             facts_anchor=view.facts_anchor,
             facts_placement=self.facts.placement,
+            lookups=lookups,
         )
         outcome = enforce(parts, dict(view.budgets), self.counter, block_size=self.block_size)
         parts = outcome.parts
-        if any(line.from_tool for line in parts.facts) and not lookup_fits(parts.history):
-            # no place for a lookup (no user turn or tool result to follow): the block would be
-            # a system message, and text a tool returned never speaks there; it waits for the next call
+        if any(line.from_tool for line in parts.facts) and not (lookups and lookup_fits(parts.history)):
+            # no place for a lookup (no user turn or tool result to follow, or no tool list): the
+            # block would be a system message, and text a tool returned never speaks there; it
+            # waits for the next call
             parts = replace(parts, facts=tuple(line for line in parts.facts if not line.from_tool))
         within = outcome.within and total_tokens(parts, self.counter) <= view.budgets["total"]
         messages = parts.layout().messages(parts.header_message())

@@ -8,6 +8,7 @@ them. :func:`choose_tools` is the one place this split is made: ``prepare`` and
 
 from __future__ import annotations
 
+import difflib
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -43,6 +44,19 @@ class ToolChoice:
     plan: ToolPlan
     bound: tuple[Any, ...]
     expand_ref: Any = None
+
+
+def _unknown_pinned(pinned: Sequence[str], tools: Sequence[Any]) -> list[str]:
+    """A warning for each ``tools.pinned`` name no tool of the call has: such a name pins
+    nothing, and a misspelt one would leave its tool unbound until loaded."""
+    names = sorted({label for t in tools if (label := tool_label(t))})
+    warnings = []
+    for name in pinned:
+        if name not in names:
+            close = difflib.get_close_matches(name, names, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            warnings.append(f"tools.pinned names {name!r}, which no tool of this call is called: it pins nothing{hint}")
+    return warnings
 
 
 def choose_tools(
@@ -110,7 +124,7 @@ class Tools:
             expand_ref_tokens=expand_tokens,
             tool_tokens=plan.schema_tokens_sent + expand_tokens,
             system=system,
-        )
+        ).warn(*(_unknown_pinned(self.config.pinned, view.tools_given) if plan.active else ()))
 
     def header(self, parts: Sequence[SystemMessage], directory: str) -> SystemMessage | None:
         """The host's system messages with the tool directory merged in: the same message object

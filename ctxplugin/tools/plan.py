@@ -27,7 +27,7 @@ from ctxplugin.tools.directory import (
     STUBS_TITLE,
     render_directory,
 )
-from ctxplugin.tools.registry import ToolEntry, ToolRegistry, tool_name
+from ctxplugin.tools.registry import ToolEntry, ToolRegistry, provider_tool
 
 _NAME_SPLIT = re.compile(r"[\s,;]+")
 
@@ -192,7 +192,7 @@ def plan_tools(
     seen: set[str] = set()
     functions: list[Any] = []
     for tool in user_tools:
-        if isinstance(tool, dict) and tool_name(tool) is None:
+        if provider_tool(tool):
             unnamed.append(tool)
         else:
             functions.append(tool)

@@ -106,6 +106,22 @@ def tool_name(tool: Any) -> str | None:
     return None
 
 
+_SCHEMA_KEYS = ("function", "parameters", "input_schema")
+
+
+def provider_tool(tool: Any) -> bool:
+    """Whether ``tool`` is a provider's own tool, bound as given and never listed or stubbed:
+    a dict without a name (``{"type": "web_search_preview"}``), or one whose ``type`` is not
+    ``function`` and that has no JSON schema of its own (Anthropic's ``{"type":
+    "web_search_20250305", "name": "web_search"}``, ``bash_20250124``, OpenAI's custom tools)."""
+    if not isinstance(tool, dict):
+        return False
+    if tool_name(tool) is None:
+        return True
+    kind = tool.get("type")
+    return isinstance(kind, str) and kind != "function" and not any(k in tool for k in _SCHEMA_KEYS)
+
+
 def _as_base_tool(func: Callable[..., Any]) -> BaseTool:
     description = (func.__doc__ or "").strip() or func.__name__
     try:

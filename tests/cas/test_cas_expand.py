@@ -154,7 +154,7 @@ def test_model_output_with_pattern_numbers_the_matches(store: MemoryCASStore) ->
 def test_model_output_cuts_one_huge_line(store: MemoryCASStore) -> None:
     out = expand_for_model(store, put(store, "word " * 200_000), SCOPE, max_tokens=300, counter=COUNTER)
     assert COUNTER.count(out) <= 300 + 40
-    assert "cut" in out and "narrow it" in out
+    assert "cut" in out and "pattern=" in out
 
 
 def test_model_errors_are_sentences_not_exceptions(store: MemoryCASStore) -> None:
@@ -194,3 +194,17 @@ def test_expand_ref_tool_sends_a_compact_schema_and_still_validates() -> None:
     assert out.splitlines()[1:3] == ["line 50: ERROR disk", "line 51: ok"]
     with pytest.raises(ValidationError):
         tool.invoke({"ref_id": ref, "offset": "fifty"}, config=config)
+
+
+def test_a_pattern_shows_its_match_in_a_line_too_long_to_show_whole(store: MemoryCASStore) -> None:
+    # a web page fetched as one line: the price is far past what one answer can show
+    page = "<div>filler</div>" * 3000 + "<span>Total price: 1,234.56 EUR</span>" + "<p>tail</p>" * 500
+    ref = put(store, f"HTTP/1.1 200 OK\n{page}\n")
+    for pattern, regex in (("total price", False), (r"price: [\d,.]+ EUR", True)):
+        out = expand_for_model(store, ref, SCOPE, max_tokens=300, counter=COUNTER, pattern=pattern, regex=regex)
+        assert "Total price: 1,234.56 EUR" in out, out
+        assert out.splitlines()[1].startswith("[1] …")
+        assert COUNTER.count(out) <= 300 + 40
+    # not JSON: the note offers what works on text
+    head = expand_for_model(store, ref, SCOPE, max_tokens=300, counter=COUNTER, offset=1)
+    assert "cut" in head and "pattern=" in head and "fields" not in head

@@ -137,3 +137,28 @@ def test_summaries_respect_smaller_budgets() -> None:
     for budget in (50, 80, 120):
         _, text = summary(rows, budget=budget)
         assert COUNTER.count(text) <= budget + 10
+
+
+def test_a_record_summary_names_only_the_expand_ref_options_that_read_it() -> None:
+    from ctxplugin.cas import MemoryCASStore, expand_for_model
+    from ctxplugin.scope import Scope
+    from ctxplugin.testing.cas_contract import make_item
+
+    records = [{"id": f"req_{i:03d}", "level": "ERROR" if i == 77 else "INFO", "ms": i} for i in range(120)]
+    outputs = {
+        "JSON": json.dumps({"service": "api", "records": records}),
+        "JSON Lines": "\n".join(json.dumps(r) for r in records),
+        "CSV": "id,level,ms\n" + "\n".join(f"{r['id']},{r['level']},{r['ms']}" for r in records),
+    }
+    store, scope = MemoryCASStore(), Scope(session_id="s")
+    for shape, content in outputs.items():
+        _, text = summary(content)
+        hint = text.splitlines()[-1]
+        assert "expand_ref pattern='ERROR'" in hint, shape
+        item = make_item(content)
+        store.put(item, scope)
+        # every option the hint names reads this output
+        if "fields=" in hint:
+            out = expand_for_model(store, item.ref_id, scope, max_tokens=500, counter=COUNTER, fields=["records[77]"])
+            assert "req_077" in out and not out.startswith("expand_ref:"), shape
+        assert shape == "JSON" or "fields=" not in hint, f"{shape}: fields take JSON paths, not lines"

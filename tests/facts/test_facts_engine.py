@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -290,3 +291,44 @@ def test_a_facts_block_never_contains_a_superseded_fact(ops: list[tuple[str, boo
             assert fact.id not in shown
             assert f"] {fact.text}\n" not in facts_block(prepared.messages) + "\n"
     assert shown, "current facts are shown"
+
+
+def _bedrock_request(messages: list[BaseMessage], tools: list[Any]) -> dict[str, Any]:
+    """What langchain-aws sends to Bedrock's Converse API (built offline)."""
+    from langchain_aws import ChatBedrockConverse
+    from langchain_aws.chat_models.bedrock_converse import (
+        _messages_to_bedrock,
+        _snake_to_camel_keys,
+    )
+
+    model = ChatBedrockConverse(  # type: ignore[call-arg]
+        model="anthropic.claude-3-5-sonnet-20240620-v1:0",
+        region_name="us-east-1",
+        aws_access_key_id="test",
+        aws_secret_access_key="test",
+    )
+    converted, _ = _messages_to_bedrock(list(messages), None, model_id=model.model_id, provider=model.provider)
+    params: dict[str, Any] = {}
+    if tools:
+        bound: Any = model.bind_tools(tools)
+        # the keyword translation the model applies before it calls the API
+        kwargs = _snake_to_camel_keys(dict(bound.kwargs), excluded_keys={"inputSchema", "properties", "thinking"})
+        params = bound.bound._converse_params(**kwargs)
+    return {"messages": converted, "toolConfig": params.get("toolConfig")}
+
+
+def test_an_agent_without_tools_gets_facts_and_notes_a_provider_without_a_tool_list_accepts() -> None:
+    # a chat assistant: no tools of its own, in the default mode and compressed
+    for config in (ContextConfig(mode="whole"), ContextConfig(budget={"total": 700})):
+        eng = memory_engine(config)
+        eng.facts.write("Max discount is 15% for every customer", key="max_discount", scope=S, source="policy")
+        messages = chat(*(f"Question {i} about the quarterly plan and its numbers, in some detail." for i in range(12)),
+                        "What is the max discount?")
+        for tools in (None, eng.tools_for_model()):
+            prepared = eng.prepare(messages, tools=tools, scope=S)
+            assert "Max discount is 15%" in facts_block(prepared.messages)
+            request = _bedrock_request(prepared.messages, list(prepared.tools))
+            blocks = [b for m in request["messages"] for b in m["content"]]
+            # Bedrock refuses toolUse and toolResult blocks in a request without a tool list
+            assert request["toolConfig"] or not any("toolUse" in b or "toolResult" in b for b in blocks)
+            assert prepared.messages[-1] is messages[-1]

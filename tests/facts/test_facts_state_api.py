@@ -74,6 +74,40 @@ def test_supersedes_by_key() -> None:
         facts.write("Nothing to replace", scope=S, supersedes="no_such_key")
 
 
+def test_supersedes_by_a_key_kept_apart_says_what_to_pass() -> None:
+    facts = ledger()
+    pref = facts.write("Prefers aisle seats", key="pref_seats", scope=S, visibility="user")
+    assert facts.current("pref_seats", scope=S) == pref
+    with pytest.raises(InvalidInputError, match="write the replacement with visibility='user'"):
+        facts.write("Prefers window seats", scope=S, supersedes="pref_seats")
+    window = facts.write("Prefers window seats", scope=S, supersedes="pref_seats", visibility="user")
+    assert facts.current("pref_seats", scope=S) == window
+    facts.write("The office is in Berlin", key="office", scope=S)
+    with pytest.raises(InvalidInputError, match="a hypothetical fact never replaces"):
+        facts.write("The office is in Tokyo", scope=S, supersedes="office", fact_scope="hypothetical")
+    with pytest.raises(InvalidInputError, match="write the replacement with fact_scope='task', scope_id='T1'"):
+        facts.write("Deploy on Friday", key="deploy", scope=S, fact_scope="task", scope_id="T1")
+        facts.write("Deploy on Monday", scope=S, supersedes="deploy")
+
+
+def test_a_replacement_without_a_key_answers_for_the_key_it_replaced() -> None:
+    facts = ledger()
+    facts.write("Vendor is Acme", key="vendor", scope=S)
+    by_key = facts.write("Vendor is Globex", scope=S, supersedes="vendor")
+    assert by_key.key == "vendor" and facts.current("vendor", scope=S) == by_key
+    # the same statement again is the current fact, not a copy replacing it
+    assert facts.write("Vendor is Globex", scope=S, supersedes="vendor") == by_key
+    # a later write under the key replaces it: only the newest vendor is current
+    latest = facts.write("Vendor is Initech", key="vendor", scope=S)
+    history = [f.text for f in facts.history("vendor", scope=S)]
+    assert history == ["Vendor is Acme", "Vendor is Globex", "Vendor is Initech"]
+    hits = [h.fact.text for h in facts.search("Who is the vendor?", scope=S)]
+    assert latest.text in hits and "Vendor is Globex" not in hits
+    facts.write("Status is approved", key="status", scope=S, fact_id="F-001")
+    by_id = facts.write("Status is on hold", scope=S, supersedes="F-001")
+    assert facts.current("status", scope=S) == by_id
+
+
 def test_add_is_write() -> None:
     facts = ledger()
     fact = facts.add("Deadline is Friday", key="deadline", scope=S, authority="manager", source="policy", fact_scope="task", scope_id="T-9")

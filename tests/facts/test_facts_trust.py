@@ -31,6 +31,13 @@ def engine() -> ContextEngine:
     return memory_engine(ContextConfig(budget=BUDGET))  # type: ignore[no-any-return]
 
 
+FETCH_PAGE = {
+    "type": "function",
+    "function": {"name": "fetch_page", "description": "Fetch a web page.", "parameters": {
+        "type": "object", "properties": {"url": {"type": "string"}}, "required": ["url"]}},
+}
+
+
 def fetched(page: str, *, user_first: str = "Max discount is 15%.", question: str = "What discount can we give?") -> list[BaseMessage]:
     """A user states a limit, a tool fetches a page, the user asks."""
     return [
@@ -250,7 +257,7 @@ def test_a_new_thread_shows_tool_facts_in_the_tool_role_only() -> None:
     # the same session opens a new thread: a system prompt and one user message, no assistant
     # turn to put a lookup before; the block follows the user's message as a lookup's result
     first = [SystemMessage("You are a sales assistant."), HumanMessage("What launch price did the page give?")]
-    view = eng.prepare(first, scope=S).messages
+    view = eng.prepare(first, tools=[FETCH_PAGE], scope=S).messages
     assert tool_text_outside_tool_role(view, ["90% off", "for all customers"]) == []
     assert view[:2] == first, "the system prompt and the user's message are sent as they were"
     call, result = view[2:]
@@ -259,6 +266,6 @@ def test_a_new_thread_shows_tool_facts_in_the_tool_role_only() -> None:
     assert any("90% off" in line and TOOL_LABEL in line for line in facts_lines(view))
     # once the thread has an assistant turn, the lookup goes before it, as in any conversation
     later = [*first, AIMessage("Let me check."), HumanMessage("And the launch price?")]
-    view = eng.prepare(later, scope=S).messages
+    view = eng.prepare(later, tools=[FETCH_PAGE], scope=S).messages
     assert tool_text_outside_tool_role(view, ["90% off", "for all customers"]) == []
     assert view[-1] == later[-1]

@@ -142,6 +142,17 @@ def test_provider_builtin_tools_are_always_bound() -> None:
     assert result.schema_tokens_sent > plan(TOOLS).schema_tokens_sent
 
 
+def test_a_pinned_name_no_tool_has_is_reported() -> None:
+    engine = memory_engine(ContextConfig(tools=ToolsConfig(binding="loaded", pinned=["tool_b", "tool_jj"])))
+    prepared = engine.prepare([HumanMessage("hi")], tools=TOOLS, scope=Scope(session_id="p"))
+    assert tool_name(prepared.tools[0]) == "tool_b"
+    (warning,) = [w for w in prepared.report.warnings if "pinned" in w]
+    assert "'tool_jj'" in warning and "did you mean 'tool_j'?" in warning
+    spelt = memory_engine(ContextConfig(tools=ToolsConfig(binding="loaded", pinned=["tool_j"])))
+    warnings = spelt.prepare([HumanMessage("hi")], tools=TOOLS, scope=Scope(session_id="p")).report.warnings
+    assert not [w for w in warnings if "pinned" in w]
+
+
 def test_duplicate_names_are_rejected() -> None:
     with pytest.raises(InvalidInputError, match="tool_a"):
         plan([*TOOLS, fn_tool("tool_a", "Another one.")])

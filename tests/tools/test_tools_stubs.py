@@ -134,6 +134,22 @@ def test_provider_builtin_tools_stay_bound_after_the_stubs() -> None:
     assert result.bound[-1] is builtin and len(result.bound) == len(TOOLS) + 2
 
 
+@pytest.mark.parametrize("binding", ["stubs", "loaded"])
+def test_named_provider_tools_are_bound_as_given(binding: str) -> None:
+    from langchain_anthropic import ChatAnthropic
+
+    # Anthropic's own tools carry a name but no schema; a stub would turn them into functions
+    web = {"type": "web_search_20250305", "name": "web_search", "max_uses": 3}
+    bash = {"type": "bash_20250124", "name": "bash"}
+    result = plan([*TOOLS, web, bash], binding=binding)
+    assert result.bound[-2:] == [web, bash] and result.bound[-1] is bash
+    assert "web_search" not in result.directory_text and "- bash" not in result.directory_text
+    bound = ChatAnthropic(model="claude-sonnet-4-5", api_key="test-key").bind_tools(result.bound)
+    payload = bound.bound._get_request_payload([HumanMessage("Search the web.")], **bound.kwargs)  # type: ignore[attr-defined]
+    sent = {t["name"]: t for t in payload["tools"]}
+    assert sent["web_search"] == web and sent["bash"] == bash
+
+
 ACTIONS = st.lists(
     st.one_of(
         st.sampled_from([f"tool_{c}" for c in "abcdefghij"] + ["unknown"]),
