@@ -9,7 +9,6 @@ session's uses folded in (:class:`ToolUses`), so that a call reads only its new 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,8 +27,7 @@ from ctxplugin.tools.directory import (
     render_directory,
 )
 from ctxplugin.tools.registry import ToolEntry, ToolRegistry, provider_tool
-
-_NAME_SPLIT = re.compile(r"[\s,;]+")
+from ctxplugin.tools.resolve import split_names
 
 
 @dataclass
@@ -64,7 +62,7 @@ def requested_names(args: Any) -> list[str]:
     names separated by commas or spaces)."""
     raw = args.get("names") if isinstance(args, dict) else None
     if isinstance(raw, str):
-        return [n for n in _NAME_SPLIT.split(raw) if n]
+        return split_names(raw)
     if isinstance(raw, (list, tuple)):
         return [n.strip() for n in raw if isinstance(n, str) and n.strip()]
     return []

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from langchain_core.tools import BaseTool, StructuredTool
+from pydantic import BaseModel, Field, field_validator
 
 from ctxplugin._names import LOAD_TOOLS_NAME
 
@@ -18,6 +20,26 @@ if TYPE_CHECKING:  # the registry builds its load_tools tool here: only its type
 
 _MATCHES = 3
 _SIGNATURE_CHARS = 240
+_NAME_SPLIT = re.compile(r"[\s,;]+")
+
+
+def split_names(text: str) -> list[str]:
+    """Tool names a model wrote as one string (``"a, b"``, ``"a b"``) rather than a list."""
+    return [name for name in _NAME_SPLIT.split(text) if name]
+
+
+class LoadToolsArgs(BaseModel):
+    """Arguments of ``load_tools``: a list of names, or one string of them (models write
+    ``names="get_user_details"`` often enough; the next call binds them either way)."""
+
+    model_config = {"title": LOAD_TOOLS_NAME}
+
+    names: list[str] = Field(description='exact tool names from the directory, e.g. ["get_user_details"].')
+
+    @field_validator("names", mode="before")
+    @classmethod
+    def _one_string(cls, value: object) -> object:
+        return split_names(value) if isinstance(value, str) else value
 
 
 @dataclass(frozen=True)
@@ -139,11 +161,6 @@ def make_load_tools_tool(registry: ToolRegistry) -> BaseTool:
     """
 
     def load_tools(names: list[str]) -> str:
-        """Load tools from the tool directory: their full schemas are bound from your next step on, so you can call them.
-
-        Args:
-            names: exact tool names from the directory, e.g. ["get_user_details"].
-        """
         wanted = list(dict.fromkeys(n.strip() for n in names if isinstance(n, str) and n.strip()))
         if not wanted:
             return f"Give the exact names of the tools you need, e.g. {LOAD_TOOLS_NAME}(names=[\"tool_name\"])."
@@ -171,7 +188,12 @@ def make_load_tools_tool(registry: ToolRegistry) -> BaseTool:
             out.extend(missing)
         return "\n".join(out)
 
-    meta = StructuredTool.from_function(load_tools, name=LOAD_TOOLS_NAME, parse_docstring=True)
+    meta = StructuredTool.from_function(
+        load_tools,
+        name=LOAD_TOOLS_NAME,
+        description="Load tools from the tool directory: their full schemas are bound from your next step on, so you can call them.",
+        args_schema=LoadToolsArgs,
+    )
     if registry.binding == "stubs":  # the tools are bound as stubs already; loading only reads their parameters
         meta.description = "Read the parameters (JSON schema) of tools before you call them for the first time."
     elif registry.binding == "auto":  # stubs or loaded schemas, depending on the tool set

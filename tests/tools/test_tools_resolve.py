@@ -159,6 +159,18 @@ def test_load_tools_confirms_names_and_suggests_matches() -> None:
     assert reg.meta_tool() is reg.meta_tool()
 
 
+def test_load_tools_takes_names_written_as_one_string() -> None:
+    # a model asked for a list often writes names="a, b": the next call binds them either way
+    # (the plan reads the string), so the tool answers for them rather than failing validation
+    meta = make_load_tools_tool(registry())
+    out = meta.invoke({"names": "cancel_reservation, book_reservation"})
+    assert out.splitlines()[:2] == ["Loaded; these tools are bound with their full schemas from your next step on:",
+                                    "- cancel_reservation(reservation_id: string)"]
+    assert "- book_reservation(user_id: string" in out
+    assert meta.invoke({"names": "cancel_reservation"}) == meta.invoke({"names": ["cancel_reservation"]})
+    assert "exact names" in meta.invoke({"names": " "})
+
+
 def test_guessed_argument_names_do_not_run_even_when_all_parameters_are_optional() -> None:
     @tool
     def search_orders(query: str = "", limit: int = 10) -> str:
