@@ -12,7 +12,7 @@ from typing import Any, Literal, Protocol
 import regex  # type: ignore[import-untyped]  # installed with tiktoken; its searches take a timeout
 
 from ctxplugin.cas._budget import clip
-from ctxplugin.cas._canon import parse_json
+from ctxplugin.cas._canon import parse_json, ref_as_written
 from ctxplugin.cas._json_path import parse_path, select
 from ctxplugin.cas.store import CASStore
 from ctxplugin.errors import CtxpluginError, InvalidInputError, RefNotFoundError, StoreError
@@ -274,7 +274,9 @@ def expand_for_model(
     regex: bool = False,
 ) -> str:
     """:func:`expand` for the ``expand_ref`` tool: at most ``max_tokens``, with a note on how to
-    page further. Never raises: problems come back as a sentence the model can act on."""
+    page further. Never raises: problems come back as a sentence the model can act on. A ref
+    written inside other text (quotes, backticks, a full stop) is read as that ref."""
+    ref_id = ref_as_written(ref_id)
     try:
         # a unit costs at least one token: no page holds more than max_tokens of them
         selection = _select(store, ref_id, scope, fields, offset, limit, pattern, regex, page_cap=max_tokens, context=True)

@@ -145,6 +145,18 @@ def test_model_output_of_small_content_is_the_original(store: MemoryCASStore) ->
     assert expand_for_model(store, put(store, content), SCOPE, max_tokens=2000, counter=COUNTER) == content
 
 
+def test_model_output_reads_a_ref_written_inside_other_text(store: MemoryCASStore) -> None:
+    content = json.dumps(USER)
+    ref = put(store, content)
+    for written in (f" {ref} ", f"`{ref}`", f"{ref}.", f"'{ref}'", f"see {ref} above", f"[{ref}]"):
+        assert expand_for_model(store, written, SCOPE, max_tokens=2000, counter=COUNTER) == content, written
+    other = put(store, json.dumps(FLIGHTS[:2]))
+    two = expand_for_model(store, f"{ref} or {other}", SCOPE, max_tokens=2000, counter=COUNTER)
+    assert two.startswith("expand_ref:") and "is not a ref id" in two, "two refs: none is guessed"
+    longer = expand_for_model(store, f"{ref}0", SCOPE, max_tokens=2000, counter=COUNTER)
+    assert "is not a ref id" in longer, "a longer hash is not cut down to a ref"
+
+
 def test_model_output_with_pattern_numbers_the_matches(store: MemoryCASStore) -> None:
     out = expand_for_model(store, put(store, LOG), SCOPE, max_tokens=2000, counter=COUNTER, pattern="error")
     assert "12 of 300 lines match 'error'" in out
