@@ -3,12 +3,14 @@ server going away while an agent runs."""
 
 from __future__ import annotations
 
+import gc
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import chromadb
 import chromadb.errors
 import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
@@ -112,6 +114,30 @@ def test_the_ledger_connects_before_it_takes_the_write_lock(chroma_url: str, fre
         current = ledger.current("ci_python", scope=S)
     assert current is not None and current.text == "CI runs on Python 3.12"
     assert len(lock.held) == 2 and len(set(lock.held)) == 1
+
+
+# chromadb's HttpClient leaves its httpx session open: the socket is reported when collected;
+# collect it inside the test that made it, where it is ignored
+@pytest.mark.chroma_server
+@pytest.mark.filterwarnings(
+    "ignore:Exception ignored in. <socket.socket:pytest.PytestUnraisableExceptionWarning"
+)
+def test_a_collection_the_server_lost_is_created_again(chroma_url: str) -> None:
+    # a server restarted without its data (a container without a volume) no longer knows the
+    # collection the store opened: one call says so, and the store opens a new one after it
+    config = FactsConfig(collection=f"t{uuid.uuid4().hex[:12]}")
+    with ChromaFactStore.http(chroma_url, config=config) as store:
+        ledger = FactsLedger(store, config)
+        ledger.write("CI runs on Python 3.11", key="ci_python", scope=S)
+        host, port = chroma_url.removeprefix("http://").split(":")
+        name = store.raw_collection(S.tenant_id).name
+        chromadb.HttpClient(host=host, port=int(port)).delete_collection(name)
+        with pytest.raises(StoreError, match="opened again on the next call"):
+            ledger.search("CI Python", scope=S)
+        ledger.write("CI runs on Python 3.12", key="ci_python", scope=S)
+        found = ledger.search("CI Python", scope=S)
+        assert [h.fact.text for h in found] == ["CI runs on Python 3.12"]
+    gc.collect()
 
 
 def conversation(question: str) -> list[BaseMessage]:
