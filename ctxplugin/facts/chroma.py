@@ -331,10 +331,10 @@ class ChromaFactStore:
 
     # ------------------------------------------------------------------ internals
     def collection_name(self, tenant_id: str | None) -> str:
-        """The Chroma collection holding ``tenant_id``'s facts."""
+        """The Chroma collection holding ``tenant_id``'s facts (lone surrogates in it kept)."""
         if not self.config.collection_per_tenant:
             return self._base
-        digest = hashlib.sha1((tenant_id or "").encode()).hexdigest()[:12] if tenant_id else "default"
+        digest = hashlib.sha1(tenant_id.encode(errors="surrogatepass")).hexdigest()[:12] if tenant_id else "default"
         return f"{self._base}_t{digest}"
 
     def raw_collection(self, tenant_id: str | None = None) -> Any:

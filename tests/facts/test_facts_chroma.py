@@ -50,6 +50,21 @@ def test_collection_per_tenant_keeps_tenants_in_separate_collections(tmp_path: P
         assert [h.fact.text for h in ledger.search("budget", scope=S)] == ["Acme budget is 50k"]
 
 
+def test_a_tenant_id_with_undecodable_bytes_gets_its_own_collection(tmp_path: Path) -> None:
+    # an id decoded with surrogateescape holds lone surrogates: a tenant like any other
+    odd = Scope(session_id="s1", user_id="u1", tenant_id="acme\udcff")
+    config = ContextConfig(facts=FactsConfig(collection_per_tenant=True))
+    engine = ContextEngine.embedded(tmp_path, config=config)
+    store = engine.facts.store
+    assert isinstance(store, ChromaFactStore)
+    with store:
+        prepared = engine.prepare([HumanMessage("Our budget is 10k.", id="h1")], scope=odd)
+        assert not any("facts" in w for w in prepared.report.warnings)
+        engine.facts.write("Acme budget is 50k", scope=S)
+        assert [h.fact.text for h in engine.facts.search("budget", scope=odd)] == ["Our budget is 10k."]
+        assert store.raw_collection(odd.tenant_id).name != store.raw_collection(S.tenant_id).name
+
+
 def test_a_closed_store_says_so(tmp_path: Path) -> None:
     store = ChromaFactStore.persistent(tmp_path)
     store.close()
