@@ -17,16 +17,30 @@ from ctxplugin.errors import ConfigError, StoreError, StoreInUseError, StoreUnav
 
 
 @contextmanager
-def translated(action: str, refine: Callable[[Exception], BaseException | None] | None = None) -> Iterator[None]:
+def translated(
+    action: str,
+    refine: Callable[[Exception], BaseException | None] | None = None,
+    forget: Callable[[], None] | None = None,
+) -> Iterator[None]:
     """Raise Chroma errors as ``StoreError`` and an unreachable server as
     ``StoreUnavailableError`` (``action`` completes "could not ..."). ``refine`` may name a
-    better error for anything else; what it leaves (None) is raised as it is."""
+    better error for anything else; what it leaves (None) is raised as it is.
+
+    ``forget`` drops the collections a store keeps open; it is called when Chroma no longer
+    knows one (a server that came back without its data, a collection deleted by hand), so
+    that the store's next call opens, and so creates, it again instead of failing for ever."""
     import chromadb.errors as chroma_errors
 
     try:
         yield
     except (StoreError, ConfigError):
         raise
+    except chroma_errors.NotFoundError as exc:
+        if forget is None:
+            raise StoreError(f"Chroma could not {action}: {exc}") from exc
+        forget()
+        again = "the collection is opened again on the next call"
+        raise StoreError(f"Chroma could not {action}: {exc} ({again})") from exc
     except chroma_errors.ChromaError as exc:
         raise StoreError(f"Chroma could not {action}: {exc}") from exc
     except (ConnectionError, TimeoutError) as exc:

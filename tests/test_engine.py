@@ -281,3 +281,23 @@ def test_facts_are_not_extracted_from_meta_tools_or_errors() -> None:
     assert not any("#W2001" in hit.fact.text for hit in engine.facts.search("order #W2001", scope=SCOPE, k=20))
     engine.capture_tool_result(ToolMessage(content=decision, tool_call_id="m4", name="refund"), scope=SCOPE)
     assert any("#W2001" in hit.fact.text for hit in engine.facts.search("order #W2001", scope=SCOPE, k=20))
+
+
+def test_an_original_kept_in_the_state_is_stored_again_on_another_store(tmp_path: Path) -> None:
+    # the state keeps the original with its ref; after the stores moved (embedded to a server,
+    # a database restored) the ref shown in the view must still expand to it
+    raw = ToolMessage(big_json(), tool_call_id="c1", name="list_rows", id="t1")
+    compact = ContextEngine.embedded(tmp_path / "before").capture_tool_result(raw, scope=SCOPE)
+    note = compact.additional_kwargs["ctxplugin"]
+    kept = raw.model_copy(update={"additional_kwargs": {"ctxplugin": note}})
+    messages = [
+        HumanMessage("List the rows.", id="h1"),
+        AIMessage("", tool_calls=[{"name": "list_rows", "args": {}, "id": "c1"}], id="a1"),
+        kept,
+        AIMessage("Listed.", id="a2"),
+        HumanMessage("Which row has id 7?", id="h2"),
+    ]
+    moved = ContextEngine.embedded(tmp_path / "after")
+    prepared = moved.prepare(messages, scope=SCOPE)
+    assert note["compact"] in [m.content for m in prepared.messages]
+    assert moved.expand_ref(note["ref"], scope=SCOPE) == big_json()

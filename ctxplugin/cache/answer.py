@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 from langchain_core.messages import AIMessage, BaseMessage
 
+from ctxplugin._untrusted import valid_unicode
 from ctxplugin.cache.context import SAID, CallContext, legacy_partition, partition
 from ctxplugin.cache.guard import QueryGuard, same_wording, search_text
 from ctxplugin.cache.store import (
@@ -111,7 +112,9 @@ class AnswerCache:
         query = search_text(call.query_norm)
         found = self.store.candidates(call.partition, call.signature, query, now=now, n=self.candidates)
         old = legacy_partition(call.scope, call.mode)
-        if old != call.partition:  # answers stored by earlier versions, under the pipe-joined key
+        # answers stored by earlier versions, under the pipe-joined key; never one with undecodable
+        # bytes (a lone surrogate), which no store keeps and a Chroma filter refuses as a whole
+        if old != call.partition and valid_unicode(old) is old:
             found += self.store.candidates(old, call.signature, query, now=now, n=self.candidates)
             found.sort(key=lambda pair: pair[1], reverse=True)
             found = found[: self.candidates]

@@ -148,7 +148,7 @@ class ChromaAnswerCacheStore:
     # ------------------------------------------------------------------ AnswerCacheStore
     def put(self, entry: CacheEntry) -> None:
         vector = document_vectors(self.embedding, [entry.search_text])[0]
-        with translated("store a cached answer"):
+        with translated("store a cached answer", forget=self._forget):
             self._open().upsert(ids=[entry.key], documents=[entry.query], embeddings=[vector], metadatas=[_metadata(entry)])
 
     def candidates(self, partition: str, signature: str, query: str, *, now: float, n: int) -> list[tuple[CacheEntry, float]]:
@@ -156,7 +156,7 @@ class ChromaAnswerCacheStore:
             return []
         vector = query_vector(self.embedding, query)
         where = {"$and": [{"partition": partition}, {"signature": signature}, {"expires_at": {"$gt": now}}]}
-        with translated("look up cached answers"):
+        with translated("look up cached answers", forget=self._forget):
             result = self._open().query(
                 query_embeddings=[vector], n_results=n, where=where, include=["documents", "metadatas", "distances"]
             )
@@ -189,7 +189,7 @@ class ChromaAnswerCacheStore:
             pending, self._hits = self._hits, {}
         if not pending:
             return
-        with translated("count cache hits"):
+        with translated("count cache hits", forget=self._forget):
             collection = self._open()
             found = collection.get(ids=list(pending), include=["metadatas"])
             keys, metas = [], []
@@ -208,22 +208,25 @@ class ChromaAnswerCacheStore:
             with self._lock:
                 for key in keys:
                     self._hits.pop(key, None)
-            with translated("delete cached answers"):
+            with translated("delete cached answers", forget=self._forget):
                 self._open().delete(ids=list(keys))
 
     def purge_expired(self, now: float) -> int:
         self.flush_hits()
-        with translated("purge expired cached answers"):
+        with translated("purge expired cached answers", forget=self._forget):
             result = self._open().delete(where={"expires_at": {"$lte": now}})
         deleted = result.get("deleted", 0) if isinstance(result, dict) else 0
         return int(deleted or 0)
 
     def count(self) -> int:
         """Entries stored, expired or not."""
-        with translated("count cached answers"):
+        with translated("count cached answers", forget=self._forget):
             return int(self._open().count())
 
     # ------------------------------------------------------------------ internals
+    def _forget(self) -> None:  # the collection gone from the server is opened (created) again
+        self._collection = None
+
     def _open(self) -> Any:
         if self._collection is not None:
             return self._collection

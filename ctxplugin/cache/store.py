@@ -17,6 +17,7 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.messages import AIMessage
 from pydantic import BaseModel, ConfigDict, Field
 
+from ctxplugin._untrusted import json_text
 from ctxplugin.cache.guard import search_text
 from ctxplugin.facts.embedding import as_embeddings, document_vectors, query_vector
 from ctxplugin.scope import Scope
@@ -81,10 +82,10 @@ class CacheEntry(BaseModel):
         )
 
     def details_json(self) -> str:
-        """Everything except the fields stores keep in their own columns, as JSON."""
-        return json.dumps(
+        """Everything except the fields stores keep in their own columns, as JSON (with ``\\u``
+        escapes where a scope id holds lone surrogates, which no store takes as text)."""
+        return json_text(
             self.model_dump(mode="json", exclude={"key", "partition", "signature", "query", "created_at", "expires_at", "hit_count", "last_hit_at"}),
-            ensure_ascii=False,
             separators=(",", ":"),
         )
 

@@ -22,7 +22,7 @@ from ctxplugin.cas._canon import (
 from ctxplugin.cas.store import CASItem, CASStore
 from ctxplugin.cas.summarize import summarize
 from ctxplugin.config import CASConfig
-from ctxplugin.scope import Scope
+from ctxplugin.scope import Scope, Visibility
 from ctxplugin.tokens import TokenCounter, content_text, count_cached
 
 
@@ -140,6 +140,17 @@ def shows_ref(text: str, ref_id: str) -> bool:
     return text.startswith(f"[{ref_id} ")
 
 
+def _shared_with(visibility: Visibility, scope: Scope) -> Visibility:
+    """``visibility`` as far as ``scope`` can give it: a scope without a user id (a workspace id)
+    cannot share with its user's (workspace's) sessions, and a grant to them would be readable
+    by none, its own session included; its outputs are granted to its session alone."""
+    if visibility == "user" and scope.user_id is None:
+        return "session"
+    if visibility == "workspace" and scope.workspace_id is None:
+        return "session"
+    return visibility
+
+
 def capture(
     content: Any,
     *,
@@ -198,5 +209,6 @@ def capture(
     if compact_tokens >= tokens:
         return Captured(text, None, True, False, tokens, tokens)
     item = CASItem(ref_id=ref_id, content_hash=digest, raw_hash=raw_digest, kind=kind, content=text, summary=compact)
-    created = store.put(item, scope, visibility=config.visibility, ttl_seconds=config.ttl_seconds)
+    visibility = _shared_with(config.visibility, scope)
+    created = store.put(item, scope, visibility=visibility, ttl_seconds=config.ttl_seconds)
     return Captured(compact, ref_id, False, created, tokens, compact_tokens, summary.shape)

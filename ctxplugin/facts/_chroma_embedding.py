@@ -5,6 +5,7 @@ with another embedding included.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from functools import lru_cache
 from typing import Any
@@ -21,10 +22,13 @@ from ctxplugin.facts.embedding import (
 )
 
 
-def _translated(action: str) -> AbstractContextManager[None]:
-    """Chroma errors as store errors (:func:`ctxplugin._chroma.translated`), and a collection
-    made with another embedding as a ``ConfigError`` that says what to do."""
-    return translated(action, _embedding_mismatch)
+def _translated(
+    action: str, forget: Callable[[], None] | None = None
+) -> AbstractContextManager[None]:
+    """Chroma errors as store errors (:func:`ctxplugin._chroma.translated`, which calls
+    ``forget`` for a collection Chroma no longer knows), and a collection made with another
+    embedding as a ``ConfigError`` that says what to do."""
+    return translated(action, _embedding_mismatch, forget)
 
 
 def _embedding_mismatch(exc: Exception) -> ConfigError | None:

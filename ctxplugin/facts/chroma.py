@@ -173,8 +173,7 @@ class ChromaFactStore:
         a client passed to :meth:`from_client` stays open for its owner."""
         with self._lock:
             client, owned = self._client, self._owns_client
-            self._collections.clear()
-            self._lexical.clear()
+            self._forget()
             if owned:
                 self._client = None
         if owned and client is not None and callable(getattr(client, "close", None)):
@@ -205,7 +204,7 @@ class ChromaFactStore:
         if not groups:
             return
         try:
-            with _translated("store facts"):
+            with _translated("store facts", self._forget):
                 self._client_now()  # the embedding is settled once connected
                 texts = [f.text for f in added]
                 vectors = {f.id: v for f, v in zip(added, document_vectors(self.embedding, texts) if texts else [], strict=True)}
@@ -237,7 +236,7 @@ class ChromaFactStore:
 
     def _fetch(self, reader: Scope, where: dict[str, Any] | None = None, ids: list[str] | None = None) -> list[Fact]:
         """The facts of ``reader``'s collection matching ``where`` or with these ``ids``."""
-        with _translated("read facts"):
+        with _translated("read facts", self._forget):
             result = self._collection(reader.tenant_id or "").get(ids=ids, where=where, include=["documents", "metadatas"])
         return [
             from_metadata(i, doc, meta)
@@ -257,7 +256,7 @@ class ChromaFactStore:
         if n <= 0:
             return []
         memo_key = "\x00".join(reader_keys(query.reader))
-        with _translated("search facts"):
+        with _translated("search facts", self._forget):
             collection = self._collection(query.reader.tenant_id or "")
             vector = query_vector(self.embedding, text)
             tries = self._filter_first.get(memo_key, 0)
@@ -287,15 +286,14 @@ class ChromaFactStore:
         (``$contains``) is case-sensitive and takes 5-15 ms per term at 10k facts, so the store
         keeps a :class:`~ctxplugin.facts.lexical.LexicalIndex` per collection in the process:
         read once on the first lexical search (reading 10k facts from Chroma takes about 0.15 s,
-        indexing them longer), kept current by this
-        store's writes, and brought up to date with facts other processes wrote when the
-        collection's count differs from it (checked at most every two seconds). The hits are
-        read back from Chroma, so their validity is always the stored one.
+        indexing them longer), kept current by this store's writes, and brought up to date with
+        facts other processes wrote when the collection's count differs from it (checked at most
+        every two seconds). The hits are read back from Chroma: their validity is the stored one.
         """
         if n <= 0 or not terms(text):
             return []
         readable = frozenset(reader_keys(query.reader))
-        with _translated("search facts"):
+        with _translated("search facts", self._forget):
             collection = self._collection(query.reader.tenant_id or "")
             index = self._lexical.current(collection)
             hits = index.search(text, n=n, allow=lambda _, tag: may_match(tag, query, readable))
@@ -311,6 +309,9 @@ class ChromaFactStore:
                     found[i] = fact
         return [(found[i], score) for i, score in hits if i in found]
 
+    def _forget(self) -> None:  # a collection gone from the server is opened (created) again
+        self._collections.clear()
+        self._lexical.clear()
 
     def _remember_filter(self, memo_key: str) -> None:
         with self._lock:
@@ -330,15 +331,15 @@ class ChromaFactStore:
 
     # ------------------------------------------------------------------ internals
     def collection_name(self, tenant_id: str | None) -> str:
-        """The Chroma collection holding ``tenant_id``'s facts."""
+        """The Chroma collection holding ``tenant_id``'s facts (lone surrogates in it kept)."""
         if not self.config.collection_per_tenant:
             return self._base
-        digest = hashlib.sha1((tenant_id or "").encode()).hexdigest()[:12] if tenant_id else "default"
+        digest = hashlib.sha1(tenant_id.encode(errors="surrogatepass")).hexdigest()[:12] if tenant_id else "default"
         return f"{self._base}_t{digest}"
 
     def raw_collection(self, tenant_id: str | None = None) -> Any:
         """The underlying Chroma collection (for benchmarks and inspection)."""
-        with _translated("open the facts collection"):
+        with _translated("open the facts collection", self._forget):
             return self._collection(tenant_id or "")
 
     def _client_now(self) -> Any:

@@ -84,6 +84,15 @@ class StoreRefs:
                 compact_text = note["compact"]
                 ref = str(note["ref"])
                 new = False
+                if message.content != compact_text:
+                    # the original, kept in the state: stored (once per process) where the CAS
+                    # lost it, or never had it (stores moved to a server, a database restored)
+                    try:
+                        self.captures.captured(message, view.scope)
+                    except StoreError as exc:
+                        what = f"tool output {message.tool_call_id!r} not stored again"
+                        view = view.degraded(f"CAS unavailable; {what}: {exc}")
+                        failed = True
             else:
                 try:
                     captured = self.captures.captured(message, view.scope)

@@ -267,6 +267,20 @@ def test_the_embedded_engine_keeps_answers_in_chroma_across_restarts(tmp_path: P
     assert len(model.calls) == 1
 
 
+def test_a_scope_id_with_undecodable_bytes_is_served_from_embedded_chroma(tmp_path: Path) -> None:
+    # ids decoded with surrogateescape hold lone surrogates; the cache must neither raise to
+    # the host nor serve the answer to the tenant whose id differs by those bytes
+    config = ContextConfig(cache=CacheConfig(enabled=True))
+    engine = ContextEngine.embedded(tmp_path / "store", config)
+    odd = Scope(session_id="s1", user_id="u1", tenant_id="acme\udcff")
+    model = scripted("Refunds take 5 days.", "Refunds take a week.")
+    assert ask(engine, model, "How long do refunds take?", odd).content == "Refunds take 5 days."
+    assert ask(engine, model, "How long do refunds take?", odd).content == "Refunds take 5 days."
+    assert len(model.calls) == 1
+    other = Scope(session_id="s1", user_id="u1", tenant_id="acme\ufffd")
+    assert ask(engine, model, "How long do refunds take?", other).content == "Refunds take a week."
+
+
 async def test_async_pair_serves_and_stores() -> None:
     engine, model = engine_with(), scripted("Refunds take 5 days.")
     messages = [SYSTEM, HumanMessage(content="How long do refunds take?")]

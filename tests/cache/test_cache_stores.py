@@ -6,6 +6,7 @@ import gc
 from collections.abc import Iterator
 from pathlib import Path
 
+import chromadb
 import pytest
 
 from ctxplugin.cache import AnswerCacheStore, ChromaAnswerCacheStore, MemoryAnswerCacheStore
@@ -79,3 +80,25 @@ def test_chroma_writes_hit_counts_in_batches_and_on_close(tmp_path: Path) -> Non
         reopened.record_hit(entry.key, at=NOW + 10 + second)
     (got, _), = ChromaAnswerCacheStore.persistent(tmp_path / "chroma").candidates("p1", "sig1", entry.search_text, now=NOW, n=1)
     assert got.hit_count == 3 + ChromaAnswerCacheStore.HIT_BATCH
+
+
+@pytest.mark.chroma_server
+@pytest.mark.filterwarnings(
+    "ignore:Exception ignored in. <socket.socket:pytest.PytestUnraisableExceptionWarning"
+)
+def test_a_collection_the_server_lost_is_created_again(chroma_url: str, tmp_path: Path) -> None:
+    # a server restarted without its data no longer knows the collection the store opened:
+    # one call says so, and the store opens a new one after it
+    name = f"answers_{tmp_path.name[-40:]}".replace("-", "_")
+    store = ChromaAnswerCacheStore.http(chroma_url, collection=name)
+    store.put(make_entry("what is the refund policy"))
+    host, port = chroma_url.removeprefix("http://").split(":")
+    chromadb.HttpClient(host=host, port=int(port)).delete_collection(store.name)
+    with pytest.raises(StoreError, match="opened again on the next call"):
+        store.candidates("p1", "sig1", "refund policy", now=NOW, n=3)
+    entry = make_entry("how do I reset my password")
+    store.put(entry)
+    found = store.candidates("p1", "sig1", entry.query_norm, now=NOW, n=3)
+    assert [e.key for e, _ in found] == [entry.key]
+    store.close()
+    gc.collect()

@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 
 from ctxplugin.cas import Captured, CASStore, MemoryCASStore, SQLiteCASStore, capture, expand
 from ctxplugin.config import CASConfig
-from ctxplugin.scope import Scope
+from ctxplugin.errors import RefNotFoundError
+from ctxplugin.scope import Scope, Visibility
 from ctxplugin.tokens import get_counter
 
 COUNTER = get_counter()[0]
@@ -85,6 +86,20 @@ def test_error_outputs_pass_through_or_keep_every_error_line() -> None:
     flood = "\n".join(f"ERROR {i}: retry failed for /srv/job/{i}.py" for i in range(3000))
     captured, _ = run(flood, is_error=True)  # more error lines than any allowance: counted, not lost
     assert "ERROR 0: retry failed" in captured.text and "more error/warning lines" in captured.text
+
+
+@pytest.mark.parametrize("visibility", ["user", "workspace"])
+def test_a_scope_without_the_id_its_visibility_needs_can_still_read_its_outputs(
+    visibility: Visibility, tmp_path: Path
+) -> None:
+    # cas.visibility widens who may read beyond the writing session; a thread with no user id
+    # (no workspace id) has no one to widen to, and must keep reading what it stored
+    store = SQLiteCASStore(tmp_path / "cas.sqlite3")
+    config = CASConfig(visibility=visibility)
+    captured = capture(LOG, store=store, scope=SCOPE, config=config, counter=COUNTER, tool_name="tail_logs")
+    assert expand(store, ref(captured), SCOPE) == LOG
+    with pytest.raises(RefNotFoundError):
+        expand(store, ref(captured), Scope(session_id="s2"))
 
 
 def test_compact_form_not_smaller_passes_through() -> None:

@@ -3,12 +3,14 @@ server going away while an agent runs."""
 
 from __future__ import annotations
 
+import gc
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import chromadb
 import chromadb.errors
 import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
@@ -46,6 +48,21 @@ def test_collection_per_tenant_keeps_tenants_in_separate_collections(tmp_path: P
         assert acme.name != globex.name
         assert (acme.count(), globex.count()) == (1, 1)
         assert [h.fact.text for h in ledger.search("budget", scope=S)] == ["Acme budget is 50k"]
+
+
+def test_a_tenant_id_with_undecodable_bytes_gets_its_own_collection(tmp_path: Path) -> None:
+    # an id decoded with surrogateescape holds lone surrogates: a tenant like any other
+    odd = Scope(session_id="s1", user_id="u1", tenant_id="acme\udcff")
+    config = ContextConfig(facts=FactsConfig(collection_per_tenant=True))
+    engine = ContextEngine.embedded(tmp_path, config=config)
+    store = engine.facts.store
+    assert isinstance(store, ChromaFactStore)
+    with store:
+        prepared = engine.prepare([HumanMessage("Our budget is 10k.", id="h1")], scope=odd)
+        assert not any("facts" in w for w in prepared.report.warnings)
+        engine.facts.write("Acme budget is 50k", scope=S)
+        assert [h.fact.text for h in engine.facts.search("budget", scope=odd)] == ["Our budget is 10k."]
+        assert store.raw_collection(odd.tenant_id).name != store.raw_collection(S.tenant_id).name
 
 
 def test_a_closed_store_says_so(tmp_path: Path) -> None:
@@ -112,6 +129,30 @@ def test_the_ledger_connects_before_it_takes_the_write_lock(chroma_url: str, fre
         current = ledger.current("ci_python", scope=S)
     assert current is not None and current.text == "CI runs on Python 3.12"
     assert len(lock.held) == 2 and len(set(lock.held)) == 1
+
+
+# chromadb's HttpClient leaves its httpx session open: the socket is reported when collected;
+# collect it inside the test that made it, where it is ignored
+@pytest.mark.chroma_server
+@pytest.mark.filterwarnings(
+    "ignore:Exception ignored in. <socket.socket:pytest.PytestUnraisableExceptionWarning"
+)
+def test_a_collection_the_server_lost_is_created_again(chroma_url: str) -> None:
+    # a server restarted without its data (a container without a volume) no longer knows the
+    # collection the store opened: one call says so, and the store opens a new one after it
+    config = FactsConfig(collection=f"t{uuid.uuid4().hex[:12]}")
+    with ChromaFactStore.http(chroma_url, config=config) as store:
+        ledger = FactsLedger(store, config)
+        ledger.write("CI runs on Python 3.11", key="ci_python", scope=S)
+        host, port = chroma_url.removeprefix("http://").split(":")
+        name = store.raw_collection(S.tenant_id).name
+        chromadb.HttpClient(host=host, port=int(port)).delete_collection(name)
+        with pytest.raises(StoreError, match="opened again on the next call"):
+            ledger.search("CI Python", scope=S)
+        ledger.write("CI runs on Python 3.12", key="ci_python", scope=S)
+        found = ledger.search("CI Python", scope=S)
+        assert [h.fact.text for h in found] == ["CI runs on Python 3.12"]
+    gc.collect()
 
 
 def conversation(question: str) -> list[BaseMessage]:

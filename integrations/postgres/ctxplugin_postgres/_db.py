@@ -209,6 +209,12 @@ def translated(what: str, schema: str) -> Iterator[None]:
             f"Postgres {what} failed: ctxplugin tables are missing in schema {schema!r}; "
             f"run `ctxplugin-postgres migrate --dsn ... --schema {schema}` ({exc})"
         ) from exc
+    except psycopg.errors.InsufficientPrivilege as exc:  # no DDL rights, or not granted the tables
+        raise StoreError(
+            f"Postgres {what} failed: {exc}; create the tables as a role that may "
+            f"(`ctxplugin-postgres migrate --dsn ... --schema {schema}`) and grant this role "
+            "the use of that schema and its tables"
+        ) from exc
     except psycopg.OperationalError as exc:
         raise StoreUnavailableError(f"Postgres {what} failed: {exc}; retry when the server is reachable") from exc
     except psycopg.Error as exc:

@@ -189,6 +189,9 @@ def _too_new(found: int, schema: str) -> StoreError:
 def migrate_plan(schema: str, target: int | None = None) -> Plan[list[int]]:
     """The work of :func:`migrate` as a plan (see :mod:`ctxplugin_postgres._db`)."""
     target = LATEST if target is None else target
+    # a store's connections cut every statement at stores.timeout, which a migration rewriting a
+    # large table (migration 4 rekeys every grant) outlasts: cut there, it would never be applied
+    yield Stmt(compose("SET LOCAL statement_timeout = 0", schema))
     yield Stmt(compose("SELECT pg_advisory_xact_lock(hashtext('ctxplugin:' || %(schema)s))", schema), {"schema": schema})
     yield Stmt(compose("CREATE SCHEMA IF NOT EXISTS {s}", schema))
     yield Stmt(compose(_VERSION_TABLE, schema))

@@ -9,6 +9,8 @@ from pathlib import Path
 import psycopg
 import pytest
 from ctxplugin_postgres import AsyncPostgresCASStore, PostgresCASStore, make_async_pool, make_pool
+from psycopg import sql
+from psycopg.conninfo import make_conninfo
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from ctxplugin.cas import CASStore
@@ -151,6 +153,26 @@ def test_schema_is_migrated_on_first_use_only_when_allowed(pg_dsn: str, pg_schem
     assert strict.get(make_item("x").ref_id, A).content == "x"
     strict.close()
     assert not pg_pool.closed  # not owned
+
+
+def test_a_role_that_may_not_create_the_tables_is_told_the_command(
+    pg_dsn: str, pg_schema: str
+) -> None:
+    role = f"{pg_schema}_app"  # roles belong to the whole server: this test's is dropped after it
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE ROLE {} LOGIN PASSWORD 'app'").format(sql.Identifier(role)))
+    try:
+        app_dsn = make_conninfo(pg_dsn, user=role, password="app")
+        command = f"ctxplugin-postgres migrate --dsn ... --schema {pg_schema}"
+        with (
+            PostgresCASStore.from_dsn(app_dsn, schema=pg_schema) as store,
+            pytest.raises(StoreError, match=command) as caught,
+        ):
+            store.put(make_item("x"), A)
+        assert isinstance(caught.value.__cause__, psycopg.errors.InsufficientPrivilege)
+    finally:
+        with psycopg.connect(pg_dsn, autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
 
 
 @pytest.mark.parametrize("bad", ["Public", "drop table", "", "x" * 64, "1abc"])

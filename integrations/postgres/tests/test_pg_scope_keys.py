@@ -3,9 +3,11 @@ encoding is the Python one, and the reported collision is closed in the CAS and 
 
 from __future__ import annotations
 
+import threading
+
 import psycopg
 import pytest
-from ctxplugin_postgres import PostgresCASStore, migrate
+from ctxplugin_postgres import LATEST, PostgresCASStore, migrate, schema_version
 from ctxplugin_postgres.answer_cache import PostgresAnswerCacheStore
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -61,6 +63,28 @@ def test_migration_4_rekeys_old_grants_and_closes_the_collision(pg_dsn: str, pg_
     with psycopg.connect(pg_dsn) as conn:
         keys = {r[0] for r in conn.execute(sql.SQL("SELECT owner_key FROM {}.ctxplugin_cas_grants").format(sql.Identifier(pg_schema)))}
     assert keys == {MALLORY.key(), ALICE.key(), PLAIN.key()}
+
+
+def test_an_upgrade_applied_on_first_use_is_not_cut_by_the_statement_timeout(
+    pg_dsn: str, pg_schema: str
+) -> None:
+    # migration 4 rewrites every grant, which on a large table takes far longer than the store's
+    # statements may (stores.timeout): here another session holds the table for three timeouts
+    assert migrate(pg_dsn, schema=pg_schema, target=3) == [1, 2, 3]
+    with psycopg.connect(pg_dsn) as conn:
+        ref = _write_v3_grant(conn, pg_schema, "an output stored before the upgrade", PLAIN)
+    timeout = 1.0
+    holder = psycopg.connect(pg_dsn)
+    grants = sql.SQL("{}.ctxplugin_cas_grants").format(sql.Identifier(pg_schema))
+    holder.execute(sql.SQL("LOCK TABLE {} IN SHARE MODE").format(grants))
+    release = threading.Timer(3 * timeout, holder.close)  # closing ends its transaction
+    release.start()
+    try:
+        with PostgresCASStore.from_dsn(pg_dsn, schema=pg_schema, timeout=timeout) as store:
+            assert store.get(ref, PLAIN).content == "an output stored before the upgrade"
+    finally:
+        release.join()
+    assert schema_version(pg_dsn, schema=pg_schema) == LATEST
 
 
 # Postgres text holds neither NUL nor lone surrogates; every other string must encode alike
