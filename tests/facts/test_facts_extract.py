@@ -126,6 +126,30 @@ def test_preferences_are_kept_for_the_user_across_sessions() -> None:
     assert [h.fact.text for h in hits] == ["I prefer aisle seats."]
 
 
+def test_typographic_apostrophes_are_read_like_ascii_ones() -> None:
+    # phones and word processors type "don’t", "let’s": the same statements as "don't", "let's"
+    ledger = FactsLedger(MemoryFactStore(), FactsConfig())
+    written = ledger.ingest(
+        [
+            HumanMessage("I don’t want travel insurance."),
+            HumanMessage("Let’s go with the morning flight."),
+        ],
+        scope=Scope(session_id="a", user_id="u"),
+    )
+    assert [(f.kind, f.key, f.text) for f in written] == [
+        ("preference", "pref_insurance", "I don’t want travel insurance."),
+        ("decision", None, "Let’s go with the morning flight."),
+    ]
+    hits = ledger.search("travel insurance", scope=Scope(session_id="b", user_id="u"))
+    assert [h.fact.text for h in hits] == ["I don’t want travel insurance."]
+    ledger.ingest(
+        [HumanMessage("I want travel insurance after all.")],
+        scope=Scope(session_id="c", user_id="u"),
+    )
+    hits = ledger.search("travel insurance", scope=Scope(session_id="d", user_id="u"))
+    assert [h.fact.text for h in hits] == ["I want travel insurance after all."]
+
+
 # ---------------------------------------------------------------- user extractors
 def sync_extractor(message: BaseMessage) -> list[dict[str, Any]]:
     return [{"text": f"Summary: {message.content}", "key": "summary", "kind": "fact"}]
