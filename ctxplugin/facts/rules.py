@@ -261,7 +261,7 @@ class RuleExtractor:
             pref = _PREFERENCE.match(body)
             if pref:
                 topic = pref.group("obj") or pref.group("rule") or ""
-                topic = re.split(r"\b(?:instead|rather|because|since|when|if|for)\b", topic, maxsplit=1)[0]
+                topic = re.split(r"\b(?:instead|rather|because|since|when|if|for|on|in|at|with|that|which|who)\b|[,;]", topic, maxsplit=1)[0]
                 return make("preference", "pref_" + slug(topic, 1) if slug(topic, 1) else None)
             if _TASK.match(body):
                 return make("task", None)

@@ -126,6 +126,24 @@ def test_preferences_are_kept_for_the_user_across_sessions() -> None:
     assert [h.fact.text for h in hits] == ["I prefer aisle seats."]
 
 
+def test_a_preference_is_keyed_by_what_it_is_about_not_by_its_last_word() -> None:
+    # "... on this booking, I already have coverage" is about insurance, not about a card
+    ledger = FactsLedger(MemoryFactStore(), FactsConfig())
+    scope = Scope(session_id="a", user_id="u")
+    (refusal,) = ledger.ingest(
+        [
+            HumanMessage(
+                "I don't want travel insurance on this booking, I already have coverage through my card."
+            )
+        ],
+        scope=scope,
+    )
+    assert refusal.key == "pref_insurance"
+    ledger.ingest([HumanMessage("Actually I want travel insurance after all.")], scope=scope)
+    current = [f.text for f in ledger.store.find(FactQuery(reader=scope, valid=True))]
+    assert current == ["I want travel insurance after all."], "the refusal is replaced, not shown beside"
+
+
 def test_typographic_apostrophes_are_read_like_ascii_ones() -> None:
     # phones and word processors type "don’t", "let’s": the same statements as "don't", "let's"
     ledger = FactsLedger(MemoryFactStore(), FactsConfig())
