@@ -68,7 +68,7 @@ _CONSTRAINT = re.compile(
     re.IGNORECASE,
 )
 _CONSTRAINT_TYPE = (
-    (re.compile(r"\b(budget|cost|spend|price|\$|€|£|discount)", re.IGNORECASE), "budget"),
+    (re.compile(r"\b(?:budget|cost|spend|price|discount)|[$€£]\s?\d", re.IGNORECASE), "budget"),
     (re.compile(r"\b(deadline|due|by (?:mon|tue|wed|thu|fri|sat|sun)\w*|until)\b", re.IGNORECASE), "deadline"),
     (re.compile(r"\b(capacity|seats|headcount|max(?:imum)? \d+ (?:people|users|items))\b", re.IGNORECASE), "capacity"),
 )
@@ -263,7 +263,7 @@ class RuleExtractor:
                 topic = pref.group("obj") or pref.group("rule") or ""
                 topic = re.split(r"\b(?:instead|rather|because|since|when|if|for|on|in|at|with|that|which|who)\b|[,;]", topic, maxsplit=1)[0]
                 return make("preference", "pref_" + slug(topic, 1) if slug(topic, 1) else None)
-            if _TASK.match(body):
+            if _TASK.match(body) and not (_CONSTRAINT.search(sentence) and _METRIC.search(sentence)):
                 return make("task", None)
             if _DIRECTIVE.match(body) or _DIRECTIVE.match(sentence):
                 return make("decision", None)

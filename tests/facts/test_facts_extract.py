@@ -126,6 +126,15 @@ def test_preferences_are_kept_for_the_user_across_sessions() -> None:
     assert [h.fact.text for h in hits] == ["I prefer aisle seats."]
 
 
+@pytest.mark.parametrize(
+    "text", ["I want to pay at most $200.", "I need to spend no more than $200 on this change."]
+)
+def test_a_limit_the_user_sets_on_an_amount_is_a_budget_constraint(text: str) -> None:
+    # not a task: the user states a limit the agent must keep to
+    (draft,) = RuleExtractor().from_text(text)
+    assert (draft.kind, draft.constraint_type) == ("constraint", "budget")
+
+
 def test_a_preference_is_keyed_by_what_it_is_about_not_by_its_last_word() -> None:
     # "... on this booking, I already have coverage" is about insurance, not about a card
     ledger = FactsLedger(MemoryFactStore(), FactsConfig())
