@@ -32,7 +32,7 @@ from __future__ import annotations
 from ctxplugin.errors import InvalidInputError
 from ctxplugin.facts._batch import WriteBatch
 from ctxplugin.facts._drafts import _candidate_ids
-from ctxplugin.facts._text import content_words, stem
+from ctxplugin.facts._text import content_words, denied, stem
 from ctxplugin.facts._values import conflicting, typed_values
 from ctxplugin.facts.extract import FactDraft
 from ctxplugin.facts.model import (
@@ -80,6 +80,15 @@ def _supersede(
     if existing is not None:
         return existing, False
     targets = _targets(writes, fact, draft, supersedes)
+    denial = (
+        denied(fact.text) if supersedes is None and fact.source.type == "conversation" else None
+    )
+    if denial is not None and fact.key is not None and targets:
+        # "the meeting is not on Friday" replaces what says Friday, not "the meeting is on
+        # Tuesday": kept beside it, without the key
+        targets = [t for t in targets if denial & set(content_words(t.text))]
+        if not targets:
+            fact = fact.model_copy(update={"key": None})
     takes_key = supersedes is not None
     if not targets and supersedes is None:
         targets = _implicit(writes, fact, enabled=implicit)
@@ -194,6 +203,7 @@ def _implicit(writes: FactStore | WriteBatch, fact: Fact, *, enabled: bool) -> l
         not enabled
         or fact.key is not None
         or fact.source.type == "tool"
+        or denied(fact.text) is not None
         or not typed_values(fact.text)
     ):
         return []

@@ -197,6 +197,23 @@ def parts_of(identifier: str) -> list[str]:
     return [p for p in _SPLIT.split(identifier) if p and p != identifier]
 
 
+_DENIAL = re.compile(
+    r"\b(?:is|are|was|were)\s+not\s+(?!only\b)(?P<val>[^,;]+?)[.!]?$|\b(?:isn't|aren't|wasn't|weren't)\s+(?P<val2>[^,;]+?)[.!]?$",
+    re.IGNORECASE,
+)
+
+
+def denied(text: str) -> frozenset[str] | None:
+    """The content words of the value a plain denial denies ("the meeting is not on Friday":
+    ``{"friday"}``), or None when ``text`` is not one: it affirms nothing else ("the budget is not
+    $500, it's $400" is a correction, not a denial)."""
+    match = _DENIAL.search(text.strip())
+    if match is None:
+        return None
+    found = frozenset(content_words(match.group("val") or match.group("val2")))
+    return found or None
+
+
 def slug(text: str, max_words: int = 4) -> str:
     """A short key from a phrase: content words joined by ``_`` (at most ``max_words``, the last ones)."""
     kept = [w for w in content_words(text) if not w.isdigit()]

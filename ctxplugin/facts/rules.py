@@ -68,7 +68,7 @@ _CONSTRAINT = re.compile(
     re.IGNORECASE,
 )
 _CONSTRAINT_TYPE = (
-    (re.compile(r"\b(budget|cost|spend|price|\$|€|£|discount)", re.IGNORECASE), "budget"),
+    (re.compile(r"\b(?:budget|cost|spend|price|discount)|[$€£]\s?\d", re.IGNORECASE), "budget"),
     (re.compile(r"\b(deadline|due|by (?:mon|tue|wed|thu|fri|sat|sun)\w*|until)\b", re.IGNORECASE), "deadline"),
     (re.compile(r"\b(capacity|seats|headcount|max(?:imum)? \d+ (?:people|users|items))\b", re.IGNORECASE), "capacity"),
 )
@@ -125,6 +125,7 @@ _METRIC = re.compile(
     r"usd|eur|gbp|x|pts|points|users|requests|rps|qps)\b",
     re.IGNORECASE,
 )
+_APOSTROPHES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'"})  # rules read "don’t" as "don't"
 _URL = re.compile(r"https?://[^\s<>\"'`)\]]+", re.IGNORECASE)
 _NON_SUBJECT = frozenset(
     ["it", "this", "that", "there", "these", "those", "what", "which", "who", "whom", "how", "why", "when", "where", "i", "you", "he", "she", "we", "they", "here", "one", "something", "everything", "nothing", "anything"]
@@ -222,7 +223,7 @@ class RuleExtractor:
         ids = identifiers(sentence)
         links = _URL.findall(sentence)
         question = sentence.endswith("?") and not _HYPOTHETICAL.search(sentence)
-        main = None if question else self._statement(sentence, voice, ids)
+        main = None if question else self._statement(sentence.translate(_APOSTROPHES), voice, ids, shown=sentence)
         if main is not None:
             out.append(main)
         for url in links:
@@ -231,7 +232,7 @@ class RuleExtractor:
             out.append(FactDraft(text=sentence, kind="entity", tags=tuple(ids[:8]), importance=0.4))
         return out
 
-    def _statement(self, sentence: str, voice: str, ids: list[str]) -> FactDraft | None:
+    def _statement(self, sentence: str, voice: str, ids: list[str], *, shown: str) -> FactDraft | None:
         body = _SCOPE_LEAD.sub("", _LEAD.sub("", sentence).strip()).strip().rstrip(".!?")
         correction = bool(_CORRECTION.search(sentence))
         scope: FactScope = "global"
@@ -249,7 +250,7 @@ class RuleExtractor:
             constraint_type = _constraint_type(sentence) if kind == "constraint" else None
             weight = max(importance, 0.8) if kind == "constraint" else importance
             return FactDraft(
-                text=_tidy(sentence, keep_also=addition), key=key or None, kind=kind, tags=tags, importance=weight, scope=scope,
+                text=_tidy(shown, keep_also=addition), key=key or None, kind=kind, tags=tags, importance=weight, scope=scope,
                 replaces=extra.get("replaces", replaces), constraint_type=constraint_type,
             )
 
@@ -260,9 +261,9 @@ class RuleExtractor:
             pref = _PREFERENCE.match(body)
             if pref:
                 topic = pref.group("obj") or pref.group("rule") or ""
-                topic = re.split(r"\b(?:instead|rather|because|since|when|if|for)\b", topic, maxsplit=1)[0]
+                topic = re.split(r"\b(?:instead|rather|because|since|when|if|for|on|in|at|with|that|which|who)\b|[,;]", topic, maxsplit=1)[0]
                 return make("preference", "pref_" + slug(topic, 1) if slug(topic, 1) else None)
-            if _TASK.match(body):
+            if _TASK.match(body) and not (_CONSTRAINT.search(sentence) and _METRIC.search(sentence)):
                 return make("task", None)
             if _DIRECTIVE.match(body) or _DIRECTIVE.match(sentence):
                 return make("decision", None)

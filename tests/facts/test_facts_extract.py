@@ -126,6 +126,57 @@ def test_preferences_are_kept_for_the_user_across_sessions() -> None:
     assert [h.fact.text for h in hits] == ["I prefer aisle seats."]
 
 
+@pytest.mark.parametrize(
+    "text", ["I want to pay at most $200.", "I need to spend no more than $200 on this change."]
+)
+def test_a_limit_the_user_sets_on_an_amount_is_a_budget_constraint(text: str) -> None:
+    # not a task: the user states a limit the agent must keep to
+    (draft,) = RuleExtractor().from_text(text)
+    assert (draft.kind, draft.constraint_type) == ("constraint", "budget")
+
+
+def test_a_preference_is_keyed_by_what_it_is_about_not_by_its_last_word() -> None:
+    # "... on this booking, I already have coverage" is about insurance, not about a card
+    ledger = FactsLedger(MemoryFactStore(), FactsConfig())
+    scope = Scope(session_id="a", user_id="u")
+    (refusal,) = ledger.ingest(
+        [
+            HumanMessage(
+                "I don't want travel insurance on this booking, I already have coverage through my card."
+            )
+        ],
+        scope=scope,
+    )
+    assert refusal.key == "pref_insurance"
+    ledger.ingest([HumanMessage("Actually I want travel insurance after all.")], scope=scope)
+    current = [f.text for f in ledger.store.find(FactQuery(reader=scope, valid=True))]
+    assert current == ["I want travel insurance after all."], "the refusal is replaced, not shown beside"
+
+
+def test_typographic_apostrophes_are_read_like_ascii_ones() -> None:
+    # phones and word processors type "don’t", "let’s": the same statements as "don't", "let's"
+    ledger = FactsLedger(MemoryFactStore(), FactsConfig())
+    written = ledger.ingest(
+        [
+            HumanMessage("I don’t want travel insurance."),
+            HumanMessage("Let’s go with the morning flight."),
+        ],
+        scope=Scope(session_id="a", user_id="u"),
+    )
+    assert [(f.kind, f.key, f.text) for f in written] == [
+        ("preference", "pref_insurance", "I don’t want travel insurance."),
+        ("decision", None, "Let’s go with the morning flight."),
+    ]
+    hits = ledger.search("travel insurance", scope=Scope(session_id="b", user_id="u"))
+    assert [h.fact.text for h in hits] == ["I don’t want travel insurance."]
+    ledger.ingest(
+        [HumanMessage("I want travel insurance after all.")],
+        scope=Scope(session_id="c", user_id="u"),
+    )
+    hits = ledger.search("travel insurance", scope=Scope(session_id="d", user_id="u"))
+    assert [h.fact.text for h in hits] == ["I want travel insurance after all."]
+
+
 # ---------------------------------------------------------------- user extractors
 def sync_extractor(message: BaseMessage) -> list[dict[str, Any]]:
     return [{"text": f"Summary: {message.content}", "key": "summary", "kind": "fact"}]

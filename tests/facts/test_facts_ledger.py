@@ -5,12 +5,15 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from langchain_core.messages import HumanMessage
+from langchain_core.messages import AIMessage, HumanMessage
 
 from ctxplugin import InvalidInputError
 from ctxplugin.config import FactsConfig
 from ctxplugin.facts import FactsLedger, MemoryFactStore
+from ctxplugin.facts.model import FactQuery
 from ctxplugin.scope import Scope
+from ctxplugin.testing import memory_engine
+from ctxplugin.tokens import content_text
 
 S = Scope(session_id="s1", user_id="u1", tenant_id="t1")
 
@@ -279,3 +282,36 @@ def test_implicit_supersession_respects_slots_scopes_authority_and_the_switch() 
     off.write("Let's do the meeting Thursday at 3pm.", scope=S)
     stored = off.get(kept.id, scope=S)
     assert stored is not None and stored.is_valid
+
+
+@pytest.mark.parametrize(
+    ("first", "denial"),
+    [
+        ("The meeting is on Tuesday.", "The meeting is not on Friday."),
+        ("The deadline is Friday.", "The deadline isn't Monday."),
+        ("The meeting is at 2pm.", "The meeting is not at 3pm."),
+    ],
+)
+def test_denying_another_value_does_not_replace_the_current_one(first: str, denial: str) -> None:
+    engine = memory_engine()
+    conversation = [
+        HumanMessage(first, id="h1"),
+        AIMessage("Noted.", id="a1"),
+        HumanMessage(denial, id="h2"),
+        AIMessage("Ok.", id="a2"),
+        HumanMessage("What do we have so far?", id="h3"),
+    ]
+    prepared = engine.prepare(conversation, scope=S)
+    shown = [content_text(m.content) for m in prepared.messages]
+    assert first in shown, "the statement still in force is not marked outdated"
+    valid = [f.text for f in engine.facts.store.find(FactQuery(reader=S, valid=True))]
+    assert sorted(valid) == sorted([first, denial])
+
+
+def test_denying_the_current_value_still_replaces_it(ledger: FactsLedger) -> None:
+    (old,) = ledger.ingest([HumanMessage("The meeting is on Tuesday.", id="m1")], scope=S)
+    (new,) = ledger.ingest([HumanMessage("The meeting is not on Tuesday.", id="m2")], scope=S)
+    assert new.supersedes == old.id and new.key == "meeting"
+    (shipped,) = ledger.ingest([HumanMessage("The order is shipped.", id="m3")], scope=S)
+    (later,) = ledger.ingest([HumanMessage("The order is not shipped yet.", id="m4")], scope=S)
+    assert later.supersedes == shipped.id
