@@ -61,6 +61,13 @@ class Stores:
     answers: AnswerCacheStore | None
     path: Path | None
 
+    def close(self) -> None:
+        """Close every store: connections, Chroma clients and the claim on the embedded directory."""
+        for store in (self.cas, self.facts.store, self.answers):
+            closer = getattr(store, "close", None)
+            if callable(closer):
+                closer()
+
 
 def store_root(path: str | Path) -> Path:
     """The directory of the embedded stores named by ``path``, created if missing.

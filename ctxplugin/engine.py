@@ -20,6 +20,7 @@ from langchain_core.tools import BaseTool
 
 from ctxplugin import _tracing
 from ctxplugin._chat_history import ContextChatHistory
+from ctxplugin._closing import Closing
 from ctxplugin._deadline import step_budget
 from ctxplugin._events import emit
 from ctxplugin._messages import check_conversation, split_header
@@ -57,11 +58,12 @@ _FACTS_LINES_BUDGET = 800
 """Tokens of the facts block when the budgets are shares of a window known only per call."""
 
 
-class ContextEngine:
+class ContextEngine(Closing):
     """Prepares the context of every model call of an agent.
 
     Build one per process and share it: it is safe to use from many threads and tasks; all
-    per-call data lives in the returned :class:`PreparedContext`.
+    per-call data lives in the returned :class:`PreparedContext`. :meth:`close` (or ``with``)
+    releases the stores and threads it opened.
 
     Args:
         config: configuration; defaults read ``CTXPLUGIN_*`` environment variables.
@@ -98,6 +100,8 @@ class ContextEngine:
         self.counter = counter
         self.registry = ToolRegistry(counter=counter, binding=self.config.tools.binding)
         self.summarizer = make_summarizer(summarizer, config=self.config.history.summarizer, counter=counter)
+        if self.summarizer is not None and self.summarizer is not summarizer:
+            self.opened(self.summarizer.close)
         self.cache: AnswerCache | None = make_answer_cache(answer_cache, self.config.cache)
         self.path: Path | None = None  # set by embedded(); other stores (chat history) live beside it
         try:
@@ -158,6 +162,7 @@ class ContextEngine:
     ) -> ContextEngine:
         engine = cls(config=config, cas=stores.cas, facts=stores.facts, summarizer=summarizer, answer_cache=stores.answers)
         engine.path = stores.path
+        engine.opened(stores.close)
         return engine
 
     # ------------------------------------------------------------------ prepare

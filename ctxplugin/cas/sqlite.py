@@ -6,6 +6,7 @@ import os
 import sqlite3
 import threading
 import time
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -107,7 +108,7 @@ class SQLiteCASStore:
         self._busy_timeout_ms = busy_timeout_ms
         self._local = threading.local()
         self._lock = threading.Lock()
-        self._connections: list[sqlite3.Connection] = []
+        self._connections: weakref.WeakSet[_Held] = weakref.WeakSet()
         self._pid = os.getpid()
         self._closed = False
         with _translate("open"):
@@ -127,20 +128,21 @@ class SQLiteCASStore:
         if os.getpid() != self._pid:  # forked: the parent's connections must not be reused
             with self._lock:
                 self._pid = os.getpid()
-                self._connections = []
+                self._connections = weakref.WeakSet()
                 self._local = threading.local()
-        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
-        if conn is not None:
-            return conn
+        held: _Held | None = getattr(self._local, "held", None)
+        if held is not None:
+            return held.conn
         with _translate("open"):
             conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=self._busy_timeout_ms / 1000)
             conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout_ms)}")
             _into_wal(conn, self._busy_timeout_ms / 1000)
             conn.execute("PRAGMA synchronous = NORMAL")
             conn.execute("PRAGMA foreign_keys = ON")
-        self._local.conn = conn
+        held = _Held(conn)
+        self._local.held = held
         with self._lock:
-            self._connections.append(conn)
+            self._connections.add(held)
         return conn
 
     @contextmanager
@@ -261,10 +263,10 @@ class SQLiteCASStore:
             if self._closed:
                 return
             self._closed = True
-            connections, self._connections = self._connections, []
-        for conn in connections:
+            connections, self._connections = list(self._connections), weakref.WeakSet()
+        for held in connections:
             try:
-                conn.close()
+                held.conn.close()
             except sqlite3.Error:  # another thread's connection mid-statement; it dies with its thread
                 continue
 
@@ -276,6 +278,22 @@ class SQLiteCASStore:
             contents, size = conn.execute("SELECT count(*), coalesce(sum(size), 0) FROM cas_content").fetchone()
             grants = conn.execute("SELECT count(*) FROM cas_grants").fetchone()[0]
         return {"contents": int(contents), "grants": int(grants), "bytes": int(size)}
+
+
+class _Held:
+    """One thread's connection, closed when the thread ends: only that thread's local storage
+    holds it, so a service that runs each request on a new thread keeps no file open per
+    request (a connection left to the garbage collector stays open until a collection runs,
+    as it is part of a reference cycle). :meth:`SQLiteCASStore.close` reaches the live ones
+    through a weak set."""
+
+    __slots__ = ("__weakref__", "conn")
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    def __del__(self) -> None:
+        self.conn.close()
 
 
 def _rekey_grants(conn: sqlite3.Connection) -> None:

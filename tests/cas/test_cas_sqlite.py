@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import multiprocessing
+import os
 import sqlite3
 import threading
 import warnings
@@ -203,3 +204,55 @@ def test_engine_passes_the_original_through_when_sqlite_fails(tmp_path: Path, mo
     tool_messages = [m for m in prepared.messages if isinstance(m, ToolMessage)]
     assert tool_messages and "ref:" not in str(tool_messages[0].content)
     assert any("CAS unavailable" in w for w in prepared.report.warnings)
+
+
+def _open_on(path: Path) -> int:
+    """How many descriptors of this process are open on the database file or its journal."""
+    count = 0
+    for fd in Path("/proc/self/fd").iterdir():
+        try:
+            count += os.readlink(fd).startswith(str(path))
+        except OSError:  # closed since it was listed
+            continue
+    return count
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="counts open files through /proc")
+def test_a_thread_per_request_keeps_no_file_open_once_its_thread_ends(tmp_path: Path) -> None:
+    path = tmp_path / "cas.sqlite3"
+    engine = ContextEngine(cas=SQLiteCASStore(path))
+    engine.capture_tool_result(ToolMessage(content=BIG, tool_call_id="c0", name="logs"), SCOPE)
+    before = _open_on(path)
+
+    def request(number: int) -> None:
+        compact = engine.capture_tool_result(ToolMessage(content=f"{BIG}\nrequest {number}", tool_call_id="c", name="logs"), SCOPE)
+        assert engine.expand_ref(compact.additional_kwargs["ctxplugin"]["ref"], scope=SCOPE).endswith(f"request {number}")
+
+    for number in range(40):
+        thread = threading.Thread(target=request, args=(number,))
+        thread.start()
+        thread.join()
+    # SQLite keeps one descriptor of a closed connection for reuse while another holds a lock
+    assert _open_on(path) <= before + 1
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="counts open files through /proc")
+def test_close_closes_the_connections_of_threads_still_running(tmp_path: Path) -> None:
+    path = tmp_path / "cas.sqlite3"
+    store = SQLiteCASStore(path)
+    used, done = threading.Event(), threading.Event()
+
+    def worker() -> None:
+        store.put(make_item("from a worker"), SCOPE)
+        used.set()
+        done.wait()
+
+    thread = threading.Thread(target=worker)
+    thread.start()
+    used.wait()
+    store.close()
+    try:
+        assert _open_on(path) == 0
+    finally:
+        done.set()
+        thread.join()
