@@ -36,8 +36,10 @@ class FitBudget:
 
     def apply(self, view: CallView) -> CallView:
         # without a bound tool or a tool call of its own, the request has no tool list, which
-        # Bedrock needs for the lookup pairs: notes and facts then go after the header
-        lookups = bool(view.tools) or calls_tools(view.history)
+        # Bedrock needs for the lookup pairs: notes and facts then go after the header. The
+        # conversation as received counts: compression may have condensed every tool call into
+        # notes, which then hold what tools returned and must stay in the tool role
+        lookups = bool(view.tools) or calls_tools(view.original)
         parts = Parts(
             header=view.system,
             history=list(view.history),
