@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import ClassVar
 
-from ctxplugin._layout import calls_tools, lookup_fits
+from ctxplugin._layout import calls_tools, is_condensed, lookup_fits
 from ctxplugin.budget import Parts, enforce, section_tokens, total_tokens
 from ctxplugin.config import FactsConfig
 from ctxplugin.stages.view import CallView, Fitted
@@ -36,8 +36,11 @@ class FitBudget:
 
     def apply(self, view: CallView) -> CallView:
         # without a bound tool or a tool call of its own, the request has no tool list, which
-        # Bedrock needs for the lookup pairs: notes and facts then go after the header
-        lookups = bool(view.tools) or calls_tools(view.history)
+        # Bedrock needs for the lookup pairs: notes and facts then go after the header. The
+        # conversation as received counts: compression may have condensed every tool call into
+        # notes, which then hold what tools returned and must stay in the tool role
+        called = calls_tools(view.original)
+        lookups = bool(view.tools) or called
         parts = Parts(
             header=view.system,
             history=list(view.history),
@@ -50,11 +53,21 @@ class FitBudget:
         )
         outcome = enforce(parts, dict(view.budgets), self.counter, block_size=self.block_size)
         parts = outcome.parts
-        if any(line.from_tool for line in parts.facts) and not (lookups and lookup_fits(parts.history)):
+        if any(line.from_tool for line in parts.facts) and not (
+            lookups and lookup_fits(parts.history)
+        ):
             # no place for a lookup (no user turn or tool result to follow, or no tool list): the
             # block would be a system message, and text a tool returned never speaks there; it
             # waits for the next call
             parts = replace(parts, facts=tuple(line for line in parts.facts if not line.from_tool))
+        if (
+            called
+            and not lookup_fits(parts.history)
+            and any(is_condensed(m) for m in parts.history)
+        ):
+            # the same for the notes of condensed exchanges, which list what tools returned (a
+            # history of assistant messages only, with no user turn or tool result to follow)
+            parts = replace(parts, history=[m for m in parts.history if not is_condensed(m)])
         within = outcome.within and total_tokens(parts, self.counter) <= view.budgets["total"]
         messages = parts.layout().messages(parts.header_message())
         fitted = Fitted(
