@@ -283,14 +283,28 @@ def listing_names(body: str) -> list[str]:
     return names
 
 
-def table_rows(body: str) -> tuple[list[str], list[list[str]], str]:
-    """Header, rows and separator of a CSV/TSV/pipe table."""
-    lines = [ln for ln in body.split("\n") if ln.strip()]
-    sep = _table_sep(lines) or ","
+def table_rows(body: str) -> tuple[list[str], list[list[str]], str, list[int]]:
+    """Header, rows and separator of a CSV/TSV/pipe table, and the 0-based line of ``body`` each
+    row starts on (blank lines, a pipe table's rule lines and the header are not rows)."""
+    numbered = [(i, ln) for i, ln in enumerate(body.split("\n")) if ln.strip()]
+    sep = _table_sep([ln for _, ln in numbered]) or ","
+    rows: list[list[str]] = []
+    starts: list[int] = []
     if sep == "|":
-        rows = [[c.strip() for c in ln.strip().strip("|").split("|")] for ln in lines if not set(ln.strip()) <= set("|-: +")]
+        for i, ln in numbered:
+            if not set(ln.strip()) <= set("|-: +"):
+                rows.append([c.strip() for c in ln.strip().strip("|").split("|")])
+                starts.append(i)
     else:
-        rows = [list(r) for r in csv.reader(lines, delimiter=sep)]
+        reader = csv.reader((ln for _, ln in numbered), delimiter=sep)
+        while True:
+            at = reader.line_num  # lines read so far: the next row starts on the next one
+            try:
+                row = next(reader)
+            except StopIteration:
+                break
+            rows.append(list(row))
+            starts.append(numbered[at][0])
     if not rows:
-        return [], [], sep
-    return rows[0], rows[1:], " | " if sep == "|" else sep
+        return [], [], sep, []
+    return rows[0], rows[1:], " | " if sep == "|" else sep, starts[1:]

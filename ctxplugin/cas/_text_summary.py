@@ -5,7 +5,6 @@ budgeted :class:`~ctxplugin.cas._budget.Lines`."""
 from __future__ import annotations
 
 import re
-from typing import Any
 
 from ctxplugin._text_shapes import (
     code_outline,
@@ -146,12 +145,17 @@ def summarize_grep(body: str, lines: Lines) -> None:
         lines.add_list("also in: ", rest)
 
 
-def summarize_table(body: str, lines: Lines) -> None:
-    header, rows, sep = table_rows(body)
+def summarize_table(body: str, lines: Lines, first_line: int = 0) -> None:
+    """Rows × columns, column names, then the rare rows or else the first rows. Rows are
+    labelled with their line in the stored output, whose line ``first_line`` is ``body``'s first."""
+    header, rows, sep, starts = table_rows(body)
+    positions = [first_line + n for n in starts]
     lines.add(f"{len(rows)} rows × {len(header)} columns")
     lines.add_list("columns: ", header)
     records = [dict(zip(header, row, strict=False)) for row in rows]
-    if len(records) >= 8 and _rare_rows(records, rows, sep, lines):
+    if len(records) >= 8 and rare_indexes(records):
+        rs = RecordSet(records, lambda i: sep.join(rows[i]), "rows", positions)
+        summarize_records(rs, lines, head=False)
         return
     shown = 0
     for row in rows:
@@ -159,38 +163,35 @@ def summarize_table(body: str, lines: Lines) -> None:
             break
         shown += 1
     if shown < len(rows):
-        lines.add(f"… {len(rows) - shown} more rows (expand_ref offset={shown + 1})", force=True)
+        lines.add(f"… {len(rows) - shown} more rows (expand_ref offset={positions[shown]})", force=True)
 
 
-def _rare_rows(records: list[dict[str, Any]], rows: list[list[str]], sep: str, lines: Lines) -> bool:
-    """Spreads and rare rows of a table; False when no row stands out (first rows then)."""
-    if not rare_indexes(records):
-        return False
-    summarize_records(RecordSet(records, lambda i: sep.join(rows[i]), "rows"), lines, head=False)
-    return True
-
-
-def summarize_fixed(body: str, lines: Lines) -> None:
+def summarize_fixed(body: str, lines: Lines, first_line: int = 0) -> None:
+    """A fixed-width table (``kubectl get``, ``docker ps``) as a record set; see :func:`summarize_table`."""
     header, numbered = fixed_rows(body)
     all_lines = body.split("\n")
     records = [r for _, r in numbered]
     lines.add(f"{len(records)} rows × {len(header)} columns")
     lines.add_list("columns: ", header)
-    rs = RecordSet(records, lambda i: " ".join(all_lines[numbered[i][0]].split()), "rows")
+    positions = [first_line + n for n, _ in numbered]
+    rs = RecordSet(records, lambda i: " ".join(all_lines[numbered[i][0]].split()), "rows", positions)
     summarize_records(rs, lines, head=False)
 
 
-def summarize_jsonl(body: str, lines: Lines) -> None:
-    raw = [ln for ln in body.split("\n") if ln.strip()]
-    if len(raw) > _JSONL_PARSED:  # parsing is the cost here; the rest stays searchable
-        lines.add(f"{len(raw):,} lines; the first {_JSONL_PARSED:,} are summarized")
-        raw = raw[:_JSONL_PARSED]
+def summarize_jsonl(body: str, lines: Lines, first_line: int = 0) -> None:
+    """JSON Lines as a record set; see :func:`summarize_table`."""
+    numbered = [(i, ln) for i, ln in enumerate(body.split("\n")) if ln.strip()]
+    if len(numbered) > _JSONL_PARSED:  # parsing is the cost here; the rest stays searchable
+        lines.add(f"{len(numbered):,} lines; the first {_JSONL_PARSED:,} are summarized")
+        numbered = numbered[:_JSONL_PARSED]
+    raw = [ln for _, ln in numbered]
     values = [parse_json(ln) for ln in raw]
     records = [v if ok and isinstance(v, dict) else {"line": ln} for (ok, v), ln in zip(values, raw, strict=True)]
     bad = sum(1 for ok, v in values if not (ok and isinstance(v, dict)))
     if bad:
         lines.add(f"{bad} lines are not JSON objects")
-    summarize_records(RecordSet(records, lambda i: raw[i].strip(), "lines"), lines, prefix="JSON Lines: ")
+    rs = RecordSet(records, lambda i: raw[i].strip(), "lines", [first_line + n for n, _ in numbered])
+    summarize_records(rs, lines, prefix="JSON Lines: ")
 
 
 def summarize_text(body: str, lines: Lines) -> None:
