@@ -297,14 +297,18 @@ def table_rows(body: str) -> tuple[list[str], list[list[str]], str, list[int]]:
                 starts.append(i)
     else:
         reader = csv.reader((ln for _, ln in numbered), delimiter=sep)
-        while True:
-            at = reader.line_num  # lines read so far: the next row starts on the next one
-            try:
-                row = next(reader)
-            except StopIteration:
-                break
-            rows.append(list(row))
-            starts.append(numbered[at][0])
+        try:
+            while True:
+                at = reader.line_num  # lines read so far: the next row starts on the next one
+                try:
+                    row = next(reader)
+                except StopIteration:
+                    break
+                rows.append(list(row))
+                starts.append(numbered[at][0])
+        except csv.Error:  # a cell over csv's field size limit (128 KB): a row per line instead
+            rows = [ln.split(sep) for _, ln in numbered]
+            starts = [i for i, _ in numbered]
     if not rows:
         return [], [], sep, []
     return rows[0], rows[1:], " | " if sep == "|" else sep, starts[1:]
