@@ -257,7 +257,8 @@ def code_outline(body: str) -> list[tuple[int, str]]:
 
 
 def grep_matches(body: str) -> tuple[dict[str, list[str]], int]:
-    """Line numbers per file of ``grep -n``-style output, and the number of matches."""
+    """Line numbers per file of ``grep -n``-style output, and the number of matches (context
+    lines of ``grep -C``, ``path-12-…``, are not matches)."""
     by_file: dict[str, list[str]] = {}
     total = 0
     for full in body.split("\n"):
@@ -265,10 +266,12 @@ def grep_matches(body: str) -> tuple[dict[str, list[str]], int]:
         match = _GREP.match(line)
         if not match:
             continue
-        total += 1
         path = match.group("path") or match.group("file")
         numbers = by_file.setdefault(path, [])
-        if match.group("line") and match.group("line") not in numbers and line[match.end("line")] == ":":
+        if match.group("line") and line[match.end("line")] != ":":
+            continue  # ``path-12-``: a context line of -A/-B/-C, not a match
+        total += 1
+        if match.group("line") and match.group("line") not in numbers:
             numbers.append(match.group("line"))
     return by_file, total
 

@@ -102,6 +102,18 @@ def test_grep_output_groups_line_numbers_by_file() -> None:
     assert "36 matches in 3 files" in text
 
 
+def test_grep_context_lines_are_not_counted_as_matches() -> None:
+    out = "\n".join(
+        f"src/{name}.py-{n - 1}-    before\nsrc/{name}.py:{n}:    hit = match({n})\nsrc/{name}.py-{n + 1}-    after\n--"
+        for name in ("alpha", "beta")
+        for n in range(10, 300, 20)
+    )
+    label, text = summary(out)
+    assert label == "search matches"
+    assert "30 matches in 2 files" in text
+    assert "src/alpha.py: 10, 30, 50" in text
+
+
 def test_file_list_and_ls_listing() -> None:
     paths = "\n".join(f"./src/module_{i}/file_{i}.py" for i in range(80))
     label, text = summary(paths)
