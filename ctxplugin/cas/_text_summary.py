@@ -309,10 +309,16 @@ _TITLE = re.compile(r"(?is)<title[^>]*>(.{0,400}?)</title>|(?m:^#[ \t]+([^\n]+))
 _HEADING = re.compile(r"(?is)<h([1-3])[^>]*>(.{0,400}?)</h\1>|(?m:^(#{1,3})[ \t]+([^\n]+))")
 
 
+def _blank(markup: re.Match[str]) -> str:
+    """A space for ``markup``, with the line breaks it spans."""
+    return " " + "\n" * markup.group(0).count("\n")
+
+
 def summarize_markup(body: str, lines: Lines) -> None:
     """Title, outline of headings, every error/warning sentence, stripped of markup."""
     window = body[:400_000]
-    text = _TAG.sub(" ", re.sub(r"(?is)<(script|style)\b.*?</\1>", " ", window))
+    # markup goes, its line breaks stay: an error line keeps the number it has in the output
+    text = _TAG.sub(_blank, re.sub(r"(?is)<(script|style)\b.*?</\1>", _blank, window))
     title = _TITLE.search(window)
     if title:
         lines.add("title: " + clip(" ".join(_TAG.sub(" ", title.group(1) or title.group(2)).split()), 160), force=True)

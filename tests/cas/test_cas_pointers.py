@@ -119,3 +119,23 @@ def test_the_rows_left_of_a_table_start_at_the_offset_it_names(tmp_path: Path) -
         nxt = expand(store, captured.ref_id, SCOPE, offset=int(hint.group(2)), limit=1)
         assert nxt == f"{len(shown)},x{len(shown)},y{len(shown)}", captured.text
     store.close()
+
+
+def test_an_error_line_of_an_html_page_has_its_line_number_in_the_page(tmp_path: Path) -> None:
+    script = "\n".join(f"  var a{i} = {i};" for i in range(30))
+    paras = "\n".join(f"<p>Paragraph {i} about the order.</p>" for i in range(40))
+    page = (
+        f"<!doctype html>\n<html>\n<head>\n<title>Checkout</title>\n<script>\n{script}\n</script>\n"
+        f'<style>\nbody {{\n  color: red;\n}}\n</style>\n</head>\n<body>\n<div\n  class="banner">\n{paras}\n'
+        "<div class='err'>Error: payment declined for ORD-9</div>\n</body>\n</html>"
+    )
+    store = SQLiteCASStore(tmp_path / "cas.db")
+    captured = capture(
+        page, store=store, scope=SCOPE, config=CASConfig(), counter=COUNTER, tool_name="fetch"
+    )
+    assert captured.ref_id is not None
+    found = re.search(r"^L(\d+): Error: payment declined", captured.text, re.M)
+    assert found is not None, captured.text
+    line = expand(store, captured.ref_id, SCOPE, offset=int(found.group(1)) - 1, limit=1)
+    assert "payment declined for ORD-9" in line
+    store.close()
