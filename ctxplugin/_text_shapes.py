@@ -58,17 +58,19 @@ _TIMESTAMP = re.compile(
 _REPORT = re.compile(
     r"^(?:=+ (?:test session starts|FAILURES|ERRORS|short test summary info|warnings summary)|"
     r"\S+\.py::\S+(?: \S+)* (?:PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS)\b|(?:PASSED|FAILED|ERROR) \S+::|"
-    r"--- (?:PASS|FAIL): |(?:ok|FAIL)\s+\S+\s+[\d.]+s$|test \S+ \.\.\. (?:ok|FAILED|ERROR)|collected \d+ items)"
+    r"--- (?:PASS|FAIL): |(?:ok|FAIL)\s+\S+\s+[\d.]+s$|test \S+ \.\.\. (?:ok|FAILED|ERROR)|collected \d+ items|"
+    r"test\w* \([\w.]+\) \.\.\. (?:ok|FAIL|ERROR|skipped|expected failure|unexpected success)|"
+    r"(?:FAIL|ERROR): test\w* \([\w.]+\)|Ran \d+ tests? in )"
 )
-"""Test runner output: pytest, go test, cargo/unittest."""
+"""Test runner output: pytest, go test, cargo test, unittest."""
 _DIFF = re.compile(r"^(?:diff --git |--- (?:a/|/dev/null)|\+\+\+ (?:b/|/dev/null)|@@ -\d+(?:,\d+)? \+\d+(?:,\d+)? @@|index [0-9a-f]{6,}\.\.)")
 _MARKUP_TAG = re.compile(r"<(?:!doctype|html|head|body|div|span|p|a|table|tr|td|li|ul|h[1-6]|script|meta|link|title)\b", re.IGNORECASE)
 _FIXED_HEADER = re.compile(r"^[A-Z][A-Z0-9_()%/.-]*(?: [A-Z][A-Z0-9_()%/.-]*)?(?:\s{2,}[A-Z][A-Z0-9_()%/.-]*(?: [A-Z][A-Z0-9_()%/.-]*)?)+\s*$")
 
 
-_REPORT_STARTS = "=PFE-otc"
+_REPORT_STARTS = "=PFE-otcR"
 """How a :data:`_REPORT` line without ``.py::`` starts: ``=`` rules, PASSED, FAILED or FAIL, ERROR,
-``---``, ok, test, collected."""
+``---``, ok, test, collected, Ran."""
 _LISTING_STARTS = "-dlcbps"
 _LOWER_WORD = string.ascii_lowercase + "_"
 _NOT_PATH_START = " \t\x0b\x0c\r!\"#$%&'()*,:;<=>?[\\]^`{|}"

@@ -227,35 +227,42 @@ def add_identifiers(body: str, lines: Lines) -> None:
 
 _FAILED_TEST = re.compile(
     r"^(?:FAILED|ERROR) (\S+::\S+)|^(\S+::\S+?)(?: \S+)* (?:FAILED|ERROR)\b|^--- FAIL: (\S+)|^FAIL\s+(\S+)|"
-    r"^test (\S+) \.\.\. (?:FAILED|ERROR)|^_{3,} (\S.*?) _{3,}$"
+    r"^test (\S+) \.\.\. (?:FAILED|ERROR)|^_{3,} (\S.*?) _{3,}$|"
+    r"^(?:FAIL|ERROR): (test\w* \([\w.]+\))|^(test\w* \([\w.]+\)) \.\.\. (?:FAIL|ERROR)$"
 )
 _REPORT_TOTAL = re.compile(r"(?i)^=*\s*(?:\d+ (?:passed|failed|errors?|skipped|xfailed|xpassed|warnings?|deselected)\b.*?)\s*=*$|^(?:ok|FAIL)\s*$|^Ran \d+ tests? in|^(?:FAILED|OK) \(")
 
 
 def summarize_report(body: str, lines: Lines, status: str) -> None:
     """Totals, every failing test's name, error and warning lines, then the head and tail."""
-    hint = "… expand_ref pattern='FAILED' (or a test name) returns failing tests with context"
-    lines.budget -= lines.cost(hint)
     all_lines = body.split("\n")
-    totals = [ln.strip().strip("=").strip() for ln in all_lines if _REPORT_TOTAL.match(ln.strip())]
-    outcomes = re.findall(r"\b(PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS)\b", body[:2_000_000])
-    counts = ", ".join(f"{o.lower()} {outcomes.count(o)}" for o in dict.fromkeys(outcomes))
-    lines.add(status + (f"; {totals[-1]}" if totals else f"; {counts}" if counts else ""), force=True)
     failed: dict[str, None] = {}
     for line in all_lines:
         match = _FAILED_TEST.match(line.strip())
         if match:
             failed.setdefault(next(g for g in match.groups() if g).split(" - ")[0], None)
+    # unittest marks a failing test FAIL or ERROR, never FAILED: a pattern that finds them
+    word = "FAIL" if any(name.endswith(")") for name in failed) else "FAILED"
+    hint = f"… expand_ref pattern='{word}' (or a test name) returns failing tests with context"
+    lines.budget -= lines.cost(hint)
+    totals = [ln.strip().strip("=").strip() for ln in all_lines if _REPORT_TOTAL.match(ln.strip())]
+    if len(totals) > 1 and totals[-2].startswith("Ran ") and totals[-1].startswith(("OK", "FAILED (")):
+        totals.append(f"{totals[-2]}; {totals[-1]}")  # unittest: "Ran 72 tests in 0.1s; FAILED (failures=1)"
+    outcomes = re.findall(r"\b(PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS)\b", body[:2_000_000])
+    counts = ", ".join(f"{o.lower()} {outcomes.count(o)}" for o in dict.fromkeys(outcomes))
+    lines.add(status + (f"; {totals[-1]}" if totals else f"; {counts}" if counts else ""), force=True)
     # one name per test: "tests/a.py::test_x" covers "test_x" and a later "tests/b.py::test_x"
     names: dict[str, str] = {}
     for name in failed:
         names.setdefault(name.rsplit("::", 1)[-1].split("[")[0], name)
     if names:
-        lines.add_list("failed: ", list(names.values()), more_hint=" (expand_ref pattern='FAILED')")
+        lines.add_list("failed: ", list(names.values()), more_hint=f" (expand_ref pattern='{word}')")
     shown = "\n".join(lines.lines)
     for number, line in keyword_lines(body):
         text = line.strip()
         skip = not text or text[:1] == "=" or text[:60] in shown or _FAILED_TEST.match(text) or re.search(r"\bPASSED\b", text)
+        if text.startswith("Traceback (most recent call last)"):
+            continue  # says nothing; its exception does
         if not skip and not lines.add(f"L{number + 1}: {clip(text, 200)}"):
             break
     shown = "\n".join(lines.lines)

@@ -139,3 +139,42 @@ def test_an_error_line_of_an_html_page_has_its_line_number_in_the_page(tmp_path:
     line = expand(store, captured.ref_id, SCOPE, offset=int(found.group(1)) - 1, limit=1)
     assert "payment declined for ORD-9" in line
     store.close()
+
+
+def test_a_unittest_report_names_its_totals_failing_tests_and_a_pattern_that_finds_them(
+    tmp_path: Path,
+) -> None:
+    lines = [f"test_ok_{i} (tests.test_orders.OrderTests) ... ok" for i in range(40)]
+    lines += [
+        "test_refund (tests.test_orders.OrderTests) ... FAIL",
+        "test_totals (tests.test_orders.OrderTests) ... ERROR",
+    ]
+    lines += [f"test_more_{i} (tests.test_users.UserTests) ... ok" for i in range(30)]
+    for kind, name, line, exc in (
+        ("FAIL", "test_refund", 10, "AssertionError: 1 != 2"),
+        ("ERROR", "test_totals", 20, "NameError: name 'total' is not defined"),
+    ):
+        lines += ["", "=" * 70, f"{kind}: {name} (tests.test_orders.OrderTests)", "-" * 70]
+        lines += ["Traceback (most recent call last):"]
+        lines += [f'  File "/repo/tests/test_orders.py", line {line}, in {name}', "    ...", exc]
+    lines += ["", "-" * 70, "Ran 72 tests in 0.123s", "", "FAILED (failures=1, errors=1)"]
+    store = SQLiteCASStore(tmp_path / "cas.db")
+    captured = capture(
+        _wrapped("\n".join(lines)).replace("<returncode>0", "<returncode>1"),
+        store=store,
+        scope=SCOPE,
+        config=CASConfig(),
+        counter=COUNTER,
+        tool_name="bash",
+    )
+    assert captured.ref_id is not None
+    assert "(test report)" in captured.text.split("\n", 1)[0]
+    assert "Ran 72 tests in 0.123s; FAILED (failures=1, errors=1)" in captured.text
+    assert "test_refund (tests.test_orders.OrderTests)" in captured.text
+    assert "test_totals (tests.test_orders.OrderTests)" in captured.text
+    pattern = re.search(r"expand_ref pattern='([^']+)'", captured.text)
+    assert pattern is not None
+    found = expand(store, captured.ref_id, SCOPE, pattern=pattern.group(1))
+    assert "test_refund (tests.test_orders.OrderTests) ... FAIL" in found
+    assert "FAIL: test_refund (tests.test_orders.OrderTests)" in found
+    store.close()
