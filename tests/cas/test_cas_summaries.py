@@ -30,6 +30,19 @@ def test_json_object_keeps_ids_and_scalars_within_budget() -> None:
     assert COUNTER.count(text) <= BUDGET + 10
 
 
+def test_json_object_whose_identifiers_fill_the_budget_still_names_its_keys() -> None:
+    doc = {
+        "user": {"profile": {"name": "Ann", "user_id": "u_991"}, "settings": {"theme": "dark"}},
+        "app.version": "1.2.3",
+        "orders": {"inner id": "X-77", "list": [{"order_id": f"O{i}", "total": i} for i in range(30)]},
+        "notes": "lorem ipsum " * 60,
+    }
+    label, text = summary(json.dumps(doc))
+    assert label == "JSON object, 4 keys"
+    assert "O29" in text and "u_991" in text
+    assert all(key in text for key in ("user", "app.version", "orders", "notes")), text
+
+
 def test_json_array_counts_items_and_lists_every_primary_id_that_fits() -> None:
     rows = [{"id": f"user_{i}", "email": f"u{i}@example.com", "active": i % 2 == 0, "score": i * 3} for i in range(15)]
     label, text = summary(json.dumps(rows))
