@@ -276,6 +276,7 @@ def summarize_report(body: str, lines: Lines, status: str) -> None:
     lines.add(hint, force=True)
 
 
+_HUNK = re.compile(r"^@@ -\d+(?:,(\d+))? \+\d+(?:,(\d+))? @@")
 _DIFF_FILE = re.compile(r"^diff --git a/(\S+) b/(\S+)|^\+\+\+ b/(\S+)|^--- a/(\S+)")
 
 
@@ -284,7 +285,23 @@ def summarize_diff(body: str, lines: Lines) -> None:
     files: dict[str, list[int]] = {}
     marks: dict[str, str] = {}
     current = ""
+    old_left = new_left = 0  # lines of the current hunk still to come, from its @@ header
     for line in body.split("\n"):
+        kind = line[:1]
+        if (old_left > 0 or new_left > 0) and kind in ("-", "+", " ", "", "\\") and current:
+            # inside a hunk a line is what its first character says, even "--- " or "+++ "
+            if kind == "+":
+                files[current][0] += 1
+            elif kind == "-":
+                files[current][1] += 1
+            if kind != "\\":  # "\ No newline at end of file" is no line of either side
+                old_left -= kind != "+"
+                new_left -= kind != "-"
+            continue
+        if hunk := _HUNK.match(line):
+            old_left, new_left = int(hunk.group(1) or 1), int(hunk.group(2) or 1)
+            continue
+        old_left = new_left = 0
         match = _DIFF_FILE.match(line)
         if match:
             name = next(g for g in match.groups() if g)

@@ -187,3 +187,24 @@ def test_a_record_summary_names_only_the_expand_ref_options_that_read_it() -> No
             out = expand_for_model(store, item.ref_id, scope, max_tokens=500, counter=COUNTER, fields=["records[77]"])
             assert "req_077" in out and not out.startswith("expand_ref:"), shape
         assert shape == "JSON" or "fields=" not in hint, f"{shape}: fields take JSON paths, not lines"
+
+
+def test_diff_counts_removed_and_added_lines_that_start_like_file_headers() -> None:
+    hunks = []
+    for i in range(10):
+        hunks += [
+            f"diff --git a/sql/q{i}.sql b/sql/q{i}.sql",
+            "index 1234567..89abcde 100644",
+            f"--- a/sql/q{i}.sql",
+            f"+++ b/sql/q{i}.sql",
+            "@@ -1,4 +1,4 @@",
+            " select id",
+            "--- a/legacy comment",
+            "+++ b/new comment",
+            " from orders",
+            " where amount > 0",
+        ]
+    label, text = summary("\n".join(hunks))
+    assert label == "diff"
+    assert "10 files changed, +10 -10" in text, text
+    assert "sql/q0.sql +1 -1" in text and "legacy" not in text.split("\n", 2)[1]
