@@ -58,17 +58,19 @@ _TIMESTAMP = re.compile(
 _REPORT = re.compile(
     r"^(?:=+ (?:test session starts|FAILURES|ERRORS|short test summary info|warnings summary)|"
     r"\S+\.py::\S+(?: \S+)* (?:PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS)\b|(?:PASSED|FAILED|ERROR) \S+::|"
-    r"--- (?:PASS|FAIL): |(?:ok|FAIL)\s+\S+\s+[\d.]+s$|test \S+ \.\.\. (?:ok|FAILED|ERROR)|collected \d+ items)"
+    r"--- (?:PASS|FAIL): |(?:ok|FAIL)\s+\S+\s+[\d.]+s$|test \S+ \.\.\. (?:ok|FAILED|ERROR)|collected \d+ items|"
+    r"test\w* \([\w.]+\) \.\.\. (?:ok|FAIL|ERROR|skipped|expected failure|unexpected success)|"
+    r"(?:FAIL|ERROR): test\w* \([\w.]+\)|Ran \d+ tests? in )"
 )
-"""Test runner output: pytest, go test, cargo/unittest."""
+"""Test runner output: pytest, go test, cargo test, unittest."""
 _DIFF = re.compile(r"^(?:diff --git |--- (?:a/|/dev/null)|\+\+\+ (?:b/|/dev/null)|@@ -\d+(?:,\d+)? \+\d+(?:,\d+)? @@|index [0-9a-f]{6,}\.\.)")
 _MARKUP_TAG = re.compile(r"<(?:!doctype|html|head|body|div|span|p|a|table|tr|td|li|ul|h[1-6]|script|meta|link|title)\b", re.IGNORECASE)
 _FIXED_HEADER = re.compile(r"^[A-Z][A-Z0-9_()%/.-]*(?: [A-Z][A-Z0-9_()%/.-]*)?(?:\s{2,}[A-Z][A-Z0-9_()%/.-]*(?: [A-Z][A-Z0-9_()%/.-]*)?)+\s*$")
 
 
-_REPORT_STARTS = "=PFE-otc"
+_REPORT_STARTS = "=PFE-otcR"
 """How a :data:`_REPORT` line without ``.py::`` starts: ``=`` rules, PASSED, FAILED or FAIL, ERROR,
-``---``, ok, test, collected."""
+``---``, ok, test, collected, Ran."""
 _LISTING_STARTS = "-dlcbps"
 _LOWER_WORD = string.ascii_lowercase + "_"
 _NOT_PATH_START = " \t\x0b\x0c\r!\"#$%&'()*,:;<=>?[\\]^`{|}"
@@ -257,7 +259,8 @@ def code_outline(body: str) -> list[tuple[int, str]]:
 
 
 def grep_matches(body: str) -> tuple[dict[str, list[str]], int]:
-    """Line numbers per file of ``grep -n``-style output, and the number of matches."""
+    """Line numbers per file of ``grep -n``-style output, and the number of matches (context
+    lines of ``grep -C``, ``path-12-…``, are not matches)."""
     by_file: dict[str, list[str]] = {}
     total = 0
     for full in body.split("\n"):
@@ -265,10 +268,12 @@ def grep_matches(body: str) -> tuple[dict[str, list[str]], int]:
         match = _GREP.match(line)
         if not match:
             continue
-        total += 1
         path = match.group("path") or match.group("file")
         numbers = by_file.setdefault(path, [])
-        if match.group("line") and match.group("line") not in numbers and line[match.end("line")] == ":":
+        if match.group("line") and line[match.end("line")] != ":":
+            continue  # ``path-12-``: a context line of -A/-B/-C, not a match
+        total += 1
+        if match.group("line") and match.group("line") not in numbers:
             numbers.append(match.group("line"))
     return by_file, total
 
@@ -283,14 +288,32 @@ def listing_names(body: str) -> list[str]:
     return names
 
 
-def table_rows(body: str) -> tuple[list[str], list[list[str]], str]:
-    """Header, rows and separator of a CSV/TSV/pipe table."""
-    lines = [ln for ln in body.split("\n") if ln.strip()]
-    sep = _table_sep(lines) or ","
+def table_rows(body: str) -> tuple[list[str], list[list[str]], str, list[int]]:
+    """Header, rows and separator of a CSV/TSV/pipe table, and the 0-based line of ``body`` each
+    row starts on (blank lines, a pipe table's rule lines and the header are not rows)."""
+    numbered = [(i, ln) for i, ln in enumerate(body.split("\n")) if ln.strip()]
+    sep = _table_sep([ln for _, ln in numbered]) or ","
+    rows: list[list[str]] = []
+    starts: list[int] = []
     if sep == "|":
-        rows = [[c.strip() for c in ln.strip().strip("|").split("|")] for ln in lines if not set(ln.strip()) <= set("|-: +")]
+        for i, ln in numbered:
+            if not set(ln.strip()) <= set("|-: +"):
+                rows.append([c.strip() for c in ln.strip().strip("|").split("|")])
+                starts.append(i)
     else:
-        rows = [list(r) for r in csv.reader(lines, delimiter=sep)]
+        reader = csv.reader((ln for _, ln in numbered), delimiter=sep)
+        try:
+            while True:
+                at = reader.line_num  # lines read so far: the next row starts on the next one
+                try:
+                    row = next(reader)
+                except StopIteration:
+                    break
+                rows.append(list(row))
+                starts.append(numbered[at][0])
+        except csv.Error:  # a cell over csv's field size limit (128 KB): a row per line instead
+            rows = [ln.split(sep) for _, ln in numbered]
+            starts = [i for i, _ in numbered]
     if not rows:
-        return [], [], sep
-    return rows[0], rows[1:], " | " if sep == "|" else sep
+        return [], [], sep, []
+    return rows[0], rows[1:], " | " if sep == "|" else sep, starts[1:]

@@ -279,8 +279,10 @@ def summarize_object(value: dict[str, Any], counter: TokenCounter, budget: int) 
         lines.add(line, force=True)
     hidden = [k for u in units[shown:] for k in u] + [str(k) for k in list(value)[len(keys) :]]
     _id_lines(lines, ids)
-    if hidden:
-        lines.add_list("more keys: ", hidden, more_hint=" (expand_ref fields=[...])")
+    if hidden and lines.add_list("more keys: ", hidden, more_hint=" (expand_ref fields=[...])") == 0:
+        named = Lines(counter, 30)  # identifiers took the budget: the keys are named all the same
+        if named.add_list("more keys: ", hidden, more_hint=" (expand_ref fields=[...])"):
+            lines.add(named.lines[0], force=True)
     return lines
 
 

@@ -37,11 +37,18 @@ class RecordSet:
         records: the records (keys in document order).
         render: one record as the reader should see it (compact JSON, the original line).
         noun: what a record is called (``records``, ``rows``, ``lines``).
+        positions: where each record is in the stored output, as ``expand_ref`` ``offset``
+            counts (a row's line, header and blank lines included); None: its index.
     """
 
     records: Sequence[dict[str, Any]]
     render: Callable[[int], str]
     noun: str = "records"
+    positions: Sequence[int] | None = None
+
+    def at(self, index: int) -> int:
+        """The ``offset`` that returns record ``index``: the label it is shown with."""
+        return index if self.positions is None else self.positions[index]
 
 
 def _type_name(value: Any) -> str:
@@ -203,9 +210,9 @@ def summarize_records(
     constant = _constant_keys(records)
     rendered = []
     for i, why in rare[:12]:
-        full = f"[{i}] {clip(rs.render(i), _RECORD_CHARS)}"
+        full = f"[{rs.at(i)}] {clip(rs.render(i), _RECORD_CHARS)}"
         if lines.cost(full) > lines.left * 3 // 5 and isinstance(records[i], dict):
-            full = f"[{i}] {_compact(records[i], why, constant)}"  # the telling fields first
+            full = f"[{rs.at(i)}] {_compact(records[i], why, constant)}"  # the telling fields first
         rendered.append(full)
     header = f"rare {rs.noun} ({len(rare)} of {n}; " + ", ".join(dict.fromkeys(w for _, w in rare[:3])) + "):" if rare else ""
     first_cost = (lines.cost(header) + min(lines.cost(rendered[0]), max(lines.left * 3 // 5, 0))) if rare else 0
@@ -228,7 +235,7 @@ def summarize_records(
     if ids is not None:
         ids(lines)
     if n and not (rare and rare[0][0] == 0):
-        lines.add(f"[0] {clip(rs.render(0), 240)}")
+        lines.add(f"[{rs.at(0)}] {clip(rs.render(0), 240)}")
     lines.budget += reserved
     hidden = len(rare) - shown_rare
     lines.add((f"… {hidden} more rare {rs.noun}; " if hidden > 0 else "") + hint.removeprefix("… "), force=True)

@@ -5,7 +5,6 @@ budgeted :class:`~ctxplugin.cas._budget.Lines`."""
 from __future__ import annotations
 
 import re
-from typing import Any
 
 from ctxplugin._text_shapes import (
     code_outline,
@@ -146,12 +145,17 @@ def summarize_grep(body: str, lines: Lines) -> None:
         lines.add_list("also in: ", rest)
 
 
-def summarize_table(body: str, lines: Lines) -> None:
-    header, rows, sep = table_rows(body)
+def summarize_table(body: str, lines: Lines, first_line: int = 0) -> None:
+    """Rows × columns, column names, then the rare rows or else the first rows. Rows are
+    labelled with their line in the stored output, whose line ``first_line`` is ``body``'s first."""
+    header, rows, sep, starts = table_rows(body)
+    positions = [first_line + n for n in starts]
     lines.add(f"{len(rows)} rows × {len(header)} columns")
     lines.add_list("columns: ", header)
     records = [dict(zip(header, row, strict=False)) for row in rows]
-    if len(records) >= 8 and _rare_rows(records, rows, sep, lines):
+    if len(records) >= 8 and rare_indexes(records):
+        rs = RecordSet(records, lambda i: sep.join(rows[i]), "rows", positions)
+        summarize_records(rs, lines, head=False)
         return
     shown = 0
     for row in rows:
@@ -159,38 +163,35 @@ def summarize_table(body: str, lines: Lines) -> None:
             break
         shown += 1
     if shown < len(rows):
-        lines.add(f"… {len(rows) - shown} more rows (expand_ref offset={shown + 1})", force=True)
+        lines.add(f"… {len(rows) - shown} more rows (expand_ref offset={positions[shown]})", force=True)
 
 
-def _rare_rows(records: list[dict[str, Any]], rows: list[list[str]], sep: str, lines: Lines) -> bool:
-    """Spreads and rare rows of a table; False when no row stands out (first rows then)."""
-    if not rare_indexes(records):
-        return False
-    summarize_records(RecordSet(records, lambda i: sep.join(rows[i]), "rows"), lines, head=False)
-    return True
-
-
-def summarize_fixed(body: str, lines: Lines) -> None:
+def summarize_fixed(body: str, lines: Lines, first_line: int = 0) -> None:
+    """A fixed-width table (``kubectl get``, ``docker ps``) as a record set; see :func:`summarize_table`."""
     header, numbered = fixed_rows(body)
     all_lines = body.split("\n")
     records = [r for _, r in numbered]
     lines.add(f"{len(records)} rows × {len(header)} columns")
     lines.add_list("columns: ", header)
-    rs = RecordSet(records, lambda i: " ".join(all_lines[numbered[i][0]].split()), "rows")
+    positions = [first_line + n for n, _ in numbered]
+    rs = RecordSet(records, lambda i: " ".join(all_lines[numbered[i][0]].split()), "rows", positions)
     summarize_records(rs, lines, head=False)
 
 
-def summarize_jsonl(body: str, lines: Lines) -> None:
-    raw = [ln for ln in body.split("\n") if ln.strip()]
-    if len(raw) > _JSONL_PARSED:  # parsing is the cost here; the rest stays searchable
-        lines.add(f"{len(raw):,} lines; the first {_JSONL_PARSED:,} are summarized")
-        raw = raw[:_JSONL_PARSED]
+def summarize_jsonl(body: str, lines: Lines, first_line: int = 0) -> None:
+    """JSON Lines as a record set; see :func:`summarize_table`."""
+    numbered = [(i, ln) for i, ln in enumerate(body.split("\n")) if ln.strip()]
+    if len(numbered) > _JSONL_PARSED:  # parsing is the cost here; the rest stays searchable
+        lines.add(f"{len(numbered):,} lines; the first {_JSONL_PARSED:,} are summarized")
+        numbered = numbered[:_JSONL_PARSED]
+    raw = [ln for _, ln in numbered]
     values = [parse_json(ln) for ln in raw]
     records = [v if ok and isinstance(v, dict) else {"line": ln} for (ok, v), ln in zip(values, raw, strict=True)]
     bad = sum(1 for ok, v in values if not (ok and isinstance(v, dict)))
     if bad:
         lines.add(f"{bad} lines are not JSON objects")
-    summarize_records(RecordSet(records, lambda i: raw[i].strip(), "lines"), lines, prefix="JSON Lines: ")
+    rs = RecordSet(records, lambda i: raw[i].strip(), "lines", [first_line + n for n, _ in numbered])
+    summarize_records(rs, lines, prefix="JSON Lines: ")
 
 
 def summarize_text(body: str, lines: Lines) -> None:
@@ -226,35 +227,42 @@ def add_identifiers(body: str, lines: Lines) -> None:
 
 _FAILED_TEST = re.compile(
     r"^(?:FAILED|ERROR) (\S+::\S+)|^(\S+::\S+?)(?: \S+)* (?:FAILED|ERROR)\b|^--- FAIL: (\S+)|^FAIL\s+(\S+)|"
-    r"^test (\S+) \.\.\. (?:FAILED|ERROR)|^_{3,} (\S.*?) _{3,}$"
+    r"^test (\S+) \.\.\. (?:FAILED|ERROR)|^_{3,} (\S.*?) _{3,}$|"
+    r"^(?:FAIL|ERROR): (test\w* \([\w.]+\))|^(test\w* \([\w.]+\)) \.\.\. (?:FAIL|ERROR)$"
 )
 _REPORT_TOTAL = re.compile(r"(?i)^=*\s*(?:\d+ (?:passed|failed|errors?|skipped|xfailed|xpassed|warnings?|deselected)\b.*?)\s*=*$|^(?:ok|FAIL)\s*$|^Ran \d+ tests? in|^(?:FAILED|OK) \(")
 
 
 def summarize_report(body: str, lines: Lines, status: str) -> None:
     """Totals, every failing test's name, error and warning lines, then the head and tail."""
-    hint = "… expand_ref pattern='FAILED' (or a test name) returns failing tests with context"
-    lines.budget -= lines.cost(hint)
     all_lines = body.split("\n")
-    totals = [ln.strip().strip("=").strip() for ln in all_lines if _REPORT_TOTAL.match(ln.strip())]
-    outcomes = re.findall(r"\b(PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS)\b", body[:2_000_000])
-    counts = ", ".join(f"{o.lower()} {outcomes.count(o)}" for o in dict.fromkeys(outcomes))
-    lines.add(status + (f"; {totals[-1]}" if totals else f"; {counts}" if counts else ""), force=True)
     failed: dict[str, None] = {}
     for line in all_lines:
         match = _FAILED_TEST.match(line.strip())
         if match:
             failed.setdefault(next(g for g in match.groups() if g).split(" - ")[0], None)
+    # unittest marks a failing test FAIL or ERROR, never FAILED: a pattern that finds them
+    word = "FAIL" if any(name.endswith(")") for name in failed) else "FAILED"
+    hint = f"… expand_ref pattern='{word}' (or a test name) returns failing tests with context"
+    lines.budget -= lines.cost(hint)
+    totals = [ln.strip().strip("=").strip() for ln in all_lines if _REPORT_TOTAL.match(ln.strip())]
+    if len(totals) > 1 and totals[-2].startswith("Ran ") and totals[-1].startswith(("OK", "FAILED (")):
+        totals.append(f"{totals[-2]}; {totals[-1]}")  # unittest: "Ran 72 tests in 0.1s; FAILED (failures=1)"
+    outcomes = re.findall(r"\b(PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS)\b", body[:2_000_000])
+    counts = ", ".join(f"{o.lower()} {outcomes.count(o)}" for o in dict.fromkeys(outcomes))
+    lines.add(status + (f"; {totals[-1]}" if totals else f"; {counts}" if counts else ""), force=True)
     # one name per test: "tests/a.py::test_x" covers "test_x" and a later "tests/b.py::test_x"
     names: dict[str, str] = {}
     for name in failed:
         names.setdefault(name.rsplit("::", 1)[-1].split("[")[0], name)
     if names:
-        lines.add_list("failed: ", list(names.values()), more_hint=" (expand_ref pattern='FAILED')")
+        lines.add_list("failed: ", list(names.values()), more_hint=f" (expand_ref pattern='{word}')")
     shown = "\n".join(lines.lines)
     for number, line in keyword_lines(body):
         text = line.strip()
         skip = not text or text[:1] == "=" or text[:60] in shown or _FAILED_TEST.match(text) or re.search(r"\bPASSED\b", text)
+        if text.startswith("Traceback (most recent call last)"):
+            continue  # says nothing; its exception does
         if not skip and not lines.add(f"L{number + 1}: {clip(text, 200)}"):
             break
     shown = "\n".join(lines.lines)
@@ -268,6 +276,7 @@ def summarize_report(body: str, lines: Lines, status: str) -> None:
     lines.add(hint, force=True)
 
 
+_HUNK = re.compile(r"^@@ -\d+(?:,(\d+))? \+\d+(?:,(\d+))? @@")
 _DIFF_FILE = re.compile(r"^diff --git a/(\S+) b/(\S+)|^\+\+\+ b/(\S+)|^--- a/(\S+)")
 
 
@@ -276,7 +285,23 @@ def summarize_diff(body: str, lines: Lines) -> None:
     files: dict[str, list[int]] = {}
     marks: dict[str, str] = {}
     current = ""
+    old_left = new_left = 0  # lines of the current hunk still to come, from its @@ header
     for line in body.split("\n"):
+        kind = line[:1]
+        if (old_left > 0 or new_left > 0) and kind in ("-", "+", " ", "", "\\") and current:
+            # inside a hunk a line is what its first character says, even "--- " or "+++ "
+            if kind == "+":
+                files[current][0] += 1
+            elif kind == "-":
+                files[current][1] += 1
+            if kind != "\\":  # "\ No newline at end of file" is no line of either side
+                old_left -= kind != "+"
+                new_left -= kind != "-"
+            continue
+        if hunk := _HUNK.match(line):
+            old_left, new_left = int(hunk.group(1) or 1), int(hunk.group(2) or 1)
+            continue
+        old_left = new_left = 0
         match = _DIFF_FILE.match(line)
         if match:
             name = next(g for g in match.groups() if g)
@@ -308,10 +333,16 @@ _TITLE = re.compile(r"(?is)<title[^>]*>(.{0,400}?)</title>|(?m:^#[ \t]+([^\n]+))
 _HEADING = re.compile(r"(?is)<h([1-3])[^>]*>(.{0,400}?)</h\1>|(?m:^(#{1,3})[ \t]+([^\n]+))")
 
 
+def _blank(markup: re.Match[str]) -> str:
+    """A space for ``markup``, with the line breaks it spans."""
+    return " " + "\n" * markup.group(0).count("\n")
+
+
 def summarize_markup(body: str, lines: Lines) -> None:
     """Title, outline of headings, every error/warning sentence, stripped of markup."""
     window = body[:400_000]
-    text = _TAG.sub(" ", re.sub(r"(?is)<(script|style)\b.*?</\1>", " ", window))
+    # markup goes, its line breaks stay: an error line keeps the number it has in the output
+    text = _TAG.sub(_blank, re.sub(r"(?is)<(script|style)\b.*?</\1>", _blank, window))
     title = _TITLE.search(window)
     if title:
         lines.add("title: " + clip(" ".join(_TAG.sub(" ", title.group(1) or title.group(2)).split()), 160), force=True)

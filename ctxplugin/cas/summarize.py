@@ -154,7 +154,9 @@ def summarize(
         label = label if not prefix else f"command output ({label})"
         if status:
             lines.add(status.rstrip(", "))
-        {"table": summarize_table, "fixed": summarize_fixed, "jsonl": summarize_jsonl}[shape](body, lines)
+        # rows are labelled with the line expand_ref's offset reads them at: past the wrapper's
+        first_line = text.count("\n", 0, wrapped.end()) if wrapped else 0
+        {"table": summarize_table, "fixed": summarize_fixed, "jsonl": summarize_jsonl}[shape](body, lines, first_line)
     elif shape == "report":
         label = "test report" if not prefix else "command output (test report)"
         summarize_report(body, lines, f"{status}{n_lines} lines")

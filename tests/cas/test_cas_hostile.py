@@ -45,6 +45,8 @@ HOSTILE: dict[str, tuple[Any, str]] = {
     "empty": ("", "success"),
     "empty block list": ([], "success"),
     "NUL bytes": ("a\x00b\x00" * 3000, "success"),
+    "TSV with a 200 KB cell": ("id\tname\tblob\n" + "".join(f"{i}\tn{i}\tshort\n" for i in range(100)) + "101\tbig\t" + "y" * 200_000, "success"),
+    "CSV with a quote left open": ("id,name,blob\n" + "".join(f"{i},n{i},short\n" for i in range(60)) + '61,big,"' + "z" * 140_000, "success"),
 }
 
 

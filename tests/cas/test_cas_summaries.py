@@ -30,6 +30,19 @@ def test_json_object_keeps_ids_and_scalars_within_budget() -> None:
     assert COUNTER.count(text) <= BUDGET + 10
 
 
+def test_json_object_whose_identifiers_fill_the_budget_still_names_its_keys() -> None:
+    doc = {
+        "user": {"profile": {"name": "Ann", "user_id": "u_991"}, "settings": {"theme": "dark"}},
+        "app.version": "1.2.3",
+        "orders": {"inner id": "X-77", "list": [{"order_id": f"O{i}", "total": i} for i in range(30)]},
+        "notes": "lorem ipsum " * 60,
+    }
+    label, text = summary(json.dumps(doc))
+    assert label == "JSON object, 4 keys"
+    assert "O29" in text and "u_991" in text
+    assert all(key in text for key in ("user", "app.version", "orders", "notes")), text
+
+
 def test_json_array_counts_items_and_lists_every_primary_id_that_fits() -> None:
     rows = [{"id": f"user_{i}", "email": f"u{i}@example.com", "active": i % 2 == 0, "score": i * 3} for i in range(15)]
     label, text = summary(json.dumps(rows))
@@ -102,6 +115,18 @@ def test_grep_output_groups_line_numbers_by_file() -> None:
     assert "36 matches in 3 files" in text
 
 
+def test_grep_context_lines_are_not_counted_as_matches() -> None:
+    out = "\n".join(
+        f"src/{name}.py-{n - 1}-    before\nsrc/{name}.py:{n}:    hit = match({n})\nsrc/{name}.py-{n + 1}-    after\n--"
+        for name in ("alpha", "beta")
+        for n in range(10, 300, 20)
+    )
+    label, text = summary(out)
+    assert label == "search matches"
+    assert "30 matches in 2 files" in text
+    assert "src/alpha.py: 10, 30, 50" in text
+
+
 def test_file_list_and_ls_listing() -> None:
     paths = "\n".join(f"./src/module_{i}/file_{i}.py" for i in range(80))
     label, text = summary(paths)
@@ -162,3 +187,24 @@ def test_a_record_summary_names_only_the_expand_ref_options_that_read_it() -> No
             out = expand_for_model(store, item.ref_id, scope, max_tokens=500, counter=COUNTER, fields=["records[77]"])
             assert "req_077" in out and not out.startswith("expand_ref:"), shape
         assert shape == "JSON" or "fields=" not in hint, f"{shape}: fields take JSON paths, not lines"
+
+
+def test_diff_counts_removed_and_added_lines_that_start_like_file_headers() -> None:
+    hunks = []
+    for i in range(10):
+        hunks += [
+            f"diff --git a/sql/q{i}.sql b/sql/q{i}.sql",
+            "index 1234567..89abcde 100644",
+            f"--- a/sql/q{i}.sql",
+            f"+++ b/sql/q{i}.sql",
+            "@@ -1,4 +1,4 @@",
+            " select id",
+            "--- a/legacy comment",
+            "+++ b/new comment",
+            " from orders",
+            " where amount > 0",
+        ]
+    label, text = summary("\n".join(hunks))
+    assert label == "diff"
+    assert "10 files changed, +10 -10" in text, text
+    assert "sql/q0.sql +1 -1" in text and "legacy" not in text.split("\n", 2)[1]
