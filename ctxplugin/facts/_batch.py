@@ -9,7 +9,7 @@ or both in one ``write`` on a store that has it (Chroma: one upsert per ingest).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from ctxplugin.facts.extract import FactDraft
 from ctxplugin.facts.model import Fact, FactQuery, matches, normalize_key, text_hash
@@ -31,6 +31,9 @@ class WriteBatch:
         # the added facts by text hash (ids in the order added): a duplicate check, one per fact
         # read, looks its text up here instead of testing every pending fact
         self._added_by_hash: dict[str, dict[str, None]] = {}
+        # and by key: the current fact of a key, looked up for every keyed fact read, is found
+        # among the pending facts of that key (a long conversation read at once adds thousands)
+        self._added_by_key: dict[str, dict[str, None]] = {}
         # what prefetch read: the reader, the keys and text hashes asked for, the facts found
         self._known: tuple[Scope, frozenset[str], frozenset[str], list[Fact]] | None = None
 
@@ -76,11 +79,15 @@ class WriteBatch:
     def _put_added(self, fact: Fact) -> None:
         old = self._added.get(fact.id)
         self._added[fact.id] = fact
-        if old is not None and old.text_hash == fact.text_hash:
-            return  # indexed already, in its place
-        if old is not None:
-            self._added_by_hash[old.text_hash].pop(fact.id, None)
-        self._added_by_hash.setdefault(fact.text_hash, {})[fact.id] = None
+        if old is None or old.text_hash != fact.text_hash:
+            if old is not None:
+                self._added_by_hash[old.text_hash].pop(fact.id, None)
+            self._added_by_hash.setdefault(fact.text_hash, {})[fact.id] = None
+        if old is None or old.key != fact.key:
+            if old is not None and old.key is not None:
+                self._added_by_key[old.key].pop(fact.id, None)
+            if fact.key is not None:
+                self._added_by_key.setdefault(fact.key, {})[fact.id] = None
 
     def _pending(self, fact_id: str) -> Fact | None:
         fact = self._added.get(fact_id)
@@ -113,11 +120,12 @@ class WriteBatch:
             if fact.id not in self._added and matches(pending, query):
                 found.append(pending)
         found += [f for f in self._updated.values() if f.id not in seen and matches(f, query)]
-        if query.text_hash is None:
-            found += [f for f in self._added.values() if matches(f, query)]
-        else:
-            added = self._added_by_hash.get(query.text_hash, {})
-            found += [f for f in (self._added[i] for i in added) if matches(f, query)]
+        added: Iterable[Fact] = self._added.values()
+        if query.text_hash is not None:
+            added = (self._added[i] for i in self._added_by_hash.get(query.text_hash, {}))
+        elif query.key is not None:
+            added = (self._added[i] for i in self._added_by_key.get(query.key, {}))
+        found += [f for f in added if matches(f, query)]
         found.sort(key=lambda f: f.created_at, reverse=True)
         return found if limit is None else found[:limit]
 
@@ -130,7 +138,7 @@ class WriteBatch:
         first, then the changes to stored ones (a failure in between leaves both the new and the
         old fact visible rather than neither)."""
         added, updated = list(self._added.values()), list(self._updated.values())
-        self._added, self._updated, self._added_by_hash = {}, {}, {}
+        self._added, self._updated, self._added_by_hash, self._added_by_key = {}, {}, {}, {}
         self._known = None  # the store changes: what was read before is read again
         write = getattr(self.store, "write", None)
         if callable(write) and added and updated:

@@ -241,3 +241,31 @@ def test_pending_facts_are_found_by_their_text_as_they_are_now() -> None:
     assert [f.id for f in batch.find(FactQuery(reader=S, text_hash=reworded.text_hash))] == [again.id]
     batch.flush()
     assert [f.id for f in batch.find(FactQuery(reader=S, text_hash=reworded.text_hash))] == [again.id]
+
+
+def test_pending_facts_are_found_by_their_key_as_it_is_now() -> None:
+    from datetime import datetime, timedelta
+
+    from ctxplugin.facts._batch import WriteBatch
+    from ctxplugin.testing.facts_contract import make_fact
+
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    gate, seat, later = (
+        make_fact(text, owner=S, key=key, created_at=start + timedelta(seconds=i))
+        for i, (text, key) in enumerate([("Gate B12", "gate"), ("Seat 4A", "seat"), ("Gate C3", "gate")])
+    )
+    batch = WriteBatch(MemoryFactStore())
+    batch.add([gate, seat, later])
+    assert [f.id for f in batch.find(FactQuery(reader=S, key="gate"))] == [later.id, gate.id]  # newest first
+    batch.update([gate.model_copy(update={"is_valid": False})])
+    assert [f.id for f in batch.find(FactQuery(reader=S, key="gate", valid=True))] == [later.id]
+    rekeyed = later.model_copy(update={"key": "seat"})
+    batch.update([rekeyed])  # still to be added: found under its new key only
+    assert [f.id for f in batch.find(FactQuery(reader=S, key="gate"))] == [gate.id]
+    assert [f.id for f in batch.find(FactQuery(reader=S, key="seat"))] == [later.id, seat.id]
+    unkeyed = seat.model_copy(update={"key": None})
+    batch.update([unkeyed])
+    assert [f.id for f in batch.find(FactQuery(reader=S, key="seat"))] == [later.id]
+    assert {f.id for f in batch.find(FactQuery(reader=S))} == {gate.id, seat.id, later.id}
+    batch.flush()
+    assert [f.id for f in batch.find(FactQuery(reader=S, key="seat"))] == [later.id]
