@@ -8,7 +8,6 @@ them. :func:`choose_tools` is the one place this split is made: ``prepare`` and
 
 from __future__ import annotations
 
-import difflib
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -23,7 +22,7 @@ from ctxplugin._names import EXPAND_REF_NAME, META_TOOL_NAMES
 from ctxplugin.config import ToolsConfig
 from ctxplugin.stages.view import SESSIONS_TRACKED, CallView, tool_label
 from ctxplugin.tokens import TokenCounter, count_tool_schemas
-from ctxplugin.tools import ToolPlan, ToolRegistry, ToolUses, plan_tools
+from ctxplugin.tools import ToolPlan, ToolRegistry, ToolUses, close_matches, plan_tools
 
 HEADERS_KEPT = 256
 """Merged headers kept by the tool stage, by text: agents share a few system prompts, and a
@@ -53,7 +52,7 @@ def _unknown_pinned(pinned: Sequence[str], tools: Sequence[Any]) -> list[str]:
     warnings = []
     for name in pinned:
         if name not in names:
-            close = difflib.get_close_matches(name, names, n=1)
+            close = close_matches(name, names, n=1)  # as load_tools suggests a name
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             warnings.append(f"tools.pinned names {name!r}, which no tool of this call is called: it pins nothing{hint}")
     return warnings
