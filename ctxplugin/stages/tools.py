@@ -48,6 +48,8 @@ class ToolChoice:
 def _unknown_pinned(pinned: Sequence[str], tools: Sequence[Any]) -> list[str]:
     """A warning for each ``tools.pinned`` name no tool of the call has: such a name pins
     nothing, and a misspelt one would leave its tool unbound until loaded."""
+    if not pinned:  # the default: nothing to look up on the call's path
+        return []
     names = sorted({label for t in tools if (label := tool_label(t))})
     warnings = []
     for name in pinned:
