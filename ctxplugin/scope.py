@@ -111,13 +111,17 @@ class Scope(BaseModel):
         """Whether this scope may read an item written by ``owner`` with ``visibility``.
 
         Tenants never mix. Within a tenant, ``session`` items need the same session (and the
-        same user when both name one), ``user`` items the same user, ``workspace`` items the
-        same workspace; ``tenant`` items are readable by the whole tenant.
+        same user and the same workspace when both name one: a thread id reused by another
+        user or in another workspace names another session), ``user`` items the same user,
+        ``workspace`` items the same workspace; ``tenant`` items are readable by the whole
+        tenant.
         """
         if self.tenant_id != owner.tenant_id:
             return False
         if visibility == "session":
             if self.session_id != owner.session_id:
+                return False
+            if owner.workspace_id and self.workspace_id and owner.workspace_id != self.workspace_id:
                 return False
             return not (owner.user_id and self.user_id and owner.user_id != self.user_id)
         if visibility == "user":

@@ -54,6 +54,7 @@ B = Scope(session_id="s-b", user_id="u2", workspace_id="w1")
 A2 = Scope(session_id="s-a2", user_id="u1", workspace_id="w1")
 A_OTHER_USER = Scope(session_id="s-a", user_id="u9", workspace_id="w1")
 A_OTHER_TENANT = Scope(session_id="s-a", user_id="u1", workspace_id="w1", tenant_id="t2")
+A_OTHER_WORKSPACE = Scope(session_id="s-a", user_id="u1", workspace_id="w2")
 
 # Pairs of distinct scopes whose ids, joined with "|" as earlier versions did, gave one key.
 COLLIDING_SCOPES = (
@@ -154,7 +155,11 @@ class CASStoreContract:
         with pytest.raises(RefNotFoundError):
             store.get(make_item("never stored").ref_id, A)
 
-    @pytest.mark.parametrize("reader", [B, A2, A_OTHER_USER, A_OTHER_TENANT], ids=["other-session", "same-user-other-session", "same-session-other-user", "other-tenant"])
+    @pytest.mark.parametrize(
+        "reader",
+        [B, A2, A_OTHER_USER, A_OTHER_TENANT, A_OTHER_WORKSPACE],
+        ids=["other-session", "same-user-other-session", "same-session-other-user", "other-tenant", "same-session-other-workspace"],
+    )
     def test_session_grants_do_not_leak(self, store: CASStore, reader: Scope) -> None:
         item = make_item("private output")
         store.put(item, A)

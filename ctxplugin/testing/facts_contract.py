@@ -25,6 +25,7 @@ from ctxplugin.scope import Scope
 
 ALICE = Scope(session_id="s-alice", user_id="alice", workspace_id="w1", tenant_id="acme")
 ALICE_OTHER_SESSION = Scope(session_id="s-alice-2", user_id="alice", workspace_id="w1", tenant_id="acme")
+ALICE_OTHER_WORKSPACE = Scope(session_id="s-alice", user_id="alice", workspace_id="w2", tenant_id="acme")
 BOB = Scope(session_id="s-bob", user_id="bob", workspace_id="w1", tenant_id="acme")
 MALLORY = Scope(session_id="s-alice", user_id="alice", workspace_id="w1", tenant_id="other")
 T0 = datetime(2025, 3, 1, 12, 0, 0, 123456, tzinfo=UTC)
@@ -154,6 +155,10 @@ class FactStoreContract:
         assert store.get([fact.id], reader=BOB) == []
         assert store.find(FactQuery(reader=BOB)) == []
         assert store.search("seat 12A", FactQuery(reader=BOB), n=5) == []
+        # a thread id reused in another workspace names another session
+        assert store.get([fact.id], reader=ALICE_OTHER_WORKSPACE) == []
+        assert store.find(FactQuery(reader=ALICE_OTHER_WORKSPACE)) == []
+        assert store.search("seat 12A", FactQuery(reader=ALICE_OTHER_WORKSPACE), n=5) == []
 
     def test_user_and_workspace_visibility(self, store: FactStore) -> None:
         mine = make_fact("Alice prefers aisle seats", visibility="user")
