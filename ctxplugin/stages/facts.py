@@ -95,15 +95,21 @@ class ChooseFacts:
         standing = _standing_text(view.header, body)
         extracted = view.facts_extracted
         marked = view.outdated_marked
-        fresh: list[BaseMessage] = []
+        unread = False  # new messages left unread: the next call reads the conversation afresh
         shown: Sequence[BaseMessage] = body
         in_force_now: InForce | None = None  # what marking reads; facts restating a change are not current
-        try:
-            if self.config.extract:
-                fresh = [m for m in seen.new_sources if self.reads.first_read(m, scope)]
-                if fresh:
+        if self.config.extract:
+            fresh = [m for m in seen.new_sources if self.reads.first_read(m, scope)]
+            if fresh:
+                try:
                     extracted += len(self.ledger.ingest(fresh, scope=scope))
-                    fresh = []
+                except StoreError as exc:
+                    # read again on a later call, once the store takes writes again; what is
+                    # stored already is still read below (a read takes no write lock)
+                    self.reads.forget(fresh, scope)
+                    view = view.degraded(f"facts store unavailable; new facts not recorded in this call: {exc}")
+                    unread = True
+        try:
             if self.config.mark_outdated:
                 # the latest user message is shown exactly as sent; the one before it no longer
                 if was_latest not in (-1, latest):
@@ -126,12 +132,11 @@ class ChooseFacts:
                 with self._lock:
                     frozen = self._window_lines.get(key)
                 if frozen is not None and frozen[0] == window and self._all_current(key, frozen, scope, in_force_now):
-                    return self._done(view, shown, frozen[1], extracted, marked, seen)
+                    return self._done(view, shown, frozen[1], extracted, marked, None if unread else seen)
             generation = self._generation()  # before the read: a write during it reads again later
             scored = self.ledger.search(query, scope=scope, k=self.config.k) if query and self.config.k else []
         except StoreError as exc:
             # read again on a later call, once the store is back (the reading starts afresh)
-            self.reads.forget(fresh, scope)
             view = view.degraded(f"facts store unavailable; facts skipped for this call: {exc}")
             return self._done(view, shown, (), extracted, marked, None)
         lines: list[FactLine] = []
@@ -171,7 +176,7 @@ class ChooseFacts:
         if window is not None:
             with self._lock:
                 self._window_lines.put(key, (window, tuple(lines), generation))
-        return self._done(view, shown, tuple(lines), extracted, marked, seen)
+        return self._done(view, shown, tuple(lines), extracted, marked, None if unread else seen)
 
     def _done(
         self,

@@ -160,3 +160,28 @@ def test_an_unreachable_lock_skips_the_facts_and_keeps_the_view() -> None:
     assert [m.id for m in prepared.messages if isinstance(m, HumanMessage)] == ["h0", "h1"]
     assert any("facts store unavailable" in w for w in prepared.report.warnings)
     assert len(store) == 0, "nothing half-written"
+
+
+def test_an_unreachable_lock_still_shows_the_facts_stored_before() -> None:
+    """Writes need the lock; reads do not: the facts already stored stay in the view while new
+    statements wait for the lock."""
+    from langchain_core.messages import HumanMessage
+
+    from ctxplugin import ContextEngine
+    from ctxplugin.facts import FactsLedger, MemoryFactStore
+
+    store = MemoryFactStore()
+    scope = Scope(session_id="s1")
+    FactsLedger(store).write("The deploy target is eu-west-3.", key="deploy_target", scope=scope)
+    lock = PostgresWriteLock.from_dsn("postgresql://nobody@127.0.0.1:9/none")
+    lock.pool.timeout = 0.5
+    engine = ContextEngine(facts=FactsLedger(store, lock=lock))
+    try:
+        messages = [HumanMessage("The release deadline is Friday 5pm.", id="h0"), HumanMessage("Where do we deploy?", id="h1")]
+        prepared = engine.prepare(messages, scope=scope)
+    finally:
+        lock.close()
+    assert [line.key for line in prepared.report.facts] == ["deploy_target"]
+    assert any("eu-west-3" in str(m.content) for m in prepared.messages)
+    assert any("new facts not recorded" in w for w in prepared.report.warnings), prepared.report.warnings
+    assert len(store) == 1, "the statement made during the outage waits for the lock"
