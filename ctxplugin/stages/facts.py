@@ -102,7 +102,10 @@ class ChooseFacts:
             if self.config.extract:
                 fresh = [m for m in seen.new_sources if self.reads.first_read(m, scope)]
                 if fresh:
+                    # facts read from an output the host has since replaced go first
+                    self.ledger.withdraw(self.reads.replaced(fresh, view.original, scope), scope=scope)
                     extracted += len(self.ledger.ingest(fresh, scope=scope))
+                    self.reads.read_outputs(fresh, scope)
                     fresh = []
             if self.config.mark_outdated:
                 # the latest user message is shown exactly as sent; the one before it no longer
