@@ -33,6 +33,7 @@ from ctxplugin.facts.model import (
     ScoredFact,
     Source,
     SourceType,
+    output_digest,
 )
 from ctxplugin.facts.outdated import mark_outdated
 from ctxplugin.facts.rules import RuleExtractor
@@ -65,5 +66,6 @@ __all__ = [
     "combine",
     "identifiers",
     "mark_outdated",
+    "output_digest",
     "words",
 ]

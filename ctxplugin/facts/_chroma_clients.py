@@ -10,8 +10,10 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from ctxplugin._chroma import claim_directory, set_http_timeout
+from ctxplugin.config import FactsConfig
 from ctxplugin.errors import ConfigError
 from ctxplugin.facts._chroma_embedding import _translated
+from ctxplugin.facts.embedding import HashingEmbedding, embedding_identity
 
 _WRITES: dict[str, list[int]] = {}
 _WRITES_LOCK = threading.Lock()
@@ -71,6 +73,19 @@ def _http_connector(url: str, headers: dict[str, str] | None, timeout: float) ->
         )
 
     return connect
+
+
+def legacy_embedding(client: Any, config: FactsConfig, base: str) -> tuple[HashingEmbedding, str] | None:
+    """``embedding="auto"``: the hashing embedding and its collection base name when ``client``
+    holds this deployment's facts written with it (its collection exists, none for ``base``)."""
+    legacy = HashingEmbedding(config.embedding_dims)
+    legacy_base = f"{config.collection}_{embedding_identity(legacy)}"
+    names = {str(getattr(c, "name", c)) for c in client.list_collections()}
+
+    def held(name_base: str) -> bool:
+        return any(name == name_base or name.startswith(name_base + "_t") for name in names)
+
+    return (legacy, legacy_base) if held(legacy_base) and not held(base) else None
 
 
 def _close_http_session(client: Any) -> None:

@@ -65,6 +65,12 @@ def lookup_where(reader: Scope, keys: Sequence[str], hashes: Sequence[str]) -> d
     return clauses[0] if len(clauses) == 1 else {"$or": clauses}
 
 
+def withdraw_where(owner: Scope, call_ids: Sequence[str]) -> dict[str, Any]:
+    """The clause for the facts read from the outputs of ``call_ids`` in the slots ``owner`` can
+    read (one ``$in`` on the composite ``cv`` field; ownership and digests are checked after)."""
+    return {"cv": {"$in": [f"{v}{_SEP}{c}" for v in reader_keys(owner) for c in call_ids]}}
+
+
 def search_where(query: FactQuery) -> dict[str, Any]:
     if query.valid is not None and query.key is None and query.text_hash is None and query.depends_on is None:
         return _state_where(reader_keys(query.reader), query.valid)
@@ -97,7 +103,7 @@ def to_metadata(fact: Fact) -> dict[str, Any]:
         "visibility": fact.visibility,
         "scope_id": fact.scope_id,
         "memory_type": fact.memory_type,
-        "source": [fact.source.type, fact.source.ref, fact.source.turn_index],
+        "source": [fact.source.type, fact.source.ref, fact.source.turn_index, fact.source.call_id, fact.source.digest],
         "authority": fact.authority,
         "tags": list(fact.tags),
         "importance": fact.importance,
@@ -124,6 +130,8 @@ def to_metadata(fact: Fact) -> dict[str, Any]:
     if fact.key is not None:
         meta["key"] = fact.key
         meta["kv"] = f"{vis}{_SEP}{fact.key}"
+    if fact.source.call_id is not None:
+        meta["cv"] = f"{vis}{_SEP}{fact.source.call_id}"
     for dep in fact.depends_on:
         meta["dep_" + dep] = vis
     return meta
@@ -133,11 +141,14 @@ def from_metadata(fact_id: str, text: str | None, meta: dict[str, Any] | None) -
     m = meta or {}
     body = json.loads(m.get("fact") or "{}")
     session_id, user_id, workspace_id, tenant_id = body.get("owner") or ["", None, None, None]
-    source_type, source_ref, turn_index = body.get("source") or ["state_write", None, None]
+    # facts stored before the tool call id and output digest were recorded have three fields
+    source_type, source_ref, turn_index, call_id, digest = (*(body.get("source") or ["state_write", None, None]), None, None)[:5]
     owner = _construct(
         Scope, {"session_id": session_id, "user_id": user_id, "workspace_id": workspace_id, "tenant_id": tenant_id, "roles": ()}
     )
-    source = _construct(Source, {"type": source_type, "ref": source_ref, "turn_index": turn_index})
+    source = _construct(
+        Source, {"type": source_type, "ref": source_ref, "turn_index": turn_index, "call_id": call_id, "digest": digest}
+    )
     values: dict[str, Any] = {
         "id": fact_id,
         "key": m.get("key"),
@@ -188,4 +199,4 @@ def _construct(cls: type[M], values: dict[str, Any]) -> M:
     return instance
 
 
-__all__ = ["find_where", "from_metadata", "may_match", "search_where", "to_metadata"]
+__all__ = ["find_where", "from_metadata", "may_match", "search_where", "to_metadata", "withdraw_where"]

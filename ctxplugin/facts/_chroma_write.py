@@ -3,13 +3,14 @@ collection (and batch), the changed facts keeping the vectors stored with them."
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
-from ctxplugin.facts._chroma_codec import to_metadata
+from ctxplugin.facts._chroma_codec import from_metadata, to_metadata, withdraw_where
 from ctxplugin.facts._chroma_lexical import _tag
 from ctxplugin.facts.lexical import LexicalIndex
-from ctxplugin.facts.model import Fact
+from ctxplugin.facts.model import Fact, withdrawn
+from ctxplugin.scope import Scope
 
 Groups = dict[str, tuple[list[Fact], dict[str, Fact]]]
 """Per tenant (its collection): the facts to add, and the changed ones by id."""
@@ -60,4 +61,31 @@ def upsert(
             index.retag(fact.id, tag)
 
 
-__all__ = ["Groups", "grouped", "upsert"]
+def batch_size(client: Any) -> int:
+    """Records one request to ``client`` may carry."""
+    try:
+        return min(4096, int(client.get_max_batch_size()))
+    except (AttributeError, TypeError, ValueError):
+        return 1000
+
+
+def delete_withdrawn(
+    collection: Any, owner: Scope, outputs: Mapping[str, Collection[str]], index: LexicalIndex | None
+) -> list[Fact]:
+    """Delete from ``collection`` the facts a withdrawal of ``outputs`` by ``owner`` removes
+    (:func:`~ctxplugin.facts.model.withdrawn`), keeping its lexical ``index`` in step; return
+    them."""
+    result = collection.get(where=withdraw_where(owner, list(outputs)), include=["documents", "metadatas"])
+    facts = [
+        from_metadata(i, doc, meta)
+        for i, doc, meta in zip(result["ids"], result["documents"] or [], result["metadatas"] or [], strict=True)
+    ]
+    gone = [f for f in facts if withdrawn(f, owner, outputs)]
+    if gone:
+        collection.delete(ids=[f.id for f in gone])
+        if index is not None:
+            index.remove(f.id for f in gone)
+    return gone
+
+
+__all__ = ["Groups", "batch_size", "delete_withdrawn", "grouped", "upsert"]

@@ -5,10 +5,10 @@ authority, memory type, the caller's own ids, and the fact built from a draft.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import get_args
+from typing import TypeAlias, get_args
 
 from langchain_core.messages import BaseMessage, HumanMessage, ToolMessage
 from pydantic import ValidationError
@@ -17,7 +17,7 @@ from ctxplugin._messages import annotation, said_ref
 from ctxplugin._untrusted import storable_text
 from ctxplugin.errors import InvalidInputError
 from ctxplugin.facts._text import identifiers
-from ctxplugin.facts.extract import FactDraft
+from ctxplugin.facts.extract import Extractor, FactDraft
 from ctxplugin.facts.model import (
     TOOL_AUTHORITY,
     Authority,
@@ -28,11 +28,13 @@ from ctxplugin.facts.model import (
     SourceType,
     new_fact_id,
     normalize_audience,
+    output_digest,
     reader_keys,
     reader_scope,
     visibility_key,
 )
 from ctxplugin.scope import Scope, Visibility
+from ctxplugin.tokens import content_text
 
 _MAX_ID = 128
 _ANNOTATED_SCOPES = frozenset({"global", "session", "task", "draft", "hypothetical"})
@@ -52,8 +54,10 @@ def _build_fact(
     clock: Callable[[], datetime],
     fact_id: str | None = None,
     audience: tuple[str, ...] = (),
+    output: tuple[str, str] | None = None,
 ) -> Fact:
-    """A fact from ``draft`` written by ``scope``, stamped with ``clock()``."""
+    """A fact from ``draft`` written by ``scope``, stamped with ``clock()``; ``output`` names the
+    tool output it was read from (call id and :func:`~ctxplugin.facts.model.output_digest`)."""
     reader_scope(scope)
     visibility = draft.visibility or "session"
     if visibility == "user" and not scope.user_id:
@@ -75,7 +79,9 @@ def _build_fact(
             scope=draft.scope,
             scope_id=draft.scope_id,
             memory_type=memory_type,
-            source=Source(type=source, ref=draft.source_ref),
+            source=Source(
+                type=source, ref=draft.source_ref, call_id=output[0] if output else None, digest=output[1] if output else None
+            ),
             authority=authority,
             tags=tags,
             importance=draft.importance,
@@ -180,6 +186,31 @@ def _valid_draft(draft: FactDraft) -> FactDraft:
         constraint_type=None if draft.constraint_type is None else storable_text(draft.constraint_type),
         tags=tuple(storable_text(t) for t in draft.tags),
     )
+
+
+Read: TypeAlias = tuple[FactDraft, SourceType, tuple[str, ...], tuple[str, str] | None]
+"""A draft read from a message, its source type, the audience the host marked, and for a tool
+output its call id and digest."""
+
+
+def read_drafts(messages: Sequence[BaseMessage], extractor: Extractor, *, scope: Scope, authority: Authority) -> list[Read]:
+    """The drafts ``extractor`` reads from the user messages and tool results of ``messages``,
+    with provenance, authority, visibility and the host's marks filled in."""
+    drafts: list[Read] = []
+    for message in messages:
+        if not isinstance(message, (HumanMessage, ToolMessage)):
+            continue
+        ref = _provenance(message)
+        source: SourceType = "tool" if isinstance(message, ToolMessage) else "conversation"
+        output = (message.tool_call_id, output_digest(content_text(message.content))) if isinstance(message, ToolMessage) else None
+        marks = _marks(message, source)
+        for draft in extractor(message):
+            visibility = draft.visibility or ("user" if draft.kind == "preference" and scope.user_id else "session")
+            draft = _with(draft, ref, None if source == "tool" else marks.authority or authority, visibility)
+            if marks.fact_scope is not None:
+                draft = replace(draft, scope=marks.fact_scope, scope_id=marks.scope_id or draft.scope_id)
+            drafts.append((draft, source, marks.audience, output))
+    return drafts
 
 
 def _with(draft: FactDraft, ref: str | None, authority: Authority | None, visibility: Visibility) -> FactDraft:

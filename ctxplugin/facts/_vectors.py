@@ -39,6 +39,7 @@ class Vectors:
         self._chunks: list[np.ndarray] = []  # the vectors, CHUNK rows each
         self._norms: list[np.ndarray] = []  # their norms, CHUNK each
         self._width: int | None = None
+        self._next = 0  # the next free row (rows of dropped vectors are not reused)
 
     def check(self, vectors: Sequence[Sequence[float]]) -> None:
         """Refuse ``vectors`` before anything is written when they are not all as long as the
@@ -68,12 +69,20 @@ class Vectors:
         if row is None:
             import numpy as np
 
-            row = self._rows[fact_id] = len(self._rows)
+            row = self._rows[fact_id] = self._next
+            self._next += 1
             if row // CHUNK == len(self._chunks):
                 self._chunks.append(np.zeros((CHUNK, self._width), dtype=np.float64))
                 self._norms.append(np.zeros(CHUNK, dtype=np.float64))
         self._chunks[row // CHUNK][row % CHUNK] = vector
         self._norms[row // CHUNK][row % CHUNK] = norm
+
+    def drop(self, fact_id: str) -> None:
+        """Forget ``fact_id``'s vector (its row is zeroed, not reused)."""
+        row = self._rows.pop(fact_id, None)
+        if row is not None:
+            self._chunks[row // CHUNK][row % CHUNK] = 0.0
+            self._norms[row // CHUNK][row % CHUNK] = 0.0
 
     def cosines(self, fact_ids: Sequence[str], vector: Sequence[float]) -> list[float]:
         """The cosine of ``vector`` with each fact's vector, in the order of ``fact_ids``

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +22,7 @@ from ctxplugin.facts._chroma_clients import (
     _http_connector,
     _open_persistent,
     bump,
+    legacy_embedding,
     writes_counter,
 )
 from ctxplugin.facts._chroma_codec import (
@@ -35,9 +36,8 @@ from ctxplugin.facts._chroma_embedding import _chroma_function as _chroma_functi
 from ctxplugin.facts._chroma_embedding import _translated
 from ctxplugin.facts._chroma_lexical import _LexicalIndexes, _tag
 from ctxplugin.facts._chroma_query import _WIDER, _query, _rank_exactly
-from ctxplugin.facts._chroma_write import grouped, upsert
+from ctxplugin.facts._chroma_write import batch_size, delete_withdrawn, grouped, upsert
 from ctxplugin.facts.embedding import (
-    HashingEmbedding,
     as_embeddings,
     document_vectors,
     embedding_identity,
@@ -211,10 +211,21 @@ class ChromaFactStore:
                 for tenant, (new, changed) in groups.items():
                     collection = self._collection(tenant)
                     index = self._lexical.get(collection.name)
-                    upsert(collection, new, changed, vectors, max(1, self._batch_size()), index[0] if index else None)
+                    upsert(collection, new, changed, vectors, max(1, batch_size(self._client_now())), index[0] if index else None)
         finally:  # a write that failed may have stored part of it: what was read before is read again
             if self._writes is not None:
                 bump(self._writes, revised=bool(updated) or any(map(revises, added)))
+
+    def withdraw(self, owner: Scope, outputs: Mapping[str, Collection[str]]) -> list[Fact]:
+        """Delete the facts :func:`~ctxplugin.facts.model.withdrawn` names: one read, one delete."""
+        try:
+            with _translated("withdraw facts", self._forget):
+                collection = self._collection(owner.tenant_id or "")
+                index = self._lexical.get(collection.name)
+                return delete_withdrawn(collection, owner, outputs, index[0] if index else None) if outputs else []
+        finally:  # as after a write: what was read before is read again
+            if self._writes is not None and outputs:
+                bump(self._writes, revised=True)
 
     def get(self, ids: Sequence[str], *, reader: Scope) -> list[Fact]:
         if not ids:
@@ -359,16 +370,9 @@ class ChromaFactStore:
         with self._lock:
             if not self._auto:
                 return
-            legacy = HashingEmbedding(self.config.embedding_dims)
-            legacy_base = f"{self.config.collection}_{embedding_identity(legacy)}"
-            names = {str(getattr(c, "name", c)) for c in client.list_collections()}
-
-            def held(base: str) -> bool:
-                return any(name == base or name.startswith(base + "_t") for name in names)
-
-            if held(legacy_base) and not held(self._base):
-                self.embedding = legacy
-                self._base = legacy_base
+            legacy = legacy_embedding(client, self.config, self._base)
+            if legacy is not None:
+                self.embedding, self._base = legacy
             self._auto = False
 
     def _collection(self, tenant: str) -> Any:
@@ -389,12 +393,6 @@ class ChromaFactStore:
                 )
                 self._collections[name] = found
         return found
-
-    def _batch_size(self) -> int:
-        try:
-            return min(4096, int(self._client_now().get_max_batch_size()))
-        except (AttributeError, TypeError, ValueError):
-            return 1000
 
 
 __all__ = ["ChromaFactStore"]

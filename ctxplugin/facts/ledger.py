@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
-from langchain_core.messages import BaseMessage, HumanMessage, ToolMessage
+from langchain_core.messages import BaseMessage
 
 from ctxplugin.config import FactsConfig, FactsStrategy
 from ctxplugin.errors import InvalidInputError
@@ -24,11 +23,9 @@ from ctxplugin.facts._batch import WriteBatch
 from ctxplugin.facts._drafts import (
     _build_fact,
     _candidate_ids,
-    _marks,
-    _provenance,
     _valid_draft,
-    _with,
     owner_of,
+    read_drafts,
 )
 from ctxplugin.facts._supersession import _MAX_CHAIN, _head, _supersede
 from ctxplugin.facts._text import identifiers, query_text, result_count, strings
@@ -198,10 +195,11 @@ class FactsLedger:
         supersedes: str | None = None,
         fact_id: str | None = None,
         audience: tuple[str, ...] = (),
+        output: tuple[str, str] | None = None,
     ) -> tuple[Fact, bool]:
-        """Write one draft; returns the fact and whether it was newly stored."""
+        """Write one draft (``output``: the tool call id and digest it was read from)."""
         fact = _build_fact(
-            _valid_draft(draft), scope=scope, source=source, clock=self.clock, fact_id=fact_id, audience=audience
+            _valid_draft(draft), scope=scope, source=source, clock=self.clock, fact_id=fact_id, audience=audience, output=output
         )
         shared: AbstractContextManager[None] = nullcontext()
         if self.lock is not None:
@@ -216,6 +214,20 @@ class FactsLedger:
                 self._writes(), fact, draft, scope=scope, supersedes=supersedes, fact_id=fact_id,
                 implicit=self.config.implicit_supersession,
             )
+
+    def withdraw(self, outputs: Mapping[str, Collection[str]], *, scope: Scope) -> list[Fact]:
+        """Remove the facts ``scope`` (and no other scope) read from tool outputs its host has
+        replaced since, as when a PII filter masks a card number; returns them.
+
+        ``outputs`` maps a tool call id to the :func:`~ctxplugin.facts.model.output_digest` of
+        each output that stands under it now, whose facts stay (none: all read from it go). One
+        store call, bounded like any other; a store without ``withdraw`` removes nothing.
+        """
+        remover = getattr(self.store, "withdraw", None)
+        if not outputs or not callable(remover):
+            return []
+        with self._lock:
+            return list(remover(owner_of(scope), {k: (v,) if isinstance(v, str) else tuple(v) for k, v in outputs.items()}))
 
     # ------------------------------------------------------------------ reads
     def get(self, fact_id: str, *, scope: Scope) -> Fact | None:
@@ -357,26 +369,14 @@ class FactsLedger:
             InvalidInputError: a message's ``ctxplugin`` metadata names an unknown fact scope or
                 authority, or a malformed audience.
         """
-        drafts: list[tuple[FactDraft, SourceType, tuple[str, ...]]] = []
-        for message in messages:
-            if not isinstance(message, (HumanMessage, ToolMessage)):
-                continue
-            ref = _provenance(message)
-            source: SourceType = "tool" if isinstance(message, ToolMessage) else "conversation"
-            marks = _marks(message, source)
-            for draft in self.extractor(message):
-                visibility = draft.visibility or ("user" if draft.kind == "preference" and scope.user_id else "session")
-                draft = _with(draft, ref, None if source == "tool" else marks.authority or authority, visibility)
-                if marks.fact_scope is not None:
-                    draft = replace(draft, scope=marks.fact_scope, scope_id=marks.scope_id or draft.scope_id)
-                drafts.append((draft, source, marks.audience))
+        drafts = read_drafts(messages, self.extractor, scope=scope, authority=authority)
         if not drafts:
             return []
         written: list[Fact] = []
         if self.lock is not None:
             # shared with other processes: each fact is written while its slot's lock is held
-            for draft, source, audience in drafts:
-                fact, created = self._commit(draft, scope=scope, source=source, audience=audience)
+            for draft, source, audience, output in drafts:
+                fact, created = self._commit(draft, scope=scope, source=source, audience=audience, output=output)
                 if created and fact.is_valid:
                     written.append(fact)
             return written
@@ -386,9 +386,9 @@ class FactsLedger:
             batch = WriteBatch(self.store)
             self._batch.current = batch
             try:
-                batch.prefetch(owner_of(scope), [draft for draft, _, _ in drafts])
-                for draft, source, audience in drafts:
-                    fact, created = self._commit(draft, scope=scope, source=source, audience=audience)
+                batch.prefetch(owner_of(scope), [read[0] for read in drafts])
+                for draft, source, audience, output in drafts:
+                    fact, created = self._commit(draft, scope=scope, source=source, audience=audience, output=output)
                     if created and fact.is_valid:
                         written.append(fact)
             finally:

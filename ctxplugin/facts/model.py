@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import uuid
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import lru_cache
@@ -81,6 +81,10 @@ class Source(BaseModel):
             the API), system or policy.
         ref: the message id, tool call id or CAS ref (``ref:<kind>:<hash>``) the fact came from.
         turn_index: position of that message in the conversation, when known.
+        call_id: for a fact read from a tool output, the tool call id it answered.
+        digest: for a fact read from a tool output, :func:`output_digest` of the output as read:
+            when the host later replaces that output (PII masking), the facts read from the old
+            content are told from those read from the new one and withdrawn.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -88,6 +92,8 @@ class Source(BaseModel):
     type: SourceType = "state_write"
     ref: str | None = None
     turn_index: int | None = None
+    call_id: str | None = None
+    digest: str | None = None
 
 
 class Fact(BaseModel):
@@ -243,6 +249,16 @@ def matches(fact: Fact, query: FactQuery) -> bool:
     return query.text_hash is None or fact.text_hash == query.text_hash
 
 
+def withdrawn(fact: Fact, owner: Scope, outputs: Mapping[str, Collection[str]]) -> bool:
+    """Whether a withdrawal of ``outputs`` by ``owner`` removes ``fact``: the reference
+    semantics every store's ``withdraw`` agrees with. ``outputs`` maps a tool call id to the
+    digests of the outputs that stand under it now (facts read from them stay; none: all go)."""
+    source = fact.source
+    if source.type != "tool" or source.call_id is None or source.call_id not in outputs:
+        return False
+    return source.digest not in outputs[source.call_id] and fact.owner.key() == owner.key()
+
+
 def permitted(fact: Fact, reader: Scope) -> bool:
     """Whether ``reader`` is in ``fact``'s audience: always when the fact names none, else when
     the reader has one of its roles or is one of its users.
@@ -311,6 +327,11 @@ def normalize_key(key: str | None) -> str | None:
     return cleaned or None
 
 
+def output_digest(text: str) -> str:
+    """The digest a fact records of the tool output it was read from (exact text, sha256)."""
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
 @lru_cache(maxsize=16384)
 def text_hash(text: str) -> str:
     """Hash of normalised text (memoised: a fact's hash is asked for at every check that may
@@ -365,5 +386,7 @@ __all__ = [
     "Source",
     "SourceType",
     "matches",
+    "output_digest",
     "permitted",
+    "withdrawn",
 ]

@@ -8,7 +8,7 @@ suite (``ctxplugin.testing.facts_contract``).
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from langchain_core.embeddings import Embeddings
@@ -16,7 +16,15 @@ from langchain_core.embeddings import Embeddings
 from ctxplugin.facts._vectors import Vectors
 from ctxplugin.facts.embedding import as_embeddings, document_vectors, query_vector
 from ctxplugin.facts.lexical import LexicalIndex
-from ctxplugin.facts.model import Fact, FactQuery, matches, reader_keys, revises, visibility_key
+from ctxplugin.facts.model import (
+    Fact,
+    FactQuery,
+    matches,
+    reader_keys,
+    revises,
+    visibility_key,
+    withdrawn,
+)
 from ctxplugin.scope import Scope
 
 
@@ -35,6 +43,9 @@ class FactStore(Protocol):
     And ``lookup(reader, *, keys, hashes) -> list[Fact]``: the facts ``reader`` may read whose
     key is among ``keys`` or text hash among ``hashes``, in any state, in one request; an
     ingest reads what its decisions will look up that way first.
+    And ``withdraw(owner, outputs) -> list[Fact]``: delete, in one request or as few as it can,
+    the facts ``owner`` read from tool outputs its host has since replaced (see
+    :func:`~ctxplugin.facts.model.withdrawn`) and return them; the ledger's ``withdraw`` uses it.
 
     A store that only this process writes may also have ``generation: int``, a number that
     changes with every write: what was read from it at the same generation still stands, so a
@@ -138,6 +149,29 @@ class MemoryFactStore:
             facts = sorted(found.values(), key=lambda f: self._order[f.id])
         return [f for f in facts if reader.can_read(f.owner, f.visibility)]
 
+    def withdraw(self, owner: Scope, outputs: Mapping[str, Collection[str]]) -> list[Fact]:
+        """Delete the facts ``owner`` read from the tool outputs ``outputs`` names, except those
+        read from the content that stands (see :func:`~ctxplugin.facts.model.withdrawn`)."""
+        with self._lock:
+            found = {
+                fact.id: fact
+                for slot_key in dict.fromkeys(reader_keys(owner)) if (slot := self._slots.get(slot_key)) is not None
+                for call_id in outputs
+                for fact in slot.by_call.get(call_id, {}).values()
+                if withdrawn(fact, owner, outputs)
+            }
+            if not found:
+                return []
+            self.generation += 1
+            self.revisions += 1
+            for fact in found.values():
+                slot = self._slots[_slot_of(fact)]
+                slot.remove(fact)
+                slot.lexical.remove([fact.id])
+                del self._facts[fact.id]
+                self._vectors.drop(fact.id)
+        return list(found.values())
+
     def _put(self, fact: Fact) -> None:
         old = self._facts.get(fact.id)
         if old is not None:
@@ -232,6 +266,7 @@ class _Slot:
         # every call reads the superseded facts and the provisional ones: few beside the rest
         self.by_state: dict[tuple[bool, str], dict[str, Fact]] = {}
         self.by_dependency: dict[str, dict[str, Fact]] = {}  # a superseded fact's dependents are flagged
+        self.by_call: dict[str, dict[str, Fact]] = {}  # tool call id -> facts read from its output
         self.lexical = LexicalIndex()
 
     def insert(self, fact: Fact) -> None:
@@ -241,6 +276,8 @@ class _Slot:
         self.by_state.setdefault((fact.is_valid, fact.scope), {})[fact.id] = fact
         for dependency in fact.depends_on:
             self.by_dependency.setdefault(dependency, {})[fact.id] = fact
+        if fact.source.call_id is not None:
+            self.by_call.setdefault(fact.source.call_id, {})[fact.id] = fact
 
     def remove(self, fact: Fact) -> None:
         self.facts.pop(fact.id, None)
@@ -249,6 +286,8 @@ class _Slot:
         _drop(self.by_state, (fact.is_valid, fact.scope), fact.id)
         for dependency in fact.depends_on:
             _drop(self.by_dependency, dependency, fact.id)
+        if fact.source.call_id is not None:
+            _drop(self.by_call, fact.source.call_id, fact.id)
 
     def candidates(self, query: FactQuery) -> Iterable[Fact]:
         """A superset of the facts of this slot that match ``query`` (the narrowest index)."""

@@ -112,6 +112,7 @@ class Capture:
                     update={"additional_kwargs": {**tool_message.additional_kwargs, META_KEY: note}}
                 )
                 report.facts_extracted = len(self.ledger.ingest([source], scope=scope))
+                self.reads.read_outputs([tool_message], scope)
         except StoreError as exc:
             self.reads.forget([tool_message], scope)
             report.warnings.append(log_degraded(scope, f"facts store unavailable; extraction skipped: {exc}"))

@@ -102,7 +102,18 @@ class ChooseFacts:
             fresh = [m for m in seen.new_sources if self.reads.first_read(m, scope)]
             if fresh:
                 try:
+                    # facts read from an output the host has since replaced go first: until
+                    # they are gone no fact is shown (the outer handler skips the block)
+                    replaced = self.reads.replaced(fresh, view.original, scope)
+                    if replaced:
+                        self.ledger.withdraw(replaced, scope=scope)
+                except StoreError as exc:
+                    self.reads.forget(fresh, scope)
+                    view = view.degraded(f"facts store unavailable; facts skipped for this call: {exc}")
+                    return self._done(view, shown, (), extracted, marked, None)
+                try:
                     extracted += len(self.ledger.ingest(fresh, scope=scope))
+                    self.reads.read_outputs(fresh, scope)
                 except StoreError as exc:
                     # read again on a later call, once the store takes writes again; what is
                     # stored already is still read below (a read takes no write lock)

@@ -15,9 +15,11 @@ from collections.abc import Sequence
 from langchain_core.messages import BaseMessage, HumanMessage, ToolMessage
 
 from ctxplugin._lru import LRU
+from ctxplugin._messages import annotation
 from ctxplugin._names import META_TOOL_NAMES
 from ctxplugin.cas import Captured, CASStore, capture
 from ctxplugin.config import CASConfig
+from ctxplugin.facts.model import output_digest
 from ctxplugin.scope import Scope
 from ctxplugin.tokens import TokenCounter, content_text
 
@@ -70,11 +72,14 @@ class CaptureMemo:
 
 
 class ReadMemo:
-    """Messages already read for facts, by scope and content."""
+    """Messages already read for facts, by scope and content; and the tool outputs read, by
+    scope and tool call id, to notice one its host replaced after it was read (a PII filter
+    masking a card number): the facts read from the old content are then withdrawn."""
 
     def __init__(self, size: int = MEMO_SIZE * 4) -> None:
         self._lock = threading.Lock()
         self._read: LRU[str, bool] = LRU(size)
+        self._outputs: LRU[str, str] = LRU(size)  # scope and tool call id -> digest of the output read
 
     def first_read(self, message: BaseMessage, scope: Scope) -> bool:
         """Whether ``message`` is read for the first time (it counts as read from now on)."""
@@ -90,6 +95,51 @@ class ReadMemo:
         with self._lock:
             for message in messages:
                 self._read.pop(_read_key(message, scope), None)
+
+
+    def replaced(
+        self, messages: Sequence[BaseMessage], conversation: Sequence[BaseMessage], scope: Scope
+    ) -> dict[str, tuple[str, ...]]:
+        """The tool outputs among ``messages`` (read now, from ``conversation``) that replace
+        one read before under the same tool call id, or that the host marked ``replaced`` in
+        ``additional_kwargs["ctxplugin"]`` (the LangGraph adapters mark an annotation the
+        content no longer matches): tool call id -> the digests of the outputs ``conversation``
+        holds under that id, whose facts stay (see :meth:`FactsLedger.withdraw`).
+
+        An output read before and still in ``conversation`` was not replaced: some recordings
+        give several outputs one tool call id."""
+        candidates: dict[str, str | None] = {}
+        for message in messages:
+            if isinstance(message, ToolMessage):
+                with self._lock:
+                    before = self._outputs.get(_output_key(message, scope))
+                if annotation(message).get("replaced") is True:
+                    candidates[message.tool_call_id] = None
+                elif before is not None and before != output_digest(content_text(message.content)):
+                    candidates.setdefault(message.tool_call_id, before)
+        if not candidates:
+            return {}
+        present: dict[str, set[str]] = {call_id: set() for call_id in candidates}
+        for message in conversation:
+            if isinstance(message, ToolMessage) and message.tool_call_id in present:
+                present[message.tool_call_id].add(output_digest(content_text(message.content)))
+        return {
+            call_id: tuple(sorted(present[call_id]))
+            for call_id, before in candidates.items()
+            if before is None or before not in present[call_id]
+        }
+
+    def read_outputs(self, messages: Sequence[BaseMessage], scope: Scope) -> None:
+        """Remember the content of the tool outputs among ``messages`` as read for facts."""
+        for message in messages:
+            if isinstance(message, ToolMessage):
+                digest = output_digest(content_text(message.content))
+                with self._lock:
+                    self._outputs.put(_output_key(message, scope), digest)
+
+
+def _output_key(message: ToolMessage, scope: Scope) -> str:
+    return f"{scope.key()}\x00{message.tool_call_id}"
 
 
 def _read_key(message: BaseMessage, scope: Scope) -> str:

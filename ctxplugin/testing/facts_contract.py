@@ -57,8 +57,8 @@ class FactStoreContract:
             scope="task",
             scope_id="task-7",
             memory_type="organizational",
-            source=Source(type="policy", ref="ref:doc:0123456789abcdef", turn_index=3),
-            authority="executive",
+            source=Source(type="tool", ref="ref:doc:0123456789abcdef", turn_index=3, call_id="call_7", digest="00ff"),
+            authority="tool",
             tags=("pricing", "w1234"),
             importance=0.9,
             created_at=T0,
@@ -230,7 +230,52 @@ class FactStoreContract:
         hits = store.search("budget for project 7", FactQuery(reader=ALICE, valid=True), n=4)
         assert {f.id for f, _ in hits} == {c.id for c in current}
 
+    def test_withdraw_removes_only_what_the_owner_read_from_other_content_of_the_call(self, store: FactStore) -> None:
+        withdraw = getattr(store, "withdraw", None)
+        if not callable(withdraw):
+            pytest.skip("this store cannot withdraw facts")
+
+        def read(text: str, call_id: str, digest: str, owner: Scope = ALICE, **fields: Any) -> Fact:
+            return make_fact(text, owner=owner, source=Source(type="tool", call_id=call_id, digest=digest), authority="tool", **fields)
+
+        unmasked = read("Card 4111-1111-1111-1111 is on file", "call_1", "d-old")
+        shared = read("Card 4111-1111-1111-1111 is the default", "call_1", "d-old", visibility="user", is_valid=False)
+        masked = read("Card ****-****-****-1111 is on file", "call_1", "d-new")
+        other_call = read("Order W12 shipped", "call_2", "d-old")
+        other_session = read("Card 4111-1111-1111-1111 is on file", "call_1", "d-old", owner=ALICE_OTHER_SESSION)
+        said = make_fact("My card is 4111-1111-1111-1111", source=Source(type="conversation", ref="call_1"))
+        store.add([unmasked, shared, masked, other_call, other_session, said])
+        removed = withdraw(ALICE, {"call_1": ("d-new",), "call_9": ()})
+        assert {f.id for f in removed} == {unmasked.id, shared.id}
+        left = {f.id for f in store.find(FactQuery(reader=ALICE))}
+        assert left == {masked.id, other_call.id, said.id}
+        assert [f.id for f in store.find(FactQuery(reader=ALICE_OTHER_SESSION))] == [other_session.id]
+        hits = {f.id for f, _ in store.search("card 4111-1111-1111-1111 on file", FactQuery(reader=ALICE), n=10)}
+        assert hits == left
+        lexical = getattr(store, "search_lexical", None)
+        if callable(lexical):
+            found = {f.id for f, _ in lexical("4111-1111-1111-1111", FactQuery(reader=ALICE), n=10)}
+            assert unmasked.id not in found and shared.id not in found
+        assert withdraw(ALICE, {"call_1": ("d-new", "d-other")}) == [], "withdrawing again removes nothing"
+        assert [f.id for f in withdraw(ALICE, {"call_1": ()})] == [masked.id]
+
     # ------------------------------------------------------------------ through the ledger
+    def test_ledger_withdraws_the_facts_read_from_an_output_the_host_replaced(self, ledger: FactsLedger) -> None:
+        from langchain_core.messages import ToolMessage
+
+        from ctxplugin.facts import output_digest
+
+        original = ToolMessage("Card on file for customer c1: 4111-1111-1111-1111, status active.", tool_call_id="call_1")
+        masked = original.model_copy(update={"content": "Card on file for customer c1: ****-****-****-1111, status active."})
+        assert ledger.ingest([original], scope=ALICE)
+        ledger.write("Customer c1 asked about the card on file", scope=ALICE)
+        removed = ledger.withdraw({"call_1": [output_digest(str(masked.content))]}, scope=ALICE)
+        assert removed and all("4111-1111-1111-1111" in f.text for f in removed)
+        assert ledger.withdraw({"call_1": []}, scope=BOB) == [], "only the scope that read them withdraws them"
+        ledger.ingest([masked], scope=ALICE)
+        texts = [h.fact.text for h in ledger.search("card on file for customer c1", scope=ALICE, k=10)]
+        assert any("****-****-****-1111" in t for t in texts) and not any("4111-1111-1111-1111" in t for t in texts)
+        assert ledger.withdraw({"call_1": [output_digest(str(masked.content))]}, scope=ALICE) == []
     def test_supersession_chain_is_readable_and_only_its_head_is_retrieved(self, ledger: FactsLedger) -> None:
         a = ledger.write("Data Team on Project Alpha", key="data_team_allocation", scope=ALICE)
         b = ledger.write("Data Team moved to Project Gamma", key="data_team_allocation", scope=ALICE)

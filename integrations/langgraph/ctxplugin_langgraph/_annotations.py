@@ -33,13 +33,14 @@ def _digest(text: str) -> str:
 
 
 def without_stale(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
-    """The messages, with annotations dropped where the content changed since capture (the
-    engine then stores the new content under its own ref)."""
+    """The messages, with annotations the content changed since capture no longer matches
+    replaced by ``{"replaced": True}``: the engine stores the new content under its own ref and
+    withdraws the facts it read from the old one (they may hold what a PII filter masked)."""
     out: list[BaseMessage] = []
     for message in messages:
         if isinstance(message, ToolMessage) and _stale(message):
-            kept = {k: v for k, v in message.additional_kwargs.items() if k != META_KEY}
-            message = message.model_copy(update={"additional_kwargs": kept})
+            kwargs = {**message.additional_kwargs, META_KEY: {"replaced": True}}
+            message = message.model_copy(update={"additional_kwargs": kwargs})
         out.append(message)
     return out
 

@@ -22,7 +22,8 @@ from langchain_core.tools import StructuredTool, tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 
-from ctxplugin import ContextCallbackHandler, Scope
+from ctxplugin import ContextCallbackHandler, ContextEngine, Scope
+from ctxplugin.facts import FactQuery
 from ctxplugin.testing import ScriptedChatModel, conversation_messages, memory_engine, tool_call
 
 ORDERS = ["context-first", "context-last"]
@@ -196,3 +197,65 @@ def test_with_pii_masking_the_model_reads_only_the_masked_output(order: str) -> 
     ref = "ref:" + seen.split("ref:", 1)[1].split()[0]
     assert not card.search(seen)
     assert engine.expand_ref(ref, scope=Scope(session_id=f"pii-{order}")) == kept.content
+
+
+@tool
+def card_on_file(customer: str) -> str:
+    """The card a customer pays with."""
+    return f"Card on file for customer {customer}: {card_number(7)} (Visa), status active."
+
+
+@pytest.mark.parametrize("order", ORDERS)
+@pytest.mark.parametrize("size", ["short", "listing"])
+def test_with_pii_masking_no_fact_read_before_masking_reaches_the_model(order: str, size: str) -> None:
+    # the facts read from the output when it was captured held the card number: once the host
+    # masks the output they are withdrawn, and only the masked statement may be shown
+    engine = memory_engine()
+    tool_used, args = (card_on_file, {"customer": "c1"}) if size == "short" else (list_payments, {"customer": "c1"})
+    model = ScriptedChatModel(
+        script=[
+            AIMessage(content="", tool_calls=[tool_call(tool_used.name, args)]),
+        ],
+        default="Noted.",
+    )
+    mask = PIIMiddleware("credit_card", strategy="mask", apply_to_tool_results=True)
+    agent: Any = create_agent(
+        model, [tool_used], checkpointer=InMemorySaver(), middleware=arrange(order, ContextMiddleware(engine), mask)
+    )
+    thread = f"pii-facts-{order}-{size}"
+    config: Any = {"configurable": {"thread_id": thread}}
+    run_turns(agent, ["Which card is on file for customer c1?", "Remind me: which card does customer c1 pay with?"], config)
+    card = re.compile(r"4111-1111-\d{4}-\d{4}|4111111111\d{6}")
+    scope = Scope(session_id=thread)
+    assert len(model.calls) == 3
+    for call in model.calls[1:]:  # every call after the tool ran
+        assert not card.search(str([m.content for m in call.messages])), "a masked card number reached the model"
+    # nor can it later, once the output leaves the view: the ledger keeps (valid or superseded)
+    # the masked statements only
+    held = [fact.text for fact in engine.facts.store.find(FactQuery(reader=scope))]
+    assert any("****-****-****-" in text for text in held)
+    assert not any(card.search(text) for text in held)
+
+
+def test_an_output_redacted_in_the_state_after_a_restart_has_its_facts_withdrawn() -> None:
+    # captured by an earlier process; a redaction job then masks the card numbers in the saved
+    # thread, and the process serving the next turn learns of it from the annotation alone
+    before = memory_engine()
+    after = ContextEngine(config=before.config, cas=before.cas, facts=before.facts)
+    saver, config = InMemorySaver(), {"configurable": {"thread_id": "pii-restart"}}
+    first_model = ScriptedChatModel(
+        script=[AIMessage(content="", tool_calls=[tool_call("list_payments", {"customer": "c1"})])], default="Noted."
+    )
+    agent: Any = create_agent(first_model, [list_payments], checkpointer=saver, middleware=[ContextMiddleware(before)])
+    run_turns(agent, ["Which cards did customer c1 pay with?"], config)
+    card = re.compile(r"4111-1111-\d{4}-\d{4}")
+    scope = Scope(session_id="pii-restart")
+    assert any(card.search(fact.text) for fact in after.facts.store.find(FactQuery(reader=scope)))
+    output = next(m for m in agent.get_state(config).values["messages"] if isinstance(m, ToolMessage))
+    masked = output.model_copy(update={"content": re.sub(r"4111-1111-1111-", "****-****-****-", str(output.content))})
+    model = ScriptedChatModel(script=[], default="Noted.")
+    agent = create_agent(model, [list_payments], checkpointer=saver, middleware=[ContextMiddleware(after)])
+    agent.update_state(config, {"messages": [masked]})
+    run_turns(agent, ["Remind me: which card paid PAY-0003?"], config)
+    assert not card.search(str([m.content for m in model.calls[-1].messages]))
+    assert not any(card.search(fact.text) for fact in after.facts.store.find(FactQuery(reader=scope)))
