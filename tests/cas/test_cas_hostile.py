@@ -23,6 +23,7 @@ from ctxplugin._untrusted import (
 )
 from ctxplugin.cas import MemoryCASStore
 from ctxplugin.cas.capture import SUMMARY_BOUND
+from ctxplugin.errors import InvalidInputError
 from ctxplugin.facts import FactsLedger, MemoryFactStore
 from ctxplugin.tokens import content_text
 
@@ -107,6 +108,20 @@ def test_the_safe_loader_turns_every_hostile_json_into_a_value_error() -> None:
     assert isinstance(load_json(nested), list)
 
 
+def test_the_safe_loader_reads_only_json_whose_value_says_what_it_says() -> None:
+    assert load_json('{"a": 1.5, "b": 1e2, "c": 0.1, "d": 1.0000000000000002, "e": -0.0, "f": 2.5e-300}') == {
+        "a": 1.5, "b": 100.0, "c": 0.1, "d": 1.0000000000000002, "e": -0.0, "f": 2.5e-300,
+    }
+    assert load_json('["0.1000000000000000055511151231257827", "1E400", {"a": {"a": 1}}]')[2] == {"a": {"a": 1}}
+    for text, why in (
+        ("[0.1000000000000000055511151231257827]", "does not fit a float"),
+        ('{"x": [1E400]}', "does not fit a float"),
+        ('[{"id": 1, "name": "a", "id": 2}]', "'id' twice"),
+    ):
+        with pytest.raises(ValueError, match=why):
+            load_json(text)
+
+
 def test_the_safe_loader_refuses_a_huge_integer_even_where_python_would_convert_it() -> None:
     limit = sys.get_int_max_str_digits()
     sys.set_int_max_str_digits(0)  # no limit of Python's own: the conversion would be quadratic
@@ -138,3 +153,44 @@ def test_a_refused_text_is_refused_again_within_one_capture() -> None:
                 load_json(deep)
         assert load_json("[1]") == [1]
         assert load_json("".join(["[", "2", "]"])) == [2]  # an equal text of another length is read
+
+
+# JSON that parses to the value of another output: a number with more digits than a float keeps
+# (a balance in wei-precise ETH, a figure past the float range), or one key twice in an object.
+_ROWS = json.dumps([{"tx": f"0x{i:064x}", "memo": "transfer to the savings account"} for i in range(40)])
+ALIKE = {
+    "digits past a float": (
+        '{"balance": 1.000000000000000001, "txs": ' + _ROWS + "}",
+        '{"balance": 1.000000000000000002, "txs": ' + _ROWS + "}",
+    ),
+    "a key twice": (
+        '{"status": "refunded", "txs": ' + _ROWS + "}",
+        '{"status": "pending", "status": "refunded", "txs": ' + _ROWS + "}",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(ALIKE))
+def test_json_outputs_that_parse_alike_keep_their_own_originals(engine: ContextEngine, name: str) -> None:
+    first, second = ALIKE[name]
+    refs = []
+    for index, text in enumerate((first, second)):
+        _, report = engine.capture_with_report(ToolMessage(content=text, tool_call_id=f"c{index}", name="wallet"), SCOPE)
+        assert report.ref_id is not None
+        assert engine.expand_ref(report.ref_id, SCOPE) == text  # its own original, not the other's
+        refs.append(report.ref_id)
+    assert refs[0] != refs[1]
+    with pytest.raises(InvalidInputError, match="not JSON that reads back as written"):
+        engine.expand_ref(refs[1], SCOPE, fields=["txs"])
+
+
+def test_numbers_are_shown_as_the_output_wrote_them(engine: ContextEngine) -> None:
+    text = json.dumps([{"account": f"acct-{i}", "balance": "BALANCE"} for i in range(60)])
+    text = text.replace('"BALANCE"', "0.123456789012345678", 1).replace('"BALANCE"', "2.5")
+    text = '{"limit": 1E400, "accounts": ' + text + "}"
+    compact, report = engine.capture_with_report(ToolMessage(content=text, tool_call_id="n", name="wallet"), SCOPE)
+    assert report.ref_id is not None
+    assert "Infinity" not in str(compact.content) and "0.12345678901234568" not in str(compact.content)
+    page = engine.expand_ref(report.ref_id, SCOPE, offset=0, limit=1)
+    assert "0.123456789012345678" in page and "1E400" in page
+
