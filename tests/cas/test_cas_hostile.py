@@ -194,3 +194,46 @@ def test_numbers_are_shown_as_the_output_wrote_them(engine: ContextEngine) -> No
     page = engine.expand_ref(report.ref_id, SCOPE, offset=0, limit=1)
     assert "0.123456789012345678" in page and "1E400" in page
 
+
+def _pytest_report(color: bool) -> str:
+    """A ``pytest -v`` report of 300 tests, two failing; with ``--color=yes`` escapes when ``color``."""
+    def paint(text: str, *codes: int) -> str:
+        return "".join(f"\x1b[{c}m" for c in codes) + text + "\x1b[0m" if color else text
+
+    lines = [paint("=" * 29 + " test session starts " + "=" * 30, 1), "platform linux -- Python 3.12.3, pytest-8.3.2",
+             "rootdir: /srv/shop", paint("collecting ... ", 1) + "collected 300 items", ""]
+    for i in range(300):
+        outcome = paint("FAILED", 31) if i in (41, 207) else paint("PASSED", 32)
+        lines.append(f"tests/test_orders.py::test_total[{i}] {outcome}{paint(f'{(i + 1) * 100 // 300:>40}%]', 32 if i < 41 else 31)}")
+    lines += ["", paint("=" * 35 + " FAILURES " + "=" * 35, 31), paint("_" * 28 + " test_total[41] " + "_" * 28, 31, 1), "",
+              ">       assert order.total == 42", paint("E       AssertionError: ORD-41 total 41 != 42", 1, 31), "",
+              paint("tests/test_orders.py", 1, 31) + ":12: AssertionError",
+              paint("=" * 27 + " short test summary info " + "=" * 28, 36),
+              paint("FAILED", 31) + " tests/test_orders.py::test_total[41] - AssertionError: ORD-41 total 41 != 42",
+              paint("FAILED", 31) + " tests/test_orders.py::test_total[207] - AssertionError: ORD-207 total 207 != 208",
+              paint("=" * 24 + " ", 31) + paint("2 failed", 31, 1) + ", " + paint("298 passed", 32) + paint(" in 2.31s " + "=" * 24, 31)]
+    return "\n".join(lines)
+
+
+def _build_log(color: bool) -> str:
+    """A build's log, an error line among 400 with its path as a terminal link when ``color``."""
+    ok, error = ("\x1b[32mok\x1b[0m", "\x1b[1;31merror\x1b[0m") if color else ("ok", "error")
+    path = "src/pkg/module_233.py"
+    link = f"\x1b]8;;file:///srv/{path}\x1b\\{path}\x1b]8;;\x1b\\" if color else path
+    lines = [f"[{i:04d}] {ok} compiling src/pkg/module_{i}.py" for i in range(400)]
+    lines[233] = f"[0233] {error}: {link}:17: undefined name 'ledger_id'"
+    return "\n".join(lines)
+
+
+@pytest.mark.parametrize("make", [_pytest_report, _build_log], ids=["pytest --color=yes", "build log with links"])
+def test_terminal_colours_do_not_change_the_summary(engine: ContextEngine, make: Any) -> None:
+    plain, coloured = make(False), make(True)
+    assert "\x1b" in coloured and "\x1b" not in plain
+    summaries = []
+    for index, text in enumerate((plain, coloured)):
+        compact, report = engine.capture_with_report(ToolMessage(content=text, tool_call_id=f"t{index}", name="bash"), SCOPE)
+        assert report.ref_id is not None and engine.expand_ref(report.ref_id, SCOPE) == text  # stored as it came
+        head, body = str(compact.content).split("\n", 1)
+        summaries.append((head.split(" · ")[1], body))  # the shape's label and the summary
+    assert summaries[1] == summaries[0]
+    assert "\x1b" not in summaries[1][1]
