@@ -208,6 +208,6 @@ def storable_text(text: str) -> str:
 
 
 __all__ = [
-    "MAX_INT_DIGITS", "InexactJSON", "inexact_json", "MAX_JSON_DEPTH", "json_depth_exceeds", "json_text", "load_json", "nesting_exceeds", "parse_once",
-    "storable_text", "valid_unicode",
+    "MAX_INT_DIGITS", "MAX_JSON_DEPTH", "InexactJSON", "inexact_json", "json_depth_exceeds", "json_text", "load_json",
+    "nesting_exceeds", "parse_once", "storable_text", "valid_unicode",
 ]
