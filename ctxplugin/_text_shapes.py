@@ -14,6 +14,17 @@ from ctxplugin._text_words import mentions_trouble
 TextShape = Literal["log", "code", "grep", "paths", "listing", "table", "jsonl", "fixed", "report", "diff", "markup", "text"]
 
 _SAMPLE_LINES = 400
+_ESCAPE = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b\n]*(?:\x07|\x1b\\)|[@-Z\\-_])")
+"""A terminal escape sequence: a colour or cursor control (CSI), a link or title (OSC, ended by
+BEL or ST), or a two-character escape. None spans a line break."""
+
+
+def without_escapes(text: str) -> str:
+    """``text`` without terminal escape sequences (``--color=yes``, ``FORCE_COLOR``, links in
+    a terminal): what a reader sees on the screen, line for line. ``text`` itself when it holds
+    no escape character, which is almost always."""
+    return _ESCAPE.sub("", text) if "\x1b" in text else text
+
 _NUMBERED = re.compile(r"^\s*(\d+)(?:\t|: |:|-|\s{2,}| \| )(.*)$")
 _DEF = re.compile(
     r"^(?P<indent>\s*)(?:"

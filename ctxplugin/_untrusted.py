@@ -8,11 +8,13 @@ imports nothing from ctxplugin.
 from __future__ import annotations
 
 import json
+import math
 import re
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
+from decimal import Decimal
 from itertools import accumulate
 from typing import Any
 
@@ -29,10 +31,30 @@ class _TooLarge(ValueError):
     pass
 
 
+class InexactJSON(ValueError):
+    """JSON whose parsed value would not say what its text says (see :func:`load_json`)."""
+
+
 def _int(digits: str) -> int:
     if len(digits) > min(MAX_INT_DIGITS, sys.get_int_max_str_digits() or MAX_INT_DIGITS):
         raise _TooLarge(f"an integer of {len(digits)} digits")
     return int(digits)
+
+
+def _float(literal: str) -> float:
+    value = float(literal)
+    if not math.isfinite(value) or Decimal(repr(value)) != Decimal(literal):
+        raise InexactJSON(f"the number {literal[:40]} does not fit a float")
+    return value
+
+
+def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    value = dict(pairs)
+    if len(value) != len(pairs):
+        seen: set[str] = set()
+        twice = next(key for key, _ in pairs if key in seen or seen.add(key))  # type: ignore[func-returns-value]
+        raise InexactJSON(f"the key {twice[:40]!r} twice in one object")
+    return value
 
 
 _STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
@@ -74,6 +96,10 @@ def _digit_run(limit: int) -> re.Pattern[str]:
 
 
 _LONG_DIGITS = _digit_run(MAX_INT_DIGITS)
+_FINE_NUMBER = re.compile(r"\d(?:\.?\d){15}|[eE][-+]?\d{3}")
+"""Where a float literal may hold more than a float keeps: 16 digits or more, or an exponent of
+three digits. A literal of at most 15 significant digits and a smaller exponent always reads
+back as written (``sys.float_info.dig``), so the check of each float is skipped without one."""
 
 _parsed: ContextVar[dict[int, tuple[str, Any, str | None]] | None] = ContextVar("ctxplugin_parsed_json", default=None)
 
@@ -91,12 +117,19 @@ def parse_once() -> Iterator[None]:
 
 
 def load_json(text: str) -> Any:
-    """``json.loads(text)`` within limits that make it safe for any input.
+    """``json.loads(text)`` within limits that make it safe for any input, and only for JSON
+    whose value says what the text says.
+
+    A number a float does not keep (``1.000000000000000001``, ``1E400``) or a key written twice
+    in one object would parse to the value of another text: summaries and ``expand_ref`` would
+    show a number the output never held, and canonical hashing would give two outputs one ref.
+    Such JSON is read as text.
 
     Raises:
-        ValueError: not JSON, nested deeper than :data:`MAX_JSON_DEPTH`, or holding an integer
-            of more than :data:`MAX_INT_DIGITS` digits. Nothing else is raised (no
-            ``RecursionError``), whatever ``text`` holds.
+        ValueError: not JSON, nested deeper than :data:`MAX_JSON_DEPTH`, holding an integer of
+            more than :data:`MAX_INT_DIGITS` digits, a number a float does not keep or a key
+            twice in one object. Nothing else is raised (no ``RecursionError``), whatever
+            ``text`` holds.
     """
     memo = _parsed.get()
     if memo is None:
@@ -118,16 +151,32 @@ def load_json(text: str) -> Any:
 def _load_json(text: str) -> Any:
     if json_depth_exceeds(text):
         raise ValueError(f"JSON nested deeper than {MAX_JSON_DEPTH} levels")
-    # the integer guard is a Python call per number: taken only when a run of digits is long
-    # enough to need it (a run inside a string counts too, which only costs time)
+    # the integer guard and the float check are a Python call per number: taken only when a
+    # run of digits is long enough to need them (a run inside a string counts too, which only
+    # costs time); the key check is a call per object, about a fifth of the parse
     limit = min(MAX_INT_DIGITS, sys.get_int_max_str_digits() or MAX_INT_DIGITS)
     pattern = _LONG_DIGITS if limit == MAX_INT_DIGITS else _digit_run(limit)
+    options: dict[str, Any] = {"object_pairs_hook": _object}
+    if pattern.search(text) is not None:
+        options["parse_int"] = _int
+    if _FINE_NUMBER.search(text) is not None:
+        options["parse_float"] = _float
     try:
-        if pattern.search(text) is None:
-            return json.loads(text)
-        return json.loads(text, parse_int=_int)
+        return json.loads(text, **options)
     except RecursionError as exc:  # a small stack left by the caller
         raise ValueError("JSON nested too deeply for the parser") from exc
+
+
+def inexact_json(text: str) -> str | None:
+    """What makes ``text``, JSON as far as the parser goes, JSON :func:`load_json` refuses to
+    read as such (a number a float does not keep, a key twice in one object); else None."""
+    try:
+        load_json(text.strip())
+    except InexactJSON as exc:
+        return str(exc)
+    except ValueError:
+        pass
+    return None
 
 
 def valid_unicode(text: str) -> str:
@@ -159,6 +208,6 @@ def storable_text(text: str) -> str:
 
 
 __all__ = [
-    "MAX_INT_DIGITS", "MAX_JSON_DEPTH", "json_depth_exceeds", "json_text", "load_json", "nesting_exceeds", "parse_once",
-    "storable_text", "valid_unicode",
+    "MAX_INT_DIGITS", "MAX_JSON_DEPTH", "InexactJSON", "inexact_json", "json_depth_exceeds", "json_text", "load_json",
+    "nesting_exceeds", "parse_once", "storable_text", "valid_unicode",
 ]

@@ -251,10 +251,11 @@ def summarize_report(body: str, lines: Lines, status: str) -> None:
     outcomes = re.findall(r"\b(PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS)\b", body[:2_000_000])
     counts = ", ".join(f"{o.lower()} {outcomes.count(o)}" for o in dict.fromkeys(outcomes))
     lines.add(status + (f"; {totals[-1]}" if totals else f"; {counts}" if counts else ""), force=True)
-    # one name per test: "tests/a.py::test_x" covers "test_x" and a later "tests/b.py::test_x"
+    # one name per test: "tests/a.py::test_x" covers "test_x" and a later "tests/b.py::test_x";
+    # each parameter case of a test is a test of its own ("test_x[1]", "test_x[2]")
     names: dict[str, str] = {}
     for name in failed:
-        names.setdefault(name.rsplit("::", 1)[-1].split("[")[0], name)
+        names.setdefault(name.rsplit("::", 1)[-1], name)
     if names:
         lines.add_list("failed: ", list(names.values()), more_hint=f" (expand_ref pattern='{word}')")
     shown = "\n".join(lines.lines)

@@ -11,6 +11,7 @@ from typing import Any, Literal, Protocol
 
 import regex  # type: ignore[import-untyped]  # installed with tiktoken; its searches take a timeout
 
+from ctxplugin._untrusted import inexact_json
 from ctxplugin.cas._budget import clip
 from ctxplugin.cas._canon import parse_json, ref_as_written
 from ctxplugin.cas._json_path import parse_path, select
@@ -126,7 +127,7 @@ def _select(
     if fields:
         is_json, value = parse_json(content)
         if not is_json:
-            raise InvalidInputError(f"{ref_id} is not JSON; fields work on JSON outputs (use pattern or offset/limit)")
+            raise _not_json(ref_id, content)
         doc = select(value, fields[0]) if len(fields) == 1 else {f: select(value, f) for f in fields}
         if isinstance(doc, list):
             unit, values = "items", doc
@@ -166,6 +167,13 @@ def _select(
     if context and unit == "lines":
         page = [replace(u, before=_neighbour(values, u.index - 1), after=_neighbour(values, u.index + 1)) for u in page]
     return _Selection(ref_id, unit, len(values), len(matches), offset, page, True, None)
+
+
+def _not_json(ref_id: str, content: str) -> InvalidInputError:
+    """The error for ``fields`` on an output not read as JSON; why, when it looks like JSON."""
+    why = inexact_json(content)
+    why = f" that reads back as written ({why})" if why else ""
+    return InvalidInputError(f"{ref_id} is not JSON{why}; fields work on JSON outputs (use pattern or offset/limit)")
 
 
 def _records_of(value: dict[str, Any]) -> tuple[list[str], list[Any]]:

@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ctxplugin._text_shapes import detect_text_shape, listing_names
+from ctxplugin._text_shapes import detect_text_shape, listing_names, without_escapes
 from ctxplugin._text_words import word_starts
 from ctxplugin.cas._budget import CountedOnce, Lines
 from ctxplugin.cas._json_summary import (
@@ -109,6 +109,8 @@ def summarize(
             return Summary("json", label, summarize_records_array(value, counter, budget).text())
         return Summary("json", label, summarize_array(value, counter, budget).text())
     exit_code: str | None = None
+    # read as a terminal shows it: colours hide the words and lines each shape is known by
+    text = without_escapes(text)
     body = text
     wrapped = _WRAPPED.match(text)
     if wrapped:

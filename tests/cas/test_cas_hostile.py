@@ -23,6 +23,7 @@ from ctxplugin._untrusted import (
 )
 from ctxplugin.cas import MemoryCASStore
 from ctxplugin.cas.capture import SUMMARY_BOUND
+from ctxplugin.errors import InvalidInputError
 from ctxplugin.facts import FactsLedger, MemoryFactStore
 from ctxplugin.tokens import content_text
 
@@ -107,6 +108,20 @@ def test_the_safe_loader_turns_every_hostile_json_into_a_value_error() -> None:
     assert isinstance(load_json(nested), list)
 
 
+def test_the_safe_loader_reads_only_json_whose_value_says_what_it_says() -> None:
+    assert load_json('{"a": 1.5, "b": 1e2, "c": 0.1, "d": 1.0000000000000002, "e": -0.0, "f": 2.5e-300}') == {
+        "a": 1.5, "b": 100.0, "c": 0.1, "d": 1.0000000000000002, "e": -0.0, "f": 2.5e-300,
+    }
+    assert load_json('["0.1000000000000000055511151231257827", "1E400", {"a": {"a": 1}}]')[2] == {"a": {"a": 1}}
+    for text, why in (
+        ("[0.1000000000000000055511151231257827]", "does not fit a float"),
+        ('{"x": [1E400]}', "does not fit a float"),
+        ('[{"id": 1, "name": "a", "id": 2}]', "'id' twice"),
+    ):
+        with pytest.raises(ValueError, match=why):
+            load_json(text)
+
+
 def test_the_safe_loader_refuses_a_huge_integer_even_where_python_would_convert_it() -> None:
     limit = sys.get_int_max_str_digits()
     sys.set_int_max_str_digits(0)  # no limit of Python's own: the conversion would be quadratic
@@ -138,3 +153,87 @@ def test_a_refused_text_is_refused_again_within_one_capture() -> None:
                 load_json(deep)
         assert load_json("[1]") == [1]
         assert load_json("".join(["[", "2", "]"])) == [2]  # an equal text of another length is read
+
+
+# JSON that parses to the value of another output: a number with more digits than a float keeps
+# (a balance in wei-precise ETH, a figure past the float range), or one key twice in an object.
+_ROWS = json.dumps([{"tx": f"0x{i:064x}", "memo": "transfer to the savings account"} for i in range(40)])
+ALIKE = {
+    "digits past a float": (
+        '{"balance": 1.000000000000000001, "txs": ' + _ROWS + "}",
+        '{"balance": 1.000000000000000002, "txs": ' + _ROWS + "}",
+    ),
+    "a key twice": (
+        '{"status": "refunded", "txs": ' + _ROWS + "}",
+        '{"status": "pending", "status": "refunded", "txs": ' + _ROWS + "}",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(ALIKE))
+def test_json_outputs_that_parse_alike_keep_their_own_originals(engine: ContextEngine, name: str) -> None:
+    first, second = ALIKE[name]
+    refs = []
+    for index, text in enumerate((first, second)):
+        _, report = engine.capture_with_report(ToolMessage(content=text, tool_call_id=f"c{index}", name="wallet"), SCOPE)
+        assert report.ref_id is not None
+        assert engine.expand_ref(report.ref_id, SCOPE) == text  # its own original, not the other's
+        refs.append(report.ref_id)
+    assert refs[0] != refs[1]
+    with pytest.raises(InvalidInputError, match="not JSON that reads back as written"):
+        engine.expand_ref(refs[1], SCOPE, fields=["txs"])
+
+
+def test_numbers_are_shown_as_the_output_wrote_them(engine: ContextEngine) -> None:
+    text = json.dumps([{"account": f"acct-{i}", "balance": "BALANCE"} for i in range(60)])
+    text = text.replace('"BALANCE"', "0.123456789012345678", 1).replace('"BALANCE"', "2.5")
+    text = '{"limit": 1E400, "accounts": ' + text + "}"
+    compact, report = engine.capture_with_report(ToolMessage(content=text, tool_call_id="n", name="wallet"), SCOPE)
+    assert report.ref_id is not None
+    assert "Infinity" not in str(compact.content) and "0.12345678901234568" not in str(compact.content)
+    page = engine.expand_ref(report.ref_id, SCOPE, offset=0, limit=1)
+    assert "0.123456789012345678" in page and "1E400" in page
+
+
+def _pytest_report(color: bool) -> str:
+    """A ``pytest -v`` report of 300 tests, two failing; with ``--color=yes`` escapes when ``color``."""
+    def paint(text: str, *codes: int) -> str:
+        return "".join(f"\x1b[{c}m" for c in codes) + text + "\x1b[0m" if color else text
+
+    lines = [paint("=" * 29 + " test session starts " + "=" * 30, 1), "platform linux -- Python 3.12.3, pytest-8.3.2",
+             "rootdir: /srv/shop", paint("collecting ... ", 1) + "collected 300 items", ""]
+    for i in range(300):
+        outcome = paint("FAILED", 31) if i in (41, 207) else paint("PASSED", 32)
+        lines.append(f"tests/test_orders.py::test_total[{i}] {outcome}{paint(f'{(i + 1) * 100 // 300:>40}%]', 32 if i < 41 else 31)}")
+    lines += ["", paint("=" * 35 + " FAILURES " + "=" * 35, 31), paint("_" * 28 + " test_total[41] " + "_" * 28, 31, 1), "",
+              ">       assert order.total == 42", paint("E       AssertionError: ORD-41 total 41 != 42", 1, 31), "",
+              paint("tests/test_orders.py", 1, 31) + ":12: AssertionError",
+              paint("=" * 27 + " short test summary info " + "=" * 28, 36),
+              paint("FAILED", 31) + " tests/test_orders.py::test_total[41] - AssertionError: ORD-41 total 41 != 42",
+              paint("FAILED", 31) + " tests/test_orders.py::test_total[207] - AssertionError: ORD-207 total 207 != 208",
+              paint("=" * 24 + " ", 31) + paint("2 failed", 31, 1) + ", " + paint("298 passed", 32) + paint(" in 2.31s " + "=" * 24, 31)]
+    return "\n".join(lines)
+
+
+def _build_log(color: bool) -> str:
+    """A build's log, an error line among 400 with its path as a terminal link when ``color``."""
+    ok, error = ("\x1b[32mok\x1b[0m", "\x1b[1;31merror\x1b[0m") if color else ("ok", "error")
+    path = "src/pkg/module_233.py"
+    link = f"\x1b]8;;file:///srv/{path}\x1b\\{path}\x1b]8;;\x1b\\" if color else path
+    lines = [f"[{i:04d}] {ok} compiling src/pkg/module_{i}.py" for i in range(400)]
+    lines[233] = f"[0233] {error}: {link}:17: undefined name 'ledger_id'"
+    return "\n".join(lines)
+
+
+@pytest.mark.parametrize("make", [_pytest_report, _build_log], ids=["pytest --color=yes", "build log with links"])
+def test_terminal_colours_do_not_change_the_summary(engine: ContextEngine, make: Any) -> None:
+    plain, coloured = make(False), make(True)
+    assert "\x1b" in coloured and "\x1b" not in plain
+    summaries = []
+    for index, text in enumerate((plain, coloured)):
+        compact, report = engine.capture_with_report(ToolMessage(content=text, tool_call_id=f"t{index}", name="bash"), SCOPE)
+        assert report.ref_id is not None and engine.expand_ref(report.ref_id, SCOPE) == text  # stored as it came
+        head, body = str(compact.content).split("\n", 1)
+        summaries.append((head.split(" · ")[1], body))  # the shape's label and the summary
+    assert summaries[1] == summaries[0]
+    assert "\x1b" not in summaries[1][1]

@@ -178,3 +178,21 @@ def test_a_unittest_report_names_its_totals_failing_tests_and_a_pattern_that_fin
     assert "test_refund (tests.test_orders.OrderTests) ... FAIL" in found
     assert "FAIL: test_refund (tests.test_orders.OrderTests)" in found
     store.close()
+
+
+def test_a_pytest_report_names_each_failing_parameter_case(tmp_path: Path) -> None:
+    failing = {17: "EUR", 118: "JPY", 203: "CHF"}
+    lines = ["============================= test session starts ==============================", "collected 300 items", ""]
+    for i in range(300):
+        case = f"tests/test_rates.py::test_convert[{i}-{failing.get(i, 'USD')}]"
+        lines.append(f"{case} {'FAILED' if i in failing else 'PASSED'} [{(i + 1) * 100 // 300:3d}%]")
+    lines += ["", "=========================== short test summary info ============================"]
+    lines += [f"FAILED tests/test_rates.py::test_convert[{i}-{cur}] - AssertionError: rate for {cur}" for i, cur in failing.items()]
+    lines += ["======================== 3 failed, 297 passed in 4.20s ========================="]
+    store = SQLiteCASStore(tmp_path / "cas.db")
+    captured = capture("\n".join(lines), store=store, scope=SCOPE, config=CASConfig(), counter=COUNTER, tool_name="bash")
+    assert captured.ref_id is not None and "test report" in captured.text.split("\n", 1)[0]
+    for i, cur in failing.items():
+        assert f"test_convert[{i}-{cur}]" in captured.text  # each failing case, not only the first
+    assert captured.text.count("test_convert[17-EUR]") == 1  # named once, though reported twice
+    store.close()
