@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from langchain_core.tools import BaseTool, StructuredTool
 from pydantic import BaseModel, Field, field_validator
 
-from ctxplugin._names import LOAD_TOOLS_NAME
+from ctxplugin._names import LOAD_TOOLS_NAME, META_TOOL_MARK
 
 if TYPE_CHECKING:  # the registry builds its load_tools tool here: only its type is needed
     from ctxplugin.tools.registry import ToolEntry, ToolRegistry
@@ -193,6 +193,7 @@ def make_load_tools_tool(registry: ToolRegistry) -> BaseTool:
         name=LOAD_TOOLS_NAME,
         description="Load tools from the tool directory: their full schemas are bound from your next step on, so you can call them.",
         args_schema=LoadToolsArgs,
+        metadata={META_TOOL_MARK: True},
     )
     if registry.binding == "stubs":  # the tools are bound as stubs already; loading only reads their parameters
         meta.description = "Read the parameters (JSON schema) of tools before you call them for the first time."
