@@ -75,7 +75,8 @@ class Validation:
     """
 
     __slots__ = (
-        "answered", "checked", "extended", "group", "orphans", "out", "pending", "placeholders", "returned", "warnings",
+        "answered", "called", "checked", "extended", "group", "orphans", "out", "pending", "placeholders", "returned",
+        "warnings",
     )
 
     def __init__(self, orphans: OrphanRepair = "raise") -> None:
@@ -89,7 +90,9 @@ class Validation:
         self.warnings: list[str] = []
         self.pending: dict[str, str] = {}  # tool_call_id -> tool name, awaiting results
         self.group = 0  # index in ``out`` of the AI message whose results are pending
-        self.answered: set[str] = set()
+        # call id -> (index, id) of the message that answered it, and index of the message that made it
+        self.answered: dict[str, tuple[int, str | None]] = {}
+        self.called: dict[str, int] = {}
         self.placeholders: dict[str, ToolMessage] = {}  # by call id, once made
 
     def extend(self, messages: Sequence[BaseMessage]) -> tuple[list[BaseMessage], list[str]]:
@@ -135,7 +138,7 @@ class Validation:
         if isinstance(message, ToolMessage):
             if message.tool_call_id not in pending:
                 problem = f"message {index} is a tool result for tool_call_id={message.tool_call_id!r}, " + (
-                    "but that call was already answered"
+                    self._answered_by(message.tool_call_id)
                     if message.tool_call_id in answered
                     else "but no earlier AI message made that call"
                 )
@@ -150,12 +153,12 @@ class Validation:
                 if at < self.returned:
                     self.returned = -1  # what was returned last is no longer the beginning of out
                 out[at:at] = [_stand_in_call(message), message]
-                answered.add(message.tool_call_id)
+                answered[message.tool_call_id] = (index, message.id)
                 self.group += 2 if pending else 0
                 warnings.append(f"{problem}; a stand-in call was put before it (orphan_tool_results='pair')")
                 return
             pending.pop(message.tool_call_id)
-            answered.add(message.tool_call_id)
+            answered[message.tool_call_id] = (index, message.id)
             out.append(message)
             return
         if pending:
@@ -172,13 +175,31 @@ class Validation:
                         f"message {index} has a tool call ({call['name']!r}) whose arguments nest deeper than "
                         f"{MAX_JSON_DEPTH} levels; no model writes such arguments, and ctxplugin does not walk them"
                     )
+                if call_id in pending:  # two calls of this message: their results could not be told apart
+                    raise InvalidInputError(
+                        f"message {index}{f' (id={message.id!r})' if message.id else ''} makes two tool calls with the same id {call_id!r}: "
+                        f"{pending[call_id]!r} and {call['name']!r}; each call of a message needs its own id, "
+                        "since a result is paired with its call by id. Give the calls unique ids (or remove "
+                        "the message from the thread's state)"
+                    )
                 pending[call_id] = call["name"]
+                self.called[call_id] = index
             # a call whose arguments did not parse is still a call: the providers' LangChain
             # integrations send it (one without a name is left out by langchain-anthropic), and
             # create_agent answers it with an error result
             for invalid in message.invalid_tool_calls:
                 if invalid.get("id") and invalid.get("name"):
                     pending[str(invalid["id"])] = str(invalid["name"])
+
+    def _answered_by(self, call_id: str) -> str:
+        """Where the call ``call_id`` was made and first answered, for the error on a second result."""
+        at, first_id = self.answered[call_id]
+        made = self.called.get(call_id)
+        return (
+            f"but message {at}{f' (id={first_id!r})' if first_id else ''} already answered that call"
+            + (f" (made by message {made})" if made is not None and made < at else "")
+            + "; call ids are unique, so one of the two results is extra"
+        )
 
     def _close_pending(self, out: list[BaseMessage], pending: dict[str, str], warnings: list[str]) -> None:
         for call_id, name in pending.items():

@@ -15,7 +15,7 @@ from langchain_core.tools import BaseTool, StructuredTool
 from pydantic import BaseModel, Field
 
 from ctxplugin._events import emit
-from ctxplugin._names import EXPAND_EVENT, EXPAND_REF_NAME
+from ctxplugin._names import EXPAND_EVENT, EXPAND_REF_NAME, META_TOOL_MARK
 from ctxplugin._run_scope import resolve as resolve_scope
 from ctxplugin.cas import expand_for_model
 from ctxplugin.scope import Scope
@@ -81,7 +81,8 @@ def make_expand_ref_tool(engine: ContextEngine, scope: ScopeResolver | None = No
         return text
 
     return _ExpandRefTool.from_function(
-        expand_ref, name=EXPAND_REF_NAME, description=EXPAND_REF_DESCRIPTION, args_schema=ExpandRefArgs
+        expand_ref, name=EXPAND_REF_NAME, description=EXPAND_REF_DESCRIPTION, args_schema=ExpandRefArgs,
+        metadata={META_TOOL_MARK: True},
     )
 
 

@@ -12,6 +12,16 @@ LOAD_TOOLS_NAME = "load_tools"
 META_TOOL_NAMES = frozenset({EXPAND_REF_NAME, LOAD_TOOLS_NAME})
 """ctxplugin's own tools: their results are never stored, read for facts or cached on."""
 
+META_TOOL_MARK = "ctxplugin_meta_tool"
+"""The ``metadata`` key set on the meta-tools ctxplugin builds: it tells them apart from an
+agent's own tool of the same name, which is refused (see :func:`ctxplugin.tools.check_meta_names`)."""
+
+
+def is_meta_tool(tool: object) -> bool:
+    """Whether ``tool`` is one of the meta-tools ctxplugin built (not just named like one)."""
+    metadata = getattr(tool, "metadata", None)
+    return isinstance(metadata, dict) and metadata.get(META_TOOL_MARK) is True
+
 REPORT_EVENT = "ctxplugin.report"
 CAPTURE_EVENT = "ctxplugin.capture"
 EXPAND_EVENT = "ctxplugin.expand"
@@ -23,6 +33,8 @@ __all__ = [
     "EXPAND_EVENT",
     "EXPAND_REF_NAME",
     "LOAD_TOOLS_NAME",
+    "META_TOOL_MARK",
     "META_TOOL_NAMES",
     "REPORT_EVENT",
+    "is_meta_tool",
 ]

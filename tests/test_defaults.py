@@ -11,6 +11,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from langchain_core.tools import tool
 
 from ctxplugin import ContextConfig, Scope
+from ctxplugin._names import META_TOOL_MARK
 from ctxplugin.testing import memory_engine
 from ctxplugin.tokens import get_counter
 
@@ -33,6 +34,9 @@ def search(q: str) -> str:
 def expand_ref(ref_id: str) -> str:
     """Read a stored tool output."""
     return ref_id
+
+
+expand_ref.metadata = {META_TOOL_MARK: True}  # stands in for ctxplugin's own meta-tool
 
 
 def conversation(turns: int) -> list[BaseMessage]:

@@ -10,6 +10,7 @@ from langchain_core.tools import tool
 
 from ctxplugin import ContextConfig, Scope
 from ctxplugin._messages import annotation
+from ctxplugin._names import META_TOOL_MARK
 from ctxplugin.testing import memory_engine
 
 SCOPE = Scope(session_id="whole")
@@ -19,6 +20,9 @@ SCOPE = Scope(session_id="whole")
 def expand_ref(ref_id: str) -> str:
     """Read a stored tool output."""
     return ref_id
+
+
+expand_ref.metadata = {META_TOOL_MARK: True}  # stands in for ctxplugin's own meta-tool
 
 
 @tool

@@ -18,7 +18,15 @@ from ctxplugin.cas._canon import (
     parse_json,
     raw_hash,
 )
-from ctxplugin.cas.capture import Captured, capture, compact_message, compact_text
+from ctxplugin.cas.capture import (
+    Captured,
+    capture,
+    compact_content,
+    compact_message,
+    compact_text,
+    non_text_blocks,
+    shows_compact,
+)
 from ctxplugin.cas.expand import expand, expand_for_model, parse_path, select
 from ctxplugin.cas.memory import MemoryCASStore
 from ctxplugin.cas.sqlite import SQLiteCASStore
@@ -38,6 +46,7 @@ __all__ = [
     "canonical_json",
     "capture",
     "check_ref",
+    "compact_content",
     "compact_message",
     "compact_text",
     "content_hash",
@@ -46,10 +55,12 @@ __all__ = [
     "expand",
     "expand_for_model",
     "make_ref",
+    "non_text_blocks",
     "normalize_text",
     "parse_json",
     "parse_path",
     "raw_hash",
     "select",
+    "shows_compact",
     "summarize",
 ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -23,7 +24,7 @@ from ctxplugin.cas.store import CASItem, CASStore
 from ctxplugin.cas.summarize import summarize
 from ctxplugin.config import CASConfig
 from ctxplugin.scope import Scope, Visibility
-from ctxplugin.tokens import TokenCounter, content_text, count_cached
+from ctxplugin.tokens import IMAGE_TOKENS, TokenCounter, content_text, count_cached
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,9 @@ class Captured:
         compact_tokens: tokens of ``text``.
         shape: what the summary took the output for (``code``, ``log``, ``json``...; see
             :func:`~ctxplugin._text_shapes.detect_text_shape`), None on pass-through.
+
+    An output with non-text blocks (images) keeps them in view after ``text``
+    (:func:`compact_content`); its stored original is the JSON of all its blocks.
     """
 
     text: str
@@ -53,16 +57,39 @@ class Captured:
 _SHOWN: PerMessage[tuple[str, str, ToolMessage]] = PerMessage(4096)
 
 
+def non_text_blocks(content: Any) -> list[Any]:
+    """The blocks of a message content that are not text (images, files, audio), in order."""
+    if not isinstance(content, list):
+        return []
+    return [b for b in content if not isinstance(b, str) and not (isinstance(b, dict) and isinstance(b.get("text"), str))]
+
+
+def compact_content(text: str, content: Any) -> str | list[Any]:
+    """What a view shows for an output stored with compact form ``text``: ``text`` alone, or,
+    when the output (``content``, the original or this very form) has non-text blocks, a text
+    block of ``text`` followed by each of them: an image is never summarised away."""
+    blocks = non_text_blocks(content)
+    return [{"type": "text", "text": text}, *blocks] if blocks else text
+
+
+def shows_compact(content: Any, text: str) -> bool:
+    """Whether ``content`` is the compact form ``text`` (with its non-text blocks), not the original."""
+    if isinstance(content, str) or not isinstance(content, list) or not content:
+        return content == text
+    first = content[0]
+    return isinstance(first, dict) and first.get("text") == text and content[1:] == non_text_blocks(content)
+
+
 def compact_message(message: ToolMessage, text: str, ref: str) -> ToolMessage:
     """``message`` as a view shows it once its output is stored: ``text`` (the summary and
-    ``ref``) in place of the output, its ids and status kept. The same message gives the same
-    object on every call (memoised per message, bounded), so what later stages derive from it
-    is found by identity."""
+    ``ref``) in place of the output's text, its non-text blocks, ids and status kept. The same
+    message gives the same object on every call (memoised per message, bounded), so what later
+    stages derive from it is found by identity."""
     hit = _SHOWN.get(message)
     if hit is not None and hit[0] == text and hit[1] == ref:
         return hit[2]
     shown = ToolMessage(
-        content=text,
+        content=compact_content(text, message.content),
         tool_call_id=message.tool_call_id,
         name=message.name,
         id=message.id,
@@ -163,9 +190,11 @@ def capture(
 ) -> Captured:
     """Store a tool output and return the compact text the conversation should carry.
 
-    Outputs at or below ``config.passthrough_tokens``, content with non-text blocks, error
-    outputs up to ``config.error_passthrough_tokens``, and outputs whose compact form would not
-    be smaller are passed through untouched and not stored.
+    Outputs at or below ``config.passthrough_tokens``, error outputs up to
+    ``config.error_passthrough_tokens``, and outputs whose compact form would not be smaller are
+    passed through untouched and not stored. Content with non-text blocks (images) is always
+    stored, so that it stays recoverable when the history lets its exchange go; its view keeps
+    the blocks (see :func:`_capture_blocks`).
 
     Args:
         content: a ``ToolMessage.content`` (a string or a list of content blocks).
@@ -180,6 +209,11 @@ def capture(
         StoreError: the store failed (the engine passes the original through and warns).
     """
     text, text_only = _text_of(content)
+    if config.enabled and not text_only and isinstance(content, list):
+        blocks = _capture_blocks(content, text, store=store, scope=scope, config=config, counter=counter,
+                                 tool_name=tool_name, is_error=is_error)
+        if blocks is not None:
+            return blocks
     # counted into the memo prepare counts the same text in, once; a long output on a worker
     # thread while it is summarized below
     counting = count_aside(text, counter) if config.enabled and text_only else None
@@ -212,3 +246,43 @@ def capture(
     visibility = _shared_with(config.visibility, scope)
     created = store.put(item, scope, visibility=visibility, ttl_seconds=config.ttl_seconds)
     return Captured(compact, ref_id, False, created, tokens, compact_tokens, summary.shape)
+
+
+def _capture_blocks(
+    content: list[Any],
+    text: str,
+    *,
+    store: CASStore,
+    scope: Scope,
+    config: CASConfig,
+    counter: TokenCounter,
+    tool_name: str | None,
+    is_error: bool,
+) -> Captured | None:
+    """:func:`capture` of an output with non-text blocks: the JSON of every block stored under a
+    ref; the compact text is the ref line and the output's text (its summary when the text
+    alone is above the pass-through threshold). None when the blocks are not JSON (passed
+    through whole, unstored)."""
+    try:
+        original = json.dumps(content, ensure_ascii=False)
+    except (TypeError, ValueError):
+        return None
+    others = non_text_blocks(content)
+    images = IMAGE_TOKENS * len(others)
+    tokens = count_cached(text, counter)
+    limit = config.error_passthrough_tokens if is_error else config.passthrough_tokens
+    shape = None
+    body = storable_text(text)
+    if tokens > limit:
+        summary = summarize(text, parse_json(text), counter, config.summary_tokens, is_error=is_error,
+                            error_budget=config.error_passthrough_tokens)
+        body = bounded(storable_text(summary.text), SUMMARY_BOUND * config.summary_tokens, counter)
+        shape = summary.shape
+    digest = content_hash(original, parse_json(original))
+    kind = kind_slug(tool_name, shape or "blocks")
+    ref_id = make_ref(kind, digest)
+    noun = "image" if all(isinstance(b, dict) and str(b.get("type", "")).startswith("image") for b in others) else "non-text block"
+    compact = compact_text(ref_id, f"{len(others)} {noun}{'s' if len(others) > 1 else ''} kept", tokens + images, body)
+    item = CASItem(ref_id=ref_id, content_hash=digest, raw_hash=raw_hash(original), kind=kind, content=original, summary=compact)
+    created = store.put(item, scope, visibility=_shared_with(config.visibility, scope), ttl_seconds=config.ttl_seconds)
+    return Captured(compact, ref_id, False, created, tokens + images, counter.count(compact) + images, shape)

@@ -19,6 +19,7 @@ from ctxplugin._events import emit
 from ctxplugin._messages import META_KEY, content_problem
 from ctxplugin._names import CAPTURE_EVENT
 from ctxplugin._untrusted import parse_once
+from ctxplugin.cas import compact_content
 from ctxplugin.config import ContextConfig
 from ctxplugin.errors import InvalidInputError, StoreError
 from ctxplugin.facts import FactsLedger
@@ -98,7 +99,8 @@ class Capture:
             "compact_tokens": captured.compact_tokens,
         }
         return tool_message.model_copy(
-            update={"content": captured.text, "additional_kwargs": {**tool_message.additional_kwargs, META_KEY: meta}}
+            update={"content": compact_content(captured.text, tool_message.content),
+                    "additional_kwargs": {**tool_message.additional_kwargs, META_KEY: meta}}
         ), captured.shape
 
     def _read(self, tool_message: ToolMessage, scope: Scope, report: CaptureReport, shape: str | None) -> None:

@@ -20,7 +20,7 @@ from ctxplugin._lru import LRU
 from ctxplugin._messages import annotation
 from ctxplugin._names import META_TOOL_NAMES
 from ctxplugin._prefix import Prefix, Stamp
-from ctxplugin.cas import compact_message
+from ctxplugin.cas import compact_message, shows_compact
 from ctxplugin.errors import StoreError
 from ctxplugin.stages.memos import CaptureMemo
 from ctxplugin.stages.view import SESSIONS_TRACKED, CallView
@@ -84,7 +84,7 @@ class StoreRefs:
                 compact_text = note["compact"]
                 ref = str(note["ref"])
                 new = False
-                if message.content != compact_text:
+                if not shows_compact(message.content, compact_text):
                     # the original, kept in the state: stored (once per process) where the CAS
                     # lost it, or never had it (stores moved to a server, a database restored)
                     try:

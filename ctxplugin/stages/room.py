@@ -24,7 +24,7 @@ from ctxplugin.cas.capture import shows_ref
 from ctxplugin.config import FactsConfig, HistoryConfig
 from ctxplugin.history import HistoryBudget
 from ctxplugin.stages.view import CallView, Room
-from ctxplugin.tokens import TokenCounter, count_message
+from ctxplugin.tokens import TokenCounter, content_text, count_message
 
 
 def history_room(
@@ -113,7 +113,7 @@ def _reads_refs(messages: Sequence[BaseMessage], name: str) -> bool:
     for m in messages:
         if isinstance(m, ToolMessage):
             ref = annotation(m).get("ref")
-            if isinstance(ref, str) and isinstance(m.content, str) and shows_ref(m.content, ref):
+            if isinstance(ref, str) and shows_ref(content_text(m.content), ref):  # a str, or the text before kept images
                 return True
         elif isinstance(m, AIMessage) and any(call["name"] == name for call in m.tool_calls):
             return True

@@ -22,7 +22,14 @@ from ctxplugin._names import EXPAND_REF_NAME, META_TOOL_NAMES
 from ctxplugin.config import ToolsConfig
 from ctxplugin.stages.view import SESSIONS_TRACKED, CallView, tool_label
 from ctxplugin.tokens import TokenCounter, count_tool_schemas
-from ctxplugin.tools import ToolPlan, ToolRegistry, ToolUses, close_matches, plan_tools
+from ctxplugin.tools import (
+    ToolPlan,
+    ToolRegistry,
+    ToolUses,
+    check_meta_names,
+    close_matches,
+    plan_tools,
+)
 
 HEADERS_KEPT = 256
 """Merged headers kept by the tool stage, by text: agents share a few system prompts, and a
@@ -70,7 +77,13 @@ def choose_tools(
     uses: ToolUses | None = None,
 ) -> ToolChoice:
     """The tools to bind for a call on ``history`` (the conversation without its header);
-    ``uses``: its tool uses, folded in already (read from ``history`` when None)."""
+    ``uses``: its tool uses, folded in already (read from ``history`` when None).
+
+    Raises:
+        InvalidInputError: a tool of the agent's is named like a meta-tool, two tools share a
+            name, or a tool cannot be read.
+    """
+    check_meta_names(tools)
     meta = {tool_label(t): t for t in tools if tool_label(t) in META_TOOL_NAMES}
     user_tools = [t for t in tools if tool_label(t) not in META_TOOL_NAMES]
     plan = plan_tools(user_tools, history, config=config, counter=counter, registry=registry, uses=uses)

@@ -24,6 +24,7 @@ from ctxplugin.tools.plan import ToolPlan, ToolUses, plan_tools, requested_names
 from ctxplugin.tools.registry import (
     ToolEntry,
     ToolRegistry,
+    check_meta_names,
     one_line_intent,
     schema_hash,
     tool_list,
@@ -46,6 +47,7 @@ __all__ = [
     "ToolPlan",
     "ToolRegistry",
     "ToolUses",
+    "check_meta_names",
     "close_matches",
     "make_load_tools_tool",
     "one_line_intent",

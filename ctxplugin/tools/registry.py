@@ -21,6 +21,7 @@ from typing import Any, Literal, TypeVar
 from langchain_core.tools import BaseTool, StructuredTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
+from ctxplugin._names import EXPAND_REF_NAME, LOAD_TOOLS_NAME, META_TOOL_NAMES, is_meta_tool
 from ctxplugin._untrusted import MAX_JSON_DEPTH, nesting_exceeds
 from ctxplugin.errors import InvalidInputError
 from ctxplugin.tokens import TokenCounter, count_tool_schemas
@@ -104,6 +105,31 @@ def tool_name(tool: Any) -> str | None:
         name = getattr(tool, "__name__", None)
         return name if isinstance(name, str) else None
     return None
+
+
+_META_ROLES = {
+    EXPAND_REF_NAME: "reads stored tool outputs back by their ref",
+    LOAD_TOOLS_NAME: "loads tool schemas from the tool directory",
+}
+
+
+def check_meta_names(tools: Iterable[Any]) -> None:
+    """Refuse an agent's own tool named like one of ctxplugin's meta-tools.
+
+    The model could not tell the two apart, and ctxplugin would answer, store and bind the
+    agent's tool as its own; the agent renames its tool instead (nothing is hidden silently).
+
+    Raises:
+        InvalidInputError: a tool named ``expand_ref`` or ``load_tools`` that ctxplugin did not build.
+    """
+    for tool in tools:
+        name = tool_name(tool)
+        if name is not None and name in META_TOOL_NAMES and not is_meta_tool(tool):
+            raise InvalidInputError(
+                f"a tool of the agent is named {name!r}, the name of ctxplugin's meta-tool that "
+                f"{_META_ROLES[name]}; the model could not tell the two apart. Rename your tool "
+                f"(@tool(\"my_{name}\") or tool.name = \"my_{name}\"); ctxplugin adds its own {name}."
+            )
 
 
 _SCHEMA_KEYS = ("function", "parameters", "input_schema")

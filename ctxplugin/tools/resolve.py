@@ -13,12 +13,13 @@ from typing import TYPE_CHECKING, Any, Literal
 from langchain_core.tools import BaseTool, StructuredTool
 from pydantic import BaseModel, Field, field_validator
 
-from ctxplugin._names import LOAD_TOOLS_NAME
+from ctxplugin._names import LOAD_TOOLS_NAME, META_TOOL_MARK
 
 if TYPE_CHECKING:  # the registry builds its load_tools tool here: only its type is needed
     from ctxplugin.tools.registry import ToolEntry, ToolRegistry
 
 _MATCHES = 3
+_MISSING_LISTED = 20  # unknown names answered one by one; past it, counted (a model may list thousands)
 _SIGNATURE_CHARS = 240
 _NAME_SPLIT = re.compile(r"[\s,;]+")
 
@@ -167,9 +168,12 @@ def make_load_tools_tool(registry: ToolRegistry) -> BaseTool:
         stubbed: list[str] = []
         loaded: list[str] = []
         missing: list[str] = []
+        unlisted = 0
         for name in wanted:
             entry = registry.get(name)
-            if entry is None:
+            if entry is None and len(missing) >= _MISSING_LISTED:
+                unlisted += 1
+            elif entry is None:
                 matches = close_matches(name, registry.names())
                 missing.append(f"- {name}: no such tool" + (f"; did you mean {', '.join(matches)}?" if matches else ""))
             elif registry.is_stubbed(name):
@@ -186,6 +190,8 @@ def make_load_tools_tool(registry: ToolRegistry) -> BaseTool:
         if missing:
             out.append("Not loaded:")
             out.extend(missing)
+        if unlisted:
+            out.append(f"… and {unlisted} more names that are not tools; use names from the tool directory.")
         return "\n".join(out)
 
     meta = StructuredTool.from_function(
@@ -193,6 +199,7 @@ def make_load_tools_tool(registry: ToolRegistry) -> BaseTool:
         name=LOAD_TOOLS_NAME,
         description="Load tools from the tool directory: their full schemas are bound from your next step on, so you can call them.",
         args_schema=LoadToolsArgs,
+        metadata={META_TOOL_MARK: True},
     )
     if registry.binding == "stubs":  # the tools are bound as stubs already; loading only reads their parameters
         meta.description = "Read the parameters (JSON schema) of tools before you call them for the first time."

@@ -118,8 +118,8 @@ def test_content_blocks() -> None:
     assert not captured.passthrough
     assert expand(store, ref(captured), SCOPE) == LOG[:4000] + "\n" + LOG[4000:]
     image = [{"type": "text", "text": LOG}, {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}]
-    captured, _ = run(image)
-    assert captured.passthrough
+    captured, store = run(image)  # stored whole (the image too); the view keeps the image block
+    assert not captured.passthrough and json.loads(expand(store, ref(captured), SCOPE)) == image
 
 
 BAD_INPUTS = {

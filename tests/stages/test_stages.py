@@ -10,6 +10,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from langchain_core.tools import tool
 
 from ctxplugin._messages import META_KEY, MISSING_RESULT
+from ctxplugin._names import META_TOOL_MARK
 from ctxplugin.budget import FactLine
 from ctxplugin.cas.memory import MemoryCASStore
 from ctxplugin.config import ContextConfig, HistoryConfig
@@ -37,6 +38,9 @@ COUNTER = get_counter("cl100k_base")[0]
 def expand_ref(ref_id: str) -> str:
     """Read a stored tool output."""
     return ref_id
+
+
+expand_ref.metadata = {META_TOOL_MARK: True}  # stands in for ctxplugin's own meta-tool
 
 
 @tool

@@ -187,3 +187,13 @@ def test_guessed_argument_names_do_not_run_even_when_all_parameters_are_optional
     extra = resolve_call("update_reservation_baggages", {"reservation_id": "X", "total_baggages": 1, "bags": 1}, reg)
     assert extra.kind == "schema" and extra.errors[0].startswith("bags: unexpected argument")
     assert resolve_call("log_event", {"kind": "x", "anything": 1}, reg).kind == "run"
+
+
+def test_load_tools_answer_stays_short_for_a_long_list_of_unknown_names() -> None:
+    # a model that lists thousands of guessed names gets a bounded answer, not one line per name
+    meta = make_load_tools_tool(registry())
+    out = meta.invoke({"names": ["cancel_reservation", *(f"guess_{i}" for i in range(3000))]})
+    lines = out.splitlines()
+    assert "- cancel_reservation(reservation_id: string)" in lines
+    assert len(lines) < 40 and len(out) < 3000
+    assert lines[-1] == "… and 2980 more names that are not tools; use names from the tool directory."

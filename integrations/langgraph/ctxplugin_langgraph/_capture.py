@@ -16,7 +16,7 @@ from ctxplugin._names import META_TOOL_NAMES
 from ctxplugin._run_scope import active, resolve
 from ctxplugin.errors import InvalidInputError
 from ctxplugin.scope import scope_from_config
-from ctxplugin.tools import resolve_call
+from ctxplugin.tools import check_meta_names, resolve_call
 from ctxplugin_langgraph._annotations import stamp
 
 META_TOOLS = META_TOOL_NAMES
@@ -66,8 +66,13 @@ def precheck(engine: ContextEngine, request: ToolCallRequest) -> ToolMessage | N
     Arguments are checked against the schema of the tool the host will run (``request.tool``),
     so a call the tool would reject gets its schema back instead of a bare validation error.
     With ``tools.directory="never"`` nothing is checked: every call runs as without ctxplugin.
+
+    Raises:
+        InvalidInputError: the tool to run is the agent's own, named like a meta-tool.
     """
     call = request.tool_call
+    if request.tool is not None:
+        check_meta_names([request.tool])
     if call["name"] in META_TOOLS or engine.config.tools.directory == "never":
         return None
     host_tool = request.tool if isinstance(request.tool, BaseTool) else None

@@ -31,9 +31,11 @@ from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.types import Command
 
 from ctxplugin import ContextEngine, PreparedContext, Scope
+from ctxplugin._names import is_meta_tool
 from ctxplugin._run_scope import using
 from ctxplugin.errors import InvalidInputError
 from ctxplugin.langchain import make_meta_tools
+from ctxplugin.tools import check_meta_names
 from ctxplugin_langgraph._annotations import without_stale
 from ctxplugin_langgraph._answers import AnswerHandoff, PreparedCall, answered
 from ctxplugin_langgraph._capture import after_tool, checked_engine, precheck
@@ -58,7 +60,8 @@ class ContextHooks:
 
     Args:
         engine: the shared :class:`~ctxplugin.ContextEngine`.
-        tools: the agent's tools (ctxplugin's ``expand_ref`` and ``load_tools`` are added).
+        tools: the agent's tools (ctxplugin's ``expand_ref`` and ``load_tools`` are added; given
+            here too, they are bound once).
         prompt: the agent's system prompt. Give it here rather than to ``create_react_agent``
             so it heads the prepared view and counts against the header budget.
         keep_originals: the state keeps the full tool output with its ref (default) or only
@@ -69,8 +72,9 @@ class ContextHooks:
             in a multi-agent graph sharing one engine, its refs and facts stay its own.
 
     Raises:
-        InvalidInputError: ``engine`` is not a :class:`~ctxplugin.ContextEngine`, or ``scope``
-            or ``namespace`` is not one of the forms above.
+        InvalidInputError: ``engine`` is not a :class:`~ctxplugin.ContextEngine`; ``scope``
+            or ``namespace`` is not one of the forms above; or a tool of the agent is named
+            ``expand_ref`` or ``load_tools`` (rename it: the model could not tell it from ctxplugin's).
     """
 
     def __init__(
@@ -87,7 +91,9 @@ class ContextHooks:
 
         self.engine = checked_engine(engine, "ContextHooks")
         self.scope_rule = ScopeRule(scope, namespace)
-        self.user_tools: list[BaseTool] = [t if isinstance(t, BaseTool) else to_tool(t) for t in tools]
+        given = [t if isinstance(t, BaseTool) else to_tool(t) for t in tools]
+        check_meta_names(given)
+        self.user_tools: list[BaseTool] = [t for t in given if not is_meta_tool(t)]  # the hooks add their own
         self.tools: list[BaseTool] = [*self.user_tools, *make_meta_tools(engine, scope=self.scope_rule)]
         self.prompt = SystemMessage(content=prompt) if isinstance(prompt, str) else prompt
         self.keep_originals = keep_originals
