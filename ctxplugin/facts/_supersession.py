@@ -6,8 +6,8 @@ The rules, applied on every write:
    ``supersedes=<key>`` the key's current fact; a replacement without a key of its own takes
    over the key of the fact it replaces;
 2. by key: a new fact replaces the valid fact with the same key, owner and fact scope;
-3. by correction: a draft that names an old value ("X instead of Y") replaces the current fact
-   stating Y when it has no key of its own;
+3. by correction: a draft that names an old value ("X instead of Y", "X, not Y") replaces the
+   current fact someone stated saying Y when it has no key of its own (a tool's record of Y stays);
 4. implicit (seed 002, rule 2): a statement with no key of its own that names a keyed fact's
    subject (every word of its key) and gives it a conflicting value of the same type — another
    day, time, date, amount of money or percentage — replaces it and takes over its key ("Let's
@@ -17,6 +17,8 @@ The rules, applied on every write:
    ``FactsConfig.implicit_supersession=False`` turns the rule off;
 5. authority: a constraint can only be replaced by an equal or higher authority; a lower one's
    fact is kept, but invalid and pointing at the constraint that refused it;
+   a bound ("a flight after 8 am", "up to $600") is replaced by a fact under its key only when
+   that states another bound or a value that breaks it; one that meets it is kept beside it;
 6. provenance: a fact read from a tool output (source ``tool``, authority ``tool``, the lowest)
    never replaces a fact anyone stated — a user, the system prompt, a policy, an API write. It
    is kept, refused, pointing at the fact it would have replaced. Text a tool returned is data:
@@ -33,7 +35,7 @@ from ctxplugin.errors import InvalidInputError
 from ctxplugin.facts._batch import WriteBatch
 from ctxplugin.facts._drafts import _candidate_ids
 from ctxplugin.facts._text import content_words, denied, stem
-from ctxplugin.facts._values import conflicting, typed_values
+from ctxplugin.facts._values import conflicting, keeps_bound, typed_values
 from ctxplugin.facts.extract import FactDraft
 from ctxplugin.facts.model import (
     AUTHORITY_RANK,
@@ -89,6 +91,15 @@ def _supersede(
         targets = [t for t in targets if denial & set(content_words(t.text))]
         if not targets:
             fact = fact.model_copy(update={"key": None})
+    if supersedes is None and fact.key is not None and targets:
+        # "the 9:15 flight works" meets "a flight after 8 am": the bound still holds; kept
+        # beside it, without the key
+        targets = [t for t in targets if not keeps_bound(t.text, fact.text)]
+        if not targets:
+            fact = fact.model_copy(update={"key": None})
+    if supersedes is None and fact.key is None and draft.replaces and targets and targets[0].visibility != fact.visibility:
+        # "not economy, business" corrects the user's preference: it holds where that held
+        fact = fact.model_copy(update={"visibility": targets[0].visibility})
     takes_key = supersedes is not None
     if not targets and supersedes is None:
         targets = _implicit(writes, fact, enabled=implicit)
@@ -244,7 +255,9 @@ def _stating(writes: FactStore | WriteBatch, old_value: str, fact: Fact) -> list
         return []
     query = FactQuery(reader=fact.owner, valid=True, scopes=(fact.scope,))
     for candidate, _ in writes.search(old_value, query, n=5):
-        if _same_slot(candidate, fact) and words <= set(content_words(candidate.text)):
+        if candidate.from_tool and not fact.from_tool:
+            continue  # what a tool read stays what it read: a user's "not LAX" corrects what was said
+        if (_same_slot(candidate, fact) or _users_own(candidate, fact)) and words <= set(content_words(candidate.text)):
             return [candidate]
     return []
 
@@ -264,6 +277,15 @@ def _flag_dependents(writes: FactStore | WriteBatch, changed: list[str], reader:
         for d in flagged:
             seen.add(d.id)
             frontier.append(d.id)
+
+
+def _users_own(old: Fact, new: Fact) -> bool:
+    """Whether ``old`` is kept for the user who states ``new`` in one of their sessions (a
+    preference the user corrects)."""
+    return (
+        old.visibility == "user" and new.visibility == "session" and new.owner.user_id is not None
+        and visibility_key(old.owner, "user") == visibility_key(new.owner, "user")
+    )
 
 
 def _same_slot(a: Fact, b: Fact) -> bool:

@@ -6,9 +6,10 @@ What the rules find, sentence by sentence (the first rule that fits wins, links 
   "budget: $50k", "changed the deadline from Friday to Monday" — keyed by their subject, so a
   later statement about the same subject supersedes the earlier one;
 - corrections: "actually", "instead", "moved to", "no longer"... raise importance, and
-  "X instead of Y" names the old value Y for the ledger to supersede;
-- decisions ("we decided", "let's go with"), preferences ("I prefer aisle seats"), constraints
-  ("max discount is 15%", "deadline", "at most"), metrics (numbers with units or currency);
+  "X instead of Y", "X, not Y" name the old value Y for the ledger to supersede;
+- decisions ("we decided", "let's go with"), preferences ("I'd prefer an aisle seat", "we'd
+  rather...", "make it a window seat": see :mod:`~ctxplugin.facts._user_voice`), constraints
+  ("max discount is 15%", "deadline", "at most", "after 8 am", "up to $600"), metrics;
 - additions accumulate: "add X", "also invite Y", "Z as well" and list items are kept unkeyed, so
   24 agenda items stay 24 facts and "also invite design" does not replace "invite the platform
   team"; only a statement about the same subject with another value replaces an earlier one;
@@ -40,14 +41,16 @@ from langchain_core.messages import BaseMessage, HumanMessage, ToolMessage
 from ctxplugin._messages import annotation
 from ctxplugin._text_shapes import TextShape, detect_text_shape
 from ctxplugin._untrusted import load_json
+from ctxplugin.facts import _user_voice as user_voice
 from ctxplugin.facts._json_facts import MAX_RECORDS, clip, flat_items, record_fact, tool_label
 from ctxplugin.facts._text import identifiers, sentences, slug
+from ctxplugin.facts._values import read_values
 from ctxplugin.facts.extract import FactDraft
 from ctxplugin.facts.model import FactKind, FactScope
 from ctxplugin.tokens import content_text
 
 _LEAD = re.compile(
-    r"^(?:(?:actually|correction|update|note|fyi|ok(?:ay)?|so|also|well|oh|wait|sorry|no|yes|yeah|yep|right|hmm|and|"
+    r"^(?:(?:actually|correction|update|note|fyi|ok(?:ay)?|so|also|well|oh|wait|sorry|no(?=\s*[,.;:!-]|\s+(?:i|we|thanks?)\b)|yes|yeah|yep|right|hmm|and|"
     r"but|btw|again|remember|to be clear|to clarify|just to confirm|as i said|i repeat)\b[\s,:;!.-]*)+",
     re.IGNORECASE,
 )
@@ -71,11 +74,7 @@ _CONSTRAINT_TYPE = (
     (re.compile(r"\b(?:budget|cost|spend|price|discount)|[$€£]\s?\d", re.IGNORECASE), "budget"),
     (re.compile(r"\b(deadline|due|by (?:mon|tue|wed|thu|fri|sat|sun)\w*|until)\b", re.IGNORECASE), "deadline"),
     (re.compile(r"\b(capacity|seats|headcount|max(?:imum)? \d+ (?:people|users|items))\b", re.IGNORECASE), "capacity"),
-)
-_PREFERENCE = re.compile(
-    r"^(?:i|we)\s+(?:would\s+|'d\s+)?(?:really\s+)?(?:prefer|like|love|hate|dislike|want|don't like|do not like|"
-    r"don't want|do not want|always want|never want)\s+(?!to\b)(?P<obj>.+)$|^(?:please\s+)?(?P<rule>(?:always|never)\s+.+)$",
-    re.IGNORECASE,
+    (re.compile(r"\b(?:before|after|earlier than|later than|between)\b", re.IGNORECASE), "schedule"),
 )
 _DECISION = re.compile(
     r"\b(?:we|i)\s*(?:'ve|have)?\s+decided\b|\blet'?s\s+(?:go with|use|pick|choose|stick with|switch to|do|make it|move|meet|schedule|book|hold)\b|"
@@ -102,11 +101,6 @@ _ADDITION = re.compile(
     re.IGNORECASE,
 )
 """An addition to what was said before (or a list item): it accumulates and replaces nothing."""
-_DIRECTIVE = re.compile(
-    r"^(?:please\s+)?(?:also\s+)?(?:invite|add|append|insert|include|cc|loop in|bring|notify|exclude|uninvite)\s+\S",
-    re.IGNORECASE,
-)
-"""The user's instruction about who or what is in: a decision, kept unkeyed."""
 _NUMBERED_SUBJECT = re.compile(r"\b(?:item|point|step|option|question|task|line|no\.?|number|#)\s*(\d{1,4})\b", re.IGNORECASE)
 _NUMBERED_NAME = re.compile(r"\b[a-z][a-z-]*\s+#?(\d{1,4})\b(?![.,:/-]?\d)", re.IGNORECASE)
 """A noun followed by a number names one of a numbered set: "Requirement 2", "Phase 3", "Deal 1"."""
@@ -118,7 +112,6 @@ _REQUEST = re.compile(
 """A request to do something ("Look up the discount policy page"): it asks, it does not state
 what holds, so a limit word in it ("policy", "budget") alone does not make it a constraint (an
 amount does: "show me flights under $500 max")."""
-_TASK = re.compile(r"^(?:i|we)\s+(?:need|have|want|'d like|would like)\s+to\s+\w+|^(?:todo|to do|task)\s*:", re.IGNORECASE)
 _USER_MOVED = re.compile(r"^i(?:'ve| have)?\s+(?:just\s+)?moved\s+to\s+(?P<val>.+)$", re.IGNORECASE)
 _METRIC = re.compile(
     r"[$€£]\s?\d|\b\d+(?:[.,]\d+)*\s?(?:%|ms|s|sec|secs|seconds|min|minutes|h|hrs|hours|days|weeks|k|m|bn|gb|mb|kb|tb|"
@@ -234,7 +227,9 @@ class RuleExtractor:
 
     def _statement(self, sentence: str, voice: str, ids: list[str], *, shown: str) -> FactDraft | None:
         body = _SCOPE_LEAD.sub("", _LEAD.sub("", sentence).strip()).strip().rstrip(".!?")
-        correction = bool(_CORRECTION.search(sentence))
+        # "not economy, business": the user names the value they reject
+        not_this = user_voice.rejected(body) if voice == "user" else None
+        correction = bool(_CORRECTION.search(sentence)) or not_this is not None
         scope: FactScope = "global"
         if _HYPOTHETICAL.search(sentence):
             scope = "hypothetical"
@@ -242,7 +237,7 @@ class RuleExtractor:
             scope = "draft"
         importance = 0.7 if correction else 0.5
         # "use X instead of Y" from a tool is advice (a linter's message), not a correction
-        replaces = _replaced(sentence) if voice == "user" else None
+        replaces = (_replaced(sentence) or not_this) if voice == "user" else None
         tags = tuple(ids[:8])
         addition = voice == "user" and bool(_ADDITION.search(_raw_lead(sentence)))
 
@@ -258,14 +253,16 @@ class RuleExtractor:
             moved = _USER_MOVED.match(body)
             if moved:
                 return make("fact", "my_address")
-            pref = _PREFERENCE.match(body)
+            pref = user_voice.PREFERENCE.match(body)
             if pref:
-                topic = pref.group("obj") or pref.group("rule") or ""
-                topic = re.split(r"\b(?:instead|rather|because|since|when|if|for|on|in|at|with|that|which|who)\b|[,;]", topic, maxsplit=1)[0]
-                return make("preference", "pref_" + slug(topic, 1) if slug(topic, 1) else None)
-            if _TASK.match(body) and not (_CONSTRAINT.search(sentence) and _METRIC.search(sentence)):
+                return make("preference", user_voice.preference_key(pref.group("obj") or pref.group("obj2") or pref.group("rule") or ""))
+            choice = user_voice.CHOICE.match(body)
+            if choice:
+                return make("preference", user_voice.preference_key(choice.group("obj")))  # revises a preference
+            bounded = bool(read_values(sentence).bounds)  # "I need to fly after 11am": a limit, not a task
+            if user_voice.TASK.match(body) and not ((_CONSTRAINT.search(sentence) and _METRIC.search(sentence)) or bounded):
                 return make("task", None)
-            if _DIRECTIVE.match(body) or _DIRECTIVE.match(sentence):
+            if user_voice.DIRECTIVE.match(body) or user_voice.DIRECTIVE.match(sentence):
                 return make("decision", None)
         changed = _FROM_TO.search(body)
         if changed:
@@ -285,6 +282,8 @@ class RuleExtractor:
             return make("decision", "decision_" + slug(topic.group("topic"), 3) if topic else None)
         if _CONSTRAINT.search(sentence) and (_METRIC.search(sentence) or (voice == "user" and not _REQUEST.match(body))):
             return make("constraint", None)
+        if voice == "user" and read_values(sentence).bounds and not _REQUEST.match(body):
+            return make("constraint", None)  # "I don't want to fly before 11am", "I can pay up to $600"
         if correction and replaces:
             return make("decision" if voice == "user" else "fact", None)
         if _METRIC.search(sentence) and ids:

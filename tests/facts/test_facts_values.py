@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ctxplugin.facts._values import conflicting, typed_values
+from ctxplugin.facts._values import conflicting, keeps_bound, read_values, typed_values
 
 
 @pytest.mark.parametrize(
@@ -40,3 +40,53 @@ def test_typed_values_are_found_and_normalised(text: str, expected: dict[str, se
 )
 def test_conflicts_need_a_shared_type_with_values_on_both_sides(old: str, new: str, kinds: list[str]) -> None:
     assert conflicting(old, new) == kinds
+
+
+@pytest.mark.parametrize(
+    ("text", "points", "bounds"),
+    [
+        ("I prefer flights departing after 8am and before 9pm", {}, {"time": {("08:00", False), ("21:00", True)}}),
+        ("Anything between 8 am and 9 pm", {}, {"time": {("08:00", False), ("21:00", True)}}),
+        ("I'm willing to pay up to $600", {}, {"money": {("$600", True)}}),
+        ("Make the changes within a fee of $200", {}, {"money": {("$200", True)}}),
+        ("I don't want to fly before 11 AM", {}, {"time": {("11:00", False)}}),  # the negation turns it round
+        ("Not before 9am, no later than 5pm", {}, {"time": {("09:00", False), ("17:00", True)}}),
+        ("The 9:15 flight works", {"time": {"09:15"}}, {}),
+        ("Meeting moved from 2pm to 3pm", {"time": {"14:00", "15:00"}}, {}),
+    ],
+)
+def test_values_after_a_limit_word_are_bounds(
+    text: str, points: dict[str, set[str]], bounds: dict[str, set[tuple[str, bool]]]
+) -> None:
+    found = read_values(text)
+    assert {kind: set(values) for kind, values in found.points.items()} == points
+    assert {kind: {(b.value, b.upper) for b in values} for kind, values in found.bounds.items()} == bounds
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "kinds"),
+    [
+        ("A flight after 8 am", "The 9:15 flight works", []),  # meets the bound
+        ("A flight after 8 am", "The 7am flight is fine", ["time"]),  # breaks it
+        ("A flight after 8 am", "A flight after 10 am", ["time"]),  # another bound
+        ("Up to $600 for the upgrade", "The $450 upgrade", []),
+        ("Up to $600 for the upgrade", "The $750 upgrade", ["money"]),
+        ("Refunds close on Friday", "Refunds are open until Sunday", ["day"]),  # a value, then a bound
+    ],
+)
+def test_a_value_that_meets_a_bound_is_no_conflict(old: str, new: str, kinds: list[str]) -> None:
+    assert conflicting(old, new) == kinds
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "kept"),
+    [
+        ("I'd prefer a flight after 8 am", "I'd like the HAT266 flight", True),
+        ("I'd prefer a flight after 8 am", "Make it the 9:15 flight", True),
+        ("I'd prefer a flight after 8 am", "Make it the 7am flight", False),
+        ("I'd prefer a flight after 8 am", "I'd prefer a flight after 10 am", False),
+        ("I'd prefer an aisle seat", "Make it a window seat", False),  # no bound to keep
+    ],
+)
+def test_a_bound_stands_until_another_bound_or_a_breaking_value(old: str, new: str, kept: bool) -> None:
+    assert keeps_bound(old, new) is kept

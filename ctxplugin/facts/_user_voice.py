@@ -1,0 +1,85 @@
+"""How the rules read the user's own voice: preferences and the key each is filed under, tasks,
+choices ("make it the 5pm one") and "X, not Y" corrections.
+
+A preference is keyed by what it is about, so a later preference about the same thing replaces
+it: "I'd prefer an aisle seat" and "actually, make it a window seat" are both ``pref_seat``;
+"I'd prefer to pay with a gift card" and "I'd rather pay with a credit card" both ``pref_card``.
+What it is about is the last word of its object before a qualifier ("a flight *that departs
+after 8 am*", "flights *departing* ..."), after a leading verb ("pay with", "sit in"); when the
+object is only a value ("fly on Friday"), the verb is what it is about (``pref_fly``).
+"""
+
+from __future__ import annotations
+
+import re
+
+from ctxplugin.facts._text import content_words
+
+PREFERENCE = re.compile(
+    r"^(?:i|we)(?:'d|\s+would)?\s+(?:really\s+|much\s+|still\s+)?"
+    r"(?:(?:prefer|rather)\s+(?:to\s+)?(?P<obj>.+)|"
+    r"(?:like|love|hate|dislike|want|don't like|do not like|don't want|do not want|always want|never want)\s+(?!to\b)(?P<obj2>.+))$"
+    r"|^(?:please\s+)?(?P<rule>(?:always|never)\s+.+)$",
+    re.IGNORECASE,
+)
+"""A preference: "I prefer ...", "I'd prefer (to) ...", "we'd rather ...", "I'd like the 3pm one",
+"never book red-eyes". "I want to ..." and "I'd like to ..." are tasks."""
+CHOICE = re.compile(
+    r"^(?:please\s+)?(?:make\s+(?:it|mine)|(?:change|switch|set)\s+(?:it|that|this)\s+to|switch\s+to)\s+(?P<obj>.+)$",
+    re.IGNORECASE,
+)
+"""A choice that revises what was asked: "make it a window seat", "change it to the 5pm one"
+("make that change" asks for something to be done)."""
+DIRECTIVE = re.compile(
+    r"^(?:please\s+)?(?:also\s+)?(?:invite|add|append|insert|include|cc|loop in|bring|notify|exclude|uninvite)\s+\S",
+    re.IGNORECASE,
+)
+"""The user's instruction about who or what is in: a decision, kept unkeyed."""
+TASK = re.compile(
+    r"^(?:i|we)(?:\s+|(?='d\b))(?:need|have|want|'d like|would like|'d love|would love)\s+to\s+\w+|^(?:todo|to do|task)\s*:",
+    re.IGNORECASE,
+)
+_NOT_CORRECTION = re.compile(
+    r"(?:^|[,;]\s*)not\s+(?!(?:only|just|yet|sure|really|quite|necessarily|too|even|at all|anymore|that|so|very|much|"
+    r"always|exactly|certain|entirely|possible|available|needed|necessary|interested|happy|ideal|great|ready)\b)"
+    r"(?P<old>[^,.;!?]{1,60}?)\s*(?:[,.;!?]|$)",
+    re.IGNORECASE,
+)
+"""A correction that names the value it rejects: "not economy, business", "to LAS, not LAX"."""
+_QUALIFIER = re.compile(
+    r"\b(?:instead|rather|because|since|when|if|for|on|in|at|with|that|which|who|after|before|between|within|"
+    r"under|below|over|above|departing|arriving|leaving|so|but|please)\b|[,;]",
+    re.IGNORECASE,
+)
+_VERB = re.compile(
+    r"^(?P<verb>fly|pay|use|go|take|get|book|have|sit|travel|leave|depart|return|keep|stick|choose|pick|stay|"
+    r"receive|bring|get)\b\s*(?:(?:with|in|on|at|by|for|to|into)\b\s*)?",
+    re.IGNORECASE,
+)
+_NOT_SUBJECTS = frozenset(
+    ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday", "today", "tomorrow", "tonight",
+     "january", "february", "march", "april", "may", "june", "july", "august", "september", "october", "november",
+     "december", "am", "pm", "noon", "midnight", "morning", "evening", "afternoon"]
+)
+"""Words that are a value, not what a preference is about."""
+
+
+def preference_key(topic: str) -> str | None:
+    """The key a preference about ``topic`` (its object: "a flight that departs after 8 am") is
+    filed under: ``pref_`` and the word it is about (see the module docstring)."""
+    verb = _VERB.match(topic.strip())
+    rest = topic.strip()[verb.end() :] if verb else topic
+    head = _QUALIFIER.split(rest, maxsplit=1)[0]
+    kept = [w for w in content_words(head) if w.isalpha() and w not in _NOT_SUBJECTS]
+    if kept:
+        return f"pref_{kept[-1]}"
+    return f"pref_{verb.group('verb').lower()}" if verb else None
+
+
+def rejected(body: str) -> str | None:
+    """The value a "X, not Y" correction rejects (``Y``), or None."""
+    match = _NOT_CORRECTION.search(body)
+    return match.group("old").strip() if match else None
+
+
+__all__ = ["CHOICE", "DIRECTIVE", "PREFERENCE", "TASK", "preference_key", "rejected"]

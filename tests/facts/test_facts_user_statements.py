@@ -1,0 +1,204 @@
+"""How the rules read what a user says about their own trip: preferences, limits, changes of
+mind, corrections and hypotheticals, in the forms users of a booking assistant use.
+
+The sentences follow the forms found in the user turns of the airline recordings
+(``tau/gpt-4o-airline-dev.json``): contracted "I'd prefer", limits on a time or an amount,
+"X, not Y" corrections, "actually, make it ...".
+"""
+
+from __future__ import annotations
+
+import pytest
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+
+from ctxplugin import ContextConfig
+from ctxplugin.config import FactsConfig
+from ctxplugin.facts import FactsLedger, MemoryFactStore, RuleExtractor
+from ctxplugin.facts.model import FactQuery
+from ctxplugin.scope import Scope
+from ctxplugin.testing import memory_engine
+
+S = Scope(session_id="trip-1", user_id="traveller")
+
+Label = tuple[str, str | None, str]
+
+
+def read(text: str) -> list[Label]:
+    return [(d.kind, d.key, d.scope) for d in RuleExtractor().from_text(text)]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # preferences, contracted or not, with "rather" and "like"
+        ("I'd prefer an aisle seat.", [("preference", "pref_seat", "global")]),
+        ("I would prefer a window seat.", [("preference", "pref_seat", "global")]),
+        ("I’d prefer direct flights, please.", [("preference", "pref_flights", "global")]),
+        ("We'd rather sit in economy.", [("preference", "pref_economy", "global")]),
+        ("We'd rather fly on Friday.", [("preference", "pref_fly", "global")]),
+        ("I would rather have a refund to my original payment method.", [("preference", "pref_method", "global")]),
+        ("I'd like the 3pm one.", [("preference", "pref_one", "global")]),
+        ("I'd prefer to pay with a gift card.", [("preference", "pref_card", "global")]),
+        ("I prefer to use my credit card for the payment instead.", [("preference", "pref_card", "global")]),
+        ("I prefer window seats.", [("preference", "pref_seats", "global")]),
+        # a bound in a preference does not give the preference its key
+        ("I prefer flights departing after 8am and before 9pm.", [("preference", "pref_flights", "global")]),
+        ("I'd prefer a flight that departs after 8 am.", [("preference", "pref_flight", "global")]),
+        ("Please make that change for me.", []),  # asks for something to be done, chooses nothing
+        # what is still a task
+        ("I'd like to change my flight to May 24.", [("task", None, "global")]),
+        ("I would like to upgrade to business class.", [("task", None, "global")]),
+        # limits on a time or an amount
+        ("I don't want to fly before 11 AM EST.", [("constraint", None, "global")]),
+        ("I'm looking to fly after 11 AM EST.", [("constraint", None, "global")]),
+        ("I'm willing to pay up to $600 for the business class upgrades.", [("constraint", None, "global")]),
+        ("I really need the change to fit under $1,000.", [("constraint", None, "global")]),
+        ("No more than $600, please.", [("constraint", None, "global")]),
+        # hypotheticals and questions state nothing current
+        ("What if I flew Friday?", []),
+        ("Do you have any flights that depart after 11 AM?", []),
+    ],
+)
+def test_user_statements_are_read_as_labelled(text: str, expected: list[Label]) -> None:
+    assert read(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ("No more than $600, please.", "No more than $600, please."),
+        ("No more than two stops, please.", "No more than two stops, please."),
+        ("No, I don't want travel insurance.", "I don't want travel insurance."),
+    ],
+)
+def test_a_leading_no_that_negates_is_kept(text: str, shown: str) -> None:
+    # "No more than $600" without its "No" says the opposite
+    (draft,) = RuleExtractor().from_text(text)
+    assert draft.text == shown
+
+
+@pytest.mark.parametrize(
+    ("text", "old"),
+    [
+        ("No, not economy, business.", "economy"),
+        ("I want to fly from Atlanta to Las Vegas, not Los Angeles.", "Los Angeles"),
+        ("The refund should go to my original payment method, not a gift card.", "a gift card"),
+    ],
+)
+def test_a_not_correction_names_the_value_it_replaces(text: str, old: str) -> None:
+    (draft,) = RuleExtractor().from_text(text)
+    assert draft.replaces == old
+    assert draft.importance >= 0.7
+
+
+@pytest.mark.parametrize(
+    "text", ["I'm not sure about my membership level, but I'd like the refund.", "Not only me, my son too."]
+)
+def test_a_not_that_corrects_nothing_names_no_old_value(text: str) -> None:
+    assert all(d.replaces is None for d in RuleExtractor().from_text(text))
+
+
+# ---------------------------------------------------------------- the ledger: what is current
+def ledger() -> FactsLedger:
+    return FactsLedger(MemoryFactStore(), FactsConfig())
+
+
+def current(facts: FactsLedger) -> list[str]:
+    """The user's statements in force (not hypothetical, draft or superseded)."""
+    query = FactQuery(reader=S, valid=True, scopes=("global", "session"))
+    return sorted(f.text for f in facts.store.find(query) if not f.from_tool)
+
+
+@pytest.mark.parametrize(
+    ("first", "then", "now"),
+    [
+        ("I'd prefer an aisle seat.", "Actually, I'd prefer a window seat.", "I'd prefer a window seat."),
+        ("I'd prefer an aisle seat.", "Actually, make it a window seat.", "Make it a window seat."),
+        ("I'd prefer economy class.", "No, not economy, business.", "Not economy, business."),
+        ("I'd like the 3pm one.", "Actually, make it the 5pm one.", "Make it the 5pm one."),
+        ("I'd prefer to pay with a gift card.", "I'd rather pay with a credit card instead.", "I'd rather pay with a credit card instead."),
+        (
+            "I'd prefer a flight that departs after 8 am.",
+            "Actually, I'd prefer a flight after 10 am.",
+            "I'd prefer a flight after 10 am.",
+        ),
+    ],
+)
+def test_a_change_of_mind_replaces_the_earlier_value(first: str, then: str, now: str) -> None:
+    facts = ledger()
+    (old,) = facts.ingest([HumanMessage(first, id="m1")], scope=S)
+    (new,) = facts.ingest([HumanMessage(then, id="m2")], scope=S)
+    assert current(facts) == [now], f"{first!r} should be outdated by {then!r}"
+    assert new.supersedes == old.id
+
+
+@pytest.mark.parametrize(
+    ("bound", "value"),
+    [
+        ("I'd prefer a flight that departs after 8 am.", "The 9:15 flight works."),
+        ("I'd prefer a flight that departs after 8 am.", "I'd like the HAT266 flight."),
+        ("I'd prefer a flight that departs after 8 am.", "Make it the 9:15 flight."),
+        ("I prefer flights departing after 8am and before 9pm.", "The flights at 9am and 6pm are fine."),
+        ("I'm willing to pay up to $600 for the upgrade.", "The $450 upgrade is fine."),
+        ("I don't want to fly before 11am.", "Let's take the 1pm flight."),
+    ],
+)
+def test_a_value_that_meets_a_bound_does_not_replace_it(bound: str, value: str) -> None:
+    facts = ledger()
+    facts.ingest([HumanMessage(bound, id="m1")], scope=S)
+    facts.ingest([HumanMessage(value, id="m2")], scope=S)
+    assert bound in current(facts), f"{value!r} meets {bound!r}: the bound still holds"
+
+
+def test_a_value_that_breaks_a_bound_replaces_it() -> None:
+    facts = ledger()
+    facts.ingest([HumanMessage("I'd prefer a flight that departs after 8 am.", id="m1")], scope=S)
+    facts.ingest([HumanMessage("Actually, make it the 7am flight.", id="m2")], scope=S)
+    assert current(facts) == ["Make it the 7am flight."]
+
+
+def test_a_hypothetical_never_becomes_current() -> None:
+    facts = ledger()
+    facts.ingest([HumanMessage("I'd like the flight on Thursday.", id="m1")], scope=S)
+    facts.ingest([HumanMessage("What if I flew Friday?", id="m2")], scope=S)
+    facts.ingest([HumanMessage("What if we went with the Friday flight instead.", id="m3")], scope=S)
+    assert current(facts) == ["I'd like the flight on Thursday."]
+
+
+def test_a_user_correction_leaves_a_tool_record_alone() -> None:
+    # "not LAX" corrects what the agent understood; the reservation a tool read still says LAX
+    facts = ledger()
+    record = ToolMessage('{"reservation_id": "ZFA04Y", "origin": "ATL", "destination": "LAX"}', tool_call_id="c1", name="get_reservation_details")
+    facts.ingest([record], scope=S)
+    facts.ingest([HumanMessage("I want to fly from ATL to LAS, not LAX.", id="m2")], scope=S)
+    records = facts.store.find(FactQuery(reader=S, valid=True))
+    assert any(f.from_tool and "LAX" in f.text for f in records)
+
+
+# ---------------------------------------------------------------- what the model sees
+def view(*turns: str) -> dict[str, str]:
+    """The user messages of the prepared view of a conversation of ``turns``, by id."""
+    messages: list[BaseMessage] = []
+    for i, turn in enumerate(turns):
+        messages.append(HumanMessage(turn, id=f"h{i}"))
+        messages.append(AIMessage(f"Reply {i}.", id=f"a{i}"))
+    messages.append(HumanMessage("Please go ahead.", id="last"))
+    prepared = memory_engine(ContextConfig()).prepare(messages, scope=S)
+    return {str(m.id): str(m.content) for m in prepared.messages if isinstance(m, HumanMessage)}
+
+
+def test_a_bound_the_chosen_flight_meets_is_not_marked_outdated() -> None:
+    shown = view("I'd prefer a flight that departs after 8 am.", "The 9:15 flight works.", "Make it the 9:15 flight.")
+    assert shown["h0"] == "I'd prefer a flight that departs after 8 am."
+
+
+def test_a_changed_preference_is_marked_outdated_in_the_view() -> None:
+    shown = view("I'd prefer an aisle seat.", "Actually, make it a window seat.")
+    assert shown["h0"].startswith("[outdated:") and "window seat" in shown["h0"]
+    assert shown["h1"] == "Actually, make it a window seat."
+
+
+def test_a_hypothetical_is_marked_as_not_current_in_the_view() -> None:
+    shown = view("I'd rather fly on Thursday.", "Suppose I'd rather fly on Friday.")
+    assert not shown["h0"].startswith("[")
+    assert shown["h1"].startswith("[hypothetical")
