@@ -12,6 +12,7 @@ object is only a value ("fly on Friday"), the verb is what it is about (``pref_f
 from __future__ import annotations
 
 import re
+from typing import Literal
 
 from ctxplugin.facts._text import content_words
 
@@ -76,10 +77,21 @@ def preference_key(topic: str) -> str | None:
     return f"pref_{verb.group('verb').lower()}" if verb else None
 
 
+_CONDITIONAL = re.compile(r"^(?:i|we)(?:'d|\s+would)\b", re.IGNORECASE)
+
+
+def visibility_of(body: str) -> Literal["session"] | None:
+    """Where a preference stated as ``body`` holds: one in the conditional ("I'd prefer an aisle
+    seat", "we'd rather fly on Friday", "I'd like the 3pm one") or a choice is about the
+    decision at hand, so it stays in the conversation's session; a standing one ("I prefer
+    aisle seats", "never book red-eyes") is left to the ledger (the user's, across sessions)."""
+    return "session" if _CONDITIONAL.match(body) else None
+
+
 def rejected(body: str) -> str | None:
     """The value a "X, not Y" correction rejects (``Y``), or None."""
     match = _NOT_CORRECTION.search(body)
     return match.group("old").strip() if match else None
 
 
-__all__ = ["CHOICE", "DIRECTIVE", "PREFERENCE", "TASK", "preference_key", "rejected"]
+__all__ = ["CHOICE", "DIRECTIVE", "PREFERENCE", "TASK", "preference_key", "rejected", "visibility_of"]

@@ -247,18 +247,19 @@ class RuleExtractor:
             return FactDraft(
                 text=_tidy(shown, keep_also=addition), key=key or None, kind=kind, tags=tags, importance=weight, scope=scope,
                 replaces=extra.get("replaces", replaces), constraint_type=constraint_type,
+                visibility=extra.get("visibility"),
             )
 
         if voice == "user":
-            moved = _USER_MOVED.match(body)
-            if moved:
+            if _USER_MOVED.match(body):
                 return make("fact", "my_address")
             pref = user_voice.PREFERENCE.match(body)
             if pref:
-                return make("preference", user_voice.preference_key(pref.group("obj") or pref.group("obj2") or pref.group("rule") or ""))
+                topic = pref.group("obj") or pref.group("obj2") or pref.group("rule") or ""
+                return make("preference", user_voice.preference_key(topic), visibility=user_voice.visibility_of(body))
             choice = user_voice.CHOICE.match(body)
-            if choice:
-                return make("preference", user_voice.preference_key(choice.group("obj")))  # revises a preference
+            if choice:  # revises a preference of the decision at hand
+                return make("preference", user_voice.preference_key(choice.group("obj")), visibility="session")
             bounded = bool(read_values(sentence).bounds)  # "I need to fly after 11am": a limit, not a task
             if user_voice.TASK.match(body) and not ((_CONSTRAINT.search(sentence) and _METRIC.search(sentence)) or bounded):
                 return make("task", None)

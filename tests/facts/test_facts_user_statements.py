@@ -202,3 +202,16 @@ def test_a_hypothetical_is_marked_as_not_current_in_the_view() -> None:
     shown = view("I'd rather fly on Thursday.", "Suppose I'd rather fly on Friday.")
     assert not shown["h0"].startswith("[")
     assert shown["h1"].startswith("[hypothetical")
+
+
+def test_a_choice_stays_in_its_conversation_and_a_standing_preference_follows_the_user() -> None:
+    # "I'd like the 3pm one" picks among this trip's options; "I prefer aisle seats" is the user's
+    facts = ledger()
+    facts.ingest([HumanMessage("I prefer aisle seats.", id="m1")], scope=S)
+    facts.ingest([HumanMessage("I'd like the 3pm one.", id="m2")], scope=S)
+    facts.ingest([HumanMessage("We'd rather fly on Friday.", id="m3")], scope=S)
+    facts.ingest([HumanMessage("Make it the 5pm one.", id="m4")], scope=S)
+    assert current(facts) == ["I prefer aisle seats.", "Make it the 5pm one.", "We'd rather fly on Friday."]
+    next_trip = Scope(session_id="trip-2", user_id="traveller")
+    later = FactQuery(reader=next_trip, valid=True, scopes=("global", "session"))
+    assert [f.text for f in facts.store.find(later)] == ["I prefer aisle seats."]
