@@ -25,6 +25,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any, TypeVar
@@ -75,6 +76,8 @@ class StoreGuard:
         self._cause: str | None = None
         self._opened_at = 0.0
         self._checking = False
+        self._stopped = threading.Event()
+        self._threads: weakref.WeakSet[threading.Thread] = weakref.WeakSet()
 
     # ------------------------------------------------------------------ state
     @property
@@ -94,26 +97,39 @@ class StoreGuard:
             self._cause = cause
             if first:
                 self._opened_at = time.monotonic()
-            start = self._probe is not None and not self._checking
+            start = self._probe is not None and not self._checking and not self._stopped.is_set()
             if start:
                 self._checking = True
+                checker = threading.Thread(target=self._check_loop, name=f"ctxplugin-check: {self.name}", daemon=True)
+                self._threads.add(checker)
         if first:
             logger.warning("ctxplugin: %s unavailable, calls fail fast until it answers again: %s", self.name, cause)
         if start:
-            threading.Thread(target=self._check_loop, name=f"ctxplugin-check: {self.name}", daemon=True).start()
+            checker.start()
+
+    def stop(self) -> None:
+        """End the background check and wait for the threads of this guard's calls, each for at
+        most ``timeout`` seconds (a driver that still does not return is left to its own timeout,
+        with a warning). Later calls still work; a later failure starts no check. Idempotent."""
+        self._stopped.set()
+        for thread in list(self._threads):
+            if thread is not threading.current_thread():
+                thread.join(self.timeout + self.retry_after)
+                if thread.is_alive():
+                    logger.warning("ctxplugin: %s: %s still running after close()", self.name, thread.name)
 
     def _check_loop(self) -> None:
         probe = self._probe
         if probe is None:  # pragma: no cover - started only with a probe
             return
         while True:
-            time.sleep(self.retry_after)
+            stopped = self._stopped.wait(self.retry_after)
             with self._lock:
-                if self._cause is None:
+                if self._cause is None or stopped:
                     self._checking = False
                     return
             try:
-                run_with_deadline(probe, self.timeout, f"{self.name} check")
+                run_with_deadline(probe, self.timeout, f"{self.name} check", started=self._threads.add)
             except Exception as exc:  # the server is still out: keep the circuit open
                 with self._lock:
                     self._cause = _describe(exc)
@@ -159,7 +175,7 @@ class StoreGuard:
             if wait <= 0:
                 raise StoreUnavailableError(f"{self.name} {what} skipped: this step's store time (stores.timeout) is used up")
         try:
-            value = run_with_deadline(fn, wait, f"{self.name} {what}")
+            value = run_with_deadline(fn, wait, f"{self.name} {what}", started=self._threads.add)
         except StoreBusyError:
             raise
         except StoreUnavailableError as exc:

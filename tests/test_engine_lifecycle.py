@@ -5,14 +5,18 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
+import ctxplugin
 from ctxplugin import ContextConfig, ContextEngine, Scope
-from ctxplugin.errors import StoreError
+from ctxplugin.errors import StoreError, StoreUnavailableError
 from ctxplugin.history import BackgroundSummarizer
+from ctxplugin.testing.chroma_server import ChromaServer, free_port
 
 SCOPE = Scope(session_id="s1")
 CHROMA_FILES = ("chroma.sqlite3", "chroma.sqlite3-wal", "chroma.sqlite3-shm")
@@ -106,3 +110,34 @@ def test_a_summarizer_passed_in_stays_open_for_its_owner() -> None:
     assert mine.drain(10)
     assert mine.stats.completed == 1
     mine.close()
+
+
+def _engine_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name.startswith("ctxplugin-") and t.is_alive()]
+
+
+def test_close_stops_the_checks_of_a_chroma_server_that_went_away(
+    tmp_path: Path, launch_chroma: Callable[[Path], ChromaServer]
+) -> None:
+    before = set(_engine_threads())
+    server = launch_chroma(tmp_path / "server" / "data")
+    config = ContextConfig(chroma_url=server.url, path=str(tmp_path / "local"), stores={"timeout": 2.0, "retry_after": 0.2})
+    engine = ctxplugin.connect(config)
+    try:
+        engine.facts.write("The build number is 4412", key="build", scope=SCOPE)
+    finally:
+        server.stop()
+    with pytest.raises(StoreUnavailableError):  # the server is gone: the circuit opens and checks start
+        engine.facts.search("build number", scope=SCOPE)
+    assert any(t.name.startswith("ctxplugin-check") for t in _engine_threads())
+    engine.close()
+    assert [t.name for t in _engine_threads() if t not in before] == []
+
+
+def test_close_stops_the_checks_of_a_chroma_server_down_at_connect(tmp_path: Path) -> None:
+    before = set(_engine_threads())
+    url = f"http://127.0.0.1:{free_port()}"
+    engine = ctxplugin.connect(ContextConfig(chroma_url=url, path=str(tmp_path), stores={"timeout": 2.0, "retry_after": 0.2}))
+    assert any(t.name.startswith("ctxplugin-check") for t in _engine_threads())
+    engine.close()
+    assert [t.name for t in _engine_threads() if t not in before] == []
