@@ -165,6 +165,38 @@ def claim_directory(path: Path, wait_s: float) -> Callable[[], None]:
     return _releaser(key)
 
 
+def same_process(opened_in: int | None) -> None:
+    """Refuse an embedded Chroma store opened in process ``opened_in`` when called from another:
+    a process forked from it (a ``multiprocessing`` "fork" worker, a gunicorn ``--preload``
+    worker). The parent's client would hang there, and a client of the child's own would be a
+    second process on the directory.
+
+    Raises:
+        StoreInUseError: this process is not the one that opened the store.
+    """
+    if opened_in is not None and opened_in != os.getpid():
+        raise StoreInUseError(
+            f"this embedded Chroma store was opened in process {opened_in}, before a fork; process "
+            f"{os.getpid()} cannot use it. Open the engine in each process after the fork (gunicorn: "
+            "without --preload, or in a post_fork hook) on a directory of its own, or run a Chroma "
+            "server (`chroma run --path ...`) and set CTXPLUGIN_CHROMA_URL (see docs/scale-out.md)"
+        )
+
+
+def _forget_claims() -> None:
+    """In a forked child: the parent's claims are not this process's (a POSIX lock is not
+    inherited), so the child claims a directory again and is refused while the parent holds it."""
+    global _claims_lock
+    _claims_lock = threading.Lock()  # it may have been held by another thread at the fork
+    for fd, _count in _claims.values():
+        os.close(fd)  # this process holds no lock on it: the parent's lock stays
+    _claims.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_claims)
+
+
 def _releaser(key: str) -> Callable[[], None]:
     released = False
 

@@ -2,19 +2,21 @@
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import subprocess
 import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
 import ctxplugin
 from ctxplugin import ContextConfig, ContextEngine, Scope
-from ctxplugin.errors import StoreError, StoreUnavailableError
+from ctxplugin.errors import StoreError, StoreInUseError, StoreUnavailableError
 from ctxplugin.history import BackgroundSummarizer
 from ctxplugin.testing.chroma_server import ChromaServer, free_port
 
@@ -141,3 +143,56 @@ def test_close_stops_the_checks_of_a_chroma_server_down_at_connect(tmp_path: Pat
     assert any(t.name.startswith("ctxplugin-check") for t in _engine_threads())
     engine.close()
     assert [t.name for t in _engine_threads() if t not in before] == []
+
+
+def _in_forked_child(engine: ContextEngine, other: str, results: Any) -> None:
+    outcome: dict[str, object] = {}
+    try:
+        text = "output the child's tool printed\n" * 400
+        compact = engine.capture_tool_result(ToolMessage(content=text, tool_call_id="k1", name="run"), SCOPE)
+        outcome["ref"] = compact.additional_kwargs["ctxplugin"].get("ref")
+        outcome["expanded"] = engine.expand_ref(str(outcome["ref"]), scope=SCOPE) == text
+        report = engine.prepare([HumanMessage(content="The deploy target is eu-west-3.")], scope=SCOPE).report
+        outcome["prepare_warnings"] = list(report.warnings)
+        try:
+            engine.facts.write("The child build number is 7", key="child_build", scope=SCOPE)
+        except StoreInUseError as exc:
+            outcome["write_error"] = str(exc)
+        try:
+            ContextEngine.embedded(engine.path or "", CONFIG).close()
+        except StoreInUseError as exc:
+            outcome["reopen_error"] = str(exc)
+        with ContextEngine.embedded(other, CONFIG) as own:
+            own.facts.write("The child build number is 7", key="child_build", scope=SCOPE)
+            outcome["own_facts"] = [hit.fact.text for hit in own.facts.search("child build number", scope=SCOPE, k=1)]
+        engine.close()
+    except BaseException as exc:  # reported to the parent, which fails the test
+        outcome["error"] = repr(exc)
+    results.put(outcome)
+
+
+def test_a_forked_child_keeps_the_cas_and_is_told_to_open_its_own_chroma(tmp_path: Path) -> None:
+    engine = ContextEngine.embedded(tmp_path / "parent", CONFIG)
+    _use(engine)
+    fork = multiprocessing.get_context("fork")
+    results = fork.Queue()
+    child = fork.Process(target=_in_forked_child, args=(engine, str(tmp_path / "child"), results))
+    child.start()
+    child.join(120)
+    if child.is_alive():
+        child.kill()
+        child.join()
+        pytest.fail("the forked child hung on the parent's stores")
+    outcome = results.get(timeout=10)
+    assert "error" not in outcome, outcome
+    assert outcome["expanded"] is True
+    assert any("fork" in str(w) for w in outcome["prepare_warnings"])  # type: ignore[attr-defined]
+    for error in (outcome["write_error"], outcome["reopen_error"]):
+        assert "CTXPLUGIN_CHROMA_URL" in str(error)
+    assert "after the fork" in str(outcome["write_error"])
+    assert outcome["own_facts"] == ["The child build number is 7"]
+    # the parent's stores are untouched: the child's output is there, and its facts still answer
+    assert engine.expand_ref(str(outcome["ref"]), scope=SCOPE) == "output the child's tool printed\n" * 400
+    assert [hit.fact.key for hit in engine.facts.search("build number", scope=SCOPE, k=1)] == ["build"]
+    engine.facts.write("The build number is 4413", key="build", scope=SCOPE)
+    engine.close()
