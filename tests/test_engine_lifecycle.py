@@ -186,7 +186,7 @@ def test_a_forked_child_keeps_the_cas_and_is_told_to_open_its_own_chroma(tmp_pat
     outcome = results.get(timeout=10)
     assert "error" not in outcome, outcome
     assert outcome["expanded"] is True
-    assert any("fork" in str(w) for w in outcome["prepare_warnings"])  # type: ignore[attr-defined]
+    assert any("fork" in str(w) for w in outcome["prepare_warnings"])
     for error in (outcome["write_error"], outcome["reopen_error"]):
         assert "CTXPLUGIN_CHROMA_URL" in str(error)
     assert "after the fork" in str(outcome["write_error"])
