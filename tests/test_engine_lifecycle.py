@@ -196,3 +196,46 @@ def test_a_forked_child_keeps_the_cas_and_is_told_to_open_its_own_chroma(tmp_pat
     assert [hit.fact.key for hit in engine.facts.search("build number", scope=SCOPE, k=1)] == ["build"]
     engine.facts.write("The build number is 4413", key="build", scope=SCOPE)
     engine.close()
+
+
+def _write_from_forked_child(engine: ContextEngine, number: int, results: Any) -> None:
+    outcome: dict[str, object] = {}
+    try:
+        for i in range(15):
+            engine.facts.write(f"Worker {number} finished batch {i}", key=f"worker_{number}_batch", scope=SCOPE)
+        current = engine.facts.current(f"worker_{number}_batch", scope=SCOPE)
+        outcome["found"] = current.text if current is not None else None
+        outcome["warnings"] = engine.prepare([HumanMessage(content="The deploy target is eu-west-3.")], scope=SCOPE).report.warnings
+        engine.close()
+    except BaseException as exc:  # reported to the parent, which fails the test
+        outcome["error"] = repr(exc)
+    results.put(outcome)
+
+
+def test_forked_workers_of_a_server_engine_talk_to_the_server_on_their_own_connections(
+    tmp_path: Path, launch_chroma: Callable[[Path], ChromaServer]
+) -> None:
+    server = launch_chroma(tmp_path / "server" / "data")
+    try:
+        engine = ctxplugin.connect(ContextConfig(chroma_url=server.url, path=str(tmp_path / "local"), stores={"timeout": 5.0}))
+        engine.facts.write("The build number is 4412", key="build", scope=SCOPE)  # connected before the fork
+        fork = multiprocessing.get_context("fork")
+        results = fork.Queue()
+        workers = [fork.Process(target=_write_from_forked_child, args=(engine, n, results)) for n in range(2)]
+        for worker in workers:
+            worker.start()
+        for i in range(15):  # the parent goes on meanwhile, on the same server
+            engine.facts.write(f"The parent finished batch {i}", key="parent_batch", scope=SCOPE)
+        for worker in workers:
+            worker.join(120)
+        assert not any(worker.is_alive() for worker in workers)
+        outcomes = [results.get(timeout=10) for _ in workers]
+        assert all("error" not in o and o["warnings"] == [] for o in outcomes), outcomes
+        assert sorted(str(o["found"]) for o in outcomes) == ["Worker 0 finished batch 14", "Worker 1 finished batch 14"]
+        for key, who in (("worker_0_batch", "Worker 0"), ("worker_1_batch", "Worker 1"), ("parent_batch", "The parent")):
+            current = engine.facts.current(key, scope=SCOPE)
+            assert current is not None and current.text == f"{who} finished batch 14"
+            assert len(engine.facts.history(key, scope=SCOPE)) == 15
+        engine.close()
+    finally:
+        server.stop()

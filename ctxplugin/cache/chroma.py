@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 
 from langchain_core.embeddings import Embeddings
 
-from ctxplugin._chroma import claim_directory, same_process, set_http_timeout, translated
+from ctxplugin._chroma import claim_directory, reconnect_in_forked_children, same_process, set_http_timeout, translated
 from ctxplugin.cache.store import CacheEntry
 from ctxplugin.errors import ConfigError, StoreError
 from ctxplugin.facts import chroma_embedding_function
@@ -125,7 +125,9 @@ class ChromaAnswerCacheStore:
             client = chromadb.HttpClient(host=host, port=port, ssl=ssl, settings=Settings(anonymized_telemetry=False))
             return set_http_timeout(client, timeout)
 
-        return cls(connect, collection=collection, embedding=embedding)
+        store = cls(connect, collection=collection, embedding=embedding)
+        reconnect_in_forked_children(store)  # connected again, on its own, in a forked process
+        return store
 
     def close(self) -> None:
         """Release the Chroma client if this store created it (``persistent`` / ``http``); a

@@ -16,7 +16,7 @@ from typing import Any
 
 from langchain_core.embeddings import Embeddings
 
-from ctxplugin._chroma import same_process
+from ctxplugin._chroma import reconnect_in_forked_children, same_process
 from ctxplugin.config import FactsConfig
 from ctxplugin.errors import StoreError
 from ctxplugin.facts._chroma_clients import (
@@ -145,8 +145,7 @@ class ChromaFactStore:
 
         The connection is made on first use, so an engine can start while the server is down;
         each failing call raises :class:`~ctxplugin.errors.StoreUnavailableError`, which the
-        engine reports as "facts skipped".
-
+        engine reports as "facts skipped". A forked process connects again, on its own.
         Every HTTP request is bounded by ``timeout`` seconds (``stores.timeout`` through
         :func:`ctxplugin.connect`).
 
@@ -156,6 +155,7 @@ class ChromaFactStore:
         connect = _http_connector(url, headers, timeout)
         store = cls(connect, config=config, embedding=embedding)
         store._owns_client = True
+        reconnect_in_forked_children(store)
         return store
 
     @classmethod
