@@ -23,6 +23,7 @@ thread ends by itself.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 import weakref
@@ -78,6 +79,7 @@ class StoreGuard:
         self._checking = False
         self._stopped = threading.Event()
         self._threads: weakref.WeakSet[threading.Thread] = weakref.WeakSet()
+        _GUARDS.add(self)
 
     # ------------------------------------------------------------------ state
     @property
@@ -97,15 +99,27 @@ class StoreGuard:
             self._cause = cause
             if first:
                 self._opened_at = time.monotonic()
-            start = self._probe is not None and not self._checking and not self._stopped.is_set()
-            if start:
-                self._checking = True
-                checker = threading.Thread(target=self._check_loop, name=f"ctxplugin-check: {self.name}", daemon=True)
-                self._threads.add(checker)
+            checker = self._checker()
         if first:
             logger.warning("ctxplugin: %s unavailable, calls fail fast until it answers again: %s", self.name, cause)
-        if start:
+        if checker is not None:
             checker.start()
+
+    def _checker(self) -> threading.Thread | None:
+        """The background check to start (None when one runs, or none may); with ``_lock`` held."""
+        if self._probe is None or self._checking or self._stopped.is_set():
+            return None
+        self._checking = True
+        checker = threading.Thread(target=self._check_loop, name=f"ctxplugin-check: {self.name}", daemon=True)
+        self._threads.add(checker)
+        return checker
+
+    def _after_fork_in_child(self) -> None:
+        # the parent's threads do not exist here: an open circuit gets its own check (on the
+        # next refused call), and the lock may have been held by one of them at the fork
+        self._lock = threading.Lock()
+        self._checking = False
+        self._threads = weakref.WeakSet()
 
     def stop(self) -> None:
         """End the background check and wait for the threads of this guard's calls, each for at
@@ -149,6 +163,9 @@ class StoreGuard:
                 self._opened_at = time.monotonic()  # this call is the check; others keep failing fast
                 return None
             since = time.monotonic() - self._opened_at
+            checker = self._checker()  # none runs in a process forked while the circuit was open
+        if checker is not None:
+            checker.start()
         return StoreUnavailableError(
             f"{self.name} skipped for {what}: it failed {since:.0f}s ago ({cause}); "
             f"checked again every {self.retry_after:g}s"
@@ -187,6 +204,18 @@ class StoreGuard:
         if self._cause is not None and self._probe is None:
             self._close()  # the call let through as the check succeeded
         return value
+
+
+_GUARDS: weakref.WeakSet[StoreGuard] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    for guard in list(_GUARDS):
+        guard._after_fork_in_child()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _describe(exc: BaseException) -> str:

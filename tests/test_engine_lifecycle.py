@@ -19,6 +19,7 @@ from ctxplugin import ContextConfig, ContextEngine, Scope
 from ctxplugin.errors import StoreError, StoreInUseError, StoreUnavailableError
 from ctxplugin.history import BackgroundSummarizer
 from ctxplugin.testing.chroma_server import ChromaServer, free_port
+from ctxplugin.testing.fault_proxy import FaultProxy
 
 SCOPE = Scope(session_id="s1")
 CHROMA_FILES = ("chroma.sqlite3", "chroma.sqlite3-wal", "chroma.sqlite3-shm")
@@ -238,4 +239,50 @@ def test_forked_workers_of_a_server_engine_talk_to_the_server_on_their_own_conne
             assert len(engine.facts.history(key, scope=SCOPE)) == 15
         engine.close()
     finally:
+        server.stop()
+
+
+def _write_once_the_server_is_back(engine: ContextEngine, results: Any) -> None:
+    outcome: dict[str, object] = {"tries": 0}
+    try:
+        for _ in range(100):  # checks run every 0.2 s: the circuit closes within a few tries
+            outcome["tries"] = int(str(outcome["tries"])) + 1
+            try:
+                engine.facts.write("The child build number is 7", key="child_build", scope=SCOPE)
+            except StoreUnavailableError as exc:
+                outcome["last"] = str(exc)
+                threading.Event().wait(0.2)
+                continue
+            outcome["written"] = True
+            break
+        engine.close()
+    except BaseException as exc:  # reported to the parent, which fails the test
+        outcome["error"] = repr(exc)
+    results.put(outcome)
+
+
+def test_a_worker_forked_while_the_chroma_server_is_down_gets_back_to_it(
+    tmp_path: Path, launch_chroma: Callable[[Path], ChromaServer]
+) -> None:
+    server = launch_chroma(tmp_path / "server" / "data")
+    proxy = FaultProxy("127.0.0.1", int(server.url.rsplit(":", 1)[1]))
+    try:
+        proxy.refuse()  # down when the service starts: connect() opens the circuit and checks
+        url = f"http://127.0.0.1:{proxy.port}"
+        config = ContextConfig(chroma_url=url, path=str(tmp_path / "local"), stores={"timeout": 2.0, "retry_after": 0.2})
+        engine = ctxplugin.connect(config)
+        fork = multiprocessing.get_context("fork")
+        results = fork.Queue()
+        worker = fork.Process(target=_write_once_the_server_is_back, args=(engine, results))
+        worker.start()
+        proxy.heal()
+        worker.join(120)
+        assert not worker.is_alive()
+        outcome = results.get(timeout=10)
+        assert outcome.get("written") is True, outcome
+        current = engine.facts.current("child_build", scope=SCOPE)
+        assert current is not None and current.text == "The child build number is 7"
+        engine.close()
+    finally:
+        proxy.close()
         server.stop()
