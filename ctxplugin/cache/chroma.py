@@ -17,7 +17,13 @@ from urllib.parse import urlsplit
 
 from langchain_core.embeddings import Embeddings
 
-from ctxplugin._chroma import claim_directory, reconnect_in_forked_children, same_process, set_http_timeout, translated
+from ctxplugin._chroma import (
+    claim_directory,
+    reconnect_in_forked_children,
+    same_process,
+    set_http_timeout,
+    translated,
+)
 from ctxplugin.cache.store import CacheEntry
 from ctxplugin.errors import ConfigError, StoreError
 from ctxplugin.facts import chroma_embedding_function
