@@ -5,8 +5,10 @@ from __future__ import annotations
 import http.client
 import os
 import ssl
+import sys
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -163,6 +165,62 @@ def claim_directory(path: Path, wait_s: float) -> Callable[[], None]:
         os.pwrite(fd, str(os.getpid()).encode(), 0)
         _claims[key] = [fd, 1]
     return _releaser(key)
+
+
+def same_process(opened_in: int | None) -> None:
+    """Refuse an embedded Chroma store opened in process ``opened_in`` when called from another:
+    a process forked from it (a ``multiprocessing`` "fork" worker, a gunicorn ``--preload``
+    worker). The parent's client would hang there, and a client of the child's own would be a
+    second process on the directory.
+
+    Raises:
+        StoreInUseError: this process is not the one that opened the store.
+    """
+    if opened_in is not None and opened_in != os.getpid():
+        raise StoreInUseError(
+            f"this embedded Chroma store was opened in process {opened_in}, before a fork; process "
+            f"{os.getpid()} cannot use it. Open the engine in each process after the fork (gunicorn: "
+            "without --preload, or in a post_fork hook) on a directory of its own, or run a Chroma "
+            "server (`chroma run --path ...`) and set CTXPLUGIN_CHROMA_URL (see docs/scale-out.md)"
+        )
+
+
+def reconnect_in_forked_children(store: Any) -> None:
+    """Have ``store`` (a store on a Chroma server's client it made itself) connect again in a
+    process forked from this one, on first use there.
+
+    A forked child inherits the parent's HTTP connections: both processes would send requests
+    on one socket and read each other's answers. The store must have ``_lock``, ``_client``
+    (None makes it connect on next use) and ``_forget()`` (drops its open collections).
+    """
+    _servers.add(store)
+
+
+_servers: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    global _claims_lock
+    # the parent's claims are not this process's (a POSIX lock is not inherited): the child
+    # claims a directory again, and is refused while the parent holds it
+    _claims_lock = threading.Lock()  # it may have been held by another thread at the fork
+    for fd, _count in _claims.values():
+        os.close(fd)  # this process holds no lock on it: the parent's lock stays
+    _claims.clear()
+    # Chroma keeps one client "system" per server or directory for the process; the parent's
+    # are unusable here (their sockets and threads are the parent's), so clients made from now
+    # on start their own
+    shared = sys.modules.get("chromadb.api.shared_system_client")
+    if shared is not None:
+        shared.SharedSystemClient.clear_system_cache()
+    for store in list(_servers):
+        store._lock = threading.Lock()
+        store._client = None
+        store._forget()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _releaser(key: str) -> Callable[[], None]:

@@ -43,11 +43,14 @@ class _Call:
         self.error: BaseException | None = None
 
 
-def run_with_deadline(fn: Callable[[], T], timeout: float, what: str) -> T:
+def run_with_deadline(
+    fn: Callable[[], T], timeout: float, what: str, *, started: Callable[[threading.Thread], object] | None = None
+) -> T:
     """``fn()`` if it returns within ``timeout`` seconds.
 
     It runs in a daemon thread with the caller's context variables, so a driver blocked on a
-    socket that never answers cannot block the caller (nor the interpreter's exit).
+    socket that never answers cannot block the caller (nor the interpreter's exit). ``started``
+    is handed that thread before it starts, for an owner that waits for its threads on close.
 
     Raises:
         StoreUnavailableError: ``fn`` did not return in time.
@@ -64,7 +67,10 @@ def run_with_deadline(fn: Callable[[], T], timeout: float, what: str) -> T:
         finally:
             call.done.set()
 
-    threading.Thread(target=target, name=f"ctxplugin-store: {what}", daemon=True).start()
+    thread = threading.Thread(target=target, name=f"ctxplugin-store: {what}", daemon=True)
+    if started is not None:
+        started(thread)
+    thread.start()
     if not call.done.wait(timeout):
         raise StoreUnavailableError(f"{what}: no answer within {timeout:.1f}s (stores.timeout)")
     if call.error is not None:

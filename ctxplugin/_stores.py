@@ -54,19 +54,24 @@ class Stores:
         facts: the facts ledger on its store.
         answers: the answer cache's store (None when the cache is off).
         path: the directory of the stores kept on disk (None when every store is on a server).
+        guards: the guards in front of the servers, stopped on :meth:`close`.
     """
 
     cas: CASStore
     facts: FactsLedger
     answers: AnswerCacheStore | None
     path: Path | None
+    guards: tuple[StoreGuard, ...] = ()
 
     def close(self) -> None:
-        """Close every store: connections, Chroma clients and the claim on the embedded directory."""
+        """Close every store (connections, Chroma clients and the claim on the embedded
+        directory), then stop the guards' background checks and wait for their threads."""
         for store in (self.cas, self.facts.store, self.answers):
             closer = getattr(store, "close", None)
             if callable(closer):
                 closer()
+        for guard in self.guards:
+            guard.stop()
 
 
 def store_root(path: str | Path) -> Path:
@@ -123,6 +128,7 @@ def open_stores(config: ContextConfig, root: str | Path) -> Stores:
     timeout, retry = config.stores.timeout, config.stores.retry_after
     cas: Any
     lock: Any = None
+    guards: list[StoreGuard] = []
     if config.postgres_dsn:
         backend = _postgres_backend()
         dsn = config.postgres_dsn
@@ -130,6 +136,7 @@ def open_stores(config: ContextConfig, root: str | Path) -> Stores:
         store = backend.PostgresCASStore.from_dsn(dsn, schema=config.postgres_schema, timeout=timeout)
         pool = store.pool
         postgres = StoreGuard("Postgres", timeout=timeout, retry_after=retry, probe=lambda: backend.ping(dsn, timeout, pool))
+        guards.append(postgres)
         if down is not None:
             postgres.trip(f"Postgres unreachable at connect(): {down}")
         cas = GuardedCASStore(store, postgres)
@@ -149,6 +156,7 @@ def open_stores(config: ContextConfig, root: str | Path) -> Stores:
         facts_store = ChromaFactStore.http(url, config=config.facts, timeout=timeout)
         beat = Heartbeat(url, timeout)
         chroma = StoreGuard("Chroma server", timeout=timeout, retry_after=retry, probe=beat)
+        guards.append(chroma)
         down = _check_chroma(url, beat)
         if down is not None:
             chroma.trip(f"Chroma server unreachable at connect(): {down}")
@@ -165,6 +173,7 @@ def open_stores(config: ContextConfig, root: str | Path) -> Stores:
         facts=FactsLedger(facts_store, config.facts, lock=lock),
         answers=answers,
         path=Path(root) if not config.postgres_dsn or not config.chroma_url else None,  # a store is still on disk
+        guards=tuple(guards),
     )
 
 

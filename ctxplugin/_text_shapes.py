@@ -145,8 +145,7 @@ def detect_text_shape(body: str) -> TextShape:
         return "fixed"
     hashes = firsts.count("#")
     if sum(1 for ln in lines[:60] if "<" in ln and _MARKUP_TAG.search(ln)) >= 0.2 * min(n, 60) or (
-        hashes >= 3 and sum(1 for ln in lines if ln[0] == "#" and re.match(r"^#{1,6} \S", ln)) >= 0.6 * hashes
-        and not any(ln.startswith("#!") for ln in lines[:1])
+        hashes >= 3 and not lines[0].startswith("#!") and _headings(body) >= 0.6 * hashes
     ):
         return "markup"
     if _starting(firsts, _LISTING_STARTS) >= 0.6 * n and _at_least(lines, _LISTING.match, 0.6 * n):
@@ -171,6 +170,38 @@ def detect_text_shape(body: str) -> TextShape:
     if n >= 8 and sum(1 for ln in lines if len(ln) < 160) >= 0.9 * n and not _prose(lines):
         return "log"
     return "text"
+
+
+_HEADING = re.compile(r"#{1,6} \S")
+_TOP_LEVEL_CODE = re.compile(r"(?:import\s+[\w.]|from\s+[\w.]+\s+import\s|(?:async\s+)?def\s+\w+\s*\(|class\s+\w+\s*[(:])")
+
+
+def _headings(body: str) -> int:
+    """How many of the first lines of ``body`` are markdown headings (``## Usage``); 0 when the
+    text is source code.
+
+    ``#`` also opens a comment in Python, shell, Ruby or YAML. A comment block (a license header,
+    a script's notes) is a run of ``#`` lines, where a top-level heading stands apart from the
+    headings around it by its level or by text between them; and source code has top-level imports and
+    definitions outside fenced blocks, which a document does not.
+    """
+    raw = [line[:_CLIP] for line in body[:200_000].split("\n", _SAMPLE_LINES)[:_SAMPLE_LINES]]
+    marks = [line.split(" ", 1)[0] if line.startswith("#") else "" for line in raw]
+    fenced, code, headings = False, 0, 0
+    for at, line in enumerate(raw):
+        if line.startswith(("```", "~~~")):
+            fenced = not fenced
+        elif fenced:
+            continue
+        elif _HEADING.match(line):
+            # a run of ``#`` lines is a comment block; a run of ``###`` lines, short sections
+            alone = (at == 0 or marks[at - 1] != "#") and (at + 1 == len(raw) or marks[at + 1] != "#")
+            headings += marks[at] != "#" or alone
+        elif _TOP_LEVEL_CODE.match(line):
+            code += 1
+            if code == 2:
+                return 0
+    return headings
 
 
 def _at_least(lines: list[str], test: Callable[[str], object], need: float) -> bool:

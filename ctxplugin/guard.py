@@ -23,8 +23,10 @@ thread ends by itself.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any, TypeVar
@@ -75,6 +77,9 @@ class StoreGuard:
         self._cause: str | None = None
         self._opened_at = 0.0
         self._checking = False
+        self._stopped = threading.Event()
+        self._threads: weakref.WeakSet[threading.Thread] = weakref.WeakSet()
+        _GUARDS.add(self)
 
     # ------------------------------------------------------------------ state
     @property
@@ -94,26 +99,51 @@ class StoreGuard:
             self._cause = cause
             if first:
                 self._opened_at = time.monotonic()
-            start = self._probe is not None and not self._checking
-            if start:
-                self._checking = True
+            checker = self._checker()
         if first:
             logger.warning("ctxplugin: %s unavailable, calls fail fast until it answers again: %s", self.name, cause)
-        if start:
-            threading.Thread(target=self._check_loop, name=f"ctxplugin-check: {self.name}", daemon=True).start()
+        if checker is not None:
+            checker.start()
+
+    def _checker(self) -> threading.Thread | None:
+        """The background check to start (None when one runs, or none may); with ``_lock`` held."""
+        if self._probe is None or self._checking or self._stopped.is_set():
+            return None
+        self._checking = True
+        checker = threading.Thread(target=self._check_loop, name=f"ctxplugin-check: {self.name}", daemon=True)
+        self._threads.add(checker)
+        return checker
+
+    def _after_fork_in_child(self) -> None:
+        # the parent's threads do not exist here: an open circuit gets its own check (on the
+        # next refused call), and the lock may have been held by one of them at the fork
+        self._lock = threading.Lock()
+        self._checking = False
+        self._threads = weakref.WeakSet()
+
+    def stop(self) -> None:
+        """End the background check and wait for the threads of this guard's calls, each for at
+        most ``timeout`` seconds (a driver that still does not return is left to its own timeout,
+        with a warning). Later calls still work; a later failure starts no check. Idempotent."""
+        self._stopped.set()
+        for thread in list(self._threads):
+            if thread is not threading.current_thread():
+                thread.join(self.timeout + self.retry_after)
+                if thread.is_alive():
+                    logger.warning("ctxplugin: %s: %s still running after close()", self.name, thread.name)
 
     def _check_loop(self) -> None:
         probe = self._probe
         if probe is None:  # pragma: no cover - started only with a probe
             return
         while True:
-            time.sleep(self.retry_after)
+            stopped = self._stopped.wait(self.retry_after)
             with self._lock:
-                if self._cause is None:
+                if self._cause is None or stopped:
                     self._checking = False
                     return
             try:
-                run_with_deadline(probe, self.timeout, f"{self.name} check")
+                run_with_deadline(probe, self.timeout, f"{self.name} check", started=self._threads.add)
             except Exception as exc:  # the server is still out: keep the circuit open
                 with self._lock:
                     self._cause = _describe(exc)
@@ -133,6 +163,9 @@ class StoreGuard:
                 self._opened_at = time.monotonic()  # this call is the check; others keep failing fast
                 return None
             since = time.monotonic() - self._opened_at
+            checker = self._checker()  # none runs in a process forked while the circuit was open
+        if checker is not None:
+            checker.start()
         return StoreUnavailableError(
             f"{self.name} skipped for {what}: it failed {since:.0f}s ago ({cause}); "
             f"checked again every {self.retry_after:g}s"
@@ -159,7 +192,7 @@ class StoreGuard:
             if wait <= 0:
                 raise StoreUnavailableError(f"{self.name} {what} skipped: this step's store time (stores.timeout) is used up")
         try:
-            value = run_with_deadline(fn, wait, f"{self.name} {what}")
+            value = run_with_deadline(fn, wait, f"{self.name} {what}", started=self._threads.add)
         except StoreBusyError:
             raise
         except StoreUnavailableError as exc:
@@ -171,6 +204,18 @@ class StoreGuard:
         if self._cause is not None and self._probe is None:
             self._close()  # the call let through as the check succeeded
         return value
+
+
+_GUARDS: weakref.WeakSet[StoreGuard] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    for guard in list(_GUARDS):
+        guard._after_fork_in_child()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _describe(exc: BaseException) -> str:

@@ -2,17 +2,24 @@
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import subprocess
 import sys
+import threading
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
+import ctxplugin
 from ctxplugin import ContextConfig, ContextEngine, Scope
-from ctxplugin.errors import StoreError
+from ctxplugin.errors import StoreError, StoreInUseError, StoreUnavailableError
 from ctxplugin.history import BackgroundSummarizer
+from ctxplugin.testing.chroma_server import ChromaServer, free_port
+from ctxplugin.testing.fault_proxy import FaultProxy
 
 SCOPE = Scope(session_id="s1")
 CHROMA_FILES = ("chroma.sqlite3", "chroma.sqlite3-wal", "chroma.sqlite3-shm")
@@ -106,3 +113,176 @@ def test_a_summarizer_passed_in_stays_open_for_its_owner() -> None:
     assert mine.drain(10)
     assert mine.stats.completed == 1
     mine.close()
+
+
+def _engine_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name.startswith("ctxplugin-") and t.is_alive()]
+
+
+def test_close_stops_the_checks_of_a_chroma_server_that_went_away(
+    tmp_path: Path, launch_chroma: Callable[[Path], ChromaServer]
+) -> None:
+    before = set(_engine_threads())
+    server = launch_chroma(tmp_path / "server" / "data")
+    config = ContextConfig(chroma_url=server.url, path=str(tmp_path / "local"), stores={"timeout": 2.0, "retry_after": 0.2})
+    engine = ctxplugin.connect(config)
+    try:
+        engine.facts.write("The build number is 4412", key="build", scope=SCOPE)
+    finally:
+        server.stop()
+    with pytest.raises(StoreUnavailableError):  # the server is gone: the circuit opens and checks start
+        engine.facts.search("build number", scope=SCOPE)
+    assert any(t.name.startswith("ctxplugin-check") for t in _engine_threads())
+    engine.close()
+    assert [t.name for t in _engine_threads() if t not in before] == []
+
+
+def test_close_stops_the_checks_of_a_chroma_server_down_at_connect(tmp_path: Path) -> None:
+    before = set(_engine_threads())
+    url = f"http://127.0.0.1:{free_port()}"
+    engine = ctxplugin.connect(ContextConfig(chroma_url=url, path=str(tmp_path), stores={"timeout": 2.0, "retry_after": 0.2}))
+    assert any(t.name.startswith("ctxplugin-check") for t in _engine_threads())
+    engine.close()
+    assert [t.name for t in _engine_threads() if t not in before] == []
+
+
+def _in_forked_child(engine: ContextEngine, other: str, results: Any) -> None:
+    outcome: dict[str, object] = {}
+    try:
+        text = "output the child's tool printed\n" * 400
+        compact = engine.capture_tool_result(ToolMessage(content=text, tool_call_id="k1", name="run"), SCOPE)
+        outcome["ref"] = compact.additional_kwargs["ctxplugin"].get("ref")
+        outcome["expanded"] = engine.expand_ref(str(outcome["ref"]), scope=SCOPE) == text
+        report = engine.prepare([HumanMessage(content="The deploy target is eu-west-3.")], scope=SCOPE).report
+        outcome["prepare_warnings"] = list(report.warnings)
+        try:
+            engine.facts.write("The child build number is 7", key="child_build", scope=SCOPE)
+        except StoreInUseError as exc:
+            outcome["write_error"] = str(exc)
+        try:
+            ContextEngine.embedded(engine.path or "", CONFIG).close()
+        except StoreInUseError as exc:
+            outcome["reopen_error"] = str(exc)
+        with ContextEngine.embedded(other, CONFIG) as own:
+            own.facts.write("The child build number is 7", key="child_build", scope=SCOPE)
+            outcome["own_facts"] = [hit.fact.text for hit in own.facts.search("child build number", scope=SCOPE, k=1)]
+        engine.close()
+    except BaseException as exc:  # reported to the parent, which fails the test
+        outcome["error"] = repr(exc)
+    results.put(outcome)
+
+
+def test_a_forked_child_keeps_the_cas_and_is_told_to_open_its_own_chroma(tmp_path: Path) -> None:
+    engine = ContextEngine.embedded(tmp_path / "parent", CONFIG)
+    _use(engine)
+    fork = multiprocessing.get_context("fork")
+    results = fork.Queue()
+    child = fork.Process(target=_in_forked_child, args=(engine, str(tmp_path / "child"), results))
+    child.start()
+    child.join(120)
+    if child.is_alive():
+        child.kill()
+        child.join()
+        pytest.fail("the forked child hung on the parent's stores")
+    outcome = results.get(timeout=10)
+    assert "error" not in outcome, outcome
+    assert outcome["expanded"] is True
+    assert any("fork" in str(w) for w in outcome["prepare_warnings"])
+    for error in (outcome["write_error"], outcome["reopen_error"]):
+        assert "CTXPLUGIN_CHROMA_URL" in str(error)
+    assert "after the fork" in str(outcome["write_error"])
+    assert outcome["own_facts"] == ["The child build number is 7"]
+    # the parent's stores are untouched: the child's output is there, and its facts still answer
+    assert engine.expand_ref(str(outcome["ref"]), scope=SCOPE) == "output the child's tool printed\n" * 400
+    assert [hit.fact.key for hit in engine.facts.search("build number", scope=SCOPE, k=1)] == ["build"]
+    engine.facts.write("The build number is 4413", key="build", scope=SCOPE)
+    engine.close()
+
+
+def _write_from_forked_child(engine: ContextEngine, number: int, results: Any) -> None:
+    outcome: dict[str, object] = {}
+    try:
+        for i in range(15):
+            engine.facts.write(f"Worker {number} finished batch {i}", key=f"worker_{number}_batch", scope=SCOPE)
+        current = engine.facts.current(f"worker_{number}_batch", scope=SCOPE)
+        outcome["found"] = current.text if current is not None else None
+        outcome["warnings"] = engine.prepare([HumanMessage(content="The deploy target is eu-west-3.")], scope=SCOPE).report.warnings
+        engine.close()
+    except BaseException as exc:  # reported to the parent, which fails the test
+        outcome["error"] = repr(exc)
+    results.put(outcome)
+
+
+def test_forked_workers_of_a_server_engine_talk_to_the_server_on_their_own_connections(
+    tmp_path: Path, launch_chroma: Callable[[Path], ChromaServer]
+) -> None:
+    server = launch_chroma(tmp_path / "server" / "data")
+    try:
+        engine = ctxplugin.connect(ContextConfig(chroma_url=server.url, path=str(tmp_path / "local"), stores={"timeout": 5.0}))
+        engine.facts.write("The build number is 4412", key="build", scope=SCOPE)  # connected before the fork
+        fork = multiprocessing.get_context("fork")
+        results = fork.Queue()
+        workers = [fork.Process(target=_write_from_forked_child, args=(engine, n, results)) for n in range(2)]
+        for worker in workers:
+            worker.start()
+        for i in range(15):  # the parent goes on meanwhile, on the same server
+            engine.facts.write(f"The parent finished batch {i}", key="parent_batch", scope=SCOPE)
+        for worker in workers:
+            worker.join(120)
+        assert not any(worker.is_alive() for worker in workers)
+        outcomes = [results.get(timeout=10) for _ in workers]
+        assert all("error" not in o and o["warnings"] == [] for o in outcomes), outcomes
+        assert sorted(str(o["found"]) for o in outcomes) == ["Worker 0 finished batch 14", "Worker 1 finished batch 14"]
+        for key, who in (("worker_0_batch", "Worker 0"), ("worker_1_batch", "Worker 1"), ("parent_batch", "The parent")):
+            current = engine.facts.current(key, scope=SCOPE)
+            assert current is not None and current.text == f"{who} finished batch 14"
+            assert len(engine.facts.history(key, scope=SCOPE)) == 15
+        engine.close()
+    finally:
+        server.stop()
+
+
+def _write_once_the_server_is_back(engine: ContextEngine, results: Any) -> None:
+    outcome: dict[str, object] = {"tries": 0}
+    try:
+        for _ in range(100):  # checks run every 0.2 s: the circuit closes within a few tries
+            outcome["tries"] = int(str(outcome["tries"])) + 1
+            try:
+                engine.facts.write("The child build number is 7", key="child_build", scope=SCOPE)
+            except StoreUnavailableError as exc:
+                outcome["last"] = str(exc)
+                threading.Event().wait(0.2)
+                continue
+            outcome["written"] = True
+            break
+        engine.close()
+    except BaseException as exc:  # reported to the parent, which fails the test
+        outcome["error"] = repr(exc)
+    results.put(outcome)
+
+
+def test_a_worker_forked_while_the_chroma_server_is_down_gets_back_to_it(
+    tmp_path: Path, launch_chroma: Callable[[Path], ChromaServer]
+) -> None:
+    server = launch_chroma(tmp_path / "server" / "data")
+    proxy = FaultProxy("127.0.0.1", int(server.url.rsplit(":", 1)[1]))
+    try:
+        proxy.refuse()  # down when the service starts: connect() opens the circuit and checks
+        url = f"http://127.0.0.1:{proxy.port}"
+        config = ContextConfig(chroma_url=url, path=str(tmp_path / "local"), stores={"timeout": 2.0, "retry_after": 0.2})
+        engine = ctxplugin.connect(config)
+        fork = multiprocessing.get_context("fork")
+        results = fork.Queue()
+        worker = fork.Process(target=_write_once_the_server_is_back, args=(engine, results))
+        worker.start()
+        proxy.heal()
+        worker.join(120)
+        assert not worker.is_alive()
+        outcome = results.get(timeout=10)
+        assert outcome.get("written") is True, outcome
+        current = engine.facts.current("child_build", scope=SCOPE)
+        assert current is not None and current.text == "The child build number is 7"
+        engine.close()
+    finally:
+        proxy.close()
+        server.stop()

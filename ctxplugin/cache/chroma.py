@@ -8,6 +8,7 @@ embedding as its function, so Chroma never loads or downloads a model of its own
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -16,7 +17,13 @@ from urllib.parse import urlsplit
 
 from langchain_core.embeddings import Embeddings
 
-from ctxplugin._chroma import claim_directory, set_http_timeout, translated
+from ctxplugin._chroma import (
+    claim_directory,
+    reconnect_in_forked_children,
+    same_process,
+    set_http_timeout,
+    translated,
+)
 from ctxplugin.cache.store import CacheEntry
 from ctxplugin.errors import ConfigError, StoreError
 from ctxplugin.facts import chroma_embedding_function
@@ -65,6 +72,7 @@ class ChromaAnswerCacheStore:
         self._hits: dict[str, tuple[int, float]] = {}
         self._lock = threading.Lock()
         self._release: Callable[[], None] = lambda: None
+        self._opened_in: int | None = None  # the process of an embedded client (see same_process)
 
     @classmethod
     def persistent(
@@ -92,7 +100,7 @@ class ChromaAnswerCacheStore:
             return chromadb.PersistentClient(path=str(path), settings=Settings(anonymized_telemetry=False))
 
         store = cls(connect, collection=collection, embedding=embedding)
-        store._release = release
+        store._release, store._opened_in = release, os.getpid()
         return store
 
     @classmethod
@@ -123,19 +131,22 @@ class ChromaAnswerCacheStore:
             client = chromadb.HttpClient(host=host, port=port, ssl=ssl, settings=Settings(anonymized_telemetry=False))
             return set_http_timeout(client, timeout)
 
-        return cls(connect, collection=collection, embedding=embedding)
+        store = cls(connect, collection=collection, embedding=embedding)
+        reconnect_in_forked_children(store)  # connected again, on its own, in a forked process
+        return store
 
     def close(self) -> None:
         """Release the Chroma client if this store created it (``persistent`` / ``http``); a
         client passed in stays open for its owner. Later calls raise ``StoreError``."""
-        if not self._closed:
+        here = self._opened_in in (None, os.getpid())  # not a parent's client, inherited by a fork
+        if not self._closed and here:
             self.flush_hits()
         with self._lock:
             client, owned = self._client, self._factory is not None
             self._collection, self._factory, self._closed = None, None, True
             if owned:
                 self._client = None
-        if owned and client is not None and callable(getattr(client, "close", None)):
+        if owned and client is not None and here and callable(getattr(client, "close", None)):
             client.close()
         self._release()
 
@@ -228,6 +239,7 @@ class ChromaAnswerCacheStore:
         self._collection = None
 
     def _open(self) -> Any:
+        same_process(self._opened_in)
         if self._collection is not None:
             return self._collection
         with self._lock:

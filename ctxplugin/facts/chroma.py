@@ -8,6 +8,7 @@ its own default model. Chroma's errors are translated here, chained with ``from`
 from __future__ import annotations
 
 import hashlib
+import os
 import threading
 from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
@@ -15,6 +16,7 @@ from typing import Any
 
 from langchain_core.embeddings import Embeddings
 
+from ctxplugin._chroma import reconnect_in_forked_children, same_process
 from ctxplugin.config import FactsConfig
 from ctxplugin.errors import StoreError
 from ctxplugin.facts._chroma_clients import (
@@ -86,6 +88,7 @@ class ChromaFactStore:
         self._base = f"{self.config.collection}_{embedding_identity(self.embedding)}"
         self._owns_client = False
         self._release: Callable[[], None] = lambda: None
+        self._opened_in: int | None = None  # the process of an embedded client (see same_process)
         # readers whose facts are a small share of the collection: search with the filter at once
         self._filter_first: dict[str, int] = {}
         # collection name -> (lexical index, when it last checked for others' writes)
@@ -114,7 +117,6 @@ class ChromaFactStore:
         wait_s: float = 5.0,
     ) -> ChromaFactStore:
         """An embedded store on disk under ``path`` (created if missing), for this process alone.
-
         The directory is claimed for this process until :meth:`close` (see
         :func:`ctxplugin._chroma.claim_directory`); another process waits up to ``wait_s``
         seconds for it, then is refused.
@@ -125,8 +127,7 @@ class ChromaFactStore:
         """
         client, release = _open_persistent(path, wait_s)
         store = cls(client, config=config, embedding=embedding)
-        store._owns_client = True
-        store._release = release
+        store._owns_client, store._release, store._opened_in = True, release, os.getpid()
         store._writes = writes_counter(path)
         return store
 
@@ -144,8 +145,7 @@ class ChromaFactStore:
 
         The connection is made on first use, so an engine can start while the server is down;
         each failing call raises :class:`~ctxplugin.errors.StoreUnavailableError`, which the
-        engine reports as "facts skipped".
-
+        engine reports as "facts skipped". A forked process connects again, on its own.
         Every HTTP request is bounded by ``timeout`` seconds (``stores.timeout`` through
         :func:`ctxplugin.connect`).
 
@@ -155,6 +155,7 @@ class ChromaFactStore:
         connect = _http_connector(url, headers, timeout)
         store = cls(connect, config=config, embedding=embedding)
         store._owns_client = True
+        reconnect_in_forked_children(store)
         return store
 
     @classmethod
@@ -176,7 +177,7 @@ class ChromaFactStore:
             self._forget()
             if owned:
                 self._client = None
-        if owned and client is not None and callable(getattr(client, "close", None)):
+        if owned and client is not None and self._opened_in in (None, os.getpid()):  # not a parent's
             client.close()
             _close_http_session(client)
         if owned:
@@ -354,6 +355,7 @@ class ChromaFactStore:
             return self._collection(tenant_id or "")
 
     def _client_now(self) -> Any:
+        same_process(self._opened_in)
         if self._client is None:
             if self._client_factory is None:
                 raise StoreError("this ChromaFactStore was closed; build a new one")
@@ -376,13 +378,11 @@ class ChromaFactStore:
             self._auto = False
 
     def _collection(self, tenant: str) -> Any:
-        if self._auto:
-            self._client_now()  # settles the embedding, and so the collection name
+        client = self._client_now()  # settles the embedding, and so the collection name
         name = self.collection_name(tenant or None)
         found = self._collections.get(name)
         if found is not None:
             return found
-        client = self._client_now()
         with self._lock:
             found = self._collections.get(name)
             if found is None:

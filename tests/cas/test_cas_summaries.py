@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
+from pathlib import Path
 
 from ctxplugin.cas import parse_json, summarize
 from ctxplugin.tokens import get_counter
@@ -208,3 +210,48 @@ def test_diff_counts_removed_and_added_lines_that_start_like_file_headers() -> N
     assert label == "diff"
     assert "10 files changed, +10 -10" in text, text
     assert "sql/q0.sql +1 -1" in text and "legacy" not in text.split("\n", 2)[1]
+
+
+def test_python_source_with_a_license_header_gets_the_code_outline() -> None:
+    spec = importlib.util.find_spec("grpc.beta._metadata")  # Apache header: 13 lines of "# ..."
+    assert spec is not None and spec.origin is not None
+    source = Path(spec.origin).read_text()
+    assert source.startswith("# Copyright")
+    label, text = summary(source)
+    assert label == "source code"
+    assert "def beta(metadata):" in text and "def unbeta(beta_metadata):" in text
+    script = "# Copyright 2024 Example Corp.\n#\n# SPDX-License-Identifier: MIT\n\n" + "\n".join(
+        [f"# step {i}\nrun_step({i})" for i in range(4)]
+    )
+    assert summary("#!/usr/bin/env bash\n" + script)[0] != "document"
+    assert summary(script)[0] != "document"
+
+
+def test_markdown_with_code_blocks_and_short_sections_is_still_a_document() -> None:
+    readme = "\n".join(
+        [
+            "# Ledger service",
+            "",
+            "Keeps the facts of a session.",
+            "",
+            "## Install",
+            "",
+            "```python",
+            "import ledger",
+            "from ledger import Store",
+            "",
+            "def main():",
+            "    Store().run()",
+            "```",
+            "",
+            "## Usage",
+            "",
+            "Run `ledger serve` and open port 8080.",
+            "",
+            "### Cabin: Economy",
+            "### Insurance: Yes",
+        ]
+    )
+    label, text = summary(readme)
+    assert label == "document"
+    assert "Install" in text and "Usage" in text
