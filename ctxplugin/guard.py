@@ -122,13 +122,15 @@ class StoreGuard:
         self._threads = weakref.WeakSet()
 
     def stop(self) -> None:
-        """End the background check and wait for the threads of this guard's calls, each for at
-        most ``timeout`` seconds (a driver that still does not return is left to its own timeout,
-        with a warning). Later calls still work; a later failure starts no check. Idempotent."""
+        """End the background check and wait for the threads of this guard's calls, for at most
+        ``timeout + retry_after`` seconds in all, however many calls a frozen server left
+        hanging (a driver that still does not return is left to its own timeout, with a
+        warning). Later calls still work; a later failure starts no check. Idempotent."""
         self._stopped.set()
+        deadline = time.monotonic() + self.timeout + self.retry_after
         for thread in list(self._threads):
             if thread is not threading.current_thread():
-                thread.join(self.timeout + self.retry_after)
+                thread.join(max(0.0, deadline - time.monotonic()))
                 if thread.is_alive():
                     logger.warning("ctxplugin: %s: %s still running after close()", self.name, thread.name)
 

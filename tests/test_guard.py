@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from pytest_mock import MockerFixture
 
 from ctxplugin import ContextConfig, ContextEngine, Scope
 from ctxplugin.cas import SQLiteCASStore
@@ -262,3 +263,29 @@ def test_a_step_waits_for_its_stores_once_and_the_circuit_opens() -> None:
     assert time.monotonic() - start <= BOUND
     assert guard.is_open and not quick.is_open
     server.released.set()
+
+
+def test_stop_waits_for_hung_calls_once_in_all_not_once_per_call(mocker: MockerFixture) -> None:
+    # five calls left hanging on a frozen server: close() waits for them within one deadline
+    released = threading.Event()
+    guard = StoreGuard("frozen", timeout=0.05, retry_after=0.01)  # no probe: a call after retry_after checks
+    for _ in range(5):
+        time.sleep(0.02)
+        with pytest.raises(StoreUnavailableError, match="no answer within"):
+            guard.call("read", released.wait)
+    clock = [1000.0]
+    waited: list[float] = []
+
+    def join(thread: threading.Thread, timeout: float | None = None) -> None:
+        waited.append(timeout or 0.0)
+        clock[0] += timeout or 0.0  # the thread does not end while joined
+
+    mocker.patch("ctxplugin.guard.time.monotonic", side_effect=lambda: clock[0])
+    mocker.patch.object(threading.Thread, "join", autospec=True, side_effect=join)
+    try:
+        guard.stop()
+    finally:
+        mocker.stopall()
+        released.set()
+    assert len(waited) == 5, "each hung call is waited for"
+    assert sum(waited) <= guard.timeout + guard.retry_after + 1e-6
