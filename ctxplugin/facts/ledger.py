@@ -227,20 +227,24 @@ class FactsLedger:
         :attr:`can_withdraw`) removes nothing: the facts stay stored, and :meth:`search` leaves
         them out in this process.
         """
-        outputs = {k: (v,) if isinstance(v, str) else tuple(v) for k, v in outputs.items()}
-        if not outputs:
+        standing = {k: (v,) if isinstance(v, str) else tuple(v) for k, v in outputs.items()}
+        if not standing:
             return []
         remover = getattr(self.store, "withdraw", None)
         if not callable(remover):
-            self._withheld.add(owner_of(scope), outputs)
+            self._withheld.add(owner_of(scope), standing)
             return []
         with self._lock:
-            return list(remover(owner_of(scope), outputs))
+            return list(remover(owner_of(scope), standing))
 
     @property
     def can_withdraw(self) -> bool:
         """Whether the store deletes what :meth:`withdraw` names (it has ``withdraw``)."""
         return callable(getattr(self.store, "withdraw", None))
+
+    def withholds(self, fact: Fact) -> bool:
+        """Whether ``fact`` was withdrawn but stays stored (a store without ``withdraw``)."""
+        return self._withheld.hides(fact)
 
     # ------------------------------------------------------------------ reads
     def get(self, fact_id: str, *, scope: Scope) -> Fact | None:

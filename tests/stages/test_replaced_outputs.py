@@ -150,7 +150,9 @@ def test_a_store_that_cannot_withdraw_leaves_the_stale_facts_out_with_one_warnin
     config = ContextConfig()
     engine = ContextEngine(config=config, cas=MemoryCASStore(), facts=FactsLedger(OlderStore(), config.facts))
     scope = Scope(session_id="mask-6")
-    engine.capture_tool_result(call(payments(masked=False))[-1].model_copy(update={"id": None}), scope=scope)
+    original = call(payments(masked=False))[-1]
+    assert isinstance(original, ToolMessage)
+    engine.capture_tool_result(original.model_copy(update={"id": None}), scope=scope)
     first = engine.prepare(call(payments(masked=True)), scope=scope)
     notes = [w for w in first.report.warnings if "could not be withdrawn" in w]
     assert len(notes) == 1 and "withdraw" in notes[0] and "left out of the facts block" in notes[0], first.report.warnings
