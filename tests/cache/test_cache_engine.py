@@ -14,6 +14,7 @@ from langchain_core.tools import tool
 from pytest_mock import MockerFixture
 
 from ctxplugin import ContextConfig, ContextEngine, Scope
+from ctxplugin._messages import annotation
 from ctxplugin.cache import (
     CACHE_META_KEY,
     AnswerCache,
@@ -25,7 +26,6 @@ from ctxplugin.cache.context import CacheScope
 from ctxplugin.cas import MemoryCASStore
 from ctxplugin.config import CacheConfig, CASConfig
 from ctxplugin.errors import StoreUnavailableError
-from ctxplugin._messages import annotation
 from ctxplugin.facts import Fact, FactQuery, FactsLedger, MemoryFactStore
 from ctxplugin.testing import ScriptedChatModel, tool_call
 from ctxplugin.testing.cas_contract import FakeClock
