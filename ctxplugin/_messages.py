@@ -46,8 +46,9 @@ def validate(
     AI tool calls without a result get a placeholder ``ToolMessage`` (the agent may have been
     interrupted); a tool result without a matching call (an orphan) is an error unless
     ``orphans`` asks for a repair — ``"drop"`` leaves it out of the view, ``"pair"`` puts a
-    stand-in AI message that makes the call before it — each with a warning. Anything that is
-    not a ``BaseMessage`` is an error.
+    stand-in AI message that makes the call before it — each with a warning. A system message
+    between calls and their results is shown after those results, with a warning. Anything that
+    is not a ``BaseMessage`` is an error.
 
     Raises:
         InvalidInputError: empty input, a non-message item, or an orphan tool result while
@@ -75,8 +76,8 @@ class Validation:
     """
 
     __slots__ = (
-        "answered", "called", "checked", "extended", "group", "orphans", "out", "pending", "placeholders", "returned",
-        "warnings",
+        "answered", "called", "checked", "closed", "extended", "group", "held", "orphans", "out", "pending",
+        "placeholders", "returned", "warnings",
     )
 
     def __init__(self, orphans: OrphanRepair = "raise") -> None:
@@ -93,6 +94,10 @@ class Validation:
         # call id -> (index, id) of the message that answered it, and index of the message that made it
         self.answered: dict[str, tuple[int, str | None]] = {}
         self.called: dict[str, int] = {}
+        self.closed: dict[str, int] = {}  # call id -> index of the message that came before its result
+        # system messages that came while calls await their results: shown after those results
+        # (a tool returning a LangGraph Command may add one beside its own result)
+        self.held: list[BaseMessage] = []
         self.placeholders: dict[str, ToolMessage] = {}  # by call id, once made
 
     def extend(self, messages: Sequence[BaseMessage]) -> tuple[list[BaseMessage], list[str]]:
@@ -114,9 +119,10 @@ class Validation:
         out, warnings = self.out, list(self.warnings)
         # Calls at the very end are the ones the agent is about to run: no placeholder there. Once
         # some of them have results the tools have run, and the model must see every call answered.
-        if self.pending and isinstance(out[-1], ToolMessage):
+        if self.pending and (self.held or isinstance(out[-1], ToolMessage)):
             out = list(out)
             self._close_pending(out, dict(self.pending), warnings)
+            out.extend(self.held)
         self.extended = before >= 0 and self.returned == before  # nothing put in before its end
         self.returned = len(out) if out is self.out else -1
         return out, warnings
@@ -140,7 +146,7 @@ class Validation:
                 problem = f"message {index} is a tool result for tool_call_id={message.tool_call_id!r}, " + (
                     self._answered_by(message.tool_call_id)
                     if message.tool_call_id in answered
-                    else "but no earlier AI message made that call"
+                    else self._not_pending(message.tool_call_id)
                 )
                 if self.orphans == "raise":
                     raise InvalidInputError(f"{problem}. {REPAIR_HINT.format(id=message.id or '<its id>')}")
@@ -160,9 +166,22 @@ class Validation:
             pending.pop(message.tool_call_id)
             answered[message.tool_call_id] = (index, message.id)
             out.append(message)
+            if not pending and self.held:
+                out.extend(self.held)
+                self.held.clear()
+            return
+        if pending and isinstance(message, SystemMessage):
+            warnings.append(
+                f"message {index} is a system message between the tool calls of message "
+                f"{self.called.get(next(iter(pending)), '?')} and their results; the view shows it after those results"
+            )
+            self.held.append(message)
             return
         if pending:
+            self.closed.update(dict.fromkeys(pending, index))
             self._close_pending(out, pending, warnings)
+            out.extend(self.held)
+            self.held.clear()
         out.append(message)
         if isinstance(message, AIMessage):
             self.group = len(out) - 1
@@ -199,6 +218,16 @@ class Validation:
             f"but message {at}{f' (id={first_id!r})' if first_id else ''} already answered that call"
             + (f" (made by message {made})" if made is not None and made < at else "")
             + "; call ids are unique, so one of the two results is extra"
+        )
+
+    def _not_pending(self, call_id: str) -> str:
+        """Why a result for ``call_id`` answers no call that awaits one (it was not answered before)."""
+        made, closed = self.called.get(call_id), self.closed.get(call_id)
+        if made is None or closed is None:
+            return "but no earlier AI message made that call"
+        return (
+            f"but message {made} made that call, but message {closed} came between the call and this result; "
+            "a result must follow its call (or the other results of that call's message)"
         )
 
     def _close_pending(self, out: list[BaseMessage], pending: dict[str, str], warnings: list[str]) -> None:

@@ -155,3 +155,58 @@ def test_a_call_without_a_name_that_did_not_parse_is_no_call() -> None:
         validate([HumanMessage(content="go"), nameless, answer, HumanMessage(content="again")])
     out, notes = validate([HumanMessage(content="go"), nameless, HumanMessage(content="again")])
     assert not any(isinstance(m, ToolMessage) for m in out) and notes == []
+
+
+def test_a_system_message_between_a_call_and_its_result_goes_after_the_results() -> None:
+    """A tool returning a LangGraph ``Command`` may add a system message next to its result:
+    with parallel calls it lands between one call's result and the next. The view keeps every
+    result with its call and shows the system message after them, with a warning."""
+    note = SystemMessage(content="The refund tool is rate limited.")
+    messages: list[BaseMessage] = [
+        SystemMessage(content="You help with orders."),
+        HumanMessage(content="refund order 7 and check order 8"),
+        AIMessage(content="", tool_calls=[
+            {"name": "refund", "args": {"order": 7}, "id": "c1"}, {"name": "order_status", "args": {"order": 8}, "id": "c2"},
+        ]),
+        ToolMessage(content="refund 7: queued", tool_call_id="c1", name="refund"),
+        note,
+        ToolMessage(content="order 8: shipped", tool_call_id="c2", name="order_status"),
+        AIMessage(content="Refund queued; order 8 shipped."),
+        HumanMessage(content="thanks"),
+    ]
+    out, notes = validate(messages)
+    assert out == [*messages[:4], messages[5], note, *messages[6:]]
+    assert len(notes) == 1 and "message 4 is a system message between the tool calls of message 2" in notes[0]
+    prepared = memory_engine().prepare(messages, scope=SCOPE)
+    assert_valid(prepared.messages)
+    text = "\n".join(m.text for m in prepared.messages)
+    assert "refund 7: queued" in text and "order 8: shipped" in text and "rate limited" in text
+    assert not any("had no result" in w for w in prepared.report.warnings)
+
+
+def test_a_system_message_after_a_call_waits_for_its_result_from_call_to_call() -> None:
+    """Checked one call at a time, the result that comes after the system message on the next
+    call still answers the call (no placeholder, no orphan)."""
+    engine = memory_engine()
+    scope = Scope(session_id="system-between")
+    messages: list[BaseMessage] = [HumanMessage(content="where is order 7?"), call("c1", "order_status")]
+    messages.append(SystemMessage(content="Order data may be an hour old."))
+    early = engine.prepare(messages, scope=scope)
+    assert_valid(early.messages)
+    messages.append(ToolMessage(content="order 7: shipped", tool_call_id="c1", name="order_status"))
+    prepared = engine.prepare(messages, scope=scope)
+    assert_valid(prepared.messages)
+    results = [m for m in prepared.messages if isinstance(m, ToolMessage)]
+    assert [str(m.content) for m in results] == ["order 7: shipped"]
+    assert "hour old" in prepared.messages[-1].text
+
+
+def test_a_result_after_another_message_says_what_came_between() -> None:
+    messages: list[BaseMessage] = [
+        HumanMessage(content="go"), call("c1"), HumanMessage(content="hurry"), ToolMessage(content="r", tool_call_id="c1"),
+    ]
+    with pytest.raises(InvalidInputError) as raised:
+        validate(messages)
+    text = str(raised.value)
+    assert "no earlier AI message" not in text
+    assert "message 1 made that call, but message 2 came between the call and this result" in text

@@ -158,7 +158,9 @@ class AnswerCache:
             current = {f.id: f for f in ledger.store.get(list(entry.facts), reader=entry.owner)}
             for fact_id in entry.facts:
                 fact = current.get(fact_id)
-                if fact is None or not fact.is_valid or fact.superseded_by is not None:
+                if fact is None or ledger.withholds(fact):
+                    return f"fact {fact_id} the answer used was withdrawn", True
+                if not fact.is_valid or fact.superseded_by is not None:
                     return f"fact {fact_id} the answer used was superseded", True
         foreign = call.scope != entry.owner
         for ref in entry.refs:

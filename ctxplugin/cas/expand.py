@@ -11,6 +11,7 @@ from typing import Any, Literal, Protocol
 
 import regex  # type: ignore[import-untyped]  # installed with tiktoken; its searches take a timeout
 
+from ctxplugin._text_shapes import without_escapes
 from ctxplugin._untrusted import inexact_json
 from ctxplugin.cas._budget import clip
 from ctxplugin.cas._canon import parse_json, ref_as_written
@@ -113,11 +114,13 @@ def _select(
     whole_as_units: bool = False,
     page_cap: int | None = None,
     context: bool = False,
+    screen: bool = False,
 ) -> _Selection:
     matcher = _check_options(offset, limit, pattern, regex)
     if isinstance(fields, str):
         fields = [fields]
     content = store.get(ref_id, scope).content
+    content = without_escapes(content) if screen else content  # no escape spans a line break
     paged = bool(offset or limit is not None or matcher)
     if not fields and not paged and not whole_as_units:
         return _Selection(ref_id, "lines", 0, 0, 0, [], False, content)
@@ -223,9 +226,7 @@ def _matches(
 
 
 def _neighbour(values: list[Any], index: int) -> str | None:
-    if 0 <= index < len(values):
-        return clip_line(str(values[index]))
-    return None
+    return clip_line(str(values[index])) if 0 <= index < len(values) else None
 
 
 def clip_line(text: str, limit: int = 300) -> str:
@@ -283,11 +284,12 @@ def expand_for_model(
 ) -> str:
     """:func:`expand` for the ``expand_ref`` tool: at most ``max_tokens``, with a note on how to
     page further. Never raises: problems come back as a sentence the model can act on. A ref
-    written inside other text (quotes, backticks, a full stop) is read as that ref."""
+    written inside other text (quotes, backticks, a full stop) is read as that ref. The text is
+    read as a terminal shows it, as summaries quote it: escape codes out, line numbers kept."""
     ref_id = ref_as_written(ref_id)
     try:
         # a unit costs at least one token: no page holds more than max_tokens of them
-        selection = _select(store, ref_id, scope, fields, offset, limit, pattern, regex, page_cap=max_tokens, context=True)
+        selection = _select(store, ref_id, scope, fields, offset, limit, pattern, regex, page_cap=max_tokens, context=True, screen=True)
     except RefNotFoundError:
         return (
             f"expand_ref: no such ref visible here: {ref_id!r}. Refs are readable only in the "
@@ -302,7 +304,7 @@ def expand_for_model(
         if len(whole) <= max_tokens * 8 and count_text(whole, counter) <= max_tokens:
             return whole
         try:
-            selection = _select(store, ref_id, scope, None, 0, None, None, False, whole_as_units=True, page_cap=max_tokens)
+            selection = _select(store, ref_id, scope, None, 0, None, None, False, whole_as_units=True, page_cap=max_tokens, screen=True)
         except CtxpluginError as exc:
             return f"expand_ref: {exc}"
     return _page_for_model(selection, max_tokens, counter, fields, pattern, regex)

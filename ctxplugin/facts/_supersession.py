@@ -44,6 +44,7 @@ from ctxplugin.facts.model import (
     Fact,
     FactQuery,
     normalize_key,
+    permitted,
     visibility_key,
 )
 from ctxplugin.facts.store import FactStore
@@ -246,6 +247,34 @@ def _head(writes: FactStore | WriteBatch, fact: Fact, reader: Scope) -> Fact | N
             return current
         current = nxt[0]
     return current
+
+
+def changed_basis(
+    store: FactStore, writes: FactStore | WriteBatch, fact: Fact, *, scope: Scope, limit: int
+) -> list[Fact]:
+    """For a fact flagged ``needs_review``: the current facts that replaced what it was derived
+    from, directly or through other flagged facts (at most ``limit``); ``store`` is read for
+    what it depends on, ``writes`` for the chains (see ``FactsLedger.changed_basis``)."""
+    found: list[Fact] = []
+    seen: set[str] = {fact.id}
+    frontier = list(fact.depends_on)
+    while frontier and len(found) < limit and len(seen) < _MAX_CHAIN:
+        dep_id = frontier.pop(0)
+        if dep_id in seen:
+            continue
+        seen.add(dep_id)
+        got = store.get([dep_id], reader=scope)
+        if not got:
+            continue
+        dep = got[0]
+        if not dep.is_valid:
+            head = _head(writes, dep, scope)
+            if head is not None and head.is_valid and head.id not in seen and permitted(head, scope):
+                seen.add(head.id)
+                found.append(head)
+        elif dep.needs_review:
+            frontier.extend(dep.depends_on)
+    return found
 
 
 def _stating(writes: FactStore | WriteBatch, old_value: str, fact: Fact) -> list[Fact]:

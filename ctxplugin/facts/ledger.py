@@ -27,8 +27,9 @@ from ctxplugin.facts._drafts import (
     owner_of,
     read_drafts,
 )
-from ctxplugin.facts._supersession import _MAX_CHAIN, _head, _supersede
+from ctxplugin.facts._supersession import _MAX_CHAIN, _supersede, changed_basis
 from ctxplugin.facts._text import identifiers, query_text, result_count, strings
+from ctxplugin.facts._withheld import Withheld
 from ctxplugin.facts.extract import Extractor, ExtractorLike, FactDraft, as_extractor
 from ctxplugin.facts.locks import WriteLock, slot_lock_name
 from ctxplugin.facts.model import (
@@ -99,6 +100,7 @@ class FactsLedger:
         self.clock = clock or (lambda: datetime.now(UTC))
         self._lock = threading.RLock()
         self._batch = threading.local()  # the WriteBatch of the ingest running in this thread
+        self._withheld = Withheld()  # withdrawals the store could not carry out
 
     def _writes(self) -> FactStore | WriteBatch:
         """Where the write path reads and writes: the batch of an ingest running in this thread
@@ -221,13 +223,28 @@ class FactsLedger:
 
         ``outputs`` maps a tool call id to the :func:`~ctxplugin.facts.model.output_digest` of
         each output that stands under it now, whose facts stay (none: all read from it go). One
-        store call, bounded like any other; a store without ``withdraw`` removes nothing.
+        store call, bounded like any other. A store without ``withdraw`` (see
+        :attr:`can_withdraw`) removes nothing: the facts stay stored, and :meth:`search` leaves
+        them out in this process.
         """
+        standing = {k: (v,) if isinstance(v, str) else tuple(v) for k, v in outputs.items()}
+        if not standing:
+            return []
         remover = getattr(self.store, "withdraw", None)
-        if not outputs or not callable(remover):
+        if not callable(remover):
+            self._withheld.add(owner_of(scope), standing)
             return []
         with self._lock:
-            return list(remover(owner_of(scope), {k: (v,) if isinstance(v, str) else tuple(v) for k, v in outputs.items()}))
+            return list(remover(owner_of(scope), standing))
+
+    @property
+    def can_withdraw(self) -> bool:
+        """Whether the store deletes what :meth:`withdraw` names (it has ``withdraw``)."""
+        return callable(getattr(self.store, "withdraw", None))
+
+    def withholds(self, fact: Fact) -> bool:
+        """Whether ``fact`` was withdrawn but stays stored (a store without ``withdraw``)."""
+        return self._withheld.hides(fact)
 
     # ------------------------------------------------------------------ reads
     def get(self, fact_id: str, *, scope: Scope) -> Fact | None:
@@ -254,26 +271,7 @@ class FactsLedger:
     def changed_basis(self, fact: Fact, *, scope: Scope, limit: int = 2) -> list[Fact]:
         """For a fact flagged ``needs_review``: the current facts that replaced what it was
         derived from, directly or through other flagged facts (at most ``limit``)."""
-        found: list[Fact] = []
-        seen: set[str] = {fact.id}
-        frontier = list(fact.depends_on)
-        while frontier and len(found) < limit and len(seen) < _MAX_CHAIN:
-            dep_id = frontier.pop(0)
-            if dep_id in seen:
-                continue
-            seen.add(dep_id)
-            got = self.store.get([dep_id], reader=scope)
-            if not got:
-                continue
-            dep = got[0]
-            if not dep.is_valid:
-                head = _head(self._writes(), dep, scope)
-                if head is not None and head.is_valid and head.id not in seen and permitted(head, scope):
-                    seen.add(head.id)
-                    found.append(head)
-            elif dep.needs_review:
-                frontier.extend(dep.depends_on)
-        return found
+        return changed_basis(self.store, self._writes(), fact, scope=scope, limit=limit)
 
     def history(self, key: str, *, scope: Scope) -> list[Fact]:
         """Every fact ever written for ``key`` readable from ``scope``, oldest first."""
@@ -331,11 +329,11 @@ class FactsLedger:
         # lexical side found shares a rare word or identifier with the query, so it stays. 0
         # means no floor: a word-vector embedding gives unrelated texts cosines below 0
         floor = self.config.min_relevance
-        dense = [(f, s) for f, s in self.store.search(query, wanted, n=n) if permitted(f, scope)]
+        dense = [(f, s) for f, s in self.store.search(query, wanted, n=n) if permitted(f, scope) and not self._withheld.hides(f)]
         if floor != 0.0:
             dense = [(f, s) for f, s in dense if s >= floor]
         lexical = getattr(self.store, "search_lexical", None) if self.config.hybrid else None
-        found = [(f, s) for f, s in lexical(query, wanted, n=n) if permitted(f, scope)] if callable(lexical) else []
+        found = [(f, s) for f, s in lexical(query, wanted, n=n) if permitted(f, scope) and not self._withheld.hides(f)] if callable(lexical) else []
         return rank(
             fuse(dense, found),
             now=self.clock(),

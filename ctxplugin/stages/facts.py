@@ -107,6 +107,10 @@ class ChooseFacts:
                     replaced = self.reads.replaced(fresh, view.original, scope)
                     if replaced:
                         self.ledger.withdraw(replaced, scope=scope)
+                    if replaced and not self.ledger.can_withdraw:
+                        with self._lock:  # a frozen block may hold them: chosen again below
+                            self._window_lines.pop(key, None)
+                        view = view.warn(_UNWITHDRAWN)
                 except StoreError as exc:
                     self.reads.forget(fresh, scope)
                     view = view.degraded(f"facts store unavailable; facts skipped for this call: {exc}")
@@ -379,6 +383,12 @@ def _stands(fact: Fact, rules: InForce | None) -> bool:
     outdated statements are marked): not when it repeats a value they replaced, as its message
     is marked (see :func:`~ctxplugin.facts.outdated.replaced_by`)."""
     return rules is None or replaced_by(fact, rules) is None
+
+
+_UNWITHDRAWN = (
+    "facts read from a tool output the host has since replaced could not be withdrawn: the facts "
+    "store has no withdraw(owner, outputs) method (see FactStore); they stay stored, left out of the facts block"
+)
 
 
 def _reader_key(scope: Scope) -> str:

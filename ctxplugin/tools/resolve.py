@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from langchain_core.tools import BaseTool, StructuredTool
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field, model_validator
 
 from ctxplugin._names import LOAD_TOOLS_NAME, META_TOOL_MARK
 
@@ -37,10 +37,18 @@ class LoadToolsArgs(BaseModel):
 
     names: list[str] = Field(description='exact tool names from the directory, e.g. ["get_user_details"].')
 
-    @field_validator("names", mode="before")
+    @model_validator(mode="before")
     @classmethod
-    def _one_string(cls, value: object) -> object:
-        return split_names(value) if isinstance(value, str) else value
+    def _names(cls, value: object) -> dict[str, object]:
+        # whatever the model sent is answered as a tool result, never a validation error from
+        # inside the tool: names left out, null or of another type are no names, which the
+        # tool answers with what to write
+        names = value.get("names") if isinstance(value, dict) else None
+        if isinstance(names, str):
+            return {"names": split_names(names)}
+        if isinstance(names, (list, tuple)):
+            return {"names": [name for name in names if isinstance(name, str)]}
+        return {"names": []}
 
 
 @dataclass(frozen=True)
@@ -161,8 +169,8 @@ def make_load_tools_tool(registry: ToolRegistry) -> BaseTool:
     close matches for names that do not exist.
     """
 
-    def load_tools(names: list[str]) -> str:
-        wanted = list(dict.fromkeys(n.strip() for n in names if isinstance(n, str) and n.strip()))
+    def load_tools(names: list[str] | None = None) -> str:
+        wanted = list(dict.fromkeys(n.strip() for n in names or () if isinstance(n, str) and n.strip()))
         if not wanted:
             return f"Give the exact names of the tools you need, e.g. {LOAD_TOOLS_NAME}(names=[\"tool_name\"])."
         stubbed: list[str] = []

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.tools import tool
 from pytest_mock import MockerFixture
 
 from ctxplugin import ContextConfig, ContextEngine, Scope
+from ctxplugin._messages import annotation
 from ctxplugin.cache import (
     CACHE_META_KEY,
     AnswerCache,
@@ -23,7 +26,7 @@ from ctxplugin.cache.context import CacheScope
 from ctxplugin.cas import MemoryCASStore
 from ctxplugin.config import CacheConfig, CASConfig
 from ctxplugin.errors import StoreUnavailableError
-from ctxplugin.facts import FactsLedger, MemoryFactStore
+from ctxplugin.facts import Fact, FactQuery, FactsLedger, MemoryFactStore
 from ctxplugin.testing import ScriptedChatModel, tool_call
 from ctxplugin.testing.cas_contract import FakeClock
 
@@ -290,3 +293,95 @@ async def test_async_pair_serves_and_stores() -> None:
     again = await engine.aprepare(messages, scope=S1)
     hit = await engine.acached_answer(messages, again, scope=S1, model=model)
     assert hit is not None and hit.content == "Refunds take 5 days." and again.report.cached_answer
+
+
+def payments(masked: bool) -> str:
+    card = "****-****-****" if masked else "4111-1111-1111"
+    return json.dumps([{"payment_id": f"PAY-{i:04d}", "card": f"{card}-{i:04d}", "amount": i} for i in range(40)])
+
+
+class OlderFactStore:
+    """A fact store of the protocol before ``withdraw`` (the five methods, kept in memory)."""
+
+    def __init__(self) -> None:
+        self.inner = MemoryFactStore()
+
+    def add(self, facts: Sequence[Fact]) -> None:
+        self.inner.add(facts)
+
+    def update(self, facts: Sequence[Fact]) -> None:
+        self.inner.update(facts)
+
+    def get(self, ids: Sequence[str], *, reader: Scope) -> list[Fact]:
+        return self.inner.get(ids, reader=reader)
+
+    def find(self, query: FactQuery, *, limit: int | None = None) -> list[Fact]:
+        return self.inner.find(query, limit=limit)
+
+    def search(self, text: str, query: FactQuery, *, n: int) -> list[tuple[Fact, float]]:
+        return self.inner.search(text, query, n=n)
+
+
+@tool
+def list_payments(customer: str) -> str:
+    """List a customer's card payments."""
+    return payments(masked=False)
+
+
+def payments_engine(stores: str, path: Path) -> ContextEngine:
+    config = ContextConfig(cache=CacheConfig(enabled=True))
+    if stores == "embedded chroma":
+        return ContextEngine.embedded(path / "store", config)
+    facts = FactsLedger(MemoryFactStore() if stores == "memory" else OlderFactStore(), config.facts)
+    return ContextEngine(config, cas=MemoryCASStore(), facts=facts, answer_cache=MemoryAnswerCacheStore())
+
+
+def payments_history(output: ToolMessage) -> list[BaseMessage]:
+    call = tool_call("list_payments", {"customer": "c1"}, call_id="c1")
+    return [HumanMessage("Which card paid PAY-0003?", id="h1"), AIMessage("", tool_calls=[call], id="a1"), output,
+            AIMessage("Let me look at the payments.", id="a2")]
+
+
+QUESTION = "Which card paid PAY-0003?"
+
+
+@pytest.mark.parametrize("stores", ["memory", "embedded chroma"])
+def test_an_answer_built_from_a_tool_output_the_host_replaced_is_not_served(tmp_path: Path, stores: str) -> None:
+    """A chat history keeps a tool output whole, annotated with its ref; a PII filter then
+    masks the card numbers in it. The answer given from the unmasked output must not be served
+    for the masked conversation."""
+    engine = payments_engine(stores, tmp_path)
+    model = scripted("PAY-0003 was paid with 4111-1111-1111-0003.", "PAY-0003 was paid with the card ending 0003.")
+    original = ToolMessage(content=payments(masked=False), tool_call_id="c1", name="list_payments", id="t1")
+    compact = engine.capture_tool_result(original, scope=S1)
+    kept = original.model_copy(update={"additional_kwargs": compact.additional_kwargs})  # as ContextChatHistory keeps it
+    assert annotation(kept).get("ref")
+    first = ask(engine, model, QUESTION, S1, history=payments_history(kept))
+    assert ask(engine, model, QUESTION, S1, history=payments_history(kept)).content == first.content
+    assert len(model.calls) == 1
+    masked = kept.model_copy(update={"content": payments(masked=True)})  # what PIIMiddleware does
+    answer = ask(engine, model, QUESTION, S1, history=payments_history(masked))
+    assert "4111" not in answer.text and len(model.calls) == 2
+    assert ask(engine, model, QUESTION, S1, history=payments_history(masked)).content == answer.content
+    assert len(model.calls) == 2, "the answer to the masked conversation is served"
+
+
+@pytest.mark.parametrize("stores", ["memory", "embedded chroma", "facts store without withdraw"])
+def test_an_answer_that_used_withdrawn_facts_is_not_served(tmp_path: Path, stores: str) -> None:
+    """The facts read from a tool output are withdrawn once the host masks it: an answer whose
+    view showed them is refused (and deleted) even asked in its own, old context, also when
+    the facts store cannot delete them."""
+    engine = payments_engine(stores, tmp_path)
+    model = scripted("PAY-0003 was paid with 4111-1111-1111-0003.")
+    original = ToolMessage(content=payments(masked=False), tool_call_id="c1", name="list_payments", id="t1")
+    messages = [SYSTEM, *payments_history(original), HumanMessage(content=QUESTION)]
+    ask(engine, model, QUESTION, S1, history=payments_history(original), tools=[list_payments])
+    prepared = engine.prepare(messages, tools=[list_payments], scope=S1)
+    before = call_context(messages, prepared.report, tools=[list_payments], scope=S1, model=model, mode="session", registry=engine.registry, ledger=engine.facts)
+    assert before is not None and any("4111" in f.text for f in engine.facts.store.get(list(before.facts), reader=S1))
+    assert engine.cache is not None and engine.cache.lookup(before, cas=engine.cas, ledger=engine.facts).hit
+    masked = original.model_copy(update={"content": payments(masked=True)})
+    engine.prepare([SYSTEM, *payments_history(masked), HumanMessage(content=QUESTION)], tools=[list_payments], scope=S1)
+    stale = engine.cache.lookup(before, cas=engine.cas, ledger=engine.facts)
+    assert not stale.hit and "withdrawn" in stale.reason, stale.reason
+    assert engine.cache.store.candidates(before.partition, before.signature, QUESTION.lower(), now=time.time(), n=4) == []

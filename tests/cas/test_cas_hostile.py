@@ -25,6 +25,7 @@ from ctxplugin.cas import MemoryCASStore
 from ctxplugin.cas.capture import SUMMARY_BOUND
 from ctxplugin.errors import InvalidInputError
 from ctxplugin.facts import FactsLedger, MemoryFactStore
+from ctxplugin.langchain import make_expand_ref_tool
 from ctxplugin.tokens import content_text
 
 SCOPE = Scope(session_id="hostile", user_id="u1")
@@ -237,3 +238,26 @@ def test_terminal_colours_do_not_change_the_summary(engine: ContextEngine, make:
         summaries.append((head.split(" · ")[1], body))  # the shape's label and the summary
     assert summaries[1] == summaries[0]
     assert "\x1b" not in summaries[1][1]
+
+
+@pytest.mark.parametrize("make", [_pytest_report, _build_log], ids=["pytest --color=yes", "build log with links"])
+def test_expand_ref_shows_the_model_the_text_without_terminal_escapes(engine: ContextEngine, make: Any) -> None:
+    """The model reads pages as the summary quoted them: no escape codes, the same line
+    numbers (``L<n>`` is ``offset=n-1``), and a pattern copied from the summary finds its line.
+    The original comes back from ``engine.expand_ref`` exactly."""
+    coloured, plain = make(True), make(False)
+    compact, report = engine.capture_with_report(ToolMessage(content=coloured, tool_call_id="t1", name="bash"), SCOPE)
+    assert report.ref_id is not None
+    ref = report.ref_id
+    tool = make_expand_ref_tool(engine, lambda _config: SCOPE)
+    quoted = [line for line in str(compact.content).split("\n") if line.startswith("L") and ": " in line]
+    assert quoted
+    for label in quoted:
+        number, text = label.split(": ", 1)
+        page = tool.invoke({"ref_id": ref, "offset": int(number[1:]) - 1, "limit": 1})
+        assert "\x1b" not in page and page.split("\n")[1] == plain.split("\n")[int(number[1:]) - 1], label
+        found = tool.invoke({"ref_id": ref, "pattern": text[:60]})
+        assert f"[{int(number[1:]) - 1}] " in found, (label, found)
+    whole = tool.invoke({"ref_id": ref})
+    assert "\x1b" not in whole and "lines 0–" in whole.split("\n")[0]
+    assert engine.expand_ref(ref, SCOPE) == coloured

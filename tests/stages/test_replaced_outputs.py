@@ -5,15 +5,17 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.tools import tool
 from pytest_mock import MockerFixture
 
-from ctxplugin import ContextEngine, Scope
+from ctxplugin import ContextConfig, ContextEngine, Scope
+from ctxplugin.cas import MemoryCASStore
 from ctxplugin.errors import StoreUnavailableError
-from ctxplugin.facts import FactQuery
+from ctxplugin.facts import Fact, FactQuery, FactsLedger, MemoryFactStore
 from ctxplugin.testing import memory_engine
 
 CARD = re.compile(r"4111-1111-\d{4}-\d{4}")
@@ -119,3 +121,56 @@ def test_two_outputs_sharing_a_tool_call_id_both_keep_their_facts() -> None:
     engine.prepare([*messages, AIMessage("", tool_calls=[{"name": "orders", "args": {}, "id": "call_1"}], id="a2"), second], scope=scope)
     after = set(stored(engine, scope))
     assert before <= after and len(after) > len(before)
+
+
+class OlderStore:
+    """A user's fact store written to the protocol before ``withdraw``: the five methods,
+    kept in a real in-memory store."""
+
+    def __init__(self) -> None:
+        self.inner = MemoryFactStore()
+
+    def add(self, facts: Sequence[Fact]) -> None:
+        self.inner.add(facts)
+
+    def update(self, facts: Sequence[Fact]) -> None:
+        self.inner.update(facts)
+
+    def get(self, ids: Sequence[str], *, reader: Scope) -> list[Fact]:
+        return self.inner.get(ids, reader=reader)
+
+    def find(self, query: FactQuery, *, limit: int | None = None) -> list[Fact]:
+        return self.inner.find(query, limit=limit)
+
+    def search(self, text: str, query: FactQuery, *, n: int) -> list[tuple[Fact, float]]:
+        return self.inner.search(text, query, n=n)
+
+
+def test_a_store_that_cannot_withdraw_leaves_the_stale_facts_out_with_one_warning() -> None:
+    config = ContextConfig()
+    engine = ContextEngine(config=config, cas=MemoryCASStore(), facts=FactsLedger(OlderStore(), config.facts))
+    scope = Scope(session_id="mask-6")
+    original = call(payments(masked=False))[-1]
+    assert isinstance(original, ToolMessage)
+    engine.capture_tool_result(original.model_copy(update={"id": None}), scope=scope)
+    first = engine.prepare(call(payments(masked=True)), scope=scope)
+    notes = [w for w in first.report.warnings if "could not be withdrawn" in w]
+    assert len(notes) == 1 and "withdraw" in notes[0] and "left out of the facts block" in notes[0], first.report.warnings
+    assert any(CARD.search(text) for text in stored(engine, scope)), "the store keeps them: it cannot delete"
+    for messages in (later(), [*later(), AIMessage("PAY-0003 was paid by card.", id="a3"), HumanMessage("and PAY-0007?", id="h3")]):
+        again = engine.prepare(messages, tools=[list_payments], scope=scope)
+        assert "****-****-****-0003" in shown(again.messages), "facts of the masked output are shown"
+        assert not CARD.search(shown(again.messages)), "no fact of the replaced output is"
+        assert not any("could not be withdrawn" in w for w in again.report.warnings), "nothing withdrawn in this call"
+
+
+def test_a_facts_block_frozen_before_the_output_was_replaced_is_chosen_again() -> None:
+    config = ContextConfig(facts={"placement": "window"})
+    engine = ContextEngine(config=config, cas=MemoryCASStore(), facts=FactsLedger(OlderStore(), config.facts))
+    scope = Scope(session_id="mask-7")
+    question = HumanMessage("Remind me: which card paid PAY-0003?", id="h2")
+    before = engine.prepare([*call(payments(masked=False)), AIMessage("Forty payments.", id="a2"), question], tools=[list_payments], scope=scope)
+    assert "4111-1111-1111-0003" in shown(before.messages)
+    after = engine.prepare([*call(payments(masked=True)), AIMessage("Forty payments.", id="a2"), question], tools=[list_payments], scope=scope)
+    assert not CARD.search(shown(after.messages))
+    assert any("could not be withdrawn" in w for w in after.report.warnings)

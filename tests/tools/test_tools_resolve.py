@@ -197,3 +197,16 @@ def test_load_tools_answer_stays_short_for_a_long_list_of_unknown_names() -> Non
     assert "- cancel_reservation(reservation_id: string)" in lines
     assert len(lines) < 40 and len(out) < 3000
     assert lines[-1] == "… and 2980 more names that are not tools; use names from the tool directory."
+
+
+def test_load_tools_without_names_answers_what_the_argument_should_be() -> None:
+    # a model may send names=null, leave names out, or give another type: the call is answered
+    # as a tool result, not failed with a validation error from inside the tool
+    meta = make_load_tools_tool(registry())
+    for args in ({"names": None}, {}, {"names": 7}, {"names": {"tool": "cancel_reservation"}}, {"tool_names": ["x"]}):
+        message = meta.invoke({"name": LOAD_TOOLS_NAME, "args": args, "id": "call_1", "type": "tool_call"})
+        assert message.tool_call_id == "call_1", args
+        assert 'load_tools(names=["tool_name"])' in message.content and "exact names" in message.content, args
+    assert convert_to_openai_tool(meta)["function"]["parameters"]["required"] == ["names"], "the schema still asks for names"
+    loaded = meta.invoke({"names": ["cancel_reservation", 7, None]})
+    assert loaded.splitlines()[1] == "- cancel_reservation(reservation_id: string)"
