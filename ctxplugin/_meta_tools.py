@@ -17,7 +17,7 @@ from pydantic import BaseModel, Field
 from ctxplugin._events import emit
 from ctxplugin._names import EXPAND_EVENT, EXPAND_REF_NAME, META_TOOL_MARK
 from ctxplugin._run_scope import resolve as resolve_scope
-from ctxplugin.cas import expand_for_model
+from ctxplugin.cas import expand_content_for_model
 from ctxplugin.scope import Scope
 from ctxplugin.tools import make_load_tools_tool
 
@@ -63,9 +63,11 @@ def make_expand_ref_tool(engine: ContextEngine, scope: ScopeResolver | None = No
         pattern: str = "",
         regex: bool = False,
         config: RunnableConfig = None,  # type: ignore[assignment]  # injected by LangChain
-    ) -> str:
+    ) -> str | list[Any]:
         call_scope = resolve(config)
-        text = expand_for_model(
+        # a list is content blocks (an output with images): LangChain makes it the tool
+        # message's content as is, so the model sees the images
+        content = expand_content_for_model(
             engine.cas,
             ref_id,
             call_scope,
@@ -78,7 +80,7 @@ def make_expand_ref_tool(engine: ContextEngine, scope: ScopeResolver | None = No
             regex=regex,
         )
         emit(EXPAND_EVENT, {"ref_id": ref_id, "session_id": call_scope.session_id})
-        return text
+        return content
 
     return _ExpandRefTool.from_function(
         expand_ref, name=EXPAND_REF_NAME, description=EXPAND_REF_DESCRIPTION, args_schema=ExpandRefArgs,

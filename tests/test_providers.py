@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import json
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -171,6 +172,8 @@ def _gemini_part(part: Any) -> str:
         return "function_call"
     if part.function_response and part.function_response.name:
         return "function_response"
+    if part.inline_data and part.inline_data.data:
+        return f"inline_data {part.inline_data.mime_type}"
     return "text"
 
 
@@ -381,3 +384,70 @@ def test_sections_count_the_view_as_laid_out() -> None:
     )
     view = parts.layout().messages(parts.header_message())
     assert sum(section_tokens(parts, counter).values()) == count_messages(view, counter)
+
+
+# ---------------------------------------------------------------- images read back with expand_ref
+
+PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
+IMAGE_SHAPES: dict[str, dict[str, Any]] = {
+    "v1 base64": {"type": "image", "base64": PNG, "mime_type": "image/png"},
+    "v0 base64": {"type": "image", "source_type": "base64", "mime_type": "image/png", "data": PNG},
+    "data url": {"type": "image_url", "image_url": {"url": "data:image/png;base64," + PNG}},
+    "anthropic source": {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": PNG}},
+    "v1 url": {"type": "image", "url": "https://example.com/shot.png"},
+    "http image_url": {"type": "image_url", "image_url": {"url": "https://example.com/shot.png"}},
+}
+
+
+def _screenshot_views(image: dict[str, Any]) -> tuple[list[BaseMessage], View]:
+    """The conversation as the agent had it without ctxplugin (the screenshot tool's output in a
+    tool message), and the view of the call after the model read that output back with the
+    expand_ref tool (a real ToolNode-style call of the tool)."""
+    engine, scope = memory_engine(), Scope(session_id="shots")
+    blocks: list[str | dict[Any, Any]] = [{"type": "text", "text": "Checkout page, total 41.90 EUR"}, image]
+    shot = ToolMessage(content=blocks, tool_call_id="c1", name="screenshot")
+    original: list[BaseMessage] = [
+        HumanMessage("What is the total on the checkout page?"),
+        AIMessage("", tool_calls=[{"name": "screenshot", "args": {"page": "checkout"}, "id": "c1"}]),
+        shot,
+    ]
+    compact = engine.capture_tool_result(shot, scope=scope)
+    ref = compact.additional_kwargs["ctxplugin"]["ref"]
+    expand_ref = next(t for t in engine.tools_for_model() if t.name == "expand_ref")
+    read = expand_ref.invoke({"type": "tool_call", "name": "expand_ref", "args": {"ref_id": ref}, "id": "c2"},
+                             config={"configurable": {"thread_id": "shots"}})
+    assert isinstance(read, ToolMessage)
+    history = [*original[:2], compact, AIMessage("", tool_calls=[{"name": "expand_ref", "args": {"ref_id": ref}, "id": "c2"}]), read]
+    screenshot = {"type": "function", "function": {"name": "screenshot", "description": "Screenshot a page.",
+                                                   "parameters": {"type": "object", "properties": {"page": {"type": "string"}}}}}
+    prepared = engine.prepare(history, tools=[screenshot, *engine.tools_for_model()], scope=scope)
+    return original, View("shots", len(history), prepared.messages, prepared.tools, history[-1])
+
+
+@pytest.mark.parametrize("shape", list(IMAGE_SHAPES))
+@pytest.mark.parametrize("name", list(BUILDERS))
+def test_an_image_read_back_is_sent_as_an_image_wherever_the_original_was_accepted(name: str, shape: str) -> None:
+    """Every builder that takes the screenshot output as the tool returned it takes the view
+    holding its expand_ref read, and no image's base64 rides inside a text. (Builders that
+    refuse an image shape refuse the original too: Bedrock and Ollama take base64 images only,
+    Ollama no Anthropic-style source; Google's builder downloads URL images, skipped offline.)"""
+    if name == "google-genai" and "url" in shape and "data" not in shape:
+        pytest.skip("the Google builder downloads URL images")
+    original, view = _screenshot_views(IMAGE_SHAPES[shape])
+    build = BUILDERS[name][0]
+    try:
+        as_returned = json.dumps(build(original, view.tools), default=str)
+    except (ValueError, TypeError, KeyError):
+        pytest.skip(f"{name} refuses a {shape} image in the tool's own output")
+    assert not list(_refusals([view], name))
+    payload = json.dumps(build(view.messages, view.tools), default=str)
+    assert '\\"iVBOR' not in payload and "'iVBOR" not in payload, "an image's base64 was sent as text"
+    # the image goes out once per tool result holding it in the view, the expand_ref read included
+    image = IMAGE_SHAPES[shape]
+    assert isinstance(view.latest.content, list) and image in view.latest.content
+    shown = sum(isinstance(m, ToolMessage) and isinstance(m.content, list) and image in m.content for m in view.messages)
+    url = "url" in shape and "data" not in shape
+    marker = ("example.com/shot.png" if url else "x89PNG" if name == "bedrock-converse"
+              else "inline_data image/png" if name == "google-genai" else "iVBOR")
+    # (as the builder sends the tool's own result: Google's drops an Anthropic-style source)
+    assert payload.count(marker) == shown * as_returned.count(marker), f"{name} was not sent the image of the expand_ref read"

@@ -2,7 +2,8 @@
 
 :func:`capture` stores a tool output once (sha256 of its canonical form) and returns the compact
 text the conversation carries: a ``ref:<kind>:<hash16>`` line and a shape-aware summary.
-:func:`expand` / :func:`expand_for_model` read the original back, whole or in parts. Stores
+:func:`expand` / :func:`expand_for_model` read the original back, whole or in parts
+(:func:`expand_content_for_model` gives the model the images of an output back). Stores
 implement the small :class:`CASStore` protocol; :class:`MemoryCASStore` and
 :class:`SQLiteCASStore` ship here, server backends plug in through the same port.
 """
@@ -27,7 +28,13 @@ from ctxplugin.cas.capture import (
     non_text_blocks,
     shows_compact,
 )
-from ctxplugin.cas.expand import expand, expand_for_model, parse_path, select
+from ctxplugin.cas.expand import (
+    expand,
+    expand_content_for_model,
+    expand_for_model,
+    parse_path,
+    select,
+)
 from ctxplugin.cas.memory import MemoryCASStore
 from ctxplugin.cas.sqlite import SQLiteCASStore
 from ctxplugin.cas.store import CASItem, CASRecord, CASStore, Clock, RefExistence
@@ -53,6 +60,7 @@ __all__ = [
     "decode",
     "encode",
     "expand",
+    "expand_content_for_model",
     "expand_for_model",
     "make_ref",
     "non_text_blocks",

@@ -1,8 +1,8 @@
-"""A token-bounded list of summary lines."""
+"""Token bounds on text: a token-bounded list of summary lines, and text cut to a budget."""
 
 from __future__ import annotations
 
-from ctxplugin.tokens import TokenCounter
+from ctxplugin.tokens import TokenCounter, count_text
 
 MAX_LINE_CHARS = 320
 """Lines longer than this are cut (with an ellipsis) before they are placed in a summary."""
@@ -11,6 +11,21 @@ MAX_LINE_CHARS = 320
 def clip(text: str, limit: int = MAX_LINE_CHARS) -> str:
     """``text`` cut to ``limit`` characters, with an ellipsis when cut."""
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+def cut_around(text: str, budget: int, counter: TokenCounter, *, around: int = 0) -> str:
+    """``text`` cut to about ``budget`` tokens (a few counts of page-sized strings): its start,
+    or a window holding the character at ``around`` when the start does not reach it."""
+    size = budget * 4
+    while True:
+        start = around - size // 4 if around >= size // 2 else 0
+        cut = text[start : start + size]
+        if size <= 16 or count_text(cut, counter) <= budget:
+            break
+        size = size * 3 // 4
+    if start == 0:
+        return cut + f"… [cut at {len(cut):,} of {len(text):,} characters]"
+    return f"…{cut}… [characters {start:,}–{start + len(cut):,} of {len(text):,}]"
 
 
 class CountedOnce:

@@ -13,6 +13,7 @@ from ctxplugin._aside import count_aside
 from ctxplugin._lru import PerMessage
 from ctxplugin._messages import META_KEY
 from ctxplugin._untrusted import storable_text
+from ctxplugin.cas._blocks import blocks_label, is_text_block
 from ctxplugin.cas._canon import (
     content_hash,
     kind_slug,
@@ -61,7 +62,7 @@ def non_text_blocks(content: Any) -> list[Any]:
     """The blocks of a message content that are not text (images, files, audio), in order."""
     if not isinstance(content, list):
         return []
-    return [b for b in content if not isinstance(b, str) and not (isinstance(b, dict) and isinstance(b.get("text"), str))]
+    return [b for b in content if not is_text_block(b)]
 
 
 def compact_content(text: str, content: Any) -> str | list[Any]:
@@ -105,7 +106,7 @@ def _text_of(content: Any) -> tuple[str, bool]:
     if isinstance(content, str):
         return content, True
     if isinstance(content, list):
-        text_only = all(isinstance(b, str) or (isinstance(b, dict) and isinstance(b.get("text"), str)) for b in content)
+        text_only = all(is_text_block(b) for b in content)
         return content_text(content), text_only
     return str(content), False
 
@@ -281,8 +282,7 @@ def _capture_blocks(
     digest = content_hash(original, parse_json(original))
     kind = kind_slug(tool_name, shape or "blocks")
     ref_id = make_ref(kind, digest)
-    noun = "image" if all(isinstance(b, dict) and str(b.get("type", "")).startswith("image") for b in others) else "non-text block"
-    compact = compact_text(ref_id, f"{len(others)} {noun}{'s' if len(others) > 1 else ''} kept", tokens + images, body)
+    compact = compact_text(ref_id, blocks_label(others), tokens + images, body)
     item = CASItem(ref_id=ref_id, content_hash=digest, raw_hash=raw_hash(original), kind=kind, content=original, summary=compact)
     created = store.put(item, scope, visibility=_shared_with(config.visibility, scope), ttl_seconds=config.ttl_seconds)
     return Captured(compact, ref_id, False, created, tokens + images, counter.count(compact) + images, shape)

@@ -3,23 +3,21 @@
 from __future__ import annotations
 
 import json
-import re
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Literal, Protocol
-
-import regex  # type: ignore[import-untyped]  # installed with tiktoken; its searches take a timeout
+from typing import Any, Literal
 
 from ctxplugin._text_shapes import without_escapes
 from ctxplugin._untrusted import inexact_json
-from ctxplugin.cas._budget import clip
+from ctxplugin.cas._blocks import blocks_for_model, images_note, stored_blocks
+from ctxplugin.cas._budget import cut_around
 from ctxplugin.cas._canon import parse_json, ref_as_written
 from ctxplugin.cas._json_path import parse_path, select
+from ctxplugin.cas._patterns import Matcher, check_options
 from ctxplugin.cas.store import CASStore
 from ctxplugin.errors import CtxpluginError, InvalidInputError, RefNotFoundError, StoreError
 from ctxplugin.scope import Scope
-from ctxplugin.tokens import TokenCounter, count_text
+from ctxplugin.tokens import TokenCounter, content_text, count_text
 
 
 # ---------------------------------------------------------------------------- selection
@@ -46,65 +44,9 @@ class _Selection:
     whole: str | None  # the untouched original when no option was given
 
 
-PATTERN_SECONDS = 1.0
-"""How long the searches of one read may take in all. A regular expression the model wrote can
-backtrack for hours on one line (``(a+)+$``); past this it is refused with an error the model
-reads, and the step goes on."""
-
-
-class _Found(Protocol):
-    def start(self) -> int: ...
-
-
-class _Matcher(Protocol):
-    def search(self, text: str) -> _Found | None: ...
-
-
-class _Bounded:
-    """A regular expression whose searches share one deadline, counted from the first search
-    (reading the output from the store is not the pattern's time)."""
-
-    def __init__(self, pattern: str) -> None:
-        self.pattern = pattern
-        self.compiled = regex.compile(pattern)
-        self.deadline: float | None = None
-
-    def search(self, text: str) -> _Found | None:
-        if self.deadline is None:
-            self.deadline = time.monotonic() + PATTERN_SECONDS
-        left = self.deadline - time.monotonic()
-        try:
-            if left <= 0:
-                raise TimeoutError
-            found: _Found | None = self.compiled.search(text, timeout=left)
-            return found
-        except TimeoutError:
-            raise InvalidInputError(
-                f"pattern {self.pattern!r} took over {PATTERN_SECONDS:g} s on this output (it backtracks "
-                "without end); use a simpler expression, or a plain substring without regex"
-            ) from None
-
-
-def _check_options(offset: int, limit: int | None, pattern: str | None, as_regex: bool) -> _Matcher | None:
-    if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
-        raise InvalidInputError(f"offset must be an integer >= 0, got {offset!r}")
-    if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 0):
-        raise InvalidInputError(f"limit must be an integer >= 0 or None, got {limit!r}")
-    if pattern is None or pattern == "":
-        return None
-    if not as_regex:  # a substring, any case: no backtracking
-        return re.compile(re.escape(pattern), re.IGNORECASE)
-    try:
-        re.compile(pattern)  # the syntax the tool documents: what re refuses is refused
-        return _Bounded(pattern)
-    except (re.error, regex.error, OverflowError, RecursionError) as exc:  # a{99999999999}, ((((...
-        raise InvalidInputError(f"pattern {clip(pattern, 80)!r} is not a valid regular expression: {exc}") from exc
-
-
 def _select(
-    store: CASStore,
+    content: str,
     ref_id: str,
-    scope: Scope,
     fields: Sequence[str] | None,
     offset: int,
     limit: int | None,
@@ -116,10 +58,9 @@ def _select(
     context: bool = False,
     screen: bool = False,
 ) -> _Selection:
-    matcher = _check_options(offset, limit, pattern, regex)
+    matcher = check_options(offset, limit, pattern, regex)
     if isinstance(fields, str):
         fields = [fields]
-    content = store.get(ref_id, scope).content
     content = without_escapes(content) if screen else content  # no escape spans a line break
     paged = bool(offset or limit is not None or matcher)
     if not fields and not paged and not whole_as_units:
@@ -204,7 +145,7 @@ def _matches(
     values: list[Any],
     unit: str,
     labels: list[str] | None,
-    matcher: _Matcher,
+    matcher: Matcher,
     text: Any,
 ) -> Any:
     """Matching units in order; a line holding a JSON array is searched item by item, and the
@@ -266,7 +207,8 @@ def expand(
         InvalidInputError: a malformed ref, path, pattern or range, or ``fields`` on non-JSON.
         StoreError: the store failed.
     """
-    return _plain(_select(store, ref_id, scope, fields, offset, limit, pattern, regex))
+    check_options(offset, limit, pattern, regex)  # a bad option is reported before the store is asked
+    return _plain(_select(store.get(ref_id, scope).content, ref_id, fields, offset, limit, pattern, regex))
 
 
 def expand_for_model(
@@ -285,11 +227,42 @@ def expand_for_model(
     """:func:`expand` for the ``expand_ref`` tool: at most ``max_tokens``, with a note on how to
     page further. Never raises: problems come back as a sentence the model can act on. A ref
     written inside other text (quotes, backticks, a full stop) is read as that ref. The text is
-    read as a terminal shows it, as summaries quote it: escape codes out, line numbers kept."""
+    read as a terminal shows it, as summaries quote it: escape codes out, line numbers kept.
+
+    The text alone of an output stored with images (see :func:`expand_content_for_model`,
+    which gives the images too)."""
+    out = expand_content_for_model(store, ref_id, scope, max_tokens=max_tokens, counter=counter, fields=fields,
+                                   offset=offset, limit=limit, pattern=pattern, regex=regex)
+    if isinstance(out, str):
+        return out
+    return content_text(out) + "\n" + images_note(ref_as_written(ref_id), out)
+
+
+def expand_content_for_model(
+    store: CASStore,
+    ref_id: str,
+    scope: Scope,
+    *,
+    max_tokens: int,
+    counter: TokenCounter,
+    fields: Sequence[str] | None = None,
+    offset: int = 0,
+    limit: int | None = None,
+    pattern: str | None = None,
+    regex: bool = False,
+) -> str | list[Any]:
+    """:func:`expand_for_model`, with an output stored with images given back as content blocks
+    (see :func:`~ctxplugin.cas._blocks.blocks_for_model`): its text (paged like a text output's
+    when over the cap) and every image whole. ``fields``, ``pattern`` and ``offset``/``limit``
+    read its text alone, as a text output's, and return text: an image is never read as text."""
     ref_id = ref_as_written(ref_id)
     try:
+        check_options(offset, limit, pattern, regex)
+        record = store.get(ref_id, scope)
+        blocks = stored_blocks(record)
+        content = record.content if blocks is None else content_text(blocks)
         # a unit costs at least one token: no page holds more than max_tokens of them
-        selection = _select(store, ref_id, scope, fields, offset, limit, pattern, regex, page_cap=max_tokens, context=True, screen=True)
+        selection = _select(content, ref_id, fields, offset, limit, pattern, regex, page_cap=max_tokens, context=True, screen=True)
     except RefNotFoundError:
         return (
             f"expand_ref: no such ref visible here: {ref_id!r}. Refs are readable only in the "
@@ -302,12 +275,15 @@ def expand_for_model(
     if selection.whole is not None:
         whole = selection.whole
         if len(whole) <= max_tokens * 8 and count_text(whole, counter) <= max_tokens:
-            return whole
+            return whole if blocks is None else blocks_for_model(blocks, None)
         try:
-            selection = _select(store, ref_id, scope, None, 0, None, None, False, whole_as_units=True, page_cap=max_tokens, screen=True)
+            selection = _select(content, ref_id, None, 0, None, None, False, whole_as_units=True, page_cap=max_tokens, screen=True)
         except CtxpluginError as exc:
             return f"expand_ref: {exc}"
-    return _page_for_model(selection, max_tokens, counter, fields, pattern, regex)
+        page = _page_for_model(selection, max_tokens, counter, fields, pattern, regex)
+        return page if blocks is None else blocks_for_model(blocks, page)
+    page = _page_for_model(selection, max_tokens, counter, fields, pattern, regex)
+    return page if blocks is None else f"{page}\n{images_note(ref_id, blocks)}"
 
 
 def _page_for_model(
@@ -337,7 +313,7 @@ def _page_for_model(
             if not shown:
                 # one unit alone is over the budget: the part of it around the pattern's match
                 # (the model searched for that), without its neighbours
-                text = label + _cut(unit.text, budget - count_text(label, counter), counter, around=unit.at)
+                text = label + cut_around(unit.text, budget - count_text(label, counter), counter, around=unit.at)
                 json_output = selection.unit == "items" or bool(fields)
                 cut_note = f" The {selection.unit[:-1]} at {unit.index} is cut to fit" + (
                     "; shown around the first match (a pattern for other text on it shows that part)"
@@ -381,19 +357,4 @@ def _page_for_model(
     return out
 
 
-def _cut(text: str, budget: int, counter: TokenCounter, *, around: int = 0) -> str:
-    """``text`` cut to about ``budget`` tokens (a few counts of page-sized strings): its start,
-    or a window holding the character at ``around`` when the start does not reach it."""
-    size = budget * 4
-    while True:
-        start = around - size // 4 if around >= size // 2 else 0
-        cut = text[start : start + size]
-        if size <= 16 or count_text(cut, counter) <= budget:
-            break
-        size = size * 3 // 4
-    if start == 0:
-        return cut + f"… [cut at {len(cut):,} of {len(text):,} characters]"
-    return f"…{cut}… [characters {start:,}–{start + len(cut):,} of {len(text):,}]"
-
-
-__all__ = ["clip_line", "expand", "expand_for_model", "parse_path", "select"]
+__all__ = ["clip_line", "expand", "expand_content_for_model", "expand_for_model", "parse_path", "select"]

@@ -1,0 +1,83 @@
+"""Stored outputs with non-text blocks (a screenshot tool's text and images): how they are
+labelled when stored, and how the ``expand_ref`` tool gives them back to the model, as
+content blocks. An image goes back as the image it was, never as the text of its base64."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from ctxplugin.cas._budget import clip
+from ctxplugin.cas.store import CASRecord
+
+TOOL_RESULT_BLOCK_TYPES = frozenset(
+    ("text", "image_url", "image", "json", "search_result", "custom_tool_call_output", "document", "file")
+)
+"""The block types LangChain takes in a tool's returned content list: one block of any other
+type makes it send the JSON text of the whole list instead (base64 included)."""
+
+_KEPT = re.compile(r"\d+ (?:image|non-text block)s? kept · [\d,]+ tokens stored · ")
+
+
+def is_text_block(block: Any) -> bool:
+    """A string or a block with a ``text`` string: what a content's text is made of."""
+    return isinstance(block, str) or (isinstance(block, dict) and isinstance(block.get("text"), str))
+
+
+def blocks_label(others: list[Any]) -> str:
+    """What the ref line of an output with the non-text blocks ``others`` says of them."""
+    images = all(isinstance(b, dict) and str(b.get("type", "")).startswith("image") for b in others)
+    noun = "image" if images else "non-text block"
+    return f"{len(others)} {noun}{'s' if len(others) > 1 else ''} kept"
+
+
+def stored_blocks(record: CASRecord) -> list[Any] | None:
+    """The content blocks of a stored output captured with non-text blocks, or None for any
+    other output. Only ctxplugin's own ref line (:func:`blocks_label`) makes an item blocks: a
+    text output that merely reads as the JSON of image blocks stays text (its URLs are data,
+    never images sent to a provider)."""
+    head = f"[{record.ref_id} · "
+    if not record.summary.startswith(head) or not _KEPT.match(record.summary, len(head)):
+        return None
+    try:
+        blocks = json.loads(record.content)
+    except ValueError:
+        return None
+    if not isinstance(blocks, list) or not all(isinstance(b, (str, dict)) for b in blocks):
+        return None
+    return blocks if not all(is_text_block(b) for b in blocks) else None
+
+
+def images_note(ref_id: str, blocks: list[Any]) -> str:
+    """The line a text-only read of ``blocks`` ends with: what it left out, and how to see it."""
+    count = sum(not is_text_block(b) for b in blocks)
+    what = f"{count} image{'s' if count > 1 else ''}" if _all_images(blocks) else f"{count} non-text blocks"
+    return f"[this output also holds {what}, not shown here; expand_ref(ref_id={ref_id!r}) alone returns them]"
+
+
+def _all_images(blocks: list[Any]) -> bool:
+    return all(isinstance(b, dict) and str(b.get("type", "")).startswith("image") for b in blocks if not is_text_block(b))
+
+
+def blocks_for_model(blocks: list[Any], text_page: str | None) -> list[Any]:
+    """The content of the ``expand_ref`` tool result for a stored output with non-text blocks.
+
+    Every block as stored, in order, when the output's text fitted the cap (``text_page`` is
+    None); otherwise ``text_page`` (the first page of the text, with its paging note) in place of
+    the text blocks, then the non-text blocks. A block a tool result cannot carry (a type
+    LangChain does not take there) is named in a text block instead."""
+    out: list[Any] = [] if text_page is None else [{"type": "text", "text": text_page}]
+    for index, block in enumerate(blocks):
+        if is_text_block(block):
+            if text_page is None:
+                out.append(block)
+        elif isinstance(block, dict) and block.get("type") in TOOL_RESULT_BLOCK_TYPES:
+            out.append(block)
+        else:
+            kind = clip(str(block.get("type")) if isinstance(block, dict) else type(block).__name__, 40)
+            out.append({"type": "text", "text": f"[block {index}: a {kind!r} block, stored but not returnable in a tool result]"})
+    return out
+
+
+__all__ = ["TOOL_RESULT_BLOCK_TYPES", "blocks_for_model", "blocks_label", "images_note", "is_text_block", "stored_blocks"]
