@@ -33,8 +33,9 @@ from ctxplugin._layout import context_notes, conversation_messages, facts_block
 from ctxplugin.cas import MemoryCASStore
 from ctxplugin.config import ContextConfig
 from ctxplugin.errors import InvalidInputError
-from ctxplugin.facts import FactsLedger, MemoryFactStore
+from ctxplugin.facts import Fact, FactQuery, FactsLedger, MemoryFactStore
 from ctxplugin.history.omission import note_values
+from ctxplugin.scope import Scope
 
 _ids = itertools.count(1)
 
@@ -167,10 +168,36 @@ def chat(
     return history, prepared
 
 
+class RequiredOnlyFactStore:
+    """A fact store with only the methods the ``FactStore`` protocol requires (``add``,
+    ``update``, ``get``, ``find``, ``search``), kept in a :class:`MemoryFactStore`: a user's store
+    written before the optional ones (``withdraw``, revision counts, batched writes), for tests
+    of what the engine does without them."""
+
+    def __init__(self) -> None:
+        self.inner = MemoryFactStore()
+
+    def add(self, facts: Sequence[Fact]) -> None:
+        self.inner.add(facts)
+
+    def update(self, facts: Sequence[Fact]) -> None:
+        self.inner.update(facts)
+
+    def get(self, ids: Sequence[str], *, reader: Scope) -> list[Fact]:
+        return self.inner.get(ids, reader=reader)
+
+    def find(self, query: FactQuery, *, limit: int | None = None) -> list[Fact]:
+        return self.inner.find(query, limit=limit)
+
+    def search(self, text: str, query: FactQuery, *, n: int) -> list[tuple[Fact, float]]:
+        return self.inner.search(text, query, n=n)
+
+
 __all__ = [
     "MemoryCASStore",
     "MemoryFactStore",
     "RecordedCall",
+    "RequiredOnlyFactStore",
     "ScriptedChatModel",
     "Step",
     "chat",

@@ -26,8 +26,8 @@ from ctxplugin.cache.context import CacheScope
 from ctxplugin.cas import MemoryCASStore
 from ctxplugin.config import CacheConfig, CASConfig
 from ctxplugin.errors import StoreUnavailableError
-from ctxplugin.facts import Fact, FactQuery, FactsLedger, MemoryFactStore
-from ctxplugin.testing import ScriptedChatModel, tool_call
+from ctxplugin.facts import FactsLedger, MemoryFactStore
+from ctxplugin.testing import RequiredOnlyFactStore, ScriptedChatModel, tool_call
 from ctxplugin.testing.cas_contract import FakeClock
 
 SYSTEM = SystemMessage(content="You are a travel assistant. Be brief.")
@@ -300,26 +300,6 @@ def payments(masked: bool) -> str:
     return json.dumps([{"payment_id": f"PAY-{i:04d}", "card": f"{card}-{i:04d}", "amount": i} for i in range(40)])
 
 
-class OlderFactStore:
-    """A fact store of the protocol before ``withdraw`` (the five methods, kept in memory)."""
-
-    def __init__(self) -> None:
-        self.inner = MemoryFactStore()
-
-    def add(self, facts: Sequence[Fact]) -> None:
-        self.inner.add(facts)
-
-    def update(self, facts: Sequence[Fact]) -> None:
-        self.inner.update(facts)
-
-    def get(self, ids: Sequence[str], *, reader: Scope) -> list[Fact]:
-        return self.inner.get(ids, reader=reader)
-
-    def find(self, query: FactQuery, *, limit: int | None = None) -> list[Fact]:
-        return self.inner.find(query, limit=limit)
-
-    def search(self, text: str, query: FactQuery, *, n: int) -> list[tuple[Fact, float]]:
-        return self.inner.search(text, query, n=n)
 
 
 @tool
@@ -332,7 +312,7 @@ def payments_engine(stores: str, path: Path) -> ContextEngine:
     config = ContextConfig(cache=CacheConfig(enabled=True))
     if stores == "embedded chroma":
         return ContextEngine.embedded(path / "store", config)
-    facts = FactsLedger(MemoryFactStore() if stores == "memory" else OlderFactStore(), config.facts)
+    facts = FactsLedger(MemoryFactStore() if stores == "memory" else RequiredOnlyFactStore(), config.facts)
     return ContextEngine(config, cas=MemoryCASStore(), facts=facts, answer_cache=MemoryAnswerCacheStore())
 
 

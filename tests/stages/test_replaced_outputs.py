@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
@@ -15,8 +14,8 @@ from pytest_mock import MockerFixture
 from ctxplugin import ContextConfig, ContextEngine, Scope
 from ctxplugin.cas import MemoryCASStore
 from ctxplugin.errors import StoreUnavailableError
-from ctxplugin.facts import Fact, FactQuery, FactsLedger, MemoryFactStore
-from ctxplugin.testing import memory_engine
+from ctxplugin.facts import FactQuery, FactsLedger
+from ctxplugin.testing import RequiredOnlyFactStore, memory_engine
 
 CARD = re.compile(r"4111-1111-\d{4}-\d{4}")
 
@@ -123,32 +122,11 @@ def test_two_outputs_sharing_a_tool_call_id_both_keep_their_facts() -> None:
     assert before <= after and len(after) > len(before)
 
 
-class OlderStore:
-    """A user's fact store written to the protocol before ``withdraw``: the five methods,
-    kept in a real in-memory store."""
-
-    def __init__(self) -> None:
-        self.inner = MemoryFactStore()
-
-    def add(self, facts: Sequence[Fact]) -> None:
-        self.inner.add(facts)
-
-    def update(self, facts: Sequence[Fact]) -> None:
-        self.inner.update(facts)
-
-    def get(self, ids: Sequence[str], *, reader: Scope) -> list[Fact]:
-        return self.inner.get(ids, reader=reader)
-
-    def find(self, query: FactQuery, *, limit: int | None = None) -> list[Fact]:
-        return self.inner.find(query, limit=limit)
-
-    def search(self, text: str, query: FactQuery, *, n: int) -> list[tuple[Fact, float]]:
-        return self.inner.search(text, query, n=n)
 
 
 def test_a_store_that_cannot_withdraw_leaves_the_stale_facts_out_with_one_warning() -> None:
     config = ContextConfig()
-    engine = ContextEngine(config=config, cas=MemoryCASStore(), facts=FactsLedger(OlderStore(), config.facts))
+    engine = ContextEngine(config=config, cas=MemoryCASStore(), facts=FactsLedger(RequiredOnlyFactStore(), config.facts))
     scope = Scope(session_id="mask-6")
     original = call(payments(masked=False))[-1]
     assert isinstance(original, ToolMessage)
@@ -166,7 +144,7 @@ def test_a_store_that_cannot_withdraw_leaves_the_stale_facts_out_with_one_warnin
 
 def test_a_facts_block_frozen_before_the_output_was_replaced_is_chosen_again() -> None:
     config = ContextConfig(facts={"placement": "window"})
-    engine = ContextEngine(config=config, cas=MemoryCASStore(), facts=FactsLedger(OlderStore(), config.facts))
+    engine = ContextEngine(config=config, cas=MemoryCASStore(), facts=FactsLedger(RequiredOnlyFactStore(), config.facts))
     scope = Scope(session_id="mask-7")
     question = HumanMessage("Remind me: which card paid PAY-0003?", id="h2")
     before = engine.prepare([*call(payments(masked=False)), AIMessage("Forty payments.", id="a2"), question], tools=[list_payments], scope=scope)
