@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import http.client
 import os
 import ssl
@@ -198,6 +199,25 @@ def reconnect_in_forked_children(store: Any) -> None:
 
 _servers: weakref.WeakSet[Any] = weakref.WeakSet()
 
+_from_parent: list[Any] = []
+"""What a forked process inherited of Chroma and let go: kept for the life of the process and
+never destroyed there. An embedded client's native parts may hold locks that a thread of the
+parent held at the fork; destroying them in the child (when their last reference goes, or by
+the garbage collector) would wait on those locks for ever, holding the interpreter's lock."""
+
+
+def keep_from_parent(value: Any) -> None:
+    """Keep ``value`` (a client, or what holds one, inherited from the parent) alive in this
+    forked process instead of letting it be destroyed here (see :data:`_from_parent`)."""
+    _from_parent.append(value)
+
+
+def _before_fork() -> None:
+    # garbage of the parent that holds an embedded client is collected here, in the process
+    # whose threads it belongs to: collected in the child, it could wait for ever (see above)
+    if "chromadb" in sys.modules:
+        gc.collect()
+
 
 def _after_fork_in_child() -> None:
     global _claims_lock
@@ -212,15 +232,17 @@ def _after_fork_in_child() -> None:
     # on start their own
     shared = sys.modules.get("chromadb.api.shared_system_client")
     if shared is not None:
+        keep_from_parent((shared.SharedSystemClient._identifier_to_system, shared.SharedSystemClient._identifier_to_refcount))
         shared.SharedSystemClient.clear_system_cache()
     for store in list(_servers):
         store._lock = threading.Lock()
+        keep_from_parent(store._client)
         store._client = None
         store._forget()
 
 
 if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)
+    os.register_at_fork(before=_before_fork, after_in_child=_after_fork_in_child)
 
 
 def _releaser(key: str) -> Callable[[], None]:

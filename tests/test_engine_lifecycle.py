@@ -286,3 +286,42 @@ def test_a_worker_forked_while_the_chroma_server_is_down_gets_back_to_it(
     finally:
         proxy.close()
         server.stop()
+
+
+class _Destroyed:
+    """Writes the id of the process it is destroyed in to ``fd``."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.cycle = self
+
+    def __del__(self) -> None:
+        os.write(self.fd, f"{os.getpid()}\n".encode())
+
+
+def test_garbage_of_a_process_that_used_chroma_is_collected_before_a_fork_not_in_the_child(tmp_path: Path) -> None:
+    # garbage holding an embedded client, collected in a forked child, would wait there for
+    # ever on a lock a thread of the parent held at the fork: it is collected before the fork
+    import gc
+
+    engine = ContextEngine.embedded(tmp_path / "store")
+    engine.facts.write("The build number is 4412", key="build", scope=SCOPE)  # Chroma loaded and used
+    engine.close()
+    read, write = os.pipe()
+    enabled = gc.isenabled()
+    gc.disable()  # the cycle stays uncollected until a collection is asked for
+    try:
+        _Destroyed(write)
+        child = os.fork()
+        if child == 0:  # the child collects what it inherited, then leaves at once
+            gc.collect()
+            os._exit(0)
+        os.waitpid(child, 0)
+    finally:
+        if enabled:
+            gc.enable()
+    gc.collect()
+    os.close(write)
+    with os.fdopen(read) as pipe:
+        destroyed_in = [int(line) for line in pipe.read().split()]
+    assert destroyed_in == [os.getpid()]

@@ -19,6 +19,7 @@ from langchain_core.embeddings import Embeddings
 
 from ctxplugin._chroma import (
     claim_directory,
+    keep_from_parent,
     reconnect_in_forked_children,
     same_process,
     set_http_timeout,
@@ -148,6 +149,8 @@ class ChromaAnswerCacheStore:
                 self._client = None
         if owned and client is not None and here and callable(getattr(client, "close", None)):
             client.close()
+        elif client is not None and not here:
+            keep_from_parent(client)  # a parent's, inherited by a fork: never destroyed here
         self._release()
 
     def __enter__(self) -> ChromaAnswerCacheStore:

@@ -16,7 +16,7 @@ from typing import Any
 
 from langchain_core.embeddings import Embeddings
 
-from ctxplugin._chroma import reconnect_in_forked_children, same_process
+from ctxplugin._chroma import keep_from_parent, reconnect_in_forked_children, same_process
 from ctxplugin.config import FactsConfig
 from ctxplugin.errors import StoreError
 from ctxplugin.facts._chroma_clients import (
@@ -180,6 +180,8 @@ class ChromaFactStore:
         if owned and client is not None and self._opened_in in (None, os.getpid()):  # not a parent's
             client.close()
             _close_http_session(client)
+        elif client is not None:
+            keep_from_parent(client)  # a parent's, inherited by a fork: never destroyed here
         if owned:
             self._release()
 
