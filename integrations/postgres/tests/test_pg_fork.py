@@ -159,3 +159,30 @@ def test_a_store_on_a_plain_pool_refuses_a_forked_process_with_what_to_do(pg_dsn
     with pool.connection() as conn:
         assert conn.execute("SELECT pg_backend_pid()").fetchone() == backend
     store.close()
+
+
+def _child_of_a_borrowing_thread(pool: Any, conn: Any, results: Any) -> None:
+    try:
+        pool.putconn(conn)  # the end of the parent's `with pool.connection()` block, run here too
+        with pool.connection() as own:
+            results.put(own.execute("SELECT pg_backend_pid()").fetchone())
+        pool.close()
+    except BaseException as exc:  # reported to the parent, which fails the test
+        results.put(repr(exc))
+
+
+def test_a_fork_inside_a_borrowed_connection_keeps_it_the_parents(pg_dsn: str) -> None:
+    pool = make_pool(pg_dsn, max_size=1, timeout=5.0)
+    fork = multiprocessing.get_context("fork")
+    results = fork.Queue()
+    with pool.connection() as conn:
+        backend = conn.execute("SELECT pg_backend_pid()").fetchone()
+        child = fork.Process(target=_child_of_a_borrowing_thread, args=(pool, conn, results))
+        child.start()
+        child.join(60)
+        child_backend = results.get(timeout=10)
+        assert conn.execute("SELECT pg_backend_pid()").fetchone() == backend
+    assert isinstance(child_backend, tuple) and child_backend != backend
+    with pool.connection() as conn:
+        assert conn.execute("SELECT pg_backend_pid()").fetchone() == backend
+    pool.close()
