@@ -4,17 +4,23 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import Self
+from typing import Any, Generic, Self, TypeVar, overload
+
+from ctxplugin.errors import EngineClosedError
+
+T = TypeVar("T")
 
 
 class Closing:
     """``close()`` and the context manager of :class:`~ctxplugin.ContextEngine`.
 
     Only what the engine opened is released (:meth:`opened` registers it): stores, clients
-    and summarizers passed in belong to the caller, who closes them.
+    and summarizers passed in belong to the caller, who closes them. Once closed, the engine's
+    calls raise :class:`~ctxplugin.errors.EngineClosedError` (:meth:`check_open`).
     """
 
     _releases: list[Callable[[], None]]
+    _closed: bool = False
 
     def opened(self, release: Callable[[], None]) -> None:
         """Call ``release`` on :meth:`close`, after what was opened later."""
@@ -29,9 +35,27 @@ class Closing:
         a function or a model. Idempotent; stores and a ``BackgroundSummarizer`` passed in stay
         open for their owner."""
         with _CLOSING:
+            self._closed = True
             releases, self._releases = getattr(self, "_releases", []), []
         for release in reversed(releases):
             release()
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called."""
+        return self._closed
+
+    def check_open(self) -> None:
+        """Raise if :meth:`close` was called.
+
+        Raises:
+            EngineClosedError: the engine is closed.
+        """
+        if self._closed:
+            raise EngineClosedError(
+                f"this {type(self).__name__} was closed (close() or the end of its with block) and its "
+                "stores released; build a new engine to go on"
+            )
 
     def __enter__(self) -> Self:
         return self
@@ -40,6 +64,27 @@ class Closing:
         self.close()
 
 
+class WhileOpen(Generic[T]):
+    """An attribute of a :class:`Closing` object readable only while it is open (reading it
+    afterwards raises :class:`~ctxplugin.errors.EngineClosedError`)."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self._slot = f"_{name}"
+
+    @overload
+    def __get__(self, obj: None, owner: type) -> Self: ...
+    @overload
+    def __get__(self, obj: Closing, owner: type) -> T: ...
+    def __get__(self, obj: Closing | None, owner: type) -> Any:
+        if obj is None:
+            return self
+        obj.check_open()
+        return getattr(obj, self._slot)
+
+    def __set__(self, obj: Closing, value: T) -> None:
+        setattr(obj, self._slot, value)
+
+
 _CLOSING = threading.Lock()
 
-__all__ = ["Closing"]
+__all__ = ["Closing", "WhileOpen"]

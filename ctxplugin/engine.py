@@ -20,7 +20,7 @@ from langchain_core.tools import BaseTool
 
 from ctxplugin import _tracing
 from ctxplugin._chat_history import ContextChatHistory
-from ctxplugin._closing import Closing
+from ctxplugin._closing import Closing, WhileOpen
 from ctxplugin._deadline import step_budget
 from ctxplugin._events import emit
 from ctxplugin._messages import check_conversation, split_header
@@ -63,7 +63,8 @@ class ContextEngine(Closing):
 
     Build one per process and share it: it is safe to use from many threads and tasks; all
     per-call data lives in the returned :class:`PreparedContext`. :meth:`close` (or ``with``)
-    releases the stores and threads it opened.
+    releases the stores and threads it opened; afterwards its calls (``prepare``, capture,
+    ``expand_ref``, ``facts``) raise :class:`~ctxplugin.errors.EngineClosedError`.
 
     Args:
         config: configuration; defaults read ``CTXPLUGIN_*`` environment variables.
@@ -77,6 +78,8 @@ class ContextEngine(Closing):
         answer_cache: the semantic answer cache, or just its store; used only when
             ``config.cache.enabled`` (in memory when omitted). See :mod:`ctxplugin.cache`.
     """
+
+    facts: WhileOpen[FactsLedger] = WhileOpen()  # the ledger's API is the engine's: closed with it
 
     def __init__(
         self,
@@ -93,7 +96,7 @@ class ContextEngine(Closing):
         if facts is None:
             embedding = default_embedding(self.config.facts.embedding, self.config.facts.embedding_dims)
             facts = FactsLedger(MemoryFactStore(embedding), self.config.facts)
-        self.facts: FactsLedger = facts
+        self.facts = facts
         note: str | None = None
         if counter is None:
             counter, note = get_counter(self.config.encoding, self.config.model)
@@ -187,7 +190,9 @@ class ContextEngine(Closing):
             InvalidInputError: the messages are not a valid conversation (the message says why),
                 ``scope`` is not a :class:`Scope`, ``tools`` is one tool rather than a list, or
                 ``context_window`` is not a positive int.
+            EngineClosedError: :meth:`close` was called.
         """
+        self.check_open()
         scope = direct_scope(scope, "prepare")
         check_conversation(messages)
         if context_window is not None and (isinstance(context_window, bool) or not isinstance(context_window, int) or context_window < 1):
@@ -272,8 +277,9 @@ class ContextEngine(Closing):
 
         Raises:
             InvalidInputError: ``tool_message`` is not a ``ToolMessage``.
+            EngineClosedError: :meth:`close` was called.
         """
-        compact, _ = self._capture(tool_message, direct_scope(scope, "capture_tool_result"))
+        compact, _ = self.capture_with_report(tool_message, direct_scope(scope, "capture_tool_result"))
         return compact
 
     async def acapture_tool_result(self, tool_message: ToolMessage, scope: Scope | None = None) -> ToolMessage:
@@ -282,6 +288,7 @@ class ContextEngine(Closing):
 
     def capture_with_report(self, tool_message: ToolMessage, scope: Scope) -> tuple[ToolMessage, CaptureReport]:
         """:meth:`capture_tool_result` plus its :class:`CaptureReport`."""
+        self.check_open()
         return self._capture(tool_message, scope)
 
     def expand_ref(
@@ -302,7 +309,9 @@ class ContextEngine(Closing):
 
         Raises:
             RefNotFoundError: unknown, expired, or not readable from ``scope``.
+            EngineClosedError: :meth:`close` was called.
         """
+        self.check_open()
         return expand(
             self.cas,
             ref_id,
@@ -374,15 +383,11 @@ class ContextEngine(Closing):
 
     async def acached_answer(self, messages: Sequence[BaseMessage], prepared: PreparedContext, **kwargs: Any) -> AIMessage | None:
         """Async :meth:`cached_answer`."""
-        if self.cache is None:
-            return None
-        return await asyncio.to_thread(self.cached_answer, messages, prepared, **kwargs)
+        return None if self.cache is None else await asyncio.to_thread(self.cached_answer, messages, prepared, **kwargs)
 
     async def aremember_answer(self, messages: Sequence[BaseMessage], prepared: PreparedContext, answer: BaseMessage, **kwargs: Any) -> bool:
         """Async :meth:`remember_answer`."""
-        if self.cache is None:
-            return False
-        return await asyncio.to_thread(self.remember_answer, messages, prepared, answer, **kwargs)
+        return False if self.cache is None else await asyncio.to_thread(self.remember_answer, messages, prepared, answer, **kwargs)
 
     def tools_for_model(self) -> list[BaseTool]:
         """The meta-tools a host must register with its tool node (``expand_ref``, ``load_tools``)."""

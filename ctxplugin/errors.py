@@ -15,6 +15,11 @@ class InvalidInputError(CtxpluginError, ValueError):
     """The caller passed something ctxplugin cannot use (the message says what)."""
 
 
+class EngineClosedError(InvalidInputError):
+    """The engine was closed (``close()``, or the end of its ``with`` block) and is used again:
+    its stores and threads are released. Build a new engine; ``close()`` itself may be repeated."""
+
+
 class ConfigError(CtxpluginError, ValueError):
     """A configuration value is invalid."""
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import multiprocessing
 import os
 import subprocess
@@ -16,7 +17,12 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
 import ctxplugin
 from ctxplugin import ContextConfig, ContextEngine, Scope
-from ctxplugin.errors import StoreError, StoreInUseError, StoreUnavailableError
+from ctxplugin.errors import (
+    EngineClosedError,
+    InvalidInputError,
+    StoreInUseError,
+    StoreUnavailableError,
+)
 from ctxplugin.history import BackgroundSummarizer
 from ctxplugin.testing.chroma_server import ChromaServer, free_port
 from ctxplugin.testing.fault_proxy import FaultProxy
@@ -82,17 +88,45 @@ def test_engines_opened_and_closed_one_after_another_keep_no_files_open(tmp_path
     assert [name for name in _open_under(tmp_path) if not name.endswith(CHROMA_FILES)] == []
 
 
-def test_a_closed_engine_says_so_and_closing_twice_is_harmless(tmp_path: Path) -> None:
-    engine = ContextEngine.embedded(tmp_path, CONFIG)
+def _closed_calls(engine: ContextEngine) -> dict[str, Callable[[], object]]:
+    """Every way a user calls an engine, each a call to make after close()."""
+    message = ToolMessage(content="more output\n" * 400, tool_call_id="c2", name="run")
+    conversation = [HumanMessage(content="and now?")]
+    return {
+        "prepare": lambda: engine.prepare(conversation, scope=SCOPE),
+        "aprepare": lambda: asyncio.run(engine.aprepare(conversation, scope=SCOPE)),
+        "capture_tool_result": lambda: engine.capture_tool_result(message, SCOPE),
+        "acapture_tool_result": lambda: asyncio.run(engine.acapture_tool_result(message, SCOPE)),
+        "expand_ref": lambda: engine.expand_ref("ref:run:0123456789abcdef", scope=SCOPE),
+        "facts.write": lambda: engine.facts.write("The build number is 4413", key="build", scope=SCOPE),
+        "facts.search": lambda: engine.facts.search("build number", scope=SCOPE),
+        "facts.current": lambda: engine.facts.current("build", scope=SCOPE),
+    }
+
+
+@pytest.mark.parametrize("kind", ["embedded", "in memory"])
+def test_a_closed_engine_refuses_every_call_and_closing_twice_is_harmless(kind: str, tmp_path: Path) -> None:
+    # a closed engine used to answer: prepare returned a view warning that a store "was closed",
+    # and capture passed the output through; now each call says the engine is closed
+    engine = ContextEngine.embedded(tmp_path, CONFIG) if kind == "embedded" else ContextEngine(CONFIG)
     _use(engine)
     engine.close()
     engine.close()
-    compact = engine.capture_tool_result(
-        ToolMessage(content="more output\n" * 400, tool_call_id="c2", name="run"), SCOPE
-    )
-    assert "closed" in compact.additional_kwargs["ctxplugin"]["warning"]
-    with pytest.raises(StoreError, match="closed"):
-        engine.facts.search("build number", scope=SCOPE)
+    assert engine.closed
+    refused = {}
+    for name, call in _closed_calls(engine).items():
+        with pytest.raises(EngineClosedError) as raised:
+            call()
+        refused[name] = str(raised.value)
+    assert all("ContextEngine was closed" in text and "new engine" in text for text in refused.values()), refused
+    assert issubclass(EngineClosedError, InvalidInputError) and issubclass(EngineClosedError, ValueError)
+
+
+def test_an_engine_closed_by_its_with_block_refuses_calls(tmp_path: Path) -> None:
+    with ContextEngine.embedded(tmp_path, CONFIG) as engine:
+        _use(engine)
+    with pytest.raises(EngineClosedError, match="with block"):
+        engine.prepare([HumanMessage(content="again?")], scope=SCOPE)
 
 
 def test_close_stops_the_summarizer_thread_the_engine_started() -> None:

@@ -69,7 +69,10 @@ def precheck(engine: ContextEngine, request: ToolCallRequest) -> ToolMessage | N
 
     Raises:
         InvalidInputError: the tool to run is the agent's own, named like a meta-tool.
+        EngineClosedError: the engine was closed: the tool does not run, since its output
+            could not be stored.
     """
+    engine.check_open()
     call = request.tool_call
     if request.tool is not None:
         check_meta_names([request.tool])

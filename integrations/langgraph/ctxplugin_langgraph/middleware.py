@@ -111,7 +111,8 @@ class ContextMiddleware(AgentMiddleware):
         """Send the prepared view to the model; returning the model's response unchanged
         (plus the report in ``response_metadata``), or a cached answer without calling the
         model when the answer cache is on and has one. Errors from ``prepare`` on invalid
-        messages propagate; store failures never do."""
+        messages, and ``EngineClosedError`` once the engine was closed, propagate (the model is
+        not called); store failures never do."""
         scope, full = self._scope(request), self._full(request)
         prepared = self.engine.prepare(full, tools=request.tools, scope=scope, context_window=model_context_window(request.model))
         cached = self.engine.cached_answer(full, prepared, tools=request.tools, scope=scope, model=request.model)
@@ -149,7 +150,8 @@ class ContextMiddleware(AgentMiddleware):
         """Run the tool, store its output, and return the message the state keeps.
 
         A call to a tool whose schema was never loaded runs if its arguments are valid;
-        otherwise the model gets the schema back and can retry in one round trip."""
+        otherwise the model gets the schema back and can retry in one round trip. Once the
+        engine was closed the tool does not run: ``EngineClosedError`` propagates."""
         early = precheck(self.engine, request)
         if early is not None:
             return early

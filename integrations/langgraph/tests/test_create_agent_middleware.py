@@ -23,6 +23,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 
 from ctxplugin import ContextCallbackHandler, ContextEngine, Scope
+from ctxplugin.errors import EngineClosedError
 from ctxplugin.facts import FactQuery
 from ctxplugin.testing import ScriptedChatModel, conversation_messages, memory_engine, tool_call
 
@@ -259,3 +260,28 @@ def test_an_output_redacted_in_the_state_after_a_restart_has_its_facts_withdrawn
     run_turns(agent, ["Remind me: which card paid PAY-0003?"], config)
     assert not card.search(str([m.content for m in model.calls[-1].messages]))
     assert not any(card.search(fact.text) for fact in after.facts.store.find(FactQuery(reader=scope)))
+
+
+def test_a_closed_engine_stops_the_agent_with_a_clear_error_before_the_model_or_a_tool_runs() -> None:
+    ran: list[str] = []
+
+    @tool
+    def deploy(target: str) -> str:
+        """Deploy to a target."""
+        ran.append(target)
+        return f"deployed to {target}"
+
+    engine = memory_engine()
+    model = ScriptedChatModel(script=[AIMessage(content="", tool_calls=[tool_call("deploy", {"target": "eu-west-3"})])])
+    review = HumanInTheLoopMiddleware(interrupt_on={"deploy": True})
+    agent: Any = create_agent(model, [deploy], checkpointer=InMemorySaver(), middleware=[ContextMiddleware(engine), review])
+    config: Any = {"configurable": {"thread_id": "closed-engine"}}
+    assert agent.invoke({"messages": [("user", "deploy it")]}, config).get("__interrupt__")
+    engine.close()  # e.g. a service shutting down while a run waits for its reviewer
+    with pytest.raises(EngineClosedError, match="ContextEngine was closed"):
+        agent.invoke(Command(resume={"decisions": [{"type": "approve"}]}), config)
+    assert ran == []  # the tool did not run: its output could not have been stored
+    calls = len(model.calls)
+    with pytest.raises(EngineClosedError):
+        agent.invoke({"messages": [("user", "anything new?")]}, {"configurable": {"thread_id": "another"}})
+    assert len(model.calls) == calls  # the model was not called on an unprepared view

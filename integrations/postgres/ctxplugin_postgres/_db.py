@@ -22,6 +22,7 @@ from psycopg import sql
 from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolClosed, PoolTimeout
 
 from ctxplugin.errors import ConfigError, StoreError, StoreUnavailableError
+from ctxplugin_postgres._pool import ProcessPool
 
 T = TypeVar("T")
 
@@ -156,10 +157,11 @@ def make_pool(
     waits for a connection while the server is down; the store then reports
     :class:`~ctxplugin.errors.StoreUnavailableError` and the engine passes the original through.
     The pool connects in the background, so building it never blocks on an unreachable server.
+    It belongs to the process that uses it: in a process forked from this one (gunicorn
+    ``--preload``, ``multiprocessing`` "fork") it opens connections of its own on first use and
+    leaves the parent's alone (:class:`~ctxplugin_postgres._pool.ProcessPool`).
     """
-    pool: ConnectionPool = ConnectionPool(
-        dsn, check=ConnectionPool.check_connection, **_pool_options(min_size, max_size, timeout, name)
-    )
+    pool = ProcessPool(dsn, check=ConnectionPool.check_connection, **_pool_options(min_size, max_size, timeout, name))
     pool.open(wait=False)
     return pool
 

@@ -9,7 +9,9 @@ refuses work once closed. :class:`PooledStore` does this for the synchronous sto
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
+import weakref
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
@@ -17,6 +19,7 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from ctxplugin.errors import StoreError
 from ctxplugin_postgres._db import Plan, arun, check_schema, make_async_pool, make_pool, run
+from ctxplugin_postgres._pool import same_process
 from ctxplugin_postgres.migrations import ensure_plan
 
 P = TypeVar("P", ConnectionPool, AsyncConnectionPool)
@@ -39,6 +42,7 @@ class _StoreState(Generic[P]):
         self._owns_pool = owns_pool
         self._ready = False
         self._closed = False
+        self._opened_in = os.getpid()
 
     def _ready_plan(self) -> Plan[Any]:
         """The work run once before the first call: by default, check or apply the migrations."""
@@ -47,6 +51,7 @@ class _StoreState(Generic[P]):
     def _check_open(self) -> None:
         if self._closed:
             raise StoreError(self._closed_message)
+        same_process(self.pool, self._opened_in, f"this {type(self).__name__}")
 
 
 class PooledStore(_StoreState[ConnectionPool]):
@@ -57,6 +62,7 @@ class PooledStore(_StoreState[ConnectionPool]):
     ) -> None:
         super().__init__(pool, schema=schema, auto_migrate=auto_migrate, owns_pool=owns_pool)
         self._lock = threading.Lock()
+        _sync_stores.add(self)
 
     def _ensure(self) -> None:
         self._check_open()
@@ -77,7 +83,7 @@ class PooledStore(_StoreState[ConnectionPool]):
             if self._closed:
                 return
             self._closed = True
-        if self._owns_pool:
+        if self._owns_pool and _closable_here(self.pool, self._opened_in):
             self.pool.close()
 
 
@@ -108,8 +114,30 @@ class AsyncPooledStore(_StoreState[AsyncConnectionPool]):
         if self._closed:
             return
         self._closed = True
-        if self._owns_pool:
+        if self._owns_pool and _closable_here(self.pool, self._opened_in):
             await self.pool.close()
+
+
+def _closable_here(pool: object, opened_in: int) -> bool:
+    """Whether closing ``pool`` here ends this process's connections only: not so for a plain
+    pool inherited through a fork, whose connections are the parent's (it is dropped instead)."""
+    try:
+        same_process(pool, opened_in, "the store")
+    except StoreError:
+        return False
+    return True
+
+
+_sync_stores: weakref.WeakSet[PooledStore] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    for store in list(_sync_stores):
+        store._lock = threading.Lock()  # a thread of the parent may have held it at the fork
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def owned_pool(dsn: str, *, schema: str, max_size: int, timeout: float, name: str) -> ConnectionPool:

@@ -11,6 +11,7 @@ nothing is left locked. :func:`ctxplugin.connect` builds one on the CAS store's 
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -26,6 +27,7 @@ from ctxplugin_postgres._db import (
     make_pool,
     translated,
 )
+from ctxplugin_postgres._pool import ProcessPool, same_process
 
 WAIT_S = 10.0
 """How long a write waits for another process's write to the same slot before giving up."""
@@ -65,6 +67,7 @@ class PostgresWriteLock:
         self.wait_s = wait_s
         self._owns_pool = owns_pool
         self._held = HeldNames()
+        self._opened_in = os.getpid()
 
     @classmethod
     def from_dsn(
@@ -88,6 +91,7 @@ class PostgresWriteLock:
             with self._held.holding(name):
                 yield
             return
+        same_process(self.pool, self._opened_in, "this PostgresWriteLock")
         with translated("facts write lock", self.namespace), self.pool.connection() as conn, conn.transaction():
             conn.execute("SELECT set_config('lock_timeout', %s, true)", (f"{int(self.wait_s * 1000)}ms",))
             # the pool's statement timeout would otherwise end the wait before lock_timeout does
@@ -103,8 +107,9 @@ class PostgresWriteLock:
                 yield
 
     def close(self) -> None:
-        """Close the pool if this lock owns it. Idempotent."""
-        if self._owns_pool:
+        """Close the pool if this lock owns it (in a forked process, only that process's own
+        connections: see :func:`ctxplugin_postgres.make_pool`). Idempotent."""
+        if self._owns_pool and (self._opened_in == os.getpid() or isinstance(self.pool, ProcessPool)):
             self.pool.close()
 
 

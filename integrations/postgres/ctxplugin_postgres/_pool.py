@@ -1,0 +1,159 @@
+"""A connection pool per process: what a process forked from the pool's owner does with it.
+
+A process forked from another (a gunicorn ``--preload`` worker, a ``multiprocessing`` "fork"
+worker) inherits its pools as they were: the same sockets, connected to the same server
+sessions, and none of the threads that fill the pool. Used there, parent and child would send
+statements on one socket and read each other's results, and the child would wait in vain for
+new connections. Closed there, each inherited connection would tell the server to end the
+*parent's* session.
+
+:class:`ProcessPool` (what :func:`ctxplugin_postgres.make_pool` builds) therefore starts afresh
+in a forked process, on its first use there: it sets the inherited connections aside, never
+using, closing or finalizing them (the parent keeps using them), and opens connections of its
+own with the same settings. Everything that holds the pool — the stores, the facts write lock,
+the engine's health check — uses the new connections without knowing.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import weakref
+from typing import Any
+
+from psycopg import Connection
+from psycopg_pool import ConnectionPool
+
+from ctxplugin.errors import StoreError
+
+_inherited: list[Any] = []
+"""What forked processes set aside: kept for the life of the process, so that no finalizer of
+an inherited connection or pool ever runs here."""
+
+
+class ProcessPool(ConnectionPool[Connection[Any]]):
+    """A psycopg ``ConnectionPool`` that a process forked from its owner replaces by one of its
+    own on first use (see the module docstring). In the process that built it, it is a plain
+    ``ConnectionPool``.
+
+    Args:
+        conninfo: the DSN.
+        **options: ``ConnectionPool`` settings; the pool is built unopened whatever ``open``
+            says, and each process opens its own.
+    """
+
+    def __init__(self, conninfo: str, **options: Any) -> None:
+        options = {**options, "open": False}
+        super().__init__(conninfo, **options)
+        self._options = options
+        self._pid = os.getpid()
+        self._renewing = threading.Lock()
+        self._lent: weakref.WeakSet[Connection[Any]] = weakref.WeakSet()
+        _pools.add(self)
+
+    def _renew(self, *, closing: bool = False) -> None:
+        """In a forked process, set the parent's state aside and start this process's own:
+        opened again if the parent's was open (unless this is for :meth:`close`)."""
+        if self._pid == os.getpid():
+            return
+        with self._renewing:
+            if self._pid == os.getpid():
+                return
+            inherited = self.__dict__
+            _inherited.append(inherited)
+            was_open, was_opened = not inherited["_closed"], inherited["_opened"]
+            self.__dict__ = {
+                "_options": self._options,
+                "_pid": os.getpid(),
+                "_renewing": self._renewing,
+                "_lent": weakref.WeakSet(),
+            }
+            ConnectionPool.__init__(self, inherited["conninfo"], **self._options)
+            if was_open and not closing:
+                self.open(wait=False)
+            else:  # a pool the parent closed, or that this process closes now, stays closed
+                self._opened = was_opened or closing
+
+    def getconn(self, timeout: float | None = None) -> Connection[Any]:
+        """See ``ConnectionPool.getconn`` (in a forked process, a connection of its own)."""
+        self._renew()
+        conn = super().getconn(timeout)
+        self._lent.add(conn)
+        return conn
+
+    def putconn(self, conn: Connection[Any]) -> None:
+        """See ``ConnectionPool.putconn``. A connection the parent had lent out at the fork
+        (the forking thread was using it) is set aside, not taken into this process's pool."""
+        self._renew()
+        if getattr(conn, "_pool", None) is self and conn not in self._lent:
+            _inherited.append(conn)
+            return
+        self._lent.discard(conn)
+        super().putconn(conn)
+
+    def open(self, wait: bool = False, timeout: float = 30.0) -> None:
+        """See ``ConnectionPool.open``."""
+        self._renew()
+        super().open(wait=wait, timeout=timeout)
+
+    def close(self, timeout: float = 5.0) -> None:
+        """See ``ConnectionPool.close``. In a forked process it closes that process's own
+        connections only; the parent's stay open."""
+        self._renew(closing=True)
+        super().close(timeout)
+
+    def wait(self, timeout: float = 30.0) -> None:
+        """See ``ConnectionPool.wait``."""
+        self._renew()
+        super().wait(timeout)
+
+    def check(self) -> None:
+        """See ``ConnectionPool.check``."""
+        self._renew()
+        super().check()
+
+    def drain(self) -> None:
+        """See ``ConnectionPool.drain``."""
+        self._renew()
+        super().drain()
+
+    def resize(self, min_size: int, max_size: int | None = None) -> None:
+        """See ``ConnectionPool.resize``."""
+        self._renew()
+        super().resize(min_size, max_size)
+
+    def __del__(self) -> None:
+        if getattr(self, "_pid", None) == os.getpid():  # the parent's threads are not ours to stop
+            super().__del__()
+
+
+_pools: weakref.WeakSet[ProcessPool] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    # a thread of the parent may have held the lock at the fork; the rest waits for first use
+    for pool in list(_pools):
+        pool._renewing = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def same_process(pool: object, opened_in: int, what: str) -> None:
+    """Refuse a pool that is not a :class:`ProcessPool` in a process forked after ``what`` was
+    built on it: its connections are the parent's.
+
+    Raises:
+        StoreError: this process is not ``opened_in`` and the pool cannot start afresh here.
+    """
+    if opened_in != os.getpid() and not isinstance(pool, ProcessPool):
+        raise StoreError(
+            f"{what} was built in process {opened_in} on a connection pool that cannot be used in "
+            f"process {os.getpid()}, forked from it (the connections are the parent's). Build the "
+            "pool with ctxplugin_postgres.make_pool, which opens its own connections in a forked "
+            "process, or build the store after the fork"
+        )
+
+
+__all__ = ["ProcessPool", "same_process"]
