@@ -19,6 +19,7 @@ from ctxplugin.cas._canon import (
     parse_json,
     raw_hash,
 )
+from ctxplugin.cas.annotation import content_marks, without_stale
 from ctxplugin.cas.capture import (
     Captured,
     capture,
@@ -57,6 +58,7 @@ __all__ = [
     "compact_message",
     "compact_text",
     "content_hash",
+    "content_marks",
     "decode",
     "encode",
     "expand",
@@ -71,4 +73,5 @@ __all__ = [
     "select",
     "shows_compact",
     "summarize",
+    "without_stale",
 ]

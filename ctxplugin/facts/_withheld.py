@@ -13,7 +13,8 @@ from ctxplugin.scope import Scope
 
 WITHHELD_OWNERS = 16384
 """How many owners' withdrawals are kept; past it the least recently withdrawn go. A restarted
-process withdraws again when it first reads the replaced output (the LangGraph adapters mark it)."""
+process withdraws again when it first reads the replaced output (``prepare`` marks it: see
+:mod:`ctxplugin.cas.annotation`)."""
 
 
 class Withheld:

@@ -102,8 +102,8 @@ class ReadMemo:
     ) -> dict[str, tuple[str, ...]]:
         """The tool outputs among ``messages`` (read now, from ``conversation``) that replace
         one read before under the same tool call id, or that the host marked ``replaced`` in
-        ``additional_kwargs["ctxplugin"]`` (the LangGraph adapters mark an annotation the
-        content no longer matches): tool call id -> the digests of the outputs ``conversation``
+        ``additional_kwargs["ctxplugin"]`` (validation marks an annotation the content no
+        longer matches, see :mod:`ctxplugin.cas.annotation`): tool call id -> the digests of the outputs ``conversation``
         holds under that id, whose facts stay (see :meth:`FactsLedger.withdraw`).
 
         An output read before and still in ``conversation`` was not replaced: some recordings

@@ -1,5 +1,8 @@
 """Validate: the conversation checked and split into its header and its history.
 
+A tool output whose ref annotation was made from other content than it holds now (its host
+masked it after capture) goes on marked as replaced (see :mod:`ctxplugin.cas.annotation`).
+
 A conversation that cannot be sent raises :class:`~ctxplugin.errors.InvalidInputError`; one
 that can be repaired (a call left without a result, an orphan result under
 ``orphan_tool_results="drop"`` or ``"pair"``) is, with a warning.
@@ -25,6 +28,7 @@ from ctxplugin._messages import (
 )
 from ctxplugin._names import EXPAND_REF_NAME
 from ctxplugin._prefix import Prefix, Stamp
+from ctxplugin.cas import without_stale
 from ctxplugin.stages.view import SESSIONS_TRACKED, CallView
 
 
@@ -53,7 +57,9 @@ class Validate:
         received = view.received
         check_conversation(received)
         received_stamp = state.receive(received, self.orphans)
-        valid, notes = state.validation.extend(received)
+        # the new messages only: an output checked before is the very object with the very
+        # content it had, and validation keeps what it became
+        valid, notes = state.validation.extend(without_stale(received, len(state.received)))
         state.received.extend(received[len(state.received) :], received_stamp)
         start = header_length(valid)
         header, history = valid[:start], tuple(islice(valid, start, None))  # one copy of a long history

@@ -1,0 +1,127 @@
+"""The annotation a captured tool output carries (``additional_kwargs["ctxplugin"]``), and how a
+view tells whether it still describes the message's content.
+
+A host may keep the original output annotated with its ref and compact form (a chat history,
+the LangGraph adapters, a user's own loop), and something outside ctxplugin may rewrite that
+content after capture: a PII filter masks a card number with as many characters,
+human-in-the-loop prefixes a note to an edited call. The compact form was made from the old
+content and may hold what was masked, so it must not stand in for the new content. The ref
+names the content it was made from (its canonical hash); an annotation may also record that
+content's length and a digest (``chars``, ``digest``: cheaper to check). A message whose content
+matches neither its compact form nor the content its annotation was made from is marked
+``{"replaced": True}`` instead: the engine stores the new content under its own ref and
+withdraws the facts read from the old one.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any, overload
+
+from langchain_core.messages import BaseMessage, ToolMessage
+
+from ctxplugin._lru import Memo, PerMessage, TextKey, text_key
+from ctxplugin._messages import META_KEY
+from ctxplugin.cas._blocks import is_text_block
+from ctxplugin.cas._canon import REF_RE, content_hash, parse_json, raw_hash
+from ctxplugin.tokens import content_text
+
+REPLACED: dict[str, Any] = {"replaced": True}
+"""The annotation of an output whose content changed since its capture."""
+
+
+def content_marks(text: str) -> dict[str, Any]:
+    """What an annotation records of the content ``text`` it was made from: its length and a
+    digest (``chars`` and ``digest``)."""
+    return {"chars": len(text), "digest": _digest(text)}
+
+
+def _digest(text: str) -> str:
+    return raw_hash(text)[:16]
+
+
+def current(message: ToolMessage) -> ToolMessage:
+    """``message``, or a copy marked ``{"replaced": True}`` when its annotation was made from
+    other content (the same copy for the same message on every call, so what later stages
+    derive from it is found again by identity)."""
+    note = message.additional_kwargs.get(META_KEY)
+    if not isinstance(note, dict) or "compact" not in note:
+        return message  # not annotated with the compact form of a capture
+    content = message.content
+    if content is note["compact"] or (isinstance(content, str) and content == note["compact"]):
+        return message  # the compact form itself (what capture_tool_result returns): no memo needed
+    known = _CURRENT.get(message)
+    if known is None:
+        known = (_replaced(message) if _stale(message, note) else None,)
+        _CURRENT.put(message, known)
+    return known[0] or message
+
+
+@overload
+def without_stale(messages: list[BaseMessage], start: int = 0) -> list[BaseMessage]: ...
+@overload
+def without_stale(messages: Sequence[BaseMessage], start: int = 0) -> Sequence[BaseMessage]: ...
+def without_stale(messages: Sequence[BaseMessage], start: int = 0) -> Sequence[BaseMessage]:
+    """``messages``, with the tool outputs from ``start`` on whose annotation no longer matches
+    their content marked ``{"replaced": True}`` (see :func:`current`): ``messages`` itself when
+    there are none, else a list."""
+    out: list[BaseMessage] | None = None
+    for index in range(start, len(messages)):
+        message = messages[index]
+        if isinstance(message, ToolMessage):
+            now = current(message)
+            if now is not message:
+                if out is None:
+                    out = list(messages)
+                out[index] = now
+    return messages if out is None else out
+
+
+# a stale message maps to its copy, a current one to None (holding it would keep it alive)
+_CURRENT: PerMessage[tuple[ToolMessage | None]] = PerMessage(8192)
+
+
+def _stale(message: ToolMessage, note: dict[str, Any]) -> bool:
+    ref, compact = note.get("ref"), note.get("compact")
+    if not isinstance(ref, str) or not isinstance(compact, str):
+        return False
+    text = content_text(message.content)
+    if text == compact:  # the compact form itself (what capture_tool_result returns)
+        return False
+    chars = note.get("chars")
+    if isinstance(chars, int):
+        digest = note.get("digest")  # absent from annotations made before it was recorded
+        return len(text) != chars or (isinstance(digest, str) and _digest(text) != digest)
+    named = REF_RE.match(ref)
+    if named is None:
+        return False
+    hashed = named.group(2)
+    if isinstance(message.content, str):
+        # a chat history reloads its messages from its store as new objects: found by the text
+        return _BY_TEXT.get_or_make((ref, text_key(text)), lambda: _hash_of(text) not in (None, hashed))
+    return _hash_of(message.content) not in (None, hashed)
+
+
+_BY_TEXT: Memo[tuple[str, TextKey], bool] = Memo(4096)
+
+
+def _hash_of(content: Any) -> str | None:
+    """The hash a ref names for an output of ``content`` (see :func:`~ctxplugin.cas.capture`):
+    of its text, or of the JSON of its blocks when some are not text; None when it has none."""
+    if isinstance(content, list) and any(not is_text_block(block) for block in content):
+        try:
+            original = json.dumps(content, ensure_ascii=False)
+        except (TypeError, ValueError):
+            return None
+    else:
+        original = content_text(content)
+    return content_hash(original, parse_json(original))[:16]
+
+
+def _replaced(message: ToolMessage) -> ToolMessage:
+    kwargs = {**message.additional_kwargs, META_KEY: dict(REPLACED)}
+    return message.model_copy(update={"additional_kwargs": kwargs})
+
+
+__all__ = ["REPLACED", "content_marks", "current", "without_stale"]

@@ -1,0 +1,69 @@
+"""The check of a captured output's annotation against the content its message holds now."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langchain_core.messages import BaseMessage, HumanMessage, ToolMessage
+
+from ctxplugin import Scope
+from ctxplugin._messages import META_KEY, annotation
+from ctxplugin.cas import content_marks, without_stale
+from ctxplugin.testing import memory_engine
+
+LOG = "\n".join(f"2026-01-02 payment PAY-{i:04d} charged card 4111-1111-1111-{i:04d}" for i in range(60))
+MASKED = LOG.replace("4111-1111-1111-", "****-****-****-")
+
+
+def kept_original(content: str | list[str | dict[str, Any]] = LOG) -> tuple[ToolMessage, ToolMessage]:
+    """What capture_tool_result returned, and the original annotated with it (as a chat
+    history keeps it)."""
+    original = ToolMessage(content, tool_call_id="call_1", name="payments", id="t1")
+    compact = memory_engine().capture_tool_result(original, scope=Scope(session_id="a"))
+    assert annotation(compact).get("ref")
+    return compact, original.model_copy(update={"additional_kwargs": {META_KEY: annotation(compact)}})
+
+
+def test_the_compact_form_and_an_unchanged_original_are_current() -> None:
+    compact, kept = kept_original()
+    messages: list[BaseMessage] = [HumanMessage("hi"), compact, kept]
+    assert without_stale(messages) is messages
+
+
+def test_an_original_changed_since_capture_is_marked_replaced_once() -> None:
+    _, kept = kept_original()
+    masked = kept.model_copy(update={"content": MASKED})
+    first = without_stale([masked])
+    assert annotation(first[0]) == {"replaced": True} and first[0].content == MASKED
+    assert without_stale([masked])[0] is first[0], "the same copy on every call"
+    # what was checked before ``start`` is taken as it is
+    assert without_stale([masked], start=1) == [masked]
+
+
+def test_an_edited_compact_form_is_marked_replaced() -> None:
+    compact, _ = kept_original()
+    edited = compact.model_copy(update={"content": str(compact.content).replace("4111-1111-1111-", "****-****-****-")})
+    assert annotation(without_stale([edited])[0]) == {"replaced": True}
+
+
+def test_an_annotation_with_recorded_marks_is_checked_by_them() -> None:
+    _, kept = kept_original()
+    # the LangGraph adapters record the length and a digest of the content
+    note = {**annotation(kept), **content_marks(LOG)}
+    marked = kept.model_copy(update={"additional_kwargs": {META_KEY: note}})
+    assert without_stale([marked])[0] is marked
+    masked = marked.model_copy(update={"content": MASKED})
+    assert annotation(without_stale([masked])[0]) == {"replaced": True}
+
+
+def test_an_original_with_images_is_checked_by_the_json_of_its_blocks() -> None:
+    image = {"type": "image", "source_type": "base64", "data": "iVBORw0KGgo=", "mime_type": "image/png"}
+    _, kept = kept_original([{"type": "text", "text": LOG}, image])
+    assert without_stale([kept])[0] is kept
+    masked = kept.model_copy(update={"content": [{"type": "text", "text": MASKED}, image]})
+    assert annotation(without_stale([masked])[0]) == {"replaced": True}
+
+
+def test_an_annotation_whose_ref_is_not_a_ref_is_left_alone() -> None:
+    kept = ToolMessage(MASKED, tool_call_id="c", additional_kwargs={META_KEY: {"ref": "elsewhere", "compact": "x"}})
+    assert without_stale([kept])[0] is kept
