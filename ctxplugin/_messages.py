@@ -26,6 +26,8 @@ META_KEY = "ctxplugin"
 
 MISSING_RESULT = "[no result was recorded for this tool call]"
 
+LATE_RESULT = "[this call's result came later in the conversation; it is shown there, answering the call with id {id!r}]"
+
 OrphanRepair = Literal["raise", "drop", "pair"]
 """What to do with a tool result no earlier AI message asked for (``orphan_tool_results``)."""
 
@@ -75,10 +77,8 @@ class Validation:
         orphans: what to do with a tool result whose call is not in the conversation.
     """
 
-    __slots__ = (
-        "answered", "called", "checked", "closed", "extended", "group", "held", "orphans", "out", "pending",
-        "placeholders", "returned", "warnings",
-    )
+    __slots__ = ("answered", "called", "checked", "closed", "extended", "group", "held", "orphans", "out", "pending",
+                 "placeholders", "returned", "warnings")
 
     def __init__(self, orphans: OrphanRepair = "raise") -> None:
         self.orphans: OrphanRepair = orphans
@@ -154,14 +154,16 @@ class Validation:
                     # a second result for an answered call cannot be paired: call ids are unique
                     warnings.append(f"{problem}; it was left out of the view (orphan_tool_results={self.orphans!r})")
                     return
+                answered[message.tool_call_id] = (index, message.id)
+                paired = self._late(index, message) if message.tool_call_id in self.placeholders else message
                 # before the AI message whose results are still coming, so those stay adjacent
                 at = self.group if pending else len(out)
                 if at < self.returned:
                     self.returned = -1  # what was returned last is no longer the beginning of out
-                out[at:at] = [_stand_in_call(message), message]
-                answered[message.tool_call_id] = (index, message.id)
+                out[at:at] = [_stand_in_call(paired), paired]
                 self.group += 2 if pending else 0
-                warnings.append(f"{problem}; a stand-in call was put before it (orphan_tool_results='pair')")
+                under = f" with the id {paired.tool_call_id!r}" if paired is not message else ""
+                warnings.append(f"{problem}; a stand-in call{under} was put before it (orphan_tool_results='pair')")
                 return
             pending.pop(message.tool_call_id)
             answered[message.tool_call_id] = (index, message.id)
@@ -209,6 +211,19 @@ class Validation:
             for invalid in message.invalid_tool_calls:
                 if invalid.get("id") and invalid.get("name"):
                     pending[str(invalid["id"])] = str(invalid["name"])
+
+    def _late(self, index: int, message: ToolMessage) -> ToolMessage:
+        """A result that came after a placeholder closed its call, under an id of its own (providers
+        refuse two calls with one id); the placeholder says where it went."""
+        late_id = f"{message.tool_call_id}_late{index}"
+        while late_id in self.called or late_id in self.answered or late_id in self.pending:
+            late_id += "_"
+        self.answered[late_id], old = (index, message.id), self.placeholders[message.tool_call_id]
+        new = self.placeholders[message.tool_call_id] = old.model_copy(
+            update={"content": LATE_RESULT.format(id=late_id), "status": "success"})
+        at = next(i for i, m in enumerate(self.out) if m is old)  # closed by a message, so in out
+        self.out[at], self.returned = new, -1 if at < self.returned else self.returned
+        return message.model_copy(update={"tool_call_id": late_id})
 
     def _answered_by(self, call_id: str) -> str:
         """Where the call ``call_id`` was made and first answered, for the error on a second result."""

@@ -19,6 +19,7 @@ from langchain_core.runnables.config import patch_config
 from pydantic import Field
 
 from ctxplugin._run_scope import resolve as resolve_scope
+from ctxplugin._tool_images import guard_tool_images
 from ctxplugin.errors import InvalidInputError
 from ctxplugin.scope import Scope
 
@@ -145,6 +146,8 @@ class ContextModel(RunnableSerializable[Any, BaseMessage]):
     the tools the plan chose (``prepared.tools``; none when no ``tools`` are given) and calls
     the model on the view; a final answer is then cached (through :func:`answered`, as the
     LangGraph hooks do). The model's run is nested in this step's, so tracing shows both. The reply's tool calls are yours to run, as in any chain.
+    For a model that cannot take images in tool results (``ChatOpenAI`` on Chat Completions),
+    the images of tool results in the view are replaced by a line naming each one and its ref.
     """
 
     engine: Any
@@ -163,7 +166,7 @@ class ContextModel(RunnableSerializable[Any, BaseMessage]):
     def _step(self, messages: list[BaseMessage], prepared: PreparedContext, scope: Scope) -> Runnable[Any, Any]:
         """The model, with the planned tools bound, behind the answer cache."""
         tools = list(prepared.tools)
-        bound = self.model.bind_tools(tools) if tools else self.model
+        bound = guard_tool_images(self.model.bind_tools(tools) if tools else self.model, self.model, tools)
         return answered(self.engine, bound, PreparedCall(messages, prepared, scope, self.tools), self.model)
 
     def _run(self, input: Any, run_manager: CallbackManagerForChainRun, config: RunnableConfig) -> BaseMessage:

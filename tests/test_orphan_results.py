@@ -210,3 +210,63 @@ def test_a_result_after_another_message_says_what_came_between() -> None:
     text = str(raised.value)
     assert "no earlier AI message" not in text
     assert "message 1 made that call, but message 2 came between the call and this result" in text
+
+
+def late_result_thread() -> list[BaseMessage]:
+    """A call closed by a user turn before its result came (the tool finished late)."""
+    return [
+        HumanMessage(content="where is order 7?"),
+        call("c1", "order_status"),
+        HumanMessage(content="hurry please"),
+        ToolMessage(content="order 7: shipped", tool_call_id="c1", name="order_status"),
+        AIMessage(content="It shipped."),
+        HumanMessage(content="thanks"),
+    ]
+
+
+def _call_ids(messages: list[BaseMessage]) -> list[str]:
+    return [str(c["id"]) for m in messages if isinstance(m, AIMessage) for c in m.tool_calls]
+
+
+def test_pair_gives_a_late_result_its_own_call_id_and_the_placeholder_says_it_came_later() -> None:
+    messages = late_result_thread()
+    out, notes = validate(messages, orphans="pair")
+    ids = _call_ids(out)
+    assert len(ids) == len(set(ids)), f"two calls share an id in the view: {ids}"
+    assert_valid(out)
+    results = [m for m in out if isinstance(m, ToolMessage)]
+    placeholder, late = results
+    assert placeholder.tool_call_id == "c1"
+    assert "no result was recorded" not in str(placeholder.content)
+    assert late.tool_call_id in str(placeholder.content) and "later" in str(placeholder.content)
+    assert late.content == "order 7: shipped" and late.tool_call_id != "c1"
+    assert [m.text for m in out if isinstance(m, HumanMessage)] == ["where is order 7?", "hurry please", "thanks"]
+    assert any("stand-in call" in n for n in notes)
+    assert isinstance(messages[3], ToolMessage) and messages[3].tool_call_id == "c1", "the caller's message is untouched"
+
+
+def test_a_late_result_reads_the_same_checked_at_once_or_call_by_call() -> None:
+    messages = late_result_thread()
+    engine = memory_engine(ContextConfig(orphan_tool_results="pair"))
+    scope = Scope(session_id="late")
+    for end in range(1, len(messages) + 1):
+        stepwise = engine.prepare(messages[:end], scope=scope)
+    whole = memory_engine(ContextConfig(orphan_tool_results="pair")).prepare(messages, scope=scope)
+    assert [(m.type, m.content, getattr(m, "tool_call_id", None)) for m in stepwise.messages] == [
+        (m.type, m.content, getattr(m, "tool_call_id", None)) for m in whole.messages
+    ]
+    ids = _call_ids(stepwise.messages)
+    assert len(ids) == len(set(ids))
+    assert_valid(stepwise.messages)
+
+
+def test_a_late_result_id_does_not_take_the_id_of_another_call() -> None:
+    first, _ = validate(late_result_thread(), orphans="pair")
+    taken = [m for m in first if isinstance(m, ToolMessage)][-1].tool_call_id
+    messages = late_result_thread()
+    messages[3:3] = [call(taken), ToolMessage(content="other", tool_call_id=taken)]
+    out, _ = validate(messages, orphans="pair")
+    ids = _call_ids(out)
+    assert len(ids) == len(set(ids)), ids
+    assert_valid(out)
+    assert [str(m.content) for m in out if isinstance(m, ToolMessage)][-2:] == ["other", "order 7: shipped"]

@@ -33,6 +33,7 @@ from langgraph.types import Command
 from ctxplugin import ContextEngine, PreparedContext, Scope
 from ctxplugin._names import is_meta_tool
 from ctxplugin._run_scope import using
+from ctxplugin._tool_images import guard_tool_images
 from ctxplugin.errors import InvalidInputError
 from ctxplugin.langchain import make_meta_tools
 from ctxplugin.tools import check_meta_names
@@ -137,8 +138,11 @@ class ContextHooks:
         return self.prepare_node("llm_input_messages")
 
     def bind(self, llm: BaseChatModel, messages: Sequence[BaseMessage]) -> Runnable[Any, Any]:
-        """``llm`` with the tools a call on ``messages`` needs bound (lazy schemas)."""
-        return llm.bind_tools(self.engine.bound_tools(messages, self.tools))
+        """``llm`` with the tools a call on ``messages`` needs bound (lazy schemas). For a model
+        that cannot take images in tool results (``ChatOpenAI`` on Chat Completions), the
+        images of tool results in what it is sent are replaced by a line naming each one."""
+        tools = self.engine.bound_tools(messages, self.tools)
+        return guard_tool_images(llm.bind_tools(tools), llm, tools)
 
     def model(self, llm: BaseChatModel) -> Callable[[Any, Any], Runnable[Any, Any]]:
         """A model callable for ``create_react_agent`` that binds the tools this call needs.

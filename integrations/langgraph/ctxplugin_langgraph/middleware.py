@@ -11,6 +11,9 @@ tools. LangGraph's ``thread_id`` is the scope's ``session_id``.
 With the answer cache on (``CTXPLUGIN_CACHE__ENABLED=true``), ``wrap_model_call`` returns a
 cached answer instead of calling the model when the same question was already answered in the
 same context, and caches final answers (never ones with tool calls) after the call.
+
+For a model that cannot take images in tool results (``ChatOpenAI`` on the Chat Completions
+API), the images of tool results in the view are replaced by a line naming each one and its ref.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from langgraph.types import Command
 
 from ctxplugin import ContextEngine, PreparedContext, Scope
 from ctxplugin._run_scope import using
+from ctxplugin._tool_images import takes_tool_images, without_tool_images
 from ctxplugin.budget import model_context_window
 from ctxplugin.langchain import make_meta_tools
 from ctxplugin_langgraph._annotations import without_stale
@@ -73,10 +77,14 @@ class ContextMiddleware(AgentMiddleware):
         return self.scope_rule(None, request.messages)
 
     def _request_for(self, request: ModelRequest, prepared: PreparedContext) -> ModelRequest:
+        tools = list(prepared.tools)
+        conversation = prepared.conversation
+        if not takes_tool_images(request.model, tools, request.model_settings):
+            conversation = without_tool_images(conversation)
         return request.override(
             system_message=prepared.system_message,
-            messages=prepared.conversation,  # type: ignore[arg-type]
-            tools=list(prepared.tools),
+            messages=conversation,  # type: ignore[arg-type]
+            tools=tools,
         )
 
     @staticmethod

@@ -1,0 +1,119 @@
+"""Images in tool results, for a model whose API refuses them there.
+
+OpenAI's Chat Completions API takes images in user messages only ("Image URLs are only
+allowed for messages with role 'user'"), though langchain-openai's request builder sends a
+tool message's image blocks as they are: one screenshot in the view would fail every later
+call of the thread. For such a model each image block of a tool result is replaced, in the
+view only, by a line naming it and the ref its output is stored under. The tool's output stays
+a tool result (moved into a user message it would speak as the user); the state and the store
+keep the image.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+from langchain_core.prompt_values import PromptValue
+from langchain_core.runnables import Runnable, RunnableLambda
+
+from ctxplugin._messages import annotation
+from ctxplugin._names import EXPAND_REF_NAME
+
+IMAGE_NOT_SHOWN = (
+    "[image {index} of this tool result not shown: this model cannot take images in tool results, "
+    "so expand_ref cannot show it either{where}]"
+)
+
+# (module, class) of the chat models that call OpenAI's Chat Completions API unless told to
+# use the Responses API; subclasses count (their MRO names one of these).
+_CHAT_COMPLETIONS = frozenset(
+    (("langchain_openai.chat_models.base", "ChatOpenAI"), ("langchain_openai.chat_models.azure", "AzureChatOpenAI"))
+)
+
+
+def takes_tool_images(model: object, tools: Sequence[Any] = (), settings: Mapping[str, Any] | None = None) -> bool:
+    """Whether ``model`` can be sent images inside tool results.
+
+    False only for a langchain-openai ``ChatOpenAI`` / ``AzureChatOpenAI`` that will call the
+    Chat Completions API with these ``tools`` and call ``settings`` (extra call keywords, such
+    as ``create_agent``'s ``model_settings``): the model decides that itself, from
+    ``use_responses_api``, ``output_version="responses/v1"``, Responses-only parameters and
+    built-in tools, and it is asked the same way. Every other model (or a wrapper that hides
+    which model it is) is left as it is.
+    """
+    bound_kwargs: dict[str, Any] = {}
+    while isinstance(getattr(model, "bound", None), Runnable) and isinstance(getattr(model, "kwargs", None), dict):
+        bound_kwargs = {**model.kwargs, **bound_kwargs}  # type: ignore[attr-defined]
+        model = model.bound  # type: ignore[attr-defined]
+    if not any((c.__module__, c.__name__) in _CHAT_COMPLETIONS for c in type(model).__mro__):
+        return True
+    payload: dict[str, Any] = {**_default_params(model), **bound_kwargs, **(settings or {})}
+    # as bind_tools sends them: a dict as given (a built-in tool keeps its own type), any other
+    # tool (a BaseTool, a function) as a function tool
+    given = [dict(t) if isinstance(t, Mapping) else {"type": "function"} for t in tools]
+    payload["tools"] = [*payload.get("tools", []), *given]
+    decide = getattr(model, "_use_responses_api", None)
+    if callable(decide):
+        return bool(decide(payload))
+    return getattr(model, "use_responses_api", None) is True or getattr(model, "output_version", None) == "responses/v1"
+
+
+def _default_params(model: object) -> dict[str, Any]:
+    try:
+        params = getattr(model, "_default_params", None)
+    except (AttributeError, TypeError, ValueError):
+        return {}
+    return dict(params) if isinstance(params, Mapping) else {}
+
+
+def without_tool_images(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
+    """``messages`` with every image block of a tool result replaced by a text line naming it
+    (and the ref its output is stored under, when there is one). Other messages, and tool
+    results without images, are the very same objects."""
+    reads = {
+        str(call["id"]): str(call["args"].get("ref_id"))
+        for message in messages if isinstance(message, AIMessage)
+        for call in message.tool_calls
+        if call["name"] == EXPAND_REF_NAME and isinstance(call.get("args"), dict) and call["args"].get("ref_id")
+    }
+    out: list[BaseMessage] = []
+    for message in messages:
+        if isinstance(message, ToolMessage) and isinstance(message.content, list) and any(map(_is_image, message.content)):
+            ref = annotation(message).get("ref") or reads.get(message.tool_call_id)
+            where = f"; the tool's output is stored as {ref}" if isinstance(ref, str) and ref else ""
+            content: list[str | dict[Any, Any]] = []
+            count = 0
+            for block in message.content:
+                if _is_image(block):
+                    count += 1
+                    content.append({"type": "text", "text": IMAGE_NOT_SHOWN.format(index=count, where=where)})
+                else:
+                    content.append(block)
+            message = message.model_copy(update={"content": content})
+        out.append(message)
+    return out
+
+
+def _is_image(block: object) -> bool:
+    return isinstance(block, dict) and str(block.get("type", "")).startswith("image")
+
+
+def guard_tool_images(bound: Runnable[Any, Any], model: object, tools: Sequence[Any] = ()) -> Runnable[Any, Any]:
+    """``bound`` (``model`` with ``tools`` bound), taking a message list whose tool results'
+    images are replaced first when ``model`` cannot take them there; ``bound`` itself otherwise."""
+    if takes_tool_images(model, tools):
+        return bound
+
+    def strip(value: Any) -> Any:
+        if isinstance(value, PromptValue):
+            value = value.to_messages()
+        if isinstance(value, Sequence) and not isinstance(value, str) and all(isinstance(m, BaseMessage) for m in value):
+            return without_tool_images(value)
+        return value
+
+    return RunnableLambda(strip, name="ctxplugin_tool_images") | bound
+
+
+__all__ = ["IMAGE_NOT_SHOWN", "guard_tool_images", "takes_tool_images", "without_tool_images"]
