@@ -34,12 +34,14 @@ class Conversation:
         messages: the whole conversation, in order.
         usage: the provider's own figures per call, when the recording has them.
         actions: the task's ground-truth tool calls, when the recording has them.
+        tools: the agent's tool schemas (OpenAI format), when the recording has them.
     """
 
     id: str
     messages: tuple[BaseMessage, ...]
     usage: tuple[RecordedUsage, ...] = ()
     actions: tuple[ExpectedAction, ...] = ()
+    tools: tuple[dict[str, Any], ...] = ()
 
     def call_indexes(self) -> list[int]:
         """Positions of the calls: every assistant message with at least one message before it."""

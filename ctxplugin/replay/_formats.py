@@ -9,6 +9,7 @@ from typing import Any, Literal, get_args
 from langchain_core.messages import BaseMessage
 
 from ctxplugin.errors import InvalidInputError
+from ctxplugin.replay import _anthropic
 from ctxplugin.replay._conversation import Conversation, ExpectedAction, RecordedUsage
 from ctxplugin.replay._messages import (
     is_langchain_message,
@@ -18,7 +19,7 @@ from ctxplugin.replay._messages import (
     to_messages,
 )
 
-Format = Literal["openai", "langchain", "langsmith", "swe", "tau"]
+Format = Literal["openai", "anthropic", "langchain", "langsmith", "swe", "tau"]
 FORMATS: tuple[Format, ...] = get_args(Format)
 
 
@@ -53,6 +54,8 @@ def detect(data: Any) -> Format:
         if isinstance(messages, list) and messages:
             if any(isinstance(m, dict) and "extra" in m for m in messages) and "instance_id" in data:
                 return "swe"
+            if _anthropic.is_request(data):
+                return "anthropic"
             return _chat_dialect(messages)
     elif isinstance(data, list) and data:
         first = data[0]
@@ -60,6 +63,8 @@ def detect(data: Any) -> Format:
             return "tau"
         if _is_run(first):
             return "langsmith"
+        if _anthropic.is_request(first) or _anthropic.is_response(first):
+            return "anthropic"
         if is_message(first):
             return _chat_dialect(data)
         if isinstance(first, dict) and isinstance(first.get("messages"), list) and first["messages"]:
@@ -67,13 +72,15 @@ def detect(data: Any) -> Format:
         if isinstance(first, list) and first:
             return _chat_dialect(first)
     raise InvalidInputError(
-        "unknown format: expected OpenAI chat messages, LangChain message dumps, a LangSmith run "
+        "unknown format: expected OpenAI chat messages, Anthropic Messages API requests, LangChain message dumps, a LangSmith run "
         f"export, a mini-swe-agent .traj.json or a tau-bench trajectory list (or pass --format {{{','.join(FORMATS)}}})"
     )
 
 
 def _chat_dialect(messages: Sequence[Any]) -> Format:
     first = messages[0]
+    if _anthropic.has_tool_blocks(messages):
+        return "anthropic"
     if is_openai_message(first):
         return "openai"
     if is_langchain_message(first):
@@ -270,6 +277,7 @@ def _run_output(outputs: Any) -> Any:
 
 PARSERS: dict[Format, Any] = {
     "openai": _chat,
+    "anthropic": _anthropic.parse,
     "langchain": _chat,
     "langsmith": _langsmith,
     "swe": _swe,

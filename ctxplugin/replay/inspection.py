@@ -101,7 +101,7 @@ def inspect_call(
             f"{loaded.path}: conversation {conversation.id} has {len(indexes)} calls (0..{len(indexes) - 1}); got --call {call}"
         )
     position = call % len(indexes)
-    strategy = Ctxplugin(engine, tools, Scope(session_id=conversation.id))
+    strategy = Ctxplugin(engine, tools or list(conversation.tools), Scope(session_id=conversation.id))
     messages = conversation.messages
     view = View(messages=[], tools=[])
     for index in indexes[: position + 1]:

@@ -5,6 +5,9 @@ Supported formats (detected from the content; ``format=`` overrides):
 - ``openai``: chat-format messages (``{"role", "content", "tool_calls"}``), as a JSON list, a
   ``{"messages": [...]}`` object, a list of those, or JSONL (one message, or one conversation,
   per line);
+- ``anthropic``: Anthropic Messages API request bodies (``system``, ``messages``, ``tools``), one
+  per call or only the last, optionally with the responses; requests that continue one another
+  form one conversation;
 - ``langchain``: LangChain message dumps (``messages_to_dict`` or ``dumpd`` output), in the
   same containers;
 - ``langsmith``: LangSmith run exports (runs with ``inputs.messages`` and ``outputs``); the runs of

@@ -76,7 +76,8 @@ class ReplaySettings:
 
     Attributes:
         config: ctxplugin's configuration (its total budget is also ``trim_messages``' budget).
-        tools: the recorded agent's tool schemas (OpenAI format), sent by every strategy.
+        tools: the recorded agent's tool schemas (OpenAI format), sent by every strategy
+            (when empty, the tools a recording holds are sent, as Anthropic requests carry them).
         cache_discount: price of a cached prompt token relative to an uncached one.
         clear_tool_uses: overrides of the ``context_editing`` peer's defaults.
         strategies: which strategies to run (``full`` always runs: it is the baseline).
@@ -160,10 +161,15 @@ def load_tools_file(path: str | Path) -> tuple[dict[str, Any], ...]:
 
 
 def build_strategies(
-    settings: ReplaySettings, engine: ContextEngine, meter: Meter, scope: Scope
+    settings: ReplaySettings,
+    engine: ContextEngine,
+    meter: Meter,
+    scope: Scope,
+    recorded_tools: Sequence[dict[str, Any]] = (),
 ) -> list[Strategy]:
-    """The strategies of one conversation, in output order."""
-    tools = list(settings.tools)
+    """The strategies of one conversation, in output order: each sends ``settings.tools``, else
+    the tools the recording holds."""
+    tools = list(settings.tools or recorded_tools)
     built: list[Strategy] = []
     for name in settings.active_strategies():
         if name == "full":
@@ -191,7 +197,7 @@ def replay_conversation(
     """
     engine = engine or memory_engine_factory(settings.config)
     meter = Meter(engine.counter)
-    strategies = build_strategies(settings, engine, meter, Scope(session_id=conversation.id))
+    strategies = build_strategies(settings, engine, meter, Scope(session_id=conversation.id), conversation.tools)
     budget = settings.budget_total
     figures: dict[str, StrategyFigures] = {s.name: StrategyFigures() for s in strategies}
     per_call: dict[str, list[tuple[int, int]]] = {s.name: [] for s in strategies}

@@ -38,6 +38,8 @@ def replay_json(*args: str | Path) -> dict[str, Any]:
         ("tau-excerpt.json", "tau", 2),
         ("openai-chat.json", "openai", 1),
         ("openai-chat.jsonl", "openai", 1),
+        ("anthropic-messages.json", "anthropic", 1),
+        ("anthropic-requests.jsonl", "anthropic", 1),
         ("langchain-messages.json", "langchain", 1),
         ("langchain-dumpd.json", "langchain", 1),
         ("langsmith-runs.json", "langsmith", 1),
@@ -57,6 +59,63 @@ def test_replay_reads_every_format(name: str, fmt: str, conversations: int) -> N
     assert full["vs_full"] == {"input_tokens": 1.0, "cost": 1.0, "peak_tokens": 1.0}
     assert full["recall"] in (None, 1.0)  # nothing is ever hidden from the full history
     assert totals["trim_messages"]["input_tokens"] <= full["input_tokens"]
+
+
+def figures(doc: dict[str, Any]) -> list[Any]:
+    """What a replay measured, without the names of files and conversations."""
+    [file] = doc["files"]
+    return [file["totals"], [{k: v for k, v in c.items() if k != "id"} for c in file["conversations"]]]
+
+
+@pytest.mark.parametrize("name", ["anthropic-messages.json", "anthropic-requests.jsonl"])
+def test_anthropic_requests_replay_as_the_same_conversation_in_openai_format(name: str) -> None:
+    # The same tau conversation and tool list, once as Messages API request bodies (system
+    # blocks, tool_use / tool_result blocks, input_schema tools) and once as OpenAI chat.
+    anthropic = replay_json(RECORDINGS / name)
+    openai = replay_json(OPENAI, "--tools", TOOLS)
+    assert anthropic["files"][0]["format"] == "anthropic"
+    assert figures(anthropic) == figures(openai)
+    assert anthropic["totals"] == openai["totals"]
+    assert anthropic["totals"]["full"]["tool_schema_tokens"] > 0  # the request's own tools are sent
+
+
+def test_tools_option_overrides_the_tools_of_an_anthropic_request(tmp_path: Path) -> None:
+    tools = tmp_path / "tools.json"
+    tools.write_text(json.dumps(json.loads(TOOLS.read_text())[:1]))
+    recorded = replay_json(RECORDINGS / "anthropic-messages.json")["totals"]["full"]
+    given = replay_json(RECORDINGS / "anthropic-messages.json", "--tools", tools)["totals"]["full"]
+    assert 0 < given["tool_schema_tokens"] < recorded["tool_schema_tokens"]
+
+
+def test_malformed_anthropic_requests_are_named_and_the_good_files_still_replay(tmp_path: Path) -> None:
+    body = json.loads((RECORDINGS / "anthropic-messages.json").read_text())
+    no_id = json.loads(json.dumps(body))
+    del no_id["messages"][3]["content"][0]["id"]
+    (tmp_path / "no-id.json").write_text(json.dumps(no_id))
+    bad_result = json.loads(json.dumps(body))
+    bad_result["messages"][4]["content"][0]["content"] = 42
+    (tmp_path / "bad-result.json").write_text(json.dumps(bad_result))
+    system_role = json.loads(json.dumps(body))
+    system_role["messages"].insert(0, {"role": "system", "content": "be brief"})
+    (tmp_path / "system-role.json").write_text(json.dumps(system_role))
+    (tmp_path / "orphan-response.jsonl").write_text(
+        json.dumps({"type": "message", "role": "assistant", "content": []}) + "\n" + json.dumps(body) + "\n"
+    )
+    result = run("replay", tmp_path, RECORDINGS / "anthropic-messages.json", "--json", "-q")
+    assert result.exit_code == 0, result.output
+    status = {Path(f["path"]).name: f["status"] for f in json.loads(result.stdout)["files"]}
+    assert status == {
+        "bad-result.json": "failed",
+        "no-id.json": "failed",
+        "orphan-response.jsonl": "failed",
+        "system-role.json": "failed",
+        "anthropic-messages.json": "ok",
+    }
+    err = " ".join(result.stderr.split())
+    assert "error: " + (tmp_path / "no-id.json").as_posix() + ": conversation no-id: message 3, block 0 (get_reservation_details) is a tool_use without an id" in err
+    assert "bad-result.json: conversation bad-result: message 4, block 0 has tool_result content of type int" in err
+    assert "system-role.json: conversation system-role: message 0 has role 'system'" in err
+    assert "orphan-response.jsonl: item 0 is a response with no request before it" in err
 
 
 def test_replay_json_is_stable_run_to_run() -> None:
