@@ -184,17 +184,24 @@ def tools(value: Any) -> tuple[dict[str, Any], ...]:
         return ()
     if not isinstance(value, list):
         raise InvalidInputError(f"'tools' is a {type(value).__name__}; expected a list of tool definitions")
-    out: list[dict[str, Any]] = []
-    for index, tool in enumerate(value):
-        if not isinstance(tool, dict) or not isinstance(tool.get("name"), str) or not tool["name"]:
-            raise InvalidInputError(f"tool {index} has no name")
-        if "input_schema" not in tool:
-            continue
-        if not isinstance(tool["input_schema"], dict):
-            raise InvalidInputError(f"tool {index} ({tool['name']}) has an input_schema that is not an object")
-        function = {"name": tool["name"], "description": str(tool.get("description") or ""), "parameters": tool["input_schema"]}
-        out.append({"type": "function", "function": function})
-    return tuple(out)
+    return tuple(schema for index, item in enumerate(value) if (schema := tool(item, f"tool {index}")) is not None)
+
+
+def tool(value: Any, where: str) -> dict[str, Any] | None:
+    """One Anthropic tool definition as an OpenAI-format schema; None for a provider tool (no
+    ``input_schema``). ``where`` names the tool in errors ("tool 3").
+
+    Raises:
+        InvalidInputError: no name, or an ``input_schema`` that is not an object.
+    """
+    if not isinstance(value, dict) or not isinstance(value.get("name"), str) or not value["name"]:
+        raise InvalidInputError(f"{where} has no name")
+    if "input_schema" not in value:
+        return None
+    if not isinstance(value["input_schema"], dict):
+        raise InvalidInputError(f"{where} ({value['name']}) has an input_schema that is not an object")
+    function = {"name": value["name"], "description": str(value.get("description") or ""), "parameters": value["input_schema"]}
+    return {"type": "function", "function": function}
 
 
 def to_messages(raw: Sequence[Any]) -> list[BaseMessage]:
@@ -284,4 +291,4 @@ def _user(blocks: list[dict[str, Any]], index: int, names: dict[str, str]) -> li
     return out
 
 
-__all__ = ["conversation", "has_tool_blocks", "is_request", "is_response", "parse", "recorded_usage", "to_messages", "tools"]
+__all__ = ["conversation", "has_tool_blocks", "is_request", "is_response", "parse", "recorded_usage", "to_messages", "tool", "tools"]

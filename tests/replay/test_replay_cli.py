@@ -99,6 +99,16 @@ def test_tools_option_overrides_the_tools_of_an_anthropic_request(tmp_path: Path
     assert 0 < given["tool_schema_tokens"] < recorded["tool_schema_tokens"]
 
 
+def test_tools_option_reads_anthropic_tools(tmp_path: Path) -> None:
+    tools = tmp_path / "anthropic-tools.json"
+    tools.write_text(json.dumps({"tools": json.loads((RECORDINGS / "anthropic-messages.json").read_text())["tools"]}))
+    assert replay_json(OPENAI, "--tools", tools)["totals"] == replay_json(OPENAI, "--tools", TOOLS)["totals"]
+    tools.write_text(json.dumps([{"function": {"name": "get_user_details", "parameters": {}}}]))
+    result = run("replay", OPENAI, "--tools", tools)
+    assert result.exit_code == 2
+    assert "item 0 is neither an OpenAI-format nor an Anthropic tool" in " ".join(result.output.replace("│", " ").split())
+
+
 def test_malformed_anthropic_requests_are_named_and_the_good_files_still_replay(tmp_path: Path) -> None:
     body = json.loads((RECORDINGS / "anthropic-messages.json").read_text())
     no_id = json.loads(json.dumps(body))
