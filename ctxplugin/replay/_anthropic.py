@@ -23,7 +23,7 @@ from langchain_core.messages import (
 )
 
 from ctxplugin.errors import InvalidInputError
-from ctxplugin.replay._conversation import Conversation
+from ctxplugin.replay._conversation import Conversation, RecordedUsage
 
 _CALL_BLOCKS = frozenset({"tool_use", "tool_result"})
 
@@ -73,6 +73,7 @@ def parse(data: Any, stem: str) -> list[Builder]:
     if all(isinstance(m, dict) and "role" in m and not is_response(m) for m in data):
         data = [{"messages": data}]  # a bare message list
     groups: list[dict[str, Any]] = []
+    usage: list[list[RecordedUsage]] = []  # per group, one entry per response that reports it
     current: int | None = None  # the group of the latest request, which a response answers
     for index, item in enumerate(data):
         if is_response(item):
@@ -80,6 +81,9 @@ def parse(data: Any, stem: str) -> list[Builder]:
                 raise InvalidInputError(f"item {index} is a response with no request before it")
             body = groups[current]
             groups[current] = {**body, "messages": [*body["messages"], {"role": "assistant", "content": item.get("content")}]}
+            figures = recorded_usage(item.get("usage"))
+            if figures is not None:
+                usage[current].append(figures)
             continue
         if isinstance(item, list):  # one conversation's messages per line
             item = {"messages": item}
@@ -89,9 +93,33 @@ def parse(data: Any, stem: str) -> list[Builder]:
         if current is None:
             current = len(groups)
             groups.append(item)
+            usage.append([])
         else:
             groups[current] = item
-    return [(cid, lambda body=body, cid=cid: conversation(cid, body)) for cid, body in _named(groups, stem)]
+    return [
+        (cid, lambda body=body, cid=cid, figures=tuple(figures): conversation(cid, body, figures))
+        for (cid, body), figures in zip(_named(groups, stem), usage, strict=True)
+    ]
+
+
+def recorded_usage(value: Any) -> RecordedUsage | None:
+    """A response's ``usage`` as the provider's own figures, or None when it has no input counts.
+
+    ``input_tokens`` counts only the uncached part of the prompt: the whole prompt is that plus
+    the tokens read from and written to the cache, of which the reads are the cache hits.
+    """
+    if not isinstance(value, dict):
+        return None
+    counts = [value.get("input_tokens"), value.get("cache_read_input_tokens"), value.get("cache_creation_input_tokens")]
+    if counts[0] is None or not all(_count(c) for c in counts):
+        return None
+    uncached, read, written = (int(c or 0) for c in counts)
+    return RecordedUsage(prompt_tokens=uncached + read + written, cached_tokens=read)
+
+
+def _count(value: Any) -> bool:
+    """A token count: a non-negative int, or null for a count the provider left empty."""
+    return value is None or (isinstance(value, int) and not isinstance(value, bool) and value >= 0)
 
 
 def _named(groups: list[dict[str, Any]], stem: str) -> list[tuple[str, dict[str, Any]]]:
@@ -126,15 +154,16 @@ def _plain(value: Any) -> str:
     return json.dumps(strip(value), sort_keys=True)
 
 
-def conversation(cid: str, body: dict[str, Any]) -> Conversation:
-    """One request body as a conversation (its tools as OpenAI-format schemas).
+def conversation(cid: str, body: dict[str, Any], usage: tuple[RecordedUsage, ...] = ()) -> Conversation:
+    """One request body as a conversation (its tools as OpenAI-format schemas), with the
+    provider's figures of its recorded responses.
 
     Raises:
         InvalidInputError: a message or tool that is not in the Messages API's shape.
     """
     messages = [*_system(body.get("system")), *to_messages(body["messages"])]
     messages = [m.model_copy(update={"id": f"msg-{i}"}) if m.id is None else m for i, m in enumerate(messages)]
-    return Conversation(id=cid, messages=tuple(messages), tools=tools(body.get("tools")))
+    return Conversation(id=cid, messages=tuple(messages), usage=usage, tools=tools(body.get("tools")))
 
 
 def _system(value: Any) -> list[BaseMessage]:
@@ -155,17 +184,24 @@ def tools(value: Any) -> tuple[dict[str, Any], ...]:
         return ()
     if not isinstance(value, list):
         raise InvalidInputError(f"'tools' is a {type(value).__name__}; expected a list of tool definitions")
-    out: list[dict[str, Any]] = []
-    for index, tool in enumerate(value):
-        if not isinstance(tool, dict) or not isinstance(tool.get("name"), str) or not tool["name"]:
-            raise InvalidInputError(f"tool {index} has no name")
-        if "input_schema" not in tool:
-            continue
-        if not isinstance(tool["input_schema"], dict):
-            raise InvalidInputError(f"tool {index} ({tool['name']}) has an input_schema that is not an object")
-        function = {"name": tool["name"], "description": str(tool.get("description") or ""), "parameters": tool["input_schema"]}
-        out.append({"type": "function", "function": function})
-    return tuple(out)
+    return tuple(schema for index, item in enumerate(value) if (schema := tool(item, f"tool {index}")) is not None)
+
+
+def tool(value: Any, where: str) -> dict[str, Any] | None:
+    """One Anthropic tool definition as an OpenAI-format schema; None for a provider tool (no
+    ``input_schema``). ``where`` names the tool in errors ("tool 3").
+
+    Raises:
+        InvalidInputError: no name, or an ``input_schema`` that is not an object.
+    """
+    if not isinstance(value, dict) or not isinstance(value.get("name"), str) or not value["name"]:
+        raise InvalidInputError(f"{where} has no name")
+    if "input_schema" not in value:
+        return None
+    if not isinstance(value["input_schema"], dict):
+        raise InvalidInputError(f"{where} ({value['name']}) has an input_schema that is not an object")
+    function = {"name": value["name"], "description": str(value.get("description") or ""), "parameters": value["input_schema"]}
+    return {"type": "function", "function": function}
 
 
 def to_messages(raw: Sequence[Any]) -> list[BaseMessage]:
@@ -255,4 +291,4 @@ def _user(blocks: list[dict[str, Any]], index: int, names: dict[str, str]) -> li
     return out
 
 
-__all__ = ["conversation", "has_tool_blocks", "is_request", "is_response", "parse", "to_messages", "tools"]
+__all__ = ["conversation", "has_tool_blocks", "is_request", "is_response", "parse", "recorded_usage", "to_messages", "tool", "tools"]

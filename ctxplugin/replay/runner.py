@@ -24,6 +24,7 @@ from ctxplugin._untrusted import MAX_JSON_DEPTH, json_depth_exceeds
 from ctxplugin.config import ContextConfig
 from ctxplugin.engine import ContextEngine
 from ctxplugin.errors import CtxpluginError, InvalidInputError
+from ctxplugin.replay._anthropic import tool as anthropic_tool
 from ctxplugin.replay.loaders import Conversation, Format, LoadedFile, discover, load_file
 from ctxplugin.replay.metrics import (
     Meter,
@@ -132,7 +133,9 @@ class ReplaySettings:
 
 
 def load_tools_file(path: str | Path) -> tuple[dict[str, Any], ...]:
-    """Tool schemas from a JSON file: a list (or ``{"tools": [...]}``) of OpenAI-format tools.
+    """Tool schemas from a JSON file: a list (or ``{"tools": [...]}``) of OpenAI-format tools or
+    Anthropic tools (``name``, ``description``, ``input_schema``), read as OpenAI-format schemas
+    as an Anthropic request's tools are (provider tools, which have no schema, are left out).
 
     Raises:
         InvalidInputError: unreadable file or an item that is not a tool schema.
@@ -154,10 +157,38 @@ def load_tools_file(path: str | Path) -> tuple[dict[str, Any], ...]:
         raise InvalidInputError(f"{name}: expected a list of tool schemas")
     tools: list[dict[str, Any]] = []
     for index, item in enumerate(items):
-        if not isinstance(item, dict) or not (isinstance(item.get("function"), dict) or "name" in item):
-            raise InvalidInputError(f"{name}: item {index} is not an OpenAI-format tool schema")
-        tools.append(item if item.get("type") == "function" else convert_to_openai_tool(item))
+        schema = _tool_schema(item, index, name)
+        if schema is not None:
+            tools.append(schema)
     return tuple(tools)
+
+
+def _tool_schema(value: Any, index: int, name: str) -> dict[str, Any] | None:
+    """One item of a tools file as an OpenAI-format schema (None: an Anthropic provider tool)."""
+    item: dict[str, Any] = value if isinstance(value, dict) else {}  # anything else is named below
+    kind = item.get("type")
+    if "input_schema" in item or (isinstance(kind, str) and kind != "function" and "name" in item):
+        try:
+            return anthropic_tool(item, f"item {index}")
+        except InvalidInputError as exc:
+            raise InvalidInputError(f"{name}: {exc}") from exc
+    if kind == "function" and _is_function(item.get("function")):
+        return item
+    if kind is None and "function" not in item and _is_function(item):  # the bare function object
+        return convert_to_openai_tool(item)
+    raise InvalidInputError(
+        f"{name}: item {index} is neither an OpenAI-format nor an Anthropic tool "
+        "({'type': 'function', 'function': {'name', 'parameters'}} or {'name', 'input_schema'})"
+    )
+
+
+def _is_function(value: Any) -> bool:
+    return (
+        isinstance(value, dict)
+        and isinstance(value.get("name"), str)
+        and bool(value["name"])
+        and isinstance(value.get("parameters", {}), dict)
+    )
 
 
 def build_strategies(

@@ -104,3 +104,27 @@ def test_a_bare_message_list_with_tool_blocks_is_read_as_anthropic(tmp_path: Pat
     assert loaded.format == "anthropic"
     assert [type(m) for m in loaded.conversations[0].messages][:4] == [HumanMessage, AIMessage, ToolMessage, ToolMessage]
     assert loaded.conversations[0].tools == ()
+
+
+def test_the_usage_of_each_response_is_read_as_the_providers_own_figures(tmp_path: Path) -> None:
+    # input_tokens excludes the cached prompt: the prompt is input + cache reads + cache writes.
+    first = {"type": "message", "role": "assistant", "content": READ["content"],
+             "usage": {"input_tokens": 40, "cache_creation_input_tokens": 900, "cache_read_input_tokens": 0, "output_tokens": 30}}
+    second = {"type": "message", "role": "assistant", "content": ANSWER["content"],
+              "usage": {"input_tokens": 25, "cache_creation_input_tokens": 60, "cache_read_input_tokens": 900, "output_tokens": 12}}
+    no_figures = {"type": "message", "role": "assistant", "content": ANSWER["content"], "usage": {"output_tokens": 5}}
+    other = {"role": "user", "content": "List the open issues."}
+    path = write(tmp_path, "log.jsonl", request(ASK), first, request(other), no_figures, request(ASK, READ, RESULTS), second)
+    [main, side] = load_file(path).conversations
+    assert [(u.prompt_tokens, u.cached_tokens) for u in main.usage] == [(940, 0), (985, 900)]
+    assert side.usage == ()  # a response without input figures adds none
+
+
+def test_usage_that_is_not_a_count_is_left_out(tmp_path: Path) -> None:
+    odd = {"type": "message", "role": "assistant", "content": ANSWER["content"],
+           "usage": {"input_tokens": "12", "cache_read_input_tokens": 3}}
+    negative = {"type": "message", "role": "assistant", "content": ANSWER["content"],
+                "usage": {"input_tokens": 12, "cache_read_input_tokens": -3}}
+    [one] = load_file(write(tmp_path, "odd.jsonl", request(ASK), odd)).conversations
+    [two] = load_file(write(tmp_path, "neg.jsonl", request(ASK), negative)).conversations
+    assert one.usage == () and two.usage == ()

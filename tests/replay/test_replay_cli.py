@@ -64,7 +64,7 @@ def test_replay_reads_every_format(name: str, fmt: str, conversations: int) -> N
 def figures(doc: dict[str, Any]) -> list[Any]:
     """What a replay measured, without the names of files and conversations."""
     [file] = doc["files"]
-    return [file["totals"], [{k: v for k, v in c.items() if k != "id"} for c in file["conversations"]]]
+    return [file["totals"], [{k: v for k, v in c.items() if k not in ("id", "recorded")} for c in file["conversations"]]]
 
 
 @pytest.mark.parametrize("name", ["anthropic-messages.json", "anthropic-requests.jsonl"])
@@ -79,12 +79,34 @@ def test_anthropic_requests_replay_as_the_same_conversation_in_openai_format(nam
     assert anthropic["totals"]["full"]["tool_schema_tokens"] > 0  # the request's own tools are sent
 
 
+def test_anthropic_responses_report_the_providers_cache_hits_beside_the_cost_model() -> None:
+    recording = RECORDINGS / "anthropic-requests.jsonl"
+    lines = [json.loads(line) for line in recording.read_text().splitlines()]
+    usage = [line["usage"] for line in lines if line.get("type") == "message"]
+    prompt = sum(u["input_tokens"] + u["cache_read_input_tokens"] + u["cache_creation_input_tokens"] for u in usage)
+    cached = sum(u["cache_read_input_tokens"] for u in usage)
+    recorded = replay_json(recording)["files"][0]["recorded"]
+    assert (recorded["calls"], recorded["prompt_tokens"], recorded["cached_tokens"]) == (5, prompt, cached)
+    notes = run("replay", recording).stderr
+    assert f"the provider reported {cached / prompt:.1%} of {prompt:,} prompt tokens as cache hits" in notes
+
+
 def test_tools_option_overrides_the_tools_of_an_anthropic_request(tmp_path: Path) -> None:
     tools = tmp_path / "tools.json"
     tools.write_text(json.dumps(json.loads(TOOLS.read_text())[:1]))
     recorded = replay_json(RECORDINGS / "anthropic-messages.json")["totals"]["full"]
     given = replay_json(RECORDINGS / "anthropic-messages.json", "--tools", tools)["totals"]["full"]
     assert 0 < given["tool_schema_tokens"] < recorded["tool_schema_tokens"]
+
+
+def test_tools_option_reads_anthropic_tools(tmp_path: Path) -> None:
+    tools = tmp_path / "anthropic-tools.json"
+    tools.write_text(json.dumps({"tools": json.loads((RECORDINGS / "anthropic-messages.json").read_text())["tools"]}))
+    assert replay_json(OPENAI, "--tools", tools)["totals"] == replay_json(OPENAI, "--tools", TOOLS)["totals"]
+    tools.write_text(json.dumps([{"function": {"name": "get_user_details", "parameters": {}}}]))
+    result = run("replay", OPENAI, "--tools", tools)
+    assert result.exit_code == 2
+    assert "item 0 is neither an OpenAI-format nor an Anthropic tool" in " ".join(result.output.replace("│", " ").split())
 
 
 def test_malformed_anthropic_requests_are_named_and_the_good_files_still_replay(tmp_path: Path) -> None:

@@ -224,11 +224,43 @@ def test_tools_file(tmp_path: Path) -> None:
     assert [t["function"]["name"] for t in tools] == [t["function"]["name"] for t in read(FIXTURES / "tau-airline-tools.json")]
     bad = tmp_path / "tools.json"
     bad.write_text(json.dumps([{"description": "no name"}]))
-    with pytest.raises(InvalidInputError, match=r"tools\.json: item 0 is not an OpenAI-format tool schema"):
+    with pytest.raises(InvalidInputError, match=r"tools\.json: item 0 is neither an OpenAI-format nor an Anthropic tool"):
         load_tools_file(bad)
     bad.write_text("[" * 5000 + "]" * 5000)
     with pytest.raises(InvalidInputError, match=r"tools\.json: JSON nested deeper than 100 levels"):
         load_tools_file(bad)
+
+
+def test_a_tools_file_of_anthropic_tools_is_read_as_an_anthropic_request_reads_its_tools(tmp_path: Path) -> None:
+    body = read(RECORDINGS / "anthropic-messages.json")
+    web = {"type": "web_search_20250305", "name": "web_search"}  # defined by the provider, no schema
+    bare = {"name": "think", "input_schema": {"type": "object", "properties": {"thought": {"type": "string"}}}}
+    [conversation] = load_file(RECORDINGS / "anthropic-messages.json").conversations
+    path = tmp_path / "tools.json"
+    for document in ([*body["tools"], web], {"tools": [*body["tools"], web]}):
+        path.write_text(json.dumps(document))
+        assert load_tools_file(path) == conversation.tools
+    path.write_text(json.dumps([bare]))
+    assert load_tools_file(path) == ({"type": "function", "function": {"name": "think", "description": "", "parameters": bare["input_schema"]}},)
+
+
+@pytest.mark.parametrize(
+    ("item", "error"),
+    [
+        ({"name": "x", "input_schema": "any"}, "item 0 (x) has an input_schema that is not an object"),
+        ({"name": "", "input_schema": {"type": "object"}}, "item 0 has no name"),
+        ({"function": {"name": "x", "parameters": {}}}, "item 0 is neither an OpenAI-format nor an Anthropic tool"),
+        ({"type": "function", "name": "x", "parameters": {}}, "item 0 is neither an OpenAI-format nor an Anthropic tool"),
+        ({"type": "function", "function": {"parameters": {}}}, "item 0 is neither an OpenAI-format nor an Anthropic tool"),
+        ({"name": "x", "parameters": "any"}, "item 0 is neither an OpenAI-format nor an Anthropic tool"),
+    ],
+)
+def test_a_tools_file_item_that_is_no_tool_is_named(tmp_path: Path, item: dict[str, Any], error: str) -> None:
+    path = tmp_path / "tools.json"
+    path.write_text(json.dumps([item]))
+    with pytest.raises(InvalidInputError) as caught:
+        load_tools_file(path)
+    assert str(caught.value).startswith(f"{path.as_posix()}: {error}")
 
 
 def test_tool_call_arguments_nested_past_any_call_are_kept_as_text(tmp_path: Path) -> None:
