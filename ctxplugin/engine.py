@@ -358,6 +358,7 @@ class ContextEngine(Closing):
         emits a ``ctxplugin.cache_lookup`` event. Always ``None`` when the cache is off; a
         failing store is a miss with a warning in the report.
         """
+        self.check_open()
         if self._answers is None:
             return None
         call_scope = direct_scope(scope, "cached_answer")
@@ -376,6 +377,7 @@ class ContextEngine(Closing):
         """Cache the model's ``answer`` to the call that :meth:`prepare` made ``prepared`` for
         (same arguments as :meth:`cached_answer`). Answers with tool calls, empty or cut-short
         answers are not cached. Returns whether it was stored; a failing store is a warning."""
+        self.check_open()
         if self._answers is None:
             return False
         call_scope = direct_scope(scope, "remember_answer")

@@ -16,7 +16,7 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
 import ctxplugin
-from ctxplugin import ContextConfig, ContextEngine, Scope
+from ctxplugin import ContextConfig, ContextEngine, PreparedContext, Scope
 from ctxplugin.errors import (
     EngineClosedError,
     InvalidInputError,
@@ -88,11 +88,15 @@ def test_engines_opened_and_closed_one_after_another_keep_no_files_open(tmp_path
     assert [name for name in _open_under(tmp_path) if not name.endswith(CHROMA_FILES)] == []
 
 
-def _closed_calls(engine: ContextEngine) -> dict[str, Callable[[], object]]:
-    """Every way a user calls an engine, each a call to make after close()."""
+def _closed_calls(engine: ContextEngine, prepared: PreparedContext) -> dict[str, Callable[[], object]]:
+    """Every way a user calls an engine, each a call to make after close() (``prepared``: a view
+    it made before)."""
     message = ToolMessage(content="more output\n" * 400, tool_call_id="c2", name="run")
     conversation = [HumanMessage(content="and now?")]
+    answer = AIMessage(content="It is 4412.")
     return {
+        "cached_answer": lambda: engine.cached_answer(conversation, prepared, scope=SCOPE),
+        "remember_answer": lambda: engine.remember_answer(conversation, prepared, answer, scope=SCOPE),
         "prepare": lambda: engine.prepare(conversation, scope=SCOPE),
         "aprepare": lambda: asyncio.run(engine.aprepare(conversation, scope=SCOPE)),
         "capture_tool_result": lambda: engine.capture_tool_result(message, SCOPE),
@@ -110,11 +114,12 @@ def test_a_closed_engine_refuses_every_call_and_closing_twice_is_harmless(kind: 
     # and capture passed the output through; now each call says the engine is closed
     engine = ContextEngine.embedded(tmp_path, CONFIG) if kind == "embedded" else ContextEngine(CONFIG)
     _use(engine)
+    prepared = engine.prepare([HumanMessage(content="and now?")], scope=SCOPE)
     engine.close()
     engine.close()
     assert engine.closed
     refused = {}
-    for name, call in _closed_calls(engine).items():
+    for name, call in _closed_calls(engine, prepared).items():
         with pytest.raises(EngineClosedError) as raised:
             call()
         refused[name] = str(raised.value)
