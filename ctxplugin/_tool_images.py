@@ -20,6 +20,7 @@ from langchain_core.runnables import Runnable, RunnableLambda
 
 from ctxplugin._messages import annotation
 from ctxplugin._names import EXPAND_REF_NAME
+from ctxplugin.cas import is_image_block
 
 IMAGE_NOT_SHOWN = (
     "[image {index} of this tool result not shown: this model cannot take images in tool results, "
@@ -80,13 +81,13 @@ def without_tool_images(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
     }
     out: list[BaseMessage] = []
     for message in messages:
-        if isinstance(message, ToolMessage) and isinstance(message.content, list) and any(map(_is_image, message.content)):
+        if isinstance(message, ToolMessage) and isinstance(message.content, list) and any(map(is_image_block, message.content)):
             ref = annotation(message).get("ref") or reads.get(message.tool_call_id)
             where = f"; the tool's output is stored as {ref}" if isinstance(ref, str) and ref else ""
             content: list[str | dict[Any, Any]] = []
             count = 0
             for block in message.content:
-                if _is_image(block):
+                if is_image_block(block):
                     count += 1
                     content.append({"type": "text", "text": IMAGE_NOT_SHOWN.format(index=count, where=where)})
                 else:
@@ -94,10 +95,6 @@ def without_tool_images(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
             message = message.model_copy(update={"content": content})
         out.append(message)
     return out
-
-
-def _is_image(block: object) -> bool:
-    return isinstance(block, dict) and str(block.get("type", "")).startswith("image")
 
 
 def guard_tool_images(bound: Runnable[Any, Any], model: object, tools: Sequence[Any] = ()) -> Runnable[Any, Any]:

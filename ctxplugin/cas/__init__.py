@@ -8,6 +8,7 @@ implement the small :class:`CASStore` protocol; :class:`MemoryCASStore` and
 :class:`SQLiteCASStore` ship here, server backends plug in through the same port.
 """
 
+from ctxplugin.cas._blocks import is_image_block
 from ctxplugin.cas._canon import (
     canonical_json,
     check_ref,
@@ -64,6 +65,7 @@ __all__ = [
     "expand",
     "expand_content_for_model",
     "expand_for_model",
+    "is_image_block",
     "make_ref",
     "non_text_blocks",
     "normalize_text",

@@ -25,10 +25,15 @@ def is_text_block(block: Any) -> bool:
     return isinstance(block, str) or (isinstance(block, dict) and isinstance(block.get("text"), str))
 
 
+def is_image_block(block: Any) -> bool:
+    """An image block, in any of the shapes LangChain and the providers write (``image``,
+    ``image_url``)."""
+    return isinstance(block, dict) and str(block.get("type", "")).startswith("image")
+
+
 def blocks_label(others: list[Any]) -> str:
     """What the ref line of an output with the non-text blocks ``others`` says of them."""
-    images = all(isinstance(b, dict) and str(b.get("type", "")).startswith("image") for b in others)
-    noun = "image" if images else "non-text block"
+    noun = "image" if all(map(is_image_block, others)) else "non-text block"
     return f"{len(others)} {noun}{'s' if len(others) > 1 else ''} kept"
 
 
@@ -57,7 +62,7 @@ def images_note(ref_id: str, blocks: list[Any]) -> str:
 
 
 def _all_images(blocks: list[Any]) -> bool:
-    return all(isinstance(b, dict) and str(b.get("type", "")).startswith("image") for b in blocks if not is_text_block(b))
+    return all(is_image_block(b) for b in blocks if not is_text_block(b))
 
 
 def blocks_for_model(blocks: list[Any], text_page: str | None) -> list[Any]:
@@ -80,4 +85,4 @@ def blocks_for_model(blocks: list[Any], text_page: str | None) -> list[Any]:
     return out
 
 
-__all__ = ["TOOL_RESULT_BLOCK_TYPES", "blocks_for_model", "blocks_label", "images_note", "is_text_block", "stored_blocks"]
+__all__ = ["TOOL_RESULT_BLOCK_TYPES", "blocks_for_model", "blocks_label", "images_note", "is_image_block", "is_text_block", "stored_blocks"]
