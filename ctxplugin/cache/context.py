@@ -10,9 +10,8 @@ A cached answer may serve a call only when nothing it depended on differs. That 
   :mod:`ctxplugin.cache.answer`): the facts placed in the view (by content, so that the same
   fact extracted in two sessions counts as one; facts read from the conversation's own user
   messages are marked, since the questions already cover them), the tool outputs of the
-  conversation (a ref, or a hash of a small output; a ref with a hash of the content when the
-  message is not in its compact form, so an output its host replaced after capture is another
-  output) and the refs the view showed or expanded.
+  conversation (a ref, or a hash of a small output or of one its host replaced after capture,
+  so that a replaced output is another output) and the refs the view showed or expanded.
 """
 
 from __future__ import annotations
@@ -30,6 +29,7 @@ from ctxplugin._messages import annotation
 from ctxplugin._names import META_TOOL_NAMES
 from ctxplugin._untrusted import valid_unicode
 from ctxplugin.cache.guard import normalize_query, wording
+from ctxplugin.cas.annotation import current
 from ctxplugin.errors import CtxpluginError
 from ctxplugin.facts import Fact, FactsLedger, words
 from ctxplugin.report import ContextReport
@@ -57,8 +57,8 @@ class CallContext:
         query: the latest user message, as asked; ``query_norm`` normalised.
         facts: id -> content key of the facts in the view (``said:`` first for facts read
             from the conversation's own user messages).
-        tools: the conversation's tool outputs (refs, with a hash of the content when it is
-            not the compact form, or ``tool:<hash>`` of small outputs).
+        tools: the conversation's tool outputs (refs, or ``tool:<hash>`` of small outputs and of
+            outputs replaced after capture).
         refs: refs the view showed or expanded (they must stay readable).
         mode: how widely answers are shared (``config.cache.scope``); an entry serves this call
             only when ``partition(entry.owner, mode)`` is this call's partition.
@@ -166,7 +166,7 @@ def call_context(
         _digest(earlier),
     ])
     outputs = frozenset(_output_atom(m) for m in messages if isinstance(m, ToolMessage) and m.name not in _META_TOOLS)
-    refs = frozenset({*report.refs_used, *report.refs_expanded, *(a.split(_CONTENT)[0] for a in outputs if a.startswith("ref:"))})
+    refs = frozenset({*report.refs_used, *report.refs_expanded, *(a for a in outputs if a.startswith("ref:"))})
     facts: dict[str, str] = {}
     ids = [f.id for f in report.facts]
     if ledger is not None and ids:
@@ -211,25 +211,21 @@ def fact_content(key: str | None, text_hash: str) -> str:
 
 def _output_atom(message: ToolMessage) -> str:
     """What names a tool output: its ref while the message shows what was captured under it
-    (the compact form, or the original a chat history keeps annotated), else its content."""
+    (the compact form, or the original a chat history keeps annotated), else its content (an
+    output a host replaced after capture, as :func:`~ctxplugin.cas.annotation.current` tells:
+    a PII filter masking a card number keeps the annotation, and is not the output an answer saw)."""
     atom = _ATOMS.get(message)
     if atom is None:
-        note = annotation(message)
-        ref, text = note.get("ref"), content_text(message.content)
-        if not isinstance(ref, str) or not ref:
-            atom = "tool:" + _digest([message.name or "", text])[:24]
-        elif text == note.get("compact"):
+        ref = annotation(current(message)).get("ref")
+        if isinstance(ref, str) and ref:
             atom = ref
         else:
-            # the ref with the content: content a host replaced after capture (a PII filter
-            # masking a card number) keeps the annotation, and is not the output an answer saw
-            atom = f"{ref}{_CONTENT}{_digest([text])[:24]}"
+            atom = "tool:" + _digest([message.name or "", content_text(message.content)])[:24]
         _ATOMS.put(message, atom)
     return atom
 
 
 _ATOMS: PerMessage[str] = PerMessage(4096)
-_CONTENT = "@"
 
 
 def _tool_hash(tool: Any, registry: ToolRegistry) -> str:
