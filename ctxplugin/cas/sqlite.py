@@ -128,6 +128,9 @@ class SQLiteCASStore:
         if os.getpid() != self._pid:  # forked: the parent's connections must not be reused
             with self._lock:
                 self._pid = os.getpid()
+                # nor closed here: a parent's thread may have held one's lock at the fork, and
+                # its close would wait on that lock for ever; they are kept, unused
+                _INHERITED.append((self._local, list(self._connections)))
                 self._connections = weakref.WeakSet()
                 self._local = threading.local()
         held: _Held | None = getattr(self._local, "held", None)
@@ -278,6 +281,11 @@ class SQLiteCASStore:
             contents, size = conn.execute("SELECT count(*), coalesce(sum(size), 0) FROM cas_content").fetchone()
             grants = conn.execute("SELECT count(*) FROM cas_grants").fetchone()[0]
         return {"contents": int(contents), "grants": int(grants), "bytes": int(size)}
+
+
+_INHERITED: list[Any] = []
+"""The connections a forked process inherited from its parent: kept for the life of the process,
+never used nor closed there (see :meth:`SQLiteCASStore._connection`)."""
 
 
 class _Held:

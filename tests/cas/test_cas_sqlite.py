@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import multiprocessing
 import os
 import sqlite3
@@ -256,3 +257,39 @@ def test_close_closes_the_connections_of_threads_still_running(tmp_path: Path) -
     finally:
         done.set()
         thread.join()
+
+
+def test_a_forked_process_opens_its_own_connection_and_never_closes_the_parents(tmp_path: Path) -> None:
+    # closing the parent's connection in the child could wait for ever on a lock a thread of
+    # the parent held at the fork; the child keeps it, unused, and opens its own
+    from ctxplugin.cas.sqlite import _Held
+
+    store = SQLiteCASStore(tmp_path / "cas.sqlite3")
+    store.put(make_item("written by the parent"), SCOPE)  # this thread's connection is open
+    parents = [held.conn for held in store._connections]
+    read, write = os.pipe()
+    child = os.fork()
+    if child == 0:  # pragma: no cover - runs in the child, which reports through the pipe
+        closed = []
+        original = _Held.__del__
+
+        def tracked(held: _Held) -> None:
+            closed.append(any(held.conn is conn for conn in parents))
+            original(held)
+
+        _Held.__del__ = tracked  # type: ignore[method-assign]
+        try:
+            store.put(make_item("written by the child"), SCOPE)
+            gc.collect()
+            ours = [held.conn for held in store._connections]
+            verdict = "ok" if not any(closed) and ours and not any(c is p for c in ours for p in parents) else f"bad {closed}"
+        except BaseException as exc:  # reported to the parent, which fails the test
+            verdict = repr(exc)
+        os.write(write, verdict.encode())
+        os._exit(0)
+    os.close(write)
+    os.waitpid(child, 0)
+    with os.fdopen(read) as pipe:
+        assert pipe.read() == "ok"
+    assert store.get(make_item("written by the child").ref_id, SCOPE).content == "written by the child"
+    store.close()
