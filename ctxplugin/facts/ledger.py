@@ -20,13 +20,8 @@ from langchain_core.messages import BaseMessage
 from ctxplugin.config import FactsConfig, FactsStrategy
 from ctxplugin.errors import InvalidInputError
 from ctxplugin.facts._batch import WriteBatch
-from ctxplugin.facts._drafts import (
-    _build_fact,
-    _candidate_ids,
-    _valid_draft,
-    owner_of,
-    read_drafts,
-)
+from ctxplugin.facts._drafts import _build_fact, _candidate_ids, _valid_draft, owner_of, read_drafts
+from ctxplugin.facts._reread import unread
 from ctxplugin.facts._supersession import _MAX_CHAIN, _supersede, changed_basis
 from ctxplugin.facts._text import identifiers, query_text, result_count, strings
 from ctxplugin.facts._withheld import Withheld
@@ -350,7 +345,9 @@ class FactsLedger:
 
         Provenance is the CAS ref of a captured tool result
         (``additional_kwargs["ctxplugin"]["ref"]``), else the message id, else the tool call id.
-        Other message types are skipped. Returns the facts newly stored.
+        Other message types are skipped. Returns the facts newly stored. A message read before
+        (the ledger holds a fact read from it: same text and source) is not read again, so a
+        new process given the whole conversation changes nothing the earlier one wrote.
 
         A host marks what a message states under ``additional_kwargs["ctxplugin"]``:
         ``fact_scope`` (``"hypothetical"``, ``"draft"``, ``"task"``...; with ``scope_id``),
@@ -373,6 +370,7 @@ class FactsLedger:
         written: list[Fact] = []
         if self.lock is not None:
             # shared with other processes: each fact is written while its slot's lock is held
+            drafts = unread(self.store, owner_of(scope), drafts)
             for draft, source, audience, output in drafts:
                 fact, created = self._commit(draft, scope=scope, source=source, audience=audience, output=output)
                 if created and fact.is_valid:
@@ -385,6 +383,7 @@ class FactsLedger:
             self._batch.current = batch
             try:
                 batch.prefetch(owner_of(scope), [read[0] for read in drafts])
+                drafts = unread(batch, owner_of(scope), drafts)
                 for draft, source, audience, output in drafts:
                     fact, created = self._commit(draft, scope=scope, source=source, audience=audience, output=output)
                     if created and fact.is_valid:

@@ -1,0 +1,67 @@
+"""Reading a message a second time changes nothing in the ledger.
+
+The engine reads each message for facts once, and remembers that in memory only. A new
+process (a deploy, a crash, another worker behind a load balancer) or an engine that forgot
+the message reads it again. Its statements are then old news: written again, a message that
+set a key twice ("started", then "finished") would flip the key back and forth and leave new
+facts behind each time, and an early value replaced since by an output that is not read again
+(a stored one, read when it was captured) would come back as current. So the facts the
+ledger already holds tell which messages it read: one with a fact stored from that very
+message (same text, same source: message id or tool call id and output digest, same owner)
+is skipped whole.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ctxplugin.facts._batch import WriteBatch
+from ctxplugin.facts._drafts import Read
+from ctxplugin.facts.model import Fact, FactQuery, text_hash
+from ctxplugin.facts.store import FactStore
+from ctxplugin.scope import Scope
+
+_Origin = tuple[str, str | None, tuple[str, str] | None]
+
+
+def unread(writes: FactStore | WriteBatch, owner: Scope, drafts: Sequence[Read]) -> list[Read]:
+    """The drafts of ``drafts`` read from messages the ledger has not read before, as
+    ``owner``. ``writes`` is read before anything of this ingest is written: a batch answers
+    from what it prefetched, a store with ``lookup`` in one request."""
+    hashes = sorted({text_hash(read[0].text.strip()) for read in drafts})
+    stored: list[Fact]
+    lookup = getattr(writes, "lookup", None)
+    if not isinstance(writes, WriteBatch) and callable(lookup):
+        stored = list(lookup(owner, keys=[], hashes=hashes))
+    else:
+        stored = [f for h in hashes for f in writes.find(FactQuery(reader=owner, text_hash=h))]
+    owner_key = owner.key()
+    known = {
+        (f.text_hash, f.source.type, f.source.ref, (f.source.call_id, f.source.digest))
+        for f in stored
+        if f.owner.key() == owner_key
+    }
+    read_before: set[_Origin] = set()
+    for read in drafts:
+        draft, source, _, output = read
+        if (
+            text_hash(draft.text.strip()),
+            source,
+            draft.source_ref,
+            output or (None, None),
+        ) in known:
+            read_before.add(_origin(read))
+    return (
+        [read for read in drafts if _origin(read) not in read_before]
+        if read_before
+        else list(drafts)
+    )
+
+
+def _origin(read: Read) -> _Origin:
+    """The message a draft was read from: its source type, reference and tool output."""
+    draft, source, _, output = read
+    return source, draft.source_ref, output
+
+
+__all__ = ["unread"]
