@@ -12,13 +12,13 @@ from typing import Any
 import pytest
 from ctxplugin_langgraph import ContextMiddleware
 from langchain.agents import create_agent
-from langchain.agents.middleware import ClearToolUsesEdit, ContextEditingMiddleware
+from langchain.agents.middleware import ClearToolUsesEdit, ContextEditingMiddleware, LLMToolSelectorMiddleware
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage, ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
 from ctxplugin import ContextCallbackHandler, Scope
 from ctxplugin.facts import FactQuery
-from ctxplugin.testing import RecordedCall, ScriptedChatModel, memory_engine
+from ctxplugin.testing import RecordedCall, ScriptedChatModel, memory_engine, tool_call
 
 ORDERS = ["context-first", "context-last"]
 
@@ -122,3 +122,55 @@ def test_with_context_editing_cleared_outputs_keep_their_facts(order: str, scena
         ref = result.additional_kwargs.get("ctxplugin", {}).get("ref")
         if ref:
             assert engine.expand_ref(ref, scope=scope) == result.content
+
+
+# ---------------------------------------------------------------- LLMToolSelectorMiddleware
+
+WANTED = {"flights": "search_flights", "log": "read_log", "user": "get_user"}
+
+
+def selector() -> ScriptedChatModel:
+    """A selection model that picks the one tool the latest user turn asks for (never a
+    meta-tool), as ``LLMToolSelectorMiddleware`` asks it to: a structured-output tool call."""
+
+    def pick(messages: list[BaseMessage], tools: list[dict[str, Any]]) -> AIMessage:
+        turn = next(m.text for m in reversed(messages) if m.type == "human")
+        schema = tools[0]["function"]["name"]
+        return AIMessage(content="", tool_calls=[tool_call(schema, {"tools": [WANTED[turn.split()[0]]]})])
+
+    return ScriptedChatModel(script=[pick] * 40, default=None)
+
+
+def reading_policy(scenario: Any) -> Any:
+    """The scenario's model, reading two items of each ref it is shown once."""
+
+    def step(messages: list[BaseMessage], tools: list[dict[str, Any]]) -> AIMessage:
+        last = messages[-1]
+        if isinstance(last, ToolMessage) and last.name in scenario.big_tools and "ref:" in str(last.content):
+            ref = "ref:" + str(last.content).split("ref:", 1)[1].split()[0]
+            return AIMessage(content="", tool_calls=[tool_call("expand_ref", {"ref_id": ref, "limit": 2})])
+        reply: AIMessage = scenario.policy(messages, tools)
+        return reply
+
+    return step
+
+
+def test_with_tool_selection_before_it_the_model_can_read_the_refs_it_is_shown(scenario: Any) -> None:
+    # the selector narrows the agent's tools to one per call, and ctxplugin's expand_ref is not
+    # among them: listed after it, ctxplugin binds its own tools again where its view needs them
+    engine = memory_engine()
+    model = ScriptedChatModel(script=[reading_policy(scenario)] * 40, default=None)
+    select = LLMToolSelectorMiddleware(model=selector(), max_tools=1)
+    agent = create_agent(model, scenario.tools, checkpointer=InMemorySaver(),
+                         middleware=[select, ContextMiddleware(engine)])
+    config: Any = {"configurable": {"thread_id": "select"}}
+    run_turns(agent, scenario.turns, config)
+    showing_refs = [c for c in model.calls if any(isinstance(m, ToolMessage) and "ref:" in str(m.content) for m in c.messages)]
+    assert showing_refs, "big outputs should reach the model as refs"
+    for call in showing_refs:
+        assert "expand_ref" in call.tool_names, f"a view showing refs without expand_ref bound: {call.tool_names}"
+    for call in model.calls:
+        assert len(set(call.tool_names) - {"expand_ref", "load_tools"}) <= 1, "the selection is kept"
+        assert_accepted(call)
+    reads = [m for m in agent.get_state(config).values["messages"] if isinstance(m, ToolMessage) and m.name == "expand_ref"]
+    assert len(reads) >= 2 and all("items 0–1 of 80" in str(m.content) or "lines 0–1 of 300" in str(m.content) for m in reads)
