@@ -98,7 +98,9 @@ class ContextMiddleware(AgentMiddleware):
 
     @staticmethod
     def _full(request: ModelRequest) -> list[BaseMessage]:
-        head: list[BaseMessage] = [request.system_message] if request.system_message is not None else []
+        head: list[BaseMessage] = (
+            [request.system_message] if request.system_message is not None else []
+        )
         return without_stale([*head, *request.messages])
 
     def _tag(self, response: ModelResponse, prepared: PreparedContext) -> ModelResponse:
@@ -131,14 +133,20 @@ class ContextMiddleware(AgentMiddleware):
         messages, and ``EngineClosedError`` once the engine was closed, propagate (the model is
         not called); store failures never do."""
         scope, full, tools = self._scope(request), self._full(request), self._tools(request)
-        prepared = self.engine.prepare(full, tools=tools, scope=scope, context_window=model_context_window(request.model))
-        cached = self.engine.cached_answer(full, prepared, tools=tools, scope=scope, model=request.model)
+        prepared = self.engine.prepare(
+            full, tools=tools, scope=scope, context_window=model_context_window(request.model)
+        )
+        cached = self.engine.cached_answer(
+            full, prepared, tools=tools, scope=scope, model=request.model
+        )
         if cached is not None:
             return self._tag(ModelResponse(result=[cached]), prepared)
         response = handler(self._request_for(request, prepared))
         answer = self._answer(response) if self.engine.cache is not None else None
         if answer is not None:
-            self.engine.remember_answer(full, prepared, answer, tools=tools, scope=scope, model=request.model)
+            self.engine.remember_answer(
+                full, prepared, answer, tools=tools, scope=scope, model=request.model
+            )
         return self._tag(response, prepared)
 
     async def awrap_model_call(
@@ -148,14 +156,20 @@ class ContextMiddleware(AgentMiddleware):
     ) -> ModelResponse:
         """Async :meth:`wrap_model_call`."""
         scope, full, tools = self._scope(request), self._full(request), self._tools(request)
-        prepared = await self.engine.aprepare(full, tools=tools, scope=scope, context_window=model_context_window(request.model))
-        cached = await self.engine.acached_answer(full, prepared, tools=tools, scope=scope, model=request.model)
+        prepared = await self.engine.aprepare(
+            full, tools=tools, scope=scope, context_window=model_context_window(request.model)
+        )
+        cached = await self.engine.acached_answer(
+            full, prepared, tools=tools, scope=scope, model=request.model
+        )
         if cached is not None:
             return self._tag(ModelResponse(result=[cached]), prepared)
         response = await handler(self._request_for(request, prepared))
         answer = self._answer(response) if self.engine.cache is not None else None
         if answer is not None:
-            await self.engine.aremember_answer(full, prepared, answer, tools=tools, scope=scope, model=request.model)
+            await self.engine.aremember_answer(
+                full, prepared, answer, tools=tools, scope=scope, model=request.model
+            )
         return self._tag(response, prepared)
 
     # -- tool calls ---------------------------------------------------------------
@@ -189,4 +203,6 @@ class ContextMiddleware(AgentMiddleware):
         scope = self.scope_rule(getattr(request.runtime, "config", None), request_messages(request))
         with using(scope):
             result = await handler(request)
-        return await asyncio.to_thread(after_tool, self.engine, result, request, scope, keep_originals=self.keep_originals)
+        return await asyncio.to_thread(
+            after_tool, self.engine, result, request, scope, keep_originals=self.keep_originals
+        )
