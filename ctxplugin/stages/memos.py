@@ -151,10 +151,24 @@ def _read_key(message: BaseMessage, scope: Scope) -> str:
 
 def fact_source(message: BaseMessage) -> bool:
     """Whether facts are extracted from ``message``: user turns and real tool outputs, not
-    ctxplugin's own meta-tool results and not errors (a failed call states no fact)."""
+    ctxplugin's own meta-tool results, not errors (a failed call states no fact) and not an
+    output its host left out of this one request (:func:`cleared_from_request`)."""
     if isinstance(message, HumanMessage):
         return True
-    return isinstance(message, ToolMessage) and message.name not in META_TOOL_NAMES and message.status != "error"
+    return (
+        isinstance(message, ToolMessage)
+        and message.name not in META_TOOL_NAMES
+        and message.status != "error"
+        and not cleared_from_request(message)
+    )
 
 
-__all__ = ["MEMO_SIZE", "CaptureMemo", "ReadMemo", "fact_source"]
+def cleared_from_request(message: ToolMessage) -> bool:
+    """Whether LangChain's ``ContextEditingMiddleware`` (``ClearToolUsesEdit``) put a placeholder
+    in place of this output, in the request only: the output itself is unchanged in the agent's
+    state, so what was read from it stands (it is not a rewrite, as a PII mask is)."""
+    edit = message.response_metadata.get("context_editing")
+    return isinstance(edit, dict) and edit.get("cleared") is True
+
+
+__all__ = ["MEMO_SIZE", "CaptureMemo", "ReadMemo", "cleared_from_request", "fact_source"]

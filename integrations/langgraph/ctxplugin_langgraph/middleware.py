@@ -76,6 +76,15 @@ class ContextMiddleware(AgentMiddleware):
     def _scope(self, request: ModelRequest) -> Scope:
         return self.scope_rule(None, request.messages)
 
+    def _tools(self, request: ModelRequest) -> list[Any]:
+        """``request.tools`` with this middleware's ``expand_ref`` and ``load_tools`` where an
+        earlier middleware left them out (``LLMToolSelectorMiddleware`` narrows the tools to
+        the agent's own): the view may show refs and the directory, and ``prepare`` binds each
+        meta-tool only when the view needs it."""
+        given = {getattr(t, "name", None) for t in request.tools}
+        missing = [t for t in self.tools if t.name not in given]
+        return [*request.tools, *missing] if missing else list(request.tools)
+
     def _request_for(self, request: ModelRequest, prepared: PreparedContext) -> ModelRequest:
         tools = list(prepared.tools)
         conversation = prepared.conversation
@@ -121,15 +130,15 @@ class ContextMiddleware(AgentMiddleware):
         model when the answer cache is on and has one. Errors from ``prepare`` on invalid
         messages, and ``EngineClosedError`` once the engine was closed, propagate (the model is
         not called); store failures never do."""
-        scope, full = self._scope(request), self._full(request)
-        prepared = self.engine.prepare(full, tools=request.tools, scope=scope, context_window=model_context_window(request.model))
-        cached = self.engine.cached_answer(full, prepared, tools=request.tools, scope=scope, model=request.model)
+        scope, full, tools = self._scope(request), self._full(request), self._tools(request)
+        prepared = self.engine.prepare(full, tools=tools, scope=scope, context_window=model_context_window(request.model))
+        cached = self.engine.cached_answer(full, prepared, tools=tools, scope=scope, model=request.model)
         if cached is not None:
             return self._tag(ModelResponse(result=[cached]), prepared)
         response = handler(self._request_for(request, prepared))
         answer = self._answer(response) if self.engine.cache is not None else None
         if answer is not None:
-            self.engine.remember_answer(full, prepared, answer, tools=request.tools, scope=scope, model=request.model)
+            self.engine.remember_answer(full, prepared, answer, tools=tools, scope=scope, model=request.model)
         return self._tag(response, prepared)
 
     async def awrap_model_call(
@@ -138,15 +147,15 @@ class ContextMiddleware(AgentMiddleware):
         handler: Callable[[ModelRequest], Awaitable[ModelResponse]],
     ) -> ModelResponse:
         """Async :meth:`wrap_model_call`."""
-        scope, full = self._scope(request), self._full(request)
-        prepared = await self.engine.aprepare(full, tools=request.tools, scope=scope, context_window=model_context_window(request.model))
-        cached = await self.engine.acached_answer(full, prepared, tools=request.tools, scope=scope, model=request.model)
+        scope, full, tools = self._scope(request), self._full(request), self._tools(request)
+        prepared = await self.engine.aprepare(full, tools=tools, scope=scope, context_window=model_context_window(request.model))
+        cached = await self.engine.acached_answer(full, prepared, tools=tools, scope=scope, model=request.model)
         if cached is not None:
             return self._tag(ModelResponse(result=[cached]), prepared)
         response = await handler(self._request_for(request, prepared))
         answer = self._answer(response) if self.engine.cache is not None else None
         if answer is not None:
-            await self.engine.aremember_answer(full, prepared, answer, tools=request.tools, scope=scope, model=request.model)
+            await self.engine.aremember_answer(full, prepared, answer, tools=tools, scope=scope, model=request.model)
         return self._tag(response, prepared)
 
     # -- tool calls ---------------------------------------------------------------
