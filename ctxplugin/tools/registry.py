@@ -173,6 +173,17 @@ def _describe(tool: Any) -> tuple[dict[str, Any], str, Checker]:
     return schema, description, checker_for(fn.get("parameters"))
 
 
+def _source(tool: Any) -> Any:
+    """What the schema of ``tool`` is read from, to notice a tool edited in place: a dict
+    itself; a ``BaseTool``'s name, description and ``args_schema`` (a class, or an MCP server's
+    JSON schema dict); nothing for a function."""
+    if isinstance(tool, dict):
+        return tool
+    if isinstance(tool, BaseTool):
+        return (tool.name, tool.description, tool.args_schema)
+    return None
+
+
 def tool_list(tools: object) -> list[Any]:
     """``tools`` as a list (None is no tools).
 
@@ -203,7 +214,7 @@ class ToolRegistry:
         self._current: dict[str, ToolEntry] = {}
         self._versions: dict[str, OrderedDict[str, ToolEntry]] = {}
         self._next_version: dict[str, int] = {}
-        # id(tool) -> (tool, copy of a dict tool, entry); holding the tool keeps its id unique
+        # id(tool) -> (tool, what its schema was read from, entry); holding the tool keeps its id unique
         self._by_identity: OrderedDict[int, tuple[Any, Any, ToolEntry]] = OrderedDict()
         self._meta: BaseTool | None = None
         self._memo: OrderedDict[Any, Any] = OrderedDict()
@@ -253,7 +264,7 @@ class ToolRegistry:
                 versions.move_to_end(digest)
             self._current[name] = entry
             key = id(tool)
-            self._by_identity[key] = (tool, copy.deepcopy(tool) if isinstance(tool, dict) else None, entry)
+            self._by_identity[key] = (tool, copy.deepcopy(_source(tool)), entry)
             self._by_identity.move_to_end(key)
             while len(self._by_identity) > _IDENTITY_CACHE:
                 self._by_identity.popitem(last=False)
@@ -270,8 +281,8 @@ class ToolRegistry:
         """The entry of an already registered object (caller holds the lock)."""
         key = id(tool)
         hit = self._by_identity.get(key)
-        # a dict may be edited in place between calls: compare it with its copy
-        if hit is None or hit[0] is not tool or (isinstance(tool, dict) and hit[1] != tool):
+        # a tool may be edited in place between calls: compare what its schema is read from
+        if hit is None or hit[0] is not tool or hit[1] != _source(tool):
             return None
         self._by_identity.move_to_end(key)
         self._current[hit[2].name] = hit[2]

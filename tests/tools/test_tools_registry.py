@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from langchain_core.tools import StructuredTool, tool
 from langchain_core.utils.function_calling import convert_to_openai_tool
+from pydantic import BaseModel
 
 from ctxplugin.errors import InvalidInputError
 from ctxplugin.tokens import count_tool_schemas, get_counter
@@ -95,6 +96,40 @@ def test_a_dict_edited_in_place_is_registered_again() -> None:
     assert registry.register(spec).version == 2
     assert registry.get("search") is not None
     assert registry.get("search").description == "Search flights and trains."  # type: ignore[union-attr]
+
+
+class _Origin(BaseModel):
+    origin: str
+
+
+class _OriginAndDate(BaseModel):
+    origin: str
+    date: str
+
+
+def test_a_base_tool_edited_in_place_is_registered_again() -> None:
+    # a host that updates its tool object between calls (a new description, a new args_schema
+    # class, an MCP schema dict changed in place) must not be answered with the old schema
+    registry = ToolRegistry(COUNTER)
+    search = StructuredTool(name="search", description="Search flights.", args_schema=_Origin, func=lambda **kw: "")
+    assert registry.register(search).version == 1
+    search.args_schema = _OriginAndDate
+    search.description = "Search flights and trains."
+    entry = registry.register(search)
+    assert entry.version == 2 and registry.get("search") == entry
+    assert entry.description == "Search flights and trains."
+    assert set(entry.parameters["properties"]) == {"origin", "date"}
+    assert entry.check({"origin": "SFO", "date": "2024-05-01"}) == []
+
+    schema: dict[str, Any] = {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}
+    mcp_tool = StructuredTool(name="read_file", description="Read a file.", args_schema=schema, func=lambda **kw: "")
+    assert registry.register(mcp_tool).version == 1
+    schema["properties"]["encoding"] = {"type": "string", "enum": ["utf-8", "latin-1"]}
+    changed = registry.register(mcp_tool)
+    assert changed.version == 2 and "encoding" in changed.parameters["properties"]
+    assert changed.check({"path": "a.txt", "encoding": "utf-8"}) == []
+    # registering the unchanged objects again finds the same entries
+    assert registry.register(search) is entry and registry.register(mcp_tool) is changed
 
 
 @pytest.mark.parametrize("bad", [42, "search", None, {"type": "function", "function": {"description": "no name"}}])
