@@ -8,7 +8,7 @@ from typing import Any
 
 from langchain_core.messages import ToolMessage
 from langchain_core.tools import BaseTool
-from langgraph.prebuilt.tool_node import ToolCallRequest
+from langgraph.prebuilt.tool_node import INVALID_TOOL_NAME_ERROR_TEMPLATE, ToolCallRequest
 from langgraph.types import Command
 
 from ctxplugin import ContextEngine, Scope
@@ -60,11 +60,12 @@ def current_scope(default_session: str | None = None) -> Scope:
 
 
 def precheck(engine: ContextEngine, request: ToolCallRequest) -> ToolMessage | None:
-    """An answer for calls that must not run yet (unknown tool, or invalid arguments for a
-    tool whose schema the model never loaded); ``None`` when the call should run.
+    """An answer for calls that must not run yet (invalid arguments for a tool whose schema
+    the model never loaded); ``None`` when the call should run.
 
     Arguments are checked against the schema of the tool the host will run (``request.tool``),
     so a call the tool would reject gets its schema back instead of a bare validation error.
+    A call without a host tool goes on to the host: a middleware inside this one may run it.
     With ``tools.directory="never"`` nothing is checked: every call runs as without ctxplugin.
 
     Raises:
@@ -78,15 +79,33 @@ def precheck(engine: ContextEngine, request: ToolCallRequest) -> ToolMessage | N
         check_meta_names([request.tool])
     if call["name"] in META_TOOLS or engine.config.tools.directory == "never":
         return None
-    host_tool = request.tool if isinstance(request.tool, BaseTool) else None
-    if host_tool is None and not engine.registry.names():
+    if not isinstance(request.tool, BaseTool):
+        # no tool of the host's yet: a middleware inside this one may add it (LangChain's dynamic
+        # tools), else the host answers the name, and :func:`after_tool` words that answer
         return None
-    resolution = resolve_call(call["name"], call.get("args", {}), engine.registry, tool=host_tool)
+    resolution = resolve_call(call["name"], call.get("args", {}), engine.registry, tool=request.tool)
     if resolution.kind == "run":
         return None
-    if request.tool is None and resolution.kind == "schema":
-        return None  # registered by another agent on this engine, unknown here: the host says so
     return ToolMessage(content=resolution.message, tool_call_id=call["id"] or "", name=call["name"], status="error")
+
+
+def _unknown_answer(engine: ContextEngine, request: ToolCallRequest, result: ToolMessage | Command[Any]) -> ToolMessage | None:
+    """ctxplugin's answer to a name no tool has, in place of the ``ToolNode``'s (``"Error: x is
+    not a valid tool, try one of [...]"``, which lists every tool's name, hundreds of them with
+    a large tool set): up to three close matches and how to load a tool. ``None`` when ``result``
+    is anything else, or the name is a tool the registry knows (another agent's)."""
+    call = request.tool_call
+    if request.tool is not None or not isinstance(result, ToolMessage) or result.status != "error":
+        return None
+    if engine.config.tools.directory == "never" or call["name"] in META_TOOLS:
+        return None
+    host_says = INVALID_TOOL_NAME_ERROR_TEMPLATE.split("{available_tools}", 1)[0].format(requested_tool=call["name"])
+    if not isinstance(result.content, str) or not result.content.startswith(host_says):
+        return None
+    resolution = resolve_call(call["name"], call.get("args", {}), engine.registry)
+    if resolution.kind != "unknown":
+        return None
+    return result.model_copy(update={"content": resolution.message})
 
 
 def after_tool(
@@ -100,10 +119,14 @@ def after_tool(
     """Store a tool output; return what the state keeps (original + annotation, or compact).
 
     A ``Command`` from a tool has the ``ToolMessage`` answering this call in its update
-    captured the same way; anything else passes through.
+    captured the same way; anything else passes through. The host's answer to a name no tool
+    has becomes ctxplugin's, with close matches (not stored: it is not a tool's output).
     """
     if request.tool_call["name"] in META_TOOLS:
         return result
+    unknown = _unknown_answer(engine, request, result)
+    if unknown is not None:
+        return unknown
     if isinstance(result, ToolMessage):
         return _keep(engine, result, scope, keep_originals)
     update = result.update
