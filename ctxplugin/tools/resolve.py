@@ -71,13 +71,16 @@ class Resolution:
 
 
 def close_matches(name: str, names: Sequence[str], n: int = _MATCHES) -> list[str]:
-    """Up to ``n`` names similar to ``name``, best first (case-insensitive)."""
-    lowered = {candidate.lower(): candidate for candidate in names}
+    """Up to ``n`` names similar to ``name``, best first (case-insensitive: names that differ
+    only by case are all listed, in sorted order)."""
+    lowered: dict[str, list[str]] = {}
+    for candidate in sorted(set(names)):
+        lowered.setdefault(candidate.lower(), []).append(candidate)
     found = difflib.get_close_matches(name.lower(), list(lowered), n=n, cutoff=0.5)
     if not found:  # a shared word: "flights" -> "search_direct_flight"
         words = {w for w in name.lower().replace("-", "_").split("_") if len(w) > 3}
         found = [c for c in sorted(lowered) if any(w.rstrip("s") in c for w in words)][:n]
-    return [lowered[f] for f in found]
+    return [original for f in found for original in lowered[f]][:n]
 
 
 def unknown_message(name: str, registry: ToolRegistry) -> tuple[str, list[str]]:

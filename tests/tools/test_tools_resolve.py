@@ -108,6 +108,14 @@ def test_unknown_names_list_close_matches() -> None:
     assert nothing.matches == [] and "Use a name from the tool directory." in nothing.message
 
 
+def test_names_that_differ_only_by_case_are_all_suggested() -> None:
+    # MCP servers name tools freely: "GetWeather" and "getweather" can both be tools
+    names = ["GetWeather", "getweather", "get_weather_alerts"]
+    assert close_matches("getWeather", names) == ["GetWeather", "getweather", "get_weather_alerts"]
+    assert close_matches("getWeather", list(reversed(names))) == ["GetWeather", "getweather", "get_weather_alerts"]
+    assert close_matches("GETWEATHER", names, n=2) == ["GetWeather", "getweather"]
+
+
 def test_the_hosts_tool_is_checked_rather_than_the_registrys_version() -> None:
     reg = registry()
     newer = StructuredTool.from_function(lambda reservation_id, note: note, name="cancel_reservation",
