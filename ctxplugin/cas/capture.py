@@ -83,7 +83,8 @@ def shows_compact(content: Any, text: str) -> bool:
 
 def compact_message(message: ToolMessage, text: str, ref: str) -> ToolMessage:
     """``message`` as a view shows it once its output is stored: ``text`` (the summary and
-    ``ref``) in place of the output's text, its non-text blocks, ids and status kept. The same
+    ``ref``) in place of the output's text, its non-text blocks, ids, status and artifact kept
+    (a ``content_and_artifact`` tool's artifact is never sent to the model, but is the host's). The same
     message gives the same object on every call (memoised per message, bounded), so what later
     stages derive from it is found by identity."""
     hit = _SHOWN.get(message)
@@ -95,6 +96,7 @@ def compact_message(message: ToolMessage, text: str, ref: str) -> ToolMessage:
         name=message.name,
         id=message.id,
         status=message.status,
+        artifact=message.artifact,
         additional_kwargs={META_KEY: {"ref": ref}},
     )
     _SHOWN.put(message, (text, ref, shown))

@@ -172,3 +172,20 @@ def test_any_json_summarizes(value: object) -> None:
     text = json.dumps(value) * 1
     captured = capture(text, store=MemoryCASStore(), scope=SCOPE, config=CASConfig(passthrough_tokens=5), counter=COUNTER, tool_name="t")
     assert captured.passthrough or (captured.ref_id is not None and captured.ref_id in captured.text)
+
+
+def test_a_view_keeps_the_artifact_of_an_output_it_shows_by_ref() -> None:
+    # a content_and_artifact tool (MCP structured content, rows for the UI): the model is shown
+    # the summary, and whatever reads the prepared messages still finds the artifact
+    from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+
+    from ctxplugin import ContextConfig
+    from ctxplugin.testing import memory_engine, tool_call
+
+    artifact = {"rows": list(range(200))}
+    output = ToolMessage(LOG, tool_call_id="c1", name="fetch_rows", artifact=artifact, status="success")
+    messages = [HumanMessage("rows?"), AIMessage("", tool_calls=[tool_call("fetch_rows", {}, "c1")]), output]
+    prepared = memory_engine(ContextConfig(mode="compact")).prepare(messages, scope=SCOPE)
+    shown = next(m for m in prepared.messages if isinstance(m, ToolMessage) and m.tool_call_id == "c1")
+    assert "ref:" in str(shown.content) and shown.content != LOG
+    assert shown.artifact == artifact and shown.status == "success"
