@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ctxplugin.tokens import IMAGE_TOKENS, TokenCounter, content_text, count_cached
+from ctxplugin.tokens import TokenCounter, blocks_tokens, content_text, count_cached
 
 
 def cut_text(text: str, max_tokens: int, counter: TokenCounter) -> str:
@@ -53,7 +53,7 @@ def cut_content(content: str | list[Any], max_tokens: int, counter: TokenCounter
     text = content_text(content)
     if not text:
         return content
-    cut = cut_text(text, max(8, max_tokens - IMAGE_TOKENS * others), counter)
+    cut = cut_text(text, max(8, max_tokens - blocks_tokens(content, counter)), counter)
     out: list[Any] = []
     placed = False
     for block in content:

@@ -28,6 +28,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from langchain_core.messages import AIMessage, BaseMessage
 
+from ctxplugin._block_text import other_blocks
 from ctxplugin._lru import LRU, PerMessage, TextKey, text_key
 
 logger = logging.getLogger("ctxplugin.tokens")
@@ -36,7 +37,10 @@ MESSAGE_OVERHEAD = 4
 """Tokens a chat format spends per message on role and separators (OpenAI's figure)."""
 
 IMAGE_TOKENS = 765
-"""Estimate for one image block (a 1024x1024 image at high detail on OpenAI's models)."""
+"""Estimate for one media block (a 1024x1024 image at high detail on OpenAI's models)."""
+
+BLOCK_TOKENS = 3
+"""What a non-text, non-media block's framing adds to the text it holds."""
 
 _WORD = re.compile(r"\S+")
 
@@ -143,14 +147,6 @@ def content_text(content: str | list[str | dict[str, Any]]) -> str:
         elif isinstance(block, dict) and isinstance(block.get("text"), str):
             parts.append(block["text"])
     return "\n".join(parts)
-
-
-def _non_text_blocks(content: str | list[str | dict[str, Any]]) -> int:
-    if isinstance(content, str):
-        return 0
-    return sum(
-        1 for block in content if isinstance(block, dict) and not isinstance(block.get("text"), str)
-    )
 
 
 EXACT_COUNT_CHARS = 256_000
@@ -306,9 +302,20 @@ def count_message(message: BaseMessage, counter: TokenCounter) -> int:
     return total
 
 
+def blocks_tokens(content: str | list[Any], counter: TokenCounter, call_ids: frozenset[str] = frozenset()) -> int:
+    """Tokens of the blocks of ``content`` that are not text, as :func:`count_message` counts
+    them (see :mod:`ctxplugin._block_text`): media at :data:`IMAGE_TOKENS` each, any other
+    block by the text it holds, never by its base64 or encrypted payloads; a call block whose id
+    is in ``call_ids`` (the message's tool calls, counted with them) adds nothing."""
+    text, media, framed = other_blocks(content, call_ids)
+    return IMAGE_TOKENS * media + BLOCK_TOKENS * framed + (_bounded(text, counter) if text else 0)
+
+
 def _count_message(message: BaseMessage, counter: TokenCounter) -> int:
     total = MESSAGE_OVERHEAD + _bounded(content_text(message.content), counter)
-    total += IMAGE_TOKENS * _non_text_blocks(message.content)
+    calls = message.tool_calls if isinstance(message, AIMessage) else []
+    if not isinstance(message.content, str):
+        total += blocks_tokens(message.content, counter, frozenset(str(c.get("id")) for c in calls))
     if isinstance(message, AIMessage) and message.tool_calls:
         for call in message.tool_calls:
             total += counter.count(call["name"]) + _bounded(

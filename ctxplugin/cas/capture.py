@@ -25,7 +25,7 @@ from ctxplugin.cas.store import CASItem, CASStore
 from ctxplugin.cas.summarize import summarize
 from ctxplugin.config import CASConfig
 from ctxplugin.scope import Scope, Visibility
-from ctxplugin.tokens import IMAGE_TOKENS, TokenCounter, content_text, count_cached
+from ctxplugin.tokens import TokenCounter, blocks_tokens, content_text, count_cached
 
 
 @dataclass(frozen=True)
@@ -271,7 +271,7 @@ def _capture_blocks(
     except (TypeError, ValueError):
         return None
     others = non_text_blocks(content)
-    images = IMAGE_TOKENS * len(others)
+    images = blocks_tokens(others, counter)
     tokens = count_cached(text, counter)
     limit = config.error_passthrough_tokens if is_error else config.passthrough_tokens
     shape = None

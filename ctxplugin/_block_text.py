@@ -1,0 +1,126 @@
+"""What a provider's non-text content block costs, read as the parts a token count can use.
+
+Providers put much more than text and images in a message's content: Anthropic's ``thinking``
+and ``redacted_thinking``, ``tool_use`` blocks beside the message's tool calls, server tools
+(``server_tool_use`` with its ``web_search_tool_result``, ``web_fetch_tool_result``, code
+execution results), ``search_result`` and ``document`` blocks; OpenAI Responses items
+(``reasoning`` with encrypted content, ``function_call``, ``web_search_call``,
+``image_generation_call``...); LangChain's standard blocks (``tool_call``, ``server_tool_call``,
+``non_standard``); Gemini's ``executable_code``. Such a block is counted by the words it holds,
+not as an image:
+
+- media (images, audio, video, files, a PDF ``document``, a generated image) cost a flat
+  estimate (:data:`ctxplugin.tokens.IMAGE_TOKENS`) whatever their base64 weighs;
+- a tool call block whose id is one of the message's tool calls is the call itself, already
+  counted with the call (langchain-anthropic and langchain-openai send the call once);
+- opaque strings (signatures, encrypted reasoning or redacted thinking, base64 data, encrypted
+  citation indexes) are never counted as text: they are not read by the model as tokens of
+  text, and a megabyte of them would otherwise count as a megabyte of text;
+- every other string in the block (thinking, a search result's text and URL, a code
+  execution's output, a server tool's input) is counted as text.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+MEDIA_TYPES = frozenset(
+    (
+        "image",
+        "image_url",
+        "input_image",
+        "audio",
+        "input_audio",
+        "video",
+        "file",
+        "input_file",
+        "media",
+        "image_generation_call",
+    )
+)
+"""Block types whose payload is media, counted at a flat estimate."""
+
+CALL_TYPES = frozenset(("tool_use", "function_call", "tool_call", "custom_tool_call"))
+"""Block types that repeat one of the message's tool calls (matched by id)."""
+
+OPAQUE_KEYS = frozenset(
+    ("signature", "encrypted_content", "encrypted_index", "thought_signature", "base64")
+)
+"""Keys whose value is never text the model reads."""
+
+_OPAQUE = re.compile(r"[A-Za-z0-9+/=_-]{80,}")
+"""A long run of base64 (or URL-safe base64) characters alone: a payload, not words."""
+
+
+def is_media_block(block: Any) -> bool:
+    """A block whose payload is media: an image, audio, video or file in any LangChain or provider
+    shape, a ``document`` whose source is not text (a PDF), a generated image."""
+    if not isinstance(block, dict):
+        return False
+    kind = block.get("type")
+    if kind in MEDIA_TYPES:
+        return True
+    if kind == "document":
+        source = block.get("source")
+        return not (isinstance(source, dict) and source.get("type") in ("text", "content"))
+    return False
+
+
+def is_opaque(key: object, value: str) -> bool:
+    """Whether ``value`` (under ``key``) is a payload, not text: a signature, encrypted content,
+    or a long run of base64 characters."""
+    return key in OPAQUE_KEYS or _OPAQUE.fullmatch(value) is not None
+
+
+def readable_parts(block: Any) -> Iterator[str]:
+    """The strings of ``block`` a model reads as text, depth first; opaque ones left out."""
+    stack: list[tuple[object, Any]] = [(None, block)]
+    while stack:
+        key, value = stack.pop()
+        if isinstance(value, str):
+            if value and not is_opaque(key, value):
+                yield value
+        elif isinstance(value, dict):
+            stack.extend(reversed([(k, v) for k, v in value.items() if k not in OPAQUE_KEYS]))
+        elif isinstance(value, (list, tuple)):
+            stack.extend(reversed([(key, v) for v in value]))
+
+
+def other_blocks(
+    content: str | Sequence[Any], call_ids: frozenset[str] = frozenset()
+) -> tuple[str, int, int]:
+    """The non-text blocks of a message content as a count sees them: the text they hold (one
+    string), how many are media, and how many other blocks add their framing.
+
+    Text blocks (strings, blocks with a ``text`` string) are left out: they are the content's
+    text. A call block whose id is in ``call_ids`` adds nothing."""
+    if isinstance(content, str):
+        return "", 0, 0
+    texts: list[str] = []
+    media = framed = 0
+    for block in content:
+        if not isinstance(block, dict) or isinstance(block.get("text"), str):
+            continue
+        if is_media_block(block):
+            media += 1
+            continue
+        if block.get("type") in CALL_TYPES and (
+            block.get("id") in call_ids or block.get("call_id") in call_ids
+        ):
+            continue
+        framed += 1
+        texts.extend(readable_parts(block))
+    return "\n".join(texts), media, framed
+
+
+__all__ = [
+    "CALL_TYPES",
+    "MEDIA_TYPES",
+    "OPAQUE_KEYS",
+    "is_media_block",
+    "is_opaque",
+    "other_blocks",
+    "readable_parts",
+]
