@@ -74,8 +74,9 @@ def is_opaque(key: object, value: str) -> bool:
     return key in OPAQUE_KEYS or _OPAQUE.fullmatch(value) is not None
 
 
-def readable_parts(block: Any) -> Iterator[str]:
-    """The strings of ``block`` a model reads as text, depth first; opaque ones left out."""
+def readable_parts(block: Any, skip: frozenset[str] = frozenset()) -> Iterator[str]:
+    """The strings of ``block`` a model reads as text, depth first; opaque ones left out, and
+    so are the values of keys in ``skip`` at any depth."""
     stack: list[tuple[object, Any]] = [(None, block)]
     while stack:
         key, value = stack.pop()
@@ -83,7 +84,11 @@ def readable_parts(block: Any) -> Iterator[str]:
             if value and not is_opaque(key, value):
                 yield value
         elif isinstance(value, dict):
-            stack.extend(reversed([(k, v) for k, v in value.items() if k not in OPAQUE_KEYS]))
+            stack.extend(
+                reversed(
+                    [(k, v) for k, v in value.items() if k not in OPAQUE_KEYS and k not in skip]
+                )
+            )
         elif isinstance(value, (list, tuple)):
             stack.extend(reversed([(key, v) for v in value]))
 
@@ -115,6 +120,68 @@ def other_blocks(
     return "\n".join(texts), media, framed
 
 
+_FRAME_KEYS = frozenset(
+    ("type", "id", "tool_use_id", "tool_call_id", "call_id", "status", "index", "caller")
+)
+"""Keys that frame a block (its kind, ids, state) rather than say what a tool found."""
+
+_CALL_ITEMS = {
+    "web_search_call": "action",
+    "file_search_call": "queries",
+    "code_interpreter_call": "code",
+    "computer_call": "action",
+    "mcp_call": "arguments",
+}
+"""OpenAI Responses items of built-in tools (call and result in one block): where the call's
+input is; the rest of the item is what the tool gave back."""
+
+
+def _found(value: Any) -> str:
+    """The text a tool's result holds: its readable strings, without the block framing."""
+    return "\n".join(readable_parts(value, _FRAME_KEYS))
+
+
+def server_tools(content: str | Sequence[Any]) -> Iterator[tuple[str, str, Any]]:
+    """The provider-side tools a message's content shows, in order: ``("call", name, input)``
+    for each call and ``("result", name, text)`` for what each gave back (its readable text).
+
+    Read from Anthropic's ``server_tool_use`` / ``mcp_tool_use`` and the ``*_tool_result`` block
+    that answers it, LangChain's standard ``server_tool_call`` / ``server_tool_result``, OpenAI
+    Responses built-in tool items (``web_search_call``, ``file_search_call``,
+    ``code_interpreter_call``, ``computer_call``, ``mcp_call``) and Gemini's ``executable_code`` /
+    ``code_execution_result``. These run at the provider: no tool message carries their output."""
+    if isinstance(content, str):
+        return
+    names: dict[str, str] = {}
+    for block in content:
+        if not isinstance(block, dict):
+            continue
+        kind = block.get("type")
+        if kind in ("server_tool_use", "mcp_tool_use", "server_tool_call"):
+            name = str(block.get("name") or kind)
+            names[str(block.get("id"))] = name
+            yield "call", name, block.get("input", block.get("args"))
+        elif kind == "server_tool_result" or (
+            isinstance(kind, str) and kind.endswith("_tool_result") and kind != "tool_result"
+        ):
+            called = block.get("tool_use_id", block.get("tool_call_id"))
+            name = names.get(str(called)) or str(kind).removesuffix("_tool_result")
+            yield "result", name, _found(block.get("content", block.get("output")))
+        elif kind in _CALL_ITEMS:
+            name = str(block.get("name") or kind.removesuffix("_call"))
+            key = _CALL_ITEMS[kind]
+            yield "call", name, block.get(key)
+            yield (
+                "result",
+                name,
+                _found({k: v for k, v in block.items() if k not in (key, "name", "server_label")}),
+            )
+        elif kind == "executable_code":
+            yield "call", "code_execution", {"code": block.get("executable_code")}
+        elif kind == "code_execution_result":
+            yield "result", "code_execution", _found(block.get("code_execution_result"))
+
+
 __all__ = [
     "CALL_TYPES",
     "MEDIA_TYPES",
@@ -123,4 +190,5 @@ __all__ = [
     "is_opaque",
     "other_blocks",
     "readable_parts",
+    "server_tools",
 ]

@@ -14,6 +14,7 @@ from collections.abc import Iterator, Mapping, Sequence
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
+from ctxplugin._block_text import server_tools
 from ctxplugin._lru import PerMessage
 from ctxplugin.history.identifiers import identifiers
 from ctxplugin.tokens import content_text
@@ -177,19 +178,14 @@ def _raw_values(message: BaseMessage, tools: Mapping[str, str]) -> tuple[list[La
     rest: list[Labelled] = []
     if isinstance(message, AIMessage):
         for call in message.tool_calls:
-            for key, value in _argument_items(call["args"]):
-                text = value if isinstance(value, str) else json.dumps(value)
-                command = key.lower() in _COMMAND_KEYS
-                whole, part = (RAN, "in commands") if command else (key, f"in {key}")
-                if len(text) <= _SHORT_ARGUMENT and "\n" not in text:
-                    first.append((whole, text))
-                elif "\n" in text:
-                    first.extend((RAN, line) for line in _shell_lines(text))
-                quoted = [m.group(1) for m in _SINGLE_QUOTED.finditer(text)]
-                first.extend((PATH if _FILE_PATH.search(found) else part, found) for found in quoted)
-                for found in identifiers(text):
-                    label = PATH if _FILE_PATH.search(found) else part
-                    (first if _PATHLIKE.search(found) else rest).append((label, found))
+            _argument_values(call["args"], first, rest)
+        # tools the provider ran (web search, fetch, code execution): their inputs are arguments,
+        # what they found is a tool's output that no tool message carries
+        for role, name, found in server_tools(message.content):
+            if role == "call":
+                _argument_values(_parsed(found), first, rest)
+            else:
+                rest.extend((f"{name[:_LABEL_CHARS]} returned", value) for value in identifiers(found))
     label = _said_by(message, tools)
     text = content_text(message.content)
     for found in identifiers(text):
@@ -201,6 +197,33 @@ def _raw_values(message: BaseMessage, tools: Mapping[str, str]) -> tuple[list[La
             sentences = (s.removesuffix(".") for s in _SENTENCE_END.split(line.strip()))
             rest.extend((USER_SAID, s) for s in sentences if 3 <= len(s) <= _SENTENCE_CHARS)
     return first, rest
+
+
+def _argument_values(args: object, first: list[Labelled], rest: list[Labelled]) -> None:
+    """The values of one call's arguments, appended to ``first`` and ``rest`` (see :func:`_values`)."""
+    for key, value in _argument_items(args):
+        text = value if isinstance(value, str) else json.dumps(value)
+        command = key.lower() in _COMMAND_KEYS
+        whole, part = (RAN, "in commands") if command else (key, f"in {key}")
+        if len(text) <= _SHORT_ARGUMENT and "\n" not in text:
+            first.append((whole, text))
+        elif "\n" in text:
+            first.extend((RAN, line) for line in _shell_lines(text))
+        quoted = [m.group(1) for m in _SINGLE_QUOTED.finditer(text)]
+        first.extend((PATH if _FILE_PATH.search(found) else part, found) for found in quoted)
+        for found in identifiers(text):
+            label = PATH if _FILE_PATH.search(found) else part
+            (first if _PATHLIKE.search(found) else rest).append((label, found))
+
+
+def _parsed(arguments: object) -> object:
+    """A call's input as an object: a JSON string of arguments (an MCP call's) read."""
+    if isinstance(arguments, str) and arguments.lstrip().startswith("{"):
+        try:
+            return json.loads(arguments)
+        except ValueError:
+            return arguments
+    return arguments
 
 
 _Valued = tuple[bool, tuple[Labelled, ...], tuple[Labelled, ...]]
