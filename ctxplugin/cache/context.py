@@ -4,7 +4,8 @@ A cached answer may serve a call only when nothing it depended on differs. That 
 
 - the **signature**, which must be identical: the model, the system prompt, the agent's tool
   set (names and schemas) and the *earlier* user messages of the conversation, by their
-  significant wording (:func:`~ctxplugin.cache.guard.wording`). Repeating the current question,
+  significant wording (:func:`~ctxplugin.cache.guard.wording`), and whatever the user messages
+  attach besides text (images, documents, files), exactly. Repeating the current question,
   even rephrased, or saying "thanks" does not change it, so asking again still matches.
 - the **context**, compared item by item when an entry is checked (see
   :mod:`ctxplugin.cache.answer`): the facts placed in the view (by content, so that the same
@@ -29,6 +30,7 @@ from ctxplugin._messages import annotation
 from ctxplugin._names import META_TOOL_NAMES
 from ctxplugin._untrusted import valid_unicode
 from ctxplugin.cache.guard import normalize_query, wording
+from ctxplugin.cas import non_text_blocks
 from ctxplugin.cas.annotation import current
 from ctxplugin.errors import CtxpluginError
 from ctxplugin.facts import Fact, FactsLedger, words
@@ -158,13 +160,19 @@ def call_context(
     asked = " ".join(wording(query))
     earlier = sorted({w for w in (" ".join(wording(h)) for h in humans[:-1]) if w and w != asked})
     system = [content_text(m.content) for m in messages if isinstance(m, SystemMessage)]
-    signature = _digest([
+    parts = [
         _VERSION,
         model_identity(model),
         _digest(system),
         _digest(sorted(_tool_hash(t, registry) for t in tools if tool_name(t) not in _META_TOOLS)),
         _digest(earlier),
-    ])
+    ]
+    # what the user attached (an image, a PDF, a file) is part of the question: the same words
+    # about another invoice are another question (text-only conversations keep their signature)
+    attached = [block for m in messages if isinstance(m, HumanMessage) for block in non_text_blocks(m.content)]
+    if attached:
+        parts.append(_digest([json.dumps(b, sort_keys=True, default=repr) for b in attached]))
+    signature = _digest(parts)
     outputs = frozenset(_output_atom(m) for m in messages if isinstance(m, ToolMessage) and m.name not in _META_TOOLS)
     refs = frozenset({*report.refs_used, *report.refs_expanded, *(a for a in outputs if a.startswith("ref:"))})
     facts: dict[str, str] = {}
