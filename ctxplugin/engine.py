@@ -176,6 +176,7 @@ class ContextEngine(Closing):
         scope: Scope | None = None,
         *,
         context_window: int | None = None,
+        strict_tools: bool = False,
     ) -> PreparedContext:
         """The view the model should see for this call; inputs are never mutated.
 
@@ -185,6 +186,8 @@ class ContextEngine(Closing):
             scope: whose call this is. When omitted: the scope of the host run the call is made
                 in, else the shared ``Scope(session_id="default")`` (a warning is logged once).
             context_window: the model's input window, to resolve budgets given as shares.
+            strict_tools: the host binds the tools strictly (``bind_tools(..., strict=True)``,
+                as ``create_agent`` does for OpenAI models with a ``response_format``): no stubs.
 
         Raises:
             InvalidInputError: the messages are not a valid conversation (the message says why),
@@ -201,7 +204,10 @@ class ContextEngine(Closing):
             _tracing.child_run("ctxplugin.prepare", inputs={"messages": len(messages), "session_id": scope.session_id}) as run,
             step_budget(self.config.stores.timeout),
         ):
-            prepared = self._prepare(messages, tool_list(tools), scope, context_window)
+            prepared = self._prepare(CallView(
+                scope=scope, received=messages, tools_given=tuple(tool_list(tools)), strict_tools=strict_tools,
+                budgets=self._budgets or self.config.budget.resolve(context_window), started=time.perf_counter(),
+            ))
             run.finish(outputs={"messages": len(prepared.messages), "tools": len(prepared.tools)}, metadata=prepared.report.as_metadata)
         return prepared
 
@@ -212,24 +218,12 @@ class ContextEngine(Closing):
         scope: Scope | None = None,
         *,
         context_window: int | None = None,
+        strict_tools: bool = False,
     ) -> PreparedContext:
         """Async :meth:`prepare` (the stores are synchronous; it runs in a worker thread)."""
-        return await asyncio.to_thread(self.prepare, messages, tools, scope, context_window=context_window)
+        return await asyncio.to_thread(self.prepare, messages, tools, scope, context_window=context_window, strict_tools=strict_tools)
 
-    def _prepare(
-        self,
-        messages: Sequence[BaseMessage],
-        tools: list[Any],
-        scope: Scope,
-        context_window: int | None,
-    ) -> PreparedContext:
-        view = CallView(
-            scope=scope,
-            received=messages,
-            tools_given=tuple(tools),
-            budgets=self._budgets or self.config.budget.resolve(context_window),
-            started=time.perf_counter(),
-        )
+    def _prepare(self, view: CallView) -> PreparedContext:
         # stage times go into the view once, for the last stage (the account), which reports them
         timings: dict[str, float] = {}
         last = self._stages[-1]
@@ -245,7 +239,7 @@ class ContextEngine(Closing):
         if logger.isEnabledFor(logging.DEBUG):
             logger.debug(
                 "ctxplugin.prepare session=%s tokens %d -> %d",
-                scope.session_id,
+                view.scope.session_id,
                 report.tokens_before,
                 report.tokens_after,
                 extra={"ctxplugin": report.as_metadata()},
@@ -257,13 +251,17 @@ class ContextEngine(Closing):
         self,
         messages: Sequence[BaseMessage],
         tools: Sequence[ToolLike | Callable[..., Any]],
+        *,
+        strict_tools: bool = False,
     ) -> list[ToolLike]:
-        """Only the tool stage of :meth:`prepare`: what to bind for a call on ``messages``.
+        """Only the tool stage of :meth:`prepare`: what to bind for a call on ``messages``
+        (``strict_tools`` as there).
 
         Cheap and free of side effects; for hosts that bind tools apart from preparing
         messages (a model callable in ``create_react_agent``)."""
         _, body = split_header(list(messages))
-        choice = choose_tools(tool_list(tools), body, config=self.config.tools, counter=self.counter, registry=self.registry)
+        choice = choose_tools(tool_list(tools), body, config=self.config.tools, counter=self.counter, registry=self.registry,
+                              strict=strict_tools)
         return list(choice.bound)
 
     # ------------------------------------------------------------------ capture and expand

@@ -75,9 +75,11 @@ def choose_tools(
     counter: TokenCounter,
     registry: ToolRegistry,
     uses: ToolUses | None = None,
+    strict: bool = False,
 ) -> ToolChoice:
     """The tools to bind for a call on ``history`` (the conversation without its header);
-    ``uses``: its tool uses, folded in already (read from ``history`` when None).
+    ``uses``: its tool uses, folded in already (read from ``history`` when None); ``strict``:
+    the host binds them strictly, so no stubs (see :func:`~ctxplugin.tools.plan_tools`).
 
     Raises:
         InvalidInputError: a tool of the agent's is named like a meta-tool, two tools share a
@@ -86,7 +88,7 @@ def choose_tools(
     check_meta_names(tools)
     meta = {tool_label(t): t for t in tools if tool_label(t) in META_TOOL_NAMES}
     user_tools = [t for t in tools if tool_label(t) not in META_TOOL_NAMES]
-    plan = plan_tools(user_tools, history, config=config, counter=counter, registry=registry, uses=uses)
+    plan = plan_tools(user_tools, history, config=config, counter=counter, registry=registry, uses=uses, strict=strict)
     bound = [meta.get(tool_label(t), t) for t in plan.bound]
     expand_ref = meta.get(EXPAND_REF_NAME)
     if expand_ref is not None:
@@ -122,7 +124,8 @@ class Tools:
         uses = uses or ToolUses()
         uses.update(view.history, view.history_stamp)
         choice = choose_tools(
-            view.tools_given, view.history, config=self.config, counter=self.counter, registry=self.registry, uses=uses
+            view.tools_given, view.history, config=self.config, counter=self.counter, registry=self.registry, uses=uses,
+            strict=view.strict_tools,
         )
         with self._lock:
             self._uses.put(key, uses)

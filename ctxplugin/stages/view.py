@@ -83,6 +83,7 @@ class CallView:
         scope: whose call it is.
         received: the messages as the agent holds them (never changed).
         tools_given: the agent's tools as passed to ``prepare``.
+        strict_tools: the host binds the tools strictly (``prepare``'s ``strict_tools``).
         budgets: section budgets in tokens, resolved once for this call.
         started: ``time.perf_counter()`` when the call began.
         header: the leading system messages as received (validate).
@@ -123,6 +124,7 @@ class CallView:
     tools_given: tuple[Any, ...]
     budgets: Mapping[str, int]
     started: float
+    strict_tools: bool = False
     header: tuple[SystemMessage, ...] = ()
     original: tuple[BaseMessage, ...] = ()
     history: tuple[BaseMessage, ...] = ()

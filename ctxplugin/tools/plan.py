@@ -170,6 +170,7 @@ def plan_tools(
     counter: TokenCounter,
     registry: ToolRegistry,
     uses: ToolUses | None = None,
+    strict: bool = False,
 ) -> ToolPlan:
     """Decide what to bind for a call on ``body`` given the agent's tools.
 
@@ -181,6 +182,9 @@ def plan_tools(
         registry: the engine's schema registry (every tool is registered on the way).
         uses: the tool uses of ``body``, folded in already (see :class:`ToolUses`); read from
             ``body`` when None.
+        strict: the host binds the tools strictly (OpenAI's ``strict=True``), which closes
+            every schema: a stub could then be called with no arguments at all, so where stubs
+            would be bound every tool is bound with its own schema instead (no directory).
 
     Raises:
         InvalidInputError: two tools share a name, or a tool cannot be read.
@@ -211,7 +215,10 @@ def plan_tools(
     meta = registry.meta_tool()
     stubbed = [e for _, e in named if e.name not in pinned_set]
     stub_tokens = _stub_tokens(stubbed, registry, counter) if config.binding != "loaded" else 0
-    if config.binding == "stubs" or (config.binding == "auto" and stub_tokens <= config.directory_max_tokens):
+    stubs = config.binding == "stubs" or (config.binding == "auto" and stub_tokens <= config.directory_max_tokens)
+    if stubs and strict:
+        return ToolPlan(bound=list(user_tools), schema_tokens_full=full, schema_tokens_sent=full)
+    if stubs:
         registry.mark_stubbed(e.name for e in stubbed)
         bound = [t for t, _ in pinned] + [meta] + [registry.stub(e) for e in stubbed] + unnamed
         sent = (sum(e.tokens for _, e in pinned) + stub_tokens

@@ -378,3 +378,28 @@ def test_with_few_tools_stubs_change_nothing() -> None:
     assert prepared.report.sections["tools"].after == count_tool_schemas(few, COUNTER)
     never = memory_engine_with(binding="stubs", directory="never")
     assert never.prepare(body, tools=TOOLS, scope=Scope(session_id="n")).tools == TOOLS
+
+
+# ------------------------------------------------------------------ strict binding
+
+
+@pytest.mark.parametrize("binding", ["stubs", "auto"])
+def test_a_strict_call_binds_every_tool_with_its_own_schema_where_stubs_would_be_bound(binding: str) -> None:
+    """Strict function calling closes every schema: a stub could only be called with ``{}``."""
+    engine = memory_engine_with(binding=binding)
+    scope = Scope(session_id="strict")
+    body = calls(("load_tools", ["tool_a"]), "tool_b")
+    prepared = engine.prepare(body, tools=TOOLS, scope=scope, strict_tools=True)
+    assert as_openai(prepared.tools) == as_openai(TOOLS)
+    assert STUBS_TITLE not in str(prepared.messages[0].content)
+    assert prepared.report.sections["tools"].after == count_tool_schemas(TOOLS, COUNTER)
+    assert as_openai(engine.bound_tools(body, TOOLS, strict_tools=True)) == as_openai(TOOLS)
+    assert all(t["function"]["parameters"]["properties"] for t in as_openai(prepared.tools))
+
+
+def test_a_strict_call_with_loaded_binding_keeps_the_directory() -> None:
+    engine = memory_engine_with(binding="loaded")
+    body = calls(("load_tools", ["tool_a"]))
+    strict = engine.prepare(body, tools=TOOLS, scope=Scope(session_id="s"), strict_tools=True)
+    loose = engine.prepare(body, tools=TOOLS, scope=Scope(session_id="l"))
+    assert names(strict.tools) == names(loose.tools) == [LOAD_TOOLS_NAME, "tool_a"]

@@ -12,6 +12,10 @@ With the answer cache on (``CTXPLUGIN_CACHE__ENABLED=true``), ``wrap_model_call`
 cached answer instead of calling the model when the same question was already answered in the
 same context, and caches final answers (never ones with tool calls) after the call.
 
+When the call's tools will be bound strictly (an OpenAI-compatible model with a
+``response_format`` on Chat Completions, or ``model_settings={"strict": True}``), every tool is
+bound with its own schema instead of a stub: a strict stub could only be called without arguments.
+
 For a model that cannot take images in tool results (``ChatOpenAI`` on the Chat Completions
 API), the images of tool results in the view are replaced by a line naming each one and its ref.
 """
@@ -35,6 +39,7 @@ from ctxplugin.langchain import make_meta_tools
 from ctxplugin_langgraph._annotations import without_stale
 from ctxplugin_langgraph._capture import after_tool, checked_engine, precheck
 from ctxplugin_langgraph._scope import ScopeRule, ScopeSpec, request_messages
+from ctxplugin_langgraph._strict import binds_strictly
 
 
 class ContextMiddleware(AgentMiddleware):
@@ -131,7 +136,8 @@ class ContextMiddleware(AgentMiddleware):
         messages, and ``EngineClosedError`` once the engine was closed, propagate (the model is
         not called); store failures never do."""
         scope, full, tools = self._scope(request), self._full(request), self._tools(request)
-        prepared = self.engine.prepare(full, tools=tools, scope=scope, context_window=model_context_window(request.model))
+        prepared = self.engine.prepare(full, tools=tools, scope=scope, context_window=model_context_window(request.model),
+                                       strict_tools=binds_strictly(request))
         cached = self.engine.cached_answer(full, prepared, tools=tools, scope=scope, model=request.model)
         if cached is not None:
             return self._tag(ModelResponse(result=[cached]), prepared)
@@ -148,7 +154,8 @@ class ContextMiddleware(AgentMiddleware):
     ) -> ModelResponse:
         """Async :meth:`wrap_model_call`."""
         scope, full, tools = self._scope(request), self._full(request), self._tools(request)
-        prepared = await self.engine.aprepare(full, tools=tools, scope=scope, context_window=model_context_window(request.model))
+        prepared = await self.engine.aprepare(full, tools=tools, scope=scope, context_window=model_context_window(request.model),
+                                              strict_tools=binds_strictly(request))
         cached = await self.engine.acached_answer(full, prepared, tools=tools, scope=scope, model=request.model)
         if cached is not None:
             return self._tag(ModelResponse(result=[cached]), prepared)

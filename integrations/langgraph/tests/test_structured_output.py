@@ -1,0 +1,268 @@
+"""``create_agent(..., response_format=...)`` with ``ContextMiddleware``.
+
+An OpenAI-compatible model on Chat Completions gets its tools bound strictly when the agent's
+structured output is the provider's (a bare schema the model supports, or ``ProviderStrategy``),
+or when the call's settings say ``strict=True``. The agents below run against a stand-in for
+the OpenAI API (``httpx.MockTransport`` under the real OpenAI client), so the request is the
+one ``langchain-openai`` and the OpenAI SDK build and check; Anthropic's request is built
+offline with ``langchain-anthropic``'s own builder."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import httpx
+import pytest
+from ctxplugin_langgraph import ContextMiddleware
+from langchain.agents import create_agent
+from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
+from langchain.agents.structured_output import ProviderStrategy, ToolStrategy
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
+from langgraph.checkpoint.memory import InMemorySaver
+from pydantic import BaseModel
+
+from ctxplugin.testing import memory_engine
+from ctxplugin.testing.airline import Ran, airline_tools
+from ctxplugin.tools import LOAD_TOOLS_NAME, STUBS_TITLE
+
+OPEN_PARAMETERS = {"type": "object", "properties": {}, "additionalProperties": True}
+
+
+class Booking(BaseModel):
+    """The reservation the user asked about."""
+
+    reservation_id: str
+    summary: str
+
+
+class OpenAIStandIn:
+    """Answers Chat Completions requests from a script of assistant messages; keeps each
+    request body as the OpenAI client sent it."""
+
+    def __init__(self, replies: list[dict[str, Any]]) -> None:
+        self.replies = replies
+        self.bodies: list[dict[str, Any]] = []
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        self.bodies.append(json.loads(request.content))
+        message = self.replies[len(self.bodies) - 1]
+        finish = "tool_calls" if message.get("tool_calls") else "stop"
+        return httpx.Response(
+            200,
+            json={
+                "id": f"chatcmpl-{len(self.bodies)}",
+                "object": "chat.completion",
+                "created": 0,
+                "model": "gpt-4o",
+                "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+                "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+            },
+        )
+
+    def tools(self, call: int) -> dict[str, dict[str, Any]]:
+        """The function tools of one request, by name."""
+        return {t["function"]["name"]: t["function"] for t in self.bodies[call]["tools"]}
+
+
+def openai_call(name: str, args: dict[str, Any], call_id: str = "call_1") -> dict[str, Any]:
+    return {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {
+                "id": call_id,
+                "type": "function",
+                "function": {"name": name, "arguments": json.dumps(args)},
+            }
+        ],
+    }
+
+
+BOOKING_REPLIES = [
+    openai_call("get_user_details", {"user_id": "mia_li_3668"}),
+    {
+        "role": "assistant",
+        "content": json.dumps({"reservation_id": "NO6JO3", "summary": "SFO to JFK"}),
+    },
+]
+
+
+def chat_openai(api: OpenAIStandIn, **kwargs: Any) -> BaseChatModel:
+    from langchain_openai import ChatOpenAI
+
+    return ChatOpenAI(
+        model="gpt-4o",
+        api_key="test-key",
+        http_client=httpx.Client(transport=httpx.MockTransport(api)),
+        http_async_client=httpx.AsyncClient(transport=httpx.MockTransport(api)),
+        **kwargs,
+    )
+
+
+def azure_openai(api: OpenAIStandIn, **kwargs: Any) -> BaseChatModel:
+    from langchain_openai import AzureChatOpenAI
+
+    return AzureChatOpenAI(
+        azure_deployment="gpt-4o",
+        model="gpt-4o",
+        api_version="2024-10-21",
+        api_key="test-key",
+        azure_endpoint="https://example.openai.azure.com",
+        http_client=httpx.Client(transport=httpx.MockTransport(api)),
+        http_async_client=httpx.AsyncClient(transport=httpx.MockTransport(api)),
+        **kwargs,
+    )
+
+
+class StrictSettings(AgentMiddleware):
+    """A user's middleware that asks for strict tool calls."""
+
+    def wrap_model_call(
+        self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]
+    ) -> ModelResponse:
+        return handler(request.override(model_settings={**request.model_settings, "strict": True}))
+
+    async def awrap_model_call(
+        self, request: ModelRequest, handler: Callable[[ModelRequest], Awaitable[ModelResponse]]
+    ) -> ModelResponse:
+        return await handler(
+            request.override(model_settings={**request.model_settings, "strict": True})
+        )
+
+
+async def run_booking(
+    model: BaseChatModel,
+    response_format: Any,
+    call: str,
+    middleware: list[AgentMiddleware] | None = None,
+) -> tuple[dict[str, Any], Ran]:
+    ran: Ran = []
+    agent = create_agent(
+        model,
+        airline_tools(ran),
+        system_prompt="You are an airline agent.",
+        response_format=response_format,
+        middleware=[*(middleware or []), ContextMiddleware(memory_engine())],
+        checkpointer=InMemorySaver(),
+    )
+    config: Any = {"configurable": {"thread_id": "booking"}}
+    question = {
+        "messages": [{"role": "user", "content": "What is my reservation? I am mia_li_3668."}]
+    }
+    state = (
+        agent.invoke(question, config) if call == "sync" else await agent.ainvoke(question, config)
+    )
+    return state, ran
+
+
+def assert_strict_real_schemas(api: OpenAIStandIn) -> None:
+    """Every tool went out strict with its own parameters, the same list on every call, and
+    the header did not send the model to load_tools for parameters it already has."""
+    assert len(api.bodies) == 2
+    for call in range(len(api.bodies)):
+        tools = api.tools(call)
+        assert all(t.get("strict") is True for t in tools.values()), "strict tools only"
+        assert tools["get_user_details"]["parameters"]["properties"] == {
+            "user_id": {"type": "string"}
+        }
+        assert tools["search_direct_flight"]["parameters"]["required"] == [
+            "origin",
+            "destination",
+            "date",
+        ]
+        assert LOAD_TOOLS_NAME not in tools
+        assert STUBS_TITLE not in json.dumps(api.bodies[call]["messages"])
+    assert api.bodies[1]["tools"] == api.bodies[0]["tools"], "the tool list is byte-stable"
+
+
+@pytest.mark.parametrize("call", ["sync", "async"])
+@pytest.mark.parametrize("response_format", ["bare schema", "ProviderStrategy"])
+@pytest.mark.parametrize("make", [chat_openai, azure_openai], ids=["ChatOpenAI", "AzureChatOpenAI"])
+async def test_provider_structured_output_on_chat_completions_binds_each_tool_with_its_own_strict_schema(
+    make: Callable[..., BaseChatModel], response_format: str, call: str
+) -> None:
+    api = OpenAIStandIn(BOOKING_REPLIES)
+    schema: Any = Booking if response_format == "bare schema" else ProviderStrategy(Booking)
+    state, ran = await run_booking(make(api), schema, call)
+    assert ran == [("get_user_details", {"user_id": "mia_li_3668"})], (
+        "the tool ran with the model's arguments"
+    )
+    assert state["structured_response"] == Booking(reservation_id="NO6JO3", summary="SFO to JFK")
+    assert api.bodies[0]["response_format"]["json_schema"]["name"] == "Booking"
+    assert_strict_real_schemas(api)
+
+
+@pytest.mark.parametrize("call", ["sync", "async"])
+async def test_strict_model_settings_bind_each_tool_with_its_own_strict_schema(call: str) -> None:
+    api = OpenAIStandIn(
+        [
+            openai_call("get_user_details", {"user_id": "mia_li_3668"}),
+            {"role": "assistant", "content": "Your reservation is NO6JO3."},
+        ]
+    )
+    state, ran = await run_booking(chat_openai(api), None, call, middleware=[StrictSettings()])
+    assert ran == [("get_user_details", {"user_id": "mia_li_3668"})]
+    assert state["messages"][-1].content == "Your reservation is NO6JO3."
+    assert_strict_real_schemas(api)
+
+
+def test_strict_model_settings_on_anthropic_bind_each_tool_with_its_own_strict_schema() -> None:
+    from langchain_anthropic import ChatAnthropic
+
+    model = ChatAnthropic(model="claude-sonnet-4-5", api_key="test-key")
+    middleware = ContextMiddleware(memory_engine())
+    request = ModelRequest(
+        model=model,
+        messages=[HumanMessage("What is my reservation?")],
+        system_message=SystemMessage("You are an airline agent."),
+        tools=[*airline_tools([]), *middleware.tools],
+        model_settings={"strict": True},
+    )
+    sent: list[ModelRequest] = []
+
+    def handler(request: ModelRequest) -> ModelResponse:
+        sent.append(request)
+        return ModelResponse(result=[AIMessage("Which reservation?")])
+
+    middleware.wrap_model_call(request, handler)
+    bound: Any = sent[0].model.bind_tools(sent[0].tools, **sent[0].model_settings)
+    payload = bound.bound._get_request_payload(
+        [sent[0].system_message, *sent[0].messages], **bound.kwargs
+    )
+    tools = {t["name"]: t for t in payload["tools"]}
+    assert all(t.get("strict") is True for t in tools.values())
+    assert tools["get_user_details"]["input_schema"]["properties"] == {
+        "user_id": {"type": "string"}
+    }
+
+
+@pytest.mark.parametrize("case", ["ToolStrategy", "no response format", "Responses API"])
+def test_stubs_stay_where_nothing_binds_strictly(case: str) -> None:
+    from langchain_openai import ChatOpenAI
+
+    api = OpenAIStandIn([])
+    model = chat_openai(api, use_responses_api=case == "Responses API")
+    assert isinstance(model, ChatOpenAI)
+    response_format: Any = {"ToolStrategy": ToolStrategy(Booking), "no response format": None}.get(
+        case, Booking
+    )
+    middleware = ContextMiddleware(memory_engine())
+    request = ModelRequest(
+        model=model,
+        messages=[HumanMessage("What is my reservation?")],
+        response_format=response_format,
+        tools=[*airline_tools([]), *middleware.tools],
+    )
+    sent: list[ModelRequest] = []
+
+    def handler(request: ModelRequest) -> ModelResponse:
+        sent.append(request)
+        return ModelResponse(result=[AIMessage("Which reservation?")])
+
+    middleware.wrap_model_call(request, handler)
+    stubs = {t["function"]["name"]: t for t in sent[0].tools if isinstance(t, dict)}
+    assert stubs["get_user_details"]["function"]["parameters"] == OPEN_PARAMETERS
+    assert STUBS_TITLE in str(sent[0].system_message.content if sent[0].system_message else "")
