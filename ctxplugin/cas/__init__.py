@@ -20,7 +20,7 @@ from ctxplugin.cas._canon import (
     parse_json,
     raw_hash,
 )
-from ctxplugin.cas.annotation import content_marks, without_stale
+from ctxplugin.cas.annotation import HOST_ANSWER, content_marks, host_answer, without_stale
 from ctxplugin.cas.capture import (
     Captured,
     capture,
@@ -43,6 +43,7 @@ from ctxplugin.cas.store import CASItem, CASRecord, CASStore, Clock, RefExistenc
 from ctxplugin.cas.summarize import Summary, summarize
 
 __all__ = [
+    "HOST_ANSWER",
     "CASItem",
     "CASRecord",
     "CASStore",
@@ -65,6 +66,7 @@ __all__ = [
     "expand",
     "expand_content_for_model",
     "expand_for_model",
+    "host_answer",
     "is_image_block",
     "make_ref",
     "non_text_blocks",

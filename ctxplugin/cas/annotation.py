@@ -30,6 +30,18 @@ from ctxplugin.tokens import content_text
 REPLACED: dict[str, Any] = {"replaced": True}
 """The annotation of an output whose content changed since its capture."""
 
+HOST_ANSWER = "host_answer"
+"""Set (``True``) in the annotation of a tool message that its host wrote itself in answer to a
+tool call, no tool having run: LangChain's reply to a structured-output call (``ToolStrategy``),
+the structured response or the validation errors to fix. No tool's output, so no facts are read
+from it (see :func:`host_answer`)."""
+
+
+def host_answer(message: BaseMessage) -> bool:
+    """Whether ``message`` is a tool message its host wrote itself (marked :data:`HOST_ANSWER`)."""
+    note = message.additional_kwargs.get(META_KEY)
+    return isinstance(message, ToolMessage) and isinstance(note, dict) and note.get(HOST_ANSWER) is True
+
 
 def content_marks(text: str) -> dict[str, Any]:
     """What an annotation records of the content ``text`` it was made from: its length and a

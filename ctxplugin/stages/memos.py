@@ -17,7 +17,7 @@ from langchain_core.messages import BaseMessage, HumanMessage, ToolMessage
 from ctxplugin._lru import LRU
 from ctxplugin._messages import annotation
 from ctxplugin._names import META_TOOL_NAMES
-from ctxplugin.cas import Captured, CASStore, capture
+from ctxplugin.cas import Captured, CASStore, capture, host_answer
 from ctxplugin.config import CASConfig
 from ctxplugin.facts.model import output_digest
 from ctxplugin.scope import Scope
@@ -151,8 +151,9 @@ def _read_key(message: BaseMessage, scope: Scope) -> str:
 
 def fact_source(message: BaseMessage) -> bool:
     """Whether facts are extracted from ``message``: user turns and real tool outputs, not
-    ctxplugin's own meta-tool results, not errors (a failed call states no fact) and not an
-    output its host left out of this one request (:func:`cleared_from_request`)."""
+    ctxplugin's own meta-tool results, not errors (a failed call states no fact), not an output
+    its host left out of this one request (:func:`cleared_from_request`) and not what a host
+    wrote itself in answer to a call (:func:`~ctxplugin.cas.host_answer`)."""
     if isinstance(message, HumanMessage):
         return True
     return (
@@ -160,6 +161,7 @@ def fact_source(message: BaseMessage) -> bool:
         and message.name not in META_TOOL_NAMES
         and message.status != "error"
         and not cleared_from_request(message)
+        and not host_answer(message)
     )
 
 

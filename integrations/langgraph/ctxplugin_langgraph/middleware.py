@@ -15,6 +15,9 @@ same context, and caches final answers (never ones with tool calls) after the ca
 When the call's tools will be bound strictly (an OpenAI-compatible model with a
 ``response_format`` on Chat Completions, or ``model_settings={"strict": True}``), every tool is
 bound with its own schema instead of a stub: a strict stub could only be called without arguments.
+With a ``ToolStrategy`` response format, the tool messages LangChain writes in answer to the
+structured-output call (the structured response, or the validation errors to fix) are marked as
+its own answers: no facts are read from them, and an error is a failed call the model reads whole.
 
 For a model that cannot take images in tool results (``ChatOpenAI`` on the Chat Completions
 API), the images of tool results in the view are replaced by a line naming each one and its ref.
@@ -40,6 +43,7 @@ from ctxplugin_langgraph._annotations import without_stale
 from ctxplugin_langgraph._capture import after_tool, checked_engine, precheck
 from ctxplugin_langgraph._scope import ScopeRule, ScopeSpec, request_messages
 from ctxplugin_langgraph._strict import binds_strictly
+from ctxplugin_langgraph._structured import answered_by_host
 
 
 class ContextMiddleware(AgentMiddleware):
@@ -141,7 +145,7 @@ class ContextMiddleware(AgentMiddleware):
         cached = self.engine.cached_answer(full, prepared, tools=tools, scope=scope, model=request.model)
         if cached is not None:
             return self._tag(ModelResponse(result=[cached]), prepared)
-        response = handler(self._request_for(request, prepared))
+        response = answered_by_host(handler(self._request_for(request, prepared)))
         answer = self._answer(response) if self.engine.cache is not None else None
         if answer is not None:
             self.engine.remember_answer(full, prepared, answer, tools=tools, scope=scope, model=request.model)
@@ -159,7 +163,7 @@ class ContextMiddleware(AgentMiddleware):
         cached = await self.engine.acached_answer(full, prepared, tools=tools, scope=scope, model=request.model)
         if cached is not None:
             return self._tag(ModelResponse(result=[cached]), prepared)
-        response = await handler(self._request_for(request, prepared))
+        response = answered_by_host(await handler(self._request_for(request, prepared)))
         answer = self._answer(response) if self.engine.cache is not None else None
         if answer is not None:
             await self.engine.aremember_answer(full, prepared, answer, tools=tools, scope=scope, model=request.model)

@@ -20,11 +20,12 @@ from langchain.agents import create_agent
 from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
 from langchain.agents.structured_output import ProviderStrategy, ToolStrategy
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
-from ctxplugin.testing import memory_engine
+from ctxplugin import Scope
+from ctxplugin.testing import ScriptedChatModel, Step, facts_block, memory_engine, tool_call
 from ctxplugin.testing.airline import Ran, airline_tools
 from ctxplugin.tools import LOAD_TOOLS_NAME, STUBS_TITLE
 
@@ -266,3 +267,141 @@ def test_stubs_stay_where_nothing_binds_strictly(case: str) -> None:
     stubs = {t["function"]["name"]: t for t in sent[0].tools if isinstance(t, dict)}
     assert stubs["get_user_details"]["function"]["parameters"] == OPEN_PARAMETERS
     assert STUBS_TITLE in str(sent[0].system_message.content if sent[0].system_message else "")
+
+
+# ------------------------------------------------------------------ ToolStrategy
+
+
+class Leg(BaseModel):
+    flight_number: str = Field(pattern=r"^HAT\d{3}$")
+    date: str = Field(pattern=r"^\d{4}-\d{2}-\d{2}$")
+    price: int
+
+
+class Itinerary(BaseModel):
+    """The flights of the trip, in order."""
+
+    legs: list[Leg]
+    total: int
+
+
+BAD_LEGS = {
+    "legs": [{"flight_number": f"X{i}", "date": "tomorrow", "price": "cheap"} for i in range(4)],
+    "total": "lots",
+}
+GOOD_LEGS = {
+    "legs": [
+        {"flight_number": f"HAT{i:03d}", "date": "2024-05-01", "price": 100 + i} for i in range(4)
+    ],
+    "total": 406,
+}
+
+
+def structured_call(args: dict[str, Any]) -> Step:
+    def reply(messages: list[BaseMessage], tools: list[dict[str, Any]]) -> AIMessage:
+        assert by_name(tools)["Itinerary"]["parameters"]["required"] == ["legs", "total"], (
+            "never a stub"
+        )
+        assert by_name(tools)["get_user_details"]["parameters"] == OPEN_PARAMETERS
+        return AIMessage("", tool_calls=[tool_call("Itinerary", args)])
+
+    return reply
+
+
+def by_name(tools: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {t["function"]["name"]: t["function"] for t in tools}
+
+
+@pytest.mark.parametrize("call", ["sync", "async"])
+async def test_a_tool_strategy_retry_error_reaches_the_model_whole_and_states_no_facts(
+    call: str,
+) -> None:
+    """LangChain answers a structured-output call itself, with the structured response or the
+    validation errors to fix: no tool's output. The model reads the errors whole, as it reads
+    any failed call, and no facts are read from either answer."""
+    model = ScriptedChatModel(
+        script=[structured_call(BAD_LEGS), structured_call(GOOD_LEGS), structured_call(GOOD_LEGS)],
+        default=None,
+    )
+    engine = memory_engine()
+    agent = create_agent(
+        model,
+        airline_tools([]),
+        response_format=ToolStrategy(Itinerary),
+        middleware=[ContextMiddleware(engine)],
+        checkpointer=InMemorySaver(),
+    )
+    config: Any = {"configurable": {"thread_id": "trip"}}
+    turns: list[Any] = [
+        {"messages": [{"role": "user", "content": text}]}
+        for text in ("Plan my trip.", "Thanks. Cheaper?")
+    ]
+    state = (
+        agent.invoke(turns[0], config) if call == "sync" else await agent.ainvoke(turns[0], config)
+    )
+    assert state["structured_response"] == Itinerary.model_validate(GOOD_LEGS)
+    error, answer = [m for m in state["messages"] if isinstance(m, ToolMessage)]
+    assert "13 validation errors" in str(error.content) and error.status == "error"
+    assert answer.status == "success"
+
+    retry = model.calls[1].messages
+    shown = next(
+        m for m in retry if isinstance(m, ToolMessage) and m.tool_call_id == error.tool_call_id
+    )
+    assert shown.content == error.content, "the model reads every validation error it has to fix"
+    assert not facts_block(retry), "a validation error states no fact"
+
+    state = (
+        agent.invoke(turns[1], config) if call == "sync" else await agent.ainvoke(turns[1], config)
+    )
+    later = model.calls[2].messages
+    assert not facts_block(later), "the structured response is the model's own answer, no fact"
+    assert state["structured_response"] == Itinerary.model_validate(GOOD_LEGS)
+    reports = [
+        m.response_metadata["ctxplugin"] for m in state["messages"] if isinstance(m, AIMessage)
+    ]
+    assert len(reports) == 3 and all(r["ctxplugin.fact_ids"] == [] for r in reports)
+    scope = Scope(session_id="trip")
+    assert (
+        engine.facts.search("legs flight_number price total structured response", scope=scope, k=20)
+        == []
+    )
+
+
+@pytest.mark.parametrize("call", ["sync", "async"])
+async def test_the_structured_response_of_a_past_turn_is_no_fact(call: str) -> None:
+    def answer(messages: list[BaseMessage], tools: list[dict[str, Any]]) -> AIMessage:
+        assert not facts_block(messages), "the model's own answer comes back as no fact"
+        return AIMessage(
+            "",
+            tool_calls=[
+                tool_call("Booking", {"reservation_id": "NO6JO3", "summary": "SFO to JFK"})
+            ],
+        )
+
+    model = ScriptedChatModel(script=[answer, answer], default=None)
+    engine = memory_engine()
+    agent = create_agent(
+        model,
+        airline_tools([]),
+        response_format=ToolStrategy(Booking),
+        middleware=[ContextMiddleware(engine)],
+        checkpointer=InMemorySaver(),
+    )
+    config: Any = {"configurable": {"thread_id": "booking"}}
+    for text in ("What is my reservation?", "And again?"):
+        turn: Any = {"messages": [{"role": "user", "content": text}]}
+        state = agent.invoke(turn, config) if call == "sync" else await agent.ainvoke(turn, config)
+        assert state["structured_response"] == Booking(
+            reservation_id="NO6JO3", summary="SFO to JFK"
+        )
+    acks = [m for m in state["messages"] if isinstance(m, ToolMessage)]
+    assert len(acks) == 2 and all(
+        str(m.content).startswith("Returning structured response") for m in acks
+    )
+    assert (
+        engine.facts.search(
+            "reservation NO6JO3 structured response", scope=Scope(session_id="booking"), k=20
+        )
+        == []
+    )
