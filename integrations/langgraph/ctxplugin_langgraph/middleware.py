@@ -10,7 +10,8 @@ tools. LangGraph's ``thread_id`` is the scope's ``session_id``.
 
 With the answer cache on (``CTXPLUGIN_CACHE__ENABLED=true``), ``wrap_model_call`` returns a
 cached answer instead of calling the model when the same question was already answered in the
-same context, and caches final answers (never ones with tool calls) after the call.
+same context, and caches final answers (never ones with tool calls) after the call; not for an
+agent with a ``response_format``, which must end with a structured response.
 
 When the call's tools will be bound strictly (an OpenAI-compatible model with a
 ``response_format`` on Chat Completions, or ``model_settings={"strict": True}``), every tool is
@@ -121,6 +122,11 @@ class ContextMiddleware(AgentMiddleware):
             tagged.append(message)
         return ModelResponse(result=tagged, structured_response=response.structured_response)
 
+    def _caches(self, request: ModelRequest) -> bool:
+        """Whether the answer cache serves and stores this call's answers: not with a
+        ``response_format``, whose answer is a structured response a cached message lacks."""
+        return self.engine.cache is not None and request.response_format is None
+
     @staticmethod
     def _answer(response: ModelResponse) -> AIMessage | None:
         """The final answer worth caching: a lone AI message, no structured output."""
@@ -142,11 +148,11 @@ class ContextMiddleware(AgentMiddleware):
         scope, full, tools = self._scope(request), self._full(request), self._tools(request)
         prepared = self.engine.prepare(full, tools=tools, scope=scope, context_window=model_context_window(request.model),
                                        strict_tools=binds_strictly(request))
-        cached = self.engine.cached_answer(full, prepared, tools=tools, scope=scope, model=request.model)
+        cached = self.engine.cached_answer(full, prepared, tools=tools, scope=scope, model=request.model) if self._caches(request) else None
         if cached is not None:
             return self._tag(ModelResponse(result=[cached]), prepared)
         response = answered_by_host(handler(self._request_for(request, prepared)))
-        answer = self._answer(response) if self.engine.cache is not None else None
+        answer = self._answer(response) if self._caches(request) else None
         if answer is not None:
             self.engine.remember_answer(full, prepared, answer, tools=tools, scope=scope, model=request.model)
         return self._tag(response, prepared)
@@ -160,11 +166,11 @@ class ContextMiddleware(AgentMiddleware):
         scope, full, tools = self._scope(request), self._full(request), self._tools(request)
         prepared = await self.engine.aprepare(full, tools=tools, scope=scope, context_window=model_context_window(request.model),
                                               strict_tools=binds_strictly(request))
-        cached = await self.engine.acached_answer(full, prepared, tools=tools, scope=scope, model=request.model)
+        cached = await self.engine.acached_answer(full, prepared, tools=tools, scope=scope, model=request.model) if self._caches(request) else None
         if cached is not None:
             return self._tag(ModelResponse(result=[cached]), prepared)
         response = answered_by_host(await handler(self._request_for(request, prepared)))
-        answer = self._answer(response) if self.engine.cache is not None else None
+        answer = self._answer(response) if self._caches(request) else None
         if answer is not None:
             await self.engine.aremember_answer(full, prepared, answer, tools=tools, scope=scope, model=request.model)
         return self._tag(response, prepared)

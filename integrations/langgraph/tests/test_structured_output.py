@@ -21,10 +21,12 @@ from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResp
 from langchain.agents.structured_output import ProviderStrategy, ToolStrategy
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from pydantic import BaseModel, Field
 
-from ctxplugin import Scope
+from ctxplugin import ContextConfig, Scope
+from ctxplugin.config import CacheConfig
 from ctxplugin.testing import ScriptedChatModel, Step, facts_block, memory_engine, tool_call
 from ctxplugin.testing.airline import Ran, airline_tools
 from ctxplugin.tools import LOAD_TOOLS_NAME, STUBS_TITLE
@@ -405,3 +407,65 @@ async def test_the_structured_response_of_a_past_turn_is_no_fact(call: str) -> N
         )
         == []
     )
+
+
+# ------------------------------------------------------------------ answer cache
+
+
+@tool
+def get_order(order_id: str) -> str:
+    """Get an order's status."""
+    return json.dumps({"order_id": order_id, "status": "delivered"})
+
+
+class OrderStatus(BaseModel):
+    order_id: str
+    status: str
+
+
+ORDER_QUESTION = "What is the status of order #W2378156?"
+
+
+@pytest.mark.parametrize("call", ["sync", "async"])
+async def test_an_agent_with_a_response_format_is_never_served_a_cached_answer(call: str) -> None:
+    """A cached reply is a plain message: it carries no structured response."""
+    engine = memory_engine(ContextConfig(cache=CacheConfig(enabled=True, scope="global")))
+    lookup = AIMessage("", tool_calls=[tool_call("get_order", {"order_id": "#W2378156"})])
+    chat = ScriptedChatModel(
+        script=[lookup, AIMessage("Order #W2378156 was delivered.")], default=None
+    )
+    structured = ScriptedChatModel(
+        script=[
+            lookup,
+            AIMessage(
+                "",
+                tool_calls=[
+                    tool_call("OrderStatus", {"order_id": "#W2378156", "status": "delivered"})
+                ],
+            ),
+        ],
+        default=None,
+    )
+    question: Any = {"messages": [{"role": "user", "content": ORDER_QUESTION}]}
+    states = []
+    for thread, model, response_format in (
+        ("u1", chat, None),
+        ("u2", structured, ToolStrategy(OrderStatus)),
+    ):
+        agent = create_agent(
+            model,
+            [get_order],
+            system_prompt="You are a retail assistant.",
+            response_format=response_format,
+            middleware=[ContextMiddleware(engine)],
+            checkpointer=InMemorySaver(),
+        )
+        config: Any = {"configurable": {"thread_id": thread}}
+        states.append(
+            agent.invoke(question, config)
+            if call == "sync"
+            else await agent.ainvoke(question, config)
+        )
+    assert "structured_response" not in states[0]
+    assert states[1]["structured_response"] == OrderStatus(order_id="#W2378156", status="delivered")
+    assert len(structured.calls) == 2, "the structured agent's model answered"
