@@ -22,6 +22,7 @@ from ctxplugin._run_scope import resolve as resolve_scope
 from ctxplugin._tool_images import guard_tool_images
 from ctxplugin.errors import InvalidInputError
 from ctxplugin.scope import Scope
+from ctxplugin.tools.models import takes_stubs
 
 if TYPE_CHECKING:
     from ctxplugin.engine import ContextEngine, PreparedContext
@@ -148,6 +149,8 @@ class ContextModel(RunnableSerializable[Any, BaseMessage]):
     LangGraph hooks do). The model's run is nested in this step's, so tracing shows both. The reply's tool calls are yours to run, as in any chain.
     For a model that cannot take images in tool results (``ChatOpenAI`` on Chat Completions),
     the images of tool results in the view are replaced by a line naming each one and its ref.
+    A model that cannot be bound stubs (Gemini, see :func:`~ctxplugin.tools.takes_stubs`) is
+    bound every tool with its own schema.
     """
 
     engine: Any
@@ -172,7 +175,7 @@ class ContextModel(RunnableSerializable[Any, BaseMessage]):
     def _run(self, input: Any, run_manager: CallbackManagerForChainRun, config: RunnableConfig) -> BaseMessage:
         messages = as_messages(input)
         scope = resolve_scope(config, messages)
-        prepared = self.engine.prepare(messages, tools=self.tools, scope=scope)
+        prepared = self.engine.prepare(messages, tools=self.tools, scope=scope, strict_tools=not takes_stubs(self.model))
         reply: BaseMessage = self._step(messages, prepared, scope).invoke(
             list(prepared.messages), patch_config(config, callbacks=run_manager.get_child())
         )
@@ -183,7 +186,9 @@ class ContextModel(RunnableSerializable[Any, BaseMessage]):
     ) -> BaseMessage:
         messages = as_messages(input)
         scope = resolve_scope(config, messages)
-        prepared = await self.engine.aprepare(messages, tools=self.tools, scope=scope)
+        prepared = await self.engine.aprepare(
+            messages, tools=self.tools, scope=scope, strict_tools=not takes_stubs(self.model)
+        )
         reply: BaseMessage = await self._step(messages, prepared, scope).ainvoke(
             list(prepared.messages), patch_config(config, callbacks=run_manager.get_child())
         )

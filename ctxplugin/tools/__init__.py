@@ -20,6 +20,7 @@ from ctxplugin.tools.directory import (
     STUBS_TITLE,
     render_directory,
 )
+from ctxplugin.tools.models import takes_stubs
 from ctxplugin.tools.plan import ToolPlan, ToolUses, plan_tools, requested_names, used_tools
 from ctxplugin.tools.registry import (
     ToolEntry,
@@ -57,6 +58,7 @@ __all__ = [
     "resolve_call",
     "schema_hash",
     "signature",
+    "takes_stubs",
     "tool_list",
     "tool_name",
     "used_tools",

@@ -19,6 +19,16 @@ from typing import Any
 from langchain.agents.middleware import ModelRequest
 from langchain.agents.structured_output import ProviderStrategy, ToolStrategy
 
+from ctxplugin.tools import takes_stubs
+
+
+def needs_own_schemas(request: ModelRequest) -> bool:
+    """Whether every tool of ``request`` must be bound with its own schema rather than as a
+    stub: the call binds them strictly (:func:`binds_strictly`), or its model cannot be sent an
+    open object (Gemini, see :func:`~ctxplugin.tools.takes_stubs`). The same on every call of
+    an agent."""
+    return binds_strictly(request) or not takes_stubs(request.model)
+
 
 def binds_strictly(request: ModelRequest) -> bool:
     """Whether the tools of ``request`` will be bound with ``strict=True``. The answer depends

@@ -36,7 +36,7 @@ from ctxplugin._run_scope import using
 from ctxplugin._tool_images import guard_tool_images
 from ctxplugin.errors import InvalidInputError
 from ctxplugin.langchain import make_meta_tools
-from ctxplugin.tools import check_meta_names
+from ctxplugin.tools import check_meta_names, takes_stubs
 from ctxplugin_langgraph._annotations import without_stale
 from ctxplugin_langgraph._answers import AnswerHandoff, PreparedCall, answered
 from ctxplugin_langgraph._capture import after_tool, checked_engine, precheck
@@ -98,6 +98,9 @@ class ContextHooks:
         self.tools: list[BaseTool] = [*self.user_tools, *make_meta_tools(engine, scope=self.scope_rule)]
         self.prompt = SystemMessage(content=prompt) if isinstance(prompt, str) else prompt
         self.keep_originals = keep_originals
+        # set by model(llm): a model that cannot be bound stubs gets every schema, and the
+        # views prepared for it say so (no directory)
+        self._own_schemas = False
         self._answers = AnswerHandoff(engine)  # pre_model_hook -> model callable, for the answer cache
 
     def scope(self, config: RunnableConfig | None = None, messages: Sequence[BaseMessage] | None = None) -> Scope:
@@ -112,22 +115,26 @@ class ContextHooks:
     def prepare(self, state: Any, config: RunnableConfig | None = None) -> PreparedContext:
         """The prepared view of a state (the prompt, then the state's messages)."""
         messages = state_messages(state)
-        return self.engine.prepare(self._head(messages), tools=self.tools, scope=self.scope(config, messages))
+        return self.engine.prepare(self._head(messages), tools=self.tools, scope=self.scope(config, messages),
+                                   strict_tools=self._own_schemas)
 
     async def aprepare(self, state: Any, config: RunnableConfig | None = None) -> PreparedContext:
         """Async :meth:`prepare`."""
         messages = state_messages(state)
-        return await self.engine.aprepare(self._head(messages), tools=self.tools, scope=self.scope(config, messages))
+        return await self.engine.aprepare(self._head(messages), tools=self.tools, scope=self.scope(config, messages),
+                                          strict_tools=self._own_schemas)
 
     def _call(self, state: Any, config: RunnableConfig | None) -> PreparedCall:
         messages = state_messages(state)
         full, scope = self._head(messages), self.scope(config, messages)
-        return PreparedCall(full, self.engine.prepare(full, tools=self.tools, scope=scope), scope, self.tools)
+        prepared = self.engine.prepare(full, tools=self.tools, scope=scope, strict_tools=self._own_schemas)
+        return PreparedCall(full, prepared, scope, self.tools)
 
     async def _acall(self, state: Any, config: RunnableConfig | None) -> PreparedCall:
         messages = state_messages(state)
         full, scope = self._head(messages), self.scope(config, messages)
-        return PreparedCall(full, await self.engine.aprepare(full, tools=self.tools, scope=scope), scope, self.tools)
+        prepared = await self.engine.aprepare(full, tools=self.tools, scope=scope, strict_tools=self._own_schemas)
+        return PreparedCall(full, prepared, scope, self.tools)
 
     @property
     def pre_model_hook(self) -> Runnable[Any, dict[str, Any]]:
@@ -141,7 +148,7 @@ class ContextHooks:
         """``llm`` with the tools a call on ``messages`` needs bound (lazy schemas). For a model
         that cannot take images in tool results (``ChatOpenAI`` on Chat Completions), the
         images of tool results in what it is sent are replaced by a line naming each one."""
-        tools = self.engine.bound_tools(messages, self.tools)
+        tools = self.engine.bound_tools(messages, self.tools, strict_tools=not takes_stubs(llm))
         return guard_tool_images(llm.bind_tools(tools), llm, tools)
 
     def model(self, llm: BaseChatModel) -> Callable[[Any, Any], Runnable[Any, Any]]:
@@ -150,7 +157,11 @@ class ContextHooks:
         With ``pre_model_hook`` set, ``create_react_agent`` hands it the state whose
         ``messages`` are already the prepared view, so the tools follow what the model sees.
         With the answer cache on, a cached answer is returned instead of calling ``llm``.
+        A model that cannot be bound stubs (Gemini, see :func:`~ctxplugin.tools.takes_stubs`)
+        is bound every tool with its own schema, and the views these hooks prepare from then
+        on show no tool directory.
         """
+        self._own_schemas = self._own_schemas or not takes_stubs(llm)
 
         def select(state: Any, runtime: Any) -> Runnable[Any, Any]:
             view = state_messages(state)

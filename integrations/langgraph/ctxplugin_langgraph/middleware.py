@@ -43,7 +43,7 @@ from ctxplugin.langchain import make_meta_tools
 from ctxplugin_langgraph._annotations import without_stale
 from ctxplugin_langgraph._capture import after_tool, checked_engine, precheck
 from ctxplugin_langgraph._scope import ScopeRule, ScopeSpec, request_messages
-from ctxplugin_langgraph._strict import binds_strictly
+from ctxplugin_langgraph._strict import needs_own_schemas
 from ctxplugin_langgraph._structured import answered_by_host
 
 
@@ -147,7 +147,7 @@ class ContextMiddleware(AgentMiddleware):
         not called); store failures never do."""
         scope, full, tools = self._scope(request), self._full(request), self._tools(request)
         prepared = self.engine.prepare(full, tools=tools, scope=scope, context_window=model_context_window(request.model),
-                                       strict_tools=binds_strictly(request))
+                                       strict_tools=needs_own_schemas(request))
         cached = self.engine.cached_answer(full, prepared, tools=tools, scope=scope, model=request.model) if self._caches(request) else None
         if cached is not None:
             return self._tag(ModelResponse(result=[cached]), prepared)
@@ -165,7 +165,7 @@ class ContextMiddleware(AgentMiddleware):
         """Async :meth:`wrap_model_call`."""
         scope, full, tools = self._scope(request), self._full(request), self._tools(request)
         prepared = await self.engine.aprepare(full, tools=tools, scope=scope, context_window=model_context_window(request.model),
-                                              strict_tools=binds_strictly(request))
+                                              strict_tools=needs_own_schemas(request))
         cached = await self.engine.acached_answer(full, prepared, tools=tools, scope=scope, model=request.model) if self._caches(request) else None
         if cached is not None:
             return self._tag(ModelResponse(result=[cached]), prepared)
