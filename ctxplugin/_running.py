@@ -31,15 +31,33 @@ class Tally:
         self.total = 0
         self.tool_total = 0
 
-    def update(self, messages: Sequence[BaseMessage], counter: TokenCounter, stamp: Stamp | None = None) -> None:
+    def update(
+        self, messages: Sequence[BaseMessage], counter: TokenCounter, stamp: Stamp | None = None
+    ) -> None:
         """Count what changed in ``messages`` (stamped ``stamp``, when known) or was added
-        since the previous update."""
+        since the previous update.
+
+        An update that does not finish (a ``KeyboardInterrupt`` while counting, a counter that
+        raises) leaves the tally empty, counted again from the start next time: half brought up
+        to date, its sums would be wrong for every later call of the session."""
+        try:
+            self._update(messages, counter, stamp)
+        except BaseException:
+            self._clear()
+            raise
+
+    def _clear(self) -> None:
+        self.seen.clear()
+        self.tokens.clear()
+        self.is_tool.clear()
+        self.total = self.tool_total = 0
+
+    def _update(
+        self, messages: Sequence[BaseMessage], counter: TokenCounter, stamp: Stamp | None
+    ) -> None:
         changed = self.seen.changed(messages, stamp)
         if changed is None:  # shorter than before: counted again from the start
-            self.seen.clear()
-            self.tokens.clear()
-            self.is_tool.clear()
-            self.total = self.tool_total = 0
+            self._clear()
             changed = []
         for index in changed:
             self._drop(index)
@@ -75,7 +93,11 @@ class SessionTallies:
         self._lock = threading.Lock()
 
     def sums(
-        self, session: str, messages: Sequence[BaseMessage], counter: TokenCounter, stamp: Stamp | None = None
+        self,
+        session: str,
+        messages: Sequence[BaseMessage],
+        counter: TokenCounter,
+        stamp: Stamp | None = None,
     ) -> tuple[int, int]:
         """``(tokens, tool-result tokens)`` of ``messages`` (stamped ``stamp``, when known),
         ``session``'s conversation now."""

