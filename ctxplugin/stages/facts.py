@@ -104,24 +104,24 @@ class ChooseFacts:
                 try:
                     # facts read from an output the host has since replaced go first: until
                     # they are gone no fact is shown (the outer handler skips the block)
-                    replaced = self.reads.replaced(fresh, view.original, scope)
-                    if replaced:
-                        self.ledger.withdraw(replaced, scope=scope)
+                    with self.reads.unless_done(fresh, scope):
+                        replaced = self.reads.replaced(fresh, view.original, scope)
+                        if replaced:
+                            self.ledger.withdraw(replaced, scope=scope)
                     if replaced and not self.ledger.can_withdraw:
                         with self._lock:  # a frozen block may hold them: chosen again below
                             self._window_lines.pop(key, None)
                         view = view.warn(_UNWITHDRAWN)
                 except StoreError as exc:
-                    self.reads.forget(fresh, scope)
                     view = view.degraded(f"facts store unavailable; facts skipped for this call: {exc}")
                     return self._done(view, shown, (), extracted, marked, None)
                 try:
-                    extracted += len(self.ledger.ingest(fresh, scope=scope))
-                    self.reads.read_outputs(fresh, scope)
+                    with self.reads.unless_done(fresh, scope):
+                        extracted += len(self.ledger.ingest(fresh, scope=scope))
+                        self.reads.read_outputs(fresh, scope)
                 except StoreError as exc:
                     # read again on a later call, once the store takes writes again; what is
                     # stored already is still read below (a read takes no write lock)
-                    self.reads.forget(fresh, scope)
                     view = view.degraded(f"facts store unavailable; new facts not recorded in this call: {exc}")
                     unread = True
         try:

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
 from langchain_core.messages import BaseMessage, HumanMessage, ToolMessage
 
@@ -35,7 +36,9 @@ class CaptureMemo:
         counter: counts the tokens of originals and compact forms.
     """
 
-    def __init__(self, store: CASStore, config: CASConfig, counter: TokenCounter, size: int = MEMO_SIZE) -> None:
+    def __init__(
+        self, store: CASStore, config: CASConfig, counter: TokenCounter, size: int = MEMO_SIZE
+    ) -> None:
         self.store = store
         self.config = config
         self.counter = counter
@@ -67,7 +70,9 @@ class CaptureMemo:
         )
         with self._lock:
             # a later lookup stores nothing: it did not create the grant
-            self._memo.put(key, dataclasses.replace(captured, created=False) if captured.created else captured)
+            self._memo.put(
+                key, dataclasses.replace(captured, created=False) if captured.created else captured
+            )
         return captured
 
 
@@ -79,7 +84,9 @@ class ReadMemo:
     def __init__(self, size: int = MEMO_SIZE * 4) -> None:
         self._lock = threading.Lock()
         self._read: LRU[str, bool] = LRU(size)
-        self._outputs: LRU[str, str] = LRU(size)  # scope and tool call id -> digest of the output read
+        self._outputs: LRU[str, str] = LRU(
+            size
+        )  # scope and tool call id -> digest of the output read
 
     def first_read(self, message: BaseMessage, scope: Scope) -> bool:
         """Whether ``message`` is read for the first time (it counts as read from now on)."""
@@ -96,6 +103,16 @@ class ReadMemo:
             for message in messages:
                 self._read.pop(_read_key(message, scope), None)
 
+    @contextmanager
+    def unless_done(self, messages: Sequence[BaseMessage], scope: Scope) -> Iterator[None]:
+        """Forget that ``messages`` were read when the block reading them does not finish,
+        whatever stopped it (a store error, a ``KeyboardInterrupt``, an extractor that
+        raised): a later call reads them again rather than never."""
+        try:
+            yield
+        except BaseException:
+            self.forget(messages, scope)
+            raise
 
     def replaced(
         self, messages: Sequence[BaseMessage], conversation: Sequence[BaseMessage], scope: Scope
