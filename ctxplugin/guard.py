@@ -339,20 +339,25 @@ class GuardedWriteLock:
                 yield
             return
         manager: AbstractContextManager[None] = self.inner.hold(name)
+        handoff = threading.Lock()  # a lock taken after the caller gave up is let go exactly once
         entered = threading.Event()
         abandoned = threading.Event()
 
         def enter() -> None:
             manager.__enter__()
-            entered.set()
-            if abandoned.is_set():  # the caller gave up waiting: release at once
+            with handoff:
+                entered.set()
+                late = abandoned.is_set()
+            if late:  # the caller gave up waiting: release at once
                 manager.__exit__(None, None, None)
 
         try:
             self.guard.call("facts write lock", enter)
-        except StoreUnavailableError:
-            abandoned.set()
-            if entered.is_set():
+        except BaseException:  # out of time, or stopped waiting (Ctrl-C): the lock must not stay held
+            with handoff:
+                abandoned.set()
+                taken = entered.is_set()
+            if taken:
                 manager.__exit__(None, None, None)
             raise
         failed: BaseException | None = None

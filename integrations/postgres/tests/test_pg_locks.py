@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import multiprocessing
+import os
+import signal
 import sys
 import threading
 import time
@@ -13,6 +15,7 @@ from typing import Any
 import pytest
 from ctxplugin_postgres import PostgresWriteLock, make_pool
 from ctxplugin_postgres.locks import lock_key
+from pytest_mock import MockerFixture
 
 from ctxplugin.errors import StoreUnavailableError
 from ctxplugin.facts import FactQuery, WriteLock
@@ -73,9 +76,13 @@ def test_a_held_name_makes_other_holders_wait_and_other_names_do_not(pg_dsn: str
 def test_waiting_too_long_is_a_store_unavailable_error(pg_dsn: str) -> None:
     first, second = two_locks(pg_dsn, wait_s=0.2)
     try:
-        with first.hold("slot"), pytest.raises(StoreUnavailableError, match=r"another process held it for more than 0\.2s"):  # noqa: SIM117
-            with second.hold("slot"):
-                pytest.fail("the lock was taken twice")
+        busy = r"another process held it for more than 0\.2s"
+        with (
+            first.hold("slot"),
+            pytest.raises(StoreUnavailableError, match=busy),
+            second.hold("slot"),
+        ):
+            pytest.fail("the lock was taken twice")
         with second.hold("slot"):  # free again once the first is released
             pass
     finally:
@@ -118,19 +125,31 @@ def test_processes_rewriting_one_key_leave_one_linear_chain(
 
     processes, rounds = 4, 12
     env = pg_workers.deployment_env(
-        pg_dsn, pg_schema, chroma_server.url, str(tmp_path / "unused"), f"lock{uuid.uuid4().hex[:12]}"
+        pg_dsn,
+        pg_schema,
+        chroma_server.url,
+        str(tmp_path / "unused"),
+        f"lock{uuid.uuid4().hex[:12]}",
     )
     context = multiprocessing.get_context("spawn")
     with context.Pool(processes) as pool:
         start = time.time() + 8  # every child is up and connected by then
         # without the lock (locked=False) the chain forks: two writers retire the same fact
-        done = pool.map(pg_workers.rewrite_key, [(w, env, start, rounds, True) for w in range(processes)])
+        done = pool.map(
+            pg_workers.rewrite_key, [(w, env, start, rounds, True) for w in range(processes)]
+        )
     assert done == [rounds] * processes
 
-    engine = ctxplugin.connect(ctxplugin.ContextConfig(**{
-        "postgres_dsn": pg_dsn, "postgres_schema": pg_schema, "chroma_url": chroma_server.url,
-        "facts": {"collection": env["CTXPLUGIN_FACTS__COLLECTION"]},
-    }))
+    engine = ctxplugin.connect(
+        ctxplugin.ContextConfig(
+            **{
+                "postgres_dsn": pg_dsn,
+                "postgres_schema": pg_schema,
+                "chroma_url": chroma_server.url,
+                "facts": {"collection": env["CTXPLUGIN_FACTS__COLLECTION"]},
+            }
+        )
+    )
     try:
         scope = Scope(session_id="contended", user_id="team")
         facts = engine.facts.store.find(FactQuery(reader=scope, key="shared_counter"))
@@ -139,7 +158,9 @@ def test_processes_rewriting_one_key_leave_one_linear_chain(
     assert len(facts) == processes * rounds, "every write is stored"
     assert len([f for f in facts if f.is_valid]) == 1, "exactly one value is current"
     replaced = [f.supersedes for f in facts if f.supersedes]
-    assert len(replaced) == len(set(replaced)) == processes * rounds - 1, "each fact was replaced once: one chain"
+    assert len(replaced) == len(set(replaced)) == processes * rounds - 1, (
+        "each fact was replaced once: one chain"
+    )
 
 
 def test_an_unreachable_lock_skips_the_facts_and_keeps_the_view() -> None:
@@ -153,7 +174,10 @@ def test_an_unreachable_lock_skips_the_facts_and_keeps_the_view() -> None:
     store = MemoryFactStore()
     engine = ContextEngine(facts=FactsLedger(store, lock=lock))
     try:
-        messages = [HumanMessage("The meeting is Tuesday at 2pm.", id="h0"), HumanMessage("When is it?", id="h1")]
+        messages = [
+            HumanMessage("The meeting is Tuesday at 2pm.", id="h0"),
+            HumanMessage("When is it?", id="h1"),
+        ]
         prepared = engine.prepare(messages, scope=Scope(session_id="s1"))
     finally:
         lock.close()
@@ -177,11 +201,81 @@ def test_an_unreachable_lock_still_shows_the_facts_stored_before() -> None:
     lock.pool.timeout = 0.5
     engine = ContextEngine(facts=FactsLedger(store, lock=lock))
     try:
-        messages = [HumanMessage("The release deadline is Friday 5pm.", id="h0"), HumanMessage("Where do we deploy?", id="h1")]
+        messages = [
+            HumanMessage("The release deadline is Friday 5pm.", id="h0"),
+            HumanMessage("Where do we deploy?", id="h1"),
+        ]
         prepared = engine.prepare(messages, scope=scope)
     finally:
         lock.close()
     assert [line.key for line in prepared.report.facts] == ["deploy_target"]
     assert any("eu-west-3" in str(m.content) for m in prepared.messages)
-    assert any("new facts not recorded" in w for w in prepared.report.warnings), prepared.report.warnings
+    assert any("new facts not recorded" in w for w in prepared.report.warnings), (
+        prepared.report.warnings
+    )
     assert len(store) == 1, "the statement made during the outage waits for the lock"
+
+
+def test_ctrl_c_while_waiting_for_the_write_lock_leaves_it_free(
+    pg_dsn: str, mocker: MockerFixture
+) -> None:
+    """Ctrl-C in a notebook while a facts write waits for another process's writer: once that
+    writer is done, the lock taken too late is let go, and both go on writing the slot (an
+    interactive session keeps the interrupted call's traceback, so nothing is left to the
+    garbage collector)."""
+    import psycopg
+
+    from ctxplugin.facts import FactsLedger, MemoryFactStore
+    from ctxplugin.guard import GuardedWriteLock, StoreGuard
+
+    namespace, waiter = f"ctrlc_{uuid.uuid4().hex[:8]}", f"ctxplugin-ctrlc-{uuid.uuid4().hex[:8]}"
+    scope = Scope(session_id="s1")
+    slow, mine = MemoryFactStore(), MemoryFactStore()
+    other = PostgresWriteLock(
+        make_pool(pg_dsn, max_size=2), namespace=namespace, wait_s=3, owns_pool=True
+    )
+    here = PostgresWriteLock(
+        make_pool(pg_dsn, max_size=2, name=waiter), namespace=namespace, wait_s=3, owns_pool=True
+    )
+    other_ledger = FactsLedger(slow, lock=other)
+    ledger = FactsLedger(
+        mine, lock=GuardedWriteLock(here, StoreGuard("Postgres", timeout=30, retry_after=60))
+    )
+    writing, done = threading.Event(), threading.Event()
+    real_add = slow.add
+
+    def add_slowly(facts: Any) -> None:  # the other process's store answers late
+        writing.set()
+        done.wait(30)
+        real_add(facts)
+
+    def ctrl_c_once_waiting() -> None:
+        with psycopg.connect(pg_dsn, autocommit=True) as conn:
+            query = "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s AND wait_event_type = 'Lock'"
+            while conn.execute(query, (waiter,)).fetchone() == (0,):
+                time.sleep(0.01)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    mocker.patch.object(slow, "add", side_effect=add_slowly)
+    writer = threading.Thread(
+        target=lambda: other_ledger.write(
+            "The deploy target is eu-west-1.", key="deploy_target", scope=scope
+        )
+    )
+    try:
+        writer.start()
+        writing.wait(30)
+        threading.Thread(target=ctrl_c_once_waiting, daemon=True).start()
+        with pytest.raises(KeyboardInterrupt) as interrupted:
+            ledger.write("The deploy target is eu-west-2.", key="deploy_target", scope=scope)
+        done.set()
+        writer.join(30)
+        mocker.stopall()
+        other_ledger.write("The deploy target is eu-west-3.", key="deploy_target", scope=scope)
+        ledger.write("The release is on Friday.", key="release_day", scope=scope)
+        assert interrupted.value is not None  # the traceback is still held, as a REPL holds it
+    finally:
+        done.set()
+        other.close()
+        here.close()
+    assert [f.text for f in mine.find(FactQuery(reader=scope))] == ["The release is on Friday."]
