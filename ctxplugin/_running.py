@@ -31,9 +31,7 @@ class Tally:
         self.total = 0
         self.tool_total = 0
 
-    def update(
-        self, messages: Sequence[BaseMessage], counter: TokenCounter, stamp: Stamp | None = None
-    ) -> None:
+    def update(self, messages: Sequence[BaseMessage], counter: TokenCounter, stamp: Stamp | None = None) -> None:
         """Count what changed in ``messages`` (stamped ``stamp``, when known) or was added
         since the previous update.
 
@@ -52,9 +50,7 @@ class Tally:
         self.is_tool.clear()
         self.total = self.tool_total = 0
 
-    def _update(
-        self, messages: Sequence[BaseMessage], counter: TokenCounter, stamp: Stamp | None
-    ) -> None:
+    def _update(self, messages: Sequence[BaseMessage], counter: TokenCounter, stamp: Stamp | None) -> None:
         changed = self.seen.changed(messages, stamp)
         if changed is None:  # shorter than before: counted again from the start
             self._clear()
@@ -93,11 +89,7 @@ class SessionTallies:
         self._lock = threading.Lock()
 
     def sums(
-        self,
-        session: str,
-        messages: Sequence[BaseMessage],
-        counter: TokenCounter,
-        stamp: Stamp | None = None,
+        self, session: str, messages: Sequence[BaseMessage], counter: TokenCounter, stamp: Stamp | None = None
     ) -> tuple[int, int]:
         """``(tokens, tool-result tokens)`` of ``messages`` (stamped ``stamp``, when known),
         ``session``'s conversation now."""

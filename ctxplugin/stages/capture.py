@@ -45,9 +45,7 @@ class Capture:
     captures: CaptureMemo
     reads: ReadMemo
 
-    def __call__(
-        self, tool_message: ToolMessage, scope: Scope
-    ) -> tuple[ToolMessage, CaptureReport]:
+    def __call__(self, tool_message: ToolMessage, scope: Scope) -> tuple[ToolMessage, CaptureReport]:
         """The compact message and what was done.
 
         Raises:
@@ -61,28 +59,18 @@ class Capture:
         if not isinstance(tool_message.content, (str, list)):
             raise InvalidInputError(content_problem("the tool message", tool_message))
         report = CaptureReport(session_id=scope.session_id, tool_call_id=tool_message.tool_call_id)
-        with (
-            step_budget(self.config.stores.timeout),
-            parse_once(),
-            _tracing.child_run(
-                "ctxplugin.capture_tool_result",
-                inputs={"tool_call_id": tool_message.tool_call_id, "name": tool_message.name or ""},
-            ) as run,
-        ):
+        with step_budget(self.config.stores.timeout), parse_once(), _tracing.child_run(
+            "ctxplugin.capture_tool_result",
+            inputs={"tool_call_id": tool_message.tool_call_id, "name": tool_message.name or ""},
+        ) as run:
             result, shape = self._store(tool_message, scope, report)
-            if (
-                self.config.facts.enabled
-                and self.config.facts.extract
-                and fact_source(tool_message)
-            ):
+            if self.config.facts.enabled and self.config.facts.extract and fact_source(tool_message):
                 self._read(tool_message, scope, report, shape)
             run.finish(outputs={"ref": report.ref_id or ""}, metadata=report.as_metadata)
         emit(CAPTURE_EVENT, report.model_dump())
         return result, report
 
-    def _store(
-        self, tool_message: ToolMessage, scope: Scope, report: CaptureReport
-    ) -> tuple[ToolMessage, str | None]:
+    def _store(self, tool_message: ToolMessage, scope: Scope, report: CaptureReport) -> tuple[ToolMessage, str | None]:
         """The message the conversation carries, and the shape its summary took the output for
         (None when it was passed through)."""
         if not self.config.cas.enabled:
@@ -94,16 +82,9 @@ class Capture:
             finally:
                 _timed(report, "store", start)
         except StoreError as exc:
-            report.warnings.append(
-                log_degraded(scope, f"CAS unavailable; tool output passed through: {exc}")
-            )
+            report.warnings.append(log_degraded(scope, f"CAS unavailable; tool output passed through: {exc}"))
             return tool_message.model_copy(
-                update={
-                    "additional_kwargs": {
-                        **tool_message.additional_kwargs,
-                        META_KEY: {"warning": str(exc)},
-                    }
-                }
+                update={"additional_kwargs": {**tool_message.additional_kwargs, META_KEY: {"warning": str(exc)}}}
             ), None
         report.original_tokens = captured.original_tokens
         report.compact_tokens = captured.compact_tokens
@@ -118,15 +99,11 @@ class Capture:
             "compact_tokens": captured.compact_tokens,
         }
         return tool_message.model_copy(
-            update={
-                "content": compact_content(captured.text, tool_message.content),
-                "additional_kwargs": {**tool_message.additional_kwargs, META_KEY: meta},
-            }
+            update={"content": compact_content(captured.text, tool_message.content),
+                    "additional_kwargs": {**tool_message.additional_kwargs, META_KEY: meta}}
         ), captured.shape
 
-    def _read(
-        self, tool_message: ToolMessage, scope: Scope, report: CaptureReport, shape: str | None
-    ) -> None:
+    def _read(self, tool_message: ToolMessage, scope: Scope, report: CaptureReport, shape: str | None) -> None:
         start = time.perf_counter()
         try:
             if self.reads.first_read(tool_message, scope):
@@ -134,32 +111,19 @@ class Capture:
                     # the full output is read, with the ref it is stored under as provenance and
                     # the shape its summary found (the rules read no statements from code or a diff)
                     note = {"ref": report.ref_id, **({"shape": shape} if shape else {})}
-                    source = (
-                        tool_message
-                        if report.ref_id is None
-                        else tool_message.model_copy(
-                            update={
-                                "additional_kwargs": {
-                                    **tool_message.additional_kwargs,
-                                    META_KEY: note,
-                                }
-                            }
-                        )
+                    source = tool_message if report.ref_id is None else tool_message.model_copy(
+                        update={"additional_kwargs": {**tool_message.additional_kwargs, META_KEY: note}}
                     )
                     report.facts_extracted = len(self.ledger.ingest([source], scope=scope))
                     self.reads.read_outputs([tool_message], scope)
         except StoreError as exc:
-            report.warnings.append(
-                log_degraded(scope, f"facts store unavailable; extraction skipped: {exc}")
-            )
+            report.warnings.append(log_degraded(scope, f"facts store unavailable; extraction skipped: {exc}"))
         finally:
             _timed(report, "facts", start)
 
 
 def _timed(report: CaptureReport, step: str, start: float) -> None:
-    report.timings_ms[step] = (
-        report.timings_ms.get(step, 0.0) + (time.perf_counter() - start) * 1000
-    )
+    report.timings_ms[step] = report.timings_ms.get(step, 0.0) + (time.perf_counter() - start) * 1000
 
 
 __all__ = ["Capture"]

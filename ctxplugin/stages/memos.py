@@ -36,9 +36,7 @@ class CaptureMemo:
         counter: counts the tokens of originals and compact forms.
     """
 
-    def __init__(
-        self, store: CASStore, config: CASConfig, counter: TokenCounter, size: int = MEMO_SIZE
-    ) -> None:
+    def __init__(self, store: CASStore, config: CASConfig, counter: TokenCounter, size: int = MEMO_SIZE) -> None:
         self.store = store
         self.config = config
         self.counter = counter
@@ -70,9 +68,7 @@ class CaptureMemo:
         )
         with self._lock:
             # a later lookup stores nothing: it did not create the grant
-            self._memo.put(
-                key, dataclasses.replace(captured, created=False) if captured.created else captured
-            )
+            self._memo.put(key, dataclasses.replace(captured, created=False) if captured.created else captured)
         return captured
 
 
@@ -84,9 +80,7 @@ class ReadMemo:
     def __init__(self, size: int = MEMO_SIZE * 4) -> None:
         self._lock = threading.Lock()
         self._read: LRU[str, bool] = LRU(size)
-        self._outputs: LRU[str, str] = LRU(
-            size
-        )  # scope and tool call id -> digest of the output read
+        self._outputs: LRU[str, str] = LRU(size)  # scope and tool call id -> digest of the output read
 
     def first_read(self, message: BaseMessage, scope: Scope) -> bool:
         """Whether ``message`` is read for the first time (it counts as read from now on)."""
