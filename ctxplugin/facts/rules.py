@@ -42,18 +42,16 @@ from ctxplugin._messages import annotation
 from ctxplugin._text_shapes import TextShape, detect_text_shape
 from ctxplugin._untrusted import load_json
 from ctxplugin.facts import _user_voice as user_voice
+from ctxplugin.facts._discourse import AGAIN as _AGAIN
+from ctxplugin.facts._discourse import LEAD as _LEAD
+from ctxplugin.facts._discourse import TENTATIVE as _TENTATIVE
 from ctxplugin.facts._json_facts import MAX_RECORDS, clip, flat_items, record_fact, tool_label
 from ctxplugin.facts._text import identifiers, sentences, slug
-from ctxplugin.facts._values import read_values
+from ctxplugin.facts._values import read_values, typed_values
 from ctxplugin.facts.extract import FactDraft
 from ctxplugin.facts.model import FactKind, FactScope
 from ctxplugin.tokens import content_text
 
-_LEAD = re.compile(
-    r"^(?:(?:actually|correction|update|note|fyi|ok(?:ay)?|so|also|well|oh|wait|sorry|no(?=\s*[,.;:!-]|\s+(?:i|we|thanks?)\b)|yes|yeah|yep|right|hmm|and|"
-    r"but|btw|again|remember|to be clear|to clarify|just to confirm|as i said|i repeat)\b[\s,:;!.-]*)+",
-    re.IGNORECASE,
-)
 _SCOPE_LEAD = re.compile(
     r"^(?:(?:suppose|supposing|hypothetically|imagine|what if|in theory|draft|proposal|tentatively)\b[\s,:;-]*)+",
     re.IGNORECASE,
@@ -226,7 +224,7 @@ class RuleExtractor:
         return out
 
     def _statement(self, sentence: str, voice: str, ids: list[str], *, shown: str) -> FactDraft | None:
-        body = _SCOPE_LEAD.sub("", _LEAD.sub("", sentence).strip()).strip().rstrip(".!?")
+        body = _AGAIN.sub("", _SCOPE_LEAD.sub("", _LEAD.sub("", sentence).strip()).strip().rstrip(".!?"))
         # "not economy, business": the user names the value they reject
         not_this = user_voice.rejected(body) if voice == "user" else None
         correction = bool(_CORRECTION.search(sentence)) or not_this is not None
@@ -235,6 +233,7 @@ class RuleExtractor:
             scope = "hypothetical"
         elif _DRAFT.search(sentence):
             scope = "draft"
+        weighed = voice == "user" and scope == "global" and bool(_TENTATIVE.search(sentence))  # "maybe $800"
         importance = 0.7 if correction else 0.5
         # "use X instead of Y" from a tool is advice (a linter's message), not a correction
         replaces = (_replaced(sentence) or not_this) if voice == "user" else None
@@ -244,8 +243,9 @@ class RuleExtractor:
         def make(kind: FactKind, key: str | None, **extra: Any) -> FactDraft:
             constraint_type = _constraint_type(sentence) if kind == "constraint" else None
             weight = max(importance, 0.8) if kind == "constraint" else importance
+            stated = "draft" if weighed and (key or typed_values(sentence)) else scope
             return FactDraft(
-                text=_tidy(shown, keep_also=addition), key=key or None, kind=kind, tags=tags, importance=weight, scope=scope,
+                text=_tidy(shown, keep_also=addition), key=key or None, kind=kind, tags=tags, importance=weight, scope=stated,
                 replaces=extra.get("replaces", replaces), constraint_type=constraint_type,
                 visibility=extra.get("visibility"),
             )
@@ -388,7 +388,7 @@ def _replaced(sentence: str) -> str | None:
 def _tidy(sentence: str, *, keep_also: bool = False) -> str:
     """The sentence without leading discourse words ("Actually, ", "OK so "); with
     ``keep_also`` an additive "also" stays ("Also invite design")."""
-    body = (_raw_lead(sentence) if keep_also else _LEAD.sub("", sentence)).strip()
+    body = _AGAIN.sub("", (_raw_lead(sentence) if keep_also else _LEAD.sub("", sentence)).strip())
     if len(body) < 4:
         return sentence
     first = body.split(maxsplit=1)[0]

@@ -1,0 +1,32 @@
+"""Discourse around what a user states: the words before a statement, a restatement, a value
+under consideration. The extraction rules strip the first two and give the third its own fact
+scope, so none of them makes a statement look like a new current value."""
+
+from __future__ import annotations
+
+import re
+
+LEAD = re.compile(
+    r"^(?:(?:actually|correction|update|note|fyi|ok(?:ay)?|so|also|well|oh|wait|sorry|no(?=\s*[,.;:!-]|\s+(?:i|we|thanks?)\b)|yes|yeah|yep|right|hmm|and|"
+    r"but|btw|again|remember|to be clear|to clarify|just to confirm|as i said|like i said|as i mentioned|i repeat|"
+    r"change of plans?|new plan|plan change|(?:quick|small|one|another|latest|new)\s+update|heads[- ]up|scratch that|"
+    r"never\s?mind|forget (?:that|it))\b[\s,:;!.-]*)+",
+    re.IGNORECASE,
+)
+"""Words before what a sentence states: discourse ("actually", "OK so"), a restatement ("as I
+said"), or a label announcing a change ("Change of plans:", "Quick update -", "Scratch that,").
+The statement after them is keyed by its own subject, so it replaces the old value."""
+AGAIN = re.compile(
+    r"(?:[\s,;-]+(?:again|as i (?:said|mentioned)|like i said|as mentioned|just to be (?:clear|sure)|to be clear)"
+    r"(?: (?:before|earlier|already))?)+(?=[.!]*$)",
+    re.IGNORECASE,
+)
+"""A restatement at the end of a sentence ("..., as I said", "... again"): the value said again
+is the same statement, not a new one that would replace it."""
+TENTATIVE = re.compile(
+    r"\b(?:maybe|perhaps|might|possibly|thinking (?:about|of)|considering|not sure (?:yet|if|whether))\b", re.IGNORECASE
+)
+"""A user weighing a value ("I'm thinking about making my budget $800", "maybe Friday"): under
+consideration, a draft until said plainly, so it replaces nothing and is not shown as current."""
+
+__all__ = ["AGAIN", "LEAD", "TENTATIVE"]

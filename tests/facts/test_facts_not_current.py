@@ -1,0 +1,98 @@
+"""What a user says that is not a new current value — a plan under consideration, a value said
+again, "never mind" — and changes announced with a label ("Change of plans: ..."), as the model
+sees them on the next call of a real embedded engine: the outdated marks of the history and
+the facts block.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
+
+from ctxplugin import ContextConfig, ContextEngine, Scope
+from ctxplugin.facts.model import FactQuery
+from ctxplugin.testing import facts_block
+
+TRIP = Scope(session_id="trip-1", user_id="traveller")
+NEXT_TRIP = Scope(session_id="trip-2", user_id="traveller")
+
+
+def chat(*turns: str) -> list[BaseMessage]:
+    """A support chat: the user's ``turns``, each answered, then the user's "go ahead"."""
+    messages: list[BaseMessage] = [SystemMessage("You are an airline support agent.")]
+    for i, turn in enumerate(turns):
+        messages.append(HumanMessage(turn, id=f"h{i}"))
+        messages.append(AIMessage(f"Noted ({i}).", id=f"a{i}"))
+    messages.append(HumanMessage("OK, please go ahead.", id="last"))
+    return messages
+
+
+def shown(engine: ContextEngine, messages: list[BaseMessage], scope: Scope = TRIP) -> dict[str, str]:
+    """The user messages of the prepared view, by id, each prefix of the conversation prepared
+    in turn as an agent would."""
+    ends = [i + 1 for i, m in enumerate(messages) if isinstance(m, HumanMessage)]
+    for end in ends:
+        prepared = engine.prepare(messages[:end], scope=scope)
+    return {str(m.id): str(m.content) for m in prepared.messages if isinstance(m, HumanMessage)}
+
+
+def current(engine: ContextEngine, scope: Scope = TRIP) -> list[str]:
+    """The statements the ledger holds in force for ``scope``."""
+    return sorted(f.text for f in engine.facts.store.find(FactQuery(reader=scope, valid=True, scopes=("global", "session"))))
+
+
+@pytest.fixture
+def engine(tmp_path: Path) -> ContextEngine:
+    return ContextEngine.embedded(tmp_path / "ctx", ContextConfig())
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        "Change of plans: the meeting is on Thursday at 3pm.",
+        "Quick update: the meeting is on Thursday at 3pm.",
+        "New plan - the meeting is on Thursday at 3pm.",
+        "Scratch that, the meeting is on Thursday at 3pm.",
+    ],
+)
+def test_a_change_announced_with_a_label_replaces_the_old_value(engine: ContextEngine, change: str) -> None:
+    view = shown(engine, chat("The meeting is on Tuesday at 2pm.", change))
+    assert view["h0"].startswith("[outdated: meeting is now:"), view["h0"]
+    assert view["h1"] == change
+    assert "The meeting is on Tuesday at 2pm." not in current(engine)
+
+
+@pytest.mark.parametrize(
+    "idea",
+    [
+        "I'm thinking about making my budget $800.",
+        "Maybe my budget is $800, I'm not sure yet.",
+        "We're considering raising my budget to $800.",
+        "My budget might be $800.",
+    ],
+)
+def test_a_value_under_consideration_leaves_the_current_one_alone(engine: ContextEngine, idea: str) -> None:
+    view = shown(engine, chat("My budget is $500.", idea))
+    assert view["h0"] == "My budget is $500.", "still the budget: nothing was decided"
+    assert "My budget is $500." in current(engine)
+    assert not any("800" in text for text in current(engine)), "a value under consideration is not current"
+
+
+@pytest.mark.parametrize(
+    "again",
+    ["My budget is $500, as I said.", "Like I said, my budget is $500.", "My budget is $500 again, just to be clear."],
+)
+def test_a_value_said_again_is_not_marked_outdated(engine: ContextEngine, again: str) -> None:
+    view = shown(engine, chat("My budget is $500.", again))
+    assert view["h0"] == "My budget is $500."
+    assert view["h1"] == again
+    assert [t for t in current(engine) if "500" in t] == ["My budget is $500."], "one fact, not replaced by itself"
+
+
+def test_never_mind_is_not_a_preference_that_follows_the_user(engine: ContextEngine) -> None:
+    shown(engine, chat("I'd like to add a bag.", "Never mind, I'll do it at the airport."))
+    assert not [t for t in current(engine) if "mind" in t.lower()]
+    later = engine.prepare([SystemMessage("You are an airline support agent."), HumanMessage("Hi, I need a new booking.")], scope=NEXT_TRIP)
+    assert "mind" not in facts_block(later.messages).lower()
