@@ -14,7 +14,8 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-from ctxplugin.facts._text import content_words
+from ctxplugin.facts._text import content_words, identifiers
+from ctxplugin.facts._values import read_values, typed_values
 
 PREFERENCE = re.compile(
     r"^(?:i|we)(?:'d|\s+would)?\s+(?:really\s+|much\s+|still\s+)?"
@@ -82,10 +83,15 @@ _CONDITIONAL = re.compile(r"^(?:i|we)(?:'d|\s+would)\b", re.IGNORECASE)
 
 def visibility_of(body: str) -> Literal["session"] | None:
     """Where a preference stated as ``body`` holds: one in the conditional ("I'd prefer an aisle
-    seat", "we'd rather fly on Friday", "I'd like the 3pm one") or a choice is about the
-    decision at hand, so it stays in the conversation's session; a standing one ("I prefer
-    aisle seats", "never book red-eyes") is left to the ledger (the user's, across sessions)."""
-    return "session" if _CONDITIONAL.match(body) else None
+    seat", "we'd rather fly on Friday", "I'd like the 3pm one"), a choice, or one about a
+    particular thing — a day, date, time or amount (not a bound), or an identifier ("I want the HAT123
+    flight", "I don't want the May 25 flight") — is about the decision at hand, so it stays in
+    the conversation's session; a standing one ("I prefer aisle seats", "never book red-eyes")
+    is left to the ledger (the user's, across sessions)."""
+    named = [i for i in identifiers(body) if not typed_values(i)]  # "HAT123"; "8am" is a time
+    if _CONDITIONAL.match(body) or read_values(body).points or named:
+        return "session"
+    return None
 
 
 def rejected(body: str) -> str | None:

@@ -96,3 +96,16 @@ def test_never_mind_is_not_a_preference_that_follows_the_user(engine: ContextEng
     assert not [t for t in current(engine) if "mind" in t.lower()]
     later = engine.prepare([SystemMessage("You are an airline support agent."), HumanMessage("Hi, I need a new booking.")], scope=NEXT_TRIP)
     assert "mind" not in facts_block(later.messages).lower()
+
+
+@pytest.mark.parametrize(
+    "choice",
+    ["I want the HAT123 flight.", "I don't want the May 25 flight.", "I'd like the 3pm one.", "I hate the 6am flight."],
+)
+def test_a_choice_of_one_flight_stays_in_its_conversation(engine: ContextEngine, choice: str) -> None:
+    standing = ("I hate layovers.", "I prefer flights departing after 8am.")
+    shown(engine, chat("I need to change reservation ZFA04Y.", *standing, choice))
+    later = engine.prepare([SystemMessage("You are an airline support agent."), HumanMessage("Hi, I need a new booking.")], scope=NEXT_TRIP)
+    block = facts_block(later.messages)
+    assert all(s in block for s in standing), "a standing preference follows the user"
+    assert choice not in block, "a choice made on another trip is not a preference for this one"
