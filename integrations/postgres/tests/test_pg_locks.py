@@ -234,8 +234,9 @@ def test_ctrl_c_while_waiting_for_the_write_lock_leaves_it_free(
     other = PostgresWriteLock(
         make_pool(pg_dsn, max_size=2), namespace=namespace, wait_s=3, owns_pool=True
     )
+    # waits long enough that Ctrl-C, however late a busy machine delivers it, comes first
     here = PostgresWriteLock(
-        make_pool(pg_dsn, max_size=2, name=waiter), namespace=namespace, wait_s=3, owns_pool=True
+        make_pool(pg_dsn, max_size=2, name=waiter), namespace=namespace, wait_s=20, owns_pool=True
     )
     other_ledger = FactsLedger(slow, lock=other)
     ledger = FactsLedger(
