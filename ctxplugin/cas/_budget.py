@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import re
+
 from ctxplugin.tokens import TokenCounter, count_text
 
 MAX_LINE_CHARS = 320
 """Lines longer than this are cut (with an ellipsis) before they are placed in a summary."""
+
+
+def appears(value: str, text: str) -> bool:
+    """Whether ``value`` stands in ``text`` as a whole token: id 3 is not shown by "300 records"."""
+    return re.search(rf"(?<![\w.-]){re.escape(value)}(?![\w.-])", text) is not None
 
 
 def clip(text: str, limit: int = MAX_LINE_CHARS) -> str:

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from ctxplugin.cas._budget import Lines
+from ctxplugin.cas._budget import Lines, appears
 from ctxplugin.cas._records import RecordSet, render_json, summarize_records, worth_a_record_set
 from ctxplugin.tokens import TokenCounter
 
@@ -396,5 +396,5 @@ def _primary_ids(records: list[dict[str, Any]], lines: Lines) -> None:
     if primary is None:
         return
     shown = "\n".join(lines.lines)
-    values = [str(r[primary]) for r in records if isinstance(r.get(primary), (str, int)) and str(r[primary]) not in shown]
+    values = [str(r[primary]) for r in records if isinstance(r.get(primary), (str, int)) and not appears(str(r[primary]), shown)]
     lines.add_list(f"{primary}: ", values, more_hint=" (expand_ref offset/limit)")

@@ -58,6 +58,14 @@ def test_json_array_counts_items_and_lists_every_primary_id_that_fits() -> None:
     assert "rec-00000" in text and "more" in text and COUNTER.count(text) <= BUDGET + 10
 
 
+def test_json_array_lists_a_numeric_id_that_only_occurs_inside_the_item_count() -> None:
+    # "300 records" holds the digits 0 and 3, but no record with id 0 or 3 is named by it
+    rows = [{"id": i, "name": f"item {i}"} for i in range(300)]
+    _, text = summary(json.dumps(rows), budget=200)
+    id_line = next(line for line in text.splitlines() if line.startswith("id: "))
+    assert id_line.startswith("id: 0, 1, 2, 3, 4, 5,"), text
+
+
 def test_json_nested_lists_keep_inner_ids() -> None:
     pairs = [[{"flight_number": f"HAT{i}{j}", "origin": "JFK", "destination": "ATL", "price": 100 + i} for j in range(2)] for i in range(6)]
     _, text = summary(json.dumps(pairs))
