@@ -314,11 +314,13 @@ def inspect(
         return
     _stdout().print(render(item, full=full))
     if path is not None:
-        _stderr().print(
-            f"refs stored under {path}; read one with: ctxplugin expand REF --path {path} --session {item.conversation}",
-            markup=False,
-            soft_wrap=True,
+        refs = item.report.refs_used
+        hint = (
+            f"refs stored under {path}; read one with: ctxplugin expand {refs[0]} --path {path} --session {item.conversation}"
+            if refs
+            else "this view shows no ref (its tool outputs fit whole), so there is nothing to read with expand; try a later --call"
         )
+        _stderr().print(hint, markup=False, soft_wrap=True)
 
 
 @app.command()

@@ -339,6 +339,20 @@ def test_expand_prints_a_stored_original(tmp_path: Path) -> None:
     assert other.exit_code == 1 and refs[0] in other.stderr
 
 
+def test_inspect_with_a_path_names_a_ref_to_expand_or_says_there_is_none(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    first = run("inspect", SWE, "--call", "0", "--path", store)
+    assert first.exit_code == 0, first.output
+    assert "refs stored" not in first.stderr and "nothing to read with expand" in " ".join(first.stderr.split())
+    last = run("inspect", SWE, "--call", "-1", "--path", store, "--json")
+    [ref, *_] = json.loads(last.stdout)["report"]["refs_used"]
+    shown = run("inspect", SWE, "--call", "-1", "--path", store)
+    hint = " ".join(shown.stderr.split())
+    assert f"ctxplugin expand {ref} --path {store} --session" in hint
+    command = hint.split("read one with: ")[1].split()
+    assert run(*command[1:]).exit_code == 0
+
+
 def test_expand_errors(tmp_path: Path) -> None:
     missing = run("expand", "ref:log:0000000000000000", "--path", tmp_path / "nowhere")
     assert missing.exit_code == 1 and "no store at" in missing.stderr
