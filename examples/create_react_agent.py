@@ -24,7 +24,7 @@ from ctxplugin.testing import ScriptedChatModel, tool_call
 @tool
 def read_log(service: str) -> str:
     """Read the last lines of a service's log."""
-    lines = [f"10:{i // 60:02d}:{i % 60:02d} INFO {service} request id=req-{i:05d} ok" for i in range(300)]
+    lines = [f"10:{i // 60:02d}:{i % 60:02d} INFO {service} request id=req-{i:05d} ok" for i in range(600)]
     lines[217] = f"10:03:37 ERROR {service} TimeoutError: payments-api did not answer in 30s"
     return "\n".join(lines)
 
@@ -53,6 +53,7 @@ def main() -> None:
     print(f"state: {len(state)} messages, the log in full ({len(kept.content):,} chars)")
     print(f"model: {len(model.calls[-1].messages)} messages, the log as a ref ({len(seen.text):,} chars):")
     print("  " + seen.text[:200].replace("\n", "\n  "))
+    assert seen.text.startswith("[ref:read_log:"), "a log over the budget reaches the model as a ref"
     assert "ERROR" in seen.text, "the error line survives compression"
 
 
