@@ -9,7 +9,7 @@ from typing import Any, Literal, get_args
 from langchain_core.messages import BaseMessage
 
 from ctxplugin.errors import InvalidInputError
-from ctxplugin.replay import _anthropic
+from ctxplugin.replay import _anthropic, _chat_logs
 from ctxplugin.replay._conversation import Conversation, ExpectedAction, RecordedUsage
 from ctxplugin.replay._messages import (
     is_langchain_message,
@@ -102,32 +102,35 @@ Builder = tuple[str, Any]  # (conversation id, zero-argument callable building a
 
 
 def _chat(data: Any, stem: str) -> list[Builder]:
-    groups: list[tuple[str, Sequence[Any]]] = []
     if isinstance(data, dict):
         if not isinstance(data.get("messages"), list):
             raise InvalidInputError("expected a 'messages' list")
-        groups.append((str(data.get("id") or stem), data["messages"]))
+        data = [data]
     elif isinstance(data, list) and data and all(is_message(m) for m in data):
-        groups.append((stem, data))
+        data = [data]
     elif isinstance(data, list) and data and is_message(data[0]):  # a message list with a stray item
         index, item = next((i, m) for i, m in enumerate(data) if not is_message(m))
         raise InvalidInputError(f"item {index} is {_describe(item)}, not a message like the items before it")
-    elif isinstance(data, list):
-        for index, item in enumerate(data):
-            if isinstance(item, dict) and isinstance(item.get("messages"), list):
-                groups.append((str(item.get("id") or f"{stem}#{index}"), item["messages"]))
-            elif isinstance(item, list):
-                groups.append((f"{stem}#{index}", item))
-            else:
-                raise InvalidInputError(f"item {index} is {_describe(item)}, not a message or a conversation")
-    if not groups:
+    if not isinstance(data, list):
+        raise InvalidInputError("expected a message list, a conversation or a list of them")
+    logged = _chat_logs.group(data)
+    if not logged:
         raise InvalidInputError("no conversation found")
+    named = [(item.id or (stem if len(logged) == 1 else f"{stem}#{index}"), item) for index, item in enumerate(logged)]
     seen: set[str] = set()
-    for index, (cid, raw) in enumerate(groups):  # an id names one conversation, as in a tau file
+    for index, (cid, item) in enumerate(named):  # an id names one conversation, as in a tau file
         if cid in seen:
-            groups[index] = (cid := f"{cid}#{index}", raw)
+            named[index] = (cid := f"{cid}#{index}", item)
         seen.add(cid)
-    return [(cid, lambda raw=raw, cid=cid: Conversation(id=cid, messages=tuple(to_messages(raw)))) for cid, raw in groups]
+    return [
+        (
+            cid,
+            lambda item=item, cid=cid: Conversation(
+                id=cid, messages=tuple(to_messages(item.messages)), usage=tuple(item.usage), tools=item.tools
+            ),
+        )
+        for cid, item in named
+    ]
 
 
 def _swe(data: Any, stem: str) -> list[Builder]:
@@ -150,11 +153,9 @@ def _swe_conversation(cid: str, raw_messages: list[Any]) -> Conversation:
         fields = {k: v for k, v in raw.items() if k in ("role", "content", "name", "tool_call_id")}
         if raw.get("role") == "assistant":
             fields["tool_calls"] = raw.get("tool_calls") or _response_tool_calls(response)
-            figures = response.get("usage")
-            if isinstance(figures, dict) and isinstance(figures.get("prompt_tokens"), int):
-                details = figures.get("prompt_tokens_details") or {}
-                cached = figures.get("prompt_cache_hit_tokens", details.get("cached_tokens", 0))
-                usage.append(RecordedUsage(figures["prompt_tokens"], int(cached or 0)))
+            figures = _chat_logs.openai_usage(response.get("usage"))
+            if figures is not None:
+                usage.append(figures)
         message = to_message(fields, index)
         messages.append(message.model_copy(update={"id": f"msg-{index}"}))
     return Conversation(id=cid, messages=tuple(messages), usage=tuple(usage))
@@ -219,10 +220,11 @@ def _langsmith(data: Any, stem: str) -> list[Builder]:
         runs = [runs]
     if not isinstance(runs, list):
         raise InvalidInputError("a LangSmith export is a list of runs (or {'runs': [...]})")
-    best: dict[str, tuple[int, int, list[Any]]] = {}
+    best: dict[str, tuple[int, int, list[Any], dict[str, Any]]] = {}
     for index, run in enumerate(runs):
         if not _is_run(run):
             raise InvalidInputError(f"item {index} is {_describe(run)}, not a LangSmith run")
+    runs = _with_child_runs(runs)
     # Chat-model runs hold the exact history each call saw; chains only when there are none.
     only_llm = any(run.get("run_type") == "llm" for run in runs)
     for index, run in enumerate(runs):
@@ -233,14 +235,49 @@ def _langsmith(data: Any, stem: str) -> list[Builder]:
             continue
         trace = str(run.get("trace_id") or run.get("id") or f"{stem}#{index}")
         if trace not in best or len(raw) > best[trace][1]:
-            best[trace] = (best.get(trace, (index, 0, []))[0], len(raw), raw)
+            best[trace] = (best[trace][0] if trace in best else index, len(raw), raw, run)
     if not best:
         raise InvalidInputError("no run with inputs.messages (chat model runs) in this export")
     ordered = sorted(best.items(), key=lambda item: item[1][0])
     return [
-        (trace, lambda raw=raw, trace=trace: Conversation(id=trace, messages=tuple(to_messages(raw))))
-        for trace, (_, _, raw) in ordered
+        (
+            trace,
+            lambda raw=raw, trace=trace, run=run: Conversation(id=trace, messages=tuple(to_messages(raw)), tools=_run_tools(run)),
+        )
+        for trace, (_, _, raw, run) in ordered
     ]
+
+
+def _run_tools(run: dict[str, Any]) -> tuple[dict[str, Any], ...]:
+    """The tools a chat-model run was called with: ``inputs.tools`` (a traced client call) or
+    the ``tools`` its model was bound with (``extra.invocation_params``), OpenAI or Anthropic
+    definitions, as OpenAI-format schemas."""
+    tools = run["inputs"].get("tools")
+    if not isinstance(tools, list):
+        tools = _mapping(_mapping(run.get("extra")).get("invocation_params")).get("tools")
+    if not isinstance(tools, list):
+        return ()
+    if any(isinstance(t, dict) and "input_schema" in t for t in tools):
+        return _anthropic.tools(tools)
+    return _chat_logs.request_tools(tools)
+
+
+def _with_child_runs(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The runs and, depth first, the runs nested in their ``child_runs`` (what
+    ``read_run(..., load_child_runs=True)`` returns), each taking its trace from the top run
+    when it names none."""
+    out: list[dict[str, Any]] = []
+    pending: list[tuple[dict[str, Any], Any]] = [(run, None) for run in reversed(runs)]
+    while pending:
+        run, trace = pending.pop()
+        if trace is not None and not run.get("trace_id"):
+            run = {**run, "trace_id": trace}
+        out.append(run)
+        children = run.get("child_runs")
+        if isinstance(children, list):
+            top = run.get("trace_id") or run.get("id") or trace
+            pending.extend((child, top) for child in reversed(children) if _is_run(child))
+    return out
 
 
 def _run_messages(run: dict[str, Any], index: int) -> list[Any] | None:

@@ -1,0 +1,159 @@
+"""Chat recordings that hold one entry per model call: OpenAI Chat Completions request bodies
+(``{"model", "messages", "tools", ...}``), as a logging proxy writes them, optionally each
+followed by the ``chat.completion`` that answered it.
+
+Every request resends the conversation so far, so a body whose messages continue an earlier
+body's is a later call of the same conversation, which is read from the longest body. Reading
+each body as a conversation of its own would replay the first calls once per later request.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ctxplugin.errors import InvalidInputError
+from ctxplugin.replay._conversation import RecordedUsage
+from ctxplugin.replay._messages import is_openai_message, parse_arguments
+
+
+@dataclass
+class Logged:
+    """One conversation of a log: the messages of its longest request (plus the reply that
+    answered it, when logged), that request's tools, and the provider's figures per response."""
+
+    id: str | None
+    messages: list[Any]
+    tools: tuple[dict[str, Any], ...] = ()
+    usage: list[RecordedUsage] = field(default_factory=list)
+    keys: list[str] = field(default_factory=list)
+
+
+def is_completion(value: Any) -> bool:
+    """Whether ``value`` is a Chat Completions response (``{"object": "chat.completion"}``)."""
+    return isinstance(value, dict) and value.get("object") == "chat.completion" and isinstance(value.get("choices"), list)
+
+
+def group(items: Sequence[Any]) -> list[Logged]:
+    """Request bodies (dicts with ``messages``), bare message lists and responses, in log order,
+    as conversations: a body or list that continues an earlier one replaces it, and a response
+    adds its reply to the conversation of the request before it.
+
+    Raises:
+        InvalidInputError: an item that is none of these, or a response with no request before it.
+    """
+    groups: list[Logged] = []
+    current: Logged | None = None
+    for index, item in enumerate(items):
+        if is_completion(item):
+            if current is None:
+                raise InvalidInputError(f"item {index} is a chat.completion response with no request before it")
+            _answer(current, item, index)
+            continue
+        if isinstance(item, list):
+            body: dict[str, Any] = {"messages": item}
+        elif isinstance(item, dict) and isinstance(item.get("messages"), list):
+            body = item
+        else:
+            raise InvalidInputError(f"item {index} is {_describe(item)}, not a message, a conversation or a request")
+        ident = str(body["id"]) if body.get("id") is not None else None
+        keys = [message_key(m) for m in body["messages"]]
+        current = _continued(groups, keys, ident)
+        if current is None:
+            current = Logged(id=ident, messages=[], keys=[])
+            groups.append(current)
+        current.messages, current.keys = list(body["messages"]), keys
+        current.tools = request_tools(body.get("tools"), body.get("functions"))
+    return groups
+
+
+def _continued(groups: list[Logged], keys: list[str], ident: str | None) -> Logged | None:
+    """The latest conversation whose messages ``keys`` begin with. A conversation that names
+    itself (``{"id", "messages"}``, which a request body never carries) is no request: it is
+    never merged."""
+    if ident is not None:
+        return None
+    for earlier in reversed(groups):
+        if earlier.id is not None:
+            continue
+        if len(earlier.keys) <= len(keys) and keys[: len(earlier.keys)] == earlier.keys:
+            return earlier
+    return None
+
+
+def _answer(current: Logged, response: dict[str, Any], index: int) -> None:
+    choices = response["choices"]
+    first = choices[0] if choices and isinstance(choices[0], dict) else {}
+    message = first.get("message")
+    if not is_openai_message(message):
+        raise InvalidInputError(f"item {index} is a chat.completion response without a message in choices[0]")
+    current.messages = [*current.messages, message]
+    current.keys = [*current.keys, message_key(message)]
+    figures = openai_usage(response.get("usage"))
+    if figures is not None:
+        current.usage.append(figures)
+
+
+def openai_usage(value: Any) -> RecordedUsage | None:
+    """An OpenAI-style ``usage`` as the provider's own figures: ``prompt_tokens``, of which cache
+    hits are ``prompt_tokens_details.cached_tokens`` (DeepSeek: ``prompt_cache_hit_tokens``)."""
+    if not isinstance(value, dict) or not isinstance(value.get("prompt_tokens"), int):
+        return None
+    details = value.get("prompt_tokens_details")
+    cached = value.get("prompt_cache_hit_tokens", details.get("cached_tokens", 0) if isinstance(details, dict) else 0)
+    return RecordedUsage(value["prompt_tokens"], int(cached or 0))
+
+
+def message_key(message: Any) -> str:
+    """What must be equal for two logged messages to be the same message: an OpenAI message by
+    role, text, name, tool calls (arguments parsed, so their spacing does not matter) and the
+    call it answers; fields a client adds or drops when it echoes a reply back (``refusal:
+    null``, ``annotations``) do not count."""
+    if is_openai_message(message):
+        calls = []
+        for call in message.get("tool_calls") or []:
+            function = call.get("function") if isinstance(call, dict) else None
+            if isinstance(function, dict):
+                calls.append([call.get("id"), function.get("name"), parse_arguments(function.get("arguments"))])
+            else:
+                calls.append([call])
+        content = message.get("content") or ""
+        return json.dumps([message["role"], content, message.get("name"), calls, message.get("tool_call_id")], sort_keys=True, default=str)
+    if isinstance(message, dict):
+        return json.dumps({k: v for k, v in message.items() if v is not None}, sort_keys=True, default=str)
+    return json.dumps(message, sort_keys=True, default=str)
+
+
+def request_tools(tools: Any, functions: Any = None) -> tuple[dict[str, Any], ...]:
+    """A request's ``tools`` (or the older ``functions``) as OpenAI-format schemas; tools of other
+    types, which the provider defines, are left out.
+
+    Raises:
+        InvalidInputError: a function tool without a name.
+    """
+    out: list[dict[str, Any]] = []
+    if isinstance(tools, list):
+        for index, item in enumerate(tools):
+            if not isinstance(item, dict) or item.get("type") != "function":
+                continue
+            function = item.get("function")
+            if not isinstance(function, dict) or not isinstance(function.get("name"), str) or not function["name"]:
+                raise InvalidInputError(f"tool {index} of a request is a function without a name")
+            out.append({"type": "function", "function": function})
+    elif isinstance(functions, list):
+        for index, function in enumerate(functions):
+            if not isinstance(function, dict) or not isinstance(function.get("name"), str) or not function["name"]:
+                raise InvalidInputError(f"function {index} of a request has no name")
+            out.append({"type": "function", "function": function})
+    return tuple(out)
+
+
+def _describe(value: Any) -> str:
+    if isinstance(value, dict):
+        return f"an object with keys {sorted(value)[:6]}"
+    return f"a {type(value).__name__}"
+
+
+__all__ = ["Logged", "group", "is_completion", "message_key", "openai_usage", "request_tools"]

@@ -1,0 +1,146 @@
+"""Recordings as request logs: OpenAI Chat Completions request bodies, one per model call, and
+LangSmith exports whose chat-model runs are nested under the trace's root run."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from typer.testing import CliRunner
+
+from ctxplugin.cli import app
+from ctxplugin.replay import load_file
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+RECORDINGS = FIXTURES / "recordings"
+TOOLS = FIXTURES / "tau-airline-tools.json"
+
+
+def replay_json(*args: str | Path) -> dict[str, Any]:
+    result = CliRunner().invoke(app, ["replay", *(str(a) for a in args), "--json", "-q", "--strategies", "full,ctxplugin"])
+    assert result.exit_code == 0, result.output
+    document: dict[str, Any] = json.loads(result.stdout)
+    return document
+
+
+def conversation() -> list[dict[str, Any]]:
+    messages: list[dict[str, Any]] = json.loads((RECORDINGS / "openai-chat.json").read_text())["messages"]
+    return messages
+
+
+def tools() -> list[dict[str, Any]]:
+    schemas: list[dict[str, Any]] = json.loads(TOOLS.read_text())
+    return schemas
+
+
+def write_jsonl(path: Path, items: list[dict[str, Any]]) -> Path:
+    path.write_text("".join(json.dumps(item) + "\n" for item in items), encoding="utf-8")
+    return path
+
+
+def requests(messages: list[dict[str, Any]], *, responses: bool) -> list[dict[str, Any]]:
+    """What a logging proxy writes: one request body per assistant message (the history it was
+    sent), each optionally followed by the chat.completion that answered it."""
+    log: list[dict[str, Any]] = []
+    for index, message in enumerate(messages):
+        if message["role"] != "assistant":
+            continue
+        history = [dict(m) for m in messages[:index]]
+        log.append({"model": "gpt-4o-2024-08-06", "messages": history, "tools": tools(), "tool_choice": "auto", "temperature": 0})
+        if responses:
+            reply = {"refusal": None, **message}
+            log.append(
+                {
+                    "id": f"chatcmpl-{index}",
+                    "object": "chat.completion",
+                    "model": "gpt-4o-2024-08-06",
+                    "choices": [{"index": 0, "message": reply, "finish_reason": "tool_calls" if message.get("tool_calls") else "stop"}],
+                    "usage": {"prompt_tokens": 1000 + index, "completion_tokens": 20, "prompt_tokens_details": {"cached_tokens": 512}},
+                }
+            )
+    return log
+
+
+def test_a_request_log_is_one_conversation_with_the_tools_it_sent(tmp_path: Path) -> None:
+    messages = conversation()
+    last = max(i for i, m in enumerate(messages) if m["role"] == "assistant")
+    log = write_jsonl(tmp_path / "requests.jsonl", requests(messages, responses=False))
+    # the last request's answer was never logged: the conversation is what that request held
+    same = tmp_path / "same.json"
+    same.write_text(json.dumps(messages[:last]), encoding="utf-8")
+
+    loaded = load_file(log)
+    assert (loaded.format, loaded.errors, len(loaded.conversations)) == ("openai", [], 1)
+    assert len(loaded.conversations[0].tools) == len(tools())
+
+    got, expected = replay_json(log), replay_json(same, "--tools", TOOLS)
+    [conv] = got["files"][0]["conversations"]
+    [want] = expected["files"][0]["conversations"]
+    assert conv["calls"] == want["calls"] == sum(1 for m in messages[1:last] if m["role"] == "assistant")
+    assert conv["strategies"] == want["strategies"]
+    assert got["totals"]["full"]["tool_schema_tokens"] > 0
+
+
+def test_a_request_log_with_its_responses_holds_the_last_reply_and_the_providers_figures(tmp_path: Path) -> None:
+    messages = conversation()
+    log = write_jsonl(tmp_path / "requests.jsonl", requests(messages, responses=True))
+    same = tmp_path / "same.json"
+    same.write_text(json.dumps(messages), encoding="utf-8")
+
+    got, expected = replay_json(log), replay_json(same, "--tools", TOOLS)
+    [conv] = got["files"][0]["conversations"]
+    [want] = expected["files"][0]["conversations"]
+    assert conv["strategies"] == want["strategies"]
+    calls = sum(1 for m in messages[1:] if m["role"] == "assistant")
+    recorded = got["files"][0]["recorded"]
+    assert recorded["calls"] == calls
+    assert recorded["cached_tokens"] == 512 * calls
+
+
+def test_request_bodies_that_do_not_continue_one_another_are_separate_conversations(tmp_path: Path) -> None:
+    messages = conversation()
+    first = {"model": "gpt-4o", "messages": messages[:3]}
+    other = {"model": "gpt-4o", "messages": [messages[0], {"role": "user", "content": "another task"}, {"role": "assistant", "content": "sure"}]}
+    loaded = load_file(write_jsonl(tmp_path / "two.jsonl", [first, other]))
+    assert [len(c.messages) for c in loaded.conversations] == [3, 3]
+
+
+def nested_langsmith_root() -> dict[str, Any]:
+    """The fixture's runs as `client.read_run(trace_id, load_child_runs=True)` returns them: the
+    root run with its chat-model runs under ``child_runs``."""
+    runs: list[dict[str, Any]] = json.loads((RECORDINGS / "langsmith-runs.json").read_text())
+    [root] = [r for r in runs if r.get("parent_run_id") is None and r["run_type"] == "chain"]
+    children = [r for r in runs if r is not root]
+    agent = {**root, "id": "agent-node", "parent_run_id": root["id"], "name": "agent", "child_runs": children}
+    return {**root, "child_runs": [agent]}
+
+
+def test_a_langsmith_root_run_with_nested_child_runs_reads_its_chat_model_runs(tmp_path: Path) -> None:
+    nested = tmp_path / "nested.json"
+    nested.write_text(json.dumps(nested_langsmith_root()), encoding="utf-8")
+    got, expected = replay_json(nested), replay_json(RECORDINGS / "langsmith-runs.json")
+    assert got["files"][0]["status"] == "ok", got["files"][0]["errors"]
+    assert got["files"][0]["conversations"] == expected["files"][0]["conversations"]
+
+
+def test_the_tools_a_langsmith_chat_model_run_was_bound_with_are_sent(tmp_path: Path) -> None:
+    runs: list[dict[str, Any]] = json.loads((RECORDINGS / "langsmith-runs.json").read_text())
+    anthropic = [{"name": t["function"]["name"], "description": t["function"]["description"], "input_schema": t["function"]["parameters"]} for t in tools()]
+    for run in runs:
+        if run["run_type"] == "llm":
+            run["extra"] = {"invocation_params": {"model": "gpt-4o", "tools": tools(), "tool_choice": "auto"}}
+    openai_style = tmp_path / "openai-bound.json"
+    openai_style.write_text(json.dumps(runs), encoding="utf-8")
+    for run in runs:
+        if run["run_type"] == "llm":
+            run["extra"] = {"invocation_params": {"model": "claude-sonnet-4-5"}}
+            run["inputs"] = {**run["inputs"], "tools": anthropic}
+    anthropic_style = tmp_path / "anthropic-bound.json"
+    anthropic_style.write_text(json.dumps(runs), encoding="utf-8")
+
+    expected = replay_json(RECORDINGS / "langsmith-runs.json", "--tools", TOOLS)
+    for path in (openai_style, anthropic_style):
+        assert len(load_file(path).conversations[0].tools) == len(tools())
+        got = replay_json(path)
+        assert got["files"][0]["conversations"] == expected["files"][0]["conversations"]
