@@ -172,6 +172,8 @@ def _from_langchain(raw: dict[str, Any], index: int) -> BaseMessage:
         kind, data = raw.get("type"), raw.get("data")
     else:
         kind, data = raw.get("type"), raw
+    # messages_to_dict names a streamed chunk by its class ("AIMessageChunk"): the message it builds
+    kind = _LC_CLASSES.get(kind, kind) if isinstance(kind, str) else kind
     if kind not in _LC_TYPES or not isinstance(data, dict):
         raise InvalidInputError(f"message {index} has LangChain type {kind!r}; expected one of {sorted(_LC_TYPES)}")
     payload = {k: v for k, v in data.items() if k != "type"}

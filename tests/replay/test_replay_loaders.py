@@ -276,3 +276,22 @@ def test_tool_call_arguments_nested_past_any_call_are_kept_as_text(tmp_path: Pat
     (conversation,) = load_file(path).conversations
     call = conversation.messages[1]
     assert isinstance(call, AIMessage) and call.tool_calls[0]["args"] == {"input": deep}
+
+
+def test_messages_to_dict_of_streamed_chunks_reads_as_their_messages(tmp_path: Path) -> None:
+    from langchain_core.messages import AIMessageChunk, HumanMessageChunk, ToolMessageChunk, messages_to_dict
+
+    chunks = [
+        HumanMessageChunk(content="Cancel reservation ZFA04Y"),
+        AIMessageChunk(content="", tool_call_chunks=[{"name": "cancel_reservation", "args": '{"reservation_id": "ZFA04Y"}', "id": "call_1", "index": 0}]),
+        ToolMessageChunk(content='{"status": "cancelled"}', tool_call_id="call_1"),
+        AIMessageChunk(content="Reservation ZFA04Y is cancelled."),
+    ]
+    path = tmp_path / "streamed.json"
+    path.write_text(json.dumps(messages_to_dict(chunks)))
+    loaded = load_file(path)
+    assert (loaded.format, loaded.errors) == ("langchain", [])
+    [conversation] = loaded.conversations
+    assert [type(m) for m in conversation.messages] == [HumanMessage, AIMessage, ToolMessage, AIMessage]
+    assert conversation.messages[1].tool_calls[0]["args"] == {"reservation_id": "ZFA04Y"}
+    assert conversation.messages[2].content == '{"status": "cancelled"}'
