@@ -279,7 +279,12 @@ def test_tool_call_arguments_nested_past_any_call_are_kept_as_text(tmp_path: Pat
 
 
 def test_messages_to_dict_of_streamed_chunks_reads_as_their_messages(tmp_path: Path) -> None:
-    from langchain_core.messages import AIMessageChunk, HumanMessageChunk, ToolMessageChunk, messages_to_dict
+    from langchain_core.messages import (
+        AIMessageChunk,
+        HumanMessageChunk,
+        ToolMessageChunk,
+        messages_to_dict,
+    )
 
     chunks = [
         HumanMessageChunk(content="Cancel reservation ZFA04Y"),
@@ -293,5 +298,6 @@ def test_messages_to_dict_of_streamed_chunks_reads_as_their_messages(tmp_path: P
     assert (loaded.format, loaded.errors) == ("langchain", [])
     [conversation] = loaded.conversations
     assert [type(m) for m in conversation.messages] == [HumanMessage, AIMessage, ToolMessage, AIMessage]
-    assert conversation.messages[1].tool_calls[0]["args"] == {"reservation_id": "ZFA04Y"}
+    call = conversation.messages[1]
+    assert isinstance(call, AIMessage) and call.tool_calls[0]["args"] == {"reservation_id": "ZFA04Y"}
     assert conversation.messages[2].content == '{"status": "cancelled"}'
