@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ctxplugin.errors import InvalidInputError
+from ctxplugin.replay import _responses
 from ctxplugin.replay._conversation import RecordedUsage
 from ctxplugin.replay._messages import is_openai_message, parse_arguments
 
@@ -47,15 +48,23 @@ def group(items: Sequence[Any]) -> list[Logged]:
     groups: list[Logged] = []
     current: Logged | None = None
     for index, item in enumerate(items):
-        if is_completion(item):
+        if is_completion(item) or _responses.is_response(item):
             if current is None:
-                raise InvalidInputError(f"item {index} is a chat.completion response with no request before it")
+                raise InvalidInputError(f"item {index} is a response with no request before it")
             _answer(current, item, index)
             continue
         if isinstance(item, list):
             body: dict[str, Any] = {"messages": item}
         elif isinstance(item, dict) and isinstance(item.get("messages"), list):
             body = item
+        elif _responses.is_request(item):
+            body = _responses.body(item, index)
+            if "previous_response_id" in body and current is not None:  # only the new items were sent
+                new = body["messages"]
+                if new and current.messages and message_key(new[0]) == message_key(current.messages[0]):
+                    new = new[1:]  # the instructions, which every request repeats
+                body["messages"] = [*current.messages, *new]
+            body["messages"] = _responses.name_results(body["messages"])
         else:
             raise InvalidInputError(f"item {index} is {_describe(item)}, not a message, a conversation or a request")
         ident = str(body["id"]) if body.get("id") is not None else None
@@ -84,13 +93,16 @@ def _continued(groups: list[Logged], keys: list[str], ident: str | None) -> Logg
 
 
 def _answer(current: Logged, response: dict[str, Any], index: int) -> None:
-    choices = response["choices"]
-    first = choices[0] if choices and isinstance(choices[0], dict) else {}
-    message = first.get("message")
-    if not is_openai_message(message):
-        raise InvalidInputError(f"item {index} is a chat.completion response without a message in choices[0]")
-    current.messages = [*current.messages, message]
-    current.keys = [*current.keys, message_key(message)]
+    if _responses.is_response(response):
+        replies = _responses.output(response, index)
+    else:
+        choices = response["choices"]
+        first = choices[0] if choices and isinstance(choices[0], dict) else {}
+        if not is_openai_message(first.get("message")):
+            raise InvalidInputError(f"item {index} is a chat.completion response without a message in choices[0]")
+        replies = [first["message"]]
+    current.messages = [*current.messages, *replies]
+    current.keys = [*current.keys, *(message_key(m) for m in replies)]
     figures = openai_usage(response.get("usage"))
     if figures is not None:
         current.usage.append(figures)
@@ -98,12 +110,17 @@ def _answer(current: Logged, response: dict[str, Any], index: int) -> None:
 
 def openai_usage(value: Any) -> RecordedUsage | None:
     """An OpenAI-style ``usage`` as the provider's own figures: ``prompt_tokens``, of which cache
-    hits are ``prompt_tokens_details.cached_tokens`` (DeepSeek: ``prompt_cache_hit_tokens``)."""
-    if not isinstance(value, dict) or not isinstance(value.get("prompt_tokens"), int):
+    hits are ``prompt_tokens_details.cached_tokens`` (DeepSeek: ``prompt_cache_hit_tokens``;
+    the Responses API: ``input_tokens`` and ``input_tokens_details.cached_tokens``)."""
+    if not isinstance(value, dict):
         return None
-    details = value.get("prompt_tokens_details")
+    responses = "prompt_tokens" not in value  # the Responses API's names
+    prompt = value.get("input_tokens" if responses else "prompt_tokens")
+    if not isinstance(prompt, int):
+        return None
+    details = value.get("input_tokens_details" if responses else "prompt_tokens_details")
     cached = value.get("prompt_cache_hit_tokens", details.get("cached_tokens", 0) if isinstance(details, dict) else 0)
-    return RecordedUsage(value["prompt_tokens"], int(cached or 0))
+    return RecordedUsage(prompt, int(cached or 0))
 
 
 def message_key(message: Any) -> str:

@@ -9,7 +9,7 @@ from typing import Any, Literal, get_args
 from langchain_core.messages import BaseMessage
 
 from ctxplugin.errors import InvalidInputError
-from ctxplugin.replay import _anthropic, _chat_logs
+from ctxplugin.replay import _anthropic, _chat_logs, _responses
 from ctxplugin.replay._conversation import Conversation, ExpectedAction, RecordedUsage
 from ctxplugin.replay._messages import (
     is_langchain_message,
@@ -57,8 +57,12 @@ def detect(data: Any) -> Format:
             if _anthropic.is_request(data):
                 return "anthropic"
             return _chat_dialect(messages)
+        if _responses.is_request(data):
+            return "openai"
     elif isinstance(data, list) and data:
         first = data[0]
+        if _responses.is_request(first):
+            return "openai"
         if isinstance(first, dict) and "traj" in first and "task_id" in first:
             return "tau"
         if _is_run(first):
@@ -72,7 +76,7 @@ def detect(data: Any) -> Format:
         if isinstance(first, list) and first:
             return _chat_dialect(first)
     raise InvalidInputError(
-        "unknown format: expected OpenAI chat messages, Anthropic Messages API requests, LangChain message dumps, a LangSmith run "
+        "unknown format: expected OpenAI chat messages or Responses API requests, Anthropic Messages API requests, LangChain message dumps, a LangSmith run "
         f"export, a mini-swe-agent .traj.json or a tau-bench trajectory list (or pass --format {{{','.join(FORMATS)}}})"
     )
 
@@ -103,8 +107,8 @@ Builder = tuple[str, Any]  # (conversation id, zero-argument callable building a
 
 def _chat(data: Any, stem: str) -> list[Builder]:
     if isinstance(data, dict):
-        if not isinstance(data.get("messages"), list):
-            raise InvalidInputError("expected a 'messages' list")
+        if not isinstance(data.get("messages"), list) and not _responses.is_request(data):
+            raise InvalidInputError("expected a 'messages' list (or a Responses API request's 'input')")
         data = [data]
     elif isinstance(data, list) and data and all(is_message(m) for m in data):
         data = [data]

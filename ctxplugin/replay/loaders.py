@@ -4,8 +4,8 @@ Supported formats (detected from the content; ``format=`` overrides):
 
 - ``openai``: chat-format messages (``{"role", "content", "tool_calls"}``), as a JSON list, a
   ``{"messages": [...]}`` object, a list of those, or JSONL (one message, or one conversation,
-  per line); Chat Completions request bodies, one per call, that continue one another form one
-  conversation;
+  per line); Chat Completions or Responses API request bodies, one per call, that continue one
+  another form one conversation;
 - ``anthropic``: Anthropic Messages API request bodies (``system``, ``messages``, ``tools``), one
   per call or only the last, optionally with the responses; requests that continue one another
   form one conversation;

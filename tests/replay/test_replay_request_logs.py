@@ -144,3 +144,63 @@ def test_the_tools_a_langsmith_chat_model_run_was_bound_with_are_sent(tmp_path: 
         assert len(load_file(path).conversations[0].tools) == len(tools())
         got = replay_json(path)
         assert got["files"][0]["conversations"] == expected["files"][0]["conversations"]
+
+
+def responses_items(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Chat messages (after the system prompt) as Responses API input items."""
+    items: list[dict[str, Any]] = []
+    for message in messages:
+        if message["role"] == "user":
+            items.append({"role": "user", "content": [{"type": "input_text", "text": message["content"]}]})
+        elif message["role"] == "assistant":
+            if message.get("content"):
+                items.append({"type": "message", "role": "assistant", "status": "completed", "content": [{"type": "output_text", "text": message["content"], "annotations": []}]})
+            for call in message.get("tool_calls") or []:
+                items.append({"type": "function_call", "call_id": call["id"], "name": call["function"]["name"], "arguments": call["function"]["arguments"], "status": "completed"})
+        elif message["role"] == "tool":
+            items.append({"type": "function_call_output", "call_id": message["tool_call_id"], "output": message["content"]})
+    return items
+
+
+def responses_tools() -> list[dict[str, Any]]:
+    return [{"type": "function", **t["function"]} for t in tools()] + [{"type": "web_search_preview"}]
+
+
+def test_a_responses_api_request_reads_as_the_chat_it_holds(tmp_path: Path) -> None:
+    messages = conversation()
+    assert messages[0]["role"] == "system"
+    request = {"model": "gpt-4.1", "instructions": messages[0]["content"], "input": responses_items(messages[1:]), "tools": responses_tools()}
+    path = tmp_path / "responses.json"
+    path.write_text(json.dumps(request), encoding="utf-8")
+    same = tmp_path / "same.json"
+    same.write_text(json.dumps(messages), encoding="utf-8")
+    got, expected = replay_json(path), replay_json(same, "--tools", TOOLS)
+    assert got["files"][0]["format"] == "openai"
+    assert got["files"][0]["conversations"][0]["strategies"] == expected["files"][0]["conversations"][0]["strategies"]
+
+
+def test_a_responses_api_log_chained_by_previous_response_id_is_one_conversation(tmp_path: Path) -> None:
+    messages = conversation()
+    log: list[dict[str, Any]] = []
+    sent = 1  # messages already in the conversation the next request continues
+    for index, message in enumerate(messages):
+        if message["role"] != "assistant" or index == 0:
+            continue
+        request: dict[str, Any] = {"model": "gpt-4.1", "instructions": messages[0]["content"], "input": responses_items(messages[sent:index]), "tools": responses_tools()}
+        if log:
+            request["previous_response_id"] = log[-1]["id"]
+        reasoning = {"type": "reasoning", "id": f"rs_{index}", "summary": []}
+        output = [reasoning, *responses_items([message])]
+        usage = {"input_tokens": 900 + index, "input_tokens_details": {"cached_tokens": 256}, "output_tokens": 30}
+        log += [request, {"id": f"resp_{index}", "object": "response", "status": "completed", "output": output, "usage": usage}]
+        sent = index + 1
+    path = write_jsonl(tmp_path / "responses.jsonl", log)
+    same = tmp_path / "same.json"
+    same.write_text(json.dumps(messages[:sent]), encoding="utf-8")
+
+    loaded = load_file(path)
+    assert (loaded.errors, len(loaded.conversations)) == ([], 1)
+    got, expected = replay_json(path), replay_json(same, "--tools", TOOLS)
+    assert got["files"][0]["conversations"][0]["strategies"] == expected["files"][0]["conversations"][0]["strategies"]
+    calls = expected["files"][0]["conversations"][0]["calls"]
+    assert got["files"][0]["recorded"]["cached_tokens"] == 256 * calls
