@@ -1,6 +1,8 @@
 """Chat recordings that hold one entry per model call: OpenAI Chat Completions request bodies
 (``{"model", "messages", "tools", ...}``), as a logging proxy writes them, optionally each
-followed by the ``chat.completion`` that answered it.
+followed by the ``chat.completion`` that answered it; Responses API requests and responses
+(:mod:`ctxplugin.replay._responses`); LangGraph thread states and checkpoints, one or a
+thread's whole history.
 
 Every request resends the conversation so far, so a body whose messages continue an earlier
 body's is a later call of the same conversation, which is read from the longest body. Reading
@@ -53,8 +55,11 @@ def group(items: Sequence[Any]) -> list[Logged]:
                 raise InvalidInputError(f"item {index} is a response with no request before it")
             _answer(current, item, index)
             continue
+        state = state_messages(item)
         if isinstance(item, list):
             body: dict[str, Any] = {"messages": item}
+        elif state is not None:
+            body = {"messages": state}
         elif isinstance(item, dict) and isinstance(item.get("messages"), list):
             body = item
         elif _responses.is_request(item):
@@ -69,6 +74,8 @@ def group(items: Sequence[Any]) -> list[Logged]:
             raise InvalidInputError(f"item {index} is {_describe(item)}, not a message, a conversation or a request")
         ident = str(body["id"]) if body.get("id") is not None else None
         keys = [message_key(m) for m in body["messages"]]
+        if ident is None and any(_begins(g.keys, keys) for g in groups if g.id is None):
+            continue  # an earlier state of a conversation already read (a thread's history is newest first)
         current = _continued(groups, keys, ident)
         if current is None:
             current = Logged(id=ident, messages=[], keys=[])
@@ -87,8 +94,26 @@ def _continued(groups: list[Logged], keys: list[str], ident: str | None) -> Logg
     for earlier in reversed(groups):
         if earlier.id is not None:
             continue
-        if len(earlier.keys) <= len(keys) and keys[: len(earlier.keys)] == earlier.keys:
+        if _begins(keys, earlier.keys):
             return earlier
+    return None
+
+
+def _begins(keys: list[str], prefix: list[str]) -> bool:
+    return len(prefix) <= len(keys) and keys[: len(prefix)] == prefix
+
+
+def state_messages(value: Any) -> list[Any] | None:
+    """The messages of a LangGraph thread state or checkpoint: ``values.messages`` (the server
+    API's thread state, each item of a thread's history), ``channel_values.messages`` (a
+    checkpoint), or ``checkpoint.channel_values.messages`` (a checkpoint tuple)."""
+    for path in (("values",), ("channel_values",), ("checkpoint", "channel_values")):
+        node: Any = value
+        for key in path:
+            node = node.get(key) if isinstance(node, dict) else None
+        if isinstance(node, dict) and isinstance(node.get("messages"), list):
+            messages: list[Any] = node["messages"]
+            return messages
     return None
 
 
@@ -173,4 +198,4 @@ def _describe(value: Any) -> str:
     return f"a {type(value).__name__}"
 
 
-__all__ = ["Logged", "group", "is_completion", "message_key", "openai_usage", "request_tools"]
+__all__ = ["Logged", "group", "is_completion", "message_key", "openai_usage", "request_tools", "state_messages"]

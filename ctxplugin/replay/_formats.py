@@ -59,10 +59,14 @@ def detect(data: Any) -> Format:
             return _chat_dialect(messages)
         if _responses.is_request(data):
             return "openai"
+        if state := _chat_logs.state_messages(data):
+            return _chat_dialect(state)
     elif isinstance(data, list) and data:
         first = data[0]
         if _responses.is_request(first):
             return "openai"
+        if state := _chat_logs.state_messages(first):
+            return _chat_dialect(state)
         if isinstance(first, dict) and "traj" in first and "task_id" in first:
             return "tau"
         if _is_run(first):
@@ -107,7 +111,7 @@ Builder = tuple[str, Any]  # (conversation id, zero-argument callable building a
 
 def _chat(data: Any, stem: str) -> list[Builder]:
     if isinstance(data, dict):
-        if not isinstance(data.get("messages"), list) and not _responses.is_request(data):
+        if not isinstance(data.get("messages"), list) and not _responses.is_request(data) and _chat_logs.state_messages(data) is None:
             raise InvalidInputError("expected a 'messages' list (or a Responses API request's 'input')")
         data = [data]
     elif isinstance(data, list) and data and all(is_message(m) for m in data):

@@ -10,7 +10,7 @@ Supported formats (detected from the content; ``format=`` overrides):
   per call or only the last, optionally with the responses; requests that continue one another
   form one conversation;
 - ``langchain``: LangChain message dumps (``messages_to_dict`` or ``dumpd`` output), in the
-  same containers;
+  same containers, and LangGraph thread states, histories and checkpoints;
 - ``langsmith``: LangSmith run exports (runs with ``inputs.messages`` and ``outputs``); the runs of
   one trace form one conversation, read from the run that saw the longest history;
 - ``swe``: mini-swe-agent ``.traj.json`` files;

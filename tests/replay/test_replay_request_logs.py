@@ -204,3 +204,27 @@ def test_a_responses_api_log_chained_by_previous_response_id_is_one_conversation
     assert got["files"][0]["conversations"][0]["strategies"] == expected["files"][0]["conversations"][0]["strategies"]
     calls = expected["files"][0]["conversations"][0]["calls"]
     assert got["files"][0]["recorded"]["cached_tokens"] == 256 * calls
+
+
+def graph_messages() -> list[dict[str, Any]]:
+    """The langchain fixture's messages as LangGraph's server API returns a thread's messages."""
+    dumped: list[dict[str, Any]] = json.loads((RECORDINGS / "langchain-messages.json").read_text())
+    return [{**m["data"], "type": m["type"]} for m in dumped]
+
+
+def test_a_langgraph_thread_state_and_its_history_read_as_the_thread(tmp_path: Path) -> None:
+    messages = graph_messages()
+    config = {"configurable": {"thread_id": "thread-7", "checkpoint_ns": "", "checkpoint_id": "1ef-3"}}
+    state = {"values": {"messages": messages}, "next": [], "checkpoint": config["configurable"], "metadata": {"step": 9}, "created_at": "2024-05-15T15:00:00+00:00"}
+    # /threads/{id}/history: every checkpoint, newest first
+    ends = [i + 1 for i, m in enumerate(messages) if m["type"] == "ai"]
+    history = [{**state, "values": {"messages": messages[:end]}} for end in reversed(ends)]
+    checkpoint = {"v": 1, "id": "1ef-3", "ts": "2024-05-15T15:00:00+00:00", "channel_values": {"messages": json.loads((RECORDINGS / "langchain-messages.json").read_text())}, "channel_versions": {}}
+    expected = replay_json(RECORDINGS / "langchain-messages.json")["files"][0]["conversations"][0]["strategies"]
+    for name, document in (("state", state), ("history", history), ("checkpoint", {"config": config, "checkpoint": checkpoint})):
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps(document), encoding="utf-8")
+        loaded = load_file(path)
+        assert (loaded.format, loaded.errors, len(loaded.conversations)) == ("langchain", [], 1), name
+        got = replay_json(path)["files"][0]["conversations"][0]["strategies"]
+        assert got == expected, name
