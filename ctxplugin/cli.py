@@ -233,7 +233,7 @@ def replay(
         TimeElapsedColumn(),
         console=err,
         transient=True,
-        disable=quiet,
+        disable=quiet or not err.is_terminal,  # a log file would keep only a blank line of it
     )
     with progress:
         task = progress.add_task("replay", total=None)

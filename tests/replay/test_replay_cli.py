@@ -359,3 +359,10 @@ def test_expand_errors(tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
     unknown = run("expand", "ref:log:0000000000000000", "--path", tmp_path / "empty", "--session", "s")
     assert unknown.exit_code == 1 and "ref:log:0000000000000000" in unknown.stderr
+
+
+def test_stderr_that_is_no_terminal_gets_no_progress_bar_residue() -> None:
+    result = run("replay", BAD / "unknown.json", OPENAI, "--json")
+    assert result.exit_code == 0, result.output
+    assert result.stderr.startswith("error: "), repr(result.stderr[:40])
+    assert json.loads(result.stdout)["files"][-1]["status"] == "ok"
