@@ -228,3 +228,19 @@ def test_a_langgraph_thread_state_and_its_history_read_as_the_thread(tmp_path: P
         assert (loaded.format, loaded.errors, len(loaded.conversations)) == ("langchain", [], 1), name
         got = replay_json(path)["files"][0]["conversations"][0]["strategies"]
         assert got == expected, name
+
+
+def test_langsmith_runs_of_a_traced_anthropic_client_keep_the_system_prompt_and_tool_results(tmp_path: Path) -> None:
+    # langsmith.wrappers.wrap_anthropic: each run's inputs are the request body, its outputs the response
+    log = [json.loads(line) for line in (RECORDINGS / "anthropic-requests.jsonl").read_text().splitlines()]
+    runs: list[dict[str, Any]] = [{"id": "root", "trace_id": "t1", "name": "agent", "run_type": "chain", "inputs": {"question": "..."}, "outputs": {}}]
+    for index in range(0, len(log) - 1, 2):
+        request, response = log[index], log[index + 1]
+        runs.append({"id": f"r{index}", "trace_id": "t1", "parent_run_id": "root", "name": "ChatAnthropic", "run_type": "llm", "inputs": request, "outputs": response})
+    path = tmp_path / "traced.json"
+    path.write_text(json.dumps(runs), encoding="utf-8")
+    [conv] = load_file(path).conversations
+    assert type(conv.messages[0]).__name__ == "SystemMessage"
+    assert "ToolMessage" in {type(m).__name__ for m in conv.messages}
+    got, expected = replay_json(path), replay_json(RECORDINGS / "anthropic-requests.jsonl")
+    assert got["files"][0]["conversations"][0]["strategies"] == expected["files"][0]["conversations"][0]["strategies"]
