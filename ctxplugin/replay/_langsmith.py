@@ -10,7 +10,7 @@ from typing import Any
 
 from ctxplugin.errors import InvalidInputError
 from ctxplugin.replay import _anthropic, _chat_logs
-from ctxplugin.replay._conversation import Conversation
+from ctxplugin.replay._conversation import Conversation, RecordedUsage
 from ctxplugin.replay._messages import is_message, is_openai_message, to_messages
 
 Builder = tuple[str, Any]
@@ -40,6 +40,7 @@ def parse(data: Any, stem: str) -> list[Builder]:
     if not isinstance(runs, list):
         raise InvalidInputError("a LangSmith export is a list of runs (or {'runs': [...]})")
     best: dict[str, tuple[int, int, list[Any], dict[str, Any]]] = {}
+    usage: dict[str, list[RecordedUsage]] = {}
     for index, run in enumerate(runs):
         if not is_run(run):
             raise InvalidInputError(f"item {index} is {_describe(run)}, not a LangSmith run")
@@ -53,24 +54,51 @@ def parse(data: Any, stem: str) -> list[Builder]:
         if raw is None:
             continue
         trace = str(run.get("trace_id") or run.get("id") or f"{stem}#{index}")
+        figures = _run_usage(run)
+        if figures is not None:
+            usage.setdefault(trace, []).append(figures)
         if trace not in best or len(raw) > best[trace][1]:
             best[trace] = (best[trace][0] if trace in best else index, len(raw), raw, run)
     if not best:
         raise InvalidInputError("no run with inputs.messages (chat model runs) in this export")
     ordered = sorted(best.items(), key=lambda item: item[1][0])
-    return [(trace, lambda raw=raw, trace=trace, run=run: _run_conversation(trace, raw, run)) for trace, (_, _, raw, run) in ordered]
+    return [_builder(trace, raw, run, tuple(usage.get(trace, ()))) for trace, (_, _, raw, run) in ordered]
 
 
-def _run_conversation(trace: str, raw: list[Any], run: dict[str, Any]) -> Conversation:
-    """The conversation of a chat-model run: a traced Anthropic client call (its inputs are the
-    request body) is read as an Anthropic request, with its ``system`` and tool blocks."""
+def _builder(trace: str, raw: list[Any], run: dict[str, Any], usage: tuple[RecordedUsage, ...]) -> Builder:
+    return (trace, lambda: _run_conversation(trace, raw, run, usage))
+
+
+def _run_conversation(trace: str, raw: list[Any], run: dict[str, Any], usage: tuple[RecordedUsage, ...]) -> Conversation:
+    """The conversation of a chat-model run, with the provider's figures of every call of its
+    trace: a traced Anthropic client call (its inputs are the request body) is read as an
+    Anthropic request, with its ``system`` and tool blocks."""
     inputs = run["inputs"]
     if _anthropic.is_request(inputs) and all(is_openai_message(m) for m in inputs["messages"]):
         reply = raw[len(inputs["messages"]) :]
         body = {**inputs, "messages": [*inputs["messages"], *({"role": "assistant", "content": m.get("content")} for m in reply)]}
-        figures = _anthropic.recorded_usage(_mapping(run.get("outputs")).get("usage")) if reply else None
-        return _anthropic.conversation(trace, body, (figures,) if figures else ())
-    return Conversation(id=trace, messages=tuple(to_messages(raw)), tools=_run_tools(run))
+        return _anthropic.conversation(trace, body, usage)
+    return Conversation(id=trace, messages=tuple(to_messages(raw)), tools=_run_tools(run), usage=usage)
+
+
+def _run_usage(run: dict[str, Any]) -> RecordedUsage | None:
+    """The provider's figures of one chat-model run: the reply's ``usage_metadata`` (LangChain's,
+    cache hits in ``input_token_details.cache_read``), else the client response's ``usage``
+    (OpenAI or Anthropic names), else ``llm_output.token_usage``."""
+    outputs = _mapping(run.get("outputs"))
+    reply = _run_output(outputs)
+    if isinstance(reply, dict):
+        data = _mapping(reply.get("kwargs") if reply.get("lc") == 1 else reply.get("data", reply))
+        metadata = data.get("usage_metadata")
+        if isinstance(metadata, dict) and isinstance(metadata.get("input_tokens"), int):
+            cached = _mapping(metadata.get("input_token_details")).get("cache_read")
+            return RecordedUsage(metadata["input_tokens"], cached if isinstance(cached, int) else 0)
+    figures = outputs.get("usage")
+    if isinstance(figures, dict):
+        if "prompt_tokens" in figures or "input_tokens_details" in figures:
+            return _chat_logs.openai_usage(figures)
+        return _anthropic.recorded_usage(figures)
+    return _chat_logs.openai_usage(_mapping(outputs.get("llm_output")).get("token_usage"))
 
 
 def _run_tools(run: dict[str, Any]) -> tuple[dict[str, Any], ...]:

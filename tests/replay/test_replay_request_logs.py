@@ -244,3 +244,22 @@ def test_langsmith_runs_of_a_traced_anthropic_client_keep_the_system_prompt_and_
     assert "ToolMessage" in {type(m).__name__ for m in conv.messages}
     got, expected = replay_json(path), replay_json(RECORDINGS / "anthropic-requests.jsonl")
     assert got["files"][0]["conversations"][0]["strategies"] == expected["files"][0]["conversations"][0]["strategies"]
+
+
+def test_every_chat_model_run_of_a_trace_gives_the_providers_figures_of_its_call(tmp_path: Path) -> None:
+    log = [json.loads(line) for line in (RECORDINGS / "anthropic-requests.jsonl").read_text().splitlines()]
+    traced = [{"id": f"r{i}", "trace_id": "t1", "run_type": "llm", "inputs": log[i], "outputs": log[i + 1]} for i in range(0, len(log) - 1, 2)]
+    path = tmp_path / "traced.json"
+    path.write_text(json.dumps(traced), encoding="utf-8")
+    assert replay_json(path)["files"][0]["recorded"] == replay_json(RECORDINGS / "anthropic-requests.jsonl")["files"][0]["recorded"]
+
+    runs: list[dict[str, Any]] = json.loads((RECORDINGS / "langsmith-runs.json").read_text())
+    chat_runs = [r for r in runs if r["run_type"] == "llm"]
+    for number, run in enumerate(chat_runs):
+        message = run["outputs"]["generations"][0][0]["message"]
+        message["kwargs"]["usage_metadata"] = {"input_tokens": 2000 + number, "output_tokens": 40, "total_tokens": 2040 + number, "input_token_details": {"cache_read": 1024}}
+    path = tmp_path / "langchain-usage.json"
+    path.write_text(json.dumps(runs), encoding="utf-8")
+    recorded = replay_json(path)["files"][0]["recorded"]
+    assert (recorded["calls"], recorded["cached_tokens"]) == (len(chat_runs), 1024 * len(chat_runs))
+    assert recorded["prompt_tokens"] == sum(2000 + n for n in range(len(chat_runs)))
