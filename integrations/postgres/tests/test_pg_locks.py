@@ -263,6 +263,8 @@ def test_ctrl_c_while_waiting_for_the_write_lock_leaves_it_free(
             "The deploy target is eu-west-1.", key="deploy_target", scope=scope
         )
     )
+    # Ctrl-C raises KeyboardInterrupt, whatever handler an earlier test's library installed
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         writer.start()
         writing.wait(30)
@@ -276,6 +278,7 @@ def test_ctrl_c_while_waiting_for_the_write_lock_leaves_it_free(
         ledger.write("The release is on Friday.", key="release_day", scope=scope)
         assert interrupted.value is not None  # the traceback is still held, as a REPL holds it
     finally:
+        signal.signal(signal.SIGINT, previous)
         done.set()
         other.close()
         here.close()
