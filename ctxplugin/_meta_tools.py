@@ -111,7 +111,7 @@ class _ExpandRefTool(StructuredTool):
 
 def make_meta_tools(engine: ContextEngine, scope: ScopeResolver | None = None) -> list[BaseTool]:
     """``expand_ref`` and ``load_tools``, for registering with a host's tool node."""
-    return [make_expand_ref_tool(engine, scope), make_load_tools_tool(engine.registry)]
+    return [make_expand_ref_tool(engine, scope), make_load_tools_tool(engine.registry, scope or resolve_scope)]
 
 
 __all__ = ["EXPAND_REF_DESCRIPTION", "ExpandRefArgs", "ScopeResolver", "make_expand_ref_tool", "make_meta_tools"]

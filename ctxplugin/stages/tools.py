@@ -18,7 +18,7 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from ctxplugin._lru import LRU
 from ctxplugin._messages import merge_system
-from ctxplugin._names import EXPAND_REF_NAME, META_TOOL_NAMES
+from ctxplugin._names import EXPAND_REF_NAME, LOAD_TOOLS_NAME, META_TOOL_NAMES
 from ctxplugin.config import ToolsConfig
 from ctxplugin.stages.view import SESSIONS_TRACKED, CallView, tool_label
 from ctxplugin.tokens import TokenCounter, count_tool_schemas
@@ -130,6 +130,9 @@ class Tools:
         with self._lock:
             self._uses.put(key, uses)
         plan = choice.plan
+        # what this agent's load_tools answers from: its own tools, not every agent's
+        host = next((t for t in view.tools_given if tool_label(t) == LOAD_TOOLS_NAME), None)
+        self.registry.offered.put(key, plan.offered, host)
         expand_tokens = self.schema_tokens(choice.expand_ref) if choice.expand_ref is not None else 0
         # omitted history is announced by notes in the history, never here: the header starts
         # every cached prefix

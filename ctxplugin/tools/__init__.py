@@ -10,6 +10,8 @@ runs when its arguments are valid, and otherwise gets the schema back to retry.
 - :func:`plan_tools`: what to bind for one call (the engine's tool stage).
 - :func:`resolve_call`: whether a tool call may run (hosts call it before running a tool).
 - :func:`make_load_tools_tool`: the ``load_tools`` meta-tool.
+- :class:`ToolSet`: the tools one agent's call was planned with (``registry.offered``, per
+  scope): what that agent's ``load_tools`` and argument checks answer from.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from ctxplugin.tools.directory import (
     render_directory,
 )
 from ctxplugin.tools.models import takes_stubs
+from ctxplugin.tools.offered import OfferedTools, ToolSet
 from ctxplugin.tools.plan import ToolPlan, ToolUses, plan_tools, requested_names, used_tools
 from ctxplugin.tools.registry import (
     ToolEntry,
@@ -43,10 +46,12 @@ __all__ = [
     "DIRECTORY_TITLE",
     "LOAD_TOOLS_NAME",
     "STUBS_TITLE",
+    "OfferedTools",
     "Resolution",
     "ToolEntry",
     "ToolPlan",
     "ToolRegistry",
+    "ToolSet",
     "ToolUses",
     "check_meta_names",
     "close_matches",

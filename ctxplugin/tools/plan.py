@@ -26,6 +26,7 @@ from ctxplugin.tools.directory import (
     STUBS_TITLE,
     render_directory,
 )
+from ctxplugin.tools.offered import ToolSet
 from ctxplugin.tools.registry import ToolEntry, ToolRegistry, provider_tool
 from ctxplugin.tools.resolve import split_names
 
@@ -45,6 +46,8 @@ class ToolPlan:
         schema_tokens_sent: tokens of the schemas in ``bound``, the meta-tool included.
         directory_text: the directory for the system header ("" when inactive).
         directory_tokens: tokens of ``directory_text``.
+        offered: the agent's own tools as registered, and whether they were bound as stubs:
+            what its ``load_tools`` answers from.
     """
 
     bound: list[Any]
@@ -55,6 +58,7 @@ class ToolPlan:
     schema_tokens_sent: int = 0
     directory_text: str = ""
     directory_tokens: int = 0
+    offered: ToolSet = field(default_factory=ToolSet)
 
 
 def requested_names(args: Any) -> list[str]:
@@ -206,7 +210,8 @@ def plan_tools(
     unnamed_tokens = count_tool_schemas(unnamed, counter)
     full = sum(e.tokens for _, e in named) + unnamed_tokens
     if not _active(config, len(named), full):
-        return ToolPlan(bound=list(user_tools), schema_tokens_full=full, schema_tokens_sent=full)
+        return ToolPlan(bound=list(user_tools), schema_tokens_full=full, schema_tokens_sent=full,
+                        offered=ToolSet.of(e for _, e in named))
     pinned_set = set(config.pinned)
     pinned = [(t, e) for t, e in named if e.name in pinned_set]
     by_name = {e.name: (t, e) for t, e in named}
@@ -217,7 +222,8 @@ def plan_tools(
     stub_tokens = _stub_tokens(stubbed, registry, counter) if config.binding != "loaded" else 0
     stubs = config.binding == "stubs" or (config.binding == "auto" and stub_tokens <= config.directory_max_tokens)
     if stubs and strict:
-        return ToolPlan(bound=list(user_tools), schema_tokens_full=full, schema_tokens_sent=full)
+        return ToolPlan(bound=list(user_tools), schema_tokens_full=full, schema_tokens_sent=full,
+                        offered=ToolSet.of(e for _, e in named))
     if stubs:
         registry.mark_stubbed(e.name for e in stubbed)
         bound = [t for t, _ in pinned] + [meta] + [registry.stub(e) for e in stubbed] + unnamed
@@ -238,4 +244,5 @@ def plan_tools(
         schema_tokens_sent=sent,
         directory_text=text,
         directory_tokens=text_tokens,
+        offered=ToolSet.of((e for _, e in named), (e.name for e in stubbed) if stubs else ()),
     )

@@ -3,7 +3,8 @@
 Tools arrive as ``BaseTool``s (MCP tools loaded through ``langchain-mcp-adapters`` are
 ``BaseTool``s too), plain functions, or dicts in a format ``convert_to_openai_tool`` reads
 (OpenAI function tools, Anthropic ``input_schema`` tools). A registry is shared by every
-session of an engine, so it only holds facts about tools, never per-call state.
+session of an engine, so it only holds facts about tools, never per-call state; which tools
+each agent was offered is kept per scope beside it (:mod:`ctxplugin.tools.offered`).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from ctxplugin._untrusted import MAX_JSON_DEPTH, nesting_exceeds
 from ctxplugin.errors import InvalidInputError
 from ctxplugin.tokens import TokenCounter, count_tool_schemas
 from ctxplugin.tools._validate import Checker, checker_for
+from ctxplugin.tools.offered import OfferedTools
 from ctxplugin.tools.resolve import make_load_tools_tool
 
 _IDENTITY_CACHE = 4096
@@ -222,6 +224,8 @@ class ToolRegistry:
         # those with their parameters (they are bound already)
         self.binding = binding
         self._stubbed: set[str] = set()
+        # per scope, the tools each agent's latest call was planned with: its load_tools answers from them
+        self.offered = OfferedTools()
 
     def register(self, tool: Any) -> ToolEntry:
         """Add a tool (or find it) and return its current entry.

@@ -6,16 +6,19 @@ from __future__ import annotations
 import difflib
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
+from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool, StructuredTool
 from pydantic import BaseModel, Field, model_validator
 
 from ctxplugin._names import LOAD_TOOLS_NAME, META_TOOL_MARK
+from ctxplugin.scope import Scope
 
 if TYPE_CHECKING:  # the registry builds its load_tools tool here: only its type is needed
+    from ctxplugin.tools.offered import ToolSet
     from ctxplugin.tools.registry import ToolEntry, ToolRegistry
 
 _MATCHES = 3
@@ -70,6 +73,17 @@ class Resolution:
     matches: list[str] = field(default_factory=list)
 
 
+class ToolSource(Protocol):
+    """Where a call's tools are looked up: one agent's :class:`~ctxplugin.tools.offered.ToolSet`,
+    or the whole :class:`~ctxplugin.tools.ToolRegistry` when the agent's tools are not known."""
+
+    def get(self, name: str) -> ToolEntry | None: ...
+
+    def names(self) -> list[str]: ...
+
+    def is_stubbed(self, name: str) -> bool: ...
+
+
 def close_matches(name: str, names: Sequence[str], n: int = _MATCHES) -> list[str]:
     """Up to ``n`` names similar to ``name``, best first (case-insensitive: names that differ
     only by case are all listed, in sorted order)."""
@@ -83,7 +97,7 @@ def close_matches(name: str, names: Sequence[str], n: int = _MATCHES) -> list[st
     return [original for f in found for original in lowered[f]][:n]
 
 
-def unknown_message(name: str, registry: ToolRegistry) -> tuple[str, list[str]]:
+def unknown_message(name: str, registry: ToolSource) -> tuple[str, list[str]]:
     """The error for a call to a tool that does not exist, and the close matches it lists."""
     matches = close_matches(name, registry.names())
     if matches:
@@ -102,7 +116,7 @@ def schema_json(entry: ToolEntry) -> str:
     return json.dumps(entry.schema.get("function", entry.schema), separators=(",", ":"), ensure_ascii=False)
 
 
-def resolve_call(name: str, args: Any, registry: ToolRegistry, *, tool: Any = None) -> Resolution:
+def resolve_call(name: str, args: Any, registry: ToolRegistry, *, tool: Any = None, offered: ToolSet | None = None) -> Resolution:
     """Decide whether a tool call may run.
 
     Args:
@@ -111,15 +125,19 @@ def resolve_call(name: str, args: Any, registry: ToolRegistry, *, tool: Any = No
         registry: the engine's schema registry.
         tool: the tool the host will run, when known; its schema is used (and registered)
             instead of the registry's current version of ``name``.
+        offered: the calling agent's tools (``registry.offered.find(scope.key())``), when
+            known: without ``tool``, ``name`` is looked up among them rather than among every
+            agent's tools, and close matches come from them.
 
     Returns:
         ``run`` when the arguments validate against the real schema (or there is none to
         check); ``schema`` with the schema and a retry instruction when they do not;
         ``unknown`` with close matches when no tool has that name.
     """
-    entry = registry.register(tool) if tool is not None else registry.get(name)
+    source: ToolSource = offered if offered is not None else registry
+    entry = registry.register(tool) if tool is not None else source.get(name)
     if entry is None:
-        message, matches = unknown_message(name, registry)
+        message, matches = unknown_message(name, source)
         return Resolution(kind="unknown", message=message, matches=matches)
     errors = entry.check(args)
     if not errors:
@@ -127,7 +145,7 @@ def resolve_call(name: str, args: Any, registry: ToolRegistry, *, tool: Any = No
     listed = "\n".join(f"- {line}" for line in errors)
     message = (
         f"Error: the arguments for {name} do not match its schema:\n{listed}\n"
-        f"The schema of {name}{'' if registry.is_stubbed(name) else ' (bound from your next step on)'}:\n{schema_json(entry)}\n"
+        f"The schema of {name}{'' if source.is_stubbed(name) else ' (bound from your next step on)'}:\n{schema_json(entry)}\n"
         f"Call {name} again with arguments that match it."
     )
     return Resolution(kind="schema", message=message, errors=errors)
@@ -164,30 +182,41 @@ def _type_of(spec: Any) -> str:
     return "object" if "properties" in spec else "any"
 
 
-def make_load_tools_tool(registry: ToolRegistry) -> BaseTool:
+def make_load_tools_tool(registry: ToolRegistry, scope: Callable[[RunnableConfig | None], Scope] | None = None) -> BaseTool:
     """The ``load_tools`` meta-tool over ``registry``.
 
     It changes nothing itself: the next model call binds the tools it named because the call
     is in the conversation. Its answer confirms each name with a compact signature and lists
     close matches for names that do not exist.
+
+    Args:
+        registry: the engine's schema registry.
+        scope: how to find the caller's scope from the run's config (a host's scope rule).
+            With it, the answer comes from the tools the calling agent's latest call in that
+            scope was planned with (``registry.offered``): another agent's tool is not one of
+            its tools, and a tool of the same name is answered with the caller's schema. Without it, or
+            before any call of the scope was planned in this process, from every tool the
+            registry knows.
     """
 
-    def load_tools(names: list[str] | None = None) -> str:
+    def load_tools(names: list[str] | None = None, config: RunnableConfig = None) -> str:  # type: ignore[assignment]  # injected by LangChain
         wanted = list(dict.fromkeys(n.strip() for n in names or () if isinstance(n, str) and n.strip()))
         if not wanted:
             return f"Give the exact names of the tools you need, e.g. {LOAD_TOOLS_NAME}(names=[\"tool_name\"])."
+        offered = registry.offered.find(scope(config).key(), meta) if scope is not None else None
+        source: ToolSource = offered if offered is not None else registry
         stubbed: list[str] = []
         loaded: list[str] = []
         missing: list[str] = []
         unlisted = 0
         for name in wanted:
-            entry = registry.get(name)
+            entry = source.get(name)
             if entry is None and len(missing) >= _MISSING_LISTED:
                 unlisted += 1
             elif entry is None:
-                matches = close_matches(name, registry.names())
+                matches = close_matches(name, source.names())
                 missing.append(f"- {name}: no such tool" + (f"; did you mean {', '.join(matches)}?" if matches else ""))
-            elif registry.is_stubbed(name):
+            elif source.is_stubbed(name):
                 stubbed.append(f"- {schema_json(entry)}")
             else:
                 loaded.append(f"- {signature(entry)}")

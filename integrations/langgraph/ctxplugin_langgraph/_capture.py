@@ -4,6 +4,7 @@ capture of tool outputs into the CAS; and the check of the engine an adapter is 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from typing import Any
 
 from langchain_core.messages import ToolMessage
@@ -12,11 +13,12 @@ from langgraph.prebuilt.tool_node import INVALID_TOOL_NAME_ERROR_TEMPLATE, ToolC
 from langgraph.types import Command
 
 from ctxplugin import ContextEngine, Scope
-from ctxplugin._names import META_TOOL_NAMES
+from ctxplugin._names import LOAD_TOOLS_NAME, META_TOOL_NAMES
 from ctxplugin._run_scope import active, resolve
 from ctxplugin.errors import InvalidInputError
 from ctxplugin.scope import scope_from_config
 from ctxplugin.tools import check_meta_names, resolve_call
+from ctxplugin.tools.offered import ToolSet
 from ctxplugin_langgraph._annotations import stamp
 
 META_TOOLS = META_TOOL_NAMES
@@ -59,9 +61,18 @@ def current_scope(default_session: str | None = None) -> Scope:
     return resolve(config)
 
 
-def precheck(engine: ContextEngine, request: ToolCallRequest) -> ToolMessage | None:
+def offered_to(engine: ContextEngine, scope: Scope, meta_tools: Sequence[BaseTool]) -> ToolSet | None:
+    """The tools the agent whose meta-tools are ``meta_tools`` was last offered in ``scope``
+    (``None`` before its first model call in this process)."""
+    host = next((t for t in meta_tools if t.name == LOAD_TOOLS_NAME), None)
+    return engine.registry.offered.find(scope.key(), host)
+
+
+def precheck(engine: ContextEngine, request: ToolCallRequest, offered: ToolSet | None = None) -> ToolMessage | None:
     """An answer for calls that must not run yet (invalid arguments for a tool whose schema
-    the model never loaded); ``None`` when the call should run.
+    the model never loaded); ``None`` when the call should run. ``offered``: the calling
+    agent's tools (see :func:`offered_to`), so that what the answer says of the tool is true of
+    this agent, not of another one sharing the engine.
 
     Arguments are checked against the schema of the tool the host will run (``request.tool``),
     so a call the tool would reject gets its schema back instead of a bare validation error.
@@ -83,17 +94,20 @@ def precheck(engine: ContextEngine, request: ToolCallRequest) -> ToolMessage | N
         # no tool of the host's yet: a middleware inside this one may add it (LangChain's dynamic
         # tools), else the host answers the name, and :func:`after_tool` words that answer
         return None
-    resolution = resolve_call(call["name"], call.get("args", {}), engine.registry, tool=request.tool)
+    resolution = resolve_call(call["name"], call.get("args", {}), engine.registry, tool=request.tool, offered=offered)
     if resolution.kind == "run":
         return None
     return ToolMessage(content=resolution.message, tool_call_id=call["id"] or "", name=call["name"], status="error")
 
 
-def _unknown_answer(engine: ContextEngine, request: ToolCallRequest, result: ToolMessage | Command[Any]) -> ToolMessage | None:
+def _unknown_answer(
+    engine: ContextEngine, request: ToolCallRequest, result: ToolMessage | Command[Any], offered: ToolSet | None
+) -> ToolMessage | None:
     """ctxplugin's answer to a name no tool has, in place of the ``ToolNode``'s (``"Error: x is
     not a valid tool, try one of [...]"``, which lists every tool's name, hundreds of them with
-    a large tool set): up to three close matches and how to load a tool. ``None`` when ``result``
-    is anything else, or the name is a tool the registry knows (another agent's)."""
+    a large tool set): up to three close matches among the agent's own tools (``offered``) and
+    how to load a tool. ``None`` when ``result`` is anything else, or the name is a tool the
+    agent has (or, its tools unknown, one the registry knows: another agent's)."""
     call = request.tool_call
     if request.tool is not None or not isinstance(result, ToolMessage) or result.status != "error":
         return None
@@ -102,7 +116,7 @@ def _unknown_answer(engine: ContextEngine, request: ToolCallRequest, result: Too
     host_says = INVALID_TOOL_NAME_ERROR_TEMPLATE.split("{available_tools}", 1)[0].format(requested_tool=call["name"])
     if not isinstance(result.content, str) or not result.content.startswith(host_says):
         return None
-    resolution = resolve_call(call["name"], call.get("args", {}), engine.registry)
+    resolution = resolve_call(call["name"], call.get("args", {}), engine.registry, offered=offered)
     if resolution.kind != "unknown":
         return None
     return result.model_copy(update={"content": resolution.message})
@@ -115,16 +129,18 @@ def after_tool(
     scope: Scope,
     *,
     keep_originals: bool,
+    offered: ToolSet | None = None,
 ) -> ToolMessage | Command[Any]:
     """Store a tool output; return what the state keeps (original + annotation, or compact).
 
     A ``Command`` from a tool has the ``ToolMessage`` answering this call in its update
     captured the same way; anything else passes through. The host's answer to a name no tool
-    has becomes ctxplugin's, with close matches (not stored: it is not a tool's output).
+    has becomes ctxplugin's, with close matches among ``offered``, the agent's own tools (not
+    stored: it is not a tool's output).
     """
     if request.tool_call["name"] in META_TOOLS:
         return result
-    unknown = _unknown_answer(engine, request, result)
+    unknown = _unknown_answer(engine, request, result, offered)
     if unknown is not None:
         return unknown
     if isinstance(result, ToolMessage):

@@ -39,7 +39,7 @@ from ctxplugin.langchain import make_meta_tools
 from ctxplugin.tools import check_meta_names, takes_stubs
 from ctxplugin_langgraph._annotations import without_stale
 from ctxplugin_langgraph._answers import AnswerHandoff, PreparedCall, answered
-from ctxplugin_langgraph._capture import after_tool, checked_engine, precheck
+from ctxplugin_langgraph._capture import after_tool, checked_engine, offered_to, precheck
 from ctxplugin_langgraph._scope import ScopeRule, ScopeSpec
 from ctxplugin_langgraph._scope import request_messages as _request_messages
 
@@ -215,13 +215,15 @@ class ContextHooks:
         """For ``ToolNode(..., wrap_tool_call=...)``: run the tool, store its output, and
         return what the state keeps. Errors raised by the tool propagate unchanged (the
         node's ``handle_tool_errors`` decides); nothing is stored for them."""
-        early = precheck(self.engine, request)
+        self.engine.check_open()
+        scope = self.scope(getattr(request.runtime, "config", None), _request_messages(request))
+        offered = offered_to(self.engine, scope, self.tools)
+        early = precheck(self.engine, request, offered)
         if early is not None:
             return early
-        scope = self.scope(getattr(request.runtime, "config", None), _request_messages(request))
         with using(scope):  # the meta-tools find the run's scope without a thread id
             result = handler(request)
-        return after_tool(self.engine, result, request, scope, keep_originals=self.keep_originals)
+        return after_tool(self.engine, result, request, scope, keep_originals=self.keep_originals, offered=offered)
 
     async def awrap_tool_call(
         self,
@@ -229,13 +231,17 @@ class ContextHooks:
         handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]],
     ) -> ToolMessage | Command[Any]:
         """For ``ToolNode(..., awrap_tool_call=...)``."""
-        early = precheck(self.engine, request)
+        self.engine.check_open()
+        scope = self.scope(getattr(request.runtime, "config", None), _request_messages(request))
+        offered = offered_to(self.engine, scope, self.tools)
+        early = precheck(self.engine, request, offered)
         if early is not None:
             return early
-        scope = self.scope(getattr(request.runtime, "config", None), _request_messages(request))
         with using(scope):
             result = await handler(request)
-        return await asyncio.to_thread(after_tool, self.engine, result, request, scope, keep_originals=self.keep_originals)
+        return await asyncio.to_thread(
+            after_tool, self.engine, result, request, scope, keep_originals=self.keep_originals, offered=offered
+        )
 
     def tool_node(self, **kwargs: Any) -> ToolNode:
         """A ``ToolNode`` over the agent's tools and the meta-tools, with capture wired in."""

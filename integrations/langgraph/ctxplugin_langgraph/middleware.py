@@ -41,7 +41,7 @@ from ctxplugin._tool_images import takes_tool_images, without_tool_images
 from ctxplugin.budget import model_context_window
 from ctxplugin.langchain import make_meta_tools
 from ctxplugin_langgraph._annotations import without_stale
-from ctxplugin_langgraph._capture import after_tool, checked_engine, precheck
+from ctxplugin_langgraph._capture import after_tool, checked_engine, offered_to, precheck
 from ctxplugin_langgraph._scope import ScopeRule, ScopeSpec, request_messages
 from ctxplugin_langgraph._strict import needs_own_schemas
 from ctxplugin_langgraph._structured import answered_by_host
@@ -186,13 +186,15 @@ class ContextMiddleware(AgentMiddleware):
         A call to a tool whose schema was never loaded runs if its arguments are valid;
         otherwise the model gets the schema back and can retry in one round trip. Once the
         engine was closed the tool does not run: ``EngineClosedError`` propagates."""
-        early = precheck(self.engine, request)
+        self.engine.check_open()
+        scope = self.scope_rule(getattr(request.runtime, "config", None), request_messages(request))
+        offered = offered_to(self.engine, scope, self.tools)
+        early = precheck(self.engine, request, offered)
         if early is not None:
             return early
-        scope = self.scope_rule(getattr(request.runtime, "config", None), request_messages(request))
         with using(scope):  # the meta-tools find the run's scope without a thread id
             result = handler(request)
-        return after_tool(self.engine, result, request, scope, keep_originals=self.keep_originals)
+        return after_tool(self.engine, result, request, scope, keep_originals=self.keep_originals, offered=offered)
 
     async def awrap_tool_call(
         self,
@@ -200,10 +202,14 @@ class ContextMiddleware(AgentMiddleware):
         handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]],
     ) -> ToolMessage | Command[Any]:
         """Async :meth:`wrap_tool_call`."""
-        early = precheck(self.engine, request)
+        self.engine.check_open()
+        scope = self.scope_rule(getattr(request.runtime, "config", None), request_messages(request))
+        offered = offered_to(self.engine, scope, self.tools)
+        early = precheck(self.engine, request, offered)
         if early is not None:
             return early
-        scope = self.scope_rule(getattr(request.runtime, "config", None), request_messages(request))
         with using(scope):
             result = await handler(request)
-        return await asyncio.to_thread(after_tool, self.engine, result, request, scope, keep_originals=self.keep_originals)
+        return await asyncio.to_thread(
+            after_tool, self.engine, result, request, scope, keep_originals=self.keep_originals, offered=offered
+        )
