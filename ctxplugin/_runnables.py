@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.callbacks import AsyncCallbackManagerForChainRun, CallbackManagerForChainRun
-from langchain_core.messages import AIMessage, BaseMessage, convert_to_messages
+from langchain_core.messages import AIMessage, BaseMessage, SystemMessage, convert_to_messages
 from langchain_core.prompt_values import PromptValue
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda, RunnableSerializable
 from langchain_core.runnables.config import patch_config
@@ -22,6 +22,7 @@ from ctxplugin._run_scope import resolve as resolve_scope
 from ctxplugin._tool_images import guard_tool_images
 from ctxplugin.errors import InvalidInputError
 from ctxplugin.scope import Scope
+from ctxplugin.tokens import content_text
 from ctxplugin.tools.models import takes_stubs
 
 if TYPE_CHECKING:
@@ -107,6 +108,19 @@ class PreparedCall:
     tools: Sequence[Any]
 
 
+def _asked(call: PreparedCall, input: Any) -> Sequence[BaseMessage]:
+    """The conversation the cache keys a call by: ``call.full``, headed by the system messages
+    the host put before the view on the way to the model (``create_react_agent(prompt=...)``
+    with ``pre_model_hook``), which the view does not hold. Two agents that differ only by
+    such a prompt are asked in different contexts and must not be served each other's answers."""
+    sent = input.to_messages() if isinstance(input, PromptValue) else input
+    if not isinstance(sent, (list, tuple)):
+        return call.full
+    shown = {content_text(m.content) for m in [*call.prepared.messages, *call.full] if isinstance(m, SystemMessage)}
+    added = [m for m in sent if isinstance(m, SystemMessage) and content_text(m.content) not in shown]
+    return [*added, *call.full] if added else call.full
+
+
 def answered(engine: ContextEngine, bound: Runnable[Any, Any], call: PreparedCall, model: Any) -> Runnable[Any, Any]:
     """``bound`` behind the answer cache: a cached answer when there is one, else the model's
     reply, cached when it is final. ``bound`` itself when the cache is off."""
@@ -115,22 +129,24 @@ def answered(engine: ContextEngine, bound: Runnable[Any, Any], call: PreparedCal
 
     def run(input: Any, config: RunnableConfig) -> Any:
         kwargs: dict[str, Any] = {"tools": call.tools, "scope": call.scope, "model": model}
-        cached = engine.cached_answer(call.full, call.prepared, **kwargs)
+        full = _asked(call, input)
+        cached = engine.cached_answer(full, call.prepared, **kwargs)
         if cached is not None:
             return cached
         reply = bound.invoke(input, config)
         if isinstance(reply, AIMessage):
-            engine.remember_answer(call.full, call.prepared, reply, **kwargs)
+            engine.remember_answer(full, call.prepared, reply, **kwargs)
         return reply
 
     async def arun(input: Any, config: RunnableConfig) -> Any:
         kwargs: dict[str, Any] = {"tools": call.tools, "scope": call.scope, "model": model}
-        cached = await engine.acached_answer(call.full, call.prepared, **kwargs)
+        full = _asked(call, input)
+        cached = await engine.acached_answer(full, call.prepared, **kwargs)
         if cached is not None:
             return cached
         reply = await bound.ainvoke(input, config)
         if isinstance(reply, AIMessage):
-            await engine.aremember_answer(call.full, call.prepared, reply, **kwargs)
+            await engine.aremember_answer(full, call.prepared, reply, **kwargs)
         return reply
 
     return RunnableLambda(run, afunc=arun, name="ctxplugin_answer_cache")

@@ -18,7 +18,8 @@ from langchain_core.tools import BaseTool, StructuredTool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.prebuilt import create_react_agent
 
-from ctxplugin import ContextEngine
+from ctxplugin import ContextConfig, ContextEngine
+from ctxplugin.config import CacheConfig
 from ctxplugin.testing import ScriptedChatModel, tool_call
 from ctxplugin.tools import LOAD_TOOLS_NAME
 
@@ -145,3 +146,28 @@ def test_each_agent_is_answered_as_its_own_tools_are_bound(tmp_path: Path, host:
     loaded = str(tool_results(state, LOAD_TOOLS_NAME)[0].content)
     assert loaded.splitlines() == ["Loaded; these tools are bound with their full schemas from your next step on:",
                                    "- search(origin: string, destination: string)"], loaded
+
+
+def test_react_agents_told_apart_by_their_own_prompt_do_not_share_cached_answers(tmp_path: Path) -> None:
+    # two create_react_agent agents on one engine with the answer cache on, the same tools, each
+    # with the system prompt given to create_react_agent (not to ContextHooks): the model is sent
+    # that prompt, so an answer written under one prompt is not the other agent's answer
+    engine = ContextEngine.embedded(tmp_path / "ctx", config=ContextConfig(cache=CacheConfig(enabled=True, scope="global")))
+
+    def agent(prompt: str, answer: str) -> tuple[ScriptedChatModel, Any]:
+        model = ScriptedChatModel(script=[AIMessage(content=answer)], default=None)
+        hooks = ContextHooks(engine, web_tools())
+        return model, create_react_agent(hooks.model(model), hooks.tool_node(), pre_model_hook=hooks.pre_model_hook,
+                                         prompt=prompt, checkpointer=InMemorySaver())
+
+    question = "What should the next paragraph of the report say?"
+    writer_model, writer = agent("You write the report.", "The paragraph says: sales rose 12% in Q3.")
+    critic_model, critic = agent("You criticise the report.", "The paragraph lacks a source for the 12%.")
+    assert run(writer, "writer-1", question)[-1].content == "The paragraph says: sales rose 12% in Q3."
+    assert "You write the report." in str(writer_model.calls[0].messages[0].content)
+    answer = run(critic, "critic-1", question)[-1]
+    assert answer.content == "The paragraph lacks a source for the 12%.", "the critic is not served the writer's answer"
+    assert len(critic_model.calls) == 1
+    # the same agent asked again is served from the cache, the model not called
+    again = run(writer, "writer-2", question)[-1]
+    assert again.content == "The paragraph says: sales rose 12% in Q3." and len(writer_model.calls) == 1
