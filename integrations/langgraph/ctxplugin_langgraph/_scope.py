@@ -9,7 +9,7 @@ from langchain_core.messages import BaseMessage
 from langchain_core.runnables import RunnableConfig
 
 from ctxplugin import Scope
-from ctxplugin._run_scope import resolve
+from ctxplugin._run_scope import active, resolve
 from ctxplugin.errors import InvalidInputError
 
 ScopeSpec: TypeAlias = Scope | Callable[[RunnableConfig | None], Scope] | None
@@ -58,6 +58,15 @@ class ScopeRule:
         if self.namespace:
             scope = scope.model_copy(update={"session_id": f"{scope.session_id}/{self.namespace}"})
         return scope
+
+    def in_tool(self, config: RunnableConfig | None = None) -> Scope:
+        """The scope of a tool the host's ``wrap_tool_call`` runs (the meta-tools): the scope it
+        resolved for the call and set with :func:`~ctxplugin._run_scope.using`, namespace
+        applied already; else as :meth:`__call__`. Resolving again would namespace a run
+        without a thread id twice (its scope is the one set, to which the namespace would be
+        added once more) and miss every ref the agent stored."""
+        current = active()
+        return current if current is not None else self(config)
 
 
 def request_messages(request: Any) -> list[BaseMessage] | None:

@@ -95,7 +95,7 @@ class ContextHooks:
         given = [t if isinstance(t, BaseTool) else to_tool(t) for t in tools]
         check_meta_names(given)
         self.user_tools: list[BaseTool] = [t for t in given if not is_meta_tool(t)]  # the hooks add their own
-        self.tools: list[BaseTool] = [*self.user_tools, *make_meta_tools(engine, scope=self.scope_rule)]
+        self.tools: list[BaseTool] = [*self.user_tools, *make_meta_tools(engine, scope=self.scope_rule.in_tool)]
         self.prompt = SystemMessage(content=prompt) if isinstance(prompt, str) else prompt
         self.keep_originals = keep_originals
         # set by model(llm): a model that cannot be bound stubs gets every schema, and the

@@ -80,7 +80,7 @@ class ContextMiddleware(AgentMiddleware):
         self.keep_originals = keep_originals
         self.scope_rule = ScopeRule(scope, namespace)
         self.attach_report = attach_report
-        self.tools = make_meta_tools(engine, scope=self.scope_rule)
+        self.tools = make_meta_tools(engine, scope=self.scope_rule.in_tool)
 
     # -- model calls --------------------------------------------------------------
     def _scope(self, request: ModelRequest) -> Scope:

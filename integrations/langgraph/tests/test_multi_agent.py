@@ -171,3 +171,32 @@ def test_react_agents_told_apart_by_their_own_prompt_do_not_share_cached_answers
     # the same agent asked again is served from the cache, the model not called
     again = run(writer, "writer-2", question)[-1]
     assert again.content == "The paragraph says: sales rose 12% in Q3." and len(writer_model.calls) == 1
+
+
+def shown_ref(messages: list[BaseMessage]) -> str:
+    """The ref of the last tool output the model was shown."""
+    text = str([m for m in messages if isinstance(m, ToolMessage)][-1].content)
+    return "ref:" + text.split("ref:", 1)[1].split()[0].rstrip("];,.)'\"")
+
+
+@pytest.mark.parametrize("host", ["create_agent", "create_react_agent"])
+def test_a_namespaced_agent_run_without_a_thread_id_reads_its_own_refs(tmp_path: Path, host: str) -> None:
+    # a worker agent invoked on its own (no checkpointer, no thread id: a run of its own) under
+    # a namespace: its expand_ref must find the refs its own tool outputs were stored under
+    engine = ContextEngine.embedded(tmp_path / "ctx")
+    big = make_tool("fetch_rows", "Fetch the rows of a table.", ["table"])
+    big.func = lambda table: json.dumps([{"row": i, "table": table, "value": f"v-{i:04d}"} for i in range(400)])
+
+    def expand(messages: list[BaseMessage], tools: list[dict[str, Any]]) -> AIMessage:
+        return AIMessage(content="", tool_calls=[tool_call("expand_ref", {"ref_id": shown_ref(messages), "offset": 7, "limit": 1})])
+
+    model = ScriptedChatModel(script=[AIMessage(content="", tool_calls=[tool_call("fetch_rows", {"table": "sales"})]),
+                                      expand, AIMessage(content="Row 7 read.")])
+    if host == "create_agent":
+        agent = create_agent(model, [big], middleware=[ContextMiddleware(engine, namespace="worker")])
+    else:
+        hooks = ContextHooks(engine, [big], namespace="worker")
+        agent = create_react_agent(hooks.model(model), hooks.tool_node(), pre_model_hook=hooks.pre_model_hook)
+    state = agent.invoke({"messages": [{"role": "user", "content": "read row 7 of sales"}]})["messages"]
+    expanded = str(tool_results(state, "expand_ref")[0].content)
+    assert '"value": "v-0007"' in expanded, expanded
