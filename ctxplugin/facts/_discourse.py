@@ -29,4 +29,13 @@ TENTATIVE = re.compile(
 """A user weighing a value ("I'm thinking about making my budget $800", "maybe Friday"): under
 consideration, a draft until said plainly, so it replaces nothing and is not shown as current."""
 
-__all__ = ["AGAIN", "LEAD", "TENTATIVE"]
+REPORTED = re.compile(
+    r"^(?!(?i:i|we)\b)(?P<who>(?i:my|our|the|his|her|their|a|an)(?:\s+(?!(?i:is|are|was|were|be|been|not|has|have|had)\b)[\w'-]+){1,3}"
+    r"|[A-Z][\w'-]*(?:\s+[A-Z][\w'-]*)?)\s+"
+    r"(?i:said|says|told (?:me|us)|mentioned|thinks|claims|reckons|wrote|believes|heard)\s+(?i:that\s+)?(?P<said>.+)$"
+)
+"""Someone else's words the user passes on ("My manager said the hotel stay is 3 nights", "Anna
+thinks the meeting is on Friday"): what they said, not what the user states, so it is a draft
+until the user says it plainly; keyed by its own subject ("hotel stay"), not by the speaker."""
+
+__all__ = ["AGAIN", "LEAD", "REPORTED", "TENTATIVE"]

@@ -48,6 +48,17 @@ _NOT_CORRECTION = re.compile(
     re.IGNORECASE,
 )
 """A correction that names the value it rejects: "not economy, business", "to LAS, not LAX"."""
+_MEANT = re.compile(
+    r"\b(?:i|we)\s+meant\s+(?:to\s+say\s+)?[^,.;!?]{1,60}?,?\s+not\s+(?P<old>[^,.;!?]{1,60}?)\s*(?:[,.;!?]|$)", re.IGNORECASE
+)
+"""A correction of what the user said: "I meant Boston not Austin" (with or without the comma)."""
+SWAP = re.compile(
+    r"^(?:please\s+)?(?:don't|do not|never)\s+(?P<verb>[a-z]+)\s+(?P<old>[^,;]{1,60}?)\s*(?:[,;]|\s-)\s*"
+    r"(?:but\s+|instead\s+|rather\s+|please\s+)*(?P=verb)\s+(?P<obj>.+)$",
+    re.IGNORECASE,
+)
+"""One thing swapped for another with the same verb: "don't use my Visa card, use the Mastercard",
+"never book the 6am flight, book the 9am one": a choice that names the value it rejects."""
 _QUALIFIER = re.compile(
     r"\b(?:instead|rather|because|since|when|if|for|on|in|at|with|that|which|who|after|before|between|within|"
     r"under|below|over|above|departing|arriving|leaving|so|but|please)\b|[,;]",
@@ -95,9 +106,10 @@ def visibility_of(body: str) -> Literal["session"] | None:
 
 
 def rejected(body: str) -> str | None:
-    """The value a "X, not Y" correction rejects (``Y``), or None."""
-    match = _NOT_CORRECTION.search(body)
+    """The value a "X, not Y", "I meant X not Y" or "don't use Y, use X" correction rejects
+    (``Y``), or None."""
+    match = _MEANT.search(body) or SWAP.match(body) or _NOT_CORRECTION.search(body)
     return match.group("old").strip() if match else None
 
 
-__all__ = ["CHOICE", "DIRECTIVE", "PREFERENCE", "TASK", "preference_key", "rejected", "visibility_of"]
+__all__ = ["CHOICE", "DIRECTIVE", "PREFERENCE", "SWAP", "TASK", "preference_key", "rejected", "visibility_of"]

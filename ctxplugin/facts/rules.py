@@ -39,13 +39,23 @@ from typing import Any
 from langchain_core.messages import BaseMessage, HumanMessage, ToolMessage
 
 from ctxplugin._messages import annotation
-from ctxplugin._text_shapes import TextShape, detect_text_shape
+from ctxplugin._text_shapes import detect_text_shape
 from ctxplugin._untrusted import load_json
 from ctxplugin.facts import _user_voice as user_voice
 from ctxplugin.facts._discourse import AGAIN as _AGAIN
 from ctxplugin.facts._discourse import LEAD as _LEAD
+from ctxplugin.facts._discourse import REPORTED as _REPORTED
 from ctxplugin.facts._discourse import TENTATIVE as _TENTATIVE
 from ctxplugin.facts._json_facts import MAX_RECORDS, clip, flat_items, record_fact, tool_label
+from ctxplugin.facts._not_prose import (
+    CODE,
+    FENCED,
+    MACHINE_SHAPES,
+    PROGRESS,
+    TOOL_TROUBLE,
+    TRACE_FRAME,
+    log_line,
+)
 from ctxplugin.facts._text import identifiers, sentences, slug
 from ctxplugin.facts._values import read_values, typed_values
 from ctxplugin.facts.extract import FactDraft
@@ -87,8 +97,21 @@ _FROM_TO = re.compile(
 _VERBS = (
     r"is now|are now|is no longer|are no longer|has moved to|have moved to|has been moved to|moved to|"
     r"changed to|switched to|updated to|reallocated to|reassigned to|rescheduled to|rescheduled for|"
-    r"set to|will be|becomes|is allocated to|are allocated to|allocated to|assigned to|is|are|was|were|="
+    r"set to|will be|becomes|is allocated to|are allocated to|allocated to|assigned to|is|are|was|were|=|"
+    r"departs|departed|leaves|left|arrives|arrived|lands|landed|starts|started|begins|began|ends|ended|finishes|"
+    r"finished|closes|closed|opens|opened|expires|expired"
 )
+_EVENTS = {
+    verb: noun for noun, verbs in (
+        ("departure", "departs departed leaves left"), ("arrival", "arrives arrived lands landed"),
+        ("start", "starts started begins began"), ("end", "ends ended finishes finished"),
+        ("closing", "closes closed"), ("opening", "opens opened"), ("expiry", "expires expired"),
+    ) for verb in verbs.split()
+}
+"""Verbs that set when something happens ("Reservation QW12ER departs on May 22"): keyed by the
+subject and the event (``reservation_qw12er_departure``), so its arrival is another fact."""
+_WHEN_TYPES = frozenset({"day", "time", "date"})
+_AND_CLAUSE = re.compile(r",?\s+and\s+|;\s+", re.IGNORECASE)
 _ASSIGN = re.compile(rf"^(?P<subj>[\w#][\w#'&/. -]{{0,60}}?)\s*\b(?P<verb>{_VERBS})(?:\s+|\b)(?P<val>.+)$", re.IGNORECASE)
 _ASSIGN_EQ = re.compile(r"^(?P<subj>[\w#][\w#'&/. -]{0,60}?)\s*(?P<verb>=)\s*(?P<val>.+)$")
 _COLON = re.compile(r"^(?P<subj>[A-Za-z][\w ./#-]{0,40}?)\s*:\s+(?P<val>.+)$")
@@ -122,52 +145,8 @@ _NON_SUBJECT = frozenset(
     ["it", "this", "that", "there", "these", "those", "what", "which", "who", "whom", "how", "why", "when", "where", "i", "you", "he", "she", "we", "they", "here", "one", "something", "everything", "nothing", "anything"]
 )
 _MAX_SENTENCES = 40
-_TOOL_TROUBLE = re.compile(r"(?i)\b(?:errors?|exceptions?|traceback|fatal|failed|failures?)\b|[a-z](?:Error|Exception):|\bNo module named\b")
-"""A tool's report of something that went wrong ("Error during parsing: ...", "ModuleNotFoundError:
-...", "python: No module named pytest"): what happened when it ran, not current state. Its
-summary and the history keep such lines at every tier; as a fact it would outlive the fix."""
 _TOOL_TEXT = 4000
 """Characters of a plain-text tool output the prose rules read."""
-MACHINE_SHAPES: frozenset[TextShape] = frozenset({"code", "diff", "report", "listing"})
-"""Shapes of tool output whose lines state no facts (see :func:`~ctxplugin._text_shapes.detect_text_shape`):
-source code, a diff, a test run's report, a directory listing. Read as prose they give
-statements like "Ret = self" or "rootdir: /testbed", which are not current state; the output
-stays stored whole and its summary keeps its identifiers."""
-_FENCED = re.compile(r"```.*?(?:```|\Z)", re.DOTALL)
-_CODE = re.compile(
-    r"[;{}]|[A-Za-z_]\w{0,256}\(|\[[^\]\s]{0,256}\]|==|!=|->|=>|\+=|\"\"\"|'''|"
-    r"\b(?:import|def|return|lambda|elif)\b|\bself\.|"
-    r"^\s*(?:#|//|>>>|\$ |\d+(?:[:|\t]|-\s)|[A-Za-z_][\w.]*\s*=\s*[\[({'\"\d])|"
-    r"^\s*</?[A-Za-z][\w-]*>?\s*$|^\s*self\b|^\s*[A-Za-z_][\w.]*,\s*$|"
-    r"^\s*(?:for|while|if|with|class|try|except|else|finally|async)\b[^.!?]*:\s*$"
-)
-"""Code, not prose: calls, brackets, operators, keywords, docstring quotes; listings (grep's
-``171:`` and ``171- `` lines, ``cat -n``'s ``566<TAB>``); a lone markup tag (``</pr_description>``);
-an argument-list line (``self, x,`` or ``c.first_name,``); a block header (``for a in b:``)."""
-_PROGRESS = re.compile(
-    r"^\s*(?:Installing|Building|Downloading|Collecting|Requirement already|Successfully (?:installed|built|uninstalled)|"
-    r"Uninstalling|Obtaining|Preparing|Attempting|Found existing|Using cached)\b"
-)
-"""A tool's progress line (an installer's ``Collecting x``, ``Successfully installed y``): an
-event, never a fact."""
-_TRACE_FRAME = re.compile(r'^\s*(?:File\s+"[^"]*",\s+line\s+\d+|Traceback\s+\(most recent call last\))')
-"""A traceback's frame or heading line: where an error happened, an event rather than a fact."""
-_LOG_LABEL = re.compile(
-    r"^\s*(?:[A-Z][A-Z0-9_]+|[A-Za-z_]*\d[\w-]*|[A-Za-z]+\s+\d+(?:\s+[A-Z]+)?|\S*/\S*|[\w-]+\.[A-Za-z]\w{0,7}|"
-    r"(?:[A-Z]\s+)?[\w.]*(?:Error|Exception|Warning|Failure)|"
-    r"(?i:error|warning|warn|info|debug|trace|fatal|critical|notice|fail|failed|failure|pass|passed|ok|note|hint))\s*$"
-)
-"""Labels of log lines: levels (``ERROR``, ``info``), codes (``L031``, ``E501``), numbered items
-(``Test 2``, ``Test 5 PASSED``, ``line 14``), paths and file names (``src/app.py``: grep output),
-exception names (``AttributeError``, pytest's ``E KeyError``). A label naming an entity
-(``order W1 status``) is not one."""
-
-
-def _log_line(subject: str, value: str) -> bool:
-    """Whether "subject: value" is a log line (an event) rather than a labelled value: a log label,
-    or a one-word label whose value is itself labelled (``bash: line 1: x: command not found``;
-    ``grep: src/pkg/__pycache__/mod.cpython-311.pyc: binary file matches``: a path of any length)."""
-    return bool(_LOG_LABEL.match(subject)) or (" " not in subject.strip() and bool(re.match(r"(?:[^:\s]{1,300}|[^:]{1,40}):\s", value)))
 
 
 class RuleExtractor:
@@ -195,12 +174,12 @@ class RuleExtractor:
         """Facts stated in prose (``voice="tool"`` skips decisions and preferences)."""
         out: list[FactDraft] = []
         seen: set[str] = set()
-        for sentence in sentences(_FENCED.sub("\n", text))[:_MAX_SENTENCES]:
-            if _CODE.search(sentence) or _TRACE_FRAME.match(sentence) or (
-                voice == "tool" and (_PROGRESS.match(sentence) or _TOOL_TROUBLE.search(sentence))
+        for sentence in sentences(FENCED.sub("\n", text))[:_MAX_SENTENCES]:
+            if CODE.search(sentence) or TRACE_FRAME.match(sentence) or (
+                voice == "tool" and (PROGRESS.match(sentence) or TOOL_TROUBLE.search(sentence))
             ):
                 continue
-            for draft in self._sentence(sentence, voice):
+            for draft in (d for part in _parts(sentence) for d in self._sentence(part, voice)):
                 if draft.text not in seen:
                     seen.add(draft.text)
                     out.append(draft)
@@ -234,6 +213,9 @@ class RuleExtractor:
         elif _DRAFT.search(sentence):
             scope = "draft"
         weighed = voice == "user" and scope == "global" and bool(_TENTATIVE.search(sentence))  # "maybe $800"
+        reported = _REPORTED.match(body) if voice == "user" else None
+        if reported:  # "my manager said the stay is 3 nights": their word, a draft keyed by what it is about
+            body, scope = reported.group("said"), "draft" if scope == "global" else scope
         importance = 0.7 if correction else 0.5
         # "use X instead of Y" from a tool is advice (a linter's message), not a correction
         replaces = (_replaced(sentence) or not_this) if voice == "user" else None
@@ -253,6 +235,8 @@ class RuleExtractor:
         if voice == "user":
             if _USER_MOVED.match(body):
                 return make("fact", "my_address")
+            if user_voice.SWAP.match(body):  # "don't use my Visa card, use the Mastercard"
+                return make("preference", None, visibility="session")
             pref = user_voice.PREFERENCE.match(body)
             if pref:
                 topic = pref.group("obj") or pref.group("obj2") or pref.group("rule") or ""
@@ -269,7 +253,7 @@ class RuleExtractor:
         if changed:
             return make(_kind_of(sentence, changed.group("val"), voice), _subject_key(changed.group("subj")), replaces=changed.group("old"))
         assign, key = _assignment(body)
-        if assign and key and voice == "tool" and assign.re is _COLON and _log_line(assign.group("subj"), assign.group("val")):
+        if assign and key and voice == "tool" and assign.re is _COLON and log_line(assign.group("subj"), assign.group("val")):
             key = None  # "ERROR: ...", "L031: ...", "Test 2: ...": a log line reports an event, not a value
         if assign and key:
             kind = _kind_of(sentence, assign.group("val"), voice)
@@ -329,13 +313,28 @@ def _assignment(body: str) -> tuple[re.Match[str] | None, str | None]:
     clauses = [body] + [body[m.end() :].strip() for m in re.finditer(r"[:,;]\s+", body)]
     for clause in clauses:
         match = _ASSIGN.match(clause) or _ASSIGN_EQ.match(clause) or _COLON.match(clause)
-        if match is None:
-            continue
+        event = _EVENTS.get(match.group("verb").lower()) if match is not None and match.re is _ASSIGN else None
+        if match is None or (event and not _WHEN_TYPES.intersection(typed_values(match.group("val")))):
+            continue  # "the team left the project" says when nothing happens
         first = first or match
         key = _subject_key(match.group("subj"))
+        key = f"{key}_{event}" if key and event else key
         if key:
             return match, key
     return first, None
+
+
+def _parts(sentence: str) -> list[str]:
+    """``sentence``, or its clauses when it joins statements about different subjects ("Anna's seat
+    is 12A and Tom's seat is 12B"): each is keyed by its own subject, so a later "Tom's seat is
+    14C" replaces Tom's alone."""
+    parts = _AND_CLAUSE.split(sentence)
+    if len(parts) < 2:
+        return [sentence]
+    keys = [_assignment(p.rstrip(".!"))[1] for p in parts]
+    if all(keys) and len(set(keys)) == len(keys) and all(_ASSIGN.match(p) or _ASSIGN_EQ.match(p) for p in parts):
+        return parts
+    return [sentence]
 
 
 def _raw_lead(sentence: str) -> str:

@@ -1,0 +1,128 @@
+"""How a user takes back, corrects and passes on values over several turns — "never mind, keep
+the original", "make that the 24th", "I meant Boston not Austin", "don't use my Visa card, use
+the Mastercard", two people's seats in one sentence, someone else's words — as the model sees
+them on the next call of a real embedded engine: the outdated marks of the history, what the
+ledger holds as current, and the facts block.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
+
+from ctxplugin import ContextConfig, ContextEngine, Scope
+from ctxplugin.facts.model import FactQuery
+from ctxplugin.testing import facts_block
+
+TRIP = Scope(session_id="trip-1", user_id="traveller")
+
+
+def chat(*turns: str) -> list[BaseMessage]:
+    """A support chat: the user's ``turns``, each answered, then the user's "go ahead"."""
+    messages: list[BaseMessage] = [SystemMessage("You are an airline support agent.")]
+    for i, turn in enumerate(turns):
+        messages.append(HumanMessage(turn, id=f"h{i}"))
+        messages.append(AIMessage(f"Noted ({i}).", id=f"a{i}"))
+    messages.append(HumanMessage("OK, please go ahead.", id="last"))
+    return messages
+
+
+def prepared_turns(engine: ContextEngine, messages: list[BaseMessage]) -> tuple[dict[str, str], str]:
+    """The user messages of the last prepared view by id, and its facts block; each prefix of
+    the conversation is prepared in turn, as an agent would."""
+    ends = [i + 1 for i, m in enumerate(messages) if isinstance(m, HumanMessage)]
+    for end in ends:
+        prepared = engine.prepare(messages[:end], scope=TRIP)
+    view = {str(m.id): str(m.content) for m in prepared.messages if isinstance(m, HumanMessage)}
+    return view, facts_block(prepared.messages)
+
+
+def current(engine: ContextEngine, *, scopes: tuple[str, ...] = ("global", "session")) -> list[str]:
+    """The statements the ledger holds in force for the trip."""
+    return sorted(f.text for f in engine.facts.store.find(FactQuery(reader=TRIP, valid=True, scopes=scopes)))
+
+
+def current_keys(engine: ContextEngine, *, scopes: tuple[str, ...] = ("global", "session")) -> dict[str | None, str]:
+    found = engine.facts.store.find(FactQuery(reader=TRIP, valid=True, scopes=scopes))
+    return {f.key: f.text for f in found}
+
+
+@pytest.fixture
+def engine(tmp_path: Path) -> ContextEngine:
+    return ContextEngine.embedded(tmp_path / "ctx", ContextConfig())
+
+
+@pytest.mark.parametrize(
+    ("first", "correction", "old", "new"),
+    [
+        ("My destination is Austin.", "I meant Boston not Austin.", "Austin", "Boston"),
+        ("My destination is Austin.", "We meant to say Boston not Austin.", "Austin", "Boston"),
+        ("I'd prefer to pay with my Visa card.", "Don't use my Visa card, use the Mastercard.", "Visa", "Mastercard"),
+        ("I'd like the 6am flight.", "Never book the 6am flight, book the 9am one.", "6am", "9am"),
+    ],
+)
+def test_a_correction_naming_what_it_rejects_replaces_it(engine: ContextEngine, first: str, correction: str, old: str, new: str) -> None:
+    view, block = prepared_turns(engine, chat(first, correction))
+    assert view["h0"].startswith("[outdated:"), view["h0"]
+    assert view["h1"] == correction
+    assert first not in current(engine)
+    assert correction in current(engine)
+    assert first not in block
+
+
+def test_a_value_refused_without_another_replaces_nothing(engine: ContextEngine) -> None:
+    view, _ = prepared_turns(engine, chat("I'd prefer to pay with my Visa card.", "Don't use the app, it keeps crashing."))
+    assert view["h0"] == "I'd prefer to pay with my Visa card."
+    assert "I'd prefer to pay with my Visa card." in current(engine)
+
+
+def test_two_statements_in_one_sentence_are_replaced_one_at_a_time(engine: ContextEngine) -> None:
+    view, block = prepared_turns(engine, chat("Anna's seat is 12A and Tom's seat is 12B.", "Actually Tom's seat is 14C."))
+    assert view["h0"].startswith("[outdated: tom_seat is now: Tom's seat is 14C.]"), view["h0"]
+    keys = current_keys(engine)
+    assert keys["tom_seat"] == "Tom's seat is 14C."
+    assert "12A" in keys["anna_seat"], "Anna's seat still stands"
+    assert not any("12B" in text for text in current(engine))
+    assert "12B" not in block
+
+
+def test_when_a_reservation_departs_is_replaced_and_its_arrival_kept(engine: ContextEngine) -> None:
+    turns = (
+        "Reservation QW12ER departs on May 22.",
+        "Reservation QW12ER arrives on May 23.",
+        "Reservation QW12ER departs on May 24.",
+    )
+    view, block = prepared_turns(engine, chat(*turns))
+    assert view["h0"].startswith("[outdated:"), view["h0"]
+    assert view["h1"] == turns[1], "the arrival is another fact"
+    assert current(engine) == sorted(turns[1:])
+    assert "May 22" not in block
+
+
+def test_a_departure_without_a_time_sets_nothing(engine: ContextEngine) -> None:
+    prepared_turns(engine, chat("The data team left the project.", "The data team left the building."))
+    assert not [k for k in current_keys(engine) if k and "departure" in k]
+
+
+@pytest.mark.parametrize(
+    "relayed",
+    [
+        "My manager said the hotel stay is 3 nights.",
+        "Our travel agent told me the hotel stay is 3 nights.",
+        "Anna thinks the hotel stay is 3 nights.",
+    ],
+)
+def test_what_someone_else_said_is_a_draft_about_its_subject(engine: ContextEngine, relayed: str) -> None:
+    view, block = prepared_turns(engine, chat(relayed))
+    assert view["h0"] == f"[draft: not decided] {relayed}"
+    drafts = current_keys(engine, scopes=("draft",))
+    assert drafts == {"hotel_stay": relayed}, "keyed by what it is about, not by who said it"
+    assert not current(engine), "not the user's own statement"
+    assert "3 nights" not in block
+
+
+def test_the_users_own_word_after_a_relayed_one_is_current(engine: ContextEngine) -> None:
+    prepared_turns(engine, chat("My manager said the hotel stay is 3 nights.", "The hotel stay is 4 nights."))
+    assert current_keys(engine) == {"hotel_stay": "The hotel stay is 4 nights."}
