@@ -14,7 +14,9 @@ The rules, applied on every write:
    do the meeting Thursday at 3pm" replaces "The meeting is Tuesday at 2pm", keyed
    ``meeting``). A statement keyed otherwise is about another subject ("The standup meeting is
    Thursday" keeps ``meeting``). Tool outputs never supersede implicitly, and
-   ``FactsConfig.implicit_supersession=False`` turns the rule off;
+   ``FactsConfig.implicit_supersession=False`` turns the rule off. A draft that refers back
+   (``revises``: "make that the 24th", "never mind, keep the original") is first given the key
+   of what it revises (:mod:`ctxplugin.facts._revisions`);
 5. authority: a constraint can only be replaced by an equal or higher authority; a lower one's
    fact is kept, but invalid and pointing at the constraint that refused it;
    a bound ("a flight after 8 am", "up to $600") is replaced by a fact under its key only when
@@ -34,6 +36,7 @@ from __future__ import annotations
 from ctxplugin.errors import InvalidInputError
 from ctxplugin.facts._batch import WriteBatch
 from ctxplugin.facts._drafts import _candidate_ids
+from ctxplugin.facts._revisions import revised
 from ctxplugin.facts._text import content_words, denied, stem
 from ctxplugin.facts._values import conflicting, keeps_bound, typed_values
 from ctxplugin.facts.extract import FactDraft
@@ -77,6 +80,11 @@ def _supersede(
                 f"fact id {fact_id!r} is already used for another statement; give the new "
                 f"statement its own id and supersedes={fact_id!r}"
             )
+    if draft.revises is not None and supersedes is None:
+        # "make that the 24th", "never mind, keep the original": what it refers back to
+        fact, done = revised(writes, fact, draft)
+        if done:
+            return fact, False
     if fact.depends_on:
         fact = fact.model_copy(update={"depends_on": tuple(_resolve(writes, d, fact.owner) for d in fact.depends_on)})
     existing = _duplicate(writes, fact)

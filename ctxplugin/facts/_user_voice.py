@@ -12,10 +12,12 @@ object is only a value ("fly on Friday"), the verb is what it is about (``pref_f
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from typing import Literal
 
 from ctxplugin.facts._text import content_words, identifiers
 from ctxplugin.facts._values import read_values, typed_values
+from ctxplugin.facts.extract import FactDraft
 
 PREFERENCE = re.compile(
     r"^(?:i|we)(?:'d|\s+would)?\s+(?:really\s+|much\s+|still\s+)?"
@@ -105,6 +107,34 @@ def visibility_of(body: str) -> Literal["session"] | None:
     return None
 
 
+_RESTORE = re.compile(
+    r"\b(?:keep|use|go with|stick with|stay with|want)\s+(?:the\s+|my\s+)?(?:original|previous|earlier|first)\b|"
+    r"\b(?:go|switch|change|revert|put|set|move|turn)\s+(?:it\s+|that\s+|this\s+)?back\b|\brevert\s+to\b|"
+    r"\bundo\s+(?:that|it|the (?:last )?change)\b",
+    re.IGNORECASE,
+)
+"""An earlier value brought back: "keep the original", "go back to Tuesday", "switch it back"."""
+_NEW_VALUE = re.compile(r"^(?:please\s+)?(?:make|change|switch|set)\s+(?:it|that|this|mine)\s+(?:to\s+)?(?P<value>.+)$", re.IGNORECASE)
+"""A choice that names a value and nothing else: "make that the 24th", "make it $700"."""
+
+
+def referring_back(body: str, draft: FactDraft | None, shown: str) -> FactDraft | None:
+    """``draft`` (the reading of ``body``, the sentence ``shown`` without its lead words) marked
+    as revising what was said before when ``body`` refers back to it — a new value alone, or an
+    earlier value brought back — or a draft of its own for it when the rules read nothing."""
+    new_value = _NEW_VALUE.match(body.rstrip(".!"))
+    words = content_words(new_value.group("value")) if new_value else []
+    if words and all(any(c.isdigit() for c in w) or w in _NOT_SUBJECTS for w in words):
+        revises: Literal["latest", "earlier"] = "latest"
+    elif _RESTORE.search(body):
+        revises = "earlier"
+    else:
+        return draft
+    if draft is None:
+        return FactDraft(text=shown, importance=0.7, revises=revises)
+    return replace(draft, revises=revises, key=None if revises == "latest" else draft.key)
+
+
 def rejected(body: str) -> str | None:
     """The value a "X, not Y", "I meant X not Y" or "don't use Y, use X" correction rejects
     (``Y``), or None."""
@@ -112,4 +142,4 @@ def rejected(body: str) -> str | None:
     return match.group("old").strip() if match else None
 
 
-__all__ = ["CHOICE", "DIRECTIVE", "PREFERENCE", "SWAP", "TASK", "preference_key", "rejected", "visibility_of"]
+__all__ = ["CHOICE", "DIRECTIVE", "PREFERENCE", "SWAP", "TASK", "preference_key", "referring_back", "rejected", "visibility_of"]

@@ -19,7 +19,7 @@ import concurrent.futures
 import inspect
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field, fields
-from typing import Any, TypeAlias
+from typing import Any, Literal, TypeAlias
 
 from langchain_core.messages import BaseMessage
 from langchain_core.runnables import Runnable
@@ -52,6 +52,11 @@ class FactDraft:
         replaces: text of an old value this one corrects ("use X instead of Y": ``Y``); the ledger
             supersedes the current fact that states it when ``key`` is unknown.
         authority, memory_type, visibility: ``None`` lets the ledger choose from the source.
+        revises: the statement refers back to what was said: ``"latest"``, a new value alone
+            ("make that the 24th") for the latest statement holding a value of its type;
+            ``"earlier"``, an earlier value brought back ("never mind, keep the original").
+            The ledger finds what it revises (see :mod:`ctxplugin.facts._revisions`); when
+            nothing fits, the draft is written as it is.
     """
 
     text: str
@@ -68,6 +73,7 @@ class FactDraft:
     memory_type: MemoryType | None = None
     visibility: Visibility | None = None
     source_ref: str | None = field(default=None, compare=False)
+    revises: Literal["latest", "earlier"] | None = None
 
 
 DraftLike: TypeAlias = FactDraft | dict[str, Any] | str
@@ -163,6 +169,8 @@ def _draft(item: Any) -> FactDraft:
         raise InvalidInputError(f"fact kind must be one of {FACT_KINDS}, got {item.get('kind')!r}")
     if item.get("scope", "global") not in FACT_SCOPES:
         raise InvalidInputError(f"fact scope must be one of {FACT_SCOPES}, got {item.get('scope')!r}")
+    if item.get("revises") not in (None, "latest", "earlier"):
+        raise InvalidInputError(f"fact draft field 'revises' must be 'latest', 'earlier' or None, got {item.get('revises')!r}")
     values = dict(item)
     for name in ("tags", "depends_on"):
         if name in values:

@@ -10,6 +10,8 @@ A message states a superseded value when it is the fact's own source (same messa
 ref), or when it contains every word that distinguishes the old statement from the new one
 together with the subject (the key's words that the old statement uses, or else two words both
 statements share), without also stating the new value (that would be the correction itself).
+A user message after the one that made the change is never marked by it: it asks about the old
+value or takes the change back, it is not stale.
 
 Statements that are not current for another reason are marked too: one refused by a higher
 authority (``[overruled: ...]``), and a hypothetical or draft one (``[hypothetical: not a
@@ -104,7 +106,9 @@ def mark_outdated(
 def in_force(ledger: FactsLedger, scope: Scope, limit: int = 200) -> InForce:
     """The superseded (and refused) facts and the provisional facts ``scope`` reads, the
     ``limit`` most recent of each."""
-    changes = [change_of(old, new) for old, new in ledger.superseded(scope=scope, limit=limit)]
+    # a statement brought back ("never mind, keep the original") is current again, not outdated
+    pairs = ledger.superseded(scope=scope, limit=limit)
+    changes = [change_of(old, new) for old, new in pairs if old.text_hash != new.text_hash]
     provisional = _provisional(ledger, scope, limit)
     return in_force_of(changes, provisional)
 
@@ -118,7 +122,7 @@ class Marking:
     replacements quoted before it, so a conversation that only grew is marked only where it
     grew while the facts in force stay the same. Not locked: one caller at a time."""
 
-    __slots__ = ("count", "kept", "marks", "out", "prints", "quoted", "reads", "said", "version")
+    __slots__ = ("count", "kept", "marks", "out", "prints", "quoted", "reads", "said", "version", "where")
 
     def __init__(self) -> None:
         self.version = 0
@@ -132,6 +136,9 @@ class Marking:
         # a change cannot concern without reading them
         self.prints: list[int] = []
         self.said: set[str] = set()  # replacements already quoted in full
+        # the first index of ``out`` holding each ref: a user message after the one that made
+        # a change is never marked by it ("sorry, was it Tuesday before?" asks, it is not stale)
+        self.where: dict[str, int] = {}
         self.count = 0
         self.kept = 0  # how many of ``out`` the last update kept as they were
 
@@ -208,7 +215,7 @@ class Marking:
             was.update(quoted_before)
             reads[index] = made
             message = body[index]
-            marked, quoted = self._note(message, made, spans.get(index) or asides.get(index), said)
+            marked, quoted = self._note(message, made, spans.get(index) or asides.get(index), said, index)
             self.count += (marked is not None) - self.marks[index]
             if (marked or message) is not self.out[index]:
                 changed = min(changed, index)
@@ -243,10 +250,14 @@ class Marking:
         self.count -= sum(self.marks[size:])
         del self.out[size:], self.marks[size:], self.quoted[size:], self.reads[size:], self.prints[size:]
         self.said = set().union(*self.quoted)
+        self.where = {ref: index for ref, index in self.where.items() if index < size}
 
     def _mark(self, message: BaseMessage, rules: InForce, span: str | None, kept: bool) -> None:
+        index = len(self.out)
+        for ref in source_refs(message):
+            self.where.setdefault(ref, index)
         made = None if kept or not isinstance(message, (HumanMessage, AIMessage, ToolMessage)) else read(message, rules)
-        marked, quoted = (None, _NONE) if made is None else self._note(message, made, span, self.said)
+        marked, quoted = (None, _NONE) if made is None else self._note(message, made, span, self.said, index)
         self.reads.append(made)
         self.prints.append(0 if made is None or made[0] else fingerprint(message))
         self.out.append(marked or message)
@@ -255,12 +266,18 @@ class Marking:
         self.said.update(quoted)
         self.count += marked is not None
 
-    def _note(self, message: BaseMessage, made: Read, span: str | None, said: Collection[str]) -> tuple[BaseMessage | None, frozenset[str]]:
-        """``message`` with its notes (None when it needs none), and the replacements it quotes,
-        from what it states (``made``) after the messages before it quoted ``said`` in full."""
+    def _note(
+        self, message: BaseMessage, made: Read, span: str | None, said: Collection[str], index: int
+    ) -> tuple[BaseMessage | None, frozenset[str]]:
+        """``message`` (``out[index]``) with its notes (None when it needs none), and the
+        replacements it quotes, from what it states (``made``) after the messages before it
+        quoted ``said`` in full."""
         empty, stating, provisional_kind = made
         if empty:
             return None, _NONE
+        if isinstance(message, HumanMessage):
+            where = self.where
+            stating = tuple(c for c in stating if where.get(c.new.source.ref or "", index) >= index)
         hits: list[str] = []
         here: set[str] = set()
         for change in stating:

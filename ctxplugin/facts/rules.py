@@ -141,9 +141,7 @@ _METRIC = re.compile(
 )
 _APOSTROPHES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'"})  # rules read "don’t" as "don't"
 _URL = re.compile(r"https?://[^\s<>\"'`)\]]+", re.IGNORECASE)
-_NON_SUBJECT = frozenset(
-    ["it", "this", "that", "there", "these", "those", "what", "which", "who", "whom", "how", "why", "when", "where", "i", "you", "he", "she", "we", "they", "here", "one", "something", "everything", "nothing", "anything"]
-)
+_NON_SUBJECT = frozenset(["it", "this", "that", "there", "these", "those", "what", "which", "who", "whom", "how", "why", "when", "where", "i", "you", "he", "she", "we", "they", "here", "one", "something", "everything", "nothing", "anything"])
 _MAX_SENTENCES = 40
 _TOOL_TEXT = 4000
 """Characters of a plain-text tool output the prose rules read."""
@@ -194,6 +192,8 @@ class RuleExtractor:
         links = _URL.findall(sentence)
         question = sentence.endswith("?") and not _HYPOTHETICAL.search(sentence)
         main = None if question else self._statement(sentence.translate(_APOSTROPHES), voice, ids, shown=sentence)
+        if voice == "user" and not question:  # "make that the 24th", "never mind, keep the original"
+            main = user_voice.referring_back(_LEAD.sub("", sentence.translate(_APOSTROPHES)).strip(), main, shown=_tidy(sentence))
         if main is not None:
             out.append(main)
         for url in links:

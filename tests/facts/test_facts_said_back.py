@@ -126,3 +126,82 @@ def test_what_someone_else_said_is_a_draft_about_its_subject(engine: ContextEngi
 def test_the_users_own_word_after_a_relayed_one_is_current(engine: ContextEngine) -> None:
     prepared_turns(engine, chat("My manager said the hotel stay is 3 nights.", "The hotel stay is 4 nights."))
     assert current_keys(engine) == {"hotel_stay": "The hotel stay is 4 nights."}
+
+
+@pytest.mark.parametrize(
+    ("first", "change", "back"),
+    [
+        ("I'd like an aisle seat.", "Actually, make it a window seat.", "Never mind, keep the original."),
+        ("The meeting is on Tuesday.", "Actually, the meeting is on Thursday.", "Sorry, go back to Tuesday for the meeting."),
+        ("My seat is 12A.", "Actually, my seat is 14C.", "Keep the original seat 12A."),
+        ("My budget is $500.", "Actually, my budget is $700.", "Hmm, switch it back to the previous one."),
+    ],
+)
+def test_going_back_makes_the_earlier_value_current_again(engine: ContextEngine, first: str, change: str, back: str) -> None:
+    view, block = prepared_turns(engine, chat(first, change, back))
+    assert view["h0"] == first, "current again: not outdated"
+    assert view["h1"].startswith("[outdated:"), view["h1"]
+    assert view["h2"] == back
+    texts = current(engine)
+    assert first in texts
+    assert not [t for t in texts if t in change], "the value taken back is not current"
+    assert change not in block
+
+
+def test_going_back_after_two_changes_finds_the_value_named(engine: ContextEngine) -> None:
+    turns = (
+        "The meeting is on Tuesday.",
+        "Actually, the meeting is on Thursday.",
+        "Change of plans: the meeting is on Friday.",
+        "Sorry, go back to Tuesday for the meeting.",
+    )
+    view, _ = prepared_turns(engine, chat(*turns))
+    assert view["h0"] == turns[0]
+    assert view["h1"].startswith("[outdated: meeting is now: The meeting is on Tuesday.]"), view["h1"]
+    assert view["h2"].startswith("[outdated:"), view["h2"]
+    assert current_keys(engine)["meeting"] == "The meeting is on Tuesday."
+
+
+def test_going_back_with_nothing_changed_states_nothing(engine: ContextEngine) -> None:
+    view, _ = prepared_turns(engine, chat("I'd like an aisle seat.", "Never mind, keep the original."))
+    assert view["h0"] == "I'd like an aisle seat."
+    assert current(engine) == ["I'd like an aisle seat."]
+
+
+def test_going_back_read_again_by_a_new_process_changes_nothing(tmp_path: Path) -> None:
+    messages = chat("I'd like an aisle seat.", "Actually, make it a window seat.", "Never mind, keep the original.")
+    prepared_turns(ContextEngine.embedded(tmp_path / "ctx", ContextConfig()), messages)
+    again = ContextEngine.embedded(tmp_path / "ctx", ContextConfig())
+    view, _ = prepared_turns(again, messages)
+    assert view["h0"] == "I'd like an aisle seat."
+    assert sorted(f.text for f in again.facts.store.find(FactQuery(reader=TRIP, valid=True))) == ["I'd like an aisle seat."]
+
+
+@pytest.mark.parametrize("later", ["Was the meeting on Tuesday before?", "Hmm, the meeting on Tuesday, you said?"])
+def test_a_user_message_after_the_change_is_not_marked_by_it(engine: ContextEngine, later: str) -> None:
+    view, _ = prepared_turns(engine, chat("The meeting is on Tuesday.", "Actually, the meeting is on Thursday.", later))
+    assert view["h0"].startswith("[outdated: meeting is now: The meeting is on Thursday.]")
+    assert view["h2"] == later, "said after the change: it asks about it, it is not stale"
+
+
+@pytest.mark.parametrize(
+    ("first", "correction", "value"),
+    [
+        ("The departure date is May 23.", "Actually make that the 24th.", "24th"),
+        ("The departure date is May 23.", "Make that May 24.", "May 24"),
+        ("My budget is $500.", "Make it $700.", "$700"),
+    ],
+)
+def test_a_new_value_alone_replaces_the_latest_value_of_its_type(engine: ContextEngine, first: str, correction: str, value: str) -> None:
+    view, block = prepared_turns(engine, chat("I need to change reservation QW12ER.", first, correction))
+    assert view["h1"].startswith("[outdated:"), view["h1"]
+    assert first not in current(engine)
+    key = next(k for k, t in current_keys(engine).items() if value in t)
+    assert key is not None and key in view["h1"], "the new value answers for the old one's key"
+    assert first not in block
+
+
+def test_a_new_value_alone_leaves_values_of_other_types(engine: ContextEngine) -> None:
+    view, _ = prepared_turns(engine, chat("The departure date is May 23.", "Make it $700."))
+    assert view["h0"] == "The departure date is May 23."
+    assert "The departure date is May 23." in current(engine)

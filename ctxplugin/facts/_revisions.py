@@ -1,0 +1,124 @@
+"""What a statement that refers back to the conversation revises, for the ledger's write path.
+
+A user does not always restate a value whole. Two forms name no subject, so neither the key nor
+the implicit rule finds what they change (see :class:`~ctxplugin.facts.extract.FactDraft`'s
+``revises``):
+
+- a new value alone ("actually make that the 24th", "make it $700"): the new value of the latest
+  statement in force, in the writer's slot and fact scope, that holds a value of the same type
+  (a date, an amount...). The fact takes that statement's key, kind and visibility, so the key
+  rule replaces it (and authority applies as for any write);
+- an earlier value brought back ("never mind, keep the original", "go back to Tuesday for the
+  meeting", "keep the original seat 12A"): the statement a keyed fact in force replaced is
+  written again, from this message, under that key. Words the user names besides the asking
+  ("Tuesday", "meeting", "12A") choose which earlier statement; without any, the one the latest
+  change replaced, or for "the original", the first of its key.
+
+Statements a tool read are never revised so, nor brought back. A message read again (a new
+process) finds its own fact already in the key's history and writes nothing.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ctxplugin.facts._batch import WriteBatch
+from ctxplugin.facts._text import content_words, stem
+from ctxplugin.facts._values import typed_values
+from ctxplugin.facts.extract import FactDraft
+from ctxplugin.facts.model import Fact, FactQuery, visibility_key
+from ctxplugin.facts.store import FactStore
+
+_RECENT = 50
+"""Statements looked at, newest first: the ones a user refers back to were said recently."""
+_ORDINAL_DAY = re.compile(r"\b[0-3]?\d(?:st|nd|rd|th)\b", re.IGNORECASE)
+_ASKING = frozenset(
+    stem(w) for w in [
+        "never", "mind", "keep", "original", "previous", "old", "first", "earlier", "go", "back", "switch", "change",
+        "revert", "undo", "sorry", "actually", "please", "let", "use", "stick", "stay", "put", "set", "move", "instead",
+        "one", "value", "way", "before", "it", "was", "had",
+    ]
+)
+"""Words of asking to go back rather than of what to go back to."""
+_FIRST = frozenset({"original", "first"})
+
+
+def revised(writes: FactStore | WriteBatch, fact: Fact, draft: FactDraft) -> tuple[Fact, bool]:
+    """``fact`` (read from ``draft``) as it revises what it refers back to, and whether it is
+    done with: True when there is nothing to write (read before, or an "earlier" that finds
+    nothing and names nothing); else the fact to write (unchanged when nothing fits)."""
+    if draft.revises == "latest":
+        target = _latest_of_type(writes, fact)
+        if target is None:
+            return fact, False
+        return fact.model_copy(update={"key": target.key, "kind": target.kind, "visibility": target.visibility,
+                                       "constraint_type": target.constraint_type}), False
+    said = [w for w in content_words(fact.text) if stem(w) not in _ASKING]
+    found = _earlier(writes, fact, {stem(w) for w in said}, first=bool(_FIRST & set(content_words(fact.text))))
+    if found is None:
+        return fact, not said
+    earlier, head = found
+    history = writes.find(FactQuery(reader=fact.owner, key=head.key))
+    again = [f for f in history if fact.source.ref is not None and f.source.ref == fact.source.ref]
+    if again:
+        return again[0], True
+    return fact.model_copy(update={
+        "text": earlier.text, "key": head.key, "kind": earlier.kind, "visibility": head.visibility,
+        "constraint_type": earlier.constraint_type, "tags": earlier.tags,
+    }), False
+
+
+def _types(text: str) -> set[str]:
+    found: set[str] = set(typed_values(text))
+    if _ORDINAL_DAY.search(text):
+        found.add("date")  # "the 24th": a day of the month
+    return found
+
+
+def _stated_in_reach(candidate: Fact, fact: Fact) -> bool:
+    """Whether ``candidate`` is a statement (not a tool's) that the writer of ``fact`` keeps: in
+    its session, or kept for its user."""
+    return (
+        candidate.key is not None and not candidate.from_tool and candidate.scope_id == fact.scope_id
+        and visibility_key(candidate.owner, candidate.visibility) == visibility_key(fact.owner, candidate.visibility)
+    )
+
+
+def _latest_of_type(writes: FactStore | WriteBatch, fact: Fact) -> Fact | None:
+    wanted = _types(fact.text)
+    if not wanted:
+        return None
+    query = FactQuery(reader=fact.owner, valid=True, scopes=(fact.scope,))
+    for candidate in writes.find(query, limit=_RECENT):
+        if _stated_in_reach(candidate, fact) and wanted & _types(candidate.text):
+            return candidate
+    return None
+
+
+def _earlier(writes: FactStore | WriteBatch, fact: Fact, named: set[str], *, first: bool) -> tuple[Fact, Fact] | None:
+    """The earlier statement to bring back and the current fact of its key it replaces."""
+    olds = writes.find(FactQuery(reader=fact.owner, valid=False, scopes=(fact.scope,)), limit=_RECENT)
+    heads: dict[str, Fact | None] = {}
+    for old in olds:
+        if old.refused or not _stated_in_reach(old, fact) or old.key is None:
+            continue
+        if old.key not in heads:
+            current = writes.find(FactQuery(reader=fact.owner, key=old.key, valid=True, scopes=(fact.scope,)), limit=1)
+            heads[old.key] = current[0] if current and _stated_in_reach(current[0], fact) else None
+        head = heads[old.key]
+        if head is None or head.text_hash == old.text_hash:
+            continue
+        if named:
+            words = {stem(w) for w in content_words(old.text + " " + old.key.replace("_", " "))}
+            if named <= words:
+                return old, head
+            continue
+        if first:
+            chain = [o for o in olds if o.key == old.key and not o.refused and o.text_hash != head.text_hash]
+            return chain[-1], head
+        if old.superseded_by == head.id:
+            return old, head
+    return None
+
+
+__all__ = ["revised"]
