@@ -7,7 +7,8 @@ The rules, applied on every write:
    over the key of the fact it replaces;
 2. by key: a new fact replaces the valid fact with the same key, owner and fact scope;
 3. by correction: a draft that names an old value ("X instead of Y", "X, not Y") replaces the
-   current fact someone stated saying Y when it has no key of its own (a tool's record of Y stays);
+   current fact someone stated saying Y when it has no key of its own, and takes over its key
+   (a tool's record of Y stays);
 4. implicit (seed 002, rule 2): a statement with no key of its own that names a keyed fact's
    subject (every word of its key) and gives it a conflicting value of the same type — another
    day, time, date, amount of money or percentage — replaces it and takes over its key ("Let's
@@ -109,7 +110,9 @@ def _supersede(
     if supersedes is None and fact.key is None and draft.replaces and targets and targets[0].visibility != fact.visibility:
         # "not economy, business" corrects the user's preference: it holds where that held
         fact = fact.model_copy(update={"visibility": targets[0].visibility})
-    takes_key = supersedes is not None
+    # a correction ("not Austin", "don't use my Visa card, use ...") answers for the key of what
+    # it corrects, so the next statement under that key replaces it in turn
+    takes_key = supersedes is not None or (fact.key is None and draft.replaces is not None and bool(targets))
     if not targets and supersedes is None:
         targets = _implicit(writes, fact, enabled=implicit)
         takes_key = True

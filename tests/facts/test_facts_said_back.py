@@ -205,3 +205,19 @@ def test_a_new_value_alone_leaves_values_of_other_types(engine: ContextEngine) -
     view, _ = prepared_turns(engine, chat("The departure date is May 23.", "Make it $700."))
     assert view["h0"] == "The departure date is May 23."
     assert "The departure date is May 23." in current(engine)
+
+
+@pytest.mark.parametrize(
+    ("first", "correction", "later"),
+    [
+        ("My destination is Austin.", "I meant Boston not Austin.", "My destination is Denver."),
+        ("I'd prefer to pay with my Visa card.", "Don't use my Visa card, use the Mastercard.", "I'd rather pay with my Amex card."),
+        ("I'd prefer an economy seat.", "Business, not economy.", "I'd prefer a premium seat."),
+    ],
+)
+def test_a_correction_is_replaced_in_turn_by_the_next_value(engine: ContextEngine, first: str, correction: str, later: str) -> None:
+    view, block = prepared_turns(engine, chat(first, correction, later))
+    assert view["h1"].startswith("[outdated:"), view["h1"]
+    assert later in current(engine)
+    assert correction not in current(engine), "the corrected value answers for the key the next one replaces"
+    assert correction not in block
