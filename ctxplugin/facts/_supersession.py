@@ -39,7 +39,7 @@ from ctxplugin.facts._batch import WriteBatch
 from ctxplugin.facts._drafts import _candidate_ids
 from ctxplugin.facts._revisions import revised
 from ctxplugin.facts._text import content_words, denied, stem
-from ctxplugin.facts._values import conflicting, keeps_bound, typed_values
+from ctxplugin.facts._values import EVENTS, conflicting, keeps_bound, typed_values
 from ctxplugin.facts.extract import FactDraft
 from ctxplugin.facts.model import (
     AUTHORITY_RANK,
@@ -56,6 +56,7 @@ from ctxplugin.scope import Scope
 
 _MAX_CHAIN = 1000
 _IMPLICIT_CANDIDATES = 8
+_EVENT_NOUNS = frozenset(EVENTS.values())
 _KEY_PREFIXES = frozenset({"pref", "decision"})
 """Words the extraction rules put before a key's subject (``pref_aisle``, ``decision_vendor``)."""
 
@@ -115,6 +116,8 @@ def _supersede(
     takes_key = supersedes is not None or (fact.key is None and draft.replaces is not None and bool(targets))
     if not targets and supersedes is None:
         targets = _implicit(writes, fact, enabled=implicit)
+        if targets and fact.key is not None:  # "the meeting starts at 3pm": a new time of the meeting
+            fact = fact.model_copy(update={"key": None})
         takes_key = True
     if takes_key and targets and fact.key is None and targets[0].key is not None:
         # a replacement named by the caller (or rule 4's) answers for the key it replaces:
@@ -221,10 +224,12 @@ def _resolve(writes: FactStore | WriteBatch, fact_id: str, reader: Scope) -> str
 def _implicit(writes: FactStore | WriteBatch, fact: Fact, *, enabled: bool) -> list[Fact]:
     """Rule 4: current keyed facts, in ``fact``'s owner slot and fact scope, whose subject
     (the words of their key) ``fact`` names and whose typed values it contradicts; only for
-    a ``fact`` without a key (a keyed one is about its own subject)."""
+    a ``fact`` without a key (a keyed one is about its own subject), or keyed by when its
+    subject happens (``meeting_start`` may replace ``meeting``'s "Tuesday at 2pm")."""
+    event_of = _event_subject(fact.key)
     if (
         not enabled
-        or fact.key is not None
+        or (fact.key is not None and event_of is None)
         or fact.source.type == "tool"
         or denied(fact.text) is not None
         or not typed_values(fact.text)
@@ -234,7 +239,7 @@ def _implicit(writes: FactStore | WriteBatch, fact: Fact, *, enabled: bool) -> l
     query = FactQuery(reader=fact.owner, valid=True, scopes=(fact.scope,))
     found: list[Fact] = []
     for candidate, _ in writes.search(fact.text, query, n=_IMPLICIT_CANDIDATES):
-        if candidate.key is None or candidate.scope_id != fact.scope_id:
+        if candidate.key is None or candidate.scope_id != fact.scope_id or (event_of is not None and candidate.key != event_of):
             continue
         subject = {stem(w) for w in content_words(candidate.key.replace("_", " "))} - _KEY_PREFIXES
         if (
@@ -245,6 +250,13 @@ def _implicit(writes: FactStore | WriteBatch, fact: Fact, *, enabled: bool) -> l
         ):
             found.append(candidate)
     return found
+
+
+def _event_subject(key: str | None) -> str | None:
+    """The subject of a key the rules gave a statement of when something happens
+    (``meeting_start``: ``meeting``), or None: such a statement gives its subject a new value."""
+    subject, _, event = (key or "").rpartition("_")
+    return subject if subject and event in _EVENT_NOUNS else None
 
 
 def _head(writes: FactStore | WriteBatch, fact: Fact, reader: Scope) -> Fact | None:

@@ -63,6 +63,19 @@ _CODES = {"usd": "$", "dollar": "$", "dollars": "$", "eur": "€", "euro": "€"
 _PERCENT = re.compile(r"\b(?P<amount>\d+(?:\.\d+)?)\s*(?:%|percent\b|per cent\b)", re.IGNORECASE)
 
 
+EVENTS = {
+    verb: noun for noun, verbs in (
+        ("departure", "departs departed leaves left"), ("arrival", "arrives arrived lands landed"),
+        ("start", "starts started begins began"), ("end", "ends ended finishes finished"),
+        ("closing", "closes closed"), ("opening", "opens opened"), ("expiry", "expires expired"),
+    ) for verb in verbs.split()
+}
+"""Verbs that set when something happens ("Reservation QW12ER departs on May 22"), by the event
+they name: the extraction rules key such a statement by its subject and the event
+(``reservation_qw12er_departure``), so its arrival is another fact."""
+WHEN_TYPES: frozenset[ValueType] = frozenset({"day", "time", "date"})
+
+
 def _number(text: str) -> str:
     value = float(text.replace(",", ""))
     return str(int(value)) if value.is_integer() else repr(value)
@@ -274,4 +287,4 @@ def _breaks(kind: ValueType, points: frozenset[str], bounds: frozenset[Bound]) -
     return False
 
 
-__all__ = ["Bound", "ValueType", "Values", "conflicting", "keeps_bound", "read_values", "typed_values"]
+__all__ = ["EVENTS", "WHEN_TYPES", "Bound", "ValueType", "Values", "conflicting", "keeps_bound", "read_values", "typed_values"]

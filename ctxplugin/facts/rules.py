@@ -57,6 +57,8 @@ from ctxplugin.facts._not_prose import (
     log_line,
 )
 from ctxplugin.facts._text import identifiers, sentences, slug
+from ctxplugin.facts._values import EVENTS as _EVENTS
+from ctxplugin.facts._values import WHEN_TYPES as _WHEN_TYPES
 from ctxplugin.facts._values import read_values, typed_values
 from ctxplugin.facts.extract import FactDraft
 from ctxplugin.facts.model import FactKind, FactScope
@@ -101,16 +103,6 @@ _VERBS = (
     r"departs|departed|leaves|left|arrives|arrived|lands|landed|starts|started|begins|began|ends|ended|finishes|"
     r"finished|closes|closed|opens|opened|expires|expired"
 )
-_EVENTS = {
-    verb: noun for noun, verbs in (
-        ("departure", "departs departed leaves left"), ("arrival", "arrives arrived lands landed"),
-        ("start", "starts started begins began"), ("end", "ends ended finishes finished"),
-        ("closing", "closes closed"), ("opening", "opens opened"), ("expiry", "expires expired"),
-    ) for verb in verbs.split()
-}
-"""Verbs that set when something happens ("Reservation QW12ER departs on May 22"): keyed by the
-subject and the event (``reservation_qw12er_departure``), so its arrival is another fact."""
-_WHEN_TYPES = frozenset({"day", "time", "date"})
 _AND_CLAUSE = re.compile(r",?\s+and\s+|;\s+", re.IGNORECASE)
 _ASSIGN = re.compile(rf"^(?P<subj>[\w#][\w#'&/. -]{{0,60}}?)\s*\b(?P<verb>{_VERBS})(?:\s+|\b)(?P<val>.+)$", re.IGNORECASE)
 _ASSIGN_EQ = re.compile(r"^(?P<subj>[\w#][\w#'&/. -]{0,60}?)\s*(?P<verb>=)\s*(?P<val>.+)$")

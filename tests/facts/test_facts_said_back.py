@@ -221,3 +221,11 @@ def test_a_correction_is_replaced_in_turn_by_the_next_value(engine: ContextEngin
     assert later in current(engine)
     assert correction not in current(engine), "the corrected value answers for the key the next one replaces"
     assert correction not in block
+
+
+def test_when_a_meeting_starts_is_a_new_time_for_the_meeting(engine: ContextEngine) -> None:
+    turns = ("The meeting is on Tuesday at 2pm.", "The meeting starts at 3pm.", "The meeting is on Friday at 4pm.")
+    view, _ = prepared_turns(engine, chat(*turns))
+    assert view["h0"].startswith("[outdated: meeting is now:"), view["h0"]
+    assert view["h1"].startswith("[outdated: meeting"), view["h1"]
+    assert current_keys(engine) == {"meeting": "The meeting is on Friday at 4pm."}
