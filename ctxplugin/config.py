@@ -326,6 +326,14 @@ class ContextConfig(BaseSettings):
             "call before it); both repairs add a warning to the report"
         ),
     )
+    prompt_cache_marks: bool = Field(
+        True,
+        description=(
+            "for a Claude model (langchain-anthropic), mark the view's stable ends with "
+            "cache_control so that Anthropic's prompt cache keeps the header and the notes when the "
+            "tiers move (create_agent; a host that marks its own messages is left as it is)"
+        ),
+    )
     path: str = Field(".ctxplugin", description="directory of the embedded stores")
     chroma_url: str | None = Field(None, description="Chroma server URL; embedded Chroma when unset")
     postgres_dsn: str | None = Field(None, description="Postgres DSN; embedded SQLite when unset")

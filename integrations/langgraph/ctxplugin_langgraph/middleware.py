@@ -22,6 +22,11 @@ its own answers: no facts are read from them, and an error is a failed call the 
 
 For a model that cannot take images in tool results (``ChatOpenAI`` on the Chat Completions
 API), the images of tool results in the view are replaced by a line naming each one and its ref.
+
+For a Claude model (langchain-anthropic's ``ChatAnthropic``), which caches a prompt only up to the
+places a request marks, the request is marked where the view changes least (the end of the
+header, the last context note or the task) and asks Anthropic to mark its end, within the four
+marks a request may carry (``ctxplugin._cache_points``; ``prompt_cache_marks=False`` turns it off).
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langgraph.types import Command
 
 from ctxplugin import ContextEngine, PreparedContext, Scope
+from ctxplugin._cache_points import place_marks
 from ctxplugin._run_scope import using
 from ctxplugin._tool_images import takes_tool_images, without_tool_images
 from ctxplugin.budget import model_context_window
@@ -100,10 +106,18 @@ class ContextMiddleware(AgentMiddleware):
         conversation = prepared.conversation
         if not takes_tool_images(request.model, tools, request.model_settings):
             conversation = without_tool_images(conversation)
+        view = [prepared.system_message, *conversation] if prepared.system_message is not None else conversation
+        settings = dict(request.model_settings)
+        if self.engine.config.prompt_cache_marks:
+            marks = place_marks(request.model, view, tools, settings)
+            if marks is not None:
+                view, settings = marks
+        head = view[0] if prepared.system_message is not None else None
         return request.override(
-            system_message=prepared.system_message,
-            messages=conversation,  # type: ignore[arg-type]
+            system_message=head,  # type: ignore[arg-type]
+            messages=view[1:] if head is not None else view,  # type: ignore[arg-type]
             tools=tools,
+            model_settings=settings,
         )
 
     @staticmethod
