@@ -13,6 +13,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ctxplugin.replay._marked_cache import READ_PRICE, WRITE_PRICE
 from ctxplugin.replay.loaders import RecordedUsage
 
 SCHEMA_VERSION = 1
@@ -32,6 +33,8 @@ class StrategyFigures:
     recall_visible: int = 0
     action_eligible: int = 0
     action_visible: int = 0
+    marked_read: int = 0
+    marked_written: int = 0
 
     def add_call(
         self,
@@ -44,8 +47,11 @@ class StrategyFigures:
         budget: int,
         action_eligible: int = 0,
         action_visible: int = 0,
+        marked: tuple[int, int] = (0, 0),
     ) -> None:
-        """Fold one call in (``action_*``: expected action values, see ``replay.metrics``)."""
+        """Fold one call in (``action_*``: expected action values, see ``replay.metrics``;
+        ``marked``: tokens read from and written to a cache that serves marked prefixes only,
+        see ``replay._marked_cache``)."""
         self.calls += 1
         self.input_tokens += input_tokens
         self.cached_tokens += cached
@@ -56,6 +62,8 @@ class StrategyFigures:
         self.recall_visible += visible
         self.action_eligible += action_eligible
         self.action_visible += action_visible
+        self.marked_read += marked[0]
+        self.marked_written += marked[1]
 
     def merge(self, other: StrategyFigures) -> None:
         """Fold another total in (peak is the larger of the two)."""
@@ -69,10 +77,18 @@ class StrategyFigures:
         self.recall_visible += other.recall_visible
         self.action_eligible += other.action_eligible
         self.action_visible += other.action_visible
+        self.marked_read += other.marked_read
+        self.marked_written += other.marked_written
 
     def cost(self, discount: float) -> float:
         """Cache-aware cost in token units: uncached tokens plus cached ones at ``discount``."""
         return (self.input_tokens - self.cached_tokens) + discount * self.cached_tokens
+
+    def marked_cost(self) -> float:
+        """Cost in token units on Anthropic's prompt cache, which serves marked prefixes only:
+        reads at 0.1x, writes at 1.25x, the rest in full (``replay._marked_cache``)."""
+        rest = self.input_tokens - self.marked_read - self.marked_written
+        return rest + READ_PRICE * self.marked_read + WRITE_PRICE * self.marked_written
 
     @property
     def recall(self) -> float | None:
@@ -102,7 +118,13 @@ class StrategyFigures:
             out["action_recall"] = _round(self.action_recall)
             out["action_eligible"] = self.action_eligible
             out["action_visible"] = self.action_visible
+        out["anthropic"] = {
+            "read_tokens": self.marked_read,
+            "written_tokens": self.marked_written,
+            "cost": round(self.marked_cost(), 1),
+        }
         if full is not None:
+            out["anthropic"]["cost_vs_full"] = _ratio(self.marked_cost(), full.marked_cost())
             out["vs_full"] = {
                 "input_tokens": _ratio(self.input_tokens, full.input_tokens),
                 "cost": _ratio(self.cost(discount), full.cost(discount)),

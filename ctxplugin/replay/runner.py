@@ -22,6 +22,7 @@ from langchain_core.messages import AIMessage
 from ctxplugin.config import ContextConfig
 from ctxplugin.engine import ContextEngine
 from ctxplugin.errors import CtxpluginError, InvalidInputError
+from ctxplugin.replay._marked_cache import MarkedCache
 from ctxplugin.replay._tools_file import load_tools_file as load_tools_file
 from ctxplugin.replay.loaders import Conversation, Format, LoadedFile, discover, load_file
 from ctxplugin.replay.metrics import (
@@ -171,7 +172,7 @@ def replay_conversation(
     budget = settings.budget_total
     figures: dict[str, StrategyFigures] = {s.name: StrategyFigures() for s in strategies}
     per_call: dict[str, list[tuple[int, int]]] = {s.name: [] for s in strategies}
-    trackers = {s.name: PrefixTracker() for s in strategies}
+    trackers = {s.name: (PrefixTracker(), MarkedCache(s.name == "ctxplugin" and settings.config.prompt_cache_marks)) for s in strategies}
     tool_cost: dict[str, int] = {}
     result = ConversationResult(
         id=conversation.id,
@@ -214,7 +215,7 @@ def _account(
     name: str,
     view: View,
     meter: Meter,
-    tracker: PrefixTracker,
+    tracker: tuple[PrefixTracker, MarkedCache],
     tool_cost: dict[str, int],
     eligible: tuple[Sequence[str], Sequence[str]],
     budget: int,
@@ -228,7 +229,8 @@ def _account(
         tool_cost[sig] = tools_tokens(view.tools, meter.counter)
     tools = tool_cost[sig]
     total = meter.count(view.messages) + tools
-    cached = tracker.cached(sig, tools, view.messages, meter)
+    cached = tracker[0].cached(sig, tools, view.messages, meter)
+    marked = tracker[1].call(sig, tools, len(view.tools), view.messages, meter)
     visible = action_visible = 0
     if grounding or expected:
         text = meter.text(view.messages)
@@ -243,6 +245,7 @@ def _account(
         budget=budget,
         action_eligible=len(expected),
         action_visible=action_visible,
+        marked=marked,
     )
     result.per_call[name].append((total, cached))
 
