@@ -52,6 +52,15 @@ def _label(name: str, chosen: list[tuple[FileResult, ConversationResult]]) -> st
     return f"{name} (same as full)" if same else name
 
 
+# what each format would stamp with the time or the library version: left out, so the same
+# results draw the same file
+_METADATA: dict[str, dict[str, None]] = {
+    "png": {"Software": None},
+    "svg": {"Creator": None, "Date": None},
+    "pdf": {"Creator": None, "Producer": None, "CreationDate": None},
+}
+
+
 def write_chart(result: ReplayResult, path: str | Path, *, limit: int = 6, title: str | None = None) -> Path:
     """Draw input tokens per call, one subplot per conversation, and save it as PNG.
 
@@ -110,6 +119,8 @@ def write_chart(result: ReplayResult, path: str | Path, *, limit: int = 6, title
     fig.tight_layout(rect=(0, 0.05, 1, 0.97))
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, format="png", dpi=110, metadata={"Software": None})
+    kind = out.suffix.lower().lstrip(".")
+    kind = kind if kind in _METADATA else "png"
+    fig.savefig(out, format=kind, dpi=110, metadata=_METADATA[kind])
     plt.close(fig)
     return out

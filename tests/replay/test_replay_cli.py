@@ -265,6 +265,14 @@ def test_chart_is_a_png(tmp_path: Path) -> None:
     assert [Path(f["path"]).name for f in saved["files"]] == ["openai-chat.json"]
 
 
+@pytest.mark.parametrize(("suffix", "magic"), [(".svg", b"<?xml"), (".pdf", b"%PDF"), (".PNG", b"\x89PNG"), (".chart", b"\x89PNG")])
+def test_chart_is_drawn_in_the_format_its_name_asks_for(tmp_path: Path, suffix: str, magic: bytes) -> None:
+    out = tmp_path / f"chart{suffix}"
+    result = run("replay", OPENAI, "--chart", out, "-q")
+    assert result.exit_code == 0, result.output
+    assert out.read_bytes().startswith(magic)
+
+
 def test_an_output_file_that_cannot_be_written_is_an_error_after_the_results(tmp_path: Path) -> None:
     blocker = tmp_path / "a-file"
     blocker.write_text("not a directory")
