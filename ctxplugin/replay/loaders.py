@@ -72,13 +72,16 @@ def load_file(path: str | Path, format: Format | Literal["auto"] = "auto") -> Lo
 
     Raises:
         InvalidInputError: the file is unreadable, not JSON (e.g. truncated), or in no known
-            format; the message names the file.
+            format; the message names the file. A JSONL line that is not JSON (a file cut in
+            the middle of its last line) is left out and listed in ``errors``; the other lines
+            are read.
     """
     name = Path(path).as_posix()
     try:
         data = _read_json(Path(path))
         fmt = detect(data) if format == "auto" else format
         loaded = LoadedFile(path=name, format=fmt)
+        loaded.errors.extend(getattr(data, "skipped", ()))
         for conv_id, build in PARSERS[fmt](data, Path(path).stem):
             try:
                 conversation = build()
@@ -114,7 +117,7 @@ def _read_json(path: Path) -> Any:
         lines = [line for line in text.splitlines() if line.strip()]
         if len(lines) < 2:
             raise _json_error(whole, text) from whole
-        items = []
+        items = _Lines()
         for number, line in enumerate(text.splitlines(), start=1):
             if not line.strip():
                 continue
@@ -123,14 +126,19 @@ def _read_json(path: Path) -> Any:
             except json.JSONDecodeError as exc:
                 if number == 1:  # not JSONL either: report the error of the whole document
                     raise _json_error(whole, text) from whole
-                raise InvalidInputError(
-                    f"line {number} is not valid JSON ({exc.msg}); the file may be truncated"
-                ) from exc
-        return _Lines(items)
+                # the other lines still hold their conversations: the line is reported, not the file
+                last = not any(rest.strip() for rest in text.splitlines()[number:])
+                hint = "; the file looks truncated" if last else ""
+                items.skipped.append(f"line {number} is not valid JSON ({exc.msg}), left out{hint}")
+        return items
 
 
 class _Lines(list[Any]):
-    """Items of a JSONL file (each line one JSON value)."""
+    """Items of a JSONL file (each line one JSON value), and the lines left out as not JSON."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.skipped: list[str] = []
 
 
 def _json_error(exc: json.JSONDecodeError, text: str) -> InvalidInputError:

@@ -132,12 +132,29 @@ def test_truncated_file() -> None:
         load_file(BAD / "truncated.json")
 
 
-def test_truncated_jsonl_names_the_line(tmp_path: Path) -> None:
+def test_truncated_jsonl_names_the_line_and_keeps_the_others(tmp_path: Path) -> None:
     lines = (RECORDINGS / "openai-chat.jsonl").read_text().splitlines()
+    whole = tmp_path / "whole.jsonl"
+    whole.write_text("\n".join(lines[:4]) + "\n")
     path = tmp_path / "cut.jsonl"
     path.write_text("\n".join(lines[:4]) + "\n" + lines[4][:30])
-    with pytest.raises(InvalidInputError, match=r"cut\.jsonl: line 5 is not valid JSON.*truncated"):
-        load_file(path)
+    loaded = load_file(path)
+    assert [e for e in loaded.errors if e.startswith("line 5 ")] == [
+        "line 5 is not valid JSON (Unterminated string starting at), left out; the file looks truncated"
+    ]
+    assert [c.messages for c in loaded.conversations] == [c.messages for c in load_file(whole).conversations]
+    assert loaded.conversations, "the lines before the cut are read"
+
+
+def test_a_bad_line_in_the_middle_of_a_jsonl_is_left_out_not_called_a_truncation(tmp_path: Path) -> None:
+    lines = (RECORDINGS / "openai-chat.jsonl").read_text().splitlines()
+    path = tmp_path / "mixed.jsonl"
+    path.write_text("\n".join([*lines[:2], "{not json", *lines[2:]]) + "\n")
+    loaded = load_file(path)
+    assert [e for e in loaded.errors if e.startswith("line 3 ")] == ["line 3 is not valid JSON (Expecting property name enclosed in double quotes), left out"]
+    clean = tmp_path / "clean.jsonl"
+    clean.write_text("\n".join(lines) + "\n")
+    assert [c.messages for c in loaded.conversations] == [c.messages for c in load_file(clean).conversations]
 
 
 def test_json_nested_past_any_recording_is_a_clear_error(tmp_path: Path) -> None:
