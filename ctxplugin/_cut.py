@@ -2,7 +2,7 @@
 stays.
 
 The budget's last resort (:func:`ctxplugin.budget.minimum_viable`) cuts every message above a
-common size. Text can be cut. The other blocks of a message cannot: an image is what the user
+common size (:func:`water_level`). Text can be cut. The other blocks of a message cannot: an image is what the user
 or a tool sent, a ``thinking`` block carries a signature the provider checks (Anthropic refuses
 a tool-use turn whose thinking was dropped or altered while extended thinking is on), a
 ``tool_use`` block pairs with its result. Those are kept whole and only the text is cut, so a
@@ -11,6 +11,7 @@ view may stay over its budget by their size; the budget stage says so.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from ctxplugin.tokens import TokenCounter, blocks_tokens, content_text, count_cached
@@ -65,4 +66,18 @@ def cut_content(content: str | list[Any], max_tokens: int, counter: TokenCounter
     return out
 
 
-__all__ = ["cut_content", "cut_text"]
+def water_level(sizes: Sequence[int], available: int) -> int:
+    """The largest cap such that ``sum(min(size, cap)) <= available``."""
+    if sum(sizes) <= available:
+        return max(sizes, default=0)
+    used = 0
+    ordered = sorted(sizes)
+    for position, size in enumerate(ordered):
+        remaining = len(ordered) - position
+        if used + size * remaining > available:
+            return max(8, (available - used) // remaining)
+        used += size
+    return max(8, ordered[-1])
+
+
+__all__ = ["cut_content", "cut_text", "water_level"]

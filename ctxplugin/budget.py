@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
-from ctxplugin._cut import cut_content
+from ctxplugin._cut import cut_content, water_level
 from ctxplugin._layout import (
     Layout,
     Placement,
@@ -28,7 +28,7 @@ from ctxplugin._layout import (
     synthetic_kind,
 )
 from ctxplugin._messages import META_KEY, annotation, answered, exchange_spans, merge_system
-from ctxplugin.history.omission import OMITTED_NOTE
+from ctxplugin.history.omission import OMITTED_NOTE, dropped_note
 from ctxplugin.tokens import TokenCounter, content_text, count_message, count_messages
 
 
@@ -181,25 +181,43 @@ def _drop_order(history: Sequence[BaseMessage], spans: list[tuple[int, int]]) ->
     return exchanges + notes, len(exchanges)
 
 
-def drop_exchanges(parts: Parts, spans: list[tuple[int, int]], dropped: set[int]) -> Parts:
+def drop_exchanges(parts: Parts, spans: list[tuple[int, int]], dropped: set[int], note: str = OMITTED_NOTE) -> Parts:
     """Drop the exchanges of ``spans`` (those of ``parts.history``) numbered in ``dropped``; a
-    note (a ``HumanMessage``) stands where the first of them was. The note is in the history, not
-    the header: the header starts every cached prefix and must not change when drops come and go."""
+    note (a ``HumanMessage``, ``note``) stands where the first of them was. The note is in the
+    history, not the header: the header starts every cached prefix and must not change when
+    drops come and go."""
     if not dropped:
         return parts
     history: list[BaseMessage] = []
     for i, (s, e) in enumerate(spans):
         if i == min(dropped):
-            history.append(omitted_marker())
+            history.append(omitted_marker(note))
         if i not in dropped:
             history.extend(parts.history[s:e])
     total = parts.dropped_exchanges + len(dropped)
     return replace(parts, history=history, dropped_exchanges=total)
 
 
-def omitted_marker() -> HumanMessage:
-    """The note standing for exchanges the budget dropped (the same text every time)."""
-    return HumanMessage(content=OMITTED_NOTE, additional_kwargs={META_KEY: {"omitted": True}})
+def drop_listing(
+    parts: Parts, spans: list[tuple[int, int]], dropped: set[int], budgets: dict[str, int], counter: TokenCounter, note_tokens: int
+) -> Parts:
+    """:func:`drop_exchanges` with a note listing the values of the dropped exchanges within ``note_tokens``
+    and the room left after the drop (:func:`~ctxplugin.history.omission.dropped_note`)."""
+    plain = drop_exchanges(parts, spans, dropped)
+    if not dropped or note_tokens <= 0:
+        return plain
+    sections = section_tokens(plain, counter)
+    spare = budgets["history"] - sections["history"]  # a history the drop leaves over its budget does not bind
+    slack = min(budgets["total"] - sum(sections.values()), spare if spare >= 0 else 1 << 30)
+    room = min(note_tokens, count_message(omitted_marker(), counter) + slack)
+    known = "\n".join(content_text(m.content) for m in parts.history[: spans[min(dropped)][0]])
+    gone = [parts.history[s:e] for i, (s, e) in enumerate(spans) if i in dropped]
+    return drop_exchanges(parts, spans, dropped, dropped_note(gone, known, room, counter)[0])
+
+
+def omitted_marker(text: str = OMITTED_NOTE) -> HumanMessage:
+    """The note standing for exchanges the budget dropped (the same text for the same drop)."""
+    return HumanMessage(content=text, additional_kwargs={META_KEY: {"omitted": True}})
 
 
 def shrink_tool_results(parts: Parts, n: int, counter: TokenCounter) -> Parts:
@@ -266,7 +284,7 @@ def minimum_viable(parts: Parts, total: int, counter: TokenCounter) -> Parts:
         sizes += [count_message(m, counter) for m in slim.history]
         hold = current + 1 if current is not None and sizes[current + 1] <= total // 2 else None
         free = [size for k, size in enumerate(sizes) if k != hold]
-        cap = _water_level(free, sum(free) - over - 8 * len(sizes))
+        cap = water_level(free, sum(free) - over - 8 * len(sizes))
         if header is not None and sizes[0] > cap:
             slim = replace(slim, header=SystemMessage(content=cut_content(header.content, max(8, cap - 8), counter)), notes=())
         history_copy = list(slim.history)
@@ -278,20 +296,6 @@ def minimum_viable(parts: Parts, total: int, counter: TokenCounter) -> Parts:
                 history_copy[index] = message.model_copy(update={"content": content})
         slim = replace(slim, history=history_copy)
     return slim
-
-
-def _water_level(sizes: Sequence[int], available: int) -> int:
-    """The largest cap such that ``sum(min(size, cap)) <= available``."""
-    if sum(sizes) <= available:
-        return max(sizes, default=0)
-    used = 0
-    ordered = sorted(sizes)
-    for position, size in enumerate(ordered):
-        remaining = len(ordered) - position
-        if used + size * remaining > available:
-            return max(8, (available - used) // remaining)
-        used += size
-    return max(8, ordered[-1])
 
 
 def _exchanges_to_drop(
@@ -325,8 +329,8 @@ class BudgetOutcome:
     within: bool
 
 
-def enforce(parts: Parts, budgets: dict[str, int], counter: TokenCounter, *, block_size: int) -> BudgetOutcome:
-    """Fit ``parts`` into ``budgets`` (see the module docstring for the order)."""
+def enforce(parts: Parts, budgets: dict[str, int], counter: TokenCounter, *, block_size: int, note_tokens: int = 0) -> BudgetOutcome:
+    """Fit ``parts`` into ``budgets`` (in the module docstring's order); a note for dropped exchanges lists their values within ``note_tokens``."""
     warnings: list[str] = []
     initial = parts
     sections = section_tokens(parts, counter)
@@ -350,7 +354,7 @@ def enforce(parts: Parts, budgets: dict[str, int], counter: TokenCounter, *, blo
         needed = _exchanges_to_drop(parts, spans, order, budgets, counter)
         # in whole blocks, but a block is made of exchanges: rounding up never takes a note
         blocks = min(plain, math.ceil(needed / block_size) * block_size) if needed <= plain else needed
-        parts = drop_exchanges(parts, spans, set(order[:blocks]))
+        parts = drop_listing(parts, spans, set(order[:blocks]), budgets, counter, note_tokens)
     # 2. least relevant facts
     while parts.facts and total_over(parts):
         ordered = sorted(parts.facts, key=lambda f: f.score)

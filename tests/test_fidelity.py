@@ -91,7 +91,7 @@ def test_the_report_counts_values_that_left_and_warns_about_the_users(
         )
     )
     history: list[BaseMessage] = [SystemMessage("You are a support agent.")]
-    for turn in range(12):
+    for turn in range(40):
         history.append(
             HumanMessage(
                 f"Order ORD-{turn:04d}-X{turn} has item SKU_{turn}_{turn * 7} "
@@ -109,7 +109,7 @@ def test_the_report_counts_values_that_left_and_warns_about_the_users(
         report.values_shown + report.values_behind_refs + len(report.values_left)
         == report.values_used
     )
-    assert report.values_left, "a 400-token budget cannot show twelve orders"
+    assert report.values_left, "a 400-token budget cannot show forty orders"
     assert set(report.values_left_from_user) <= set(report.values_left)
     assert report.values_left_from_user  # the orders were the user's
     assert any("the user wrote left the view" in w for w in report.warnings)

@@ -40,6 +40,8 @@ from ctxplugin.config import HistoryConfig
 from ctxplugin.errors import InvalidInputError
 from ctxplugin.history._digests import Digests as Digests
 from ctxplugin.history._digests import Keys as Keys
+from ctxplugin.history._dropped import OMITTED_NOTE as OMITTED_NOTE
+from ctxplugin.history._dropped import dropped_note as dropped_note
 from ctxplugin.history._note_values import PATH as PATH
 from ctxplugin.history._note_values import RAN as RAN
 from ctxplugin.history._note_values import USER_SAID as USER_SAID
@@ -47,11 +49,6 @@ from ctxplugin.history._note_values import Labelled as Labelled
 from ctxplugin.history._notes import EXPAND_HINT as EXPAND_HINT
 from ctxplugin.history._notes import note_values
 from ctxplugin.tokens import TokenCounter, count_message
-
-OMITTED_NOTE = "[earlier exchanges are not shown; stored tool outputs stay available through expand_ref]"
-"""The note that stands for exchanges the budget stage dropped: in the history where they were,
-or in the header when only the essentials fit. It names no count, so it reads the same however
-many are dropped."""
 
 
 @dataclass(frozen=True)
@@ -350,4 +347,4 @@ def _relaxed(hold: _Hold, condensed: int, level: int, caps: list[int]) -> Window
     return replace(limit, most=max(limit.most, room - cost(condensed, caps[level])))
 
 
-__all__ = ["OMITTED_NOTE", "Digests", "HistoryBudget", "Keys", "OmissionPlan", "Parts", "WindowLimit", "note_values", "parts_of", "plan_omission"]
+__all__ = ["OMITTED_NOTE", "Digests", "HistoryBudget", "Keys", "OmissionPlan", "Parts", "WindowLimit", "dropped_note", "note_values", "parts_of", "plan_omission"]

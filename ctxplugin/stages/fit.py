@@ -27,12 +27,15 @@ class FitBudget:
         facts: the facts settings (where the block goes).
         counter: counts the sections.
         block_size: ``history.block_size``: exchanges are dropped in blocks of this many.
+        note_tokens: ``history.digest_tokens``: the note for dropped exchanges lists their
+            values within this many tokens.
     """
 
     name: ClassVar[str] = "budget"
     facts: FactsConfig
     counter: TokenCounter
     block_size: int
+    note_tokens: int = 0
 
     def apply(self, view: CallView) -> CallView:
         # without a bound tool or a tool call of its own, the request has no tool list, which
@@ -51,7 +54,9 @@ class FitBudget:
             facts_placement=self.facts.placement,
             lookups=lookups,
         )
-        outcome = enforce(parts, dict(view.budgets), self.counter, block_size=self.block_size)
+        outcome = enforce(
+            parts, dict(view.budgets), self.counter, block_size=self.block_size, note_tokens=self.note_tokens
+        )
         parts = outcome.parts
         if any(line.from_tool for line in parts.facts) and not (
             lookups and lookup_fits(parts.history)

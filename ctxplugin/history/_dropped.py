@@ -1,0 +1,60 @@
+"""The note that stands for exchanges the budget stage dropped, listing the values they used.
+
+The history stage condenses old exchanges into context notes only in whole blocks of old
+exchanges; a short chat whose messages are long (a pasted text, a structured answer) can be
+over its budget with nothing old enough to condense, and the budget stage then drops whole
+exchanges. Their note lists what they used, as a context note does (``label: value`` lines:
+the arguments of the model's calls, what the user said and mentioned, what tools returned),
+within the room the budget leaves it, so a value the user gave is not lost without a word.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from langchain_core.messages import BaseMessage
+
+from ctxplugin.history._note_values import _valued
+from ctxplugin.history._notes import _by_priority, _chronology, _Picker, _render
+from ctxplugin.tokens import MESSAGE_OVERHEAD, TokenCounter
+
+OMITTED_NOTE = "[earlier exchanges are not shown; stored tool outputs stay available through expand_ref]"
+"""The note that stands for exchanges the budget stage dropped when none of their values fits
+(or they have none): in the history where they were, or in the header when only the essentials
+fit. It names no count, so it reads the same however many are dropped."""
+
+DROPPED_LEAD = "[earlier exchanges are not shown, only the values they used (stored tool outputs stay available through expand_ref):"
+"""The first line of a note that lists the values of the exchanges dropped."""
+
+
+def dropped_note(
+    exchanges: Sequence[Sequence[BaseMessage]], known: str, max_tokens: int, counter: TokenCounter
+) -> tuple[str, int]:
+    """The note standing for the dropped ``exchanges`` (oldest first) within ``max_tokens`` and
+    how many of their values it leaves out. Values in ``known`` (the text before the note,
+    which stays in view) are not listed; when none fits, the note is :data:`OMITTED_NOTE`.
+    The same exchanges and ``known`` give the same text, so a note that stays is cached."""
+    valued = _valued(list(reversed(exchanges)))  # newest first, as a block's note reads them
+    values = list(_by_priority(valued))
+    picker = _Picker(set(), known, counter)
+    picker.fill(values, max_tokens - counter.count(DROPPED_LEAD) - MESSAGE_OVERHEAD - 1)
+    when = _chronology(valued)
+    text = _render(DROPPED_LEAD, picker.chosen, when)
+    room = max_tokens - counter.count(text) - MESSAGE_OVERHEAD
+    if room >= 2 and picker.chosen and picker.later:
+        picker.fill(picker.later, room)
+        text = _render(DROPPED_LEAD, picker.chosen, when)
+    left = len({value for _, value in picker.later})
+    chosen = picker.chosen
+    while chosen and counter.count(text) + MESSAGE_OVERHEAD > max_tokens:
+        chosen.pop()
+        left += 1
+        text = _render(DROPPED_LEAD, chosen, when)
+    if not chosen:
+        listed = _Picker(set(), known, counter)
+        listed.fill(values, 1 << 30)
+        return OMITTED_NOTE, len(listed.chosen)
+    return text, left
+
+
+__all__ = ["DROPPED_LEAD", "OMITTED_NOTE", "dropped_note"]
