@@ -15,6 +15,7 @@ from functools import lru_cache
 from itertools import accumulate
 
 from ctxplugin._lru import Memo, TextKey, text_key
+from ctxplugin.history._grouped import GROUP_MARKS, mark_groups, unmark_groups
 
 # Runs that a later character must end (a scheme before "://", a name before "@", a path part
 # before "/") are bounded at 256: unbounded, each start inside a long run of such characters
@@ -26,10 +27,21 @@ _EMAIL = r"[\w.+-]{1,256}@[\w-]+(?:\.[\w-]+)+"
 _PATH = r"(?:~|\.{1,2})?/?(?:[\w.@+-]{1,256}/)+[\w.@+-]{0,256}[\w@+-]|(?:~|\.{1,2})?/[\w.@+-]{0,256}[\w@+-]"
 _FILE = r"[\w@+-]{1,256}(?:\.[\w@+-]{1,256})*\.[A-Za-z][A-Za-z0-9]{0,7}\b"
 _DOTTED = r"[A-Za-z_]\w{0,256}(?:\.[A-Za-z_]\w{0,256})+"
-_HEX = r"\b[0-9a-fA-F]{7,}\b"
-_CODE = r"\b[A-Za-z0-9]+(?:[-_]+[A-Za-z0-9]+)+\b"  # 2024-05-01, uuids, call_00_x9, astroid-1978
-_NUMBER = r"(?<![\w.])[-+]?\d+(?:[.,:]\d+)*"
-_WORD = r"\b[A-Za-z_][A-Za-z0-9_]*\b"
+_INSIDE = (
+    r"\d0-9A-Za-z_\u00aa\u00b5\u00ba\u00c0-\u00d6\u00d8-\u00f6\u00f8-\u02af\u0300-\u036f"
+    r"\u0370-\u052f\u1e00-\u1eff\uff10-\uff19\uff21-\uff3a\uff41-\uff5a"
+)
+"""What continues a code, a hex id, a number or a name-like word on either side: digits,
+letters of the Latin, Greek and Cyrillic alphabets with their combining accents, ``_``, and the
+full-width ASCII letters and digits. Letters of other scripts end one: Chinese, Japanese, Korean
+and Thai text (and particles such as 이고, 입니다, は) run straight into the values they hold
+(``订单号ORD-88231已发货``, ``2024-06-11입니다``); ``\\b`` saw no edge there and cut the value
+short or missed it."""
+_START, _END = rf"(?<![{_INSIDE}])", rf"(?![{_INSIDE}])"
+_HEX = rf"{_START}[0-9a-fA-F]{{7,}}{_END}"
+_CODE = rf"{_START}[A-Za-z0-9]+(?:[-_]+[A-Za-z0-9]+)+{_END}"  # 2024-05-01, uuids, call_00_x9, astroid-1978
+_NUMBER = rf"(?<![{_INSIDE}.．])[-+]?\d+(?:[.,:．，：{GROUP_MARKS}]\d+)*"
+_WORD = rf"{_START}[A-Za-z_Ａ-Ｚａ-ｚ][A-Za-z0-9_Ａ-Ｚａ-ｚ０-９]*{_END}"
 
 _KINDS = {
     "url": _URL,
@@ -87,7 +99,7 @@ def quoted(text: str) -> list[str]:
 
 
 def _keep_number(value: str) -> bool:
-    return len(_DIGIT.findall(value)) >= _MIN_NUMBER_DIGITS or any(c in value for c in ".,:")
+    return len(_DIGIT.findall(value)) >= _MIN_NUMBER_DIGITS or any(c in value for c in ".,:．，：")
 
 
 _PLAIN = re.compile(r"[(\[{\"'`]*([A-Za-z][a-z]*)[.,;:!?)\]}\"'`]*")
@@ -108,13 +120,16 @@ def _scanned(text: str) -> str:
 @lru_cache(maxsize=8192)
 def _identifiers(text: str) -> tuple[str, ...]:
     seen: dict[str, None] = {}
-    for match in _CANDIDATE.finditer(_scanned(text)):
+    marked = mark_groups(text)
+    for match in _CANDIDATE.finditer(_scanned(marked)):
         kind = match.lastgroup
         value = match.group(0).rstrip(_TRAILING)
         if not value:
             continue
         if kind == "number":
             keep = _keep_number(value)
+            if marked is not text:
+                value = unmark_groups(value)
         elif kind == "word":
             keep = _is_identifier_word(value) or _EXCEPTION.fullmatch(value) is not None
         elif kind == "code":
@@ -138,7 +153,8 @@ def identifiers(text: str) -> list[str]:
 
     Returns:
         URLs, refs, e-mail addresses, paths, file names, dotted names, hex ids, numbers with at
-        least three digits (or with a decimal point, comma or colon), exception names,
+        least three digits (or with a decimal point, comma or colon; digits grouped by spaces
+        as :mod:`ctxplugin.history._grouped` says stay one number), exception names,
         identifier-like words (``snake_case``, ``CamelCase``, letters mixed with digits) and
         values in double quotes or backticks.
     """

@@ -58,7 +58,8 @@ def test_words_that_could_be_hex_ids_are_still_scanned() -> None:
 
 _PIECES = st.sampled_from(
     ["the", "Error", "ValueError", "defaced", "(x)", "a.b", "/repo/a.py", "v2", "1,234", "ref:", "x@y.io",
-     "http://h.io/p", "snake_case", "Camel", "CamelCase", "'q'", '"quoted text"', "`cmd`", ".", ",", ":", "-", "_", "deadbeef42"]
+     "http://h.io/p", "snake_case", "Camel", "CamelCase", "'q'", '"quoted text"', "`cmd`", ".", ",", ":", "-", "_", "deadbeef42",
+     "订单号", "입니다", "ORD-88231", "1 234,56", "12\u00a0000", "€", "ＡＢＣ１２３", "2024-06-11"]
 )
 
 
