@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from ctxplugin._graphemes import head, tail
 from ctxplugin.tokens import TokenCounter, blocks_tokens, content_text, count_cached
 
 
@@ -25,9 +26,7 @@ def cut_text(text: str, max_tokens: int, counter: TokenCounter) -> str:
         return "[…]"
     budget_chars = max(8, max_tokens * 3)
     while budget_chars > 8:
-        head = text[: budget_chars * 2 // 3]
-        tail = text[-(budget_chars // 3) :]
-        candidate = f"{head}\n[… {total} tokens cut to fit the budget …]\n{tail}"
+        candidate = f"{head(text, budget_chars * 2 // 3)}\n[… {total} tokens cut to fit the budget …]\n{tail(text, budget_chars // 3)}"
         if counter.count(candidate) <= max_tokens:
             return candidate
         budget_chars = int(budget_chars * 0.8)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from ctxplugin._graphemes import head
 from ctxplugin.tokens import TokenCounter, count_text
 
 MAX_LINE_CHARS = 320
@@ -17,7 +18,12 @@ def appears(value: str, text: str) -> bool:
 
 def clip(text: str, limit: int = MAX_LINE_CHARS) -> str:
     """``text`` cut to ``limit`` characters, with an ellipsis when cut."""
-    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+    return text if len(text) <= limit else head(text, limit - 1).rstrip() + "…"
+
+
+def shortened(text: str, width: int) -> str:
+    """``text`` cut to ``width`` characters (one at least) with an ellipsis, spaces kept."""
+    return text if len(text) <= width else head(text, max(1, width - 1)) + "…"
 
 
 def cut_around(text: str, budget: int, counter: TokenCounter, *, around: int = 0) -> str:

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from ctxplugin.cas._budget import Lines, appears
+from ctxplugin.cas._budget import Lines, appears, shortened
 from ctxplugin.cas._records import RecordSet, render_json, summarize_records, worth_a_record_set
 from ctxplugin.tokens import TokenCounter
 
@@ -45,7 +45,7 @@ def _scalar(value: Any, width: int) -> str:
         if not value:
             return '""'
         text = " ".join(value.split()) if ("\n" in value or "\t" in value) else value
-        return text if len(text) <= width else text[: max(1, width - 1)] + "…"
+        return shortened(text, width)
     if value is None:
         return "null"
     if isinstance(value, bool):

@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ctxplugin._graphemes import head
 from ctxplugin.cas._budget import Lines, clip
 
 _SCAN = 200_000  # records looked at for columns, spreads and rare values; linear, bounded
@@ -280,7 +281,7 @@ def fit(text: str, tokens: int, lines: Lines) -> str:
     size = min(len(text), tokens * 4)
     while size > 8 and lines.counter.count(text[:size] + "…") > tokens:
         size = size * 5 // 6
-    return text[:size].rstrip() + "…"
+    return head(text, size).rstrip() + "…"
 
 
 def _pattern_hint(rare: list[tuple[int, str]]) -> str:

@@ -10,6 +10,7 @@ from typing import Any
 from langchain_core.messages import ToolMessage
 
 from ctxplugin._aside import count_aside
+from ctxplugin._graphemes import head
 from ctxplugin._lru import PerMessage
 from ctxplugin._messages import META_KEY
 from ctxplugin._untrusted import storable_text
@@ -155,7 +156,7 @@ def _cut(line: str, limit: int, counter: TokenCounter) -> str:
             low = mid
         else:
             high = mid - 1
-    return line[:low] + "…"
+    return head(line, low) + "…"
 
 
 def compact_text(ref_id: str, label: str, original_tokens: int, summary: str) -> str:

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
+from ctxplugin._graphemes import head
 from ctxplugin._text_shapes import without_escapes
 from ctxplugin._untrusted import inexact_json
 from ctxplugin.cas._blocks import blocks_for_model, images_note, stored_blocks
@@ -172,7 +173,7 @@ def _neighbour(values: list[Any], index: int) -> str | None:
 
 def clip_line(text: str, limit: int = 300) -> str:
     """A context line cut to ``limit`` characters."""
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return text if len(text) <= limit else head(text, limit - 1) + "…"
 
 
 def _plain(selection: _Selection) -> str:

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
+from ctxplugin._graphemes import head
 from ctxplugin._lru import Memo
 from ctxplugin.facts._text import content_words
 from ctxplugin.facts.model import Fact
@@ -62,7 +63,7 @@ def _derived(old: Fact, new: Fact) -> tuple[Any, ...]:
     key_words = set(content_words((old.key or "").replace("_", " "))) & old_words
     anchors = frozenset(key_words or (old_words & new_words))
     need = len(anchors) if key_words else min(2, len(anchors))
-    current = new.text if len(new.text) <= _NOTE_CHARS else new.text[: _NOTE_CHARS - 1] + "…"
+    current = new.text if len(new.text) <= _NOTE_CHARS else head(new.text, _NOTE_CHARS - 1) + "…"
     if new.from_tool:
         # tool text stays in the tool role: the note points at the tool result instead
         current = f"see the tool result {new.source.ref}" if new.source.ref else "see a later tool result"

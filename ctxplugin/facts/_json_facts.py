@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from ctxplugin._graphemes import head
 from ctxplugin.facts._text import identifiers
 from ctxplugin.facts.extract import FactDraft
 from ctxplugin.facts.model import MAX_TEXT
@@ -82,7 +83,7 @@ def tool_label(name: str | None) -> str:
 
 def clip(text: str) -> str:
     text = " ".join(text.split())
-    return text if len(text) <= MAX_TEXT else text[: MAX_TEXT - 1].rstrip() + "…"
+    return text if len(text) <= MAX_TEXT else head(text, MAX_TEXT - 1).rstrip() + "…"
 
 
 __all__ = ["MAX_RECORDS", "clip", "flat_items", "record_fact", "tool_label"]

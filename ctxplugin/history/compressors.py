@@ -15,6 +15,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable
 
+from ctxplugin._graphemes import head, tail
 from ctxplugin.history.identifiers import alert_lines, identifiers, missing
 from ctxplugin.tokens import TokenCounter, count_cached, has_count_memo
 
@@ -82,14 +83,14 @@ def memo_counter(counter: TokenCounter) -> MemoCounter:
 
 
 def head_within(text: str, max_tokens: int, counter: TokenCounter) -> str:
-    """The longest prefix of ``text`` within ``max_tokens`` (binary search on characters)."""
-    return text[: _longest(text, max_tokens, counter, lambda size: text[:size])]
+    """The longest prefix of ``text`` within ``max_tokens`` (binary search on characters) that
+    ends where a character as a reader sees it ends (see :mod:`ctxplugin._graphemes`)."""
+    return head(text, _longest(text, max_tokens, counter, lambda size: text[:size]))
 
 
 def tail_within(text: str, max_tokens: int, counter: TokenCounter) -> str:
-    """The longest suffix of ``text`` within ``max_tokens``."""
-    size = _longest(text, max_tokens, counter, lambda size: text[len(text) - size :])
-    return text[len(text) - size :] if size else ""
+    """The longest suffix of ``text`` within ``max_tokens``, starting where a character does."""
+    return tail(text, _longest(text, max_tokens, counter, lambda size: text[len(text) - size :]))
 
 
 def _longest(text: str, max_tokens: int, counter: TokenCounter, part: Callable[[int], str]) -> int:

@@ -22,6 +22,7 @@ from typing import Any, Literal, TypeVar
 from langchain_core.tools import BaseTool, StructuredTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
+from ctxplugin._graphemes import head
 from ctxplugin._names import EXPAND_REF_NAME, LOAD_TOOLS_NAME, META_TOOL_NAMES, is_meta_tool
 from ctxplugin._untrusted import MAX_JSON_DEPTH, nesting_exceeds
 from ctxplugin.errors import InvalidInputError
@@ -82,7 +83,7 @@ def one_line_intent(description: str, max_chars: int = 80) -> str:
     text = _SENTENCE_END.split(text, 1)[0].rstrip(".").strip()
     if len(text) <= max_chars:
         return text
-    cut = text[: max_chars - 1].rsplit(" ", 1)[0].rstrip(",;:")
+    cut = head(text, max_chars - 1).rsplit(" ", 1)[0].rstrip(",;:")
     return f"{cut}…"
 
 

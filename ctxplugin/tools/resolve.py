@@ -14,6 +14,7 @@ from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool, StructuredTool
 from pydantic import BaseModel, Field, model_validator
 
+from ctxplugin._graphemes import head
 from ctxplugin._names import LOAD_TOOLS_NAME, META_TOOL_MARK
 from ctxplugin.scope import Scope
 
@@ -160,7 +161,7 @@ def signature(entry: ToolEntry) -> str:
     for arg, spec in (props or {}).items():
         parts.append(f"{arg}{'' if arg in required else '?'}: {_type_of(spec)}")
     text = f"{entry.name}({', '.join(parts)})"
-    return text if len(text) <= _SIGNATURE_CHARS else text[: _SIGNATURE_CHARS - 2] + "…)"
+    return text if len(text) <= _SIGNATURE_CHARS else head(text, _SIGNATURE_CHARS - 2) + "…)"
 
 
 def _type_of(spec: Any) -> str:
