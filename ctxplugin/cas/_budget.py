@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from ctxplugin._graphemes import head
+from ctxplugin._graphemes import floor_boundary, head
 from ctxplugin.tokens import TokenCounter, count_text
 
 MAX_LINE_CHARS = 320
@@ -26,19 +26,26 @@ def shortened(text: str, width: int) -> str:
     return text if len(text) <= width else head(text, max(1, width - 1)) + "…"
 
 
-def cut_around(text: str, budget: int, counter: TokenCounter, *, around: int = 0) -> str:
-    """``text`` cut to about ``budget`` tokens (a few counts of page-sized strings): its start,
-    or a window holding the character at ``around`` when the start does not reach it."""
+def window(text: str, budget: int, counter: TokenCounter, *, around: int = 0) -> tuple[int, int]:
+    """Where to cut ``text`` to about ``budget`` tokens (a few counts of page-sized strings):
+    from its start, or around the character at ``around`` when the start does not reach it;
+    both ends between whole characters (see :mod:`ctxplugin._graphemes`)."""
     size = budget * 4
     while True:
-        start = around - size // 4 if around >= size // 2 else 0
-        cut = text[start : start + size]
-        if size <= 16 or count_text(cut, counter) <= budget:
-            break
+        start = floor_boundary(text, around - size // 4) if around >= size // 2 else 0
+        end = floor_boundary(text, start + size) if start + size < len(text) else len(text)
+        if size <= 16 or count_text(text[start:end], counter) <= budget:
+            return start, end
         size = size * 3 // 4
+
+
+def cut_around(text: str, budget: int, counter: TokenCounter, *, around: int = 0) -> str:
+    """``text`` cut to about ``budget`` tokens (see :func:`window`), saying what part it is."""
+    start, end = window(text, budget, counter, around=around)
+    cut = text[start:end]
     if start == 0:
         return cut + f"… [cut at {len(cut):,} of {len(text):,} characters]"
-    return f"…{cut}… [characters {start:,}–{start + len(cut):,} of {len(text):,}]"
+    return f"…{cut}… [characters {start:,}–{end:,} of {len(text):,}]"
 
 
 class CountedOnce:

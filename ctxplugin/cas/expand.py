@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from ctxplugin._graphemes import head
+from ctxplugin._graphemes import ceil_boundary, head
 from ctxplugin._text_shapes import without_escapes
 from ctxplugin._untrusted import inexact_json
 from ctxplugin.cas._blocks import blocks_for_model, images_note, stored_blocks
-from ctxplugin.cas._budget import cut_around
+from ctxplugin.cas._budget import cut_around, window
 from ctxplugin.cas._canon import parse_json, ref_as_written
 from ctxplugin.cas._json_path import parse_path, select
 from ctxplugin.cas._patterns import Matcher, check_options
@@ -281,14 +282,32 @@ def expand_content_for_model(
             selection = _select(content, ref_id, None, 0, None, None, False, whole_as_units=True, page_cap=max_tokens, screen=True)
         except CtxpluginError as exc:
             return f"expand_ref: {exc}"
-        page = _page_for_model(selection, max_tokens, counter, fields, pattern, regex)
+        page = _page_for_model(selection, content, max_tokens, counter, fields, pattern, regex)
         return page if blocks is None else blocks_for_model(blocks, page)
-    page = _page_for_model(selection, max_tokens, counter, fields, pattern, regex)
+    page = _page_for_model(selection, content, max_tokens, counter, fields, pattern, regex)
     return page if blocks is None else f"{page}\n{images_note(ref_id, blocks)}"
+
+
+_READ_ON_TOKENS = 40
+"""Tokens a cut unit leaves for the call that reads on past it."""
+
+
+def _read_on(ref_id: str, text: str, end: int, content: str) -> str:
+    """The call that shows ``text`` on from ``end``: a pattern for the few characters before
+    ``end``, found once in ``content`` (any case). A line longer than the cap, such as a page of
+    Chinese or Japanese without line breaks, is read to its end call after call."""
+    if end >= len(text):
+        return ""
+    for size in (12, 24):
+        piece = text[ceil_boundary(text, max(0, end - size)) : end]
+        if piece.strip() and len(re.findall(re.escape(piece), content, re.IGNORECASE)) == 1:
+            return f" To read on: expand_ref(ref_id={ref_id!r}, pattern={piece!r})."
+    return ""
 
 
 def _page_for_model(
     selection: _Selection,
+    content: str,
     max_tokens: int,
     counter: TokenCounter,
     fields: Sequence[str] | None,
@@ -314,14 +333,15 @@ def _page_for_model(
             if not shown:
                 # one unit alone is over the budget: the part of it around the pattern's match
                 # (the model searched for that), without its neighbours
-                text = label + cut_around(unit.text, budget - count_text(label, counter), counter, around=unit.at)
+                room = max(budget // 2, budget - count_text(label, counter) - _READ_ON_TOKENS)
+                text = label + cut_around(unit.text, room, counter, around=unit.at)
                 json_output = selection.unit == "items" or bool(fields)
                 cut_note = f" The {selection.unit[:-1]} at {unit.index} is cut to fit" + (
                     "; shown around the first match (a pattern for other text on it shows that part)"
                     if selection.filtered
                     else "; pattern='<text on it>' shows the part around that text"
                     + (", fields=[...] narrows it" if json_output else "")
-                ) + "."
+                ) + "." + _read_on(selection.ref_id, unit.text, window(unit.text, room, counter, around=unit.at)[1], content)
                 shown.append(text)
             break
         shown.append(text)
