@@ -39,7 +39,9 @@ and Thai text (and particles such as 이고, 입니다, は) run straight into t
 short or missed it."""
 _START, _END = rf"(?<![{_INSIDE}])", rf"(?![{_INSIDE}])"
 _HEX = rf"{_START}[0-9a-fA-F]{{7,}}{_END}"
-_CODE = rf"{_START}[A-Za-z0-9]+(?:[-_]+[A-Za-z0-9]+)+{_END}"  # 2024-05-01, uuids, call_00_x9, astroid-1978
+# 2024-05-01, uuids, call_00_x9, astroid-1978; an id pasted with a zero-width space, word joiner
+# or byte-order mark inside it (ID-77\u200b12) is one id, not the piece before the invisible mark
+_CODE = rf"{_START}[A-Za-z0-9]+(?:[-_\u200b\u2060\ufeff]+[A-Za-z0-9]+)+{_END}"
 _NUMBER = rf"(?<![{_INSIDE}.．])[-+]?\d+(?:[.,:．，：{GROUP_MARKS}]\d+)*"
 _WORD = rf"{_START}[A-Za-z_Ａ-Ｚａ-ｚ][A-Za-z0-9_Ａ-Ｚａ-ｚ０-９]*{_END}"
 

@@ -94,3 +94,11 @@ def test_a_condensed_korean_request_keeps_its_values_or_reports_them_left() -> N
     for value in ("KX7731", "1,234,560", "2024-06-11"):
         assert occurs(value, view) or value in report.values_left_from_user, value
     assert not {"2024-06", "7731"} & set(report.values_left)
+
+
+def test_an_id_pasted_with_an_invisible_mark_inside_is_found_whole() -> None:
+    for value in ("ID-77\u200b12", "KX\u200b7731", "ORD\u2060-88231", "AB12\ufeff-34"):
+        text = f"Please check {value} today. " + "Nothing else happened in between. " * 30
+        assert value in identifiers(text)
+        gist = gist_text(text, max_tokens=3, counter=COUNTER)
+        assert occurs(value, gist), gist
