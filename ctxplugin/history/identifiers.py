@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_right
-from collections.abc import Iterable
-from functools import lru_cache
+from collections.abc import Iterable, Iterator
+from functools import cache, lru_cache
 from itertools import accumulate
 
 from ctxplugin._lru import Memo, TextKey, text_key
@@ -57,7 +57,22 @@ _KINDS = {
     "number": _NUMBER,
     "word": _WORD,
 }
-_CANDIDATE = re.compile("|".join(f"(?P<{name}>{pattern})" for name, pattern in _KINDS.items()))
+_NEEDS = {"url": "/", "email": "@", "path": "/", "file": ".", "dotted": "."}
+"""The kinds that cannot match in a text without a certain character."""
+
+
+@cache
+def _candidates(slash: bool, at: bool, dot: bool) -> re.Pattern[str]:
+    """The pattern of every kind, without the kinds that need a ``/``, ``@`` or ``.`` a text
+    lacks: a kind that cannot match anywhere in it never decides between the others, so the
+    values found are the same, while the path, e-mail and file name kinds (each tries up to
+    256 characters from every start) are not tried along a long run of letters."""
+    present = {"/": slash, "@": at, ".": dot}
+    kinds = [(name, pattern) for name, pattern in _KINDS.items() if name not in _NEEDS or present[_NEEDS[name]]]
+    return re.compile("|".join(f"(?P<{name}>{pattern})" for name, pattern in kinds))
+
+
+_CANDIDATE = _candidates(True, True, True)
 _DIGIT = re.compile(r"\d")
 
 _EXCEPTION = re.compile(r"\b[A-Z]\w*(?:Error|Exception|Warning|Exit|Interrupt|Fault)\b")
@@ -110,27 +125,56 @@ brackets, quotes or sentence punctuation around it: no kind of value can be foun
 _HEXISH = re.compile(r"[0-9a-fA-F]{7,}")
 
 
-def _scanned(text: str) -> str:
-    """``text`` without the chunks :data:`_PLAIN` matches (unless the word could be a hex id),
-    the rest joined by single spaces: :data:`_CANDIDATE` finds the same values in it, in the
-    same order. No value spans whitespace, and at a chunk's edges the pattern sees whitespace
-    either way; prose is mostly such chunks, so this scans a third of a tool output's text."""
-    kept = [chunk for chunk in text.split() if (plain := _PLAIN.fullmatch(chunk)) is None or _HEXISH.fullmatch(plain.group(1))]
-    return " ".join(kept)
+_LONG_CHUNK = 256
+
+
+def _scans(text: str) -> Iterator[tuple[str, re.Pattern[str]]]:
+    """The parts of ``text`` to scan, each with the pattern to scan it with: the whitespace-
+    delimited chunks that are not :data:`_PLAIN` words (unless the word could be a hex id),
+    joined by single spaces, and scanned with :data:`_CANDIDATE`, except that a chunk of
+    :data:`_LONG_CHUNK` characters or more is scanned alone with the kinds it can hold
+    (:func:`_candidates`). The values found are the same, in the same order, as in all of
+    ``text``: no value spans whitespace, and at a chunk's edges the pattern sees whitespace or
+    the end either way. Prose is mostly plain words, so a third of a tool output's text is
+    scanned; Chinese, Japanese or Thai prose is one long chunk per paragraph."""
+    kept: list[str] = []
+    for chunk in text.split():
+        if (plain := _PLAIN.fullmatch(chunk)) is not None and not _HEXISH.fullmatch(plain.group(1)):
+            continue
+        if len(chunk) >= _LONG_CHUNK and not ("/" in chunk and "@" in chunk and "." in chunk):
+            if kept:
+                yield " ".join(kept), _CANDIDATE
+                kept = []
+            yield chunk, _candidates("/" in chunk, "@" in chunk, "." in chunk)
+        else:
+            kept.append(chunk)
+    if kept:
+        yield " ".join(kept), _CANDIDATE
 
 
 @lru_cache(maxsize=8192)
 def _identifiers(text: str) -> tuple[str, ...]:
     seen: dict[str, None] = {}
     marked = mark_groups(text)
-    for match in _CANDIDATE.finditer(_scanned(marked)):
+    for part, pattern in _scans(marked):
+        _read(pattern.finditer(part), seen, grouped=marked is not text)
+    for match in _EXCEPTION.finditer(text):
+        seen.setdefault(match.group(0), None)
+    for value in quoted(text):
+        seen.setdefault(value, None)
+    return tuple(seen)
+
+
+def _read(matches: Iterator[re.Match[str]], seen: dict[str, None], *, grouped: bool) -> None:
+    """Adds to ``seen`` the values among ``matches`` of the candidate pattern worth keeping."""
+    for match in matches:
         kind = match.lastgroup
         value = match.group(0).rstrip(_TRAILING)
         if not value:
             continue
         if kind == "number":
             keep = _keep_number(value)
-            if marked is not text:
+            if grouped:
                 value = unmark_groups(value)
         elif kind == "word":
             keep = _is_identifier_word(value) or _EXCEPTION.fullmatch(value) is not None
@@ -140,11 +184,6 @@ def _identifiers(text: str) -> tuple[str, ...]:
             keep = value not in _TRIVIAL
         if keep:
             seen.setdefault(value, None)
-    for match in _EXCEPTION.finditer(text):
-        seen.setdefault(match.group(0), None)
-    for value in quoted(text):
-        seen.setdefault(value, None)
-    return tuple(seen)
 
 
 def identifiers(text: str) -> list[str]:
