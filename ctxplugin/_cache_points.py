@@ -42,20 +42,24 @@ def stable_ends(view: Sequence[BaseMessage]) -> list[int]:
        is condensed.
     2. The header (the leading system message): the system prompt and the tool directory, which
        change only when the agent's tools do.
+    3. With notes, the task: what it holds is kept when a note before the last is rewritten
+       (the header alone is often shorter than the shortest prefix Anthropic caches).
 
     A position on the view's last message is left out: the request's own end marks it.
     """
     last = len(view) - 1
     ends: list[int] = []
     notes = [i for i, m in enumerate(view) if isinstance(m, ToolMessage) and synthetic_kind(m) == "notes"]
+    first = next((i for i, m in enumerate(view) if not isinstance(m, SystemMessage)), None)
+    task = first if first is not None and isinstance(view[first], HumanMessage) and is_user_turn(view[first]) else None
     if notes:
         ends.append(notes[-1])
-    else:
-        first = next((i for i, m in enumerate(view) if not isinstance(m, SystemMessage)), None)
-        if first is not None and isinstance(view[first], HumanMessage) and is_user_turn(view[first]):
-            ends.append(first)
+    elif task is not None:
+        ends.append(task)
     if view and isinstance(view[0], SystemMessage):
         ends.append(0)
+    if notes and task is not None and task < notes[-1]:
+        ends.append(task)
     return [i for i in ends if i < last]
 
 
@@ -109,7 +113,7 @@ def takes_cache_marks(model: object) -> bool:
 _CHAT_ANTHROPIC = ("langchain_anthropic.chat_models", "ChatAnthropic")
 
 
-def _requested(model: object, settings: Mapping[str, Any]) -> Mapping[str, Any] | None:
+def requested_control(model: object, settings: Mapping[str, Any]) -> Mapping[str, Any] | None:
     """The request-wide ``cache_control`` the host already asks for (call settings, bound
     keywords or the model's ``model_kwargs``)."""
     found = settings.get("cache_control")
@@ -131,7 +135,7 @@ def _tool_marks(tools: Sequence[Any]) -> int:
 
 
 def place_marks(
-    model: object, view: Sequence[BaseMessage], tools: Sequence[Any], settings: Mapping[str, Any]
+    model: object, view: Sequence[BaseMessage], tools: Sequence[Any], settings: Mapping[str, Any], *, spare: bool = True
 ) -> tuple[list[BaseMessage], dict[str, Any]] | None:
     """``view`` with ``cache_control`` on its stable ends, and the call settings with a
     request-wide ``cache_control`` (which marks the request's last block), for a Claude model.
@@ -141,15 +145,17 @@ def place_marks(
     system prompt (``AnthropicPromptCachingMiddleware`` listed before ``ContextMiddleware``)
     count against the four a request may carry; when the host asked for nothing, one mark is
     left for a caching middleware listed after (it marks the last tool; the system prompt's
-    end it marks is the header's, already marked here). Every mark takes the host's
-    request-wide ``cache_control`` when there is one, so no mark lives shorter than a later one.
+    end it marks is the header's, already marked here). ``spare=False`` leaves none: for a
+    host whose request nothing marks after ctxplugin (ctxplugin binds and calls the model
+    itself), which then also marks the task. Every mark takes the host's request-wide
+    ``cache_control`` when there is one, so no mark lives shorter than a later one.
     """
     if not takes_cache_marks(model) or any(has_mark(m) for m in view if not isinstance(m, SystemMessage)):
         return None
-    requested = _requested(model, settings)
+    requested = requested_control(model, settings)
     used = _tool_marks(tools) + sum(mark_count(m) for m in view)
     control = requested if requested is not None else EPHEMERAL
-    room = MAX_MARKS - used - 1 - (0 if requested is not None or used else 1)
+    room = MAX_MARKS - used - 1 - (0 if requested is not None or used or not spare else 1)
     out = list(view)
     for index in stable_ends(view):
         if room <= 0:

@@ -18,6 +18,7 @@ from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda, R
 from langchain_core.runnables.config import patch_config
 from pydantic import Field
 
+from ctxplugin._marked_calls import with_cache_marks
 from ctxplugin._run_scope import resolve as resolve_scope
 from ctxplugin._tool_images import guard_tool_images
 from ctxplugin.errors import InvalidInputError
@@ -166,7 +167,9 @@ class ContextModel(RunnableSerializable[Any, BaseMessage]):
     For a model that cannot take images in tool results (``ChatOpenAI`` on Chat Completions),
     the images of tool results in the view are replaced by a line naming each one and its ref.
     A model that cannot be bound stubs (Gemini, see :func:`~ctxplugin.tools.takes_stubs`) is
-    bound every tool with its own schema.
+    bound every tool with its own schema. A Claude model's request (``ChatAnthropic``, or
+    ``ChatBedrockConverse``) is marked for its prompt cache, see :func:`with_cache_marks`
+    (``prompt_cache_marks=False`` turns it off).
     """
 
     engine: Any
@@ -185,7 +188,10 @@ class ContextModel(RunnableSerializable[Any, BaseMessage]):
     def _step(self, messages: list[BaseMessage], prepared: PreparedContext, scope: Scope) -> Runnable[Any, Any]:
         """The model, with the planned tools bound, behind the answer cache."""
         tools = list(prepared.tools)
-        bound = guard_tool_images(self.model.bind_tools(tools) if tools else self.model, self.model, tools)
+        bound = self.model.bind_tools(tools) if tools else self.model
+        if self.engine.config.prompt_cache_marks:
+            bound = with_cache_marks(bound, tools)
+        bound = guard_tool_images(bound, self.model, tools)
         return answered(self.engine, bound, PreparedCall(messages, prepared, scope, self.tools), self.model)
 
     def _run(self, input: Any, run_manager: CallbackManagerForChainRun, config: RunnableConfig) -> BaseMessage:

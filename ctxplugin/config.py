@@ -329,9 +329,10 @@ class ContextConfig(BaseSettings):
     prompt_cache_marks: bool = Field(
         True,
         description=(
-            "for a Claude model (langchain-anthropic), mark the view's stable ends with "
-            "cache_control so that Anthropic's prompt cache keeps the header and the notes when the "
-            "tiers move (create_agent; a host that marks its own messages is left as it is)"
+            "for a Claude model (langchain-anthropic, or Bedrock Converse's cachePoint blocks), mark "
+            "the view's stable ends so that the prompt cache keeps the header and the notes when the "
+            "tiers move (create_agent, the LangGraph hooks, as_model; a host that marks its own "
+            "messages is left as it is)"
         ),
     )
     path: str = Field(".ctxplugin", description="directory of the embedded stores")

@@ -7,6 +7,8 @@
   stores the whole conversation, returns the prepared view.
 - :func:`make_meta_tools`: the ``expand_ref`` and ``load_tools`` tools a host registers.
 - :class:`ContextCallbackHandler`: pass in ``callbacks=[...]`` to collect every call's report.
+- :func:`with_cache_marks`: a Claude model step after ``engine.as_runnable()`` (or ``prepare``)
+  whose requests are marked for the prompt cache, as ``engine.as_model`` marks its own.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import BaseMessage, ToolMessage
 
 from ctxplugin._chat_history import ContextChatHistory
+from ctxplugin._marked_calls import with_cache_marks
 from ctxplugin._messages import annotation
 from ctxplugin._meta_tools import (
     EXPAND_REF_DESCRIPTION,
@@ -139,4 +142,5 @@ __all__ = [
     "is_compact",
     "make_expand_ref_tool",
     "make_meta_tools",
+    "with_cache_marks",
 ]

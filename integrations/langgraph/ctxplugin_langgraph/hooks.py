@@ -35,7 +35,7 @@ from ctxplugin._names import is_meta_tool
 from ctxplugin._run_scope import using
 from ctxplugin._tool_images import guard_tool_images
 from ctxplugin.errors import InvalidInputError
-from ctxplugin.langchain import make_meta_tools
+from ctxplugin.langchain import make_meta_tools, with_cache_marks
 from ctxplugin.tools import check_meta_names, takes_stubs
 from ctxplugin_langgraph._annotations import without_stale
 from ctxplugin_langgraph._answers import AnswerHandoff, PreparedCall, answered
@@ -147,9 +147,16 @@ class ContextHooks:
     def bind(self, llm: BaseChatModel, messages: Sequence[BaseMessage]) -> Runnable[Any, Any]:
         """``llm`` with the tools a call on ``messages`` needs bound (lazy schemas). For a model
         that cannot take images in tool results (``ChatOpenAI`` on Chat Completions), the
-        images of tool results in what it is sent are replaced by a line naming each one."""
+        images of tool results in what it is sent are replaced by a line naming each one. A
+        Claude model's requests (``ChatAnthropic``, or ``ChatBedrockConverse``) are marked for
+        its prompt cache (:func:`ctxplugin.langchain.with_cache_marks`; ``prompt_cache_marks=False``
+        turns it off): a custom model node that calls ``hooks.bind(llm, view).invoke(view)``
+        gets them too."""
         tools = self.engine.bound_tools(messages, self.tools, strict_tools=not takes_stubs(llm))
-        return guard_tool_images(llm.bind_tools(tools), llm, tools)
+        bound = llm.bind_tools(tools)
+        if self.engine.config.prompt_cache_marks:
+            bound = with_cache_marks(bound, tools)
+        return guard_tool_images(bound, llm, tools)
 
     def model(self, llm: BaseChatModel) -> Callable[[Any, Any], Runnable[Any, Any]]:
         """A model callable for ``create_react_agent`` that binds the tools this call needs.

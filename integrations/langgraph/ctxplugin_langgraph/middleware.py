@@ -27,6 +27,8 @@ For a Claude model (langchain-anthropic's ``ChatAnthropic``), which caches a pro
 places a request marks, the request is marked where the view changes least (the end of the
 header, the last context note or the task) and asks Anthropic to mark its end, within the four
 marks a request may carry (``ctxplugin._cache_points``; ``prompt_cache_marks=False`` turns it off).
+For Claude on Bedrock Converse (``ChatBedrockConverse``) cache points go after the last note and
+the task, and langchain-aws adds the header's and the end's (``ctxplugin._bedrock_points``).
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langgraph.types import Command
 
 from ctxplugin import ContextEngine, PreparedContext, Scope
-from ctxplugin._cache_points import place_marks
+from ctxplugin._marked_calls import mark_request
 from ctxplugin._run_scope import using
 from ctxplugin._tool_images import takes_tool_images, without_tool_images
 from ctxplugin.budget import model_context_window
@@ -109,7 +111,7 @@ class ContextMiddleware(AgentMiddleware):
         view = [prepared.system_message, *conversation] if prepared.system_message is not None else conversation
         settings = dict(request.model_settings)
         if self.engine.config.prompt_cache_marks:
-            marks = place_marks(request.model, view, tools, settings)
+            marks = mark_request(request.model, view, tools, settings)
             if marks is not None:
                 view, settings = marks
         head = view[0] if prepared.system_message is not None else None

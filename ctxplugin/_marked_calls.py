@@ -1,0 +1,79 @@
+"""Prompt-cache marks on a model call ctxplugin makes itself, or a user's model step.
+
+``ContextMiddleware`` marks the request it hands ``create_agent``; the LangGraph hooks'
+``model(llm)`` / ``bind`` / ``model_node`` and LCEL's ``engine.as_model`` bind and call the
+model themselves, so the marks go in front of the bound model: :func:`with_cache_marks` marks
+each message list it is given and asks for the request's end. Nothing is marked after it there,
+so a Claude request also carries the task's mark (four in all).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from langchain_core.messages import BaseMessage
+from langchain_core.prompt_values import PromptValue
+from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
+
+from ctxplugin._bedrock_points import place_points, takes_cache_points
+from ctxplugin._cache_points import place_marks, takes_cache_marks
+
+
+def mark_request(
+    model: object, view: Sequence[BaseMessage], tools: Sequence[Any], settings: Mapping[str, Any], *, spare: bool = True
+) -> tuple[list[BaseMessage], dict[str, Any]] | None:
+    """The view and call settings with prompt-cache marks for ``model`` (a Claude model, through
+    ``ChatAnthropic`` or Bedrock Converse); None when nothing is to change. ``spare`` leaves one
+    mark for a caching middleware that may come after (see :func:`ctxplugin._cache_points.place_marks`)."""
+    if takes_cache_points(model):
+        return place_points(model, view, tools, settings)
+    return place_marks(model, view, tools, settings, spare=spare)
+
+
+def takes_marks(model: object) -> bool:
+    """Whether ctxplugin marks a request for ``model`` (possibly bound)."""
+    return takes_cache_marks(model) or takes_cache_points(model)
+
+
+def with_cache_marks(model: Runnable[Any, Any], tools: Sequence[Any] = ()) -> Runnable[Any, Any]:
+    """``model`` (a chat model, possibly with ``tools`` bound), taking a message list whose
+    stable ends (the header, the last context note, the task) are marked for the provider's
+    prompt cache, and asking the provider to mark the request's end; ``model`` itself for a
+    model that caches by itself (OpenAI, Gemini) or could not be marked.
+
+    For a model step after :meth:`~ctxplugin.ContextEngine.prepare` (or
+    ``engine.as_runnable()``), with a Claude model through ``ChatAnthropic`` or
+    ``ChatBedrockConverse``::
+
+        chain = prompt | engine.as_runnable() | with_cache_marks(llm)
+
+    Texts are not changed; assistant turns and thinking blocks are never marked; a request
+    that already marks a message is sent as it is. Give ``tools`` when they are bound: marks
+    they carry count against the four a request may hold.
+    """
+    if not takes_marks(model):
+        return model
+
+    def plan(value: Any) -> tuple[Any, Runnable[Any, Any]]:
+        messages = value.to_messages() if isinstance(value, PromptValue) else value
+        if not isinstance(messages, list) or not all(isinstance(m, BaseMessage) for m in messages):
+            return value, model
+        placed = mark_request(model, messages, tools, {}, spare=False)
+        if placed is None:
+            return value, model
+        view, settings = placed
+        return view, model.bind(**settings) if settings else model
+
+    def run(value: Any, config: RunnableConfig) -> Any:
+        view, target = plan(value)
+        return target.invoke(view, config)
+
+    async def arun(value: Any, config: RunnableConfig) -> Any:
+        view, target = plan(value)
+        return await target.ainvoke(view, config)
+
+    return RunnableLambda(run, afunc=arun, name="ctxplugin_cache_marks")
+
+
+__all__ = ["mark_request", "takes_marks", "with_cache_marks"]
