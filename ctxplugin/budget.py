@@ -212,7 +212,10 @@ def drop_listing(
     room = min(note_tokens, count_message(omitted_marker(), counter) + slack)
     known = "\n".join(content_text(m.content) for m in parts.history[: spans[min(dropped)][0]])
     gone = [parts.history[s:e] for i, (s, e) in enumerate(spans) if i in dropped]
-    return drop_exchanges(parts, spans, dropped, dropped_note(gone, known, room, counter)[0])
+    listed = drop_exchanges(parts, spans, dropped, dropped_note(gone, known, room, counter)[0])
+    # no place for a lookup: the note would speak in a system message, so it lists no tool's text
+    return listed if not listed.layout().header_extra else drop_exchanges(
+        parts, spans, dropped, dropped_note(gone, known, room, counter, tool_values=False)[0])
 
 
 def omitted_marker(text: str = OMITTED_NOTE) -> HumanMessage:
@@ -335,10 +338,8 @@ def enforce(parts: Parts, budgets: dict[str, int], counter: TokenCounter, *, blo
     initial = parts
     sections = section_tokens(parts, counter)
     if sections["header"] > budgets["header"]:
-        warnings.append(
-            f"header is {sections['header']} tokens, over its budget of {budgets['header']}; "
-            "the system prompt is never rewritten"
-        )
+        warnings.append(f"header is {sections['header']} tokens, over its budget of {budgets['header']}; "
+                        "the system prompt is never rewritten")
 
     def history_over(p: Parts) -> bool:
         s = section_tokens(p, counter)
@@ -357,8 +358,7 @@ def enforce(parts: Parts, budgets: dict[str, int], counter: TokenCounter, *, blo
         parts = drop_listing(parts, spans, set(order[:blocks]), budgets, counter, note_tokens)
     # 2. least relevant facts
     while parts.facts and total_over(parts):
-        ordered = sorted(parts.facts, key=lambda f: f.score)
-        drop = ordered[0]
+        drop = min(parts.facts, key=lambda f: f.score)
         parts = replace(parts, facts=tuple(f for f in parts.facts if f is not drop))
     # 3. stale summaries down to their ref line
     if total_over(parts):

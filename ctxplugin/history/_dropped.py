@@ -4,8 +4,12 @@ The history stage condenses old exchanges into context notes only in whole block
 exchanges; a short chat whose messages are long (a pasted text, a structured answer) can be
 over its budget with nothing old enough to condense, and the budget stage then drops whole
 exchanges. Their note lists what they used, as a context note does (``label: value`` lines:
-the arguments of the model's calls, what the user said and mentioned, what tools returned),
-within the room the budget leaves it, so a value the user gave is not lost without a word.
+the arguments of the model's calls, what the user said and mentioned), within the room the
+budget leaves it, so a value the user gave is not lost without a word. The note is shown as
+ctxplugin's answer to a lookup (a tool result), as context notes are; where the view has no
+place for a lookup and it would go in a system message, it lists nothing a tool returned
+(``tool_values=False``): text from a tool output stays in the tool role, and the outputs
+themselves stay one ``expand_ref`` away.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ from collections.abc import Sequence
 
 from langchain_core.messages import BaseMessage
 
-from ctxplugin.history._note_values import _valued
+from ctxplugin.history._note_values import _Valued, _valued
 from ctxplugin.history._notes import _by_priority, _chronology, _Picker, _render
 from ctxplugin.tokens import MESSAGE_OVERHEAD, TokenCounter
 
@@ -28,13 +32,16 @@ DROPPED_LEAD = "[earlier exchanges are not shown, only the values they used (sto
 
 
 def dropped_note(
-    exchanges: Sequence[Sequence[BaseMessage]], known: str, max_tokens: int, counter: TokenCounter
+    exchanges: Sequence[Sequence[BaseMessage]], known: str, max_tokens: int, counter: TokenCounter, *, tool_values: bool = True
 ) -> tuple[str, int]:
     """The note standing for the dropped ``exchanges`` (oldest first) within ``max_tokens`` and
     how many of their values it leaves out. Values in ``known`` (the text before the note,
-    which stays in view) are not listed; when none fits, the note is :data:`OMITTED_NOTE`.
-    The same exchanges and ``known`` give the same text, so a note that stays is cached."""
+    which stays in view) are not listed, nor, without ``tool_values``, what tools returned;
+    when none fits, the note is :data:`OMITTED_NOTE`. The same exchanges and ``known`` give the
+    same text, so a note that stays is cached."""
     valued = _valued(list(reversed(exchanges)))  # newest first, as a block's note reads them
+    if not tool_values:
+        valued = _without_tool_output(valued)
     values = list(_by_priority(valued))
     picker = _Picker(set(), known, counter)
     picker.fill(values, max_tokens - counter.count(DROPPED_LEAD) - MESSAGE_OVERHEAD - 1)
@@ -55,6 +62,22 @@ def dropped_note(
         listed.fill(values, 1 << 30)
         return OMITTED_NOTE, len(listed.chosen)
     return text, left
+
+
+def _without_tool_output(valued: tuple[tuple[_Valued, ...], ...]) -> tuple[tuple[_Valued, ...], ...]:
+    """``valued`` without what tools returned: a tool message's values, and what a provider's
+    own tool found (listed in the model's message under ``<tool> returned``)."""
+    return tuple(
+        tuple(
+            (False, (), ()) if from_tool else (
+                False,
+                tuple(v for v in first if not v[0].endswith(" returned")),
+                tuple(v for v in rest if not v[0].endswith(" returned")),
+            )
+            for from_tool, first, rest in exchange
+        )
+        for exchange in valued
+    )
 
 
 __all__ = ["DROPPED_LEAD", "OMITTED_NOTE", "dropped_note"]
