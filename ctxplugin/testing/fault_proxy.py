@@ -16,7 +16,7 @@ client: connections are accepted (by the kernel) and bytes are taken, but no ans
 from __future__ import annotations
 
 import contextlib
-import select
+import selectors
 import socket
 import threading
 from typing import Literal
@@ -111,13 +111,19 @@ class FaultProxy:
 
     def _pump(self, client: socket.socket, server: socket.socket) -> None:
         peers = {client: server, server: client}
+        # a selector, not select.select: a process with many files open (a long test run) gets
+        # descriptors past select's limit of 1024, which select refuses
+        ready = selectors.DefaultSelector()
         try:
+            ready.register(client, selectors.EVENT_READ)
+            ready.register(server, selectors.EVENT_READ)
             while True:
                 if self.mode == "freeze":
                     threading.Event().wait(_POLL_S)
                     continue
-                readable, _, _ = select.select([client, server], [], [], _POLL_S)
-                for sock in readable:
+                for key, _ in ready.select(_POLL_S):
+                    sock = key.fileobj
+                    assert isinstance(sock, socket.socket)
                     data = sock.recv(_CHUNK)
                     if not data:
                         return
@@ -125,6 +131,7 @@ class FaultProxy:
         except (OSError, ValueError):  # a side closed, or refuse() cut the link
             return
         finally:
+            ready.close()
             with self._lock:
                 if (client, server) in self._links:
                     self._links.remove((client, server))
