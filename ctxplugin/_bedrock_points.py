@@ -21,9 +21,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
-from langchain_core.runnables import Runnable
 
 from ctxplugin._cache_points import EPHEMERAL, MAX_MARKS, has_mark, requested_control, stable_ends
+from ctxplugin._model_kind import model_classes, unbound
 
 _CONVERSE = ("langchain_aws.chat_models.bedrock_converse", "ChatBedrockConverse")
 
@@ -32,17 +32,11 @@ _CONVERSE = ("langchain_aws.chat_models.bedrock_converse", "ChatBedrockConverse"
 _CACHING_CLAUDE = re.compile(r"anthropic\.claude-(3-7-sonnet|3-5-haiku|(sonnet|opus|haiku)-[4-9])")
 
 
-def _unbound(model: object) -> object:
-    while isinstance(getattr(model, "bound", None), Runnable) and isinstance(getattr(model, "kwargs", None), dict):
-        model = model.bound  # type: ignore[attr-defined]
-    return model
-
-
 def takes_cache_points(model: object) -> bool:
     """Whether ``model`` is a ``ChatBedrockConverse`` (possibly bound) calling a Claude model
     that Bedrock caches prompts for."""
-    model = _unbound(model)
-    if not any((c.__module__, c.__name__) == _CONVERSE for c in type(model).__mro__):
+    model = unbound(model)
+    if _CONVERSE not in model_classes(model):
         return False
     base = getattr(model, "_get_base_model", None)
     model_id = base() if callable(base) else getattr(model, "model_id", "")
@@ -86,7 +80,7 @@ def _pointed(message: BaseMessage, point: Mapping[str, Any]) -> BaseMessage | No
 
 
 def _system_points(model: object) -> int:
-    system = getattr(_unbound(model), "system", None)
+    system = getattr(unbound(model), "system", None)
     return sum(map(is_cache_point, system)) if isinstance(system, list) else 0
 
 

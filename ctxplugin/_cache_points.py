@@ -25,6 +25,7 @@ from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage, To
 from langchain_core.runnables import Runnable
 
 from ctxplugin._layout import is_user_turn, synthetic_kind
+from ctxplugin._model_kind import model_classes
 
 MAX_MARKS = 4
 """Blocks one Anthropic request may mark with ``cache_control`` (a top-level one included)."""
@@ -105,9 +106,7 @@ def takes_cache_marks(model: object) -> bool:
     """Whether ``model`` is langchain-anthropic's ``ChatAnthropic`` (or a subclass of it, such as
     ``ChatAnthropicBedrock``), possibly bound: a Claude model that caches only where a request
     marks it."""
-    while isinstance(getattr(model, "bound", None), Runnable) and isinstance(getattr(model, "kwargs", None), dict):
-        model = model.bound  # type: ignore[attr-defined]
-    return any((c.__module__, c.__name__) == _CHAT_ANTHROPIC for c in type(model).__mro__)
+    return _CHAT_ANTHROPIC in model_classes(model)
 
 
 _CHAT_ANTHROPIC = ("langchain_anthropic.chat_models", "ChatAnthropic")

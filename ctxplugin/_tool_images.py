@@ -19,6 +19,7 @@ from langchain_core.prompt_values import PromptValue
 from langchain_core.runnables import Runnable, RunnableLambda
 
 from ctxplugin._messages import annotation
+from ctxplugin._model_kind import model_classes
 from ctxplugin._names import EXPAND_REF_NAME
 from ctxplugin.cas import is_image_block
 
@@ -48,7 +49,7 @@ def takes_tool_images(model: object, tools: Sequence[Any] = (), settings: Mappin
     while isinstance(getattr(model, "bound", None), Runnable) and isinstance(getattr(model, "kwargs", None), dict):
         bound_kwargs = {**model.kwargs, **bound_kwargs}  # type: ignore[attr-defined]
         model = model.bound  # type: ignore[attr-defined]
-    if not any((c.__module__, c.__name__) in _CHAT_COMPLETIONS for c in type(model).__mro__):
+    if not any(kind in _CHAT_COMPLETIONS for kind in model_classes(model)):
         return True
     payload: dict[str, Any] = {**_default_params(model), **bound_kwargs, **(settings or {})}
     # as bind_tools sends them: a dict as given (a built-in tool keeps its own type), any other

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from langchain_core.runnables import Runnable
+from ctxplugin._model_kind import model_classes
 
 # (top-level package, class) of the chat models whose tools are Gemini function declarations;
 # subclasses count (their MRO names one of these)
@@ -24,9 +24,7 @@ def takes_stubs(model: Any) -> bool:
     through ``ChatGoogleGenerativeAI`` or ``ChatVertexAI`` (a model with arguments bound to it,
     ``model.bind(...)``, is looked through); True for every other model, and for a wrapper that
     hides which model it is."""
-    while isinstance(getattr(model, "bound", None), Runnable):
-        model = model.bound
-    return not any((c.__module__.split(".", 1)[0], c.__name__) in _GEMINI for c in type(model).__mro__)
+    return not any((module.split(".", 1)[0], name) in _GEMINI for module, name in model_classes(model))
 
 
 __all__ = ["takes_stubs"]

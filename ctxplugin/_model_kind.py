@@ -1,0 +1,30 @@
+"""Which chat model a host passed, looked through the arguments bound to it.
+
+Several choices depend on the provider behind a model (what its API refuses, how it caches):
+each is made on the model's classes, never on an import of the provider's package, so a
+package that is not installed costs nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from langchain_core.runnables import Runnable
+
+
+def unbound(model: object) -> object:
+    """``model`` without the arguments bound to it (``model.bind(...)``, ``bind_tools``), as
+    many times as they were bound."""
+    while isinstance(getattr(model, "bound", None), Runnable) and isinstance(getattr(model, "kwargs", None), dict):
+        model = model.bound  # type: ignore[attr-defined]
+    return model
+
+
+def model_classes(model: object) -> Iterator[tuple[str, str]]:
+    """``(module, class name)`` of every class of the model under ``model``'s bound arguments,
+    its own first: a subclass of a provider's model counts as that model."""
+    for cls in type(unbound(model)).__mro__:
+        yield cls.__module__, cls.__name__
+
+
+__all__ = ["model_classes", "unbound"]
