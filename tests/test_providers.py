@@ -492,3 +492,36 @@ def test_an_image_read_back_is_sent_as_an_image_wherever_the_original_was_accept
               else "inline_data image/png" if name == "google-genai" else "iVBOR")
     # (as the builder sends the tool's own result: Google's drops an Anthropic-style source)
     assert payload.count(marker) == shown * as_returned.count(marker), f"{name} was not sent the image of the expand_ref read"
+
+
+def _claude_shaped_session() -> tuple[list[BaseMessage], str]:
+    """A coding session as ChatAnthropic records it: each assistant turn's text and tool_use
+    blocks in its content, the calls also in ``tool_calls``; the first writes a long script."""
+    script = "\n".join(f"python lint.py --dialect ansi --case {w} >> /tmp/lint.log" for w in ["plain", "nested", "quoted", "empty"] * 60)
+    history: list[BaseMessage] = [SystemMessage("You are a coding assistant."), HumanMessage("Lint every case and fix the parser.")]
+    for i in range(14):
+        command = script if i == 9 else f"sed -n {i * 10},{i * 10 + 9}p parser.py"
+        call = {"name": "bash", "args": {"command": command}, "id": f"toolu_{i:02d}"}
+        blocks: list[str | dict[str, Any]] = [
+            {"type": "text", "text": f"Step {i}: I will look at the parser again before changing it."},
+            {"type": "tool_use", "id": call["id"], "name": "bash", "input": {"command": command}},
+        ]
+        history += [AIMessage(blocks, tool_calls=[call]), ToolMessage(f"line {i}\n" * 40, tool_call_id=call["id"])]
+    return history, script
+
+
+@pytest.mark.parametrize("name", list(BUILDERS))
+def test_claude_shaped_turns_are_compressed_and_still_accepted(name: str) -> None:
+    history, script = _claude_shaped_session()
+    # tiers by age on every call, the script's turn in the trimmed tier
+    tiers = {"compress": "always", "verbatim_exchanges": 1, "trimmed_exchanges": 6}
+    engine = memory_engine(ContextConfig.model_validate({"history": tiers, "budget": {"total": 20000}}))
+    bash = {"type": "function", "function": {"name": "bash", "description": "Run a command.",
+            "parameters": {"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}}}
+    prepared = engine.prepare(history, tools=[bash, *engine.tools_for_model()], scope=Scope(session_id="claude"))
+    view = View("claude", len(history), prepared.messages, prepared.tools, history[-1])
+    assert not list(_refusals([view], name))
+    shown = next(m for m in prepared.messages if isinstance(m, AIMessage) and m.tool_calls and m.tool_calls[0]["id"] == "toolu_09")
+    assert isinstance(shown.content, list) and len(shown.tool_calls[0]["args"]["command"]) < len(script) // 3
+    sent = json.dumps(BUILDERS[name][0](prepared.messages, prepared.tools), default=str)
+    assert script.replace("\n", "\\n") not in sent, f"{name} was sent the whole script of an old turn"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 from functools import lru_cache
+from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolCall
 
@@ -25,6 +26,63 @@ class Tier(StrEnum):
     TRIMMED = "trimmed"
     GIST = "gist"
     OMITTED = "omitted"
+
+
+_TEXT_KEYS = frozenset({"type", "text", "id", "index"})
+_CALL_KEYS = {
+    "tool_use": frozenset({"type", "id", "name", "input", "index", "partial_json"}),  # Anthropic's
+    "tool_call": frozenset({"type", "id", "name", "args", "index"}),  # LangChain's standard block
+}
+_CALL_ARGS = {"tool_use": "input", "tool_call": "args"}
+
+
+def _text_beside_calls(message: BaseMessage) -> str | None:
+    """The text of an AI message whose content holds text blocks and its own tool calls as
+    blocks (the shape Claude answers in), or None for any other content. A block that carries
+    more than its text or its call (a citation, a thinking signature, a provider's caller), a
+    call block that is not among the message's ``tool_calls``, and any other block leave the
+    message out: its blocks could not be rewritten and stay as they are."""
+    content = message.content
+    if not isinstance(message, AIMessage) or isinstance(content, str):
+        return None
+    ids = {call["id"] for call in message.tool_calls}
+    texts: list[str] = []
+    calls = 0
+    for block in content:
+        if isinstance(block, str):
+            texts.append(block)
+            continue
+        if not isinstance(block, dict):
+            return None
+        kind = block.get("type")
+        if kind == "text" and block.keys() <= _TEXT_KEYS and isinstance(block.get("text"), str):
+            texts.append(block["text"])
+        elif kind in _CALL_KEYS and block.keys() <= _CALL_KEYS[kind] and block.get("id") in ids:
+            calls += 1
+        else:
+            return None
+    return "\n".join(texts) if calls else None
+
+
+def _rebuilt(content: list[Any], text: str | None, calls: list[ToolCall] | None) -> list[Any]:
+    """``content`` (see :func:`_text_beside_calls`) with its text blocks made one block holding
+    ``text`` where the first was (None: kept as they are) and its call blocks holding the
+    arguments of ``calls`` (None: kept as they are)."""
+    args = {call["id"]: call["args"] for call in calls or ()}
+    out: list[Any] = []
+    placed = False
+    for block in content:
+        if isinstance(block, str) or block.get("type") == "text":
+            if text is None:
+                out.append(block)
+            elif not placed:
+                placed = True
+                if text:
+                    out.append({"type": "text", "text": text})
+            continue
+        kind = block["type"]
+        out.append({**block, _CALL_ARGS[kind]: args[block["id"]]} if block["id"] in args else block)
+    return out
 
 
 def _plain_text(message: BaseMessage) -> str | None:
@@ -67,7 +125,8 @@ def compress_message(
 
     Text content is compressed, and only when that makes it smaller. Tool calls of AI messages
     keep their ids, names and short arguments; a long string argument is trimmed (its exact
-    values listed at the marker), unless the message holds its calls as content blocks. A
+    values listed at the marker), in its content blocks too when it holds its calls there (see
+    :func:`_text_beside_calls`; other block lists pass through). A
     stored tool output keeps its ref."""
     if tier is Tier.VERBATIM:
         return message
@@ -88,6 +147,7 @@ def compress_message(
 def _compress_message(message: BaseMessage, tier: Tier, max_tokens: int, memo: MemoCounter, lead: str | None) -> BaseMessage:
     update: dict[str, object] = {}
     text = _plain_text(message)
+    blocks = text is None and (text := _text_beside_calls(message)) is not None
     note = annotation(message)
     extra = dict(message.additional_kwargs)
     calls = _trimmed_calls(message, max_tokens, memo) if text is not None else None
@@ -99,6 +159,9 @@ def _compress_message(message: BaseMessage, tier: Tier, max_tokens: int, memo: M
         new = _compressed(text, tier, max_tokens, memo, ref, lead)
         if new != text:
             update["content"] = new
+    if blocks and update:
+        shorter = update.get("content")
+        update["content"] = _rebuilt(list(message.content), shorter if isinstance(shorter, str) else None, calls)
     if not update:
         return message
     meta = {**note, "tier": tier.value}

@@ -113,16 +113,67 @@ def test_long_tool_call_arguments_are_trimmed_with_their_values_kept() -> None:
     assert newest[-2].tool_calls == long_call.tool_calls  # type: ignore[attr-defined]
 
 
-def test_calls_inside_content_blocks_are_left_alone() -> None:
-    script = "\n".join(f"echo step {i} >> /tmp/log_{i}.txt" for i in range(200))
-    blocks: list[str | dict[str, Any]] = [{"type": "text", "text": "Running it."}, {"type": "tool_use", "id": "c1", "name": "bash", "input": {"command": script}}]
-    call = AIMessage(blocks, tool_calls=[{"name": "bash", "args": {"command": script}, "id": "c1"}], id="a1")
+def _block_body(blocks: list[str | dict[str, Any]], script: str) -> list[BaseMessage]:
+    call = AIMessage(blocks, tool_calls=[{"name": "bash", "args": {"command": script, "timeout": 30}, "id": "c1"}], id="a1")
     body: list[BaseMessage] = [HumanMessage("Go", id="h0"), call, ToolMessage("ok", tool_call_id="c1", id="t1")]
     for i in range(2, 6):
         body += [AIMessage("next", id=f"a{i}"), HumanMessage(f"step {i}", id=f"h{i}")]
+    return body
+
+
+def test_calls_held_as_content_blocks_are_trimmed_in_the_blocks_too() -> None:
+    # the shape Claude answers in: its text and its tool_use blocks, the calls also in tool_calls
+    script = "\n".join(f"python lint.py --dialect ansi --case {word} >> /tmp/lint.log" for word in ["plain", "nested", "quoted", "empty"] * 50)
+    reasoning = " ".join(f"I will check module_{i} before the change." for i in range(60))
+    blocks: list[str | dict[str, Any]] = [
+        {"type": "text", "text": reasoning, "index": 0},
+        {"type": "tool_use", "id": "c1", "name": "bash", "input": {"command": script, "timeout": 30}, "index": 1},
+    ]
+    body = _block_body(blocks, script)
     config = HistoryConfig(verbatim_exchanges=1, trimmed_exchanges=4, block_size=1, trim_tokens=60)
     shown = next(m for m in compress_history(body, config=config, counter=COUNTER).messages if m.id == "a1")
-    assert shown.tool_calls == call.tool_calls and shown.content == blocks  # type: ignore[attr-defined]
+    assert isinstance(shown, AIMessage) and tier_of(shown) in ("trimmed", "gist")
+    (call,) = shown.tool_calls
+    assert (call["id"], call["name"], call["args"]["timeout"]) == ("c1", "bash", 30)
+    assert COUNTER.count(call["args"]["command"]) < COUNTER.count(script) // 4
+    assert missing(identifiers(script), call["args"]["command"]) == []
+    assert isinstance(shown.content, list)
+    texts = [b for b in shown.content if isinstance(b, dict) and b.get("type") == "text"]
+    uses = [b for b in shown.content if isinstance(b, dict) and b.get("type") == "tool_use"]
+    assert len(texts) == 1 and COUNTER.count(texts[0]["text"]) < COUNTER.count(reasoning)
+    assert missing(identifiers(reasoning), texts[0]["text"]) == []
+    assert [(u["id"], u["name"], u["input"]) for u in uses] == [("c1", "bash", call["args"])], "the block says what tool_calls says"
+    assert count_message(shown, COUNTER) < count_message(body[1], COUNTER) // 3
+    assert body[1].content == blocks, "the history is not mutated"
+
+
+def test_standard_tool_call_blocks_are_trimmed_like_tool_use_blocks() -> None:
+    script = "\n".join(f"echo step {i} >> /tmp/log_{i}.txt" for i in range(200))
+    blocks: list[str | dict[str, Any]] = [{"type": "tool_call", "id": "c1", "name": "bash", "args": {"command": script, "timeout": 30}}]
+    body = _block_body(blocks, script)
+    config = HistoryConfig(verbatim_exchanges=1, trimmed_exchanges=4, block_size=1, trim_tokens=60)
+    shown = next(m for m in compress_history(body, config=config, counter=COUNTER).messages if m.id == "a1")
+    assert isinstance(shown, AIMessage) and isinstance(shown.content, list)
+    (block,) = shown.content
+    assert isinstance(block, dict) and block["args"] == shown.tool_calls[0]["args"] != {"command": script, "timeout": 30}
+
+
+@pytest.mark.parametrize(
+    "other",
+    [
+        {"type": "thinking", "thinking": "Let me think.", "signature": "c2lnbmF0dXJl"},
+        {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}},
+        {"type": "tool_use", "id": "c9", "name": "bash", "input": {"command": "ls"}},  # not among tool_calls
+        {"type": "text", "text": "Cited.", "citations": [{"type": "char_location", "cited_text": "x"}]},
+    ],
+)
+def test_blocks_that_cannot_be_rewritten_leave_the_message_alone(other: dict[str, Any]) -> None:
+    script = "\n".join(f"echo step {i} >> /tmp/log_{i}.txt" for i in range(200))
+    blocks: list[str | dict[str, Any]] = [other, {"type": "tool_use", "id": "c1", "name": "bash", "input": {"command": script, "timeout": 30}}]
+    body = _block_body(blocks, script)
+    config = HistoryConfig(verbatim_exchanges=1, trimmed_exchanges=4, block_size=1, trim_tokens=60)
+    shown = next(m for m in compress_history(body, config=config, counter=COUNTER).messages if m.id == "a1")
+    assert shown is body[1]
 
 
 def test_over_budget_sends_the_history_as_it_is_until_it_no_longer_fits(agent_session: Builder) -> None:
