@@ -75,7 +75,7 @@ class Fitted:
     facts: tuple[FactLine, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class CallView:
     """One call's view on its way through the stages.
 
@@ -166,11 +166,12 @@ class CallView:
         unknown = changes.keys() - _FIELD_SET
         if unknown:
             raise TypeError(f"CallView has no field {', '.join(sorted(unknown))}")
-        # field by field, as dataclasses.replace would but without its checks: a stage makes
-        # a few of these per call
+        # the fields as a dict, as dataclasses.replace would set them but without its checks or
+        # its call of __init__: a stage makes a few of these per call
         new = object.__new__(CallView)
-        for name in _FIELDS:
-            _set(new, name, changes[name] if name in changes else getattr(self, name))
+        fields = new.__dict__
+        fields.update(self.__dict__)
+        fields.update(changes)
         return new
 
     def warn(self, *texts: str) -> CallView:
@@ -183,9 +184,7 @@ class CallView:
         return self.warn(log_degraded(self.scope, text))
 
 
-_FIELDS = tuple(f.name for f in dataclasses.fields(CallView))
-_FIELD_SET = frozenset(_FIELDS)
-_set = object.__setattr__
+_FIELD_SET = frozenset(f.name for f in dataclasses.fields(CallView))
 
 
 @dataclass

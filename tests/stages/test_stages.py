@@ -245,3 +245,17 @@ def test_degraded_adds_a_warning_and_logs_it(caplog: pytest.LogCaptureFixture) -
         out = view.degraded("CAS unavailable; tool output passed through")
     assert out.warnings == ("CAS unavailable; tool output passed through",)
     assert "session s1" in caplog.text
+
+
+def test_override_copies_every_field_changes_only_those_named_and_refuses_others() -> None:
+    view = fresh_view(conversation()).override(compressed=2, warnings=("a",))
+    out = view.override(omitted=3)
+    assert (out.omitted, out.compressed, out.warnings, out.scope, out.received) == (3, 2, ("a",), view.scope, view.received)
+    assert view.omitted == 0, "the view overridden is left as it was"
+    assert dataclasses.fields(out) == dataclasses.fields(view) and out == view.override(omitted=3)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        out.omitted = 4  # type: ignore[misc]
+    with pytest.raises(TypeError, match="no field omited"):
+        view.override(omited=1)
+    stamped = Validate().apply(fresh_view(conversation()))
+    assert stamped.history_stamp is not None and stamped.override(history=()).history_stamp is None
