@@ -107,6 +107,7 @@ class ContextEngine(Closing):
             self.opened(self.summarizer.close)
         self.cache: AnswerCache | None = make_answer_cache(answer_cache, self.config.cache)
         self.path: Path | None = None  # set by embedded(); other stores (chat history) live beside it
+        self._meta_tools: list[BaseTool] | None = None
         try:
             self._budgets: dict[str, int] | None = self.config.budget.resolve()
         except ConfigError:  # shares of a context window: resolved per call
@@ -390,8 +391,10 @@ class ContextEngine(Closing):
         return False if self.cache is None else await asyncio.to_thread(self.remember_answer, messages, prepared, answer, **kwargs)
 
     def tools_for_model(self) -> list[BaseTool]:
-        """The meta-tools a host must register with its tool node (``expand_ref``, ``load_tools``)."""
-        return make_meta_tools(self)
+        """The meta-tools a host must register with its tool node (``expand_ref``, ``load_tools``),
+        the same objects on every call (their schemas are read once) in a new list."""
+        self._meta_tools = self._meta_tools or make_meta_tools(self)
+        return list(self._meta_tools)
 
 
 __all__ = ["ContextEngine", "CtxpluginError", "PreparedContext"]

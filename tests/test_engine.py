@@ -301,3 +301,13 @@ def test_an_original_kept_in_the_state_is_stored_again_on_another_store(tmp_path
     prepared = moved.prepare(messages, scope=SCOPE)
     assert note["compact"] in [m.content for m in prepared.messages]
     assert moved.expand_ref(note["ref"], scope=SCOPE) == big_json()
+
+
+def test_tools_for_model_gives_the_same_tools_on_every_call_in_a_new_list() -> None:
+    engine = memory_engine()
+    first, again = engine.tools_for_model(), engine.tools_for_model()
+    assert [t.name for t in first] == ["expand_ref", "load_tools"]
+    assert all(a is b for a, b in zip(first, again, strict=True)), "a host asking on every step binds the same tools"
+    first.clear()
+    assert [t.name for t in engine.tools_for_model()] == ["expand_ref", "load_tools"]
+    assert memory_engine().tools_for_model()[0] is not again[0], "each engine has its own"
