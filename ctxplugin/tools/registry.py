@@ -23,6 +23,7 @@ from langchain_core.tools import BaseTool, StructuredTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from ctxplugin._graphemes import head
+from ctxplugin._lru import LRU
 from ctxplugin._names import EXPAND_REF_NAME, LOAD_TOOLS_NAME, META_TOOL_NAMES, is_meta_tool
 from ctxplugin._untrusted import MAX_JSON_DEPTH, nesting_exceeds
 from ctxplugin.errors import InvalidInputError
@@ -187,6 +188,21 @@ def _source(tool: Any) -> Any:
     return None
 
 
+def _content_key(tool: Any) -> tuple[Any, ...] | None:
+    """What the schema of ``tool`` is made from, as a key tools built alike for each request share:
+    a dict's JSON; a ``BaseTool``'s class, name, description, extras and ``args_schema`` (a class
+    by identity, a JSON schema by its JSON); None for a function or what JSON cannot hold."""
+    try:
+        if isinstance(tool, dict):
+            return ("dict", json.dumps(tool, sort_keys=True))
+        if isinstance(tool, BaseTool):
+            shape = json.dumps(tool.args_schema, sort_keys=True) if isinstance(tool.args_schema, dict) else tool.args_schema
+            return (type(tool), tool.name, tool.description, json.dumps(getattr(tool, "extras", None), sort_keys=True), shape)
+    except (TypeError, ValueError):
+        return None
+    return None
+
+
 def tool_list(tools: object) -> list[Any]:
     """``tools`` as a list (None is no tools).
 
@@ -219,6 +235,8 @@ class ToolRegistry:
         self._next_version: dict[str, int] = {}
         # id(tool) -> (tool, what its schema was read from, entry); holding the tool keeps its id unique
         self._by_identity: OrderedDict[int, tuple[Any, Any, ToolEntry]] = OrderedDict()
+        # what a schema is made from -> its entry: tools built anew per call are not held by identity
+        self._by_content: LRU[tuple[Any, ...], ToolEntry] = LRU(_IDENTITY_CACHE)
         self._meta: BaseTool | None = None
         self._memo: OrderedDict[Any, Any] = OrderedDict()
         # with "stubs" and "auto", the names some plan bound as stubs: load_tools answers for
@@ -248,6 +266,13 @@ class ToolRegistry:
                 f"tool {tool_name(tool)!r:.80} has a schema nested deeper than "
                 f"{MAX_JSON_DEPTH} levels; no model reads such a schema, and ctxplugin does not walk it"
             )
+        content = _content_key(tool)
+        if content is not None:
+            with self._lock:
+                entry = self._by_content.hit(content)
+                if entry is not None and self._versions.get(entry.name, {}).get(entry.hash) is entry:
+                    self._current[entry.name] = entry
+                    return entry
         schema, description, check = _describe(tool)
         name = schema.get("function", {}).get("name")
         if not isinstance(name, str) or not name:
@@ -273,6 +298,8 @@ class ToolRegistry:
             self._by_identity.move_to_end(key)
             while len(self._by_identity) > _IDENTITY_CACHE:
                 self._by_identity.popitem(last=False)
+            if content is not None:
+                self._by_content.put(content, entry)
         return entry
 
     def register_all(self, tools: Iterable[Any]) -> list[ToolEntry]:

@@ -210,3 +210,39 @@ def test_a_schema_nested_past_the_json_depth_limit_is_a_clear_error() -> None:
     with pytest.raises(InvalidInputError, match=r"tool 'nested' has a schema nested deeper than 100 levels"):
         ToolRegistry(COUNTER).register(fn_tool("nested") | {"function": {"name": "nested", "parameters": deep}})
     assert ToolRegistry(COUNTER).register(fn_tool("flat", q="string")).name == "flat"
+
+
+class _Lookup(BaseModel):
+    order_id: str
+
+
+def _request_tools(description: str = "Find an order by its id.") -> list[Any]:
+    """The tools a web app builds for each request (closures over the request's state)."""
+    state = {"user": "mia"}
+    return [
+        fn_tool("cancel_order", "Cancel an order.", order_id="string"),
+        StructuredTool.from_function(func=lambda order_id: state["user"], name="find_order", description=description, args_schema=_Lookup),
+        StructuredTool.from_function(
+            func=lambda **kw: "ok", name="refund", description="Refund an order.",
+            args_schema={"type": "object", "properties": {"order_id": {"type": "string"}}, "required": ["order_id"]},
+        ),
+    ]
+
+
+def test_tools_built_anew_for_each_call_are_read_once_and_not_kept_alive() -> None:
+    import gc
+    import weakref
+
+    registry = ToolRegistry(COUNTER)
+    first = registry.register_all(_request_tools())
+    later = []
+    for _ in range(5):
+        tools = _request_tools()
+        later.append([weakref.ref(t) for t in tools if not isinstance(t, dict)])
+        assert registry.register_all(tools) == first, "the same entries, versions unchanged"
+        del tools
+    gc.collect()
+    assert all(ref() is None for refs in later for ref in refs), "a request's tools are not held by the registry"
+    changed = registry.register_all(_request_tools("Find an order by its id or its email."))
+    assert changed[0] == first[0] and changed[1] != first[1] and changed[1].version == first[1].version + 1
+    assert "email" in changed[1].description and registry.get("find_order") == changed[1]
