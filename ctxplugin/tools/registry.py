@@ -270,7 +270,7 @@ class ToolRegistry:
         if content is not None:
             with self._lock:
                 entry = self._by_content.hit(content)
-                if entry is not None and self._versions.get(entry.name, {}).get(entry.hash) is entry:
+                if entry is not None and entry.name in self._versions and self._versions[entry.name].get(entry.hash) is entry:
                     self._current[entry.name] = entry
                     return entry
         schema, description, check = _describe(tool)
