@@ -20,7 +20,13 @@ from ctxplugin.cas._canon import (
     parse_json,
     raw_hash,
 )
-from ctxplugin.cas.annotation import HOST_ANSWER, content_marks, host_answer, without_stale
+from ctxplugin.cas.annotation import (
+    HOST_ANSWER,
+    content_marks,
+    host_answer,
+    withheld,
+    without_stale,
+)
 from ctxplugin.cas.capture import (
     Captured,
     capture,
@@ -77,5 +83,6 @@ __all__ = [
     "select",
     "shows_compact",
     "summarize",
+    "withheld",
     "without_stale",
 ]

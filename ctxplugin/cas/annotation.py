@@ -24,7 +24,7 @@ from langchain_core.messages import BaseMessage, ToolMessage
 from ctxplugin._lru import Memo, PerMessage, TextKey, text_key
 from ctxplugin._messages import META_KEY
 from ctxplugin.cas._blocks import is_text_block
-from ctxplugin.cas._canon import REF_RE, content_hash, parse_json, raw_hash
+from ctxplugin.cas._canon import REF_RE, content_hash, parse_json, raw_hash, ref_as_written
 from ctxplugin.tokens import content_text
 
 REPLACED: dict[str, Any] = {"replaced": True}
@@ -131,9 +131,39 @@ def _hash_of(content: Any) -> str | None:
     return content_hash(original, parse_json(original))[:16]
 
 
+def withheld(ref_id: str, messages: Sequence[BaseMessage]) -> bool:
+    """Whether the model may not read ``ref_id`` (as the model wrote it) in a conversation of
+    ``messages``: it is the ref of a captured tool output whose content something outside
+    ctxplugin rewrote after capture, taking part of it away (a PII filter masked an address in
+    the output, or in the compact form a state keeps in its place, which still names the ref).
+    The original behind the ref holds what was masked, and even a search of it would tell. A
+    rewrite that only added text (human-in-the-loop prefixes a note to an edited call's result)
+    withholds nothing: the content still holds the compact form, or the original, whole."""
+    ref_id = ref_as_written(ref_id)
+    for message in messages:
+        if not isinstance(message, ToolMessage):
+            continue
+        note = message.additional_kwargs.get(META_KEY)
+        if not isinstance(note, dict) or note.get("ref") != ref_id or current(message) is message:
+            continue
+        text = content_text(message.content)
+        compact = note.get("compact")
+        if not (isinstance(compact, str) and compact in text) and not _holds_original(text, note):
+            return True
+    return False
+
+
+def _holds_original(text: str, note: dict[str, Any]) -> bool:
+    """Whether ``text`` begins or ends with the whole content ``note`` recorded the marks of."""
+    chars, digest = note.get("chars"), note.get("digest")
+    if not isinstance(chars, int) or not isinstance(digest, str) or len(text) < chars:
+        return False
+    return _digest(text[len(text) - chars :]) == digest or _digest(text[:chars]) == digest
+
+
 def _replaced(message: ToolMessage) -> ToolMessage:
     kwargs = {**message.additional_kwargs, META_KEY: dict(REPLACED)}
     return message.model_copy(update={"additional_kwargs": kwargs})
 
 
-__all__ = ["REPLACED", "content_marks", "current", "without_stale"]
+__all__ = ["REPLACED", "content_marks", "current", "withheld", "without_stale"]

@@ -13,13 +13,15 @@ from langgraph.prebuilt.tool_node import INVALID_TOOL_NAME_ERROR_TEMPLATE, ToolC
 from langgraph.types import Command
 
 from ctxplugin import ContextEngine, Scope
-from ctxplugin._names import LOAD_TOOLS_NAME, META_TOOL_NAMES
+from ctxplugin._names import EXPAND_REF_NAME, LOAD_TOOLS_NAME, META_TOOL_NAMES
 from ctxplugin._run_scope import active, resolve
+from ctxplugin.cas import withheld
 from ctxplugin.errors import InvalidInputError
 from ctxplugin.scope import scope_from_config
 from ctxplugin.tools import check_meta_names, resolve_call
 from ctxplugin.tools.offered import ToolSet
 from ctxplugin_langgraph._annotations import stamp
+from ctxplugin_langgraph._scope import request_messages
 
 META_TOOLS = META_TOOL_NAMES
 
@@ -88,6 +90,8 @@ def precheck(engine: ContextEngine, request: ToolCallRequest, offered: ToolSet |
     call = request.tool_call
     if request.tool is not None:
         check_meta_names([request.tool])
+    if call["name"] == EXPAND_REF_NAME:
+        return _withheld_answer(request)
     if call["name"] in META_TOOLS or engine.config.tools.directory == "never":
         return None
     if not isinstance(request.tool, BaseTool):
@@ -98,6 +102,26 @@ def precheck(engine: ContextEngine, request: ToolCallRequest, offered: ToolSet |
     if resolution.kind == "run":
         return None
     return ToolMessage(content=resolution.message, tool_call_id=call["id"] or "", name=call["name"], status="error")
+
+
+def _withheld_answer(request: ToolCallRequest) -> ToolMessage | None:
+    """The answer to an ``expand_ref`` call for a ref whose output was rewritten in the
+    conversation after it was stored, taking part of it away (see
+    :func:`~ctxplugin.cas.withheld`); ``None`` for any other call."""
+    call = request.tool_call
+    ref_id = call.get("args", {}).get("ref_id")
+    messages = request_messages(request)
+    if not isinstance(ref_id, str) or not messages or not withheld(ref_id, messages):
+        return None
+    return ToolMessage(
+        content=(
+            f"expand_ref: {ref_id} is withheld: its output was rewritten in this conversation after it "
+            "was stored (part of it masked or removed), so only what the conversation shows of it may be read."
+        ),
+        tool_call_id=call["id"] or "",
+        name=call["name"],
+        status="error",
+    )
 
 
 def _unknown_answer(

@@ -238,6 +238,59 @@ def test_with_pii_masking_no_fact_read_before_masking_reaches_the_model(order: s
     assert not any(card.search(text) for text in held)
 
 
+@tool
+def customer_record(customer: str) -> str:
+    """A customer's record."""
+    orders = [f"order {i}: shipped to the customer's address" for i in range(300)]
+    return "\n".join([f"customer: {customer}", "email: jane.doe@corp-mail.com", *orders])
+
+
+def probing(pattern: str) -> Any:
+    """A model that searches the output it is shown (through its ref) for ``pattern``."""
+
+    def step(messages: list[BaseMessage], tools: list[dict[str, Any]]) -> AIMessage:
+        last = messages[-1]
+        if isinstance(last, ToolMessage) and last.name == "customer_record":
+            ref = re.search(r"ref:[a-z_]+:[0-9a-f]{16}", str(last.content))
+            assert ref is not None, "a long output is shown with its ref"
+            args = {"ref_id": ref.group(0), "pattern": pattern, "regex": True}
+            return AIMessage(content="", tool_calls=[tool_call("expand_ref", args)])
+        return AIMessage(content="Done.")
+
+    return step
+
+
+@pytest.mark.parametrize("order", ORDERS)
+@pytest.mark.parametrize("keep_originals", [True, False])
+def test_with_pii_masking_the_ref_shown_does_not_read_what_was_masked(
+    order: str, keep_originals: bool, tmp_path: Any
+) -> None:
+    # with keep_originals=False the state holds the compact form, and the filter masks the
+    # address in it: the ref the masked form still names must not search the original, where
+    # a pattern would tell the model what the address is
+    engine = ContextEngine.embedded(path=tmp_path / "ctx")
+    model = ScriptedChatModel(
+        script=[
+            AIMessage(content="", tool_calls=[tool_call("customer_record", {"customer": "c1"})]),
+            probing(r"jane\.doe@corp"),
+            probing(r"jane\.doe@corp"),
+        ],
+        default="Done.",
+    )
+    redact = PIIMiddleware("email", strategy="redact", apply_to_tool_results=True)
+    context = ContextMiddleware(engine, keep_originals=keep_originals)
+    agent: Any = create_agent(
+        model, [customer_record], checkpointer=InMemorySaver(), middleware=arrange(order, context, redact)
+    )
+    config: Any = {"configurable": {"thread_id": f"pii-ref-{order}-{keep_originals}"}}
+    agent.invoke({"messages": [("user", "Show the record of customer c1")]}, config)
+    state = agent.get_state(config).values["messages"]
+    answer = next(m for m in state if isinstance(m, ToolMessage) and m.name == "expand_ref")
+    assert "lines match" not in str(answer.content) or "0 of" in str(answer.content), answer.content
+    assert not re.search(r"jane\.doe", str([m.content for m in model.calls[-1].messages]))
+    engine.close()
+
+
 def test_an_output_redacted_in_the_state_after_a_restart_has_its_facts_withdrawn() -> None:
     # captured by an earlier process; a redaction job then masks the card numbers in the saved
     # thread, and the process serving the next turn learns of it from the annotation alone
