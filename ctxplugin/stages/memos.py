@@ -164,9 +164,10 @@ def fact_source(message: BaseMessage) -> bool:
     """Whether facts are extracted from ``message``: user turns and real tool outputs, not
     ctxplugin's own meta-tool results, not errors (a failed call states no fact), not an output
     its host left out of this one request (:func:`cleared_from_request`) and not what a host
-    wrote itself in answer to a call (:func:`~ctxplugin.cas.host_answer`)."""
+    wrote itself in answer to a call (:func:`~ctxplugin.cas.host_answer`); not a summary that
+    stands in for older messages (:func:`summary_of_earlier`)."""
     if isinstance(message, HumanMessage):
-        return True
+        return not summary_of_earlier(message)
     return (
         isinstance(message, ToolMessage)
         and message.name not in META_TOOL_NAMES
@@ -174,6 +175,14 @@ def fact_source(message: BaseMessage) -> bool:
         and not cleared_from_request(message)
         and not host_answer(message)
     )
+
+
+def summary_of_earlier(message: HumanMessage) -> bool:
+    """Whether LangChain's ``SummarizationMiddleware`` wrote ``message``: a model's summary of
+    the messages it replaced in the agent's state, in a user message. What it restates was read
+    from those messages when they came, and the next summary replaces it: facts read from it
+    would outlive it, in the user's name, and disagree with the next one's."""
+    return message.additional_kwargs.get("lc_source") == "summarization"
 
 
 def cleared_from_request(message: ToolMessage) -> bool:
@@ -184,4 +193,4 @@ def cleared_from_request(message: ToolMessage) -> bool:
     return isinstance(edit, dict) and edit.get("cleared") is True
 
 
-__all__ = ["MEMO_SIZE", "CaptureMemo", "ReadMemo", "cleared_from_request", "fact_source"]
+__all__ = ["MEMO_SIZE", "CaptureMemo", "ReadMemo", "cleared_from_request", "fact_source", "summary_of_earlier"]

@@ -68,6 +68,37 @@ def test_with_summarization(order: str, scenario: Any, handler: ContextCallbackH
         assert original.startswith("[{") or "TimeoutError" in original
 
 
+def numbered_summaries() -> ScriptedChatModel:
+    """A summarizer whose summaries disagree with one another, as a model's may."""
+    written = iter(range(100))
+
+    def summarize(messages: list[BaseMessage], tools: list[dict[str, Any]]) -> AIMessage:
+        n = next(written)
+        return AIMessage(content=f"Summary {n}: the user's seat preference is {'aisle' if n % 2 else 'window'}.")
+
+    return ScriptedChatModel(script=[summarize] * 100)
+
+
+@pytest.mark.parametrize("order", ORDERS)
+def test_with_summarization_no_fact_is_read_from_a_summary(order: str, scenario: Any, tmp_path: Any) -> None:
+    # the summary restates messages whose facts were read already, and the next summary takes
+    # its place in the state: a fact read from it would outlive it, said in the user's name
+    engine = ContextEngine.embedded(path=tmp_path / "ctx")
+    model = scenario.scripted()
+    summarize = SummarizationMiddleware(model, summarizer=numbered_summaries(), trigger=("messages", 5), keep=("messages", 2))
+    agent = create_agent(model, scenario.tools, checkpointer=InMemorySaver(),
+                         middleware=arrange(order, ContextMiddleware(engine), summarize))
+    thread = f"sum-facts-{order}"
+    config: Any = {"configurable": {"thread_id": thread}}
+    run_turns(agent, ["user u-100", *scenario.turns, "Which seat do I prefer?"], config)
+    state = agent.get_state(config).values["messages"]
+    assert "Summary" in state[0].text, "the conversation should have been summarized"
+    held = [fact.text for fact in engine.facts.store.find(FactQuery(reader=Scope(session_id=thread)))]
+    assert held, "facts are read from the user's turns and the tool outputs"
+    assert not [text for text in held if "Summary" in text or "seat preference" in text]
+    engine.close()
+
+
 @pytest.mark.parametrize("order", ORDERS)
 @pytest.mark.parametrize("decision", ["approve", "edit", "reject"])
 def test_with_human_in_the_loop(order: str, decision: str, scenario: Any, handler: ContextCallbackHandler) -> None:
