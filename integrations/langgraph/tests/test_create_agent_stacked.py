@@ -16,6 +16,7 @@ from langchain.agents import create_agent
 from langchain.agents.middleware import (
     ClearToolUsesEdit,
     ContextEditingMiddleware,
+    LLMToolEmulator,
     LLMToolSelectorMiddleware,
     ModelCallLimitMiddleware,
     ModelFallbackMiddleware,
@@ -235,6 +236,33 @@ def test_with_tool_selection_before_it_the_model_can_read_the_refs_it_is_shown(
     assert len(reads) >= 2 and all(
         "items 0–1 of 80" in str(m.content) or "lines 0–1 of 300" in str(m.content) for m in reads
     )
+
+
+# ---------------------------------------------------------------- LLMToolEmulator
+
+EMULATED = "\n".join(f"2026-11-22T10:00:{i % 60:02d}Z INFO emulated request id=em-{i:04d}" for i in range(300))
+
+
+@pytest.mark.parametrize("order", ORDERS)
+def test_with_a_tool_emulator_naming_its_tools_refs_read_the_stored_outputs(order: str, scenario: Any) -> None:
+    # LLMToolEmulator() without tools= would emulate expand_ref too (made-up reads of a ref):
+    # naming the agent's tools keeps ctxplugin's own real; what the emulator makes up is
+    # stored like any output
+    engine = memory_engine()
+    model = ScriptedChatModel(script=[reading_policy(scenario)] * 40, default=None)
+    emulator_model = ScriptedChatModel(default=EMULATED)
+    emulate = LLMToolEmulator(tools=[t.name for t in scenario.tools], model=emulator_model)
+    agent = create_agent(
+        model, scenario.tools, checkpointer=InMemorySaver(), middleware=arrange(order, ContextMiddleware(engine), emulate)
+    )
+    config: Any = {"configurable": {"thread_id": f"emulate-{order}"}}
+    run_turns(agent, scenario.turns, config)
+    assert len(emulator_model.calls) == len(scenario.turns), "only the agent's own tools are emulated"
+    reads = [m for m in agent.get_state(config).values["messages"] if isinstance(m, ToolMessage) and m.name == "expand_ref"]
+    assert len(reads) == len(scenario.turns)
+    assert all("lines 0–1 of 300" in str(m.content) and "em-0000" in str(m.content) for m in reads)
+    for call in model.calls:
+        assert_accepted(call)
 
 
 # ---------------------------------------------------------------- ModelFallbackMiddleware
