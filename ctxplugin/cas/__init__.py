@@ -25,6 +25,7 @@ from ctxplugin.cas.annotation import (
     content_marks,
     host_answer,
     withheld,
+    without_lead,
     without_stale,
 )
 from ctxplugin.cas.capture import (
@@ -84,5 +85,6 @@ __all__ = [
     "shows_compact",
     "summarize",
     "withheld",
+    "without_lead",
     "without_stale",
 ]

@@ -65,9 +65,51 @@ def current(message: ToolMessage) -> ToolMessage:
         return message  # the compact form itself (what capture_tool_result returns): no memo needed
     known = _CURRENT.get(message)
     if known is None:
-        known = (_replaced(message) if _stale(message, note) else None,)
+        known = (_renewed(message, note) if _stale(message, note) else None,)
         _CURRENT.put(message, known)
     return known[0] or message
+
+
+def _renewed(message: ToolMessage, note: dict[str, Any]) -> ToolMessage:
+    """The copy of a stale ``message`` a view shows: when text was only put before the content
+    captured (LangChain's human-in-the-loop prefixes a note to an edited call's result, naming
+    the call that ran), the annotation's compact form led by that text (``lead``), its ref
+    still the output's; else marked ``{"replaced": True}``."""
+    text = message.content
+    lead = _lead(text, note) if isinstance(text, str) else None
+    if lead is None or not isinstance(text, str):
+        return _replaced(message)
+    compact = text if text.endswith(note["compact"]) else f"{lead}\n{note['compact']}"
+    fresh = {**note, "lead": lead, "compact": compact, **content_marks(text)}
+    return message.model_copy(update={"additional_kwargs": {**message.additional_kwargs, META_KEY: fresh}})
+
+
+def _lead(text: str, note: dict[str, Any]) -> str | None:
+    """The text put before the content ``note`` was made from (the compact form, or the
+    original by its marks), or None when ``text`` is not that content with text before it."""
+    compact = note.get("compact")
+    if isinstance(compact, str) and compact and text.endswith(compact):
+        start = len(text) - len(compact)
+    else:
+        chars, digest = note.get("chars"), note.get("digest")
+        if not isinstance(chars, int) or not isinstance(digest, str) or len(text) <= chars:
+            return None
+        start = len(text) - chars
+        if _digest(text[start:]) != digest:
+            return None
+    lead = text[:start].removesuffix("\n")
+    return lead if lead.strip() else None
+
+
+def without_lead(message: ToolMessage) -> ToolMessage:
+    """``message`` as it was captured: without the text its annotation says was put before the
+    output after capture (see :func:`current`)."""
+    note = message.additional_kwargs.get(META_KEY)
+    lead = note.get("lead") if isinstance(note, dict) else None
+    text = message.content
+    if not isinstance(lead, str) or not isinstance(text, str) or not text.startswith(lead):
+        return message
+    return message.model_copy(update={"content": text[len(lead) :].removeprefix("\n")})
 
 
 @overload
@@ -166,4 +208,4 @@ def _replaced(message: ToolMessage) -> ToolMessage:
     return message.model_copy(update={"additional_kwargs": kwargs})
 
 
-__all__ = ["REPLACED", "content_marks", "current", "withheld", "without_stale"]
+__all__ = ["REPLACED", "content_marks", "current", "withheld", "without_lead", "without_stale"]

@@ -20,7 +20,7 @@ from ctxplugin._lru import LRU
 from ctxplugin._messages import annotation
 from ctxplugin._names import META_TOOL_NAMES
 from ctxplugin._prefix import Prefix, Stamp
-from ctxplugin.cas import compact_message, shows_compact
+from ctxplugin.cas import compact_message, shows_compact, without_lead
 from ctxplugin.errors import StoreError
 from ctxplugin.stages.memos import CaptureMemo
 from ctxplugin.stages.view import SESSIONS_TRACKED, CallView
@@ -88,7 +88,7 @@ class StoreRefs:
                     # the original, kept in the state: stored (once per process) where the CAS
                     # lost it, or never had it (stores moved to a server, a database restored)
                     try:
-                        self.captures.captured(message, view.scope)
+                        self.captures.captured(without_lead(message), view.scope)
                     except StoreError as exc:
                         what = f"tool output {message.tool_call_id!r} not stored again"
                         view = view.degraded(f"CAS unavailable; {what}: {exc}")

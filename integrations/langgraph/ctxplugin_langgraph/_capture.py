@@ -4,6 +4,7 @@ capture of tool outputs into the CAS; and the check of the engine an adapter is 
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -13,6 +14,7 @@ from langgraph.prebuilt.tool_node import INVALID_TOOL_NAME_ERROR_TEMPLATE, ToolC
 from langgraph.types import Command
 
 from ctxplugin import ContextEngine, Scope
+from ctxplugin._messages import META_KEY
 from ctxplugin._names import EXPAND_REF_NAME, LOAD_TOOLS_NAME, META_TOOL_NAMES
 from ctxplugin._run_scope import active, resolve
 from ctxplugin.cas import withheld
@@ -180,9 +182,36 @@ def after_tool(
     return result
 
 
+_EDIT_NOTE = re.compile(r"\A.*? Executed instead: [^\n]* with arguments [^\n]*\.\n\nTool response:(?=\n)", re.S)
+"""What LangChain's ``HumanInTheLoopMiddleware`` puts before the result of a call a reviewer
+edited (its ``edit_notice``, then the call that ran instead), when it runs inside this
+middleware."""
+
+
 def _keep(engine: ContextEngine, result: ToolMessage, scope: Scope, keep_originals: bool) -> ToolMessage:
+    note = _EDIT_NOTE.match(result.content) if isinstance(result.content, str) else None
+    if note is not None:
+        noted = _keep_noted(engine, result, note.group(0), scope, keep_originals)
+        if noted is not None:
+            return noted
     compact, _ = engine.capture_with_report(result, scope)
     if not keep_originals:
         return compact
     meta = compact.additional_kwargs.get("ctxplugin")
     return result if meta is None else stamp(result, meta)
+
+
+def _keep_noted(engine: ContextEngine, result: ToolMessage, lead: str, scope: Scope, keep_originals: bool) -> ToolMessage | None:
+    """An edited call's result: the output after the note stored and summarized by its own
+    shape, the note kept whole before the summary (it names the call that ran). ``None`` when
+    the output passes through (the message is then captured as it is)."""
+    output = result.model_copy(update={"content": str(result.content)[len(lead) + 1 :]})
+    compact, _ = engine.capture_with_report(output, scope)
+    meta = compact.additional_kwargs.get(META_KEY)
+    if meta is None or not isinstance(compact.content, str):
+        return None
+    shown = f"{lead}\n{compact.content}"
+    if not keep_originals:
+        kwargs = {**compact.additional_kwargs, META_KEY: {**meta, "compact": shown}}
+        return compact.model_copy(update={"content": shown, "additional_kwargs": kwargs})
+    return stamp(result, {**meta, "lead": lead, "compact": shown})

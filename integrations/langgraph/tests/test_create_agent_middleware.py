@@ -123,17 +123,48 @@ def test_with_human_in_the_loop(order: str, decision: str, scenario: Any, handle
     if decision == "reject":
         assert results[0].status == "error" and "ctxplugin" not in results[0].additional_kwargs
     else:
-        # what the model saw after the tool ran: a ref to exactly what the state keeps
+        # what the model saw after the tool ran: a ref to the tool's output, which the state
+        # keeps (after LangChain's note, for an edited call)
         seen = next(str(m.content) for m in model.calls[-1].messages
                     if isinstance(m, ToolMessage) and m.name == "search_flights")
         ref = "ref:" + seen.split("ref:", 1)[1].split()[0]
-        assert engine.expand_ref(ref, scope=Scope(session_id=thread)) == results[0].content
+        output = engine.expand_ref(ref, scope=Scope(session_id=thread))
+        assert output == results[0].content if decision == "approve" else str(results[0].content).endswith(output)
         destination = "BOS" if decision == "edit" else "JFK"
         assert f'"destination": "{destination}"' in str(results[0].content)
         assert ("human reviewer" in seen) == (decision == "edit"), "LangChain's edit note reaches the model"
     last = model.calls[-1].messages
     assert any(isinstance(m, ToolMessage) and "ref:" in str(m.content) for m in last)
     assert all(r.within_budget for r in handler.reports) and len(handler.reports) == len(model.calls)
+
+
+@pytest.mark.parametrize("order", ORDERS)
+@pytest.mark.parametrize("keep_originals", [True, False])
+def test_with_human_in_the_loop_an_edited_call_shows_what_ran(order: str, keep_originals: bool, scenario: Any) -> None:
+    # LangChain puts a note before an edited call's output, naming the call that ran instead of
+    # the model's: the compact form keeps the note whole, and summarizes the output by its shape
+    engine, model = memory_engine(), scenario.scripted()
+    review = HumanInTheLoopMiddleware(interrupt_on={"search_flights": True})
+    context = ContextMiddleware(engine, keep_originals=keep_originals)
+    agent: Any = create_agent(model, scenario.tools, checkpointer=InMemorySaver(), middleware=arrange(order, context, review))
+    thread = f"hitl-note-{order}-{keep_originals}"
+    config: Any = {"configurable": {"thread_id": thread}}
+    agent.invoke({"messages": [("user", "flights SFO JFK")]}, config)
+    edited = {"name": "search_flights", "args": {"origin": "SFO", "destination": "BOS"}}
+    agent.invoke(Command(resume={"decisions": [{"type": "edit", "edited_action": edited}]}), config)
+    run_turns(agent, ["log checkout"], config)
+    seen = next(str(m.content) for m in model.calls[-1].messages if isinstance(m, ToolMessage) and m.name == "search_flights")
+    assert 'Executed instead: search_flights with arguments {"origin": "SFO", "destination": "BOS"}' in seen
+    assert "JSON array, 80 items" in seen and "HAT000" in seen
+    ref = "ref:" + seen.split("ref:", 1)[1].split()[0]
+    output = engine.expand_ref(ref, scope=Scope(session_id=thread))
+    assert output.startswith('[{"flight_number": "HAT000", "origin": "SFO", "destination": "BOS"')
+    kept = next(m for m in agent.get_state(config).values["messages"] if isinstance(m, ToolMessage))
+    assert str(kept.content).startswith("Note: a human reviewer replaced this tool call")
+    if keep_originals:
+        assert str(kept.content).endswith(output)
+    held = [fact.text for fact in engine.facts.store.find(FactQuery(reader=Scope(session_id=thread)))]
+    assert not [text for text in held if "reviewer" in text or "recorded in your message" in text], "the note is not a fact"
 
 
 def flaky_model(scenario: Any) -> ScriptedChatModel:
