@@ -28,7 +28,9 @@ from ctxplugin.cas._canon import REF_RE, content_hash, parse_json, raw_hash, ref
 from ctxplugin.tokens import content_text
 
 REPLACED: dict[str, Any] = {"replaced": True}
-"""The annotation of an output whose content changed since its capture."""
+"""The annotation of an output whose content changed since its capture; with ``"summary":
+True`` when the content was its compact form (kept in a state in place of the output), so
+that no facts are read from it."""
 
 HOST_ANSWER = "host_answer"
 """Set (``True``) in the annotation of a tool message that its host wrote itself in answer to a
@@ -78,7 +80,10 @@ def _renewed(message: ToolMessage, note: dict[str, Any]) -> ToolMessage:
     text = message.content
     lead = _lead(text, note) if isinstance(text, str) else None
     if lead is None or not isinstance(text, str):
-        return _replaced(message)
+        head = note["compact"].split("\n", 1)[0]
+        # the compact form a state keeps in place of the output, rewritten (a PII filter masked
+        # a line of it): a summary still, whose lines state no fact
+        return _replaced(message, summary=bool(head) and content_text(message.content).startswith(head))
     compact = text if text.endswith(note["compact"]) else f"{lead}\n{note['compact']}"
     fresh = {**note, "lead": lead, "compact": compact, **content_marks(text)}
     return message.model_copy(update={"additional_kwargs": {**message.additional_kwargs, META_KEY: fresh}})
@@ -203,8 +208,8 @@ def _holds_original(text: str, note: dict[str, Any]) -> bool:
     return _digest(text[len(text) - chars :]) == digest or _digest(text[:chars]) == digest
 
 
-def _replaced(message: ToolMessage) -> ToolMessage:
-    kwargs = {**message.additional_kwargs, META_KEY: dict(REPLACED)}
+def _replaced(message: ToolMessage, *, summary: bool = False) -> ToolMessage:
+    kwargs = {**message.additional_kwargs, META_KEY: {**REPLACED, "summary": True} if summary else dict(REPLACED)}
     return message.model_copy(update={"additional_kwargs": kwargs})
 
 

@@ -38,7 +38,7 @@ from ctxplugin.facts.outdated import (
 from ctxplugin.facts.render import current_once, fact_line, normalized, restates, tracked
 from ctxplugin.history import tier_bounds
 from ctxplugin.scope import Scope
-from ctxplugin.stages.memos import ReadMemo, fact_source
+from ctxplugin.stages.memos import ReadMemo, fact_source, rewritten_summary
 from ctxplugin.stages.view import SESSIONS_TRACKED, CallView
 from ctxplugin.tokens import TokenCounter, content_text
 
@@ -117,7 +117,7 @@ class ChooseFacts:
                     return self._done(view, shown, (), extracted, marked, None)
                 try:
                     with self.reads.unless_done(fresh, scope):
-                        extracted += len(self.ledger.ingest(fresh, scope=scope))
+                        extracted += len(self.ledger.ingest([m for m in fresh if not rewritten_summary(m)], scope=scope))
                         self.reads.read_outputs(fresh, scope)
                 except StoreError as exc:
                     # read again on a later call, once the store takes writes again; what is

@@ -177,6 +177,14 @@ def fact_source(message: BaseMessage) -> bool:
     )
 
 
+def rewritten_summary(message: BaseMessage) -> bool:
+    """Whether ``message`` is a compact form rewritten after capture (a state kept it in place
+    of the output, and a PII filter masked a line of it; marked ``summary``, see
+    :mod:`ctxplugin.cas.annotation`). It withdraws the facts read from its output, as any
+    replaced output does, and states none itself: its lines are a summary's."""
+    return annotation(message).get("summary") is True
+
+
 def summary_of_earlier(message: HumanMessage) -> bool:
     """Whether LangChain's ``SummarizationMiddleware`` wrote ``message``: a model's summary of
     the messages it replaced in the agent's state, in a user message. What it restates was read
@@ -193,4 +201,4 @@ def cleared_from_request(message: ToolMessage) -> bool:
     return isinstance(edit, dict) and edit.get("cleared") is True
 
 
-__all__ = ["MEMO_SIZE", "CaptureMemo", "ReadMemo", "cleared_from_request", "fact_source", "summary_of_earlier"]
+__all__ = ["MEMO_SIZE", "CaptureMemo", "ReadMemo", "cleared_from_request", "fact_source", "rewritten_summary", "summary_of_earlier"]

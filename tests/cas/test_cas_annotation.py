@@ -8,7 +8,7 @@ from langchain_core.messages import BaseMessage, HumanMessage, ToolMessage
 
 from ctxplugin import Scope
 from ctxplugin._messages import META_KEY, annotation
-from ctxplugin.cas import content_marks, without_stale
+from ctxplugin.cas import content_marks, withheld, without_lead, without_stale
 from ctxplugin.testing import memory_engine
 
 LOG = "\n".join(f"2026-01-02 payment PAY-{i:04d} charged card 4111-1111-1111-{i:04d}" for i in range(60))
@@ -43,7 +43,37 @@ def test_an_original_changed_since_capture_is_marked_replaced_once() -> None:
 def test_an_edited_compact_form_is_marked_replaced() -> None:
     compact, _ = kept_original()
     edited = compact.model_copy(update={"content": str(compact.content).replace("4111-1111-1111-", "****-****-****-")})
-    assert annotation(without_stale([edited])[0]) == {"replaced": True}
+    # still a summary: no facts are read from its lines
+    assert annotation(without_stale([edited])[0]) == {"replaced": True, "summary": True}
+
+
+NOTE = "Note: a reviewer replaced this call. Executed instead: payments with arguments {}.\n\nTool response:"
+
+
+def test_text_put_before_a_captured_output_leads_its_compact_form() -> None:
+    compact, kept = kept_original()
+    note = {**annotation(kept), **content_marks(LOG)}
+    noted = kept.model_copy(update={"content": f"{NOTE}\n{LOG}", "additional_kwargs": {META_KEY: note}})
+    shown = without_stale([noted])[0]
+    assert isinstance(shown, ToolMessage)
+    assert annotation(shown)["ref"] == annotation(compact)["ref"]
+    assert annotation(shown)["compact"] == f"{NOTE}\n{compact.content}"
+    assert without_lead(shown).content == LOG
+    # kept compact: the note before the compact form is the compact form now
+    noted_compact = compact.model_copy(update={"content": f"{NOTE}\n{compact.content}"})
+    assert annotation(without_stale([noted_compact])[0])["compact"] == noted_compact.content
+
+
+def test_a_ref_is_withheld_when_its_output_lost_part_of_itself_after_capture() -> None:
+    compact, kept = kept_original()
+    ref = str(annotation(compact)["ref"])
+    masked_compact = compact.model_copy(update={"content": str(compact.content).replace("4111-1111-1111-", "****-****-****-")})
+    note = {**annotation(kept), **content_marks(LOG)}
+    masked = kept.model_copy(update={"content": MASKED, "additional_kwargs": {META_KEY: note}})
+    noted = kept.model_copy(update={"content": f"{NOTE}\n{LOG}", "additional_kwargs": {META_KEY: note}})
+    assert withheld(ref, [masked_compact]) and withheld(f"see {ref}.", [HumanMessage("hi"), masked])
+    assert not withheld(ref, [compact, kept, noted])
+    assert not withheld(ref, [compact.model_copy(update={"content": f"{NOTE}\n{compact.content}"})])
 
 
 def test_an_annotation_with_recorded_marks_is_checked_by_them() -> None:

@@ -350,6 +350,9 @@ def test_with_pii_masking_the_ref_shown_does_not_read_what_was_masked(
     answer = next(m for m in state if isinstance(m, ToolMessage) and m.name == "expand_ref")
     assert "lines match" not in str(answer.content) or "0 of" in str(answer.content), answer.content
     assert not re.search(r"jane\.doe", str([m.content for m in model.calls[-1].messages]))
+    # nor are facts read from the masked compact form: its lines are a summary's, not statements
+    held = [fact.text for fact in engine.facts.store.find(FactQuery(reader=Scope(session_id=f"pii-ref-{order}-{keep_originals}")))]
+    assert not [text for text in held if "jane" in text or "tokens stored" in text or re.match(r"L\d+:", text)]
     engine.close()
 
 
