@@ -11,9 +11,23 @@ MAX_LINE_CHARS = 320
 """Lines longer than this are cut (with an ellipsis) before they are placed in a summary."""
 
 
+_TOKEN_CHAR = re.compile(r"[\w.-]")
+"""A character that continues a token: one next to a value joins it to a longer token."""
+
+
 def appears(value: str, text: str) -> bool:
-    """Whether ``value`` stands in ``text`` as a whole token: id 3 is not shown by "300 records"."""
-    return re.search(rf"(?<![\w.-]){re.escape(value)}(?![\w.-])", text) is not None
+    """Whether ``value`` stands in ``text`` as a whole token: id 3 is not shown by "300 records".
+
+    Found with ``str.find`` and a look at the characters around each place: a summary asks
+    this of every record's id, and a pattern made for each value (compiled anew once the
+    ``re`` module's cache of 512 is full) took seconds for a large array of records."""
+    start = text.find(value)
+    while start != -1:
+        end = start + len(value)
+        if (start == 0 or _TOKEN_CHAR.match(text, start - 1) is None) and _TOKEN_CHAR.match(text, end) is None:
+            return True
+        start = text.find(value, start + 1)
+    return False
 
 
 def clip(text: str, limit: int = MAX_LINE_CHARS) -> str:

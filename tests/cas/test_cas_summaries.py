@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 from pathlib import Path
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from ctxplugin.cas import parse_json, summarize
+from ctxplugin.cas._budget import appears
 from ctxplugin.tokens import get_counter
 
 COUNTER = get_counter()[0]
@@ -263,3 +268,19 @@ def test_markdown_with_code_blocks_and_short_sections_is_still_a_document() -> N
     label, text = summary(readme)
     assert label == "document"
     assert "Install" in text and "Usage" in text
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="ab3.-_ é²/", max_size=5), st.text(alphabet="ab3.-_ é²/\n", max_size=60))
+def test_appears_is_a_whole_token_match(value: str, text: str) -> None:
+    expected = re.search(rf"(?<![\w.-]){re.escape(value)}(?![\w.-])", text) is not None
+    assert appears(value, text) is expected
+
+
+def test_a_large_array_of_records_lists_its_ids_not_in_the_summary() -> None:
+    records = [{"id": f"user-{i}", "email": f"u{i}@example.com", "score": i / 7} for i in range(20_000)]
+    text = json.dumps(records)
+    label, shown = summary(text)
+    assert label.startswith("JSON array, 20000 ")
+    assert "user-0" in shown and "user-1" in shown
+    assert shown.count("user-0") == 1  # an id already in the summary's lines is not listed again
