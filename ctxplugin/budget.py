@@ -28,6 +28,7 @@ from ctxplugin._layout import (
     synthetic_kind,
 )
 from ctxplugin._messages import META_KEY, annotation, answered, exchange_spans, merge_system
+from ctxplugin._shrunk import fewest_shrunk
 from ctxplugin.history.omission import OMITTED_NOTE, dropped_note
 from ctxplugin.tokens import TokenCounter, content_text, count_message, count_messages
 
@@ -223,27 +224,6 @@ def omitted_marker(text: str = OMITTED_NOTE) -> HumanMessage:
     return HumanMessage(content=text, additional_kwargs={META_KEY: {"omitted": True}})
 
 
-def shrink_tool_results(parts: Parts, n: int, counter: TokenCounter) -> Parts:
-    """Reduce the ``n`` oldest stored tool results to their first line and ref."""
-    history = list(parts.history)
-    done = 0
-    for i, message in enumerate(history):
-        if done >= n:
-            break
-        if not isinstance(message, ToolMessage):
-            continue
-        ref = annotation(message).get("ref")
-        if not ref:
-            continue
-        text = content_text(message.content)
-        first = text.strip().splitlines()[0][:160] if text.strip() else ""
-        short = f"{first} [{ref}; call expand_ref for the full output]"
-        if counter.count(short) < counter.count(text):
-            history[i] = message.model_copy(update={"content": short})
-            done += 1
-    return replace(parts, history=history)
-
-
 def minimum_viable(parts: Parts, total: int, counter: TokenCounter) -> Parts:
     """System essentials, the task, the current user message, and the last assistant turn,
     cut to fit.
@@ -362,14 +342,9 @@ def enforce(parts: Parts, budgets: dict[str, int], counter: TokenCounter, *, blo
         parts = replace(parts, facts=tuple(f for f in parts.facts if f is not drop))
     # 3. stale summaries down to their ref line
     if total_over(parts):
-        count = sum(1 for m in parts.history if isinstance(m, ToolMessage))
-        for n in range(1, count + 1):
-            candidate = shrink_tool_results(parts, n, counter)
-            if not total_over(candidate):
-                parts = candidate
-                break
-        else:
-            parts = shrink_tool_results(parts, count, counter)
+        fixed = parts
+        parts = replace(parts, history=fewest_shrunk(
+            parts.history, counter, lambda history: total_tokens(replace(fixed, history=history), counter) - budgets["total"]))
     # 4. minimum viable context
     within = True
     if total_over(parts):

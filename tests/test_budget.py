@@ -13,7 +13,7 @@ from ctxplugin import ContextConfig, Scope
 from ctxplugin._messages import META_KEY
 from ctxplugin.budget import Parts, enforce, total_tokens
 from ctxplugin.testing import memory_engine
-from ctxplugin.tokens import count_messages, get_counter
+from ctxplugin.tokens import content_text, count_messages, get_counter
 
 WORDS = st.sampled_from(["flight", "HAT123", "refund", "/src/app.py", "https://x.io/a", "42", "error:", "user_7", "the", "and"])
 TEXT = st.lists(WORDS, min_size=1, max_size=400).map(" ".join)
@@ -287,3 +287,51 @@ def test_the_last_resort_cuts_the_others_before_the_current_question() -> None:
     assert prepared.report.within_budget and prepared.report.tokens_after <= 400
     assert [m.content for m in prepared.messages if isinstance(m, HumanMessage)][-1] == question
     assert any(str(m.content).startswith("answer one") for m in prepared.messages), "the others keep their heads"
+
+
+def test_parallel_tool_results_over_the_total_shorten_the_fewest_oldest() -> None:
+    """One assistant turn with 200 parallel calls, every result stored: the budget shortens the
+    oldest results to their first line and ref, as few as make the view fit."""
+    engine = memory_engine(ContextConfig(mode="whole", budget={"total": 20000}))
+    scope = Scope(session_id="parallel")
+    calls = [{"id": f"call_{i}", "name": "lookup", "args": {"q": f"item {i}"}} for i in range(200)]
+    results = [
+        engine.capture_tool_result(ToolMessage(
+            "\n".join(f"item {i} row {j}: sku SKU-{i}-{j} price {(i * 61 + j * 7) % 997}" for j in range(60)),
+            tool_call_id=f"call_{i}", name="lookup"), scope)
+        for i in range(200)
+    ]
+    messages: list[BaseMessage] = [HumanMessage("look up the 200 items"), AIMessage("", tool_calls=calls), *results]
+    prepared = engine.prepare(messages, scope=scope)
+    report = prepared.report
+    assert report.within_budget and report.tokens_after <= engine.config.budget.total
+    shown = [m for m in prepared.messages if isinstance(m, ToolMessage)]
+    assert [m.tool_call_id for m in shown] == [f"call_{i}" for i in range(200)]
+    short = [m.tool_call_id for m in shown if "call expand_ref for the full output" in content_text(m.content)]
+    assert short == [f"call_{i}" for i in range(len(short))]  # the oldest, in order
+    assert 0 < len(short) < 200
+    # the ref in every shortened result reads back the stored output
+    for view, original in zip(shown[:3], results[:3], strict=True):
+        ref = original.additional_kwargs[META_KEY]["ref"]
+        assert ref in content_text(view.content)
+        assert engine.expand_ref(ref, scope=scope).startswith(f"item {int(original.tool_call_id[5:])} row 0:")
+
+
+def test_the_budget_shortens_no_more_results_than_it_needs() -> None:
+    counter = get_counter()[0]
+    history: list[BaseMessage] = [HumanMessage("go"), AIMessage("", tool_calls=[{"id": f"c{i}", "name": "t", "args": {}} for i in range(30)])]
+    history += [
+        ToolMessage(f"head {i}\n" + "body " * 200, tool_call_id=f"c{i}", name="t",
+                    additional_kwargs={META_KEY: {"ref": f"ref:text:{i:016x}"}})
+        for i in range(30)
+    ]
+    whole = total_tokens(Parts(header=None, history=history), counter)
+    for total in (whole - 1, whole - 500, whole - 2000, 200):
+        outcome = enforce(Parts(header=None, history=history), {"total": total, "header": total, "history": whole,
+                                                                "facts": total, "summaries": whole}, counter, block_size=4)
+        short = [i for i, m in enumerate(outcome.parts.history) if "call expand_ref" in content_text(m.content)]
+        assert short == list(range(2, 2 + len(short)))
+        if outcome.within and short:
+            one_fewer = list(outcome.parts.history)
+            one_fewer[short[-1]] = history[short[-1]]
+            assert total_tokens(Parts(header=None, history=one_fewer), counter) > total
