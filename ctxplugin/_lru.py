@@ -18,6 +18,12 @@ V = TypeVar("V")
 
 TextKey = tuple[int, int, str, str]
 
+THREAD_TEXTS = 32_768
+"""Entries of a memo of what is read from each text of a conversation (its values, its words,
+its alert lines): more than one pass over a long thread reads. A memo smaller than a pass keeps
+nothing for the next one, least recently used going first: the first call on a thread of
+10,000 messages (14,000 texts with their gists) found the values of every text three times."""
+
 
 class LRU(OrderedDict[K, V]):
     """A dict that keeps its ``size`` most recently put or read (with :meth:`hit`) entries.
@@ -172,4 +178,4 @@ class _Entry(weakref.ref):  # type: ignore[type-arg]
     value: Any
 
 
-__all__ = ["LRU", "PerMessage", "TextKey", "text_key"]
+__all__ = ["LRU", "THREAD_TEXTS", "PerMessage", "TextKey", "text_key"]

@@ -14,7 +14,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
-from ctxplugin._lru import LRU, PerMessage, TextKey, text_key
+from ctxplugin._lru import LRU, THREAD_TEXTS, PerMessage, TextKey, text_key
 from ctxplugin._messages import argument_values
 from ctxplugin.history.identifiers import RUN, identifiers
 from ctxplugin.tokens import content_text
@@ -30,7 +30,7 @@ REF_SHAPE = re.compile(r"ref:[a-z0-9][a-z0-9_-]{0,39}:[0-9a-f]{16}")
 holds no colon and the digest is exactly 16 digits, so at most one ref starts at any place in a
 text, and a ref of this shape occurs in a text exactly when :func:`refs_in` finds it there."""
 
-_by_message: PerMessage[Read] = PerMessage(MEMO)
+_by_message: PerMessage[Read] = PerMessage(THREAD_TEXTS)  # held weakly: an entry goes with its message
 _lock = threading.Lock()
 _by_text: LRU[tuple[str, tuple[int, int, str, str]], Read] = LRU(MEMO)
 

@@ -12,7 +12,7 @@ import unicodedata
 from collections.abc import Callable, Sequence
 from functools import lru_cache
 
-from ctxplugin._lru import LRU, TextKey, text_key
+from ctxplugin._lru import LRU, THREAD_TEXTS, TextKey, text_key
 from ctxplugin.errors import InvalidInputError
 
 STOPWORDS = frozenset(
@@ -88,7 +88,7 @@ def is_identifier(token: str) -> bool:
     return any(ch in token for ch in "_#") or (any(ch in token for ch in "-.:") and len(token) > 3)
 
 
-_MEMO_SIZE = 1024
+_MEMO_SIZE = THREAD_TEXTS
 _MEMO_MAX_CHARS = 8192
 """Longer texts are read again each time (a memo of their words would hold too much)."""
 _IDENTIFIERS: LRU[TextKey, tuple[str, ...]] = LRU(_MEMO_SIZE)

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Iterator
 from functools import cache, lru_cache
 from itertools import accumulate
 
-from ctxplugin._lru import Memo, TextKey, text_key
+from ctxplugin._lru import THREAD_TEXTS, Memo, TextKey, text_key
 from ctxplugin.history._grouped import GROUP_MARKS, mark_groups, unmark_groups
 
 # Runs that a later character must end (a scheme before "://", a name before "@", a path part
@@ -152,8 +152,15 @@ def _scans(text: str) -> Iterator[tuple[str, re.Pattern[str]]]:
         yield " ".join(kept), _CANDIDATE
 
 
-@lru_cache(maxsize=8192)
 def _identifiers(text: str) -> tuple[str, ...]:
+    return _VALUES.get_or_make(text_key(text), lambda: _read_identifiers(text))
+
+
+_VALUES: Memo[TextKey, tuple[str, ...]] = Memo(THREAD_TEXTS)
+"""The values of texts read lately, by the key of the text (which is not kept)."""
+
+
+def _read_identifiers(text: str) -> tuple[str, ...]:
     seen: dict[str, None] = {}
     marked = mark_groups(text)
     for part, pattern in _scans(marked):
@@ -211,7 +218,7 @@ def alert_lines(text: str, *, max_chars: int = 400) -> list[str]:
     return list(_ALERTS.get_or_make((text_key(text), max_chars), lambda: _alert_lines(text, max_chars)))
 
 
-_ALERTS: Memo[tuple[TextKey, int], tuple[str, ...]] = Memo(1024)
+_ALERTS: Memo[tuple[TextKey, int], tuple[str, ...]] = Memo(THREAD_TEXTS)
 """The alert lines of texts read lately (by the key of the text, which is not kept): a message
 is compressed again at each tier it passes."""
 

@@ -20,7 +20,7 @@ DATA = Path(os.environ.get("CTXPLUGIN_DATA", ROOT.parent.parent / "shared" / "da
 if not DATA.is_dir():
     DATA = ROOT.parent / "shared" / "data"
 
-SCAN = module._identifiers.__wrapped__
+SCAN = module._read_identifiers
 
 
 def _whole(text: str) -> tuple[str, ...]:
