@@ -34,8 +34,10 @@ class WriteBatch:
         # and by key: the current fact of a key, looked up for every keyed fact read, is found
         # among the pending facts of that key (a long conversation read at once adds thousands)
         self._added_by_key: dict[str, dict[str, None]] = {}
-        # what prefetch read: the reader, the keys and text hashes asked for, the facts found
-        self._known: tuple[Scope, frozenset[str], frozenset[str], list[Fact]] | None = None
+        # what prefetch read: the reader, the keys and text hashes asked for, the facts found by
+        # text hash and by key (in the order read): a find looks up only those of its hash or key
+        # (a thread read at once after a restart finds hundreds, asked for once per draft)
+        self._known: tuple[Scope, frozenset[str], frozenset[str], dict[str, list[Fact]], dict[str, list[Fact]]] | None = None
 
     def prefetch(self, reader: Scope, drafts: Sequence[FactDraft]) -> None:
         """Read in one request, on a store that has ``lookup``, the facts ``reader`` may read
@@ -49,8 +51,13 @@ class WriteBatch:
         wanted_hashes = frozenset(text_hash(d.text.strip()) for d in drafts)
         if not (wanted_keys or wanted_hashes):
             return
-        found = lookup(reader, keys=sorted(wanted_keys), hashes=sorted(wanted_hashes))
-        self._known = (reader, wanted_keys, wanted_hashes, list(found))
+        by_hash: dict[str, list[Fact]] = {}
+        by_key: dict[str, list[Fact]] = {}
+        for fact in lookup(reader, keys=sorted(wanted_keys), hashes=sorted(wanted_hashes)):
+            by_hash.setdefault(fact.text_hash, []).append(fact)
+            if fact.key is not None:
+                by_key.setdefault(fact.key, []).append(fact)
+        self._known = (reader, wanted_keys, wanted_hashes, by_hash, by_key)
 
     def _stored(self, query: FactQuery, limit: int | None) -> list[Fact]:
         """``store.find(query, limit=limit)``, from what :meth:`prefetch` read when it covers the
@@ -59,7 +66,9 @@ class WriteBatch:
         if known is not None and query.reader == known[0] and query.depends_on is None and (
             query.text_hash in known[2] if query.text_hash is not None else query.key in known[1]
         ):
-            found = [f for f in known[3] if matches(f, query)]
+            # a fact matches a query of a text hash (or else a key) only if it has that hash (key)
+            candidates = known[3].get(query.text_hash, []) if query.text_hash is not None else known[4].get(query.key or "", [])
+            found = [f for f in candidates if matches(f, query)]
             found.sort(key=lambda f: f.created_at, reverse=True)
             return found if limit is None else found[:limit]
         return self.store.find(query, limit=limit)

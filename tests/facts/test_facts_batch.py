@@ -269,3 +269,21 @@ def test_pending_facts_are_found_by_their_key_as_it_is_now() -> None:
     assert {f.id for f in batch.find(FactQuery(reader=S))} == {gate.id, seat.id, later.id}
     batch.flush()
     assert [f.id for f in batch.find(FactQuery(reader=S, key="seat"))] == [later.id]
+
+
+def test_a_thread_read_again_after_a_restart_finds_every_fact_as_stored(tmp_path: Path) -> None:
+    """A new process reads the whole thread at once: each draft's duplicate or key is looked up
+    among the facts read in one request, by its own text or key."""
+    turns: list[BaseMessage] = [
+        HumanMessage(f"Ticket T-{i} is assigned to {('Ana', 'Bo', 'Cy')[i % 3]}. The budget of T-{i} is {i}k.")
+        for i in range(120)
+    ]
+    turns += [HumanMessage(f"Actually ticket T-{i} is assigned to Dee.") for i in range(0, 120, 7)]
+    with ChromaFactStore.persistent(tmp_path) as store:
+        FactsLedger(store).ingest(turns, scope=S)
+        before = _outcome(FactsLedger(store))
+    with ChromaFactStore.persistent(tmp_path) as store:
+        ledger = FactsLedger(store)
+        assert ledger.ingest(turns, scope=S) == []
+        assert _outcome(ledger) == before
+        assert any(not valid for _, _, valid, _ in before)
