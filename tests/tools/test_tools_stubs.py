@@ -403,3 +403,24 @@ def test_a_strict_call_with_loaded_binding_keeps_the_directory() -> None:
     strict = engine.prepare(body, tools=TOOLS, scope=Scope(session_id="s"), strict_tools=True)
     loose = engine.prepare(body, tools=TOOLS, scope=Scope(session_id="l"))
     assert names(strict.tools) == names(loose.tools) == [LOAD_TOOLS_NAME, "tool_a"]
+
+
+def test_five_hundred_tools_are_listed_by_name_and_loaded_on_request() -> None:
+    tools = [
+        {"type": "function", "function": {"name": f"tool_{i}", "description": f"Does thing {i} with the catalogue",
+                                          "parameters": {"type": "object", "properties": {"arg": {"type": "string"}}, "required": ["arg"]}}}
+        for i in range(500)
+    ]
+    engine = memory_engine(ContextConfig(mode="whole"))
+    scope = Scope(session_id="many-tools")
+    messages: list[BaseMessage] = [SystemMessage("You run the catalogue."), HumanMessage("Use tool_321 on widget 9.")]
+    prepared = engine.prepare(messages, tools=tools, scope=scope)
+    header = str(prepared.messages[0].content)
+    assert all(f"tool_{i}" in header.split("Tools: ", 1)[1].replace(",", " ").split() for i in range(500))
+    assert prepared.report.within_budget and prepared.report.tokens_after <= engine.config.budget.total
+    names = [t["function"]["name"] if isinstance(t, dict) else t.name for t in prepared.tools]
+    assert names == ["load_tools"]
+    load = AIMessage("", tool_calls=[{"id": "l1", "name": "load_tools", "args": {"names": ["tool_321"]}}])
+    loaded = engine.prepare([*messages, load, ToolMessage("loaded", tool_call_id="l1", name="load_tools")], tools=tools, scope=scope)
+    bound = {t["function"]["name"] if isinstance(t, dict) else t.name: t for t in loaded.tools}
+    assert "tool_321" in bound
