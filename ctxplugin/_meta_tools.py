@@ -18,7 +18,7 @@ from ctxplugin._events import emit
 from ctxplugin._names import EXPAND_EVENT, EXPAND_REF_NAME, META_TOOL_MARK
 from ctxplugin._run_scope import resolve as resolve_scope
 from ctxplugin.cas import expand_content_for_model
-from ctxplugin.scope import Scope
+from ctxplugin.scope import Scope, scope_resolver
 from ctxplugin.tools import make_load_tools_tool
 
 if TYPE_CHECKING:
@@ -45,15 +45,19 @@ class ExpandRefArgs(BaseModel):
     regex: bool = False
 
 
-def make_expand_ref_tool(engine: ContextEngine, scope: ScopeResolver | None = None) -> BaseTool:
+def make_expand_ref_tool(engine: ContextEngine, scope: ScopeResolver | Scope | None = None) -> BaseTool:
     """The ``expand_ref`` tool the model calls to read stored tool outputs.
 
     Args:
         engine: the engine whose CAS holds the outputs.
-        scope: how to find the caller's scope from the run's config; by default
-            ``configurable.thread_id``. Hosts that give an agent its own scope pass theirs.
+        scope: how to find the caller's scope from the run's config (or one fixed
+            :class:`Scope`); by default ``configurable.thread_id``. Hosts that give an agent its
+            own scope pass theirs.
+
+    Raises:
+        InvalidInputError: ``scope`` is neither a Scope nor a function.
     """
-    resolve = scope or resolve_scope
+    resolve = scope_resolver(scope, "make_expand_ref_tool(scope=...)") or resolve_scope
 
     def expand_ref(
         ref_id: str,

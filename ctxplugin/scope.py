@@ -7,6 +7,7 @@ records the scope it was written from and a :data:`Visibility` saying how widely
 from __future__ import annotations
 
 from functools import lru_cache
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import quote
 
@@ -167,6 +168,23 @@ def scope_from_config(config: object | None, default_session: str = "default") -
         workspace_id=opt("workspace_id"),
         tenant_id=opt("tenant_id"),
         roles=_roles_of(configurable.get("roles")),
+    )
+
+
+def scope_resolver(scope: object, what: str) -> Callable[[Any], Scope] | None:
+    """``scope`` as a function of a run's config: a fixed :class:`Scope` always answers itself,
+    a function is taken as it is, None stays None.
+
+    Raises:
+        InvalidInputError: ``scope`` is none of these (said when the tool is made, not when the
+            model first calls it).
+    """
+    if scope is None or isinstance(scope, Scope):
+        return None if scope is None else (lambda _config: scope)
+    if callable(scope):
+        return scope
+    raise InvalidInputError(
+        f"{what} takes a Scope or a function from a run's config to a Scope, got {type(scope).__name__}"
     )
 
 

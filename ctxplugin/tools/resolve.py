@@ -16,7 +16,7 @@ from pydantic import BaseModel, Field, model_validator
 
 from ctxplugin._graphemes import head
 from ctxplugin._names import LOAD_TOOLS_NAME, META_TOOL_MARK
-from ctxplugin.scope import Scope
+from ctxplugin.scope import Scope, scope_resolver
 
 if TYPE_CHECKING:  # the registry builds its load_tools tool here: only its type is needed
     from ctxplugin.tools.offered import ToolSet
@@ -183,7 +183,7 @@ def _type_of(spec: Any) -> str:
     return "object" if "properties" in spec else "any"
 
 
-def make_load_tools_tool(registry: ToolRegistry, scope: Callable[[RunnableConfig | None], Scope] | None = None) -> BaseTool:
+def make_load_tools_tool(registry: ToolRegistry, scope: Callable[[RunnableConfig | None], Scope] | Scope | None = None) -> BaseTool:
     """The ``load_tools`` meta-tool over ``registry``.
 
     It changes nothing itself: the next model call binds the tools it named because the call
@@ -192,7 +192,8 @@ def make_load_tools_tool(registry: ToolRegistry, scope: Callable[[RunnableConfig
 
     Args:
         registry: the engine's schema registry.
-        scope: how to find the caller's scope from the run's config (a host's scope rule).
+        scope: how to find the caller's scope from the run's config (a host's scope rule), or
+            one fixed :class:`Scope`; anything else raises ``InvalidInputError``.
             With it, the answer comes from the tools the calling agent's latest call in that
             scope was planned with (``registry.offered``): another agent's tool is not one of
             its tools, and a tool of the same name is answered with the caller's schema. Without it, or
@@ -200,11 +201,13 @@ def make_load_tools_tool(registry: ToolRegistry, scope: Callable[[RunnableConfig
             registry knows.
     """
 
+    resolve = scope_resolver(scope, "make_load_tools_tool(scope=...)")
+
     def load_tools(names: list[str] | None = None, config: RunnableConfig = None) -> str:  # type: ignore[assignment]  # injected by LangChain
         wanted = list(dict.fromkeys(n.strip() for n in names or () if isinstance(n, str) and n.strip()))
         if not wanted:
             return f"Give the exact names of the tools you need, e.g. {LOAD_TOOLS_NAME}(names=[\"tool_name\"])."
-        offered = registry.offered.find(scope(config).key(), meta) if scope is not None else None
+        offered = registry.offered.find(resolve(config).key(), meta) if resolve is not None else None
         source: ToolSource = offered if offered is not None else registry
         stubbed: list[str] = []
         loaded: list[str] = []

@@ -220,3 +220,26 @@ def test_a_pattern_shows_its_match_in_a_line_too_long_to_show_whole(store: Memor
     # not JSON: the note offers what works on text
     head = expand_for_model(store, ref, SCOPE, max_tokens=300, counter=COUNTER, offset=1)
     assert "cut" in head and "pattern=" in head and "fields" not in head
+
+
+def test_meta_tools_take_a_fixed_scope_and_refuse_anything_else_when_made() -> None:
+    from langchain_core.messages import ToolMessage
+
+    from ctxplugin._messages import annotation
+    from ctxplugin.langchain import make_expand_ref_tool
+    from ctxplugin.testing import memory_engine
+    from ctxplugin.tools.resolve import make_load_tools_tool
+
+    engine = memory_engine()
+    mine = Scope(session_id="agent-7")
+    captured = engine.capture_tool_result(ToolMessage(content=LOG, tool_call_id="c1", name="logs"), scope=mine)
+    ref = annotation(captured)["ref"]
+    tool = make_expand_ref_tool(engine, mine)
+    # no thread id in the config: the fixed scope is the one read
+    assert "line 50: ERROR disk" in tool.invoke({"ref_id": ref, "offset": 50, "limit": 1}, config={})
+    assert "Give the exact names" in make_load_tools_tool(engine.registry, mine).invoke({"names": []}, config={})
+    for bad in ("agent-7", 7):
+        with pytest.raises(InvalidInputError, match="takes a Scope or a function"):
+            make_expand_ref_tool(engine, bad)  # type: ignore[arg-type]
+        with pytest.raises(InvalidInputError, match="takes a Scope or a function"):
+            make_load_tools_tool(engine.registry, bad)  # type: ignore[arg-type]
