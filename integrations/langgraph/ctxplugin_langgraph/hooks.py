@@ -119,10 +119,8 @@ class ContextHooks:
                                    strict_tools=self._own_schemas)
 
     async def aprepare(self, state: Any, config: RunnableConfig | None = None) -> PreparedContext:
-        """Async :meth:`prepare`."""
-        messages = state_messages(state)
-        return await self.engine.aprepare(self._head(messages), tools=self.tools, scope=self.scope(config, messages),
-                                          strict_tools=self._own_schemas)
+        """Async :meth:`prepare`, in a worker thread (it reads the whole conversation)."""
+        return await asyncio.to_thread(self.prepare, state, config)
 
     def _call(self, state: Any, config: RunnableConfig | None) -> PreparedCall:
         messages = state_messages(state)
@@ -131,10 +129,7 @@ class ContextHooks:
         return PreparedCall(full, prepared, scope, self.tools)
 
     async def _acall(self, state: Any, config: RunnableConfig | None) -> PreparedCall:
-        messages = state_messages(state)
-        full, scope = self._head(messages), self.scope(config, messages)
-        prepared = await self.engine.aprepare(full, tools=self.tools, scope=scope, strict_tools=self._own_schemas)
-        return PreparedCall(full, prepared, scope, self.tools)
+        return await asyncio.to_thread(self._call, state, config)
 
     @property
     def pre_model_hook(self) -> Runnable[Any, dict[str, Any]]:

@@ -127,6 +127,15 @@ class ContextMiddleware(AgentMiddleware):
         head: list[BaseMessage] = [request.system_message] if request.system_message is not None else []
         return without_stale([*head, *request.messages])
 
+    def _prepare(self, request: ModelRequest, scope: Scope, tools: list[Any]) -> tuple[list[BaseMessage], PreparedContext]:
+        """The conversation as the state holds it (outputs rewritten since capture marked) and
+        its view. Both read the whole conversation, so the async hook runs this in a worker
+        thread: a long thread must not hold the event loop."""
+        full = self._full(request)
+        prepared = self.engine.prepare(full, tools=tools, scope=scope, context_window=model_context_window(request.model),
+                                       strict_tools=needs_own_schemas(request))
+        return full, prepared
+
     def _tag(self, response: ModelResponse, prepared: PreparedContext) -> ModelResponse:
         if not self.attach_report:
             return response
@@ -161,9 +170,8 @@ class ContextMiddleware(AgentMiddleware):
         model when the answer cache is on and has one. Errors from ``prepare`` on invalid
         messages, and ``EngineClosedError`` once the engine was closed, propagate (the model is
         not called); store failures never do."""
-        scope, full, tools = self._scope(request), self._full(request), self._tools(request)
-        prepared = self.engine.prepare(full, tools=tools, scope=scope, context_window=model_context_window(request.model),
-                                       strict_tools=needs_own_schemas(request))
+        scope, tools = self._scope(request), self._tools(request)
+        full, prepared = self._prepare(request, scope, tools)
         cached = self.engine.cached_answer(full, prepared, tools=tools, scope=scope, model=request.model) if self._caches(request) else None
         if cached is not None:
             return self._tag(ModelResponse(result=[cached]), prepared)
@@ -178,10 +186,9 @@ class ContextMiddleware(AgentMiddleware):
         request: ModelRequest,
         handler: Callable[[ModelRequest], Awaitable[ModelResponse]],
     ) -> ModelResponse:
-        """Async :meth:`wrap_model_call`."""
-        scope, full, tools = self._scope(request), self._full(request), self._tools(request)
-        prepared = await self.engine.aprepare(full, tools=tools, scope=scope, context_window=model_context_window(request.model),
-                                              strict_tools=needs_own_schemas(request))
+        """Async :meth:`wrap_model_call`; the view is prepared in a worker thread."""
+        scope, tools = self._scope(request), self._tools(request)
+        full, prepared = await asyncio.to_thread(self._prepare, request, scope, tools)
         cached = await self.engine.acached_answer(full, prepared, tools=tools, scope=scope, model=request.model) if self._caches(request) else None
         if cached is not None:
             return self._tag(ModelResponse(result=[cached]), prepared)
