@@ -106,8 +106,8 @@ class Capture:
     def _read(self, tool_message: ToolMessage, scope: Scope, report: CaptureReport, shape: str | None) -> None:
         start = time.perf_counter()
         try:
-            if self.reads.first_read(tool_message, scope):
-                with self.reads.unless_done([tool_message], scope):
+            with self.reads.claim([tool_message], scope) as fresh:
+                if fresh:
                     # the full output is read, with the ref it is stored under as provenance and
                     # the shape its summary found (the rules read no statements from code or a diff)
                     note = {"ref": report.ref_id, **({"shape": shape} if shape else {})}

@@ -99,31 +99,31 @@ class ChooseFacts:
         shown: Sequence[BaseMessage] = body
         in_force_now: InForce | None = None  # what marking reads; facts restating a change are not current
         if self.config.extract:
-            fresh = [m for m in seen.new_sources if self.reads.first_read(m, scope)]
-            if fresh:
-                try:
-                    # facts read from an output the host has since replaced go first: until
-                    # they are gone no fact is shown (the outer handler skips the block)
-                    with self.reads.unless_done(fresh, scope):
-                        replaced = self.reads.replaced(fresh, view.original, scope)
-                        if replaced:
-                            self.ledger.withdraw(replaced, scope=scope)
-                    if replaced and not self.ledger.can_withdraw:
-                        with self._lock:  # a frozen block may hold them: chosen again below
-                            self._window_lines.pop(key, None)
-                        view = view.warn(_UNWITHDRAWN)
-                except StoreError as exc:
-                    view = view.degraded(f"facts store unavailable; facts skipped for this call: {exc}")
-                    return self._done(view, shown, (), extracted, marked, None)
-                try:
-                    with self.reads.unless_done(fresh, scope):
-                        extracted += len(self.ledger.ingest([m for m in fresh if not rewritten_summary(m)], scope=scope))
-                        self.reads.read_outputs(fresh, scope)
-                except StoreError as exc:
-                    # read again on a later call, once the store takes writes again; what is
-                    # stored already is still read below (a read takes no write lock)
-                    view = view.degraded(f"facts store unavailable; new facts not recorded in this call: {exc}")
-                    unread = True
+            with self.reads.reading(seen.new_sources, scope) as fresh:  # then waits for a concurrent reading
+                if fresh:
+                    try:
+                        # facts read from an output the host has since replaced go first: until
+                        # they are gone no fact is shown (the outer handler skips the block)
+                        with self.reads.unless_done(fresh, scope):
+                            replaced = self.reads.replaced(fresh, view.original, scope)
+                            if replaced:
+                                self.ledger.withdraw(replaced, scope=scope)
+                        if replaced and not self.ledger.can_withdraw:
+                            with self._lock:  # a frozen block may hold them: chosen again below
+                                self._window_lines.pop(key, None)
+                            view = view.warn(_UNWITHDRAWN)
+                    except StoreError as exc:
+                        view = view.degraded(f"facts store unavailable; facts skipped for this call: {exc}")
+                        return self._done(view, shown, (), extracted, marked, None)
+                    try:
+                        with self.reads.unless_done(fresh, scope):
+                            extracted += len(self.ledger.ingest([m for m in fresh if not rewritten_summary(m)], scope=scope))
+                            self.reads.read_outputs(fresh, scope)
+                    except StoreError as exc:
+                        # read again on a later call, once the store takes writes again; what is
+                        # stored already is still read below (a read takes no write lock)
+                        view = view.degraded(f"facts store unavailable; new facts not recorded in this call: {exc}")
+                        unread = True
         try:
             if self.config.mark_outdated:
                 # the latest user message is shown exactly as sent; the one before it no longer

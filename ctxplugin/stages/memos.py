@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
 from langchain_core.messages import BaseMessage, HumanMessage, ToolMessage
 
+from ctxplugin._deadline import step_deadline
 from ctxplugin._lru import LRU
 from ctxplugin._messages import annotation
 from ctxplugin._names import META_TOOL_NAMES
@@ -81,15 +83,56 @@ class ReadMemo:
         self._lock = threading.Lock()
         self._read: LRU[str, bool] = LRU(size)
         self._outputs: LRU[str, str] = LRU(size)  # scope and tool call id -> digest of the output read
+        self._reading: dict[str, threading.Event] = {}  # read now by the call that claimed them; set when done
 
     def first_read(self, message: BaseMessage, scope: Scope) -> bool:
-        """Whether ``message`` is read for the first time (it counts as read from now on)."""
+        """Whether ``message`` is read for the first time (it counts as read from now on). The
+        caller reads it, then calls :meth:`finished` (:meth:`claim` does both)."""
         key = _read_key(message, scope)
         with self._lock:
             if key in self._read:
                 return False
             self._read.put(key, True)
+            self._reading[key] = threading.Event()
         return True
+
+    def finished(self, messages: Sequence[BaseMessage], scope: Scope) -> None:
+        """The reading of ``messages`` (claimed with :meth:`first_read`) ended, its facts stored
+        or not: calls waiting for it go on."""
+        with self._lock:
+            ended = [self._reading.pop(_read_key(message, scope), None) for message in messages]
+        for event in ended:
+            if event is not None:
+                event.set()
+
+    @contextmanager
+    def claim(self, messages: Sequence[BaseMessage], scope: Scope) -> Iterator[list[BaseMessage]]:
+        """The messages among ``messages`` read for the first time, for the block to read; they
+        count as read from now on (unless the block fails, see :meth:`unless_done`)."""
+        fresh = [message for message in messages if self.first_read(message, scope)]
+        try:
+            with self.unless_done(fresh, scope):
+                yield fresh
+        finally:
+            self.finished(fresh, scope)
+
+    @contextmanager
+    def reading(self, messages: Sequence[BaseMessage], scope: Scope) -> Iterator[list[BaseMessage]]:
+        """:meth:`claim`, then a wait for the others of ``messages`` that another call of the
+        scope is reading right now (two calls of one session at once), until the step's deadline
+        (``stores.timeout``) at the latest: what the caller looks up next holds their facts, as
+        it would had the calls come one after the other."""
+        with self.claim(messages, scope) as fresh:
+            yield fresh
+        deadline = step_deadline()
+        if deadline is None or not self._reading:  # outside a step nothing bounds the wait
+            return
+        with self._lock:
+            others = [event for message in messages if (event := self._reading.get(_read_key(message, scope))) is not None]
+        for event in others:
+            wait = deadline - time.monotonic()
+            if wait <= 0 or not event.wait(wait):
+                return
 
     def forget(self, messages: Sequence[BaseMessage], scope: Scope) -> None:
         """Forget that ``messages`` were read: their facts were not stored (the store failed)."""
