@@ -133,8 +133,13 @@ class AsyncPostgresCASStore(AsyncPooledStore):
     ``async`` methods on an ``AsyncConnectionPool``. For async services that read and write
     the CAS outside the engine (the engine itself is synchronous and uses the sync store).
 
+    Every call returns or raises :class:`~ctxplugin.errors.StoreUnavailableError` within the
+    pool's ``timeout`` (``from_dsn(timeout=...)``), a server that stopped answering included;
+    a task cancelled while a call waits is released at once.
+
     Args:
-        pool: an *open* ``AsyncConnectionPool`` (see :func:`ctxplugin_postgres.make_async_pool`).
+        pool: an *open* ``AsyncConnectionPool`` (see :func:`ctxplugin_postgres.make_async_pool`);
+            its ``timeout`` bounds each call.
         schema: the Postgres schema holding the tables.
         clock: time source for TTLs (epoch seconds).
         auto_migrate: on first use, apply pending migrations.
