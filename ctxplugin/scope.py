@@ -6,8 +6,8 @@ records the scope it was written from and a :data:`Visibility` saying how widely
 
 from __future__ import annotations
 
-from functools import lru_cache
 from collections.abc import Callable
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import quote
 
