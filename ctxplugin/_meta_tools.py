@@ -7,6 +7,8 @@ public home.
 
 from __future__ import annotations
 
+import copy
+import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -95,7 +97,13 @@ def make_expand_ref_tool(engine: ContextEngine, scope: ScopeResolver | Scope | N
 def _sent_schema(model: type[BaseModel]) -> dict[str, Any]:
     """``model``'s JSON schema as a model is shown it: types and required names only. Titles,
     defaults and per-argument descriptions are dropped (the tool's description covers them),
-    since the schema goes out with every model call."""
+    since the schema goes out with every model call. Made once per model (a host binds the
+    tool on every call); each caller gets its own copy."""
+    return copy.deepcopy(_made_schema(model))
+
+
+@functools.lru_cache(maxsize=8)
+def _made_schema(model: type[BaseModel]) -> dict[str, Any]:
     schema = model.model_json_schema()
     properties = {
         name: {key: value for key, value in prop.items() if key not in ("title", "default", "description")}
