@@ -6,6 +6,7 @@ date with facts other processes wrote when the collection's count differs from i
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from typing import Any
@@ -44,7 +45,7 @@ class _LexicalIndexes:
             held = self._held.get(name)
             if held is not None and now - held[1] < _SYNC_SECONDS:
                 return held[0]
-            index = held[0] if held is not None else LexicalIndex()
+            index = held[0] if held is not None else LexicalIndex(order=_written)
             if held is None or collection.count() != len(index):
                 _catch_up(collection, index)
             self._held[name] = (index, time.monotonic())
@@ -52,9 +53,31 @@ class _LexicalIndexes:
 
 
 def _tag(meta: dict[str, Any] | None) -> dict[str, Any]:
-    """What the lexical index keeps of a fact's metadata: enough for ``may_match``."""
+    """What the lexical index keeps of a fact's metadata: enough for ``may_match``, and when
+    the fact was written (see :func:`_written`)."""
     meta = meta or {}
-    return {"vis": meta.get("vis"), "is_valid": meta.get("is_valid", True), "scope": meta.get("scope", "global")}
+    return {
+        "vis": meta.get("vis"),
+        "is_valid": meta.get("is_valid", True),
+        "scope": meta.get("scope", "global"),
+        "created_us": _created_us(meta),
+    }
+
+
+def _created_us(meta: dict[str, Any]) -> int:
+    """When the fact was written, from the JSON body of its metadata (0 when unreadable)."""
+    try:
+        body = json.loads(meta.get("fact") or "{}")
+        return int(body.get("created_us", 0)) if isinstance(body, dict) else 0
+    except (TypeError, ValueError):
+        return 0
+
+
+def _written(doc_id: str, tag: dict[str, Any]) -> tuple[int, str]:
+    """How equal lexical scores rank: the older fact first, as in a process that wrote them
+    all (then by id). Every process sharing the collection ranks them so, whatever order its
+    own writes and the others' entered its index in."""
+    return int(tag.get("created_us", 0)), doc_id
 
 
 def _catch_up(collection: Any, index: LexicalIndex) -> None:

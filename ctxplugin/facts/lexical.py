@@ -17,6 +17,7 @@ and score candidates with it (see ``MemoryFactStore.search_lexical`` and
 from __future__ import annotations
 
 import heapq
+import itertools
 import math
 import threading
 from collections import Counter
@@ -34,10 +35,6 @@ _PART_WEIGHT = 0.5
 _BROAD = 0.2
 """Terms held by more than this share of the facts only re-score candidates other terms found
 (their postings are long and their weight is small)."""
-
-
-def _score(item: tuple[str, float]) -> float:
-    return item[1]
 
 
 @lru_cache(maxsize=65536)
@@ -91,13 +88,24 @@ class LexicalIndex:
 
     Thread-safe. Each document carries an opaque ``tag`` the caller filters on (a store keeps
     the metadata that tells who may read a fact and whether it is current).
+
+    Args:
+        order: how equal scores rank: a key of a document's id and its tag when it is added,
+            smaller first. When omitted, in the order the documents were added (not by their
+            ids, which are random), so the same conversation ranks the same way on every run.
+            An index kept by each of several processes over one shared collection needs a key
+            stored with the documents: each process adds its own writes at once and the
+            others' when it catches up, in orders of its own.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, order: Callable[[str, Any], Any] | None = None) -> None:
         self._postings: dict[str, dict[str, int]] = {}
         self._lengths: dict[str, int] = {}
         self._tags: dict[str, Any] = {}
         self._terms: dict[str, tuple[str, ...]] = {}
+        self._order_of = order
+        self._order: dict[str, Any] = {}  # doc id -> its rank among equal scores
+        self._added = itertools.count()
         self._total = 0
         self._lock = threading.Lock()
 
@@ -126,6 +134,7 @@ class LexicalIndex:
                 self._total += length
                 self._tags[doc_id] = tag
                 self._terms[doc_id] = tuple(counted)
+                self._order[doc_id] = next(self._added) if self._order_of is None else self._order_of(doc_id, tag)
 
     def retag(self, doc_id: str, tag: Any) -> None:
         """Replace the tag of an indexed document (nothing happens for an unknown id)."""
@@ -149,6 +158,7 @@ class LexicalIndex:
                     del self._postings[term]
         self._total -= self._lengths.pop(doc_id)
         self._tags.pop(doc_id, None)
+        self._order.pop(doc_id, None)
 
     def search(
         self, text: str, *, n: int, allow: Callable[[str, Any], bool] | None = None
@@ -163,17 +173,20 @@ class LexicalIndex:
             if docs == 0:
                 return []
             scores = self._scores(wanted, docs)
-            # equal scores keep the order the documents were added in (not their ids, which are
-            # random), so the same conversation ranks the same way on every run
+            order = self._order
+
+            def ranked(item: tuple[str, float]) -> tuple[float, Any]:  # best first, then the index's order
+                return -item[1], order[item[0]]
+
             if allow is None:
-                return heapq.nlargest(n, scores.items(), key=_score)
+                return heapq.nsmallest(n, scores.items(), key=ranked)
             # most candidates are readable: look at a few times n first, the rest only if needed
-            first = heapq.nlargest(4 * n, scores.items(), key=_score)
+            first = heapq.nsmallest(4 * n, scores.items(), key=ranked)
             out: list[tuple[str, float]] = []
             if self._take(first, allow, n, out) or len(first) == len(scores):
                 return out
             # sorting every candidate is the costly part: done only when the first few fell short
-            rest = sorted(scores.items(), key=_score, reverse=True)[len(first) :]
+            rest = sorted(scores.items(), key=ranked)[len(first) :]
             self._take(rest, allow, n, out)
             return out
 

@@ -173,6 +173,28 @@ def test_chroma_lexical_index_catches_up_with_another_writer(chroma_server: Chro
         assert theirs.id not in [f.id for f, _ in again]
 
 
+def test_chroma_lexical_ties_rank_the_same_in_every_process(chroma_server: ChromaServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    # two stores on one server are two processes' indexes: each adds its own writes at once and
+    # the other's when it catches up, so the order facts entered differs between them
+    config = FactsConfig(collection=f"f{uuid.uuid4().hex[:12]}")
+    monkeypatch.setattr(chroma_lexical_module, "_SYNC_SECONDS", 0.0)
+    start = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+    # ids ordered against the times: ranking by id alone would not pass
+    older = Fact(id=f"fact_f{uuid.uuid4().hex[:19]}", text="reservation AQLBTL belongs to sofia_kim_7287", owner=S, created_at=start)
+    newer = Fact(
+        id=f"fact_0{uuid.uuid4().hex[:19]}", text="reservation OI5L9G belongs to sofia_kim_7287", owner=S,
+        created_at=start + dt.timedelta(seconds=1),
+    )
+    with ChromaFactStore.http(chroma_server.url, config=config) as one, ChromaFactStore.http(chroma_server.url, config=config) as two:
+        for store in (one, two):
+            assert store.search_lexical("sofia_kim_7287", _valid(S), n=2) == []  # each reads its index now
+        two.add([older])
+        one.add([newer])
+        ranked = [[f.id for f, _ in store.search_lexical("sofia_kim_7287 reservation", _valid(S), n=2)] for store in (one, two)]
+    # equal scores: the older fact first, as one process that wrote both would rank them
+    assert ranked == [[older.id, newer.id]] * 2
+
+
 def _valid(scope: Scope) -> FactQuery:
     return FactQuery(reader=scope, valid=True)
 
