@@ -58,10 +58,21 @@ def unread(writes: FactStore | WriteBatch, owner: Scope, drafts: Sequence[Read])
     )
 
 
+def by_message(drafts: Sequence[Read]) -> list[list[Read]]:
+    """``drafts`` in runs read from one message each, in order."""
+    runs: list[list[Read]] = []
+    for read in drafts:
+        if runs and _origin(runs[-1][-1]) == _origin(read):
+            runs[-1].append(read)
+        else:
+            runs.append([read])
+    return runs
+
+
 def _origin(read: Read) -> _Origin:
     """The message a draft was read from: its source type, reference and tool output."""
     draft, source, _, output = read
     return source, draft.source_ref, output
 
 
-__all__ = ["unread"]
+__all__ = ["by_message", "unread"]

@@ -45,6 +45,7 @@ from ctxplugin.facts.model import (
     AUTHORITY_RANK,
     PROTECTED_SCOPES,
     REFUSED,
+    RETRIEVED_SCOPES,
     Fact,
     FactQuery,
     normalize_key,
@@ -344,3 +345,23 @@ def _same_slot(a: Fact, b: Fact) -> bool:
     """Whether two facts share an owner slot: the same session for session facts, the same user
     for user facts, and so on (the unit within which a key supersedes)."""
     return a.visibility == b.visibility and visibility_key(a.owner, a.visibility) == visibility_key(b.owner, b.visibility)
+
+
+def superseded_pairs(store: FactStore, scope: Scope, limit: int) -> list[tuple[Fact, Fact]]:
+    """Recently superseded (or refused) facts readable from ``scope``, each with the current
+    fact that replaced it (see :meth:`ctxplugin.facts.FactsLedger.superseded`)."""
+    old = store.find(FactQuery(reader=scope, valid=False, scopes=tuple(RETRIEVED_SCOPES)), limit=limit)
+    known = {f.id: f for f in old}
+    wanted = {f.superseded_by for f in old if f.superseded_by and f.superseded_by not in known}
+    known.update((f.id, f) for f in store.get(sorted(wanted), reader=scope))
+    pairs: list[tuple[Fact, Fact]] = []
+    for fact in old:
+        head = fact
+        for _ in range(_MAX_CHAIN):
+            nxt = known.get(head.superseded_by or "")
+            if nxt is None or nxt.id == head.id:
+                break
+            head = nxt
+        if head.is_valid and head.id != fact.id and permitted(fact, scope) and permitted(head, scope):
+            pairs.append((fact, head))
+    return pairs

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import threading
 from collections.abc import Callable, Collection, Mapping, Sequence
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractContextManager, ExitStack, nullcontext
 from datetime import UTC, datetime
 from typing import Any
 
@@ -20,9 +20,16 @@ from langchain_core.messages import BaseMessage
 from ctxplugin.config import FactsConfig, FactsStrategy
 from ctxplugin.errors import InvalidInputError
 from ctxplugin.facts._batch import WriteBatch
-from ctxplugin.facts._drafts import _build_fact, _candidate_ids, _valid_draft, owner_of, read_drafts
-from ctxplugin.facts._reread import unread
-from ctxplugin.facts._supersession import _MAX_CHAIN, _supersede, changed_basis
+from ctxplugin.facts._drafts import (
+    Read,
+    _build_fact,
+    _candidate_ids,
+    _valid_draft,
+    owner_of,
+    read_drafts,
+)
+from ctxplugin.facts._reread import by_message, unread
+from ctxplugin.facts._supersession import _supersede, changed_basis, superseded_pairs
 from ctxplugin.facts._text import identifiers, query_text, result_count, strings
 from ctxplugin.facts._withheld import Withheld
 from ctxplugin.facts.extract import Extractor, ExtractorLike, FactDraft, as_extractor
@@ -279,21 +286,7 @@ class FactsLedger:
     def superseded(self, *, scope: Scope, limit: int = 200) -> list[tuple[Fact, Fact]]:
         """Recently superseded (or refused) facts readable from ``scope``, each with the current
         fact that replaced it. Two store reads whatever the chain lengths."""
-        old = self.store.find(FactQuery(reader=scope, valid=False, scopes=tuple(RETRIEVED_SCOPES)), limit=limit)
-        known = {f.id: f for f in old}
-        wanted = {f.superseded_by for f in old if f.superseded_by and f.superseded_by not in known}
-        known.update((f.id, f) for f in self.store.get(sorted(wanted), reader=scope))
-        pairs: list[tuple[Fact, Fact]] = []
-        for fact in old:
-            head = fact
-            for _ in range(_MAX_CHAIN):
-                nxt = known.get(head.superseded_by or "")
-                if nxt is None or nxt.id == head.id:
-                    break
-                head = nxt
-            if head.is_valid and head.id != fact.id and permitted(fact, scope) and permitted(head, scope):
-                pairs.append((fact, head))
-        return pairs
+        return superseded_pairs(self.store, scope, limit)
 
     def search(
         self,
@@ -367,30 +360,40 @@ class FactsLedger:
         drafts = read_drafts(messages, self.extractor, scope=scope, authority=authority)
         if not drafts:
             return []
+        owner = owner_of(scope)
+        if self.lock is None:  # one process: the facts are decided in order and sent together
+            return self._ingest_batch(drafts, scope, ())
+        # shared: one message's facts are decided under their slots' locks and sent together, so
+        # a process killed meanwhile leaves none (the message is read again), never some of them
+        opener = getattr(self.store, "open", None)
+        if callable(opener):  # connecting can take a second: not while others wait for the lock
+            opener(owner)
         written: list[Fact] = []
-        if self.lock is not None:
-            # shared with other processes: each fact is written while its slot's lock is held
-            drafts = unread(self.store, owner_of(scope), drafts)
-            for draft, source, audience, output in drafts:
-                fact, created = self._commit(draft, scope=scope, source=source, audience=audience, output=output)
-                if created and fact.is_valid:
-                    written.append(fact)
-            return written
-        # one process: the facts are decided in order, each seeing the ones before, and sent to
-        # the store together (one add, one update), under the ledger's lock throughout
-        with self._lock:
-            batch = WriteBatch(self.store)
-            self._batch.current = batch
-            try:
-                batch.prefetch(owner_of(scope), [read[0] for read in drafts])
-                drafts = unread(batch, owner_of(scope), drafts)
-                for draft, source, audience, output in drafts:
-                    fact, created = self._commit(draft, scope=scope, source=source, audience=audience, output=output)
-                    if created and fact.is_valid:
-                        written.append(fact)
-            finally:
-                self._batch.current = None
-                batch.flush()
+        for group in by_message(drafts):
+            slots = {visibility_key(owner, read[0].visibility or "session") for read in group}
+            written += self._ingest_batch(group, scope, sorted(map(slot_lock_name, slots)))
+        return written
+
+    def _ingest_batch(self, drafts: Sequence[Read], scope: Scope, locks: Sequence[str]) -> list[Fact]:
+        """Decide ``drafts`` in order, each seeing the ones before, holding the shared ``locks``
+        and the ledger's lock throughout, and send them to the store together."""
+        owner = owner_of(scope)
+        written: list[Fact] = []
+        with ExitStack() as held:
+            for name in locks:
+                held.enter_context(self.lock.hold(name) if self.lock is not None else nullcontext())
+            with self._lock:
+                batch = WriteBatch(self.store)
+                self._batch.current = batch
+                try:
+                    batch.prefetch(owner, [read[0] for read in drafts])
+                    for draft, source, audience, output in unread(batch, owner, drafts):
+                        fact, created = self._commit(draft, scope=scope, source=source, audience=audience, output=output)
+                        if created and fact.is_valid:
+                            written.append(fact)
+                finally:
+                    self._batch.current = None
+                    batch.flush()
         return written
 
 

@@ -137,3 +137,43 @@ def rewrite_key(args: tuple[int, dict[str, str], float, int, bool]) -> int:
     finally:
         close(engine)
     return rounds
+
+
+RESERVATIONS = "\n".join(
+    f"reservation R{i:04d}X: user_id=kim_{i}, origin=JFK, destination=LAX, cabin=economy, status=confirmed"
+    for i in range(12)
+)
+"""A tool output the rule extractor reads several facts from."""
+
+
+def capture_then_hang(args: tuple[dict[str, str], str, int]) -> None:
+    """Capture :data:`RESERVATIONS`, writing ``$marker`` and blocking until killed when about to
+    send the fact store its ``writes``-th write, or once the capture is done."""
+    env, marker, writes = args
+    from ctxplugin import Scope
+
+    engine = _engine(env)
+    store = engine.facts.store
+    sent = [0]
+
+    def hang() -> None:
+        with open(marker, "w", encoding="utf-8") as out:
+            out.write(f"{os.getpid()}\n")
+        time.sleep(600)
+
+    def counted(method: Any) -> Any:
+        def write(*args: Any, **kwargs: Any) -> Any:
+            sent[0] += 1
+            if sent[0] == writes:
+                hang()
+            return method(*args, **kwargs)
+
+        return write
+
+    for name in ("add", "update", "write"):
+        setattr(store, name, counted(getattr(store, name)))
+    engine.capture_tool_result(
+        ToolMessage(content=RESERVATIONS, tool_call_id="call-1", name="get_reservations"),
+        scope=Scope(session_id="killed", user_id="team"),
+    )
+    hang()
