@@ -11,25 +11,35 @@ view may stay over its budget by their size; the budget stage says so.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ctxplugin._graphemes import head, tail
 from ctxplugin.tokens import TokenCounter, blocks_tokens, content_text, count_cached
 
+Keep = Callable[[str], str | None]
+"""Stores a text about to be cut and gives the ref it is read back by (None: not stored)."""
 
-def cut_text(text: str, max_tokens: int, counter: TokenCounter) -> str:
-    """Keep head and tail of ``text`` within ``max_tokens`` (with an elision marker)."""
+
+def cut_text(text: str, max_tokens: int, counter: TokenCounter, keep: Keep | None = None) -> str:
+    """Keep head and tail of ``text`` within ``max_tokens`` (with an elision marker).
+
+    With ``keep``, a text that is cut is given to it first, and the marker names the ref it
+    returns, where ``expand_ref`` reads the whole text; when no head and tail fit beside that
+    marker, the plain one is used."""
     if (total := count_cached(text, counter)) <= max_tokens:
         return text
     if max_tokens <= 8:
         return "[…]"
-    budget_chars = max(8, max_tokens * 3)
-    while budget_chars > 8:
-        candidate = f"{head(text, budget_chars * 2 // 3)}\n[… {total} tokens cut to fit the budget …]\n{tail(text, budget_chars // 3)}"
-        if counter.count(candidate) <= max_tokens:
-            return candidate
-        budget_chars = int(budget_chars * 0.8)
+    ref = keep(text) if keep is not None else None
+    notes = [f"[… {total} tokens cut to fit the budget; expand_ref(ref_id='{ref}') reads the whole message …]"] if ref else []
+    for note in (*notes, f"[… {total} tokens cut to fit the budget …]"):
+        budget_chars = max(8, max_tokens * 3)
+        while budget_chars > 8:
+            candidate = f"{head(text, budget_chars * 2 // 3)}\n{note}\n{tail(text, budget_chars // 3)}"
+            if counter.count(candidate) <= max_tokens:
+                return candidate
+            budget_chars = int(budget_chars * 0.8)
     return "[…]"
 
 
@@ -37,23 +47,24 @@ def _is_text(block: Any) -> bool:
     return isinstance(block, str) or (isinstance(block, dict) and isinstance(block.get("text"), str))
 
 
-def cut_content(content: str | list[Any], max_tokens: int, counter: TokenCounter) -> str | list[Any]:
+def cut_content(content: str | list[Any], max_tokens: int, counter: TokenCounter, keep: Keep | None = None) -> str | list[Any]:
     """``content`` within ``max_tokens`` as far as its text allows.
 
     A string is cut (:func:`cut_text`), and so is a list of text blocks alone (to one string).
     A list with other blocks keeps each of them, whole and in its place; its text is cut to what
     they leave (counted as :func:`~ctxplugin.tokens.count_message` counts them) and put in the
     first text block, and the other text blocks go. Without text, nothing can be cut: the
-    content is returned as it is."""
+    content is returned as it is. ``keep`` is given the whole text when it is cut (see
+    :func:`cut_text`)."""
     if isinstance(content, str):
-        return cut_text(content, max_tokens, counter)
+        return cut_text(content, max_tokens, counter, keep)
     others = sum(1 for block in content if not _is_text(block))
     if not others:
-        return cut_text(content_text(content), max_tokens, counter)
+        return cut_text(content_text(content), max_tokens, counter, keep)
     text = content_text(content)
     if not text:
         return content
-    cut = cut_text(text, max(8, max_tokens - blocks_tokens(content, counter)), counter)
+    cut = cut_text(text, max(8, max_tokens - blocks_tokens(content, counter)), counter, keep)
     out: list[Any] = []
     placed = False
     for block in content:
@@ -79,4 +90,4 @@ def water_level(sizes: Sequence[int], available: int) -> int:
     return max(8, ordered[-1])
 
 
-__all__ = ["cut_content", "cut_text", "water_level"]
+__all__ = ["Keep", "cut_content", "cut_text", "water_level"]

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
-from ctxplugin._cut import cut_content, water_level
+from ctxplugin._cut import Keep, cut_content, water_level
 from ctxplugin._layout import (
     Layout,
     Placement,
@@ -224,9 +224,10 @@ def omitted_marker(text: str = OMITTED_NOTE) -> HumanMessage:
     return HumanMessage(content=text, additional_kwargs={META_KEY: {"omitted": True}})
 
 
-def minimum_viable(parts: Parts, total: int, counter: TokenCounter) -> Parts:
+def minimum_viable(parts: Parts, total: int, counter: TokenCounter, keep: Keep | None = None) -> Parts:
     """System essentials, the task, the current user message, and the last assistant turn,
-    cut to fit.
+    cut to fit. A user's message is cut with ``keep`` (see :func:`ctxplugin._cut.cut_text`):
+    what the user wrote stays readable behind a ref.
 
     The task (the first human message) stays: it is what the rest answers, and providers
     (Anthropic, Google, Bedrock) refuse a conversation whose first turn is not the user's —
@@ -234,7 +235,6 @@ def minimum_viable(parts: Parts, total: int, counter: TokenCounter) -> Parts:
     """
     history = parts.history
     spans = exchange_spans(history)
-    keep: list[BaseMessage] = []
     humans = [i for i, m in enumerate(history) if is_user_turn(m)]
     last_ai_span = next(
         ((s, e) for s, e in reversed(spans) if isinstance(history[s], AIMessage)), None
@@ -247,14 +247,14 @@ def minimum_viable(parts: Parts, total: int, counter: TokenCounter) -> Parts:
     if spans:  # the exchange the model is answering now must stay whole
         chosen.update(range(*spans[-1]))
     order = sorted(chosen)
-    keep = [history[i] for i in order]
+    keep_messages = [history[i] for i in order]
     # the user's current message is what the view answers: the others are cut first, and it
     # is cut too only when it takes more than half of the total
     current = order.index(humans[-1]) if humans else None
     kept_spans = sum(1 for start, _ in spans if start in chosen)
     dropped = parts.dropped_exchanges + len(spans) - kept_spans
     slim = replace(
-        parts, history=keep, facts=(), dropped_exchanges=dropped, notes=(OMITTED_NOTE,) if dropped else ()
+        parts, history=keep_messages, facts=(), dropped_exchanges=dropped, notes=(OMITTED_NOTE,) if dropped else ()
     )
     # Share what is left fairly: every text above a common cap is cut to it (water filling),
     # so the system essentials, the question and the last answer all keep their heads.
@@ -274,8 +274,10 @@ def minimum_viable(parts: Parts, total: int, counter: TokenCounter) -> Parts:
         for index, size in enumerate(sizes[1:]):
             if size > cap and size > 12 and index + 1 != hold:
                 # the text is cut; an image, a thinking block (its signature) or a tool_use stays whole
-                message = history_copy[index]
-                content = cut_content(message.content, max(8, cap - 8), counter)
+                # from the message as it came, never a cut of a cut: one marker, one ref
+                message = keep_messages[index]
+                user = keep if is_user_turn(message) else None
+                content = cut_content(message.content, max(8, cap - 8), counter, user)
                 history_copy[index] = message.model_copy(update={"content": content})
         slim = replace(slim, history=history_copy)
     return slim
@@ -312,8 +314,11 @@ class BudgetOutcome:
     within: bool
 
 
-def enforce(parts: Parts, budgets: dict[str, int], counter: TokenCounter, *, block_size: int, note_tokens: int = 0) -> BudgetOutcome:
-    """Fit ``parts`` into ``budgets`` (in the module docstring's order); a note for dropped exchanges lists their values within ``note_tokens``."""
+def enforce(
+    parts: Parts, budgets: dict[str, int], counter: TokenCounter, *, block_size: int, note_tokens: int = 0, keep: Keep | None = None
+) -> BudgetOutcome:
+    """Fit ``parts`` into ``budgets`` (in the module docstring's order); a note for dropped exchanges lists their values within ``note_tokens``;
+    a user's message the last resort cuts is given to ``keep`` (see :func:`minimum_viable`)."""
     warnings: list[str] = []
     initial = parts
     sections = section_tokens(parts, counter)
@@ -349,7 +354,7 @@ def enforce(parts: Parts, budgets: dict[str, int], counter: TokenCounter, *, blo
     within = True
     if total_over(parts):
         # from the untrimmed parts: step 1 may have dropped the last assistant turn
-        parts = minimum_viable(initial, budgets["total"], counter)
+        parts = minimum_viable(initial, budgets["total"], counter, keep)
         warnings.append(
             f"context trimmed to the minimum viable view (system essentials, the task, current user message, "
             f"last assistant turn) to fit the total budget of {budgets['total']} tokens"

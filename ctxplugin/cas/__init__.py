@@ -36,6 +36,7 @@ from ctxplugin.cas.capture import (
     compact_text,
     non_text_blocks,
     shows_compact,
+    store_text,
 )
 from ctxplugin.cas.expand import (
     expand,
@@ -83,6 +84,7 @@ __all__ = [
     "raw_hash",
     "select",
     "shows_compact",
+    "store_text",
     "summarize",
     "withheld",
     "without_lead",

@@ -182,6 +182,24 @@ def _shared_with(visibility: Visibility, scope: Scope) -> Visibility:
     return visibility
 
 
+def store_text(text: str, *, store: CASStore, scope: Scope, config: CASConfig, kind: str = "user") -> tuple[str, bool]:
+    """Store ``text`` whole (a user's message the budget cuts) as a tool output is stored: under
+    ``ref:<kind>:<hash16>``, granted to ``scope`` with the visibility and TTL of tool outputs.
+    The same text gives the same ref.
+
+    Returns:
+        The ref, and whether a new grant was written.
+
+    Raises:
+        StoreError: the store failed.
+    """
+    digest = content_hash(text)
+    ref_id = make_ref(kind, digest)
+    item = CASItem(ref_id=ref_id, content_hash=digest, raw_hash=raw_hash(text), kind=kind, content=text)
+    created = store.put(item, scope, visibility=_shared_with(config.visibility, scope), ttl_seconds=config.ttl_seconds)
+    return ref_id, created
+
+
 def capture(
     content: Any,
     *,

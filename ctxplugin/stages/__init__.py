@@ -70,7 +70,8 @@ def pipeline(
         stages.append(CompressHistory(config=config.history, counter=counter, summarizer=summarizer))
     if config.facts.enabled and config.facts.skip_shown:
         stages.append(SkipShown())
-    stages.append(FitBudget(facts=config.facts, counter=counter, block_size=config.history.block_size, note_tokens=config.history.digest_tokens))
+    stages.append(FitBudget(facts=config.facts, counter=counter, block_size=config.history.block_size, note_tokens=config.history.digest_tokens,
+                            captures=captures if config.cas.enabled else None))
     stages.append(Account(counter=counter, note=note))
     return tuple(stages)
 

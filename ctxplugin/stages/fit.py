@@ -13,8 +13,10 @@ from typing import ClassVar
 from ctxplugin._layout import calls_tools, is_condensed, lookup_fits
 from ctxplugin.budget import Parts, enforce, section_tokens, total_tokens
 from ctxplugin.config import FactsConfig
+from ctxplugin.errors import StoreError
+from ctxplugin.stages.memos import CaptureMemo
 from ctxplugin.stages.view import CallView, Fitted
-from ctxplugin.tokens import TokenCounter
+from ctxplugin.tokens import TokenCounter, content_text
 
 FACTS_TITLE = "Known facts (current; newer facts replace older ones):"
 
@@ -29,6 +31,8 @@ class FitBudget:
         block_size: ``history.block_size``: exchanges are dropped in blocks of this many.
         note_tokens: ``history.digest_tokens``: the note for dropped exchanges lists their
             values within this many tokens.
+        captures: where a user's message the last resort cuts is stored whole, so that its
+            cut names a ref (None when the CAS is off: the cut names none).
     """
 
     name: ClassVar[str] = "budget"
@@ -36,6 +40,7 @@ class FitBudget:
     counter: TokenCounter
     block_size: int
     note_tokens: int = 0
+    captures: CaptureMemo | None = None
 
     def apply(self, view: CallView) -> CallView:
         # without a bound tool or a tool call of its own, the request has no tool list, which
@@ -54,8 +59,23 @@ class FitBudget:
             facts_placement=self.facts.placement,
             lookups=lookups,
         )
+        refs: dict[str, bool] = {}  # stored by this call's cuts -> whether newly
+        failed: list[str] = []
+        captures = self.captures
+
+        def keep(text: str) -> str | None:
+            if captures is None or failed:
+                return None
+            try:
+                ref, created = captures.stored_text(text, view.scope)
+            except StoreError as exc:
+                failed.append(str(exc))
+                return None
+            refs[ref] = refs.get(ref, False) or created
+            return ref
+
         outcome = enforce(
-            parts, dict(view.budgets), self.counter, block_size=self.block_size, note_tokens=self.note_tokens
+            parts, dict(view.budgets), self.counter, block_size=self.block_size, note_tokens=self.note_tokens, keep=keep
         )
         parts = outcome.parts
         if any(line.from_tool for line in parts.facts) and not (
@@ -82,7 +102,14 @@ class FitBudget:
             dropped_exchanges=parts.dropped_exchanges,
             facts=parts.facts,
         )
-        return view.override(fitted=fitted).warn(*outcome.warnings)
+        view = view.override(fitted=fitted).warn(*outcome.warnings)
+        if failed:
+            view = view.degraded(f"CAS unavailable; a user message cut to fit the budget is not stored, its cut part is not readable: {failed[0]}")
+        shown = [ref for ref in refs if any(ref in content_text(m.content) for m in messages)]
+        if not shown:
+            return view
+        return view.override(refs_created=(*view.refs_created, *(r for r in shown if refs[r])),
+                             refs_used=(*view.refs_used, *shown))
 
 
 __all__ = ["FACTS_TITLE", "FitBudget"]

@@ -20,7 +20,7 @@ from ctxplugin._deadline import step_deadline
 from ctxplugin._lru import LRU
 from ctxplugin._messages import annotation
 from ctxplugin._names import META_TOOL_NAMES
-from ctxplugin.cas import Captured, CASStore, capture, host_answer
+from ctxplugin.cas import Captured, CASStore, capture, host_answer, store_text
 from ctxplugin.config import CASConfig
 from ctxplugin.facts.model import output_digest
 from ctxplugin.scope import Scope
@@ -72,6 +72,24 @@ class CaptureMemo:
             # a later lookup stores nothing: it did not create the grant
             self._memo.put(key, dataclasses.replace(captured, created=False) if captured.created else captured)
         return captured
+
+    def stored_text(self, text: str, scope: Scope) -> tuple[str, bool]:
+        """The ref ``text`` (a user's message the budget cuts) is stored under in ``scope``,
+        and whether this call stored it (once per scope and text; see
+        :func:`~ctxplugin.cas.store_text`).
+
+        Raises:
+            StoreError: the CAS failed.
+        """
+        key = f"{scope.key()}\x00user\x00{len(text)}\x00{hash(text)}"
+        with self._lock:
+            hit = self._memo.get(key)
+        if hit is not None and hit.ref_id is not None:
+            return hit.ref_id, False
+        ref, created = store_text(text, store=self.store, scope=scope, config=self.config)
+        with self._lock:
+            self._memo.put(key, Captured("", ref, False, False, 0, 0))
+        return ref, created
 
 
 class ReadMemo:
