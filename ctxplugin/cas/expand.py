@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
@@ -15,11 +15,15 @@ from ctxplugin.cas._blocks import blocks_for_model, images_note, stored_blocks
 from ctxplugin.cas._budget import cut_around, window
 from ctxplugin.cas._canon import parse_json, ref_as_written
 from ctxplugin.cas._json_path import parse_path, select
+from ctxplugin.cas._parsed import ParsedMemo
 from ctxplugin.cas._patterns import Matcher, check_options
 from ctxplugin.cas.store import CASStore
 from ctxplugin.errors import CtxpluginError, InvalidInputError, RefNotFoundError, StoreError
 from ctxplugin.scope import Scope
 from ctxplugin.tokens import TokenCounter, content_text, count_text
+
+_PARSED = ParsedMemo()
+"""The last few large JSON outputs read, parsed (bounded: see :mod:`ctxplugin.cas._parsed`)."""
 
 
 # ---------------------------------------------------------------------------- selection
@@ -59,7 +63,10 @@ def _select(
     page_cap: int | None = None,
     context: bool = False,
     screen: bool = False,
+    key: Hashable | None = None,
 ) -> _Selection:
+    # ``key`` names the stored text exactly (see :mod:`ctxplugin.cas._parsed`); ``screen`` is part of it
+    key = None if key is None else (key, screen)
     matcher = check_options(offset, limit, pattern, regex)
     if isinstance(fields, str):
         fields = [fields]
@@ -71,7 +78,7 @@ def _select(
     labels: list[str] | None = None
     unit: Literal["items", "lines"]
     if fields:
-        is_json, value = parse_json(content)
+        is_json, value = _PARSED.parsed(key, content, parse_json)
         if not is_json:
             raise _not_json(ref_id, content)
         doc = select(value, fields[0]) if len(fields) == 1 else {f: select(value, f) for f in fields}
@@ -84,7 +91,7 @@ def _select(
     else:
         # a JSON array's items are its units; a pattern searches an object record by record;
         # anything else is lines
-        is_json, value = parse_json(content) if content.lstrip()[:1] in ("[", "{") else (False, None)
+        is_json, value = _PARSED.parsed(key, content, parse_json) if content.lstrip()[:1] in ("[", "{") else (False, None)
         if is_json and isinstance(value, list):
             unit, values = "items", value
         elif is_json and isinstance(value, dict) and matcher is not None:
@@ -210,7 +217,8 @@ def expand(
         StoreError: the store failed.
     """
     check_options(offset, limit, pattern, regex)  # a bad option is reported before the store is asked
-    return _plain(_select(store.get(ref_id, scope).content, ref_id, fields, offset, limit, pattern, regex))
+    record = store.get(ref_id, scope)
+    return _plain(_select(record.content, ref_id, fields, offset, limit, pattern, regex, key=(ref_id, record.raw_hash, len(record.content), False)))
 
 
 def expand_for_model(
@@ -264,7 +272,8 @@ def expand_content_for_model(
         blocks = stored_blocks(record)
         content = record.content if blocks is None else content_text(blocks)
         # a unit costs at least one token: no page holds more than max_tokens of them
-        selection = _select(content, ref_id, fields, offset, limit, pattern, regex, page_cap=max_tokens, context=True, screen=True)
+        key = (ref_id, record.raw_hash, len(record.content), blocks is not None)  # the blocks' text, or the output itself
+        selection = _select(content, ref_id, fields, offset, limit, pattern, regex, page_cap=max_tokens, context=True, screen=True, key=key)
     except RefNotFoundError:
         return (
             f"expand_ref: no such ref visible here: {ref_id!r}. Refs are readable only in the "
@@ -279,7 +288,8 @@ def expand_content_for_model(
         if len(whole) <= max_tokens * 8 and count_text(whole, counter) <= max_tokens:
             return whole if blocks is None else blocks_for_model(blocks, None)
         try:
-            selection = _select(content, ref_id, None, 0, None, None, False, whole_as_units=True, page_cap=max_tokens, screen=True)
+            selection = _select(content, ref_id, None, 0, None, None, False, whole_as_units=True, page_cap=max_tokens, screen=True,
+                                key=key)
         except CtxpluginError as exc:
             return f"expand_ref: {exc}"
         page = _page_for_model(selection, content, max_tokens, counter, fields, pattern, regex)
