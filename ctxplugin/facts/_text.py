@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 import threading
 import unicodedata
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from functools import lru_cache
 
 from ctxplugin._lru import LRU, THREAD_TEXTS, TextKey, text_key
@@ -220,7 +220,18 @@ def slug(text: str, max_words: int = 4) -> str:
     return "_".join(kept[-max_words:])
 
 
-def sentences(text: str) -> list[str]:
-    """Split prose into sentences and lines (never inside URLs, paths or decimals)."""
-    pieces = re.split(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])|\n+", text)
-    return [p.strip() for p in pieces if p and p.strip()]
+_SENTENCE_BREAK = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])|\n+")
+
+
+def sentences(text: str) -> Iterator[str]:
+    """The sentences and lines of prose (never split inside URLs, paths or decimals), one at a
+    time: a reader that stops after the first few does not split the rest of a long output."""
+    start = 0
+    for match in _SENTENCE_BREAK.finditer(text):
+        piece = text[start : match.start()].strip()
+        start = match.end()
+        if piece:
+            yield piece
+    piece = text[start:].strip()
+    if piece:
+        yield piece

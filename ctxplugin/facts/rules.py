@@ -34,6 +34,7 @@ keyed by the record's id field, so a later read of the same record supersedes th
 from __future__ import annotations
 
 import re
+from itertools import islice
 from typing import Any
 
 from langchain_core.messages import BaseMessage, HumanMessage, ToolMessage
@@ -150,21 +151,25 @@ class RuleExtractor:
         self.max_per_message = max_per_message
 
     def __call__(self, message: BaseMessage) -> list[FactDraft]:
+        limit = self.max_per_message
         if isinstance(message, ToolMessage):
             shape = annotation(message).get("shape")
-            drafts = self.from_tool(content_text(message.content), message.name, shape=shape if isinstance(shape, str) else None)
+            drafts = self.from_tool(content_text(message.content), message.name, shape=shape if isinstance(shape, str) else None, limit=limit)
         elif isinstance(message, HumanMessage):
-            drafts = self.from_text(content_text(message.content))
+            drafts = self.from_text(content_text(message.content), limit=limit)
         else:
             drafts = []
-        return drafts[: self.max_per_message]
+        return drafts[:limit]
 
     # ------------------------------------------------------------------ prose
-    def from_text(self, text: str, *, voice: str = "user") -> list[FactDraft]:
-        """Facts stated in prose (``voice="tool"`` skips decisions and preferences)."""
+    def from_text(self, text: str, *, voice: str = "user", limit: int | None = None) -> list[FactDraft]:
+        """Facts stated in prose (``voice="tool"`` skips decisions and preferences); with
+        ``limit``, reading stops once that many are found (the first ones are the same)."""
         out: list[FactDraft] = []
         seen: set[str] = set()
-        for sentence in sentences(FENCED.sub("\n", text))[:_MAX_SENTENCES]:
+        for sentence in islice(sentences(FENCED.sub("\n", text)), _MAX_SENTENCES):
+            if limit is not None and len(out) >= limit:
+                break  # a 60-line listing is not read to its end for facts that would be dropped
             if CODE.search(sentence) or TRACE_FRAME.match(sentence) or (
                 voice == "tool" and (PROGRESS.match(sentence) or TOOL_TROUBLE.search(sentence))
             ):
@@ -268,11 +273,13 @@ class RuleExtractor:
         return None
 
     # ------------------------------------------------------------------ tool results
-    def from_tool(self, text: str, tool_name: str | None = None, *, shape: str | None = None) -> list[FactDraft]:
+    def from_tool(
+        self, text: str, tool_name: str | None = None, *, shape: str | None = None, limit: int | None = None
+    ) -> list[FactDraft]:
         """Facts in a tool result: records of JSON objects, or the prose rules on the first
         characters of plain text, unless it is code, a diff, a test report or a listing
         (:data:`MACHINE_SHAPES`; ``shape`` is what a summary of the whole output found, else
-        the shape of those characters is told here)."""
+        the shape of those characters is told here). ``limit`` as for :meth:`from_text`."""
         stripped = text.strip()
         if stripped[:1] in "[{":
             try:
@@ -284,7 +291,7 @@ class RuleExtractor:
         head = stripped[:_TOOL_TEXT]
         if (shape or detect_text_shape(head)) in MACHINE_SHAPES:
             return []
-        return self.from_text(head, voice="tool")
+        return self.from_text(head, voice="tool", limit=limit)
 
     def from_json(self, data: dict[str, Any] | list[Any], tool_name: str | None = None) -> list[FactDraft]:
         """One record fact per JSON object (a list gives its first few objects)."""
