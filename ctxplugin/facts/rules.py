@@ -34,7 +34,7 @@ keyed by the record's id field, so a later read of the same record supersedes th
 from __future__ import annotations
 
 import re
-from itertools import islice
+from itertools import chain, islice
 from typing import Any
 
 from langchain_core.messages import BaseMessage, HumanMessage, ToolMessage
@@ -104,6 +104,7 @@ _VERBS = (
     r"departs|departed|leaves|left|arrives|arrived|lands|landed|starts|started|begins|began|ends|ended|finishes|"
     r"finished|closes|closed|opens|opened|expires|expired"
 )
+_CLAUSE_BREAK = re.compile(r"[:,;]\s+")
 _AND_CLAUSE = re.compile(r",?\s+and\s+|;\s+", re.IGNORECASE)
 _ASSIGN = re.compile(rf"^(?P<subj>[\w#][\w#'&/. -]{{0,60}}?)\s*\b(?P<verb>{_VERBS})(?:\s+|\b)(?P<val>.+)$", re.IGNORECASE)
 _ASSIGN_EQ = re.compile(r"^(?P<subj>[\w#][\w#'&/. -]{0,60}?)\s*(?P<verb>=)\s*(?P<val>.+)$")
@@ -203,17 +204,11 @@ class RuleExtractor:
         body = _AGAIN.sub("", _SCOPE_LEAD.sub("", _LEAD.sub("", sentence).strip()).strip().rstrip(".!?"))
         # "not economy, business": the user names the value they reject
         not_this = user_voice.rejected(body) if voice == "user" else None
-        correction = bool(_CORRECTION.search(sentence)) or not_this is not None
-        scope: FactScope = "global"
-        if _HYPOTHETICAL.search(sentence):
-            scope = "hypothetical"
-        elif _DRAFT.search(sentence):
-            scope = "draft"
-        weighed = voice == "user" and scope == "global" and bool(_TENTATIVE.search(sentence))  # "maybe $800"
+        scope = _scope_of(sentence) if voice == "user" else None
+        weighed = scope == "global" and bool(_TENTATIVE.search(sentence))  # "maybe $800"
         reported = _REPORTED.match(body) if voice == "user" else None
         if reported:  # "my manager said the stay is 3 nights": their word, a draft keyed by what it is about
             body, scope = reported.group("said"), "draft" if scope == "global" else scope
-        importance = 0.7 if correction else 0.5
         # "use X instead of Y" from a tool is advice (a linter's message), not a correction
         replaces = (_replaced(sentence) or not_this) if voice == "user" else None
         tags = tuple(ids[:8])
@@ -221,8 +216,10 @@ class RuleExtractor:
 
         def make(kind: FactKind, key: str | None, **extra: Any) -> FactDraft:
             constraint_type = _constraint_type(sentence) if kind == "constraint" else None
+            # a correction and a tool line's scope are told only when a fact is made: most lines give none
+            importance = 0.7 if not_this is not None or _CORRECTION.search(sentence) else 0.5
             weight = max(importance, 0.8) if kind == "constraint" else importance
-            stated = "draft" if weighed and (key or typed_values(sentence)) else scope
+            stated = "draft" if weighed and (key or typed_values(sentence)) else scope or _scope_of(sentence)
             return FactDraft(
                 text=_tidy(shown, keep_also=addition), key=key or None, kind=kind, tags=tags, importance=weight, scope=stated,
                 replaces=extra.get("replaces", replaces), constraint_type=constraint_type,
@@ -266,9 +263,9 @@ class RuleExtractor:
             return make("constraint", None)
         if voice == "user" and read_values(sentence).bounds and not _REQUEST.match(body):
             return make("constraint", None)  # "I don't want to fly before 11am", "I can pay up to $600"
-        if correction and replaces:
+        if replaces and (not_this is not None or _CORRECTION.search(sentence)):
             return make("decision" if voice == "user" else "fact", None)
-        if _METRIC.search(sentence) and ids:
+        if ids and _METRIC.search(sentence):
             return make("metric", None)
         return None
 
@@ -309,8 +306,7 @@ class RuleExtractor:
 def _assignment(body: str) -> tuple[re.Match[str] | None, str | None]:
     """The first "subject verb value" reading of ``body`` or of a clause after ``:``/``,``."""
     first: re.Match[str] | None = None
-    clauses = [body] + [body[m.end() :].strip() for m in re.finditer(r"[:,;]\s+", body)]
-    for clause in clauses:
+    for clause in chain((body,), (body[m.end() :].strip() for m in _CLAUSE_BREAK.finditer(body))):
         match = _ASSIGN.match(clause) or _ASSIGN_EQ.match(clause) or _COLON.match(clause)
         event = _EVENTS.get(match.group("verb").lower()) if match is not None and match.re is _ASSIGN else None
         if match is None or (event and not _WHEN_TYPES.intersection(typed_values(match.group("val")))):
@@ -356,6 +352,10 @@ def _subject_key(subject: str) -> str | None:
         # "agenda item 3" and "agenda item 4", "Requirement 1" and "Requirement 2" are different subjects
         key = f"{key}_{numbered.group(1)}"
     return f"my_{key}" if first in ("my", "our") else key
+
+
+def _scope_of(sentence: str) -> FactScope:  # "what if ...", "draft: ..."
+    return "hypothetical" if _HYPOTHETICAL.search(sentence) else "draft" if _DRAFT.search(sentence) else "global"
 
 
 def _kind_of(sentence: str, value: str, voice: str) -> FactKind:
