@@ -111,8 +111,14 @@ class ThreadLock:
 
     @contextlib.contextmanager
     def hold(self, name: str) -> Iterator[None]:
-        with self._lock:
+        # not reentrant, as a lock of the caller's own may not be: taken twice by one thread, the
+        # test fails instead of waiting for ever
+        if not self._lock.acquire(timeout=30):
+            raise AssertionError(f"the write lock {name} was not free after 30 s: taken twice by one ingest?")
+        try:
             yield
+        finally:
+            self._lock.release()
 
 
 def embedded_ledger(path: Path) -> tuple[FactsLedger, Callable[[], None]]:

@@ -205,8 +205,8 @@ class FactsLedger:
         fact = _build_fact(
             _valid_draft(draft), scope=scope, source=source, clock=self.clock, fact_id=fact_id, audience=audience, output=output
         )
-        shared: AbstractContextManager[None] = nullcontext()
-        if self.lock is not None:
+        shared: AbstractContextManager[None] = nullcontext()  # an ingest holds its slots' locks already
+        if self.lock is not None and getattr(self._batch, "current", None) is None:
             # connecting can take a second (a Chroma server client): done before the shared
             # lock, which other processes wait for, rather than while holding it
             opener = getattr(self.store, "open", None)
