@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,13 +25,10 @@ from langchain_core.messages import HumanMessage, ToolMessage
 
 from ctxplugin.facts import RuleExtractor
 from ctxplugin.replay.loaders import load_file
+from ctxplugin.testing.recordings import recordings_root
 from ctxplugin.tokens import content_text
 
-ROOT = Path(__file__).resolve().parents[2]
-DATA = Path(os.environ.get("CTXPLUGIN_DATA", ROOT.parent.parent / "shared" / "data"))
-if not DATA.is_dir():
-    DATA = ROOT.parent / "shared" / "data"
-TRAJECTORIES = DATA / "trajectories"
+TRAJECTORIES = recordings_root() / "trajectories"
 RECORDED = Path(__file__).with_name("rules_recorded.json")
 
 _WORDS = (

@@ -37,11 +37,9 @@ from ctxplugin.replay.loaders import SWE_BASH_TOOL, Conversation, load_file
 from ctxplugin.replay.runner import load_tools_file
 from ctxplugin.scope import Scope
 from ctxplugin.testing import logical_clock, memory_engine
+from ctxplugin.testing.recordings import recordings_root
 
-ROOT = Path(__file__).resolve().parents[2]
-DATA = Path(os.environ.get("CTXPLUGIN_DATA", ROOT.parent.parent / "shared" / "data"))
-if not DATA.is_dir():
-    DATA = ROOT.parent / "shared" / "data"
+DATA = recordings_root()
 TRAJECTORIES = DATA / "trajectories"
 GOLDEN = Path(__file__).with_name("views.json")
 

