@@ -179,12 +179,14 @@ def scope_resolver(scope: object, what: str) -> Callable[[Any], Scope] | None:
         InvalidInputError: ``scope`` is none of these (said when the tool is made, not when the
             model first calls it).
     """
-    if scope is None or isinstance(scope, Scope):
-        return None if scope is None else (lambda _config: scope)
+    if scope is None:
+        return None
+    if isinstance(scope, Scope):
+        return lambda _config: scope
     if callable(scope):
         return scope
     raise InvalidInputError(
-        f"{what} takes a Scope or a function from a run's config to a Scope, got {type(scope).__name__}"
+        f"{what} takes a Scope or a function from a run's config to a Scope (or None), got {type(scope).__name__}"
     )
 
 

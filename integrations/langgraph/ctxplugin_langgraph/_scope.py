@@ -11,6 +11,7 @@ from langchain_core.runnables import RunnableConfig
 from ctxplugin import Scope
 from ctxplugin._run_scope import active, resolve
 from ctxplugin.errors import InvalidInputError
+from ctxplugin.scope import scope_resolver
 
 ScopeSpec: TypeAlias = Scope | Callable[[RunnableConfig | None], Scope] | None
 """A fixed :class:`~ctxplugin.Scope`, a function of the run's config, or ``None`` for the
@@ -37,10 +38,7 @@ class ScopeRule:
     """
 
     def __init__(self, spec: ScopeSpec = None, namespace: str | None = None) -> None:
-        if spec is not None and not isinstance(spec, Scope) and not callable(spec):
-            raise InvalidInputError(
-                f"scope must be a Scope, a function of the run's config, or None; got {type(spec).__name__}"
-            )
+        scope_resolver(spec, "scope=")  # refuses anything but a Scope, a function or None
         if namespace is not None and not namespace.strip():
             raise InvalidInputError("namespace must be a non-empty string (or None)")
         self.spec = spec
