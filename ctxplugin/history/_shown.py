@@ -46,22 +46,18 @@ def _text_beside_calls(message: BaseMessage) -> str | None:
     if not isinstance(message, AIMessage) or isinstance(content, str):
         return None
     ids = {call["id"] for call in message.tool_calls}
-    texts: list[str] = []
     calls = 0
     for block in content:
         if isinstance(block, str):
-            texts.append(block)
             continue
         if not isinstance(block, dict):
             return None
         kind = block.get("type")
-        if kind == "text" and block.keys() <= _TEXT_KEYS and isinstance(block.get("text"), str):
-            texts.append(block["text"])
-        elif kind in _CALL_KEYS and block.keys() <= _CALL_KEYS[kind] and block.get("id") in ids:
+        if kind in _CALL_KEYS and block.keys() <= _CALL_KEYS[kind] and block.get("id") in ids:
             calls += 1
-        else:
+        elif not (kind == "text" and block.keys() <= _TEXT_KEYS and isinstance(block.get("text"), str)):
             return None
-    return "\n".join(texts) if calls else None
+    return content_text(content) if calls else None
 
 
 def _rebuilt(content: list[Any], text: str | None, calls: list[ToolCall] | None) -> list[Any]:
