@@ -43,7 +43,8 @@ class CaptureMemo:
         self.config = config
         self.counter = counter
         self._lock = threading.Lock()
-        self._memo: LRU[str, Captured] = LRU(size)
+        self._memo: LRU[tuple[str, str, int, int], Captured] = LRU(size)  # by scope, call id and content
+        self._texts: LRU[tuple[str, int, int], str] = LRU(size)  # user texts stored: by scope and text, their ref
 
     def captured(self, message: ToolMessage, scope: Scope) -> Captured:
         """``message``'s output stored and compacted (once per scope, call id and content;
@@ -54,7 +55,7 @@ class CaptureMemo:
         """
         content = message.content
         text_key = content if isinstance(content, str) else repr(content)
-        key = f"{scope.key()}\x00{message.tool_call_id}\x00{len(text_key)}\x00{hash(text_key)}"
+        key = (scope.key(), message.tool_call_id, len(text_key), hash(text_key))
         with self._lock:
             hit = self._memo.get(key)
         if hit is not None:
@@ -81,14 +82,14 @@ class CaptureMemo:
         Raises:
             StoreError: the CAS failed.
         """
-        key = f"{scope.key()}\x00user\x00{len(text)}\x00{hash(text)}"
+        key = (scope.key(), len(text), hash(text))
         with self._lock:
-            hit = self._memo.get(key)
-        if hit is not None and hit.ref_id is not None:
-            return hit.ref_id, False
+            hit = self._texts.get(key)
+        if hit is not None:
+            return hit, False
         ref, created = store_text(text, store=self.store, scope=scope, config=self.config)
         with self._lock:
-            self._memo.put(key, Captured("", ref, False, False, 0, 0))
+            self._texts.put(key, ref)
         return ref, created
 
 
