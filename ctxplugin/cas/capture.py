@@ -182,6 +182,13 @@ def _shared_with(visibility: Visibility, scope: Scope) -> Visibility:
     return visibility
 
 
+def _granted(item: CASItem, store: CASStore, scope: Scope, config: CASConfig) -> bool:
+    """Store ``item`` and grant it to ``scope`` as every stored output is granted (the
+    configured visibility as far as ``scope`` can give it, the configured TTL); whether a new
+    grant was written."""
+    return store.put(item, scope, visibility=_shared_with(config.visibility, scope), ttl_seconds=config.ttl_seconds)
+
+
 def store_text(text: str, *, store: CASStore, scope: Scope, config: CASConfig, kind: str = "user") -> tuple[str, bool]:
     """Store ``text`` whole (a user's message the budget cuts) as a tool output is stored: under
     ``ref:<kind>:<hash16>``, granted to ``scope`` with the visibility and TTL of tool outputs.
@@ -196,8 +203,7 @@ def store_text(text: str, *, store: CASStore, scope: Scope, config: CASConfig, k
     digest = content_hash(text)
     ref_id = make_ref(kind, digest)
     item = CASItem(ref_id=ref_id, content_hash=digest, raw_hash=raw_hash(text), kind=kind, content=text)
-    created = store.put(item, scope, visibility=_shared_with(config.visibility, scope), ttl_seconds=config.ttl_seconds)
-    return ref_id, created
+    return ref_id, _granted(item, store, scope, config)
 
 
 def capture(
@@ -265,9 +271,7 @@ def capture(
     if compact_tokens >= tokens:
         return Captured(text, None, True, False, tokens, tokens)
     item = CASItem(ref_id=ref_id, content_hash=digest, raw_hash=raw_digest, kind=kind, content=text, summary=compact)
-    visibility = _shared_with(config.visibility, scope)
-    created = store.put(item, scope, visibility=visibility, ttl_seconds=config.ttl_seconds)
-    return Captured(compact, ref_id, False, created, tokens, compact_tokens, summary.shape)
+    return Captured(compact, ref_id, False, _granted(item, store, scope, config), tokens, compact_tokens, summary.shape)
 
 
 def _capture_blocks(
@@ -305,5 +309,5 @@ def _capture_blocks(
     ref_id = make_ref(kind, digest)
     compact = compact_text(ref_id, blocks_label(others), tokens + images, body)
     item = CASItem(ref_id=ref_id, content_hash=digest, raw_hash=raw_hash(original), kind=kind, content=original, summary=compact)
-    created = store.put(item, scope, visibility=_shared_with(config.visibility, scope), ttl_seconds=config.ttl_seconds)
+    created = _granted(item, store, scope, config)
     return Captured(compact, ref_id, False, created, tokens + images, counter.count(compact) + images, shape)
