@@ -189,15 +189,16 @@ def _source(tool: Any) -> Any:
 
 
 def _content_key(tool: Any) -> tuple[Any, ...] | None:
-    """What the schema of ``tool`` is made from, as a key tools built alike for each request share:
-    a dict's JSON; a ``BaseTool``'s class, name, description, extras and ``args_schema`` (a class
-    by identity, a JSON schema by its JSON); None for a function or what JSON cannot hold."""
+    """:func:`_source` of ``tool`` as a key tools built alike for each request share (an ``args_schema``
+    class by identity, with the tool's class and extras); None for a function or what JSON cannot hold."""
+    source = _source(tool)
     try:
-        if isinstance(tool, dict):
-            return ("dict", json.dumps(tool, sort_keys=True))
-        if isinstance(tool, BaseTool):
-            shape = json.dumps(tool.args_schema, sort_keys=True) if isinstance(tool.args_schema, dict) else tool.args_schema
-            return (type(tool), tool.name, tool.description, json.dumps(getattr(tool, "extras", None), sort_keys=True), shape)
+        if isinstance(source, dict):
+            return ("dict", json.dumps(source, sort_keys=True))
+        if isinstance(source, tuple):
+            name, description, schema = source
+            shape = json.dumps(schema, sort_keys=True) if isinstance(schema, dict) else schema
+            return (type(tool), name, description, json.dumps(getattr(tool, "extras", None), sort_keys=True), shape)
     except (TypeError, ValueError):
         return None
     return None
