@@ -22,7 +22,7 @@ from typing import Any, overload
 from langchain_core.messages import BaseMessage, ToolMessage
 
 from ctxplugin._lru import Memo, PerMessage, TextKey, text_key
-from ctxplugin._messages import META_KEY
+from ctxplugin._messages import META_KEY, annotation
 from ctxplugin.cas._blocks import is_text_block
 from ctxplugin.cas._canon import REF_RE, content_hash, parse_json, raw_hash, ref_as_written
 from ctxplugin.tokens import content_text
@@ -31,6 +31,10 @@ REPLACED: dict[str, Any] = {"replaced": True}
 """The annotation of an output whose content changed since its capture; with ``"summary":
 True`` when the content was its compact form (kept in a state in place of the output), so
 that no facts are read from it."""
+
+WITHHELD = "withheld"
+"""In the annotation :func:`scrubbed` leaves on a message whose content was masked after
+capture: the ref of the content captured before, which :func:`withheld` keeps refusing."""
 
 HOST_ANSWER = "host_answer"
 """Set (``True``) in the annotation of a tool message that its host wrote itself in answer to a
@@ -191,13 +195,38 @@ def withheld(ref_id: str, messages: Sequence[BaseMessage]) -> bool:
         if not isinstance(message, ToolMessage):
             continue
         note = message.additional_kwargs.get(META_KEY)
-        if not isinstance(note, dict) or note.get("ref") != ref_id or current(message) is message:
+        if not isinstance(note, dict):
             continue
-        text = content_text(message.content)
-        compact = note.get("compact")
-        if not (isinstance(compact, str) and compact in text) and not _holds_original(text, note):
+        if note.get(WITHHELD) == ref_id or (note.get("ref") == ref_id and _withholds(message, note)):
             return True
     return False
+
+
+def _withholds(message: ToolMessage, note: dict[str, Any]) -> bool:
+    """Whether ``message``'s content no longer matches its annotation ``note`` and lost part of
+    the content the annotation was made from (see :func:`withheld`)."""
+    if current(message) is message:
+        return False
+    text = content_text(message.content)
+    compact = note.get("compact")
+    return not (isinstance(compact, str) and compact in text) and not _holds_original(text, note)
+
+
+def scrubbed(message: BaseMessage) -> ToolMessage | None:
+    """A copy of ``message`` for a saved thread, when something outside ctxplugin took part of
+    its content away after capture (see :func:`withheld`): its annotation was made from the
+    old content, and its compact form may quote what was masked, where the host's filter does
+    not look (``additional_kwargs``). The copy's annotation is what a view marks the message
+    with (:data:`REPLACED`), plus the ref it withholds (:data:`WITHHELD`); ``None`` for any
+    other message."""
+    if not isinstance(message, ToolMessage):
+        return None
+    note = message.additional_kwargs.get(META_KEY)
+    if not isinstance(note, dict) or not isinstance(note.get("ref"), str) or not _withholds(message, note):
+        return None
+    marked = annotation(current(message))
+    kwargs = {**message.additional_kwargs, META_KEY: {**marked, WITHHELD: note["ref"]}}
+    return message.model_copy(update={"additional_kwargs": kwargs})
 
 
 def _holds_original(text: str, note: dict[str, Any]) -> bool:
@@ -213,4 +242,4 @@ def _replaced(message: ToolMessage, *, summary: bool = False) -> ToolMessage:
     return message.model_copy(update={"additional_kwargs": kwargs})
 
 
-__all__ = ["REPLACED", "content_marks", "current", "withheld", "without_lead", "without_stale"]
+__all__ = ["REPLACED", "WITHHELD", "content_marks", "current", "scrubbed", "withheld", "without_lead", "without_stale"]

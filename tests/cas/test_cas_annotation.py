@@ -8,7 +8,7 @@ from langchain_core.messages import BaseMessage, HumanMessage, ToolMessage
 
 from ctxplugin import Scope
 from ctxplugin._messages import META_KEY, annotation
-from ctxplugin.cas import content_marks, withheld, without_lead, without_stale
+from ctxplugin.cas import content_marks, scrubbed, withheld, without_lead, without_stale
 from ctxplugin.testing import memory_engine
 
 LOG = "\n".join(f"2026-01-02 payment PAY-{i:04d} charged card 4111-1111-1111-{i:04d}" for i in range(60))
@@ -74,6 +74,25 @@ def test_a_ref_is_withheld_when_its_output_lost_part_of_itself_after_capture() -
     assert withheld(ref, [masked_compact]) and withheld(f"see {ref}.", [HumanMessage("hi"), masked])
     assert not withheld(ref, [compact, kept, noted])
     assert not withheld(ref, [compact.model_copy(update={"content": f"{NOTE}\n{compact.content}"})])
+
+
+def test_a_masked_output_is_scrubbed_of_what_its_annotation_kept_and_its_ref_stays_withheld() -> None:
+    compact, kept = kept_original()
+    ref = str(annotation(compact)["ref"])
+    assert "4111-1111-1111-" in str(annotation(kept)["compact"]), "the compact form quotes the cards"
+    note = {**annotation(kept), **content_marks(LOG)}
+    masked = kept.model_copy(update={"content": MASKED, "additional_kwargs": {META_KEY: note}})
+    masked_compact = compact.model_copy(update={"content": str(compact.content).replace("4111-1111-1111-", "****-****-****-")})
+    for message, marked in ((masked, {"replaced": True}), (masked_compact, {"replaced": True, "summary": True})):
+        clean = scrubbed(message)
+        assert clean is not None and clean.id == message.id and clean.content == message.content
+        assert annotation(clean) == {**marked, "withheld": ref}
+        assert "4111-1111-1111-" not in str(clean.additional_kwargs)
+        assert withheld(ref, [clean]) and not withheld("ref:payments:0123456789abcdef", [clean])
+        assert scrubbed(clean) is None, "scrubbed once"
+    # nothing was taken away: an unchanged output, its compact form, a note put before it
+    noted = kept.model_copy(update={"content": f"{NOTE}\n{LOG}", "additional_kwargs": {META_KEY: note}})
+    assert [scrubbed(m) for m in (compact, kept, noted, HumanMessage("hi"))] == [None] * 4
 
 
 def test_an_annotation_with_recorded_marks_is_checked_by_them() -> None:

@@ -3,7 +3,8 @@
     agent = create_agent(model, tools, middleware=[ContextMiddleware(engine)], checkpointer=...)
 
 ``wrap_model_call`` sends the prepared view to the model; the agent's state is not changed
-(the checkpoint keeps every message). ``wrap_tool_call`` stores each tool output in the CAS;
+(the checkpoint keeps every message), except that ``after_model`` drops from an output's
+annotation what it kept of content a filter masked since capture. ``wrap_tool_call`` stores each tool output in the CAS;
 the state keeps the original output, annotated with its ref and compact form, and every later
 view shows the compact form. The middleware registers the ``expand_ref`` and ``load_tools``
 tools. LangGraph's ``thread_id`` is the scope's ``session_id``.
@@ -48,7 +49,7 @@ from ctxplugin._run_scope import using
 from ctxplugin._tool_images import takes_tool_images, without_tool_images
 from ctxplugin.budget import model_context_window
 from ctxplugin.langchain import make_meta_tools
-from ctxplugin_langgraph._annotations import without_stale
+from ctxplugin_langgraph._annotations import scrubbed_messages, without_stale
 from ctxplugin_langgraph._capture import after_tool, checked_engine, offered_to, precheck
 from ctxplugin_langgraph._scope import ScopeRule, ScopeSpec, request_messages
 from ctxplugin_langgraph._strict import needs_own_schemas
@@ -197,6 +198,19 @@ class ContextMiddleware(AgentMiddleware):
         if answer is not None:
             await self.engine.aremember_answer(full, prepared, answer, tools=tools, scope=scope, model=request.model)
         return self._tag(response, prepared)
+
+    # -- the saved thread -----------------------------------------------------------
+    def after_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        """Drop from the state what an output's annotation kept of content a filter masked
+        since capture (``PIIMiddleware(..., apply_to_tool_results=True)`` masks the content,
+        not ``additional_kwargs``, where the compact form made before it may quote what it
+        masked): the next checkpoint saves no unmasked copy, and the ref stays withheld."""
+        return scrubbed_messages(state)
+
+    async def aafter_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        """Async :meth:`after_model` (a thread seen for the first time by this process is read
+        in a worker thread)."""
+        return await asyncio.to_thread(scrubbed_messages, state)
 
     # -- tool calls ---------------------------------------------------------------
     def wrap_tool_call(

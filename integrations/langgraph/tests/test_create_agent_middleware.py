@@ -403,3 +403,32 @@ def test_a_closed_engine_stops_the_agent_with_a_clear_error_before_the_model_or_
     with pytest.raises(EngineClosedError):
         agent.invoke({"messages": [("user", "anything new?")]}, {"configurable": {"thread_id": "another"}})
     assert len(model.calls) == calls  # the model was not called on an unprepared view
+
+
+@pytest.mark.parametrize("order", ORDERS)
+@pytest.mark.parametrize("keep_originals", [True, False])
+def test_with_pii_masking_the_saved_thread_keeps_no_unmasked_copy(order: str, keep_originals: bool) -> None:
+    # the annotation a captured output carries held its compact form, made before the filter
+    # masked the output (the summary quotes the record's first lines): the checkpoint kept the
+    # address there, out of the filter's reach
+    engine = memory_engine()
+    model = ScriptedChatModel(
+        script=[AIMessage(content="", tool_calls=[tool_call("customer_record", {"customer": "c1"})])], default="Noted."
+    )
+    redact = PIIMiddleware("email", strategy="redact", apply_to_tool_results=True)
+    context = ContextMiddleware(engine, keep_originals=keep_originals)
+    agent: Any = create_agent(model, [customer_record], checkpointer=InMemorySaver(), middleware=arrange(order, context, redact))
+    thread = f"pii-saved-{order}-{keep_originals}"
+    config: Any = {"configurable": {"thread_id": thread}}
+    run_turns(agent, ["Show the record of customer c1", "What is on it?"], config)
+    saved = agent.get_state(config).values["messages"]
+    output = next(m for m in saved if isinstance(m, ToolMessage))
+    assert "[REDACTED_EMAIL]" in str(output.content)
+    assert "jane.doe" not in json.dumps([m.model_dump() for m in saved], default=str), "an unmasked copy was saved"
+    # what was masked stays out of the model's reach: neither shown nor readable through the ref
+    assert not any("jane.doe" in str([m.content for m in call.messages]) for call in model.calls)
+    ref = re.search(r"ref:customer_record:[0-9a-f]{16}", str(output.content) + json.dumps(output.additional_kwargs))
+    assert ref is not None
+    from ctxplugin.cas import withheld
+
+    assert withheld(ref.group(0), saved)
