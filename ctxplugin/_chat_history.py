@@ -16,6 +16,7 @@ from langchain_core.messages import BaseMessage, ToolMessage
 
 from ctxplugin._message_store import MessageStore, store_for
 from ctxplugin._messages import META_KEY, annotation
+from ctxplugin.cas import scrubbed
 from ctxplugin.scope import Scope
 
 if TYPE_CHECKING:
@@ -73,7 +74,9 @@ class ContextChatHistory(BaseChatMessageHistory):
 
     def _capture(self, message: ToolMessage) -> BaseMessage:
         if annotation(message).get("ref"):
-            return message
+            # added again with its annotation: rewritten since (a PII filter masked it), the
+            # compact form the annotation holds is not stored beside the masked content
+            return scrubbed(message) or message
         compact = self.engine.capture_tool_result(message, scope=self.scope)
         meta = compact.additional_kwargs.get(META_KEY)
         if meta is None:

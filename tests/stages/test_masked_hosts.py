@@ -113,4 +113,5 @@ def test_a_chat_history_masked_after_capture_sends_no_card_number(stores: str, t
     assert "****-****-****-" in shown and not CARD.search(shown)
     kept = next(m for m in engine.history("chat-mask").full_messages if isinstance(m, ToolMessage))
     assert engine.expand_ref(shown_ref(shown), scope=scope) == kept.content
+    assert not CARD.search(str(kept.additional_kwargs)), "the stored conversation kept an unmasked compact form"
     assert not any(CARD.search(text) for text in stored(engine, scope)), "the facts read before masking are withdrawn"
