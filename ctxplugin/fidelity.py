@@ -25,13 +25,13 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
-from ctxplugin._message_values import read
-from ctxplugin.history.identifiers import occurs
+from ctxplugin._message_values import SCAN_CHARS, read
+from ctxplugin.history.identifiers import identifiers, occurs
 from ctxplugin.report import ContextReport
 
 logger = logging.getLogger("ctxplugin")
@@ -56,6 +56,26 @@ class Fidelity:
     behind_refs: tuple[str, ...] = ()
     left: tuple[str, ...] = ()
     left_from_user: tuple[str, ...] = ()
+
+
+def behind_texts(fidelity: Fidelity, texts: Iterable[str]) -> Fidelity:
+    """``fidelity`` with the values left that one of ``texts`` holds counted behind refs: the
+    whole text of a user message the budget cut, stored behind the ref its cut shows."""
+    left = fidelity.left
+    if not left:
+        return fidelity
+    held: set[str] = set()
+    for text in texts:
+        held.update(identifiers(text[:SCAN_CHARS]))
+    behind = [v for v in left if v in held]
+    if not behind:
+        return fidelity
+    return replace(
+        fidelity,
+        behind_refs=(*fidelity.behind_refs, *behind),
+        left=tuple(v for v in left if v not in held),
+        left_from_user=tuple(v for v in fidelity.left_from_user if v not in held),
+    )
 
 
 def _refs_shown(stored: Mapping[str, str], view_text: str) -> set[str]:
@@ -162,4 +182,4 @@ def write(report: ContextReport, fidelity: Fidelity) -> None:
         logger.debug("ctxplugin.fidelity session=%s %s", report.session_id, describe(fidelity))
 
 
-__all__ = ["Fidelity", "describe", "record", "value_fidelity", "write"]
+__all__ = ["Fidelity", "behind_texts", "describe", "record", "value_fidelity", "write"]

@@ -89,3 +89,13 @@ def test_when_the_store_fails_the_cut_says_so_and_the_view_is_made(tmp_path: Pat
     prepared = engine.prepare([HumanMessage(_log(), id="u1")], scope=Scope(session_id="down"))
     assert REF.search(_cut(prepared.messages)) is None
     assert any("not stored" in w and "database is locked" in w for w in prepared.report.warnings), prepared.report.warnings
+
+
+def test_values_of_a_cut_user_message_are_counted_behind_its_ref_not_as_left(tmp_path: Path) -> None:
+    engine = _engine(tmp_path)
+    prepared = engine.prepare([HumanMessage(_log(), id="u1")], scope=Scope(session_id="counted"))
+    report = prepared.report
+    assert "NEEDLE-7731" not in str([m.content for m in prepared.messages])
+    assert "NEEDLE-7731" not in report.values_left_from_user and "NEEDLE-7731" not in report.values_left
+    assert report.values_behind_refs >= 1
+    assert not any("the user wrote left the view" in w for w in report.warnings), report.warnings

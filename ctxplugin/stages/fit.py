@@ -60,6 +60,7 @@ class FitBudget:
             lookups=lookups,
         )
         refs: dict[str, bool] = {}  # stored by this call's cuts -> whether newly
+        texts: dict[str, str] = {}  # the text each of them stores
         failed: list[str] = []
         captures = self.captures
 
@@ -72,6 +73,7 @@ class FitBudget:
                 failed.append(str(exc))
                 return None
             refs[ref] = refs.get(ref, False) or created
+            texts[ref] = text
             return ref
 
         outcome = enforce(
@@ -109,7 +111,7 @@ class FitBudget:
         if not shown:
             return view
         return view.override(refs_created=(*view.refs_created, *(r for r in shown if refs[r])),
-                             refs_used=(*view.refs_used, *shown))
+                             refs_used=(*view.refs_used, *shown), stored_texts={r: texts[r] for r in shown})
 
 
 __all__ = ["FACTS_TITLE", "FitBudget"]

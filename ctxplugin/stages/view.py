@@ -105,6 +105,8 @@ class CallView:
         refs_created: refs stored for the first time by this call (refs).
         refs_used: refs the view shows (refs).
         stored: the ref of each tool output shown as a summary, by tool-call id (refs).
+        stored_texts: the text behind each ref the view shows of a user message cut to fit the
+            budget (fit).
         facts: the facts lines chosen for the view (facts, shown).
         facts_extracted: facts written from messages read for the first time (facts).
         outdated_marked: messages marked as stating something no longer current (facts).
@@ -141,6 +143,7 @@ class CallView:
     room: Room | None = None
     refs_created: tuple[str, ...] = ()
     stored: Mapping[str, str] = field(default_factory=dict)
+    stored_texts: Mapping[str, str] = field(default_factory=dict)
     refs_used: tuple[str, ...] = ()
     facts: tuple[FactLine, ...] = ()
     facts_extracted: int = 0
