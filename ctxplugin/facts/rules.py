@@ -16,7 +16,9 @@ What the rules find, sentence by sentence (the first rule that fits wins, links 
 - what the user decided, said as an instruction ("invite the platform team only", "include the
   finance lead") is a decision fact;
 - hypothetical and draft statements ("what if", "suppose", "draft") get their own fact scope;
-- links and exact identifiers (order ids, paths, emails) as entity facts.
+- links and exact identifiers (order ids, paths, emails) as entity facts;
+- in French, German, Spanish, Portuguese and Italian, only "my X is ...", corrections and
+  hypotheticals (:mod:`~ctxplugin.facts._languages`); all the rest is read in English only.
 
 A tool speaks in its own voice: log lines (``ERROR: ...``, ``L031: ...``, ``Test 2: ...``,
 ``bash: line 1: ...``) are events, so they are not keyed, while a labelled value
@@ -42,6 +44,7 @@ from langchain_core.messages import BaseMessage, HumanMessage, ToolMessage
 from ctxplugin._messages import annotation
 from ctxplugin._text_shapes import detect_text_shape
 from ctxplugin._untrusted import load_json
+from ctxplugin.facts import _languages as languages
 from ctxplugin.facts import _user_voice as user_voice
 from ctxplugin.facts._discourse import AGAIN as _AGAIN
 from ctxplugin.facts._discourse import LEAD as _LEAD
@@ -188,7 +191,7 @@ class RuleExtractor:
         out: list[FactDraft] = []
         ids = identifiers(sentence)
         links = _URL.findall(sentence)
-        question = sentence.endswith("?") and not _HYPOTHETICAL.search(sentence)
+        question = sentence.endswith("?") and not _HYPOTHETICAL.search(sentence) and not languages.hypothetical(sentence.translate(_APOSTROPHES))
         main = None if question else self._statement(sentence.translate(_APOSTROPHES), voice, ids, shown=sentence)
         if voice == "user" and not question:  # "make that the 24th", "never mind, keep the original"
             main = user_voice.referring_back(_LEAD.sub("", sentence.translate(_APOSTROPHES)).strip(), main, shown=_tidy(sentence))
@@ -204,7 +207,8 @@ class RuleExtractor:
         body = _AGAIN.sub("", _SCOPE_LEAD.sub("", _LEAD.sub("", sentence).strip()).strip().rstrip(".!?"))
         # "not economy, business": the user names the value they reject
         not_this = user_voice.rejected(body) if voice == "user" else None
-        scope = _scope_of(sentence) if voice == "user" else None
+        foreign = languages.read(sentence) if voice == "user" else None  # French, German... (see _languages)
+        scope = ("hypothetical" if foreign is not None and foreign.hypothetical else _scope_of(sentence)) if voice == "user" else None
         weighed = scope == "global" and bool(_TENTATIVE.search(sentence))  # "maybe $800"
         reported = _REPORTED.match(body) if voice == "user" else None
         if reported:  # "my manager said the stay is 3 nights": their word, a draft keyed by what it is about
@@ -215,13 +219,13 @@ class RuleExtractor:
         addition = voice == "user" and bool(_ADDITION.search(_raw_lead(sentence)))
 
         def make(kind: FactKind, key: str | None, **extra: Any) -> FactDraft:
-            constraint_type = _constraint_type(sentence) if kind == "constraint" else None
+            constraint_type = ((foreign and foreign.limit) or _constraint_type(sentence)) if kind == "constraint" else None
             # a correction and a tool line's scope are told only when a fact is made: most lines give none
-            importance = 0.7 if not_this is not None or _CORRECTION.search(sentence) else 0.5
+            importance = 0.7 if not_this is not None or _CORRECTION.search(sentence) or (foreign and foreign.correction) else 0.5
             weight = max(importance, 0.8) if kind == "constraint" else importance
             stated = "draft" if weighed and (key or typed_values(sentence)) else scope or _scope_of(sentence)
             return FactDraft(
-                text=_tidy(shown, keep_also=addition), key=key or None, kind=kind, tags=tags, importance=weight, scope=stated,
+                text=_tidy(shown[foreign.start :] if foreign else shown, keep_also=addition), key=key or None, kind=kind, tags=tags, importance=weight, scope=stated,
                 replaces=extra.get("replaces", replaces), constraint_type=constraint_type,
                 visibility=extra.get("visibility"),
             )
@@ -256,6 +260,8 @@ class RuleExtractor:
             if addition and not _NUMBERED_SUBJECT.search(assign.group("subj")):
                 key = None  # "Z as well", "- budget: 5k" in a list: added to what was said, not replacing it
             return make(kind, key)
+        if foreign is not None and foreign.key:  # "mon budget est de 900 EUR": keyed as "my budget is ..."
+            return make("constraint" if foreign.limit else _kind_of(sentence, foreign.value or "", voice), foreign.key)
         if voice == "user" and _DECISION.search(sentence):
             topic = re.search(r"\bfor\s+(?:the\s+|our\s+)?(?P<topic>[\w -]{2,40})$", body, re.IGNORECASE)
             return make("decision", "decision_" + slug(topic.group("topic"), 3) if topic else None)
@@ -312,7 +318,8 @@ def _assignment(body: str) -> tuple[re.Match[str] | None, str | None]:
         if match is None or (event and not _WHEN_TYPES.intersection(typed_values(match.group("val")))):
             continue  # "the team left the project" says when nothing happens
         first = first or match
-        key = _subject_key(match.group("subj"))
+        # "mon budget : 900 EUR" is about what "mon budget est de 900 EUR" is (an English verb: English)
+        key = (match.re is not _ASSIGN and languages.own(match.group("subj"))) or _subject_key(match.group("subj"))
         key = f"{key}_{event}" if key and event else key
         if key:
             return match, key
@@ -369,18 +376,12 @@ def _kind_of(sentence: str, value: str, voice: str) -> FactKind:
 
 
 def _constraint_type(sentence: str) -> str:
-    for pattern, name in _CONSTRAINT_TYPE:
-        if pattern.search(sentence):
-            return name
-    return "policy"
+    return next((name for pattern, name in _CONSTRAINT_TYPE if pattern.search(sentence)), "policy")
 
 
 def _replaced(sentence: str) -> str | None:
     match = _INSTEAD_OF.search(sentence)
-    if not match:
-        return None
-    old = (match.group("old") or match.group("old2") or "").strip()
-    return old or None
+    return ((match.group("old") or match.group("old2") or "").strip() or None) if match else None
 
 
 def _tidy(sentence: str, *, keep_also: bool = False) -> str:
