@@ -30,7 +30,8 @@ other rules are English-only.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+import unicodedata
+from dataclasses import dataclass, replace
 
 from ctxplugin.facts._discourse import LEAD as _ENGLISH_LEAD
 from ctxplugin.facts._text import STOPWORDS, words
@@ -180,6 +181,10 @@ def read(sentence: str) -> Reading | None:
     """The reading of ``sentence`` (apostrophes as ``'``), or None when it holds no correction,
     hypothetical or statement about something of one's own in these languages (an English
     sentence is left to the English rules)."""
+    composed = unicodedata.normalize("NFC", sentence)  # "é" typed as "e" and an accent reads as "é"
+    if composed != sentence:
+        reading = read(composed)
+        return reading and replace(reading, start=0)  # its offsets are the composed text's
     start, correction = 0, False
     while True:  # "OK, en fait, ...", "Bon, alors ..."
         rest = sentence[start:]

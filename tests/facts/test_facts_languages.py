@@ -6,12 +6,15 @@ hypotheticals ("supposons que", "angenommen"...), which are never current.
 
 from __future__ import annotations
 
+import unicodedata
+from pathlib import Path
+
 import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
 from ctxplugin import ContextConfig, ContextEngine
 from ctxplugin.config import FactsConfig
-from ctxplugin.facts import FactsLedger, MemoryFactStore, RuleExtractor
+from ctxplugin.facts import ChromaFactStore, FactsLedger, MemoryFactStore, RuleExtractor
 from ctxplugin.facts.model import FactQuery
 from ctxplugin.scope import Scope
 
@@ -210,3 +213,17 @@ def test_the_engine_shows_only_the_corrected_value() -> None:
 def test_english_is_read_as_before(text: str, expected: tuple[str, str | None, str, float]) -> None:
     (draft,) = RuleExtractor().from_text(text)
     assert (draft.text, draft.key, draft.scope, draft.importance) == expected
+
+
+def test_keys_with_accents_supersede_in_a_persistent_store(tmp_path: Path) -> None:
+    with ChromaFactStore.persistent(tmp_path) as store:
+        facts = FactsLedger(store, FactsConfig())
+        (budget,) = facts.ingest([HumanMessage("Meu orçamento é 900 EUR.", id="m1")], scope=S)
+        (hotel,) = facts.ingest([HumanMessage("Mon budget pour l'hôtel est de 300 EUR.", id="m2")], scope=S)
+        # the same words typed as letters and combining accents, and the hotel without "pour l'"
+        (new_budget,) = facts.ingest([HumanMessage(unicodedata.normalize("NFD", "Na verdade, meu orçamento é 1200 EUR."), id="m3")], scope=S)
+        (new_hotel,) = facts.ingest([HumanMessage("En fait, mon budget hôtel est de 400 EUR.", id="m4")], scope=S)
+        assert (budget.key, hotel.key) == ("my_orçamento", "my_budget_hôtel")
+        assert (new_budget.supersedes, new_hotel.supersedes) == (budget.id, hotel.id)
+        assert new_budget.importance == new_hotel.importance == 0.8  # a budget: a constraint
+        assert facts.current("my_orçamento", scope=S) == new_budget
