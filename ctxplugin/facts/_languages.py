@@ -11,8 +11,9 @@ them, read here and tried only where the English rules find nothing of their kin
   ``my_budget_hôtel`` for "mon budget pour l'hôtel". A later statement under the key replaces
   it. German is also read with the verb second, after a leading word ("eigentlich ist mein
   Budget ..."), and last, after a hypothetical ("falls mein Budget 2000 EUR beträgt"), taking
-  one word as the subject. The same possessive before a colon ("Mon budget : 900 EUR") gives
-  the same key;
+  one word as the subject. The same possessive before a colon ("Mon budget : 900 EUR"), or
+  French "mon budget, c'est ...", gives the same key; two such statements joined by "et",
+  "und", "y", "e" are one fact each, as English "A is X and B is Y" is;
 - the words that announce a correction ("en fait", "eigentlich", "en realidad", "na verdade",
   "in realtà"...) or lead a sentence ("alors", "übrigens", "bueno", "então", "allora"...): left
   out of the fact's text and of its subject, and a correction counts as English "actually" does;
@@ -128,7 +129,7 @@ _FUNCTION = frozenset(
 )
 _SUBJECT = r"(?P<subj>[^\W\d_][\w'’-]*(?:\s+[^\W\d_][\w'’-]*){0,3}?)"
 _STATEMENT = re.compile(
-    rf"^{_POSSESSIVE}\s+{_SUBJECT}(?:\s+(?:{_NOW}|{_CORRECTING}))*\s+(?:{_COPULA})(?!\w)(?:\s+(?:{_NOW}|{_CORRECTING}))*"
+    rf"^{_POSSESSIVE}\s+{_SUBJECT}(?:\s+(?:{_NOW}|{_CORRECTING}))*(?:\s+(?:{_COPULA})|\s*,\s*c'est)(?!\w)(?:\s+(?:{_NOW}|{_CORRECTING}))*"
     r"(?:\s+(?:de|di|à|a|bei|en|em)(?!\w)|\s+d')?\s*(?P<val>[^\s.!?].*)$",
     re.IGNORECASE,
 )
@@ -154,6 +155,7 @@ _LIMITS = (
     (re.compile(r"\b(?:date limite|échéance|frist|stichtag|fecha límite|plazo|prazo|data limite|scadenza)\b", re.IGNORECASE), "deadline"),
 )
 _DIGIT = re.compile(r"\d")
+_AND = re.compile(r",?\s+(?:et|und|y|e)\s+|;\s+", re.IGNORECASE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,6 +209,14 @@ def read(sentence: str) -> Reading | None:
     return Reading(start, key, value, correction, hypothesis is not None, limit)
 
 
+def parts(sentence: str) -> list[str]:
+    """``sentence``, or its clauses when it joins statements about different things of one's own
+    ("mon budget est de 900 EUR et ma ville est Lyon"), each keyed by its own subject."""
+    clauses = _AND.split(sentence) if _AND.search(sentence) else []
+    keys = [reading.key if (reading := read(c.rstrip(".!"))) else None for c in clauses]
+    return clauses if keys and all(keys) and len(set(keys)) == len(keys) else [sentence]
+
+
 def hypothetical(sentence: str) -> bool:
     """Whether ``sentence`` starts as a hypothetical in these languages (after leading words)."""
     reading = read(sentence)
@@ -232,4 +242,4 @@ def _key(subject: str) -> str | None:
     return "my_" + "_".join(kept)
 
 
-__all__ = ["Reading", "hypothetical", "own", "read"]
+__all__ = ["Reading", "hypothetical", "own", "parts", "read"]

@@ -178,7 +178,7 @@ class RuleExtractor:
                 voice == "tool" and (PROGRESS.match(sentence) or TOOL_TROUBLE.search(sentence))
             ):
                 continue
-            for draft in (d for part in _parts(sentence) for d in self._sentence(part, voice)):
+            for draft in (d for part in _parts(sentence, voice) for d in self._sentence(part, voice)):
                 if draft.text not in seen:
                     seen.add(draft.text)
                     out.append(draft)
@@ -326,17 +326,15 @@ def _assignment(body: str) -> tuple[re.Match[str] | None, str | None]:
     return first, None
 
 
-def _parts(sentence: str) -> list[str]:
+def _parts(sentence: str, voice: str) -> list[str]:
     """``sentence``, or its clauses when it joins statements about different subjects ("Anna's seat
     is 12A and Tom's seat is 12B"): each is keyed by its own subject, so a later "Tom's seat is
-    14C" replaces Tom's alone."""
+    14C" replaces Tom's alone; "mon budget est de 900 EUR et ma ville est Lyon" as well."""
     parts = _AND_CLAUSE.split(sentence)
-    if len(parts) < 2:
-        return [sentence]
-    keys = [_assignment(p.rstrip(".!"))[1] for p in parts]
-    if all(keys) and len(set(keys)) == len(keys) and all(_ASSIGN.match(p) or _ASSIGN_EQ.match(p) for p in parts):
+    keys = [_assignment(p.rstrip(".!"))[1] for p in parts] if len(parts) > 1 else []
+    if keys and all(keys) and len(set(keys)) == len(keys) and all(_ASSIGN.match(p) or _ASSIGN_EQ.match(p) for p in parts):
         return parts
-    return [sentence]
+    return languages.parts(sentence) if voice == "user" else [sentence]
 
 
 def _raw_lead(sentence: str) -> str:

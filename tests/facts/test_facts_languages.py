@@ -112,6 +112,7 @@ def test_a_correction_is_as_important_as_in_english(text: str, english: str) -> 
         ("La mia città di partenza è Torino.", "my_città_partenza"),
         ("I miei figli sono due.", "my_figli"),
         ("Le nostre camere sono prenotate.", "my_camere"),
+        ("Mon budget, c'est 900 EUR.", "my_budget"),
         # a label before a colon, as French typography writes it
         ("Mon budget : 900 EUR.", "my_budget"),
         ("Meine Adresse: Hauptstraße 5.", "my_adresse"),
@@ -182,6 +183,28 @@ def test_a_statement_about_something_else_replaces_nothing(first: str, then: str
     assert a.key is not None and b.key is not None and a.key != b.key
     assert b.supersedes is None
     assert len(current(facts)) == 2
+
+
+@pytest.mark.parametrize(
+    ("both", "then", "now"),
+    [
+        ("Mon budget est de 900 EUR et ma ville est Lyon.", "En fait, ma ville est Paris.",
+         ["Ma ville est Paris.", "Mon budget est de 900 EUR"]),
+        ("Mein Budget ist 900 EUR und meine Stadt ist Köln.", "Eigentlich ist meine Stadt Bonn.",
+         ["Eigentlich ist meine Stadt Bonn.", "Mein Budget ist 900 EUR"]),
+        ("Mi presupuesto es de 900 EUR y mi ciudad es Sevilla.", "En realidad, mi ciudad es Cádiz.",
+         ["Mi ciudad es Cádiz.", "Mi presupuesto es de 900 EUR"]),
+        ("Meu orçamento é 900 EUR e minha cidade é Porto.", "Na verdade, minha cidade é Braga.",
+         ["Meu orçamento é 900 EUR", "Minha cidade é Braga."]),
+        ("Il mio budget è di 900 EUR e la mia città è Torino.", "In realtà, la mia città è Milano.",
+         ["Il mio budget è di 900 EUR", "La mia città è Milano."]),
+    ],
+)
+def test_statements_about_two_things_joined_by_and_are_replaced_one_by_one(both: str, then: str, now: list[str]) -> None:
+    facts = ledger()
+    facts.ingest([HumanMessage(both, id="m1")], scope=S)
+    facts.ingest([HumanMessage(then, id="m2")], scope=S)
+    assert current(facts) == now
 
 
 def test_the_engine_shows_only_the_corrected_value() -> None:
