@@ -57,10 +57,10 @@ _NOW = _words("désormais", "maintenant", "jetzt", "nun", "ahora", "agora", "ora
 _LEADING = _words(
     "alors", "donc", "bon", "eh bien", "du coup", "bref", "au fait", "pardon", "désolé", "désolée", "attends",
     "oups", "d'accord",  # fr
-    "übrigens", "na ja", "naja", "entschuldigung", "ach", "okay", "ok",  # de
+    "übrigens", "na ja", "naja", "entschuldigung", "entschuldige", "tut mir leid", "ach", "okay", "ok",  # de
     "bueno", "pues", "entonces", "vale", "oye", "perdón", "perdona", "lo siento", "espera", "por cierto",  # es
     "então", "pois", "olha", "desculpa", "desculpe", "perdão", "por falar nisso",  # pt
-    "allora", "dunque", "beh", "scusa", "scusi", "scusate", "aspetta", "comunque", "però",  # it
+    "allora", "dunque", "beh", "scusa", "scusi", "scusate", "mi dispiace", "aspetta", "comunque", "però",  # it
 )
 """Discourse before a statement. Short words shared with another language or with English
 ("ma", "no", "sim", "ja"...) count only when a comma follows them (``_BEFORE_COMMA``)."""
@@ -155,6 +155,9 @@ _LIMITS = (
     (re.compile(r"\b(?:date limite|échéance|frist|stichtag|fecha límite|plazo|prazo|data limite|scadenza)\b", re.IGNORECASE), "deadline"),
 )
 _DIGIT = re.compile(r"\d")
+_DENIAL = re.compile(r"(?:nicht|kein\w*|pas|no|non|não|nie|jamais|mai)(?!\w)", re.IGNORECASE)
+"""A value denied ("ist nicht 900 EUR"): the English rules tell what a denial replaces, these
+languages' are left unkeyed."""
 _AND = re.compile(r",?\s+(?:et|und|y|e)\s+|;\s+", re.IGNORECASE)
 
 
@@ -198,7 +201,7 @@ def read(sentence: str) -> Reading | None:
     hypothesis = _HYPOTHETICAL.match(sentence[start:])
     body = sentence[start + hypothesis.end() if hypothesis else start :].strip().rstrip(".!?").strip()
     match = _STATEMENT.match(body) or _GERMAN_FIRST.match(body) or (_GERMAN_LAST.match(body) if hypothesis else None)
-    key = _key(match.group("subj")) if match else None
+    key = _key(match.group("subj")) if match and not _DENIAL.match(match.group("val")) else None
     value = match.group("val") if match and key else None
     if not (hypothesis or key or correction):
         return None  # a correction word further on counts in a sentence read here, not in English

@@ -113,6 +113,7 @@ def test_a_correction_is_as_important_as_in_english(text: str, english: str) -> 
         ("I miei figli sono due.", "my_figli"),
         ("Le nostre camere sono prenotate.", "my_camere"),
         ("Mon budget, c'est 900 EUR.", "my_budget"),
+        ("Mi dispiace, il mio budget è di 900 EUR.", "my_budget"),
         # a label before a colon, as French typography writes it
         ("Mon budget : 900 EUR.", "my_budget"),
         ("Meine Adresse: Hauptstraße 5.", "my_adresse"),
@@ -126,6 +127,9 @@ def test_a_statement_about_something_of_ones_own_is_keyed_by_it(text: str, key: 
     "text",
     [
         "Mon budget n'est pas de 900 EUR.",  # a denial states no value
+        "Mein Budget ist nicht 900 EUR.",
+        "Meu orçamento não é 900 EUR.",
+        "Il mio budget non è di 900 EUR.",
         "Mi sembra che il budget è di 900 EUR.",  # "mi" is "to me" here: the subject is a clause
         "Le budget de mon frère est de 900 EUR.",  # someone else's
         "Mi hermano dice que mi presupuesto es bajo y que el hotel es caro y lejos.",  # what someone says
