@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import random
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -14,6 +15,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 
 from ctxplugin import ContextConfig, ContextEngine, Scope
 from ctxplugin._fidelity_sessions import SessionFidelity, _Session
+from ctxplugin._prefix import Stamp
 from ctxplugin.fidelity import Fidelity, value_fidelity
 from ctxplugin.replay.loaders import SWE_BASH_TOOL, load_file
 from ctxplugin.stages import Account, CallView
@@ -24,6 +26,7 @@ DATA = Path(os.environ.get("CTXPLUGIN_DATA", ROOT.parent.parent / "shared" / "da
 if not DATA.is_dir():
     DATA = ROOT.parent / "shared" / "data"
 SWE = DATA / "trajectories" / "swe"
+TAU = DATA / "trajectories" / "tau" / "gpt-4o-airline-dev.json"
 
 
 def figures(report: Any) -> tuple[object, ...]:
@@ -94,6 +97,70 @@ def test_a_replayed_session_gets_the_figures_of_a_check_from_scratch_on_every_ca
     assert not wrong, f"calls {wrong[:10]} differ: {checked.calls[wrong[0]]}"
     # the session exercised every outcome: values shown, behind refs and gone
     assert any(got[2] for got, _ in checked.calls) and any(got[3] for got, _ in checked.calls)
+
+
+class Compared(SessionFidelity):
+    """The account stage's session fidelity, each result kept beside a check from scratch."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[tuple[Fidelity, Fidelity]] = []
+
+    def check(
+        self,
+        session: str,
+        history: Sequence[BaseMessage],
+        view: Sequence[BaseMessage],
+        stored: Mapping[str, str] | None = None,
+        stamp: Stamp | None = None,
+    ) -> Fidelity:
+        got = super().check(session, history, view, stored, stamp)
+        self.calls.append((got, value_fidelity(history, view, stored)))
+        return got
+
+
+def benchmark_chain() -> list[BaseMessage]:
+    """The latency benchmark's long session: six swe recordings chained (453 calls)."""
+    return chained([path.name for path in sorted(SWE.glob("*.traj.json"))[:6]])
+
+
+def two_recordings() -> list[BaseMessage]:
+    """Two swe recordings chained, in an order whose views show refs with missing values behind them."""
+    return chained(["pydicom__pydicom-1139.traj.json", "marshmallow-code__marshmallow-1359.traj.json"])
+
+
+def tau_thread() -> list[BaseMessage]:
+    """The first ten tau airline conversations as one chat thread, the user speaking every few calls."""
+    out: list[BaseMessage] = []
+    for conversation in load_file(TAU).conversations[:10]:
+        out.extend(m for m in conversation.messages if not (out and isinstance(m, SystemMessage)))
+    return out
+
+
+@pytest.mark.parametrize("conversation", [benchmark_chain, two_recordings, tau_thread])
+def test_every_call_of_a_long_replayed_session_gets_the_fidelity_of_a_check_from_scratch(
+    conversation: Callable[[], list[BaseMessage]],
+) -> None:
+    """Values, outputs behind refs and who wrote each value, call after call, as the view's
+    messages come and go and the stored refs grow."""
+    if not SWE.is_dir() or not TAU.is_file():
+        pytest.skip(f"the recorded conversations are not at {DATA} (../shared/data)")
+    engine = ContextEngine(ContextConfig(encoding="cl100k_base"))
+    compared = Compared()
+    account = next(s for s in engine._stages if isinstance(s, Account))
+    object.__setattr__(account, "_fidelity", compared)
+    scope = Scope(session_id="replay")
+    bound: list[Any] = [SWE_BASH_TOOL, *engine.tools_for_model()]
+    captured: list[BaseMessage] = []
+    for index, message in enumerate(conversation()):
+        if index > 0 and isinstance(message, AIMessage):
+            engine.prepare(captured, tools=bound, scope=scope)
+        captured.append(engine.capture_tool_result(message, scope) if isinstance(message, ToolMessage) else message)
+    assert len(compared.calls) > 100
+    wrong = [i for i, (got, expected) in enumerate(compared.calls) if got != expected]
+    assert not wrong, f"calls {wrong[:10]} differ: {compared.calls[wrong[0]]}"
+    # values left the view (between them, the three sessions also show values behind refs and the user's)
+    assert any(got.left for got, _ in compared.calls)
 
 
 VALUES = ["HAT136", "HAT1367", "mia_li_3668", "/testbed/src/a.py", "v2.1", "2.10", "ZFA04Y", "-42.5", "snake_case_name",
