@@ -13,31 +13,34 @@ previous one, so per session this keeps
   none shows but one holds (found) and which none holds (absent), and the figures made of them.
 
 Only the messages that joined or left the view are read: the counts say which values no message
-shows any more, and only those, the values used since the previous call and those found before
+shows any more, and only those, the values used since the previous call and the found values
+whose message left the view (each found value is kept with the view message it was found in)
 are looked for in the view, in the messages whose alphanumeric runs (read once per message)
 hold all of the value's. The figures' lists are made again only when what they come
 from changed. A value missing from the previous view is looked for only in the view messages
 that are new, and not value by value: the new text's alphanumeric runs are looked up in an index
-of the missing values by their longest run (see :func:`~ctxplugin.history.identifiers.longest_run`); a value
-found in a text has each of its runs among the text's (see :data:`~ctxplugin.history.identifiers.RUN`).
+of the missing values (see :mod:`ctxplugin._run_index`), which drops a value once it is no
+longer missing. The tool outputs behind the refs the view shows are looked up in an index of
+the stored refs (see :mod:`ctxplugin._stored_refs`), not found by reading every stored ref.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Mapping, Sequence
-from functools import lru_cache
 from itertools import filterfalse
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
 from ctxplugin._lru import LRU, text_key
-from ctxplugin._message_values import REF_SHAPE, Searched, read, refs_in
+from ctxplugin._message_values import Searched, read, refs_in
 from ctxplugin._prefix import Prefix, Stamp
 from ctxplugin._ranked import Ranked
+from ctxplugin._run_index import RunIndex
+from ctxplugin._stored_refs import StoredRefs
 from ctxplugin.fidelity import Fidelity
-from ctxplugin.history.identifiers import longest_run, occurs, value_runs
+from ctxplugin.history.identifiers import occurs, value_runs
 
 
 class SessionFidelity:
@@ -84,19 +87,13 @@ def _adds(message: BaseMessage) -> tuple[object, ...]:
     return ()
 
 
-@lru_cache(maxsize=65536)
-def _ref_shaped(ref: str) -> bool:
-    """Whether ``ref`` has the shape :func:`~ctxplugin._message_values.refs_in` finds."""
-    return REF_SHAPE.fullmatch(ref) is not None
-
-
 class _Session:
     """One session's account so far (see the module's docstring)."""
 
     __slots__ = (
-        "absent", "added", "adds", "by_run", "counts", "found", "fresh", "gone", "history", "indexed", "lined",
-        "listed", "lock", "missing", "missing_user", "outputs", "present", "rank", "result", "runs_of", "searched",
-        "unindexed", "used", "users", "users_listed",
+        "absent", "added", "adds", "counts", "found", "fresh", "gone", "history", "index", "listed", "located", "lock",
+        "loose", "missing", "missing_user", "outputs", "present", "rank", "refs", "result", "searched", "used", "users",
+        "users_listed",
     )
 
     used: dict[str, bool]  # value -> whether the user wrote it, in first-seen order
@@ -105,15 +102,13 @@ class _Session:
     searched: dict[int, Searched]  # by id: the messages of the previous view
     counts: dict[str, int]  # value -> how many of the searched messages show it
     fresh: list[str]  # values used since the previous check
-    # used values none of the searched messages holds (each is indexed: clearing one clears both)
-    absent: set[str]
+    absent: set[str]  # used values none of the searched messages holds
+    index: RunIndex  # the absent values (each is indexed: clearing one clears both)
     found: set[str]  # used values no searched message shows but one holds
-    by_run: dict[str, list[str]]  # longest run -> values indexed under it
-    runs_of: dict[str, frozenset[str]]  # indexed value -> its runs
-    unindexed: list[str]  # values with no letter or digit
-    indexed: set[str]  # every value in by_run, unindexed or lined
-    lined: set[str]  # values with a line break
-    present: dict[str, tuple[int, Searched]]  # value -> a view message it occurs in
+    present: dict[str, tuple[int, Searched]]  # value -> a searched message it occurs in
+    located: dict[int, set[str]]  # by id: the values present in a searched message (or shown since)
+    loose: set[str]  # found values present in no one searched message (found in the joined text)
+    refs: StoredRefs  # the stored refs, by ref
     missing: Ranked  # the absent values in first-seen order, once listed
     missing_user: Ranked  # those of them the user wrote
     listed: bool  # whether missing lists absent as the previous call left it
@@ -187,11 +182,11 @@ class _Session:
                 new.append((at, r.text))
                 joined.append(entry)
             searched[at] = entry
-        left_view = [entry for at, entry in previous.items() if searched.get(at) is not entry]
+        left_view = [(at, entry) for at, entry in previous.items() if searched.get(at) is not entry]
         counts = self.counts
         zeroed: list[str] = []  # values no view message shows any more
         appeared: list[str] = []  # values a view message shows now and none did before
-        for entry in left_view:
+        for _, entry in left_view:
             for value in entry.shown:
                 count = counts[value] - 1
                 if count:
@@ -205,21 +200,28 @@ class _Session:
                 counts[value] = count + 1
                 if not count:
                     appeared.append(value)
-        absent, found_before = self.absent, self.found
+        absent, found_before, present, index = self.absent, self.found, self.present, self.index
         gone = absent.intersection(appeared)
         absent.difference_update(appeared)
         found_before.difference_update(appeared)
         # values no message shows: those newly so are looked for in the whole view, and so are
-        # those found there before (the message they were found in may have left)
+        # those found before in a message that left it or in no one message
         again = [v for v in (*zeroed, *self.fresh) if v not in counts and v in used]
-        again.extend(found_before)
-        again.extend(v for v in self.lined if v in absent)
+        for at, entry in left_view:
+            for value in self.located.pop(at, ()):
+                if present.get(value, (0, None))[1] is entry:
+                    del present[value]
+                if value in found_before:
+                    again.append(value)
+        again.extend(filter(found_before.__contains__, self.loose))
+        again.extend(v for v in index.lined if v in absent)
         self.fresh = []
-        found: set[str] = set()
+        self.loose = set()
+        found: set[str] = set()  # of the values looked for in this call
         view_text: str | None = None
         view_runs: frozenset[str] | None = None
         for value in again:
-            where = self.present.get(value)
+            where = present.get(value)
             if where is not None and searched.get(where[0]) is where[1]:
                 found.add(value)
                 continue
@@ -238,29 +240,29 @@ class _Session:
                 entry = searched[at]
                 if wanted <= entry.runs_of(text) and occurs(value, text):
                     found.add(value)
-                    self.present[value] = (at, entry)
+                    self._place(value, at, entry)
                     break
         if new and absent:
             new_text = "\n".join(text for _, text in new)
             # a run never spans the line break between two texts: the runs of the joined text
             # are those of its texts, each read once while its message stays in view
             runs = frozenset().union(*(searched[at].runs_of(text) for at, text in new))
-            runs_of, by_run = self.runs_of, self.by_run
-            # a value found there has every one of its runs among the text's: searched only then
-            maybe = [v for run in runs if run in by_run for v in by_run[run] if runs_of[v] <= runs]
-            for value in (*maybe, *self.unindexed):
+            for value in (*index.candidates(runs), *index.bare):
                 if value in absent and value not in found and occurs(value, new_text):
                     found.add(value)
                     self._locate(value, new, searched)
-        newly_absent = {v for v in again if v not in found} - absent
+        lost = {v for v in again if v not in found}
+        newly_absent = lost - absent
         gone |= absent.intersection(found)
         dirty = bool(gone or newly_absent)  # absent changes
         absent.difference_update(found)
         absent |= newly_absent
+        found_before.difference_update(lost)
+        found_before |= found
         self.gone, self.added = gone, newly_absent
-        self.found = found
         self.searched = searched
-        self._index(newly_absent - self.indexed)
+        index.discard(gone)
+        index.add(newly_absent)
         return self._figures(history, view, texts, searched, stored, dirty)
 
     def _figures(
@@ -283,23 +285,14 @@ class _Session:
                 if entry.refs is None:
                     entry.refs = refs_in(read(message).text)
                 shown_refs |= entry.refs
-            view_text: str | None = None
-            for call_id, ref in stored.items():
-                if ref in shown_refs:
-                    shows = True
-                elif _ref_shaped(ref):  # not shown: a ref of this shape is found exactly as refs_in finds it
-                    shows = False
-                else:  # a ref of another shape: searched for as the view's text
-                    view_text = "\n".join(text for _, text in texts) if view_text is None else view_text
-                    shows = ref in view_text
-                if shows:
-                    with_ref.append(call_id)
+            # a ref of REF_SHAPE is in the view's text exactly when refs_in finds it there
+            with_ref = self.refs.calls_shown(stored, shown_refs, lambda: "\n".join(text for _, text in texts))
         missing, mine = self.missing, self.missing_user
         if dirty or not self.listed or self.users != self.users_listed:
             self._list()
         outputs = self.outputs
         # besides the missing values: the outputs behind the refs shown, and who wrote each value
-        source = (with_ref, [len(outputs.get(call_id, ())) for call_id in with_ref], self.users)
+        source = ({call_id: len(outputs.get(call_id, ())) for call_id in with_ref}, self.users)
         result = self.result
         if result is None or result[0] != (missing.version, mine.version) or result[1] != source:
             found_behind: set[str] = set()
@@ -338,13 +331,22 @@ class _Session:
         self.listed = True
 
     def _locate(self, value: str, texts: list[tuple[int, str]], searched: dict[int, Searched]) -> None:
-        """Remember a message of ``texts`` that ``value`` occurs in, while the view holds it."""
-        if "\n" in value:
-            return
-        for key, text in texts:
-            if occurs(value, text):
-                self.present[value] = (key, searched[key])
-                return
+        """Remember a message of ``texts`` that ``value`` (found in their joined text) occurs in,
+        while the view holds it; or that it occurs in no one message."""
+        if "\n" not in value:
+            for key, text in texts:
+                if occurs(value, text):
+                    self._place(value, key, searched[key])
+                    return
+        self.loose.add(value)
+
+    def _place(self, value: str, at: int, entry: Searched) -> None:
+        """Remember that ``value`` occurs in ``entry``, the view message ``at``."""
+        self.present[value] = (at, entry)
+        located = self.located.get(at)
+        if located is None:
+            located = self.located[at] = set()
+        located.add(value)
 
     def _start_over(self) -> None:
         """Forget everything: the history changed other than by new messages at its end."""
@@ -357,32 +359,16 @@ class _Session:
         self.counts = {}
         self.fresh = []
         self.absent = set()
+        self.index = RunIndex()
         self.found = set()
-        self.by_run = {}
-        self.runs_of = {}
-        self.unindexed = []
-        self.indexed = set()
-        self.lined = set()
         self.present = {}
+        self.located = {}
+        self.loose = set()
+        self.refs = StoredRefs()
         self.missing = Ranked()
         self.missing_user = Ranked()
         self.listed = False
         self.result = None
-
-    def _index(self, values: set[str]) -> None:
-        """Index ``values`` by their longest run (a value with a line break is searched for in the
-        whole view every call instead)."""
-        self.indexed |= values
-        for value in values:
-            if "\n" in value:
-                self.lined.add(value)
-                continue
-            run = longest_run(value)
-            if not run:
-                self.unindexed.append(value)
-            else:
-                self.by_run.setdefault(run, []).append(value)
-                self.runs_of[value] = value_runs(value)
 
 
 __all__ = ["SessionFidelity"]

@@ -1,0 +1,69 @@
+"""Values indexed by a run, to find the few of them a new text may hold without looking for
+each one.
+
+A value found in a text as a whole token has each of its runs among the text's (see
+:data:`~ctxplugin.history.identifiers.RUN`). Indexed by one run each, the values a text may
+hold are those under the text's runs whose every run is the text's too: the cost is that of the
+text's runs and of the values that pass, not of every value indexed. The index holds what its
+owner adds and drops (the values a view lacks, for the account of values), so it stays as large
+as that set, not as every value that was ever in it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from ctxplugin.history.identifiers import longest_run, value_runs
+
+
+class RunIndex:
+    """Values by their longest run (see :func:`~ctxplugin.history.identifiers.longest_run`),
+    with those that have no letter or digit (:attr:`bare`) and those with a line break
+    (:attr:`lined`, which no run can find across two texts) kept apart, in the order added.
+
+    Not locked: the session state that owns one holds its own lock."""
+
+    __slots__ = ("_by_run", "_runs_of", "bare", "lined")
+
+    def __init__(self) -> None:
+        self._by_run: dict[str, dict[str, None]] = {}
+        self._runs_of: dict[str, frozenset[str]] = {}
+        self.bare: dict[str, None] = {}
+        self.lined: dict[str, None] = {}
+
+    def add(self, values: Iterable[str]) -> None:
+        """Index ``values`` (not indexed yet)."""
+        for value in values:
+            if "\n" in value:
+                self.lined[value] = None
+                continue
+            run = longest_run(value)
+            if not run:
+                self.bare[value] = None
+            else:
+                self._by_run.setdefault(run, {})[value] = None
+                self._runs_of[value] = value_runs(value)
+
+    def discard(self, values: Iterable[str]) -> None:
+        """Drop ``values`` (those indexed; the others are ignored)."""
+        by_run, runs_of = self._by_run, self._runs_of
+        for value in values:
+            if runs_of.pop(value, None) is not None:
+                run = longest_run(value)
+                bucket = by_run[run]
+                del bucket[value]
+                if not bucket:
+                    del by_run[run]
+            else:
+                self.bare.pop(value, None)
+                self.lined.pop(value, None)
+
+    def candidates(self, runs: frozenset[str]) -> list[str]:
+        """The values indexed under a run of ``runs`` whose every run is among ``runs`` (those
+        of :attr:`bare` and :attr:`lined` aside): all that a text with these runs may hold."""
+        by_run, runs_of = self._by_run, self._runs_of
+        keys = [run for run in by_run if run in runs] if len(by_run) < len(runs) else [run for run in runs if run in by_run]
+        return [value for run in keys for value in by_run[run] if runs_of[value] <= runs]
+
+
+__all__ = ["RunIndex"]
