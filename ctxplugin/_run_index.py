@@ -18,16 +18,16 @@ from ctxplugin.history.identifiers import longest_run, value_runs
 
 class RunIndex:
     """Values by their longest run (see :func:`~ctxplugin.history.identifiers.longest_run`),
-    with those that have no letter or digit (:attr:`bare`) and those with a line break
-    (:attr:`lined`, which no run can find across two texts) kept apart, in the order added.
+    each with its runs, with those that have no letter or digit (:attr:`bare`) and those with a
+    line break (:attr:`lined`, which no run can find across two texts) kept apart, in the order
+    added.
 
     Not locked: the session state that owns one holds its own lock."""
 
-    __slots__ = ("_by_run", "_runs_of", "bare", "lined")
+    __slots__ = ("_by_run", "bare", "lined")
 
     def __init__(self) -> None:
-        self._by_run: dict[str, dict[str, None]] = {}
-        self._runs_of: dict[str, frozenset[str]] = {}
+        self._by_run: dict[str, dict[str, frozenset[str]]] = {}  # longest run -> value -> its runs
         self.bare: dict[str, None] = {}
         self.lined: dict[str, None] = {}
 
@@ -36,34 +36,30 @@ class RunIndex:
         for value in values:
             if "\n" in value:
                 self.lined[value] = None
-                continue
-            run = longest_run(value)
-            if not run:
-                self.bare[value] = None
+            elif run := longest_run(value):
+                self._by_run.setdefault(run, {})[value] = value_runs(value)
             else:
-                self._by_run.setdefault(run, {})[value] = None
-                self._runs_of[value] = value_runs(value)
+                self.bare[value] = None
 
     def discard(self, values: Iterable[str]) -> None:
         """Drop ``values`` (those indexed; the others are ignored)."""
-        by_run, runs_of = self._by_run, self._runs_of
+        by_run = self._by_run
         for value in values:
-            if runs_of.pop(value, None) is not None:
-                run = longest_run(value)
-                bucket = by_run[run]
-                del bucket[value]
-                if not bucket:
+            if "\n" in value:
+                self.lined.pop(value, None)
+            elif run := longest_run(value):
+                bucket = by_run.get(run)
+                if bucket is not None and bucket.pop(value, None) is not None and not bucket:
                     del by_run[run]
             else:
                 self.bare.pop(value, None)
-                self.lined.pop(value, None)
 
     def candidates(self, runs: frozenset[str]) -> list[str]:
         """The values indexed under a run of ``runs`` whose every run is among ``runs`` (those
         of :attr:`bare` and :attr:`lined` aside): all that a text with these runs may hold."""
-        by_run, runs_of = self._by_run, self._runs_of
+        by_run = self._by_run
         keys = [run for run in by_run if run in runs] if len(by_run) < len(runs) else [run for run in runs if run in by_run]
-        return [value for run in keys for value in by_run[run] if runs_of[value] <= runs]
+        return [value for run in keys for value, wanted in by_run[run].items() if wanted <= runs]
 
 
 __all__ = ["RunIndex"]
