@@ -106,7 +106,7 @@ class _Session:
     index: RunIndex  # the absent values (each is indexed: clearing one clears both)
     found: set[str]  # used values no searched message shows but one holds
     present: dict[str, tuple[int, Searched]]  # value -> a searched message it occurs in
-    located: dict[int, set[str]]  # by id: the values present in a searched message (or shown since)
+    located: dict[int, set[str]]  # by id: the values found in a searched message (some shown since)
     loose: set[str]  # found values present in no one searched message (found in the joined text)
     refs: StoredRefs  # the stored refs, by ref
     missing: Ranked  # the absent values in first-seen order, once listed

@@ -1,0 +1,36 @@
+"""RunIndex (ctxplugin._run_index): whatever was added and dropped, the candidates for a text
+are the indexed values whose every run is the text's, so every indexed value the text holds is
+among them."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ctxplugin._run_index import RunIndex
+from ctxplugin.history.identifiers import RUN, occurs, value_runs
+
+VALUES = ["HAT1367", "getitem_start", "in_getitem", "/testbed/src/a.py", "a.py", "v2.1", "2.10", "ünï_cødé", "***", "--->",
+          "line one\nline two", "Does not have getitem method", "getitem", "src"]
+
+
+@given(
+    st.lists(st.tuples(st.sets(st.sampled_from(VALUES)), st.sets(st.sampled_from(VALUES))), min_size=1, max_size=8),
+    st.lists(st.sampled_from([*VALUES, "x", "method", "getitem_end", " ", "/"]), max_size=12),
+)
+def test_candidates_are_the_indexed_values_whose_runs_a_text_has(steps: list[tuple[set[str], set[str]]], words: list[str]) -> None:
+    index = RunIndex()
+    held: set[str] = set()
+    for added, dropped in steps:
+        index.add(added - held)
+        held |= added
+        index.discard(dropped)
+        held -= dropped
+    text = " ".join(words)
+    runs = frozenset(RUN.findall(text))
+    got = index.candidates(runs)
+    ranged = {v for v in held if "\n" not in v and value_runs(v)}
+    assert sorted(got) == sorted(v for v in ranged if value_runs(v) <= runs)
+    assert {v for v in ranged if occurs(v, text)} <= set(got)
+    assert set(index.bare) == {v for v in held if "\n" not in v and not value_runs(v)}
+    assert set(index.lined) == {v for v in held if "\n" in v}
