@@ -23,7 +23,7 @@ def test_the_calls_shown_are_those_a_read_of_the_whole_map_finds(calls: list[tup
     refs = StoredRefs()
     for stored, shown in calls:
         text = "summary " + " and ".join(shown)
-        assert sorted(refs.calls_shown(stored, refs_in(text), lambda: text)) == sorted(read_whole(stored, text))
+        assert sorted(refs.calls_shown(stored, refs_in(text), text.__str__)) == sorted(read_whole(stored, text))
 
 
 def test_a_map_that_grows_changes_or_shrinks_is_read_as_it_is_now() -> None:
