@@ -74,7 +74,8 @@ class Digests:
     Args:
         exchanges: every exchange of the conversation (original messages).
         spans_of_block: exchange numbers of each gisted block that may be condensed.
-        gist_sizes: tokens of each block as the gist tier shows it (a note is never larger).
+        gist_sizes: tokens of each block as the gist tier shows it (a note is never larger),
+            read only as far as a note's cap needs.
         known: text always in view (the task); values in it are not listed.
         config: note sizes.
         counter: token counter.
@@ -161,10 +162,21 @@ class Digests:
         if upto <= 0 or cap <= 0:
             return None, ()
         key = ("archive", self._keys[upto - 1], upto, cap, self._counter.name)
-        cap = min(cap, sum(self._gist_sizes[:upto]) - 1)
+        cap = min(cap, self._gisted(upto, cap) - 1)
         first = next((m[0] for m in self._spans[:upto] if m), 0)
         last = next((m[-1] for m in reversed(self._spans[:upto]) if m), 0)
         return self._cached(key, lambda: self._archive_note(upto, first, last, cap))
+
+    def _gisted(self, upto: int, cap: int) -> int:
+        """The gists of blocks ``0 .. upto - 1`` summed, or as far as they exceed ``cap``
+        (which is all a cap needs): on a long thread the oldest few blocks, not every one of
+        the thousands the archive stands for (each is gisted when its size is first read)."""
+        total = 0
+        for block in range(upto):
+            total += self._gist_sizes[block]
+            if total > cap:
+                break
+        return total
 
     def _archive_note(self, upto: int, first: int, last: int, cap: int) -> tuple[HumanMessage | None, list[str]]:
         reuse, ranked = self._ranked(upto)

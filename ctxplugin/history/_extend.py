@@ -36,6 +36,7 @@ from ctxplugin._lru import LRU
 from ctxplugin._messages import annotation, answered, exchange_spans
 from ctxplugin._prefix import Stamp, changed_positions
 from ctxplugin.config import HistoryConfig
+from ctxplugin.history._showing import Showing
 from ctxplugin.history.omission import HistoryBudget, Keys, Parts, WindowLimit, parts_of
 
 SESSIONS = 1024
@@ -60,9 +61,9 @@ class Made:
         bounds: ``(gist_end, verbatim_start)`` then.
         protected: indexes of the messages kept exact.
         first_human, latest_human: indexes of the first and latest human messages.
-        rendered: each exchange as its tier showed it.
-        parts: each exchange's tokens as shown (see :data:`~ctxplugin.history.omission.Parts`).
-        changed: how many messages of each exchange were shown compressed.
+        shown: each exchange as its tier showed it, its tokens as shown (see
+            :data:`~ctxplugin.history.omission.Parts`) and how many of its messages were shown
+            compressed; an exchange of the gist tier is made when first read.
         keys: the content keys of the gisted blocks (None when there were none).
         result: the view's messages.
         tiers, compressed, omitted, verbatim_from: as :class:`~ctxplugin.history.tiers.HistoryView`.
@@ -99,9 +100,7 @@ class Made:
     protected: frozenset[int]
     first_human: int | None
     latest_human: int | None
-    rendered: tuple[tuple[BaseMessage, ...], ...]
-    parts: tuple[Parts, ...]
-    changed: tuple[int, ...]
+    shown: Showing
     keys: Keys | None
     result: tuple[BaseMessage, ...]
     tiers: dict[str, int]
@@ -237,7 +236,7 @@ def extend(
     if prior.trimmable:
         return None  # whether long window exchanges are shown trimmed is chosen again as the window grows
     last = len(prior.spans) - 1  # the previous latest exchange: no longer the latest
-    if prior.archive_short and last in long_since_move(prior.parts, bounds, last + 1, prior.config):
+    if prior.archive_short and last in long_since_move(prior.shown.all_parts(), bounds, last + 1, prior.config):
         return None  # a long exchange that joined the window since the move may now be shown trimmed
     if growth.dirty and prior.whole is None and min(growth.dirty) < bounds[1]:
         return None  # a human message that was kept exact outside the verbatim tier is compressed now
@@ -274,9 +273,7 @@ def extend(
         protected=growth.protected,
         first_human=growth.first_human,
         latest_human=growth.latest_human,
-        rendered=(*prior.rendered, *(tuple(added[s - n : e - n]) for s, e in new_spans)),
-        parts=(*prior.parts, *parts),
-        changed=(*prior.changed, *(0 for _ in new_spans)),
+        shown=prior.shown.grown((tuple(added[s - n : e - n]), p, 0) for (s, e), p in zip(new_spans, parts, strict=True)),
         result=(*prior.result, *added),
         tiers=tiers,
         verbatim_from=verbatim_from,

@@ -29,10 +29,9 @@ moves.
 
 from __future__ import annotations
 
-from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
-from itertools import accumulate
+from functools import partial
 
 from langchain_core.messages import BaseMessage, ToolMessage
 
@@ -234,8 +233,16 @@ def plan_omission(
     caps = [config.archive_tokens >> shift for shift in range(4)] + [0]
     condensed, level = 0, 0
     holds: list[_Hold] = []
-    # each block's gists, per column of Parts (read once: every limit sums one column)
-    block_gists = [_summed(parts, digests.members(k)) for k in range(blocks)]
+    # each block's gists, per column of Parts (read once: every limit sums one column), read
+    # from the newest block back only as far as a limit asks (see :class:`_After`)
+    gists: dict[int, Parts] = {}
+
+    def block_gists(k: int) -> Parts:
+        found = gists.get(k)
+        if found is None:
+            found = gists[k] = _summed(parts, digests.members(k))
+        return found
+
     for limit, kind, is_kind, shrinks in budget.limits():
         column = 0 if kind is None else 2 if is_kind else 1
         deepest = len(caps) if shrinks else level + 1  # the archive levels this limit may ask for
@@ -252,22 +259,21 @@ def plan_omission(
         kept = sum(part(i) for i in protected_spans if i < gist_end)
         allowance = limit - kept - sum(window) - reserve
         # after[k]: the gists of blocks k.. (summed once, read per try); never grows with k
-        after = [*accumulate(reversed([g[column] for g in block_gists]), initial=0)][::-1]
-        below = [-a for a in after]  # ascending: the counts whose gists alone fit are found by bisection
+        after = _After(blocks, partial(_column_of, block_gists, column))
 
-        def cost(count: int, cap: int, after: list[int] = after) -> int:
+        def cost(count: int, cap: int, after: _After = after) -> int:
             archived = count // config.archive_blocks * config.archive_blocks
             shown = [digests.archive(archived, cap), *(digests.block(k, archived, cap) for k in range(archived, count))]
             return sum(tokens(m) for m in shown) + after[count]
 
-        def fits(count: int, cap: int, after: list[int] = after, allowance: int = allowance) -> bool:
+        def fits(count: int, cap: int, after: _After = after, allowance: int = allowance) -> bool:
             if after[count] > allowance:
                 return False  # the blocks left as gists alone are over: no note is made to learn that
             return cost(count, cap) <= allowance
 
         # counts below what an earlier limit condensed cannot change the plan (their holds are
         # relaxed to that count anyway): no note is made for them
-        need = next((count for count in _counts_from(below, condensed, allowance) if fits(count, caps[level])), None)
+        need = next((count for count in after.counts_from(condensed, allowance) if fits(count, caps[level])), None)
         planned = allowance  # the room the plan leaves for the window to grow into
         if need is None:
             # Even a fully condensed history is too large with room for the exchanges still to
@@ -294,7 +300,7 @@ def plan_omission(
             # more, or shrink the archive, now, rather than leave the budget stage to drop the
             # oldest exchanges, which are the notes themselves. The window only grows until the
             # next move, so this happens at most once per shrink.
-            more = next((count for count in _counts_from(below, need, now) if fits(count, caps[level], allowance=now)), None)
+            more = next((count for count in after.counts_from(need, now) if fits(count, caps[level], allowance=now)), None)
             if more is not None:
                 need = more
                 bar = cost(need, caps[level])
@@ -327,11 +333,38 @@ def _summed(parts: Sequence[Parts], members: Sequence[int]) -> Parts:
     return total, others, results
 
 
-def _counts_from(below: list[int], start: int, allowance: int) -> range:
-    """The counts from ``start`` on whose remaining gists alone fit ``allowance`` (``below``:
-    minus those gists per count, ascending): :func:`plan_omission` tries no other, since a
-    count whose gists alone are over cannot fit."""
-    return range(bisect_left(below, -allowance, lo=start), len(below))
+def _column_of(gists: Callable[[int], Parts], column: int, block: int) -> int:
+    return gists(block)[column]
+
+
+class _After:
+    """``after[k]``: the gists of blocks ``k ..`` in one column of :data:`Parts`, summed from the
+    newest block back only as far as asked. The counts a plan tries are those whose remaining
+    gists alone fit (:meth:`counts_from`), found from the newest back, so the gists of the blocks
+    before them are never read: on a long thread's first call those are nearly all of them, and
+    they need not even be made (see :mod:`ctxplugin.history._showing`)."""
+
+    def __init__(self, blocks: int, gist: Callable[[int], int]) -> None:
+        self._blocks = blocks
+        self._gist = gist
+        self._sums = [0]  # _sums[j]: after[blocks - j]
+
+    def __getitem__(self, count: int) -> int:
+        sums, blocks = self._sums, self._blocks
+        while len(sums) <= blocks - count:
+            sums.append(sums[-1] + self._gist(blocks - len(sums)))
+        return sums[blocks - count]
+
+    def counts_from(self, start: int, allowance: int) -> range:
+        """The counts from ``start`` on whose remaining gists alone fit ``allowance``:
+        :func:`plan_omission` tries no other, since a count whose gists alone are over cannot
+        fit. (Gists never grow with the count, so these are the counts from the first that fits.)"""
+        count = self._blocks
+        if self[count] > allowance:
+            return range(0)
+        while count > start and self[count - 1] <= allowance:
+            count -= 1
+        return range(count, self._blocks + 1)
 
 
 def _relaxed(hold: _Hold, condensed: int, level: int, caps: list[int]) -> WindowLimit:

@@ -24,6 +24,8 @@ from ctxplugin._messages import annotation, answered, exchange_spans
 from ctxplugin._prefix import Stamp
 from ctxplugin.config import HistoryConfig
 from ctxplugin.history._extend import Made, extend, grown, long_scripts, long_since_move, remember
+from ctxplugin.history._showing import EMPTY, BlockSizes, Showing
+from ctxplugin.history._showing import show as show_exchange
 from ctxplugin.history._shown import Tier as Tier
 from ctxplugin.history._shown import _plain_text, _summarizable, compress_message
 from ctxplugin.history.compressors import memo_counter
@@ -31,8 +33,6 @@ from ctxplugin.history.omission import (
     Digests,
     HistoryBudget,
     OmissionPlan,
-    Parts,
-    parts_of,
     plan_omission,
     raw_parts,
 )
@@ -186,7 +186,7 @@ def compress_history(
             tiers["protected"] = len(protected)
             tiers[Tier.VERBATIM.value] = len(messages) - len(protected)
             made = keep(
-                rendered=tuple(tuple(messages[s:e]) for s, e in spans), parts=raw, changed=(0,) * exchanges, keys=None,
+                shown=Showing((tuple(messages[s:e]), p, 0) for (s, e), p in zip(spans, raw, strict=True)), keys=None,
                 result=tuple(messages), tiers=tiers, compressed=0, omitted=0,
                 verbatim_from=spans[first][0] if first < exchanges else None, whole=whole, window=None, raw=raw,
             )
@@ -201,19 +201,19 @@ def compress_history(
         # only exchanges that are new, changed tier or changed a kept message are shown anew
         prior = growth.prior
         fresh = exchanges - len(prior.spans)
-        rendered: list[tuple[BaseMessage, ...]] = [*prior.rendered, *((),) * fresh]
-        parts: list[Parts] = [*prior.parts, *((0, 0, 0),) * fresh]
-        changed: list[int] = [*prior.changed, *(0,) * fresh]
+        shown = prior.shown.grown((EMPTY,) * fresh)
         redo = {*range(len(prior.spans), exchanges), *growth.dirty, *prior.forced}
         for before, now in zip(prior.bounds, bounds, strict=True):
             redo.update(range(min(before, now), max(before, now)))
         numbers: Sequence[int] = sorted(n for n in redo if n < exchanges)
     else:
-        rendered, parts, changed = [()] * exchanges, [(0, 0, 0)] * exchanges, [0] * exchanges
+        shown = Showing((EMPTY,) * exchanges)
         numbers = range(exchanges)
     def show(number: int) -> None:
         start, end = spans[number]
         tier = Tier.TRIMMED if number in forced else _tier(number, bounds)
+        if tier is Tier.GIST and summarizer is None:  # gisted when read (most are condensed unread)
+            return shown.defer(number, tuple(messages[start:end]), tuple(i in protected for i in range(start, end)), tier, config, counter)
         out: list[BaseMessage] = []
         for index in range(start, end):
             message = messages[index]
@@ -229,15 +229,14 @@ def compress_history(
                     else:
                         lead = summarizer.lead(text, session=session, upgrade=upgrade)
             out.append(compress_message(message, tier, config=config, counter=counter, lead=lead))
-        rendered[number] = tuple(out)
-        parts[number] = parts_of(out, [count_message(m, counter) for m in out])
-        changed[number] = sum(1 for j, m in zip(range(start, end), out, strict=True) if m is not messages[j])
+        shown.put(number, show_exchange(messages[start:end], out, counter))
 
     for number in numbers:
         show(number)
     tiers = _tier_counts(spans, protected, bounds, len(messages))
     plan = OmissionPlan()
     notes: Digests | None = None
+    parts = shown.all_parts()
     source = notes_from if notes_from is not None and len(notes_from) == len(messages) else messages
     if budget is not None and gist_end:
         protected_spans = {bisect_right(spans, (j, len(messages) + 1)) - 1 for j in protected}
@@ -248,13 +247,13 @@ def compress_history(
         notes = Digests(
             _Exchanges(source, spans),
             members,
-            [sum(parts[i][0] for i in block) for block in members],
+            BlockSizes(shown, members),
             content_text(source[first_human].content) if first_human is not None else "",
             config,
             counter,
             resume=growth.prior.keys_for(source) if growth is not None else None,
         )
-        plan = plan_omission(rendered, [], protected_spans, notes, bounds=bounds, budget=budget, config=config, parts=parts)
+        plan = plan_omission((), (), protected_spans, notes, bounds=bounds, budget=budget, config=config, parts=parts)
         if plan.archive_tokens < config.archive_tokens:
             # The archive is made smaller to leave the window room. When exchanges that joined
             # the window since the move, before the latest, are long (a long script), they are
@@ -270,22 +269,22 @@ def compress_history(
             if scripts:
                 tries.append(older | scripts)
             trimmable = bool(tries)
-            untrimmed = {n: (rendered[n], parts[n], changed[n]) for n in (tries[-1] if tries else ())}
+            untrimmed = {n: shown.entry(n) for n in (tries[-1] if tries else ())}
             chosen: frozenset[int] = frozenset()
             for candidate in tries:
                 # each try adds to the one before: only the exchanges it adds are shown anew
                 fresh_trims, forced = candidate - forced, candidate
                 for number in fresh_trims:
                     show(number)
-                trimmed = plan_omission(rendered, [], protected_spans, notes, bounds=bounds, budget=budget, config=config, parts=parts)
+                trimmed = plan_omission((), (), protected_spans, notes, bounds=bounds, budget=budget, config=config, parts=parts)
                 if trimmed.archive_tokens > plan.archive_tokens:
                     plan, chosen = trimmed, candidate
                     if plan.archive_tokens >= config.archive_tokens:
                         break
             forced = chosen
-            for number, (shown, sizes, count) in untrimmed.items():
+            for number, entry in untrimmed.items():
                 if number not in chosen:
-                    rendered[number], parts[number], changed[number] = shown, sizes, count
+                    shown.put(number, entry)
             if chosen:
                 _count_trimmed(tiers, chosen, spans, protected)
     result: list[BaseMessage] = []
@@ -293,8 +292,8 @@ def compress_history(
     noted: set[int] = set()
     verbatim_from: int | None = None
     first_window = max(verbatim_start, 1)
-    condensed_end = min(plan.condensed * config.block_size, len(rendered)) if notes is not None else 0
-    for number, span in enumerate(rendered):
+    condensed_end = min(plan.condensed * config.block_size, exchanges) if notes is not None else 0
+    for number in range(exchanges):
         if number == first_window:
             verbatim_from = len(result)
         if number < condensed_end and notes is not None:
@@ -306,14 +305,15 @@ def compress_history(
                     noted.add(key)
                     _append_note(result, notes, block, plan)
                 omitted += 1
-                omitted_messages += len(span)
+                omitted_messages += spans[number][1] - spans[number][0]
                 continue
-        compressed += changed[number]
+        span, _, changed = shown.entry(number)
+        compressed += changed
         result.extend(span)
     tiers[Tier.OMITTED.value] += omitted_messages
     tiers[Tier.GIST.value] -= omitted_messages
     made = keep(
-        rendered=tuple(rendered), parts=tuple(parts), changed=tuple(changed), keys=notes.keys() if notes is not None else None,
+        shown=shown, keys=notes.keys() if notes is not None else None,
         result=tuple(result), tiers=tiers, compressed=compressed, omitted=omitted, verbatim_from=verbatim_from, whole=None,
         window=plan.holds_while if notes is not None else (),
         notes_from=tuple(source) if notes is not None and source is not messages else (),

@@ -1,0 +1,78 @@
+"""Exchanges of the gist tier are gisted when read: the view is the one every exchange gisted
+makes, and a long thread's condensed exchanges are never gisted."""
+
+from __future__ import annotations
+
+import random
+from bisect import bisect_left
+from collections.abc import Callable
+from itertools import accumulate
+
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+
+from ctxplugin import HistoryConfig
+from ctxplugin.history import HistoryBudget, compress_history
+from ctxplugin.history._shown import _SHOWN
+from ctxplugin.history.omission import _After
+from ctxplugin.tokens import get_counter
+
+COUNTER = get_counter()[0]
+
+
+class NoLeads:
+    """A gist source that never has a summary: the zero-LLM gist, but every exchange of the
+    gist tier gisted as the call goes (as the tiers do with a summarizer)."""
+
+    def prefetch(self, text: str, *, session: str) -> None:
+        return None
+
+    def lead(self, text: str, *, session: str, upgrade: bool) -> str | None:
+        return None
+
+
+def test_the_counts_tried_are_those_the_bisection_of_every_block_finds() -> None:
+    rng = random.Random(5)
+    for _ in range(300):
+        gists = [rng.choice([0, 1, 5, 40, 300]) for _ in range(rng.randrange(0, 30))]
+        blocks = len(gists)
+        after_all = [*accumulate(reversed(gists), initial=0)][::-1]
+        below = [-a for a in after_all]
+        read: list[int] = []
+
+        def gist(block: int, gists: list[int] = gists, read: list[int] = read) -> int:
+            read.append(block)
+            return gists[block]
+
+        after = _After(blocks, gist)
+        for start in range(blocks + 1):
+            allowance = rng.randrange(-5, sum(gists) + 10)
+            assert after.counts_from(start, allowance) == range(bisect_left(below, -allowance, lo=start), blocks + 1)
+            assert all(after[k] == after_all[k] for k in range(start, blocks + 1))
+        assert len(read) == len(set(read)), "each block's gist is read once"
+
+
+def long_history(session: Callable[..., list[BaseMessage]], exchanges: int) -> list[BaseMessage]:
+    return [*session(exchanges), AIMessage("Looking further."), HumanMessage("And the next one?")]
+
+
+def test_views_equal_those_made_with_every_exchange_gisted_call_after_call(agent_session: Callable[..., list[BaseMessage]]) -> None:
+    config = HistoryConfig()
+    budget = HistoryBudget(total=3000)
+    lazy, eager = long_history(agent_session, 120), long_history(agent_session, 120)
+    for end in range(len(lazy) - 40, len(lazy) + 1, 2):
+        made = compress_history(lazy[:end], config=config, counter=COUNTER, budget=budget, session="lazy")
+        every = compress_history(eager[:end], config=config, counter=COUNTER, budget=budget, session="eager", summarizer=NoLeads())
+        assert made.omitted_exchanges > 0
+        assert [(type(m), m.content, m.additional_kwargs) for m in made.messages] == [
+            (type(m), m.content, m.additional_kwargs) for m in every.messages
+        ]
+        assert (made.tiers, made.compressed_count, made.verbatim_from) == (every.tiers, every.compressed_count, every.verbatim_from)
+
+
+def test_a_long_threads_condensed_exchanges_are_never_gisted(agent_session: Callable[..., list[BaseMessage]]) -> None:
+    messages = long_history(agent_session, 400)
+    view = compress_history(messages, config=HistoryConfig(), counter=COUNTER, budget=HistoryBudget(total=3000), session="long")
+    assert view.omitted_exchanges > 300
+    gisted = [i for i, m in enumerate(messages) if _SHOWN.get(m) is not None]
+    assert gisted, "the newest gisted blocks are read by the plan"
+    assert len(gisted) < len(messages) // 4, "the thousands the archive stands for are not gisted"
