@@ -29,7 +29,7 @@ from typing import Any, Protocol, runtime_checkable
 from langchain_core.messages import AIMessage, BaseMessage
 
 from ctxplugin._block_text import other_blocks
-from ctxplugin._lru import LRU, PerMessage, TextKey, text_key
+from ctxplugin._lru import LRU, THREAD_TEXTS, PerMessage, TextKey, text_key
 
 logger = logging.getLogger("ctxplugin.tokens")
 
@@ -196,8 +196,10 @@ _MEMO_TEXTS = 65_536
 
 _MEMO_MIN_CHARS = 32
 
-_MEMO_MESSAGES = 8192
-"""Messages whose counts are kept per counter, by identity (see :class:`PerMessage`)."""
+_MEMO_MESSAGES = THREAD_TEXTS
+"""Messages whose counts are kept per counter, by identity (see :class:`PerMessage`): more than
+one pass over a long thread counts (at 8,192, the first call on a 10,000-message thread, whose
+stages each count it in turn, found none of them and counted every message three times)."""
 
 
 class _CountMemo:

@@ -92,3 +92,15 @@ def test_an_output_counted_at_capture_is_not_counted_again_by_prepare() -> None:
     history = [HumanMessage("find the handlers"), AIMessage("", tool_calls=[{"name": "grep", "args": {}, "id": "c1"}]), output]
     engine.prepare(history, scope=scope)  # the host keeps the original output
     assert str(output.content) not in seen, "the output's tokens were counted again"
+
+
+def test_every_message_of_a_10000_message_thread_is_counted_once_over_several_passes() -> None:
+    counter = CallCounting()
+    thread = [
+        AIMessage(f"step {i}: listing the module", tool_calls=[{"name": "bash", "args": {"command": f"ls src/mod_{i}"}, "id": f"c{i}"}])
+        for i in range(10_000)
+    ]
+    first = [count_message(m, counter) for m in thread]
+    calls = counter.calls
+    assert [count_message(m, counter) for m in thread] == first  # a later stage's pass over the same thread
+    assert counter.calls == calls, "a pass over the thread found counts of the previous pass gone"
