@@ -37,7 +37,7 @@ class WriteBatch:
         # what prefetch read: the reader, the keys and text hashes asked for, the facts found by
         # text hash and by key (in the order read): a find looks up only those of its hash or key
         # (a thread read at once after a restart finds hundreds, asked for once per draft)
-        self._known: tuple[Scope, frozenset[str], frozenset[str], dict[str, list[Fact]], dict[str, list[Fact]]] | None = None
+        self._known: _Known | None = None
 
     def prefetch(self, reader: Scope, drafts: Sequence[FactDraft]) -> None:
         """Read in one request, on a store that has ``lookup``, the facts ``reader`` may read
@@ -147,16 +147,56 @@ class WriteBatch:
         first, then the changes to stored ones (a failure in between leaves both the new and the
         old fact visible rather than neither)."""
         added, updated = list(self._added.values()), list(self._updated.values())
+        known = self._known
         self._added, self._updated, self._added_by_hash, self._added_by_key = {}, {}, {}, {}
-        self._known = None  # the store changes: what was read before is read again
+        self._known = None  # until the writes are sent
         write = getattr(self.store, "write", None)
         if callable(write) and added and updated:
             write(added, updated)  # one request where the backend can (see FactStore)
-            return
-        if added:
-            self.store.add(added)
-        if updated:
-            self.store.update(updated)
+        else:
+            if added:
+                self.store.add(added)
+            if updated:
+                self.store.update(updated)
+        # what prefetch read stands with these writes in it: the decisions after a similarity
+        # search (which sends the writes first) are still answered from it, not one request each
+        self._known = _with_writes(known, added, updated)
+
+
+_Known = tuple[Scope, frozenset[str], frozenset[str], dict[str, list[Fact]], dict[str, list[Fact]]]
+
+
+def _with_writes(known: _Known | None, added: Sequence[Fact], updated: Sequence[Fact]) -> _Known | None:
+    """What :meth:`WriteBatch.prefetch` read (``known``) as the store holds it once ``added`` and
+    ``updated`` are written: each new fact the reader may read among the facts of its text hash
+    and of its key, when those were asked for, after the ones stored before (in the order a
+    store lists them, first stored first); each changed one in its place. None (read again)
+    when a change cannot be placed so: a changed fact of a text hash or key asked for that was
+    not read, or one whose text hash or key changed."""
+    if known is None:
+        return None
+    reader, keys, hashes, by_hash, by_key = known
+    placed = {fact.id: fact for facts in (*by_hash.values(), *by_key.values()) for fact in facts}
+    for fact in updated:
+        old = placed.get(fact.id)
+        if old is None:
+            if fact.text_hash in hashes or fact.key in keys:
+                return None
+            continue
+        if old.text_hash != fact.text_hash or old.key != fact.key:
+            return None
+        for facts in (by_hash.get(fact.text_hash, []), by_key.get(fact.key or "", [])):
+            facts[:] = [fact if f.id == fact.id else f for f in facts]
+    for fact in added:
+        if fact.id in placed:
+            return None
+        if not reader.can_read(fact.owner, fact.visibility):
+            continue
+        if fact.text_hash in hashes:
+            by_hash.setdefault(fact.text_hash, []).append(fact)
+        if fact.key is not None and fact.key in keys:
+            by_key.setdefault(fact.key, []).append(fact)
+    return known
 
 
 __all__ = ["WriteBatch"]

@@ -287,3 +287,29 @@ def test_a_thread_read_again_after_a_restart_finds_every_fact_as_stored(tmp_path
         assert ledger.ingest(turns, scope=S) == []
         assert _outcome(ledger) == before
         assert any(not valid for _, _, valid, _ in before)
+
+
+def test_the_decisions_after_a_similarity_search_are_still_read_at_once(tmp_path: Path, mocker: MockerFixture) -> None:
+    """A correction looks for what it corrects by similarity, which sends the writes so far:
+    the decisions after it find what was read at once, with those writes in it."""
+
+    def extractor(message: BaseMessage) -> list[FactDraft]:
+        if str(message.content) == "first":
+            return [FactDraft(text="The seat is economy class"), FactDraft(text="Ticket T-1 is assigned to Bo", key="ticket_1")]
+        return [
+            FactDraft(text="Ticket T-0 is assigned to Ana", key="ticket_0"),
+            FactDraft(text="The seat is business class", replaces="economy class"),
+            *(FactDraft(text=f"Ticket T-{i} is assigned to Ana", key=f"ticket_{i}") for i in range(5)),
+        ]
+
+    with ChromaFactStore.persistent(tmp_path) as store:
+        chroma, memory = FactsLedger(store, extractor=extractor), FactsLedger(MemoryFactStore(), extractor=extractor)
+        for ledger in (chroma, memory):
+            ledger.ingest([HumanMessage("first", id="m1")], scope=S)
+        get = mocker.spy(type(store.raw_collection()), "get")
+        written = chroma.ingest([HumanMessage("second", id="m2")], scope=S)
+        assert _key_or_text_lookups(get.call_args_list) == 1, "seven decisions, one read by key or text"
+        memory.ingest([HumanMessage("second", id="m2")], scope=S)
+        assert [f.text for f in written] == ["Ticket T-0 is assigned to Ana", "The seat is business class", *(f"Ticket T-{i} is assigned to Ana" for i in range(1, 5))]
+        assert _outcome(chroma) == _outcome(memory)
+        assert [t for t, _, valid, _ in _outcome(chroma) if not valid] == ["The seat is economy class", "Ticket T-1 is assigned to Bo"]
