@@ -34,6 +34,13 @@ class WriteBatch:
         # and by key: the current fact of a key, looked up for every keyed fact read, is found
         # among the pending facts of that key (a long conversation read at once adds thousands)
         self._added_by_key: dict[str, dict[str, None]] = {}
+        # the pending changes to stored facts by text hash and by key, and the added facts by the
+        # facts they depend on, with the order each was put in: a find reads those of its text
+        # hash, key or dependency, in that order, instead of every pending fact (a long thread's
+        # first read makes thousands of decisions, each finding among thousands pending)
+        self._updated_by: dict[tuple[str, str], dict[str, None]] = {}
+        self._added_by_dependency: dict[str, dict[str, None]] = {}
+        self._order: dict[str, int] = {}
         # what prefetch read: the reader, the keys and text hashes asked for, the facts found by
         # text hash and by key (in the order read): a find looks up only those of its hash or key
         # (a thread read at once after a restart finds hundreds, asked for once per draft)
@@ -75,6 +82,7 @@ class WriteBatch:
 
     def add(self, facts: Sequence[Fact]) -> None:
         for fact in facts:
+            self._drop_updated(fact.id)
             self._updated.pop(fact.id, None)
             self._put_added(fact)
 
@@ -83,11 +91,35 @@ class WriteBatch:
             if fact.id in self._added:
                 self._put_added(fact)  # still to be added: added as it is now
             else:
-                self._updated[fact.id] = fact
+                self._drop_updated(fact.id)
+                self._put_updated(fact)
+
+    def _facets(self, fact: Fact) -> list[tuple[str, str]]:
+        return [("hash", fact.text_hash), *((("key", fact.key),) if fact.key is not None else ())]
+
+    def _drop_updated(self, fact_id: str) -> None:
+        old = self._updated.get(fact_id)
+        if old is not None:
+            for facet in self._facets(old):
+                self._updated_by[facet].pop(fact_id, None)
+
+    def _put_updated(self, fact: Fact) -> None:
+        if fact.id not in self._updated:
+            self._order[fact.id] = len(self._order)  # a dict's order: a put again keeps its place
+        self._updated[fact.id] = fact
+        for facet in self._facets(fact):
+            self._updated_by.setdefault(facet, {})[fact.id] = None
 
     def _put_added(self, fact: Fact) -> None:
         old = self._added.get(fact.id)
+        if old is None:
+            self._order[fact.id] = len(self._order)
         self._added[fact.id] = fact
+        if old is None or old.depends_on != fact.depends_on:
+            for dependency in old.depends_on if old is not None else ():
+                self._added_by_dependency[dependency].pop(fact.id, None)
+            for dependency in fact.depends_on:
+                self._added_by_dependency.setdefault(dependency, {})[fact.id] = None
         if old is None or old.text_hash != fact.text_hash:
             if old is not None:
                 self._added_by_hash[old.text_hash].pop(fact.id, None)
@@ -128,12 +160,18 @@ class WriteBatch:
             seen.add(fact.id)
             if fact.id not in self._added and matches(pending, query):
                 found.append(pending)
-        found += [f for f in self._updated.values() if f.id not in seen and matches(f, query)]
+        updated: Iterable[Fact] = self._updated.values()
+        if query.text_hash is not None or query.key is not None:
+            facet = ("hash", query.text_hash) if query.text_hash is not None else ("key", query.key or "")
+            updated = (self._updated[i] for i in sorted(self._updated_by.get(facet, {}), key=self._order.__getitem__))
+        found += [f for f in updated if f.id not in seen and matches(f, query)]
         added: Iterable[Fact] = self._added.values()
         if query.text_hash is not None:
             added = (self._added[i] for i in self._added_by_hash.get(query.text_hash, {}))
         elif query.key is not None:
             added = (self._added[i] for i in self._added_by_key.get(query.key, {}))
+        elif query.depends_on is not None:
+            added = (self._added[i] for i in sorted(self._added_by_dependency.get(query.depends_on, {}), key=self._order.__getitem__))
         found += [f for f in added if matches(f, query)]
         found.sort(key=lambda f: f.created_at, reverse=True)
         return found if limit is None else found[:limit]
@@ -149,6 +187,7 @@ class WriteBatch:
         added, updated = list(self._added.values()), list(self._updated.values())
         known = self._known
         self._added, self._updated, self._added_by_hash, self._added_by_key = {}, {}, {}, {}
+        self._updated_by, self._added_by_dependency, self._order = {}, {}, {}
         self._known = None  # until the writes are sent
         write = getattr(self.store, "write", None)
         if callable(write) and added and updated:

@@ -313,3 +313,30 @@ def test_the_decisions_after_a_similarity_search_are_still_read_at_once(tmp_path
         assert [f.text for f in written] == ["Ticket T-0 is assigned to Ana", "The seat is business class", *(f"Ticket T-{i} is assigned to Ana" for i in range(1, 5))]
         assert _outcome(chroma) == _outcome(memory)
         assert [t for t, _, valid, _ in _outcome(chroma) if not valid] == ["The seat is economy class", "Ticket T-1 is assigned to Bo"]
+
+
+def test_pending_changes_are_found_by_their_key_and_what_they_depend_on_as_they_are_now() -> None:
+    from datetime import datetime
+
+    from ctxplugin.facts._batch import WriteBatch
+    from ctxplugin.testing.facts_contract import make_fact
+
+    at = datetime(2026, 1, 1, tzinfo=UTC)  # one instant: equal times keep the order they were put in
+    gate, seat, belt = (make_fact(text, owner=S, key=key, created_at=at) for text, key in [("Gate B12", "gate"), ("Seat 4A", "seat"), ("Belt 7", "belt")])
+    store = MemoryFactStore()
+    store.add([gate, seat, belt])
+    batch = WriteBatch(store)
+    batch.update([belt.model_copy(update={"key": "gate"}), gate.model_copy(update={"is_valid": False})])
+    assert [(f.id, f.is_valid) for f in batch.find(FactQuery(reader=S, key="gate"))] == [(gate.id, False), (belt.id, True)]
+    assert batch.find(FactQuery(reader=S, key="belt")) == [], "found under its new key only"
+    batch.update([seat.model_copy(update={"key": "gate"}), belt.model_copy(update={"key": "belt"})])
+    assert [f.id for f in batch.find(FactQuery(reader=S, key="gate"))] == [gate.id, seat.id]
+    assert [f.id for f in batch.find(FactQuery(reader=S, key="belt"))] == [belt.id]
+    derived, other = (make_fact(text, owner=S, created_at=at, depends_on=(gate.id,)) for text in ("Gate B12 in words", "Gate B12 again"))
+    batch.add([derived, other])
+    assert [f.id for f in batch.find(FactQuery(reader=S, depends_on=gate.id))] == [derived.id, other.id]
+    batch.update([derived.model_copy(update={"depends_on": (seat.id,)})])
+    assert [f.id for f in batch.find(FactQuery(reader=S, depends_on=gate.id))] == [other.id]
+    assert [f.id for f in batch.find(FactQuery(reader=S, depends_on=seat.id))] == [derived.id]
+    batch.flush()
+    assert [f.id for f in batch.find(FactQuery(reader=S, key="gate"))] == [gate.id, seat.id]
