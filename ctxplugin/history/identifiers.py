@@ -143,13 +143,21 @@ def _scans(text: str) -> Iterator[tuple[str, re.Pattern[str]]]:
             continue
         if len(chunk) >= _LONG_CHUNK and not ("/" in chunk and "@" in chunk and "." in chunk):
             if kept:
-                yield " ".join(kept), _CANDIDATE
+                yield _joined(kept)
                 kept = []
             yield chunk, _candidates("/" in chunk, "@" in chunk, "." in chunk)
         else:
             kept.append(chunk)
     if kept:
-        yield " ".join(kept), _CANDIDATE
+        yield _joined(kept)
+
+
+def _joined(chunks: list[str]) -> tuple[str, re.Pattern[str]]:
+    """``chunks`` joined by single spaces, with the kinds the joined text can hold: most texts
+    have no ``@``, and the e-mail kind would otherwise try the whole run of word characters
+    from every start."""
+    part = " ".join(chunks)
+    return part, _candidates("/" in part, "@" in part, "." in part)
 
 
 def _identifiers(text: str) -> tuple[str, ...]:
