@@ -432,3 +432,18 @@ def test_with_pii_masking_the_saved_thread_keeps_no_unmasked_copy(order: str, ke
     from ctxplugin.cas import withheld
 
     assert withheld(ref.group(0), saved)
+
+
+async def test_with_pii_masking_an_async_agent_saves_no_unmasked_copy() -> None:
+    engine = memory_engine()
+    model = ScriptedChatModel(
+        script=[AIMessage(content="", tool_calls=[tool_call("customer_record", {"customer": "c1"})])], default="Noted."
+    )
+    redact = PIIMiddleware("email", strategy="redact", apply_to_tool_results=True)
+    agent: Any = create_agent(model, [customer_record], checkpointer=InMemorySaver(), middleware=[ContextMiddleware(engine), redact])
+    config: Any = {"configurable": {"thread_id": "pii-saved-async"}}
+    for turn in ["Show the record of customer c1", "What is on it?"]:
+        await agent.ainvoke({"messages": [("user", turn)]}, config)
+    saved = (await agent.aget_state(config)).values["messages"]
+    assert "[REDACTED_EMAIL]" in str(next(m for m in saved if isinstance(m, ToolMessage)).content)
+    assert "jane.doe" not in json.dumps([m.model_dump() for m in saved], default=str), "an unmasked copy was saved"
