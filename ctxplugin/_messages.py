@@ -25,8 +25,10 @@ META_KEY = "ctxplugin"
 """Key in ``additional_kwargs`` under which ctxplugin annotates messages."""
 
 MISSING_RESULT = "[no result was recorded for this tool call]"
-
 LATE_RESULT = "[this call's result came later in the conversation; it is shown there, answering the call with id {id!r}]"
+
+NO_REPLY = "[no reply: the user wrote again before these tool calls returned]"
+"""Between the placeholders of calls a user turn closed and that turn (Mistral takes no user message after a tool result)."""
 
 OrphanRepair = Literal["raise", "drop", "pair"]
 """What to do with a tool result no earlier AI message asked for (``orphan_tool_results``)."""
@@ -183,6 +185,8 @@ class Validation:
             self.closed.update(dict.fromkeys(pending, index))
             self._close_pending(out, pending, warnings)
             out.extend(self.held)
+            if isinstance(message, HumanMessage) and not self.held:  # checked once: the same object on every call
+                out.append(AIMessage(content=NO_REPLY, additional_kwargs={META_KEY: {"repaired": "no reply before a user turn"}}))
             self.held.clear()
         out.append(message)
         if isinstance(message, AIMessage):
@@ -266,20 +270,16 @@ def content_problem(what: str, message: BaseMessage) -> str:
 
 def _stand_in_call(orphan: ToolMessage) -> AIMessage:
     """An AI message that makes the call an orphan tool result answers (marked as a repair)."""
-    name = orphan.name or "unknown_tool"
     return AIMessage(
         content="",
-        tool_calls=[{"name": name, "args": {}, "id": orphan.tool_call_id, "type": "tool_call"}],
+        tool_calls=[{"name": orphan.name or "unknown_tool", "args": {}, "id": orphan.tool_call_id, "type": "tool_call"}],
         additional_kwargs={META_KEY: {"repaired": "stand-in call for a tool result without one"}},
     )
 
 
 def header_length(messages: Sequence[BaseMessage]) -> int:
     """How many system messages ``messages`` begins with."""
-    index = 0
-    while index < len(messages) and isinstance(messages[index], SystemMessage):
-        index += 1
-    return index
+    return next((i for i, m in enumerate(messages) if not isinstance(m, SystemMessage)), len(messages))
 
 
 def split_header(messages: Sequence[BaseMessage]) -> tuple[list[SystemMessage], list[BaseMessage]]:

@@ -270,3 +270,22 @@ def test_a_late_result_id_does_not_take_the_id_of_another_call() -> None:
     assert len(ids) == len(set(ids)), ids
     assert_valid(out)
     assert [str(m.content) for m in out if isinstance(m, ToolMessage)][-2:] == ["other", "order 7: shipped"]
+
+
+def test_a_call_a_user_turn_closed_is_answered_then_the_assistant_says_it_made_no_reply() -> None:
+    # Mistral takes no user message right after a tool result: the placeholder is followed by an
+    # assistant turn, marked as a repair, and the user's message comes later unchanged
+    engine = memory_engine()
+    thread: list[BaseMessage] = [HumanMessage("Look up booking BK-77."), call("c1"), HumanMessage("Any news?")]
+    first = engine.prepare(thread, scope=SCOPE).messages
+    placeholder = next(i for i, m in enumerate(first) if isinstance(m, ToolMessage) and m.tool_call_id == "c1")
+    at = next(i for i, m in enumerate(first) if isinstance(m, AIMessage) and annotation(m).get("repaired"))
+    bridge, asked = first[at], [i for i, m in enumerate(first) if isinstance(m, HumanMessage) and m.content == "Any news?"]
+    assert isinstance(bridge, AIMessage) and not bridge.tool_calls and bridge.text.strip()
+    assert placeholder < at < asked[0], "between the placeholder and the user's message"
+    assert not [i for i in range(len(first) - 1) if isinstance(first[i], ToolMessage) and isinstance(first[i + 1], HumanMessage)]
+    # an assistant message closing the call needs none; the next call shows the same object
+    assert [type(m).__name__ for m in validate([HumanMessage("Go."), call("c2"), AIMessage("Done.")])[0]] == [
+        "HumanMessage", "AIMessage", "ToolMessage", "AIMessage"]
+    later = engine.prepare([*thread, AIMessage("Still waiting on it."), HumanMessage("OK.")], scope=SCOPE).messages
+    assert any(m is bridge for m in later)

@@ -393,12 +393,7 @@ def _late_result_views() -> list[View]:
     return out
 
 
-_CLOSED_BY_A_USER_TURN = pytest.mark.xfail(
-    strict=True, reason="a call closed by a user turn puts that user turn right after the call's placeholder "
-    "result, which Mistral refuses (whether or not a result comes later)")
-
-
-@pytest.mark.parametrize("name", [n if n != "mistral" else pytest.param(n, marks=_CLOSED_BY_A_USER_TURN) for n in BUILDERS])
+@pytest.mark.parametrize("name", list(BUILDERS))
 def test_a_result_that_came_after_the_user_spoke_again_is_accepted(name: str) -> None:
     views = _late_result_views()
     late = views[-1]
