@@ -43,12 +43,16 @@ class _Later:
         self._made: Shown | None = None
 
     def made(self) -> Shown:
-        if self._made is None:
+        # the messages are read before the result: another thread may make it meanwhile, and it
+        # lets go of the messages only once the result is set
+        messages = self._messages
+        made = self._made
+        if made is None:
             config, counter, tier = self._config, self._counter, self._tier
-            out = [m if keep else compress_message(m, tier, config=config, counter=counter) for m, keep in zip(self._messages, self._kept, strict=True)]
-            self._made = show(self._messages, out, counter)
+            out = [m if keep else compress_message(m, tier, config=config, counter=counter) for m, keep in zip(messages, self._kept, strict=True)]
+            made = self._made = show(messages, out, counter)
             self._messages = ()  # held by the view's own messages as long as needed
-        return self._made
+        return made
 
 
 class Showing:
