@@ -184,9 +184,9 @@ class Validation:
         if pending:
             self.closed.update(dict.fromkeys(pending, index))
             self._close_pending(out, pending, warnings)
-            out.extend(self.held)
-            if isinstance(message, HumanMessage) and not self.held:  # checked once: the same object on every call
+            if isinstance(message, HumanMessage):  # checked once: the same object on every call
                 out.append(AIMessage(content=NO_REPLY, additional_kwargs={META_KEY: {"repaired": "no reply before a user turn"}}))
+            out.extend(self.held)
             self.held.clear()
         out.append(message)
         if isinstance(message, AIMessage):

@@ -289,3 +289,11 @@ def test_a_call_a_user_turn_closed_is_answered_then_the_assistant_says_it_made_n
         "HumanMessage", "AIMessage", "ToolMessage", "AIMessage"]
     later = engine.prepare([*thread, AIMessage("Still waiting on it."), HumanMessage("OK.")], scope=SCOPE).messages
     assert any(m is bridge for m in later)
+
+
+def test_a_system_message_held_after_a_call_a_user_turn_closed_follows_the_no_reply_turn() -> None:
+    # a tool's Command may add a system message beside its result: held after the placeholder, it
+    # comes after the assistant's turn too, so no tool result is followed by anything but a call's
+    view, _ = validate([HumanMessage("Look up BK-77."), call("c1"), SystemMessage("The lookup is slow."), HumanMessage("Any news?")])
+    assert [type(m).__name__ for m in view] == ["HumanMessage", "AIMessage", "ToolMessage", "AIMessage", "SystemMessage", "HumanMessage"]
+    assert annotation(view[3]).get("repaired")
