@@ -77,6 +77,23 @@ def chained(names: list[str]) -> list[BaseMessage]:
     return out
 
 
+def two_recordings() -> list[BaseMessage]:
+    """Two swe recordings chained, in an order whose views show refs with missing values behind them."""
+    return chained(["pydicom__pydicom-1139.traj.json", "marshmallow-code__marshmallow-1359.traj.json"])
+
+
+def replay(engine: ContextEngine, messages: list[BaseMessage]) -> None:
+    """``messages`` replayed through ``engine`` as a host runs them: a view before every
+    assistant message, every tool output captured as it comes."""
+    scope = Scope(session_id="replay")
+    bound: list[Any] = [SWE_BASH_TOOL, *engine.tools_for_model()]
+    captured: list[BaseMessage] = []
+    for index, message in enumerate(messages):
+        if index > 0 and isinstance(message, AIMessage):
+            engine.prepare(captured, tools=bound, scope=scope)
+        captured.append(engine.capture_tool_result(message, scope) if isinstance(message, ToolMessage) else message)
+
+
 @pytest.mark.skipif(not SWE.is_dir(), reason=f"the recorded conversations are not at {SWE} (../shared/data)")
 def test_a_replayed_session_gets_the_figures_of_a_check_from_scratch_on_every_call() -> None:
     """Two recordings chained into one long session (one of them ends on a call with no result,
@@ -85,13 +102,7 @@ def test_a_replayed_session_gets_the_figures_of_a_check_from_scratch_on_every_ca
     stages = engine._stages
     checked = CheckedAccount(next(s for s in stages if isinstance(s, Account)))
     engine._stages = tuple(checked if isinstance(s, Account) else s for s in stages)
-    scope = Scope(session_id="replay")
-    bound: list[Any] = [SWE_BASH_TOOL, *engine.tools_for_model()]
-    captured: list[BaseMessage] = []
-    for index, message in enumerate(chained(["pydicom__pydicom-1139.traj.json", "marshmallow-code__marshmallow-1359.traj.json"])):
-        if index > 0 and isinstance(message, AIMessage):
-            engine.prepare(captured, tools=bound, scope=scope)
-        captured.append(engine.capture_tool_result(message, scope) if isinstance(message, ToolMessage) else message)
+    replay(engine, two_recordings())
     assert len(checked.calls) > 100
     wrong = [i for i, (got, expected) in enumerate(checked.calls) if got != expected]
     assert not wrong, f"calls {wrong[:10]} differ: {checked.calls[wrong[0]]}"
@@ -124,11 +135,6 @@ def benchmark_chain() -> list[BaseMessage]:
     return chained([path.name for path in sorted(SWE.glob("*.traj.json"))[:6]])
 
 
-def two_recordings() -> list[BaseMessage]:
-    """Two swe recordings chained, in an order whose views show refs with missing values behind them."""
-    return chained(["pydicom__pydicom-1139.traj.json", "marshmallow-code__marshmallow-1359.traj.json"])
-
-
 def tau_thread() -> list[BaseMessage]:
     """The first ten tau airline conversations as one chat thread, the user speaking every few calls."""
     out: list[BaseMessage] = []
@@ -149,13 +155,7 @@ def test_every_call_of_a_long_replayed_session_gets_the_fidelity_of_a_check_from
     compared = Compared()
     account = next(s for s in engine._stages if isinstance(s, Account))
     object.__setattr__(account, "_fidelity", compared)
-    scope = Scope(session_id="replay")
-    bound: list[Any] = [SWE_BASH_TOOL, *engine.tools_for_model()]
-    captured: list[BaseMessage] = []
-    for index, message in enumerate(conversation()):
-        if index > 0 and isinstance(message, AIMessage):
-            engine.prepare(captured, tools=bound, scope=scope)
-        captured.append(engine.capture_tool_result(message, scope) if isinstance(message, ToolMessage) else message)
+    replay(engine, conversation())
     assert len(compared.calls) > 100
     wrong = [i for i, (got, expected) in enumerate(compared.calls) if got != expected]
     assert not wrong, f"calls {wrong[:10]} differ: {compared.calls[wrong[0]]}"
