@@ -17,28 +17,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
 from ctxplugin._lru import LRU
-from ctxplugin._messages import META_KEY, annotation
-from ctxplugin._prefix import Prefix, Stamp
+from ctxplugin._prefix import Stamp
 from ctxplugin.budget import FactLine
 from ctxplugin.config import FactsConfig, HistoryConfig
 from ctxplugin.errors import StoreError
 from ctxplugin.facts import Fact, FactsLedger
-from ctxplugin.facts.outdated import (
-    Asides,
-    Exploring,
-    InForce,
-    Marking,
-    in_force,
-    replaced_by,
-    replaced_in_view,
-)
+from ctxplugin.facts.outdated import InForce, in_force, replaced_by, replaced_in_view
 from ctxplugin.facts.render import current_once, fact_line, normalized, restates, tracked
 from ctxplugin.history import tier_bounds
 from ctxplugin.scope import Scope
-from ctxplugin.stages.memos import ReadMemo, fact_source, rewritten_summary
+from ctxplugin.stages._seen import Seen
+from ctxplugin.stages.memos import ReadMemo, rewritten_summary
 from ctxplugin.stages.view import SESSIONS_TRACKED, CallView
 from ctxplugin.tokens import TokenCounter, content_text
 
@@ -70,7 +62,7 @@ class ChooseFacts:
     # (see _generation) they were last found current at
     _window_lines: LRU[str, tuple[str, tuple[FactLine, ...], int | None]] = field(default_factory=lambda: LRU(SESSIONS_TRACKED))
     # per reader: what earlier calls read and marked of the conversation, extended as it grows
-    _seen: LRU[str, _Seen] = field(default_factory=lambda: LRU(SESSIONS_TRACKED))
+    _seen: LRU[str, Seen] = field(default_factory=lambda: LRU(SESSIONS_TRACKED))
     # per reader: the facts in force and the store's count (see _generation) they were read at
     _rules: LRU[str, tuple[int, InForce]] = field(default_factory=lambda: LRU(SESSIONS_TRACKED))
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -83,7 +75,7 @@ class ChooseFacts:
             # claimed while this call runs: a concurrent call of the same reader starts afresh
             seen = self._seen.pop(key, None)
         if seen is None or not seen.continued_by(view.original, body, view.original_stamp, view.history_stamp):
-            seen = _Seen()
+            seen = Seen()
         grown = seen.size
         was_latest = seen.latest
         was_marked = seen.marked_stamp
@@ -200,7 +192,7 @@ class ChooseFacts:
         lines: tuple[FactLine, ...],
         extracted: int,
         marked: int,
-        seen: _Seen | None,
+        seen: Seen | None,
     ) -> CallView:
         history = tuple(shown)  # before ``seen`` is given back: the next call extends it
         stamp = seen.marked_stamp if seen is not None else None
@@ -273,109 +265,11 @@ class ChooseFacts:
         return True
 
 
-class _Seen:
-    """What the calls of one reader have read of its conversation so far: the messages (the
-    next call's history starts with the same objects, or the reading starts afresh), how many
-    exchanges they make, the latest user message, the spans, and the marks. Every part
-    depends only on the messages up to it (the marks also on the facts in force), so a
-    conversation that grows is read only where it grew."""
-
-    __slots__ = (
-        "asides", "exchanges", "latest", "marked_stamp", "marking", "new_sources", "original", "shown", "source_spans", "sources", "spans",
-    )
-
-    def __init__(self) -> None:
-        self.original = Prefix()
-        self.shown = Prefix()
-        self.exchanges = 0
-        self.latest = -1  # index of the latest user message
-        self.sources: list[BaseMessage] = []  # the messages facts are read from (_fact_sources)
-        self.source_spans = Exploring()  # over ``sources``
-        self.new_sources: list[BaseMessage] = []  # the sources of the messages the last extend read
-        self.spans = Exploring()  # over the history
-        self.asides = Asides()
-        self.marking = Marking()
-        self.marked_stamp: Stamp | None = None  # of the history passed on last
-
-    @property
-    def size(self) -> int:
-        return len(self.shown)
-
-    def continued_by(
-        self, original: Sequence[BaseMessage], shown: Sequence[BaseMessage], original_stamp: Stamp | None, shown_stamp: Stamp | None
-    ) -> bool:
-        """Whether ``original`` and ``shown`` (with their stamps) start with the very messages
-        read so far, holding the very content they had (see :class:`~ctxplugin._prefix.Prefix`)."""
-        return self.shown.changed(shown, shown_stamp) == [] and self.original.changed(original, original_stamp) == []
-
-    def extend(
-        self,
-        original: Sequence[BaseMessage],
-        shown: Sequence[BaseMessage],
-        original_stamp: Stamp | None = None,
-        shown_stamp: Stamp | None = None,
-    ) -> int:
-        """Read the messages past those read so far; return the first index whose aside span
-        changed (``len(shown)`` when none did)."""
-        start = len(self.shown)
-        for index in range(max(start, 1), len(shown)):
-            if isinstance(shown[index], (HumanMessage, AIMessage)):
-                self.exchanges += 1
-        if start == 0 and shown:
-            self.exchanges += 1
-        self.latest = next(
-            (i for i in range(len(shown) - 1, start - 1, -1) if isinstance(shown[i], HumanMessage)), self.latest
-        )
-        self.original.extend(original[start:], original_stamp)
-        self.shown.extend(shown[start:], shown_stamp)
-        at = len(self.sources)
-        self.sources.extend(_fact_sources(original[start:], shown[start:]))
-        self.source_spans.extend(self.sources)
-        self.new_sources = [
-            _hypothetical(message) if self.source_spans.spans.get(index) == "hypothetical" else message
-            for index, message in enumerate(self.sources[at:], start=at)
-        ]
-        self.spans.extend(shown)
-        return self.asides.extend(shown)
-
-
-def _fact_sources(raw: Sequence[BaseMessage], compacted: Sequence[BaseMessage]) -> list[BaseMessage]:
-    """The messages facts are read from on a prepare: each as it was received, so a tool output
-    is read whole rather than as its summary (whose ``L12:`` line labels and cut lines are not
-    statements), with the ref it is stored under as provenance. An output that already carries a
-    ref is a summary: its full output was read when it was stored."""
-    out: list[BaseMessage] = []
-    for original, shown in zip(raw, compacted, strict=True):
-        if not fact_source(original):
-            continue
-        note = annotation(original)
-        if isinstance(original, ToolMessage) and note.get("ref"):
-            continue
-        ref = annotation(shown).get("ref")
-        if shown is not original and isinstance(ref, str):
-            original = original.model_copy(
-                update={"additional_kwargs": {**original.additional_kwargs, META_KEY: {**note, "ref": ref}}}
-            )
-        out.append(original)
-    return out
-
-
 def _standing_text(header: Sequence[SystemMessage], body: Sequence[BaseMessage]) -> str:
     """What every call shows whole — the system messages and the task (first human message) —
     lowercased with whitespace collapsed, for :func:`~ctxplugin.facts.render.restates`."""
     task = next((m for m in body if isinstance(m, HumanMessage)), None)
     return normalized(tuple(content_text(m.content) for m in (*header, *([task] if task is not None else []))))
-
-
-def _hypothetical(message: BaseMessage) -> BaseMessage:
-    """``message`` marked hypothetical (``fact_scope``), so that what it states is never a
-    current fact: it is in an exploratory span the user opened."""
-    note = annotation(message)
-    if "fact_scope" in note:
-        return message
-    return message.model_copy(
-        update={"additional_kwargs": {**message.additional_kwargs, META_KEY: {**note, "fact_scope": "hypothetical"}}}
-    )
 
 
 def _stands(fact: Fact, rules: InForce | None) -> bool:

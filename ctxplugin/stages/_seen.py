@@ -1,0 +1,114 @@
+"""What the facts stage has read of one reader's conversation so far (:class:`Seen`), extended
+as the conversation grows, and the messages facts are read from."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+
+from ctxplugin._messages import META_KEY, annotation
+from ctxplugin._prefix import Prefix, Stamp
+from ctxplugin.facts.outdated import Asides, Exploring, Marking
+from ctxplugin.stages.memos import fact_source
+
+
+class Seen:
+    """What the calls of one reader have read of its conversation so far: the messages (the
+    next call's history starts with the same objects, or the reading starts afresh), how many
+    exchanges they make, the latest user message, the spans, and the marks. Every part
+    depends only on the messages up to it (the marks also on the facts in force), so a
+    conversation that grows is read only where it grew."""
+
+    __slots__ = (
+        "asides", "exchanges", "latest", "marked_stamp", "marking", "new_sources", "original", "shown", "source_spans", "sources", "spans",
+    )
+
+    def __init__(self) -> None:
+        self.original = Prefix()
+        self.shown = Prefix()
+        self.exchanges = 0
+        self.latest = -1  # index of the latest user message
+        self.sources: list[BaseMessage] = []  # the messages facts are read from (_fact_sources)
+        self.source_spans = Exploring()  # over ``sources``
+        self.new_sources: list[BaseMessage] = []  # the sources of the messages the last extend read
+        self.spans = Exploring()  # over the history
+        self.asides = Asides()
+        self.marking = Marking()
+        self.marked_stamp: Stamp | None = None  # of the history passed on last
+
+    @property
+    def size(self) -> int:
+        return len(self.shown)
+
+    def continued_by(
+        self, original: Sequence[BaseMessage], shown: Sequence[BaseMessage], original_stamp: Stamp | None, shown_stamp: Stamp | None
+    ) -> bool:
+        """Whether ``original`` and ``shown`` (with their stamps) start with the very messages
+        read so far, holding the very content they had (see :class:`~ctxplugin._prefix.Prefix`)."""
+        return self.shown.changed(shown, shown_stamp) == [] and self.original.changed(original, original_stamp) == []
+
+    def extend(
+        self,
+        original: Sequence[BaseMessage],
+        shown: Sequence[BaseMessage],
+        original_stamp: Stamp | None = None,
+        shown_stamp: Stamp | None = None,
+    ) -> int:
+        """Read the messages past those read so far; return the first index whose aside span
+        changed (``len(shown)`` when none did)."""
+        start = len(self.shown)
+        for index in range(max(start, 1), len(shown)):
+            if isinstance(shown[index], (HumanMessage, AIMessage)):
+                self.exchanges += 1
+        if start == 0 and shown:
+            self.exchanges += 1
+        self.latest = next(
+            (i for i in range(len(shown) - 1, start - 1, -1) if isinstance(shown[i], HumanMessage)), self.latest
+        )
+        self.original.extend(original[start:], original_stamp)
+        self.shown.extend(shown[start:], shown_stamp)
+        at = len(self.sources)
+        self.sources.extend(_fact_sources(original[start:], shown[start:]))
+        self.source_spans.extend(self.sources)
+        self.new_sources = [
+            _hypothetical(message) if self.source_spans.spans.get(index) == "hypothetical" else message
+            for index, message in enumerate(self.sources[at:], start=at)
+        ]
+        self.spans.extend(shown)
+        return self.asides.extend(shown)
+
+
+def _fact_sources(raw: Sequence[BaseMessage], compacted: Sequence[BaseMessage]) -> list[BaseMessage]:
+    """The messages facts are read from on a prepare: each as it was received, so a tool output
+    is read whole rather than as its summary (whose ``L12:`` line labels and cut lines are not
+    statements), with the ref it is stored under as provenance. An output that already carries a
+    ref is a summary: its full output was read when it was stored."""
+    out: list[BaseMessage] = []
+    for original, shown in zip(raw, compacted, strict=True):
+        if not fact_source(original):
+            continue
+        note = annotation(original)
+        if isinstance(original, ToolMessage) and note.get("ref"):
+            continue
+        ref = annotation(shown).get("ref")
+        if shown is not original and isinstance(ref, str):
+            original = original.model_copy(
+                update={"additional_kwargs": {**original.additional_kwargs, META_KEY: {**note, "ref": ref}}}
+            )
+        out.append(original)
+    return out
+
+
+def _hypothetical(message: BaseMessage) -> BaseMessage:
+    """``message`` marked hypothetical (``fact_scope``), so that what it states is never a
+    current fact: it is in an exploratory span the user opened."""
+    note = annotation(message)
+    if "fact_scope" in note:
+        return message
+    return message.model_copy(
+        update={"additional_kwargs": {**message.additional_kwargs, META_KEY: {**note, "fact_scope": "hypothetical"}}}
+    )
+
+
+__all__ = ["Seen"]
