@@ -38,6 +38,7 @@ from ctxplugin.facts._chroma_embedding import _chroma_function as _chroma_functi
 from ctxplugin.facts._chroma_embedding import _translated
 from ctxplugin.facts._chroma_lexical import _LexicalIndexes, _tag
 from ctxplugin.facts._chroma_query import _WIDER, _query, _rank_exactly
+from ctxplugin.facts._chroma_windows import SharedWindows
 from ctxplugin.facts._chroma_write import batch_size, delete_withdrawn, grouped, upsert
 from ctxplugin.facts.embedding import (
     as_embeddings,
@@ -53,7 +54,7 @@ _RETRY_UNFILTERED = 32
 _MEMO_READERS = 4096
 
 
-class ChromaFactStore:
+class ChromaFactStore(SharedWindows):
     """Facts in a Chroma collection: one shared collection filtered by tenant metadata, or one
     collection per tenant (``config.collection_per_tenant``).
 
@@ -334,9 +335,8 @@ class ChromaFactStore:
                 self._filter_first.pop(next(iter(self._filter_first)))
 
     def open(self, reader: Scope) -> None:
-        """Connect and open the collection ``reader``'s facts live in, which the first read or
-        write does otherwise. The ledger calls it before taking a write lock other processes
-        wait for: a server client takes about a second to connect.
+        """Connect and open the collection ``reader``'s facts live in, as the first read or write would:
+        the ledger calls it before taking a write lock others wait for (a client connects in about 1 s).
 
         Raises:
             StoreUnavailableError: the server cannot be reached.

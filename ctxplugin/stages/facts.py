@@ -24,12 +24,13 @@ from ctxplugin._prefix import Stamp
 from ctxplugin.budget import FactLine
 from ctxplugin.config import FactsConfig, HistoryConfig
 from ctxplugin.errors import StoreError
-from ctxplugin.facts import Fact, FactsLedger
-from ctxplugin.facts.outdated import InForce, in_force, replaced_by, replaced_in_view
+from ctxplugin.facts import FactsLedger
+from ctxplugin.facts.outdated import InForce, in_force, replaced_in_view
 from ctxplugin.facts.render import current_once, fact_line, normalized, restates, tracked
 from ctxplugin.history import tier_bounds
 from ctxplugin.scope import Scope
 from ctxplugin.stages._seen import Seen
+from ctxplugin.stages._shared_window import SharedWindow, current_ids, stands
 from ctxplugin.stages.memos import ReadMemo, rewritten_summary
 from ctxplugin.stages.view import SESSIONS_TRACKED, CallView
 from ctxplugin.tokens import TokenCounter, content_text
@@ -90,6 +91,7 @@ class ChooseFacts:
         unread = False  # new messages left unread: the next call reads the conversation afresh
         shown: Sequence[BaseMessage] = body
         in_force_now: InForce | None = None  # what marking reads; facts restating a change are not current
+        shared: SharedWindow | None = None  # the window's block as the processes sharing the store agree on it
         if self.config.extract:
             with self.reads.reading(seen.new_sources, scope) as fresh:  # then waits for a concurrent reading
                 if fresh:
@@ -140,7 +142,19 @@ class ChooseFacts:
                     frozen = self._window_lines.get(key)
                 if frozen is not None and frozen[0] == window and self._all_current(key, frozen, scope, in_force_now):
                     return self._done(view, shown, frozen[1], extracted, marked, None if unread else seen)
+                if self._generation() is None:  # a store other processes may write: they may have chosen it
+                    shared = SharedWindow.of(self.ledger.store, scope, key, window, self._settings())
             generation = self._generation()  # before the read: a write during it reads again later
+            if shared is not None:
+                try:
+                    agreed = shared.agreed(in_force_now)
+                except StoreError as exc:
+                    view, shared = view.degraded(f"{_UNSHARED}: {exc}"), None
+                else:
+                    if agreed is not None:
+                        with self._lock:
+                            self._window_lines.put(key, (shared.window, agreed, generation))
+                        return self._done(view, shown, agreed, extracted, marked, None if unread else seen)
             scored = self.ledger.search(query, scope=scope, k=self.config.k) if query and self.config.k else []
         except StoreError as exc:
             # read again on a later call, once the store is back (the reading starts afresh)
@@ -150,7 +164,7 @@ class ChooseFacts:
         used = 0
         for hit in current_once(scored):
             fact = hit.fact
-            if not _stands(fact, in_force_now):
+            if not stands(fact, in_force_now):
                 continue  # restates a replaced value: its message is marked, the fact is not current
             keyed = self.config.skip_shown and tracked(fact)
             stated = restates(fact.text, standing)
@@ -180,10 +194,16 @@ class ChooseFacts:
                     stated=stated,
                 )
             )
+        block = tuple(lines)
+        if shared is not None:
+            try:
+                block = shared.offer(block)
+            except StoreError as exc:
+                view = view.degraded(f"{_UNSHARED}: {exc}")
         if window is not None:
             with self._lock:
-                self._window_lines.put(key, (window, tuple(lines), generation))
-        return self._done(view, shown, tuple(lines), extracted, marked, None if unread else seen)
+                self._window_lines.put(key, (window, block, generation))
+        return self._done(view, shown, block, extracted, marked, None if unread else seen)
 
     def _done(
         self,
@@ -235,6 +255,11 @@ class ChooseFacts:
         step = tier_bounds(exchanges, self.history)[1] // (self.history.block_size * self.history.archive_blocks)
         return f"{step}\x00{hashlib.sha256(query.encode('utf-8', 'surrogatepass')).hexdigest()}"
 
+    def _settings(self) -> str:
+        """What, besides the reader and the window, a facts block chosen by another process
+        depends on: the settings of the block (the same in every process of a deployment)."""
+        return hashlib.sha256(repr((self.config, self.history, self.lines_budget, self.counter.name)).encode()).hexdigest()
+
     def _generation(self) -> int | None:
         """What the facts in force and a frozen block were read at: the fact store's
         ``revisions``, else its ``generation`` (see :class:`~ctxplugin.facts.store.FactStore`);
@@ -257,7 +282,7 @@ class ChooseFacts:
             return True
         ids = [line.fact_id for line in lines]
         if ids:
-            valid = {fact.id for fact in self.ledger.store.get(ids, reader=scope) if fact.is_valid and _stands(fact, rules)}
+            valid = current_ids(self.ledger.store, ids, scope, rules)
             if not all(fact_id in valid for fact_id in ids):
                 return False
         with self._lock:
@@ -272,12 +297,7 @@ def _standing_text(header: Sequence[SystemMessage], body: Sequence[BaseMessage])
     return normalized(tuple(content_text(m.content) for m in (*header, *([task] if task is not None else []))))
 
 
-def _stands(fact: Fact, rules: InForce | None) -> bool:
-    """Whether ``fact`` may be shown as current under ``rules`` (the changes in force, when
-    outdated statements are marked): not when it repeats a value they replaced, as its message
-    is marked (see :func:`~ctxplugin.facts.outdated.replaced_by`)."""
-    return rules is None or replaced_by(fact, rules) is None
-
+_UNSHARED = "facts store unavailable; the facts block is chosen by this process alone (other processes may show another)"
 
 _UNWITHDRAWN = (
     "facts read from a tool output the host has since replaced could not be withdrawn: the facts "

