@@ -53,6 +53,12 @@ class FactStore(Protocol):
     what is in force other than by adding a current fact: an update (a fact superseded, refused
     or flagged) or a fact stored not current or provisional (:func:`~ctxplugin.facts.model.revises`).
     The facts stage keeps the facts in force, and the facts block it froze, while it stands.
+
+    A store other processes write may also keep the facts blocks of ``placement="window"`` for
+    them all (see :mod:`ctxplugin.stages._shared_window`): ``window_blocks(reader, keys) ->
+    dict[str, str]``, the blocks stored under these keys for ``reader``, in one request; and
+    ``offer_window_block(reader, key, block) -> str``, which stores ``block`` unless one is
+    stored under ``key`` already, never replacing it, and returns the one stored.
     """
 
     def add(self, facts: Sequence[Fact]) -> None:

@@ -19,22 +19,28 @@ from pytest_mock import MockerFixture
 
 from ctxplugin import ContextConfig, ContextEngine, Scope
 from ctxplugin._layout import facts_block
+from ctxplugin.budget import FactLine
 from ctxplugin.cas import SQLiteCASStore
+from ctxplugin.config import FactsConfig
 from ctxplugin.errors import StoreUnavailableError
-from ctxplugin.facts import ChromaFactStore, FactsLedger
+from ctxplugin.facts import ChromaFactStore, Fact, FactsLedger
 from ctxplugin.facts import _chroma_lexical as chroma_lexical_module
 from ctxplugin.replay.loaders import SWE_BASH_TOOL, load_file
+from ctxplugin.replay.runner import load_tools_file
+from ctxplugin.stages._shared_window import SharedWindow
 from ctxplugin.testing.chroma_server import ChromaServer
 
 DATA = Path(os.environ.get("CTXPLUGIN_SHARED_DATA") or Path(__file__).resolve().parents[2] / ".." / "shared" / "data")
 RECORDING = DATA / "trajectories" / "swe" / "marshmallow-code__marshmallow-1359.traj.json"
+TAU = DATA / "trajectories" / "tau" / "gpt-4o-airline-dev.json"
+TAU_TOOLS = DATA / "tools" / "tau-airline-tools.json"
 ORIGIN = datetime(2026, 1, 1, tzinfo=UTC)
 SCOPE = Scope(session_id="marshmallow")
 _FACT_ID = re.compile(r"fact_[0-9a-f]{20}")
 
+needs_recording = pytest.mark.skipif(not RECORDING.is_file(), reason=f"recording not found at {RECORDING}")
 pytestmark = [
     pytest.mark.chroma_server,
-    pytest.mark.skipif(not RECORDING.is_file(), reason=f"recording not found at {RECORDING}"),
     # chromadb's HttpClient leaves its httpx session open: the socket is reported when collected
     pytest.mark.filterwarnings("ignore:Exception ignored in. <socket.socket:pytest.PytestUnraisableExceptionWarning"),
 ]
@@ -69,11 +75,18 @@ class Workers:
 
 
 def replay(
-    server: ChromaServer, tmp_path: Path, count: int, pick: Callable[[int], int], calls: int | None = None
+    server: ChromaServer,
+    tmp_path: Path,
+    count: int,
+    pick: Callable[[int], int],
+    calls: int | None = None,
+    recording: tuple[Path, int, list[Any]] = (RECORDING, 0, [SWE_BASH_TOOL]),
 ) -> Iterator[tuple[str, list[str]]]:
-    """The recording replayed call by call, call ``n`` served by worker ``pick(n)``: each call's
-    facts block (fact ids numbered by first appearance) and warnings."""
-    conversation = load_file(RECORDING).conversations[0]
+    """A recorded conversation (``recording``: file, conversation number, tools) replayed call
+    by call, call ``n`` served by worker ``pick(n)``: each call's facts block (fact ids numbered
+    by first appearance) and warnings."""
+    path, number, tools = recording
+    conversation = load_file(path).conversations[number]
     history: list[BaseMessage] = []
     workers = Workers(server.url, tmp_path / f"cas-{uuid.uuid4().hex[:8]}.db", count, lambda: ORIGIN + timedelta(minutes=len(history)))
     fact_ids: dict[str, str] = {}
@@ -85,7 +98,7 @@ def replay(
             if index in call_indexes and isinstance(message, AIMessage):
                 if calls is not None and made >= calls:
                     return
-                prepared = engine.prepare(history, tools=[SWE_BASH_TOOL, *engine.tools_for_model()], scope=SCOPE)
+                prepared = engine.prepare(history, tools=[*tools, *engine.tools_for_model()], scope=SCOPE)
                 block = _FACT_ID.sub(lambda m: fact_ids.setdefault(m.group(0), f"fact#{len(fact_ids)}"), facts_block(prepared.messages))
                 made += 1
                 yield block, prepared.report.warnings
@@ -97,6 +110,7 @@ def replay(
 
 
 @pytest.mark.slow
+@needs_recording
 def test_calls_moving_between_two_workers_show_the_blocks_one_process_shows(chroma_server: ChromaServer, tmp_path: Path) -> None:
     alone = list(replay(chroma_server, tmp_path, 1, lambda n: 0))
     alternating = list(replay(chroma_server, tmp_path, 2, lambda n: n % 2))
@@ -109,6 +123,7 @@ def test_calls_moving_between_two_workers_show_the_blocks_one_process_shows(chro
     assert [w for _, warnings in alternating + at_random for w in warnings if "facts" in w] == []
 
 
+@needs_recording
 def test_a_store_failing_on_the_shared_blocks_chooses_alone_with_a_warning(
     chroma_server: ChromaServer, tmp_path: Path, mocker: MockerFixture
 ) -> None:
@@ -121,6 +136,7 @@ def test_a_store_failing_on_the_shared_blocks_chooses_alone_with_a_warning(
     assert warned and all("no answer within" in w for w in warned)
 
 
+@needs_recording
 def test_a_failing_offer_keeps_the_local_choice_with_a_warning(
     chroma_server: ChromaServer, tmp_path: Path, mocker: MockerFixture
 ) -> None:
@@ -130,3 +146,47 @@ def test_a_failing_offer_keeps_the_local_choice_with_a_warning(
     assert offer.call_count >= 1
     assert all(block.startswith("Known facts") or block == "" for block, _ in failing)
     assert any("chosen by this process alone" in w for _, warnings in failing for w in warnings)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not TAU.is_file() or not TAU_TOOLS.is_file(), reason=f"recording not found at {TAU}")
+def test_airline_conversations_moving_between_two_workers_show_the_blocks_one_process_shows(
+    chroma_server: ChromaServer, tmp_path: Path
+) -> None:
+    tools = list(load_tools_file(TAU_TOOLS))
+    differ = []
+    for number in range(10):
+        recording = (TAU, number, tools)
+        alone = [block for block, _ in replay(chroma_server, tmp_path, 1, lambda n: 0, recording=recording)]
+        alternating = [block for block, _ in replay(chroma_server, tmp_path, 2, lambda n: n % 2, recording=recording)]
+        differ += [(number, i) for i, (a, b) in enumerate(zip(alone, alternating, strict=True)) if a != b]
+    assert differ == []
+
+
+def line(fact: Fact) -> FactLine:
+    return FactLine(text=f"- {fact.text}", score=0.5, fact_id=fact.id, key=fact.key, statement=fact.text)
+
+
+def test_first_offer_wins_and_a_stale_block_is_followed_by_the_next_on_its_chain(chroma_server: ChromaServer) -> None:
+    config = FactsConfig(collection=f"w{uuid.uuid4().hex[:12]}")
+    with ChromaFactStore.http(chroma_server.url, config=config) as one, ChromaFactStore.http(chroma_server.url, config=config) as two:
+        ledger = FactsLedger(one, config)
+        old = ledger.write("The release channel is staging", key="release_channel", scope=SCOPE)
+
+        def chain(store: ChromaFactStore, window: str = "w1") -> SharedWindow:
+            found = SharedWindow.of(store, SCOPE, "reader", window, "settings")
+            assert found is not None
+            return found
+
+        first, second = chain(one), chain(two)
+        assert first.agreed(None) is None and second.agreed(None) is None and first.free == second.free == 0
+        assert first.offer([line(old)]) == (line(old),)
+        assert second.offer([FactLine(text="- another choice", score=0.1, fact_id=old.id)]) == (line(old),)
+        assert chain(two).agreed(None) == (line(old),)
+
+        new = ledger.write("The release channel is production", key="release_channel", scope=SCOPE)
+        stale = chain(two)
+        assert stale.agreed(None) is None and stale.free == 1
+        assert stale.offer([line(new)]) == (line(new),)
+        assert chain(one).agreed(None) == (line(new),)
+        assert chain(one, "w2").agreed(None) is None, "another window has its own chain"
