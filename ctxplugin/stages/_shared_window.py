@@ -88,7 +88,8 @@ class SharedWindow:
         another process offered first)."""
         if self.free is None:
             return tuple(lines)
-        document = json.dumps([dataclasses.asdict(line) for line in lines], ensure_ascii=False)
+        # ASCII: a lone surrogate a message held travels as an escape (Chroma's client refuses it raw)
+        document = json.dumps([dataclasses.asdict(line) for line in lines])
         stored = decoded(self.store.offer_window_block(self.reader, self.keys[self.free], document))
         return tuple(lines) if stored is None else stored
 

@@ -28,7 +28,7 @@ from ctxplugin.facts import _chroma_lexical as chroma_lexical_module
 from ctxplugin.facts._chroma_windows import SUFFIX
 from ctxplugin.replay.loaders import SWE_BASH_TOOL, load_file
 from ctxplugin.replay.runner import load_tools_file
-from ctxplugin.stages._shared_window import SharedWindow
+from ctxplugin.stages._shared_window import SharedWindow, decoded
 from ctxplugin.testing.chroma_server import ChromaServer
 
 DATA = Path(os.environ.get("CTXPLUGIN_SHARED_DATA") or Path(__file__).resolve().parents[2] / ".." / "shared" / "data")
@@ -215,3 +215,19 @@ def test_first_offer_wins_and_a_stale_block_is_followed_by_the_next_on_its_chain
         assert stale.offer([line(new)]) == (line(new),)
         assert chain(one).agreed(None) == (line(new),)
         assert chain(one, "w2").agreed(None) is None, "another window has its own chain"
+
+
+def test_a_block_comes_back_from_the_server_as_offered(chroma_server: ChromaServer) -> None:
+    config = FactsConfig(collection=f"w{uuid.uuid4().hex[:12]}")
+    block = (
+        FactLine(text="- path caf\u00e9/\udc80.txt", score=0.1234567890123, fact_id="fact_a", key="path", also=(("fact_b", None),)),
+        FactLine(text="- [fact:x] y", score=1.0, fact_id="fact_c", from_tool=True, tracked=True, stated=True),
+    )
+    with ChromaFactStore.http(chroma_server.url, config=config) as one, ChromaFactStore.http(chroma_server.url, config=config) as two:
+        offered = SharedWindow.of(one, SCOPE, "reader", "w", "settings")
+        read = SharedWindow.of(two, SCOPE, "reader", "w", "settings")
+        assert offered is not None and read is not None
+        assert offered.agreed(None) is None
+        assert offered.offer(block) == block
+        stored = two.window_blocks(SCOPE, read.keys)
+    assert [decoded(document) for document in stored.values()] == [block]
