@@ -12,14 +12,20 @@ adds first wins and the others read the winner back.
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Sequence
+from time import time as clock
 from typing import TYPE_CHECKING, Any
 
 from ctxplugin.facts._chroma_embedding import _translated
 from ctxplugin.scope import Scope
 
 SUFFIX = "_windows"
+KEPT_SECONDS = 24 * 3600
+"""How long a shared block is kept: a block serves the calls of one archive step, so a day-old
+one serves none."""
+PURGE_EVERY = 3600
+"""Seconds between two purges of the blocks older than :data:`KEPT_SECONDS` (one per
+store and collection, made by the offer that follows)."""
 
 
 class SharedWindows:
@@ -48,10 +54,23 @@ class SharedWindows:
         with _translated("share the facts block", self._forget):
             collection = self._windows(reader)
             # the vector is never searched; the time is for a purge of old blocks
-            collection.add(ids=[key], documents=[block], embeddings=[[1.0]], metadatas=[{"created_at": time.time()}])
+            now = clock()
+            collection.add(ids=[key], documents=[block], embeddings=[[1.0]], metadatas=[{"created_at": now}])
             result = collection.get(ids=[key], include=["documents"])
+            self._purge_windows(collection, now)
         stored = result["documents"] or []
         return stored[0] if stored and isinstance(stored[0], str) else block
+
+    def _purge_windows(self, collection: Any, now: float) -> None:
+        """Delete ``collection``'s blocks older than :data:`KEPT_SECONDS`, at most once every
+        :data:`PURGE_EVERY` seconds per store: they are one per reader and archive step, and
+        would otherwise pile up for as long as the server runs."""
+        purges: dict[str, float] = self.__dict__.setdefault("_window_purges", {})  # by collection name
+        purged = purges.get(collection.name)
+        if purged is not None and now - purged < PURGE_EVERY:
+            return
+        purges[collection.name] = now
+        collection.delete(where={"created_at": {"$lt": now - KEPT_SECONDS}})
 
     def _windows(self, reader: Scope) -> Any:
         client = self._client_now()
@@ -66,4 +85,4 @@ class SharedWindows:
         return found
 
 
-__all__ = ["SUFFIX", "SharedWindows"]
+__all__ = ["KEPT_SECONDS", "PURGE_EVERY", "SUFFIX", "SharedWindows"]

@@ -231,3 +231,18 @@ def test_a_block_comes_back_from_the_server_as_offered(chroma_server: ChromaServ
         assert offered.offer(block) == block
         stored = two.window_blocks(SCOPE, read.keys)
     assert [decoded(document) for document in stored.values()] == [block]
+
+
+def test_blocks_older_than_a_day_are_purged_by_a_later_offer(chroma_server: ChromaServer, mocker: MockerFixture) -> None:
+    from ctxplugin.facts import _chroma_windows as windows
+
+    config = FactsConfig(collection=f"w{uuid.uuid4().hex[:12]}")
+    clock = mocker.patch.object(windows, "clock", return_value=1_000_000.0)
+    with ChromaFactStore.http(chroma_server.url, config=config) as store:
+        assert store.offer_window_block(SCOPE, "old", "[]") == "[]"
+        clock.return_value = 1_000_000.0 + 600  # within the hour: no purge, and nothing is old yet
+        assert store.offer_window_block(SCOPE, "recent", "[1]") == "[1]"
+        assert set(store.window_blocks(SCOPE, ["old", "recent"])) == {"old", "recent"}
+        clock.return_value = 1_000_000.0 + windows.KEPT_SECONDS + 300  # "old" is a day old, "recent" not quite
+        assert store.offer_window_block(SCOPE, "new", "[2]") == "[2]"
+        assert set(store.window_blocks(SCOPE, ["old", "recent", "new"])) == {"recent", "new"}, "the day-old block is gone"
