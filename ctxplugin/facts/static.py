@@ -48,7 +48,6 @@ class _Table:
     """The token table and tokenizer, loaded once per process and shared by every instance."""
 
     def __init__(self, root: Path) -> None:
-        import numpy as np
         from safetensors.numpy import load_file
         from tokenizers import Tokenizer
 
@@ -57,7 +56,9 @@ class _Table:
         for path in (weights, tokenizer):
             if not path.is_file():
                 raise ConfigError(f"the static embedding's file {path} is missing: {_INSTALL}")
-        self.vectors = np.ascontiguousarray(load_file(str(weights))["embedding.weight"], dtype=np.float32)
+        # kept as stored (half precision, 16 MB): only the rows a text uses are widened, to the
+        # same single-precision values a widened table would hold
+        self.vectors = load_file(str(weights))["embedding.weight"]
         self.tokenizer = Tokenizer.from_file(str(tokenizer))
         self.tokenizer.no_padding()
         self.tokenizer.no_truncation()
@@ -72,7 +73,7 @@ class _Table:
             if not ids:
                 out.append([0.0] * self.dims)
                 continue
-            vector = self.vectors[np.asarray(ids, dtype=np.int64)].mean(axis=0)
+            vector = self.vectors[np.asarray(ids, dtype=np.int64)].astype(np.float32).mean(axis=0)
             norm = float(np.linalg.norm(vector))
             out.append((vector / norm).tolist() if norm > 0.0 else [0.0] * self.dims)
         return out
@@ -96,7 +97,8 @@ def _table() -> _Table:
 class StaticEmbedding(Embeddings):
     """Static token vectors averaged per text; offline, weights shipped in a package.
 
-    The table is loaded on first use (about 0.3 s) and shared by every instance in the process.
+    The table is loaded on first use (about 0.3 s with numpy's import), or by :meth:`warm`, and
+    shared by every instance in the process.
 
     Example:
         >>> emb = StaticEmbedding()
@@ -110,6 +112,17 @@ class StaticEmbedding(Embeddings):
     def identity(self) -> str:
         """Names the vector space: vectors of different identities must not share a collection."""
         return f"wordllama{self.dims}v{_VERSION}"
+
+    def warm(self) -> None:
+        """Load the table now rather than on the first text: :class:`~ctxplugin.ContextEngine`
+        calls it when it is built, so an application pays the load at start-up, not on its
+        first model call.
+
+        Raises:
+            ConfigError: a file of the table is missing (the message names the install command).
+            ImportError: the ``wordllama`` package is not installed.
+        """
+        _table()
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         """Vectors for stored texts."""

@@ -68,6 +68,13 @@ class ChooseFacts:
     _rules: LRU[str, tuple[int, InForce]] = field(default_factory=lambda: LRU(SESSIONS_TRACKED))
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
+    def __post_init__(self) -> None:
+        # an embedding with tables to load (the default's) loads them as the engine is built,
+        # so the first model call does not wait for them
+        warm = getattr(getattr(self.ledger.store, "embedding", None), "warm", None)
+        if callable(warm):
+            warm()
+
     def apply(self, view: CallView) -> CallView:
         body = view.history
         scope = view.scope

@@ -215,6 +215,29 @@ def test_auto_keeps_a_collection_built_with_the_hashing_embedding(tmp_path: Path
         assert FactsLedger(store).search("project of the data team", scope=S) == []
 
 
+def test_vectors_are_those_of_the_widened_table() -> None:
+    import numpy as np
+    from safetensors.numpy import load_file
+
+    table = np.asarray(load_file(str(static_module.package_dir() / "weights" / "l2_supercat_256.safetensors"))["embedding.weight"], dtype=np.float32)
+    text = "Maria speaks Portuguese and Spanish fluently."
+    ids = static_module._table().tokenizer.encode(text, add_special_tokens=False).ids
+    mean = table[ids].mean(axis=0)
+    assert StaticEmbedding().embed_documents([text])[0] == (mean / float(np.linalg.norm(mean))).tolist()
+
+
+def test_the_engine_loads_the_default_embedding_when_built() -> None:
+    from ctxplugin import ContextConfig, ContextEngine
+
+    static_module._load.cache_clear()
+    ContextEngine(ContextConfig(facts=FactsConfig(enabled=False)))
+    assert static_module._load.cache_info().currsize == 0  # no facts, no table
+    ContextEngine(ContextConfig(facts=FactsConfig(embedding="hashing")))
+    assert static_module._load.cache_info().currsize == 0
+    ContextEngine()
+    assert static_module._load.cache_info().currsize == 1  # loaded before the first call
+
+
 def test_the_default_path_makes_no_network_access(tmp_path: Path, mocker: MockerFixture, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     attempts: list[Any] = []
