@@ -13,8 +13,14 @@ its result:
 Such a pair is placed right before an assistant message that follows a user turn or a tool
 result: a function call must come right after a user turn or a function response (Google
 GenAI), a tool result must be followed by an assistant turn (Mistral), a tool result must follow
-its call at once (Anthropic, Bedrock). So the latest message of the conversation stays the last
-message of the view. A pair carries an id derived from its text, so an unchanged block is the
+its call at once (Anthropic, Bedrock). Notes that stand before a user turn which follows a user
+turn or a tool result (a chat whose exchanges open with the user) go right there, followed by
+a short assistant turn (:data:`NOTES_READ`), rather than after that turn: when the turn is
+condensed in its turn the notes before it stay where they were. The facts block of
+``window`` placement is chosen for the latest user turn and follows it, so that a new question
+changes the view from the previous turn on; when that turn is the conversation's last message
+the view ends with the block, which the next call keeps in the same place (right before the
+assistant's answer). A pair carries an id derived from its text, so an unchanged block is the
 same message on the next call (prompt caches). When the conversation has no such position yet
 (its first call: a system prompt and one user message), the text goes in a system message right
 after the header, which every provider reads as part of the system prompt — unless it holds
@@ -97,6 +103,10 @@ def _lookup_pair(kind: Kind, text: str) -> tuple[AIMessage, ToolMessage]:
     )
 
 
+NOTES_READ = AIMessage(content="[context notes read]", additional_kwargs={META_KEY: {"synthetic": "notes"}})
+"""The assistant turn between context notes and the user turn they stand before."""
+
+
 @dataclass
 class Layout:
     """The view's body with ctxplugin's texts placed, and what had to go after the header."""
@@ -163,7 +173,8 @@ def lay_out(
         placement: ``tail``: as late as fits (before the assistant message that answers the
             latest user turn or tool result, or the latest one that fits); ``head``: as early
             as fits (after the task); ``window``: at ``anchor`` (the start of the verbatim tier)
-            or the first place after it that fits.
+            or the first place after it that fits, and after the latest user turn when that
+            comes later (after the last message when it is that turn).
         anchor: the message the block goes before with ``window``.
         facts_from_tools: the block holds lines read from tool outputs. With no place before an
             assistant message, text a tool returned is never put in a system message: such a
@@ -197,25 +208,49 @@ def lay_out(
         else:
             inserts.setdefault(at, []).append((kind, text))
 
+    # a user turn right after a user turn or a tool result: notes that stand before it go there,
+    # with an assistant turn after them (a tool result must be followed by one: Mistral), rather
+    # than after it, where they would move when the turn is condensed in its turn
+    bridged = {i for i in range(1, len(plain)) if is_user_turn(plain[i]) and isinstance(plain[i - 1], (HumanMessage, ToolMessage))}
     for index, texts in notes_at.items():
         for text in texts:
-            put("notes", text, _at_or_after(openings, index))
+            put("notes", text, index if lookups and index in bridged else _at_or_after(openings, index))
     if facts_text:
-        if placement == "head":
-            at = openings[0] if openings else None
-        elif placement == "window" and anchor_index is not None:
-            at = _at_or_after(openings, anchor_index)
-        else:
-            at = openings[-1] if openings else None
-        put("facts", facts_text, at)
+        put("facts", facts_text, _facts_at(plain, openings, placement, anchor_index, lookups))
     body: list[BaseMessage] = []
     for index, message in enumerate(plain):
         for kind, text in _merged(inserts.get(index, [])):
             body.extend(lookup_pair(kind, text))
+        if index in inserts and not isinstance(message, AIMessage):
+            body.append(NOTES_READ)
         body.append(message)
     for kind, text in _merged(inserts.get(len(plain), [])):
         body.extend(lookup_pair(kind, text))
     return Layout(body=body, header_extra=header_extra, extra_kinds=kinds)
+
+
+def _facts_at(
+    plain: Sequence[BaseMessage], openings: list[int], placement: Placement, anchor_index: int | None, lookups: bool
+) -> int | None:
+    """Where the facts block goes in ``plain`` (None: after the header; ``len(plain)``: after
+    the last message). With ``window`` the block is chosen for the latest user turn, so it
+    goes after that turn when the verbatim tier starts before it: a new question then changes
+    the view from the previous turn on, not from the start of the verbatim tier."""
+    if placement == "head":
+        return openings[0] if openings else None
+    if placement == "window" and anchor_index is not None:
+        base = _at_or_after(openings, anchor_index)
+    else:
+        base = openings[-1] if openings else None
+    if placement != "window":
+        return base
+    latest = next((i for i in range(len(plain) - 1, -1, -1) if is_user_turn(plain[i])), None)
+    if latest is None or (base is not None and base > latest):
+        return base
+    later = next((i for i in openings if i > latest), None)
+    if later is not None:
+        return later
+    return len(plain) if lookups and _ends_for_lookup(plain) else base
 
 
 def _merged(items: list[tuple[Kind, str]]) -> list[tuple[Kind, str]]:

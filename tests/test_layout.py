@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
-from ctxplugin._layout import context_notes, lay_out
+from ctxplugin._layout import NOTES_READ, context_notes, lay_out
 from ctxplugin._messages import META_KEY
 
 
@@ -41,3 +41,65 @@ def test_facts_come_after_the_first_note_placed_at_the_same_opening() -> None:
     kinds = [m.additional_kwargs.get(META_KEY, {}).get("synthetic") for m in body if isinstance(m, ToolMessage)]
     assert kinds[:3] == ["notes", "facts", "notes"]
     assert [m.model_dump() for m in body[:5]] == [m.model_dump() for m in before[:5]]  # task, archive, facts
+
+
+def assert_valid_conversation(view: list[BaseMessage]) -> None:
+    """What the providers' rules ask of lookups: every tool call answered right after it (Anthropic,
+    Bedrock), a call only after a user turn or a tool result (Google GenAI), a tool result never
+    followed by a user turn (Mistral)."""
+    for index, message in enumerate(view):
+        following = view[index + 1] if index + 1 < len(view) else None
+        if isinstance(message, AIMessage) and message.tool_calls:
+            assert index and isinstance(view[index - 1], (HumanMessage, ToolMessage)), f"call at {index}"
+            assert isinstance(following, ToolMessage) and following.tool_call_id == message.tool_calls[0]["id"]
+        if isinstance(message, ToolMessage):
+            assert not isinstance(following, HumanMessage), f"user turn right after the tool result at {index}"
+
+
+def chat_turn(n: int) -> list[BaseMessage]:
+    return [HumanMessage(f"question {n}"), AIMessage(f"answer {n}")]
+
+
+def test_notes_before_a_user_turn_go_before_it_and_stay_when_it_is_condensed() -> None:
+    """A chat's exchanges open with the user. Notes that stand before such a turn used to be
+    pushed after it (a lookup fits only before an assistant turn), and moved back once the turn
+    itself was condensed: a change right after the task on every user turn."""
+    task = HumanMessage("Hi, I need help with a booking")
+    archive = note("[context note: exchanges 1-8 ...: ORD-4411]")
+    kept = lay_out([task, archive, *chat_turn(9), HumanMessage("question 10")], "").body
+    assert [type(m).__name__ for m in kept[:5]] == ["HumanMessage", "AIMessage", "ToolMessage", "AIMessage", "HumanMessage"]
+    assert kept[2].content == archive.content and kept[3] is NOTES_READ and kept[4].content == "question 9"
+    assert_valid_conversation(kept)
+    block = note("[context note: exchanges 9-9 ...]")
+    later = lay_out([task, archive, block, *chat_turn(10), HumanMessage("question 11")], "").body
+    assert [m.model_dump() for m in later[:3]] == [m.model_dump() for m in kept[:3]]  # the archive stays cached
+    assert later[4].content == block.content and later[5] is NOTES_READ
+    assert_valid_conversation(later)
+    # after a tool result as well; before an assistant turn no bridge is needed
+    after_tool = lay_out([task, *exchange(1), archive, HumanMessage("next")], "").body
+    assert after_tool[-2] is NOTES_READ and after_tool[-1].content == "next"
+    assert NOTES_READ not in lay_out([task, archive, *exchange(2)], "").body
+    # with no lookups at all (no tool bound, none called) the notes go after the header
+    assert NOTES_READ not in lay_out([task, archive, *chat_turn(9)], "", lookups=False).body
+
+
+def test_a_window_facts_block_follows_the_latest_user_turn() -> None:
+    """The block is chosen for the latest question: placed after it, a new question changes the
+    view only from the previous turn on. While that turn is the last message the view ends with
+    the block, and the next call keeps it in the same place, before the answer."""
+    task = HumanMessage("Hi, I need help with a booking")
+    archive = note("[context note: exchanges 1-8 ...]")
+    history = [task, archive, *chat_turn(9), HumanMessage("question 10")]
+    asked = lay_out(history, "Known facts: x", "window", anchor=history[2]).body
+    assert asked[-3].content == "question 10" and asked[-1].content == "Known facts: x"
+    assert_valid_conversation(asked)
+    answered = lay_out([*history, AIMessage("answer 10")], "Known facts: x", "window", anchor=history[2]).body
+    assert [m.model_dump() for m in answered[: len(asked)]] == [m.model_dump() for m in asked]
+    assert answered[-1].content == "answer 10"
+    # a coding agent's latest user turn is its task, before the verbatim tier: the block stays there
+    tools = [task, archive, *exchange(1), *exchange(2)]
+    body = lay_out(tools, "Known facts: x", "window", anchor=tools[4]).body
+    facts_at = next(i for i, m in enumerate(body) if isinstance(m, ToolMessage) and m.content == "Known facts: x")
+    assert body[facts_at + 1] is tools[4]
+    # other placements keep the latest message last
+    assert lay_out(history, "Known facts: x", "tail").body[-1] is history[-1]

@@ -27,12 +27,12 @@ import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
 from ctxplugin import ContextConfig, Scope
-from ctxplugin._layout import synthetic_kind
+from ctxplugin._layout import NOTES_READ, synthetic_kind
 from ctxplugin._messages import annotation
 from ctxplugin.budget import section_tokens
 from ctxplugin.replay.loaders import load_file
 from ctxplugin.replay.runner import load_tools_file
-from ctxplugin.testing import memory_engine
+from ctxplugin.testing import conversation_messages, memory_engine
 
 # beside the repository, or where CTXPLUGIN_SHARED_DATA points (a checkout elsewhere)
 DATA = Path(os.environ.get("CTXPLUGIN_SHARED_DATA") or Path(__file__).resolve().parents[1] / ".." / "shared" / "data")
@@ -405,6 +405,45 @@ def test_a_result_that_came_after_the_user_spoke_again_is_accepted(name: str) ->
         assert len(ids) == len(set(ids)), f"two calls share an id in view {view.call}: {ids}"
     refused = list(_refusals(views, name))
     assert not refused, f"{name} refused {refused}"
+
+
+@functools.cache
+def _whole_chat_views() -> list[View]:
+    """Default views (``mode="whole"``) of a long chat: the first airline conversations as one
+    thread, so that the history is tiered while the user speaks every few calls. Its views hold
+    notes before a user turn (with the assistant turn that follows them) and a facts block after
+    the latest user turn, ending the view."""
+    loaded = load_file(TRAJECTORIES / "tau" / "gpt-4o-airline-dev.json")
+    thread: list[BaseMessage] = []
+    for conversation in loaded.conversations[:12]:
+        thread.extend(m for m in conversation.messages if not (thread and isinstance(m, SystemMessage)))
+        if isinstance(thread[-1], ToolMessage):  # a conversation ended by a transfer: the agent said so
+            thread.append(AIMessage("You are being transferred to a human agent."))
+    engine = memory_engine(ContextConfig(mode="whole"))
+    tools = [*load_tools_file(TAU_TOOLS), *engine.tools_for_model()]
+    scope = Scope(session_id="whole-chat")
+    out: list[View] = []
+    for index, message in enumerate(thread):
+        if isinstance(message, AIMessage) and index:
+            prepared = engine.prepare(thread[:index], tools=tools, scope=scope)
+            out.append(View("whole-chat", index, prepared.messages, prepared.tools, thread[index - 1]))
+    return out
+
+
+@pytest.mark.parametrize("name", list(BUILDERS))
+def test_a_tiered_chat_in_whole_mode_is_accepted(name: str) -> None:
+    views = _whole_chat_views()
+    assert any(NOTES_READ in view.messages for view in views), "no view puts notes before a user turn"
+    ending = [view for view in views if synthetic_kind(view.messages[-1]) == "facts"]
+    assert ending and all(isinstance(view.latest, HumanMessage) for view in ending)
+    for view in views:  # the conversation's own messages still end with its latest one
+        last = conversation_messages(view.messages)[-1]
+        if isinstance(view.latest, HumanMessage):
+            assert isinstance(last, HumanMessage) and last.content == view.latest.content
+        else:
+            assert isinstance(last, ToolMessage) and last.tool_call_id == getattr(view.latest, "tool_call_id", None)
+    refused = list(_refusals(views, name))
+    assert not refused, f"{name} refused {len(refused)} of {len(views)} views, e.g. {refused[:3]}"
 
 
 def test_sections_count_the_view_as_laid_out() -> None:
