@@ -48,7 +48,7 @@ from ctxplugin.cas.expand import (
 )
 from ctxplugin.cas.memory import MemoryCASStore
 from ctxplugin.cas.sqlite import SQLiteCASStore
-from ctxplugin.cas.store import CASItem, CASRecord, CASStore, Clock, RefExistence
+from ctxplugin.cas.store import CASItem, CASRecord, CASStore, Clock, RefExistence, RefRevocation
 from ctxplugin.cas.summarize import Summary, summarize
 
 __all__ = [
@@ -60,6 +60,7 @@ __all__ = [
     "Clock",
     "MemoryCASStore",
     "RefExistence",
+    "RefRevocation",
     "SQLiteCASStore",
     "Summary",
     "canonical_json",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from ctxplugin.cas._canon import check_ref
@@ -126,10 +127,35 @@ class MemoryCASStore:
                     removed += 1
                 if not grants:
                     del self._grants[ref_id]
-            live = {g.raw_hash for grants in self._grants.values() for g in grants.values()}
-            for raw in [r for r in self._content if r not in live]:
-                del self._content[raw]
+            self._drop_unreferenced(self._content)
             return removed
+
+    def revoke(self, ref_id: str, scope: Scope) -> bool:
+        """See :meth:`ctxplugin.cas.store.RefRevocation.revoke` (an optional ability)."""
+        check_ref(ref_id)
+        with self._lock:
+            self._check_open()
+            grants = self._grants.get(ref_id, {})
+            owner = scope.key()
+            gone = {key: grants.pop(key) for key in [k for k in grants if k[0] == owner]}
+            if not grants:
+                self._grants.pop(ref_id, None)
+            self._drop_unreferenced({g.raw_hash for g in gone.values()})
+            return bool(gone)
+
+    def _drop_unreferenced(self, candidates: Iterable[str]) -> None:
+        """Delete the contents among ``candidates`` (raw hashes) no grant points to (the caller
+        holds the lock)."""
+        live = {g.raw_hash for grants in self._grants.values() for g in grants.values()}
+        for raw in [r for r in candidates if r not in live]:
+            self._content.pop(raw, None)
+
+    def stats(self) -> dict[str, int]:
+        """Counts of stored variants, grants and content characters."""
+        with self._lock:
+            self._check_open()
+            grants = sum(len(g) for g in self._grants.values())
+            return {"contents": len(self._content), "grants": grants, "bytes": sum(map(len, self._content.values()))}
 
     def close(self) -> None:
         """See :meth:`ctxplugin.cas.CASStore.close`."""

@@ -257,8 +257,18 @@ class SQLiteCASStore:
             removed = conn.execute(
                 "DELETE FROM cas_grants WHERE expires_at IS NOT NULL AND expires_at <= ?", (self._clock(),)
             ).rowcount
-            conn.execute("DELETE FROM cas_content WHERE raw_hash NOT IN (SELECT raw_hash FROM cas_grants)")
+            _drop_unreferenced(conn)
         return int(removed)
+
+    def revoke(self, ref_id: str, scope: Scope) -> bool:
+        """See :meth:`ctxplugin.cas.store.RefRevocation.revoke` (an optional ability)."""
+        check_ref(ref_id)
+        with self._transaction("revoke") as conn:
+            key = (ref_id, scope.key())
+            raws = [row[0] for row in conn.execute("SELECT raw_hash FROM cas_grants WHERE ref_id = ? AND owner_key = ?", key)]
+            conn.execute("DELETE FROM cas_grants WHERE ref_id = ? AND owner_key = ?", key)
+            _drop_unreferenced(conn, raws)
+        return bool(raws)
 
     def close(self) -> None:
         """See :meth:`ctxplugin.cas.CASStore.close`."""
@@ -302,6 +312,16 @@ class _Held:
 
     def __del__(self) -> None:
         self.conn.close()
+
+
+def _drop_unreferenced(conn: sqlite3.Connection, raws: list[str] | None = None) -> None:
+    """Delete the contents no grant points to: all of them, or those among ``raws``."""
+    orphan = "NOT EXISTS (SELECT 1 FROM cas_grants g WHERE g.raw_hash = cas_content.raw_hash)"
+    if raws is None:
+        conn.execute(f"DELETE FROM cas_content WHERE {orphan}")
+    elif raws:
+        marks = ", ".join("?" * len(raws))
+        conn.execute(f"DELETE FROM cas_content WHERE raw_hash IN ({marks}) AND {orphan}", raws)
 
 
 def _rekey_grants(conn: sqlite3.Connection) -> None:

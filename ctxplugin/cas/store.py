@@ -70,7 +70,7 @@ class CASStore(Protocol):
     into a pass-through of the original output and a warning; anything else propagates.
 
     Optional abilities are separate methods a caller detects with ``hasattr`` (none are required):
-    ``exists`` (see :class:`RefExistence`) and ``stats``.
+    ``exists`` (see :class:`RefExistence`), ``revoke`` (see :class:`RefRevocation`) and ``stats``.
     """
 
     def put(self, item: CASItem, scope: Scope, *, visibility: Visibility = "session", ttl_seconds: float | None = None) -> bool:
@@ -142,6 +142,31 @@ class RefExistence(Protocol):
         Raises:
             InvalidInputError: ``ref_id`` is malformed.
             StoreError: the backend failed.
+        """
+        ...
+
+
+@runtime_checkable
+class RefRevocation(Protocol):
+    """An optional CAS ability: take back what one scope stored under a ref.
+
+    The engine calls it when it learns that something outside ctxplugin masked a captured
+    output after capture (a PII filter on tool results): the unmasked original must not stay
+    at rest behind the ref.
+    """
+
+    def revoke(self, ref_id: str, scope: Scope) -> bool:
+        """Delete the grants of ``ref_id`` owned by exactly ``scope`` (every visibility), then
+        the content no grant points to any more, as :meth:`CASStore.purge_expired` does.
+        Grants of other scopes, and the content they point to, stay.
+
+        Returns:
+            True if a grant was deleted, False if ``scope`` owned none.
+
+        Raises:
+            InvalidInputError: ``ref_id`` is malformed.
+            StoreError: the backend failed (``StoreUnavailableError`` when it could not be
+                reached in time).
         """
         ...
 

@@ -18,7 +18,15 @@ from pathlib import Path
 
 import pytest
 
-from ctxplugin.cas import CASItem, CASStore, RefExistence, content_hash, make_ref, raw_hash
+from ctxplugin.cas import (
+    CASItem,
+    CASStore,
+    RefExistence,
+    RefRevocation,
+    content_hash,
+    make_ref,
+    raw_hash,
+)
 from ctxplugin.errors import InvalidInputError, RefNotFoundError, StoreError
 from ctxplugin.scope import Scope
 
@@ -221,6 +229,65 @@ class CASStoreContract:
         assert not store.exists(short.ref_id, A), "an expired grant does not exist"
         with pytest.raises(InvalidInputError):
             store.exists("ref:nope", A)
+
+    # ------------------------------------------------------------------ revocation (optional)
+    def _revocable(self, store: CASStore) -> RefRevocation:
+        if not isinstance(store, RefRevocation):
+            pytest.skip(f"{type(store).__name__} has no revoke() (an optional ability)")
+        return store
+
+    def test_revoke_removes_the_scopes_grants_and_keeps_other_scopes(self, store: CASStore) -> None:
+        revocable = self._revocable(store)
+        item = make_item("card 4111 1111 1111 1111 of jane@example.com")
+        store.put(item, A)
+        store.put(item, A, visibility="user")
+        store.put(item, B)
+        assert revocable.revoke(item.ref_id, A) is True
+        for reader in (A, A2):
+            with pytest.raises(RefNotFoundError):
+                store.get(item.ref_id, reader)
+        assert store.get(item.ref_id, B).content == item.content, "another scope's grant stays"
+        assert revocable.revoke(item.ref_id, A) is False, "nothing left to revoke"
+        assert store.put(item, A) is True, "captured again: a new grant"
+        assert store.get(item.ref_id, A).content == item.content
+
+    def test_revoke_deletes_the_content_with_its_last_grant(self, store: CASStore) -> None:
+        revocable = self._revocable(store)
+        item, kept = make_item("masked after capture"), make_item("another output")
+        store.put(item, A)
+        store.put(item, B)
+        store.put(kept, A)
+        assert revocable.revoke(item.ref_id, B) is True
+        stats = getattr(store, "stats", None)
+        if callable(stats):
+            assert stats()["contents"] == 2, "content another grant points to stays"
+        assert revocable.revoke(item.ref_id, A) is True
+        if callable(stats):
+            assert stats()["contents"] == 1 and stats()["grants"] == 1
+        with pytest.raises(RefNotFoundError):
+            store.get(item.ref_id, B)
+        assert store.get(kept.ref_id, A).content == "another output"
+
+    def test_revoke_of_an_unknown_ref_or_a_bad_one(self, store: CASStore) -> None:
+        revocable = self._revocable(store)
+        assert revocable.revoke(make_item("never stored").ref_id, A) is False
+        item = make_item("stored by A only")
+        store.put(item, A)
+        assert revocable.revoke(item.ref_id, B) is False
+        assert revocable.revoke(item.ref_id, A_OTHER_USER) is False
+        assert store.get(item.ref_id, A).content == item.content
+        for bad in ("", "ref:x", "ref:Bash:0123456789abcdef"):
+            with pytest.raises(InvalidInputError):
+                revocable.revoke(bad, A)
+
+    def test_revoke_on_a_closed_store_raises_store_error(self, tmp_path: Path, clock: FakeClock) -> None:
+        store = self.make_store(tmp_path, clock)
+        revocable = self._revocable(store)
+        item = make_item("before close")
+        store.put(item, A)
+        store.close()
+        with pytest.raises(StoreError):
+            revocable.revoke(item.ref_id, A)
 
     def test_expired_grants_are_unreadable_and_purged(self, store: CASStore, clock: FakeClock) -> None:
         short, forever = make_item("short-lived"), make_item("kept")

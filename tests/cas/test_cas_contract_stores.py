@@ -16,3 +16,11 @@ class TestMemoryCASStore(CASStoreContract):
 class TestSQLiteCASStore(CASStoreContract):
     def make_store(self, tmp_path: Path, clock: FakeClock) -> CASStore:
         return SQLiteCASStore(tmp_path / "cas.sqlite3", clock=clock)
+
+
+def test_every_shipped_store_can_revoke(tmp_path: Path) -> None:
+    from ctxplugin.cas import RefRevocation, SQLiteCASStore
+
+    for store in (MemoryCASStore(), SQLiteCASStore(tmp_path / "cas.sqlite3")):
+        assert isinstance(store, RefRevocation), type(store).__name__
+        store.close()

@@ -46,6 +46,9 @@ class CASQueries:
     purge_grants: sql.Composed
     purge_content: sql.Composed
     purge_refs: sql.Composed
+    revoke_grants: sql.Composed
+    revoke_content: sql.Composed
+    revoke_ref: sql.Composed
     stats: sql.Composed
 
     @classmethod
@@ -98,18 +101,14 @@ class CASQueries:
             purge_grants=compose(
                 "DELETE FROM {s}.ctxplugin_cas_grants WHERE expires_at IS NOT NULL AND expires_at <= %(now)s", schema
             ),
-            purge_content=compose(
-                "DELETE FROM {s}.ctxplugin_cas_content WHERE raw_hash IN (SELECT c.raw_hash FROM "
-                "{s}.ctxplugin_cas_content c WHERE NOT EXISTS (SELECT 1 FROM {s}.ctxplugin_cas_grants g "
-                "WHERE g.raw_hash = c.raw_hash) FOR UPDATE SKIP LOCKED)",
+            purge_content=compose(_orphans("content", "raw_hash"), schema),
+            purge_refs=compose(_orphans("refs", "ref_id"), schema),
+            revoke_grants=compose(
+                "DELETE FROM {s}.ctxplugin_cas_grants WHERE ref_id = %(ref)s AND owner_key = %(owner)s RETURNING raw_hash",
                 schema,
             ),
-            purge_refs=compose(
-                "DELETE FROM {s}.ctxplugin_cas_refs WHERE ref_id IN (SELECT r.ref_id FROM "
-                "{s}.ctxplugin_cas_refs r WHERE NOT EXISTS (SELECT 1 FROM {s}.ctxplugin_cas_grants g "
-                "WHERE g.ref_id = r.ref_id) FOR UPDATE SKIP LOCKED)",
-                schema,
-            ),
+            revoke_content=compose(_orphans("content", "raw_hash", "= ANY(%(raws)s)"), schema),
+            revoke_ref=compose(_orphans("refs", "ref_id", "= %(ref)s"), schema),
             stats=compose(
                 "SELECT (SELECT count(*) FROM {s}.ctxplugin_cas_content), "
                 "(SELECT coalesce(sum(size), 0) FROM {s}.ctxplugin_cas_content), "
@@ -117,6 +116,17 @@ class CASQueries:
                 schema,
             ),
         )
+
+
+def _orphans(table: str, key: str, among: str | None = None) -> str:
+    """Delete the rows of ``table`` no grant points to by ``key`` (those whose ``key`` is
+    ``among``, when given), skipping rows a concurrent ``put`` holds (see the module's notes)."""
+    narrowed = f"x.{key} {among} AND " if among else ""
+    return (
+        f"DELETE FROM {{s}}.ctxplugin_cas_{table} WHERE {key} IN (SELECT x.{key} FROM {{s}}.ctxplugin_cas_{table} x "
+        f"WHERE {narrowed}NOT EXISTS (SELECT 1 FROM {{s}}.ctxplugin_cas_grants g WHERE g.{key} = x.{key}) "
+        "FOR UPDATE SKIP LOCKED)"
+    )
 
 
 def _locked(insert: Stmt, lock: Stmt, what: str) -> Plan[Result]:
@@ -216,6 +226,17 @@ def purge_plan(q: CASQueries, now: float) -> Plan[int]:
     return removed.rowcount
 
 
+def revoke_plan(q: CASQueries, ref_id: str, scope: Scope) -> Plan[bool]:
+    """See :meth:`ctxplugin.cas.store.RefRevocation.revoke` (``ref_id`` already checked)."""
+    params: dict[str, Any] = {"ref": ref_id, "owner": scope.key()}
+    removed = yield Stmt(q.revoke_grants, params)
+    if not removed.rows:
+        return False
+    yield Stmt(q.revoke_content, {"raws": sorted({row[0] for row in removed.rows})})
+    yield Stmt(q.revoke_ref, params)
+    return True
+
+
 def stats_plan(q: CASQueries) -> Plan[dict[str, int]]:
     """Counts of stored variants, bytes, grants and bound refs."""
     row = (yield Stmt(q.stats)).first()
@@ -223,4 +244,4 @@ def stats_plan(q: CASQueries) -> Plan[dict[str, int]]:
     return {"contents": int(contents), "bytes": int(size), "grants": int(grants), "refs": int(refs)}
 
 
-__all__ = ["CASQueries", "exists_plan", "get_plan", "purge_plan", "put_plan", "stats_plan"]
+__all__ = ["CASQueries", "exists_plan", "get_plan", "purge_plan", "put_plan", "revoke_plan", "stats_plan"]

@@ -6,7 +6,8 @@ share their SQL and decisions (:mod:`ctxplugin_postgres._cas_plans`); they diffe
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import psycopg.errors
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
@@ -21,17 +22,19 @@ from ctxplugin_postgres._cas_plans import (
     get_plan,
     purge_plan,
     put_plan,
+    revoke_plan,
     stats_plan,
 )
-from ctxplugin_postgres._db import DEFAULT_SCHEMA, POOL_TIMEOUT_S
+from ctxplugin_postgres._db import DEFAULT_SCHEMA, POOL_TIMEOUT_S, Plan
 from ctxplugin_postgres._store import AsyncPooledStore, PooledStore, owned_async_pool, owned_pool
 
 _PURGE_ATTEMPTS = 3
+T = TypeVar("T")
 
 
-def _purge_race(exc: StoreError) -> bool:
+def _purge_race(exc: StoreError, attempt: int) -> bool:
     # a put committed a grant on a row the purge had already chosen: the purge is simply repeated
-    return isinstance(exc.__cause__, psycopg.errors.ForeignKeyViolation)
+    return attempt < _PURGE_ATTEMPTS and isinstance(exc.__cause__, psycopg.errors.ForeignKeyViolation)
 
 
 class PostgresCASStore(PooledStore):
@@ -99,11 +102,15 @@ class PostgresCASStore(PooledStore):
 
     def purge_expired(self) -> int:
         """See :meth:`ctxplugin.cas.CASStore.purge_expired`."""
+        return self._sweep("CAS purge", lambda: purge_plan(self._q, self._clock()))
+
+    def _sweep(self, what: str, plan: Callable[[], Plan[T]]) -> T:
+        """Run a plan that deletes what no grant points to, again when it raced a put."""
         for attempt in range(1, _PURGE_ATTEMPTS + 1):
             try:
-                return self._run("CAS purge", lambda: purge_plan(self._q, self._clock()))
+                return self._run(what, plan)
             except StoreError as exc:
-                if attempt == _PURGE_ATTEMPTS or not _purge_race(exc):
+                if not _purge_race(exc, attempt):
                     raise
         raise AssertionError("unreachable")  # pragma: no cover
 
@@ -116,6 +123,11 @@ class PostgresCASStore(PooledStore):
         """See :meth:`ctxplugin.cas.store.RefExistence.exists`: one read, nothing counted."""
         check_ref(ref_id)
         return self._run("CAS exists", lambda: exists_plan(self._q, ref_id, scope, self._clock()))
+
+    def revoke(self, ref_id: str, scope: Scope) -> bool:
+        """See :meth:`ctxplugin.cas.store.RefRevocation.revoke`: one transaction."""
+        check_ref(ref_id)
+        return self._sweep("CAS revoke", lambda: revoke_plan(self._q, ref_id, scope))
 
     def stats(self) -> dict[str, int]:
         """Counts of stored variants, content bytes, grants and bound refs."""
@@ -190,13 +202,22 @@ class AsyncPostgresCASStore(AsyncPooledStore):
 
     async def purge_expired(self) -> int:
         """See :meth:`ctxplugin.cas.CASStore.purge_expired`."""
+        return await self._sweep("CAS purge", lambda: purge_plan(self._q, self._clock()))
+
+    async def _sweep(self, what: str, plan: Callable[[], Plan[T]]) -> T:
+        """Async :meth:`PostgresCASStore._sweep`."""
         for attempt in range(1, _PURGE_ATTEMPTS + 1):
             try:
-                return await self._run("CAS purge", lambda: purge_plan(self._q, self._clock()))
+                return await self._run(what, plan)
             except StoreError as exc:
-                if attempt == _PURGE_ATTEMPTS or not _purge_race(exc):
+                if not _purge_race(exc, attempt):
                     raise
         raise AssertionError("unreachable")  # pragma: no cover
+
+    async def revoke(self, ref_id: str, scope: Scope) -> bool:
+        """Async :meth:`PostgresCASStore.revoke`."""
+        check_ref(ref_id)
+        return await self._sweep("CAS revoke", lambda: revoke_plan(self._q, ref_id, scope))
 
     async def exists(self, ref_id: str, scope: Scope) -> bool:
         """Async :meth:`PostgresCASStore.exists`."""

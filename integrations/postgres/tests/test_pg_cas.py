@@ -200,3 +200,43 @@ def test_backend_errors_are_translated_and_chained(pg_dsn: str, pg_schema: str) 
         with pytest.raises(StoreError, match="migrate") as caught:
             store.get(make_item("present").ref_id, A)
         assert isinstance(caught.value.__cause__, psycopg.errors.UndefinedTable)
+
+
+async def test_async_store_revokes_like_the_sync_store(pg_dsn: str, pg_schema: str) -> None:
+    from ctxplugin.cas import RefRevocation
+    from ctxplugin.errors import InvalidInputError
+
+    async with await AsyncPostgresCASStore.from_dsn(pg_dsn, schema=pg_schema) as astore:
+        item, other = make_item("masked after capture: jane@example.com"), make_item("kept")
+        await astore.put(item, A)
+        await astore.put(item, B)
+        await astore.put(other, A)
+        assert await astore.revoke(item.ref_id, A) is True
+        assert await astore.stats() == {"contents": 2, "bytes": len(item.content) + 4, "grants": 2, "refs": 2}
+        assert await astore.revoke(item.ref_id, A) is False
+        assert await astore.revoke(item.ref_id, B) is True
+        assert await astore.stats() == {"contents": 1, "bytes": 4, "grants": 1, "refs": 1}
+        with pytest.raises(InvalidInputError):
+            await astore.revoke("ref:x", A)
+        with PostgresCASStore.from_dsn(pg_dsn, schema=pg_schema) as store:
+            assert isinstance(store, RefRevocation)
+            with pytest.raises(RefNotFoundError):
+                store.get(item.ref_id, B)
+    with pytest.raises(StoreError):
+        await astore.revoke(other.ref_id, A)
+
+
+def test_revoke_racing_puts_of_the_same_output_loses_no_grant(pg_dsn: str, pg_schema: str) -> None:
+    """One scope revokes an output while another stores it again and again: the other's grant
+    always reads back its content (the revoke never deletes content a put holds)."""
+    with PostgresCASStore.from_dsn(pg_dsn, schema=pg_schema, max_size=8) as store:
+        items = [make_item(f"raced {i}") for i in range(30)]
+        for item in items:
+            store.put(item, A)
+        for item in items:
+            worker = threading.Thread(target=store.revoke, args=(item.ref_id, A))
+            worker.start()
+            store.put(item, B)
+            worker.join()
+            assert store.get(item.ref_id, B).content == item.content
+        assert store.stats()["grants"] == len(items)
