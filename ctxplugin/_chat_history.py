@@ -75,8 +75,13 @@ class ContextChatHistory(BaseChatMessageHistory):
     def _capture(self, message: ToolMessage) -> BaseMessage:
         if annotation(message).get("ref"):
             # added again with its annotation: rewritten since (a PII filter masked it), the
-            # compact form the annotation holds is not stored beside the masked content
-            return scrubbed(message) or message
+            # compact form the annotation holds is not stored beside the masked content, nor the
+            # original in the CAS (unless the conversation still holds it whole elsewhere)
+            copy = scrubbed(message)
+            if copy is None:
+                return message
+            self.engine.revoke_masked([*self.full_messages, message], self.scope)
+            return copy
         compact = self.engine.capture_tool_result(message, scope=self.scope)
         meta = compact.additional_kwargs.get(META_KEY)
         if meta is None:

@@ -112,7 +112,7 @@ class ContextEngine(Closing):
             self._budgets: dict[str, int] | None = self.config.budget.resolve()
         except ConfigError:  # shares of a context window: resolved per call
             self._budgets = None
-        captures = CaptureMemo(self.cas, self.config.cas, counter)
+        self._captures = captures = CaptureMemo(self.cas, self.config.cas, counter)
         reads = ReadMemo()
         self._capture = Capture(self.config, self.facts, captures, reads)
         self._stages = pipeline(
@@ -121,9 +121,7 @@ class ContextEngine(Closing):
             note=note,
         )
         ledger = self.facts if self.config.facts.enabled else None
-        self._answers = (
-            Answers(self.cache, self.cas, self.registry, ledger, self.config.cache.scope) if self.cache is not None else None
-        )
+        self._answers = Answers(self.cache, self.cas, self.registry, ledger, self.config.cache.scope) if self.cache is not None else None
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -311,16 +309,16 @@ class ContextEngine(Closing):
             EngineClosedError: :meth:`close` was called.
         """
         self.check_open()
-        return expand(
-            self.cas,
-            ref_id,
-            direct_scope(scope, "expand_ref"),
-            fields=fields if isinstance(fields, str) else list(fields) if fields else None,  # a str is one path
-            offset=offset,
-            limit=limit,
-            pattern=pattern,
-            regex=regex,
-        )
+        paths = fields if isinstance(fields, str) else list(fields) if fields else None  # a str is one path
+        return expand(self.cas, ref_id, direct_scope(scope, "expand_ref"), fields=paths, offset=offset, limit=limit,
+                      pattern=pattern, regex=regex)
+
+    def revoke_masked(self, messages: Sequence[BaseMessage], scope: Scope) -> None:
+        """Revoke ``scope``'s grants of the outputs among ``messages`` masked after capture, as
+        ``prepare`` does (see :meth:`~ctxplugin.stages.memos.Revocations.revoke_masked`)."""
+        self.check_open()
+        with step_budget(self.config.stores.timeout):
+            self._captures.revocations.revoke_masked(messages, scope)
 
     # ------------------------------------------------------------------ host helpers
     def as_runnable(self) -> Any:

@@ -85,9 +85,14 @@ def _renewed(message: ToolMessage, note: dict[str, Any]) -> ToolMessage:
     lead = _lead(text, note) if isinstance(text, str) else None
     if lead is None or not isinstance(text, str):
         head = note["compact"].split("\n", 1)[0]
+        whole = content_text(message.content)
         # the compact form a state keeps in place of the output, rewritten (a PII filter masked
         # a line of it): a summary still, whose lines state no fact
-        return _replaced(message, summary=bool(head) and content_text(message.content).startswith(head))
+        marked = _replaced(message, summary=bool(head) and whole.startswith(head))
+        if _lost_part(whole, note):  # the copy names the ref it withholds, as a scrubbed one does
+            kwargs = {**marked.additional_kwargs, META_KEY: {**annotation(marked), WITHHELD: note["ref"]}}
+            return marked.model_copy(update={"additional_kwargs": kwargs})
+        return marked
     compact = text if text.endswith(note["compact"]) else f"{lead}\n{note['compact']}"
     fresh = {**note, "lead": lead, "compact": compact, **content_marks(text)}
     return message.model_copy(update={"additional_kwargs": {**message.additional_kwargs, META_KEY: fresh}})
@@ -205,11 +210,49 @@ def withheld(ref_id: str, messages: Sequence[BaseMessage]) -> bool:
 def _withholds(message: ToolMessage, note: dict[str, Any]) -> bool:
     """Whether ``message``'s content no longer matches its annotation ``note`` and lost part of
     the content the annotation was made from (see :func:`withheld`)."""
-    if current(message) is message:
-        return False
-    text = content_text(message.content)
+    return current(message) is not message and _lost_part(content_text(message.content), note)
+
+
+def _lost_part(text: str, note: dict[str, Any]) -> bool:
+    """Whether ``text``, which no longer matches ``note``, holds neither its compact form nor
+    the whole content it was made from."""
     compact = note.get("compact")
     return not (isinstance(compact, str) and compact in text) and not _holds_original(text, note)
+
+
+def cleared_from_request(message: ToolMessage) -> bool:
+    """Whether LangChain's ``ContextEditingMiddleware`` (``ClearToolUsesEdit``) put a placeholder
+    in place of this output, in the request only: the output itself is unchanged in the agent's
+    state, so what was read from it stands (it is not a rewrite, as a PII mask is)."""
+    edit = message.response_metadata.get("context_editing")
+    return isinstance(edit, dict) and edit.get("cleared") is True
+
+
+def masked_refs(messages: Sequence[BaseMessage], start: int = 0) -> tuple[str, ...]:
+    """The refs the tool outputs among ``messages[start:]`` withhold (see :func:`withheld`):
+    outputs captured, then masked by something outside ctxplugin, and scrubbed copies of them
+    (:func:`scrubbed`). A ref another message of ``messages`` still shows whole is left out:
+    the same output captured twice is one ref, and the conversation still holds it."""
+    found: dict[str, None] = {}
+    for index in range(start, len(messages)):
+        message = messages[index]
+        note = message.additional_kwargs.get(META_KEY)
+        if not isinstance(message, ToolMessage) or not isinstance(note, dict) or cleared_from_request(message):
+            continue  # (a placeholder in one request: the state holds the output whole)
+        if isinstance(note.get(WITHHELD), str):
+            found[note[WITHHELD]] = None
+        elif isinstance(note.get("ref"), str) and _withholds(message, note):
+            found[note["ref"]] = None
+    if not found:
+        return ()
+    for message in messages:
+        note = message.additional_kwargs.get(META_KEY)
+        if (
+            isinstance(message, ToolMessage) and isinstance(note, dict) and note.get("ref") in found
+            and (cleared_from_request(message) or not _withholds(message, note))
+        ):
+            del found[note["ref"]]
+    return tuple(found)
 
 
 def scrubbed(message: BaseMessage) -> ToolMessage | None:
@@ -242,4 +285,4 @@ def _replaced(message: ToolMessage, *, summary: bool = False) -> ToolMessage:
     return message.model_copy(update={"additional_kwargs": kwargs})
 
 
-__all__ = ["REPLACED", "WITHHELD", "content_marks", "current", "scrubbed", "withheld", "without_lead", "without_stale"]
+__all__ = ["REPLACED", "WITHHELD", "cleared_from_request", "content_marks", "current", "masked_refs", "scrubbed", "withheld", "without_lead", "without_stale"]

@@ -20,10 +20,21 @@ from ctxplugin._deadline import step_deadline
 from ctxplugin._lru import LRU
 from ctxplugin._messages import annotation
 from ctxplugin._names import META_TOOL_NAMES
-from ctxplugin.cas import Captured, CASStore, capture, host_answer, store_text
+from ctxplugin.cas import (
+    Captured,
+    CASStore,
+    RefRevocation,
+    capture,
+    host_answer,
+    masked_refs,
+    store_text,
+)
+from ctxplugin.cas.annotation import cleared_from_request
 from ctxplugin.config import CASConfig
+from ctxplugin.errors import StoreError
 from ctxplugin.facts.model import output_digest
 from ctxplugin.scope import Scope
+from ctxplugin.stages.view import log_degraded
 from ctxplugin.tokens import TokenCounter, content_text
 
 MEMO_SIZE = 4096
@@ -45,6 +56,7 @@ class CaptureMemo:
         self._lock = threading.Lock()
         self._memo: LRU[tuple[str, str, int, int], Captured] = LRU(size)  # by scope, call id and content
         self._texts: LRU[tuple[str, int, int], str] = LRU(size)  # user texts stored: by scope and text, their ref
+        self.revocations = Revocations(store, size)
 
     def captured(self, message: ToolMessage, scope: Scope) -> Captured:
         """``message``'s output stored and compacted (once per scope, call id and content;
@@ -72,6 +84,8 @@ class CaptureMemo:
         with self._lock:
             # a later lookup stores nothing: it did not create the grant
             self._memo.put(key, dataclasses.replace(captured, created=False) if captured.created else captured)
+        if captured.created and captured.ref_id is not None:
+            self.revocations.forget(captured.ref_id, scope)  # a new grant, revoked again if masked again
         return captured
 
     def stored_text(self, text: str, scope: Scope) -> tuple[str, bool]:
@@ -91,6 +105,73 @@ class CaptureMemo:
         with self._lock:
             self._texts.put(key, ref)
         return ref, created
+
+
+STILL_STORED = "CAS unavailable; an output masked after capture is still stored whole"
+UNREVOKED = (
+    "a tool output masked after capture is still stored whole: the CAS store has no "
+    "revoke(ref_id, scope) method (see RefRevocation); its ref stays withheld from expand_ref"
+)
+
+
+class Revocations:
+    """The grants of tool outputs masked after capture, taken back from the CAS
+    (:class:`~ctxplugin.cas.RefRevocation`): each ref once per scope, not again on every call;
+    a ref a failing store kept is tried again on the scope's next call.
+
+    Args:
+        store: the CAS the outputs were stored in.
+    """
+
+    def __init__(self, store: CASStore, size: int = MEMO_SIZE) -> None:
+        self.store = store
+        self._lock = threading.Lock()
+        self._done: LRU[tuple[str, str], bool] = LRU(size)  # scope key and ref revoked
+        self._pending: LRU[str, tuple[str, ...]] = LRU(size)  # scope key -> refs a failure left
+
+    def revoke(self, refs: Sequence[str], scope: Scope) -> bool:
+        """Revoke ``scope``'s grants of ``refs`` (outputs masked after capture, see
+        :func:`~ctxplugin.cas.masked_refs`) and of the refs a failure left before.
+
+        Returns:
+            False when some were due and the store cannot revoke (it stays holding them).
+
+        Raises:
+            StoreError: the CAS failed; the refs left are tried again on the next call.
+        """
+        key = scope.key()
+        with self._lock:
+            if not refs and key not in self._pending:
+                return True
+            due = [ref for ref in dict.fromkeys((*self._pending.pop(key, ()), *refs)) if (key, ref) not in self._done]
+        for index, ref in enumerate(due):
+            if isinstance(self.store, RefRevocation):
+                try:
+                    self.store.revoke(ref, scope)
+                except StoreError:
+                    with self._lock:
+                        self._pending.put(key, tuple(due[index:]))
+                    raise
+            with self._lock:
+                self._done.put((key, ref), True)
+        return not due or isinstance(self.store, RefRevocation)
+
+    def revoke_masked(self, messages: Sequence[BaseMessage], scope: Scope) -> None:
+        """:meth:`revoke` the refs the outputs among ``messages`` withhold
+        (:func:`~ctxplugin.cas.masked_refs`), outside ``prepare`` (a host saving them
+        scrubbed): a failing store, or one that cannot revoke, is logged at WARNING."""
+        try:
+            revoked = self.revoke(masked_refs(messages), scope)
+        except StoreError as exc:
+            log_degraded(scope, f"{STILL_STORED}: {exc}")
+        else:
+            if not revoked:
+                log_degraded(scope, UNREVOKED)
+
+    def forget(self, ref: str, scope: Scope) -> None:
+        """``scope`` was granted ``ref`` again: revoke it again should it be masked again."""
+        with self._lock:
+            self._done.pop((scope.key(), ref), None)
 
 
 class ReadMemo:
@@ -253,14 +334,6 @@ def summary_of_earlier(message: HumanMessage) -> bool:
     from those messages when they came, and the next summary replaces it: facts read from it
     would outlive it, in the user's name, and disagree with the next one's."""
     return message.additional_kwargs.get("lc_source") == "summarization"
-
-
-def cleared_from_request(message: ToolMessage) -> bool:
-    """Whether LangChain's ``ContextEditingMiddleware`` (``ClearToolUsesEdit``) put a placeholder
-    in place of this output, in the request only: the output itself is unchanged in the agent's
-    state, so what was read from it stands (it is not a rewrite, as a PII mask is)."""
-    edit = message.response_metadata.get("context_editing")
-    return isinstance(edit, dict) and edit.get("cleared") is True
 
 
 __all__ = ["MEMO_SIZE", "CaptureMemo", "ReadMemo", "cleared_from_request", "fact_source", "rewritten_summary", "summary_of_earlier"]

@@ -4,7 +4,8 @@ Each output is stored in the CAS once (:class:`~ctxplugin.stages.memos.CaptureMe
 carries the compact text with ``additional_kwargs["ctxplugin"]["ref"]``, and the model reads
 the original back with ``expand_ref``. An output already captured by ``capture_tool_result``
 carries its compact form and is not stored again. When the CAS fails the output passes through
-whole, with a warning.
+whole, with a warning. The original of an output its host masked after capture (``withheld``,
+named by validate) is revoked from the CAS, once per scope.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from ctxplugin._names import META_TOOL_NAMES
 from ctxplugin._prefix import Prefix, Stamp
 from ctxplugin.cas import compact_message, shows_compact, without_lead
 from ctxplugin.errors import StoreError
-from ctxplugin.stages.memos import CaptureMemo
+from ctxplugin.stages.memos import STILL_STORED, UNREVOKED, CaptureMemo
 from ctxplugin.stages.view import SESSIONS_TRACKED, CallView
 
 
@@ -64,6 +65,7 @@ class StoreRefs:
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def apply(self, view: CallView) -> CallView:
+        view = self._revoke(view)
         if not self.enabled or (view.room is not None and view.room.whole):
             return view
         key = view.scope.key()
@@ -124,6 +126,16 @@ class StoreRefs:
             with self._lock:
                 self._shown.put(key, done)
         return changed
+
+    def _revoke(self, view: CallView) -> CallView:
+        """Take back from the CAS the originals of the outputs masked after capture: the
+        conversation no longer holds what was masked, and neither does the store at rest."""
+        try:
+            if not self.captures.revocations.revoke(view.withheld, view.scope):
+                return view.warn(UNREVOKED)
+        except StoreError as exc:
+            return view.degraded(f"{STILL_STORED}: {exc}")
+        return view
 
 
 __all__ = ["StoreRefs"]

@@ -1,7 +1,8 @@
 """Validate: the conversation checked and split into its header and its history.
 
 A tool output whose ref annotation was made from other content than it holds now (its host
-masked it after capture) goes on marked as replaced (see :mod:`ctxplugin.cas.annotation`).
+masked it after capture) goes on marked as replaced (see :mod:`ctxplugin.cas.annotation`), and
+its ref is named in ``withheld`` for the refs stage to revoke.
 
 A conversation that cannot be sent raises :class:`~ctxplugin.errors.InvalidInputError`; one
 that can be repaired (a call left without a result, an orphan result under
@@ -28,14 +29,14 @@ from ctxplugin._messages import (
 )
 from ctxplugin._names import EXPAND_REF_NAME
 from ctxplugin._prefix import Prefix, Stamp
-from ctxplugin.cas import without_stale
+from ctxplugin.cas import masked_refs, without_stale
 from ctxplugin.stages.view import SESSIONS_TRACKED, CallView
 
 
 @dataclass(frozen=True, slots=True)
 class Validate:
-    """Check the received messages; fill ``header``, ``original``, ``history`` and
-    ``refs_expanded``.
+    """Check the received messages; fill ``header``, ``original``, ``history``,
+    ``refs_expanded`` and ``withheld``.
 
     Attributes:
         orphans: what to do with a tool result whose call is not in the conversation.
@@ -60,6 +61,7 @@ class Validate:
         # the new messages only: an output checked before is the very object with the very
         # content it had, and validation keeps what it became
         valid, notes = state.validation.extend(without_stale(received, len(state.received)))
+        withheld = masked_refs(received, len(state.received))
         state.received.extend(received[len(state.received) :], received_stamp)
         start = header_length(valid)
         header, history = valid[:start], tuple(islice(valid, start, None))  # one copy of a long history
@@ -78,6 +80,7 @@ class Validate:
             original_stamp=stamp,
             history_stamp=stamp,
             refs_expanded=tuple(expanded_refs(history, EXPAND_REF_NAME)),
+            withheld=withheld,
         ).warn(*notes)
 
 

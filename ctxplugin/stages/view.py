@@ -95,6 +95,8 @@ class CallView:
             them whether the sequence only grew since it last saw it. A stage that changes
             ``history`` without stamping it leaves ``history_stamp`` None.
         refs_expanded: refs the model read back with ``expand_ref`` (validate).
+        withheld: refs of tool outputs new in this call that their host masked after capture
+            (validate; see :func:`~ctxplugin.cas.masked_refs`): revoked from the CAS (refs).
         system: the header to send: system messages and the tool directory (tools).
         plan: the tool plan of this call (tools).
         tools: what to bind (tools; the room stage may take ``expand_ref`` out).
@@ -134,6 +136,7 @@ class CallView:
     original_stamp: Stamp | None = None
     history_stamp: Stamp | None = None
     refs_expanded: tuple[str, ...] = ()
+    withheld: tuple[str, ...] = ()
     system: SystemMessage | None = None
     plan: ToolPlan | None = None
     tools: tuple[Any, ...] = ()

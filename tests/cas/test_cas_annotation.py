@@ -34,7 +34,8 @@ def test_an_original_changed_since_capture_is_marked_replaced_once() -> None:
     _, kept = kept_original()
     masked = kept.model_copy(update={"content": MASKED})
     first = without_stale([masked])
-    assert annotation(first[0]) == {"replaced": True} and first[0].content == MASKED
+    # the copy names the ref it withholds: masking took part of the output away
+    assert annotation(first[0]) == {"replaced": True, "withheld": annotation(kept)["ref"]} and first[0].content == MASKED
     assert without_stale([masked])[0] is first[0], "the same copy on every call"
     # what was checked before ``start`` is taken as it is
     assert without_stale([masked], start=1) == [masked]
@@ -44,7 +45,7 @@ def test_an_edited_compact_form_is_marked_replaced() -> None:
     compact, _ = kept_original()
     edited = compact.model_copy(update={"content": str(compact.content).replace("4111-1111-1111-", "****-****-****-")})
     # still a summary: no facts are read from its lines
-    assert annotation(without_stale([edited])[0]) == {"replaced": True, "summary": True}
+    assert annotation(without_stale([edited])[0]) == {"replaced": True, "summary": True, "withheld": annotation(compact)["ref"]}
 
 
 NOTE = "Note: a reviewer replaced this call. Executed instead: payments with arguments {}.\n\nTool response:"
@@ -102,7 +103,7 @@ def test_an_annotation_with_recorded_marks_is_checked_by_them() -> None:
     marked = kept.model_copy(update={"additional_kwargs": {META_KEY: note}})
     assert without_stale([marked])[0] is marked
     masked = marked.model_copy(update={"content": MASKED})
-    assert annotation(without_stale([masked])[0]) == {"replaced": True}
+    assert annotation(without_stale([masked])[0]) == {"replaced": True, "withheld": note["ref"]}
 
 
 def test_an_original_with_images_is_checked_by_the_json_of_its_blocks() -> None:
@@ -110,9 +111,40 @@ def test_an_original_with_images_is_checked_by_the_json_of_its_blocks() -> None:
     _, kept = kept_original([{"type": "text", "text": LOG}, image])
     assert without_stale([kept])[0] is kept
     masked = kept.model_copy(update={"content": [{"type": "text", "text": MASKED}, image]})
-    assert annotation(without_stale([masked])[0]) == {"replaced": True}
+    assert annotation(without_stale([masked])[0]) == {"replaced": True, "withheld": annotation(kept)["ref"]}
 
 
 def test_an_annotation_whose_ref_is_not_a_ref_is_left_alone() -> None:
     kept = ToolMessage(MASKED, tool_call_id="c", additional_kwargs={META_KEY: {"ref": "elsewhere", "compact": "x"}})
     assert without_stale([kept])[0] is kept
+
+
+def test_masked_refs_names_the_refs_whose_outputs_were_masked_after_capture() -> None:
+    from ctxplugin.cas import masked_refs
+
+    compact, kept = kept_original()
+    ref = annotation(compact)["ref"]
+    masked = kept.model_copy(update={"content": MASKED})
+    assert masked_refs([HumanMessage("hi"), compact, kept]) == ()
+    assert masked_refs([HumanMessage("hi"), masked]) == (ref,)
+    assert masked_refs([masked, HumanMessage("hi")], start=1) == (), "only the messages from start on"
+    scrubbed_copy = scrubbed(masked)
+    assert scrubbed_copy is not None and masked_refs([scrubbed_copy]) == (ref,), "a scrubbed copy still names it"
+    # the same output captured twice is one ref: while another message shows it whole it stays
+    again = kept.model_copy(update={"tool_call_id": "call_2", "id": "t2"})
+    assert masked_refs([masked, again]) == ()
+    assert masked_refs([masked, compact]) == ()
+    # text put before the output takes nothing away
+    note = {**annotation(kept), **content_marks(LOG)}
+    noted = kept.model_copy(update={"content": f"{NOTE}\n{LOG}", "additional_kwargs": {META_KEY: note}})
+    assert masked_refs([noted]) == ()
+
+
+def test_an_output_cleared_from_one_request_withholds_nothing_at_rest() -> None:
+    # LangChain's ContextEditingMiddleware puts a placeholder in the request only
+    from ctxplugin.cas import masked_refs
+
+    _, kept = kept_original()
+    cleared = kept.model_copy(update={"content": "[cleared]", "response_metadata": {"context_editing": {"cleared": True}}})
+    assert masked_refs([cleared]) == ()
+    assert masked_refs([kept.model_copy(update={"content": MASKED}), cleared]) == (), "the state holds it whole"

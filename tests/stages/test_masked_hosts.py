@@ -6,6 +6,8 @@ form made from it), never the compact form made from the original."""
 from __future__ import annotations
 
 import re
+import sqlite3
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +18,8 @@ from langchain_core.tools import tool
 
 from ctxplugin import ContextEngine, Scope
 from ctxplugin._messages import META_KEY, annotation
+from ctxplugin.cas import SQLiteCASStore
+from ctxplugin.errors import RefNotFoundError
 from ctxplugin.facts import FactQuery
 from ctxplugin.testing import ScriptedChatModel, conversation_messages, memory_engine, tool_call
 
@@ -86,6 +90,9 @@ def test_a_plain_engine_host_that_masks_a_kept_original_sends_no_card_number(res
         messages.append(model.invoke(engine.prepare(messages, tools=[list_payments], scope=scope).messages))
     assert not CARD.search(sent(model, start)), "a masked card number reached the model"
     assert not any(CARD.search(text) for text in stored(engine, scope)), "the facts read before masking are withdrawn"
+    with pytest.raises(RefNotFoundError):
+        engine.expand_ref(annotation(compact)["ref"], scope=scope)
+    assert engine.cas.stats()["contents"] == 1, "the CAS keeps the masked output only"  # type: ignore[union-attr]
 
 
 @pytest.mark.filterwarnings("ignore:RunnableWithMessageHistory is deprecated")
@@ -102,6 +109,7 @@ def test_a_chat_history_masked_after_capture_sends_no_card_number(stores: str, t
     scope = Scope(session_id="chat-mask")
     assert any(CARD.search(text) for text in stored(engine, scope)), "the capture read the card numbers"
     # the host's PII filter rewrites the conversation it keeps
+    original_ref = next(annotation(m)["ref"] for m in history.full_messages if isinstance(m, ToolMessage))
     masked = [mask(m) for m in history.full_messages]
     history.clear()
     history.add_messages(masked)
@@ -115,3 +123,9 @@ def test_a_chat_history_masked_after_capture_sends_no_card_number(stores: str, t
     assert engine.expand_ref(shown_ref(shown), scope=scope) == kept.content
     assert not CARD.search(str(kept.additional_kwargs)), "the stored conversation kept an unmasked compact form"
     assert not any(CARD.search(text) for text in stored(engine, scope)), "the facts read before masking are withdrawn"
+    with pytest.raises(RefNotFoundError):
+        engine.expand_ref(original_ref, scope=scope)
+    if isinstance(engine.cas, SQLiteCASStore):  # read from its rows
+        with closing(sqlite3.connect(engine.cas.path)) as db:
+            rows = [bytes(row[0]).decode() for row in db.execute("SELECT content FROM cas_content")]
+        assert rows and not CARD.search(str(rows)), "the CAS file still holds the unmasked original"

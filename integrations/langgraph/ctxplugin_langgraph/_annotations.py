@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from langchain_core.messages import ToolMessage
+from langchain_core.messages import BaseMessage, ToolMessage
 
 from ctxplugin._messages import META_KEY
 from ctxplugin.cas import content_marks, scrubbed, without_stale
@@ -26,16 +26,22 @@ def stamp(message: ToolMessage, meta: dict[str, Any]) -> ToolMessage:
     return message.model_copy(update={"additional_kwargs": kwargs})
 
 
+def state_messages(state: Any) -> list[BaseMessage] | None:
+    """The messages of an agent's ``state`` (``None`` when it has none)."""
+    messages = state.get("messages") if isinstance(state, dict) else getattr(state, "messages", None)
+    return messages if isinstance(messages, list) else None
+
+
 def scrubbed_messages(state: Any) -> dict[str, Any] | None:
     """The state update that replaces each message of ``state`` whose annotation still holds
     content masked since capture by its :func:`~ctxplugin.cas.scrubbed` copy (the same id), or
     ``None`` when there is none."""
-    messages = state.get("messages") if isinstance(state, dict) else getattr(state, "messages", None)
-    if not isinstance(messages, list):
+    messages = state_messages(state)
+    if messages is None:
         return None
     # a message is replaced by its id (``add_messages``): one without an id is left as it is
     copies = [copy for copy in map(scrubbed, messages) if copy is not None and copy.id is not None]
     return {"messages": copies} if copies else None
 
 
-__all__ = ["scrubbed_messages", "stamp", "without_stale"]
+__all__ = ["scrubbed_messages", "stamp", "state_messages", "without_stale"]

@@ -49,7 +49,7 @@ from ctxplugin._run_scope import using
 from ctxplugin._tool_images import takes_tool_images, without_tool_images
 from ctxplugin.budget import model_context_window
 from ctxplugin.langchain import make_meta_tools
-from ctxplugin_langgraph._annotations import scrubbed_messages, without_stale
+from ctxplugin_langgraph._annotations import scrubbed_messages, state_messages, without_stale
 from ctxplugin_langgraph._capture import after_tool, checked_engine, offered_to, precheck
 from ctxplugin_langgraph._scope import ScopeRule, ScopeSpec, request_messages
 from ctxplugin_langgraph._strict import needs_own_schemas
@@ -204,13 +204,19 @@ class ContextMiddleware(AgentMiddleware):
         """Drop from the state what an output's annotation kept of content a filter masked
         since capture (``PIIMiddleware(..., apply_to_tool_results=True)`` masks the content,
         not ``additional_kwargs``, where the compact form made before it may quote what it
-        masked): the next checkpoint saves no unmasked copy, and the ref stays withheld."""
-        return scrubbed_messages(state)
+        masked): the next checkpoint saves no unmasked copy, and the ref stays withheld. The
+        original behind that ref is revoked from the CAS (once; ``prepare`` usually did it
+        already), so the store keeps no unmasked copy either."""
+        update = scrubbed_messages(state)
+        messages = state_messages(state)
+        if update is not None and messages is not None:
+            self.engine.revoke_masked(messages, self.scope_rule(None, messages))
+        return update
 
     async def aafter_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
         """Async :meth:`after_model` (a thread seen for the first time by this process is read
         in a worker thread)."""
-        return await asyncio.to_thread(scrubbed_messages, state)
+        return await asyncio.to_thread(self.after_model, state, runtime)
 
     # -- tool calls ---------------------------------------------------------------
     def wrap_tool_call(

@@ -4,7 +4,11 @@ human-in-the-loop (interrupt and resume), model and tool retries, PII masking.""
 from __future__ import annotations
 
 import json
+import logging
 import re
+import sqlite3
+from contextlib import closing
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,7 +27,8 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 
 from ctxplugin import ContextCallbackHandler, ContextEngine, Scope
-from ctxplugin.errors import EngineClosedError
+from ctxplugin.cas import SQLiteCASStore
+from ctxplugin.errors import EngineClosedError, RefNotFoundError, StoreUnavailableError
 from ctxplugin.facts import FactQuery
 from ctxplugin.testing import ScriptedChatModel, conversation_messages, memory_engine, tool_call
 
@@ -432,6 +437,87 @@ def test_with_pii_masking_the_saved_thread_keeps_no_unmasked_copy(order: str, ke
     from ctxplugin.cas import withheld
 
     assert withheld(ref.group(0), saved)
+
+
+def stored_texts(path: Path) -> str:
+    """Every content and summary row of a SQLite CAS file, as text."""
+    with closing(sqlite3.connect(path)) as db:
+        rows = db.execute("SELECT content FROM cas_content UNION ALL SELECT summary FROM cas_grants").fetchall()
+    return "\n".join(bytes(row[0]).decode("utf-8", "surrogatepass") for row in rows)
+
+
+@pytest.mark.parametrize("order", ORDERS)
+@pytest.mark.parametrize("keep_originals", [True, False])
+def test_with_pii_masking_the_cas_keeps_no_unmasked_copy(order: str, keep_originals: bool, tmp_path: Path) -> None:
+    # the output was stored whole when the tool ran, before the filter masked it in the state:
+    # the store must not keep at rest what the host took out of the conversation
+    path = tmp_path / "cas.sqlite3"
+    engine = ContextEngine(cas=SQLiteCASStore(path))
+    model = ScriptedChatModel(
+        script=[AIMessage(content="", tool_calls=[tool_call("customer_record", {"customer": "c1"})])], default="Noted."
+    )
+    redact = PIIMiddleware("email", strategy="redact", apply_to_tool_results=True)
+    context = ContextMiddleware(engine, keep_originals=keep_originals)
+    agent: Any = create_agent(model, [customer_record], checkpointer=InMemorySaver(), middleware=arrange(order, context, redact))
+    config: Any = {"configurable": {"thread_id": f"pii-cas-{order}-{keep_originals}"}}
+    agent.invoke({"messages": [("user", "Show the record of customer c1")]}, config)
+    stored = stored_texts(path)
+    if keep_originals:  # else the state keeps the compact form: masked, it is a summary, not stored
+        assert "[REDACTED_EMAIL]" in stored, "the masked output is stored under its own ref"
+    assert "jane.doe" not in stored, "the unmasked original is still stored"
+    # a later turn neither stores it again nor fails
+    agent.invoke({"messages": [("user", "What is on it?")]}, config)
+    assert "jane.doe" not in stored_texts(path)
+    engine.close()
+
+
+def test_with_pii_masking_a_failing_revoke_leaves_the_step_working(
+    tmp_path: Path, mocker: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "cas.sqlite3"
+    store = SQLiteCASStore(path)
+    engine = ContextEngine(cas=store)
+    model = ScriptedChatModel(
+        script=[AIMessage(content="", tool_calls=[tool_call("customer_record", {"customer": "c1"})])], default="Noted."
+    )
+    redact = PIIMiddleware("email", strategy="redact", apply_to_tool_results=True)
+    agent: Any = create_agent(model, [customer_record], checkpointer=InMemorySaver(), middleware=[ContextMiddleware(engine), redact])
+    config: Any = {"configurable": {"thread_id": "pii-cas-failing"}}
+    revoke = mocker.patch.object(SQLiteCASStore, "revoke", side_effect=StoreUnavailableError("SQLite CAS revoke failed: disk I/O error"))
+    with caplog.at_level(logging.WARNING, logger="ctxplugin"):
+        result = agent.invoke({"messages": [("user", "Show the record of customer c1")]}, config)
+    assert result["messages"][-1].content == "Noted."
+    assert revoke.called
+    assert any("masked after capture is still stored whole" in r.getMessage() for r in caplog.records)
+    report = result["messages"][-1].response_metadata.get("ctxplugin", {})
+    assert any("masked after capture" in w for w in report["ctxplugin.warnings"]), report["ctxplugin.warnings"]
+    assert "jane.doe" in stored_texts(path), "the store failed: nothing was revoked"
+    # the store answers again: the next call revokes what the failure left
+    mocker.stopall()
+    agent.invoke({"messages": [("user", "What is on it?")]}, config)
+    assert "jane.doe" not in stored_texts(path)
+    engine.close()
+
+
+async def test_after_model_revokes_an_output_masked_after_capture_once(tmp_path: Path) -> None:
+    # a state saved scrubbed before any prepare saw the masking (another process prepared it)
+    from ctxplugin_langgraph._annotations import stamp
+
+    from ctxplugin._messages import META_KEY
+
+    engine, scope = ContextEngine(cas=SQLiteCASStore(tmp_path / "cas.sqlite3")), Scope(session_id="after-model")
+    output = customer_record.invoke(tool_call("customer_record", {"customer": "c1"})).model_copy(update={"id": "t1"})
+    compact = engine.capture_tool_result(output, scope=scope)
+    ref = compact.additional_kwargs[META_KEY]["ref"]
+    kept = stamp(output, compact.additional_kwargs[META_KEY])
+    state = {"messages": [HumanMessage("record?", id="h1"), kept.model_copy(update={"content": str(output.content).replace("jane.doe@corp-mail.com", "[REDACTED_EMAIL]")})]}
+    context = ContextMiddleware(engine, scope=scope)
+    update = await context.aafter_model(state, None)
+    assert update is not None
+    with pytest.raises(RefNotFoundError):
+        engine.expand_ref(ref, scope=scope)
+    assert "jane.doe" not in stored_texts(tmp_path / "cas.sqlite3")
+    engine.close()
 
 
 async def test_with_pii_masking_an_async_agent_saves_no_unmasked_copy() -> None:
