@@ -263,6 +263,10 @@ class SQLiteCASStore:
     def revoke(self, ref_id: str, scope: Scope) -> bool:
         """See :meth:`ctxplugin.cas.store.RefRevocation.revoke` (an optional ability)."""
         check_ref(ref_id)
+        with _translate("revoke"):
+            # the freed pages are overwritten, not left in the file for a reader of its bytes
+            # (on for this connection from now on: builds differ in their default)
+            self._connection().execute("PRAGMA secure_delete = ON")
         with self._transaction("revoke") as conn:
             key = (ref_id, scope.key())
             raws = [row[0] for row in conn.execute("SELECT raw_hash FROM cas_grants WHERE ref_id = ? AND owner_key = ?", key)]

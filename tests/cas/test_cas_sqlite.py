@@ -8,6 +8,7 @@ import os
 import sqlite3
 import threading
 import warnings
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -292,4 +293,25 @@ def test_a_forked_process_opens_its_own_connection_and_never_closes_the_parents(
     with os.fdopen(read) as pipe:
         assert pipe.read() == "ok"
     assert store.get(make_item("written by the child").ref_id, SCOPE).content == "written by the child"
+    store.close()
+
+
+def test_revoke_leaves_no_copy_in_the_database_file(tmp_path: Path) -> None:
+    from ctxplugin.testing.cas_contract import A, make_item
+
+    path = tmp_path / "cas.sqlite3"
+    store = SQLiteCASStore(path)
+    masked, kept = make_item("email: jane.doe@corp-mail.com\n" * 200), make_item("kept\n" * 200)
+    # as SQLite builds without SQLITE_SECURE_DELETE have it (this thread's connection)
+    store._connection().execute("PRAGMA secure_delete = OFF")
+    store.put(masked, A)
+    store.put(kept, A)
+    checkpoint = "PRAGMA wal_checkpoint(TRUNCATE)"
+    with closing(sqlite3.connect(path)) as db:
+        db.execute(checkpoint)
+    assert b"jane.doe" in path.read_bytes()
+    assert store.revoke(masked.ref_id, A)
+    with closing(sqlite3.connect(path)) as db:
+        db.execute(checkpoint)
+    assert b"jane.doe" not in path.read_bytes(), "the freed pages still hold the revoked output"
     store.close()
