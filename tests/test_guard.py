@@ -289,3 +289,17 @@ def test_stop_waits_for_hung_calls_once_in_all_not_once_per_call(mocker: MockerF
         released.set()
     assert len(waited) == 5, "each hung call is waited for"
     assert sum(waited) <= guard.timeout + guard.retry_after + 1e-6
+
+
+def test_a_guarded_cas_store_revokes_when_the_store_can() -> None:
+    from ctxplugin.cas import MemoryCASStore, RefRevocation
+    from ctxplugin.guard import GuardedCASStore, StoreGuard
+    from ctxplugin.testing.cas_contract import A, make_item
+
+    inner = MemoryCASStore()
+    store = GuardedCASStore(inner, StoreGuard("memory", timeout=5.0))
+    item = make_item("masked later")
+    store.put(item, A)
+    assert isinstance(store, RefRevocation)
+    assert store.revoke(item.ref_id, A) is True
+    assert not inner.exists(item.ref_id, A)

@@ -64,3 +64,22 @@ async def test_a_task_cancelled_while_a_call_waits_is_released_and_the_store_goe
         proxy.heal()
         assert (await store.get(item.ref_id, S)).content == item.content
         assert await store.exists(item.ref_id, S)
+
+
+async def test_a_revoke_on_a_frozen_server_raises_within_the_timeout(pg_dsn: str, pg_schema: str, proxy: FaultProxy) -> None:
+    from ctxplugin_postgres import PostgresCASStore
+
+    item = make_item("email: jane.doe@corp-mail.com\n" * 40)
+    async with await AsyncPostgresCASStore.from_dsn(via(pg_dsn, proxy), schema=pg_schema, timeout=TIMEOUT) as store:
+        await store.put(item, S)
+        proxy.freeze()
+        with pytest.raises(StoreUnavailableError, match="no answer within"):
+            await asyncio.wait_for(store.revoke(item.ref_id, S), LONG_WAIT)
+        with (
+            PostgresCASStore.from_dsn(via(pg_dsn, proxy), schema=pg_schema, timeout=TIMEOUT) as sync_store,
+            pytest.raises(StoreUnavailableError),
+        ):
+            await asyncio.wait_for(asyncio.to_thread(sync_store.revoke, item.ref_id, S), LONG_WAIT)
+        proxy.heal()
+        await store.revoke(item.ref_id, S)  # (a call left waiting may have revoked it already)
+        assert not await store.exists(item.ref_id, S)
