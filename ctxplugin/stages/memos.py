@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
 from langchain_core.messages import BaseMessage, HumanMessage, ToolMessage
@@ -56,7 +56,7 @@ class CaptureMemo:
         self._lock = threading.Lock()
         self._memo: LRU[tuple[str, str, int, int], Captured] = LRU(size)  # by scope, call id and content
         self._texts: LRU[tuple[str, int, int], str] = LRU(size)  # user texts stored: by scope and text, their ref
-        self.revocations = Revocations(store, size)
+        self.revocations = Revocations(store, size, revoked=self._revoked)
 
     def captured(self, message: ToolMessage, scope: Scope) -> Captured:
         """``message``'s output stored and compacted (once per scope, call id and content;
@@ -87,6 +87,14 @@ class CaptureMemo:
         if captured.created and captured.ref_id is not None:
             self.revocations.forget(captured.ref_id, scope)  # a new grant, revoked again if masked again
         return captured
+
+    def _revoked(self, ref: str, scope: Scope) -> None:
+        """Forget the captures of ``ref`` in ``scope``, revoked from the CAS: an output of that
+        content seen again (a thread rewound to before the mask) is stored again."""
+        key = scope.key()
+        with self._lock:
+            for gone in [k for k, c in self._memo.items() if k[0] == key and c.ref_id == ref]:
+                del self._memo[gone]
 
     def stored_text(self, text: str, scope: Scope) -> tuple[str, bool]:
         """The ref ``text`` (a user's message the budget cuts) is stored under in ``scope``,
@@ -121,10 +129,12 @@ class Revocations:
 
     Args:
         store: the CAS the outputs were stored in.
+        revoked: told of each ref revoked, with its scope.
     """
 
-    def __init__(self, store: CASStore, size: int = MEMO_SIZE) -> None:
+    def __init__(self, store: CASStore, size: int = MEMO_SIZE, *, revoked: Callable[[str, Scope], None] | None = None) -> None:
         self.store = store
+        self._revoked = revoked
         self._lock = threading.Lock()
         self._done: LRU[tuple[str, str], bool] = LRU(size)  # scope key and ref revoked
         self._pending: LRU[str, tuple[str, ...]] = LRU(size)  # scope key -> refs a failure left
@@ -152,6 +162,8 @@ class Revocations:
                     with self._lock:
                         self._pending.put(key, tuple(due[index:]))
                     raise
+                if self._revoked is not None:
+                    self._revoked(ref, scope)
             with self._lock:
                 self._done.put((key, ref), True)
         return not due or isinstance(self.store, RefRevocation)

@@ -124,3 +124,15 @@ def test_a_failing_store_is_a_warning_and_the_ref_is_revoked_on_the_next_call(mo
     assert not any("masked after capture" in w for w in later.report.warnings)
     with pytest.raises(RefNotFoundError):
         engine.expand_ref(annotation(original)["ref"], scope=scope)
+
+
+def test_an_output_seen_whole_again_after_its_revocation_is_stored_again() -> None:
+    # a thread rewound to a checkpoint from before the mask shows the original whole again
+    engine, scope = ContextEngine(cas=MemoryCASStore()), Scope(session_id="rev-6")
+    original = kept(engine, scope, "call_1")
+    question: list[BaseMessage] = [HumanMessage("cards?", id="h1")]
+    engine.prepare([*question, *turn("call_1", masked(original))], scope=scope)
+    with pytest.raises(RefNotFoundError):
+        engine.expand_ref(annotation(original)["ref"], scope=scope)
+    engine.prepare([*question, *turn("call_1", original)], scope=scope)
+    assert engine.expand_ref(annotation(original)["ref"], scope=scope) == LOG
