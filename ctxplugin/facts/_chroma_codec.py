@@ -50,19 +50,29 @@ def find_where(query: FactQuery) -> dict[str, Any]:
     return {"vis": {"$in": keys}}
 
 
-def lookup_where(reader: Scope, keys: Sequence[str], hashes: Sequence[str]) -> dict[str, Any] | None:
-    """The clause for the facts ``reader`` may see whose key is among ``keys`` or text hash among
-    ``hashes`` (None when both are empty): the composite fields of :func:`find_where`, one
-    ``$in`` each."""
+_MAX_VALUES = 5_000
+"""Values one lookup request binds at most: Chroma's SQLite takes one variable per value and
+refuses a statement with more than 32,766 (a long conversation's first ingest looks up tens of
+thousands of keys and text hashes)."""
+
+
+def lookup_wheres(reader: Scope, keys: Sequence[str], hashes: Sequence[str]) -> list[dict[str, Any]]:
+    """The clauses, one request each, for the facts ``reader`` may see whose key is among
+    ``keys`` or text hash among ``hashes`` (none when both are empty): the composite fields of
+    :func:`find_where`, one ``$in`` each, at most :data:`_MAX_VALUES` values per clause."""
     slots = reader_keys(reader)
-    clauses: list[dict[str, Any]] = []
-    if keys:
-        clauses.append({"kv": {"$in": [f"{v}{_SEP}{k}" for v in slots for k in keys]}})
-    if hashes:
-        clauses.append({"hv": {"$in": [f"{v}{_SEP}{h}" for v in slots for h in hashes]}})
-    if not clauses:
-        return None
-    return clauses[0] if len(clauses) == 1 else {"$or": clauses}
+    values = [("kv", f"{v}{_SEP}{k}") for v in slots for k in keys]
+    values += [("hv", f"{v}{_SEP}{h}") for v in slots for h in hashes]
+    wheres: list[dict[str, Any]] = []
+    for start in range(0, len(values), _MAX_VALUES):
+        chunk = values[start : start + _MAX_VALUES]
+        clauses = [
+            {field: {"$in": listed}}
+            for field in ("kv", "hv")
+            if (listed := [value for name, value in chunk if name == field])
+        ]
+        wheres.append(clauses[0] if len(clauses) == 1 else {"$or": clauses})
+    return wheres
 
 
 def withdraw_where(owner: Scope, call_ids: Sequence[str]) -> dict[str, Any]:
@@ -199,4 +209,4 @@ def _construct(cls: type[M], values: dict[str, Any]) -> M:
     return instance
 
 
-__all__ = ["find_where", "from_metadata", "may_match", "search_where", "to_metadata", "withdraw_where"]
+__all__ = ["find_where", "from_metadata", "lookup_wheres", "may_match", "search_where", "to_metadata", "withdraw_where"]

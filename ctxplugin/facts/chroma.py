@@ -30,7 +30,7 @@ from ctxplugin.facts._chroma_clients import (
 from ctxplugin.facts._chroma_codec import (
     find_where,
     from_metadata,
-    lookup_where,
+    lookup_wheres,
     may_match,
     search_where,
 )
@@ -246,8 +246,8 @@ class ChromaFactStore(SharedWindows):
     def lookup(self, reader: Scope, *, keys: Sequence[str], hashes: Sequence[str]) -> list[Fact]:
         """The facts ``reader`` may read whose key is among ``keys`` or text hash among
         ``hashes``, in any state, in one request (what an ingest's decisions will look up)."""
-        where = lookup_where(reader, keys, hashes)
-        return [] if where is None else [f for f in self._fetch(reader, where) if reader.can_read(f.owner, f.visibility)]
+        found = {f.id: f for where in lookup_wheres(reader, keys, hashes) for f in self._fetch(reader, where)}
+        return [f for f in found.values() if reader.can_read(f.owner, f.visibility)]
 
     def _fetch(self, reader: Scope, where: dict[str, Any] | None = None, ids: list[str] | None = None) -> list[Fact]:
         """The facts of ``reader``'s collection matching ``where`` or with these ``ids``."""

@@ -123,6 +123,19 @@ class FactStoreContract:
         assert {f.id for f in lookup(BOB, keys=["gate", "seat"], hashes=[])} == {theirs.id}
         assert lookup(ALICE, keys=[], hashes=[]) == []
 
+    def test_lookup_of_more_values_than_one_query_may_bind_finds_each_fact_once(self, store: FactStore) -> None:
+        # the first call on a long conversation looks up every key and text hash it holds at once
+        lookup = getattr(store, "lookup", None)
+        if not callable(lookup):
+            pytest.skip("this store has no lookup(reader, keys=..., hashes=...); find is used")
+        gate = make_fact("Gate is C4", key="gate")
+        seat = make_fact("Seat is 12A", key="seat")
+        store.add([gate, seat])
+        keys = [f"k{i}" for i in range(20_000)] + ["gate"]
+        hashes = [f"{i:016x}" for i in range(20_000)] + [seat.text_hash, gate.text_hash]
+        found = lookup(ALICE, keys=keys, hashes=hashes)
+        assert sorted(f.id for f in found) == sorted([gate.id, seat.id])
+
     def test_revisions_change_with_what_is_in_force_and_only_with_it(self, store: FactStore) -> None:
         if not isinstance(getattr(store, "revisions", None), int):
             pytest.skip("this store does not count revisions (the facts in force are read on every call)")
