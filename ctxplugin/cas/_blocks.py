@@ -8,6 +8,7 @@ import json
 import re
 from typing import Any
 
+from ctxplugin._block_text import is_media_block
 from ctxplugin.cas._budget import clip
 from ctxplugin.cas.store import CASRecord
 
@@ -29,6 +30,27 @@ def is_image_block(block: Any) -> bool:
     """An image block, in any of the shapes LangChain and the providers write (``image``,
     ``image_url``)."""
     return isinstance(block, dict) and str(block.get("type", "")).startswith("image")
+
+
+def is_data_block(block: Any) -> bool:
+    """A block that is neither text nor media (a ``json`` block, a search result, a block of a
+    type LangChain does not know): data, read as the text of its JSON, never kept whole in a
+    compact form nor given back whole past ``expand_ref``'s cap."""
+    return not is_text_block(block) and not is_media_block(block)
+
+
+def blocks_text(blocks: list[Any]) -> str:
+    """The text of an output's blocks as its summary and pages read it: text blocks, and the JSON
+    of each data block (:func:`is_data_block`), in order; media left out."""
+    parts: list[str] = []
+    for block in blocks:
+        if isinstance(block, str):
+            parts.append(block)
+        elif is_text_block(block):
+            parts.append(block["text"])
+        elif is_data_block(block):
+            parts.append(json.dumps(block, ensure_ascii=False))
+    return "\n".join(parts)
 
 
 def blocks_label(others: list[Any]) -> str:
@@ -56,13 +78,13 @@ def stored_blocks(record: CASRecord) -> list[Any] | None:
 
 def images_note(ref_id: str, blocks: list[Any]) -> str:
     """The line a text-only read of ``blocks`` ends with: what it left out, and how to see it."""
-    count = sum(not is_text_block(b) for b in blocks)
+    count = sum(is_media_block(b) for b in blocks)
     what = f"{count} image{'s' if count > 1 else ''}" if _all_images(blocks) else f"{count} non-text blocks"
     return f"[this output also holds {what}, not shown here; expand_ref(ref_id={ref_id!r}) alone returns them]"
 
 
 def _all_images(blocks: list[Any]) -> bool:
-    return all(is_image_block(b) for b in blocks if not is_text_block(b))
+    return all(is_image_block(b) for b in blocks if is_media_block(b))
 
 
 def blocks_for_model(blocks: list[Any], text_page: str | None) -> list[Any]:
@@ -70,11 +92,11 @@ def blocks_for_model(blocks: list[Any], text_page: str | None) -> list[Any]:
 
     Every block as stored, in order, when the output's text fitted the cap (``text_page`` is
     None); otherwise ``text_page`` (the first page of the text, with its paging note) in place of
-    the text blocks, then the non-text blocks. A block a tool result cannot carry (a type
+    the text and data blocks, then the media blocks. A block a tool result cannot carry (a type
     LangChain does not take there) is named in a text block instead."""
     out: list[Any] = [] if text_page is None else [{"type": "text", "text": text_page}]
     for index, block in enumerate(blocks):
-        if is_text_block(block):
+        if is_text_block(block) or (is_data_block(block) and text_page is not None):  # in the page
             if text_page is None:
                 out.append(block)
         elif isinstance(block, dict) and block.get("type") in TOOL_RESULT_BLOCK_TYPES:
@@ -85,4 +107,4 @@ def blocks_for_model(blocks: list[Any], text_page: str | None) -> list[Any]:
     return out
 
 
-__all__ = ["TOOL_RESULT_BLOCK_TYPES", "blocks_for_model", "blocks_label", "images_note", "is_image_block", "is_text_block", "stored_blocks"]
+__all__ = ["TOOL_RESULT_BLOCK_TYPES", "blocks_for_model", "blocks_label", "blocks_text", "images_note", "is_data_block", "is_image_block", "is_text_block", "stored_blocks"]

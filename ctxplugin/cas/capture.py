@@ -10,11 +10,12 @@ from typing import Any
 from langchain_core.messages import ToolMessage
 
 from ctxplugin._aside import count_aside
+from ctxplugin._block_text import is_media_block
 from ctxplugin._graphemes import head
 from ctxplugin._lru import PerMessage
 from ctxplugin._messages import META_KEY
 from ctxplugin._untrusted import storable_text
-from ctxplugin.cas._blocks import blocks_label, is_text_block
+from ctxplugin.cas._blocks import blocks_label, blocks_text, is_text_block
 from ctxplugin.cas._canon import (
     content_hash,
     kind_slug,
@@ -66,11 +67,17 @@ def non_text_blocks(content: Any) -> list[Any]:
     return [b for b in content if not is_text_block(b)]
 
 
+def _media_blocks(content: Any) -> list[Any]:
+    """The blocks of a tool output a compact form keeps whole (images, audio, files), in order;
+    data blocks are read as text (:func:`~ctxplugin.cas._blocks.is_data_block`)."""
+    return [b for b in non_text_blocks(content) if is_media_block(b)]
+
+
 def compact_content(text: str, content: Any) -> str | list[Any]:
     """What a view shows for an output stored with compact form ``text``: ``text`` alone, or,
     when the output (``content``, the original or this very form) has non-text blocks, a text
     block of ``text`` followed by each of them: an image is never summarised away."""
-    blocks = non_text_blocks(content)
+    blocks = _media_blocks(content)
     return [{"type": "text", "text": text}, *blocks] if blocks else text
 
 
@@ -79,7 +86,7 @@ def shows_compact(content: Any, text: str) -> bool:
     if isinstance(content, str) or not isinstance(content, list) or not content:
         return content == text
     first = content[0]
-    return isinstance(first, dict) and first.get("text") == text and content[1:] == non_text_blocks(content)
+    return isinstance(first, dict) and first.get("text") == text and content[1:] == _media_blocks(content)
 
 
 def compact_message(message: ToolMessage, text: str, ref: str) -> ToolMessage:
@@ -110,7 +117,7 @@ def _text_of(content: Any) -> tuple[str, bool]:
         return content, True
     if isinstance(content, list):
         text_only = all(is_text_block(b) for b in content)
-        return content_text(content), text_only
+        return (content_text(content) if text_only else blocks_text(content)), text_only
     return str(content), False
 
 
@@ -293,7 +300,7 @@ def _capture_blocks(
         original = json.dumps(content, ensure_ascii=False)
     except (TypeError, ValueError):
         return None
-    others = non_text_blocks(content)
+    others = _media_blocks(content)
     images = blocks_tokens(others, counter)
     tokens = count_cached(text, counter)
     limit = config.error_passthrough_tokens if is_error else config.passthrough_tokens
@@ -307,7 +314,7 @@ def _capture_blocks(
     digest = content_hash(original, parse_json(original))
     kind = kind_slug(tool_name, shape or "blocks")
     ref_id = make_ref(kind, digest)
-    compact = compact_text(ref_id, blocks_label(others), tokens + images, body)
+    compact = compact_text(ref_id, blocks_label(others) if others else storable_text(shape or "blocks"), tokens + images, body)
     item = CASItem(ref_id=ref_id, content_hash=digest, raw_hash=raw_hash(original), kind=kind, content=original, summary=compact)
     created = _granted(item, store, scope, config)
     return Captured(compact, ref_id, False, created, tokens + images, counter.count(compact) + images, shape)

@@ -8,10 +8,11 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
+from ctxplugin._block_text import is_media_block
 from ctxplugin._graphemes import ceil_boundary, head
 from ctxplugin._text_shapes import without_escapes
 from ctxplugin._untrusted import inexact_json
-from ctxplugin.cas._blocks import blocks_for_model, images_note, stored_blocks
+from ctxplugin.cas._blocks import blocks_for_model, blocks_text, images_note, stored_blocks
 from ctxplugin.cas._budget import cut_around, window
 from ctxplugin.cas._canon import parse_json, ref_as_written
 from ctxplugin.cas._json_path import parse_path, select
@@ -20,7 +21,7 @@ from ctxplugin.cas._patterns import Matcher, check_options
 from ctxplugin.cas.store import CASStore
 from ctxplugin.errors import CtxpluginError, InvalidInputError, RefNotFoundError, StoreError
 from ctxplugin.scope import Scope
-from ctxplugin.tokens import TokenCounter, content_text, count_text
+from ctxplugin.tokens import TokenCounter, count_text
 
 _PARSED = ParsedMemo()
 """The last few large JSON outputs read, parsed (bounded: see :mod:`ctxplugin.cas._parsed`)."""
@@ -245,7 +246,8 @@ def expand_for_model(
                                    offset=offset, limit=limit, pattern=pattern, regex=regex)
     if isinstance(out, str):
         return out
-    return content_text(out) + "\n" + images_note(ref_as_written(ref_id), out)
+    text = blocks_text(out)
+    return text if not any(map(is_media_block, out)) else text + "\n" + images_note(ref_as_written(ref_id), out)
 
 
 def expand_content_for_model(
@@ -270,7 +272,7 @@ def expand_content_for_model(
         check_options(offset, limit, pattern, regex)
         record = store.get(ref_id, scope)
         blocks = stored_blocks(record)
-        content = record.content if blocks is None else content_text(blocks)
+        content = record.content if blocks is None else blocks_text(blocks)
         # a unit costs at least one token: no page holds more than max_tokens of them
         key = (ref_id, record.raw_hash, len(record.content), blocks is not None)  # the blocks' text, or the output itself
         selection = _select(content, ref_id, fields, offset, limit, pattern, regex, page_cap=max_tokens, context=True, screen=True, key=key)
@@ -295,7 +297,7 @@ def expand_content_for_model(
         page = _page_for_model(selection, content, max_tokens, counter, fields, pattern, regex)
         return page if blocks is None else blocks_for_model(blocks, page)
     page = _page_for_model(selection, content, max_tokens, counter, fields, pattern, regex)
-    return page if blocks is None else f"{page}\n{images_note(ref_id, blocks)}"
+    return page if blocks is None or not any(map(is_media_block, blocks)) else f"{page}\n{images_note(ref_id, blocks)}"
 
 
 _READ_ON_TOKENS = 40

@@ -261,3 +261,31 @@ def test_expand_ref_shows_the_model_the_text_without_terminal_escapes(engine: Co
     whole = tool.invoke({"ref_id": ref})
     assert "\x1b" not in whole and "lines 0–" in whole.split("\n")[0]
     assert engine.expand_ref(ref, SCOPE) == coloured
+
+
+_DATA_ROWS = [f"row {i}: value {i * 7} for account ACC-{i:05d}" for i in range(20_000)]
+
+
+@pytest.mark.parametrize(
+    "blocks",
+    [
+        [{"type": "json", "json": {"rows": _DATA_ROWS}}],
+        [{"type": "text", "text": "found:"}, {"type": "search_result", "source": "s", "title": "t", "content": [{"type": "text", "text": "\n".join(_DATA_ROWS)}]}],
+        [{"type": "mystery", "payload": _DATA_ROWS}, {"type": "image", "base64": "iVBORw0KGgo=", "mime_type": "image/png"}],
+    ],
+    ids=["json block", "search_result block", "unknown block beside an image"],
+)
+def test_a_large_data_block_is_summarised_and_paged_like_text(engine: ContextEngine, blocks: list[Any]) -> None:
+    """A block that is not text and not media (a ``json`` block, a search result, a block of a
+    type LangChain does not know) holds data: a megabyte of it is not carried whole by the compact
+    form, nor returned whole by the ``expand_ref`` tool. Media blocks stay in view."""
+    compact, report = engine.capture_with_report(ToolMessage(content=blocks, tool_call_id="d1", name="query"), SCOPE)
+    assert report.ref_id is not None
+    assert json.loads(engine.expand_ref(report.ref_id, SCOPE)) == blocks  # the original, exactly
+    shown: list[str | dict[str, Any]] = compact.content if isinstance(compact.content, list) else [compact.content]
+    media = [b for b in blocks if b.get("type") == "image"]
+    assert shown[1:] == media
+    assert engine.counter.count(content_text(shown)) <= _plain_bound(engine)
+    page = make_expand_ref_tool(engine, lambda _config: SCOPE).invoke({"ref_id": report.ref_id})
+    cap = engine.config.cas.expand_max_tokens
+    assert engine.counter.count(page if isinstance(page, str) else json.dumps(page)) <= cap + 200
