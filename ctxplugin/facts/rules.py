@@ -140,6 +140,8 @@ _APOSTROPHES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'"})  # r
 _URL = re.compile(r"https?://[^\s<>\"'`)\]]+", re.IGNORECASE)
 _NON_SUBJECT = frozenset(["it", "this", "that", "there", "these", "those", "what", "which", "who", "whom", "how", "why", "when", "where", "i", "you", "he", "she", "we", "they", "here", "one", "something", "everything", "nothing", "anything"])
 _MAX_SENTENCES = 40
+_SENTENCE_CHARS = 4000
+"""Characters of one sentence the rules read: a longer one (a pasted blob) is read from its start."""
 _TOOL_TEXT = 4000
 """Characters of a plain-text tool output the prose rules read."""
 
@@ -171,7 +173,8 @@ class RuleExtractor:
         ``limit``, reading stops once that many are found (the first ones are the same)."""
         out: list[FactDraft] = []
         seen: set[str] = set()
-        for sentence in islice(sentences(FENCED.sub("\n", text)), _MAX_SENTENCES):
+        for whole in islice(sentences(FENCED.sub("\n", text)), _MAX_SENTENCES):
+            sentence = whole[:_SENTENCE_CHARS]
             if limit is not None and len(out) >= limit:
                 break  # a 60-line listing is not read to its end for facts that would be dropped
             if CODE.search(sentence) or TRACE_FRAME.match(sentence) or (

@@ -464,3 +464,13 @@ def test_a_tools_report_of_a_failure_states_no_facts(line: str) -> None:
     assert [draft.text for draft in RuleExtractor().from_text(line)] == [line]
     # the output's other lines are read as before
     assert RuleExtractor().from_tool(f"{line}\nThe order status is shipped.", "bash")
+
+
+def test_an_over_long_sentence_is_read_from_its_start_only() -> None:
+    # a pasted blob with no sentence break (10 MB of minified data) is one "sentence": the rules
+    # read its start, as the fact they make of it is clipped there anyway; what lies megabytes on
+    # (here a comparison that reads as code) neither costs a scan per rule nor changes the reading
+    text = "My budget is 500 EUR " + "z" * 10_000_000 + " if x == y"
+    drafts = RuleExtractor()(HumanMessage(content=text))
+    assert [(d.key, d.kind) for d in drafts] == [("my_budget", "constraint")]
+    assert drafts[0].text.startswith("My budget is 500 EUR")
