@@ -5,7 +5,8 @@ runs stored: two users calling the same agent without a thread id would otherwis
 facts. Such a run gets a scope of its own, ``run-<key>``, where the key is derived from the first
 message of its conversation (its id and text): every call of one run — model calls and tool
 calls — finds the same scope, and another conversation finds another. LangGraph gives every
-message of a new run a fresh id, so two runs never share one there. Sharing is asked for
+message of a new run a fresh id, so two runs never share one there. A first message without an
+id gives each call a new scope: nothing tells its conversation from another that opened alike. Sharing is asked for
 explicitly: a thread id, a fixed :class:`~ctxplugin.Scope` given to the host adapter, or
 ``configurable={"ctxplugin_scope": Scope(...)}``.
 
@@ -61,9 +62,12 @@ def warn_unscoped() -> None:
 
 def run_scope(messages: Sequence[BaseMessage] | None = None) -> Scope:
     """A scope of its own for a run without one: from the first message of its conversation
-    when given (the same for every call of the run), else the one :func:`using` set, else new."""
+    when given with an id (the same for every call of the run), else the one :func:`using` set,
+    else new. A first message without an id (a prompt template's) names no conversation: its
+    text alone would give every conversation opening with "hi" one scope, and each would be
+    shown what the others said next."""
     first = next((m for m in messages or () if not isinstance(m, SystemMessage)), None)
-    if first is not None:
+    if first is not None and first.id:
         seed = f"{first.id or ''}\x00{first.type}\x00{content_text(first.content)}"
         key = hashlib.sha256(seed.encode("utf-8", "surrogatepass")).hexdigest()[:24]
         return Scope(session_id=RUN_PREFIX + key)

@@ -65,7 +65,8 @@ class PrepareRunnable(RunnableSerializable[Any, list[BaseMessage]]):
 
     The scope comes from ``config["configurable"]["thread_id"]`` (plus optional ``user_id``,
     ``workspace_id``, ``tenant_id``) or ``configurable["ctxplugin_scope"]``; without either, a
-    conversation gets a scope of its own (``run-…``, from its first message) and a warning is
+    conversation gets a scope of its own (``run-…``, from its first message and its id; new on each
+    call when it has no id) and a warning is
     logged once: nothing is shared between conversations unless asked for. ``tools``, when given, are planned like an agent's (tool directory, lazy
     schemas); bind :meth:`bound_tools` to the model yourself.
     """

@@ -125,3 +125,15 @@ def test_lcel_steps_without_thread_id() -> None:
     assert scoped
     assert _run_scope.run_scope(alice) == _run_scope.run_scope([*alice, *bob])
     assert _run_scope.run_scope(alice) != _run_scope.run_scope(bob)
+
+
+def test_lcel_conversations_without_message_ids_share_nothing() -> None:
+    # messages a prompt template makes have no ids: two users opening with the same words are
+    # still two conversations, and neither may be shown what the other said next
+    engine = memory_engine()
+    step = engine.as_runnable()
+    opening = [HumanMessage(content="hi"), AIMessage(content="Hello! How can I help?")]
+    step.invoke([*opening, HumanMessage(content="My account PIN is 4921 and my IBAN is DE89370400440532013000.")])
+    other = step.invoke([*opening, HumanMessage(content="What is my PIN and IBAN?")])
+    assert "4921" not in _facts_shown(other) and "DE89370400440532013000" not in _facts_shown(other)
+    assert _run_scope.run_scope(opening) != _run_scope.run_scope(opening)
