@@ -19,7 +19,7 @@ _KEYWORD_LINE = re.compile(
 )
 _CAMEL_ERROR = re.compile(r"[a-z](?:Error|Exception|Warning|Exit)\b")
 _CAMEL_WORDS = ("Error", "Exception", "Warning", "Exit")
-_KEYWORD_CAP = 5000
+KEYWORD_CAP = 5000
 _ASCII_LOWER = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
 
 _IDENT_PARTS = (
@@ -96,7 +96,7 @@ def keyword_lines(body: str) -> list[tuple[int, str]]:
     spans: set[int] = set()
     for word in _KEYWORDS:
         index = low.find(word)
-        while index != -1 and len(spans) < _KEYWORD_CAP:
+        while index != -1 and len(spans) < KEYWORD_CAP:
             start = low.rfind("\n", 0, index) + 1
             spans.add(start)
             end = low.find("\n", index)

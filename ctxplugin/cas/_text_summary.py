@@ -13,7 +13,7 @@ from ctxplugin._text_shapes import (
     strip_numbering,
     table_rows,
 )
-from ctxplugin._text_words import identifiers_in, keyword_lines, matched_at_words
+from ctxplugin._text_words import KEYWORD_CAP, identifiers_in, keyword_lines, matched_at_words
 from ctxplugin.cas._budget import Lines, clip
 from ctxplugin.cas._canon import parse_json
 from ctxplugin.cas._records import RecordSet, rare_indexes, summarize_records
@@ -36,6 +36,8 @@ def summarize_log(body: str, lines: Lines, *, error_budget: int | None) -> None:
     hits = keyword_lines(body)
     for _, line in hits:
         repeats[line] = repeats.get(line, 0) + 1
+    # past the cap keyword_lines stops looking: a line's count is then taken from the whole text
+    counted = len(hits) < KEYWORD_CAP
     placed: set[str] = set()
     # exception lines first, then where the traceback passed through the project's code, then
     # every other error or warning line in order
@@ -47,7 +49,9 @@ def summarize_log(body: str, lines: Lines, *, error_budget: int | None) -> None:
         for number, line in group:
             if line in placed:
                 continue
-            note = f" (×{repeats[line]})" if repeats[line] > 1 else ""
+            if not counted and repeats[line] > 1:
+                repeats[line] = all_lines.count(line)
+            note = f" (×{repeats[line]:,})" if repeats[line] > 1 else ""
             entry = f"L{number + 1}: {clip(line.rstrip(), 240)}{note}"
             if not errors.add(entry):
                 return
@@ -64,8 +68,8 @@ def summarize_log(body: str, lines: Lines, *, error_budget: int | None) -> None:
     edge = 3 if len(all_lines) > 6 else len(all_lines)
     order = [*range(len(all_lines) - 1, len(all_lines) - 1 - edge, -1), *range(edge)] if len(all_lines) > 6 else list(range(edge))
     for number in order:
-        if number in picked or number < 0 or not all_lines[number].strip():
-            continue
+        if number in picked or number < 0 or not all_lines[number].strip() or all_lines[number] in placed:
+            continue  # a line shown with its count is not shown again
         entry = f"L{number + 1}: {clip(all_lines[number].rstrip(), 200)}"
         if rest.add(entry):
             picked[number] = entry

@@ -284,3 +284,17 @@ def test_a_large_array_of_records_lists_its_ids_not_in_the_summary() -> None:
     assert label.startswith("JSON array, 20000 ")
     assert "user-0" in shown and "user-1" in shown
     assert shown.count("user-0") == 1  # an id already in the summary's lines is not listed again
+
+
+def test_a_repeated_warning_is_counted_over_the_whole_log_and_shown_once() -> None:
+    """A log of one warning repeated: the summary says how often it occurs, also past the
+    number of warning lines the scan collects, and does not show it again as the log's head
+    and tail (those copies said nothing the count did not)."""
+    line = "WARN disk usage high on /dev/sda1 (91%)"
+    for repeats in (50, 12_000):
+        kind, text = summary("\n".join([line] * repeats))
+        assert kind == "log"
+        assert f"L1: {line} (×{repeats:,})" in text
+        assert text.count(line) == 1
+    kind, text = summary("\n".join(["starting", *[line] * 20, "done"]))
+    assert "(×20)" in text and text.count(line) == 1 and "L22: done" in text and "L1: starting" in text
