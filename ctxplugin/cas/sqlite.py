@@ -113,6 +113,12 @@ class SQLiteCASStore:
         self._closed = False
         with _translate("open"):
             self.path.parent.mkdir(parents=True, exist_ok=True)
+        with _translate("open"):
+            # a database another process made already needs no write lock, which a writer
+            # holding one (another worker mid-put) would keep this store from taking
+            current = self._connection().execute("PRAGMA user_version").fetchone()[0] >= _SCHEMA_VERSION
+        if current:
+            return
         with self._transaction("create schema") as conn:
             if conn.execute("PRAGMA user_version").fetchone()[0] < _SCHEMA_VERSION:
                 for statement in _SCHEMA.split(";"):

@@ -136,6 +136,22 @@ def test_processes_opening_a_new_file_at_the_same_moment_all_open_it(tmp_path: P
     assert failed == []
 
 
+def test_a_store_opens_while_another_connection_holds_the_write_lock(tmp_path: Path) -> None:
+    """A worker starting while another one writes: the file's schema is there already, so
+    opening needs no write lock (it used to wait for one and fail after the busy timeout)."""
+    path = tmp_path / "cas.sqlite3"
+    SQLiteCASStore(path).close()
+    writer = sqlite3.connect(path, isolation_level=None)
+    try:
+        writer.execute("BEGIN IMMEDIATE")
+        store = SQLiteCASStore(path, busy_timeout_ms=200)
+        assert store.stats()["grants"] == 0  # reads go on beside the writer
+        store.close()
+    finally:
+        writer.execute("ROLLBACK")
+        writer.close()
+
+
 def test_a_file_that_is_not_a_database_is_a_store_error(tmp_path: Path) -> None:
     path = tmp_path / "cas.sqlite3"
     path.write_bytes(b"this is not a database" * 100)
