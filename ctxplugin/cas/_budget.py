@@ -35,6 +35,17 @@ def clip(text: str, limit: int = MAX_LINE_CHARS) -> str:
     return text if len(text) <= limit else head(text, limit - 1).rstrip() + "…"
 
 
+ECHO_CHARS = 200
+"""The most of what the model sent (a pattern, a field list) that a reply repeats back to it."""
+
+
+def echoed(value: object, same: str) -> str:
+    """``repr(value)``, or ``same`` when that is longer than :data:`ECHO_CHARS`: a reply must
+    not grow with what the model sent."""
+    text = repr(value)
+    return text if len(text) <= ECHO_CHARS else same
+
+
 def shortened(text: str, width: int) -> str:
     """``text`` cut to ``width`` characters (one at least) with an ellipsis, spaces kept."""
     return text if len(text) <= width else head(text, max(1, width - 1)) + "…"

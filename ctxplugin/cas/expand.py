@@ -13,7 +13,7 @@ from ctxplugin._graphemes import ceil_boundary, head
 from ctxplugin._text_shapes import without_escapes
 from ctxplugin._untrusted import inexact_json
 from ctxplugin.cas._blocks import blocks_for_model, blocks_text, images_note, stored_blocks
-from ctxplugin.cas._budget import cut_around, window
+from ctxplugin.cas._budget import cut_around, echoed, window
 from ctxplugin.cas._canon import parse_json, ref_as_written
 from ctxplugin.cas._json_path import parse_path, select
 from ctxplugin.cas._parsed import ParsedMemo
@@ -363,7 +363,8 @@ def _page_for_model(
     kind = selection.unit
     what = f"matching {kind}" if selection.filtered else kind
     if selection.filtered:
-        found = f"{selection.matched} of {selection.total} {kind} match {pattern!r}"
+        given = echoed(pattern, f"the pattern given ({len(pattern or ''):,} characters)")
+        found = f"{selection.matched} of {selection.total} {kind} match {given}"
         prefix = "its path" if kind == "items" and any(u.label for u in selection.page) else f"its {kind[:-1]} number"
         context = "; neighbouring lines as 'N- '" if kind == "lines" else ""
         span = f"showing matches {first}–{last}, each prefixed with {prefix}{context}" if shown else f"none at offset {first}"
@@ -377,9 +378,9 @@ def _page_for_model(
     if remaining > 0:
         options = []
         if fields:
-            options.append(f"fields={list(fields)!r}")
+            options.append(f"fields={echoed(list(fields), '<the same fields>')}")
         if pattern:
-            options.append(f"pattern={pattern!r}" + (", regex=True" if regex else ""))
+            options.append(f"pattern={echoed(pattern, '<the same pattern>')}" + (", regex=True" if regex else ""))
         options.append(f"offset={first + len(shown)}")
         out += (
             f"\n[{remaining} more {what}: call expand_ref(ref_id={selection.ref_id!r}, {', '.join(options)}) "

@@ -24,6 +24,8 @@ if TYPE_CHECKING:  # the registry builds its load_tools tool here: only its type
 
 _MATCHES = 3
 _MISSING_LISTED = 20  # unknown names answered one by one; past it, counted (a model may list thousands)
+_NAME_CHARS = 128
+"""The longest name a reply repeats back (providers cap tool names at 64 to 128 characters)."""
 _SIGNATURE_CHARS = 240
 _NAME_SPLIT = re.compile(r"[\s,;]+")
 
@@ -217,9 +219,10 @@ def make_load_tools_tool(registry: ToolRegistry, scope: Callable[[RunnableConfig
             entry = source.get(name)
             if entry is None and len(missing) >= _MISSING_LISTED:
                 unlisted += 1
-            elif entry is None:
-                matches = close_matches(name, source.names())
-                missing.append(f"- {name}: no such tool" + (f"; did you mean {', '.join(matches)}?" if matches else ""))
+            elif entry is None:  # a name longer than any tool's is cut and matched to none
+                matches = close_matches(name, source.names()) if len(name) <= _NAME_CHARS else []
+                shown = name if len(name) <= _NAME_CHARS else f"{name[:_NAME_CHARS]}… ({len(name):,} characters)"
+                missing.append(f"- {shown}: no such tool" + (f"; did you mean {', '.join(matches)}?" if matches else ""))
             elif source.is_stubbed(name):
                 stubbed.append(f"- {schema_json(entry)}")
             else:

@@ -163,6 +163,18 @@ def test_model_output_with_pattern_numbers_the_matches(store: MemoryCASStore) ->
     assert "[25] line 25: ERROR disk" in out
 
 
+def test_a_long_pattern_or_field_list_is_not_repeated_back(store: MemoryCASStore) -> None:
+    """A model that sends a 100,000-character pattern must not get it back: the reply would be
+    far over ``expand_max_tokens``, and a continuation call quoting it as long again."""
+    ref = put(store, LOG)
+    out = expand_for_model(store, ref, SCOPE, max_tokens=2000, counter=COUNTER, pattern="x" * 100_000)
+    assert "match the pattern given (100,000 characters)" in out and len(out) < 300
+    wide = "line|" * 100 + "line"
+    paged = expand_for_model(store, ref, SCOPE, max_tokens=200, counter=COUNTER, pattern=wide, regex=True)
+    assert wide not in paged and "pattern=<the same pattern>, regex=True, offset=" in paged
+    assert COUNTER.count(paged) <= 260
+
+
 def test_model_output_cuts_one_huge_line(store: MemoryCASStore) -> None:
     out = expand_for_model(store, put(store, "word " * 200_000), SCOPE, max_tokens=300, counter=COUNTER)
     assert COUNTER.count(out) <= 300 + 40

@@ -148,6 +148,13 @@ def test_signature_is_compact() -> None:
     assert bags is not None and 'kind?: "cabin"|"checked"' in signature(bags)
 
 
+def test_load_tools_does_not_repeat_a_huge_name_back() -> None:
+    meta = make_load_tools_tool(registry())
+    out = meta.invoke({"names": ["z" * 100_000, "bok_reservation"]})
+    assert "(100,000 characters): no such tool" in out and len(out) < 600
+    assert "did you mean book_reservation" in out
+
+
 def test_load_tools_confirms_names_and_suggests_matches() -> None:
     reg = registry()
     meta = make_load_tools_tool(reg)
