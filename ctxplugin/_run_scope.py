@@ -26,7 +26,7 @@ from contextvars import ContextVar
 from langchain_core.messages import BaseMessage, SystemMessage
 
 from ctxplugin.errors import InvalidInputError
-from ctxplugin.scope import Scope, scope_from_config
+from ctxplugin.scope import Scope, namespaced, scope_from_config
 from ctxplugin.tokens import content_text
 
 logger = logging.getLogger("ctxplugin")
@@ -77,16 +77,18 @@ def run_scope(messages: Sequence[BaseMessage] | None = None) -> Scope:
     return Scope(session_id=RUN_PREFIX + uuid.uuid4().hex[:24])
 
 
-def resolve(config: object | None, messages: Sequence[BaseMessage] | None = None) -> Scope:
+def resolve(
+    config: object | None, messages: Sequence[BaseMessage] | None = None, namespace: str | None = None
+) -> Scope:
     """The scope of a call: the one ``config`` names, else a scope of the run's own (with the
-    warning, once)."""
+    warning, once); ``namespace`` applied (:func:`~ctxplugin.scope.namespaced`)."""
     if has_scope(config):
-        return scope_from_config(config)
+        return scope_from_config(config, namespace=namespace)
     current = _current.get()
-    if current is not None:
-        return current
-    warn_unscoped()
-    return run_scope(messages)
+    if current is None:
+        warn_unscoped()
+        current = run_scope(messages)
+    return namespaced(current, namespace)
 
 
 def active() -> Scope | None:

@@ -141,11 +141,46 @@ class Scope(BaseModel):
         }
 
 
-def scope_from_config(config: object | None, default_session: str = "default") -> Scope:
+def session_part(value: str) -> str:
+    """``value`` as one part of a session id: ``%`` written ``%25`` and ``/`` written ``%2F``;
+    an id holding neither is returned unchanged (the session ids of ordinary threads — UUIDs,
+    plain names — stay what they always were, and so does the data stored under them).
+
+    Session ids are made from a thread id ``t`` alone, ``session_part(t)``, or with a namespace
+    ``n``, ``session_part(t) + "/" + session_part(n)`` (:func:`namespaced`). No two pairs
+    ``(t, n or None)`` give one session id, whatever the strings hold:
+
+    - ``session_part`` is injective: an id it changes held ``/`` or ``%`` and comes out holding
+      ``%``, an id it keeps holds no ``%``; changed ids decode back (``%2F`` → ``/``, then
+      ``%25`` → ``%``).
+    - A session id of a thread alone holds no raw ``/``; a namespaced one holds exactly one,
+      which splits it back into its two escaped parts.
+
+    ``session_part("a/b")`` is ``"a%2Fb"``, which is not ``"a/b"``, the session of thread ``"a"``
+    with namespace ``"b"``.
+    """
+    if "/" not in value and "%" not in value:
+        return value
+    return value.replace("%", "%25").replace("/", "%2F")
+
+
+def namespaced(scope: Scope, namespace: str | None) -> Scope:
+    """``scope`` with ``namespace`` applied to its session: ``session_part(session) + "/" +
+    session_part(namespace)``; ``scope`` itself when ``namespace`` is None."""
+    if namespace is None:
+        return scope
+    return scope.model_copy(update={"session_id": f"{session_part(scope.session_id)}/{session_part(namespace)}"})
+
+
+def scope_from_config(config: object | None, default_session: str = "default", *, namespace: str | None = None) -> Scope:
     """Build a scope from a LangChain ``RunnableConfig`` (``configurable.thread_id``).
 
-    Optional ``user_id``, ``workspace_id``, ``tenant_id`` and ``roles`` (a list of role names)
-    are read from ``configurable`` too.
+    The session id is the thread id through :func:`session_part` (a thread id holding ``/`` or
+    ``%`` is escaped, others are kept), with ``namespace`` applied by :func:`namespaced`. A
+    :class:`Scope` given as ``configurable.ctxplugin_scope`` and ``default_session`` are the
+    caller's own ids: kept as given unless a namespace applies. Optional ``user_id``,
+    ``workspace_id``, ``tenant_id`` and ``roles`` (a list of role names) are read from
+    ``configurable`` too.
     """
     configurable: dict[str, object] = {}
     if isinstance(config, dict):
@@ -154,21 +189,25 @@ def scope_from_config(config: object | None, default_session: str = "default") -
             configurable = raw
     scope_value = configurable.get("ctxplugin_scope")
     if isinstance(scope_value, Scope):
-        return scope_value
+        return namespaced(scope_value, namespace)
     thread = configurable.get("thread_id")
-    session = str(thread) if thread not in (None, "") else default_session
+    from_thread = thread not in (None, "")
+    session = str(thread) if from_thread else default_session
+    if from_thread and namespace is None:
+        session = session_part(session)
 
     def opt(name: str) -> str | None:
         value = configurable.get(name)
         return None if value in (None, "") else str(value)
 
-    return Scope(
+    scope = Scope(
         session_id=session,
         user_id=opt("user_id"),
         workspace_id=opt("workspace_id"),
         tenant_id=opt("tenant_id"),
         roles=_roles_of(configurable.get("roles")),
     )
+    return namespaced(scope, namespace)
 
 
 def scope_resolver(scope: object, what: str) -> Callable[[Any], Scope] | None:

@@ -11,7 +11,7 @@ from langchain_core.runnables import RunnableConfig
 from ctxplugin import Scope
 from ctxplugin._run_scope import active, resolve
 from ctxplugin.errors import InvalidInputError
-from ctxplugin.scope import scope_resolver
+from ctxplugin.scope import namespaced, scope_resolver
 
 ScopeSpec: TypeAlias = Scope | Callable[[RunnableConfig | None], Scope] | None
 """A fixed :class:`~ctxplugin.Scope`, a function of the run's config, or ``None`` for the
@@ -33,8 +33,10 @@ class ScopeRule:
     """Resolves a :data:`ScopeSpec`, then applies a per-agent namespace.
 
     A namespace gives one agent of a multi-agent graph its own session on the shared thread
-    (``"<thread_id>/<namespace>"``): its refs and facts are invisible to the other agents even
-    though they run on the same thread and share one engine.
+    (``"<thread_id>/<namespace>"``, each part escaped by :func:`~ctxplugin.scope.session_part`
+    when it holds ``/`` or ``%``): its refs and facts are invisible to the other agents even
+    though they run on the same thread and share one engine, and no thread id, however it is
+    spelled, names the same session.
     """
 
     def __init__(self, spec: ScopeSpec = None, namespace: str | None = None) -> None:
@@ -49,13 +51,11 @@ class ScopeRule:
         thread id in it, the run's own scope, found from ``messages`` (the run's state) — see
         :mod:`ctxplugin._run_scope`."""
         if isinstance(self.spec, Scope):
-            scope = self.spec
-        else:
-            config = config if config is not None else running_config()
-            scope = self.spec(config) if self.spec is not None else resolve(config, messages)
-        if self.namespace:
-            scope = scope.model_copy(update={"session_id": f"{scope.session_id}/{self.namespace}"})
-        return scope
+            return namespaced(self.spec, self.namespace)
+        config = config if config is not None else running_config()
+        if self.spec is not None:
+            return namespaced(self.spec(config), self.namespace)
+        return resolve(config, messages, self.namespace)
 
     def in_tool(self, config: RunnableConfig | None = None) -> Scope:
         """The scope of a tool the host's ``wrap_tool_call`` runs (the meta-tools): the scope it

@@ -70,7 +70,11 @@ class ContextHooks:
         scope: a fixed :class:`~ctxplugin.Scope` or a function of the run's config; by default
             the run's ``configurable.thread_id``.
         namespace: give this agent its own session on the thread (``"<thread_id>/<namespace>"``):
-            in a multi-agent graph sharing one engine, its refs and facts stay its own.
+            in a multi-agent graph sharing one engine, its refs and facts stay its own. A thread
+            id or namespace holding ``/`` or ``%`` is escaped first
+            (:func:`ctxplugin.scope.session_part`: ``/`` → ``%2F``, ``%`` → ``%25``), so no
+            thread id names the session of another thread's namespaced agent; a fixed
+            ``scope``'s session id is escaped the same way before the namespace is added.
 
     Raises:
         InvalidInputError: ``engine`` is not a :class:`~ctxplugin.ContextEngine`; ``scope``

@@ -69,6 +69,10 @@ class ContextMiddleware(AgentMiddleware):
         attach_report: put the per-call report into the AI message's ``response_metadata``.
         namespace: give this agent its own session on the thread (``"<thread_id>/<namespace>"``)
             so that, in a multi-agent graph sharing one engine, its refs and facts stay its own.
+            A thread id or namespace holding ``/`` or ``%`` is escaped first
+            (:func:`ctxplugin.scope.session_part`: ``/`` → ``%2F``, ``%`` → ``%25``), so no
+            thread id names the session of another thread's namespaced agent; a fixed
+            ``scope``'s session id is escaped the same way before the namespace is added.
 
     Raises:
         InvalidInputError: ``engine`` is not a :class:`~ctxplugin.ContextEngine`, or ``scope``
