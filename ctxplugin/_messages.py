@@ -28,7 +28,8 @@ MISSING_RESULT = "[no result was recorded for this tool call]"
 LATE_RESULT = "[this call's result came later in the conversation; it is shown there, answering the call with id {id!r}]"
 
 NO_REPLY = "[no reply: the user wrote again before these tool calls returned]"
-"""Between the placeholders of calls a user turn closed and that turn (Mistral takes no user message after a tool result)."""
+NO_ANSWER = "[no reply: the user wrote again before these results were answered]"
+"""Between tool results (or the placeholders of calls a user turn closed) and that user turn: Mistral takes no user message right after a tool result."""
 
 OrphanRepair = Literal["raise", "drop", "pair"]
 """What to do with a tool result no earlier AI message asked for (``orphan_tool_results``)."""
@@ -188,6 +189,8 @@ class Validation:
                 out.append(AIMessage(content=NO_REPLY, additional_kwargs={META_KEY: {"repaired": "no reply before a user turn"}}))
             out.extend(self.held)
             self.held.clear()
+        elif isinstance(message, HumanMessage) and out and isinstance(out[-1], ToolMessage):
+            out.append(AIMessage(content=NO_ANSWER, additional_kwargs={META_KEY: {"repaired": "no reply before a user turn"}}))
         out.append(message)
         if isinstance(message, AIMessage):
             self.group = len(out) - 1
@@ -262,10 +265,8 @@ class Validation:
 
 def content_problem(what: str, message: BaseMessage) -> str:
     """Why ``message`` (``what``) cannot be read: its content is neither a string nor a list."""
-    return (
-        f"{what} ({type(message).__name__}) has content of type {type(message.content).__name__}; "
-        "a message's content is a string or a list of content blocks"
-    )
+    kind = type(message.content).__name__
+    return f"{what} ({type(message).__name__}) has content of type {kind}; a message's content is a string or a list of content blocks"
 
 
 def _stand_in_call(orphan: ToolMessage) -> AIMessage:
@@ -307,10 +308,8 @@ def merge_system(parts: Sequence[SystemMessage], extra: Sequence[str]) -> System
 
 def last_human_text(messages: Sequence[BaseMessage]) -> str:
     """Text of the latest human message ('' if none)."""
-    for message in reversed(messages):
-        if isinstance(message, HumanMessage):
-            return content_text(message.content)
-    return ""
+    latest = next((m for m in reversed(messages) if isinstance(m, HumanMessage)), None)
+    return content_text(latest.content) if latest is not None else ""
 
 
 def annotation(message: BaseMessage) -> dict[str, Any]:

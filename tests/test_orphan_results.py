@@ -7,7 +7,7 @@ import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
 from ctxplugin import ContextConfig, InvalidInputError, Scope
-from ctxplugin._messages import annotation, validate
+from ctxplugin._messages import NO_ANSWER, annotation, validate
 from ctxplugin.testing import memory_engine
 
 SCOPE = Scope(session_id="orphans")
@@ -85,9 +85,10 @@ def test_pair_keeps_a_parallel_group_together() -> None:
     ]
     out, notes = validate(messages, orphans="pair")
     assert [type(m).__name__ for m in out] == [
-        "HumanMessage", "AIMessage", "ToolMessage", "AIMessage", "ToolMessage", "ToolMessage", "HumanMessage",
+        "HumanMessage", "AIMessage", "ToolMessage", "AIMessage", "ToolMessage", "ToolMessage", "AIMessage", "HumanMessage",
     ]
     assert [m.tool_call_id for m in out if isinstance(m, ToolMessage)] == ["zz", "c1", "c2"]
+    assert out[-2].content == NO_ANSWER  # the user wrote before the results were answered
     assert len(notes) == 1
     assert_valid(out)
 

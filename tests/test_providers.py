@@ -446,6 +446,40 @@ def test_a_tiered_chat_in_whole_mode_is_accepted(name: str) -> None:
     assert not refused, f"{name} refused {len(refused)} of {len(views)} views, e.g. {refused[:3]}"
 
 
+def _unanswered_result_views() -> list[View]:
+    """Views of a thread where the user wrote again after a tool result the assistant had not
+    answered yet (a run interrupted between the tool and the model), call by call."""
+    engine = memory_engine(ContextConfig(mode="whole"))
+    scope = Scope(session_id="unanswered-result")
+    lookup = {"type": "function", "function": {"name": "lookup", "description": "Look up a booking.",
+                                               "parameters": {"type": "object", "properties": {"id": {"type": "string"}}}}}
+    thread: list[BaseMessage] = [
+        HumanMessage("Look up booking BK-77."),
+        AIMessage("", tool_calls=[{"name": "lookup", "args": {"id": "BK-77"}, "id": "call_1"}]),
+        ToolMessage("Booking BK-77 ships to 12 Rue de la Paix, Paris.", tool_call_id="call_1", name="lookup"),
+        HumanMessage("Never mind, and BK-78?"),
+        AIMessage("", tool_calls=[{"name": "lookup", "args": {"id": "BK-78"}, "id": "call_2"}]),
+        ToolMessage("Booking BK-78 ships to Lyon.", tool_call_id="call_2", name="lookup"),
+    ]
+    out: list[View] = []
+    for end in (4, 6):
+        prepared = engine.prepare(thread[:end], tools=[lookup, *engine.tools_for_model()], scope=scope)
+        out.append(View("unanswered-result", end, prepared.messages, prepared.tools, thread[end - 1]))
+    return out
+
+
+@pytest.mark.parametrize("name", list(BUILDERS))
+def test_a_user_turn_right_after_a_tool_result_is_accepted(name: str) -> None:
+    views = _unanswered_result_views()
+    for view in views:
+        texts = [str(m.content) for m in view.messages]
+        assert "Never mind, and BK-78?" in texts and any("Rue de la Paix" in t for t in texts)
+        at = texts.index("Never mind, and BK-78?")
+        assert isinstance(view.messages[at - 1], AIMessage), "an assistant turn stands between the result and the user"
+    refused = list(_refusals(views, name))
+    assert not refused, f"{name} refused {refused}"
+
+
 def test_sections_count_the_view_as_laid_out() -> None:
     from ctxplugin.budget import FactLine, Parts
     from ctxplugin.tokens import count_messages, get_counter
