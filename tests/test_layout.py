@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
 from ctxplugin._layout import NOTES_READ, context_notes, lay_out
@@ -103,3 +105,45 @@ def test_a_window_facts_block_follows_the_latest_user_turn() -> None:
     assert body[facts_at + 1] is tools[4]
     # other placements keep the latest message last
     assert lay_out(history, "Known facts: x", "tail").body[-1] is history[-1]
+
+
+@st.composite
+def conversations(draw: st.DrawFn) -> tuple[list[BaseMessage], int]:
+    """A conversation as validation leaves it (no user turn right after a tool result), with
+    context notes at some places, and the index of an anchor message."""
+    out: list[BaseMessage] = [HumanMessage("the task")]
+    for n in range(draw(st.integers(1, 12))):
+        kind = draw(st.sampled_from(["user", "answer", "call"]))
+        if draw(st.booleans()):
+            out.append(note(f"[context note: {n}]"))
+        if kind == "user":
+            if isinstance(out[-1], ToolMessage):
+                out.append(AIMessage(f"answer {n}"))
+            out.append(HumanMessage(f"question {n}"))
+        elif kind == "answer":
+            out.append(AIMessage(f"answer {n}"))
+        else:
+            out.extend(exchange(n))
+    plain = [i for i, m in enumerate(out) if not isinstance(m, HumanMessage) or not m.additional_kwargs]
+    return out, draw(st.sampled_from(plain))
+
+
+@settings(max_examples=400, deadline=None)
+@given(conversations(), st.sampled_from(["tail", "head", "window"]), st.booleans())
+def test_every_layout_keeps_the_providers_rules(drawn: tuple[list[BaseMessage], int], placement: str, facts: bool) -> None:
+    history, anchor = drawn
+    made = lay_out(history, "Known facts: x" if facts else "", placement, anchor=history[anchor])  # type: ignore[arg-type]
+    body = made.body
+    for index, message in enumerate(body):  # the rules, for what the layout added
+        if not (message.additional_kwargs or {}).get(META_KEY):
+            continue
+        following = body[index + 1] if index + 1 < len(body) else None
+        if isinstance(message, AIMessage) and message.tool_calls:
+            assert index and isinstance(body[index - 1], (HumanMessage, ToolMessage)), f"lookup call at {index}"
+            assert isinstance(following, ToolMessage) and following.tool_call_id == message.tool_calls[0]["id"]
+        if isinstance(message, ToolMessage):
+            assert not isinstance(following, HumanMessage), f"user turn right after the lookup result at {index}"
+    shown = [m for m in body if not (m.additional_kwargs or {}).get(META_KEY)]
+    assert shown == [m for m in history if not m.additional_kwargs], "the conversation's own messages, in order"
+    if facts and not made.header_extra:
+        assert sum(1 for m in body if isinstance(m, ToolMessage) and m.content == "Known facts: x") == 1
