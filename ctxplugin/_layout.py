@@ -13,22 +13,22 @@ its result:
 Such a pair is placed right before an assistant message that follows a user turn or a tool
 result: a function call must come right after a user turn or a function response (Google
 GenAI), a tool result must be followed by an assistant turn (Mistral), a tool result must follow
-its call at once (Anthropic, Bedrock). Notes that stand before a user turn which follows a user
-turn or a tool result (a chat whose exchanges open with the user) go right there, followed by
-a short assistant turn (:data:`NOTES_READ`), rather than after that turn: when the turn is
-condensed in its turn the notes before it stay where they were. The facts block of
-``window`` placement is chosen for the latest user turn and follows it, so that a new question
-changes the view from the previous turn on; when that turn is the conversation's last message
-the view ends with the block, which the next call keeps in the same place (right before the
-assistant's answer). A pair carries an id derived from its text, so an unchanged block is the
-same message on the next call (prompt caches). When the conversation has no such position yet
-(its first call: a system prompt and one user message), the text goes in a system message right
-after the header, which every provider reads as part of the system prompt — unless it holds
-text a tool returned (context notes, facts read from tool outputs), which never speaks in a
-system message: such pairs then follow the conversation's last message (a user turn), the one
-case where the view does not end with it, and the model's reply answers both. A request that
-binds no tool and whose conversation has no tool call of its own has no tool list, and Bedrock
-refuses tool calls and results in such a request: there the texts go after the header too.
+its call at once (Anthropic, Bedrock). So the latest message of the conversation stays the last
+message of the view: with extended thinking on, Anthropic also takes a request that ends with a
+tool result only when the assistant turn that made the call starts with its (signed) thinking,
+which a lookup has none of. Notes that stand before a user turn which follows a user turn or a
+tool result (a chat whose exchanges open with the user) go right there, followed by a short
+assistant turn (:data:`CONTEXT_READ`), rather than after that turn: when the turn is condensed in
+its turn the notes before it stay where they were. A pair carries an id derived from its text,
+so an unchanged block is the same message on the next call (prompt caches). When the
+conversation has no such position yet (its first call: a system prompt and one user message),
+the text goes in a system message right after the header, which every provider reads as part
+of the system prompt — unless it holds text a tool returned (context notes, facts read from
+tool outputs), which never speaks in a system message: such pairs then follow the
+conversation's last message (a user turn), the one case where the view does not end with it,
+and the model's reply answers both. A request that binds no tool and whose conversation has no
+tool call of its own has no tool list, and Bedrock refuses tool calls and results in such a
+request: there the texts go after the header too.
 """
 
 from __future__ import annotations
@@ -103,8 +103,8 @@ def _lookup_pair(kind: Kind, text: str) -> tuple[AIMessage, ToolMessage]:
     )
 
 
-NOTES_READ = AIMessage(content="[context notes read]", additional_kwargs={META_KEY: {"synthetic": "notes"}})
-"""The assistant turn between context notes and the user turn they stand before."""
+CONTEXT_READ = AIMessage(content="[context read]", additional_kwargs={META_KEY: {"synthetic": "notes"}})
+"""The assistant turn between lookups and the user turn they stand before."""
 
 
 @dataclass
@@ -173,8 +173,7 @@ def lay_out(
         placement: ``tail``: as late as fits (before the assistant message that answers the
             latest user turn or tool result, or the latest one that fits); ``head``: as early
             as fits (after the task); ``window``: at ``anchor`` (the start of the verbatim tier)
-            or the first place after it that fits, and after the latest user turn when that
-            comes later (after the last message when it is that turn).
+            or the first place after it that fits.
         anchor: the message the block goes before with ``window``.
         facts_from_tools: the block holds lines read from tool outputs. With no place before an
             assistant message, text a tool returned is never put in a system message: such a
@@ -216,41 +215,25 @@ def lay_out(
         for text in texts:
             put("notes", text, index if lookups and index in bridged else _at_or_after(openings, index))
     if facts_text:
-        put("facts", facts_text, _facts_at(plain, openings, placement, anchor_index, lookups))
+        if placement == "head":
+            at = openings[0] if openings else None
+        elif placement == "window" and anchor_index is not None:
+            at = _at_or_after(openings, anchor_index)
+        else:
+            at = openings[-1] if openings else None
+        if at is None and lookups and bridged:
+            at = max(bridged)  # before the latest user turn that follows one (the view still ends with the latest message)
+        put("facts", facts_text, at)
     body: list[BaseMessage] = []
     for index, message in enumerate(plain):
         for kind, text in _merged(inserts.get(index, [])):
             body.extend(lookup_pair(kind, text))
         if index in inserts and not isinstance(message, AIMessage):
-            body.append(NOTES_READ)
+            body.append(CONTEXT_READ)
         body.append(message)
     for kind, text in _merged(inserts.get(len(plain), [])):
         body.extend(lookup_pair(kind, text))
     return Layout(body=body, header_extra=header_extra, extra_kinds=kinds)
-
-
-def _facts_at(
-    plain: Sequence[BaseMessage], openings: list[int], placement: Placement, anchor_index: int | None, lookups: bool
-) -> int | None:
-    """Where the facts block goes in ``plain`` (None: after the header; ``len(plain)``: after
-    the last message). With ``window`` the block is chosen for the latest user turn, so it
-    goes after that turn when the verbatim tier starts before it: a new question then changes
-    the view from the previous turn on, not from the start of the verbatim tier."""
-    if placement == "head":
-        return openings[0] if openings else None
-    if placement == "window" and anchor_index is not None:
-        base = _at_or_after(openings, anchor_index)
-    else:
-        base = openings[-1] if openings else None
-    if placement != "window":
-        return base
-    latest = next((i for i in range(len(plain) - 1, -1, -1) if is_user_turn(plain[i])), None)
-    if latest is None or (base is not None and base > latest):
-        return base
-    later = next((i for i in openings if i > latest), None)
-    if later is not None:
-        return later
-    return len(plain) if lookups and _ends_for_lookup(plain) else base
 
 
 def _merged(items: list[tuple[Kind, str]]) -> list[tuple[Kind, str]]:

@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
-from ctxplugin._layout import NOTES_READ, context_notes, lay_out
+from ctxplugin._layout import CONTEXT_READ, Placement, context_notes, lay_out
 from ctxplugin._messages import META_KEY
 
 
@@ -70,41 +70,38 @@ def test_notes_before_a_user_turn_go_before_it_and_stay_when_it_is_condensed() -
     archive = note("[context note: exchanges 1-8 ...: ORD-4411]")
     kept = lay_out([task, archive, *chat_turn(9), HumanMessage("question 10")], "").body
     assert [type(m).__name__ for m in kept[:5]] == ["HumanMessage", "AIMessage", "ToolMessage", "AIMessage", "HumanMessage"]
-    assert kept[2].content == archive.content and kept[3] is NOTES_READ and kept[4].content == "question 9"
+    assert kept[2].content == archive.content and kept[3] is CONTEXT_READ and kept[4].content == "question 9"
     assert_valid_conversation(kept)
     block = note("[context note: exchanges 9-9 ...]")
     later = lay_out([task, archive, block, *chat_turn(10), HumanMessage("question 11")], "").body
     assert [m.model_dump() for m in later[:3]] == [m.model_dump() for m in kept[:3]]  # the archive stays cached
-    assert later[4].content == block.content and later[5] is NOTES_READ
+    assert later[4].content == block.content and later[5] is CONTEXT_READ
     assert_valid_conversation(later)
     # after a tool result as well; before an assistant turn no bridge is needed
     after_tool = lay_out([task, *exchange(1), archive, HumanMessage("next")], "").body
-    assert after_tool[-2] is NOTES_READ and after_tool[-1].content == "next"
-    assert NOTES_READ not in lay_out([task, archive, *exchange(2)], "").body
+    assert after_tool[-2] is CONTEXT_READ and after_tool[-1].content == "next"
+    assert CONTEXT_READ not in lay_out([task, archive, *exchange(2)], "").body
     # with no lookups at all (no tool bound, none called) the notes go after the header
-    assert NOTES_READ not in lay_out([task, archive, *chat_turn(9)], "", lookups=False).body
+    assert CONTEXT_READ not in lay_out([task, archive, *chat_turn(9)], "", lookups=False).body
 
 
-def test_a_window_facts_block_follows_the_latest_user_turn() -> None:
-    """The block is chosen for the latest question: placed after it, a new question changes the
-    view only from the previous turn on. While that turn is the last message the view ends with
-    the block, and the next call keeps it in the same place, before the answer."""
+def test_the_view_never_ends_with_a_lookup_the_conversation_did_not_end_with() -> None:
+    """With extended thinking on, Anthropic takes a request ending with a tool result only when
+    the call's assistant turn starts with its signed thinking, which a lookup has none of: the
+    facts block of every placement goes before the latest message when the conversation has a
+    place for it."""
     task = HumanMessage("Hi, I need help with a booking")
     archive = note("[context note: exchanges 1-8 ...]")
     history = [task, archive, *chat_turn(9), HumanMessage("question 10")]
-    asked = lay_out(history, "Known facts: x", "window", anchor=history[2]).body
-    assert asked[-3].content == "question 10" and asked[-1].content == "Known facts: x"
-    assert_valid_conversation(asked)
-    answered = lay_out([*history, AIMessage("answer 10")], "Known facts: x", "window", anchor=history[2]).body
-    assert [m.model_dump() for m in answered[: len(asked)]] == [m.model_dump() for m in asked]
-    assert answered[-1].content == "answer 10"
-    # a coding agent's latest user turn is its task, before the verbatim tier: the block stays there
-    tools = [task, archive, *exchange(1), *exchange(2)]
-    body = lay_out(tools, "Known facts: x", "window", anchor=tools[4]).body
-    facts_at = next(i for i, m in enumerate(body) if isinstance(m, ToolMessage) and m.content == "Known facts: x")
-    assert body[facts_at + 1] is tools[4]
-    # other placements keep the latest message last
-    assert lay_out(history, "Known facts: x", "tail").body[-1] is history[-1]
+    placements: tuple[Placement, ...] = ("tail", "head", "window")
+    for placement in placements:
+        assert lay_out(history, "Known facts: x", placement, anchor=history[2]).body[-1] is history[-1]
+    # with every earlier turn condensed there is no assistant turn to go before: the block goes
+    # before the latest user message with the notes, the view still ending with that message
+    alone = [task, archive, HumanMessage("question 10")]
+    body = lay_out(alone, "Known facts: x", "window", anchor=alone[2], facts_from_tools=True).body
+    assert body[-1] is alone[-1] and body[-2] is CONTEXT_READ
+    assert [m.content for m in body if isinstance(m, ToolMessage)] == [archive.content, "Known facts: x"]
 
 
 @st.composite

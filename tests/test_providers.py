@@ -27,12 +27,12 @@ import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
 from ctxplugin import ContextConfig, Scope
-from ctxplugin._layout import NOTES_READ, synthetic_kind
+from ctxplugin._layout import CONTEXT_READ, synthetic_kind
 from ctxplugin._messages import annotation
 from ctxplugin.budget import section_tokens
 from ctxplugin.replay.loaders import load_file
 from ctxplugin.replay.runner import load_tools_file
-from ctxplugin.testing import conversation_messages, memory_engine
+from ctxplugin.testing import memory_engine
 
 # beside the repository, or where CTXPLUGIN_SHARED_DATA points (a checkout elsewhere)
 DATA = Path(os.environ.get("CTXPLUGIN_SHARED_DATA") or Path(__file__).resolve().parents[1] / ".." / "shared" / "data")
@@ -411,8 +411,7 @@ def test_a_result_that_came_after_the_user_spoke_again_is_accepted(name: str) ->
 def _whole_chat_views() -> list[View]:
     """Default views (``mode="whole"``) of a long chat: the first airline conversations as one
     thread, so that the history is tiered while the user speaks every few calls. Its views hold
-    notes before a user turn (with the assistant turn that follows them) and a facts block after
-    the latest user turn, ending the view."""
+    notes before a user turn, with the assistant turn that follows them."""
     loaded = load_file(TRAJECTORIES / "tau" / "gpt-4o-airline-dev.json")
     thread: list[BaseMessage] = []
     for conversation in loaded.conversations[:12]:
@@ -433,11 +432,10 @@ def _whole_chat_views() -> list[View]:
 @pytest.mark.parametrize("name", list(BUILDERS))
 def test_a_tiered_chat_in_whole_mode_is_accepted(name: str) -> None:
     views = _whole_chat_views()
-    assert any(NOTES_READ in view.messages for view in views), "no view puts notes before a user turn"
-    ending = [view for view in views if synthetic_kind(view.messages[-1]) == "facts"]
-    assert ending and all(isinstance(view.latest, HumanMessage) for view in ending)
-    for view in views:  # the conversation's own messages still end with its latest one
-        last = conversation_messages(view.messages)[-1]
+    assert any(CONTEXT_READ in view.messages for view in views), "no view puts notes before a user turn"
+    assert any(synthetic_kind(m) == "facts" for view in views for m in view.messages)
+    for view in views:  # the view ends with the conversation's latest message
+        last = view.messages[-1]
         if isinstance(view.latest, HumanMessage):
             assert isinstance(last, HumanMessage) and last.content == view.latest.content
         else:

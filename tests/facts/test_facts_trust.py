@@ -20,7 +20,7 @@ from ctxplugin.facts import ChromaFactStore, FactsLedger, MemoryFactStore
 from ctxplugin.facts.extract import FactDraft
 from ctxplugin.facts.model import FactQuery
 from ctxplugin.facts.render import TOOL_LABEL, defuse, fact_line
-from ctxplugin.testing import conversation_messages, facts_block, memory_engine
+from ctxplugin.testing import facts_block, memory_engine
 from ctxplugin.tokens import content_text
 
 S = Scope(session_id="s1", user_id="u1")
@@ -300,7 +300,7 @@ def test_notes_of_condensed_tool_calls_stay_in_the_tool_role_when_no_tool_is_bou
             assert any("PAGE_SAYS_" in text for text in shown), "the notes list the values"
             assert tool_text_outside_tool_role(view, ["PAGE_SAYS_"]) == []
             assert [m for m in view if isinstance(m, SystemMessage)] == [messages[0]]
-            assert conversation_messages(view)[-1] is messages[-1]
+            assert view[-1] is messages[-1]
 
 
 def test_notes_of_condensed_tool_calls_never_go_in_a_system_message_without_a_user_turn() -> None:

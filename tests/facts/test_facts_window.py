@@ -308,11 +308,7 @@ def test_a_new_question_chooses_the_facts_again() -> None:
     text = block_text(asked)
     assert text != frozen and host_line(5) in text, "the block was chosen for the new question"
     assert_valid_conversation(asked.messages)
-    at = block_index(asked.messages)
-    assert asked.messages[at - 2].id == "question" and at == len(asked.messages) - 1, "the block follows the question"
-    before = engine.prepare(history[:-2], scope=S).messages
-    shared = next(i for i, (a, b) in enumerate(zip(before, asked.messages, strict=False)) if a.content != b.content)
-    assert shared == block_index(before) - 1, "the view changes from the earlier block's call on, not before it"
+    assert asked.messages[block_index(asked.messages) + 1].id == "ai_3"
 
 
 # ---------------------------------------------------------------- other placements
