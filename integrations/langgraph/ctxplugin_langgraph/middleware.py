@@ -46,6 +46,7 @@ from langgraph.types import Command
 from ctxplugin import ContextEngine, PreparedContext, Scope
 from ctxplugin._marked_calls import mark_request
 from ctxplugin._run_scope import using
+from ctxplugin._thinking import thinks, without_trailing_lookups
 from ctxplugin._tool_images import takes_tool_images, without_tool_images
 from ctxplugin.budget import model_context_window
 from ctxplugin.langchain import make_meta_tools
@@ -113,6 +114,8 @@ class ContextMiddleware(AgentMiddleware):
         conversation = prepared.conversation
         if not takes_tool_images(request.model, tools, request.model_settings):
             conversation = without_tool_images(conversation)
+        if thinks(request.model, request.model_settings):
+            conversation = without_trailing_lookups(conversation)
         view = [prepared.system_message, *conversation] if prepared.system_message is not None else conversation
         settings = dict(request.model_settings)
         if self.engine.config.prompt_cache_marks:

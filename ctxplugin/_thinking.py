@@ -1,0 +1,79 @@
+"""Claude with extended thinking, and a view that ends with a lookup's result.
+
+With thinking on, Anthropic takes a request that ends with a tool result only when the
+assistant turn that made the call starts with its signed thinking block. ctxplugin's lookups
+(the facts block and context notes, see :mod:`ctxplugin._layout`) have none, and a view ends
+with one in a single case: a conversation with no assistant turn to put it before, such as a
+thread's first call whose facts block holds lines read from tool outputs. For such a model
+those trailing lookups are left out of that request; the next call has a place for them,
+before the assistant's answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from langchain_core.messages import BaseMessage
+from langchain_core.prompt_values import PromptValue
+from langchain_core.runnables import Runnable, RunnableLambda
+
+from ctxplugin._layout import is_synthetic
+from ctxplugin._model_kind import model_classes
+
+# (module, class) of the chat models that call Anthropic's Messages API or Bedrock's Converse
+# API; subclasses count (their MRO names one of these).
+_ANTHROPIC = frozenset((("langchain_anthropic.chat_models", "ChatAnthropic"),))
+_CONVERSE = frozenset((("langchain_aws.chat_models.bedrock_converse", "ChatBedrockConverse"),))
+
+
+def _enabled(value: object) -> bool:
+    return isinstance(value, Mapping) and value.get("type") in ("enabled", "adaptive")
+
+
+def thinks(model: object, settings: Mapping[str, Any] | None = None) -> bool:
+    """Whether ``model`` (with the arguments bound to it and the call ``settings``) is Claude
+    with extended thinking on: ``thinking={"type": "enabled", ...}`` on a ``ChatAnthropic``, or
+    in a ``ChatBedrockConverse``'s ``additional_model_request_fields``. Any other model, or a
+    wrapper that hides which model it is, does not."""
+    bound: dict[str, Any] = {}
+    while isinstance(getattr(model, "bound", None), Runnable) and isinstance(getattr(model, "kwargs", None), dict):
+        bound = {**model.kwargs, **bound}  # type: ignore[attr-defined]
+        model = model.bound  # type: ignore[attr-defined]
+    given = {**bound, **(settings or {})}
+    kinds = set(model_classes(model))
+    if kinds & _ANTHROPIC:
+        return _enabled(given["thinking"] if "thinking" in given else getattr(model, "thinking", None))
+    if kinds & _CONVERSE:
+        fields = given.get("additional_model_request_fields", getattr(model, "additional_model_request_fields", None))
+        return isinstance(fields, Mapping) and _enabled(fields.get("thinking"))
+    return False
+
+
+def without_trailing_lookups(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
+    """``messages`` without the lookups that follow the last message of the conversation itself
+    (the same list when none do)."""
+    end = len(messages)
+    while end and is_synthetic(messages[end - 1]):
+        end -= 1
+    return list(messages[:end]) if end < len(messages) and end else list(messages)
+
+
+def guard_thinking(bound: Runnable[Any, Any], model: object) -> Runnable[Any, Any]:
+    """``bound`` (``model`` with its tools bound), taking a message list whose trailing lookups
+    are left out first when ``model`` is Claude with extended thinking on; ``bound`` itself
+    otherwise."""
+    if not thinks(model):
+        return bound
+
+    def strip(value: Any) -> Any:
+        if isinstance(value, PromptValue):
+            value = value.to_messages()
+        if isinstance(value, Sequence) and not isinstance(value, str) and all(isinstance(m, BaseMessage) for m in value):
+            return without_trailing_lookups(value)
+        return value
+
+    return RunnableLambda(strip, name="ctxplugin_thinking") | bound
+
+
+__all__ = ["guard_thinking", "thinks", "without_trailing_lookups"]
