@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from contextlib import suppress
 from typing import Any
-
-from pydantic import BaseModel
 
 WHOLE_TOTAL = 7500
 WHOLE_SHARES: dict[str, float] = {"header": 1 / 2, "history": 11 / 12, "facts": 1 / 30, "summaries": 11 / 12}
@@ -34,11 +33,12 @@ WHOLE_PRESET: dict[str, dict[str, Any]] = {
 
 def whole_preset(data: dict[str, Any]) -> dict[str, Any]:
     """``data`` with :data:`WHOLE_PRESET` and the whole-mode budget under every field not given.
-    A section given as a model instance is taken as it is."""
+    A section given as a model instance is taken as it is; one that is no mapping is left to
+    validation, which names it."""
     out = dict(data)
     for section, values in WHOLE_PRESET.items():
         given = out.get(section)
-        if isinstance(given, BaseModel):
+        if given is not None and not isinstance(given, Mapping):
             continue
         merged = {**values, **(given or {})}
         if section == "history" and "trimmed_exchanges" not in (given or {}) and "verbatim_exchanges" in merged:
@@ -47,7 +47,7 @@ def whole_preset(data: dict[str, Any]) -> dict[str, Any]:
                 merged["trimmed_exchanges"] = max(int(merged["trimmed_exchanges"]), int(merged["verbatim_exchanges"]))
         out[section] = merged
     budget = out.get("budget")
-    if isinstance(budget, BaseModel):
+    if budget is not None and not isinstance(budget, Mapping):
         return out
     sections = dict(budget or {})
     # the default total yields to a large system prompt; a total somebody set is a cap

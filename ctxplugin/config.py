@@ -271,6 +271,7 @@ class StoresConfig(BaseModel):
         5.0,
         gt=0,
         le=600,
+        allow_inf_nan=False,
         description=(
             "seconds one store operation may take (connect, pool wait, statement, HTTP request); "
             "a server store that does not answer in time is skipped for the step"
@@ -280,6 +281,7 @@ class StoresConfig(BaseModel):
         1.0,
         gt=0,
         le=600,
+        allow_inf_nan=False,
         description=(
             "seconds between background checks of a server store that failed; calls fail fast "
             "until one check succeeds"

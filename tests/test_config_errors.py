@@ -139,3 +139,29 @@ def test_known_and_test_variables_do_not_warn(monkeypatch: pytest.MonkeyPatch) -
         warnings.simplefilter("error")
         config = ContextConfig()
     assert config.budget.total == 8000 and config.history.summarizer.queue_size == 10
+
+
+@pytest.mark.parametrize("section", ["budget", "history", "cas", "facts"])
+@pytest.mark.parametrize("value", [[1, 2], 5, "x"])
+def test_a_section_that_is_not_a_mapping_is_a_config_error_naming_it(
+    monkeypatch: pytest.MonkeyPatch, section: str, value: object
+) -> None:
+    # the default mode fills the sections not given; a section given as a list, a number or a
+    # string is left to validation, which names it
+    monkeypatch.setenv("CTXPLUGIN_MODE", "whole")
+    with pytest.raises(ConfigError, match=rf"^invalid ctxplugin setting: {section}=.*valid dictionary"):
+        ContextConfig(**{section: value})  # type: ignore[arg-type]
+
+
+def test_a_section_variable_holding_a_json_list_names_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CTXPLUGIN_MODE", "whole")
+    monkeypatch.setenv("CTXPLUGIN_BUDGET", "[1, 2]")
+    with pytest.raises(ConfigError, match=r"CTXPLUGIN_BUDGET='\[1, 2\]'.*valid dictionary"):
+        ContextConfig()
+
+
+@pytest.mark.parametrize("field", ["timeout", "retry_after"])
+def test_a_store_bound_that_is_not_a_finite_number_says_so(monkeypatch: pytest.MonkeyPatch, field: str) -> None:
+    monkeypatch.setenv(f"CTXPLUGIN_STORES__{field.upper()}", "nan")
+    with pytest.raises(ConfigError, match=rf"CTXPLUGIN_STORES__{field.upper()}='nan'.*finite number"):
+        ContextConfig()
