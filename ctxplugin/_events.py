@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
+
+logger = logging.getLogger("ctxplugin")
 
 
 def emit(name: str, data: Any) -> None:
-    """Dispatch a custom callback event when running inside a LangChain run; else do nothing."""
+    """Dispatch a custom callback event when running inside a LangChain run; else do nothing.
+
+    An event only reports: a handler that raises (one with ``raise_error=True``) is logged at
+    WARNING and never fails the step that reported."""
     from langchain_core.runnables.config import var_child_runnable_config
 
     config = var_child_runnable_config.get()
@@ -16,8 +22,9 @@ def emit(name: str, data: Any) -> None:
 
     try:
         dispatch_custom_event(name, data)
-    except RuntimeError:  # no parent run: nothing to report to
-        return
+    except Exception as exc:
+        if not (isinstance(exc, RuntimeError) and "parent run id" in str(exc)):  # no run: nobody to tell
+            logger.warning("ctxplugin: a callback handler failed on %s: %r", name, exc)
 
 
 __all__ = ["emit"]

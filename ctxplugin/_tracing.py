@@ -1,10 +1,16 @@
-"""Named child runs in LangSmith for engine steps; nothing is sent when tracing is off."""
+"""Named child runs in LangSmith for engine steps; nothing is sent when tracing is off.
+
+Tracing only observes: a run that cannot be sent (a LangSmith client that posts synchronously
+to an endpoint that is down) is logged at WARNING and the step goes on untraced."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
+
+logger = logging.getLogger("ctxplugin")
 
 
 class _Run:
@@ -38,7 +44,31 @@ def child_run(name: str, *, inputs: dict[str, Any]) -> Iterator[_Run]:
     if not _enabled():
         yield _Run(None)
         return
-    from langsmith.run_helpers import trace
+    from langsmith import run_helpers
 
-    with trace(name, run_type="chain", inputs=inputs, tags=["ctxplugin"]) as tree:
+    traced = run_helpers.trace(name, run_type="chain", inputs=inputs, tags=["ctxplugin"])
+    try:
+        tree = traced.__enter__()
+    except Exception as exc:  # the run was not posted; the tracing context is still the caller's
+        logger.warning("ctxplugin: the %s trace was not sent: %s", name, exc)
+        yield _Run(None)
+        return
+    try:
         yield _Run(tree)
+    except BaseException as exc:
+        _exit(traced, name, exc)
+        raise
+    _exit(traced, name, None)
+
+
+def _exit(traced: Any, name: str, error: BaseException | None) -> None:
+    from langsmith import run_helpers
+
+    try:
+        traced.__exit__(type(error) if error else None, error, error.__traceback__ if error else None)
+    except Exception as exc:  # the update was not sent: put the caller's tracing context back
+        logger.warning("ctxplugin: the %s trace was not completed: %s", name, exc)
+        restore = getattr(run_helpers, "_set_tracing_context", None)
+        if callable(restore) and getattr(traced, "old_ctx", None) is not None:
+            restore(traced.old_ctx)
+

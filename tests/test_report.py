@@ -6,6 +6,7 @@ import json
 import logging
 
 import pytest
+from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.runnables import RunnableLambda
 from pytest_mock import MockerFixture
@@ -131,3 +132,64 @@ def test_untraced_calls_make_no_trace_metadata(mocker: MockerFixture, caplog: py
     caplog.set_level(logging.DEBUG, logger="ctxplugin")
     engine.prepare(conversation(), scope=SCOPE)
     assert made.call_count == 1  # the debug record carries it
+
+
+class _RaisingHandler(BaseCallbackHandler):
+    """A handler that asks LangChain to raise its errors, and fails on every custom event."""
+
+    raise_error = True
+
+    def on_custom_event(self, name: str, data: object, **kwargs: object) -> None:
+        raise ValueError(f"handler failed on {name}")
+
+
+def test_a_handler_that_raises_on_an_event_never_fails_the_call(caplog: pytest.LogCaptureFixture) -> None:
+    engine = memory_engine()
+    handler = ContextCallbackHandler(engine)
+
+    def step(messages: list[BaseMessage]) -> list[BaseMessage]:
+        prepared = engine.prepare(messages, scope=SCOPE)
+        engine.capture_tool_result(ToolMessage(content="x" * 4000, tool_call_id="c9", name="bash"), SCOPE)
+        return list(prepared.messages)
+
+    with caplog.at_level(logging.WARNING, logger="ctxplugin"):
+        sent = RunnableLambda(step).invoke(conversation(), {"callbacks": [handler, _RaisingHandler()]})
+    assert sent and handler.summary.calls == 1 and handler.summary.captures == 1
+    assert any("handler failed on ctxplugin.report" in r.getMessage() for r in caplog.records)
+
+
+async def test_a_handler_that_raises_on_an_event_never_fails_an_async_call() -> None:
+    engine = memory_engine()
+
+    async def step(messages: list[BaseMessage]) -> int:
+        prepared = await engine.aprepare(messages, scope=SCOPE)
+        await engine.acapture_tool_result(ToolMessage(content="x" * 4000, tool_call_id="c9", name="bash"), SCOPE)
+        return len(prepared.messages)
+
+    assert await RunnableLambda(step).ainvoke(conversation(), {"callbacks": [_RaisingHandler()]}) > 0
+
+
+def test_a_trace_client_that_raises_never_fails_the_call(mocker: MockerFixture) -> None:
+    from langsmith.run_helpers import tracing_context
+
+    client = mocker.MagicMock()
+    client.create_run.side_effect = RuntimeError("tracing backend refused the run")
+    client.update_run.side_effect = RuntimeError("tracing backend refused the run")
+    engine = memory_engine()
+    with tracing_context(enabled=True, client=client, project_name="ctxplugin-tests"):
+        prepared = engine.prepare(conversation(), scope=SCOPE)
+        compact = engine.capture_tool_result(ToolMessage(content="x" * 4000, tool_call_id="c9", name="bash"), SCOPE)
+    assert prepared.messages and compact.tool_call_id == "c9"
+
+
+def test_a_trace_that_cannot_be_completed_leaves_the_callers_tracing_context(mocker: MockerFixture) -> None:
+    from langsmith.run_helpers import get_current_run_tree, trace, tracing_context
+
+    client = mocker.MagicMock()
+    engine = memory_engine()
+    with tracing_context(enabled=True, client=client, project_name="ctxplugin-tests"), trace("agent", client=client) as agent:
+        client.update_run.side_effect = RuntimeError("tracing backend went away")
+        prepared = engine.prepare(conversation(), scope=SCOPE)
+        client.update_run.side_effect = None  # back for the agent's own run
+        assert get_current_run_tree() is agent, "later runs of the agent are not nested under the failed one"
+    assert prepared.messages
