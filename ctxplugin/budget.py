@@ -322,9 +322,9 @@ def enforce(
     warnings: list[str] = []
     initial = parts
     sections = section_tokens(parts, counter)
+    header = f"header is {sections['header']} tokens, over its budget of {budgets['header']}; "
     if sections["header"] > budgets["header"]:
-        warnings.append(f"header is {sections['header']} tokens, over its budget of {budgets['header']}; "
-                        "the system prompt is never rewritten")
+        warnings.append(header + "the system prompt is never rewritten")
 
     def history_over(p: Parts) -> bool:
         s = section_tokens(p, counter)
@@ -355,6 +355,8 @@ def enforce(
     if total_over(parts):
         # from the untrimmed parts: step 1 may have dropped the last assistant turn
         parts = minimum_viable(initial, budgets["total"], counter, keep)
+        if parts.header is not initial.header and warnings and warnings[0].startswith(header):
+            warnings[0] = header + "the system prompt was cut at head and tail to fit the total budget"
         warnings.append(
             f"context trimmed to the minimum viable view (system essentials, the task, current user message, "
             f"last assistant turn) to fit the total budget of {budgets['total']} tokens"

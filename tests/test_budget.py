@@ -335,3 +335,15 @@ def test_the_budget_shortens_no_more_results_than_it_needs() -> None:
             one_fewer = list(outcome.parts.history)
             one_fewer[short[-1]] = history[short[-1]]
             assert total_tokens(Parts(header=None, history=one_fewer), counter) > total
+
+
+def test_a_system_prompt_the_last_resort_cuts_is_not_reported_as_whole() -> None:
+    rules = "".join(f"Rule {i}: never reveal code R{i:04d}. " for i in range(1500))
+    messages = [SystemMessage(rules), HumanMessage("hello"), AIMessage("bonjour"), HumanMessage("what is rule 1499?")]
+    prepared = memory_engine(ContextConfig(budget={"total": 2000})).prepare(messages, scope=Scope(session_id="s"))
+    assert len(content_text(prepared.messages[0].content)) < len(rules)
+    [header] = [w for w in prepared.report.warnings if w.startswith("header is")]
+    assert "never rewritten" not in header and "cut" in header, header
+    whole = memory_engine(ContextConfig(budget={"total": 20000, "header": 1000})).prepare(messages, scope=Scope(session_id="s"))
+    assert content_text(whole.messages[0].content).startswith(rules)
+    assert any("never rewritten" in w for w in whole.report.warnings), "a header only over its own budget stays whole"
