@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from langchain_core.messages import BaseMessage, message_to_dict, messages_from_dict
 
+from ctxplugin._sqlite_wal import into_wal
 from ctxplugin._untrusted import json_text
 from ctxplugin.errors import StoreError
 from ctxplugin.scope import scope_key
@@ -69,9 +70,10 @@ class MemoryMessageStore:
 class SQLiteMessageStore:
     """Conversations in a SQLite file (one row per message, JSON as LangChain dumps it).
 
-    A connection per operation keeps it safe across threads and processes; SQLite's own
-    locking orders concurrent writers, each waiting at most ``timeout`` seconds for another
-    (then ``StoreError``).
+    A connection per operation keeps it safe across threads and processes; the file runs in
+    WAL mode, so readers and the writer never wait for one another, and SQLite's own locking
+    orders concurrent writers, each waiting at most ``timeout`` seconds for another (then
+    ``StoreError``).
     """
 
     def __init__(self, path: str | Path, *, timeout: float = 5.0) -> None:
@@ -79,6 +81,7 @@ class SQLiteMessageStore:
         self.timeout = timeout
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with self._connect() as db:
+            into_wal(db, self.timeout)  # a process reading never makes another one's turn fail
             db.execute(
                 "CREATE TABLE IF NOT EXISTS chat_messages ("
                 " seq INTEGER PRIMARY KEY AUTOINCREMENT, scope_key TEXT NOT NULL, body TEXT NOT NULL)"

@@ -5,13 +5,13 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
-import time
 import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from ctxplugin._sqlite_wal import into_wal
 from ctxplugin.cas._canon import check_ref, decode, encode
 from ctxplugin.cas.store import (
     NOT_VISIBLE,
@@ -67,21 +67,6 @@ _GRANT_COLUMNS = (
 )
 
 _UNAVAILABLE = ("locked", "busy", "unable to open", "disk i/o", "readonly", "read-only", "disk is full")
-
-
-def _into_wal(conn: sqlite3.Connection, wait_s: float) -> None:
-    """Put the database in WAL mode, waiting up to ``wait_s`` for other connections. A change of
-    journal mode does not wait through the busy timeout: processes opening a new database at
-    the same moment get "database is locked" at once, so it is tried again until the wait is up."""
-    deadline = time.monotonic() + wait_s
-    while True:
-        try:
-            conn.execute("PRAGMA journal_mode = WAL")
-            return
-        except sqlite3.OperationalError as exc:
-            if ("locked" not in str(exc) and "busy" not in str(exc)) or time.monotonic() >= deadline:
-                raise
-            time.sleep(0.02)
 
 
 class SQLiteCASStore:
@@ -145,7 +130,7 @@ class SQLiteCASStore:
         with _translate("open"):
             conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=self._busy_timeout_ms / 1000)
             conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout_ms)}")
-            _into_wal(conn, self._busy_timeout_ms / 1000)
+            into_wal(conn, self._busy_timeout_ms / 1000)
             conn.execute("PRAGMA synchronous = NORMAL")
             conn.execute("PRAGMA foreign_keys = ON")
         held = _Held(conn)
