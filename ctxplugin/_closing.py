@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any, Generic, Self, TypeVar, overload
 
 from ctxplugin.errors import EngineClosedError
@@ -16,11 +17,13 @@ class Closing:
 
     Only what the engine opened is released (:meth:`opened` registers it): stores, clients
     and summarizers passed in belong to the caller, who closes them. Once closed, the engine's
-    calls raise :class:`~ctxplugin.errors.EngineClosedError` (:meth:`check_open`).
+    calls raise :class:`~ctxplugin.errors.EngineClosedError` (:meth:`check_open`); the calls
+    already running (:meth:`in_use`) finish first, on open stores.
     """
 
     _releases: list[Callable[[], None]]
     _closed: bool = False
+    _running: int = 0
 
     def opened(self, release: Callable[[], None]) -> None:
         """Call ``release`` on :meth:`close`, after what was opened later."""
@@ -33,10 +36,13 @@ class Closing:
         and :func:`ctxplugin.connect` (connections, Chroma clients, and the embedded Chroma
         directory, which another process may then open) and the thread of a summarizer given as
         a function or a model. Idempotent; stores and a ``BackgroundSummarizer`` passed in stay
-        open for their owner."""
+        open for their owner. Calls already running finish first (waited for at most
+        :data:`DRAIN_SECONDS`): a store closed under a call could fail it with an error from
+        inside the driver, or crash the process."""
         with _CLOSING:
             self._closed = True
             releases, self._releases = getattr(self, "_releases", []), []
+            _CLOSING.wait_for(lambda: self._running == 0, timeout=DRAIN_SECONDS)
         for release in reversed(releases):
             release()
 
@@ -56,6 +62,19 @@ class Closing:
                 f"this {type(self).__name__} was closed (close() or the end of its with block) and its "
                 "stores released; build a new engine to go on"
             )
+
+    @contextmanager
+    def in_use(self) -> Iterator[None]:
+        """Run one call of the engine: raises once closed; :meth:`close` waits for it."""
+        with _CLOSING:
+            self.check_open()
+            self._running += 1
+        try:
+            yield
+        finally:
+            with _CLOSING:
+                self._running -= 1
+                _CLOSING.notify_all()
 
     def __enter__(self) -> Self:
         return self
@@ -85,6 +104,10 @@ class WhileOpen(Generic[T]):
         setattr(obj, self._slot, value)
 
 
-_CLOSING = threading.Lock()
+_CLOSING = threading.Condition()
+
+DRAIN_SECONDS = 60.0
+"""How long :meth:`Closing.close` waits for the calls still running (each is bounded by
+``stores.timeout`` for its stores; the rest is computation)."""
 
 __all__ = ["Closing", "WhileOpen"]

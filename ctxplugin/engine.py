@@ -200,6 +200,7 @@ class ContextEngine(Closing):
         if context_window is not None and (isinstance(context_window, bool) or not isinstance(context_window, int) or context_window < 1):
             raise InvalidInputError(f"context_window must be a positive number of tokens, got {context_window!r}")
         with (
+            self.in_use(),
             _tracing.child_run("ctxplugin.prepare", inputs={"messages": len(messages), "session_id": scope.session_id}) as run,
             step_budget(self.config.stores.timeout),
         ):
@@ -285,8 +286,8 @@ class ContextEngine(Closing):
 
     def capture_with_report(self, tool_message: ToolMessage, scope: Scope) -> tuple[ToolMessage, CaptureReport]:
         """:meth:`capture_tool_result` plus its :class:`CaptureReport`."""
-        self.check_open()
-        return self._capture(tool_message, scope)
+        with self.in_use():
+            return self._capture(tool_message, scope)
 
     def expand_ref(
         self,
@@ -308,10 +309,10 @@ class ContextEngine(Closing):
             RefNotFoundError: unknown, expired, or not readable from ``scope``.
             EngineClosedError: :meth:`close` was called.
         """
-        self.check_open()
         paths = fields if isinstance(fields, str) else list(fields) if fields else None  # a str is one path
-        return expand(self.cas, ref_id, direct_scope(scope, "expand_ref"), fields=paths, offset=offset, limit=limit,
-                      pattern=pattern, regex=regex)
+        with self.in_use():
+            return expand(self.cas, ref_id, direct_scope(scope, "expand_ref"), fields=paths, offset=offset, limit=limit,
+                          pattern=pattern, regex=regex)
 
     def revoke_masked(self, messages: Sequence[BaseMessage], scope: Scope) -> None:
         """Revoke ``scope``'s grants of the outputs among ``messages`` masked after capture, as

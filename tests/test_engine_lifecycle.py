@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from pytest_mock import MockerFixture
 
 import ctxplugin
 from ctxplugin import ContextConfig, ContextEngine, PreparedContext, Scope
@@ -132,6 +133,45 @@ def test_an_engine_closed_by_its_with_block_refuses_calls(tmp_path: Path) -> Non
         _use(engine)
     with pytest.raises(EngineClosedError, match="with block"):
         engine.prepare([HumanMessage(content="again?")], scope=SCOPE)
+
+
+def test_close_waits_for_the_calls_running_and_refuses_new_ones(tmp_path: Path, mocker: MockerFixture) -> None:
+    # closed while a call was in its facts search, the engine closed the Chroma client under it
+    # and the call failed with an AttributeError from inside Chroma
+    engine = ContextEngine.embedded(tmp_path, CONFIG)
+    _use(engine)
+    store = engine.facts.store
+    searching, go_on = threading.Event(), threading.Event()
+    search = store.search
+
+    def slow_search(*args: Any, **kwargs: Any) -> Any:
+        searching.set()
+        go_on.wait()
+        return search(*args, **kwargs)
+
+    mocker.patch.object(store, "search", side_effect=slow_search)
+    outcome: dict[str, Any] = {}
+
+    def call() -> None:
+        try:
+            outcome["view"] = engine.prepare([HumanMessage(content="which build number was it?")], scope=SCOPE)
+        except Exception as exc:
+            outcome["error"] = exc
+
+    running = threading.Thread(target=call)
+    running.start()
+    assert searching.wait(30)
+    closing = threading.Thread(target=engine.close)
+    closing.start()
+    while not engine.closed:
+        threading.Event().wait(0.01)
+    with pytest.raises(EngineClosedError):
+        engine.prepare([HumanMessage(content="a new call")], scope=SCOPE)
+    go_on.set()
+    running.join()
+    closing.join()
+    assert "error" not in outcome, repr(outcome.get("error"))
+    assert isinstance(outcome["view"], PreparedContext)
 
 
 def test_close_stops_the_summarizer_thread_the_engine_started() -> None:

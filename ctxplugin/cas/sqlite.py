@@ -98,10 +98,10 @@ class SQLiteCASStore:
         self._closed = False
         with _translate("open"):
             self.path.parent.mkdir(parents=True, exist_ok=True)
-        with _translate("open"):
-            # a database another process made already needs no write lock, which a writer
-            # holding one (another worker mid-put) would keep this store from taking
-            current = self._connection().execute("PRAGMA user_version").fetchone()[0] >= _SCHEMA_VERSION
+        # a database another process made already needs no write lock, which a writer holding
+        # one (another worker mid-put) would keep this store from taking
+        with _translate("open"), self._using() as conn:
+            current = conn.execute("PRAGMA user_version").fetchone()[0] >= _SCHEMA_VERSION
         if current:
             return
         with self._transaction("create schema") as conn:
@@ -113,7 +113,7 @@ class SQLiteCASStore:
                 conn.execute(f"PRAGMA user_version = {_SCHEMA_VERSION}")
 
     # ------------------------------------------------------------------ connections
-    def _connection(self) -> sqlite3.Connection:
+    def _held(self) -> _Held:
         if self._closed:
             raise StoreError(f"the CAS store {self.path} is closed")
         if os.getpid() != self._pid:  # forked: the parent's connections must not be reused
@@ -126,7 +126,7 @@ class SQLiteCASStore:
                 self._local = threading.local()
         held: _Held | None = getattr(self._local, "held", None)
         if held is not None:
-            return held.conn
+            return held
         with _translate("open"):
             conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=self._busy_timeout_ms / 1000)
             conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout_ms)}")
@@ -137,12 +137,27 @@ class SQLiteCASStore:
         self._local.held = held
         with self._lock:
             self._connections.add(held)
-        return conn
+        return held
+
+    @contextmanager
+    def _using(self) -> Iterator[sqlite3.Connection]:
+        """This thread's connection, held busy while the caller uses it: :meth:`close` closes
+        only idle connections (closing one while another thread runs a statement on it crashes
+        the process) and leaves a busy one to its thread, which closes it here."""
+        held = self._held()
+        with held.busy:
+            if self._closed:
+                held.conn.close()
+                raise StoreError(f"the CAS store {self.path} is closed")
+            try:
+                yield held.conn
+            finally:
+                if self._closed:
+                    held.conn.close()
 
     @contextmanager
     def _transaction(self, what: str) -> Iterator[sqlite3.Connection]:
-        conn = self._connection()
-        with _translate(what):
+        with self._using() as conn, _translate(what):
             conn.execute("BEGIN IMMEDIATE")
             try:
                 yield conn
@@ -211,8 +226,7 @@ class SQLiteCASStore:
     def exists(self, ref_id: str, scope: Scope) -> bool:
         """See :meth:`ctxplugin.cas.store.RefExistence.exists` (an optional ability)."""
         check_ref(ref_id)
-        conn = self._connection()
-        with _translate("exists"):  # one SELECT: no write lock taken
+        with self._using() as conn, _translate("exists"):  # one SELECT: no write lock taken
             return next(self._readable(conn, ref_id, scope, self._clock()), None) is not None
 
     def get(self, ref_id: str, scope: Scope) -> CASRecord:
@@ -254,10 +268,10 @@ class SQLiteCASStore:
     def revoke(self, ref_id: str, scope: Scope) -> bool:
         """See :meth:`ctxplugin.cas.store.RefRevocation.revoke` (an optional ability)."""
         check_ref(ref_id)
-        with _translate("revoke"):
-            # the freed pages are overwritten, not left in the file for a reader of its bytes
-            # (on for this connection from now on: builds differ in their default)
-            self._connection().execute("PRAGMA secure_delete = ON")
+        # the freed pages are overwritten, not left in the file for a reader of its bytes (on
+        # for this connection from now on: builds differ in their default)
+        with _translate("revoke"), self._using() as conn:
+            conn.execute("PRAGMA secure_delete = ON")
         with self._transaction("revoke") as conn:
             key = (ref_id, scope.key())
             raws = [row[0] for row in conn.execute("SELECT raw_hash FROM cas_grants WHERE ref_id = ? AND owner_key = ?", key)]
@@ -273,16 +287,19 @@ class SQLiteCASStore:
             self._closed = True
             connections, self._connections = list(self._connections), weakref.WeakSet()
         for held in connections:
+            if not held.busy.acquire(blocking=False):
+                continue  # its thread is running a statement: it closes the connection when done
             try:
                 held.conn.close()
-            except sqlite3.Error:  # another thread's connection mid-statement; it dies with its thread
-                continue
+            except sqlite3.Error:
+                pass
+            finally:
+                held.busy.release()
 
     # ------------------------------------------------------------------ optional abilities
     def stats(self) -> dict[str, int]:
         """Counts of stored variants, grants and content bytes (for ``ctxplugin inspect``)."""
-        conn = self._connection()
-        with _translate("stats"):
+        with self._using() as conn, _translate("stats"):
             contents, size = conn.execute("SELECT count(*), coalesce(sum(size), 0) FROM cas_content").fetchone()
             grants = conn.execute("SELECT count(*) FROM cas_grants").fetchone()[0]
         return {"contents": int(contents), "grants": int(grants), "bytes": int(size)}
@@ -300,10 +317,11 @@ class _Held:
     as it is part of a reference cycle). :meth:`SQLiteCASStore.close` reaches the live ones
     through a weak set."""
 
-    __slots__ = ("__weakref__", "conn")
+    __slots__ = ("__weakref__", "busy", "conn")
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         self.conn = conn
+        self.busy = threading.Lock()
 
     def __del__(self) -> None:
         self.conn.close()

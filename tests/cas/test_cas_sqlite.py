@@ -6,6 +6,8 @@ import gc
 import multiprocessing
 import os
 import sqlite3
+import subprocess
+import sys
 import threading
 import warnings
 from contextlib import closing
@@ -206,7 +208,7 @@ def test_engine_passes_the_original_through_when_the_store_is_closed(tmp_path: P
 
 def test_engine_passes_the_original_through_when_sqlite_fails(tmp_path: Path, mocker: MockerFixture) -> None:
     engine = _engine(tmp_path)
-    mocker.patch.object(engine.cas, "_connection", side_effect=StoreUnavailableError("database is locked"))
+    mocker.patch.object(engine.cas, "_held", side_effect=StoreUnavailableError("database is locked"))
     original = ToolMessage(content=BIG, tool_call_id="c2", name="logs")
     compact, report = engine.capture_with_report(original, SCOPE)
     assert compact.content == BIG
@@ -276,6 +278,49 @@ def test_close_closes_the_connections_of_threads_still_running(tmp_path: Path) -
         thread.join()
 
 
+_CLOSE_WHILE_IN_USE = """
+import sys, threading
+from pathlib import Path
+from ctxplugin import Scope
+from ctxplugin.cas import SQLiteCASStore
+from ctxplugin.errors import StoreError
+from ctxplugin.testing.cas_contract import make_item
+
+store = SQLiteCASStore(Path(sys.argv[1]) / "cas.sqlite3")
+started = threading.Barrier(9)
+ends = []
+
+def work(n):
+    started.wait()
+    try:
+        for i in range(2000):
+            item = make_item(f"output {n} {i} " + "x" * 2000)
+            store.put(item, Scope(session_id=f"s{n}"))
+            store.get(item.ref_id, Scope(session_id=f"s{n}"))
+    except StoreError as exc:
+        ends.append(str(exc))
+
+threads = [threading.Thread(target=work, args=(n,)) for n in range(8)]
+for thread in threads:
+    thread.start()
+started.wait()
+for _ in range(200):
+    store.path.exists()
+store.close()
+for thread in threads:
+    thread.join()
+print(len(ends))
+"""
+
+
+def test_close_while_other_threads_are_in_a_statement_ends_their_calls_with_store_errors(tmp_path: Path) -> None:
+    # closing a connection another thread is running a statement on crashed the process
+    # (SIGSEGV); it runs in a child process so that a crash fails this test, not the run
+    done = subprocess.run([sys.executable, "-c", _CLOSE_WHILE_IN_USE, str(tmp_path)], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "8", "every worker ends with a StoreError once the store is closed"
+
+
 def test_a_forked_process_opens_its_own_connection_and_never_closes_the_parents(tmp_path: Path) -> None:
     # closing the parent's connection in the child could wait for ever on a lock a thread of
     # the parent held at the fork; the child keeps it, unused, and opens its own
@@ -319,7 +364,8 @@ def test_revoke_leaves_no_copy_in_the_database_file(tmp_path: Path) -> None:
     store = SQLiteCASStore(path)
     masked, kept = make_item("email: jane.doe@corp-mail.com\n" * 200), make_item("kept\n" * 200)
     # as SQLite builds without SQLITE_SECURE_DELETE have it (this thread's connection)
-    store._connection().execute("PRAGMA secure_delete = OFF")
+    with store._using() as conn:
+        conn.execute("PRAGMA secure_delete = OFF")
     store.put(masked, A)
     store.put(kept, A)
     checkpoint = "PRAGMA wal_checkpoint(TRUNCATE)"
