@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -23,7 +24,9 @@ class Closing:
 
     _releases: list[Callable[[], None]]
     _closed: bool = False
-    _running: int = 0
+    _running: tuple[int, int] = (0, 0)
+    """(process id, calls of this engine running in that process): a forked child runs none of
+    its parent's calls."""
 
     def opened(self, release: Callable[[], None]) -> None:
         """Call ``release`` on :meth:`close`, after what was opened later."""
@@ -42,7 +45,7 @@ class Closing:
         with _CLOSING:
             self._closed = True
             releases, self._releases = getattr(self, "_releases", []), []
-            _CLOSING.wait_for(lambda: self._running == 0, timeout=DRAIN_SECONDS)
+            _CLOSING.wait_for(lambda: self._calls() == 0, timeout=DRAIN_SECONDS)
         for release in reversed(releases):
             release()
 
@@ -68,13 +71,17 @@ class Closing:
         """Run one call of the engine: raises once closed; :meth:`close` waits for it."""
         with _CLOSING:
             self.check_open()
-            self._running += 1
+            self._running = (os.getpid(), self._calls() + 1)
         try:
             yield
         finally:
             with _CLOSING:
-                self._running -= 1
+                self._running = (os.getpid(), self._calls() - 1)
                 _CLOSING.notify_all()
+
+    def _calls(self) -> int:
+        pid, running = self._running
+        return running if pid == os.getpid() else 0
 
     def __enter__(self) -> Self:
         return self
@@ -105,6 +112,15 @@ class WhileOpen(Generic[T]):
 
 
 _CLOSING = threading.Condition()
+
+
+def _after_fork_in_child() -> None:
+    global _CLOSING
+    _CLOSING = threading.Condition()  # a thread of the parent may have held it at the fork
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 DRAIN_SECONDS = 60.0
 """How long :meth:`Closing.close` waits for the calls still running (each is bounded by

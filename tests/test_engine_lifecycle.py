@@ -174,6 +174,36 @@ def test_close_waits_for_the_calls_running_and_refuses_new_ones(tmp_path: Path, 
     assert isinstance(outcome["view"], PreparedContext)
 
 
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="forks a child")
+def test_a_child_forked_while_a_call_runs_does_not_wait_for_it_to_close(mocker: MockerFixture) -> None:
+    # the parent's running call is not the child's: its close() has nothing to wait for
+    engine = ContextEngine(CONFIG)
+    _use(engine)
+    searching, go_on = threading.Event(), threading.Event()
+    search = engine.facts.store.search
+
+    def slow_search(*args: Any, **kwargs: Any) -> Any:
+        searching.set()
+        go_on.wait()
+        return search(*args, **kwargs)
+
+    mocker.patch.object(engine.facts.store, "search", side_effect=slow_search)
+    running = threading.Thread(target=lambda: engine.prepare([HumanMessage(content="which build?")], scope=SCOPE))
+    running.start()
+    assert searching.wait(30)
+    child = multiprocessing.get_context("fork").Process(target=engine.close)
+    child.start()
+    child.join(30)  # a deadlock detector, not a measure: close() would wait 60 s for the parent's call
+    hung = child.is_alive()
+    if hung:
+        child.kill()
+        child.join()
+    go_on.set()
+    running.join()
+    engine.close()
+    assert not hung and child.exitcode == 0
+
+
 def test_close_stops_the_summarizer_thread_the_engine_started() -> None:
     engine = ContextEngine(summarizer=lambda text: text[:20])
     summarizer = engine.summarizer
