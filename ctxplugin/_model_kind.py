@@ -7,9 +7,12 @@ package that is not installed costs nothing.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
-from langchain_core.runnables import Runnable
+from langchain_core.messages import BaseMessage
+from langchain_core.prompt_values import PromptValue
+from langchain_core.runnables import Runnable, RunnableLambda
 
 
 def unbound(model: object) -> object:
@@ -27,4 +30,20 @@ def model_classes(model: object) -> Iterator[tuple[str, str]]:
         yield cls.__module__, cls.__name__
 
 
-__all__ = ["model_classes", "unbound"]
+def before_model(
+    bound: Runnable[Any, Any], rewrite: Callable[[Sequence[BaseMessage]], list[BaseMessage]], name: str
+) -> Runnable[Any, Any]:
+    """``bound`` (a model with its tools bound), taking a message list (or a prompt value) that
+    ``rewrite`` changes first for what this model's API refuses; any other input as it is."""
+
+    def run(value: Any) -> Any:
+        if isinstance(value, PromptValue):
+            value = value.to_messages()
+        if isinstance(value, Sequence) and not isinstance(value, str) and all(isinstance(m, BaseMessage) for m in value):
+            return rewrite(value)
+        return value
+
+    return RunnableLambda(run, name=name) | bound
+
+
+__all__ = ["before_model", "model_classes", "unbound"]

@@ -15,11 +15,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from langchain_core.messages import BaseMessage
-from langchain_core.prompt_values import PromptValue
-from langchain_core.runnables import Runnable, RunnableLambda
+from langchain_core.runnables import Runnable
 
 from ctxplugin._layout import is_synthetic
-from ctxplugin._model_kind import model_classes
+from ctxplugin._model_kind import before_model, model_classes
 
 # (module, class) of the chat models that call Anthropic's Messages API or Bedrock's Converse
 # API; subclasses count (their MRO names one of these).
@@ -63,17 +62,7 @@ def guard_thinking(bound: Runnable[Any, Any], model: object) -> Runnable[Any, An
     """``bound`` (``model`` with its tools bound), taking a message list whose trailing lookups
     are left out first when ``model`` is Claude with extended thinking on; ``bound`` itself
     otherwise."""
-    if not thinks(model):
-        return bound
-
-    def strip(value: Any) -> Any:
-        if isinstance(value, PromptValue):
-            value = value.to_messages()
-        if isinstance(value, Sequence) and not isinstance(value, str) and all(isinstance(m, BaseMessage) for m in value):
-            return without_trailing_lookups(value)
-        return value
-
-    return RunnableLambda(strip, name="ctxplugin_thinking") | bound
+    return before_model(bound, without_trailing_lookups, "ctxplugin_thinking") if thinks(model) else bound
 
 
 __all__ = ["guard_thinking", "thinks", "without_trailing_lookups"]

@@ -15,11 +15,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
-from langchain_core.prompt_values import PromptValue
-from langchain_core.runnables import Runnable, RunnableLambda
+from langchain_core.runnables import Runnable
 
 from ctxplugin._messages import annotation
-from ctxplugin._model_kind import model_classes
+from ctxplugin._model_kind import before_model, model_classes
 from ctxplugin._names import EXPAND_REF_NAME
 from ctxplugin.cas import is_image_block
 
@@ -101,17 +100,7 @@ def without_tool_images(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
 def guard_tool_images(bound: Runnable[Any, Any], model: object, tools: Sequence[Any] = ()) -> Runnable[Any, Any]:
     """``bound`` (``model`` with ``tools`` bound), taking a message list whose tool results'
     images are replaced first when ``model`` cannot take them there; ``bound`` itself otherwise."""
-    if takes_tool_images(model, tools):
-        return bound
-
-    def strip(value: Any) -> Any:
-        if isinstance(value, PromptValue):
-            value = value.to_messages()
-        if isinstance(value, Sequence) and not isinstance(value, str) and all(isinstance(m, BaseMessage) for m in value):
-            return without_tool_images(value)
-        return value
-
-    return RunnableLambda(strip, name="ctxplugin_tool_images") | bound
+    return bound if takes_tool_images(model, tools) else before_model(bound, without_tool_images, "ctxplugin_tool_images")
 
 
 __all__ = ["IMAGE_NOT_SHOWN", "guard_tool_images", "takes_tool_images", "without_tool_images"]
