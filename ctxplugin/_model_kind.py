@@ -15,12 +15,19 @@ from langchain_core.prompt_values import PromptValue
 from langchain_core.runnables import Runnable, RunnableLambda
 
 
-def unbound(model: object) -> object:
+def bound_arguments(model: object) -> tuple[object, dict[str, Any]]:
     """``model`` without the arguments bound to it (``model.bind(...)``, ``bind_tools``), as
-    many times as they were bound."""
+    many times as they were bound, and those arguments (an outer binding's over an inner's)."""
+    arguments: dict[str, Any] = {}
     while isinstance(getattr(model, "bound", None), Runnable) and isinstance(getattr(model, "kwargs", None), dict):
+        arguments = {**model.kwargs, **arguments}  # type: ignore[attr-defined]
         model = model.bound  # type: ignore[attr-defined]
-    return model
+    return model, arguments
+
+
+def unbound(model: object) -> object:
+    """``model`` without the arguments bound to it (see :func:`bound_arguments`)."""
+    return bound_arguments(model)[0]
 
 
 def model_classes(model: object) -> Iterator[tuple[str, str]]:
@@ -46,4 +53,4 @@ def before_model(
     return RunnableLambda(run, name=name) | bound
 
 
-__all__ = ["before_model", "model_classes", "unbound"]
+__all__ = ["before_model", "bound_arguments", "model_classes", "unbound"]

@@ -6,8 +6,8 @@ facts. Such a run gets a scope of its own, ``run-<key>``, where the key is deriv
 message of its conversation (its id and text): every call of one run — model calls and tool
 calls — finds the same scope, and another conversation finds another. LangGraph gives every
 message of a new run a fresh id, so two runs never share one there. A first message without an
-id gives each call a new scope: nothing tells its conversation from another that opened alike. Sharing is asked for
-explicitly: a thread id, a fixed :class:`~ctxplugin.Scope` given to the host adapter, or
+id gives each call a new scope: nothing tells its conversation from another that opened alike.
+Sharing is asked for explicitly: a thread id, a fixed :class:`~ctxplugin.Scope` given to the host adapter, or
 ``configurable={"ctxplugin_scope": Scope(...)}``.
 
 The first run without a scope logs a warning (once per process) that says how to set one.
@@ -68,7 +68,7 @@ def run_scope(messages: Sequence[BaseMessage] | None = None) -> Scope:
     shown what the others said next."""
     first = next((m for m in messages or () if not isinstance(m, SystemMessage)), None)
     if first is not None and first.id:
-        seed = f"{first.id or ''}\x00{first.type}\x00{content_text(first.content)}"
+        seed = f"{first.id}\x00{first.type}\x00{content_text(first.content)}"
         key = hashlib.sha256(seed.encode("utf-8", "surrogatepass")).hexdigest()[:24]
         return Scope(session_id=RUN_PREFIX + key)
     current = _current.get()

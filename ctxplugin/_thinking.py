@@ -18,7 +18,7 @@ from langchain_core.messages import BaseMessage
 from langchain_core.runnables import Runnable
 
 from ctxplugin._layout import is_synthetic
-from ctxplugin._model_kind import before_model, model_classes
+from ctxplugin._model_kind import before_model, bound_arguments, model_classes
 
 # (module, class) of the chat models that call Anthropic's Messages API or Bedrock's Converse
 # API; subclasses count (their MRO names one of these).
@@ -35,10 +35,7 @@ def thinks(model: object, settings: Mapping[str, Any] | None = None) -> bool:
     with extended thinking on: ``thinking={"type": "enabled", ...}`` on a ``ChatAnthropic``, or
     in a ``ChatBedrockConverse``'s ``additional_model_request_fields``. Any other model, or a
     wrapper that hides which model it is, does not."""
-    bound: dict[str, Any] = {}
-    while isinstance(getattr(model, "bound", None), Runnable) and isinstance(getattr(model, "kwargs", None), dict):
-        bound = {**model.kwargs, **bound}  # type: ignore[attr-defined]
-        model = model.bound  # type: ignore[attr-defined]
+    model, bound = bound_arguments(model)
     given = {**bound, **(settings or {})}
     kinds = set(model_classes(model))
     if kinds & _ANTHROPIC:

@@ -18,7 +18,7 @@ from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.runnables import Runnable
 
 from ctxplugin._messages import annotation
-from ctxplugin._model_kind import before_model, model_classes
+from ctxplugin._model_kind import before_model, bound_arguments, model_classes
 from ctxplugin._names import EXPAND_REF_NAME
 from ctxplugin.cas import is_image_block
 
@@ -44,10 +44,7 @@ def takes_tool_images(model: object, tools: Sequence[Any] = (), settings: Mappin
     built-in tools, and it is asked the same way. Every other model (or a wrapper that hides
     which model it is) is left as it is.
     """
-    bound_kwargs: dict[str, Any] = {}
-    while isinstance(getattr(model, "bound", None), Runnable) and isinstance(getattr(model, "kwargs", None), dict):
-        bound_kwargs = {**model.kwargs, **bound_kwargs}  # type: ignore[attr-defined]
-        model = model.bound  # type: ignore[attr-defined]
+    model, bound_kwargs = bound_arguments(model)
     if not any(kind in _CHAT_COMPLETIONS for kind in model_classes(model)):
         return True
     payload: dict[str, Any] = {**_default_params(model), **bound_kwargs, **(settings or {})}
