@@ -8,8 +8,9 @@ them, read here and tried only where the English rules find nothing of their kin
   "o meu orçamento é 900 EUR", "il mio budget è di 900 EUR"). It is keyed like English "my
   budget is ...": ``my_`` and the content words of what it is about (at most three, articles and
   prepositions left out, accents kept as written), so ``my_budget``, ``my_orçamento``,
-  ``my_budget_hôtel`` for "mon budget pour l'hôtel". A later statement under the key replaces
-  it. German is also read with the verb second, after a leading word ("eigentlich ist mein
+  ``my_budget_hôtel`` for "mon budget pour l'hôtel"; "new" and "current" ("nouvel", "neuer",
+  "nuevo", "atual"...) say which value holds and are left out too. A later statement under the
+  key replaces it. German is also read with the verb second, after a leading word ("eigentlich ist mein
   Budget ..."), and last, after a hypothetical ("falls mein Budget 2000 EUR beträgt"), taking
   one word as the subject. The same possessive before a colon ("Mon budget : 900 EUR"), or
   French "mon budget, c'est ...", gives the same key; two such statements joined by "et",
@@ -226,6 +227,15 @@ def hypothetical(sentence: str) -> bool:
     return reading is not None and reading.hypothetical
 
 
+_CURRENT = frozenset(
+    # which value holds, not what it is of: "mon nouvel e-mail" is my_e-mail, as "my new email" is my_email
+    ["nouveau", "nouvel", "nouvelle", "nouveaux", "nouvelles", "actuel", "actuelle", "actuels", "actuelles",
+     "neu", "neue", "neuer", "neues", "neuen", "neuem", "aktuell", "aktuelle", "aktueller", "aktuelles", "aktuellen",
+     "nuevo", "nueva", "nuevos", "nuevas", "actual", "actuales", "novo", "nova", "novos", "novas", "atual", "atuais",
+     "nuovo", "nuova", "nuovi", "nuove", "attuale", "attuali"]
+)
+
+
 def own(subject: str) -> str | None:
     """The key of ``subject`` when it is something of one's own in these languages ("mon
     budget", "meine Adresse" before a colon: ``my_budget``, ``my_adresse``), else None."""
@@ -239,7 +249,7 @@ def _key(subject: str) -> str | None:
     said = words(subject)
     if not said or any(w in _NOT_SUBJECT for w in said):
         return None
-    kept = [w for w in said if len(w) > 1 and w not in STOPWORDS and w not in _FUNCTION and not w.isdigit()]
+    kept = [w for w in said if len(w) > 1 and w not in STOPWORDS and w not in _FUNCTION and w not in _CURRENT and not w.isdigit()]
     if not kept or len(kept) > 3:
         return None
     return "my_" + "_".join(kept)

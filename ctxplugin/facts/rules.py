@@ -60,6 +60,9 @@ from ctxplugin.facts._not_prose import (
     TRACE_FRAME,
     log_line,
 )
+from ctxplugin.facts._subjects import NUMBERED_SUBJECT as _NUMBERED_SUBJECT
+from ctxplugin.facts._subjects import subject_key as _subject_key
+from ctxplugin.facts._subjects import updated_detail
 from ctxplugin.facts._text import identifiers, sentences, slug
 from ctxplugin.facts._values import EVENTS as _EVENTS
 from ctxplugin.facts._values import WHEN_TYPES as _WHEN_TYPES
@@ -119,9 +122,6 @@ _ADDITION = re.compile(
     re.IGNORECASE,
 )
 """An addition to what was said before (or a list item): it accumulates and replaces nothing."""
-_NUMBERED_SUBJECT = re.compile(r"\b(?:item|point|step|option|question|task|line|no\.?|number|#)\s*(\d{1,4})\b", re.IGNORECASE)
-_NUMBERED_NAME = re.compile(r"\b[a-z][a-z-]*\s+#?(\d{1,4})\b(?![.,:/-]?\d)", re.IGNORECASE)
-"""A noun followed by a number names one of a numbered set: "Requirement 2", "Phase 3", "Deal 1"."""
 _REQUEST = re.compile(
     r"^(?:please\s+)?(?:look\s+up|look\s+at|check|find|show|tell|get|search|open|read|list|fetch|pull\s+up|give|"
     r"send|explain|summari[sz]e|compare|review|help)\b",
@@ -138,7 +138,6 @@ _METRIC = re.compile(
 )
 _APOSTROPHES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'"})  # rules read "don’t" as "don't"
 _URL = re.compile(r"https?://[^\s<>\"'`)\]]+", re.IGNORECASE)
-_NON_SUBJECT = frozenset(["it", "this", "that", "there", "these", "those", "what", "which", "who", "whom", "how", "why", "when", "where", "i", "you", "he", "she", "we", "they", "here", "one", "something", "everything", "nothing", "anything"])
 _MAX_SENTENCES = 40
 _SENTENCE_CHARS = 4000
 """Characters of one sentence the rules read: a longer one (a pasted blob) is read from its start."""
@@ -236,6 +235,9 @@ class RuleExtractor:
         if voice == "user":
             if _USER_MOVED.match(body):
                 return make("fact", "my_address")
+            detail = updated_detail(_raw_lead(sentence).rstrip(".!? "))  # "update" leads statements too: kept here
+            if detail:  # "update my email to X", "please use my new email X"
+                return make("fact", detail)
             if user_voice.SWAP.match(body):  # "don't use my Visa card, use the Mastercard"
                 return make("preference", None, visibility="session")
             pref = user_voice.PREFERENCE.match(body)
@@ -344,22 +346,6 @@ def _raw_lead(sentence: str) -> str:
     """``sentence`` without its leading discourse words, except an additive "also"/"plus"."""
     match = re.match(r"^(?:(?:actually|ok(?:ay)?|so|and|oh|right|yes|yeah|btw|wait)\b[\s,:;!.-]*)+", sentence, re.IGNORECASE)
     return sentence[match.end() :] if match else sentence
-
-
-def _subject_key(subject: str) -> str | None:
-    subject = _LEAD.sub("", subject.strip()).strip()
-    lowered = subject.lower()
-    first = lowered.split()[0] if lowered.split() else ""
-    if not subject or first in _NON_SUBJECT or len(subject.split()) > 6:
-        return None
-    key = slug(subject, 3)
-    if not key:
-        return None
-    numbered = _NUMBERED_SUBJECT.search(subject) or _NUMBERED_NAME.search(subject)
-    if numbered:
-        # "agenda item 3" and "agenda item 4", "Requirement 1" and "Requirement 2" are different subjects
-        key = f"{key}_{numbered.group(1)}"
-    return f"my_{key}" if first in ("my", "our") else key
 
 
 def _scope_of(sentence: str) -> FactScope:  # "what if ...", "draft: ..."

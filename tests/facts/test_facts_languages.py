@@ -53,6 +53,13 @@ CORRECTIONS = [
     ("it", "Il mio budget è di 900 EUR.", "In realtà, il mio budget è di 1200 EUR.", "Il mio budget è di 1200 EUR."),
     ("it", "Il mio budget è di 900 EUR.", "Anzi, il mio budget è di 1200 EUR.", "Il mio budget è di 1200 EUR."),
     ("it", "La mia città di partenza è Torino.", "Scusa, la mia città di partenza è invece Milano.", "La mia città di partenza è invece Milano."),
+    # "new" and "current" say which value holds; they name nothing else
+    ("fr", "Mon e-mail est ana@ancien.fr.", "Mon nouvel e-mail est ana@nouveau.fr.", "Mon nouvel e-mail est ana@nouveau.fr."),
+    ("fr", "Mon adresse est 3 rue Blanche.", "Mon adresse actuelle est 5 rue Noire.", "Mon adresse actuelle est 5 rue Noire."),
+    ("de", "Mein Name ist Alice Weber.", "Mein neuer Name ist Alice Braun.", "Mein neuer Name ist Alice Braun."),
+    ("es", "Mi correo es ana@viejo.es.", "Mi nuevo correo es ana@nuevo.es.", "Mi nuevo correo es ana@nuevo.es."),
+    ("pt", "Meu telefone é 555-0100.", "Meu novo telefone é 555-0199.", "Meu novo telefone é 555-0199."),
+    ("it", "Il mio indirizzo è via Roma 1.", "Il mio nuovo indirizzo è via Po 2.", "Il mio nuovo indirizzo è via Po 2."),
 ]
 
 

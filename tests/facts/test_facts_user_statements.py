@@ -215,3 +215,55 @@ def test_a_choice_stays_in_its_conversation_and_a_standing_preference_follows_th
     next_trip = Scope(session_id="trip-2", user_id="traveller")
     later = FactQuery(reader=next_trip, valid=True, scopes=("global", "session"))
     assert [f.text for f in facts.store.find(later)] == ["I prefer aisle seats."]
+
+
+# ---------------------------------------------------------------- a new value of the same thing
+@pytest.mark.parametrize(
+    ("first", "then"),
+    [
+        ("My email is ana.old@example.com.", "My new email is ana.new@example.org."),
+        ("My email is ana.old@example.com.", "Please use my new email ana.new@example.org from now on, the old one is closed."),
+        ("My email is ana.old@example.com.", "Update my email to ana.new@example.org."),
+        ("My phone number is 555-0199.", "Change my phone number to 555-0100."),
+        ("My phone number is 555-0199.", "My current phone number is 555-0100."),
+        ("My address is 5 Main St, Springfield.", "My updated address is 12 Oak Ave, Springfield."),
+        ("Our budget is $500.", "Our new budget is $900."),
+        ("The deadline is Monday.", "The new deadline is Friday."),
+        ("The deadline is Monday.", "The revised deadline is Friday."),
+    ],
+)
+def test_a_new_value_of_the_same_thing_replaces_the_old_one(first: str, then: str) -> None:
+    # "new", "current", "updated" say which value holds; they do not name another thing
+    facts = ledger()
+    (old,) = facts.ingest([HumanMessage(first, id="m1")], scope=S)
+    (new, *_) = facts.ingest([HumanMessage(then, id="m2")], scope=S)
+    assert new.key == old.key
+    assert new.supersedes == old.id
+    assert first not in current(facts)
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["The old one is closed.", "The first one was fine.", "That blue one is mine."],
+)
+def test_a_pronoun_one_names_no_subject(text: str) -> None:
+    assert all(key is None for _, key, _ in read(text))
+
+
+def test_an_old_value_named_as_old_does_not_become_current() -> None:
+    facts = ledger()
+    facts.ingest([HumanMessage("My email is ana.new@example.org.", id="m1")], scope=S)
+    facts.ingest([HumanMessage("My old email was ana.old@example.com.", id="m2")], scope=S)
+    assert "My email is ana.new@example.org." in current(facts)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Change my reservation to the 10:45 flight.",  # asks for an action on the reservation
+        "Please use my credit card for this one.",
+        "Update my seat to 14C on the second leg.",
+    ],
+)
+def test_a_request_about_a_booking_is_not_a_new_value(text: str) -> None:
+    assert all(key is None or not key.startswith("my_") for _, key, _ in read(text))

@@ -1,0 +1,74 @@
+"""The key a statement's subject names: "my email" in "my email is ...", so that a later
+statement about the same subject replaces it.
+
+A word saying which value holds ("new", "current", "updated", "revised") is not part of the
+subject: "my new email is X" is about the email that "my email is Y" was about, and replaces it.
+A word placing the value in the past ("old", "previous", "former") keeps its own key, so "my old
+email was Y" never becomes the current email. A subject whose head is the pronoun "one" ("the
+old one is closed") names nothing by itself.
+
+Besides statements, a user may give a new value of their own contact details as a request
+("update my email to X", "please use my new email X"): :func:`updated_detail` reads those, for the
+details a user owns (email, phone, address, name), never for a booking or an order, where the
+same words ask for an action ("change my reservation to the 10:45 flight").
+"""
+
+from __future__ import annotations
+
+import re
+
+from ctxplugin.facts._discourse import LEAD
+from ctxplugin.facts._text import slug
+
+NUMBERED_SUBJECT = re.compile(r"\b(?:item|point|step|option|question|task|line|no\.?|number|#)\s*(\d{1,4})\b", re.IGNORECASE)
+_NUMBERED_NAME = re.compile(r"\b[a-z][a-z-]*\s+#?(\d{1,4})\b(?![.,:/-]?\d)", re.IGNORECASE)
+"""A noun followed by a number names one of a numbered set: "Requirement 2", "Phase 3", "Deal 1"."""
+_NON_SUBJECT = frozenset(
+    ["it", "this", "that", "there", "these", "those", "what", "which", "who", "whom", "how", "why", "when", "where", "i",
+     "you", "he", "she", "we", "they", "here", "one", "something", "everything", "nothing", "anything"]
+)
+_CURRENT = re.compile(
+    r"^(?P<owner>(?:my|our|the|your)\s+)?(?:(?:new|current|updated|latest|revised|corrected|correct|actual|real|present)\s+)+",
+    re.IGNORECASE,
+)
+"""Words that say which value of a subject holds, after its possessive or article."""
+_ONE = re.compile(r"\bones?$", re.IGNORECASE)
+_DETAIL = r"e-?mail(?:\s+address)?|(?:phone|mobile|cell|contact)(?:\s+number)?|(?:home\s+|mailing\s+|postal\s+)?address|(?:first\s+|last\s+|full\s+)?name|surname"
+_UPDATED = re.compile(
+    rf"^(?:please\s+)?(?:(?:update|change|set|switch)\s+(?P<owner>my|our)\s+(?P<detail>{_DETAIL})\s+to"
+    rf"|(?:use|take|note)\s+(?P<owner2>my|our)\s+(?:new\s+|updated\s+|current\s+)?(?P<detail2>{_DETAIL})(?:\s*[:,]|\s+is|\s+as)?)"
+    r"\s+(?P<val>\S.*)$",
+    re.IGNORECASE,
+)
+
+
+def subject_key(subject: str) -> str | None:
+    """The key ``subject`` names (``my_``/``our`` subjects get ``my_``), or None when it names
+    nothing by itself (a pronoun, "the old one", a subject of more than six words)."""
+    subject = LEAD.sub("", subject.strip()).strip()
+    subject = _CURRENT.sub(lambda m: m.group("owner") or "", subject).strip()
+    lowered = subject.lower()
+    first = lowered.split()[0] if lowered.split() else ""
+    if not subject or first in _NON_SUBJECT or len(subject.split()) > 6 or _ONE.search(lowered):
+        return None
+    key = slug(subject, 3)
+    if not key:
+        return None
+    numbered = NUMBERED_SUBJECT.search(subject) or _NUMBERED_NAME.search(subject)
+    if numbered:
+        # "agenda item 3" and "agenda item 4", "Requirement 1" and "Requirement 2" are different subjects
+        key = f"{key}_{numbered.group(1)}"
+    return f"my_{key}" if first in ("my", "our") else key
+
+
+def updated_detail(body: str) -> str | None:
+    """The key of a contact detail ``body`` gives a new value of as a request ("update my email
+    to X", "use my new phone number X"), else None."""
+    match = _UPDATED.match(body)
+    if match is None:
+        return None
+    owner = match.group("owner") or match.group("owner2")
+    return subject_key(f"{owner} {match.group('detail') or match.group('detail2')}")
+
+
+__all__ = ["NUMBERED_SUBJECT", "subject_key", "updated_detail"]
