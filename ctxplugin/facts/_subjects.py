@@ -33,10 +33,16 @@ _CURRENT = re.compile(
 )
 """Words that say which value of a subject holds, after its possessive or article."""
 _ONE = re.compile(r"\bones?$", re.IGNORECASE)
+_SAME_DETAIL = (
+    (re.compile(r"\be-?mail(?:\s+address)?$", re.IGNORECASE), "email"),
+    (re.compile(r"\b(?:(?:tele)?phone|mobile|cell)(?:\s+phone)?(?:\s+number)?$", re.IGNORECASE), "phone"),
+)
+"""Names of one contact detail: "my email address" and "my e-mail" are "my email"."""
 _DETAIL = r"e-?mail(?:\s+address)?|(?:phone|mobile|cell|contact)(?:\s+number)?|(?:home\s+|mailing\s+|postal\s+)?address|(?:first\s+|last\s+|full\s+)?name|surname"
 _UPDATED = re.compile(
     rf"^(?:please\s+)?(?:(?:update|change|set|switch)\s+(?P<owner>my|our)\s+(?P<detail>{_DETAIL})\s+to"
-    rf"|(?:use|take|note)\s+(?P<owner2>my|our)\s+(?:new\s+|updated\s+|current\s+)?(?P<detail2>{_DETAIL})(?:\s*[:,]|\s+is|\s+as)?)"
+    rf"|(?:use|take|note|here(?:'s|\s+is))\s+(?P<owner2>my|our)\s+(?:new\s+|updated\s+|current\s+)?(?P<detail2>{_DETAIL})(?:\s*[:,]|\s+is|\s+as)?"
+    rf"|i(?:'ve|\s+have)?\s+(?:got|have)\s+a\s+new\s+(?P<detail3>{_DETAIL})(?:\s*[:,]|\s+is)?)"
     r"\s+(?P<val>\S.*)$",
     re.IGNORECASE,
 )
@@ -47,6 +53,8 @@ def subject_key(subject: str) -> str | None:
     nothing by itself (a pronoun, "the old one", a subject of more than six words)."""
     subject = LEAD.sub("", subject.strip()).strip()
     subject = _CURRENT.sub(lambda m: m.group("owner") or "", subject).strip()
+    for name, same in _SAME_DETAIL:
+        subject = name.sub(same, subject)
     lowered = subject.lower()
     first = lowered.split()[0] if lowered.split() else ""
     if not subject or first in _NON_SUBJECT or len(subject.split()) > 6 or _ONE.search(lowered):
@@ -67,8 +75,8 @@ def updated_detail(body: str) -> str | None:
     match = _UPDATED.match(body)
     if match is None:
         return None
-    owner = match.group("owner") or match.group("owner2")
-    return subject_key(f"{owner} {match.group('detail') or match.group('detail2')}")
+    owner = match.group("owner") or match.group("owner2") or "my"
+    return subject_key(f"{owner} {match.group('detail') or match.group('detail2') or match.group('detail3')}")
 
 
 __all__ = ["NUMBERED_SUBJECT", "subject_key", "updated_detail"]

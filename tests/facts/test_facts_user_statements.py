@@ -230,6 +230,11 @@ def test_a_choice_stays_in_its_conversation_and_a_standing_preference_follows_th
         ("Our budget is $500.", "Our new budget is $900."),
         ("The deadline is Monday.", "The new deadline is Friday."),
         ("The deadline is Monday.", "The revised deadline is Friday."),
+        # one contact detail under its several names
+        ("My email address is ana.old@example.com.", "Here's my new email: ana.new@example.org."),
+        ("My e-mail is ana.old@example.com.", "I've got a new email address: ana.new@example.org."),
+        ("My phone number is 555-0199.", "Update my mobile number to 555-0100."),
+        ("My cell phone is 555-0199.", "I got a new phone number: 555-0100."),
     ],
 )
 def test_a_new_value_of_the_same_thing_replaces_the_old_one(first: str, then: str) -> None:
