@@ -16,9 +16,12 @@ same words ask for an action ("change my reservation to the 10:45 flight").
 from __future__ import annotations
 
 import re
+from collections import Counter
+from dataclasses import replace
 
 from ctxplugin.facts._discourse import LEAD
 from ctxplugin.facts._text import slug
+from ctxplugin.facts.extract import FactDraft
 
 NUMBERED_SUBJECT = re.compile(r"\b(?:item|point|step|option|question|task|line|no\.?|number|#)\s*(\d{1,4})\b", re.IGNORECASE)
 _NUMBERED_NAME = re.compile(r"\b[a-z][a-z-]*\s+#?(\d{1,4})\b(?![.,:/-]?\d)", re.IGNORECASE)
@@ -79,4 +82,12 @@ def updated_detail(body: str) -> str | None:
     return subject_key(f"{owner} {match.group('detail') or match.group('detail2') or match.group('detail3')}")
 
 
-__all__ = ["NUMBERED_SUBJECT", "subject_key", "updated_detail"]
+def records_unkeyed(drafts: list[FactDraft]) -> list[FactDraft]:
+    """``drafts`` read from one tool output, a key said more than once in it left out: a label
+    on every record ("Snippet:" of each search result, "Status:" of each row) names parallel
+    records, not one value that changed, so none may replace another."""
+    said = Counter(d.key for d in drafts if d.key)
+    return [replace(d, key=None) if d.key and said[d.key] > 1 else d for d in drafts]
+
+
+__all__ = ["NUMBERED_SUBJECT", "records_unkeyed", "subject_key", "updated_detail"]

@@ -62,7 +62,7 @@ from ctxplugin.facts._not_prose import (
 )
 from ctxplugin.facts._subjects import NUMBERED_SUBJECT as _NUMBERED_SUBJECT
 from ctxplugin.facts._subjects import subject_key as _subject_key
-from ctxplugin.facts._subjects import updated_detail
+from ctxplugin.facts._subjects import records_unkeyed, updated_detail
 from ctxplugin.facts._text import identifiers, sentences, slug
 from ctxplugin.facts._values import EVENTS as _EVENTS
 from ctxplugin.facts._values import WHEN_TYPES as _WHEN_TYPES
@@ -299,7 +299,7 @@ class RuleExtractor:
         head = stripped[:_TOOL_TEXT]
         if (shape or detect_text_shape(head)) in MACHINE_SHAPES:
             return []
-        return self.from_text(head, voice="tool", limit=limit)
+        return records_unkeyed(self.from_text(head, voice="tool", limit=limit))
 
     def from_json(self, data: dict[str, Any] | list[Any], tool_name: str | None = None) -> list[FactDraft]:
         """One record fact per JSON object (a list gives its first few objects)."""

@@ -474,3 +474,35 @@ def test_an_over_long_sentence_is_read_from_its_start_only() -> None:
     drafts = RuleExtractor()(HumanMessage(content=text))
     assert [(d.key, d.kind) for d in drafts] == [("my_budget", "constraint")]
     assert drafts[0].text.startswith("My budget is 500 EUR")
+
+
+SEARCH_RESULTS = """1. Python 3.13 release notes - docs.python.org
+URL: https://docs.python.org/3/whatsnew/3.13.html
+Snippet: Python 3.13 was released on October 7, 2024.
+2. Free-threaded CPython - peps.python.org
+URL: https://peps.python.org/pep-0703/
+Snippet: PEP 703 makes the GIL optional."""
+
+
+def test_a_label_repeated_in_one_tool_output_keys_nothing() -> None:
+    # one label per record ("Snippet:" of each search result) names parallel records, not a
+    # value that changed: neither snippet may replace the other
+    drafts = RuleExtractor().from_tool(SEARCH_RESULTS)
+    snippets = [d for d in drafts if d.text.startswith("Snippet:")]
+    assert len(snippets) == 2
+    assert all(d.key is None for d in snippets)
+
+
+def test_every_record_of_one_tool_output_stays_current() -> None:
+    scope = Scope(session_id="search-1")
+    ledger = FactsLedger(MemoryFactStore(), FactsConfig())
+    call = AIMessage("", tool_calls=[{"name": "search", "args": {"q": "python 3.13"}, "id": "c1"}], id="a1")
+    ledger.ingest([call, ToolMessage(SEARCH_RESULTS, tool_call_id="c1", id="t1")], scope=scope)
+    texts = {f.text for f in ledger.store.find(FactQuery(reader=scope, valid=True, scopes=("global", "session")))}
+    assert {"Snippet: Python 3.13 was released on October 7, 2024.", "Snippet: PEP 703 makes the GIL optional."} <= texts
+    assert ledger.superseded(scope=scope) == []
+
+
+def test_a_label_said_once_in_a_tool_output_still_keys_its_value() -> None:
+    drafts = RuleExtractor().from_tool("Order #A-4411 status: shipped\nCarrier: UPS\nTracking number: 1Z999AA10123456784")
+    assert {d.key for d in drafts} >= {"carrier", "tracking_number"}
