@@ -61,8 +61,8 @@ from ctxplugin.facts._not_prose import (
     log_line,
 )
 from ctxplugin.facts._subjects import NUMBERED_SUBJECT as _NUMBERED_SUBJECT
-from ctxplugin.facts._subjects import subject_key as _subject_key
 from ctxplugin.facts._subjects import records_unkeyed, updated_detail
+from ctxplugin.facts._subjects import subject_key as _subject_key
 from ctxplugin.facts._text import identifiers, sentences, slug
 from ctxplugin.facts._values import EVENTS as _EVENTS
 from ctxplugin.facts._values import WHEN_TYPES as _WHEN_TYPES
