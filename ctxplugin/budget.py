@@ -248,14 +248,16 @@ def minimum_viable(parts: Parts, total: int, counter: TokenCounter, keep: Keep |
         chosen.update(range(*spans[-1]))
     order = sorted(chosen)
     keep_messages = [history[i] for i in order]
-    # the user's current message is what the view answers: the others are cut first, and it
-    # is cut too only when it takes more than half of the total
-    current = order.index(humans[-1]) if humans else None
     kept_spans = sum(1 for start, _ in spans if start in chosen)
     dropped = parts.dropped_exchanges + len(spans) - kept_spans
-    slim = replace(
-        parts, history=keep_messages, facts=(), dropped_exchanges=dropped, notes=(OMITTED_NOTE,) if dropped else ()
-    )
+    if dropped:
+        # the note stands after the task, where the dropped exchanges were, and is laid out as
+        # the other notes are: never merged into the host's system prompt
+        keep_messages.insert(1 if humans and order[0] == humans[0] else 0, omitted_marker())
+    # the user's current message is what the view answers: the others are cut first, and it
+    # is cut too only when it takes more than half of the total
+    current = next(k for k, m in enumerate(keep_messages) if m is history[humans[-1]]) if humans else None
+    slim = replace(parts, history=keep_messages, facts=(), dropped_exchanges=dropped)
     # Share what is left fairly: every text above a common cap is cut to it (water filling),
     # so the system essentials, the question and the last answer all keep their heads.
     for _ in range(8):
@@ -272,7 +274,7 @@ def minimum_viable(parts: Parts, total: int, counter: TokenCounter, keep: Keep |
             slim = replace(slim, header=SystemMessage(content=cut_content(header.content, max(8, cap - 8), counter)), notes=())
         history_copy = list(slim.history)
         for index, size in enumerate(sizes[1:]):
-            if size > cap and size > 12 and index + 1 != hold:
+            if size > cap and size > 12 and index + 1 != hold and not is_note(keep_messages[index]):
                 # the text is cut; an image, a thinking block (its signature) or a tool_use stays whole
                 # from the message as it came, never a cut of a cut: one marker, one ref
                 message = keep_messages[index]

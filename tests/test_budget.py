@@ -347,3 +347,23 @@ def test_a_system_prompt_the_last_resort_cuts_is_not_reported_as_whole() -> None
     whole = memory_engine(ContextConfig(budget={"total": 20000, "header": 1000})).prepare(messages, scope=Scope(session_id="s"))
     assert content_text(whole.messages[0].content).startswith(rules)
     assert any("never rewritten" in w for w in whole.report.warnings), "a header only over its own budget stays whole"
+
+
+def test_the_last_resort_leaves_the_system_prompt_as_the_host_wrote_it() -> None:
+    # a pasted log far over the total: only the essentials fit, and the note that earlier
+    # exchanges are not shown goes in a message of its own, never into the host's system prompt
+    log = "\n".join(f"10:{i // 60:02d}:{i % 60:02d} ERROR worker-{i % 7} timeout request_id=req_{i:06d}" for i in range(1500))
+    messages: list[BaseMessage] = [SystemMessage(content="You are a debugging assistant."), HumanMessage(content="Why did req_000777 fail?\n" + log)]
+    for i in range(6):
+        messages += [
+            AIMessage(content="", tool_calls=[{"name": "bash", "args": {"command": f"grep req_000{777 + i} app.log"}, "id": f"c{i}"}]),
+            ToolMessage(content=f"line {i}: req_000{777 + i}", tool_call_id=f"c{i}"),
+        ]
+    bash = {"name": "bash", "description": "Run a command.", "parameters": {"type": "object", "properties": {"command": {"type": "string"}}}}
+    for mode in ("whole", "compact"):
+        engine = memory_engine(ContextConfig(mode=mode))
+        prepared = engine.prepare(messages, tools=[{"type": "function", "function": bash}], scope=Scope(session_id=f"log-{mode}"))
+        assert any("minimum viable" in w for w in prepared.report.warnings)
+        assert prepared.messages[0].content == "You are a debugging assistant.", mode
+        notes = [m for m in prepared.messages if "earlier exchanges are not shown" in content_text(m.content)]
+        assert len(notes) == 1 and not isinstance(notes[0], (HumanMessage, AIMessage)), mode
