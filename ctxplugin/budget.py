@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
@@ -27,7 +27,7 @@ from ctxplugin._layout import (
     lay_out,
     synthetic_kind,
 )
-from ctxplugin._messages import META_KEY, annotation, answered, exchange_spans, merge_system
+from ctxplugin._messages import META_KEY, annotation, answered, exchange_spans
 from ctxplugin._shrunk import fewest_shrunk
 from ctxplugin.history.omission import OMITTED_NOTE, dropped_note
 from ctxplugin.tokens import TokenCounter, content_text, count_message, count_messages
@@ -68,19 +68,15 @@ class Parts:
     facts: tuple[FactLine, ...] = ()
     tools_tokens: int = 0
     dropped_exchanges: int = 0
-    notes: tuple[str, ...] = field(default_factory=tuple)
     facts_anchor: BaseMessage | None = None
     facts_placement: Placement = "tail"
     lookups: bool = True
     """Whether notes and the facts block may be lookup pairs (see :func:`ctxplugin._layout.lay_out`)."""
 
     def header_message(self) -> SystemMessage | None:
-        """The header with the notes (e.g. what was dropped) merged in, each note once."""
-        present = content_text(self.header.content) if self.header is not None else ""
-        notes = [n for n in dict.fromkeys(self.notes) if n not in present]
-        if not notes:
-            return self.header
-        return merge_system([self.header] if self.header is not None else [], notes)
+        """The header as sent: the host's system prompt (what ctxplugin adds is laid out in the
+        body, see :meth:`layout`), or its cut when the last resort cut it."""
+        return self.header
 
     def layout(self) -> Layout:
         """The history with the context notes and the facts block placed (see
@@ -271,7 +267,7 @@ def minimum_viable(parts: Parts, total: int, counter: TokenCounter, keep: Keep |
         free = [size for k, size in enumerate(sizes) if k != hold]
         cap = water_level(free, sum(free) - over - 8 * len(sizes))
         if header is not None and sizes[0] > cap:
-            slim = replace(slim, header=SystemMessage(content=cut_content(header.content, max(8, cap - 8), counter)), notes=())
+            slim = replace(slim, header=SystemMessage(content=cut_content(header.content, max(8, cap - 8), counter)))
         history_copy = list(slim.history)
         for index, size in enumerate(sizes[1:]):
             if size > cap and size > 12 and index + 1 != hold and not is_note(keep_messages[index]):
