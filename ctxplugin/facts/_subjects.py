@@ -38,7 +38,7 @@ _CURRENT = re.compile(
 _ONE = re.compile(r"\bones?$", re.IGNORECASE)
 _SAME_DETAIL = (
     (re.compile(r"\be-?mail(?:\s+address)?$", re.IGNORECASE), "email"),
-    (re.compile(r"\b(?:(?:tele)?phone|mobile|cell)(?:\s+phone)?(?:\s+number)?$", re.IGNORECASE), "phone"),
+    (re.compile(r"\b(?:(?:tele)?phone|mobile|cell(?=\s+(?:phone|number)))(?:\s+phone)?(?:\s+number)?$", re.IGNORECASE), "phone"),
 )
 """Names of one contact detail: "my email address" and "my e-mail" are "my email"."""
 _DETAIL = r"e-?mail(?:\s+address)?|(?:phone|mobile|cell|contact)(?:\s+number)?|(?:home\s+|mailing\s+|postal\s+)?address|(?:first\s+|last\s+|full\s+)?name|surname"

@@ -255,6 +255,11 @@ def test_a_pronoun_one_names_no_subject(text: str) -> None:
     assert all(key is None for _, key, _ in read(text))
 
 
+@pytest.mark.parametrize(("text", "key"), [("The cell is empty.", "cell"), ("Cell: A1", "cell"), ("The mobile app is slow.", "mobile_app")])
+def test_a_word_that_only_sometimes_names_a_phone_keeps_its_own_key(text: str, key: str) -> None:
+    assert key in {k for _, k, _ in read(text)}
+
+
 def test_an_old_value_named_as_old_does_not_become_current() -> None:
     facts = ledger()
     facts.ingest([HumanMessage("My email is ana.new@example.org.", id="m1")], scope=S)
