@@ -38,7 +38,7 @@ from ctxplugin._tool_images import guard_tool_images
 from ctxplugin.errors import InvalidInputError
 from ctxplugin.langchain import make_meta_tools, with_cache_marks
 from ctxplugin.tools import check_meta_names, takes_stubs
-from ctxplugin_langgraph._annotations import without_stale
+from ctxplugin_langgraph._annotations import scrubbed_messages, without_stale
 from ctxplugin_langgraph._answers import AnswerHandoff, PreparedCall, answered
 from ctxplugin_langgraph._capture import after_tool, checked_engine, offered_to, precheck
 from ctxplugin_langgraph._scope import ScopeRule, ScopeSpec
@@ -55,6 +55,16 @@ def state_messages(state: Any) -> list[BaseMessage]:
     if messages is None:
         raise InvalidInputError(f"the graph state ({type(state).__name__}) has no 'messages' field")
     return list(messages)
+
+
+def _scrubbed(state: Any) -> dict[str, Any]:
+    """The state update that saves each tool output masked since capture without what its
+    annotation kept of the unmasked content (see :func:`~ctxplugin.cas.scrubbed`; the same
+    message ids, so ``add_messages`` replaces them); empty when there is none. ``prepare``,
+    which made the view beside it, revoked the unmasked original already. The hooks have no
+    step after the model: the update goes out with the view (or the reply), before the
+    checkpoint that would otherwise save the unmasked copy again."""
+    return scrubbed_messages(state) or {}
 
 
 class ContextHooks:
@@ -133,14 +143,21 @@ class ContextHooks:
         prepared = self.engine.prepare(full, tools=self.tools, scope=scope, strict_tools=self._own_schemas)
         return PreparedCall(full, prepared, scope, self.tools)
 
-    async def _acall(self, state: Any, config: RunnableConfig | None) -> PreparedCall:
-        return await asyncio.to_thread(self._call, state, config)
+    def _step(self, state: Any, config: RunnableConfig | None) -> tuple[PreparedCall, dict[str, Any]]:
+        """The prepared call, and the state update of the outputs masked since capture (see
+        :func:`_scrubbed`): both read every message of the state."""
+        return self._call(state, config), _scrubbed(state)
+
+    async def _astep(self, state: Any, config: RunnableConfig | None) -> tuple[PreparedCall, dict[str, Any]]:
+        return await asyncio.to_thread(self._step, state, config)
 
     @property
     def pre_model_hook(self) -> Runnable[Any, dict[str, Any]]:
         """For ``create_react_agent(pre_model_hook=...)``: returns ``{"llm_input_messages": view}``.
 
-        The state's ``messages`` are not changed; only the model call sees the view.
+        The state's ``messages`` are not changed (only the model call sees the view), except
+        that a tool output masked since capture is saved without its unmasked compact form
+        (see :func:`_scrubbed`).
         """
         return self.prepare_node("llm_input_messages")
 
@@ -181,18 +198,20 @@ class ContextHooks:
         prepared view under ``output_key``.
 
         Add that key to your state schema without a reducer (``llm_input_messages:
-        list[AnyMessage]``) and have the model node send it instead of ``messages``.
+        list[AnyMessage]``) and have the model node send it instead of ``messages``. Tool
+        outputs masked in the state since capture are returned under ``messages``, scrubbed
+        (see :func:`_scrubbed`).
         """
 
         def run(state: Any, config: RunnableConfig) -> dict[str, Any]:
-            call = self._call(state, config)
+            call, saved = self._step(state, config)
             self._answers.keep(call)
-            return {output_key: call.prepared.messages}
+            return {output_key: call.prepared.messages, **saved}
 
         async def arun(state: Any, config: RunnableConfig) -> dict[str, Any]:
-            call = await self._acall(state, config)
+            call, saved = await self._astep(state, config)
             self._answers.keep(call)
-            return {output_key: call.prepared.messages}
+            return {output_key: call.prepared.messages, **saved}
 
         return RunnableLambda(run, afunc=arun, name="ctxplugin_prepare")
 
@@ -202,14 +221,16 @@ class ContextHooks:
         written to the state. With the answer cache on, a cached answer replaces the call."""
 
         def run(state: Any, config: RunnableConfig) -> dict[str, Any]:
-            call = self._call(state, config)
+            call, saved = self._step(state, config)
             view = call.prepared.messages
-            return {"messages": [answered(self.engine, self.bind(llm, view), call, llm).invoke(view, config)]}
+            reply = answered(self.engine, self.bind(llm, view), call, llm).invoke(view, config)
+            return {"messages": [*saved.get("messages", ()), reply]}
 
         async def arun(state: Any, config: RunnableConfig) -> dict[str, Any]:
-            call = await self._acall(state, config)
+            call, saved = await self._astep(state, config)
             view = call.prepared.messages
-            return {"messages": [await answered(self.engine, self.bind(llm, view), call, llm).ainvoke(view, config)]}
+            reply = await answered(self.engine, self.bind(llm, view), call, llm).ainvoke(view, config)
+            return {"messages": [*saved.get("messages", ()), reply]}
 
         return RunnableLambda(run, afunc=arun, name="ctxplugin_model")
 
