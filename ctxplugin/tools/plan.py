@@ -134,6 +134,14 @@ class ToolUses:
         return self.ranked(known, limit)
 
 
+def deferred(tool: Any) -> bool:
+    """Whether ``tool`` is deferred behind the provider's own tool search (Anthropic's and
+    OpenAI's ``defer_loading``, which LangChain's ``ProviderToolSearchMiddleware`` sets in a
+    tool's ``extras``): the provider loads its schema when the model searches for it."""
+    extras = tool if isinstance(tool, dict) else getattr(tool, "extras", None)
+    return isinstance(extras, dict) and extras.get("defer_loading") is True
+
+
 def _active(config: ToolsConfig, count: int, tokens: int) -> bool:
     if count == 0 or config.directory == "never":
         return False
@@ -190,6 +198,9 @@ def plan_tools(
             every schema: a stub could then be called with no arguments at all, so where stubs
             would be bound every tool is bound with its own schema instead (no directory).
 
+    A tool set holding a tool deferred to the provider's tool search (:func:`deferred`) is
+    bound as given, without a directory.
+
     Raises:
         InvalidInputError: two tools share a name, or a tool cannot be read.
     """
@@ -209,7 +220,9 @@ def plan_tools(
         named.append((tool, entry))
     unnamed_tokens = count_tool_schemas(unnamed, counter)
     full = sum(e.tokens for _, e in named) + unnamed_tokens
-    if not _active(config, len(named), full):
+    # tools deferred to the provider's tool search are loaded lazily by the provider already:
+    # a stub or a directory in their place would hide them from its search
+    if not _active(config, len(named), full) or any(deferred(t) for t in functions):
         return ToolPlan(bound=list(user_tools), schema_tokens_full=full, schema_tokens_sent=full,
                         offered=ToolSet.of(e for _, e in named))
     pinned_set = set(config.pinned)

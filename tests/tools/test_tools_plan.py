@@ -142,6 +142,27 @@ def test_provider_builtin_tools_are_always_bound() -> None:
     assert result.schema_tokens_sent > plan(TOOLS).schema_tokens_sent
 
 
+@pytest.mark.parametrize("binding", ["loaded", "stubs", "auto"])
+def test_tools_deferred_to_the_providers_tool_search_are_bound_as_given(binding: str) -> None:
+    # Anthropic's and OpenAI's own lazy loading: stubbed or left out, the provider could not find them
+    from langchain_core.tools import StructuredTool
+
+    deferred = StructuredTool.from_function(lambda account_id: account_id, name="lookup_order",
+                                            description="Look up an order.", extras={"defer_loading": True})
+    anthropic_form = {"name": "refund", "description": "Refund an order.", "defer_loading": True,
+                      "input_schema": {"type": "object", "properties": {"order_id": {"type": "string"}}}}
+    search = {"type": "tool_search_tool_bm25_20251119", "name": "tool_search_tool_bm25"}
+    for tools in ([*TOOLS, deferred, search], [*TOOLS, anthropic_form, search]):
+        registry = ToolRegistry(COUNTER)
+        result = plan_tools(tools, [HumanMessage(content="hi")], config=ToolsConfig(binding=binding, directory="always"),
+                            counter=COUNTER, registry=registry)
+        assert not result.active and result.directory_text == ""
+        assert all(a is b for a, b in zip(result.bound, tools, strict=True))
+    registry = ToolRegistry(COUNTER)
+    assert plan_tools(TOOLS, [HumanMessage(content="hi")], config=ToolsConfig(binding=binding, directory="always"),
+                      counter=COUNTER, registry=registry).active
+
+
 def test_a_pinned_name_no_tool_has_is_reported() -> None:
     engine = memory_engine(ContextConfig(tools=ToolsConfig(binding="loaded", pinned=["tool_b", "tool_jj"])))
     prepared = engine.prepare([HumanMessage("hi")], tools=TOOLS, scope=Scope(session_id="p"))
