@@ -9,12 +9,14 @@ so a Claude request also carries the task's mark (four in all).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from typing import Any
 
+from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage
 from langchain_core.prompt_values import PromptValue
-from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
+from langchain_core.runnables import Runnable, RunnableBinding, RunnableConfig, RunnableLambda
+from pydantic import Field
 
 from ctxplugin._bedrock_points import place_points, takes_cache_points
 from ctxplugin._cache_points import place_marks, takes_cache_marks
@@ -54,6 +56,8 @@ def with_cache_marks(model: Runnable[Any, Any], tools: Sequence[Any] = ()) -> Ru
     """
     if not takes_marks(model):
         return model
+    if isinstance(model, (BaseChatModel, RunnableBinding)):
+        return MarkedBinding.over(model, tools)
 
     def plan(value: Any) -> tuple[Any, Runnable[Any, Any]]:
         messages = value.to_messages() if isinstance(value, PromptValue) else value
@@ -76,4 +80,46 @@ def with_cache_marks(model: Runnable[Any, Any], tools: Sequence[Any] = ()) -> Ru
     return RunnableLambda(run, afunc=arun, name="ctxplugin_cache_marks")
 
 
-__all__ = ["mark_request", "takes_marks", "with_cache_marks"]
+class MarkedBinding(RunnableBinding[Any, Any]):  # type: ignore[no-redef]  # pydantic's plugin: field "kwargs" vs **kwargs
+    """A chat model with its bound arguments, marking each message list it is sent (see
+    :func:`with_cache_marks`). A binding rather than a step before the model: hosts that take
+    the model back out of what they are given (``create_react_agent``'s structured response
+    unwraps one ``RunnableBinding`` to its chat model) find it."""
+
+    marked_tools: list[Any] = Field(default_factory=list)
+    """The tools bound (their marks count against the four a request may carry)."""
+
+    @classmethod
+    def over(cls, model: BaseChatModel | RunnableBinding[Any, Any], tools: Sequence[Any]) -> MarkedBinding:
+        if isinstance(model, RunnableBinding):
+            return cls(bound=model.bound, kwargs=model.kwargs, config=model.config, config_factories=model.config_factories,
+                       custom_input_type=model.custom_input_type, custom_output_type=model.custom_output_type,
+                       marked_tools=list(tools))
+        return cls(bound=model, kwargs={}, marked_tools=list(tools))
+
+    def _marked(self, value: Any) -> tuple[Any, dict[str, Any]]:
+        messages = value.to_messages() if isinstance(value, PromptValue) else value
+        if not isinstance(messages, list) or not all(isinstance(m, BaseMessage) for m in messages):
+            return value, {}
+        placed = mark_request(self, messages, self.marked_tools, {}, spare=False)
+        return (value, {}) if placed is None else placed
+
+    def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any | None) -> Any:
+        view, settings = self._marked(input)
+        return super().invoke(view, config, **{**settings, **kwargs})
+
+    async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any | None) -> Any:
+        view, settings = self._marked(input)
+        return await super().ainvoke(view, config, **{**settings, **kwargs})
+
+    def stream(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any | None) -> Iterator[Any]:
+        view, settings = self._marked(input)
+        yield from super().stream(view, config, **{**settings, **kwargs})
+
+    async def astream(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any | None) -> AsyncIterator[Any]:
+        view, settings = self._marked(input)
+        async for chunk in super().astream(view, config, **{**settings, **kwargs}):
+            yield chunk
+
+
+__all__ = ["MarkedBinding", "mark_request", "takes_marks", "with_cache_marks"]
