@@ -172,6 +172,37 @@ def test_with_human_in_the_loop_an_edited_call_shows_what_ran(order: str, keep_o
     assert not [text for text in held if "reviewer" in text or "recorded in your message" in text], "the note is not a fact"
 
 
+@pytest.mark.parametrize("order", ORDERS)
+@pytest.mark.parametrize("decision", ["approve", "edit", "reject"])
+def test_with_human_in_the_loop_per_call(order: str, decision: str, scenario: Any) -> None:
+    # the review happens inside the tool-call chain, as the call starts; on resume the middleware
+    # listed before it runs again up to the pause
+    engine, model = memory_engine(), scenario.scripted()
+    review = HumanInTheLoopMiddleware(interrupt_on={"search_flights": True}, interrupt_mode="per_call")
+    agent: Any = create_agent(model, scenario.tools, checkpointer=InMemorySaver(),
+                              middleware=arrange(order, ContextMiddleware(engine), review))
+    thread = f"hitl-per-call-{order}-{decision}"
+    config: Any = {"configurable": {"thread_id": thread}}
+    paused = agent.invoke({"messages": [("user", scenario.turns[0])]}, config)["__interrupt__"]
+    answers: dict[str, Any] = {
+        "approve": {"type": "approve"},
+        "edit": {"type": "edit", "edited_action": {"name": "search_flights", "args": {"origin": "SFO", "destination": "BOS"}}},
+        "reject": {"type": "reject", "message": "not now"},
+    }
+    agent.invoke(Command(resume={paused[0].id: answers[decision]}), config)
+    run_turns(agent, scenario.turns[1:2], config)
+    results = [m for m in agent.get_state(config).values["messages"] if isinstance(m, ToolMessage)]
+    assert [m.name for m in results] == ["search_flights", "read_log"]
+    seen = next(str(m.content) for m in model.calls[-1].messages if isinstance(m, ToolMessage) and m.name == "search_flights")
+    if decision == "reject":
+        assert results[0].status == "error" and "not now" in seen
+        return
+    ref = "ref:" + seen.split("ref:", 1)[1].split()[0]
+    output = engine.expand_ref(ref, scope=Scope(session_id=thread))
+    assert str(results[0].content).endswith(output)
+    assert f'"destination": "{"BOS" if decision == "edit" else "JFK"}"' in output
+
+
 def flaky_model(scenario: Any) -> ScriptedChatModel:
     def overloaded(messages: list[BaseMessage], tools: list[dict[str, Any]]) -> AIMessage:
         raise RuntimeError("model overloaded, try again")
