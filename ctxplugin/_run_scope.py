@@ -78,16 +78,20 @@ def run_scope(messages: Sequence[BaseMessage] | None = None) -> Scope:
 
 
 def resolve(
-    config: object | None, messages: Sequence[BaseMessage] | None = None, namespace: str | None = None
+    config: object | None, messages: Sequence[BaseMessage] | None = None, namespace: str | None = None,
+    run: str | None = None,
 ) -> Scope:
     """The scope of a call: the one ``config`` names, else a scope of the run's own (with the
-    warning, once); ``namespace`` applied (:func:`~ctxplugin.scope.namespaced`)."""
+    warning, once); ``namespace`` applied (:func:`~ctxplugin.scope.namespaced`). ``run``: the
+    session of the run's own scope when the host recorded it as the run began (its first
+    message may be gone since: a summary took its place), instead of finding it from
+    ``messages``."""
     if has_scope(config):
         return scope_from_config(config, namespace=namespace)
     current = _current.get()
     if current is None:
         warn_unscoped()
-        current = run_scope(messages)
+        current = Scope(session_id=run) if run else run_scope(messages)
     return namespaced(current, namespace)
 
 

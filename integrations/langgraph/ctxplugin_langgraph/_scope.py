@@ -9,7 +9,7 @@ from langchain_core.messages import BaseMessage
 from langchain_core.runnables import RunnableConfig
 
 from ctxplugin import Scope
-from ctxplugin._run_scope import active, resolve
+from ctxplugin._run_scope import active, has_scope, resolve, run_scope
 from ctxplugin.errors import InvalidInputError
 from ctxplugin.scope import namespaced, scope_resolver
 
@@ -46,16 +46,28 @@ class ScopeRule:
         self.spec = spec
         self.namespace = namespace
 
-    def __call__(self, config: RunnableConfig | None = None, messages: Sequence[BaseMessage] | None = None) -> Scope:
+    def __call__(
+        self, config: RunnableConfig | None = None, messages: Sequence[BaseMessage] | None = None, run: str | None = None
+    ) -> Scope:
         """The scope of a call; ``config`` defaults to the running graph's config. Without a
-        thread id in it, the run's own scope, found from ``messages`` (the run's state) — see
-        :mod:`ctxplugin._run_scope`."""
+        thread id in it, the run's own scope: ``run``'s session when the host recorded it as the
+        run began (see :func:`run_session`), else found from ``messages`` (the run's state) —
+        see :mod:`ctxplugin._run_scope`."""
         if isinstance(self.spec, Scope):
             return namespaced(self.spec, self.namespace)
         config = config if config is not None else running_config()
         if self.spec is not None:
             return namespaced(self.spec(config), self.namespace)
-        return resolve(config, messages, self.namespace)
+        return resolve(config, messages, self.namespace, run)
+
+    def run_session(self, messages: Sequence[BaseMessage] | None) -> str | None:
+        """The session of the run's own scope, to record as the run begins, for a run whose
+        config names no scope (``None`` otherwise, or inside another agent's tool call, whose
+        scope the run takes). Later calls find it recorded: middleware that rewrites the state
+        (a summary in place of the first message) does not move the run to another scope."""
+        if self.spec is not None or has_scope(running_config()) or active() is not None:
+            return None
+        return run_scope(messages).session_id
 
     def in_tool(self, config: RunnableConfig | None = None) -> Scope:
         """The scope of a tool the host's ``wrap_tool_call`` runs (the meta-tools): the scope it
@@ -65,6 +77,17 @@ class ScopeRule:
         added once more) and miss every ref the agent stored."""
         current = active()
         return current if current is not None else self(config)
+
+
+RUN_KEY = "ctxplugin_run"
+"""The state key where ``ContextMiddleware`` records the session of a run without a scope."""
+
+
+def request_run(request: Any) -> str | None:
+    """The session recorded in the state a call runs on (see :data:`RUN_KEY`)."""
+    state = getattr(request, "state", request)
+    run = state.get(RUN_KEY) if isinstance(state, dict) else getattr(state, RUN_KEY, None)
+    return run if isinstance(run, str) and run else None
 
 
 def request_messages(request: Any) -> list[BaseMessage] | None:

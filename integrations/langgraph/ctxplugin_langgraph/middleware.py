@@ -36,10 +36,10 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Annotated, Any, NotRequired
 
-from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
-from langchain.agents.middleware.types import ToolCallRequest
+from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse
+from langchain.agents.middleware.types import PrivateStateAttr, ToolCallRequest
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langgraph.types import Command
 
@@ -52,9 +52,15 @@ from ctxplugin.budget import model_context_window
 from ctxplugin.langchain import make_meta_tools
 from ctxplugin_langgraph._annotations import scrubbed_messages, state_messages, without_stale
 from ctxplugin_langgraph._capture import after_tool, checked_engine, offered_to, precheck
-from ctxplugin_langgraph._scope import ScopeRule, ScopeSpec, request_messages
+from ctxplugin_langgraph._scope import RUN_KEY, ScopeRule, ScopeSpec, request_messages, request_run
 from ctxplugin_langgraph._strict import needs_own_schemas
 from ctxplugin_langgraph._structured import answered_by_host
+
+
+class RunState(AgentState[Any]):
+    """The agent's state, plus the session of a run without a scope, recorded as it began."""
+
+    ctxplugin_run: NotRequired[Annotated[str, PrivateStateAttr]]
 
 
 class ContextMiddleware(AgentMiddleware):
@@ -80,6 +86,8 @@ class ContextMiddleware(AgentMiddleware):
             or ``namespace`` is not one of the forms above.
     """
 
+    state_schema = RunState
+
     def __init__(
         self,
         engine: ContextEngine,
@@ -96,9 +104,23 @@ class ContextMiddleware(AgentMiddleware):
         self.attach_report = attach_report
         self.tools = make_meta_tools(engine, scope=self.scope_rule.in_tool)
 
+    # -- the run's scope ------------------------------------------------------------
+    def before_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        """Record the scope of a run whose config names none (no thread id): it is found from
+        the run's first message, which middleware such as ``SummarizationMiddleware`` may take
+        out of the state mid-run; every later call of the run reads it here instead."""
+        if RUN_KEY in (state if isinstance(state, dict) else {}):
+            return None
+        run = self.scope_rule.run_session(state_messages(state))
+        return {RUN_KEY: run} if run is not None else None
+
+    async def abefore_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        """Async :meth:`before_agent`."""
+        return self.before_agent(state, runtime)
+
     # -- model calls --------------------------------------------------------------
     def _scope(self, request: ModelRequest) -> Scope:
-        return self.scope_rule(None, request.messages)
+        return self.scope_rule(None, request.messages, request_run(request))
 
     def _tools(self, request: ModelRequest) -> list[Any]:
         """``request.tools`` with this middleware's ``expand_ref`` and ``load_tools`` where an
@@ -217,7 +239,7 @@ class ContextMiddleware(AgentMiddleware):
         update = scrubbed_messages(state)
         messages = state_messages(state)
         if update is not None and messages is not None:
-            self.engine.revoke_masked(messages, self.scope_rule(None, messages))
+            self.engine.revoke_masked(messages, self.scope_rule(None, messages, request_run(state)))
         return update
 
     async def aafter_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
@@ -237,7 +259,7 @@ class ContextMiddleware(AgentMiddleware):
         otherwise the model gets the schema back and can retry in one round trip. Once the
         engine was closed the tool does not run: ``EngineClosedError`` propagates."""
         self.engine.check_open()
-        scope = self.scope_rule(getattr(request.runtime, "config", None), request_messages(request))
+        scope = self.scope_rule(getattr(request.runtime, "config", None), request_messages(request), request_run(request))
         offered = offered_to(self.engine, scope, self.tools)
         early = precheck(self.engine, request, offered)
         if early is not None:
@@ -253,7 +275,7 @@ class ContextMiddleware(AgentMiddleware):
     ) -> ToolMessage | Command[Any]:
         """Async :meth:`wrap_tool_call`."""
         self.engine.check_open()
-        scope = self.scope_rule(getattr(request.runtime, "config", None), request_messages(request))
+        scope = self.scope_rule(getattr(request.runtime, "config", None), request_messages(request), request_run(request))
         offered = offered_to(self.engine, scope, self.tools)
         early = precheck(self.engine, request, offered)
         if early is not None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 from typing import Any
 
 import pytest
@@ -137,3 +138,45 @@ def test_lcel_conversations_without_message_ids_share_nothing() -> None:
     other = step.invoke([*opening, HumanMessage(content="What is my PIN and IBAN?")])
     assert "4921" not in _facts_shown(other) and "DE89370400440532013000" not in _facts_shown(other)
     assert _run_scope.run_scope(opening) != _run_scope.run_scope(opening)
+
+
+def summarized_run_model() -> ScriptedChatModel:
+    """A model that reads a log per call until its fifth call, then reads two lines of the
+    ref it is shown last, then answers with what it read."""
+    calls = iter(range(100))
+
+    def step(messages: list[BaseMessage], tools: list[dict[str, Any]]) -> AIMessage:
+        n, last = next(calls), messages[-1]
+        if last.type == "tool" and last.name == "expand_ref":
+            return AIMessage(content="read: " + str(last.content))
+        refs = re.findall(r"ref:read_log:[0-9a-f]{16}", str(last.content)) if last.type == "tool" else []
+        if n >= 5 and refs:
+            return AIMessage(content="", tool_calls=[tool_call("expand_ref", {"ref_id": refs[0], "limit": 2})])
+        return AIMessage(content="", tool_calls=[tool_call("read_log", {"service": f"svc{n}"})])
+
+    return ScriptedChatModel(script=[step] * 20, default=None)
+
+
+def read_log(service: str) -> str:
+    """Read the last lines of a service's log."""
+    return "\n".join(f"2026-11-22T10:00:{i % 60:02d}Z INFO {service} handled request id=req-{i:05d}" for i in range(300))
+
+
+@pytest.mark.parametrize("keep_originals", [True, False])
+@pytest.mark.parametrize("mode", ["whole", "compact"])
+def test_a_run_without_thread_id_reads_its_refs_after_its_first_message_was_summarized(keep_originals: bool, mode: str) -> None:
+    # the run's own scope is found from its first message: a summary that takes that message's
+    # place mid-run must not cut the run off from the refs it stored before
+    from langchain.agents.middleware import SummarizationMiddleware
+
+    from ctxplugin import ContextConfig
+
+    summarize = SummarizationMiddleware(ScriptedChatModel(default="Summary: logs were read."),
+                                        trigger=("messages", 6), keep=("messages", 2))
+    engine = memory_engine(ContextConfig(mode=mode))
+    agent: Any = create_agent(summarized_run_model(), [StructuredTool.from_function(read_log)],
+                         middleware=[summarize, ContextMiddleware(engine, keep_originals=keep_originals)])
+    out = agent.invoke({"messages": [("user", "investigate the services")]})
+    assert out["messages"][0].text.startswith("Here is a summary"), "the run was summarized"
+    answer = out["messages"][-1].text
+    assert answer.startswith("read: [ref:read_log:") and "lines 0–1 of 300" in answer and "no such ref" not in answer
