@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from langchain_core.messages import ToolMessage
+from langchain_core.messages import BaseMessage, ToolMessage
 
 from ctxplugin import _tracing
 from ctxplugin._deadline import step_budget
@@ -105,18 +105,25 @@ class Capture:
 
     def _read(self, tool_message: ToolMessage, scope: Scope, report: CaptureReport, shape: str | None) -> None:
         start = time.perf_counter()
+        # the full output is read, with the ref it is stored under as provenance and the shape
+        # its summary found (the rules read no statements from code or a diff)
+        note = {"ref": report.ref_id, **({"shape": shape} if shape else {})}
+        source = tool_message if report.ref_id is None else tool_message.model_copy(
+            update={"additional_kwargs": {**tool_message.additional_kwargs, META_KEY: note}}
+        )
+        # outputs an earlier failure left unread go first: this one supersedes what they say
+        unread = self.reads.unread(scope)
+        fresh: list[BaseMessage] = []
         try:
-            with self.reads.claim([tool_message], scope) as fresh:
+            with self.reads.claim([*unread, source], scope) as fresh:
                 if fresh:
-                    # the full output is read, with the ref it is stored under as provenance and
-                    # the shape its summary found (the rules read no statements from code or a diff)
-                    note = {"ref": report.ref_id, **({"shape": shape} if shape else {})}
-                    source = tool_message if report.ref_id is None else tool_message.model_copy(
-                        update={"additional_kwargs": {**tool_message.additional_kwargs, META_KEY: note}}
-                    )
-                    report.facts_extracted = len(self.ledger.ingest([source], scope=scope))
-                    self.reads.read_outputs([tool_message], scope)
+                    report.facts_extracted = len(self.ledger.ingest(fresh, scope=scope))
+                    self.reads.read_outputs(fresh, scope)
+                    self.reads.settled(unread, scope)
         except StoreError as exc:
+            if report.ref_id is not None and any(m is source for m in fresh):
+                # a summary stands in the history for it: kept whole, to be read on a later call
+                self.reads.left_unread(source, scope)
             report.warnings.append(log_degraded(scope, f"facts store unavailable; extraction skipped: {exc}"))
         finally:
             _timed(report, "facts", start)
