@@ -6,30 +6,13 @@ from __future__ import annotations
 
 import contextvars
 import threading
-import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any, TypeVar
 
+from ctxplugin._step import step_budget, step_deadline
 from ctxplugin.errors import StoreUnavailableError
 
 T = TypeVar("T")
-
-_step_deadline: contextvars.ContextVar[float | None] = contextvars.ContextVar("ctxplugin_step_deadline", default=None)
-
-
-@contextmanager
-def step_budget(seconds: float) -> Iterator[None]:
-    """Bound the time all guarded calls of one step (a ``prepare``, a capture) may wait together
-    to ``seconds``: however many calls a step makes and however many servers fail, the step
-    waits for stores at most this long. An inner budget never extends an outer one."""
-    now = time.monotonic()
-    outer = _step_deadline.get()
-    token = _step_deadline.set(now + seconds if outer is None else min(outer, now + seconds))
-    try:
-        yield
-    finally:
-        _step_deadline.reset(token)
 
 
 class _Call:
@@ -76,11 +59,6 @@ def run_with_deadline(
     if call.error is not None:
         raise call.error
     return call.value  # type: ignore[no-any-return]
-
-
-def step_deadline() -> float | None:
-    """The ``time.monotonic()`` deadline of the current step, or None outside any step."""
-    return _step_deadline.get()
 
 
 __all__ = ["run_with_deadline", "step_budget", "step_deadline"]

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ctxplugin._sqlite_wal import into_wal
+from ctxplugin._step import step_wait
 from ctxplugin.cas._canon import check_ref, decode, encode
 from ctxplugin.cas.store import (
     NOT_VISIBLE,
@@ -133,7 +134,7 @@ class SQLiteCASStore:
             into_wal(conn, self._busy_timeout_ms / 1000)
             conn.execute("PRAGMA synchronous = NORMAL")
             conn.execute("PRAGMA foreign_keys = ON")
-        held = _Held(conn)
+        held = _Held(conn, self._busy_timeout_ms)
         self._local.held = held
         with self._lock:
             self._connections.add(held)
@@ -149,6 +150,13 @@ class SQLiteCASStore:
             if self._closed:
                 held.conn.close()
                 raise StoreError(f"the CAS store {self.path} is closed")
+            # another writer is waited for until the step's deadline at the latest: a step
+            # storing many outputs waits stores.timeout in all, not once per output
+            wait_ms = int(step_wait(self._busy_timeout_ms / 1000) * 1000)
+            if wait_ms != held.wait_ms:
+                with _translate("open"):
+                    held.conn.execute(f"PRAGMA busy_timeout = {wait_ms}")
+                held.wait_ms = wait_ms
             try:
                 yield held.conn
             finally:
@@ -317,11 +325,12 @@ class _Held:
     as it is part of a reference cycle). :meth:`SQLiteCASStore.close` reaches the live ones
     through a weak set."""
 
-    __slots__ = ("__weakref__", "busy", "conn")
+    __slots__ = ("__weakref__", "busy", "conn", "wait_ms")
 
-    def __init__(self, conn: sqlite3.Connection) -> None:
+    def __init__(self, conn: sqlite3.Connection, wait_ms: int) -> None:
         self.conn = conn
         self.busy = threading.Lock()
+        self.wait_ms = wait_ms  # the connection's busy timeout now
 
     def __del__(self) -> None:
         self.conn.close()

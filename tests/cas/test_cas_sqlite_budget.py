@@ -1,0 +1,90 @@
+"""The SQLite CAS under another writer's lock: a step waits for it ``stores.timeout`` in all,
+however many outputs it stores (the step budget of :mod:`ctxplugin._deadline`), not that long
+once per output."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from pathlib import Path
+
+import pytest
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+
+from ctxplugin import ContextConfig, ContextEngine, Scope
+from ctxplugin.cas import SQLiteCASStore
+from ctxplugin.errors import StoreUnavailableError
+from ctxplugin.guard import step_budget
+from ctxplugin.testing.cas_contract import make_item
+
+SCOPE = Scope(session_id="s1")
+OUTPUTS = 8
+RELEASE_AFTER = 6.0
+"""Seconds the other writer holds the lock: far more than the step's budget of one second, far
+less than one second per output."""
+
+
+def listing(i: int) -> str:
+    return "\n".join(f"/src/pkg{i}/file_{j}.py  {j * 37} bytes  modified 2024-01-{j % 28 + 1:02d}" for j in range(300))
+
+
+def conversation() -> list[BaseMessage]:
+    messages: list[BaseMessage] = [HumanMessage("list the packages", id="h0")]
+    for i in range(OUTPUTS):
+        messages.append(AIMessage("", tool_calls=[{"name": "ls", "args": {"i": i}, "id": f"c{i}"}], id=f"a{i}"))
+        messages.append(ToolMessage(listing(i), tool_call_id=f"c{i}", name="ls", id=f"t{i}"))
+    return [*messages, AIMessage("Listed.", id="done"), HumanMessage("Which is the largest?", id="h1")]
+
+
+class Writer:
+    """Another connection holding the file's write lock until :meth:`release` (or a timer)."""
+
+    def __init__(self, path: Path) -> None:
+        self.conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        self.conn.execute("BEGIN IMMEDIATE")
+        self._lock = threading.Lock()
+        self._held = True
+        self.timer = threading.Timer(RELEASE_AFTER, self.release)
+        self.timer.start()
+
+    def release(self) -> None:
+        with self._lock:
+            if self._held:
+                self.conn.execute("ROLLBACK")
+                self._held = False
+
+    def close(self) -> None:
+        self.timer.cancel()
+        self.release()
+        self.conn.close()
+
+
+@pytest.mark.parametrize("mode", ["compact", "whole"])
+def test_a_step_waits_for_a_locked_file_once_not_once_per_output(tmp_path: Path, mode: str) -> None:
+    budget = {"total": 3000} if mode == "whole" else {}  # whole: too long to go whole, so stored
+    config = ContextConfig(mode=mode, stores={"timeout": 1.0}, budget=budget)
+    with ContextEngine.embedded(tmp_path / "stores", config) as engine:
+        writer = Writer(tmp_path / "stores" / "cas.sqlite3")
+        try:
+            report = engine.prepare(conversation(), scope=SCOPE).report
+        finally:
+            writer.close()
+        # every output was given up on before the writer let go: none stored, each passed through
+        assert report.refs_created == []
+        assert sum("CAS unavailable" in w for w in report.warnings) == OUTPUTS
+        # and the next step stores them
+        report = engine.prepare(conversation(), scope=SCOPE).report
+        assert len(report.refs_created) == OUTPUTS and not report.warnings
+
+
+def test_a_call_whose_step_budget_is_spent_does_not_wait_for_the_writer(tmp_path: Path) -> None:
+    path = tmp_path / "cas.sqlite3"
+    store = SQLiteCASStore(path, busy_timeout_ms=30_000)
+    writer = Writer(path)
+    try:
+        with step_budget(0.0), pytest.raises(StoreUnavailableError, match="locked"):
+            store.put(make_item("x" * 100), SCOPE)
+    finally:
+        writer.close()
+    store.put(make_item("x" * 100), SCOPE)  # outside a step: the configured wait, and the lock is free
+    store.close()
