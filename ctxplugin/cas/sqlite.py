@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import sqlite3
 import threading
@@ -66,6 +67,8 @@ _GRANT_COLUMNS = (
     "ref_id, owner_key, visibility, tenant_id, workspace_id, user_id, session_id, content_hash, "
     "raw_hash, kind, summary, created_at, expires_at"
 )
+
+logger = logging.getLogger("ctxplugin")
 
 _UNAVAILABLE = ("locked", "busy", "unable to open", "disk i/o", "readonly", "read-only", "disk is full")
 
@@ -170,7 +173,8 @@ class SQLiteCASStore:
             try:
                 yield conn
             except BaseException:
-                conn.execute("ROLLBACK")
+                if conn.in_transaction:  # SQLite may have rolled it back itself (a full disk)
+                    conn.execute("ROLLBACK")
                 raise
             conn.execute("COMMIT")
 
@@ -238,30 +242,36 @@ class SQLiteCASStore:
             return next(self._readable(conn, ref_id, scope, self._clock()), None) is not None
 
     def get(self, ref_id: str, scope: Scope) -> CASRecord:
-        """See :meth:`ctxplugin.cas.CASStore.get`."""
+        """See :meth:`ctxplugin.cas.CASStore.get`. A file that cannot be written right now (a
+        full disk, a read-only file, another writer's lock held past the wait) is still read:
+        the stored output is returned, its access not counted, with a warning logged."""
         check_ref(ref_id)
-        with self._transaction("get") as conn:
-            now = self._clock()
-            for row in self._readable(conn, ref_id, scope, now):
+        try:
+            with self._transaction("get") as conn:
+                return self._record(conn, ref_id, scope, counted=True)
+        except StoreUnavailableError as exc:
+            with self._using() as conn, _translate("get"):
+                record = self._record(conn, ref_id, scope, counted=False)
+            logger.warning("ctxplugin: %s read without counting its access: %s", ref_id, exc)
+            return record
+
+    def _record(self, conn: sqlite3.Connection, ref_id: str, scope: Scope, *, counted: bool) -> CASRecord:
+        now = self._clock()
+        for row in self._readable(conn, ref_id, scope, now):
+            if counted:
                 conn.execute(
                     "UPDATE cas_grants SET access_count = access_count + 1, last_accessed_at = ? "
                     "WHERE ref_id = ? AND owner_key = ? AND visibility = ?",
                     (now, ref_id, row[0], row[1]),
                 )
-                blob = conn.execute("SELECT content FROM cas_content WHERE raw_hash = ?", (row[7],)).fetchone()
-                if blob is None:
-                    raise StoreError(f"content of {ref_id!r} is missing from {self.path}; the database is inconsistent")
-                return CASRecord(
-                    ref_id=ref_id,
-                    content_hash=row[6],
-                    raw_hash=row[7],
-                    kind=row[8],
-                    content=decode(bytes(blob[0])),
-                    summary=row[9] if isinstance(row[9], str) else decode(bytes(row[9])),
-                    created_at=row[10],
-                    expires_at=row[11],
-                    access_count=row[12] + 1,
-                )
+            blob = conn.execute("SELECT content FROM cas_content WHERE raw_hash = ?", (row[7],)).fetchone()
+            if blob is None:
+                raise StoreError(f"content of {ref_id!r} is missing from {self.path}; the database is inconsistent")
+            return CASRecord(
+                ref_id=ref_id, content_hash=row[6], raw_hash=row[7], kind=row[8], content=decode(bytes(blob[0])),
+                summary=row[9] if isinstance(row[9], str) else decode(bytes(row[9])),
+                created_at=row[10], expires_at=row[11], access_count=row[12] + counted,
+            )
         raise RefNotFoundError(NOT_VISIBLE.format(ref=ref_id))
 
     def purge_expired(self) -> int:

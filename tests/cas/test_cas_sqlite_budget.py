@@ -13,7 +13,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 
 from ctxplugin import ContextConfig, ContextEngine, Scope
 from ctxplugin.cas import SQLiteCASStore
-from ctxplugin.errors import StoreUnavailableError
+from ctxplugin.errors import RefNotFoundError, StoreUnavailableError
 from ctxplugin.guard import step_budget
 from ctxplugin.testing.cas_contract import make_item
 
@@ -88,3 +88,36 @@ def test_a_call_whose_step_budget_is_spent_does_not_wait_for_the_writer(tmp_path
         writer.close()
     store.put(make_item("x" * 100), SCOPE)  # outside a step: the configured wait, and the lock is free
     store.close()
+
+
+def test_a_stored_output_is_read_while_another_writer_holds_the_lock(tmp_path: Path) -> None:
+    """Reading a ref needs no write: it is served beside the writer (its access not counted)."""
+    path = tmp_path / "cas.sqlite3"
+    store = SQLiteCASStore(path, busy_timeout_ms=200)
+    item = make_item("the stored original\n" * 50)
+    store.put(item, SCOPE)
+    writer = Writer(path)
+    try:
+        assert store.get(item.ref_id, SCOPE).content == item.content
+        with pytest.raises(RefNotFoundError):
+            store.get(make_item("never stored").ref_id, SCOPE)
+    finally:
+        writer.close()
+    assert store.get(item.ref_id, SCOPE).access_count == 1  # the reads beside the writer were not counted
+    store.close()
+
+
+def test_the_expand_ref_tool_reads_a_stored_output_while_the_file_is_locked(tmp_path: Path) -> None:
+    config = ContextConfig(stores={"timeout": 0.3})
+    with ContextEngine.embedded(tmp_path / "stores", config) as engine:
+        original = listing(1)
+        compact = engine.capture_tool_result(ToolMessage(original, tool_call_id="c1", name="ls"), scope=SCOPE)
+        ref = compact.additional_kwargs["ctxplugin"]["ref"]
+        writer = Writer(tmp_path / "stores" / "cas.sqlite3")
+        try:
+            assert engine.expand_ref(ref, scope=SCOPE) == original
+            tool = engine.tools_for_model()[0]
+            shown = tool.invoke({"ref_id": ref, "limit": 3}, config={"configurable": {"thread_id": SCOPE.session_id}})
+            assert "/src/pkg1/file_0.py" in str(shown)
+        finally:
+            writer.close()
