@@ -10,6 +10,7 @@ share one core and differ in I/O alone.
 from __future__ import annotations
 
 import math
+import os
 import re
 from collections.abc import Callable, Generator, Iterator, Mapping
 from contextlib import contextmanager
@@ -19,6 +20,7 @@ from typing import Any, TypeVar
 import psycopg
 import psycopg.errors
 from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolClosed, PoolTimeout
 
 from ctxplugin.errors import ConfigError, StoreError, StoreUnavailableError
@@ -101,8 +103,8 @@ async def adrive(conn: psycopg.AsyncConnection[Any], plan: Plan[T]) -> T:
         return done.value  # type: ignore[no-any-return]
 
 
-def connection_options(timeout: float, name: str) -> dict[str, Any]:
-    """libpq settings that bound a connection's waits by ``timeout`` seconds.
+def connection_options(timeout: float, name: str, dsn: str = "") -> dict[str, Any]:
+    """libpq settings that bound a connection's waits by ``timeout`` seconds, for ``dsn``.
 
     ``connect_timeout`` bounds connecting (libpq counts whole seconds, at least 2);
     ``statement_timeout`` makes the server cancel a statement that runs longer; TCP keepalives
@@ -110,12 +112,16 @@ def connection_options(timeout: float, name: str) -> dict[str, Any]:
     instead of waiting on it. A server process that is stopped but whose host still answers
     TCP is caught by none of these: the engine's guard (:mod:`ctxplugin.guard`) puts a deadline
     on each call for that.
+
+    The server options ``dsn`` sets (``options=-c ...``, else ``PGOPTIONS``) are kept: given
+    here, ``options`` replaces theirs, so the statement timeout is appended to them (the last
+    setting of a name wins, so it bounds statements whatever they say).
     """
     millis = max(1, int(timeout * 1000))
     return {
         "connect_timeout": max(2, math.ceil(timeout)),
         "application_name": name,
-        "options": f"-c statement_timeout={millis}",
+        "options": f"{_dsn_options(dsn)} -c statement_timeout={millis}".lstrip(),
         "keepalives": 1,
         "keepalives_idle": max(1, math.ceil(timeout)),
         "keepalives_interval": 1,
@@ -124,7 +130,16 @@ def connection_options(timeout: float, name: str) -> dict[str, Any]:
     }
 
 
-def _pool_options(min_size: int, max_size: int, timeout: float, name: str) -> dict[str, Any]:
+def _dsn_options(dsn: str) -> str:
+    """The server options ``dsn`` gives a connection: its ``options``, else ``PGOPTIONS``."""
+    try:
+        given = conninfo_to_dict(dsn).get("options") if dsn else None
+    except psycopg.ProgrammingError:  # not a connection string: connecting says why
+        given = None
+    return str(given if given is not None else os.environ.get("PGOPTIONS", "")).strip()
+
+
+def _pool_options(dsn: str, min_size: int, max_size: int, timeout: float, name: str) -> dict[str, Any]:
     """What both pool kinds are built with, unopened (the caller opens it as its kind allows).
     ``timeout`` bounds the wait for a connection and, through :func:`connection_options`,
     connecting and each statement."""
@@ -137,7 +152,7 @@ def _pool_options(min_size: int, max_size: int, timeout: float, name: str) -> di
         # once it gives up: giving up after ``timeout`` lets it reconnect as soon as it is asked
         # after an outage instead of seconds later
         "reconnect_timeout": max(1.0, timeout),
-        "kwargs": connection_options(timeout, name),
+        "kwargs": connection_options(timeout, name, dsn),
         "name": name,
     }
 
@@ -161,7 +176,7 @@ def make_pool(
     ``--preload``, ``multiprocessing`` "fork") it opens connections of its own on first use and
     leaves the parent's alone (:class:`~ctxplugin_postgres._pool.ProcessPool`).
     """
-    pool = ProcessPool(dsn, check=ConnectionPool.check_connection, **_pool_options(min_size, max_size, timeout, name))
+    pool = ProcessPool(dsn, check=ConnectionPool.check_connection, **_pool_options(dsn, min_size, max_size, timeout, name))
     pool.open(wait=False)
     return pool
 
@@ -178,7 +193,7 @@ def make_async_pool(
 
     Open it with ``await pool.open()`` (async pools cannot open in a constructor)."""
     return AsyncConnectionPool(
-        dsn, check=AsyncConnectionPool.check_connection, **_pool_options(min_size, max_size, timeout, name)
+        dsn, check=AsyncConnectionPool.check_connection, **_pool_options(dsn, min_size, max_size, timeout, name)
     )
 
 

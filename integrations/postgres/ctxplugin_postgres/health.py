@@ -54,7 +54,7 @@ def check_server(dsn: str, timeout: float) -> str | None:
     """
     settings = check_dsn(dsn)
     try:
-        with psycopg.connect(dsn, **connection_options(timeout, "ctxplugin-check")) as conn:
+        with psycopg.connect(dsn, **connection_options(timeout, "ctxplugin-check", dsn)) as conn:
             conn.execute("SELECT 1")
     except psycopg.OperationalError as exc:
         cause = _cause(exc)
