@@ -42,6 +42,7 @@ class CASQueries:
     grant_extend: sql.Composed
     readable: sql.Composed
     touch: sql.Composed
+    peek: sql.Composed
     content: sql.Composed
     purge_grants: sql.Composed
     purge_content: sql.Composed
@@ -95,6 +96,11 @@ class CASQueries:
                 "UPDATE {s}.ctxplugin_cas_grants SET access_count = access_count + 1, last_accessed_at = %(now)s "
                 f"WHERE {key} AND (expires_at IS NULL OR expires_at > %(now)s) "
                 "RETURNING content_hash, raw_hash, kind, summary, created_at, expires_at, access_count",
+                schema,
+            ),
+            peek=compose(
+                "SELECT content_hash, raw_hash, kind, summary, created_at, expires_at, access_count "
+                f"FROM {{s}}.ctxplugin_cas_grants WHERE {key} AND (expires_at IS NULL OR expires_at > %(now)s)",
                 schema,
             ),
             content=compose("SELECT content FROM {s}.ctxplugin_cas_content WHERE raw_hash = %(raw)s", schema),
@@ -185,13 +191,14 @@ def _readable_grants(candidates: Result, scope: Scope) -> list[tuple[str, str]]:
     ]
 
 
-def get_plan(q: CASQueries, ref_id: str, scope: Scope, now: float) -> Plan[CASRecord]:
-    """See :meth:`ctxplugin.cas.CASStore.get` (``ref_id`` already checked)."""
+def get_plan(q: CASQueries, ref_id: str, scope: Scope, now: float, *, counted: bool = True) -> Plan[CASRecord]:
+    """See :meth:`ctxplugin.cas.CASStore.get` (``ref_id`` already checked); reads only, without
+    counting the access, unless ``counted``."""
     params = _readable_params(ref_id, scope, now)
     # SQL narrows (tenant, own session unless shared wider); Scope.can_read decides
     candidates = yield Stmt(q.readable, params)
     for owner_key, visibility in _readable_grants(candidates, scope):
-        touched = (yield Stmt(q.touch, {**params, "owner": owner_key, "vis": visibility})).first()
+        touched = (yield Stmt(q.touch if counted else q.peek, {**params, "owner": owner_key, "vis": visibility})).first()
         if touched is None:  # expired or purged since the select
             continue
         content_hash, raw, kind, summary, created_at, expires_at, access_count = touched

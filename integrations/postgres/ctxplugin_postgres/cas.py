@@ -37,6 +37,11 @@ def _purge_race(exc: StoreError, attempt: int) -> bool:
     return attempt < _PURGE_ATTEMPTS and isinstance(exc.__cause__, psycopg.errors.ForeignKeyViolation)
 
 
+def _unwritable(exc: StoreError) -> bool:
+    # counting an access is a write; the output itself can still be read
+    return isinstance(exc.__cause__, (psycopg.errors.ReadOnlySqlTransaction, psycopg.errors.DiskFull))
+
+
 class PostgresCASStore(PooledStore):
     """A :class:`~ctxplugin.cas.CASStore` in Postgres, shared by any number of processes.
 
@@ -96,9 +101,15 @@ class PostgresCASStore(PooledStore):
         return self._run("CAS put", lambda: put_plan(self._q, item, scope, visibility, ttl_seconds, self._clock()))
 
     def get(self, ref_id: str, scope: Scope) -> CASRecord:
-        """See :meth:`ctxplugin.cas.CASStore.get`."""
+        """See :meth:`ctxplugin.cas.CASStore.get`. A server that takes no writes right now (read
+        only, its disk full) is still read: the output is returned, its access not counted."""
         check_ref(ref_id)
-        return self._run("CAS get", lambda: get_plan(self._q, ref_id, scope, self._clock()))
+        try:
+            return self._run("CAS get", lambda: get_plan(self._q, ref_id, scope, self._clock()))
+        except StoreError as exc:
+            if not _unwritable(exc):
+                raise
+        return self._run("CAS get", lambda: get_plan(self._q, ref_id, scope, self._clock(), counted=False))
 
     def purge_expired(self) -> int:
         """See :meth:`ctxplugin.cas.CASStore.purge_expired`."""
@@ -196,9 +207,14 @@ class AsyncPostgresCASStore(AsyncPooledStore):
         return await self._run("CAS put", lambda: put_plan(self._q, item, scope, visibility, ttl_seconds, self._clock()))
 
     async def get(self, ref_id: str, scope: Scope) -> CASRecord:
-        """See :meth:`ctxplugin.cas.CASStore.get`."""
+        """See :meth:`PostgresCASStore.get`."""
         check_ref(ref_id)
-        return await self._run("CAS get", lambda: get_plan(self._q, ref_id, scope, self._clock()))
+        try:
+            return await self._run("CAS get", lambda: get_plan(self._q, ref_id, scope, self._clock()))
+        except StoreError as exc:
+            if not _unwritable(exc):
+                raise
+        return await self._run("CAS get", lambda: get_plan(self._q, ref_id, scope, self._clock(), counted=False))
 
     async def purge_expired(self) -> int:
         """See :meth:`ctxplugin.cas.CASStore.purge_expired`."""
