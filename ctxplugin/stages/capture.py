@@ -112,18 +112,18 @@ class Capture:
             update={"additional_kwargs": {**tool_message.additional_kwargs, META_KEY: note}}
         )
         # outputs an earlier failure left unread go first: this one supersedes what they say
-        unread = self.reads.unread(scope)
+        unread = self.reads.unread.kept(scope)
         fresh: list[BaseMessage] = []
         try:
             with self.reads.claim([*unread, source], scope) as fresh:
                 if fresh:
                     report.facts_extracted = len(self.ledger.ingest(fresh, scope=scope))
                     self.reads.read_outputs(fresh, scope)
-                    self.reads.settled(unread, scope)
+                    self.reads.unread.settled(unread, scope)
         except StoreError as exc:
             if report.ref_id is not None and any(m is source for m in fresh):
                 # a summary stands in the history for it: kept whole, to be read on a later call
-                self.reads.left_unread(source, scope)
+                self.reads.unread.keep(source, scope)
             report.warnings.append(log_degraded(scope, f"facts store unavailable; extraction skipped: {exc}"))
         finally:
             _timed(report, "facts", start)

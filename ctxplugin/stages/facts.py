@@ -101,7 +101,7 @@ class ChooseFacts:
         shared: SharedWindow | None = None  # the window's block as the processes sharing the store agree on it
         if self.config.extract:
             # outputs captured while the store failed (their summaries are in the history) first
-            unread_outputs = self.reads.unread(scope)
+            unread_outputs = self.reads.unread.kept(scope)
             with self.reads.reading([*unread_outputs, *seen.new_sources], scope) as fresh:  # then waits for a concurrent reading
                 if fresh:
                     try:
@@ -122,7 +122,7 @@ class ChooseFacts:
                         with self.reads.unless_done(fresh, scope):
                             extracted += len(self.ledger.ingest([m for m in fresh if not rewritten_summary(m)], scope=scope))
                             self.reads.read_outputs(fresh, scope)
-                            self.reads.settled(unread_outputs, scope)
+                            self.reads.unread.settled(unread_outputs, scope)
                     except StoreError as exc:
                         # read again on a later call, once the store takes writes again; what is
                         # stored already is still read below (a read takes no write lock)

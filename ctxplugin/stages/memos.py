@@ -34,15 +34,11 @@ from ctxplugin.config import CASConfig
 from ctxplugin.errors import StoreError
 from ctxplugin.facts.model import output_digest
 from ctxplugin.scope import Scope
+from ctxplugin.stages._unread import UnreadOutputs
 from ctxplugin.stages.view import log_degraded
 from ctxplugin.tokens import TokenCounter, content_text
 
 MEMO_SIZE = 4096
-UNREAD_SCOPES = 1024
-"""Scopes whose tool outputs a failing facts store left unread are kept for (see
-:meth:`ReadMemo.left_unread`)."""
-UNREAD_OUTPUTS = 64
-"""Tool outputs kept whole per scope while the facts store fails."""
 
 
 class CaptureMemo:
@@ -201,9 +197,7 @@ class ReadMemo:
         self._read: LRU[str, bool] = LRU(size)
         self._outputs: LRU[str, str] = LRU(size)  # scope and tool call id -> digest of the output read
         self._reading: dict[str, threading.Event] = {}  # read now by the call that claimed them; set when done
-        # scope key -> outputs captured while the facts store failed: the history then holds
-        # their summaries only, so they are kept whole until a later call of the scope reads them
-        self._unread: LRU[str, tuple[BaseMessage, ...]] = LRU(UNREAD_SCOPES)
+        self.unread = UnreadOutputs()  # outputs captured while the facts store failed
 
     def first_read(self, message: BaseMessage, scope: Scope) -> bool:
         """Whether ``message`` is read for the first time (it counts as read from now on). The
@@ -253,35 +247,6 @@ class ReadMemo:
             wait = deadline - time.monotonic()
             if wait <= 0 or not event.wait(wait):
                 return
-
-    def left_unread(self, message: BaseMessage, scope: Scope) -> None:
-        """``message`` (a tool output captured whole) was not read: the facts store failed.
-        Kept for the scope's next reading (see :meth:`unread`), the newest
-        :data:`UNREAD_OUTPUTS` of a scope; an older one dropped is logged at WARNING."""
-        with self._lock:
-            kept = (*self._unread.get(scope.key(), ()), message)
-            dropped, kept = kept[:-UNREAD_OUTPUTS], kept[-UNREAD_OUTPUTS:]
-            self._unread.put(scope.key(), kept)
-        if dropped:
-            log_degraded(scope, f"facts store unavailable; facts of {len(dropped)} older tool output(s) not recorded")
-
-    def unread(self, scope: Scope) -> list[BaseMessage]:
-        """The tool outputs of ``scope`` a failing facts store left unread, oldest first: read
-        before the messages of the call that reads them (a later output of the same record
-        supersedes them), and let go with :meth:`settled` once read."""
-        with self._lock:
-            return list(self._unread.get(scope.key(), ()))
-
-    def settled(self, messages: Sequence[BaseMessage], scope: Scope) -> None:
-        """``messages`` (from :meth:`unread`) were read: no longer kept."""
-        if not messages:
-            return
-        with self._lock:
-            left = tuple(m for m in self._unread.get(scope.key(), ()) if all(m is not read for read in messages))
-            if left:
-                self._unread.put(scope.key(), left)
-            else:
-                self._unread.pop(scope.key(), None)
 
     def forget(self, messages: Sequence[BaseMessage], scope: Scope) -> None:
         """Forget that ``messages`` were read: their facts were not stored (the store failed)."""

@@ -17,6 +17,7 @@ from pytest_mock import MockerFixture
 from ctxplugin import ContextConfig, ContextEngine, Scope
 from ctxplugin.errors import StoreUnavailableError
 from ctxplugin.facts import Fact
+from ctxplugin.stages._unread import UnreadOutputs
 
 S = Scope(session_id="s1", user_id="u1")
 
@@ -98,3 +99,19 @@ def test_an_output_still_unread_while_the_store_stays_out_is_read_on_a_later_cal
     engine.prepare([*messages, AIMessage("Economy.", id="a1"), HumanMessage("Thanks", id="h2")], scope=S)
     fact = engine.facts.current("reservation:OBUT9V", scope=S)
     assert fact is not None and "cabin=economy" in fact.text
+
+
+def test_the_outputs_kept_for_a_later_reading_are_bounded_and_what_goes_is_logged(caplog: pytest.LogCaptureFixture) -> None:
+    kept = UnreadOutputs(outputs=3, chars=10_000)
+    a, b = Scope(session_id="a"), Scope(session_id="b")
+    outputs = [ToolMessage("x" * 3000, tool_call_id=f"c{i}", name="t") for i in range(5)]
+    kept.keep(outputs[0], a)
+    kept.keep(outputs[1], b)
+    kept.keep(outputs[2], a)
+    kept.keep(outputs[3], a)  # four kept: the oldest goes, session a's first
+    assert kept.kept(a) == [outputs[2], outputs[3]] and kept.kept(b) == [outputs[1]]
+    kept.settled([outputs[2]], a)
+    kept.keep(ToolMessage("y" * 9000, tool_call_id="big", name="t"), a)  # over the characters: the oldest go
+    assert kept.kept(b) == [] and [m.content[:1] for m in kept.kept(a)] == ["y"]
+    lost = [r.getMessage() for r in caplog.records if "not recorded" in r.getMessage()]
+    assert [("session a" in m, "session b" in m) for m in lost] == [(True, False), (False, True), (True, False)]
