@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from ctxplugin._deadline import run_with_deadline
 from ctxplugin.errors import ConfigError, StoreError, StoreInUseError, StoreUnavailableError
 
 
@@ -75,6 +76,35 @@ def set_http_timeout(client: Any, seconds: float) -> Any:
         if isinstance(session, httpx.Client):
             session.timeout = httpx.Timeout(seconds)
     return client
+
+
+def http_client(url: str, timeout: float, headers: dict[str, str] | None = None) -> Any:
+    """A Chroma ``HttpClient`` on the server at ``url``, every request bounded by ``timeout``
+    seconds, its making included: chromadb's client asks the server who the caller is as it is
+    built, with no timeout, so a server that takes connections and never answers would hold
+    the caller (and the store's lock) for ever. The server's heartbeat is asked first, bounded;
+    the client is then built within the same bound.
+
+    Raises:
+        ConnectionError: the server does not answer within ``timeout`` (the stores' translation
+            of Chroma errors reports it as unreachable).
+    """
+    import chromadb
+    from chromadb.config import Settings
+
+    parts = urlsplit(url)
+    tls = parts.scheme == "https"
+    host, port = parts.hostname or "127.0.0.1", parts.port or (443 if tls else 8000)
+
+    def build() -> Any:
+        settings = Settings(anonymized_telemetry=False)
+        return set_http_timeout(chromadb.HttpClient(host=host, port=port, ssl=tls, headers=headers, settings=settings), timeout)
+
+    try:
+        Heartbeat(url, timeout, headers)()
+        return run_with_deadline(build, timeout, "Chroma server connect")
+    except StoreUnavailableError as exc:
+        raise ConnectionError(str(exc)) from exc
 
 
 class Heartbeat:

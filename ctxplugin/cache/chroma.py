@@ -19,10 +19,10 @@ from langchain_core.embeddings import Embeddings
 
 from ctxplugin._chroma import (
     claim_directory,
+    http_client,
     keep_from_parent,
     reconnect_in_forked_children,
     same_process,
-    set_http_timeout,
     translated,
 )
 from ctxplugin.cache.store import CacheEntry
@@ -122,15 +122,10 @@ class ChromaAnswerCacheStore:
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ConfigError(f"Chroma server URL must look like http://host:port, got {url!r}")
-        host, ssl = parts.hostname, parts.scheme == "https"
-        port = parts.port or (443 if ssl else 8000)
-
-        import chromadb  # imported now, not within the first call's deadline
-        from chromadb.config import Settings
+        import chromadb  # noqa: F401  (imported now, not within the first call's deadline)
 
         def connect() -> Any:
-            client = chromadb.HttpClient(host=host, port=port, ssl=ssl, settings=Settings(anonymized_telemetry=False))
-            return set_http_timeout(client, timeout)
+            return http_client(url, timeout)
 
         store = cls(connect, collection=collection, embedding=embedding)
         reconnect_in_forked_children(store)  # connected again, on its own, in a forked process

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from ctxplugin._chroma import claim_directory, set_http_timeout
+from ctxplugin._chroma import claim_directory, http_client
 from ctxplugin.config import FactsConfig
 from ctxplugin.errors import ConfigError
 from ctxplugin.facts._chroma_embedding import _translated
@@ -58,19 +58,12 @@ def _http_connector(url: str, headers: dict[str, str] | None, timeout: float) ->
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ConfigError(f"Chroma server URL must look like http://host:port, got {url!r}")
-    ssl = parts.scheme == "https"
-    port = parts.port or (443 if ssl else 8000)
-    host = parts.hostname
     # imported here, not on first use: importing chromadb takes seconds on a busy machine,
     # which the first call's deadline is not meant to cover
-    import chromadb
-    from chromadb.config import Settings
+    import chromadb  # noqa: F401
 
     def connect() -> Any:
-        settings = Settings(anonymized_telemetry=False)
-        return set_http_timeout(
-            chromadb.HttpClient(host=host, port=port, ssl=ssl, headers=headers, settings=settings), timeout
-        )
+        return http_client(url, timeout, headers)
 
     return connect
 
