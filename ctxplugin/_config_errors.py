@@ -25,6 +25,10 @@ DELIMITER = "__"
 NOT_SETTINGS_PREFIXES = ("CTXPLUGIN_TEST_",)
 """Variables under these prefixes belong to the test suite, not to :class:`ContextConfig`."""
 
+NOT_SETTINGS = frozenset({"CTXPLUGIN_MODEL_DIR", "CTXPLUGIN_DATA", "CTXPLUGIN_GOLDEN"})
+"""Variables read outside :class:`ContextConfig`: where the minilm weights are unpacked
+(:mod:`ctxplugin.facts.sentence`), and where and how the test suite replays recordings."""
+
 _VALUE_ERROR = "Value error, "
 
 
@@ -71,7 +75,12 @@ def unknown_variables(root: type[BaseModel], environ: Mapping[str, str]) -> list
     out = []
     for name in sorted(environ):
         upper = name.upper()
-        if not upper.startswith(PREFIX) or upper in known or upper.startswith((*NOT_SETTINGS_PREFIXES, *sections)):
+        if (
+            not upper.startswith(PREFIX)
+            or upper in known
+            or upper in NOT_SETTINGS
+            or upper.startswith((*NOT_SETTINGS_PREFIXES, *sections))
+        ):
             continue
         guess = squashed.get(_squashed(upper)) or next(iter(difflib.get_close_matches(upper, known, n=1, cutoff=0.8)), None)
         hint = f"did you mean {guess}? " if guess else ""

@@ -141,6 +141,23 @@ def test_known_and_test_variables_do_not_warn(monkeypatch: pytest.MonkeyPatch) -
     assert config.budget.total == 8000 and config.history.summarizer.queue_size == 10
 
 
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("CTXPLUGIN_MODEL_DIR", "/srv/models"),  # where the minilm weights are unpacked (docs/facts.md)
+        ("CTXPLUGIN_DATA", "/srv/recordings"),  # where the test suite finds recordings (its skip reasons say so)
+        ("CTXPLUGIN_GOLDEN", "all"),  # the golden view test's full run
+    ],
+)
+def test_variables_ctxplugin_reads_outside_the_config_do_not_warn(
+    monkeypatch: pytest.MonkeyPatch, name: str, value: str
+) -> None:
+    monkeypatch.setenv(name, value)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ContextConfig()
+
+
 @pytest.mark.parametrize("section", ["budget", "history", "cas", "facts"])
 @pytest.mark.parametrize("value", [[1, 2], 5, "x"])
 def test_a_section_that_is_not_a_mapping_is_a_config_error_naming_it(
