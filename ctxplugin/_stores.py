@@ -40,8 +40,9 @@ def _postgres_backend() -> Any:
         return importlib.import_module("ctxplugin_postgres")
     except ImportError as exc:
         raise MissingDependencyError(
-            "CTXPLUGIN_POSTGRES_DSN is set but the Postgres stores are not installed: "
-            "pip install ctxplugin-postgres"
+            "CTXPLUGIN_POSTGRES_DSN is set but the Postgres stores are not installed: install "
+            "ctxplugin-postgres from the ctxplugin repository, which is not on PyPI "
+            "(pip install <path to the ctxplugin clone>/integrations/postgres, or its wheel)"
         ) from exc
 
 

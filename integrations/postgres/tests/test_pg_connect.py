@@ -129,8 +129,12 @@ def test_the_answer_cache_follows_the_facts_to_the_server(chroma_server: Any, tm
 
 def test_a_dsn_without_the_package_names_the_install_command(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setitem(sys.modules, "ctxplugin_postgres", None)  # as if not installed
-    with pytest.raises(MissingDependencyError, match="pip install ctxplugin-postgres"):
+    with pytest.raises(MissingDependencyError, match="ctxplugin-postgres") as raised:
         ctxplugin.connect(ContextConfig(postgres_dsn="postgresql://nowhere/db", path=str(tmp_path)))
+    # ctxplugin-postgres is not published: a bare `pip install ctxplugin-postgres` would fetch
+    # whatever a package index holds under that name
+    assert "pip install ctxplugin-postgres" not in str(raised.value)
+    assert "integrations/postgres" in str(raised.value)
 
 
 def test_a_bad_schema_name_is_rejected_when_configured() -> None:
