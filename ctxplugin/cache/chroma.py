@@ -91,14 +91,17 @@ class ChromaAnswerCacheStore:
         Raises:
             StoreInUseError: another process has the directory open (use a Chroma server).
         """
-        Path(path).mkdir(parents=True, exist_ok=True)
-        release = claim_directory(Path(path), wait_s)
+        # absolute: Chroma shares one client per path string in a process, so a relative path
+        # opened again from another working directory would reach the first directory's store
+        root = Path(path).resolve()
+        root.mkdir(parents=True, exist_ok=True)
+        release = claim_directory(root, wait_s)
 
         def connect() -> Any:
             import chromadb
             from chromadb.config import Settings
 
-            return chromadb.PersistentClient(path=str(path), settings=Settings(anonymized_telemetry=False))
+            return chromadb.PersistentClient(path=str(root), settings=Settings(anonymized_telemetry=False))
 
         store = cls(connect, collection=collection, embedding=embedding)
         store._release, store._opened_in = release, os.getpid()

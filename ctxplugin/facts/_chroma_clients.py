@@ -41,11 +41,14 @@ def _open_persistent(path: str | Path, wait_s: float) -> tuple[Any, Callable[[],
     import chromadb
     from chromadb.config import Settings
 
-    Path(path).mkdir(parents=True, exist_ok=True)
-    release = claim_directory(Path(path), wait_s)
+    # absolute: Chroma shares one client per path string in a process, so a relative path
+    # opened again from another working directory would reach the first directory's store
+    root = Path(path).resolve()
+    root.mkdir(parents=True, exist_ok=True)
+    release = claim_directory(root, wait_s)
     try:
         with _translated("open the embedded Chroma store"):
-            client = chromadb.PersistentClient(path=str(path), settings=Settings(anonymized_telemetry=False))
+            client = chromadb.PersistentClient(path=str(root), settings=Settings(anonymized_telemetry=False))
     except BaseException:
         release()
         raise

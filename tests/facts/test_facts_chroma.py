@@ -26,6 +26,27 @@ from ctxplugin.testing import facts_block as view_facts
 S = Scope(session_id="s1", user_id="u1", tenant_id="acme")
 
 
+def test_one_relative_path_from_two_working_directories_opens_two_stores(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # ContextEngine.embedded(".ctxplugin") in two directories of one process: each engine keeps
+    # its facts and cached answers in its own directory, not in the first one opened
+    config = ContextConfig(cache={"enabled": True})
+    first_dir, second_dir = tmp_path / "a", tmp_path / "b"
+    first_dir.mkdir()
+    second_dir.mkdir()
+    monkeypatch.chdir(first_dir)
+    with ContextEngine.embedded(".ctxplugin", config) as first:
+        first.facts.write("Vendor is Acme", key="vendor", scope=S)
+        monkeypatch.chdir(second_dir)
+        with ContextEngine.embedded(".ctxplugin", config) as second:
+            assert second.facts.current("vendor", scope=S) is None, "the second engine read the first one's facts"
+            second.facts.write("Vendor is Globex", key="vendor", scope=S)
+        current = first.facts.current("vendor", scope=S)
+        assert current is not None and current.text == "Vendor is Acme"
+    assert (second_dir / ".ctxplugin" / "chroma" / "chroma.sqlite3").is_file()
+
+
 def test_facts_survive_reopening_the_directory(tmp_path: Path) -> None:
     with ChromaFactStore.persistent(tmp_path) as store:
         ledger = FactsLedger(store)
