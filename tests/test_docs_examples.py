@@ -5,31 +5,40 @@ the page says comes from the reader's own code (an engine, a scope, messages).""
 
 from __future__ import annotations
 
+import json
 import re
+import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from langchain_core.messages import HumanMessage
+from langchain_core.embeddings import DeterministicFakeEmbedding
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langchain_core.runnables.history import RunnableWithMessageHistory
+from langchain_core.tools import BaseTool, tool
+from langgraph.checkpoint.memory import InMemorySaver
 
-from ctxplugin import ContextEngine, Scope
+from ctxplugin import ContextConfig, ContextEngine, Scope
+from ctxplugin.cache import same_specifics
+from ctxplugin.testing import ScriptedChatModel, tool_call
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 
 
-def python_block(page: str, heading: str) -> str:
-    """The first ```python block after ``heading`` on ``page``, without lines that stand for
-    arguments the reader fills in (``(...)``)."""
-    text = (DOCS / page).read_text(encoding="utf-8")
+def python_block(page: str, heading: str, nth: int = 0) -> str:
+    """The ``nth`` ```python block after ``heading`` on ``page`` (the first by default), without
+    lines that stand for arguments the reader fills in (``(...)``)."""
+    text = "\n" + (DOCS / page).read_text(encoding="utf-8")
     start = text.index(f"\n{heading}\n")
-    found = re.search(r"```python\n(.*?)```", text[start:], re.S)
-    assert found, f"no python block after {heading!r} in {page}"
-    return "\n".join(line for line in found.group(1).splitlines() if "(...)" not in line)
+    found = re.findall(r"```python\n(.*?)```", text[start:], re.S)
+    assert len(found) > nth, f"no python block {nth} after {heading!r} in {page}"
+    return "\n".join(line for line in found[nth].splitlines() if "(...)" not in line)
 
 
 def run(code: str, **given: Any) -> dict[str, Any]:
     namespace: dict[str, Any] = dict(given)
-    exec(compile(code, "<docs>", "exec"), namespace)
+    exec(compile(code, "<docs>", "exec", dont_inherit=True), namespace)
     return namespace
 
 
@@ -47,3 +56,160 @@ def test_facts_ledger_block_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
         assert done["hits"][0].fact.text == "Data Team reallocated to Project Beta"
     finally:
         done["engine"].close()
+
+
+# The pages' snippets below run as a reader pastes them, with the offline scripted model of
+# ctxplugin.testing in place of a hosted one.
+
+
+@tool
+def search_flights(origin: str, destination: str) -> str:
+    """Search direct flights between two airports."""
+    return json.dumps([{"flight_number": f"HAT{i:03d}", "origin": origin, "destination": destination,
+                        "price": 90 + 7 * i} for i in range(60)])
+
+
+TOOLS: list[BaseTool] = [search_flights]
+
+
+def searching_model() -> ScriptedChatModel:
+    """A model that searches once, then answers."""
+    return ScriptedChatModel(script=[
+        AIMessage(content="", tool_calls=[tool_call("search_flights", {"origin": "SFO", "destination": "JFK"})]),
+        AIMessage(content="HAT000 at $90 is the cheapest."),
+    ])
+
+
+@pytest.fixture
+def in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[list[ContextEngine]]:
+    """Run in a fresh directory (the blocks open ``.ctxplugin``); engines listed are closed after."""
+    monkeypatch.chdir(tmp_path)
+    opened: list[ContextEngine] = []
+    yield opened
+    for engine in opened:
+        engine.close()
+
+
+def test_getting_started_engine_block_stores_and_expands_a_tool_output(in_tmp: list[ContextEngine]) -> None:
+    output = search_flights.invoke({"origin": "SFO", "destination": "JFK"})
+    message = ToolMessage(output, tool_call_id="c1", name="search_flights")
+    done = run(python_block("getting-started.md", "## The engine"), messages=[HumanMessage("Flights?")],
+               tools=TOOLS, model=searching_model(), tool_message=message)
+    in_tmp.append(done["engine"])
+    assert done["ref"].startswith("ref:search_flights:")
+    assert done["engine"].expand_ref(done["ref"], scope=done["scope"]) == output
+
+
+def _replies(agent: Any, thread: str) -> list[Any]:
+    return list(agent.get_state({"configurable": {"thread_id": thread}}).values["messages"])
+
+
+def test_create_agent_block_runs_the_agent_with_the_middleware(in_tmp: list[ContextEngine]) -> None:
+    model = searching_model()
+    done = run(python_block("hosts/create-agent.md", "# LangChain `create_agent`"),
+               model=model, tools=TOOLS, checkpointer=InMemorySaver())
+    in_tmp.append(done["engine"])
+    state = _replies(done["agent"], "thread-1")
+    assert state[-1].content == "HAT000 at $90 is the cheapest."
+    assert "ctxplugin" in state[-1].response_metadata
+    assert state[2].additional_kwargs["ctxplugin"]["ref"].startswith("ref:search_flights:")
+
+
+def test_create_react_agent_block_runs_the_agent_with_the_hooks(in_tmp: list[ContextEngine]) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # create_react_agent is deprecated in LangGraph 1.x
+        done = run(python_block("hosts/create-react-agent.md", "# LangGraph `create_react_agent`"),
+                   llm=searching_model(), tools=TOOLS, checkpointer=InMemorySaver())
+    in_tmp.append(done["engine"])
+    state = _replies(done["agent"], "thread-1")
+    assert state[-1].content == "HAT000 at $90 is the cheapest."
+    assert state[2].additional_kwargs["ctxplugin"]["ref"].startswith("ref:search_flights:")
+
+
+def test_state_graph_block_builds_a_graph_that_captures_and_answers(in_tmp: list[ContextEngine]) -> None:
+    done = run(python_block("hosts/state-graph.md", "# Custom LangGraph `StateGraph`"),
+               llm=searching_model(), tools=TOOLS, checkpointer=InMemorySaver())
+    in_tmp.append(done["engine"])
+    out = done["app"].invoke({"messages": [HumanMessage("Flights from SFO to JFK?")]},
+                             {"configurable": {"thread_id": "g1"}})
+    assert out["messages"][-1].content == "HAT000 at $90 is the cheapest."
+    assert out["messages"][2].additional_kwargs["ctxplugin"]["ref"].startswith("ref:search_flights:")
+
+
+def test_lcel_blocks_prepare_bind_and_call_the_model(in_tmp: list[ContextEngine]) -> None:
+    page, title = "hosts/lcel.md", "# LCEL chains: `engine.as_runnable()`"
+    messages = [HumanMessage("Flights from SFO to JFK?", id="h1")]
+    llm = searching_model()
+    done = run(python_block(page, title), llm=llm, tools=TOOLS, messages=messages)
+    in_tmp.append(done["engine"])
+    assert llm.calls[0].messages[-1].content == "Flights from SFO to JFK?"
+    config = {"configurable": {"thread_id": "thread-2"}}
+    planned = run(python_block(page, title, nth=1), engine=done["engine"], llm=llm, tools=TOOLS,
+                  messages=messages, config=config)
+    assert planned["reply"].content == "HAT000 at $90 is the cheapest."
+    answering = ScriptedChatModel(script=[AIMessage("Paris.")])
+    step = run(python_block(page, "## The model step: `engine.as_model(llm)`"), prompt=done["prompt"],
+               engine=done["engine"], llm=answering, tools=TOOLS, messages=messages)
+    assert step["reply"].content == "Paris."
+
+
+def test_message_history_blocks_keep_the_conversation_and_run_tool_calls(in_tmp: list[ContextEngine]) -> None:
+    page = "hosts/message-history.md"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # RunnableWithMessageHistory is deprecated
+        done = run(python_block(page, "# `RunnableWithMessageHistory`: `engine.history(session_id)`"),
+                   llm=ScriptedChatModel(script=[AIMessage("Noted.")]))
+        engine = done["engine"]
+        in_tmp.append(engine)
+        assert [m.content for m in engine.history("mia").full_messages] == ["...", "Noted."]
+        llm = searching_model()
+        chain = RunnableWithMessageHistory(llm.bind_tools(TOOLS), engine.history)
+        looped = run(python_block(page, "## Tool calls"), chain=chain, engine=engine, HumanMessage=HumanMessage,
+                     question="Flights from SFO to JFK?", session_id="ana", tools={t.name: t for t in TOOLS},
+                     config={"configurable": {"session_id": "ana"}})
+    assert looped["reply"].content == "HAT000 at $90 is the cheapest."
+    kinds = [type(m).__name__ for m in engine.history("ana").full_messages]
+    assert kinds == ["HumanMessage", "AIMessage", "ToolMessage", "AIMessage"]
+
+
+def test_callbacks_block_counts_the_run(in_tmp: list[ContextEngine]) -> None:
+    from ctxplugin_langgraph import ContextMiddleware
+    from langchain.agents import create_agent
+
+    engine = ContextEngine.embedded(path=".ctxplugin")
+    in_tmp.append(engine)
+    agent = create_agent(searching_model(), TOOLS, middleware=[ContextMiddleware(engine)], checkpointer=InMemorySaver())
+    done = run(python_block("hosts/callbacks.md", "# Callbacks: `ContextCallbackHandler`"), agent=agent)
+    assert done["handler"].summary.calls == 2 and done["handler"].summary.captures == 1
+    inputs = {"messages": [HumanMessage("And back?")]}
+    agent = create_agent(searching_model(), TOOLS, middleware=[ContextMiddleware(engine)], checkpointer=InMemorySaver())
+    whole = run(python_block("budgets.md", "### Over a whole run"), engine=engine, agent=agent, inputs=inputs)
+    assert len(whole["handler"].reports) == 2
+
+
+def test_cache_blocks_serve_the_second_ask_and_take_a_guard(in_tmp: list[ContextEngine]) -> None:
+    engine = ContextEngine.embedded(".ctxplugin", ContextConfig(cache={"enabled": True}))
+    in_tmp.append(engine)
+    around = python_block("cache.md", "## In the hosts")
+    given = {"engine": engine, "tools": TOOLS, "scope": Scope(session_id="c1"),
+             "messages": [HumanMessage("What is the capital of France?", id="q1")]}
+    llm = ScriptedChatModel(script=[AIMessage("Paris.")], default=None)
+    first = run(around, llm=llm, **given)
+    second = run(around, llm=llm, **given)
+    assert first["reply"].content == second["reply"].content == "Paris."
+    assert second["reply"].response_metadata["ctxplugin_cache"]["hit"] is True
+    assert len(llm.calls) == 1
+    guarded = run(python_block("cache.md", "## Near-duplicates: the guard"), my_embeddings=DeterministicFakeEmbedding(size=32))
+    in_tmp.append(guarded["engine"])
+    try:
+        assert guarded["engine"].cache is guarded["cache"] and guarded["cache"].guard is same_specifics
+    finally:
+        guarded["cache"].store.close()
+
+
+def test_tools_block_builds_an_agent_with_pinned_tools(in_tmp: list[ContextEngine]) -> None:
+    done = run(python_block("tools.md", "## Using it"), model=searching_model(), tools=TOOLS, checkpointer=InMemorySaver())
+    in_tmp.append(done["engine"])
+    out = done["agent"].invoke({"messages": [HumanMessage("Flights?")]}, {"configurable": {"thread_id": "t"}})
+    assert out["messages"][-1].content == "HAT000 at $90 is the cheapest."
+    assert done["engine"].config.tools.pinned == ["think"]
