@@ -347,7 +347,7 @@ def expand(
 
     Items of a JSON array are the units of --offset/--limit; otherwise lines, and a JSON object
     on one line is paged by the lines of its indented form."""
-    from ctxplugin.cas.expand import expand as expand_ref
+    from ctxplugin.cas._expand_note import expand_noting
     from ctxplugin.cas.sqlite import SQLiteCASStore
     from ctxplugin.scope import Scope
 
@@ -358,7 +358,7 @@ def expand(
         store = SQLiteCASStore(path / "cas.sqlite3")
         try:
             scope = Scope(session_id=session, user_id=user, workspace_id=workspace, tenant_id=tenant)
-            text = expand_ref(
+            text, note = expand_noting(
                 store, ref, scope, fields=fields, offset=offset, limit=limit, pattern=pattern, regex=regex
             )
         finally:
@@ -366,6 +366,8 @@ def expand(
     except CtxpluginError as exc:
         _fail(f"{ref}: {exc}")
     _emit(text if text.endswith("\n") else text + "\n")
+    if note:
+        _stderr().print(f"{ref}: {note}", markup=False, highlight=False, soft_wrap=True)
 
 
 def main() -> None:

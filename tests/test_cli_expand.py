@@ -85,3 +85,19 @@ def test_an_output_with_undecodable_bytes_is_printed_as_those_bytes(tmp_path: Pa
     result = CliRunner().invoke(app, ["expand", annotation(out)["ref"], "--path", str(tmp_path), "--session", SCOPE.session_id])
     assert result.exit_code == 0, result.output
     assert result.stdout_bytes == raw
+
+
+def test_a_pattern_that_matches_no_line_says_so_on_stderr(tmp_path: Path) -> None:
+    log = "\n".join(f"10:00:{i:02d} INFO request id=req-{i:04d} ok" for i in range(60))
+    engine = ContextEngine(ContextConfig(facts={"extract": False}), cas=SQLiteCASStore(tmp_path / "cas.sqlite3"))
+    out = engine.capture_tool_result(ToolMessage(content=log, tool_call_id="log", name="bash"), scope=SCOPE)
+    engine.cas.close()
+    ref = annotation(out)["ref"]
+    # an empty stdout alone reads like an empty output; the model's tool says "0 of 60 lines match"
+    result = expand(tmp_path, ref, "--pattern", "TimeoutError")
+    assert result.stdout.strip() == ""
+    assert "0 of 60 lines match 'TimeoutError'" in result.stderr
+    past = expand(tmp_path, ref, "--offset", "100")
+    assert past.stdout.strip() == "" and "60 lines" in past.stderr
+    assert "0 of 60 lines match '[x]'" in expand(tmp_path, ref, "--pattern", "[x]").stderr
+    assert expand(tmp_path, ref, "--pattern", "req-0007").stderr == ""
