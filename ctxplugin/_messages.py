@@ -134,7 +134,8 @@ class Validation:
         out, pending, answered, warnings = self.out, self.pending, self.answered, self.warnings
         if not isinstance(message, BaseMessage):
             raise InvalidInputError(
-                f"message {index} is a {type(message).__name__}, not a langchain-core BaseMessage"
+                f"message {index} is a {type(message).__name__}, not a langchain-core BaseMessage; "
+                "langchain_core.messages.convert_to_messages makes messages of dicts, tuples and strings"
             )
         if not isinstance(message.content, (str, list)):  # set after construction, which coerces
             raise InvalidInputError(content_problem(f"message {index}", message))

@@ -105,7 +105,9 @@ def test_empty_list_is_a_clear_error() -> None:
 
 
 def test_non_message_is_a_clear_error() -> None:
-    with pytest.raises(ValueError, match="not a langchain-core BaseMessage"):
+    # a dict is how the agents take their input ({"messages": [{"role": "user", ...}]}); prepare
+    # takes messages, and the error says how to make them
+    with pytest.raises(ValueError, match=r"not a langchain-core BaseMessage.*convert_to_messages"):
         memory_engine().prepare([{"role": "user", "content": "hi"}], scope=SCOPE)
 
 
