@@ -77,7 +77,7 @@ class SQLiteMessageStore:
     """
 
     def __init__(self, path: str | Path, *, timeout: float = 5.0) -> None:
-        self.path = Path(path)
+        self.path = Path(path).absolute()  # connected per call: a chdir must not move the file
         self.timeout = timeout
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with self._connect() as db:

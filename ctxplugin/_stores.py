@@ -84,7 +84,7 @@ def store_root(path: str | Path) -> Path:
     """
     if not str(path).strip():
         raise ConfigError("the embedded store path is empty; pass path= (or set CTXPLUGIN_PATH to) a directory")
-    root = Path(path)
+    root = Path(path).absolute()  # stores opened later (per thread, per call) must not follow a chdir
     try:
         root.mkdir(parents=True, exist_ok=True)
     except (OSError, ValueError) as exc:  # ValueError: a NUL in the path

@@ -434,3 +434,29 @@ def test_garbage_of_a_process_that_used_chroma_is_collected_before_a_fork_not_in
     with os.fdopen(read) as pipe:
         destroyed_in = [int(line) for line in pipe.read().split()]
     assert destroyed_in == [os.getpid()]
+
+
+def test_an_engine_on_a_relative_path_keeps_its_stores_after_the_working_directory_changes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the CAS opens one SQLite connection per thread, the chat history one per operation: a
+    # relative path read after a chdir named another directory's files
+    home, elsewhere = tmp_path / "app", tmp_path / "elsewhere"
+    home.mkdir()
+    elsewhere.mkdir()
+    monkeypatch.chdir(home)
+    text = "a line the tool printed\n" * 400
+    with ContextEngine.embedded(".ctxplugin", CONFIG) as engine:
+        compact = engine.capture_tool_result(ToolMessage(content=text, tool_call_id="k1", name="run"), SCOPE)
+        ref = str(compact.additional_kwargs["ctxplugin"]["ref"])
+        monkeypatch.chdir(elsewhere)
+        read: list[str] = []
+        worker = threading.Thread(target=lambda: read.append(engine.expand_ref(ref, scope=SCOPE)))
+        worker.start()
+        worker.join(timeout=30)
+        assert read == [text], "a new thread read another directory's CAS"
+        engine.history("h1").add_messages([HumanMessage("hello")])
+        assert [m.content for m in engine.history("h1").full_messages] == ["hello"]
+        assert engine.path == home / ".ctxplugin"
+    assert (home / ".ctxplugin" / "history.sqlite3").is_file()
+    assert not (elsewhere / ".ctxplugin").exists()

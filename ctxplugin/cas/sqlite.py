@@ -92,7 +92,7 @@ class SQLiteCASStore:
     """
 
     def __init__(self, path: str | Path, *, clock: Clock = system_clock, busy_timeout_ms: int = 10_000) -> None:
-        self.path = Path(path)
+        self.path = Path(path).absolute()  # each thread connects later: a chdir must not move the file
         self._clock = clock
         self._busy_timeout_ms = busy_timeout_ms
         self._local = threading.local()
