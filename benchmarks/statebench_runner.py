@@ -455,7 +455,7 @@ def write_docs(text: str) -> None:
     DOCS.write_text(page, encoding="utf-8")
 
 
-# ---------------------------------------------------------------- seed 002's test vectors
+# ---------------------------------------------------------------- the state model specification's test vectors
 
 
 def vectors() -> list[tuple[str, bool]]:

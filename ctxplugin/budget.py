@@ -1,10 +1,10 @@
 """Section budgets: fit the assembled view into its token budget.
 
-Trimming order when over budget (seed 004 §7.1): oldest history first (whole exchanges, in
+Trimming order when over budget: oldest history first (whole exchanges, in
 blocks so that consecutive calls keep a common prefix; the history stage's context notes only
 after every other exchange that may go, as they stand for many in few tokens), then the least
 relevant facts, then stale tool summaries (reduced to their ref line), and when even that
-cannot fit, the minimum viable context of §12.1: system essentials, the current user message
+cannot fit, the minimum viable context: system essentials, the current user message
 and the last assistant turn. The total is never exceeded: as a last resort texts are cut at
 head and tail.
 """

@@ -111,7 +111,7 @@ class BudgetConfig(_Section):
 
 
 class SummarizerConfig(_Section):
-    """Quotas of the optional background summarizer (seed 004 §7.2); tokens count prompt and
+    """Quotas of the optional background summarizer; tokens count prompt and
     answer."""
 
     _path = ("history", "summarizer")

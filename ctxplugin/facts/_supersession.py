@@ -9,7 +9,7 @@ The rules, applied on every write:
 3. by correction: a draft that names an old value ("X instead of Y", "X, not Y") replaces the
    current fact someone stated saying Y when it has no key of its own, and takes over its key
    (a tool's record of Y stays);
-4. implicit (seed 002, rule 2): a statement with no key of its own that names a keyed fact's
+4. implicit: a statement with no key of its own that names a keyed fact's
    subject (every word of its key) and gives it a conflicting value of the same type — another
    day, time, date, amount of money or percentage — replaces it and takes over its key ("Let's
    do the meeting Thursday at 3pm" replaces "The meeting is Tuesday at 2pm", keyed

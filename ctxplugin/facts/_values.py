@@ -1,5 +1,5 @@
 """Typed values in a statement — days, times, dates, amounts of money, percentages — for the
-ledger's implicit supersession (seed 002, rule 2: the same entity with conflicting values).
+ledger's implicit supersession (the same entity with conflicting values).
 
 Each value is normalised so that two spellings of one value compare equal (``2pm`` and
 ``14:00``, ``$50k`` and ``$50,000``, ``May 20`` and ``2024-05-20``), and two statements

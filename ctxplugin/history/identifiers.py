@@ -2,8 +2,8 @@
 
 A compressed message may lose prose, but never the values an agent acts on: URLs, file paths,
 ids (hex digests, UUIDs, codes mixing letters and digits, ``snake_case`` and ``CamelCase``
-names, dotted names), numbers, exception and warning names, and whole error or security lines
-(seed 004 §11.2). Extraction is pure regex work: deterministic, no model involved.
+names, dotted names), numbers, exception and warning names, and whole error or security lines.
+Extraction is pure regex work: deterministic, no model involved.
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 
 :class:`BackgroundSummarizer` wraps any summarizer — a ``BaseChatModel``, any ``Runnable``, or a
 plain sync or async function ``str -> str`` — behind a bounded queue served by one worker
-thread (seed 004 §5.3). Summaries are cached by the sha256 of the text, and quotas per session,
-per UTC day and per summary cap the spend (§7.2). ``prepare`` never waits for it: until a
+thread. Summaries are cached by the sha256 of the text, and quotas per session,
+per UTC day and per summary cap the spend. ``prepare`` never waits for it: until a
 summary is ready the zero-LLM gist is used.
 
 Cache stability: a message's gist is decided the first time the message is gisted and kept from

@@ -1,4 +1,4 @@
-"""The semantic answer cache on Postgres (seed 004 §3.5): the ``semantic_cache`` table.
+"""The semantic answer cache on Postgres: the ``semantic_cache`` table.
 
 :class:`PostgresAnswerCacheStore` implements the :class:`ctxplugin.cache.AnswerCacheStore` port
 so that every process of a deployment serves the same cached answers. It needs no extension:

@@ -1,4 +1,4 @@
-"""The summarization job queue in Postgres (seed 004 §3.3, §5.3, §7.2).
+"""The summarization job queue in Postgres.
 
 A job asks for a one-line summary of a text. Jobs move through a closed set of states::
 
@@ -413,7 +413,7 @@ class SummaryJobQueue(PooledStore):
 
         return self._run(what, plan)
 
-    # ------------------------------------------------------------------ quotas (§7.2)
+    # ------------------------------------------------------------------ quotas
     def reserve(self, job: SummaryJob, tokens: int) -> bool:
         """Count ``tokens`` against the job's session and today's quota if both have room.
 

@@ -79,7 +79,7 @@ CREATE INDEX ctxplugin_cas_grants_raw ON {s}.ctxplugin_cas_grants (raw_hash);
 CREATE INDEX ctxplugin_cas_grants_session ON {s}.ctxplugin_cas_grants (tenant_id, session_id);
 """
 
-# seed 004 §3.3 and §7.2: a write-behind queue with attempts, backoff, leases and token quotas
+# a write-behind queue with attempts, backoff, leases and token quotas
 _JOBS = """
 CREATE TABLE {s}.ctxplugin_summary_jobs (
     id               BIGSERIAL PRIMARY KEY,
@@ -120,7 +120,7 @@ CREATE TABLE {s}.ctxplugin_summary_usage (
 );
 """
 
-# seed 004 §3.4: every schema version of every tool, with its hash and token count
+# every schema version of every tool, with its hash and token count
 _TOOLS = """
 CREATE TABLE {s}.ctxplugin_tool_schemas (
     tool_name   TEXT NOT NULL,

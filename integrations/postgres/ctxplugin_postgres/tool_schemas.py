@@ -1,4 +1,4 @@
-"""The tool-schema registry table (seed 004 §3.4): every schema of every tool, versioned.
+"""The tool-schema registry table: every schema of every tool, versioned.
 
 An engine's :class:`~ctxplugin.tools.ToolRegistry` lives in memory and numbers versions per
 process. :class:`PostgresToolSchemas` keeps the catalogue in Postgres so that every process

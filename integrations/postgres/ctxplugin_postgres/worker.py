@@ -105,7 +105,7 @@ class SummaryWorker:
     def _serve(self, job: SummaryJob) -> JobState | None:
         config = self.queue.config
         cached = self.queue.summary(key=job.text_key)
-        if cached is not None:  # §5.3: already summarised by hash
+        if cached is not None:  # already summarised by hash
             return "done" if self.queue.complete(job, cached, tokens=0, note="cached") else None
         sent = PROMPT.format(tokens=config.artifact_tokens, text=job.text) if self._prompted else job.text
         estimate = self._counter.count(sent) + config.artifact_tokens
