@@ -154,7 +154,11 @@ def _compress_message(message: BaseMessage, tier: Tier, max_tokens: int, memo: M
         ref = note.get("ref") if isinstance(note.get("ref"), str) else None
         new = _compressed(text, tier, max_tokens, memo, ref, lead)
         if new != text:
-            update["content"] = new
+            # an assistant turn's text blocks stay a list: langchain-openai reads the reasoning and
+            # the call item ids a Responses API turn keeps beside them (output_version="v0") only
+            # from a list, and would send its calls without the reasoning they follow
+            keep_list = isinstance(message, AIMessage) and not blocks and isinstance(message.content, list)
+            update["content"] = [{"type": "text", "text": new}] if keep_list else new
     if blocks and update:
         shorter = update.get("content")
         update["content"] = _rebuilt(list(message.content), shorter if isinstance(shorter, str) else None, calls)
