@@ -15,10 +15,16 @@ and the budget's last resort, in ``mode="whole"`` and ``mode="compact"``.
 
 from __future__ import annotations
 
+import functools
+import itertools
 import json
+import os
+from collections.abc import Callable
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, Phase, given, note, settings
+from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
 from ctxplugin import ContextConfig, Scope
@@ -103,3 +109,341 @@ def test_a_condensed_responses_turn_keeps_its_reasoning_with_its_calls(mode: str
             assert reasoning == before[call], f"{call} went out after {reasoning}, not its reasoning {before[call]}"
     ids = {item["call_id"]: item.get("id") for item in view["input"] if item.get("type") == "function_call"}
     assert all(ids[c] == f"fc_{c[5:]}" for c in ids if c.startswith("call_")), f"a call lost its item id: {ids}"
+
+
+# ---------------------------------------------------------------- the builders (offline)
+
+
+@functools.cache
+def _model(name: str) -> Any:
+    if name == "anthropic":
+        from langchain_anthropic import ChatAnthropic
+
+        return ChatAnthropic(model="claude-sonnet-4-5", api_key="test-key")
+    if name in ("openai-chat", "openai-responses"):
+        from langchain_openai import ChatOpenAI
+
+        return ChatOpenAI(model="gpt-5", api_key="test-key", use_responses_api=name == "openai-responses")
+    if name == "google-genai":
+        from langchain_google_genai import ChatGoogleGenerativeAI
+
+        return ChatGoogleGenerativeAI(model="gemini-2.5-flash", google_api_key="test-key")
+    if name == "bedrock-converse":
+        from langchain_aws import ChatBedrockConverse
+
+        return ChatBedrockConverse(model_id="anthropic.claude-sonnet-4-5-v1:0", region_name="us-east-1",
+                                   aws_access_key_id="test", aws_secret_access_key="test")
+    from langchain_mistralai import ChatMistralAI
+
+    return ChatMistralAI(model="mistral-large-latest", api_key="test-key")
+
+
+def build(name: str, messages: list[BaseMessage], tools: list[Any]) -> dict[str, Any]:
+    """The request ``name``'s LangChain integration makes of ``messages`` and ``tools``."""
+    model = _model(name)
+    bound = model.bind_tools(tools) if tools else None
+    target, kwargs = (bound.bound, dict(bound.kwargs)) if bound is not None else (model, {})
+    if name == "google-genai":
+        request = target._prepare_request(messages, **kwargs)
+        return {"contents": [{"role": c.role, "parts": ["function_call" if p.function_call and p.function_call.name else
+                                                         "function_response" if p.function_response and p.function_response.name else "other"
+                                                         for p in c.parts or []]} for c in request["contents"]]}
+    if name == "bedrock-converse":
+        from langchain_aws.chat_models.bedrock_converse import _messages_to_bedrock
+
+        converted, _system = _messages_to_bedrock(list(messages), None, model_id=model.model_id, provider=model.provider)
+        return {"messages": converted}
+    if name == "mistral":
+        dicts, _params = target._create_message_dicts(messages, None)
+        return {"messages": dicts}
+    payload: dict[str, Any] = target._get_request_payload(messages, **kwargs)
+    return payload
+
+
+def _blocks(message: dict[str, Any]) -> list[dict[str, Any]]:
+    content = message.get("content")
+    return [b for b in content if isinstance(b, dict)] if isinstance(content, list) else []
+
+
+def _anthropic(payload: dict[str, Any]) -> None:
+    messages = payload["messages"]
+    assert messages[0]["role"] == "user", "the first message must be a user turn"
+    uses = [b["id"] for m in messages for b in _blocks(m) if b.get("type") == "tool_use"]
+    assert len(uses) == len(set(uses)), "two tool_use blocks share an id"
+    assert json.dumps(payload, default=str).count('"cache_control"') <= 4, "more than four cache_control marks"
+    for index, message in enumerate(messages):
+        last = index == len(messages) - 1
+        blocks = _blocks(message)
+        assert message["content"] or (last and message["role"] == "assistant"), f"message {index} is empty"
+        assert all(b["text"].strip() for b in blocks if b.get("type") == "text"), f"message {index} has an empty text block"
+        kinds = [b.get("type") for b in blocks]
+        if message["role"] == "user" and "tool_result" in kinds:
+            assert kinds[: kinds.count("tool_result")] == ["tool_result"] * kinds.count("tool_result"), (
+                f"message {index}: tool_result blocks must come first"
+            )
+        if message["role"] == "assistant":
+            servers = {b["id"] for b in blocks if b.get("type") == "server_tool_use"}
+            assert servers <= {b.get("tool_use_id") for b in blocks if str(b.get("type")).endswith("_tool_result")}
+            called = {b["id"] for b in blocks if b.get("type") == "tool_use"}
+            if called and not last:
+                answered = {b["tool_use_id"] for b in _blocks(messages[index + 1]) if b.get("type") == "tool_result"}
+                assert messages[index + 1]["role"] == "user" and called <= answered, f"message {index}: tool_use without its result next"
+        if message["role"] == "user" and "tool_result" in kinds:
+            previous = {b["id"] for b in _blocks(messages[index - 1]) if b.get("type") == "tool_use"} if index else set()
+            assert {b["tool_use_id"] for b in blocks if b.get("type") == "tool_result"} <= previous, f"message {index}: a result without its call"
+
+
+def _openai_chat(payload: dict[str, Any]) -> None:
+    messages = payload["messages"]
+    for index, message in enumerate(messages):
+        calls = {c["id"] for c in message.get("tool_calls") or []}
+        answered: set[str] = set()
+        for later in messages[index + 1:]:
+            if later["role"] != "tool":
+                break
+            answered.add(later["tool_call_id"])
+        if message["role"] == "tool":
+            continue
+        assert calls <= answered or index == len(messages) - 1, f"message {index}: tool_calls not all answered"
+        following = messages[index + 1] if index + 1 < len(messages) else None
+        assert following is None or following["role"] != "tool" or calls, f"message {index + 1}: a tool message without its call"
+
+
+def _openai_responses(payload: dict[str, Any]) -> None:
+    items = payload["input"]
+    ids = [item["id"] for item in items if item.get("id")]
+    assert len(ids) == len(set(ids)), "two input items share an id"
+    called = [item["call_id"] for item in items if item.get("type") == "function_call"]
+    assert len(called) == len(set(called)), "two function calls share a call id"
+    for index, item in enumerate(items):
+        if item.get("type") == "function_call_output":
+            assert item["call_id"] in called[: sum(1 for i in items[:index] if i.get("type") == "function_call")], "an output before its call"
+        if item.get("type") == "reasoning":
+            following = items[index + 1] if index + 1 < len(items) else {}
+            assert following.get("type") in ("reasoning", "function_call") or following.get("role") == "assistant", (
+                f"reasoning item {item.get('id')} without the item it precedes"
+            )
+
+
+def _google(payload: dict[str, Any]) -> None:
+    contents = payload["contents"]
+    assert contents[0]["role"] == "user" and contents[-1]["role"] == "user"
+    for previous, content in itertools.pairwise(contents):
+        if "function_call" in content["parts"]:
+            assert previous["role"] == "user", "a function call must follow a user turn or a function response"
+        if "function_response" in content["parts"]:
+            assert content["parts"].count("function_response") == previous["parts"].count("function_call"), (
+                "as many function responses as the calls of the turn before"
+            )
+
+
+def _bedrock(payload: dict[str, Any]) -> None:
+    messages = payload["messages"]
+    assert messages[0]["role"] == "user"
+    for index, message in enumerate(messages):
+        assert message["content"], f"message {index} is empty"
+        assert all(b["text"].strip() for b in message["content"] if "text" in b), f"message {index} has a blank text"
+        if index:
+            assert messages[index - 1]["role"] != message["role"], "user and assistant turns must alternate"
+        uses = sorted(b["toolUse"]["toolUseId"] for b in message["content"] if "toolUse" in b)
+        if uses and index + 1 < len(messages):
+            assert uses == sorted(b["toolResult"]["toolUseId"] for b in messages[index + 1]["content"] if "toolResult" in b)
+
+
+def _mistral(payload: dict[str, Any]) -> None:
+    messages = payload["messages"]
+    assert messages[-1]["role"] in ("user", "tool")
+    for index, message in enumerate(messages):
+        following = [m["role"] for m in messages[index + 1:]]
+        results = len(following) - len(list(itertools.dropwhile(lambda r: r == "tool", following)))
+        if message["role"] == "assistant":
+            calls = message.get("tool_calls") or []
+            assert message.get("content") or calls, f"message {index}: an assistant message with neither content nor calls"
+            assert not following or results == len(calls), f"message {index}: {len(calls)} calls, {results} tool messages"
+        if message["role"] == "tool" and following:
+            assert following[0] in ("tool", "assistant"), f"message {index + 1}: {following[0]} after a tool message"
+
+
+RULES: dict[str, Callable[[dict[str, Any]], None]] = {
+    "anthropic": _anthropic, "openai-chat": _openai_chat, "openai-responses": _openai_responses,
+    "google-genai": _google, "bedrock-converse": _bedrock, "mistral": _mistral,
+}
+
+
+def refusal(name: str, messages: list[BaseMessage], tools: list[Any]) -> str | None:
+    """Why ``name``'s API would refuse the request made of ``messages`` (None: it takes it)."""
+    try:
+        RULES[name](build(name, messages, tools))
+    except (ValueError, TypeError, KeyError, AssertionError) as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return None
+
+
+# ---------------------------------------------------------------- generated conversations
+
+PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
+SETTINGS = settings(
+    max_examples=int(os.environ.get("CTXPLUGIN_TEST_EXAMPLES", "12")),
+    deadline=None,
+    database=None,
+    phases=[Phase.explicit, Phase.reuse, Phase.generate],
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+KINDS = ["thinking", "redacted", "claude", "server", "responses-v0", "responses-v1", "gemini", "v1", "empty", "text",
+         "answer", "user-again"]
+
+
+def gemini_turn(turn: int, calls: int, text: bool) -> AIMessage:
+    """An assistant turn as ``ChatGoogleGenerativeAI`` records a Gemini 3 answer (a thought, the
+    first call signed)."""
+    from google.genai import types
+    from langchain_google_genai.chat_models import _response_to_result
+
+    parts = [types.Part(text="thinking about the bookings", thought=True)]
+    if text:
+        parts.append(types.Part(text=f"Checking {turn}. " + "words " * 200))
+    parts += [types.Part(function_call=types.FunctionCall(name="lookup", args={"id": f"BK-{turn}-{j}"}, id=f"call_{turn}_{j}"),
+                         thought_signature=f"SIG{turn}".encode() if j == 0 else None) for j in range(calls)]
+    usage = types.GenerateContentResponseUsageMetadata(prompt_token_count=1, candidates_token_count=1, total_token_count=2)
+    response = types.GenerateContentResponse(
+        candidates=[types.Candidate(content=types.Content(role="model", parts=parts), finish_reason=types.FinishReason.STOP)], usage_metadata=usage)
+    message = _response_to_result(response).generations[0].message
+    assert isinstance(message, AIMessage)
+    return message
+
+
+def assistant_turn(kind: str, turn: int, calls: int, words: int) -> AIMessage:
+    """An assistant turn of ``kind`` making ``calls`` calls, with about ``words`` words of text."""
+    if kind in ("responses-v0", "responses-v1"):
+        message = responses_turn(turn, calls, words, kind.removeprefix("responses-"))[0]
+        assert isinstance(message, AIMessage)
+        return message
+    if kind == "gemini":
+        return gemini_turn(turn, calls, bool(words))
+    text = f"Step {turn}: checking the bookings. " + "detail " * words
+    tool_calls = [{"name": "lookup", "args": {"id": f"BK-{turn}-{j}"}, "id": f"call_{turn}_{j}", "type": "tool_call"} for j in range(calls)]
+    if kind == "empty":
+        return AIMessage("", tool_calls=tool_calls)
+    if kind == "text":
+        return AIMessage(text, tool_calls=tool_calls)
+    if kind == "v1":
+        blocks: list[str | dict[str, Any]] = [{"type": "reasoning", "reasoning": "plan " * 30}, {"type": "text", "text": text},
+                                              *({"type": "tool_call", "id": c["id"], "name": c["name"], "args": c["args"]} for c in tool_calls)]
+        return AIMessage(blocks, tool_calls=tool_calls, response_metadata={"output_version": "v1"})
+    first: list[str | dict[str, Any]] = []
+    if kind == "thinking":
+        first.append({"type": "thinking", "thinking": "I should look them up. " * 5, "signature": f"SIG{turn}=="})
+    elif kind == "redacted":
+        first.append({"type": "redacted_thinking", "data": f"REDACTED{turn}=="})
+    uses = [{"type": "tool_use", "id": c["id"], "name": "lookup", "input": c["args"]} for c in tool_calls]
+    return AIMessage([*first, {"type": "text", "text": text}, *uses], tool_calls=tool_calls)
+
+
+def server_turn(turn: int) -> AIMessage:
+    """A Claude answer that searched the web (a server tool) and cites what it found."""
+    return AIMessage([
+        {"type": "text", "text": "Searching the web."},
+        {"type": "server_tool_use", "id": f"srvtoolu_{turn}", "name": "web_search", "input": {"query": f"flight {turn}"}},
+        {"type": "web_search_tool_result", "tool_use_id": f"srvtoolu_{turn}",
+         "content": [{"type": "web_search_result", "url": f"https://example.com/{turn}", "title": "Flights", "encrypted_content": "ENC"}]},
+        {"type": "text", "text": f"Flight {turn} departs at 10:{turn:02d}. " * 30,
+         "citations": [{"type": "web_search_result_location", "url": f"https://example.com/{turn}", "title": "Flights",
+                        "encrypted_index": "EI", "cited_text": "departs"}]},
+    ])
+
+
+@st.composite
+def tool_result(draw: st.DrawFn, turn: int, call_id: str) -> ToolMessage:
+    kind = draw(st.sampled_from(["rows", "short", "error", "blocks", "image"]))
+    content: str | list[str | dict[str, Any]]
+    if kind == "blocks":
+        content = [{"type": "text", "text": rows(turn, 30)}]
+    elif kind == "image":
+        content = [{"type": "text", "text": f"Boarding pass {turn}"}, {"type": "image", "base64": PNG, "mime_type": "image/png"}]
+    else:
+        content = {"rows": rows(turn, draw(st.integers(5, 80))), "short": "ok", "error": "Error: lookup failed: booking not found"}[kind]
+    return ToolMessage(content, tool_call_id=call_id, name="lookup", status="error" if kind == "error" else "success",
+                       artifact={"turn": turn} if kind == "rows" else None)
+
+
+@st.composite
+def conversations(draw: st.DrawFn, kinds: list[str]) -> list[BaseMessage]:
+    messages: list[BaseMessage] = [SystemMessage("You are a travel agent."), HumanMessage("Look up all my bookings, please.")]
+    for turn in range(draw(st.integers(3, 10))):
+        kind = draw(st.sampled_from(kinds))
+        if kind == "answer":
+            messages += [AIMessage(f"Done with step {turn}. " + "detail " * draw(st.sampled_from([3, 300]))), HumanMessage(f"And step {turn}?")]
+        elif kind == "server":
+            messages += [server_turn(turn), HumanMessage(f"Thanks; what about step {turn}?")]
+        elif kind == "user-again":  # the user wrote again before the results were answered
+            messages.append(HumanMessage(f"Never mind, go on with step {turn}."))
+        else:
+            message = assistant_turn(kind, turn, draw(st.integers(1, 3)), draw(st.sampled_from([0, 5, 300])))
+            results = [draw(tool_result(turn, str(call["id"]))) for call in message.tool_calls]
+            messages += [message, *draw(st.permutations(results))]
+    return [m.model_copy(update={"id": f"m{i}"}) for i, m in enumerate(messages)]
+
+
+def call_points(messages: list[BaseMessage]) -> list[int]:
+    """The lengths at which the agent calls the model: after a user turn, or after the last
+    result of an assistant turn's calls."""
+    return [end for end in range(2, len(messages) + 1)
+            if isinstance(messages[end - 1], HumanMessage)
+            or (isinstance(messages[end - 1], ToolMessage) and not (end < len(messages) and isinstance(messages[end], ToolMessage)))]
+
+
+def caller(messages: list[BaseMessage]) -> AIMessage | None:
+    """The assistant turn whose results end ``messages`` (None when a user turn ends it)."""
+    if not isinstance(messages[-1], ToolMessage):
+        return None
+    return next(m for m in reversed(messages) if isinstance(m, AIMessage))
+
+
+def thinking_of(blocks: list[Any]) -> list[dict[str, Any]]:
+    return [{k: v for k, v in b.items() if k != "cache_control"} for b in blocks
+            if isinstance(b, dict) and b.get("type") in ("thinking", "redacted_thinking")]
+
+
+def check_views(messages: list[BaseMessage], mode: str, total: int, providers: list[str]) -> None:
+    """Every view of ``messages`` (call by call) is accepted by each of ``providers`` wherever
+    the conversation itself is, and a request ending in tool results carries the thinking of
+    the turn that made the calls, unchanged."""
+    engine = memory_engine(ContextConfig.model_validate({"mode": mode, "budget": {"total": total}}))
+    tools = [LOOKUP, *engine.tools_for_model()]
+    for end in call_points(messages):
+        history = messages[:end]
+        view = engine.prepare(history, tools=tools, scope=Scope(session_id="shapes")).messages
+        for name in providers:
+            refused = refusal(name, view, tools)
+            if refused is not None and refusal(name, history, [LOOKUP]) is None:
+                note(f"view: {[type(m).__name__ for m in view]}")
+                raise AssertionError(f"{name} refuses the view of call {end} ({mode}, total {total}): {refused}")
+        made = caller(history)
+        if made is not None and "anthropic" in providers and thinking_of(list(made.content)):
+            sent = build("anthropic", view, tools)["messages"]
+            assert thinking_of(_blocks(sent[-2])[:1]) and thinking_of(_blocks(sent[-2])) == thinking_of(list(made.content)), (
+                f"the request of call {end} does not start the calls' turn with its thinking, unchanged"
+            )
+
+
+CLAUDE_KINDS = ["thinking", "redacted", "claude", "server", "empty", "text", "answer", "user-again"]
+OPENAI_KINDS = ["responses-v0", "responses-v1", "v1", "empty", "text", "answer", "user-again"]
+
+
+@SETTINGS
+@given(messages=conversations(CLAUDE_KINDS), mode=st.sampled_from(["whole", "compact"]), total=st.integers(300, 8000))
+def test_claude_shaped_views_are_accepted(messages: list[BaseMessage], mode: str, total: int) -> None:
+    check_views(messages, mode, total, ["anthropic", "bedrock-converse", "openai-chat", "mistral"])
+
+
+@SETTINGS
+@given(messages=conversations(OPENAI_KINDS), mode=st.sampled_from(["whole", "compact"]), total=st.integers(300, 8000))
+def test_openai_shaped_views_are_accepted(messages: list[BaseMessage], mode: str, total: int) -> None:
+    check_views(messages, mode, total, ["openai-responses", "openai-chat", "anthropic", "mistral"])
+
+
+@SETTINGS
+@given(messages=conversations(["gemini", "empty", "text", "answer", "user-again"]), mode=st.sampled_from(["whole", "compact"]),
+       total=st.integers(300, 8000))
+def test_gemini_shaped_views_are_accepted(messages: list[BaseMessage], mode: str, total: int) -> None:
+    check_views(messages, mode, total, ["google-genai", "openai-chat"])
