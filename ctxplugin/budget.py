@@ -276,6 +276,9 @@ def minimum_viable(parts: Parts, total: int, counter: TokenCounter, keep: Keep |
                 message = keep_messages[index]
                 user = keep if is_user_turn(message) else None
                 content = cut_content(message.content, max(8, cap - 8), counter, user)
+                if isinstance(message, AIMessage) and isinstance(message.content, list) and isinstance(content, str):
+                    # a list stays one: a Responses API turn's reasoning is read beside a list only
+                    content = [{"type": "text", "text": content}]
                 history_copy[index] = message.model_copy(update={"content": content})
         slim = replace(slim, history=history_copy)
     return slim

@@ -111,6 +111,21 @@ def test_a_condensed_responses_turn_keeps_its_reasoning_with_its_calls(mode: str
     assert all(ids[c] == f"fc_{c[5:]}" for c in ids if c.startswith("call_")), f"a call lost its item id: {ids}"
 
 
+
+@pytest.mark.parametrize("mode", ["whole", "compact"])
+def test_a_responses_turn_cut_to_fit_the_budget_keeps_its_reasoning_with_its_calls(mode: str) -> None:
+    """The budget's last resort cuts the text of the turn whose results end the view: its call
+    still goes out after its reasoning item, with its item id."""
+    history: list[BaseMessage] = [SystemMessage("You are a travel agent."), HumanMessage("Look up all my bookings.", id="h0")]
+    for turn in range(3):
+        history += responses_turn(turn, 1, 600, "v0")
+    engine = memory_engine(ContextConfig.model_validate({"mode": mode, "budget": {"total": 500}}))
+    prepared = engine.prepare(history, tools=[LOOKUP, *engine.tools_for_model()], scope=Scope(session_id="responses-cut"))
+    assert any("minimum viable" in w for w in prepared.report.warnings), "the view was not cut: the test shows nothing"
+    view = responses_payload(prepared.messages, prepared.tools)
+    assert reasoning_of(view)["call_2_0"] == ["rs_2"]
+    assert [item.get("id") for item in view["input"] if item.get("call_id") == "call_2_0" and item["type"] == "function_call"] == ["fc_2_0"]
+
 # ---------------------------------------------------------------- the builders (offline)
 
 
