@@ -126,6 +126,47 @@ def test_a_responses_turn_cut_to_fit_the_budget_keeps_its_reasoning_with_its_cal
     assert reasoning_of(view)["call_2_0"] == ["rs_2"]
     assert [item.get("id") for item in view["input"] if item.get("call_id") == "call_2_0" and item["type"] == "function_call"] == ["fc_2_0"]
 
+
+SEARCH = {"type": "function", "function": {"name": "search_flights", "description": "Search flights.",
+                                           "parameters": {"type": "object", "properties": {"to": {"type": "string"}}}}}
+
+
+@pytest.mark.parametrize("shape", ["thinking", "redacted", "converse", "v1"])
+@pytest.mark.parametrize("mode", ["whole", "compact"])
+def test_a_thinking_turn_marked_hypothetical_still_starts_with_its_thinking(mode: str, shape: str) -> None:
+    """In a brainstorm the user opened, the assistant's turns are marked hypothetical; the turn
+    whose results end the request keeps its thinking first (with extended thinking on, Claude
+    refuses a request whose last assistant turn starts with anything else)."""
+    shapes: dict[str, dict[str, Any]] = {
+        "thinking": {"type": "thinking", "thinking": "The user wants to explore options.", "signature": "SIG=="},
+        "redacted": {"type": "redacted_thinking", "data": "REDACTED=="},
+        "converse": {"type": "reasoning_content", "reasoning_content": {"text": "The user wants to explore options.", "signature": "SIG=="}},
+        "v1": {"type": "reasoning", "reasoning": "The user wants to explore options.", "extras": {"signature": "SIG=="}},
+    }
+    thinking = shapes[shape]
+    v1 = {"output_version": "v1", "model_provider": "anthropic"} if shape == "v1" else {}
+    call = {"name": "search_flights", "args": {"to": "Lisbon"}, "id": "toolu_1", "type": "tool_call"}
+    history: list[BaseMessage] = [
+        SystemMessage("You are a travel agent."),
+        HumanMessage("Let's brainstorm some trip options, just exploring. What flights go to Lisbon in May?", id="h1"),
+        AIMessage([thinking, {"type": "text", "text": "Let me look."},
+                   {"type": "tool_use", "id": "toolu_1", "name": "search_flights", "input": {"to": "Lisbon"}}],
+                  tool_calls=[call], id="a1", response_metadata=v1),
+        ToolMessage("TP1351 LIS 2026-05-04 189 EUR; TP1353 LIS 2026-05-05 212 EUR", tool_call_id="toolu_1", name="search_flights", id="t1"),
+    ]
+    engine = memory_engine(ContextConfig.model_validate({"mode": mode}))
+    prepared = engine.prepare(history, tools=[SEARCH, *engine.tools_for_model()], scope=Scope(session_id="brainstorm"))
+    turn = next(m for m in prepared.messages if m.id == "a1")
+    assert "[hypothetical: not a current fact]" in str(turn.content), "the turn was not marked: the test shows nothing"
+    if shape == "converse":
+        messages = build("bedrock-converse", prepared.messages, prepared.tools)["messages"]
+        assert "reasoningContent" in messages[-2]["content"][0], "the calls' turn does not start with its reasoning"
+    else:
+        messages = build("anthropic", prepared.messages, prepared.tools)["messages"]
+        first = messages[-2]["content"][0]
+        assert first["type"] in ("thinking", "redacted_thinking") and first.get("signature", first.get("data")) in ("SIG==", "REDACTED=="), (
+            f"the calls' turn does not start with its thinking: {first}")
+
 # ---------------------------------------------------------------- the builders (offline)
 
 

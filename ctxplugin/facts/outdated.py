@@ -328,13 +328,28 @@ def _with_notes(message: BaseMessage, notes: list[str], ids: list[str]) -> BaseM
     return copy
 
 
+def _opening(block: object) -> bool:
+    """Whether ``block`` is thinking a Claude turn opens with, which must stay first: Anthropic's
+    ``thinking`` and ``redacted_thinking``, Bedrock's ``reasoning_content``, or a signed standard
+    ``reasoning`` block (``output_version="v1"``)."""
+    if not isinstance(block, dict):
+        return False
+    kind = block.get("type")
+    extras = block.get("extras")
+    return kind in ("thinking", "redacted_thinking", "reasoning_content") or (
+        kind == "reasoning" and isinstance(extras, dict) and "signature" in extras)
+
+
 def _marked_copy(message: BaseMessage, notes: list[str], ids: list[str]) -> BaseMessage:
     prefix = " ".join(notes)
     content: Any = message.content
     if isinstance(content, str):
         new_content: Any = f"{prefix} {content}"
     else:
-        new_content = [{"type": "text", "text": prefix}, *content]
+        # after the thinking a Claude turn opens with (Anthropic and Bedrock refuse a request whose
+        # last assistant turn, with thinking on, starts with anything else)
+        at = next((i for i, b in enumerate(content) if not _opening(b)), len(content))
+        new_content = [*content[:at], {"type": "text", "text": prefix}, *content[at:]]
     meta = dict(annotation(message))
     if ids:
         meta["outdated"] = [*meta.get("outdated", []), *ids]
