@@ -64,7 +64,9 @@ def result(draw: st.DrawFn, turn: int, call_id: str) -> ToolMessage:
 
 @st.composite
 def conversations(draw: st.DrawFn, kinds: tuple[str, ...] = ("thinking", "thinking", "redacted", "plain", "server", "answer", "user-again")) -> list[BaseMessage]:
-    messages: list[BaseMessage] = [SystemMessage("You are a travel agent."), HumanMessage("Look up all my bookings, please.")]
+    # a brainstorm marks every later message hypothetical (see ctxplugin.facts.outdated)
+    opening = draw(st.sampled_from(["Look up all my bookings, please.", "Let's brainstorm: just exploring, look up my bookings."]))
+    messages: list[BaseMessage] = [SystemMessage("You are a travel agent."), HumanMessage(opening)]
     for turn in range(draw(st.integers(3, 9))):
         kind = draw(st.sampled_from(kinds))
         if kind == "answer":
