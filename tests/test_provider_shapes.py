@@ -80,7 +80,7 @@ def reasoning_of(payload: dict[str, Any]) -> dict[str, list[str]]:
     reasoning: list[str] = []
     for item in payload["input"]:
         if item.get("type") == "reasoning":
-            reasoning.append(item["id"])
+            reasoning.append(item.get("id") or json.dumps(item, sort_keys=True))
         elif item.get("type") == "function_call":
             out[item["call_id"]] = list(reasoning)
         elif item.get("type") != "message" or item.get("role") != "assistant":
@@ -476,6 +476,10 @@ def check_views(messages: list[BaseMessage], mode: str, total: int, providers: l
             if refused is not None and refusal(name, history, [LOOKUP]) is None:
                 note(f"view: {[type(m).__name__ for m in view]}")
                 raise AssertionError(f"{name} refuses the view of call {end} ({mode}, total {total}): {refused}")
+        if "openai-responses" in providers:  # each call after the reasoning item its response sent before it
+            before, after = reasoning_of(build("openai-responses", history, [LOOKUP])), reasoning_of(build("openai-responses", view, tools))
+            lost = {c: (after[c], before[c]) for c in after if c in before and after[c] != before[c]}
+            assert not lost, f"call {end}: calls sent after other reasoning than their own: {lost}"
         made = caller(history)
         if made is not None and "anthropic" in providers and thinking_of(list(made.content)):
             sent = build("anthropic", view, tools)["messages"]
