@@ -1,7 +1,11 @@
 """Names shared by the engine, its stages and the host adapters: the meta-tools ctxplugin adds
-to an agent and the custom events it dispatches. A leaf module: it imports nothing of ours."""
+to an agent, the custom events it dispatches, and the tool-call id a late tool result is given.
+A leaf module: it imports nothing of ours."""
 
 from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
 
 EXPAND_REF_NAME = "expand_ref"
 """The meta-tool that reads a stored tool output back by its ref."""
@@ -22,6 +26,24 @@ def is_meta_tool(tool: object) -> bool:
     metadata = getattr(tool, "metadata", None)
     return isinstance(metadata, dict) and metadata.get(META_TOOL_MARK) is True
 
+CALL_ID_CHARS = 40
+"""The longest tool-call id every provider takes (OpenAI's limit)."""
+
+
+def late_call_id(call_id: str, index: int, taken: Callable[[str], bool]) -> str:
+    """An id of its own for a tool result that came after its call was closed (at message
+    ``index``): ``<call_id>_late<index>``, or a digest of it when that is longer than
+    :data:`CALL_ID_CHARS`; never one ``taken`` says is in use."""
+    base = f"{call_id}_late{index}"
+    if len(base) > CALL_ID_CHARS - 4:  # room for a suffix ("_12") should the id be taken
+        base = f"late{index}_{hashlib.sha1(call_id.encode('utf-8', 'surrogatepass')).hexdigest()}"[: CALL_ID_CHARS - 4]
+    candidate, n = base, 0
+    while taken(candidate):
+        n += 1
+        candidate = f"{base}_{n}"
+    return candidate
+
+
 REPORT_EVENT = "ctxplugin.report"
 CAPTURE_EVENT = "ctxplugin.capture"
 EXPAND_EVENT = "ctxplugin.expand"
@@ -29,6 +51,7 @@ CACHE_LOOKUP_EVENT = "ctxplugin.cache_lookup"
 
 __all__ = [
     "CACHE_LOOKUP_EVENT",
+    "CALL_ID_CHARS",
     "CAPTURE_EVENT",
     "EXPAND_EVENT",
     "EXPAND_REF_NAME",
@@ -37,4 +60,5 @@ __all__ = [
     "META_TOOL_NAMES",
     "REPORT_EVENT",
     "is_meta_tool",
+    "late_call_id",
 ]

@@ -273,6 +273,22 @@ def test_a_late_result_id_does_not_take_the_id_of_another_call() -> None:
     assert [str(m.content) for m in out if isinstance(m, ToolMessage)][-2:] == ["other", "order 7: shipped"]
 
 
+def test_a_late_result_id_stays_within_the_length_providers_take() -> None:
+    # OpenAI takes call ids of at most 40 characters; a 36-character id with "_late3" appended is 42
+    long_id = "call_0b7a6c2e-9f1d-4e8a-b3c5-7d2e1f0a9b8c"[:36]
+    messages = late_result_thread()
+    for message in messages:
+        if isinstance(message, AIMessage) and message.tool_calls:
+            message.tool_calls[0]["id"] = long_id
+        if isinstance(message, ToolMessage):
+            message.tool_call_id = long_id
+    out, _ = validate(messages, orphans="pair")
+    ids = _call_ids(out)
+    assert len(ids) == len(set(ids)) == 2, ids
+    assert all(len(i) <= 40 for i in ids), ids
+    assert_valid(out)
+
+
 def test_a_call_a_user_turn_closed_is_answered_then_the_assistant_says_it_made_no_reply() -> None:
     # Mistral takes no user message right after a tool result: the placeholder is followed by an
     # assistant turn, marked as a repair, and the user's message comes later unchanged
