@@ -83,11 +83,20 @@ def updated_detail(body: str) -> str | None:
 
 
 def records_unkeyed(drafts: list[FactDraft]) -> list[FactDraft]:
-    """``drafts`` read from one tool output, a key said more than once in it left out: a label
-    on every record ("Snippet:" of each search result, "Status:" of each row) names parallel
-    records, not one value that changed, so none may replace another."""
+    """``drafts`` read from one tool output, a key left out where it labels records: said again
+    after other lines were read ("Snippet:" of each search result, between their titles and
+    urls; "Status:" of each row), it names parallel records, not one value that changed, so none
+    may replace another. Said again on the next line read ("build: started", "build: finished"),
+    it is one value moving on, and the later replaces the earlier."""
     said = Counter(d.key for d in drafts if d.key)
-    return [replace(d, key=None) if d.key and said[d.key] > 1 else d for d in drafts]
+    records: set[str] = set()
+    last: dict[str, int] = {}
+    for at, draft in enumerate(drafts):
+        if draft.key and said[draft.key] > 1:
+            if draft.key in last and at - last[draft.key] > 1:
+                records.add(draft.key)
+            last[draft.key] = at
+    return [replace(d, key=None) if d.key in records else d for d in drafts]
 
 
 __all__ = ["NUMBERED_SUBJECT", "records_unkeyed", "subject_key", "updated_detail"]

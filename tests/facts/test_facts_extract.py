@@ -506,3 +506,8 @@ def test_every_record_of_one_tool_output_stays_current() -> None:
 def test_a_label_said_once_in_a_tool_output_still_keys_its_value() -> None:
     drafts = RuleExtractor().from_tool("Order #A-4411 status: shipped\nCarrier: UPS\nTracking number: 1Z999AA10123456784")
     assert {d.key for d in drafts} >= {"carrier", "tracking_number"}
+
+
+def test_a_label_said_again_on_the_next_line_is_one_value_moving_on() -> None:
+    drafts = RuleExtractor().from_tool("Build status: started\nBuild status: finished with status 'done'")
+    assert [d.key for d in drafts] == ["build_status", "build_status"], "the later line replaces the earlier"
