@@ -307,6 +307,7 @@ class ContextEngine(Closing):
 
         Raises:
             RefNotFoundError: unknown, expired, or not readable from ``scope``.
+            StoreError: the store failed (:class:`StoreUnavailableError`: not reached in time).
             EngineClosedError: :meth:`close` was called.
         """
         paths = fields if isinstance(fields, str) else list(fields) if fields else None  # a str is one path
