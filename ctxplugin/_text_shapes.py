@@ -225,8 +225,30 @@ def _prose(lines: list[str]) -> bool:
     return words > 40 and sentences * 25 >= words * 0.5
 
 
+def is_rule(line: str) -> bool:
+    """Whether ``line`` is a rule of a drawn table: ``+----+---+``, ``---+---``, ``|---|:--:|``."""
+    stripped = line.strip()
+    return set(stripped) <= _RULE_CHARS and ("---" in stripped or "===" in stripped)
+
+
+_RULE_CHARS = frozenset("+-=|: ")
+
+
+def _grid(head: list[str]) -> bool:
+    """Whether ``head`` is a result grid with drawn rules (``mysql``, ``psql``, ``tabulate``):
+    every line but a rule or a closing ``(40 rows)`` has the same number of ``|``. Its cells
+    may be padded with spaces at the line's start (``psql``)."""
+    cells = [ln for ln in head if not is_rule(ln)]
+    if len(cells) == len(head) or len(cells) < 2:
+        return False
+    counts = [ln.count("|") for ln in cells if "|" in ln]
+    return len(counts) >= len(cells) - 1 and counts[0] >= 1 and sum(1 for c in counts if c == counts[0]) >= 0.9 * len(counts)
+
+
 def _table_sep(lines: list[str]) -> str | None:
     head = lines[:50]
+    if _grid(head):
+        return "|"
     if sum(1 for ln in head if ln[:1].isspace()) * 5 > len(head):  # indented: code, not a table
         return None
     for sep in ("\t", "|", ","):
@@ -339,7 +361,7 @@ def table_rows(body: str) -> tuple[list[str], list[list[str]], str, list[int]]:
     starts: list[int] = []
     if sep == "|":
         for i, ln in numbered:
-            if not set(ln.strip()) <= set("|-: +"):
+            if "|" in ln and not set(ln.strip()) <= _RULE_CHARS:  # nor a rule, nor a grid's ``(40 rows)``
                 rows.append([c.strip() for c in ln.strip().strip("|").split("|")])
                 starts.append(i)
     else:

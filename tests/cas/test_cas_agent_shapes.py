@@ -1,0 +1,71 @@
+"""What the summaries make of outputs LangChain tools commonly return: SQL result grids, web
+search results, prose."""
+
+from __future__ import annotations
+
+
+from langchain_core.messages import ToolMessage
+
+from ctxplugin import ContextConfig, Scope
+from ctxplugin.cas import parse_json, summarize
+from ctxplugin.testing import memory_engine
+from ctxplugin.tokens import get_counter
+
+COUNTER = get_counter()[0]
+BUDGET = 120
+SCOPE = Scope(session_id="shapes")
+
+_ROWS = [(i, f"cust_{1000 + i}", ["Alice Lee", "Bob Jones", "Carol Smith"][i % 3], f"{10 + i * 7.25:.2f}", ["paid", "pending"][i % 2]) for i in range(40)]
+_COLUMNS = ("order_id", "customer_id", "name", "total", "status")
+
+
+def _mysql_grid() -> str:
+    widths = [max(len(str(v)) for v in [c, *(r[k] for r in _ROWS)]) for k, c in enumerate(_COLUMNS)]
+    rule = "+" + "+".join("-" * (w + 2) for w in widths) + "+"
+
+    def row(values: tuple[object, ...]) -> str:
+        return "| " + " | ".join(str(v).ljust(w) for v, w in zip(values, widths, strict=True)) + " |"
+
+    return "\n".join([rule, row(_COLUMNS), rule, *map(row, _ROWS), rule, f"{len(_ROWS)} rows in set (0.01 sec)"])
+
+
+def _psql() -> str:
+    header = " order_id | customer_id |    name     | total  | status"
+    rule = "----------+-------------+-------------+--------+---------"
+    body = [f" {r[0]:>8} | {r[1]:<11} | {r[2]:<11} | {r[3]:>6} | {r[4]}" for r in _ROWS]
+    return "\n".join([header, rule, *body, f"({len(_ROWS)} rows)"])
+
+
+def _summary(text: str) -> tuple[str, str]:
+    result = summarize(text, parse_json(text), COUNTER, BUDGET)
+    return result.label, result.text
+
+
+def test_a_mysql_result_grid_is_summarized_as_a_table() -> None:
+    label, text = _summary(_mysql_grid())
+    assert label == "table"
+    assert "40 rows × 5 columns" in text
+    assert "columns: order_id, customer_id, name, total, status" in text
+    assert "cust_1000" in text
+    assert "+---" not in text  # the grid's rules are not rows
+
+
+def test_a_psql_result_is_summarized_as_a_table() -> None:
+    label, text = _summary(_psql())
+    assert label == "table"
+    assert "40 rows × 5 columns" in text
+    assert "columns: order_id, customer_id, name, total, status" in text
+    assert "cust_1000" in text
+
+
+def test_the_line_a_grid_summary_points_at_is_the_first_row_not_shown() -> None:
+    for mode in ("whole", "compact"):
+        engine = memory_engine(ContextConfig(mode=mode))
+        compact = engine.capture_tool_result(ToolMessage(content=_mysql_grid(), tool_call_id="c1", name="sql_db_query"), scope=SCOPE)
+        text = str(compact.content)
+        assert "· table ·" in text
+        shown = [r for r in _ROWS if f"| {r[1]} |" in text]
+        assert shown == _ROWS[: len(shown)] and shown
+        offset = int(text.rsplit("expand_ref offset=", 1)[1].split(")")[0])
+        ref = compact.additional_kwargs["ctxplugin"]["ref"]
+        assert f"| {_ROWS[len(shown)][1]} " in engine.expand_ref(ref, scope=SCOPE, offset=offset, limit=1)
