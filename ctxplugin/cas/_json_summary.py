@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from ctxplugin.cas._array_ids import named_ids
 from ctxplugin.cas._budget import Lines, appears, shortened
 from ctxplugin.cas._records import RecordSet, render_json, summarize_records, worth_a_record_set
 from ctxplugin.tokens import TokenCounter
@@ -308,17 +309,14 @@ def summarize_array(value: list[Any], counter: TokenCounter, budget: int) -> Lin
     lines.add(f"JSON array of {len(value)} {'/'.join(k + 's' for k in kinds) or 'items'}")
     rows_of = records if records is not None else nested
     primary = _primary_key(records) if records is not None else None
-    if primary is not None and records is not None:
-        values = [str(r[primary]) for r in records if isinstance(r.get(primary), (str, int))]
-        id_line = Lines(counter, max(0, budget * 2 // 3))  # leave room for a first row
-        id_line.add_list(f"{primary} (all): ", values, more_hint=" (expand_ref offset/limit)")
-        for line in id_line.lines:
-            lines.add(line, force=True)
+    if primary is not None and records is not None:  # the primary ids, then a search result's urls
+        named = named_ids(records, primary, counter, budget)
     else:
         id_budget = Lines(counter, max(0, lines.left * 2 // 3))
         _id_lines(id_budget, identifiers(value))
-        for line in id_budget.lines:
-            lines.add(line, force=True)
+        named = id_budget.lines
+    for line in named:
+        lines.add(line, force=True)
     shown = 0
     lines.budget -= 12  # keep room for the "… N more items" line
     for level in _LEVELS[:-1]:
@@ -335,8 +333,10 @@ def summarize_array(value: list[Any], counter: TokenCounter, budget: int) -> Lin
                 shown += 1
             break
     lines.budget += 12
+    unnamed = rows_of and not shown and not any(ln.startswith("columns: ") for ln in lines.lines)  # no row fit
+    keys = f"; keys: {', '.join(_columns(rows_of, _LEVELS[0]))}" if unnamed and rows_of else ""
     if shown < len(value):
-        lines.add(f"… {len(value) - shown} more items (expand_ref offset={shown})", force=True)
+        lines.add(f"… {len(value) - shown} more items{keys} (expand_ref offset={shown})", force=True)
     return lines
 
 

@@ -3,6 +3,7 @@ search results, prose."""
 
 from __future__ import annotations
 
+import json
 
 from langchain_core.messages import ToolMessage
 
@@ -69,3 +70,33 @@ def test_the_line_a_grid_summary_points_at_is_the_first_row_not_shown() -> None:
         offset = int(text.rsplit("expand_ref offset=", 1)[1].split(")")[0])
         ref = compact.additional_kwargs["ctxplugin"]["ref"]
         assert f"| {_ROWS[len(shown)][1]} " in engine.expand_ref(ref, scope=SCOPE, offset=offset, limit=1)
+
+
+_SITES = ["Pinecone", "Weaviate", "Qdrant", "Milvus", "Chroma", "pgvector", "LanceDB"]
+
+
+def _search_results() -> list[dict[str, object]]:
+    """What a Tavily-style search tool returns: a few results, each with a long ``content``."""
+    return [
+        {
+            "title": f"Vector DB Review {i}: {name}",
+            "url": f"https://example{i}.com/blog/{name.lower()}-review",
+            "content": f"{name} is a vector database with HNSW indexing and hybrid search. " * 4,
+            "score": round(0.98 - i * 0.05, 4),
+            "raw_content": None,
+        }
+        for i, name in enumerate(_SITES)
+    ]
+
+
+def test_search_results_keep_every_url_whole_beside_the_titles() -> None:
+    results = _search_results()
+    for mode in ("whole", "compact"):
+        engine = memory_engine(ContextConfig(mode=mode))
+        compact = engine.capture_tool_result(ToolMessage(content=json.dumps(results), tool_call_id="s1", name="tavily_search"), scope=SCOPE)
+        text = str(compact.content)
+        assert "ref:tavily_search:" in text
+        for result in results:
+            assert str(result["url"]) in text, (mode, text)
+            assert str(result["title"]) in text, (mode, text)
+        assert "keys: title, url, content, score" in text  # no row fits: what each holds is named
