@@ -254,10 +254,18 @@ def _table_sep(lines: list[str]) -> str | None:
     for sep in ("\t", "|", ","):
         counts = [ln.count(sep) for ln in head]
         if counts[0] >= 1 and sum(1 for c in counts if c == counts[0]) >= 0.9 * len(counts):
-            if sep == "," and any(len(ln) > 400 for ln in head):
+            if sep == "," and (any(len(ln) > 400 for ln in head) or _sentences(head)):
                 return None
             return sep
     return None
+
+
+def _sentences(head: list[str]) -> bool:
+    """Whether comma-separated ``head`` lines are sentences, each with a comma, rather than CSV:
+    the lines read as prose and the first holds a sentence break or a cell of over five words
+    (a header names columns; a survey's question may be long, but its answers are not prose)."""
+    cells = head[0].split(",")
+    return _prose(head) and any(". " in cell or len(cell.split()) > 5 for cell in cells)
 
 
 def _fixed_columns(header: str) -> list[tuple[str, int]]:

@@ -100,3 +100,24 @@ def test_search_results_keep_every_url_whole_beside_the_titles() -> None:
             assert str(result["url"]) in text, (mode, text)
             assert str(result["title"]) in text, (mode, text)
         assert "keys: title, url, content, score" in text  # no row fits: what each holds is named
+
+
+def test_sentences_with_a_comma_each_are_text_not_a_csv_table() -> None:
+    english = "\n".join(
+        f"Order {7000 + i} was shipped to Riyadh on Monday, and the customer paid {99 + i} SAR. Tracking code TRK{i:05d} was sent."
+        for i in range(30)
+    )
+    arabic = "\n".join(f"مرحبا بكم في متجرنا. رقم الطلب {7000 + i} تم شحنه إلى الرياض. السعر {99 + i} ريال. שלום, ההזמנה {i} נשלחה." for i in range(30))
+    for prose in (english, arabic):
+        label, text = _summary(prose)
+        assert label == "text", text
+        assert "columns:" not in text and "rows ×" not in text
+
+
+def test_a_csv_whose_header_cells_are_questions_is_still_a_table() -> None:
+    survey = "How satisfied are you with the product overall?,Would you recommend it to a friend?,score\n" + "\n".join(
+        f"{['Very satisfied', 'Satisfied', 'Unsatisfied'][i % 3]},{['Yes', 'No'][i % 2]},{i % 5}" for i in range(30)
+    )
+    label, text = _summary(survey)
+    assert label == "table"
+    assert "30 rows × 3 columns" in text
