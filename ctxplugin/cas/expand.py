@@ -339,6 +339,7 @@ def _page_for_model(
             text = f"  {unit.index - 1}- {unit.before}\n{text}"
         if unit.after is not None and unit.index + 1 not in page_at:
             text += f"\n  {unit.index + 1}- {unit.after}"
+            shown_at.add(unit.index + 1)  # the next match's line before is this one: shown once
         shown_at.add(unit.index)
         cost = count_text(text, counter) + 1
         if used + cost > budget:

@@ -255,3 +255,11 @@ def test_meta_tools_take_a_fixed_scope_and_refuse_anything_else_when_made() -> N
             make_expand_ref_tool(engine, bad)  # type: ignore[arg-type]
         with pytest.raises(InvalidInputError, match="takes a Scope or a function"):
             make_load_tools_tool(engine.registry, bad)  # type: ignore[arg-type]
+
+
+def test_a_line_between_two_matches_is_shown_once(store: MemoryCASStore) -> None:
+    diff = "diff --git a/src/app.py b/src/app.py\nindex 3f2a1b0..9c8d7e0 100644\n--- a/src/app.py\n+++ b/src/app.py\n@@ -1 +1 @@\n-a\n+b\n"
+    out = expand_for_model(store, put(store, diff), SCOPE, max_tokens=2000, counter=COUNTER, pattern="src/app.py")
+    assert "3 of 7 lines match" in out
+    assert out.count("index 3f2a1b0..9c8d7e0") == 1, out
+    assert out.count("@@ -1 +1 @@") == 1, out
