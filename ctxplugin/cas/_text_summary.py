@@ -334,6 +334,15 @@ def summarize_diff(body: str, lines: Lines) -> None:
 
 
 _TAG = re.compile(r"<[^>]{0,400}>")
+_MD_TABLE = re.compile(r"(?m)^\|?([^\n|]*\|[^\n]*)\n\|?[ \t]*:?-{3,}:?[ \t]*(?:\|[ \t]*:?-{3,}:?[ \t]*)+\|?[ \t]*$((?:\n\|[^\n]*)*)")
+
+
+def markdown_tables(window: str) -> list[tuple[list[str], int]]:
+    """The column names and row count of each markdown pipe table in ``window``."""
+    return [
+        ([c.strip() for c in m.group(1).strip().strip("|").split("|")], m.group(2).count("\n"))
+        for m in _MD_TABLE.finditer(window)
+    ]
 _TITLE = re.compile(r"(?is)<title[^>]*>(.{0,400}?)</title>|(?m:^#[ \t]+([^\n]+))")
 _HEADING = re.compile(r"(?is)<h([1-3])[^>]*>(.{0,400}?)</h\1>|(?m:^(#{1,3})[ \t]+([^\n]+))")
 
@@ -357,7 +366,18 @@ def summarize_markup(body: str, lines: Lines) -> None:
         if not lines.add(f"L{number + 1}: {clip(line, 200)}"):
             break
     lines.add_list("sections: ", [h for h in headings if h], more_hint=" (expand_ref pattern=...)")
+    lead = next((ln for ln in map(" ".join, map(str.split, text.split("\n"))) if _sentence(ln)), "")
+    if lead:
+        lines.add("text: " + clip(lead, 240))
+    for columns, rows in markdown_tables(window)[:3]:
+        lines.add_list(f"table ({rows} rows): ", columns)
     add_identifiers(text, lines)
+
+
+def _sentence(line: str) -> bool:
+    """Whether ``line`` (markup stripped) reads as a sentence of the document, not a heading,
+    a menu or a table row."""
+    return len(line.split()) >= 8 and (". " in line or line.endswith(".")) and line[:1] not in "#|"
 
 
 __all__ = [

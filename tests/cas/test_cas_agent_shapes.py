@@ -121,3 +121,28 @@ def test_a_csv_whose_header_cells_are_questions_is_still_a_table() -> None:
     label, text = _summary(survey)
     assert label == "table"
     assert "30 rows × 3 columns" in text
+
+
+def test_a_fetched_page_keeps_its_lead_sentence_and_its_tables() -> None:
+    markdown = (
+        "# Quarterly Results Q2 2024\n\nRevenue grew in all regions. The board approved a dividend of $0.42 per share.\n\n"
+        "## Regional breakdown\n\n| Region | Revenue ($M) | Manager |\n|---|---:|---|\n"
+        + "\n".join(f"| Region {i} | {100 + i * 13.5:.1f} | Manager {i} |" for i in range(12))
+        + "\n\n## Outlook\n\n" + "Management expects continued growth in the second half of the year. " * 12
+    )
+    label, text = _summary(markdown)
+    assert label == "document"
+    assert "dividend of $0.42 per share" in text
+    assert "table (12 rows): Region, Revenue ($M), Manager" in text
+    nav = "".join(f'<li><a href="/{k}">{k.title()}</a></li>' for k in ["home", "news", "sport", "weather", "business"] * 4)
+    html = (
+        f"<!DOCTYPE html><html><head><title>Acme Widget 3000</title><script>{'var a=1;' * 200}</script></head>"
+        f"<body><nav><ul>{nav}</ul></nav>\n<main><h1>Acme Widget 3000</h1>\n"
+        "<p>The Acme Widget 3000 is our flagship model, priced at $499.99, SKU AW-3000-BLK. It ships in 3-5 days.</p>\n"
+        + "".join(f"<div><p>Review {i}: works as expected, rated {5 - i % 3}/5</p></div>\n" for i in range(20))
+        + "</main></body></html>"
+    )
+    label, text = _summary(html)
+    assert label == "document"
+    assert "priced at $499.99" in text
+    assert "Home News" not in text  # the menu is not the page's text
