@@ -84,6 +84,8 @@ PATH = "path"
 USER_SAID = "user said"
 """The label of short sentences of the user's messages."""
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+_REF_HEAD = re.compile(r"\[(?P<ref>ref:[a-z0-9][a-z0-9_-]{0,39}:[0-9a-f]{16}) · [^\n\]]*\]")
+"""The line a captured output's compact form opens with: ``[ref:... · label · N tokens stored · expand_ref for more]``."""
 _SENTENCE_CHARS = 160
 _COMMAND_KEYS = frozenset(["command", "cmd", "commands", "script", "shell"])
 _LABEL_CHARS = 40
@@ -188,6 +190,10 @@ def _raw_values(message: BaseMessage, tools: Mapping[str, str]) -> tuple[list[La
                 rest.extend((f"{name[:_LABEL_CHARS]} returned", value) for value in identifiers(found))
     label = _said_by(message, tools)
     text = content_text(message.content)
+    head = _REF_HEAD.match(text) if isinstance(message, ToolMessage) else None
+    if head is not None:  # a stored output's ref line: its ref first, not its size or the tool it names
+        first.append((label, head.group("ref")))
+        text = text[head.end() :]
     for found in identifiers(text):
         (first if _PATHLIKE.search(found) and not isinstance(message, ToolMessage) else rest).append((label, found))
     if isinstance(message, HumanMessage):

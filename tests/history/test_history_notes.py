@@ -148,3 +148,31 @@ def test_a_value_that_shows_values_listed_before_takes_their_place() -> None:
     assert note is not None
     assert chosen == ["/repo/lib.py", "python /repo/app.py --fix", "ls"]
     assert note_values(content_text(note.content)) == {"ran": ["python /repo/app.py --fix", "ls"], "path": ["/repo/lib.py"]}
+
+
+def test_a_note_names_the_ref_of_a_stored_output_it_condenses_not_its_size() -> None:
+    # the compact form of a captured output opens with its ref line; the note keeps the ref (the
+    # model reads the output back with it) and none of the line's other words
+    engine = memory_engine(ContextConfig(
+        budget={"total": 2500, "header": 600, "history": 1600, "facts": 100, "summaries": 600},
+        history={"max_tokens": 300, "verbatim_exchanges": 1, "trimmed_exchanges": 1, "block_size": 2},
+        facts={"enabled": False},
+    ))
+    scope = Scope(session_id="refs")
+    messages: list[BaseMessage] = [SystemMessage("You are a research assistant."), HumanMessage("Compare the three vendors.")]
+    refs: list[str] = []
+    for i in range(16):
+        messages.append(AIMessage("", tool_calls=[{"id": f"c{i}", "name": "fetch_page", "args": {"page": f"p{i}"}}]))
+        page = "\n".join(f"Vendor row {i}-{n}: plan tier {n} costs {17 * n + i} dollars a month." for n in range(60))
+        captured = engine.capture_tool_result(ToolMessage(page, tool_call_id=f"c{i}", name="fetch_page"), scope)
+        refs.append(str(captured.additional_kwargs["ctxplugin"]["ref"]))
+        messages.append(captured)
+    messages.append(AIMessage("Done."))
+    messages.append(HumanMessage("Which is cheapest?"))
+    prepared = engine.prepare(messages, scope=scope)
+    notes = [n for n in context_notes(prepared.messages) if n.startswith("[context note")]
+    assert notes
+    returned = [v for note in notes for v in note_values(note).get("fetch_page returned", [])]
+    condensed = [ref for ref in refs if not any(ref in content_text(m.content) for m in prepared.messages if not content_text(m.content).startswith("[context note"))]
+    assert condensed and all(ref in returned for ref in condensed), (condensed, returned)
+    assert "expand_ref" not in returned and not any(re.fullmatch(r"[\d,]+", v) for v in returned), returned
