@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 
 from ctxplugin.facts._batch import WriteBatch
-from ctxplugin.facts._text import content_words, stem
+from ctxplugin.facts._text import content_words, identifiers, stem
 from ctxplugin.facts._values import typed_values
 from ctxplugin.facts.extract import FactDraft
 from ctxplugin.facts.model import Fact, FactQuery, visibility_key
@@ -72,7 +72,13 @@ def _types(text: str) -> set[str]:
     found: set[str] = set(typed_values(text))
     if _ORDINAL_DAY.search(text):
         found.add("date")  # "the 24th": a day of the month
+    # a code ("QQ47LX", "555-0199") by its shape: "QQ47LM" corrects a code of its shape alone
+    found.update("code:" + _shape(i) for i in identifiers(text) if not typed_values(i) and not _ORDINAL_DAY.fullmatch(i))
     return found
+
+
+def _shape(code: str) -> str:
+    return re.sub(r"[a-z]", "a", re.sub(r"\d", "9", code.lower()))
 
 
 def _stated_in_reach(candidate: Fact, fact: Fact) -> bool:

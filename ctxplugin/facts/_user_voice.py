@@ -116,13 +116,28 @@ _RESTORE = re.compile(
 """An earlier value brought back: "keep the original", "go back to Tuesday", "switch it back"."""
 _NEW_VALUE = re.compile(r"^(?:please\s+)?(?:make|change|switch|set)\s+(?:it|that|this|mine)\s+(?:to\s+)?(?P<value>.+)$", re.IGNORECASE)
 """A choice that names a value and nothing else: "make that the 24th", "make it $700"."""
+_RESTATED = re.compile(
+    r"^(?:(?P<owned>oops|i\s+(?:mistyped|misspoke|made\s+a\s+(?:typo|mistake))|my\s+(?:bad|mistake)|typo|"
+    r"that(?:'s|\s+is|\s+was)\s+(?:wrong|not\s+right|a\s+typo))[\s,;:.!-]+)?"
+    r"(?:(?:it|that)(?:'s|\s+is|\s+was|\s+should\s+(?:be|have\s+been))\s+(?:actually\s+)?|(?P<meant>i\s+meant\s+(?:to\s+say\s+)?))"
+    r"(?P<value>.+)$",
+    re.IGNORECASE,
+)
+"""A value alone, said again to correct it: "sorry, it's QQ47LM", "I meant the 5th", "typo, it
+should be May 4"."""
+_CORRECTING = re.compile(r"^(?:sorry|oops|actually|correction|no|wait|my (?:bad|mistake)|i mean)\b", re.IGNORECASE)
+"""The first word of a sentence that corrects what the user said before."""
 
 
-def referring_back(body: str, draft: FactDraft | None, shown: str) -> FactDraft | None:
-    """``draft`` (the reading of ``body``, the sentence ``shown`` without its lead words) marked
-    as revising what was said before when ``body`` refers back to it — a new value alone, or an
-    earlier value brought back — or a draft of its own for it when the rules read nothing."""
+def referring_back(body: str, draft: FactDraft | None, shown: str, *, said: str = "") -> FactDraft | None:
+    """``draft`` (the reading of ``body``, the sentence ``said`` without its lead words, shown as
+    ``shown``) marked as revising what was said before when ``body`` refers back to it — a new
+    value alone, or a value said again to correct it ("sorry, it's QQ47LM"), or an earlier value
+    brought back — or a draft of its own for it when the rules read nothing."""
     new_value = _NEW_VALUE.match(body.rstrip(".!"))
+    restated = _RESTATED.match(body.rstrip(".!")) if new_value is None else None
+    if restated and (restated.group("owned") or restated.group("meant") or _CORRECTING.match(said.strip())):
+        new_value, shown = restated, shown[:1].upper() + shown[1:]  # "It's QQ47LM."
     words = content_words(new_value.group("value")) if new_value else []
     if words and all(any(c.isdigit() for c in w) or w in _NOT_SUBJECTS for w in words):
         revises: Literal["latest", "earlier"] = "latest"

@@ -196,7 +196,8 @@ class RuleExtractor:
         question = sentence.endswith("?") and not _HYPOTHETICAL.search(sentence) and not languages.hypothetical(sentence.translate(_APOSTROPHES))
         main = None if question else self._statement(sentence.translate(_APOSTROPHES), voice, ids, shown=sentence)
         if voice == "user" and not question:  # "make that the 24th", "never mind, keep the original"
-            main = user_voice.referring_back(_LEAD.sub("", sentence.translate(_APOSTROPHES)).strip(), main, shown=_tidy(sentence))
+            said = sentence.translate(_APOSTROPHES)
+            main = user_voice.referring_back(_LEAD.sub("", said).strip(), main, shown=_tidy(sentence), said=said)
         if main is not None:
             out.append(main)
         for url in links:

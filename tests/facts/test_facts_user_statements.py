@@ -277,3 +277,52 @@ def test_an_old_value_named_as_old_does_not_become_current() -> None:
 )
 def test_a_request_about_a_booking_is_not_a_new_value(text: str) -> None:
     assert all(key is None or not key.startswith("my_") for _, key, _ in read(text))
+
+
+# ---------------------------------------------------------------- a value said again to correct it
+@pytest.mark.parametrize(
+    ("first", "then"),
+    [
+        ("My booking reference is QQ47LX.", "Sorry, it's QQ47LM."),
+        ("My reservation number is QQ47LX.", "Sorry, I mistyped, it's QQ47LM."),
+        ("My departure date is May 3.", "I meant May 4."),
+        ("My flight is at 3pm.", "Correction: it's at 4pm."),
+        ("I'd like the HAT123 flight.", "Oops, that should be HAT124."),
+    ],
+)
+def test_a_value_said_again_to_correct_it_replaces_the_old_one(first: str, then: str) -> None:
+    facts = ledger()
+    (old,) = facts.ingest([HumanMessage(first, id="m1")], scope=S)
+    (new,) = facts.ingest([HumanMessage(then, id="m2")], scope=S)
+    assert (new.key, new.supersedes) == (old.key, old.id)
+    assert first not in current(facts)
+
+
+def test_a_correction_later_in_the_same_message_replaces_the_value_it_follows() -> None:
+    facts = ledger()
+    facts.ingest([HumanMessage("My departure date is May 3. Actually, no, it's May 4.", id="m1")], scope=S)
+    assert [t for t in current(facts) if "May" in t] == ["It's May 4."]
+
+
+def test_a_corrected_code_replaces_the_code_of_its_shape_only() -> None:
+    facts = ledger()
+    facts.ingest([HumanMessage("My booking reference is QQ47LX.", id="m1")], scope=S)
+    facts.ingest([HumanMessage("My phone number is 555-0199.", id="m2")], scope=S)
+    facts.ingest([HumanMessage("Sorry, it's QQ47LM.", id="m3")], scope=S)
+    assert "My phone number is 555-0199." in current(facts)
+    assert "My booking reference is QQ47LX." not in current(facts)
+
+
+@pytest.mark.parametrize("then", ["It's raining at 4pm.", "It's QQ47LM."])
+def test_a_value_said_without_correcting_replaces_nothing(then: str) -> None:
+    # no "sorry", "I meant", "actually": a new statement, not a correction of the last value
+    facts = ledger()
+    facts.ingest([HumanMessage("My booking reference is QQ47LX. My flight is at 3pm.", id="m1")], scope=S)
+    facts.ingest([HumanMessage(then, id="m2")], scope=S)
+    assert {"My booking reference is QQ47LX.", "My flight is at 3pm."} <= set(current(facts))
+
+
+def test_a_value_corrected_by_restating_it_is_marked_outdated_in_the_view() -> None:
+    shown = view("My booking reference is QQ47LX.", "Sorry, it's QQ47LM.")
+    assert shown["h0"].startswith("[outdated:") and "QQ47LM" in shown["h0"]
+    assert shown["h1"] == "Sorry, it's QQ47LM."
