@@ -10,11 +10,12 @@ LEAD = re.compile(
     r"^(?:(?:actually|correction|update|note|fyi|ok(?:ay)?|so|also|well|oh|wait|sorry|no(?=\s*[,.;:!-]|\s+(?:i|we|thanks?)\b)|yes|yeah|yep|right|hmm|and|"
     r"but|btw|again|remember|to be clear|to clarify|just to confirm|as i said|like i said|as i mentioned|i repeat|"
     r"change of plans?|new plan|plan change|(?:quick|small|one|another|latest|new)\s+update|heads[- ]up|scratch that|"
-    r"never\s?mind|forget (?:that|it))\b[\s,:;!.-]*)+",
+    r"never\s?mind|forget (?:that|it)|if (?:possible|you can|you could))\b[\s,:;!.-]*)+",
     re.IGNORECASE,
 )
 """Words before what a sentence states: discourse ("actually", "OK so"), a restatement ("as I
-said"), or a label announcing a change ("Change of plans:", "Quick update -", "Scratch that,").
+said"), or a label announcing a change ("Change of plans:", "Quick update -", "Scratch that,"), or
+politeness ("If possible, ...").
 The statement after them is keyed by its own subject, so it replaces the old value."""
 AGAIN = re.compile(
     r"(?:[\s,;-]+(?:again|as i (?:said|mentioned)|like i said|as mentioned|just to be (?:clear|sure)|to be clear)"
@@ -29,6 +30,18 @@ TENTATIVE = re.compile(
 """A user weighing a value ("I'm thinking about making my budget $800", "maybe Friday"): under
 consideration, a draft until said plainly, so it replaces nothing and is not shown as current."""
 
+CONDITION = re.compile(
+    r"(?:^|[,;]\s*|\s)(?:if|unless|in case|provided that|as long as)\s+(?!(?:possible|needed|necessary|so|not|any|"
+    r"applicable|available|required|you\s+(?:can|could|don't mind|do not mind|want|like|prefer|need)|"
+    r"(?:that|it|this)\s+(?:helps|works|matters)|you\s+need\s+(?:it|that|this|them)|"
+    r"(?:that|it)(?:'s|\s+is)\s+(?:ok|okay|fine|possible|alright|all right|available|helpful|easier))\b)(?P<condition>[^,;]+)",
+    re.IGNORECASE,
+)
+"""A condition on what a sentence states ("if I get the bonus, my budget is $700", "my budget
+is $700 unless the hotel is included"): the statement holds only if it does, so it replaces no
+value stated plainly and nothing said in the condition is read as holding. Politeness ("if
+possible", "if you can", "if that's OK", "if that helps") is no condition."""
+
 REPORTED = re.compile(
     r"^(?!(?i:i|we)\b)(?P<who>(?i:my|our|the|his|her|their|a|an)(?:\s+(?!(?i:is|are|was|were|be|been|not|has|have|had)\b)[\w'-]+){1,3}"
     r"|[A-Z][\w'-]*(?:\s+[A-Z][\w'-]*)?)\s+"
@@ -38,4 +51,4 @@ REPORTED = re.compile(
 thinks the meeting is on Friday"): what they said, not what the user states, so it is a draft
 until the user says it plainly; keyed by its own subject ("hotel stay"), not by the speaker."""
 
-__all__ = ["AGAIN", "LEAD", "REPORTED", "TENTATIVE"]
+__all__ = ["AGAIN", "CONDITION", "LEAD", "REPORTED", "TENTATIVE"]

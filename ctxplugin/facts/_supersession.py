@@ -36,6 +36,7 @@ from __future__ import annotations
 
 from ctxplugin.errors import InvalidInputError
 from ctxplugin.facts._batch import WriteBatch
+from ctxplugin.facts._discourse import CONDITION
 from ctxplugin.facts._drafts import _candidate_ids
 from ctxplugin.facts._revisions import revised
 from ctxplugin.facts._text import content_words, denied, stem
@@ -233,6 +234,7 @@ def _implicit(writes: FactStore | WriteBatch, fact: Fact, *, enabled: bool) -> l
         or (fact.key is not None and event_of is None)
         or fact.source.type == "tool"
         or denied(fact.text) is not None
+        or CONDITION.search(fact.text) is not None  # "if I get the bonus, my budget is $700"
         or not typed_values(fact.text)
     ):
         return []

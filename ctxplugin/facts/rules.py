@@ -47,6 +47,7 @@ from ctxplugin._untrusted import load_json
 from ctxplugin.facts import _languages as languages
 from ctxplugin.facts import _user_voice as user_voice
 from ctxplugin.facts._discourse import AGAIN as _AGAIN
+from ctxplugin.facts._discourse import CONDITION as _CONDITION
 from ctxplugin.facts._discourse import LEAD as _LEAD
 from ctxplugin.facts._discourse import REPORTED as _REPORTED
 from ctxplugin.facts._discourse import TENTATIVE as _TENTATIVE
@@ -227,8 +228,9 @@ class RuleExtractor:
             importance = 0.7 if not_this is not None or _CORRECTION.search(sentence) or (foreign and foreign.correction) else 0.5
             weight = max(importance, 0.8) if kind == "constraint" else importance
             stated = "draft" if weighed and (key or typed_values(sentence)) else scope or _scope_of(sentence)
-            return FactDraft(
-                text=_tidy(shown[foreign.start :] if foreign else shown, keep_also=addition), key=key or None, kind=kind, tags=tags, importance=weight, scope=stated,
+            conditional = voice == "user" and scope == "global" and _CONDITION.search(sentence) is not None
+            return FactDraft(  # "if I get the bonus, my budget is $700" replaces nothing
+                text=_tidy(shown[foreign.start :] if foreign else shown, keep_also=addition), key=None if conditional else key or None, kind=kind, tags=tags, importance=weight, scope=stated,
                 replaces=extra.get("replaces", replaces), constraint_type=constraint_type,
                 visibility=extra.get("visibility"),
             )

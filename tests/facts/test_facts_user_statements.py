@@ -326,3 +326,35 @@ def test_a_value_corrected_by_restating_it_is_marked_outdated_in_the_view() -> N
     shown = view("My booking reference is QQ47LX.", "Sorry, it's QQ47LM.")
     assert shown["h0"].startswith("[outdated:") and "QQ47LM" in shown["h0"]
     assert shown["h1"] == "Sorry, it's QQ47LM."
+
+
+# ---------------------------------------------------------------- a value that holds only on a condition
+@pytest.mark.parametrize(
+    ("first", "then"),
+    [
+        ("My budget is $500.", "If I get the bonus, my budget is $700."),
+        ("My budget is $500.", "My budget is $700 if I get the bonus."),
+        ("My budget is $500.", "My budget is $700 unless the hotel is included."),
+        ("The meeting is on Monday.", "If the room is free, the meeting is on Tuesday."),
+    ],
+)
+def test_a_value_on_a_condition_replaces_nothing_and_is_kept(first: str, then: str) -> None:
+    facts = ledger()
+    facts.ingest([HumanMessage(first, id="m1")], scope=S)
+    facts.ingest([HumanMessage(then, id="m2")], scope=S)
+    assert current(facts) == sorted([first, then])
+
+
+@pytest.mark.parametrize(
+    ("first", "then", "now"),
+    [
+        ("My budget is $500.", "If that's ok, my budget is $700.", "If that's ok, my budget is $700."),
+        ("My budget is $500.", "My budget is $700, if that helps.", "My budget is $700, if that helps."),
+        ("I'd prefer an aisle seat.", "If possible, I'd prefer a window seat.", "I'd prefer a window seat."),
+    ],
+)
+def test_politeness_is_no_condition(first: str, then: str, now: str) -> None:
+    facts = ledger()
+    facts.ingest([HumanMessage(first, id="m1")], scope=S)
+    facts.ingest([HumanMessage(then, id="m2")], scope=S)
+    assert current(facts) == [now]
