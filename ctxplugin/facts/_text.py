@@ -221,6 +221,9 @@ def slug(text: str, max_words: int = 4) -> str:
 
 
 _SENTENCE_BREAK = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])|\n+")
+_DAY_POINT = re.compile(r"(?<![\w.])[0-3]?\d\.")
+_MONTH_AFTER = re.compile(r"(?:Januar|Jänner|Februar|März|April|Mai|Juni|Juli|August|September|Oktober|November|Dezember)\b")
+"""A German date ("am 3. Mai"): the day's point is no end of a sentence."""
 
 
 def sentences(text: str) -> Iterator[str]:
@@ -228,6 +231,8 @@ def sentences(text: str) -> Iterator[str]:
     time: a reader that stops after the first few does not split the rest of a long output."""
     start = 0
     for match in _SENTENCE_BREAK.finditer(text):
+        if "\n" not in match.group() and _MONTH_AFTER.match(text, match.end()) and _DAY_POINT.search(text, max(match.start() - 3, start), match.start()):
+            continue  # "Mein Flug ist am 3. Mai."
         piece = text[start : match.start()].strip()
         start = match.end()
         if piece:

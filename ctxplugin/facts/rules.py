@@ -208,10 +208,11 @@ class RuleExtractor:
         return out
 
     def _statement(self, sentence: str, voice: str, ids: list[str], *, shown: str) -> FactDraft | None:
-        body = _AGAIN.sub("", _SCOPE_LEAD.sub("", _LEAD.sub("", sentence).strip()).strip().rstrip(".!?"))
+        foreign = languages.read(sentence) if voice == "user" else None  # French, German... (see _languages)
+        # "Korrektur: mein Abflug ist ...": the statement after the other language's lead words
+        body = _AGAIN.sub("", _SCOPE_LEAD.sub("", _LEAD.sub("", sentence[foreign.start if foreign else 0 :]).strip()).strip().rstrip(".!?"))
         # "not economy, business": the user names the value they reject
         not_this = user_voice.rejected(body) if voice == "user" else None
-        foreign = languages.read(sentence) if voice == "user" else None  # French, German... (see _languages)
         scope = ("hypothetical" if foreign is not None and foreign.hypothetical else _scope_of(sentence)) if voice == "user" else None
         weighed = scope == "global" and bool(_TENTATIVE.search(sentence))  # "maybe $800"
         reported = _REPORTED.match(body) if voice == "user" else None

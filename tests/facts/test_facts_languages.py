@@ -53,6 +53,12 @@ CORRECTIONS = [
     ("it", "Il mio budget è di 900 EUR.", "In realtà, il mio budget è di 1200 EUR.", "Il mio budget è di 1200 EUR."),
     ("it", "Il mio budget è di 900 EUR.", "Anzi, il mio budget è di 1200 EUR.", "Il mio budget è di 1200 EUR."),
     ("it", "La mia città di partenza è Torino.", "Scusa, la mia città di partenza è invece Milano.", "La mia città di partenza è invece Milano."),
+    # a German date keeps its month ("am 3. Mai" is no end of a sentence)
+    ("de", "Mein Flug ist am 3. Mai.", "Eigentlich ist mein Flug am 5. Mai.", "Eigentlich ist mein Flug am 5. Mai."),
+    # a correction word before a colon is no subject
+    ("de", "Mein Abflug ist am 3. Mai.", "Korrektur: mein Abflug ist am 4. Mai.", "Mein Abflug ist am 4. Mai."),
+    ("es", "Mi vuelo es el 3 de mayo.", "Corrección: mi vuelo es el 4 de mayo.", "Mi vuelo es el 4 de mayo."),
+    ("it", "Il mio volo è il 3 maggio.", "Correzione: il mio volo è il 4 maggio.", "Il mio volo è il 4 maggio."),
     # "new" and "current" say which value holds; they name nothing else
     ("fr", "Mon e-mail est ana@ancien.fr.", "Mon nouvel e-mail est ana@nouveau.fr.", "Mon nouvel e-mail est ana@nouveau.fr."),
     ("fr", "Mon adresse est 3 rue Blanche.", "Mon adresse actuelle est 5 rue Noire.", "Mon adresse actuelle est 5 rue Noire."),
