@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 
 LEAD = re.compile(
-    r"^(?:(?:actually|correction|update|note|fyi|ok(?:ay)?|so|also|well|oh|wait|sorry|no(?=\s*[,.;:!-]|\s+(?:i|we|thanks?)\b)|yes|yeah|yep|right|hmm|and|"
+    r"^(?:(?:actually|correction|update|note|fyi|ok(?:ay)?|so|also|well|oh|wait|sorry|no(?=\s*[,.;:!-]|\s+(?:i|we|thanks?|wait)\b)|yes|yeah|yep|right|hmm|and|"
     r"but|btw|again|remember|to be clear|to clarify|just to confirm|as i said|like i said|as i mentioned|i repeat|"
     r"change of plans?|new plan|plan change|(?:quick|small|one|another|latest|new)\s+update|heads[- ]up|scratch that|"
     r"never\s?mind|forget (?:that|it)|if (?:possible|you can|you could))\b[\s,:;!.-]*)+",

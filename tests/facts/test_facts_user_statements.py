@@ -114,6 +114,7 @@ def current(facts: FactsLedger) -> list[str]:
     [
         ("I'd prefer an aisle seat.", "Actually, I'd prefer a window seat.", "I'd prefer a window seat."),
         ("I'd prefer an aisle seat.", "Actually, make it a window seat.", "Make it a window seat."),
+        ("I'd prefer an aisle seat.", "No wait, make it a window seat.", "Make it a window seat."),
         ("I'd prefer economy class.", "No, not economy, business.", "Not economy, business."),
         ("I'd like the 3pm one.", "Actually, make it the 5pm one.", "Make it the 5pm one."),
         ("I'd prefer to pay with a gift card.", "I'd rather pay with a credit card instead.", "I'd rather pay with a credit card instead."),
