@@ -105,7 +105,8 @@ _FROM_TO = re.compile(
     re.IGNORECASE,
 )
 _VERBS = (
-    r"is now|are now|is no longer|are no longer|has moved to|have moved to|has been moved to|moved to|"
+    r"is now|are now|is no longer|are no longer|has moved to|have moved to|has been moved to|"
+    r"(?:got|has been|have been|was|were) (?:moved|changed|switched|rescheduled|pushed|postponed|bumped) to|moved to|"
     r"changed to|switched to|updated to|reallocated to|reassigned to|rescheduled to|rescheduled for|"
     r"set to|will be|becomes|is allocated to|are allocated to|allocated to|assigned to|is|are|was|were|=|"
     r"departs|departed|leaves|left|arrives|arrived|lands|landed|starts|started|begins|began|ends|ended|finishes|"

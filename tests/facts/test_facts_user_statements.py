@@ -231,6 +231,11 @@ def test_a_choice_stays_in_its_conversation_and_a_standing_preference_follows_th
         ("Our budget is $500.", "Our new budget is $900."),
         ("The deadline is Monday.", "The new deadline is Friday."),
         ("The deadline is Monday.", "The revised deadline is Friday."),
+        # a change told in the passive
+        ("The meeting is on Monday.", "The meeting got moved to Tuesday."),
+        ("The meeting is on Monday.", "The meeting has been pushed to Tuesday."),
+        ("My check-in is May 3.", "My check-in was postponed to May 5."),
+        ("My flight is at 3pm.", "My flight got bumped to 6pm."),
         # one contact detail under its several names
         ("My email address is ana.old@example.com.", "Here's my new email: ana.new@example.org."),
         ("My e-mail is ana.old@example.com.", "I've got a new email address: ana.new@example.org."),
