@@ -63,6 +63,8 @@ class Parts:
     """The sections of a view before final assembly."""
 
     header: SystemMessage | None
+    """The host's system prompt as sent (cut only by the last resort): what ctxplugin adds is
+    laid out in the body (see :meth:`layout`)."""
     history: list[BaseMessage]
     facts_title: str = ""
     facts: tuple[FactLine, ...] = ()
@@ -72,11 +74,6 @@ class Parts:
     facts_placement: Placement = "tail"
     lookups: bool = True
     """Whether notes and the facts block may be lookup pairs (see :func:`ctxplugin._layout.lay_out`)."""
-
-    def header_message(self) -> SystemMessage | None:
-        """The header as sent: the host's system prompt (what ctxplugin adds is laid out in the
-        body, see :meth:`layout`), or its cut when the last resort cut it."""
-        return self.header
 
     def layout(self) -> Layout:
         """The history with the context notes and the facts block placed (see
@@ -127,7 +124,7 @@ def _section_tokens(parts: Parts, counter: TokenCounter) -> dict[str, int]:
             facts += count_message(message, counter)
         else:
             history += count_message(message, counter)
-    header = parts.header_message()
+    header = parts.header
     return {
         "header": count_message(header, counter) if header is not None else 0,
         "history": history,
@@ -260,7 +257,7 @@ def minimum_viable(parts: Parts, total: int, counter: TokenCounter, keep: Keep |
         over = total_tokens(slim, counter) - total
         if over <= 0:
             break
-        header = slim.header_message()
+        header = slim.header
         sizes = [count_message(header, counter) if header is not None else 0]
         sizes += [count_message(m, counter) for m in slim.history]
         hold = current + 1 if current is not None and sizes[current + 1] <= total // 2 else None

@@ -489,7 +489,7 @@ def test_sections_count_the_view_as_laid_out() -> None:
         facts_title="Known facts:",
         facts=(FactLine(text="budget is 1,200 EUR", score=1.0, fact_id="f1"),),
     )
-    view = parts.layout().messages(parts.header_message())
+    view = parts.layout().messages(parts.header)
     assert sum(section_tokens(parts, counter).values()) == count_messages(view, counter)
 
 

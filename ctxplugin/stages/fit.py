@@ -96,7 +96,7 @@ class FitBudget:
             # history of assistant messages only, with no user turn or tool result to follow)
             parts = replace(parts, history=[m for m in parts.history if not is_condensed(m)])
         within = outcome.within and total_tokens(parts, self.counter) <= view.budgets["total"]
-        messages = parts.layout().messages(parts.header_message())
+        messages = parts.layout().messages(parts.header)
         fitted = Fitted(
             messages=tuple(messages),
             sections=section_tokens(parts, self.counter),
