@@ -38,9 +38,15 @@ _CURRENT = re.compile(
 _ONE = re.compile(r"\bones?$", re.IGNORECASE)
 _SAME_DETAIL = (
     (re.compile(r"\be-?mail(?:\s+address)?$", re.IGNORECASE), "email"),
-    (re.compile(r"\b(?:(?:tele)?phone|mobile|cell(?=\s+(?:phone|number)))(?:\s+phone)?(?:\s+number)?$", re.IGNORECASE), "phone"),
+    (
+        re.compile(r"\b(?:(?:tele)?phone|mobile|(?:cell|contact)(?=\s+(?:phone|number)))(?:\s+phone)?(?:\s+number)?$", re.IGNORECASE),
+        "phone",
+    ),
 )
 """Names of one contact detail: "my email address" and "my e-mail" are "my email"."""
+_NUMBER = re.compile(r"^(?:my|our)\s+number$", re.IGNORECASE)
+_PHONE = re.compile(r"^\+?\(?\d[\d\s().-]{5,22}\d\b")
+"""A phone number at the start of a value: seven to fifteen digits with their separators."""
 _DETAIL = r"e-?mail(?:\s+address)?|(?:phone|mobile|cell|contact)(?:\s+number)?|(?:home\s+|mailing\s+|postal\s+)?address|(?:first\s+|last\s+|full\s+)?name|surname"
 _UPDATED = re.compile(
     rf"^(?:please\s+)?(?:(?:update|change|set|switch)\s+(?P<owner>my|our)\s+(?P<detail>{_DETAIL})\s+to"
@@ -51,11 +57,15 @@ _UPDATED = re.compile(
 )
 
 
-def subject_key(subject: str) -> str | None:
+def subject_key(subject: str, value: str | None = None) -> str | None:
     """The key ``subject`` names (``my_``/``our`` subjects get ``my_``), or None when it names
-    nothing by itself (a pronoun, "the old one", a subject of more than six words)."""
+    nothing by itself (a pronoun, "the old one", a subject of more than six words). "My number"
+    whose ``value`` is a phone number is "my phone"."""
     subject = LEAD.sub("", subject.strip()).strip()
     subject = _CURRENT.sub(lambda m: m.group("owner") or "", subject).strip()
+    phone = _PHONE.match(value.strip()) if value is not None and _NUMBER.match(subject) else None
+    if phone and 7 <= sum(c.isdigit() for c in phone.group()) <= 15:
+        subject = f"{subject.split()[0]} phone"
     for name, same in _SAME_DETAIL:
         subject = name.sub(same, subject)
     lowered = subject.lower()

@@ -259,7 +259,7 @@ class RuleExtractor:
                 return make("decision", None)
         changed = _FROM_TO.search(body)
         if changed:
-            return make(_kind_of(sentence, changed.group("val"), voice), _subject_key(changed.group("subj")), replaces=changed.group("old"))
+            return make(_kind_of(sentence, changed.group("val"), voice), _subject_key(changed.group("subj"), changed.group("val")), replaces=changed.group("old"))
         assign, key = _assignment(body)
         if assign and key and voice == "tool" and assign.re is _COLON and log_line(assign.group("subj"), assign.group("val")):
             key = None  # "ERROR: ...", "L031: ...", "Test 2: ...": a log line reports an event, not a value
@@ -329,7 +329,7 @@ def _assignment(body: str) -> tuple[re.Match[str] | None, str | None]:
             continue  # "the team left the project" says when nothing happens
         first = first or match
         # "mon budget : 900 EUR" is about what "mon budget est de 900 EUR" is (an English verb: English)
-        key = (match.re is not _ASSIGN and languages.own(match.group("subj"))) or _subject_key(match.group("subj"))
+        key = (match.re is not _ASSIGN and languages.own(match.group("subj"))) or _subject_key(match.group("subj"), match.group("val"))
         key = f"{key}_{event}" if key and event else key
         if key:
             return match, key

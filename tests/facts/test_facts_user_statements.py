@@ -241,6 +241,10 @@ def test_a_choice_stays_in_its_conversation_and_a_standing_preference_follows_th
         ("My e-mail is ana.old@example.com.", "I've got a new email address: ana.new@example.org."),
         ("My phone number is 555-0199.", "Update my mobile number to 555-0100."),
         ("My cell phone is 555-0199.", "I got a new phone number: 555-0100."),
+        # "my number" given as a phone number is the phone
+        ("My number is 555-0199.", "That's wrong, my phone number is 555-0100."),
+        ("My phone number is +1 (415) 555-0199.", "My number is 415.555.0100."),
+        ("My contact number is 555-0199.", "Update my phone to 555-0100."),
     ],
 )
 def test_a_new_value_of_the_same_thing_replaces_the_old_one(first: str, then: str) -> None:
@@ -263,6 +267,11 @@ def test_a_pronoun_one_names_no_subject(text: str) -> None:
 
 @pytest.mark.parametrize(("text", "key"), [("The cell is empty.", "cell"), ("Cell: A1", "cell"), ("The mobile app is slow.", "mobile_app")])
 def test_a_word_that_only_sometimes_names_a_phone_keeps_its_own_key(text: str, key: str) -> None:
+    assert key in {k for _, k, _ in read(text)}
+
+
+@pytest.mark.parametrize(("text", "key"), [("My number is 42.", "my_number"), ("My member number is 5550199.", "my_member_number")])
+def test_a_number_that_is_not_a_phone_keeps_its_own_key(text: str, key: str) -> None:
     assert key in {k for _, k, _ in read(text)}
 
 
