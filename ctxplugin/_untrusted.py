@@ -199,6 +199,31 @@ def json_text(value: Any, **options: Any) -> str:
     return text if valid_unicode(text) is text else json.dumps(value, **options)
 
 
+_REF_FORM = re.compile(r"ref:[a-z0-9][a-z0-9_-]{0,39}:[0-9a-f]{16}")
+_ID_FORM = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:@+=-]{0,127}")
+_LINE_BREAKS = str.maketrans({"\u2028": "\\u2028", "\u2029": "\\u2029", "\x85": "\\u0085"})
+
+
+def ref_form(value: object) -> str | None:
+    """``value`` when it is a ref as the CAS writes it (``ref:<kind>:<16 hex digits>``), else
+    None: what a message's metadata or a fact's provenance calls a ref is shown only so."""
+    return value if isinstance(value, str) and _REF_FORM.fullmatch(value) else None
+
+
+def id_form(value: object) -> str | None:
+    """``value`` when it is a ref or a plain id (letters, digits and ``_.:@+=-``, at most 128
+    characters: a message id, a tool call id, a uuid), else None. A tool that returns its own
+    ``ToolMessage`` chooses its id; an id of another form could close ctxplugin's brackets."""
+    return value if isinstance(value, str) and _ID_FORM.fullmatch(value) else None
+
+
+def one_line(quoted_text: str) -> str:
+    """JSON string text (``json.dumps(..., ensure_ascii=False)``) with the line breaks JSON
+    leaves as they are escaped too: U+2028, U+2029 and U+0085 break a line for
+    ``str.splitlines`` and many renderers."""
+    return quoted_text.translate(_LINE_BREAKS)
+
+
 def storable_text(text: str) -> str:
     """:func:`valid_unicode`, with NUL characters replaced by U+FFFD as well: text every store
     keeps as text (Postgres ``TEXT`` refuses NUL). For derived text only (summaries, facts);
@@ -208,6 +233,6 @@ def storable_text(text: str) -> str:
 
 
 __all__ = [
-    "MAX_INT_DIGITS", "MAX_JSON_DEPTH", "InexactJSON", "inexact_json", "json_depth_exceeds", "json_text", "load_json",
-    "nesting_exceeds", "parse_once", "storable_text", "valid_unicode",
+    "MAX_INT_DIGITS", "MAX_JSON_DEPTH", "InexactJSON", "id_form", "inexact_json", "json_depth_exceeds", "json_text",
+    "load_json", "nesting_exceeds", "one_line", "parse_once", "ref_form", "storable_text", "valid_unicode",
 ]

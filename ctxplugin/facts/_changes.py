@@ -12,6 +12,7 @@ from typing import Any
 
 from ctxplugin._graphemes import head
 from ctxplugin._lru import Memo
+from ctxplugin._untrusted import id_form
 from ctxplugin.facts._text import content_words
 from ctxplugin.facts.model import Fact
 
@@ -66,7 +67,10 @@ def _derived(old: Fact, new: Fact) -> tuple[Any, ...]:
     current = new.text if len(new.text) <= _NOTE_CHARS else head(new.text, _NOTE_CHARS - 1) + "…"
     if new.from_tool:
         # tool text stays in the tool role: the note points at the tool result instead
-        current = f"see the tool result {new.source.ref}" if new.source.ref else "see a later tool result"
+        # its ref, or the id of its message when that is a plain one (a tool returning its own
+        # ToolMessage chooses the id, which is shown in user and assistant messages)
+        named = id_form(new.source.ref)
+        current = f"see the tool result {named}" if named else "see a later tool result"
     label = "this" if old.from_tool or not old.key else old.key
     if old.refused and old.from_tool:
         note = f"[overruled: a tool output does not replace the {new.authority} statement: {current}]"

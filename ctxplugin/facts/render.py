@@ -15,6 +15,7 @@ import re
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
 
+from ctxplugin._untrusted import one_line, ref_form
 from ctxplugin.facts._text import normalize
 from ctxplugin.facts.model import AUTHORITY_RANK, Fact, ScoredFact
 
@@ -41,8 +42,8 @@ def defuse(text: str) -> str:
 
 
 def quoted(text: str) -> str:
-    """Tool text as one quoted, defused line (newlines and quotes escaped)."""
-    return json.dumps(defuse(text), ensure_ascii=False)
+    """Tool text as one quoted, defused line (quotes and every line break escaped)."""
+    return one_line(json.dumps(defuse(text), ensure_ascii=False))
 
 
 def fact_line(fact: Fact, basis: Sequence[Fact] = ()) -> str:
@@ -54,7 +55,9 @@ def fact_line(fact: Fact, basis: Sequence[Fact] = ()) -> str:
     its ref, and its text is quoted and defused (:func:`quoted`)."""
     head = f"{fact.kind}:{fact.key}" if fact.key else fact.kind
     if fact.from_tool:
-        ref = f" {fact.source.ref}" if fact.source.ref and fact.source.ref.startswith("ref:") else ""
+        # a ref of any other form came from the message's metadata, which a tool returning its
+        # own ToolMessage chooses: it could close the label and open a line of its own
+        ref = f" {ref_form(fact.source.ref)}" if ref_form(fact.source.ref) else ""
         label = f"{TOOL_LABEL}{ref}"
         body = quoted(fact.text)
         head = defuse(head)
