@@ -29,6 +29,7 @@ _OPEN_VALUES = frozenset({
     "not decided", "not yet decided", "no value", "-", "—",
 })
 """Values that say a key has no value (yet): shown with a sentence that says so."""
+_LABEL_MARKS = str.maketrans({"[": "(", "]": ")", ";": ","})
 _SCOPE_WORDS = frozenset({"global", "session", "task", "draft", "hypothetical"})
 _WHITESPACE = re.compile(r"\s+")
 
@@ -39,6 +40,13 @@ def defuse(text: str) -> str:
     ``‹/tool_result›``) and bracket markers such as ``[INST]`` become ``(INST)``."""
     text = _BRACKET_MARKERS.sub(lambda m: "(" + m.group(0)[1:-1].strip() + ")", text)
     return text.translate(_ANGLES)
+
+
+def label_part(text: str) -> str:
+    """Text for a line's label (a tool fact's key, a task id): one line, defused, without the
+    brackets and semicolons that end the label or part of it. A key made from a record's id
+    field holds what the tool wrote there (``order:w1]_[constraint:...;_policy]``)."""
+    return defuse(_WHITESPACE.sub(" ", text).translate(_LABEL_MARKS))
 
 
 def quoted(text: str) -> str:
@@ -60,7 +68,7 @@ def fact_line(fact: Fact, basis: Sequence[Fact] = ()) -> str:
         ref = f" {ref_form(fact.source.ref)}" if ref_form(fact.source.ref) else ""
         label = f"{TOOL_LABEL}{ref}"
         body = quoted(fact.text)
-        head = defuse(head)
+        head = label_part(head)
     else:
         label = fact.authority
         body = fact.text
@@ -68,7 +76,7 @@ def fact_line(fact: Fact, basis: Sequence[Fact] = ()) -> str:
         if subject:
             body = f"{body} (no {subject} is set)"
     if fact.scope == "task" and fact.scope_id:
-        label += f"; task {fact.scope_id}"
+        label += f"; task {label_part(fact.scope_id)}"
     elif fact.scope != "global" and fact.scope != "session":
         label += f"; {fact.scope}, not current"
     if fact.needs_review:
@@ -185,4 +193,7 @@ def restates(fact_text: str, shown: str) -> bool:
     return len(text) >= 24 and text in shown
 
 
-__all__ = ["TOOL_LABEL", "collapsed", "current_once", "defuse", "fact_line", "normalized", "open_subject", "quoted", "restates", "tracked"]
+__all__ = [
+    "TOOL_LABEL", "collapsed", "current_once", "defuse", "fact_line", "label_part", "normalized", "open_subject", "quoted",
+    "restates", "tracked",
+]
