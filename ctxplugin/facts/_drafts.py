@@ -111,7 +111,7 @@ _AUTHORITIES: tuple[str, ...] = get_args(Authority)
 def _marks(message: BaseMessage, source: SourceType) -> _Marks:
     note = annotation(message)
     fact_scope = note.get("fact_scope")
-    if fact_scope is not None and fact_scope not in _ANNOTATED_SCOPES:
+    if fact_scope is not None and (not isinstance(fact_scope, str) or fact_scope not in _ANNOTATED_SCOPES):
         raise InvalidInputError(
             f"additional_kwargs['ctxplugin']['fact_scope'] must be one of {sorted(_ANNOTATED_SCOPES)}, got {fact_scope!r}"
         )
@@ -124,11 +124,22 @@ def _marks(message: BaseMessage, source: SourceType) -> _Marks:
     scope_id = note.get("scope_id")
     audience = note.get("audience") or ()
     return _Marks(
-        fact_scope=fact_scope,
+        fact_scope=fact_scope,  # type: ignore[arg-type]
         scope_id=str(scope_id) if scope_id is not None else None,
         authority=authority,
         audience=normalize_audience(audience if not isinstance(audience, str) else (audience,)),
     )
+
+
+def _output_marks(message: ToolMessage) -> _Marks | None:
+    """The marks of a tool result, or None when they are malformed. A bad mark on a user message
+    is the host's to fix (:func:`_marks` raises); a tool that returns its own ``ToolMessage``
+    writes these itself, and raising would fail every later call of the thread. Reading the
+    output unmarked could drop an audience the host meant: nothing is read from it."""
+    try:
+        return _marks(message, "tool")
+    except InvalidInputError:
+        return None
 
 
 def _authority(given: Authority | None, source: SourceType) -> Authority:
@@ -203,7 +214,9 @@ def read_drafts(messages: Sequence[BaseMessage], extractor: Extractor, *, scope:
         ref = _provenance(message)
         source: SourceType = "tool" if isinstance(message, ToolMessage) else "conversation"
         output = (message.tool_call_id, output_digest(content_text(message.content))) if isinstance(message, ToolMessage) else None
-        marks = _marks(message, source)
+        marks = _output_marks(message) if isinstance(message, ToolMessage) else _marks(message, source)
+        if marks is None:
+            continue
         for draft in extractor(message):
             visibility = draft.visibility or ("user" if draft.kind == "preference" and scope.user_id else "session")
             draft = _with(draft, ref, None if source == "tool" else marks.authority or authority, visibility)

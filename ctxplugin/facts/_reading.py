@@ -262,7 +262,7 @@ def _provisional_kind(
     """``hypothetical`` or ``draft`` when ``message`` is marked so, is the source of such a
     fact, or (without ids to go by) states every content word of one; else None."""
     said = annotation(message).get("fact_scope")
-    if said in _PROVISIONAL:
+    if isinstance(said, str) and said in _PROVISIONAL:
         return str(said)
     if isinstance(message, ToolMessage):
         return None

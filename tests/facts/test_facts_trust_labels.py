@@ -148,3 +148,33 @@ def test_a_key_or_task_a_tool_output_names_cannot_close_the_label(
     label = tool_lines[0].split("] ", 1)[0]
     assert label.count("[") == 1 and "]" not in label and label.count(";") == (2 if meta else 1), label
     assert TOOL_LABEL in label
+
+
+# ---------------------------------------------------------------- marks a tool chose
+
+
+@pytest.mark.parametrize(
+    "meta",
+    [{"fact_scope": "bogus"}, {"fact_scope": ["hypothetical"]}, {"audience": "admins"}, {"audience": [f"role:r{i}" for i in range(40)]}],
+    ids=["unknown-scope", "scope-not-a-string", "malformed-audience", "audience-too-long"],
+)
+def test_a_tool_messages_malformed_marks_neither_fail_the_call_nor_widen_its_facts(engine: ContextEngine, meta: dict[str, object]) -> None:
+    """A host marks a message's statements in ``additional_kwargs["ctxplugin"]``, and a bad mark
+    on a user message is the host's error to fix. A tool that returns its own ``ToolMessage``
+    chooses that metadata too: a bad mark there must not make every later call of the thread
+    fail, nor drop an audience the host meant, so nothing is read from that output."""
+    output = ToolMessage(json.dumps({"order_id": "W1", "warehouse": "Berlin-7"}), tool_call_id="call-1", name="lookup",
+                         id="t0", additional_kwargs={"ctxplugin": meta})
+    view = engine.prepare(asked_after(output, "Which warehouse has order W1?"), tools=[LOOKUP], scope=S).messages
+    assert view[-1].id == "h2"
+    assert not any("Berlin-7" in line for line in facts_block(view).splitlines())
+    current = engine.facts.current("max_discount", scope=S)
+    assert current is not None and current.text == "Max discount is 15%."
+
+
+def test_a_user_messages_mark_that_is_not_a_string_is_an_invalid_input(engine: ContextEngine) -> None:
+    from ctxplugin.errors import InvalidInputError
+
+    marked = HumanMessage("Suppose the budget is $80k.", additional_kwargs={"ctxplugin": {"fact_scope": ["hypothetical"]}})
+    with pytest.raises(InvalidInputError, match="fact_scope"):
+        engine.prepare([SystemMessage("You plan budgets."), marked], scope=S)
