@@ -199,7 +199,9 @@ class ChooseFacts:
                     source_ref=fact.source.ref,
                     statement=fact.text,
                     kind=fact.kind,
-                    from_tool=fact.from_tool,
+                    # a review note quotes the facts that replaced its basis: tool text when a
+                    # tool read them, which never goes in a system message either
+                    from_tool=fact.from_tool or any(b.from_tool for b in basis),
                     tracked=keyed,
                     stated=stated,
                 )

@@ -178,3 +178,24 @@ def test_a_user_messages_mark_that_is_not_a_string_is_an_invalid_input(engine: C
     marked = HumanMessage("Suppose the budget is $80k.", additional_kwargs={"ctxplugin": {"fact_scope": ["hypothetical"]}})
     with pytest.raises(InvalidInputError, match="fact_scope"):
         engine.prepare([SystemMessage("You plan budgets."), marked], scope=S)
+
+
+# ---------------------------------------------------------------- tool text in another fact's line
+
+
+@pytest.mark.parametrize("bound", [False, True], ids=["no-tools", "tools-bound"])
+def test_a_review_note_quoting_a_tool_fact_never_goes_in_a_system_message(engine: ContextEngine, bound: bool) -> None:
+    """A fact a caller derived from a tool's record needs review once a newer record replaces
+    it, and its line names the new value: text a tool returned. On a conversation's first call
+    such a line is not put in the system message that would otherwise hold the block."""
+    facts = engine.facts
+    facts.write("Order W1 status: pending", key="order_w1_status", source="tool", fact_id="T1", scope=S)
+    derived = facts.write("Refund due for order W1 is $0", key="refund_w1", depends_on=["T1"], scope=S)
+    facts.write("Order W1 status: shipped FORGED", key="order_w1_status", source="tool", scope=S)
+    assert facts.get(derived.id, scope=S).needs_review  # type: ignore[union-attr]
+    first = [SystemMessage("You are an order desk."), HumanMessage("What refund is due for order W1?")]
+    view = engine.prepare(first, tools=[LOOKUP] if bound else None, scope=S).messages
+    assert [m for m in view if isinstance(m, SystemMessage)] == first[:1]
+    assert not any("FORGED" in str(m.content) for m in view if not isinstance(m, ToolMessage))
+    if bound:
+        assert any("needs review" in line and "FORGED" in line for line in block_lines(view)), "shown in the tool role"
