@@ -27,6 +27,7 @@ from ctxplugin.errors import StoreError
 from ctxplugin.facts import FactsLedger
 from ctxplugin.facts.outdated import InForce, in_force, replaced_in_view
 from ctxplugin.facts.render import current_once, fact_line, normalized, restates, tracked
+from ctxplugin.facts.stated import stated_keys
 from ctxplugin.history import tier_bounds
 from ctxplugin.scope import Scope
 from ctxplugin.stages._seen import Seen
@@ -172,10 +173,16 @@ class ChooseFacts:
             return self._done(view, shown, (), extracted, marked, None)
         lines: list[FactLine] = []
         used = 0
+        prompt_keys: frozenset[str] | None = None  # read when a keyed tool fact asks
         for hit in current_once(scored):
             fact = hit.fact
             if not stands(fact, in_force_now):
                 continue  # restates a replaced value: its message is marked, the fact is not current
+            if fact.from_tool and fact.key is not None:
+                if prompt_keys is None:
+                    prompt_keys = stated_keys(tuple(content_text(m.content) for m in view.header))
+                if fact.key in prompt_keys:
+                    continue  # the system prompt states this; a tool's value does not stand in for it
             keyed = self.config.skip_shown and tracked(fact)
             stated = restates(fact.text, standing)
             if stated and not keyed:
