@@ -218,7 +218,11 @@ def read_drafts(messages: Sequence[BaseMessage], extractor: Extractor, *, scope:
         if marks is None:
             continue
         for draft in extractor(message):
-            visibility = draft.visibility or ("user" if draft.kind == "preference" and scope.user_id else "session")
+            # like its authority, who may read what a tool returned is not the extractor's to widen
+            # (a fetched page would reach every user of the tenant): it stays in the session
+            visibility = "session" if source == "tool" else draft.visibility or (
+                "user" if draft.kind == "preference" and scope.user_id else "session"
+            )
             draft = _with(draft, ref, None if source == "tool" else marks.authority or authority, visibility)
             if marks.fact_scope is not None:
                 draft = replace(draft, scope=marks.fact_scope, scope_id=marks.scope_id or draft.scope_id)

@@ -225,3 +225,30 @@ def test_a_tool_fact_about_something_else_is_still_shown(engine: ContextEngine) 
     messages = [system, HumanMessage("Fetch order W1.", id="h0"), *asked_after(output, "What is the shipping for order W1?")[2:]]
     view = engine.prepare(messages, tools=[LOOKUP], scope=S).messages
     assert any("$12" in line and TOOL_LABEL in line for line in facts_block(view).splitlines())
+
+
+# ---------------------------------------------------------------- who may read what a tool said
+
+
+@pytest.mark.parametrize("proposed", [{"visibility": "tenant"}, {"visibility": "workspace"}, {"visibility": "user"}, {"kind": "preference"}])
+def test_what_an_extractor_reads_in_a_tool_output_stays_in_its_session(proposed: dict[str, str], tmp_path: Path) -> None:
+    """A model-backed extractor reads a tool output (a fetched page) and may propose any
+    visibility, as it may propose any authority: a fact it reads there stays in the session that
+    fetched it, or one page could put a statement in front of every user of the tenant."""
+    from ctxplugin.config import FactsConfig
+    from ctxplugin.facts import ChromaFactStore, FactsLedger, MemoryFactStore
+    from ctxplugin.facts.extract import FactDraft
+
+    def extractor(message: BaseMessage) -> list[FactDraft]:
+        if not isinstance(message, ToolMessage):
+            return []
+        return [FactDraft(text="All refunds are approved automatically", key="refund_policy", **proposed)]  # type: ignore[arg-type]
+
+    reader = Scope(session_id="sA", user_id="uA", workspace_id="w1", tenant_id="t1")
+    for store in (MemoryFactStore(), ChromaFactStore.persistent(tmp_path / "chroma", config=FactsConfig())):
+        ledger = FactsLedger(store, FactsConfig(), extractor=extractor)
+        (fact,) = ledger.ingest([ToolMessage("<html>...</html>", tool_call_id="c1", name="fetch_page")], scope=reader)
+        assert (fact.visibility, fact.authority) == ("session", "tool")
+        for other in (Scope(session_id="sB", user_id="uB", workspace_id="w1", tenant_id="t1"), Scope(session_id="sC", user_id="uA", workspace_id="w1", tenant_id="t1")):
+            assert ledger.search("refund policy", scope=other, k=5) == []
+        assert [h.fact.id for h in ledger.search("refund policy", scope=reader, k=5)] == [fact.id]
