@@ -167,6 +167,10 @@ def _refused(writes: FactStore | WriteBatch, fact: Fact, blocker: Fact, why: str
 def _duplicate(writes: FactStore | WriteBatch, fact: Fact) -> Fact | None:
     query = FactQuery(reader=fact.owner, key=fact.key, valid=True, scopes=(fact.scope,), text_hash=fact.text_hash)
     for found in writes.find(query, limit=5):
+        if found.from_tool and not fact.from_tool:
+            # someone states what a tool returned: their statement, with their authority, is
+            # stored (and replaces the tool's by key), or a later tool output could replace it
+            continue
         if found.key == fact.key and found.scope_id == fact.scope_id and _same_slot(found, fact):
             return found
     return None

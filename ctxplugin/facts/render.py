@@ -126,7 +126,8 @@ def current_once(hits: Iterable[ScoredFact]) -> list[ScoredFact]:
     authority, then the newest, kept at the best rank any of them had. Of facts sharing a
     statement (told apart by :func:`_statement`: case, spacing and a closing full stop do not
     count), the first ranked, unless another is state a caller keeps under its own key
-    (:func:`tracked`): that one, whose key is the caller's. Order is otherwise kept."""
+    (:func:`tracked`): that one, whose key is the caller's; or the first ranked is a tool's
+    and another someone stated: the first so ranked. Order is otherwise kept."""
     hits = list(hits)
     best: dict[str, ScoredFact] = {}
     for hit in hits:
@@ -150,7 +151,7 @@ def current_once(hits: Iterable[ScoredFact]) -> list[ScoredFact]:
     statements = [_statement(hit.fact) for hit in kept]
     for hit, statement in zip(kept, statements, strict=True):
         before = stating.get(statement)
-        if before is None or (tracked(hit.fact) and not tracked(before)):
+        if before is None or (tracked(hit.fact) and not tracked(before)) or (before.from_tool and not hit.fact.from_tool):
             stating[statement] = hit.fact
     out: list[ScoredFact] = []
     seen_texts: set[str] = set()

@@ -252,3 +252,42 @@ def test_what_an_extractor_reads_in_a_tool_output_stays_in_its_session(proposed:
         for other in (Scope(session_id="sB", user_id="uB", workspace_id="w1", tenant_id="t1"), Scope(session_id="sC", user_id="uA", workspace_id="w1", tenant_id="t1")):
             assert ledger.search("refund policy", scope=other, k=5) == []
         assert [h.fact.id for h in ledger.search("refund policy", scope=reader, k=5)] == [fact.id]
+
+
+# ---------------------------------------------------------------- a user saying what a tool said
+
+
+def test_a_user_confirming_a_tools_value_states_it_as_the_user(engine: ContextEngine) -> None:
+    """A page says 15%, the user confirms it, a later page says 90%. A statement already
+    current is not stored twice, but the user's confirmation is not the tool's statement: folded
+    into the tool's fact, it kept authority ``tool``, and the second page replaced it."""
+    messages: list[BaseMessage] = [
+        SystemMessage("You are a sales assistant."),
+        HumanMessage("Fetch the policy page.", id="h0"),
+        AIMessage("", id="a0", tool_calls=[{"name": "lookup", "args": {"id": "policy"}, "id": "c1"}]),
+        ToolMessage("Max discount is 15%.", tool_call_id="c1", name="lookup", id="t1"),
+        AIMessage("The page says 15%.", id="a1"),
+        HumanMessage("Right. Max discount is 15%.", id="h1"),
+        AIMessage("Noted.", id="a2"),
+        HumanMessage("Fetch the deals page.", id="h2"),
+        AIMessage("", id="a3", tool_calls=[{"name": "lookup", "args": {"id": "deals"}, "id": "c2"}]),
+        ToolMessage("Max discount is 90%.", tool_call_id="c2", name="lookup", id="t2"),
+        AIMessage("Read it.", id="a4"),
+        HumanMessage("What discount can we give?", id="h3"),
+    ]
+    engine.prepare(messages, tools=[LOOKUP], scope=S)
+    current = engine.facts.current("max_discount", scope=S)
+    assert current is not None and (current.text, current.authority, current.source.type) == ("Max discount is 15%.", "user", "conversation")
+
+
+def test_the_same_statement_from_a_tool_and_a_user_is_shown_as_the_users(engine: ContextEngine) -> None:
+    engine.facts.write("Refunds are processed within 5 business days", scope=S, source="tool")
+    engine.facts.write("Refunds are processed within 5 business days", scope=S)
+    view = engine.prepare([SystemMessage("You are an order desk."), HumanMessage("How long do refunds take?")], tools=[LOOKUP], scope=S).messages
+    assert block_lines(view) == ["- [fact; user] Refunds are processed within 5 business days"]
+
+
+def test_a_tool_repeating_a_users_statement_is_still_one_fact(engine: ContextEngine) -> None:
+    stated = engine.facts.write("Max discount is 15%", key="max_discount", scope=S)
+    again = engine.facts.write("Max discount is 15%", key="max_discount", scope=S, source="tool")
+    assert again.id == stated.id
