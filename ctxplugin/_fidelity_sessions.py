@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from itertools import filterfalse
 from typing import Any
 
@@ -39,7 +40,7 @@ from ctxplugin._prefix import Prefix, Stamp
 from ctxplugin._ranked import Ranked
 from ctxplugin._run_index import RunIndex
 from ctxplugin._stored_refs import StoredRefs
-from ctxplugin.fidelity import Fidelity
+from ctxplugin.fidelity import Fidelity, behind_texts
 from ctxplugin.history.identifiers import occurs, value_runs
 
 
@@ -75,6 +76,33 @@ class SessionFidelity:
                 state._start_over()  # a check cut short leaves counts that no view matches
                 raise
 
+    def behind(self, session: str, fidelity: Fidelity, texts: Sequence[str]) -> Fidelity:
+        """:func:`~ctxplugin.fidelity.behind_texts` of ``fidelity``, the result of ``session``'s
+        latest :meth:`check`: the previous call's answer when its lists are the very ones the
+        previous call had (they are kept while nothing they come from changes) and ``texts``
+        are the same; read through the values left only when one of them changed."""
+        with self._lock:
+            state = self._sessions.hit_or_put(session, _Session)
+        with state.lock:
+            known = state.behind
+            if (
+                known is not None
+                and known[0] is fidelity.left
+                and known[1] is fidelity.behind_refs
+                and known[2] is fidelity.left_from_user
+                and known[3] == texts
+            ):
+                moved = known[4]
+            else:
+                found = behind_texts(fidelity, texts)
+                moved = None if found is fidelity else found  # (None: no value is held there)
+                state.behind = (fidelity.left, fidelity.behind_refs, fidelity.left_from_user, tuple(texts), moved)
+        if moved is None:
+            return fidelity
+        return replace(
+            fidelity, behind_refs=moved.behind_refs, left=moved.left, left_from_user=moved.left_from_user
+        )
+
 
 def _adds(message: BaseMessage) -> tuple[object, ...]:
     """What ``message`` adds to the account: whether the user wrote it and the values it used,
@@ -91,7 +119,7 @@ class _Session:
     """One session's account so far (see the module's docstring)."""
 
     __slots__ = (
-        "absent", "added", "adds", "counts", "found", "fresh", "gone", "history", "index", "listed", "located", "lock",
+        "absent", "added", "adds", "behind", "counts", "found", "fresh", "gone", "history", "index", "listed", "located", "lock",
         "loose", "missing", "missing_user", "outputs", "present", "rank", "refs", "result", "searched", "used", "users",
         "users_listed",
     )
@@ -113,6 +141,7 @@ class _Session:
     missing_user: Ranked  # those of them the user wrote
     listed: bool  # whether missing lists absent as the previous call left it
     result: tuple[Any, ...] | None  # the previous figures, with what they came from
+    behind: tuple[Any, ...] | None  # the lists of the latest figures, the texts, and behind_texts of them
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
@@ -369,6 +398,7 @@ class _Session:
         self.missing_user = Ranked()
         self.listed = False
         self.result = None
+        self.behind = None
 
 
 __all__ = ["SessionFidelity"]

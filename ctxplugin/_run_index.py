@@ -56,9 +56,11 @@ class RunIndex:
 
     def candidates(self, runs: frozenset[str]) -> list[str]:
         """The values indexed under a run of ``runs`` whose every run is among ``runs`` (those
-        of :attr:`bare` and :attr:`lined` aside): all that a text with these runs may hold."""
+        of :attr:`bare` and :attr:`lined` aside), in no set order: all that a text with these
+        runs may hold."""
         by_run = self._by_run
-        keys = [run for run in by_run if run in runs] if len(by_run) < len(runs) else [run for run in runs if run in by_run]
+        # the runs both hold, found in C over the smaller of the two
+        keys = runs.intersection(by_run) if len(by_run) < len(runs) else by_run.keys() & runs
         return [value for run in keys for value, wanted in by_run[run].items() if wanted <= runs]
 
 

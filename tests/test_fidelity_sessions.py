@@ -16,7 +16,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from ctxplugin import ContextConfig, ContextEngine, Scope
 from ctxplugin._fidelity_sessions import SessionFidelity, _Session
 from ctxplugin._prefix import Stamp
-from ctxplugin.fidelity import Fidelity, value_fidelity
+from ctxplugin.fidelity import Fidelity, behind_texts, value_fidelity
 from ctxplugin.replay.loaders import SWE_BASH_TOOL, load_file
 from ctxplugin.stages import Account, CallView
 from ctxplugin.tokens import count_message, count_messages
@@ -240,6 +240,31 @@ def test_a_value_the_user_writes_after_it_left_the_view_counts_as_the_users_on_t
     second = tracker.check("a", history, view, {})
     assert second == value_fidelity(history, view, {})
     assert second.left_from_user == ("HAT1367",)
+
+
+def test_values_held_by_a_cut_message_are_behind_its_ref_however_the_lists_and_texts_change() -> None:
+    """``behind`` gives what ``behind_texts`` gives on every call, whether the figures' lists are
+    the previous call's own (the view unchanged) or new, and the cut texts the same or not."""
+    tracker = SessionFidelity()
+    history: list[BaseMessage] = [
+        HumanMessage("start HAT1367 and QX-77"),
+        AIMessage("", tool_calls=[{"name": "t", "args": {"q": "HAT1367"}, "id": "c1"}]),
+        ToolMessage("done", tool_call_id="c1"),
+    ]
+    view: list[BaseMessage] = [AIMessage("later")]
+    steps: list[tuple[str, ...]] = [
+        ("the cut text holds HAT1367",),
+        ("the cut text holds HAT1367",),  # the same lists and texts: the previous answer
+        ("nothing of them",),  # the same lists, another text
+        (),
+        ("both HAT1367 and QX-77",),
+    ]
+    for step, texts in enumerate(steps):
+        if step == 3:
+            history.append(HumanMessage("now RT-9"))  # new lists
+        fidelity = tracker.check("a", history, view, {})
+        assert tracker.behind("a", fidelity, texts) == behind_texts(fidelity, texts), f"step {step}"
+    assert tracker.behind("a", fidelity, steps[-1]).left == ("RT-9",)
 
 
 def test_a_second_output_behind_a_shown_ref_puts_a_missing_value_behind_the_ref() -> None:

@@ -26,7 +26,6 @@ from ctxplugin._lru import LRU, PerMessage
 from ctxplugin._prefix import Prefix
 from ctxplugin._running import SessionTallies
 from ctxplugin.errors import InvalidInputError
-from ctxplugin.fidelity import behind_texts
 from ctxplugin.fidelity import write as write_fidelity
 from ctxplugin.report import ContextReport, FactUse
 from ctxplugin.scope import Scope
@@ -109,7 +108,7 @@ class Account:
         report.unchanged_prefix_tokens = self._prefix_tokens(view.scope, fitted.messages, view.tools)
         fidelity_started = time.perf_counter()
         fidelity = self._fidelity.check(key, view.original, fitted.messages, view.stored, view.original_stamp)
-        write_fidelity(report, behind_texts(fidelity, view.stored_texts.values()))
+        write_fidelity(report, self._fidelity.behind(key, fidelity, tuple(view.stored_texts.values())))
         timings = {**view.timings, "fidelity": (time.perf_counter() - fidelity_started) * 1000}
         report.timings_ms = {**timings, "total": (time.perf_counter() - view.started) * 1000}
         return view.override(report=report)
