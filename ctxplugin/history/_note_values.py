@@ -59,10 +59,16 @@ _SCHEMA_WORDS = frozenset(
 """Words of a JSON schema's vocabulary: they say how a tool is called, not what was said."""
 
 
+_CLOSING_TAG = re.compile(r"</([A-Za-z][\w:-]*)>")
+
+
 def _scraped(text: str) -> set[str]:
     """Names that are structure, not content: JSON keys, schema vocabulary, markup tags and
     attributes. A note lists what the conversation said, never these."""
     names = set(_SCHEMA_WORDS)
+    # a closing tag reads as a path (``</output>``: ``/output``), in any text: a command's
+    # output wrapped in ``<returncode>``/``<output>`` puts two in every note
+    names.update(f"/{tag}" for tag in _CLOSING_TAG.findall(text))
     start = text.lstrip()[:1]
     if start in ("{", "["):
         names.update(m.group(1) for m in _JSON_KEY.finditer(text))
@@ -92,6 +98,20 @@ _LABEL_CHARS = 40
 _FILE_PATH = re.compile(
     r"/|\.(?:py|pyi|js|jsx|ts|tsx|json|jsonl|ya?ml|toml|ini|cfg|conf|txt|md|rst|csv|tsv|log|sh|c|h|cc|cpp|hpp|go|rs|java|kt|rb|php|html?|css|xml|sql|lock|patch|diff)$"
 )
+
+
+def _between_spans(text: str) -> set[str]:
+    """The stretches of prose between two backtick spans of a line that hold a space. A span
+    too short to be read as a quoted value (an ``in`` in backticks) leaves its closing backtick
+    to open a false one, ending at the next span's opening backtick: "operator. When" is then
+    read as a value. A value without a space is found without quotes too, and stays."""
+    found: set[str] = set()
+    for line in text.splitlines():
+        if line.count("`") < 3:
+            continue
+        parts = line.split("`")
+        found.update(stretch for part in parts[2:-1:2] if " " in (stretch := part.strip()))
+    return found
 
 
 def _said_by(message: BaseMessage, tools: Mapping[str, str]) -> str:
@@ -194,7 +214,10 @@ def _raw_values(message: BaseMessage, tools: Mapping[str, str]) -> tuple[list[La
     if head is not None:  # a stored output's ref line: its ref first, not its size or the tool it names
         first.append((label, head.group("ref")))
         text = text[head.end() :]
+    between = _between_spans(text) if "`" in text else set()
     for found in identifiers(text):
+        if found in between:
+            continue
         (first if _PATHLIKE.search(found) and not isinstance(message, ToolMessage) else rest).append((label, found))
     if isinstance(message, HumanMessage):
         # what the user asked or decided, in their words, after the values in it (a sentence
