@@ -93,6 +93,8 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 _REF_HEAD = re.compile(r"\[(?P<ref>ref:[a-z0-9][a-z0-9_-]{0,39}:[0-9a-f]{16}) · [^\n\]]*\]")
 """The line a captured output's compact form opens with: ``[ref:... · label · N tokens stored · expand_ref for more]``."""
 _SENTENCE_CHARS = 160
+_CODE = re.compile(r"^(?=[^\s]*[0-9])(?=[^\s]*[A-Za-z])[^\s]+$")
+"""A code that mixes letters and digits (``credit_card_9525117``, ``HAT276``): a record's id."""
 _COMMAND_KEYS = frozenset(["command", "cmd", "commands", "script", "shell"])
 _LABEL_CHARS = 40
 _FILE_PATH = re.compile(
@@ -215,10 +217,14 @@ def _raw_values(message: BaseMessage, tools: Mapping[str, str]) -> tuple[list[La
         first.append((label, head.group("ref")))
         text = text[head.end() :]
     between = _between_spans(text) if "`" in text else set()
+    # the ids of a record a tool returned (a payment method, a reservation) are what a next call
+    # passes on; the words of a command's text output rarely are: a record's ids go first
+    record = isinstance(message, ToolMessage) and text.lstrip()[:1] in ("{", "[")
     for found in identifiers(text):
         if found in between:
             continue
-        (first if _PATHLIKE.search(found) and not isinstance(message, ToolMessage) else rest).append((label, found))
+        said = _PATHLIKE.search(found) and not isinstance(message, ToolMessage)
+        (first if said or (record and _CODE.search(found)) else rest).append((label, found))
     if isinstance(message, HumanMessage):
         # what the user asked or decided, in their words, after the values in it (a sentence
         # that fits takes the place of the values it holds)

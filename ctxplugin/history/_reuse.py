@@ -11,6 +11,7 @@ archive grows) are computed for every value, from those figures.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -28,6 +29,12 @@ the SWE runs: of the values older history held, the next action used about 0.05%
 4%."""
 _AGE_POWER = 0.8
 """How fast that likelihood falls with age in exchanges (about ``age ** -0.8`` there)."""
+_RECORD_WEIGHT = 3.0
+"""How much likelier an id a tool returned in a record (JSON: ``credit_card_9525117``, ``HAT276``)
+is to be used again than the record's other values and a text output's words: the next call
+passes it on (a payment method, a reservation) without the model having said it. Without it an
+airline conversation whose archive fell to 1,000 tokens lost the payment id its refund needed."""
+_REF = re.compile(r"ref:[a-z0-9][a-z0-9_-]{0,39}:[0-9a-f]{16}")
 
 _Place = tuple[int, int, int, int, int]
 """Where a value is first listed in the priority order: the pass (0: what the model ran and
@@ -45,9 +52,11 @@ def _decay(age: int) -> float:
     return _DECAY[age] if age < len(_DECAY) else float((1.0 + age) ** -_AGE_POWER)
 
 
-_COLUMNS = 8
+_COLUMNS = 9
 """A value's row of figures: its place (five columns), its newest exchange, the exchanges in
-which it was used (at most 3: the weights stop there) and its tokens."""
+which it was used (at most 3: the weights stop there), its tokens, and whether it is a record's
+id (first among a tool result's values, not its ref: see
+:func:`ctxplugin.history._note_values._values`)."""
 
 
 _LONGER: list[np.ndarray] = []
@@ -137,7 +146,8 @@ class Reuse:
             else:
                 pairs[row] = (label, value)
             changed.append(row)
-            records.append((*place, newest, min(used, 3), tokens))
+            record = place[0] == 2 and place[3] == 0 and not _REF.fullmatch(value)
+            records.append((*place, newest, min(used, 3), tokens, int(record)))
         figures = np.zeros((len(pairs), _COLUMNS), dtype=np.int64)
         if self.figures is not None:
             figures[: len(self.figures)] = self.figures
@@ -159,6 +169,7 @@ class Reuse:
         # the doubles of W[used] * decay(age) / (tokens + 1), as Python computes them one by one
         weights = np.array(_TYPED_WEIGHT, dtype=np.float64)
         scores = weights[figures[:, 6]] * _decays(self.exchanges)[ages] / (figures[:, 7] + 1)
+        scores = np.where(figures[:, 8] == 1, scores * _RECORD_WEIGHT, scores)
         # the last key sorts first: by score, then by place (places are unique)
         order = np.lexsort((figures[:, 4], figures[:, 3], figures[:, 2], figures[:, 1], figures[:, 0], -scores))
         return [pairs[row] for row in order.tolist()]

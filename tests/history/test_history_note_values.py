@@ -34,5 +34,18 @@ def test_the_closing_tags_a_command_output_is_wrapped_in_are_not_values() -> Non
     assert {"src/app/main.py", "Rule_L031"} <= values
 
 
+def test_the_ids_of_a_record_a_tool_returned_come_first_its_other_values_after() -> None:
+    record = ToolMessage(
+        '{"payment_id": "credit_card_9525117", "reservation_id": "BOH180", "city": "San Diego", "amount": 5662}',
+        tool_call_id="c1",
+        name="get_reservation_details",
+    )
+    first, rest = _values(record, {})
+    assert {"credit_card_9525117", "BOH180"} <= {value for _, value in first}
+    assert "5662" in {value for _, value in rest}
+    text = ToolMessage("found credit_card_9525117 in the log", tool_call_id="c2", name="bash")
+    assert "credit_card_9525117" not in {value for _, value in _values(text, {})[0]}, "a text output's words stay after"
+
+
 def test_a_name_between_two_backtick_spans_stays_a_value() -> None:
     assert "parse_grammar" in listed(AIMessage("Both `a` parse_grammar `b` are called."))

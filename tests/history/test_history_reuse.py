@@ -76,11 +76,16 @@ def test_values_the_model_reused_lately_come_before_ones_a_tool_printed_once_lon
 
 def reference_ranking(reuse: Reuse) -> list[tuple[str, str]]:
     """The ranking computed one value at a time, as the docstring of Reuse.ranked states it."""
-    from ctxplugin.history._reuse import _TYPED_WEIGHT, _decay
+    from ctxplugin.history._reuse import _RECORD_WEIGHT, _REF, _TYPED_WEIGHT, _decay
 
     last = reuse.exchanges - 1
+
+    def weight(place: tuple[int, ...], value: str) -> float:
+        record = place[0] == 2 and place[3] == 0 and not _REF.fullmatch(value)
+        return _RECORD_WEIGHT if record else 1.0
+
     scored = sorted(
-        (-(_TYPED_WEIGHT[min(used, 3)] * _decay(last - newest) / (tokens + 1)), place, label, value)
+        (-(_TYPED_WEIGHT[min(used, 3)] * _decay(last - newest) / (tokens + 1) * weight(place, value)), place, label, value)
         for value, (place, label, newest, used, tokens) in (reuse.seen or {}).items()
     )
     return [(label, value) for _, _, label, value in scored]
@@ -115,3 +120,19 @@ def test_the_array_ranking_is_the_one_computed_value_by_value_also_past_the_deca
     # an archive older than the decay table: ages past it are computed as they come
     old = Reuse(exchanges=5000 - 40, seen={}, when={}).extended(spans, COUNTER)
     assert old.ranked() == reference_ranking(old)
+
+
+def test_an_id_a_tool_returned_in_a_record_comes_before_a_newer_word_of_a_text_output() -> None:
+    # the next call passes a record's id on (the payment method of a refund) without the model
+    # having said it; a word a command printed seldom comes back
+    record = (
+        AIMessage("", tool_calls=[{"id": "c0", "name": "get_user_details", "args": {"user_id": "omar"}}]),
+        ToolMessage('{"payment_id": "credit_card_9525117", "city": "San Diego"}', tool_call_id="c0", name="get_user_details"),
+    )
+    text = (
+        AIMessage("", tool_calls=[{"id": "c1", "name": "bash", "args": {"command": "ls"}}]),
+        ToolMessage("PersonNameUnicodeHelper", tool_call_id="c1", name="bash"),
+    )
+    ranked = [value for _, value in Reuse().extended(figures([record, text]), COUNTER).ranked()]
+    assert ranked.index("credit_card_9525117") < ranked.index("PersonNameUnicodeHelper")
+    assert ranked.index("credit_card_9525117") < ranked.index("San Diego")
