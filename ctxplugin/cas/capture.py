@@ -9,7 +9,7 @@ from typing import Any
 
 from langchain_core.messages import ToolMessage
 
-from ctxplugin._aside import count_aside
+from ctxplugin._aside import count_beside, counts_beside
 from ctxplugin._block_text import is_media_block
 from ctxplugin._graphemes import head
 from ctxplugin._lru import PerMessage
@@ -24,7 +24,7 @@ from ctxplugin.cas._canon import (
     raw_hash,
 )
 from ctxplugin.cas.store import CASItem, CASStore
-from ctxplugin.cas.summarize import summarize
+from ctxplugin.cas.summarize import Summary, summarize
 from ctxplugin.config import CASConfig
 from ctxplugin.scope import Scope, Visibility
 from ctxplugin.tokens import TokenCounter, blocks_tokens, content_text, count_cached
@@ -249,18 +249,28 @@ def capture(
                                  tool_name=tool_name, is_error=is_error)
         if blocks is not None:
             return blocks
-    # counted into the memo prepare counts the same text in, once; a long output on a worker
-    # thread while it is summarized below
-    counting = count_aside(text, counter) if config.enabled and text_only else None
-    limit = config.error_passthrough_tokens if is_error else config.passthrough_tokens
-    if counting is None or (counting.done() and counting.result() <= limit):
-        tokens = count_cached(text, counter) if counting is None else counting.result()
+    if not (config.enabled and text_only):
+        tokens = count_cached(text, counter)
         return Captured(text, None, True, False, tokens, tokens)
-    parsed = parse_json(text)
-    summary = summarize(
-        text, parsed, counter, config.summary_tokens, is_error=is_error, error_budget=config.error_passthrough_tokens
-    )
-    # the hashes, the ref and the bounded body do not need the count: made while it may still run
+    limit = config.error_passthrough_tokens if is_error else config.passthrough_tokens
+
+    def summarized() -> tuple[tuple[bool, Any], Summary]:
+        parsed = parse_json(text)
+        return parsed, summarize(
+            text, parsed, counter, config.summary_tokens, is_error=is_error, error_budget=config.error_passthrough_tokens
+        )
+
+    # counted into the memo prepare counts the same text in, once; a long output while a worker
+    # summarizes it, any other counted first: one of few tokens is passed through unsummarized
+    if counts_beside(text, counter):
+        tokens, (parsed, summary) = count_beside(text, counter, summarized)
+    else:
+        tokens = count_cached(text, counter)
+        if tokens <= limit:
+            return Captured(text, None, True, False, tokens, tokens)
+        parsed, summary = summarized()
+    if tokens <= limit:  # a long text of very few tokens: the summary was made for nothing
+        return Captured(text, None, True, False, tokens, tokens)
     digest, raw_digest = content_hash(text, parsed), raw_hash(text)
     kind = kind_slug(tool_name, summary.shape)
     ref_id = make_ref(kind, digest)
@@ -270,9 +280,6 @@ def capture(
     body_limit = SUMMARY_BOUND * config.summary_tokens + (config.error_passthrough_tokens if failed else 0)
     # lone surrogates (undecodable bytes) stay in the stored original, never in the summary
     body = bounded(storable_text(summary.text), body_limit, counter)
-    tokens = counting.result()
-    if tokens <= limit:  # a long text of very few tokens: the summary was made for nothing
-        return Captured(text, None, True, False, tokens, tokens)
     compact = compact_text(ref_id, storable_text(summary.label), tokens, body)
     compact_tokens = counter.count(compact)
     if compact_tokens >= tokens:

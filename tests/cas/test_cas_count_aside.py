@@ -1,7 +1,8 @@
-"""A long output's tokens counted on a worker thread while capture() summarizes it."""
+"""A long output's tokens counted by capture() while a worker thread summarizes it."""
 
 from __future__ import annotations
 
+import contextvars
 import multiprocessing
 import threading
 import warnings
@@ -10,7 +11,7 @@ from typing import Any
 import pytest
 
 from ctxplugin import _aside
-from ctxplugin._aside import ASIDE_CHARS, count_aside
+from ctxplugin._aside import ASIDE_CHARS, count_beside, counts_beside
 from ctxplugin.cas import MemoryCASStore, capture
 from ctxplugin.config import CASConfig
 from ctxplugin.scope import Scope
@@ -20,21 +21,30 @@ _counter = get_counter()[0]
 assert isinstance(_counter, TiktokenCounter)
 BASE: TiktokenCounter = _counter
 SCOPE = Scope(session_id="aside")
+WORKER = "ctxplugin-aside"
 
 
 class Recording(TiktokenCounter):
-    """The default encoding, noting the thread each count of a long text ran on."""
+    """The default encoding, noting the thread each count ran on. With ``hold``, a count of a
+    long text waits until a short text (a summary's line) has been counted on a worker."""
 
-    def __init__(self, gate: threading.Event | None = None) -> None:
+    def __init__(self, *, hold: bool = False) -> None:
         super().__init__(BASE._encoding, BASE.name)
-        self.threads: list[str] = []
-        self.gate = gate
+        self.long: list[str] = []
+        self.short: list[str] = []
+        self.hold = hold
+        self.summarizing = threading.Event()
 
     def count(self, text: str) -> int:
+        name = threading.current_thread().name
         if len(text) >= ASIDE_CHARS:
-            self.threads.append(threading.current_thread().name)
-            if self.gate is not None and threading.current_thread().name.startswith("ctxplugin-count"):
-                assert self.gate.wait(10)
+            self.long.append(name)
+            if self.hold:
+                assert self.summarizing.wait(10)
+        else:
+            self.short.append(name)
+            if name.startswith(WORKER):
+                self.summarizing.set()
         return super().count(text)
 
 
@@ -42,28 +52,43 @@ def log(lines: int, tag: str) -> str:
     return "\n".join(f"2024-05-01 12:00:{i % 60:02d} INFO {tag} worker step {i} wrote /srv/out/{i}.json" for i in range(lines))
 
 
-def test_a_long_output_is_counted_on_a_worker_and_the_count_is_exact() -> None:
-    counter = Recording()
+def test_a_long_output_is_counted_by_the_caller_while_a_worker_summarizes_it() -> None:
+    counter = Recording(hold=True)  # the count waits for the summary to start on a worker
     text = log(400, "exact")
     assert len(text) > ASIDE_CHARS
     captured = capture(text, store=MemoryCASStore(), scope=SCOPE, config=CASConfig(), counter=counter, tool_name="tail")
     assert not captured.passthrough
+    assert counter.long == [threading.current_thread().name]
+    assert any(name.startswith(WORKER) for name in counter.short)
     assert captured.original_tokens == BASE.count(text)
     assert f"{BASE.count(text):,} tokens stored" in captured.text
-    assert counter.threads and all(name.startswith("ctxplugin-count") for name in counter.threads)
+    # counted before, the text is captured again by the caller alone: the same compact form
+    worker_counts = len(counter.short)
+    again = capture(text, store=MemoryCASStore(), scope=SCOPE, config=CASConfig(), counter=counter, tool_name="tail")
+    assert again == captured
+    assert len(counter.long) == 1 and not any(name.startswith(WORKER) for name in counter.short[worker_counts:])
     # the count is in the memo prepare reads: the same text is not encoded again
     assert cached_count(text, counter) == BASE.count(text)
 
 
-def test_short_texts_and_other_counters_are_counted_by_the_caller() -> None:
+def test_short_texts_and_other_counters_are_counted_then_worked_on_by_the_caller() -> None:
+    here = threading.current_thread().name
     short = log(5, "short")
-    assert len(short) < ASIDE_CHARS
-    counter = Recording()
-    assert count_aside(short, counter).done()
+    assert len(short) < ASIDE_CHARS and not counts_beside(short, BASE)
+    assert count_beside(short, Recording(), lambda: threading.current_thread().name) == (BASE.count(short), here)
     approx = ApproxCounter()
     long_text = log(400, "approx")
-    future = count_aside(long_text, approx)
-    assert future.done() and future.result() == approx.count(long_text)
+    assert not counts_beside(long_text, approx)
+    assert count_beside(long_text, approx, lambda: threading.current_thread().name) == (approx.count(long_text), here)
+
+
+def test_a_text_counted_before_is_not_counted_beside() -> None:
+    text = log(400, "known")
+    counter = Recording()
+    assert counts_beside(text, counter)
+    count_beside(text, counter, lambda: None)
+    assert not counts_beside(text, counter)
+    assert count_beside(text, counter, lambda: threading.current_thread().name) == (BASE.count(text), threading.current_thread().name)
 
 
 def test_a_long_text_of_few_tokens_still_passes_through() -> None:
@@ -76,30 +101,69 @@ def test_a_long_text_of_few_tokens_still_passes_through() -> None:
     assert captured.original_tokens == BASE.count(text)
 
 
-def test_with_every_worker_busy_the_caller_counts() -> None:
+def test_with_every_worker_busy_the_caller_does_the_work_itself() -> None:
     gate = threading.Event()
-    counter = Recording(gate)
-    texts = [log(400, f"busy{i}") for i in range(_aside._WORKERS + 1)]
+    started = threading.Semaphore(0)
+
+    def busy() -> None:
+        started.release()
+        assert gate.wait(10)
+
+    held = [_aside._workers.submit(busy) for _ in range(_aside._WORKERS)]
     try:
-        held = [count_aside(text, counter) for text in texts[:-1]]
-        assert not any(f.done() for f in held)
-        last = count_aside(texts[-1], counter)
-        assert last.done() and last.result() == BASE.count(texts[-1])
-        assert counter.threads[-1] == threading.current_thread().name
-        gate.set()
-        assert [f.result(timeout=10) for f in held] == [BASE.count(t) for t in texts[:-1]]
+        for _ in held:
+            assert started.acquire(timeout=10)
+        text = log(400, "busy")
+        tokens, name = count_beside(text, Recording(), lambda: threading.current_thread().name)
+        assert (tokens, name) == (BASE.count(text), threading.current_thread().name)
     finally:
         gate.set()
+    for future in held:
+        assert future is not None
+        future.result(timeout=10)
+
+
+def test_what_the_work_raises_is_raised_to_the_caller() -> None:
+    def fails() -> None:
+        raise KeyError("from the work")
+
+    counter = Recording(hold=True)
+
+    def counted_then_fails() -> None:
+        counter.count("a line")
+        fails()
+
+    with pytest.raises(KeyError, match="from the work"):
+        count_beside(log(400, "raises"), counter, counted_then_fails)  # raised on the worker
+    with pytest.raises(KeyError, match="from the work"):
+        count_beside(log(5, "raises"), counter, fails)  # raised in the caller
+
+
+def test_the_work_sees_the_callers_context() -> None:
+    var: contextvars.ContextVar[str] = contextvars.ContextVar("aside_test", default="unset")
+    token = var.set("the caller's")
+    try:
+        counter = Recording(hold=True)
+
+        def work() -> tuple[str, str]:
+            counter.count("a line")
+            return var.get(), threading.current_thread().name
+
+        _, (value, name) = count_beside(log(400, "context"), counter, work)
+    finally:
+        var.reset(token)
+    assert value == "the caller's" and name.startswith(WORKER)
 
 
 def _child(text: str, queue: Any) -> None:
-    queue.put(count_aside(text, Recording()).result(timeout=5))
+    queue.put(count_beside(text, Recording(), lambda: "done")[0])
 
 
 @pytest.mark.skipif("fork" not in multiprocessing.get_all_start_methods(), reason="needs fork")
-def test_a_forked_child_counts_with_its_own_workers() -> None:
+def test_a_forked_child_works_with_its_own_workers() -> None:
     # the parent's pool exists (and its worker is idle); a child must not hand work to it
-    assert count_aside(log(400, "parent"), Recording()).result(timeout=10) > 0
+    counter = Recording(hold=True)
+    assert count_beside(log(400, "parent"), counter, lambda: counter.count("a line"))[0] > 0
     context = multiprocessing.get_context("fork")
     queue = context.Queue()
     text = log(400, "child")
