@@ -6,6 +6,7 @@ import csv
 import re
 import string
 from collections.abc import Callable
+from itertools import islice
 from operator import itemgetter
 from typing import Literal
 
@@ -155,12 +156,8 @@ def detect_text_shape(body: str) -> TextShape:
     if _at_least(lines, lambda ln: bool(_PATH.match(ln.strip())) and ("/" in ln or "." in ln), 0.8 * n):
         return "paths"
     code_lines = [text for text in _unnumbered(lines) if text.strip()] if _numbered(lines) else lines
-    defs = 0  # counted up to two: that is all the rule asks
-    for line in code_lines:
-        if is_definition(line):
-            defs += 1
-            if defs == 2:
-                break
+    # counted up to two, which is all the rule asks (is_definition inline: most lines are asked)
+    defs = len(list(islice((ln for ln in code_lines if ln.lstrip().startswith(_DEF_WORDS) and _DEF.match(ln)), 2)))
     if (defs == 2 or (defs == 1 and len(code_lines) <= 12)) and _at_least(code_lines, _CODEISH.match, 0.3 * len(code_lines)):
         return "code"
     if n >= 3 and _table_sep(lines) is not None:
@@ -228,7 +225,7 @@ def _prose(lines: list[str]) -> bool:
 def is_rule(line: str) -> bool:
     """Whether ``line`` is a rule of a drawn table: ``+----+---+``, ``---+---``, ``|---|:--:|``."""
     stripped = line.strip()
-    return set(stripped) <= _RULE_CHARS and ("---" in stripped or "===" in stripped)
+    return ("---" in stripped or "===" in stripped) and set(stripped) <= _RULE_CHARS
 
 
 _RULE_CHARS = frozenset("+-=|: ")
@@ -296,13 +293,16 @@ def strip_numbering(body: str) -> list[tuple[int, str]]:
     """``(line number, text)`` pairs; numbers printed by ``nl``/``cat -n``/``grep -n`` are used
     when most lines carry one, else positions in ``body`` (1-based)."""
     lines = body.split("\n")
-    if _numbered(lines):
-        out = []
-        for i, ln in enumerate(lines):
-            match = _NUMBERED.match(ln)
-            out.append((int(match.group(1)), match.group(2)) if match else (i + 1, ln))
-        return out
-    return [(i + 1, ln) for i, ln in enumerate(lines)]
+    return _with_numbers(lines) if _numbered(lines) else list(enumerate(lines, 1))
+
+
+def _with_numbers(lines: list[str]) -> list[tuple[int, str]]:
+    """``(printed number, text)`` of numbered ``lines``; a line without one has its position."""
+    out = []
+    for i, ln in enumerate(lines):
+        match = _NUMBERED.match(ln)
+        out.append((int(match.group(1)), match.group(2)) if match else (i + 1, ln))
+    return out
 
 
 def _numbered(lines: list[str]) -> bool:
@@ -323,11 +323,13 @@ def is_definition(line: str) -> bool:
 
 def code_outline(body: str) -> list[tuple[int, str]]:
     """Definitions (functions, classes, ...) with their line numbers, in order."""
-    out = []
-    for number, text in strip_numbering(body):
-        if is_definition(text):
-            out.append((number, text.rstrip().rstrip("{").rstrip()))
-    return out
+    lines = body.split("\n")
+    # is_definition inline: it is asked of every line of the output
+    return [
+        (number, text.rstrip().rstrip("{").rstrip())
+        for number, text in (_with_numbers(lines) if _numbered(lines) else enumerate(lines, 1))
+        if text.lstrip().startswith(_DEF_WORDS) and _DEF.match(text)
+    ]
 
 
 def grep_matches(body: str) -> tuple[dict[str, list[str]], int]:

@@ -222,10 +222,12 @@ def _errors_only_new(body: str, lines: Lines) -> None:
 
 
 def add_identifiers(body: str, lines: Lines) -> None:
+    if lines.left <= 8:  # no room for them: not looked for
+        return
     window = body if len(body) <= 2 * _IDENT_WINDOW else body[:_IDENT_WINDOW] + "\n" + body[-_IDENT_WINDOW:]
     shown = "\n".join(lines.lines)
     found = [i for i in identifiers_in(window) if i not in shown]
-    if found and lines.left > 8:
+    if found:
         lines.add_list("ids: ", found)
 
 
