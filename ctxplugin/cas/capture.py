@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from langchain_core.messages import ToolMessage
@@ -24,7 +25,7 @@ from ctxplugin.cas._canon import (
     raw_hash,
 )
 from ctxplugin.cas.store import CASItem, CASStore
-from ctxplugin.cas.summarize import Summary, summarize
+from ctxplugin.cas.summarize import summarize
 from ctxplugin.config import CASConfig
 from ctxplugin.scope import Scope, Visibility
 from ctxplugin.tokens import TokenCounter, blocks_tokens, content_text, count_cached
@@ -254,38 +255,52 @@ def capture(
         return Captured(text, None, True, False, tokens, tokens)
     limit = config.error_passthrough_tokens if is_error else config.passthrough_tokens
 
-    def summarized() -> tuple[tuple[bool, Any], Summary]:
-        parsed = parse_json(text)
-        return parsed, summarize(
-            text, parsed, counter, config.summary_tokens, is_error=is_error, error_budget=config.error_passthrough_tokens
-        )
-
+    made = partial(_made, text, config, counter, is_error)
     # counted into the memo prepare counts the same text in, once; a long output while a worker
-    # summarizes it, any other counted first: one of few tokens is passed through unsummarized
+    # makes its summary, any other counted first: one of few tokens is passed through unsummarized
     if counts_beside(text, counter):
-        tokens, (parsed, summary) = count_beside(text, counter, summarized)
+        tokens, summary = count_beside(text, counter, made)
     else:
         tokens = count_cached(text, counter)
         if tokens <= limit:
             return Captured(text, None, True, False, tokens, tokens)
-        parsed, summary = summarized()
+        summary = made()
     if tokens <= limit:  # a long text of very few tokens: the summary was made for nothing
         return Captured(text, None, True, False, tokens, tokens)
-    digest, raw_digest = content_hash(text, parsed), raw_hash(text)
     kind = kind_slug(tool_name, summary.shape)
-    ref_id = make_ref(kind, digest)
+    ref_id = make_ref(kind, summary.digest)
+    compact = compact_text(ref_id, storable_text(summary.label), tokens, summary.body)
+    compact_tokens = counter.count(compact)
+    if compact_tokens >= tokens:
+        return Captured(text, None, True, False, tokens, tokens)
+    item = CASItem(ref_id=ref_id, content_hash=summary.digest, raw_hash=summary.raw_digest, kind=kind, content=text, summary=compact)
+    return Captured(compact, ref_id, False, _granted(item, store, scope, config), tokens, compact_tokens, summary.shape)
+
+
+@dataclass(frozen=True, slots=True)
+class _Summarized:
+    """What :func:`capture` makes of a text output before its count is known."""
+
+    shape: str
+    label: str
+    body: str
+    digest: str
+    raw_digest: str
+
+
+def _made(text: str, config: CASConfig, counter: TokenCounter, is_error: bool) -> _Summarized:
+    """The summary of ``text`` within its hard bound, and its hashes."""
+    parsed = parse_json(text)
+    summary = summarize(
+        text, parsed, counter, config.summary_tokens, is_error=is_error, error_budget=config.error_passthrough_tokens
+    )
     failed = is_error or _FAILED_EXIT.match(summary.text) is not None
     # summaries aim at summary_tokens; the hard bound leaves a shape's structure (a listing's
     # paths, a table's header) room to overshoot that aim up to twice, and no further
     body_limit = SUMMARY_BOUND * config.summary_tokens + (config.error_passthrough_tokens if failed else 0)
     # lone surrogates (undecodable bytes) stay in the stored original, never in the summary
     body = bounded(storable_text(summary.text), body_limit, counter)
-    compact = compact_text(ref_id, storable_text(summary.label), tokens, body)
-    compact_tokens = counter.count(compact)
-    if compact_tokens >= tokens:
-        return Captured(text, None, True, False, tokens, tokens)
-    item = CASItem(ref_id=ref_id, content_hash=digest, raw_hash=raw_digest, kind=kind, content=text, summary=compact)
-    return Captured(compact, ref_id, False, _granted(item, store, scope, config), tokens, compact_tokens, summary.shape)
+    return _Summarized(summary.shape, summary.label, body, content_hash(text, parsed), raw_hash(text))
 
 
 def _capture_blocks(
