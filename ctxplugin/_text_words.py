@@ -84,6 +84,13 @@ def matched_at_words(pattern: re.Pattern[str], text: str, low: str, words: tuple
     return any(pattern.match(text, index - back) for index in word_starts(low, words, back))
 
 
+def whole_words(pattern: re.Pattern[str], text: str, words: tuple[str, ...]) -> list[str]:
+    """What ``pattern.findall(text)`` gives for a ``pattern`` of whole words (``\\b`` at both
+    ends, no group) each of which starts as one of ``words`` does: the pattern is tried where
+    ``str.find`` found one of them, not at every position. Two whole words never overlap."""
+    return [m.group(0) for start in sorted(set(word_starts(text, words))) if (m := pattern.match(text, start))]
+
+
 def keyword_lines(body: str) -> list[tuple[int, str]]:
     """Every error/warning/exception line as ``(0-based line number, line)``, in order.
 

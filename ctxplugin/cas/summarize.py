@@ -22,6 +22,7 @@ from ctxplugin.cas._json_summary import (
     summarize_wrapped,
 )
 from ctxplugin.cas._records import worth_a_record_set
+from ctxplugin.cas._report_summary import summarize_report
 from ctxplugin.cas._text_summary import (
     add_error_lines,
     add_identifiers,
@@ -32,7 +33,6 @@ from ctxplugin.cas._text_summary import (
     summarize_jsonl,
     summarize_log,
     summarize_markup,
-    summarize_report,
     summarize_table,
     summarize_text,
 )

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from ctxplugin import _text_shapes as shapes
 from ctxplugin import _text_words as text_words
+from ctxplugin.cas import _report_summary as report_summary
 from ctxplugin.cas import _text_summary as text_summary
 from ctxplugin.cas import parse_json
 from ctxplugin.tokens import get_counter
@@ -218,3 +219,26 @@ def test_summaries_counting_each_line_once_match_counting_every_time(text: str, 
     once = summarize_module.summarize(text, parse_json(text), counter, budget, error_budget=240)
     monkeypatch.setattr(summarize_module, "CountedOnce", lambda c: c)  # the counter itself, every time
     assert summarize_module.summarize(text, parse_json(text), counter, budget, error_budget=240) == once
+
+
+OUTCOME_ALPHABET = ["PASSED", "FAILED", "ERROR", "SKIPPED", "XFAIL", "XPASS", "PASS", "X", "S", "_", "é", "1", " ", "\n", ":", "-"]
+
+
+@settings(max_examples=2000, deadline=None)
+@given(st.lists(st.sampled_from(OUTCOME_ALPHABET), max_size=20))
+def test_outcomes_found_at_their_words_agree_with_findall(parts: list[str]) -> None:
+    text = "".join(parts)
+    plain = re.findall(r"\b(PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS)\b", text)
+    assert text_words.whole_words(report_summary._OUTCOME, text, report_summary._OUTCOME_WORDS) == plain
+
+
+def _outline_line_by_line(body: str) -> list[tuple[int, str]]:
+    """:func:`~ctxplugin._text_shapes.code_outline` asking :func:`is_definition` of each line."""
+    return [(n, text.rstrip().rstrip("{").rstrip()) for n, text in shapes.strip_numbering(body) if shapes.is_definition(text)]
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.sampled_from(LINES), max_size=30), st.booleans())
+def test_code_outline_agrees_with_asking_each_line(lines: list[str], numbered: bool) -> None:
+    body = "\n".join(f"{i + 3:>6}\t{line}" if numbered else line for i, line in enumerate(lines))
+    assert shapes.code_outline(body) == _outline_line_by_line(body)
