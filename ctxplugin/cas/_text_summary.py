@@ -1,6 +1,6 @@
 """Zero-LLM summaries of text outputs, one per shape: what each kind of output holds that an agent
-acts on (error lines, outlines, matches, rows, failing tests, changed files), written into a
-budgeted :class:`~ctxplugin.cas._budget.Lines`."""
+acts on (error lines, outlines, matches, rows, changed files), written into a budgeted
+:class:`~ctxplugin.cas._budget.Lines`. Test reports have theirs in :mod:`._report_summary`."""
 
 from __future__ import annotations
 
