@@ -60,6 +60,9 @@ _CACHE_SIZE = 4096
 _RANKED: LRU[tuple[str, int, str], tuple[Reuse, tuple[Labelled, ...]]] = LRU(16)
 """The archives ranked lately, with what they were ranked from (a longer archive of the same
 conversation is ranked from the longest of them it extends)."""
+_BASES: LRU[tuple[str, int, str], Reuse] = LRU(16)
+"""Figures of the blocks before a block that may change (see :meth:`Digests._ranked`), to rank
+an archive from when it does."""
 
 
 class Digests:
@@ -193,18 +196,35 @@ class Digests:
             hit = _RANKED.hit(key)
             if hit is None:
                 for shorter in range(upto - 1, 0, -1):
-                    found = _RANKED.get((self._keys[shorter - 1], shorter, name))
-                    if found is not None:
-                        base, start = found[0], shorter
+                    shorter_key = (self._keys[shorter - 1], shorter, name)
+                    found = _RANKED.get(shorter_key)
+                    kept = found[0] if found is not None else _BASES.get(shorter_key)
+                    if kept is not None:
+                        base, start = kept, shorter
                         break
         if hit is not None:
             return hit
-        added = (self._exchanges[n] for k in range(start, upto) for n in self._spans[k])
-        reuse = base.extended((_valued([exchange])[0] for exchange in added), self._counter)
+        # A block short of members holds a protected exchange; the latest user message's loses
+        # that protection when the user speaks again, and the keys change from that block on.
+        # The figures of the blocks before the last such block are kept, so that the archive is
+        # then ranked again from there, not from the last archive ranked before it entered.
+        size = self._config.block_size
+        held = next((k for k in range(upto - 1, start, -1) if len(self._spans[k]) < size), None)
+        if held is not None:
+            base = self._extended(base, start, held)
+            with _CACHE_LOCK:
+                _BASES.put((self._keys[held - 1], held, name), base)
+            start = held
+        reuse = self._extended(base, start, upto)
         made = (reuse, tuple(reuse.ranked()))
         with _CACHE_LOCK:
             _RANKED.put(key, made)
         return made
+
+    def _extended(self, base: Reuse, start: int, upto: int) -> Reuse:
+        """``base`` (the figures of blocks ``0 .. start - 1``) extended by blocks ``start .. upto - 1``."""
+        added = (self._exchanges[n] for k in range(start, upto) for n in self._spans[k])
+        return base.extended((_valued([exchange])[0] for exchange in added), self._counter)
 
     def archive(self, upto: int, cap: int) -> HumanMessage | None:
         """The note for blocks ``0 .. upto - 1`` within ``cap`` tokens (None if there are no

@@ -53,3 +53,29 @@ def test_changed_members_change_the_keys_from_their_block() -> None:
     whole = digests(blocks(4, 10))
     assert held.keys().keys[:9] == whole.keys().keys[:9]
     assert held.keys().keys[9] != whole.keys().keys[9]
+
+
+def test_an_archive_ranked_again_after_a_held_exchange_joins_its_block_is_the_one_ranked_afresh() -> None:
+    """The figures of the blocks before a block holding a protected exchange are kept; when the
+    exchange joins its block (the user spoke again), the archive is ranked from them, as it
+    would be from the first block."""
+    from ctxplugin.history import _digests
+
+    def clear() -> None:
+        _digests._RANKED.clear()
+        _digests._BASES.clear()
+        _digests._CACHE.clear()
+
+    clear()
+    held = frozenset({27})  # in block 6
+    digests(blocks(4, 8, held)).archive(4, 600)
+    digests(blocks(4, 12, held)).archive(8, 600)
+    assert any(key[1] == 6 for key in _digests._BASES)  # kept before the block that may change
+    joined = digests(blocks(4, 12))
+    ranked, note = joined._ranked(8), joined.archive(8, 600)
+    clear()
+    fresh = digests(blocks(4, 12))
+    assert fresh._ranked(8)[1] == ranked[1]
+    assert fresh._ranked(8)[0].when == ranked[0].when
+    assert note is not None and fresh.archive(8, 600) is not None
+    assert fresh.archive(8, 600).content == note.content  # type: ignore[union-attr]
