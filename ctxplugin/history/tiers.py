@@ -23,6 +23,7 @@ from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from ctxplugin._messages import annotation, answered, exchange_spans
 from ctxplugin._prefix import Stamp
 from ctxplugin.config import HistoryConfig
+from ctxplugin.history._condensed import assemble
 from ctxplugin.history._extend import Made, extend, grown, long_scripts, long_since_move, remember
 from ctxplugin.history._showing import EMPTY, BlockSizes, Showing
 from ctxplugin.history._showing import show as show_exchange
@@ -287,34 +288,12 @@ def compress_history(
                     shown.put(number, entry)
             if chosen:
                 _count_trimmed(tiers, chosen, spans, protected)
-    result: list[BaseMessage] = []
-    compressed = omitted = omitted_messages = 0
-    noted: set[int] = set()
-    verbatim_from: int | None = None
-    first_window = max(verbatim_start, 1)
-    condensed_end = min(plan.condensed * config.block_size, exchanges) if notes is not None else 0
-    for number in range(exchanges):
-        if number == first_window:
-            verbatim_from = len(result)
-        if number < condensed_end and notes is not None:
-            block = number // config.block_size
-            if number in notes.members(block):
-                # one note per block (the archive for all archived blocks), where the block began
-                key = 0 if block < plan.archived else block
-                if key not in noted:
-                    noted.add(key)
-                    _append_note(result, notes, block, plan)
-                omitted += 1
-                omitted_messages += spans[number][1] - spans[number][0]
-                continue
-        span, _, changed = shown.entry(number)
-        compressed += changed
-        result.extend(span)
-    tiers[Tier.OMITTED.value] += omitted_messages
-    tiers[Tier.GIST.value] -= omitted_messages
+    view = assemble(shown, spans, notes, plan, config.block_size, max(verbatim_start, 1))
+    tiers[Tier.OMITTED.value] += view.omitted_messages
+    tiers[Tier.GIST.value] -= view.omitted_messages
     made = keep(
         shown=shown, keys=notes.keys() if notes is not None else None,
-        result=tuple(result), tiers=tiers, compressed=compressed, omitted=omitted, verbatim_from=verbatim_from, whole=None,
+        result=view.messages, tiers=tiers, compressed=view.compressed, omitted=view.omitted, verbatim_from=view.verbatim_from, whole=None,
         window=plan.holds_while if notes is not None else (),
         notes_from=tuple(source) if notes is not None and source is not messages else (),
         forced=forced,
@@ -347,14 +326,6 @@ def _count_trimmed(tiers: dict[str, int], numbers: frozenset[int], spans: Sequen
 def _tier(number: int, bounds: tuple[int, int]) -> Tier:
     """The tier of exchange ``number`` under ``(gist_end, verbatim_start)``."""
     return Tier.GIST if number < bounds[0] else Tier.TRIMMED if number < bounds[1] else Tier.VERBATIM
-
-
-def _append_note(result: list[BaseMessage], notes: Digests, block: int, plan: OmissionPlan) -> None:
-    """Append the note that stands for condensed ``block``: the archive when ``plan`` merges
-    the block into it, else the block's own (nothing when the note lists nothing)."""
-    note = notes.archive(plan.archived, plan.archive_tokens) if block < plan.archived else notes.block(block, plan.archived, plan.archive_tokens)
-    if note is not None:
-        result.append(note)
 
 
 def _tier_counts(spans: Sequence[tuple[int, int]], protected: frozenset[int], bounds: tuple[int, int], size: int) -> dict[str, int]:
