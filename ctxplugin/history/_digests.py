@@ -61,8 +61,10 @@ _RANKED: LRU[tuple[str, int, str], tuple[Reuse, tuple[Labelled, ...]]] = LRU(16)
 """The archives ranked lately, with what they were ranked from (a longer archive of the same
 conversation is ranked from the longest of them it extends)."""
 _BASES: LRU[tuple[str, int, str], Reuse] = LRU(16)
-"""Figures of the blocks before a block that may change (see :meth:`Digests._ranked`), to rank
+"""Figures of the blocks before a block that may change (see :meth:`Digests._figures`), to rank
 an archive from when it does."""
+_AHEAD: LRU[tuple[str, int, str], Reuse] = LRU(4)
+"""Figures of the blocks up to one condensed with a note of its own (see :meth:`Digests._ahead`)."""
 
 
 class Digests:
@@ -189,21 +191,31 @@ class Digests:
         """The values of blocks ``0 .. upto - 1`` as :class:`Reuse` ranks them: once for all the
         caps an archive is tried at, from the figures of the longest shorter archive ranked
         lately (the oldest blocks are read once as the archive grows)."""
-        name = self._counter.name
-        key = (self._keys[upto - 1], upto, name)
-        base, start = Reuse(), 0
+        key = (self._keys[upto - 1], upto, self._counter.name)
         with _CACHE_LOCK:
             hit = _RANKED.hit(key)
-            if hit is None:
-                for shorter in range(upto - 1, 0, -1):
-                    shorter_key = (self._keys[shorter - 1], shorter, name)
-                    found = _RANKED.get(shorter_key)
-                    kept = found[0] if found is not None else _BASES.get(shorter_key)
-                    if kept is not None:
-                        base, start = kept, shorter
-                        break
         if hit is not None:
             return hit
+        reuse = self._figures(upto)
+        made = (reuse, tuple(reuse.ranked()))
+        with _CACHE_LOCK:
+            _RANKED.put(key, made)
+        return made
+
+    def _figures(self, upto: int) -> Reuse:
+        """The figures of blocks ``0 .. upto - 1``: kept, or extended from the longest kept."""
+        name = self._counter.name
+        base, start = Reuse(), 0
+        with _CACHE_LOCK:
+            for shorter in range(upto, 0, -1):
+                shorter_key = (self._keys[shorter - 1], shorter, name)
+                found = _RANKED.get(shorter_key)
+                kept = found[0] if found is not None else _BASES.get(shorter_key) or _AHEAD.get(shorter_key)
+                if kept is not None:
+                    base, start = kept, shorter
+                    break
+        if start == upto:
+            return base
         # A block short of members holds a protected exchange; the latest user message's loses
         # that protection when the user speaks again, and the keys change from that block on.
         # The figures of the blocks before the last such block are kept, so that the archive is
@@ -215,11 +227,17 @@ class Digests:
             with _CACHE_LOCK:
                 _BASES.put((self._keys[held - 1], held, name), base)
             start = held
-        reuse = self._extended(base, start, upto)
-        made = (reuse, tuple(reuse.ranked()))
+        return self._extended(base, start, upto)
+
+    def _ahead(self, upto: int) -> None:
+        """Make the figures of blocks ``0 .. upto - 1`` now: a block condensed with a note of its
+        own joins the archive a few moves later, and the move that makes the archive then ranks
+        from them, reading only the blocks condensed since (the archive's is the slowest call)."""
+        if upto % self._config.archive_blocks == 0:
+            return  # the archive of these blocks comes next, and ranks them itself
+        figures = self._figures(upto)
         with _CACHE_LOCK:
-            _RANKED.put(key, made)
-        return made
+            _AHEAD.put((self._keys[upto - 1], upto, self._counter.name), figures)
 
     def _extended(self, base: Reuse, start: int, upto: int) -> Reuse:
         """``base`` (the figures of blocks ``0 .. start - 1``) extended by blocks ``start .. upto - 1``."""
@@ -248,10 +266,12 @@ class Digests:
             cap = min(self._config.digest_tokens, self._gist_sizes[block] - 1)
             valued = _valued([self._exchanges[n] for n in reversed(members)])
             shown_first = archived == 0 and block == next(k for k, m in enumerate(self._spans) if m)
-            return _note(
+            made = _note(
                 (members[0], members[-1]), list(_by_priority(valued)), _chronology(valued), known, self._known, cap,
                 self._counter, first=shown_first,
             )
+            self._ahead(block + 1)
+            return made
 
         return self._cached(key, make)
 
