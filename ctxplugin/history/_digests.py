@@ -39,6 +39,10 @@ class Keys:
             last one's last), so that keys can be resumed before one of them: the last
             blocks are those whose members change when a new user message takes protection
             from the previous one.
+        held: the last block short of members (one holding a protected exchange: the latest
+            user message's joins its block when the user speaks again, however long ago that
+            block was condensed) and the running hash before it, so that keys can be resumed
+            there too.
     """
 
     known: str
@@ -46,6 +50,7 @@ class Keys:
     keys: tuple[str, ...]
     digest: Any
     trail: tuple[Any, ...] = ()
+    held: tuple[int, Any] | None = None
 
 
 TRAIL = 8
@@ -121,8 +126,17 @@ class Digests:
                 start, keys = same, list(resume.keys[:same])
                 trail = list(resume.trail[: len(resume.trail) - back])
                 digest = trail[-1].copy()
-        for members in spans_of_block[start:]:
-            for number in members:
+            elif resume.held is not None and resume.held[0] == same:
+                start, keys, digest = same, list(resume.keys[:same]), resume.held[1].copy()
+        size = config.block_size
+        held_block = next((k for k in range(len(spans_of_block) - 1, 0, -1) if len(spans_of_block[k]) < size), None)
+        held: tuple[int, Any] | None = None
+        if resume is not None and resume.held is not None and held_block is not None and resume.held[0] == held_block < start:
+            held = resume.held  # before the blocks resumed, which are the same
+        for index in range(start, len(spans_of_block)):
+            if index == held_block:
+                held = (index, digest.copy())
+            for number in spans_of_block[index]:
                 for message in exchanges[number]:
                     digest.update(b"\x00" + _digest(message))
             digest.update(b"\x01")
@@ -131,10 +145,11 @@ class Digests:
         self._keys: list[str] = keys
         self._digest = digest
         self._trail = tuple(trail[-TRAIL:])
+        self._held = held
 
     def keys(self) -> Keys:
         """What a later call on the same conversation can start its keys from."""
-        return Keys(self._known, tuple(tuple(m) for m in self._spans), tuple(self._keys), self._digest.copy(), self._trail)
+        return Keys(self._known, tuple(tuple(m) for m in self._spans), tuple(self._keys), self._digest.copy(), self._trail, self._held)
 
     def members(self, block: int) -> Sequence[int]:
         """Exchange numbers of ``block`` that may be condensed (not protected)."""

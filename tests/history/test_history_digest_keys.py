@@ -107,3 +107,20 @@ def test_an_archive_ranked_from_figures_made_ahead_with_block_notes_is_the_one_r
     assert fresh._ranked(8)[0].when == ranked[0].when
     assert note is not None and fresh.archive(8, 600) is not None
     assert fresh.archive(8, 600).content == note.content  # type: ignore[union-attr]
+
+
+def test_keys_resume_at_a_held_block_condensed_long_ago() -> None:
+    """The last block short of members (its exchange held by the latest user message) keeps the
+    running hash before it: when its exchange joins it, the keys resume there, however many
+    blocks came after, and are the keys made afresh."""
+    held = frozenset({4 * 3 + 2})  # block 3, with TRAIL blocks and more after it
+    previous = digests(blocks(4, TRAIL + 6, held))
+    assert previous.keys().held is not None and previous.keys().held[0] == 3
+    # a call that only grew keeps it
+    grown = digests(blocks(4, TRAIL + 7, held), resume=previous.keys())
+    assert grown.keys().held is not None and grown.keys().held[0] == 3
+    joined = digests(blocks(4, TRAIL + 7), resume=grown.keys())
+    fresh = digests(blocks(4, TRAIL + 7))
+    assert joined.keys().keys == fresh.keys().keys
+    assert joined.keys().digest.hexdigest() == fresh.keys().digest.hexdigest()
+    assert joined.keys().held is None and fresh.keys().held is None
