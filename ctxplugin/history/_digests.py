@@ -68,8 +68,6 @@ conversation is ranked from the longest of them it extends)."""
 _BASES: LRU[tuple[str, int, str], Reuse] = LRU(16)
 """Figures of the blocks before a block that may change (see :meth:`Digests._figures`), to rank
 an archive from when it does."""
-_AHEAD: LRU[tuple[str, int, str], Reuse] = LRU(4)
-"""Figures of the blocks up to one condensed with a note of its own (see :meth:`Digests._ahead`)."""
 
 
 class Digests:
@@ -225,7 +223,7 @@ class Digests:
             for shorter in range(upto, 0, -1):
                 shorter_key = (self._keys[shorter - 1], shorter, name)
                 found = _RANKED.get(shorter_key)
-                kept = found[0] if found is not None else _BASES.get(shorter_key) or _AHEAD.get(shorter_key)
+                kept = found[0] if found is not None else _BASES.get(shorter_key)
                 if kept is not None:
                     base, start = kept, shorter
                     break
@@ -243,16 +241,6 @@ class Digests:
                 _BASES.put((self._keys[held - 1], held, name), base)
             start = held
         return self._extended(base, start, upto)
-
-    def _ahead(self, upto: int) -> None:
-        """Make the figures of blocks ``0 .. upto - 1`` now: a block condensed with a note of its
-        own joins the archive a few moves later, and the move that makes the archive then ranks
-        from them, reading only the blocks condensed since (the archive's is the slowest call)."""
-        if upto % self._config.archive_blocks == 0:
-            return  # the archive of these blocks comes next, and ranks them itself
-        figures = self._figures(upto)
-        with _CACHE_LOCK:
-            _AHEAD.put((self._keys[upto - 1], upto, self._counter.name), figures)
 
     def _extended(self, base: Reuse, start: int, upto: int) -> Reuse:
         """``base`` (the figures of blocks ``0 .. start - 1``) extended by blocks ``start .. upto - 1``."""
@@ -281,12 +269,10 @@ class Digests:
             cap = min(self._config.digest_tokens, self._gist_sizes[block] - 1)
             valued = _valued([self._exchanges[n] for n in reversed(members)])
             shown_first = archived == 0 and block == next(k for k, m in enumerate(self._spans) if m)
-            made = _note(
+            return _note(
                 (members[0], members[-1]), list(_by_priority(valued)), _chronology(valued), known, self._known, cap,
                 self._counter, first=shown_first,
             )
-            self._ahead(block + 1)
-            return made
 
         return self._cached(key, make)
 
