@@ -277,10 +277,13 @@ def normalize_audience(entries: Sequence[str]) -> tuple[str, ...]:
     case-insensitively) or ``"user:<id>"``.
 
     Raises:
-        InvalidInputError: an entry of another form, or more than 32 entries.
+        InvalidInputError: not a list of entries, an entry of another form, or more than 32
+            entries.
     """
     if isinstance(entries, str):
         entries = (entries,)
+    elif not isinstance(entries, Collection):  # a mark's value (``5``) is the host's or a tool's
+        raise InvalidInputError(f"an audience is a list of 'role:<name>' or 'user:<id>' entries, got {entries!r}")
     out: list[str] = []
     for entry in entries:
         kind, _, name = str(entry).partition(":")

@@ -155,8 +155,11 @@ def test_a_key_or_task_a_tool_output_names_cannot_close_the_label(
 
 @pytest.mark.parametrize(
     "meta",
-    [{"fact_scope": "bogus"}, {"fact_scope": ["hypothetical"]}, {"audience": "admins"}, {"audience": [f"role:r{i}" for i in range(40)]}],
-    ids=["unknown-scope", "scope-not-a-string", "malformed-audience", "audience-too-long"],
+    [
+        {"fact_scope": "bogus"}, {"fact_scope": ["hypothetical"]}, {"audience": "admins"}, {"audience": [f"role:r{i}" for i in range(40)]},
+        {"audience": 5}, {"audience": True},
+    ],
+    ids=["unknown-scope", "scope-not-a-string", "malformed-audience", "audience-too-long", "audience-a-number", "audience-a-bool"],
 )
 def test_a_tool_messages_malformed_marks_neither_fail_the_call_nor_widen_its_facts(engine: ContextEngine, meta: dict[str, object]) -> None:
     """A host marks a message's statements in ``additional_kwargs["ctxplugin"]``, and a bad mark
@@ -178,6 +181,9 @@ def test_a_user_messages_mark_that_is_not_a_string_is_an_invalid_input(engine: C
     marked = HumanMessage("Suppose the budget is $80k.", additional_kwargs={"ctxplugin": {"fact_scope": ["hypothetical"]}})
     with pytest.raises(InvalidInputError, match="fact_scope"):
         engine.prepare([SystemMessage("You plan budgets."), marked], scope=S)
+    addressed = HumanMessage("The budget is $80k.", additional_kwargs={"ctxplugin": {"audience": 5}})
+    with pytest.raises(InvalidInputError, match="audience"):
+        engine.prepare([SystemMessage("You plan budgets."), addressed], scope=S)
 
 
 # ---------------------------------------------------------------- tool text in another fact's line
