@@ -153,7 +153,11 @@ def _supersede(
     writes.add([fact])
     if targets:
         writes.update([t.model_copy(update={"is_valid": False, "superseded_by": fact.id}) for t in targets])
-        _flag_dependents(writes, [t.id for t in targets], scope)
+        # a restatement (a user confirming what a tool read) changes no value: what was worked
+        # out from the replaced fact holds, and depends on the new one too, so a later change of
+        # it is still flagged
+        _restated(writes, [t.id for t in targets if t.text_hash == fact.text_hash], fact.id, scope)
+        _flag_dependents(writes, [t.id for t in targets if t.text_hash != fact.text_hash], scope)
     return fact, True
 
 
@@ -319,6 +323,14 @@ def _stating(writes: FactStore | WriteBatch, old_value: str, fact: Fact) -> list
         if (_same_slot(candidate, fact) or _users_own(candidate, fact)) and words <= set(content_words(candidate.text)):
             return [candidate]
     return []
+
+
+def _restated(writes: FactStore | WriteBatch, replaced: list[str], fact_id: str, reader: Scope) -> None:
+    for source_id in replaced:
+        dependents = writes.find(FactQuery(reader=reader, valid=True, depends_on=source_id))
+        moved = [d.model_copy(update={"depends_on": (*d.depends_on, fact_id)}) for d in dependents if fact_id not in d.depends_on]
+        if moved:
+            writes.update(moved)
 
 
 def _flag_dependents(writes: FactStore | WriteBatch, changed: list[str], reader: Scope) -> None:

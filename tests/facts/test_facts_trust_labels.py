@@ -297,3 +297,16 @@ def test_a_tool_repeating_a_users_statement_is_still_one_fact(engine: ContextEng
     stated = engine.facts.write("Max discount is 15%", key="max_discount", scope=S)
     again = engine.facts.write("Max discount is 15%", key="max_discount", scope=S, source="tool")
     assert again.id == stated.id
+
+
+def test_a_user_confirming_a_tools_value_flags_nothing_for_review(engine: ContextEngine) -> None:
+    """The confirmation replaces the tool's fact with the same statement: what was worked out
+    from it still holds, and a later change of the user's value still flags it."""
+    facts = engine.facts
+    facts.write("Max discount is 15%", key="max_discount", source="tool", fact_id="T1", scope=S)
+    derived = facts.write("Best price for order W1 is $85", key="price_w1", depends_on=["T1"], scope=S)
+    confirmed = facts.write("Max discount is 15%", key="max_discount", scope=S)
+    assert confirmed.authority == "user" and confirmed.is_valid
+    assert not facts.get(derived.id, scope=S).needs_review  # type: ignore[union-attr]
+    facts.write("Max discount is 10%", key="max_discount", scope=S)
+    assert facts.get(derived.id, scope=S).needs_review  # type: ignore[union-attr]
