@@ -233,8 +233,10 @@ def extend(
     bounds = bounds_of(len(growth.spans))
     if bounds != prior.bounds:
         return None
+    if prior.trimmable:
+        return None  # whether long window exchanges are shown trimmed is chosen again as the window grows
     last = len(prior.spans) - 1  # the previous latest exchange: no longer the latest
-    if prior.archive_short and not prior.trimmable and last in long_since_move(prior.shown.all_parts(), bounds, last + 1, prior.config):
+    if prior.archive_short and last in long_since_move(prior.shown.all_parts(), bounds, last + 1, prior.config):
         return None  # a long exchange that joined the window since the move may now be shown trimmed
     if growth.dirty and prior.whole is None and min(growth.dirty) < bounds[1]:
         return None  # a human message that was kept exact outside the verbatim tier is compressed now
@@ -242,8 +244,6 @@ def extend(
     new_spans = growth.spans[len(prior.spans) :]
     n = len(prior.messages)
     parts = [parts_of(added[s - n : e - n], sizes[s - n : e - n]) for s, e in new_spans]
-    if prior.trimmable and not _same_trims(prior, bounds, parts):
-        return None  # whether long window exchanges are shown trimmed is chosen again as the window grows
     tiers = dict(prior.tiers)
     tiers["protected"] = len(growth.protected)
     tiers["verbatim"] += len(added) + len(prior.protected) - len(growth.protected)
@@ -308,55 +308,6 @@ def long_scripts(parts: Sequence[Parts], bounds: tuple[int, int], exchanges: int
             if said > 2 * config.trim_tokens and results <= config.trim_tokens:
                 found.add(n)
     return frozenset(found)
-
-
-def _same_trims(prior: Made, bounds: tuple[int, int], parts: Sequence[Parts]) -> bool:
-    """Whether a view that weighed showing long window exchanges trimmed (``prior.trimmable``,
-    the exchanges ``prior.forced`` chosen) makes the same choice with one new exchange of
-    ``parts`` appended, its window limits holding (checked after).
-
-    The exchanges tried trimmed are those :func:`long_since_move` finds, then with them those
-    :func:`long_scripts` finds; a try is chosen when its plan keeps more of the archive than the
-    plan that trims none. As the window grows, a plan stands or only shrinks its archive, and
-    the chosen one stands (its limits hold): so the choice holds when the new exchange holds no
-    long script (it would be tried) and either
-
-    - nothing chosen was the previous latest exchange or the last one verbatim at the move, and
-      the previous latest exchange is not long: the tries are those of the previous call, less
-      the previous latest exchange (tried as a long script, it lost, or it would be chosen); or
-    - the chosen ones are all the long exchanges that joined the window since the move (the
-      previous latest exchange among them, chosen as a long script), and the last one verbatim
-      at the move holds no long script: that one set is the only try now, and it wins again.
-    """
-    if len(parts) != 1 or _long_script(parts[0], prior.config):
-        return False
-    config, chosen = prior.config, prior.forced
-    shown = prior.shown.all_parts()
-    exchanges = len(prior.spans)
-    last = exchanges - 1
-    start = max(bounds[1] + config.verbatim_exchanges, 1)
-    # the long exchanges since the move, those chosen aside (shown trimmed, and long as they are)
-    long = [n for n in range(start, exchanges) if n not in chosen and shown[n][0] > 2 * config.trim_tokens]
-    if config.verbatim_exchanges:
-        moved = bounds[1] + config.verbatim_exchanges - 1
-        if last not in chosen and moved not in chosen:
-            return last not in long
-        return (
-            last in chosen
-            and not long
-            and all(start <= n < exchanges for n in chosen)
-            and not (1 <= moved < exchanges and _long_script(shown[moved], config))
-        )
-    # (the last exchange verbatim at the move is the latest one)
-    if last not in chosen:
-        return last not in long
-    return not long and all(start <= n < exchanges for n in chosen)
-
-
-def _long_script(parts: Parts, config: HistoryConfig) -> bool:
-    """Whether an exchange of ``parts`` is one :func:`long_scripts` shows trimmed."""
-    _, said, results = parts
-    return said > 2 * config.trim_tokens and results <= config.trim_tokens
 
 
 def _grown_window(window: tuple[WindowLimit, ...] | None, parts: Sequence[Parts]) -> tuple[WindowLimit, ...] | None:
