@@ -26,6 +26,7 @@ the stored refs (see :mod:`ctxplugin._stored_refs`), not found by reading every 
 
 from __future__ import annotations
 
+import operator
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
@@ -84,19 +85,13 @@ class SessionFidelity:
         with self._lock:
             state = self._sessions.hit_or_put(session, _Session)
         with state.lock:
-            known = state.behind
-            if (
-                known is not None
-                and known[0] is fidelity.left
-                and known[1] is fidelity.behind_refs
-                and known[2] is fidelity.left_from_user
-                and known[3] == texts
-            ):
+            known, lists = state.behind, (fidelity.left, fidelity.behind_refs, fidelity.left_from_user)
+            if known is not None and all(map(operator.is_, known[:3], lists)) and known[3] == tuple(texts):
                 moved = known[4]
             else:
                 found = behind_texts(fidelity, texts)
                 moved = None if found is fidelity else found  # (None: no value is held there)
-                state.behind = (fidelity.left, fidelity.behind_refs, fidelity.left_from_user, tuple(texts), moved)
+                state.behind = (*lists, tuple(texts), moved)
         if moved is None:
             return fidelity
         return replace(
