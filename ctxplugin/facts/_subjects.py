@@ -47,6 +47,7 @@ _SAME_DETAIL = (
 _NUMBER = re.compile(r"^(?:my|our)\s+number$", re.IGNORECASE)
 _PHONE = re.compile(r"^\+?\(?\d[\d\s().-]{5,22}\d\b")
 """A phone number at the start of a value: seven to fifteen digits with their separators."""
+_DATE = re.compile(r"^(?:\d{4}[-.]\d{1,2}[-.]\d{1,2}|\d{1,2}[-.]\d{1,2}[-.]\d{2,4})\b")
 _DETAIL = r"e-?mail(?:\s+address)?|(?:phone|mobile|cell|contact)(?:\s+number)?|(?:home\s+|mailing\s+|postal\s+)?address|(?:first\s+|last\s+|full\s+)?name|surname"
 _UPDATED = re.compile(
     rf"^(?:please\s+)?(?:(?:update|change|set|switch)\s+(?P<owner>my|our)\s+(?P<detail>{_DETAIL})\s+to"
@@ -63,7 +64,7 @@ def subject_key(subject: str, value: str | None = None) -> str | None:
     whose ``value`` is a phone number is "my phone"."""
     subject = LEAD.sub("", subject.strip()).strip()
     subject = _CURRENT.sub(lambda m: m.group("owner") or "", subject).strip()
-    phone = _PHONE.match(value.strip()) if value is not None and _NUMBER.match(subject) else None
+    phone = _PHONE.match(value.strip()) if value is not None and _NUMBER.match(subject) and not _DATE.match(value.strip()) else None
     if phone and 7 <= sum(c.isdigit() for c in phone.group()) <= 15:
         subject = f"{subject.split()[0]} phone"
     for name, same in _SAME_DETAIL:

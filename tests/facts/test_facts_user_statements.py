@@ -270,7 +270,15 @@ def test_a_word_that_only_sometimes_names_a_phone_keeps_its_own_key(text: str, k
     assert key in {k for _, k, _ in read(text)}
 
 
-@pytest.mark.parametrize(("text", "key"), [("My number is 42.", "my_number"), ("My member number is 5550199.", "my_member_number")])
+@pytest.mark.parametrize(
+    ("text", "key"),
+    [
+        ("My number is 42.", "my_number"),
+        ("My member number is 5550199.", "my_member_number"),
+        ("My number is 2024-05-01.", "my_number"),  # a date, not a phone
+        ("My number is 01.05.2024.", "my_number"),
+    ],
+)
 def test_a_number_that_is_not_a_phone_keeps_its_own_key(text: str, key: str) -> None:
     assert key in {k for _, k, _ in read(text)}
 
