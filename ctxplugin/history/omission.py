@@ -261,7 +261,9 @@ def plan_omission(
         # after[k]: the gists of blocks k.. (summed once, read per try); never grows with k
         after = _After(blocks, partial(_column_of, block_gists, column))
 
-        def cost(count: int, cap: int, after: _After = after) -> int:
+        def cost(count: int, cap: int, after: _After = after, tokens: Callable[[BaseMessage | None], int] = tokens) -> int:
+            # ``tokens`` bound here: :func:`_relaxed` calls each limit's cost after the loop,
+            # when the name holds the last limit's (tool results: the notes count nothing)
             archived = count // config.archive_blocks * config.archive_blocks
             shown = [digests.archive(archived, cap), *(digests.block(k, archived, cap) for k in range(archived, count))]
             return sum(tokens(m) for m in shown) + after[count]
