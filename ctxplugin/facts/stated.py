@@ -9,15 +9,15 @@ in the prompt let the facts stage leave such tool facts out (the output itself s
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator, Sequence
 from functools import lru_cache
+from itertools import islice
 
+from ctxplugin.facts._text import sentences
 from ctxplugin.facts.model import normalize_key
 from ctxplugin.facts.rules import RuleExtractor
 
 _READER = RuleExtractor(max_per_message=10_000)
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
 _PER_READ = 30
 """Sentences given to the rules at once: they read the first 40 sentences of a text."""
 _MAX_SENTENCES = 600
@@ -41,7 +41,7 @@ def stated_keys(texts: Sequence[str]) -> frozenset[str]:
 
 def _chunks(texts: Sequence[str]) -> Iterator[str]:
     for text in texts:
-        parts = [p for p in _SENTENCE_END.split(text) if p.strip()][:_MAX_SENTENCES]
+        parts = list(islice(sentences(text), _MAX_SENTENCES))  # split as the rules split them
         for start in range(0, len(parts), _PER_READ):
             yield "\n".join(parts[start : start + _PER_READ])
 
