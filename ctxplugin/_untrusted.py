@@ -199,7 +199,9 @@ def json_text(value: Any, **options: Any) -> str:
     return text if valid_unicode(text) is text else json.dumps(value, **options)
 
 
-_REF_FORM = re.compile(r"ref:[a-z0-9][a-z0-9_-]{0,39}:[0-9a-f]{16}")
+REF_TEXT = r"ref:[a-z0-9][a-z0-9_-]{0,39}:[0-9a-f]{16}"
+"""A ref as the CAS writes it, as a pattern to build others from: ``ref:<kind>:<16 hex digits>``."""
+_REF_FORM = re.compile(REF_TEXT)
 _ID_FORM = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:@+=-]{0,127}")
 _LINE_BREAKS = str.maketrans({"\u2028": "\\u2028", "\u2029": "\\u2029", "\x85": "\\u0085"})
 
@@ -233,6 +235,6 @@ def storable_text(text: str) -> str:
 
 
 __all__ = [
-    "MAX_INT_DIGITS", "MAX_JSON_DEPTH", "InexactJSON", "id_form", "inexact_json", "json_depth_exceeds", "json_text",
+    "MAX_INT_DIGITS", "MAX_JSON_DEPTH", "REF_TEXT", "InexactJSON", "id_form", "inexact_json", "json_depth_exceeds", "json_text",
     "load_json", "nesting_exceeds", "one_line", "parse_once", "ref_form", "storable_text", "valid_unicode",
 ]

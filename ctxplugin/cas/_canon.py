@@ -7,14 +7,14 @@ import json
 import re
 from typing import Any
 
-from ctxplugin._untrusted import load_json
+from ctxplugin._untrusted import REF_TEXT, load_json
 from ctxplugin.cas._budget import clip
 from ctxplugin.errors import InvalidInputError
 
 REF_RE = re.compile(r"^ref:([a-z0-9][a-z0-9_-]{0,39}):([0-9a-f]{16})$")
 """A ref id: ``ref:<kind>:<first 16 hex digits of the canonical sha256>``."""
 
-_REF_IN_TEXT = re.compile(r"(?<![\w:-])ref:[a-z0-9][a-z0-9_-]{0,39}:[0-9a-f]{16}(?![0-9a-f])")
+_REF_IN_TEXT = re.compile(rf"(?<![\w:-]){REF_TEXT}(?![0-9a-f])")
 
 _SLUG_DROP = re.compile(r"[^a-z0-9_-]+")
 

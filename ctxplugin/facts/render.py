@@ -65,7 +65,7 @@ def fact_line(fact: Fact, basis: Sequence[Fact] = ()) -> str:
     if fact.from_tool:
         # a ref of any other form came from the message's metadata, which a tool returning its
         # own ToolMessage chooses: it could close the label and open a line of its own
-        ref = f" {ref_form(fact.source.ref)}" if ref_form(fact.source.ref) else ""
+        ref = f" {shown}" if (shown := ref_form(fact.source.ref)) else ""
         label = f"{TOOL_LABEL}{ref}"
         body = quoted(fact.text)
         head = label_part(head)

@@ -16,6 +16,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 
 from ctxplugin._block_text import server_tools
 from ctxplugin._lru import PerMessage
+from ctxplugin._untrusted import REF_TEXT
 from ctxplugin.history.identifiers import identifiers
 from ctxplugin.tokens import content_text
 
@@ -90,7 +91,7 @@ PATH = "path"
 USER_SAID = "user said"
 """The label of short sentences of the user's messages."""
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
-_REF_HEAD = re.compile(r"\[(?P<ref>ref:[a-z0-9][a-z0-9_-]{0,39}:[0-9a-f]{16}) · [^\n\]]*\]")
+_REF_HEAD = re.compile(rf"\[(?P<ref>{REF_TEXT}) · [^\n\]]*\]")
 """The line a captured output's compact form opens with: ``[ref:... · label · N tokens stored · expand_ref for more]``."""
 _SENTENCE_CHARS = 160
 _CODE = re.compile(r"^(?=[^\s]*[0-9])(?=[^\s]*[A-Za-z])[^\s]+$")

@@ -11,11 +11,11 @@ archive grows) are computed for every value, from those figures.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from ctxplugin._untrusted import ref_form
 from ctxplugin.history._note_values import Labelled, _Valued
 from ctxplugin.tokens import TokenCounter
 
@@ -34,7 +34,6 @@ _RECORD_WEIGHT = 3.0
 is to be used again than the record's other values and a text output's words: the next call
 passes it on (a payment method, a reservation) without the model having said it. Without it an
 airline conversation whose archive fell to 1,000 tokens lost the payment id its refund needed."""
-_REF = re.compile(r"ref:[a-z0-9][a-z0-9_-]{0,39}:[0-9a-f]{16}")
 
 _Place = tuple[int, int, int, int, int]
 """Where a value is first listed in the priority order: the pass (0: what the model ran and
@@ -146,7 +145,7 @@ class Reuse:
             else:
                 pairs[row] = (label, value)
             changed.append(row)
-            record = place[0] == 2 and place[3] == 0 and not _REF.fullmatch(value)
+            record = place[0] == 2 and place[3] == 0 and not ref_form(value)
             records.append((*place, newest, min(used, 3), tokens, int(record)))
         figures = np.zeros((len(pairs), _COLUMNS), dtype=np.int64)
         if self.figures is not None:

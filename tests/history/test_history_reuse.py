@@ -76,12 +76,13 @@ def test_values_the_model_reused_lately_come_before_ones_a_tool_printed_once_lon
 
 def reference_ranking(reuse: Reuse) -> list[tuple[str, str]]:
     """The ranking computed one value at a time, as the docstring of Reuse.ranked states it."""
-    from ctxplugin.history._reuse import _RECORD_WEIGHT, _REF, _TYPED_WEIGHT, _decay
+    from ctxplugin._untrusted import ref_form
+    from ctxplugin.history._reuse import _RECORD_WEIGHT, _TYPED_WEIGHT, _decay
 
     last = reuse.exchanges - 1
 
     def weight(place: tuple[int, ...], value: str) -> float:
-        record = place[0] == 2 and place[3] == 0 and not _REF.fullmatch(value)
+        record = place[0] == 2 and place[3] == 0 and not ref_form(value)
         return _RECORD_WEIGHT if record else 1.0
 
     scored = sorted(
