@@ -16,6 +16,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
 from ctxplugin._lru import LRU, THREAD_TEXTS, PerMessage, TextKey, text_key
 from ctxplugin._messages import argument_values
+from ctxplugin._untrusted import REF_TEXT
 from ctxplugin.history.identifiers import RUN, identifiers
 from ctxplugin.tokens import content_text
 
@@ -25,7 +26,7 @@ SCAN_CHARS = 262_144
 """Characters of one message searched for values: a 10 MB tool output is read in bounded time
 (values past this point are neither counted nor found behind a ref)."""
 
-REF_SHAPE = re.compile(r"ref:[a-z0-9][a-z0-9_-]{0,39}:[0-9a-f]{16}")
+REF_SHAPE = re.compile(REF_TEXT)
 """A ref as :func:`ctxplugin.cas.make_ref` writes it: ``ref:<kind>:<16 hex digits>``. The kind
 holds no colon and the digest is exactly 16 digits, so at most one ref starts at any place in a
 text, and a ref of this shape occurs in a text exactly when :func:`refs_in` finds it there."""
