@@ -22,7 +22,7 @@ states, such as "both wrong" or "exceeds").
 StateBench is not a dependency of ctxplugin; run it beside the project:
 
     uv run --all-packages --with statebench==2.0.0 python benchmarks/statebench_runner.py \
-        [--seed 7] [--count 20] [--tracks ...] [--baselines memgine state_based] [--no-ceiling] [--write-docs]
+        [--seed 7] [--count 20] [--tracks ...] [--baselines memgine state_based] [--no-ceiling] [--misses] [--write-docs]
 
 Without StateBench installed, ``--vectors`` runs the three test vectors of the state model
 specification (basic supersession, emphatic repetition, authority override) the same way.
@@ -104,6 +104,8 @@ class Score:
     queries: int = 0
     errors: int = 0
     tokens: list[int] = field(default_factory=list)
+    # per must-mention phrase (its first form): [asked, missed, missed although the input states it]
+    phrases: dict[str, list[int]] = field(default_factory=dict)
 
     def add(self, other: Score) -> None:
         self.mentions += other.mentions
@@ -114,6 +116,10 @@ class Score:
         self.queries += other.queries
         self.errors += other.errors
         self.tokens.extend(other.tokens)
+        for phrase, counts in other.phrases.items():
+            mine = self.phrases.setdefault(phrase, [0, 0, 0])
+            for i, n in enumerate(counts):
+                mine[i] += n
 
     @property
     def recall(self) -> float:
@@ -138,21 +144,46 @@ def _phrases(item: Any) -> list[str]:
     return [item.phrase, *item.alternatives]
 
 
-def score_context(context: str, ground_truth: Any, tokens: int) -> Score:
-    """One query's counts, with StateBench's own phrase matching."""
+def score_context(context: str, ground_truth: Any, tokens: int, given: Iterable[str] = ()) -> Score:
+    """One query's counts, with StateBench's own phrase matching. ``given``: the text of the
+    timeline up to the query, to tell a missed phrase the input states from one it does not."""
     from statebench.evaluation.rubric import all_mentions_negated, contains_phrase
 
     score = Score(queries=1, tokens=[tokens])
+    given = list(given)
     for item in ground_truth.must_mention:
         score.mentions += 1
         found = any(contains_phrase(context, p) for p in _phrases(item))
         score.mentioned += found
+        stated = not found and any(contains_phrase(text, p) for text in given for p in _phrases(item))
+        score.phrases[_phrases(item)[0]] = [1, int(not found), int(stated)]
         score.stemmed += found or any(_begins_word(context, p) for p in _phrases(item))
     for item in ground_truth.must_not_mention:
         score.forbidden += 1
         found = [p for p in _phrases(item) if contains_phrase(context, p)]
         score.leaked += any(not all_mentions_negated(context, p) for p in found)
     return score
+
+
+def given_text(timeline: Any, upto: int) -> list[str]:
+    """Every string of the timeline's initial state and of its events before event ``upto``
+    (queries' prompts included, their ground truth left out): all the input says so far."""
+    out: list[str] = []
+
+    def walk(value: Any) -> None:
+        if isinstance(value, str):
+            out.append(value)
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                if key != "ground_truth":
+                    walk(item)
+        elif isinstance(value, list):
+            for item in value:
+                walk(item)
+
+    walk(timeline.initial_state.model_dump(mode="json"))
+    walk([event.model_dump(mode="json") for event in timeline.events[:upto]])
+    return out
 
 
 def _begins_word(context: str, phrase: str) -> bool:
@@ -396,14 +427,14 @@ def timelines(seed: int, count: int, tracks: Iterable[str]) -> Iterator[Any]:
         yield from load_timelines(path)
 
 
-def run(systems: list[Any], stream: Iterable[Any]) -> dict[str, dict[str, Score]]:
+def run(systems: list[Any], stream: Iterable[Any], *, misses: bool = False) -> dict[str, dict[str, Score]]:
     counter, _ = get_counter("cl100k_base", None)
     table: dict[str, dict[str, Score]] = {s.name: collections.defaultdict(Score) for s in systems}
     for timeline in stream:
         for system in systems:
             score = table[system.name][timeline.track]
             system.reset(timeline)
-            for event in timeline.events:
+            for at, event in enumerate(timeline.events):
                 if event.type != "query":
                     system.event(event)
                     continue
@@ -414,7 +445,8 @@ def run(systems: list[Any], stream: Iterable[Any]) -> dict[str, dict[str, Score]
                     score.errors += 1
                     score.queries += 1
                     continue
-                score.add(score_context(context, event.ground_truth, counter.count(context)))
+                given = given_text(timeline, at) if misses else ()
+                score.add(score_context(context, event.ground_truth, counter.count(context), given))
     return table
 
 
@@ -441,6 +473,23 @@ def render(table: dict[str, dict[str, Score]], *, seed: int, count: int) -> str:
     for track in tracks:
         cells = [f"{table[n][track].recall:.2f} / {table[n][track].leakage:.2f} / {table[n][track].mean_tokens:.0f}" for n in names]
         lines.append(f"| {track} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def render_misses(table: dict[str, dict[str, Score]]) -> str:
+    """Each must-mention phrase some system missed, per track: how often it was asked, and per
+    system how often it was missed, with, in brackets, how many of those misses the input
+    states (the timeline up to the query holds the phrase in some field, as StateBench matches
+    it). A miss outside the brackets is a phrase the input never states in that form."""
+    names = list(table)
+    lines = ["| track | must-mention phrase | asked | " + " | ".join(f"{n} missed (input states it)" for n in names) + " |"]
+    lines.append("|---|---|---|" + "---|" * len(names))
+    for track in sorted({t for scores in table.values() for t in scores}):
+        phrases = sorted({p for n in names for p, c in table[n][track].phrases.items() if c[1]})
+        for phrase in phrases:
+            asked = table[names[0]][track].phrases.get(phrase, [0, 0, 0])[0]
+            cells = [table[n][track].phrases.get(phrase, [0, 0, 0]) for n in names]
+            lines.append(f"| {track} | {phrase} | {asked} | " + " | ".join(f"{c[1]} ({c[2]})" for c in cells) + " |")
     return "\n".join(lines)
 
 
@@ -509,6 +558,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--vectors", action="store_true", help="run the specification's test vectors only")
     parser.add_argument("--no-ceiling", action="store_true", help="leave out the whole_input row (the input's own recall)")
     parser.add_argument("--write-docs", action="store_true")
+    parser.add_argument("--misses", action="store_true", help="also list each missed must-mention phrase per track and system")
     parser.add_argument("--json", type=Path, help="also write the per-track scores as JSON")
     args = parser.parse_args(argv)
     if args.vectors:
@@ -525,9 +575,12 @@ def main(argv: list[str] | None = None) -> int:
     systems: list[Any] = [CtxpluginAdapter(), *(BaselineAdapter(name) for name in args.baselines)]
     if not args.no_ceiling:
         systems.append(WholeInput())
-    table = run(systems, timelines(args.seed, args.count, args.tracks))
+    table = run(systems, timelines(args.seed, args.count, args.tracks), misses=args.misses)
     text = render(table, seed=args.seed, count=args.count)
     print(text)
+    if args.misses:
+        print("\nMissed must-mention phrases:\n")
+        print(render_misses(table))
     if args.json:
         args.json.write_text(json.dumps({
             n: {t: {"recall": s.recall, "leakage": s.leakage, "tokens": s.mean_tokens, "queries": s.queries, "errors": s.errors} for t, s in scores.items()}
