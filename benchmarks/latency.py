@@ -29,13 +29,25 @@ per message object (``trim_messages``, the cheapest it can be run) and with Lang
 
 For the long session ctxplugin's calls are also split into those whose view extends the
 previous one (its first messages are the previous view's, the very objects) and those that
-re-render it, with the median of each in the first and the last bucket. ``--self-chain NAME``
-replaces the long session by one recording chained with itself (see :func:`self_chained`);
+re-render it, with the median of each in the first and the last bucket, and grouped by the
+recording they were made in (``ctxplugin_by_recording``). ``--self-chain NAME`` replaces the
+long session by one recording chained with itself (see :func:`self_chained`; grouped by copy);
+``--order NAMES`` chains the named recordings in that order instead of the first ``--runs``;
 ``--alone`` times ctxplugin without the other strategies running between its calls.
+
+Every call is also timed on the processor's clock of the calling thread (``strategies_cpu``):
+on a shared machine the clock time of a call includes whatever time other processes held the
+processor, which the processor time does not. Growth compares the last calls with the first,
+which are calls on other recordings: the last recording's calls may cost more for what they
+hold. So the long session is run a second time with its last recording chained first (the
+others after it, in their order; ``--skip same`` leaves it out), and ``same_recording`` gives
+that recording's median per strategy when it ends the session ÷ when it begins it: the same
+messages, so the ratio is the session's length alone. Both figures go to stderr beside growth.
 
 Run:
     uv run --all-packages python benchmarks/latency.py [--runs 6] [--sessions 10000] [--json out.json] [--chart docs/img/latency.png]
     uv run --all-packages python benchmarks/latency.py --self-chain marshmallow [--alone] --skip capture --skip rss --skip sessions
+    uv run --all-packages python benchmarks/latency.py --order sqlfluff-1517,marshmallow --skip chat --skip capture --skip rss --skip sessions
 """
 
 from __future__ import annotations
@@ -93,18 +105,35 @@ def pct(values: Sequence[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
 
 
-def chained_session(runs: int, offset: int = 0) -> list[BaseMessage]:
+def chained_session(runs: int, offset: int = 0, order: Sequence[str] = (), owners: list[str] | None = None) -> list[BaseMessage]:
     """``runs`` swe recordings as one conversation: the first system prompt, then each run's
-    messages after its own system prompt."""
+    messages after its own system prompt. ``order``: the recordings whose file names hold these
+    names, in this order, instead. ``owners`` gets, per message, the name of its recording."""
     files = sorted(SWE.glob("*.traj.json"))
+    chosen = [recording(name) for name in order] if order else [files[(offset + i) % len(files)] for i in range(runs)]
     out: list[BaseMessage] = []
-    for i in range(runs):
-        conversation = load_file(files[(offset + i) % len(files)]).conversations[0]
-        messages = list(conversation.messages)
+    for path in chosen:
+        messages = list(load_file(path).conversations[0].messages)
         if out:
             messages = [m for m in messages if not isinstance(m, SystemMessage)]
         out.extend(messages)
+        if owners is not None:
+            owners.extend([path.name.removesuffix(".traj.json")] * len(messages))
     return out
+
+
+def recording(name: str) -> Path:
+    """The swe recording whose file name holds ``name``."""
+    path = next((f for f in sorted(SWE.glob("*.traj.json")) if name in f.name), None)
+    if path is None:
+        raise SystemExit(f"no swe recording under {SWE} has {name!r} in its name")
+    return path
+
+
+def chain_names(runs: int, order: Sequence[str] = ()) -> list[str]:
+    """The names of the recordings :func:`chained_session` chains, in order."""
+    files = [recording(name) for name in order] if order else sorted(SWE.glob("*.traj.json"))[:runs]
+    return [f.name.removesuffix(".traj.json") for f in files]
 
 
 def chat_thread(count: int) -> list[BaseMessage]:
@@ -132,16 +161,17 @@ def summary(times: dict[str, list[float]]) -> dict[str, dict[str, float]]:
     return out
 
 
-def self_chained(name: str, copies: int) -> list[BaseMessage]:
+def self_chained(name: str, copies: int, owners: list[str] | None = None) -> list[BaseMessage]:
     """The swe recording whose file name holds ``name``, chained with itself ``copies`` times:
     a session of one workload throughout. Each copy's texts (and string tool-call arguments)
-    end with ``[copy i]``, so nothing an earlier copy read is found again by its text."""
-    path = next((f for f in sorted(SWE.glob("*.traj.json")) if name in f.name), None)
-    if path is None:
-        raise SystemExit(f"no swe recording under {SWE} has {name!r} in its name")
+    end with ``[copy i]``, so nothing an earlier copy read is found again by its text.
+    ``owners`` gets, per message, ``copy i``."""
+    path = recording(name)
     out: list[BaseMessage] = []
     for i in range(copies):
         for message in load_file(path).conversations[0].messages:
+            if owners is not None and not (out and isinstance(message, SystemMessage)):
+                owners.append(f"copy {i}")
             if isinstance(message, SystemMessage):
                 if out:
                     continue
@@ -173,10 +203,13 @@ def long_session(
     *,
     alone: bool = False,
     tools: list[dict[str, Any]] | None = None,
+    cpu: dict[str, list[float]] | None = None,
 ) -> dict[str, list[float]]:
     """Per-call milliseconds of every strategy (``alone``: of ctxplugin only) over one chained
     session, the agent's ``tools`` bound (the swe bash tool by default); ``extends`` gets, per
-    call, whether ctxplugin's view began with the previous call's messages (the very objects)."""
+    call, whether ctxplugin's view began with the previous call's messages (the very objects);
+    ``cpu`` gets the processor time of the calling thread per call and strategy (what the call
+    cost without the time other processes held the processor)."""
     tools = tools if tools is not None else [BASH_TOOL]
     meter = Meter(engine.counter)
     trim = TrimMessages(tools, int(engine.config.budget.total), meter)
@@ -203,9 +236,11 @@ def long_session(
                 ),
                 ("ctxplugin", lambda: engine.prepare(captured, tools=bound, scope=scope)),
             ):
-                started = time.perf_counter()
+                started, started_cpu = time.perf_counter(), time.thread_time()
                 made = run()
                 times[name].append((time.perf_counter() - started) * 1000)
+                if cpu is not None:
+                    cpu.setdefault(name, []).append((time.thread_time() - started_cpu) * 1000)
             if extends is not None:
                 view = made.messages
                 extends.append(shown is not None and len(view) >= len(shown) and all(map(operator.is_, shown, view)))
@@ -364,11 +399,100 @@ def split_by_kind(values: Sequence[float], extends: Sequence[bool]) -> dict[str,
     return out
 
 
+def call_owners(messages: Sequence[BaseMessage], owners: Sequence[str]) -> list[str]:
+    """Per call of :func:`long_session` on ``messages``, the recording of the message it is
+    made before."""
+    return [owners[i] for i, m in enumerate(messages) if i > 0 and isinstance(m, AIMessage)]
+
+
+def by_recording(times: dict[str, list[float]], cpu: dict[str, list[float]], owners: Sequence[str], extends: Sequence[bool]) -> list[dict[str, Any]]:
+    """ctxplugin's calls grouped by the recording (or the copy) they were made in, in order:
+    the median of each group's calls (on the clock and the processor's), of those that extended
+    the previous view, and how many re-rendered it."""
+    out: list[dict[str, Any]] = []
+    for name in dict.fromkeys(owners):
+        picked = [i for i, owner in enumerate(owners) if owner == name]
+        kept = [times["ctxplugin"][i] for i in picked if extends[i]]
+        kept_cpu = [cpu["ctxplugin"][i] for i in picked if extends[i]]
+        out.append({
+            "recording": name,
+            "calls": len(picked),
+            "median_ms": statistics.median(times["ctxplugin"][i] for i in picked),
+            "cpu_median_ms": statistics.median(cpu["ctxplugin"][i] for i in picked),
+            "extend_median_ms": statistics.median(kept) if kept else float("nan"),
+            "extend_cpu_median_ms": statistics.median(kept_cpu) if kept_cpu else float("nan"),
+            "rerender_calls": len(picked) - len(kept),
+        })
+    return out
+
+
+def same_recording(name: str, late: dict[str, Any], early: dict[str, Any]) -> dict[str, Any]:
+    """One recording's calls when it ends the chain (``late``) and when it begins it
+    (``early``), each ``{"times", "cpu", "owners", "extends"}`` of one long session: the median of
+    each strategy's calls, their ratio, and ctxplugin's calls by kind. The same messages timed
+    at two lengths of session: what the ratio shows is the session's length, not the content."""
+    out: dict[str, Any] = {"recording": name, "strategies": {}}
+    picked = {}
+    for where, run in (("late", late), ("early", early)):
+        picked[where] = [i for i, owner in enumerate(run["owners"]) if owner == name]
+    out["calls"] = len(picked["late"])
+    for strategy in late["times"]:
+        first = statistics.median(early["times"][strategy][i] for i in picked["early"])
+        last = statistics.median(late["times"][strategy][i] for i in picked["late"])
+        first_cpu = statistics.median(early["cpu"][strategy][i] for i in picked["early"])
+        last_cpu = statistics.median(late["cpu"][strategy][i] for i in picked["late"])
+        out["strategies"][strategy] = {
+            "early_ms": first,
+            "late_ms": last,
+            "ratio": last / first,
+            "cpu_early_ms": first_cpu,
+            "cpu_late_ms": last_cpu,
+            "cpu_ratio": last_cpu / first_cpu,
+        }
+    for where, run in (("early", early), ("late", late)):
+        values = [run["times"]["ctxplugin"][i] for i in picked[where]]
+        kinds = [run["extends"][i] for i in picked[where]]
+        kept = [v for v, e in zip(values, kinds, strict=True) if e]
+        out[f"ctxplugin_{where}"] = {
+            "extend_calls": len(kept),
+            "extend_median_ms": statistics.median(kept) if kept else float("nan"),
+            "rerender_calls": len(values) - len(kept),
+        }
+    return out
+
+
+def growth_line(results: dict[str, Any], alone: bool) -> str:
+    """Growth as the run measured it (last bucket ÷ first), then on the processor's clock, then
+    the last recording's calls late ÷ early in the session (same messages), each for ctxplugin
+    and trim_messages."""
+    names = ["ctxplugin"] if alone else ["ctxplugin", "trim_messages"]
+
+    def each(pick: Callable[[str], float]) -> str:
+        return ", ".join(f"{name} {pick(name):.2f}×" for name in names)
+
+    line = (
+        f"growth (last {BUCKET} calls ÷ first {BUCKET}): {each(lambda n: results['strategies'][n]['growth'])}"
+        f"; processor time: {each(lambda n: results['strategies_cpu'][n]['growth'])}"
+    )
+    same = results.get("same_recording")
+    if same:
+        line += (
+            f"\n{same['recording']}'s calls chained last ÷ chained first (the same messages): "
+            f"{each(lambda n: same['strategies'][n]['ratio'])}; processor time: {each(lambda n: same['strategies'][n]['cpu_ratio'])}"
+        )
+    return line
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=int, default=6, help="swe runs chained into the long session")
     parser.add_argument(
         "--self-chain", metavar="NAME", help="chain the swe recording whose file name holds NAME with itself --runs times instead"
+    )
+    parser.add_argument(
+        "--order",
+        metavar="NAMES",
+        help="chain the swe recordings whose file names hold these comma-separated names, in this order (default: the first --runs)",
     )
     parser.add_argument(
         "--alone", action="store_true", help="time ctxplugin only on the long session (no other strategy runs between its calls)"
@@ -377,7 +501,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rss-calls", type=int, default=2_000)
     parser.add_argument("--stores", choices=["memory", "embedded"], default="memory")
     parser.add_argument("--chat", type=int, default=100, help="tau conversations chained into the chat thread")
-    parser.add_argument("--skip", action="append", default=[], choices=["long", "chat", "capture", "rss", "sessions"])
+    parser.add_argument("--skip", action="append", default=[], choices=["long", "same", "chat", "capture", "rss", "sessions"])
     parser.add_argument("--json", type=Path)
     parser.add_argument("--chart", type=Path)
     args = parser.parse_args(argv)
@@ -389,14 +513,41 @@ def main(argv: list[str] | None = None) -> int:
         root = Path(tmp)
         if "long" not in args.skip:
             engine = make_engine(args.stores, root / "long")
-            messages = self_chained(args.self_chain, args.runs) if args.self_chain else chained_session(args.runs)
+            order = [name for name in (args.order or "").split(",") if name]
+            owners: list[str] = []
+            messages = (
+                self_chained(args.self_chain, args.runs, owners)
+                if args.self_chain
+                else chained_session(args.runs, order=order, owners=owners)
+            )
             extends: list[bool] = []
-            times = long_session(engine, messages, "long-session", extends, alone=args.alone)
+            cpu: dict[str, list[float]] = {}
+            times = long_session(engine, messages, "long-session", extends, alone=args.alone, cpu=cpu)
             results["calls"] = len(times["ctxplugin"])
             if args.self_chain:
                 results["self_chain"] = args.self_chain
+            else:
+                results["chain"] = chain_names(args.runs, order)
+            if not args.self_chain and "same" not in args.skip and len(results["chain"]) > 1:
+                # the chain's last recording chained first, the rest after it in their order:
+                # its calls timed early and late in a session, on the same messages
+                names = results["chain"]
+                rotated: list[str] = []
+                early_messages = chained_session(0, order=[names[-1], *names[:-1]], owners=rotated)
+                early_extends: list[bool] = []
+                early_cpu: dict[str, list[float]] = {}
+                early_times = long_session(
+                    make_engine(args.stores, root / "same"), early_messages, "same", early_extends, alone=args.alone, cpu=early_cpu
+                )
+                results["same_recording"] = same_recording(
+                    names[-1],
+                    {"times": times, "cpu": cpu, "owners": call_owners(messages, owners), "extends": extends},
+                    {"times": early_times, "cpu": early_cpu, "owners": call_owners(early_messages, rotated), "extends": early_extends},
+                )
             results["ctxplugin_by_kind"] = split_by_kind(times["ctxplugin"], extends)
             results["strategies"] = summary(times)
+            results["strategies_cpu"] = summary(cpu)
+            results["ctxplugin_by_recording"] = by_recording(times, cpu, call_owners(messages, owners), extends)
             mine = results["strategies"]["ctxplugin"]
             if not args.alone:
                 trim = results["strategies"]["trim_messages"]
@@ -407,6 +558,7 @@ def main(argv: list[str] | None = None) -> int:
                 results["p99_vs_trim_approx"] = mine["p99_ms"] / approx["p99_ms"]
             if args.chart:
                 chart(times, args.chart)
+            print(growth_line(results, args.alone), file=sys.stderr)
         if "chat" not in args.skip:
             engine = make_engine(args.stores, root / "chat")
             thread = chat_thread(args.chat)
