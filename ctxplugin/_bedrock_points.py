@@ -110,7 +110,7 @@ def place_points(
     for index in stable_ends(view):
         if room <= 0:
             break
-        if (index == 0 and isinstance(view[0], SystemMessage)) or _merged(view, index):  # the header: langchain-aws marks it
+        if isinstance(view[index], SystemMessage) or _merged(view, index):  # the header: langchain-aws marks it
             continue
         changed = _pointed(out[index], point)
         if changed is not None:

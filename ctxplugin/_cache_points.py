@@ -24,7 +24,7 @@ from typing import Any
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.runnables import Runnable
 
-from ctxplugin._layout import is_user_turn, synthetic_kind
+from ctxplugin._layout import header_length, is_user_turn, synthetic_kind
 from ctxplugin._model_kind import model_classes
 
 MAX_MARKS = 4
@@ -34,15 +34,17 @@ EPHEMERAL: Mapping[str, str] = {"type": "ephemeral"}
 """Anthropic's cache control with its default lifetime (5 minutes, renewed by each read)."""
 
 
-def stable_ends(view: Sequence[BaseMessage]) -> list[int]:
+def stable_ends(view: Sequence[BaseMessage], *, header_first: bool = False) -> list[int]:
     """Positions in ``view`` (a prepared view: header first) of the messages whose end a prompt
     cache should keep, the most valuable first.
 
     1. The last context note shown as a lookup result; with none, the task (the user message
        right after the leading system messages): everything before it changes only when a block
        is condensed.
-    2. The header (the leading system message): the system prompt and the tool directory, which
-       change only when the agent's tools do.
+    2. The header's last message (the host's system messages and the tool directory after them
+       are sent as one system prompt): the system prompt and the tool directory, which change
+       only when the agent's tools do. ``header_first``: its first message instead, the host's
+       system prompt (see :func:`place_marks`).
     3. With notes, the task: what it holds is kept when a note before the last is rewritten
        (the header alone is often shorter than the shortest prefix Anthropic caches).
 
@@ -57,8 +59,9 @@ def stable_ends(view: Sequence[BaseMessage]) -> list[int]:
         ends.append(notes[-1])
     elif task is not None:
         ends.append(task)
-    if view and isinstance(view[0], SystemMessage):
-        ends.append(0)
+    header = header_length(view)
+    if header:
+        ends.append(0 if header_first else header - 1)
     if notes and task is not None and task < notes[-1]:
         ends.append(task)
     return [i for i in ends if i < last]
@@ -148,15 +151,22 @@ def place_marks(
     host whose request nothing marks after ctxplugin (ctxplugin binds and calls the model
     itself), which then also marks the task. Every mark takes the host's request-wide
     ``cache_control`` when there is one, so no mark lives shorter than a later one.
+
+    With a mark left for a caching middleware after this one and a tool directory after the
+    host's system prompt, the header's mark goes at the end of the host's system prompt rather
+    than the directory's: that middleware marks the system prompt it is given
+    (``request.system_message``, the host's), and a mark on the directory as well would make
+    five.
     """
     if not takes_cache_marks(model) or any(has_mark(m) for m in view if not isinstance(m, SystemMessage)):
         return None
     requested = requested_control(model, settings)
     used = _tool_marks(tools) + sum(mark_count(m) for m in view)
     control = requested if requested is not None else EPHEMERAL
-    room = MAX_MARKS - used - 1 - (0 if requested is not None or used or not spare else 1)
+    spared = 0 if requested is not None or used or not spare else 1
+    room = MAX_MARKS - used - 1 - spared
     out = list(view)
-    for index in stable_ends(view):
+    for index in stable_ends(view, header_first=bool(spared)):
         if room <= 0:
             break
         mark = marked(out[index], control)

@@ -115,9 +115,9 @@ class Layout:
     header_extra: list[SystemMessage] = field(default_factory=list)
     extra_kinds: list[Kind] = field(default_factory=list)
 
-    def messages(self, header: SystemMessage | None) -> list[BaseMessage]:
+    def messages(self, header: Sequence[SystemMessage]) -> list[BaseMessage]:
         """The whole view: header, the system messages that follow it, the body."""
-        return [*([header] if header is not None else []), *self.header_extra, *self.body]
+        return [*header, *self.header_extra, *self.body]
 
 
 def _openings(plain: Sequence[BaseMessage]) -> list[int]:
@@ -252,6 +252,30 @@ def is_synthetic(message: BaseMessage) -> bool:
     """Whether ``message`` is one ctxplugin wrote to show its own texts (a lookup call, its
     result, or the system message that holds them on a conversation's first call)."""
     return synthetic_kind(message) is not None
+
+
+def is_directory(message: BaseMessage) -> bool:
+    """Whether ``message`` is the system message that shows the tool directory (after the
+    host's system prompt, in the header)."""
+    return isinstance(message, SystemMessage) and annotation(message).get("tool_directory") is True
+
+
+def header_length(messages: Sequence[BaseMessage]) -> int:
+    """How many messages the header of a prepared view has: its leading system messages up to
+    the last that is not one of ctxplugin's texts placed after the header (facts or notes on a
+    conversation's first call, which change from call to call)."""
+    length = 0
+    for index, message in enumerate(messages):
+        if not isinstance(message, SystemMessage):
+            break
+        if not is_synthetic(message):
+            length = index + 1
+    return length
+
+
+def tool_directory(messages: Sequence[BaseMessage]) -> str:
+    """The tool directory a prepared view shows ('' when it shows none)."""
+    return next((content_text(m.content) for m in messages[: header_length(messages)] if is_directory(m)), "")
 
 
 def facts_index(messages: Sequence[BaseMessage]) -> int | None:

@@ -288,23 +288,6 @@ def split_header(messages: Sequence[BaseMessage]) -> tuple[list[SystemMessage], 
     return cast(list[SystemMessage], list(messages[:index])), list(messages[index:])
 
 
-def merge_system(parts: Sequence[SystemMessage], extra: Sequence[str]) -> SystemMessage | None:
-    """One system message from the leading system messages plus extra text sections."""
-    texts: list[Any] = []
-    blocks: list[Any] = []
-    for part in parts:
-        if isinstance(part.content, str):
-            texts.append(part.content)
-        else:
-            blocks.extend(part.content)
-    texts.extend(e for e in extra if e)
-    if not texts and not blocks:
-        return None
-    if blocks:
-        return SystemMessage(content=[*blocks, *({"type": "text", "text": t} for t in texts)])
-    return SystemMessage(content="\n\n".join(texts))
-
-
 def last_human_text(messages: Sequence[BaseMessage]) -> str:
     """Text of the latest human message ('' if none)."""
     latest = next((m for m in reversed(messages) if isinstance(m, HumanMessage)), None)

@@ -62,9 +62,9 @@ class FactLine:
 class Parts:
     """The sections of a view before final assembly."""
 
-    header: SystemMessage | None
-    """The host's system prompt as sent (cut only by the last resort): what ctxplugin adds is
-    laid out in the body (see :meth:`layout`)."""
+    header: tuple[SystemMessage, ...]
+    """The host's system messages as sent, then the tool directory in its own (each cut only by
+    the last resort): what ctxplugin adds is laid out in the body (see :meth:`layout`)."""
     history: list[BaseMessage]
     facts_title: str = ""
     facts: tuple[FactLine, ...] = ()
@@ -124,9 +124,8 @@ def _section_tokens(parts: Parts, counter: TokenCounter) -> dict[str, int]:
             facts += count_message(message, counter)
         else:
             history += count_message(message, counter)
-    header = parts.header
     return {
-        "header": count_message(header, counter) if header is not None else 0,
+        "header": sum(count_message(m, counter) for m in parts.header),
         "history": history,
         "summaries": summaries,
         "facts": facts,
@@ -257,17 +256,19 @@ def minimum_viable(parts: Parts, total: int, counter: TokenCounter, keep: Keep |
         over = total_tokens(slim, counter) - total
         if over <= 0:
             break
-        header = slim.header
-        sizes = [count_message(header, counter) if header is not None else 0]
-        sizes += [count_message(m, counter) for m in slim.history]
-        hold = current + 1 if current is not None and sizes[current + 1] <= total // 2 else None
+        header, lead = slim.header, len(slim.header)
+        sizes = [count_message(m, counter) for m in (*header, *slim.history)]
+        hold = current + lead if current is not None and sizes[current + lead] <= total // 2 else None
         free = [size for k, size in enumerate(sizes) if k != hold]
         cap = water_level(free, sum(free) - over - 8 * len(sizes))
-        if header is not None and sizes[0] > cap:
-            slim = replace(slim, header=SystemMessage(content=cut_content(header.content, max(8, cap - 8), counter)))
+        if any(size > cap for size in sizes[:lead]):
+            slim = replace(slim, header=tuple(
+                m.model_copy(update={"content": cut_content(m.content, max(8, cap - 8), counter)}) if size > cap else m
+                for m, size in zip(header, sizes, strict=False)
+            ))
         history_copy = list(slim.history)
-        for index, size in enumerate(sizes[1:]):
-            if size > cap and size > 12 and index + 1 != hold and not is_note(keep_messages[index]):
+        for index, size in enumerate(sizes[lead:]):
+            if size > cap and size > 12 and index + lead != hold and not is_note(keep_messages[index]):
                 # the text is cut; an image, a thinking block (its signature) or a tool_use stays whole
                 # from the message as it came, never a cut of a cut: one marker, one ref
                 message = keep_messages[index]

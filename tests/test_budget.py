@@ -173,7 +173,7 @@ def _enforced(history: list[BaseMessage], over: int) -> tuple[Parts, list[str], 
     """``history`` fitted to a total ``over`` tokens below its own: the parts, their history's
     texts and the total."""
     counter = get_counter("cl100k_base")[0]
-    parts = Parts(header=SystemMessage(content="sys"), history=history)
+    parts = Parts(header=(SystemMessage(content="sys"),), history=history)
     total = total_tokens(parts, counter) - over
     budgets = {"total": total, "header": 100, "history": 10_000, "facts": 0, "summaries": 10_000}
     fitted = enforce(parts, budgets, counter, block_size=4).parts
@@ -325,16 +325,16 @@ def test_the_budget_shortens_no_more_results_than_it_needs() -> None:
                     additional_kwargs={META_KEY: {"ref": f"ref:text:{i:016x}"}})
         for i in range(30)
     ]
-    whole = total_tokens(Parts(header=None, history=history), counter)
+    whole = total_tokens(Parts(header=(), history=history), counter)
     for total in (whole - 1, whole - 500, whole - 2000, 200):
-        outcome = enforce(Parts(header=None, history=history), {"total": total, "header": total, "history": whole,
+        outcome = enforce(Parts(header=(), history=history), {"total": total, "header": total, "history": whole,
                                                                 "facts": total, "summaries": whole}, counter, block_size=4)
         short = [i for i, m in enumerate(outcome.parts.history) if "call expand_ref" in content_text(m.content)]
         assert short == list(range(2, 2 + len(short)))
         if outcome.within and short:
             one_fewer = list(outcome.parts.history)
             one_fewer[short[-1]] = history[short[-1]]
-            assert total_tokens(Parts(header=None, history=one_fewer), counter) > total
+            assert total_tokens(Parts(header=(), history=one_fewer), counter) > total
 
 
 def test_a_system_prompt_the_last_resort_cuts_is_not_reported_as_whole() -> None:

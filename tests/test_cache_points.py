@@ -10,7 +10,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from ctxplugin import ContextConfig, Scope
 from ctxplugin._cache_points import EPHEMERAL, marked, place_marks, stable_ends, takes_cache_marks
 from ctxplugin._layout import synthetic_kind
-from ctxplugin.testing import memory_engine, tool_call
+from ctxplugin.testing import memory_engine, tool_call, tool_directory
 
 
 def claude() -> Any:
@@ -83,3 +83,56 @@ def test_marks_stay_within_four_with_the_host_s_own() -> None:
     assert [i for i, m in enumerate(out) if isinstance(m.content, list)] == [0, 1], "the task, besides the host's three"
     own = HumanMessage(content=[{"type": "text", "text": "task", "cache_control": {"type": "ephemeral"}}])
     assert place_marks(claude(), [view[0], own, *view[2:]], [], {}) is None
+
+
+BASH = {"type": "function", "function": {"name": "bash", "description": "Run a bash command.",
+                                         "parameters": {"type": "object", "properties": {"command": {"type": "string"}}}}}
+
+
+def directory_view() -> tuple[list[BaseMessage], list[Any]]:
+    engine = memory_engine(ContextConfig.model_validate({"budget": {"total": 3000}, "tools": {"directory": "always"}}))
+    prepared = engine.prepare(long_session(), tools=[BASH, *engine.tools_for_model()], scope=Scope(session_id="d"))
+    assert tool_directory(prepared.messages) and prepared.messages[0].content == "You fix bugs."
+    return prepared.messages, prepared.tools
+
+
+def test_the_header_s_end_is_the_directory_after_the_host_prompt() -> None:
+    view, _ = directory_view()
+    notes = [i for i, m in enumerate(view) if synthetic_kind(m) == "notes" and isinstance(m, ToolMessage)]
+    task = next(i for i, m in enumerate(view) if isinstance(m, HumanMessage))
+    assert stable_ends(view) == [notes[-1], 1, task]
+    assert stable_ends(view, header_first=True) == [notes[-1], 0, task]
+    facts = SystemMessage("Known facts: ...", additional_kwargs={"ctxplugin": {"synthetic": "facts"}})
+    assert stable_ends([*view[:2], facts, HumanMessage("task"), AIMessage("a"), HumanMessage("b")]) == [3, 1], (
+        "the facts after the header on a first call are not the header"
+    )
+
+
+def payload_system(view: list[BaseMessage], tools: list[Any], settings: dict[str, Any]) -> Any:
+    bound: Any = claude().bind_tools(tools, **settings)
+    return bound.bound._get_request_payload(view, **bound.kwargs)["system"]
+
+
+def test_the_header_mark_is_on_the_directory_and_the_host_prompt_is_sent_as_given() -> None:
+    view, tools = directory_view()
+    directory = tool_directory(view)
+    placed = place_marks(claude(), view, tools, {}, spare=False)
+    assert placed is not None
+    out, settings = placed
+    assert out[0] is view[0], "the host's system prompt is not touched"
+    assert payload_system(out, tools, settings) == [
+        {"type": "text", "text": "You fix bugs."},
+        {"type": "text", "text": directory, "cache_control": dict(EPHEMERAL)},
+    ]
+
+
+def test_with_a_mark_left_for_a_caching_middleware_the_header_mark_is_where_it_would_mark() -> None:
+    """A caching middleware after ctxplugin marks the system prompt it is given (the host's):
+    the header's mark is put there, so that the request still carries at most four."""
+    view, tools = directory_view()
+    placed = place_marks(claude(), view, tools, {})
+    assert placed is not None
+    out, settings = placed
+    system = payload_system(out, tools, settings)
+    assert [("cache_control" in b) for b in system] == [True, False]
+    assert [b["text"] for b in system] == ["You fix bugs.", tool_directory(view)]

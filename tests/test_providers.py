@@ -32,7 +32,7 @@ from ctxplugin._messages import annotation
 from ctxplugin.budget import section_tokens
 from ctxplugin.replay.loaders import load_file
 from ctxplugin.replay.runner import load_tools_file
-from ctxplugin.testing import memory_engine
+from ctxplugin.testing import memory_engine, tool_directory
 
 # beside the repository, or where CTXPLUGIN_SHARED_DATA points (a checkout elsewhere)
 DATA = Path(os.environ.get("CTXPLUGIN_SHARED_DATA") or Path(__file__).resolve().parents[1] / ".." / "shared" / "data")
@@ -305,10 +305,10 @@ def test_every_view_with_facts_notes_and_directory_is_accepted(full_views: list[
 
 def test_the_full_configuration_shows_facts_notes_and_the_directory(full_views: list[View]) -> None:
     kinds = {synthetic_kind(m) for v in full_views for m in v.messages}
-    directory = sum("load_tools" in str(v.messages[0].content) for v in full_views if isinstance(v.messages[0], SystemMessage))
+    directory = sum("load_tools" in tool_directory(v.messages) for v in full_views)
     all_three = [
         v for v in full_views
-        if {"facts", "notes"} <= {synthetic_kind(m) for m in v.messages} and "load_tools" in str(v.messages[0].content)
+        if {"facts", "notes"} <= {synthetic_kind(m) for m in v.messages} and "load_tools" in tool_directory(v.messages)
     ]
     assert {"facts", "notes"} <= kinds
     assert directory > 0
@@ -484,7 +484,7 @@ def test_sections_count_the_view_as_laid_out() -> None:
 
     counter, _ = get_counter("cl100k_base", None)
     parts = Parts(
-        header=SystemMessage(content="You are a travel agent."),
+        header=(SystemMessage(content="You are a travel agent."), SystemMessage(content="Tool directory. ...\n- book: Book")),
         history=[HumanMessage(content="book"), AIMessage(content="ok"), HumanMessage(content="and?")],
         facts_title="Known facts:",
         facts=(FactLine(text="budget is 1,200 EUR", score=1.0, fact_id="f1"),),
@@ -591,3 +591,70 @@ def test_claude_shaped_turns_are_compressed_and_still_accepted(name: str) -> Non
     assert isinstance(shown.content, list) and len(shown.tool_calls[0]["args"]["command"]) < len(script) // 3
     sent = json.dumps(BUILDERS[name][0](prepared.messages, prepared.tools), default=str)
     assert script.replace("\n", "\\n") not in sent, f"{name} was sent the whole script of an old turn"
+
+
+# ---------------------------------------------------------------- the header as each provider sends it
+
+
+def _system_texts(name: str, payload: dict[str, Any]) -> list[str]:
+    """The texts a request sends as its system prompt, in order, as the provider's builder made it."""
+    def texts(content: Any) -> list[str]:
+        if isinstance(content, str):
+            return [content]
+        return [b.get("text", "") if isinstance(b, dict) else str(b) for b in content]
+
+    if name == "anthropic":
+        return texts(payload.get("system") or [])
+    if name == "google-genai":
+        return [p.text for p in payload["system"].parts] if payload["system"] is not None else []
+    if name == "bedrock-converse":
+        return [b["text"] for b in payload["system"] if "text" in b]
+    items = payload["input"] if name == "openai-responses" else payload["messages"]
+    return [t for m in items if m.get("role") in ("system", "developer") for t in texts(m["content"])]
+
+
+def _leads_with(sent: str, pieces: list[str]) -> bool:
+    """Whether ``sent`` starts with ``pieces``, each word for word, in order, with nothing but
+    white space before and between them (where a builder joins system messages)."""
+    position = 0
+    for piece in pieces:
+        found = sent.find(piece, position)
+        if found < 0 or sent[position:found].strip():
+            return False
+        position = found + len(piece)
+    return True
+
+
+def _tau_header_views(prompt: Any) -> list[View]:
+    """Views of a recorded airline conversation with the directory on, its system prompt replaced
+    by ``prompt`` (the recording's own policy, as a string or as blocks)."""
+    conversation = load_file(next(iter(sorted((TRAJECTORIES / "tau").glob("*.json"))))).conversations[0]
+    messages = [SystemMessage(content=prompt), *conversation.messages[1:]]
+    engine = memory_engine(ContextConfig.model_validate(FULL))
+    tools = [*load_tools_file(TAU_TOOLS), *engine.tools_for_model()]
+    scope = Scope(session_id="header")
+    return [View(conversation.id, i, (p := engine.prepare(messages[:i], tools=tools, scope=scope)).messages, p.tools, messages[i - 1])
+            for i in conversation.call_indexes()[:4]]
+
+
+@pytest.mark.skipif(not TAU_TOOLS.exists(), reason=f"the airline tools are not at {TAU_TOOLS}")
+@pytest.mark.parametrize("shape", ["text", "blocks"])
+@pytest.mark.parametrize("name", list(BUILDERS))
+def test_the_host_prompt_goes_out_first_and_unchanged_and_the_directory_after_it(name: str, shape: str) -> None:
+    policy = str(load_file(next(iter(sorted((TRAJECTORIES / "tau").glob("*.json"))))).conversations[0].messages[0].content)
+    head, _, rest = policy.partition("\n\n")
+    prompt: Any = policy if shape == "text" else [{"type": "text", "text": head}, {"type": "text", "text": rest}]
+    host = [policy] if shape == "text" else [head, rest]
+    build, rules = BUILDERS[name]
+    for view in _tau_header_views(prompt):
+        directory = tool_directory(view.messages)
+        assert directory.startswith("Tool directory.") and view.messages[0].content == prompt
+        payload = build(view.messages, view.tools)
+        if rules is not None:
+            rules(payload)
+        sent = _system_texts(name, payload)
+        assert _leads_with("\n".join(sent), [*host, directory]), (
+            f"{name} call {view.call}: the system prompt sent is not the host's then the directory: {sent!r}"[:2000]
+        )
+        if name != "bedrock-converse" or shape == "blocks":  # langchain-aws joins string system messages with a newline
+            assert directory in sent, "the directory is a system text of its own, after the host's"

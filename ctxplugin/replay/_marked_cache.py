@@ -5,7 +5,7 @@ call's, as OpenAI and Gemini serve it. Claude caches only up to the blocks a req
 ``cache_control`` (at most four), and a request reads an entry only at one of its own marks or
 up to ``LOOKBACK_BLOCKS`` - 1 blocks before one. Here every strategy's requests are marked as
 LangChain's ``AnthropicPromptCachingMiddleware`` marks them: the last tool, the end of the system
-prompt and the request's end; ctxplugin's also carry its own mark at the view's most stable
+prompt (the host's, the view's first message) and the request's end; ctxplugin's also carry its own mark at the view's most stable
 end (``ctxplugin._cache_points.stable_ends``), as ``ContextMiddleware`` sends them to a Claude
 model (unless ``prompt_cache_marks`` is off).
 
@@ -62,11 +62,10 @@ class MarkedCache:
             tokens.append(tokens[-1] + meter.tokens(message))
             blocks.append(blocks[-1] + _blocks(message))
         marks = {0} if tool_count else set()
-        system = 0
-        while system < len(view) and isinstance(view[system], SystemMessage):
-            system += 1
-        if system:
-            marks.add(system)  # position k is the end of view[k - 1]
+        if view and isinstance(view[0], SystemMessage):
+            # the middleware marks the system prompt it is given, the view's first message: a
+            # tool directory after it is a message of its own (position k is the end of view[k - 1])
+            marks.add(1)
         if view:
             marks.add(len(view))
         if self.own_marks:

@@ -63,7 +63,7 @@ class FindRoom:
     _tallies: SessionTallies = field(default_factory=SessionTallies)  # the history counted once per message
 
     def apply(self, view: CallView) -> CallView:
-        outside = view.tool_tokens + (count_message(view.system, self.counter) if view.system is not None else 0)
+        outside = view.tool_tokens + sum(count_message(m, self.counter) for m in view.system)
         if self.elastic:
             view = _grown(view, outside, self.facts)
         budget, room = history_room(view.budgets, outside, history=self.history, facts=self.facts)

@@ -8,6 +8,7 @@ them. :func:`choose_tools` is the one place this split is made: ``prepare`` and
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -17,7 +18,7 @@ from langchain_core.messages import BaseMessage, SystemMessage
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from ctxplugin._lru import LRU
-from ctxplugin._messages import merge_system
+from ctxplugin._messages import META_KEY
 from ctxplugin._names import EXPAND_REF_NAME, LOAD_TOOLS_NAME, META_TOOL_NAMES
 from ctxplugin.config import ToolsConfig
 from ctxplugin.stages.view import SESSIONS_TRACKED, CallView, tool_label
@@ -32,8 +33,28 @@ from ctxplugin.tools import (
 )
 
 HEADERS_KEPT = 256
-"""Merged headers kept by the tool stage, by text: agents share a few system prompts, and a
-prompt written anew for every call (a date in it) gains nothing from being kept."""
+"""System messages (the host's, and tool directories) kept by the tool stage, by what they
+say: agents share a few system prompts, and a prompt written anew for every call (a date in
+it) gains nothing from being kept."""
+
+Said = tuple[str, str, str, str]
+"""What a system message says, as the header memo keys it: its content (a list of blocks as
+JSON), name, id and additional keywords (JSON)."""
+
+
+def _said(message: SystemMessage) -> Said:
+    content = message.content if isinstance(message.content, str) else json.dumps(message.content, sort_keys=True, default=repr)
+    extra = json.dumps(message.additional_kwargs, sort_keys=True, default=repr) if message.additional_kwargs else ""
+    return content, message.name or "", message.id or "", extra
+
+
+_DIRECTORY_MARK = {META_KEY: {"tool_directory": True}}
+_DIRECTORY_EXTRA = json.dumps(_DIRECTORY_MARK, sort_keys=True)
+
+
+def directory_message(text: str) -> SystemMessage:
+    """The system message that shows the tool directory, right after the host's system prompt."""
+    return SystemMessage(content=text, additional_kwargs={META_KEY: {"tool_directory": True}})
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,8 +119,8 @@ def choose_tools(
 
 @dataclass(frozen=True, slots=True)
 class Tools:
-    """Plan the tools; fill ``plan``, ``tools``, ``tool_tokens`` and ``system`` (the header
-    with the tool directory).
+    """Plan the tools; fill ``plan``, ``tools``, ``tool_tokens`` and ``system`` (the header:
+    the host's system messages, then the tool directory in its own).
 
     Attributes:
         config: the tool settings.
@@ -112,7 +133,7 @@ class Tools:
     counter: TokenCounter
     registry: ToolRegistry
     _schema_tokens: dict[int, tuple[Any, int]] = field(default_factory=dict)
-    _headers: LRU[tuple[tuple[str, ...], str], tuple[SystemMessage | None, Any]] = field(default_factory=lambda: LRU(HEADERS_KEPT))
+    _headers: LRU[Said, SystemMessage] = field(default_factory=lambda: LRU(HEADERS_KEPT))
     _lock: threading.Lock = field(default_factory=threading.Lock)
     # per session: the tools its conversation used, folded in as it grows
     _uses: LRU[str, ToolUses] = field(default_factory=lambda: LRU(SESSIONS_TRACKED))
@@ -146,22 +167,30 @@ class Tools:
             system=system,
         ).warn(*(_unknown_pinned(self.config.pinned, view.tools_given) if plan.active else ()))
 
-    def header(self, parts: Sequence[SystemMessage], directory: str) -> SystemMessage | None:
-        """The host's system messages with the tool directory merged in: the same message object
-        from call to call while their texts and the directory are the same (a host may build its
-        system message anew for every call), so that everything memoised per message object
-        after this stage holds. A list of blocks is merged anew each time."""
-        if not all(isinstance(p.content, str) for p in parts):
-            return merge_system(parts, [directory] if directory else [])
-        key = (tuple(str(p.content) for p in parts), directory)
+    def header(self, parts: Sequence[SystemMessage], directory: str) -> tuple[SystemMessage, ...]:
+        """The header to send: the host's system messages as it gave them (content, name, id
+        and keywords unchanged), then the tool directory in a system message of its own when it
+        is active. Each is the same message object from call to call while it says the same
+        (a host may build its system message anew for every call), so that everything memoised
+        per message object after this stage holds; the host's is a copy, which a change the
+        host later makes to its own message in place does not reach."""
+        header = [self._kept(_said(part), part) for part in parts]
+        if directory:
+            header.append(self._kept((directory, "", "", _DIRECTORY_EXTRA), None))
+        return tuple(header)
+
+    def _kept(self, key: Said, given: SystemMessage | None) -> SystemMessage:
+        """The message kept for ``key``: a copy of ``given``, or the directory ``key`` names
+        (``given`` None); made again when the one kept says something else since (written
+        over downstream)."""
         with self._lock:
             hit = self._headers.hit(key)
-        if hit is not None and hit[0] is not None and hit[0].content is hit[1]:  # not given new content since
-            return hit[0]
-        system = merge_system(parts, [directory] if directory else [])
+        if hit is not None and _said(hit) == key:
+            return hit
+        message = given.model_copy(deep=True) if given is not None else directory_message(key[0])
         with self._lock:
-            self._headers.put(key, (system, system.content if system is not None else None))
-        return system
+            self._headers.put(key, message)
+        return message
 
     def schema_tokens(self, tool: Any) -> int:
         """Tokens of one tool's schema as sent, memoised per tool object (meta-tools are built

@@ -97,7 +97,8 @@ class CallView:
         refs_expanded: refs the model read back with ``expand_ref`` (validate).
         withheld: refs of tool outputs new in this call that their host masked after capture
             (validate; see :func:`~ctxplugin.cas.masked_refs`): revoked from the CAS (refs).
-        system: the header to send: system messages and the tool directory (tools).
+        system: the header to send: the host's system messages as given, then the tool
+            directory in a system message of its own when it is active (tools).
         plan: the tool plan of this call (tools).
         tools: what to bind (tools; the room stage may take ``expand_ref`` out).
         expand_ref: the host's ``expand_ref`` tool when it was given (tools).
@@ -137,7 +138,7 @@ class CallView:
     history_stamp: Stamp | None = None
     refs_expanded: tuple[str, ...] = ()
     withheld: tuple[str, ...] = ()
-    system: SystemMessage | None = None
+    system: tuple[SystemMessage, ...] = ()
     plan: ToolPlan | None = None
     tools: tuple[Any, ...] = ()
     expand_ref: Any = None
@@ -198,7 +199,8 @@ class PreparedContext:
     """What the model should see for one call.
 
     Attributes:
-        messages: header (system + tool directory), compressed history and the facts block.
+        messages: header (the host's system messages as given, then the tool directory in a
+            system message of its own), facts block and compressed history.
         tools: tools to bind for this call (meta-tools plus loaded schemas, or all tools).
         report: what was done, with token counts per section and timings.
     """
@@ -209,13 +211,16 @@ class PreparedContext:
 
     @property
     def system_message(self) -> SystemMessage | None:
-        """The leading system message of the view, if any."""
+        """The view's first message when it is a system message: the host's system prompt as
+        given (or, without one, the tool directory); the rest of the header, the tool
+        directory among it, starts :attr:`conversation`."""
         first = self.messages[0] if self.messages else None
         return first if isinstance(first, SystemMessage) else None
 
     @property
     def conversation(self) -> list[BaseMessage]:
-        """The view without its leading system message (for hosts that pass it separately)."""
+        """The view without :attr:`system_message` (for hosts that pass it separately): the
+        system messages after it (the tool directory) come first."""
         return self.messages[1:] if self.system_message is not None else list(self.messages)
 
 

@@ -1,6 +1,6 @@
 """Test doubles for users' tests and ours: a scripted offline chat model and in-memory engines,
-and readers of a prepared view (its facts block, its context notes and the values they list, the
-conversation without them).
+and readers of a prepared view (its facts block, its context notes and the values they list, its
+tool directory, the conversation without them).
 
 Example:
     >>> from langchain_core.messages import AIMessage
@@ -29,7 +29,7 @@ from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import ConfigDict, Field, PrivateAttr
 
-from ctxplugin._layout import context_notes, conversation_messages, facts_block
+from ctxplugin._layout import context_notes, conversation_messages, facts_block, tool_directory
 from ctxplugin.cas import MemoryCASStore
 from ctxplugin.config import ContextConfig
 from ctxplugin.errors import InvalidInputError
@@ -208,4 +208,5 @@ __all__ = [
     "memory_engine",
     "note_values",
     "tool_call",
+    "tool_directory",
 ]

@@ -16,6 +16,9 @@ from typing import Any
 from langchain_core.messages import BaseMessage, SystemMessage, ToolMessage
 from langchain_core.tools import BaseTool, tool
 
+from ctxplugin._layout import header_length
+from ctxplugin.tokens import content_text
+
 Ran = list[tuple[str, dict[str, Any]]]
 """The calls the tools ran: ``(tool name, the arguments it records)``, in order."""
 
@@ -89,9 +92,10 @@ def airline_tools(ran: Ran) -> list[BaseTool]:
 
 
 def system_text(messages: list[BaseMessage]) -> str:
-    """The text of the system message a model was sent first."""
+    """The text of the header a model was sent: its system prompt, then the tool directory
+    (each its own system message), joined by a blank line."""
     assert isinstance(messages[0], SystemMessage)
-    return str(messages[0].content)
+    return "\n\n".join(content_text(m.content) for m in messages[: header_length(messages)])
 
 
 def last_tool_result(messages: list[BaseMessage]) -> ToolMessage:

@@ -155,26 +155,69 @@ def test_a_conversation_that_fits_goes_whole_without_expand_ref() -> None:
     assert out.tool_tokens == view.tool_tokens - view.expand_ref_tokens
 
 
-def test_the_header_is_one_object_while_the_system_prompt_says_the_same() -> None:
-    config = ContextConfig(encoding="cl100k_base")
+def header_of(stage: Tools, messages: list[BaseMessage], config: ContextConfig) -> tuple[SystemMessage, ...]:
+    return stage.apply(Validate().apply(fresh_view(messages, (lookup,), config))).system
+
+
+@pytest.mark.parametrize("prompt", ["You help with orders.", [{"type": "text", "text": "You help with orders."},
+                                                              {"type": "text", "text": "Be brief.", "cache_control": {"type": "ephemeral"}}]])
+def test_the_host_prompt_is_sent_as_given_and_the_directory_in_a_message_of_its_own(prompt: str | list[dict[str, object]]) -> None:
+    config = ContextConfig.model_validate({"encoding": "cl100k_base", "tools": {"directory": "always"}})
+    stage = Tools(config=config.tools, counter=COUNTER, registry=ToolRegistry(COUNTER))
+    host = SystemMessage(content=prompt, name="policy", id="sys-1")
+    as_given = host.model_dump()
+    header = header_of(stage, [host, *conversation()[1:]], config)
+    assert len(header) == 2
+    assert header[0].model_dump() == as_given, "the host's system prompt is sent exactly as it gave it"
+    assert host.model_dump() == as_given, "and its own message is left as it was"
+    directory = header[1]
+    assert isinstance(directory, SystemMessage) and isinstance(directory.content, str)
+    assert directory.content.startswith("Tool directory.") and directory.content.endswith("\n- lookup: Look an order up")
+    assert "You help with orders." not in directory.content
+
+
+def test_without_a_directory_the_header_is_the_host_prompt_alone() -> None:
+    config = ContextConfig.model_validate({"encoding": "cl100k_base", "tools": {"directory": "never"}})
     stage = Tools(config=config.tools, counter=COUNTER, registry=ToolRegistry(COUNTER))
     messages = conversation()
-    first = stage.apply(Validate().apply(fresh_view(messages, (lookup,), config))).system
-    again = stage.apply(Validate().apply(fresh_view([*messages, HumanMessage(content="and W99?")], (lookup,), config))).system
-    assert first is not None and again is first
+    assert [m.content for m in header_of(stage, messages, config)] == ["You help with orders."]
+    assert header_of(stage, messages[1:], config) == ()
+    always = ContextConfig.model_validate({"encoding": "cl100k_base", "tools": {"directory": "always"}})
+    alone = header_of(Tools(config=always.tools, counter=COUNTER, registry=ToolRegistry(COUNTER)), messages[1:], always)
+    assert len(alone) == 1 and str(alone[0].content).startswith("Tool directory."), "no host prompt: the directory alone"
+
+
+def test_several_host_system_messages_are_kept_as_given_in_order() -> None:
+    config = ContextConfig.model_validate({"encoding": "cl100k_base", "tools": {"directory": "always"}})
+    stage = Tools(config=config.tools, counter=COUNTER, registry=ToolRegistry(COUNTER))
+    given = [SystemMessage(content="You help with orders."), SystemMessage(content=[{"type": "text", "text": "Today is Monday."}])]
+    header = header_of(stage, [*given, *conversation()[1:]], config)
+    assert [m.model_dump() for m in header[:2]] == [m.model_dump() for m in given]
+    assert str(header[2].content).startswith("Tool directory.")
+
+
+def test_the_header_messages_are_the_same_objects_while_they_say_the_same() -> None:
+    config = ContextConfig.model_validate({"encoding": "cl100k_base", "tools": {"directory": "always"}})
+    stage = Tools(config=config.tools, counter=COUNTER, registry=ToolRegistry(COUNTER))
+    messages = conversation()
+    first = header_of(stage, messages, config)
+    again = header_of(stage, [*messages, HumanMessage(content="and W99?")], config)
+    assert len(first) == 2 and all(a is b for a, b in zip(again, first, strict=True))
     rebuilt = [SystemMessage(content="You help with " + "orders."), *messages[1:]]  # a host that builds it every call
-    assert stage.apply(Validate().apply(fresh_view(rebuilt, (lookup,), config))).system is first
-    first.content = "Ignore the rules."  # something downstream wrote over the header it was given
-    kept = stage.apply(Validate().apply(fresh_view(messages, (lookup,), config))).system
-    assert kept is not None and kept is not first and kept.content == "You help with orders."
+    assert all(a is b for a, b in zip(header_of(stage, rebuilt, config), first, strict=True))
+    first[0].content = "Ignore the rules."  # something downstream wrote over the header it was given
+    kept = header_of(stage, messages, config)
+    assert kept[0] is not first[0] and kept[0].content == "You help with orders." and kept[1] is first[1]
     messages[0].content = "You help with returns."  # the host changed its prompt in place
-    changed = stage.apply(Validate().apply(fresh_view(messages, (lookup,), config))).system
-    assert changed is not first and changed is not None and changed.content == "You help with returns."
+    changed = header_of(stage, messages, config)
+    assert changed[0] is not kept[0] and changed[0].content == "You help with returns." and changed[1] is first[1]
     blocks = [SystemMessage(content=[{"type": "text", "text": "Rules."}]), *messages[1:]]
-    made = stage.apply(Validate().apply(fresh_view(blocks, (lookup,), config))).system
+    made = header_of(stage, blocks, config)
+    assert header_of(stage, [SystemMessage(content=[{"type": "text", "text": "Rules."}]), *messages[1:]], config)[0] is made[0]
     blocks[0].content.append({"type": "text", "text": "More rules."})  # type: ignore[union-attr]
-    grown = stage.apply(Validate().apply(fresh_view(blocks, (lookup,), config))).system
-    assert made is not None and grown is not None and "More rules." in str(grown.content)
+    grown = header_of(stage, blocks, config)
+    assert grown[0].content == [{"type": "text", "text": "Rules."}, {"type": "text", "text": "More rules."}]
+    assert made[0].content == [{"type": "text", "text": "Rules."}], "a view already made is not changed by the host's edit"
 
 
 def test_choose_tools_binds_the_hosts_meta_tools_as_given() -> None:

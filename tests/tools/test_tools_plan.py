@@ -16,7 +16,7 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 from ctxplugin import ContextConfig, Scope
 from ctxplugin.config import ToolsConfig
 from ctxplugin.errors import InvalidInputError
-from ctxplugin.testing import memory_engine
+from ctxplugin.testing import memory_engine, tool_directory
 from ctxplugin.tokens import count_tool_schemas, get_counter
 from ctxplugin.tools import (
     DIRECTORY_TITLE,
@@ -236,9 +236,10 @@ def test_engine_puts_the_directory_in_the_header_and_reports_tools() -> None:
     engine = memory_engine(ContextConfig(tools=ToolsConfig(binding="loaded", pinned=["tool_b"])))
     messages = [SystemMessage(content="You help."), *calls(("load_tools", ["tool_c"]))]
     prepared = engine.prepare(messages, tools=TOOLS, scope=Scope(session_id="p"))
-    assert prepared.system_message is not None
-    header = str(prepared.system_message.content)
-    assert header.startswith("You help.") and DIRECTORY_TITLE in header and "- tool_j: Run tool j" in header
+    assert prepared.system_message is not None and prepared.system_message.content == "You help."
+    directory = tool_directory(prepared.messages)
+    assert directory.startswith(DIRECTORY_TITLE) and "- tool_j: Run tool j" in directory
+    assert prepared.messages[1].content == directory, "the directory is a system message of its own, after the host's"
     assert [tool_name(t) for t in prepared.tools] == ["tool_b", LOAD_TOOLS_NAME, "tool_c"]
     report = prepared.report
     assert report.tools_directory and report.tools_loaded == ["tool_c"]

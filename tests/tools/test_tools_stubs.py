@@ -18,7 +18,7 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from ctxplugin import ContextConfig, Scope
 from ctxplugin.config import ToolsConfig
-from ctxplugin.testing import memory_engine
+from ctxplugin.testing import memory_engine, tool_directory
 from ctxplugin.tokens import count_message, count_tool_schemas, get_counter
 from ctxplugin.tools import (
     DIRECTORY_TITLE,
@@ -209,7 +209,7 @@ def test_engine_binds_the_same_list_on_every_call_of_a_growing_conversation(case
         assert names(p.tools) == expected_names
         assert as_openai(p.tools) == as_openai(first)
         assert all(a is b or a == b for a, b in zip(p.tools, first, strict=True))
-        header = str(p.system_message.content) if p.system_message else ""
+        header = tool_directory(p.messages)
         assert STUBS_TITLE in header and DIRECTORY_TITLE not in header
         assert all(f"\n- {n}: " in header for n in names(tools))  # the header says what each tool does
         # what the report says is sent is what is bound
@@ -303,11 +303,11 @@ def test_the_default_engine_binds_stubs_for_ten_tools_and_loaded_schemas_for_two
     scope = Scope(session_id="auto")
     few = engine.prepare(view, tools=TOOLS, scope=scope)
     assert names(few.tools) == [LOAD_TOOLS_NAME, *names(TOOLS)]
-    assert STUBS_TITLE in str(few.system_message.content if few.system_message else "")
+    assert STUBS_TITLE in tool_directory(few.messages)
     many = engine.prepare(view, tools=large_tools, scope=scope)
     assert names(many.tools) == [LOAD_TOOLS_NAME, "service_007_action"]
     assert many.tools[1] is large_tools[7]
-    assert DIRECTORY_TITLE in str(many.system_message.content if many.system_message else "")
+    assert DIRECTORY_TITLE in tool_directory(many.messages)
     assert many.report.sections["tools"].after == count_tool_schemas(as_openai(many.tools), COUNTER)
     # load_tools answers as each tool is bound: a stub gets its JSON schema, a tool bound with
     # its schema from the next call a compact signature
@@ -391,7 +391,7 @@ def test_a_strict_call_binds_every_tool_with_its_own_schema_where_stubs_would_be
     body = calls(("load_tools", ["tool_a"]), "tool_b")
     prepared = engine.prepare(body, tools=TOOLS, scope=scope, strict_tools=True)
     assert as_openai(prepared.tools) == as_openai(TOOLS)
-    assert STUBS_TITLE not in str(prepared.messages[0].content)
+    assert STUBS_TITLE not in tool_directory(prepared.messages)
     assert prepared.report.sections["tools"].after == count_tool_schemas(TOOLS, COUNTER)
     assert as_openai(engine.bound_tools(body, TOOLS, strict_tools=True)) == as_openai(TOOLS)
     assert all(t["function"]["parameters"]["properties"] for t in as_openai(prepared.tools))
@@ -415,7 +415,7 @@ def test_five_hundred_tools_are_listed_by_name_and_loaded_on_request() -> None:
     scope = Scope(session_id="many-tools")
     messages: list[BaseMessage] = [SystemMessage("You run the catalogue."), HumanMessage("Use tool_321 on widget 9.")]
     prepared = engine.prepare(messages, tools=tools, scope=scope)
-    header = str(prepared.messages[0].content)
+    header = tool_directory(prepared.messages)
     assert all(f"tool_{i}" in header.split("Tools: ", 1)[1].replace(",", " ").split() for i in range(500))
     assert prepared.report.within_budget and prepared.report.tokens_after <= engine.config.budget.total
     names = [t["function"]["name"] if isinstance(t, dict) else t.name for t in prepared.tools]
