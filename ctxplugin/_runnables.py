@@ -20,6 +20,7 @@ from pydantic import Field
 
 from ctxplugin._marked_calls import with_cache_marks
 from ctxplugin._run_scope import resolve as resolve_scope
+from ctxplugin._one_system import guard_one_system
 from ctxplugin._thinking import guard_thinking
 from ctxplugin._tool_images import guard_tool_images
 from ctxplugin.errors import InvalidInputError
@@ -193,7 +194,7 @@ class ContextModel(RunnableSerializable[Any, BaseMessage]):
         bound = self.model.bind_tools(tools) if tools else self.model
         if self.engine.config.prompt_cache_marks:
             bound = with_cache_marks(bound, tools)
-        bound = guard_thinking(guard_tool_images(bound, self.model, tools), self.model)
+        bound = guard_one_system(guard_thinking(guard_tool_images(bound, self.model, tools), self.model), self.model)
         return answered(self.engine, bound, PreparedCall(messages, prepared, scope, self.tools), self.model)
 
     def _run(self, input: Any, run_manager: CallbackManagerForChainRun, config: RunnableConfig) -> BaseMessage:

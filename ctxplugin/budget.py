@@ -260,7 +260,7 @@ def minimum_viable(parts: Parts, total: int, counter: TokenCounter, keep: Keep |
         sizes = [count_message(m, counter) for m in (*header, *slim.history)]
         hold = current + lead if current is not None and sizes[current + lead] <= total // 2 else None
         free = [size for k, size in enumerate(sizes) if k != hold]
-        cap = water_level(free, sum(free) - over - 8 * len(sizes))
+        cap = water_level(free or [0], sum(free) - over - 8 * len(sizes))
         if any(size > cap for size in sizes[:lead]):
             slim = replace(slim, header=tuple(
                 m.model_copy(update={"content": cut_content(m.content, max(8, cap - 8), counter)}) if size > cap else m

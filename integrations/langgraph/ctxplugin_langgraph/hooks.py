@@ -33,6 +33,7 @@ from langgraph.types import Command
 from ctxplugin import ContextEngine, PreparedContext, Scope
 from ctxplugin._names import is_meta_tool
 from ctxplugin._run_scope import using
+from ctxplugin._one_system import guard_one_system
 from ctxplugin._thinking import guard_thinking
 from ctxplugin._tool_images import guard_tool_images
 from ctxplugin.errors import InvalidInputError
@@ -173,7 +174,7 @@ class ContextHooks:
         bound = llm.bind_tools(tools)
         if self.engine.config.prompt_cache_marks:
             bound = with_cache_marks(bound, tools)
-        return guard_thinking(guard_tool_images(bound, llm, tools), llm)
+        return guard_one_system(guard_thinking(guard_tool_images(bound, llm, tools), llm), llm)
 
     def model(self, llm: BaseChatModel) -> Callable[[Any, Any], Runnable[Any, Any]]:
         """A model callable for ``create_react_agent`` that binds the tools this call needs.

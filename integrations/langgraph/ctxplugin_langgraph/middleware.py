@@ -21,6 +21,12 @@ With a ``ToolStrategy`` response format, the tool messages LangChain writes in a
 structured-output call (the structured response, or the validation errors to fix) are marked as
 its own answers: no facts are read from them, and an error is a failed call the model reads whole.
 
+The host's system prompt stays ``request.system_message`` as the host gave it; the tool directory,
+a system message of its own, starts ``request.messages`` (every provider sends the two as one
+system prompt). For ``ChatGoogleGenerativeAI(convert_system_message_to_human=True)``, which reads
+only one leading system message, the directory is joined after the prompt
+(``ctxplugin._one_system``).
+
 For a model that cannot take images in tool results (``ChatOpenAI`` on the Chat Completions
 API), the images of tool results in the view are replaced by a line naming each one and its ref.
 
@@ -40,11 +46,12 @@ from typing import Annotated, Any, NotRequired
 
 from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse
 from langchain.agents.middleware.types import PrivateStateAttr, ToolCallRequest
-from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, SystemMessage, ToolMessage
 from langgraph.types import Command
 
 from ctxplugin import ContextEngine, PreparedContext, Scope
 from ctxplugin._marked_calls import mark_request
+from ctxplugin._one_system import one_system, one_system_only
 from ctxplugin._run_scope import using
 from ctxplugin._thinking import thinks, without_trailing_lookups
 from ctxplugin._tool_images import takes_tool_images, without_tool_images
@@ -139,12 +146,14 @@ class ContextMiddleware(AgentMiddleware):
         if thinks(request.model, request.model_settings):
             conversation = without_trailing_lookups(conversation)
         view = [prepared.system_message, *conversation] if prepared.system_message is not None else conversation
+        if one_system_only(request.model, request.model_settings):
+            view = one_system(view)  # the directory joined to the system prompt: the model reads only the first
         settings = dict(request.model_settings)
         if self.engine.config.prompt_cache_marks:
             marks = mark_request(request.model, view, tools, settings)
             if marks is not None:
                 view, settings = marks
-        head = view[0] if prepared.system_message is not None else None
+        head = view[0] if view and isinstance(view[0], SystemMessage) else None
         return request.override(
             system_message=head,  # type: ignore[arg-type]
             messages=view[1:] if head is not None else view,  # type: ignore[arg-type]

@@ -307,3 +307,20 @@ def test_turned_off_or_for_another_model_nothing_is_marked() -> None:
     assert "cache_control" not in seen[0].model_settings
     assert "cache_control" not in json.dumps([m.content for m in seen[0].messages])
     assert seen[0].system_message is not None and "cache_control" not in json.dumps(seen[0].system_message.content)
+
+
+@needs_run
+@pytest.mark.parametrize("order", list(ORDERS))
+def test_with_a_tool_directory_every_request_carries_at_most_four_marks_and_the_host_prompt_first(
+    order: str, run: tuple[list[BaseMessage], list[int]]
+) -> None:
+    """The directory is a system message after the host's: a caching middleware after
+    ``ContextMiddleware`` marks the host's (``request.system_message``), where ctxplugin then
+    puts the header's mark, so the request stays within four."""
+    messages, calls = run
+    sent = drive(ORDERS[order], messages, calls[:40], ContextConfig.model_validate({"mode": "whole", "tools": {"directory": "always"}}))
+    for request in sent:
+        assert mark_count(request) <= 4, f"{order}: {mark_count(request)} marks"
+        texts = [b["text"] for b in request["system"]]
+        assert texts[0] == messages[0].content and texts[1].startswith("Tool directory."), texts
+        assert any("cache_control" in b for b in request["system"]), "the header is marked"

@@ -11,12 +11,13 @@ from typing import Any
 import pytest
 from ctxplugin_langgraph import ContextHooks, ContextMiddleware
 from langchain.agents import create_agent
-from langchain_core.messages import AIMessage, BaseMessage
+from langchain.agents.middleware import ModelRequest, ModelResponse
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
-from ctxplugin import ContextConfig
+from ctxplugin import ContextConfig, Scope
 from ctxplugin.config import ToolsConfig
-from ctxplugin.testing import ScriptedChatModel, memory_engine, tool_call
+from ctxplugin.testing import ScriptedChatModel, memory_engine, tool_call, tool_directory
 from ctxplugin.testing.airline import airline_tools, last_tool_result, system_text
 from ctxplugin.tools import LOAD_TOOLS_NAME
 
@@ -203,3 +204,58 @@ def test_create_react_agent_binds_directory_then_loaded_schema() -> None:
                  {"configurable": {"thread_id": "react"}})
     assert ran == [("get_reservation_details", {"reservation_id": "NO6JO3"}),
                    ("send_certificate", {"user_id": "mia_li_3668", "amount": 50})]
+
+
+def test_the_agent_s_system_prompt_goes_first_as_given_and_the_directory_after_it() -> None:
+    seen: list[list[BaseMessage]] = []
+
+    def first(messages: list[BaseMessage], tools: list[dict[str, Any]]) -> AIMessage:
+        seen.append(list(messages))
+        return AIMessage(content="Hello.")
+
+    run_agent([first])
+    sent = seen[0]
+    assert isinstance(sent[0], SystemMessage) and sent[0].content == "You are an airline agent."
+    assert isinstance(sent[1], SystemMessage) and sent[1].content == tool_directory(sent)
+    assert tool_directory(sent).startswith("Tool directory.") and "You are an airline agent." not in tool_directory(sent)
+
+
+def test_the_request_keeps_the_host_s_system_message_and_starts_its_messages_with_the_directory() -> None:
+    middleware = ContextMiddleware(memory_engine(LOADED), scope=Scope(session_id="request"))
+    host = SystemMessage(content=[{"type": "text", "text": "You are an airline agent."}, {"type": "text", "text": "Be brief."}])
+    seen: list[ModelRequest] = []
+
+    def handler(request: ModelRequest) -> ModelResponse:
+        seen.append(request)
+        return ModelResponse(result=[AIMessage("ok")])
+
+    for _ in range(2):
+        middleware.wrap_model_call(ModelRequest(model=ScriptedChatModel(script=[]), messages=[HumanMessage("hi")],  # type: ignore[arg-type]
+                                                system_message=host, tools=[*airline_tools([]), *middleware.tools]), handler)
+    first, second = seen
+    assert first.system_message is not None and first.system_message.model_dump() == host.model_dump()
+    directory = first.messages[0]
+    assert isinstance(directory, SystemMessage) and str(directory.content).startswith("Tool directory.")
+    assert first.messages[1:] == [HumanMessage("hi")]
+    assert second.system_message is first.system_message and second.messages[0] is directory, "the same objects on every call"
+
+
+@pytest.mark.filterwarnings("ignore:The 'convert_system_message_to_human' parameter is deprecated:DeprecationWarning")
+def test_a_model_that_reads_one_system_message_gets_the_directory_joined_to_the_prompt() -> None:
+    pytest.importorskip("langchain_google_genai")
+    from langchain_google_genai import ChatGoogleGenerativeAI
+
+    middleware = ContextMiddleware(memory_engine(LOADED), scope=Scope(session_id="gemma"))
+    seen: list[ModelRequest] = []
+
+    def handler(request: ModelRequest) -> ModelResponse:
+        seen.append(request)
+        return ModelResponse(result=[AIMessage("ok")])
+
+    model = ChatGoogleGenerativeAI(model="gemma-3-27b-it", google_api_key="test-key", convert_system_message_to_human=True)
+    middleware.wrap_model_call(ModelRequest(model=model, messages=[HumanMessage("hi")], system_message=SystemMessage("You are an airline agent."),  # type: ignore[arg-type]
+                                            tools=[*airline_tools([]), *middleware.tools]), handler)
+    request = seen[0]
+    assert request.system_message is not None
+    assert str(request.system_message.content).startswith("You are an airline agent.\n\nTool directory.")
+    assert not any(isinstance(m, SystemMessage) for m in request.messages)
