@@ -19,8 +19,8 @@ from langchain_core.runnables.config import patch_config
 from pydantic import Field
 
 from ctxplugin._marked_calls import with_cache_marks
-from ctxplugin._run_scope import resolve as resolve_scope
 from ctxplugin._one_system import guard_one_system
+from ctxplugin._run_scope import resolve as resolve_scope
 from ctxplugin._thinking import guard_thinking
 from ctxplugin._tool_images import guard_tool_images
 from ctxplugin.errors import InvalidInputError

@@ -32,7 +32,8 @@ def view() -> list[BaseMessage]:
     messages = [SystemMessage("You are a travel agent."), HumanMessage("Find booking BK-1.")]
     prepared = engine.prepare(messages, tools=[LOOKUP, *engine.tools_for_model()], scope=Scope(session_id="g"))
     assert [type(m) for m in prepared.messages[:2]] == [SystemMessage, SystemMessage]
-    return prepared.messages
+    out: list[BaseMessage] = prepared.messages
+    return out
 
 
 def request(model: Any, messages: list[BaseMessage]) -> tuple[Any, list[Any]]:
@@ -75,7 +76,12 @@ def test_the_guard_joins_what_it_sends_and_leaves_other_models_alone() -> None:
     from langchain_core.runnables import RunnableLambda
 
     seen: list[Any] = []
-    sink = RunnableLambda(lambda value: seen.append(value) or AIMessage("ok"))
+
+    def record(value: Any) -> AIMessage:
+        seen.append(value)
+        return AIMessage("ok")
+
+    sink: RunnableLambda[Any, AIMessage] = RunnableLambda(record)
     guard_one_system(sink, gemini(convert_system_message_to_human=True)).invoke(view())
     assert [type(m) for m in seen[0][:2]] == [SystemMessage, HumanMessage]
     assert str(seen[0][0].content).startswith("You are a travel agent.\n\nTool directory.")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from typing import Any
 
 import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
@@ -161,7 +162,7 @@ def header_of(stage: Tools, messages: list[BaseMessage], config: ContextConfig) 
 
 @pytest.mark.parametrize("prompt", ["You help with orders.", [{"type": "text", "text": "You help with orders."},
                                                               {"type": "text", "text": "Be brief.", "cache_control": {"type": "ephemeral"}}]])
-def test_the_host_prompt_is_sent_as_given_and_the_directory_in_a_message_of_its_own(prompt: str | list[dict[str, object]]) -> None:
+def test_the_host_prompt_is_sent_as_given_and_the_directory_in_a_message_of_its_own(prompt: Any) -> None:
     config = ContextConfig.model_validate({"encoding": "cl100k_base", "tools": {"directory": "always"}})
     stage = Tools(config=config.tools, counter=COUNTER, registry=ToolRegistry(COUNTER))
     host = SystemMessage(content=prompt, name="policy", id="sys-1")

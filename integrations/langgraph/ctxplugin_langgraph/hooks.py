@@ -32,8 +32,8 @@ from langgraph.types import Command
 
 from ctxplugin import ContextEngine, PreparedContext, Scope
 from ctxplugin._names import is_meta_tool
-from ctxplugin._run_scope import using
 from ctxplugin._one_system import guard_one_system
+from ctxplugin._run_scope import using
 from ctxplugin._thinking import guard_thinking
 from ctxplugin._tool_images import guard_tool_images
 from ctxplugin.errors import InvalidInputError

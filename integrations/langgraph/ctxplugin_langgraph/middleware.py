@@ -155,7 +155,7 @@ class ContextMiddleware(AgentMiddleware):
                 view, settings = marks
         head = view[0] if view and isinstance(view[0], SystemMessage) else None
         return request.override(
-            system_message=head,  # type: ignore[arg-type]
+            system_message=head,
             messages=view[1:] if head is not None else view,  # type: ignore[arg-type]
             tools=tools,
             model_settings=settings,

@@ -230,7 +230,7 @@ def test_the_request_keeps_the_host_s_system_message_and_starts_its_messages_wit
         return ModelResponse(result=[AIMessage("ok")])
 
     for _ in range(2):
-        middleware.wrap_model_call(ModelRequest(model=ScriptedChatModel(script=[]), messages=[HumanMessage("hi")],  # type: ignore[arg-type]
+        middleware.wrap_model_call(ModelRequest(model=ScriptedChatModel(script=[]), messages=[HumanMessage("hi")],
                                                 system_message=host, tools=[*airline_tools([]), *middleware.tools]), handler)
     first, second = seen
     assert first.system_message is not None and first.system_message.model_dump() == host.model_dump()
@@ -253,7 +253,7 @@ def test_a_model_that_reads_one_system_message_gets_the_directory_joined_to_the_
         return ModelResponse(result=[AIMessage("ok")])
 
     model = ChatGoogleGenerativeAI(model="gemma-3-27b-it", google_api_key="test-key", convert_system_message_to_human=True)
-    middleware.wrap_model_call(ModelRequest(model=model, messages=[HumanMessage("hi")], system_message=SystemMessage("You are an airline agent."),  # type: ignore[arg-type]
+    middleware.wrap_model_call(ModelRequest(model=model, messages=[HumanMessage("hi")], system_message=SystemMessage("You are an airline agent."),
                                             tools=[*airline_tools([]), *middleware.tools]), handler)
     request = seen[0]
     assert request.system_message is not None
