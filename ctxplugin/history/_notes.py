@@ -1,7 +1,10 @@
 """Context notes written from labelled values: which values a note lists, and in what order.
 
-A note is one ``HumanMessage``: a lead naming the exchanges it stands for, then one
-``label: value; value`` line per label, within a token budget.
+A note is one ``HumanMessage``: a lead naming the exchanges it stands for, then the values
+by label, within a token budget: a ``label: value value`` line of the values without a space or
+a semicolon, and a ``label: some value; other value;`` line of those with one, each ended by a
+semicolon. A space costs no token before most words where a separator costs one, and an
+identifier, a path or a number holds none.
 """
 
 from __future__ import annotations
@@ -54,15 +57,28 @@ def _chronology(valued: Sequence[Sequence[_Valued]]) -> dict[str, int]:
     return when
 
 
+def _spaced(value: str) -> bool:
+    """Whether ``value`` holds whitespace or a semicolon: it is then listed on its label's
+    line of values that each end in ``;`` (see the module docstring)."""
+    return ";" in value or any(ch.isspace() for ch in value)
+
+
 def _render(lead: str, chosen: Sequence[Labelled], when: Mapping[str, int]) -> str:
-    """A note's text: ``lead``, then one ``label: value; value`` line per label (in the order
-    of :func:`_label_rank`, then of their first value), values in the order of ``when``."""
-    groups: dict[str, list[str]] = {}
+    """A note's text: ``lead``, then per label (in the order of :func:`_label_rank`, then of
+    their first value) a ``label: value value`` line of its values without a space or a
+    semicolon and a ``label: some value; other value;`` line of the others, values in the
+    order of ``when``."""
+    groups: dict[str, tuple[list[str], list[str]]] = {}
     for label, value in sorted(chosen, key=lambda item: when.get(item[1], -1)):
-        groups.setdefault(label, []).append(value)
-    ordered = sorted(groups.items(), key=lambda group: _label_rank(group[0]))
-    lines = "\n".join(f"{label}: {'; '.join(values)}" for label, values in ordered)
-    return f"{lead}\n{lines}]"
+        plain, spaced = groups.setdefault(label, ([], []))
+        (spaced if _spaced(value) else plain).append(value)
+    lines: list[str] = []
+    for label, (plain, spaced) in sorted(groups.items(), key=lambda group: _label_rank(group[0])):
+        if plain:
+            lines.append(f"{label}: {' '.join(plain)}")
+        if spaced:
+            lines.append(f"{label}: {'; '.join(spaced)};")
+    return f"{lead}\n{chr(10).join(lines)}]"
 
 
 _RUNS: Memo[str, frozenset[str]] = Memo(16)
@@ -79,7 +95,7 @@ class _Picker:
 
     def __init__(self, known: set[str], visible: str, counter: TokenCounter) -> None:
         self.chosen: list[Labelled] = []
-        self._labels: set[str] = set()
+        self._labels: set[tuple[str, bool]] = set()  # the lines begun: a label, of spaced values or not
         self._taken = set(known)
         self._visible = visible
         self._visible_runs = _runs_of(visible)
@@ -133,10 +149,13 @@ class _Picker:
                 continue
             # values listed earlier that this one shows (a path, then the command holding it) go
             inside = self._inside(value)
-            cost = count(value) + 1
+            # a value after a space costs its own tokens; one that holds a space, its ``;`` too
+            spaced = _spaced(value)
+            cost = count(value) + spaced
             if inside:
-                cost -= sum(count(c[1]) + 1 for c in inside)
-            if label not in labels:
+                cost -= sum(count(c[1]) + _spaced(c[1]) for c in inside)
+            line = (label, spaced)
+            if line not in labels:
                 cost += count(f"{label}:") + 1
             if cost > budget:
                 later.append(item)
@@ -155,7 +174,7 @@ class _Picker:
             else:
                 runless.append(entry)
             taken.add(value)
-            labels.add(label)
+            labels.add(line)
             self._listed = f"{self._listed} | {value}"
             listed_runs.update(value_runs(value))
             budget -= cost
@@ -172,7 +191,7 @@ def _note(
     first: bool = False,
 ) -> tuple[HumanMessage | None, list[str]]:
     """A context note for exchanges ``span`` listing values not yet known or visible, within
-    ``max_tokens``, as ``label: value`` lines (values in the order of ``when``); None when
+    ``max_tokens``, as ``label: value`` lines (see :func:`_render`; values in the order of ``when``); None when
     nothing fits. Values are picked in the order given while their estimated cost fits, then
     once more with the room the estimate left. The ``first`` note shown also says that stored outputs
     stay readable (said here, not in the header, so the header never changes)."""
@@ -198,10 +217,14 @@ def _note(
 def note_values(text: str) -> dict[str, list[str]]:
     """The values a context note lists, by label (``{}`` for text that is not one).
 
+    A line that ends in ``;`` lists values that each end in one; any other, values separated
+    by spaces (see :func:`_render`).
+
     Example:
         >>> note_values("[context note: exchanges 2-3 are condensed to the values they used:\\n"
-        ...             "customer_id: CUS-40917\\nlookup_customer returned: ORD-77120; 2024-05-01]")
-        {'customer_id': ['CUS-40917'], 'lookup_customer returned': ['ORD-77120', '2024-05-01']}
+        ...             "ran: python app.py; ls -l;\\ncustomer_id: CUS-40917\\n"
+        ...             "lookup_customer returned: ORD-77120 2024-05-01]")
+        {'ran': ['python app.py', 'ls -l'], 'customer_id': ['CUS-40917'], 'lookup_customer returned': ['ORD-77120', '2024-05-01']}
     """
     lead, _, body = text.partition("\n")
     if not (lead.startswith("[context note: ") and lead.endswith(":") and body.endswith("]")):
@@ -209,6 +232,7 @@ def note_values(text: str) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
     for line in body[:-1].splitlines():
         label, _, values = line.partition(": ")
-        out.setdefault(label, []).extend(values.split("; "))
+        listed = values[:-1].split("; ") if values.endswith(";") else values.split(" ")
+        out.setdefault(label, []).extend(listed)
     return out
 

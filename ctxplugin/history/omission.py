@@ -3,12 +3,13 @@
 Old exchanges go in whole blocks of ``block_size``. A condensed block is replaced by one note
 (a ``HumanMessage``) listing the exact values its exchanges used — commands, paths, ids,
 numbers, quoted strings, short sentences of the user — within ``digest_tokens``, as
-``label: value; value`` lines that say where each value came from::
+``label: value value`` lines that say where each value came from (values holding a space or a
+semicolon on a line of their own, each ended by ``;``)::
 
     [context note: exchanges 4-5 are condensed to the values they used:
-    ran: python repro.py
+    ran: python repro.py;
     customer_id: CUS-40917
-    lookup_customer returned: ORD-77120; 2024-05-01]
+    lookup_customer returned: ORD-77120 2024-05-01]
 
 A label is the argument the model passed the value in (``ran`` for a shell command, ``path``
 for a path inside a longer argument, ``in <argument>`` for other parts of one), ``user said``,

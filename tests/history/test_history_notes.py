@@ -147,7 +147,8 @@ def test_a_value_that_shows_values_listed_before_takes_their_place() -> None:
     note, chosen = _note((1, 2), values, {}, set(), "", 200, counter)
     assert note is not None
     assert chosen == ["/repo/lib.py", "python /repo/app.py --fix", "ls"]
-    assert note_values(content_text(note.content)) == {"ran": ["python /repo/app.py --fix", "ls"], "path": ["/repo/lib.py"]}
+    # a label's values without a space are on its first line, those with one on the next
+    assert note_values(content_text(note.content)) == {"ran": ["ls", "python /repo/app.py --fix"], "path": ["/repo/lib.py"]}
 
 
 def test_a_note_names_the_ref_of_a_stored_output_it_condenses_not_its_size() -> None:
@@ -176,3 +177,21 @@ def test_a_note_names_the_ref_of_a_stored_output_it_condenses_not_its_size() -> 
     condensed = [ref for ref in refs if not any(ref in content_text(m.content) for m in prepared.messages if not content_text(m.content).startswith("[context note"))]
     assert condensed and all(ref in returned for ref in condensed), (condensed, returned)
     assert "expand_ref" not in returned and not any(re.fullmatch(r"[\d,]+", v) for v in returned), returned
+
+
+def test_values_without_a_space_are_listed_between_spaces_and_the_others_each_end_in_a_semicolon() -> None:
+    from ctxplugin.history._notes import _note
+
+    counter, _ = get_counter("cl100k_base")
+    numbers = [str(n) for n in range(447, 487)]
+    values = [("ran", "sed -n 1,20p a.py"), ("ran", "ls"), ("ran", "make;make"), *(("bash returned", n) for n in numbers)]
+    lead = "[context note: exchanges 1-2 are condensed to the values they used (their stored tool outputs stay readable with expand_ref):"
+    listed = f"{lead}\nran: ls\nran: sed -n 1,20p a.py; make;make;\nbash returned: {' '.join(numbers)}]"
+    budget = counter.count(listed) + 8  # the message's own overhead and a little room
+    note, _ = _note((1, 2), values, {}, set(), "", budget, counter, first=True)
+    assert note is not None
+    assert content_text(note.content) == listed
+    assert note_values(listed) == {"ran": ["ls", "sed -n 1,20p a.py", "make;make"], "bash returned": numbers}
+    # a space before each value costs no token where a separator costs one: listed with
+    # separators, the same values would not fit
+    assert counter.count("; ".join(numbers)) > counter.count(" ".join(numbers)) + 8
