@@ -8,8 +8,8 @@ from contextlib import suppress
 from typing import Any
 
 WHOLE_TOTAL = 7500
-WHOLE_SHARES: dict[str, float] = {"header": 1 / 2, "history": 11 / 12, "facts": 1 / 30, "summaries": 11 / 12}
-"""``mode="whole"``: what a section not set gets, as a share of the total — 3,750, 6,875, 250
+WHOLE_SHARES: dict[str, float] = {"header": 1 / 2, "history": 11 / 12, "facts": 2 / 75, "summaries": 11 / 12}
+"""``mode="whole"``: what a section not set gets, as a share of the total — 3,750, 6,875, 200
 and 6,875 of 7,500. History (messages) and summaries (tool outputs) overlap: either may take
 most of the room, and the total still holds. The header's share is the half the system prompt
 may take before :attr:`~ctxplugin.config.BudgetConfig.elastic` grows the total: the history's
@@ -22,8 +22,8 @@ WHOLE_PRESET: dict[str, dict[str, Any]] = {
         "verbatim_exchanges": 1,
         "trimmed_exchanges": 1,
         "block_size": 4,
-        "digest_tokens": 140,
-        "archive_tokens": 900,
+        "digest_tokens": 120,
+        "archive_tokens": 850,
     },
     "cas": {"passthrough_tokens": 500},
     "facts": {"placement": "window", "skip_shown": True},
