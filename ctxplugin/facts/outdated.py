@@ -151,20 +151,34 @@ class Marking:
         asides: Mapping[int, str],
         keep: Collection[int] = (),
         start: int = 0,
+        again: Collection[int] = (),
     ) -> None:
         """Mark ``body`` from ``start`` on; the marks before ``start`` are kept when
         ``rules`` are those they were made under (``body`` starts with the messages they were
-        made for, with the same spans and the same indexes kept).
+        made for, with the same spans and the same indexes kept, but for ``again``).
 
         Args:
             spans: the exploratory spans of ``body`` (which take precedence).
             asides: the asides of ``body``.
+            again: indexes before ``start`` kept as sent until now, marked now (the user's
+                previous message once they speak again). The marks after one stand unless it
+                quotes a replacement in full (later marks point back to it): then they are
+                made again from it on.
         """
         same = len(self.out)  # the first mark of ``out`` this update changes
         if rules.version != self.version:
             start, same = self._carry(body, rules, min(start, len(self.out)), spans, asides)
             self.version = rules.version
         upto = min(start, len(self.out))
+        for index in sorted(again):
+            if index >= upto:
+                break
+            was = self.out[index]
+            if self.reads[index] is not None or not self._again(body[index], rules, spans.get(index) or asides.get(index), index):
+                upto = index  # read before, or it quotes a replacement: marked again from it on
+                break
+            if self.out[index] is not was:
+                same = min(same, index)
         self._truncate(upto)
         self.kept = min(upto, same)
         for index in range(len(self.out), len(body)):
@@ -265,6 +279,22 @@ class Marking:
         self.quoted.append(quoted)
         self.said.update(quoted)
         self.count += marked is not None
+
+    def _again(self, message: BaseMessage, rules: InForce, span: str | None, index: int) -> bool:
+        """Mark ``out[index]``, kept as sent until now, in place as :meth:`_mark` would have;
+        False (nothing changed) when its mark would quote a replacement in full."""
+        made = read(message, rules) if isinstance(message, (HumanMessage, AIMessage, ToolMessage)) else None
+        if made is None:
+            return True
+        marked, quoted = self._note(message, made, span, set().union(*self.quoted[:index]), index)
+        if quoted:
+            return False
+        self.reads[index] = made
+        self.prints[index] = 0 if made[0] else fingerprint(message)
+        self.out[index] = marked or message
+        self.count += (marked is not None) - self.marks[index]
+        self.marks[index] = marked is not None
+        return True
 
     def _note(
         self, message: BaseMessage, made: Read, span: str | None, said: Collection[str], index: int

@@ -132,14 +132,13 @@ class ChooseFacts:
         try:
             if self.config.mark_outdated:
                 # the latest user message is shown exactly as sent; the one before it no longer
-                if was_latest not in (-1, latest):
-                    changed = min(changed, was_latest)
+                again = (was_latest,) if was_latest not in (-1, latest) else ()
                 rules = in_force_now = self._in_force(key, scope)
                 if view.room is not None and view.room.whole:
                     rules = replaced_in_view(rules, body)
                 before = len(seen.marking.out)
                 seen.marking.update(
-                    body, rules, spans=seen.spans.spans, asides=seen.asides.spans, keep={latest}, start=min(changed, grown)
+                    body, rules, spans=seen.spans.spans, asides=seen.asides.spans, keep={latest}, start=min(changed, grown), again=again
                 )
                 shown = seen.marking.out
                 marked = seen.marking.count

@@ -141,6 +141,55 @@ def test_a_later_mark_points_back_once_an_earlier_message_quotes_the_same_replac
     assert carried.kept == 0
 
 
+def _marked_again(history: list[BaseMessage], rules: _reading.InForce, previous: int) -> Marking:
+    """``history`` marked with its last message and, first, the one at ``previous`` kept as
+    sent; then grown by a reply and a new user message, ``previous`` marked again."""
+    carried = Marking()
+    carried.update(history, rules, spans={}, asides={}, keep={previous})
+    grown = len(history)
+    history += [AIMessage("Noted.", id="reply"), HumanMessage("What is next on the plan?", id="next")]
+    carried.update(history, rules, spans={}, asides={}, keep={len(history) - 1}, start=grown, again=(previous,))
+    fresh = Marking()
+    fresh.update(history, rules, spans={}, asides={}, keep={len(history) - 1})
+    assert [m.content for m in carried.out] == [m.content for m in fresh.out]
+    assert carried.count == fresh.count
+    return carried
+
+
+def test_the_previous_user_message_is_marked_in_place_when_the_user_speaks_again() -> None:
+    # the user's previous message was shown as sent; now it is marked, pointing back to the
+    # replacement an earlier message quotes, and the marks between them stand
+    new = make_fact("The web team moved to Project Delta.", key="web_team_project")
+    old = make_fact("The web team is on Project Gamma.", key="web_team_project")
+    rules = _reading.in_force_of([change_of(old, new)], [])
+    history: list[BaseMessage] = [
+        HumanMessage("The web team is on Project Gamma.", id="m0"),
+        AIMessage("Noted.", id="a0"),
+        HumanMessage("The web team is on Project Gamma.", id="m1"),
+    ]
+    carried = _marked_again(history, rules, previous=2)
+    assert carried.count == 2
+    assert str(carried.out[2].content).startswith("[outdated: web_team_project changed, as noted above]")
+    assert carried.kept == 2, "the previous user message's mark changed"
+
+
+def test_marks_after_the_previous_user_message_are_made_again_when_it_quotes_the_replacement() -> None:
+    # a reply after the user's previous message quoted the replacement in full while that
+    # message was shown as sent; marked now, the message quotes it and the reply points back
+    new = make_fact("The web team moved to Project Delta.", key="web_team_project")
+    old = make_fact("The web team is on Project Gamma.", key="web_team_project")
+    rules = _reading.in_force_of([change_of(old, new)], [])
+    history: list[BaseMessage] = [
+        HumanMessage("Plan the quarter.", id="m0"),
+        HumanMessage("The web team is on Project Gamma.", id="m1"),
+        AIMessage("The web team is on Project Gamma.", id="a1"),
+    ]
+    carried = _marked_again(history, rules, previous=1)
+    assert str(carried.out[1].content).startswith("[outdated: web_team_project is now:")
+    assert str(carried.out[2].content).startswith("[outdated: web_team_project changed, as noted above]")
+    assert carried.kept == 1
+
+
 TEAM_LINES = {
     team: [make_fact(f"The {team} team is on Project {project}.", key=f"{team}_team_project") for project in PROJECTS]
     for team in TEAMS
