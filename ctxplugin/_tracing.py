@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import Any
 
 logger = logging.getLogger("ctxplugin")
@@ -36,6 +36,14 @@ def _enabled() -> bool:
     except ImportError:  # pragma: no cover - langsmith ships with langchain-core
         return False
     return bool(tracing_is_enabled())
+
+
+def warm() -> None:
+    """Import what telling whether tracing is on imports (LangSmith's run helpers, tens of
+    milliseconds when first loaded): an engine calls it when it is built, so that its first
+    ``prepare`` does not pay for it."""
+    with suppress(ImportError):  # langsmith ships with langchain-core
+        from langsmith import run_helpers  # noqa: F401
 
 
 @contextmanager

@@ -12,7 +12,7 @@ import re
 from bisect import bisect_right
 from collections.abc import Iterable, Iterator
 from functools import cache, lru_cache
-from itertools import accumulate
+from itertools import accumulate, product
 
 from ctxplugin._lru import THREAD_TEXTS, Memo, TextKey, text_key
 from ctxplugin.history._grouped import GROUP_MARKS, mark_groups, unmark_groups
@@ -73,6 +73,16 @@ def _candidates(slash: bool, at: bool, dot: bool) -> re.Pattern[str]:
 
 
 _CANDIDATE = _candidates(True, True, True)
+
+
+def warm() -> None:
+    """Compile the pattern of every combination of kinds now (a few milliseconds each), not
+    when the first text lacking a ``/``, ``@`` or ``.`` is read: an engine calls it when it is
+    built, so that its first ``prepare`` does not pay for them."""
+    for slash, at, dot in product((True, False), repeat=3):
+        _candidates(slash, at, dot)
+
+
 _DIGIT = re.compile(r"\d")
 
 _EXCEPTION = re.compile(r"\b[A-Z]\w*(?:Error|Exception|Warning|Exit|Interrupt|Fault)\b")

@@ -12,9 +12,11 @@ the stages. See ``docs/architecture.md``.
 
 from __future__ import annotations
 
+from ctxplugin import _tracing
 from ctxplugin.config import ContextConfig
 from ctxplugin.facts import FactsLedger
 from ctxplugin.history import BackgroundSummarizer
+from ctxplugin.history.identifiers import warm as warm_identifiers
 from ctxplugin.stages.account import Account
 from ctxplugin.stages.answers import Answers
 from ctxplugin.stages.capture import Capture
@@ -58,6 +60,9 @@ def pipeline(
         facts_lines: tokens the facts block may take.
         note: a warning every report carries (how tokens are counted, when not exactly).
     """
+    # what every process pays once is paid as the engine is built, not by its first call
+    _tracing.warm()
+    warm_identifiers()
     stages: list[Stage] = [
         Validate(orphans=config.orphan_tool_results),
         Tools(config=config.tools, counter=counter, registry=registry),

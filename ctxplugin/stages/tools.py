@@ -138,6 +138,11 @@ class Tools:
     # per session: the tools its conversation used, folded in as it grows
     _uses: LRU[str, ToolUses] = field(default_factory=lambda: LRU(SESSIONS_TRACKED))
 
+    def __post_init__(self) -> None:
+        # the first schema converted loads LangChain's tool classes: as the engine is built, not
+        # in its first call
+        convert_to_openai_tool({"type": "function", "function": {"name": "warm", "parameters": {"type": "object", "properties": {}}}})
+
     def apply(self, view: CallView) -> CallView:
         key = view.scope.key()
         with self._lock:
