@@ -29,6 +29,10 @@ _WEIGHTS = ("weights", "l2_supercat_256.safetensors")
 _TOKENIZER = ("tokenizers", "l2_supercat_tokenizer_config.json")
 _INSTALL = "pip install wordllama (a dependency of ctxplugin: reinstall ctxplugin)"
 _MAX_TOKENS = 512
+_HEAD_CHARS = 6 * _MAX_TOKENS
+"""Characters of a text tokenized first: its first tokens are all a vector is made of."""
+_SPACE = "\u2581"
+"""The tokenizer's space."""
 
 
 def package_dir() -> Path:
@@ -63,13 +67,20 @@ class _Table:
         self.tokenizer.no_padding()
         self.tokenizer.no_truncation()
         self.dims = int(self.vectors.shape[1])
+        # no token but runs of spaces holds a space after its first character: the tokens before
+        # a space that follows another character are those of the text up to it alone
+        self.split_at_spaces = not any(_SPACE in token[1:] and token.strip(_SPACE) for token in self.tokenizer.get_vocab())
 
     def embed(self, texts: list[str]) -> list[list[float]]:
         import numpy as np
 
         out: list[list[float]] = []
-        for encoding in self.tokenizer.encode_batch(texts, add_special_tokens=False):
-            ids = encoding.ids[:_MAX_TOKENS]
+        heads = [_head(text) for text in texts] if self.split_at_spaces else texts
+        for text, head, encoding in zip(texts, heads, self.tokenizer.encode_batch(heads, add_special_tokens=False), strict=True):
+            ids = encoding.ids
+            if head is not text and len(ids) < _MAX_TOKENS:  # a start too short after all
+                ids = self.tokenizer.encode(text, add_special_tokens=False).ids
+            ids = ids[:_MAX_TOKENS]
             if not ids:
                 out.append([0.0] * self.dims)
                 continue
@@ -77,6 +88,18 @@ class _Table:
             norm = float(np.linalg.norm(vector))
             out.append((vector / norm).tolist() if norm > 0.0 else [0.0] * self.dims)
         return out
+
+
+def _head(text: str) -> str:
+    """The start of ``text`` up to the first space after :data:`_HEAD_CHARS` characters that
+    follows another character (``text`` itself when there is none): the text's first
+    :data:`_MAX_TOKENS` tokens when the start has that many, without tokenizing the rest."""
+    if len(text) <= _HEAD_CHARS:
+        return text
+    cut = text.find(" ", _HEAD_CHARS)
+    while cut != -1 and text[cut - 1] in (" ", _SPACE):
+        cut = text.find(" ", cut + 1)
+    return text if cut == -1 else text[:cut]
 
 
 _lock = threading.Lock()

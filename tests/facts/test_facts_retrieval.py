@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pytest_mock import MockerFixture
 
 from ctxplugin.config import FactsConfig
@@ -224,6 +226,34 @@ def test_vectors_are_those_of_the_widened_table() -> None:
     ids = static_module._table().tokenizer.encode(text, add_special_tokens=False).ids
     mean = table[ids].mean(axis=0)
     assert StaticEmbedding().embed_documents([text])[0] == (mean / float(np.linalg.norm(mean))).tolist()
+
+
+_PIECES = ["the", "data", "team", "src/app/main.py", "0x1f3a9c", "def", "f(x):", "\n", "\t", "é", "日本語", "\u2581", "  ", "    ", "-", "Ω"]
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.sampled_from(_PIECES), min_size=800, max_size=2500), st.integers(0, 2**31))
+def test_a_long_text_is_embedded_from_its_first_tokens_tokenized_alone(pieces: list[str], seed: int) -> None:
+    # only a start of a long text is tokenized: the vector is the one of the whole text's first tokens
+    import numpy as np
+
+    joiners = [" ", "", " ", "  "]
+    text = "".join(piece + joiners[(seed >> (i % 31)) & 3] for i, piece in enumerate(pieces))
+    table = static_module._table()
+    whole = table.tokenizer.encode(text, add_special_tokens=False).ids
+    head = table.tokenizer.encode(static_module._head(text), add_special_tokens=False).ids
+    assert whole[: len(head)] == head, "the start is tokenized as it is within the whole text"
+    ids = whole[: static_module._MAX_TOKENS]
+    mean = table.vectors[np.asarray(ids, dtype=np.int64)].astype(np.float32).mean(axis=0)
+    assert StaticEmbedding().embed_documents([text])[0] == (mean / float(np.linalg.norm(mean))).tolist()
+
+
+def test_a_long_text_is_tokenized_from_its_start() -> None:
+    text = "The data team moved to Project Beta. " * 200
+    assert static_module._table().split_at_spaces
+    head = static_module._head(text)
+    assert len(head) < len(text) and text.startswith(head)
+    assert len(static_module._table().tokenizer.encode(head, add_special_tokens=False).ids) >= static_module._MAX_TOKENS
 
 
 def test_the_engine_loads_the_default_embedding_when_built() -> None:
