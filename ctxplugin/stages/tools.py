@@ -37,19 +37,24 @@ HEADERS_KEPT = 256
 say: agents share a few system prompts, and a prompt written anew for every call (a date in
 it) gains nothing from being kept."""
 
-Said = tuple[str, str, str, str]
-"""What a system message says, as the header memo keys it: its content (a list of blocks as
-JSON), name, id and additional keywords (JSON)."""
+Said = tuple[bool, str, str, str, str]
+"""What a system message says, as the header memo keys it: whether its content is a list of
+blocks, that content (the blocks as JSON: a text that reads like them is still a text), name,
+id, and additional keywords with response metadata (JSON)."""
+
+
+def _extra(kwargs: dict[str, Any], metadata: dict[str, Any]) -> str:
+    return json.dumps([kwargs, metadata], sort_keys=True, default=repr) if kwargs or metadata else ""
 
 
 def _said(message: SystemMessage) -> Said:
+    text = isinstance(message.content, str)
     content = message.content if isinstance(message.content, str) else json.dumps(message.content, sort_keys=True, default=repr)
-    extra = json.dumps(message.additional_kwargs, sort_keys=True, default=repr) if message.additional_kwargs else ""
-    return content, message.name or "", message.id or "", extra
+    return not text, content, message.name or "", message.id or "", _extra(message.additional_kwargs, message.response_metadata)
 
 
 _DIRECTORY_MARK = {META_KEY: {"tool_directory": True}}
-_DIRECTORY_EXTRA = json.dumps(_DIRECTORY_MARK, sort_keys=True)
+_DIRECTORY_EXTRA = _extra(_DIRECTORY_MARK, {})
 
 
 def directory_message(text: str) -> SystemMessage:
@@ -181,7 +186,7 @@ class Tools:
         host later makes to its own message in place does not reach."""
         header = [self._kept(_said(part), part) for part in parts]
         if directory:
-            header.append(self._kept((directory, "", "", _DIRECTORY_EXTRA), None))
+            header.append(self._kept((False, directory, "", "", _DIRECTORY_EXTRA), None))
         return tuple(header)
 
     def _kept(self, key: Said, given: SystemMessage | None) -> SystemMessage:
@@ -192,7 +197,7 @@ class Tools:
             hit = self._headers.hit(key)
         if hit is not None and _said(hit) == key:
             return hit
-        message = given.model_copy(deep=True) if given is not None else directory_message(key[0])
+        message = given.model_copy(deep=True) if given is not None else directory_message(key[1])
         with self._lock:
             self._headers.put(key, message)
         return message

@@ -221,6 +221,21 @@ def test_the_header_messages_are_the_same_objects_while_they_say_the_same() -> N
     assert made[0].content == [{"type": "text", "text": "Rules."}], "a view already made is not changed by the host's edit"
 
 
+def test_a_text_prompt_that_reads_like_blocks_is_not_sent_as_the_blocks_it_reads_like() -> None:
+    import json
+
+    config = ContextConfig.model_validate({"encoding": "cl100k_base", "tools": {"directory": "always"}})
+    stage = Tools(config=config.tools, counter=COUNTER, registry=ToolRegistry(COUNTER))
+    blocks = [{"type": "text", "text": "Rules."}]
+    as_blocks = header_of(stage, [SystemMessage(content=blocks), *conversation()[1:]], config)[0]
+    as_text = header_of(stage, [SystemMessage(content=json.dumps(blocks, sort_keys=True)), *conversation()[1:]], config)[0]
+    assert as_blocks.content == blocks
+    assert as_text.content == json.dumps(blocks, sort_keys=True), "a text prompt is sent as the text it is"
+    tagged = SystemMessage(content="You help with orders.", response_metadata={"source": "policy-v2"})
+    assert header_of(stage, conversation(), config)[0].response_metadata == {}
+    assert header_of(stage, [tagged, *conversation()[1:]], config)[0].model_dump() == tagged.model_dump()
+
+
 def test_choose_tools_binds_the_hosts_meta_tools_as_given() -> None:
     config = ContextConfig(encoding="cl100k_base")
     choice = choose_tools([lookup, expand_ref], [], config=config.tools, counter=COUNTER, registry=ToolRegistry(COUNTER))
