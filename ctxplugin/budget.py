@@ -22,6 +22,7 @@ from ctxplugin._layout import (
     Layout,
     Placement,
     is_condensed,
+    is_directory,
     is_note,
     is_user_turn,
     lay_out,
@@ -306,6 +307,15 @@ def _exchanges_to_drop(
     return needed
 
 
+def _header_cut(given: Sequence[SystemMessage], sent: Sequence[SystemMessage]) -> str:
+    """What the last resort cut of the header: the host's system prompt, the tool directory
+    (a message of its own after it) or both."""
+    cut = {is_directory(a) for a, b in zip(given, sent, strict=True) if a is not b}
+    what = {frozenset({True}): "the tool directory was", frozenset({False}): "the system prompt was"}.get(
+        frozenset(cut), "the system prompt and the tool directory were")
+    return what + " cut at head and tail to fit the total budget"
+
+
 @dataclass
 class BudgetOutcome:
     parts: Parts
@@ -355,7 +365,7 @@ def enforce(
         # from the untrimmed parts: step 1 may have dropped the last assistant turn
         parts = minimum_viable(initial, budgets["total"], counter, keep)
         if parts.header is not initial.header and warnings and warnings[0].startswith(header):
-            warnings[0] = header + "the system prompt was cut at head and tail to fit the total budget"
+            warnings[0] = header + _header_cut(initial.header, parts.header)
         warnings.append(
             f"context trimmed to the minimum viable view (system essentials, the task, current user message, "
             f"last assistant turn) to fit the total budget of {budgets['total']} tokens"

@@ -349,6 +349,32 @@ def test_a_system_prompt_the_last_resort_cuts_is_not_reported_as_whole() -> None
     assert any("never rewritten" in w for w in whole.report.warnings), "a header only over its own budget stays whole"
 
 
+def test_the_last_resort_warning_names_which_part_of_the_header_it_cut() -> None:
+    counter = get_counter("cl100k_base")[0]
+    host = SystemMessage("You are an airline agent.")
+    directory = SystemMessage("Tool directory.\n" + "\n".join(f"- tool_{i}: does thing {i} with care" for i in range(80)),
+                              additional_kwargs={META_KEY: {"tool_directory": True}})
+    history: list[BaseMessage] = [HumanMessage("Book me a flight " * 30), AIMessage("Sure " * 50), HumanMessage("Now please " * 20)]
+
+    def header_warning(header: tuple[SystemMessage, ...]) -> tuple[tuple[SystemMessage, ...], str]:
+        parts = Parts(header=header, history=history)
+        budgets = {"total": total_tokens(parts, counter) // 3, "header": 100, "history": 10_000, "facts": 0, "summaries": 10_000}
+        outcome = enforce(parts, budgets, counter, block_size=4)
+        return outcome.parts.header, next(w for w in outcome.warnings if w.startswith("header is"))
+
+    cut, warning = header_warning((host, directory))
+    assert cut[0] is host and cut[1] is not directory, "a short prompt stays whole under the common cap, the directory is cut"
+    assert "tool directory was cut" in warning and "system prompt was cut" not in warning, warning
+    cut, warning = header_warning((directory,))
+    assert "tool directory was cut" in warning and "system prompt was cut" not in warning, warning
+    long_prompt = SystemMessage("Rule: be careful with bookings. " * 200)
+    cut, warning = header_warning((long_prompt,))
+    assert cut[0] is not long_prompt and "the system prompt was cut" in warning and "directory" not in warning, warning
+    cut, warning = header_warning((long_prompt, directory))
+    assert all(a is not b for a, b in zip(cut, (long_prompt, directory), strict=True))
+    assert "the system prompt and the tool directory were cut" in warning, warning
+
+
 def test_the_last_resort_leaves_the_system_prompt_as_the_host_wrote_it() -> None:
     # a pasted log far over the total: only the essentials fit, and the note that earlier
     # exchanges are not shown goes in a message of its own, never into the host's system prompt
