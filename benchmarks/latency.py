@@ -132,7 +132,8 @@ def recording(name: str) -> Path:
 
 def chain_names(runs: int, order: Sequence[str] = ()) -> list[str]:
     """The names of the recordings :func:`chained_session` chains, in order."""
-    files = [recording(name) for name in order] if order else sorted(SWE.glob("*.traj.json"))[:runs]
+    every = sorted(SWE.glob("*.traj.json"))
+    files = [recording(name) for name in order] if order else [every[i % len(every)] for i in range(runs)]
     return [f.name.removesuffix(".traj.json") for f in files]
 
 
@@ -528,7 +529,11 @@ def main(argv: list[str] | None = None) -> int:
                 results["self_chain"] = args.self_chain
             else:
                 results["chain"] = chain_names(args.runs, order)
-            if not args.self_chain and "same" not in args.skip and len(results["chain"]) > 1:
+            repeated = len(set(results.get("chain", []))) < len(results.get("chain", []))
+            if repeated and "same" not in args.skip:
+                # a recording chained twice: its calls early and late in the session are not one set
+                print("same_recording left out: the chain holds a recording twice", file=sys.stderr)
+            if not args.self_chain and "same" not in args.skip and len(results["chain"]) > 1 and not repeated:
                 # the chain's last recording chained first, the rest after it in their order:
                 # its calls timed early and late in a session, on the same messages
                 names = results["chain"]
