@@ -302,5 +302,6 @@ def context_notes(messages: Sequence[BaseMessage]) -> list[str]:
 
 
 def conversation_messages(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
-    """A prepared view without ctxplugin's lookups: the conversation's own messages."""
-    return [m for m in messages if not is_synthetic(m)]
+    """A prepared view without ctxplugin's lookups and tool directory: the conversation's own
+    messages."""
+    return [m for m in messages if not is_synthetic(m) and not is_directory(m)]

@@ -16,7 +16,7 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 from ctxplugin import ContextConfig, Scope
 from ctxplugin.config import ToolsConfig
 from ctxplugin.errors import InvalidInputError
-from ctxplugin.testing import memory_engine, tool_directory
+from ctxplugin.testing import conversation_messages, memory_engine, tool_directory
 from ctxplugin.tokens import count_tool_schemas, get_counter
 from ctxplugin.tools import (
     DIRECTORY_TITLE,
@@ -230,6 +230,14 @@ def test_uses_folded_call_by_call_are_those_read_at_once(actions: list[Any], cut
     rewritten = [HumanMessage(content="start over"), *messages[cut * 2 :]]  # not grown from it: read anew
     uses.update(rewritten)
     assert uses.recent(known, max_loaded) == used_tools(rewritten, known, max_loaded)
+
+
+def test_the_conversation_read_from_a_view_leaves_out_the_directory() -> None:
+    engine = memory_engine(ContextConfig(tools=ToolsConfig(directory="always")))
+    messages = [SystemMessage(content="You help."), *calls(("load_tools", ["tool_c"]))]
+    prepared = engine.prepare(messages, tools=TOOLS, scope=Scope(session_id="conversation"))
+    assert tool_directory(prepared.messages)
+    assert conversation_messages(prepared.messages) == messages, "the conversation's own messages, without ctxplugin's texts"
 
 
 def test_engine_puts_the_directory_in_the_header_and_reports_tools() -> None:
