@@ -226,7 +226,7 @@ def test_a_text_prompt_that_reads_like_blocks_is_not_sent_as_the_blocks_it_reads
 
     config = ContextConfig.model_validate({"encoding": "cl100k_base", "tools": {"directory": "always"}})
     stage = Tools(config=config.tools, counter=COUNTER, registry=ToolRegistry(COUNTER))
-    blocks = [{"type": "text", "text": "Rules."}]
+    blocks: list[str | dict[Any, Any]] = [{"type": "text", "text": "Rules."}]
     as_blocks = header_of(stage, [SystemMessage(content=blocks), *conversation()[1:]], config)[0]
     as_text = header_of(stage, [SystemMessage(content=json.dumps(blocks, sort_keys=True)), *conversation()[1:]], config)[0]
     assert as_blocks.content == blocks
