@@ -487,8 +487,8 @@ def render_misses(table: dict[str, dict[str, Score]]) -> str:
     for track in sorted({t for scores in table.values() for t in scores}):
         phrases = sorted({p for n in names for p, c in table[n][track].phrases.items() if c[1]})
         for phrase in phrases:
-            asked = table[names[0]][track].phrases.get(phrase, [0, 0, 0])[0]
             cells = [table[n][track].phrases.get(phrase, [0, 0, 0]) for n in names]
+            asked = max(c[0] for c in cells)  # a system's failed queries are not scored: it was asked fewer
             lines.append(f"| {track} | {phrase} | {asked} | " + " | ".join(f"{c[1]} ({c[2]})" for c in cells) + " |")
     return "\n".join(lines)
 
