@@ -32,10 +32,11 @@ from ctxplugin.tools import (
     plan_tools,
 )
 
-HEADERS_KEPT = 256
+HEADERS_KEPT = SESSIONS_TRACKED + 256
 """System messages (the host's, and tool directories) kept by the tool stage, by what they
-say: agents share a few system prompts, and a prompt written anew for every call (a date in
-it) gains nothing from being kept."""
+say: one per session tracked (a system message kept in a graph's state carries an id of its
+thread's, so each thread's is a message of its own), and the prompts and directories agents
+share. A prompt written anew for every call (a date in it) gains nothing from being kept."""
 
 Said = tuple[bool, str, str, str, str]
 """What a system message says, as the header memo keys it: whether its content is a list of

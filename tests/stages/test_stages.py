@@ -236,6 +236,20 @@ def test_a_text_prompt_that_reads_like_blocks_is_not_sent_as_the_blocks_it_reads
     assert header_of(stage, [tagged, *conversation()[1:]], config)[0].model_dump() == tagged.model_dump()
 
 
+def test_every_tracked_session_keeps_its_header_objects_when_each_has_its_own_message_id() -> None:
+    """A system message kept in a graph's state carries an id of that thread's: as many
+    distinct messages as sessions, each to stay the same object from call to call."""
+    from ctxplugin.stages.view import SESSIONS_TRACKED
+
+    config = ContextConfig.model_validate({"encoding": "cl100k_base", "tools": {"directory": "always"}})
+    stage = Tools(config=config.tools, counter=COUNTER, registry=ToolRegistry(COUNTER))
+    prompts = [[SystemMessage(content="You help with orders.", id=f"system-{k}")] for k in range(SESSIONS_TRACKED)]
+    first = [stage.header(parts, "Tool directory.") for parts in prompts]
+    again = [stage.header(parts, "Tool directory.") for parts in prompts]
+    assert all(b[0] is a[0] and b[1] is a[1] for a, b in zip(first, again, strict=True))
+    assert [h[0].id for h in again] == [f"system-{k}" for k in range(SESSIONS_TRACKED)]
+
+
 def test_choose_tools_binds_the_hosts_meta_tools_as_given() -> None:
     config = ContextConfig(encoding="cl100k_base")
     choice = choose_tools([lookup, expand_ref], [], config=config.tools, counter=COUNTER, registry=ToolRegistry(COUNTER))
