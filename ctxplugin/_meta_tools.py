@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool, StructuredTool
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 from ctxplugin._events import emit
 from ctxplugin._names import EXPAND_EVENT, EXPAND_REF_NAME, META_TOOL_MARK
@@ -45,6 +45,18 @@ class ExpandRefArgs(BaseModel):
     limit: int = 0
     pattern: str = ""
     regex: bool = False
+
+    @field_validator("fields", "offset", "limit", "pattern", "regex", mode="before")
+    @classmethod
+    def _null_is_left_out(cls, value: Any, info: Any) -> Any:
+        """Models often send ``null`` for an option they do not use, and one path as a string
+        (``load_tools`` takes both too): read them as the option left out and a one-path list.
+        The schema sent to the model does not change."""
+        if value is None:
+            return [] if info.field_name == "fields" else cls.model_fields[info.field_name].default
+        if info.field_name == "fields" and isinstance(value, str):
+            return [value]
+        return value
 
 
 def make_expand_ref_tool(engine: ContextEngine, scope: ScopeResolver | Scope | None = None) -> BaseTool:

@@ -220,6 +220,34 @@ def test_expand_ref_tool_sends_a_compact_schema_and_still_validates() -> None:
         tool.invoke({"ref_id": ref, "offset": "fifty"}, config=config)
 
 
+def test_expand_ref_tool_takes_null_options_and_one_field_as_given_by_models() -> None:
+    """Models often send ``null`` for options they do not use, and one path as a string:
+    ``load_tools`` takes both, and ``expand_ref`` reads them as the option left out and a
+    one-path list rather than costing the model a round trip on a validation error. The sent
+    schema stays as lean as before."""
+    from langchain_core.messages import ToolMessage
+    from langchain_core.runnables import RunnableConfig
+    from langchain_core.utils.function_calling import convert_to_openai_tool
+
+    from ctxplugin._messages import annotation
+    from ctxplugin.langchain import make_expand_ref_tool
+    from ctxplugin.testing import memory_engine
+
+    engine = memory_engine()
+    tool = make_expand_ref_tool(engine)
+    params = convert_to_openai_tool(tool)["function"]["parameters"]
+    assert all(set(p) <= {"type", "items"} for p in params["properties"].values()), params
+    config: RunnableConfig = {"configurable": {"thread_id": "t"}}
+    record = json.dumps({"user_id": "u1", "items": [{"id": i} for i in range(300)]})
+    captured = engine.capture_tool_result(ToolMessage(content=record, tool_call_id="c1", name="user"), scope=Scope(session_id="t"))
+    ref = annotation(captured)["ref"]
+    nulls = {"fields": None, "offset": None, "limit": None, "pattern": None, "regex": None}
+    assert tool.invoke({"ref_id": ref, **nulls}, config=config) == record
+    one = tool.invoke({"ref_id": ref, "fields": "user_id"}, config=config)
+    assert one == tool.invoke({"ref_id": ref, "fields": ["user_id"]}, config=config)
+    assert one.splitlines()[-1] == '"u1"'
+
+
 def test_a_pattern_shows_its_match_in_a_line_too_long_to_show_whole(store: MemoryCASStore) -> None:
     # a web page fetched as one line: the price is far past what one answer can show
     page = "<div>filler</div>" * 3000 + "<span>Total price: 1,234.56 EUR</span>" + "<p>tail</p>" * 500
