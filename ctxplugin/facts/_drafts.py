@@ -91,8 +91,19 @@ def _build_fact(
             audience=normalize_audience(audience),
         )
     except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'fact'}: {e['msg']}" for e in exc.errors())
+        problems = "; ".join(f"{_argument(exc.title, e['loc'])}: {e['msg']}" for e in exc.errors())
         raise InvalidInputError(f"invalid fact: {problems}") from exc
+
+
+def _argument(model: str, loc: tuple[int | str, ...]) -> str:
+    """The argument of ``FactsLedger.write`` a validation error is about: the fact scope is
+    ``fact_scope`` there (``scope`` is the writer's Scope), and the source's type is ``source``."""
+    path = [str(step) for step in loc]
+    if model == "Source":
+        path = ["source"] if path == ["type"] else ["source", *path]
+    elif path[:1] == ["scope"]:
+        path[0] = "fact_scope"
+    return ".".join(path) or "fact"
 
 
 @dataclass(frozen=True)

@@ -38,6 +38,9 @@ CASES: list[tuple[str, Callable[[Any], Any], str]] = [
     ("add, a tag None", lambda f: f.add("Budget is 1,200 EUR", tags=["budget", None], scope=SCOPE), "a fact's tags are strings, got NoneType"),
     ("search, k a float", lambda f: f.search("discount", scope=SCOPE, k=2.5), "k= a whole number of results, got 2.5"),
     ("search, k a string", lambda f: f.search("discount", scope=SCOPE, k="3"), "k= a whole number of results, got '3'"),
+    # named as write() names them: not `scope` (the Scope argument) nor `type`
+    ("add, unknown fact_scope", lambda f: f.add("Budget is 1,200 EUR", fact_scope="later", scope=SCOPE), r"^invalid fact: fact_scope: Input should be 'global'"),
+    ("add, unknown source", lambda f: f.add("Budget is 1,200 EUR", source="tool:inspect", scope=SCOPE), r"^invalid fact: source: Input should be 'conversation'"),
 ]
 
 
