@@ -158,7 +158,13 @@ def session_part(value: str) -> str:
 
     ``session_part("a/b")`` is ``"a%2Fb"``, which is not ``"a/b"``, the session of thread ``"a"``
     with namespace ``"b"``.
+
+    A blank id (only spaces: a thread LangGraph keeps, which a Scope refuses as a session id) is
+    percent-encoded whole (``" "`` is ``"%20"``); no id of the other two kinds comes out so, since
+    a ``%`` the first rule writes is followed by ``25`` or ``2F``, and spaces by neither.
     """
+    if not value.strip():
+        return quote(value, safe="", errors="surrogatepass")
     if "/" not in value and "%" not in value:
         return value
     return value.replace("%", "%25").replace("/", "%2F")
@@ -191,10 +197,12 @@ def scope_from_config(config: object | None, default_session: str = "default", *
     if isinstance(scope_value, Scope):
         return namespaced(scope_value, namespace)
     thread = configurable.get("thread_id")
-    from_thread = thread not in (None, "")
-    session = str(thread) if from_thread else default_session
-    if from_thread and namespace is None:
-        session = session_part(session)
+    session = default_session
+    if thread not in (None, ""):
+        # escaped before the Scope is made: a blank thread id is a session id once escaped
+        session = session_part(str(thread))
+        if namespace is not None:
+            session, namespace = f"{session}/{session_part(namespace)}", None
 
     def opt(name: str) -> str | None:
         value = configurable.get(name)

@@ -32,9 +32,17 @@ def test_a_thread_id_shaped_like_a_namespaced_session_names_another_session() ->
     assert session("a%2Fb") == "a%252Fb" != session("a/b")
 
 
+def test_a_blank_thread_id_is_a_thread_of_its_own() -> None:
+    """LangGraph keeps a thread whose id is only spaces (its checkpoints are under it): its
+    session id is escaped, since a Scope refuses a blank session id, rather than failing the run."""
+    assert session(" ") == "%20" != session("  ") == "%20%20" != session("\t") == "%09"
+    assert session(" ", "worker") == "%20/worker" and session("t", " ") == "t/%20"
+    assert session("%20") == "%2520" and session("\u3000") == "%E3%80%80"
+
+
 @settings(max_examples=1000, deadline=None)
-@given(st.lists(st.text(alphabet="a/%2F5", min_size=1, max_size=6), min_size=2, max_size=2, unique=True),
-       st.none() | st.text(alphabet="a/%2F5", min_size=1, max_size=4))
+@given(st.lists(st.text(alphabet="a/%2F5 \t", min_size=1, max_size=6), min_size=2, max_size=2, unique=True),
+       st.none() | st.text(alphabet="a/%2F5 \t", min_size=1, max_size=4))
 def test_session_part_is_injective(values: list[str], namespace: str | None) -> None:
     first, second = values
     assert session_part(first) != session_part(second)
