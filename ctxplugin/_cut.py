@@ -11,11 +11,15 @@ view may stay over its budget by their size; the budget stage says so.
 
 from __future__ import annotations
 
+import copy
+import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from langchain_core.messages import AIMessage
+
 from ctxplugin._graphemes import head, tail
-from ctxplugin.tokens import TokenCounter, blocks_tokens, content_text, count_cached
+from ctxplugin.tokens import TokenCounter, blocks_tokens, content_text, count_cached, count_message
 
 Keep = Callable[[str], str | None]
 """Stores a text about to be cut and gives the ref it is read back by (None: not stored)."""
@@ -76,6 +80,42 @@ def cut_content(content: str | list[Any], max_tokens: int, counter: TokenCounter
     return out
 
 
+def cut_call_args(message: AIMessage, max_tokens: int, counter: TokenCounter) -> AIMessage:
+    """``message`` with the longest string values of its tool calls' arguments cut at head and
+    tail (a file a coding agent wrote) until it fits ``max_tokens`` as
+    :func:`~ctxplugin.tokens.count_message` counts it; other values, names and ids stay.
+
+    A message whose content repeats a call (a ``tool_use`` or ``function_call`` block, which
+    is kept whole and which some providers read the arguments from) is returned as it is."""
+    calls = message.tool_calls
+    over = count_message(message, counter) - max_tokens
+    ids = {str(call.get("id")) for call in calls}
+    if over <= 0 or not calls or (isinstance(message.content, list) and any(
+        isinstance(b, dict) and b.get("type") in ("tool_use", "function_call") and str(b.get("id", b.get("call_id"))) in ids
+        for b in message.content
+    )):
+        return message
+    new_calls = copy.deepcopy(calls)
+    leaves: list[tuple[Any, Any, str]] = []  # (container, key, text)
+    stack: list[Any] = [call["args"] for call in new_calls]
+    while stack:
+        node = stack.pop()
+        for key, value in (node.items() if isinstance(node, dict) else enumerate(node)):
+            if isinstance(value, str):
+                leaves.append((node, key, value))
+            elif isinstance(value, (dict, list)):
+                stack.append(value)
+    if not leaves:
+        return message
+    # sized as they are counted: JSON-escaped, newlines as two characters
+    sizes = [count_cached(json.dumps(text, ensure_ascii=False), counter) for _, _, text in leaves]
+    cap = water_level(sizes, sum(sizes) - over)
+    for (node, key, text), size in zip(leaves, sizes, strict=True):
+        if size > cap:
+            node[key] = cut_text(text, max(8, cap * count_cached(text, counter) // size - 4), counter)
+    return message.model_copy(update={"tool_calls": new_calls})
+
+
 def water_level(sizes: Sequence[int], available: int) -> int:
     """The largest cap such that ``sum(min(size, cap)) <= available``."""
     if sum(sizes) <= available:
@@ -90,4 +130,4 @@ def water_level(sizes: Sequence[int], available: int) -> int:
     return max(8, ordered[-1])
 
 
-__all__ = ["Keep", "cut_content", "cut_text", "water_level"]
+__all__ = ["Keep", "cut_call_args", "cut_content", "cut_text", "water_level"]

@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
-from ctxplugin._cut import Keep, cut_content, water_level
+from ctxplugin._cut import Keep, cut_call_args, cut_content, water_level
 from ctxplugin._layout import (
     Layout,
     Placement,
@@ -278,7 +278,10 @@ def minimum_viable(parts: Parts, total: int, counter: TokenCounter, keep: Keep |
                 if isinstance(message, AIMessage) and isinstance(message.content, list) and isinstance(content, str):
                     # a list stays one: a Responses API turn's reasoning is read beside a list only
                     content = [{"type": "text", "text": content}]
-                history_copy[index] = message.model_copy(update={"content": content})
+                cut = message.model_copy(update={"content": content})
+                if isinstance(cut, AIMessage) and cut.tool_calls:  # and the text of its calls' arguments
+                    cut = cut_call_args(cut, max(8, cap - 8), counter)
+                history_copy[index] = cut
         slim = replace(slim, history=history_copy)
     return slim
 

@@ -393,3 +393,23 @@ def test_the_last_resort_leaves_the_system_prompt_as_the_host_wrote_it() -> None
         assert prepared.messages[0].content == "You are a debugging assistant.", mode
         notes = [m for m in prepared.messages if "earlier exchanges are not shown" in content_text(m.content)]
         assert len(notes) == 1 and not isinstance(notes[0], (HumanMessage, AIMessage)), mode
+
+
+def test_the_last_resort_cuts_the_arguments_of_the_last_tool_call() -> None:
+    # a coding agent's last call wrote a whole file: its arguments are text the view can cut
+    # (the state keeps them whole), as the doc promises the total is never exceeded
+    source = "".join(f"def f{i}(x):\n    return x + {i}\n" for i in range(3000))
+    messages: list[BaseMessage] = [
+        SystemMessage(content="You are a coding agent."), HumanMessage(content="Write src/gen.py."),
+        AIMessage(content="", tool_calls=[{"name": "write_file", "args": {"path": "src/gen.py", "content": source, "mode": 420}, "id": "c1"}]),
+        ToolMessage(content="written", tool_call_id="c1", name="write_file"),
+    ]
+    engine = memory_engine(ContextConfig(budget={"total": 1500}))
+    prepared = engine.prepare(messages, scope=Scope(session_id="args"))
+    assert prepared.report.within_budget and prepared.report.tokens_after <= 1500, prepared.report.warnings
+    call = next(m for m in prepared.messages if isinstance(m, AIMessage)).tool_calls[0]
+    args = call["args"]
+    assert call["id"] == "c1" and args["path"] == "src/gen.py" and args["mode"] == 420, "short values stay"
+    assert "cut to fit the budget" in args["content"] and args["content"].startswith("def f0(x):")
+    sent = messages[2]
+    assert isinstance(sent, AIMessage) and sent.tool_calls[0]["args"]["content"] == source, "the input is not changed"
