@@ -42,11 +42,12 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 
 from ctxplugin._lru import Memo
 from ctxplugin._messages import META_KEY, annotation
+from ctxplugin._names import FACTS_LOOKUP_NAME, NOTES_LOOKUP_NAME
 from ctxplugin.tokens import content_text
 
-FACTS_TOOL = "known_facts"
+FACTS_TOOL = FACTS_LOOKUP_NAME
 """Name of the lookup whose result is the facts block."""
-NOTES_TOOL = "context_notes"
+NOTES_TOOL = NOTES_LOOKUP_NAME
 """Name of the lookup whose result is a context note (history condensed or left out)."""
 
 Kind = Literal["facts", "notes"]

@@ -16,6 +16,21 @@ LOAD_TOOLS_NAME = "load_tools"
 META_TOOL_NAMES = frozenset({EXPAND_REF_NAME, LOAD_TOOLS_NAME})
 """ctxplugin's own tools: their results are never stored, read for facts or cached on."""
 
+FACTS_LOOKUP_NAME = "known_facts"
+"""The lookup whose result shows the facts block in a view (a tool the model is never given)."""
+
+NOTES_LOOKUP_NAME = "context_notes"
+"""The lookup whose result shows a context note in a view (a tool the model is never given)."""
+
+RESERVED_TOOL_NAMES = {
+    EXPAND_REF_NAME: "meta-tool that reads stored tool outputs back by their ref",
+    LOAD_TOOLS_NAME: "meta-tool that loads tool schemas from the tool directory",
+    FACTS_LOOKUP_NAME: "lookup that shows the facts block in the view (never bound)",
+    NOTES_LOOKUP_NAME: "lookup that shows context notes in the view (never bound)",
+}
+"""Names an agent's own tool may not take, each with what ctxplugin uses it for (see
+:func:`ctxplugin.tools.check_meta_names`)."""
+
 META_TOOL_MARK = "ctxplugin_meta_tool"
 """The ``metadata`` key set on the meta-tools ctxplugin builds: it tells them apart from an
 agent's own tool of the same name, which is refused (see :func:`ctxplugin.tools.check_meta_names`)."""
@@ -55,10 +70,13 @@ __all__ = [
     "CAPTURE_EVENT",
     "EXPAND_EVENT",
     "EXPAND_REF_NAME",
+    "FACTS_LOOKUP_NAME",
     "LOAD_TOOLS_NAME",
     "META_TOOL_MARK",
     "META_TOOL_NAMES",
+    "NOTES_LOOKUP_NAME",
     "REPORT_EVENT",
+    "RESERVED_TOOL_NAMES",
     "is_meta_tool",
     "late_call_id",
 ]

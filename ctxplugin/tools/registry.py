@@ -24,7 +24,7 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from ctxplugin._graphemes import head
 from ctxplugin._lru import LRU
-from ctxplugin._names import EXPAND_REF_NAME, LOAD_TOOLS_NAME, META_TOOL_NAMES, is_meta_tool
+from ctxplugin._names import RESERVED_TOOL_NAMES, is_meta_tool
 from ctxplugin._untrusted import MAX_JSON_DEPTH, nesting_exceeds
 from ctxplugin.errors import InvalidInputError
 from ctxplugin.tokens import TokenCounter, count_tool_schemas
@@ -111,28 +111,20 @@ def tool_name(tool: Any) -> str | None:
     return None
 
 
-_META_ROLES = {
-    EXPAND_REF_NAME: "reads stored tool outputs back by their ref",
-    LOAD_TOOLS_NAME: "loads tool schemas from the tool directory",
-}
-
-
 def check_meta_names(tools: Iterable[Any]) -> None:
-    """Refuse an agent's own tool named like one of ctxplugin's meta-tools.
-
-    The model could not tell the two apart, and ctxplugin would answer, store and bind the
-    agent's tool as its own; the agent renames its tool instead (nothing is hidden silently).
+    """Refuse an agent's own tool named like one of ctxplugin's meta-tools or view lookups: the
+    model could not tell the two apart (nothing is hidden silently; the agent renames its tool).
 
     Raises:
-        InvalidInputError: a tool named ``expand_ref`` or ``load_tools`` that ctxplugin did not build.
+        InvalidInputError: a tool so named that ctxplugin did not build.
     """
     for tool in tools:
         name = tool_name(tool)
-        if name is not None and name in META_TOOL_NAMES and not is_meta_tool(tool):
+        if name is not None and name in RESERVED_TOOL_NAMES and not is_meta_tool(tool):
             raise InvalidInputError(
-                f"a tool of the agent is named {name!r}, the name of ctxplugin's meta-tool that "
-                f"{_META_ROLES[name]}; the model could not tell the two apart. Rename your tool "
-                f"(@tool(\"my_{name}\") or tool.name = \"my_{name}\"); ctxplugin adds its own {name}."
+                f"a tool of the agent is named {name!r}, the name of ctxplugin's {RESERVED_TOOL_NAMES[name]}; "
+                f"the model could not tell the two apart. Rename your tool "
+                f"(@tool(\"my_{name}\") or tool.name = \"my_{name}\"); ctxplugin uses the name {name} itself."
             )
 
 

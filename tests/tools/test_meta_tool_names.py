@@ -60,3 +60,15 @@ def test_the_meta_tools_themselves_are_accepted() -> None:
     assert {getattr(t, "name", None) for t in prepared.tools} <= {"expand_ref", "load_tools"}
     bound = engine.bound_tools(conversation(), [*meta, *[as_dict(f"t{i}") for i in range(30)]])
     assert sorted((t for t in bound if isinstance(t, BaseTool)), key=id) == sorted(meta, key=id)  # the directory is on: the host's meta-tools are bound
+
+
+@pytest.mark.parametrize("name", ["known_facts", "context_notes"])
+def test_an_own_tool_named_like_a_lookup_of_the_view_is_refused(name: str) -> None:
+    """The facts block and context notes are shown as calls of ``known_facts`` and
+    ``context_notes``, tools the model is never given: an agent tool of that name would make
+    ctxplugin's block read as the result of a call of the agent's tool the model never made."""
+    engine = memory_engine()
+    with pytest.raises(InvalidInputError, match=rf"'{name}'.*ctxplugin.*[Rr]ename"):
+        engine.prepare(conversation(), tools=[as_dict(name)], scope=SCOPE)
+    with pytest.raises(InvalidInputError, match=rf"'{name}'"):
+        engine.bound_tools(conversation(), [as_dict(name)])
