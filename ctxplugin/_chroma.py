@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 import http.client
 import os
+import sqlite3
 import ssl
 import sys
 import threading
@@ -28,7 +29,9 @@ def translated(
 ) -> Iterator[None]:
     """Raise Chroma errors as ``StoreError`` and an unreachable server as
     ``StoreUnavailableError`` (``action`` completes "could not ..."). ``refine`` may name a
-    better error for anything else; what it leaves (None) is raised as it is.
+    better error for anything else; of what it leaves (None), the failures of embedded Chroma's
+    storage (``RuntimeError``, ``OSError``, ``sqlite3.Error``) are ``StoreError`` too, and any
+    other error is raised as it is.
 
     ``forget`` drops the collections a store keeps open; it is called when Chroma no longer
     knows one (a server that came back without its data, a collection deleted by hand), so
@@ -55,6 +58,10 @@ def translated(
         better = refine(exc) if refine is not None else None
         if better is not None:
             raise better from exc
+        if isinstance(exc, (RuntimeError, OSError, sqlite3.Error)):
+            # embedded Chroma's own storage failing: its HNSW index (hnswlib raises RuntimeError),
+            # its SQLite file, its index files on disk; a bug of ours (KeyError...) still propagates
+            raise StoreError(f"Chroma could not {action}: {exc}") from exc
         raise
 
 

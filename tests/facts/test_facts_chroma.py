@@ -4,6 +4,7 @@ server going away while an agent runs."""
 from __future__ import annotations
 
 import gc
+import sqlite3
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -106,6 +107,33 @@ def test_chroma_errors_become_store_errors_chained(tmp_path: Path, mocker: Mocke
         with pytest.raises(StoreError, match="disk on fire") as info:
             store.search("x", FactQuery(reader=S), n=3)
         assert isinstance(info.value.__cause__, chromadb.errors.InternalError)
+
+
+@pytest.mark.parametrize("failure", [
+    RuntimeError("Cannot return the results in a contigious 2D array. Probably ef or M is too small"),  # hnswlib
+    sqlite3.OperationalError("database is locked"),  # embedded Chroma's own SQLite
+    OSError(28, "No space left on device"),  # its index files
+], ids=["hnswlib", "sqlite", "disk"])
+def test_failures_of_chromas_own_storage_are_store_errors(tmp_path: Path, mocker: MockerFixture, failure: Exception) -> None:
+    """Embedded Chroma fails with errors that are not ChromaError: its HNSW index raises
+    RuntimeError, its SQLite sqlite3 errors, its files OSError. They are store failures, so a
+    step degrades with a warning instead of failing the agent."""
+    with ChromaFactStore.persistent(tmp_path) as store:
+        collection = store.raw_collection("acme")
+        mocker.patch.object(type(collection), "query", side_effect=failure)
+        with pytest.raises(StoreError) as info:
+            store.search("x", FactQuery(reader=S), n=3)
+        assert info.value.__cause__ is failure
+    with ContextEngine.embedded(tmp_path / "engine") as engine:
+        engine.facts.write("The budget is $50k", key="budget", scope=S)
+        embedded = engine.facts.store
+        assert isinstance(embedded, ChromaFactStore)
+        mocker.patch.object(type(embedded.raw_collection("acme")), "query", side_effect=failure)
+        mocker.patch.object(type(embedded.raw_collection("acme")), "get", side_effect=failure)
+        conversation: list[BaseMessage] = [HumanMessage("We use MySQL."), AIMessage("ok"), HumanMessage("What is the budget?")]
+        prepared = engine.prepare(conversation, scope=S)
+        assert prepared.messages[-1] is conversation[-1]
+        assert any("facts store unavailable" in w for w in prepared.report.warnings), prepared.report.warnings
 
 
 def test_unknown_errors_propagate(tmp_path: Path, mocker: MockerFixture) -> None:
