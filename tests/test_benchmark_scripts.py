@@ -1,0 +1,45 @@
+"""The benchmark scripts' own bookkeeping: what ``benchmarks/latency.py`` names as it chains
+recordings, and how ``benchmarks/statebench_runner.py`` counts missed must-mention phrases."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+
+
+def benchmark(name: str) -> Any:
+    """The script ``benchmarks/<name>.py`` loaded as a module (benchmarks are not a package)."""
+    spec = importlib.util.spec_from_file_location(f"{name}_bench", BENCHMARKS / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_chain_s_names_are_the_recordings_chained_in_order_also_past_the_last_file() -> None:
+    bench = benchmark("latency")
+    files = sorted(bench.SWE.glob("*.traj.json"))
+    if not files:
+        pytest.skip(f"no swe recordings under {bench.SWE}")
+    runs = len(files) + 2  # the chain wraps around to the first recordings
+    owners: list[str] = []
+    bench.chained_session(runs, owners=owners)
+    chained = [name for i, name in enumerate(owners) if i == 0 or owners[i - 1] != name]
+    assert bench.chain_names(runs) == chained
+
+
+def test_a_phrase_is_counted_as_asked_as_often_as_a_system_was_asked_it() -> None:
+    bench = benchmark("statebench_runner")
+    # ctxplugin failed on one of the two queries asking for the phrase: it was scored on one only
+    mine = bench.Score(queries=2, errors=1, phrases={"refund": [1, 0, 0]})
+    other = bench.Score(queries=2, phrases={"refund": [2, 2, 1]})
+    table = {"ctxplugin": {"track": mine}, "memgine": {"track": other}}
+    [row] = [line for line in bench.render_misses(table).splitlines() if "refund" in line]
+    assert row == "| track | refund | 2 | 0 (0) | 2 (1) |"
