@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Literal
-from urllib.parse import quote
+from urllib.parse import quote, unquote
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
@@ -41,6 +41,16 @@ def scope_key(*parts: str | None) -> str:
     if not parts:
         raise InvalidInputError("scope_key() needs at least one part")
     return ",".join(_NONE_PART if part is None else quote(part, safe="", errors="surrogatepass") for part in parts)
+
+
+def scope_key_parts(key: str) -> tuple[str | None, ...]:
+    """The parts :func:`scope_key` encoded into ``key``: ``scope_key(*scope_key_parts(k)) == k``
+    for every key it made, and ``scope_key_parts(scope_key(*parts)) == parts``.
+
+    Stores that keep a scope's ids in columns which cannot hold every string (Postgres text
+    takes neither NUL nor lone surrogates) read the exact ids back from the key.
+    """
+    return tuple(None if part == _NONE_PART else unquote(part, errors="surrogatepass") for part in key.split(","))
 
 
 def legacy_scope_key(*parts: str | None) -> str | None:

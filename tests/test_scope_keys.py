@@ -31,7 +31,7 @@ from ctxplugin.errors import RefNotFoundError
 from ctxplugin.facts import ChromaFactStore, FactsLedger, MemoryFactStore
 from ctxplugin.facts.model import reader_keys, visibility_key
 from ctxplugin.facts.store import FactStore
-from ctxplugin.scope import legacy_scope_key, scope_key
+from ctxplugin.scope import legacy_scope_key, scope_key, scope_key_parts
 from ctxplugin.testing import ScriptedChatModel
 from ctxplugin.testing.cas_contract import FakeClock, make_item
 
@@ -53,6 +53,16 @@ scopes = st.builds(
 @given(st.lists(ids, min_size=1, max_size=5), st.lists(ids, min_size=1, max_size=5))
 def test_distinct_part_sequences_have_distinct_keys(first: list[str | None], second: list[str | None]) -> None:
     assert (scope_key(*first) == scope_key(*second)) == (first == second)
+
+
+any_ids = st.one_of(ids, st.text(st.characters(exclude_categories=[]), max_size=8), st.sampled_from(["\x00", "a\ud800", "\udcff,!"]))
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(any_ids, min_size=1, max_size=5))
+def test_a_key_gives_back_its_parts(parts: list[str | None]) -> None:
+    # stores whose columns cannot hold every id (Postgres text) read the exact ids from the key
+    assert scope_key_parts(scope_key(*parts)) == tuple(parts)
 
 
 @settings(max_examples=400, deadline=None)

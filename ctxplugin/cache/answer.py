@@ -113,8 +113,8 @@ class AnswerCache:
         found = self.store.candidates(call.partition, call.signature, query, now=now, n=self.candidates)
         old = legacy_partition(call.scope, call.mode)
         # answers stored by earlier versions, under the pipe-joined key; never one with undecodable
-        # bytes (a lone surrogate), which no store keeps and a Chroma filter refuses as a whole
-        if old != call.partition and valid_unicode(old) is old:
+        # bytes (a lone surrogate) or NUL, which no store kept and a filter refuses as a whole
+        if old != call.partition and valid_unicode(old) is old and "\x00" not in old:
             found += self.store.candidates(old, call.signature, query, now=now, n=self.candidates)
             found.sort(key=lambda pair: pair[1], reverse=True)
             found = found[: self.candidates]

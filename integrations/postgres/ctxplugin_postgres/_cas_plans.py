@@ -4,7 +4,8 @@ Tables (migration 1): ``ctxplugin_cas_refs`` binds a ref id to its canonical has
 processes cannot bind one ref to different content), ``ctxplugin_cas_content`` holds each exact
 variant once as bytes (UTF-8 with surrogates kept, so any Python ``str`` round-trips, NUL
 included), and ``ctxplugin_cas_grants`` holds one row per ``(ref, owner scope, visibility)``:
-the only way to read content.
+the only way to read content. Its id columns narrow a search (an id Postgres text cannot hold
+is written percent-encoded there); who may read a grant is decided from its ``owner_key``.
 
 Races with :func:`purge_plan` are settled by row locks: ``put`` holds a ``FOR KEY SHARE`` lock
 on the ref and content rows it relies on, and the purge deletes only rows it could lock with
@@ -22,8 +23,8 @@ from psycopg import sql
 from ctxplugin.cas import decode, encode
 from ctxplugin.cas.store import NOT_VISIBLE, CASItem, CASRecord, expiry, later
 from ctxplugin.errors import RefNotFoundError, StoreError, StoreUnavailableError
-from ctxplugin.scope import Scope, Visibility
-from ctxplugin_postgres._db import Plan, Result, Stmt, compose
+from ctxplugin.scope import Scope, Visibility, scope_key_parts
+from ctxplugin_postgres._db import Plan, Result, Stmt, column_text, compose
 
 _ATTEMPTS = 3  # a row vanishing under a concurrent purge between two statements is rare
 
@@ -85,8 +86,7 @@ class CASQueries:
             ),
             grant_extend=compose(f"UPDATE {{s}}.ctxplugin_cas_grants SET expires_at = %(expires)s WHERE {key}", schema),
             readable=compose(
-                "SELECT owner_key, visibility, tenant_id, workspace_id, user_id, session_id "
-                "FROM {s}.ctxplugin_cas_grants WHERE ref_id = %(ref)s "
+                "SELECT owner_key, visibility FROM {s}.ctxplugin_cas_grants WHERE ref_id = %(ref)s "
                 "AND tenant_id IS NOT DISTINCT FROM %(tenant)s AND (expires_at IS NULL OR expires_at > %(now)s) "
                 "AND (visibility <> 'session' OR session_id = %(session)s) "
                 "ORDER BY owner_key <> %(owner)s, created_at, owner_key, visibility",
@@ -153,8 +153,7 @@ def put_plan(
     expires = expiry(now, ttl_seconds)
     params: dict[str, Any] = {
         "ref": item.ref_id, "hash": item.content_hash, "kind": item.kind, "now": now, "raw": item.raw_hash,
-        "data": data, "size": len(data), "owner": scope.key(), "vis": visibility, "tenant": scope.tenant_id,
-        "workspace": scope.workspace_id, "user": scope.user_id, "session": scope.session_id,
+        "data": data, "size": len(data), "owner": scope.key(), "vis": visibility, **_id_columns(scope),
         "summary": item.summary, "expires": expires,
     }
     bound = yield from _locked(Stmt(q.ref_insert, params), Stmt(q.ref_lock, params), "ref")
@@ -178,17 +177,33 @@ def put_plan(
     raise StoreUnavailableError(f"the grant of {item.ref_id!r} was removed by concurrent purges {_ATTEMPTS} times; retry")
 
 
+def _id_columns(scope: Scope) -> dict[str, str | None]:
+    """The id columns of a grant: the ids as written since the first version, those Postgres
+    text cannot hold percent-encoded (:func:`~ctxplugin_postgres._db.column_text`)."""
+    return {
+        "tenant": column_text(scope.tenant_id), "workspace": column_text(scope.workspace_id),
+        "user": column_text(scope.user_id), "session": column_text(scope.session_id),
+    }
+
+
 def _readable_params(ref_id: str, scope: Scope, now: float) -> dict[str, Any]:
-    return {"ref": ref_id, "tenant": scope.tenant_id, "now": now, "session": scope.session_id, "owner": scope.key()}
+    ids = _id_columns(scope)
+    return {"ref": ref_id, "tenant": ids["tenant"], "now": now, "session": ids["session"], "owner": scope.key()}
+
+
+def _owner(owner_key: str) -> Scope:
+    """The scope that wrote a grant, exactly (its id columns may hold encoded ids that an
+    ordinary id spells too; its key names one scope)."""
+    parts = scope_key_parts(owner_key)
+    if len(parts) != 4 or parts[3] is None:  # pragma: no cover - grants are written with Scope.key()
+        raise StoreError(f"grant owner key {owner_key!r} names no scope; the database is inconsistent")
+    tenant_id, workspace_id, user_id, session_id = parts
+    return Scope(tenant_id=tenant_id, workspace_id=workspace_id, user_id=user_id, session_id=session_id)
 
 
 def _readable_grants(candidates: Result, scope: Scope) -> list[tuple[str, str]]:
     """``(owner_key, visibility)`` of the candidate grants ``scope`` may read, in their order."""
-    return [
-        (owner_key, visibility)
-        for owner_key, visibility, tenant_id, workspace_id, user_id, session_id in candidates.rows
-        if scope.can_read(Scope(tenant_id=tenant_id, workspace_id=workspace_id, user_id=user_id, session_id=session_id), visibility)
-    ]
+    return [(owner_key, visibility) for owner_key, visibility in candidates.rows if scope.can_read(_owner(owner_key), visibility)]
 
 
 def get_plan(q: CASQueries, ref_id: str, scope: Scope, now: float, *, counted: bool = True) -> Plan[CASRecord]:

@@ -9,6 +9,7 @@ share one core and differ in I/O alone.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import re
@@ -16,11 +17,13 @@ from collections.abc import Callable, Generator, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
+from urllib.parse import quote, unquote
 
 import psycopg
 import psycopg.errors
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
+from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolClosed, PoolTimeout
 
 from ctxplugin.errors import ConfigError, StoreError, StoreUnavailableError
@@ -35,6 +38,63 @@ DEFAULT_SCHEMA = "public"
 CONNECT_TIMEOUT_S = 5
 POOL_TIMEOUT_S = 5.0
 _ATTEMPTS = 3
+
+
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")  # what Postgres text refuses
+_ESCAPED = re.compile("[%\x00\ud800-\udfff]")
+
+
+def column_text(value: str | None) -> str | None:
+    """``value`` as a Postgres text column can hold it: unchanged unless it holds NUL or lone
+    surrogates (which text refuses), else percent-encoded whole, as one part of a scope key is
+    (:func:`ctxplugin.scope.scope_key`), so no two such strings share a column value.
+
+    Only such values change, so rows written before keep matching. An encoded value may equal
+    an ordinary string (``"a\\x00"`` and ``"a%00"`` both give ``"a%00"``): a column written through
+    this narrows a search; the exact ids come from the row's scope key.
+    """
+    if value is None or not _UNSTORABLE.search(value):
+        return value
+    return quote(value, safe="", errors="surrogatepass")
+
+
+def escaped_text(value: str) -> str:
+    """``value`` with ``%``, NUL and lone surrogates percent-encoded (as UTF-8, surrogates kept):
+    injective, undone by :func:`unescaped_text`, and no change to a string holding none of them.
+    For key columns no other column disambiguates (a tool's name)."""
+    return _ESCAPED.sub(lambda m: quote(m.group(), safe="", errors="surrogatepass"), value)
+
+
+def unescaped_text(value: str) -> str:
+    """The string :func:`escaped_text` made ``value`` from."""
+    return unquote(value, errors="surrogatepass") if "%" in value else value
+
+
+ENCODED_JSON = "percent_encoded_json"
+"""The one key of a JSONB value that stands for a value JSONB cannot hold (see :func:`json_column`)."""
+_UNSTORABLE_JSON = re.compile(r"[\ud800-\udfff]|\\u0000")
+
+
+def jsonb_refuses(value: Any) -> bool:
+    """Whether ``value`` holds a string JSONB refuses (with NUL or lone surrogates)."""
+    return _UNSTORABLE_JSON.search(json.dumps(value, ensure_ascii=False)) is not None
+
+
+def json_column(value: Any) -> Jsonb:
+    """``value`` for a JSONB column: itself, or when JSONB refuses it (:func:`jsonb_refuses`) an
+    object whose one key :data:`ENCODED_JSON` holds its JSON text percent-encoded; read back
+    exactly by :func:`json_value`. Callers store no value that is such an object itself."""
+    text = json.dumps(value, ensure_ascii=False)
+    if _UNSTORABLE_JSON.search(text) is None:
+        return Jsonb(value)
+    return Jsonb({ENCODED_JSON: quote(text, safe="", errors="surrogatepass")})
+
+
+def json_value(stored: Any) -> Any:
+    """The value :func:`json_column` stored as ``stored``."""
+    if isinstance(stored, dict) and set(stored) == {ENCODED_JSON}:
+        return json.loads(unquote(stored[ENCODED_JSON], errors="surrogatepass"))
+    return stored
 
 
 @dataclass(frozen=True)

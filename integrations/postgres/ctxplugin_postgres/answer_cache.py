@@ -19,12 +19,19 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from langchain_core.embeddings import Embeddings
-from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
 
 from ctxplugin.cache import CacheEntry
 from ctxplugin.facts.embedding import as_embeddings, document_vectors, query_vector
-from ctxplugin_postgres._db import DEFAULT_SCHEMA, POOL_TIMEOUT_S, Plan, Stmt, compose
+from ctxplugin_postgres._db import (
+    DEFAULT_SCHEMA,
+    POOL_TIMEOUT_S,
+    Plan,
+    Stmt,
+    compose,
+    json_column,
+    json_value,
+)
 from ctxplugin_postgres._store import PooledStore, owned_pool
 
 TABLE = "semantic_cache"
@@ -141,7 +148,8 @@ class PostgresAnswerCacheStore(PooledStore):
             "answer": entry.answer_text,
             "signature": entry.signature,
             "refs": list(entry.refs),
-            "details": Jsonb(entry.model_dump(mode="json", include=_DETAILS)),
+            # JSON text for a value JSONB refuses (a scope id or an answer with NUL or lone surrogates)
+            "details": json_column(entry.model_dump(mode="json", include=_DETAILS)),
             "created": entry.created_at,
             "expires": entry.expires_at,
             "hits": entry.hit_count,
@@ -214,7 +222,7 @@ def _unit(vector: Sequence[float]) -> list[float]:
 def _entry(row: tuple[Any, ...]) -> CacheEntry:
     key, partition, query, _answer, signature, details, created, expires, hits, last_hit = row[:10]
     return CacheEntry.from_columns(
-        details,
+        json_value(details),
         key=key,
         partition=partition,
         query=query,

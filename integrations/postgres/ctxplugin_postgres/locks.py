@@ -35,7 +35,7 @@ WAIT_S = 10.0
 
 def lock_key(namespace: str, name: str) -> int:
     """The signed 64-bit advisory-lock key of ``name`` within ``namespace``."""
-    digest = hashlib.blake2b(f"{namespace}\x00{name}".encode(), digest_size=8).digest()
+    digest = hashlib.blake2b(f"{namespace}\x00{name}".encode("utf-8", "surrogatepass"), digest_size=8).digest()
     return int.from_bytes(digest, "big", signed=True)
 
 

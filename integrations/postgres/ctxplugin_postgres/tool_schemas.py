@@ -4,6 +4,12 @@ An engine's :class:`~ctxplugin.tools.ToolRegistry` lives in memory and numbers v
 process. :class:`PostgresToolSchemas` keeps the catalogue in Postgres so that every process
 agrees on version numbers and token counts, a deployment can see which schemas its agents were
 given, and a new process can warm its registry from the table (:meth:`load_into`).
+
+Tool names are stored with ``%``, NUL and lone surrogates percent-encoded
+(:func:`~ctxplugin_postgres._db.escaped_text`), so any name has a row of its own. A schema or
+description Postgres refuses (NUL, lone surrogates) is kept exactly in ``schema_json`` as
+encoded JSON text (:func:`~ctxplugin_postgres._db.json_column`), with the description column
+percent-encoded beside it.
 """
 
 from __future__ import annotations
@@ -17,7 +23,19 @@ from psycopg_pool import ConnectionPool
 
 from ctxplugin.errors import InvalidInputError
 from ctxplugin.tools.registry import ToolEntry, ToolRegistry
-from ctxplugin_postgres._db import DEFAULT_SCHEMA, POOL_TIMEOUT_S, Plan, Stmt, compose
+from ctxplugin_postgres._db import (
+    DEFAULT_SCHEMA,
+    POOL_TIMEOUT_S,
+    Plan,
+    Stmt,
+    column_text,
+    compose,
+    escaped_text,
+    json_column,
+    json_value,
+    jsonb_refuses,
+    unescaped_text,
+)
 from ctxplugin_postgres._store import PooledStore, owned_pool
 
 _COLUMNS = "tool_name, version, schema_hash, schema_json, token_count, server_name, description, updated_at"
@@ -106,15 +124,18 @@ class PostgresToolSchemas(PooledStore):
         version number; recording it again marks it the current schema of its tool."""
         if not isinstance(entry, ToolEntry):
             raise InvalidInputError(f"record() takes a ToolEntry (from ToolRegistry.register), got {type(entry).__name__}")
+        exact = {"schema": entry.schema, "description": entry.description}
+        refused = jsonb_refuses(exact)
         params = {
-            "name": entry.name, "hash": entry.hash, "server": server, "schema": Jsonb(entry.schema),
-            "description": entry.description, "tokens": entry.tokens,
+            "name": escaped_text(entry.name), "hash": entry.hash, "server": server,
+            "schema": json_column(exact) if refused else Jsonb(entry.schema),
+            "description": column_text(entry.description) if refused else entry.description, "tokens": entry.tokens,
         }
 
         def plan() -> Plan[StoredSchema]:
             yield Stmt(self._lock_name, params)  # versions are numbered one at a time per tool
             row = (yield Stmt(self._upsert, params)).rows[0]
-            return StoredSchema(*row)
+            return _stored(row)
 
         return self._run("record a tool schema", plan)
 
@@ -125,12 +146,12 @@ class PostgresToolSchemas(PooledStore):
 
     def get(self, name: str, version: int | None = None) -> StoredSchema | None:
         """The current schema of ``name`` (most recently recorded), or the given version."""
-        params = {"name": name, "version": version}
+        params = {"name": escaped_text(name), "version": version}
         query = self._current if version is None else self._version
 
         def plan() -> Plan[StoredSchema | None]:
             row = (yield Stmt(query, params)).first()
-            return None if row is None else StoredSchema(*row)
+            return None if row is None else _stored(row)
 
         return self._run("read a tool schema", plan)
 
@@ -138,7 +159,7 @@ class PostgresToolSchemas(PooledStore):
         """Every stored version of ``name``, oldest first."""
 
         def plan() -> Plan[list[StoredSchema]]:
-            return [StoredSchema(*row) for row in (yield Stmt(self._versions, {"name": name})).rows]
+            return [_stored(row) for row in (yield Stmt(self._versions, {"name": escaped_text(name)})).rows]
 
         return self._run("read tool schema versions", plan)
 
@@ -146,7 +167,7 @@ class PostgresToolSchemas(PooledStore):
         """The current schema of every stored tool (of one ``server`` if given), by name."""
 
         def plan() -> Plan[list[StoredSchema]]:
-            return [StoredSchema(*row) for row in (yield Stmt(self._latest_all, {"server": server})).rows]
+            return [_stored(row) for row in (yield Stmt(self._latest_all, {"server": server})).rows]
 
         return self._run("read tool schemas", plan)
 
@@ -158,6 +179,14 @@ class PostgresToolSchemas(PooledStore):
     def close(self) -> None:
         """Release the catalogue (and its pool if owned). Idempotent."""
         super().close()
+
+
+def _stored(row: tuple[Any, ...]) -> StoredSchema:
+    name, version, hash_, schema, tokens, server, description, updated_at = row
+    exact = json_value(schema)
+    if exact is not schema:  # the schema and description, encoded (see :meth:`PostgresToolSchemas.record`)
+        schema, description = exact["schema"], exact["description"]
+    return StoredSchema(unescaped_text(name), version, hash_, schema, tokens, server, description, updated_at)
 
 
 __all__ = ["PostgresToolSchemas", "StoredSchema"]

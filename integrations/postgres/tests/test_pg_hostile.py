@@ -35,10 +35,11 @@ def test_hostile_outputs_round_trip_through_postgres(pg_dsn: str, pg_schema: str
 
 
 @pytest.mark.parametrize("session", ["s\udcff", "s\x00"])
-def test_scope_ids_postgres_cannot_keep_degrade_to_a_pass_through(pg_dsn: str, pg_schema: str, session: str) -> None:
+def test_scope_ids_postgres_text_cannot_hold_are_stored_too(pg_dsn: str, pg_schema: str, session: str) -> None:
     config = ContextConfig()
     with PostgresCASStore.from_dsn(pg_dsn, schema=pg_schema) as cas:
         engine = ContextEngine(config, cas=cas, facts=FactsLedger(MemoryFactStore(), config.facts))
         output = OUTPUTS["lone surrogates"]
         compact, report = engine.capture_with_report(ToolMessage(content=output, tool_call_id="c1", name="dump"), Scope(session_id=session))
-        assert compact.content == output and report.ref_id is None and report.warnings
+        assert report.ref_id is not None and not report.warnings and compact.content != output
+        assert engine.expand_ref(report.ref_id, Scope(session_id=session)) == output

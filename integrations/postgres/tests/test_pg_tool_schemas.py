@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 from ctxplugin_postgres import PostgresToolSchemas
+from psycopg import sql
 from psycopg_pool import ConnectionPool
 
 from ctxplugin.errors import InvalidInputError
@@ -104,3 +105,30 @@ def test_a_new_registry_is_warmed_from_the_catalogue(pg_pool: ConnectionPool, pg
 def _registered(registry: ToolRegistry, *tools: dict[str, Any]) -> ToolRegistry:
     registry.register_all(tools)
     return registry
+
+
+def test_tools_postgres_text_cannot_hold_are_recorded_exactly_and_apart(
+    pg_pool: ConnectionPool, pg_schema: str, registry: ToolRegistry
+) -> None:
+    catalogue = PostgresToolSchemas(pg_pool, schema=pg_schema)
+    odd = _tool("lookup\x00", "Look up \x00 a record.", key={"type": "string", "description": "the\x00key"})
+    twins = [_tool(name, "Look up a record.", key={"type": "string"}) for name in ("lookup%00", "lookup", "lookup%")]
+    stored = [catalogue.record(registry.register(tool)) for tool in [odd, *twins]]
+    assert [s.version for s in stored] == [1, 1, 1, 1]  # four tools, not one name's versions
+    for tool, got in zip([odd, *twins], stored, strict=True):
+        name = tool["function"]["name"]
+        assert (got.name, got.schema, got.description) == (name, tool, tool["function"]["description"])
+        assert catalogue.get(name) == got and catalogue.versions(name) == [got]
+    assert sorted(s.name for s in catalogue.current()) == sorted(t["function"]["name"] for t in [odd, *twins])
+    fresh = ToolRegistry(counter=get_counter()[0])
+    catalogue.load_into(fresh)
+    assert fresh.get("lookup\x00") is not None and fresh.get("lookup\x00").schema == odd  # type: ignore[union-attr]
+
+
+def test_ordinary_tools_are_stored_as_before(pg_pool: ConnectionPool, pg_schema: str, registry: ToolRegistry) -> None:
+    PostgresToolSchemas(pg_pool, schema=pg_schema).record(registry.register(SEARCH_V1), server="github")
+    with pg_pool.connection() as conn:
+        row = conn.execute(
+            sql.SQL("SELECT tool_name, description, schema_json FROM {}.ctxplugin_tool_schemas").format(sql.Identifier(pg_schema))
+        ).fetchone()
+    assert row == ("search_issues", "Search issues in a repository.", SEARCH_V1)
