@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from pytest_mock import MockerFixture
 
 from ctxplugin import ContextConfig, Scope
@@ -232,4 +232,53 @@ def test_a_marking_carried_across_changes_in_force_equals_one_made_afresh(steps:
         fresh = Marking()
         fresh.update(history, rules, spans={}, asides={})
         assert [m.content for m in carried.out] == [m.content for m in fresh.out]
+        assert carried.count == fresh.count
+
+
+SAID = st.tuples(st.sampled_from(["human", "ai", "tool"]), st.sampled_from(TEAMS[:2]), st.integers(0, 2), st.booleans())
+
+
+def _said(index: int, role: str, team: str, project: int, states: bool) -> BaseMessage:
+    text = f"The {team} team is on Project {PROJECTS[project]}." if states else "Noted, next step."
+    if role == "human":
+        return HumanMessage(text, id=f"m{index}")
+    if role == "ai":
+        return AIMessage(text, id=f"m{index}")
+    return ToolMessage(text, tool_call_id=f"call{index}", id=f"m{index}")
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(SAID, min_size=2, max_size=14),
+    st.lists(st.tuples(st.sampled_from(TEAMS[:2]), st.integers(0, 1), st.integers(1, 2), st.integers(0, 13), st.integers(0, 6)), max_size=3),
+    st.dictionaries(st.integers(0, 13), st.sampled_from(["hypothetical", "draft"]), max_size=3),
+)
+def test_a_marking_grown_turn_by_turn_equals_one_made_afresh(
+    said: list[tuple[str, str, int, bool]], moves: list[tuple[str, int, int, int, int]], spans: dict[int, str]
+) -> None:
+    # a conversation of user, assistant and tool messages stating where the teams are, grown
+    # one message at a time with the latest user message kept as sent, while replacements come
+    # into force: once the user speaks again, their previous message is marked in place; every
+    # step marks as one made afresh
+    changes = []
+    for team, old, ahead, at, since in dict.fromkeys(moves):
+        new = TEAM_LINES[team][min(old + ahead, len(PROJECTS) - 1)]
+        new = new.model_copy(update={"source": new.source.model_copy(update={"ref": f"m{at}"})})
+        changes.append((since, change_of(TEAM_LINES[team][old], new)))
+    history: list[BaseMessage] = []
+    carried = Marking()
+    latest = -1
+    for index, said_here in enumerate(said):
+        history.append(_said(index, *said_here))
+        rules = _reading.in_force_of([change for since, change in changes if since <= index], [])
+        was_latest = latest
+        if isinstance(history[-1], HumanMessage):
+            latest = index
+        again = (was_latest,) if was_latest not in (-1, latest) else ()
+        shown = {i: kind for i, kind in spans.items() if i < len(history)}
+        keep = {latest} if latest >= 0 else set()
+        carried.update(history, rules, spans=shown, asides={}, keep=keep, start=index, again=again)
+        fresh = Marking()
+        fresh.update(history, rules, spans=shown, asides={}, keep=keep)
+        assert [m.content for m in carried.out] == [m.content for m in fresh.out], index
         assert carried.count == fresh.count
