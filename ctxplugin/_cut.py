@@ -85,13 +85,16 @@ def cut_call_args(message: AIMessage, max_tokens: int, counter: TokenCounter) ->
     tail (a file a coding agent wrote) until it fits ``max_tokens`` as
     :func:`~ctxplugin.tokens.count_message` counts it; other values, names and ids stay.
 
-    A message whose content repeats a call (a ``tool_use`` or ``function_call`` block, which
-    is kept whole and which some providers read the arguments from) is returned as it is."""
+    A message whose content repeats a call (a ``tool_use``, ``function_call`` or
+    ``custom_tool_call`` block, which is kept whole and which some providers read the arguments
+    from) is returned as it is. A Responses API block names the call by its ``call_id``, its
+    ``id`` being the item's own."""
     calls = message.tool_calls
     over = count_message(message, counter) - max_tokens
-    ids = {str(call.get("id")) for call in calls}
+    ids = {str(call["id"]) for call in calls if call.get("id") is not None}
     if over <= 0 or not calls or (isinstance(message.content, list) and any(
-        isinstance(b, dict) and b.get("type") in ("tool_use", "function_call") and str(b.get("id", b.get("call_id"))) in ids
+        isinstance(b, dict) and b.get("type") in ("tool_use", "function_call", "custom_tool_call")
+        and not ids.isdisjoint(str(b[key]) for key in ("id", "call_id") if b.get(key) is not None)
         for b in message.content
     )):
         return message

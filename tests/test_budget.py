@@ -413,3 +413,22 @@ def test_the_last_resort_cuts_the_arguments_of_the_last_tool_call() -> None:
     assert "cut to fit the budget" in args["content"] and args["content"].startswith("def f0(x):")
     sent = messages[2]
     assert isinstance(sent, AIMessage) and sent.tool_calls[0]["args"]["content"] == source, "the input is not changed"
+
+
+def test_the_last_resort_leaves_a_call_its_responses_api_turn_repeats_in_its_content() -> None:
+    # a Responses API turn repeats the call as a function_call block whose own id is the
+    # item's (fc_...) and whose call_id is the tool call's: the provider sends that block, so
+    # cutting the tool call's arguments alone would only make the view look smaller
+    source = "".join(f"def f{i}(x):\n    return x + {i}\n" for i in range(3000))
+    args = {"path": "src/gen.py", "content": source}
+    block = {"type": "function_call", "id": "fc_1", "call_id": "c1", "name": "write_file", "arguments": json.dumps(args)}
+    messages: list[BaseMessage] = [
+        SystemMessage(content="You are a coding agent."), HumanMessage(content="Write src/gen.py."),
+        AIMessage(content=[block], tool_calls=[{"name": "write_file", "args": args, "id": "c1"}]),
+        ToolMessage(content="written", tool_call_id="c1", name="write_file"),
+    ]
+    engine = memory_engine(ContextConfig(budget={"total": 1500}))
+    prepared = engine.prepare(messages, scope=Scope(session_id="responses-args"))
+    turn = next(m for m in prepared.messages if isinstance(m, AIMessage))
+    assert turn.tool_calls[0]["args"]["content"] == source, "the call and the block it repeats stay alike"
+    assert not prepared.report.within_budget, "the view is not reported within a total it exceeds"
