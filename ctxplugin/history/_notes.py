@@ -230,7 +230,7 @@ def note_values(text: str) -> dict[str, list[str]]:
     if not (lead.startswith("[context note: ") and lead.endswith(":") and body.endswith("]")):
         return {}
     out: dict[str, list[str]] = {}
-    for line in body[:-1].splitlines():
+    for line in body[:-1].split("\n"):  # a value may hold another line break (``\u2028``)
         label, _, values = line.partition(": ")
         listed = values[:-1].split("; ") if values.endswith(";") else values.split(" ")
         out.setdefault(label, []).extend(listed)

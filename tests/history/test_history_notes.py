@@ -151,6 +151,19 @@ def test_a_value_that_shows_values_listed_before_takes_their_place() -> None:
     assert note_values(content_text(note.content)) == {"ran": ["ls", "python /repo/app.py --fix"], "path": ["/repo/lib.py"]}
 
 
+@pytest.mark.parametrize("odd", ["a\u2028b", "a\x85b", "a\rb", "a\x0cb", "x;", ";", "a\u00a0b", "k: v"])
+def test_note_values_reads_back_a_value_holding_a_line_separator_other_than_a_newline(odd: str) -> None:
+    # an argument's value is listed whole when it holds no newline: a note reads back as one
+    # line per label and kind however else the value breaks
+    from ctxplugin.history._notes import _note
+
+    counter, _ = get_counter("cl100k_base")
+    values = [("query", odd), ("query", "plain"), ("query", "two words")]
+    note, chosen = _note((1, 2), values, {}, set(), "", 200, counter)
+    assert note is not None and sorted(chosen) == sorted(v for _, v in values)
+    assert sorted(note_values(content_text(note.content))["query"]) == sorted(chosen)
+
+
 def test_a_note_names_the_ref_of_a_stored_output_it_condenses_not_its_size() -> None:
     # the compact form of a captured output opens with its ref line; the note keeps the ref (the
     # model reads the output back with it) and none of the line's other words
