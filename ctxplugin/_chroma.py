@@ -20,6 +20,10 @@ from urllib.parse import urlsplit
 from ctxplugin._deadline import run_with_deadline
 from ctxplugin.errors import ConfigError, StoreError, StoreInUseError, StoreUnavailableError
 
+_BUGS = (NotImplementedError, RecursionError)
+"""RuntimeErrors that say code is wrong, not that a store failed: :func:`translated` lets them
+propagate."""
+
 
 @contextmanager
 def translated(
@@ -31,7 +35,7 @@ def translated(
     ``StoreUnavailableError`` (``action`` completes "could not ..."). ``refine`` may name a
     better error for anything else; of what it leaves (None), the failures of embedded Chroma's
     storage (``RuntimeError``, ``OSError``, ``sqlite3.Error``) are ``StoreError`` too, and any
-    other error is raised as it is.
+    other error (a ``NotImplementedError`` or ``RecursionError`` among them) is raised as it is.
 
     ``forget`` drops the collections a store keeps open; it is called when Chroma no longer
     knows one (a server that came back without its data, a collection deleted by hand), so
@@ -58,9 +62,9 @@ def translated(
         better = refine(exc) if refine is not None else None
         if better is not None:
             raise better from exc
-        if isinstance(exc, (RuntimeError, OSError, sqlite3.Error)):
+        if isinstance(exc, (RuntimeError, OSError, sqlite3.Error)) and not isinstance(exc, _BUGS):
             # embedded Chroma's own storage failing: its HNSW index (hnswlib raises RuntimeError),
-            # its SQLite file, its index files on disk; a bug of ours (KeyError...) still propagates
+            # its SQLite file, its index files on disk; a bug (KeyError...) still propagates
             raise StoreError(f"Chroma could not {action}: {exc}") from exc
         raise
 

@@ -144,6 +144,18 @@ def test_unknown_errors_propagate(tmp_path: Path, mocker: MockerFixture) -> None
             store.find(FactQuery(reader=S))
 
 
+@pytest.mark.parametrize("bug", [NotImplementedError("not written yet"), RecursionError("maximum recursion depth exceeded")],
+                         ids=["not-implemented", "recursion"])
+def test_a_runtime_error_that_is_a_bug_propagates(tmp_path: Path, mocker: MockerFixture, bug: Exception) -> None:
+    # both are RuntimeErrors, as hnswlib's index failures are, but say that code is wrong, not
+    # that the storage failed: they are not degraded into a warning
+    with ChromaFactStore.persistent(tmp_path) as store:
+        collection = store.raw_collection("acme")
+        mocker.patch.object(type(collection), "get", side_effect=bug)
+        with pytest.raises(type(bug)):
+            store.find(FactQuery(reader=S))
+
+
 def test_an_unreachable_server_is_store_unavailable(free_tcp_port: int) -> None:
     store = ChromaFactStore.http(f"http://127.0.0.1:{free_tcp_port}")
     with pytest.raises(StoreUnavailableError, match="unreachable") as info:
