@@ -6,6 +6,8 @@ import json
 import re
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
 from ctxplugin import ContextConfig, HistoryConfig, Scope
@@ -162,6 +164,25 @@ def test_note_values_reads_back_a_value_holding_a_line_separator_other_than_a_ne
     note, chosen = _note((1, 2), values, {}, set(), "", 200, counter)
     assert note is not None and sorted(chosen) == sorted(v for _, v in values)
     assert sorted(note_values(content_text(note.content))["query"]) == sorted(chosen)
+
+
+# values as notes list them: stripped, holding a letter or digit; one holding "; " is left out
+# (a line of such values reads it as two: "ran: cd /repo; ls;" may be one command or two)
+NOTE_VALUE = st.text(st.sampled_from(list("ab1 ;:]\"-/\t\r\u00a0\u2028\u3000é")), min_size=1, max_size=12).map(str.strip).filter(
+    lambda v: any(c.isalnum() for c in v) and "; " not in v
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["path", "ran", "user said", "bash returned"]), NOTE_VALUE), min_size=1, max_size=8, unique_by=lambda x: x[1]))
+def test_note_values_reads_back_every_value_a_note_lists(values: list[tuple[str, str]]) -> None:
+    from ctxplugin.history._notes import _render
+
+    lead = "[context note: exchanges 1-2 are condensed to the values they used:"
+    read = note_values(_render(lead, values, {value: i for i, (_, value) in enumerate(values)}))
+    assert {label: sorted(listed) for label, listed in read.items()} == {
+        label: sorted(v for named, v in values if named == label) for label in {label for label, _ in values}
+    }
 
 
 def test_a_note_names_the_ref_of_a_stored_output_it_condenses_not_its_size() -> None:
