@@ -218,7 +218,8 @@ def note_values(text: str) -> dict[str, list[str]]:
     """The values a context note lists, by label (``{}`` for text that is not one).
 
     A line that ends in ``;`` lists values that each end in one; any other, values separated
-    by spaces (see :func:`_render`).
+    by spaces (see :func:`_render`). A value holding ``; `` (``cd /repo; ls``) cannot be told
+    from two on such a line: it reads back as its parts.
 
     Example:
         >>> note_values("[context note: exchanges 2-3 are condensed to the values they used:\\n"
