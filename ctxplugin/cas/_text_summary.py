@@ -4,6 +4,7 @@ acts on (error lines, outlines, matches, rows, changed files), written into a bu
 
 from __future__ import annotations
 
+import csv
 import re
 
 from ctxplugin._text_shapes import (
@@ -20,7 +21,8 @@ from ctxplugin.cas._records import RecordSet, rare_indexes, summarize_records
 
 _SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[])")
 _IDENT_WINDOW = 64_000
-_JSONL_PARSED = 100_000
+_TABLE_PARSED = 200_000
+"""Characters of a table or of JSON Lines parsed into records; past them lines are counted only."""
 
 
 def summarize_log(body: str, lines: Lines, *, error_budget: int | None) -> None:
@@ -151,11 +153,19 @@ def summarize_grep(body: str, lines: Lines) -> None:
 
 def summarize_table(body: str, lines: Lines, first_line: int = 0) -> None:
     """Rows × columns, column names, then the rare rows or else the first rows. Rows are
-    labelled with their line in the stored output, whose line ``first_line`` is ``body``'s first."""
-    header, rows, sep, starts = table_rows(body)
+    labelled with their line in the stored output, whose line ``first_line`` is ``body``'s first.
+
+    A table of more than :data:`_TABLE_PARSED` characters is parsed up to the last line break
+    before them: its rows are all counted (:func:`table_row_count`), its value counts and rare
+    rows are those of the parsed rows, which the summary says."""
+    part = _parsed_part(body)
+    header, rows, sep, starts = table_rows(part)
+    total = len(rows) if part is body else table_row_count(body, sep)
     positions = [first_line + n for n in starts]
-    lines.add(f"{len(rows)} rows × {len(header)} columns")
+    lines.add(f"{total} rows × {len(header)} columns")
     lines.add_list("columns: ", header)
+    if total > len(rows):
+        lines.add(f"values counted and rare rows found in the first {len(rows):,} rows only", force=True)
     records = [dict(zip(header, row, strict=False)) for row in rows]
     if len(records) >= 8 and rare_indexes(records):
         rs = RecordSet(records, lambda i: sep.join(rows[i]), "rows", positions)
@@ -166,8 +176,42 @@ def summarize_table(body: str, lines: Lines, first_line: int = 0) -> None:
         if not lines.add(clip(sep.join(row), 200)):
             break
         shown += 1
-    if shown < len(rows):
-        lines.add(f"… {len(rows) - shown} more rows (expand_ref offset={positions[shown]})", force=True)
+    if shown < total:
+        lines.add(f"… {total - shown} more rows (expand_ref offset={positions[shown] if shown < len(rows) else first_line})", force=True)
+
+
+_BLANK_LINE = re.compile(r"(?m)^[^\S\n]*$")
+_PIPE_LINE = re.compile(r"(?m)^[^\n|]*\|")
+_RULE_LINE = re.compile(r"(?m)^[^\S\n]*[-+=|: ]*\|[-+=|: ]*[^\S\n]*$")
+
+
+def table_row_count(body: str, sep: str) -> int:
+    """How many rows :func:`~ctxplugin._text_shapes.table_rows` finds in ``body`` (separator
+    ``sep`` as it returns it), counted without building them: lines holding a ``|`` less rule
+    lines for a pipe table; non-blank lines when no cell is quoted; else the rows csv reads."""
+    if sep == " | ":
+        found = len(_PIPE_LINE.findall(body)) - len(_RULE_LINE.findall(body))
+    elif '"' not in body:
+        found = filled_lines(body)
+    else:
+        try:
+            found = sum(1 for _ in csv.reader((ln for ln in body.split("\n") if ln.strip()), delimiter=sep))
+        except csv.Error:  # as table_rows: a row per line
+            found = filled_lines(body)
+    return max(found - 1, 0)
+
+
+def _parsed_part(body: str) -> str:
+    """``body``, or its lines up to :data:`_TABLE_PARSED` characters when it is longer."""
+    if len(body) <= _TABLE_PARSED:
+        return body
+    cut = body.rfind("\n", 0, _TABLE_PARSED)
+    return body[:cut] if cut > 0 else body
+
+
+def filled_lines(body: str) -> int:
+    """How many lines of ``body`` (split at ``\\n``) are not blank."""
+    return body.count("\n") + 1 - len(_BLANK_LINE.findall(body))
 
 
 def summarize_fixed(body: str, lines: Lines, first_line: int = 0) -> None:
@@ -184,10 +228,11 @@ def summarize_fixed(body: str, lines: Lines, first_line: int = 0) -> None:
 
 def summarize_jsonl(body: str, lines: Lines, first_line: int = 0) -> None:
     """JSON Lines as a record set; see :func:`summarize_table`."""
-    numbered = [(i, ln) for i, ln in enumerate(body.split("\n")) if ln.strip()]
-    if len(numbered) > _JSONL_PARSED:  # parsing is the cost here; the rest stays searchable
-        lines.add(f"{len(numbered):,} lines; the first {_JSONL_PARSED:,} are summarized")
-        numbered = numbered[:_JSONL_PARSED]
+    part = _parsed_part(body)  # parsing is the cost here; the rest stays searchable
+    numbered = [(i, ln) for i, ln in enumerate(part.split("\n")) if ln.strip()]
+    total = filled_lines(body) if part is not body else len(numbered)
+    if total > len(numbered):
+        lines.add(f"{total:,} lines; the first {len(numbered):,} are summarized", force=True)
     raw = [ln for _, ln in numbered]
     values = [parse_json(ln) for ln in raw]
     records = [v if ok and isinstance(v, dict) else {"line": ln} for (ok, v), ln in zip(values, raw, strict=True)]
@@ -333,6 +378,7 @@ def _sentence(line: str) -> bool:
 __all__ = [
     "add_error_lines",
     "add_identifiers",
+    "filled_lines",
     "summarize_code",
     "summarize_diff",
     "summarize_fixed",
@@ -342,4 +388,5 @@ __all__ = [
     "summarize_markup",
     "summarize_table",
     "summarize_text",
+    "table_row_count",
 ]
