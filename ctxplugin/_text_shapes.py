@@ -335,7 +335,7 @@ def code_outline(body: str) -> list[tuple[int, str]]:
 def grep_matches(body: str) -> tuple[dict[str, list[str]], int]:
     """Line numbers per file of ``grep -n``-style output, and the number of matches (context
     lines of ``grep -C``, ``path-12-…``, are not matches)."""
-    by_file: dict[str, list[str]] = {}
+    by_file: dict[str, dict[str, None]] = {}  # a file's line numbers, once each, in order
     total = 0
     for full in body.split("\n"):
         line = full[:_CLIP]
@@ -343,13 +343,13 @@ def grep_matches(body: str) -> tuple[dict[str, list[str]], int]:
         if not match:
             continue
         path = match.group("path") or match.group("file")
-        numbers = by_file.setdefault(path, [])
+        numbers = by_file.setdefault(path, {})
         if match.group("line") and line[match.end("line")] != ":":
             continue  # ``path-12-``: a context line of -A/-B/-C, not a match
         total += 1
-        if match.group("line") and match.group("line") not in numbers:
-            numbers.append(match.group("line"))
-    return by_file, total
+        if match.group("line"):
+            numbers[match.group("line")] = None
+    return {path: list(numbers) for path, numbers in by_file.items()}, total
 
 
 def listing_names(body: str) -> list[str]:

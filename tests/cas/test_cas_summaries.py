@@ -298,3 +298,10 @@ def test_a_repeated_warning_is_counted_over_the_whole_log_and_shown_once() -> No
         assert text.count(line) == 1
     kind, text = summary("\n".join(["starting", *[line] * 20, "done"]))
     assert "(×20)" in text and text.count(line) == 1 and "L22: done" in text and "L1: starting" in text
+
+
+def test_grep_lists_a_line_matched_twice_once_in_first_seen_order() -> None:
+    out = "\n".join(f"src/a.py:{n}:    hit({n})" for n in (40, 12, 40, 7, 12, 90))
+    _, text = summary(out + "\nsrc/b.py:3:    hit(3)")
+    assert "7 matches in 2 files" in text
+    assert "src/a.py: 40, 12, 7, 90" in text
