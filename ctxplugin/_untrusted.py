@@ -148,7 +148,27 @@ def load_json(text: str) -> Any:
     return value
 
 
+_FIRST_LINE = 65_536
+_NOT_SPACE = re.compile(r"\S")
+
+
+def _value_then_more(text: str) -> bool:
+    """Whether ``text`` opens with a line that is a whole JSON value and holds more after it, as
+    JSON Lines do. The parser would then read that value and refuse what follows: the text is no
+    JSON value, which this finds without the checks of :func:`_load_json` scanning all of it."""
+    end = text.find("\n", 0, _FIRST_LINE)
+    if end < 0 or _NOT_SPACE.search(text, end) is None:
+        return False
+    try:
+        _load_json(text[:end])
+    except ValueError:  # refused (inexact, too deep) or no value: the whole text is read as before
+        return False
+    return True
+
+
 def _load_json(text: str) -> Any:
+    if len(text) > _FIRST_LINE and _value_then_more(text):
+        raise ValueError("Extra data: a JSON value on the first line, then more")
     if json_depth_exceeds(text):
         raise ValueError(f"JSON nested deeper than {MAX_JSON_DEPTH} levels")
     # the integer guard and the float check are a Python call per number: taken only when a

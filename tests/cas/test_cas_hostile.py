@@ -17,6 +17,7 @@ from ctxplugin import ContextConfig, ContextEngine, Scope
 from ctxplugin._untrusted import (
     MAX_INT_DIGITS,
     MAX_JSON_DEPTH,
+    InexactJSON,
     load_json,
     parse_once,
     storable_text,
@@ -289,3 +290,21 @@ def test_a_large_data_block_is_summarised_and_paged_like_text(engine: ContextEng
     page = make_expand_ref_tool(engine, lambda _config: SCOPE).invoke({"ref_id": report.ref_id})
     cap = engine.config.cas.expand_max_tokens
     assert engine.counter.count(page if isinstance(page, str) else json.dumps(page)) <= cap + 200
+
+
+def test_json_lines_are_not_one_json_value_however_long() -> None:
+    lines = [json.dumps({"id": i, "note": "x" * 40}) for i in range(4000)]
+    with pytest.raises(ValueError) as caught:
+        load_json("\n".join(lines))
+    assert not isinstance(caught.value, InexactJSON)
+    # a first line the loader refuses is refused as before, whatever follows it
+    with pytest.raises(InexactJSON):
+        load_json('{"id": 1, "id": 2}\n' + "\n".join(lines))
+    with pytest.raises(InexactJSON):
+        load_json('{"v": 1.000000000000000001}\n' + "\n".join(lines))
+
+
+def test_one_json_value_over_many_lines_still_loads() -> None:
+    value = [{"id": i, "note": "x" * 40} for i in range(4000)]
+    assert load_json(json.dumps(value, indent=2)) == value
+    assert load_json(json.dumps(value[0]) + "\n" + " \n" * 40_000) == value[0]
