@@ -12,10 +12,11 @@ tokens, 120-token summaries):
   still visible in its summary; for the SWE runs, the file paths of the next three commands that
   occur in a summarized output;
 - latency: capture and expand of every output, p50 / p90, memory vs SQLite (a fresh file), and
-  captures of two 10 MB outputs (a log, a JSON array).
+  captures of 10 MB outputs of each shape (log, JSON array, CSV, TSV, pipe table, JSON
+  Lines, grep matches, prose, one line); ``--big-only`` times these alone.
 
 Run:
-    uv run --all-packages python benchmarks/cas_bench.py [--json out.json]
+    uv run --all-packages python benchmarks/cas_bench.py [--json out.json] [--big-only]
 """
 
 from __future__ import annotations
@@ -169,23 +170,40 @@ def pct(values: list[float], q: float) -> float:
 
 
 def big_outputs() -> dict[str, str]:
+    """About 10 MB of each shape a tool may print."""
     log = "\n".join(
         f"2024-05-01 12:{i // 3600 % 60:02d}:{i % 60:02d} INFO worker-{i % 7} processed item id={i} path=/var/lib/app/data/{i}.bin"
         for i in range(110_000)
     ) + "\nERROR: disk full at /var/lib/app\n"
     rows = json.dumps([{"id": f"item-{i}", "value": i, "tags": ["a", "b"], "text": "lorem ipsum dolor sit amet " * 3} for i in range(70_000)])
-    return {"10 MB log": log, "10 MB JSON array": rows}
+    columns = ("id", "user", "status", "amount", "currency", "created_at", "region", "sku", "qty", "score")
+    cells = [
+        (str(i), f"user{i * 7919 % 5000}", ("open", "closed", "pending")[i % 3], f"{i * 13 % 99991 / 100:.2f}", ("USD", "EUR")[i % 2],
+         f"2024-0{i % 9 + 1}-1{i % 9} 10:{i % 60:02d}:00", f"eu-{i % 5}", f"SKU-{i * 31 % 999}", str(i % 9 + 1), f"{i * 17 % 1000 / 1000:.3f}")
+        for i in range(120_000)
+    ]
+    table = {sep: sep.join(columns) + "\n" + "\n".join(sep.join(c) for c in cells) for sep in (",", "\t")}
+    pipe = "| " + " | ".join(columns[:4]) + " |\n|---|---|---|---|\n" + "\n".join("| " + " | ".join(c[:4]) + " |" for c in cells * 2)
+    prose = ("The quick brown fox jumps over the lazy dog while the report is being written. " * 12 + "\n") * 10_000
+    jsonl = "\n".join(json.dumps({"id": i, "name": f"n{i}", "ok": i % 2 == 0, "region": f"eu-{i % 5}"}) for i in range(200_000))
+    grep = "\n".join(f"src/pkg/mod{i % 300}.py:{i}:    value = load_item({i}, region='eu-{i % 5}')" for i in range(180_000))
+    return {
+        "10 MB log": log, "10 MB JSON array": rows, "10 MB CSV": table[","], "10 MB TSV": table["\t"], "10 MB pipe table": pipe,
+        "10 MB JSON Lines": jsonl, "10 MB grep": grep, "10 MB text": prose, "10 MB one line": "x" * 10_000_000,
+    }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0] if __doc__ else None)
     parser.add_argument("--json", type=Path, help="also write the figures here")
+    parser.add_argument("--big-only", action="store_true", help="time the 10 MB outputs alone, not the trajectories")
     args = parser.parse_args()
     config = CASConfig()
     counter, _ = get_counter()
     results: dict[str, Any] = {"encoding": counter.name}
     with tempfile.TemporaryDirectory() as tmp:
-        for corpus, loader in (("tau-bench airline", tau_outputs), ("SWE bash", swe_outputs)):
+        corpora = () if args.big_only else (("tau-bench airline", tau_outputs), ("SWE bash", swe_outputs))
+        for corpus, loader in corpora:
             outputs = loader()
             stores: dict[str, CASStore] = {"memory": MemoryCASStore(), "sqlite": SQLiteCASStore(Path(tmp) / f"{corpus[:3]}.sqlite3")}
             f = run_corpus(outputs, stores, config)
@@ -225,23 +243,24 @@ def main() -> None:
                 store.close()
         results["big"] = big
     print(f"encoding: {counter.name}\n")
-    print("| corpus | tool outputs | summarized | tool-output tokens | carried tokens | saved | mean stored output → summary | identifiers kept |")
-    print("|---|---|---|---|---|---|---|---|")
-    for corpus in ("tau-bench airline", "SWE bash"):
-        r = results[corpus]
-        print(
-            f"| {corpus} | {r['outputs']:,} | {r['stored']:,} | {r['original_tokens']:,} | {r['compact_tokens']:,} | "
-            f"**{100 * r['saved']:.1f}%** | {r['stored_original_mean']:,.0f} → {r['stored_compact_mean']:,.0f} | "
-            f"{r['ids_kept']}/{r['ids_needed']} ({100 * r['ids_kept'] / max(1, r['ids_needed']):.1f}%) |"
-        )
-    print("\n| corpus | store | capture p50 / p90 | expand p50 / p90 | expand_for_model p50 / p90 |")
-    print("|---|---|---|---|---|")
-    for corpus in ("tau-bench airline", "SWE bash"):
-        for name, lat in results[corpus]["latency_ms"].items():
+    if corpora:
+        print("| corpus | tool outputs | summarized | tool-output tokens | carried tokens | saved | mean stored output → summary | identifiers kept |")
+        print("|---|---|---|---|---|---|---|---|")
+        for corpus, _ in corpora:
+            r = results[corpus]
             print(
-                f"| {corpus} | {name} | {lat['capture_p50']:.2f} / {lat['capture_p90']:.2f} ms | "
-                f"{lat['expand_p50']:.2f} / {lat['expand_p90']:.2f} ms | {lat['expand_model_p50']:.2f} / {lat['expand_model_p90']:.2f} ms |"
+                f"| {corpus} | {r['outputs']:,} | {r['stored']:,} | {r['original_tokens']:,} | {r['compact_tokens']:,} | "
+                f"**{100 * r['saved']:.1f}%** | {r['stored_original_mean']:,.0f} → {r['stored_compact_mean']:,.0f} | "
+                f"{r['ids_kept']}/{r['ids_needed']} ({100 * r['ids_kept'] / max(1, r['ids_needed']):.1f}%) |"
             )
+        print("\n| corpus | store | capture p50 / p90 | expand p50 / p90 | expand_for_model p50 / p90 |")
+        print("|---|---|---|---|---|")
+        for corpus, _ in corpora:
+            for name, lat in results[corpus]["latency_ms"].items():
+                print(
+                    f"| {corpus} | {name} | {lat['capture_p50']:.2f} / {lat['capture_p90']:.2f} ms | "
+                    f"{lat['expand_p50']:.2f} / {lat['expand_p90']:.2f} ms | {lat['expand_model_p50']:.2f} / {lat['expand_model_p90']:.2f} ms |"
+                )
     print("\n| output | summary tokens | capture, memory | capture, SQLite | expand_for_model, memory | expand_for_model, SQLite |")
     print("|---|---|---|---|---|---|")
     for label, b in big.items():
