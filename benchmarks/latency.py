@@ -40,9 +40,11 @@ on a shared machine the clock time of a call includes whatever time other proces
 processor, which the processor time does not. Growth compares the last calls with the first,
 which are calls on other recordings: the last recording's calls may cost more for what they
 hold. So the long session is run a second time with its last recording chained first (the
-others after it, in their order; ``--skip same`` leaves it out), and ``same_recording`` gives
-that recording's median per strategy when it ends the session ÷ when it begins it: the same
-messages, so the ratio is the session's length alone. Both figures go to stderr beside growth.
+others after it, in their order; ``--skip same`` leaves it out), in a fresh process, so that
+no text is found in a memo the first session filled, and ``same_recording`` gives that
+recording's median per strategy when it ends the session ÷ when it begins it: the same messages,
+each read for the first time in both, so the ratio is the session's length alone. Both figures
+go to stderr beside growth.
 
 Run:
     uv run --all-packages python benchmarks/latency.py [--runs 6] [--sessions 10000] [--json out.json] [--chart docs/img/latency.png]
@@ -55,6 +57,7 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import multiprocessing
 import operator
 import os
 import platform
@@ -63,6 +66,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -427,6 +431,17 @@ def by_recording(times: dict[str, list[float]], cpu: dict[str, list[float]], own
     return out
 
 
+def rotated_session(stores: str, root: str, names: Sequence[str], alone: bool) -> dict[str, Any]:
+    """The long session of the recordings ``names`` with the last one chained first, the others
+    after it in their order: ``{"times", "cpu", "owners", "extends"}`` for :func:`same_recording`."""
+    owners: list[str] = []
+    messages = chained_session(0, order=[names[-1], *names[:-1]], owners=owners)
+    extends: list[bool] = []
+    cpu: dict[str, list[float]] = {}
+    times = long_session(make_engine(stores, Path(root)), messages, "same", extends, alone=alone, cpu=cpu)
+    return {"times": times, "cpu": cpu, "owners": call_owners(messages, owners), "extends": extends}
+
+
 def same_recording(name: str, late: dict[str, Any], early: dict[str, Any]) -> dict[str, Any]:
     """One recording's calls when it ends the chain (``late``) and when it begins it
     (``early``), each ``{"times", "cpu", "owners", "extends"}`` of one long session: the median of
@@ -536,18 +551,15 @@ def main(argv: list[str] | None = None) -> int:
             if not args.self_chain and "same" not in args.skip and len(results["chain"]) > 1 and not repeated:
                 # the chain's last recording chained first, the rest after it in their order:
                 # its calls timed early and late in a session, on the same messages
+                # in a fresh process: in this one the long session has already read these texts,
+                # and what is memoised by text would make their early calls cheaper than a first read
                 names = results["chain"]
-                rotated: list[str] = []
-                early_messages = chained_session(0, order=[names[-1], *names[:-1]], owners=rotated)
-                early_extends: list[bool] = []
-                early_cpu: dict[str, list[float]] = {}
-                early_times = long_session(
-                    make_engine(args.stores, root / "same"), early_messages, "same", early_extends, alone=args.alone, cpu=early_cpu
-                )
+                with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+                    early = pool.submit(rotated_session, args.stores, str(root / "same"), names, args.alone).result()
                 results["same_recording"] = same_recording(
                     names[-1],
                     {"times": times, "cpu": cpu, "owners": call_owners(messages, owners), "extends": extends},
-                    {"times": early_times, "cpu": early_cpu, "owners": call_owners(early_messages, rotated), "extends": early_extends},
+                    early,
                 )
             results["ctxplugin_by_kind"] = split_by_kind(times["ctxplugin"], extends)
             results["strategies"] = summary(times)
