@@ -9,6 +9,7 @@ identifier, a path or a number holds none.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Mapping, Sequence
 
 from langchain_core.messages import HumanMessage
@@ -57,10 +58,14 @@ def _chronology(valued: Sequence[Sequence[_Valued]]) -> dict[str, int]:
     return when
 
 
+_SPACE = re.compile(r"[\s;]")
+"""Whitespace (as ``str.isspace`` has it) or a semicolon."""
+
+
 def _spaced(value: str) -> bool:
     """Whether ``value`` holds whitespace or a semicolon: it is then listed on its label's
     line of values that each end in ``;`` (see the module docstring)."""
-    return ";" in value or any(ch.isspace() for ch in value)
+    return _SPACE.search(value) is not None
 
 
 def _render(lead: str, chosen: Sequence[Labelled], when: Mapping[str, int]) -> str:
@@ -68,8 +73,18 @@ def _render(lead: str, chosen: Sequence[Labelled], when: Mapping[str, int]) -> s
     their first value) a ``label: value value`` line of its values without a space or a
     semicolon and a ``label: some value; other value;`` line of the others, values in the
     order of ``when``."""
+    return _lines(lead, _in_order(chosen, when))
+
+
+def _in_order(chosen: Sequence[Labelled], when: Mapping[str, int]) -> list[Labelled]:
+    """``chosen`` in the order of ``when`` (stable: a value it lacks goes first, as chosen)."""
+    return sorted(chosen, key=lambda item: when.get(item[1], -1))
+
+
+def _lines(lead: str, ordered: Sequence[Labelled]) -> str:
+    """:func:`_render` of values already in the order of ``when``."""
     groups: dict[str, tuple[list[str], list[str]]] = {}
-    for label, value in sorted(chosen, key=lambda item: when.get(item[1], -1)):
+    for label, value in ordered:
         plain, spaced = groups.setdefault(label, ([], []))
         (spaced if _spaced(value) else plain).append(value)
     lines: list[str] = []
@@ -205,9 +220,13 @@ def _note(
         picker.fill(picker.later, room)
         text = _render(lead, picker.chosen, when)
     chosen = picker.chosen
-    while chosen and counter.count(text) + MESSAGE_OVERHEAD > max_tokens:
-        chosen.pop()
-        text = _render(lead, chosen, when)
+    if chosen and counter.count(text) + MESSAGE_OVERHEAD > max_tokens:
+        # the latest chosen go one by one until the text fits: the order sorted once (the
+        # values left keep their places in it; each is chosen once, so ``remove`` finds it)
+        ordered = _in_order(chosen, when)
+        while chosen and counter.count(text) + MESSAGE_OVERHEAD > max_tokens:
+            ordered.remove(chosen.pop())
+            text = _lines(lead, ordered)
     if not chosen:
         return None, []
     note = HumanMessage(content=text, additional_kwargs={META_KEY: {"condensed": list(span)}})

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import random
 import re
 
 import pytest
@@ -229,3 +230,38 @@ def test_values_without_a_space_are_listed_between_spaces_and_the_others_each_en
     # a space before each value costs no token where a separator costs one: listed with
     # separators, the same values would not fit
     assert counter.count("; ".join(numbers)) > counter.count(" ".join(numbers)) + 8
+
+
+def test_a_value_is_spaced_for_every_character_str_isspace_calls_whitespace_and_a_semicolon() -> None:
+    import sys
+
+    from ctxplugin.history._notes import _spaced
+
+    for code in range(sys.maxunicode + 1):
+        char = chr(code)
+        assert _spaced(f"a{char}b") is (char.isspace() or char == ";"), hex(code)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(st.tuples(st.sampled_from(["path", "ran", "bash returned"]), NOTE_VALUE), min_size=1, max_size=30, unique_by=lambda x: x[1]),
+    st.integers(min_value=20, max_value=90),
+    st.randoms(use_true_random=False),
+)
+def test_a_note_cut_to_its_cap_lists_what_it_keeps_in_the_order_it_was_said(
+    values: list[tuple[str, str]], cap: int, shuffle: random.Random
+) -> None:
+    # values dropped to fit the cap leave the others in the conversation's order
+    from ctxplugin.history._notes import _note, _render
+
+    counter, _ = get_counter("cl100k_base")
+    said = [value for _, value in values]
+    shuffle.shuffle(said)
+    when = {value: i for i, value in enumerate(said)}
+    note, chosen = _note((1, 2), values, when, set(), "", cap, counter)
+    if note is None:
+        return
+    label = {value: name for name, value in values}
+    lead = "[context note: exchanges 1-2 are condensed to the values they used:"
+    assert content_text(note.content) == _render(lead, [(label[v], v) for v in chosen], when)
+    assert count_message(note, counter) <= cap
