@@ -7,18 +7,13 @@ from __future__ import annotations
 import psycopg
 import pytest
 from ctxplugin_postgres import PostgresCASStore
-from ctxplugin_postgres.answer_cache import PostgresAnswerCacheStore
-from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langchain_core.messages import ToolMessage
 from psycopg import sql
 
 from ctxplugin import ContextConfig, ContextEngine, Scope
-from ctxplugin.cache import AnswerCache
-from ctxplugin.cas import MemoryCASStore
-from ctxplugin.config import CacheConfig
 from ctxplugin.errors import RefNotFoundError
 from ctxplugin.facts import FactsLedger, MemoryFactStore
-from ctxplugin.testing import ScriptedChatModel
-from ctxplugin.testing.cas_contract import FakeClock, make_item
+from ctxplugin.testing.cas_contract import make_item
 
 pytestmark = pytest.mark.postgres
 
@@ -91,42 +86,3 @@ def test_ordinary_ids_are_stored_as_before(pg_dsn: str, pg_schema: str) -> None:
             )
         ).fetchall()
     assert rows == [(scope.key(), "acme", "w", "ünï,cødé %7C!", "a%2Fb/ns %00")]
-
-
-# ---------------------------------------------------------------------- answer cache
-def _ask(engine: ContextEngine, scope: Scope, answer: str) -> str:
-    model = ScriptedChatModel(script=[AIMessage(content=answer)], default=None)
-    messages = [HumanMessage(content="What is my account balance?")]
-    prepared = engine.prepare(messages, scope=scope)
-    cached = engine.cached_answer(messages, prepared, scope=scope, model=model)
-    if cached is not None:
-        return str(cached.content)
-    reply = model.invoke(prepared.messages)
-    engine.remember_answer(messages, prepared, reply, scope=scope, model=model)
-    return str(reply.content)
-
-
-@pytest.mark.parametrize("odd", ["\x00", "\ud800"])
-def test_the_answer_cache_serves_odd_ids_their_own_answers(pg_dsn: str, pg_schema: str, odd: str) -> None:
-    config = ContextConfig(cache=CacheConfig(enabled=True))
-    clock = FakeClock()
-    store = PostgresAnswerCacheStore.from_dsn(pg_dsn, schema=pg_schema)
-    engine = ContextEngine(
-        config,
-        cas=MemoryCASStore(clock=clock),
-        facts=FactsLedger(MemoryFactStore(), config.facts),
-        answer_cache=AnswerCache(store, config.cache, clock=clock),
-    )
-    odd_scope, plain = Scope(session_id=f"b{odd}", user_id=f"u{odd}"), Scope(session_id="b", user_id="u")
-    try:
-        assert _ask(engine, odd_scope, "Your balance is 1,024.00") == "Your balance is 1,024.00"
-        assert _ask(engine, plain, "Your balance is 7.50") == "Your balance is 7.50"
-        assert _ask(engine, odd_scope, "not asked") == "Your balance is 1,024.00"
-        assert _ask(engine, plain, "not asked") == "Your balance is 7.50"
-    finally:
-        store.close()
-    with psycopg.connect(pg_dsn) as conn:
-        details = [r[0] for r in conn.execute(sql.SQL("SELECT details FROM {}.semantic_cache").format(sql.Identifier(pg_schema)))]
-    # the ordinary scope's answer is stored as before: a JSON object with its owner
-    assert sorted(d["owner"]["session_id"] for d in details if "owner" in d) == ["b"]
-    assert len(details) == 2

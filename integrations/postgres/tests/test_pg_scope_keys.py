@@ -1,5 +1,6 @@
 """Scope keys on Postgres: migration 4 rekeys grants written with pipe-joined keys, its SQL
-encoding is the Python one, and the reported collision is closed in the CAS and the answer cache."""
+encoding is the Python one, and the reported collision is closed in the CAS and the answer cache,
+which also serves ids Postgres text cannot hold (NUL, lone surrogates) their own answers."""
 
 from __future__ import annotations
 
@@ -131,3 +132,29 @@ def test_postgres_answer_cache_serves_no_colliding_scope(pg_dsn: str, pg_schema:
     assert _ask(engine, MALLORY, "Your balance is 1,024.00") == "Your balance is 1,024.00"
     assert _ask(engine, ALICE, "Your balance is 7.50") == "Your balance is 7.50"
     assert _ask(engine, ALICE, "not asked") == "Your balance is 7.50"
+
+
+@pytest.mark.parametrize("odd", ["\x00", "\ud800"])
+def test_the_answer_cache_serves_odd_ids_their_own_answers(pg_dsn: str, pg_schema: str, odd: str) -> None:
+    config = ContextConfig(cache=CacheConfig(enabled=True))
+    clock = FakeClock()
+    store = PostgresAnswerCacheStore.from_dsn(pg_dsn, schema=pg_schema)
+    engine = ContextEngine(
+        config,
+        cas=MemoryCASStore(clock=clock),
+        facts=FactsLedger(MemoryFactStore(), config.facts),
+        answer_cache=AnswerCache(store, config.cache, clock=clock),
+    )
+    odd_scope, plain = Scope(session_id=f"b{odd}", user_id=f"u{odd}"), Scope(session_id="b", user_id="u")
+    try:
+        assert _ask(engine, odd_scope, "Your balance is 1,024.00") == "Your balance is 1,024.00"
+        assert _ask(engine, plain, "Your balance is 7.50") == "Your balance is 7.50"
+        assert _ask(engine, odd_scope, "not asked") == "Your balance is 1,024.00"
+        assert _ask(engine, plain, "not asked") == "Your balance is 7.50"
+    finally:
+        store.close()
+    with psycopg.connect(pg_dsn) as conn:
+        details = [r[0] for r in conn.execute(sql.SQL("SELECT details FROM {}.semantic_cache").format(sql.Identifier(pg_schema)))]
+    # the ordinary scope's answer is stored as before: a JSON object with its owner
+    assert sorted(d["owner"]["session_id"] for d in details if "owner" in d) == ["b"]
+    assert len(details) == 2
