@@ -45,11 +45,6 @@ from ctxplugin._messages import META_KEY, annotation
 from ctxplugin._names import FACTS_LOOKUP_NAME, NOTES_LOOKUP_NAME
 from ctxplugin.tokens import content_text
 
-FACTS_TOOL = FACTS_LOOKUP_NAME
-"""Name of the lookup whose result is the facts block."""
-NOTES_TOOL = NOTES_LOOKUP_NAME
-"""Name of the lookup whose result is a context note (history condensed or left out)."""
-
 Kind = Literal["facts", "notes"]
 Placement = Literal["tail", "head", "window"]
 
@@ -90,7 +85,7 @@ def lookup_pair(kind: Kind, text: str) -> list[BaseMessage]:
 
 
 def _lookup_pair(kind: Kind, text: str) -> tuple[AIMessage, ToolMessage]:
-    name = FACTS_TOOL if kind == "facts" else NOTES_TOOL
+    name = FACTS_LOOKUP_NAME if kind == "facts" else NOTES_LOOKUP_NAME
     digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
     call_id = f"ctxplugin_{kind}_{digest}"
     meta = {META_KEY: {"synthetic": kind}}
