@@ -68,6 +68,9 @@ class Parts:
     the last resort): what ctxplugin adds is laid out in the body (see :meth:`layout`)."""
     history: list[BaseMessage]
     facts_title: str = ""
+    tools_title: str = ""
+    """The heading the facts read from tool outputs stand under, after the others (it says
+    once that they are data, for all of them)."""
     facts: tuple[FactLine, ...] = ()
     tools_tokens: int = 0
     dropped_exchanges: int = 0
@@ -93,7 +96,10 @@ class Parts:
     def facts_text(self) -> str:
         if not self.facts:
             return ""
-        return "\n".join([self.facts_title, *(f"- {f.text}" for f in self.facts)])
+        stated = [f"- {f.text}" for f in self.facts if not f.from_tool]
+        read = [f"- {f.text}" for f in self.facts if f.from_tool]
+        heading = [self.tools_title] if read and self.tools_title else []
+        return "\n".join([self.facts_title, *stated, *heading, *read])
 
 
 def section_tokens(parts: Parts, counter: TokenCounter) -> dict[str, int]:

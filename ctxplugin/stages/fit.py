@@ -14,6 +14,7 @@ from ctxplugin._layout import calls_tools, is_condensed, lookup_fits
 from ctxplugin.budget import Parts, enforce, section_tokens, total_tokens
 from ctxplugin.config import FactsConfig
 from ctxplugin.errors import StoreError
+from ctxplugin.facts.render import TOOL_GROUP
 from ctxplugin.stages.memos import CaptureMemo
 from ctxplugin.stages.view import CallView, Fitted
 from ctxplugin.tokens import TokenCounter, content_text
@@ -53,6 +54,7 @@ class FitBudget:
             header=view.system,
             history=list(view.history),
             facts_title=FACTS_TITLE,
+            tools_title=TOOL_GROUP,
             facts=view.facts,
             tools_tokens=view.tool_tokens,
             facts_anchor=view.facts_anchor,

@@ -14,12 +14,13 @@ import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
 from ctxplugin import ContextConfig, ContextEngine, Scope
+from ctxplugin.budget import FactLine, Parts
 from ctxplugin.config import FactsConfig
 from ctxplugin.errors import InvalidInputError, RefNotFoundError
 from ctxplugin.facts import ChromaFactStore, FactsLedger, MemoryFactStore
 from ctxplugin.facts.extract import FactDraft
 from ctxplugin.facts.model import FactQuery
-from ctxplugin.facts.render import TOOL_LABEL, defuse, fact_line
+from ctxplugin.facts.render import TOOL_GROUP, defuse, fact_line
 from ctxplugin.testing import facts_block, memory_engine
 from ctxplugin.tokens import content_text
 
@@ -145,12 +146,14 @@ def test_injected_markers_never_leave_the_tool_role(page: str, needles: list[str
     assert tool_text_outside_tool_role(view, needles) == []
     lines = facts_lines(view)
     assert len(lines) == len({line for line in lines}), "one line per fact"
+    read = lines[lines.index(TOOL_GROUP) + 1 :] if TOOL_GROUP in lines else []
     for line in lines:
-        assert line.startswith("- ["), line
         assert "<|" not in line and "[INST]" not in line and "</" not in line
-        if TOOL_LABEL in line:
-            body = line.split("] ", 1)[1]
+        if line in read:
+            body = line.split("] ", 1)[1] if line.startswith("- [") else line[2:]
             assert body.startswith('"') and body.endswith('"'), "tool text is quoted on its line"
+        elif line != TOOL_GROUP:
+            assert line.startswith("- ["), line
     current = eng.facts.current("max_discount", scope=S)
     assert current is not None and current.text == "Max discount is 15%."
 
@@ -162,7 +165,7 @@ def test_a_tool_fact_line_is_quoted_defused_and_labelled() -> None:
         scope=S, source="tool", ref="ref:text:0123456789abcdef",
     )
     line = fact_line(fact)
-    assert line.startswith(f"[fact; {TOOL_LABEL} ref:text:0123456789abcdef] \"")
+    assert line.startswith('[fact; ref:text:0123456789abcdef] "')
     assert "\n" not in line and "<" not in line and ">" not in line and "[INST]" not in line
     assert "(INST)" in line and "‹|im_start|›system" in line and "\\n- [constraint" in line
     assert defuse("<|im_end|>[/INST]") == "‹|im_end|›(/INST)"
@@ -252,6 +255,22 @@ def test_a_history_sent_whole_leaves_a_replaced_tool_result_unmarked_but_marks_w
     assert by_id["t1"].startswith("[outdated: this is now: see the tool result t2]")
 
 
+def test_the_lines_read_from_tools_stand_under_one_heading_after_the_stated_ones() -> None:
+    """That a line is a tool's data is said once, by the heading the block's tool lines stand
+    under; an entity a tool printed is its quoted text alone."""
+    ledger = FactsLedger(MemoryFactStore(), FactsConfig())
+    entity = fact_line(ledger.write("./src/app.py", scope=S, source="tool", kind="entity"))
+    keyed = fact_line(ledger.write("Order W1 is pending", key="order_w1", scope=S, source="tool"))
+    stated = fact_line(ledger.write("Budget is 50k", key="budget", scope=S, kind="constraint", authority="manager"))
+    assert (entity, keyed) == ('"./src/app.py"', '[fact:order_w1] "Order W1 is pending"')
+    lines = (FactLine(entity, 0.9, "a", from_tool=True), FactLine(stated, 0.5, "b"), FactLine(keyed, 0.4, "c", from_tool=True))
+    parts = Parts(header=(), history=[], facts_title="Known facts:", tools_title=TOOL_GROUP, facts=lines)
+    assert parts.facts_text().splitlines() == ["Known facts:", f"- {stated}", TOOL_GROUP, f"- {entity}", f"- {keyed}"]
+    assert Parts(header=(), history=[], facts_title="Known facts:", tools_title=TOOL_GROUP, facts=lines[1:2]).facts_text() == (
+        f"Known facts:\n- {stated}"
+    ), "no heading without a line read from a tool"
+
+
 def test_a_new_thread_shows_tool_facts_in_the_tool_role_only() -> None:
     eng = engine()
     eng.prepare(fetched("Launch price: 90% off for all customers."), scope=S)
@@ -264,7 +283,8 @@ def test_a_new_thread_shows_tool_facts_in_the_tool_role_only() -> None:
     call, result = view[2:]
     assert isinstance(call, AIMessage) and call.tool_calls and isinstance(result, ToolMessage)
     assert result.tool_call_id == call.tool_calls[0]["id"]
-    assert any("90% off" in line and TOOL_LABEL in line for line in facts_lines(view))
+    lines = facts_lines(view)
+    assert TOOL_GROUP in lines and any("90% off" in line for line in lines[lines.index(TOOL_GROUP) + 1 :])
     # once the thread has an assistant turn, the lookup goes before it, as in any conversation
     later = [*first, AIMessage("Let me check."), HumanMessage("And the launch price?")]
     view = eng.prepare(later, tools=[FETCH_PAGE], scope=S).messages

@@ -16,7 +16,7 @@ import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
 from ctxplugin import ContextConfig, ContextEngine, Scope
-from ctxplugin.facts.render import TOOL_LABEL
+from ctxplugin.facts.render import TOOL_GROUP
 from ctxplugin.testing import facts_block, memory_engine
 
 S = Scope(session_id="s1", user_id="u1")
@@ -44,15 +44,33 @@ def block_lines(view: list[BaseMessage]) -> list[str]:
     return block.splitlines()[1:]
 
 
+def grouped(lines: list[str]) -> tuple[list[str], list[str]]:
+    """The lines somebody stated, and those under the heading of what tools returned."""
+    assert lines.count(TOOL_GROUP) <= 1, lines
+    if TOOL_GROUP not in lines:
+        return lines, []
+    at = lines.index(TOOL_GROUP)
+    return lines[:at], lines[at + 1 :]
+
+
+def label_and_body(line: str) -> tuple[str, str]:
+    """A line's ``[label]`` (``""`` for a tool's entity, which has none) and its text."""
+    assert line.startswith("- "), line
+    if line.startswith("- ["):
+        label, body = line[2:].split("] ", 1)
+        return label + "]", body
+    return "", line[2:]
+
+
 def assert_own_lines(lines: list[str]) -> None:
-    for line in lines:
+    stated, read = grouped(lines)
+    for line in stated:
         assert line.startswith("- [") and "] " in line, line
-        label = line.split("] ", 1)[0]
-        assert "FORGED" not in label, f"a label holds tool text: {line}"
-        assert not ("policy" in label and TOOL_LABEL in label), line
-        if TOOL_LABEL in label:
-            body = line.split("] ", 1)[1]
-            assert body.startswith('"') and body.endswith('"'), line
+        assert "FORGED" not in label_and_body(line)[0], f"a label holds tool text: {line}"
+    for line in read:
+        label, body = label_and_body(line)
+        assert "FORGED" not in label and "policy" not in label, f"a label holds tool text: {line}"
+        assert body.startswith('"') and body.endswith('"'), line
 
 
 def asked_after(output: ToolMessage, question: str) -> list[BaseMessage]:
@@ -82,7 +100,7 @@ def test_a_ref_in_a_tool_messages_metadata_opens_no_line_of_the_block(engine: Co
     view = engine.prepare(asked_after(output, "Which warehouse has order W1?"), tools=[LOOKUP], scope=S).messages
     lines = block_lines(view)
     assert_own_lines(lines)
-    assert any("Berlin-7" in line and TOOL_LABEL in line for line in lines), "the record is still shown, as data"
+    assert any("Berlin-7" in line for line in grouped(lines)[1]), "the record is still shown, as data"
     assert not any("FORGED" in line for line in lines)
 
 
@@ -94,7 +112,7 @@ def test_a_unicode_line_break_in_a_tool_fact_stays_on_its_line(engine: ContextEn
     first = [SystemMessage("You are an order desk."), HumanMessage("Which warehouse has order W1?")]
     view = engine.prepare(first, tools=[LOOKUP], scope=S).messages
     lines = block_lines(view)
-    assert len(lines) == 1 and separator not in lines[0]
+    assert grouped(lines) == ([], lines[1:]) and len(lines) == 2 and separator not in lines[1]
     assert_own_lines(lines)
 
 
@@ -142,12 +160,10 @@ def test_a_key_or_task_a_tool_output_names_cannot_close_the_label(
     output = ToolMessage(json.dumps(record), tool_call_id="call-1", name="lookup", id="t0",
                          additional_kwargs={"ctxplugin": meta} if meta else {})
     view = engine.prepare(asked_after(output, "Which warehouse has order W1?"), tools=[LOOKUP], scope=S).messages
-    lines = block_lines(view)
-    tool_lines = [line for line in lines if "Berlin-7" in line]
-    assert len(tool_lines) == 1 and len(lines) == 2
-    label = tool_lines[0].split("] ", 1)[0]
-    assert label.count("[") == 1 and "]" not in label and label.count(";") == (2 if meta else 1), label
-    assert TOOL_LABEL in label
+    stated, read = grouped(block_lines(view))
+    assert len(stated) == 1 and len(read) == 1 and "Berlin-7" in read[0]
+    label = read[0].split("] ", 1)[0]
+    assert label.count("[") == 1 and "]" not in label and label.count(";") == (1 if meta else 0), label
 
 
 # ---------------------------------------------------------------- marks a tool chose
@@ -230,7 +246,7 @@ def test_a_tool_fact_about_something_else_is_still_shown(engine: ContextEngine) 
     output = ToolMessage("Shipping for order W1 is $12.", tool_call_id="call-1", name="lookup", id="t0")
     messages = [system, HumanMessage("Fetch order W1.", id="h0"), *asked_after(output, "What is the shipping for order W1?")[2:]]
     view = engine.prepare(messages, tools=[LOOKUP], scope=S).messages
-    assert any("$12" in line and TOOL_LABEL in line for line in facts_block(view).splitlines())
+    assert any("$12" in line for line in grouped(facts_block(view).splitlines()[1:])[1])
 
 
 # ---------------------------------------------------------------- who may read what a tool said
