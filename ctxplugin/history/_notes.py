@@ -20,7 +20,7 @@ from ctxplugin.history._note_values import Labelled, _label_rank, _Valued
 from ctxplugin.history.identifiers import RUN, longest_run, occurs, value_runs
 from ctxplugin.tokens import MESSAGE_OVERHEAD, TokenCounter
 
-EXPAND_HINT = "their stored tool outputs stay readable with expand_ref"
+EXPAND_HINT = "expand_ref reads their stored outputs"
 """What the first context note adds, so that omitted history is announced in the history and
 the header (the start of every cached prefix) never changes."""
 
@@ -211,7 +211,7 @@ def _note(
     once more with the room the estimate left. The ``first`` note shown also says that stored outputs
     stay readable (said here, not in the header, so the header never changes)."""
     hint = f" ({EXPAND_HINT})" if first else ""
-    lead = f"[context note: exchanges {span[0]}-{span[1]} are condensed to the values they used{hint}:"
+    lead = f"[context note: values used in exchanges {span[0]}-{span[1]}{hint}:"
     picker = _Picker(known, visible, counter)
     picker.fill(values, max_tokens - counter.count(lead) - MESSAGE_OVERHEAD - 1)
     text = _render(lead, picker.chosen, when)
@@ -241,7 +241,7 @@ def note_values(text: str) -> dict[str, list[str]]:
     from two on such a line: it reads back as its parts.
 
     Example:
-        >>> note_values("[context note: exchanges 2-3 are condensed to the values they used:\\n"
+        >>> note_values("[context note: values used in exchanges 2-3:\\n"
         ...             "ran: python app.py; ls -l;\\ncustomer_id: CUS-40917\\n"
         ...             "lookup_customer returned: ORD-77120 2024-05-01]")
         {'ran': ['python app.py', 'ls -l'], 'customer_id': ['CUS-40917'], 'lookup_customer returned': ['ORD-77120', '2024-05-01']}

@@ -6,7 +6,7 @@ numbers, quoted strings, short sentences of the user — within ``digest_tokens`
 ``label: value value`` lines that say where each value came from (values holding a space or a
 semicolon on a line of their own, each ended by ``;``)::
 
-    [context note: exchanges 4-5 are condensed to the values they used:
+    [context note: values used in exchanges 4-5:
     ran: python repro.py;
     customer_id: CUS-40917
     lookup_customer returned: ORD-77120 2024-05-01]

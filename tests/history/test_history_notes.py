@@ -179,7 +179,7 @@ NOTE_VALUE = st.text(st.sampled_from(list("ab1 ;:]\"-/\t\r\u00a0\u2028\u3000é")
 def test_note_values_reads_back_every_value_a_note_lists(values: list[tuple[str, str]]) -> None:
     from ctxplugin.history._notes import _render
 
-    lead = "[context note: exchanges 1-2 are condensed to the values they used:"
+    lead = "[context note: values used in exchanges 1-2:"
     read = note_values(_render(lead, values, {value: i for i, (_, value) in enumerate(values)}))
     assert {label: sorted(listed) for label, listed in read.items()} == {
         label: sorted(v for named, v in values if named == label) for label in {label for label, _ in values}
@@ -220,7 +220,7 @@ def test_values_without_a_space_are_listed_between_spaces_and_the_others_each_en
     counter, _ = get_counter("cl100k_base")
     numbers = [str(n) for n in range(447, 487)]
     values = [("ran", "sed -n 1,20p a.py"), ("ran", "ls"), ("ran", "make;make"), *(("bash returned", n) for n in numbers)]
-    lead = "[context note: exchanges 1-2 are condensed to the values they used (their stored tool outputs stay readable with expand_ref):"
+    lead = "[context note: values used in exchanges 1-2 (expand_ref reads their stored outputs):"
     listed = f"{lead}\nran: ls\nran: sed -n 1,20p a.py; make;make;\nbash returned: {' '.join(numbers)}]"
     budget = counter.count(listed) + 8  # the message's own overhead and a little room
     note, _ = _note((1, 2), values, {}, set(), "", budget, counter, first=True)
@@ -262,6 +262,6 @@ def test_a_note_cut_to_its_cap_lists_what_it_keeps_in_the_order_it_was_said(
     if note is None:
         return
     label = {value: name for name, value in values}
-    lead = "[context note: exchanges 1-2 are condensed to the values they used:"
+    lead = "[context note: values used in exchanges 1-2:"
     assert content_text(note.content) == _render(lead, [(label[v], v) for v in chosen], when)
     assert count_message(note, counter) <= cap
