@@ -17,7 +17,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
 from ctxplugin._lru import LRU, PerMessage
 from ctxplugin.config import HistoryConfig
-from ctxplugin.history._note_values import Labelled, _valued
+from ctxplugin.history._note_values import Labelled, _valued, archivable
 from ctxplugin.history._notes import _by_priority, _chronology, _note
 from ctxplugin.history._reuse import Reuse
 from ctxplugin.tokens import TokenCounter, content_text, count_message
@@ -198,7 +198,8 @@ class Digests:
 
     def _archive_note(self, upto: int, first: int, last: int, cap: int) -> tuple[HumanMessage | None, list[str]]:
         reuse, ranked = self._ranked(upto)
-        return _note((first, last), list(ranked), reuse.when or {}, set(), self._known, cap, self._counter, first=True)
+        values = [item for item in ranked if archivable(item)]
+        return _note((first, last), values, reuse.when or {}, set(), self._known, cap, self._counter, first=True)
 
     def _ranked(self, upto: int) -> tuple[Reuse, tuple[Labelled, ...]]:
         """The values of blocks ``0 .. upto - 1`` as :class:`Reuse` ranks them: once for all the

@@ -103,6 +103,19 @@ _FILE_PATH = re.compile(
 )
 
 
+_PHRASE = re.compile(r"[\s;]")
+
+
+def archivable(item: Labelled) -> bool:
+    """Whether the archive note may list ``item``: any value but a phrase (one holding
+    whitespace or a semicolon) that the assistant mentioned or a tool printed. The archive
+    stands for the oldest exchanges, whose commands, arguments, paths and ids an agent still
+    reuses; a sentence of its own prose or a line of an old output it hardly ever quotes again,
+    and such phrases took the archive's room after the values ranked above them."""
+    label, value = item
+    return not ((label == "assistant mentioned" or label.endswith(" returned")) and _PHRASE.search(value) is not None)
+
+
 def _between_spans(text: str) -> set[str]:
     """The stretches of prose between two backtick spans of a line that hold a space. A span
     too short to be read as a quoted value (an ``in`` in backticks) leaves its closing backtick

@@ -449,6 +449,25 @@ def test_the_archive_keeps_values_the_model_reused_before_ones_seen_once() -> No
     )
 
 
+def test_the_archive_leaves_out_phrases_the_assistant_or_a_tool_said_for_commands_and_ids() -> None:
+    messages: list[BaseMessage] = [HumanMessage(content="Make the nightly export pass", id="task")]
+    for step in range(16):
+        said = f"The `export handler {step}` looks wrong; checking HAT{step}."
+        call = {"name": "bash", "args": {"command": f"grep -rn handler_{step} /repo/src/pkg_{step}.py"}, "id": f"c{step}"}
+        messages.append(AIMessage(content=said, id=f"ai_{step}", tool_calls=[call]))
+        output = f"error: 'connection reset by peer {step}' in W{step}X"
+        messages.append(ToolMessage(content=output, tool_call_id=f"c{step}", name="bash", id=f"t{step}"))
+    config = HistoryConfig(verbatim_exchanges=1, trimmed_exchanges=1, block_size=2, archive_blocks=4, archive_tokens=400)
+    view = compress_history(messages, config=config, counter=COUNTER, budget=400)
+    archive = next(m for m in view.messages if "condensed" in m.additional_kwargs.get("ctxplugin", {}))
+    listed = note_values(content_text(archive.content))
+    phrases = [v for label in ("assistant mentioned", "bash returned") for v in listed.get(label, []) if " " in v]
+    assert phrases == [], "a phrase of old prose or output is not listed"
+    assert "grep -rn handler_12 /repo/src/pkg_12.py" in listed["ran"] and "HAT3" in listed["assistant mentioned"], (
+        "the commands and ids take the room"
+    )
+
+
 def test_notes_list_the_shell_lines_of_a_script_command_not_its_body() -> None:
     # the model writes a script with a here-document and runs it in the same command; later it
     # runs the script again on its own, so the run line is a value worth keeping
