@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any, Protocol, runtime_checkable
 
-from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.messages import AIMessage, BaseMessage, ToolCall
 
 from ctxplugin._block_text import other_blocks
 from ctxplugin._lru import LRU, THREAD_TEXTS, PerMessage, TextKey, text_key
@@ -320,10 +320,13 @@ def _count_message(message: BaseMessage, counter: TokenCounter) -> int:
         total += blocks_tokens(message.content, counter, frozenset(str(c.get("id")) for c in calls))
     if isinstance(message, AIMessage) and message.tool_calls:
         for call in message.tool_calls:
-            total += counter.count(call["name"]) + _bounded(
-                json.dumps(call["args"], sort_keys=True, ensure_ascii=False), counter
-            ) + 3
+            total += call_tokens(call, counter)
     return total
+
+
+def call_tokens(call: ToolCall, counter: TokenCounter) -> int:
+    """Tokens one tool call of an AI message costs, as :func:`count_message` counts it."""
+    return counter.count(call["name"]) + _bounded(json.dumps(call["args"], sort_keys=True, ensure_ascii=False), counter) + 3
 
 
 def count_messages(messages: Sequence[BaseMessage], counter: TokenCounter) -> int:

@@ -89,6 +89,9 @@ class Digests:
         counter: token counter.
         resume: the keys a previous call made for the same messages (the caller vouches for
             that); the blocks they cover are not hashed again.
+        gist_floor: a floor of each block's size in ``gist_sizes``, known without gisting it: a
+            block's note is capped by its gist only when the gist may be smaller than
+            ``digest_tokens`` (a block condensed as it leaves the trimmed tier is never gisted).
     """
 
     def __init__(
@@ -100,10 +103,12 @@ class Digests:
         config: HistoryConfig,
         counter: TokenCounter,
         resume: Keys | None = None,
+        gist_floor: Callable[[int], int] | None = None,
     ) -> None:
         self._exchanges = exchanges
         self._spans = spans_of_block
         self._gist_sizes = gist_sizes
+        self._gist_floor = gist_floor
         self._known = known
         self._config = config
         self._counter = counter
@@ -267,7 +272,9 @@ class Digests:
             known = set(self._archive(archived, archive_cap)[1])
             for earlier in range(archived, block):
                 known.update(self._block(earlier, archived, archive_cap)[1])
-            cap = min(self._config.digest_tokens, self._gist_sizes[block] - 1)
+            cap = self._config.digest_tokens
+            if self._gist_floor is None or self._gist_floor(block) <= cap:
+                cap = min(cap, self._gist_sizes[block] - 1)
             valued = _valued([self._exchanges[n] for n in reversed(members)])
             shown_first = archived == 0 and block == next(k for k, m in enumerate(self._spans) if m)
             return _note(

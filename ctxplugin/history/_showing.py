@@ -16,7 +16,7 @@ from collections.abc import Iterable, Sequence
 from langchain_core.messages import BaseMessage
 
 from ctxplugin.config import HistoryConfig
-from ctxplugin.history._shown import Tier, compress_message
+from ctxplugin.history._shown import Tier, compress_message, shown_floor
 from ctxplugin.history.omission import Parts, parts_of
 from ctxplugin.tokens import TokenCounter, count_message
 
@@ -54,6 +54,18 @@ class _Later:
             self._messages = ()  # held by the view's own messages as long as needed
         return made
 
+    def floor(self) -> int:
+        """Tokens of the exchange as shown, or a floor of them known without gisting it."""
+        messages = self._messages  # before the result, as in :meth:`made`
+        made = self._made
+        if made is not None:
+            return made[1][0]
+        config, counter, tier = self._config, self._counter, self._tier
+        return sum(
+            count_message(m, counter) if keep else shown_floor(m, tier, config=config, counter=counter)
+            for m, keep in zip(messages, self._kept, strict=True)
+        )
+
 
 class Showing:
     """Each exchange of a conversation as shown, some of them deferred (see the module).
@@ -79,6 +91,12 @@ class Showing:
 
     def parts(self, number: int) -> Parts:
         return self.entry(number)[1]
+
+    def floor(self, number: int) -> int:
+        """Tokens of exchange ``number`` as shown, or a floor of them when it is not gisted yet
+        (see :func:`~ctxplugin.history._shown.shown_floor`)."""
+        found = self._entries[number]
+        return found.floor() if isinstance(found, _Later) else found[1][0]
 
     def changed(self, number: int) -> int:
         return self.entry(number)[2]
@@ -128,6 +146,12 @@ class BlockSizes(Sequence[int]):
         if size is None:
             size = self._sizes[block] = sum(self._showing.parts(i)[0] for i in self._members[block])
         return size
+
+    def floor(self, block: int) -> int:
+        """The tokens of ``block``, or a floor of them known without gisting its exchanges when
+        they are not yet (a cap the floor already exceeds needs no size)."""
+        size = self._sizes.get(block)
+        return size if size is not None else sum(self._showing.floor(i) for i in self._members[block])
 
 
 __all__ = ["EMPTY", "BlockSizes", "PartsOf", "Showing", "Shown", "show"]

@@ -16,7 +16,13 @@ from ctxplugin._lru import PerMessage
 from ctxplugin._messages import META_KEY, annotation
 from ctxplugin.config import HistoryConfig
 from ctxplugin.history.compressors import MemoCounter, gist_text, memo_counter, trim_text
-from ctxplugin.tokens import TokenCounter, content_text
+from ctxplugin.tokens import (
+    MESSAGE_OVERHEAD,
+    TokenCounter,
+    call_tokens,
+    content_text,
+    count_message,
+)
 
 
 class Tier(StrEnum):
@@ -140,6 +146,24 @@ def compress_message(
     return out
 
 
+def shown_floor(message: BaseMessage, tier: Tier, *, config: HistoryConfig, counter: TokenCounter) -> int:
+    """Tokens ``message`` costs at least as ``tier`` shows it, known without compressing it: its
+    overhead and its tool calls, which keep their names and, unless one is long enough to be
+    trimmed (see :func:`_trimmed_calls`), their arguments. Its text may shrink to nothing."""
+    if tier is Tier.VERBATIM:
+        return count_message(message, counter)
+    if not isinstance(message, AIMessage):
+        return MESSAGE_OVERHEAD
+    limit = 4 * (config.trim_tokens if tier is Tier.TRIMMED else config.gist_tokens)
+    total = MESSAGE_OVERHEAD
+    for call in message.tool_calls:
+        if any(isinstance(value, str) and len(value) > limit for value in call["args"].values()):
+            total += counter.count(call["name"]) + 3
+        else:
+            total += call_tokens(call, counter)
+    return total
+
+
 def _compress_message(message: BaseMessage, tier: Tier, max_tokens: int, memo: MemoCounter, lead: str | None) -> BaseMessage:
     update: dict[str, object] = {}
     text = _plain_text(message)
@@ -188,4 +212,4 @@ def _trimmed_calls(message: BaseMessage, max_tokens: int, counter: MemoCounter) 
     return calls if changed else None
 
 
-__all__ = ["Tier", "compress_message"]
+__all__ = ["Tier", "compress_message", "shown_floor"]

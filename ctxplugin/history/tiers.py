@@ -245,14 +245,16 @@ def compress_history(
             [i for i in range(k * config.block_size, (k + 1) * config.block_size) if i not in protected_spans]
             for k in range(gist_end // config.block_size)
         ]
+        sizes = BlockSizes(shown, members)
         notes = Digests(
             _Exchanges(source, spans),
             members,
-            BlockSizes(shown, members),
+            sizes,
             content_text(source[first_human].content) if first_human is not None else "",
             config,
             counter,
             resume=growth.prior.keys_for(source) if growth is not None else None,
+            gist_floor=sizes.floor,
         )
         plan = plan_omission((), (), protected_spans, notes, bounds=bounds, budget=budget, config=config, parts=parts)
         if plan.archive_tokens < config.archive_tokens:

@@ -12,9 +12,15 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
 from ctxplugin import HistoryConfig
 from ctxplugin.history import HistoryBudget, compress_history
-from ctxplugin.history._shown import _SHOWN
+from ctxplugin.history._shown import _SHOWN, Tier, compress_message, shown_floor
 from ctxplugin.history.omission import _After
-from ctxplugin.tokens import get_counter
+from ctxplugin.tokens import (
+    MESSAGE_OVERHEAD,
+    content_text,
+    count_cached,
+    count_message,
+    get_counter,
+)
 
 COUNTER = get_counter()[0]
 
@@ -76,3 +82,38 @@ def test_a_long_threads_condensed_exchanges_are_never_gisted(agent_session: Call
     gisted = [i for i, m in enumerate(messages) if _SHOWN.get(m) is not None]
     assert gisted, "the newest gisted blocks are read by the plan"
     assert len(gisted) < len(messages) // 4, "the thousands the archive stands for are not gisted"
+
+
+def test_a_floor_is_never_above_what_the_tier_shows(agent_session: Callable[..., list[BaseMessage]]) -> None:
+    config = HistoryConfig()
+    long_command = {"command": "python - <<'EOF'\n" + "print('a long script line')\n" * 40 + "EOF"}
+    messages = [
+        *agent_session(6),
+        AIMessage("", tool_calls=[{"name": "bash", "args": long_command, "id": "long"}]),
+        AIMessage(
+            [{"type": "text", "text": "Running it. " * 80}, {"type": "tool_use", "id": "block", "name": "bash", "input": {"command": "ls"}}],
+            tool_calls=[{"name": "bash", "args": {"command": "ls"}, "id": "block"}],
+        ),
+    ]
+    exact = 0
+    for message in messages:
+        for tier in (Tier.TRIMMED, Tier.GIST):
+            floor = shown_floor(message, tier, config=config, counter=COUNTER)
+            shown = count_message(compress_message(message, tier, config=config, counter=COUNTER), COUNTER)
+            assert MESSAGE_OVERHEAD <= floor <= shown
+            exact += isinstance(message, AIMessage) and floor == shown - count_cached(content_text(message.content), COUNTER)
+        assert shown_floor(message, Tier.VERBATIM, config=config, counter=COUNTER) == count_message(message, COUNTER)
+    assert exact, "a call kept whole counts in full"
+
+
+def test_a_block_condensed_as_it_leaves_the_trimmed_tier_is_not_gisted(agent_session: Callable[..., list[BaseMessage]]) -> None:
+    # each block's calls alone cost more than a note's cap: its note needs no gist to be capped by
+    config = HistoryConfig(digest_tokens=40)
+    messages = long_history(agent_session, 60)
+    for end in range(len(messages) - 30, len(messages) + 1, 2):
+        view = compress_history(messages[:end], config=config, counter=COUNTER, budget=HistoryBudget(total=1500), session="floor")
+    assert view.omitted_exchanges > 40
+    tiers = [{key[0] for key in _SHOWN.get(m) or {}} for m in messages if isinstance(m, AIMessage)]
+    trimmed = [shown for shown in tiers if Tier.TRIMMED in shown]
+    assert len(trimmed) >= 20, "exchanges shown trimmed at the end of the window, then condensed"
+    assert not any(Tier.GIST in shown for shown in trimmed)
