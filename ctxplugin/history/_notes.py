@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Mapping, Sequence
+from functools import lru_cache
 
 from langchain_core.messages import HumanMessage
 
@@ -62,6 +63,7 @@ _SPACE = re.compile(r"[\s;]")
 """Whitespace (as ``str.isspace`` has it) or a semicolon."""
 
 
+@lru_cache(maxsize=65536)
 def _spaced(value: str) -> bool:
     """Whether ``value`` holds whitespace or a semicolon: it is then listed on its label's
     line of values that each end in ``;`` (see the module docstring)."""
@@ -147,6 +149,7 @@ class _Picker:
         taken, labels, chosen, order = self._taken, self._labels, self.chosen, self._order
         visible, visible_runs, listed_runs = self._visible, self._visible_runs, self._listed_runs
         by_run, runless = self._by_run, self._runless
+        heads: dict[str, int] = {}  # what beginning a line costs, per label (a fill tries thousands of values)
         later: list[Labelled] = []
         self.later = later
         for index, item in enumerate(values):
@@ -163,7 +166,8 @@ class _Picker:
             if (not run or run in listed_runs) and occurs(value, self._listed):
                 continue
             # values listed earlier that this one shows (a path, then the command holding it) go
-            inside = self._inside(value)
+            # (most values share no run with a chosen one and none is without runs: none is inside)
+            inside = self._inside(value) if runless or not by_run.keys().isdisjoint(value_runs(value)) else ()
             # a value after a space costs its own tokens; one that holds a space, its ``;`` too
             spaced = _spaced(value)
             cost = count(value) + spaced
@@ -171,7 +175,10 @@ class _Picker:
                 cost -= sum(count(c[1]) + _spaced(c[1]) for c in inside)
             line = (label, spaced)
             if line not in labels:
-                cost += count(f"{label}:") + 1
+                head = heads.get(label)
+                if head is None:
+                    head = heads[label] = count(f"{label}:") + 1
+                cost += head
             if cost > budget:
                 later.append(item)
                 continue
