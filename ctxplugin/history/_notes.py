@@ -117,7 +117,7 @@ class _Picker:
         self._visible = visible
         self._visible_runs = _runs_of(visible)
         self._listed = " | ".join(known)  # a value inside one already listed (a path in a command) is shown
-        self._listed_runs = set(RUN.findall(self._listed))
+        self._listed_runs: set[str] = set().union(*map(value_runs, known))  # the runs of ``_listed``
         self._counter = counter
         # the chosen values by their longest alphanumeric run (those with none apart): a value
         # that occurs inside another as a whole token has each of its runs among the other's
