@@ -185,10 +185,7 @@ class Digests:
         if upto <= 0 or cap <= 0:
             return None, ()
         key = ("archive", self._keys[upto - 1], upto, cap, self._counter.name)
-        cap = min(cap, self._gisted(upto, cap) - 1)
-        first = next((m[0] for m in self._spans[:upto] if m), 0)
-        last = next((m[-1] for m in reversed(self._spans[:upto]) if m), 0)
-        return self._cached(key, lambda: self._archive_note(upto, first, last, cap))
+        return self._cached(key, lambda: self._archive_note(upto, min(cap, self._gisted(upto, cap) - 1)))
 
     def _gisted(self, upto: int, cap: int) -> int:
         """The gists of blocks ``0 .. upto - 1`` summed, or as far as they exceed ``cap``
@@ -201,7 +198,10 @@ class Digests:
                 break
         return total
 
-    def _archive_note(self, upto: int, first: int, last: int, cap: int) -> tuple[HumanMessage | None, list[str]]:
+    def _archive_note(self, upto: int, cap: int) -> tuple[HumanMessage | None, list[str]]:
+        spans = self._spans
+        first = next((spans[k][0] for k in range(upto) if spans[k]), 0)
+        last = next((spans[k][-1] for k in range(upto - 1, -1, -1) if spans[k]), 0)
         reuse, ranked = self._ranked(upto)
         values = [item for item in ranked if archivable(item)]
         return _note((first, last), values, reuse.when or {}, set(), self._known, cap, self._counter, first=True)
