@@ -244,15 +244,24 @@ def plan_omission(
             found = gists[k] = _summed(parts, digests.members(k))
         return found
 
+    # the notes shown with ``count`` blocks condensed at archive cap ``cap``, looked up once per
+    # plan: every limit tries some of the same counts, and counts each more than once
+    shown_at: dict[tuple[int, int], list[BaseMessage]] = {}
+
+    def notes_at(count: int, cap: int) -> list[BaseMessage]:
+        found = shown_at.get((count, cap))
+        if found is None:
+            archived = count // config.archive_blocks * config.archive_blocks
+            made = (digests.archive(archived, cap), *(digests.block(k, archived, cap) for k in range(archived, count)))
+            found = shown_at[(count, cap)] = [m for m in made if m is not None]
+        return found
+
     for limit, kind, is_kind, shrinks in budget.limits():
         column = 0 if kind is None else 2 if is_kind else 1
         deepest = len(caps) if shrinks else level + 1  # the archive levels this limit may ask for
 
         def part(i: int, column: int = column, parts: Sequence[Parts] = parts) -> int:
             return parts[i][column]
-
-        def tokens(message: BaseMessage | None, kind: type[BaseMessage] | None = kind, is_kind: bool = is_kind) -> int:
-            return digests.size(message) if message is not None and _counts(message, kind, is_kind) else 0
 
         window = [part(i) for i in range(gist_end, window_end)]
         fresh = [part(i) for i in range(verbatim_start, window_end)] or window
@@ -262,12 +271,16 @@ def plan_omission(
         # after[k]: the gists of blocks k.. (summed once, read per try); never grows with k
         after = _After(blocks, partial(_column_of, block_gists, column))
 
-        def cost(count: int, cap: int, after: _After = after, tokens: Callable[[BaseMessage | None], int] = tokens) -> int:
-            # ``tokens`` bound here: :func:`_relaxed` calls each limit's cost after the loop,
-            # when the name holds the last limit's (tool results: the notes count nothing)
-            archived = count // config.archive_blocks * config.archive_blocks
-            shown = [digests.archive(archived, cap), *(digests.block(k, archived, cap) for k in range(archived, count))]
-            return sum(tokens(m) for m in shown) + after[count]
+        costs: dict[tuple[int, int], int] = {}  # this limit's cost of each count tried
+
+        def cost(count: int, cap: int, after: _After = after, kind: type[BaseMessage] | None = kind, is_kind: bool = is_kind,
+                 costs: dict[tuple[int, int], int] = costs) -> int:
+            # ``kind`` bound here: :func:`_relaxed` calls each limit's cost after the loop, when
+            # the name holds the last limit's (tool results: the notes count nothing)
+            found = costs.get((count, cap))
+            if found is None:
+                found = costs[(count, cap)] = sum(digests.size(m) for m in notes_at(count, cap) if _counts(m, kind, is_kind)) + after[count]
+            return found
 
         def fits(count: int, cap: int, after: _After = after, allowance: int = allowance) -> bool:
             if after[count] > allowance:
