@@ -104,3 +104,18 @@ def test_a_reader_whose_ids_hold_undecodable_bytes_reads_its_facts_from_chroma(t
     prepared = engine.prepare([SystemMessage(content="You are a sales agent."), HumanMessage(content="What discount can Acme get?")], scope=scope)
     assert prepared.report.warnings == []
     assert [f.key for f in prepared.report.facts] == ["acme_discount"]
+
+
+def test_tools_with_undecodable_bytes_are_listed_and_bound_as_given() -> None:
+    tools = [{"type": "function", "function": {"name": f"caf\udce9_tool_{i}", "description": f"Look up caf\udce9 record {i}.",
+                                                "parameters": {"type": "object", "properties": {"id\udcff": {"type": "string"}}}}}
+             for i in range(10)]
+    engine = memory_engine(ContextConfig.model_validate({"tools": {"directory": "always", "binding": "stubs"}}))
+    prepared = engine.prepare(conversation(), tools=tools, scope=SCOPE)
+    assert prepared.report.warnings == []
+    assert any("- caf\udce9_tool_3: Look up caf\udce9 record 3" in str(m.content) for m in prepared.messages)
+    bound = {tool["function"]["name"] for tool in prepared.tools if isinstance(tool, dict) and "function" in tool}
+    assert {f"caf\udce9_tool_{i}" for i in range(10)} <= bound
+    assert engine.registry.get("caf\udce9_tool_3") is not None
+    assert engine.registry.get("caf\udce9_tool_3").schema == tools[3]
+    assert "id\udcff" in engine.registry.meta_tool().invoke({"names": ["caf\udce9_tool_3"]})

@@ -89,9 +89,10 @@ def one_line_intent(description: str, max_chars: int = 80) -> str:
 
 
 def schema_hash(schema: dict[str, Any]) -> str:
-    """sha256 of the canonical JSON of a schema (sorted keys, no spaces)."""
+    """sha256 of the canonical JSON of a schema (sorted keys, no spaces), as UTF-8 with lone
+    surrogates (undecodable bytes of a tool's name or text) kept, as the CAS hashes them."""
     canonical = json.dumps(schema, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+    return hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def tool_name(tool: Any) -> str | None:

@@ -246,3 +246,23 @@ def test_tools_built_anew_for_each_call_are_read_once_and_not_kept_alive() -> No
     changed = registry.register_all(_request_tools("Find an order by its id or its email."))
     assert changed[0] == first[0] and changed[1] != first[1] and changed[1].version == first[1].version + 1
     assert "email" in changed[1].description and registry.get("find_order") == changed[1]
+
+
+def test_a_tool_with_undecodable_bytes_is_registered_exactly() -> None:
+    """A host that decoded a tool server's bytes with ``surrogateescape`` hands ctxplugin names
+    and text holding lone surrogates: the tool is registered as given, hashed like any other."""
+    registry = ToolRegistry(COUNTER)
+    odd = fn_tool("caf\udce9_lookup", "Look up a caf\udce9 by id.", **{"shop\udcff": "string"})
+    entry = registry.register(odd)
+    assert (entry.name, entry.description) == ("caf\udce9_lookup", "Look up a caf\udce9 by id.")
+    assert entry.schema == convert_to_openai_tool(odd) and entry.tokens > 0
+    canonical = json.dumps(entry.schema, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    assert entry.hash == hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest()
+    assert registry.register(fn_tool("caf\udce9_lookup", "Look up a caf\udce9 by id.", **{"shop\udcff": "string"})) is entry
+    assert registry.register(fn_tool("caf\udce8_lookup", "Look up a caf\udce9 by id.", **{"shop\udcff": "string"})).hash != entry.hash
+
+    def odd_doc(order_id: str) -> str:
+        """Find an order of Caf\udce9 Lumi\udce8re."""
+        return order_id
+
+    assert registry.register(odd_doc).description == "Find an order of Caf\udce9 Lumi\udce8re."
