@@ -88,6 +88,17 @@ class AnswerCacheStoreContract:
         assert got == entry
         assert got.message(message_id="x").content == [{"type": "text", "text": "40 € pro Koffer"}]
 
+    def test_a_question_and_answer_holding_nul_survive_the_round_trip(self, store: AnswerCacheStore) -> None:
+        entry = make_entry("Is order W1007\x00 refunded? 15%00 off", key="k-nul", answer={
+            "content": "Yes\x00, at 15%.", "additional_kwargs": {}, "response_metadata": {}, "name": None})
+        store.put(entry)
+        (got, _), = store.candidates("p1", "sig1", entry.search_text, now=NOW, n=1)
+        assert got == entry
+        twin = make_entry("Is order W1007%00 refunded? 15%00 off", key="k-twin")  # what a percent-encoding of the first spells
+        store.put(twin)
+        found = store.candidates("p1", "sig1", twin.search_text, now=NOW, n=5)
+        assert {e.query for e, _ in found} == {entry.query, twin.query}
+
     def test_only_the_same_partition_and_signature_are_candidates(self, store: AnswerCacheStore) -> None:
         for partition, signature in (("p1", "sig1"), ("p2", "sig1"), ("p1", "sig2")):
             store.put(make_entry("what is the refund policy", partition=partition, signature=signature))

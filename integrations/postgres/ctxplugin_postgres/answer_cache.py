@@ -28,6 +28,7 @@ from ctxplugin_postgres._db import (
     POOL_TIMEOUT_S,
     Plan,
     Stmt,
+    column_text,
     compose,
     json_column,
     json_value,
@@ -140,16 +141,20 @@ class PostgresAnswerCacheStore(PooledStore):
 
     # ------------------------------------------------------------------ AnswerCacheStore
     def put(self, entry: CacheEntry) -> None:
+        details = entry.model_dump(mode="json", include=_DETAILS)
+        query = column_text(entry.query)
+        if query != entry.query:  # a question with NUL: its column is encoded, the exact one kept beside
+            details[_EXACT_QUERY] = entry.query
         params = {
             "key": entry.key,
             "partition": entry.partition,
-            "query": entry.query,
+            "query": query,
             "vector": _unit(document_vectors(self.embedding, [entry.search_text])[0]),
-            "answer": entry.answer_text,
+            "answer": column_text(entry.answer_text),  # never read back: the answer is in details
             "signature": entry.signature,
             "refs": list(entry.refs),
             # JSON text for a value JSONB refuses (a scope id or an answer with NUL or lone surrogates)
-            "details": json_column(entry.model_dump(mode="json", include=_DETAILS)),
+            "details": json_column(details),
             "created": entry.created_at,
             "expires": entry.expires_at,
             "hits": entry.hit_count,
@@ -212,6 +217,8 @@ class PostgresAnswerCacheStore(PooledStore):
 
 
 _DETAILS = {"query_norm", "answer", "owner", "facts", "tools", "refs"}
+_EXACT_QUERY = "query"
+"""The key of ``details`` holding the question when its ``query_text`` column is encoded."""
 
 
 def _unit(vector: Sequence[float]) -> list[float]:
@@ -220,12 +227,13 @@ def _unit(vector: Sequence[float]) -> list[float]:
 
 
 def _entry(row: tuple[Any, ...]) -> CacheEntry:
-    key, partition, query, _answer, signature, details, created, expires, hits, last_hit = row[:10]
+    key, partition, query, _answer, signature, stored, created, expires, hits, last_hit = row[:10]
+    details = dict(json_value(stored))
     return CacheEntry.from_columns(
-        json_value(details),
+        details,
         key=key,
         partition=partition,
-        query=query,
+        query=details.pop(_EXACT_QUERY, query),
         signature=signature,
         created_at=float(created),
         expires_at=float(expires),

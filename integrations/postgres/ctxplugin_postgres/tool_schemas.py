@@ -5,8 +5,9 @@ process. :class:`PostgresToolSchemas` keeps the catalogue in Postgres so that ev
 agrees on version numbers and token counts, a deployment can see which schemas its agents were
 given, and a new process can warm its registry from the table (:meth:`load_into`).
 
-Tool names are stored with ``%``, NUL and lone surrogates percent-encoded
-(:func:`~ctxplugin_postgres._db.escaped_text`), so any name has a row of its own. A schema or
+Tool and server names are stored with ``%``, NUL and lone surrogates percent-encoded
+(:func:`~ctxplugin_postgres._db.escaped_text`), so any name has a row of its own and any server
+its own filter. A schema or
 description Postgres refuses (NUL, lone surrogates) is kept exactly in ``schema_json`` as
 encoded JSON text (:func:`~ctxplugin_postgres._db.json_column`), with the description column
 percent-encoded beside it.
@@ -127,7 +128,7 @@ class PostgresToolSchemas(PooledStore):
         exact = {"schema": entry.schema, "description": entry.description}
         refused = jsonb_refuses(exact)
         params = {
-            "name": escaped_text(entry.name), "hash": entry.hash, "server": server,
+            "name": escaped_text(entry.name), "hash": entry.hash, "server": escaped_text(server),
             "schema": json_column(exact) if refused else Jsonb(entry.schema),
             "description": column_text(entry.description) if refused else entry.description, "tokens": entry.tokens,
         }
@@ -167,7 +168,8 @@ class PostgresToolSchemas(PooledStore):
         """The current schema of every stored tool (of one ``server`` if given), by name."""
 
         def plan() -> Plan[list[StoredSchema]]:
-            return [_stored(row) for row in (yield Stmt(self._latest_all, {"server": server})).rows]
+            params = {"server": None if server is None else escaped_text(server)}
+            return [_stored(row) for row in (yield Stmt(self._latest_all, params)).rows]
 
         return self._run("read tool schemas", plan)
 
@@ -186,7 +188,7 @@ def _stored(row: tuple[Any, ...]) -> StoredSchema:
     exact = json_value(schema)
     if exact is not schema:  # the schema and description, encoded (see :meth:`PostgresToolSchemas.record`)
         schema, description = exact["schema"], exact["description"]
-    return StoredSchema(unescaped_text(name), version, hash_, schema, tokens, server, description, updated_at)
+    return StoredSchema(unescaped_text(name), version, hash_, schema, tokens, unescaped_text(server), description, updated_at)
 
 
 __all__ = ["PostgresToolSchemas", "StoredSchema"]

@@ -58,10 +58,11 @@ def test_the_table_of_the_seed_is_created_once_even_by_concurrent_first_uses(pg_
     assert count == (4,)
 
 
-def test_an_engine_serves_answers_stored_by_another_process(pg_dsn: str, pg_schema: str) -> None:
+@pytest.mark.parametrize("question", ["What is the return window?", "What is the return\x00 window?"])
+def test_an_engine_serves_answers_stored_by_another_process(pg_dsn: str, pg_schema: str, question: str) -> None:
     config = ContextConfig(cache=CacheConfig(enabled=True, scope="user"))
     scope_a, scope_b = Scope(session_id="a", user_id="u1"), Scope(session_id="b", user_id="u1")
-    messages: list[Any] = [SystemMessage(content="Be brief."), HumanMessage(content="What is the return window?")]
+    messages: list[Any] = [SystemMessage(content="Be brief."), HumanMessage(content=question)]
     with PostgresAnswerCacheStore.from_dsn(pg_dsn, schema=pg_schema) as first_store:
         first = ContextEngine(config, answer_cache=first_store)
         prepared = first.prepare(messages, scope=scope_a)

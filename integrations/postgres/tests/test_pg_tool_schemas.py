@@ -125,6 +125,21 @@ def test_tools_postgres_text_cannot_hold_are_recorded_exactly_and_apart(
     assert fresh.get("lookup\x00") is not None and fresh.get("lookup\x00").schema == odd  # type: ignore[union-attr]
 
 
+@pytest.mark.parametrize("server", ["mcp\x00a", "mcp\ud800", "mcp%00a"])
+def test_a_server_name_postgres_text_cannot_hold_is_recorded_exactly_and_apart(
+    pg_pool: ConnectionPool, pg_schema: str, registry: ToolRegistry, server: str
+) -> None:
+    catalogue = PostgresToolSchemas(pg_pool, schema=pg_schema)
+    odd = _tool("caf\udce9_lookup", "Look up a caf\udce9.", key={"type": "string"})
+    stored = catalogue.record(registry.register(odd), server=server)
+    catalogue.record(registry.register(READ_PAGE), server="mcp")  # an ordinary server beside it
+    assert stored.server == server and stored.schema == odd and catalogue.get("caf\udce9_lookup") == stored
+    assert [s.name for s in catalogue.current(server=server)] == ["caf\udce9_lookup"]
+    assert [s.name for s in catalogue.current(server="mcp")] == ["read_page"]
+    for other in {"mcp\x00a", "mcp%00a", "mcp%2500a"} - {server}:
+        assert catalogue.current(server=other) == []
+
+
 def test_ordinary_tools_are_stored_as_before(pg_pool: ConnectionPool, pg_schema: str, registry: ToolRegistry) -> None:
     PostgresToolSchemas(pg_pool, schema=pg_schema).record(registry.register(SEARCH_V1), server="github")
     with pg_pool.connection() as conn:
