@@ -24,9 +24,11 @@ class Closing:
 
     _releases: list[Callable[[], None]]
     _closed: bool = False
-    _running: tuple[int, int] = (0, 0)
-    """(process id, calls of this engine running in that process): a forked child runs none of
-    its parent's calls."""
+    _running: tuple[int, dict[int, int]] = (0, {})
+    """(process id, calls of this engine running in that process by thread id): a forked child
+    runs none of its parent's calls. Replaced, never changed in place."""
+    _deferred: list[Callable[[], None]]
+    """What a :meth:`close` called inside a call left for the last call running to release."""
 
     def opened(self, release: Callable[[], None]) -> None:
         """Call ``release`` on :meth:`close`, after what was opened later."""
@@ -41,13 +43,22 @@ class Closing:
         a function or a model. Idempotent; stores and a ``BackgroundSummarizer`` passed in stay
         open for their owner. Calls already running finish first (waited for at most
         :data:`DRAIN_SECONDS`): a store closed under a call could fail it with an error from
-        inside the driver, or crash the process."""
+        inside the driver, or crash the process.
+
+        Called from inside a call of this engine (a callback, a summarizer or a tool the call
+        runs, on the call's own thread), ``close()`` does not wait for that call, which cannot
+        end before it returns: it waits for the calls of other threads only, returns, and what
+        the engine opened is released when the last call running ends (by that call's thread).
+        The engine refuses new calls from the moment ``close()`` is called either way."""
         with _CLOSING:
             self._closed = True
             releases, self._releases = getattr(self, "_releases", []), []
-            _CLOSING.wait_for(lambda: self._calls() == 0, timeout=DRAIN_SECONDS)
-        for release in reversed(releases):
-            release()
+            here = self._calls(threading.get_ident())
+            _CLOSING.wait_for(lambda: self._calls() == here, timeout=DRAIN_SECONDS)
+            if here:
+                self._deferred = [*getattr(self, "_deferred", []), *releases]
+                return
+        _release(releases)
 
     @property
     def closed(self) -> bool:
@@ -69,19 +80,36 @@ class Closing:
     @contextmanager
     def in_use(self) -> Iterator[None]:
         """Run one call of the engine: raises once closed; :meth:`close` waits for it."""
+        thread = threading.get_ident()
         with _CLOSING:
             self.check_open()
-            self._running = (os.getpid(), self._calls() + 1)
+            self._count(thread, +1)
         try:
             yield
         finally:
             with _CLOSING:
-                self._running = (os.getpid(), self._calls() - 1)
+                self._count(thread, -1)
                 _CLOSING.notify_all()
+                deferred: list[Callable[[], None]] = []
+                if not self._calls() and getattr(self, "_deferred", None):
+                    deferred, self._deferred = self._deferred, []
+            _release(deferred)
 
-    def _calls(self) -> int:
+    def _count(self, thread: int, step: int) -> None:
+        """Count one call of ``thread`` more (``step`` 1) or fewer (-1); caller holds ``_CLOSING``."""
         pid, running = self._running
-        return running if pid == os.getpid() else 0
+        threads = dict(running) if pid == os.getpid() else {}
+        threads[thread] = threads.get(thread, 0) + step
+        if not threads[thread]:
+            del threads[thread]
+        self._running = (os.getpid(), threads)
+
+    def _calls(self, thread: int | None = None) -> int:
+        """Calls of this engine running in this process (of ``thread`` only if given)."""
+        pid, running = self._running
+        if pid != os.getpid():
+            return 0
+        return sum(running.values()) if thread is None else running.get(thread, 0)
 
     def __enter__(self) -> Self:
         return self
@@ -109,6 +137,12 @@ class WhileOpen(Generic[T]):
 
     def __set__(self, obj: Closing, value: T) -> None:
         setattr(obj, self._slot, value)
+
+
+def _release(releases: list[Callable[[], None]]) -> None:
+    """Call ``releases`` in reverse order (what was opened last is released first)."""
+    for release in reversed(releases):
+        release()
 
 
 _CLOSING = threading.Condition()

@@ -460,3 +460,43 @@ def test_an_engine_on_a_relative_path_keeps_its_stores_after_the_working_directo
         assert engine.path == home / ".ctxplugin"
     assert (home / ".ctxplugin" / "history.sqlite3").is_file()
     assert not (elsewhere / ".ctxplugin").exists()
+
+
+def test_close_called_inside_a_call_of_the_engine_returns_and_releases_when_the_call_ends(mocker: MockerFixture) -> None:
+    # a callback or tool closing the engine from inside its own prepare: close() waited its whole
+    # drain time (60 s) for the call that was running it
+    engine = ContextEngine(CONFIG)
+    _use(engine)
+    released: list[str] = []
+    engine.opened(lambda: released.append("released"))
+    search = engine.facts.store.search
+    seen: dict[str, Any] = {}
+
+    def closing_search(*args: Any, **kwargs: Any) -> Any:
+        engine.close()
+        seen["closed"], seen["released"] = engine.closed, list(released)
+        return search(*args, **kwargs)
+
+    mocker.patch.object(engine.facts.store, "search", side_effect=closing_search)
+    outcome: dict[str, Any] = {}
+
+    def call() -> None:
+        try:
+            outcome["view"] = engine.prepare([HumanMessage(content="which build number was it?")], scope=SCOPE)
+        except Exception as exc:
+            outcome["error"] = exc
+
+    running = threading.Thread(target=call)
+    running.start()
+    running.join(30)  # a deadlock detector, not a measure
+    hung = running.is_alive()
+    running.join()
+    assert not hung
+    assert "error" not in outcome, repr(outcome.get("error"))
+    assert isinstance(outcome["view"], PreparedContext)
+    assert seen == {"closed": True, "released": []}  # nothing released under the running call
+    assert released == ["released"]  # released once the call ended
+    with pytest.raises(EngineClosedError):
+        engine.prepare([HumanMessage(content="a new call")], scope=SCOPE)
+    engine.close()
+    assert released == ["released"]
