@@ -4,13 +4,15 @@ A note is one ``HumanMessage``: a lead naming the exchanges it stands for, then 
 by label, within a token budget: a ``label: value value`` line of the values without a space or
 a semicolon, and a ``label: some value; other value;`` line of those with one, each ended by a
 semicolon. A space costs no token before most words where a separator costs one, and an
-identifier, a path or a number holds none.
+identifier, a path or a number holds none. On the second line a value holding ``"; "`` (or
+opening with a backtick) is in backticks, as Markdown quotes code (```cd /repo; ls`;``): it
+would read as two values otherwise, to the model as to :func:`note_values`.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from functools import lru_cache
 
 from langchain_core.messages import HumanMessage
@@ -70,6 +72,46 @@ def _spaced(value: str) -> bool:
     return _SPACE.search(value) is not None
 
 
+_SEPARATOR = "; "
+_TICKS = re.compile(r"`+")
+
+
+def _shown(value: str) -> str:
+    """``value`` as a line of spaced values lists it: itself, or in a run of backticks longer
+    than any it holds when it holds ``"; "`` or opens with a backtick, with a space inside each
+    end when it opens or ends with a backtick or a space (Markdown's code span)."""
+    if _SEPARATOR not in value and not value.startswith("`"):
+        return value
+    fence = "`" * (max(map(len, _TICKS.findall(value)), default=0) + 1)
+    pad = " " if value[:1] in "` " or value[-1:] in "` " else ""
+    return f"{fence}{pad}{value}{pad}{fence}"
+
+
+def _spaced_values(text: str) -> list[str]:
+    """The values of a line of spaced values, ``text`` being what follows its label (ending in
+    ``;``): what :func:`_shown` wrote, read back exactly."""
+    out: list[str] = []
+    at, end = 0, len(text) - 1
+    while at <= end:
+        fence = _TICKS.match(text, at)
+        close = None
+        if fence is not None:
+            ticks = len(fence.group())
+            close = re.compile(rf"(?<!`)`{{{ticks}}}(?!`)(?=;(?: |$))").search(text, at + ticks)
+        if fence is not None and close is not None:
+            value = text[at + ticks : close.start()]
+            out.append(value[1:-1] if len(value) > 1 and value[0] == value[-1] == " " else value)
+            at = close.end() + len(_SEPARATOR)
+            continue
+        cut = text.find(_SEPARATOR, at)
+        if cut < 0:
+            out.append(text[at:end])
+            break
+        out.append(text[at:cut])
+        at = cut + len(_SEPARATOR)
+    return out
+
+
 def _render(lead: str, chosen: Sequence[Labelled], when: Mapping[str, int]) -> str:
     """A note's text: ``lead``, then per label (in the order of :func:`_label_rank`, then of
     their first value) a ``label: value value`` line of its values without a space or a
@@ -94,7 +136,7 @@ def _lines(lead: str, ordered: Sequence[Labelled]) -> str:
         if plain:
             lines.append(f"{label}: {' '.join(plain)}")
         if spaced:
-            lines.append(f"{label}: {'; '.join(spaced)};")
+            lines.append(f"{label}: {_SEPARATOR.join(map(_shown, spaced))};")
     return f"{lead}\n{chr(10).join(lines)}]"
 
 
@@ -170,9 +212,9 @@ class _Picker:
             inside = self._inside(value) if runless or not by_run.keys().isdisjoint(value_runs(value)) else ()
             # a value after a space costs its own tokens; one that holds a space, its ``;`` too
             spaced = _spaced(value)
-            cost = count(value) + spaced
+            cost = _cost(value, count)
             if inside:
-                cost -= sum(count(c[1]) + _spaced(c[1]) for c in inside)
+                cost -= sum(_cost(c[1], count) for c in inside)
             line = (label, spaced)
             if line not in labels:
                 head = heads.get(label)
@@ -200,6 +242,12 @@ class _Picker:
             self._listed = f"{self._listed} | {value}"
             listed_runs.update(value_runs(value))
             budget -= cost
+
+
+def _cost(value: str, count: Callable[[str], int]) -> int:
+    """Tokens ``value`` adds to a note's line: itself as listed, and its ``;`` if spaced."""
+    return count(_shown(value)) + 1 if _spaced(value) else count(value)
+
 
 def _note(
     span: tuple[int, int],
@@ -243,9 +291,9 @@ def _note(
 def note_values(text: str) -> dict[str, list[str]]:
     """The values a context note lists, by label (``{}`` for text that is not one).
 
-    A line that ends in ``;`` lists values that each end in one; any other, values separated
-    by spaces (see :func:`_render`). A value holding ``; `` (``cd /repo; ls``) cannot be told
-    from two on such a line: it reads back as its parts.
+    A line that ends in ``;`` lists values that each end in one, those holding ``; `` in
+    backticks (```cd /repo; ls`;``); any other, values separated by spaces (see
+    :func:`_render`). Every value a note lists reads back exactly.
 
     Example:
         >>> note_values("[context note: values used in exchanges 2-3:\\n"
@@ -259,7 +307,7 @@ def note_values(text: str) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
     for line in body[:-1].split("\n"):  # a value may hold another line break (``\u2028``)
         label, _, values = line.partition(": ")
-        listed = values[:-1].split("; ") if values.endswith(";") else values.split(" ")
+        listed = _spaced_values(values) if values.endswith(";") else values.split(" ")
         out.setdefault(label, []).extend(listed)
     return out
 

@@ -167,11 +167,23 @@ def test_note_values_reads_back_a_value_holding_a_line_separator_other_than_a_ne
     assert sorted(note_values(content_text(note.content))["query"]) == sorted(chosen)
 
 
-# values as notes list them: stripped, holding a letter or digit; one holding "; " is left out
-# (a line of such values reads it as two: "ran: cd /repo; ls;" may be one command or two)
-NOTE_VALUE = st.text(st.sampled_from(list("ab1 ;:]\"-/\t\r\u00a0\u2028\u3000é")), min_size=1, max_size=12).map(str.strip).filter(
-    lambda v: any(c.isalnum() for c in v) and "; " not in v
+# values as notes list them: stripped, holding a letter or digit
+NOTE_VALUE = st.text(st.sampled_from(list("ab1 ;:]`\"-/\t\r\u00a0\u2028\u3000é")), min_size=1, max_size=12).map(str.strip).filter(
+    lambda v: any(c.isalnum() for c in v)
 )
+
+
+def test_a_value_holding_a_separator_is_listed_in_backticks_and_read_back_whole() -> None:
+    # "ran: cd /repo; ls; make;" was one command or two, for the model as for note_values
+    from ctxplugin.history._notes import _note
+
+    counter, _ = get_counter("cl100k_base")
+    values = [("ran", "cd /repo; ls"), ("ran", "make test"), ("ran", "`x`; y"), ("ran", "echo `a; b`"), ("ran", "ls;")]
+    note, chosen = _note((1, 2), values, {}, set(), "", 200, counter)
+    assert note is not None and chosen == [v for _, v in values]
+    text = content_text(note.content)
+    assert text.endswith("\nran: `cd /repo; ls`; make test; `` `x`; y ``; `` echo `a; b` ``; ls;;]")
+    assert note_values(text) == {"ran": [v for _, v in values]}
 
 
 @settings(max_examples=300, deadline=None)
