@@ -366,7 +366,7 @@ def record_list(value: dict[str, Any]) -> str | None:
 def summarize_records_array(value: list[Any], counter: TokenCounter, budget: int) -> Lines:
     """A JSON array of objects as a record set: keys, spreads, rare records in full, ids."""
     lines = Lines(counter, budget)
-    records = [v if isinstance(v, dict) else {"value": v} for v in value]
+    records = value if set(map(type, value)) == {dict} else [v if isinstance(v, dict) else {"value": v} for v in value]
     summarize_records(RecordSet(records, render_json(value)), lines, prefix="JSON array of ", ids=lambda ls: _primary_ids(records, ls))
     return lines
 

@@ -12,8 +12,10 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from functools import cached_property
+from itertools import chain, repeat
 from typing import Any
 
 from ctxplugin._graphemes import head
@@ -47,45 +49,71 @@ class RecordSet:
     noun: str = "records"
     positions: Sequence[int] | None = None
 
+    # each read once per record set: every one is a pass over up to _SCAN records in Python
+    @cached_property
+    def kinds(self) -> list[tuple[str, str, int]]:
+        """:func:`key_types` of the records."""
+        return key_types(self.records)
+
+    @cached_property
+    def categorical(self) -> list[tuple[str, Counter[str]]]:
+        """The categorical columns of the records (see :func:`rare_indexes`)."""
+        return _categorical(self.records)
+
+    @cached_property
+    def rare(self) -> list[tuple[int, str]]:
+        """:func:`rare_indexes` of the records."""
+        return rare_indexes(self.records, kinds=self.kinds, categorical=self.categorical)
+
     def at(self, index: int) -> int:
         """The ``offset`` that returns record ``index``: the label it is shown with."""
         return index if self.positions is None else self.positions[index]
 
 
-def _type_name(value: Any) -> str:
-    if value is None:
+def _type_name(kind: type) -> str:
+    """The JSON name of values of type ``kind``."""
+    if kind is type(None):
         return "null"
-    if isinstance(value, bool):
+    if issubclass(kind, bool):
         return "bool"
-    if isinstance(value, int):
+    if issubclass(kind, int):
         return "int"
-    if isinstance(value, float):
+    if issubclass(kind, float):
         return "number"
-    if isinstance(value, str):
+    if issubclass(kind, str):
         return "string"
-    return "object" if isinstance(value, dict) else "array"
+    return "object" if issubclass(kind, dict) else "array"
+
+
+_MISSING = object()
+
+
+def _columns(records: Sequence[dict[str, Any]]) -> Iterator[tuple[str, list[Any]]]:
+    """``(key, its value in each record or _MISSING)`` for every key, in first-seen order: a
+    column gathered in C (``map``), where a loop over every record's items runs in Python."""
+    for key in dict.fromkeys(chain.from_iterable(records)):
+        yield key, list(map(dict.get, records, repeat(key), repeat(_MISSING)))
 
 
 def key_types(records: Sequence[dict[str, Any]]) -> list[tuple[str, str, int]]:
     """``(key, types, records carrying it)`` in first-seen order."""
-    seen: dict[str, Counter[str]] = {}
-    counts: Counter[str] = Counter()
-    for record in records[:_KEY_SCAN]:
-        for key, value in record.items():
-            types = seen.get(key)
-            if types is None:
-                types = seen[key] = Counter()
-            types[_type_name(value)] += 1
-            counts[key] += 1
-    return [(str(k), "/".join(t for t, _ in types.most_common(2)), counts[k]) for k, types in seen.items()]
+    out = []
+    for key, column in _columns(records[:_KEY_SCAN]):
+        kinds = Counter(map(type, column))
+        carried = len(column) - kinds.pop(object, 0)  # the type of _MISSING
+        names: Counter[str] = Counter()
+        for kind, count in kinds.items():  # in first-seen order, as most_common breaks ties
+            names[_type_name(kind)] += count
+        out.append((str(key), "/".join(t for t, _ in names.most_common(2)), carried))
+    return out
 
 
-def keys_line(records: Sequence[dict[str, Any]], *, typed: bool = True) -> str:
+def keys_line(records: Sequence[dict[str, Any]], *, typed: bool = True, kinds: list[tuple[str, str, int]] | None = None) -> str:
     """``keys: ts, level, msg: string; duration_ms: int; error: object (1 of 200)``: keys grouped
     by type in first-seen order; a key most records lack says how many carry it."""
     scanned = min(len(records), _KEY_SCAN)
     groups: dict[str, list[str]] = {}
-    for key, types, count in key_types(records):
+    for key, types, count in key_types(records) if kinds is None else kinds:
         name = key if count >= scanned else f"{key} ({count} of {scanned})"
         groups.setdefault(types if typed else "", []).append(name)
     if not typed:
@@ -100,21 +128,15 @@ def _categorical(records: Sequence[dict[str, Any]]) -> list[tuple[str, Counter[s
     if n < 5:
         return []
     values: dict[str, Counter[str]] = {}
-    dead: set[str] = set()  # too many distinct values: an id or free text, not a category
-    for record in scanned:
-        for key, value in record.items():
-            if key in dead or not isinstance(value, (str, bool)) or len(str(value)) > 40:
-                continue
-            counter = values.get(key)
-            if counter is None:
-                counter = values[key] = Counter()
-            counter[str(value).lower() if isinstance(value, bool) else value] += 1
-            if len(counter) > _CATEGORY_MAX:
-                dead.add(key)
-    for key in dead:
-        values.pop(key, None)
+    first: dict[str, tuple[int, int]] = {}  # where a key's first counted value is: its place
+    for key, column in _columns(scanned):
+        counter = _category_counts(column)
+        if counter:
+            values[key] = counter
+            at = next(i for i, v in enumerate(column) if _countable(v))
+            first[key] = (at, list(scanned[at]).index(key))
     out = []
-    for key, counter in values.items():
+    for key, counter in sorted(values.items(), key=lambda kc: first[kc[0]]):
         total = sum(counter.values())
         distinct = len(counter)
         if total * 2 < n or distinct < 2 or distinct > _CATEGORY_MAX or distinct * 3 > total:
@@ -124,9 +146,41 @@ def _categorical(records: Sequence[dict[str, Any]]) -> list[tuple[str, Counter[s
     return out
 
 
-def rare_indexes(records: Sequence[dict[str, Any]]) -> list[tuple[int, str]]:
+def _countable(value: Any) -> bool:
+    """Whether a column's value is counted as a category: short text, or true / false."""
+    return isinstance(value, (str, bool)) and len(str(value)) <= 40
+
+
+def _category_counts(column: list[Any]) -> Counter[str] | None:
+    """The counted values of a column (true / false for booleans), in first-seen order; None
+    when more than _CATEGORY_MAX distinct (an id or free text, not a category)."""
+    kinds = set(map(type, column))
+    if not any(issubclass(kind, (str, bool)) for kind in kinds):
+        return None
+    if bool in kinds or any(issubclass(kind, (dict, list)) for kind in kinds):
+        # what a dict cannot key (an object, a list) or takes for another (True for 1): one by one
+        raw = Counter(str(v).lower() if isinstance(v, bool) else v for v in column if _countable(v))
+    else:
+        raw = Counter(column)  # counted in C
+    counter: Counter[str] = Counter()
+    for value, count in raw.items():
+        if _countable(value):
+            counter[value] = count
+            if len(counter) > _CATEGORY_MAX:
+                return None
+    return counter
+
+
+def rare_indexes(
+    records: Sequence[dict[str, Any]],
+    *,
+    kinds: list[tuple[str, str, int]] | None = None,
+    categorical: list[tuple[str, Counter[str]]] | None = None,
+) -> list[tuple[int, str]]:
     """Records that differ from the majority, most telling first, each with why:
-    a rare value of a categorical column (``status=CHARGEBACK``) or a key few records carry."""
+    a rare value of a categorical column (``status=CHARGEBACK``) or a key few records carry.
+    ``kinds`` and ``categorical``: :func:`key_types` and the categorical columns of ``records``
+    when known."""
     scanned = records[:_SCAN]
     n = len(scanned)
     if n < 5:
@@ -139,7 +193,7 @@ def rare_indexes(records: Sequence[dict[str, Any]]) -> list[tuple[int, str]]:
             scored[index] = (score, why)
 
     rare_of: dict[str, tuple[Counter[str], set[str]]] = {}
-    for key, counter in _categorical(scanned):
+    for key, counter in _categorical(scanned) if categorical is None else categorical:
         majority = counter.most_common(1)[0][1]
         if majority * 2 < sum(counter.values()):
             continue  # no majority to differ from
@@ -156,7 +210,7 @@ def rare_indexes(records: Sequence[dict[str, Any]]) -> list[tuple[int, str]]:
                     bad = 2.0 if _BAD_VALUE.search(text) else 1.0
                     note(index, status * bad / counter[text] ** 0.5, f"{key}={text}")
     keyed = min(n, _KEY_SCAN)
-    scarce = {key: count for key, _, count in key_types(scanned) if count <= max(1, keyed // 20)}
+    scarce = {key: count for key, _, count in (key_types(scanned) if kinds is None else kinds) if count <= max(1, keyed // 20)}
     if scarce:
         for index, record in enumerate(scanned):
             for key in scarce.keys() & record.keys():
@@ -198,16 +252,16 @@ def summarize_records(
     """
     records = rs.records
     n = len(records)
-    rare = rare_indexes(records)
+    rare = rs.rare
     # fields take JSON paths: they read a JSON document, not the lines of a table or of JSON Lines
     paging = "fields=[...], offset/limit page" if rs.noun == "records" else "offset/limit page"
     hint = f"… expand_ref pattern={_pattern_hint(rare)} returns matching {rs.noun} whole; {paging}"
     reserved = lines.cost(hint)
     lines.budget -= reserved
     if head:
-        line = f"{prefix}{n} {rs.noun}; " + keys_line(records)
+        line = f"{prefix}{n} {rs.noun}; " + keys_line(records, kinds=rs.kinds)
         if not lines.add(line):  # too many keys for the budget: names only, as many as fit
-            lines.add_list(f"{prefix}{n} {rs.noun}; keys: ", [k for k, _, _ in key_types(records)])
+            lines.add_list(f"{prefix}{n} {rs.noun}; keys: ", [k for k, _, _ in rs.kinds])
     constant = _constant_keys(records)
     rendered = []
     for i, why in rare[:12]:
@@ -219,7 +273,7 @@ def summarize_records(
     first_cost = (lines.cost(header) + min(lines.cost(rendered[0]), max(lines.left * 3 // 5, 0))) if rare else 0
     spreads = Lines(lines.counter, lines.left - first_cost)
     reasons = {w.split("=", 1)[0] for _, w in rare}
-    for key, counter in sorted(_categorical(records), key=lambda kc: kc[0] not in reasons)[:3]:
+    for key, counter in sorted(rs.categorical, key=lambda kc: kc[0] not in reasons)[:3]:
         spreads.add(spread_line(key, counter))
     for line in spreads.lines:
         lines.add(line, force=True)

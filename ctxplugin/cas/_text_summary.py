@@ -17,7 +17,7 @@ from ctxplugin._text_shapes import (
 from ctxplugin._text_words import KEYWORD_CAP, identifiers_in, keyword_lines, matched_at_words
 from ctxplugin.cas._budget import Lines, clip
 from ctxplugin.cas._canon import parse_json
-from ctxplugin.cas._records import RecordSet, rare_indexes, summarize_records
+from ctxplugin.cas._records import RecordSet, summarize_records
 
 _SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[])")
 _IDENT_WINDOW = 64_000
@@ -167,8 +167,8 @@ def summarize_table(body: str, lines: Lines, first_line: int = 0) -> None:
     if total > len(rows):
         lines.add(f"values counted and rare rows found in the first {len(rows):,} rows only", force=True)
     records = [dict(zip(header, row, strict=False)) for row in rows]
-    if len(records) >= 8 and rare_indexes(records):
-        rs = RecordSet(records, lambda i: sep.join(rows[i]), "rows", positions)
+    rs = RecordSet(records, lambda i: sep.join(rows[i]), "rows", positions)
+    if len(records) >= 8 and rs.rare:
         summarize_records(rs, lines, head=False)
         return
     shown = 0
