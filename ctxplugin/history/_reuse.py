@@ -109,23 +109,25 @@ class Reuse:
         touched: dict[str, None] = {}
         for span in spans:
             said: set[str] = set()
+            newer = -e
             for m, (tool, first, rest) in enumerate(span):
                 for sub, items in ((0, first), (1, rest)):
                     rank = 2 if tool else sub  # the pass
                     for i, (label, value) in enumerate(items):
                         touched[value] = None
-                        if value not in when:
-                            when[value] = len(when)
                         old = seen.get(value)
-                        if old is None:
-                            seen[value] = ((rank, -e, m, sub, i), label, e, 0, count(value))
-                        elif rank < old[0][0] or (rank == old[0][0] and -e < old[0][1]):
+                        if old is None:  # a value in seen is in when, and one not in seen is in neither
+                            when[value] = len(when)
+                            seen[value] = ((rank, newer, m, sub, i), label, e, 0, count(value))
+                            continue
+                        place = old[0]
+                        if rank < place[0] or (rank == place[0] and newer < place[1]):
                             # within one exchange the first place of a pass is the best
-                            seen[value] = ((rank, -e, m, sub, i), label, e, old[3], old[4])
+                            seen[value] = ((rank, newer, m, sub, i), label, e, old[3], old[4])
                         elif old[2] != e:
-                            seen[value] = (old[0], old[1], e, old[3], old[4])
-                        if not tool:
-                            said.add(value)
+                            seen[value] = (place, old[1], e, old[3], old[4])
+                    if not tool:
+                        said.update([value for _, value in items])
             for value in said:
                 place, label, newest, used, tokens = seen[value]
                 seen[value] = (place, label, newest, used + 1, tokens)
@@ -135,7 +137,7 @@ class Reuse:
         rows = dict(self.rows or {})
         pairs = list(self.pairs or [])
         changed: list[int] = []
-        records: list[tuple[int, ...]] = []
+        flat: list[int] = []  # the changed rows' figures, one after another
         for value in touched:
             place, label, newest, used, tokens = seen[value]
             row = rows.get(value)
@@ -145,13 +147,16 @@ class Reuse:
             else:
                 pairs[row] = (label, value)
             changed.append(row)
-            record = place[0] == 2 and place[3] == 0 and not ref_form(value)
-            records.append((*place, newest, min(used, 3), tokens, int(record)))
+            flat.extend(place)
+            flat.append(newest)
+            flat.append(min(used, 3))
+            flat.append(tokens)
+            flat.append(place[0] == 2 and place[3] == 0 and not ref_form(value))
         figures = np.zeros((len(pairs), _COLUMNS), dtype=np.int64)
         if self.figures is not None:
             figures[: len(self.figures)] = self.figures
-        if records:
-            figures[changed] = np.array(records, dtype=np.int64)
+        if changed:
+            figures[changed] = np.array(flat, dtype=np.int64).reshape(len(changed), _COLUMNS)
         return Reuse(e, seen, when, rows, figures, pairs)
 
     def ranked(self) -> list[Labelled]:
