@@ -100,6 +100,9 @@ def make_expand_ref_tool(engine: ContextEngine, scope: ScopeResolver | Scope | N
         emit(EXPAND_EVENT, {"ref_id": ref_id, "session_id": call_scope.session_id})
         return content
 
+    # the schema sent is made now, with the tool (pydantic takes a millisecond): a host makes the
+    # tool before its first model call, which would otherwise pay for it
+    _made_schema(ExpandRefArgs)
     return _ExpandRefTool.from_function(
         expand_ref, name=EXPAND_REF_NAME, description=EXPAND_REF_DESCRIPTION, args_schema=ExpandRefArgs,
         metadata={META_TOOL_MARK: True},
