@@ -127,16 +127,20 @@ def _identifiers(text: str) -> list[str]:
             seen.add(token)
             found.append(token)
 
-    for pattern in (_URL, _EMAIL, _PATH):
-        for match in pattern.finditer(lowered):
-            keep(match.group(0))
-    for match in _TOKEN.finditer(lowered):
-        token = match.group(0)
+    for pattern, mark in _MARKED:
+        if mark in lowered:  # most texts have no URL or e-mail address, and the scan is not free
+            for match in pattern.finditer(lowered):
+                keep(match.group(0))
+    for token in _TOKEN.findall(lowered):
         if token.isalpha():  # letters only: no digit, "_" or "#"
             continue
-        if _HAS_DIGIT.search(token) or "_" in token or "#" in token:
+        if "_" in token or "#" in token or _HAS_DIGIT.search(token):
             keep(token)
     return found
+
+
+_MARKED = ((_URL, "://"), (_EMAIL, "@"), (_PATH, "/"))
+"""The patterns of whole identifiers, each with what every match of it holds."""
 
 
 @lru_cache(maxsize=16384)
@@ -156,8 +160,8 @@ def words(text: str) -> list[str]:
 def _words(text: str) -> list[str]:
     out: list[str] = []
     lowered = normalize(text)
-    for match in _TOKEN.finditer(lowered):
-        token = match.group(0).lstrip("#")
+    for found in _TOKEN.findall(lowered):
+        token = found.lstrip("#")
         if token.isalpha():  # most words: letters only, neither an identifier nor split
             out.append(token)
         elif not token:
