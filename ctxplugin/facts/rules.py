@@ -347,9 +347,12 @@ def _parts(sentence: str, voice: str) -> list[str]:
     return languages.parts(sentence) if voice == "user" else [sentence]
 
 
+_RAW_LEAD = re.compile(r"^(?:(?:actually|ok(?:ay)?|so|and|oh|right|yes|yeah|btw|wait)\b[\s,:;!.-]*)+", re.IGNORECASE)
+
+
 def _raw_lead(sentence: str) -> str:
     """``sentence`` without its leading discourse words, except an additive "also"/"plus"."""
-    match = re.match(r"^(?:(?:actually|ok(?:ay)?|so|and|oh|right|yes|yeah|btw|wait)\b[\s,:;!.-]*)+", sentence, re.IGNORECASE)
+    match = _RAW_LEAD.match(sentence)
     return sentence[match.end() :] if match else sentence
 
 
