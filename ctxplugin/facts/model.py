@@ -17,7 +17,7 @@ from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from ctxplugin._untrusted import valid_unicode
+from ctxplugin._untrusted import storable_text, valid_unicode
 from ctxplugin.errors import InvalidInputError
 from ctxplugin.facts._text import normalize
 from ctxplugin.scope import Scope, Visibility, scope_key
@@ -321,12 +321,14 @@ def reader_scope(scope: object) -> Scope:
 
 
 def normalize_key(key: str | None) -> str | None:
-    """Keys compare case- and space-insensitively: ``"Data Team"`` is ``"data_team"``."""
+    """Keys compare case- and space-insensitively: ``"Data Team"`` is ``"data_team"``. Lone
+    surrogates and NUL become U+FFFD, as in the key a fact is stored with, so a key is looked up
+    as it was written."""
     if key is None:
         return None
     if not isinstance(key, str):
         raise InvalidInputError(f"a fact's key is a string, got {type(key).__name__}")
-    cleaned = "_".join(normalize(key).replace("-", " ").split())
+    cleaned = "_".join(normalize(storable_text(key)).replace("-", " ").split())
     return cleaned or None
 
 

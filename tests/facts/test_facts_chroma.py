@@ -258,3 +258,15 @@ def test_engine_on_a_chroma_server_never_shows_a_superseded_fact(chroma_url: str
         assert block.startswith("Known facts") and "Project Beta" in block and "Project Alpha" not in block
         marked = [m for m in prepared.messages if "[outdated:" in str(m.content)]
         assert [m.id for m in marked] == ["h1"]
+
+
+@pytest.mark.parametrize("key", ["door\ud800code", "door\x00code"], ids=["lone-surrogate", "nul"])
+def test_a_key_the_store_cannot_keep_is_read_back_by_the_key_it_was_written_with(tmp_path: Path, key: str) -> None:
+    """A key with a lone surrogate or NUL is stored with U+FFFD in their place; ``current`` and
+    ``history`` given the same key find the fact (and do not send Chroma a filter it refuses)."""
+    with ChromaFactStore.persistent(tmp_path) as store:
+        ledger = FactsLedger(store, FactsConfig())
+        fact = ledger.write("The door code is 4417", key=key, scope=S)
+        current = ledger.current(key, scope=S)
+        assert current is not None and current.id == fact.id
+        assert [f.id for f in ledger.history(key, scope=S)] == [fact.id]
