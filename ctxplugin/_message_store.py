@@ -10,6 +10,7 @@ the process.
 from __future__ import annotations
 
 import json
+import logging
 import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
@@ -26,6 +27,8 @@ from ctxplugin.scope import scope_key
 
 if TYPE_CHECKING:
     from ctxplugin.engine import ContextEngine
+
+logger = logging.getLogger("ctxplugin")
 
 HISTORY_FILE = "history.sqlite3"
 _SCHEMA_VERSION = 1  # 0: scope keys pipe-joined (ambiguous); 1: Scope.key()
@@ -139,6 +142,45 @@ def _rekey(db: sqlite3.Connection) -> None:
         db.execute("UPDATE chat_messages SET scope_key = ? WHERE scope_key = ?", (new, old))
 
 
+class PendingMessageStore:
+    """A message store whose appends never fail: messages it cannot write now (the file held by
+    another process past ``timeout``, a full disk) are kept in this process, read back after the
+    stored ones, and written before the next messages of their conversation.
+
+    ``RunnableWithMessageHistory`` adds a turn after the model answered: a failure there would
+    lose the user's message and the answer, and fail a call whose work is done.
+    """
+
+    def __init__(self, inner: MessageStore) -> None:
+        self.inner = inner
+        self._pending: dict[str, list[BaseMessage]] = {}
+        self._lock = threading.Lock()  # one writer per process: pending messages keep their order
+
+    def load(self, key: str) -> list[BaseMessage]:
+        stored = self.inner.load(key)
+        with self._lock:
+            return stored + self._pending.get(key, [])
+
+    def append(self, key: str, messages: Sequence[BaseMessage]) -> None:
+        with self._lock:
+            waiting = [*self._pending.get(key, ()), *messages]
+            try:
+                self.inner.append(key, waiting)
+            except StoreError as exc:
+                self._pending[key] = waiting
+                logger.warning(
+                    "ctxplugin: chat history not written, %d message(s) kept in this process until it is: %s",
+                    len(waiting), exc,
+                )
+                return
+            self._pending.pop(key, None)
+
+    def clear(self, key: str) -> None:
+        with self._lock:
+            self._pending.pop(key, None)
+            self.inner.clear(key)
+
+
 _stores_lock = threading.Lock()
 _ATTRIBUTE = "_ctxplugin_message_store"
 
@@ -156,7 +198,7 @@ def store_for(engine: ContextEngine) -> MessageStore:
         if store is None:
             root = getattr(engine, "path", None)
             store = (
-                SQLiteMessageStore(Path(root) / HISTORY_FILE, timeout=engine.config.stores.timeout)
+                PendingMessageStore(SQLiteMessageStore(Path(root) / HISTORY_FILE, timeout=engine.config.stores.timeout))
                 if root is not None
                 else MemoryMessageStore()
             )

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from langchain_core.messages import AIMessage, HumanMessage
 
-from ctxplugin import Scope
+from ctxplugin import ContextConfig, ContextEngine, Scope
 from ctxplugin._message_store import SQLiteMessageStore
 
 KEY = Scope(session_id="s1").key()
@@ -26,3 +26,23 @@ def test_a_reader_in_the_middle_of_a_read_does_not_block_a_writer(tmp_path: Path
         reader.close()
     assert [m.content for m in store.load(KEY)] == ["first", "second"]
 
+
+
+def test_messages_added_while_another_process_holds_the_file_are_kept_then_written(tmp_path: Path) -> None:
+    """A turn ``RunnableWithMessageHistory`` adds while the file stays locked past
+    ``stores.timeout`` is not lost, and the chain does not fail: the messages are kept in the
+    process, read back in order, and written before the next ones."""
+    config = ContextConfig(stores={"timeout": 0.2})
+    with ContextEngine.embedded(tmp_path, config=config) as engine:
+        engine.history("s1").add_messages([HumanMessage("first"), AIMessage("one")])
+        holder = sqlite3.connect(tmp_path / "history.sqlite3", isolation_level=None)
+        try:
+            holder.execute("BEGIN EXCLUSIVE")
+            engine.history("s1").add_messages([HumanMessage("second"), AIMessage("two")])
+            assert [m.content for m in engine.history("s1").full_messages] == ["first", "one", "second", "two"]
+            holder.execute("ROLLBACK")
+            engine.history("s1").add_messages([HumanMessage("third")])
+        finally:
+            holder.close()
+    with ContextEngine.embedded(tmp_path, config=config) as engine:
+        assert [m.content for m in engine.history("s1").full_messages] == ["first", "one", "second", "two", "third"]
