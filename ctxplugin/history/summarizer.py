@@ -114,6 +114,10 @@ class _Job:
     session: str
 
 
+CLOSE_WAIT_SECONDS = 5.0
+"""How long :meth:`BackgroundSummarizer.close` waits by default for the summary being written."""
+
+
 class BackgroundSummarizer:
     """Model-written gist leads from a background thread, with a bounded queue and quotas.
 
@@ -228,8 +232,14 @@ class BackgroundSummarizer:
                 self._idle.wait(remaining)
         return True
 
-    def close(self) -> None:
-        """Stop the worker after the job it is running; queued jobs are discarded."""
+    def close(self, timeout: float | None = CLOSE_WAIT_SECONDS) -> None:
+        """Stop the worker after the job it is running; queued jobs are discarded.
+
+        The running job is waited for at most ``timeout`` seconds (None: however long it takes):
+        a summarizer stuck in its call (a model client without a timeout on a stalled
+        connection) must not hold ``close()``, and with it the end of an engine's ``with``
+        block, forever. Its worker is a daemon thread; what the job returns after that is
+        dropped."""
         with self._lock:
             self._closed = True
             thread = self._thread
@@ -240,7 +250,9 @@ class BackgroundSummarizer:
                 except queue.Empty:
                     break
             self._queue.put(None)
-            thread.join()
+            thread.join(timeout)
+            if thread.is_alive():
+                logger.warning("ctxplugin: summarizer still running after close(); its result will be dropped")
         with self._lock:
             self._pending.clear()
             self._idle.notify_all()

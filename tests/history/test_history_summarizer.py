@@ -235,3 +235,30 @@ def test_engine_accepts_a_plain_function() -> None:
     with_fn = ContextEngine(summarizer=lambda text: text[:20])
     assert isinstance(with_fn.summarizer, BackgroundSummarizer)
     with_fn.summarizer.close()
+
+
+def test_close_waits_for_a_summarizer_that_never_returns_at_most_its_timeout() -> None:
+    """A summarizer stuck in a call (a model client without a timeout on a stalled connection)
+    does not hold ``close()`` forever; nor the end of an engine's ``with`` block."""
+    release = threading.Event()
+    started = threading.Event()
+
+    def stuck(text: str) -> str:
+        started.set()
+        release.wait()
+        return "too late"
+
+    summarizer = BackgroundSummarizer(stuck)
+    try:
+        summarizer.prefetch("An old message about the deploy of build 4411.", session="s1")
+        assert started.wait(WAIT)
+        summarizer.close(timeout=0.1)
+        assert summarizer.pending() == 0
+        started.clear()
+        with ContextEngine(summarizer=stuck) as engine:
+            assert engine.summarizer is not None
+            engine.summarizer.prefetch("Another old message, about build 4412.", session="s1")
+            assert started.wait(WAIT)  # its worker is in the call when the block ends
+        assert engine.closed
+    finally:
+        release.set()
