@@ -11,6 +11,7 @@ configuration).
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 import tomllib
 from pathlib import Path
@@ -337,7 +338,8 @@ def inspect(
     if path is not None:
         refs = item.report.refs_used
         hint = (
-            f"refs stored under {path}; read one with: ctxplugin expand {refs[0]} --path {path} --session {item.conversation}"
+            f"refs stored under {path}; read one with: ctxplugin expand {refs[0]} --path {shlex.quote(str(path))} "
+            f"--session {shlex.quote(item.conversation)}"
             if refs
             else "this view shows no ref (its tool outputs fit whole), so there is nothing to read with expand; try a later --call"
         )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 from pathlib import Path
 from typing import Any
@@ -394,3 +395,16 @@ def test_inspect_prints_a_view_whose_messages_hold_lone_surrogates(tmp_path: Pat
     result = run("inspect", recording, "--call", "-1")
     assert result.exit_code == 0, result.output
     assert "build 7 \ufffd\ufffd" in result.stdout
+
+
+def test_the_expand_command_inspect_names_works_for_a_path_and_session_with_spaces(tmp_path: Path) -> None:
+    folder = tmp_path / "my traces"
+    folder.mkdir()
+    recording = folder / "run 7.traj.json"
+    recording.write_text(SWE.read_text())
+    shown = run("inspect", recording, "--call", "-1", "--path", folder / "the store")
+    assert shown.exit_code == 0, shown.output
+    hint = " ".join(shown.stderr.split("read one with: ")[1].split("\n"))
+    command = shlex.split(hint)
+    assert command[:2] == ["ctxplugin", "expand"]
+    assert run(*command[1:]).exit_code == 0
