@@ -158,7 +158,9 @@ class _Picker:
         self._taken = set(known)
         self._visible = visible
         self._visible_runs = _runs_of(visible)
-        self._listed = " | ".join(known)  # a value inside one already listed (a path in a command) is shown
+        # a value inside one already listed (a path in a command) is shown; sorted, so that what
+        # the joined text holds across a separator does not depend on the set's (hash seed's) order
+        self._listed = " | ".join(sorted(known))
         self._listed_runs: set[str] = set().union(*map(value_runs, known))  # the runs of ``_listed``
         self._counter = counter
         # the chosen values by their longest alphanumeric run (those with none apart): a value

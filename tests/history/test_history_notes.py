@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import random
 import re
+from collections.abc import Iterator
 
 import pytest
 from hypothesis import given, settings
@@ -152,6 +153,29 @@ def test_a_value_that_shows_values_listed_before_takes_their_place() -> None:
     assert chosen == ["/repo/lib.py", "python /repo/app.py --fix", "ls"]
     # a label's values without a space are on its first line, those with one on the next
     assert note_values(content_text(note.content)) == {"ran": ["ls", "python /repo/app.py --fix"], "path": ["/repo/lib.py"]}
+
+
+class _InOrder(set[str]):
+    """A set iterated in a given order (a set's own order depends on the hash seed)."""
+
+    def __init__(self, order: list[str]) -> None:
+        super().__init__(order)
+        self._order = order
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._order)
+
+
+def test_a_note_lists_the_same_values_whatever_order_the_known_values_come_in() -> None:
+    from ctxplugin.history._notes import _note
+
+    counter, _ = get_counter("cl100k_base")
+    values = [("ran", "make | tee"), ("path", "/repo/app.py")]  # the first spans two known values joined
+    notes = [
+        _note((1, 2), values, {}, _InOrder(order), "", 200, counter)[1]
+        for order in (["make", "tee"], ["tee", "make"])
+    ]
+    assert notes[0] == notes[1]
 
 
 @pytest.mark.parametrize("odd", ["a\u2028b", "a\x85b", "a\rb", "a\x0cb", "x;", ";", "a\u00a0b", "k: v"])
