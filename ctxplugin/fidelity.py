@@ -67,6 +67,8 @@ def behind_texts(fidelity: Fidelity, texts: Iterable[str]) -> Fidelity:
     held: set[str] = set()
     for text in texts:
         held.update(identifiers(text[:SCAN_CHARS]))
+    if held.isdisjoint(left):  # (in C: as a rule there are no texts, and the values left are many)
+        return fidelity
     behind = [v for v in left if v in held]
     if not behind:
         return fidelity
