@@ -47,7 +47,7 @@ class CompressHistory:
             # only grow back to the room and be cut again, each cut a cache miss on all of it.
             budget = HistoryBudget(total=room, messages=budget.messages, tool_results=budget.tool_results)
         compressed = compress_history(
-            list(view.history),
+            view.history,  # (copied there)
             config=self.config,
             counter=self.counter,
             budget=budget,
