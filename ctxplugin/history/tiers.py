@@ -146,15 +146,15 @@ def compress_history(
         reordered, and protected messages (first and latest human message, pinned ones) are
         kept exactly.
     """
-    messages = list(body)
     counter = memo_counter(counter)
     if isinstance(budget, int):
         budget = HistoryBudget(total=budget)
-    growth = grown(session, messages, config=config, counter=counter, budget=budget, stamp=stamp) if summarizer is None else None
+    growth = grown(session, body, config=config, counter=counter, budget=budget, stamp=stamp) if summarizer is None else None
     if growth is not None:
         made = extend(growth, session, bounds_of=partial(tier_bounds, config=config), count=partial(count_message, counter=counter))
         if made is not None:
             return _view(made)
+    messages = list(body)  # (copied only when the view is not the previous one extended)
     if growth is not None:
         spans, protected = growth.spans, growth.protected
     else:
