@@ -29,6 +29,23 @@ from ctxplugin.testing.chroma_server import ChromaServer, free_port
 from ctxplugin.testing.fault_proxy import FaultProxy
 
 SCOPE = Scope(session_id="s1")
+
+
+def prepare_in_thread(engine: ContextEngine) -> tuple[threading.Thread, dict[str, Any]]:
+    """A prepare call started on a thread of its own; its view or its error lands in the dict."""
+    outcome: dict[str, Any] = {}
+
+    def call() -> None:
+        try:
+            outcome["view"] = engine.prepare([HumanMessage(content="which build number was it?")], scope=SCOPE)
+        except Exception as exc:
+            outcome["error"] = exc
+
+    running = threading.Thread(target=call)
+    running.start()
+    return running, outcome
+
+
 CHROMA_FILES = ("chroma.sqlite3", "chroma.sqlite3-wal", "chroma.sqlite3-shm")
 CONFIG = ContextConfig(stores={"timeout": 1.0})
 _OPEN = """
@@ -150,16 +167,7 @@ def test_close_waits_for_the_calls_running_and_refuses_new_ones(tmp_path: Path, 
         return search(*args, **kwargs)
 
     mocker.patch.object(store, "search", side_effect=slow_search)
-    outcome: dict[str, Any] = {}
-
-    def call() -> None:
-        try:
-            outcome["view"] = engine.prepare([HumanMessage(content="which build number was it?")], scope=SCOPE)
-        except Exception as exc:
-            outcome["error"] = exc
-
-    running = threading.Thread(target=call)
-    running.start()
+    running, outcome = prepare_in_thread(engine)
     assert searching.wait(30)
     closing = threading.Thread(target=engine.close)
     closing.start()
@@ -478,16 +486,7 @@ def test_close_called_inside_a_call_of_the_engine_returns_and_releases_when_the_
         return search(*args, **kwargs)
 
     mocker.patch.object(engine.facts.store, "search", side_effect=closing_search)
-    outcome: dict[str, Any] = {}
-
-    def call() -> None:
-        try:
-            outcome["view"] = engine.prepare([HumanMessage(content="which build number was it?")], scope=SCOPE)
-        except Exception as exc:
-            outcome["error"] = exc
-
-    running = threading.Thread(target=call)
-    running.start()
+    running, outcome = prepare_in_thread(engine)
     running.join(30)  # a deadlock detector, not a measure
     hung = running.is_alive()
     running.join()
