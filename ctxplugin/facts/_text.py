@@ -224,19 +224,42 @@ def slug(text: str, max_words: int = 4) -> str:
     return "_".join(kept[-max_words:])
 
 
-_SENTENCE_BREAK = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])|\n+")
+_SENTENCE_BREAK = re.compile(r"(?<=[.!?])\s+(?=\S)|\n+")
 _DAY_POINT = re.compile(r"(?<![\w.])[0-3]?\d\.")
 _MONTH_AFTER = re.compile(r"(?:Januar|Jänner|Februar|März|April|Mai|Juni|Juli|August|September|Oktober|November|Dezember)\b")
 """A German date ("am 3. Mai"): the day's point is no end of a sentence."""
+_NEVER_LAST = frozenset(["e.g.", "i.e.", "cf.", "vs.", "viz.", "approx.", "incl.", "esp.", "dr.", "mr.", "mrs.", "ms.", "prof."])
+"""Abbreviations that always lead on to more of their sentence ("e.g. ORD-123", "Dr. Smith")."""
+_BEFORE_NUMBER = frozenset(["no.", "nr.", "ref.", "tel.", "ca."])
+"""Abbreviations that lead on to a number ("order no. 4411-B")."""
+_MAY_BE_LAST = frozenset(["etc.", "al."])
+"""Abbreviations that end a sentence only when a capital follows ("socks etc. and a coat")."""
+_ITEM_NUMBER = re.compile(r"\d{1,3}\.")
+
+
+def _ends_sentence(text: str, start: int, match: re.Match[str]) -> bool:
+    """Whether the point, "!" or "?" before the space ``match`` ends a sentence: a capital, a digit
+    or an opening quote begins the next one, and so does a lower-case word (people type "My email
+    is alice@example.com. show orders") unless an abbreviation or an ellipsis leads on to it."""
+    following = text[match.end()]
+    space = text.rfind(" ", start, match.start())
+    word = text[space + 1 if space >= 0 else start : match.start()].lstrip("(\"'[").lower()
+    if word in _NEVER_LAST or (word in _BEFORE_NUMBER and (following.isdigit() or following == "#")):
+        return False
+    if following.isupper() or following.isdigit() or following in "\"'(":
+        return not (_MONTH_AFTER.match(text, match.end()) and _DAY_POINT.search(text, max(match.start() - 3, start), match.start()))
+    # "5. pv.Grid(...)": a list's number leads on to its item
+    return following.islower() and word not in _MAY_BE_LAST and not word.endswith("..") and _ITEM_NUMBER.fullmatch(word) is None
 
 
 def sentences(text: str) -> Iterator[str]:
-    """The sentences and lines of prose (never split inside URLs, paths or decimals), one at a
-    time: a reader that stops after the first few does not split the rest of a long output."""
+    """The sentences and lines of prose (never split inside URLs, paths, decimals or version
+    numbers, nor after "e.g." or "Dr."), one at a time: a reader that stops after the first few
+    does not split the rest of a long output."""
     start = 0
     for match in _SENTENCE_BREAK.finditer(text):
-        if "\n" not in match.group() and _MONTH_AFTER.match(text, match.end()) and _DAY_POINT.search(text, max(match.start() - 3, start), match.start()):
-            continue  # "Mein Flug ist am 3. Mai."
+        if "\n" not in match.group() and not _ends_sentence(text, start, match):
+            continue  # "Mein Flug ist am 3. Mai.", "Ask Dr. Smith"
         piece = text[start : match.start()].strip()
         start = match.end()
         if piece:

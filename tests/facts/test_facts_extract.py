@@ -20,6 +20,7 @@ from ctxplugin.facts import (
     as_extractor,
     combine,
 )
+from ctxplugin.facts._text import sentences
 from ctxplugin.facts.model import FactQuery
 from ctxplugin.scope import Scope
 from ctxplugin.testing import memory_engine
@@ -511,3 +512,34 @@ def test_a_label_said_once_in_a_tool_output_still_keys_its_value() -> None:
 def test_a_label_said_again_on_the_next_line_is_one_value_moving_on() -> None:
     drafts = RuleExtractor().from_tool("Build status: started\nBuild status: finished with status 'done'")
     assert [d.key for d in drafts] == ["build_status", "build_status"], "the later line replaces the earlier"
+
+
+@pytest.mark.parametrize(
+    ("text", "stated", "value"),
+    [
+        # a value at the end of a sentence, the next one begun in lower case (as people type)
+        ("My email is alice@example.com. show orders", "My email is alice@example.com.", "alice@example.com"),
+        ("The version is 1.2.3. then deploy it", "The version is 1.2.3.", "1.2.3"),
+        ("My log is at /var/log/app.log. check it", "My log is at /var/log/app.log.", "/var/log/app.log"),
+        ("The order id is ORD-12. ship it today", "The order id is ORD-12.", "ord-12"),
+        ("The docs are at https://x.io/a/b. read them", "The docs are at https://x.io/a/b.", "https://x.io/a/b"),
+        # an abbreviation before a value ends no sentence
+        ("Use e.g. ORD-123 for the refund.", "Use e.g. ORD-123 for the refund.", "ord-123"),
+        ("Ask Dr. Smith about ORD-99.", "Ask Dr. Smith about ORD-99.", "ord-99"),
+        ("Compare v2 vs. v3-beta first.", "Compare v2 vs. v3-beta first.", "v3-beta"),
+        ("Refund order no. 4411-B today.", "Refund order no. 4411-B today.", "4411-b"),
+    ],
+)
+def test_a_stated_value_is_kept_whole_in_its_sentence(text: str, stated: str, value: str) -> None:
+    ledger = FactsLedger(MemoryFactStore(), FactsConfig())
+    facts = ledger.ingest([HumanMessage(text)], scope=S)
+    assert [f.text for f in facts if value in f.tags] == [stated]
+    assert all(f.text in {stated, stated.rstrip(".")} for f in facts), "nothing of the next sentence glued on"
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["Pack shirts, socks etc. and a coat.", "Steps: 1. open the app, 2. pick ORD-7.", "Bring the red one, i.e. the one from ORD-7.", "Wait... then retry."],
+)
+def test_a_point_inside_a_sentence_before_lower_case_ends_nothing(text: str) -> None:
+    assert list(sentences(text)) == [text]
