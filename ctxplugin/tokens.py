@@ -326,7 +326,36 @@ def _count_message(message: BaseMessage, counter: TokenCounter) -> int:
 
 def call_tokens(call: ToolCall, counter: TokenCounter) -> int:
     """Tokens one tool call of an AI message costs, as :func:`count_message` counts it."""
-    return counter.count(call["name"]) + _bounded(json.dumps(call["args"], sort_keys=True, ensure_ascii=False), counter) + 3
+    return counter.count(call["name"]) + _bounded(args_json(call["args"]), counter) + 3
+
+
+def _as_text(value: object) -> object:
+    if isinstance(value, (set, frozenset)):
+        return sorted(value, key=repr)
+    return str(value)
+
+
+def _text_keys(value: object) -> object:
+    if isinstance(value, dict):
+        return {str(k): _text_keys(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_text_keys(v) for v in value]
+    return value
+
+
+def args_json(args: object, *, sort_keys: bool = True, ensure_ascii: bool = False) -> str:
+    """A tool call's args (or one of their values) as JSON, as they are counted, archived and
+    written in notes.
+
+    A value JSON cannot encode (bytes, a datetime, a Decimal) is written as its text, as
+    LangChain's own notes write such args (``json.dumps(args, default=str)``), a set as a sorted
+    list (the same text in every process) and a key as its text. The call itself is passed on
+    untouched: how it is sent is the provider client's business.
+    """
+    try:
+        return json.dumps(args, sort_keys=sort_keys, ensure_ascii=ensure_ascii, default=_as_text)
+    except TypeError:  # a key JSON cannot write (a tuple) or sort (an int beside a str)
+        return json.dumps(_text_keys(args), sort_keys=sort_keys, ensure_ascii=ensure_ascii, default=_as_text)
 
 
 def count_messages(messages: Sequence[BaseMessage], counter: TokenCounter) -> int:

@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -313,3 +315,26 @@ def test_tools_for_model_gives_the_same_tools_on_every_call_in_a_new_list() -> N
     first.clear()
     assert [t.name for t in engine.tools_for_model()] == ["expand_ref", "load_tools"]
     assert memory_engine().tools_for_model()[0] is not again[0], "each engine has its own"
+
+
+@pytest.mark.parametrize(
+    "value",
+    [b"%PDF-1.7", {"window", "aisle"}, datetime(2024, 5, 1, 9, 30, tzinfo=UTC), Decimal("19.99")],
+    ids=["bytes", "set", "datetime", "decimal"],
+)
+async def test_tool_call_args_json_cannot_encode_pass_through(value: object) -> None:
+    """Such args are the host's to send (Anthropic's client writes a datetime or a set; LangGraph
+    checkpoints them): an old call with them is archived with its turn, the latest is passed on
+    untouched, and both are counted."""
+
+    def booking(call_id: str) -> list[BaseMessage]:
+        call = AIMessage(content="", tool_calls=[{"name": "book", "args": {"when": value}, "id": call_id}])
+        return [HumanMessage(content="Book it"), call, ToolMessage(content="booked", tool_call_id=call_id, name="book")]
+
+    messages = [*booking("old"), *conversation(6)[1:], *booking("new")]
+    engine = memory_engine()
+    for prepared in (engine.prepare(messages, scope=SCOPE), await engine.aprepare(messages, scope=SCOPE)):
+        assert prepared.report.tokens_before == count_messages(messages, engine.counter)
+        assert prepared.report.tokens_after == count_messages(prepared.messages, engine.counter)
+        calls = {c["id"]: c for m in prepared.messages if isinstance(m, AIMessage) for c in m.tool_calls}
+        assert calls["new"]["args"]["when"] is value

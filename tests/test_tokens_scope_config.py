@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+from datetime import UTC, datetime
+from decimal import Decimal
+
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from pytest_mock import MockerFixture
@@ -11,6 +14,7 @@ from ctxplugin.tokens import (
     EXACT_COUNT_CHARS,
     MESSAGE_OVERHEAD,
     ApproxCounter,
+    args_json,
     count_message,
     get_counter,
 )
@@ -146,3 +150,27 @@ def test_sections_left_unset_scale_with_the_total(monkeypatch: pytest.MonkeyPatc
     assert shared["total"] == 10_000 and shared["history"] == 3333
     with pytest.raises(ValueError, match="positive"):
         ContextConfig(budget={"history": 0})
+
+
+WHEN = datetime(2024, 5, 1, 9, 30, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    ("value", "sent_as"),
+    [
+        (b"%PDF-1.7", "b'%PDF-1.7'"),
+        ({"window", "aisle"}, ["aisle", "window"]),
+        (WHEN, "2024-05-01 09:30:00+00:00"),
+        (Decimal("19.99"), "19.99"),
+        ({1: "12A", "2": "12B"}, {"1": "12A", "2": "12B"}),
+    ],
+    ids=["bytes", "set", "datetime", "decimal", "int key beside a str key"],
+)
+def test_tool_call_args_json_cannot_encode_are_counted_as_their_text(value: object, sent_as: object) -> None:
+    """As LangChain's own notes write such args (``json.dumps(args, default=str)``); a set in
+    sorted order, so the same call counts and reads the same in every process."""
+    counter, _ = get_counter("cl100k_base")
+    odd = AIMessage("", tool_calls=[{"name": "book", "args": {"seats": {"when": value}}, "id": "c1"}])
+    plain = AIMessage("", tool_calls=[{"name": "book", "args": {"seats": {"when": sent_as}}, "id": "c1"}])
+    assert count_message(odd, counter) == count_message(plain, counter)
+    assert args_json(odd.tool_calls[0]["args"]) == args_json(plain.tool_calls[0]["args"])

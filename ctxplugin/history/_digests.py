@@ -6,7 +6,6 @@ See :mod:`ctxplugin.history.omission` for what a note lists and when blocks are 
 from __future__ import annotations
 
 import hashlib
-import json
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -20,7 +19,7 @@ from ctxplugin.config import HistoryConfig
 from ctxplugin.history._note_values import Labelled, _valued, archivable
 from ctxplugin.history._notes import _by_priority, _chronology, _note
 from ctxplugin.history._reuse import Reuse
-from ctxplugin.tokens import TokenCounter, content_text, count_message
+from ctxplugin.tokens import TokenCounter, args_json, content_text, count_message
 
 Exchange = tuple[BaseMessage, ...]
 
@@ -300,7 +299,7 @@ def _digest(message: BaseMessage) -> bytes:
 def _text(message: BaseMessage) -> str:
     parts = [content_text(message.content)]
     if isinstance(message, AIMessage):
-        parts.extend(json.dumps(c["args"], ensure_ascii=False, sort_keys=True) for c in message.tool_calls)
+        parts.extend(args_json(c["args"]) for c in message.tool_calls)
     return "\n".join(parts)
 
 

@@ -18,7 +18,7 @@ from ctxplugin._block_text import server_tools
 from ctxplugin._lru import PerMessage
 from ctxplugin._untrusted import REF_TEXT
 from ctxplugin.history.identifiers import identifiers
-from ctxplugin.tokens import content_text
+from ctxplugin.tokens import args_json, content_text
 
 _SHORT_ARGUMENT = 80
 _SINGLE_QUOTED = re.compile(r"'([^'\n]{3,80})'")
@@ -251,7 +251,7 @@ def _raw_values(message: BaseMessage, tools: Mapping[str, str]) -> tuple[list[La
 def _argument_values(args: object, first: list[Labelled], rest: list[Labelled]) -> None:
     """The values of one call's arguments, appended to ``first`` and ``rest`` (see :func:`_values`)."""
     for key, value in _argument_items(args):
-        text = value if isinstance(value, str) else json.dumps(value)
+        text = value if isinstance(value, str) else args_json(value, sort_keys=False, ensure_ascii=True)
         command = key.lower() in _COMMAND_KEYS
         whole, part = (RAN, "in commands") if command else (key, f"in {key}")
         if len(text) <= _SHORT_ARGUMENT and "\n" not in text:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,7 +23,7 @@ from ctxplugin.replay.metrics import (
 from ctxplugin.replay.peers import Ctxplugin, View
 from ctxplugin.report import ContextReport
 from ctxplugin.scope import Scope
-from ctxplugin.tokens import content_text
+from ctxplugin.tokens import args_json, content_text
 
 
 @dataclass
@@ -132,7 +131,7 @@ def inspect_call(
 def _preview(message: BaseMessage, width: int | None) -> str:
     text = content_text(message.content)
     if isinstance(message, AIMessage) and message.tool_calls:
-        calls = "; ".join(f"{c['name']}({json.dumps(c['args'], ensure_ascii=False)})" for c in message.tool_calls)
+        calls = "; ".join(f"{c['name']}({args_json(c['args'], sort_keys=False)})" for c in message.tool_calls)
         text = f"{text}\n→ {calls}" if text else f"→ {calls}"
     if width is None:
         return text
