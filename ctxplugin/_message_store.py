@@ -177,8 +177,8 @@ class PendingMessageStore:
 
     def clear(self, key: str) -> None:
         with self._lock:
+            self.inner.clear(key)  # first: a clear that fails keeps what it could not write either
             self._pending.pop(key, None)
-            self.inner.clear(key)
 
 
 _stores_lock = threading.Lock()

@@ -5,10 +5,12 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 
 from ctxplugin import ContextConfig, ContextEngine, Scope
 from ctxplugin._message_store import SQLiteMessageStore
+from ctxplugin.errors import StoreError
 
 KEY = Scope(session_id="s1").key()
 
@@ -46,3 +48,25 @@ def test_messages_added_while_another_process_holds_the_file_are_kept_then_writt
             holder.close()
     with ContextEngine.embedded(tmp_path, config=config) as engine:
         assert [m.content for m in engine.history("s1").full_messages] == ["first", "one", "second", "two", "third"]
+
+
+def test_a_clear_that_fails_keeps_the_messages_not_yet_written(tmp_path: Path) -> None:
+    """``clear`` failing (the file held past ``stores.timeout``) changes nothing: the messages
+    kept in the process stay read back after the stored ones, and are written next."""
+    config = ContextConfig(stores={"timeout": 0.2})
+    with ContextEngine.embedded(tmp_path, config=config) as engine:
+        engine.history("s1").add_messages([HumanMessage("first")])
+        holder = sqlite3.connect(tmp_path / "history.sqlite3", isolation_level=None)
+        try:
+            holder.execute("BEGIN EXCLUSIVE")
+            engine.history("s1").add_messages([HumanMessage("second")])
+            with pytest.raises(StoreError):
+                engine.history("s1").clear()
+            holder.execute("ROLLBACK")
+        finally:
+            holder.close()
+        assert [m.content for m in engine.history("s1").full_messages] == ["first", "second"]
+        engine.history("s1").add_messages([HumanMessage("third")])
+    with ContextEngine.embedded(tmp_path, config=config) as engine:
+        assert [m.content for m in engine.history("s1").full_messages] == ["first", "second", "third"]
+
