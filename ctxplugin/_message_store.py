@@ -155,11 +155,16 @@ class PendingMessageStore:
         self.inner = inner
         self._pending: dict[str, list[BaseMessage]] = {}
         self._lock = threading.Lock()  # one writer per process: pending messages keep their order
+        self._flushed = 0  # times kept messages left ``_pending``: a read across one read them in neither place
 
     def load(self, key: str) -> list[BaseMessage]:
-        stored = self.inner.load(key)
-        with self._lock:
-            return stored + self._pending.get(key, [])
+        while True:  # read again if kept messages were written (or cleared) during the read
+            with self._lock:
+                flushed = self._flushed
+            stored = self.inner.load(key)
+            with self._lock:
+                if self._flushed == flushed:
+                    return stored + self._pending.get(key, [])
 
     def append(self, key: str, messages: Sequence[BaseMessage]) -> None:
         with self._lock:
@@ -173,12 +178,14 @@ class PendingMessageStore:
                     len(waiting), exc,
                 )
                 return
-            self._pending.pop(key, None)
+            if self._pending.pop(key, None) is not None:
+                self._flushed += 1
 
     def clear(self, key: str) -> None:
         with self._lock:
             self.inner.clear(key)  # first: a clear that fails keeps what it could not write either
-            self._pending.pop(key, None)
+            if self._pending.pop(key, None) is not None:
+                self._flushed += 1
 
 
 _stores_lock = threading.Lock()

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import sqlite3
+import threading
 from pathlib import Path
 
 import pytest
-from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from pytest_mock import MockerFixture
 
 from ctxplugin import ContextConfig, ContextEngine, Scope
-from ctxplugin._message_store import SQLiteMessageStore
+from ctxplugin._message_store import PendingMessageStore, SQLiteMessageStore
 from ctxplugin.errors import StoreError
 
 KEY = Scope(session_id="s1").key()
@@ -70,3 +72,39 @@ def test_a_clear_that_fails_keeps_the_messages_not_yet_written(tmp_path: Path) -
     with ContextEngine.embedded(tmp_path, config=config) as engine:
         assert [m.content for m in engine.history("s1").full_messages] == ["first", "second", "third"]
 
+
+def test_a_read_while_kept_messages_are_written_misses_none_of_them(tmp_path: Path, mocker: MockerFixture) -> None:
+    """A read that found the stored messages just before another thread wrote the kept ones
+    (and so no longer keeps them) still returns every message."""
+    config = ContextConfig(stores={"timeout": 0.2})
+    with ContextEngine.embedded(tmp_path, config=config) as engine:
+        history = engine.history("s1")
+        history.add_messages([HumanMessage("first")])
+        holder = sqlite3.connect(tmp_path / "history.sqlite3", isolation_level=None)
+        try:
+            holder.execute("BEGIN EXCLUSIVE")
+            history.add_messages([HumanMessage("second")])  # kept in the process
+            holder.execute("ROLLBACK")
+        finally:
+            holder.close()
+        store = history.store
+        assert isinstance(store, PendingMessageStore)
+        inner = store.inner
+        load = inner.load
+        reads: list[str] = []
+
+        def load_then_a_write_elsewhere(key: str) -> list[BaseMessage]:
+            stored = load(key)
+            reads.append(key)
+            if len(reads) > 1:
+                return stored
+            writer = threading.Thread(target=engine.history("s1").add_messages, args=([HumanMessage("third")],))
+            writer.start()
+            writer.join(30)  # the write, on another thread, between this read and the kept ones
+            return stored
+
+        mocker.patch.object(inner, "load", side_effect=load_then_a_write_elsewhere)
+        seen = [m.content for m in history.full_messages]
+        mocker.stopall()
+        assert seen[:2] == ["first", "second"], seen
+        assert [m.content for m in history.full_messages] == ["first", "second", "third"]
