@@ -29,6 +29,8 @@ class Closing:
     runs none of its parent's calls. Replaced, never changed in place."""
     _deferred: list[Callable[[], None]]
     """What a :meth:`close` called inside a call left for the last call running to release."""
+    _releasing: tuple[int, int] = (0, 0)
+    """(process id, threads releasing what :attr:`_deferred` held): :meth:`close` returns after."""
 
     def opened(self, release: Callable[[], None]) -> None:
         """Call ``release`` on :meth:`close`, after what was opened later."""
@@ -48,13 +50,14 @@ class Closing:
         Called from inside a call of this engine (a callback, a summarizer or a tool the call
         runs, on the call's own thread), ``close()`` does not wait for that call, which cannot
         end before it returns: it waits for the calls of other threads only, returns, and what
-        the engine opened is released when the last call running ends (by that call's thread).
+        the engine opened is released when the last call running ends (by that call's thread); a
+        ``close()`` on another thread returns once that is done.
         The engine refuses new calls from the moment ``close()`` is called either way."""
         with _CLOSING:
             self._closed = True
             releases, self._releases = getattr(self, "_releases", []), []
             here = self._calls(threading.get_ident())
-            _CLOSING.wait_for(lambda: self._calls() == here, timeout=DRAIN_SECONDS)
+            _CLOSING.wait_for(lambda: self._calls() == here and not self._releases_running(), timeout=DRAIN_SECONDS)
             if here:
                 self._deferred = [*getattr(self, "_deferred", []), *releases]
                 return
@@ -93,7 +96,14 @@ class Closing:
                 deferred: list[Callable[[], None]] = []
                 if not self._calls() and getattr(self, "_deferred", None):
                     deferred, self._deferred = self._deferred, []
-            _release(deferred)
+                    self._releasing = (os.getpid(), self._releases_running() + 1)
+            if deferred:
+                try:
+                    _release(deferred)
+                finally:
+                    with _CLOSING:
+                        self._releasing = (os.getpid(), self._releases_running() - 1)
+                        _CLOSING.notify_all()
 
     def _count(self, thread: int, step: int) -> None:
         """Count one call of ``thread`` more (``step`` 1) or fewer (-1); caller holds ``_CLOSING``."""
@@ -103,6 +113,11 @@ class Closing:
         if not threads[thread]:
             del threads[thread]
         self._running = (os.getpid(), threads)
+
+    def _releases_running(self) -> int:
+        """Threads of this process releasing what a :meth:`close` inside a call left."""
+        pid, running = self._releasing
+        return running if pid == os.getpid() else 0
 
     def _calls(self, thread: int | None = None) -> int:
         """Calls of this engine running in this process (of ``thread`` only if given)."""

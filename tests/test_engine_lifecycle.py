@@ -499,3 +499,33 @@ def test_close_called_inside_a_call_of_the_engine_returns_and_releases_when_the_
         engine.prepare([HumanMessage(content="a new call")], scope=SCOPE)
     engine.close()
     assert released == ["released"]
+
+
+def test_close_returns_only_once_what_a_close_inside_a_call_left_is_released(mocker: MockerFixture) -> None:
+    # closed inside a call, the engine releases when the call ends; a close() from another thread
+    # meanwhile returned at once, with the stores still being released (the embedded Chroma
+    # directory not yet free for another process)
+    engine = ContextEngine(CONFIG)
+    _use(engine)
+    releasing, closed_elsewhere = threading.Event(), threading.Event()
+    returned_during_release: list[bool] = []
+
+    def release() -> None:
+        releasing.set()
+        returned_during_release.append(closed_elsewhere.wait(2))  # bounded: the fixed close() waits for this
+
+    engine.opened(release)
+    search = engine.facts.store.search
+
+    def closing_search(*args: Any, **kwargs: Any) -> Any:
+        engine.close()
+        return search(*args, **kwargs)
+
+    mocker.patch.object(engine.facts.store, "search", side_effect=closing_search)
+    running, outcome = prepare_in_thread(engine)
+    assert releasing.wait(30)  # a deadlock detector, not a measure
+    engine.close()
+    closed_elsewhere.set()
+    running.join()
+    assert "error" not in outcome, repr(outcome.get("error"))
+    assert returned_during_release == [False]
