@@ -158,6 +158,7 @@ class BackgroundSummarizer:
         self._day_used = 0
         self._thread: threading.Thread | None = None
         self._closed = False
+        self._abandoned = False  # close() stopped waiting for the job running: its result is dropped
         self.stats = SummarizerStats()
 
     # ------------------------------------------------------------------ request path
@@ -251,6 +252,8 @@ class BackgroundSummarizer:
                     break
             self._queue.put(None)
             thread.join(timeout)
+            with self._lock:
+                self._abandoned = self._abandoned or thread.is_alive()
             if thread.is_alive():
                 logger.warning("ctxplugin: summarizer still running after close(); its result will be dropped")
         with self._lock:
@@ -325,6 +328,8 @@ class BackgroundSummarizer:
             self._failed(job, "empty summary")
             return
         with self._lock:
+            if self._abandoned:  # returned after close() stopped waiting for it: dropped, as it says
+                return
             self._ready.put(job.key, summary)
             self.stats.completed += 1
 

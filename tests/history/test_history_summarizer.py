@@ -262,3 +262,28 @@ def test_close_waits_for_a_summarizer_that_never_returns_at_most_its_timeout() -
         assert engine.closed
     finally:
         release.set()
+
+
+def test_a_summary_that_returns_after_close_gave_up_waiting_is_dropped() -> None:
+    """``close(timeout=...)`` leaves a stuck job's worker running; what it returns later is not
+    kept (nor counted as completed), as ``close`` says."""
+    release = threading.Event()
+    started = threading.Event()
+    text = "An old message about the deploy of build 4411."
+
+    def stuck(text: str) -> str:
+        started.set()
+        release.wait()
+        return "too late"
+
+    summarizer = BackgroundSummarizer(stuck)
+    summarizer.prefetch(text, session="s1")
+    assert started.wait(WAIT)
+    summarizer.close(timeout=0.1)
+    worker = summarizer._thread
+    release.set()
+    assert worker is not None
+    worker.join(WAIT)
+    assert not worker.is_alive()
+    assert summarizer.stats.completed == 0
+    assert summarizer.lead(text, session="s1", upgrade=True) is None
