@@ -145,7 +145,8 @@ def _rekey(db: sqlite3.Connection) -> None:
 class PendingMessageStore:
     """A message store whose appends never fail: messages it cannot write now (the file held by
     another process past ``timeout``, a full disk) are kept in this process, read back after the
-    stored ones, and written before the next messages of their conversation.
+    stored ones, and written before the next messages of their conversation (or by the engine's
+    ``close()``, :meth:`flush`).
 
     ``RunnableWithMessageHistory`` adds a turn after the model answered: a failure there would
     lose the user's message and the answer, and fail a call whose work is done.
@@ -187,6 +188,22 @@ class PendingMessageStore:
             if self._pending.pop(key, None) is not None:
                 self._flushed += 1
 
+    def flush(self) -> None:
+        """Write the messages kept in the process (the engine's ``close()``: no later turn may
+        come to write them); those that still cannot be written are lost with the process."""
+        with self._lock:
+            for key, waiting in list(self._pending.items()):
+                try:
+                    self.inner.append(key, waiting)
+                except StoreError as exc:
+                    logger.warning(
+                        "ctxplugin: chat history not written at close, %d message(s) lost when this process ends: %s",
+                        len(waiting), exc,
+                    )
+                    continue
+                del self._pending[key]
+                self._flushed += 1
+
 
 _stores_lock = threading.Lock()
 _ATTRIBUTE = "_ctxplugin_message_store"
@@ -204,10 +221,11 @@ def store_for(engine: ContextEngine) -> MessageStore:
         store = getattr(engine, _ATTRIBUTE, None)
         if store is None:
             root = getattr(engine, "path", None)
-            store = (
-                PendingMessageStore(SQLiteMessageStore(Path(root) / HISTORY_FILE, timeout=engine.config.stores.timeout))
-                if root is not None
-                else MemoryMessageStore()
-            )
+            if root is not None:
+                pending = PendingMessageStore(SQLiteMessageStore(Path(root) / HISTORY_FILE, timeout=engine.config.stores.timeout))
+                engine.opened(pending.flush)
+                store = pending
+            else:
+                store = MemoryMessageStore()
             setattr(engine, _ATTRIBUTE, store)
         return store

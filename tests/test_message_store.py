@@ -108,3 +108,19 @@ def test_a_read_while_kept_messages_are_written_misses_none_of_them(tmp_path: Pa
         mocker.stopall()
         assert seen[:2] == ["first", "second"], seen
         assert [m.content for m in history.full_messages] == ["first", "second", "third"]
+
+
+def test_messages_kept_in_the_process_are_written_when_the_engine_closes(tmp_path: Path) -> None:
+    """Messages kept because the file was held are written by ``close()`` (the end of the
+    ``with`` block) once it is free, not lost with the process when no later turn comes."""
+    config = ContextConfig(stores={"timeout": 0.2})
+    with ContextEngine.embedded(tmp_path, config=config) as engine:
+        engine.history("s1").add_messages([HumanMessage("first")])
+        holder = sqlite3.connect(tmp_path / "history.sqlite3", isolation_level=None)
+        try:
+            holder.execute("BEGIN EXCLUSIVE")
+            engine.history("s1").add_messages([HumanMessage("second"), AIMessage("two")])
+            holder.execute("ROLLBACK")
+        finally:
+            holder.close()
+    assert [m.content for m in SQLiteMessageStore(tmp_path / "history.sqlite3").load(KEY)] == ["first", "second", "two"]
