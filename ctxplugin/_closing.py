@@ -29,6 +29,10 @@ class Closing:
     runs none of its parent's calls. Replaced, never changed in place."""
     _deferred: list[Callable[[], None]]
     """What a :meth:`close` called inside a call left for the last call running to release."""
+    _waiting: tuple[int, dict[int, int]] = (0, {})
+    """(process id, calls of each thread waiting in :meth:`close` inside its own calls): they
+    cannot end before that ``close()`` returns, so no other ``close()`` inside a call waits for
+    them. Replaced, never changed in place."""
     _releasing: tuple[int, int] = (0, 0)
     """(process id, threads releasing what :attr:`_deferred` held): :meth:`close` returns after."""
 
@@ -49,18 +53,21 @@ class Closing:
 
         Called from inside a call of this engine (a callback, a summarizer or a tool the call
         runs, on the call's own thread), ``close()`` does not wait for that call, which cannot
-        end before it returns: it waits for the calls of other threads only, returns, and what
-        the engine opened is released when the last call running ends (by that call's thread); a
-        ``close()`` on another thread returns once that is done.
+        end before it returns: it waits for the calls of other threads only (not for those of a
+        thread waiting in its own ``close()`` likewise), returns, and what the engine opened is
+        released when the last call running ends (by that call's thread); a ``close()`` on
+        another thread returns once that is done.
         The engine refuses new calls from the moment ``close()`` is called either way."""
         with _CLOSING:
             self._closed = True
             releases, self._releases = getattr(self, "_releases", []), []
-            here = self._calls(threading.get_ident())
-            _CLOSING.wait_for(lambda: self._calls() == here and not self._releases_running(), timeout=DRAIN_SECONDS)
+            thread = threading.get_ident()
+            here = self._calls(thread)
             if here:
+                self._wait_inside(thread, here)
                 self._deferred = [*getattr(self, "_deferred", []), *releases]
                 return
+            _CLOSING.wait_for(lambda: self._calls() == 0 and not self._releases_running(), timeout=DRAIN_SECONDS)
         _release(releases)
 
     @property
@@ -113,6 +120,24 @@ class Closing:
         if not threads[thread]:
             del threads[thread]
         self._running = (os.getpid(), threads)
+
+    def _wait_inside(self, thread: int, here: int) -> None:
+        """Wait, in :meth:`close` inside ``here`` calls of ``thread``, for the calls of other
+        threads but those waiting likewise; caller holds ``_CLOSING``."""
+        pid, waiting = self._waiting
+        others = {t: n for t, n in waiting.items() if t != thread} if pid == os.getpid() else {}
+        self._waiting = (os.getpid(), {**others, thread: here})
+        _CLOSING.notify_all()  # another close() inside a call need not wait for this one's calls
+
+        def stuck() -> int:
+            pid, waiting = self._waiting
+            return sum(n for t, n in waiting.items() if t != thread) if pid == os.getpid() else 0
+
+        try:
+            _CLOSING.wait_for(lambda: self._calls() - stuck() == here, timeout=DRAIN_SECONDS)
+        finally:
+            pid, waiting = self._waiting
+            self._waiting = (pid, {t: n for t, n in waiting.items() if t != thread})
 
     def _releases_running(self) -> int:
         """Threads of this process releasing what a :meth:`close` inside a call left."""

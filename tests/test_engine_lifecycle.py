@@ -529,3 +529,32 @@ def test_close_returns_only_once_what_a_close_inside_a_call_left_is_released(moc
     running.join()
     assert "error" not in outcome, repr(outcome.get("error"))
     assert returned_during_release == [False]
+
+
+def test_calls_on_two_threads_that_each_close_the_engine_both_return() -> None:
+    # each close() inside a call waited for the other thread's call, which could not end before
+    # its own close() returned: both waited the whole drain time (60 s)
+    engine = ContextEngine(CONFIG)
+    released: list[str] = []
+    engine.opened(lambda: released.append("released"))
+    both_inside = threading.Barrier(2)
+    errors: list[BaseException] = []
+
+    def call_that_closes() -> None:
+        try:
+            with engine.in_use():
+                both_inside.wait(30)
+                engine.close()
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=call_that_closes) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)  # a deadlock detector, not a measure: close() would wait 60 s
+    hung = [t for t in threads if t.is_alive()]
+    for thread in hung:
+        thread.join()
+    assert not hung and not errors, errors
+    assert released == ["released"]
