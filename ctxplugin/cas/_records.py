@@ -88,17 +88,36 @@ def _type_name(kind: type) -> str:
 _MISSING = object()
 
 
-def _columns(records: Sequence[dict[str, Any]]) -> Iterator[tuple[str, list[Any]]]:
-    """``(key, its value in each record or _MISSING)`` for every key, in first-seen order: a
-    column gathered in C (``map``), where a loop over every record's items runs in Python."""
-    for key in dict.fromkeys(chain.from_iterable(records)):
-        yield key, list(map(dict.get, records, repeat(key), repeat(_MISSING)))
+def _columns(records: Sequence[dict[str, Any]]) -> Iterator[tuple[str, list[Any], list[int] | None]]:
+    """``(key, column, places)`` for every key, in first-seen order: ``column`` the key's value
+    in each record or _MISSING (``places`` None), gathered in C (``map``), where a loop over
+    every record's items runs in Python; or, when most records lack most keys (a column per key
+    would cost keys times records), its values in the records that carry it, and ``places``
+    their indexes, from one loop over the items."""
+    keys = dict.fromkeys(chain.from_iterable(records))
+    if len(keys) * len(records) <= _SPARSE * (sum(map(len, records)) + len(records)):
+        for key in keys:
+            yield key, list(map(dict.get, records, repeat(key), repeat(_MISSING))), None
+        return
+    values: dict[str, list[Any]] = {key: [] for key in keys}
+    places: dict[str, list[int]] = {key: [] for key in keys}
+    for index, record in enumerate(records):
+        for key, value in record.items():
+            values[key].append(value)
+            places[key].append(index)
+    for key in keys:
+        yield key, values[key], places[key]
+
+
+_SPARSE = 4
+"""Above this many keys times records per value held, :func:`_columns` reads the records item by
+item."""
 
 
 def key_types(records: Sequence[dict[str, Any]]) -> list[tuple[str, str, int]]:
     """``(key, types, records carrying it)`` in first-seen order."""
     out = []
-    for key, column in _columns(records[:_KEY_SCAN]):
+    for key, column, _ in _columns(records[:_KEY_SCAN]):
         kinds = Counter(map(type, column))
         carried = len(column) - kinds.pop(object, 0)  # the type of _MISSING
         names: Counter[str] = Counter()
@@ -129,11 +148,12 @@ def _categorical(records: Sequence[dict[str, Any]]) -> list[tuple[str, Counter[s
         return []
     values: dict[str, Counter[str]] = {}
     first: dict[str, tuple[int, int]] = {}  # where a key's first counted value is: its place
-    for key, column in _columns(scanned):
+    for key, column, places in _columns(scanned):
         counter = _category_counts(column)
         if counter:
             values[key] = counter
             at = next(i for i, v in enumerate(column) if _countable(v))
+            at = at if places is None else places[at]
             first[key] = (at, list(scanned[at]).index(key))
     out = []
     for key, counter in sorted(values.items(), key=lambda kc: first[kc[0]]):

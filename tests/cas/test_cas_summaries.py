@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import re
+import threading
 from pathlib import Path
 
 from hypothesis import given, settings
@@ -305,3 +306,15 @@ def test_grep_lists_a_line_matched_twice_once_in_first_seen_order() -> None:
     _, text = summary(out + "\nsrc/b.py:3:    hit(3)")
     assert "7 matches in 2 files" in text
     assert "src/a.py: 40, 12, 7, 90" in text
+
+
+def test_a_large_record_set_whose_records_each_carry_a_key_of_their_own_is_summarized() -> None:
+    # read column by column, every key gathered its value from every record: keys times
+    # records, 40,000 squared here (minutes), where the items are only 80,000
+    text = json.dumps([{"id": i, f"field_{i}": "x"} for i in range(40_000)])
+    done: list[str] = []
+    worker = threading.Thread(target=lambda: done.append(summary(text)[1]), daemon=True)
+    worker.start()
+    worker.join(120)  # a hang detector, not a measure: the item by item scan takes about a second
+    assert done, "the summary did not finish"
+    assert "JSON array of 40000 records; keys: id, field_0" in done[0]
