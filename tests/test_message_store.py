@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -13,6 +15,20 @@ from pytest_mock import MockerFixture
 from ctxplugin import ContextConfig, ContextEngine, Scope
 from ctxplugin._message_store import PendingMessageStore, SQLiteMessageStore
 from ctxplugin.errors import StoreError
+
+
+@contextmanager
+def held(path: Path) -> Iterator[None]:
+    """``path``'s SQLite file held by another connection (``BEGIN EXCLUSIVE``) while the block
+    runs: writes through ctxplugin wait past ``stores.timeout``."""
+    holder = sqlite3.connect(path, isolation_level=None)
+    try:
+        holder.execute("BEGIN EXCLUSIVE")
+        yield
+        holder.execute("ROLLBACK")
+    finally:
+        holder.close()
+
 
 KEY = Scope(session_id="s1").key()
 
@@ -39,15 +55,10 @@ def test_messages_added_while_another_process_holds_the_file_are_kept_then_writt
     config = ContextConfig(stores={"timeout": 0.2})
     with ContextEngine.embedded(tmp_path, config=config) as engine:
         engine.history("s1").add_messages([HumanMessage("first"), AIMessage("one")])
-        holder = sqlite3.connect(tmp_path / "history.sqlite3", isolation_level=None)
-        try:
-            holder.execute("BEGIN EXCLUSIVE")
+        with held(tmp_path / "history.sqlite3"):
             engine.history("s1").add_messages([HumanMessage("second"), AIMessage("two")])
             assert [m.content for m in engine.history("s1").full_messages] == ["first", "one", "second", "two"]
-            holder.execute("ROLLBACK")
-            engine.history("s1").add_messages([HumanMessage("third")])
-        finally:
-            holder.close()
+        engine.history("s1").add_messages([HumanMessage("third")])
     with ContextEngine.embedded(tmp_path, config=config) as engine:
         assert [m.content for m in engine.history("s1").full_messages] == ["first", "one", "second", "two", "third"]
 
@@ -58,15 +69,10 @@ def test_a_clear_that_fails_keeps_the_messages_not_yet_written(tmp_path: Path) -
     config = ContextConfig(stores={"timeout": 0.2})
     with ContextEngine.embedded(tmp_path, config=config) as engine:
         engine.history("s1").add_messages([HumanMessage("first")])
-        holder = sqlite3.connect(tmp_path / "history.sqlite3", isolation_level=None)
-        try:
-            holder.execute("BEGIN EXCLUSIVE")
+        with held(tmp_path / "history.sqlite3"):
             engine.history("s1").add_messages([HumanMessage("second")])
             with pytest.raises(StoreError):
                 engine.history("s1").clear()
-            holder.execute("ROLLBACK")
-        finally:
-            holder.close()
         assert [m.content for m in engine.history("s1").full_messages] == ["first", "second"]
         engine.history("s1").add_messages([HumanMessage("third")])
     with ContextEngine.embedded(tmp_path, config=config) as engine:
@@ -80,13 +86,8 @@ def test_a_read_while_kept_messages_are_written_misses_none_of_them(tmp_path: Pa
     with ContextEngine.embedded(tmp_path, config=config) as engine:
         history = engine.history("s1")
         history.add_messages([HumanMessage("first")])
-        holder = sqlite3.connect(tmp_path / "history.sqlite3", isolation_level=None)
-        try:
-            holder.execute("BEGIN EXCLUSIVE")
+        with held(tmp_path / "history.sqlite3"):
             history.add_messages([HumanMessage("second")])  # kept in the process
-            holder.execute("ROLLBACK")
-        finally:
-            holder.close()
         store = history.store
         assert isinstance(store, PendingMessageStore)
         inner = store.inner
@@ -116,11 +117,6 @@ def test_messages_kept_in_the_process_are_written_when_the_engine_closes(tmp_pat
     config = ContextConfig(stores={"timeout": 0.2})
     with ContextEngine.embedded(tmp_path, config=config) as engine:
         engine.history("s1").add_messages([HumanMessage("first")])
-        holder = sqlite3.connect(tmp_path / "history.sqlite3", isolation_level=None)
-        try:
-            holder.execute("BEGIN EXCLUSIVE")
+        with held(tmp_path / "history.sqlite3"):
             engine.history("s1").add_messages([HumanMessage("second"), AIMessage("two")])
-            holder.execute("ROLLBACK")
-        finally:
-            holder.close()
     assert [m.content for m in SQLiteMessageStore(tmp_path / "history.sqlite3").load(KEY)] == ["first", "second", "two"]
