@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from collections.abc import Callable, Iterator
@@ -11,6 +12,8 @@ from typing import Any, Generic, Self, TypeVar, overload
 from ctxplugin.errors import EngineClosedError
 
 T = TypeVar("T")
+
+logger = logging.getLogger("ctxplugin")
 
 
 class Closing:
@@ -57,7 +60,9 @@ class Closing:
         thread waiting in its own ``close()`` likewise), returns, and what the engine opened is
         released when the last call running ends (by that call's thread); a ``close()`` on
         another thread returns once that is done.
-        The engine refuses new calls from the moment ``close()`` is called either way."""
+        The engine refuses new calls from the moment ``close()`` is called either way. Every
+        release runs even when one fails: the first failure is raised by ``close()`` (logged
+        instead when it ends a call, which keeps its result)."""
         with _CLOSING:
             self._closed = True
             releases, self._releases = getattr(self, "_releases", []), []
@@ -68,7 +73,9 @@ class Closing:
                 self._deferred = [*getattr(self, "_deferred", []), *releases]
                 return
             _CLOSING.wait_for(lambda: self._calls() == 0 and not self._releases_running(), timeout=DRAIN_SECONDS)
-        _release(releases)
+        failed = _release(releases)
+        if failed is not None:
+            raise failed
 
     @property
     def closed(self) -> bool:
@@ -106,7 +113,9 @@ class Closing:
                     self._releasing = (os.getpid(), self._releases_running() + 1)
             if deferred:
                 try:
-                    _release(deferred)
+                    failed = _release(deferred)
+                    if failed is not None:  # this call's result is not the release's to replace
+                        logger.warning("ctxplugin: releasing what the engine opened, after close() inside a call, failed: %r", failed)
                 finally:
                     with _CLOSING:
                         self._releasing = (os.getpid(), self._releases_running() - 1)
@@ -179,10 +188,16 @@ class WhileOpen(Generic[T]):
         setattr(obj, self._slot, value)
 
 
-def _release(releases: list[Callable[[], None]]) -> None:
-    """Call ``releases`` in reverse order (what was opened last is released first)."""
+def _release(releases: list[Callable[[], None]]) -> Exception | None:
+    """Call ``releases`` in reverse order (what was opened last is released first), every one
+    of them even when one fails; the first failure is returned."""
+    failed: Exception | None = None
     for release in reversed(releases):
-        release()
+        try:
+            release()
+        except Exception as exc:
+            failed = failed or exc
+    return failed
 
 
 _CLOSING = threading.Condition()

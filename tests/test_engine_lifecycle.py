@@ -501,6 +501,50 @@ def test_close_called_inside_a_call_of_the_engine_returns_and_releases_when_the_
     assert released == ["released"]
 
 
+def test_a_release_failing_after_a_close_inside_a_call_leaves_the_call_its_result(
+    mocker: MockerFixture, caplog: pytest.LogCaptureFixture
+) -> None:
+    # what a close() inside a call left is released as that call ends: a release that raised
+    # there replaced the call's finished result with its error, and the releases after it never ran
+    engine = ContextEngine(CONFIG)
+    _use(engine)
+    released: list[str] = []
+    engine.opened(lambda: released.append("opened first"))
+
+    def failing() -> None:
+        raise OSError("disk gone")
+
+    engine.opened(failing)
+    search = engine.facts.store.search
+
+    def closing_search(*args: Any, **kwargs: Any) -> Any:
+        engine.close()
+        return search(*args, **kwargs)
+
+    mocker.patch.object(engine.facts.store, "search", side_effect=closing_search)
+    with caplog.at_level("WARNING", logger="ctxplugin"):
+        running, outcome = prepare_in_thread(engine)
+        running.join()
+    assert "error" not in outcome, repr(outcome.get("error"))
+    assert isinstance(outcome["view"], PreparedContext)
+    assert released == ["opened first"]  # the release after the failing one still ran
+    assert any("disk gone" in record.getMessage() for record in caplog.records)
+
+
+def test_close_runs_every_release_and_raises_the_first_failure() -> None:
+    engine = ContextEngine(CONFIG)
+    released: list[str] = []
+    engine.opened(lambda: released.append("opened first"))
+
+    def failing() -> None:
+        raise OSError("disk gone")
+
+    engine.opened(failing)
+    with pytest.raises(OSError, match="disk gone"):
+        engine.close()
+    assert released == ["opened first"]
+
+
 def test_close_returns_only_once_what_a_close_inside_a_call_left_is_released(mocker: MockerFixture) -> None:
     # closed inside a call, the engine releases when the call ends; a close() from another thread
     # meanwhile returned at once, with the stores still being released (the embedded Chroma
