@@ -46,6 +46,31 @@ def prepare_in_thread(engine: ContextEngine) -> tuple[threading.Thread, dict[str
     return running, outcome
 
 
+def close_inside_search(engine: ContextEngine, mocker: MockerFixture) -> None:
+    """The engine's facts search closes the engine before it searches: a ``close()`` from
+    inside one of the engine's own calls, as a callback or tool would."""
+    search = engine.facts.store.search
+
+    def closing_search(*args: Any, **kwargs: Any) -> Any:
+        engine.close()
+        return search(*args, **kwargs)
+
+    mocker.patch.object(engine.facts.store, "search", side_effect=closing_search)
+
+
+def open_then_fail(engine: ContextEngine) -> list[str]:
+    """Two releases registered: one that records itself in the list returned, then one that
+    raises (released first, as what was opened last)."""
+    released: list[str] = []
+    engine.opened(lambda: released.append("opened first"))
+
+    def failing() -> None:
+        raise OSError("disk gone")
+
+    engine.opened(failing)
+    return released
+
+
 CHROMA_FILES = ("chroma.sqlite3", "chroma.sqlite3-wal", "chroma.sqlite3-shm")
 CONFIG = ContextConfig(stores={"timeout": 1.0})
 _OPEN = """
@@ -508,20 +533,8 @@ def test_a_release_failing_after_a_close_inside_a_call_leaves_the_call_its_resul
     # there replaced the call's finished result with its error, and the releases after it never ran
     engine = ContextEngine(CONFIG)
     _use(engine)
-    released: list[str] = []
-    engine.opened(lambda: released.append("opened first"))
-
-    def failing() -> None:
-        raise OSError("disk gone")
-
-    engine.opened(failing)
-    search = engine.facts.store.search
-
-    def closing_search(*args: Any, **kwargs: Any) -> Any:
-        engine.close()
-        return search(*args, **kwargs)
-
-    mocker.patch.object(engine.facts.store, "search", side_effect=closing_search)
+    released = open_then_fail(engine)
+    close_inside_search(engine, mocker)
     with caplog.at_level("WARNING", logger="ctxplugin"):
         running, outcome = prepare_in_thread(engine)
         running.join()
@@ -533,13 +546,7 @@ def test_a_release_failing_after_a_close_inside_a_call_leaves_the_call_its_resul
 
 def test_close_runs_every_release_and_raises_the_first_failure() -> None:
     engine = ContextEngine(CONFIG)
-    released: list[str] = []
-    engine.opened(lambda: released.append("opened first"))
-
-    def failing() -> None:
-        raise OSError("disk gone")
-
-    engine.opened(failing)
+    released = open_then_fail(engine)
     with pytest.raises(OSError, match="disk gone"):
         engine.close()
     assert released == ["opened first"]
@@ -559,13 +566,7 @@ def test_close_returns_only_once_what_a_close_inside_a_call_left_is_released(moc
         returned_during_release.append(closed_elsewhere.wait(2))  # bounded: the fixed close() waits for this
 
     engine.opened(release)
-    search = engine.facts.store.search
-
-    def closing_search(*args: Any, **kwargs: Any) -> Any:
-        engine.close()
-        return search(*args, **kwargs)
-
-    mocker.patch.object(engine.facts.store, "search", side_effect=closing_search)
+    close_inside_search(engine, mocker)
     running, outcome = prepare_in_thread(engine)
     assert releasing.wait(30)  # a deadlock detector, not a measure
     engine.close()
