@@ -65,7 +65,8 @@ def fact_line(fact: Fact, basis: Sequence[Fact] = ()) -> str:
     changed says it needs review and shows its value as the previous result, with ``basis``,
     the facts that replaced what it was derived from, when known. A fact read from a tool
     output shows its ref, its text quoted and defused (:func:`quoted`); that it is tool data
-    is said once for all such lines, by the :data:`TOOL_GROUP` they stand under, and an entity without a key or a ref is its quoted text alone."""
+    is said once for all such lines, by the :data:`TOOL_GROUP` they stand under, and an entity
+    without a key or a ref is its quoted text alone."""
     head = f"{fact.kind}:{fact.key}" if fact.key else fact.kind
     if fact.from_tool:
         # a ref of any other form came from the message's metadata, which a tool returning its
@@ -94,7 +95,6 @@ def fact_line(fact: Fact, basis: Sequence[Fact] = ()) -> str:
     if fact.from_tool and head == "entity" and not labels:
         return body
     return f"[{'; '.join([head, *labels])}] {body}"
-
 
 
 TRACKED_SOURCES = frozenset({"state_write", "system", "policy"})
