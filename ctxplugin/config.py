@@ -226,6 +226,11 @@ class FactsConfig(_Section):
         ),
     )
     mark_outdated: bool = True
+    trust_message_authority: bool = Field(
+        False,
+        description="take an authority mark on a user message (additional_kwargs['ctxplugin']['authority']) above the "
+        "ingest's own (user) as given: only where your code, not a client, writes the marks",
+    )
     implicit_supersession: bool = Field(
         True,
         description="a statement naming a keyed fact's subject with a conflicting day, time, date, amount or percentage replaces it",

@@ -5,6 +5,7 @@ authority, memory type, the caller's own ids, and the fact built from a draft.
 from __future__ import annotations
 
 import hashlib
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -19,6 +20,7 @@ from ctxplugin.errors import InvalidInputError
 from ctxplugin.facts._text import identifiers
 from ctxplugin.facts.extract import Extractor, FactDraft
 from ctxplugin.facts.model import (
+    AUTHORITY_RANK,
     TOOL_AUTHORITY,
     Authority,
     Fact,
@@ -35,6 +37,8 @@ from ctxplugin.facts.model import (
 )
 from ctxplugin.scope import Scope, Visibility
 from ctxplugin.tokens import content_text
+
+logger = logging.getLogger("ctxplugin.facts")
 
 _MAX_ID = 128
 _ANNOTATED_SCOPES = frozenset({"global", "session", "task", "draft", "hypothetical"})
@@ -215,9 +219,13 @@ Read: TypeAlias = tuple[FactDraft, SourceType, tuple[str, ...], tuple[str, str] 
 output its call id and digest."""
 
 
-def read_drafts(messages: Sequence[BaseMessage], extractor: Extractor, *, scope: Scope, authority: Authority) -> list[Read]:
+def read_drafts(
+    messages: Sequence[BaseMessage], extractor: Extractor, *, scope: Scope, authority: Authority, trusted: bool = False
+) -> list[Read]:
     """The drafts ``extractor`` reads from the user messages and tool results of ``messages``,
-    with provenance, authority, visibility and the host's marks filled in."""
+    with provenance, authority, visibility and the host's marks filled in. A message's authority
+    mark above ``authority`` is capped at it unless the marks are ``trusted`` (a client that posts
+    its own messages can write them)."""
     drafts: list[Read] = []
     for message in messages:
         if not isinstance(message, (HumanMessage, ToolMessage)):
@@ -228,6 +236,9 @@ def read_drafts(messages: Sequence[BaseMessage], extractor: Extractor, *, scope:
         marks = _output_marks(message) if isinstance(message, ToolMessage) else _marks(message, source)
         if marks is None:
             continue
+        if not trusted and marks.authority is not None and AUTHORITY_RANK[marks.authority] > AUTHORITY_RANK[authority]:
+            _warn_capped(marks.authority, authority)
+            marks = replace(marks, authority=authority)
         for draft in extractor(message):
             # like its authority, who may read what a tool returned is not the extractor's to widen
             # (a fetched page would reach every user of the tenant): it stays in the session
@@ -239,6 +250,21 @@ def read_drafts(messages: Sequence[BaseMessage], extractor: Extractor, *, scope:
                 draft = replace(draft, scope=marks.fact_scope, scope_id=marks.scope_id or draft.scope_id)
             drafts.append((draft, source, marks.audience, output))
     return drafts
+
+
+_capped_once: set[tuple[str, str]] = set()
+
+
+def _warn_capped(claimed: str, cap: str) -> None:
+    """Log once per pair that a message's authority mark was capped."""
+    if (claimed, cap) not in _capped_once:
+        _capped_once.add((claimed, cap))
+        logger.warning(
+            "a message marked authority=%r was read as %r: marks above the ingest's authority are not trusted by default; "
+            "set FactsConfig(trust_message_authority=True) where your code, not a client, writes them",
+            claimed,
+            cap,
+        )
 
 
 def _with(draft: FactDraft, ref: str | None, authority: Authority | None, visibility: Visibility) -> FactDraft:

@@ -357,7 +357,7 @@ class FactsLedger:
             InvalidInputError: a message's ``ctxplugin`` metadata names an unknown fact scope or
                 authority, or a malformed audience.
         """
-        drafts = read_drafts(messages, self.extractor, scope=scope, authority=authority)
+        drafts = read_drafts(messages, self.extractor, scope=scope, authority=authority, trusted=self.config.trust_message_authority)
         if not drafts:
             return []
         owner = owner_of(scope)
