@@ -16,7 +16,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
 from ctxplugin._lru import LRU, PerMessage
 from ctxplugin.config import HistoryConfig
-from ctxplugin.history._note_values import Labelled, _valued, archivable
+from ctxplugin.history._note_values import Labelled, _valued
 from ctxplugin.history._notes import _by_priority, _chronology, _note
 from ctxplugin.history._reuse import Reuse
 from ctxplugin.tokens import TokenCounter, args_json, content_text, count_message
@@ -202,20 +202,19 @@ class Digests:
         first = next((spans[k][0] for k in range(upto) if spans[k]), 0)
         last = next((spans[k][-1] for k in range(upto - 1, -1, -1) if spans[k]), 0)
         reuse, ranked = self._ranked(upto)
-        values = [item for item in ranked if archivable(item)]
-        return _note((first, last), values, reuse.when or {}, set(), self._known, cap, self._counter, first=True)
+        return _note((first, last), ranked, reuse.when or {}, set(), self._known, cap, self._counter, first=True)
 
     def _ranked(self, upto: int) -> tuple[Reuse, tuple[Labelled, ...]]:
-        """The values of blocks ``0 .. upto - 1`` as :class:`Reuse` ranks them: once for all the
-        caps an archive is tried at, from the figures of the longest shorter archive ranked
-        lately (the oldest blocks are read once as the archive grows)."""
+        """The values of blocks ``0 .. upto - 1`` the archive may list, as :class:`Reuse` ranks
+        them: once for all the caps an archive is tried at, from the figures of the longest
+        shorter archive ranked lately (the oldest blocks are read once as the archive grows)."""
         key = (self._keys[upto - 1], upto, self._counter.name)
         with _CACHE_LOCK:
             hit = _RANKED.hit(key)
         if hit is not None:
             return hit
         reuse = self._figures(upto)
-        made = (reuse, tuple(reuse.ranked()))
+        made = (reuse, tuple(reuse.ranked(archivable_only=True)))
         with _CACHE_LOCK:
             _RANKED.put(key, made)
         return made

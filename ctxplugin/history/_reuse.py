@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ctxplugin._untrusted import ref_form
-from ctxplugin.history._note_values import Labelled, _Valued
+from ctxplugin.history._note_values import Labelled, _Valued, archivable
 from ctxplugin.tokens import TokenCounter
 
 if TYPE_CHECKING:
@@ -52,11 +52,12 @@ def _decay(age: int) -> float:
     return _DECAY[age] if age < len(_DECAY) else float((1.0 + age) ** -_AGE_POWER)
 
 
-_COLUMNS = 9
+_COLUMNS = 10
 """A value's row of figures: its place (five columns), its newest exchange, the exchanges in
-which it was used (at most 3: the weights stop there), its tokens, and whether it is a record's
+which it was used (at most 3: the weights stop there), its tokens, whether it is a record's
 id (first among a tool result's values, not its ref: see
-:func:`ctxplugin.history._note_values._values`)."""
+:func:`ctxplugin.history._note_values._values`), and whether the archive note may list it under
+the label of its place (see :func:`ctxplugin.history._note_values.archivable`)."""
 
 
 _LONGER: list[np.ndarray] = []
@@ -153,6 +154,7 @@ class Reuse:
             flat.append(min(used, 3))
             flat.append(tokens)
             flat.append(place[0] == 2 and place[3] == 0 and not ref_form(value))
+            flat.append(archivable((label, value)))
         figures = np.zeros((len(pairs), _COLUMNS), dtype=np.int64)
         if self.figures is not None:
             figures[: len(self.figures)] = self.figures
@@ -160,16 +162,27 @@ class Reuse:
             figures[changed] = np.array(flat, dtype=np.int64).reshape(len(changed), _COLUMNS)
         return Reuse(e, seen, when, rows, figures, pairs)
 
-    def ranked(self) -> list[Labelled]:
+    def ranked(self, *, archivable_only: bool = False) -> list[Labelled]:
         """The values, the best bet per token first: values the model itself used in several
         exchanges before values a tool printed once, recent before old, short before long;
         equal scores in priority order (what the model ran, the rest of what was said, what
-        tools returned; newest exchange first). A value has the label of its place there."""
+        tools returned; newest exchange first). A value has the label of its place there.
+        With ``archivable_only``, only those the archive note may list, in the same order:
+        the others are left out before the sort, not after it (on a long session a third of
+        thousands of values)."""
         figures, pairs = self.figures, self.pairs
         if figures is None or pairs is None or not len(pairs):
             return []
         import numpy as np
 
+        kept: np.ndarray | None = None
+        if archivable_only:
+            # each score is computed alone and places are unique, so the order of a subset of
+            # the rows is the order of the whole with the other rows left out
+            kept = np.flatnonzero(figures[:, 9])
+            figures = figures[kept]
+            if not len(figures):
+                return []
         ages = (self.exchanges - 1) - figures[:, 5]
         # the doubles of W[used] * decay(age) / (tokens + 1), as Python computes them one by one
         weights = np.array(_TYPED_WEIGHT, dtype=np.float64)
@@ -179,6 +192,8 @@ class Reuse:
         # sorted stably by score
         by_place = np.argsort(_place_keys(figures))
         order = by_place[np.argsort(-scores[by_place], kind="stable")]
+        if kept is not None:
+            order = kept[order]
         return [pairs[row] for row in order.tolist()]
 
 

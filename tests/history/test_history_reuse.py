@@ -7,7 +7,7 @@ import random
 import numpy as np
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
-from ctxplugin.history._note_values import _Valued, _valued
+from ctxplugin.history._note_values import _Valued, _valued, archivable
 from ctxplugin.history._reuse import Reuse, _place_keys
 from ctxplugin.tokens import get_counter
 
@@ -147,3 +147,35 @@ def test_the_numbers_standing_for_places_order_rows_as_the_places_do_even_past_6
         places[:, 0] = rng.integers(0, 3, size=300)  # the pass
         figures = np.concatenate([places, np.zeros((300, 4), dtype=np.int64)], axis=1)
         assert np.array_equal(np.argsort(_place_keys(figures), kind="stable"), np.lexsort(places.T[::-1]))
+
+
+def phrased_exchange(i: int, rng: random.Random) -> tuple[BaseMessage, ...]:
+    """An exchange whose values hold phrases: a record's city a tool printed, a command the
+    assistant mentioned, and now and then the user naming a city a record printed before."""
+    cities = ["San Diego", "New York", "Los Angeles", "Salt Lake City"]
+    call = f"call_{i}"
+    messages: list[BaseMessage] = []
+    if rng.random() < 0.3:
+        messages.append(HumanMessage(f'Fly me to "{rng.choice(cities)}" please.'))
+    command = f"pytest -x tests/test_{rng.randrange(8)}.py"
+    messages.append(AIMessage(f"I will run `{command}` now.", tool_calls=[{"id": call, "name": "get_user", "args": {"user_id": f"u{i}"}}]))
+    record = f'{{"payment_id": "credit_card_{rng.randrange(10**6)}", "city": "{rng.choice(cities)}"}}'
+    messages.append(ToolMessage(record, tool_call_id=call, name="get_user"))
+    return tuple(messages)
+
+
+def test_the_values_the_archive_may_list_are_ranked_as_the_whole_is_with_the_others_left_out() -> None:
+    rng = random.Random(17)
+    spans = figures([phrased_exchange(i, rng) if i % 2 else exchange(i, rng) for i in range(48)])
+    grown = Reuse()
+    left_out = relabelled = 0
+    for start in range(0, 48, 4):
+        before = {value: label for label, value in grown.ranked()}
+        grown = grown.extended(spans[start : start + 4], COUNTER)
+        whole = grown.ranked()
+        assert grown.ranked(archivable_only=True) == [item for item in whole if archivable(item)]
+        left_out += sum(not archivable(item) for item in whole)
+        # a phrase a tool printed that the user then names moves to the user's label, and the
+        # archive may list it from then on
+        relabelled += sum(not archivable((before[value], value)) and archivable((label, value)) for label, value in whole if value in before)
+    assert left_out and relabelled
