@@ -12,8 +12,11 @@ would read as two values otherwise, to the model as to :func:`note_values`.
 from __future__ import annotations
 
 import re
+import threading
+import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from functools import lru_cache
+from typing import Any
 
 from langchain_core.messages import HumanMessage
 
@@ -149,6 +152,28 @@ def _runs_of(text: str) -> frozenset[str]:
     return _RUNS.get_or_make(text, lambda: frozenset(RUN.findall(text)))
 
 
+_COSTS: weakref.WeakKeyDictionary[Any, dict[str, int]] = weakref.WeakKeyDictionary()
+_COSTS_LOCK = threading.Lock()
+_COSTS_SIZE = 32_768
+
+
+def _costs_of(counter: TokenCounter) -> dict[str, int]:
+    """The :func:`_cost` of values counted with ``counter`` lately: every note of a conversation
+    tries the same values call after call (the archive's hundreds, at each cap), and a lookup
+    here is a fraction of one in the counter's memo. Emptied when full; a fresh map for a
+    counter that cannot be weakly referenced."""
+    try:
+        costs = _COSTS.get(counter)
+        if costs is None:
+            with _COSTS_LOCK:
+                costs = _COSTS.setdefault(counter, {})
+    except TypeError:
+        return {}
+    if len(costs) > _COSTS_SIZE:
+        costs.clear()  # a lookup in another thread finds the cost or counts it again
+    return costs
+
+
 class _Picker:
     """The values a note lists, picked greedily within a token budget."""
 
@@ -190,6 +215,7 @@ class _Picker:
         the values another fill could still add: those too costly now and those not reached
         (a value already shown, listed or taken stays so)."""
         count = self._counter.count
+        costs = _costs_of(self._counter)
         taken, labels, chosen, order = self._taken, self._labels, self.chosen, self._order
         visible, visible_runs, listed_runs = self._visible, self._visible_runs, self._listed_runs
         by_run, runless = self._by_run, self._runless
@@ -214,9 +240,11 @@ class _Picker:
             inside = self._inside(value) if runless or not by_run.keys().isdisjoint(value_runs(value)) else ()
             # a value after a space costs its own tokens; one that holds a space, its ``;`` too
             spaced = _spaced(value)
-            cost = _cost(value, count)
-            if inside:
-                cost -= sum(_cost(c[1], count) for c in inside)
+            cost = costs.get(value)
+            if cost is None:
+                cost = costs[value] = count(_shown(value)) + 1 if spaced else count(value)
+            for c in inside:
+                cost -= costs.get(c[1]) or _cost(c[1], count)
             line = (label, spaced)
             if line not in labels:
                 head = heads.get(label)

@@ -301,3 +301,53 @@ def test_a_note_cut_to_its_cap_lists_what_it_keeps_in_the_order_it_was_said(
     lead = "[context note: values used in exchanges 1-2:"
     assert content_text(note.content) == _render(lead, [(label[v], v) for v in chosen], when)
     assert count_message(note, counter) <= cap
+
+
+class _Recording:
+    """A counter that counts as cl100k_base does and records every text it is asked about."""
+
+    def __init__(self) -> None:
+        self._counter, _ = get_counter("cl100k_base")
+        self.name = self._counter.name
+        self.texts: list[str] = []
+
+    def count(self, text: str) -> int:
+        self.texts.append(text)
+        return self._counter.count(text)
+
+
+def test_a_value_tried_by_one_note_is_not_counted_again_by_the_next() -> None:
+    from ctxplugin.history._notes import _note
+
+    values = [
+        ("path", "/repo/app.py"),
+        ("ran", "python /repo/app.py --fix"),  # shows /repo/app.py: its cost is taken off
+        ("ran", "cd /repo; ls"),  # listed in backticks
+        ("bash returned", "ERROR-4417"),
+        *(("bash returned", f"value_{n}") for n in range(30)),
+    ]
+    counter = _Recording()
+    first = _note((1, 2), values, {}, set(), "", 60, counter)
+    again = _note((1, 2), values, {}, set(), "", 45, counter)
+    assert {"/repo/app.py", "ERROR-4417"} <= set(counter.texts)  # the first note counted its values
+    counter.texts.clear()
+    assert _note((1, 2), values, {}, set(), "", 60, counter) == first
+    assert _note((1, 2), values, {}, set(), "", 45, counter) == again
+    assert not {value for _, value in values} & set(counter.texts)
+    assert not any(text.startswith("`") for text in counter.texts)
+    # the same notes as a counter that never counted them makes
+    assert _note((1, 2), values, {}, set(), "", 60, _Recording()) == first
+    assert _note((1, 2), values, {}, set(), "", 45, _Recording()) == again
+
+
+def test_the_costs_kept_per_counter_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    # emptied when a note finds them over the bound: at most the bound and one note's values
+    from ctxplugin.history import _notes
+
+    monkeypatch.setattr(_notes, "_COSTS_SIZE", 10)
+    counter = _Recording()
+    for note in range(6):
+        values = [("bash returned", f"value_{note}_{n}") for n in range(8)]
+        made = _notes._note((1, 2), values, {}, set(), "", 400, counter)
+        assert made == _notes._note((1, 2), values, {}, set(), "", 400, _Recording())
+        assert len(_notes._COSTS[counter]) <= 10 + 8
