@@ -143,13 +143,19 @@ def _lines(lead: str, ordered: Sequence[Labelled]) -> str:
     return f"{lead}\n{chr(10).join(lines)}]"
 
 
-_RUNS: Memo[str, frozenset[str]] = Memo(16)
+_VISIBLE: Memo[str, tuple[frozenset[str], dict[str, bool]]] = Memo(16)
+_VISIBLE_SIZE = 32_768
 
 
-def _runs_of(text: str) -> frozenset[str]:
+def _visible_of(text: str) -> tuple[frozenset[str], dict[str, bool]]:
     """The :data:`RUN` s of ``text`` (the text always in view, the same for every note of a
-    conversation: kept for the last few)."""
-    return _RUNS.get_or_make(text, lambda: frozenset(RUN.findall(text)))
+    conversation: kept for the last few), and whether each value looked for lately occurs in
+    it (every note of the conversation looks for the same values, call after call; emptied
+    when full)."""
+    runs, found = _VISIBLE.get_or_make(text, lambda: (frozenset(RUN.findall(text)), {}))
+    if len(found) > _VISIBLE_SIZE:
+        found.clear()  # a lookup in another thread finds the answer or looks again
+    return runs, found
 
 
 _COSTS: weakref.WeakKeyDictionary[Any, dict[str, int]] = weakref.WeakKeyDictionary()
@@ -182,7 +188,7 @@ class _Picker:
         self._labels: set[tuple[str, bool]] = set()  # the lines begun: a label, of spaced values or not
         self._taken = set(known)
         self._visible = visible
-        self._visible_runs = _runs_of(visible)
+        self._visible_runs, self._visible_found = _visible_of(visible)
         # a value inside one already listed (a path in a command) is shown; sorted, so that what
         # the joined text holds across a separator does not depend on the set's (hash seed's) order
         self._listed = " | ".join(sorted(known))
@@ -217,7 +223,7 @@ class _Picker:
         count = self._counter.count
         costs = _costs_of(self._counter)
         taken, labels, chosen, order = self._taken, self._labels, self.chosen, self._order
-        visible, visible_runs, listed_runs = self._visible, self._visible_runs, self._listed_runs
+        visible, visible_runs, visible_found, listed_runs = self._visible, self._visible_runs, self._visible_found, self._listed_runs
         by_run, runless = self._by_run, self._runless
         heads: dict[str, int] = {}  # what beginning a line costs, per label (a fill tries thousands of values)
         later: list[Labelled] = []
@@ -231,8 +237,12 @@ class _Picker:
                 continue
             # a value occurs in a text as a whole token only if its longest run is a run there
             run = longest_run(value)
-            if (not run or run in visible_runs) and occurs(value, visible):
-                continue
+            if not run or run in visible_runs:
+                shown = visible_found.get(value)
+                if shown is None:
+                    shown = visible_found[value] = occurs(value, visible)
+                if shown:
+                    continue
             if (not run or run in listed_runs) and occurs(value, self._listed):
                 continue
             # values listed earlier that this one shows (a path, then the command holding it) go

@@ -351,3 +351,30 @@ def test_the_costs_kept_per_counter_are_bounded(monkeypatch: pytest.MonkeyPatch)
         made = _notes._note((1, 2), values, {}, set(), "", 400, counter)
         assert made == _notes._note((1, 2), values, {}, set(), "", 400, _Recording())
         assert len(_notes._COSTS[counter]) <= 10 + 8
+
+
+def test_a_value_in_the_text_in_view_is_left_out_of_every_note_and_a_part_of_a_longer_token_is_not() -> None:
+    from ctxplugin.history import _notes
+
+    counter, _ = get_counter("cl100k_base")
+    task = "Fix issue 4700 in app.py, see /repo/app.py"
+    values = [("bash returned", "470"), ("path", "app.py"), ("path", "app.p"), ("path", "/repo/app.py"), ("ran", "ls"), ("bash returned", "4700")]
+    for _ in range(2):  # the second note finds what the first looked for
+        _, chosen = _notes._note((1, 2), values, {}, set(), task, 200, counter)
+        assert chosen == ["470", "app.p", "ls"]
+    # looked for only where its longest run is a run of the text: ``470`` is not one
+    assert _notes._visible_of(task)[1] == {"app.py": True, "app.p": False, "/repo/app.py": True, "4700": True}
+
+
+def test_what_was_looked_for_in_the_text_in_view_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    # emptied when a note finds it over the bound: at most the bound and one note's values
+    from ctxplugin.history import _notes
+
+    monkeypatch.setattr(_notes, "_VISIBLE_SIZE", 10)
+    counter, _ = get_counter("cl100k_base")
+    task = "Rename alpha to beta in gamma.py"
+    for note in range(6):
+        values = [("bash returned", f"alpha-{note}-{n}") for n in range(8)]
+        _, chosen = _notes._note((1, 2), values, {}, set(), task, 400, counter)
+        assert chosen == [value for _, value in values]
+        assert len(_notes._visible_of(task)[1]) <= 10 + 8
