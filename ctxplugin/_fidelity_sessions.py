@@ -266,15 +266,11 @@ class _Session:
                     found.add(value)
                     self._place(value, at, entry)
                     break
-        if new and absent:
-            new_text = "\n".join(text for _, text in new)
-            # a run never spans the line break between two texts: the runs of the joined text
-            # are those of its texts, each read once while its message stays in view
-            runs = frozenset().union(*(searched[at].runs_of(text) for at, text in new))
-            for value in (*index.candidates(runs), *index.bare):
-                if value in absent and value not in found and occurs(value, new_text):
-                    found.add(value)
-                    self._locate(value, new, searched)
+        if new and absent:  # each text's runs are read once while its message stays in view
+            runs = [(at, text, searched[at].runs_of(text)) for at, text in new]
+            for value, at in index.found_in(runs, lambda v: v in absent and v not in found):
+                found.add(value)
+                self._place(value, at, searched[at])
         lost = {v for v in again if v not in found}
         newly_absent = lost - absent
         gone |= absent.intersection(found)

@@ -11,9 +11,9 @@ as that set, not as every value that was ever in it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 
-from ctxplugin.history.identifiers import longest_run, value_runs
+from ctxplugin.history.identifiers import longest_run, occurs, value_runs
 
 
 class RunIndex:
@@ -62,6 +62,23 @@ class RunIndex:
         # the runs both hold, found in C over the smaller of the two
         keys = runs.intersection(by_run) if len(by_run) < len(runs) else by_run.keys() & runs
         return [value for run in keys for value, wanted in by_run[run].items() if wanted <= runs]
+
+    def found_in(self, texts: Sequence[tuple[int, str, frozenset[str]]], wanted: Callable[[str], bool]) -> list[tuple[str, int]]:
+        """The values indexed (those of :attr:`lined` aside) that ``wanted`` accepts and that
+        occur (see :func:`~ctxplugin.history.identifiers.occurs`) in the ``texts`` joined by line
+        breaks, each with the key of the first text it occurs in. ``texts``: (key, text, the
+        text's runs). A value here has no line break, so it occurs in the joined texts exactly
+        when it occurs in one of them, and that one holds each of its runs: each value is looked
+        for only in the texts that do, not in the whole joined text."""
+        found: list[tuple[str, int]] = []
+        runs = frozenset().union(*(held for _, _, held in texts))
+        for value in (*self.candidates(runs), *self.bare):
+            if wanted(value):
+                need = value_runs(value)
+                at = next((key for key, text, held in texts if need <= held and occurs(value, text)), None)
+                if at is not None:
+                    found.append((value, at))
+        return found
 
 
 __all__ = ["RunIndex"]

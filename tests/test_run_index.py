@@ -34,3 +34,23 @@ def test_candidates_are_the_indexed_values_whose_runs_a_text_has(steps: list[tup
     assert {v for v in ranged if occurs(v, text)} <= set(got)
     assert set(index.bare) == {v for v in held if "\n" not in v and not value_runs(v)}
     assert set(index.lined) == {v for v in held if "\n" in v}
+
+
+@given(
+    st.sets(st.sampled_from(VALUES)),
+    st.lists(st.lists(st.sampled_from([*VALUES, "x", "method", "getitem_end", " ", "/", "(", "7"]), max_size=8), max_size=4),
+    st.sets(st.sampled_from(VALUES)),
+)
+def test_the_values_found_in_texts_are_those_their_joined_text_holds_each_with_the_first_text_holding_it(
+    held: set[str], texts: list[list[str]], unwanted: set[str]
+) -> None:
+    index = RunIndex()
+    index.add(held)
+    parts = ["".join(words) for words in texts]  # words run into each other: values inside longer tokens too
+    given_texts = [(key, text, frozenset(RUN.findall(text))) for key, text in enumerate(parts)]
+    got = index.found_in(given_texts, lambda v: v not in unwanted)
+    joined = "\n".join(parts)
+    expected = [v for v in held if "\n" not in v and v not in unwanted and occurs(v, joined)]
+    assert sorted(v for v, _ in got) == sorted(expected)
+    for value, key in got:
+        assert occurs(value, parts[key]) and not any(occurs(value, text) for text in parts[:key])
