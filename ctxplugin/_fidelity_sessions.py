@@ -81,7 +81,10 @@ class SessionFidelity:
         """:func:`~ctxplugin.fidelity.behind_texts` of ``fidelity``, the result of ``session``'s
         latest :meth:`check`: the previous call's answer when its lists are the very ones the
         previous call had (they are kept while nothing they come from changes) and ``texts``
-        are the same; read through the values left only when one of them changed."""
+        are the same; read through the values left only when one of them changed. Without
+        texts (as a rule: no user message was cut), ``fidelity`` itself."""
+        if not texts:
+            return fidelity
         with self._lock:
             state = self._sessions.hit_or_put(session, _Session)
         with state.lock:
