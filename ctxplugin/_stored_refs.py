@@ -3,17 +3,33 @@
 The refs stage passes a session's whole map of refs (by tool-call id) on every call: a new
 mapping that, as a rule, holds the previous one's items and a few more. Read item by item on
 every call, it costs a pass over every output the session stored; here it is indexed by ref,
-and on each call compared with what was indexed by a C-level set comparison of the items (no
-Python code per item): only the items it gained are indexed, and a mapping that lost or
+and only the items it gained are indexed. A :class:`GrownRefs` says itself which items it
+gained since the map passed on before it; another mapping is compared with what was indexed by
+a C-level set comparison of the items (no Python code per item). A mapping that lost or
 changed an item is indexed afresh. The refs a view shows are then looked up in the index.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from functools import lru_cache
 
 from ctxplugin._message_values import REF_SHAPE
+
+
+class GrownRefs(dict[str, str]):
+    """A map of refs by tool-call id that knows what it grew from: ``before``, the map the
+    same session's previous call passed on, when this one is that one with the items ``added``
+    (of keys it did not hold), else None. Neither is changed once passed on."""
+
+    __slots__ = ("added", "before")
+
+    def __init__(self, items: Mapping[str, str], before: GrownRefs | None = None, added: Sequence[tuple[str, str]] = ()) -> None:
+        super().__init__(items)
+        self.before = before
+        self.added = tuple(added)
+        if before is not None:  # only the latest step is ever asked about: no chain of maps builds up
+            before.before = None
 
 
 @lru_cache(maxsize=65536)
@@ -27,10 +43,11 @@ class StoredRefs:
 
     Not locked: the session state that owns one holds its own lock."""
 
-    __slots__ = ("_by_ref", "_odd", "_seen")
+    __slots__ = ("_by_ref", "_last", "_odd", "_seen")
 
     def __init__(self) -> None:
         self._seen: dict[str, str] = {}  # the items indexed
+        self._last: GrownRefs | None = None  # the map indexed, when it was one that knows its growth
         self._by_ref: dict[str, list[str]] = {}  # ref of REF_SHAPE -> its tool-call ids
         self._odd: dict[str, str] = {}  # tool-call id -> its ref, of another shape
 
@@ -47,10 +64,15 @@ class StoredRefs:
         return shown
 
     def _update(self, stored: Mapping[str, str]) -> None:
-        seen = self._seen
-        if len(stored) == len(seen) and stored.items() == seen.items():
+        seen, last = self._seen, self._last
+        self._last = stored if isinstance(stored, GrownRefs) else None
+        if stored is last:
             return
-        if len(stored) > len(seen) and stored.items() >= seen.items():
+        if last is not None and isinstance(stored, GrownRefs) and stored.before is last:
+            new = list(stored.added)
+        elif len(stored) == len(seen) and stored.items() == seen.items():
+            return
+        elif len(stored) > len(seen) and stored.items() >= seen.items():
             new = [(call_id, stored[call_id]) for call_id in stored.keys() - seen.keys()]
         else:  # an item left or changed: indexed afresh
             seen.clear()
@@ -65,4 +87,4 @@ class StoredRefs:
                 self._odd[call_id] = ref
 
 
-__all__ = ["StoredRefs"]
+__all__ = ["GrownRefs", "StoredRefs"]

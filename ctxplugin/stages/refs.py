@@ -21,6 +21,7 @@ from ctxplugin._lru import LRU
 from ctxplugin._messages import annotation
 from ctxplugin._names import META_TOOL_NAMES
 from ctxplugin._prefix import Prefix, Stamp
+from ctxplugin._stored_refs import GrownRefs
 from ctxplugin.cas import compact_message, shows_compact, without_lead
 from ctxplugin.errors import StoreError
 from ctxplugin.stages.memos import STILL_STORED, UNREVOKED, CaptureMemo
@@ -32,7 +33,7 @@ class _Stored:
     (the next call's history starts with the same objects, or the reading starts afresh), what
     it became, and the refs it shows."""
 
-    __slots__ = ("out", "out_stamp", "seen", "stored", "used")
+    __slots__ = ("out", "out_stamp", "passed", "seen", "stored", "used")
 
     def __init__(self) -> None:
         self.seen = Prefix()
@@ -40,6 +41,7 @@ class _Stored:
         self.out_stamp: Stamp | None = None  # of the history last passed on
         self.used: list[str] = []
         self.stored: dict[str, str] = {}
+        self.passed: GrownRefs | None = None  # the stored refs last passed on, when they were these
 
     def continued_by(self, history: Sequence[BaseMessage], stamp: Stamp | None) -> bool:
         """Whether ``history`` (stamped ``stamp``) starts with the very messages read so far,
@@ -76,6 +78,7 @@ class StoreRefs:
             done = _Stored()
         failed = False
         created: list[str] = []  # by this call: the outputs read before were stored before
+        added: list[tuple[str, str]] | None = []  # the refs stored grew by these (None: one changed)
         read = len(done.seen)
         for message in view.history[read:]:
             if not isinstance(message, ToolMessage) or message.name in META_TOOL_NAMES:
@@ -110,17 +113,27 @@ class StoreRefs:
             if new:
                 created.append(ref)
             done.used.append(ref)
+            if added is not None and message.tool_call_id not in done.stored:
+                added.append((message.tool_call_id, ref))
+            else:
+                added = None
             done.stored[message.tool_call_id] = ref
             done.out.append(compact_message(message, compact_text, ref))
         done.seen.extend(view.history[read:], view.history_stamp)
         # what is passed on is what was passed on last with the new messages' forms appended
         stamp = done.out_stamp = Stamp.after(done.out_stamp, len(done.out))
+        if view.stored:
+            stored: dict[str, str] = {**view.stored, **done.stored}
+            done.passed = None
+        else:  # what was passed on last and the refs stored since, as the account's index of refs takes them
+            grown = done.passed if added is not None else None
+            stored = done.passed = GrownRefs(done.stored, grown, added or ())
         changed = view.override(
             history=tuple(done.out),
             history_stamp=stamp,
             refs_created=(*view.refs_created, *created),
             refs_used=(*view.refs_used, *done.used),
-            stored={**view.stored, **done.stored},
+            stored=stored,
         )
         if not failed:
             with self._lock:

@@ -12,6 +12,7 @@ from langchain_core.tools import tool
 
 from ctxplugin._messages import META_KEY, MISSING_RESULT
 from ctxplugin._names import META_TOOL_MARK
+from ctxplugin._stored_refs import GrownRefs
 from ctxplugin.budget import FactLine
 from ctxplugin.cas.memory import MemoryCASStore
 from ctxplugin.config import ContextConfig, HistoryConfig
@@ -122,6 +123,10 @@ def test_refs_of_a_growing_conversation_are_those_of_a_fresh_stage() -> None:
         assert (views[-1].history, views[-1].refs_used, views[-1].stored) == (fresh.history, fresh.refs_used, fresh.stored)
         # each call stores its new output, and only that; the fresh stage finds them all stored
         assert views[-1].refs_created == (views[-1].stored[f"c{turn}"],) and fresh.refs_created == ()
+        # and says what it grew by since the previous call's (which a fresh stage cannot say)
+        stored = views[-1].stored
+        assert isinstance(stored, GrownRefs) and stored.added == ((f"c{turn}", stored[f"c{turn}"]),)
+        assert stored.before is (views[-2].stored if turn else None) and isinstance(fresh.stored, GrownRefs) and fresh.stored.before is None
     assert len(views[-1].refs_used) == 3
     assert views[0].history[2] is views[2].history[2], "an output shown as its ref is the same copy on every call"
 
@@ -143,6 +148,7 @@ def test_an_output_changed_in_place_is_stored_again() -> None:
     fresh = StoreRefs(enabled=True, captures=captures).apply(view)
     assert after.history == fresh.history and after.stored == fresh.stored
     assert after.stored["c1"] != before.stored["c1"], "the new content has a ref of its own"
+    assert isinstance(after.stored, GrownRefs) and after.stored.before is None, "a changed map does not say it grew"
 
 
 def test_a_conversation_that_fits_goes_whole_without_expand_ref() -> None:
