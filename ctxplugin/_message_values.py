@@ -17,7 +17,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from ctxplugin._lru import LRU, THREAD_TEXTS, PerMessage, TextKey, text_key
 from ctxplugin._messages import argument_values
 from ctxplugin._untrusted import REF_TEXT
-from ctxplugin.history.identifiers import RUN, identifiers
+from ctxplugin.history.identifiers import identifiers, text_runs
 from ctxplugin.tokens import content_text
 
 MEMO = 8192
@@ -104,7 +104,8 @@ def held_weakly(message: Any) -> Any:
 
 class Searched:
     """A view message searched in a previous call: held weakly, with the key of its text, the
-    values it shows and, once looked for, the refs it shows and the :data:`RUN` s of its text."""
+    values it shows and, once looked for, the refs it shows and the
+    :data:`~ctxplugin.history.identifiers.RUN` s of its text."""
 
     __slots__ = ("key", "message", "refs", "runs", "shown")
 
@@ -118,7 +119,7 @@ class Searched:
     def runs_of(self, text: str) -> frozenset[str]:
         """The runs of ``text``, this message's text (read once)."""
         if self.runs is None:
-            self.runs = frozenset(RUN.findall(text))
+            self.runs = text_runs(text)
         return self.runs
 
 

@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ctxplugin._run_index import RunIndex
-from ctxplugin.history.identifiers import RUN, occurs, value_runs
+from ctxplugin.history.identifiers import RUN, occurs, text_runs, value_runs
 
 VALUES = ["HAT1367", "getitem_start", "in_getitem", "/testbed/src/a.py", "a.py", "v2.1", "2.10", "ünï_cødé", "***", "--->",
           "line one\nline two", "Does not have getitem method", "getitem", "src"]
@@ -54,3 +54,9 @@ def test_the_values_found_in_texts_are_those_their_joined_text_holds_each_with_t
     assert sorted(v for v, _ in got) == sorted(expected)
     for value, key in got:
         assert occurs(value, parts[key]) and not any(occurs(value, text) for text in parts[:key])
+
+
+@given(st.one_of(st.text(st.characters(max_codepoint=127)), st.text(), st.text(st.sampled_from("aZ9_ \x1c\x1f\x0b\x85ｚ٣é-\n"))))
+def test_the_runs_of_a_text_are_those_the_pattern_finds(text: str) -> None:
+    """ASCII texts (with the separators str.split takes as blanks among them) and all others."""
+    assert text_runs(text) == frozenset(RUN.findall(text))

@@ -284,6 +284,19 @@ def value_runs(value: str) -> frozenset[str]:
     return frozenset(RUN.findall(value))
 
 
+_RUN_BYTES = bytes(c if c < 128 and chr(c).isalnum() else 32 for c in range(256))
+"""Each ASCII letter and digit as itself, every other byte as a blank."""
+
+
+def text_runs(text: str) -> frozenset[str]:
+    """The :data:`RUN` s of ``text``. An ASCII text (as a rule) is cut at what is not a letter
+    or digit by a translation of its bytes and a split, twice as fast as the pattern: in ASCII
+    the pattern's characters are exactly the letters and digits."""
+    if text.isascii():
+        return frozenset(text.encode("ascii").translate(_RUN_BYTES).decode("ascii").split())
+    return frozenset(RUN.findall(text))
+
+
 @lru_cache(maxsize=65536)
 def longest_run(value: str) -> str:
     """The longest :data:`RUN` of ``value`` (the first of equal length; ``""`` when it has none):
@@ -334,4 +347,6 @@ def _occurs_at_runs(value: str, text: str, starts: dict[str, list[int]]) -> bool
     return False
 
 
-__all__ = ["ALERT_LINE", "RUN", "alert_lines", "identifiers", "longest_run", "missing", "occurs", "quoted", "value_runs"]
+__all__ = [
+    "ALERT_LINE", "RUN", "alert_lines", "identifiers", "longest_run", "missing", "occurs", "quoted", "text_runs", "value_runs",
+]
