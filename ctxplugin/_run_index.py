@@ -59,9 +59,12 @@ class RunIndex:
         of :attr:`bare` and :attr:`lined` aside), in no set order: all that a text with these
         runs may hold."""
         by_run = self._by_run
-        # the runs both hold, found in C over the smaller of the two
-        keys = runs.intersection(by_run) if len(by_run) < len(runs) else by_run.keys() & runs
-        return [value for run in keys for value, wanted in by_run[run].items() if wanted <= runs]
+        return [value for run in self._keys(runs) for value, wanted in by_run[run].items() if wanted <= runs]
+
+    def _keys(self, runs: frozenset[str]) -> set[str]:
+        """The runs of ``runs`` values are indexed under, found in C over the smaller of the two."""
+        by_run = self._by_run
+        return runs.intersection(by_run) if len(by_run) < len(runs) else by_run.keys() & runs
 
     def found_in(self, texts: Sequence[tuple[int, str, frozenset[str]]], wanted: Callable[[str], bool]) -> list[tuple[str, int]]:
         """The values indexed (those of :attr:`lined` aside) that ``wanted`` accepts and that
@@ -72,12 +75,15 @@ class RunIndex:
         for only in the texts that do, not in the whole joined text."""
         found: list[tuple[str, int]] = []
         runs = frozenset().union(*(held for _, _, held in texts))
-        for value in (*self.candidates(runs), *self.bare):
+        by_run = self._by_run
+        nothing: frozenset[str] = frozenset()  # a bare value has no run to look up by
+        pairs = [pair for run in self._keys(runs) for pair in by_run[run].items() if pair[1] <= runs]
+        for value, need in (*pairs, *((value, nothing) for value in self.bare)):
             if wanted(value):
-                need = value_runs(value)
-                at = next((key for key, text, held in texts if need <= held and occurs(value, text)), None)
-                if at is not None:
-                    found.append((value, at))
+                for key, text, held in texts:
+                    if need <= held and occurs(value, text):
+                        found.append((value, key))
+                        break
         return found
 
 
