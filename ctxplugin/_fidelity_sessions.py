@@ -36,7 +36,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
 from ctxplugin._lru import LRU, text_key
-from ctxplugin._message_values import Searched, read, refs_in
+from ctxplugin._message_values import Searched, adds, read, refs_in
 from ctxplugin._prefix import Prefix, Stamp
 from ctxplugin._ranked import Ranked
 from ctxplugin._run_index import RunIndex
@@ -102,17 +102,6 @@ class SessionFidelity:
         )
 
 
-def _adds(message: BaseMessage) -> tuple[object, ...]:
-    """What ``message`` adds to the account: whether the user wrote it and the values it used,
-    or a tool output's call id and the key of its text. Two messages that add the same are
-    interchangeable in a history."""
-    if isinstance(message, (HumanMessage, AIMessage)):
-        return (isinstance(message, HumanMessage), read(message).used)
-    if isinstance(message, ToolMessage):
-        return (message.tool_call_id, text_key(read(message).text))
-    return ()
-
-
 class _Session:
     """One session's account so far (see the module's docstring)."""
 
@@ -156,7 +145,7 @@ class _Session:
         known)."""
         changed = self.history.changed(history, stamp)
         for index in changed or ():
-            if _adds(history[index]) != self.adds[index]:
+            if adds(history[index]) != self.adds[index]:
                 changed = None
                 break
             self.history.replace(index, history[index])
@@ -166,7 +155,7 @@ class _Session:
         used, fresh = self.used, self.fresh
         for index in range(seen, len(history)):
             message = history[index]
-            self.adds.append(_adds(message))
+            self.adds.append(adds(message))
             if isinstance(message, ToolMessage):
                 self.outputs.setdefault(message.tool_call_id, []).append(index)
             elif isinstance(message, (HumanMessage, AIMessage)):
@@ -229,6 +218,7 @@ class _Session:
                     appeared.append(value)
         absent, found_before, present, index = self.absent, self.found, self.present, self.index
         gone = absent.intersection(appeared)
+        index.discard(gone)  # before the new texts are looked up in it: they show these
         absent.difference_update(appeared)
         found_before.difference_update(appeared)
         # values no message shows: those newly so are looked for in the whole view, and so are
@@ -259,9 +249,10 @@ class _Session:
                     found.add(value)
                     self._locate(value, texts, searched)
                 continue
-            if view_runs is None:
-                view_runs = frozenset().union(*(searched[at].runs_of(text) for at, text in texts))
-            if not wanted <= view_runs:
+            if view_runs is None:  # the view's runs joined: a filter worth making for many values only
+                many = len(again) > 2 * len(texts)
+                view_runs = frozenset().union(*(searched[at].runs_of(text) for at, text in texts)) if many else frozenset()
+            if view_runs and not wanted <= view_runs:
                 continue  # a value found in a text has every one of its runs among the text's
             for at, text in texts:
                 entry = searched[at]
@@ -276,7 +267,8 @@ class _Session:
                 self._place(value, at, searched[at])
         lost = {v for v in again if v not in found}
         newly_absent = lost - absent
-        gone |= absent.intersection(found)
+        shown_now = absent.intersection(found)
+        gone |= shown_now
         dirty = bool(gone or newly_absent)  # absent changes
         absent.difference_update(found)
         absent |= newly_absent
@@ -284,7 +276,7 @@ class _Session:
         found_before |= found
         self.gone, self.added = gone, newly_absent
         self.searched = searched
-        index.discard(gone)
+        index.discard(shown_now)  # (the values the view's messages show left it above)
         index.add(newly_absent)
         return self._figures(history, view, texts, searched, stored, dirty)
 

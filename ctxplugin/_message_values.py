@@ -12,7 +12,7 @@ import weakref
 from dataclasses import dataclass
 from typing import Any
 
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
 from ctxplugin._lru import LRU, THREAD_TEXTS, PerMessage, TextKey, text_key
 from ctxplugin._messages import argument_values
@@ -76,6 +76,17 @@ def read(message: BaseMessage) -> Read:
     return found
 
 
+def adds(message: BaseMessage) -> tuple[object, ...]:
+    """What ``message`` adds to the account of values: whether the user wrote it and the values
+    it used, or a tool output's call id and the key of its text. Two messages that add the same
+    are interchangeable in a history."""
+    if isinstance(message, (HumanMessage, AIMessage)):
+        return (isinstance(message, HumanMessage), read(message).used)
+    if isinstance(message, ToolMessage):
+        return (message.tool_call_id, text_key(read(message).text))
+    return ()
+
+
 def refs_in(text: str) -> frozenset[str]:
     """Every ref of :data:`REF_SHAPE` that occurs in ``text``, wherever it starts (inside a
     word or another ref too, as a plain substring search would find it)."""
@@ -123,4 +134,4 @@ class Searched:
         return self.runs
 
 
-__all__ = ["MEMO", "REF_SHAPE", "SCAN_CHARS", "Read", "Searched", "held_weakly", "read", "refs_in"]
+__all__ = ["MEMO", "REF_SHAPE", "SCAN_CHARS", "Read", "Searched", "adds", "held_weakly", "read", "refs_in"]
