@@ -12,6 +12,7 @@ as that set, not as every value that was ever in it.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Set as AbstractSet
 
 from ctxplugin.history.identifiers import longest_run, occurs, value_runs
 
@@ -61,7 +62,7 @@ class RunIndex:
         by_run = self._by_run
         return [value for run in self._keys(runs) for value, wanted in by_run[run].items() if wanted <= runs]
 
-    def _keys(self, runs: frozenset[str]) -> set[str]:
+    def _keys(self, runs: frozenset[str]) -> AbstractSet[str]:
         """The runs of ``runs`` values are indexed under, found in C over the smaller of the two."""
         by_run = self._by_run
         return runs.intersection(by_run) if len(by_run) < len(runs) else by_run.keys() & runs
