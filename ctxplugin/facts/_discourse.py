@@ -51,4 +51,25 @@ REPORTED = re.compile(
 thinks the meeting is on Friday"): what they said, not what the user states, so it is a draft
 until the user says it plainly; keyed by its own subject ("hotel stay"), not by the speaker."""
 
-__all__ = ["AGAIN", "CONDITION", "LEAD", "REPORTED", "TENTATIVE"]
+_RAW_LEAD = re.compile(r"^(?:(?:actually|ok(?:ay)?|so|and|oh|right|yes|yeah|btw|wait)\b[\s,:;!.-]*)+", re.IGNORECASE)
+
+
+def raw_lead(sentence: str) -> str:
+    """``sentence`` without its leading discourse words, except an additive "also"/"plus"."""
+    match = _RAW_LEAD.match(sentence)
+    return sentence[match.end() :] if match else sentence
+
+
+def tidy(sentence: str, *, keep_also: bool = False) -> str:
+    """The sentence without leading discourse words ("Actually, ", "OK so "); with
+    ``keep_also`` an additive "also" stays ("Also invite design")."""
+    body = AGAIN.sub("", (raw_lead(sentence) if keep_also else LEAD.sub("", sentence)).strip())
+    if len(body) < 4:
+        return sentence
+    first = body.split(maxsplit=1)[0]
+    if not first.isalpha():
+        return body  # a value or a name in code (field_obj.load_only, ord-123, grep:) stays as written
+    return body[0].upper() + body[1:]
+
+
+__all__ = ["AGAIN", "CONDITION", "LEAD", "REPORTED", "TENTATIVE", "raw_lead", "tidy"]

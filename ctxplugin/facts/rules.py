@@ -41,6 +41,7 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage, HumanMessage, ToolMessage
 
+from ctxplugin._lru import Memo, TextKey, text_key
 from ctxplugin._messages import annotation
 from ctxplugin._text_shapes import detect_text_shape
 from ctxplugin._untrusted import load_json
@@ -51,6 +52,7 @@ from ctxplugin.facts._discourse import CONDITION as _CONDITION
 from ctxplugin.facts._discourse import LEAD as _LEAD
 from ctxplugin.facts._discourse import REPORTED as _REPORTED
 from ctxplugin.facts._discourse import TENTATIVE as _TENTATIVE
+from ctxplugin.facts._discourse import raw_lead, tidy
 from ctxplugin.facts._json_facts import MAX_RECORDS, clip, flat_items, record_fact, tool_label
 from ctxplugin.facts._not_prose import (
     CODE,
@@ -145,6 +147,8 @@ _SENTENCE_CHARS = 4000
 """Characters of one sentence the rules read: a longer one (a pasted blob) is read from its start."""
 _TOOL_TEXT = 4000
 """Characters of a plain-text tool output the prose rules read."""
+_READ: Memo[tuple[TextKey, str], tuple[FactDraft, ...]] = Memo(8192)
+"""The drafts of each sentence read lately, by its text and voice."""
 
 
 class RuleExtractor:
@@ -178,15 +182,22 @@ class RuleExtractor:
             sentence = whole[:_SENTENCE_CHARS]
             if limit is not None and len(out) >= limit:
                 break  # a 60-line listing is not read to its end for facts that would be dropped
-            if CODE.search(sentence) or TRACE_FRAME.match(sentence) or (
-                voice == "tool" and (PROGRESS.match(sentence) or TOOL_TROUBLE.search(sentence))
-            ):
-                continue
-            for draft in (d for part in _parts(sentence, voice) for d in self._sentence(part, voice)):
+            # a sentence is read once per voice: a task template or a tool's banner comes back
+            # word for word in every task and output that holds it
+            for draft in _READ.get_or_make((text_key(sentence), voice), lambda: self._read(sentence, voice)):
                 if draft.text not in seen:
                     seen.add(draft.text)
                     out.append(draft)
         return out
+
+    def _read(self, sentence: str, voice: str) -> tuple[FactDraft, ...]:
+        """The drafts of one sentence (none from code, a traceback or a tool's progress or
+        trouble line)."""
+        if CODE.search(sentence) or TRACE_FRAME.match(sentence) or (
+            voice == "tool" and (PROGRESS.match(sentence) or TOOL_TROUBLE.search(sentence))
+        ):
+            return ()
+        return tuple(d for part in _parts(sentence, voice) for d in self._sentence(part, voice))
 
     def _sentence(self, raw: str, voice: str) -> list[FactDraft]:
         sentence = clip(raw.strip().strip("*_`>").strip())
@@ -199,7 +210,7 @@ class RuleExtractor:
         main = None if question else self._statement(sentence.translate(_APOSTROPHES), voice, ids, shown=sentence)
         if voice == "user" and not question:  # "make that the 24th", "never mind, keep the original"
             said = sentence.translate(_APOSTROPHES)
-            main = user_voice.referring_back(_LEAD.sub("", said).strip(), main, shown=_tidy(sentence), said=said)
+            main = user_voice.referring_back(_LEAD.sub("", said).strip(), main, shown=tidy(sentence), said=said)
         if main is not None:
             out.append(main)
         for url in links:
@@ -222,7 +233,7 @@ class RuleExtractor:
         # "use X instead of Y" from a tool is advice (a linter's message), not a correction
         replaces = (_replaced(sentence) or not_this) if voice == "user" else None
         tags = tuple(ids[:8])
-        addition = voice == "user" and bool(_ADDITION.search(_raw_lead(sentence)))
+        addition = voice == "user" and bool(_ADDITION.search(raw_lead(sentence)))
 
         def make(kind: FactKind, key: str | None, **extra: Any) -> FactDraft:
             constraint_type = ((foreign and foreign.limit) or _constraint_type(sentence)) if kind == "constraint" else None
@@ -232,7 +243,7 @@ class RuleExtractor:
             stated = "draft" if weighed and (key or typed_values(sentence)) else scope or _scope_of(sentence)
             conditional = voice == "user" and scope == "global" and _CONDITION.search(sentence) is not None
             return FactDraft(  # "if I get the bonus, my budget is $700" replaces nothing
-                text=_tidy(shown[foreign.start :] if foreign else shown, keep_also=addition), key=None if conditional else key or None, kind=kind, tags=tags, importance=weight, scope=stated,
+                text=tidy(shown[foreign.start :] if foreign else shown, keep_also=addition), key=None if conditional else key or None, kind=kind, tags=tags, importance=weight, scope=stated,
                 replaces=extra.get("replaces", replaces), constraint_type=constraint_type,
                 visibility=extra.get("visibility"),
             )
@@ -240,7 +251,7 @@ class RuleExtractor:
         if voice == "user":
             if _USER_MOVED.match(body):
                 return make("fact", "my_address")
-            detail = updated_detail(_raw_lead(sentence).rstrip(".!? "))  # "update" leads statements too: kept here
+            detail = updated_detail(raw_lead(sentence).rstrip(".!? "))  # "update" leads statements too: kept here
             if detail:  # "update my email to X", "please use my new email X"
                 return make("fact", detail)
             if user_voice.SWAP.match(body):  # "don't use my Visa card, use the Mastercard"
@@ -347,15 +358,6 @@ def _parts(sentence: str, voice: str) -> list[str]:
     return languages.parts(sentence) if voice == "user" else [sentence]
 
 
-_RAW_LEAD = re.compile(r"^(?:(?:actually|ok(?:ay)?|so|and|oh|right|yes|yeah|btw|wait)\b[\s,:;!.-]*)+", re.IGNORECASE)
-
-
-def _raw_lead(sentence: str) -> str:
-    """``sentence`` without its leading discourse words, except an additive "also"/"plus"."""
-    match = _RAW_LEAD.match(sentence)
-    return sentence[match.end() :] if match else sentence
-
-
 def _scope_of(sentence: str) -> FactScope:  # "what if ...", "draft: ..."
     return "hypothetical" if _HYPOTHETICAL.search(sentence) else "draft" if _DRAFT.search(sentence) else "global"
 
@@ -377,18 +379,6 @@ def _constraint_type(sentence: str) -> str:
 def _replaced(sentence: str) -> str | None:
     match = _INSTEAD_OF.search(sentence)
     return ((match.group("old") or match.group("old2") or "").strip() or None) if match else None
-
-
-def _tidy(sentence: str, *, keep_also: bool = False) -> str:
-    """The sentence without leading discourse words ("Actually, ", "OK so "); with
-    ``keep_also`` an additive "also" stays ("Also invite design")."""
-    body = _AGAIN.sub("", (_raw_lead(sentence) if keep_also else _LEAD.sub("", sentence)).strip())
-    if len(body) < 4:
-        return sentence
-    first = body.split(maxsplit=1)[0]
-    if not first.isalpha():
-        return body  # a value or a name in code (field_obj.load_only, ord-123, grep:) stays as written
-    return body[0].upper() + body[1:]
 
 
 __all__ = ["RuleExtractor"]

@@ -85,6 +85,17 @@ def test_instead_of_names_the_replaced_value() -> None:
     assert (draft.kind, draft.replaces) == ("decision", "Postgres")
 
 
+def test_a_sentence_is_read_in_each_voice_on_its_own() -> None:
+    # sentences are read once each: what a tool's line gave does not stand in for the user's
+    # words, nor the other way round, in either order
+    advice = "Use Valkey instead of Memcached for the session cache."
+    assert RuleExtractor().from_tool(advice, "bash") == []
+    (said,) = RuleExtractor().from_text(advice)
+    assert (said.kind, said.replaces) == ("decision", "Memcached for the session cache")
+    assert RuleExtractor().from_tool(advice, "bash") == []
+    assert RuleExtractor().from_text(advice) == [said]
+
+
 def test_json_tool_results_become_keyed_records() -> None:
     payload = {"reservation_id": "OI5L9G", "origin": "MCO", "flights": [{"flight_number": "HAT017"}], "cabin": "business"}
     (record,) = RuleExtractor().from_tool(json.dumps(payload), "get_reservation_details")
