@@ -69,7 +69,8 @@ def terms(text: str) -> dict[str, float]:
 
 def _terms(text: str) -> dict[str, float]:
     out: dict[str, float] = {}
-    for token in words(text):
+    # a word said again adds no term and no weight: each is looked at once, first time first
+    for token in dict.fromkeys(words(text)):
         for term, weight in _token_terms(token):
             out[term] = max(out.get(term, 0.0), weight)
     return out
