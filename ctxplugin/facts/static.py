@@ -30,7 +30,11 @@ _TOKENIZER = ("tokenizers", "l2_supercat_tokenizer_config.json")
 _INSTALL = "pip install wordllama (a dependency of ctxplugin: reinstall ctxplugin)"
 _MAX_TOKENS = 512
 _HEAD_CHARS = 6 * _MAX_TOKENS
-"""Characters of a text tokenized first: its first tokens are all a vector is made of."""
+"""Characters of a text tokenized when its first :data:`_FIRST_CHARS` hold too few tokens: its
+first tokens are all a vector is made of."""
+_FIRST_CHARS = 9 * _MAX_TOKENS // 2
+"""Characters of a text tokenized first: code, logs and prose hold :data:`_MAX_TOKENS` tokens
+in fewer (a pasted task in about 1,600)."""
 _SPACE = "\u2581"
 """The tokenizer's space."""
 
@@ -70,16 +74,19 @@ class _Table:
         # no token but runs of spaces holds a space after its first character: the tokens before
         # a space that follows another character are those of the text up to it alone
         self.split_at_spaces = not any(_SPACE in token[1:] and token.strip(_SPACE) for token in self.tokenizer.get_vocab())
+        # the tokenizer starts its worker threads and numpy makes its first calls on the first
+        # texts embedded: here, with the load, rather than on a first model call
+        self.embed(["a first text", "and a second"])
 
     def embed(self, texts: list[str]) -> list[list[float]]:
         import numpy as np
 
         out: list[list[float]] = []
-        heads = [_head(text) for text in texts] if self.split_at_spaces else texts
+        heads = [_head(text, _FIRST_CHARS) for text in texts] if self.split_at_spaces else texts
         for text, head, encoding in zip(texts, heads, self.tokenizer.encode_batch(heads, add_special_tokens=False), strict=True):
             ids = encoding.ids
             if head is not text and len(ids) < _MAX_TOKENS:  # a start too short after all
-                ids = self.tokenizer.encode(text, add_special_tokens=False).ids
+                ids = self._longer(text, head)
             ids = ids[:_MAX_TOKENS]
             if not ids:
                 out.append([0.0] * self.dims)
@@ -89,14 +96,25 @@ class _Table:
             out.append((vector / norm).tolist() if norm > 0.0 else [0.0] * self.dims)
         return out
 
+    def _longer(self, text: str, head: str) -> list[int]:
+        """The tokens of ``text`` whose start ``head`` holds too few: of a longer start when it
+        holds enough, else of the whole text."""
+        longer = _head(text)
+        if len(longer) > len(head) and longer is not text:
+            ids: list[int] = self.tokenizer.encode(longer, add_special_tokens=False).ids
+            if len(ids) >= _MAX_TOKENS:
+                return ids
+        whole: list[int] = self.tokenizer.encode(text, add_special_tokens=False).ids
+        return whole
 
-def _head(text: str) -> str:
-    """The start of ``text`` up to the first space after :data:`_HEAD_CHARS` characters that
-    follows another character (``text`` itself when there is none): the text's first
+
+def _head(text: str, chars: int = _HEAD_CHARS) -> str:
+    """The start of ``text`` up to the first space after ``chars`` characters that follows
+    another character (``text`` itself when there is none): the text's first
     :data:`_MAX_TOKENS` tokens when the start has that many, without tokenizing the rest."""
-    if len(text) <= _HEAD_CHARS:
+    if len(text) <= chars:
         return text
-    cut = text.find(" ", _HEAD_CHARS)
+    cut = text.find(" ", chars)
     while cut != -1 and text[cut - 1] in (" ", _SPACE):
         cut = text.find(" ", cut + 1)
     return text if cut == -1 else text[:cut]

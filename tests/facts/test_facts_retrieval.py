@@ -248,6 +248,21 @@ def test_a_long_text_is_embedded_from_its_first_tokens_tokenized_alone(pieces: l
     assert StaticEmbedding().embed_documents([text])[0] == (mean / float(np.linalg.norm(mean))).tolist()
 
 
+def test_a_long_text_whose_first_start_holds_too_few_tokens_is_read_from_a_longer_one() -> None:
+    # long words first (one token each), then digits (two each): the shorter start holds too few
+    # tokens, the longer one enough; the vector is still the one of the whole text's first tokens
+    import numpy as np
+
+    text = "information " * 190 + "7 " * 600 + "end"
+    table = static_module._table()
+    first = static_module._head(text, static_module._FIRST_CHARS)
+    assert len(table.tokenizer.encode(first, add_special_tokens=False).ids) < static_module._MAX_TOKENS
+    assert len(table.tokenizer.encode(static_module._head(text), add_special_tokens=False).ids) >= static_module._MAX_TOKENS
+    ids = table.tokenizer.encode(text, add_special_tokens=False).ids[: static_module._MAX_TOKENS]
+    mean = table.vectors[np.asarray(ids, dtype=np.int64)].astype(np.float32).mean(axis=0)
+    assert StaticEmbedding().embed_documents([text])[0] == (mean / float(np.linalg.norm(mean))).tolist()
+
+
 def test_a_long_text_is_tokenized_from_its_start() -> None:
     text = "The data team moved to Project Beta. " * 200
     assert static_module._table().split_at_spaces
