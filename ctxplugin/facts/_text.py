@@ -85,7 +85,7 @@ def is_identifier(token: str) -> bool:
         return True
     if _HAS_DIGIT.search(token) and _HAS_ALPHA.search(token):
         return True
-    return any(ch in token for ch in "_#") or (any(ch in token for ch in "-.:") and len(token) > 3)
+    return "_" in token or "#" in token or (("-" in token or "." in token or ":" in token) and len(token) > 3)
 
 
 _MEMO_SIZE = THREAD_TEXTS
@@ -127,10 +127,8 @@ def _identifiers(text: str) -> list[str]:
             seen.add(token)
             found.append(token)
 
-    for pattern, mark in _MARKED:
-        if mark in lowered:  # most texts have no URL or e-mail address, and the scan is not free
-            for match in pattern.finditer(lowered):
-                keep(match.group(0))
+    for whole in _marked(lowered):
+        keep(whole)
     for token in _TOKEN.findall(lowered):
         if token.isalpha():  # letters only: no digit, "_" or "#"
             continue
@@ -141,6 +139,24 @@ def _identifiers(text: str) -> list[str]:
 
 _MARKED = ((_URL, "://"), (_EMAIL, "@"), (_PATH, "/"))
 """The patterns of whole identifiers, each with what every match of it holds."""
+
+
+def _marked(lowered: str) -> Iterator[str]:
+    """What the patterns of :data:`_MARKED` find in ``lowered``, pattern by pattern, in order.
+
+    No match holds a space, and each pattern reads a space as it reads the end of a text, so
+    each is looked for only in the words (runs between spaces) that hold its mark: most texts
+    have no URL or e-mail address, and a text with a path has few words with a slash."""
+    words: list[str] | None = None
+    for pattern, mark in _MARKED:
+        if mark not in lowered:
+            continue
+        if words is None:
+            words = lowered.split()
+        for word in words:
+            if mark in word:
+                for match in pattern.finditer(word):
+                    yield match.group(0)
 
 
 @lru_cache(maxsize=16384)

@@ -7,6 +7,7 @@ import datetime as dt
 import socket
 import sys
 import threading
+import unicodedata
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,6 +28,7 @@ from ctxplugin.facts import (
     MemoryFactStore,
 )
 from ctxplugin.facts import _chroma_lexical as chroma_lexical_module
+from ctxplugin.facts import _text as text_module
 from ctxplugin.facts import static as static_module
 from ctxplugin.facts.embedding import as_embeddings, cosine
 from ctxplugin.facts.lexical import LexicalIndex, terms
@@ -131,6 +133,21 @@ def test_terms_keep_identifiers_whole_and_by_their_parts() -> None:
     assert found["db-prod-07"] == 1.0
     assert found["prod"] == 0.5 and found["07"] == 0.5
     assert "has" not in found and "a" not in found
+
+
+_MARKED_PIECES = [
+    "src/app.py", "../x/y", "a@b.co", "user@host", "http://x.y/z?q=1", "//", "@", "/", "a", "db-prod-07", "#W12", "+", "-", ":",
+    " ", "\n", "\t", "\u00a0", "\u2003", "\x1c", ".", ",", "(", "'", "é", "Ω", "\u212a",
+]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(_MARKED_PIECES), max_size=60))
+def test_paths_urls_and_addresses_are_found_as_a_scan_of_the_whole_text_finds_them(pieces: list[str]) -> None:
+    # each pattern is run on the words holding its mark only
+    lowered = unicodedata.normalize("NFKC", "".join(pieces)).lower()
+    scanned = [match.group(0) for pattern, _ in text_module._MARKED for match in pattern.finditer(lowered)]
+    assert list(text_module._marked(lowered)) == scanned
 
 
 def test_static_embedding_knows_other_words_and_is_normalised() -> None:
