@@ -102,7 +102,7 @@ def exact_hits(fact: Fact, wanted: Sequence[str]) -> int:
     """How many of the identifiers ``wanted`` (lower case) ``fact``'s text holds exactly."""
     if not wanted:
         return 0
-    held = set(identifiers(fact.text)) | {w for w in words(fact.text) if w in wanted}
+    held = set(identifiers(fact.text)).union(words(fact.text))
     return sum(1 for ident in wanted if ident in held)
 
 
