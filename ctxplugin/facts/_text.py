@@ -159,10 +159,16 @@ def _marked(lowered: str) -> Iterator[str]:
                     yield match.group(0)
 
 
+_SUFFIXES = ("ations", "ation", "ments", "ment", "ings", "ing", "ied", "ies", "ed", "es", "ly", "s")
+_SUFFIXES_BY_LAST = {last: tuple(s for s in _SUFFIXES if s.endswith(last)) for last in {s[-1] for s in _SUFFIXES}}
+"""The suffixes ending in each letter, in the order they are tried: a word is tried against those
+its last letter may end."""
+
+
 @lru_cache(maxsize=16384)
 def stem(word: str) -> str:
     """A light suffix stripper: enough to match allocation/allocated/allocating."""
-    for suffix in ("ations", "ation", "ments", "ment", "ings", "ing", "ied", "ies", "ed", "es", "ly", "s"):
+    for suffix in _SUFFIXES_BY_LAST.get(word[-1:], ()):
         if len(word) > len(suffix) + 3 and word.endswith(suffix):
             return word[: -len(suffix)]
     return word
