@@ -10,6 +10,7 @@ from ctxplugin import ContextConfig, ContextEngine, Scope
 from ctxplugin.config import FactsConfig
 from ctxplugin.errors import InvalidInputError
 from ctxplugin.facts import FactsLedger, MemoryFactStore
+from ctxplugin.facts._exploring import exploratory_spans
 from ctxplugin.facts.model import ScoredFact
 from ctxplugin.facts.outdated import in_force, replaced_by
 from ctxplugin.facts.render import current_once
@@ -266,6 +267,18 @@ def test_an_exploratory_span_is_hypothetical_until_the_user_closes_it() -> None:
     assert by_id["h3"].startswith("[the hypothetical ends here; what it said is not current]")
     assert by_id["h0"] == "Confirmed features: user dashboard and order history."
     assert by_id["a3"] == "Back to the plan." and by_id["h4"] == "What features are confirmed?"
+
+
+@pytest.mark.parametrize(
+    ("opening", "closing"),
+    [
+        ("LET'S BRAINSTORM the offsite.", "ENOUGH brainstorming FOR NOW, the offsite is in Porto."),
+        ("Let's Brainstorm the offsite in Zürich.", "Back To Reality: the offsite is in Zürich."),  # not ASCII
+    ],
+)
+def test_an_exploratory_span_is_opened_and_closed_in_any_case(opening: str, closing: str) -> None:
+    body: list[BaseMessage] = [HumanMessage(opening), AIMessage("Sure."), HumanMessage(closing)]
+    assert exploratory_spans(body) == {0: "hypothetical", 1: "hypothetical", 2: "closing"}
 
 
 @pytest.mark.parametrize("value", ["None", "TBD", "unknown", "n/a"])
