@@ -184,8 +184,12 @@ def _stronger(a: Fact, b: Fact) -> bool:
 
 
 def collapsed(text: str) -> str:
-    """``text`` lowercased with whitespace collapsed: what :func:`restates` searches."""
-    return _WHITESPACE.sub(" ", text).lower()
+    """``text`` lowercased with every run of whitespace made one space (at its ends too): what
+    :func:`restates` searches."""
+    inner = " ".join(text.split())  # what _WHITESPACE.sub(" ", text) gives, but the ends, in a quarter of the time
+    if not inner:
+        return " " if text else ""
+    return f"{' ' if text[0].isspace() else ''}{inner}{' ' if text[-1].isspace() else ''}".lower()
 
 
 @lru_cache(maxsize=32)
