@@ -36,6 +36,7 @@ keyed by the record's id field, so a later read of the same record supersedes th
 from __future__ import annotations
 
 import re
+from functools import partial
 from itertools import chain, islice
 from typing import Any
 
@@ -184,7 +185,7 @@ class RuleExtractor:
                 break  # a 60-line listing is not read to its end for facts that would be dropped
             # a sentence is read once per voice: a task template or a tool's banner comes back
             # word for word in every task and output that holds it
-            for draft in _READ.get_or_make((text_key(sentence), voice), lambda: self._read(sentence, voice)):
+            for draft in _READ.get_or_make((text_key(sentence), voice), partial(self._read, sentence, voice)):
                 if draft.text not in seen:
                     seen.add(draft.text)
                     out.append(draft)
