@@ -3,15 +3,15 @@
 A host resends its conversation on every call as the same message objects, with a few new ones
 at the end. What is derived from the whole conversation (a sum of tokens, the values it used)
 can then be carried from one call to the next and brought up to date with the new messages
-only, provided the earlier ones are still the very same objects holding the very same content.
-:class:`Prefix` checks that with a few C-level passes, without reading any text.
+only, provided the earlier ones are still the very same objects (or equal copies) holding the
+very same content. :class:`Prefix` checks that with a few C-level passes, without reading any
+text.
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from itertools import compress
-from operator import and_, attrgetter, eq, is_, not_
+from operator import attrgetter
 from typing import Any
 
 _content = attrgetter("content")
@@ -26,7 +26,9 @@ def changed_positions(
 ) -> list[int] | None:
     """Positions of the messages ``seen`` (with the ``contents`` and content ``lengths`` they
     had) that ``messages`` no longer holds as the same object with the same content (``[]``
-    when all still are), or ``None`` when ``messages`` is shorter than what was seen.
+    when all still are), or ``None`` when ``messages`` is shorter than what was seen. The same
+    is the very object or an equal copy: a message equal to the one seen (every field alike)
+    holds what it held, and whoever keeps the one seen goes on with it.
 
     ``measured``: the positions whose content is not a string, when the caller knows them (a
     string cannot change in place, so only the others need their length compared); all when
@@ -35,15 +37,20 @@ def changed_positions(
     if len(messages) < count:
         return None
     head = messages[:count]
-    if all(map(is_, seen, head)) and all(map(is_, contents, map(_content, head))):
-        if measured is None:
-            if all(map(eq, map(len, map(_content, head)), lengths)):
-                return []
-        elif all(len(head[i].content) == lengths[i] for i in measured):
-            return []
     now = list(map(_content, head))
-    same = map(and_, map(is_, seen, head), map(and_, map(is_, contents, now), map(eq, map(len, now), lengths)))
-    return list(compress(range(count), map(not_, same)))
+    # list equality takes the very same object as equal without calling its __eq__: messages and
+    # contents held unchanged are compared in C by identity, and no text is read
+    if head == seen and now == contents:
+        if measured is None:
+            if list(map(len, now)) == lengths:
+                return []
+        elif all(len(now[i]) == lengths[i] for i in measured):
+            return []
+    return [
+        i
+        for i, (message, was, content, had, length) in enumerate(zip(head, seen, now, contents, lengths, strict=True))
+        if not ((message is was or message == was) and (content is had or content == had) and len(content) == length)
+    ]
 
 
 class Stamp:

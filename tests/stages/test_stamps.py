@@ -94,3 +94,18 @@ def test_a_history_validation_repaired_before_its_end_is_not_stamped_as_grown() 
     messages.append(HumanMessage("Thanks.", id="h2"))
     grown = stage.apply(_view(messages))
     assert grown.history_stamp is not None and grown.history_stamp.grew_from(answered.history_stamp)
+
+
+def test_an_equal_copy_is_the_message_it_copies_and_a_copy_that_differs_is_not() -> None:
+    messages = _conversation()
+    prefix = Prefix()
+    prefix.extend(messages)
+    copied = [messages[0], messages[1].model_copy(), AIMessage("Opened.", id="a0")]
+    assert prefix.changed([*copied, HumanMessage("more")]) == [], "every field alike: the same conversation"
+    copied[1].content = "Open /repo/other.py"
+    assert prefix.changed(copied) == [1], "the copy given new content is another message"
+    listed = AIMessage([{"type": "text", "text": "Opened."}], id="a1")
+    prefix.extend([listed])
+    assert prefix.changed([*messages, listed]) == []
+    listed.content.append({"type": "text", "text": "And read."})  # type: ignore[union-attr]
+    assert prefix.changed([*messages, listed]) == [3], "a block list that grew in place"
