@@ -11,10 +11,15 @@ text.
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from operator import attrgetter
+from functools import lru_cache
+from operator import attrgetter, itemgetter
 from typing import Any
 
+from pydantic import BaseModel
+
 _content = attrgetter("content")
+_content_field = itemgetter("content")
+_UNREAD: dict[str, Any] = {"content": None}  # stands for the fields of a message read as attributes
 
 
 def changed_positions(
@@ -37,6 +42,8 @@ def changed_positions(
     if len(messages) < count:
         return None
     head = messages[:count]
+    if not isinstance(head, list):
+        head = list(head)
     now = list(map(_content, head))
     # list equality takes the very same object as equal without calling its __eq__: messages and
     # contents held unchanged are compared in C by identity, and no text is read
@@ -87,15 +94,19 @@ class Prefix:
     replaced on a message that keeps its content are not noticed).
 
     The messages are held, as the host holds them: the session state that owns a prefix is
-    bounded, and holding them is what keeps the check to a few C-level passes. When the
+    bounded, and holding them is what keeps the check to a few C-level passes. So are their
+    field dicts: the content is read from them straight, not through the model's attribute
+    lookup (the one pass of a check that reaches into every message; see :func:`_fields`). When the
     sequence it was last brought up to date with came with a :class:`Stamp`, a sequence
     stamped as grown from it is taken as continuing it without that check.
     Not locked: the per-session state that owns one holds its own lock."""
 
-    __slots__ = ("_contents", "_lens", "_listed", "_messages", "stamp")
+    __slots__ = ("_contents", "_fields", "_lens", "_listed", "_messages", "_unread", "stamp")
 
     def __init__(self) -> None:
         self._messages: list[Any] = []
+        self._fields: list[dict[str, Any]] = []  # each message's field dict, or _UNREAD
+        self._unread: set[int] = set()  # positions whose content is read as an attribute
         self._contents: list[Any] = []
         self._lens: list[int] = []
         self._listed: set[int] = set()  # positions whose content is not a string (a list may grow)
@@ -115,12 +126,26 @@ class Prefix:
         ):
             return []
         self.stamp = None
-        return changed_positions(self._messages, self._contents, self._lens, messages, self._listed)
+        seen = self._messages
+        head = messages[: len(seen)]
+        if head == seen or (not isinstance(head, list) and list(head) == seen):
+            # (the very objects, compared in C by identity; or equal copies, holding equal content)
+            now = list(map(_content_field, self._fields))
+            for i in self._unread:
+                now[i] = seen[i].content
+            if now == self._contents and all(len(now[i]) == self._lens[i] for i in self._listed):
+                return []
+        return changed_positions(seen, self._contents, self._lens, messages, self._listed)
 
     def replace(self, index: int, message: Any) -> None:
         """Take ``message`` as the one seen at ``index``."""
         self.stamp = None
         self._messages[index] = message
+        self._fields[index] = fields = _fields(message)
+        if fields is _UNREAD:
+            self._unread.add(index)
+        else:
+            self._unread.discard(index)
         self._contents[index] = message.content
         self._lens[index] = len(message.content)
         if isinstance(message.content, str):
@@ -134,6 +159,9 @@ class Prefix:
         contents = list(map(_content, messages))
         start = len(self._messages)
         self._listed.update(i for i, content in enumerate(contents, start) if not isinstance(content, str))
+        fields = list(map(_fields, messages))
+        self._unread.update(i for i, found in enumerate(fields, start) if found is _UNREAD)
+        self._fields.extend(fields)
         self._messages.extend(messages)
         self._contents.extend(contents)
         self._lens.extend(map(len, contents))
@@ -143,9 +171,27 @@ class Prefix:
         """Forget every message seen."""
         self.stamp = None
         self._listed.clear()
+        self._unread.clear()
+        self._fields.clear()
         self._messages.clear()
         self._contents.clear()
         self._lens.clear()
+
+
+def _fields(message: Any) -> dict[str, Any]:
+    """The dict ``message`` keeps its fields in, when giving it a field puts the value in that
+    very dict (a pydantic model's, unless it validates assignment, which puts a new dict in
+    place, or sets attributes its own way); else :data:`_UNREAD`."""
+    return message.__dict__ if _keeps_fields(type(message)) else _UNREAD
+
+
+@lru_cache(maxsize=256)
+def _keeps_fields(kind: type) -> bool:
+    return (
+        issubclass(kind, BaseModel)
+        and kind.__setattr__ is BaseModel.__setattr__
+        and not kind.model_config.get("validate_assignment")
+    )
 
 
 __all__ = ["Prefix", "Stamp", "changed_positions"]

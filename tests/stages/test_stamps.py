@@ -109,3 +109,25 @@ def test_an_equal_copy_is_the_message_it_copies_and_a_copy_that_differs_is_not()
     assert prefix.changed([*messages, listed]) == []
     listed.content.append({"type": "text", "text": "And read."})  # type: ignore[union-attr]
     assert prefix.changed([*messages, listed]) == [3], "a block list that grew in place"
+
+
+class _Validated(HumanMessage):
+    """A message that validates assignment: giving it a field puts a new field dict in place."""
+
+    model_config = {"validate_assignment": True}
+
+
+def test_new_content_is_noticed_however_the_message_keeps_its_fields() -> None:
+    messages: list[BaseMessage] = [*_conversation(), _Validated("Run the tests.", id="v1")]
+    prefix = Prefix()
+    prefix.extend(messages)
+    assert prefix.changed(messages) == []
+    messages[3].content = "Run only the slow tests."
+    messages[1].content = "Open /repo/other.py"
+    assert prefix.changed(messages) == [1, 3]
+    prefix.replace(1, messages[1])
+    prefix.replace(3, messages[3])
+    assert prefix.changed(messages) == []
+    messages[3].content = "Run none of them."
+    assert prefix.changed(messages) == [3], "read again after it was replaced"
+    assert prefix.changed(tuple(messages)) == [3], "a tuple of the same messages alike"
