@@ -11,9 +11,9 @@ text.
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from functools import lru_cache
 from operator import attrgetter, itemgetter
 from typing import Any
+from weakref import WeakKeyDictionary
 
 from pydantic import BaseModel
 
@@ -115,6 +115,11 @@ class Prefix:
     def __len__(self) -> int:
         return len(self._messages)
 
+    @property
+    def held(self) -> Sequence[Any]:
+        """The messages seen, in order (the prefix's own list: read it, do not change it)."""
+        return self._messages
+
     def changed(self, messages: Sequence[Any], stamp: Stamp | None = None) -> list[int] | None:
         """See :func:`changed_positions`; ``[]`` at once when ``stamp`` (that of ``messages``)
         grew from the stamp of the messages seen."""
@@ -182,16 +187,18 @@ def _fields(message: Any) -> dict[str, Any]:
     """The dict ``message`` keeps its fields in, when giving it a field puts the value in that
     very dict (a pydantic model's, unless it validates assignment, which puts a new dict in
     place, or sets attributes its own way); else :data:`_UNREAD`."""
-    return message.__dict__ if _keeps_fields(type(message)) else _UNREAD
+    kind = type(message)
+    keeps = _KEEPS_FIELDS.get(kind)
+    if keeps is None:
+        keeps = _KEEPS_FIELDS[kind] = (
+            issubclass(kind, BaseModel)
+            and kind.__setattr__ is BaseModel.__setattr__
+            and not kind.model_config.get("validate_assignment")
+        )
+    return message.__dict__ if keeps else _UNREAD
 
 
-@lru_cache(maxsize=256)
-def _keeps_fields(kind: type) -> bool:
-    return (
-        issubclass(kind, BaseModel)
-        and kind.__setattr__ is BaseModel.__setattr__
-        and not kind.model_config.get("validate_assignment")
-    )
+_KEEPS_FIELDS: WeakKeyDictionary[type, bool] = WeakKeyDictionary()  # by message class
 
 
 __all__ = ["Prefix", "Stamp", "changed_positions"]

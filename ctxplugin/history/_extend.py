@@ -27,14 +27,14 @@ import threading
 from bisect import bisect_right
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from operator import attrgetter, is_
+from operator import is_
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 
 from ctxplugin._lru import LRU
 from ctxplugin._messages import annotation, answered, exchange_spans
-from ctxplugin._prefix import Stamp, changed_positions
+from ctxplugin._prefix import Prefix, Stamp
 from ctxplugin.config import HistoryConfig
 from ctxplugin.history._showing import Showing
 from ctxplugin.history.omission import HistoryBudget, Keys, Parts, WindowLimit, parts_of
@@ -45,17 +45,16 @@ REPLACED = 16
 """Earlier messages a call may have replaced (marked as no longer current) and still reuse the
 rest of the previous view; with more the view is planned from scratch."""
 
-_content = attrgetter("content")
-
 
 @dataclass(frozen=True)
 class Made:
     """One session's last history view and what it was made from.
 
     Attributes:
-        messages: the conversation it was made from.
-        contents: each message's content object then.
-        lengths: the length of each content then (a block list may grow in place).
+        seen: the conversation it was made from, each message with the content it held then,
+            and the stamp of the conversation when the caller gave one. The next view made
+            from this one takes it over and extends it (a view is claimed by the call that
+            reuses it, see :func:`grown`): it is read only by the call that made the view.
         config, counter, budget: what it was made with.
         spans: its exchanges.
         bounds: ``(gist_end, verbatim_start)`` then.
@@ -71,8 +70,7 @@ class Made:
             its budget; None when it was tiered.
         window: for a tiered view, the limits its plan holds under (``()``: it holds however the
             window grows); None when the view cannot be extended.
-        notes_from: the messages its context notes were read from (when not ``messages``).
-        stamp: the stamp of ``messages``, when the caller gave one.
+        notes_from: the messages its context notes were read from (when not ``seen``'s).
         forced: window exchanges shown trimmed though verbatim by age (see
             :func:`~ctxplugin.history.tiers.compress_history`).
         trimmable: whether showing long window exchanges trimmed was weighed against a smaller
@@ -84,14 +82,12 @@ class Made:
 
     def keys_for(self, source: Sequence[BaseMessage]) -> Keys | None:
         """The block keys, when the notes of this call read the same messages as before."""
-        before = self.notes_from or self.messages
+        before = self.notes_from or self.seen.held
         if self.keys is None or len(source) < len(before) or not all(map(is_, before, source)):
             return None
         return self.keys
 
-    messages: tuple[BaseMessage, ...]
-    contents: tuple[Any, ...]
-    lengths: tuple[int, ...]
+    seen: Prefix
     config: HistoryConfig
     counter: Any
     budget: HistoryBudget | None
@@ -110,7 +106,6 @@ class Made:
     whole: tuple[int, int] | None
     window: tuple[WindowLimit, ...] | None
     notes_from: tuple[BaseMessage, ...] = ()
-    stamp: Stamp | None = None
     forced: frozenset[int] = frozenset()
     trimmable: bool = False
     archive_short: bool = False
@@ -166,19 +161,21 @@ def grown(
     previous ones the same object holding the same content, or at most :data:`REPLACED` of them
     replaced by a message of the same kind; the new ones beginning a new exchange), made with
     the same settings; None when it is not. A ``stamp`` grown from the previous one's says so
-    without reading the messages (see :class:`~ctxplugin._prefix.Stamp`)."""
+    without reading the messages (see :class:`~ctxplugin._prefix.Stamp`).
+
+    The previous view is claimed: until this call remembers its own, a concurrent call of the
+    session plans its view from scratch (the view made from this growth takes over
+    :attr:`Made.seen` and extends it)."""
     with _LOCK:
-        prior = _LAST.hit(session)
+        prior = _LAST.pop(session, None)
     if prior is None or prior.config is not config or prior.counter is not counter or prior.budget != budget:
         return None
-    n = len(prior.messages)
-    if stamp is not None and stamp.grew_from(prior.stamp) and stamp.before.length == n and len(messages) == stamp.length:  # type: ignore[union-attr]
-        replaced: list[int] | None = []
-    else:
-        replaced = changed_positions(prior.messages, prior.contents, prior.lengths, messages)
+    n = len(prior.seen)
+    replaced = prior.seen.changed(messages, stamp)
     if replaced is None:
         return None
-    if len(replaced) > REPLACED or any(_kind(prior.messages[i]) != _kind(messages[i]) for i in replaced):
+    seen = prior.seen.held
+    if len(replaced) > REPLACED or any(_kind(seen[i]) != _kind(messages[i]) for i in replaced):
         return None  # another conversation, or one rewritten: planned from scratch
     added = list(messages[n:])
     if added and not isinstance(added[0], (HumanMessage, AIMessage)):
@@ -242,7 +239,7 @@ def extend(
         return None  # a human message that was kept exact outside the verbatim tier is compressed now
     sizes = [count(m) for m in added]
     new_spans = growth.spans[len(prior.spans) :]
-    n = len(prior.messages)
+    n = len(prior.seen)
     parts = [parts_of(added[s - n : e - n], sizes[s - n : e - n]) for s, e in new_spans]
     tiers = dict(prior.tiers)
     tiers["protected"] = len(growth.protected)
@@ -264,11 +261,9 @@ def extend(
             return None
         if verbatim_from is None and len(prior.spans) <= first < len(growth.spans):
             verbatim_from = len(prior.result) + growth.spans[first][0] - n
+    prior.seen.extend(added, growth.stamp)  # taken over: the previous view was claimed by this call
     made = replace(
         prior,
-        messages=(*prior.messages, *added),
-        contents=(*prior.contents, *map(_content, added)),
-        lengths=(*prior.lengths, *(len(m.content) for m in added)),
         spans=tuple(growth.spans),
         protected=growth.protected,
         first_human=growth.first_human,
@@ -279,7 +274,6 @@ def extend(
         verbatim_from=verbatim_from,
         whole=whole,
         window=window,
-        stamp=growth.stamp,
         raw=None if prior.raw is None else (*prior.raw, *parts),  # new exchanges are shown as they are
     )
     remember(session, made)

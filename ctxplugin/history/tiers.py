@@ -15,13 +15,12 @@ from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from operator import attrgetter
 from typing import Protocol
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
 from ctxplugin._messages import annotation, answered, exchange_spans
-from ctxplugin._prefix import Stamp
+from ctxplugin._prefix import Prefix, Stamp
 from ctxplugin.config import HistoryConfig
 from ctxplugin.history._condensed import assemble
 from ctxplugin.history._extend import Made, extend, grown, long_scripts, long_since_move, remember
@@ -38,8 +37,6 @@ from ctxplugin.history.omission import (
     raw_parts,
 )
 from ctxplugin.tokens import TokenCounter, content_text, count_message
-
-_CONTENT = attrgetter("content")
 
 
 class GistSource(Protocol):
@@ -165,16 +162,14 @@ def compress_history(
     upgrade = is_boundary_call(exchanges, config)
     first_human = growth.first_human if growth is not None else next((i for i, m in enumerate(messages) if isinstance(m, HumanMessage)), None)
     if growth is not None and not growth.replaced:  # the earlier messages hold the very contents they held
-        prior_count = len(growth.prior.messages)
-        contents = (*growth.prior.contents, *map(_CONTENT, messages[prior_count:]))
-        lengths = (*growth.prior.lengths, *map(len, contents[prior_count:]))
+        seen = growth.prior.seen  # taken over: the previous view was claimed by this call
+        seen.extend(messages[len(seen) :], stamp)
     else:
-        contents = tuple(map(_CONTENT, messages))
-        lengths = tuple(map(len, contents))
+        seen = Prefix()
+        seen.extend(messages, stamp)
     keep = partial(
-        Made, tuple(messages), contents, lengths, config, counter, budget, tuple(spans), bounds, protected, first_human,
+        Made, seen, config, counter, budget, tuple(spans), bounds, protected, first_human,
         growth.latest_human if growth is not None else max((i for i in protected if isinstance(messages[i], HumanMessage)), default=None),
-        stamp=stamp,
     )
     known, dirty = (growth.prior.raw, growth.dirty) if growth is not None else (None, set())
     raw = raw_parts(messages, spans, partial(count_message, counter=counter), known, dirty) if config.compress == "over_budget" and budget else None
