@@ -4,6 +4,7 @@ call's history is the previous call's with messages appended."""
 from __future__ import annotations
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from pydantic import ConfigDict
 
 from ctxplugin import Scope
 from ctxplugin._prefix import Prefix, Stamp
@@ -114,11 +115,11 @@ def test_an_equal_copy_is_the_message_it_copies_and_a_copy_that_differs_is_not()
 class _Validated(HumanMessage):
     """A message that validates assignment: giving it a field puts a new field dict in place."""
 
-    model_config = {"validate_assignment": True}
+    model_config = ConfigDict(validate_assignment=True)
 
 
 def test_new_content_is_noticed_however_the_message_keeps_its_fields() -> None:
-    messages: list[BaseMessage] = [*_conversation(), _Validated("Run the tests.", id="v1")]
+    messages: list[BaseMessage] = [*_conversation(), _Validated(content="Run the tests.", id="v1")]
     prefix = Prefix()
     prefix.extend(messages)
     assert prefix.changed(messages) == []
