@@ -77,7 +77,8 @@ class Made:
             archive (the choice is made again on the next call).
         archive_short: whether the archive was made smaller than its cap.
         raw: each exchange's tokens as its messages are, unshown (what the check that the whole
-            history fits its budget sums), when they were counted.
+            history fits its budget sums), when they were counted (a list is taken over and
+            extended by the next view, as ``seen``).
     """
 
     def keys_for(self, source: Sequence[BaseMessage]) -> Keys | None:
@@ -109,7 +110,7 @@ class Made:
     forced: frozenset[int] = frozenset()
     trimmable: bool = False
     archive_short: bool = False
-    raw: tuple[Parts, ...] | None = None
+    raw: Sequence[Parts] | None = None
 
 
 @dataclass(frozen=True)
@@ -130,7 +131,7 @@ class Grown:
 
     prior: Made
     added: list[BaseMessage]
-    spans: list[tuple[int, int]]
+    spans: tuple[tuple[int, int], ...]
     protected: frozenset[int]
     first_human: int | None
     latest_human: int | None
@@ -180,7 +181,7 @@ def grown(
     added = list(messages[n:])
     if added and not isinstance(added[0], (HumanMessage, AIMessage)):
         return None  # the previous last exchange goes on: its span changes
-    spans = [*prior.spans, *((s + n, e + n) for s, e in exchange_spans(added))]
+    spans = (*prior.spans, *((s + n, e + n) for s, e in exchange_spans(added)))
     humans = [i for i, m in enumerate(added, start=n) if isinstance(m, HumanMessage)]
     first_human = prior.first_human if prior.first_human is not None else (humans[0] if humans else None)
     latest = humans[-1] if humans else prior.latest_human
@@ -261,20 +262,25 @@ def extend(
             return None
         if verbatim_from is None and len(prior.spans) <= first < len(growth.spans):
             verbatim_from = len(prior.result) + growth.spans[first][0] - n
-    prior.seen.extend(added, growth.stamp)  # taken over: the previous view was claimed by this call
+    # taken over: the previous view was claimed by this call
+    prior.seen.extend(added, growth.stamp)
+    prior.shown.extend((tuple(added[s - n : e - n]), p, 0) for (s, e), p in zip(new_spans, parts, strict=True))
+    raw = prior.raw
+    if raw is not None:
+        raw = raw if isinstance(raw, list) else list(raw)
+        raw.extend(parts)  # new exchanges are shown as they are
     made = replace(
         prior,
-        spans=tuple(growth.spans),
+        spans=growth.spans,
         protected=growth.protected,
         first_human=growth.first_human,
         latest_human=growth.latest_human,
-        shown=prior.shown.grown((tuple(added[s - n : e - n]), p, 0) for (s, e), p in zip(new_spans, parts, strict=True)),
         result=(*prior.result, *added),
         tiers=tiers,
         verbatim_from=verbatim_from,
         whole=whole,
         window=window,
-        raw=None if prior.raw is None else (*prior.raw, *parts),  # new exchanges are shown as they are
+        raw=raw,
     )
     remember(session, made)
     return made

@@ -70,8 +70,8 @@ class _Later:
 class Showing:
     """Each exchange of a conversation as shown, some of them deferred (see the module).
 
-    A copy made by :meth:`grown` shares the deferred exchanges, so one is gisted once whichever
-    view reads it first."""
+    The next view of the session takes it over and extends it (:meth:`extend`): the view it
+    was made for is claimed by that call, and read by no other."""
 
     __slots__ = ("_entries",)
 
@@ -108,9 +108,9 @@ class Showing:
         """Show exchange ``number`` (``messages``, those ``kept`` exact) at ``tier`` when read."""
         self._entries[number] = _Later(messages, kept, tier, config, counter)
 
-    def grown(self, added: Iterable[Shown]) -> Showing:
-        """A copy with ``added`` exchanges after these."""
-        return Showing([*self._entries, *added])
+    def extend(self, added: Iterable[Shown]) -> None:
+        """Put ``added`` exchanges after these."""
+        self._entries.extend(added)
 
     def all_parts(self) -> PartsOf:
         """The :data:`Parts` of every exchange, as a sequence that shows an exchange when read."""

@@ -152,6 +152,7 @@ def compress_history(
         if made is not None:
             return _view(made)
     messages = list(body)  # (copied only when the view is not the previous one extended)
+    spans: Sequence[tuple[int, int]]
     if growth is not None:
         spans, protected = growth.spans, growth.protected
     else:
@@ -197,7 +198,8 @@ def compress_history(
         # only exchanges that are new, changed tier or changed a kept message are shown anew
         prior = growth.prior
         fresh = exchanges - len(prior.spans)
-        shown = prior.shown.grown((EMPTY,) * fresh)
+        shown = prior.shown  # taken over, as ``seen``
+        shown.extend((EMPTY,) * fresh)
         redo = {*range(len(prior.spans), exchanges), *growth.dirty, *prior.forced}
         for before, now in zip(prior.bounds, bounds, strict=True):
             redo.update(range(min(before, now), max(before, now)))
