@@ -11,9 +11,9 @@ text.
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from operator import attrgetter, itemgetter
+from itertools import compress, count, repeat
+from operator import attrgetter, itemgetter, not_
 from typing import Any
-from weakref import WeakKeyDictionary
 
 from pydantic import BaseModel
 
@@ -163,10 +163,13 @@ class Prefix:
         now (when the owner has brought itself up to date with all of it)."""
         contents = list(map(_content, messages))
         start = len(self._messages)
-        self._listed.update(i for i, content in enumerate(contents, start) if not isinstance(content, str))
-        fields = list(map(_fields, messages))
-        self._unread.update(i for i, found in enumerate(fields, start) if found is _UNREAD)
-        self._fields.extend(fields)
+        self._listed.update(compress(count(start), map(not_, map(isinstance, contents, repeat(str)))))
+        if all(map(_keeps_fields, set(map(type, messages)))):  # (in C, each message; the kinds are few)
+            self._fields.extend(map(vars, messages))
+        else:
+            fields = list(map(_fields, messages))
+            self._unread.update(i for i, found in enumerate(fields, start) if found is _UNREAD)
+            self._fields.extend(fields)
         self._messages.extend(messages)
         self._contents.extend(contents)
         self._lens.extend(map(len, contents))
@@ -185,20 +188,28 @@ class Prefix:
 
 def _fields(message: Any) -> dict[str, Any]:
     """The dict ``message`` keeps its fields in, when giving it a field puts the value in that
-    very dict (a pydantic model's, unless it validates assignment, which puts a new dict in
-    place, or sets attributes its own way); else :data:`_UNREAD`."""
-    kind = type(message)
+    very dict; else :data:`_UNREAD`."""
+    return message.__dict__ if _keeps_fields(type(message)) else _UNREAD
+
+
+def _keeps_fields(kind: type) -> bool:
+    """Whether giving a ``kind`` a field puts the value in its field dict: a pydantic model's
+    does, unless it validates assignment (a new dict is put in place) or sets attributes its
+    own way."""
     keeps = _KEEPS_FIELDS.get(kind)
     if keeps is None:
-        keeps = _KEEPS_FIELDS[kind] = (
+        keeps = (
             issubclass(kind, BaseModel)
             and kind.__setattr__ is BaseModel.__setattr__
             and not kind.model_config.get("validate_assignment")
         )
-    return message.__dict__ if keeps else _UNREAD
+        if len(_KEEPS_FIELDS) >= 1024:  # classes made on the fly: the answers are cheap to find again
+            _KEEPS_FIELDS.clear()
+        _KEEPS_FIELDS[kind] = keeps
+    return keeps
 
 
-_KEEPS_FIELDS: WeakKeyDictionary[type, bool] = WeakKeyDictionary()  # by message class
+_KEEPS_FIELDS: dict[type, bool] = {}  # by message class
 
 
 __all__ = ["Prefix", "Stamp", "changed_positions"]
