@@ -21,8 +21,10 @@ from ctxplugin.cas._canon import (
     raw_hash,
 )
 from ctxplugin.cas.annotation import (
+    FACTS_UNREAD,
     HOST_ANSWER,
     content_marks,
+    facts_unread,
     host_answer,
     masked_refs,
     scrubbed,
@@ -53,6 +55,7 @@ from ctxplugin.cas.store import CASItem, CASRecord, CASStore, Clock, RefExistenc
 from ctxplugin.cas.summarize import Summary, summarize
 
 __all__ = [
+    "FACTS_UNREAD",
     "HOST_ANSWER",
     "CASItem",
     "CASRecord",
@@ -77,6 +80,7 @@ __all__ = [
     "expand",
     "expand_content_for_model",
     "expand_for_model",
+    "facts_unread",
     "host_answer",
     "is_image_block",
     "make_ref",

@@ -43,6 +43,23 @@ the structured response or the validation errors to fix. No tool's output, so no
 from it (see :func:`host_answer`)."""
 
 
+FACTS_UNREAD = "facts_unread"
+"""Set (``True``) in the annotation of an output captured while the facts store failed: its
+facts were not read. The process that captured it keeps it to read later; a conversation that
+keeps the output whole (``keep_originals``) lets any process read it (see
+:func:`facts_unread`)."""
+
+
+def facts_unread(message: BaseMessage) -> bool:
+    """Whether ``message`` is a tool output whose facts were not read when it was captured
+    (marked :data:`FACTS_UNREAD`) and whose content is the output itself, not its compact form."""
+    note = message.additional_kwargs.get(META_KEY)
+    if not isinstance(message, ToolMessage) or not isinstance(note, dict) or note.get(FACTS_UNREAD) is not True:
+        return False
+    compact = note.get("compact")
+    return not isinstance(compact, str) or compact not in content_text(message.content)
+
+
 def host_answer(message: BaseMessage) -> bool:
     """Whether ``message`` is a tool message its host wrote itself (marked :data:`HOST_ANSWER`)."""
     note = message.additional_kwargs.get(META_KEY)

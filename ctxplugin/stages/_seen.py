@@ -9,6 +9,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 
 from ctxplugin._messages import META_KEY, annotation
 from ctxplugin._prefix import Prefix, Stamp
+from ctxplugin.cas import facts_unread
 from ctxplugin.facts.outdated import Asides, Exploring, Marking
 from ctxplugin.stages.memos import fact_source
 
@@ -83,13 +84,14 @@ def _fact_sources(raw: Sequence[BaseMessage], compacted: Sequence[BaseMessage]) 
     """The messages facts are read from on a prepare: each as it was received, so a tool output
     is read whole rather than as its summary (whose ``L12:`` line labels and cut lines are not
     statements), with the ref it is stored under as provenance. An output that already carries a
-    ref is a summary: its full output was read when it was stored."""
+    ref was read when it was stored, unless the facts store failed then (:func:`facts_unread`:
+    then it is read here, when the conversation keeps it whole)."""
     out: list[BaseMessage] = []
     for original, shown in zip(raw, compacted, strict=True):
         if not fact_source(original):
             continue
         note = annotation(original)
-        if isinstance(original, ToolMessage) and note.get("ref"):
+        if isinstance(original, ToolMessage) and note.get("ref") and not facts_unread(original):
             continue
         ref = annotation(shown).get("ref")
         if shown is not original and isinstance(ref, str):

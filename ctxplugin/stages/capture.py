@@ -19,7 +19,7 @@ from ctxplugin._events import emit
 from ctxplugin._messages import META_KEY, content_problem
 from ctxplugin._names import CAPTURE_EVENT
 from ctxplugin._untrusted import parse_once
-from ctxplugin.cas import compact_content
+from ctxplugin.cas import FACTS_UNREAD, compact_content
 from ctxplugin.config import ContextConfig
 from ctxplugin.errors import InvalidInputError, StoreError
 from ctxplugin.facts import FactsLedger
@@ -64,8 +64,9 @@ class Capture:
             inputs={"tool_call_id": tool_message.tool_call_id, "name": tool_message.name or ""},
         ) as run:
             result, shape = self._store(tool_message, scope, report)
-            if self.config.facts.enabled and self.config.facts.extract and fact_source(tool_message):
-                self._read(tool_message, scope, report, shape)
+            reads_facts = self.config.facts.enabled and self.config.facts.extract and fact_source(tool_message)
+            if reads_facts and not self._read(tool_message, scope, report, shape):
+                result = _marked_unread(result, shape)
             run.finish(outputs={"ref": report.ref_id or ""}, metadata=report.as_metadata)
         emit(CAPTURE_EVENT, report.model_dump())
         return result, report
@@ -103,7 +104,9 @@ class Capture:
                     "additional_kwargs": {**tool_message.additional_kwargs, META_KEY: meta}}
         ), captured.shape
 
-    def _read(self, tool_message: ToolMessage, scope: Scope, report: CaptureReport, shape: str | None) -> None:
+    def _read(self, tool_message: ToolMessage, scope: Scope, report: CaptureReport, shape: str | None) -> bool:
+        """Read the output for facts; False when the facts store failed before they were read
+        and a summary stands for the output in the conversation (the output is kept here)."""
         start = time.perf_counter()
         # the full output is read, with the ref it is stored under as provenance and the shape
         # its summary found (the rules read no statements from code or a diff)
@@ -121,12 +124,22 @@ class Capture:
                     self.reads.read_outputs(fresh, scope)
                     self.reads.unread.settled(unread, scope)
         except StoreError as exc:
+            report.warnings.append(log_degraded(scope, f"facts store unavailable; extraction skipped: {exc}"))
             if report.ref_id is not None and any(m is source for m in fresh):
                 # a summary stands in the history for it: kept whole, to be read on a later call
                 self.reads.unread.keep(source, scope)
-            report.warnings.append(log_degraded(scope, f"facts store unavailable; extraction skipped: {exc}"))
+                return False
         finally:
             _timed(report, "facts", start)
+        return True
+
+
+def _marked_unread(result: ToolMessage, shape: str | None) -> ToolMessage:
+    """``result`` with its annotation marked :data:`~ctxplugin.cas.FACTS_UNREAD` (with the shape
+    its summary found, for the reading): another process serving the conversation reads the
+    output from a state that keeps it whole, as this one reads the copy it keeps."""
+    note = {**result.additional_kwargs[META_KEY], FACTS_UNREAD: True, **({"shape": shape} if shape else {})}
+    return result.model_copy(update={"additional_kwargs": {**result.additional_kwargs, META_KEY: note}})
 
 
 def _timed(report: CaptureReport, step: str, start: float) -> None:
