@@ -89,6 +89,28 @@ def set_http_timeout(client: Any, seconds: float) -> Any:
     return client
 
 
+def check_server_url(url: str) -> None:
+    """Raise :class:`ConfigError` unless ``url`` is ``http(s)://host[:port]``. A path, query
+    or fragment is refused rather than dropped: the client would send every request to the
+    host's root, not under the path (a server behind a proxy at a prefix)."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigError(f"Chroma server URL must look like http://host:port, got {url!r}")
+    if parts.path not in ("", "/") or parts.query or parts.fragment:
+        raise ConfigError(
+            f"Chroma server URL must look like http://host:port, with no path, query or fragment, got {url!r}"
+        )
+
+
+def tls_mismatch(exc: BaseException) -> bool:
+    """Whether ``exc`` (the cause of a failed heartbeat) says the URL's scheme cannot work: a
+    server that does not speak TLS on an ``https`` URL, or a certificate the client refuses.
+    Neither passes as the server recovers, unlike a refused or dropped connection."""
+    if isinstance(exc, ssl.SSLCertVerificationError):
+        return True
+    return isinstance(exc, ssl.SSLError) and exc.reason == "WRONG_VERSION_NUMBER"
+
+
 def http_client(url: str, timeout: float, headers: dict[str, str] | None = None) -> Any:
     """A Chroma ``HttpClient`` on the server at ``url``, every request bounded by ``timeout``
     seconds, its making included: chromadb's client asks the server who the caller is as it is

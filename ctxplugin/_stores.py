@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from ctxplugin._chroma import Heartbeat
+from ctxplugin._chroma import Heartbeat, check_server_url, tls_mismatch
 from ctxplugin.cache import AnswerCacheStore, ChromaAnswerCacheStore
 from ctxplugin.cas import CASStore, SQLiteCASStore
 from ctxplugin.config import ContextConfig
@@ -199,11 +199,11 @@ def _check_chroma(url: str, beat: Heartbeat) -> str | None:
     connections.
 
     Raises:
-        ConfigError: the URL is malformed or its host name does not resolve.
+        ConfigError: the URL is malformed, its host name does not resolve, or its scheme does not
+            match the server (TLS to a server without it, a certificate refused).
     """
+    check_server_url(url)
     parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ConfigError(f"Chroma server URL must look like http://host:port, got {url!r}")
     try:
         socket.getaddrinfo(parts.hostname, parts.port or 8000, type=socket.SOCK_STREAM)
     except socket.gaierror as exc:
@@ -213,6 +213,8 @@ def _check_chroma(url: str, beat: Heartbeat) -> str | None:
     try:
         beat()
     except StoreUnavailableError as exc:
+        if exc.__cause__ is not None and tls_mismatch(exc.__cause__):
+            raise ConfigError(f"CTXPLUGIN_CHROMA_URL ({url}) cannot be used: {exc}") from exc
         return None if isinstance(exc.__cause__, TimeoutError) else str(exc)
     return None
 

@@ -13,11 +13,11 @@ import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 from langchain_core.embeddings import Embeddings
 
 from ctxplugin._chroma import (
+    check_server_url,
     claim_directory,
     http_client,
     keep_from_parent,
@@ -26,7 +26,7 @@ from ctxplugin._chroma import (
     translated,
 )
 from ctxplugin.cache.store import CacheEntry
-from ctxplugin.errors import ConfigError, StoreError
+from ctxplugin.errors import StoreError
 from ctxplugin.facts import chroma_embedding_function
 from ctxplugin.facts.embedding import (
     as_embeddings,
@@ -122,9 +122,7 @@ class ChromaAnswerCacheStore:
         Raises:
             ConfigError: ``url`` is not an ``http(s)://host[:port]`` URL.
         """
-        parts = urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ConfigError(f"Chroma server URL must look like http://host:port, got {url!r}")
+        check_server_url(url)
         import chromadb  # noqa: F401  (imported now, not within the first call's deadline)
 
         def connect() -> Any:

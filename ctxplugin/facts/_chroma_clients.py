@@ -7,11 +7,9 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
-from ctxplugin._chroma import claim_directory, http_client
+from ctxplugin._chroma import check_server_url, claim_directory, http_client
 from ctxplugin.config import FactsConfig
-from ctxplugin.errors import ConfigError
 from ctxplugin.facts._chroma_embedding import _translated
 from ctxplugin.facts.embedding import HashingEmbedding, embedding_identity
 
@@ -58,9 +56,7 @@ def _open_persistent(path: str | Path, wait_s: float) -> tuple[Any, Callable[[],
 def _http_connector(url: str, headers: dict[str, str] | None, timeout: float) -> Callable[[], Any]:
     """A function connecting to the Chroma server at ``url`` (every request bounded by
     ``timeout`` seconds); a ``ConfigError`` at once when ``url`` is not ``http(s)://host[:port]``."""
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ConfigError(f"Chroma server URL must look like http://host:port, got {url!r}")
+    check_server_url(url)
     # imported here, not on first use: importing chromadb takes seconds on a busy machine,
     # which the first call's deadline is not meant to cover
     import chromadb  # noqa: F401

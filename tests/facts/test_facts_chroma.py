@@ -17,7 +17,9 @@ import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from pytest_mock import MockerFixture
 
+import ctxplugin
 from ctxplugin import ConfigError, ContextConfig, ContextEngine, StoreError, StoreUnavailableError
+from ctxplugin.cache import ChromaAnswerCacheStore
 from ctxplugin.cas import MemoryCASStore
 from ctxplugin.config import FactsConfig
 from ctxplugin.facts import ChromaFactStore, FactQuery, FactsLedger
@@ -94,10 +96,28 @@ def test_a_closed_store_says_so(tmp_path: Path) -> None:
         store.find(FactQuery(reader=S))
 
 
-@pytest.mark.parametrize("url", ["127.0.0.1:8000", "ftp://host", "http://"])
+@pytest.mark.parametrize(
+    "url", ["127.0.0.1:8000", "ftp://host", "http://", "http://127.0.0.1:8000/chroma", "http://127.0.0.1:8000/?tenant=a"]
+)
 def test_server_url_is_validated_when_built(url: str) -> None:
     with pytest.raises(ConfigError, match="http://host:port"):
         ChromaFactStore.http(url)
+    with pytest.raises(ConfigError, match="http://host:port"):
+        ChromaAnswerCacheStore.http(url)
+
+
+@pytest.mark.chroma_server
+def test_a_path_in_the_server_url_fails_at_connect_rather_than_being_dropped(tmp_path: Path, chroma_url: str) -> None:
+    with pytest.raises(ConfigError, match="no path"):
+        ctxplugin.connect(ContextConfig(chroma_url=f"{chroma_url}/chroma", path=str(tmp_path)))
+
+
+@pytest.mark.chroma_server
+def test_an_https_url_for_a_plain_http_server_fails_at_connect(tmp_path: Path, chroma_url: str) -> None:
+    url = chroma_url.replace("http://", "https://", 1)
+    with pytest.raises(ConfigError, match=r"cannot be used: .*(TLS|SSL)") as raised:
+        ctxplugin.connect(ContextConfig(chroma_url=url, path=str(tmp_path), stores={"timeout": 2.0}))
+    assert isinstance(raised.value.__cause__, StoreUnavailableError)
 
 
 def test_chroma_errors_become_store_errors_chained(tmp_path: Path, mocker: MockerFixture) -> None:
