@@ -120,3 +120,19 @@ def test_a_state_that_keeps_only_the_compact_form_reads_no_facts_from_it(
     captured = first.capture_tool_result(reservation("c1"), scope=S)
     second.prepare(conversation(captured), scope=S)
     assert second.facts.current("reservation:OBUT9V", scope=S) is None
+
+
+def test_the_worker_that_captured_it_reads_it_once_when_the_state_gave_it_an_id(
+    workers: tuple[ContextEngine, ContextEngine], mocker: MockerFixture
+) -> None:
+    first, _ = workers
+    take_down(first, mocker)
+    output = reservation("c1").model_copy(update={"id": None})  # a tool node's result has none
+    captured = first.capture_tool_result(output, scope=S)
+    mocker.stopall()
+    kept = kept_whole(output, captured).model_copy(update={"id": "given-by-the-state"})
+    first.prepare(conversation(kept), scope=S)
+    assert len(first.facts.history("reservation:OBUT9V", scope=S)) == 1
+    stored = first.facts.search("reservation OBUT9V IAH DEN", scope=S, k=50)
+    texts = [hit.fact.text for hit in stored]
+    assert len(texts) == len(set(texts))
