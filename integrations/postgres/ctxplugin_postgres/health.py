@@ -1,7 +1,8 @@
 """Is this DSN usable: a check that tells a wrong configuration from a server that is down.
 
 :func:`ctxplugin.connect` calls :func:`check_server` once. A wrong DSN, an unknown host, a
-missing database or role, or refused credentials will not fix themselves: they raise
+missing database or role, refused credentials, TLS required of a server without it or a
+certificate refused will not fix themselves: they raise
 :class:`~ctxplugin.errors.ConfigError` there, chained to psycopg's error. A server that refuses
 connections or does not answer may come back: the cause is returned, and the engine starts with
 its Postgres circuit open (calls pass the original through, a background check reconnects).
@@ -20,7 +21,8 @@ from ctxplugin_postgres._db import connection_options, translated
 
 _PERMANENT = re.compile(
     r"failed to resolve host|could not translate host name|does not exist|authentication failed"
-    r"|no pg_hba\.conf entry|invalid (?:connection option|integer value|sslmode)|permission denied",
+    r"|no pg_hba\.conf entry|invalid (?:connection option|integer value|sslmode)|permission denied"
+    r"|does not support SSL|certificate verify failed",
     re.IGNORECASE,
 )
 

@@ -274,6 +274,21 @@ def test_a_dsn_that_cannot_work_fails_at_connect_with_its_cause(dsn: str, cause:
     assert time.monotonic() - start <= BOUND
 
 
+def test_ssl_required_of_a_server_without_it_fails_at_connect(pg_dsn: str, tmp_path: Path) -> None:
+    host, port = _host_port(pg_dsn)
+    dsn = f"postgresql://postgres@{host}:{port}/test?sslmode=require"
+    try:
+        psycopg.connect(dsn, connect_timeout=2).close()
+    except psycopg.OperationalError as exc:
+        if "does not support SSL" not in str(exc):
+            raise
+    else:
+        pytest.skip("the test server speaks TLS")
+    with pytest.raises(ConfigError, match="does not support SSL") as raised:
+        ctxplugin.connect(ContextConfig(postgres_dsn=dsn, path=str(tmp_path), stores={"timeout": TIMEOUT}))
+    assert isinstance(raised.value.__cause__, psycopg.Error)
+
+
 def test_a_refused_postgres_port_starts_degraded_and_says_so(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     dsn = f"postgresql://postgres@127.0.0.1:{free_port()}/test"
     with caplog.at_level(logging.WARNING, logger="ctxplugin"):
