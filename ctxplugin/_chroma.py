@@ -140,6 +140,14 @@ def http_client(url: str, timeout: float, headers: dict[str, str] | None = None)
         raise ConnectionError(str(exc)) from exc
 
 
+class HeartbeatStatusError(StoreUnavailableError):
+    """The server at a Chroma URL answered its heartbeat with an error status (``status``)."""
+
+    def __init__(self, status: int) -> None:
+        super().__init__(f"Chroma server answers its heartbeat with HTTP {status}")
+        self.status = status
+
+
 class Heartbeat:
     """Asks the Chroma server at ``url`` for its heartbeat, on a new connection each time (no
     socket is kept between checks); the TLS context of an ``https`` URL is built once.
@@ -174,7 +182,7 @@ class Heartbeat:
         finally:
             connection.close()
         if status != 200:
-            raise StoreUnavailableError(f"Chroma server answers its heartbeat with HTTP {status}")
+            raise HeartbeatStatusError(status)
 
 
 # --- one process per embedded directory ---------------------------------------------------

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from ctxplugin._chroma import Heartbeat, check_server_url, tls_mismatch
+from ctxplugin._chroma import Heartbeat, HeartbeatStatusError, check_server_url, tls_mismatch
 from ctxplugin.cache import AnswerCacheStore, ChromaAnswerCacheStore
 from ctxplugin.cas import CASStore, SQLiteCASStore
 from ctxplugin.config import ContextConfig
@@ -199,8 +199,9 @@ def _check_chroma(url: str, beat: Heartbeat) -> str | None:
     connections.
 
     Raises:
-        ConfigError: the URL is malformed, its host name does not resolve, or its scheme does not
-            match the server (TLS to a server without it, a certificate refused).
+        ConfigError: the URL is malformed, its host name does not resolve, its scheme does not
+            match the server (TLS to a server without it, a certificate refused), or what answers
+            there has no Chroma heartbeat (HTTP 404).
     """
     check_server_url(url)
     parts = urlsplit(url)
@@ -215,6 +216,11 @@ def _check_chroma(url: str, beat: Heartbeat) -> str | None:
     except StoreUnavailableError as exc:
         if exc.__cause__ is not None and tls_mismatch(exc.__cause__):
             raise ConfigError(f"CTXPLUGIN_CHROMA_URL ({url}) cannot be used: {exc}") from exc
+        if isinstance(exc, HeartbeatStatusError) and exc.status == 404:
+            raise ConfigError(
+                f"CTXPLUGIN_CHROMA_URL ({url}) cannot be used: {exc}: no Chroma server there, "
+                "or one without the /api/v2 heartbeat"
+            ) from exc
         return None if isinstance(exc.__cause__, TimeoutError) else str(exc)
     return None
 

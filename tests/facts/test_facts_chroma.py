@@ -4,7 +4,9 @@ server going away while an agent runs."""
 from __future__ import annotations
 
 import gc
+import http.server
 import sqlite3
+import threading
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -110,6 +112,28 @@ def test_server_url_is_validated_when_built(url: str) -> None:
 def test_a_path_in_the_server_url_fails_at_connect_rather_than_being_dropped(tmp_path: Path, chroma_url: str) -> None:
     with pytest.raises(ConfigError, match="no path"):
         ctxplugin.connect(ContextConfig(chroma_url=f"{chroma_url}/chroma", path=str(tmp_path)))
+
+
+class _NotFound(http.server.BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        self.send_error(404)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def test_a_url_that_is_no_chroma_server_fails_at_connect(tmp_path: Path) -> None:
+    """A web server that answers the heartbeat with 404 (another service on that port) is no
+    outage that passes: the URL is wrong."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _NotFound)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        with pytest.raises(ConfigError, match="HTTP 404"):
+            ctxplugin.connect(ContextConfig(chroma_url=url, path=str(tmp_path), stores={"timeout": 2.0}))
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 @pytest.mark.chroma_server
