@@ -47,7 +47,7 @@ def changed_positions(
     now = list(map(_content, head))
     # list equality takes the very same object as equal without calling its __eq__: messages and
     # contents held unchanged are compared in C by identity, and no text is read
-    if head == seen and now == contents:
+    if _equal(head, seen) and _equal(now, contents):
         if measured is None:
             if list(map(len, now)) == lengths:
                 return []
@@ -56,8 +56,17 @@ def changed_positions(
     return [
         i
         for i, (message, was, content, had, length) in enumerate(zip(head, seen, now, contents, lengths, strict=True))
-        if not ((message is was or message == was) and (content is had or content == had) and len(content) == length)
+        if not ((message is was or _equal(message, was)) and (content is had or _equal(content, had)) and len(content) == length)
     ]
+
+
+def _equal(one: Any, other: Any) -> bool:
+    """Whether ``one == other``; False when their ``__eq__`` cannot tell (a copy's field holding
+    an array compares to an array, which is neither true nor false): taken as another message."""
+    try:
+        return bool(one == other)
+    except Exception:
+        return False
 
 
 class Stamp:
@@ -133,12 +142,12 @@ class Prefix:
         self.stamp = None
         seen = self._messages
         head = messages[: len(seen)]
-        if head == seen or (not isinstance(head, list) and list(head) == seen):
+        if _equal(head, seen) or (not isinstance(head, list) and _equal(list(head), seen)):
             # (the very objects, compared in C by identity; or equal copies, holding equal content)
             now = list(map(_content_field, self._fields))
             for i in self._unread:
                 now[i] = seen[i].content
-            if now == self._contents and all(len(now[i]) == self._lens[i] for i in self._listed):
+            if _equal(now, self._contents) and all(len(now[i]) == self._lens[i] for i in self._listed):
                 return []
         return changed_positions(seen, self._contents, self._lens, messages, self._listed)
 
