@@ -61,11 +61,12 @@ def changed_positions(
 
 
 def _equal(one: Any, other: Any) -> bool:
-    """Whether ``one == other``; False when their ``__eq__`` cannot tell (a copy's field holding
-    an array compares to an array, which is neither true nor false): taken as another message."""
+    """Whether ``one == other``; False when their ``__eq__`` gives no truth value (a copy's field
+    holding an array compares to an array, which is neither true nor false, and says so with a
+    ``ValueError``): a message that cannot be told the same is taken as another one."""
     try:
         return bool(one == other)
-    except Exception:
+    except (ValueError, TypeError):
         return False
 
 
