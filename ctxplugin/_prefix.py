@@ -116,7 +116,7 @@ class Prefix:
     def __init__(self) -> None:
         self._messages: list[Any] = []
         self._fields: list[dict[str, Any]] = []  # each message's field dict, or _UNREAD
-        self._unread: set[int] = set()  # positions whose content is read as an attribute
+        self._unread: set[int] = set()  # positions whose content is read as an attribute, and copied only when it is
         self._contents: list[Any] = []
         self._lens: list[int] = []
         self._listed: set[int] = set()  # positions whose content is not a string (a list may grow)
@@ -147,9 +147,12 @@ class Prefix:
             # (the very objects, compared in C by identity; or equal copies, holding equal content)
             now = list(map(_content_field, self._fields))
             for i in self._unread:
+                if head[i] is not seen[i]:
+                    break  # a copy of a kind whose __eq__ may not compare content: read below
                 now[i] = seen[i].content
-            if _equal(now, self._contents) and all(len(now[i]) == self._lens[i] for i in self._listed):
-                return []
+            else:
+                if _equal(now, self._contents) and all(len(now[i]) == self._lens[i] for i in self._listed):
+                    return []
         return changed_positions(seen, self._contents, self._lens, messages, self._listed)
 
     def replace(self, index: int, message: Any) -> None:
@@ -203,15 +206,17 @@ def _fields(message: Any) -> dict[str, Any]:
 
 
 def _keeps_fields(kind: type) -> bool:
-    """Whether giving a ``kind`` a field puts the value in its field dict: a pydantic model's
-    does, unless it validates assignment (a new dict is put in place) or sets attributes its
-    own way."""
+    """Whether giving a ``kind`` a field puts the value in its field dict and an equal copy of
+    it holds the content it holds: a pydantic model's does, unless it validates assignment (a
+    new dict is put in place), sets attributes its own way or tells equal its own way (by id
+    alone, say)."""
     keeps = _KEEPS_FIELDS.get(kind)
     if keeps is None:
         keeps = (
             issubclass(kind, BaseModel)
             and kind.__setattr__ is BaseModel.__setattr__
             and not kind.model_config.get("validate_assignment")
+            and kind.__eq__ is BaseModel.__eq__
         )
         if len(_KEEPS_FIELDS) >= 1024:  # classes made on the fly: the answers are cheap to find again
             _KEEPS_FIELDS.clear()

