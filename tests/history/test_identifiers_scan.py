@@ -81,3 +81,12 @@ def test_a_long_run_of_letters_is_not_scanned_for_paths_e_mails_or_file_names() 
     assert len(long) == 1
     assert not {"path", "email", "file", "url", "dotted"} & set(long[0].groupindex)
     assert SCAN(paragraph) == _whole(paragraph) == ("ORD-88231", "12,000")
+
+
+def test_a_bare_suffix_is_no_exception_name_but_a_longer_name_ending_in_one_is() -> None:
+    found = SCAN("Exception raised: Error in ValueError, then KeyboardInterrupt and SystemExit; Fault.")
+    assert [v for v in found if v.endswith(module._EXCEPTION_SUFFIXES)] == ["ValueError", "KeyboardInterrupt", "SystemExit"]
+
+
+def test_a_quoted_value_is_kept_only_with_three_characters_left_once_stripped() -> None:
+    assert module.quoted('"   " and ` ab ` then "  abc " and `abc` and "x\ny"') == ["abc"]
