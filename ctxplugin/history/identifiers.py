@@ -16,6 +16,7 @@ from itertools import accumulate, product
 
 from ctxplugin._lru import THREAD_TEXTS, Memo, TextKey, text_key
 from ctxplugin.history._grouped import GROUP_MARKS, mark_groups, unmark_groups
+from ctxplugin.history._plain import scanned_chunks
 
 # Runs that a later character must end (a scheme before "://", a name before "@", a path part
 # before "/") are bounded at 256: unbounded, each start inside a long run of such characters
@@ -131,28 +132,26 @@ def _keep_number(value: str) -> bool:
     return len(_DIGIT.findall(value)) >= _MIN_NUMBER_DIGITS or any(c in value for c in ".,:．，：")
 
 
-_PLAIN = re.compile(r"[(\[{\"'`]*([A-Za-z][a-z]*)[.,;:!?)\]}\"'`]*")
-"""A whitespace-delimited chunk that is a plain word (lowercase, or capitalised) with only
-brackets, quotes or sentence punctuation around it: no kind of value can be found in it."""
-_HEXISH = re.compile(r"[0-9a-fA-F]{7,}")
-
-
 _LONG_CHUNK = 256
 
 
 def _scans(text: str) -> Iterator[tuple[str, re.Pattern[str]]]:
     """The parts of ``text`` to scan, each with the pattern to scan it with: the whitespace-
-    delimited chunks that are not :data:`_PLAIN` words (unless the word could be a hex id),
+    delimited chunks that are not plain words (:func:`~ctxplugin.history._plain.scanned_chunks`),
     joined by single spaces, and scanned with :data:`_CANDIDATE`, except that a chunk of
     :data:`_LONG_CHUNK` characters or more is scanned alone with the kinds it can hold
     (:func:`_candidates`). The values found are the same, in the same order, as in all of
     ``text``: no value spans whitespace, and at a chunk's edges the pattern sees whitespace or
     the end either way. Prose is mostly plain words, so a third of a tool output's text is
     scanned; Chinese, Japanese or Thai prose is one long chunk per paragraph."""
+    chunks = scanned_chunks(text)
+    if not chunks:
+        return
+    if max(map(len, chunks)) < _LONG_CHUNK:
+        yield _joined(chunks)
+        return
     kept: list[str] = []
-    for chunk in text.split():
-        if (plain := _PLAIN.fullmatch(chunk)) is not None and not _HEXISH.fullmatch(plain.group(1)):
-            continue
+    for chunk in chunks:
         if len(chunk) >= _LONG_CHUNK and not ("/" in chunk and "@" in chunk and "." in chunk):
             if kept:
                 yield _joined(kept)
