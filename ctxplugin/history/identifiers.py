@@ -193,25 +193,29 @@ def _read_identifiers(text: str) -> tuple[str, ...]:
 
 
 def _read(matches: Iterator[re.Match[str]], seen: dict[str, None], *, grouped: bool) -> None:
-    """Adds to ``seen`` the values among ``matches`` of the candidate pattern worth keeping."""
+    """Adds to ``seen`` the values among ``matches`` of the candidate pattern worth keeping. A
+    value already kept is not judged again (a number with marks in it is never one: no other
+    kind holds them but a URL, which is no number)."""
     for match in matches:
-        kind = match.lastgroup
         value = match.group(0).rstrip(_TRAILING)
-        if not value:
+        if not value or value in seen:
             continue
-        if kind == "number":
-            keep = _keep_number(value)
+        kind = match.lastgroup
+        if kind == "word":
+            # a lowercase word of letters alone is prose; an exception name is an identifier
+            # word (its suffix has a capital inside the word, and lowercase letters)
+            keep = not (value.isalpha() and value.islower()) and _is_identifier_word(value)
+        elif kind == "number":
+            # fewer than three characters hold fewer than three digits and no separator
+            keep = len(value) > 2 and (value.isdecimal() or _keep_number(value))
             if grouped:
                 value = unmark_groups(value)
-        elif kind == "word":
-            # an exception name is one: the suffix has a capital inside the word and lowercase
-            keep = _is_identifier_word(value)
         elif kind == "code":
             keep = "_" in value or _DIGIT.search(value) is not None
         else:
             keep = value not in _TRIVIAL
         if keep:
-            seen.setdefault(value, None)
+            seen[value] = None
 
 
 def identifiers(text: str) -> list[str]:

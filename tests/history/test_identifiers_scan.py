@@ -90,3 +90,8 @@ def test_a_bare_suffix_is_no_exception_name_but_a_longer_name_ending_in_one_is()
 
 def test_a_quoted_value_is_kept_only_with_three_characters_left_once_stripped() -> None:
     assert module.quoted('"   " and ` ab ` then "  abc " and `abc` and "x\ny"') == ["abc"]
+
+
+def test_a_grouped_number_seen_twice_is_kept_once_as_written() -> None:
+    found = SCAN("Paid 1 234,56 €, then 1 234,56 € again; 12 and 123 and ａｂｃ and getX and 1.5")
+    assert found == ("1 234,56", "123", "getX", "1.5")
