@@ -46,10 +46,19 @@ def _marked(match: re.Match[str]) -> str:
     return value.translate(_TO_MARKS)
 
 
+_DIGITS_AS_ZERO = bytes(48 if 48 <= c <= 57 else c for c in range(256))
+"""Each ASCII digit as ``0``, every other byte as itself."""
+
+
 def mark_groups(text: str) -> str:
     """``text`` with the spaces inside its grouped numbers swapped for :data:`GROUP_MARKS`
-    (``text`` itself when it has none, or already holds one of those characters)."""
-    if _MAYBE.search(text) is None or any(mark in text for mark in GROUP_MARKS):
+    (``text`` itself when it has none, or already holds one of those characters). An ASCII
+    text (as a rule) is first searched for :data:`_MAYBE` with its digits made zeros, as a
+    plain substring: the pattern tries every character of the text, and finds the same."""
+    if text.isascii():
+        if b"0 000" not in text.encode("ascii").translate(_DIGITS_AS_ZERO):
+            return text
+    elif _MAYBE.search(text) is None or any(mark in text for mark in GROUP_MARKS):
         return text
     return _GROUPED.sub(_marked, text)
 

@@ -95,3 +95,7 @@ def test_a_quoted_value_is_kept_only_with_three_characters_left_once_stripped() 
 def test_a_grouped_number_seen_twice_is_kept_once_as_written() -> None:
     found = SCAN("Paid 1 234,56 €, then 1 234,56 € again; 12 and 123 and ａｂｃ and getX and 1.5")
     assert found == ("1 234,56", "123", "getX", "1.5")
+
+
+def test_a_grouped_amount_in_ascii_text_is_one_number() -> None:
+    assert SCAN("Total: 1 234,56 EUR over 12 rows, 1 234 each") == ("1 234,56", "234")
