@@ -70,7 +70,13 @@ def _candidates(slash: bool, at: bool, dot: bool) -> re.Pattern[str]:
     256 characters from every start) are not tried along a long run of letters."""
     present = {"/": slash, "@": at, ".": dot}
     kinds = [(name, pattern) for name, pattern in _KINDS.items() if name not in _NEEDS or present[_NEEDS[name]]]
-    return re.compile("|".join(f"(?P<{name}>{pattern})" for name, pattern in kinds))
+    return re.compile(_FIRST + "(?:" + "|".join(f"(?P<{name}>{pattern})" for name, pattern in kinds) + ")")
+
+
+_FIRST = r"(?=[\w.+\-~/@])"
+"""A character some kind's match can start with (every kind starts with a word character, or
+one of ``. + - ~ / @``): tried first, it passes over a blank, a bracket or a quote in one test,
+where every kind's pattern was tried there in turn."""
 
 
 _CANDIDATE = _candidates(True, True, True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -99,3 +100,17 @@ def test_a_grouped_number_seen_twice_is_kept_once_as_written() -> None:
 
 def test_a_grouped_amount_in_ascii_text_is_one_number() -> None:
     assert SCAN("Total: 1 234,56 EUR over 12 rows, 1 234 each") == ("1 234,56", "234")
+
+
+_UNGUARDED = re.compile(module._CANDIDATE.pattern.removeprefix(module._FIRST))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from([*"aZ_9.+-~/@:()'\" \n=é١ＡＢ１订\u00a0\u200b\ue000", "://", "ref:", "x.py"]), max_size=60))
+def test_the_first_character_test_finds_what_every_kind_tried_in_turn_finds(pieces: list[str]) -> None:
+    text = "".join(pieces)
+
+    def spans(pattern: re.Pattern[str]) -> list[tuple[str | None, tuple[int, int]]]:
+        return [(m.lastgroup, m.span()) for m in pattern.finditer(text)]
+
+    assert spans(module._CANDIDATE) == spans(_UNGUARDED)
