@@ -190,7 +190,7 @@ def _read_identifiers(text: str) -> tuple[str, ...]:
     marked = mark_groups(text)
     for part, pattern in _scans(marked):
         _read(pattern.finditer(part), seen, grouped=marked is not text)
-    if any(suffix in text for suffix in _EXCEPTION_SUFFIXES):
+    if any(map(text.__contains__, _EXCEPTION_SUFFIXES)):
         for value in _EXCEPTION.findall(text):
             seen.setdefault(value, None)
     for value in quoted(text):
