@@ -33,7 +33,7 @@ text, and a ref of this shape occurs in a text exactly when :func:`refs_in` find
 
 _by_message: PerMessage[Read] = PerMessage(THREAD_TEXTS)  # held weakly: an entry goes with its message
 _lock = threading.Lock()
-_by_text: LRU[tuple[str, tuple[int, int, str, str]], Read] = LRU(MEMO)
+_by_text: LRU[tuple[str, TextKey, TextKey | None], Read] = LRU(MEMO)
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,7 +56,7 @@ def read(message: BaseMessage) -> Read:
     args = ""
     if isinstance(message, AIMessage) and message.tool_calls:
         args = "\n".join(str(leaf) for call in message.tool_calls for leaf in argument_values(call.get("args") or {}))
-    key = (message.type, text_key(f"{text}\n{args}"))
+    key = (message.type, text_key(text), text_key(args) if args else None)  # no text joined to be hashed
     with _lock:
         found = _by_text.hit(key)
     if found is None:
