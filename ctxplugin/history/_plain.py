@@ -17,7 +17,7 @@ PLAIN = re.compile(r"[(\[{\"'`]*([A-Za-z][a-z]*)[.,;:!?)\]}\"'`]*")
 brackets, quotes or sentence punctuation around it: no kind of value can be found in it."""
 _HEXISH = re.compile(r"[0-9a-fA-F]{7,}")
 
-MEMO_CHUNKS = 65_536
+MEMO_CHUNKS = 32_768
 """Chunks whose answer is remembered (all are forgotten at once when a text would pass this)."""
 MEMO_CHARS = 64
 """The longest chunk remembered: a longer one (a minified line, a pasted blob) is rarely seen
