@@ -21,13 +21,15 @@ from ctxplugin.history._plain import scanned_chunks
 # Runs that a later character must end (a scheme before "://", a name before "@", a path part
 # before "/") are bounded at 256: unbounded, each start inside a long run of such characters
 # (a line of dashes, a pasted blob) scanned to its end, which made a 50,000-character run
-# take a minute. No value worth keeping has a part that long.
-_URL = r"[a-zA-Z][a-zA-Z0-9+.-]{0,32}://[^\s<>\"'`)\]}]+"
+# take a minute. No value worth keeping has a part that long. Such a run is taken whole (``+``
+# after its bound: possessive, never given back): the character that must end it is not one of
+# its own, so no shorter run is ever followed by it, and trying each was work thrown away.
+_URL = r"[a-zA-Z][a-zA-Z0-9+.-]{0,32}+://[^\s<>\"'`)\]}]+"
 _REF = r"ref:[\w.-]{1,256}:[0-9a-f]{8,}"
-_EMAIL = r"[\w.+-]{1,256}@[\w-]+(?:\.[\w-]+)+"
-_PATH = r"(?:~|\.{1,2})?/?(?:[\w.@+-]{1,256}/)+[\w.@+-]{0,256}[\w@+-]|(?:~|\.{1,2})?/[\w.@+-]{0,256}[\w@+-]"
-_FILE = r"[\w@+-]{1,256}(?:\.[\w@+-]{1,256})*\.[A-Za-z][A-Za-z0-9]{0,7}\b"
-_DOTTED = r"[A-Za-z_]\w{0,256}(?:\.[A-Za-z_]\w{0,256})+"
+_EMAIL = r"[\w.+-]{1,256}+@[\w-]+(?:\.[\w-]+)+"
+_PATH = r"(?:~|\.{1,2})?/?(?:[\w.@+-]{1,256}+/)+[\w.@+-]{0,256}[\w@+-]|(?:~|\.{1,2})?/[\w.@+-]{0,256}[\w@+-]"
+_FILE = r"[\w@+-]{1,256}+(?:\.[\w@+-]{1,256}+)*\.[A-Za-z][A-Za-z0-9]{0,7}\b"
+_DOTTED = r"[A-Za-z_]\w{0,256}+(?:\.[A-Za-z_]\w{0,256}+)+"
 _INSIDE = (
     r"\d0-9A-Za-z_\u00aa\u00b5\u00ba\u00c0-\u00d6\u00d8-\u00f6\u00f8-\u02af\u0300-\u036f"
     r"\u0370-\u052f\u1e00-\u1eff\uff10-\uff19\uff21-\uff3a\uff41-\uff5a"
