@@ -71,13 +71,18 @@ def kept_whole(original: ToolMessage, captured: ToolMessage) -> ToolMessage:
     return original.model_copy(update={"additional_kwargs": captured.additional_kwargs})
 
 
+def captured_while_out(engine: ContextEngine, mocker: MockerFixture) -> tuple[ToolMessage, ToolMessage]:
+    """A reservation output and what ``engine`` made of it while its facts store was out."""
+    take_down(engine, mocker)
+    output = reservation("c1")
+    return output, engine.capture_tool_result(output, scope=S)
+
+
 def test_another_worker_reads_an_output_captured_while_the_store_was_out(
     workers: tuple[ContextEngine, ContextEngine], mocker: MockerFixture
 ) -> None:
     first, second = workers
-    take_down(first, mocker)
-    output = reservation("c1")
-    captured = first.capture_tool_result(output, scope=S)
+    output, captured = captured_while_out(first, mocker)
     assert captured.additional_kwargs["ctxplugin"]["ref"]  # stored: only the facts store is out
     report = second.prepare(conversation(kept_whole(output, captured)), scope=S).report
     assert not report.warnings
@@ -102,9 +107,7 @@ def test_the_worker_that_kept_the_output_does_not_read_it_twice(
     workers: tuple[ContextEngine, ContextEngine], mocker: MockerFixture
 ) -> None:
     first, second = workers
-    take_down(first, mocker)
-    output = reservation("c1")
-    captured = first.capture_tool_result(output, scope=S)
+    output, captured = captured_while_out(first, mocker)
     mocker.stopall()  # the store is back
     messages = conversation(kept_whole(output, captured))
     second.prepare(messages, scope=S)
