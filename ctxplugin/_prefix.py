@@ -3,8 +3,7 @@
 A host resends its conversation on every call as the same message objects, with a few new ones
 at the end. What is derived from the whole conversation (a sum of tokens, the values it used)
 can then be carried from one call to the next and brought up to date with the new messages
-only, provided the earlier ones are still the very same objects (or equal copies) holding the
-very same content. :class:`Prefix` checks that with a few C-level passes, without reading any
+only, provided the earlier ones are still the very same objects holding the very same content. :class:`Prefix` checks that with a few C-level passes, without reading any
 text.
 """
 
@@ -12,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 from itertools import compress, count, repeat
-from operator import attrgetter, itemgetter, not_
+from operator import attrgetter, is_, itemgetter, not_
 from typing import Any
 
 from pydantic import BaseModel
@@ -31,9 +30,9 @@ def changed_positions(
 ) -> list[int] | None:
     """Positions of the messages ``seen`` (with the ``contents`` and content ``lengths`` they
     had) that ``messages`` no longer holds as the same object with the same content (``[]``
-    when all still are), or ``None`` when ``messages`` is shorter than what was seen. The same
-    is the very object or an equal copy: a message equal to the one seen (every field alike)
-    holds what it held, and whoever keeps the one seen goes on with it.
+    when all still are), or ``None`` when ``messages`` is shorter than what was seen. A copy,
+    even an equal one, is another message: what was derived from the one seen (by another engine,
+    say, in the same process) is not taken for the copy's.
 
     ``measured``: the positions whose content is not a string, when the caller knows them (a
     string cannot change in place, so only the others need their length compared); all when
@@ -45,9 +44,9 @@ def changed_positions(
     if not isinstance(head, list):
         head = list(head)
     now = list(map(_content, head))
-    # list equality takes the very same object as equal without calling its __eq__: messages and
-    # contents held unchanged are compared in C by identity, and no text is read
-    if _equal(head, seen) and _equal(now, contents):
+    # the messages by identity, the contents by list equality, which takes the very same object as
+    # equal without calling its __eq__: both in C, and no text held unchanged is read
+    if all(map(is_, head, seen)) and _equal(now, contents):
         if measured is None:
             if list(map(len, now)) == lengths:
                 return []
@@ -56,14 +55,14 @@ def changed_positions(
     return [
         i
         for i, (message, was, content, had, length) in enumerate(zip(head, seen, now, contents, lengths, strict=True))
-        if not ((message is was or _equal(message, was)) and (content is had or _equal(content, had)) and len(content) == length)
+        if not (message is was and (content is had or _equal(content, had)) and len(content) == length)
     ]
 
 
 def _equal(one: Any, other: Any) -> bool:
-    """Whether ``one == other``; False when their ``__eq__`` gives no truth value (a copy's field
-    holding an array compares to an array, which is neither true nor false, and says so with a
-    ``ValueError``): a message that cannot be told the same is taken as another one."""
+    """Whether ``one == other``; False when their ``__eq__`` gives no truth value (a content
+    block holding an array compares to an array, which is neither true nor false, and says so
+    with a ``ValueError``): a content that cannot be told the same is taken as another one."""
     try:
         return bool(one == other)
     except (ValueError, TypeError):
@@ -143,16 +142,12 @@ class Prefix:
         self.stamp = None
         seen = self._messages
         head = messages[: len(seen)]
-        if _equal(head, seen) or (not isinstance(head, list) and _equal(list(head), seen)):
-            # (the very objects, compared in C by identity; or equal copies, holding equal content)
+        if len(head) == len(seen) and all(map(is_, head, seen)):  # the very objects, compared in C by identity
             now = list(map(_content_field, self._fields))
             for i in self._unread:
-                if head[i] is not seen[i]:
-                    break  # a copy of a kind whose __eq__ may not compare content: read below
                 now[i] = seen[i].content
-            else:
-                if _equal(now, self._contents) and all(len(now[i]) == self._lens[i] for i in self._listed):
-                    return []
+            if _equal(now, self._contents) and all(len(now[i]) == self._lens[i] for i in self._listed):
+                return []
         return changed_positions(seen, self._contents, self._lens, messages, self._listed)
 
     def replace(self, index: int, message: Any) -> None:
@@ -206,17 +201,15 @@ def _fields(message: Any) -> dict[str, Any]:
 
 
 def _keeps_fields(kind: type) -> bool:
-    """Whether giving a ``kind`` a field puts the value in its field dict and an equal copy of
-    it holds the content it holds: a pydantic model's does, unless it validates assignment (a
-    new dict is put in place), sets attributes its own way or tells equal its own way (by id
-    alone, say)."""
+    """Whether giving a ``kind`` a field puts the value in its field dict: a pydantic model's
+    does, unless it validates assignment (a new dict is put in place) or sets attributes its own
+    way."""
     keeps = _KEEPS_FIELDS.get(kind)
     if keeps is None:
         keeps = (
             issubclass(kind, BaseModel)
             and kind.__setattr__ is BaseModel.__setattr__
             and not kind.model_config.get("validate_assignment")
-            and kind.__eq__ is BaseModel.__eq__
         )
         if len(_KEEPS_FIELDS) >= 1024:  # classes made on the fly: the answers are cheap to find again
             _KEEPS_FIELDS.clear()

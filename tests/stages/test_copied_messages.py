@@ -1,5 +1,6 @@
 """A host that rebuilds its conversation on every call (a graph whose state is read back from a
-checkpoint) sends equal copies of the messages it sent before."""
+checkpoint) sends equal copies of the messages it sent before: they are read as new messages,
+whatever their fields hold and however their kind tells two messages equal."""
 
 from __future__ import annotations
 

@@ -97,14 +97,16 @@ def test_a_history_validation_repaired_before_its_end_is_not_stamped_as_grown() 
     assert grown.history_stamp is not None and grown.history_stamp.grew_from(answered.history_stamp)
 
 
-def test_an_equal_copy_is_the_message_it_copies_and_a_copy_that_differs_is_not() -> None:
+def test_a_copy_is_another_message_even_an_equal_one() -> None:
     messages = _conversation()
     prefix = Prefix()
     prefix.extend(messages)
+    # what was derived from a message (by another engine of the process, say) is not the copy's
     copied = [messages[0], messages[1].model_copy(), AIMessage("Opened.", id="a0")]
-    assert prefix.changed([*copied, HumanMessage("more")]) == [], "every field alike: the same conversation"
-    copied[1].content = "Open /repo/other.py"
-    assert prefix.changed(copied) == [1], "the copy given new content is another message"
+    assert copied[1] == messages[1] and copied[2] == messages[2]
+    assert prefix.changed([*copied, HumanMessage("more")]) == [1, 2]
+    assert prefix.changed([*messages, HumanMessage("more")]) == []
+    assert prefix.changed(messages[:-1]) is None, "a conversation shorter than the one seen is not its continuation"
     listed = AIMessage([{"type": "text", "text": "Opened."}], id="a1")
     prefix.extend([listed])
     assert prefix.changed([*messages, listed]) == []
