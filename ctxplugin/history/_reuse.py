@@ -12,10 +12,12 @@ archive grows) are computed for every value, from those figures.
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from ctxplugin._lru import LRU
 from ctxplugin._untrusted import ref_form
 from ctxplugin.history._note_values import Labelled, _Valued, archivable
 from ctxplugin.tokens import TokenCounter
@@ -107,32 +109,24 @@ class Reuse:
         seen = dict(self.seen or {})
         when = dict(self.when or {})
         e = self.exchanges
-        count = counter.count
         touched: dict[str, None] = {}
+        marks: dict[str, tuple[bool, bool]] = {}  # the flags of the values placed here
         for span in spans:
-            said: set[str] = set()
             newer = -e
-            for m, (tool, first, rest) in enumerate(span):
-                for sub, items in ((0, first), (1, rest)):
-                    rank = 2 if tool else sub  # the pass
-                    for i, (label, value) in enumerate(items):
-                        touched[value] = None
-                        old = seen.get(value)
-                        if old is None:  # a value in seen is in when, and one not in seen is in neither
-                            when[value] = len(when)
-                            seen[value] = ((rank, newer, m, sub, i), label, e, 0, count(value))
-                            continue
-                        place = old[0]
-                        if rank < place[0] or (rank == place[0] and newer < place[1]):
-                            # within one exchange the first place of a pass is the best
-                            seen[value] = ((rank, newer, m, sub, i), label, e, old[3], old[4])
-                        elif old[2] != e:
-                            seen[value] = (place, old[1], e, old[3], old[4])
-                    if not tool:
-                        said.update([value for _, value in items])
-            for value in said:
-                place, label, newest, used, tokens = seen[value]
-                seen[value] = (place, label, newest, used + 1, tokens)
+            for value, rank, m, sub, i, label, said, tokens, flags in _entries(span, counter):
+                touched[value] = None
+                old = seen.get(value)
+                if old is None:  # a value in seen is in when, and one not in seen is in neither
+                    when[value] = len(when)
+                    seen[value] = ((rank, newer, m, sub, i), label, e, said, tokens)
+                    marks[value] = flags
+                    continue
+                place = old[0]
+                if rank < place[0] or (rank == place[0] and newer < place[1]):
+                    seen[value] = ((rank, newer, m, sub, i), label, e, old[3] + said, old[4])
+                    marks[value] = flags
+                elif said or old[2] != e:
+                    seen[value] = (place, old[1], e, old[3] + said, old[4])
             e += 1
         import numpy as np
 
@@ -140,6 +134,8 @@ class Reuse:
         pairs = list(self.pairs or [])
         changed: list[int] = []
         flat: list[int] = []  # the changed rows' figures, one after another
+        placed: list[int] = []
+        marked: list[bool] = []  # the placed rows' last two figures, one after another
         for value in touched:
             place, label, newest, used, tokens = seen[value]
             row = rows.get(value)
@@ -153,13 +149,17 @@ class Reuse:
             flat.append(newest)
             flat.append(min(used, 3))
             flat.append(tokens)
-            flat.append(place[0] == 2 and place[3] == 0 and not ref_form(value))
-            flat.append(archivable((label, value)))
+            mark = marks.get(value)
+            if mark is not None:  # else its place and label are those its row already has
+                placed.append(row)
+                marked.extend(mark)
         figures = np.zeros((len(pairs), _COLUMNS), dtype=np.int64)
         if self.figures is not None:
             figures[: len(self.figures)] = self.figures
         if changed:
-            figures[changed] = np.array(flat, dtype=np.int64).reshape(len(changed), _COLUMNS)
+            figures[changed, :8] = np.array(flat, dtype=np.int64).reshape(len(changed), 8)
+        if placed:
+            figures[placed, 8:] = np.array(marked, dtype=np.int64).reshape(len(placed), 2)
         return Reuse(e, seen, when, rows, figures, pairs)
 
     def ranked(self, *, archivable_only: bool = False) -> list[Labelled]:
@@ -195,6 +195,49 @@ class Reuse:
         if kept is not None:
             order = kept[order]
         return [pairs[row] for row in order.tolist()]
+
+
+_Entry = tuple[str, int, int, int, int, str, int, int, tuple[bool, bool]]
+"""One value of an exchange: the value, its best place there (pass, message, first or rest
+values, item), the label of that place, 1 if the model or the user said it (else 0), its
+tokens, and the last two figures of its row when it takes that place (see :data:`_COLUMNS`)."""
+
+_ENTRIES: LRU[tuple[str, tuple[_Valued, ...]], tuple[_Entry, ...]] = LRU(4096)
+"""The entries of the exchanges read lately, by their values and the counter: an archive is
+extended again by the same exchanges when a user message joins an older block."""
+_ENTRIES_LOCK = threading.Lock()
+
+
+def _entries(span: Sequence[_Valued], counter: TokenCounter) -> tuple[_Entry, ...]:
+    """Each value of one exchange once, in the order it first occurs there, at the first of
+    its places in the lowest pass (where :meth:`Reuse.extended` would leave it)."""
+    key = (counter.name, tuple(span))
+    with _ENTRIES_LOCK:
+        found = _ENTRIES.hit(key)
+    if found is not None:
+        return found
+    best: dict[str, tuple[int, int, int, int, str]] = {}
+    said: set[str] = set()
+    for m, (tool, first, rest) in enumerate(span):
+        for sub, items in ((0, first), (1, rest)):
+            rank = 2 if tool else sub  # the pass
+            for i, (label, value) in enumerate(items):
+                old = best.get(value)
+                if old is None or rank < old[0]:
+                    best[value] = (rank, m, sub, i, label)
+            if not tool:
+                said.update([value for _, value in items])
+    count = counter.count
+    made = tuple(
+        (
+            value, rank, m, sub, i, label, int(value in said), count(value),
+            (rank == 2 and sub == 0 and not ref_form(value), archivable((label, value))),
+        )
+        for value, (rank, m, sub, i, label) in best.items()
+    )
+    with _ENTRIES_LOCK:
+        _ENTRIES.put(key, made)
+    return made
 
 
 def _place_keys(figures: np.ndarray) -> np.ndarray:

