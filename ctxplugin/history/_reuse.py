@@ -132,34 +132,34 @@ class Reuse:
 
         rows = dict(self.rows or {})
         pairs = list(self.pairs or [])
-        changed: list[int] = []
-        flat: list[int] = []  # the changed rows' figures, one after another
         placed: list[int] = []
-        marked: list[bool] = []  # the placed rows' last two figures, one after another
+        whole: list[int] = []  # the placed rows' figures, one after another
+        moved: list[int] = []
+        newer_used: list[int] = []  # the other touched rows' newest exchange and uses, a pair each
         for value in touched:
             place, label, newest, used, tokens = seen[value]
+            mark = marks.get(value)
+            if mark is None:  # its place, label and tokens are those its row already has
+                moved.append(rows[value])
+                newer_used.append(newest)
+                newer_used.append(used if used < 3 else 3)
+                continue
             row = rows.get(value)
             if row is None:
                 row = rows[value] = len(pairs)
                 pairs.append((label, value))
             else:
                 pairs[row] = (label, value)
-            changed.append(row)
-            flat.extend(place)
-            flat.append(newest)
-            flat.append(min(used, 3))
-            flat.append(tokens)
-            mark = marks.get(value)
-            if mark is not None:  # else its place and label are those its row already has
-                placed.append(row)
-                marked.extend(mark)
+            placed.append(row)
+            whole.extend(place)
+            whole.extend((newest, used if used < 3 else 3, tokens, *mark))
         figures = np.zeros((len(pairs), _COLUMNS), dtype=np.int64)
         if self.figures is not None:
             figures[: len(self.figures)] = self.figures
-        if changed:
-            figures[changed, :8] = np.array(flat, dtype=np.int64).reshape(len(changed), 8)
         if placed:
-            figures[placed, 8:] = np.array(marked, dtype=np.int64).reshape(len(placed), 2)
+            figures[placed] = np.array(whole, dtype=np.int64).reshape(len(placed), _COLUMNS)
+        if moved:
+            figures[moved, 5:7] = np.array(newer_used, dtype=np.int64).reshape(len(moved), 2)
         return Reuse(e, seen, when, rows, figures, pairs)
 
     def ranked(self, *, archivable_only: bool = False) -> list[Labelled]:
