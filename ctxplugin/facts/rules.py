@@ -148,8 +148,9 @@ _SENTENCE_CHARS = 4000
 """Characters of one sentence the rules read: a longer one (a pasted blob) is read from its start."""
 _TOOL_TEXT = 4000
 """Characters of a plain-text tool output the prose rules read."""
-_READ: Memo[tuple[TextKey, str], tuple[FactDraft, ...]] = Memo(8192)
-"""The drafts of each sentence read lately, by its text and voice."""
+_READ: Memo[tuple[type, TextKey, str], tuple[FactDraft, ...]] = Memo(8192)
+"""The drafts of each sentence read lately, by the extractor's class (a subclass may read a
+sentence its own way), its text and voice."""
 
 
 class RuleExtractor:
@@ -185,7 +186,7 @@ class RuleExtractor:
                 break  # a 60-line listing is not read to its end for facts that would be dropped
             # a sentence is read once per voice: a task template or a tool's banner comes back
             # word for word in every task and output that holds it
-            for draft in _READ.get_or_make((text_key(sentence), voice), partial(self._read, sentence, voice)):
+            for draft in _READ.get_or_make((type(self), text_key(sentence), voice), partial(self._read, sentence, voice)):
                 if draft.text not in seen:
                     seen.add(draft.text)
                     out.append(draft)

@@ -96,6 +96,19 @@ def test_a_sentence_is_read_in_each_voice_on_its_own() -> None:
     assert RuleExtractor().from_text(advice) == [said]
 
 
+def test_an_extractor_of_its_own_reads_a_sentence_its_own_way() -> None:
+    # a subclass that reads sentences otherwise is not given what the rules read before
+    class Shouting(RuleExtractor):
+        def _sentence(self, raw: str, voice: str) -> list[FactDraft]:
+            return [FactDraft(text=raw.upper(), kind="fact")]
+
+    sentence = "The offsite is in Lisbon in May."
+    (plain,) = RuleExtractor().from_text(sentence)
+    assert plain.text != sentence.upper()
+    assert [d.text for d in Shouting().from_text(sentence)] == [sentence.upper()]
+    assert RuleExtractor().from_text(sentence) == [plain]
+
+
 def test_json_tool_results_become_keyed_records() -> None:
     payload = {"reservation_id": "OI5L9G", "origin": "MCO", "flights": [{"flight_number": "HAT017"}], "cabin": "business"}
     (record,) = RuleExtractor().from_tool(json.dumps(payload), "get_reservation_details")
