@@ -18,7 +18,8 @@ brackets, quotes or sentence punctuation around it: no kind of value can be foun
 _HEXISH = re.compile(r"[0-9a-fA-F]{7,}")
 
 MEMO_CHUNKS = 32_768
-"""Chunks whose answer is remembered (all are forgotten at once when a text would pass this)."""
+"""Chunks whose answer is remembered (all are forgotten at once when a text would pass this; a
+text with more distinct chunks is read without the memo)."""
 MEMO_CHARS = 64
 """The longest chunk remembered: a longer one (a minified line, a pasted blob) is rarely seen
 twice and would hold its memory."""
@@ -36,12 +37,16 @@ def _is_scanned(chunk: str) -> bool:
 def scanned_chunks(text: str) -> list[str]:
     """The chunks of ``text`` (split at whitespace) that are not plain words, in order."""
     chunks = text.split()
+    distinct = set(chunks)
+    if len(distinct) > MEMO_CHUNKS:  # a text of more chunks than the memo holds (a huge output): on its own
+        answers = {chunk: _is_scanned(chunk) for chunk in distinct}
+        return list(compress(chunks, map(answers.__getitem__, chunks)))
     with _lock:
-        fresh = set(chunks).difference(_scanned)
+        fresh = distinct.difference(_scanned)
         if fresh:
             if len(_scanned) + len(fresh) > MEMO_CHUNKS:
                 _scanned.clear()
-                fresh = set(chunks)
+                fresh = distinct
             _scanned.update({chunk: _is_scanned(chunk) for chunk in fresh})
         kept = list(compress(chunks, map(_scanned.__getitem__, chunks)))
         for chunk in fresh:

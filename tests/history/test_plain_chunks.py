@@ -25,7 +25,7 @@ def test_chunks_are_the_same_when_the_memo_fills_and_is_forgotten(monkeypatch: p
     monkeypatch.setattr(_plain, "_scanned", {})
     for text in TEXTS * 3:
         assert _plain.scanned_chunks(text) == _reference(text)
-        assert len(_plain._scanned) <= max(5, len(set(text.split())))
+        assert len(_plain._scanned) <= 5
 
 
 def test_long_chunks_are_not_remembered(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -33,3 +33,12 @@ def test_long_chunks_are_not_remembered(monkeypatch: pytest.MonkeyPatch) -> None
     long = "x1" * _plain.MEMO_CHARS
     assert _plain.scanned_chunks(f"a {long} b_c") == [long, "b_c"]
     assert set(_plain._scanned) == {"a", "b_c"}
+
+
+def test_a_text_of_more_chunks_than_the_memo_holds_leaves_it_as_it_was(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_plain, "MEMO_CHUNKS", 5)
+    monkeypatch.setattr(_plain, "_scanned", {})
+    _plain.scanned_chunks("a b_c")
+    huge = " ".join(f"w{i} word" for i in range(50))
+    assert _plain.scanned_chunks(huge) == _reference(huge)
+    assert _plain._scanned == {"a": False, "b_c": True}
