@@ -59,13 +59,14 @@ class RunIndex:
         """The values indexed under a run of ``runs`` whose every run is among ``runs`` (those
         of :attr:`bare` and :attr:`lined` aside), in no set order: all that a text with these
         runs may hold."""
-        by_run = self._by_run
-        return [value for run in self._keys(runs) for value, wanted in by_run[run].items() if wanted <= runs]
+        return [value for value, _ in self._pairs(runs)]
 
-    def _keys(self, runs: frozenset[str]) -> AbstractSet[str]:
-        """The runs of ``runs`` values are indexed under, found in C over the smaller of the two."""
+    def _pairs(self, runs: frozenset[str]) -> list[tuple[str, frozenset[str]]]:
+        """The values :meth:`candidates` gives for ``runs``, each with its runs."""
         by_run = self._by_run
-        return runs.intersection(by_run) if len(by_run) < len(runs) else by_run.keys() & runs
+        # the runs both hold, found in C over the smaller of the two
+        keys: AbstractSet[str] = runs.intersection(by_run) if len(by_run) < len(runs) else by_run.keys() & runs
+        return [pair for run in keys for pair in by_run[run].items() if pair[1] <= runs]
 
     def found_in(self, texts: Sequence[tuple[int, str, frozenset[str]]], wanted: Callable[[str], bool]) -> list[tuple[str, int]]:
         """The values indexed (those of :attr:`lined` aside) that ``wanted`` accepts and that
@@ -76,10 +77,8 @@ class RunIndex:
         for only in the texts that do, not in the whole joined text."""
         found: list[tuple[str, int]] = []
         runs = frozenset().union(*(held for _, _, held in texts))
-        by_run = self._by_run
         nothing: frozenset[str] = frozenset()  # a bare value has no run to look up by
-        pairs = [pair for run in self._keys(runs) for pair in by_run[run].items() if pair[1] <= runs]
-        for value, need in (*pairs, *((value, nothing) for value in self.bare)):
+        for value, need in (*self._pairs(runs), *((value, nothing) for value in self.bare)):
             if wanted(value):
                 for key, text, held in texts:
                     if need <= held and occurs(value, text):

@@ -23,7 +23,7 @@ from langchain_core.messages import HumanMessage
 from ctxplugin._lru import Memo
 from ctxplugin._messages import META_KEY
 from ctxplugin.history._note_values import Labelled, _label_rank, _Valued
-from ctxplugin.history.identifiers import RUN, longest_run, occurs, value_runs
+from ctxplugin.history.identifiers import longest_run, occurs, text_runs, value_runs
 from ctxplugin.tokens import MESSAGE_OVERHEAD, TokenCounter
 
 EXPAND_HINT = "expand_ref reads their stored outputs"
@@ -148,11 +148,11 @@ _VISIBLE_SIZE = 32_768
 
 
 def _visible_of(text: str) -> tuple[frozenset[str], dict[str, bool]]:
-    """The :data:`RUN` s of ``text`` (the text always in view, the same for every note of a
-    conversation: kept for the last few), and whether each value looked for lately occurs in
-    it (every note of the conversation looks for the same values, call after call; emptied
-    when full)."""
-    runs, found = _VISIBLE.get_or_make(text, lambda: (frozenset(RUN.findall(text)), {}))
+    """The :data:`~ctxplugin.history.identifiers.RUN` s of ``text`` (the text always in view,
+    the same for every note of a conversation: kept for the last few), and whether each value
+    looked for lately occurs in it (every note of the conversation looks for the same values,
+    call after call; emptied when full)."""
+    runs, found = _VISIBLE.get_or_make(text, lambda: (text_runs(text), {}))
     if len(found) > _VISIBLE_SIZE:
         found.clear()  # a lookup in another thread finds the answer or looks again
     return runs, found

@@ -296,7 +296,7 @@ characters, and its first and last runs by the token's boundaries."""
 def value_runs(value: str) -> frozenset[str]:
     """The :data:`RUN` s of ``value`` (memoised: the same values are looked up call after call,
     for the context notes and for the account of values a view shows)."""
-    return frozenset(RUN.findall(value))
+    return text_runs(value)
 
 
 _RUN_BYTES = bytes(c if c < 128 and chr(c).isalnum() else 32 for c in range(256))
