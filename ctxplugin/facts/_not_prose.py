@@ -1,10 +1,12 @@
 """What the extraction rules do not read as statements: source code, a traceback's frames, an
-installer's progress lines, a tool's report of a failure, and log lines (``ERROR: ...``,
-``L031: ...``), which report an event rather than a value."""
+installer's progress lines, a tool's report of a failure, log lines (``ERROR: ...``,
+``L031: ...``), which report an event rather than a value, and a label before a request or a
+question (``Question 5: please describe the refund policy``), which asks rather than states."""
 
 from __future__ import annotations
 
 import re
+from typing import Literal
 
 from ctxplugin._text_shapes import TextShape
 
@@ -54,4 +56,47 @@ def log_line(subject: str, value: str) -> bool:
     return bool(_LOG_LABEL.match(subject)) or (" " not in subject.strip() and bool(re.match(r"(?:[^:\s]{1,300}|[^:]{1,40}):\s", value)))
 
 
-__all__ = ["CODE", "FENCED", "MACHINE_SHAPES", "PROGRESS", "TOOL_TROUBLE", "TRACE_FRAME", "log_line"]
+_AUXILIARY = r"(?:is|are|was|were|do|does|did|can|could|would|will|should|shall|may|might|has|have|had)"
+_QUESTION = re.compile(
+    rf"^(?:what|how|why|which|who|whom|whose|when|where)(?:'s|'re|\s+(?:[\w-]+\s+)?{_AUXILIARY}\b)|^how\s+(?:many|much|long|often|far|soon)\b"
+    rf"|^{_AUXILIARY}(?:n't)?\s+(?:you|we|i|they|it|he|she|there|anyone|anybody|someone|somebody)\b",
+    re.IGNORECASE,
+)
+"""A question without its question mark: "how do refunds work", "what is the budget for ...",
+"can you check the status" (a wh-word or an auxiliary before its subject)."""
+_PLEASE = re.compile(r"^(?:please|pls|kindly)\b|^i(?:'d|\s+would)?\s+(?:like|need|want)\s+you\s+to\b", re.IGNORECASE)
+_ASK_LABEL = re.compile(
+    r"^(?:[\w-]+\s+)?(?:question|q|qn|request|ask|query|prompt|task|todo|to-?do|step|exercise|assignment|problem|action\s+item)"
+    r"\s*#?\s*\d{0,4}$",
+    re.IGNORECASE,
+)
+"""A label naming something asked or to be done ("Question 5", "Q5", "Task 3", "Step 2"): the
+verb after it is an instruction, while "Decision: use Postgres" or "Requirement 2: support
+OAuth" state what holds."""
+_IMPERATIVE = re.compile(
+    r"^(?:describe|explain|summari[sz]e|tell|list|show|give|provide|find|look|check|verify|confirm|compare|review|"
+    r"analy[sz]e|evaluate|assess|calculate|compute|estimate|translate|define|outline|identify|name|suggest|recommend|"
+    r"propose|discuss|clarify|elaborate|investigate|research|write|rewrite|draft|create|prepare|generate|implement|fix|"
+    r"debug|send|fetch|get|search|open|read|help|answer|share|update|add|remove|delete|cancel|book|schedule|call|email|"
+    r"contact|run|test|build|make|set|install|configure|plan|design|prove|solve|complete|fill|submit|upload|download|"
+    r"print|buy)\s+\S",
+    re.IGNORECASE,
+)
+"""A verb that asks for something to be done, with its object ("open the settings page"; "open"
+alone is a state)."""
+
+
+def labelled_ask(label: str, value: str) -> Literal["question", "request"] | None:
+    """Whether "``label``: ``value``" asks rather than states: ``question`` for a question
+    ("Question 5: how do refunds work", "Order 5: can you check the status"), ``request`` for a
+    request ("please ...", "kindly ...", or a verb after a label naming what is asked: "Task 3:
+    summarize the report"); None for a value ("Order 5: shipped", "Question 5: yes")."""
+    value = value.strip()
+    if _QUESTION.match(value):
+        return "question"
+    if _PLEASE.match(value) or (_ASK_LABEL.match(label.strip()) and _IMPERATIVE.match(value)):
+        return "request"
+    return None
+
+
+__all__ = ["CODE", "FENCED", "MACHINE_SHAPES", "PROGRESS", "TOOL_TROUBLE", "TRACE_FRAME", "labelled_ask", "log_line"]

@@ -62,6 +62,7 @@ from ctxplugin.facts._not_prose import (
     PROGRESS,
     TOOL_TROUBLE,
     TRACE_FRAME,
+    labelled_ask,
     log_line,
 )
 from ctxplugin.facts._subjects import NUMBERED_SUBJECT as _NUMBERED_SUBJECT
@@ -208,7 +209,8 @@ class RuleExtractor:
         out: list[FactDraft] = []
         ids = identifiers(sentence)
         links = _URL.findall(sentence)
-        question = sentence.endswith("?") and not _HYPOTHETICAL.search(sentence) and not languages.hypothetical(sentence.translate(_APOSTROPHES))
+        asking = sentence.endswith("?") or _labelled_question(sentence)  # "Question 5: how do refunds work"
+        question = asking and not _HYPOTHETICAL.search(sentence) and not languages.hypothetical(sentence.translate(_APOSTROPHES))
         main = None if question else self._statement(sentence.translate(_APOSTROPHES), voice, ids, shown=sentence)
         if voice == "user" and not question:  # "make that the 24th", "never mind, keep the original"
             said = sentence.translate(_APOSTROPHES)
@@ -232,6 +234,11 @@ class RuleExtractor:
         reported = _REPORTED.match(body) if voice == "user" else None
         if reported:  # "my manager said the stay is 3 nights": their word, a draft keyed by what it is about
             body, scope = reported.group("said"), "draft" if scope == "global" else scope
+        labelled = _COLON.match(body)
+        asked = labelled is not None and labelled_ask(labelled.group("subj"), labelled.group("val")) is not None
+        if labelled is not None and asked and not (voice == "user" and user_voice.TASK.match(body)):
+            body = labelled.group("val")  # "Task 3: summarize the report": the request, read as if unlabelled
+        request = asked or bool(_REQUEST.match(body))
         # "use X instead of Y" from a tool is advice (a linter's message), not a correction
         replaces = (_replaced(sentence) or not_this) if voice == "user" else None
         tags = tuple(ids[:8])
@@ -288,9 +295,9 @@ class RuleExtractor:
         if voice == "user" and _DECISION.search(sentence):
             topic = re.search(r"\bfor\s+(?:the\s+|our\s+)?(?P<topic>[\w -]{2,40})$", body, re.IGNORECASE)
             return make("decision", "decision_" + slug(topic.group("topic"), 3) if topic else None)
-        if _CONSTRAINT.search(sentence) and (_METRIC.search(sentence) or (voice == "user" and not _REQUEST.match(body))):
+        if _CONSTRAINT.search(sentence) and (_METRIC.search(sentence) or (voice == "user" and not request)):
             return make("constraint", None)
-        if voice == "user" and read_values(sentence).bounds and not _REQUEST.match(body):
+        if voice == "user" and read_values(sentence).bounds and not request:
             return make("constraint", None)  # "I don't want to fly before 11am", "I can pay up to $600"
         if replaces and (not_this is not None or _CORRECTION.search(sentence)):
             return make("decision" if voice == "user" else "fact", None)
@@ -347,6 +354,13 @@ def _assignment(body: str) -> tuple[re.Match[str] | None, str | None]:
         if key:
             return match, key
     return first, None
+
+
+def _labelled_question(sentence: str) -> bool:
+    """Whether ``sentence`` is a label and a question without its question mark ("Question 5:
+    how do refunds work", "Order 5: can you check the status"): it asks, so it states nothing."""
+    labelled = _COLON.match(_LEAD.sub("", sentence.translate(_APOSTROPHES)).strip())
+    return labelled is not None and labelled_ask(labelled.group("subj"), labelled.group("val")) == "question"
 
 
 def _parts(sentence: str, voice: str) -> list[str]:

@@ -80,6 +80,59 @@ def test_numbered_subjects_are_different_subjects() -> None:
     assert current["phase_2"] == "Phase 2 is now 5 weeks."  # the same numbered subject still supersedes
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Question 5: please describe the refund policy",
+        "Question 5: describe the refund policy.",
+        "Question 5: how do refunds work",
+        "Q5: what is the budget for the offsite",
+        "Request 2: tell me about the shipping times",
+        "Task 3: summarize the quarterly report",
+        "Step 2: open the settings page",
+        "Order 5: can you check the status",
+        "Budget: kindly review the spreadsheet",
+    ],
+)
+def test_a_label_before_a_request_or_a_question_states_nothing(text: str) -> None:
+    # "Question 5:" names what is asked; what follows asks, it does not state what holds, so a
+    # later "Question 5: ..." is another question, not a new value of the same subject
+    assert drafts(text) == []
+    assert RuleExtractor().from_tool(text, "forms") == []
+
+
+@pytest.mark.parametrize(
+    ("text", "key"),
+    [
+        ("Order 5: shipped", "order_5"),
+        ("Budget: $500", "budget"),
+        ("Deadline: Friday", "deadline"),
+        ("Question 5: yes", "question_5"),
+        ("Question 5: the refund window is 30 days", "question_5"),
+        ("Step 2: done", "step_2"),
+        ("Task 3: assigned to Bob", "task_3"),
+        ("Ticket 12: open since Monday", "ticket_12"),
+        ("Decision: use Postgres for the cache", "decision"),
+        ("Requirement 2: Customer data must remain in US data centers", "requirement_2"),
+    ],
+)
+def test_a_label_before_a_value_still_keys_it(text: str, key: str) -> None:
+    assert [d.key for d in RuleExtractor().from_text(text)] == [key]
+
+
+def test_a_labelled_request_replaces_no_earlier_one() -> None:
+    facts = FactsLedger(MemoryFactStore(), FactsConfig())
+    facts.ingest([
+        HumanMessage("Question 5: please describe the refund policy", id="h1"),
+        HumanMessage("Question 5: please list the shipping options", id="h2"),
+        HumanMessage("Order 5: processing", id="h3"),
+        HumanMessage("Order 5: shipped", id="h4"),
+    ], scope=S)
+    assert facts.current("question_5", scope=S) is None
+    assert [f.text for f in facts.history("order_5", scope=S)] == ["Order 5: processing", "Order 5: shipped"]
+    assert facts.current("order_5", scope=S).text == "Order 5: shipped"  # type: ignore[union-attr]
+
+
 def test_instead_of_names_the_replaced_value() -> None:
     (draft,) = RuleExtractor().from_text("Let's use MySQL instead of Postgres.")
     assert (draft.kind, draft.replaces) == ("decision", "Postgres")
