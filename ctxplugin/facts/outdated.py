@@ -11,7 +11,8 @@ ref), or when it contains every word that distinguishes the old statement from t
 together with the subject (the key's words that the old statement uses, or else two words both
 statements share), without also stating the new value (that would be the correction itself).
 A user message after the one that made the change is never marked by it: it asks about the old
-value or takes the change back, it is not stale.
+value or takes the change back, it is not stale. Nor is a user message marked by a change between
+two tool results: a user outranks a tool, so the facts block keeps what the user said current.
 
 Statements that are not current for another reason are marked too: one refused by a higher
 authority (``[overruled: ...]``), and a hypothetical or draft one (``[hypothetical: not a
@@ -306,8 +307,10 @@ class Marking:
         if empty:
             return None, _NONE
         if isinstance(message, HumanMessage):
+            # a change a tool made (its newer result replacing its older one) leaves what the
+            # user said current, as the facts block reads it: a user outranks a tool
             where = self.where
-            stating = tuple(c for c in stating if where.get(c.new.source.ref or "", index) >= index)
+            stating = tuple(c for c in stating if not c.new.from_tool and where.get(c.new.source.ref or "", index) >= index)
         hits: list[str] = []
         here: set[str] = set()
         for change in stating:

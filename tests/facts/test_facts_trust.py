@@ -255,6 +255,34 @@ def test_a_history_sent_whole_leaves_a_replaced_tool_result_unmarked_but_marks_w
     assert by_id["t1"].startswith("[outdated: this is now: see the tool result t2]")
 
 
+def test_a_user_restating_a_value_a_later_tool_result_replaced_is_current_in_the_block_and_unmarked() -> None:
+    """The user says what an order lookup returned; a later lookup returns another value. What a
+    user says outranks a tool, so the user's statement stays current in the facts block; once the
+    history is in tiers, the user's message must not be marked outdated by the tool's change
+    either (only the older tool result is)."""
+    messages: list[BaseMessage] = [
+        SystemMessage("You track orders."),
+        HumanMessage("Track order W1 for me.", id="h0"),
+        AIMessage("", id="a0", tool_calls=[{"name": "order", "args": {"id": "W1"}, "id": "c1"}]),
+        ToolMessage("Order W1 status: pending", tool_call_id="c1", name="order", id="t1"),
+        AIMessage("It is pending.", id="a1"),
+        HumanMessage("The status of order W1 is pending.", id="h1"),
+        AIMessage("", id="a2", tool_calls=[{"name": "order", "args": {"id": "W1"}, "id": "c2"}]),
+        ToolMessage("Order W1 status: shipped", tool_call_id="c2", name="order", id="t2"),
+        AIMessage("Done.", id="a3"),
+    ]
+    for i in range(6):
+        messages += [HumanMessage(f"Tell me fact number {i} about cats.", id=f"q{i}"), AIMessage("Cats sleep a lot. " * 20, id=f"r{i}")]
+    messages.append(HumanMessage("What is the status of order W1?", id="h2"))
+    prepared = memory_engine(ContextConfig(mode="compact")).prepare(messages, scope=S)
+    by_id = {m.id: str(m.content) for m in prepared.messages}
+    assert by_id["r0"].startswith("[gist]"), "the history is in tiers"
+    assert "- [fact:status_order_w1; user] The status of order W1 is pending." in facts_lines(prepared.messages)
+    assert by_id["h1"] == "The status of order W1 is pending.", "what the block says is current is not outdated"
+    assert by_id["t1"].startswith("[outdated: this is now: see the tool result t2]"), "the older tool result still is"
+    assert prepared.report.outdated_marked == 1
+
+
 def test_the_lines_read_from_tools_stand_under_one_heading_after_the_stated_ones() -> None:
     """That a line is a tool's data is said once, by the heading the block's tool lines stand
     under; an entity a tool printed is its quoted text alone."""
