@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from langchain_core.messages import BaseMessage
 
 from ctxplugin.history._note_values import _Valued, _valued
-from ctxplugin.history._notes import _by_priority, _chronology, _Picker, _render
+from ctxplugin.history._notes import _by_priority, _chronology, _Picker, _render, fewest_dropped
 from ctxplugin.tokens import MESSAGE_OVERHEAD, TokenCounter
 
 OMITTED_NOTE = "[earlier exchanges are not shown; stored tool outputs stay available through expand_ref]"
@@ -53,10 +53,14 @@ def dropped_note(
         text = _render(DROPPED_LEAD, picker.chosen, when)
     left = len({value for _, value in picker.later})
     chosen = picker.chosen
-    while chosen and counter.count(text) + MESSAGE_OVERHEAD > max_tokens:
-        chosen.pop()
-        left += 1
-        text = _render(DROPPED_LEAD, chosen, when)
+    if chosen and counter.count(text) + MESSAGE_OVERHEAD > max_tokens:  # the latest chosen go until it fits
+        dropped, text = fewest_dropped(
+            len(chosen),
+            lambda k: _render(DROPPED_LEAD, chosen[: len(chosen) - k], when),
+            lambda note: counter.count(note) + MESSAGE_OVERHEAD <= max_tokens,
+        )
+        del chosen[len(chosen) - dropped :]
+        left += dropped
     if not chosen:
         listed = _Picker(set(), known, counter)
         listed.fill(values, 1 << 30)

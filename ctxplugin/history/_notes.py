@@ -284,6 +284,30 @@ class _Picker:
             budget -= cost
 
 
+def fewest_dropped(chosen: int, without: Callable[[int], str], fits: Callable[[str], bool]) -> tuple[int, str]:
+    """How few of the ``chosen`` values a note that does not fit must drop, the latest chosen
+    first, and its text then: ``without(k)`` is the note without the latest ``k``, and no value
+    left fits when all are dropped. A note's tokens never grow as values leave it, so the number
+    is found by doubling it, then halving the gap, not one value at a time: an estimate that ran
+    30 values over had the 850-token archive counted 30 times."""
+    texts: dict[int, str] = {}
+
+    def enough(dropped: int) -> bool:
+        text = texts[dropped] = without(dropped)
+        return dropped >= chosen or fits(text)
+
+    short, enough_at = 0, 1  # dropping none does not fit
+    while not enough(enough_at):
+        short, enough_at = enough_at, min(2 * enough_at, chosen)
+    while enough_at - short > 1:
+        middle = (short + enough_at) // 2
+        if enough(middle):
+            enough_at = middle
+        else:
+            short = middle
+    return enough_at, texts[enough_at]
+
+
 def _cost(value: str, count: Callable[[str], int]) -> int:
     """Tokens ``value`` adds to a note's line: itself as listed, and its ``;`` if spaced."""
     return count(_shown(value)) + 1 if _spaced(value) else count(value)
@@ -316,12 +340,16 @@ def _note(
         text = _render(lead, picker.chosen, when)
     chosen = picker.chosen
     if chosen and counter.count(text) + MESSAGE_OVERHEAD > max_tokens:
-        # the latest chosen go one by one until the text fits: the order sorted once (the
-        # values left keep their places in it; each is chosen once, so ``remove`` finds it)
+        # the latest chosen go until the text fits: the order sorted once (the values left
+        # keep their places in it; each is chosen once)
         ordered = _in_order(chosen, when)
-        while chosen and counter.count(text) + MESSAGE_OVERHEAD > max_tokens:
-            ordered.remove(chosen.pop())
-            text = _lines(lead, ordered)
+
+        def without(dropped: int) -> str:
+            gone = set(chosen[len(chosen) - dropped :])
+            return _lines(lead, [item for item in ordered if item not in gone])
+
+        dropped, text = fewest_dropped(len(chosen), without, lambda note: counter.count(note) + MESSAGE_OVERHEAD <= max_tokens)
+        del chosen[len(chosen) - dropped :]
     if not chosen:
         return None, []
     note = HumanMessage(content=text, additional_kwargs={META_KEY: {"condensed": list(span)}})
