@@ -378,3 +378,21 @@ def test_what_was_looked_for_in_the_text_in_view_is_bounded(monkeypatch: pytest.
         _, chosen = _notes._note((1, 2), values, {}, set(), task, 400, counter)
         assert chosen == [value for _, value in values]
         assert len(_notes._visible_of(task)[1]) <= 10 + 8
+
+
+def test_fewest_dropped_drops_as_few_as_dropping_one_at_a_time() -> None:
+    from ctxplugin.history._notes import fewest_dropped
+
+    for chosen in range(1, 70):
+        for room in range(0, 3 * chosen + 12):
+            # a note of 10 tokens of lead and 3 per value left, which fits ``room``
+            tried: list[int] = []
+
+            def without(dropped: int, chosen: int = chosen, tried: list[int] = tried) -> str:
+                tried.append(dropped)
+                return "x" * (10 + 3 * (chosen - dropped))
+
+            dropped, text = fewest_dropped(chosen, without, lambda note, room=room: len(note) <= room)
+            linear = next((k for k in range(1, chosen + 1) if 10 + 3 * (chosen - k) <= room), chosen)
+            assert (dropped, text) == (linear, "x" * (10 + 3 * (chosen - linear)))
+            assert len(tried) <= 2 * chosen.bit_length() + 1
