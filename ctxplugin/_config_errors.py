@@ -17,7 +17,7 @@ import typing
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, SecretStr, ValidationError
 
 PREFIX = "CTXPLUGIN_"
 DELIMITER = "__"
@@ -40,6 +40,11 @@ def _section(annotation: Any) -> type[BaseModel] | None:
         models = [a for a in typing.get_args(annotation) if isinstance(a, type) and issubclass(a, BaseModel)]
         return models[0] if len(models) == 1 else None
     return None
+
+
+def _holds_secret(annotation: Any) -> bool:
+    """Whether a field's type is, or holds, a ``SecretStr`` (``dict[str, SecretStr]``)."""
+    return annotation is SecretStr or any(_holds_secret(a) for a in typing.get_args(annotation))
 
 
 def _paths(model: type[BaseModel], parent: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], type[BaseModel] | None]]:
@@ -69,8 +74,11 @@ def unknown_variables(root: type[BaseModel], environ: Mapping[str, str]) -> list
     """One sentence per ``CTXPLUGIN_*`` variable that sets nothing, naming the likely intended
     spelling."""
     known = env_names(root)
-    # an unknown name inside a section fails validation (extra settings are forbidden)
-    sections = tuple(env_name(path) + DELIMITER for path, section in _paths(root) if section is not None)
+    # an unknown name inside a section fails validation (extra settings are forbidden); one
+    # inside a mapping (CTXPLUGIN_CHROMA_HEADERS__NAME) is a key of it
+    sections = tuple(
+        env_name(path) + DELIMITER for path, section in _paths(root) if section is not None or _is_mapping(root, path)
+    )
     squashed = {_squashed(name): name for name in known}
     out = []
     for name in sorted(environ):
@@ -91,13 +99,22 @@ def unknown_variables(root: type[BaseModel], environ: Mapping[str, str]) -> list
     return out
 
 
-def _takes_json(root: type[BaseModel], path: tuple[str, ...]) -> bool:
-    """Whether the field at ``path`` is a section or a list, which a variable gives as JSON."""
+def _annotation(root: type[BaseModel], path: tuple[str | int, ...]) -> Any:
+    """The type of the field at ``path`` (None when there is no such field)."""
     model = _model_at(root, path[:-1])
-    field = model.model_fields.get(path[-1]) if model is not None else None
-    if field is None:
-        return False
-    return _section(field.annotation) is not None or typing.get_origin(field.annotation) is list
+    field = model.model_fields.get(str(path[-1])) if model is not None and path else None
+    return None if field is None else field.annotation
+
+
+def _is_mapping(root: type[BaseModel], path: tuple[str, ...]) -> bool:
+    return typing.get_origin(_annotation(root, path)) is dict
+
+
+def _takes_json(root: type[BaseModel], path: tuple[str, ...]) -> bool:
+    """Whether the field at ``path`` is a section, a list or a mapping, which a variable gives
+    as JSON."""
+    annotation = _annotation(root, path)
+    return _section(annotation) is not None or typing.get_origin(annotation) in (list, dict)
 
 
 def _is_json(text: str) -> bool:
@@ -125,9 +142,9 @@ def settings_error(message: str, *, root: type[BaseModel], environ: Mapping[str,
         and not _is_json(environ[variable])
     ]
     variable, path = unread[0] if unread else (name, (match.group(1),))
-    example = "{...}" if _model_at(root, path) is not None else "[...]"
+    example = "{...}" if _model_at(root, path) is not None or _is_mapping(root, path) else "[...]"
     return (
-        f"environment variable {variable} cannot be read: a section or a list set from the "
+        f"environment variable {variable} cannot be read: a section, a list or a mapping set from the "
         f"environment takes JSON, e.g. {variable}='{example}' ({message})"
     )
 
@@ -207,7 +224,9 @@ def describe(
         model = _model_at(root, loc[:-1]) if error["type"] == "extra_forbidden" else None
         allowed = _allowed(error, model, str(loc[-1]) if loc else "")
         given = error.get("input")
-        if where is not None and environ is not None:
+        if loc and _holds_secret(_annotation(root, loc[:1])):  # its value is never shown
+            subject = f"environment variable {where} (read as {dotted})" if where is not None else dotted
+        elif where is not None and environ is not None:
             subject = f"environment variable {where}={environ[where]!r} (read as {dotted})"
         elif error["type"] == "extra_forbidden" or isinstance(given, (dict, BaseModel)):
             below = sorted(k for k in environ or () if k.upper().startswith(env_name(path) + DELIMITER))

@@ -20,6 +20,7 @@ from ctxplugin._modes import WHOLE_PRESET as WHOLE_PRESET
 from ctxplugin._modes import WHOLE_SHARES as WHOLE_SHARES
 from ctxplugin._modes import WHOLE_TOTAL as WHOLE_TOTAL
 from ctxplugin._modes import whole_preset
+from ctxplugin._secret_headers import SecretHeaders
 from ctxplugin.errors import ConfigError, ConfigWarning
 
 Section = Literal["header", "history", "facts", "summaries"]
@@ -344,6 +345,12 @@ class ContextConfig(BaseSettings):
     )
     path: str = Field(".ctxplugin", description="directory of the embedded stores")
     chroma_url: str | None = Field(None, description="Chroma server URL; embedded Chroma when unset")
+    chroma_headers: SecretHeaders = Field(
+        default_factory=dict,
+        description="headers sent on every request to the Chroma server, e.g. its token (x-chroma-token or Authorization: Bearer); the values are never shown",
+    )
+    chroma_tenant: str | None = Field(None, min_length=1, description="Chroma tenant (the server's default when unset)")
+    chroma_database: str | None = Field(None, min_length=1, description="Chroma database (the server's default when unset)")
     postgres_dsn: str | None = Field(None, description="Postgres DSN; embedded SQLite when unset")
     postgres_schema: str = Field(
         "public", pattern=r"^[a-z_][a-z0-9_]{0,62}$", description="Postgres schema holding the ctxplugin tables"

@@ -97,6 +97,23 @@ def test_a_list_variable_without_json_names_that_variable(monkeypatch: pytest.Mo
     assert ContextConfig().tools.pinned == ["think", "search"]
 
 
+def test_a_mapping_variable_without_json_names_it_with_an_object_example(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CTXPLUGIN_CHROMA_HEADERS", "x-chroma-token=tok-1")
+    with pytest.raises(ConfigError) as raised:
+        ContextConfig()
+    text = str(raised.value)
+    assert text.startswith("environment variable CTXPLUGIN_CHROMA_HEADERS cannot be read")
+    assert "CTXPLUGIN_CHROMA_HEADERS='{...}'" in text and "tok-1" not in text
+
+
+def test_a_key_of_a_mapping_set_by_its_own_variable_is_read_without_a_warning(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CTXPLUGIN_CHROMA_HEADERS__X_TOKEN", "tok-1")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        config = ContextConfig()
+    assert config.chroma_headers["x_token"].get_secret_value() == "tok-1"
+
+
 def test_sections_built_alone_raise_config_errors_with_their_full_path() -> None:
     with pytest.raises(ConfigError, match=r"budget\.header=0: must be positive"):
         BudgetConfig(header=0)

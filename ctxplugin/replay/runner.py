@@ -122,7 +122,7 @@ class ReplaySettings:
             "cache_discount": self.cache_discount,
             "encoding": counter_name,
             "tool_schemas": len(self.tools),
-            "config": json.loads(self.config.model_dump_json(exclude={"path", "chroma_url", "postgres_dsn"})),
+            "config": json.loads(self.config.model_dump_json(exclude={"path", "chroma_url", "chroma_headers", "chroma_tenant", "chroma_database", "postgres_dsn"})),
         }
         if "context_editing" in strategies:
             out["clear_tool_uses"] = self.clear_tool_uses.resolved()

@@ -256,6 +256,20 @@ def test_config_file_and_overrides(tmp_path: Path, suffix: str) -> None:
     assert replay_json(SWE, "--config", path, "--budget-total", "2500")["settings"]["budget_total"] == 2500
 
 
+def test_chroma_header_values_never_show_in_the_output(tmp_path: Path) -> None:
+    secret = "tok-5e2b-do-not-print"
+    path = tmp_path / "ctx.json"
+    path.write_text(json.dumps({"chroma_headers": {"x-chroma-token": secret}, "chroma_tenant": "team"}))
+    result = run("replay", SWE, "--config", path, "--strategies", "trim_messages", "--json", "-q")
+    assert result.exit_code == 0, result.output
+    assert secret not in result.output and "chroma_headers" not in json.loads(result.stdout)["settings"]["config"]
+    path.write_text(json.dumps({"chroma_headers": {"x-chroma-token": f"{secret}\n"}}))
+    for command in ("replay", "inspect"):
+        result = run(command, SWE, "--config", path)
+        assert result.exit_code == 2 and "chroma_headers" in result.output
+        assert secret not in result.output
+
+
 def test_chart_is_a_png(tmp_path: Path) -> None:
     out = tmp_path / "img" / "chart.png"
     result = run("replay", OPENAI, "--chart", out, "--out", tmp_path / "r.json", "-q")
