@@ -53,10 +53,17 @@ def translated(
         again = "the collection is opened again on the next call"
         raise StoreError(f"Chroma could not {action}: {exc} ({again})") from exc
     except chroma_errors.ChromaError as exc:
-        raise StoreError(f"Chroma could not {action}: {exc}") from exc
+        refused = f" (HTTP {exc.code()}: refused the credentials, {CHECK_HEADERS})" if exc.code() in REFUSED else ""
+        raise StoreError(f"Chroma could not {action}: {exc}{refused}") from exc
     except (ConnectionError, TimeoutError) as exc:
         raise StoreUnavailableError(f"Chroma server unreachable, could not {action}: {exc}") from exc
     except Exception as exc:
+        status = _http_status(exc)
+        if status in REFUSED:
+            raise StoreError(f"the Chroma server refused the credentials (HTTP {status}), could not {action}: {CHECK_HEADERS}") from exc
+        if status is not None:
+            failed = StoreUnavailableError if status >= 500 else StoreError
+            raise failed(f"Chroma server answered HTTP {status}, could not {action}: {exc}") from exc
         if _is_transport_error(exc) or (isinstance(exc, ValueError) and "connect" in str(exc).lower()):
             raise StoreUnavailableError(f"Chroma server unreachable, could not {action}: {exc}") from exc
         better = refine(exc) if refine is not None else None
@@ -67,6 +74,23 @@ def translated(
             # its SQLite file, its index files on disk; a bug (KeyError...) still propagates
             raise StoreError(f"Chroma could not {action}: {exc}") from exc
         raise
+
+
+REFUSED = (401, 403)
+"""The HTTP statuses of a server, or of a gateway in front of it, that refuses the credentials."""
+
+CHECK_HEADERS = "check chroma_headers (CTXPLUGIN_CHROMA_HEADERS), the headers sent on every request"
+
+
+def _http_status(exc: BaseException) -> int | None:
+    """The HTTP status of an error answer that chromadb's client raised as a bare ``Exception``
+    of its body: one that holds no Chroma error, as a gateway in front of the server answers."""
+    try:
+        import httpx
+    except ImportError:  # pragma: no cover - httpx ships with chromadb
+        return None
+    cause = exc.__context__
+    return cause.response.status_code if type(exc) is Exception and isinstance(cause, httpx.HTTPStatusError) else None
 
 
 def _is_transport_error(exc: BaseException) -> bool:
@@ -111,12 +135,19 @@ def tls_mismatch(exc: BaseException) -> bool:
     return isinstance(exc, ssl.SSLError) and exc.reason == "WRONG_VERSION_NUMBER"
 
 
-def http_client(url: str, timeout: float, headers: dict[str, str] | None = None) -> Any:
-    """A Chroma ``HttpClient`` on the server at ``url``, every request bounded by ``timeout``
-    seconds, its making included: chromadb's client asks the server who the caller is as it is
-    built, with no timeout, so a server that takes connections and never answers would hold
-    the caller (and the store's lock) for ever. The server's heartbeat is asked first, bounded;
-    the client is then built within the same bound.
+def http_client(
+    url: str,
+    timeout: float,
+    headers: dict[str, str] | None = None,
+    tenant: str | None = None,
+    database: str | None = None,
+) -> Any:
+    """A Chroma ``HttpClient`` on the server at ``url`` (sending ``headers`` on every request,
+    on ``tenant`` and ``database`` when given, else Chroma's defaults), every request bounded
+    by ``timeout`` seconds, its making included: chromadb's client asks the server who the
+    caller is as it is built, with no timeout, so a server that takes connections and never
+    answers would hold the caller (and the store's lock) for ever. The server's heartbeat is
+    asked first, bounded; the client is then built within the same bound.
 
     Raises:
         ConnectionError: the server does not answer within ``timeout`` (the stores' translation
@@ -129,9 +160,12 @@ def http_client(url: str, timeout: float, headers: dict[str, str] | None = None)
     tls = parts.scheme == "https"
     host, port = parts.hostname or "127.0.0.1", parts.port or (443 if tls else 8000)
 
+    chosen = {k: v for k, v in (("tenant", tenant), ("database", database)) if v is not None}  # else Chroma's
+
     def build() -> Any:
         settings = Settings(anonymized_telemetry=False)
-        return set_http_timeout(chromadb.HttpClient(host=host, port=port, ssl=tls, headers=headers, settings=settings), timeout)
+        client = chromadb.HttpClient(host=host, port=port, ssl=tls, headers=headers, settings=settings, **chosen)
+        return set_http_timeout(client, timeout)
 
     try:
         Heartbeat(url, timeout, headers)()
@@ -144,7 +178,8 @@ class HeartbeatStatusError(StoreUnavailableError):
     """The server at a Chroma URL answered its heartbeat with an error status (``status``)."""
 
     def __init__(self, status: int) -> None:
-        super().__init__(f"Chroma server answers its heartbeat with HTTP {status}")
+        refused = f": it refused the credentials, {CHECK_HEADERS}" if status in REFUSED else ""
+        super().__init__(f"Chroma server answers its heartbeat with HTTP {status}{refused}")
         self.status = status
 
 
@@ -167,6 +202,16 @@ class Heartbeat:
         self._context: ssl.SSLContext | None = None
 
     def __call__(self) -> None:
+        status = self.status("/api/v2/heartbeat")
+        if status != 200:
+            raise HeartbeatStatusError(status)
+
+    def status(self, path: str) -> int:
+        """The HTTP status the server answers a GET of ``path`` with, the headers sent.
+
+        Raises:
+            StoreUnavailableError: no answer within ``timeout`` seconds, or a refused connection.
+        """
         connection: http.client.HTTPConnection
         if self.tls:
             if self._context is None:
@@ -175,14 +220,12 @@ class Heartbeat:
         else:
             connection = http.client.HTTPConnection(self.host, self.port, timeout=self.timeout)
         try:
-            connection.request("GET", "/api/v2/heartbeat", headers=self.headers)
-            status = connection.getresponse().status
+            connection.request("GET", path, headers=self.headers)
+            return connection.getresponse().status
         except (OSError, http.client.HTTPException) as exc:
             raise StoreUnavailableError(f"Chroma server does not answer: {type(exc).__name__}: {exc}") from exc
         finally:
             connection.close()
-        if status != 200:
-            raise HeartbeatStatusError(status)
 
 
 # --- one process per embedded directory ---------------------------------------------------

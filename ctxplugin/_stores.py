@@ -13,9 +13,17 @@ import socket
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
-from ctxplugin._chroma import Heartbeat, HeartbeatStatusError, check_server_url, tls_mismatch
+from ctxplugin._chroma import (
+    CHECK_HEADERS,
+    REFUSED,
+    Heartbeat,
+    HeartbeatStatusError,
+    check_server_url,
+    tls_mismatch,
+)
+from ctxplugin._secret_headers import revealed
 from ctxplugin.cache import AnswerCacheStore, ChromaAnswerCacheStore
 from ctxplugin.cas import CASStore, SQLiteCASStore
 from ctxplugin.config import ContextConfig
@@ -153,17 +161,22 @@ def open_stores(config: ContextConfig, root: str | Path) -> Stores:
     facts_store: Any
     answers: Any = None
     if config.chroma_url:
-        url = config.chroma_url
-        facts_store = ChromaFactStore.http(url, config=config.facts, timeout=timeout)
-        beat = Heartbeat(url, timeout)
+        url, headers = config.chroma_url, revealed(config.chroma_headers)
+        tenant, database = config.chroma_tenant, config.chroma_database
+        facts_store = ChromaFactStore.http(
+            url, config=config.facts, timeout=timeout, headers=headers, tenant=tenant, database=database
+        )
+        beat = Heartbeat(url, timeout, headers)
         chroma = StoreGuard("Chroma server", timeout=timeout, retry_after=retry, probe=beat)
         guards.append(chroma)
-        down = _check_chroma(url, beat)
+        down = _check_chroma(url, beat, config)
         if down is not None:
             chroma.trip(f"Chroma server unreachable at connect(): {down}")
         facts_store = GuardedFactStore(facts_store, chroma)
         if config.cache.enabled:
-            answers = GuardedAnswerCacheStore(ChromaAnswerCacheStore.http(url, timeout=timeout), chroma)
+            answers = GuardedAnswerCacheStore(
+                ChromaAnswerCacheStore.http(url, timeout=timeout, headers=headers, tenant=tenant, database=database), chroma
+            )
     else:
         chroma_path = store_root(root) / "chroma"
         facts_store = ChromaFactStore.persistent(chroma_path, config=config.facts, wait_s=timeout)
@@ -194,14 +207,15 @@ def _check_postgres(backend: Any, dsn: str, timeout: float) -> str | None:
     return None if cause is None or "timeout expired" in cause else cause
 
 
-def _check_chroma(url: str, beat: Heartbeat) -> str | None:
+def _check_chroma(url: str, beat: Heartbeat, config: ContextConfig) -> str | None:
     """None when the Chroma server answers or is only slow; the cause when it refuses
     connections.
 
     Raises:
         ConfigError: the URL is malformed, its host name does not resolve, its scheme does not
-            match the server (TLS to a server without it, a certificate refused), or what answers
-            there has no Chroma heartbeat (HTTP 404).
+            match the server (TLS to a server without it, a certificate refused), what answers
+            there has no Chroma heartbeat (HTTP 404), or the server refuses the credentials or
+            lacks the tenant or database configured (see :func:`_check_access`).
     """
     check_server_url(url)
     parts = urlsplit(url)
@@ -216,13 +230,57 @@ def _check_chroma(url: str, beat: Heartbeat) -> str | None:
     except StoreUnavailableError as exc:
         if exc.__cause__ is not None and tls_mismatch(exc.__cause__):
             raise ConfigError(f"CTXPLUGIN_CHROMA_URL ({url}) cannot be used: {exc}") from exc
+        if isinstance(exc, HeartbeatStatusError) and exc.status in REFUSED:
+            raise ConfigError(_refused(url, exc.status, config)) from exc
         if isinstance(exc, HeartbeatStatusError) and exc.status == 404:
             raise ConfigError(
                 f"CTXPLUGIN_CHROMA_URL ({url}) cannot be used: {exc}: no Chroma server there, "
                 "or one without the /api/v2 heartbeat"
             ) from exc
         return None if isinstance(exc.__cause__, TimeoutError) else str(exc)
+    return _check_access(url, beat, config)
+
+
+def _check_access(url: str, beat: Heartbeat, config: ContextConfig) -> str | None:
+    """Ask the server who the caller is, then for the tenant and database configured, as
+    Chroma's client does when it connects: a server (or a gateway in front of it) may answer
+    the heartbeat to anyone. None when all is found, or the server is only slow; the cause
+    when it stopped answering.
+
+    Raises:
+        ConfigError: the server refuses the credentials (HTTP 401 or 403), or has no such
+            tenant or database (HTTP 404).
+    """
+    from chromadb.config import DEFAULT_TENANT
+
+    tenant, database = config.chroma_tenant, config.chroma_database
+    tenant_path = f"/api/v2/tenants/{quote(tenant or DEFAULT_TENANT, safe='')}"
+    asks: list[tuple[str, str, str | None]] = [("/api/v2/auth/identity", "", None)]
+    if tenant is not None:
+        asks.append((tenant_path, f" for tenant {tenant!r}", f"CTXPLUGIN_CHROMA_TENANT ({tenant!r})"))
+    if database is not None:
+        path = f"{tenant_path}/databases/{quote(database, safe='')}"
+        asks.append((path, f" for database {database!r}", f"CTXPLUGIN_CHROMA_DATABASE ({database!r})"))
+    for path, what, setting in asks:
+        try:
+            status = beat.status(path)
+        except StoreUnavailableError as exc:
+            return None if isinstance(exc.__cause__, TimeoutError) else str(exc)
+        if status in REFUSED:
+            raise ConfigError(_refused(url, status, config, what))
+        if status == 404 and setting is not None:
+            raise ConfigError(f"{setting} cannot be used: the Chroma server at {url} answers HTTP 404, not found")
     return None
+
+
+def _refused(url: str, status: int, config: ContextConfig, what: str = "") -> str:
+    """What to check when the server at ``url`` refuses the credentials (header names only:
+    their values are secrets)."""
+    if config.chroma_headers:
+        sent = f"the headers sent are {', '.join(sorted(config.chroma_headers))}"
+    else:
+        sent = "none is set; the server wants a token, e.g. CTXPLUGIN_CHROMA_HEADERS='{\"x-chroma-token\": \"...\"}'"
+    return f"the Chroma server at {url} refused the credentials (HTTP {status}){what}: {CHECK_HEADERS}; {sent}"
 
 
 __all__ = ["Stores", "embedded_stores", "open_stores", "store_root"]

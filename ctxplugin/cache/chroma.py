@@ -115,9 +115,13 @@ class ChromaAnswerCacheStore:
         collection: str = DEFAULT_COLLECTION,
         embedding: Embeddings | Callable[[list[str]], Any] | None = None,
         timeout: float = 5.0,
+        headers: dict[str, str] | None = None,
+        tenant: str | None = None,
+        database: str | None = None,
     ) -> ChromaAnswerCacheStore:
         """A store on a Chroma server, e.g. ``http://127.0.0.1:8000`` (connected on first use;
-        every HTTP request bounded by ``timeout`` seconds).
+        every HTTP request bounded by ``timeout`` seconds); ``headers`` go with every request (a
+        token), ``tenant`` and ``database`` default to Chroma's.
 
         Raises:
             ConfigError: ``url`` is not an ``http(s)://host[:port]`` URL.
@@ -126,7 +130,7 @@ class ChromaAnswerCacheStore:
         import chromadb  # noqa: F401  (imported now, not within the first call's deadline)
 
         def connect() -> Any:
-            return http_client(url, timeout)
+            return http_client(url, timeout, headers, tenant, database)
 
         store = cls(connect, collection=collection, embedding=embedding)
         reconnect_in_forked_children(store)  # connected again, on its own, in a forked process

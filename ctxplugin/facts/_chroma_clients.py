@@ -53,16 +53,18 @@ def _open_persistent(path: str | Path, wait_s: float) -> tuple[Any, Callable[[],
     return client, release
 
 
-def _http_connector(url: str, headers: dict[str, str] | None, timeout: float) -> Callable[[], Any]:
-    """A function connecting to the Chroma server at ``url`` (every request bounded by
-    ``timeout`` seconds); a ``ConfigError`` at once when ``url`` is not ``http(s)://host[:port]``."""
+def _http_connector(
+    url: str, headers: dict[str, str] | None, timeout: float, tenant: str | None = None, database: str | None = None
+) -> Callable[[], Any]:
+    """A function connecting to the Chroma server at ``url`` (see :func:`http_client`); a
+    ``ConfigError`` at once when ``url`` is not ``http(s)://host[:port]``."""
     check_server_url(url)
     # imported here, not on first use: importing chromadb takes seconds on a busy machine,
     # which the first call's deadline is not meant to cover
     import chromadb  # noqa: F401
 
     def connect() -> Any:
-        return http_client(url, timeout, headers)
+        return http_client(url, timeout, headers, tenant, database)
 
     return connect
 

@@ -141,8 +141,11 @@ class ChromaFactStore(SharedWindows):
         embedding: Embeddings | Callable[[list[str]], Any] | None = None,
         headers: dict[str, str] | None = None,
         timeout: float = 5.0,
+        tenant: str | None = None,
+        database: str | None = None,
     ) -> ChromaFactStore:
-        """A store on a Chroma server (``chroma run``), e.g. ``http://127.0.0.1:8000``.
+        """A store on a Chroma server (``chroma run``), e.g. ``http://127.0.0.1:8000``; ``headers``
+        go with every request (a token), ``tenant`` and ``database`` default to Chroma's.
 
         The connection is made on first use, so an engine can start while the server is down;
         each failing call raises :class:`~ctxplugin.errors.StoreUnavailableError`, which the
@@ -153,7 +156,7 @@ class ChromaFactStore(SharedWindows):
         Raises:
             ConfigError: ``url`` is not an ``http(s)://host[:port]`` URL.
         """
-        connect = _http_connector(url, headers, timeout)
+        connect = _http_connector(url, headers, timeout, tenant, database)
         store = cls(connect, config=config, embedding=embedding)
         store._owns_client = True
         reconnect_in_forked_children(store)
@@ -388,11 +391,7 @@ class ChromaFactStore(SharedWindows):
         with self._lock:
             found = self._collections.get(name)
             if found is None:
-                found = client.get_or_create_collection(
-                    name,
-                    embedding_function=_chroma_function(self.embedding),
-                    configuration={"hnsw": {"space": "cosine"}},
-                )
+                found = client.get_or_create_collection(name, embedding_function=_chroma_function(self.embedding), configuration={"hnsw": {"space": "cosine"}})
                 self._collections[name] = found
         return found
 
