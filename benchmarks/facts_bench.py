@@ -284,7 +284,10 @@ def outdated() -> tuple[int, int, int, int]:
     ]
     ledger.ingest(body, scope=scope)
     stale_values = ["Project Alpha", "$50k", "Tuesday"]
-    stating = [m for m in body if any(v in str(m.content) for v in stale_values)]
+    # the statements made before the user changed those values; the question after ("Remind
+    # me, ... Project Alpha, right?") asks about the old value, it states nothing stale
+    changed_at = next(i for i, m in enumerate(body) if m.id == "u4")
+    stating = [m for m in body[:changed_at] if any(v in str(m.content) for v in stale_values)]
     view, _ = mark_outdated(body, ledger=ledger, scope=scope)
     stale_ids = {id(m) for m in stating}
     unmarked = [v for m, v in zip(body, view, strict=True) if id(m) in stale_ids and "[outdated" not in str(v.content)]
