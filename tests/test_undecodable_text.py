@@ -12,6 +12,7 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, Tool
 from ctxplugin import ContextConfig, ContextEngine, Scope
 from ctxplugin.cache import ChromaAnswerCacheStore, call_context
 from ctxplugin.config import CacheConfig
+from ctxplugin.errors import RefNotFoundError
 from ctxplugin.facts.embedding import document_vectors, query_vector
 from ctxplugin.facts.static import StaticEmbedding
 from ctxplugin.testing import ScriptedChatModel, memory_engine
@@ -119,3 +120,12 @@ def test_tools_with_undecodable_bytes_are_listed_and_bound_as_given() -> None:
     assert engine.registry.get("caf\udce9_tool_3") is not None
     assert engine.registry.get("caf\udce9_tool_3").schema == tools[3]
     assert "id\udcff" in engine.registry.meta_tool().invoke({"names": ["caf\udce9_tool_3"]})
+
+
+def test_outputs_of_a_session_whose_ids_hold_undecodable_bytes_are_stored_and_expand(engine: ContextEngine) -> None:
+    scope = Scope(session_id="s\udcff1", user_id="u\udce9", workspace_id="w\ud800", tenant_id="t\udcfe")
+    compact, report = engine.capture_with_report(ToolMessage(content=OUTPUT, tool_call_id="call_1", name="get_order"), scope)
+    assert report.warnings == [] and report.ref_id is not None and compact.content != OUTPUT
+    assert engine.expand_ref(report.ref_id, scope=scope) == OUTPUT
+    with pytest.raises(RefNotFoundError):  # the session its escaped id spells reads nothing of it
+        engine.expand_ref(report.ref_id, scope=Scope(session_id="s%ED%B3%BF1", user_id="u%ED%B3%A9", workspace_id="w%ED%A0%80", tenant_id="t%ED%B3%BE"))

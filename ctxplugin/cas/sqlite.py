@@ -25,7 +25,7 @@ from ctxplugin.cas.store import (
     system_clock,
 )
 from ctxplugin.errors import RefNotFoundError, StoreError, StoreUnavailableError
-from ctxplugin.scope import Scope, Visibility, scope_key
+from ctxplugin.scope import Scope, Visibility, scope_key, scope_key_parts
 
 _SCHEMA_VERSION = 2
 # 1: owner_key was the pipe-joined scope (ambiguous); 2: owner_key is Scope.key(), rebuilt on
@@ -208,8 +208,8 @@ class SQLiteCASStore:
                     )
                 return False
             values = (
-                item.ref_id, key, visibility, scope.tenant_id, scope.workspace_id, scope.user_id,
-                scope.session_id, item.content_hash, item.raw_hash, item.kind, encode(item.summary), now, expires,
+                item.ref_id, key, visibility, _column(scope.tenant_id), _column(scope.workspace_id), _column(scope.user_id),
+                _column(scope.session_id), item.content_hash, item.raw_hash, item.kind, encode(item.summary), now, expires,
             )
             conn.execute(
                 f"INSERT INTO cas_grants ({_GRANT_COLUMNS}) VALUES ({', '.join('?' * len(values))}) "
@@ -228,11 +228,10 @@ class SQLiteCASStore:
             "raw_hash, kind, summary, created_at, expires_at, access_count FROM cas_grants "
             "WHERE ref_id = ? AND tenant_id IS ? AND (expires_at IS NULL OR expires_at > ?) "
             "AND (visibility != 'session' OR session_id = ?) ORDER BY owner_key != ?, created_at",
-            (ref_id, scope.tenant_id, now, scope.session_id, scope.key()),
+            (ref_id, _column(scope.tenant_id), now, _column(scope.session_id), scope.key()),
         ).fetchall()
         for row in rows:
-            owner = Scope(tenant_id=row[2], workspace_id=row[3], user_id=row[4], session_id=row[5])
-            if scope.can_read(owner, row[1]):
+            if scope.can_read(_owner(row[0]), row[1]):
                 yield row
 
     def exists(self, ref_id: str, scope: Scope) -> bool:
@@ -344,6 +343,21 @@ class _Held:
 
     def __del__(self) -> None:
         self.conn.close()
+
+
+def _column(value: str | None) -> str | None:
+    """A scope id as a TEXT column holds it: itself, or percent-encoded as in its scope key when
+    it holds lone surrogates (which SQLite text cannot); an ordinary id may spell the same value,
+    so a column only narrows a search and the owner is read from the key (:func:`_owner`)."""
+    if value is None or value.isascii() or not any("\ud800" <= c <= "\udfff" for c in value):
+        return value
+    return scope_key(value)
+
+
+def _owner(owner_key: str) -> Scope:
+    """The exact scope that wrote a grant, from its key."""
+    tenant_id, workspace_id, user_id, session_id = scope_key_parts(owner_key)
+    return Scope(tenant_id=tenant_id, workspace_id=workspace_id, user_id=user_id, session_id=session_id)
 
 
 def _drop_unreferenced(conn: sqlite3.Connection, raws: list[str] | None = None) -> None:

@@ -57,13 +57,16 @@ A_OTHER_USER = Scope(session_id="s-a", user_id="u9", workspace_id="w1")
 A_OTHER_TENANT = Scope(session_id="s-a", user_id="u1", workspace_id="w1", tenant_id="t2")
 A_OTHER_WORKSPACE = Scope(session_id="s-a", user_id="u1", workspace_id="w2")
 
-# Pairs of distinct scopes whose ids, joined with "|" as earlier versions did, gave one key.
+# Pairs of distinct scopes whose ids, joined with "|" as earlier versions did, gave one key,
+# or a store's columns could hold alike.
 COLLIDING_SCOPES = (
     (Scope(user_id="a", session_id="b|c"), Scope(user_id="a|b", session_id="c")),
     (Scope(tenant_id="t|w", session_id="s"), Scope(tenant_id="t", workspace_id="w", session_id="s")),
     (Scope(tenant_id="", session_id="s"), Scope(session_id="s")),
     (Scope(workspace_id="w", user_id="u|s", session_id="x"), Scope(workspace_id="w|u", user_id="s", session_id="x")),
     (Scope(user_id="é,!%7C", session_id="s"), Scope(user_id="é,!|", session_id="s")),
+    # ids no text column holds (lone surrogates, NUL) beside the ids their escaped forms spell
+    (Scope(tenant_id="t\udcff", user_id="u\x00", session_id="s\ud800"), Scope(tenant_id="t%ED%B3%BF", user_id="u%00", session_id="s%ED%A0%80")),
 )
 
 ODD_TEXTS = (
