@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import re
 import time
-from typing import Protocol
+from collections.abc import Iterator
+from re import _constants, _parser  # type: ignore[attr-defined]  # the parser re compiles with
+from typing import Any, Protocol
 
 import regex  # type: ignore[import-untyped]  # installed with tiktoken; its searches take a timeout
 
@@ -16,6 +18,16 @@ PATTERN_SECONDS = 1.0
 """How long the searches of one read may take in all. A regular expression the model wrote can
 backtrack for hours on one line (``(a+)+$``); past this it is refused with an error the model
 reads, and the step goes on."""
+
+MAX_REGEX_CHARS = 10_000
+"""The longest regular expression read: compiling one takes time no deadline bounds (a
+1,000,000-character one took seconds). A plain substring has no limit."""
+
+MAX_REGEX_ITEMS = 100_000
+"""The most items a regular expression may stand for once its counted repeats are written out,
+as the ``regex`` module compiles them: ``a{1000000000}`` took gigabytes before any search."""
+
+_REPEATS = {_constants.MAX_REPEAT, _constants.MIN_REPEAT, _constants.POSSESSIVE_REPEAT}
 
 
 class _Found(Protocol):
@@ -51,6 +63,44 @@ class _Bounded:
             ) from None
 
 
+def _subpatterns(value: Any) -> Iterator[Any]:
+    if isinstance(value, _parser.SubPattern):
+        yield value
+    elif isinstance(value, (tuple, list)):
+        for part in value:
+            yield from _subpatterns(part)
+
+
+def _items(pattern: Any) -> int:
+    """How many items ``pattern`` (parsed) stands for with each repeat written out its least
+    number of times (what ``regex`` compiles into its program; optional repeats stay loops)."""
+    total = 0
+    for op, value in pattern:
+        if op in _REPEATS:
+            least, _most, repeated = value
+            total += max(least, 1) * _items(repeated)
+        else:
+            total += 1 + sum(_items(part) for part in _subpatterns(value))
+        if total > MAX_REGEX_ITEMS:
+            break  # enough to refuse: products of nested counts grow without bound
+    return total
+
+
+def _bounded(pattern: str) -> _Bounded:
+    if len(pattern) > MAX_REGEX_CHARS:
+        raise InvalidInputError(
+            f"pattern is a regular expression of {len(pattern):,} characters, longer than the "
+            f"{MAX_REGEX_CHARS:,} read; use a shorter one, or a plain substring without regex"
+        )
+    re.compile(pattern)  # the syntax the tool documents: what re refuses is refused
+    if _items(_parser.parse(pattern)) > MAX_REGEX_ITEMS:
+        raise InvalidInputError(
+            f"pattern {clip(pattern, 80)!r} repeats too many times (over {MAX_REGEX_ITEMS:,} items "
+            "once its counts are written out); use smaller counts, e.g. a{3,} for a run"
+        )
+    return _Bounded(pattern)
+
+
 def check_options(offset: int, limit: int | None, pattern: str | None, as_regex: bool) -> Matcher | None:
     if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
         raise InvalidInputError(f"offset must be an integer >= 0, got {offset!r}")
@@ -61,10 +111,9 @@ def check_options(offset: int, limit: int | None, pattern: str | None, as_regex:
     if not as_regex:  # a substring, any case: no backtracking
         return re.compile(re.escape(pattern), re.IGNORECASE)
     try:
-        re.compile(pattern)  # the syntax the tool documents: what re refuses is refused
-        return _Bounded(pattern)
+        return _bounded(pattern)
     except (re.error, regex.error, OverflowError, RecursionError) as exc:  # a{99999999999}, ((((...
         raise InvalidInputError(f"pattern {clip(pattern, 80)!r} is not a valid regular expression: {exc}") from exc
 
 
-__all__ = ["PATTERN_SECONDS", "Matcher", "check_options"]
+__all__ = ["MAX_REGEX_CHARS", "MAX_REGEX_ITEMS", "PATTERN_SECONDS", "Matcher", "check_options"]

@@ -107,6 +107,26 @@ def test_a_pattern_that_backtracks_without_end_is_refused_in_bounded_time(store:
     assert expand(store, ref, SCOPE, pattern=r"a{40}!$", regex=True).count("\n") == 299  # an ordinary one still matches
 
 
+@pytest.mark.parametrize("pattern", ["a{5000000}", "(ab{1000}){5000}", "(?:x|y{3000}){3000}z", "[ab]{200000,}?", "(?=a{300000})"])
+def test_a_pattern_that_would_build_a_huge_program_is_refused_before_it_is_built(store: MemoryCASStore, pattern: str) -> None:
+    # the regex module writes out each counted repeat: a{1000000000} took gigabytes, until the
+    # process was killed, before the first search (and its deadline) began
+    ref = put(store, LOG)
+    with pytest.raises(InvalidInputError, match="repeats too many times"):
+        expand(store, ref, SCOPE, pattern=pattern, regex=True)
+    assert expand(store, ref, SCOPE, pattern=r"(?:ERROR ){1}d\w{3}", regex=True).count("\n") == 11  # counts a model writes are fine
+
+
+def test_a_regular_expression_longer_than_a_model_writes_is_refused(store: MemoryCASStore) -> None:
+    # compiling a 1,000,000-character expression took seconds no deadline bounded
+    ref = put(store, LOG)
+    with pytest.raises(InvalidInputError, match="longer than"):
+        expand(store, ref, SCOPE, pattern="|".join(f"line {i}:" for i in range(20_000)), regex=True)
+    assert expand(store, ref, SCOPE, pattern="|".join(f"line {i}:" for i in range(0, 300, 25)), regex=True).count("\n") == 11
+    # a substring that long is a plain search: read, not refused
+    assert expand(store, ref, SCOPE, pattern="x" * 200_000) == ""
+
+
 def test_bad_options_and_refs(store: MemoryCASStore) -> None:
     ref = put(store, LOG)
     with pytest.raises(InvalidInputError):
