@@ -15,7 +15,7 @@ from langchain_core.messages import BaseMessage, HumanMessage, ToolMessage
 from pydantic import ValidationError
 
 from ctxplugin._messages import annotation, said_ref
-from ctxplugin._untrusted import storable_text
+from ctxplugin._untrusted import storable_text, valid_unicode
 from ctxplugin.errors import InvalidInputError
 from ctxplugin.facts._text import identifiers
 from ctxplugin.facts.extract import Extractor, FactDraft
@@ -173,6 +173,8 @@ def _caller_id(fact_id: str) -> str:
         raise InvalidInputError(
             f"fact_id must be 1-{_MAX_ID} characters without spaces or '~', got {fact_id!r}"
         )
+    if valid_unicode(cleaned) is not cleaned:
+        raise InvalidInputError(f"fact_id {fact_id!r} holds undecodable bytes (lone surrogates), which no fact store keeps")
     return cleaned
 
 
@@ -188,6 +190,8 @@ def _candidate_ids(fact_id: str, reader: Scope) -> list[str]:
     if not isinstance(fact_id, str):
         raise InvalidInputError(f"a fact id is a string, got {type(fact_id).__name__}")
     reader_scope(reader)
+    if valid_unicode(fact_id) is not fact_id:  # no fact is stored under an id with lone surrogates
+        return []
     if "~" in fact_id or not fact_id.strip() or any(c.isspace() for c in fact_id):
         return [fact_id]
     return [fact_id, *(_qualified(fact_id, key) for key in reader_keys(reader))]

@@ -34,6 +34,7 @@ facts that depend on it, directly or through others, are marked ``needs_review``
 
 from __future__ import annotations
 
+from ctxplugin._untrusted import valid_unicode
 from ctxplugin.errors import InvalidInputError
 from ctxplugin.facts._batch import WriteBatch
 from ctxplugin.facts._discourse import CONDITION
@@ -226,9 +227,10 @@ def _no_target(supersedes: str, current: list[Fact], fact: Fact) -> str:
 
 
 def _resolve(writes: FactStore | WriteBatch, fact_id: str, reader: Scope) -> str:
-    """The stored id of ``fact_id`` (a caller's own id qualified by its slot), or itself."""
+    """The stored id of ``fact_id`` (a caller's own id qualified by its slot), or itself (lone
+    surrogates replaced, as in a fact's text: no store keeps them)."""
     found = writes.get(_candidate_ids(fact_id, reader), reader=reader)
-    return found[0].id if found else fact_id
+    return found[0].id if found else valid_unicode(fact_id)
 
 
 def _implicit(writes: FactStore | WriteBatch, fact: Fact, *, enabled: bool) -> list[Fact]:

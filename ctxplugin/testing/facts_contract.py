@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from ctxplugin.config import FactsConfig
+from ctxplugin.errors import InvalidInputError
 from ctxplugin.facts import Fact, FactQuery, FactsLedger, FactStore, Source
 from ctxplugin.scope import Scope
 
@@ -319,6 +320,18 @@ class FactStoreContract:
         assert ledger.current("pref_seats", scope=ALICE_OTHER_SESSION) == ledger.get(mine.id, scope=ALICE)
         assert [h.fact.id for h in ledger.search("seat preference", scope=BOB)] == [theirs.id]
         assert ledger.get(theirs.id, scope=ALICE) is None
+
+    def test_fact_ids_with_undecodable_bytes_name_no_fact(self, ledger: FactsLedger) -> None:
+        # no store keeps lone surrogates in an id: such an id is unknown, or refused where it is made
+        budget = ledger.write("The budget is 900 EUR", key="budget", fact_id="budget-1", scope=ALICE)
+        assert ledger.get("budget-1\udcff", scope=ALICE) is None
+        with pytest.raises(InvalidInputError, match="budget-2"):
+            ledger.write("The budget is 950 EUR", key="budget", fact_id="budget-2\udcff", scope=ALICE)
+        with pytest.raises(InvalidInputError):  # neither an id nor a key that is there
+            ledger.write("The budget is 990 EUR", supersedes="budget-1\udcff", scope=ALICE)
+        derived = ledger.write("The travel budget is 300 EUR", depends_on=["budget-1", "plan\udcff"], scope=ALICE)
+        assert derived.depends_on == (budget.id, "plan\ufffd")
+        assert getattr(ledger.get("budget-1", scope=ALICE), "id", None) == budget.id
 
 
 __all__ = ["ALICE", "ALICE_OTHER_SESSION", "BOB", "MALLORY", "FactStoreContract", "make_fact"]
