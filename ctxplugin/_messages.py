@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import sys
 from collections.abc import Iterator, Sequence
 from typing import Any, Literal, cast
 
@@ -17,7 +18,7 @@ from langchain_core.messages import (
 
 from ctxplugin._lru import PerMessage
 from ctxplugin._names import EXPAND_REF_NAME, late_call_id
-from ctxplugin._untrusted import MAX_JSON_DEPTH, nesting_exceeds
+from ctxplugin._untrusted import MAX_JSON_DEPTH, nesting_exceeds, unwritable_int
 from ctxplugin.errors import InvalidInputError
 from ctxplugin.tokens import content_text
 
@@ -203,6 +204,11 @@ class Validation:
                     raise InvalidInputError(
                         f"message {index} has a tool call ({call['name']!r}) whose arguments nest deeper than "
                         f"{MAX_JSON_DEPTH} levels; no model writes such arguments, and ctxplugin does not walk them"
+                    )
+                if unwritable_int(call.get("args")):
+                    raise InvalidInputError(
+                        f"message {index} has a tool call ({call['name']!r}) whose arguments hold an integer of over "
+                        f"{sys.get_int_max_str_digits():,} digits, which Python does not write as text; pass such a number as a string"
                     )
                 if call_id in pending:  # two calls of this message: their results could not be told apart
                     raise InvalidInputError(

@@ -84,6 +84,26 @@ def nesting_exceeds(value: Any, limit: int = MAX_JSON_DEPTH) -> bool:
     return False
 
 
+def unwritable_int(value: Any) -> bool:
+    """Whether an integer in ``value`` (dicts, lists and tuples, walked without recursion) has
+    more digits than Python writes as text (``sys.get_int_max_str_digits``): ``json.dumps``,
+    and so every count and note of it, would fail."""
+    limit = sys.get_int_max_str_digits()
+    stack: list[Any] = [value]
+    while limit and stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
+        elif isinstance(item, int) and item.bit_length() > limit * 3:  # fewer bits: fewer digits than the limit
+            try:
+                str(item)
+            except ValueError:
+                return True
+    return False
+
+
 def json_depth_exceeds(text: str, limit: int = MAX_JSON_DEPTH) -> bool:
     """Whether brackets outside JSON strings nest deeper than ``limit`` (linear, in C loops)."""
     if text.count("[") + text.count("{") <= limit:
@@ -268,5 +288,6 @@ def storable_text(text: str) -> str:
 
 __all__ = [
     "MAX_INT_DIGITS", "MAX_JSON_DEPTH", "REF_TEXT", "InexactJSON", "id_form", "inexact_json", "json_depth_exceeds", "json_text",
-    "load_json", "nesting_exceeds", "one_line", "parse_once", "ref_form", "storable_text", "valid_unicode",
+    "load_json", "nesting_exceeds", "one_line", "parse_once", "ref_form", "storable_text", "unwritable_int",
+    "valid_unicode",
 ]

@@ -178,6 +178,19 @@ def test_orphan_tool_result_is_a_clear_error() -> None:
         memory_engine().prepare(messages, scope=SCOPE)
 
 
+def test_tool_call_arguments_holding_an_integer_too_long_to_write_are_a_clear_error() -> None:
+    # no JSON a model writes parses to such an integer; built in Python, it made json.dumps raise a bare ValueError
+    messages = [
+        HumanMessage(content="hi"),
+        AIMessage(content="", tool_calls=[{"name": "factor", "args": {"n": [1, 7 ** 6000]}, "id": "c1"}]),
+        ToolMessage(content="x", tool_call_id="c1", name="factor"),
+    ]
+    with pytest.raises(InvalidInputError, match=r"message 1 has a tool call \('factor'\) whose arguments hold an integer of over 4,300 digits"):
+        memory_engine().prepare(messages, scope=SCOPE)
+    messages[1] = AIMessage(content="", tool_calls=[{"name": "factor", "args": {"n": [1, 7 ** 5000]}, "id": "c1"}])  # 4,226 digits
+    assert memory_engine().prepare(messages, scope=SCOPE).messages[-1].content == "x"
+
+
 def test_tool_call_arguments_nested_past_any_real_call_are_a_clear_error() -> None:
     deep: dict[str, object] = {}
     for _ in range(3000):  # deeper than the JSON encoder can go: RecursionError before
