@@ -21,6 +21,8 @@ def parse_path(path: str) -> list[Any]:
     Raises:
         InvalidInputError: the path cannot be parsed.
     """
+    if not isinstance(path, str):
+        raise InvalidInputError(f"a field path is a string, got {type(path).__name__}")
     text = path.strip()
     text = text[1:] if text.startswith("$") else text
     segments: list[Any] = []

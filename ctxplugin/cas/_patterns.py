@@ -108,6 +108,8 @@ def check_options(offset: int, limit: int | None, pattern: str | None, as_regex:
         raise InvalidInputError(f"limit must be an integer >= 0 or None, got {limit!r}")
     if pattern is None or pattern == "":
         return None
+    if not isinstance(pattern, str):
+        raise InvalidInputError(f"pattern is a string, got {type(pattern).__name__}")
     if not as_regex:  # a substring, any case: no backtracking
         return re.compile(re.escape(pattern), re.IGNORECASE)
     try:

@@ -138,6 +138,10 @@ def test_bad_options_and_refs(store: MemoryCASStore) -> None:
     for pattern in ("(" * 1000, "a{99999999999}"):  # the parser recurses too deep, the count overflows
         with pytest.raises(InvalidInputError, match="is not a valid regular expression"):
             expand(store, ref, SCOPE, pattern=pattern, regex=True)
+    flights = put(store, json.dumps(FLIGHTS))
+    for odd in ({"pattern": 5}, {"pattern": b"ERROR"}, {"fields": [1]}, {"fields": ["[0]", None]}):  # from untyped callers
+        with pytest.raises(InvalidInputError, match="is a string"):
+            expand(store, flights, SCOPE, **odd)
     with pytest.raises(RefNotFoundError):
         expand(store, ref, Scope(session_id="intruder"))
     with pytest.raises(InvalidInputError):
