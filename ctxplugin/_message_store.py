@@ -22,7 +22,7 @@ from langchain_core.messages import BaseMessage, message_to_dict, messages_from_
 
 from ctxplugin._sqlite_wal import into_wal
 from ctxplugin._untrusted import json_text
-from ctxplugin.errors import StoreError
+from ctxplugin.errors import InvalidInputError, StoreError
 from ctxplugin.scope import scope_key
 
 if TYPE_CHECKING:
@@ -117,13 +117,27 @@ class SQLiteMessageStore:
 
     def append(self, key: str, messages: Sequence[BaseMessage]) -> None:
         # JSON escapes where a message holds lone surrogates, which SQLite cannot take as text
-        rows = [(key, json_text(message_to_dict(m))) for m in messages]
+        rows = [(key, _body(messages, i)) for i in range(len(messages))]
         with self._connect() as db:
             db.executemany("INSERT INTO chat_messages (scope_key, body) VALUES (?, ?)", rows)
 
     def clear(self, key: str) -> None:
         with self._connect() as db:
             db.execute("DELETE FROM chat_messages WHERE scope_key = ?", (key,))
+
+
+def _body(messages: Sequence[BaseMessage], index: int) -> str:
+    """The JSON a message is stored as; one JSON cannot hold (bytes, an integer too long to write,
+    arguments nested past the encoder's depth) is refused before anything is written."""
+    message = messages[index]
+    try:
+        return json_text(message_to_dict(message))
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise InvalidInputError(
+            f"message {index} of the {len(messages)} added ({type(message).__name__}) cannot be stored as JSON "
+            f"({str(exc)[:200]}); none of them was written. Keep values JSON can hold in its content, "
+            "additional_kwargs and tool-call arguments"
+        ) from exc
 
 
 def _rekey(db: sqlite3.Connection) -> None:

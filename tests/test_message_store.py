@@ -14,7 +14,7 @@ from pytest_mock import MockerFixture
 
 from ctxplugin import ContextConfig, ContextEngine, Scope
 from ctxplugin._message_store import PendingMessageStore, SQLiteMessageStore
-from ctxplugin.errors import StoreError
+from ctxplugin.errors import InvalidInputError, StoreError
 
 
 @contextmanager
@@ -120,3 +120,28 @@ def test_messages_kept_in_the_process_are_written_when_the_engine_closes(tmp_pat
         with held(tmp_path / "history.sqlite3"):
             engine.history("s1").add_messages([HumanMessage("second"), AIMessage("two")])
     assert [m.content for m in SQLiteMessageStore(tmp_path / "history.sqlite3").load(KEY)] == ["first", "second", "two"]
+
+
+def _deep(levels: int) -> dict[str, object]:
+    value: dict[str, object] = {}
+    for _ in range(levels):
+        value = {"a": value}
+    return value
+
+
+@pytest.mark.parametrize(
+    "odd",
+    [
+        AIMessage("", tool_calls=[{"name": "t", "args": _deep(5000), "id": "c1"}]),  # RecursionError in json.dumps before
+        AIMessage("", tool_calls=[{"name": "t", "args": {"n": 7 ** 6000}, "id": "c1"}]),  # ValueError
+        HumanMessage("hi", additional_kwargs={"raw": b"\x89PNG"}),  # TypeError
+    ],
+    ids=["deep arguments", "huge integer", "bytes"],
+)
+def test_a_message_json_cannot_hold_is_refused_and_nothing_of_the_turn_is_written(tmp_path: Path, odd: BaseMessage) -> None:
+    history = ContextEngine.embedded(tmp_path / "store", ContextConfig()).history("s1")
+    history.add_messages([HumanMessage("first")])
+    with pytest.raises(InvalidInputError, match=rf"message 1 of the 2 added \({type(odd).__name__}\) cannot be stored"):
+        history.add_messages([HumanMessage("second"), odd])
+    history.add_messages([AIMessage("third")])
+    assert [m.content for m in history.full_messages] == ["first", "third"]
