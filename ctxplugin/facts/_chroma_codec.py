@@ -2,7 +2,7 @@
 way back from a query result to a :class:`~ctxplugin.facts.model.Fact`.
 
 Fields that filters use are metadata of their own (``vis``, ``scope``, ``is_valid``, and the
-composite ``sv``/``hv``/``kv``/``dep_<id>`` fields that make each lookup one selective
+composite ``sv``/``hv``/``kv``/``cv``/``dep_<id>`` fields that make each lookup one selective
 equality); everything else travels as one JSON string, since each metadata field is a row in
 Chroma's SQLite.
 """
@@ -14,9 +14,11 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 from typing import Any, TypeVar
+from urllib.parse import quote
 
 from pydantic import BaseModel
 
+from ctxplugin._untrusted import valid_unicode
 from ctxplugin.facts.model import Fact, FactQuery, Source, reader_keys, visibility_key
 from ctxplugin.scope import Scope
 
@@ -75,10 +77,24 @@ def lookup_wheres(reader: Scope, keys: Sequence[str], hashes: Sequence[str]) -> 
     return wheres
 
 
+def _call_field(call_id: str) -> tuple[str, str]:
+    """The field and value naming a tool call: ``cv`` and the id, or for an id with lone
+    surrogates (which no Chroma string holds) ``cvs`` and the id percent-encoded; in a field of
+    its own it never meets an ordinary id that spells the same."""
+    if valid_unicode(call_id) is call_id:
+        return "cv", call_id
+    return "cvs", quote(call_id, safe="", errors="surrogatepass")
+
+
 def withdraw_where(owner: Scope, call_ids: Sequence[str]) -> dict[str, Any]:
     """The clause for the facts read from the outputs of ``call_ids`` in the slots ``owner`` can
-    read (one ``$in`` on the composite ``cv`` field; ownership and digests are checked after)."""
-    return {"cv": {"$in": [f"{v}{_SEP}{c}" for v in reader_keys(owner) for c in call_ids]}}
+    read (one ``$in`` on the composite ``cv`` field, and ``cvs``; ownership and digests are checked after)."""
+    values: dict[str, list[str]] = {}
+    for call_id in call_ids:
+        field, value = _call_field(call_id)
+        values.setdefault(field, []).extend(f"{v}{_SEP}{value}" for v in reader_keys(owner))
+    clauses = [{field: {"$in": found}} for field, found in values.items()] or [{"cv": {"$in": []}}]
+    return clauses[0] if len(clauses) == 1 else {"$or": clauses}
 
 
 def search_where(query: FactQuery) -> dict[str, Any]:
@@ -141,7 +157,8 @@ def to_metadata(fact: Fact) -> dict[str, Any]:
         meta["key"] = fact.key
         meta["kv"] = f"{vis}{_SEP}{fact.key}"
     if fact.source.call_id is not None:
-        meta["cv"] = f"{vis}{_SEP}{fact.source.call_id}"
+        field, value = _call_field(fact.source.call_id)
+        meta[field] = f"{vis}{_SEP}{value}"
     for dep in fact.depends_on:
         meta["dep_" + dep] = vis
     return meta

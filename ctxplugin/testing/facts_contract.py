@@ -321,6 +321,21 @@ class FactStoreContract:
         assert [h.fact.id for h in ledger.search("seat preference", scope=BOB)] == [theirs.id]
         assert ledger.get(theirs.id, scope=ALICE) is None
 
+    def test_facts_read_from_an_output_whose_call_id_holds_undecodable_bytes_are_kept_and_withdrawn(self, ledger: FactsLedger) -> None:
+        from langchain_core.messages import ToolMessage
+
+        from ctxplugin.facts import output_digest
+
+        # the call id escaped as percent-encoding is another call: its facts stay apart
+        ids = ("call_1\udcff", "call_1%ED%B3%BF")
+        for call_id, card in zip(ids, ("4111-1111-1111-1111", "5500-0000-0000-0004"), strict=True):
+            assert ledger.ingest([ToolMessage(f"Card on file for customer c1: {card}, status active.", tool_call_id=call_id)], scope=ALICE)
+        read = {f.source.call_id for f in ledger.store.find(FactQuery(reader=ALICE))}
+        assert read == set(ids)
+        removed = ledger.withdraw({ids[0]: [output_digest("masked")]}, scope=ALICE)
+        assert removed and all("4111" in f.text and f.source.call_id == ids[0] for f in removed)
+        assert {f.source.call_id for f in ledger.store.find(FactQuery(reader=ALICE))} == {ids[1]}
+
     def test_fact_ids_with_undecodable_bytes_name_no_fact(self, ledger: FactsLedger) -> None:
         # no store keeps lone surrogates in an id: such an id is unknown, or refused where it is made
         budget = ledger.write("The budget is 900 EUR", key="budget", fact_id="budget-1", scope=ALICE)
