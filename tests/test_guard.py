@@ -15,6 +15,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 from pytest_mock import MockerFixture
 
 from ctxplugin import ContextConfig, ContextEngine, Scope
+from ctxplugin._step import step_wait
 from ctxplugin.cas import SQLiteCASStore
 from ctxplugin.errors import InvalidInputError, StoreBusyError, StoreError, StoreUnavailableError
 from ctxplugin.facts import FactsLedger, MemoryFactStore
@@ -263,6 +264,19 @@ def test_a_step_waits_for_its_stores_once_and_the_circuit_opens() -> None:
     assert time.monotonic() - start <= BOUND
     assert guard.is_open and not quick.is_open
     server.released.set()
+
+
+def test_the_step_s_own_work_before_its_first_store_call_leaves_the_store_time_whole() -> None:
+    # summarizing a 50 MB output took longer than stores.timeout: its put was then "skipped:
+    # this step's store time is used up" and the output passed through whole, the server fine
+    quick = StoreGuard("Quick server", timeout=TIMEOUT, retry_after=60)
+    with step_budget(TIMEOUT):
+        time.sleep(TIMEOUT * 1.5)  # the step's own work: no store was waited for
+        assert step_wait(TIMEOUT) > TIMEOUT / 2  # 0 before: the work had used the budget up
+        assert quick.call("put", lambda: "stored") == "stored"
+        with step_budget(TIMEOUT * 10):  # an inner budget still never extends the outer one
+            assert step_wait(TIMEOUT * 10) <= TIMEOUT
+    assert not quick.is_open
 
 
 def test_stop_waits_for_hung_calls_once_in_all_not_once_per_call(mocker: MockerFixture) -> None:
