@@ -1,5 +1,4 @@
-"""The in-memory fact store's vectors: rows of doubles in fixed-size chunks, scored a block at a
-time.
+"""The in-memory fact store's vectors: rows in fixed-size chunks, scored a block at a time.
 
 A search scores every fact a reader may see, and only those: its cost does not grow with the
 facts of other sessions. One at a time in Python, a dot product of 256 doubles costs
@@ -7,6 +6,10 @@ microseconds and a session's facts add up to milliseconds per search; as rows of
 products and their sums run in one pass. Chunks of :data:`CHUNK` rows grow the
 store without copying what it holds and waste at most one chunk. numpy is imported on first use
 (``import ctxplugin`` does not load it).
+
+Rows are single precision while every vector kept is (the static embedding's are: half the
+memory), and doubles from the first vector that is not: a product of a single with a double is
+computed in doubles, so the cosines are those of rows kept in doubles, to the bit.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ class Vectors:
         self._norms: list[np.ndarray] = []  # their norms, CHUNK each
         self._width: int | None = None
         self._next = 0  # the next free row (rows of dropped vectors are not reused)
+        self._narrow = True  # whether every vector put so far is single precision (rows are too)
 
     def check(self, vectors: Sequence[Sequence[float]]) -> None:
         """Refuse ``vectors`` before anything is written when they are not all as long as the
@@ -64,17 +68,21 @@ class Vectors:
             self._width = len(vector)
         elif len(vector) != self._width:
             raise ValueError(f"a vector of {len(vector)} numbers among vectors of {self._width}: one embedding per store")
+        import numpy as np
+
         norm = _norm(vector)
+        values = np.asarray(vector, dtype=np.float64)
+        if self._narrow and not np.array_equal(values.astype(np.float32), values):
+            self._narrow = False
+            self._chunks = [chunk.astype(np.float64) for chunk in self._chunks]
         row = self._rows.get(fact_id)
         if row is None:
-            import numpy as np
-
             row = self._rows[fact_id] = self._next
             self._next += 1
             if row // CHUNK == len(self._chunks):
-                self._chunks.append(np.zeros((CHUNK, self._width), dtype=np.float64))
+                self._chunks.append(np.zeros((CHUNK, self._width), dtype=np.float32 if self._narrow else np.float64))
                 self._norms.append(np.zeros(CHUNK, dtype=np.float64))
-        self._chunks[row // CHUNK][row % CHUNK] = vector
+        self._chunks[row // CHUNK][row % CHUNK] = values
         self._norms[row // CHUNK][row % CHUNK] = norm
 
     def drop(self, fact_id: str) -> None:
@@ -107,6 +115,11 @@ class Vectors:
         scores = np.zeros(len(fact_ids), dtype=np.float64)
         np.divide(dots, norm * norms, out=scores, where=norms != 0)
         return scores.tolist()
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the rows and norms held (a chunk at a time)."""
+        return sum(c.nbytes for c in self._chunks) + sum(n.nbytes for n in self._norms)
 
     def __len__(self) -> int:
         return len(self._rows)

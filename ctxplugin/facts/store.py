@@ -106,7 +106,7 @@ class MemoryFactStore:
     def __init__(self, embedding: Embeddings | Callable[[list[str]], Any] | None = None) -> None:
         self.embedding = as_embeddings(embedding)
         self._facts: dict[str, Fact] = {}
-        self._vectors = Vectors()  # rows of doubles: nothing for the collector to walk, scored as arrays
+        self._vectors = Vectors()  # rows of numbers: nothing for the collector to walk, scored as arrays
         self._order: dict[str, int] = {}  # id -> when first stored: equal times keep that order
         self._slots: dict[str, _Slot] = {}
         self._lock = threading.Lock()

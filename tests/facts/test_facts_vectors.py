@@ -66,3 +66,24 @@ def test_the_memory_store_refuses_vectors_of_another_width_and_keeps_what_it_hel
     assert len(store) == 1
     found = store.search("deploy", FactQuery(reader=ALICE), n=5)
     assert [fact.id for fact, _ in found] == [kept.id]
+
+
+def test_single_precision_vectors_are_kept_in_four_bytes_and_score_as_they_would_in_eight() -> None:
+    """An embedding whose numbers are single precision (the static embedding's) is kept so; the
+    first vector that is not widens what is kept, and no cosine changes by a bit."""
+    import numpy as np
+
+    rng = np.random.default_rng(3)
+    kept = {f"f{i}": rng.standard_normal(64).astype(np.float32).tolist() for i in range(CHUNK + 40)}
+    narrow, wide = Vectors(), Vectors()
+    wide.put("double", [1 / 3] * 64)  # not single precision: every row is kept in doubles
+    for fact_id, vector in kept.items():
+        narrow.put(fact_id, vector)
+        wide.put(fact_id, vector)
+    assert (narrow.nbytes, wide.nbytes) == (2 * CHUNK * (64 * 4 + 8), 2 * CHUNK * (64 * 8 + 8))  # (norms: doubles)
+    asked = [*rng.permutation(sorted(kept)).tolist()[:700], f"f{CHUNK + 39}"]
+    for query in (rng.standard_normal(64).tolist(), rng.standard_normal(64).astype(np.float32).tolist()):
+        assert narrow.cosines(asked, query) == wide.cosines(asked, query)
+    narrow.put("double", [1 / 3] * 64)
+    assert narrow.nbytes == wide.nbytes
+    assert narrow.cosines([*asked, "double"], query) == wide.cosines([*asked, "double"], query)
