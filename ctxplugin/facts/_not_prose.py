@@ -73,17 +73,24 @@ _ASK_LABEL = re.compile(
 """A label naming something asked or to be done ("Question 5", "Q5", "Task 3", "Step 2"): the
 verb after it is an instruction, while "Decision: use Postgres" or "Requirement 2: support
 OAuth" state what holds."""
+_STATUS = (
+    r"(?:done|complete|completed|finished|passed|passing|failed|failing|pending|ok|okay|succeeded|successful|sent|applied|"
+    r"started|running|skipped|blocked|approved|rejected|cancell?ed|scheduled|queued|merged|deployed|resolved|ready|"
+    r"in\s+progress|not\s+started|on\s+hold)(?:\s*$|\s*[(\[,;:.!-]|\s+(?:at|in|on|after|with|for|since|by|to|and|but|as|of)\b)"
+)
+"""How a thing stands, ending the value or before a detail ("failed at 10:02", "done."): after an
+action's noun ("build failed", "review pending") it is a status, not a verb's object."""
 _IMPERATIVE = re.compile(
     r"^(?:describe|explain|summari[sz]e|tell|list|show|give|provide|find|look|check|verify|confirm|compare|review|"
     r"analy[sz]e|evaluate|assess|calculate|compute|estimate|translate|define|outline|identify|name|suggest|recommend|"
     r"propose|discuss|clarify|elaborate|investigate|research|write|rewrite|draft|create|prepare|generate|implement|fix|"
     r"debug|send|fetch|get|search|open|read|help|answer|share|update|add|remove|delete|cancel|book|schedule|call|email|"
     r"contact|run|test|build|make|set|install|configure|plan|design|prove|solve|complete|fill|submit|upload|download|"
-    r"print|buy)\s+\S",
+    rf"print|buy)\s+(?!{_STATUS})\S",
     re.IGNORECASE,
 )
 """A verb that asks for something to be done, with its object ("open the settings page"; "open"
-alone is a state)."""
+alone is a state, and so is the verb's noun with how it stands: "build failed")."""
 
 
 def labelled_ask(label: str, value: str) -> Literal["question", "request"] | None:

@@ -92,6 +92,8 @@ def test_numbered_subjects_are_different_subjects() -> None:
         "Step 2: open the settings page",
         "Order 5: can you check the status",
         "Budget: kindly review the spreadsheet",
+        "Task 3: fix failed tests",
+        "Step 2: check passed builds again",
     ],
 )
 def test_a_label_before_a_request_or_a_question_states_nothing(text: str) -> None:
@@ -114,10 +116,20 @@ def test_a_label_before_a_request_or_a_question_states_nothing(text: str) -> Non
         ("Ticket 12: open since Monday", "ticket_12"),
         ("Decision: use Postgres for the cache", "decision"),
         ("Requirement 2: Customer data must remain in US data centers", "requirement_2"),
+        # an action named by its noun, then how it stands: a status, not an instruction
+        ("Step 3: build failed", "step_3"),
+        ("Step 1: test passed", "step_1"),
+        ("Task 5: review pending", "task_5"),
+        ("Task 2: fix applied to staging", "task_2"),
+        ("Step 4: install done.", "step_4"),
     ],
 )
 def test_a_label_before_a_value_still_keys_it(text: str, key: str) -> None:
     assert [d.key for d in RuleExtractor().from_text(text)] == [key]
+
+
+def test_a_status_from_a_tool_after_an_action_label_is_keyed() -> None:
+    assert [d.key for d in RuleExtractor().from_tool("Task: email sent", "mailer")] == ["task"]
 
 
 def test_a_labelled_request_replaces_no_earlier_one() -> None:
