@@ -9,6 +9,7 @@ import re
 from typing import Literal
 
 from ctxplugin._text_shapes import TextShape
+from ctxplugin.facts._values import read_values
 
 TOOL_TROUBLE = re.compile(r"(?i)\b(?:errors?|exceptions?|traceback|fatal|failed|failures?)\b|[a-z](?:Error|Exception):|\bNo module named\b")
 """A tool's report of something that went wrong ("Error during parsing: ...", "ModuleNotFoundError:
@@ -97,13 +98,15 @@ def labelled_ask(label: str, value: str) -> Literal["question", "request"] | Non
     """Whether "``label``: ``value``" asks rather than states: ``question`` for a question
     ("Question 5: how do refunds work", "Order 5: can you check the status"), ``request`` for a
     request ("please ...", "kindly ...", or a verb after a label naming what is asked: "Task 3:
-    summarize the report"); None for a value ("Order 5: shipped", "Question 5: yes")."""
+    summarize the report"); None for a value ("Order 5: shipped", "Question 5: yes"), and for a
+    polite instruction that gives the value of a label naming no request ("Deadline: please
+    submit by Friday")."""
     value = value.strip()
     if _QUESTION.match(value):
         return "question"
-    if _PLEASE.match(value) or (_ASK_LABEL.match(label.strip()) and _IMPERATIVE.match(value)):
-        return "request"
-    return None
+    if _ASK_LABEL.match(label.strip()):
+        return "request" if _PLEASE.match(value) or _IMPERATIVE.match(value) else None
+    return "request" if _PLEASE.match(value) and not any(read_values(value)) else None
 
 
 __all__ = ["CODE", "FENCED", "MACHINE_SHAPES", "PROGRESS", "TOOL_TROUBLE", "TRACE_FRAME", "labelled_ask", "log_line"]

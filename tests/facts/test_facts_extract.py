@@ -122,6 +122,9 @@ def test_a_label_before_a_request_or_a_question_states_nothing(text: str) -> Non
         ("Task 5: review pending", "task_5"),
         ("Task 2: fix applied to staging", "task_2"),
         ("Step 4: install done.", "step_4"),
+        # a polite instruction that gives the labelled value
+        ("Deadline: please submit by Friday", "deadline"),
+        ("Budget: please keep it under $500", "budget"),
     ],
 )
 def test_a_label_before_a_value_still_keys_it(text: str, key: str) -> None:
