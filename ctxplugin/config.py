@@ -304,8 +304,10 @@ class ContextConfig(BaseSettings):
     3,000 tokens. A field set explicitly always wins over the mode.
     """
 
+    # hide_input_in_errors: an error pydantic makes of ours (model_validate) would show the
+    # data given, chroma_headers' values with it
     model_config = SettingsConfigDict(
-        env_prefix="CTXPLUGIN_", env_nested_delimiter="__", extra="forbid"
+        env_prefix="CTXPLUGIN_", env_nested_delimiter="__", extra="forbid", hide_input_in_errors=True
     )
 
     mode: Mode = Field(

@@ -9,6 +9,7 @@ does.
 from __future__ import annotations
 
 import http.client
+import json
 import http.server
 import threading
 import uuid
@@ -238,6 +239,23 @@ def test_a_header_that_cannot_be_sent_is_refused_without_its_value(headers: dict
         ContextConfig(chroma_headers=headers)
     assert "chroma_headers" in str(raised.value)
     assert SECRET not in str(raised.value) and "7" not in str(raised.value).replace("chroma_headers", "")
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        {"chroma_headers": {"x-chroma-token": "tk-93\r\n"}},
+        {"budget": {"total": -1}, "chroma_headers": {"x-chroma-token": "tk-93"}},
+    ],
+    ids=["bad-header", "other-setting"],
+)
+def test_a_configuration_validated_from_data_refuses_without_the_header_values(data: dict[str, Any]) -> None:
+    # model_validate runs __init__ inside pydantic, which adds (the ends of) the input it was
+    # given to the error: a short token whole, a long one's last characters
+    for validate in (lambda: ContextConfig.model_validate(data), lambda: ContextConfig.model_validate_json(json.dumps(data))):
+        with pytest.raises(ValueError, match="invalid ctxplugin setting") as raised:
+            validate()
+        assert "tk-93" not in str(raised.value) and "tk-93" not in repr(raised.value)
 
 
 @pytest.mark.parametrize(
