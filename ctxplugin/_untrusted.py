@@ -85,14 +85,15 @@ def nesting_exceeds(value: Any, limit: int = MAX_JSON_DEPTH) -> bool:
 
 
 def unwritable_int(value: Any) -> bool:
-    """Whether an integer in ``value`` (dicts, lists and tuples, walked without recursion) has
-    more digits than Python writes as text (``sys.get_int_max_str_digits``): ``json.dumps``,
-    and so every count and note of it, would fail."""
+    """Whether an integer in ``value`` (dicts, their keys too, lists and tuples, walked without
+    recursion) has more digits than Python writes as text (``sys.get_int_max_str_digits``):
+    ``json.dumps``, and so every count and note of it, would fail."""
     limit = sys.get_int_max_str_digits()
     stack: list[Any] = [value]
     while limit and stack:
         item = stack.pop()
         if isinstance(item, dict):
+            stack.extend(item)
             stack.extend(item.values())
         elif isinstance(item, (list, tuple)):
             stack.extend(item)

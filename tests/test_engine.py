@@ -191,6 +191,17 @@ def test_tool_call_arguments_holding_an_integer_too_long_to_write_are_a_clear_er
     assert memory_engine().prepare(messages, scope=SCOPE).messages[-1].content == "x"
 
 
+def test_tool_call_arguments_keyed_by_an_integer_too_long_to_write_are_a_clear_error() -> None:
+    # json.dumps writes an integer key as text too: a bare ValueError before
+    messages = [
+        HumanMessage(content="hi"),
+        AIMessage(content="", tool_calls=[{"name": "factor", "args": {"n": {7 ** 6000: "prime"}}, "id": "c1"}]),
+        ToolMessage(content="x", tool_call_id="c1", name="factor"),
+    ]
+    with pytest.raises(InvalidInputError, match=r"message 1 has a tool call \('factor'\) whose arguments hold an integer of over 4,300 digits"):
+        memory_engine().prepare(messages, scope=SCOPE)
+
+
 def test_tool_call_arguments_nested_past_any_real_call_are_a_clear_error() -> None:
     deep: dict[str, object] = {}
     for _ in range(3000):  # deeper than the JSON encoder can go: RecursionError before
