@@ -60,11 +60,12 @@ def log_line(subject: str, value: str) -> bool:
 _AUXILIARY = r"(?:is|are|was|were|do|does|did|can|could|would|will|should|shall|may|might|has|have|had)"
 _QUESTION = re.compile(
     rf"^(?:what|how|why|which|who|whom|whose|when|where)(?:'s|'re|\s+(?:[\w-]+\s+)?{_AUXILIARY}\b)|^how\s+(?:many|much|long|often|far|soon)\b"
-    rf"|^{_AUXILIARY}(?:n't)?\s+(?:you|we|i|they|it|he|she|there|anyone|anybody|someone|somebody)\b",
+    rf"|^(?!(?:do|have)\s+it\b){_AUXILIARY}(?:n't)?\s+(?:you|we|i|they|it|he|she|there|anyone|anybody|someone|somebody)\b",
     re.IGNORECASE,
 )
 """A question without its question mark: "how do refunds work", "what is the budget for ...",
-"can you check the status" (a wh-word or an auxiliary before its subject)."""
+"can you check the status" (a wh-word or an auxiliary before its subject; "do it" and "have it
+delivered" tell what to do)."""
 _PLEASE = re.compile(r"^(?:please|pls|kindly)\b|^i(?:'d|\s+would)?\s+(?:like|need|want)\s+you\s+to\b", re.IGNORECASE)
 _ASK_LABEL = re.compile(
     r"^(?:[\w-]+\s+)?(?:question|q|qn|request|ask|query|prompt|task|todo|to-?do|step|exercise|assignment|problem|action\s+item)"

@@ -94,6 +94,8 @@ def test_numbered_subjects_are_different_subjects() -> None:
         "Budget: kindly review the spreadsheet",
         "Task 3: fix failed tests",
         "Step 2: check passed builds again",
+        "Order 5: does it ship today",
+        "Order 5: have you shipped it",
     ],
 )
 def test_a_label_before_a_request_or_a_question_states_nothing(text: str) -> None:
@@ -125,6 +127,9 @@ def test_a_label_before_a_request_or_a_question_states_nothing(text: str) -> Non
         # a polite instruction that gives the labelled value
         ("Deadline: please submit by Friday", "deadline"),
         ("Budget: please keep it under $500", "budget"),
+        # "do it", "have it done" tell what to do; "does it", "have you" ask
+        ("Decision: do it in-house", "decision"),
+        ("Plan: have it delivered Friday", "plan"),
     ],
 )
 def test_a_label_before_a_value_still_keys_it(text: str, key: str) -> None:
