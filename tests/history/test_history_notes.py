@@ -392,7 +392,10 @@ def test_fewest_dropped_drops_as_few_as_dropping_one_at_a_time() -> None:
                 tried.append(dropped)
                 return "x" * (10 + 3 * (chosen - dropped))
 
-            dropped, text = fewest_dropped(chosen, without, lambda note, room=room: len(note) <= room)
+            def fits(note: str, room: int = room) -> bool:
+                return len(note) <= room
+
+            dropped, text = fewest_dropped(chosen, without, fits)
             linear = next((k for k in range(1, chosen + 1) if 10 + 3 * (chosen - k) <= room), chosen)
             assert (dropped, text) == (linear, "x" * (10 + 3 * (chosen - linear)))
             assert len(tried) <= 2 * chosen.bit_length() + 1
