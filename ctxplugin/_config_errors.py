@@ -79,10 +79,21 @@ def unknown_variables(root: type[BaseModel], environ: Mapping[str, str]) -> list
     sections = tuple(
         env_name(path) + DELIMITER for path, section in _paths(root) if section is not None or _is_mapping(root, path)
     )
+    mappings = tuple(env_name(path) + DELIMITER for path, _ in _paths(root) if _is_mapping(root, path))
     squashed = {_squashed(name): name for name in known}
     out = []
     for name in sorted(environ):
         upper = name.upper()
+        mapping = next((m for m in mappings if upper.startswith(m)), None)
+        if mapping is not None and "_" in upper[len(mapping) :]:
+            # a variable's name has no hyphen: the key it sets keeps the underscores
+            key = name[len(mapping) :].lower()
+            out.append(
+                f"environment variable {name} sets the key {key!r} of {mapping[: -len(DELIMITER)]}, underscores kept; "
+                f"for {key.replace('_', '-')!r} set {mapping[: -len(DELIMITER)]} as JSON, e.g. "
+                f"{mapping[: -len(DELIMITER)]}='{{\"{key.replace('_', '-')}\": \"...\"}}'"
+            )
+            continue
         if (
             not upper.startswith(PREFIX)
             or upper in known

@@ -107,11 +107,22 @@ def test_a_mapping_variable_without_json_names_it_with_an_object_example(monkeyp
 
 
 def test_a_key_of_a_mapping_set_by_its_own_variable_is_read_without_a_warning(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("CTXPLUGIN_CHROMA_HEADERS__X_TOKEN", "tok-1")
+    monkeypatch.setenv("CTXPLUGIN_CHROMA_HEADERS__AUTHORIZATION", "Bearer tok-1")
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         config = ContextConfig()
-    assert config.chroma_headers["x_token"].get_secret_value() == "tok-1"
+    assert config.chroma_headers["authorization"].get_secret_value() == "Bearer tok-1"
+
+
+def test_a_mapping_key_variable_with_underscores_warns_that_they_stay(monkeypatch: pytest.MonkeyPatch) -> None:
+    # a variable's name cannot hold the hyphen of x-chroma-token
+    monkeypatch.setenv("CTXPLUGIN_CHROMA_HEADERS__X_CHROMA_TOKEN", "tok-1")
+    with pytest.warns(ConfigWarning) as caught:
+        config = ContextConfig()
+    assert config.chroma_headers["x_chroma_token"].get_secret_value() == "tok-1"
+    text = str(caught[0].message)
+    assert "'x_chroma_token'" in text and """CTXPLUGIN_CHROMA_HEADERS='{"x-chroma-token": "..."}'""" in text
+    assert "tok-1" not in text
 
 
 def test_sections_built_alone_raise_config_errors_with_their_full_path() -> None:
