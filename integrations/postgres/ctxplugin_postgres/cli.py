@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import importlib
 import logging
+import os
 import signal
+import sys
 import threading
 from types import FrameType
 from typing import Annotated, Any, NoReturn
@@ -124,12 +126,17 @@ def purge_command(dsn: Dsn, schema: Schema = DEFAULT_SCHEMA) -> None:
 def load_object(path: str) -> Any:
     """The object named by ``package.module:attribute``.
 
+    A module in the current directory is found, as ``python -m`` finds it: an installed
+    command's ``sys.path`` starts with its own ``bin`` directory, not the one it is run from.
+
     Raises:
         ConfigError: the path is malformed or names nothing importable.
     """
     module_name, _, attribute = path.partition(":")
     if not module_name or not attribute:
         raise ConfigError(f"expected package.module:name, got {path!r}")
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.insert(0, os.getcwd())
     try:
         target: Any = importlib.import_module(module_name)
         for part in attribute.split("."):

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 from ctxplugin_postgres import LATEST, SummaryJobQueue, schema_version
 from ctxplugin_postgres.cli import app
@@ -47,6 +51,23 @@ def test_work_serves_the_queue_until_idle(pg_dsn: str, pg_schema: str) -> None:
         assert result.exit_code == 0, result.output
         assert "served 2 jobs" in result.output
         assert queue.summary("second  text\nto shout") == "SECOND TEXT TO SHOUT"
+
+
+def test_work_finds_a_summarizer_in_the_directory_it_is_run_from(pg_dsn: str, pg_schema: str, tmp_path: Path) -> None:
+    # As the docs run it: the installed command, from the project that holds myapp/models.py.
+    (tmp_path / "myapp").mkdir()
+    (tmp_path / "myapp" / "__init__.py").write_text("")
+    (tmp_path / "myapp" / "models.py").write_text("def summary_model(text: str) -> str:\n    return 'gist: ' + text[:5]\n")
+    command = Path(sys.executable).parent / "ctxplugin-postgres"
+    with SummaryJobQueue.from_dsn(pg_dsn, schema=pg_schema) as queue:
+        queue.enqueue("a text to summarize")
+        result = subprocess.run(
+            [str(command), "work", "--dsn", pg_dsn, "--schema", pg_schema, "--summarizer", "myapp.models:summary_model",
+             "--exit-when-idle", "--poll", "0.1"],
+            cwd=tmp_path, capture_output=True, text=True, timeout=120,
+        )
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert queue.summary("a text to summarize") == "gist: a tex"
 
 
 @pytest.mark.parametrize(
