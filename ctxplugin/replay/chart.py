@@ -22,7 +22,8 @@ def _pyplot() -> Any:
         import matplotlib
     except ImportError as exc:
         raise MissingDependencyError(
-            "--chart draws with matplotlib, which is not installed: pip install 'ctxplugin[chart]'"
+            "--chart draws with matplotlib, which is not installed: pip install matplotlib (the chart extra: "
+            "pip install '<path to the ctxplugin clone>[chart]')"
         ) from exc
     matplotlib.use("Agg")  # files only; never open a window
     import matplotlib.pyplot as plt
