@@ -385,7 +385,7 @@ def expand(
         finally:
             store.close()
     except CtxpluginError as exc:
-        _fail(f"{ref}: {exc}")
+        _fail(str(exc) if ref in str(exc) else f"{ref}: {exc}")
     _emit(text if text.endswith("\n") else text + "\n")
     if note:
         _stderr().print(f"{ref}: {note}", markup=False, highlight=False, soft_wrap=True)

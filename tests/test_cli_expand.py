@@ -101,3 +101,17 @@ def test_a_pattern_that_matches_no_line_says_so_on_stderr(tmp_path: Path) -> Non
     assert past.stdout.strip() == "" and "60 lines" in past.stderr
     assert "0 of 60 lines match '[x]'" in expand(tmp_path, ref, "--pattern", "[x]").stderr
     assert expand(tmp_path, ref, "--pattern", "req-0007").stderr == ""
+
+
+def test_messages_name_the_ref_once_and_the_pattern_as_typed(tmp_path: Path) -> None:
+    log = "\n".join(f"10:00:{i:02d} INFO flight HAT1{i:02d} ok" for i in range(60))
+    engine = ContextEngine(ContextConfig(facts={"extract": False}), cas=SQLiteCASStore(tmp_path / "cas.sqlite3"))
+    out = engine.capture_tool_result(ToolMessage(content=log, tool_call_id="log", name="bash"), scope=SCOPE)
+    engine.cas.close()
+    ref = annotation(out)["ref"]
+    # the pattern the user typed, not Python's repr of it with every backslash doubled
+    assert "0 of 60 lines match 'HAT0\\d\\d'" in expand(tmp_path, ref, "--pattern", r"HAT0\d\d", "--regex").stderr
+    for options in (["--fields", "user_id"], ["--session", "someone-else"]):
+        result = CliRunner().invoke(app, ["expand", ref, "--path", str(tmp_path), "--session", SCOPE.session_id, *options])
+        assert result.exit_code == 1
+        assert result.stderr.count(ref) == 1, result.stderr

@@ -38,7 +38,7 @@ def expand_noting(
         return text, None
     kind = selection.unit
     if selection.filtered:
-        note = f"{selection.matched} of {selection.total} {kind} match {pattern!r}"
+        note = f"{selection.matched} of {selection.total} {kind} match '{pattern}'"  # as typed, not repr
         return text, note if selection.matched == 0 else f"{note}; none at offset {offset}"
     return text, f"no {kind[:-1]} at offset {offset} (there are {selection.total} {kind})"
 
