@@ -127,12 +127,12 @@ class ContextEngine(Closing):
     @classmethod
     def embedded(
         cls,
-        path: str | Path = ".ctxplugin",
+        path: str | Path | None = None,
         config: ContextConfig | None = None,
         *,
         summarizer: SummarizerLike | BackgroundSummarizer | None = None,
     ) -> ContextEngine:
-        """An engine on local stores: SQLite CAS and Chroma on disk under ``path``.
+        """An engine on local stores: SQLite CAS and Chroma on disk under ``path`` (``config.path``).
 
         ``path`` is created if missing. Embedded Chroma serves one process: another process
         opening the same ``path`` waits up to ``config.stores.timeout`` seconds, then gets
@@ -144,7 +144,7 @@ class ContextEngine(Closing):
             ConfigError: ``path`` is empty, or not a directory this process can create and write.
         """
         config = config or ContextConfig()
-        return cls._on(embedded_stores(path, config), config, summarizer)
+        return cls._on(embedded_stores(path if path is not None else config.path, config), config, summarizer)
 
     @classmethod
     def from_config(

@@ -119,6 +119,18 @@ def test_a_closed_embedded_engine_lets_another_process_open_its_directory(tmp_pa
     assert freed.returncode == 0
 
 
+def test_embedded_without_a_path_opens_the_configured_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    for config in (ContextConfig(path=str(tmp_path / "from-code")), None):
+        if config is None:
+            monkeypatch.setenv("CTXPLUGIN_PATH", str(tmp_path / "from-env"))
+        with ContextEngine.embedded(config=config) as engine:
+            _use(engine)
+            assert engine.path is not None and Path(engine.path) == Path(engine.config.path)
+    assert (tmp_path / "from-code" / "cas.sqlite3").is_file() and (tmp_path / "from-env" / "cas.sqlite3").is_file()
+    assert not (tmp_path / ".ctxplugin").exists(), "the stores went to the default directory, not the configured one"
+
+
 @pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts open files through /proc")
 def test_engines_opened_and_closed_one_after_another_keep_no_files_open(tmp_path: Path) -> None:
     for number in range(4):
