@@ -102,11 +102,10 @@ def unknown_variables(root: type[BaseModel], environ: Mapping[str, str]) -> list
         ):
             continue
         guess = squashed.get(_squashed(upper)) or next(iter(difflib.get_close_matches(upper, known, n=1, cutoff=0.8)), None)
-        hint = f"did you mean {guess}? " if guess else ""
-        out.append(
-            f"environment variable {name} sets no ctxplugin setting and is ignored; {hint}"
-            f"nested settings are joined with a double underscore, e.g. {env_name(('budget', 'total'))}"
-        )
+        hint = f"did you mean {guess}?" if guess else ""
+        if not guess or (DELIMITER in guess and DELIMITER not in upper):
+            hint += f"{' ' if hint else ''}nested settings are joined with a double underscore, e.g. {env_name(('budget', 'total'))}"
+        out.append(f"environment variable {name} sets no ctxplugin setting and is ignored; {hint}")
     return out
 
 

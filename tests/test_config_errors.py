@@ -154,9 +154,12 @@ def test_several_errors_are_all_named(monkeypatch: pytest.MonkeyPatch) -> None:
 )
 def test_a_variable_that_sets_nothing_warns_with_the_right_spelling(monkeypatch: pytest.MonkeyPatch, name: str, meant: str) -> None:
     monkeypatch.setenv(name, "8000")
-    with pytest.warns(ConfigWarning, match=rf"{name} sets no ctxplugin setting.*did you mean {meant}\?"):
+    with pytest.warns(ConfigWarning, match=rf"{name} sets no ctxplugin setting.*did you mean {meant}\?") as warned:
         config = ContextConfig()
     assert config.budget.total == 3000, "the stray variable changed nothing"
+    # the double-underscore advice only where the name lacks the double underscore it needs
+    advised = "joined with a double underscore" in str(warned[0].message)
+    assert advised == ("__" in meant and "__" not in name), str(warned[0].message)
 
 
 def test_known_and_test_variables_do_not_warn(monkeypatch: pytest.MonkeyPatch) -> None:
