@@ -9,22 +9,36 @@ tokens. Whatever the input, the view ``prepare`` returns
   is about to run, at the very end), no result is orphaned or repeated;
 - keeps the order of the messages it shows;
 - holds its budget, or says in the report that it could not and why;
-- keeps the latest user message.
+- keeps the latest user message;
+- is the same, and so is its report, when the host sends deep copies of its history on every
+  call (read back from a checkpoint) instead of the objects it sent before; and after the host
+  edits, removes or rewinds earlier messages, shows the conversation as a fresh engine does.
 """
 
 from __future__ import annotations
 
+import copy
+import difflib
 import json
 import os
+import re
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
 from hypothesis import HealthCheck, Phase, given, note, settings
 from hypothesis import strategies as st
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+    message_to_dict,
+)
+from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from ctxplugin import ContextConfig, Scope
-from ctxplugin.testing import memory_engine
+from ctxplugin.testing import conversation_messages, logical_clock, memory_engine
 from ctxplugin.tokens import content_text, count_messages
 
 SETTINGS = settings(
@@ -187,3 +201,147 @@ def test_a_view_prepared_again_from_its_compact_results_is_still_valid(messages:
     assert provider_problems(again.messages) == []
     assert any(m.id == "next" for m in again.messages)
 
+
+# A host that rebuilds its history from a checkpoint on every call sends equal copies of the
+# messages, not the objects it sent before; the incremental paths that take the very same
+# objects as already read must give it the views a host sending the same objects gets.
+
+TASKS = [
+    "My user id is mia_li_3668. Book flight HAT042 from Austin on 2026-11-24.",
+    "Change of plans: forget the booking, cancel order #W1007 and refund it to the original card.",
+    "I prefer seat 14C, and my budget is 500 dollars.",
+    "Actually the date is 2026-11-25, not 2026-11-24.",
+]
+"""Tasks a user sets mid-session, holding values the facts and the notes read."""
+
+
+@st.composite
+def huge_output(draw: st.DrawFn, name: str) -> str:
+    """An output far past any budget: a long log or a large JSON array."""
+    size = draw(st.integers(2_000, 4_000))
+    if draw(st.booleans()):
+        return "\n".join(f"10:{i // 60 % 60:02d}:{i % 60:02d} WARN {name} retry {i} for order #W{1000 + i}" for i in range(size))
+    return json.dumps([{"id": f"{name}-{i}", "seat": f"{i % 40}C", "price": i} for i in range(size)])
+
+
+@st.composite
+def sessions(draw: st.DrawFn) -> Conversation:
+    """A conversation as :func:`conversations` makes it, where the user now and then sets a new
+    task mid-session, a tool returns a huge output, a text comes as content blocks (with the
+    thinking of an AI message), and the messages may have no ids."""
+    messages = draw(conversations())
+    humans = [i for i, m in enumerate(messages) if isinstance(m, HumanMessage)]
+    for i in draw(st.lists(st.sampled_from(humans), max_size=3, unique=True)):
+        messages[i] = HumanMessage(content=draw(st.sampled_from(TASKS)), id=messages[i].id)
+    results = [i for i, m in enumerate(messages) if isinstance(m, ToolMessage)]
+    for i in draw(st.lists(st.sampled_from(results), max_size=2, unique=True)) if results else []:
+        messages[i] = messages[i].model_copy(update={"content": draw(huge_output(str(messages[i].name))), "status": "success"})
+    for i in draw(st.lists(st.integers(0, len(messages) - 1), max_size=4, unique=True)):
+        text = messages[i].content
+        if isinstance(text, str) and text:
+            blocks: list[str | dict[str, Any]] = [{"type": "text", "text": text[: len(text) // 2]}, {"type": "text", "text": text[len(text) // 2 :]}]
+            if isinstance(messages[i], AIMessage):
+                blocks.insert(0, {"type": "thinking", "thinking": f"The user asked: {text[:40]}", "signature": "c2ln"})
+            messages[i] = messages[i].model_copy(update={"content": blocks})
+    if draw(st.booleans()):
+        messages = Conversation(m.model_copy(update={"id": None}) for m in messages)
+    return messages
+
+
+Change = tuple[int, Literal["edit", "remove", "rewind"], float]
+"""What a host changes in its history before call ``k``, at the message at that share of it
+(the first message aside): ``edit`` puts an edited copy (same id, other content) in its place,
+``remove`` takes it out with the results of the calls it made (as LangGraph's ``RemoveMessage``
+leaves the state), ``rewind`` takes it out with all that follows (a run resumed from an earlier
+checkpoint)."""
+
+changes = st.lists(st.tuples(st.integers(1, 12), st.sampled_from(["edit", "remove", "rewind"]), st.floats(0, 0.999)), max_size=3)
+
+_FACT_ID = re.compile(r"fact_[0-9a-f]{20}")
+
+
+def _fact_ranks(text: str, ranks: dict[str, str]) -> str:
+    """``text`` with each fact id (random) replaced by its rank of first appearance."""
+    return _FACT_ID.sub(lambda m: ranks.setdefault(m.group(0), f"fact#{len(ranks)}"), text)
+
+
+def sent(prepared: Any, ranks: dict[str, str]) -> str:
+    """A view as the model is sent it (every message as LangChain serialises it, the tool
+    schemas) and its report but for the timings; fact ids by rank (``ranks``: those so far)."""
+    payload = {
+        "messages": [message_to_dict(m) for m in prepared.messages],
+        "tools": [t if isinstance(t, dict) else convert_to_openai_tool(t) for t in prepared.tools],
+        "report": prepared.report.model_dump(exclude={"timings_ms"}),
+    }
+    return _fact_ranks(json.dumps(payload, sort_keys=True, ensure_ascii=False, indent=1, default=repr), ranks)
+
+
+def own_messages(prepared: Any) -> list[str]:
+    """The conversation's own messages of a view, as LangChain serialises them."""
+    ranks: dict[str, str] = {}
+    return [_fact_ranks(json.dumps(message_to_dict(m), sort_keys=True, default=repr), ranks) for m in conversation_messages(prepared.messages)]
+
+
+def make_change(history: list[BaseMessage], kind: str, share: float, mark: str) -> None:
+    """Make a host's change (see :data:`Change`) to ``history``."""
+    if len(history) < 2:
+        return
+    index = 1 + int(share * (len(history) - 1))
+    message = history[index]
+    if kind == "edit":
+        text = content_text(message.content)
+        history[index] = message.model_copy(update={"content": f"{mark} {text[: len(text) // 2]}"})
+    elif kind == "rewind":
+        del history[index:]
+    else:
+        calls = {c["id"] for c in message.tool_calls} if isinstance(message, AIMessage) else set()
+        history[:] = [m for i, m in enumerate(history) if i != index and not (isinstance(m, ToolMessage) and m.tool_call_id in calls)]
+
+
+def replay(config: ContextConfig, messages: Sequence[BaseMessage], edits: Sequence[Change], *, copies: bool) -> list[str]:
+    """Every call's view (see :func:`sent`) when ``messages`` are played as an agent loop plays
+    them: a model call before every AI message and one at the end, each tool output captured
+    as it arrives, ``edits`` made between calls. With ``copies`` every call is given a deep
+    copy of the history, else the same objects. After a change, and on the last call, the
+    conversation's own messages in the view are those a fresh engine shows."""
+    engine = memory_engine(config, clock=logical_clock())
+    scope = Scope(session_id="copies")
+    history: list[BaseMessage] = []
+    views: list[str] = []
+    ranks: dict[str, str] = {}
+
+    def call(last: bool = False) -> None:
+        made = [(kind, share) for at, kind, share in edits if at == len(views)]
+        for kind, share in made:
+            make_change(history, kind, share, f"(edited before call {len(views)})")
+        prepared = engine.prepare(copy.deepcopy(history) if copies else history, scope=scope)
+        views.append(sent(prepared, ranks))
+        if made or last:
+            fresh = memory_engine(config, clock=logical_clock()).prepare(copy.deepcopy(history), scope=scope)
+            assert_same(f"call {len(views) - 1}, after {made}: a fresh engine's view", own_messages(prepared), own_messages(fresh))
+
+    for message in messages:
+        if isinstance(message, AIMessage):
+            call()
+        history.append(engine.capture_tool_result(message, scope=scope) if isinstance(message, ToolMessage) else message)
+    call(last=True)
+    return views
+
+
+def assert_same(what: str, found: Sequence[str], expected: Sequence[str]) -> None:
+    """``found == expected``, or an error that names ``what`` and shows the first lines that differ."""
+    if list(found) != list(expected):
+        diff = difflib.unified_diff("\n".join(expected).splitlines(), "\n".join(found).splitlines(), lineterm="", n=2)
+        raise AssertionError(f"differs from {what}:\n" + "\n".join(list(diff)[2:60]))
+
+
+@SETTINGS
+@given(messages=sessions(), total=st.integers(250, 8000), mode=st.sampled_from(["whole", "compact"]), edits=changes)
+def test_copies_of_the_history_get_the_views_of_the_same_messages(
+    messages: list[BaseMessage], total: int, mode: Literal["whole", "compact"], edits: list[Change]
+) -> None:
+    config = ContextConfig(mode=mode, budget={"total": total})
+    same = replay(config, messages, edits, copies=False)
+    copied = replay(config, messages, edits, copies=True)
+    for index, (one, other) in enumerate(zip(copied, same, strict=True)):
+        assert_same(f"call {index} given the same messages", [one], [other])
