@@ -298,12 +298,16 @@ def make_change(history: list[BaseMessage], kind: str, share: float, mark: str) 
         history[:] = [m for i, m in enumerate(history) if i != index and not (isinstance(m, ToolMessage) and m.tool_call_id in calls)]
 
 
-def replay(config: ContextConfig, messages: Sequence[BaseMessage], edits: Sequence[Change], *, copies: bool) -> list[str]:
+def replay(
+    config: ContextConfig, messages: Sequence[BaseMessage], edits: Sequence[Change], tools: Sequence[dict[str, Any]], *, copies: bool
+) -> list[str]:
     """Every call's view (see :func:`sent`) when ``messages`` are played as an agent loop plays
-    them: a model call before every AI message and one at the end, each tool output captured
-    as it arrives, ``edits`` made between calls. With ``copies`` every call is given a deep
-    copy of the history, else the same objects. After a change, and on the last call, the
-    conversation's own messages in the view are those a fresh engine shows."""
+    them: a model call binding ``tools`` before every AI message and one at the end, each tool
+    output captured as it arrives, ``edits`` made between calls. With ``copies`` every call is
+    given a deep copy of the history, else the same objects. After a change, and on the last
+    call, the conversation's own messages in the view are those a fresh engine shows, when
+    facts are off (the facts ledger keeps what it read from a message since edited or removed,
+    and the facts take room from the history: there a fresh engine's view differs)."""
     engine = memory_engine(config, clock=logical_clock())
     scope = Scope(session_id="copies")
     history: list[BaseMessage] = []
@@ -314,10 +318,10 @@ def replay(config: ContextConfig, messages: Sequence[BaseMessage], edits: Sequen
         made = [(kind, share) for at, kind, share in edits if at == len(views)]
         for kind, share in made:
             make_change(history, kind, share, f"(edited before call {len(views)})")
-        prepared = engine.prepare(copy.deepcopy(history) if copies else history, scope=scope)
+        prepared = engine.prepare(copy.deepcopy(history) if copies else history, tools=tools, scope=scope)
         views.append(sent(prepared, ranks))
-        if made or last:
-            fresh = memory_engine(config, clock=logical_clock()).prepare(copy.deepcopy(history), scope=scope)
+        if (made or last) and not config.facts.enabled:
+            fresh = memory_engine(config).prepare(copy.deepcopy(history), tools=tools, scope=scope)
             assert_same(f"call {len(views) - 1}, after {made}: a fresh engine's view", own_messages(prepared), own_messages(fresh))
 
     for message in messages:
@@ -335,13 +339,34 @@ def assert_same(what: str, found: Sequence[str], expected: Sequence[str]) -> Non
         raise AssertionError(f"differs from {what}:\n" + "\n".join(list(diff)[2:60]))
 
 
+SCHEMAS = [
+    {
+        "type": "function",
+        "function": {
+            "name": name,
+            "description": f"Looks up {name.replace('_', ' ')} records matching a query.",
+            "parameters": {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]},
+        },
+    }
+    for name in [*TOOLS, "list_orders", "get_order", "book_flight", "update_seat", "refund", "search_hotels", "get_weather", "send_email"]
+]
+"""Tools to bind: enough for the tool directory to stand in for their schemas."""
+
+
 @SETTINGS
-@given(messages=sessions(), total=st.integers(250, 8000), mode=st.sampled_from(["whole", "compact"]), edits=changes)
+@given(
+    messages=sessions(),
+    total=st.integers(250, 8000),
+    mode=st.sampled_from(["whole", "compact"]),
+    edits=changes,
+    facts=st.booleans(),
+    tools=st.sampled_from([[], SCHEMAS]),
+)
 def test_copies_of_the_history_get_the_views_of_the_same_messages(
-    messages: list[BaseMessage], total: int, mode: Literal["whole", "compact"], edits: list[Change]
+    messages: list[BaseMessage], total: int, mode: Literal["whole", "compact"], edits: list[Change], facts: bool, tools: list[dict[str, Any]]
 ) -> None:
-    config = ContextConfig(mode=mode, budget={"total": total})
-    same = replay(config, messages, edits, copies=False)
-    copied = replay(config, messages, edits, copies=True)
+    config = ContextConfig(mode=mode, budget={"total": total}, facts={"enabled": facts})
+    same = replay(config, messages, edits, tools, copies=False)
+    copied = replay(config, messages, edits, tools, copies=True)
     for index, (one, other) in enumerate(zip(copied, same, strict=True)):
         assert_same(f"call {index} given the same messages", [one], [other])
