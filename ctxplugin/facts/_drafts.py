@@ -58,10 +58,11 @@ def _build_fact(
     clock: Callable[[], datetime],
     fact_id: str | None = None,
     audience: tuple[str, ...] = (),
-    output: tuple[str, str] | None = None,
+    output: tuple[str | None, str] | None = None,
 ) -> Fact:
     """A fact from ``draft`` written by ``scope``, stamped with ``clock()``; ``output`` names the
-    tool output it was read from (call id and :func:`~ctxplugin.facts.model.output_digest`)."""
+    tool output (call id and :func:`~ctxplugin.facts.model.output_digest`) or the message (no call
+    id, the digest of its text) it was read from."""
     reader_scope(scope)
     visibility = draft.visibility or "session"
     if visibility == "user" and not scope.user_id:
@@ -218,9 +219,9 @@ def _valid_draft(draft: FactDraft) -> FactDraft:
     )
 
 
-Read: TypeAlias = tuple[FactDraft, SourceType, tuple[str, ...], tuple[str, str] | None]
-"""A draft read from a message, its source type, the audience the host marked, and for a tool
-output its call id and digest."""
+Read: TypeAlias = tuple[FactDraft, SourceType, tuple[str, ...], tuple[str | None, str] | None]
+"""A draft read from a message, its source type, the audience the host marked, and the call id
+(a tool output's; None for a message) and digest of the text it was read from."""
 
 
 def read_drafts(
@@ -236,7 +237,8 @@ def read_drafts(
             continue
         ref = _provenance(message)
         source: SourceType = "tool" if isinstance(message, ToolMessage) else "conversation"
-        output = (message.tool_call_id, output_digest(content_text(message.content))) if isinstance(message, ToolMessage) else None
+        # the text read, so that a message edited in place (same id, other text) is read again
+        output = (message.tool_call_id if isinstance(message, ToolMessage) else None, output_digest(content_text(message.content)))
         marks = _output_marks(message) if isinstance(message, ToolMessage) else _marks(message, source)
         if marks is None:
             continue

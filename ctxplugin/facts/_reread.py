@@ -7,8 +7,9 @@ set a key twice ("started", then "finished") would flip the key back and forth a
 facts behind each time, and an early value replaced since by an output that is not read again
 (a stored one, read when it was captured) would come back as current. So the facts the
 ledger already holds tell which messages it read: one with a fact stored from that very
-message (same text, same source: message id or tool call id and output digest, same owner)
-is skipped whole.
+message (same text, same source: message id or tool call id, the digest of the text read,
+same owner) is skipped whole. A message the host edited in place (same id, other text) is read
+again: its new statements replace what the old text said.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from ctxplugin.facts.model import Fact, FactQuery, text_hash
 from ctxplugin.facts.store import FactStore
 from ctxplugin.scope import Scope
 
-_Origin = tuple[str, str | None, tuple[str, str] | None]
+_Origin = tuple[str, str | None, tuple[str | None, str] | None]
 
 
 def unread(writes: FactStore | WriteBatch, owner: Scope, drafts: Sequence[Read]) -> list[Read]:
@@ -36,20 +37,15 @@ def unread(writes: FactStore | WriteBatch, owner: Scope, drafts: Sequence[Read])
     else:
         stored = [f for h in hashes for f in writes.find(FactQuery(reader=owner, text_hash=h))]
     owner_key = owner.key()
-    known = {
-        (f.text_hash, f.source.type, f.source.ref, (f.source.call_id, f.source.digest))
-        for f in stored
-        if f.owner.key() == owner_key
-    }
+    mine = [f for f in stored if f.owner.key() == owner_key]
+    known = {(f.text_hash, f.source.type, f.source.ref, (f.source.call_id, f.source.digest)) for f in mine}
+    # a fact read from a message before the digest of its text was kept: any text of it
+    undigested = {(f.text_hash, f.source.type, f.source.ref) for f in mine if f.source.call_id is None and f.source.digest is None}
     read_before: set[_Origin] = set()
     for read in drafts:
         draft, source, _, output = read
-        if (
-            text_hash(draft.text.strip()),
-            source,
-            draft.source_ref,
-            output or (None, None),
-        ) in known:
+        said = (text_hash(draft.text.strip()), source, draft.source_ref)
+        if (*said, output or (None, None)) in known or ((output is None or output[0] is None) and said in undigested):
             read_before.add(_origin(read))
     return (
         [read for read in drafts if _origin(read) not in read_before]

@@ -199,7 +199,7 @@ class FactsLedger:
         supersedes: str | None = None,
         fact_id: str | None = None,
         audience: tuple[str, ...] = (),
-        output: tuple[str, str] | None = None,
+        output: tuple[str | None, str] | None = None,
     ) -> tuple[Fact, bool]:
         """Write one draft (``output``: the tool call id and digest it was read from)."""
         fact = _build_fact(
