@@ -121,8 +121,8 @@ def chained_session(runs: int, offset: int = 0, order: Sequence[str] = (), owner
     files = sorted(SWE.glob("*.traj.json"))
     chosen = [recording(name) for name in order] if order else [files[(offset + i) % len(files)] for i in range(runs)]
     out: list[BaseMessage] = []
-    for path in chosen:
-        messages = list(load_file(path).conversations[0].messages)
+    for number, path in enumerate(chosen):
+        messages = distinct(load_file(path).conversations[0].messages, f"r{number}")
         if out:
             messages = [m for m in messages if not isinstance(m, SystemMessage)]
         out.extend(messages)
@@ -150,8 +150,24 @@ def chat_thread(count: int) -> list[BaseMessage]:
     """The first ``count`` tau airline conversations as one chat thread (the system prompt once):
     a long conversation where the user speaks every few calls."""
     out: list[BaseMessage] = []
-    for conversation in load_file(TAU).conversations[:count]:
-        out.extend(m for m in conversation.messages if not (out and isinstance(m, SystemMessage)))
+    for number, conversation in enumerate(load_file(TAU).conversations[:count]):
+        out.extend(m for m in distinct(conversation.messages, f"c{number}") if not (out and isinstance(m, SystemMessage)))
+    return out
+
+
+def distinct(messages: Sequence[BaseMessage], tag: str) -> list[BaseMessage]:
+    """``messages`` with their ids and tool call ids prefixed by ``tag``: recordings chained into
+    one session reuse them (the loader numbers each conversation's messages ``msg-0``, ``msg-1``,
+    ...; the tau recordings share call ids), and in one session a message that comes again under
+    an id is an edit of it, a tool result under a call id a replaced output."""
+    out: list[BaseMessage] = []
+    for message in messages:
+        update: dict[str, Any] = {"id": f"{tag}/{message.id}"} if message.id else {}
+        if isinstance(message, AIMessage) and message.tool_calls:
+            update["tool_calls"] = [{**call, "id": f"{tag}/{call['id']}"} if call.get("id") else call for call in message.tool_calls]
+        if isinstance(message, ToolMessage):
+            update["tool_call_id"] = f"{tag}/{message.tool_call_id}"
+        out.append(message.model_copy(update=update) if update else message)
     return out
 
 
@@ -179,7 +195,7 @@ def self_chained(name: str, copies: int, owners: list[str] | None = None) -> lis
     path = recording(name)
     out: list[BaseMessage] = []
     for i in range(copies):
-        for message in load_file(path).conversations[0].messages:
+        for message in distinct(load_file(path).conversations[0].messages, f"k{i}"):
             if owners is not None and not (out and isinstance(message, SystemMessage)):
                 owners.append(f"copy {i}")
             if isinstance(message, SystemMessage):
