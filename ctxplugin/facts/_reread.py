@@ -9,7 +9,8 @@ facts behind each time, and an early value replaced since by an output that is n
 ledger already holds tell which messages it read: one with a fact stored from that very
 message (same text, same source: message id or tool call id, the digest of the text read,
 same owner) is skipped whole. A message the host edited in place (same id, other text) is read
-again: its new statements replace what the old text said.
+again for what it states anew, which replaces what the old text said; a statement its old text
+made too is not read again, so a value a later message replaced since stays replaced.
 """
 
 from __future__ import annotations
@@ -39,17 +40,25 @@ def unread(writes: FactStore | WriteBatch, owner: Scope, drafts: Sequence[Read])
     owner_key = owner.key()
     mine = [f for f in stored if f.owner.key() == owner_key]
     known = {(f.text_hash, f.source.type, f.source.ref, (f.source.call_id, f.source.digest)) for f in mine}
-    # a fact read from a message before the digest of its text was kept: any text of it
+    # what was read from a message, whatever its text then (before the digest of its text was
+    # kept, any text of it marks it read)
+    stated = {(f.text_hash, f.source.type, f.source.ref) for f in mine if f.source.call_id is None}
     undigested = {(f.text_hash, f.source.type, f.source.ref) for f in mine if f.source.call_id is None and f.source.digest is None}
     read_before: set[_Origin] = set()
-    for read in drafts:
+    restated: set[int] = set()
+    for index, read in enumerate(drafts):
         draft, source, _, output = read
         said = (text_hash(draft.text.strip()), source, draft.source_ref)
-        if (*said, output or (None, None)) in known or ((output is None or output[0] is None) and said in undigested):
+        message = output is None or output[0] is None
+        if (*said, output or (None, None)) in known or (message and said in undigested):
             read_before.add(_origin(read))
+        elif message and said in stated:
+            # an edited message: what its old text said too was read then, and may have been
+            # replaced since by a later message; only what it says anew is read
+            restated.add(index)
     return (
-        [read for read in drafts if _origin(read) not in read_before]
-        if read_before
+        [read for index, read in enumerate(drafts) if _origin(read) not in read_before and index not in restated]
+        if read_before or restated
         else list(drafts)
     )
 

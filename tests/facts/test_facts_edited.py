@@ -49,3 +49,21 @@ def test_the_view_shows_the_edited_value_as_current(tmp_path: Path) -> None:
         edited = [HumanMessage(EDITED, id="h1"), AIMessage("Noted.", id="a1"), HumanMessage("What is my budget?", id="h2")]
         engine.prepare(edited, scope=S)
         assert "900" in engine.facts.current("my_budget", scope=S).text  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        SAID + " Thanks!",  # states nothing new
+        "My budget is 500 dollars and my user id is mia_li_9999.",  # another statement changed
+    ],
+)
+def test_an_edit_does_not_bring_back_a_value_a_later_message_replaced(ledger: FactsLedger, edit: str) -> None:
+    later = HumanMessage("My budget is 900 dollars.", id="h2")
+    ledger.ingest([HumanMessage(SAID, id="h1"), later], scope=S)
+    assert "900" in ledger.current("my_budget", scope=S).text  # type: ignore[union-attr]
+    ledger.ingest([HumanMessage(edit, id="h1"), later], scope=S)
+    assert "900" in ledger.current("my_budget", scope=S).text  # type: ignore[union-attr]
+    # and a new process reading the thread again changes nothing
+    assert ledger.ingest([HumanMessage(edit, id="h1"), later], scope=S) == []
+    assert "900" in ledger.current("my_budget", scope=S).text  # type: ignore[union-attr]
