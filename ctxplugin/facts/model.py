@@ -82,9 +82,10 @@ class Source(BaseModel):
         ref: the message id, tool call id or CAS ref (``ref:<kind>:<hash>``) the fact came from.
         turn_index: position of that message in the conversation, when known.
         call_id: for a fact read from a tool output, the tool call id it answered.
-        digest: for a fact read from a tool output, :func:`output_digest` of the output as read:
-            when the host later replaces that output (PII masking), the facts read from the old
-            content are told from those read from the new one and withdrawn.
+        digest: for a fact read from a tool output or a message, :func:`output_digest` of its
+            text as read: when the host later replaces that output (PII masking), the facts read
+            from the old content are told from those read from the new one and withdrawn; a
+            message edited in place (same id, other text) is read again.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
