@@ -19,6 +19,7 @@ from urllib.parse import quote
 from pydantic import BaseModel
 
 from ctxplugin._untrusted import valid_unicode
+from ctxplugin.facts._said import said_by
 from ctxplugin.facts.model import Fact, FactQuery, Source, reader_keys, visibility_key
 from ctxplugin.scope import Scope
 
@@ -84,6 +85,31 @@ def _call_field(call_id: str) -> tuple[str, str]:
     if valid_unicode(call_id) is call_id:
         return "cv", call_id
     return "cvs", quote(call_id, safe="", errors="surrogatepass")
+
+
+def _message_field(ref: str) -> tuple[str, str]:
+    """The field and value naming the user message a fact was read from: ``mv`` and its ref, or
+    ``mvs`` and the ref percent-encoded (as :func:`_call_field`). Written since edited messages
+    are told apart: a fact stored before has neither, and is not found by it."""
+    if valid_unicode(ref) is ref:
+        return "mv", ref
+    return "mvs", quote(ref, safe="", errors="surrogatepass")
+
+
+def message_wheres(owner: Scope, refs: Sequence[str]) -> list[dict[str, Any]]:
+    """The clauses, one request each, for the facts read from the user messages ``refs`` in the
+    slots ``owner`` can read (ownership is checked after), at most :data:`_MAX_VALUES` values each."""
+    values = [(field, f"{v}{_SEP}{value}") for field, value in map(_message_field, dict.fromkeys(refs)) for v in reader_keys(owner)]
+    wheres: list[dict[str, Any]] = []
+    for start in range(0, len(values), _MAX_VALUES):
+        chunk = values[start : start + _MAX_VALUES]
+        clauses = [
+            {field: {"$in": listed}}
+            for field in ("mv", "mvs")
+            if (listed := [value for name, value in chunk if name == field])
+        ]
+        wheres.append(clauses[0] if len(clauses) == 1 else {"$or": clauses})
+    return wheres
 
 
 def withdraw_where(owner: Scope, call_ids: Sequence[str]) -> dict[str, Any]:
@@ -158,6 +184,9 @@ def to_metadata(fact: Fact) -> dict[str, Any]:
         meta["kv"] = f"{vis}{_SEP}{fact.key}"
     if fact.source.call_id is not None:
         field, value = _call_field(fact.source.call_id)
+        meta[field] = f"{vis}{_SEP}{value}"
+    if (ref := said_by(fact)) is not None:
+        field, value = _message_field(ref)
         meta[field] = f"{vis}{_SEP}{value}"
     for dep in fact.depends_on:
         meta["dep_" + dep] = vis

@@ -37,6 +37,7 @@ from ctxplugin.facts._chroma_codec import (
 from ctxplugin.facts._chroma_embedding import _chroma_function as _chroma_function
 from ctxplugin.facts._chroma_embedding import _translated
 from ctxplugin.facts._chroma_lexical import _LexicalIndexes, _tag
+from ctxplugin.facts._chroma_messages import MessageFacts
 from ctxplugin.facts._chroma_query import _WIDER, _query, _rank_exactly
 from ctxplugin.facts._chroma_windows import SharedWindows
 from ctxplugin.facts._chroma_write import batch_size, delete_withdrawn, grouped, upsert
@@ -54,7 +55,7 @@ _RETRY_UNFILTERED = 32
 _MEMO_READERS = 4096
 
 
-class ChromaFactStore(SharedWindows):
+class ChromaFactStore(SharedWindows, MessageFacts):
     """Facts in a Chroma collection: one shared collection filtered by tenant metadata, or one
     collection per tenant (``config.collection_per_tenant``).
 

@@ -13,6 +13,7 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from langchain_core.embeddings import Embeddings
 
+from ctxplugin.facts._said import said_by
 from ctxplugin.facts._vectors import Vectors
 from ctxplugin.facts.embedding import as_embeddings, document_vectors, query_vector
 from ctxplugin.facts.lexical import LexicalIndex
@@ -46,6 +47,10 @@ class FactStore(Protocol):
     And ``withdraw(owner, outputs) -> list[Fact]``: delete, in one request or as few as it can,
     the facts ``owner`` read from tool outputs its host has since replaced (see
     :func:`~ctxplugin.facts.model.withdrawn`) and return them; the ledger's ``withdraw`` uses it.
+    And ``from_messages(owner, refs) -> list[Fact]``: the facts ``owner`` read from the user
+    messages whose source refs are ``refs`` (:func:`~ctxplugin.facts._said.said_by`), in any
+    state, in one request or as few as it can; an ingest reading a message the host edited uses
+    it to mark not current what the old text stated and the new one does not.
 
     A store that only this process writes may also have ``generation: int``, a number that
     changes with every write: what was read from it at the same generation still stands, so a
@@ -178,6 +183,20 @@ class MemoryFactStore:
                 self._vectors.drop(fact.id)
         return list(found.values())
 
+    def from_messages(self, owner: Scope, refs: Sequence[str]) -> list[Fact]:
+        """The facts ``owner`` read from the user messages ``refs``, in any state, in the order
+        they were first stored."""
+        owner_key = owner.key()
+        with self._lock:
+            found = {
+                fact.id: fact
+                for slot_key in dict.fromkeys(reader_keys(owner)) if (slot := self._slots.get(slot_key)) is not None
+                for ref in dict.fromkeys(refs)
+                for fact in slot.by_message.get(ref, {}).values()
+                if fact.owner.key() == owner_key
+            }
+            return sorted(found.values(), key=lambda f: self._order[f.id])
+
     def _put(self, fact: Fact) -> None:
         old = self._facts.get(fact.id)
         if old is not None:
@@ -273,6 +292,7 @@ class _Slot:
         self.by_state: dict[tuple[bool, str], dict[str, Fact]] = {}
         self.by_dependency: dict[str, dict[str, Fact]] = {}  # a superseded fact's dependents are flagged
         self.by_call: dict[str, dict[str, Fact]] = {}  # tool call id -> facts read from its output
+        self.by_message: dict[str, dict[str, Fact]] = {}  # user message ref -> facts read from it
         self.lexical = LexicalIndex()
 
     def insert(self, fact: Fact) -> None:
@@ -284,6 +304,8 @@ class _Slot:
             self.by_dependency.setdefault(dependency, {})[fact.id] = fact
         if fact.source.call_id is not None:
             self.by_call.setdefault(fact.source.call_id, {})[fact.id] = fact
+        if (ref := said_by(fact)) is not None:
+            self.by_message.setdefault(ref, {})[fact.id] = fact
 
     def remove(self, fact: Fact) -> None:
         self.facts.pop(fact.id, None)
@@ -294,6 +316,8 @@ class _Slot:
             _drop(self.by_dependency, dependency, fact.id)
         if fact.source.call_id is not None:
             _drop(self.by_call, fact.source.call_id, fact.id)
+        if (ref := said_by(fact)) is not None:
+            _drop(self.by_message, ref, fact.id)
 
     def candidates(self, query: FactQuery) -> Iterable[Fact]:
         """A superset of the facts of this slot that match ``query`` (the narrowest index)."""

@@ -137,6 +137,23 @@ class FactStoreContract:
         found = lookup(ALICE, keys=keys, hashes=hashes)
         assert sorted(f.id for f in found) == sorted([gate.id, seat.id])
 
+    def test_from_messages_finds_what_an_owner_read_from_these_messages(self, store: FactStore) -> None:
+        finder = getattr(store, "from_messages", None)
+        if not callable(finder):
+            pytest.skip("this store has no from_messages(owner, refs); an edited message's old statements stay")
+        said = Source(type="conversation", ref="m1", digest="d1")
+        old = make_fact("Budget is 500", key="budget", source=said, is_valid=False)
+        kept = make_fact("Seat is 12A", key="seat", source=said)
+        odd = make_fact("Gate is C4", key="gate", source=Source(type="conversation", ref="m\udc80", digest="d1"))
+        other = make_fact("Gate is D1", key="gate", source=Source(type="conversation", ref="m2", digest="d2"))
+        theirs = make_fact("Budget is 900", key="budget", source=said, owner=BOB)
+        output = make_fact("Fare is 120", key="fare", source=Source(type="tool", ref="m1", call_id="m1", digest="d1"))
+        store.add([old, kept, odd, other, theirs, output])
+        assert {f.id for f in finder(ALICE, ["m1"])} == {old.id, kept.id}
+        assert {f.id for f in finder(ALICE, ["m1", "m\udc80", "m3"])} == {old.id, kept.id, odd.id}
+        assert {f.id for f in finder(BOB, ["m1", "m2"])} == {theirs.id}
+        assert finder(ALICE, []) == []
+
     def test_revisions_change_with_what_is_in_force_and_only_with_it(self, store: FactStore) -> None:
         if not isinstance(getattr(store, "revisions", None), int):
             pytest.skip("this store does not count revisions (the facts in force are read on every call)")

@@ -1,0 +1,35 @@
+"""The facts read from given user messages, in a Chroma collection (the optional
+``from_messages`` of :class:`~ctxplugin.facts.store.FactStore`).
+
+A fact read from a user message is written with the message's ref in a field of its own
+(``mv``, joined to its owner slot); a fact stored before that field was written (before edited
+messages were told apart) has none and is not found: what such an old message stated stays
+current when the host edits it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from ctxplugin.facts._chroma_codec import message_wheres
+from ctxplugin.facts.model import Fact
+from ctxplugin.scope import Scope
+
+
+class MessageFacts:
+    """``from_messages`` of :class:`~ctxplugin.facts.chroma.ChromaFactStore`."""
+
+    if TYPE_CHECKING:
+
+        def _fetch(self, reader: Scope, where: dict[str, Any] | None = None, ids: list[str] | None = None) -> list[Fact]: ...
+
+    def from_messages(self, owner: Scope, refs: Sequence[str]) -> list[Fact]:
+        """The facts ``owner`` read from the user messages ``refs``, in any state, in one
+        request (more for thousands of refs)."""
+        owner_key = owner.key()
+        found = {f.id: f for where in message_wheres(owner, refs) for f in self._fetch(owner, where)}
+        return [f for f in found.values() if f.owner.key() == owner_key]
+
+
+__all__ = ["MessageFacts"]
