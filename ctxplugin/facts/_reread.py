@@ -10,7 +10,9 @@ ledger already holds tell which messages it read: one with a fact stored from th
 message (same text, same source: message id or tool call id, the digest of the text read,
 same owner) is skipped whole. A message the host edited in place (same id, other text) is read
 again for what it states anew, which replaces what the old text said; a statement its old text
-made too is not read again, so a value a later message replaced since stays replaced.
+made too is not read again, so a value a later message replaced since stays replaced. A
+statement of the old text that the new one no longer makes is marked not current (see
+:func:`unsaid`).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from collections.abc import Sequence
 
 from ctxplugin.facts._batch import WriteBatch
 from ctxplugin.facts._drafts import Read
+from ctxplugin.facts._said import said_by
 from ctxplugin.facts.model import Fact, FactQuery, text_hash
 from ctxplugin.facts.store import FactStore
 from ctxplugin.scope import Scope
@@ -63,6 +66,39 @@ def unread(writes: FactStore | WriteBatch, owner: Scope, drafts: Sequence[Read])
     )
 
 
+def unsaid(store: FactStore, writes: WriteBatch, owner: Scope, drafts: Sequence[Read]) -> list[Fact]:
+    """Mark not current, in ``writes``, what ``owner``'s user messages among ``drafts`` stated
+    in an earlier text (a fact read from the same message ref, another digest) and state no
+    more (no draft of the message has its text), and return those facts.
+
+    Called after the drafts were decided: a statement the new text replaced by key is
+    superseded already, and one a later message replaced stays superseded, so only facts still
+    current change (``is_valid=False`` and a note, as a refused fact; nothing supersedes them).
+    Needs the store's ``from_messages``: without it, an old statement stays current. A fact
+    stored before message digests were kept (none) is left as it is."""
+    finder = getattr(store, "from_messages", None)
+    texts: dict[str, tuple[str, set[str]]] = {}  # message ref -> its digest now, what it states
+    for draft, source, _, output in drafts:
+        if source == "conversation" and draft.source_ref is not None and output is not None and output[0] is None:
+            texts.setdefault(draft.source_ref, (output[1], set()))[1].add(text_hash(draft.text.strip()))
+    if not texts or not callable(finder):
+        return []
+    owner_key = owner.key()
+    gone = [
+        f.id
+        for f in finder(owner, list(texts))
+        if f.owner.key() == owner_key and (ref := said_by(f)) in texts and f.source.digest is not None
+        and f.source.digest != texts[ref][0] and f.text_hash not in texts[ref][1] and f.is_valid
+    ]
+    dropped = [
+        f.model_copy(update={"is_valid": False, "note": "its message was edited and no longer states it"})
+        for f in writes.get(gone, reader=owner) if f.is_valid
+    ] if gone else []
+    if dropped:
+        writes.update(dropped)
+    return dropped
+
+
 def by_message(drafts: Sequence[Read]) -> list[list[Read]]:
     """``drafts`` in runs read from one message each, in order."""
     runs: list[list[Read]] = []
@@ -80,4 +116,4 @@ def _origin(read: Read) -> _Origin:
     return source, draft.source_ref, output
 
 
-__all__ = ["by_message", "unread"]
+__all__ = ["by_message", "unread", "unsaid"]

@@ -28,7 +28,7 @@ from ctxplugin.facts._drafts import (
     owner_of,
     read_drafts,
 )
-from ctxplugin.facts._reread import by_message, unread
+from ctxplugin.facts._reread import by_message, unread, unsaid
 from ctxplugin.facts._supersession import _supersede, changed_basis, superseded_pairs
 from ctxplugin.facts._text import identifiers, query_text, result_count, strings
 from ctxplugin.facts._withheld import Withheld
@@ -339,8 +339,8 @@ class FactsLedger:
         Provenance is the CAS ref of a captured tool result
         (``additional_kwargs["ctxplugin"]["ref"]``), else the message id, else the tool call id.
         Other message types are skipped. Returns the facts newly stored. A message read before
-        (the ledger holds a fact read from it: same text and source) is not read again, so a
-        new process given the whole conversation changes nothing the earlier one wrote.
+        (same text and source) is not read again; one edited in place (same id) is read for
+        what it states anew, and what it states no more is marked not current.
 
         A host marks what a message states under ``additional_kwargs["ctxplugin"]``:
         ``fact_scope`` (``"hypothetical"``, ``"draft"``, ``"task"``...; with ``scope_id``),
@@ -375,8 +375,7 @@ class FactsLedger:
         return written
 
     def _ingest_batch(self, drafts: Sequence[Read], scope: Scope, locks: Sequence[str]) -> list[Fact]:
-        """Decide ``drafts`` in order, each seeing the ones before, holding the shared ``locks``
-        and the ledger's lock throughout, and send them to the store together."""
+        """Decide ``drafts`` in order, each seeing the ones before, under ``locks`` and the ledger's lock; send them together."""
         owner = owner_of(scope)
         written: list[Fact] = []
         with ExitStack() as held:
@@ -391,6 +390,7 @@ class FactsLedger:
                         fact, created = self._commit(draft, scope=scope, source=source, audience=audience, output=output)
                         if created and fact.is_valid:
                             written.append(fact)
+                    unsaid(self.store, batch, owner, drafts)
                 finally:
                     self._batch.current = None
                     batch.flush()

