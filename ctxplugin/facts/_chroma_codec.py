@@ -66,12 +66,18 @@ def lookup_wheres(reader: Scope, keys: Sequence[str], hashes: Sequence[str]) -> 
     slots = reader_keys(reader)
     values = [("kv", f"{v}{_SEP}{k}") for v in slots for k in keys]
     values += [("hv", f"{v}{_SEP}{h}") for v in slots for h in hashes]
+    return _in_chunks(values, ("kv", "hv"))
+
+
+def _in_chunks(values: Sequence[tuple[str, str]], fields: Sequence[str]) -> list[dict[str, Any]]:
+    """One clause per :data:`_MAX_VALUES` of ``values`` (field, value): an ``$in`` per field
+    of ``fields`` that the chunk holds, joined by ``$or`` when there are several."""
     wheres: list[dict[str, Any]] = []
     for start in range(0, len(values), _MAX_VALUES):
         chunk = values[start : start + _MAX_VALUES]
         clauses = [
             {field: {"$in": listed}}
-            for field in ("kv", "hv")
+            for field in fields
             if (listed := [value for name, value in chunk if name == field])
         ]
         wheres.append(clauses[0] if len(clauses) == 1 else {"$or": clauses})
@@ -100,16 +106,7 @@ def message_wheres(owner: Scope, refs: Sequence[str]) -> list[dict[str, Any]]:
     """The clauses, one request each, for the facts read from the user messages ``refs`` in the
     slots ``owner`` can read (ownership is checked after), at most :data:`_MAX_VALUES` values each."""
     values = [(field, f"{v}{_SEP}{value}") for field, value in map(_message_field, dict.fromkeys(refs)) for v in reader_keys(owner)]
-    wheres: list[dict[str, Any]] = []
-    for start in range(0, len(values), _MAX_VALUES):
-        chunk = values[start : start + _MAX_VALUES]
-        clauses = [
-            {field: {"$in": listed}}
-            for field in ("mv", "mvs")
-            if (listed := [value for name, value in chunk if name == field])
-        ]
-        wheres.append(clauses[0] if len(clauses) == 1 else {"$or": clauses})
-    return wheres
+    return _in_chunks(values, ("mv", "mvs"))
 
 
 def withdraw_where(owner: Scope, call_ids: Sequence[str]) -> dict[str, Any]:
