@@ -84,28 +84,22 @@ def _in_chunks(values: Sequence[tuple[str, str]], fields: Sequence[str]) -> list
     return wheres
 
 
-def _call_field(call_id: str) -> tuple[str, str]:
-    """The field and value naming a tool call: ``cv`` and the id, or for an id with lone
-    surrogates (which no Chroma string holds) ``cvs`` and the id percent-encoded; in a field of
-    its own it never meets an ordinary id that spells the same."""
-    if valid_unicode(call_id) is call_id:
-        return "cv", call_id
-    return "cvs", quote(call_id, safe="", errors="surrogatepass")
-
-
-def _message_field(ref: str) -> tuple[str, str]:
-    """The field and value naming the user message a fact was read from: ``mv`` and its ref, or
-    ``mvs`` and the ref percent-encoded (as :func:`_call_field`). Written since edited messages
-    are told apart: a fact stored before has neither, and is not found by it."""
-    if valid_unicode(ref) is ref:
-        return "mv", ref
-    return "mvs", quote(ref, safe="", errors="surrogatepass")
+def _id_field(field: str, value: str) -> tuple[str, str]:
+    """The field and value naming an id: ``field`` and the id, or for an id with lone
+    surrogates (which no Chroma string holds) ``field + "s"`` and the id percent-encoded; in a
+    field of its own it never meets an ordinary id that spells the same. ``cv`` names a tool
+    call; ``mv`` the user message a fact was read from (written since edited messages are told
+    apart: a fact stored before has neither, and is not found by it)."""
+    if valid_unicode(value) is value:
+        return field, value
+    return f"{field}s", quote(value, safe="", errors="surrogatepass")
 
 
 def message_wheres(owner: Scope, refs: Sequence[str]) -> list[dict[str, Any]]:
     """The clauses, one request each, for the facts read from the user messages ``refs`` in the
     slots ``owner`` can read (ownership is checked after), at most :data:`_MAX_VALUES` values each."""
-    values = [(field, f"{v}{_SEP}{value}") for field, value in map(_message_field, dict.fromkeys(refs)) for v in reader_keys(owner)]
+    fields = [_id_field("mv", ref) for ref in dict.fromkeys(refs)]
+    values = [(field, f"{v}{_SEP}{value}") for field, value in fields for v in reader_keys(owner)]
     return _in_chunks(values, ("mv", "mvs"))
 
 
@@ -114,7 +108,7 @@ def withdraw_where(owner: Scope, call_ids: Sequence[str]) -> dict[str, Any]:
     read (one ``$in`` on the composite ``cv`` field, and ``cvs``; ownership and digests are checked after)."""
     values: dict[str, list[str]] = {}
     for call_id in call_ids:
-        field, value = _call_field(call_id)
+        field, value = _id_field("cv", call_id)
         values.setdefault(field, []).extend(f"{v}{_SEP}{value}" for v in reader_keys(owner))
     clauses = [{field: {"$in": found}} for field, found in values.items()] or [{"cv": {"$in": []}}]
     return clauses[0] if len(clauses) == 1 else {"$or": clauses}
@@ -180,10 +174,10 @@ def to_metadata(fact: Fact) -> dict[str, Any]:
         meta["key"] = fact.key
         meta["kv"] = f"{vis}{_SEP}{fact.key}"
     if fact.source.call_id is not None:
-        field, value = _call_field(fact.source.call_id)
+        field, value = _id_field("cv", fact.source.call_id)
         meta[field] = f"{vis}{_SEP}{value}"
     if (ref := said_by(fact)) is not None:
-        field, value = _message_field(ref)
+        field, value = _id_field("mv", ref)
         meta[field] = f"{vis}{_SEP}{value}"
     for dep in fact.depends_on:
         meta["dep_" + dep] = vis
