@@ -14,6 +14,7 @@ from typing import Any
 
 from ctxplugin._sqlite_wal import into_wal
 from ctxplugin._step import step_wait
+from ctxplugin._untrusted import valid_unicode
 from ctxplugin.cas._canon import check_ref, decode, encode
 from ctxplugin.cas.store import (
     NOT_VISIBLE,
@@ -349,7 +350,7 @@ def _column(value: str | None) -> str | None:
     """A scope id as a TEXT column holds it: itself, or percent-encoded as in its scope key when
     it holds lone surrogates (which SQLite text cannot); an ordinary id may spell the same value,
     so a column only narrows a search and the owner is read from the key (:func:`_owner`)."""
-    if value is None or value.isascii() or not any("\ud800" <= c <= "\udfff" for c in value):
+    if value is None or valid_unicode(value) is value:
         return value
     return scope_key(value)
 
