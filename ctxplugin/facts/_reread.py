@@ -79,8 +79,11 @@ def unsaid(store: FactStore, writes: WriteBatch, owner: Scope, drafts: Sequence[
     finder = getattr(store, "from_messages", None)
     texts: dict[str, tuple[str, set[str]]] = {}  # message ref -> its digest now, what it states
     for draft, source, _, output in drafts:
-        if source == "conversation" and draft.source_ref is not None and output is not None and output[0] is None:
-            texts.setdefault(draft.source_ref, (output[1], set()))[1].add(text_hash(draft.text.strip()))
+        if source != "conversation" or draft.source_ref is None or output is None or output[0] is not None:
+            continue
+        if draft.source_ref == f"said:{output[1]}":
+            continue  # a message without an id is named by the digest of its text: never edited
+        texts.setdefault(draft.source_ref, (output[1], set()))[1].add(text_hash(draft.text.strip()))
     if not texts or not callable(finder):
         return []
     owner_key = owner.key()
