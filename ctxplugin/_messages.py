@@ -306,14 +306,23 @@ def annotation(message: BaseMessage) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
+REPEAT = "repeat"
+"""The annotation the facts stage gives a copy of a user message without an id that repeats an
+earlier one word for word: which repetition it is (1 for the first). It names the copy's own
+source (:func:`said_ref`), so that read as a message of its own it states its values again: a
+user going back to what they first said makes it current."""
+
+
 def said_ref(message: HumanMessage) -> str:
     """What names a user message without an id as the source of its facts: a digest of its
-    text. An LCEL chain's or a chat history's messages often carry no id; without a name their
-    facts could not be found in a view that shows the message itself."""
+    text, and which repetition of that text it is (see :data:`REPEAT`). An LCEL chain's or a
+    chat history's messages often carry no id; without a name their facts could not be found in
+    a view that shows the message itself."""
     found = _SAID.get(message)  # looked up for every message in view on every call
     if found is None:
         digest = hashlib.sha256(content_text(message.content).encode("utf-8", "surrogatepass")).hexdigest()
-        found = f"said:{digest[:16]}"
+        repeat = annotation(message).get(REPEAT)
+        found = f"said:{digest[:16]}" + (f".{repeat}" if type(repeat) is int and repeat > 0 else "")
         _SAID.put(message, found)
     return found
 

@@ -81,8 +81,8 @@ def unsaid(store: FactStore, writes: WriteBatch, owner: Scope, drafts: Sequence[
     for draft, source, _, output in drafts:
         if source != "conversation" or draft.source_ref is None or output is None or output[0] is not None:
             continue
-        if draft.source_ref == f"said:{output[1]}":
-            continue  # a message without an id is named by the digest of its text: never edited
+        if draft.source_ref.startswith(f"said:{output[1]}"):
+            continue  # a message without an id is named by the digest of its text (and repetition): never edited
         texts.setdefault(draft.source_ref, (output[1], set()))[1].add(text_hash(draft.text.strip()))
     if not texts or not callable(finder):
         return []

@@ -7,11 +7,12 @@ from collections.abc import Sequence
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
-from ctxplugin._messages import META_KEY, annotation
+from ctxplugin._messages import META_KEY, REPEAT, annotation
 from ctxplugin._prefix import Prefix, Stamp
 from ctxplugin.cas import facts_unread
 from ctxplugin.facts.outdated import Asides, Exploring, Marking
 from ctxplugin.stages.memos import fact_source
+from ctxplugin.tokens import content_text
 
 
 class Seen:
@@ -22,7 +23,8 @@ class Seen:
     conversation that grows is read only where it grew."""
 
     __slots__ = (
-        "asides", "exchanges", "latest", "marked_stamp", "marking", "new_sources", "original", "shown", "source_spans", "sources", "spans",
+        "asides", "exchanges", "latest", "marked_stamp", "marking", "new_sources", "original", "said", "shown", "source_spans", "sources",
+        "spans",
     )
 
     def __init__(self) -> None:
@@ -31,6 +33,7 @@ class Seen:
         self.exchanges = 0
         self.latest = -1  # index of the latest user message
         self.sources: list[BaseMessage] = []  # the messages facts are read from (_fact_sources)
+        self.said: dict[tuple[int, int], int] = {}  # user messages without an id among them, by text: how many
         self.source_spans = Exploring()  # over ``sources``
         self.new_sources: list[BaseMessage] = []  # the sources of the messages the last extend read
         self.spans = Exploring()  # over the history
@@ -70,7 +73,7 @@ class Seen:
         self.original.extend(original[start:], original_stamp)
         self.shown.extend(shown[start:], shown_stamp)
         at = len(self.sources)
-        self.sources.extend(_fact_sources(original[start:], shown[start:]))
+        self.sources.extend(map(self._numbered, _fact_sources(original[start:], shown[start:])))
         self.source_spans.extend(self.sources)
         self.new_sources = [
             _hypothetical(message) if self.source_spans.spans.get(index) == "hypothetical" else message
@@ -78,6 +81,24 @@ class Seen:
         ]
         self.spans.extend(shown)
         return self.asides.extend(shown)
+
+
+    def _numbered(self, message: BaseMessage) -> BaseMessage:
+        """``message``, or when it is a user message without an id that repeats an earlier one
+        word for word, a copy numbered as that repetition (:data:`~ctxplugin._messages.REPEAT`):
+        read again, not taken for the earlier one. The same conversation read afresh numbers
+        its messages the same way, so a copy of it is not read twice."""
+        if not isinstance(message, HumanMessage) or message.id:
+            return message
+        text = content_text(message.content)
+        key = (len(text), hash(text))
+        repeat = self.said.get(key, 0)
+        self.said[key] = repeat + 1
+        if not repeat:
+            return message
+        return message.model_copy(
+            update={"additional_kwargs": {**message.additional_kwargs, META_KEY: {**annotation(message), REPEAT: repeat}}}
+        )
 
 
 def _fact_sources(raw: Sequence[BaseMessage], compacted: Sequence[BaseMessage]) -> list[BaseMessage]:

@@ -18,7 +18,7 @@ from langchain_core.messages import BaseMessage, HumanMessage, ToolMessage
 
 from ctxplugin._deadline import step_deadline
 from ctxplugin._lru import LRU
-from ctxplugin._messages import annotation
+from ctxplugin._messages import REPEAT, annotation
 from ctxplugin._names import META_TOOL_NAMES
 from ctxplugin.cas import (
     Captured,
@@ -194,9 +194,9 @@ class ReadMemo:
 
     def __init__(self, size: int = MEMO_SIZE * 4) -> None:
         self._lock = threading.Lock()
-        self._read: LRU[str, bool] = LRU(size)
+        self._read: LRU[_ReadKey, bool] = LRU(size)
         self._outputs: LRU[str, str] = LRU(size)  # scope and tool call id -> digest of the output read
-        self._reading: dict[str, threading.Event] = {}  # read now by the call that claimed them; set when done
+        self._reading: dict[_ReadKey, threading.Event] = {}  # read now by the call that claimed them; set when done
         self.unread = UnreadOutputs()  # outputs captured while the facts store failed
 
     def first_read(self, message: BaseMessage, scope: Scope) -> bool:
@@ -310,11 +310,20 @@ def _output_key(message: ToolMessage, scope: Scope) -> str:
     return f"{scope.key()}\x00{message.tool_call_id}"
 
 
-def _read_key(message: BaseMessage, scope: Scope) -> str:
+_ReadKey = tuple[str, str, str, int, int, int]
+
+
+def _read_key(message: BaseMessage, scope: Scope) -> _ReadKey:
+    """What tells one reading of ``message`` from another: its scope, its id, the tool call a
+    tool output answers (the same output returned by a later call states its values again, after
+    whatever changed them in between), which repetition of an earlier message without an id it
+    is (see :data:`~ctxplugin._messages.REPEAT`), and its text."""
     text = content_text(message.content)
+    call = message.tool_call_id if isinstance(message, ToolMessage) else ""
+    repeat = annotation(message).get(REPEAT, 0)
     # str hashes are cached on the object: a long tool output resent on every call is not
     # hashed again (the memo lives in this process only, so the salted hash is stable)
-    return f"{scope.key()}\x00{message.id or ''}\x00{len(text)}\x00{hash(text)}"
+    return (scope.key(), message.id or "", call, repeat if type(repeat) is int else 0, len(text), hash(text))
 
 
 def fact_source(message: BaseMessage) -> bool:
