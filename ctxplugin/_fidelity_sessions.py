@@ -237,7 +237,8 @@ class _Session:
         found: set[str] = set()  # of the values looked for in this call
         view_text: str | None = None
         view_runs: frozenset[str] | None = None
-        for value in again:
+        held: list[tuple[int, str, Searched, frozenset[str]]] | None = None  # each view text with its runs
+        for value in dict.fromkeys(again):  # (a value may be there twice: zeroed, and found in a message that left)
             where = present.get(value)
             if where is not None and searched.get(where[0]) is where[1]:
                 found.add(value)
@@ -249,14 +250,14 @@ class _Session:
                     found.add(value)
                     self._locate(value, texts, searched)
                 continue
-            if view_runs is None:  # the view's runs joined: a filter worth making for many values only
+            if held is None:  # each view text with its runs, read once; joined, a filter worth making for many values only
+                held = [(at, text, searched[at], searched[at].runs_of(text)) for at, text in texts]
                 many = len(again) > 2 * len(texts)
-                view_runs = frozenset().union(*(searched[at].runs_of(text) for at, text in texts)) if many else frozenset()
+                view_runs = frozenset().union(*(text_runs for *_, text_runs in held)) if many else frozenset()
             if view_runs and not wanted <= view_runs:
                 continue  # a value found in a text has every one of its runs among the text's
-            for at, text in texts:
-                entry = searched[at]
-                if wanted <= entry.runs_of(text) and occurs(value, text):
+            for at, text, entry, text_runs in held:
+                if wanted <= text_runs and occurs(value, text):
                     found.add(value)
                     self._place(value, at, entry)
                     break

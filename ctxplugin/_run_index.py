@@ -71,20 +71,23 @@ class RunIndex:
     def found_in(self, texts: Sequence[tuple[int, str, frozenset[str]]], wanted: Callable[[str], bool]) -> list[tuple[str, int]]:
         """The values indexed (those of :attr:`lined` aside) that ``wanted`` accepts and that
         occur (see :func:`~ctxplugin.history.identifiers.occurs`) in the ``texts`` joined by line
-        breaks, each with the key of the first text it occurs in. ``texts``: (key, text, the
-        text's runs). A value here has no line break, so it occurs in the joined texts exactly
-        when it occurs in one of them, and that one holds each of its runs: each value is looked
-        for only in the texts that do, not in the whole joined text."""
-        found: list[tuple[str, int]] = []
-        runs = frozenset().union(*(held for _, _, held in texts))
-        nothing: frozenset[str] = frozenset()  # a bare value has no run to look up by
-        for value, need in (*self._pairs(runs), *((value, nothing) for value in self.bare)):
+        breaks, each with the key of the first text it occurs in, in no set order. ``texts``:
+        (key, text, the text's runs). A value here has no line break, so it occurs in the joined
+        texts exactly when it occurs in one of them, and that one holds each of its runs: each
+        text is searched only for the values whose every run it holds (:meth:`candidates` of its
+        own runs), not for every value whose runs are spread over several of the texts."""
+        found: dict[str, int] = {}
+        for key, text, held in texts:
+            for value, _ in self._pairs(held):
+                if value not in found and wanted(value) and occurs(value, text):
+                    found[value] = key
+        for value in self.bare:  # no run to look up by: looked for in each text
             if wanted(value):
-                for key, text, held in texts:
-                    if need <= held and occurs(value, text):
-                        found.append((value, key))
+                for key, text, _ in texts:
+                    if occurs(value, text):
+                        found[value] = key
                         break
-        return found
+        return list(found.items())
 
 
 __all__ = ["RunIndex"]
