@@ -33,7 +33,7 @@ class Ranked:
     def reset(self, values: Iterable[str], rank: Mapping[str, int]) -> None:
         """Hold ``values``, given in rank order."""
         self.values = list(values)
-        self._ranks = [rank[value] for value in self.values]
+        self._ranks = list(map(rank.__getitem__, self.values))
         self.version += 1
 
     def update(self, gone: Collection[str], added: Collection[str], rank: Mapping[str, int]) -> bool:
