@@ -10,6 +10,10 @@ store without copying what it holds and waste at most one chunk. numpy is import
 Rows are single precision while every vector kept is (the static embedding's are: half the
 memory), and doubles from the first vector that is not: a product of a single with a double is
 computed in doubles, so the cosines are those of rows kept in doubles, to the bit.
+
+A turn's question is searched for again on many calls, among nearly the same facts: the cosines
+worked out for the last few query vectors are kept per fact, and a search works out only those of
+facts it has not met (each row's cosine is the same whichever rows are scored with it).
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import operator
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from ctxplugin._lru import LRU
 from ctxplugin.errors import StoreError
 
 if TYPE_CHECKING:
@@ -26,6 +31,8 @@ if TYPE_CHECKING:
 
 CHUNK = 2048
 """Rows per chunk."""
+QUERIES = 16
+"""Query vectors whose cosines are kept (the questions of the sessions searched last)."""
 
 
 def _norm(vector: Sequence[float]) -> float:
@@ -44,6 +51,8 @@ class Vectors:
         self._width: int | None = None
         self._next = 0  # the next free row (rows of dropped vectors are not reused)
         self._narrow = True  # whether every vector put so far is single precision (rows are too)
+        # per query vector searched lately: the cosines worked out, by fact id
+        self._scored: LRU[bytes, dict[str, float]] = LRU(QUERIES)
 
     def check(self, vectors: Sequence[Sequence[float]]) -> None:
         """Refuse ``vectors`` before anything is written when they are not all as long as the
@@ -72,6 +81,7 @@ class Vectors:
 
         norm = _norm(vector)
         values = np.asarray(vector, dtype=np.float64)
+        self._forget(fact_id)
         if self._narrow and not np.array_equal(values.astype(np.float32), values):
             self._narrow = False
             self._chunks = [chunk.astype(np.float64) for chunk in self._chunks]
@@ -88,9 +98,15 @@ class Vectors:
     def drop(self, fact_id: str) -> None:
         """Forget ``fact_id``'s vector (its row is zeroed, not reused)."""
         row = self._rows.pop(fact_id, None)
+        self._forget(fact_id)
         if row is not None:
             self._chunks[row // CHUNK][row % CHUNK] = 0.0
             self._norms[row // CHUNK][row % CHUNK] = 0.0
+
+    def _forget(self, fact_id: str) -> None:
+        """Drop the cosines kept for ``fact_id``: its vector changes or goes."""
+        for scored in self._scored.values():
+            scored.pop(fact_id, None)
 
     def cosines(self, fact_ids: Sequence[str], vector: Sequence[float]) -> list[float]:
         """The cosine of ``vector`` with each fact's vector, in the order of ``fact_ids``
@@ -103,6 +119,20 @@ class Vectors:
         import numpy as np
 
         query = np.asarray(vector, dtype=np.float64)
+        asked = query.tobytes()  # the vector to the bit
+        scored = self._scored.hit(asked)
+        if scored is None:
+            scored = {}
+            self._scored.put(asked, scored)
+        unscored = [i for i in dict.fromkeys(fact_ids) if i not in scored]
+        if unscored:
+            scored.update(zip(unscored, self._score(unscored, query, norm), strict=True))
+        return [scored[i] for i in fact_ids]
+
+    def _score(self, fact_ids: Sequence[str], query: np.ndarray, norm: float) -> list[float]:
+        """The cosines of :meth:`cosines`, worked out (``norm``: the norm of ``query``, not 0)."""
+        import numpy as np
+
         rows = np.fromiter((self._rows[i] for i in fact_ids), dtype=np.int64, count=len(fact_ids))
         dots = np.empty(len(fact_ids), dtype=np.float64)
         norms = np.empty(len(fact_ids), dtype=np.float64)
@@ -125,4 +155,4 @@ class Vectors:
         return len(self._rows)
 
 
-__all__ = ["CHUNK", "Vectors"]
+__all__ = ["CHUNK", "QUERIES", "Vectors"]

@@ -1,6 +1,7 @@
 """The in-memory store's vectors (ctxplugin.facts._vectors): cosines as computed one fact at a
 time, across chunks, after replacement, with zero vectors; one width per store, refused before
-anything is written."""
+anything is written; the cosines kept per query vector are those worked out afresh, never a
+replaced or dropped vector's, for a bounded number of queries."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pytest
 
 from ctxplugin.errors import StoreError
 from ctxplugin.facts import FactQuery, MemoryFactStore
-from ctxplugin.facts._vectors import CHUNK, Vectors
+from ctxplugin.facts._vectors import CHUNK, QUERIES, Vectors
 from ctxplugin.testing.facts_contract import ALICE, make_fact
 
 
@@ -87,3 +88,53 @@ def test_single_precision_vectors_are_kept_in_four_bytes_and_score_as_they_would
     narrow.put("double", [1 / 3] * 64)
     assert narrow.nbytes == wide.nbytes
     assert narrow.cosines([*asked, "double"], query) == wide.cosines([*asked, "double"], query)
+
+
+def test_kept_cosines_are_to_the_bit_those_worked_out_afresh_whatever_was_asked_before() -> None:
+    import numpy as np
+
+    rng = np.random.default_rng(11)
+    rows = {f"f{i}": rng.standard_normal(32).astype(np.float32).tolist() for i in range(CHUNK + 60)}
+    kept, fresh = Vectors(), Vectors()
+    for fact_id, vector in rows.items():
+        kept.put(fact_id, vector)
+    query = rng.standard_normal(32).tolist()
+    ids = sorted(rows)
+    # asked in pieces, some twice in one request, the rest later among ones asked before
+    for part in (ids[:5], [ids[7], ids[7], ids[3]], ids[CHUNK - 3 : CHUNK + 5], ids):
+        assert kept.cosines(part, query) == [fresh_cosine(fresh, rows, i, query) for i in part]
+
+
+def fresh_cosine(fresh: Vectors, rows: dict[str, list[float]], fact_id: str, query: list[float]) -> float:
+    """The cosine of one fact's vector worked out by a store holding that fact alone."""
+    fresh.put(fact_id, rows[fact_id])
+    (cosine_of,) = fresh.cosines([fact_id], query)
+    fresh.drop(fact_id)
+    return cosine_of
+
+
+def test_a_replaced_or_dropped_vector_is_not_served_the_cosine_kept_for_it() -> None:
+    vectors = Vectors()
+    vectors.put("a", [1.0, 0.0])
+    vectors.put("b", [1.0, 1.0])
+    query = [1.0, 0.0]
+    assert vectors.cosines(["a", "b"], query) == [1.0, pytest.approx(math.sqrt(0.5))]
+    vectors.put("a", [0.0, 3.0])
+    assert vectors.cosines(["a", "b"], query) == [0.0, pytest.approx(math.sqrt(0.5))]
+    vectors.drop("b")
+    vectors.put("b", [2.0, 0.0])  # the same id again, with another vector
+    assert vectors.cosines(["b", "a"], query) == [1.0, 0.0]
+
+
+def test_cosines_are_kept_for_the_last_queries_only() -> None:
+    vectors = Vectors()
+    vectors.put("a", [1.0, 0.0])
+    queries = [[1.0, float(i)] for i in range(QUERIES + 1)]
+    for query in queries:
+        vectors.cosines(["a"], query)
+    kept = vectors._scored
+    assert len(kept) == QUERIES
+    import numpy as np
+
+    assert np.asarray(queries[0], dtype=np.float64).tobytes() not in kept
+    assert np.asarray(queries[-1], dtype=np.float64).tobytes() in kept
