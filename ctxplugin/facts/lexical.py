@@ -213,13 +213,19 @@ class LexicalIndex:
         weighted.sort(key=lambda pair: len(pair[1]))
         scores: dict[str, float] = {}
         lengths = self._lengths
+        # the length part of a document's norm, worked out once per document rather than once
+        # per query term it holds (a pasted task asks hundreds of terms)
+        lengthy: dict[str, float] = {}
+        saturation = _K1 + 1.0
         for weight, posting in weighted:
             broad = len(posting) > max(64, _BROAD * docs)
             targets = [d for d in scores if d in posting] if broad and scores else posting
             for doc_id in targets:
                 tf = posting[doc_id]
-                norm = tf + _K1 * (1.0 - _B + _B * lengths[doc_id] / average)
-                scores[doc_id] = scores.get(doc_id, 0.0) + weight * tf * (_K1 + 1.0) / norm
+                length = lengthy.get(doc_id)
+                if length is None:
+                    length = lengthy[doc_id] = _K1 * (1.0 - _B + _B * lengths[doc_id] / average)
+                scores[doc_id] = scores.get(doc_id, 0.0) + weight * tf * saturation / (tf + length)
         return scores
 
 

@@ -20,9 +20,13 @@ related one by recency or importance alone.
 from __future__ import annotations
 
 import math
+import threading
+from collections import Counter
 from collections.abc import Iterable, Sequence
+from collections.abc import Set as AbstractSet
 from datetime import datetime
 
+from ctxplugin._lru import LRU, TextKey, text_key
 from ctxplugin.config import FactsStrategy
 from ctxplugin.facts._text import identifiers, words
 from ctxplugin.facts.model import Fact, ScoredFact
@@ -68,8 +72,10 @@ def tag_overlap(fact_tags: Iterable[str], query_tags: Sequence[str]) -> float:
 def query_tags(query: str, extra: Sequence[str] | None = None) -> list[str]:
     """Tags of a query: given tags plus the exact identifiers it mentions."""
     tags = [t.lower() for t in (extra or ())]
+    have = set(tags)
     for ident in identifiers(query):
-        if ident not in tags:
+        if ident not in have:
+            have.add(ident)
             tags.append(ident)
     return tags
 
@@ -102,7 +108,33 @@ def exact_hits(fact: Fact, wanted: Sequence[str]) -> int:
     """How many of the identifiers ``wanted`` (lower case) ``fact``'s text holds exactly."""
     if not wanted:
         return 0
-    held = set(identifiers(fact.text)).union(words(fact.text))
+    held = _held(fact.text)
+    return sum(1 for ident in wanted if ident in held)
+
+
+_HELD: LRU[TextKey, frozenset[str]] = LRU(16_384)
+_HELD_LOCK = threading.Lock()
+
+
+def _held(text: str) -> frozenset[str]:
+    """The identifiers and words of a fact's text, memoised (bounded): every search ranks the
+    same facts again, against the same question until the user speaks again."""
+    key = text_key(text)
+    with _HELD_LOCK:
+        hit = _HELD.hit(key)
+    if hit is None:
+        hit = frozenset(identifiers(text)).union(words(text))
+        with _HELD_LOCK:
+            _HELD.put(key, hit)
+    return hit
+
+
+def _counted(held: AbstractSet[str], wanted: Sequence[str], counts: Counter[str]) -> int:
+    """How many entries of ``wanted`` (``counts`` holds how often each appears) are in
+    ``held``, read from whichever side is shorter: a question can name dozens of identifiers,
+    a fact holds a handful."""
+    if len(held) < len(wanted):
+        return sum(counts[word] for word in held if word in counts)
     return sum(1 for ident in wanted if ident in held)
 
 
@@ -123,6 +155,9 @@ def rank(
     Candidates below ``min_relevance`` are dropped; superseded facts never pass.
     """
     scored: list[tuple[tuple[int, int], ScoredFact]] = []
+    # the question's side of each overlap, counted once for all candidates
+    exact_counts = Counter(exact)
+    tag_counts = Counter(tags)
     for fact, similarity in candidates:
         if not fact.is_valid:
             continue
@@ -132,15 +167,22 @@ def rank(
         score = (
             RELEVANCE_WEIGHT * relevance
             + PRIOR_WEIGHT * prior(fact, now, strategy, half_life_hours)
-            + TAG_WEIGHT * tag_overlap(fact.tags, tags)
+            + TAG_WEIGHT * _tag_overlap(fact.tags, tags, tag_counts)
         )
         if fact.needs_review:
             score *= REVIEW_PENALTY
         # a fact about the identifier (its key names it) before one that only mentions it
-        hits = (exact_hits(fact, exact), _key_hits(fact, exact))
+        hits = (_counted(_held(fact.text), exact, exact_counts) if exact else 0, _key_hits(fact, exact))
         scored.append((hits, ScoredFact(fact=fact, score=score, relevance=relevance)))
     scored.sort(key=lambda pair: (pair[0], pair[1].score, pair[1].fact.created_at), reverse=True)
     return [s for _, s in scored[:k]]
+
+
+def _tag_overlap(fact_tags: Sequence[str], wanted: Sequence[str], counts: Counter[str]) -> float:
+    """:func:`tag_overlap` with the query's tags counted beforehand (``counts``)."""
+    if not wanted or not fact_tags:
+        return 0.0
+    return _counted(set(fact_tags), wanted, counts) / len(wanted)
 
 
 def _key_hits(fact: Fact, wanted: Sequence[str]) -> int:

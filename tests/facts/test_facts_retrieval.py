@@ -4,6 +4,7 @@ every backend (memory, embedded Chroma, a Chroma server), and no network on the 
 from __future__ import annotations
 
 import datetime as dt
+import math
 import socket
 import sys
 import threading
@@ -18,6 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pytest_mock import MockerFixture
 
+from ctxplugin._lru import LRU
 from ctxplugin.config import FactsConfig
 from ctxplugin.facts import (
     ChromaFactStore,
@@ -29,10 +31,11 @@ from ctxplugin.facts import (
 )
 from ctxplugin.facts import _chroma_lexical as chroma_lexical_module
 from ctxplugin.facts import _text as text_module
+from ctxplugin.facts import ranking as ranking_module
 from ctxplugin.facts import static as static_module
 from ctxplugin.facts.embedding import as_embeddings, cosine
 from ctxplugin.facts.lexical import LexicalIndex, terms
-from ctxplugin.facts.ranking import fuse, rank
+from ctxplugin.facts.ranking import exact_hits, fuse, prior, rank, tag_overlap
 from ctxplugin.facts.static import StaticEmbedding
 from ctxplugin.scope import Scope
 from ctxplugin.testing.chroma_server import ChromaServer
@@ -168,6 +171,64 @@ def test_fuse_gives_the_first_place_of_both_rankings_full_relevance() -> None:
     assert fused[a.id] == pytest.approx(1.0)
     assert fused[b.id] < fused[a.id] and fused[c.id] < fused[a.id]
     assert fuse([(a, 1.4), (b, -0.2)]) == [(a, 1.0), (b, 0.0)]
+
+
+_WORDS = ["jira-4821", "w482913", "db-prod-07", "src/app.py", "ticket", "denver", "closed", "a_b", "x9", "budget"]
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(st.tuples(st.lists(st.sampled_from(_WORDS), max_size=6), st.lists(st.sampled_from(_WORDS), max_size=4),
+                       st.sampled_from([None, "db-prod-07", "ticket_x9"]), st.floats(0, 1)), min_size=1, max_size=8),
+    st.lists(st.sampled_from(_WORDS), max_size=12),
+    st.lists(st.sampled_from(_WORDS), max_size=12),
+)
+def test_rank_counts_identifiers_and_tags_as_exact_hits_and_tag_overlap_define_them(
+    facts: list[tuple[list[str], list[str], str | None, float]], exact: list[str], tags: list[str]
+) -> None:
+    """Whichever side of an overlap is read (the question's identifiers and tags, or the fact's
+    words and tags, repeats included), the ranking is the one of the definitions."""
+    now = dt.datetime(2025, 1, 2, tzinfo=dt.UTC)
+    candidates = [
+        (Fact(text=" ".join(["Note", *words]), owner=S, tags=tuple(fact_tags), key=key, created_at=now - dt.timedelta(hours=i)), score)
+        for i, (words, fact_tags, key, score) in enumerate(facts)
+    ]
+    got = rank(candidates, now=now, strategy="balanced", half_life_hours=24, tags=tags, exact=exact, k=len(candidates))
+
+    def expected(fact: Fact, similarity: float) -> tuple[tuple[int, int], float, dt.datetime]:
+        score = 0.65 * similarity + 0.25 * prior(fact, now, "balanced", 24) + 0.10 * tag_overlap(fact.tags, tags)
+        return (exact_hits(fact, exact), ranking_module._key_hits(fact, exact)), score, fact.created_at
+
+    want = sorted(candidates, key=lambda pair: expected(*pair), reverse=True)
+    assert [(s.fact.id, s.score) for s in got] == [(f.id, expected(f, sim)[1]) for f, sim in want]
+
+
+def test_the_words_of_a_fact_text_are_kept_for_a_bounded_number_of_texts(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ranking_module, "_HELD", LRU(2))
+    facts = [Fact(text=f"Ticket JIRA-{n} is closed", owner=S) for n in (1, 2, 3)]
+    assert [exact_hits(f, ["jira-1", "closed"]) for f in facts] == [2, 1, 1]
+    assert len(ranking_module._HELD) == 2
+    assert exact_hits(facts[0], ["jira-1"]) == 1  # read again once it went
+
+
+def test_bm25_scores_are_those_of_the_formula() -> None:
+    texts = {"a": "Kenji prefers window seats on trains", "b": "Kenji likes tea", "c": "Lena prefers tea and window seats"}
+    index = LexicalIndex()
+    index.add((doc, text, None) for doc, text in texts.items())
+    asked = terms("kenji window tea")
+    lengths = {doc: len([t for w in text.lower().split() for t in terms(w)]) for doc, text in texts.items()}
+    average = sum(lengths.values()) / 3
+
+    def score(doc: str) -> float:
+        total = 0.0
+        for term in asked:
+            holders = [d for d, text in texts.items() if term in terms(text)]
+            if doc in holders:
+                idf = math.log(1.0 + (3 - len(holders) + 0.5) / (len(holders) + 0.5))
+                total += idf * 2.2 / (1 + 1.2 * (1 - 0.75 + 0.75 * lengths[doc] / average))
+        return total
+
+    assert dict(index.search("kenji window tea", n=3)) == pytest.approx({doc: score(doc) for doc in texts}, rel=1e-12)
 
 
 def test_a_fact_naming_the_asked_identifier_comes_first() -> None:
