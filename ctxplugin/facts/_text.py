@@ -111,6 +111,32 @@ def _memoised(memo: LRU[TextKey, tuple[str, ...]], text: str, find: Callable[[st
     return list(hit)
 
 
+_TOKENS: LRU[TextKey, tuple[str, ...]] = LRU(256)
+_TOKENS_KEPT_CHARS = 512
+
+
+def _lowered(text: str) -> str:
+    return unicodedata.normalize("NFKC", text).lower()
+
+
+def _tokens(text: str, lowered: str | None = None) -> Sequence[str]:
+    """The :data:`_TOKEN` matches of ``text`` NFKC-normalised and lower-cased (``lowered``, when
+    the caller has it): :func:`words` and :func:`identifiers` both read them, so those of the last
+    long texts read are kept (a question is read by both, one after the other; a short text is
+    scanned again for less than keeping it costs). No match holds whitespace: they are those of
+    the text with its whitespace collapsed (:func:`normalize`)."""
+    if not _TOKENS_KEPT_CHARS <= len(text) <= _MEMO_MAX_CHARS:
+        return _TOKEN.findall(_lowered(text) if lowered is None else lowered)
+    key = text_key(text)
+    with _MEMO_LOCK:
+        hit = _TOKENS.hit(key)
+    if hit is None:
+        hit = tuple(_TOKEN.findall(_lowered(text) if lowered is None else lowered))
+        with _MEMO_LOCK:
+            _TOKENS.put(key, hit)
+    return hit
+
+
 def identifiers(text: str) -> list[str]:
     """Exact identifiers in ``text`` (lower-cased, leading ``#`` dropped, order kept, no repeats)."""
     return _memoised(_IDENTIFIERS, text, _identifiers)
@@ -119,7 +145,7 @@ def identifiers(text: str) -> list[str]:
 def _identifiers(text: str) -> list[str]:
     found: list[str] = []
     seen: set[str] = set()
-    lowered = unicodedata.normalize("NFKC", text).lower()
+    lowered = _lowered(text)
 
     def keep(token: str) -> None:
         token = token.strip(".,;:!?'\"()[]{}").lstrip("#")
@@ -129,7 +155,7 @@ def _identifiers(text: str) -> list[str]:
 
     for whole in _marked(lowered):
         keep(whole)
-    for token in _TOKEN.findall(lowered):
+    for token in _tokens(text, lowered):
         if token.isalpha():  # letters only: no digit, "_" or "#"
             continue
         if "_" in token or "#" in token or _HAS_DIGIT.search(token):
@@ -181,8 +207,7 @@ def words(text: str) -> list[str]:
 
 def _words(text: str) -> list[str]:
     out: list[str] = []
-    lowered = normalize(text)
-    for found in _TOKEN.findall(lowered):
+    for found in _tokens(text):
         token = found.lstrip("#")
         if token.isalpha():  # most words: letters only, neither an identifier nor split
             out.append(token)

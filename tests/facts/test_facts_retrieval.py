@@ -19,7 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pytest_mock import MockerFixture
 
-from ctxplugin._lru import LRU
+from ctxplugin._lru import LRU, text_key
 from ctxplugin.config import FactsConfig
 from ctxplugin.facts import (
     ChromaFactStore,
@@ -151,6 +151,30 @@ def test_paths_urls_and_addresses_are_found_as_a_scan_of_the_whole_text_finds_th
     lowered = unicodedata.normalize("NFKC", "".join(pieces)).lower()
     scanned = [match.group(0) for pattern, _ in text_module._MARKED for match in pattern.finditer(lowered)]
     assert list(text_module._marked(lowered)) == scanned
+
+
+_SPACES = [" ", "\n", "\t", "\r", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x1f", "\x85", "\u00a0", "\u1680", "\u2003", "\u2028", "\u2029", "\u202f", "\u205f", "\u3000", "\u200b"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(_MARKED_PIECES + _SPACES + ["#", "_", "-x", "ﬁ", "Ⅸ", "²", "x.", "db_1"]), max_size=60))
+def test_words_and_identifiers_read_the_tokens_of_the_text_with_its_whitespace_collapsed(pieces: list[str]) -> None:
+    # both read one token list, found in the text lowered but not collapsed
+    text = "".join(pieces)
+    assert list(text_module._tokens(text)) == text_module._TOKEN.findall(text_module.normalize(text))
+
+
+def test_the_tokens_of_a_text_are_kept_for_the_last_few_texts_neither_short_nor_very_long(monkeypatch: pytest.MonkeyPatch) -> None:
+    for memo in ("_TOKENS", "_WORDS", "_IDENTIFIERS"):
+        monkeypatch.setattr(text_module, memo, LRU(2))
+    pad = " ships" * (text_module._TOKENS_KEPT_CHARS // 6)
+    texts = [f"Order W{n}{pad}" for n in (1, 2, 3)]
+    assert [text_module.words(t)[:3] for t in texts] == [["order", "w1", "ships"], ["order", "w2", "ships"], ["order", "w3", "ships"]]
+    assert len(text_module._TOKENS) == 2 and text_key(texts[0]) not in text_module._TOKENS
+    assert text_module.identifiers(texts[0]) == ["w1"]  # its tokens went: found again
+    for other in ("Order W4 ships", "w9 " * (text_module._MEMO_MAX_CHARS // 3 + 1)):  # too short, too long
+        assert text_module.identifiers(other) == [other.split()[-2].lower()]
+        assert text_key(other) not in text_module._TOKENS
 
 
 def test_static_embedding_knows_other_words_and_is_normalised() -> None:
