@@ -232,6 +232,12 @@ class _CountMemo:
             self._counts.put(key, tokens)
         return tokens
 
+    def put(self, text: str, tokens: int) -> None:
+        """Keep ``tokens`` as the count of ``text``."""
+        key = text_key(text)
+        with self._lock:
+            self._counts.put(key, tokens)
+
 
 _memos: weakref.WeakKeyDictionary[Any, _CountMemo] = weakref.WeakKeyDictionary()
 _memos_lock = threading.Lock()
@@ -285,6 +291,14 @@ def cached_count(text: str, counter: TokenCounter) -> int | None:
     or None when it was not counted (or is not memoised)."""
     memo = _memo_for(counter) if len(text) >= _MEMO_MIN_CHARS else None
     return None if memo is None else memo.cached(text)
+
+
+def remember_count(text: str, tokens: int, counter: TokenCounter) -> None:
+    """Keep ``tokens`` as :func:`count_cached` of ``text``, found another way (the caller vouches
+    that it is the same number), so that the text is not encoded when it is counted again."""
+    memo = _memo_for(counter) if _MEMO_MIN_CHARS <= len(text) <= EXACT_COUNT_CHARS else None
+    if memo is not None:
+        memo.put(text, tokens)
 
 
 def count_message(message: BaseMessage, counter: TokenCounter) -> int:

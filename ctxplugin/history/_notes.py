@@ -22,6 +22,7 @@ from langchain_core.messages import HumanMessage
 
 from ctxplugin._lru import Memo
 from ctxplugin._messages import META_KEY
+from ctxplugin.history._note_tokens import note_tokens
 from ctxplugin.history._note_values import Labelled, _label_rank, _Valued
 from ctxplugin.history.identifiers import longest_run, occurs, text_runs, value_runs
 from ctxplugin.tokens import MESSAGE_OVERHEAD, TokenCounter
@@ -334,12 +335,12 @@ def _note(
     picker = _Picker(known, visible, counter)
     picker.fill(values, max_tokens - counter.count(lead) - MESSAGE_OVERHEAD - 1)
     text = _render(lead, picker.chosen, when)
-    room = max_tokens - counter.count(text) - MESSAGE_OVERHEAD
+    room = max_tokens - note_tokens(text, counter) - MESSAGE_OVERHEAD
     if room >= 2 and picker.chosen:
         picker.fill(picker.later, room)
         text = _render(lead, picker.chosen, when)
     chosen = picker.chosen
-    if chosen and counter.count(text) + MESSAGE_OVERHEAD > max_tokens:
+    if chosen and note_tokens(text, counter) + MESSAGE_OVERHEAD > max_tokens:
         # the latest chosen go until the text fits: the order sorted once (the values left
         # keep their places in it; each is chosen once)
         ordered = _in_order(chosen, when)
@@ -348,7 +349,7 @@ def _note(
             gone = set(chosen[len(chosen) - dropped :])
             return _lines(lead, [item for item in ordered if item not in gone])
 
-        dropped, text = fewest_dropped(len(chosen), without, lambda note: counter.count(note) + MESSAGE_OVERHEAD <= max_tokens)
+        dropped, text = fewest_dropped(len(chosen), without, lambda note: note_tokens(note, counter) + MESSAGE_OVERHEAD <= max_tokens)
         del chosen[len(chosen) - dropped :]
     if not chosen:
         return None, []
