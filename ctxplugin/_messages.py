@@ -308,9 +308,10 @@ def annotation(message: BaseMessage) -> dict[str, Any]:
 
 REPEAT = "repeat"
 """The annotation the facts stage gives a copy of a user message without an id that repeats an
-earlier one word for word: which repetition it is (1 for the first). It names the copy's own
-source (:func:`said_ref`), so that read as a message of its own it states its values again: a
-user going back to what they first said makes it current."""
+earlier one word for word: which repetition it is (a digest of the user messages since the text
+was last said, and how many times before it followed them). It names the copy's own source
+(:func:`said_ref`), so that read as a message of its own it states its values again: a user
+going back to what they first said makes it current."""
 
 
 def said_ref(message: HumanMessage) -> str:
@@ -322,7 +323,7 @@ def said_ref(message: HumanMessage) -> str:
     if found is None:
         digest = hashlib.sha256(content_text(message.content).encode("utf-8", "surrogatepass")).hexdigest()
         repeat = annotation(message).get(REPEAT)
-        found = f"said:{digest[:16]}" + (f".{repeat}" if type(repeat) is int and repeat > 0 else "")
+        found = f"said:{digest[:16]}" + (f".{repeat}" if isinstance(repeat, str) and repeat else "")
         _SAID.put(message, found)
     return found
 

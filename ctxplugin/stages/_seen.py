@@ -3,11 +3,12 @@ as the conversation grows, and the messages facts are read from."""
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
-from ctxplugin._messages import META_KEY, REPEAT, annotation
+from ctxplugin._messages import _SAID, META_KEY, REPEAT, annotation, said_ref
 from ctxplugin._prefix import Prefix, Stamp
 from ctxplugin.cas import facts_unread
 from ctxplugin.facts.outdated import Asides, Exploring, Marking
@@ -23,8 +24,8 @@ class Seen:
     conversation that grows is read only where it grew."""
 
     __slots__ = (
-        "asides", "exchanges", "latest", "marked_stamp", "marking", "new_sources", "original", "said", "shown", "source_spans", "sources",
-        "spans",
+        "asides", "asked", "exchanges", "latest", "marked_stamp", "marking", "new_sources", "original", "plain", "said", "shown", "source_spans",
+        "sources", "spans",
     )
 
     def __init__(self) -> None:
@@ -33,7 +34,11 @@ class Seen:
         self.exchanges = 0
         self.latest = -1  # index of the latest user message
         self.sources: list[BaseMessage] = []  # the messages facts are read from (_fact_sources)
-        self.said: dict[tuple[int, int], int] = {}  # user messages without an id among them, by text: how many
+        self.asked: list[str] = []  # the digest of each user message among them, in order
+        # per user message without an id among them, by its digest: where it was said last
+        # (in ``asked``), and how many times after each stretch of user messages in between
+        self.said: dict[str, tuple[int, dict[str, int]]] = {}
+        self.plain: set[int] = set()  # the ids of those named as a first saying (held by ``sources``)
         self.source_spans = Exploring()  # over ``sources``
         self.new_sources: list[BaseMessage] = []  # the sources of the messages the last extend read
         self.spans = Exploring()  # over the history
@@ -85,20 +90,40 @@ class Seen:
 
     def _numbered(self, message: BaseMessage) -> BaseMessage:
         """``message``, or when it is a user message without an id that repeats an earlier one
-        word for word, a copy numbered as that repetition (:data:`~ctxplugin._messages.REPEAT`):
-        read again, not taken for the earlier one. The same conversation read afresh numbers
-        its messages the same way, so a copy of it is not read twice."""
-        if not isinstance(message, HumanMessage) or message.id:
+        word for word, a copy named after that repetition (:data:`~ctxplugin._messages.REPEAT`):
+        read again, not taken for the earlier one. The name is that of the user messages said
+        since the text was last said (and how many times the text followed the same ones), not
+        of how many times it was said: the same conversation read afresh names its messages the
+        same way, and so does a host that dropped its first messages (the first saying left in
+        view is named as the first one was), so a copy of it is not read twice and a repetition
+        after the trim is still read."""
+        if not isinstance(message, HumanMessage):
             return message
-        text = content_text(message.content)
-        key = (len(text), hash(text))
-        repeat = self.said.get(key, 0)
-        self.said[key] = repeat + 1
-        if not repeat:
+        digest = _digest(content_text(message.content))
+        at = len(self.asked)
+        self.asked.append(digest)
+        if message.id:
             return message
-        return message.model_copy(
+        last = self.said.get(digest)
+        if last is None or id(message) in self.plain:  # (the very object said before: a host resending it)
+            self.said[digest] = (at, {}) if last is None else last
+            self.plain.add(id(message))
+            return message
+        between = _digest("".join(self.asked[last[0] + 1 : at]))[:8]
+        times = last[1].get(between, 0)
+        last[1][between] = times + 1
+        self.said[digest] = (at, last[1])
+        repeat = between if not times else f"{between}.{times}"
+        numbered = message.model_copy(
             update={"additional_kwargs": {**message.additional_kwargs, META_KEY: {**annotation(message), REPEAT: repeat}}}
         )
+        # the message as the view shows it names the same source: its facts are those it shows
+        _SAID.put(message, said_ref(numbered))
+        return numbered
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def _fact_sources(raw: Sequence[BaseMessage], compacted: Sequence[BaseMessage]) -> list[BaseMessage]:

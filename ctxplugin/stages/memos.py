@@ -310,7 +310,7 @@ def _output_key(message: ToolMessage, scope: Scope) -> str:
     return f"{scope.key()}\x00{message.tool_call_id}"
 
 
-_ReadKey = tuple[str, str, str, int, int, int]
+_ReadKey = tuple[str, str, str, str, int, int]
 
 
 def _read_key(message: BaseMessage, scope: Scope) -> _ReadKey:
@@ -320,10 +320,10 @@ def _read_key(message: BaseMessage, scope: Scope) -> _ReadKey:
     is (see :data:`~ctxplugin._messages.REPEAT`), and its text."""
     text = content_text(message.content)
     call = message.tool_call_id if isinstance(message, ToolMessage) else ""
-    repeat = annotation(message).get(REPEAT, 0)
+    repeat = annotation(message).get(REPEAT, "")
     # str hashes are cached on the object: a long tool output resent on every call is not
     # hashed again (the memo lives in this process only, so the salted hash is stable)
-    return (scope.key(), message.id or "", call, repeat if type(repeat) is int else 0, len(text), hash(text))
+    return (scope.key(), message.id or "", call, repeat if isinstance(repeat, str) else "", len(text), hash(text))
 
 
 def fact_source(message: BaseMessage) -> bool:

@@ -113,3 +113,61 @@ def status_checks(capture: ContextEngine | None) -> list[BaseMessage]:
 def test_a_tool_output_a_later_call_returns_again_states_its_value_again(engine: ContextEngine, captured: bool) -> None:
     grown(engine, status_checks(engine if captured else None))
     assert in_force(engine, "order_a1_status") == ["Order A1 status: shipped"]
+
+
+def windowed(messages: list[BaseMessage], dropped: int) -> list[BaseMessage]:
+    """``messages`` as a host keeping a window sends them: the system prompt, then all but the
+    first ``dropped`` messages after it."""
+    return [messages[0], *messages[1 + dropped :]]
+
+
+def changed_again() -> list[BaseMessage]:
+    """:func:`budget_chat` going on: the budget changes again, then the user goes back to the
+    first one a third time."""
+    return [
+        *budget_chat(),
+        AIMessage("Hotel Azul."),
+        HumanMessage("Actually, my budget is $300."),
+        AIMessage("Updated to $300."),
+        HumanMessage("My budget is $100."),
+        AIMessage("Back to $100 again."),
+        HumanMessage("Which hotels fit now?"),
+    ]
+
+
+def test_a_message_said_again_after_the_host_trimmed_the_first_saying_is_read(engine: ContextEngine) -> None:
+    messages = changed_again()
+    grown(engine, budget_chat())
+    count = stored(engine)
+    # the host drops the first exchange, then the conversation goes on
+    grown(engine, windowed(messages, 2)[: len(budget_chat()) - 2])
+    assert stored(engine) == count, "a trimmed conversation is not read again"
+    grown(engine, windowed(messages, 2))
+    assert in_force(engine) == ["My budget is $100."]
+
+
+def test_a_new_process_reads_a_trimmed_conversation_once(tmp_path: Path) -> None:
+    messages = changed_again()
+    grown(ContextEngine.embedded(tmp_path / "ctx", ContextConfig()), messages)
+    again = ContextEngine.embedded(tmp_path / "ctx", ContextConfig())
+    count = stored(again)
+    for dropped in (2, 4, 6):
+        grown(again, windowed(messages, dropped))
+        assert stored(again) == count
+        assert in_force(again) == ["My budget is $100."]
+
+
+def test_a_statement_said_alternately_is_read_each_time(engine: ContextEngine) -> None:
+    messages: list[BaseMessage] = [SystemMessage("You help plan trips.")]
+    for budget in ["$100", "$200", "$100", "$200", "$100"]:
+        messages += [HumanMessage(f"My budget is {budget}."), AIMessage("Noted.")]
+    grown(engine, [*messages, HumanMessage("Which hotels fit?")])
+    assert in_force(engine) == ["My budget is $100."]
+
+
+def test_a_repeated_message_in_view_is_not_repeated_by_the_facts_block(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("CTXPLUGIN_MODE", raising=False)  # the default mode leaves out what the view shows
+    engine = ContextEngine.embedded(tmp_path / "ctx", ContextConfig())
+    view = grown(engine, budget_chat())
+    assert in_force(engine) == ["My budget is $100."]
+    assert not [m for m in view if isinstance(m, SystemMessage) and "$100" in str(m.content)], "shown twice"
