@@ -132,13 +132,17 @@ _CORRECTING = re.compile(r"^(?:sorry|oops|actually|correction|no|wait|my (?:bad|
 def referring_back(body: str, draft: FactDraft | None, shown: str, *, said: str = "") -> FactDraft | None:
     """``draft`` (the reading of ``body``, the sentence ``said`` without its lead words, shown as
     ``shown``) marked as revising what was said before when ``body`` refers back to it — a new
-    value alone, or a value said again to correct it ("sorry, it's QQ47LM"), or an earlier value
+    value alone, or a value said again to correct it ("sorry, it's QQ47LM", "actually, Monday"), or an earlier value
     brought back — or a draft of its own for it when the rules read nothing."""
     new_value = _NEW_VALUE.match(body.rstrip(".!"))
     restated = _RESTATED.match(body.rstrip(".!")) if new_value is None else None
     if restated and (restated.group("owned") or restated.group("meant") or _CORRECTING.match(said.strip())):
         new_value, shown = restated, shown[:1].upper() + shown[1:]  # "It's QQ47LM."
-    words = content_words(new_value.group("value")) if new_value else []
+    if new_value is not None:
+        value = new_value.group("value")
+    else:  # "actually, Monday", "sorry, $700": a value alone after a correcting word corrects one too
+        value = body.rstrip(".!") if _CORRECTING.match(said.strip()) else ""
+    words = content_words(value)
     if words and all(any(c.isdigit() for c in w) or w in _NOT_SUBJECTS for w in words):
         revises: Literal["latest", "earlier"] = "latest"
     elif _RESTORE.search(body):

@@ -229,3 +229,30 @@ def test_when_a_meeting_starts_is_a_new_time_for_the_meeting(engine: ContextEngi
     assert view["h0"].startswith("[outdated: meeting is now:"), view["h0"]
     assert view["h1"].startswith("[outdated: meeting"), view["h1"]
     assert current_keys(engine) == {"meeting": "The meeting is on Friday at 4pm."}
+
+
+@pytest.mark.parametrize(
+    ("first", "correction", "value"),
+    [
+        ("The deadline is Friday.", "Actually, Monday.", "Monday"),
+        ("My budget is $500.", "Sorry, $700.", "$700"),
+        ("The standup is at 9am.", "No, 10am.", "10am"),
+        ("The departure date is May 23.", "Correction: the 24th.", "24th"),
+    ],
+)
+def test_a_value_alone_after_a_correcting_word_replaces_the_latest_value_of_its_type(
+    engine: ContextEngine, first: str, correction: str, value: str
+) -> None:
+    view, block = prepared_turns(engine, chat(first, correction))
+    assert view["h0"].startswith("[outdated:"), view["h0"]
+    assert view["h1"] == correction
+    assert first not in current(engine)
+    assert any(value in text for text in current(engine))
+    assert first not in block
+
+
+@pytest.mark.parametrize("then", ["Monday works for me too.", "Monday.", "Thanks, Monday."])
+def test_a_value_alone_without_a_correcting_word_replaces_nothing(engine: ContextEngine, then: str) -> None:
+    view, _ = prepared_turns(engine, chat("The deadline is Friday.", then))
+    assert view["h0"] == "The deadline is Friday."
+    assert "The deadline is Friday." in current(engine)
