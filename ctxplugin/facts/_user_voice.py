@@ -39,6 +39,13 @@ DIRECTIVE = re.compile(
     re.IGNORECASE,
 )
 """The user's instruction about who or what is in: a decision, kept unkeyed."""
+MOVE = re.compile(
+    r"^(?:please\s+)?(?:move|push|postpone|reschedule|shift|bump|change|switch)\s+(?:the|our|my)\s+[\w' -]{2,40}?\s+(?:to|until)\s+\S",
+    re.IGNORECASE,
+)
+"""A request to move a thing to a new value ("move the meeting to Thursday", "push the launch to
+May 10"): the user's decision, kept unkeyed, so it replaces the thing's value only by the
+implicit rule — where it names the thing and gives a value of the same type in its place."""
 TASK = re.compile(
     r"^(?:i|we)(?:\s+|(?='d\b))(?:need|have|want|'d like|would like|'d love|would love)\s+to\s+\w+|^(?:todo|to do|task)\s*:",
     re.IGNORECASE,
@@ -161,4 +168,4 @@ def rejected(body: str) -> str | None:
     return match.group("old").strip() if match else None
 
 
-__all__ = ["CHOICE", "DIRECTIVE", "PREFERENCE", "SWAP", "TASK", "preference_key", "referring_back", "rejected", "visibility_of"]
+__all__ = ["CHOICE", "DIRECTIVE", "MOVE", "PREFERENCE", "SWAP", "TASK", "preference_key", "referring_back", "rejected", "visibility_of"]

@@ -292,7 +292,7 @@ class RuleExtractor:
             return make(kind, key)
         if foreign is not None and foreign.key:  # "mon budget est de 900 EUR": keyed as "my budget is ..."
             return make("constraint" if foreign.limit else _kind_of(sentence, foreign.value or "", voice), foreign.key)
-        if voice == "user" and _DECISION.search(sentence):
+        if voice == "user" and (_DECISION.search(sentence) or user_voice.MOVE.match(body)):
             topic = re.search(r"\bfor\s+(?:the\s+|our\s+)?(?P<topic>[\w -]{2,40})$", body, re.IGNORECASE)
             return make("decision", "decision_" + slug(topic.group("topic"), 3) if topic else None)
         if _CONSTRAINT.search(sentence) and (_METRIC.search(sentence) or (voice == "user" and not request)):

@@ -256,3 +256,26 @@ def test_a_value_alone_without_a_correcting_word_replaces_nothing(engine: Contex
     view, _ = prepared_turns(engine, chat("The deadline is Friday.", then))
     assert view["h0"] == "The deadline is Friday."
     assert "The deadline is Friday." in current(engine)
+
+
+@pytest.mark.parametrize(
+    ("first", "change"),
+    [
+        ("The meeting is on Tuesday at 2pm.", "Actually, move the meeting to Thursday."),
+        ("The meeting is on Tuesday at 2pm.", "Please reschedule the meeting for Friday at 10am."),
+        ("The launch is on May 3.", "Push the launch to May 10."),
+        ("My budget is $500.", "Change my budget to $700."),
+    ],
+)
+def test_asking_to_move_a_thing_to_a_new_value_replaces_its_old_value(engine: ContextEngine, first: str, change: str) -> None:
+    view, block = prepared_turns(engine, chat(first, change))
+    assert view["h0"].startswith("[outdated:"), view["h0"]
+    assert view["h1"] == change
+    assert first not in current(engine)
+    assert first not in block
+
+
+def test_asking_to_move_another_thing_leaves_the_old_value(engine: ContextEngine) -> None:
+    view, _ = prepared_turns(engine, chat("The meeting is on Tuesday at 2pm.", "Move the standup to Thursday."))
+    assert view["h0"] == "The meeting is on Tuesday at 2pm."
+    assert "The meeting is on Tuesday at 2pm." in current(engine)
