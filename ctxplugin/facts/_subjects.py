@@ -83,6 +83,18 @@ def subject_key(subject: str, value: str | None = None) -> str | None:
     return f"my_{key}" if first in ("my", "our") else key
 
 
+def labelled_key(key: str, label: str, statement: re.Match[str] | None) -> str:
+    """The key of a user's ``statement`` under a ``label`` keyed ``key`` ("Final: the venue is
+    Hall B", "Anna: my seat is 12A"): the label says which statement it is, the statement's own
+    subject what it is about, so both name it (``final_venue``, ``anna_my_seat``): another
+    statement under the label, or the same subject under another label, is another fact, not a
+    new value of the label. A numbered label ("Question 5: ...") names one of a set by itself."""
+    if statement is None or NUMBERED_SUBJECT.search(label) or _NUMBERED_NAME.search(label):
+        return key
+    own = subject_key(statement.group("subj"), statement.group("val"))
+    return f"{key}_{own}" if own else key
+
+
 def updated_detail(body: str) -> str | None:
     """The key of a contact detail ``body`` gives a new value of as a request ("update my email
     to X", "use my new phone number X"), else None."""
@@ -110,4 +122,4 @@ def records_unkeyed(drafts: list[FactDraft]) -> list[FactDraft]:
     return [replace(d, key=None) if d.key in records else d for d in drafts]
 
 
-__all__ = ["NUMBERED_SUBJECT", "records_unkeyed", "subject_key", "updated_detail"]
+__all__ = ["NUMBERED_SUBJECT", "labelled_key", "records_unkeyed", "subject_key", "updated_detail"]

@@ -66,7 +66,7 @@ from ctxplugin.facts._not_prose import (
     log_line,
 )
 from ctxplugin.facts._subjects import NUMBERED_SUBJECT as _NUMBERED_SUBJECT
-from ctxplugin.facts._subjects import records_unkeyed, updated_detail
+from ctxplugin.facts._subjects import labelled_key, records_unkeyed, updated_detail
 from ctxplugin.facts._subjects import subject_key as _subject_key
 from ctxplugin.facts._text import identifiers, sentences, slug
 from ctxplugin.facts._values import EVENTS as _EVENTS
@@ -133,9 +133,8 @@ _REQUEST = re.compile(
     r"send|explain|summari[sz]e|compare|review|help)\b",
     re.IGNORECASE,
 )
-"""A request to do something ("Look up the discount policy page"): it asks, it does not state
-what holds, so a limit word in it ("policy", "budget") alone does not make it a constraint (an
-amount does: "show me flights under $500 max")."""
+"""A request to do something ("Look up the discount policy page"): it asks, it does not state what holds,
+so a limit word in it ("policy", "budget") alone does not make it a constraint (an amount does: "show me flights under $500 max")."""
 _USER_MOVED = re.compile(r"^i(?:'ve| have)?\s+(?:just\s+)?moved\s+to\s+(?P<val>.+)$", re.IGNORECASE)
 _METRIC = re.compile(
     r"[$€£]\s?\d|\b\d+(?:[.,]\d+)*\s?(?:%|ms|s|sec|secs|seconds|min|minutes|h|hrs|hours|days|weeks|k|m|bn|gb|mb|kb|tb|"
@@ -150,8 +149,7 @@ _SENTENCE_CHARS = 4000
 _TOOL_TEXT = 4000
 """Characters of a plain-text tool output the prose rules read."""
 _READ: Memo[tuple[type, TextKey, str], tuple[FactDraft, ...]] = Memo(8192)
-"""The drafts of each sentence read lately, by the extractor's class (a subclass may read a
-sentence its own way), its text and voice."""
+"""The drafts of each sentence read lately, by the extractor's class (a subclass may read a sentence its own way), its text and voice."""
 
 
 class RuleExtractor:
@@ -283,6 +281,8 @@ class RuleExtractor:
         assign, key = _assignment(body)
         if assign and key and voice == "tool" and assign.re is _COLON and log_line(assign.group("subj"), assign.group("val")):
             key = None  # "ERROR: ...", "L031: ...", "Test 2: ...": a log line reports an event, not a value
+        if assign and key and voice == "user" and assign.re is _COLON:  # "Final: the venue is Hall B" (see labelled_key)
+            key = labelled_key(key, assign.group("subj"), _ASSIGN.match(assign.group("val")))
         if assign and key:
             kind = _kind_of(sentence, assign.group("val"), voice)
             if voice == "user" and _DECISION.search(sentence):

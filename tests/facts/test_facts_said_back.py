@@ -279,3 +279,25 @@ def test_asking_to_move_another_thing_leaves_the_old_value(engine: ContextEngine
     view, _ = prepared_turns(engine, chat("The meeting is on Tuesday at 2pm.", "Move the standup to Thursday."))
     assert view["h0"] == "The meeting is on Tuesday at 2pm."
     assert "The meeting is on Tuesday at 2pm." in current(engine)
+
+
+@pytest.mark.parametrize(
+    ("first", "then"),
+    [
+        ("Final: the launch date is May 5.", "Final: the hotel is the Hilton."),
+        ("Confirmed: the venue is Hall B.", "Confirmed: the caterer is Acme."),
+        ("Day 1: the hotel is the Hilton.", "Day 2: the hotel is the Marriott."),
+        ("Anna: my seat is 12A.", "Tom: my seat is 14C."),
+    ],
+)
+def test_statements_under_a_label_are_about_their_own_subjects(engine: ContextEngine, first: str, then: str) -> None:
+    view, _ = prepared_turns(engine, chat(first, then))
+    assert view["h0"] == first, "another statement under the same label, or the same subject under another"
+    assert sorted(current(engine)) == sorted([first, then])
+
+
+def test_a_labelled_statement_is_replaced_by_the_next_under_its_label(engine: ContextEngine) -> None:
+    view, block = prepared_turns(engine, chat("Final: the launch date is May 5.", "Final: the launch date is May 9."))
+    assert view["h0"].startswith("[outdated:"), view["h0"]
+    assert current(engine) == ["Final: the launch date is May 9."]
+    assert "May 5" not in block
