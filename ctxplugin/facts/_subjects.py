@@ -26,6 +26,9 @@ from ctxplugin.facts.extract import FactDraft
 NUMBERED_SUBJECT = re.compile(r"\b(?:item|point|step|option|question|task|line|no\.?|number|#)\s*(\d{1,4})\b", re.IGNORECASE)
 _NUMBERED_NAME = re.compile(r"\b[a-z][a-z-]*\s+#?(\d{1,4})\b(?![.,:/-]?\d)", re.IGNORECASE)
 """A noun followed by a number names one of a numbered set: "Requirement 2", "Phase 3", "Deal 1"."""
+_LETTERED_NAME = re.compile(r"\b[A-Za-z][a-z-]*\s+([A-HJ-Z])$")
+"""A noun followed by a capital letter names one of a lettered set: "Option A", "Plan B", "Gate C"
+(the letter alone is no word of the key's, so without it "Option A" and "Option B" were one subject)."""
 _NON_SUBJECT = frozenset(
     ["it", "this", "that", "there", "these", "those", "what", "which", "who", "whom", "how", "why", "when", "where", "i",
      "you", "he", "she", "we", "they", "here", "one", "something", "everything", "nothing", "anything"]
@@ -76,10 +79,10 @@ def subject_key(subject: str, value: str | None = None) -> str | None:
     key = slug(subject, 3)
     if not key:
         return None
-    numbered = NUMBERED_SUBJECT.search(subject) or _NUMBERED_NAME.search(subject)
+    numbered = NUMBERED_SUBJECT.search(subject) or _NUMBERED_NAME.search(subject) or _LETTERED_NAME.search(subject)
     if numbered:
         # "agenda item 3" and "agenda item 4", "Requirement 1" and "Requirement 2" are different subjects
-        key = f"{key}_{numbered.group(1)}"
+        key = f"{key}_{numbered.group(1).lower()}"
     return f"my_{key}" if first in ("my", "our") else key
 
 

@@ -301,3 +301,22 @@ def test_a_labelled_statement_is_replaced_by_the_next_under_its_label(engine: Co
     assert view["h0"].startswith("[outdated:"), view["h0"]
     assert current(engine) == ["Final: the launch date is May 9."]
     assert "May 5" not in block
+
+
+@pytest.mark.parametrize(
+    ("first", "then"),
+    [
+        ("Option A: the hotel is the Hilton.", "Option B: the hotel is the Marriott."),
+        ("Plan A is the train.", "Plan B is the bus."),
+    ],
+)
+def test_things_named_by_a_letter_are_different_subjects(engine: ContextEngine, first: str, then: str) -> None:
+    view, _ = prepared_turns(engine, chat(first, then))
+    assert view["h0"] == first
+    assert sorted(current(engine)) == sorted([first, then])
+
+
+def test_a_thing_named_by_a_letter_is_replaced_by_its_own_next_value(engine: ContextEngine) -> None:
+    view, _ = prepared_turns(engine, chat("Plan A is the train.", "Plan B is the bus.", "Plan A is the ferry."))
+    assert view["h0"].startswith("[outdated: plan_a is now:"), view["h0"]
+    assert sorted(current(engine)) == ["Plan A is the ferry.", "Plan B is the bus."]
