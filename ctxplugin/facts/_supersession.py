@@ -14,7 +14,8 @@ The rules, applied on every write:
    day, time, date, amount of money or percentage — replaces it and takes over its key ("Let's
    do the meeting Thursday at 3pm" replaces "The meeting is Tuesday at 2pm", keyed
    ``meeting``). A statement keyed otherwise is about another subject ("The standup meeting is
-   Thursday" keeps ``meeting``). Tool outputs never supersede implicitly, and
+   Thursday" keeps ``meeting``), but for the user's own thing and the thing (``my_budget`` and
+   ``budget``: one subject). Tool outputs never supersede implicitly, and
    ``FactsConfig.implicit_supersession=False`` turns the rule off. A draft that refers back
    (``revises``: "make that the 24th", "never mind, keep the original") is first given the key
    of what it revises (:mod:`ctxplugin.facts._revisions`);
@@ -241,13 +242,14 @@ def _implicit(writes: FactStore | WriteBatch, fact: Fact, *, enabled: bool) -> l
     event_of = _event_subject(fact.key)
     if (
         not enabled
-        or (fact.key is not None and event_of is None)
         or fact.source.type == "tool"
         or denied(fact.text) is not None
         or CONDITION.search(fact.text) is not None  # "if I get the bonus, my budget is $700"
         or not typed_values(fact.text)
     ):
         return []
+    if fact.key is not None and event_of is None:
+        return _owned(writes, fact)
     said = {stem(w) for w in content_words(fact.text)}
     query = FactQuery(reader=fact.owner, valid=True, scopes=(fact.scope,))
     found: list[Fact] = []
@@ -263,6 +265,15 @@ def _implicit(writes: FactStore | WriteBatch, fact: Fact, *, enabled: bool) -> l
         ):
             found.append(candidate)
     return found
+
+
+def _owned(writes: FactStore | WriteBatch, fact: Fact) -> list[Fact]:
+    """Rule 4 for a keyed ``fact`` of the user's own thing or of the thing: "the budget is $700" (``budget``) gives
+    "my budget is $500" (``my_budget``) a new value, and "my budget is now $700" gives "the budget is $500" one: in
+    one conversation both are one thing. Only a conflicting value of the same type replaces (not "the budget is flexible")."""
+    other = fact.key.removeprefix("my_") if fact.key and fact.key.startswith("my_") else f"my_{fact.key}"
+    found = writes.find(FactQuery(reader=fact.owner, key=other, valid=True, scopes=(fact.scope,)))
+    return [f for f in found if f.scope_id == fact.scope_id and not f.from_tool and _same_slot(f, fact) and conflicting(f.text, fact.text)]
 
 
 def _event_subject(key: str | None) -> str | None:

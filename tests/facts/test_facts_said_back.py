@@ -320,3 +320,25 @@ def test_a_thing_named_by_a_letter_is_replaced_by_its_own_next_value(engine: Con
     view, _ = prepared_turns(engine, chat("Plan A is the train.", "Plan B is the bus.", "Plan A is the ferry."))
     assert view["h0"].startswith("[outdated: plan_a is now:"), view["h0"]
     assert sorted(current(engine)) == ["Plan A is the ferry.", "Plan B is the bus."]
+
+
+@pytest.mark.parametrize(
+    ("first", "then"),
+    [
+        ("My budget is $500.", "The budget is $700."),
+        ("The budget is $500.", "My budget is now $700."),
+        ("Our deadline is Friday.", "The deadline is Monday."),
+    ],
+)
+def test_the_users_own_thing_and_the_thing_are_one_subject(engine: ContextEngine, first: str, then: str) -> None:
+    view, block = prepared_turns(engine, chat(first, then))
+    assert view["h0"].startswith("[outdated:"), view["h0"]
+    assert first not in current(engine)
+    assert then.replace("now ", "") in " ".join(current(engine)).replace("now ", "")
+    assert first not in block
+
+
+def test_the_users_own_thing_with_a_value_of_another_type_is_kept(engine: ContextEngine) -> None:
+    view, _ = prepared_turns(engine, chat("My budget is $500.", "The budget is flexible."))
+    assert view["h0"] == "My budget is $500."
+    assert "My budget is $500." in current(engine)
