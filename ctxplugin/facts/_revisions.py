@@ -1,6 +1,6 @@
 """What a statement that refers back to the conversation revises, for the ledger's write path.
 
-A user does not always restate a value whole. Two forms name no subject, so neither the key nor
+A user does not always restate a value whole. Three forms name no subject, so neither the key nor
 the implicit rule finds what they change (see :class:`~ctxplugin.facts.extract.FactDraft`'s
 ``revises``):
 
@@ -13,6 +13,11 @@ the implicit rule finds what they change (see :class:`~ctxplugin.facts.extract.F
   written again, from this message, under that key. Words the user names besides the asking
   ("Tuesday", "meeting", "12A") choose which earlier statement; without any, the one the latest
   change replaced, or for "the original", the first of its key.
+
+- what was just supposed or drafted, taken up ("what if the venue was Hall C?" then "OK, let's
+  do that"): when the writer's latest statement is a keyed hypothetical or draft, it is written
+  as current, from this message, under its key, without the words that supposed it ("The venue
+  was Hall C."); said after anything else, "let's do that" takes up nothing.
 
 Statements a tool read are never revised so, nor brought back. A message read again (a new
 process) finds its own fact already in the key's history and writes nothing.
@@ -41,6 +46,8 @@ _ASKING = frozenset(
 )
 """Words of asking to go back rather than of what to go back to."""
 _FIRST = frozenset({"original", "first"})
+_SUPPOSING = re.compile(r"^(?:(?:what if|suppose|supposing|hypothetically|imagine|in theory|draft|proposal)\b[\s,:;-]*)+", re.IGNORECASE)
+"""The words that made a statement a hypothetical or a draft: not part of it once taken up."""
 
 
 def revised(writes: FactStore | WriteBatch, fact: Fact, draft: FactDraft) -> tuple[Fact, bool]:
@@ -53,6 +60,18 @@ def revised(writes: FactStore | WriteBatch, fact: Fact, draft: FactDraft) -> tup
             return fact, False
         return fact.model_copy(update={"key": target.key, "kind": target.kind, "visibility": target.visibility,
                                        "constraint_type": target.constraint_type}), False
+    if draft.revises == "adopted":
+        supposed = _latest_stated(writes, fact)
+        if supposed is not None and fact.source.ref is not None and supposed.source.ref == fact.source.ref:
+            return supposed, True  # read again: taken up already
+        if supposed is None or supposed.scope not in ("hypothetical", "draft") or supposed.key is None or supposed.scope_id is not None:
+            return fact, False
+        text = _SUPPOSING.sub("", supposed.text).strip()
+        text = text[:1].upper() + text[1:].rstrip("?.") + "." if text != supposed.text else supposed.text  # "The venue was Hall C."
+        return fact.model_copy(update={
+            "text": text, "key": supposed.key, "kind": supposed.kind, "visibility": supposed.visibility,
+            "constraint_type": supposed.constraint_type, "tags": supposed.tags,
+        }), False
     said = [w for w in content_words(fact.text) if stem(w) not in _ASKING]
     found = _earlier(writes, fact, {stem(w) for w in said}, first=bool(_FIRST & set(content_words(fact.text))))
     if found is None:
@@ -97,6 +116,16 @@ def _latest_of_type(writes: FactStore | WriteBatch, fact: Fact) -> Fact | None:
     query = FactQuery(reader=fact.owner, valid=True, scopes=(fact.scope,))
     for candidate in writes.find(query, limit=_RECENT):
         if _stated_in_reach(candidate, fact) and wanted & _types(candidate.text):
+            return candidate
+    return None
+
+
+def _latest_stated(writes: FactStore | WriteBatch, fact: Fact) -> Fact | None:
+    """The statement in force the writer of ``fact`` made last, in any fact scope: "let's do
+    that" takes up a hypothetical only when nothing was stated since."""
+    query = FactQuery(reader=fact.owner, valid=True, scopes=("global", "session", "hypothetical", "draft"))
+    for candidate in writes.find(query, limit=_RECENT):
+        if not candidate.from_tool and visibility_key(candidate.owner, candidate.visibility) == visibility_key(fact.owner, candidate.visibility):
             return candidate
     return None
 

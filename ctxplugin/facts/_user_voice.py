@@ -132,6 +132,12 @@ _RESTATED = re.compile(
 )
 """A value alone, said again to correct it: "sorry, it's QQ47LM", "I meant the 5th", "typo, it
 should be May 4"."""
+_ADOPT = re.compile(
+    r"^(?:(?:sounds|looks|that(?:'s|\s+is))\s+(?:good|great|fine|perfect)[,.!]?\s+)?(?:let'?s\s+|please\s+)?"
+    r"(?:do|go\s+with|go\s+ahead\s+with|take|use|book)\s+(?:that|it|this)(?:\s+one)?$",
+    re.IGNORECASE,
+)
+"""What was just supposed or drafted, taken up: "let's do that", "sounds good, do it", "go with that"."""
 _CORRECTING = re.compile(r"^(?:sorry|oops|actually|correction|no|wait|my (?:bad|mistake)|i mean)\b", re.IGNORECASE)
 """The first word of a sentence that corrects what the user said before."""
 
@@ -139,8 +145,9 @@ _CORRECTING = re.compile(r"^(?:sorry|oops|actually|correction|no|wait|my (?:bad|
 def referring_back(body: str, draft: FactDraft | None, shown: str, *, said: str = "") -> FactDraft | None:
     """``draft`` (the reading of ``body``, the sentence ``said`` without its lead words, shown as
     ``shown``) marked as revising what was said before when ``body`` refers back to it — a new
-    value alone, or a value said again to correct it ("sorry, it's QQ47LM", "actually, Monday"), or an earlier value
-    brought back — or a draft of its own for it when the rules read nothing."""
+    value alone, or a value said again to correct it ("sorry, it's QQ47LM", "actually, Monday"), an earlier value
+    brought back, or what was just supposed taken up ("OK, let's do that") — or a draft of its own for it when the
+    rules read nothing."""
     new_value = _NEW_VALUE.match(body.rstrip(".!"))
     restated = _RESTATED.match(body.rstrip(".!")) if new_value is None else None
     if restated and (restated.group("owned") or restated.group("meant") or _CORRECTING.match(said.strip())):
@@ -151,14 +158,16 @@ def referring_back(body: str, draft: FactDraft | None, shown: str, *, said: str 
         value = body.rstrip(".!") if _CORRECTING.match(said.strip()) else ""
     words = content_words(value)
     if words and all(any(c.isdigit() for c in w) or w in _NOT_SUBJECTS for w in words):
-        revises: Literal["latest", "earlier"] = "latest"
+        revises: Literal["latest", "earlier", "adopted"] = "latest"
     elif _RESTORE.search(body):
         revises = "earlier"
+    elif _ADOPT.match(body.rstrip(".!")):
+        revises = "adopted"
     else:
         return draft
     if draft is None:
         return FactDraft(text=shown, importance=0.7, revises=revises)
-    return replace(draft, revises=revises, key=None if revises == "latest" else draft.key)
+    return replace(draft, revises=revises, key=draft.key if revises == "earlier" else None)
 
 
 def rejected(body: str) -> str | None:

@@ -54,7 +54,8 @@ class FactDraft:
         authority, memory_type, visibility: ``None`` lets the ledger choose from the source.
         revises: the statement refers back to what was said: ``"latest"``, a new value alone
             ("make that the 24th") for the latest statement holding a value of its type;
-            ``"earlier"``, an earlier value brought back ("never mind, keep the original").
+            ``"earlier"``, an earlier value brought back ("never mind, keep the original");
+            ``"adopted"``, a hypothetical or a draft just said taken up ("OK, let's do that").
             The ledger finds what it revises (see :mod:`ctxplugin.facts._revisions`); when
             nothing fits, the draft is written as it is.
     """
@@ -73,7 +74,7 @@ class FactDraft:
     memory_type: MemoryType | None = None
     visibility: Visibility | None = None
     source_ref: str | None = field(default=None, compare=False)
-    revises: Literal["latest", "earlier"] | None = None
+    revises: Literal["latest", "earlier", "adopted"] | None = None
 
 
 DraftLike: TypeAlias = FactDraft | dict[str, Any] | str
@@ -169,8 +170,8 @@ def _draft(item: Any) -> FactDraft:
         raise InvalidInputError(f"fact kind must be one of {FACT_KINDS}, got {item.get('kind')!r}")
     if item.get("scope", "global") not in FACT_SCOPES:
         raise InvalidInputError(f"fact scope must be one of {FACT_SCOPES}, got {item.get('scope')!r}")
-    if item.get("revises") not in (None, "latest", "earlier"):
-        raise InvalidInputError(f"fact draft field 'revises' must be 'latest', 'earlier' or None, got {item.get('revises')!r}")
+    if item.get("revises") not in (None, "latest", "earlier", "adopted"):
+        raise InvalidInputError(f"fact draft field 'revises' must be 'latest', 'earlier', 'adopted' or None, got {item.get('revises')!r}")
     values = dict(item)
     for name in ("tags", "depends_on"):
         if name in values:

@@ -342,3 +342,49 @@ def test_the_users_own_thing_with_a_value_of_another_type_is_kept(engine: Contex
     view, _ = prepared_turns(engine, chat("My budget is $500.", "The budget is flexible."))
     assert view["h0"] == "My budget is $500."
     assert "My budget is $500." in current(engine)
+
+
+@pytest.mark.parametrize(
+    ("supposed", "adopted"),
+    [
+        ("What if the venue was Hall C?", "OK, let's do that."),
+        ("Suppose the venue is Hall C.", "Yes, let's go with that."),
+        ("What if the venue were Hall C?", "Sounds good, do it."),
+    ],
+)
+def test_a_hypothetical_taken_up_is_the_new_value(engine: ContextEngine, supposed: str, adopted: str) -> None:
+    view, block = prepared_turns(engine, chat("The venue is Hall B.", supposed, adopted))
+    assert view["h0"].startswith("[outdated: venue is now:"), view["h0"]
+    assert "Hall C" in view["h0"]
+    assert "The venue is Hall B." not in current(engine)
+    assert "Hall C" in current_keys(engine)["venue"]
+    assert "Hall B" not in block
+
+
+@pytest.mark.parametrize("then", ["OK, let's do that.", "Let's go with that."])
+def test_taking_up_with_no_hypothetical_before_changes_nothing(engine: ContextEngine, then: str) -> None:
+    view, _ = prepared_turns(engine, chat("The venue is Hall B.", then))
+    assert view["h0"] == "The venue is Hall B."
+    assert current_keys(engine)["venue"] == "The venue is Hall B."
+
+
+def test_a_hypothetical_let_go_stays_one(engine: ContextEngine) -> None:
+    view, _ = prepared_turns(engine, chat("The venue is Hall B.", "What if the venue was Hall C?", "No, let's not do that."))
+    assert view["h0"] == "The venue is Hall B."
+    assert current_keys(engine)["venue"] == "The venue is Hall B."
+
+
+def test_taking_up_read_again_by_a_new_process_changes_nothing(tmp_path: Path) -> None:
+    messages = chat("The venue is Hall B.", "What if the venue was Hall C?", "OK, let's do that.")
+    prepared_turns(ContextEngine.embedded(tmp_path / "ctx", ContextConfig()), messages)
+    again = ContextEngine.embedded(tmp_path / "ctx", ContextConfig())
+    view, _ = prepared_turns(again, messages)
+    assert view["h0"] == "[outdated: venue is now: The venue was Hall C.] The venue is Hall B."
+    assert current_keys(again) == {"venue": "The venue was Hall C."}
+
+
+def test_taking_up_after_another_statement_takes_up_nothing(engine: ContextEngine) -> None:
+    turns = ("The venue is Hall B.", "What if the venue was Hall C?", "The caterer is Acme.", "OK, let's do that.")
+    view, _ = prepared_turns(engine, chat(*turns))
+    assert view["h0"] == "The venue is Hall B."
+    assert current_keys(engine)["venue"] == "The venue is Hall B."
