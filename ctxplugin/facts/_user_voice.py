@@ -99,17 +99,20 @@ def preference_key(topic: str) -> str | None:
 
 
 _CONDITIONAL = re.compile(r"^(?:i|we)(?:'d|\s+would)\b", re.IGNORECASE)
+_ONE_THING = re.compile(r"^(?:i|we)\s+(?:really\s+|still\s+)?(?:want|like)\s+(?:a|an|the|this|that)\s", re.IGNORECASE)
+"""One thing wanted ("I want a window seat", "we like the king room"), not a kind of thing ("I
+want aisle seats"): a choice for the decision at hand."""
 
 
 def visibility_of(body: str) -> Literal["session"] | None:
     """Where a preference stated as ``body`` holds: one in the conditional ("I'd prefer an aisle
-    seat", "we'd rather fly on Friday", "I'd like the 3pm one"), a choice, or one about a
-    particular thing — a day, date, time or amount (not a bound), or an identifier ("I want the HAT123
+    seat", "we'd rather fly on Friday", "I'd like the 3pm one"), a choice, one thing wanted ("I
+    want a window seat"), or one about a particular thing — a day, date, time or amount (not a bound), or an identifier ("I want the HAT123
     flight", "I don't want the May 25 flight") — is about the decision at hand, so it stays in
     the conversation's session; a standing one ("I prefer aisle seats", "never book red-eyes")
     is left to the ledger (the user's, across sessions)."""
     named = [i for i in identifiers(body) if not typed_values(i)]  # "HAT123"; "8am" is a time
-    if _CONDITIONAL.match(body) or read_values(body).points or named:
+    if _CONDITIONAL.match(body) or _ONE_THING.match(body) or read_values(body).points or named:
         return "session"
     return None
 

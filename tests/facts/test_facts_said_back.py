@@ -388,3 +388,25 @@ def test_taking_up_after_another_statement_takes_up_nothing(engine: ContextEngin
     view, _ = prepared_turns(engine, chat(*turns))
     assert view["h0"] == "The venue is Hall B."
     assert current_keys(engine)["venue"] == "The venue is Hall B."
+
+
+@pytest.mark.parametrize(
+    ("first", "then"),
+    [
+        ("I want a window seat.", "Actually, make it an aisle seat."),
+        ("We want a king room.", "Make it a twin room."),
+        ("I like the window seat.", "Switch it to an aisle seat."),
+    ],
+)
+def test_a_choice_replaces_the_one_thing_wanted_before(engine: ContextEngine, first: str, then: str) -> None:
+    view, block = prepared_turns(engine, chat(first, then))
+    assert view["h0"].startswith("[outdated: pref_"), view["h0"]
+    assert first not in current(engine)
+    assert first not in block
+
+
+def test_one_thing_wanted_stays_in_its_conversation(engine: ContextEngine) -> None:
+    prepared_turns(engine, chat("I want a window seat.", "I prefer aisle seats."))
+    next_trip = Scope(session_id="trip-2", user_id="traveller")
+    later = engine.facts.store.find(FactQuery(reader=next_trip, valid=True, scopes=("global", "session")))
+    assert [f.text for f in later] == ["I prefer aisle seats."]
