@@ -145,6 +145,15 @@ _CORRECTING = re.compile(r"^(?:sorry|oops|actually|correction|no|wait|my (?:bad|
 """The first word of a sentence that corrects what the user said before."""
 
 
+_NAMED_ALONE = re.compile(
+    r"^(?!.*\b(?:is|are|was|were|be|been|will|would|has|have|had|do|does|did|can|could|should|must|not)\b)"
+    r"(?P<obj>(?:a|an|the)\s+[\w' -]{1,40}?)(?:,?\s+(?:please|instead))*$",
+    re.IGNORECASE,
+)
+"""A thing named alone, no verb ("an aisle seat please", "the vegan meal"): said after a
+correcting word when the rules read nothing else in it, a choice."""
+
+
 def referring_back(body: str, draft: FactDraft | None, shown: str, *, said: str = "") -> FactDraft | None:
     """``draft`` (the reading of ``body``, the sentence ``said`` without its lead words, shown as
     ``shown``) marked as revising what was said before when ``body`` refers back to it — a new
@@ -167,6 +176,9 @@ def referring_back(body: str, draft: FactDraft | None, shown: str, *, said: str 
     elif _ADOPT.match(body.rstrip(".!")):
         revises = "adopted"
     else:
+        alone = _NAMED_ALONE.match(body.rstrip(".!")) if draft is None and _CORRECTING.match(said.strip()) else None
+        if alone:  # "actually, an aisle seat please": a choice, as "make it an aisle seat" is
+            return FactDraft(text=shown, kind="preference", key=preference_key(alone.group("obj")), importance=0.7, visibility="session")
         return draft
     if draft is None:
         return FactDraft(text=shown, importance=0.7, revises=revises)

@@ -410,3 +410,24 @@ def test_one_thing_wanted_stays_in_its_conversation(engine: ContextEngine) -> No
     next_trip = Scope(session_id="trip-2", user_id="traveller")
     later = engine.facts.store.find(FactQuery(reader=next_trip, valid=True, scopes=("global", "session")))
     assert [f.text for f in later] == ["I prefer aisle seats."]
+
+
+@pytest.mark.parametrize(
+    ("first", "then"),
+    [
+        ("I'd like a window seat.", "Actually, an aisle seat please."),
+        ("I'd prefer a king room.", "Sorry, a twin room instead."),
+        ("I want the vegetarian meal.", "No, the vegan meal."),
+    ],
+)
+def test_the_thing_named_alone_after_a_correcting_word_replaces_the_choice(engine: ContextEngine, first: str, then: str) -> None:
+    view, block = prepared_turns(engine, chat(first, then))
+    assert view["h0"].startswith("[outdated: pref_"), view["h0"]
+    assert first not in current(engine)
+    assert first not in block
+
+
+@pytest.mark.parametrize("then", ["An aisle seat, if there is one left?", "Actually, the seat is broken.", "The aisle seat."])
+def test_the_thing_named_otherwise_replaces_no_choice(engine: ContextEngine, then: str) -> None:
+    view, _ = prepared_turns(engine, chat("I'd like a window seat.", then))
+    assert view["h0"] == "I'd like a window seat."
