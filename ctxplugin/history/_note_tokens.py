@@ -56,16 +56,24 @@ def _memo(counter: TokenCounter) -> dict[str, int] | None:
     counts = getattr(counter, "counts_as", None) or counter
     if not isinstance(counts, TiktokenCounter) or getattr(getattr(counts, "_encoding", None), "_pat_str", None) not in _PARTED:
         return None
+    return per_counter(_PARTS, _PARTS_LOCK, counts, _PARTS_SIZE)
+
+
+def per_counter(
+    maps: weakref.WeakKeyDictionary[Any, dict[str, int]], lock: threading.Lock, counter: Any, size: int
+) -> dict[str, int] | None:
+    """``counter``'s map in ``maps`` (made on first use), emptied once it holds more than
+    ``size`` entries; None for a counter that cannot be weakly referenced."""
     try:
-        memo = _PARTS.get(counts)
-        if memo is None:
-            with _PARTS_LOCK:
-                memo = _PARTS.setdefault(counts, {})
+        found = maps.get(counter)
+        if found is None:
+            with lock:
+                found = maps.setdefault(counter, {})
     except TypeError:
         return None
-    if len(memo) > _PARTS_SIZE:
-        memo.clear()  # a lookup in another thread finds the count or counts it again
-    return memo
+    if len(found) > size:
+        found.clear()  # a lookup in another thread finds the entry or makes it again
+    return found
 
 
 def note_tokens(text: str, counter: TokenCounter) -> int:
@@ -85,4 +93,4 @@ def note_tokens(text: str, counter: TokenCounter) -> int:
     return total
 
 
-__all__ = ["note_tokens"]
+__all__ = ["note_tokens", "per_counter"]

@@ -22,7 +22,7 @@ from langchain_core.messages import HumanMessage
 
 from ctxplugin._lru import Memo
 from ctxplugin._messages import META_KEY
-from ctxplugin.history._note_tokens import note_tokens
+from ctxplugin.history._note_tokens import note_tokens, per_counter
 from ctxplugin.history._note_values import Labelled, _label_rank, _Valued
 from ctxplugin.history.identifiers import longest_run, occurs, text_runs, value_runs
 from ctxplugin.tokens import MESSAGE_OVERHEAD, TokenCounter
@@ -169,16 +169,8 @@ def _costs_of(counter: TokenCounter) -> dict[str, int]:
     tries the same values call after call (the archive's hundreds, at each cap), and a lookup
     here is a fraction of one in the counter's memo. Emptied when full; a fresh map for a
     counter that cannot be weakly referenced."""
-    try:
-        costs = _COSTS.get(counter)
-        if costs is None:
-            with _COSTS_LOCK:
-                costs = _COSTS.setdefault(counter, {})
-    except TypeError:
-        return {}
-    if len(costs) > _COSTS_SIZE:
-        costs.clear()  # a lookup in another thread finds the cost or counts it again
-    return costs
+    costs = per_counter(_COSTS, _COSTS_LOCK, counter, _COSTS_SIZE)
+    return {} if costs is None else costs
 
 
 class _Picker:
