@@ -35,6 +35,14 @@ def stored(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, str]:
     return tmp_path, refs[0], refs[1]
 
 
+def stored_output(path: Path, text: str, call_id: str) -> str:
+    """The ref of ``text`` captured as a bash output into a CAS under ``path``, closed again."""
+    engine = ContextEngine(ContextConfig(facts={"extract": False}), cas=SQLiteCASStore(path / "cas.sqlite3"))
+    out = engine.capture_tool_result(ToolMessage(content=text, tool_call_id=call_id, name="bash"), scope=SCOPE)
+    engine.cas.close()
+    return str(annotation(out)["ref"])
+
+
 def expand(path: Path, ref: str, *options: str) -> Result:
     result = CliRunner().invoke(app, ["expand", ref, "--path", str(path), "--session", SCOPE.session_id, *options])
     assert result.exit_code == 0, result.output
@@ -77,22 +85,17 @@ def test_a_bad_field_path_exits_with_the_reason(stored: tuple[Path, str, str]) -
 
 def test_an_output_with_undecodable_bytes_is_printed_as_those_bytes(tmp_path: Path) -> None:
     raw = ("café 1\n".encode() + bytes(range(0x80, 0x100)) + b"\nlast line\n") * 40
-    engine = ContextEngine(ContextConfig(facts={"extract": False}), cas=SQLiteCASStore(tmp_path / "cas.sqlite3"))
     text = raw.decode("utf-8", "surrogateescape")  # how a host reads a process's bytes it cannot decode
-    out = engine.capture_tool_result(ToolMessage(content=text, tool_call_id="bin", name="bash"), scope=SCOPE)
-    engine.cas.close()
+    ref = stored_output(tmp_path, text, "bin")
     # a UTF-8 locale's stdout refuses lone surrogates; the bytes go out as they came in
-    result = CliRunner().invoke(app, ["expand", annotation(out)["ref"], "--path", str(tmp_path), "--session", SCOPE.session_id])
+    result = CliRunner().invoke(app, ["expand", ref, "--path", str(tmp_path), "--session", SCOPE.session_id])
     assert result.exit_code == 0, result.output
     assert result.stdout_bytes == raw
 
 
 def test_a_pattern_that_matches_no_line_says_so_on_stderr(tmp_path: Path) -> None:
     log = "\n".join(f"10:00:{i:02d} INFO request id=req-{i:04d} ok" for i in range(60))
-    engine = ContextEngine(ContextConfig(facts={"extract": False}), cas=SQLiteCASStore(tmp_path / "cas.sqlite3"))
-    out = engine.capture_tool_result(ToolMessage(content=log, tool_call_id="log", name="bash"), scope=SCOPE)
-    engine.cas.close()
-    ref = annotation(out)["ref"]
+    ref = stored_output(tmp_path, log, "log")
     # an empty stdout alone reads like an empty output; the model's tool says "0 of 60 lines match"
     result = expand(tmp_path, ref, "--pattern", "TimeoutError")
     assert result.stdout.strip() == ""
@@ -105,10 +108,7 @@ def test_a_pattern_that_matches_no_line_says_so_on_stderr(tmp_path: Path) -> Non
 
 def test_messages_name_the_ref_once_and_the_pattern_as_typed(tmp_path: Path) -> None:
     log = "\n".join(f"10:00:{i:02d} INFO flight HAT1{i:02d} ok" for i in range(60))
-    engine = ContextEngine(ContextConfig(facts={"extract": False}), cas=SQLiteCASStore(tmp_path / "cas.sqlite3"))
-    out = engine.capture_tool_result(ToolMessage(content=log, tool_call_id="log", name="bash"), scope=SCOPE)
-    engine.cas.close()
-    ref = annotation(out)["ref"]
+    ref = stored_output(tmp_path, log, "log")
     # the pattern the user typed, not Python's repr of it with every backslash doubled
     assert "0 of 60 lines match 'HAT0\\d\\d'" in expand(tmp_path, ref, "--pattern", r"HAT0\d\d", "--regex").stderr
     for options in (["--fields", "user_id"], ["--session", "someone-else"]):
