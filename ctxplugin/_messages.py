@@ -314,15 +314,15 @@ was last said, and how many times before it followed them). It names the copy's 
 going back to what they first said makes it current."""
 
 
-def said_ref(message: HumanMessage) -> str:
+def said_ref(message: HumanMessage, repeat: str | None = None) -> str:
     """What names a user message without an id as the source of its facts: a digest of its
-    text, and which repetition of that text it is (see :data:`REPEAT`). An LCEL chain's or a
-    chat history's messages often carry no id; without a name their facts could not be found in
-    a view that shows the message itself."""
-    found = _SAID.get(message)  # looked up for every message in view on every call
+    text, and which repetition of that text it is (see :data:`REPEAT`; ``repeat`` names it so
+    from now on). An LCEL chain's or a chat history's messages often carry no id; without a name
+    their facts could not be found in a view that shows the message itself."""
+    found = _SAID.get(message) if repeat is None else None  # looked up for every message in view on every call
     if found is None:
         digest = hashlib.sha256(content_text(message.content).encode("utf-8", "surrogatepass")).hexdigest()
-        repeat = annotation(message).get(REPEAT)
+        repeat = repeat or annotation(message).get(REPEAT)
         found = f"said:{digest[:16]}" + (f".{repeat}" if isinstance(repeat, str) and repeat else "")
         _SAID.put(message, found)
     return found

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
-from ctxplugin._messages import _SAID, META_KEY, REPEAT, annotation, said_ref
+from ctxplugin._messages import META_KEY, REPEAT, annotation, said_ref
 from ctxplugin._prefix import Prefix, Stamp
 from ctxplugin.cas import facts_unread
 from ctxplugin.facts.outdated import Asides, Exploring, Marking
@@ -118,7 +118,7 @@ class Seen:
             update={"additional_kwargs": {**message.additional_kwargs, META_KEY: {**annotation(message), REPEAT: repeat}}}
         )
         # the message as the view shows it names the same source: its facts are those it shows
-        _SAID.put(message, said_ref(numbered))
+        said_ref(message, repeat)
         return numbered
 
 
