@@ -68,6 +68,12 @@ class Memo(Generic[K, V]):
         self._entries: LRU[K, V] = LRU(size)
         self._lock = threading.Lock()
 
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._entries
+
     def get_or_make(self, key: K, make: Callable[[], V]) -> V:
         """The value of ``key``, or ``make()`` kept under it."""
         with self._lock:

@@ -12,7 +12,7 @@ import unicodedata
 from collections.abc import Callable, Iterator, Sequence
 from functools import lru_cache
 
-from ctxplugin._lru import LRU, THREAD_TEXTS, TextKey, text_key
+from ctxplugin._lru import LRU, THREAD_TEXTS, Memo, TextKey, text_key
 from ctxplugin.errors import InvalidInputError
 
 STOPWORDS = frozenset(
@@ -111,7 +111,7 @@ def _memoised(memo: LRU[TextKey, tuple[str, ...]], text: str, find: Callable[[st
     return list(hit)
 
 
-_TOKENS: LRU[TextKey, tuple[str, ...]] = LRU(256)
+_TOKENS: Memo[TextKey, tuple[str, ...]] = Memo(256)
 _TOKENS_KEPT_CHARS = 512
 
 
@@ -127,14 +127,7 @@ def _tokens(text: str, lowered: str | None = None) -> Sequence[str]:
     the text with its whitespace collapsed (:func:`normalize`)."""
     if not _TOKENS_KEPT_CHARS <= len(text) <= _MEMO_MAX_CHARS:
         return _TOKEN.findall(_lowered(text) if lowered is None else lowered)
-    key = text_key(text)
-    with _MEMO_LOCK:
-        hit = _TOKENS.hit(key)
-    if hit is None:
-        hit = tuple(_TOKEN.findall(_lowered(text) if lowered is None else lowered))
-        with _MEMO_LOCK:
-            _TOKENS.put(key, hit)
-    return hit
+    return _TOKENS.get_or_make(text_key(text), lambda: tuple(_TOKEN.findall(_lowered(text) if lowered is None else lowered)))
 
 
 def identifiers(text: str) -> list[str]:

@@ -20,13 +20,12 @@ related one by recency or importance alone.
 from __future__ import annotations
 
 import math
-import threading
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from collections.abc import Set as AbstractSet
 from datetime import datetime
 
-from ctxplugin._lru import LRU, TextKey, text_key
+from ctxplugin._lru import Memo, TextKey, text_key
 from ctxplugin.config import FactsStrategy
 from ctxplugin.facts._text import identifiers, words
 from ctxplugin.facts.model import Fact, ScoredFact
@@ -112,21 +111,13 @@ def exact_hits(fact: Fact, wanted: Sequence[str]) -> int:
     return sum(1 for ident in wanted if ident in held)
 
 
-_HELD: LRU[TextKey, frozenset[str]] = LRU(16_384)
-_HELD_LOCK = threading.Lock()
+_HELD: Memo[TextKey, frozenset[str]] = Memo(16_384)
 
 
 def _held(text: str) -> frozenset[str]:
     """The identifiers and words of a fact's text, memoised (bounded): every search ranks the
     same facts again, against the same question until the user speaks again."""
-    key = text_key(text)
-    with _HELD_LOCK:
-        hit = _HELD.hit(key)
-    if hit is None:
-        hit = frozenset(identifiers(text)).union(words(text))
-        with _HELD_LOCK:
-            _HELD.put(key, hit)
-    return hit
+    return _HELD.get_or_make(text_key(text), lambda: frozenset(identifiers(text)).union(words(text)))
 
 
 def _counted(held: AbstractSet[str], wanted: Sequence[str], counts: Counter[str]) -> int:

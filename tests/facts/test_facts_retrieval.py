@@ -19,7 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pytest_mock import MockerFixture
 
-from ctxplugin._lru import LRU, text_key
+from ctxplugin._lru import LRU, Memo, text_key
 from ctxplugin.config import FactsConfig
 from ctxplugin.facts import (
     ChromaFactStore,
@@ -165,8 +165,9 @@ def test_words_and_identifiers_read_the_tokens_of_the_text_with_its_whitespace_c
 
 
 def test_the_tokens_of_a_text_are_kept_for_the_last_few_texts_neither_short_nor_very_long(monkeypatch: pytest.MonkeyPatch) -> None:
-    for memo in ("_TOKENS", "_WORDS", "_IDENTIFIERS"):
+    for memo in ("_WORDS", "_IDENTIFIERS"):
         monkeypatch.setattr(text_module, memo, LRU(2))
+    monkeypatch.setattr(text_module, "_TOKENS", Memo(2))
     pad = " ships" * (text_module._TOKENS_KEPT_CHARS // 6)
     texts = [f"Order W{n}{pad}" for n in (1, 2, 3)]
     assert [text_module.words(t)[:3] for t in texts] == [["order", "w1", "ships"], ["order", "w2", "ships"], ["order", "w3", "ships"]]
@@ -228,7 +229,7 @@ def test_rank_counts_identifiers_and_tags_as_exact_hits_and_tag_overlap_define_t
 
 
 def test_the_words_of_a_fact_text_are_kept_for_a_bounded_number_of_texts(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(ranking_module, "_HELD", LRU(2))
+    monkeypatch.setattr(ranking_module, "_HELD", Memo(2))
     facts = [Fact(text=f"Ticket JIRA-{n} is closed", owner=S) for n in (1, 2, 3)]
     assert [exact_hits(f, ["jira-1", "closed"]) for f in facts] == [2, 1, 1]
     assert len(ranking_module._HELD) == 2
