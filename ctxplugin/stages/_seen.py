@@ -3,7 +3,6 @@ as the conversation grows, and the messages facts are read from."""
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
@@ -11,6 +10,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 from ctxplugin._messages import META_KEY, REPEAT, annotation, said_ref
 from ctxplugin._prefix import Prefix, Stamp
 from ctxplugin.cas import facts_unread
+from ctxplugin.facts.model import output_digest
 from ctxplugin.facts.outdated import Asides, Exploring, Marking
 from ctxplugin.stages.memos import fact_source
 from ctxplugin.tokens import content_text
@@ -99,7 +99,7 @@ class Seen:
         after the trim is still read."""
         if not isinstance(message, HumanMessage):
             return message
-        digest = _digest(content_text(message.content))
+        digest = output_digest(content_text(message.content))
         at = len(self.asked)
         self.asked.append(digest)
         if message.id:
@@ -109,7 +109,7 @@ class Seen:
             self.said[digest] = (at, {}) if last is None else last
             self.plain.add(id(message))
             return message
-        between = _digest("".join(self.asked[last[0] + 1 : at]))[:8]
+        between = output_digest("".join(self.asked[last[0] + 1 : at]))[:8]
         times = last[1].get(between, 0)
         last[1][between] = times + 1
         self.said[digest] = (at, last[1])
@@ -120,10 +120,6 @@ class Seen:
         # the message as the view shows it names the same source: its facts are those it shows
         said_ref(message, repeat)
         return numbered
-
-
-def _digest(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def _fact_sources(raw: Sequence[BaseMessage], compacted: Sequence[BaseMessage]) -> list[BaseMessage]:
