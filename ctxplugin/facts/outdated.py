@@ -318,7 +318,9 @@ class Marking:
             if change.new.id in here:
                 continue
             here.add(change.new.id)
-            hits.append(change.short if change.new.id in said else change.note)
+            hit = change.short if change.new.id in said else change.note
+            if hit not in hits:  # two replacements of tool facts both read "this changed": said once
+                hits.append(hit)
         ids = [c.old.id for c in stating]
         kind = span or provisional_kind
         if kind is not None and _PROVISIONAL[kind] not in content_text(message.content):

@@ -396,3 +396,20 @@ def test_the_note_for_exchanges_the_budget_dropped_lists_tool_output_only_in_the
     assert "W1" in content_text(notes[0].content), "the model's call arguments are listed"
     assert "lookup returned: PAGE_SAYS_" in content_text(notes[0].content), "in the tool role, so are the tools' values"
     assert tool_text_outside_tool_role(view, ["PAGE_SAYS_"]) == []
+
+
+def test_one_message_stating_two_replaced_tool_facts_carries_each_mark_once() -> None:
+    eng = engine()
+    messages = [
+        SystemMessage("You track orders."),
+        HumanMessage("Check orders W1 and W2.", id="h0"),
+        AIMessage("", id="a0", tool_calls=[{"name": "order", "args": {"id": "W1"}, "id": "c1"}]),
+        ToolMessage("Order W1 status: pending. Order W2 status: pending", tool_call_id="c1", name="order", id="t1"),
+        AIMessage("Order W1 status: pending. Order W2 status: pending", id="a1"),
+        HumanMessage("No. Order W1 status: shipped. Order W2 status: delivered.", id="h1"),
+        AIMessage("Done.", id="a2"),
+        HumanMessage("Where are they?", id="h2"),
+    ]
+    by_id = {m.id: str(m.content) for m in eng.prepare(messages, scope=S).messages}
+    assert by_id["t1"].count("[outdated: this is now:") == 2, "two replacements, each quoted"
+    assert by_id["a1"] == "[outdated: this changed, as noted above] Order W1 status: pending. Order W2 status: pending"
