@@ -37,6 +37,10 @@ PROGRESS = re.compile(
 )
 """A tool's progress line (an installer's ``Collecting x``, ``Successfully installed y``): an
 event, never a fact."""
+BARE_VALUE = re.compile(r"\s*[-+]?[$€£]?\d[\d,]*(?:\.\d+)?\s*%?\s*")
+"""A tool output (or line) that is a number alone ("55.0" from a calculator, "$1,234.50"):
+it names no subject, so as a fact it would stand in a facts block without what it is; the output
+stays in the history beside the call that asked for it."""
 TRACE_FRAME = re.compile(r'^\s*(?:File\s+"[^"]*",\s+line\s+\d+|Traceback\s+\(most recent call last\))')
 """A traceback's frame or heading line: where an error happened, an event rather than a fact."""
 _LOG_LABEL = re.compile(
@@ -110,4 +114,4 @@ def labelled_ask(label: str, value: str) -> Literal["question", "request"] | Non
     return "request" if _PLEASE.match(value) and not any(read_values(value)) else None
 
 
-__all__ = ["CODE", "FENCED", "MACHINE_SHAPES", "PROGRESS", "TOOL_TROUBLE", "TRACE_FRAME", "labelled_ask", "log_line"]
+__all__ = ["BARE_VALUE", "CODE", "FENCED", "MACHINE_SHAPES", "PROGRESS", "TOOL_TROUBLE", "TRACE_FRAME", "labelled_ask", "log_line"]

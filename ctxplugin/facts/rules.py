@@ -55,7 +55,9 @@ from ctxplugin.facts._discourse import REPORTED as _REPORTED
 from ctxplugin.facts._discourse import TENTATIVE as _TENTATIVE
 from ctxplugin.facts._discourse import raw_lead, tidy
 from ctxplugin.facts._json_facts import MAX_RECORDS, clip, flat_items, record_fact, tool_label
+from ctxplugin.facts._limits import constraint_type_of
 from ctxplugin.facts._not_prose import (
+    BARE_VALUE,
     CODE,
     FENCED,
     MACHINE_SHAPES,
@@ -91,12 +93,6 @@ _CONSTRAINT = re.compile(
     r"\b(max(?:imum)?|at most|no more than|must not|must be|cannot exceed|can't exceed|never exceed|"
     r"limit(?:ed)? to|minimum|at least|deadline|due by|due on|budget|cap(?:ped)? at|policy)\b",
     re.IGNORECASE,
-)
-_CONSTRAINT_TYPE = (
-    (re.compile(r"\b(?:budget|cost|spend|price|discount)|[$€£]\s?\d", re.IGNORECASE), "budget"),
-    (re.compile(r"\b(deadline|due|by (?:mon|tue|wed|thu|fri|sat|sun)\w*|until)\b", re.IGNORECASE), "deadline"),
-    (re.compile(r"\b(capacity|seats|headcount|max(?:imum)? \d+ (?:people|users|items))\b", re.IGNORECASE), "capacity"),
-    (re.compile(r"\b(?:before|after|earlier than|later than|between)\b", re.IGNORECASE), "schedule"),
 )
 _DECISION = re.compile(
     r"\b(?:we|i)\s*(?:'ve|have)?\s+decided\b|\blet'?s\s+(?:go with|use|pick|choose|stick with|switch to|do|make it|move|meet|schedule|book|hold)\b|"
@@ -192,10 +188,10 @@ class RuleExtractor:
         return out
 
     def _read(self, sentence: str, voice: str) -> tuple[FactDraft, ...]:
-        """The drafts of one sentence (none from code, a traceback or a tool's progress or
-        trouble line)."""
+        """The drafts of one sentence (none from code, a traceback, a tool's progress or
+        trouble line, or a value a tool gave alone)."""
         if CODE.search(sentence) or TRACE_FRAME.match(sentence) or (
-            voice == "tool" and (PROGRESS.match(sentence) or TOOL_TROUBLE.search(sentence))
+            voice == "tool" and (PROGRESS.match(sentence) or TOOL_TROUBLE.search(sentence) or BARE_VALUE.fullmatch(sentence))
         ):
             return ()
         return tuple(d for part in _parts(sentence, voice) for d in self._sentence(part, voice))
@@ -243,7 +239,7 @@ class RuleExtractor:
         addition = voice == "user" and bool(_ADDITION.search(raw_lead(sentence)))
 
         def make(kind: FactKind, key: str | None, **extra: Any) -> FactDraft:
-            constraint_type = ((foreign and foreign.limit) or _constraint_type(sentence)) if kind == "constraint" else None
+            constraint_type = ((foreign and foreign.limit) or constraint_type_of(sentence)) if kind == "constraint" else None
             # a correction and a tool line's scope are told only when a fact is made: most lines give none
             importance = 0.7 if not_this is not None or _CORRECTION.search(sentence) or (foreign and foreign.correction) else 0.5
             weight = max(importance, 0.8) if kind == "constraint" else importance
@@ -386,10 +382,6 @@ def _kind_of(sentence: str, value: str, voice: str) -> FactKind:
     if voice == "user" and _DECISION.search(sentence):
         return "decision"
     return "fact"
-
-
-def _constraint_type(sentence: str) -> str:
-    return next((name for pattern, name in _CONSTRAINT_TYPE if pattern.search(sentence)), "policy")
 
 
 def _replaced(sentence: str) -> str | None:

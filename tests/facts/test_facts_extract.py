@@ -640,3 +640,15 @@ def test_a_stated_value_is_kept_whole_in_its_sentence(text: str, stated: str, va
 )
 def test_a_point_inside_a_sentence_before_lower_case_ends_nothing(text: str) -> None:
     assert list(sentences(text)) == [text]
+
+
+@pytest.mark.parametrize("output", ["55.0", "55.0\n", "-12.5", "$1,234.50", "12%"])
+def test_a_tool_output_that_is_a_value_alone_states_no_fact(output: str) -> None:
+    # "55.0" from a calculator names no subject: as a fact it would float in a facts block
+    # without what it is; the output stays in the history beside the call that asked for it
+    assert RuleExtractor()(ToolMessage(output, tool_call_id="c1", name="calculate")) == []
+
+
+def test_a_value_with_its_subject_from_a_tool_is_still_read() -> None:
+    assert [d.key for d in RuleExtractor().from_tool("Total: 55.0", "calculate")] == ["total"]
+    assert [d.text for d in RuleExtractor().from_tool("W1234", "create_order")] == ["W1234"], "an identifier alone is still one"
