@@ -17,7 +17,11 @@ the implicit rule finds what they change (see :class:`~ctxplugin.facts.extract.F
 - what was just supposed or drafted, taken up ("what if the venue was Hall C?" then "OK, let's
   do that"): when the writer's latest statement is a keyed hypothetical or draft, it is written
   as current, from this message, under its key, without the words that supposed it ("The venue
-  was Hall C."); said after anything else, "let's do that" takes up nothing.
+  was Hall C."), and the hypothetical is replaced by it (no longer one: its message is not marked
+  so); said after anything else, "let's do that" takes up nothing and is no fact of its own. A
+  hypothetical naming a thing shorter than the statement in force does ("what if the offsite was
+  in Austin" after "the team offsite is in Denver") is keyed as that statement is
+  (:func:`named_in_full`), so taking it up replaces it.
 
 Statements a tool read are never revised so, nor brought back. A message read again (a new
 process) finds its own fact already in the key's history and writes nothing.
@@ -48,43 +52,60 @@ _ASKING = frozenset(
 _FIRST = frozenset({"original", "first"})
 _SUPPOSING = re.compile(r"^(?:(?:what if|suppose|supposing|hypothetically|imagine|in theory|draft|proposal)\b[\s,:;-]*)+", re.IGNORECASE)
 """The words that made a statement a hypothetical or a draft: not part of it once taken up."""
+_INSTEAD = re.compile(r",?\s+instead(?=[?.!]*$)", re.IGNORECASE)
 
 
-def revised(writes: FactStore | WriteBatch, fact: Fact, draft: FactDraft) -> tuple[Fact, bool]:
-    """``fact`` (read from ``draft``) as it revises what it refers back to, and whether it is
-    done with: True when there is nothing to write (read before, or an "earlier" that finds
-    nothing and names nothing); else the fact to write (unchanged when nothing fits)."""
+def revised(writes: FactStore | WriteBatch, fact: Fact, draft: FactDraft) -> tuple[Fact, bool, Fact | None]:
+    """``fact`` (read from ``draft``) as it revises what it refers back to, whether it is
+    done with: True when there is nothing to write (read before, an "earlier" that finds
+    nothing and names nothing, or a "let's do that" that takes up nothing: agreement alone
+    states nothing); else the fact to write (unchanged when nothing fits); and the hypothetical
+    or draft it takes up, which is no longer one once the fact is written."""
     if draft.revises == "latest":
         target = _latest_of_type(writes, fact)
         if target is None:
-            return fact, False
+            return fact, False, None
         return fact.model_copy(update={"key": target.key, "kind": target.kind, "visibility": target.visibility,
-                                       "constraint_type": target.constraint_type}), False
+                                       "constraint_type": target.constraint_type}), False, None
     if draft.revises == "adopted":
         supposed = _latest_stated(writes, fact)
         if supposed is not None and fact.source.ref is not None and supposed.source.ref == fact.source.ref:
-            return supposed, True  # read again: taken up already
+            return supposed, True, None  # read again: taken up already
         if supposed is None or supposed.scope not in ("hypothetical", "draft") or supposed.key is None or supposed.scope_id is not None:
-            return fact, False
-        text = _SUPPOSING.sub("", supposed.text).strip()
+            return fact, True, None
+        text = _INSTEAD.sub("", _SUPPOSING.sub("", supposed.text).strip())  # "... in Austin instead?": taken up, no longer instead
         text = text[:1].upper() + text[1:].rstrip("?.") + "." if text != supposed.text else supposed.text  # "The venue was Hall C."
         return fact.model_copy(update={
             "text": text, "key": supposed.key, "kind": supposed.kind, "visibility": supposed.visibility,
             "constraint_type": supposed.constraint_type, "tags": supposed.tags,
-        }), False
+        }), False, supposed
     said = [w for w in content_words(fact.text) if stem(w) not in _ASKING]
     found = _earlier(writes, fact, {stem(w) for w in said}, first=bool(_FIRST & set(content_words(fact.text))))
     if found is None:
-        return fact, not said
+        return fact, not said, None
     earlier, head = found
     history = writes.find(FactQuery(reader=fact.owner, key=head.key))
     again = [f for f in history if fact.source.ref is not None and f.source.ref == fact.source.ref]
     if again:
-        return again[0], True
+        return again[0], True, None
     return fact.model_copy(update={
         "text": earlier.text, "key": head.key, "kind": earlier.kind, "visibility": head.visibility,
         "constraint_type": earlier.constraint_type, "tags": earlier.tags,
-    }), False
+    }), False, None
+
+
+def named_in_full(writes: FactStore | WriteBatch, fact: Fact) -> Fact:
+    """``fact``, a keyed hypothetical or draft, under the key of the statement in force it names
+    shorter: "what if the offsite was in Austin" (``offsite``) supposes a new value of "the team
+    offsite is in Denver" (``team_offsite``), so taken up it replaces it. Only when nothing in
+    force has the key itself and one key alone ends with it (``offsite`` names neither of
+    ``team_offsite`` and ``board_offsite``)."""
+    if fact.key is None or writes.find(FactQuery(reader=fact.owner, key=fact.key, valid=True), limit=1):
+        return fact
+    tail = "_" + fact.key
+    query = FactQuery(reader=fact.owner, valid=True, scopes=("global", "session"))
+    keys = {c.key for c in writes.find(query, limit=_RECENT) if c.key and c.key.endswith(tail) and _stated_in_reach(c, fact)}
+    return fact.model_copy(update={"key": keys.pop()}) if len(keys) == 1 else fact
 
 
 def _types(text: str) -> set[str]:
@@ -156,4 +177,4 @@ def _earlier(writes: FactStore | WriteBatch, fact: Fact, named: set[str], *, fir
     return None
 
 
-__all__ = ["revised"]
+__all__ = ["named_in_full", "revised"]

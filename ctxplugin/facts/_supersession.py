@@ -38,9 +38,10 @@ from __future__ import annotations
 from ctxplugin._untrusted import valid_unicode
 from ctxplugin.errors import InvalidInputError
 from ctxplugin.facts._batch import WriteBatch
+from ctxplugin.facts._chains import chain_head, changed_basis, superseded_pairs
 from ctxplugin.facts._discourse import CONDITION
 from ctxplugin.facts._drafts import _candidate_ids
-from ctxplugin.facts._revisions import revised
+from ctxplugin.facts._revisions import named_in_full, revised
 from ctxplugin.facts._text import content_words, denied, stem
 from ctxplugin.facts._values import EVENTS, conflicting, keeps_bound, typed_values
 from ctxplugin.facts.extract import FactDraft
@@ -48,17 +49,14 @@ from ctxplugin.facts.model import (
     AUTHORITY_RANK,
     PROTECTED_SCOPES,
     REFUSED,
-    RETRIEVED_SCOPES,
     Fact,
     FactQuery,
     normalize_key,
-    permitted,
     visibility_key,
 )
 from ctxplugin.facts.store import FactStore
 from ctxplugin.scope import Scope
 
-_MAX_CHAIN = 1000
 _IMPLICIT_CANDIDATES = 8
 _EVENT_NOUNS = frozenset(EVENTS.values())
 _KEY_PREFIXES = frozenset({"pref", "decision"})
@@ -86,13 +84,16 @@ def _supersede(
                 f"fact id {fact_id!r} is already used for another statement; give the new "
                 f"statement its own id and supersedes={fact_id!r}"
             )
+    adopted: Fact | None = None
     if draft.revises is not None and supersedes is None:
         # "make that the 24th", "never mind, keep the original": what it refers back to
-        fact, done = revised(writes, fact, draft)
+        fact, done, adopted = revised(writes, fact, draft)
         if done:
             return fact, False
     if fact.depends_on:
         fact = fact.model_copy(update={"depends_on": tuple(_resolve(writes, d, fact.owner) for d in fact.depends_on)})
+    if fact.scope in ("hypothetical", "draft") and supersedes is None:  # "what if the offsite ...": the team offsite
+        fact = named_in_full(writes, fact)
     existing = _duplicate(writes, fact)
     if existing is not None:
         return existing, False
@@ -153,6 +154,8 @@ def _supersede(
     # the new fact is stored before the old one is invalidated: a failure in between
     # leaves both visible rather than neither
     writes.add([fact])
+    if adopted is not None:  # the hypothetical taken up is one no more: the fact written replaces it
+        writes.update([adopted.model_copy(update={"is_valid": False, "superseded_by": fact.id})])
     if targets:
         writes.update([t.model_copy(update={"is_valid": False, "superseded_by": fact.id}) for t in targets])
         # a restatement (a user confirming what a tool read) changes no value: what was worked
@@ -193,7 +196,7 @@ def _targets(writes: FactStore | WriteBatch, fact: Fact, draft: FactDraft, super
             if not same:
                 raise InvalidInputError(_no_target(supersedes, current, fact))
             return same
-        head = _head(writes, found[0], reader)
+        head = chain_head(writes, found[0], reader)
         return [head] if head is not None and head.is_valid else []
     if fact.key is not None:
         same = writes.find(FactQuery(reader=reader, key=fact.key, valid=True, scopes=(fact.scope,)))
@@ -283,47 +286,6 @@ def _event_subject(key: str | None) -> str | None:
     return subject if subject and event in _EVENT_NOUNS else None
 
 
-def _head(writes: FactStore | WriteBatch, fact: Fact, reader: Scope) -> Fact | None:
-    """The current end of ``fact``'s supersession chain."""
-    current: Fact | None = fact
-    for _ in range(_MAX_CHAIN):
-        if current is None or current.is_valid or current.superseded_by is None:
-            return current
-        nxt = writes.get([current.superseded_by], reader=reader)
-        if not nxt or nxt[0].id == current.id:
-            return current
-        current = nxt[0]
-    return current
-
-
-def changed_basis(
-    store: FactStore, writes: FactStore | WriteBatch, fact: Fact, *, scope: Scope, limit: int
-) -> list[Fact]:
-    """For a fact flagged ``needs_review``: the current facts that replaced what it was derived
-    from, directly or through other flagged facts (at most ``limit``); ``store`` is read for
-    what it depends on, ``writes`` for the chains (see ``FactsLedger.changed_basis``)."""
-    found: list[Fact] = []
-    seen: set[str] = {fact.id}
-    frontier = list(fact.depends_on)
-    while frontier and len(found) < limit and len(seen) < _MAX_CHAIN:
-        dep_id = frontier.pop(0)
-        if dep_id in seen:
-            continue
-        seen.add(dep_id)
-        got = store.get([dep_id], reader=scope)
-        if not got:
-            continue
-        dep = got[0]
-        if not dep.is_valid:
-            head = _head(writes, dep, scope)
-            if head is not None and head.is_valid and head.id not in seen and permitted(head, scope):
-                seen.add(head.id)
-                found.append(head)
-        elif dep.needs_review:
-            frontier.extend(dep.depends_on)
-    return found
-
-
 def _stating(writes: FactStore | WriteBatch, old_value: str, fact: Fact) -> list[Fact]:
     """The current fact, in ``fact``'s owner and fact scope, that states ``old_value``."""
     words = set(content_words(old_value))
@@ -378,21 +340,4 @@ def _same_slot(a: Fact, b: Fact) -> bool:
     return a.visibility == b.visibility and visibility_key(a.owner, a.visibility) == visibility_key(b.owner, b.visibility)
 
 
-def superseded_pairs(store: FactStore, scope: Scope, limit: int) -> list[tuple[Fact, Fact]]:
-    """Recently superseded (or refused) facts readable from ``scope``, each with the current
-    fact that replaced it (see :meth:`ctxplugin.facts.FactsLedger.superseded`)."""
-    old = store.find(FactQuery(reader=scope, valid=False, scopes=tuple(RETRIEVED_SCOPES)), limit=limit)
-    known = {f.id: f for f in old}
-    wanted = {f.superseded_by for f in old if f.superseded_by and f.superseded_by not in known}
-    known.update((f.id, f) for f in store.get(sorted(wanted), reader=scope))
-    pairs: list[tuple[Fact, Fact]] = []
-    for fact in old:
-        head = fact
-        for _ in range(_MAX_CHAIN):
-            nxt = known.get(head.superseded_by or "")
-            if nxt is None or nxt.id == head.id:
-                break
-            head = nxt
-        if head.is_valid and head.id != fact.id and permitted(fact, scope) and permitted(head, scope):
-            pairs.append((fact, head))
-    return pairs
+__all__ = ["_supersede", "changed_basis", "superseded_pairs"]  # the chains read back live in _chains

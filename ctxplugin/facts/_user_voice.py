@@ -141,6 +141,14 @@ _ADOPT = re.compile(
     re.IGNORECASE,
 )
 """What was just supposed or drafted, taken up: "let's do that", "sounds good, do it", "go with that"."""
+_SUPPOSED_ACT = re.compile(
+    r"^(?:we|i|they)\s+(?:(?:were\s+to|could|should|would|did|just)\s+)?(?P<verb>held|hold|had|have|moved?|did|do|made|make|put|kept|"
+    r"keep|scheduled?|booked?|ran|run|hosted?|switched|switch|changed?|pushed?|shifted?|relocated?|took|take)\s+"
+    r"(?P<obj>(?:the|our|my)\s+[\w' -]{1,40}?)\s+(?P<prep>in|at|on|to|into|for|until|till|by)\s+(?P<val>.+)$",
+    re.IGNORECASE,
+)
+"""What a user supposes doing to a thing ("what if we held the offsite in Austin", "suppose we
+move the launch to Friday"): a new value of the thing, read as "the offsite is in Austin"."""
 _CORRECTING = re.compile(r"^(?:sorry|oops|actually|correction|no|wait|my (?:bad|mistake)|i mean)\b", re.IGNORECASE)
 """The first word of a sentence that corrects what the user said before."""
 
@@ -185,6 +193,17 @@ def referring_back(body: str, draft: FactDraft | None, shown: str, *, said: str 
     return replace(draft, revises=revises, key=draft.key if revises == "earlier" else None)
 
 
+def supposed_act(body: str) -> str:
+    """``body`` of a hypothetical or a draft as the value it supposes for a thing ("we held the
+    offsite in Austin": "the offsite is in Austin", "we moved the launch to Friday": "the launch
+    moved to Friday"), or ``body`` when it supposes no such act."""
+    act = _SUPPOSED_ACT.match(body)
+    if act is None:
+        return body
+    moved = act.group("prep").lower() in ("to", "into")
+    return f"{act.group('obj')} {'moved to' if moved else 'is ' + act.group('prep')} {act.group('val')}"
+
+
 def rejected(body: str) -> str | None:
     """The value a "X, not Y", "I meant X not Y" or "don't use Y, use X" correction rejects
     (``Y``), or None."""
@@ -192,4 +211,4 @@ def rejected(body: str) -> str | None:
     return match.group("old").strip() if match else None
 
 
-__all__ = ["CHOICE", "DIRECTIVE", "MOVE", "PREFERENCE", "SWAP", "TASK", "preference_key", "referring_back", "rejected", "visibility_of"]
+__all__ = ["CHOICE", "DIRECTIVE", "MOVE", "PREFERENCE", "SWAP", "TASK", "preference_key", "referring_back", "rejected", "supposed_act", "visibility_of"]

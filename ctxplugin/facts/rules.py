@@ -224,6 +224,7 @@ class RuleExtractor:
         # "not economy, business": the user names the value they reject
         not_this = user_voice.rejected(body) if voice == "user" else None
         scope = ("hypothetical" if foreign is not None and foreign.hypothetical else _scope_of(sentence)) if voice == "user" else None
+        body = user_voice.supposed_act(body) if scope in ("hypothetical", "draft") else body  # "we held the offsite in Austin"
         weighed = scope == "global" and bool(_TENTATIVE.search(sentence))  # "maybe $800"
         reported = _REPORTED.match(body) if voice == "user" else None
         if reported:  # "my manager said the stay is 3 nights": their word, a draft keyed by what it is about

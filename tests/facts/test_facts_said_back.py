@@ -431,3 +431,43 @@ def test_the_thing_named_alone_after_a_correcting_word_replaces_the_choice(engin
 def test_the_thing_named_otherwise_replaces_no_choice(engine: ContextEngine, then: str) -> None:
     view, _ = prepared_turns(engine, chat("I'd like a window seat.", then))
     assert view["h0"] == "I'd like a window seat."
+
+
+@pytest.mark.parametrize(
+    "supposed",
+    [
+        "What if we held the offsite in Austin instead?",
+        "What if we moved the offsite to Austin?",
+        "What if the offsite was in Austin?",
+    ],
+)
+def test_a_hypothetical_about_a_thing_named_shorter_is_taken_up_under_its_key(engine: ContextEngine, supposed: str) -> None:
+    view, block = prepared_turns(engine, chat("The team offsite is in Denver.", supposed, "Let's do that."))
+    assert view["h0"].startswith("[outdated: team_offsite is now:"), view["h0"]
+    keys = current_keys(engine)
+    assert "Austin" in keys["team_offsite"] and None not in keys, keys
+    assert "Denver" not in block
+
+
+def test_a_hypothetical_about_a_thing_named_shorter_is_kept_under_its_key(engine: ContextEngine) -> None:
+    prepared_turns(engine, chat("The team offsite is in Denver.", "What if we held the offsite in Austin instead?"))
+    supposed = current_keys(engine, scopes=("hypothetical",))
+    assert list(supposed) == ["team_offsite"] and "Austin" in supposed["team_offsite"]
+    assert current_keys(engine) == {"team_offsite": "The team offsite is in Denver."}
+
+
+@pytest.mark.parametrize("then", ["Let's do that.", "OK, let's do that.", "Sounds good, do it."])
+def test_taking_up_nothing_is_no_fact_of_its_own(engine: ContextEngine, then: str) -> None:
+    prepared_turns(engine, chat("The venue is Hall B.", then))
+    assert current(engine) == ["The venue is Hall B."]
+
+
+def test_a_hypothetical_taken_up_is_no_longer_marked_hypothetical(engine: ContextEngine) -> None:
+    view, _ = prepared_turns(engine, chat("The venue is Hall B.", "What if the venue was Hall C?", "OK, let's do that."))
+    assert view["h1"] == "What if the venue was Hall C?"
+    assert current(engine, scopes=("hypothetical",)) == []
+
+
+def test_a_hypothetical_not_taken_up_stays_marked(engine: ContextEngine) -> None:
+    view, _ = prepared_turns(engine, chat("The venue is Hall B.", "What if the venue was Hall C?"))
+    assert view["h1"] == "[hypothetical: not a current fact] What if the venue was Hall C?"
