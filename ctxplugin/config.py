@@ -234,7 +234,7 @@ class FactsConfig(_Section):
     )
     implicit_supersession: bool = Field(
         True,
-        description="a statement naming a keyed fact's subject with a conflicting day, time, date, amount or percentage replaces it",
+        description="a statement naming a keyed fact's subject with a conflicting day, time, date, amount, percentage or count of a unit replaces it",
     )
     collection_per_tenant: bool = False
     collection: str = Field(

@@ -33,7 +33,7 @@ import re
 
 from ctxplugin.facts._batch import WriteBatch
 from ctxplugin.facts._text import content_words, identifiers, stem
-from ctxplugin.facts._values import typed_values
+from ctxplugin.facts._values import count_unit, typed_values
 from ctxplugin.facts.extract import FactDraft
 from ctxplugin.facts.model import Fact, FactQuery, visibility_key
 from ctxplugin.facts.store import FactStore
@@ -109,7 +109,9 @@ def named_in_full(writes: FactStore | WriteBatch, fact: Fact) -> Fact:
 
 
 def _types(text: str) -> set[str]:
-    found: set[str] = set(typed_values(text))
+    values = typed_values(text)
+    # a count by its unit: "make it 3 rooms" revises the rooms, not the latest count of people
+    found: set[str] = {kind for kind in values if kind != "count"} | {"count:" + count_unit(v) for v in values.get("count", ())}
     if _ORDINAL_DAY.search(text):
         found.add("date")  # "the 24th": a day of the month
     # a code ("QQ47LX", "555-0199") by its shape: "QQ47LM" corrects a code of its shape alone

@@ -11,7 +11,7 @@ The rules, applied on every write:
    (a tool's record of Y stays);
 4. implicit: a statement with no key of its own that names a keyed fact's
    subject (every word of its key) and gives it a conflicting value of the same type — another
-   day, time, date, amount of money or percentage — replaces it and takes over its key ("Let's
+   day, time, date, amount of money, percentage or count of a unit — replaces it and takes over its key ("Let's
    do the meeting Thursday at 3pm" replaces "The meeting is Tuesday at 2pm", keyed
    ``meeting``). A statement keyed otherwise is about another subject ("The standup meeting is
    Thursday" keeps ``meeting``), but for the user's own thing and the thing (``my_budget`` and
@@ -92,8 +92,8 @@ def _supersede(
             return fact, False
     if fact.depends_on:
         fact = fact.model_copy(update={"depends_on": tuple(_resolve(writes, d, fact.owner) for d in fact.depends_on)})
-    if fact.scope in ("hypothetical", "draft") and supersedes is None:  # "what if the offsite ...": the team offsite
-        fact = named_in_full(writes, fact)
+    if (fact.scope in ("hypothetical", "draft") or (fact.key or "").endswith("_count")) and supersedes is None:
+        fact = named_in_full(writes, fact)  # "what if the offsite ...": the team offsite; "7 people will come": at it
     existing = _duplicate(writes, fact)
     if existing is not None:
         return existing, False

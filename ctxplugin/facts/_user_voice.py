@@ -16,7 +16,7 @@ from dataclasses import replace
 from typing import Literal
 
 from ctxplugin.facts._text import content_words, identifiers
-from ctxplugin.facts._values import read_values, typed_values
+from ctxplugin.facts._values import COUNT, read_values, typed_values
 from ctxplugin.facts.extract import FactDraft
 
 PREFERENCE = re.compile(
@@ -177,7 +177,7 @@ def referring_back(body: str, draft: FactDraft | None, shown: str, *, said: str 
     else:  # "actually, Monday", "sorry, $700": a value alone after a correcting word corrects one too
         value = body.rstrip(".!") if _CORRECTING.match(said.strip()) else ""
     words = content_words(value)
-    if words and all(any(c.isdigit() for c in w) or w in _NOT_SUBJECTS for w in words):
+    if words and (all(any(c.isdigit() for c in w) or w in _NOT_SUBJECTS for w in words) or COUNT.fullmatch(value.strip())):
         revises: Literal["latest", "earlier", "adopted"] = "latest"
     elif _RESTORE.search(body):
         revises = "earlier"

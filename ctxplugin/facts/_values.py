@@ -1,5 +1,6 @@
-"""Typed values in a statement — days, times, dates, amounts of money, percentages — for the
-ledger's implicit supersession (the same entity with conflicting values).
+"""Typed values in a statement — days, times, dates, amounts of money, percentages, counts of a
+unit ("5 people", "3 rooms") — for the ledger's implicit supersession (the same entity with
+conflicting values). Counts of different units never conflict ("5 people", "3 rooms").
 
 Each value is normalised so that two spellings of one value compare equal (``2pm`` and
 ``14:00``, ``$50k`` and ``$50,000``, ``May 20`` and ``2024-05-20``), and two statements
@@ -17,7 +18,7 @@ import re
 from collections.abc import Callable, Iterator
 from typing import Literal, NamedTuple
 
-ValueType = Literal["day", "time", "date", "money", "percent"]
+ValueType = Literal["day", "time", "date", "money", "percent", "count"]
 
 _DAYS = {
     "monday": "monday", "mon": "monday", "tuesday": "tuesday", "tue": "tuesday", "tues": "tuesday",
@@ -61,6 +62,19 @@ _MONEY = (
 )
 _CODES = {"usd": "$", "dollar": "$", "dollars": "$", "eur": "€", "euro": "€", "euros": "€", "gbp": "£", "pound": "£", "pounds": "£", "jpy": "¥"}
 _PERCENT = re.compile(r"\b(?P<amount>\d+(?:\.\d+)?)\s*(?:%|percent\b|per cent\b)", re.IGNORECASE)
+
+
+_NUMBER_WORDS = {w: str(n) for n, w in enumerate(["one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve"], start=1)}
+_UNITS = {
+    "person": "people", "persons": "people", "people": "people", "headcount": "people", "children": "child", "kids": "child",
+    **{plural: plural[:-1] for plural in ["guests", "attendees", "participants", "members", "passengers", "travelers", "travellers", "adults", "employees", "engineers", "developers", "users", "seats", "rooms", "tickets", "bags", "tables", "speakers", "volunteers", "students", "customers", "hires", "tents", "cars"]},
+}
+COUNT = re.compile(
+    rf"\b(?P<n>\d[\d,]*|{'|'.join(_NUMBER_WORDS)})\s+(?:(?:more|extra|additional|other|total|adult)\s+)?"
+    rf"(?P<unit>{'|'.join(sorted({*_UNITS, *(u[:-1] for u in _UNITS if u.endswith('s'))}, key=len, reverse=True))})\b",
+    re.IGNORECASE,
+)
+"""A count of a unit: "5 people", "seven guests", "2 more rooms", "1 adult passenger"."""
 
 
 EVENTS = {
@@ -128,12 +142,24 @@ def _percents(text: str) -> Iterator[Found]:
         yield match.start(), f"{_number(match.group('amount'))}%"
 
 
+def _counts(text: str) -> Iterator[Found]:
+    for match in COUNT.finditer(text):
+        number, unit = match.group("n").lower(), match.group("unit").lower()
+        yield match.start(), f"{_UNITS.get(unit) or _UNITS.get(unit + 's') or unit}:{_NUMBER_WORDS.get(number) or _number(number)}"
+
+
+def count_unit(value: str) -> str:
+    """The unit of a normalised count (``people:5``: ``people``)."""
+    return value.partition(":")[0]
+
+
 _FINDERS: dict[ValueType, Callable[[str], Iterator[Found]]] = {
     "day": _days,
     "time": _times,
     "date": _dates,
     "money": _money,
     "percent": _percents,
+    "count": _counts,
 }
 
 
@@ -233,6 +259,12 @@ def conflicting(old: str, new: str) -> list[ValueType]:
         was, now = before.points.get(kind, frozenset()), after.points.get(kind, frozenset())
         now_bound = after.bounds.get(kind, frozenset())
         was_bound = before.bounds.get(kind)
+        if kind == "count":  # only a count of a unit both state: "5 people" and "3 rooms" say different things
+            units = {count_unit(v) for v in was | {b.value for b in was_bound or ()}}
+            units &= {count_unit(v) for v in now | {b.value for b in now_bound}}
+            was, now = (frozenset(v for v in values if count_unit(v) in units) for values in (was, now))
+            now_bound = frozenset(b for b in now_bound if count_unit(b.value) in units)
+            was_bound = frozenset(b for b in was_bound if count_unit(b.value) in units) if was_bound else was_bound
         if was_bound is None:
             now = now | {b.value for b in now_bound}  # "closes Friday", then "open until Sunday"
             now_bound = frozenset()
@@ -270,6 +302,9 @@ def _order(kind: ValueType, value: str) -> tuple[str, float] | None:
         return ("", float(_WEEK.index(value))) if value in _WEEK else None
     if kind == "percent":
         return "", float(value.rstrip("%"))
+    if kind == "count":
+        unit, _, number = value.partition(":")
+        return unit, float(number)
     return value[0], float(value[1:])  # money: the currency, then the amount
 
 
@@ -287,4 +322,4 @@ def _breaks(kind: ValueType, points: frozenset[str], bounds: frozenset[Bound]) -
     return False
 
 
-__all__ = ["EVENTS", "WHEN_TYPES", "Bound", "ValueType", "Values", "conflicting", "keeps_bound", "read_values", "typed_values"]
+__all__ = ["COUNT", "EVENTS", "WHEN_TYPES", "Bound", "ValueType", "Values", "conflicting", "count_unit", "keeps_bound", "read_values", "typed_values"]

@@ -48,6 +48,7 @@ from ctxplugin._text_shapes import detect_text_shape
 from ctxplugin._untrusted import load_json
 from ctxplugin.facts import _languages as languages
 from ctxplugin.facts import _user_voice as user_voice
+from ctxplugin.facts._counts import count_key
 from ctxplugin.facts._discourse import AGAIN as _AGAIN
 from ctxplugin.facts._discourse import CONDITION as _CONDITION
 from ctxplugin.facts._discourse import LEAD as _LEAD
@@ -289,6 +290,8 @@ class RuleExtractor:
             return make(kind, key)
         if foreign is not None and foreign.key:  # "mon budget est de 900 EUR": keyed as "my budget is ..."
             return make("constraint" if foreign.limit else _kind_of(sentence, foreign.value or "", voice), foreign.key)
+        if voice == "user" and (counted := count_key(body)) is not None:  # "we expect 5 people": people_count
+            return make(_kind_of(sentence, body, voice), counted)
         if voice == "user" and (_DECISION.search(sentence) or user_voice.MOVE.match(body)):
             topic = re.search(r"\bfor\s+(?:the\s+|our\s+)?(?P<topic>[\w -]{2,40})$", body, re.IGNORECASE)
             return make("decision", "decision_" + slug(topic.group("topic"), 3) if topic else None)

@@ -381,3 +381,56 @@ def test_politeness_is_no_condition(first: str, then: str, now: str) -> None:
     facts.ingest([HumanMessage(first, id="m1")], scope=S)
     facts.ingest([HumanMessage(then, id="m2")], scope=S)
     assert current(facts) == [now]
+
+
+@pytest.mark.parametrize(
+    ("first", "then", "key"),
+    [
+        ("We expect 5 people.", "Actually 7 people will come.", "people_count"),
+        ("There will be 12 guests.", "We'll have 15 guests.", "guest_count"),
+        ("The dinner has 8 guests.", "The dinner has 10 guests now.", "dinner_guest_count"),
+        ("We expect 5 people at the offsite.", "Actually 7 people will come.", "offsite_people_count"),
+        ("I need 2 rooms.", "Actually I need three rooms.", "room_count"),
+    ],
+)
+def test_a_later_count_of_the_same_unit_replaces_the_earlier_one(first: str, then: str, key: str) -> None:
+    facts = ledger()
+    (old,) = facts.ingest([HumanMessage(first, id="m1")], scope=S)
+    (new,) = facts.ingest([HumanMessage(then, id="m2")], scope=S)
+    assert (old.key, new.key) == (key, key)
+    assert new.supersedes == old.id and len(current(facts)) == 1
+
+
+@pytest.mark.parametrize(
+    ("first", "then"),
+    [
+        ("We expect 5 people.", "We need 3 rooms."),
+        ("The dinner has 8 guests.", "The lunch has 5 guests."),
+        ("We expect 5 people at the offsite.", "We expect 20 people at the conference."),
+    ],
+)
+def test_a_count_of_another_unit_or_subject_stands_beside(first: str, then: str) -> None:
+    facts = ledger()
+    facts.ingest([HumanMessage(first, id="m1")], scope=S)
+    facts.ingest([HumanMessage(then, id="m2")], scope=S)
+    assert current(facts) == sorted([first, then])
+
+
+def test_a_replaced_count_is_marked_in_the_view() -> None:
+    engine = memory_engine(ContextConfig())
+    messages: list[BaseMessage] = [
+        HumanMessage("We expect 5 people.", id="h0"), AIMessage("OK.", id="a0"),
+        HumanMessage("Actually 7 people will come.", id="h1"), AIMessage("OK.", id="a1"),
+        HumanMessage("How many attend?", id="h2"),
+    ]
+    view = {m.id: str(m.content) for m in engine.prepare(messages, scope=S).messages}
+    assert view["h0"] == "[outdated: people_count is now: 7 people will come.] We expect 5 people."
+
+
+def test_a_new_count_alone_revises_the_latest_count_of_its_unit() -> None:
+    facts = ledger()
+    facts.ingest([HumanMessage("I need 2 rooms.", id="m1")], scope=S)
+    facts.ingest([HumanMessage("We expect 5 people.", id="m2")], scope=S)
+    (new,) = facts.ingest([HumanMessage("Make it 3 rooms.", id="m3")], scope=S)
+    assert new.key == "room_count"
+    assert current(facts) == ["Make it 3 rooms.", "We expect 5 people."]

@@ -90,3 +90,29 @@ def test_a_value_that_meets_a_bound_is_no_conflict(old: str, new: str, kinds: li
 )
 def test_a_bound_stands_until_another_bound_or_a_breaking_value(old: str, new: str, kept: bool) -> None:
     assert keeps_bound(old, new) is kept
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("We expect 5 people.", {"people:5"}),
+        ("seven guests and 2 more rooms", {"guest:7", "room:2"}),
+        ("1 person, 3 kids", {"people:1", "child:3"}),
+    ],
+)
+def test_counts_of_a_unit_are_typed_values(text: str, expected: set[str]) -> None:
+    assert typed_values(text)["count"] == expected
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "kinds"),
+    [
+        ("We expect 5 people.", "Actually 7 people will come.", ["count"]),
+        ("We expect 5 people.", "We need 3 rooms.", []),
+        ("at most 10 people", "at most 3 bags", []),
+        ("at most 10 people", "12 people will come", ["count"]),
+        ("at most 10 people", "8 people will come", []),
+    ],
+)
+def test_counts_conflict_only_within_their_unit(old: str, new: str, kinds: list[str]) -> None:
+    assert conflicting(old, new) == kinds

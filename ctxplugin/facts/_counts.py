@@ -1,0 +1,67 @@
+"""A count the user states of what a thing has or expects: "We expect 5 people.", "Actually 7
+people will come.", "There will be 12 guests.", "The dinner has 8 guests.", "I have 2 bags".
+
+Such a statement is keyed by what is counted and, when it names one, what it is counted for
+(``people_count``; ``dinner_guest_count`` for "the dinner has 8 guests" or "8 guests at the
+dinner"), so a later count of the same unit for the same subject replaces it, and a count of
+another unit ("3 rooms") or for another subject stands beside it. A count that names no subject
+("7 people will come") after one that did ("we expect 5 people at the offsite") is given that
+key by the ledger when it is the only one of its unit (see
+:func:`~ctxplugin.facts._revisions.named_in_full`).
+"""
+
+from __future__ import annotations
+
+import re
+
+from ctxplugin.facts._subjects import subject_key
+from ctxplugin.facts._text import slug
+from ctxplugin.facts._values import COUNT, count_unit, typed_values
+
+_ABOUT = r"(?:(?:about|around|roughly|approximately|only|just|exactly|now|at\s+least|at\s+most|up\s+to|no\s+more\s+than|a\s+total\s+of)\s+)*"
+_HAVING = re.compile(
+    r"^(?P<subj>[\w' -]{1,40}?)(?:'(?:ll|re|ve|d))?"
+    r"(?:\s+(?:will|would|should|shall|might|may|now|still|only|currently|also|probably|definitely|then|all|"
+    r"(?:are|is|am)\s+going\s+to|expect\s+to|plan\s+to))*\s+(?:(?:be|been|are|is|am|were|was)\s+)?"
+    r"(?:expect(?:s|ed|ing)?|anticipate[sd]?|have|has|had|having|need(?:s|ed)?|invit(?:e|es|ed|ing)|bring(?:s|ing)?|"
+    r"brought|book(?:s|ed|ing)?|hire[sd]?|seat(?:s|ed)?|reserv(?:e|es|ed|ing)|are|is|were|was|be)\s+"
+    rf"{_ABOUT}(?P<count>{COUNT.pattern})(?P<rest>.*)$",
+    re.IGNORECASE,
+)
+""""We expect 5 people", "the dinner has 8 guests", "we'll have seven guests", "I need 3 rooms"."""
+_COMING = re.compile(
+    rf"^{_ABOUT}(?P<count>{COUNT.pattern})\s+(?:(?:will|would|are|were|is|can|could|should|might|may|have|has|now|all|"
+    r"also|probably|definitely)\s+)*(?:be\s+)?(?:come|coming|came|attend(?:s|ing|ed)?|join(?:s|ing|ed)?|there|"
+    r"show(?:ing)?\s+up|showed\s+up|sign(?:ed)?\s+up|registered|confirmed|going|expected|invited|rsvp'?d)\b(?P<rest>.*)$",
+    re.IGNORECASE,
+)
+""""7 people will come", "twelve guests are coming", "30 attendees registered"."""
+_THERE = re.compile(rf"^there(?:'ll|\s+will)?\s+(?:be|are|were|is)\s+{_ABOUT}(?P<count>{COUNT.pattern})(?P<rest>.*)$", re.IGNORECASE)
+""""There will be 12 guests"."""
+_FOR = re.compile(
+    r"\b(?:at|for|to|in|on)\s+(?:the|our|my|this|that|their)\s+(?P<topic>[a-z][\w -]{0,30}?)"
+    r"(?=\s+(?:on|at|in|by|next|this|tomorrow|today|tonight|and|but)\b|[.,;:!?]|$)",
+    re.IGNORECASE,
+)
+"""What a count is for: "... at the offsite", "... for the dinner"."""
+_PRONOUNS = frozenset({"we", "i", "you", "they", "there", "it", "he", "she"})
+
+
+def count_key(body: str) -> str | None:
+    """The key of a count ``body`` states (see the module docstring), or None when it states none."""
+    found = _HAVING.match(body) or _COMING.match(body) or _THERE.match(body)
+    if found is None:
+        return None
+    counts = typed_values(found.group("count")).get("count")
+    if not counts:
+        return None
+    unit = count_unit(min(counts))
+    subject = found.groupdict().get("subj")
+    topic = subject_key(subject) if subject and subject.strip().lower() not in _PRONOUNS else None
+    named = _FOR.search(found.group("rest")) if topic is None else None
+    if named is not None:
+        topic = slug(named.group("topic"), 2) or None
+    return f"{topic}_{unit}_count" if topic else f"{unit}_count"
+
+
+__all__ = ["count_key"]
