@@ -101,7 +101,7 @@ def _select(
             # a one-line JSON object has one line: page the lines of its indented form instead
             unit, values = "lines", json.dumps(value, ensure_ascii=False, indent=2).split("\n")
         else:
-            values = content.split("\n")
+            values = [ln.removesuffix("\r") for ln in content.split("\n")]  # CRLF lines too (csv, HTTP)
             if len(values) > 1 and values[-1] == "":
                 values.pop()
             unit = "lines"

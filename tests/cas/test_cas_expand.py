@@ -315,3 +315,14 @@ def test_a_line_between_two_matches_is_shown_once(store: MemoryCASStore) -> None
     assert "3 of 7 lines match" in out
     assert out.count("index 3f2a1b0..9c8d7e0") == 1, out
     assert out.count("@@ -1 +1 @@") == 1, out
+
+
+def test_lines_ending_in_crlf_are_read_as_lines_without_their_carriage_return(store: MemoryCASStore) -> None:
+    # csv.writer ends rows with "\r\n", as do HTTP bodies and Windows tools
+    table = "".join(f"W{i:04d},pending,{10 + i}.00\r\n" for i in range(200))
+    ref = put(store, table)
+    assert expand(store, ref, SCOPE, offset=5, limit=2) == "W0005,pending,15.00\nW0006,pending,16.00"
+    assert expand(store, ref, SCOPE, pattern=r"W0007,.*\.00$", regex=True) == "W0007,pending,17.00"
+    out = expand_for_model(store, ref, SCOPE, max_tokens=2000, counter=COUNTER, pattern=r"^W0012,.*00$", regex=True)
+    assert "1 of 200 lines match" in out and "W0012,pending,22.00" in out and "\r" not in out, out
+    assert expand(store, ref, SCOPE) == table  # the original stays byte-exact
