@@ -221,12 +221,18 @@ def _load_json(text: str) -> Any:
 
 
 def inexact_json(text: str) -> str | None:
-    """What makes ``text``, JSON as far as the parser goes, JSON :func:`load_json` refuses to
-    read as such (a number a float does not keep, a key twice in one object); else None."""
+    """Why :func:`load_json` reads ``text``, JSON as far as the parser goes, as text: ``"that
+    reads back as written (...)"`` for a number a float does not keep or a key twice in one
+    object, ``"read as such (...)"`` for nesting or an integer past its limits; else None."""
+    stripped = text.strip()
+    if json_depth_exceeds(stripped):
+        return f"read as such (nested deeper than {MAX_JSON_DEPTH} levels)"
     try:
-        load_json(text.strip())
+        load_json(stripped)
     except InexactJSON as exc:
-        return str(exc)
+        return f"that reads back as written ({exc})"
+    except _TooLarge as exc:
+        return f"read as such (it holds {exc})"
     except ValueError:
         pass
     return None

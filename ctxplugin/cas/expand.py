@@ -126,7 +126,7 @@ def _select(
 def _not_json(ref_id: str, content: str) -> InvalidInputError:
     """The error for ``fields`` on an output not read as JSON; why, when it looks like JSON."""
     why = inexact_json(content)
-    why = f" that reads back as written ({why})" if why else ""
+    why = f" {why}" if why else ""
     return InvalidInputError(f"{ref_id} is not JSON{why}; fields work on JSON outputs (use pattern or offset/limit)")
 
 

@@ -308,3 +308,13 @@ def test_one_json_value_over_many_lines_still_loads() -> None:
     value = [{"id": i, "note": "x" * 40} for i in range(4000)]
     assert load_json(json.dumps(value, indent=2)) == value
     assert load_json(json.dumps(value[0]) + "\n" + " \n" * 40_000) == value[0]
+
+
+def test_fields_on_json_read_as_text_for_its_depth_say_so(engine: ContextEngine) -> None:
+    rows = json.dumps([{"id": i, "note": "x" * 40} for i in range(300)])
+    deep = '{"k": ' * (MAX_JSON_DEPTH + 1) + rows + "}" * (MAX_JSON_DEPTH + 1)
+    _, report = engine.capture_with_report(ToolMessage(content=deep, tool_call_id="d", name="tree"), SCOPE)
+    assert report.ref_id is not None
+    with pytest.raises(InvalidInputError, match=f"nested deeper than {MAX_JSON_DEPTH} levels"):
+        engine.expand_ref(report.ref_id, SCOPE, fields=["k"])
+    assert engine.expand_ref(report.ref_id, SCOPE) == deep
