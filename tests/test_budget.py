@@ -146,7 +146,8 @@ def test_bound_meta_tool_schemas_count_against_the_total() -> None:
 
     engine = memory_engine(ContextConfig(budget={"total": 900, "header": 300, "history": 400, "facts": 100, "summaries": 300}))
     meta = engine.tools_for_model()
-    messages: list[BaseMessage] = [SystemMessage(content="sys"), HumanMessage(content="the task " + "word " * 200)]
+    messages: list[BaseMessage] = [SystemMessage(content="sys"), HumanMessage(content="the task " + "word " * 200),
+                                   *_calls(range(1), "ls", "a.py b.py")]  # an agent with tools: expand_ref is bound
     for i in range(12):
         messages += [AIMessage(content=f"step {i} " + "word " * 80), HumanMessage(content=f"continue {i}")]
     prepared = engine.prepare(messages, tools=meta, scope=Scope(session_id="meta"))

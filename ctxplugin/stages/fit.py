@@ -7,10 +7,12 @@ what is left (dropping the oldest exchanges, shrinking tool results, as
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 from typing import ClassVar
 
 from ctxplugin._layout import calls_tools, is_condensed, lookup_fits
+from ctxplugin._untrusted import REF_TEXT
 from ctxplugin.budget import Parts, enforce, section_tokens, total_tokens
 from ctxplugin.config import FactsConfig
 from ctxplugin.errors import StoreError
@@ -19,6 +21,7 @@ from ctxplugin.stages.memos import CaptureMemo
 from ctxplugin.stages.view import CallView, Fitted
 from ctxplugin.tokens import TokenCounter, content_text
 
+_REF = re.compile(REF_TEXT)
 FACTS_TITLE = "Known facts (current; newer facts replace older ones):"
 
 
@@ -49,7 +52,11 @@ class FitBudget:
         # conversation as received counts: compression may have condensed every tool call into
         # notes, which then hold what tools returned and must stay in the tool role
         called = calls_tools(view.original)
-        lookups = bool(view.tools) or called
+        # ``expand_ref`` alone makes a tool list only for facts read from tool outputs (they name
+        # refs, and speak as lookups): a chat without tools of its own is otherwise bound it only
+        # when its view shows a ref (below)
+        expand = next((t for t in view.tools if t is view.expand_ref), None)
+        lookups = any(t is not expand for t in view.tools) or called or (expand is not None and any(f.from_tool for f in view.facts))
         parts = Parts(
             header=view.system,
             history=list(view.history),
@@ -97,8 +104,13 @@ class FitBudget:
             # the same for the notes of condensed exchanges, which list what tools returned (a
             # history of assistant messages only, with no user turn or tool result to follow)
             parts = replace(parts, history=[m for m in parts.history if not is_condensed(m)])
-        within = outcome.within and total_tokens(parts, self.counter) <= view.budgets["total"]
         messages = parts.layout().messages(parts.header)
+        if expand is not None and not lookups and not any(_REF.search(content_text(m.content)) for m in messages):
+            # nothing to read: a model that cannot take tools (or a provider refusing them for it)
+            # answers a chat as it did without ctxplugin
+            parts = replace(parts, tools_tokens=parts.tools_tokens - view.expand_ref_tokens)
+            view = view.override(tools=tuple(t for t in view.tools if t is not expand), tool_tokens=parts.tools_tokens)
+        within = outcome.within and total_tokens(parts, self.counter) <= view.budgets["total"]
         fitted = Fitted(
             messages=tuple(messages),
             sections=section_tokens(parts, self.counter),
