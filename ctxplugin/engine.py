@@ -262,7 +262,7 @@ class ContextEngine(Closing):
         _, body = split_header(list(messages))
         choice = choose_tools(tool_list(tools), body, config=self.config.tools, counter=self.counter, registry=self.registry,
                               strict=strict_tools)
-        return list(choice.bound)
+        return choice.for_view(messages)
 
     # ------------------------------------------------------------------ capture and expand
     def capture_tool_result(self, tool_message: ToolMessage, scope: Scope | None = None) -> ToolMessage:

@@ -7,21 +7,18 @@ what is left (dropping the oldest exchanges, shrinking tool results, as
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, replace
 from typing import ClassVar
 
 from ctxplugin._layout import calls_tools, is_condensed, lookup_fits
-from ctxplugin._untrusted import REF_TEXT
 from ctxplugin.budget import Parts, enforce, section_tokens, total_tokens
 from ctxplugin.config import FactsConfig
 from ctxplugin.errors import StoreError
 from ctxplugin.facts.render import TOOL_GROUP
 from ctxplugin.stages.memos import CaptureMemo
-from ctxplugin.stages.view import CallView, Fitted
+from ctxplugin.stages.view import CallView, Fitted, reads_nothing
 from ctxplugin.tokens import TokenCounter, content_text
 
-_REF = re.compile(REF_TEXT)
 FACTS_TITLE = "Known facts (current; newer facts replace older ones):"
 
 
@@ -105,9 +102,7 @@ class FitBudget:
             # history of assistant messages only, with no user turn or tool result to follow)
             parts = replace(parts, history=[m for m in parts.history if not is_condensed(m)])
         messages = parts.layout().messages(parts.header)
-        if expand is not None and not lookups and not any(_REF.search(content_text(m.content)) for m in messages):
-            # nothing to read: a model that cannot take tools (or a provider refusing them for it)
-            # answers a chat as it did without ctxplugin
+        if expand is not None and not lookups and reads_nothing(messages):
             parts = replace(parts, tools_tokens=parts.tools_tokens - view.expand_ref_tokens)
             view = view.override(tools=tuple(t for t in view.tools if t is not expand), tool_tokens=parts.tools_tokens)
         within = outcome.within and total_tokens(parts, self.counter) <= view.budgets["total"]

@@ -21,7 +21,7 @@ from ctxplugin._lru import LRU
 from ctxplugin._messages import META_KEY
 from ctxplugin._names import EXPAND_REF_NAME, LOAD_TOOLS_NAME, META_TOOL_NAMES
 from ctxplugin.config import ToolsConfig
-from ctxplugin.stages.view import SESSIONS_TRACKED, CallView, tool_label
+from ctxplugin.stages.view import SESSIONS_TRACKED, CallView, reads_nothing, tool_label
 from ctxplugin.tokens import TokenCounter, count_tool_schemas
 from ctxplugin.tools import (
     ToolPlan,
@@ -77,6 +77,13 @@ class ToolChoice:
     plan: ToolPlan
     bound: tuple[Any, ...]
     expand_ref: Any = None
+
+    def for_view(self, view: Sequence[BaseMessage]) -> list[Any]:
+        """What to bind for a call on a prepared ``view``: :attr:`bound`, or nothing when
+        ``expand_ref`` is all it holds and the view gives it nothing to read (as ``prepare`` binds)."""
+        if self.bound == (self.expand_ref,) and reads_nothing(view):
+            return []
+        return list(self.bound)
 
 
 def _unknown_pinned(pinned: Sequence[str], tools: Sequence[Any]) -> list[str]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -17,11 +18,14 @@ from typing import Any, Protocol
 from langchain_core.messages import BaseMessage, SystemMessage
 from langchain_core.tools import BaseTool
 
+from ctxplugin._layout import calls_tools
 from ctxplugin._prefix import Stamp
+from ctxplugin._untrusted import REF_TEXT
 from ctxplugin.budget import FactLine
 from ctxplugin.history import HistoryBudget
 from ctxplugin.report import ContextReport
 from ctxplugin.scope import Scope
+from ctxplugin.tokens import content_text
 from ctxplugin.tools import ToolPlan
 
 logger = logging.getLogger("ctxplugin")
@@ -249,6 +253,16 @@ def log_degraded(scope: Scope, text: str) -> str:
     return text
 
 
+_REF = re.compile(REF_TEXT)
+
+
+def reads_nothing(messages: Sequence[BaseMessage]) -> bool:
+    """Whether ``messages`` (a view) call no tool, a lookup included, and show no ref: an agent
+    without tools of its own has nothing there for ``expand_ref`` to read, so it is not bound
+    (a model that cannot bind tools then answers as it did without ctxplugin)."""
+    return not calls_tools(messages) and not any(_REF.search(content_text(m.content)) for m in messages)
+
+
 def tool_label(tool: Any) -> str:
     """The name a report shows for ``tool`` (``"?"`` when it has none)."""
     if isinstance(tool, BaseTool):
@@ -261,4 +275,4 @@ def tool_label(tool: Any) -> str:
     return str(getattr(tool, "__name__", getattr(tool, "name", "?")))
 
 
-__all__ = ["SESSIONS_TRACKED", "CallView", "Fitted", "PreparedContext", "Room", "Stage", "ToolLike", "log_degraded", "tool_label"]
+__all__ = ["SESSIONS_TRACKED", "CallView", "Fitted", "PreparedContext", "Room", "Stage", "ToolLike", "log_degraded", "reads_nothing", "tool_label"]

@@ -171,7 +171,7 @@ class ContextHooks:
         turns it off): a custom model node that calls ``hooks.bind(llm, view).invoke(view)``
         gets them too."""
         tools = self.engine.bound_tools(messages, self.tools, strict_tools=not takes_stubs(llm))
-        bound = llm.bind_tools(tools)
+        bound = llm.bind_tools(tools) if tools else llm  # a chat without tools binds none, as without ctxplugin
         if self.engine.config.prompt_cache_marks:
             bound = with_cache_marks(bound, tools)
         return guard_one_system(guard_thinking(guard_tool_images(bound, llm, tools), llm), llm)

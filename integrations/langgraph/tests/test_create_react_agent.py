@@ -105,3 +105,18 @@ def test_tool_node_alone_captures(scenario: Any) -> None:
     result = next(m for m in agent.get_state(config).values["messages"] if isinstance(m, ToolMessage))
     ref = result.additional_kwargs["ctxplugin"]["ref"]
     assert engine.expand_ref(ref, scope=Scope(session_id="r-node")) == result.content
+
+
+@pytest.mark.parametrize("mode", ["whole", "compact"])
+def test_a_chat_without_tools_runs_on_a_model_that_cannot_bind_tools(mode: str) -> None:
+    import itertools
+
+    from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+
+    llm = GenericFakeChatModel(messages=(AIMessage("Sure. " + "Here is a long answer with details. " * 60) for _ in itertools.count()))
+    hooks = ContextHooks(memory_engine(ContextConfig(mode=mode)), [], prompt="You are a chat assistant.")
+    agent = create_react_agent(hooks.model(llm), [], pre_model_hook=hooks.pre_model_hook, checkpointer=InMemorySaver())
+    config: Any = {"configurable": {"thread_id": f"chat-{mode}"}}
+    for i in range(20):  # bind_tools raises NotImplementedError: nothing may be bound
+        agent.invoke({"messages": [("user", f"Tell me about topic {i} in detail please, for order W{1000 + i}.")]}, config)
+    assert len(agent.get_state(config).values["messages"]) == 40
