@@ -70,11 +70,12 @@ _UNITS = {
     **{plural: plural[:-1] for plural in ["guests", "attendees", "participants", "members", "passengers", "travelers", "travellers", "adults", "employees", "engineers", "developers", "users", "seats", "rooms", "tickets", "bags", "tables", "speakers", "volunteers", "students", "customers", "hires", "tents", "cars"]},
 }
 COUNT = re.compile(
-    rf"\b(?P<n>\d[\d,]*|{'|'.join(_NUMBER_WORDS)})\s+(?:(?:more|extra|additional|other|total|adult)\s+)?"
+    rf"\b(?P<n>\d[\d,]*|{'|'.join(_NUMBER_WORDS)})\s+(?:(?P<added>more|extra|additional|other)\s+|(?:total|adult)\s+)?"
     rf"(?P<unit>{'|'.join(sorted({*_UNITS, *(u[:-1] for u in _UNITS if u.endswith('s'))}, key=len, reverse=True))})\b",
     re.IGNORECASE,
 )
-"""A count of a unit: "5 people", "seven guests", "2 more rooms", "1 adult passenger"."""
+"""A count of a unit: "5 people", "seven guests", "1 adult passenger"; "2 more rooms" (``added``)
+is a count added to another, not one of its own."""
 
 
 EVENTS = {
@@ -144,6 +145,8 @@ def _percents(text: str) -> Iterator[Found]:
 
 def _counts(text: str) -> Iterator[Found]:
     for match in COUNT.finditer(text):
+        if match.group("added"):  # "2 more people" adds to the count: 5 and "2 more" are no conflict
+            continue
         number, unit = match.group("n").lower(), match.group("unit").lower()
         yield match.start(), f"{_UNITS.get(unit) or _UNITS.get(unit + 's') or unit}:{_NUMBER_WORDS.get(number) or _number(number)}"
 

@@ -434,3 +434,20 @@ def test_a_new_count_alone_revises_the_latest_count_of_its_unit() -> None:
     (new,) = facts.ingest([HumanMessage("Make it 3 rooms.", id="m3")], scope=S)
     assert new.key == "room_count"
     assert current(facts) == ["Make it 3 rooms.", "We expect 5 people."]
+
+
+@pytest.mark.parametrize(
+    ("first", "then"),
+    [
+        ("We expect 5 people.", "2 more people will come."),
+        ("We expect 5 people.", "We need 2 extra people for setup."),
+        ("I need 2 rooms.", "We need 1 additional room."),
+    ],
+)
+def test_a_count_added_to_the_stated_one_replaces_nothing(first: str, then: str) -> None:
+    # "2 more people" adds to the 5: the count is 7, not 2, so the 5 still holds
+    facts = ledger()
+    facts.ingest([HumanMessage(first, id="m1")], scope=S)
+    facts.ingest([HumanMessage(then, id="m2")], scope=S)
+    assert first in current(facts)
+

@@ -96,7 +96,8 @@ def test_a_bound_stands_until_another_bound_or_a_breaking_value(old: str, new: s
     ("text", "expected"),
     [
         ("We expect 5 people.", {"people:5"}),
-        ("seven guests and 2 more rooms", {"guest:7", "room:2"}),
+        ("seven guests and 3 rooms", {"guest:7", "room:3"}),
+        ("seven guests and 2 more rooms", {"guest:7"}),  # 2 rooms added to others: no count of its own
         ("1 person, 3 kids", {"people:1", "child:3"}),
     ],
 )
@@ -109,6 +110,7 @@ def test_counts_of_a_unit_are_typed_values(text: str, expected: set[str]) -> Non
     [
         ("We expect 5 people.", "Actually 7 people will come.", ["count"]),
         ("We expect 5 people.", "We need 3 rooms.", []),
+        ("We expect 5 people.", "2 more people will come.", []),
         ("at most 10 people", "at most 3 bags", []),
         ("at most 10 people", "12 people will come", ["count"]),
         ("at most 10 people", "8 people will come", []),
