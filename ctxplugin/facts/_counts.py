@@ -64,4 +64,16 @@ def count_key(body: str) -> str | None:
     return f"{topic}_{unit}_count" if topic else f"{unit}_count"
 
 
-__all__ = ["count_key"]
+def counts_for_no_one(text: str) -> bool:
+    """Whether a count ``text`` states names no one who has what it counts ("7 people will
+    come", "there will be 12 guests", "we expect 20 people"): only such a count may be of what
+    the one count of its unit named ("we expect 5 people at the offsite"). "I have 2 bags" counts
+    the writer's own, not "my wife has 3 bags"."""
+    body = text.strip().rstrip(".!?")
+    found = _HAVING.match(body)
+    if found is None:
+        return bool(_COMING.match(body) or _THERE.match(body))
+    return found.group("subj").strip().lower() in ("we", "there")
+
+
+__all__ = ["count_key", "counts_for_no_one"]

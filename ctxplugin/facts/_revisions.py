@@ -32,6 +32,7 @@ from __future__ import annotations
 import re
 
 from ctxplugin.facts._batch import WriteBatch
+from ctxplugin.facts._counts import counts_for_no_one
 from ctxplugin.facts._text import content_words, identifiers, stem
 from ctxplugin.facts._values import count_unit, typed_values
 from ctxplugin.facts.extract import FactDraft
@@ -99,12 +100,22 @@ def named_in_full(writes: FactStore | WriteBatch, fact: Fact) -> Fact:
     shorter: "what if the offsite was in Austin" (``offsite``) supposes a new value of "the team
     offsite is in Denver" (``team_offsite``), so taken up it replaces it. Only when nothing in
     force has the key itself and one key alone ends with it (``offsite`` names neither of
-    ``team_offsite`` and ``board_offsite``)."""
+    ``team_offsite`` and ``board_offsite``). A count (``people_count``) takes so the key of the one
+    count of its unit that named what it is for (``offsite_people_count``) only when it names no
+    one who has it (:func:`~ctxplugin.facts._counts.counts_for_no_one`), nor someone's own
+    (``my_wife_bag_count``)."""
     if fact.key is None or writes.find(FactQuery(reader=fact.owner, key=fact.key, valid=True), limit=1):
+        return fact
+    counted = fact.scope not in ("hypothetical", "draft")  # "7 people will come" after "... at the offsite"
+    if counted and not counts_for_no_one(fact.text):
         return fact
     tail = "_" + fact.key
     query = FactQuery(reader=fact.owner, valid=True, scopes=("global", "session"))
-    keys = {c.key for c in writes.find(query, limit=_RECENT) if c.key and c.key.endswith(tail) and _stated_in_reach(c, fact)}
+    keys = {
+        c.key for c in writes.find(query, limit=_RECENT)
+        # "my wife has 3 bags", "our team has 8 people": someone's own, which a count of no one is not
+        if c.key and c.key.endswith(tail) and _stated_in_reach(c, fact) and not (counted and c.key.startswith("my_"))
+    }
     return fact.model_copy(update={"key": keys.pop()}) if len(keys) == 1 else fact
 
 

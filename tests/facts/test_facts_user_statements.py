@@ -451,3 +451,18 @@ def test_a_count_added_to_the_stated_one_replaces_nothing(first: str, then: str)
     facts.ingest([HumanMessage(then, id="m2")], scope=S)
     assert first in current(facts)
 
+
+@pytest.mark.parametrize(
+    ("first", "then"),
+    [
+        ("My wife has 3 bags.", "I have 2 bags."),
+        ("My family has 4 people.", "We expect 20 people."),
+        ("The dinner has 8 guests.", "I have 2 guests."),
+    ],
+)
+def test_a_count_of_one_owner_is_not_taken_over_by_anothers(first: str, then: str) -> None:
+    facts = ledger()
+    facts.ingest([HumanMessage(first, id="m1")], scope=S)
+    facts.ingest([HumanMessage(then, id="m2")], scope=S)
+    assert current(facts) == sorted([first, then])
+
