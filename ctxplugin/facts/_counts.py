@@ -44,6 +44,8 @@ _FOR = re.compile(
     re.IGNORECASE,
 )
 """What a count is for: "... at the offsite", "... for the dinner"."""
+_FOR_COUNT = re.compile(rf"^(?:for\s+)?{_ABOUT}(?P<count>{COUNT.pattern})(?:\s+(?:in\s+)?total)?$", re.IGNORECASE)
+""""For 12 people", "about 30 guests in total": a count as the whole value of a statement."""
 _PRONOUNS = frozenset({"we", "i", "you", "they", "there", "it", "he", "she"})
 
 
@@ -64,6 +66,15 @@ def count_key(body: str) -> str | None:
     return f"{topic}_{unit}_count" if topic else f"{unit}_count"
 
 
+def count_of(key: str, value: str) -> str | None:
+    """The key of a count a statement keyed ``key`` gives as its whole value ("the offsite is
+    for 12 people": ``offsite_people_count``), or None: how many a thing is for is not what or
+    where it is, so neither replaces the other."""
+    found = _FOR_COUNT.match(value.strip().rstrip(".!?"))
+    counts = typed_values(found.group("count")).get("count") if found else None
+    return f"{key}_{count_unit(min(counts))}_count" if counts else None
+
+
 def counts_for_no_one(text: str) -> bool:
     """Whether a count ``text`` states names no one who has what it counts ("7 people will
     come", "there will be 12 guests", "we expect 20 people"): only such a count may be of what
@@ -76,4 +87,4 @@ def counts_for_no_one(text: str) -> bool:
     return found.group("subj").strip().lower() in ("we", "there")
 
 
-__all__ = ["count_key", "counts_for_no_one"]
+__all__ = ["count_key", "count_of", "counts_for_no_one"]

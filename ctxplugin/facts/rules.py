@@ -48,7 +48,7 @@ from ctxplugin._text_shapes import detect_text_shape
 from ctxplugin._untrusted import load_json
 from ctxplugin.facts import _languages as languages
 from ctxplugin.facts import _user_voice as user_voice
-from ctxplugin.facts._counts import count_key
+from ctxplugin.facts._counts import count_key, count_of
 from ctxplugin.facts._discourse import AGAIN as _AGAIN
 from ctxplugin.facts._discourse import CONDITION as _CONDITION
 from ctxplugin.facts._discourse import LEAD as _LEAD
@@ -282,6 +282,8 @@ class RuleExtractor:
         if assign and key and voice == "user" and assign.re is _COLON:  # "Final: the venue is Hall B" (see labelled_key)
             key = labelled_key(key, assign.group("subj"), _ASSIGN.match(assign.group("val")))
         if assign and key:
+            if voice == "user" and (counted := count_of(key, assign.group("val"))) is not None:
+                key = counted  # "the offsite is for 12 people": offsite_people_count, beside where it is
             kind = _kind_of(sentence, assign.group("val"), voice)
             if voice == "user" and _DECISION.search(sentence):
                 kind = "decision"

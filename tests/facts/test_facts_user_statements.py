@@ -466,3 +466,21 @@ def test_a_count_of_one_owner_is_not_taken_over_by_anothers(first: str, then: st
     facts.ingest([HumanMessage(then, id="m2")], scope=S)
     assert current(facts) == sorted([first, then])
 
+
+@pytest.mark.parametrize(
+    ("first", "then"),
+    [("The offsite is in Denver.", "The offsite is for 12 people."), ("The offsite is for 12 people.", "The offsite is in Denver.")],
+)
+def test_what_a_thing_is_for_and_where_it_is_stand_beside(first: str, then: str) -> None:
+    facts = ledger()
+    facts.ingest([HumanMessage(first, id="m1")], scope=S)
+    facts.ingest([HumanMessage(then, id="m2")], scope=S)
+    assert current(facts) == sorted([first, then])
+
+
+def test_a_later_count_replaces_the_count_a_thing_is_for() -> None:
+    facts = ledger()
+    facts.ingest([HumanMessage("The offsite is in Denver.", id="m1")], scope=S)
+    facts.ingest([HumanMessage("The offsite is for 12 people.", id="m2")], scope=S)
+    facts.ingest([HumanMessage("Actually 15 people will come.", id="m3")], scope=S)
+    assert current(facts) == ["15 people will come.", "The offsite is in Denver."]
