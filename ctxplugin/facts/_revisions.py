@@ -106,8 +106,8 @@ def named_in_full(writes: FactStore | WriteBatch, fact: Fact) -> Fact:
     (``my_wife_bag_count``)."""
     if fact.key is None or writes.find(FactQuery(reader=fact.owner, key=fact.key, valid=True), limit=1):
         return fact
-    counted = fact.scope not in ("hypothetical", "draft")  # "7 people will come" after "... at the offsite"
-    if counted and not counts_for_no_one(fact.text):
+    counted = fact.key.endswith("_count")  # "7 people will come", "what if 10 people came" after "... at the offsite"
+    if counted and not counts_for_no_one(_SUPPOSING.sub("", fact.text)):
         return fact
     tail = "_" + fact.key
     query = FactQuery(reader=fact.owner, valid=True, scopes=("global", "session"))

@@ -484,3 +484,17 @@ def test_a_later_count_replaces_the_count_a_thing_is_for() -> None:
     facts.ingest([HumanMessage("The offsite is for 12 people.", id="m2")], scope=S)
     facts.ingest([HumanMessage("Actually 15 people will come.", id="m3")], scope=S)
     assert current(facts) == ["15 people will come.", "The offsite is in Denver."]
+
+
+@pytest.mark.parametrize(
+    ("first", "supposed", "kept"),
+    [
+        ("My wife has 3 bags.", "What if I had 2 bags?", True),
+        ("We expect 5 people at the offsite.", "What if 10 people came?", False),
+    ],
+)
+def test_a_supposed_count_taken_up_replaces_only_what_a_count_would(first: str, supposed: str, kept: bool) -> None:
+    facts = ledger()
+    for i, text in enumerate([first, supposed, "Let's do that."]):
+        facts.ingest([HumanMessage(text, id=f"m{i}")], scope=S)
+    assert (first in current(facts)) is kept, current(facts)
