@@ -23,12 +23,15 @@ _HAVING = re.compile(
     r"^(?P<subj>[\w' -]{1,40}?)(?:'(?:ll|re|ve|d))?"
     r"(?:\s+(?:will|would|should|shall|might|may|now|still|only|currently|also|probably|definitely|then|all|"
     r"(?:are|is|am)\s+going\s+to|expect\s+to|plan\s+to))*\s+(?:(?:be|been|are|is|am|were|was)\s+)?"
-    r"(?:expect(?:s|ed|ing)?|anticipate[sd]?|have|has|had|having|need(?:s|ed)?|invit(?:e|es|ed|ing)|bring(?:s|ing)?|"
-    r"brought|book(?:s|ed|ing)?|hire[sd]?|seat(?:s|ed)?|reserv(?:e|es|ed|ing)|are|is|were|was|be)\s+"
+    r"(?:expect(?:s|ed|ing)?|anticipate[sd]?|have|has|had|having|need(?:s|ed)?|invit(?:e|es|ed|ing)|"
+    r"book(?:s|ed|ing)?|seat(?:s|ed)?|reserv(?:e|es|ed|ing)|are|is|were|was|be)\s+"
     rf"{_ABOUT}(?P<count>{COUNT.pattern})(?P<rest>.*)$",
     re.IGNORECASE,
 )
-""""We expect 5 people", "the dinner has 8 guests", "we'll have seven guests", "I need 3 rooms"."""
+""""We expect 5 people", "the dinner has 8 guests", "we'll have seven guests", "I need 3 rooms"; not
+"we hired 2 engineers" or "I'm bringing 2 guests", which add to a count."""
+_SHORT = re.compile(r"^\s*(?:short|fewer|less|too\s+(?:few|many)|over|under|left|down|up|behind|missing|away)\b", re.IGNORECASE)
+"""What follows a count that says it is a difference, not the count: "we are 3 people short"."""
 _COMING = re.compile(
     rf"^{_ABOUT}(?P<count>{COUNT.pattern})\s+(?:(?:will|would|are|were|is|can|could|should|might|may|have|has|now|all|"
     r"also|probably|definitely)\s+)*(?:be\s+)?(?:come|coming|came|attend(?:s|ing|ed)?|join(?:s|ing|ed)?|there|"
@@ -52,7 +55,7 @@ _PRONOUNS = frozenset({"we", "i", "you", "they", "there", "it", "he", "she"})
 def count_key(body: str) -> str | None:
     """The key of a count ``body`` states (see the module docstring), or None when it states none."""
     found = _HAVING.match(body) or _COMING.match(body) or _THERE.match(body)
-    if found is None:
+    if found is None or _SHORT.match(found.group("rest")):
         return None
     counts = typed_values(found.group("count")).get("count")
     if not counts:

@@ -70,12 +70,13 @@ _UNITS = {
     **{plural: plural[:-1] for plural in ["guests", "attendees", "participants", "members", "passengers", "travelers", "travellers", "adults", "employees", "engineers", "developers", "users", "seats", "rooms", "tickets", "bags", "tables", "speakers", "volunteers", "students", "customers", "hires", "tents", "cars"]},
 }
 COUNT = re.compile(
-    rf"\b(?P<n>\d[\d,]*|{'|'.join(_NUMBER_WORDS)})\s+(?:(?P<added>more|extra|additional|other)\s+|(?:total|adult)\s+)?"
+    rf"(?<![\d.,])\b(?P<n>\d[\d,]*|{'|'.join(_NUMBER_WORDS)})\s+(?:(?P<added>more|extra|additional|other)\s+|(?:total|adult)\s+)?"
     rf"(?P<unit>{'|'.join(sorted({*_UNITS, *(u[:-1] for u in _UNITS if u.endswith('s'))}, key=len, reverse=True))})\b",
     re.IGNORECASE,
 )
 """A count of a unit: "5 people", "seven guests", "1 adult passenger"; "2 more rooms" (``added``)
-is a count added to another, not one of its own."""
+is a count added to another, not one of its own; the digits after a point ("2.5 people") are no
+count."""
 
 
 EVENTS = {

@@ -442,6 +442,9 @@ def test_a_new_count_alone_revises_the_latest_count_of_its_unit() -> None:
         ("We expect 5 people.", "2 more people will come."),
         ("We expect 5 people.", "We need 2 extra people for setup."),
         ("I need 2 rooms.", "We need 1 additional room."),
+        ("The team has 5 engineers.", "We hired 2 engineers."),  # hiring adds to the team
+        ("We expect 5 people.", "We are 3 people short."),  # what is missing, not the count
+        ("We expect 10 guests.", "I'm bringing 2 guests."),
     ],
 )
 def test_a_count_added_to_the_stated_one_replaces_nothing(first: str, then: str) -> None:
