@@ -18,10 +18,11 @@ the implicit rule finds what they change (see :class:`~ctxplugin.facts.extract.F
   do that"): when the writer's latest statement is a keyed hypothetical or draft, it is written
   as current, from this message, under its key, without the words that supposed it ("The venue
   was Hall C."), and the hypothetical is replaced by it (no longer one: its message is not marked
-  so); said after anything else, "let's do that" takes up nothing and is no fact of its own. A
-  hypothetical naming a thing shorter than the statement in force does ("what if the offsite was
-  in Austin" after "the team offsite is in Denver") is keyed as that statement is
-  (:func:`named_in_full`), so taking it up replaces it.
+  so); said after anything else — another statement, "no, let's not", a question: any user
+  message between them (see :mod:`ctxplugin.facts._turns`) —, "let's do that" takes up nothing
+  and is no fact of its own. A hypothetical naming a thing shorter than the statement in force
+  does ("what if the offsite was in Austin" after "the team offsite is in Denver") is keyed as
+  that statement is (:func:`named_in_full`), so taking it up replaces it.
 
 Statements a tool read are never revised so, nor brought back. A message read again (a new
 process) finds its own fact already in the key's history and writes nothing.
@@ -56,12 +57,14 @@ _SUPPOSING = re.compile(r"^(?:(?:what if|suppose|supposing|hypothetically|imagin
 _INSTEAD = re.compile(r",?\s+instead(?=[?.!]*$)", re.IGNORECASE)
 
 
-def revised(writes: FactStore | WriteBatch, fact: Fact, draft: FactDraft) -> tuple[Fact, bool, Fact | None]:
+def revised(writes: FactStore | WriteBatch, fact: Fact, draft: FactDraft, *, after: str | None = None) -> tuple[Fact, bool, Fact | None]:
     """``fact`` (read from ``draft``) as it revises what it refers back to, whether it is
     done with: True when there is nothing to write (read before, an "earlier" that finds
     nothing and names nothing, or a "let's do that" that takes up nothing: agreement alone
     states nothing); else the fact to write (unchanged when nothing fits); and the hypothetical
-    or draft it takes up, which is no longer one once the fact is written."""
+    or draft it takes up, which is no longer one once the fact is written. ``after`` is the ref
+    of the user message said before the one ``fact`` is read from, when known: "let's do that"
+    takes up only what that message supposed (see :mod:`ctxplugin.facts._turns`)."""
     if draft.revises == "latest":
         target = _latest_of_type(writes, fact)
         if target is None:
@@ -73,6 +76,8 @@ def revised(writes: FactStore | WriteBatch, fact: Fact, draft: FactDraft) -> tup
         if supposed is not None and fact.source.ref is not None and supposed.source.ref == fact.source.ref:
             return supposed, True, None  # read again: taken up already
         if supposed is None or supposed.scope not in ("hypothetical", "draft") or supposed.key is None or supposed.scope_id is not None:
+            return fact, True, None
+        if after is not None and supposed.source.ref != after:  # "no, let's not", a question...: said since
             return fact, True, None
         text = _INSTEAD.sub("", _SUPPOSING.sub("", supposed.text).strip())  # "... in Austin instead?": taken up, no longer instead
         text = text[:1].upper() + text[1:].rstrip("?.") + "." if text != supposed.text else supposed.text  # "The venue was Hall C."

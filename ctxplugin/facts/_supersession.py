@@ -72,9 +72,11 @@ def _supersede(
     supersedes: str | None,
     fact_id: str | None,
     implicit: bool,
+    after: str | None = None,
 ) -> tuple[Fact, bool]:
     """Store ``fact`` (built from ``draft``) in ``writes``, applying the rules; returns the fact
-    and whether it was newly stored. The ledger holds its locks around the call."""
+    and whether it was newly stored (``after``: the ref of the user message said before the one
+    ``fact`` is read from, when known). The ledger holds its locks around the call."""
     if fact_id is not None:
         taken = writes.get([fact.id], reader=fact.owner)
         if taken:
@@ -87,7 +89,7 @@ def _supersede(
     adopted: Fact | None = None
     if draft.revises is not None and supersedes is None:
         # "make that the 24th", "never mind, keep the original": what it refers back to
-        fact, done, adopted = revised(writes, fact, draft)
+        fact, done, adopted = revised(writes, fact, draft, after=after)
         if done:
             return fact, False
     if fact.depends_on:

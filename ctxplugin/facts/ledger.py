@@ -31,6 +31,7 @@ from ctxplugin.facts._drafts import (
 from ctxplugin.facts._reread import by_message, unread, unsaid
 from ctxplugin.facts._supersession import _supersede, changed_basis, superseded_pairs
 from ctxplugin.facts._text import identifiers, query_text, result_count, strings
+from ctxplugin.facts._turns import UserTurns
 from ctxplugin.facts._withheld import Withheld
 from ctxplugin.facts.extract import Extractor, ExtractorLike, FactDraft, as_extractor
 from ctxplugin.facts.locks import WriteLock, slot_lock_name
@@ -96,13 +97,12 @@ class FactsLedger:
         self.store = store
         self.lock = lock
         self.config = config or FactsConfig()
-        self.extractor: Extractor = (
-            as_extractor(extractor) if extractor is not None else RuleExtractor(self.config.max_per_message)
-        )
+        self.extractor: Extractor = as_extractor(extractor) if extractor is not None else RuleExtractor(self.config.max_per_message)
         self.clock = clock or (lambda: datetime.now(UTC))
         self._lock = threading.RLock()
         self._batch = threading.local()  # the WriteBatch of the ingest running in this thread
         self._withheld = Withheld()  # withdrawals the store could not carry out
+        self._turns = UserTurns()  # which user message came before which: what "let's do that" takes up
 
     def _writes(self) -> FactStore | WriteBatch:
         """Where the write path reads and writes: the batch of an ingest running in this thread
@@ -200,8 +200,9 @@ class FactsLedger:
         fact_id: str | None = None,
         audience: tuple[str, ...] = (),
         output: tuple[str | None, str] | None = None,
+        after: str | None = None,
     ) -> tuple[Fact, bool]:
-        """Write one draft (``output``: the tool call id and digest it was read from)."""
+        """Write one draft (``output``: the tool call id and digest it was read from; ``after``: the user message said before)."""
         fact = _build_fact(
             _valid_draft(draft), scope=scope, source=source, clock=self.clock, fact_id=fact_id, audience=audience, output=output
         )
@@ -214,10 +215,8 @@ class FactsLedger:
                 opener(fact.owner)
             shared = self.lock.hold(slot_lock_name(visibility_key(fact.owner, fact.visibility)))
         with self._lock, shared:
-            return _supersede(
-                self._writes(), fact, draft, scope=scope, supersedes=supersedes, fact_id=fact_id,
-                implicit=self.config.implicit_supersession,
-            )
+            writes, implicit = self._writes(), self.config.implicit_supersession
+            return _supersede(writes, fact, draft, scope=scope, supersedes=supersedes, fact_id=fact_id, implicit=implicit, after=after)
 
     def withdraw(self, outputs: Mapping[str, Collection[str]], *, scope: Scope) -> list[Fact]:
         """Remove the facts ``scope`` (and no other scope) read from tool outputs its host has
@@ -358,11 +357,11 @@ class FactsLedger:
                 authority, or a malformed audience.
         """
         drafts = read_drafts(messages, self.extractor, scope=scope, authority=authority, trusted=self.config.trust_message_authority)
+        before = self._turns.read(messages, owner := owner_of(scope))  # messages that state nothing too
         if not drafts:
             return []
-        owner = owner_of(scope)
         if self.lock is None:  # one process: the facts are decided in order and sent together
-            return self._ingest_batch(drafts, scope, ())
+            return self._ingest_batch(drafts, scope, (), before)
         # shared: one message's facts are decided under their slots' locks and sent together, so
         # a process killed meanwhile leaves none (the message is read again), never some of them
         opener = getattr(self.store, "open", None)
@@ -371,10 +370,10 @@ class FactsLedger:
         written: list[Fact] = []
         for group in by_message(drafts):
             slots = {visibility_key(owner, read[0].visibility or "session") for read in group}
-            written += self._ingest_batch(group, scope, sorted(map(slot_lock_name, slots)))
+            written += self._ingest_batch(group, scope, sorted(map(slot_lock_name, slots)), before)
         return written
 
-    def _ingest_batch(self, drafts: Sequence[Read], scope: Scope, locks: Sequence[str]) -> list[Fact]:
+    def _ingest_batch(self, drafts: Sequence[Read], scope: Scope, locks: Sequence[str], before: Mapping[str, str]) -> list[Fact]:
         """Decide ``drafts`` in order, each seeing the ones before, under ``locks`` and the ledger's lock; send them together."""
         owner = owner_of(scope)
         written: list[Fact] = []
@@ -387,7 +386,8 @@ class FactsLedger:
                 try:
                     batch.prefetch(owner, [read[0] for read in drafts])
                     for draft, source, audience, output in unread(batch, owner, drafts):
-                        fact, created = self._commit(draft, scope=scope, source=source, audience=audience, output=output)
+                        after = before.get(draft.source_ref or "")  # the user message said before, when known
+                        fact, created = self._commit(draft, scope=scope, source=source, audience=audience, output=output, after=after)
                         if created and fact.is_valid:
                             written.append(fact)
                     unsaid(self.store, batch, owner, drafts)

@@ -471,3 +471,24 @@ def test_a_hypothetical_taken_up_is_no_longer_marked_hypothetical(engine: Contex
 def test_a_hypothetical_not_taken_up_stays_marked(engine: ContextEngine) -> None:
     view, _ = prepared_turns(engine, chat("The venue is Hall B.", "What if the venue was Hall C?"))
     assert view["h1"] == "[hypothetical: not a current fact] What if the venue was Hall C?"
+
+
+@pytest.mark.parametrize("declined", ["No, let's not.", "Never mind.", "Forget it.", "No thanks, keep Denver."])
+def test_a_hypothetical_declined_is_not_taken_up_later(engine: ContextEngine, declined: str) -> None:
+    turns = ("The team offsite is in Denver.", "What if we held the offsite in Austin instead?", declined, "Let's do that.")
+    view, block = prepared_turns(engine, chat(*turns))
+    assert view["h0"] == "The team offsite is in Denver."
+    assert view["h1"].startswith("[hypothetical: not a current fact]"), view["h1"]
+    assert current_keys(engine)["team_offsite"] == "The team offsite is in Denver."
+    assert "Austin" in current_keys(engine, scopes=("hypothetical",))["team_offsite"]
+    assert "Austin" not in block
+
+
+def test_taking_up_after_other_exchanges_takes_up_nothing(engine: ContextEngine) -> None:
+    turns = (
+        "The team offsite is in Denver.", "What if we held the offsite in Austin instead?",
+        "How many people fit in the main room?", "Can you list the hotels near the airport?", "Let's do that.",
+    )
+    view, _ = prepared_turns(engine, chat(*turns))
+    assert view["h0"] == "The team offsite is in Denver."
+    assert current_keys(engine)["team_offsite"] == "The team offsite is in Denver."

@@ -1,0 +1,62 @@
+"""Which user message came just before which, for "let's do that".
+
+"OK, let's do that" takes up a hypothetical only when the user supposed it in the message just
+before (see :func:`~ctxplugin.facts._revisions.revised`): after "no, let's not", a question or
+anything else the user said since, it takes up nothing. The ledger stores facts, not messages,
+and a message that states nothing leaves no trace in it; so it remembers, per reader, the refs
+of the last user messages it read, in order, whatever they stated.
+
+Within one ingest the messages are in order, so the one before is known (a new process reading
+a thread again reads it whole). The first user message of an ingest finds the one before among
+those remembered: the latest when it is new, the one before it when it was read before (a host
+that trimmed the front of its history sends it again). When nothing is remembered — a process
+that did not see the message before — it is unknown, and "let's do that" takes up the writer's
+latest statement when it is a hypothetical, as it always did.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+
+from langchain_core.messages import BaseMessage, HumanMessage
+
+from ctxplugin._lru import LRU
+from ctxplugin.facts._drafts import _provenance
+from ctxplugin.scope import Scope
+
+_READERS = 1024
+"""Readers remembered, least recently used going first."""
+_DEPTH = 64
+"""User messages remembered per reader: those a host may send again after trimming its front."""
+
+
+class UserTurns:
+    """The refs of the last user messages read, per reader (bounded, thread-safe)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._refs: LRU[str, tuple[str, ...]] = LRU(_READERS)
+
+    def read(self, messages: Sequence[BaseMessage], owner: Scope) -> dict[str, str]:
+        """The ref of the user message said just before each user message of ``messages``
+        (by its ref), where it is known; ``messages`` are remembered as read by ``owner``."""
+        refs = [ref for m in messages if isinstance(m, HumanMessage) and (ref := _provenance(m)) is not None]
+        if not refs:
+            return {}
+        before = dict(zip(refs[1:], refs, strict=False))
+        key = owner.key()
+        with self._lock:
+            known = self._refs.hit(key) or ()
+            if refs[0] in known:  # read before: the one before it then
+                at = known.index(refs[0])
+                if at > 0:
+                    before[refs[0]] = known[at - 1]
+            elif known:
+                before[refs[0]] = known[-1]
+            fresh = tuple(ref for ref in refs if ref not in known)
+            self._refs.put(key, (known + fresh)[-_DEPTH:])
+        return before
+
+
+__all__ = ["UserTurns"]
