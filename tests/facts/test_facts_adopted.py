@@ -113,3 +113,11 @@ def test_two_sessions_interleaved(ledger: FactsLedger) -> None:
     ledger.ingest([HumanMessage("Let's do that.", id="b3")], scope=b)
     assert "Austin" in offsite(ledger, a)
     assert offsite(ledger, b) == DENVER
+
+
+def test_a_process_that_never_saw_the_message_before_takes_up_the_latest_hypothetical(tmp_path: Path) -> None:
+    messages = thread(DENVER, AUSTIN, "Let's do that.")
+    one_by_one(FactsLedger(ChromaFactStore.persistent(tmp_path)), messages[:4])
+    later = FactsLedger(ChromaFactStore.persistent(tmp_path))
+    later.ingest(messages[4:], scope=S)  # what came before is unknown to it: the hypothetical is the latest statement
+    assert "Austin" in offsite(later)
