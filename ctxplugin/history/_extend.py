@@ -13,7 +13,7 @@ holding the very same content — the previous call's work is reused:
   the window may now be shown trimmed to spare the archive.
 - Otherwise the view is planned again, but every exchange whose tier and kept messages did not
   change keeps its rendering and token counts, and the content keys of the gisted blocks are
-  extended, not computed again. This holds too when a few earlier messages (up to
+  extended, not computed again. This holds too when some earlier messages (see
   :data:`REPLACED`) were replaced by copies of the same kind — a message marked as no longer
   current: only their exchanges are shown anew.
 
@@ -43,7 +43,8 @@ SESSIONS = 1024
 """Sessions whose last view is kept."""
 REPLACED = 16
 """Earlier messages a call may have replaced (marked as no longer current) and still reuse the
-rest of the previous view; with more the view is planned from scratch."""
+rest of the previous view, or a quarter of them when that is more (a long chat whose facts
+change marks dozens of old messages at once); with more the view is planned from scratch."""
 
 
 @dataclass(frozen=True)
@@ -159,8 +160,8 @@ def grown(
     stamp: Stamp | None = None,
 ) -> Grown | None:
     """``messages`` as ``session``'s previous conversation with messages appended (each of the
-    previous ones the same object holding the same content, or at most :data:`REPLACED` of them
-    replaced by a message of the same kind; the new ones beginning a new exchange), made with
+    previous ones the same object holding the same content, or some of them (see
+    :data:`REPLACED`) replaced by a message of the same kind; the new ones beginning a new exchange), made with
     the same settings; None when it is not. A ``stamp`` grown from the previous one's says so
     without reading the messages (see :class:`~ctxplugin._prefix.Stamp`).
 
@@ -176,7 +177,7 @@ def grown(
     if replaced is None:
         return None
     seen = prior.seen.held
-    if len(replaced) > REPLACED or any(_kind(seen[i]) != _kind(messages[i]) for i in replaced):
+    if len(replaced) > max(REPLACED, n // 4) or any(_kind(seen[i]) != _kind(messages[i]) for i in replaced):
         return None  # another conversation, or one rewritten: planned from scratch
     added = list(messages[n:])
     if added and not isinstance(added[0], (HumanMessage, AIMessage)):

@@ -282,3 +282,35 @@ def test_the_whole_history_is_counted_again_only_where_it_changed() -> None:
     assert sorted(map(id, read)) == sorted(map(id, (*grown[start:end], *grown[len(messages):])))
     assert carried == raw_parts(grown, spans, count)
     assert carried != known + carried[len(known):]  # the replaced output was counted anew
+
+
+def test_many_earlier_messages_marked_at_once_reuse_the_previous_view(mocker: MockerFixture) -> None:
+    # a long chat whose facts change marks dozens of old messages on one call: the rest of the
+    # previous view is reused, and the view is the one planned from scratch
+    config = HistoryConfig(block_size=2, verbatim_exchanges=2, trimmed_exchanges=4)
+    budget = HistoryBudget(total=3000)
+    messages = _session(60)
+    compress_history(messages, config=config, counter=COUNTER, budget=budget, session="many-marked")
+    marked = list(messages)
+    for index in range(2, 50, 2):  # 24 old outputs of 121 messages: more than REPLACED, fewer than a quarter
+        marked[index] = messages[index].model_copy(update={"content": f"[outdated: see a later output] {messages[index].content}"})
+    grown_ = [*marked, AIMessage("next")]
+    notes_from = [*messages, grown_[-1]]
+    spy = mocker.spy(tiers_module, "grown")
+    view = compress_history(grown_, config=config, counter=COUNTER, budget=budget, session="many-marked", notes_from=notes_from)
+    assert spy.spy_return is not None, "the previous view was reused"
+    fresh = compress_history(grown_, config=config, counter=COUNTER, budget=budget, session="many-marked-fresh", notes_from=notes_from)
+    assert _shape(view) == _shape(fresh)
+
+
+def test_a_conversation_mostly_rewritten_is_planned_from_scratch(mocker: MockerFixture) -> None:
+    config = HistoryConfig(block_size=2, verbatim_exchanges=2, trimmed_exchanges=4)
+    budget = HistoryBudget(total=3000)
+    messages = _session(20)
+    compress_history(messages, config=config, counter=COUNTER, budget=budget, session="rewritten")
+    rewritten = [m if i % 2 else m.model_copy(update={"content": f"{m.content} (again)"}) for i, m in enumerate(messages)]
+    spy = mocker.spy(tiers_module, "grown")
+    view = compress_history([*rewritten, AIMessage("next")], config=config, counter=COUNTER, budget=budget, session="rewritten")
+    assert spy.spy_return is None
+    fresh = compress_history([*rewritten, AIMessage("next")], config=config, counter=COUNTER, budget=budget, session="rewritten-fresh")
+    assert _shape(view) == _shape(fresh)
