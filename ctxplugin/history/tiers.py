@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_right
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Protocol
@@ -238,10 +238,7 @@ def compress_history(
     source = notes_from if notes_from is not None and len(notes_from) == len(messages) else messages
     if budget is not None and gist_end:
         protected_spans = {bisect_right(spans, (j, len(messages) + 1)) - 1 for j in protected}
-        members = [
-            [i for i in range(k * config.block_size, (k + 1) * config.block_size) if i not in protected_spans]
-            for k in range(gist_end // config.block_size)
-        ]
+        members = _block_members(gist_end // config.block_size, config.block_size, protected_spans)
         sizes = BlockSizes(shown, members)
         notes = Digests(
             _Exchanges(source, spans),
@@ -320,6 +317,17 @@ def _count_trimmed(tiers: dict[str, int], numbers: frozenset[int], spans: Sequen
     moved = sum(1 for n in numbers for i in range(*spans[n]) if i not in protected)
     tiers[Tier.VERBATIM.value] -= moved
     tiers[Tier.TRIMMED.value] += moved
+
+
+def _block_members(blocks: int, size: int, protected: Collection[int]) -> list[tuple[int, ...]]:
+    """The exchange numbers of each of the first ``blocks`` blocks of ``size``, without the
+    ``protected`` ones (made in C: a long chat has thousands of blocks, a few protected)."""
+    members = list(zip(*(range(j, blocks * size, size) for j in range(size)), strict=True))
+    for number in protected:
+        block = number // size
+        if block < blocks:
+            members[block] = tuple(i for i in members[block] if i != number)
+    return members
 
 
 def _tier(number: int, bounds: tuple[int, int]) -> Tier:

@@ -605,3 +605,13 @@ def test_the_assistant_message_the_latest_user_turn_answers_is_kept_whole() -> N
     assert [(m.id, m.content) for m in again.messages] == [(m.id, m.content) for m in fresh.messages]
     kept = {m.id: m for m in again.messages if m.id}
     assert kept["done"] is later[-2] and kept.get("question") is not body[-2]
+
+
+@pytest.mark.parametrize("size", [1, 2, 4, 5])
+def test_block_members_are_each_block_without_its_protected_exchanges(size: int) -> None:
+    from ctxplugin.history.tiers import _block_members
+
+    for blocks in (0, 1, 7):
+        for protected in (set(), {0}, {3, 4, 9}, {max(blocks * size - 1, 0), blocks * size, 100}):
+            expected = [[i for i in range(k * size, (k + 1) * size) if i not in protected] for k in range(blocks)]
+            assert [list(m) for m in _block_members(blocks, size, protected)] == expected
