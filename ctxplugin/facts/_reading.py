@@ -194,6 +194,22 @@ class Restating:
                 mask |= _bit(min(change.distinctive))
         self.mask = mask
 
+    def suspects(self, reads: Sequence[Read | None], prints: Sequence[int], upto: int) -> list[int]:
+        """The positions before ``upto`` of the messages read as ``reads`` (None: not read),
+        with the fingerprints ``prints`` (0 for one not read or without text), that the test
+        may hold for, in order: those with a bit of ``mask`` and those stating a change gone.
+        The others read as before, told without a call per message (a long chat holds
+        thousands, a change concerns a few)."""
+        found: set[int] = set()
+        if self._added is not None and self.mask:
+            found.update(itertools.compress(range(upto), map(self.mask.__and__, prints[:upto])))
+        if self.gone:
+            gone = self.gone
+            found.update(
+                i for i, made in enumerate(reads[:upto]) if made is not None and made[1] and any(_ident(c) in gone for c in made[1])
+            )
+        return sorted(found)
+
     def __call__(self, message: BaseMessage, made: Read, printed: int | None = None) -> bool:
         """Whether ``message`` (read as ``made``; with the :func:`fingerprint` ``printed``, when
         known) may read differently now."""
@@ -204,7 +220,7 @@ class Restating:
             return True
         if self._added is None or (printed is not None and not printed & self.mask):
             return False
-        return bool(self._added.of(word_set(content_text(message.content)), _refs(message)))
+        return self._added.any_of(word_set(content_text(message.content)), _refs(message))
 
 
 def _brought_up(message: BaseMessage, before: Read, step: _Step, rules: InForce) -> Read:
@@ -291,6 +307,10 @@ class _Candidates:
     def of(self, words: frozenset[str], refs: set[str]) -> list[Change]:
         """A superset of the changes :func:`_states` holds for, in their order."""
         return [self._changes[position] for position in self.positions(words, refs)]
+
+    def any_of(self, words: frozenset[str], refs: set[str]) -> bool:
+        """Whether :meth:`of` finds any change."""
+        return not (self._by_ref.keys().isdisjoint(refs) and self._by_word.keys().isdisjoint(words))
 
     def positions(self, words: frozenset[str], refs: set[str]) -> list[int]:
         """The positions of the changes :meth:`of` gives, in order."""

@@ -202,7 +202,7 @@ class Marking:
             return restated, restated
         reads, prints = self.reads, self.prints
         fresh: dict[int, Read] = {}
-        for index in range(upto):
+        for index in test.suspects(reads, prints, upto):
             made = reads[index]
             if made is None or not test(body[index], made, prints[index]):
                 continue
@@ -217,7 +217,10 @@ class Marking:
         changed = upto
         said: set[str] = set().union(*self.quoted[:first])
         was = set(said)  # what the messages before quoted when their marks were made
-        for index in range(first, upto):
+        # a message that states nothing, quotes nothing and reads as before keeps its mark and
+        # changes neither set: only the others are gone through (a long chat holds thousands)
+        stating = [i for i in range(first, upto) if self.quoted[i] or ((made := reads[i]) is not None and made[1])]
+        for index in sorted({*fresh, *stating}):
             made = fresh.get(index) or reads[index]
             quoted_before = self.quoted[index]
             if made is None or (

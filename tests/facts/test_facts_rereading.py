@@ -235,6 +235,48 @@ def test_a_marking_carried_across_changes_in_force_equals_one_made_afresh(steps:
         assert carried.count == fresh.count
 
 
+def with_chatter(history: list[BaseMessage]) -> list[BaseMessage]:
+    """``history`` with messages between that state no replacement: empty, unrelated, or asking
+    about the teams without a value (a long chat's most messages)."""
+    out: list[BaseMessage] = []
+    for index, message in enumerate(history):
+        out.append(message)
+        if index % 3 == 2:
+            out += [
+                AIMessage("", id=f"empty-{index}"),
+                HumanMessage(f"Order {4500 + index} shipped to Lyon; which team is on which project again?", id=f"ask-{index}"),
+                AIMessage("Checking the plan.", id=f"check-{index}"),
+            ]
+    return out
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(
+        st.lists(st.tuples(st.sampled_from(TEAMS[:2]), st.integers(0, 3), st.integers(1, 4)), max_size=4),
+        min_size=2,
+        max_size=6,
+    )
+)
+def test_a_marking_carried_in_a_long_chat_equals_one_made_afresh(steps: list[list[tuple[str, int, int]]]) -> None:
+    # most messages of a long chat state no replacement: a carried marking passes over them
+    # without reading them, and still marks every message as one made afresh does
+    history = with_chatter(team_history())
+    carried = Marking()
+    for step in steps:
+        changes = [
+            change_of(TEAM_LINES[team][old], TEAM_LINES[team][min(old + ahead, len(PROJECTS) - 1)])
+            for team, old, ahead in dict.fromkeys(step)
+        ]
+        rules = _reading.in_force_of(changes, [])
+        carried.update(history, rules, spans={}, asides={}, start=len(history))
+        fresh = Marking()
+        fresh.update(history, rules, spans={}, asides={})
+        assert [m.content for m in carried.out] == [m.content for m in fresh.out]
+        assert carried.count == fresh.count
+        assert carried.quoted == fresh.quoted
+
+
 SAID = st.tuples(st.sampled_from(["human", "ai", "tool"]), st.sampled_from(TEAMS[:2]), st.integers(0, 2), st.booleans())
 
 
