@@ -13,6 +13,7 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from langchain_core.embeddings import Embeddings
 
+from ctxplugin._lru import LRU
 from ctxplugin.facts._said import said_by
 from ctxplugin.facts._vectors import Vectors
 from ctxplugin.facts.embedding import as_embeddings, document_vectors, query_vector
@@ -202,11 +203,12 @@ class MemoryFactStore:
         if old is not None:
             self._slots[_slot_of(old)].remove(old)
         self._facts[fact.id] = fact
+        last = fact.id not in self._order  # stored after every other (an id stored before keeps its place)
         self._order.setdefault(fact.id, len(self._order))
         slot = self._slots.get(_slot_of(fact))
         if slot is None:
             slot = self._slots[_slot_of(fact)] = _Slot()
-        slot.insert(fact)
+        slot.insert(fact, last=last)
 
     def get(self, ids: Sequence[str], *, reader: Scope) -> list[Fact]:
         with self._lock:
@@ -216,14 +218,16 @@ class MemoryFactStore:
     def _pool(self, query: FactQuery) -> list[Fact]:
         """Facts matching ``query``, in the order they were first stored; only the slots
         ``query.reader`` can see are read."""
+        order = self._order
         with self._lock:
             found: list[Fact] = []
+            slots = 0
             for key in dict.fromkeys(reader_keys(query.reader)):
                 slot = self._slots.get(key)
-                if slot is not None:
-                    found.extend(f for f in slot.candidates(query) if matches(f, query))
-            if len(found) > 1:
-                order = self._order
+                if slot is not None and (matching := slot.matching(query, order)):
+                    found.extend(matching)
+                    slots += 1
+            if slots > 1:
                 found.sort(key=lambda f: order[f.id])
         return found
 
@@ -267,6 +271,9 @@ class MemoryFactStore:
 
 K = TypeVar("K")
 
+POOLS = 8
+"""Queries by state whose matching facts a slot keeps (see :meth:`_Slot.matching`)."""
+
 
 def _drop(index: dict[K, dict[str, Fact]], value: K, fact_id: str) -> None:
     group = index.get(value)
@@ -294,8 +301,31 @@ class _Slot:
         self.by_call: dict[str, dict[str, Fact]] = {}  # tool call id -> facts read from its output
         self.by_message: dict[str, dict[str, Fact]] = {}  # user message ref -> facts read from it
         self.lexical = LexicalIndex()
+        # the facts matching each query by state asked lately, in the order first stored: every
+        # call of a long session asks the same few of a slot that only grows between most calls
+        self.pools: LRU[FactQuery, list[Fact]] = LRU(POOLS)
 
-    def insert(self, fact: Fact) -> None:
+    def matching(self, query: FactQuery, order: Mapping[str, int]) -> list[Fact]:
+        """The facts of this slot that match ``query``, in the order first stored (``order``;
+        the list kept for the query: read it, do not change it)."""
+        kept = query.key is None and query.text_hash is None and query.depends_on is None
+        pool = self.pools.hit(query) if kept else None
+        if pool is None:
+            pool = [f for f in self.candidates(query) if matches(f, query)]
+            pool.sort(key=lambda f: order[f.id])
+            if kept:
+                self.pools.put(query, pool)
+        return pool
+
+    def insert(self, fact: Fact, *, last: bool = False) -> None:
+        """Take ``fact`` in; ``last``: it was stored after every fact stored before (the
+        queries kept take it at their end, else they are found again)."""
+        if last:
+            for query, pool in self.pools.items():
+                if matches(fact, query):
+                    pool.append(fact)
+        else:
+            self.pools.clear()
         self.facts[fact.id] = fact
         self.by_key.setdefault(fact.key, {})[fact.id] = fact
         self.by_hash.setdefault(fact.text_hash, {})[fact.id] = fact
@@ -308,6 +338,7 @@ class _Slot:
             self.by_message.setdefault(ref, {})[fact.id] = fact
 
     def remove(self, fact: Fact) -> None:
+        self.pools.clear()
         self.facts.pop(fact.id, None)
         _drop(self.by_key, fact.key, fact.id)
         _drop(self.by_hash, fact.text_hash, fact.id)
