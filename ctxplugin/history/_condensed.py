@@ -6,6 +6,7 @@ passed over as one, so assembling the view costs its blocks, not its exchanges.
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -42,11 +43,14 @@ def assemble(
     plan: OmissionPlan,
     block_size: int,
     first_window: int,
+    short: Sequence[int] | None = None,
 ) -> Assembled:
     """The view of exchanges ``spans`` as ``shown`` shows them, the blocks ``plan`` condenses
     standing as one note each (the archive for all archived blocks, where the first of them
     began); exchanges of a condensed block that are not among its members (protected ones)
-    stay where they are."""
+    stay where they are. ``short``: the blocks short of members, in order, when the caller
+    knows them: the archived blocks between two are passed over at once (a long thread has
+    thousands)."""
     exchanges = len(spans)
     result: list[BaseMessage] = []
     compressed = omitted = omitted_messages = 0
@@ -59,8 +63,11 @@ def assemble(
         members = notes.members(block)
         end = min((block + 1) * block_size, condensed_end)
         if len(members) == end - number == block_size:  # the whole block is condensed: its note alone
+            if short is not None and block < plan.archived:  # and the whole blocks after it, up to a short one
+                stop = min(plan.archived, condensed_end // block_size, *short[bisect_right(short, block) : bisect_right(short, block) + 1])
+                end = max(stop, block + 1) * block_size
             _note_once(result, noted, notes, block, plan)
-            omitted += block_size
+            omitted += end - number
             omitted_messages += spans[end - 1][1] - spans[number][0]
             number = end
             continue

@@ -234,11 +234,13 @@ def compress_history(
     tiers = _tier_counts(spans, protected, bounds, len(messages))
     plan = OmissionPlan()
     notes: Digests | None = None
+    short: list[int] = []  # the gisted blocks short of members (holding a protected exchange)
     parts = shown.all_parts()
     source = notes_from if notes_from is not None and len(notes_from) == len(messages) else messages
     if budget is not None and gist_end:
         protected_spans = {bisect_right(spans, (j, len(messages) + 1)) - 1 for j in protected}
         members = _block_members(gist_end // config.block_size, config.block_size, protected_spans)
+        short = sorted({n // config.block_size for n in protected_spans if n < gist_end})
         sizes = BlockSizes(shown, members)
         notes = Digests(
             _Exchanges(source, spans),
@@ -284,7 +286,7 @@ def compress_history(
                     shown.put(number, entry)
             if chosen:
                 _count_trimmed(tiers, chosen, spans, protected)
-    view = assemble(shown, spans, notes, plan, config.block_size, max(verbatim_start, 1))
+    view = assemble(shown, spans, notes, plan, config.block_size, max(verbatim_start, 1), short if notes is not None else None)
     tiers[Tier.OMITTED.value] += view.omitted_messages
     tiers[Tier.GIST.value] -= view.omitted_messages
     made = keep(

@@ -615,3 +615,22 @@ def test_block_members_are_each_block_without_its_protected_exchanges(size: int)
         for protected in (set(), {0}, {3, 4, 9}, {max(blocks * size - 1, 0), blocks * size, 100}):
             expected = [[i for i in range(k * size, (k + 1) * size) if i not in protected] for k in range(blocks)]
             assert [list(m) for m in _block_members(blocks, size, protected)] == expected
+
+
+def test_archived_blocks_passed_over_at_once_give_the_view_assembled_block_by_block(mocker: Any) -> None:
+    from ctxplugin.history import tiers as tiers_module
+    from ctxplugin.history._condensed import assemble
+
+    # a long history whose archive holds whole blocks and blocks short of a pinned exchange
+    messages: list[BaseMessage] = [HumanMessage("Fix the failing test in /repo/app.py", id="task")]
+    for step in range(80):
+        extra = {"ctxplugin": {"pinned": True}} if step in (9, 10, 31, 47) else {}
+        messages.append(AIMessage(f"step {step}", tool_calls=[{"name": "bash", "args": {"command": f"cat f{step}.py"}, "id": f"c{step}"}]))
+        messages.append(ToolMessage(f"value_{step} " * 40, tool_call_id=f"c{step}", additional_kwargs=extra))
+    config = HistoryConfig(block_size=2, verbatim_exchanges=2, trimmed_exchanges=4, archive_blocks=3)
+    spy = mocker.spy(tiers_module, "assemble")
+    view = compress_history(messages, config=config, counter=COUNTER, budget=HistoryBudget(total=2500), session="archived-runs")
+    assert view.omitted_exchanges > 20
+    shown, spans, notes, plan, block_size, first_window, short = spy.call_args.args
+    assert short, "some condensed blocks are short of members"
+    assert assemble(shown, spans, notes, plan, block_size, first_window, short) == assemble(shown, spans, notes, plan, block_size, first_window)
