@@ -141,8 +141,12 @@ class Prefix:
             return []
         self.stamp = None
         seen = self._messages
-        head = messages[: len(seen)]
-        if len(head) == len(seen) and all(map(is_, head, seen)):  # the very objects, compared in C by identity
+        if len(messages) >= len(seen) and all(map(is_, messages, seen)):  # the very objects, compared in C by identity
+            if not self._unread and all(map(is_, map(_content_field, self._fields), self._contents)):
+                # the very contents too (no list of them made): only a list content may have grown
+                fields = self._fields
+                if all(len(fields[i]["content"]) == self._lens[i] for i in self._listed):
+                    return []
             now = list(map(_content_field, self._fields))
             for i in self._unread:
                 now[i] = seen[i].content

@@ -3,6 +3,8 @@ call's history is the previous call's with messages appended."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from pydantic import ConfigDict
 
@@ -134,3 +136,19 @@ def test_new_content_is_noticed_however_the_message_keeps_its_fields() -> None:
     messages[3].content = "Run none of them."
     assert prefix.changed(messages) == [3], "read again after it was replaced"
     assert prefix.changed(tuple(messages)) == [3], "a tuple of the same messages alike"
+
+
+def test_content_given_again_as_an_equal_object_is_the_content_seen() -> None:
+    messages = _conversation()
+    prefix = Prefix()
+    prefix.extend(messages)
+    messages[1].content = "".join(list(str(messages[1].content)))  # equal, another object
+    assert messages[1].content == prefix.held[1].content
+    assert prefix.changed([*messages, HumanMessage("more")]) == []
+    listed = AIMessage([{"type": "text", "text": "Opened."}], id="a1")
+    prefix.extend([listed])
+    blocks: list[str | dict[str, Any]] = [{"type": "text", "text": "Opened."}]
+    listed.content = blocks  # equal to the list seen, another list
+    assert prefix.changed([*messages, listed]) == []
+    blocks.append({"type": "text", "text": "And read."})
+    assert prefix.changed([*messages, listed]) == [len(messages)]
