@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import itertools
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from langchain_core.messages import BaseMessage, ToolMessage
@@ -147,7 +147,8 @@ def may_restate(version: int, rules: InForce) -> Restating | None:
     order = [was[ident] for ident, _ in sorted(step.kept.items(), key=lambda item: item[1])]
     if any(a > b for a, b in itertools.pairwise(order)):
         return None
-    return Restating(frozenset(before.idents).difference(step.kept), step)
+    gone = frozenset(before.idents).difference(step.kept)
+    return Restating(gone, step, [c for c in before.changes if _ident(c) in gone])
 
 
 PRINT_BITS = 1024
@@ -175,40 +176,40 @@ def fingerprint(message: BaseMessage) -> int:
     return bits
 
 
+def _mask(changes: Iterable[Change]) -> int:
+    """The bits of the refs and first distinctive words by which a message may state ``changes``."""
+    mask = 0
+    for change in changes:
+        if change.old.source.ref is not None:
+            mask |= _bit(change.old.source.ref)
+        if change.distinctive:
+            mask |= _bit(min(change.distinctive))
+    return mask
+
+
 class Restating:
     """The test :func:`may_restate` gives, with what it is made of: the idents of the changes no
     longer in force (``gone``), and ``mask``, the bits of the key words and refs by which a
     message may state a change added (see :func:`fingerprint`): a message whose fingerprint has
     none of them, and that states none of the changes gone, reads as before."""
 
-    __slots__ = ("_added", "gone", "mask")
+    __slots__ = ("_added", "_either", "gone", "mask")
 
-    def __init__(self, gone: frozenset[Ident], step: _Step) -> None:
+    def __init__(self, gone: frozenset[Ident], step: _Step, gone_changes: Sequence[Change] = ()) -> None:
         self.gone = gone
         self._added = step.candidates if step.added else None
-        mask = 0
-        for _, change in step.added:
-            if change.old.source.ref is not None:
-                mask |= _bit(change.old.source.ref)
-            if change.distinctive:
-                mask |= _bit(min(change.distinctive))
-        self.mask = mask
+        self.mask = _mask(change for _, change in step.added)
+        # a message states a change only by its ref or its first distinctive word (see
+        # _Candidates): one stating a change gone has its bit too
+        self._either = (self.mask if self._added is not None else 0) | _mask(gone_changes)
 
-    def suspects(self, reads: Sequence[Read | None], prints: Sequence[int], upto: int) -> list[int]:
-        """The positions before ``upto`` of the messages read as ``reads`` (None: not read),
-        with the fingerprints ``prints`` (0 for one not read or without text), that the test
-        may hold for, in order: those with a bit of ``mask`` and those stating a change gone.
-        The others read as before, told without a call per message (a long chat holds
-        thousands, a change concerns a few)."""
-        found: set[int] = set()
-        if self._added is not None and self.mask:
-            found.update(itertools.compress(range(upto), map(self.mask.__and__, prints[:upto])))
-        if self.gone:
-            gone = self.gone
-            found.update(
-                i for i, made in enumerate(reads[:upto]) if made is not None and made[1] and any(_ident(c) in gone for c in made[1])
-            )
-        return sorted(found)
+    def suspects(self, prints: Sequence[int], upto: int) -> list[int]:
+        """The positions before ``upto`` of the messages the test may hold for, in order, told
+        by their fingerprints ``prints`` (see :func:`fingerprint`; 0 for one not read or
+        without text): those with a bit of a change added or gone. The others read as before,
+        found in C without a call per message (a long chat holds thousands, a change concerns
+        a few)."""
+        return list(itertools.compress(range(upto), map(self._either.__and__, prints[:upto])))
 
     def __call__(self, message: BaseMessage, made: Read, printed: int | None = None) -> bool:
         """Whether ``message`` (read as ``made``; with the :func:`fingerprint` ``printed``, when

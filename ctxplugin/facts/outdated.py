@@ -202,7 +202,7 @@ class Marking:
             return restated, restated
         reads, prints = self.reads, self.prints
         fresh: dict[int, Read] = {}
-        for index in test.suspects(reads, prints, upto):
+        for index in test.suspects(prints, upto):
             made = reads[index]
             if made is None or not test(body[index], made, prints[index]):
                 continue
