@@ -10,6 +10,8 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from itertools import compress, count
+from operator import ne
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
@@ -54,9 +56,6 @@ class Keys:
 
 TRAIL = 8
 
-
-def _same_members(old: Sequence[int], new: Sequence[int]) -> bool:
-    return tuple(old) == tuple(new)
 
 _CACHE: OrderedDict[tuple[object, ...], tuple[HumanMessage | None, tuple[str, ...]]] = OrderedDict()
 _CACHE_LOCK = threading.Lock()
@@ -117,10 +116,7 @@ class Digests:
         if resume is not None and resume.known == known and len(resume.blocks) <= len(spans_of_block):
             # the same exchanges of the same conversation as the previous call: its keys stand
             # up to the first block whose members differ (one of the last, if any)
-            same = next(
-                (k for k, (old, new) in enumerate(zip(resume.blocks, spans_of_block, strict=False)) if not _same_members(old, new)),
-                len(resume.blocks),
-            )
+            same = next(compress(count(), map(ne, resume.blocks, map(tuple, spans_of_block))), len(resume.blocks))  # in C
             back = len(resume.blocks) - same  # blocks of the previous call not resumed
             if back == 0:
                 start, keys, digest, trail = same, list(resume.keys), resume.digest.copy(), list(resume.trail)
@@ -151,7 +147,7 @@ class Digests:
 
     def keys(self) -> Keys:
         """What a later call on the same conversation can start its keys from."""
-        return Keys(self._known, tuple(tuple(m) for m in self._spans), tuple(self._keys), self._digest.copy(), self._trail, self._held)
+        return Keys(self._known, tuple(map(tuple, self._spans)), tuple(self._keys), self._digest.copy(), self._trail, self._held)
 
     def members(self, block: int) -> Sequence[int]:
         """Exchange numbers of ``block`` that may be condensed (not protected)."""
