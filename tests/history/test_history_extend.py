@@ -314,3 +314,39 @@ def test_a_conversation_mostly_rewritten_is_planned_from_scratch(mocker: MockerF
     assert spy.spy_return is None
     fresh = compress_history([*rewritten, AIMessage("next")], config=config, counter=COUNTER, budget=budget, session="rewritten-fresh")
     assert _shape(view) == _shape(fresh)
+
+
+def _chat(turns: int) -> list[BaseMessage]:
+    """A chat of alternating user and assistant messages (no tool calls)."""
+    out: list[BaseMessage] = []
+    for turn in range(turns):
+        out += [HumanMessage(f"question {turn}: what about order W{turn}? " * 6, id=f"h{turn}"), AIMessage(f"W{turn} ships Monday. " * 8, id=f"a{turn}")]
+    return out
+
+
+def test_a_host_that_trims_the_front_gets_the_view_planned_from_scratch(mocker: MockerFixture) -> None:
+    # dropping the oldest turn shifts every message by two places, each to one of its kind
+    config = HistoryConfig(block_size=2, verbatim_exchanges=2, trimmed_exchanges=4)
+    budget = HistoryBudget(total=1500)
+    messages = _chat(40)
+    compress_history(messages, config=config, counter=COUNTER, budget=budget, session="trimmed-front")
+    trimmed = [*messages[2:], HumanMessage("and W40?", id="h40")]
+    spy = mocker.spy(tiers_module, "grown")
+    view = compress_history(trimmed, config=config, counter=COUNTER, budget=budget, session="trimmed-front")
+    assert spy.spy_return is None
+    fresh = compress_history(trimmed, config=config, counter=COUNTER, budget=budget, session="trimmed-front-fresh")
+    assert _shape(view) == _shape(fresh)
+
+
+def test_two_sessions_interleaved_each_reuse_their_own_view() -> None:
+    config = HistoryConfig(block_size=2, verbatim_exchanges=2, trimmed_exchanges=4)
+    budget = HistoryBudget(total=2500)
+    one, other = _session(60), _chat(60)
+    # from the 100th message on, 20 of one's first 100 are marked (more than REPLACED)
+    marked = [m.model_copy(update={"content": f"[outdated: see a later output] {m.content}"}) if i % 5 == 2 else m for i, m in enumerate(one[:100])]
+    for end in range(20, 122, 3):
+        for name, messages in (("one", one), ("other", other)):
+            history = messages[:end] if end < 100 or name == "other" else [*marked, *one[100:end]]
+            view = compress_history(history, config=config, counter=COUNTER, budget=budget, session=f"interleaved-{name}")
+            fresh = compress_history(history, config=config, counter=COUNTER, budget=budget, session=f"interleaved-{name}-{end}")
+            assert _shape(view) == _shape(fresh), (name, end)
