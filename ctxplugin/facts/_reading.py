@@ -11,11 +11,12 @@ from __future__ import annotations
 import itertools
 import threading
 from collections.abc import Iterable, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 
 from langchain_core.messages import BaseMessage, ToolMessage
 
-from ctxplugin._lru import LRU, PerMessage
+from ctxplugin._lru import LRU, THREAD_TEXTS, PerMessage
 from ctxplugin._messages import annotation, source_refs
 from ctxplugin.facts._changes import Change
 from ctxplugin.facts._text import word_set
@@ -170,7 +171,8 @@ def fingerprint(message: BaseMessage) -> int:
     bits = _PRINTS.get(message)
     if bits is None:
         bits = 0
-        for item in (*word_set(content_text(message.content)), *_refs(message)):
+        words, refs = _terms(message)
+        for item in (*words, *refs):
             bits |= _bit(item)
         _PRINTS.put(message, bits)
     return bits
@@ -221,7 +223,7 @@ class Restating:
             return True
         if self._added is None or (printed is not None and not printed & self.mask):
             return False
-        return self._added.any_of(word_set(content_text(message.content)), _refs(message))
+        return self._added.any_of(*_terms(message))
 
 
 def _brought_up(message: BaseMessage, before: Read, step: _Step, rules: InForce) -> Read:
@@ -231,8 +233,7 @@ def _brought_up(message: BaseMessage, before: Read, step: _Step, rules: InForce)
     if empty:
         return before
     text = content_text(message.content)
-    words = word_set(text)
-    refs = _refs(message)
+    words, refs = _terms(message)
     positions = [p for p in (step.kept.get(_ident(c)) for c in stating) if p is not None]
     added = step.added
     positions.extend(
@@ -251,8 +252,7 @@ def _read(message: BaseMessage, candidates: _Candidates, provisional: list[_Prov
     text = content_text(message.content)
     if not text:
         return True, (), None
-    words = word_set(text)
-    refs = _refs(message)
+    words, refs = _terms(message)
     stating = tuple(
         c for c in candidates.of(words, refs) if _states(c, words, refs) and c.note not in text and c.short not in text
     )
@@ -274,7 +274,7 @@ class _Provisional:
 
 
 def _provisional_kind(
-    message: BaseMessage, refs: set[str], words: frozenset[str], provisional: list[_Provisional]
+    message: BaseMessage, refs: AbstractSet[str], words: frozenset[str], provisional: list[_Provisional]
 ) -> str | None:
     """``hypothetical`` or ``draft`` when ``message`` is marked so, is the source of such a
     fact, or (without ids to go by) states every content word of one; else None."""
@@ -305,15 +305,15 @@ class _Candidates:
             if change.distinctive:
                 self._by_word.setdefault(min(change.distinctive), []).append(position)
 
-    def of(self, words: frozenset[str], refs: set[str]) -> list[Change]:
+    def of(self, words: frozenset[str], refs: AbstractSet[str]) -> list[Change]:
         """A superset of the changes :func:`_states` holds for, in their order."""
         return [self._changes[position] for position in self.positions(words, refs)]
 
-    def any_of(self, words: frozenset[str], refs: set[str]) -> bool:
+    def any_of(self, words: frozenset[str], refs: AbstractSet[str]) -> bool:
         """Whether :meth:`of` finds any change."""
         return not (self._by_ref.keys().isdisjoint(refs) and self._by_word.keys().isdisjoint(words))
 
-    def positions(self, words: frozenset[str], refs: set[str]) -> list[int]:
+    def positions(self, words: frozenset[str], refs: AbstractSet[str]) -> list[int]:
         """The positions of the changes :meth:`of` gives, in order."""
         found: set[int] = set()
         for ref in refs:
@@ -355,7 +355,7 @@ def replaced_by(fact: Fact, rules: InForce) -> Change | None:
     return None
 
 
-def _states(change: Change, words: frozenset[str], refs: set[str]) -> bool:
+def _states(change: Change, words: frozenset[str], refs: AbstractSet[str]) -> bool:
     if change.new.source.ref is not None and change.new.source.ref in refs:
         return False
     if change.old.source.ref is not None and change.old.source.ref in refs:
@@ -367,6 +367,15 @@ def _states(change: Change, words: frozenset[str], refs: set[str]) -> bool:
     return len(change.anchors & words) >= change.need
 
 
-def _refs(message: BaseMessage) -> set[str]:
-    return set(source_refs(message))
+_TERMS: PerMessage[tuple[frozenset[str], frozenset[str]]] = PerMessage(THREAD_TEXTS)
+
+
+def _terms(message: BaseMessage) -> tuple[frozenset[str], frozenset[str]]:
+    """``message``'s words and refs, read once per message: a change in force tests every
+    message that may state it (thousands in a long chat) against them."""
+    found = _TERMS.get(message)
+    if found is None:
+        found = (word_set(content_text(message.content)), frozenset(source_refs(message)))
+        _TERMS.put(message, found)
+    return found
 
