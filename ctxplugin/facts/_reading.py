@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from langchain_core.messages import BaseMessage, ToolMessage
 
-from ctxplugin._lru import LRU, THREAD_TEXTS, PerMessage
+from ctxplugin._lru import LRU, PerMessage
 from ctxplugin._messages import annotation, source_refs
 from ctxplugin.facts._changes import Change
 from ctxplugin.facts._text import word_set
@@ -367,15 +367,7 @@ def _states(change: Change, words: frozenset[str], refs: AbstractSet[str]) -> bo
     return len(change.anchors & words) >= change.need
 
 
-_TERMS: PerMessage[tuple[frozenset[str], frozenset[str]]] = PerMessage(THREAD_TEXTS)
-
-
-def _terms(message: BaseMessage) -> tuple[frozenset[str], frozenset[str]]:
-    """``message``'s words and refs, read once per message: a change in force tests every
-    message that may state it (thousands in a long chat) against them."""
-    found = _TERMS.get(message)
-    if found is None:
-        found = (word_set(content_text(message.content)), frozenset(source_refs(message)))
-        _TERMS.put(message, found)
-    return found
+def _terms(message: BaseMessage) -> tuple[frozenset[str], set[str]]:
+    """``message``'s words (memoised by text, see :func:`word_set`) and refs."""
+    return word_set(content_text(message.content)), set(source_refs(message))
 
