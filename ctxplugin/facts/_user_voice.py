@@ -141,6 +141,14 @@ _ADOPT = re.compile(
     re.IGNORECASE,
 )
 """What was just supposed or drafted, taken up: "let's do that", "sounds good, do it", "go with that"."""
+_PICKED_BY_PLACE = re.compile(
+    r"^(?:(?:ok(?:ay)?|sure|yes|yeah|great|perfect)[,.!]?\s+)?(?:let'?s\s+|please\s+|i'?ll\s+)?"
+    r"(?:do|go\s+with|go\s+for|take|use|book|pick|choose)\s+(?:the\s+)?"
+    r"(?:first|second|third|fourth|last|former|latter|other|same|next|previous)(?:\s+(?:one|option|choice))?$",
+    re.IGNORECASE,
+)
+"""An option picked by its place ("let's do the first one", "go with the second option"): which
+option that is lives in the conversation, not in the words, so alone they state nothing."""
 _SUPPOSED_ACT = re.compile(
     r"^(?:we|i|they)\s+(?:(?:were\s+to|could|should|would|did|just)\s+)?(?P<verb>held|hold|had|have|moved?|did|do|made|make|put|kept|"
     r"keep|scheduled?|booked?|ran|run|hosted?|switched|switch|changed?|pushed?|shifted?|relocated?|took|take)\s+"
@@ -167,7 +175,9 @@ def referring_back(body: str, draft: FactDraft | None, shown: str, *, said: str 
     ``shown``) marked as revising what was said before when ``body`` refers back to it — a new
     value alone, or a value said again to correct it ("sorry, it's QQ47LM", "actually, Monday"), an earlier value
     brought back, or what was just supposed taken up ("OK, let's do that") — or a draft of its own for it when the
-    rules read nothing."""
+    rules read nothing; None for an option picked by its place alone ("let's do the first one")."""
+    if _PICKED_BY_PLACE.match(body.rstrip(".!")):
+        return None
     new_value = _NEW_VALUE.match(body.rstrip(".!"))
     restated = _RESTATED.match(body.rstrip(".!")) if new_value is None else None
     if restated and (restated.group("owned") or restated.group("meant") or _CORRECTING.match(said.strip())):

@@ -462,6 +462,15 @@ def test_taking_up_nothing_is_no_fact_of_its_own(engine: ContextEngine, then: st
     assert current(engine) == ["The venue is Hall B."]
 
 
+@pytest.mark.parametrize("then", ["Let's do the first one.", "Let's go with the second option.", "OK, take the last one."])
+def test_picking_an_option_by_its_place_is_no_fact_of_its_own(engine: ContextEngine, then: str) -> None:
+    # which option "the first one" is lives in the conversation, not in the words: alone they state nothing
+    prepared_turns(
+        engine, chat("The venue is Hall B.", "What if the venue was Hall C?", "What if the venue was Hall D?", then)
+    )
+    assert current(engine) == ["The venue is Hall B."]
+
+
 def test_a_hypothetical_taken_up_is_no_longer_marked_hypothetical(engine: ContextEngine) -> None:
     view, _ = prepared_turns(engine, chat("The venue is Hall B.", "What if the venue was Hall C?", "OK, let's do that."))
     assert view["h1"] == "What if the venue was Hall C?"
