@@ -13,6 +13,7 @@ background; see :class:`BackgroundSummarizer`.
 from langchain_core.messages import BaseMessage
 
 from ctxplugin._messages import META_KEY
+from ctxplugin.history._dropped import without_expand_hint
 from ctxplugin.history.compressors import GIST_PREFIX, gist_text, trim_text
 from ctxplugin.history.identifiers import alert_lines, identifiers
 from ctxplugin.history.omission import (
@@ -71,6 +72,7 @@ __all__ = [
     "protected_indexes",
     "tier_bounds",
     "trim_text",
+    "without_expand_hint",
 ]
 
 

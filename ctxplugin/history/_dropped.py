@@ -19,7 +19,14 @@ from collections.abc import Sequence
 from langchain_core.messages import BaseMessage
 
 from ctxplugin.history._note_values import _Valued, _valued
-from ctxplugin.history._notes import _by_priority, _chronology, _Picker, _render, fewest_dropped
+from ctxplugin.history._notes import (
+    EXPAND_HINT,
+    _by_priority,
+    _chronology,
+    _Picker,
+    _render,
+    fewest_dropped,
+)
 from ctxplugin.tokens import MESSAGE_OVERHEAD, TokenCounter
 
 OMITTED_NOTE = "[earlier exchanges are not shown; stored tool outputs stay available through expand_ref]"
@@ -68,6 +75,18 @@ def dropped_note(
     return text, left
 
 
+_READS_STORED = "stored tool outputs stay available through expand_ref"
+_HINTS = ((f" ({EXPAND_HINT}):", ":"), (f"; {_READS_STORED}]", "]"), (f" ({_READS_STORED}):", ":"))
+
+
+def without_expand_hint(text: str) -> str:
+    """``text``, a context note, without its line on ``expand_ref``: for a view that binds no
+    ``expand_ref`` (a chat without tools of its own), which must not offer a tool it lacks."""
+    for hint, bare in _HINTS:
+        text = text.replace(hint, bare, 1)
+    return text
+
+
 def _without_tool_output(valued: tuple[tuple[_Valued, ...], ...]) -> tuple[tuple[_Valued, ...], ...]:
     """``valued`` without what tools returned: a tool message's values, and what a provider's
     own tool found (listed in the model's message under ``<tool> returned``)."""
@@ -84,4 +103,4 @@ def _without_tool_output(valued: tuple[tuple[_Valued, ...], ...]) -> tuple[tuple
     )
 
 
-__all__ = ["DROPPED_LEAD", "OMITTED_NOTE", "dropped_note"]
+__all__ = ["DROPPED_LEAD", "OMITTED_NOTE", "dropped_note", "without_expand_hint"]

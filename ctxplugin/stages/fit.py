@@ -10,11 +10,14 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import ClassVar
 
-from ctxplugin._layout import calls_tools, is_condensed, lookup_fits
+from langchain_core.messages import BaseMessage
+
+from ctxplugin._layout import calls_tools, is_condensed, is_note, lookup_fits
 from ctxplugin.budget import Parts, enforce, section_tokens, total_tokens
 from ctxplugin.config import FactsConfig
 from ctxplugin.errors import StoreError
 from ctxplugin.facts.render import TOOL_GROUP
+from ctxplugin.history import without_expand_hint
 from ctxplugin.stages.memos import CaptureMemo
 from ctxplugin.stages.view import CallView, Fitted, reads_nothing
 from ctxplugin.tokens import TokenCounter, content_text
@@ -103,8 +106,11 @@ class FitBudget:
             parts = replace(parts, history=[m for m in parts.history if not is_condensed(m)])
         messages = parts.layout().messages(parts.header)
         if expand is not None and not lookups and reads_nothing(messages):
-            parts = replace(parts, tools_tokens=parts.tools_tokens - view.expand_ref_tokens)
+            # nor do its notes offer it (they say expand_ref reads stored outputs)
+            history = [_unhinted(m) if is_note(m) else m for m in parts.history]
+            parts = replace(parts, history=history, tools_tokens=parts.tools_tokens - view.expand_ref_tokens)
             view = view.override(tools=tuple(t for t in view.tools if t is not expand), tool_tokens=parts.tools_tokens)
+            messages = parts.layout().messages(parts.header)
         within = outcome.within and total_tokens(parts, self.counter) <= view.budgets["total"]
         fitted = Fitted(
             messages=tuple(messages),
@@ -121,6 +127,12 @@ class FitBudget:
             return view
         return view.override(refs_created=(*view.refs_created, *(r for r in shown if refs[r])),
                              refs_used=(*view.refs_used, *shown), stored_texts={r: texts[r] for r in shown})
+
+
+def _unhinted(note: BaseMessage) -> BaseMessage:
+    text = content_text(note.content)
+    bare = without_expand_hint(text)
+    return note if bare == text or not isinstance(note.content, str) else note.model_copy(update={"content": bare})
 
 
 __all__ = ["FACTS_TITLE", "FitBudget"]

@@ -15,6 +15,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from ctxplugin import ContextConfig, ContextEngine, Scope
 from ctxplugin.cas import SQLiteCASStore
 from ctxplugin.testing import facts_block, memory_engine
+from ctxplugin.tokens import content_text
 
 SCOPE = Scope(session_id="chat")
 TURNS = ["My name is Alice and my booking is BK-7781.", "I live in Lisbon and my budget is 900 EUR.",
@@ -66,3 +67,13 @@ def test_a_create_agent_chat_runs_on_a_model_that_cannot_bind_tools(tmp_path: Pa
         for turn in TURNS:
             agent.invoke({"messages": [{"role": "user", "content": turn}]}, {"configurable": {"thread_id": mode}})
         engine.close()
+
+
+@pytest.mark.parametrize("mode", ["whole", "compact"])
+def test_a_view_binding_nothing_speaks_of_no_expand_ref(mode: str) -> None:
+    # the notes for condensed or dropped exchanges said that expand_ref reads stored outputs:
+    # a tool the model was not given, which it may then call or name in its answer
+    views = _chat(memory_engine(ContextConfig(mode=mode)))
+    notes = [m for view in views for m in view if "earlier exchanges" in content_text(m.content) or "context note" in content_text(m.content)]
+    assert notes, "the chat is long enough for notes"
+    assert not [content_text(m.content) for m in notes if "expand_ref" in content_text(m.content)]
