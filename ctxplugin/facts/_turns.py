@@ -9,7 +9,8 @@ of the last user messages it read, in order, whatever they stated.
 Within one ingest the messages are in order, so the one before is known (a new process reading
 a thread again reads it whole). The first user message of an ingest finds the one before among
 those remembered: the latest when it is new, the one before it when it was read before (a host
-that trimmed the front of its history sends it again). When nothing is remembered — a process
+that trimmed the front of its history sends it again); none when it is older than all of them
+(a long thread read again), and only what follows the last message read before is new. When nothing is remembered — a process
 that did not see the message before — it is unknown, and "let's do that" takes up the writer's
 latest statement when it is a hypothetical, as it always did.
 """
@@ -48,13 +49,16 @@ class UserTurns:
         key = owner.key()
         with self._lock:
             known = self._refs.hit(key) or ()
+            read = [i for i, ref in enumerate(refs) if ref in known]
             if refs[0] in known:  # read before: the one before it then
                 at = known.index(refs[0])
                 if at > 0:
                     before[refs[0]] = known[at - 1]
-            elif known:
+            elif known and not read:
                 before[refs[0]] = known[-1]
-            fresh = tuple(ref for ref in refs if ref not in known)
+            # what follows the last of them read before is new; those before it are older than
+            # the last remembered (a long thread read again), however many were forgotten
+            fresh = tuple(refs[read[-1] + 1 :] if read else refs)
             self._refs.put(key, (known + fresh)[-_DEPTH:])
         return before
 

@@ -121,3 +121,13 @@ def test_a_process_that_never_saw_the_message_before_takes_up_the_latest_hypothe
     later = FactsLedger(ChromaFactStore.persistent(tmp_path))
     later.ingest(messages[4:], scope=S)  # what came before is unknown to it: the hypothetical is the latest statement
     assert "Austin" in offsite(later)
+
+
+def test_a_long_thread_read_again_keeps_the_order_of_its_messages(ledger: FactsLedger) -> None:
+    # more user messages than are remembered, read whole twice (a store that failed mid-ingest, a
+    # host sending its thread again): those read again are still older than the last one
+    said = thread(DENVER, *(f"Which room is free on floor {i}?" for i in range(68)), AUSTIN)
+    ledger.ingest(said, scope=S)
+    ledger.ingest(said, scope=S)
+    ledger.ingest([HumanMessage("Let's do that.", id="h-last")], scope=S)
+    assert "Austin" in offsite(ledger)
