@@ -30,8 +30,14 @@ _HAVING = re.compile(
 )
 """"We expect 5 people", "the dinner has 8 guests", "we'll have seven guests", "I need 3 rooms"; not
 "we hired 2 engineers" or "I'm bringing 2 guests", which add to a count."""
-_SHORT = re.compile(r"^\s*(?:short|fewer|less|too\s+(?:few|many)|over|under|left|down|up|behind|missing|away)\b", re.IGNORECASE)
-"""What follows a count that says it is a difference, not the count: "we are 3 people short"."""
+_SHORT = re.compile(
+    r"^\s*(?:(?:short|fewer|less|too\s+(?:few|many)|behind|missing)\b|(?:over|under|left|down|up|away)\b(?=\s*(?:[.!?,;:)]|$|"
+    r"(?:of|than|on|from|to\s+(?:go|spare|confirm|book|invite|find))\b|(?:(?:the|our|my|its|their|your)\s+)?"
+    r"(?:limit|budget|capacity|quota|max(?:imum)?|min(?:imum)?|target|cap|allowance)\b)))",
+    re.IGNORECASE,
+)
+"""What follows a count that says it is a difference, not the count: "we are 3 people short",
+"2 people over the limit", "2 people left to confirm"; not "45 people over the weekend"."""
 _COMING = re.compile(
     rf"^{_ABOUT}(?P<count>{COUNT.pattern})\s+(?:(?:will|would|are|were|is|can|could|should|might|may|have|has|now|all|"
     r"also|probably|definitely)\s+)*(?:be\s+)?(?:come|coming|came|attend(?:s|ing|ed)?|join(?:s|ing|ed)?|there|"

@@ -391,6 +391,9 @@ def test_politeness_is_no_condition(first: str, then: str, now: str) -> None:
         ("The dinner has 8 guests.", "The dinner has 10 guests now.", "dinner_guest_count"),
         ("We expect 5 people at the offsite.", "Actually 7 people will come.", "offsite_people_count"),
         ("I need 2 rooms.", "Actually I need three rooms.", "room_count"),
+        # a word of difference ("3 people over") that goes on to say when or where is none
+        ("We expect 40 people.", "Actually we expect 45 people over the weekend.", "people_count"),
+        ("We have 12 people.", "We have 14 people up in Denver.", "people_count"),
     ],
 )
 def test_a_later_count_of_the_same_unit_replaces_the_earlier_one(first: str, then: str, key: str) -> None:
@@ -444,6 +447,8 @@ def test_a_new_count_alone_revises_the_latest_count_of_its_unit() -> None:
         ("I need 2 rooms.", "We need 1 additional room."),
         ("The team has 5 engineers.", "We hired 2 engineers."),  # hiring adds to the team
         ("We expect 5 people.", "We are 3 people short."),  # what is missing, not the count
+        ("We expect 5 people.", "We are 2 people over the limit."),
+        ("We expect 5 people.", "We have 2 people left to confirm."),
         ("We expect 10 guests.", "I'm bringing 2 guests."),
     ],
 )
