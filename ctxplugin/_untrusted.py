@@ -226,16 +226,28 @@ def inexact_json(text: str) -> str | None:
     object, ``"read as such (...)"`` for nesting or an integer past its limits; else None."""
     stripped = text.strip()
     if json_depth_exceeds(stripped):
-        return f"read as such (nested deeper than {MAX_JSON_DEPTH} levels)"
+        return f"read as such (nested deeper than {MAX_JSON_DEPTH} levels)" if _parses(stripped) else None
     try:
         load_json(stripped)
     except InexactJSON as exc:
         return f"that reads back as written ({exc})"
-    except _TooLarge as exc:
-        return f"read as such (it holds {exc})"
+    except _TooLarge as exc:  # met as the parser reads on: what follows may be no JSON
+        return f"read as such (it holds {exc})" if _parses(stripped) else None
     except ValueError:
         pass
     return None
+
+
+def _parses(text: str) -> bool:
+    """Whether ``text`` is JSON to the parser, whatever its integers (and as deep as the stack
+    lets it read): a text that is none is not said to be JSON read as text."""
+    try:
+        json.loads(text, parse_int=len)
+    except RecursionError:
+        return True
+    except ValueError:
+        return False
+    return True
 
 
 def valid_unicode(text: str) -> str:

@@ -18,6 +18,7 @@ from ctxplugin._untrusted import (
     MAX_INT_DIGITS,
     MAX_JSON_DEPTH,
     InexactJSON,
+    inexact_json,
     load_json,
     parse_once,
     storable_text,
@@ -318,3 +319,14 @@ def test_fields_on_json_read_as_text_for_its_depth_say_so(engine: ContextEngine)
     with pytest.raises(InvalidInputError, match=f"nested deeper than {MAX_JSON_DEPTH} levels"):
         engine.expand_ref(report.ref_id, SCOPE, fields=["k"])
     assert engine.expand_ref(report.ref_id, SCOPE) == deep
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "build log\n" + "[" * (MAX_JSON_DEPTH + 20) + " step 1 ok\n" * 3,  # brackets of a text, not JSON
+        "[" + "9" * 5000 + ", then the text goes on",  # a long number, then no JSON
+    ],
+)
+def test_a_text_that_is_no_json_is_not_said_to_be_json_read_as_text(text: str) -> None:
+    assert inexact_json(text) is None  # expand_ref then says it is not JSON, with no reason
