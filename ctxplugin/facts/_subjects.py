@@ -20,6 +20,7 @@ from collections import Counter
 from dataclasses import replace
 
 from ctxplugin.facts._discourse import LEAD
+from ctxplugin.facts._not_prose import TOOL_CODE
 from ctxplugin.facts._text import slug
 from ctxplugin.facts.extract import FactDraft
 
@@ -113,16 +114,34 @@ def records_unkeyed(drafts: list[FactDraft]) -> list[FactDraft]:
     after other lines were read ("Snippet:" of each search result, between their titles and
     urls; "Status:" of each row), it names parallel records, not one value that changed, so none
     may replace another. Said again on the next line read ("build: started", "build: finished"),
-    it is one value moving on, and the later replaces the earlier."""
+    it is one value moving on, and the later replaces the earlier, unless both values name files
+    (git's "modified: src/a.py", "modified: tests/b.py": a list, each entry still true)."""
     said = Counter(d.key for d in drafts if d.key)
     records: set[str] = set()
     last: dict[str, int] = {}
     for at, draft in enumerate(drafts):
         if draft.key and said[draft.key] > 1:
-            if draft.key in last and at - last[draft.key] > 1:
+            if draft.key in last and (at - last[draft.key] > 1 or _files(drafts[last[draft.key]], draft)):
                 records.add(draft.key)
             last[draft.key] = at
     return [replace(d, key=None) if d.key in records else d for d in drafts]
 
 
-__all__ = ["NUMBERED_SUBJECT", "labelled_key", "records_unkeyed", "subject_key", "updated_detail"]
+_FILE = re.compile(r"\.{0,2}/?(?:[\w.-]+/)*[\w.-]*\w\.[A-Za-z]\w{0,7}/?|(?:[\w.-]+/)+")
+"""A value that is a file or directory name alone (``src/app.py``, ``README.md``, ``build/``)."""
+
+
+def _files(*drafts: FactDraft) -> bool:
+    return all(_FILE.fullmatch(d.text.partition(":")[2].strip()) for d in drafts)
+
+
+def code_unkeyed(sentence: str, voice: str, drafts: tuple[FactDraft, ...]) -> tuple[FactDraft, ...]:
+    """``drafts`` of a tool's ``sentence``, keys left out when it is a line of code
+    (:data:`~ctxplugin.facts._not_prose.TOOL_CODE`): "ret = self" and "ret = ret.parent" quote
+    a file, they state no value that a later line could replace."""
+    if voice != "tool" or not TOOL_CODE.search(sentence):
+        return drafts
+    return tuple(replace(d, key=None) if d.key else d for d in drafts)
+
+
+__all__ = ["NUMBERED_SUBJECT", "code_unkeyed", "labelled_key", "records_unkeyed", "subject_key", "updated_detail"]

@@ -69,7 +69,7 @@ from ctxplugin.facts._not_prose import (
     log_line,
 )
 from ctxplugin.facts._subjects import NUMBERED_SUBJECT as _NUMBERED_SUBJECT
-from ctxplugin.facts._subjects import labelled_key, records_unkeyed, updated_detail
+from ctxplugin.facts._subjects import code_unkeyed, labelled_key, records_unkeyed, updated_detail
 from ctxplugin.facts._subjects import subject_key as _subject_key
 from ctxplugin.facts._text import identifiers, sentences, slug
 from ctxplugin.facts._values import EVENTS as _EVENTS
@@ -195,7 +195,7 @@ class RuleExtractor:
             voice == "tool" and (PROGRESS.match(sentence) or TOOL_TROUBLE.search(sentence) or BARE_VALUE.fullmatch(sentence))
         ):
             return ()
-        return tuple(d for part in _parts(sentence, voice) for d in self._sentence(part, voice))
+        return code_unkeyed(sentence, voice, tuple(d for part in _parts(sentence, voice) for d in self._sentence(part, voice)))
 
     def _sentence(self, raw: str, voice: str) -> list[FactDraft]:
         sentence = clip(raw.strip().strip("*_`>").strip())

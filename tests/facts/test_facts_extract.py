@@ -523,7 +523,7 @@ DIFF = (
 @pytest.mark.parametrize("output", [SOURCE, REPORT, DIFF], ids=["source", "test report", "diff"])
 def test_code_a_test_report_or_a_diff_from_a_tool_states_no_facts(output: str) -> None:
     # read line by line, each gives statements ("rootdir: /testbed", "Ret = self") that are not state
-    assert any(RuleExtractor().from_text(line, voice="tool") for line in output.splitlines())
+    assert any(RuleExtractor().from_text(line, voice="user") for line in output.splitlines())
     assert RuleExtractor().from_tool(output, "bash") == []
     # a summary's shape is taken as given: prose a summary found to be code states nothing either
     prose = "The order status is shipped. Deadline: Friday 14 March."
