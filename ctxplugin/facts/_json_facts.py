@@ -37,7 +37,7 @@ def record_fact(data: dict[str, Any], label: str, *, keyed: bool) -> FactDraft |
     values = " ".join(_brief(v) for v in data.values())
     found = ([str(data[id_field]).lower()] if id_field else []) + [i for i in identifiers(values) if i not in names]
     tags = tuple(dict.fromkeys(found))[:8]
-    return FactDraft(text=text, key=key, kind="entity", tags=tags, importance=0.5)
+    return FactDraft(text=text, key=key, kind="entity", tags=tags, importance=0.5, record=key is None)
 
 
 def _keys(data: Any, depth: int = 3) -> list[str]:

@@ -58,6 +58,9 @@ class FactDraft:
             ``"adopted"``, a hypothetical or a draft just said taken up ("OK, let's do that").
             The ledger finds what it revises (see :mod:`ctxplugin.facts._revisions`); when
             nothing fits, the draft is written as it is.
+        record: one record of a structured tool output (a JSON object) without a key: the
+            output of the same call made again (same tool, same arguments) replaces it when it
+            does not state it again.
     """
 
     text: str
@@ -75,6 +78,7 @@ class FactDraft:
     visibility: Visibility | None = None
     source_ref: str | None = field(default=None, compare=False)
     revises: Literal["latest", "earlier", "adopted"] | None = None
+    record: bool = False
 
 
 DraftLike: TypeAlias = FactDraft | dict[str, Any] | str
@@ -172,6 +176,8 @@ def _draft(item: Any) -> FactDraft:
         raise InvalidInputError(f"fact scope must be one of {FACT_SCOPES}, got {item.get('scope')!r}")
     if item.get("revises") not in (None, "latest", "earlier", "adopted"):
         raise InvalidInputError(f"fact draft field 'revises' must be 'latest', 'earlier', 'adopted' or None, got {item.get('revises')!r}")
+    if not isinstance(item.get("record", False), bool):
+        raise InvalidInputError(f"fact draft field 'record' must be true or false, got {item.get('record')!r}")
     values = dict(item)
     for name in ("tags", "depends_on"):
         if name in values:

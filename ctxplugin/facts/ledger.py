@@ -28,6 +28,7 @@ from ctxplugin.facts._drafts import (
     owner_of,
     read_drafts,
 )
+from ctxplugin.facts._polls import Polls
 from ctxplugin.facts._reread import by_message, unread, unsaid
 from ctxplugin.facts._supersession import _supersede, changed_basis, superseded_pairs
 from ctxplugin.facts._text import identifiers, query_text, result_count, strings
@@ -103,6 +104,7 @@ class FactsLedger:
         self._batch = threading.local()  # the WriteBatch of the ingest running in this thread
         self._withheld = Withheld()  # withdrawals the store could not carry out
         self._turns = UserTurns()  # which user message came before which: what "let's do that" takes up
+        self.polls = Polls(store, self._lock)  # what each tool output stated: a call made again replaces it
 
     def _writes(self) -> FactStore | WriteBatch:
         """Where the write path reads and writes: the batch of an ingest running in this thread
@@ -181,9 +183,7 @@ class FactsLedger:
             scope_id=scope_id, constraint_type=constraint_type, depends_on=strings(depends_on, 'depends_on ids'),
             authority=authority, memory_type=memory_type, visibility=visibility, source_ref=ref,
         )
-        fact, _ = self._commit(
-            draft, scope=scope, source=source, supersedes=supersedes, fact_id=fact_id, audience=strings(audience, 'audience entries')
-        )
+        fact, _ = self._commit(draft, scope=scope, source=source, supersedes=supersedes, fact_id=fact_id, audience=strings(audience, 'audience entries'))
         return fact
 
     def add(self, text: str, **fields: Any) -> Fact:
@@ -203,9 +203,7 @@ class FactsLedger:
         after: str | None = None,
     ) -> tuple[Fact, bool]:
         """Write one draft (``output``: the tool call id and digest it was read from; ``after``: the user message said before)."""
-        fact = _build_fact(
-            _valid_draft(draft), scope=scope, source=source, clock=self.clock, fact_id=fact_id, audience=audience, output=output
-        )
+        fact = _build_fact(_valid_draft(draft), scope=scope, source=source, clock=self.clock, fact_id=fact_id, audience=audience, output=output)
         shared: AbstractContextManager[None] = nullcontext()  # an ingest holds its slots' locks already
         if self.lock is not None and getattr(self._batch, "current", None) is None:
             # connecting can take a second (a Chroma server client): done before the shared
@@ -222,11 +220,10 @@ class FactsLedger:
         """Remove the facts ``scope`` (and no other scope) read from tool outputs its host has
         replaced since, as when a PII filter masks a card number; returns them.
 
-        ``outputs`` maps a tool call id to the :func:`~ctxplugin.facts.model.output_digest` of
-        each output that stands under it now, whose facts stay (none: all read from it go). One
-        store call, bounded like any other. A store without ``withdraw`` (see
-        :attr:`can_withdraw`) removes nothing: the facts stay stored, and :meth:`search` leaves
-        them out in this process.
+        ``outputs`` maps a tool call id to the :func:`~ctxplugin.facts.model.output_digest` of each
+        output that stands under it now, whose facts stay (none: all read from it go). One store
+        call, bounded like any other. A store without ``withdraw`` (see :attr:`can_withdraw`)
+        removes nothing: the facts stay stored, and :meth:`search` leaves them out in this process.
         """
         standing = {k: (v,) if isinstance(v, str) else tuple(v) for k, v in outputs.items()}
         if not standing:
@@ -387,7 +384,9 @@ class FactsLedger:
                     batch.prefetch(owner, [read[0] for read in drafts])
                     for draft, source, audience, output in unread(batch, owner, drafts):
                         after = before.get(draft.source_ref or "")  # the user message said before, when known
+                        self.polls.reading(batch, owner, output[0] if output else None)  # the outputs read before it settled
                         fact, created = self._commit(draft, scope=scope, source=source, audience=audience, output=output, after=after)
+                        self.polls.stated(owner, output[0] if output else None, fact, record=draft.record)
                         if created and fact.is_valid:
                             written.append(fact)
                     unsaid(self.store, batch, owner, drafts)

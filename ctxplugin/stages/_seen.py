@@ -12,6 +12,7 @@ from ctxplugin._prefix import Prefix, Stamp
 from ctxplugin.cas import facts_unread
 from ctxplugin.facts.model import output_digest
 from ctxplugin.facts.outdated import Asides, Exploring, Marking
+from ctxplugin.stages._calls import Calls
 from ctxplugin.stages.memos import fact_source
 from ctxplugin.tokens import content_text
 
@@ -24,7 +25,7 @@ class Seen:
     conversation that grows is read only where it grew."""
 
     __slots__ = (
-        "asides", "asked", "exchanges", "latest", "marked_stamp", "marking", "new_sources", "original", "plain", "said", "shown", "source_spans",
+        "asides", "asked", "calls", "exchanges", "latest", "marked_stamp", "marking", "new_sources", "original", "plain", "said", "shown", "source_spans",
         "sources", "spans",
     )
 
@@ -45,6 +46,7 @@ class Seen:
         self.asides = Asides()
         self.marking = Marking()
         self.marked_stamp: Stamp | None = None  # of the history passed on last
+        self.calls = Calls()  # the tool calls, and which the messages read last answered
 
     @property
     def size(self) -> int:
@@ -85,6 +87,7 @@ class Seen:
             for index, message in enumerate(self.sources[at:], start=at)
         ]
         self.spans.extend(shown)
+        self.calls.extend(original[start:])
         return self.asides.extend(shown)
 
 

@@ -103,6 +103,7 @@ class ChooseFacts:
         if self.config.extract:
             # outputs captured while the store failed (their summaries are in the history) first
             unread_outputs = self.reads.unread.kept(scope)
+            self.ledger.polls.asked(seen.calls.answered, scope=scope)  # settled as the outputs are read
             with self.reads.reading([*unread_outputs, *seen.new_sources], scope) as fresh:  # then waits for a concurrent reading
                 if fresh:
                     try:
@@ -129,6 +130,12 @@ class ChooseFacts:
                         # stored already is still read below (a read takes no write lock)
                         view = view.degraded(f"facts store unavailable; new facts not recorded in this call: {exc}")
                         unread = True
+            try:
+                # a tool called again with the same arguments: its output replaces the earlier one's
+                self.ledger.polls.answered(seen.calls.answered, scope=scope)
+            except StoreError as exc:
+                view = view.degraded(f"facts store unavailable; a tool output called for again replaced nothing: {exc}")
+                unread = True
         try:
             if self.config.mark_outdated:
                 # the latest user message is shown exactly as sent; the one before it no longer

@@ -1,0 +1,78 @@
+"""The ledger's memory of which records each tool output stated, and what each call asked for."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+from langchain_core.messages import ToolMessage
+
+from ctxplugin import Scope
+from ctxplugin.facts import FactQuery, FactsLedger, MemoryFactStore
+from ctxplugin.facts._polls import Polls, call_identity
+
+S = Scope(session_id="polls")
+
+
+def output(call_id: str, status: str) -> ToolMessage:
+    return ToolMessage(json.dumps({"status": status}), tool_call_id=call_id, name="get_order_status", id=f"m-{call_id}")
+
+
+def current(ledger: FactsLedger) -> list[str]:
+    return sorted(f.text for f in ledger.store.find(FactQuery(reader=S, valid=True)))
+
+
+def test_what_a_call_asks_for_is_its_tool_and_canonical_arguments() -> None:
+    assert call_identity("get_order_status", {"order": "7731", "verbose": True}) == call_identity(
+        "get_order_status", {"verbose": True, "order": "7731"}
+    )
+    assert call_identity("get_order_status", {"order": "7731"}) != call_identity("get_order_status", {"order": "7732"})
+    assert call_identity("get_order_status", {"order": "7731"}) != call_identity("cancel_order", {"order": "7731"})
+    assert call_identity("t", {1: "a", "b": 2}) == call_identity("t", {1: "a", "b": 2}), "keys of mixed types"
+
+
+def test_outputs_read_in_one_ingest_are_settled_in_order() -> None:
+    ledger = FactsLedger(MemoryFactStore())
+    same = call_identity("get_order_status", {"order": "7731"})
+    ledger.polls.asked([("c1", same), ("c2", same), ("c3", same)], scope=S)
+    ledger.ingest([output("c1", "processing"), output("c2", "shipped"), output("c3", "processing")], scope=S)
+    replaced = ledger.polls.answered([("c1", same), ("c2", same), ("c3", same)], scope=S)
+    # the first two were settled as the reading moved on (c3 then found "processing" replaced,
+    # and stated it anew), the last one here
+    assert [f.text for f in replaced] == ["order_status: status=shipped"]
+    assert current(ledger) == ["order_status: status=processing"]
+    assert [f.source.call_id for f in ledger.store.find(FactQuery(reader=S, valid=True))] == ["c3"]
+
+
+def test_an_output_read_before_its_call_is_known_is_settled_when_it_is() -> None:
+    ledger = FactsLedger(MemoryFactStore())
+    same = call_identity("get_order_status", {"order": "7731"})
+    ledger.ingest([output("c1", "processing")], scope=S)  # as a capture reads it
+    ledger.ingest([output("c2", "shipped")], scope=S)
+    assert len(current(ledger)) == 2
+    replaced = ledger.polls.answered([("c1", same), ("c2", same)], scope=S)
+    assert [f.text for f in replaced] == ["order_status: status=processing"]
+    assert current(ledger) == ["order_status: status=shipped"]
+    assert ledger.polls.answered([("c1", same), ("c2", same)], scope=S) == [], "a call is settled once"
+
+
+def test_the_memory_is_bounded() -> None:
+    ledger = FactsLedger(MemoryFactStore())
+    ledger.polls = Polls(ledger.store, threading.RLock(), size=1)
+    same = call_identity("get_order_status", {"order": "7731"})
+    ledger.ingest([output("c1", "processing")], scope=S)
+    ledger.ingest([output("c2", "shipped")], scope=S)  # c1's facts are forgotten
+    assert ledger.polls.answered([("c1", same), ("c2", same)], scope=S) == []
+    assert len(current(ledger)) == 2
+
+
+def test_an_extractor_of_ones_own_marks_records() -> None:
+    def records(message: object) -> list[dict[str, object]]:
+        return [{"text": f"order 7731 is {json.loads(str(getattr(message, 'content', '{}')))['status']}", "record": True}]
+
+    ledger = FactsLedger(MemoryFactStore(), extractor=records)
+    same = call_identity("get_order_status", {"order": "7731"})
+    ledger.ingest([output("c1", "processing")], scope=S)
+    ledger.ingest([output("c2", "shipped")], scope=S)
+    ledger.polls.answered([("c1", same), ("c2", same)], scope=S)
+    assert current(ledger) == ["order 7731 is shipped"]
