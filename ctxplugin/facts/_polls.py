@@ -51,12 +51,15 @@ def call_identity(name: str, args: Any) -> str:
 
 
 class _Output:
-    __slots__ = ("first", "keyless", "stated")
+    __slots__ = ("first", "keyless", "settled", "stated")
 
     def __init__(self, first: str) -> None:
         self.first = first  # the first fact the output stated (what replaces)
         self.stated: set[str] = set()  # every fact it stated, new or already stored
         self.keyless: list[str] = []  # the facts without a key it stated (what it replaces)
+        # paired with the call before it: never again (kept with the output, so a call whose
+        # output is forgotten is not paired again either, with a later call taken for the earlier)
+        self.settled = False
 
 
 class Polls:
@@ -77,7 +80,6 @@ class Polls:
         self._outputs: LRU[tuple[str, str], _Output] = LRU(size)  # (owner, call id) -> what it stated
         self._asks: LRU[tuple[str, str], str] = LRU(size)  # (owner, call id) -> identity
         self._latest: LRU[tuple[str, str], str] = LRU(size)  # (owner, identity) -> call id
-        self._settled: LRU[tuple[str, str], None] = LRU(size)  # (owner, call id)
         self._open: LRU[str, dict[str, None]] = LRU(size)  # owner -> call ids stated, not settled, in the order read
 
     def stated(self, owner: Scope, call_id: str | None, fact: Fact, *, record: bool) -> None:
@@ -93,7 +95,7 @@ class Polls:
                 output.stated.add(fact.id)
                 if record and fact.key is None:
                     output.keyless.append(fact.id)
-            if slot not in self._settled:
+            if not output.settled:
                 waiting = self._open.hit_or_put(slot[0], dict)
                 waiting[call_id] = None
                 while len(waiting) > OPEN_KEPT:
@@ -135,7 +137,9 @@ class Polls:
             with self._lock:
                 identity = self._asks.get(slot)
                 now = self._outputs.get(slot)
-                if identity is None or now is None or slot in self._settled:
+                if now is None or now.settled:
+                    self._waits(slot).pop(call_id, None)  # forgotten (bounded), or done
+                if identity is None or now is None or now.settled:
                     continue
                 latest = (owner.key(), identity)
                 earlier = self._latest.get(latest)
@@ -152,11 +156,12 @@ class Polls:
                 replaced += stale
             with self._lock:  # once written: a failure leaves the call to settle again
                 self._latest.put(latest, call_id)
-                self._settled.put(slot, None)
-                waiting = self._open.get(slot[0])
-                if waiting is not None:
-                    waiting.pop(call_id, None)
+                now.settled = True
+                self._waits(slot).pop(call_id, None)
         return replaced
+
+    def _waits(self, slot: tuple[str, str]) -> dict[str, None]:
+        return self._open.get(slot[0]) or {}
 
 
 __all__ = ["Polls", "call_identity"]

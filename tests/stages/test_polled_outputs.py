@@ -134,3 +134,16 @@ def test_a_command_run_again_replaces_nothing_said_in_plain_text(tmp_path: Path)
     engine.prepare([*messages, HumanMessage("Is it green?", id="u2")], scope=S)
     assert len(current(engine)) == 2
     assert not engine.facts.superseded(scope=S)
+
+
+def test_a_conversation_read_afresh_pairs_nothing_again(tmp_path: Path) -> None:
+    """The history sent again from its start with a message edited (the stage reads it afresh):
+    the calls paired before are not paired again, a later one taken for an earlier one."""
+    engine = compact_memory(tmp_path)
+    messages = polled(PROCESSING, SHIPPED, PROCESSING)
+    engine.prepare(messages, scope=S)
+    edited = [m.model_copy(update={"content": "You are a helpful support agent."}) if m.type == "system" else m for m in messages]
+    engine.prepare(edited, scope=S)
+    engine.prepare(polled(PROCESSING, SHIPPED, PROCESSING, SHIPPED), scope=S)
+    assert current(engine) == ["order_status: status=shipped, carrier=UPS, eta=2026-12-02"]
+    assert [f.source.call_id for f in engine.facts.store.find(FactQuery(reader=S, valid=True))] == ["c4"]
