@@ -384,7 +384,7 @@ class FactsLedger:
                     batch.prefetch(owner, [read[0] for read in drafts])
                     for draft, source, audience, output in unread(batch, owner, drafts):
                         after = before.get(draft.source_ref or "")  # the user message said before, when known
-                        self.polls.reading(batch, owner, output[0] if output else None)  # the outputs read before it settled
+                        self.polls.reading(batch, owner, output[0] if output else None)  # settles the outputs read before this one
                         fact, created = self._commit(draft, scope=scope, source=source, audience=audience, output=output, after=after)
                         self.polls.stated(owner, output[0] if output else None, fact, record=draft.record)
                         if created and fact.is_valid:

@@ -4,7 +4,9 @@ earlier one said, even when the output has no id field to key its record by."""
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -147,3 +149,20 @@ def test_a_conversation_read_afresh_pairs_nothing_again(tmp_path: Path) -> None:
     engine.prepare(polled(PROCESSING, SHIPPED, PROCESSING, SHIPPED), scope=S)
     assert current(engine) == ["order_status: status=shipped, carrier=UPS, eta=2026-12-02"]
     assert [f.source.call_id for f in engine.facts.store.find(FactQuery(reader=S, valid=True))] == ["c4"]
+
+
+def test_sessions_polling_at_once_each_keep_their_latest_status(tmp_path: Path) -> None:
+    engine = compact_memory(tmp_path)
+    start = threading.Barrier(6)
+
+    def session(n: int) -> list[str]:
+        scope = Scope(session_id=f"poll-{n}")
+        first, second = (PROCESSING, SHIPPED) if n % 2 else (SHIPPED, PROCESSING)
+        start.wait()
+        engine.prepare(polled(first, second), scope=scope)
+        return sorted(f.text for f in engine.facts.store.find(FactQuery(reader=scope, valid=True)) if f.from_tool)
+
+    with ThreadPoolExecutor(6) as pool:
+        found = list(pool.map(session, range(6)))
+    shipped, processing = ["order_status: status=shipped, carrier=UPS, eta=2026-12-02"], ["order_status: status=processing, carrier=None, eta=2026-12-04"]
+    assert found == [processing, shipped] * 3
