@@ -208,19 +208,17 @@ def team_history() -> list[BaseMessage]:
     return history
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(
-    st.lists(
-        st.lists(st.tuples(st.sampled_from(TEAMS[:2]), st.integers(0, 3), st.integers(1, 4)), max_size=4),
-        min_size=2,
-        max_size=6,
-    )
+STEPS = st.lists(
+    st.lists(st.tuples(st.sampled_from(TEAMS[:2]), st.integers(0, 3), st.integers(1, 4)), max_size=4),
+    min_size=2,
+    max_size=6,
 )
-def test_a_marking_carried_across_changes_in_force_equals_one_made_afresh(steps: list[list[tuple[str, int, int]]]) -> None:
-    # each step is a set of replacements in force (one old project to a later one): changes
-    # come into force, leave it and come back, as the most recent ones of a long session do;
-    # a marking carried from step to step marks every message as one made afresh does
-    history = team_history()
+"""Sets of replacements in force, one after another (one old project to a later one, per team)."""
+
+
+def assert_carried_equals_afresh(history: list[BaseMessage], steps: list[list[tuple[str, int, int]]]) -> None:
+    """A marking carried from step to step of ``steps`` marks every message of ``history`` as
+    one made afresh at each step does."""
     carried = Marking()
     for step in steps:
         changes = [
@@ -233,6 +231,14 @@ def test_a_marking_carried_across_changes_in_force_equals_one_made_afresh(steps:
         fresh.update(history, rules, spans={}, asides={})
         assert [m.content for m in carried.out] == [m.content for m in fresh.out]
         assert carried.count == fresh.count
+        assert carried.quoted == fresh.quoted
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(STEPS)
+def test_a_marking_carried_across_changes_in_force_equals_one_made_afresh(steps: list[list[tuple[str, int, int]]]) -> None:
+    # changes come into force, leave it and come back, as the most recent ones of a long session do
+    assert_carried_equals_afresh(team_history(), steps)
 
 
 def with_chatter(history: list[BaseMessage]) -> list[BaseMessage]:
@@ -251,30 +257,11 @@ def with_chatter(history: list[BaseMessage]) -> list[BaseMessage]:
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(
-    st.lists(
-        st.lists(st.tuples(st.sampled_from(TEAMS[:2]), st.integers(0, 3), st.integers(1, 4)), max_size=4),
-        min_size=2,
-        max_size=6,
-    )
-)
+@given(STEPS)
 def test_a_marking_carried_in_a_long_chat_equals_one_made_afresh(steps: list[list[tuple[str, int, int]]]) -> None:
     # most messages of a long chat state no replacement: a carried marking passes over them
     # without reading them, and still marks every message as one made afresh does
-    history = with_chatter(team_history())
-    carried = Marking()
-    for step in steps:
-        changes = [
-            change_of(TEAM_LINES[team][old], TEAM_LINES[team][min(old + ahead, len(PROJECTS) - 1)])
-            for team, old, ahead in dict.fromkeys(step)
-        ]
-        rules = _reading.in_force_of(changes, [])
-        carried.update(history, rules, spans={}, asides={}, start=len(history))
-        fresh = Marking()
-        fresh.update(history, rules, spans={}, asides={})
-        assert [m.content for m in carried.out] == [m.content for m in fresh.out]
-        assert carried.count == fresh.count
-        assert carried.quoted == fresh.quoted
+    assert_carried_equals_afresh(with_chatter(team_history()), steps)
 
 
 SAID = st.tuples(st.sampled_from(["human", "ai", "tool"]), st.sampled_from(TEAMS[:2]), st.integers(0, 2), st.booleans())
