@@ -34,13 +34,15 @@ an argument-list line (``self, x,`` or ``c.first_name,``); a block header (``for
 TOOL_CODE = re.compile(
     r"^\s*[a-z_]\w*\s*=\s*(?:None|True|False|self|[A-Za-z_]\w*(?:\.\w+)+)\s*$|"
     r"^\s*[a-z_]\w*\s*:\s*[A-Za-z_][\w.]*(?:\[[^\]]*\])?(?:\s*=\s*[^,\s]+)?,\s*$|"
-    r"\b[a-z_]\w*=[A-Za-z_][\w.]*(?:,|\s*$)|::\s*$|^\s*\.{0,2}/?(?:[\w.-]+/)+[\w.-]+\.\w{1,8}:(?:\d+[:-])?\s"
+    r"\b[a-z_]\w*=[A-Za-z_][\w.]*,|(?:,|=\S+)\s*[a-z_]\w*=[A-Za-z_][\w.]*\s*$|"
+    r"::\s*$|^\s*\.{0,2}/?(?:[\w.-]+/)+[\w.-]+\.\w{1,8}:(?:\d+[:-])?\s"
 )
 """Code lines a tool printed that :data:`CODE` leaves to prose (its output under a shell's
 envelope reads as text, not code): a name given a name (``ret = self``, ``modname = None``,
 ``ret = ret.parent``), an annotated parameter (``recurse: bool = True,``), keyword arguments
-(``anchor=ref,``), a docstring's literal block (``Example: ::``), a ``grep`` hit on an indented
-line (``./src/rules/L019.py:    description="..."``). They quote a file: what they say is read
+(``anchor=ref,``, ``tokens, recurse=recurse``; a name given a word alone at the end of a line,
+``state=running`` or ``updated: status=shipped``, is a value printed), a docstring's literal block
+(``Example: ::``), a ``grep`` hit on an indented line (``./src/rules/L019.py:    description="..."``). They quote a file: what they say is read
 without a key, so that no later line quoting other code replaces it (``pn = SomeName``, a value
 a script printed, keeps its key)."""
 PROGRESS = re.compile(

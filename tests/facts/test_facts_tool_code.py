@@ -56,3 +56,17 @@ def test_files_listed_under_one_label_do_not_replace_one_another() -> None:
     progress = "Build of wheel: started\nBuild of wheel: finished with status 'done'"
     assert [d.key for d in RuleExtractor().from_tool(progress, "bash")] == ["build_wheel", "build_wheel"]
 
+
+
+@pytest.mark.parametrize(
+    ("printed", "key"),
+    [
+        ("Order 7731 updated: status=shipped", "order_updated_7731"),
+        ("state=running", "state"),
+        ("log_level=info", "log_level"),
+    ],
+)
+def test_a_name_given_a_word_a_tool_printed_keeps_its_key(printed: str, key: str) -> None:
+    # a CLI's or a .env file's "name=value" is no keyword argument: a later run's value replaces it
+    drafts = RuleExtractor().from_tool(ENVELOPE.format(printed), "bash")
+    assert [d.key for d in drafts] == [key]
