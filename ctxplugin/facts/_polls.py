@@ -23,15 +23,16 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
-from collections.abc import Sequence
-from contextlib import AbstractContextManager
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, ExitStack
 from typing import Any
 
 from ctxplugin._lru import LRU
 from ctxplugin.facts._batch import WriteBatch
 from ctxplugin.facts._drafts import owner_of
 from ctxplugin.facts._supersession import _flag_dependents
-from ctxplugin.facts.model import Fact
+from ctxplugin.facts.locks import WriteLock, slot_lock_name
+from ctxplugin.facts.model import Fact, visibility_key
 from ctxplugin.facts.store import FactStore
 from ctxplugin.scope import Scope
 
@@ -73,9 +74,16 @@ class Polls:
     status that went back) is read after the call in between replaced it.
     """
 
-    def __init__(self, store: FactStore, lock: AbstractContextManager[Any], size: int = OUTPUTS_KEPT) -> None:
+    def __init__(
+        self,
+        store: FactStore,
+        lock: AbstractContextManager[Any],
+        size: int = OUTPUTS_KEPT,
+        shared: Callable[[], WriteLock | None] = lambda: None,
+    ) -> None:
         self._store = store
         self._writing = lock  # the ledger's: replacements are decided as its writes are
+        self._shared = shared  # the ledger's write lock shared by processes, if any
         self._lock = threading.Lock()
         self._outputs: LRU[tuple[str, str], _Output] = LRU(size)  # (owner, call id) -> what it stated
         self._asks: LRU[tuple[str, str], str] = LRU(size)  # (owner, call id) -> identity
@@ -119,8 +127,14 @@ class Polls:
         if not calls:
             return []
         self.asked(calls, scope=scope)
-        with self._writing:
-            return self._settle(self._store, owner_of(scope), [c for c, _ in calls])
+        owner, ids = owner_of(scope), [c for c, _ in calls]
+        shared = self._shared()
+        with ExitStack() as held:
+            if shared is not None:  # taken before the ledger's lock, in the order an ingest takes them
+                for name in self._slots(owner, ids):
+                    held.enter_context(shared.hold(name))
+            with self._writing:
+                return self._settle(self._store, owner, ids)
 
     def asked(self, calls: Sequence[tuple[str, str]], *, scope: Scope) -> None:
         """Note what the tool calls ``(tool call id, identity)`` asked for, before their
@@ -129,6 +143,24 @@ class Polls:
         with self._lock:
             for call_id, identity in calls:
                 self._asks.put((owner, call_id), identity)
+
+    def _slots(self, owner: Scope, calls: Sequence[str]) -> list[str]:
+        """The write lock names of the owner slots holding what ``calls`` would replace: another
+        process writing to them waits, as it waits for an ingest."""
+        gone: list[str] = []
+        latest: dict[str, str] = {}  # the calls settled before, in this pass
+        with self._lock:
+            for call_id in calls:
+                identity = self._asks.get((owner.key(), call_id))
+                now = self._outputs.get((owner.key(), call_id))
+                if identity is None or now is None or now.settled:
+                    continue
+                earlier = latest.get(identity) or self._latest.get((owner.key(), identity))
+                before = self._outputs.get((owner.key(), earlier)) if earlier not in (None, call_id) else None
+                gone += before.keyless if before is not None else []
+                latest[identity] = call_id
+        found = self._store.get(gone, reader=owner) if gone else []
+        return sorted({slot_lock_name(visibility_key(f.owner, f.visibility)) for f in found})
 
     def _settle(self, writes: FactStore | WriteBatch, owner: Scope, calls: Sequence[str]) -> list[Fact]:
         replaced: list[Fact] = []

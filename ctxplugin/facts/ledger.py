@@ -104,7 +104,7 @@ class FactsLedger:
         self._batch = threading.local()  # the WriteBatch of the ingest running in this thread
         self._withheld = Withheld()  # withdrawals the store could not carry out
         self._turns = UserTurns()  # which user message came before which: what "let's do that" takes up
-        self.polls = Polls(store, self._lock)  # what each tool output stated: a call made again replaces it
+        self.polls = Polls(store, self._lock, shared=lambda: self.lock)  # what each output stated: a call made again replaces it
 
     def _writes(self) -> FactStore | WriteBatch:
         """Where the write path reads and writes: the batch of an ingest running in this thread

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
 from langchain_core.messages import ToolMessage
 
 from ctxplugin import Scope
 from ctxplugin.facts import FactQuery, FactsLedger, MemoryFactStore
 from ctxplugin.facts._polls import Polls, call_identity
+from ctxplugin.facts.model import Fact
 
 S = Scope(session_id="polls")
 
@@ -76,3 +79,45 @@ def test_an_extractor_of_ones_own_marks_records() -> None:
     ledger.ingest([output("c2", "shipped")], scope=S)
     ledger.polls.answered([("c1", same), ("c2", same)], scope=S)
     assert current(ledger) == ["order 7731 is shipped"]
+
+
+class SlotLock:
+    """A write lock shared by processes: the names held now."""
+
+    def __init__(self) -> None:
+        self.held: list[str] = []
+
+    @contextmanager
+    def hold(self, name: str) -> Iterator[None]:
+        self.held.append(name)
+        try:
+            yield
+        finally:
+            self.held.remove(name)
+
+
+class Watched(MemoryFactStore):
+    """A store shared by processes: which facts were changed while no write lock was held."""
+
+    def __init__(self, lock: SlotLock) -> None:
+        super().__init__()
+        self.lock = lock
+        self.unlocked: list[str] = []
+
+    def update(self, facts: Sequence[Fact]) -> None:
+        if not self.lock.held:
+            self.unlocked += [f.text for f in facts]
+        super().update(facts)
+
+
+def test_a_call_made_again_replaces_under_the_shared_write_lock() -> None:
+    # two workers on one store: another process's write to the same slot waits for this one
+    lock = SlotLock()
+    store = Watched(lock)
+    ledger = FactsLedger(store, lock=lock)
+    same = call_identity("get_order_status", {"order": "7731"})
+    ledger.ingest([output("c1", "processing")], scope=S)
+    ledger.ingest([output("c2", "shipped")], scope=S)
+    assert [f.text for f in ledger.polls.answered([("c1", same), ("c2", same)], scope=S)] == ["order_status: status=processing"]
+    assert current(ledger) == ["order_status: status=shipped"]
+    assert store.unlocked == []
