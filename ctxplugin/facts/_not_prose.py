@@ -31,15 +31,17 @@ CODE = re.compile(
 """Code, not prose: calls, brackets, operators, keywords, docstring quotes; listings (grep's
 ``171:`` and ``171- `` lines, ``cat -n``'s ``566<TAB>``); a lone markup tag (``</pr_description>``);
 an argument-list line (``self, x,`` or ``c.first_name,``); a block header (``for a in b:``)."""
+QUOTED_ASSIGN = re.compile(r"[a-z_]\w*\s*=\s*(?:None|True|False|self|[A-Za-z_]\w*(?:\.\w+)+)")
+"""A name given a name or a constant (``ret = self``, ``modname = None``, ``ret = ret.parent``):
+code when a tool printed it indented (a function's body), a setting at the start of a line
+(``debug = True``, ``host = db.example.com`` of a config file)."""
 TOOL_CODE = re.compile(
-    r"^\s*[a-z_]\w*\s*=\s*(?:None|True|False|self|[A-Za-z_]\w*(?:\.\w+)+)\s*$|"
     r"^\s*[a-z_]\w*\s*:\s*[A-Za-z_][\w.]*(?:\[[^\]]*\])?(?:\s*=\s*[^,\s]+)?,\s*$|"
     r"\b[a-z_]\w*=[A-Za-z_][\w.]*,|(?:,|=\S+)\s*[a-z_]\w*=[A-Za-z_][\w.]*\s*$|"
     r"::\s*$|^\s*\.{0,2}/?(?:[\w.-]+/)+[\w.-]+\.\w{1,8}:(?:\d+[:-])?\s"
 )
 """Code lines a tool printed that :data:`CODE` leaves to prose (its output under a shell's
-envelope reads as text, not code): a name given a name (``ret = self``, ``modname = None``,
-``ret = ret.parent``), an annotated parameter (``recurse: bool = True,``), keyword arguments
+envelope reads as text, not code): an annotated parameter (``recurse: bool = True,``), keyword arguments
 (``anchor=ref,``, ``tokens, recurse=recurse``; a name given a word alone at the end of a line,
 ``state=running`` or ``updated: status=shipped``, is a value printed), a docstring's literal block
 (``Example: ::``), a ``grep`` hit on an indented line (``./src/rules/L019.py:    description="..."``). They quote a file: what they say is read

@@ -20,7 +20,7 @@ from collections import Counter
 from dataclasses import replace
 
 from ctxplugin.facts._discourse import LEAD
-from ctxplugin.facts._not_prose import TOOL_CODE
+from ctxplugin.facts._not_prose import QUOTED_ASSIGN, TOOL_CODE
 from ctxplugin.facts._text import slug
 from ctxplugin.facts.extract import FactDraft
 
@@ -109,13 +109,15 @@ def updated_detail(body: str) -> str | None:
     return subject_key(f"{owner} {match.group('detail') or match.group('detail2') or match.group('detail3')}")
 
 
-def records_unkeyed(drafts: list[FactDraft]) -> list[FactDraft]:
-    """``drafts`` read from one tool output, a key left out where it labels records: said again
+def records_unkeyed(drafts: list[FactDraft], *, quoting: str = "") -> list[FactDraft]:
+    """``drafts`` read from one tool output (``quoting``: its text, for the lines of code it
+    quotes, see :func:`_quoted_unkeyed`), a key left out where it labels records: said again
     after other lines were read ("Snippet:" of each search result, between their titles and
     urls; "Status:" of each row), it names parallel records, not one value that changed, so none
     may replace another. Said again on the next line read ("build: started", "build: finished"),
     it is one value moving on, and the later replaces the earlier, unless both values name files
     (git's "modified: src/a.py", "modified: tests/b.py": a list, each entry still true)."""
+    drafts = _quoted_unkeyed(quoting, drafts) if quoting else drafts
     said = Counter(d.key for d in drafts if d.key)
     records: set[str] = set()
     last: dict[str, int] = {}
@@ -142,6 +144,23 @@ def code_unkeyed(sentence: str, voice: str, drafts: tuple[FactDraft, ...]) -> tu
     if voice != "tool" or not TOOL_CODE.search(sentence):
         return drafts
     return tuple(replace(d, key=None) if d.key else d for d in drafts)
+
+
+def _quoted_unkeyed(text: str, drafts: list[FactDraft]) -> list[FactDraft]:
+    """``drafts`` of a tool's output ``text``, keys left out of those read from an indented line
+    giving a name a name or a constant (:data:`~ctxplugin.facts._not_prose.QUOTED_ASSIGN`:
+    "    ret = self" quotes a function's body); at the start of a line ("debug = True" of a
+    config file) it is a setting, keyed as a statement is."""
+    quoted = {
+        _bare(line) for line in text.splitlines() if line[:1] in (" ", "\t") and QUOTED_ASSIGN.fullmatch(line.strip())
+    } if "=" in text else set()
+    if not quoted:
+        return drafts
+    return [replace(d, key=None) if d.key and _bare(d.text) in quoted else d for d in drafts]
+
+
+def _bare(line: str) -> str:
+    return line.strip().strip("*_`>").strip().lower()
 
 
 __all__ = ["NUMBERED_SUBJECT", "code_unkeyed", "labelled_key", "records_unkeyed", "subject_key", "updated_detail"]

@@ -326,7 +326,7 @@ class RuleExtractor:
         head = stripped[:_TOOL_TEXT]
         if (shape or detect_text_shape(head)) in MACHINE_SHAPES:
             return []
-        return records_unkeyed(self.from_text(head, voice="tool", limit=limit))
+        return records_unkeyed(self.from_text(head, voice="tool", limit=limit), quoting=head)
 
     def from_json(self, data: dict[str, Any] | list[Any], tool_name: str | None = None) -> list[FactDraft]:
         """One record fact per JSON object (a list gives its first few objects)."""

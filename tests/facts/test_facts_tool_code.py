@@ -70,3 +70,12 @@ def test_a_name_given_a_word_a_tool_printed_keeps_its_key(printed: str, key: str
     # a CLI's or a .env file's "name=value" is no keyword argument: a later run's value replaces it
     drafts = RuleExtractor().from_tool(ENVELOPE.format(printed), "bash")
     assert [d.key for d in drafts] == [key]
+
+
+def test_settings_of_a_config_file_a_tool_printed_keep_their_keys() -> None:
+    # "cat config.ini": at the start of a line, a name given a constant or a host is a setting
+    config = ENVELOPE.format("[server]\ndebug = True\nhost = db.internal.example.com\nmode = fast")
+    assert [d.key for d in RuleExtractor().from_tool(config, "bash")] == ["debug", "host", "mode"]
+    # the same words indented quote a function's body
+    body = ENVELOPE.format("    def setup(self):\n        debug = True\n        host = self.host")
+    assert [d.key for d in RuleExtractor().from_tool(body, "bash") if d.key] == []
