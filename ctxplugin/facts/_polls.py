@@ -52,10 +52,11 @@ def call_identity(name: str, args: Any) -> str:
 
 
 class _Output:
-    __slots__ = ("first", "keyless", "settled", "stated")
+    __slots__ = ("digest", "first", "keyless", "settled", "stated")
 
-    def __init__(self, first: str) -> None:
+    def __init__(self, first: str, digest: str | None) -> None:
         self.first = first  # the first fact the output stated (what replaces)
+        self.digest = digest  # of the output's text
         self.stated: set[str] = set()  # every fact it stated, new or already stored
         self.keyless: list[str] = []  # the facts without a key it stated (what it replaces)
         # paired with the call before it: never again (kept with the output, so a call whose
@@ -87,18 +88,28 @@ class Polls:
         self._lock = threading.Lock()
         self._outputs: LRU[tuple[str, str], _Output] = LRU(size)  # (owner, call id) -> what it stated
         self._asks: LRU[tuple[str, str], str] = LRU(size)  # (owner, call id) -> identity
-        self._latest: LRU[tuple[str, str], str] = LRU(size)  # (owner, identity) -> call id
+        # (owner, identity) -> the output of the latest call: itself, not its call id, which a
+        # host may give a later call again (the output under that id is then another one)
+        self._latest: LRU[tuple[str, str], _Output] = LRU(size)
         self._open: LRU[str, dict[str, None]] = LRU(size)  # owner -> call ids stated, not settled, in the order read
 
-    def stated(self, owner: Scope, call_id: str | None, fact: Fact, *, record: bool) -> None:
+    def stated(self, owner: Scope, call_id: str | None, fact: Fact, *, record: bool, digest: str | None = None) -> None:
         """Note that the output answering ``call_id`` stated ``fact`` (newly stored or not;
         ``record``: read as one record of it without a key, see
-        :attr:`~ctxplugin.facts.extract.FactDraft.record`)."""
+        :attr:`~ctxplugin.facts.extract.FactDraft.record`; ``digest``: of the output's text).
+
+        Another output under a call id paired already (a host giving a later call the id of an
+        earlier one, or an output edited since) is never paired: which call it answered is not
+        known for sure, and the earlier output stays what the call's next poll replaces."""
         if call_id is None or fact.source.type != "tool" or not fact.is_valid:
             return
         slot = (owner.key(), call_id)
         with self._lock:
-            output = self._outputs.hit_or_put(slot, lambda: _Output(fact.id))
+            output = self._outputs.hit_or_put(slot, lambda: _Output(fact.id, digest))
+            if output.settled and None not in (digest, output.digest) and digest != output.digest:
+                output = _Output(fact.id, digest)
+                output.settled = True
+                self._outputs.put(slot, output)
             if fact.id not in output.stated:
                 output.stated.add(fact.id)
                 if record and fact.key is None:
@@ -148,17 +159,16 @@ class Polls:
         """The write lock names of the owner slots holding what ``calls`` would replace: another
         process writing to them waits, as it waits for an ingest."""
         gone: list[str] = []
-        latest: dict[str, str] = {}  # the calls settled before, in this pass
+        latest: dict[str, _Output] = {}  # the outputs settled before, in this pass
         with self._lock:
             for call_id in calls:
                 identity = self._asks.get((owner.key(), call_id))
                 now = self._outputs.get((owner.key(), call_id))
                 if identity is None or now is None or now.settled:
                     continue
-                earlier = latest.get(identity) or self._latest.get((owner.key(), identity))
-                before = self._outputs.get((owner.key(), earlier)) if earlier not in (None, call_id) else None
-                gone += before.keyless if before is not None else []
-                latest[identity] = call_id
+                before = latest.get(identity) or self._latest.get((owner.key(), identity))
+                gone += before.keyless if before is not None and before is not now else []
+                latest[identity] = now
         found = self._store.get(gone, reader=owner) if gone else []
         return sorted({slot_lock_name(visibility_key(f.owner, f.visibility)) for f in found})
 
@@ -174,9 +184,8 @@ class Polls:
                 if identity is None or now is None or now.settled:
                     continue
                 latest = (owner.key(), identity)
-                earlier = self._latest.get(latest)
-                before = self._outputs.get((owner.key(), earlier)) if earlier not in (None, call_id) else None
-                gone = [i for i in before.keyless if i not in now.stated] if before is not None else []
+                before = self._latest.get(latest)
+                gone = [i for i in before.keyless if i not in now.stated] if before is not None and before is not now else []
             stale = [
                 f.model_copy(update={"is_valid": False, "superseded_by": now.first})
                 for f in (writes.get(gone, reader=owner) if gone else [])
@@ -187,7 +196,7 @@ class Polls:
                 _flag_dependents(writes, [f.id for f in stale], owner)
                 replaced += stale
             with self._lock:  # once written: a failure leaves the call to settle again
-                self._latest.put(latest, call_id)
+                self._latest.put(latest, now)
                 now.settled = True
                 self._waits(slot).pop(call_id, None)
         return replaced

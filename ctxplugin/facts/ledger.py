@@ -386,7 +386,7 @@ class FactsLedger:
                         after = before.get(draft.source_ref or "")  # the user message said before, when known
                         self.polls.reading(batch, owner, output[0] if output else None)  # settles the outputs read before this one
                         fact, created = self._commit(draft, scope=scope, source=source, audience=audience, output=output, after=after)
-                        self.polls.stated(owner, output[0] if output else None, fact, record=draft.record)
+                        self.polls.stated(owner, output[0] if output else None, fact, record=draft.record, digest=output[1] if output else None)
                         if created and fact.is_valid:
                             written.append(fact)
                     unsaid(self.store, batch, owner, drafts)

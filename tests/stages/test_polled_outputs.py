@@ -166,3 +166,26 @@ def test_sessions_polling_at_once_each_keep_their_latest_status(tmp_path: Path) 
         found = list(pool.map(session, range(6)))
     shipped, processing = ["order_status: status=shipped, carrier=UPS, eta=2026-12-02"], ["order_status: status=processing, carrier=None, eta=2026-12-04"]
     assert found == [processing, shipped] * 3
+
+
+@pytest.mark.parametrize("captured", [False, True], ids=["read in prepare", "captured"])
+def test_a_call_id_used_again_for_another_call_replaces_nothing_of_it(captured: bool, tmp_path: Path) -> None:
+    """A host may give a later call the id of an earlier one (the recorded airline runs do):
+    what the later call's output said is not taken for the earlier call's, so the same order
+    polled again replaces only that order's status."""
+    engine = compact_memory(tmp_path)
+    delayed: dict[str, Any] = {"status": "delayed", "carrier": "DHL", "eta": "2026-12-09"}
+    calls = [("c1", "7731", PROCESSING), ("c1", "8842", delayed), ("c2", "7731", SHIPPED)]
+    history: list[BaseMessage] = [SystemMessage("You are a support agent.")]
+    for n, (call_id, order, output) in enumerate(calls, start=1):
+        history += [
+            HumanMessage(f"Where is my order {order}?", id=f"u{n}"),
+            AIMessage("", tool_calls=[{"name": "get_order_status", "args": {"order": order}, "id": call_id}], id=f"a{n}"),
+        ]
+        result = ToolMessage(json.dumps(output), tool_call_id=call_id, name="get_order_status", id=f"t{n}")
+        history += [engine.capture_tool_result(result, S) if captured else result, AIMessage("Checked.", id=f"r{n}")]
+        engine.prepare([*history, HumanMessage("And now?", id=f"q{n}")], scope=S)
+    assert current(engine) == [
+        "order_status: status=delayed, carrier=DHL, eta=2026-12-09",
+        "order_status: status=shipped, carrier=UPS, eta=2026-12-02",
+    ]
