@@ -78,9 +78,10 @@ class FactDraft:
     visibility: Visibility | None = None
     source_ref: str | None = field(default=None, compare=False)
     revises: Literal["latest", "earlier", "adopted"] | None = None
-    # left out of the repr: which drafts are records is said by where they come from (a JSON
-    # object), not by what they state, and the recorded readings of the rules hold their reprs
-    record: bool = field(default=False, repr=False)
+    # left out of the repr and of comparisons, as source_ref is: which drafts are records is said
+    # by where they come from (a JSON object), not by what they state, and the recorded readings
+    # of the rules hold their reprs
+    record: bool = field(default=False, repr=False, compare=False)
 
 
 DraftLike: TypeAlias = FactDraft | dict[str, Any] | str

@@ -6,11 +6,12 @@ import json
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 
 from langchain_core.messages import ToolMessage
 
 from ctxplugin import Scope
-from ctxplugin.facts import FactQuery, FactsLedger, MemoryFactStore
+from ctxplugin.facts import FactDraft, FactQuery, FactsLedger, MemoryFactStore, RuleExtractor
 from ctxplugin.facts._polls import Polls, call_identity
 from ctxplugin.facts.model import Fact
 
@@ -121,3 +122,12 @@ def test_a_call_made_again_replaces_under_the_shared_write_lock() -> None:
     assert [f.text for f in ledger.polls.answered([("c1", same), ("c2", same)], scope=S)] == ["order_status: status=processing"]
     assert current(ledger) == ["order_status: status=shipped"]
     assert store.unlocked == []
+
+
+def test_a_record_compares_as_the_same_draft_written_by_hand() -> None:
+    # the flag says where a draft comes from, as its source_ref does, and is left out of its repr:
+    # two drafts printed alike are equal, and an extractor's tests written before it still hold
+    (draft,) = RuleExtractor().from_json([{"status": "shipped"}], "get_order_status")
+    assert draft.record
+    assert draft == FactDraft(text=draft.text, kind="entity", tags=draft.tags, importance=0.5)
+    assert len({draft, replace(draft, record=False)}) == 1
