@@ -156,10 +156,11 @@ def _supersede(
     # the new fact is stored before the old one is invalidated: a failure in between
     # leaves both visible rather than neither
     writes.add([fact])
-    if adopted is not None:  # the hypothetical taken up is one no more: the fact written replaces it
-        writes.update([adopted.model_copy(update={"is_valid": False, "superseded_by": fact.id})])
+    # the hypothetical taken up is one no more: the fact written replaces it with the targets, in one write
+    replaced = {t.id: t for t in ([adopted] if adopted is not None else []) + targets}
+    if replaced:
+        writes.update([t.model_copy(update={"is_valid": False, "superseded_by": fact.id}) for t in replaced.values()])
     if targets:
-        writes.update([t.model_copy(update={"is_valid": False, "superseded_by": fact.id}) for t in targets])
         # a restatement (a user confirming what a tool read) changes no value: what was worked
         # out from the replaced fact holds, and depends on the new one too, so a later change of
         # it is still flagged
