@@ -55,7 +55,6 @@ _FOR = re.compile(
 """What a count is for: "... at the offsite", "... for the dinner"."""
 _FOR_COUNT = re.compile(rf"^(?:for\s+)?{_ABOUT}(?P<count>{COUNT.pattern})(?:\s+(?:in\s+)?total)?$", re.IGNORECASE)
 """"For 12 people", "about 30 guests in total": a count as the whole value of a statement."""
-_PRONOUNS = frozenset({"we", "i", "you", "they", "there", "it", "he", "she"})
 
 
 def count_key(body: str) -> str | None:
@@ -68,7 +67,7 @@ def count_key(body: str) -> str | None:
         return None
     unit = count_unit(min(counts))
     subject = found.groupdict().get("subj")
-    topic = subject_key(subject) if subject and subject.strip().lower() not in _PRONOUNS else None
+    topic = subject_key(subject) if subject else None  # a pronoun ("we", "I") names no subject
     named = _FOR.search(found.group("rest")) if topic is None else None
     if named is not None:
         topic = slug(named.group("topic"), 2) or None
