@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -19,8 +18,8 @@ from langchain_core.messages import BaseMessage, SystemMessage
 from langchain_core.tools import BaseTool
 
 from ctxplugin._layout import calls_tools
+from ctxplugin._message_values import REF_SHAPE
 from ctxplugin._prefix import Stamp
-from ctxplugin._untrusted import REF_TEXT
 from ctxplugin.budget import FactLine
 from ctxplugin.history import HistoryBudget
 from ctxplugin.report import ContextReport
@@ -253,14 +252,11 @@ def log_degraded(scope: Scope, text: str) -> str:
     return text
 
 
-_REF = re.compile(REF_TEXT)
-
-
 def reads_nothing(messages: Sequence[BaseMessage]) -> bool:
     """Whether ``messages`` (a view) call no tool, a lookup included, and show no ref: an agent
     without tools of its own has nothing there for ``expand_ref`` to read, so it is not bound
     (a model that cannot bind tools then answers as it did without ctxplugin)."""
-    return not calls_tools(messages) and not any(_REF.search(content_text(m.content)) for m in messages)
+    return not calls_tools(messages) and not any(REF_SHAPE.search(content_text(m.content)) for m in messages)
 
 
 def tool_label(tool: Any) -> str:
