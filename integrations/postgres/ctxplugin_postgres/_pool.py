@@ -12,17 +12,25 @@ in a forked process, on its first use there: it sets the inherited connections a
 using, closing or finalizing them (the parent keeps using them), and opens connections of its
 own with the same settings. Everything that holds the pool — the stores, the facts write lock,
 the engine's health check — uses the new connections without knowing.
+
+It also checks a connection before lending it (``check``) without pausing between failed
+checks, as psycopg's pool does (1 s, then 2 s, ...): the server ending several idle sessions at
+once (``pg_terminate_backend``, ``idle_session_timeout``, a restart, a pooler or failover proxy)
+leaves as many dead connections in the pool, and a caller must get past them within its own
+timeout, not the pool's back-off.
 """
 
 from __future__ import annotations
 
 import os
 import threading
+import time
 import weakref
+from collections.abc import Callable
 from typing import Any
 
 from psycopg import Connection
-from psycopg_pool import ConnectionPool
+from psycopg_pool import ConnectionPool, PoolTimeout
 
 from ctxplugin.errors import StoreError
 
@@ -38,14 +46,17 @@ class ProcessPool(ConnectionPool[Connection[Any]]):
 
     Args:
         conninfo: the DSN.
+        check: called with a connection before it is lent; one that raises is closed (the pool
+            opens another) and the next connection is tried at once.
         **options: ``ConnectionPool`` settings; the pool is built unopened whatever ``open``
             says, and each process opens its own.
     """
 
-    def __init__(self, conninfo: str, **options: Any) -> None:
+    def __init__(self, conninfo: str, *, check: Callable[[Connection[Any]], object] | None = None, **options: Any) -> None:
         options = {**options, "open": False}
         super().__init__(conninfo, **options)
         self._options = options
+        self._check_lent = check
         self._pid = os.getpid()
         self._renewing = threading.Lock()
         self._lent: weakref.WeakSet[Connection[Any]] = weakref.WeakSet()
@@ -64,6 +75,7 @@ class ProcessPool(ConnectionPool[Connection[Any]]):
             was_open, was_opened = not inherited["_closed"], inherited["_opened"]
             self.__dict__ = {
                 "_options": self._options,
+                "_check_lent": self._check_lent,
                 "_pid": os.getpid(),
                 "_renewing": self._renewing,
                 "_lent": weakref.WeakSet(),
@@ -75,9 +87,26 @@ class ProcessPool(ConnectionPool[Connection[Any]]):
                 self._opened = was_opened or closing
 
     def getconn(self, timeout: float | None = None) -> Connection[Any]:
-        """See ``ConnectionPool.getconn`` (in a forked process, a connection of its own)."""
+        """See ``ConnectionPool.getconn`` (in a forked process, a connection of its own), checked
+        with ``check``; within ``timeout`` in all, however many connections fail their check."""
         self._renew()
-        conn = super().getconn(timeout)
+        wait = self.timeout if timeout is None else timeout
+        deadline = time.monotonic() + wait
+        while True:
+            conn = super().getconn(max(0.0, deadline - time.monotonic()))
+            try:
+                if self._check_lent is not None:
+                    self._check_lent(conn)
+            except Exception as exc:
+                conn.close()  # returned closed, it is discarded and replaced
+                super().putconn(conn)
+                if time.monotonic() >= deadline:
+                    raise PoolTimeout(f"no connection passed its check within {wait:.2f} sec") from exc
+                continue
+            except BaseException:  # an interruption: the connection goes back, nothing is retried
+                super().putconn(conn)
+                raise
+            break
         self._lent.add(conn)
         return conn
 

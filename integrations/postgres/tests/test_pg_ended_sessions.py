@@ -1,0 +1,65 @@
+"""Pooled connections whose server sessions were ended while the server stays up: an
+administrator's ``pg_terminate_backend``, ``idle_session_timeout``, a connection pooler or a
+failover proxy closing idle sessions. The pool holds several such connections at once; the next
+step must get a working connection, not wait for the pool to back off from each dead one."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import psycopg
+import pytest
+from ctxplugin_postgres import migrate
+from langchain_core.messages import ToolMessage
+
+import ctxplugin
+from ctxplugin import ContextConfig, Scope
+from ctxplugin.guard import unwrap
+
+pytestmark = pytest.mark.postgres
+
+TIMEOUT = 2.0
+IDLE = 3
+"""Idle connections ended at once: psycopg's pool waits 1 s after its first failed check and
+2 s after the second, so three of them outlast a 2 s ``stores.timeout`` if it backs off."""
+
+
+def _output(n: int) -> str:
+    return "\n".join(f"2026-11-0{n}T10:{r:02d}:00 worker-{n} request {n * 100 + r} took {r * 3}ms" for r in range(60))
+
+
+def _end_sessions(dsn: str, pids: list[int]) -> None:
+    with psycopg.connect(dsn, autocommit=True, connect_timeout=5) as conn:
+        conn.execute("SELECT pg_terminate_backend(pid) FROM unnest(%s::int[]) AS pid", (pids,))
+        # the backends are gone once the server no longer lists them
+        while conn.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = ANY(%s)", (pids,)).fetchone() != (0,):
+            conn.execute("SELECT pg_sleep(0.05)")
+
+
+def test_a_step_after_the_server_ended_idle_sessions_stores_its_output(pg_dsn: str, pg_schema: str, tmp_path: Path) -> None:
+    migrate(pg_dsn, schema=pg_schema)
+    config = ContextConfig(
+        postgres_dsn=pg_dsn, postgres_schema=pg_schema, path=str(tmp_path), facts={"enabled": False},
+        stores={"timeout": TIMEOUT, "retry_after": 0.25},
+    )
+    engine = ctxplugin.connect(config)
+    scope = Scope(session_id="ended-sessions")
+    try:
+        first, report = engine.capture_with_report(ToolMessage(_output(1), tool_call_id="c1", name="search_logs"), scope)
+        assert "ref" in first.additional_kwargs["ctxplugin"] and report.warnings == []
+        pool = unwrap(engine.cas).pool
+        held = [pool.getconn() for _ in range(IDLE)]  # the pool now keeps IDLE idle connections
+        pids = [conn.info.backend_pid for conn in held]
+        for conn in held:
+            pool.putconn(conn)
+        _end_sessions(pg_dsn, pids)
+
+        original = _output(2)
+        compact, report = engine.capture_with_report(ToolMessage(original, tool_call_id="c2", name="search_logs"), scope)
+
+        assert report.warnings == [], "the server is up: the output is stored, not passed through"
+        ref = compact.additional_kwargs["ctxplugin"]["ref"]
+        assert engine.expand_ref(ref, scope=scope) == original
+        assert engine.expand_ref(first.additional_kwargs["ctxplugin"]["ref"], scope=scope) == _output(1)
+    finally:
+        engine.close()
