@@ -27,7 +27,7 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolClosed, PoolTimeout
 
 from ctxplugin.errors import ConfigError, StoreError, StoreUnavailableError
-from ctxplugin_postgres._pool import ProcessPool
+from ctxplugin_postgres._pool import AsyncCheckedPool, ProcessPool
 
 T = TypeVar("T")
 
@@ -228,7 +228,7 @@ def make_pool(
     """An open connection pool that checks each connection before lending it.
 
     The check is what makes the stores survive a Postgres restart: connections broken by the
-    restart are discarded and replaced when next borrowed. ``timeout`` bounds how long a caller
+    restart are discarded and replaced when next borrowed, the next one tried at once. ``timeout`` bounds how long a caller
     waits for a connection while the server is down; the store then reports
     :class:`~ctxplugin.errors.StoreUnavailableError` and the engine passes the original through.
     The pool connects in the background, so building it never blocks on an unreachable server.
@@ -249,10 +249,10 @@ def make_async_pool(
     timeout: float = POOL_TIMEOUT_S,
     name: str = "ctxplugin",
 ) -> AsyncConnectionPool:
-    """An unopened :class:`AsyncConnectionPool` configured like :func:`make_pool`.
+    """An unopened :class:`AsyncConnectionPool` configured and checked like :func:`make_pool`.
 
     Open it with ``await pool.open()`` (async pools cannot open in a constructor)."""
-    return AsyncConnectionPool(
+    return AsyncCheckedPool(
         dsn, check=AsyncConnectionPool.check_connection, **_pool_options(dsn, min_size, max_size, timeout, name)
     )
 

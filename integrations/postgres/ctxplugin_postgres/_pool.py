@@ -26,11 +26,11 @@ import os
 import threading
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
-from psycopg import Connection
-from psycopg_pool import ConnectionPool, PoolTimeout
+from psycopg import AsyncConnection, Connection
+from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 
 from ctxplugin.errors import StoreError
 
@@ -156,6 +156,38 @@ class ProcessPool(ConnectionPool[Connection[Any]]):
             super().__del__()
 
 
+class AsyncCheckedPool(AsyncConnectionPool[AsyncConnection[Any]]):
+    """A psycopg ``AsyncConnectionPool`` that checks a connection before lending it as
+    :class:`ProcessPool` does: one that fails ``check`` is closed (the pool opens another) and
+    the next is tried at once, within the caller's ``timeout`` in all."""
+
+    def __init__(
+        self, conninfo: str, *, check: Callable[[AsyncConnection[Any]], Awaitable[object]] | None = None, **options: Any
+    ) -> None:
+        super().__init__(conninfo, **options)
+        self._check_lent = check
+
+    async def getconn(self, timeout: float | None = None) -> AsyncConnection[Any]:
+        """See ``AsyncConnectionPool.getconn``; checked with ``check``."""
+        wait = self.timeout if timeout is None else timeout
+        deadline = time.monotonic() + wait
+        while True:
+            conn = await super().getconn(max(0.0, deadline - time.monotonic()))
+            try:
+                if self._check_lent is not None:
+                    await self._check_lent(conn)
+            except Exception as exc:
+                await conn.close()  # returned closed, it is discarded and replaced
+                await super().putconn(conn)
+                if time.monotonic() >= deadline:
+                    raise PoolTimeout(f"no connection passed its check within {wait:.2f} sec") from exc
+                continue
+            except BaseException:  # a cancellation: the connection goes back, nothing is retried
+                await super().putconn(conn)
+                raise
+            return conn
+
+
 _pools: weakref.WeakSet[ProcessPool] = weakref.WeakSet()
 
 
@@ -185,4 +217,4 @@ def same_process(pool: object, opened_in: int, what: str) -> None:
         )
 
 
-__all__ = ["ProcessPool", "same_process"]
+__all__ = ["AsyncCheckedPool", "ProcessPool", "same_process"]

@@ -9,12 +9,13 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from ctxplugin_postgres import migrate
+from ctxplugin_postgres import AsyncPostgresCASStore, migrate
 from langchain_core.messages import ToolMessage
 
 import ctxplugin
 from ctxplugin import ContextConfig, Scope
 from ctxplugin.guard import unwrap
+from ctxplugin.testing.cas_contract import make_item
 
 pytestmark = pytest.mark.postgres
 
@@ -63,3 +64,20 @@ def test_a_step_after_the_server_ended_idle_sessions_stores_its_output(pg_dsn: s
         assert engine.expand_ref(first.additional_kwargs["ctxplugin"]["ref"], scope=scope) == _output(1)
     finally:
         engine.close()
+
+
+async def test_the_async_store_gets_past_idle_sessions_the_server_ended(pg_dsn: str, pg_schema: str) -> None:
+    scope = Scope(session_id="ended-sessions-async")
+    before, after = make_item("the deploy target is eu-west-3\n" * 40), make_item("the freeze starts Friday\n" * 40)
+    async with await AsyncPostgresCASStore.from_dsn(pg_dsn, schema=pg_schema, timeout=TIMEOUT) as store:
+        await store.put(before, scope)
+        held = [await store.pool.getconn() for _ in range(IDLE)]
+        pids = [conn.info.backend_pid for conn in held]
+        for conn in held:
+            await store.pool.putconn(conn)
+        _end_sessions(pg_dsn, pids)
+
+        await store.put(after, scope)  # before: StoreUnavailableError, the pool backing off
+
+        assert (await store.get(after.ref_id, scope)).content == after.content
+        assert (await store.get(before.ref_id, scope)).content == before.content
