@@ -3,7 +3,8 @@
 A label says where a value came from: the argument the model passed it in (``ran`` for a shell
 command, ``path`` for a path inside a longer argument, ``in <argument>`` for other parts of
 one), ``user said``, ``user mentioned`` or ``assistant mentioned`` for what the conversation
-said, and ``<tool> returned`` for what a tool printed.
+said, ``<tool> returned`` for what a tool printed and ``<tool> failed`` for what it printed
+when the call failed (its result's status is ``error``): the ids an error names were not found.
 """
 
 from __future__ import annotations
@@ -113,7 +114,12 @@ def archivable(item: Labelled) -> bool:
     reuses; a sentence of its own prose or a line of an old output it hardly ever quotes again,
     and such phrases took the archive's room after the values ranked above them."""
     label, value = item
-    return not ((label == "assistant mentioned" or label.endswith(" returned")) and _PHRASE.search(value) is not None)
+    return not ((label == "assistant mentioned" or from_tool(label)) and _PHRASE.search(value) is not None)
+
+
+def from_tool(label: str) -> bool:
+    """Whether ``label`` lists what a tool printed (``<tool> returned`` or ``<tool> failed``)."""
+    return label.endswith((" returned", " failed"))
 
 
 def _between_spans(text: str) -> set[str]:
@@ -132,9 +138,9 @@ def _between_spans(text: str) -> set[str]:
 
 def _said_by(message: BaseMessage, tools: Mapping[str, str]) -> str:
     """The label of values found in the text of ``message``: who said them (a tool result is
-    named by its message's name, else by the call it answers)."""
+    named by its message's name, else by the call it answers; ``failed`` when the call failed)."""
     if isinstance(message, ToolMessage):
-        return f"{message.name or tools.get(message.tool_call_id) or 'tool'} returned"
+        return f"{message.name or tools.get(message.tool_call_id) or 'tool'} {'failed' if message.status == 'error' else 'returned'}"
     if isinstance(message, AIMessage):
         return "assistant mentioned"
     if isinstance(message, HumanMessage):
@@ -156,7 +162,7 @@ def _label_rank(label: str) -> int:
         return 4
     if label.endswith(" mentioned"):
         return 5 if label.startswith("user") else 6
-    if label.endswith(" returned"):
+    if from_tool(label):
         return 7
     return 1
 

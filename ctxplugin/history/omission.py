@@ -14,7 +14,7 @@ semicolon on a line of their own, each ended by ``;``)::
 A label is the argument the model passed the value in (``ran`` for a shell command, ``path``
 for a path inside a longer argument, ``in <argument>`` for other parts of one), ``user said``,
 ``user mentioned`` or ``assistant mentioned`` for what the conversation said, and
-``<tool> returned`` for what a tool printed.
+``<tool> returned`` (``<tool> failed`` for a failed call) for what a tool printed.
 
 Every ``archive_blocks`` condensed blocks are merged into one archive note at the front, deduplicated, within ``archive_tokens``, the
 values likeliest to be used again per token first (what the model itself used in several

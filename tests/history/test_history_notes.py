@@ -399,3 +399,31 @@ def test_fewest_dropped_drops_as_few_as_dropping_one_at_a_time() -> None:
             linear = next((k for k in range(1, chosen + 1) if 10 + 3 * (chosen - k) <= room), chosen)
             assert (dropped, text) == (linear, "x" * (10 + 3 * (chosen - linear)))
             assert len(tried) <= 2 * chosen.bit_length() + 1
+
+
+def test_what_a_failed_call_printed_is_listed_as_a_failure_not_as_what_the_tool_returned() -> None:
+    """A call that failed (its result's status is ``error``) is listed under ``<tool> failed``:
+    listed under ``<tool> returned``, the ids its error names would read as found."""
+    messages: list[BaseMessage] = [SystemMessage("You are a travel agent."), HumanMessage("Find my bookings.")]
+    for i in range(16):
+        fails = i % 2 == 0
+        output = f"Error: flight FL-{i}00 of this booking was cancelled" if fails else f"Booking confirmed on flight FL-{i}00."
+        messages += [
+            AIMessage("", tool_calls=[{"id": f"c{i}", "name": "lookup", "args": {"booking": f"BK-{i}00"}}]),
+            ToolMessage(output, tool_call_id=f"c{i}", name="lookup", status="error" if fails else "success"),
+            AIMessage(f"Checked {i}."),
+            HumanMessage(f"Next {i}."),
+        ]
+    config = ContextConfig(
+        mode="compact",
+        history={"max_tokens": 300, "verbatim_exchanges": 1, "trimmed_exchanges": 1, "block_size": 2},
+        facts={"enabled": False},
+    )
+    prepared = memory_engine(config).prepare(messages, scope=Scope(session_id="failed"))
+    notes = [note for note in context_notes(prepared.messages) if note.startswith("[context note")]
+    assert notes, "old exchanges were condensed into notes: the test shows nothing"
+    returned = {v for note in notes for v in note_values(note).get("lookup returned", [])}
+    failed = {v for note in notes for v in note_values(note).get("lookup failed", [])}
+    assert {v for v in returned if v.startswith("FL-")}, f"what the calls that worked returned is listed: {notes}"
+    assert failed and all(int(v[3:-2]) % 2 == 0 for v in failed if v.startswith("FL-")), notes
+    assert not any(v.startswith("FL-") and int(v[3:-2]) % 2 == 0 for v in returned), notes
