@@ -40,7 +40,7 @@ FormatOption = Annotated[
     str, typer.Option("--format", "-f", help=f"input format: auto or one of {', '.join(FORMATS)}")
 ]
 ToolsOption = Annotated[
-    Path | None, typer.Option("--tools", help="JSON file with the recorded agent's tool schemas (OpenAI format)")
+    Path | None, typer.Option("--tools", help="JSON file with the recorded agent's tool schemas (OpenAI or Anthropic format)")
 ]
 ConfigOption = Annotated[
     Path | None, typer.Option("--config", help="ContextConfig as a JSON or TOML file")
@@ -205,7 +205,7 @@ def replay(
     format: FormatOption = "auto",
     tools: ToolsOption = None,
     config: ConfigOption = None,
-    budget_total: Annotated[float | None, typer.Option(help="total budget (tokens, or a share of --context-window)")] = None,
+    budget_total: Annotated[float | None, typer.Option(help="total budget (tokens, or a share of budget.context_window from --config)")] = None,
     budget_header: BudgetOption = None,
     budget_history: BudgetOption = None,
     budget_facts: BudgetOption = None,
@@ -220,7 +220,7 @@ def replay(
     markdown: Annotated[bool, typer.Option("--markdown", help="print a Markdown table instead of the rich one")] = False,
     out: Annotated[Path | None, typer.Option("--out", dir_okay=False, help="also write the JSON to this file")] = None,
     chart: Annotated[
-        Path | None, typer.Option("--chart", dir_okay=False, help="write a PNG of tokens per call (needs ctxplugin[chart])")
+        Path | None, typer.Option("--chart", dir_okay=False, help="write a chart of tokens per call: PNG, or SVG/PDF by the name (needs ctxplugin\\[chart])")
     ] = None,
     chart_max: Annotated[int, typer.Option(min=1, help="most conversations drawn (the longest)")] = 6,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress bar or notes")] = False,
