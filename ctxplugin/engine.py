@@ -345,7 +345,7 @@ class ContextEngine(Closing):
         messages: Sequence[BaseMessage],
         prepared: PreparedContext,
         *,
-        tools: Sequence[Any] = (),
+        tools: Sequence[Any] | None = (),  # None as in prepare: no tools
         scope: Scope | None = None,
         model: Any = None,
     ) -> AIMessage | None:
@@ -361,7 +361,7 @@ class ContextEngine(Closing):
         if self._answers is None:
             return None
         call_scope = direct_scope(scope, "cached_answer")
-        return self._answers.cached(messages, prepared.report, tools=tools, scope=call_scope, model=model)
+        return self._answers.cached(messages, prepared.report, tools=tools or (), scope=call_scope, model=model)
 
     def remember_answer(
         self,
@@ -369,7 +369,7 @@ class ContextEngine(Closing):
         prepared: PreparedContext,
         answer: BaseMessage,
         *,
-        tools: Sequence[Any] = (),
+        tools: Sequence[Any] | None = (),  # None as in prepare: no tools
         scope: Scope | None = None,
         model: Any = None,
     ) -> bool:
@@ -380,7 +380,7 @@ class ContextEngine(Closing):
         if self._answers is None:
             return False
         call_scope = direct_scope(scope, "remember_answer")
-        return self._answers.remember(messages, prepared.report, answer, tools=tools, scope=call_scope, model=model)
+        return self._answers.remember(messages, prepared.report, answer, tools=tools or (), scope=call_scope, model=model)
 
     async def acached_answer(self, messages: Sequence[BaseMessage], prepared: PreparedContext, **kwargs: Any) -> AIMessage | None:
         """Async :meth:`cached_answer`."""

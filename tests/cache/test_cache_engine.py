@@ -101,6 +101,22 @@ def test_a_repeated_question_is_served_without_calling_the_model() -> None:
     assert again.usage_metadata is None
 
 
+def test_tools_none_as_prepare_takes_it_is_a_call_without_tools() -> None:
+    # prepare(messages, tools=None) is a call without tools; the cache pair, given the same
+    # arguments as the docs ask, raised a TypeError from deep inside the signature
+    engine, model = engine_with(), scripted("Refunds take 5 business days.")
+    messages = [SYSTEM, HumanMessage(content="How long do refunds take?")]
+    prepared = engine.prepare(messages, tools=None, scope=S1)
+    assert engine.cached_answer(messages, prepared, tools=None, scope=S1, model=model) is None
+    reply = model.invoke(prepared.messages)
+    assert engine.remember_answer(messages, prepared, reply, tools=None, scope=S1, model=model)
+    again = engine.prepare(messages, tools=None, scope=S1)
+    served = engine.cached_answer(messages, again, tools=None, scope=S1, model=model)
+    assert served is not None and served.content == "Refunds take 5 business days."
+    assert ask(engine, model, "How long do refunds take?", S1).content == served.content  # tools=() too
+    assert len(model.calls) == 1
+
+
 def test_the_answer_is_invalidated_when_a_fact_it_used_is_superseded() -> None:
     engine, model = engine_with(), scripted("The Data Team is on Project Alpha.", "The Data Team is on Project Beta.")
     engine.facts.write("Data Team allocated to Project Alpha", key="data_team_allocation", scope=S1)
