@@ -1,14 +1,18 @@
 """The benchmark scripts' own bookkeeping: what ``benchmarks/latency.py`` names as it chains
-recordings, and how ``benchmarks/statebench_runner.py`` counts missed must-mention phrases."""
+recordings, how ``benchmarks/statebench_runner.py`` counts missed must-mention phrases, and the
+setting ``benchmarks/history_swe.json`` stands for."""
 
 from __future__ import annotations
 
 import importlib.util
+import json
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from ctxplugin import ContextConfig
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 
@@ -43,3 +47,16 @@ def test_a_phrase_is_counted_as_asked_as_often_as_a_system_was_asked_it() -> Non
     table = {"ctxplugin": {"track": mine}, "memgine": {"track": other}}
     [row] = [line for line in bench.render_misses(table).splitlines() if "refund" in line]
     assert row == "| track | refund | 2 | 0 (0) | 2 (1) |"
+
+
+def test_the_history_benchmark_config_is_the_compact_setting_its_figures_were_measured_in(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # docs/history.md and docs/benchmarks.md give its figures with "everything else default",
+    # measured when compact was the default; read under today's default (whole) the file
+    # measured another setting (history sent whole while it fits, facts shown once)
+    monkeypatch.delenv("CTXPLUGIN_MODE", raising=False)  # the suite's conftest sets compact
+    settings = json.loads((BENCHMARKS / "history_swe.json").read_text(encoding="utf-8"))
+    config = ContextConfig(**settings)
+    assert (config.history.compress, config.facts.skip_shown, config.budget.elastic) == ("always", False, False)
+    assert config.budget.resolve() == {"total": 8000, "header": 1000, "history": 7000, "facts": 40, "summaries": 3000}
