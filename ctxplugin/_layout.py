@@ -250,6 +250,15 @@ def is_synthetic(message: BaseMessage) -> bool:
     return synthetic_kind(message) is not None
 
 
+def header_cut(given: Sequence[SystemMessage], sent: Sequence[SystemMessage]) -> str:
+    """What the last resort cut of the header: the host's system prompt, the tool directory
+    (a message of its own after it) or both."""
+    cut = {is_directory(a) for a, b in zip(given, sent, strict=True) if a is not b}
+    what = {frozenset({True}): "the tool directory was", frozenset({False}): "the system prompt was"}.get(
+        frozenset(cut), "the system prompt and the tool directory were")
+    return what + " cut at head and tail to fit the total budget"
+
+
 def is_directory(message: BaseMessage) -> bool:
     """Whether ``message`` is the system message that shows the tool directory (after the
     host's system prompt, in the header)."""

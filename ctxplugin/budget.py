@@ -21,6 +21,7 @@ from ctxplugin._cut import Keep, cut_call_args, cut_content, water_level
 from ctxplugin._layout import (
     Layout,
     Placement,
+    header_cut,
     is_condensed,
     is_directory,
     is_note,
@@ -223,10 +224,11 @@ def omitted_marker(text: str = OMITTED_NOTE) -> HumanMessage:
     return HumanMessage(content=text, additional_kwargs={META_KEY: {"omitted": True}})
 
 
-def minimum_viable(parts: Parts, total: int, counter: TokenCounter, keep: Keep | None = None) -> Parts:
+def minimum_viable(parts: Parts, total: int, counter: TokenCounter, keep: Keep | None = None, *, hold_prompt: bool = False) -> Parts:
     """System essentials, the task, the current user message, and the last assistant turn,
     cut to fit. A user's message is cut with ``keep`` (see :func:`ctxplugin._cut.cut_text`):
-    what the user wrote stays readable behind a ref.
+    what the user wrote stays readable behind a ref. With ``hold_prompt`` (a total nobody set)
+    the host's system prompt is never cut: the rest is, and the view may stay over the total.
 
     The task (the first human message) stays: it is what the rest answers, and providers
     (Anthropic, Google, Bedrock) refuse a conversation whose first turn is not the user's —
@@ -265,17 +267,19 @@ def minimum_viable(parts: Parts, total: int, counter: TokenCounter, keep: Keep |
             break
         header, lead = slim.header, len(slim.header)
         sizes = [count_message(m, counter) for m in (*header, *slim.history)]
-        hold = current + lead if current is not None and sizes[current + lead] <= total // 2 else None
-        free = [size for k, size in enumerate(sizes) if k != hold]
+        held = {k for k in range(lead) if hold_prompt and not is_directory(header[k])}
+        if current is not None and sizes[current + lead] <= total // 2:
+            held.add(current + lead)
+        free = [size for k, size in enumerate(sizes) if k not in held]
         cap = water_level(free or [0], sum(free) - over - 8 * len(sizes))
-        if any(size > cap for size in sizes[:lead]):
+        if any(size > cap and k not in held for k, size in enumerate(sizes[:lead])):
             slim = replace(slim, header=tuple(
-                m.model_copy(update={"content": cut_content(m.content, max(8, cap - 8), counter)}) if size > cap else m
-                for m, size in zip(header, sizes, strict=False)
+                m.model_copy(update={"content": cut_content(m.content, max(8, cap - 8), counter)}) if size > cap and k not in held else m
+                for k, (m, size) in enumerate(zip(header, sizes, strict=False))
             ))
         history_copy = list(slim.history)
         for index, size in enumerate(sizes[lead:]):
-            if size > cap and size > 12 and index + lead != hold and not is_note(keep_messages[index]):
+            if size > cap and size > 12 and index + lead not in held and not is_note(keep_messages[index]):
                 # the text is cut; an image, a thinking block (its signature) or a tool_use stays whole
                 # from the message as it came, never a cut of a cut: one marker, one ref
                 message = keep_messages[index]
@@ -316,15 +320,6 @@ def _exchanges_to_drop(
     return needed
 
 
-def _header_cut(given: Sequence[SystemMessage], sent: Sequence[SystemMessage]) -> str:
-    """What the last resort cut of the header: the host's system prompt, the tool directory
-    (a message of its own after it) or both."""
-    cut = {is_directory(a) for a, b in zip(given, sent, strict=True) if a is not b}
-    what = {frozenset({True}): "the tool directory was", frozenset({False}): "the system prompt was"}.get(
-        frozenset(cut), "the system prompt and the tool directory were")
-    return what + " cut at head and tail to fit the total budget"
-
-
 @dataclass
 class BudgetOutcome:
     parts: Parts
@@ -333,10 +328,11 @@ class BudgetOutcome:
 
 
 def enforce(
-    parts: Parts, budgets: dict[str, int], counter: TokenCounter, *, block_size: int, note_tokens: int = 0, keep: Keep | None = None
+    parts: Parts, budgets: dict[str, int], counter: TokenCounter, *, block_size: int, note_tokens: int = 0, keep: Keep | None = None,
+    hold_prompt: bool = False,
 ) -> BudgetOutcome:
     """Fit ``parts`` into ``budgets`` (in the module docstring's order); a note for dropped exchanges lists their values within ``note_tokens``;
-    a user's message the last resort cuts is given to ``keep`` (see :func:`minimum_viable`)."""
+    a user's message the last resort cuts is given to ``keep``, and ``hold_prompt`` keeps the system prompt whole (see :func:`minimum_viable`)."""
     warnings: list[str] = []
     initial = parts
     sections = section_tokens(parts, counter)
@@ -372,9 +368,9 @@ def enforce(
     within = True
     if total_over(parts):
         # from the untrimmed parts: step 1 may have dropped the last assistant turn
-        parts = minimum_viable(initial, budgets["total"], counter, keep)
+        parts = minimum_viable(initial, budgets["total"], counter, keep, hold_prompt=hold_prompt)
         if parts.header is not initial.header and warnings and warnings[0].startswith(header):
-            warnings[0] = header + _header_cut(initial.header, parts.header)
+            warnings[0] = header + header_cut(initial.header, parts.header)
         warnings.append(
             f"context trimmed to the minimum viable view (system essentials, the task, current user message, "
             f"last assistant turn) to fit the total budget of {budgets['total']} tokens"
@@ -384,7 +380,7 @@ def enforce(
             warnings.append(
                 f"the view is {total_tokens(parts, counter)} tokens, over the total budget of "
                 f"{budgets['total']}: bound tool schemas alone take {parts.tools_tokens}, and blocks that cannot "
-                "be cut (images, thinking, tool_use) are kept whole"
+                f"be cut (images, thinking, tool_use{', the system prompt under a total not set' if hold_prompt else ''}) are kept whole"
             )
     return BudgetOutcome(parts=parts, warnings=warnings, within=within)
 

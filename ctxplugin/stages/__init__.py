@@ -76,7 +76,8 @@ def pipeline(
     if config.facts.enabled and config.facts.skip_shown:
         stages.append(SkipShown())
     stages.append(FitBudget(facts=config.facts, counter=counter, block_size=config.history.block_size, note_tokens=config.history.digest_tokens,
-                            captures=captures if config.cas.enabled else None))
+                            captures=captures if config.cas.enabled else None,
+                            hold_prompt=config.budget.elastic or "total" not in config.budget.model_fields_set))
     stages.append(Account(counter=counter, note=note))
     return tuple(stages)
 

@@ -37,6 +37,8 @@ class FitBudget:
             values within this many tokens.
         captures: where a user's message the last resort cuts is stored whole, so that its
             cut names a ref (None when the CAS is off: the cut names none).
+        hold_prompt: the last resort never cuts the host's system prompt (the total is the
+            default or yields to the prompt, see ``budget.elastic``: nobody asked for a cap).
     """
 
     name: ClassVar[str] = "budget"
@@ -45,6 +47,7 @@ class FitBudget:
     block_size: int
     note_tokens: int = 0
     captures: CaptureMemo | None = None
+    hold_prompt: bool = False
 
     def apply(self, view: CallView) -> CallView:
         # without a bound tool or a tool call of its own, the request has no tool list, which
@@ -86,7 +89,8 @@ class FitBudget:
             return ref
 
         outcome = enforce(
-            parts, dict(view.budgets), self.counter, block_size=self.block_size, note_tokens=self.note_tokens, keep=keep
+            parts, dict(view.budgets), self.counter, block_size=self.block_size, note_tokens=self.note_tokens, keep=keep,
+            hold_prompt=self.hold_prompt,
         )
         parts = outcome.parts
         if any(line.from_tool for line in parts.facts) and not (
