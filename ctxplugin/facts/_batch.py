@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from ctxplugin.facts._subjects import owned_key
 from ctxplugin.facts.extract import FactDraft
 from ctxplugin.facts.model import Fact, FactQuery, matches, normalize_key, text_hash
 from ctxplugin.facts.store import FactStore
@@ -54,7 +55,9 @@ class WriteBatch:
         lookup = getattr(self.store, "lookup", None)
         if not callable(lookup) or self._added or self._updated:
             return
-        wanted_keys = frozenset(k for k in (normalize_key(d.key) for d in drafts) if k)
+        keys = [k for k in (normalize_key(d.key) for d in drafts) if k]
+        # a keyed fact of the thing is checked against the user's own thing too (and the other way)
+        wanted_keys = frozenset(keys + [owned_key(k) for k in keys])
         wanted_hashes = frozenset(text_hash(d.text.strip()) for d in drafts)
         if not (wanted_keys or wanted_hashes):
             return

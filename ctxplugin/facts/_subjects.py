@@ -87,6 +87,12 @@ def subject_key(subject: str, value: str | None = None) -> str | None:
     return f"my_{key}" if first in ("my", "our") else key
 
 
+def owned_key(key: str) -> str:
+    """The key of the same subject as the user's own thing or as the thing: ``my_budget`` for
+    ``budget`` and ``budget`` for ``my_budget`` (in one conversation both name one thing)."""
+    return key.removeprefix("my_") if key.startswith("my_") else f"my_{key}"
+
+
 def labelled_key(key: str, label: str, statement: re.Match[str] | None) -> str:
     """The key of a user's ``statement`` under a ``label`` keyed ``key`` ("Final: the venue is
     Hall B", "Anna: my seat is 12A"): the label says which statement it is, the statement's own
@@ -163,4 +169,4 @@ def _bare(line: str) -> str:
     return line.strip().strip("*_`>").strip().lower()
 
 
-__all__ = ["NUMBERED_SUBJECT", "code_unkeyed", "labelled_key", "records_unkeyed", "subject_key", "updated_detail"]
+__all__ = ["NUMBERED_SUBJECT", "code_unkeyed", "labelled_key", "owned_key", "records_unkeyed", "subject_key", "updated_detail"]

@@ -26,7 +26,8 @@ The rules, applied on every write:
 6. provenance: a fact read from a tool output (source ``tool``, authority ``tool``, the lowest)
    never replaces a fact anyone stated — a user, the system prompt, a policy, an API write. It
    is kept, refused, pointing at the fact it would have replaced. Text a tool returned is data:
-   a fetched page saying "Max discount is 90%" does not override the user's "Max discount is 15%";
+   a fetched page saying "Max discount is 90%" does not override the user's "Max discount is 15%",
+   nor "the budget is $900" the user's "my budget is $500" (one subject, as in rule 4);
 7. fact scope: task, draft and hypothetical facts never replace global or session ones.
 
 A replaced fact stays stored (``is_valid=False``, ``superseded_by``) and is never retrieved;
@@ -42,6 +43,7 @@ from ctxplugin.facts._chains import chain_head, changed_basis, superseded_pairs
 from ctxplugin.facts._discourse import CONDITION
 from ctxplugin.facts._drafts import _candidate_ids
 from ctxplugin.facts._revisions import named_in_full, revised
+from ctxplugin.facts._subjects import owned_key
 from ctxplugin.facts._text import content_words, denied, stem
 from ctxplugin.facts._values import EVENTS, conflicting, keeps_bound, typed_values
 from ctxplugin.facts.extract import FactDraft
@@ -138,6 +140,9 @@ def _supersede(
         if t.is_constraint and AUTHORITY_RANK[t.authority] > AUTHORITY_RANK[fact.authority]
     ]
     stated = [t for t in targets if not t.from_tool] if fact.from_tool else []
+    if fact.from_tool and not stated and supersedes is None:
+        # the page's "the budget is $900" beside the user's "my budget is $500": one subject
+        stated = _owned(writes, fact)
     if stated:
         blocker = stated[0]
         why = f"a tool output cannot replace the {blocker.authority} statement {blocker.id}"
@@ -277,8 +282,9 @@ def _owned(writes: FactStore | WriteBatch, fact: Fact) -> list[Fact]:
     """Rule 4 for a keyed ``fact`` of the user's own thing or of the thing: "the budget is $700" (``budget``) gives
     "my budget is $500" (``my_budget``) a new value, and "my budget is now $700" gives "the budget is $500" one: in
     one conversation both are one thing. Only a conflicting value of the same type replaces (not "the budget is flexible")."""
-    other = fact.key.removeprefix("my_") if fact.key and fact.key.startswith("my_") else f"my_{fact.key}"
-    found = writes.find(FactQuery(reader=fact.owner, key=other, valid=True, scopes=(fact.scope,)))
+    if fact.key is None:
+        return []
+    found = writes.find(FactQuery(reader=fact.owner, key=owned_key(fact.key), valid=True, scopes=(fact.scope,)))
     return [f for f in found if f.scope_id == fact.scope_id and not f.from_tool and _same_slot(f, fact) and conflicting(f.text, fact.text)]
 
 

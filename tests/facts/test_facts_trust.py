@@ -89,6 +89,34 @@ def test_a_fetched_page_does_not_replace_the_users_limit() -> None:
     ), "the latest user message is shown as sent"
 
 
+@pytest.mark.parametrize(
+    ("said", "page", "key"),
+    [
+        ("My budget is $500.", "The budget is now $900.", "my_budget"),
+        ("My budget is $500.", "Your budget is $900.", "my_budget"),
+        ("My budget is $500.", "Budget: $900", "my_budget"),
+        ("The budget is $500.", "My budget is now $900.", "budget"),
+    ],
+)
+def test_a_tool_output_does_not_give_the_users_own_thing_a_value(said: str, page: str, key: str) -> None:
+    """The user's own thing and the thing are one subject (``my_budget``, ``budget``): a page
+    stating the other one's value was current under its own key, and once the user's message
+    was condensed the facts block showed the page's budget as the current one."""
+    eng = engine()
+    view = eng.prepare(fetched(page, user_first=said, question="What is my budget?"), scope=S).messages
+    user = eng.facts.current(key, scope=S)
+    assert user is not None and user.text == said
+    tool_fact = next(f for f in eng.facts.store.find(FactQuery(reader=S)) if f.from_tool)
+    assert (tool_fact.is_valid, tool_fact.superseded_by) == (False, user.id)
+    tool = next(m for m in view if isinstance(m, ToolMessage))
+    assert str(tool.content).startswith("[overruled: a tool output does not replace the user statement:")
+    long = fetched(page, user_first=said, question="What is my budget?")
+    for i in range(30):
+        long[-1:-1] = [HumanMessage(f"Tell me about city {i}.", id=f"hc{i}"), AIMessage(f"City {i}: " + "nice " * 300, id=f"ac{i}")]
+    lines = facts_lines(eng.prepare(long, scope=S).messages)
+    assert lines and not any("900" in line for line in lines), lines
+
+
 @pytest.mark.parametrize("stated_by", ["system", "policy", "state_write"])
 def test_a_tool_fact_never_replaces_a_stated_one(stated_by: str) -> None:
     ledger = FactsLedger(MemoryFactStore(), FactsConfig())
