@@ -10,12 +10,14 @@ LEAD = re.compile(
     r"^(?:(?:actually|correction|update|note|fyi|ok(?:ay)?|so|also|well|oh|wait|sorry|no(?=\s*[,.;:!-]|\s+(?:i|we|thanks?|wait)\b)|yes|yeah|yep|right|hmm|and|"
     r"but|btw|again|remember|to be clear|to clarify|just to confirm|as i said|like i said|as i mentioned|i repeat|"
     r"change of plans?|new plan|plan change|(?:quick|small|one|another|latest|new)\s+update|heads[- ]up|scratch that|"
-    r"never\s?mind|forget (?:that|it)|if (?:possible|you can|you could))\b[\s,:;!.-]*)+",
+    r"never\s?mind|forget (?:that|it)|if (?:possible|you can|you could)|(?:on|after) second thoughts?|on reflection|"
+    r"come to think of it|oops|my bad|let me correct (?:that|myself)|thinking about it (?:more|again|further))\b[\s,:;!.-]*)+",
     re.IGNORECASE,
 )
 """Words before what a sentence states: discourse ("actually", "OK so"), a restatement ("as I
 said"), or a label announcing a change ("Change of plans:", "Quick update -", "Scratch that,"), or
 politeness ("If possible, ...").
+A second thought ("On second thought,", "Oops,", "Let me correct that:") announces a change too.
 The statement after them is keyed by its own subject, so it replaces the old value."""
 AGAIN = re.compile(
     r"(?:[\s,;-]+(?:again|as i (?:said|mentioned)|like i said|as mentioned|just to be (?:clear|sure)|to be clear)"
@@ -25,7 +27,7 @@ AGAIN = re.compile(
 """A restatement at the end of a sentence ("..., as I said", "... again"): the value said again
 is the same statement, not a new one that would replace it."""
 TENTATIVE = re.compile(
-    r"\b(?:maybe|perhaps|might|possibly|thinking (?:about|of)|considering|not sure (?:yet|if|whether))\b", re.IGNORECASE
+    r"\b(?:maybe|perhaps|might|possibly|thinking (?:about|of)(?! it (?:more|again|further)\b)|considering|not sure (?:yet|if|whether))\b", re.IGNORECASE
 )
 """A user weighing a value ("I'm thinking about making my budget $800", "maybe Friday"): under
 consideration, a draft until said plainly, so it replaces nothing and is not shown as current."""

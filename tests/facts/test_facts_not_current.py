@@ -65,6 +65,26 @@ def test_a_change_announced_with_a_label_replaces_the_old_value(engine: ContextE
 
 
 @pytest.mark.parametrize(
+    ("first", "change", "old"),
+    [
+        ("I prefer a window seat.", "Hmm, on second thought, I prefer an aisle seat.", "I prefer a window seat."),
+        ("My budget is $500.", "Let me correct that: my budget is $700.", "My budget is $500."),
+        ("My budget is $500.", "Oops, my budget is $700.", "My budget is $500."),
+        ("My budget is $500.", "Thinking about it more, my budget is $700.", "My budget is $500."),
+        ("The meeting is on Tuesday.", "Come to think of it, the meeting is on Friday.", "The meeting is on Tuesday."),
+    ],
+)
+def test_a_second_thought_replaces_the_old_value(engine: ContextEngine, first: str, change: str, old: str) -> None:
+    """A user's second thought was read as no statement ("On second thought, I prefer ..."),
+    under a key of its own (``correct_my_budget``), or as a value under consideration: the old
+    value stayed current and unmarked."""
+    view = shown(engine, chat(first, change))
+    assert view["h0"].startswith("[outdated:"), view["h0"]
+    assert view["h1"] == change
+    assert old not in current(engine)
+
+
+@pytest.mark.parametrize(
     "idea",
     [
         "I'm thinking about making my budget $800.",
