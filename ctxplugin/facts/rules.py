@@ -36,6 +36,7 @@ keyed by the record's id field, so a later read of the same record supersedes th
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from functools import partial
 from itertools import chain, islice
 from typing import Any
@@ -68,6 +69,7 @@ from ctxplugin.facts._not_prose import (
     labelled_ask,
     log_line,
 )
+from ctxplugin.facts._scopes import HYPOTHETICAL, carried, scope_of
 from ctxplugin.facts._subjects import NUMBERED_SUBJECT as _NUMBERED_SUBJECT
 from ctxplugin.facts._subjects import code_unkeyed, labelled_key, records_unkeyed, updated_detail
 from ctxplugin.facts._subjects import subject_key as _subject_key
@@ -76,7 +78,7 @@ from ctxplugin.facts._values import EVENTS as _EVENTS
 from ctxplugin.facts._values import WHEN_TYPES as _WHEN_TYPES
 from ctxplugin.facts._values import read_values, typed_values
 from ctxplugin.facts.extract import FactDraft
-from ctxplugin.facts.model import FactKind, FactScope
+from ctxplugin.facts.model import FactKind
 from ctxplugin.tokens import content_text
 
 _SCOPE_LEAD = re.compile(
@@ -88,8 +90,6 @@ _CORRECTION = re.compile(
     r"now is|is now|are now|reallocated|reassigned|rescheduled|not anymore|rather than)\b",
     re.IGNORECASE,
 )
-_HYPOTHETICAL = re.compile(r"\b(what if|suppose|supposing|hypothetically|imagine|if we were to|in theory)\b", re.IGNORECASE)
-_DRAFT = re.compile(r"\b(draft|tentative(?:ly)?|proposal|proposed)\b", re.IGNORECASE)
 _CONSTRAINT = re.compile(
     r"\b(max(?:imum)?|at most|no more than|must not|must be|cannot exceed|can't exceed|never exceed|"
     r"limit(?:ed)? to|minimum|at least|deadline|due by|due on|budget|cap(?:ped)? at|policy)\b",
@@ -176,13 +176,16 @@ class RuleExtractor:
         ``limit``, reading stops once that many are found (the first ones are the same)."""
         out: list[FactDraft] = []
         seen: set[str] = set()
-        for whole in islice(sentences(FENCED.sub("\n", text)), _MAX_SENTENCES):
+        read = islice(sentences(FENCED.sub("\n", text)), _MAX_SENTENCES)
+        for whole, opened in carried(read) if voice == "user" else ((w, None) for w in read):
             sentence = whole[:_SENTENCE_CHARS]
             if limit is not None and len(out) >= limit:
                 break  # a 60-line listing is not read to its end for facts that would be dropped
             # a sentence is read once per voice: a task template or a tool's banner comes back
             # word for word in every task and output that holds it
-            for draft in _READ.get_or_make((type(self), text_key(sentence), voice), partial(self._read, sentence, voice)):
+            for read_draft in _READ.get_or_make((type(self), text_key(sentence), voice), partial(self._read, sentence, voice)):
+                # "Draft:", "Suppose ...": what the message goes on to say is said in their scope
+                draft = replace(read_draft, scope=opened) if opened and read_draft.scope == "global" else read_draft
                 if draft.text not in seen:
                     seen.add(draft.text)
                     out.append(draft)
@@ -205,7 +208,7 @@ class RuleExtractor:
         ids = identifiers(sentence)
         links = _URL.findall(sentence)
         asking = sentence.endswith("?") or _labelled_question(sentence)  # "Question 5: how do refunds work"
-        question = asking and not _HYPOTHETICAL.search(sentence) and not languages.hypothetical(sentence.translate(_APOSTROPHES))
+        question = asking and not HYPOTHETICAL.search(sentence) and not languages.hypothetical(sentence.translate(_APOSTROPHES))
         main = None if question else self._statement(sentence.translate(_APOSTROPHES), voice, ids, shown=sentence)
         if voice == "user" and not question:  # "make that the 24th", "never mind, keep the original"
             said = sentence.translate(_APOSTROPHES)
@@ -224,7 +227,7 @@ class RuleExtractor:
         body = _AGAIN.sub("", _SCOPE_LEAD.sub("", _LEAD.sub("", sentence[foreign.start if foreign else 0 :]).strip()).strip().rstrip(".!?"))
         # "not economy, business": the user names the value they reject
         not_this = user_voice.rejected(body) if voice == "user" else None
-        scope = ("hypothetical" if foreign is not None and foreign.hypothetical else _scope_of(sentence)) if voice == "user" else None
+        scope = ("hypothetical" if foreign is not None and foreign.hypothetical else scope_of(sentence)) if voice == "user" else None
         body = user_voice.supposed_act(body) if scope in ("hypothetical", "draft") else body  # "we held the offsite in Austin"
         weighed = scope == "global" and bool(_TENTATIVE.search(sentence))  # "maybe $800"
         reported = _REPORTED.match(body) if voice == "user" else None
@@ -245,7 +248,7 @@ class RuleExtractor:
             # a correction and a tool line's scope are told only when a fact is made: most lines give none
             importance = 0.7 if not_this is not None or _CORRECTION.search(sentence) or (foreign and foreign.correction) else 0.5
             weight = max(importance, 0.8) if kind == "constraint" else importance
-            stated = "draft" if weighed and (key or typed_values(sentence)) else scope or _scope_of(sentence)
+            stated = "draft" if weighed and (key or typed_values(sentence)) else scope or scope_of(sentence)
             conditional = voice == "user" and scope == "global" and _CONDITION.search(sentence) is not None
             return FactDraft(  # "if I get the bonus, my budget is $700" replaces nothing
                 text=tidy(shown[foreign.start :] if foreign else shown, keep_also=addition), key=None if conditional else key or None, kind=kind, tags=tags, importance=weight, scope=stated,
@@ -376,8 +379,6 @@ def _parts(sentence: str, voice: str) -> list[str]:
     return languages.parts(sentence) if voice == "user" else [sentence]
 
 
-def _scope_of(sentence: str) -> FactScope:  # "what if ...", "draft: ..."
-    return "hypothetical" if _HYPOTHETICAL.search(sentence) else "draft" if _DRAFT.search(sentence) else "global"
 
 
 def _kind_of(sentence: str, value: str, voice: str) -> FactKind:

@@ -101,6 +101,25 @@ def test_a_value_under_consideration_leaves_the_current_one_alone(engine: Contex
 
 
 @pytest.mark.parametrize(
+    "idea",
+    [
+        "Draft:\nThe venue is Hall C.\nMy budget is $900.",
+        "Here is a draft of the plan: The venue is Hall C. My budget is $900.",
+        "Suppose we move the event. Then the venue is Hall C and my budget would be $900.",
+        "What if we move the event?\nThe venue would be Hall C. My budget would be $900.",
+    ],
+)
+def test_what_a_draft_or_a_supposition_goes_on_to_say_is_not_current(engine: ContextEngine, idea: str) -> None:
+    """A draft or a supposition opening a message covers what the message goes on to say: its
+    next sentences were read as plain statements, replaced the venue and the budget, and the
+    view marked the user's real plan outdated."""
+    view = shown(engine, chat("The venue is Hall B. My budget is $500.", idea))
+    assert view["h0"] == "The venue is Hall B. My budget is $500.", view["h0"]
+    assert {"The venue is Hall B.", "My budget is $500."} <= set(current(engine))
+    assert not any("Hall C" in text or "900" in text for text in current(engine)), current(engine)
+
+
+@pytest.mark.parametrize(
     "again",
     ["My budget is $500, as I said.", "Like I said, my budget is $500.", "My budget is $500 again, just to be clear."],
 )
