@@ -128,6 +128,7 @@ _NEW_VALUE = re.compile(r"^(?:please\s+)?(?:make|change|switch|set)\s+(?:it|that
 """A choice that names a value and nothing else: "make that the 24th", "make it $700"."""
 _RESTATED = re.compile(
     r"^(?:(?P<owned>oops|i\s+(?:mistyped|misspoke|made\s+a\s+(?:typo|mistake))|my\s+(?:bad|mistake)|typo|"
+    r"i\s+got\s+(?:the|my)(?:\s+\w+){1,3}?\s+wrong|i\s+(?:gave(?:\s+you)?|provided|entered|typed|said|used)\s+the\s+wrong(?:\s+\w+){1,3}?|"
     r"that(?:'s|\s+is|\s+was)\s+(?:wrong|not\s+right|a\s+typo))[\s,;:.!-]+)?"
     r"(?:(?:it|that)(?:'s|\s+is|\s+was|\s+should\s+(?:be|have\s+been))\s+(?:actually\s+)?|(?P<meant>i\s+meant\s+(?:to\s+say\s+)?))"
     r"(?P<value>.+)$",

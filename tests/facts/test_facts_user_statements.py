@@ -311,6 +311,10 @@ def test_a_request_about_a_booking_is_not_a_new_value(text: str) -> None:
         ("My departure date is May 3.", "I meant May 4."),
         ("My flight is at 3pm.", "Correction: it's at 4pm."),
         ("I'd like the HAT123 flight.", "Oops, that should be HAT124."),
+        # the user names what they got wrong
+        ("My departure date is May 20.", "Sorry, I got the date wrong, it's May 21."),
+        ("My reservation ID is ABC123.", "I gave you the wrong reservation ID, it's XYZ789."),
+        ("My reservation ID is ABC123.", "Sorry, I provided the wrong ID - it's XYZ789."),
     ],
 )
 def test_a_value_said_again_to_correct_it_replaces_the_old_one(first: str, then: str) -> None:
