@@ -53,6 +53,14 @@ REPORTED = re.compile(
 thinks the meeting is on Friday"): what they said, not what the user states, so it is a draft
 until the user says it plainly; keyed by its own subject ("hotel stay"), not by the speaker."""
 
+RETRACTED = re.compile(
+    r"^(?:(?:actually|oh|wait|no|sorry|hmm|ok(?:ay)?|so|well)\b[\s,;.!-]*)*"
+    r"(?:scratch that|never\s?mind(?: that)?|forget (?:that|it)|ignore that|disregard that)[\s.!]*$",
+    re.IGNORECASE,
+)
+"""A retraction said alone ("Never mind.", "Scratch that.", "Actually, forget it."): it takes
+back the change the user's message before it made, and nothing older."""
+
 _RAW_LEAD = re.compile(r"^(?:(?:actually|ok(?:ay)?|so|and|oh|right|yes|yeah|btw|wait)\b[\s,:;!.-]*)+", re.IGNORECASE)
 
 
@@ -74,4 +82,4 @@ def tidy(sentence: str, *, keep_also: bool = False) -> str:
     return body[0].upper() + body[1:]
 
 
-__all__ = ["AGAIN", "CONDITION", "LEAD", "REPORTED", "TENTATIVE", "raw_lead", "tidy"]
+__all__ = ["AGAIN", "CONDITION", "LEAD", "REPORTED", "RETRACTED", "TENTATIVE", "raw_lead", "tidy"]

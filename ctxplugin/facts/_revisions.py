@@ -34,6 +34,7 @@ import re
 
 from ctxplugin.facts._batch import WriteBatch
 from ctxplugin.facts._counts import counts_for_no_one
+from ctxplugin.facts._discourse import RETRACTED
 from ctxplugin.facts._text import content_words, identifiers, stem
 from ctxplugin.facts._values import count_unit, typed_values
 from ctxplugin.facts.extract import FactDraft
@@ -47,7 +48,7 @@ _ASKING = frozenset(
     stem(w) for w in [
         "never", "mind", "keep", "original", "previous", "old", "first", "earlier", "go", "back", "switch", "change",
         "revert", "undo", "sorry", "actually", "please", "let", "use", "stick", "stay", "put", "set", "move", "instead",
-        "one", "value", "way", "before", "it", "was", "had",
+        "one", "value", "way", "before", "it", "was", "had", "scratch", "forget", "ignore", "disregard",
     ]
 )
 """Words of asking to go back rather than of what to go back to."""
@@ -85,11 +86,14 @@ def revised(writes: FactStore | WriteBatch, fact: Fact, draft: FactDraft, *, aft
             "text": text, "key": supposed.key, "kind": supposed.kind, "visibility": supposed.visibility,
             "constraint_type": supposed.constraint_type, "tags": supposed.tags,
         }), False, supposed
-    said = [w for w in content_words(fact.text) if stem(w) not in _ASKING]
+    bare = RETRACTED.match(fact.text) is not None  # "never mind" alone names nothing
+    said = [] if bare else [w for w in content_words(fact.text) if stem(w) not in _ASKING]
     found = _earlier(writes, fact, {stem(w) for w in said}, first=bool(_FIRST & set(content_words(fact.text))))
     if found is None:
         return fact, not said, None
     earlier, head = found
+    if bare and (after is None or head.source.ref != after):
+        return fact, True, None  # "never mind" takes back only the change said just before it
     history = writes.find(FactQuery(reader=fact.owner, key=head.key))
     again = [f for f in history if fact.source.ref is not None and f.source.ref == fact.source.ref]
     if again:

@@ -15,6 +15,7 @@ import re
 from dataclasses import replace
 from typing import Literal
 
+from ctxplugin.facts._discourse import RETRACTED
 from ctxplugin.facts._text import content_words, identifiers
 from ctxplugin.facts._values import COUNT, read_values, typed_values
 from ctxplugin.facts.extract import FactDraft
@@ -192,6 +193,8 @@ def referring_back(body: str, draft: FactDraft | None, shown: str, *, said: str 
         revises: Literal["latest", "earlier", "adopted"] = "latest"
     elif _RESTORE.search(body):
         revises = "earlier"
+    elif draft is None and RETRACTED.match(said.strip()):  # "never mind" alone: the change just made
+        return FactDraft(text=said.strip(), importance=0.7, revises="earlier")
     elif _ADOPT.match(body.rstrip(".!")):
         revises = "adopted"
     else:

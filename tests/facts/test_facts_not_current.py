@@ -119,6 +119,22 @@ def test_what_a_draft_or_a_supposition_goes_on_to_say_is_not_current(engine: Con
     assert not any("Hall C" in text or "900" in text for text in current(engine)), current(engine)
 
 
+@pytest.mark.parametrize("retraction", ["Never mind.", "Scratch that.", "Actually, forget it.", "Hmm, never mind that."])
+def test_a_bare_retraction_undoes_the_change_the_user_just_made(engine: ContextEngine, retraction: str) -> None:
+    """"Never mind." right after a change left the change current: the new seat stayed in
+    force and the user's seat was marked outdated."""
+    view = shown(engine, chat("My seat is 12A.", "Actually, my seat is 14C.", retraction))
+    assert view["h0"] == "My seat is 12A.", view["h0"]
+    assert view["h1"].startswith("[outdated:"), view["h1"]
+    assert "My seat is 12A." in current(engine) and "My seat is 14C." not in current(engine)
+
+
+def test_a_bare_retraction_leaves_a_change_said_before_the_last_message(engine: ContextEngine) -> None:
+    view = shown(engine, chat("My seat is 12A.", "Actually, my seat is 14C.", "My budget is $500.", "Never mind."))
+    assert "My seat is 14C." in current(engine) and "My seat is 12A." not in current(engine)
+    assert view["h1"] == "Actually, my seat is 14C."
+
+
 @pytest.mark.parametrize(
     "again",
     ["My budget is $500, as I said.", "Like I said, my budget is $500.", "My budget is $500 again, just to be clear."],
