@@ -16,7 +16,8 @@ from pydantic import ValidationError
 
 from ctxplugin._messages import annotation, said_ref
 from ctxplugin._untrusted import storable_text, valid_unicode
-from ctxplugin.errors import InvalidInputError
+from ctxplugin.errors import EngineClosedError, InvalidInputError
+from ctxplugin.facts._failures import failing_as_store
 from ctxplugin.facts._text import identifiers
 from ctxplugin.facts.extract import Extractor, FactDraft
 from ctxplugin.facts.model import (
@@ -245,7 +246,7 @@ def read_drafts(
         if not trusted and marks.authority is not None and AUTHORITY_RANK[marks.authority] > AUTHORITY_RANK[authority]:
             _warn_capped(marks.authority, authority)
             marks = replace(marks, authority=authority)
-        for draft in extractor(message):
+        for draft in _extracted(extractor, message):
             # like its authority, who may read what a tool returned is not the extractor's to widen
             # (a fetched page would reach every user of the tenant): it stays in the session
             visibility = "session" if source == "tool" else draft.visibility or (
@@ -256,6 +257,21 @@ def read_drafts(
                 draft = replace(draft, scope=marks.fact_scope, scope_id=marks.scope_id or draft.scope_id)
             drafts.append((draft, source, marks.audience, output))
     return drafts
+
+
+def _extracted(extractor: Extractor, message: BaseMessage) -> list[FactDraft]:
+    """What ``extractor`` reads from ``message``. A model's output that is no fact (an item with
+    unknown fields) gives none, with a warning, and the message is not asked again; a failure of
+    what the extractor calls (a hosted model down) is a :class:`~ctxplugin.errors.StoreError`:
+    the step degrades and the message is read again on a later call."""
+    try:
+        with failing_as_store("the fact extractor"):
+            return list(extractor(message))
+    except EngineClosedError:
+        raise
+    except InvalidInputError as exc:
+        logger.warning("ctxplugin: a fact extractor's output is left out, it is no fact: %s", exc)
+        return []
 
 
 _capped_once: set[tuple[str, str]] = set()
