@@ -152,8 +152,9 @@ def may_restate(version: int, rules: InForce) -> Restating | None:
     return Restating(gone, step, [c for c in before.changes if _ident(c) in gone])
 
 
-PRINT_BITS = 1024
-"""Bits of a :func:`fingerprint`: a message of a few hundred words sets about a fifth of them."""
+PRINT_BITS = 4096
+"""Bits of a :func:`fingerprint` (512 bytes each): a message of a few hundred words sets about one in twenty
+of them, so a change's one or two bits pass over most messages that do not hold its words."""
 
 
 def _bit(item: str) -> int:
@@ -367,7 +368,15 @@ def _states(change: Change, words: frozenset[str], refs: AbstractSet[str]) -> bo
     return len(change.anchors & words) >= change.need
 
 
-def _terms(message: BaseMessage) -> tuple[frozenset[str], set[str]]:
-    """``message``'s words (memoised by text, see :func:`word_set`) and refs."""
-    return word_set(content_text(message.content)), set(source_refs(message))
+_TERMS: PerMessage[tuple[frozenset[str], frozenset[str]]] = PerMessage(4096)
+
+
+def _terms(message: BaseMessage) -> tuple[frozenset[str], frozenset[str]]:
+    """``message``'s words and refs, found once per message: a change in force asks them of
+    every message that may state it, again on each change (a long chat holds thousands)."""
+    found = _TERMS.get(message)
+    if found is None:
+        found = word_set(content_text(message.content)), frozenset(source_refs(message))
+        _TERMS.put(message, found)
+    return found
 

@@ -311,3 +311,15 @@ def test_a_marking_grown_turn_by_turn_equals_one_made_afresh(
         fresh.update(history, rules, spans=shown, asides={}, keep=keep)
         assert [m.content for m in carried.out] == [m.content for m in fresh.out], index
         assert carried.count == fresh.count
+
+
+def test_a_message_given_new_content_or_a_new_ref_is_read_for_its_new_words_and_refs() -> None:
+    # words and refs are kept per message: an edited message must not keep those of its old text
+    message = HumanMessage("The data team is on Project Alpha.", id="h0")
+    words, refs = _reading._terms(message)
+    assert "alpha" in words and refs == {"h0"}
+    message.content = "The data team is on Project Beta."
+    words, refs = _reading._terms(message)
+    assert "beta" in words and "alpha" not in words
+    message.additional_kwargs = {"ctxplugin": {"ref": "cas:answer"}}
+    assert _reading._terms(message)[1] == {"h0", "cas:answer"}
