@@ -13,6 +13,7 @@ from typing import ClassVar
 from langchain_core.messages import BaseMessage
 
 from ctxplugin._layout import calls_tools, is_condensed, is_note, lookup_fits
+from ctxplugin._unique_calls import unique_call_ids
 from ctxplugin.budget import Parts, enforce, section_tokens, total_tokens
 from ctxplugin.config import FactsConfig
 from ctxplugin.errors import StoreError
@@ -117,7 +118,7 @@ class FitBudget:
             messages = parts.layout().messages(parts.header)
         within = outcome.within and total_tokens(parts, self.counter) <= view.budgets["total"]
         fitted = Fitted(
-            messages=tuple(messages),
+            messages=tuple(unique_call_ids(messages)),  # a call id a model gave twice is sent once
             sections=section_tokens(parts, self.counter),
             within_budget=within,
             dropped_exchanges=parts.dropped_exchanges,
