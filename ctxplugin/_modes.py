@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from contextlib import suppress
-from typing import Any
+from typing import Any, TypeVar
+
+C = TypeVar("C")
 
 WHOLE_TOTAL = 7500
 WHOLE_SHARES: dict[str, float] = {"header": 1 / 2, "history": 11 / 12, "facts": 2 / 75, "summaries": 11 / 12}
@@ -67,4 +69,19 @@ def whole_preset(data: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-__all__ = ["WHOLE_PRESET", "WHOLE_SHARES", "WHOLE_TOTAL", "whole_preset"]
+def with_mode_defaults(data: Any, validate: Callable[[Any], C]) -> C:
+    """``ContextConfig`` validated from ``data`` with the whole mode's defaults when that is its
+    mode. The whole mode's total is put in the data as if given; when nobody gave it, it is
+    taken out of the budget's ``model_fields_set`` again, so that the total reads as not set
+    (the last resort then keeps the system prompt whole, ``stages.pipeline``) whether or not
+    ``elastic`` is on."""
+    if not (isinstance(data, dict) and data.get("mode", "whole") == "whole"):
+        return validate(data)
+    given = data.get("budget")
+    config = validate(whole_preset(data))
+    if given is None or (isinstance(given, Mapping) and "total" not in given):
+        config.budget.__pydantic_fields_set__.discard("total")  # type: ignore[attr-defined]
+    return config
+
+
+__all__ = ["WHOLE_PRESET", "WHOLE_SHARES", "WHOLE_TOTAL", "whole_preset", "with_mode_defaults"]

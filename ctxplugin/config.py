@@ -19,7 +19,7 @@ from ctxplugin._config_errors import describe, settings_error, unknown_variables
 from ctxplugin._modes import WHOLE_PRESET as WHOLE_PRESET
 from ctxplugin._modes import WHOLE_SHARES as WHOLE_SHARES
 from ctxplugin._modes import WHOLE_TOTAL as WHOLE_TOTAL
-from ctxplugin._modes import whole_preset
+from ctxplugin._modes import with_mode_defaults
 from ctxplugin._secret_headers import SecretHeaders
 from ctxplugin.errors import ConfigError, ConfigWarning
 
@@ -368,12 +368,10 @@ class ContextConfig(BaseSettings):
             return value
         raise ValueError(f"is not an encoding tiktoken knows; the known ones are {', '.join(sorted(known))}")
 
-    @model_validator(mode="before")
+    @model_validator(mode="wrap")
     @classmethod
-    def _mode_defaults(cls, data: Any) -> Any:
-        if isinstance(data, dict) and data.get("mode", "whole") == "whole":
-            return whole_preset(data)
-        return data
+    def _mode_defaults(cls, data: Any, handler: Any) -> Any:
+        return with_mode_defaults(data, handler)
     if not TYPE_CHECKING:  # type checkers keep the typed signature of the fields
 
         def __init__(self, /, **values: Any) -> None:

@@ -51,3 +51,15 @@ def test_a_total_the_user_set_stays_a_cap_that_cuts_the_prompt(mode: str, monkey
 def test_a_prompt_that_yields_is_held_under_a_total_set_with_elastic() -> None:
     prompt, _, _ = sent_prompt(ContextConfig(budget={"total": 4000, "elastic": True}))
     assert prompt == RULES
+
+
+def test_a_default_total_that_does_not_grow_still_holds_the_prompt(monkeypatch: pytest.MonkeyPatch) -> None:
+    # CTXPLUGIN_BUDGET__ELASTIC=false (docs/getting-started.md) turns off the growth of the whole
+    # mode's default total; nobody set that total, so it is no cap either, as in compact mode
+    for config in (ContextConfig(mode="whole", budget={"elastic": False}), ContextConfig(mode="compact", budget={"elastic": False})):
+        prompt, warnings, _ = sent_prompt(config)
+        assert prompt == RULES, (config.mode, warnings)
+    monkeypatch.setenv("CTXPLUGIN_BUDGET__ELASTIC", "false")
+    prompt, _, _ = sent_prompt(ContextConfig(mode="whole"))
+    assert prompt == RULES
+    assert ContextConfig(mode="whole").budget.total == 7500, "the whole mode's default total stays its total"
