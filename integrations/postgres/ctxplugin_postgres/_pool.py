@@ -98,8 +98,10 @@ class ProcessPool(ConnectionPool[Connection[Any]]):
                 if self._check_lent is not None:
                     self._check_lent(conn)
             except Exception as exc:
-                conn.close()  # returned closed, it is discarded and replaced
-                super().putconn(conn)
+                conn.close()  # handed back closed, it is discarded and replaced
+                # as psycopg's own check does: a connection found broken, not one a caller closed
+                # (which psycopg warns of); it is closed, so a closed pool has nothing to close
+                self._putconn(conn, from_getconn=True)
                 if time.monotonic() >= deadline:
                     raise PoolTimeout(f"no connection passed its check within {wait:.2f} sec") from exc
                 continue
@@ -177,8 +179,8 @@ class AsyncCheckedPool(AsyncConnectionPool[AsyncConnection[Any]]):
                 if self._check_lent is not None:
                     await self._check_lent(conn)
             except Exception as exc:
-                await conn.close()  # returned closed, it is discarded and replaced
-                await super().putconn(conn)
+                await conn.close()  # handed back closed, it is discarded and replaced, quietly (see ProcessPool)
+                await self._putconn(conn, from_getconn=True)
                 if time.monotonic() >= deadline:
                     raise PoolTimeout(f"no connection passed its check within {wait:.2f} sec") from exc
                 continue

@@ -5,11 +5,12 @@ step must get a working connection, not wait for the pool to back off from each 
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import psycopg
 import pytest
-from ctxplugin_postgres import AsyncPostgresCASStore, migrate
+from ctxplugin_postgres import AsyncPostgresCASStore, make_async_pool, make_pool, migrate
 from langchain_core.messages import ToolMessage
 
 import ctxplugin
@@ -81,3 +82,46 @@ async def test_the_async_store_gets_past_idle_sessions_the_server_ended(pg_dsn: 
 
         assert (await store.get(after.ref_id, scope)).content == after.content
         assert (await store.get(before.ref_id, scope)).content == before.content
+
+
+def _pool_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.name.startswith("psycopg.pool") and r.levelno >= logging.WARNING]
+
+
+def test_connections_the_server_ended_are_replaced_without_a_warning_each(
+    pg_dsn: str, pg_schema: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # a connection that fails its check is expected after a restart: psycopg's own check says
+    # so at INFO; handed back as if the caller had closed it, each logged a WARNING. The pool
+    # holds only the ended connections (max_size), so the first ones lent fail their check
+    pool = make_pool(pg_dsn, min_size=IDLE, max_size=IDLE, timeout=TIMEOUT, name="ended-quiet")
+    try:
+        held = [pool.getconn() for _ in range(IDLE)]
+        pids = [conn.info.backend_pid for conn in held]
+        for conn in held:
+            pool.putconn(conn)
+        _end_sessions(pg_dsn, pids)
+        with caplog.at_level(logging.INFO, logger="psycopg.pool"), pool.connection() as conn:
+            assert conn.execute("SELECT 1").fetchone() == (1,) and conn.info.backend_pid not in pids
+        assert _pool_warnings(caplog) == []
+    finally:
+        pool.close()
+
+
+async def test_the_async_pool_replaces_ended_connections_without_a_warning_each(
+    pg_dsn: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    pool = make_async_pool(pg_dsn, min_size=IDLE, max_size=IDLE, timeout=TIMEOUT, name="ended-quiet-async")
+    await pool.open()
+    try:
+        held = [await pool.getconn() for _ in range(IDLE)]
+        pids = [conn.info.backend_pid for conn in held]
+        for conn in held:
+            await pool.putconn(conn)
+        _end_sessions(pg_dsn, pids)
+        with caplog.at_level(logging.INFO, logger="psycopg.pool"):
+            async with pool.connection() as conn:
+                assert await (await conn.execute("SELECT 1")).fetchone() == (1,) and conn.info.backend_pid not in pids
+        assert _pool_warnings(caplog) == []
+    finally:
+        await pool.close()
