@@ -10,7 +10,8 @@ and the view marked the user's real plan outdated. An opener's scope is carried 
 - after a sentence whose words before a colon say draft or hypothetical ("Draft:", "Here is a
   draft of the plan: ..."), to the end of the message;
 - after a hypothetical sentence, to each next sentence that follows from it ("Then ...", "...
-  would ..."), until one does not.
+  would ..."), until one does not. "I suppose", "I'd imagine" and "suppose so" give an opinion,
+  not a supposition: they carry nothing.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ DRAFT = re.compile(r"\b(draft|tentative(?:ly)?|proposal|proposed)\b", re.IGNOREC
 _FOLLOWS = re.compile(r"^(?:and\s+|so\s+)?then\b|\bwould\b", re.IGNORECASE)
 """A sentence that follows from the supposition before it ("Then the venue is Hall C", "My
 budget would be $900")."""
+_OPINION = re.compile(r"\b(?:i|we)(?:\s+(?:do|would)|['\u2019]d)?\s+(?:suppose|imagine)\b|\b(?:suppose|imagine)\s+so\b", re.IGNORECASE)
+"""Words of opinion that HYPOTHETICAL's words are part of ("I suppose that's fine", "suppose so")."""
 
 
 def scope_of(sentence: str) -> FactScope:
@@ -38,15 +41,15 @@ def carried(sentences: Iterable[str]) -> Iterator[tuple[str, FactScope | None]]:
     whole: FactScope | None = None  # "Draft:" covers the rest of the message
     supposed = False  # the sentence before was a supposition, or followed from one
     for sentence in sentences:
+        head, colon, _ = sentence.partition(":")
         if whole is not None:
             yield sentence, whole
             continue
         follows = supposed and _FOLLOWS.search(sentence) is not None
         yield sentence, ("hypothetical" if follows else None)
-        head, colon, _ = sentence.partition(":")
         if colon and scope_of(head) != "global":
             whole = scope_of(head)
-        supposed = follows or scope_of(sentence) == "hypothetical"
+        supposed = follows or HYPOTHETICAL.search(_OPINION.sub(" ", sentence)) is not None
 
 
 __all__ = ["DRAFT", "HYPOTHETICAL", "carried", "scope_of"]

@@ -119,6 +119,21 @@ def test_what_a_draft_or_a_supposition_goes_on_to_say_is_not_current(engine: Con
     assert not any("Hall C" in text or "900" in text for text in current(engine)), current(engine)
 
 
+@pytest.mark.parametrize(
+    ("said", "stated"),
+    [
+        ("I suppose that's fine. Then my budget is $700.", "Then my budget is $700."),
+        ("Suppose so. I would like the budget to be $700.", "I would like the budget to be $700."),
+        ("I'd imagine it's fine. Then my budget is $700.", "Then my budget is $700."),
+    ],
+)
+def test_i_suppose_opens_no_supposition(engine: ContextEngine, said: str, stated: str) -> None:
+    """"I suppose", "suppose so" give an opinion, not a supposition: the sentence after it was
+    read as hypothetical and the user's new budget was not current."""
+    shown(engine, chat("My budget is $500.", said))
+    assert stated in current(engine), current(engine)
+
+
 @pytest.mark.parametrize("retraction", ["Never mind.", "Scratch that.", "Actually, forget it.", "Hmm, never mind that."])
 def test_a_bare_retraction_undoes_the_change_the_user_just_made(engine: ContextEngine, retraction: str) -> None:
     """"Never mind." right after a change left the change current: the new seat stayed in
