@@ -8,7 +8,8 @@ sentences after the opener were plain statements: they replaced the current venu
 and the view marked the user's real plan outdated. An opener's scope is carried over:
 
 - after a sentence whose words before a colon say draft or hypothetical ("Draft:", "Here is a
-  draft of the plan: ..."), to the end of the message;
+  draft of the plan: ..."), to the end of the message or to a label saying what is settled
+  ("Final:", "Confirmed:");
 - after a hypothetical sentence, to each next sentence that follows from it ("Then ...", "...
   would ..."), until one does not. "I suppose", "I'd imagine" and "suppose so" give an opinion,
   not a supposition: they carry nothing.
@@ -28,6 +29,10 @@ _FOLLOWS = re.compile(r"^(?:and\s+|so\s+)?then\b|\bwould\b", re.IGNORECASE)
 budget would be $900")."""
 _OPINION = re.compile(r"\b(?:i|we)(?:\s+(?:do|would)|['\u2019]d)?\s+(?:suppose|imagine)\b|\b(?:suppose|imagine)\s+so\b", re.IGNORECASE)
 """Words of opinion that HYPOTHETICAL's words are part of ("I suppose that's fine", "suppose so")."""
+_SETTLED = re.compile(
+    r"^\W*(?:final|finali[sz]ed|decided|decision|confirmed|official)(?:\s+(?:version|plan|answer|decision|choice))?\W*$", re.IGNORECASE
+)
+"""A label saying what follows is settled ("Final:", "Confirmed:"): the draft before it has ended."""
 
 
 def scope_of(sentence: str) -> FactScope:
@@ -42,6 +47,8 @@ def carried(sentences: Iterable[str]) -> Iterator[tuple[str, FactScope | None]]:
     supposed = False  # the sentence before was a supposition, or followed from one
     for sentence in sentences:
         head, colon, _ = sentence.partition(":")
+        if whole is not None and colon and _SETTLED.match(head):
+            whole = None  # "Draft: ... Final: ...": what follows the label is not the draft
         if whole is not None:
             yield sentence, whole
             continue

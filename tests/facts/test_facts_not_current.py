@@ -119,6 +119,14 @@ def test_what_a_draft_or_a_supposition_goes_on_to_say_is_not_current(engine: Con
     assert not any("Hall C" in text or "900" in text for text in current(engine)), current(engine)
 
 
+def test_a_final_label_ends_the_draft_the_message_opened(engine: ContextEngine) -> None:
+    """"Draft:" covered the rest of the message, a "Final:" line after it too: the user's final
+    venue was read as a draft and not current."""
+    shown(engine, chat("The venue is Hall B.", "Draft: the venue is Hall C.\nFinal: the venue is Hall D."))
+    assert "Final: the venue is Hall D." in current(engine), current(engine)
+    assert not any("Hall C" in text for text in current(engine)), current(engine)
+
+
 @pytest.mark.parametrize(
     ("said", "stated"),
     [
