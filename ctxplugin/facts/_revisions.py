@@ -152,15 +152,27 @@ def _stated_in_reach(candidate: Fact, fact: Fact) -> bool:
     )
 
 
+_NAMED_WRONG = re.compile(r"\bgot\s+(?:the|my)\s+(?P<got>[\w ]+?)\s+wrong\b|\bthe\s+wrong\s+(?P<gave>[\w ]+?)\s*(?:[,;:.!-]|$)", re.IGNORECASE)
+"""What the user names as wrong ("I got my departure date wrong", "I gave you the wrong reservation ID")."""
+
+
 def _latest_of_type(writes: FactStore | WriteBatch, fact: Fact) -> Fact | None:
+    """The latest statement holding a value of the type ``fact`` corrects; of those, the latest
+    whose key has the words the user named as wrong ("the wrong reservation ID": not the flight
+    said since), when one has them."""
     wanted = _types(fact.text)
     if not wanted:
         return None
+    wrong = _NAMED_WRONG.search(fact.text)
+    named = {stem(w) for w in content_words(wrong.group("got") or wrong.group("gave"))} if wrong else set()
     query = FactQuery(reader=fact.owner, valid=True, scopes=(fact.scope,))
+    latest = None
     for candidate in writes.find(query, limit=_RECENT):
         if _stated_in_reach(candidate, fact) and wanted & _types(candidate.text):
-            return candidate
-    return None
+            if named <= {stem(part) for part in (candidate.key or "").split("_")}:
+                return candidate
+            latest = latest or candidate
+    return latest
 
 
 def _latest_stated(writes: FactStore | WriteBatch, fact: Fact) -> Fact | None:

@@ -340,6 +340,26 @@ def test_a_corrected_code_replaces_the_code_of_its_shape_only() -> None:
     assert "My booking reference is QQ47LX." not in current(facts)
 
 
+@pytest.mark.parametrize(
+    ("first", "between", "then"),
+    [
+        ("My reservation ID is ABC123.", "My flight number is HAT123.", "I gave you the wrong reservation ID, it's XYZ789."),
+        ("My reservation ID is ABC123.", "I'd like the HAT123 flight.", "Sorry, I provided the wrong reservation ID - it's XYZ789."),
+        ("My departure date is May 20.", "The meeting is on May 25.", "Sorry, I got my departure date wrong, it's May 21."),
+    ],
+)
+def test_a_correction_naming_what_was_wrong_replaces_that_value(first: str, between: str, then: str) -> None:
+    """"I gave you the wrong reservation ID, it's XYZ789" corrected the latest code of its shape,
+    the flight said since: the flight was marked replaced and the wrong reservation ID stayed
+    current."""
+    facts = ledger()
+    (old,) = facts.ingest([HumanMessage(first, id="m1")], scope=S)
+    facts.ingest([HumanMessage(between, id="m2")], scope=S)
+    (new,) = facts.ingest([HumanMessage(then, id="m3")], scope=S)
+    assert (new.key, new.supersedes) == (old.key, old.id)
+    assert between in current(facts) and first not in current(facts)
+
+
 @pytest.mark.parametrize("then", ["It's raining at 4pm.", "It's QQ47LM."])
 def test_a_value_said_without_correcting_replaces_nothing(then: str) -> None:
     # no "sorry", "I meant", "actually": a new statement, not a correction of the last value
