@@ -29,6 +29,8 @@ _FOLLOWS = re.compile(r"^(?:and\s+|so\s+)?then\b|\bwould\b", re.IGNORECASE)
 budget would be $900")."""
 _OPINION = re.compile(r"\b(?:i|we)(?:\s+(?:do|would)|['\u2019]d)?\s+(?:suppose|imagine)\b|\b(?:suppose|imagine)\s+so\b", re.IGNORECASE)
 """Words of opinion that HYPOTHETICAL's words are part of ("I suppose that's fine", "suppose so")."""
+_LABEL_COLON = re.compile(r"(?<!\d):|:(?!\d)")
+"""A colon ending a label ("Draft:", "Step 2:"), not one between the digits of a time ("at 5:00")."""
 _SETTLED = re.compile(
     r"^\W*(?:final|finali[sz]ed|decided|decision|confirmed|official)(?:\s+(?:version|plan|answer|decision|choice))?\W*$", re.IGNORECASE
 )
@@ -46,7 +48,8 @@ def carried(sentences: Iterable[str]) -> Iterator[tuple[str, FactScope | None]]:
     whole: FactScope | None = None  # "Draft:" covers the rest of the message
     supposed = False  # the sentence before was a supposition, or followed from one
     for sentence in sentences:
-        head, colon, _ = sentence.partition(":")
+        label = _LABEL_COLON.search(sentence)  # "Draft:", not the colon of "5:00"
+        head, colon = (sentence[: label.start()], True) if label else (sentence, False)
         if whole is not None and colon and _SETTLED.match(head):
             whole = None  # "Draft: ... Final: ...": what follows the label is not the draft
         if whole is not None:

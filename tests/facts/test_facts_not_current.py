@@ -142,6 +142,22 @@ def test_i_suppose_opens_no_supposition(engine: ContextEngine, said: str, stated
     assert stated in current(engine), current(engine)
 
 
+@pytest.mark.parametrize(
+    "said",
+    [
+        "The draft is due at 5:00 today. My budget is $700.",
+        "Please send the proposal by 9:30 tomorrow. My budget is $700.",
+        "What if the flight leaves at 10:30? Anyway, my budget is $700.",
+    ],
+)
+def test_a_clock_time_is_no_label_opening_a_draft(engine: ContextEngine, said: str) -> None:
+    """The colon of "5:00" in a sentence naming a draft or a supposition was read as a label
+    ("Draft:"): the rest of the message was a draft and the user's new budget not current."""
+    view = shown(engine, chat("My budget is $500.", said))
+    assert "My budget is $700." in current(engine) or "Anyway, my budget is $700." in current(engine), current(engine)
+    assert view["h0"].startswith("[outdated:"), view["h0"]
+
+
 @pytest.mark.parametrize("retraction", ["Never mind.", "Scratch that.", "Actually, forget it.", "Hmm, never mind that."])
 def test_a_bare_retraction_undoes_the_change_the_user_just_made(engine: ContextEngine, retraction: str) -> None:
     """"Never mind." right after a change left the change current: the new seat stayed in
