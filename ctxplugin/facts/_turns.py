@@ -13,18 +13,27 @@ that trimmed the front of its history sends it again); none when it is older tha
 (a long thread read again), and only what follows the last message read before is new. When nothing is remembered — a process
 that did not see the message before — it is unknown, and "let's do that" takes up the writer's
 latest statement when it is a hypothetical, as it always did.
+
+A bare "never mind" takes back the change of the user message before it, unless that message
+asked something too ("My seat is 14C. Can you check for an upgrade?"): it drops the question
+then, so it is given no message before it and takes back nothing. The refs of the user messages
+that asked are remembered as the refs are. (The ledger reads no agent message: a "never mind"
+answering the agent's question is not told apart.)
 """
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Sequence
 
 from langchain_core.messages import BaseMessage, HumanMessage
 
 from ctxplugin._lru import LRU
+from ctxplugin.facts._discourse import RETRACTED
 from ctxplugin.facts._drafts import _provenance
 from ctxplugin.scope import Scope
+from ctxplugin.tokens import content_text
 
 _READERS = 1024
 """Readers remembered, least recently used going first."""
@@ -38,6 +47,7 @@ class UserTurns:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._refs: LRU[str, tuple[str, ...]] = LRU(_READERS)
+        self._asked: LRU[str, tuple[str, ...]] = LRU(_READERS)  # the refs of those that asked something
 
     def read(self, messages: Sequence[BaseMessage], owner: Scope) -> dict[str, str]:
         """The ref of the user message said just before each user message of ``messages``
@@ -60,7 +70,28 @@ class UserTurns:
             # the last remembered (a long thread read again), however many were forgotten
             fresh = tuple(refs[read[-1] + 1 :] if read else refs)
             self._refs.put(key, (known + fresh)[-_DEPTH:])
-        return before
+            asked = self._asked.hit(key) or ()
+            asked += tuple(r for r in _asking(messages) if r not in asked)
+            self._asked.put(key, asked[-_DEPTH:])
+        return _answering(messages, before, set(asked))
+
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+
+
+def _asking(messages: Sequence[BaseMessage]) -> list[str]:
+    """The refs of the user messages of ``messages`` that ask something."""
+    return [ref for m in messages if isinstance(m, HumanMessage) and (ref := _provenance(m)) is not None and "?" in content_text(m.content)]
+
+
+def _answering(messages: Sequence[BaseMessage], before: dict[str, str], asked: set[str]) -> dict[str, str]:
+    """``before`` without the user messages of ``messages`` saying "never mind" alone after a
+    user message that asked something (``asked``): it drops the question, not the change."""
+    for m in messages:
+        ref = _provenance(m) if isinstance(m, HumanMessage) else None
+        if ref in before and before[ref] in asked and any(RETRACTED.match(s.strip()) for s in _SENTENCE_END.split(content_text(m.content))):
+            del before[ref]
+    return before
 
 
 __all__ = ["UserTurns"]

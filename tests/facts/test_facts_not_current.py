@@ -174,6 +174,19 @@ def test_a_bare_retraction_leaves_a_change_said_before_the_last_message(engine: 
     assert view["h1"] == "Actually, my seat is 14C."
 
 
+def test_a_bare_retraction_after_a_question_leaves_the_change(engine: ContextEngine) -> None:
+    """"Never mind." after a message that changed the seat and asked something drops the
+    question: it took back the seat change, and the user's new seat was marked outdated."""
+    change, reply = "Actually, my seat is 14C. Can you check if there is an upgrade?", "I could not find an upgrade."
+    messages: list[BaseMessage] = [SystemMessage("You are an airline support agent.")]
+    for i, (said, answer) in enumerate([("My seat is 12A.", "Noted."), (change, reply), ("Never mind.", "OK.")]):
+        messages += [HumanMessage(said, id=f"h{i}"), AIMessage(answer, id=f"a{i}")]
+    messages.append(HumanMessage("OK, please go ahead.", id="last"))
+    view = shown(engine, messages)
+    assert view["h1"] == change, view["h1"]
+    assert "My seat is 14C." in current(engine) and "My seat is 12A." not in current(engine), current(engine)
+
+
 @pytest.mark.parametrize(
     "again",
     ["My budget is $500, as I said.", "Like I said, my budget is $500.", "My budget is $500 again, just to be clear."],
