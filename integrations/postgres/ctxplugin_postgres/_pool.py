@@ -101,7 +101,10 @@ class ProcessPool(ConnectionPool[Connection[Any]]):
                 conn.close()  # handed back closed, it is discarded and replaced
                 # as psycopg's own check does: a connection found broken, not one a caller closed
                 # (which psycopg warns of); it is closed, so a closed pool has nothing to close
-                self._putconn(conn, from_getconn=True)
+                try:
+                    self._putconn(conn, from_getconn=True)
+                except (AttributeError, TypeError):  # a psycopg_pool without it: the public way, which warns
+                    super().putconn(conn)
                 if time.monotonic() >= deadline:
                     raise PoolTimeout(f"no connection passed its check within {wait:.2f} sec") from exc
                 continue
@@ -180,7 +183,10 @@ class AsyncCheckedPool(AsyncConnectionPool[AsyncConnection[Any]]):
                     await self._check_lent(conn)
             except Exception as exc:
                 await conn.close()  # handed back closed, it is discarded and replaced, quietly (see ProcessPool)
-                await self._putconn(conn, from_getconn=True)
+                try:
+                    await self._putconn(conn, from_getconn=True)
+                except (AttributeError, TypeError):  # a psycopg_pool without it: the public way, which warns
+                    await super().putconn(conn)
                 if time.monotonic() >= deadline:
                     raise PoolTimeout(f"no connection passed its check within {wait:.2f} sec") from exc
                 continue

@@ -7,11 +7,14 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
 from ctxplugin_postgres import AsyncPostgresCASStore, make_async_pool, make_pool, migrate
 from langchain_core.messages import ToolMessage
+from psycopg_pool import ConnectionPool
+from pytest_mock import MockerFixture
 
 import ctxplugin
 from ctxplugin import ContextConfig, Scope
@@ -125,3 +128,32 @@ async def test_the_async_pool_replaces_ended_connections_without_a_warning_each(
         assert _pool_warnings(caplog) == []
     finally:
         await pool.close()
+
+
+def test_a_pool_without_the_quiet_hand_back_still_replaces_ended_connections(
+    pg_dsn: str, mocker: MockerFixture
+) -> None:
+    # another psycopg_pool release may lack the private hand-back the pool uses to stay quiet:
+    # the public one (which warns) takes over, and a step still gets a working connection
+    original = ConnectionPool._putconn
+    quiet_tries: list[bool] = []
+
+    def older(self: ConnectionPool, conn: Any, from_getconn: bool) -> None:
+        if from_getconn:
+            quiet_tries.append(True)
+            raise TypeError("_putconn() got an unexpected keyword argument 'from_getconn'")
+        original(self, conn, from_getconn)
+
+    pool = make_pool(pg_dsn, min_size=IDLE, max_size=IDLE, timeout=TIMEOUT, name="ended-public")
+    try:
+        held = [pool.getconn() for _ in range(IDLE)]
+        pids = [conn.info.backend_pid for conn in held]
+        for conn in held:
+            pool.putconn(conn)
+        _end_sessions(pg_dsn, pids)
+        mocker.patch.object(ConnectionPool, "_putconn", older)
+        with pool.connection(timeout=TIMEOUT) as conn:
+            assert conn.execute("SELECT 1").fetchone() == (1,) and conn.info.backend_pid not in pids
+        assert quiet_tries, "a dead connection was handed back"
+    finally:
+        pool.close()
