@@ -15,8 +15,7 @@ import math
 import re
 import threading
 import zlib
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from functools import lru_cache
 from typing import Any
 
@@ -24,7 +23,8 @@ from langchain_core.embeddings import Embeddings
 
 from ctxplugin._lru import LRU, TextKey, text_key
 from ctxplugin._untrusted import valid_unicode
-from ctxplugin.errors import ConfigError, StoreError
+from ctxplugin.errors import ConfigError
+from ctxplugin.facts._failures import failing_as_store
 from ctxplugin.facts._text import STOPWORDS, is_identifier, parts_of, stem, words
 
 _VERSION = "1"
@@ -265,37 +265,15 @@ def cosine(a: Sequence[float], b: Sequence[float]) -> float:
     return dot / (na * nb)
 
 
-_CODE_ERRORS = (TypeError, AttributeError, NameError, LookupError, AssertionError, NotImplementedError, RecursionError)
-"""What an embedding raises when code is wrong rather than when what it calls failed: these
-propagate."""
-
-
-@contextmanager
-def _embedding_call(embedding: Embeddings) -> Iterator[None]:
-    """An embedding's failure as :class:`StoreError`: a hosted one (an API down, refusing the
-    key, rate limiting) fails the facts as their store failing does, and the step degrades
-    instead of raising to the host; errors that say code is wrong propagate. Not a
-    :class:`~ctxplugin.errors.StoreUnavailableError`: that would open the circuit of the Chroma
-    server the call went to, which did not fail."""
-    try:
-        yield
-    except (StoreError, *_CODE_ERRORS):
-        raise
-    except Exception as exc:
-        raise StoreError(
-            f"the embedding {type(embedding).__name__} failed: {type(exc).__name__}: {exc}"
-        ) from exc
-
-
 def query_vector(embedding: Embeddings, text: str) -> list[float]:
     """``embedding.embed_query(text)`` with lone surrogates (undecodable bytes a host decoded with
     ``surrogateescape``) replaced by U+FFFD first: no tokenizer or embedding API can encode them,
     and a question holding one must not fail the call.
 
     Raises:
-        StoreError: the embedding failed (see :func:`_embedding_call`).
+        StoreError: the embedding failed (see :func:`ctxplugin.facts._failures.failing_as_store`).
     """
-    with _embedding_call(embedding):
+    with failing_as_store(f"the embedding {type(embedding).__name__}"):
         return embedding.embed_query(valid_unicode(text))
 
 
@@ -305,7 +283,7 @@ def document_vectors(embedding: Embeddings, texts: Sequence[str]) -> list[list[f
     Raises:
         StoreError: the embedding failed.
     """
-    with _embedding_call(embedding):
+    with failing_as_store(f"the embedding {type(embedding).__name__}"):
         return embedding.embed_documents([valid_unicode(text) for text in texts])
 
 
