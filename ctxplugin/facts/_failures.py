@@ -8,10 +8,22 @@ Errors that say the code is wrong propagate, as do ctxplugin's own.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import threading
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import TypeVar
 
-from ctxplugin.errors import CtxpluginError, StoreError
+from ctxplugin._deadline import run_with_deadline
+from ctxplugin._lru import LRU
+from ctxplugin._step import step_deadline
+from ctxplugin.errors import CtxpluginError, StoreError, StoreUnavailableError
+
+T = TypeVar("T")
+
+RETRY_AFTER = 30.0
+"""Seconds a hosted model that ran out of a step's time is not called again: the steps meanwhile
+degrade at once instead of each waiting out its store time."""
 
 CODE_ERRORS = (TypeError, AttributeError, NameError, LookupError, AssertionError, NotImplementedError, RecursionError)
 """What a call raises when code is wrong rather than when what it calls failed: these propagate."""
@@ -30,4 +42,39 @@ def failing_as_store(what: str) -> Iterator[None]:
         raise StoreError(f"{what} failed: {type(exc).__name__}: {exc}") from exc
 
 
-__all__ = ["CODE_ERRORS", "failing_as_store"]
+_silent: LRU[int, tuple[float, object]] = LRU(64)  # id of the caller's model -> (when it went silent, the model)
+_silent_lock = threading.Lock()
+
+
+def bounded_call(fn: Callable[[], T], what: str, owner: object) -> T:
+    """``fn()``, a call to a hosted model (``owner``, named ``what``), within what is left of the
+    step's store time (see :func:`~ctxplugin._step.step_budget`; outside a step, unbounded), its
+    failures as :func:`failing_as_store` says. A model that ran out of a step's time fails at
+    once for :data:`RETRY_AFTER` seconds: a model that hangs costs one step its store time, not
+    every step.
+
+    Raises:
+        StoreError: the model failed, did not answer in time, or went silent lately.
+    """
+    deadline = step_deadline()
+    if deadline is None:
+        with failing_as_store(what):
+            return fn()
+    with _silent_lock:
+        silent = _silent.get(id(owner))
+    if silent is not None and silent[1] is owner and time.monotonic() - silent[0] < RETRY_AFTER:
+        raise StoreError(f"{what} did not answer {time.monotonic() - silent[0]:.0f}s ago; not asked again before {RETRY_AFTER:.0f}s")
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise StoreError(f"{what}: no store time left in this step")
+    try:
+        with failing_as_store(what):
+            return run_with_deadline(fn, left, what)
+    except StoreUnavailableError as exc:  # no answer in time (what the caller's model raises is a StoreError)
+        with _silent_lock:
+            _silent.put(id(owner), (time.monotonic(), owner))
+        # not a StoreUnavailableError: that would open the circuit of a store that did not fail
+        raise StoreError(f"{what}: no answer within the step's store time (stores.timeout)") from exc
+
+
+__all__ = ["CODE_ERRORS", "RETRY_AFTER", "bounded_call", "failing_as_store"]

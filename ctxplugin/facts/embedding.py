@@ -17,15 +17,17 @@ import threading
 import zlib
 from collections.abc import Callable, Sequence
 from functools import lru_cache
-from typing import Any
+from typing import Any, TypeVar
 
 from langchain_core.embeddings import Embeddings
 
 from ctxplugin._lru import LRU, TextKey, text_key
 from ctxplugin._untrusted import valid_unicode
 from ctxplugin.errors import ConfigError
-from ctxplugin.facts._failures import failing_as_store
+from ctxplugin.facts._failures import bounded_call, failing_as_store
 from ctxplugin.facts._text import STOPWORDS, is_identifier, parts_of, stem, words
+
+T = TypeVar("T")
 
 _VERSION = "1"
 _MEMO_TEXTS = 8192
@@ -273,8 +275,7 @@ def query_vector(embedding: Embeddings, text: str) -> list[float]:
     Raises:
         StoreError: the embedding failed (see :func:`ctxplugin.facts._failures.failing_as_store`).
     """
-    with failing_as_store(f"the embedding {type(embedding).__name__}"):
-        return embedding.embed_query(valid_unicode(text))
+    return _called(embedding, lambda: embedding.embed_query(valid_unicode(text)))
 
 
 def document_vectors(embedding: Embeddings, texts: Sequence[str]) -> list[list[float]]:
@@ -283,8 +284,17 @@ def document_vectors(embedding: Embeddings, texts: Sequence[str]) -> list[list[f
     Raises:
         StoreError: the embedding failed.
     """
-    with failing_as_store(f"the embedding {type(embedding).__name__}"):
-        return embedding.embed_documents([valid_unicode(text) for text in texts])
+    return _called(embedding, lambda: embedding.embed_documents([valid_unicode(text) for text in texts]))
+
+
+def _called(embedding: Embeddings, fn: Callable[[], T]) -> T:
+    """``fn()``, a call of ``embedding``: one of ctxplugin's own runs here; another (a hosted
+    model) runs within the step's store time (see :func:`ctxplugin.facts._failures.bounded_call`)."""
+    what = f"the embedding {type(embedding).__name__}"
+    if type(embedding).__module__.startswith("ctxplugin."):
+        with failing_as_store(what):
+            return fn()
+    return bounded_call(fn, what, embedding)
 
 
 __all__ = ["HashingEmbedding", "as_embeddings", "cosine", "default_embedding", "document_vectors", "embedding_identity", "query_vector"]

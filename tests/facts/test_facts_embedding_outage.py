@@ -5,16 +5,19 @@ facts ledger depends on it as on its store, so its failure degrades the step as 
 from __future__ import annotations
 
 import socket
+import threading
+import time
 from pathlib import Path
 
 import pytest
+from langchain_core.embeddings import Embeddings
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_openai import OpenAIEmbeddings
 from pydantic import SecretStr
 
 from ctxplugin import ContextConfig, ContextEngine, Scope
 from ctxplugin.cas import MemoryCASStore
-from ctxplugin.facts import ChromaFactStore, FactsLedger, MemoryFactStore
+from ctxplugin.facts import ChromaFactStore, FactsLedger, MemoryFactStore, _failures
 from ctxplugin.facts.store import FactStore
 
 S = Scope(session_id="embedding-down")
@@ -66,3 +69,47 @@ async def test_an_embedding_api_that_is_down_degrades_the_facts_not_the_step(kin
     assert "my budget is 400 euros" in str(prepared.messages[-3].content)
     ref = compact.additional_kwargs["ctxplugin"]["ref"]
     assert ref in str(prepared.messages[-1].content), "the output is stored in the CAS as usual"
+
+
+class _Hanging(Embeddings):
+    """A hosted embedding whose API accepts the request and never answers, until ``answer``."""
+
+    def __init__(self) -> None:
+        self.answer = threading.Event()
+        self.calls = 0
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        return [self.embed_query(text) for text in texts]
+
+    def embed_query(self, text: str) -> list[float]:
+        self.calls += 1
+        self.answer.wait(60)
+        return [1.0, float(len(text) % 7), 0.5]
+
+
+def test_an_embedding_that_hangs_costs_one_step_its_store_time_then_is_not_asked_for_a_while(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    hanging = _Hanging()
+    config = ContextConfig(stores={"timeout": 0.5})
+    store = ChromaFactStore.persistent(tmp_path / "chroma", config=config.facts, embedding=hanging)
+    engine = ContextEngine(config=config, cas=MemoryCASStore(), facts=FactsLedger(store, config.facts))
+    messages = [HumanMessage("my budget is 400 euros", id="h1"), AIMessage("Noted.", id="a1")]
+    try:
+        started = time.monotonic()
+        first = engine.prepare(messages, scope=S)
+        waited = time.monotonic() - started
+        asked = hanging.calls
+        second = engine.prepare([*messages, HumanMessage("and my seat is 12A", id="h2")], scope=S)
+        assert waited < 0.5 + 5, "the step waited out its store time, not the model's own timeout (60 s here)"
+        assert any("no answer within the step's store time" in w for w in first.report.warnings), first.report.warnings
+        assert any("not asked again" in w for w in second.report.warnings), second.report.warnings
+        assert hanging.calls == asked, "a model that went silent is not asked on the next step"
+        monkeypatch.setattr(_failures, "RETRY_AFTER", 0.0)
+        hanging.answer.set()
+        third = engine.prepare([*messages, HumanMessage("and my seat is 12A", id="h2"), AIMessage("OK.", id="a2")], scope=S)
+        assert not any("embedding" in w for w in third.report.warnings), third.report.warnings
+        assert hanging.calls > asked, "asked again once the wait is over"
+    finally:
+        hanging.answer.set()
+        engine.close()
