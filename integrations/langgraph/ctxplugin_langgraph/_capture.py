@@ -23,6 +23,7 @@ from ctxplugin.scope import scope_from_config
 from ctxplugin.tools import check_meta_names, resolve_call
 from ctxplugin.tools.offered import ToolSet
 from ctxplugin_langgraph._annotations import stamp
+from ctxplugin_langgraph._run_again import RunAgain
 from ctxplugin_langgraph._scope import request_messages
 
 META_TOOLS = META_TOOL_NAMES
@@ -156,26 +157,36 @@ def after_tool(
     *,
     keep_originals: bool,
     offered: ToolSet | None = None,
+    run_again: RunAgain | None = None,
 ) -> ToolMessage | Command[Any]:
     """Store a tool output; return what the state keeps (original + annotation, or compact).
 
     A ``Command`` from a tool has the ``ToolMessage`` answering this call in its update
     captured the same way; anything else passes through. The host's answer to a name no tool
     has becomes ctxplugin's, with close matches among ``offered``, the agent's own tools (not
-    stored: it is not a tool's output).
+    stored: it is not a tool's output). ``run_again``: the adapter's record of the outputs it
+    captured, which withdraws the facts of an earlier output of a call run again before the
+    state held it (see :mod:`ctxplugin_langgraph._run_again`).
     """
+
+    def keep(message: ToolMessage) -> ToolMessage:
+        kept, read = _keep(engine, message, scope, keep_originals)
+        if run_again is not None:
+            run_again.captured(engine, request, read, scope)
+        return kept
+
     if request.tool_call["name"] in META_TOOLS:
         return result
     unknown = _unknown_answer(engine, request, result, offered)
     if unknown is not None:
         return unknown
     if isinstance(result, ToolMessage):
-        return _keep(engine, result, scope, keep_originals)
+        return keep(result)
     update = result.update
     if isinstance(update, dict) and isinstance(update.get("messages"), list):
         call_id = request.tool_call["id"]
         messages = [
-            _keep(engine, m, scope, keep_originals) if isinstance(m, ToolMessage) and m.tool_call_id == call_id else m
+            keep(m) if isinstance(m, ToolMessage) and m.tool_call_id == call_id else m
             for m in update["messages"]
         ]
         return dataclasses.replace(result, update={**update, "messages": messages})
@@ -188,7 +199,8 @@ edited (its ``edit_notice``, then the call that ran instead), when it runs insid
 middleware."""
 
 
-def _keep(engine: ContextEngine, result: ToolMessage, scope: Scope, keep_originals: bool) -> ToolMessage:
+def _keep(engine: ContextEngine, result: ToolMessage, scope: Scope, keep_originals: bool) -> tuple[ToolMessage, ToolMessage]:
+    """What the state keeps of ``result``, and the output that was read for facts."""
     note = _EDIT_NOTE.match(result.content) if isinstance(result.content, str) else None
     if note is not None:
         noted = _keep_noted(engine, result, note.group(0), scope, keep_originals)
@@ -196,15 +208,18 @@ def _keep(engine: ContextEngine, result: ToolMessage, scope: Scope, keep_origina
             return noted
     compact, _ = engine.capture_with_report(result, scope)
     if not keep_originals:
-        return compact
+        return compact, result
     meta = compact.additional_kwargs.get("ctxplugin")
-    return result if meta is None else stamp(result, meta)
+    return (result if meta is None else stamp(result, meta)), result
 
 
-def _keep_noted(engine: ContextEngine, result: ToolMessage, lead: str, scope: Scope, keep_originals: bool) -> ToolMessage | None:
+def _keep_noted(
+    engine: ContextEngine, result: ToolMessage, lead: str, scope: Scope, keep_originals: bool
+) -> tuple[ToolMessage, ToolMessage] | None:
     """An edited call's result: the output after the note stored and summarized by its own
-    shape, the note kept whole before the summary (it names the call that ran). ``None`` when
-    the output passes through (the message is then captured as it is)."""
+    shape, the note kept whole before the summary (it names the call that ran), and that output
+    (what was read for facts). ``None`` when the output passes through (the message is then
+    captured as it is)."""
     output = result.model_copy(update={"content": str(result.content)[len(lead) + 1 :]})
     compact, _ = engine.capture_with_report(output, scope)
     meta = compact.additional_kwargs.get(META_KEY)
@@ -213,5 +228,5 @@ def _keep_noted(engine: ContextEngine, result: ToolMessage, lead: str, scope: Sc
     shown = f"{lead}\n{compact.content}"
     if not keep_originals:
         kwargs = {**compact.additional_kwargs, META_KEY: {**meta, "compact": shown}}
-        return compact.model_copy(update={"content": shown, "additional_kwargs": kwargs})
-    return stamp(result, {**meta, "lead": lead, "compact": shown})
+        return compact.model_copy(update={"content": shown, "additional_kwargs": kwargs}), output
+    return stamp(result, {**meta, "lead": lead, "compact": shown}), output

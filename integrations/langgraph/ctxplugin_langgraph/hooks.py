@@ -42,6 +42,7 @@ from ctxplugin.tools import check_meta_names, takes_stubs
 from ctxplugin_langgraph._annotations import scrubbed_messages, without_stale
 from ctxplugin_langgraph._answers import AnswerHandoff, PreparedCall, answered
 from ctxplugin_langgraph._capture import after_tool, checked_engine, offered_to, precheck
+from ctxplugin_langgraph._run_again import RunAgain
 from ctxplugin_langgraph._scope import ScopeRule, ScopeSpec
 from ctxplugin_langgraph._scope import request_messages as _request_messages
 
@@ -118,6 +119,7 @@ class ContextHooks:
         # views prepared for it say so (no directory)
         self._own_schemas = False
         self._answers = AnswerHandoff(engine)  # pre_model_hook -> model callable, for the answer cache
+        self._run_again = RunAgain()  # the outputs captured, for a call run again before the state held one
 
     def scope(self, config: RunnableConfig | None = None, messages: Sequence[BaseMessage] | None = None) -> Scope:
         """The scope of a call (fixed, computed from the config, or the thread id; without a
@@ -252,7 +254,9 @@ class ContextHooks:
             return early
         with using(scope):  # the meta-tools find the run's scope without a thread id
             result = handler(request)
-        return after_tool(self.engine, result, request, scope, keep_originals=self.keep_originals, offered=offered)
+        return after_tool(
+            self.engine, result, request, scope, keep_originals=self.keep_originals, offered=offered, run_again=self._run_again
+        )
 
     async def awrap_tool_call(
         self,
@@ -269,7 +273,8 @@ class ContextHooks:
         with using(scope):
             result = await handler(request)
         return await asyncio.to_thread(
-            after_tool, self.engine, result, request, scope, keep_originals=self.keep_originals, offered=offered
+            after_tool, self.engine, result, request, scope, keep_originals=self.keep_originals, offered=offered,
+            run_again=self._run_again,
         )
 
     def tool_node(self, **kwargs: Any) -> ToolNode:

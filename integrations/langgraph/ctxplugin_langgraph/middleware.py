@@ -59,6 +59,7 @@ from ctxplugin.budget import model_context_window
 from ctxplugin.langchain import make_meta_tools
 from ctxplugin_langgraph._annotations import scrubbed_messages, state_messages, without_stale
 from ctxplugin_langgraph._capture import after_tool, checked_engine, offered_to, precheck
+from ctxplugin_langgraph._run_again import RunAgain
 from ctxplugin_langgraph._scope import RUN_KEY, ScopeRule, ScopeSpec, request_messages, request_run
 from ctxplugin_langgraph._strict import needs_own_schemas
 from ctxplugin_langgraph._structured import answered_by_host
@@ -110,6 +111,7 @@ class ContextMiddleware(AgentMiddleware):
         self.scope_rule = ScopeRule(scope, namespace)
         self.attach_report = attach_report
         self.tools = make_meta_tools(engine, scope=self.scope_rule.in_tool)
+        self._run_again = RunAgain()  # the outputs captured, for a call run again before the state held one
 
     # -- the run's scope ------------------------------------------------------------
     def before_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
@@ -275,7 +277,9 @@ class ContextMiddleware(AgentMiddleware):
             return early
         with using(scope):  # the meta-tools find the run's scope without a thread id
             result = handler(request)
-        return after_tool(self.engine, result, request, scope, keep_originals=self.keep_originals, offered=offered)
+        return after_tool(
+            self.engine, result, request, scope, keep_originals=self.keep_originals, offered=offered, run_again=self._run_again
+        )
 
     async def awrap_tool_call(
         self,
@@ -292,5 +296,6 @@ class ContextMiddleware(AgentMiddleware):
         with using(scope):
             result = await handler(request)
         return await asyncio.to_thread(
-            after_tool, self.engine, result, request, scope, keep_originals=self.keep_originals, offered=offered
+            after_tool, self.engine, result, request, scope, keep_originals=self.keep_originals, offered=offered,
+            run_again=self._run_again,
         )

@@ -1,0 +1,85 @@
+"""A tool call run again before its first output reached the state.
+
+A ``ToolNode`` runs the parallel calls of one model step as one node. When one of them asks a
+human (``interrupt()``), or fails with a retry policy on the node, the node's writes are dropped
+and, on ``Command(resume=...)`` or the retry, every call of the node runs again: a sibling that
+already returned was captured, and read for facts, from an output the state never holds. When
+its second output differs (a live quote, a timestamp), the facts read from the first would stay
+current beside those of the output the conversation shows. This module remembers, per scope and
+tool call id, the output captured last in this process, and withdraws the facts of an earlier
+output of the same call (same tool, same arguments) when the state the call runs on holds no
+result for it. A call id a host gives again to a later call is not taken for a run again: its
+first result is in the state, or its arguments differ. After a restart the earlier output is
+not known here, and its facts stay.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+
+from langchain_core.messages import BaseMessage, ToolMessage
+from langgraph.prebuilt.tool_node import ToolCallRequest
+
+from ctxplugin import ContextEngine, Scope
+from ctxplugin.errors import StoreError
+from ctxplugin.facts.model import output_digest
+from ctxplugin.tokens import content_text
+from ctxplugin_langgraph._scope import request_messages
+
+_LIMIT = 4096
+"""Calls remembered at most (the oldest are forgotten: a run again of one of them withdraws nothing)."""
+
+log = logging.getLogger("ctxplugin")
+
+
+class RunAgain:
+    """The output captured last for each recent tool call, to withdraw the facts of an output a
+    run of the call again replaced before the state held it (thread-safe, bounded)."""
+
+    def __init__(self) -> None:
+        self._last: OrderedDict[tuple[str, str], tuple[str, str]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def captured(self, engine: ContextEngine, request: ToolCallRequest, output: ToolMessage, scope: Scope) -> None:
+        """Note that ``output`` answers ``request``'s call; withdraw in ``scope`` the facts read
+        from an earlier output of the same call that the state never held. A failing store is
+        logged, never raised."""
+        call = request.tool_call
+        call_id = call.get("id")
+        if not call_id or not engine.config.facts.enabled:
+            return
+        key = (scope.key(), call_id)
+        asked = _asked(call["name"], call.get("args", {}))
+        digest = output_digest(content_text(output.content))
+        with self._lock:
+            before = self._last.get(key)
+            self._last[key] = (asked, digest)
+            self._last.move_to_end(key)
+            while len(self._last) > _LIMIT:
+                self._last.popitem(last=False)
+        if before is None or before == (asked, digest) or before[0] != asked:
+            return
+        if _answered(request_messages(request), call_id):
+            return
+        try:
+            engine.facts.withdraw({call_id: (digest,)}, scope=scope)
+        except StoreError as exc:
+            log.warning("ctxplugin: facts of a tool output run again were not withdrawn: %s", exc)
+
+
+def _asked(name: str, args: object) -> str:
+    return json.dumps([name, args], sort_keys=True, default=str, ensure_ascii=False)
+
+
+def _answered(messages: Sequence[BaseMessage] | None, call_id: str) -> bool:
+    """Whether the state holds a result of ``call_id`` (unknown state: taken as yes)."""
+    if messages is None:
+        return True
+    return any(isinstance(m, ToolMessage) and m.tool_call_id == call_id for m in messages)
+
+
+__all__ = ["RunAgain"]
