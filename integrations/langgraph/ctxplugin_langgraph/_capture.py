@@ -23,7 +23,7 @@ from ctxplugin.scope import scope_from_config
 from ctxplugin.tools import check_meta_names, resolve_call
 from ctxplugin.tools.offered import ToolSet
 from ctxplugin_langgraph._annotations import stamp
-from ctxplugin_langgraph._run_again import RunAgain
+from ctxplugin_langgraph._run_again import ToolRun
 from ctxplugin_langgraph._scope import request_messages
 
 META_TOOLS = META_TOOL_NAMES
@@ -157,22 +157,22 @@ def after_tool(
     *,
     keep_originals: bool,
     offered: ToolSet | None = None,
-    run_again: RunAgain | None = None,
+    run: ToolRun | None = None,
 ) -> ToolMessage | Command[Any]:
     """Store a tool output; return what the state keeps (original + annotation, or compact).
 
     A ``Command`` from a tool has the ``ToolMessage`` answering this call in its update
     captured the same way; anything else passes through. The host's answer to a name no tool
     has becomes ctxplugin's, with close matches among ``offered``, the agent's own tools (not
-    stored: it is not a tool's output). ``run_again``: the adapter's record of the outputs it
-    captured, which withdraws the facts of an earlier output of a call run again before the
-    state held it (see :mod:`ctxplugin_langgraph._run_again`).
+    stored: it is not a tool's output). ``run``: this run of the call, begun before the tool
+    ran, which withdraws the facts of another run's output of the call when the state held
+    neither (see :mod:`ctxplugin_langgraph._run_again`).
     """
 
     def keep(message: ToolMessage) -> ToolMessage:
         kept, read = _keep(engine, message, scope, keep_originals)
-        if run_again is not None:
-            run_again.captured(engine, request, read, scope)
+        if run is not None:
+            run.captured(engine, request, read, scope)
         return kept
 
     if request.tool_call["name"] in META_TOOLS:

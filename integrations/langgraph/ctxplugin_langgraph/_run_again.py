@@ -5,8 +5,9 @@ human (``interrupt()``), or fails with a retry policy on the node, the node's wr
 and, on ``Command(resume=...)`` or the retry, every call of the node runs again: a sibling that
 already returned was captured, and read for facts, from an output the state never holds. When
 its second output differs (a live quote, a timestamp), the facts read from the first would stay
-current beside those of the output the conversation shows. This module remembers, per scope and
-tool call id, the output captured last in this process, and withdraws the facts of an earlier
+current beside those of the output the conversation shows. This module remembers, per engine,
+scope and tool call id, the output captured last in this process (an agent built anew for the
+resume, on the same engine, finds it), and withdraws the facts of an earlier
 output of the same call (same tool, same arguments) when the state the call runs on holds no
 result for it. A call id a host gives again to a later call is not taken for a run again: its
 first result is in the state, or its arguments differ. After a restart the earlier output is
@@ -15,11 +16,14 @@ not known here, and its facts stay.
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from langchain_core.messages import BaseMessage, ToolMessage
 from langgraph.prebuilt.tool_node import ToolCallRequest
@@ -35,19 +39,36 @@ _LIMIT = 4096
 
 log = logging.getLogger("ctxplugin")
 
+_OF_ENGINE: weakref.WeakKeyDictionary[ContextEngine, RunAgain] = weakref.WeakKeyDictionary()
+_OF_ENGINE_LOCK = threading.Lock()
+
 
 class RunAgain:
     """The output captured last for each recent tool call, to withdraw the facts of an output a
     run of the call again replaced before the state held it (thread-safe, bounded)."""
 
     def __init__(self) -> None:
-        self._last: OrderedDict[tuple[str, str], tuple[str, str]] = OrderedDict()
+        self._last: OrderedDict[tuple[str, str], tuple[str, str, int]] = OrderedDict()
         self._lock = threading.Lock()
+        self._runs = itertools.count()
 
-    def captured(self, engine: ContextEngine, request: ToolCallRequest, output: ToolMessage, scope: Scope) -> None:
-        """Note that ``output`` answers ``request``'s call; withdraw in ``scope`` the facts read
-        from an earlier output of the same call that the state never held. A failing store is
-        logged, never raised."""
+    @staticmethod
+    def of(engine: ContextEngine) -> RunAgain:
+        """The record of ``engine``'s captures, shared by every adapter built on it."""
+        with _OF_ENGINE_LOCK:
+            found = _OF_ENGINE.get(engine)
+            if found is None:
+                found = _OF_ENGINE[engine] = RunAgain()
+            return found
+
+    def begin(self) -> ToolRun:
+        """A tool call about to run: runs are ordered as they begin, not as their capture ends
+        (the first run's capture may end after the second's, when the node it ran in was
+        interrupted and resumed at once)."""
+        with self._lock:
+            return ToolRun(self, next(self._runs))
+
+    def _captured(self, engine: ContextEngine, request: ToolCallRequest, output: ToolMessage, scope: Scope, run: int) -> None:
         call = request.tool_call
         call_id = call.get("id")
         if not call_id or not engine.config.facts.enabled:
@@ -57,18 +78,35 @@ class RunAgain:
         digest = output_digest(content_text(output.content))
         with self._lock:
             before = self._last.get(key)
-            self._last[key] = (asked, digest)
-            self._last.move_to_end(key)
-            while len(self._last) > _LIMIT:
-                self._last.popitem(last=False)
-        if before is None or before == (asked, digest) or before[0] != asked:
+            newest = before is None or before[2] < run
+            if newest:
+                self._last[key] = (asked, digest, run)
+                self._last.move_to_end(key)
+                while len(self._last) > _LIMIT:
+                    self._last.popitem(last=False)
+        if before is None or before[0] != asked or before[1] == digest:
             return
         if _answered(request_messages(request), call_id):
             return
-        try:
-            engine.facts.withdraw({call_id: (digest,)}, scope=scope)
+        try:  # the facts of every output of the call but the latest run's go
+            engine.facts.withdraw({call_id: (digest if newest else before[1],)}, scope=scope)
         except StoreError as exc:
             log.warning("ctxplugin: facts of a tool output run again were not withdrawn: %s", exc)
+
+
+@dataclass(frozen=True, slots=True)
+class ToolRun:
+    """One run of a tool call, numbered as it began (see :meth:`RunAgain.begin`)."""
+
+    record: RunAgain
+    number: int
+
+    def captured(self, engine: ContextEngine, request: ToolCallRequest, output: ToolMessage, scope: Scope) -> None:
+        """Note that ``output`` (what was read for facts) answers ``request``'s call; when an
+        earlier or later run of the same call (same tool, same arguments) gave another output
+        and the state holds no result of the call, withdraw in ``scope`` the facts of every
+        output but the latest run's. A failing store is logged, never raised."""
+        self.record._captured(engine, request, output, scope, self.number)
 
 
 def _asked(name: str, args: object) -> str:
@@ -82,4 +120,4 @@ def _answered(messages: Sequence[BaseMessage] | None, call_id: str) -> bool:
     return any(isinstance(m, ToolMessage) and m.tool_call_id == call_id for m in messages)
 
 
-__all__ = ["RunAgain"]
+__all__ = ["RunAgain", "ToolRun"]

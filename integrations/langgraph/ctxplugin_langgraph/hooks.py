@@ -119,7 +119,7 @@ class ContextHooks:
         # views prepared for it say so (no directory)
         self._own_schemas = False
         self._answers = AnswerHandoff(engine)  # pre_model_hook -> model callable, for the answer cache
-        self._run_again = RunAgain()  # the outputs captured, for a call run again before the state held one
+        self._run_again = RunAgain.of(self.engine)  # the outputs captured, for a call run again before the state held one
 
     def scope(self, config: RunnableConfig | None = None, messages: Sequence[BaseMessage] | None = None) -> Scope:
         """The scope of a call (fixed, computed from the config, or the thread id; without a
@@ -252,10 +252,11 @@ class ContextHooks:
         early = precheck(self.engine, request, offered)
         if early is not None:
             return early
+        run = self._run_again.begin()
         with using(scope):  # the meta-tools find the run's scope without a thread id
             result = handler(request)
         return after_tool(
-            self.engine, result, request, scope, keep_originals=self.keep_originals, offered=offered, run_again=self._run_again
+            self.engine, result, request, scope, keep_originals=self.keep_originals, offered=offered, run=run
         )
 
     async def awrap_tool_call(
@@ -270,11 +271,12 @@ class ContextHooks:
         early = precheck(self.engine, request, offered)
         if early is not None:
             return early
+        run = self._run_again.begin()
         with using(scope):
             result = await handler(request)
         return await asyncio.to_thread(
             after_tool, self.engine, result, request, scope, keep_originals=self.keep_originals, offered=offered,
-            run_again=self._run_again,
+            run=run,
         )
 
     def tool_node(self, **kwargs: Any) -> ToolNode:

@@ -111,7 +111,7 @@ class ContextMiddleware(AgentMiddleware):
         self.scope_rule = ScopeRule(scope, namespace)
         self.attach_report = attach_report
         self.tools = make_meta_tools(engine, scope=self.scope_rule.in_tool)
-        self._run_again = RunAgain()  # the outputs captured, for a call run again before the state held one
+        self._run_again = RunAgain.of(self.engine)  # the outputs captured, for a call run again before the state held one
 
     # -- the run's scope ------------------------------------------------------------
     def before_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
@@ -275,10 +275,11 @@ class ContextMiddleware(AgentMiddleware):
         early = precheck(self.engine, request, offered)
         if early is not None:
             return early
+        run = self._run_again.begin()
         with using(scope):  # the meta-tools find the run's scope without a thread id
             result = handler(request)
         return after_tool(
-            self.engine, result, request, scope, keep_originals=self.keep_originals, offered=offered, run_again=self._run_again
+            self.engine, result, request, scope, keep_originals=self.keep_originals, offered=offered, run=run
         )
 
     async def awrap_tool_call(
@@ -293,9 +294,10 @@ class ContextMiddleware(AgentMiddleware):
         early = precheck(self.engine, request, offered)
         if early is not None:
             return early
+        run = self._run_again.begin()
         with using(scope):
             result = await handler(request)
         return await asyncio.to_thread(
             after_tool, self.engine, result, request, scope, keep_originals=self.keep_originals, offered=offered,
-            run_again=self._run_again,
+            run=run,
         )

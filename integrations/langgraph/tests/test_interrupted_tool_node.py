@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
+import pytest
 from ctxplugin_langgraph import ContextHooks
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.tools import tool
@@ -54,20 +55,33 @@ def policy(messages: list[BaseMessage], tools: Any) -> AIMessage:
     return AIMessage(content="Done.")
 
 
-def test_a_sibling_run_again_on_resume_keeps_only_the_facts_of_its_output_in_the_state(tmp_path: Path) -> None:
-    engine = ContextEngine.embedded(path=tmp_path / "ctx")
-    hooks = ContextHooks(engine, [quote_tool(), book])
+def app_on(engine: ContextEngine, tools: list[Any], saver: InMemorySaver, script: Any) -> Any:
+    """The user's graph: model -> tools -> model, ``hooks.tool_node()`` as its tool node."""
+    hooks = ContextHooks(engine, tools)
     builder = StateGraph(State)
-    builder.add_node("model", hooks.model_node(ScriptedChatModel(script=[policy] * 6, default=None)))
+    builder.add_node("model", hooks.model_node(ScriptedChatModel(script=[script] * 6, default=None)))
     builder.add_node("tools", hooks.tool_node())
     builder.add_edge(START, "model")
     builder.add_conditional_edges("model", tools_condition, {"tools": "tools", END: END})
     builder.add_edge("tools", "model")
-    app = builder.compile(checkpointer=InMemorySaver())
-    config: Any = {"configurable": {"thread_id": "interrupted"}}
+    return builder.compile(checkpointer=saver)
 
-    assert app.invoke({"messages": [HumanMessage("book F1 on SFO-JFK")]}, config)["__interrupt__"]
-    state = app.invoke(Command(resume="yes"), config)["messages"]
+
+@pytest.mark.parametrize("resumed_by", ["the same agent", "an agent built anew on the engine"])
+@pytest.mark.parametrize("run", ["sync", "async"])
+async def test_a_sibling_run_again_on_resume_keeps_only_the_facts_of_its_output_in_the_state(
+    tmp_path: Path, resumed_by: str, run: str
+) -> None:
+    engine, saver, tools = ContextEngine.embedded(path=tmp_path / "ctx"), InMemorySaver(), [quote_tool(), book]
+    app = app_on(engine, tools, saver, policy)
+    config: Any = {"configurable": {"thread_id": "interrupted"}}
+    turn = {"messages": [HumanMessage("book F1 on SFO-JFK")]}
+    first = app.invoke(turn, config) if run == "sync" else await app.ainvoke(turn, config)
+    assert first["__interrupt__"]
+    if resumed_by != "the same agent":
+        app = app_on(engine, tools, saver, policy)
+    resume: Command[Any] = Command(resume="yes")
+    state = (app.invoke(resume, config) if run == "sync" else await app.ainvoke(resume, config))["messages"]
 
     kept = next(m for m in state if isinstance(m, ToolMessage) and m.name == "quote")
     assert "q1-0" in str(kept.content), "the quote ran again on resume"
@@ -87,14 +101,7 @@ def test_a_call_id_given_again_to_a_later_call_keeps_the_facts_of_the_first_outp
         return AIMessage(content="Done.")
 
     engine = ContextEngine.embedded(path=tmp_path / "ctx")
-    hooks = ContextHooks(engine, [quote_tool()])
-    builder = StateGraph(State)
-    builder.add_node("model", hooks.model_node(ScriptedChatModel(script=[again] * 4, default=None)))
-    builder.add_node("tools", hooks.tool_node())
-    builder.add_edge(START, "model")
-    builder.add_conditional_edges("model", tools_condition, {"tools": "tools", END: END})
-    builder.add_edge("tools", "model")
-    app = builder.compile(checkpointer=InMemorySaver())
+    app = app_on(engine, [quote_tool()], InMemorySaver(), again)
     config: Any = {"configurable": {"thread_id": "numbered"}}
     for turn in ("quote SFO-JFK", "quote SFO-JFK again"):
         app.invoke({"messages": [HumanMessage(turn)]}, config)
