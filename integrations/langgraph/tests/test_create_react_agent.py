@@ -64,6 +64,23 @@ def test_stream_messages(scenario: Any) -> None:
     scenario.check(model, agent.get_state(config).values["messages"], engine, Scope(session_id="r-stream"))
 
 
+def test_stream_messages_without_the_hooks_view_shows_no_system_prompt(scenario: Any) -> None:
+    """The prompt given to ``ContextHooks`` heads the hook's view, which streams with
+    ``stream_mode="messages"`` as the node's output: a chat UI that drops what the
+    ``pre_model_hook`` node streams (as docs/hosts/create-react-agent.md says) shows neither
+    the prompt nor the tool directory nor the lookups, and every message the agent wrote."""
+    engine, model = memory_engine(), scenario.scripted()
+    agent = build(model, ContextHooks(engine, [*scenario.tools, *many_tools(8)], prompt="You are a travel desk. Never quote fares."))
+    config: Any = {"configurable": {"thread_id": "r-stream-prompt"}}
+    streamed = [(m, meta) for turn in scenario.turns
+                for m, meta in agent.stream({"messages": [("user", turn)]}, config, stream_mode="messages")]
+    assert any(isinstance(m, SystemMessage) for m, _ in streamed), "the view streams: the reason for the recipe"
+    shown = [m for m, meta in streamed if meta["langgraph_node"] != "pre_model_hook"]
+    assert not any(isinstance(m, SystemMessage) for m in shown)
+    written = [m for m in agent.get_state(config).values["messages"] if isinstance(m, (AIMessage, ToolMessage))]
+    assert [m.id for m in shown] == [m.id for m in written]
+
+
 def many_tools(count: int) -> list[Any]:
     from langchain_core.tools import StructuredTool
 
