@@ -16,7 +16,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from langchain_core.messages import BaseMessage
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.runnables import Runnable, RunnableConfig
 
 from ctxplugin import ContextEngine, Scope
@@ -73,9 +73,15 @@ def _run_config() -> RunnableConfig | None:
 
 
 def _view_key(scope: Scope, view: Sequence[BaseMessage]) -> str:
+    """The view told by what each message says, not by its id: between the hook and the model
+    step, ``stream_mode="messages"`` gives an id to each message of the view that had none (the
+    prompt, the lookups) as it streams them."""
     digest = hashlib.sha256(scope.key().encode("utf-8", "surrogatepass"))
     for message in view:
-        digest.update(repr((message.type, message.id, message.content)).encode("utf-8", "surrogatepass"))
+        calls = [(c["name"], c["args"], c["id"]) for c in message.tool_calls] if isinstance(message, AIMessage) else None
+        answers = message.tool_call_id if isinstance(message, ToolMessage) else None
+        said = (message.type, message.content, calls, answers)
+        digest.update(repr(said).encode("utf-8", "surrogatepass"))
     return digest.hexdigest()
 
 

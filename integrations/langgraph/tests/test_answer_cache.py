@@ -156,6 +156,24 @@ async def test_create_react_agent_hooks_serve_repeats_sync_and_async() -> None:
     assert state[-1].content == "Delivered again." and CACHE_META_KEY in state[-1].response_metadata
 
 
+@pytest.mark.filterwarnings("ignore::langgraph.warnings.LangGraphDeprecatedSinceV10")
+@pytest.mark.parametrize("mode", ["messages", ["updates", "messages"]])
+def test_create_react_agent_hooks_serve_repeats_while_streaming_messages(mode: Any) -> None:
+    """``stream_mode="messages"`` gives an id to each message of the hook's view that has none
+    (the prompt) as it streams, between the hook and the model step: the step must still find
+    the call the hook prepared."""
+    engine, model = engine_on(), order_model("Delivered.", "Delivered again.")
+    hooks = ContextHooks(engine, [get_order], prompt="You are a retail assistant.")
+    agent: Any = create_react_agent(hooks.model(model), hooks.tool_node(), pre_model_hook=hooks.pre_model_hook,
+                                    checkpointer=InMemorySaver())
+    config: Any = {"configurable": {"thread_id": "r-stream"}}
+    for _ in range(2):
+        for _chunk in agent.stream({"messages": [("user", QUESTION)]}, config, stream_mode=mode):
+            pass
+    assert len(model.calls) == 2
+    assert CACHE_META_KEY in agent.get_state(config).values["messages"][-1].response_metadata
+
+
 class State(TypedDict):
     messages: Annotated[list[AnyMessage], add_messages]
 
