@@ -6,12 +6,13 @@ and, on ``Command(resume=...)`` or the retry, every call of the node runs again:
 already returned was captured, and read for facts, from an output the state never holds. When
 its second output differs (a live quote, a timestamp), the facts read from the first would stay
 current beside those of the output the conversation shows. This module remembers, per engine,
-scope and tool call id, the output captured last in this process (an agent built anew for the
-resume, on the same engine, finds it), and withdraws the facts of an earlier
-output of the same call (same tool, same arguments) when the state the call runs on holds no
-result for it. A call id a host gives again to a later call is not taken for a run again: its
-first result is in the state, or its arguments differ. After a restart the earlier output is
-not known here, and its facts stay.
+scope and tool call id, the output of the latest run of the call captured in this process
+(runs ordered as they begin; an agent built anew for the resume, on the same engine, finds it),
+and withdraws the facts of every other output of the same call (same tool, same arguments)
+when the state the call runs on holds no result for it. A call id a host gives again to a later
+call is not taken for a run again: its first result is in the state, or its arguments differ
+(one whose result the host removed from the state meanwhile is). After a restart the earlier
+output is not known here, and its facts stay.
 """
 
 from __future__ import annotations
@@ -71,7 +72,7 @@ class RunAgain:
     def _captured(self, engine: ContextEngine, request: ToolCallRequest, output: ToolMessage, scope: Scope, run: int) -> None:
         call = request.tool_call
         call_id = call.get("id")
-        if not call_id or not engine.config.facts.enabled:
+        if not call_id or not (engine.config.facts.enabled and engine.config.facts.extract):
             return
         key = (scope.key(), call_id)
         asked = _asked(call["name"], call.get("args", {}))
