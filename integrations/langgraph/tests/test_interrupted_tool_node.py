@@ -18,7 +18,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 from langgraph.prebuilt import tools_condition
-from langgraph.types import Command, interrupt
+from langgraph.types import Command, RetryPolicy, interrupt
 
 from ctxplugin import ContextEngine, Scope
 from ctxplugin.testing import ScriptedChatModel, tool_call
@@ -108,3 +108,37 @@ def test_a_call_id_given_again_to_a_later_call_keeps_the_facts_of_the_first_outp
 
     facts = [hit.fact.text for hit in engine.facts.search("quote fare route price SFO-JFK", scope=Scope(session_id="numbered"), k=50)]
     assert any("q0-" in text for text in facts) and any("q1-" in text for text in facts), facts
+
+
+def test_a_tool_node_retried_after_a_failing_sibling_keeps_only_the_facts_of_the_kept_output(tmp_path: Path) -> None:
+    """A retry policy on the tool node: a sibling that fails once makes the node run again."""
+    failures = itertools.count()
+
+    @tool
+    def flaky_seats(flight: str) -> str:
+        """Seats left on a flight (its service drops the first request)."""
+        if next(failures) == 0:
+            raise ConnectionError("seat service reset the connection")
+        return json.dumps({"flight": flight, "seats_left": 4})
+
+    def both(messages: list[BaseMessage], tools: Any) -> AIMessage:
+        if isinstance(messages[-1], HumanMessage):
+            return AIMessage(content="", tool_calls=[tool_call("quote", {"route": "SFO-JFK"}), tool_call("flaky_seats", {"flight": "HAT001"})])
+        return AIMessage(content="Done.")
+
+    engine = ContextEngine.embedded(path=tmp_path / "ctx")
+    hooks = ContextHooks(engine, [quote_tool(), flaky_seats])
+    builder = StateGraph(State)
+    builder.add_node("model", hooks.model_node(ScriptedChatModel(script=[both] * 4, default=None)))
+    builder.add_node("tools", hooks.tool_node(handle_tool_errors=False),
+                     retry_policy=RetryPolicy(max_attempts=2, initial_interval=0.01, retry_on=ConnectionError))
+    builder.add_edge(START, "model")
+    builder.add_conditional_edges("model", tools_condition, {"tools": "tools", END: END})
+    builder.add_edge("tools", "model")
+    state = builder.compile(checkpointer=InMemorySaver()).invoke(
+        {"messages": [HumanMessage("fares and seats")]}, {"configurable": {"thread_id": "retried"}}
+    )["messages"]
+
+    assert "q1-0" in str(next(m for m in state if isinstance(m, ToolMessage) and m.name == "quote").content)
+    facts = [hit.fact.text for hit in engine.facts.search("quote fare route price SFO-JFK", scope=Scope(session_id="retried"), k=50)]
+    assert any("q1-" in text for text in facts) and not any("q0-" in text for text in facts), facts
