@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from contextlib import suppress
+from contextvars import ContextVar
 from typing import Any, TypeVar
 
 C = TypeVar("C")
@@ -69,19 +70,33 @@ def whole_preset(data: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def with_mode_defaults(data: Any, validate: Callable[[Any], C]) -> C:
-    """``ContextConfig`` validated from ``data`` with the whole mode's defaults when that is its
-    mode. The whole mode's total is put in the data as if given; when nobody gave it, it is
-    taken out of the budget's ``model_fields_set`` again, so that the total reads as not set
-    (the last resort then keeps the system prompt whole, ``stages.pipeline``) whether or not
-    ``elastic`` is on."""
-    if not (isinstance(data, dict) and data.get("mode", "whole") == "whole"):
-        return validate(data)
-    given = data.get("budget")
-    config = validate(whole_preset(data))
-    if given is None or (isinstance(given, Mapping) and "total" not in given):
+_TOTAL_DEFAULTED: ContextVar[bool] = ContextVar("ctxplugin_total_defaulted", default=False)
+"""Whether the configuration being validated got its total from the whole mode's preset."""
+
+
+def mode_defaults(data: Any) -> Any:
+    """``data`` with :func:`whole_preset` applied when its mode is the whole one (the validator
+    that runs before the fields are read); notes whether the preset gave the total."""
+    whole = isinstance(data, dict) and data.get("mode", "whole") == "whole"
+    budget = data.get("budget") if whole else None
+    _TOTAL_DEFAULTED.set(whole and (budget is None or (isinstance(budget, Mapping) and "total" not in budget)))
+    return whole_preset(data) if whole else data
+
+
+def unset_default_total(config: C) -> C:
+    """``config`` (a ``ContextConfig`` just validated) with a total the whole mode's preset gave
+    taken out of its budget's ``model_fields_set``: the total reads as nobody's (see
+    :func:`total_not_set`) whether or not ``elastic`` is on."""
+    if _TOTAL_DEFAULTED.get():
+        _TOTAL_DEFAULTED.set(False)
         config.budget.__pydantic_fields_set__.discard("total")  # type: ignore[attr-defined]
     return config
 
 
-__all__ = ["WHOLE_PRESET", "WHOLE_SHARES", "WHOLE_TOTAL", "whole_preset", "with_mode_defaults"]
+def total_not_set(config: Any) -> bool:
+    """Whether nobody capped the total of ``config`` (a ``ContextConfig``): it is its mode's
+    default, or it yields to the system prompt (``budget.elastic``)."""
+    return bool(config.budget.elastic) or "total" not in config.budget.model_fields_set
+
+
+__all__ = ["WHOLE_PRESET", "WHOLE_SHARES", "WHOLE_TOTAL", "mode_defaults", "total_not_set", "unset_default_total", "whole_preset"]

@@ -19,7 +19,7 @@ from ctxplugin._config_errors import describe, settings_error, unknown_variables
 from ctxplugin._modes import WHOLE_PRESET as WHOLE_PRESET
 from ctxplugin._modes import WHOLE_SHARES as WHOLE_SHARES
 from ctxplugin._modes import WHOLE_TOTAL as WHOLE_TOTAL
-from ctxplugin._modes import with_mode_defaults
+from ctxplugin._modes import mode_defaults, unset_default_total
 from ctxplugin._secret_headers import SecretHeaders
 from ctxplugin.errors import ConfigError, ConfigWarning
 
@@ -362,16 +362,19 @@ class ContextConfig(BaseSettings):
     @classmethod
     def _known_encoding(cls, value: str | None) -> str | None:
         import tiktoken  # its registry of names is read from the installed plugins, offline
-
         known = tiktoken.list_encoding_names()
         if value is None or value in known or value.removesuffix("_offline") in known:
             return value
         raise ValueError(f"is not an encoding tiktoken knows; the known ones are {', '.join(sorted(known))}")
 
-    @model_validator(mode="wrap")
+    @model_validator(mode="before")
     @classmethod
-    def _mode_defaults(cls, data: Any, handler: Any) -> Any:
-        return with_mode_defaults(data, handler)
+    def _mode_defaults(cls, data: Any) -> Any:
+        return mode_defaults(data)
+
+    @model_validator(mode="after")
+    def _default_total(self) -> ContextConfig:
+        return unset_default_total(self)
     if not TYPE_CHECKING:  # type checkers keep the typed signature of the fields
 
         def __init__(self, /, **values: Any) -> None:

@@ -13,6 +13,7 @@ the stages. See ``docs/architecture.md``.
 from __future__ import annotations
 
 from ctxplugin import _tracing
+from ctxplugin._modes import total_not_set
 from ctxplugin.config import ContextConfig
 from ctxplugin.facts import FactsLedger
 from ctxplugin.history import BackgroundSummarizer
@@ -77,7 +78,7 @@ def pipeline(
         stages.append(SkipShown())
     stages.append(FitBudget(facts=config.facts, counter=counter, block_size=config.history.block_size, note_tokens=config.history.digest_tokens,
                             captures=captures if config.cas.enabled else None,
-                            hold_prompt=config.budget.elastic or "total" not in config.budget.model_fields_set))
+                            hold_prompt=total_not_set(config)))
     stages.append(Account(counter=counter, note=note))
     return tuple(stages)
 
