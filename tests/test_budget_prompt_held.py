@@ -63,3 +63,12 @@ def test_a_default_total_that_does_not_grow_still_holds_the_prompt(monkeypatch: 
     prompt, _, _ = sent_prompt(ContextConfig(mode="whole"))
     assert prompt == RULES
     assert ContextConfig(mode="whole").budget.total == 7500, "the whole mode's default total stays its total"
+
+
+def test_the_mode_from_the_environment_chooses_the_budget_of_a_validated_config(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CTXPLUGIN_MODE", "compact")
+    config = ContextConfig.model_validate({"history": {"block_size": 2}})
+    assert (config.mode, config.budget.total) == ("compact", 3000)
+    monkeypatch.setenv("CTXPLUGIN_MODE", "whole")
+    config = ContextConfig.model_validate({"history": {"block_size": 2}})
+    assert (config.mode, config.budget.total) == ("whole", 7500) and "total" not in config.budget.model_fields_set
