@@ -74,8 +74,11 @@ def group(items: Sequence[Any]) -> list[Logged]:
             raise InvalidInputError(f"item {index} is {_describe(item)}, not a message, a conversation or a request")
         ident = str(body["id"]) if body.get("id") is not None else None
         keys = [message_key(m) for m in body["messages"]]
-        if ident is None and any(_begins(g.keys, keys) for g in groups if g.id is None):
+        answered = index + 1 < len(items) and (is_completion(items[index + 1]) or _responses.is_response(items[index + 1]))
+        if ident is None and not answered and any(_begins(g.keys, keys) for g in groups if g.id is None):
             continue  # an earlier state of a conversation already read (a thread's history is newest first)
+        # an answered request that only begins like an earlier conversation is a call of another
+        # run (of the same task): its reply is not the earlier conversation's
         current = _continued(groups, keys, ident)
         if current is None:
             current = Logged(id=ident, messages=[], keys=[])

@@ -106,6 +106,25 @@ def test_request_bodies_that_do_not_continue_one_another_are_separate_conversati
     assert [len(c.messages) for c in loaded.conversations] == [3, 3]
 
 
+def test_a_second_run_of_the_same_task_in_a_log_keeps_its_first_call_and_reply(tmp_path: Path) -> None:
+    # two runs of one task: the second's first request repeats the first run's opening messages
+    messages = conversation()
+    first_reply = next(i for i, m in enumerate(messages) if m["role"] == "assistant")
+    again = [*messages[: first_reply + 1], {"role": "user", "content": "another question"}, {"role": "assistant", "content": "sure"}]
+    log = write_jsonl(tmp_path / "runs.jsonl", requests(messages, responses=True) + requests(again, responses=True))
+
+    loaded = load_file(log)
+    assert loaded.errors == []
+    first, second = loaded.conversations
+    last = max(i for i, m in enumerate(messages) if m["role"] == "assistant")
+    assert len(first.messages) == last + 1  # the second run's reply is not added to the first
+    assert len(second.messages) == len(again)
+    assert (len(first.usage), len(second.usage)) == (
+        sum(1 for m in messages if m["role"] == "assistant"),
+        sum(1 for m in again if m["role"] == "assistant"),
+    )
+
+
 def nested_langsmith_root() -> dict[str, Any]:
     """The fixture's runs as `client.read_run(trace_id, load_child_runs=True)` returns them: the
     root run with its chat-model runs under ``child_runs``."""
