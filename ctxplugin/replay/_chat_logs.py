@@ -19,6 +19,7 @@ from typing import Any
 from ctxplugin.errors import InvalidInputError
 from ctxplugin.replay import _responses
 from ctxplugin.replay._conversation import RecordedUsage
+from ctxplugin.replay._log_index import PrefixIndex
 from ctxplugin.replay._messages import is_openai_message, parse_arguments
 
 
@@ -48,12 +49,15 @@ def group(items: Sequence[Any]) -> list[Logged]:
         InvalidInputError: an item that is none of these, or a response with no request before it.
     """
     groups: list[Logged] = []
+    unnamed = PrefixIndex[Logged]()  # the conversations a request may continue
     current: Logged | None = None
     for index, item in enumerate(items):
         if is_completion(item) or _responses.is_response(item):
             if current is None:
                 raise InvalidInputError(f"item {index} is a response with no request before it")
             _answer(current, item, index)
+            if current.id is None:
+                unnamed.put(current, current.keys)
             continue
         state = state_messages(item)
         if isinstance(item, list):
@@ -75,35 +79,21 @@ def group(items: Sequence[Any]) -> list[Logged]:
         ident = str(body["id"]) if body.get("id") is not None else None
         keys = [message_key(m) for m in body["messages"]]
         answered = index + 1 < len(items) and (is_completion(items[index + 1]) or _responses.is_response(items[index + 1]))
-        if ident is None and not answered and any(_begins(g.keys, keys) for g in groups if g.id is None):
+        if ident is None and not answered and unnamed.begins_one(keys):
             continue  # an earlier state of a conversation already read (a thread's history is newest first)
         # an answered request that only begins like an earlier conversation is a call of another
-        # run (of the same task): its reply is not the earlier conversation's
-        current = _continued(groups, keys, ident)
+        # run (of the same task): its reply is not the earlier conversation's.
+        # A conversation that names itself ({"id", "messages"}, which a request body never
+        # carries) is no request: it is never merged.
+        current = unnamed.continued(keys) if ident is None else None
         if current is None:
             current = Logged(id=ident, messages=[], keys=[])
             groups.append(current)
         current.messages, current.keys = list(body["messages"]), keys
+        if ident is None:
+            unnamed.put(current, keys)
         current.tools = request_tools(body.get("tools"), body.get("functions"))
     return groups
-
-
-def _continued(groups: list[Logged], keys: list[str], ident: str | None) -> Logged | None:
-    """The latest conversation whose messages ``keys`` begin with. A conversation that names
-    itself (``{"id", "messages"}``, which a request body never carries) is no request: it is
-    never merged."""
-    if ident is not None:
-        return None
-    for earlier in reversed(groups):
-        if earlier.id is not None:
-            continue
-        if _begins(keys, earlier.keys):
-            return earlier
-    return None
-
-
-def _begins(keys: list[str], prefix: list[str]) -> bool:
-    return len(prefix) <= len(keys) and keys[: len(prefix)] == prefix
 
 
 def state_messages(value: Any) -> list[Any] | None:

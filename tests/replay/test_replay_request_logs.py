@@ -7,10 +7,11 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from typer.testing import CliRunner
 
 from ctxplugin.cli import app
-from ctxplugin.replay import load_file
+from ctxplugin.replay import _chat_logs, load_file
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 RECORDINGS = FIXTURES / "recordings"
@@ -123,6 +124,38 @@ def test_a_second_run_of_the_same_task_in_a_log_keeps_its_first_call_and_reply(t
         sum(1 for m in messages if m["role"] == "assistant"),
         sum(1 for m in again if m["role"] == "assistant"),
     )
+
+
+class _CountedKey(str):
+    """A message key that counts how often it is compared with another."""
+
+    compared = 0
+
+    def __eq__(self, other: object) -> bool:
+        _CountedKey.compared += 1
+        return str.__eq__(self, other)
+
+    __hash__ = str.__hash__
+
+
+def test_a_file_of_many_conversations_is_read_without_comparing_each_with_every_other(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a fine-tuning style JSONL: one conversation per line, all with the same system prompt
+    count = 400
+    lines = [
+        {"messages": [{"role": "system", "content": "You are helpful."}, {"role": "user", "content": f"q{i}"}, {"role": "assistant", "content": f"a{i}"}]}
+        for i in range(count)
+    ]
+    real_key = _chat_logs.message_key
+    monkeypatch.setattr(_chat_logs, "message_key", lambda message: _CountedKey(real_key(message)))
+    _CountedKey.compared = 0
+
+    loaded = load_file(write_jsonl(tmp_path / "dataset.jsonl", lines))
+
+    assert [len(c.messages) for c in loaded.conversations] == [3] * count
+    assert [c.messages[1].content for c in loaded.conversations] == [f"q{i}" for i in range(count)]
+    assert _CountedKey.compared <= 10 * count  # linear in the file, not in pairs of conversations
 
 
 def nested_langsmith_root() -> dict[str, Any]:
