@@ -24,6 +24,7 @@ from langchain_core.messages import (
 
 from ctxplugin.errors import InvalidInputError
 from ctxplugin.replay._conversation import Conversation, RecordedUsage
+from ctxplugin.replay._log_index import PrefixIndex
 
 _CALL_BLOCKS = frozenset({"tool_use", "tool_result"})
 
@@ -74,13 +75,18 @@ def parse(data: Any, stem: str) -> list[Builder]:
         data = [{"messages": data}]  # a bare message list
     groups: list[dict[str, Any]] = []
     usage: list[list[RecordedUsage]] = []  # per group, one entry per response that reports it
+    keys: list[list[str]] = []  # per group, its system prompt and messages, without cache_control
+    index_ = PrefixIndex()  # a request continues the group with the same system prompt whose messages it begins with
     current: int | None = None  # the group of the latest request, which a response answers
     for index, item in enumerate(data):
         if is_response(item):
             if current is None:
                 raise InvalidInputError(f"item {index} is a response with no request before it")
             body = groups[current]
-            groups[current] = {**body, "messages": [*body["messages"], {"role": "assistant", "content": item.get("content")}]}
+            reply = {"role": "assistant", "content": item.get("content")}
+            groups[current] = {**body, "messages": [*body["messages"], reply]}
+            keys[current] = [*keys[current], _plain(reply)]
+            index_.put(current, keys[current])
             figures = recorded_usage(item.get("usage"))
             if figures is not None:
                 usage[current].append(figures)
@@ -89,13 +95,16 @@ def parse(data: Any, stem: str) -> list[Builder]:
             item = {"messages": item}
         if not isinstance(item, dict) or not isinstance(item.get("messages"), list):
             raise InvalidInputError(f"item {index} is not an Anthropic request body (no 'messages' list)")
-        current = _continued(groups, item)
+        item_keys = [_plain(item.get("system")), *(_plain(m) for m in item["messages"])]
+        current = index_.continued(item_keys)
         if current is None:
             current = len(groups)
             groups.append(item)
             usage.append([])
+            keys.append(item_keys)
         else:
-            groups[current] = item
+            groups[current], keys[current] = item, item_keys
+        index_.put(current, item_keys)
     return [
         (cid, lambda body=body, cid=cid, figures=tuple(figures): conversation(cid, body, figures))
         for (cid, body), figures in zip(_named(groups, stem), usage, strict=True)
@@ -126,19 +135,6 @@ def _named(groups: list[dict[str, Any]], stem: str) -> list[tuple[str, dict[str,
     if len(groups) == 1:
         return [(str(groups[0].get("id") or stem), groups[0])]
     return [(str(body.get("id") or f"{stem}#{index}"), body) for index, body in enumerate(groups)]
-
-
-def _continued(groups: list[dict[str, Any]], body: dict[str, Any]) -> int | None:
-    """The group ``body`` is a later call of: same system prompt, its messages a prefix."""
-    system, messages = _plain(body.get("system")), [_plain(m) for m in body["messages"]]
-    for at in range(len(groups) - 1, -1, -1):
-        earlier = groups[at]
-        if _plain(earlier.get("system")) != system:
-            continue
-        before = [_plain(m) for m in earlier["messages"]]
-        if len(before) <= len(messages) and messages[: len(before)] == before:
-            return at
-    return None
 
 
 def _plain(value: Any) -> str:

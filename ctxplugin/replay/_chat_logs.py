@@ -49,15 +49,17 @@ def group(items: Sequence[Any]) -> list[Logged]:
         InvalidInputError: an item that is none of these, or a response with no request before it.
     """
     groups: list[Logged] = []
-    unnamed = PrefixIndex[Logged]()  # the conversations a request may continue
+    unnamed: list[Logged] = []  # the conversations a request may continue, numbered as in `index_`
+    index_ = PrefixIndex()
     current: Logged | None = None
+    number: int | None = None  # current's number in `unnamed`, when it is one
     for index, item in enumerate(items):
         if is_completion(item) or _responses.is_response(item):
             if current is None:
                 raise InvalidInputError(f"item {index} is a response with no request before it")
             _answer(current, item, index)
-            if current.id is None:
-                unnamed.put(current, current.keys)
+            if number is not None:
+                index_.put(number, current.keys)
             continue
         state = state_messages(item)
         if isinstance(item, list):
@@ -79,19 +81,24 @@ def group(items: Sequence[Any]) -> list[Logged]:
         ident = str(body["id"]) if body.get("id") is not None else None
         keys = [message_key(m) for m in body["messages"]]
         answered = index + 1 < len(items) and (is_completion(items[index + 1]) or _responses.is_response(items[index + 1]))
-        if ident is None and not answered and unnamed.begins_one(keys):
+        if ident is None and not answered and index_.begins_one(keys):
             continue  # an earlier state of a conversation already read (a thread's history is newest first)
         # an answered request that only begins like an earlier conversation is a call of another
         # run (of the same task): its reply is not the earlier conversation's.
         # A conversation that names itself ({"id", "messages"}, which a request body never
         # carries) is no request: it is never merged.
-        current = unnamed.continued(keys) if ident is None else None
-        if current is None:
+        number = index_.continued(keys) if ident is None else None
+        if number is not None:
+            current = unnamed[number]
+        else:
             current = Logged(id=ident, messages=[], keys=[])
             groups.append(current)
+            if ident is None:
+                number = len(unnamed)
+                unnamed.append(current)
         current.messages, current.keys = list(body["messages"]), keys
-        if ident is None:
-            unnamed.put(current, keys)
+        if number is not None:
+            index_.put(number, keys)
         current.tools = request_tools(body.get("tools"), body.get("functions"))
     return groups
 

@@ -10,9 +10,6 @@ registered once stays a prefix of that conversation.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Generic, TypeVar
-
-T = TypeVar("T")
 
 
 def prefix_hashes(keys: Sequence[str]) -> list[int]:
@@ -23,46 +20,45 @@ def prefix_hashes(keys: Sequence[str]) -> list[int]:
     return out
 
 
-class PrefixIndex(Generic[T]):
-    """Conversations (any object, by identity) and the keys of their messages."""
+class PrefixIndex:
+    """The keys of conversations numbered 0, 1, 2... in the order they were first put."""
 
     def __init__(self) -> None:
-        self._entries: list[T] = []
         self._keys: list[list[str]] = []
-        self._hash: list[int] = []  # per position, the hash of its whole keys
-        self._whole: dict[int, set[int]] = {}  # hash of a conversation's keys -> its positions
-        self._prefixes: dict[int, int] = {}  # hash of a prefix of some conversation's keys -> its position
-        self._positions: dict[int, int] = {}  # id(conversation) -> position
+        self._hash: list[int] = []  # per conversation, the hash of its whole keys
+        self._whole: dict[int, set[int]] = {}  # hash of a conversation's keys -> those conversations
+        self._prefixes: dict[int, int] = {}  # hash of a prefix of some conversation's keys -> that one
 
-    def put(self, entry: T, keys: list[str]) -> None:
-        """Add ``entry``, or record that its keys are now ``keys`` (they extend the old ones)."""
-        position = self._positions.get(id(entry))
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    def put(self, number: int, keys: list[str]) -> None:
+        """Record conversation ``number``'s keys: a new one (``number == len(self)``), or the
+        longer keys of one put before (they extend its old ones)."""
         hashes = prefix_hashes(keys)
-        if position is None:
-            position = self._positions[id(entry)] = len(self._entries)
-            self._entries.append(entry)
+        if number == len(self._keys):
             self._keys.append(keys)
             self._hash.append(hashes[-1])
         else:
-            self._whole[self._hash[position]].discard(position)
-            self._keys[position], self._hash[position] = keys, hashes[-1]
-        self._whole.setdefault(hashes[-1], set()).add(position)
+            self._whole[self._hash[number]].discard(number)
+            self._keys[number], self._hash[number] = keys, hashes[-1]
+        self._whole.setdefault(hashes[-1], set()).add(number)
         for value in hashes:
-            self._prefixes.setdefault(value, position)
+            self._prefixes.setdefault(value, number)
 
-    def continued(self, keys: list[str]) -> T | None:
+    def continued(self, keys: list[str]) -> int | None:
         """The latest conversation whose keys ``keys`` begin with."""
         best = -1
         for length, value in enumerate(prefix_hashes(keys)):
-            for position in self._whole.get(value, ()):
-                if position > best and self._keys[position] == keys[:length]:
-                    best = position
-        return self._entries[best] if best >= 0 else None
+            for number in self._whole.get(value, ()):
+                if number > best and self._keys[number] == keys[:length]:
+                    best = number
+        return best if best >= 0 else None
 
     def begins_one(self, keys: list[str]) -> bool:
         """Whether ``keys`` are the start (or the whole) of a conversation's keys."""
-        position = self._prefixes.get(prefix_hashes(keys)[-1])
-        return position is not None and self._keys[position][: len(keys)] == keys
+        number = self._prefixes.get(prefix_hashes(keys)[-1])
+        return number is not None and self._keys[number][: len(keys)] == keys
 
 
 __all__ = ["PrefixIndex", "prefix_hashes"]

@@ -6,9 +6,10 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 
-from ctxplugin.replay import load_file
+from ctxplugin.replay import _anthropic, load_file
 
 IMAGE = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}}
 TOOL = {"name": "read_file", "description": "Read a file.", "input_schema": {"type": "object", "properties": {"path": {"type": "string"}}}}
@@ -128,3 +129,37 @@ def test_usage_that_is_not_a_count_is_left_out(tmp_path: Path) -> None:
     [one] = load_file(write(tmp_path, "odd.jsonl", request(ASK), odd)).conversations
     [two] = load_file(write(tmp_path, "neg.jsonl", request(ASK), negative)).conversations
     assert one.usage == () and two.usage == ()
+
+
+class _CountedKey(str):
+    """A message key that counts how often it is compared with another."""
+
+    compared = 0
+
+    def __eq__(self, other: object) -> bool:
+        _CountedKey.compared += 1
+        return str.__eq__(self, other)
+
+    def __ne__(self, other: object) -> bool:
+        return not self.__eq__(other)
+
+    __hash__ = str.__hash__
+
+
+def test_a_file_of_many_anthropic_conversations_is_read_without_comparing_each_with_every_other(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    count = 300
+    bodies = [
+        {"system": "You are helpful.", "messages": [{"role": "user", "content": f"q{i}"}, {"role": "assistant", "content": [{"type": "text", "text": f"a{i}"}]}]}
+        for i in range(count)
+    ]
+    real_key = _anthropic._plain
+    monkeypatch.setattr(_anthropic, "_plain", lambda value: _CountedKey(real_key(value)))
+    _CountedKey.compared = 0
+
+    loaded = load_file(write(tmp_path, "dataset.jsonl", *bodies))
+
+    assert [len(c.messages) for c in loaded.conversations] == [3] * count
+    assert [c.messages[1].content for c in loaded.conversations] == [f"q{i}" for i in range(count)]
+    assert _CountedKey.compared <= 10 * count  # linear in the file, not in pairs of conversations
