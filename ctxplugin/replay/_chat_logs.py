@@ -150,8 +150,8 @@ def openai_usage(value: Any) -> RecordedUsage | None:
 
 def message_key(message: Any) -> str:
     """What must be equal for two logged messages to be the same message: an OpenAI message by
-    role, text, name, tool calls (arguments parsed, so their spacing does not matter) and the
-    call it answers; fields a client adds or drops when it echoes a reply back (``refusal:
+    role, text, name, tool calls (arguments parsed, so their spacing does not matter), the older
+    ``function_call`` and the call it answers; fields a client adds or drops when it echoes a reply back (``refusal:
     null``, ``annotations``) do not count."""
     if is_openai_message(message):
         calls = []
@@ -162,7 +162,8 @@ def message_key(message: Any) -> str:
             else:
                 calls.append([call])
         content = message.get("content") or ""
-        return json.dumps([message["role"], content, message.get("name"), calls, message.get("tool_call_id")], sort_keys=True, default=str)
+        fields = [message["role"], content, message.get("name"), calls, message.get("tool_call_id"), message.get("function_call")]
+        return json.dumps(fields, sort_keys=True, default=str)
     if isinstance(message, dict):
         return json.dumps({k: v for k, v in message.items() if v is not None}, sort_keys=True, default=str)
     return json.dumps(message, sort_keys=True, default=str)

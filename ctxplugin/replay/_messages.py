@@ -79,12 +79,40 @@ def to_message(raw: object, index: int) -> BaseMessage:
 def to_messages(raw: Sequence[object]) -> list[BaseMessage]:
     """A recorded message list as langchain-core messages (ids filled in when missing)."""
     out: list[BaseMessage] = []
-    for index, item in enumerate(raw):
+    for index, item in enumerate(_function_calls_as_tool_calls(raw)):
         message = to_message(item, index)
         if message.id is None:
             # Deterministic ids keep replays reproducible and let stages key on them.
             message = message.model_copy(update={"id": f"msg-{index}"})
         out.append(message)
+    return out
+
+
+def _function_calls_as_tool_calls(raw: Sequence[object]) -> list[object]:
+    """The older function-calling messages in the tool-calling shape: an assistant's
+    ``function_call`` as its one tool call (id ``call-<index>``: the API gave none), a
+    ``function`` message as the result of the latest unanswered call of its name.
+
+    Raises:
+        InvalidInputError: a function result with no call of that name before it.
+    """
+    out: list[object] = []
+    pending: dict[object, str] = {}  # function name -> id of its latest unanswered call
+    for index, item in enumerate(raw):
+        if is_openai_message(item):
+            fields: dict[str, Any] = item  # type: ignore[assignment]
+            call = fields.get("function_call")
+            if fields["role"] == "assistant" and isinstance(call, dict) and not fields.get("tool_calls"):
+                pending[call.get("name")] = call_id = f"call-{index}"
+                item = {**fields, "tool_calls": [{"id": call_id, "type": "function", "function": call}]}
+            elif fields["role"] == "function":
+                name = fields.get("name")
+                if name not in pending:
+                    raise InvalidInputError(
+                        f"message {index} is the result of function {name!r}, but no earlier assistant message called it"
+                    )
+                item = {**fields, "role": "tool", "tool_call_id": pending.pop(name)}
+        out.append(item)
     return out
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from langchain_core.messages import AIMessage, ToolMessage
 from typer.testing import CliRunner
 
 from ctxplugin.cli import app
@@ -124,6 +125,44 @@ def test_a_second_run_of_the_same_task_in_a_log_keeps_its_first_call_and_reply(t
         sum(1 for m in messages if m["role"] == "assistant"),
         sum(1 for m in again if m["role"] == "assistant"),
     )
+
+
+def test_a_log_of_the_older_function_calling_api_reads_its_calls_and_results(tmp_path: Path) -> None:
+    # requests with `functions`, replies with `function_call`, results as `function` messages
+    lookup = {"name": "lookup", "description": "Look a word up.", "parameters": {"type": "object", "properties": {"word": {"type": "string"}}}}
+    history: list[dict[str, Any]] = [{"role": "system", "content": "Define words."}, {"role": "user", "content": "What is a tarn?"}]
+    replies: list[dict[str, Any]] = [
+        {"role": "assistant", "content": None, "function_call": {"name": "lookup", "arguments": '{"word": "tarn"}'}},
+        {"role": "assistant", "content": "A small mountain lake."},
+    ]
+    log: list[dict[str, Any]] = []
+    for position, reply in enumerate(replies):
+        log.append({"model": "gpt-3.5-turbo-0613", "messages": list(history), "functions": [lookup]})
+        log.append({"object": "chat.completion", "choices": [{"index": 0, "message": reply}], "usage": {"prompt_tokens": 50 + position}})
+        history += [reply, {"role": "function", "name": "lookup", "content": "tarn: a small mountain lake"}] if position == 0 else [reply]
+
+    loaded = load_file(write_jsonl(tmp_path / "legacy.jsonl", log))
+
+    assert loaded.errors == []
+    [conv] = loaded.conversations
+    assert [m.type for m in conv.messages] == ["system", "human", "ai", "tool", "ai"]
+    call, result = conv.messages[2], conv.messages[3]
+    assert isinstance(call, AIMessage) and isinstance(result, ToolMessage)
+    assert [(c["name"], c["args"]) for c in call.tool_calls] == [("lookup", {"word": "tarn"})]
+    assert (result.tool_call_id, result.name, result.content) == (call.tool_calls[0]["id"], "lookup", "tarn: a small mountain lake")
+    assert [t["function"]["name"] for t in conv.tools] == ["lookup"]
+    assert len(conv.usage) == 2
+
+
+def test_a_function_result_without_its_call_is_an_error_naming_the_message(tmp_path: Path) -> None:
+    messages = [{"role": "user", "content": "hi"}, {"role": "function", "name": "lookup", "content": "x"}, {"role": "assistant", "content": "ok"}]
+    path = tmp_path / "orphan.json"
+    path.write_text(json.dumps(messages), encoding="utf-8")
+
+    loaded = load_file(path)
+
+    assert loaded.conversations == []
+    assert loaded.errors == ["conversation orphan: message 1 is the result of function 'lookup', but no earlier assistant message called it"]
 
 
 class _CountedKey(str):
