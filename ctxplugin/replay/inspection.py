@@ -139,6 +139,14 @@ def _preview(message: BaseMessage, width: int | None) -> str:
     return flat if len(flat) <= width else flat[: width - 1] + "…"
 
 
+def _change(before: int, after: int) -> str:
+    """The view's size against the recorded call's: the share saved, or the share it adds (the
+    tools ctxplugin binds can outweigh what a short history saves)."""
+    if after > before and before:
+        return f"{(after - before) / before:.1%} more"
+    return f"{(before - after) / before if before else 0.0:.1%} saved"
+
+
 def render(item: Inspected, *, full: bool = False) -> RenderableType:
     """A rich rendering: summary, sections, refs, facts, tools, warnings, then the messages."""
     report = item.report
@@ -150,7 +158,7 @@ def render(item: Inspected, *, full: bool = False) -> RenderableType:
         )
     )
     summary = Table(show_header=False, box=None, pad_edge=False)
-    summary.add_row("tokens", f"{report.tokens_before:,} → {report.tokens_after:,} ({report.reduction:.1%} saved)")
+    summary.add_row("tokens", f"{report.tokens_before:,} → {report.tokens_after:,} ({_change(report.tokens_before, report.tokens_after)})")
     summary.add_row("budget", f"{report.budget_total:,}" + ("" if report.within_budget else " [red](over)[/red]") if report.budget_total else "–")
     summary.add_row("messages", f"{report.messages_before} → {report.messages_after}")
     summary.add_row("compressed / dropped", f"{report.compressed_messages} messages / {report.dropped_exchanges} exchanges")

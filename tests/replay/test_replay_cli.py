@@ -340,6 +340,23 @@ def test_inspect_json_matches_the_report() -> None:
     assert doc["report"]["tokens_before"] > 0 and doc["tools"]
 
 
+def test_inspect_says_when_the_view_is_larger_than_the_recorded_call(tmp_path: Path) -> None:
+    # many small tools: the tools ctxplugin adds (expand_ref, load_tools) outweigh what it saves
+    messages = json.loads((RECORDINGS / "openai-chat.json").read_text())["messages"]
+    names = sorted({c["function"]["name"] for m in messages for c in m.get("tool_calls") or []}) + [f"tool_{i}" for i in range(10)]
+    tools = [{"type": "function", "function": {"name": n, "parameters": {"type": "object", "properties": {}}}} for n in names]
+    recording = tmp_path / "request.json"
+    recording.write_text(json.dumps({"model": "gpt-4o", "messages": messages, "tools": tools}), encoding="utf-8")
+    report = json.loads(run("inspect", recording, "--json").stdout)["report"]
+    before, after = report["tokens_before"], report["tokens_after"]
+    assert after > before
+
+    shown = " ".join(run("inspect", recording).stdout.split())
+
+    assert f"tokens {before:,} → {after:,} ({(after - before) / before:.1%} more)" in shown
+    assert "saved" not in shown.split("budget")[0]
+
+
 def test_inspect_rejects_a_call_out_of_range() -> None:
     result = run("inspect", SWE, "--call", "7")
     assert result.exit_code == 1
