@@ -31,6 +31,7 @@ from typing import Any, Literal
 
 from ctxplugin._untrusted import MAX_JSON_DEPTH, json_depth_exceeds
 from ctxplugin.errors import InvalidInputError
+from ctxplugin.replay import _anthropic, _chat_logs, _responses
 from ctxplugin.replay._conversation import Conversation, ExpectedAction, RecordedUsage
 from ctxplugin.replay._formats import FORMATS, PARSERS, SWE_BASH_TOOL, Builder, Format, detect
 from ctxplugin.replay._messages import pairing_problem
@@ -118,19 +119,41 @@ def _read_json(path: Path) -> Any:
         if len(lines) < 2:
             raise _json_error(whole, text) from whole
         items = _Lines()
+        cut = False  # the first line was cut: responses to the requests it held follow it
         for number, line in enumerate(text.splitlines(), start=1):
             if not line.strip():
                 continue
             try:
-                items.append(json.loads(line))
+                item = json.loads(line)
+                if cut and not items and _is_response(item):
+                    items.skipped.append(f"line {number} is a response to a request on the cut first line, left out")
+                    continue
+                items.append(item)
             except json.JSONDecodeError as exc:
-                if number == 1:  # not JSONL either: report the error of the whole document
+                cut = number == 1
+                if number == 1 and not _cut_at_start(line, lines[1]):  # not JSONL either: the whole document's error
                     raise _json_error(whole, text) from whole
                 # the other lines still hold their conversations: the line is reported, not the file
                 last = not any(rest.strip() for rest in text.splitlines()[number:])
-                hint = "; the file looks truncated" if last else ""
+                hint = "; the file looks truncated" if last else "; the file looks cut at its start" if number == 1 else ""
                 items.skipped.append(f"line {number} is not valid JSON ({exc.msg}), left out{hint}")
         return items
+
+
+def _is_response(item: Any) -> bool:
+    return _chat_logs.is_completion(item) or _responses.is_response(item) or _anthropic.is_response(item)
+
+
+def _cut_at_start(first: str, second: str) -> bool:
+    """Whether a first line that is not JSON is the tail of a JSONL line (a log read from the
+    middle, as ``tail -c`` gives it): the next line is a whole object or array. A JSON document's
+    opening bracket, alone on its line, is no cut line."""
+    if first.strip() in ("[", "{"):
+        return False
+    try:
+        return isinstance(json.loads(second), (dict, list))
+    except json.JSONDecodeError:
+        return False
 
 
 class _Lines(list[Any]):

@@ -146,6 +146,46 @@ def test_truncated_jsonl_names_the_line_and_keeps_the_others(tmp_path: Path) -> 
     assert loaded.conversations, "the lines before the cut are read"
 
 
+def test_a_jsonl_cut_at_its_start_names_the_first_line_and_keeps_the_others(tmp_path: Path) -> None:
+    # what `tail -c` of a long log gives: the first line begins mid-object
+    lines = (RECORDINGS / "openai-chat.jsonl").read_text().splitlines()
+    rest = tmp_path / "rest.jsonl"
+    rest.write_text("\n".join(lines[1:]) + "\n")
+    path = tmp_path / "tail.jsonl"
+    path.write_text(lines[0][7:] + "\n" + "\n".join(lines[1:]) + "\n")
+
+    loaded = load_file(path)
+
+    [error] = [e for e in loaded.errors if e.startswith("line 1 ")]
+    assert error.startswith("line 1 is not valid JSON (") and error.endswith("), left out; the file looks cut at its start")
+    assert [c.messages for c in loaded.conversations] == [c.messages for c in load_file(rest).conversations]
+    assert loaded.conversations
+
+
+def test_a_request_log_cut_at_its_start_leaves_out_the_reply_whose_request_was_cut(tmp_path: Path) -> None:
+    messages = json.loads((RECORDINGS / "openai-chat.json").read_text())["messages"]
+    calls = [i for i, m in enumerate(messages) if m["role"] == "assistant"]
+    log = []
+    for at in calls:
+        log += [{"model": "gpt-4o", "messages": messages[:at]}, {"object": "chat.completion", "choices": [{"message": messages[at]}]}]
+    lines = [json.dumps(item) for item in log]
+    path = tmp_path / "tail.jsonl"
+    path.write_text(lines[0][9:] + "\n" + "\n".join(lines[1:]) + "\n")
+
+    loaded = load_file(path)
+
+    assert loaded.errors[1:] == ["line 2 is a response to a request on the cut first line, left out"]
+    [conversation] = loaded.conversations
+    assert len(conversation.messages) == calls[-1] + 1
+
+
+def test_a_broken_json_document_is_not_read_as_lines(tmp_path: Path) -> None:
+    path = tmp_path / "pretty.json"
+    path.write_text('[\n{"role": "user", "content": "hi"},\n{"role": "assistant", "content": "ok"}\n')
+    with pytest.raises(InvalidInputError, match=r"pretty\.json: not valid JSON .*truncated"):
+        load_file(path)
+
+
 def test_a_bad_line_in_the_middle_of_a_jsonl_is_left_out_not_called_a_truncation(tmp_path: Path) -> None:
     lines = (RECORDINGS / "openai-chat.jsonl").read_text().splitlines()
     path = tmp_path / "mixed.jsonl"
