@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -101,7 +102,7 @@ def markdown_table(result: ReplayResult) -> str:
     """The results as a Markdown table (one block per file, then the total)."""
     lines = ["| " + " | ".join(HEADERS) + " |", "|" + "|".join(["---"] + ["---:"] * (len(HEADERS) - 1)) + "|"]
     for label, figures in _blocks(result):
-        lines.append(f"| **{label}** |" + " |" * (len(HEADERS) - 1))
+        lines.append(f"| **{_markdown_text(label)}** |" + " |" * (len(HEADERS) - 1))
         full = figures["full"]
         for name in result.strategies:
             cells = _cells(name, figures[name], full, result.discount)
@@ -109,6 +110,12 @@ def markdown_table(result: ReplayResult) -> str:
                 cells = [f"**{c}**" for c in cells]
             lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+def _markdown_text(text: str) -> str:
+    """Text as a table cell shows it: a file name's ``|`` would end the cell and its ``*``, ``_``
+    or backquote start emphasis or code."""
+    return re.sub(r"([\\|*_`\[\]<>])", r"\\\1", text)
 
 
 def notes(result: ReplayResult) -> list[str]:

@@ -181,6 +181,20 @@ def test_markdown_output() -> None:
     assert sum(1 for line in lines if line.startswith("| **ctxplugin**")) == 1
 
 
+def test_markdown_output_escapes_a_file_name_that_would_break_its_table(tmp_path: Path) -> None:
+    recording = tmp_path / "run|2*final*.json"
+    recording.write_bytes(OPENAI.read_bytes())
+
+    result = run("replay", recording, "--markdown", "-q")
+
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    [label] = [line for line in lines if "final" in line]
+    assert label.startswith("| **run\\|2\\*final\\*.json (openai, 1 conversation)** |")
+    columns = lines[0].count("|")
+    assert all(line.replace("\\|", "").count("|") == columns for line in lines)
+
+
 def test_bad_inputs_are_named_and_the_good_files_still_replay(tmp_path: Path) -> None:
     result = run("replay", BAD, OPENAI, tmp_path / "missing.json", "--json", "-q")
     assert result.exit_code == 0, result.output
