@@ -207,9 +207,25 @@ def _from_langchain(raw: dict[str, Any], index: int) -> BaseMessage:
     payload = {k: v for k, v in data.items() if k != "type"}
     payload.setdefault("content", "")
     try:
-        return messages_from_dict([{"type": kind, "data": payload}])[0]
+        message = messages_from_dict([{"type": kind, "data": payload}])[0]
     except (ValueError, TypeError) as exc:
         raise InvalidInputError(f"message {index} is not a valid LangChain {kind} message: {exc}") from exc
+    if isinstance(message, AIMessage) and message.invalid_tool_calls:
+        message = _unparsed_calls_kept(message)
+    return message
+
+
+def _unparsed_calls_kept(message: AIMessage) -> AIMessage:
+    """An AI message whose ``invalid_tool_calls`` (arguments that are not JSON) are tool calls
+    with their text kept, as an OpenAI recording's are: the agent answered them."""
+    calls = list(message.tool_calls)
+    left: list[Any] = []
+    for call in message.invalid_tool_calls:
+        if call.get("id") and call.get("name"):
+            calls.append(ToolCall(name=str(call["name"]), args=parse_arguments(call.get("args")), id=str(call["id"]), type="tool_call"))
+        else:
+            left.append(call)
+    return message.model_copy(update={"tool_calls": calls, "invalid_tool_calls": left})
 
 
 def pairing_problem(messages: Sequence[BaseMessage]) -> str | None:

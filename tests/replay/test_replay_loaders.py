@@ -7,7 +7,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.messages import (
+    AIMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+    messages_to_dict,
+)
 
 from ctxplugin.errors import InvalidInputError
 from ctxplugin.replay import detect, discover, load_file, load_tools_file
@@ -358,3 +364,21 @@ def test_messages_to_dict_of_streamed_chunks_reads_as_their_messages(tmp_path: P
     call = conversation.messages[1]
     assert isinstance(call, AIMessage) and call.tool_calls[0]["args"] == {"reservation_id": "ZFA04Y"}
     assert conversation.messages[2].content == '{"status": "cancelled"}'
+
+
+def test_a_langchain_tool_call_with_unparsable_arguments_keeps_its_text_and_its_result(tmp_path: Path) -> None:
+    # LangChain keeps a call whose arguments are not JSON in invalid_tool_calls; the agent still
+    # answered it (the provider requires an answer to every call it sent)
+    broken = AIMessage(content="", invalid_tool_calls=[{"name": "search", "args": '{"q": "tarn', "id": "c1", "error": "bad JSON", "type": "invalid_tool_call"}])
+    history = [HumanMessage("find it"), broken, ToolMessage("error: bad arguments", tool_call_id="c1", status="error"), AIMessage("sorry")]
+    path = tmp_path / "invalid.json"
+    path.write_text(json.dumps(messages_to_dict(history)))
+
+    loaded = load_file(path)
+
+    assert loaded.errors == []
+    [conversation] = loaded.conversations
+    assert [m.type for m in conversation.messages] == ["human", "ai", "tool", "ai"]
+    call = conversation.messages[1]
+    assert isinstance(call, AIMessage)
+    assert [(c["id"], c["name"], c["args"]) for c in call.tool_calls] == [("c1", "search", {"input": '{"q": "tarn'})]
