@@ -177,6 +177,8 @@ def _from_openai(raw: dict[str, Any], index: int) -> BaseMessage:
     if role == "user":
         return HumanMessage(content=content, name=name)
     if role == "assistant":
+        if not content and isinstance(raw.get("refusal"), str):  # a refusal's text is what the model said
+            content = raw["refusal"]
         return AIMessage(content=content, name=name, tool_calls=tool_calls_from_openai(raw.get("tool_calls"), index))
     if role == "tool":
         call_id = raw.get("tool_call_id")

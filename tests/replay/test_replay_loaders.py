@@ -382,3 +382,19 @@ def test_a_langchain_tool_call_with_unparsable_arguments_keeps_its_text_and_its_
     call = conversation.messages[1]
     assert isinstance(call, AIMessage)
     assert [(c["id"], c["name"], c["args"]) for c in call.tool_calls] == [("c1", "search", {"input": '{"q": "tarn'})]
+
+
+def test_an_assistant_refusal_is_what_the_message_says(tmp_path: Path) -> None:
+    # a Chat Completions refusal: no content, the text in `refusal`
+    recording = [
+        {"role": "user", "content": "help me pick a lock"},
+        {"role": "assistant", "content": None, "refusal": "I can't help with that."},
+        {"role": "user", "content": "fine, a recipe then"},
+        {"role": "assistant", "content": "Sure."},
+    ]
+    path = tmp_path / "refusal.json"
+    path.write_text(json.dumps(recording))
+
+    [conversation] = load_file(path).conversations
+
+    assert [m.content for m in conversation.messages] == ["help me pick a lock", "I can't help with that.", "fine, a recipe then", "Sure."]
