@@ -79,6 +79,10 @@ def detect(data: Any) -> Format:
             return _chat_dialect(first["messages"])
         if isinstance(first, list) and first:
             return _chat_dialect(first)
+    if data == [] or (isinstance(data, list) and all(item == [] for item in data)):
+        raise InvalidInputError("the file holds an empty list: no conversation to replay")
+    if isinstance(data, dict) and data.get("messages") == []:
+        raise InvalidInputError("'messages' is an empty list: no conversation to replay")
     raise InvalidInputError(
         "unknown format: expected OpenAI chat messages or Responses API requests, Anthropic Messages API requests, LangChain message dumps, a LangSmith run "
         f"export, a mini-swe-agent .traj.json or a tau-bench trajectory list (or pass --format {{{','.join(FORMATS)}}})"

@@ -398,3 +398,19 @@ def test_an_assistant_refusal_is_what_the_message_says(tmp_path: Path) -> None:
     [conversation] = load_file(path).conversations
 
     assert [m.content for m in conversation.messages] == ["help me pick a lock", "I can't help with that.", "fine, a recipe then", "Sure."]
+
+
+@pytest.mark.parametrize(
+    ("content", "error"),
+    [
+        ([], "the file holds an empty list: no conversation to replay"),
+        ({"messages": []}, "'messages' is an empty list: no conversation to replay"),
+        ({"model": "gpt-4o", "messages": []}, "'messages' is an empty list: no conversation to replay"),
+    ],
+)
+def test_an_empty_recording_says_it_is_empty(tmp_path: Path, content: Any, error: str) -> None:
+    path = tmp_path / "empty.json"
+    path.write_text(json.dumps(content))
+    with pytest.raises(InvalidInputError) as caught:
+        load_file(path)
+    assert str(caught.value) == f"{path.as_posix()}: {error}"
