@@ -124,7 +124,7 @@ def _read_json(path: Path) -> Any:
             if not line.strip():
                 continue
             try:
-                item = json.loads(line)
+                item = json.loads(line.removeprefix("\ufeff"))  # the mark of a file joined to the one before
                 if cut and not items and _is_response(item):
                     items.skipped.append(f"line {number} is a response to a request on the cut first line, left out")
                     continue

@@ -414,3 +414,18 @@ def test_an_empty_recording_says_it_is_empty(tmp_path: Path, content: Any, error
     with pytest.raises(InvalidInputError) as caught:
         load_file(path)
     assert str(caught.value) == f"{path.as_posix()}: {error}"
+
+
+def test_jsonl_files_joined_with_their_byte_order_marks_read_every_line(tmp_path: Path) -> None:
+    # `cat a.jsonl b.jsonl` of files written with a byte-order mark: the second mark starts a line
+    lines = (RECORDINGS / "openai-chat.jsonl").read_text().splitlines()
+    clean = tmp_path / "clean.jsonl"
+    clean.write_text("\n".join(lines) + "\n")
+    joined = tmp_path / "joined.jsonl"
+    half = len(lines) // 2
+    joined.write_bytes(("\ufeff" + "\n".join(lines[:half]) + "\n" + "\ufeff" + "\n".join(lines[half:]) + "\n").encode())
+
+    loaded = load_file(joined)
+
+    assert loaded.errors == []
+    assert [c.messages for c in loaded.conversations] == [c.messages for c in load_file(clean).conversations]
