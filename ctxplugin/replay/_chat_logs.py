@@ -53,7 +53,11 @@ def group(items: Sequence[Any]) -> list[Logged]:
     index_ = PrefixIndex()
     current: Logged | None = None
     number: int | None = None  # current's number in `unnamed`, when it is one
+    repeated = False  # the item before was a call already read, repeated (a retry): so is its response
     for index, item in enumerate(items):
+        if repeated:
+            repeated = False
+            continue
         if is_completion(item) or _responses.is_response(item):
             if current is None:
                 raise InvalidInputError(f"item {index} is a response with no request before it")
@@ -83,6 +87,9 @@ def group(items: Sequence[Any]) -> list[Logged]:
         answered = index + 1 < len(items) and (is_completion(items[index + 1]) or _responses.is_response(items[index + 1]))
         if ident is None and not answered and index_.begins_one(keys):
             continue  # an earlier state of a conversation already read (a thread's history is newest first)
+        if ident is None and answered and index_.begins_one([*keys, *(message_key(m) for m in _replies(items[index + 1], index + 1))]):
+            repeated = True  # this call and its reply were read already
+            continue
         # an answered request that only begins like an earlier conversation is a call of another
         # run (of the same task): its reply is not the earlier conversation's.
         # A conversation that names itself ({"id", "messages"}, which a request body never
@@ -117,15 +124,18 @@ def state_messages(value: Any) -> list[Any] | None:
     return None
 
 
-def _answer(current: Logged, response: dict[str, Any], index: int) -> None:
+def _replies(response: dict[str, Any], index: int) -> list[Any]:
     if _responses.is_response(response):
-        replies = _responses.output(response, index)
-    else:
-        choices = response["choices"]
-        first = choices[0] if choices and isinstance(choices[0], dict) else {}
-        if not is_openai_message(first.get("message")):
-            raise InvalidInputError(f"item {index} is a chat.completion response without a message in choices[0]")
-        replies = [first["message"]]
+        return _responses.output(response, index)
+    choices = response["choices"]
+    first = choices[0] if choices and isinstance(choices[0], dict) else {}
+    if not is_openai_message(first.get("message")):
+        raise InvalidInputError(f"item {index} is a chat.completion response without a message in choices[0]")
+    return [first["message"]]
+
+
+def _answer(current: Logged, response: dict[str, Any], index: int) -> None:
+    replies = _replies(response, index)
     current.messages = [*current.messages, *replies]
     current.keys = [*current.keys, *(message_key(m) for m in replies)]
     figures = openai_usage(response.get("usage"))

@@ -110,9 +110,11 @@ def test_request_bodies_that_do_not_continue_one_another_are_separate_conversati
 
 def test_a_second_run_of_the_same_task_in_a_log_keeps_its_first_call_and_reply(tmp_path: Path) -> None:
     # two runs of one task: the second's first request repeats the first run's opening messages
+    # (a reply that repeats the first run's too is a retry: test_a_call_logged_twice...)
     messages = conversation()
     first_reply = next(i for i, m in enumerate(messages) if m["role"] == "assistant")
-    again = [*messages[: first_reply + 1], {"role": "user", "content": "another question"}, {"role": "assistant", "content": "sure"}]
+    reply = {"role": "assistant", "content": "Hello! How can I help you today?"}  # the same task, a new reply
+    again = [*messages[:first_reply], reply, {"role": "user", "content": "another question"}, {"role": "assistant", "content": "sure"}]
     log = write_jsonl(tmp_path / "runs.jsonl", requests(messages, responses=True) + requests(again, responses=True))
 
     loaded = load_file(log)
@@ -163,6 +165,19 @@ def test_a_function_result_without_its_call_is_an_error_naming_the_message(tmp_p
 
     assert loaded.conversations == []
     assert loaded.errors == ["conversation orphan: message 1 is the result of function 'lookup', but no earlier assistant message called it"]
+
+
+def test_a_call_logged_twice_with_its_response_is_read_once(tmp_path: Path) -> None:
+    # a client that retried a call the server had answered: the proxy logged both exchanges
+    messages = conversation()
+    log = requests(messages, responses=True)
+    once = write_jsonl(tmp_path / "once.jsonl", log)
+    twice = write_jsonl(tmp_path / "twice.jsonl", [*log[:2], *log[:2], *log[2:]])
+
+    loaded, expected = load_file(twice), load_file(once)
+
+    assert loaded.errors == []
+    assert [c.messages for c in loaded.conversations] == [c.messages for c in expected.conversations]
 
 
 class _CountedKey(str):
