@@ -41,6 +41,17 @@ def _end_sessions(dsn: str, pids: list[int]) -> None:
             conn.execute("SELECT pg_sleep(0.05)")
 
 
+def _end_idle(pool: ConnectionPool, dsn: str) -> list[int]:
+    """Lend ``IDLE`` connections, take them back and end their server sessions: the pool then
+    holds ``IDLE`` connections that fail their check; their backend pids."""
+    held = [pool.getconn() for _ in range(IDLE)]
+    pids = [conn.info.backend_pid for conn in held]
+    for conn in held:
+        pool.putconn(conn)
+    _end_sessions(dsn, pids)
+    return pids
+
+
 def test_a_step_after_the_server_ended_idle_sessions_stores_its_output(pg_dsn: str, pg_schema: str, tmp_path: Path) -> None:
     migrate(pg_dsn, schema=pg_schema)
     config = ContextConfig(
@@ -52,12 +63,7 @@ def test_a_step_after_the_server_ended_idle_sessions_stores_its_output(pg_dsn: s
     try:
         first, report = engine.capture_with_report(ToolMessage(_output(1), tool_call_id="c1", name="search_logs"), scope)
         assert "ref" in first.additional_kwargs["ctxplugin"] and report.warnings == []
-        pool = unwrap(engine.cas).pool
-        held = [pool.getconn() for _ in range(IDLE)]  # the pool now keeps IDLE idle connections
-        pids = [conn.info.backend_pid for conn in held]
-        for conn in held:
-            pool.putconn(conn)
-        _end_sessions(pg_dsn, pids)
+        _end_idle(unwrap(engine.cas).pool, pg_dsn)  # the pool now keeps IDLE dead connections
 
         original = _output(2)
         compact, report = engine.capture_with_report(ToolMessage(original, tool_call_id="c2", name="search_logs"), scope)
@@ -99,11 +105,7 @@ def test_connections_the_server_ended_are_replaced_without_a_warning_each(
     # holds only the ended connections (max_size), so the first ones lent fail their check
     pool = make_pool(pg_dsn, min_size=IDLE, max_size=IDLE, timeout=TIMEOUT, name="ended-quiet")
     try:
-        held = [pool.getconn() for _ in range(IDLE)]
-        pids = [conn.info.backend_pid for conn in held]
-        for conn in held:
-            pool.putconn(conn)
-        _end_sessions(pg_dsn, pids)
+        pids = _end_idle(pool, pg_dsn)
         with caplog.at_level(logging.INFO, logger="psycopg.pool"), pool.connection() as conn:
             assert conn.execute("SELECT 1").fetchone() == (1,) and conn.info.backend_pid not in pids
         assert _pool_warnings(caplog) == []
@@ -146,11 +148,7 @@ def test_a_pool_without_the_quiet_hand_back_still_replaces_ended_connections(
 
     pool = make_pool(pg_dsn, min_size=IDLE, max_size=IDLE, timeout=TIMEOUT, name="ended-public")
     try:
-        held = [pool.getconn() for _ in range(IDLE)]
-        pids = [conn.info.backend_pid for conn in held]
-        for conn in held:
-            pool.putconn(conn)
-        _end_sessions(pg_dsn, pids)
+        pids = _end_idle(pool, pg_dsn)
         mocker.patch.object(ConnectionPool, "_putconn", older)
         with pool.connection(timeout=TIMEOUT) as conn:
             assert conn.execute("SELECT 1").fetchone() == (1,) and conn.info.backend_pid not in pids
