@@ -201,7 +201,7 @@ def _strategies(value: str | None) -> tuple[StrategyName, ...]:
 
 @app.command()
 def replay(
-    files: Annotated[list[Path], typer.Argument(help="recordings: files, or directories of *.json / *.jsonl")],
+    files: Annotated[list[Path], typer.Argument(help="recordings: files, or directories of *.json / *.jsonl / *.ndjson")],
     format: FormatOption = "auto",
     tools: ToolsOption = None,
     config: ConfigOption = None,

@@ -36,7 +36,8 @@ from ctxplugin.replay._conversation import Conversation, ExpectedAction, Recorde
 from ctxplugin.replay._formats import FORMATS, PARSERS, SWE_BASH_TOOL, Builder, Format, detect
 from ctxplugin.replay._messages import pairing_problem
 
-SUFFIXES = (".json", ".jsonl")
+SUFFIXES = (".json", ".jsonl", ".ndjson")
+"""What a directory is searched for, in any case (``.JSON`` too)."""
 
 
 @dataclass
@@ -50,16 +51,16 @@ class LoadedFile:
 
 
 def discover(paths: Iterable[str | Path]) -> tuple[list[str], list[tuple[str, str]]]:
-    """Files to replay (directories are searched for ``*.json``/``*.jsonl``, sorted), and
+    """Files to replay (directories are searched for ``*.json``/``*.jsonl``/``*.ndjson`` in any case, sorted), and
     ``(path, problem)`` for paths that do not exist or hold no such file."""
     found: list[str] = []
     missing: list[tuple[str, str]] = []
     for raw in paths:
         path = Path(raw)
         if path.is_dir():
-            files = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix in SUFFIXES)
+            files = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in SUFFIXES)
             if not files:
-                missing.append((str(raw), "directory holds no .json or .jsonl file"))
+                missing.append((str(raw), "directory holds no .json, .jsonl or .ndjson file"))
             found.extend(p.as_posix() for p in files)
         elif path.is_file():
             found.append(path.as_posix())

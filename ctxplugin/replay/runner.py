@@ -281,7 +281,7 @@ def replay(
     """Replay files and directories; every problem is recorded against its file.
 
     Args:
-        paths: files, or directories searched for ``*.json``/``*.jsonl``.
+        paths: files, or directories searched for ``*.json``/``*.jsonl``/``*.ndjson``.
         settings: what to compare.
         format: input format, or ``"auto"`` to detect it per file.
         engine_factory: builds the engine of each conversation.

@@ -279,7 +279,7 @@ def test_one_broken_conversation_does_not_hide_the_others(tmp_path: Path) -> Non
 def test_discover_sorts_directories_and_reports_missing_paths(tmp_path: Path) -> None:
     found, missing = discover([RECORDINGS, tmp_path / "nope.json", tmp_path])
     assert found == sorted(p.as_posix() for p in RECORDINGS.iterdir())
-    assert missing == [(str(tmp_path / "nope.json"), "no such file or directory"), (str(tmp_path), "directory holds no .json or .jsonl file")]
+    assert missing == [(str(tmp_path / "nope.json"), "no such file or directory"), (str(tmp_path), "directory holds no .json, .jsonl or .ndjson file")]
 
 
 def test_tools_file(tmp_path: Path) -> None:
@@ -429,3 +429,10 @@ def test_jsonl_files_joined_with_their_byte_order_marks_read_every_line(tmp_path
 
     assert loaded.errors == []
     assert [c.messages for c in loaded.conversations] == [c.messages for c in load_file(clean).conversations]
+
+
+def test_a_directory_is_searched_for_ndjson_and_upper_case_suffixes_too(tmp_path: Path) -> None:
+    for name in ("a.JSON", "b.ndjson", "c.jsonl", "d.Jsonl", "notes.txt"):
+        (tmp_path / name).write_text("{}\n", encoding="utf-8")
+    found, missing = discover([tmp_path])
+    assert [Path(f).name for f in found] == ["a.JSON", "b.ndjson", "c.jsonl", "d.Jsonl"] and missing == []
