@@ -17,7 +17,7 @@ from langchain_core.messages import (
 )
 
 from ctxplugin._lru import PerMessage
-from ctxplugin._names import EXPAND_REF_NAME, late_call_id
+from ctxplugin._names import EXPAND_REF_NAME, own_call_id
 from ctxplugin._untrusted import MAX_JSON_DEPTH, nesting_exceeds, unwritable_int
 from ctxplugin.errors import InvalidInputError
 from ctxplugin.tokens import content_text
@@ -229,7 +229,7 @@ class Validation:
     def _late(self, index: int, message: ToolMessage) -> ToolMessage:
         """A result that came after a placeholder closed its call, under an id of its own (providers
         refuse two calls with one id); the placeholder says where it went."""
-        late_id = late_call_id(message.tool_call_id, index, lambda i: i in self.called or i in self.answered or i in self.pending)
+        late_id = own_call_id(message.tool_call_id, f"late{index}", lambda i: i in self.called or i in self.answered or i in self.pending)
         self.answered[late_id], old = (index, message.id), self.placeholders[message.tool_call_id]
         new = self.placeholders[message.tool_call_id] = old.model_copy(
             update={"content": LATE_RESULT.format(id=late_id), "status": "success"})

@@ -1,5 +1,5 @@
 """Names shared by the engine, its stages and the host adapters: the meta-tools ctxplugin adds
-to an agent, the custom events it dispatches, and the tool-call id a late tool result is given.
+to an agent, the custom events it dispatches, and the tool-call id a call or result is given when it may not keep its own.
 A leaf module: it imports nothing of ours."""
 
 from __future__ import annotations
@@ -45,13 +45,13 @@ CALL_ID_CHARS = 40
 """The longest tool-call id every provider takes (OpenAI's limit)."""
 
 
-def late_call_id(call_id: str, index: int, taken: Callable[[str], bool]) -> str:
-    """An id of its own for a tool result that came after its call was closed (at message
-    ``index``): ``<call_id>_late<index>``, or a digest of it when that is longer than
-    :data:`CALL_ID_CHARS`; never one ``taken`` says is in use."""
-    base = f"{call_id}_late{index}"
+def own_call_id(call_id: str, suffix: str, taken: Callable[[str], bool]) -> str:
+    """An id of its own for a call or result that may not keep ``call_id`` (providers refuse two
+    calls with one id): ``<call_id>_<suffix>``, or ``<suffix>_<digest of call_id>`` when that is
+    longer than :data:`CALL_ID_CHARS`; never one ``taken`` says is in use."""
+    base = f"{call_id}_{suffix}"
     if len(base) > CALL_ID_CHARS - 4:  # room for a suffix ("_12") should the id be taken
-        base = f"late{index}_{hashlib.sha1(call_id.encode('utf-8', 'surrogatepass')).hexdigest()}"[: CALL_ID_CHARS - 4]
+        base = f"{suffix}_{hashlib.sha1(call_id.encode('utf-8', 'surrogatepass')).hexdigest()}"[: CALL_ID_CHARS - 4]
     candidate, n = base, 0
     while taken(candidate):
         n += 1
@@ -78,5 +78,5 @@ __all__ = [
     "REPORT_EVENT",
     "RESERVED_TOOL_NAMES",
     "is_meta_tool",
-    "late_call_id",
+    "own_call_id",
 ]

@@ -5,7 +5,8 @@ gpt-4o hold such reuses), and a host keeps its messages as they came. Anthropic 
 request in which two ``tool_use`` blocks share an id, and the OpenAI Responses formatter keeps
 only one of the two calls: such a conversation, sent as it is, fails there. In the view, a call
 whose id an earlier call of the view already has gets that id with ``_<n>`` appended (``n``: the
-how-manieth call of the view with that id; a digest of it past the 40 characters OpenAI takes), and so does the tool result that answers it — the
+how-manieth call of the view with that id; a digest of it past the 40 characters OpenAI takes,
+as :func:`~ctxplugin._names.own_call_id` makes the id of a late result), and so does the tool result that answers it — the
 first result with that id after the call. The ids of the content blocks that stand for the
 call (``tool_use``, ``tool_call``, ``function_call``) follow, so a formatter that reads the
 blocks finds one call, not two.
@@ -16,7 +17,6 @@ call after call (a provider's prompt cache serves it).
 
 from __future__ import annotations
 
-import hashlib
 from collections import deque
 from collections.abc import Sequence
 from typing import Any
@@ -24,7 +24,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
 from ctxplugin._lru import PerMessage
-from ctxplugin._names import CALL_ID_CHARS
+from ctxplugin._names import own_call_id
 
 _BLOCK_ID = {"tool_use": "id", "tool_call": "id", "function_call": "call_id"}
 """Content block types that stand for a call, and the key of the call's id in each."""
@@ -48,13 +48,14 @@ def unique_call_ids(messages: Sequence[BaseMessage]) -> Sequence[BaseMessage]:
         if isinstance(message, AIMessage) and message.tool_calls:
             given: list[str] = []
             for call in message.tool_calls:
-                call_id = call.get("id") or ""
+                call_id = name = call.get("id") or ""
                 if call_id:
                     uses[call_id] = number = uses.get(call_id, 0) + 1
-                    waiting.setdefault(call_id, deque()).append(call_id if number == 1 else _other_id(call_id, number, taken))
-                    given.append(waiting[call_id][-1])
-                else:
-                    given.append(call_id)
+                    if number > 1:
+                        name = own_call_id(call_id, str(number), taken.__contains__)
+                        taken.add(name)
+                    waiting.setdefault(call_id, deque()).append(name)
+                given.append(name)
             if any(new != (call.get("id") or "") for new, call in zip(given, message.tool_calls, strict=True)):
                 names = tuple(given)
         elif isinstance(message, ToolMessage) and message.tool_call_id in waiting:
@@ -69,20 +70,6 @@ def unique_call_ids(messages: Sequence[BaseMessage]) -> Sequence[BaseMessage]:
         elif out is not None:
             out.append(message)
     return messages if out is None else out
-
-
-def _other_id(call_id: str, number: int, taken: set[str]) -> str:
-    """``<call_id>_<number>``, or a digest of the id when that is longer than
-    :data:`~ctxplugin._names.CALL_ID_CHARS`; never an id of the view (added to ``taken``)."""
-    base = f"{call_id}_{number}"
-    if len(base) > CALL_ID_CHARS - 4:  # room for a suffix ("_12") should the id be taken
-        base = f"call{number}_{hashlib.sha1(call_id.encode('utf-8', 'surrogatepass')).hexdigest()}"[: CALL_ID_CHARS - 4]
-    candidate, n = base, 0
-    while candidate in taken:
-        n += 1
-        candidate = f"{base}_{n}"
-    taken.add(candidate)
-    return candidate
 
 
 def _renamed(message: BaseMessage, names: tuple[str, ...]) -> BaseMessage:
