@@ -131,23 +131,8 @@ def test_usage_that_is_not_a_count_is_left_out(tmp_path: Path) -> None:
     assert one.usage == () and two.usage == ()
 
 
-class _CountedKey(str):
-    """A message key that counts how often it is compared with another."""
-
-    compared = 0
-
-    def __eq__(self, other: object) -> bool:
-        _CountedKey.compared += 1
-        return str.__eq__(self, other)
-
-    def __ne__(self, other: object) -> bool:
-        return not self.__eq__(other)
-
-    __hash__ = str.__hash__
-
-
 def test_a_file_of_many_anthropic_conversations_is_read_without_comparing_each_with_every_other(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, counted_key: Any
 ) -> None:
     count = 300
     bodies = [
@@ -155,11 +140,11 @@ def test_a_file_of_many_anthropic_conversations_is_read_without_comparing_each_w
         for i in range(count)
     ]
     real_key = _anthropic._plain
-    monkeypatch.setattr(_anthropic, "_plain", lambda value: _CountedKey(real_key(value)))
-    _CountedKey.compared = 0
+    monkeypatch.setattr(_anthropic, "_plain", lambda value: counted_key(real_key(value)))
+    counted_key.compared = 0
 
     loaded = load_file(write(tmp_path, "dataset.jsonl", *bodies))
 
     assert [len(c.messages) for c in loaded.conversations] == [3] * count
     assert [c.messages[1].content for c in loaded.conversations] == [f"q{i}" for i in range(count)]
-    assert _CountedKey.compared <= 10 * count  # linear in the file, not in pairs of conversations
+    assert counted_key.compared <= 10 * count  # linear in the file, not in pairs of conversations

@@ -180,20 +180,8 @@ def test_a_call_logged_twice_with_its_response_is_read_once(tmp_path: Path) -> N
     assert [c.messages for c in loaded.conversations] == [c.messages for c in expected.conversations]
 
 
-class _CountedKey(str):
-    """A message key that counts how often it is compared with another."""
-
-    compared = 0
-
-    def __eq__(self, other: object) -> bool:
-        _CountedKey.compared += 1
-        return str.__eq__(self, other)
-
-    __hash__ = str.__hash__
-
-
 def test_a_file_of_many_conversations_is_read_without_comparing_each_with_every_other(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, counted_key: Any
 ) -> None:
     # a fine-tuning style JSONL: one conversation per line, all with the same system prompt
     count = 400
@@ -202,14 +190,14 @@ def test_a_file_of_many_conversations_is_read_without_comparing_each_with_every_
         for i in range(count)
     ]
     real_key = _chat_logs.message_key
-    monkeypatch.setattr(_chat_logs, "message_key", lambda message: _CountedKey(real_key(message)))
-    _CountedKey.compared = 0
+    monkeypatch.setattr(_chat_logs, "message_key", lambda message: counted_key(real_key(message)))
+    counted_key.compared = 0
 
     loaded = load_file(write_jsonl(tmp_path / "dataset.jsonl", lines))
 
     assert [len(c.messages) for c in loaded.conversations] == [3] * count
     assert [c.messages[1].content for c in loaded.conversations] == [f"q{i}" for i in range(count)]
-    assert _CountedKey.compared <= 10 * count  # linear in the file, not in pairs of conversations
+    assert counted_key.compared <= 10 * count  # linear in the file, not in pairs of conversations
 
 
 def nested_langsmith_root() -> dict[str, Any]:
