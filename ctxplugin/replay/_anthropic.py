@@ -75,8 +75,11 @@ def parse(data: Any, stem: str) -> list[Builder]:
         data = [{"messages": data}]  # a bare message list
     groups: list[dict[str, Any]] = []
     usage: list[list[RecordedUsage]] = []  # per group, one entry per response that reports it
-    keys: list[list[str]] = []  # per group, its system prompt and messages, without cache_control
-    index_ = PrefixIndex()  # a request continues the group with the same system prompt whose messages it begins with
+    keys: list[list[str]] = []  # per group, its messages without cache_control, after a place for its system prompt
+    # a request continues the group whose messages it begins with, whatever its system prompt: a
+    # host that puts the date or the time in its prompt sends a new one on every call (the
+    # conversation is read with the prompt of its latest call)
+    index_ = PrefixIndex()
     current: int | None = None  # the group of the latest request, which a response answers
     for index, item in enumerate(data):
         if is_response(item):
@@ -95,7 +98,7 @@ def parse(data: Any, stem: str) -> list[Builder]:
             item = {"messages": item}
         if not isinstance(item, dict) or not isinstance(item.get("messages"), list):
             raise InvalidInputError(f"item {index} is not an Anthropic request body (no 'messages' list)")
-        item_keys = [_plain(item.get("system")), *(_plain(m) for m in item["messages"])]
+        item_keys = ["system", *(_plain(m) for m in item["messages"])]
         current = index_.continued(item_keys)
         if current is None:
             current = len(groups)

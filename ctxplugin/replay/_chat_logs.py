@@ -83,7 +83,7 @@ def group(items: Sequence[Any]) -> list[Logged]:
         else:
             raise InvalidInputError(f"item {index} is {_describe(item)}, not a message, a conversation or a request")
         ident = str(body["id"]) if body.get("id") is not None else None
-        keys = [message_key(m) for m in body["messages"]]
+        keys = prompt_free_keys(body["messages"])
         answered = index + 1 < len(items) and (is_completion(items[index + 1]) or _responses.is_response(items[index + 1]))
         if ident is None and not answered and index_.begins_one(keys):
             continue  # an earlier state of a conversation already read (a thread's history is newest first)
@@ -156,6 +156,22 @@ def openai_usage(value: Any) -> RecordedUsage | None:
     details = value.get("input_tokens_details" if responses else "prompt_tokens_details")
     cached = value.get("prompt_cache_hit_tokens", details.get("cached_tokens", 0) if isinstance(details, dict) else 0)
     return RecordedUsage(prompt, int(cached or 0))
+
+
+_PROMPT_KEY = json.dumps(["system"])
+
+
+def prompt_free_keys(messages: Sequence[Any]) -> list[str]:
+    """The messages' keys, each system (or developer) message before the first other message
+    keyed by its role alone: a host that puts the date or the time in its system prompt sends a
+    new prompt on every call, and those calls are still one conversation (read with the prompt
+    of its latest call)."""
+    keys = [message_key(m) for m in messages]
+    for position, message in enumerate(messages):
+        if not (isinstance(message, dict) and (message.get("role") or message.get("type")) in ("system", "developer")):
+            break
+        keys[position] = _PROMPT_KEY
+    return keys
 
 
 def message_key(message: Any) -> str:

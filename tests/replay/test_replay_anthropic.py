@@ -93,6 +93,17 @@ def test_requests_logged_per_call_with_responses_make_one_conversation(tmp_path:
     assert len(conversation.call_indexes()) == 2
 
 
+def test_requests_whose_system_prompt_changes_per_call_make_one_conversation(tmp_path: Path) -> None:
+    # a host that puts the time in its system prompt sends a new prompt on every call
+    first_reply = {"id": "msg_00", "type": "message", "role": "assistant", "content": READ["content"], "stop_reason": "tool_use"}
+    response = {"id": "msg_01", "type": "message", "role": "assistant", "content": ANSWER["content"], "stop_reason": "end_turn"}
+    first = request(ASK, system="You fix bugs. It is 10:00.")
+    path = write(tmp_path, "timed.jsonl", first, first_reply, request(ASK, READ, RESULTS, system="You fix bugs. It is 10:01."), response)
+    [conversation] = load_file(path).conversations
+    assert conversation.messages[0].content == "You fix bugs. It is 10:01."  # the prompt of its latest call
+    assert len(conversation.call_indexes()) == 2
+
+
 def test_interleaved_conversations_in_one_log_stay_apart(tmp_path: Path) -> None:
     other = {"role": "user", "content": "List the open issues."}
     path = write(tmp_path, "two.jsonl", request(ASK), request(other), request(other, ANSWER), request(ASK, READ, RESULTS, ANSWER))

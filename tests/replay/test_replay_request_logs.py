@@ -100,6 +100,31 @@ def test_a_request_log_with_its_responses_holds_the_last_reply_and_the_providers
     assert recorded["cached_tokens"] == 512 * calls
 
 
+def test_a_request_log_whose_system_prompt_changes_per_call_is_one_conversation(tmp_path: Path) -> None:
+    # a host that puts the time in its system prompt sends a new prompt on every call
+    messages = conversation()
+    log = requests(messages, responses=True)
+    for number, item in enumerate(i for i in log if "messages" in i):
+        item["messages"][0] = {"role": "system", "content": f"{messages[0]['content']} The time is 10:{number:02d}."}
+    last_prompt = next(i for i in reversed(log) if "messages" in i)["messages"][0]
+
+    loaded = load_file(write_jsonl(tmp_path / "timed.jsonl", log))
+
+    assert loaded.errors == []
+    [one] = loaded.conversations
+    assert [m.content for m in one.messages[1:]] == [m.content for m in load_file(write_jsonl(tmp_path / "plain.jsonl", requests(messages, responses=True))).conversations[0].messages[1:]]
+    assert one.messages[0].content == last_prompt["content"]  # the prompt of its latest call
+
+
+def test_conversations_that_differ_after_their_system_prompts_stay_apart(tmp_path: Path) -> None:
+    first = [{"role": "system", "content": "You are A."}, {"role": "user", "content": "hi"}, {"role": "assistant", "content": "x"}]
+    other = [{"role": "system", "content": "You are B."}, {"role": "user", "content": "hi"}, {"role": "assistant", "content": "y"}]
+
+    loaded = load_file(write_jsonl(tmp_path / "two.jsonl", [{"messages": first}, {"messages": other}]))
+
+    assert [[m.content for m in c.messages] for c in loaded.conversations] == [["You are A.", "hi", "x"], ["You are B.", "hi", "y"]]
+
+
 def test_request_bodies_that_do_not_continue_one_another_are_separate_conversations(tmp_path: Path) -> None:
     messages = conversation()
     first = {"model": "gpt-4o", "messages": messages[:3]}
