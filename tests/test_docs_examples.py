@@ -136,6 +136,15 @@ def test_state_graph_block_builds_a_graph_that_captures_and_answers(in_tmp: list
     assert out["messages"][2].additional_kwargs["ctxplugin"]["ref"].startswith("ref:search_flights:")
 
 
+def test_state_graph_time_travel_block_shows_no_fact_of_the_branch_left(in_tmp: list[ContextEngine]) -> None:
+    llm = ScriptedChatModel(default="Noted.")
+    done = run(python_block("hosts/state-graph.md", "# Custom LangGraph `StateGraph`"), llm=llm, tools=TOOLS, checkpointer=InMemorySaver())
+    in_tmp.append(done["engine"])
+    run(python_block("hosts/state-graph.md", "## Time travel"), app=done["app"])
+    assert "Any museums" in str(llm.calls[-1].messages[-1].content)
+    assert "$900" not in str([m.content for m in llm.calls[-1].messages])
+
+
 def test_lcel_blocks_prepare_bind_and_call_the_model(in_tmp: list[ContextEngine]) -> None:
     page, title = "hosts/lcel.md", "# LCEL chains: `engine.as_runnable()`"
     messages = [HumanMessage("Flights from SFO to JFK?", id="h1")]

@@ -28,6 +28,7 @@ from ctxplugin.facts._drafts import (
     owner_of,
     read_drafts,
 )
+from ctxplugin.facts._forks import left_behind
 from ctxplugin.facts._polls import Polls
 from ctxplugin.facts._reread import by_message, unread, unsaid
 from ctxplugin.facts._supersession import _supersede, changed_basis, superseded_pairs
@@ -107,8 +108,7 @@ class FactsLedger:
         self.polls = Polls(store, self._lock, shared=lambda: self.lock)  # what each output stated: a call made again replaces it
 
     def _writes(self) -> FactStore | WriteBatch:
-        """Where the write path reads and writes: the batch of an ingest running in this thread
-        (its writes sent together at its end), else the store."""
+        """Where the write path writes: this thread's ingest batch (sent at its end), else the store."""
         batch: WriteBatch | None = getattr(self._batch, "current", None)
         return self.store if batch is None else batch
 
@@ -235,6 +235,12 @@ class FactsLedger:
         with self._lock:
             return list(remover(owner_of(scope), standing))
 
+    def leave(self, messages: Sequence[BaseMessage], *, scope: Scope) -> list[Fact]:
+        """Mark not current what ``scope`` read from ``messages``, user messages of a branch its
+        host went back from, and return those facts (see :mod:`ctxplugin.facts._forks`)."""
+        with self._lock:
+            return left_behind(self.store, owner_of(scope), messages)
+
     @property
     def can_withdraw(self) -> bool:
         """Whether the store deletes what :meth:`withdraw` names (it has ``withdraw``)."""
@@ -258,13 +264,8 @@ class FactsLedger:
         norm = normalize_key(key)
         if norm is None:
             raise InvalidInputError("current() needs a non-empty key")
-        valid = [
-            f for f in self.store.find(FactQuery(reader=scope, key=norm, valid=True, scopes=tuple(fact_scopes)))
-            if permitted(f, scope)
-        ]
-        if not valid:
-            return None
-        return max(valid, key=lambda f: (AUTHORITY_RANK[f.authority], f.created_at))
+        valid = [f for f in self.store.find(FactQuery(reader=scope, key=norm, valid=True, scopes=tuple(fact_scopes))) if permitted(f, scope)]
+        return max(valid, key=lambda f: (AUTHORITY_RANK[f.authority], f.created_at)) if valid else None
 
     def changed_basis(self, fact: Fact, *, scope: Scope, limit: int = 2) -> list[Fact]:
         """For a fact flagged ``needs_review``: the current facts that replaced what it was
@@ -303,9 +304,7 @@ class FactsLedger:
         Superseded facts are never returned; a blank query returns nothing.
         """
         k = self.config.k if k is None else result_count(k)
-        if k <= 0:
-            return []
-        if not (query := query_text(query)).strip():
+        if k <= 0 or not (query := query_text(query)).strip():
             return []
         wanted = FactQuery(reader=scope, valid=True, scopes=tuple(fact_scopes))
         n = max(math.ceil(k * self.config.candidates), k + 4)

@@ -6,7 +6,9 @@ once per message (:class:`~ctxplugin.stages.memos.ReadMemo`). A message stating 
 newer fact replaced is marked in the view, never changed in the agent's state. The block holds
 the facts most relevant to the latest human message within the facts budget, leaving out what
 the system prompt and the task already say. When the facts store fails the call goes on without
-facts, with a warning, and the messages are read again on a later call.
+facts, with a warning, and the messages are read again on a later call. What the messages of a
+branch the host went back from stated (time travel on a checkpointed thread) is no longer
+current once the conversation holds them no more (see :meth:`~ctxplugin.stages._seen.Seen.left_behind`).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
+from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
 from ctxplugin._lru import LRU
 from ctxplugin._prefix import Stamp
@@ -25,6 +27,7 @@ from ctxplugin.budget import FactLine
 from ctxplugin.config import FactsConfig, HistoryConfig
 from ctxplugin.errors import StoreError
 from ctxplugin.facts import FactsLedger
+from ctxplugin.facts.model import output_digest
 from ctxplugin.facts.outdated import InForce, in_force, replaced_in_view
 from ctxplugin.facts.render import current_once, fact_line, normalized, restates, tracked
 from ctxplugin.facts.stated import stated_keys
@@ -83,7 +86,9 @@ class ChooseFacts:
         with self._lock:
             # claimed while this call runs: a concurrent call of the same reader starts afresh
             seen = self._seen.pop(key, None)
+        left: list[BaseMessage] = []  # read last call, on a branch the host has gone back from since
         if seen is None or not seen.continued_by(view.original, body, view.original_stamp, view.history_stamp):
+            left = seen.left_behind(view.original) if seen is not None else []
             seen = Seen()
         grown = seen.size
         was_latest = seen.latest
@@ -101,6 +106,11 @@ class ChooseFacts:
         in_force_now: InForce | None = None  # what marking reads; facts restating a change are not current
         shared: SharedWindow | None = None  # the window's block as the processes sharing the store agree on it
         if self.config.extract:
+            if left:
+                try:  # before the new branch is read: what it states anew replaces nothing of the old one
+                    self._leave(left, view.original, scope)
+                except StoreError as exc:
+                    view = view.degraded(f"facts store unavailable; facts of an abandoned branch stay current: {exc}")
             # outputs captured while the store failed (their summaries are in the history) first
             unread_outputs = self.reads.unread.kept(scope)
             self.ledger.polls.asked(seen.calls.answered, scope=scope)  # settled as the outputs are read
@@ -252,6 +262,18 @@ class ChooseFacts:
             facts_extracted=extracted,
             outdated_marked=marked,
         )
+
+    def _leave(self, left: Sequence[BaseMessage], conversation: Sequence[BaseMessage], scope: Scope) -> None:
+        """What the messages ``left`` (of an abandoned branch) stated is no longer current: a user
+        message's facts are marked so, a tool output's are withdrawn unless ``conversation``
+        holds the output under its call id."""
+        self.ledger.leave(left, scope=scope)
+        outputs = {m.tool_call_id: set[str]() for m in left if isinstance(m, ToolMessage)}
+        for message in conversation:
+            if isinstance(message, ToolMessage) and message.tool_call_id in outputs:
+                outputs[message.tool_call_id].add(output_digest(content_text(message.content)))
+        if outputs:
+            self.ledger.withdraw(outputs, scope=scope)
 
     def _in_force(self, key: str, scope: Scope) -> InForce:
         """The facts in force for the reader ``key``; read again only when what is in force may

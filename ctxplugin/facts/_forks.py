@@ -1,0 +1,53 @@
+"""What the user messages of an abandoned branch stated is no longer current.
+
+A host with checkpoints lets its user go back to an earlier point of a thread and go on from
+there (LangGraph's time travel: ``invoke`` or ``update_state`` with an earlier checkpoint's
+config). The messages said after that point on the first branch are not in the conversation
+any more, but what they stated was read into the ledger and would stay current: a budget said
+on the first branch would be shown on the second, where the user never said it. The facts
+stage tells which messages were left behind (see :meth:`~ctxplugin.stages._seen.Seen.left_behind`);
+here their facts are marked not current, as those of an edited message's old text are, and a
+fact they replaced by key is current again unless a message left behind stated it too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from langchain_core.messages import BaseMessage, HumanMessage
+
+from ctxplugin.facts._drafts import _provenance
+from ctxplugin.facts.model import Fact, FactQuery
+from ctxplugin.facts.store import FactStore
+from ctxplugin.scope import Scope
+
+LEFT_BEHIND = "its message is no longer in the conversation (the thread went back to an earlier point)"
+"""The note of a fact read from a message of an abandoned branch."""
+
+
+def left_behind(store: FactStore, owner: Scope, messages: Sequence[BaseMessage]) -> list[Fact]:
+    """Mark not current the facts ``owner`` read from the user messages among ``messages``
+    (those of an abandoned branch), make current again what they replaced by key, and return
+    the facts marked. Needs the store's ``from_messages``: without it, they stay current."""
+    refs = [ref for m in messages if isinstance(m, HumanMessage) and (ref := _provenance(m)) is not None]
+    finder = getattr(store, "from_messages", None)
+    if not refs or not callable(finder):
+        return []
+    owner_key = owner.key()
+    stated: list[Fact] = [f for f in finder(owner, refs) if f.owner.key() == owner_key]
+    gone = {f.id for f in stated}
+    left = [f.model_copy(update={"is_valid": False, "note": LEFT_BEHIND}) for f in stated if f.is_valid]
+    if not left:
+        return []
+    # the value a fact of the abandoned branch replaced (through others of it, maybe) stands again
+    back = [
+        old.model_copy(update={"is_valid": True, "superseded_by": None, "note": None})
+        for key in dict.fromkeys(f.key for f in stated if f.key is not None)
+        for old in store.find(FactQuery(reader=owner, key=key))
+        if old.id not in gone and old.superseded_by in gone and old.owner.key() == owner_key and not old.refused
+    ]
+    store.update([*left, *back])
+    return left
+
+
+__all__ = ["LEFT_BEHIND", "left_behind"]
