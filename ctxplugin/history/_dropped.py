@@ -18,7 +18,8 @@ from collections.abc import Sequence
 
 from langchain_core.messages import BaseMessage
 
-from ctxplugin.history._note_values import _Valued, _valued
+from ctxplugin._layout import is_note
+from ctxplugin.history._note_values import Labelled, _label_rank, _Valued, _valued, from_tool
 from ctxplugin.history._notes import (
     EXPAND_HINT,
     _by_priority,
@@ -26,8 +27,9 @@ from ctxplugin.history._notes import (
     _Picker,
     _render,
     fewest_dropped,
+    listed_values,
 )
-from ctxplugin.tokens import MESSAGE_OVERHEAD, TokenCounter
+from ctxplugin.tokens import MESSAGE_OVERHEAD, TokenCounter, content_text
 
 OMITTED_NOTE = "[earlier exchanges are not shown; stored tool outputs stay available through expand_ref]"
 """The note that stands for exchanges the budget stage dropped when none of their values fits
@@ -46,7 +48,7 @@ def dropped_note(
     which stays in view) are not listed, nor, without ``tool_values``, what tools returned;
     when none fits, the note is :data:`OMITTED_NOTE`. The same exchanges and ``known`` give the
     same text, so a note that stays is cached."""
-    valued = _valued(list(reversed(exchanges)))  # newest first, as a block's note reads them
+    valued = _read(list(reversed(exchanges)))  # newest first, as a block's note reads them
     if not tool_values:
         valued = _without_tool_output(valued)
     values = list(_by_priority(valued))
@@ -85,6 +87,32 @@ def without_expand_hint(text: str) -> str:
     for hint, bare in _HINTS:
         text = text.replace(hint, bare, 1)
     return text
+
+
+def _read(exchanges: Sequence[Sequence[BaseMessage]]) -> tuple[tuple[_Valued, ...], ...]:
+    """The values of every message of ``exchanges``; a context note among them (the budget
+    drops notes too) gives the values it lists under the labels it lists them with. Read as a
+    message, a note is a human one: every line of it, what tools returned among them, would be
+    listed as what the user said."""
+    out: list[tuple[_Valued, ...]] = []
+    for span in exchanges:
+        plain = iter(_valued([[m for m in span if not is_note(m)]])[0])
+        out.append(tuple(entry for m in span for entry in (_listed(content_text(m.content)) if is_note(m) else (next(plain),))))
+    return tuple(out)
+
+
+def _listed(text: str) -> tuple[_Valued, ...]:
+    """What a note lists, as :func:`_valued` gives a message's values: what was said (commands,
+    arguments and paths first), then, as a tool message's, what tools returned."""
+    lead, _, body = text.partition("\n")
+    if not (lead.startswith("[context note: ") or lead == DROPPED_LEAD) or not lead.endswith(":"):
+        return ()
+    listed: list[Labelled] = [(label, value) for label, values in listed_values(body).items() for value in values]
+    said = [item for item in listed if not from_tool(item[0])]
+    first = tuple(item for item in said if _label_rank(item[0]) <= 3)
+    rest = tuple(item for item in said if _label_rank(item[0]) > 3)
+    returned = tuple(item for item in listed if from_tool(item[0]))
+    return (False, first, rest), (True, (), returned)
 
 
 def _without_tool_output(valued: tuple[tuple[_Valued, ...], ...]) -> tuple[tuple[_Valued, ...], ...]:

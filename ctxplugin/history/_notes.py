@@ -363,7 +363,15 @@ def note_values(text: str) -> dict[str, list[str]]:
         {'ran': ['python app.py', 'ls -l'], 'customer_id': ['CUS-40917'], 'lookup_customer returned': ['ORD-77120', '2024-05-01']}
     """
     lead, _, body = text.partition("\n")
-    if not (lead.startswith("[context note: ") and lead.endswith(":") and body.endswith("]")):
+    if not (lead.startswith("[context note: ") and lead.endswith(":")):
+        return {}
+    return listed_values(body)
+
+
+def listed_values(body: str) -> dict[str, list[str]]:
+    """The values of a note's ``label: values`` lines (its text after the first line), by label:
+    ``{}`` for text that is none (it ends with no ``]``)."""
+    if not body.endswith("]"):
         return {}
     out: dict[str, list[str]] = {}
     for line in body[:-1].split("\n"):  # a value may hold another line break (``\u2028``)
