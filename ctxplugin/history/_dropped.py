@@ -89,6 +89,17 @@ def without_expand_hint(text: str) -> str:
     return text
 
 
+def without_tool_values(text: str) -> str | None:
+    """``text``, a context note, without its lines of what tools returned (``<tool> returned``,
+    ``<tool> failed``), for a note that goes in a system message; None when it lists nothing
+    else. Text that is no note listing values is returned as it is."""
+    lead, _, body = text.partition("\n")
+    if not body.endswith("]") or not listed_values(body):
+        return text
+    lines = [line for line in body[:-1].split("\n") if not from_tool(line.partition(": ")[0])]
+    return "\n".join([lead, *lines]) + "]" if lines else None
+
+
 def _read(exchanges: Sequence[Sequence[BaseMessage]]) -> tuple[tuple[_Valued, ...], ...]:
     """The values of every message of ``exchanges``; a context note among them (the budget
     drops notes too) gives the values it lists under the labels it lists them with. Read as a
@@ -131,4 +142,4 @@ def _without_tool_output(valued: tuple[tuple[_Valued, ...], ...]) -> tuple[tuple
     )
 
 
-__all__ = ["DROPPED_LEAD", "OMITTED_NOTE", "dropped_note", "without_expand_hint"]
+__all__ = ["DROPPED_LEAD", "OMITTED_NOTE", "dropped_note", "without_expand_hint", "without_tool_values"]

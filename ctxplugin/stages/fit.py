@@ -18,7 +18,7 @@ from ctxplugin.budget import Parts, enforce, section_tokens, total_tokens
 from ctxplugin.config import FactsConfig
 from ctxplugin.errors import StoreError
 from ctxplugin.facts.render import TOOL_GROUP
-from ctxplugin.history import without_expand_hint
+from ctxplugin.history import without_expand_hint, without_tool_values
 from ctxplugin.stages.memos import CaptureMemo
 from ctxplugin.stages.view import CallView, Fitted, reads_nothing
 from ctxplugin.tokens import TokenCounter, content_text
@@ -109,6 +109,10 @@ class FitBudget:
             # the same for the notes of condensed exchanges, which list what tools returned (a
             # history of assistant messages only, with no user turn or tool result to follow)
             parts = replace(parts, history=[m for m in parts.history if not is_condensed(m)])
+        if "notes" in parts.layout().extra_kinds:
+            # notes in a system message (a chat whose provider's own tools fetched pages, with no
+            # tool list) list nothing those tools found: a fetched page never speaks there
+            parts = replace(parts, history=_untooled(parts.history))
         messages = parts.layout().messages(parts.header)
         if expand is not None and not lookups and reads_nothing(messages):
             # nor do its notes offer it (they say expand_ref reads stored outputs)
@@ -132,6 +136,16 @@ class FitBudget:
             return view
         return view.override(refs_created=(*view.refs_created, *(r for r in shown if refs[r])),
                              refs_used=(*view.refs_used, *shown), stored_texts={r: texts[r] for r in shown})
+
+
+def _untooled(history: list[BaseMessage]) -> list[BaseMessage]:
+    out: list[BaseMessage] = []
+    for message in history:
+        text = content_text(message.content)
+        bare = without_tool_values(text) if is_note(message) and isinstance(message.content, str) else text
+        if bare is not None:
+            out.append(message if bare == text else message.model_copy(update={"content": bare}))
+    return out
 
 
 def _unhinted(note: BaseMessage) -> BaseMessage:

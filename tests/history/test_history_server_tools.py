@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 
 from ctxplugin import ContextConfig, Scope
 from ctxplugin.testing import context_notes, memory_engine
@@ -228,17 +228,28 @@ CASES = {
 }
 
 
+LOOKUP = {
+    "type": "function",
+    "function": {"name": "lookup", "description": "Look a module up.", "parameters": {"type": "object", "properties": {}}},
+}
+"""A tool of the agent's own: the request has a tool list, so notes are lookups (tool results)."""
+
+
 @pytest.mark.parametrize("case", list(CASES))
 def test_a_condensed_exchange_keeps_what_a_provider_tool_was_asked_and_found(case: str) -> None:
-    make, values = CASES[case]
+    make, (asked, found) = CASES[case]
     engine = memory_engine(ContextConfig.model_validate(CONFIG))
-    prepared = engine.prepare(_thread(make(), 8), scope=Scope(session_id=case))
+    prepared = engine.prepare(_thread(make(), 8), tools=[LOOKUP], scope=Scope(session_id=case))
     notes = "\n".join(context_notes(prepared.messages))
     assert notes, "the first exchange was not condensed"
     assert not any(m.content == make().content for m in prepared.messages)
-    for value in values:
+    for value in (asked, found):
         assert value in notes, f"{value!r} is in no context note: {notes}"
     assert ENCRYPTED[:40] not in notes
+    # without a tool list the notes go in system messages, where nothing a tool found is listed
+    bare = engine.prepare(_thread(make(), 8), scope=Scope(session_id=case)).messages
+    system = "\n".join(str(m.content) for m in bare if isinstance(m, SystemMessage))
+    assert asked in system and found not in system
 
 
 def _anthropic_request(messages: list[BaseMessage]) -> list[dict[str, Any]]:
