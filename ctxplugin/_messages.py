@@ -18,7 +18,7 @@ from langchain_core.messages import (
 
 from ctxplugin._lru import PerMessage
 from ctxplugin._names import EXPAND_REF_NAME, own_call_id
-from ctxplugin._untrusted import MAX_JSON_DEPTH, nesting_exceeds, unwritable_int
+from ctxplugin._untrusted import MAX_JSON_DEPTH, id_form, nesting_exceeds, unwritable_int
 from ctxplugin.errors import InvalidInputError
 from ctxplugin.tokens import content_text
 
@@ -278,7 +278,8 @@ def _stand_in_call(orphan: ToolMessage) -> AIMessage:
     """An AI message that makes the call an orphan tool result answers (marked as a repair)."""
     return AIMessage(
         content="",
-        tool_calls=[{"name": orphan.name or "unknown_tool", "args": {}, "id": orphan.tool_call_id, "type": "tool_call"}],
+        # the result's name, which its tool may choose, names the call only in a tool name's form
+        tool_calls=[{"name": id_form(orphan.name) or "unknown_tool", "args": {}, "id": orphan.tool_call_id, "type": "tool_call"}],
         additional_kwargs={META_KEY: {"repaired": "stand-in call for a tool result without one"}},
     )
 
