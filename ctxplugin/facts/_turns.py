@@ -14,11 +14,20 @@ that trimmed the front of its history sends it again); none when it is older tha
 that did not see the message before — it is unknown, and "let's do that" takes up the writer's
 latest statement when it is a hypothetical, as it always did.
 
-A bare "never mind" takes back the change of the user message before it, unless that message
-asked something too ("My seat is 14C. Can you check for an upgrade?"): it drops the question
-then, so it is given no message before it and takes back nothing. The refs of the user messages
-that asked are remembered as the refs are. (The ledger reads no agent message: a "never mind"
-answering the agent's question is not told apart.)
+A bare "never mind" takes back the change of the user message before it, unless it drops a
+question rather than the change, or has nothing new to take back; it is given no message before
+it then, and takes back nothing:
+
+- that message asked something too ("My seat is 14C. Can you check for an upgrade?");
+- the agent asked something since ("Got it. Would you also like a window seat?"): it answers the
+  agent. The ledger reads no agent message it is not given: the facts stage marks a user message
+  said right after the agent asked (:data:`ANSWERING`), and an agent message
+  in ``messages`` tells the same;
+- that message was a bare retraction itself ("Never mind." said twice): the second one takes
+  back nothing new, not the first.
+
+The refs of the user messages that asked, and of those that were bare retractions, are
+remembered as the refs are.
 """
 
 from __future__ import annotations
@@ -27,14 +36,18 @@ import re
 import threading
 from collections.abc import Sequence
 
-from langchain_core.messages import BaseMessage, HumanMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
 from ctxplugin._lru import LRU
+from ctxplugin._messages import annotation
 from ctxplugin.facts._discourse import RETRACTED
 from ctxplugin.facts._drafts import _provenance
 from ctxplugin.scope import Scope
 from ctxplugin.tokens import content_text
 
+ANSWERING = "answering"
+"""The annotation the facts stage gives a user message said right after the agent asked something
+(``additional_kwargs["ctxplugin"]["answering"]``)."""
 _READERS = 1024
 """Readers remembered, least recently used going first."""
 _DEPTH = 64
@@ -48,6 +61,7 @@ class UserTurns:
         self._lock = threading.Lock()
         self._refs: LRU[str, tuple[str, ...]] = LRU(_READERS)
         self._asked: LRU[str, tuple[str, ...]] = LRU(_READERS)  # the refs of those that asked something
+        self._retracted: LRU[str, tuple[str, ...]] = LRU(_READERS)  # the refs of the bare retractions
 
     def read(self, messages: Sequence[BaseMessage], owner: Scope) -> dict[str, str]:
         """The ref of the user message said just before each user message of ``messages``
@@ -70,13 +84,22 @@ class UserTurns:
             # the last remembered (a long thread read again), however many were forgotten
             fresh = tuple(refs[read[-1] + 1 :] if read else refs)
             self._refs.put(key, (known + fresh)[-_DEPTH:])
-            asked = self._asked.hit(key) or ()
-            asked += tuple(r for r in _asking(messages) if r not in asked)
-            self._asked.put(key, asked[-_DEPTH:])
-        return _answering(messages, before, set(asked))
+            asked = self._remembered(self._asked, key, _asking(messages))
+            retracted = self._remembered(self._retracted, key, [ref for ref, _ in _retractions(messages)])
+        return _answering(messages, before, set(asked) | set(retracted))
+
+    @staticmethod
+    def _remembered(refs: LRU[str, tuple[str, ...]], key: str, new: Sequence[str]) -> tuple[str, ...]:
+        """The refs ``refs`` holds for ``key`` with ``new`` added (the latest :data:`_DEPTH`)."""
+        known = refs.hit(key) or ()
+        known += tuple(r for r in new if r not in known)
+        refs.put(key, known[-_DEPTH:])
+        return known
 
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+_ASKS = re.compile(r"\?[\"')\]]*(?:\s|$)")
+"""A sentence that ends with a question mark (not one in a link's query string)."""
 
 
 def _asking(messages: Sequence[BaseMessage]) -> list[str]:
@@ -84,14 +107,35 @@ def _asking(messages: Sequence[BaseMessage]) -> list[str]:
     return [ref for m in messages if isinstance(m, HumanMessage) and (ref := _provenance(m)) is not None and "?" in content_text(m.content)]
 
 
-def _answering(messages: Sequence[BaseMessage], before: dict[str, str], asked: set[str]) -> dict[str, str]:
-    """``before`` without the user messages of ``messages`` saying "never mind" alone after a
-    user message that asked something (``asked``): it drops the question, not the change."""
-    for m in messages:
-        ref = _provenance(m) if isinstance(m, HumanMessage) else None
-        if ref in before and before[ref] in asked and any(RETRACTED.match(s.strip()) for s in _SENTENCE_END.split(content_text(m.content))):
+def _retractions(messages: Sequence[BaseMessage]) -> list[tuple[str, int]]:
+    """The refs of the user messages of ``messages`` that say "never mind" alone, with their
+    places in ``messages``."""
+    return [
+        (ref, at) for at, m in enumerate(messages)
+        if isinstance(m, HumanMessage) and (ref := _provenance(m)) is not None
+        and any(RETRACTED.match(s.strip()) for s in _SENTENCE_END.split(content_text(m.content)))
+    ]
+
+
+def answers_agent(messages: Sequence[BaseMessage], at: int) -> bool:
+    """Whether the user message at ``at`` in ``messages`` is said right after the agent asked
+    something: the last agent message with text before it (after the user's last) asks."""
+    for m in map(messages.__getitem__, range(at - 1, -1, -1)):
+        if isinstance(m, HumanMessage):
+            return False
+        if isinstance(m, AIMessage) and (text := content_text(m.content).strip()):
+            return _ASKS.search(text) is not None
+    return False
+
+
+def _answering(messages: Sequence[BaseMessage], before: dict[str, str], dropping: set[str]) -> dict[str, str]:
+    """``before`` without the user messages of ``messages`` saying "never mind" alone that take
+    back no change: after a user message that asked something or was such a retraction itself
+    (``dropping``), or said to the agent's question."""
+    for ref, at in _retractions(messages):
+        if ref in before and (before[ref] in dropping or annotation(messages[at]).get(ANSWERING) is True or answers_agent(messages, at)):
             del before[ref]
     return before
 
 
-__all__ = ["UserTurns"]
+__all__ = ["ANSWERING", "UserTurns", "answers_agent"]

@@ -10,6 +10,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 from ctxplugin._messages import META_KEY, REPEAT, annotation, said_ref
 from ctxplugin._prefix import Prefix, Stamp
 from ctxplugin.cas import facts_unread
+from ctxplugin.facts._turns import ANSWERING, answers_agent
 from ctxplugin.facts.model import output_digest
 from ctxplugin.facts.outdated import Asides, Exploring, Marking
 from ctxplugin.stages._calls import Calls
@@ -80,11 +81,12 @@ class Seen:
         self.original.extend(original[start:], original_stamp)
         self.shown.extend(shown[start:], shown_stamp)
         at = len(self.sources)
-        self.sources.extend(map(self._numbered, _fact_sources(original[start:], shown[start:])))
+        found = _fact_sources(original, shown, start)
+        self.sources.extend(self._numbered(message) for message, _ in found)
         self.source_spans.extend(self.sources)
         self.new_sources = [
-            _hypothetical(message) if self.source_spans.spans.get(index) == "hypothetical" else message
-            for index, message in enumerate(self.sources[at:], start=at)
+            _marked(message, hypothetical=self.source_spans.spans.get(index) == "hypothetical", answering=answering)
+            for index, (message, (_, answering)) in enumerate(zip(self.sources[at:], found, strict=True), start=at)
         ]
         self.spans.extend(shown)
         self.calls.extend(original[start:])
@@ -139,14 +141,16 @@ class Seen:
         return numbered
 
 
-def _fact_sources(raw: Sequence[BaseMessage], compacted: Sequence[BaseMessage]) -> list[BaseMessage]:
-    """The messages facts are read from on a prepare: each as it was received, so a tool output
+def _fact_sources(raw: Sequence[BaseMessage], compacted: Sequence[BaseMessage], start: int) -> list[tuple[BaseMessage, bool]]:
+    """The messages facts are read from on a prepare, those from ``start`` on, each with whether
+    it is a user message said right after the agent asked something (see
+    :func:`~ctxplugin.facts._turns.answers_agent`): each as it was received, so a tool output
     is read whole rather than as its summary (whose ``L12:`` line labels and cut lines are not
     statements), with the ref it is stored under as provenance. An output that already carries a
     ref was read when it was stored, unless the facts store failed then (:func:`facts_unread`:
     then it is read here, when the conversation keeps it whole)."""
-    out: list[BaseMessage] = []
-    for original, shown in zip(raw, compacted, strict=True):
+    out: list[tuple[BaseMessage, bool]] = []
+    for at, original, shown in zip(range(start, len(raw)), raw[start:], compacted[start:], strict=True):
         if not fact_source(original):
             continue
         note = annotation(original)
@@ -157,19 +161,23 @@ def _fact_sources(raw: Sequence[BaseMessage], compacted: Sequence[BaseMessage]) 
             original = original.model_copy(
                 update={"additional_kwargs": {**original.additional_kwargs, META_KEY: {**note, "ref": ref}}}
             )
-        out.append(original)
+        out.append((original, isinstance(original, HumanMessage) and answers_agent(raw, at)))
     return out
 
 
-def _hypothetical(message: BaseMessage) -> BaseMessage:
-    """``message`` marked hypothetical (``fact_scope``), so that what it states is never a
-    current fact: it is in an exploratory span the user opened."""
+def _marked(message: BaseMessage, *, hypothetical: bool, answering: bool) -> BaseMessage:
+    """``message`` as the ledger reads it: marked hypothetical (``fact_scope``) when it is in an
+    exploratory span the user opened, so that what it states is never a current fact; marked
+    :data:`~ctxplugin.facts._turns.ANSWERING` when the agent asked something just before it."""
     note = annotation(message)
-    if "fact_scope" in note:
+    marks: dict[str, object] = {}
+    if hypothetical and "fact_scope" not in note:
+        marks["fact_scope"] = "hypothetical"
+    if answering:
+        marks[ANSWERING] = True
+    if not marks:
         return message
-    return message.model_copy(
-        update={"additional_kwargs": {**message.additional_kwargs, META_KEY: {**note, "fact_scope": "hypothetical"}}}
-    )
+    return message.model_copy(update={"additional_kwargs": {**message.additional_kwargs, META_KEY: {**note, **marks}}})
 
 
 __all__ = ["Seen"]

@@ -1,0 +1,90 @@
+"""How a user takes back what they said — "Never mind." after a change or after the agent's own
+question, a retraction said twice —, as the ledger of a real embedded engine holds it after
+each call.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
+
+from ctxplugin import ContextConfig, ContextEngine, Scope
+from ctxplugin.facts.model import FactQuery
+from ctxplugin.testing import facts_block
+
+TRIP = Scope(session_id="trip-1", user_id="traveller")
+
+
+def exchanges(*pairs: tuple[str, str]) -> list[BaseMessage]:
+    """A support chat of (user, agent) turns, then the user's "go ahead"."""
+    messages: list[BaseMessage] = [SystemMessage("You are an airline support agent.")]
+    for i, (said, answer) in enumerate(pairs):
+        messages += [HumanMessage(said, id=f"h{i}"), AIMessage(answer, id=f"a{i}")]
+    messages.append(HumanMessage("OK, please go ahead.", id="last"))
+    return messages
+
+
+def chat(*turns: str) -> list[BaseMessage]:
+    """The user's ``turns``, each answered without a question."""
+    return exchanges(*((turn, f"Noted ({i}).") for i, turn in enumerate(turns)))
+
+
+def prepared(engine: ContextEngine, messages: list[BaseMessage]) -> tuple[dict[str, str], str]:
+    """The user messages of the last view by id, and its facts block; each prefix of the
+    conversation is prepared in turn, as an agent would."""
+    for end in [i + 1 for i, m in enumerate(messages) if isinstance(m, HumanMessage)]:
+        view = engine.prepare(messages[:end], scope=TRIP)
+    return {str(m.id): str(m.content) for m in view.messages if isinstance(m, HumanMessage)}, facts_block(view.messages)
+
+
+def current(engine: ContextEngine) -> list[str]:
+    """The statements the ledger holds in force for the trip."""
+    return sorted(f.text for f in engine.facts.store.find(FactQuery(reader=TRIP, valid=True, scopes=("global", "session"))))
+
+
+@pytest.fixture
+def engine(tmp_path: Path) -> ContextEngine:
+    return ContextEngine.embedded(tmp_path / "ctx", ContextConfig())
+
+
+@pytest.mark.parametrize(
+    "question",
+    ["Got it. Would you also like a window seat?", "Done. Do you want me to add travel insurance?", "Updated. Anything else I can help with?"],
+)
+def test_never_mind_after_the_agents_question_answers_it(engine: ContextEngine, question: str) -> None:
+    """"Never mind." said to the agent's own question took back the user's change before it."""
+    prepared(engine, exchanges(("My budget is $500.", "Noted."), ("Actually, make my budget $700.", question), ("Never mind.", "OK.")))
+    assert "My budget is $500." not in current(engine), current(engine)
+    assert [t for t in current(engine) if "$700" in t], current(engine)
+
+
+def test_never_mind_after_the_agents_question_read_by_the_ledger_alone(engine: ContextEngine) -> None:
+    """The agent messages a caller passes to ``ingest`` tell the same."""
+    messages = exchanges(("My budget is $500.", "Noted."), ("Actually, make my budget $700.", "Would you also like a window seat?"), ("Never mind.", "OK."))
+    engine.facts.ingest(messages, scope=TRIP)
+    assert "My budget is $500." not in current(engine), current(engine)
+
+
+@pytest.mark.parametrize("retraction", ["Never mind.", "Scratch that.", "Actually, forget it."])
+def test_never_mind_after_a_change_and_no_question_still_takes_it_back(engine: ContextEngine, retraction: str) -> None:
+    messages = exchanges(("My budget is $500.", "Noted."), ("Actually, make my budget $700.", "Got it, your budget is now $700."), (retraction, "OK."))
+    prepared(engine, messages)
+    assert "My budget is $500." in current(engine), current(engine)
+    assert not [t for t in current(engine) if "$700" in t], current(engine)
+
+
+@pytest.mark.parametrize("again", ["Never mind.", "Scratch that.", "Hmm, never mind that."])
+def test_a_retraction_said_twice_takes_back_once(engine: ContextEngine, again: str) -> None:
+    """The second "Never mind." took back the first: the change it had taken back was current again."""
+    view, _ = prepared(engine, chat("My budget is $500.", "Actually, my budget is $700.", "Never mind.", again))
+    assert "My budget is $500." in current(engine), current(engine)
+    assert not [t for t in current(engine) if "$700" in t], current(engine)
+    assert view["h0"] == "My budget is $500."
+
+
+def test_a_retraction_after_a_change_made_since_takes_that_back(engine: ContextEngine) -> None:
+    prepared(engine, chat("My budget is $500.", "Actually, my budget is $700.", "Never mind.", "Actually, my budget is $800.", "Never mind."))
+    assert "My budget is $500." in current(engine), current(engine)
+    assert not [t for t in current(engine) if "$800" in t or "$700" in t], current(engine)
