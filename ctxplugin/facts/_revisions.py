@@ -12,8 +12,10 @@ the implicit rule finds what they change (see :class:`~ctxplugin.facts.extract.F
   meeting", "keep the original seat 12A"): the statement a keyed fact in force replaced is
   written again, from this message, under that key. Words the user names besides the asking
   ("Tuesday", "meeting", "12A") choose which earlier statement; without any, the one the latest
-  change replaced, or for "the original", the first of its key.
-
+  change replaced, or for "the original", the first of its key. A retraction alone ("Never
+  mind.", "Scratch that.") takes back every change of the user message said just before it
+  (:func:`taken_back`): for each key it changed, the statement it replaced is written again;
+  after a question, another retraction or an agent's question it takes back nothing;
 - what was just supposed or drafted, taken up ("what if the venue was Hall C?" then "OK, let's
   do that"): when the writer's latest statement is a keyed hypothetical or draft, it is written
   as current, from this message, under its key, without the words that supposed it ("The venue
@@ -34,11 +36,10 @@ import re
 
 from ctxplugin.facts._batch import WriteBatch
 from ctxplugin.facts._counts import counts_for_no_one
-from ctxplugin.facts._discourse import RETRACTED
 from ctxplugin.facts._text import content_words, identifiers, stem
 from ctxplugin.facts._values import count_unit, typed_values
 from ctxplugin.facts.extract import FactDraft
-from ctxplugin.facts.model import Fact, FactQuery, visibility_key
+from ctxplugin.facts.model import Fact, FactQuery, new_fact_id, visibility_key
 from ctxplugin.facts.store import FactStore
 
 _RECENT = 50
@@ -86,14 +87,11 @@ def revised(writes: FactStore | WriteBatch, fact: Fact, draft: FactDraft, *, aft
             "text": text, "key": supposed.key, "kind": supposed.kind, "visibility": supposed.visibility,
             "constraint_type": supposed.constraint_type, "tags": supposed.tags,
         }), False, supposed
-    bare = RETRACTED.match(fact.text) is not None  # "never mind" alone names nothing
-    said = [] if bare else [w for w in content_words(fact.text) if stem(w) not in _ASKING]
+    said = [w for w in content_words(fact.text) if stem(w) not in _ASKING]
     found = _earlier(writes, fact, {stem(w) for w in said}, first=bool(_FIRST & set(content_words(fact.text))))
     if found is None:
         return fact, not said, None
     earlier, head = found
-    if bare and (after is None or head.source.ref != after):
-        return fact, True, None  # "never mind" takes back only the change said just before it
     history = writes.find(FactQuery(reader=fact.owner, key=head.key))
     again = [f for f in history if fact.source.ref is not None and f.source.ref == fact.source.ref]
     if again:
@@ -102,6 +100,31 @@ def revised(writes: FactStore | WriteBatch, fact: Fact, draft: FactDraft, *, aft
         "text": earlier.text, "key": head.key, "kind": earlier.kind, "visibility": head.visibility,
         "constraint_type": earlier.constraint_type, "tags": earlier.tags,
     }), False, None
+
+
+def taken_back(writes: FactStore | WriteBatch, fact: Fact, after: str | None) -> list[Fact]:
+    """What a bare retraction (``fact``, "never mind" alone) writes: for each key the user message
+    said just before it (``after``) changed, the statement that message replaced, again, from
+    this message, under that key; the message's every change is taken back ("Scratch that." after
+    "my budget is $700. My seat is 14C."), nothing older. None when ``after`` is unknown or changed
+    nothing (a question, another "never mind": see :mod:`ctxplugin.facts._turns`)."""
+    if after is None:
+        return []
+    olds = writes.find(FactQuery(reader=fact.owner, valid=False, scopes=(fact.scope,)), limit=_RECENT)
+    back: dict[str, Fact] = {}
+    seen: set[str] = set()
+    for old in olds:  # newest first: the statement each key held before ``after``'s
+        if old.refused or old.key is None or old.key in seen or old.source.ref == after or not _stated_in_reach(old, fact):
+            continue
+        seen.add(old.key)
+        current = writes.find(FactQuery(reader=fact.owner, key=old.key, valid=True, scopes=(fact.scope,)), limit=1)
+        if not current or current[0].source.ref != after or not _stated_in_reach(current[0], fact) or old.superseded_by is None:
+            continue
+        back[old.key] = fact.model_copy(update={
+            "id": fact.id if not back else new_fact_id(), "text": old.text, "key": old.key, "kind": old.kind,
+            "visibility": current[0].visibility, "constraint_type": old.constraint_type, "tags": old.tags,
+        })
+    return list(back.values())
 
 
 def named_in_full(writes: FactStore | WriteBatch, fact: Fact) -> Fact:
@@ -211,4 +234,4 @@ def _earlier(writes: FactStore | WriteBatch, fact: Fact, named: set[str], *, fir
     return None
 
 
-__all__ = ["named_in_full", "revised"]
+__all__ = ["named_in_full", "revised", "taken_back"]

@@ -36,13 +36,15 @@ facts that depend on it, directly or through others, are marked ``needs_review``
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ctxplugin._untrusted import valid_unicode
 from ctxplugin.errors import InvalidInputError
 from ctxplugin.facts._batch import WriteBatch
 from ctxplugin.facts._chains import chain_head, changed_basis, superseded_pairs
-from ctxplugin.facts._discourse import CONDITION
+from ctxplugin.facts._discourse import CONDITION, RETRACTED
 from ctxplugin.facts._drafts import _candidate_ids
-from ctxplugin.facts._revisions import named_in_full, revised
+from ctxplugin.facts._revisions import named_in_full, revised, taken_back
 from ctxplugin.facts._subjects import owned_key
 from ctxplugin.facts._text import content_words, denied, stem
 from ctxplugin.facts._values import EVENTS, conflicting, keeps_bound, typed_values
@@ -89,6 +91,13 @@ def _supersede(
                 f"statement its own id and supersedes={fact_id!r}"
             )
     adopted: Fact | None = None
+    if draft.revises == "earlier" and supersedes is None and RETRACTED.match(fact.text):
+        # "never mind" alone: every change the message before made, each written as any statement
+        written = [
+            _supersede(writes, back, replace(draft, revises=None), scope=scope, supersedes=None, fact_id=None, implicit=implicit)
+            for back in taken_back(writes, fact, after)
+        ]
+        return written[0] if written else (fact, False)
     if draft.revises is not None and supersedes is None:
         # "make that the 24th", "never mind, keep the original": what it refers back to
         fact, done, adopted = revised(writes, fact, draft, after=after)

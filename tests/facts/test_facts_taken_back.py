@@ -1,6 +1,6 @@
 """How a user takes back what they said — "Never mind." after a change or after the agent's own
-question, a retraction said twice —, as the ledger of a real embedded engine holds it after
-each call.
+question, "Scratch that." after a message that changed two things, a retraction said twice —,
+as the ledger of a real embedded engine holds it after each call.
 """
 
 from __future__ import annotations
@@ -73,6 +73,22 @@ def test_never_mind_after_a_change_and_no_question_still_takes_it_back(engine: C
     prepared(engine, messages)
     assert "My budget is $500." in current(engine), current(engine)
     assert not [t for t in current(engine) if "$700" in t], current(engine)
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        "Actually, my budget is $700. My seat is 14C.",
+        "Actually, my budget is $700 and my seat is 14C.",
+        "Change of plans: my budget is $700, and my seat is 14C.",
+    ],
+)
+@pytest.mark.parametrize("retraction", ["Scratch that.", "Never mind."])
+def test_a_retraction_takes_back_every_change_of_the_message_before(engine: ContextEngine, change: str, retraction: str) -> None:
+    """"Scratch that." after a message that changed the budget and the seat took back only one."""
+    view, _ = prepared(engine, chat("My budget is $500. My seat is 12A.", change, retraction))
+    assert current(engine) == ["My budget is $500.", "My seat is 12A."], current(engine)
+    assert view["h0"] == "My budget is $500. My seat is 12A.", view["h0"]
 
 
 @pytest.mark.parametrize("again", ["Never mind.", "Scratch that.", "Hmm, never mind that."])
