@@ -371,14 +371,14 @@ def _labelled_question(sentence: str) -> bool:
 def _parts(sentence: str, voice: str) -> list[str]:
     """``sentence``, or its clauses when it joins statements about different subjects ("Anna's seat
     is 12A and Tom's seat is 12B"): each is keyed by its own subject, so a later "Tom's seat is
-    14C" replaces Tom's alone; "mon budget est de 900 EUR et ma ville est Lyon" as well."""
+    14C" replaces Tom's alone; after words that lead a change too ("Actually, my budget is $700
+    and my seat is 14C"); "mon budget est de 900 EUR et ma ville est Lyon" as well."""
     parts = _AND_CLAUSE.split(sentence)
-    keys = [_assignment(p.rstrip(".!"))[1] for p in parts] if len(parts) > 1 else []
-    if keys and all(keys) and len(set(keys)) == len(keys) and all(_ASSIGN.match(p) or _ASSIGN_EQ.match(p) for p in parts):
+    bodies = [_LEAD.sub("", p).strip() for p in parts]  # "Actually, my budget is $700 and ...": after the lead words
+    keys = [_assignment(b.rstrip(".!"))[1] for b in bodies] if len(parts) > 1 else []
+    if keys and all(keys) and len(set(keys)) == len(keys) and all(_ASSIGN.match(b) or _ASSIGN_EQ.match(b) for b in bodies):
         return parts
     return languages.parts(sentence) if voice == "user" else [sentence]
-
-
 
 
 def _kind_of(sentence: str, value: str, voice: str) -> FactKind:

@@ -91,6 +91,17 @@ def test_a_retraction_takes_back_every_change_of_the_message_before(engine: Cont
     assert view["h0"] == "My budget is $500. My seat is 12A.", view["h0"]
 
 
+@pytest.mark.parametrize(
+    "change", ["Actually, my budget is $700 and my seat is 14C.", "Change of plans: my budget is $700, and my seat is 14C."]
+)
+def test_two_changes_joined_after_a_correcting_word_change_both(engine: ContextEngine, change: str) -> None:
+    """The words before the first change kept the sentence whole: one fact keyed by the budget,
+    and the seat stayed 12A."""
+    view, _ = prepared(engine, chat("My budget is $500. My seat is 12A.", change))
+    assert [t.rstrip(".") for t in current(engine)] == ["My budget is $700", "My seat is 14C"], current(engine)
+    assert view["h0"].startswith("[outdated:"), view["h0"]
+
+
 @pytest.mark.parametrize("again", ["Never mind.", "Scratch that.", "Hmm, never mind that."])
 def test_a_retraction_said_twice_takes_back_once(engine: ContextEngine, again: str) -> None:
     """The second "Never mind." took back the first: the change it had taken back was current again."""
