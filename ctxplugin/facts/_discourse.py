@@ -55,11 +55,25 @@ until the user says it plainly; keyed by its own subject ("hotel stay"), not by 
 
 RETRACTED = re.compile(
     r"^(?:(?:actually|oh|wait|no|sorry|hmm|ok(?:ay)?|so|well)\b[\s,;.!-]*)*"
-    r"(?:scratch that|never\s?mind(?: that)?|forget (?:that|it)|ignore that|disregard that)[\s.!]*$",
+    r"(?:scratch that|never\s?mind(?: that| what i (?:just )?said)?|forget (?:that|it|what i (?:just )?said)|"
+    r"(?:ignore|disregard) (?:that|what i (?:just )?said|my last message))[\s.!]*$",
     re.IGNORECASE,
 )
-"""A retraction said alone ("Never mind.", "Scratch that.", "Actually, forget it."): it takes
-back the change the user's message before it made, and nothing older."""
+"""A retraction said alone ("Never mind.", "Scratch that.", "Actually, forget it.", "Ignore what I
+said."): it takes back the changes the user's message before it made, and nothing older."""
+
+FORGOTTEN = re.compile(
+    r"^(?:(?:actually|oh|wait|no|sorry|hmm|ok(?:ay)?|so|well|and|also|please)\b[\s,;.!-]*)*"
+    r"(?:(?:please\s+)?(?:forget|ignore|disregard)\s+(?:(?:about\s+)?(?:what|everything|anything|all)\s+(?:that\s+)?(?:i|we)(?:'ve|\s+have)?\s+"
+    r"(?:just\s+)?(?:said|told\s+you|mentioned|wrote|asked\s+for)\s+(?:earlier\s+|before\s+)?(?:about|regarding|on|for)\s+|about\s+)?"
+    r"|never\s?mind\s+(?:about\s+)?)"
+    r"(?!(?:it|that|this|them|everything|all|what|previous|earlier|above)\b)(?P<subject>(?:(?:the|my|our)\s+)?[\w'-]+(?:\s+[\w'-]+){0,3}?)"
+    r"(?:\s+(?:thing|part|bit|stuff))?[\s.!]*$",
+    re.IGNORECASE,
+)
+"""A subject withdrawn ("Forget what I said about the budget.", "Ignore what I told you about my
+seat.", "Never mind the hotel."): the statements the user made about it are taken back, and
+nothing new is stated."""
 
 _RAW_LEAD = re.compile(r"^(?:(?:actually|ok(?:ay)?|so|and|oh|right|yes|yeah|btw|wait)\b[\s,:;!.-]*)+", re.IGNORECASE)
 
@@ -82,4 +96,4 @@ def tidy(sentence: str, *, keep_also: bool = False) -> str:
     return body[0].upper() + body[1:]
 
 
-__all__ = ["AGAIN", "CONDITION", "LEAD", "REPORTED", "RETRACTED", "TENTATIVE", "raw_lead", "tidy"]
+__all__ = ["AGAIN", "CONDITION", "FORGOTTEN", "LEAD", "REPORTED", "RETRACTED", "TENTATIVE", "raw_lead", "tidy"]

@@ -1,8 +1,8 @@
 """What a statement that refers back to the conversation revises, for the ledger's write path.
 
-A user does not always restate a value whole. Three forms name no subject, so neither the key nor
-the implicit rule finds what they change (see :class:`~ctxplugin.facts.extract.FactDraft`'s
-``revises``):
+A user does not always restate a value whole. These forms refer back to what was said, so
+neither the key nor the implicit rule finds what they change (see
+:class:`~ctxplugin.facts.extract.FactDraft`'s ``revises``):
 
 - a new value alone ("actually make that the 24th", "make it $700"): the new value of the latest
   statement in force, in the writer's slot and fact scope, that holds a value of the same type
@@ -16,6 +16,10 @@ the implicit rule finds what they change (see :class:`~ctxplugin.facts.extract.F
   mind.", "Scratch that.") takes back every change of the user message said just before it
   (:func:`taken_back`): for each key it changed, the statement it replaced is written again;
   after a question, another retraction or an agent's question it takes back nothing;
+- a subject withdrawn ("forget what I said about the budget", "never mind the hotel"): the
+  statements the writer made about it in conversation (:func:`forgotten`) are marked not current,
+  replaced by no statement; the withdrawal is kept, not current either, so that the message read
+  again withdraws nothing said since;
 - what was just supposed or drafted, taken up ("what if the venue was Hall C?" then "OK, let's
   do that"): when the writer's latest statement is a keyed hypothetical or draft, it is written
   as current, from this message, under its key, without the words that supposed it ("The venue
@@ -36,6 +40,7 @@ import re
 
 from ctxplugin.facts._batch import WriteBatch
 from ctxplugin.facts._counts import counts_for_no_one
+from ctxplugin.facts._discourse import FORGOTTEN
 from ctxplugin.facts._text import content_words, identifiers, stem
 from ctxplugin.facts._values import count_unit, typed_values
 from ctxplugin.facts.extract import FactDraft
@@ -125,6 +130,29 @@ def taken_back(writes: FactStore | WriteBatch, fact: Fact, after: str | None) ->
             "visibility": current[0].visibility, "constraint_type": old.constraint_type, "tags": old.tags,
         })
     return list(back.values())
+
+
+def forgotten(writes: FactStore | WriteBatch, fact: Fact) -> list[Fact]:
+    """The statements in force that ``fact`` ("forget what I said about the budget") withdraws:
+    those the writer said in conversation, kept where it keeps them, about the subject it names
+    (``fact``'s key, or the words after "about"): keyed by it (``my_budget``, ``budget``: every word
+    of the subject in the key or the statement, one in the key), or unkeyed and naming it."""
+    named = FORGOTTEN.match(fact.text)
+    subject = {stem(w) for w in content_words(fact.key.replace("_", " ") if fact.key else named.group("subject") if named else "")}
+    if not subject:
+        return []
+    query = FactQuery(reader=fact.owner, valid=True, scopes=("global", "session"))
+    gone = []
+    for candidate in writes.find(query, limit=_RECENT):
+        if candidate.from_tool or candidate.source.type != "conversation" or candidate.scope_id != fact.scope_id:
+            continue
+        if visibility_key(candidate.owner, candidate.visibility) != visibility_key(fact.owner, candidate.visibility):
+            continue
+        keyed = {stem(w) for w in content_words((candidate.key or "").replace("_", " "))}
+        said = {stem(w) for w in content_words(candidate.text)}
+        if subject <= keyed | said and (candidate.key is None or keyed & subject):
+            gone.append(candidate)
+    return gone
 
 
 def named_in_full(writes: FactStore | WriteBatch, fact: Fact) -> Fact:
@@ -234,4 +262,4 @@ def _earlier(writes: FactStore | WriteBatch, fact: Fact, named: set[str], *, fir
     return None
 
 
-__all__ = ["named_in_full", "revised", "taken_back"]
+__all__ = ["forgotten", "named_in_full", "revised", "taken_back"]

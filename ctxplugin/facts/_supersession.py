@@ -44,7 +44,7 @@ from ctxplugin.facts._batch import WriteBatch
 from ctxplugin.facts._chains import chain_head, changed_basis, superseded_pairs
 from ctxplugin.facts._discourse import CONDITION, RETRACTED
 from ctxplugin.facts._drafts import _candidate_ids
-from ctxplugin.facts._revisions import named_in_full, revised, taken_back
+from ctxplugin.facts._revisions import forgotten, named_in_full, revised, taken_back
 from ctxplugin.facts._subjects import owned_key
 from ctxplugin.facts._text import content_words, denied, stem
 from ctxplugin.facts._values import EVENTS, conflicting, keeps_bound, typed_values
@@ -61,6 +61,8 @@ from ctxplugin.facts.model import (
 from ctxplugin.facts.store import FactStore
 from ctxplugin.scope import Scope
 
+_WITHDRAWAL = "withdraws what the user said about a subject"
+_WITHDRAWN = "withdrawn: the user took back what they said about it"
 _IMPLICIT_CANDIDATES = 8
 _EVENT_NOUNS = frozenset(EVENTS.values())
 _KEY_PREFIXES = frozenset({"pref", "decision"})
@@ -91,6 +93,16 @@ def _supersede(
                 f"statement its own id and supersedes={fact_id!r}"
             )
     adopted: Fact | None = None
+    if draft.revises == "withdrawn" and supersedes is None:
+        # "forget what I said about the budget": what it names is no longer current, and no
+        # statement replaces it; the withdrawal is kept (not current) so the message is read once
+        withdrawal = fact.model_copy(update={"key": None, "is_valid": False, "note": _WITHDRAWAL})
+        gone = forgotten(writes, fact)
+        writes.add([withdrawal])
+        if gone:
+            writes.update([g.model_copy(update={"is_valid": False, "superseded_by": withdrawal.id, "note": _WITHDRAWN}) for g in gone])
+            _flag_dependents(writes, [g.id for g in gone], scope)
+        return withdrawal, True
     if draft.revises == "earlier" and supersedes is None and RETRACTED.match(fact.text):
         # "never mind" alone: every change the message before made, each written as any statement
         written = [

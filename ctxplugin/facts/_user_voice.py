@@ -15,7 +15,7 @@ import re
 from dataclasses import replace
 from typing import Literal
 
-from ctxplugin.facts._discourse import RETRACTED
+from ctxplugin.facts._discourse import FORGOTTEN, RETRACTED
 from ctxplugin.facts._text import content_words, identifiers
 from ctxplugin.facts._values import COUNT, read_values, typed_values
 from ctxplugin.facts.extract import FactDraft
@@ -177,9 +177,12 @@ def referring_back(body: str, draft: FactDraft | None, shown: str, *, said: str 
     ``shown``) marked as revising what was said before when ``body`` refers back to it — a new
     value alone, or a value said again to correct it ("sorry, it's QQ47LM", "actually, Monday"), an earlier value
     brought back, or what was just supposed taken up ("OK, let's do that") — or a draft of its own for it when the
-    rules read nothing; None for an option picked by its place alone ("let's do the first one")."""
+    rules read nothing; a draft that withdraws a subject ("forget what I said about the budget") in its place; None
+    for an option picked by its place alone ("let's do the first one")."""
     if _PICKED_BY_PLACE.match(body.rstrip(".!")):
         return None
+    if FORGOTTEN.match(said.strip()) and not RETRACTED.match(said.strip()):  # "forget what I said about the budget": taken back, nothing stated
+        return FactDraft(text=said.strip(), importance=0.7, revises="withdrawn")
     new_value = _NEW_VALUE.match(body.rstrip(".!"))
     restated = _RESTATED.match(body.rstrip(".!")) if new_value is None else None
     if restated and (restated.group("owned") or restated.group("meant") or _CORRECTING.match(said.strip())):

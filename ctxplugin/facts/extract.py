@@ -55,8 +55,10 @@ class FactDraft:
         revises: the statement refers back to what was said: ``"latest"``, a new value alone
             ("make that the 24th") for the latest statement holding a value of its type;
             ``"earlier"``, an earlier value brought back ("never mind, keep the original");
-            ``"adopted"``, a hypothetical or a draft just said taken up ("OK, let's do that").
-            The ledger finds what it revises (see :mod:`ctxplugin.facts._revisions`); when
+            ``"adopted"``, a hypothetical or a draft just said taken up ("OK, let's do that");
+            ``"withdrawn"``, what the user said about a subject taken back ("forget what I said
+            about the budget"): the subject is ``key``'s words, or else the one the text names,
+            and the draft states nothing itself. The ledger finds what it revises (see :mod:`ctxplugin.facts._revisions`); when
             nothing fits, the draft is written as it is.
         record: one record of a structured tool output (a JSON object) without a key: the
             output of the same call made again (same tool, same arguments) replaces it when it
@@ -77,7 +79,7 @@ class FactDraft:
     memory_type: MemoryType | None = None
     visibility: Visibility | None = None
     source_ref: str | None = field(default=None, compare=False)
-    revises: Literal["latest", "earlier", "adopted"] | None = None
+    revises: Literal["latest", "earlier", "adopted", "withdrawn"] | None = None
     # left out of the repr and of comparisons, as source_ref is: which drafts are records is said
     # by where they come from (a JSON object), not by what they state, and the recorded readings
     # of the rules hold their reprs
@@ -177,8 +179,10 @@ def _draft(item: Any) -> FactDraft:
         raise InvalidInputError(f"fact kind must be one of {FACT_KINDS}, got {item.get('kind')!r}")
     if item.get("scope", "global") not in FACT_SCOPES:
         raise InvalidInputError(f"fact scope must be one of {FACT_SCOPES}, got {item.get('scope')!r}")
-    if item.get("revises") not in (None, "latest", "earlier", "adopted"):
-        raise InvalidInputError(f"fact draft field 'revises' must be 'latest', 'earlier', 'adopted' or None, got {item.get('revises')!r}")
+    if item.get("revises") not in (None, "latest", "earlier", "adopted", "withdrawn"):
+        raise InvalidInputError(
+            f"fact draft field 'revises' must be 'latest', 'earlier', 'adopted', 'withdrawn' or None, got {item.get('revises')!r}"
+        )
     if not isinstance(item.get("record", False), bool):
         raise InvalidInputError(f"fact draft field 'record' must be true or false, got {item.get('record')!r}")
     values = dict(item)

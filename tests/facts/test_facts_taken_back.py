@@ -1,6 +1,7 @@
 """How a user takes back what they said — "Never mind." after a change or after the agent's own
-question, "Scratch that." after a message that changed two things, a retraction said twice —,
-as the ledger of a real embedded engine holds it after each call.
+question, "Scratch that." after a message that changed two things, a retraction said twice,
+"Forget what I said about the budget." —, as the ledger of a real embedded engine holds it after
+each call.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 
 from ctxplugin import ContextConfig, ContextEngine, Scope
+from ctxplugin.facts import FactsLedger, MemoryFactStore
 from ctxplugin.facts.model import FactQuery
 from ctxplugin.testing import facts_block
 
@@ -67,7 +69,7 @@ def test_never_mind_after_the_agents_question_read_by_the_ledger_alone(engine: C
     assert "My budget is $500." not in current(engine), current(engine)
 
 
-@pytest.mark.parametrize("retraction", ["Never mind.", "Scratch that.", "Actually, forget it."])
+@pytest.mark.parametrize("retraction", ["Never mind.", "Scratch that.", "Actually, forget it.", "Forget what I said.", "Ignore my last message."])
 def test_never_mind_after_a_change_and_no_question_still_takes_it_back(engine: ContextEngine, retraction: str) -> None:
     messages = exchanges(("My budget is $500.", "Noted."), ("Actually, make my budget $700.", "Got it, your budget is now $700."), (retraction, "OK."))
     prepared(engine, messages)
@@ -115,3 +117,46 @@ def test_a_retraction_after_a_change_made_since_takes_that_back(engine: ContextE
     prepared(engine, chat("My budget is $500.", "Actually, my budget is $700.", "Never mind.", "Actually, my budget is $800.", "Never mind."))
     assert "My budget is $500." in current(engine), current(engine)
     assert not [t for t in current(engine) if "$800" in t or "$700" in t], current(engine)
+
+
+@pytest.mark.parametrize(
+    "forget",
+    [
+        "Forget what I said about the budget.",
+        "Actually, ignore what I told you about my budget.",
+        "Never mind the budget.",
+        "Please forget about the budget.",
+    ],
+)
+def test_forgetting_a_subject_withdraws_what_the_user_said_about_it(engine: ContextEngine, forget: str) -> None:
+    """"Forget what I said about the budget." was kept as a statement, and the budget stayed current."""
+    view, block = prepared(engine, chat("My budget is $500.", "My seat is 12A.", "Actually, my budget is $700.", forget))
+    assert current(engine) == ["My seat is 12A."], current(engine)
+    assert "$700" not in block and "budget" not in block.lower(), block
+    assert view["h3"] == forget
+
+
+def test_a_subject_withdrawn_read_again_keeps_what_was_said_since(tmp_path: Path) -> None:
+    messages = chat("My budget is $500.", "Forget what I said about the budget.", "My budget is $900.")
+    prepared(ContextEngine.embedded(tmp_path / "ctx", ContextConfig()), messages)
+    again = ContextEngine.embedded(tmp_path / "ctx", ContextConfig())
+    prepared(again, messages)
+    assert current(again) == ["My budget is $900."], current(again)
+
+
+def test_forgetting_a_subject_leaves_the_other_subjects(engine: ContextEngine) -> None:
+    prepared(engine, chat("I'd like an aisle seat.", "My budget is $500.", "Forget what I said about the seat."))
+    assert current(engine) == ["My budget is $500."], current(engine)
+
+
+def test_an_extractor_withdraws_the_subject_it_keys(tmp_path: Path) -> None:
+    """A draft of ``revises="withdrawn"`` from the host's own extractor: ``key`` names the subject."""
+
+    def read(message: BaseMessage) -> dict[str, str]:
+        said = str(message.content)
+        return {"text": said, "revises": "withdrawn", "key": "budget"} if said.startswith("Drop") else {"text": said, "key": "my_budget"}
+
+    ledger = FactsLedger(MemoryFactStore(), extractor=read)
+    ledger.ingest([HumanMessage("My budget is $500.", id="h0"), HumanMessage("Drop the budget talk.", id="h1")], scope=TRIP)
+    assert ledger.current("my_budget", scope=TRIP) is None
+    assert ledger.store.find(FactQuery(reader=TRIP, valid=True)) == []
