@@ -20,6 +20,9 @@ neither the key nor the implicit rule finds what they change (see
   statements the writer made about it in conversation (:func:`forgotten`) are marked not current,
   replaced by no statement; the withdrawal is kept, not current either, so that the message read
   again withdraws nothing said since;
+- a choice asked for instead, named by one word ("can we do business instead?" after "I'd like
+  economy class"): when nothing in force has its key (``pref_business``), it takes the key of
+  the latest choice of the conversation (:func:`chosen_instead`: ``pref_class``), so it replaces it;
 - what was just supposed or drafted, taken up ("what if the venue was Hall C?" then "OK, let's
   do that"): when the writer's latest statement is a keyed hypothetical or draft, it is written
   as current, from this message, under its key, without the words that supposed it ("The venue
@@ -58,6 +61,8 @@ _ASKING = frozenset(
     ]
 )
 """Words of asking to go back rather than of what to go back to."""
+_CHOOSING = frozenset(stem(w) for w in ["make", "do", "get", "have", "take", "try", "book", "pick", "choose", "go", "for", "with", "can", "could"])
+"""Words of asking for a choice rather than of what is chosen ("can we do", "make it")."""
 _FIRST = frozenset({"original", "first"})
 _SUPPOSING = re.compile(r"^(?:(?:what if|suppose|supposing|hypothetically|imagine|in theory|draft|proposal)\b[\s,:;-]*)+", re.IGNORECASE)
 """The words that made a statement a hypothetical or a draft: not part of it once taken up."""
@@ -153,6 +158,23 @@ def forgotten(writes: FactStore | WriteBatch, fact: Fact) -> list[Fact]:
         if subject <= keyed | said and (candidate.key is None or keyed & subject):
             gone.append(candidate)
     return gone
+
+
+def chosen_instead(writes: FactStore | WriteBatch, fact: Fact) -> Fact:
+    """``fact``, a choice of the conversation said instead of another and named by one word
+    ("make it business instead", "can we do business instead?": ``pref_business``), under the key
+    of the latest choice of the conversation in force (``pref_class``: "I'd like economy class"),
+    so it replaces it; unchanged when something in force has its own key."""
+    if fact.kind != "preference" or fact.visibility != "session" or not (fact.key or "").startswith("pref_") or not _INSTEAD.search(fact.text):
+        return fact
+    named = [w for w in content_words(fact.text) if stem(w) not in _ASKING and stem(w) not in _CHOOSING]
+    if len(named) != 1 or typed_values(named[0]) or writes.find(FactQuery(reader=fact.owner, key=fact.key, valid=True), limit=1):
+        return fact
+    query = FactQuery(reader=fact.owner, valid=True, scopes=(fact.scope,))
+    for candidate in writes.find(query, limit=_RECENT):
+        if candidate.kind == "preference" and candidate.visibility == "session" and (candidate.key or "").startswith("pref_") and _stated_in_reach(candidate, fact):
+            return fact.model_copy(update={"key": candidate.key})
+    return fact
 
 
 def named_in_full(writes: FactStore | WriteBatch, fact: Fact) -> Fact:
@@ -262,4 +284,4 @@ def _earlier(writes: FactStore | WriteBatch, fact: Fact, named: set[str], *, fir
     return None
 
 
-__all__ = ["forgotten", "named_in_full", "revised", "taken_back"]
+__all__ = ["chosen_instead", "forgotten", "named_in_full", "revised", "taken_back"]

@@ -44,7 +44,7 @@ from ctxplugin.facts._batch import WriteBatch
 from ctxplugin.facts._chains import chain_head, changed_basis, superseded_pairs
 from ctxplugin.facts._discourse import CONDITION, RETRACTED
 from ctxplugin.facts._drafts import _candidate_ids
-from ctxplugin.facts._revisions import forgotten, named_in_full, revised, taken_back
+from ctxplugin.facts._revisions import chosen_instead, forgotten, named_in_full, revised, taken_back
 from ctxplugin.facts._subjects import owned_key
 from ctxplugin.facts._text import content_words, denied, stem
 from ctxplugin.facts._values import EVENTS, conflicting, keeps_bound, typed_values
@@ -117,6 +117,8 @@ def _supersede(
             return fact, False
     if fact.depends_on:
         fact = fact.model_copy(update={"depends_on": tuple(_resolve(writes, d, fact.owner) for d in fact.depends_on)})
+    if draft.revises is None and supersedes is None:
+        fact = chosen_instead(writes, fact)  # "can we do business instead?": the class chosen
     if (fact.scope in ("hypothetical", "draft") or (fact.key or "").endswith("_count")) and supersedes is None:
         fact = named_in_full(writes, fact)  # "what if the offsite ...": the team offsite; "7 people will come": at it
     existing = _duplicate(writes, fact)

@@ -159,6 +159,16 @@ _SUPPOSED_ACT = re.compile(
 )
 """What a user supposes doing to a thing ("what if we held the offsite in Austin", "suppose we
 move the launch to Friday"): a new value of the thing, read as "the offsite is in Austin"."""
+_ASKED_INSTEAD = re.compile(
+    r"^(?:so\s+|and\s+|but\s+|then\s+)?(?:(?:can|could|may)\s+(?:we|i|you)\s+(?:please\s+|just\s+)?"
+    r"(?:do|get|have|take|try|go\s+(?:with|for)|switch\s+to|change\s+(?:it|that|this)\s+to|make\s+(?:it|that|this)|book|use|pick|choose)"
+    r"|(?:what|how)\s+about)\s+"
+    r"(?P<obj>.+?),?\s+instead(?:,?\s+please)?[\s?.!]*$",
+    re.IGNORECASE,
+)
+"""Another choice asked for ("can we do business instead?", "could I get an aisle seat instead?",
+"how about business instead?"):
+a request that replaces the choice, not a question about it ("can we change the date?" asks)."""
 _CORRECTING = re.compile(r"^(?:sorry|oops|actually|correction|no|wait|my (?:bad|mistake)|i mean)\b", re.IGNORECASE)
 """The first word of a sentence that corrects what the user said before."""
 
@@ -210,6 +220,13 @@ def referring_back(body: str, draft: FactDraft | None, shown: str, *, said: str 
     return replace(draft, revises=revises, key=draft.key if revises == "earlier" else None)
 
 
+def asked_instead(body: str) -> str | None:
+    """``body`` (a question without its lead words) as the choice it asks for instead ("can we
+    do business instead?": "make it business instead"), or None when it asks no such thing."""
+    asked = _ASKED_INSTEAD.match(body)
+    return f"make it {asked.group('obj')} instead" if asked else None
+
+
 def supposed_act(body: str) -> str:
     """``body`` of a hypothetical or a draft as the value it supposes for a thing ("we held the
     offsite in Austin": "the offsite is in Austin", "we moved the launch to Friday": "the launch
@@ -228,4 +245,4 @@ def rejected(body: str) -> str | None:
     return match.group("old").strip() if match else None
 
 
-__all__ = ["CHOICE", "DIRECTIVE", "MOVE", "PREFERENCE", "SWAP", "TASK", "preference_key", "referring_back", "rejected", "supposed_act", "visibility_of"]
+__all__ = ["CHOICE", "DIRECTIVE", "MOVE", "PREFERENCE", "SWAP", "TASK", "asked_instead", "preference_key", "referring_back", "rejected", "supposed_act", "visibility_of"]

@@ -208,10 +208,11 @@ class RuleExtractor:
         ids = identifiers(sentence)
         links = _URL.findall(sentence)
         asking = sentence.endswith("?") or _labelled_question(sentence)  # "Question 5: how do refunds work"
-        question = asking and not HYPOTHETICAL.search(sentence) and not languages.hypothetical(sentence.translate(_APOSTROPHES))
-        main = None if question else self._statement(sentence.translate(_APOSTROPHES), voice, ids, shown=sentence)
+        instead = user_voice.asked_instead(_LEAD.sub("", sentence.translate(_APOSTROPHES)).strip()) if asking and voice == "user" else None  # "can we do X instead?"
+        question = asking and not instead and not HYPOTHETICAL.search(sentence) and not languages.hypothetical(sentence.translate(_APOSTROPHES))
+        main = None if question else self._statement(instead or sentence.translate(_APOSTROPHES), voice, ids, shown=sentence)
         if voice == "user" and not question:  # "make that the 24th", "never mind, keep the original"
-            said = sentence.translate(_APOSTROPHES)
+            said = instead or sentence.translate(_APOSTROPHES)
             main = user_voice.referring_back(_LEAD.sub("", said).strip(), main, shown=tidy(sentence), said=said)
         if main is not None:
             out.append(main)

@@ -1,7 +1,7 @@
 """How a user takes back what they said — "Never mind." after a change or after the agent's own
 question, "Scratch that." after a message that changed two things, a retraction said twice,
-"Forget what I said about the budget." —, as the ledger of a real embedded engine holds it after
-each call.
+"Forget what I said about the budget." — and asks for another choice ("can we do business
+instead?"), as the ledger of a real embedded engine holds it after each call.
 """
 
 from __future__ import annotations
@@ -160,3 +160,27 @@ def test_an_extractor_withdraws_the_subject_it_keys(tmp_path: Path) -> None:
     ledger.ingest([HumanMessage("My budget is $500.", id="h0"), HumanMessage("Drop the budget talk.", id="h1")], scope=TRIP)
     assert ledger.current("my_budget", scope=TRIP) is None
     assert ledger.store.find(FactQuery(reader=TRIP, valid=True)) == []
+
+
+@pytest.mark.parametrize(
+    ("first", "instead", "old"),
+    [
+        ("I'd like economy class.", "can we do business instead?", "economy"),
+        ("I'd like economy class.", "Could we switch to business class instead?", "economy"),
+        ("I'd like an aisle seat.", "Hmm, can I get a window seat instead?", "aisle"),
+        ("I'd like economy class.", "Make it business instead.", "economy"),
+        ("I'd like economy class.", "How about business instead?", "economy"),
+    ],
+)
+def test_another_choice_asked_for_instead_replaces_the_choice(engine: ContextEngine, first: str, instead: str, old: str) -> None:
+    """"can we do business instead?" was read as a question: economy stayed the choice."""
+    view, _ = prepared(engine, chat("I need to book a flight to Boston.", first, instead))
+    assert not [t for t in current(engine) if old in t], current(engine)
+    assert [t for t in current(engine) if t.lower() in instead.lower()], current(engine)
+    assert view["h1"].startswith("[outdated:"), view["h1"]
+
+
+@pytest.mark.parametrize("question", ["can we change the date?", "Can we do the return on Friday?", "Could you check the business fares?"])
+def test_a_question_without_instead_states_nothing(engine: ContextEngine, question: str) -> None:
+    prepared(engine, chat("I'd like economy class.", question))
+    assert current(engine) == ["I'd like economy class."], current(engine)
