@@ -22,7 +22,8 @@ neither the key nor the implicit rule finds what they change (see
   again withdraws nothing said since;
 - a choice asked for instead, named by one word ("can we do business instead?" after "I'd like
   economy class"): when nothing in force has its key (``pref_business``), it takes the key of
-  the latest choice of the conversation (:func:`chosen_instead`: ``pref_class``), so it replaces it;
+  the conversation's one choice in force (:func:`chosen_instead`: ``pref_class``), so it replaces
+  it; with two in force (a class and a seat) it replaces neither;
 - what was just supposed or drafted, taken up ("what if the venue was Hall C?" then "OK, let's
   do that"): when the writer's latest statement is a keyed hypothetical or draft, it is written
   as current, from this message, under its key, without the words that supposed it ("The venue
@@ -163,18 +164,23 @@ def forgotten(writes: FactStore | WriteBatch, fact: Fact) -> list[Fact]:
 def chosen_instead(writes: FactStore | WriteBatch, fact: Fact) -> Fact:
     """``fact``, a choice of the conversation said instead of another and named by one word
     ("make it business instead", "can we do business instead?": ``pref_business``), under the key
-    of the latest choice of the conversation in force (``pref_class``: "I'd like economy class"),
-    so it replaces it; unchanged when something in force has its own key."""
+    of the one choice of the conversation in force (``pref_class``: "I'd like economy class"),
+    so it replaces it; unchanged when something in force has its own key, or when more than one
+    choice is in force (which one it replaces is not said)."""
     if fact.kind != "preference" or fact.visibility != "session" or not (fact.key or "").startswith("pref_") or not _INSTEAD.search(fact.text):
         return fact
     named = [w for w in content_words(fact.text) if stem(w) not in _ASKING and stem(w) not in _CHOOSING]
     if len(named) != 1 or typed_values(named[0]) or writes.find(FactQuery(reader=fact.owner, key=fact.key, valid=True), limit=1):
         return fact
     query = FactQuery(reader=fact.owner, valid=True, scopes=(fact.scope,))
-    for candidate in writes.find(query, limit=_RECENT):
-        if candidate.kind == "preference" and candidate.visibility == "session" and (candidate.key or "").startswith("pref_") and _stated_in_reach(candidate, fact):
-            return fact.model_copy(update={"key": candidate.key})
-    return fact
+    keys = {
+        candidate.key
+        for candidate in writes.find(query, limit=_RECENT)
+        if candidate.kind == "preference" and candidate.visibility == "session" and (candidate.key or "").startswith("pref_") and _stated_in_reach(candidate, fact)
+    }
+    # with two choices in force ("economy class", "a window seat") one word does not say which it
+    # replaces: a wrong guess would lose what the user chose, so it replaces neither
+    return fact.model_copy(update={"key": keys.pop()}) if len(keys) == 1 else fact
 
 
 def named_in_full(writes: FactStore | WriteBatch, fact: Fact) -> Fact:

@@ -180,6 +180,13 @@ def test_another_choice_asked_for_instead_replaces_the_choice(engine: ContextEng
     assert view["h1"].startswith("[outdated:"), view["h1"]
 
 
+def test_a_choice_asked_for_instead_replaces_no_choice_when_two_could_be_meant(engine: ContextEngine) -> None:
+    # "business" could be meant for the class or the seat: a wrong replacement would lose what
+    # the user chose, a missed one only shows both
+    prepared(engine, chat("I'd like economy class.", "I want a window seat.", "Can we do business instead?"))
+    assert "I want a window seat." in current(engine), current(engine)
+
+
 @pytest.mark.parametrize("question", ["can we change the date?", "Can we do the return on Friday?", "Could you check the business fares?"])
 def test_a_question_without_instead_states_nothing(engine: ContextEngine, question: str) -> None:
     prepared(engine, chat("I'd like economy class.", question))
