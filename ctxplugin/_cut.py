@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Container, Sequence
 from typing import Any
 
-from langchain_core.messages import AIMessage
+from langchain_core.messages import AIMessage, BaseMessage
 
 from ctxplugin._graphemes import head, tail
 from ctxplugin.tokens import TokenCounter, blocks_tokens, content_text, count_cached, count_message
@@ -80,6 +80,33 @@ def cut_content(content: str | list[Any], max_tokens: int, counter: TokenCounter
     return out
 
 
+def uncut_tokens(message: BaseMessage, counter: TokenCounter) -> int:
+    """Tokens of the blocks of ``message`` that :func:`cut_content` keeps whole (all but its
+    text), as :func:`~ctxplugin.tokens.count_message` counts them."""
+    if isinstance(message.content, str):
+        return 0
+    calls = message.tool_calls if isinstance(message, AIMessage) else []
+    return blocks_tokens(message.content, counter, frozenset(str(c.get("id")) for c in calls))
+
+
+def text_share(sizes: Sequence[int], fixed: Sequence[int], held: Container[int], over: int) -> tuple[list[int], int]:
+    """The common cap above which the texts of messages of ``sizes`` tokens (``fixed`` of them
+    in blocks never cut) are cut for their total to lose ``over`` (those ``held`` are not cut),
+    and the tokens of each message left out of its text's share.
+
+    The blocks never cut (an image, thinking, a ``tool_use``) are left out: the text beside an
+    image is cut to the same size as the others', not to nothing. When those blocks leave no
+    room for text (screenshots alone over the total), the cap is over whole messages instead,
+    so the texts beside them go first and the others keep a share."""
+    texts = [size - f for size, f in zip(sizes, fixed, strict=True)]
+    free = [text for k, text in enumerate(texts) if k not in held]
+    room = sum(free) - over - 8 * len(sizes)
+    if room >= 8 * len(free):
+        return list(fixed), water_level(free or [0], room)
+    whole = [size for k, size in enumerate(sizes) if k not in held]
+    return [0] * len(sizes), water_level(whole or [0], sum(whole) - over - 8 * len(sizes))
+
+
 def cut_call_args(message: AIMessage, max_tokens: int, counter: TokenCounter) -> AIMessage:
     """``message`` with the longest string values of its tool calls' arguments cut at head and
     tail (a file a coding agent wrote) until it fits ``max_tokens`` as
@@ -133,4 +160,4 @@ def water_level(sizes: Sequence[int], available: int) -> int:
     return max(8, ordered[-1])
 
 
-__all__ = ["Keep", "cut_call_args", "cut_content", "cut_text", "water_level"]
+__all__ = ["Keep", "cut_call_args", "cut_content", "cut_text", "text_share", "uncut_tokens", "water_level"]

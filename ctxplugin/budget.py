@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
-from ctxplugin._cut import Keep, cut_call_args, cut_content, water_level
+from ctxplugin._cut import Keep, cut_call_args, cut_content, text_share, uncut_tokens
 from ctxplugin._layout import (
     Layout,
     Placement,
@@ -266,15 +266,15 @@ def minimum_viable(parts: Parts, total: int, counter: TokenCounter, keep: Keep |
         if over <= 0:
             break
         header, lead = slim.header, len(slim.header)
-        sizes = [count_message(m, counter) for m in (*header, *slim.history)]
+        whole = [count_message(m, counter) for m in (*header, *slim.history)]
         held = {k for k in range(lead) if hold_prompt and not is_directory(header[k])}
-        if current is not None and sizes[current + lead] <= total // 2:
+        if current is not None and whole[current + lead] <= total // 2:
             held.add(current + lead)
-        free = [size for k, size in enumerate(sizes) if k not in held]
-        cap = water_level(free or [0], sum(free) - over - 8 * len(sizes))
+        fixed, cap = text_share(whole, [uncut_tokens(m, counter) for m in (*header, *slim.history)], held, over)
+        sizes = [size - f for size, f in zip(whole, fixed, strict=True)]
         if any(size > cap and k not in held for k, size in enumerate(sizes[:lead])):
             slim = replace(slim, header=tuple(
-                m.model_copy(update={"content": cut_content(m.content, max(8, cap - 8), counter)}) if size > cap and k not in held else m
+                m.model_copy(update={"content": cut_content(m.content, max(8, cap - 8) + fixed[k], counter)}) if size > cap and k not in held else m
                 for k, (m, size) in enumerate(zip(header, sizes, strict=False))
             ))
         history_copy = list(slim.history)
@@ -284,13 +284,13 @@ def minimum_viable(parts: Parts, total: int, counter: TokenCounter, keep: Keep |
                 # from the message as it came, never a cut of a cut: one marker, one ref
                 message = keep_messages[index]
                 user = keep if is_user_turn(message) else None
-                content = cut_content(message.content, max(8, cap - 8), counter, user)
+                content = cut_content(message.content, max(8, cap - 8) + fixed[index + lead], counter, user)
                 if isinstance(message, AIMessage) and isinstance(message.content, list) and isinstance(content, str):
                     # a list stays one: a Responses API turn's reasoning is read beside a list only
                     content = [{"type": "text", "text": content}]
                 cut = message.model_copy(update={"content": content})
                 if isinstance(cut, AIMessage) and cut.tool_calls:  # and the text of its calls' arguments
-                    cut = cut_call_args(cut, max(8, cap - 8), counter)
+                    cut = cut_call_args(cut, max(8, cap - 8) + fixed[index + lead], counter)
                 history_copy[index] = cut
         slim = replace(slim, history=history_copy)
     return slim

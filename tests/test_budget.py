@@ -240,7 +240,7 @@ def test_the_last_resort_cuts_text_and_keeps_thinking_images_and_tool_use_whole(
     messages: list[BaseMessage] = [
         SystemMessage(content="You are careful. " * 200),
         HumanMessage(content=[{"type": "text", "text": "what is in this picture? " * 200, "cache_control": {"type": "ephemeral"}}, image]),
-        AIMessage(content=[thinking, {"type": "text", "text": "checking " * 300}, use],
+        AIMessage(content=[thinking, {"type": "text", "text": "checking " * 1200}, use],
                   tool_calls=[{"name": "lookup", "args": {"q": "W1234"}, "id": "c1"}]),
         ToolMessage(content="found it", tool_call_id="c1", name="lookup"),
     ]
@@ -254,13 +254,52 @@ def test_the_last_resort_cuts_text_and_keeps_thinking_images_and_tool_use_whole(
     assert isinstance(first, dict) and first["cache_control"] == {"type": "ephemeral"} and "cut to fit" in first["text"]
     assert isinstance(ai.content, list) and ai.content[0] == thinking and ai.content[-1] == use
     middle = ai.content[1]
-    assert isinstance(middle, dict) and len(middle["text"]) < len("checking " * 300), "the text between them is what was cut"
+    assert isinstance(middle, dict) and len(middle["text"]) < len("checking " * 1200), "the text between them is what was cut"
     assert ai.tool_calls[0]["id"] == "c1"
     # as Anthropic is sent it: the assistant turn opens with its signed thinking
     anthropic = pytest.importorskip("langchain_anthropic")
     payload = anthropic.ChatAnthropic(model="claude-sonnet-4-5", api_key="test-key")._get_request_payload(prepared.messages)
     turn = next(m for m in payload["messages"] if m["role"] == "assistant")
     assert turn["content"][0] == thinking and any(b.get("type") == "tool_use" and b["id"] == "c1" for b in turn["content"])
+
+
+def test_the_last_resort_gives_the_text_beside_an_image_the_others_share() -> None:
+    """The task came with a screenshot: the image is kept whole, and the words the user wrote
+    beside it are cut to the same size as the others' texts, not to nothing while an assistant
+    turn keeps hundreds of tokens."""
+    image = {"type": "image", "base64": "AAAA" * 200, "mime_type": "image/png"}
+    task = "Please rebook booking BK-4471 for passenger Ana Ruiz. " + "My seat preferences follow. " * 60
+    messages: list[BaseMessage] = [SystemMessage(content="You are a travel agent."), HumanMessage(content=[{"type": "text", "text": task}, image])]
+    for turn in range(3):
+        messages += [AIMessage(content=f"Checking {turn}. " + "detail " * 300,
+                               tool_calls=[{"name": "lookup", "args": {"id": f"BK-{turn}"}, "id": f"c{turn}"}]),
+                     ToolMessage(content="\n".join(f"row {j}: booking BK-{turn}{j} confirmed, seat {j}C" for j in range(60)),
+                                 tool_call_id=f"c{turn}", name="lookup")]
+    lookup = {"type": "function", "function": {"name": "lookup", "description": "Look up a booking.",
+                                               "parameters": {"type": "object", "properties": {"id": {"type": "string"}}}}}
+    engine = memory_engine(ContextConfig(budget={"total": 1500}))
+    prepared = engine.prepare(messages, tools=[lookup, *engine.tools_for_model()], scope=Scope(session_id="task-image"))
+    assert any("minimum viable" in w for w in prepared.report.warnings), "the last resort did not run: the test shows nothing"
+    assert prepared.report.within_budget
+    shown = next(m for m in prepared.messages if isinstance(m, HumanMessage))
+    assert isinstance(shown.content, list) and shown.content[-1] == image, "the image stays, in its place"
+    text = content_text(shown.content)
+    answer = next(m for m in prepared.messages if isinstance(m, AIMessage) and m.tool_calls and m.tool_calls[0]["id"] == "c2")
+    assert "BK-4471" in text, f"the task's words were cut to {text!r} while the last answer kept {len(str(answer.content))} characters"
+
+
+def test_the_last_resort_keeps_the_others_heads_when_screenshots_alone_are_over_the_total() -> None:
+    """The user sent three screenshots, which alone take more than the total: the view cannot
+    fit, and the text beside them goes first; the last answer still keeps its head."""
+    image = {"type": "image", "base64": "AAAA" * 200, "mime_type": "image/png"}
+    task = HumanMessage(content=[{"type": "text", "text": "Why does checkout fail? " + "Steps I took. " * 100}, image, image, image])
+    answer = AIMessage(content="The card form rejects BK-4471 because the expiry field is empty. " + "detail " * 300)
+    messages: list[BaseMessage] = [SystemMessage(content="You are a support agent."), task, answer, HumanMessage(content="And now?")]
+    engine = memory_engine(ContextConfig(budget={"total": 1500}))
+    prepared = engine.prepare(messages, scope=Scope(session_id="screens"))
+    assert any("over the total budget" in w for w in prepared.report.warnings), "the screenshots fit: the test shows nothing"
+    shown = next(m for m in prepared.messages if isinstance(m, AIMessage))
+    assert "BK-4471" in content_text(shown.content), f"the last answer was cut to {content_text(shown.content)!r}"
 
 
 def test_a_turn_of_text_blocks_alone_is_cut_to_one_text() -> None:
