@@ -110,9 +110,14 @@ class Vectors:
 
     def cosines(self, fact_ids: Sequence[str], vector: Sequence[float]) -> list[float]:
         """The cosine of ``vector`` with each fact's vector, in the order of ``fact_ids``
-        (0.0 where either vector is all zeros)."""
+        (0.0 where either vector is all zeros).
+
+        Raises:
+            StoreError: ``vector`` is not as long as the vectors kept (another embedding's).
+        """
         if not fact_ids:
             return []
+        self.check([vector])
         norm = _norm(vector)
         if not norm:
             return [0.0] * len(fact_ids)

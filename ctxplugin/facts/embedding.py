@@ -12,18 +12,19 @@ replace it (:func:`as_embeddings` adapts them).
 from __future__ import annotations
 
 import math
+import numbers
 import re
 import threading
 import zlib
 from collections.abc import Callable, Sequence
 from functools import lru_cache
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from langchain_core.embeddings import Embeddings
 
 from ctxplugin._lru import LRU, TextKey, text_key
 from ctxplugin._untrusted import valid_unicode
-from ctxplugin.errors import ConfigError
+from ctxplugin.errors import ConfigError, StoreError
 from ctxplugin.facts._failures import bounded_call, failing_as_store
 from ctxplugin.facts._text import STOPWORDS, is_identifier, parts_of, stem, words
 
@@ -182,12 +183,23 @@ class _CallableEmbeddings(Embeddings):
         return _safe(f"{name}{_model_suffix(self.function)}")
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
-        return [[float(x) for x in v] for v in self.function(list(texts))]
+        # the answer as it is: document_vectors checks it, outside the function's own call
+        return cast("list[list[float]]", self.function(list(texts)))
 
     def embed_query(self, text: str) -> list[float]:
         query = getattr(self.function, "embed_query", None)
         vectors = query([text]) if callable(query) else self.function([text])
-        return [float(x) for x in vectors[0]]
+        return cast("list[float]", _one_vector(vectors, self))
+
+
+def _one_vector(vectors: object, embedding: object) -> object:
+    """The one vector of ``vectors``, a function's answer for one text.
+
+    Raises:
+        StoreError: ``vectors`` is not one vector.
+    """
+    _check_count(vectors, 1, embedding)
+    return cast("Sequence[object]", vectors)[0]
 
 
 def default_embedding(kind: str = "static", dims: int = 384) -> Embeddings:
@@ -273,25 +285,80 @@ def query_vector(embedding: Embeddings, text: str) -> list[float]:
     and a question holding one must not fail the call.
 
     Raises:
-        StoreError: the embedding failed (see :func:`ctxplugin.facts._failures.failing_as_store`).
+        StoreError: the embedding failed (see :func:`ctxplugin.facts._failures.failing_as_store`),
+            or answered with something other than one vector of finite numbers.
     """
-    return _called(embedding, lambda: embedding.embed_query(valid_unicode(text)))
+    if _own(embedding):
+        return _called(embedding, lambda: embedding.embed_query(valid_unicode(text)))
+    return _vector(_called(embedding, lambda: embedding.embed_query(valid_unicode(text))), embedding)
 
 
 def document_vectors(embedding: Embeddings, texts: Sequence[str]) -> list[list[float]]:
     """``embedding.embed_documents(texts)``, each text made encodable as :func:`query_vector` does.
 
     Raises:
-        StoreError: the embedding failed.
+        StoreError: the embedding failed, or answered with something other than one vector of
+            finite numbers per text, all of one length.
     """
-    return _called(embedding, lambda: embedding.embed_documents([valid_unicode(text) for text in texts]))
+    vectors = _called(embedding, lambda: embedding.embed_documents([valid_unicode(text) for text in texts]))
+    if _own(embedding):
+        return vectors
+    _check_count(vectors, len(texts), embedding)
+    checked = [_vector(v, embedding) for v in vectors]
+    widths = sorted({len(v) for v in checked})
+    if len(widths) > 1:
+        raise StoreError(f"the embedding {_name(embedding)} answered vectors of {widths} numbers for one call's texts")
+    return checked
+
+
+def _own(embedding: Embeddings) -> bool:
+    """Whether ``embedding`` is one of ctxplugin's own (a function wrapped by
+    :func:`as_embeddings` is not)."""
+    return type(embedding).__module__.startswith("ctxplugin.") and not isinstance(embedding, _CallableEmbeddings)
+
+
+def _name(embedding: object) -> str:
+    if isinstance(embedding, _CallableEmbeddings):
+        return str(getattr(embedding.function, "__name__", type(embedding.function).__name__))
+    return type(embedding).__name__
+
+
+def _check_count(vectors: object, count: int, embedding: object) -> None:
+    """Raises :class:`StoreError` unless ``vectors`` is a sequence of ``count`` items."""
+    if not _is_sequence(vectors):
+        raise StoreError(f"the embedding {_name(embedding)} answered {type(vectors).__name__}, not a list of vectors")
+    if len(vectors) != count:  # type: ignore[arg-type]
+        raise StoreError(f"the embedding {_name(embedding)} answered {len(vectors)} vectors for {count} texts")  # type: ignore[arg-type]
+
+
+def _vector(vector: object, embedding: object) -> list[float]:
+    """``vector`` as a list of floats.
+
+    Raises:
+        StoreError: ``vector`` is not a non-empty sequence of finite numbers.
+    """
+    if not _is_sequence(vector) or not len(vector):  # type: ignore[arg-type]
+        raise StoreError(f"the embedding {_name(embedding)} answered {type(vector).__name__} {str(vector)[:40]!r} for a vector")
+    out: list[float] = []
+    for x in vector:  # type: ignore[attr-defined]
+        number = float(x) if isinstance(x, numbers.Real) else math.nan  # numpy's numbers included
+        if not math.isfinite(number):
+            raise StoreError(f"the embedding {_name(embedding)} answered {str(x)[:20]!r} in a vector: not a finite number")
+        out.append(number)
+    return out
+
+
+def _is_sequence(value: object) -> bool:
+    """A list, tuple or numpy array (not text, bytes or a dict)."""
+    return isinstance(value, (list, tuple)) or (type(value).__module__ == "numpy" and hasattr(value, "__len__"))
 
 
 def _called(embedding: Embeddings, fn: Callable[[], T]) -> T:
     """``fn()``, a call of ``embedding``: one of ctxplugin's own runs here; another (a hosted
-    model) runs within the step's store time (see :func:`ctxplugin.facts._failures.bounded_call`)."""
-    what = f"the embedding {type(embedding).__name__}"
-    if type(embedding).__module__.startswith("ctxplugin."):
+    model, a function) runs within the step's store time (see
+    :func:`ctxplugin.facts._failures.bounded_call`)."""
+    what = f"the embedding {_name(embedding)}"
+    if _own(embedding):
         with failing_as_store(what):
             return fn()
     return bounded_call(fn, what, embedding)
