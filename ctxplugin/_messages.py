@@ -18,7 +18,13 @@ from langchain_core.messages import (
 
 from ctxplugin._lru import PerMessage
 from ctxplugin._names import EXPAND_REF_NAME, own_call_id
-from ctxplugin._untrusted import MAX_JSON_DEPTH, id_form, nesting_exceeds, unwritable_int
+from ctxplugin._untrusted import (
+    MAX_JSON_DEPTH,
+    content_problem,
+    id_form,
+    nesting_exceeds,
+    unwritable_int,
+)
 from ctxplugin.errors import InvalidInputError
 from ctxplugin.tokens import content_text
 
@@ -138,8 +144,9 @@ class Validation:
                 f"message {index} is a {type(message).__name__}, not a langchain-core BaseMessage; "
                 "langchain_core.messages.convert_to_messages makes messages of dicts, tuples and strings"
             )
-        if not isinstance(message.content, (str, list)):  # set after construction, which coerces
-            raise InvalidInputError(content_problem(f"message {index}", message))
+        problem = content_problem(f"message {index}", message)  # content set after construction, which coerces
+        if problem is not None:
+            raise InvalidInputError(problem)
         if isinstance(message, RemoveMessage):
             raise InvalidInputError(
                 f"message {index} is a RemoveMessage(id={message.id!r}): an instruction to LangGraph's add_messages "
@@ -266,12 +273,6 @@ class Validation:
             out.append(placeholder)
             warnings.append(f"tool call {call_id!r} ({name}) had no result; a placeholder was added to the view")
         pending.clear()
-
-
-def content_problem(what: str, message: BaseMessage) -> str:
-    """Why ``message`` (``what``) cannot be read: its content is neither a string nor a list."""
-    kind = type(message.content).__name__
-    return f"{what} ({type(message).__name__}) has content of type {kind}; a message's content is a string or a list of content blocks"
 
 
 def _stand_in_call(orphan: ToolMessage) -> AIMessage:

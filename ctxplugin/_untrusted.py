@@ -105,6 +105,28 @@ def unwritable_int(value: Any) -> bool:
     return False
 
 
+def content_problem(what: str, message: Any) -> str | None:
+    """Why ``message`` (``what``), a langchain-core message, cannot be read, or ``None``: its
+    content is neither a string nor a list, or its blocks nest deeper than
+    :data:`MAX_JSON_DEPTH` or hold an integer Python does not write as text (every walk over
+    them, ``repr`` and ``json.dumps`` included, would fail)."""
+    content, named = message.content, f"{what} ({type(message).__name__})"
+    if isinstance(content, str):
+        return None
+    if not isinstance(content, list):
+        return f"{named} has content of type {type(content).__name__}; a message's content is a string or a list of content blocks"
+    if nesting_exceeds(content, MAX_JSON_DEPTH):
+        unreadable = f"nest deeper than {MAX_JSON_DEPTH} levels"
+    elif unwritable_int(content):
+        unreadable = f"hold an integer of over {sys.get_int_max_str_digits():,} digits"
+    else:
+        return None
+    return (
+        f"{named} has content blocks that {unreadable}, which ctxplugin does not walk; "
+        "pass such a value as a JSON string (its text is stored and read as text)"
+    )
+
+
 def json_depth_exceeds(text: str, limit: int = MAX_JSON_DEPTH) -> bool:
     """Whether brackets outside JSON strings nest deeper than ``limit`` (linear, in C loops)."""
     if text.count("[") + text.count("{") <= limit:
@@ -306,7 +328,7 @@ def storable_text(text: str) -> str:
 
 
 __all__ = [
-    "MAX_INT_DIGITS", "MAX_JSON_DEPTH", "REF_TEXT", "InexactJSON", "id_form", "inexact_json", "json_depth_exceeds", "json_text",
+    "MAX_INT_DIGITS", "MAX_JSON_DEPTH", "REF_TEXT", "InexactJSON", "content_problem", "id_form", "inexact_json", "json_depth_exceeds", "json_text",
     "load_json", "nesting_exceeds", "one_line", "parse_once", "ref_form", "storable_text", "unwritable_int",
     "valid_unicode",
 ]

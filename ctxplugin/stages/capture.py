@@ -16,9 +16,9 @@ from langchain_core.messages import BaseMessage, ToolMessage
 from ctxplugin import _tracing
 from ctxplugin._deadline import step_budget
 from ctxplugin._events import emit
-from ctxplugin._messages import META_KEY, content_problem
+from ctxplugin._messages import META_KEY
 from ctxplugin._names import CAPTURE_EVENT
-from ctxplugin._untrusted import parse_once
+from ctxplugin._untrusted import content_problem, parse_once
 from ctxplugin.cas import FACTS_UNREAD, compact_content
 from ctxplugin.config import ContextConfig
 from ctxplugin.errors import InvalidInputError, StoreError
@@ -50,14 +50,15 @@ class Capture:
 
         Raises:
             InvalidInputError: ``tool_message`` is not a ``ToolMessage``, or its content is
-                neither a string nor a list.
+                neither a string nor a list, or blocks no walk can read (nested too deep).
         """
         if not isinstance(tool_message, ToolMessage):
             raise InvalidInputError(
                 f"capture_tool_result() takes a ToolMessage, got {type(tool_message).__name__}"
             )
-        if not isinstance(tool_message.content, (str, list)):
-            raise InvalidInputError(content_problem("the tool message", tool_message))
+        problem = content_problem("the tool message", tool_message)
+        if problem is not None:
+            raise InvalidInputError(problem)
         report = CaptureReport(session_id=scope.session_id, tool_call_id=tool_message.tool_call_id)
         with step_budget(self.config.stores.timeout), parse_once(), _tracing.child_run(
             "ctxplugin.capture_tool_result",
