@@ -259,7 +259,12 @@ def make_async_pool(
 
 def is_retryable(exc: BaseException) -> bool:
     """Whether the transaction that raised ``exc`` was rolled back and may simply run again:
-    the server or the connection went away, or a deadlock or serialization failure (40xxx)."""
+    the server or the connection went away, or a deadlock or serialization failure (40xxx).
+    Not the pool's timeout (an ``OperationalError`` too): that wait took the whole ``timeout``
+    already, and one more per attempt would make a call to a server that refuses connections
+    wait three times as long."""
+    if isinstance(exc, (PoolTimeout, PoolClosed)):
+        return False
     if isinstance(exc, (psycopg.errors.AdminShutdown, psycopg.errors.CrashShutdown, psycopg.errors.CannotConnectNow)):
         return True
     if isinstance(exc, psycopg.OperationalError):
