@@ -14,8 +14,17 @@ from typing import Any
 
 from ctxplugin._sqlite_wal import into_wal
 from ctxplugin._step import step_wait
-from ctxplugin._untrusted import valid_unicode
 from ctxplugin.cas._canon import check_ref, decode, encode
+from ctxplugin.cas._sqlite_tables import (
+    GRANT_COLUMNS,
+    column,
+    drop_stale_journal,
+    drop_unreferenced,
+    ensure_schema,
+    file_identity,
+    owner,
+    translate,
+)
 from ctxplugin.cas.store import (
     NOT_VISIBLE,
     CASItem,
@@ -26,52 +35,9 @@ from ctxplugin.cas.store import (
     system_clock,
 )
 from ctxplugin.errors import RefNotFoundError, StoreError, StoreUnavailableError
-from ctxplugin.scope import Scope, Visibility, scope_key, scope_key_parts
-
-_SCHEMA_VERSION = 2
-# 1: owner_key was the pipe-joined scope (ambiguous); 2: owner_key is Scope.key(), rebuilt on
-# open from the exact scope columns every grant row keeps.
-
-# Content is stored once per exact variant; a grant row per (ref, owner scope, visibility) is
-# the only way to read it. Text is kept as UTF-8 BLOBs (surrogatepass) so that any Python str,
-# including lone surrogates from undecodable bytes, round-trips exactly.
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS cas_content (
-    raw_hash   TEXT PRIMARY KEY,
-    content    BLOB NOT NULL,
-    size       INTEGER NOT NULL,
-    created_at REAL NOT NULL
-);
-CREATE TABLE IF NOT EXISTS cas_grants (
-    ref_id           TEXT NOT NULL,
-    owner_key        TEXT NOT NULL,
-    visibility       TEXT NOT NULL,
-    tenant_id        TEXT,
-    workspace_id     TEXT,
-    user_id          TEXT,
-    session_id       TEXT NOT NULL,
-    content_hash     TEXT NOT NULL,
-    raw_hash         TEXT NOT NULL REFERENCES cas_content(raw_hash),
-    kind             TEXT NOT NULL,
-    summary          BLOB NOT NULL,
-    created_at       REAL NOT NULL,
-    expires_at       REAL,
-    access_count     INTEGER NOT NULL DEFAULT 0,
-    last_accessed_at REAL,
-    PRIMARY KEY (ref_id, owner_key, visibility)
-);
-CREATE INDEX IF NOT EXISTS cas_grants_expiry ON cas_grants(expires_at) WHERE expires_at IS NOT NULL;
-CREATE INDEX IF NOT EXISTS cas_grants_raw ON cas_grants(raw_hash);
-"""
-
-_GRANT_COLUMNS = (
-    "ref_id, owner_key, visibility, tenant_id, workspace_id, user_id, session_id, content_hash, "
-    "raw_hash, kind, summary, created_at, expires_at"
-)
+from ctxplugin.scope import Scope, Visibility
 
 logger = logging.getLogger("ctxplugin")
-
-_UNAVAILABLE = ("locked", "busy", "unable to open", "disk i/o", "readonly", "read-only", "disk is full")
 
 
 class SQLiteCASStore:
@@ -101,21 +67,10 @@ class SQLiteCASStore:
         self._connections: weakref.WeakSet[_Held] = weakref.WeakSet()
         self._pid = os.getpid()
         self._closed = False
-        with _translate("open"):
+        with translate("open"):
             self.path.parent.mkdir(parents=True, exist_ok=True)
-        # a database another process made already needs no write lock, which a writer holding
-        # one (another worker mid-put) would keep this store from taking
-        with _translate("open"), self._using() as conn:
-            current = conn.execute("PRAGMA user_version").fetchone()[0] >= _SCHEMA_VERSION
-        if current:
-            return
-        with self._transaction("create schema") as conn:
-            if conn.execute("PRAGMA user_version").fetchone()[0] < _SCHEMA_VERSION:
-                for statement in _SCHEMA.split(";"):
-                    if statement.strip():
-                        conn.execute(statement)
-                _rekey_grants(conn)
-                conn.execute(f"PRAGMA user_version = {_SCHEMA_VERSION}")
+        with self._using():  # the first connection makes the file and its tables
+            pass
 
     # ------------------------------------------------------------------ connections
     def _held(self) -> _Held:
@@ -131,18 +86,40 @@ class SQLiteCASStore:
                 self._local = threading.local()
         held: _Held | None = getattr(self._local, "held", None)
         if held is not None:
-            return held
-        with _translate("open"):
+            if held.file == file_identity(self.path):
+                return held
+            self._reopen(held)
+        with translate("open"):
+            drop_stale_journal(self.path)
             conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=self._busy_timeout_ms / 1000)
             conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout_ms)}")
             into_wal(conn, self._busy_timeout_ms / 1000)
             conn.execute("PRAGMA synchronous = NORMAL")
             conn.execute("PRAGMA foreign_keys = ON")
-        held = _Held(conn, self._busy_timeout_ms)
+        try:
+            ensure_schema(conn)  # a thread's first connection may find the file made anew
+        except BaseException:
+            conn.close()
+            raise
+        held = _Held(conn, self._busy_timeout_ms, file_identity(self.path))
         self._local.held = held
         with self._lock:
             self._connections.add(held)
         return held
+
+    def _reopen(self, held: _Held) -> None:
+        """Let go of this thread's connection to a file no longer at the store's path (deleted,
+        or replaced by a copy): writes to it would be lost with it. The next connection opens
+        the file at the path, made anew when there is none."""
+        logger.warning(
+            "ctxplugin: the SQLite CAS file %s was deleted or replaced while in use; opened it again "
+            "(outputs stored in the old file are only there)", self.path,
+        )
+        self._local.held = None
+        with self._lock:
+            self._connections.discard(held)
+        with held.busy:
+            held.conn.close()
 
     @contextmanager
     def _using(self) -> Iterator[sqlite3.Connection]:
@@ -158,7 +135,7 @@ class SQLiteCASStore:
             # storing many outputs waits stores.timeout in all, not once per output
             wait_ms = int(step_wait(self._busy_timeout_ms / 1000) * 1000)
             if wait_ms != held.wait_ms:
-                with _translate("open"):
+                with translate("open"):
                     held.conn.execute(f"PRAGMA busy_timeout = {wait_ms}")
                 held.wait_ms = wait_ms
             try:
@@ -169,7 +146,7 @@ class SQLiteCASStore:
 
     @contextmanager
     def _transaction(self, what: str) -> Iterator[sqlite3.Connection]:
-        with self._using() as conn, _translate(what):
+        with self._using() as conn, translate(what):
             conn.execute("BEGIN IMMEDIATE")
             try:
                 yield conn
@@ -209,11 +186,11 @@ class SQLiteCASStore:
                     )
                 return False
             values = (
-                item.ref_id, key, visibility, _column(scope.tenant_id), _column(scope.workspace_id), _column(scope.user_id),
-                _column(scope.session_id), item.content_hash, item.raw_hash, item.kind, encode(item.summary), now, expires,
+                item.ref_id, key, visibility, column(scope.tenant_id), column(scope.workspace_id), column(scope.user_id),
+                column(scope.session_id), item.content_hash, item.raw_hash, item.kind, encode(item.summary), now, expires,
             )
             conn.execute(
-                f"INSERT INTO cas_grants ({_GRANT_COLUMNS}) VALUES ({', '.join('?' * len(values))}) "
+                f"INSERT INTO cas_grants ({GRANT_COLUMNS}) VALUES ({', '.join('?' * len(values))}) "
                 "ON CONFLICT (ref_id, owner_key, visibility) DO UPDATE SET raw_hash = excluded.raw_hash, "
                 "summary = excluded.summary, created_at = excluded.created_at, expires_at = excluded.expires_at, "
                 "access_count = 0, last_accessed_at = NULL",
@@ -229,16 +206,16 @@ class SQLiteCASStore:
             "raw_hash, kind, summary, created_at, expires_at, access_count FROM cas_grants "
             "WHERE ref_id = ? AND tenant_id IS ? AND (expires_at IS NULL OR expires_at > ?) "
             "AND (visibility != 'session' OR session_id = ?) ORDER BY owner_key != ?, created_at",
-            (ref_id, _column(scope.tenant_id), now, _column(scope.session_id), scope.key()),
+            (ref_id, column(scope.tenant_id), now, column(scope.session_id), scope.key()),
         ).fetchall()
         for row in rows:
-            if scope.can_read(_owner(row[0]), row[1]):
+            if scope.can_read(owner(row[0]), row[1]):
                 yield row
 
     def exists(self, ref_id: str, scope: Scope) -> bool:
         """See :meth:`ctxplugin.cas.store.RefExistence.exists` (an optional ability)."""
         check_ref(ref_id)
-        with self._using() as conn, _translate("exists"):  # one SELECT: no write lock taken
+        with self._using() as conn, translate("exists"):  # one SELECT: no write lock taken
             return next(self._readable(conn, ref_id, scope, self._clock()), None) is not None
 
     def get(self, ref_id: str, scope: Scope) -> CASRecord:
@@ -250,7 +227,7 @@ class SQLiteCASStore:
             with self._transaction("get") as conn:
                 return self._record(conn, ref_id, scope, counted=True)
         except StoreUnavailableError as exc:
-            with self._using() as conn, _translate("get"):
+            with self._using() as conn, translate("get"):
                 record = self._record(conn, ref_id, scope, counted=False)
             logger.warning("ctxplugin: %s read without counting its access: %s", ref_id, exc)
             return record
@@ -280,7 +257,7 @@ class SQLiteCASStore:
             removed = conn.execute(
                 "DELETE FROM cas_grants WHERE expires_at IS NOT NULL AND expires_at <= ?", (self._clock(),)
             ).rowcount
-            _drop_unreferenced(conn)
+            drop_unreferenced(conn)
         return int(removed)
 
     def revoke(self, ref_id: str, scope: Scope) -> bool:
@@ -288,13 +265,13 @@ class SQLiteCASStore:
         check_ref(ref_id)
         # the freed pages are overwritten, not left in the file for a reader of its bytes (on
         # for this connection from now on: builds differ in their default)
-        with _translate("revoke"), self._using() as conn:
+        with translate("revoke"), self._using() as conn:
             conn.execute("PRAGMA secure_delete = ON")
         with self._transaction("revoke") as conn:
             key = (ref_id, scope.key())
             raws = [row[0] for row in conn.execute("SELECT raw_hash FROM cas_grants WHERE ref_id = ? AND owner_key = ?", key)]
             conn.execute("DELETE FROM cas_grants WHERE ref_id = ? AND owner_key = ?", key)
-            _drop_unreferenced(conn, raws)
+            drop_unreferenced(conn, raws)
         return bool(raws)
 
     def close(self) -> None:
@@ -317,7 +294,7 @@ class SQLiteCASStore:
     # ------------------------------------------------------------------ optional abilities
     def stats(self) -> dict[str, int]:
         """Counts of stored variants, grants and content bytes (for ``ctxplugin inspect``)."""
-        with self._using() as conn, _translate("stats"):
+        with self._using() as conn, translate("stats"):
             contents, size = conn.execute("SELECT count(*), coalesce(sum(size), 0) FROM cas_content").fetchone()
             grants = conn.execute("SELECT count(*) FROM cas_grants").fetchone()[0]
         return {"contents": int(contents), "grants": int(grants), "bytes": int(size)}
@@ -335,64 +312,13 @@ class _Held:
     as it is part of a reference cycle). :meth:`SQLiteCASStore.close` reaches the live ones
     through a weak set."""
 
-    __slots__ = ("__weakref__", "busy", "conn", "wait_ms")
+    __slots__ = ("__weakref__", "busy", "conn", "file", "wait_ms")
 
-    def __init__(self, conn: sqlite3.Connection, wait_ms: int) -> None:
+    def __init__(self, conn: sqlite3.Connection, wait_ms: int, file: tuple[int, int] | None) -> None:
         self.conn = conn
         self.busy = threading.Lock()
         self.wait_ms = wait_ms  # the connection's busy timeout now
+        self.file = file  # the identity of the file it opened (see file_identity)
 
     def __del__(self) -> None:
         self.conn.close()
-
-
-def _column(value: str | None) -> str | None:
-    """A scope id as a TEXT column holds it: itself, or percent-encoded as in its scope key when
-    it holds lone surrogates (which SQLite text cannot); an ordinary id may spell the same value,
-    so a column only narrows a search and the owner is read from the key (:func:`_owner`)."""
-    if value is None or valid_unicode(value) is value:
-        return value
-    return scope_key(value)
-
-
-def _owner(owner_key: str) -> Scope:
-    """The exact scope that wrote a grant, from its key."""
-    tenant_id, workspace_id, user_id, session_id = scope_key_parts(owner_key)
-    return Scope(tenant_id=tenant_id, workspace_id=workspace_id, user_id=user_id, session_id=session_id)
-
-
-def _drop_unreferenced(conn: sqlite3.Connection, raws: list[str] | None = None) -> None:
-    """Delete the contents no grant points to: all of them, or those among ``raws``."""
-    orphan = "NOT EXISTS (SELECT 1 FROM cas_grants g WHERE g.raw_hash = cas_content.raw_hash)"
-    if raws is None:
-        conn.execute(f"DELETE FROM cas_content WHERE {orphan}")
-    elif raws:
-        marks = ", ".join("?" * len(raws))
-        conn.execute(f"DELETE FROM cas_content WHERE raw_hash IN ({marks}) AND {orphan}", raws)
-
-
-def _rekey_grants(conn: sqlite3.Connection) -> None:
-    """Rewrite every grant's ``owner_key`` from its scope columns (migration 1 -> 2).
-
-    The columns hold the exact scope, so this is exact even for rows whose old key was
-    ambiguous. New keys never contain ``|`` and old ones always do, so no row's new key can
-    meet another row's old key while the UPDATE runs.
-    """
-    conn.create_function("ctxplugin_scope_key", 4, scope_key, deterministic=True)
-    conn.execute("UPDATE cas_grants SET owner_key = ctxplugin_scope_key(tenant_id, workspace_id, user_id, session_id)")
-
-
-@contextmanager
-def _translate(what: str) -> Iterator[None]:
-    """sqlite3 errors become ctxplugin store errors, chained, with a message saying what to do."""
-    try:
-        yield
-    except sqlite3.Error as exc:
-        text = str(exc)
-        if isinstance(exc, sqlite3.OperationalError) and any(word in text.lower() for word in _UNAVAILABLE):
-            raise StoreUnavailableError(f"SQLite CAS {what} failed: {text}; retry, or check the file's disk and permissions") from exc
-        raise StoreError(f"SQLite CAS {what} failed: {text}") from exc
-    except OSError as exc:
-        raise StoreUnavailableError(f"SQLite CAS {what} failed: {exc}") from exc
-    except UnicodeEncodeError as exc:  # a scope id with lone surrogates cannot be a SQLite TEXT value
-        raise StoreError(f"SQLite CAS {what} failed: a scope id is not valid Unicode text ({exc})") from exc

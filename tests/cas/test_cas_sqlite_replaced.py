@@ -1,0 +1,74 @@
+"""The SQLite CAS file deleted or replaced while an engine runs on it (a cleanup of the cache
+directory, a restore from a backup): the store opens the file at its path again, made anew when
+it is gone, instead of writing on into a file nothing can open any more. What is stored after
+that is there for the next process; nothing else is lost than what the deletion took."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import sqlite3
+from contextlib import closing
+from pathlib import Path
+
+from langchain_core.messages import ToolMessage
+
+from ctxplugin import ContextEngine, Scope
+from ctxplugin.cas import SQLiteCASStore
+
+S = Scope(session_id="replaced")
+
+
+def _output(n: int) -> str:
+    return "\n".join(f"order #W{n}{i:03d} shipped to Lyon on 2026-11-{i % 28 + 1:02d}" for i in range(120))
+
+
+def _ref(engine: ContextEngine, n: int) -> str:
+    compact = engine.capture_tool_result(ToolMessage(_output(n), tool_call_id=f"c{n}", name="orders"), scope=S)
+    return str(compact.additional_kwargs["ctxplugin"]["ref"])
+
+
+def _files(path: Path) -> list[Path]:
+    return [p for p in path.iterdir() if p.name.startswith("cas.sqlite3")]
+
+
+def test_outputs_captured_after_the_file_was_deleted_are_stored_in_the_file_at_its_path(tmp_path: Path) -> None:
+    engine = ContextEngine.embedded(path=tmp_path / "ctx")
+    try:
+        _ref(engine, 1)
+        for file in _files(tmp_path / "ctx"):
+            file.unlink()
+        after = _ref(engine, 2)
+        assert engine.expand_ref(after, scope=S) == _output(2)
+        threaded = asyncio.run(engine.acapture_tool_result(ToolMessage(_output(3), tool_call_id="c3", name="orders"), scope=S))
+        assert engine.expand_ref(threaded.additional_kwargs["ctxplugin"]["ref"], scope=S) == _output(3)
+    finally:
+        engine.close()
+    reopened = SQLiteCASStore(tmp_path / "ctx" / "cas.sqlite3")
+    try:
+        assert reopened.get(after, S).content == _output(2), "stored in the file a new process opens"
+    finally:
+        reopened.close()
+
+
+def test_a_file_restored_from_a_copy_is_read_and_written(tmp_path: Path) -> None:
+    engine = ContextEngine.embedded(path=tmp_path / "ctx")
+    try:
+        first = _ref(engine, 1)
+        backup = tmp_path / "backup.sqlite3"
+        with closing(sqlite3.connect(tmp_path / "ctx" / "cas.sqlite3")) as source:  # a consistent copy
+            source.execute(f"VACUUM INTO '{backup}'")
+        second = _ref(engine, 2)
+        for file in _files(tmp_path / "ctx"):
+            file.unlink()
+        shutil.copy(backup, tmp_path / "ctx" / "cas.sqlite3")
+        assert engine.expand_ref(first, scope=S) == _output(1)
+        third = _ref(engine, 3)
+    finally:
+        engine.close()
+    reopened = SQLiteCASStore(tmp_path / "ctx" / "cas.sqlite3")
+    try:
+        assert reopened.get(third, S).content == _output(3)
+        assert not reopened.exists(second, S), "the restored copy does not hold what came after it"
+    finally:
+        reopened.close()
