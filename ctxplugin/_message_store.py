@@ -83,25 +83,33 @@ class SQLiteMessageStore:
         self.path = Path(path).absolute()  # connected per call: a chdir must not move the file
         self.timeout = timeout
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        with self._connect() as db:
-            into_wal(db, self.timeout)  # a process reading never makes another one's turn fail
-            db.execute(
-                "CREATE TABLE IF NOT EXISTS chat_messages ("
-                " seq INTEGER PRIMARY KEY AUTOINCREMENT, scope_key TEXT NOT NULL, body TEXT NOT NULL)"
-            )
-            db.execute("CREATE INDEX IF NOT EXISTS chat_messages_scope ON chat_messages (scope_key, seq)")
-            if db.execute("PRAGMA user_version").fetchone()[0] < _SCHEMA_VERSION:
-                _rekey(db)
-                db.execute(f"PRAGMA user_version = {_SCHEMA_VERSION}")
+        with self._connect(create=True):
+            pass
+
+    def _create(self, db: sqlite3.Connection) -> None:
+        into_wal(db, self.timeout)  # a process reading never makes another one's turn fail
+        db.execute(
+            "CREATE TABLE IF NOT EXISTS chat_messages ("
+            " seq INTEGER PRIMARY KEY AUTOINCREMENT, scope_key TEXT NOT NULL, body TEXT NOT NULL)"
+        )
+        db.execute("CREATE INDEX IF NOT EXISTS chat_messages_scope ON chat_messages (scope_key, seq)")
+        if db.execute("PRAGMA user_version").fetchone()[0] < _SCHEMA_VERSION:
+            _rekey(db)
+            db.execute(f"PRAGMA user_version = {_SCHEMA_VERSION}")
 
     @contextmanager
-    def _connect(self) -> Iterator[sqlite3.Connection]:
+    def _connect(self, *, create: bool = False) -> Iterator[sqlite3.Connection]:
+        # a file deleted while the engine runs (a cleanup of its directory) is made again, with
+        # its table: the conversation goes on in the file a new process reads
+        create = create or not self.path.exists()
         try:
             db = sqlite3.connect(self.path, timeout=self.timeout)
         except sqlite3.Error as exc:
             raise StoreError(f"cannot open the chat history at {self.path}: {exc}") from exc
         try:
             with db:
+                if create:
+                    self._create(db)
                 yield db
         except sqlite3.Error as exc:
             raise StoreError(f"chat history at {self.path} failed: {exc}") from exc

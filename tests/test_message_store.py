@@ -145,3 +145,20 @@ def test_a_message_json_cannot_hold_is_refused_and_nothing_of_the_turn_is_writte
         history.add_messages([HumanMessage("second"), odd])
     history.add_messages([AIMessage("third")])
     assert [m.content for m in history.full_messages] == ["first", "third"]
+
+
+def test_a_history_file_deleted_while_the_engine_runs_is_made_again(tmp_path: Path) -> None:
+    engine = ContextEngine.embedded(path=tmp_path / "ctx")
+    try:
+        engine.history("s1").add_messages([HumanMessage("my budget is 400 euros"), AIMessage("Noted.")])
+        for file in (tmp_path / "ctx").glob("history.sqlite3*"):
+            file.unlink()
+        engine.history("s1").add_messages([HumanMessage("my seat is 12A"), AIMessage("Noted too.")])
+        assert [m.content for m in engine.history("s1").full_messages] == ["my seat is 12A", "Noted too."]
+    finally:
+        engine.close()
+    again = ContextEngine.embedded(path=tmp_path / "ctx")
+    try:
+        assert [m.content for m in again.history("s1").full_messages] == ["my seat is 12A", "Noted too."]
+    finally:
+        again.close()
