@@ -339,18 +339,31 @@ def _vector(vector: object, embedding: object) -> list[float]:
     """
     if not _is_sequence(vector) or not len(vector):  # type: ignore[arg-type]
         raise StoreError(f"the embedding {_name(embedding)} answered {type(vector).__name__} {str(vector)[:40]!r} for a vector")
-    out: list[float] = []
-    for x in vector:  # type: ignore[attr-defined]
-        number = float(x) if isinstance(x, numbers.Real) else math.nan  # numpy's numbers included
-        if not math.isfinite(number):
-            raise StoreError(f"the embedding {_name(embedding)} answered {str(x)[:20]!r} in a vector: not a finite number")
-        out.append(number)
+    items = cast("Sequence[float]", vector.tolist() if hasattr(vector, "tolist") else vector)  # numpy's rows as Python numbers
+    # most answers hold plain floats: checked and converted in C loops, a vector at a time
+    try:
+        out = list(map(float, items)) if set(map(type, items)) <= _PLAIN_NUMBERS else [_number(x, embedding) for x in items]
+    except OverflowError as exc:  # an integer past a float's range
+        raise StoreError(f"the embedding {_name(embedding)} answered a number no float holds in a vector") from exc
+    if not all(map(math.isfinite, out)):
+        bad = next(x for x in out if not math.isfinite(x))
+        raise StoreError(f"the embedding {_name(embedding)} answered {bad!r} in a vector: not a finite number")
     return out
 
 
+_PLAIN_NUMBERS = {float, int, bool}
+
+
+def _number(x: object, embedding: object) -> float:
+    if not isinstance(x, numbers.Real):  # numpy's numbers are
+        raise StoreError(f"the embedding {_name(embedding)} answered {str(x)[:20]!r} in a vector: not a finite number")
+    return float(x)
+
+
 def _is_sequence(value: object) -> bool:
-    """A list, tuple or numpy array (not text, bytes or a dict)."""
-    return isinstance(value, (list, tuple)) or (type(value).__module__ == "numpy" and hasattr(value, "__len__"))
+    """A list, tuple or numpy array of one dimension or more (not text, bytes, a dict or a
+    number)."""
+    return isinstance(value, (list, tuple)) or (type(value).__module__ == "numpy" and getattr(value, "ndim", 0) >= 1)
 
 
 def _called(embedding: Embeddings, fn: Callable[[], T]) -> T:

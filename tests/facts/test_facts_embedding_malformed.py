@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy
 import pytest
 from langchain_core.embeddings import Embeddings
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
@@ -46,6 +47,8 @@ ANSWERS: dict[str, Callable[[list[str]], Any]] = {
     "NaN values": lambda texts: [[math.nan, 0.2, 0.3] for _ in texts],
     "infinite values": lambda texts: [[math.inf, 0.2, 0.3] for _ in texts],
     "vectors of two widths": lambda texts: [[0.1] * (3 + i % 2) for i, _ in enumerate(texts)],
+    "an integer no float holds": lambda texts: [[10**400, 1, 2] for _ in texts],
+    "numpy numbers for vectors": lambda texts: [numpy.array(0.5) for _ in texts],
     "KeyError inside": _raise(KeyError("data")),
     "IndexError inside": _raise(IndexError("list index out of range")),
 }
