@@ -88,11 +88,19 @@ def store_root(path: str | Path) -> Path:
 
     Raises:
         ConfigError: ``path`` is empty (which would put the stores in the working directory),
-            or it cannot be a directory this process writes (a file is there, no permission).
+            or it cannot be a directory this process writes (a file is there, no permission, a
+            name that is not UTF-8 text).
     """
     if not str(path).strip():
         raise ConfigError("the embedded store path is empty; pass path= (or set CTXPLUGIN_PATH to) a directory")
     root = Path(path).absolute()  # stores opened later (per thread, per call) must not follow a chdir
+    try:
+        str(root).encode("utf-8")  # Chroma and SQLite take UTF-8 paths
+    except UnicodeEncodeError as exc:
+        raise ConfigError(
+            f"the embedded store directory {str(root)!r} cannot be used: its name holds bytes that are not "
+            "UTF-8 text, which Chroma cannot open; pass path= (or set CTXPLUGIN_PATH to) a directory with a UTF-8 name"
+        ) from exc
     try:
         root.mkdir(parents=True, exist_ok=True)
     except (OSError, ValueError) as exc:  # ValueError: a NUL in the path

@@ -269,13 +269,15 @@ def test_embedded_creates_its_directory(tmp_path: Path) -> None:
     assert again.expand_ref(ref, scope=SCOPE).startswith("[")
 
 
-@pytest.mark.parametrize("kind", ["a file", "under a file", "empty", "a NUL"])
+@pytest.mark.parametrize("kind", ["a file", "under a file", "empty", "a NUL", "undecodable bytes"])
 def test_embedded_on_a_path_it_cannot_use_is_a_config_error_naming_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str
 ) -> None:
     monkeypatch.chdir(tmp_path)  # an empty path must not put the stores here
     (tmp_path / "taken").write_text("not a directory")
-    path = {"a file": "taken", "under a file": "taken/store", "empty": "", "a NUL": "bad\x00name"}[kind]
+    # undecodable bytes: a directory name read with surrogateescape, which SQLite and Chroma refuse
+    path = {"a file": "taken", "under a file": "taken/store", "empty": "", "a NUL": "bad\x00name",
+            "undecodable bytes": "bad\udcffname"}[kind]
     with pytest.raises(ConfigError, match="path is empty" if kind == "empty" else "embedded store directory"):
         ContextEngine.embedded(path=path)
     with pytest.raises(ConfigError):
