@@ -4,12 +4,15 @@ Reading a message can store several facts and invalidate the ones they replace; 
 reads the store as the earlier ones left it. :class:`WriteBatch` keeps those writes and shows
 them to the reads that follow, then :meth:`WriteBatch.flush` sends them at once: one ``add``
 (one upsert, one embedding call) and at most one ``update`` per ingest instead of one per fact,
-or both in one ``write`` on a store that has it (Chroma: one upsert per ingest).
+or both in one ``write`` on a store that has it (Chroma: one upsert per ingest). A single
+write goes through a batch too (:func:`batched`): the new fact and those it replaces are sent
+together, so a search in another thread never finds the old and the new fact both current.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 
 from ctxplugin.facts._subjects import owned_key
 from ctxplugin.facts.extract import FactDraft
@@ -241,4 +244,16 @@ def _with_writes(known: _Known | None, added: Sequence[Fact], updated: Sequence[
     return known
 
 
-__all__ = ["WriteBatch"]
+@contextmanager
+def batched(current: WriteBatch | None, store: FactStore) -> Iterator[WriteBatch]:
+    """``current`` (an ingest's batch, sent at the ingest's end), else a new batch on ``store``,
+    sent when the block ends without an error (nothing of a write that failed is sent)."""
+    if current is not None:
+        yield current
+        return
+    batch = WriteBatch(store)
+    yield batch
+    batch.flush()
+
+
+__all__ = ["WriteBatch", "batched"]

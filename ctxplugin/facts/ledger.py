@@ -19,7 +19,7 @@ from langchain_core.messages import BaseMessage
 
 from ctxplugin.config import FactsConfig, FactsStrategy
 from ctxplugin.errors import InvalidInputError
-from ctxplugin.facts._batch import WriteBatch
+from ctxplugin.facts._batch import WriteBatch, batched
 from ctxplugin.facts._drafts import (
     Read,
     _build_fact,
@@ -212,8 +212,8 @@ class FactsLedger:
             if callable(opener):
                 opener(fact.owner)
             shared = self.lock.hold(slot_lock_name(visibility_key(fact.owner, fact.visibility)))
-        with self._lock, shared:
-            writes, implicit = self._writes(), self.config.implicit_supersession
+        with self._lock, shared, batched(getattr(self._batch, "current", None), self.store) as writes:
+            implicit = self.config.implicit_supersession
             return _supersede(writes, fact, draft, scope=scope, supersedes=supersedes, fact_id=fact_id, implicit=implicit, after=after)
 
     def withdraw(self, outputs: Mapping[str, Collection[str]], *, scope: Scope) -> list[Fact]:

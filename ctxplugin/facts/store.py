@@ -40,8 +40,9 @@ class FactStore(Protocol):
 
     A store whose writes cost a request each may also have
     ``write(added: Sequence[Fact], updated: Sequence[Fact]) -> None``: ``add(added)`` and
-    ``update(updated)`` in as few requests as it can, each all or nothing; an ingest that
-    replaces facts uses it.
+    ``update(updated)`` in as few requests as it can, each all or nothing; an ingest or a write
+    that replaces facts uses it, so that a search meanwhile never finds the old fact and the new
+    one both current.
     And ``lookup(reader, *, keys, hashes) -> list[Fact]``: the facts ``reader`` may read whose
     key is among ``keys`` or text hash among ``hashes``, in any state, in one request; an
     ingest reads what its decisions will look up that way first.
@@ -123,28 +124,32 @@ class MemoryFactStore:
         """Changes with every write that can change what is in force (see :class:`FactStore`)."""
 
     def add(self, facts: Sequence[Fact]) -> None:
-        vectors = document_vectors(self.embedding, [f.text for f in facts]) if facts else []
+        self.write(facts, ())
+
+    def update(self, facts: Sequence[Fact]) -> None:
+        self.write((), facts)
+
+    def write(self, added: Sequence[Fact], updated: Sequence[Fact]) -> None:
+        """:meth:`add` ``added`` and :meth:`update` ``updated`` as one change: a search in
+        another thread sees a replacement whole (the new fact and the old one superseded) or
+        not at all, never both facts current."""
+        vectors = document_vectors(self.embedding, [f.text for f in added]) if added else []
         touched: dict[str, list[Fact]] = {}
         with self._lock:
             self._vectors.check(vectors)
             self.generation += 1
-            if any(revises(f) or f.id in self._facts for f in facts):
+            if updated or any(revises(f) or f.id in self._facts for f in added):
                 self.revisions += 1
-            for fact, vector in zip(facts, vectors, strict=True):
+            for fact, vector in zip(added, vectors, strict=True):
                 self._put(fact)
                 self._vectors.put(fact.id, vector)
                 touched.setdefault(_slot_of(fact), []).append(fact)
+            for fact in updated:
+                if fact.id in self._facts:
+                    self._put(fact)
             lexical = [(self._slots[slot].lexical, group) for slot, group in touched.items()]
         for index, group in lexical:
             index.add((f.id, f.text, None) for f in group)
-
-    def update(self, facts: Sequence[Fact]) -> None:
-        with self._lock:
-            self.generation += 1
-            self.revisions += 1
-            for fact in facts:
-                if fact.id in self._facts:
-                    self._put(fact)
 
     def lookup(self, reader: Scope, *, keys: Sequence[str], hashes: Sequence[str]) -> list[Fact]:
         """The facts ``reader`` may read whose key is among ``keys`` or text hash among

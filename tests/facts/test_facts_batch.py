@@ -37,18 +37,19 @@ def test_an_ingest_adds_its_facts_in_one_write(mocker: MockerFixture) -> None:
     assert {f.id for f in add.call_args.args[0]} >= {f.id for f in written}
 
 
-def test_an_ingest_that_replaces_facts_sends_one_add_and_one_update(mocker: MockerFixture) -> None:
+def test_an_ingest_that_replaces_facts_sends_them_in_one_write(mocker: MockerFixture) -> None:
     def extractor(message: BaseMessage) -> list[FactDraft]:
         return [FactDraft(text="Data team on Project Gamma", key="data_team"), FactDraft(text="Budget owner is Bo", key="budget_owner")]
 
     store = MemoryFactStore()
     ledger = FactsLedger(store, extractor=extractor)
     old = [ledger.write("Data team on Project Alpha", key="data_team", scope=S), ledger.write("Budget owner is Ana", key="budget_owner", scope=S)]
-    add, update = mocker.spy(store, "add"), mocker.spy(store, "update")
+    write = mocker.spy(store, "write")
     written = ledger.ingest([HumanMessage("The data team moved to Project Gamma and Bo owns the budget.")], scope=S)
     assert [f.text for f in written] == ["Data team on Project Gamma", "Budget owner is Bo"]
-    assert (add.call_count, update.call_count) == (1, 1)
-    assert {f.id for f in update.call_args.args[0]} == {f.id for f in old}
+    assert write.call_count == 1
+    assert {f.id for f in write.call_args.args[0]} == {f.id for f in written}
+    assert {f.id for f in write.call_args.args[1]} == {f.id for f in old}
     assert [ledger.current(k, scope=S).text for k in ("data_team", "budget_owner")] == [f.text for f in written]  # type: ignore[union-attr]
 
 
