@@ -7,13 +7,18 @@ them to the reads that follow, then :meth:`WriteBatch.flush` sends them at once:
 or both in one ``write`` on a store that has it (Chroma: one upsert per ingest). A single
 write goes through a batch too (:func:`batched`): the new fact and those it replaces are sent
 together, so a search in another thread never finds the old and the new fact both current.
+A search makes two reads (nearest facts, then shared words): :class:`Sent` has it read again
+when the ledger sent a write in between, so both reads see one state of the store.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+import threading
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from typing import TypeVar
 
+from ctxplugin._step import step_wait
 from ctxplugin.facts._subjects import owned_key
 from ctxplugin.facts.extract import FactDraft
 from ctxplugin.facts.model import Fact, FactQuery, matches, normalize_key, text_hash
@@ -244,16 +249,63 @@ def _with_writes(known: _Known | None, added: Sequence[Fact], updated: Sequence[
     return known
 
 
+_T = TypeVar("_T")
+
+_READS = 3
+"""Times a read is made at most while writes are sent meanwhile; the last answer stands."""
+
+_WAIT_S = 1.0
+"""How long a read waits at most for a write being sent to end before it reads anyway."""
+
+
+class Sent:
+    """Counts the writes one ledger sends to its store, twice each: odd while one is being sent.
+
+    The ledger sends its writes one at a time (under its lock), so a read made of several
+    requests that sees the same even count before and after saw no write of this process land
+    in between. Writes of other processes are not counted.
+    """
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._changed = threading.Condition()
+
+    def flush(self, batch: WriteBatch) -> None:
+        """Send ``batch``, counted."""
+        with self._changed:
+            self.count += 1
+        try:
+            batch.flush()
+        finally:
+            with self._changed:
+                self.count += 1
+                self._changed.notify_all()
+
+    def read(self, read: Callable[[], _T]) -> _T:
+        """``read()``, made again (up to :data:`_READS` times) when a write was sent while it ran;
+        a write being sent when it starts is waited for (at most :data:`_WAIT_S`, and no longer
+        than the step's store time left)."""
+        for _ in range(_READS):
+            with self._changed:
+                self._changed.wait_for(lambda: self.count % 2 == 0, timeout=step_wait(_WAIT_S))
+                seen = self.count
+            answer = read()
+            if self.count == seen:
+                break
+        return answer
+
+
 @contextmanager
-def batched(current: WriteBatch | None, store: FactStore) -> Iterator[WriteBatch]:
+def batched(current: WriteBatch | None, store: FactStore, sent: Sent) -> Iterator[WriteBatch]:
     """``current`` (an ingest's batch, sent at the ingest's end), else a new batch on ``store``,
-    sent when the block ends without an error (nothing of a write that failed is sent)."""
+    sent (and counted by ``sent``) when the block ends without an error (nothing of a write that
+    failed is sent)."""
     if current is not None:
         yield current
         return
     batch = WriteBatch(store)
     yield batch
-    batch.flush()
+    sent.flush(batch)
 
 
-__all__ = ["WriteBatch", "batched"]
+__all__ = ["Sent", "WriteBatch", "batched"]

@@ -19,7 +19,7 @@ from langchain_core.messages import BaseMessage
 
 from ctxplugin.config import FactsConfig, FactsStrategy
 from ctxplugin.errors import InvalidInputError
-from ctxplugin.facts._batch import WriteBatch, batched
+from ctxplugin.facts._batch import Sent, WriteBatch, batched
 from ctxplugin.facts._drafts import (
     Read,
     _build_fact,
@@ -103,6 +103,7 @@ class FactsLedger:
         self.clock = clock or (lambda: datetime.now(UTC))
         self._lock = threading.RLock()
         self._batch = threading.local()  # the WriteBatch of the ingest running in this thread
+        self._sent = Sent()  # the writes sent to the store: a search reads again when one lands meanwhile
         self._withheld = Withheld()  # withdrawals the store could not carry out
         self._turns = UserTurns()  # which user message came before which: what "let's do that" takes up
         self.polls = Polls(store, self._lock, shared=lambda: self.lock)  # what each output stated: a call made again replaces it
@@ -212,7 +213,7 @@ class FactsLedger:
             if callable(opener):
                 opener(fact.owner)
             shared = self.lock.hold(slot_lock_name(visibility_key(fact.owner, fact.visibility)))
-        with self._lock, shared, batched(getattr(self._batch, "current", None), self.store) as writes:
+        with self._lock, shared, batched(getattr(self._batch, "current", None), self.store, self._sent) as writes:
             implicit = self.config.implicit_supersession
             return _supersede(writes, fact, draft, scope=scope, supersedes=supersedes, fact_id=fact_id, implicit=implicit, after=after)
 
@@ -312,11 +313,11 @@ class FactsLedger:
         # lexical side found shares a rare word or identifier with the query, so it stays. 0
         # means no floor: a word-vector embedding gives unrelated texts cosines below 0
         floor = self.config.min_relevance
-        dense = [(f, s) for f, s in self.store.search(query, wanted, n=n) if permitted(f, scope) and not self._withheld.hides(f)]
-        if floor != 0.0:
-            dense = [(f, s) for f, s in dense if s >= floor]
         lexical = getattr(self.store, "search_lexical", None) if self.config.hybrid else None
-        found = [(f, s) for f, s in lexical(query, wanted, n=n) if permitted(f, scope) and not self._withheld.hides(f)] if callable(lexical) else []
+        # both reads see one state of the store: made again when this process sent a write meanwhile
+        dense, found = self._sent.read(lambda: (self.store.search(query, wanted, n=n), lexical(query, wanted, n=n) if callable(lexical) else []))
+        dense = [(f, s) for f, s in dense if permitted(f, scope) and not self._withheld.hides(f) and (floor == 0.0 or s >= floor)]
+        found = [(f, s) for f, s in found if permitted(f, scope) and not self._withheld.hides(f)]
         return rank(
             fuse(dense, found),
             now=self.clock(),
@@ -391,7 +392,7 @@ class FactsLedger:
                     unsaid(self.store, batch, owner, drafts)
                 finally:
                     self._batch.current = None
-                    batch.flush()
+                    self._sent.flush(batch)
         return written
 
 

@@ -1,9 +1,11 @@
 """A search made while a fact is being replaced, by another thread of the process, never shows
 the old fact and the new one as both current.
 
-The store below is the real store with a probe: after each request that writes facts it has
-another thread search the ledger, so the search lands exactly between two requests of one
-replacement when a replacement takes two (the new fact added, then the old one marked).
+The stores below are the real stores with a probe: after a request it runs another thread and
+waits for it. After each write request that thread searches the ledger, so the search lands
+between two requests of one replacement when a replacement takes two (the new fact added, then
+the old one marked); after a search's first read it replaces the fact, between the two reads
+of one search.
 """
 
 from __future__ import annotations
@@ -22,31 +24,42 @@ from ctxplugin.scope import Scope
 S = Scope(session_id="s1")
 
 
-def _probed(base: type[Any]) -> type[Any]:
-    """``base`` whose write requests (those it has of ``add``, ``update`` and ``write``) each
-    run ``store.probe`` in another thread once sent, and wait for it."""
+def _probed(base: type[Any], requests: tuple[str, ...] = ("add", "update", "write")) -> type[Any]:
+    """``base`` whose ``requests`` (those of them it has) each run ``store.probe`` in another
+    thread once answered, and wait for it."""
 
     def after(name: str) -> Callable[..., None]:
-        def sent(self: Any, *args: Any) -> None:
-            getattr(base, name)(self, *args)
+        def sent(self: Any, *args: Any, **kwargs: Any) -> Any:
+            answer = getattr(base, name)(self, *args, **kwargs)
             if self.probe is not None:
-                reader = threading.Thread(target=self.probe)
-                reader.start()
-                reader.join()
+                other = threading.Thread(target=self.probe)
+                other.start()
+                other.join()
+            return answer
 
         return sent
 
-    methods: dict[str, Any] = {name: after(name) for name in ("add", "update", "write") if hasattr(base, name)}
+    methods: dict[str, Any] = {name: after(name) for name in requests if hasattr(base, name)}
     return type(f"Probed{base.__name__}", (base,), {"probe": None, **methods})
+
+
+def _store(kind: str, tmp_path: Path, requests: tuple[str, ...]) -> Iterator[Any]:
+    if kind == "memory":
+        yield _probed(MemoryFactStore, requests)()
+        return
+    with _probed(ChromaFactStore, requests).persistent(tmp_path) as chroma:
+        yield chroma
 
 
 @pytest.fixture(params=["memory", "chroma"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
-    if request.param == "memory":
-        yield _probed(MemoryFactStore)()
-        return
-    with _probed(ChromaFactStore).persistent(tmp_path) as chroma:
-        yield chroma
+    yield from _store(request.param, tmp_path, ("add", "update", "write"))
+
+
+@pytest.fixture(params=["memory", "chroma"])
+def searched(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
+    """A store whose vector search is followed by ``probe``: its lexical search comes after."""
+    yield from _store(request.param, tmp_path, ("search",))
 
 
 def test_a_search_during_a_replacement_shows_one_current_fact(store: Any) -> None:
@@ -79,3 +92,19 @@ def test_a_search_during_an_ingest_that_replaces_a_fact_shows_one_current_fact(s
     assert seen, "the probe ran"
     assert all(len(texts) == 1 for texts in seen), f"searches during the ingest saw {seen}"
     assert "250" in seen[-1][0]
+
+
+def test_a_replacement_between_the_two_reads_of_a_search_leaves_one_current_fact(searched: Any) -> None:
+    # the search reads the nearest facts, then the ones sharing its words: a replacement sent
+    # in between must not make each read give a different fact of the key
+    ledger = FactsLedger(searched)
+    ledger.write("The budget is 100 dollars", key="budget", scope=S)
+
+    def replace() -> None:
+        searched.probe = None
+        ledger.write("The budget is 250 dollars", key="budget", scope=S)
+
+    searched.probe = replace
+    hits = ledger.search("what is the budget", scope=S)
+    assert searched.probe is None, "the replacement ran"
+    assert [hit.fact.text for hit in hits if hit.fact.key == "budget"] == ["The budget is 250 dollars"]
