@@ -149,7 +149,7 @@ def may_restate(version: int, rules: InForce) -> Restating | None:
     if any(a > b for a, b in itertools.pairwise(order)):
         return None
     gone = frozenset(before.idents).difference(step.kept)
-    return Restating(gone, step, [c for c in before.changes if _ident(c) in gone])
+    return Restating(gone, step, rules, [c for c in before.changes if _ident(c) in gone])
 
 
 PRINT_BITS = 4096
@@ -196,10 +196,12 @@ class Restating:
     message may state a change added (see :func:`fingerprint`): a message whose fingerprint has
     none of them, and that states none of the changes gone, reads as before."""
 
-    __slots__ = ("_added", "_either", "gone", "mask")
+    __slots__ = ("_added", "_either", "_rules", "_step", "gone", "mask")
 
-    def __init__(self, gone: frozenset[Ident], step: _Step, gone_changes: Sequence[Change] = ()) -> None:
+    def __init__(self, gone: frozenset[Ident], step: _Step, rules: InForce, gone_changes: Sequence[Change] = ()) -> None:
         self.gone = gone
+        self._step = step
+        self._rules = rules
         self._added = step.candidates if step.added else None
         self.mask = _mask(change for _, change in step.added)
         # a message states a change only by its ref or its first distinctive word (see
@@ -225,6 +227,18 @@ class Restating:
         if self._added is None or (printed is not None and not printed & self.mask):
             return False
         return self._added.any_of(*_terms(message))
+
+    def read(self, message: BaseMessage, made: Read) -> Read:
+        """:func:`read` of ``message`` under the newer rules, brought up from ``made`` (as the
+        test takes it) by this test's step, not by one from the version the message was last
+        read at: on a long chat those are many, and each such step was made anew."""
+        rules = self._rules
+        hit = _READ.get(message)
+        if hit is not None and hit[0] == rules.version:
+            return hit[1:]
+        found = _brought_up(message, made, self._step, rules)
+        _READ.put(message, (rules.version, *found))
+        return found
 
 
 def _brought_up(message: BaseMessage, before: Read, step: _Step, rules: InForce) -> Read:

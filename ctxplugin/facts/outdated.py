@@ -206,7 +206,7 @@ class Marking:
             made = reads[index]
             if made is None or not test(body[index], made, prints[index]):
                 continue
-            now = read(body[index], rules)
+            now = test.read(body[index], made)
             if _same(made, now):
                 reads[index] = now
             else:

@@ -323,3 +323,31 @@ def test_a_message_given_new_content_or_a_new_ref_is_read_for_its_new_words_and_
     assert "beta" in words and "alpha" not in words
     message.additional_kwargs = {"ctxplugin": {"ref": "cas:answer"}}
     assert _reading._terms(message)[1] == {"h0", "cas:answer"}
+
+
+def test_a_carried_marking_brings_each_read_up_from_its_own_previous_rules(mocker: MockerFixture) -> None:
+    # the data team's messages were last read two replacements ago (the web team's move since
+    # did not concern them); when the data team's replacement changes, each is brought up from
+    # the rules the marking was made under, by one step, not from the rules it was last read at
+    # (a long chat's messages were last read at as many different rules): and still marks every
+    # message as a marking made afresh does
+    history = with_chatter(team_history())
+    data, web = TEAM_LINES["data"], TEAM_LINES["web"]
+    steps = [
+        [change_of(data[0], data[1])],
+        [change_of(data[0], data[1]), change_of(web[2], web[4])],
+        [change_of(data[0], data[3]), change_of(web[2], web[4])],
+    ]
+    carried = Marking()
+    stepped = mocker.spy(_reading, "_step")
+    for changes in steps:
+        rules = _reading.in_force_of(changes, [])
+        was = carried.version
+        stepped.reset_mock()
+        carried.update(history, rules, spans={}, asides={}, start=len(history))
+        assert {call.args[0] for call in stepped.call_args_list} <= {was}, "a read brought up from older rules"
+    fresh = Marking()  # (made last: it reads every message under the rules in force)
+    fresh.update(history, rules, spans={}, asides={})
+    assert [m.content for m in carried.out] == [m.content for m in fresh.out]
+    assert carried.count == fresh.count
+    assert any(str(m.content).startswith("[outdated: data_team_project is now: The data team is on Project Delta") for m in carried.out)
