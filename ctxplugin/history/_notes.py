@@ -277,21 +277,32 @@ class _Picker:
             budget -= cost
 
 
-def fewest_dropped(chosen: int, without: Callable[[int], str], fits: Callable[[str], bool]) -> tuple[int, str]:
+def fewest_dropped(chosen: int, without: Callable[[int], str], fits: Callable[[str], bool], guess: int = 1) -> tuple[int, str]:
     """How few of the ``chosen`` values a note that does not fit must drop, the latest chosen
     first, and its text then: ``without(k)`` is the note without the latest ``k``, and no value
     left fits when all are dropped. A note's tokens never grow as values leave it, so the number
     is found by doubling it, then halving the gap, not one value at a time: an estimate that ran
-    30 values over had the 850-token archive counted 30 times."""
+    30 values over had the 850-token archive counted 30 times. The search starts at ``guess``
+    (checked, and one fewer: two notes counted when it is right); any guess finds the same number."""
     texts: dict[int, str] = {}
 
     def enough(dropped: int) -> bool:
         text = texts[dropped] = without(dropped)
         return dropped >= chosen or fits(text)
 
-    short, enough_at = 0, 1  # dropping none does not fit
-    while not enough(enough_at):
+    short, enough_at = 0, min(max(guess, 1), chosen)  # dropping none does not fit
+    if enough(enough_at):
+        step = 1  # down from the guess, doubling the step, to one that does not fit
+        while enough_at - short > 1:
+            probe = max(enough_at - step, short + 1)
+            if not enough(probe):
+                short = probe
+                break
+            enough_at, step = probe, 2 * step
+    else:
         short, enough_at = enough_at, min(2 * enough_at, chosen)
+        while not enough(enough_at):
+            short, enough_at = enough_at, min(2 * enough_at, chosen)
     while enough_at - short > 1:
         middle = (short + enough_at) // 2
         if enough(middle):
@@ -332,16 +343,23 @@ def _note(
         picker.fill(picker.later, room)
         text = _render(lead, picker.chosen, when)
     chosen = picker.chosen
-    if chosen and note_tokens(text, counter) + MESSAGE_OVERHEAD > max_tokens:
+    over = note_tokens(text, counter) + MESSAGE_OVERHEAD - max_tokens if chosen else 0
+    if over > 0:
         # the latest chosen go until the text fits: the order sorted once (the values left
-        # keep their places in it; each is chosen once)
+        # keep their places in it; each is chosen once), from as many as their costs cover ``over``
         ordered = _in_order(chosen, when)
+        costs, guess, freed = _costs_of(counter), 0, 0
+        while freed < 2 * over and guess < len(chosen):  # (in half tokens: a value frees about its cost and a half)
+            guess += 1
+            freed += 2 * (costs.get(chosen[-guess][1]) or 1) + 1
 
         def without(dropped: int) -> str:
             gone = set(chosen[len(chosen) - dropped :])
             return _lines(lead, [item for item in ordered if item not in gone])
 
-        dropped, text = fewest_dropped(len(chosen), without, lambda note: note_tokens(note, counter) + MESSAGE_OVERHEAD <= max_tokens)
+        dropped, text = fewest_dropped(
+            len(chosen), without, lambda note: note_tokens(note, counter) + MESSAGE_OVERHEAD <= max_tokens, guess=guess
+        )
         del chosen[len(chosen) - dropped :]
     if not chosen:
         return None, []

@@ -401,6 +401,31 @@ def test_fewest_dropped_drops_as_few_as_dropping_one_at_a_time() -> None:
             assert len(tried) <= 2 * chosen.bit_length() + 1
 
 
+def test_fewest_dropped_from_a_guess_drops_as_few_as_from_none() -> None:
+    # the guess (the latest values whose tokens cover what the note ran over) only saves
+    # renders: whatever it is, the values dropped are those dropping one at a time drops
+    from ctxplugin.history._notes import fewest_dropped
+
+    for chosen in range(1, 40):
+        for room in range(0, 3 * chosen + 12, 2):
+            linear = next((k for k in range(1, chosen + 1) if 10 + 3 * (chosen - k) <= room), chosen)
+            for guess in range(-1, chosen + 3):
+                tried: list[int] = []
+
+                def without(dropped: int, chosen: int = chosen, tried: list[int] = tried) -> str:
+                    tried.append(dropped)
+                    return "x" * (10 + 3 * (chosen - dropped))
+
+                def fits(note: str, room: int = room) -> bool:
+                    return len(note) <= room
+
+                dropped, text = fewest_dropped(chosen, without, fits, guess=guess)
+                assert (dropped, text) == (linear, "x" * (10 + 3 * (chosen - linear))), (chosen, room, guess)
+                assert len(tried) <= 4 * chosen.bit_length() + 2
+                if guess == linear:
+                    assert len(tried) <= 2, "a right guess is checked, and one fewer"
+
+
 def test_what_a_failed_call_printed_is_listed_as_a_failure_not_as_what_the_tool_returned() -> None:
     """A call that failed (its result's status is ``error``) is listed under ``<tool> failed``:
     listed under ``<tool> returned``, the ids its error names would read as found."""
