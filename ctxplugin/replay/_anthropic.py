@@ -78,7 +78,7 @@ def parse(data: Any, stem: str) -> list[Builder]:
     keys: list[list[str]] = []  # per group, its messages without cache_control, after a place for its system prompt
     # a request continues the group whose messages it begins with, whatever its system prompt: a
     # host that puts the date or the time in its prompt sends a new one on every call (the
-    # conversation is read with the prompt of its latest call)
+    # conversation is read with the prompt of its latest call); a row without a model keeps its prompt
     index_ = PrefixIndex()
     current: int | None = None  # the group of the latest request, which a response answers
     for index, item in enumerate(data):
@@ -98,7 +98,9 @@ def parse(data: Any, stem: str) -> list[Builder]:
             item = {"messages": item}
         if not isinstance(item, dict) or not isinstance(item.get("messages"), list):
             raise InvalidInputError(f"item {index} is not an Anthropic request body (no 'messages' list)")
-        item_keys = ["system", *(_plain(m) for m in item["messages"])]
+        # rows of a data set (no model, no reply) that differ only in their prompts stay apart
+        called = "model" in item or (index + 1 < len(data) and is_response(data[index + 1]))
+        item_keys = ["system" if called else _plain(item.get("system")), *(_plain(m) for m in item["messages"])]
         current = index_.continued(item_keys)
         if current is None:
             current = len(groups)

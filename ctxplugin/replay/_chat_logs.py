@@ -83,8 +83,11 @@ def group(items: Sequence[Any]) -> list[Logged]:
         else:
             raise InvalidInputError(f"item {index} is {_describe(item)}, not a message, a conversation or a request")
         ident = str(body["id"]) if body.get("id") is not None else None
-        keys = prompt_free_keys(body["messages"])
         answered = index + 1 < len(items) and (is_completion(items[index + 1]) or _responses.is_response(items[index + 1]))
+        # a call's prompt may change from call to call; rows of a data set (no model, no reply)
+        # that differ only in their prompts are conversations of their own
+        called = answered or (isinstance(item, dict) and ("model" in item or _responses.is_request(item)))
+        keys = prompt_free_keys(body["messages"]) if called else [message_key(m) for m in body["messages"]]
         if ident is None and not answered and index_.begins_one(keys):
             continue  # an earlier state of a conversation already read (a thread's history is newest first)
         if ident is None and answered and index_.begins_one([*keys, *(message_key(m) for m in _replies(items[index + 1], index + 1))]):
@@ -162,8 +165,8 @@ _PROMPT_KEY = json.dumps(["system"])
 
 
 def prompt_free_keys(messages: Sequence[Any]) -> list[str]:
-    """The messages' keys, each system (or developer) message before the first other message
-    keyed by its role alone: a host that puts the date or the time in its system prompt sends a
+    """The keys of a request's messages, each system (or developer) message before the first
+    other message keyed by its role alone: a host that puts the date or the time in its system prompt sends a
     new prompt on every call, and those calls are still one conversation (read with the prompt
     of its latest call)."""
     keys = [message_key(m) for m in messages]

@@ -104,6 +104,13 @@ def test_requests_whose_system_prompt_changes_per_call_make_one_conversation(tmp
     assert len(conversation.call_indexes()) == 2
 
 
+def test_dataset_rows_under_other_system_prompts_stay_apart(tmp_path: Path) -> None:
+    # rows of a data set ({"system", "messages"}, no model): one conversation per prompt variant
+    rows = [{"system": f"You fix bugs in {lang}.", "messages": [ASK, ANSWER]} for lang in ("Python", "Go")]
+    path = write(tmp_path, "variants.jsonl", *rows)
+    assert [c.messages[0].content for c in load_file(path).conversations] == ["You fix bugs in Python.", "You fix bugs in Go."]
+
+
 def test_interleaved_conversations_in_one_log_stay_apart(tmp_path: Path) -> None:
     other = {"role": "user", "content": "List the open issues."}
     path = write(tmp_path, "two.jsonl", request(ASK), request(other), request(other, ANSWER), request(ASK, READ, RESULTS, ANSWER))

@@ -125,6 +125,17 @@ def test_conversations_that_differ_after_their_system_prompts_stay_apart(tmp_pat
     assert [[m.content for m in c.messages] for c in loaded.conversations] == [["You are A.", "hi", "x"], ["You are B.", "hi", "y"]]
 
 
+def test_dataset_rows_that_share_their_turns_under_other_system_prompts_stay_apart(tmp_path: Path) -> None:
+    # a fine-tuning or evaluation set: the same turns under each prompt variant, no request bodies
+    turns = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "x"}]
+    rows = [{"messages": [{"role": "system", "content": f"You are {name}."}, *turns]} for name in "AB"]
+    rows.append({"messages": [{"role": "system", "content": "You are C."}, *turns, {"role": "user", "content": "more"}]})
+
+    loaded = load_file(write_jsonl(tmp_path / "variants.jsonl", rows))
+
+    assert [c.messages[0].content for c in loaded.conversations] == ["You are A.", "You are B.", "You are C."]
+
+
 def test_request_bodies_that_do_not_continue_one_another_are_separate_conversations(tmp_path: Path) -> None:
     messages = conversation()
     first = {"model": "gpt-4o", "messages": messages[:3]}
