@@ -21,7 +21,7 @@ from ctxplugin._names import EXPAND_REF_NAME, own_call_id
 from ctxplugin._untrusted import (
     MAX_JSON_DEPTH,
     content_problem,
-    id_form,
+    name_form,
     nesting_exceeds,
     unwritable_int,
 )
@@ -280,7 +280,7 @@ def _stand_in_call(orphan: ToolMessage) -> AIMessage:
     return AIMessage(
         content="",
         # the result's name, which its tool may choose, names the call only in a tool name's form
-        tool_calls=[{"name": id_form(orphan.name) or "unknown_tool", "args": {}, "id": orphan.tool_call_id, "type": "tool_call"}],
+        tool_calls=[{"name": name_form(orphan.name) or "unknown_tool", "args": {}, "id": orphan.tool_call_id, "type": "tool_call"}],
         additional_kwargs={META_KEY: {"repaired": "stand-in call for a tool result without one"}},
     )
 

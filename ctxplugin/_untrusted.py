@@ -296,6 +296,7 @@ REF_TEXT = r"ref:[a-z0-9][a-z0-9_-]{0,39}:[0-9a-f]{16}"
 """A ref as the CAS writes it, as a pattern to build others from: ``ref:<kind>:<16 hex digits>``."""
 _REF_FORM = re.compile(REF_TEXT)
 _ID_FORM = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:@+=-]{0,127}")
+_NAME_FORM = re.compile(r"\w[\w.:@+=-]{0,127}")
 _LINE_BREAKS = str.maketrans({"\u2028": "\\u2028", "\u2029": "\\u2029", "\x85": "\\u0085"})
 
 
@@ -310,6 +311,13 @@ def id_form(value: object) -> str | None:
     characters: a message id, a tool call id, a uuid), else None. A tool that returns its own
     ``ToolMessage`` chooses its id; an id of another form could close ctxplugin's brackets."""
     return value if isinstance(value, str) and _ID_FORM.fullmatch(value) else None
+
+
+def name_form(value: object) -> str | None:
+    """``value`` when it has the form of a tool's name, else None: as :func:`id_form`, with the
+    letters and digits of any script (a model served locally may be given a tool named
+    ``météo``); no space, bracket or line break."""
+    return value if isinstance(value, str) and _NAME_FORM.fullmatch(value) else None
 
 
 def one_line(quoted_text: str) -> str:
@@ -329,6 +337,6 @@ def storable_text(text: str) -> str:
 
 __all__ = [
     "MAX_INT_DIGITS", "MAX_JSON_DEPTH", "REF_TEXT", "InexactJSON", "content_problem", "id_form", "inexact_json", "json_depth_exceeds", "json_text",
-    "load_json", "nesting_exceeds", "one_line", "parse_once", "ref_form", "storable_text", "unwritable_int",
+    "load_json", "name_form", "nesting_exceeds", "one_line", "parse_once", "ref_form", "storable_text", "unwritable_int",
     "valid_unicode",
 ]

@@ -17,7 +17,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 
 from ctxplugin._block_text import server_tools
 from ctxplugin._lru import PerMessage
-from ctxplugin._untrusted import REF_TEXT, id_form
+from ctxplugin._untrusted import REF_TEXT, name_form
 from ctxplugin.history.identifiers import identifiers
 from ctxplugin.tokens import args_json, content_text
 
@@ -139,10 +139,10 @@ def _between_spans(text: str) -> set[str]:
 def _said_by(message: BaseMessage, tools: Mapping[str, str]) -> str:
     """The label of values found in the text of ``message``: who said them (a tool result is
     named by its message's name, else by the call it answers; ``failed`` when the call failed).
-    A name is shown only in the form of an id: a tool that returns its own message chooses its
+    A name is shown only in the form of a tool's name: a tool that returns its own message chooses its
     name, and one with a line break would write lines of the note (``user said: ...``)."""
     if isinstance(message, ToolMessage):
-        name = id_form(message.name) or id_form(tools.get(message.tool_call_id)) or "tool"
+        name = name_form(message.name) or name_form(tools.get(message.tool_call_id)) or "tool"
         return f"{name} {'failed' if message.status == 'error' else 'returned'}"
     if isinstance(message, AIMessage):
         return "assistant mentioned"

@@ -118,6 +118,29 @@ def test_the_name_a_tool_gives_its_result_writes_no_line_of_a_note(tmp_path: Pat
     assert [line for line in lines if "5000" in line or "SYSTEM POLICY" in line or "ACCT-EVIL" in line] == []
 
 
+def test_a_tool_name_in_letters_of_any_script_labels_what_it_returned(tmp_path: Path) -> None:
+    """A model served locally may be given tools named in any language (``météo``), and a
+    versioned name holds dots and dashes: such names still label what their tool returned."""
+    names = ["météo", "get-weather.v2", "天气"]
+    messages: list[BaseMessage] = [SystemMessage("You are a weather desk.")]
+    for i in range(12):
+        name = names[i % 3]
+        messages += [
+            HumanMessage(f"Weather in city C{i}, please."),
+            AIMessage("", tool_calls=[{"name": name, "args": {"id": f"C{i}"}, "id": f"c{i}"}]),
+            ToolMessage(f"C{i}: forecast FORECAST_{i}. " + "row " * 200, tool_call_id=f"c{i}", name=name if i % 2 else None),
+            AIMessage(f"C{i} is sunny."),
+        ]
+    messages.append(HumanMessage("And tomorrow?"))
+    engine = ContextEngine.embedded(path=tmp_path, config=ContextConfig(mode="compact"))
+    view = engine.prepare(messages, scope=S).messages
+    notes = "\n".join(content_text(m.content) for m in view if content_text(m.content).startswith("[context note: "))
+    assert "FORECAST_" in notes
+    assert "tool returned" not in notes
+    for name in names:
+        assert f"{name} returned: " in notes
+
+
 def test_a_stand_in_call_for_an_orphan_result_takes_no_name_of_another_form(tmp_path: Path) -> None:
     """With ``orphan_tool_results="pair"`` a result that answers no call gets a stand-in call, an
     assistant message: the result's name, which its tool chose, is its tool's name only when it
