@@ -107,16 +107,18 @@ def unwritable_int(value: Any) -> bool:
 
 def content_problem(what: str, message: Any) -> str | None:
     """Why ``message`` (``what``), a langchain-core message, cannot be read, or ``None``: its
-    content is neither a string nor a list, or its blocks nest deeper than
-    :data:`MAX_JSON_DEPTH` or hold an integer Python does not write as text (every walk over
+    content is neither a string nor a list, or its blocks hold a value nested deeper than
+    :data:`MAX_JSON_DEPTH` or an integer Python does not write as text (every walk over
     them, ``repr`` and ``json.dumps`` included, would fail)."""
     content, named = message.content, f"{what} ({type(message).__name__})"
     if isinstance(content, str):
         return None
     if not isinstance(content, list):
         return f"{named} has content of type {type(content).__name__}; a message's content is a string or a list of content blocks"
-    if nesting_exceeds(content, MAX_JSON_DEPTH):
-        unreadable = f"nest deeper than {MAX_JSON_DEPTH} levels"
+    # a value in a block sits two levels below the list (a tool_use block's input): it may nest
+    # as deep as a tool call's arguments
+    if nesting_exceeds(content, MAX_JSON_DEPTH + 2):
+        unreadable = f"hold a value nested deeper than {MAX_JSON_DEPTH} levels"
     elif unwritable_int(content):
         unreadable = f"hold an integer of over {sys.get_int_max_str_digits():,} digits"
     else:

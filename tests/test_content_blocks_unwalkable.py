@@ -62,3 +62,18 @@ def test_blocks_nested_as_deep_as_a_model_or_a_tool_writes_are_read(engine: Cont
     prepared = engine.prepare([HumanMessage(blocks, id="h1")], scope=S)
     assert compact.tool_call_id == "c1"
     assert prepared.messages[-1].content == blocks
+
+
+def test_a_tool_use_block_holds_any_arguments_its_tool_call_may_hold(engine: ContextEngine) -> None:
+    """An Anthropic reply repeats each call's arguments in its ``tool_use`` block, two levels
+    below the content list: arguments as deep as a tool call may hold (100 levels) are read in
+    the block too, not refused there."""
+    args = _deep(99)  # 100 levels with the leaf's object: the deepest a tool call takes
+    reply = AIMessage(
+        [{"type": "text", "text": "Looking it up."}, {"type": "tool_use", "id": "c1", "name": "orders", "input": args}],
+        tool_calls=[{"name": "orders", "args": args, "id": "c1", "type": "tool_call"}],
+        id="a1",
+    )
+    messages = [HumanMessage("find my order", id="h1"), reply, ToolMessage("order #W1001 shipped", tool_call_id="c1", name="orders", id="t1")]
+    view = engine.prepare(messages, scope=S).messages
+    assert [m.tool_calls[0]["args"] for m in view if isinstance(m, AIMessage) and m.id == "a1"] == [args]
