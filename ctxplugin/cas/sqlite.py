@@ -89,7 +89,9 @@ class SQLiteCASStore:
             if held.file == file_identity(self.path):
                 return held
             self._reopen(held)
-        with translate("open"):
+        # one thread of the process opens the file at a time: one that found it gone removes its
+        # stale WAL, which must not be the WAL of the file another thread has just made anew
+        with _opening(self.path), translate("open"):
             drop_stale_journal(self.path)
             conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=self._busy_timeout_ms / 1000)
             conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout_ms)}")
@@ -298,6 +300,17 @@ class SQLiteCASStore:
             contents, size = conn.execute("SELECT count(*), coalesce(sum(size), 0) FROM cas_content").fetchone()
             grants = conn.execute("SELECT count(*) FROM cas_grants").fetchone()[0]
         return {"contents": int(contents), "grants": int(grants), "bytes": int(size)}
+
+
+_OPENING: dict[Path, threading.Lock] = {}
+_OPENING_GUARD = threading.Lock()
+
+
+def _opening(path: Path) -> threading.Lock:
+    """The lock held while a connection to the file at ``path`` is opened (one per path for the
+    process's life: a process opens few CAS files)."""
+    with _OPENING_GUARD:
+        return _OPENING.setdefault(path, threading.Lock())
 
 
 _INHERITED: list[Any] = []

@@ -8,13 +8,17 @@ from __future__ import annotations
 import asyncio
 import shutil
 import sqlite3
+import threading
+import time
 from contextlib import closing
 from pathlib import Path
 
 from langchain_core.messages import ToolMessage
+from pytest_mock import MockerFixture
 
 from ctxplugin import ContextEngine, Scope
-from ctxplugin.cas import SQLiteCASStore
+from ctxplugin.cas import CASItem, SQLiteCASStore
+from ctxplugin.testing.cas_contract import make_item
 
 S = Scope(session_id="replaced")
 
@@ -72,3 +76,48 @@ def test_a_file_restored_from_a_copy_is_read_and_written(tmp_path: Path) -> None
         assert not reopened.exists(second, S), "the restored copy does not hold what came after it"
     finally:
         reopened.close()
+
+
+def test_threads_opening_the_file_again_at_once_keep_each_others_writes(tmp_path: Path, mocker: MockerFixture) -> None:
+    # a thread that found the file gone removes its stale WAL: it must not remove the WAL of the
+    # file another thread has just made anew and written to
+    store = SQLiteCASStore(tmp_path / "cas.sqlite3")
+    store.put(make_item("before"), S)
+    for file in tmp_path.iterdir():
+        file.unlink()
+    real_unlink = Path.unlink
+    first_in = threading.Event()
+
+    def slow_first(self: Path, missing_ok: bool = False) -> None:
+        if self.name.endswith("-wal") and not first_in.is_set():
+            first_in.set()
+            time.sleep(0.3)  # found the file gone; the other thread opens it meanwhile, if it may
+        real_unlink(self, missing_ok=missing_ok)
+
+    mocker.patch.object(Path, "unlink", autospec=True, side_effect=slow_first)
+    items = [make_item("first thread's output " * 20), make_item("second thread's output " * 20)]
+
+    checked = threading.Event()
+    written = threading.Semaphore(0)
+
+    def write(item: CASItem) -> None:
+        store.put(item, S)
+        written.release()
+        checked.wait(10)  # a worker thread lives on, its connection open
+
+    one = threading.Thread(target=write, args=(items[0],))
+    one.start()
+    first_in.wait(5)
+    two = threading.Thread(target=write, args=(items[1],))
+    two.start()
+    assert written.acquire(timeout=10) and written.acquire(timeout=10)  # both outputs written
+
+    other = SQLiteCASStore(tmp_path / "cas.sqlite3")  # another process's view, while this one runs
+    try:
+        assert [other.get(item.ref_id, S).content for item in items] == [item.content for item in items]
+    finally:
+        checked.set()
+        one.join(10)
+        two.join(10)
+        other.close()
+        store.close()
