@@ -67,7 +67,8 @@ FORGOTTEN = re.compile(
     r"(?:(?:please\s+)?(?:forget|ignore|disregard)\s+(?:(?:about\s+)?(?:what|everything|anything|all)\s+(?:that\s+)?(?:i|we)(?:'ve|\s+have)?\s+"
     r"(?:just\s+)?(?:said|told\s+you|mentioned|wrote|asked\s+for)\s+(?:earlier\s+|before\s+)?(?:about|regarding|on|for)\s+|about\s+)?"
     r"|never\s?mind\s+(?:about\s+)?)"
-    r"(?!(?:it|that|this|them|everything|all|what|previous|earlier|above)\b)(?P<subject>(?:(?:the|my|our)\s+)?[\w'-]+(?:\s+[\w'-]+){0,3}?)"
+    # a subject, not a clause: "nevermind I booked the hotel" says what the user did
+    r"(?!(?:it|that|this|them|everything|all|what|previous|earlier|above|i|we|you|he|she|they|let)\b)(?P<subject>(?:(?:the|my|our)\s+)?[\w'-]+(?:\s+[\w'-]+){0,3}?)"
     r"(?:\s+(?:thing|part|bit|stuff))?[\s.!]*$",
     re.IGNORECASE,
 )

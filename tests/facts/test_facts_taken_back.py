@@ -149,6 +149,15 @@ def test_forgetting_a_subject_leaves_the_other_subjects(engine: ContextEngine) -
     assert current(engine) == ["My budget is $500."], current(engine)
 
 
+@pytest.mark.parametrize("done", ["nevermind I booked the hotel", "Never mind they booked the hotel", "never mind we booked a hotel"])
+def test_never_mind_before_what_the_user_did_withdraws_nothing(engine: ContextEngine, done: str) -> None:
+    """"nevermind I booked the hotel" (no comma) was read as withdrawing "I booked the hotel" as
+    a subject: the hotel's budget said before was taken back."""
+    said = "I need to book a hotel in Paris, budget 200 euros a night."
+    prepared(engine, exchanges((said, "Shall I search hotels for you?"), (done, "Great.")))
+    assert said in current(engine), current(engine)
+
+
 def test_an_extractor_withdraws_the_subject_it_keys(tmp_path: Path) -> None:
     """A draft of ``revises="withdrawn"`` from the host's own extractor: ``key`` names the subject."""
 
