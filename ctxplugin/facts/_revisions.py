@@ -53,6 +53,8 @@ from ctxplugin.facts.store import FactStore
 
 _RECENT = 50
 """Statements looked at, newest first: the ones a user refers back to were said recently."""
+_KEY_PREFIXES = frozenset(stem(w) for w in ("pref", "decision"))
+"""Words a key begins with that name no subject (``pref_seat``, ``decision_venue``)."""
 _ORDINAL_DAY = re.compile(r"\b[0-3]?\d(?:st|nd|rd|th)\b", re.IGNORECASE)
 _ASKING = frozenset(
     stem(w) for w in [
@@ -154,11 +156,20 @@ def forgotten(writes: FactStore | WriteBatch, fact: Fact) -> list[Fact]:
             continue
         if visibility_key(candidate.owner, candidate.visibility) != visibility_key(fact.owner, candidate.visibility):
             continue
-        keyed = {stem(w) for w in content_words((candidate.key or "").replace("_", " "))}
+        keyed = _key_words(candidate.key)
         said = {stem(w) for w in content_words(candidate.text)}
         if subject <= keyed | said and (candidate.key is None or keyed & subject):
             gone.append(candidate)
+    if any(_key_words(g.key) == subject for g in gone if g.key is not None):
+        # the subject is a key said whole ("the budget"): that key, not every key holding its
+        # word ("hotel_budget" stays)
+        gone = [g for g in gone if g.key is None or _key_words(g.key) == subject]
     return gone
+
+
+def _key_words(key: str | None) -> set[str]:
+    """The stemmed words of ``key`` that name its subject (``pref_seat``: seat)."""
+    return {stem(w) for w in content_words((key or "").replace("_", " "))} - _KEY_PREFIXES
 
 
 def chosen_instead(writes: FactStore | WriteBatch, fact: Fact) -> Fact:

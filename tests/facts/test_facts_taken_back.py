@@ -158,6 +158,18 @@ def test_never_mind_before_what_the_user_did_withdraws_nothing(engine: ContextEn
     assert said in current(engine), current(engine)
 
 
+def test_forgetting_the_budget_leaves_the_hotel_budget(engine: ContextEngine) -> None:
+    """"Forget what I said about the budget" took back the hotel budget too: a subject that is
+    some statement's whole key withdraws that key, not every key holding its word."""
+    prepared(engine, chat("My budget is $2000.", "The hotel budget is $300.", "Forget what I said about the budget."))
+    assert current(engine) == ["The hotel budget is $300."], current(engine)
+
+
+def test_forgetting_the_hotel_withdraws_what_was_said_of_it(engine: ContextEngine) -> None:
+    prepared(engine, chat("My budget is $2000.", "The hotel budget is $300.", "Forget what I said about the hotel."))
+    assert current(engine) == ["My budget is $2000."], current(engine)
+
+
 def test_an_extractor_withdraws_the_subject_it_keys(tmp_path: Path) -> None:
     """A draft of ``revises="withdrawn"`` from the host's own extractor: ``key`` names the subject."""
 
