@@ -20,7 +20,8 @@ it then, and takes back nothing:
 
 - that message asked something too ("My seat is 14C. Can you check for an upgrade?");
 - the agent asked something since ("Got it. Would you also like a window seat?"): it answers the
-  agent. The ledger reads no agent message it is not given: the facts stage marks a user message
+  agent (not when the question names a value the change stated, "Shall I update your budget to
+  $700?": it is about the change, which "never mind" then takes back). The ledger reads no agent message it is not given: the facts stage marks a user message
   said right after the agent asked (:data:`ANSWERING`), and an agent message
   in ``messages`` tells the same;
 - that message was a bare retraction itself ("Never mind." said twice): the second one takes
@@ -42,6 +43,8 @@ from ctxplugin._lru import LRU
 from ctxplugin._messages import annotation
 from ctxplugin.facts._discourse import RETRACTED
 from ctxplugin.facts._drafts import _provenance
+from ctxplugin.facts._text import identifiers
+from ctxplugin.facts._values import typed_values
 from ctxplugin.scope import Scope
 from ctxplugin.tokens import content_text
 
@@ -119,13 +122,32 @@ def _retractions(messages: Sequence[BaseMessage]) -> list[tuple[str, int]]:
 
 def answers_agent(messages: Sequence[BaseMessage], at: int) -> bool:
     """Whether the user message at ``at`` in ``messages`` is said right after the agent asked
-    something: the last agent message with text before it (after the user's last) asks."""
-    for m in map(messages.__getitem__, range(at - 1, -1, -1)):
+    something: the last agent message with text before it (after the user's last) asks, and not
+    about the change the user's message before made ("Shall I update your budget to $700?" names
+    its value: "never mind" then drops the change)."""
+    for i in range(at - 1, -1, -1):
+        m = messages[i]
         if isinstance(m, HumanMessage):
             return False
         if isinstance(m, AIMessage) and (text := content_text(m.content).strip()):
-            return _ASKS.search(text) is not None
+            return _ASKS.search(text) is not None and not _names_change(text, _said_before(messages, i))
     return False
+
+
+def _said_before(messages: Sequence[BaseMessage], at: int) -> str:
+    """The text of the user's last message before ``at`` in ``messages`` ("" when none)."""
+    said = next((m for m in map(messages.__getitem__, range(at - 1, -1, -1)) if isinstance(m, HumanMessage)), None)
+    return "" if said is None else content_text(said.content)
+
+
+def _names_change(question: str, said: str) -> bool:
+    """Whether the agent's ``question`` names a value the user's ``said`` stated (``$700``, ``14C``)."""
+    if not said:
+        return False
+    asked = typed_values(question)
+    return any(asked.get(kind, frozenset()) & values for kind, values in typed_values(said).items()) or bool(
+        set(identifiers(question)) & set(identifiers(said))
+    )
 
 
 def _answering(messages: Sequence[BaseMessage], before: dict[str, str], dropping: set[str]) -> dict[str, str]:

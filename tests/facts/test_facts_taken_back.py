@@ -62,6 +62,18 @@ def test_never_mind_after_the_agents_question_answers_it(engine: ContextEngine, 
     assert [t for t in current(engine) if "$700" in t], current(engine)
 
 
+@pytest.mark.parametrize(
+    "question",
+    ["Are you sure you want to raise your budget to $700?", "Shall I update your budget to $700?", "Seat 14C is a middle seat. Still want it?"],
+)
+def test_never_mind_to_the_agents_question_about_the_change_takes_it_back(engine: ContextEngine, question: str) -> None:
+    """The agent asking to confirm the change ("Shall I update your budget to $700?"): "Never
+    mind." drops the change, as said without the question; the change stayed current."""
+    change = "Actually, my seat is 14C." if "14C" in question else "Actually, make my budget $700."
+    prepared(engine, exchanges(("My budget is $500. My seat is 12A.", "Noted."), (change, question), ("Never mind.", "OK.")))
+    assert not [t for t in current(engine) if "$700" in t or "14C" in t], current(engine)
+
+
 def test_never_mind_after_the_agents_question_read_by_the_ledger_alone(engine: ContextEngine) -> None:
     """The agent messages a caller passes to ``ingest`` tell the same."""
     messages = exchanges(("My budget is $500.", "Noted."), ("Actually, make my budget $700.", "Would you also like a window seat?"), ("Never mind.", "OK."))
