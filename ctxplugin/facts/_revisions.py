@@ -181,7 +181,7 @@ def chosen_instead(writes: FactStore | WriteBatch, fact: Fact) -> Fact:
     if fact.kind != "preference" or fact.visibility != "session" or not (fact.key or "").startswith("pref_") or not _INSTEAD.search(fact.text):
         return fact
     named = [w for w in content_words(fact.text) if stem(w) not in _ASKING and stem(w) not in _CHOOSING]
-    if len(named) != 1 or typed_values(named[0]) or writes.find(FactQuery(reader=fact.owner, key=fact.key, valid=True), limit=1):
+    if len(named) != 1 or typed_values(named[0]) or _a_name(named[0], fact.text) or writes.find(FactQuery(reader=fact.owner, key=fact.key, valid=True), limit=1):
         return fact
     query = FactQuery(reader=fact.owner, valid=True, scopes=(fact.scope,))
     keys = {
@@ -192,6 +192,12 @@ def chosen_instead(writes: FactStore | WriteBatch, fact: Fact) -> Fact:
     # with two choices in force ("economy class", "a window seat") one word does not say which it
     # replaces: a wrong guess would lose what the user chose, so it replaces neither
     return fact.model_copy(update={"key": keys.pop()}) if len(keys) == 1 else fact
+
+
+def _a_name(word: str, text: str) -> bool:
+    """Whether ``word`` is written in ``text`` capitalized past its first word ("Chicago", "Delta"):
+    a place, a person or a company, which says no class or seat a choice replaced would hold."""
+    return any(m.start() > 0 and m.group()[0].isupper() for m in re.finditer(rf"\b{re.escape(word)}\b", text, re.IGNORECASE))
 
 
 def named_in_full(writes: FactStore | WriteBatch, fact: Fact) -> Fact:

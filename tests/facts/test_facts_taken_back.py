@@ -220,6 +220,14 @@ def test_a_choice_asked_for_instead_replaces_no_choice_when_two_could_be_meant(e
     assert "I want a window seat." in current(engine), current(engine)
 
 
+@pytest.mark.parametrize("instead", ["Can we do Chicago instead?", "Make it Chicago instead.", "How about Delta instead?"])
+def test_a_name_asked_for_instead_replaces_no_choice(engine: ContextEngine, instead: str) -> None:
+    """"Can we do Chicago instead?" (another destination) took the key of the one choice in force
+    and replaced economy class: a name says no class or seat."""
+    prepared(engine, chat("I need to book a flight to Boston.", "I'd like economy class.", instead))
+    assert "I'd like economy class." in current(engine), current(engine)
+
+
 @pytest.mark.parametrize("question", ["can we change the date?", "Can we do the return on Friday?", "Could you check the business fares?"])
 def test_a_question_without_instead_states_nothing(engine: ContextEngine, question: str) -> None:
     prepared(engine, chat("I'd like economy class.", question))
