@@ -131,7 +131,9 @@ def taken_back(writes: FactStore | WriteBatch, fact: Fact, after: str | None) ->
             continue
         seen.add(old.key)
         current = writes.find(FactQuery(reader=fact.owner, key=old.key, valid=True, scopes=(fact.scope,)), limit=1)
-        if not current or current[0].source.ref != after or not _stated_in_reach(current[0], fact) or old.superseded_by is None:
+        # the statement ``after``'s change replaced, not one gone before it (withdrawn: "forget
+        # what I said about the budget", then "my budget is $900" replaced nothing)
+        if not current or current[0].source.ref != after or not _stated_in_reach(current[0], fact) or old.superseded_by != current[0].id:
             continue
         back[old.key] = fact.model_copy(update={
             "id": fact.id if not back else new_fact_id(), "text": old.text, "key": old.key, "kind": old.kind,

@@ -116,6 +116,14 @@ def test_two_changes_joined_after_a_correcting_word_change_both(engine: ContextE
     assert view["h0"].startswith("[outdated:"), view["h0"]
 
 
+def test_a_retraction_after_a_subject_withdrawn_brings_back_nothing_withdrawn(engine: ContextEngine) -> None:
+    """"Scratch that." after a budget said anew brought back the one the user had withdrawn
+    before: what it takes back is the value the change replaced, and that change replaced none
+    (a first statement taken back stays current, as documented)."""
+    prepared(engine, chat("My seat is 12A.", "My budget is $500.", "Forget what I said about the budget.", "My budget is $900.", "Scratch that."))
+    assert not [t for t in current(engine) if "$500" in t], current(engine)
+
+
 @pytest.mark.parametrize("again", ["Never mind.", "Scratch that.", "Hmm, never mind that."])
 def test_a_retraction_said_twice_takes_back_once(engine: ContextEngine, again: str) -> None:
     """The second "Never mind." took back the first: the change it had taken back was current again."""
