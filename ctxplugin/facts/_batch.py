@@ -30,11 +30,13 @@ class WriteBatch:
     """``store`` as it will be once the pending writes are sent (a :class:`FactStore`).
 
     Reads merge the pending writes into what the store returns; a similarity search (which
-    needs the pending facts' vectors) sends them first. Not shared between threads.
+    needs the pending facts' vectors) sends them first, counted by ``sent`` as the sending at
+    the end is (a search in another thread reads again). Not shared between threads.
     """
 
-    def __init__(self, store: FactStore) -> None:
+    def __init__(self, store: FactStore, sent: Sent | None = None) -> None:
         self.store = store
+        self._sent = sent
         self._added: dict[str, Fact] = {}
         self._updated: dict[str, Fact] = {}
         # the added facts by text hash (ids in the order added): a duplicate check, one per fact
@@ -188,7 +190,10 @@ class WriteBatch:
         return found if limit is None else found[:limit]
 
     def search(self, text: str, query: FactQuery, *, n: int) -> list[tuple[Fact, float]]:
-        self.flush()
+        if self._sent is None:
+            self.flush()
+        else:
+            self._sent.flush(self)
         return self.store.search(text, query, n=n)
 
     def flush(self) -> None:
@@ -303,7 +308,7 @@ def batched(current: WriteBatch | None, store: FactStore, sent: Sent) -> Iterato
     if current is not None:
         yield current
         return
-    batch = WriteBatch(store)
+    batch = WriteBatch(store, sent)
     yield batch
     sent.flush(batch)
 

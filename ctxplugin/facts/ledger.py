@@ -378,7 +378,7 @@ class FactsLedger:
             for name in locks:
                 held.enter_context(self.lock.hold(name) if self.lock is not None else nullcontext())
             with self._lock:
-                batch = WriteBatch(self.store)
+                batch = WriteBatch(self.store, self._sent)
                 self._batch.current = batch
                 try:
                     batch.prefetch(owner, [read[0] for read in drafts])

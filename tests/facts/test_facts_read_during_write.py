@@ -108,3 +108,54 @@ def test_a_replacement_between_the_two_reads_of_a_search_leaves_one_current_fact
     hits = ledger.search("what is the budget", scope=S)
     assert searched.probe is None, "the replacement ran"
     assert [hit.fact.text for hit in hits if hit.fact.key == "budget"] == ["The budget is 250 dollars"]
+
+
+def _paused(base: type[Any]) -> type[Any]:
+    """``base`` whose vector search, made by the thread ``store.ingesting``, signals ``reached``
+    and waits for ``release`` first: the ingest stops right after the writes it sent before it."""
+
+    def search(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if threading.current_thread() is self.ingesting:
+            self.reached.set()
+            self.release.wait(10)
+        found = base.search(self, *args, **kwargs)
+        if self.probe is not None and threading.current_thread() is threading.main_thread():
+            probe, self.probe = self.probe, None
+            probe()
+        return found
+
+    return type(f"Paused{base.__name__}", (base,), {"probe": None, "ingesting": None, "search": search})
+
+
+@pytest.fixture(params=["memory", "chroma"])
+def paused(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
+    if request.param == "memory":
+        yield _paused(MemoryFactStore)()
+        return
+    with _paused(ChromaFactStore).persistent(tmp_path) as chroma:
+        yield chroma
+
+
+def test_a_search_straddling_the_writes_an_ingest_sends_before_its_end_shows_one_current_fact(paused: Any) -> None:
+    # "Friday, not Thursday" looks for the statement of Thursday: the ingest sends the budget's
+    # replacement first, then searches; a search whose two reads straddle that send read again
+    ledger = FactsLedger(paused)
+    ledger.ingest([HumanMessage("The budget is 100 dollars. The meeting is on Thursday.", id="m1")], scope=S)
+    paused.reached, paused.release = threading.Event(), threading.Event()
+    changed = [HumanMessage("The budget is 100 dollars. The meeting is on Thursday.", id="m1"),
+               HumanMessage("The budget is 250 dollars now. We fly out Friday, not Thursday.", id="m2")]
+    ingest = threading.Thread(target=lambda: ledger.ingest(changed, scope=S))
+
+    def probe() -> None:  # after the search's nearest-facts read
+        paused.ingesting = ingest
+        ingest.start()
+        assert paused.reached.wait(10), "the ingest searched"
+
+    paused.probe = probe
+    try:
+        hits = ledger.search("what is the budget in dollars", scope=S)
+    finally:
+        paused.release.set()
+        ingest.join(10)
+    assert paused.reached.is_set()
+    assert len([hit.fact.text for hit in hits if "budget" in hit.fact.text.lower()]) == 1, [hit.fact.text for hit in hits]
