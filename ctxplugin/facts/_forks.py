@@ -7,7 +7,9 @@ any more, but what they stated was read into the ledger and would stay current: 
 on the first branch would be shown on the second, where the user never said it. The facts
 stage tells which messages were left behind (see :meth:`~ctxplugin.stages._seen.Seen.left_behind`);
 here their facts are marked not current, as those of an edited message's old text are, and a
-fact they replaced by key is current again unless a message left behind stated it too.
+fact they replaced by key is current again unless a message left behind stated it too. When
+messages left behind are in a conversation again (a sub-agent of the thread was handed part of
+it, or the user went back to the first branch), what they stated is current again.
 """
 
 from __future__ import annotations
@@ -25,10 +27,18 @@ LEFT_BEHIND = "its message is no longer in the conversation (the thread went bac
 """The note of a fact read from a message of an abandoned branch."""
 
 
-def left_behind(store: FactStore, owner: Scope, messages: Sequence[BaseMessage]) -> list[Fact]:
+def left_behind(store: FactStore, owner: Scope, messages: Sequence[BaseMessage], *, back: Sequence[BaseMessage] = ()) -> list[Fact]:
     """Mark not current the facts ``owner`` read from the user messages among ``messages``
     (those of an abandoned branch), make current again what they replaced by key, and return
-    the facts marked. Needs the store's ``from_messages``: without it, they stay current."""
+    the facts marked; then what was so marked of the user messages ``back`` (in the conversation
+    again) is current again (:func:`rejoined`). Needs the store's ``from_messages``: without it,
+    they stay current."""
+    left = _left(store, owner, messages)
+    rejoined(store, owner, back)
+    return left
+
+
+def _left(store: FactStore, owner: Scope, messages: Sequence[BaseMessage]) -> list[Fact]:
     refs = [ref for m in messages if isinstance(m, HumanMessage) and (ref := _provenance(m)) is not None]
     finder = getattr(store, "from_messages", None)
     if not refs or not callable(finder):
@@ -50,4 +60,34 @@ def left_behind(store: FactStore, owner: Scope, messages: Sequence[BaseMessage])
     return left
 
 
-__all__ = ["LEFT_BEHIND", "left_behind"]
+def rejoined(store: FactStore, owner: Scope, messages: Sequence[BaseMessage]) -> list[Fact]:
+    """Make current again the facts ``owner`` read from the user messages among ``messages`` that
+    :func:`left_behind` marked (they are in the conversation again), each of a key replacing
+    again what is current of it from before it, and return them."""
+    refs = [ref for m in messages if isinstance(m, HumanMessage) and (ref := _provenance(m)) is not None]
+    finder = getattr(store, "from_messages", None)
+    if not refs or not callable(finder):
+        return []
+    owner_key = owner.key()
+    back = [
+        f.model_copy(update={"is_valid": True, "note": None})
+        for f in finder(owner, refs)
+        if f.owner.key() == owner_key and not f.is_valid and f.note == LEFT_BEHIND
+    ]
+    newest: dict[str, Fact] = {}
+    for fact in back:
+        if fact.key is not None and (fact.key not in newest or fact.created_at > newest[fact.key].created_at):
+            newest[fact.key] = fact
+    ids = {f.id for f in back}
+    again = [
+        old.model_copy(update={"is_valid": False, "superseded_by": fact.id})
+        for key, fact in newest.items()
+        for old in store.find(FactQuery(reader=owner, key=key, valid=True))
+        if old.id not in ids and old.owner.key() == owner_key and old.created_at < fact.created_at
+    ]
+    if back:
+        store.update([*back, *again])
+    return back
+
+
+__all__ = ["LEFT_BEHIND", "left_behind", "rejoined"]

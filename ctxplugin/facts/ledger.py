@@ -236,11 +236,11 @@ class FactsLedger:
         with self._lock:
             return list(remover(owner_of(scope), standing))
 
-    def leave(self, messages: Sequence[BaseMessage], *, scope: Scope) -> list[Fact]:
-        """Mark not current what ``scope`` read from ``messages``, user messages of a branch its
-        host went back from, and return those facts (see :mod:`ctxplugin.facts._forks`)."""
+    def leave(self, messages: Sequence[BaseMessage], *, scope: Scope, back: Sequence[BaseMessage] = ()) -> list[Fact]:
+        """Mark not current what ``scope`` read from ``messages``, user messages of a branch its host went back from, and
+        return those facts; what it marked of ``back``, in the conversation again, is current again (see :mod:`ctxplugin.facts._forks`)."""
         with self._lock:
-            return left_behind(self.store, owner_of(scope), messages)
+            return left_behind(self.store, owner_of(scope), messages, back=back)
 
     @property
     def can_withdraw(self) -> bool:

@@ -68,6 +68,8 @@ class ChooseFacts:
     _window_lines: LRU[str, tuple[str, tuple[FactLine, ...], int | None]] = field(default_factory=lambda: LRU(SESSIONS_TRACKED))
     # per reader: what earlier calls read and marked of the conversation, extended as it grows
     _seen: LRU[str, Seen] = field(default_factory=lambda: LRU(SESSIONS_TRACKED))
+    # per reader: the ids of the user messages left behind on a branch, current again if they come back
+    _left: LRU[str, frozenset[str]] = field(default_factory=lambda: LRU(SESSIONS_TRACKED))
     # per reader: the facts in force and the store's count (see _generation) they were read at
     _rules: LRU[str, tuple[int, InForce]] = field(default_factory=lambda: LRU(SESSIONS_TRACKED))
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -87,8 +89,12 @@ class ChooseFacts:
             # claimed while this call runs: a concurrent call of the same reader starts afresh
             seen = self._seen.pop(key, None)
         left: list[BaseMessage] = []  # read last call, on a branch the host has gone back from since
+        back: list[BaseMessage] = []  # left behind before, in the conversation again
         if seen is None or not seen.continued_by(view.original, body, view.original_stamp, view.history_stamp):
             left = seen.left_behind(view.original) if seen is not None else []
+            with self._lock:
+                gone = self._left.hit(key) or frozenset()
+            back = [m for m in view.original if isinstance(m, HumanMessage) and m.id in gone]
             seen = Seen()
         grown = seen.size
         was_latest = seen.latest
@@ -106,9 +112,9 @@ class ChooseFacts:
         in_force_now: InForce | None = None  # what marking reads; facts restating a change are not current
         shared: SharedWindow | None = None  # the window's block as the processes sharing the store agree on it
         if self.config.extract:
-            if left:
+            if left or back:
                 try:  # before the new branch is read: what it states anew replaces nothing of the old one
-                    self._leave(left, view.original, scope)
+                    self._leave(left, back, view.original, key, scope)
                 except StoreError as exc:
                     view = view.degraded(f"facts store unavailable; facts of an abandoned branch stay current: {exc}")
             # outputs captured while the store failed (their summaries are in the history) first
@@ -263,11 +269,16 @@ class ChooseFacts:
             outdated_marked=marked,
         )
 
-    def _leave(self, left: Sequence[BaseMessage], conversation: Sequence[BaseMessage], scope: Scope) -> None:
+    def _leave(self, left: Sequence[BaseMessage], back: Sequence[BaseMessage], conversation: Sequence[BaseMessage], key: str, scope: Scope) -> None:
         """What the messages ``left`` (of an abandoned branch) stated is no longer current: a user
         message's facts are marked so, a tool output's are withdrawn unless ``conversation``
-        holds the output under its call id."""
-        self.ledger.leave(left, scope=scope)
+        holds the output under its call id. What the user messages ``back``, left behind before
+        and in ``conversation`` again, stated is current again (a sub-agent of the thread was
+        handed part of it, or the user went back to the first branch)."""
+        self.ledger.leave(left, scope=scope, back=back)
+        with self._lock:
+            gone = (self._left.hit(key) or frozenset()) - {m.id for m in back}
+            self._left.put(key, gone | {m.id for m in left if isinstance(m, HumanMessage) and m.id})
         outputs = {m.tool_call_id: set[str]() for m in left if isinstance(m, ToolMessage)}
         for message in conversation:
             if isinstance(message, ToolMessage) and message.tool_call_id in outputs:
