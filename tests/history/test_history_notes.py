@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import random
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 from hypothesis import given, settings
@@ -380,23 +380,34 @@ def test_what_was_looked_for_in_the_text_in_view_is_bounded(monkeypatch: pytest.
         assert len(_notes._visible_of(task)[1]) <= 10 + 8
 
 
+def _sized_note(chosen: int, room: int) -> tuple[Callable[[int], str], Callable[[str], bool], list[int]]:
+    """A note of 10 tokens of lead and 3 per value left, which fits ``room``: how it reads with
+    ``dropped`` of its ``chosen`` values left out, whether it fits, and the drops tried."""
+    tried: list[int] = []
+
+    def without(dropped: int) -> str:
+        tried.append(dropped)
+        return "x" * (10 + 3 * (chosen - dropped))
+
+    def fits(note: str) -> bool:
+        return len(note) <= room
+
+    return without, fits, tried
+
+
+def _linear(chosen: int, room: int) -> int:
+    """The values a search dropping one at a time drops."""
+    return next((k for k in range(1, chosen + 1) if 10 + 3 * (chosen - k) <= room), chosen)
+
+
 def test_fewest_dropped_drops_as_few_as_dropping_one_at_a_time() -> None:
     from ctxplugin.history._notes import fewest_dropped
 
     for chosen in range(1, 70):
         for room in range(0, 3 * chosen + 12):
-            # a note of 10 tokens of lead and 3 per value left, which fits ``room``
-            tried: list[int] = []
-
-            def without(dropped: int, chosen: int = chosen, tried: list[int] = tried) -> str:
-                tried.append(dropped)
-                return "x" * (10 + 3 * (chosen - dropped))
-
-            def fits(note: str, room: int = room) -> bool:
-                return len(note) <= room
-
+            without, fits, tried = _sized_note(chosen, room)
             dropped, text = fewest_dropped(chosen, without, fits)
-            linear = next((k for k in range(1, chosen + 1) if 10 + 3 * (chosen - k) <= room), chosen)
+            linear = _linear(chosen, room)
             assert (dropped, text) == (linear, "x" * (10 + 3 * (chosen - linear)))
             assert len(tried) <= 2 * chosen.bit_length() + 1
 
@@ -408,17 +419,9 @@ def test_fewest_dropped_from_a_guess_drops_as_few_as_from_none() -> None:
 
     for chosen in range(1, 40):
         for room in range(0, 3 * chosen + 12, 2):
-            linear = next((k for k in range(1, chosen + 1) if 10 + 3 * (chosen - k) <= room), chosen)
+            linear = _linear(chosen, room)
             for guess in range(-1, chosen + 3):
-                tried: list[int] = []
-
-                def without(dropped: int, chosen: int = chosen, tried: list[int] = tried) -> str:
-                    tried.append(dropped)
-                    return "x" * (10 + 3 * (chosen - dropped))
-
-                def fits(note: str, room: int = room) -> bool:
-                    return len(note) <= room
-
+                without, fits, tried = _sized_note(chosen, room)
                 dropped, text = fewest_dropped(chosen, without, fits, guess=guess)
                 assert (dropped, text) == (linear, "x" * (10 + 3 * (chosen - linear))), (chosen, room, guess)
                 assert len(tried) <= 4 * chosen.bit_length() + 2
