@@ -250,7 +250,7 @@ def claim_directory(path: Path, wait_s: float) -> Callable[[], None]:
         StoreInUseError: another process holds the directory.
     """
     try:
-        import fcntl
+        import fcntl  # noqa: F401  (where it is missing, nothing is claimed)
     except ImportError:  # pragma: no cover - Windows
         return lambda: None
     key = os.path.realpath(path)
@@ -259,26 +259,7 @@ def claim_directory(path: Path, wait_s: float) -> Callable[[], None]:
         if claim is not None:
             claim[1] += 1
             return _releaser(key)
-        fd = os.open(os.path.join(key, OWNER_FILE), os.O_RDWR | os.O_CREAT, 0o644)
-        deadline = time.monotonic() + wait_s
-        while True:
-            try:
-                fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except OSError:
-                if time.monotonic() >= deadline:
-                    holder = _holder(fd)
-                    os.close(fd)
-                    raise StoreInUseError(
-                        f"the embedded Chroma directory {key} is open in another process{holder}; "
-                        "embedded Chroma serves one process at a time. For several processes run a "
-                        "Chroma server (`chroma run --path ...`) and set CTXPLUGIN_CHROMA_URL "
-                        "(see docs/scale-out.md)"
-                    ) from None
-                time.sleep(0.05)
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, str(os.getpid()).encode(), 0)
-        _claims[key] = [fd, 1]
+        _claims[key] = [locked_owner_file(key, wait_s), 1]
     return _releaser(key)
 
 
@@ -357,6 +338,32 @@ def _after_fork_in_child() -> None:
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(before=_before_fork, after_in_child=_after_fork_in_child)
+
+
+def locked_owner_file(key: str, wait_s: float) -> int:
+    """A descriptor of the claim file in the directory ``key``, locked for this process."""
+    import fcntl
+
+    fd = os.open(os.path.join(key, OWNER_FILE), os.O_RDWR | os.O_CREAT, 0o644)
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            break
+        except OSError:
+            if time.monotonic() >= deadline:
+                holder = _holder(fd)
+                os.close(fd)
+                raise StoreInUseError(
+                    f"the embedded Chroma directory {key} is open in another process{holder}; "
+                    "embedded Chroma serves one process at a time. For several processes run a "
+                    "Chroma server (`chroma run --path ...`) and set CTXPLUGIN_CHROMA_URL "
+                    "(see docs/scale-out.md)"
+                ) from None
+            time.sleep(0.05)
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, str(os.getpid()).encode(), 0)
+    return fd
 
 
 def _releaser(key: str) -> Callable[[], None]:

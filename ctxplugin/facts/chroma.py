@@ -20,6 +20,7 @@ from ctxplugin._chroma import keep_from_parent, reconnect_in_forked_children, sa
 from ctxplugin.config import FactsConfig
 from ctxplugin.errors import StoreError
 from ctxplugin.facts._chroma_clients import (
+    EmbeddedDirectory,
     _close_http_session,
     _http_connector,
     _open_persistent,
@@ -91,6 +92,7 @@ class ChromaFactStore(SharedWindows, MessageFacts):
         self._owns_client = False
         self._release: Callable[[], None] = lambda: None
         self._opened_in: int | None = None  # the process of an embedded client (see same_process)
+        self._directory: EmbeddedDirectory | None = None  # an embedded client's, opened again if removed
         # readers whose facts are a small share of the collection: search with the filter at once
         self._filter_first: dict[str, int] = {}
         # collection name -> (lexical index, when it last checked for others' writes)
@@ -130,7 +132,7 @@ class ChromaFactStore(SharedWindows, MessageFacts):
         client, release = _open_persistent(path, wait_s)
         store = cls(client, config=config, embedding=embedding)
         store._owns_client, store._release, store._opened_in = True, release, os.getpid()
-        store._writes = writes_counter(path)
+        store._writes, store._directory = writes_counter(path), EmbeddedDirectory(client, Path(path).resolve(), wait_s)
         return store
 
     @classmethod
@@ -257,10 +259,7 @@ class ChromaFactStore(SharedWindows, MessageFacts):
         """The facts of ``reader``'s collection matching ``where`` or with these ``ids``."""
         with _translated("read facts", self._forget):
             result = self._collection(reader.tenant_id or "").get(ids=ids, where=where, include=["documents", "metadatas"])
-        return [
-            from_metadata(i, doc, meta)
-            for i, doc, meta in zip(result["ids"], result["documents"] or [], result["metadatas"] or [], strict=True)
-        ]
+        return [from_metadata(i, doc, meta) for i, doc, meta in zip(result["ids"], result["documents"] or [], result["metadatas"] or [], strict=True)]
 
     def search(self, text: str, query: FactQuery, *, n: int) -> list[tuple[Fact, float]]:
         """Nearest facts matching ``query``.
@@ -368,6 +367,8 @@ class ChromaFactStore(SharedWindows, MessageFacts):
             with self._lock:
                 if self._client is None:
                     self._client = self._client_factory()
+        elif self._directory is not None and (fresh := self._directory.reopened(self._client, self._forget)) is not None:
+            self._client = fresh
         if self._auto:
             self._settle_embedding(self._client)
         return self._client
@@ -392,8 +393,7 @@ class ChromaFactStore(SharedWindows, MessageFacts):
         with self._lock:
             found = self._collections.get(name)
             if found is None:
-                found = client.get_or_create_collection(name, embedding_function=_chroma_function(self.embedding), configuration={"hnsw": {"space": "cosine"}})
-                self._collections[name] = found
+                found = self._collections[name] = client.get_or_create_collection(name, embedding_function=_chroma_function(self.embedding), configuration={"hnsw": {"space": "cosine"}})
         return found
 
 
