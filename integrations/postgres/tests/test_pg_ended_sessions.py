@@ -12,7 +12,7 @@ from typing import Any
 import psycopg
 import pytest
 from ctxplugin_postgres import AsyncPostgresCASStore, make_async_pool, make_pool, migrate
-from langchain_core.messages import ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from psycopg_pool import ConnectionPool
 from pytest_mock import MockerFixture
 
@@ -72,6 +72,26 @@ def test_a_step_after_the_server_ended_idle_sessions_stores_its_output(pg_dsn: s
         ref = compact.additional_kwargs["ctxplugin"]["ref"]
         assert engine.expand_ref(ref, scope=scope) == original
         assert engine.expand_ref(first.additional_kwargs["ctxplugin"]["ref"], scope=scope) == _output(1)
+    finally:
+        engine.close()
+
+
+def test_a_fact_stated_after_the_server_ended_idle_sessions_is_written(pg_dsn: str, pg_schema: str, tmp_path: Path) -> None:
+    # the facts write lock is taken on the CAS's pool: its dead connections are replaced too
+    migrate(pg_dsn, schema=pg_schema)
+    config = ContextConfig(
+        postgres_dsn=pg_dsn, postgres_schema=pg_schema, path=str(tmp_path), stores={"timeout": TIMEOUT, "retry_after": 0.25}
+    )
+    engine = ctxplugin.connect(config)
+    scope = Scope(session_id="ended-sessions-facts")
+    messages: list[BaseMessage] = [HumanMessage("The deploy target is eu-west-3.", id="h1")]
+    try:
+        assert engine.prepare(messages, scope=scope).report.warnings == []
+        _end_idle(unwrap(engine.cas).pool, pg_dsn)
+
+        messages += [AIMessage("Noted.", id="a1"), HumanMessage("The release deadline is Friday 5pm.", id="h2")]
+        assert engine.prepare(messages, scope=scope).report.warnings == []
+        assert engine.facts.current("release_deadline", scope=scope) is not None
     finally:
         engine.close()
 
