@@ -11,8 +11,11 @@ tools. LangGraph's ``thread_id`` is the scope's ``session_id``.
 
 With the answer cache on (``CTXPLUGIN_CACHE__ENABLED=true``), ``wrap_model_call`` returns a
 cached answer instead of calling the model when the same question was already answered in the
-same context, and caches final answers (never ones with tool calls) after the call; not for an
-agent with a ``response_format``, which must end with a structured response.
+same context, and caches final answers (never ones with tool calls) as the run ends
+(``after_agent``), with the content the state kept: after the ``after_model`` hooks, so an
+answer a filter masked is cached masked and one it blocked is not cached
+(``ctxplugin_langgraph._held_answers``); not for an agent with a ``response_format``, which must
+end with a structured response.
 
 When the call's tools will be bound strictly (an OpenAI-compatible model with a
 ``response_format`` on Chat Completions, or ``model_settings={"strict": True}``), every tool is
@@ -41,6 +44,7 @@ the task, and langchain-aws adds the header's and the end's (``ctxplugin._bedroc
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, NotRequired
 
@@ -59,6 +63,7 @@ from ctxplugin.budget import model_context_window
 from ctxplugin.langchain import make_meta_tools
 from ctxplugin_langgraph._annotations import scrubbed_messages, state_messages, without_stale
 from ctxplugin_langgraph._capture import after_tool, checked_engine, offered_to, precheck
+from ctxplugin_langgraph._held_answers import Held, HeldAnswers
 from ctxplugin_langgraph._run_again import RunAgain
 from ctxplugin_langgraph._scope import RUN_KEY, ScopeRule, ScopeSpec, request_messages, request_run
 from ctxplugin_langgraph._strict import needs_own_schemas
@@ -112,6 +117,7 @@ class ContextMiddleware(AgentMiddleware):
         self.attach_report = attach_report
         self.tools = make_meta_tools(engine, scope=self.scope_rule.in_tool)
         self._run_again = RunAgain.of(self.engine)  # the outputs captured, for a call run again before the state held one
+        self._held = HeldAnswers()  # final answers stored in the answer cache as their run ends
 
     # -- the run's scope ------------------------------------------------------------
     def before_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
@@ -219,7 +225,7 @@ class ContextMiddleware(AgentMiddleware):
         response = answered_by_host(handler(self._request_for(request, prepared)))
         answer = self._answer(response) if self._caches(request) else None
         if answer is not None:
-            self.engine.remember_answer(full, prepared, answer, tools=tools, scope=scope, model=request.model)
+            self._hold(answer, functools.partial(self.engine.remember_answer, full, prepared, tools=tools, scope=scope, model=request.model))
         return self._tag(response, prepared)
 
     async def awrap_model_call(
@@ -236,8 +242,30 @@ class ContextMiddleware(AgentMiddleware):
         response = answered_by_host(await handler(self._request_for(request, prepared)))
         answer = self._answer(response) if self._caches(request) else None
         if answer is not None:
-            await self.engine.aremember_answer(full, prepared, answer, tools=tools, scope=scope, model=request.model)
+            self._hold(answer, functools.partial(self.engine.remember_answer, full, prepared, tools=tools, scope=scope, model=request.model))
         return self._tag(response, prepared)
+
+    def _hold(self, answer: AIMessage, remember: Callable[[AIMessage], object]) -> None:
+        """Keep ``answer`` for the answer cache until the run ends (see :meth:`after_agent`); an
+        answer without an id, which the state could not be matched to, is stored now."""
+        if answer.id is None:
+            remember(answer)
+        else:
+            self._held.hold(answer.id, Held(answer, remember))
+
+    def after_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        """Store the run's final answer in the answer cache as the state kept it: after every
+        ``after_model`` hook, so what a filter masked (``PIIMiddleware(..., apply_to_output=True)``)
+        is not kept unmasked in the cache store, and an answer a filter blocked is not stored."""
+        found = self._held.take(state_messages(state))
+        if found is not None:
+            held, kept = found
+            held.remember(held.as_kept(kept))
+        return None
+
+    async def aafter_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        """Async :meth:`after_agent` (the store is written in a worker thread)."""
+        return await asyncio.to_thread(self.after_agent, state, runtime)
 
     # -- the saved thread -----------------------------------------------------------
     def after_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:

@@ -21,13 +21,16 @@ from langchain.agents.middleware import (
     SummarizationMiddleware,
     ToolRetryMiddleware,
 )
+from langchain.agents.middleware.pii import PIIDetectionError
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.tools import StructuredTool, tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 
 from ctxplugin import ContextCallbackHandler, ContextConfig, ContextEngine, Scope
+from ctxplugin.cache import CACHE_META_KEY, MemoryAnswerCacheStore
 from ctxplugin.cas import SQLiteCASStore
+from ctxplugin.config import CacheConfig
 from ctxplugin.errors import EngineClosedError, RefNotFoundError, StoreUnavailableError
 from ctxplugin.facts import FactQuery
 from ctxplugin.testing import ScriptedChatModel, conversation_messages, memory_engine, tool_call
@@ -468,6 +471,46 @@ def test_with_pii_masking_the_saved_thread_keeps_no_unmasked_copy(order: str, ke
     from ctxplugin.cas import withheld
 
     assert withheld(ref.group(0), saved)
+
+
+def stored_bytes(path: Path) -> bytes:
+    """Every file an embedded engine wrote under ``path``, concatenated."""
+    return b"".join(f.read_bytes() for f in sorted(path.rglob("*")) if f.is_file())
+
+
+@pytest.mark.parametrize("order", ORDERS)
+@pytest.mark.parametrize("run", ["sync", "async"])
+async def test_with_pii_masking_answers_the_answer_cache_keeps_only_the_masked_answer(
+    order: str, run: str, tmp_path: Path
+) -> None:
+    # the cache stored the answer as the model gave it, before the filter masked it in the state:
+    # the engine's files kept the address, ready to be served again
+    engine = ContextEngine.embedded(path=tmp_path / "ctx", config=ContextConfig(cache=CacheConfig(enabled=True)))
+    model = ScriptedChatModel(script=[AIMessage(content="Write to mia.li@example.com for refunds.")], default=None)
+    redact = PIIMiddleware("email", strategy="redact", apply_to_output=True)
+    agent: Any = create_agent(model, [], checkpointer=InMemorySaver(), middleware=arrange(order, ContextMiddleware(engine), redact))
+    config: Any = {"configurable": {"thread_id": f"pii-cache-{order}-{run}"}}
+    with engine:
+        for _ in range(2):
+            turn = {"messages": [("user", "Who handles refunds?")]}
+            await agent.ainvoke(turn, config) if run == "async" else agent.invoke(turn, config)
+        answers = [m for m in agent.get_state(config).values["messages"] if isinstance(m, AIMessage)]
+    assert len(model.calls) == 1, "the repeated question is served from the cache"
+    assert [m.content for m in answers] == ["Write to [REDACTED_EMAIL] for refunds."] * 2
+    assert answers[1].response_metadata[CACHE_META_KEY]["hit"] is True
+    stored = stored_bytes(tmp_path / "ctx")
+    assert b"[REDACTED_EMAIL]" in stored and b"mia.li" not in stored, "an unmasked answer was stored"
+
+
+@pytest.mark.parametrize("order", ORDERS)
+def test_an_answer_the_filter_blocks_is_not_cached(order: str) -> None:
+    engine = memory_engine(ContextConfig(cache=CacheConfig(enabled=True)))
+    model = ScriptedChatModel(script=[AIMessage(content="Write to mia.li@example.com for refunds.")], default=None)
+    block = PIIMiddleware("email", strategy="block", apply_to_output=True)
+    agent: Any = create_agent(model, [], checkpointer=InMemorySaver(), middleware=arrange(order, ContextMiddleware(engine), block))
+    with pytest.raises(PIIDetectionError):
+        agent.invoke({"messages": [("user", "Who handles refunds?")]}, {"configurable": {"thread_id": f"pii-block-{order}"}})
+    assert isinstance(engine.cache.store, MemoryAnswerCacheStore) and len(engine.cache.store) == 0
 
 
 def stored_texts(path: Path) -> str:
