@@ -246,11 +246,10 @@ class ContextMiddleware(AgentMiddleware):
         return self._tag(response, prepared)
 
     def _hold(self, answer: AIMessage, remember: Callable[[AIMessage], object]) -> None:
-        """Keep ``answer`` for the answer cache until the run ends (see :meth:`after_agent`); an
-        answer without an id, which the state could not be matched to, is stored now."""
-        if answer.id is None:
-            remember(answer)
-        else:
+        """Keep ``answer`` for the answer cache until the run ends (see :meth:`after_agent`). An
+        answer without an id is not cached: a chat model gives every reply one, so a middleware
+        inside this one wrote it (``ModelRetryMiddleware``'s message when the retries ran out)."""
+        if answer.id is not None:
             self._held.hold(answer.id, Held(answer, remember))
 
     def after_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:

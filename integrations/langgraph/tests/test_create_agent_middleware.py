@@ -228,6 +228,26 @@ def test_with_model_retry(order: str, scenario: Any, handler: ContextCallbackHan
 
 
 @pytest.mark.parametrize("order", ORDERS)
+def test_with_model_retry_a_failure_message_is_not_cached_as_an_answer(order: str) -> None:
+    # with ModelRetryMiddleware inside ContextMiddleware, the message it writes when the retries
+    # ran out reached the answer cache as the model's answer: the question, asked again once
+    # the model was back, was served "Model call failed ..." without calling the model
+    engine = memory_engine(ContextConfig(cache=CacheConfig(enabled=True)))
+
+    def overloaded(messages: list[BaseMessage], tools: list[dict[str, Any]]) -> AIMessage:
+        raise RuntimeError("model overloaded, try again")
+
+    model = ScriptedChatModel(script=[overloaded, AIMessage(content="Refunds go to desk 4.")], default=None)
+    retry = ModelRetryMiddleware(max_retries=0, on_failure="continue")
+    agent: Any = create_agent(model, [], checkpointer=InMemorySaver(), middleware=arrange(order, ContextMiddleware(engine), retry))
+    config: Any = {"configurable": {"thread_id": f"mretry-cache-{order}"}}
+    run_turns(agent, ["Who handles refunds?", "Who handles refunds?"], config)
+    answers = [m.content for m in agent.get_state(config).values["messages"] if isinstance(m, AIMessage)]
+    assert answers[0] == "Model call failed after 1 attempt with RuntimeError: model overloaded, try again"
+    assert answers[1] == "Refunds go to desk 4." and len(model.calls) == 2
+
+
+@pytest.mark.parametrize("order", ORDERS)
 def test_with_tool_retry(order: str, scenario: Any, handler: ContextCallbackHandler) -> None:
     engine, model = memory_engine(), scenario.scripted()
     attempts: list[str] = []
