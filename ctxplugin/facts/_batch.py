@@ -8,7 +8,8 @@ or both in one ``write`` on a store that has it (Chroma: one upsert per ingest).
 write goes through a batch too (:func:`batched`): the new fact and those it replaces are sent
 together, so a search in another thread never finds the old and the new fact both current.
 A search makes two reads (nearest facts, then shared words): :class:`Sent` has it read again
-when the ledger sent a write in between, so both reads see one state of the store.
+when the ledger sent a write in between (an ingest's, a replacement's, or the marks of a branch
+left and the deletes of a withdrawal), so both reads see one state of the store.
 """
 
 from __future__ import annotations
@@ -277,10 +278,16 @@ class Sent:
 
     def flush(self, batch: WriteBatch) -> None:
         """Send ``batch``, counted."""
+        with self.sending():
+            batch.flush()
+
+    @contextmanager
+    def sending(self) -> Iterator[None]:
+        """Count the writes the block sends as one (made under the ledger's lock, as every write is)."""
         with self._changed:
             self.count += 1
         try:
-            batch.flush()
+            yield
         finally:
             with self._changed:
                 self.count += 1

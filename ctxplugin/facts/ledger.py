@@ -233,13 +233,13 @@ class FactsLedger:
         if not callable(remover):
             self._withheld.add(owner_of(scope), standing)
             return []
-        with self._lock:
+        with self._lock, self._sent.sending():  # a search reading meanwhile reads again
             return list(remover(owner_of(scope), standing))
 
     def leave(self, messages: Sequence[BaseMessage], *, scope: Scope, back: Sequence[BaseMessage] = ()) -> list[Fact]:
         """Mark not current what ``scope`` read from ``messages``, user messages of a branch its host went back from, and
         return those facts; what it marked of ``back``, in the conversation again, is current again (see :mod:`ctxplugin.facts._forks`)."""
-        with self._lock:
+        with self._lock, self._sent.sending():  # a search reading meanwhile reads again
             return left_behind(self.store, owner_of(scope), messages, back=back)
 
     @property

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from langchain_core.messages import HumanMessage
+from langchain_core.messages import HumanMessage, ToolMessage
 
 from ctxplugin.facts import ChromaFactStore, FactsLedger, MemoryFactStore
 from ctxplugin.scope import Scope
@@ -159,3 +159,34 @@ def test_a_search_straddling_the_writes_an_ingest_sends_before_its_end_shows_one
         ingest.join(10)
     assert paused.reached.is_set()
     assert len([hit.fact.text for hit in hits if "budget" in hit.fact.text.lower()]) == 1, [hit.fact.text for hit in hits]
+
+
+def test_a_branch_left_between_the_two_reads_of_a_search_leaves_one_current_fact(searched: Any) -> None:
+    # the thread went back to before "$700": $500 is current again while the search reads
+    ledger = FactsLedger(searched)
+    said = HumanMessage("My budget is $700 dollars now.", id="m2")
+    ledger.ingest([HumanMessage("My budget is $500 dollars.", id="m1"), said], scope=S)
+
+    def leave() -> None:
+        searched.probe = None
+        ledger.leave([said], scope=S)
+
+    searched.probe = leave
+    hits = ledger.search("what is my budget in dollars", scope=S)
+    assert searched.probe is None, "the branch was left"
+    assert [hit.fact.text for hit in hits if "budget" in hit.fact.text.lower()] == ["My budget is $500 dollars."]
+
+
+def test_a_withdrawal_between_the_two_reads_of_a_search_is_not_shown(searched: Any) -> None:
+    ledger = FactsLedger(searched)
+    card = ToolMessage("The card on file is 4111 1111 1111 1111.", tool_call_id="c1", id="t1")
+    assert ledger.ingest([card], scope=S), "the tool output stated a fact"
+
+    def withdraw() -> None:
+        searched.probe = None
+        ledger.withdraw({"c1": ()}, scope=S)
+
+    searched.probe = withdraw
+    hits = ledger.search("what card is on file", scope=S)
+    assert searched.probe is None, "the fact was withdrawn"
+    assert [hit.fact.text for hit in hits] == []
