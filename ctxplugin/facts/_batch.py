@@ -9,11 +9,15 @@ write goes through a batch too (:func:`batched`): the new fact and those it repl
 together, so a search in another thread never finds the old and the new fact both current.
 A search makes two reads (nearest facts, then shared words): :class:`Sent` has it read again
 when the ledger sent a write in between (an ingest's, a replacement's, or the marks of a branch
-left and the deletes of a withdrawal), so both reads see one state of the store.
+left and the deletes of a withdrawal), so both reads see one state of the store. A vector index
+may still answer from before a write that has ended (embedded Chroma, with threads writing):
+:func:`as_stored` reads the few facts a search returns once more, in one request, and keeps
+those current now, so a fact and the one that replaced it are never both returned.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -22,7 +26,7 @@ from typing import TypeVar
 from ctxplugin._step import step_wait
 from ctxplugin.facts._subjects import owned_key
 from ctxplugin.facts.extract import FactDraft
-from ctxplugin.facts.model import Fact, FactQuery, matches, normalize_key, text_hash
+from ctxplugin.facts.model import Fact, FactQuery, ScoredFact, matches, normalize_key, text_hash
 from ctxplugin.facts.store import FactStore
 from ctxplugin.scope import Scope
 
@@ -307,6 +311,22 @@ class Sent:
         return answer
 
 
+def as_stored(store: FactStore, hits: list[ScoredFact], query: FactQuery) -> list[ScoredFact]:
+    """``hits`` as ``store`` holds their facts now, read in one request: a fact no longer
+    matching ``query`` (replaced, marked not current, withdrawn) is left out, the others keep
+    their place and score. One state of the store answers for all of them, so of a fact and the
+    one replacing it (by key, by correction, or a branch left) at most one stays."""
+    if not hits:
+        return hits
+    now = {f.id: f for f in store.get([hit.fact.id for hit in hits], reader=query.reader)}
+    kept: list[ScoredFact] = []
+    for hit in hits:
+        fact = now.get(hit.fact.id)
+        if fact is not None and matches(fact, query):
+            kept.append(hit if fact == hit.fact else dataclasses.replace(hit, fact=fact))
+    return kept
+
+
 @contextmanager
 def batched(current: WriteBatch | None, store: FactStore, sent: Sent) -> Iterator[WriteBatch]:
     """``current`` (an ingest's batch, sent at the ingest's end), else a new batch on ``store``,
@@ -320,4 +340,4 @@ def batched(current: WriteBatch | None, store: FactStore, sent: Sent) -> Iterato
     sent.flush(batch)
 
 
-__all__ = ["Sent", "WriteBatch", "batched"]
+__all__ = ["Sent", "WriteBatch", "as_stored", "batched"]

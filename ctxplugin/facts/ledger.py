@@ -19,7 +19,7 @@ from langchain_core.messages import BaseMessage
 
 from ctxplugin.config import FactsConfig, FactsStrategy
 from ctxplugin.errors import InvalidInputError
-from ctxplugin.facts._batch import Sent, WriteBatch, batched
+from ctxplugin.facts._batch import Sent, WriteBatch, as_stored, batched
 from ctxplugin.facts._drafts import (
     Read,
     _build_fact,
@@ -318,7 +318,8 @@ class FactsLedger:
         dense, found = self._sent.read(lambda: (self.store.search(query, wanted, n=n), lexical(query, wanted, n=n) if callable(lexical) else []))
         dense = [(f, s) for f, s in dense if permitted(f, scope) and not self._withheld.hides(f) and (floor == 0.0 or s >= floor)]
         found = [(f, s) for f, s in found if permitted(f, scope) and not self._withheld.hides(f)]
-        return rank(
+        # and what it returns is read once more: a vector index may lag a write that has ended
+        return as_stored(self.store, rank(
             fuse(dense, found),
             now=self.clock(),
             strategy=strategy or self.config.strategy,
@@ -326,7 +327,7 @@ class FactsLedger:
             tags=query_tags(query, strings(tags, "tags") if tags is not None else None),
             exact=identifiers(query),
             k=k,
-        )
+        ), wanted)
 
     # ------------------------------------------------------------------ extraction
     def ingest(self, messages: Sequence[BaseMessage], *, scope: Scope, authority: Authority = "user") -> list[Fact]:
