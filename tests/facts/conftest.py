@@ -1,4 +1,5 @@
-"""A real Chroma server for the facts tests (``chroma run`` on a free loopback port)."""
+"""A real Chroma server for the facts tests (``chroma run`` on a free loopback port), and a user
+who says something to an engine."""
 
 from __future__ import annotations
 
@@ -6,7 +7,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
+from ctxplugin import ContextEngine, Scope
 from ctxplugin.testing.chroma_server import ChromaServer, free_port
 
 
@@ -48,3 +51,21 @@ def fresh_chroma_server(
 def free_tcp_port() -> int:
     """A loopback port nothing listens on."""
     return free_port()
+
+
+Say = Callable[[ContextEngine, list[BaseMessage], str, Scope], list[str]]
+
+
+@pytest.fixture
+def say() -> Say:
+    """The user says ``text`` in ``scope`` (the engine prepares the call, the agent answers):
+    the warnings of the step that read it."""
+
+    def said(engine: ContextEngine, messages: list[BaseMessage], text: str, scope: Scope) -> list[str]:
+        n = len(messages)
+        messages.append(HumanMessage(text, id=f"h{n}"))
+        warnings = list(engine.prepare(messages, scope=scope).report.warnings)
+        messages.append(AIMessage("Noted.", id=f"a{n}"))
+        return warnings
+
+    return said

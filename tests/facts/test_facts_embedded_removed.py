@@ -8,8 +8,9 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
+from langchain_core.messages import BaseMessage, SystemMessage
 
 from ctxplugin import ContextEngine, Scope
 from ctxplugin._chroma import OWNER_FILE
@@ -17,23 +18,14 @@ from ctxplugin._chroma import OWNER_FILE
 S = Scope(session_id="removed")
 
 
-def _say(engine: ContextEngine, messages: list[BaseMessage], text: str) -> list[str]:
-    """The user says ``text``; the warnings of the step that reads it."""
-    n = len(messages)
-    messages.append(HumanMessage(text, id=f"h{n}"))
-    warnings = list(engine.prepare(messages, scope=S).report.warnings)
-    messages.append(AIMessage("Noted.", id=f"a{n}"))
-    return warnings
-
-
-def test_facts_stated_after_the_directory_was_removed_are_kept_on_disk(tmp_path: Path) -> None:
+def test_facts_stated_after_the_directory_was_removed_are_kept_on_disk(tmp_path: Path, say: Any) -> None:
     engine = ContextEngine.embedded(tmp_path)
     messages: list[BaseMessage] = [SystemMessage("You help with releases.")]
     try:
-        assert _say(engine, messages, "The deploy target is eu-west-3.") == []
+        assert say(engine, messages, "The deploy target is eu-west-3.", S) == []
         shutil.rmtree(tmp_path / "chroma")
 
-        assert _say(engine, messages, "The release deadline is Friday 5pm.") == []
+        assert say(engine, messages, "The release deadline is Friday 5pm.", S) == []
         assert engine.facts.current("release_deadline", scope=S) is not None
         # what the removed directory held is gone with it
         assert engine.facts.current("deploy_target", scope=S) is None
@@ -46,13 +38,13 @@ def test_facts_stated_after_the_directory_was_removed_are_kept_on_disk(tmp_path:
         again.close()
 
 
-def test_the_directory_opened_again_is_claimed_for_this_process(tmp_path: Path) -> None:
+def test_the_directory_opened_again_is_claimed_for_this_process(tmp_path: Path, say: Any) -> None:
     engine = ContextEngine.embedded(tmp_path)
     messages: list[BaseMessage] = [SystemMessage("You help with releases.")]
     try:
-        _say(engine, messages, "The deploy target is eu-west-3.")
+        say(engine, messages, "The deploy target is eu-west-3.", S)
         shutil.rmtree(tmp_path / "chroma")
-        _say(engine, messages, "The release deadline is Friday 5pm.")
+        say(engine, messages, "The release deadline is Friday 5pm.", S)
 
         owner = tmp_path / "chroma" / OWNER_FILE
         # what another process opening the directory does (see ctxplugin._chroma.claim_directory)

@@ -10,12 +10,13 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
+from langchain_core.messages import BaseMessage, SystemMessage
 
 import ctxplugin
-from ctxplugin import ContextConfig, ContextEngine, Scope
+from ctxplugin import ContextConfig, Scope
 from ctxplugin.testing.chroma_server import ChromaServer, chroma_executable, heartbeat
 
 pytestmark = [
@@ -48,17 +49,9 @@ def restart(tmp_path: Path) -> Iterator[Callable[[int, Path], None]]:
         process.wait(timeout=15)
 
 
-def _say(engine: ContextEngine, messages: list[BaseMessage], text: str) -> list[str]:
-    n = len(messages)
-    messages.append(HumanMessage(text, id=f"h{n}"))
-    warnings = list(engine.prepare(messages, scope=S).report.warnings)
-    messages.append(AIMessage("Noted.", id=f"a{n}"))
-    return warnings
-
-
 @pytest.mark.parametrize("data", ["kept", "lost"])
 def test_the_engine_gets_facts_again_from_a_server_started_again(
-    data: str, tmp_path: Path, fresh_chroma_server: Callable[[], ChromaServer], restart: Callable[[int, Path], None]
+    data: str, tmp_path: Path, fresh_chroma_server: Callable[[], ChromaServer], restart: Callable[[int, Path], None], say: Any
 ) -> None:
     server = fresh_chroma_server()
     port = int(server.url.rsplit(":", 1)[1])
@@ -69,16 +62,16 @@ def test_the_engine_gets_facts_again_from_a_server_started_again(
     engine = ctxplugin.connect(config)
     messages: list[BaseMessage] = [SystemMessage("You help with releases.")]
     try:
-        assert _say(engine, messages, "The deploy target is eu-west-3.") == []
+        assert say(engine, messages, "The deploy target is eu-west-3.", S) == []
         server.process.kill()
         server.process.wait(timeout=15)
-        down = _say(engine, messages, "The release deadline is Friday 5pm.")
+        down = say(engine, messages, "The release deadline is Friday 5pm.", S)
         assert any(w.startswith("facts store unavailable") for w in down), down
 
         restart(port, server_path(server) if data == "kept" else tmp_path / "empty")
         time.sleep(2 * RETRY)  # the background check finds the server within retry_after
-        first = _say(engine, messages, "Thanks.")
-        assert _say(engine, messages, "Anything else?") == []
+        first = say(engine, messages, "Thanks.", S)
+        assert say(engine, messages, "Anything else?", S) == []
         if data == "kept":
             assert first == []
             assert engine.facts.current("deploy_target", scope=S) is not None
