@@ -1,10 +1,13 @@
 """SQLite files shared by threads and processes run in WAL mode: a reader never blocks a
-writer, nor a writer a reader; writers wait for one another through the busy timeout."""
+writer, nor a writer a reader; writers wait for one another through the busy timeout. A file
+deleted or replaced under a running process is told by its identity (:func:`file_identity`)."""
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import time
+from pathlib import Path
 
 
 def into_wal(conn: sqlite3.Connection, wait_s: float) -> None:
@@ -22,4 +25,14 @@ def into_wal(conn: sqlite3.Connection, wait_s: float) -> None:
             time.sleep(0.02)
 
 
-__all__ = ["into_wal"]
+def file_identity(path: Path) -> tuple[int, int] | None:
+    """The device and inode of the file at ``path`` (None when there is none): another file
+    at the path (deleted and made again, restored from a copy) has another identity."""
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return info.st_dev, info.st_ino
+
+
+__all__ = ["file_identity", "into_wal"]

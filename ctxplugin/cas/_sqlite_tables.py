@@ -4,7 +4,6 @@ ctxplugin's."""
 
 from __future__ import annotations
 
-import os
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -120,16 +119,6 @@ def ensure_schema(conn: sqlite3.Connection) -> None:
         conn.execute("COMMIT")
 
 
-def file_identity(path: Path) -> tuple[int, int] | None:
-    """The device and inode of the file at ``path`` (None when there is none): another file
-    at the path (deleted and made again, restored from a copy) has another identity."""
-    try:
-        info = os.stat(path)
-    except FileNotFoundError:
-        return None
-    return info.st_dev, info.st_ino
-
-
 def drop_stale_journal(path: Path) -> None:
     """Remove the WAL and shared-memory files of a database file that is gone: a new file at
     the path would read the old one's pages from them."""
@@ -157,5 +146,5 @@ def translate(what: str) -> Iterator[None]:
 
 __all__ = [
     "GRANT_COLUMNS", "SCHEMA", "SCHEMA_VERSION", "UNAVAILABLE", "column", "drop_stale_journal", "drop_unreferenced", "ensure_schema",
-    "file_identity", "owner", "rekey_grants", "translate",
+    "owner", "rekey_grants", "translate",
 ]

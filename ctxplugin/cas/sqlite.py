@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from ctxplugin._sqlite_wal import into_wal
+from ctxplugin._sqlite_wal import file_identity, into_wal
 from ctxplugin._step import step_wait
 from ctxplugin.cas._canon import check_ref, decode, encode
 from ctxplugin.cas._sqlite_tables import (
@@ -21,7 +21,6 @@ from ctxplugin.cas._sqlite_tables import (
     drop_stale_journal,
     drop_unreferenced,
     ensure_schema,
-    file_identity,
     owner,
     translate,
 )

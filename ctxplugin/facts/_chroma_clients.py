@@ -10,6 +10,7 @@ from typing import Any
 
 from ctxplugin import _chroma
 from ctxplugin._chroma import check_server_url, claim_directory, http_client, locked_owner_file
+from ctxplugin._sqlite_wal import file_identity
 from ctxplugin.config import FactsConfig
 from ctxplugin.facts._chroma_embedding import _translated
 from ctxplugin.facts.embedding import HashingEmbedding, embedding_identity
@@ -52,11 +53,7 @@ def _open_persistent(path: str | Path, wait_s: float) -> tuple[Any, Callable[[],
 
 
 def _database_file(root: Path) -> tuple[int, int] | None:
-    try:
-        found = os.stat(root / "chroma.sqlite3")
-    except FileNotFoundError:
-        return None
-    return found.st_dev, found.st_ino
+    return file_identity(root / "chroma.sqlite3")
 
 
 class EmbeddedDirectory:
