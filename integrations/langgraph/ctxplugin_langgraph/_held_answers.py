@@ -12,11 +12,12 @@ content the state holds; an answer that never reached the state's end is never s
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from langchain_core.messages import AIMessage, BaseMessage
+
+from ctxplugin._lru import LRU
 
 _LIMIT = 256
 """Answers held at most (those of runs that stopped before their end are forgotten, oldest first)."""
@@ -39,14 +40,12 @@ class HeldAnswers:
     """Final answers waiting for the end of their run (thread-safe, bounded)."""
 
     def __init__(self) -> None:
-        self._held: OrderedDict[str, Held] = OrderedDict()
+        self._held: LRU[str, Held] = LRU(_LIMIT)
         self._lock = threading.Lock()
 
     def hold(self, answer_id: str, held: Held) -> None:
         with self._lock:
-            self._held[answer_id] = held
-            while len(self._held) > _LIMIT:
-                self._held.popitem(last=False)
+            self._held.put(answer_id, held)
 
     def take(self, messages: list[BaseMessage] | None) -> tuple[Held, AIMessage] | None:
         """The held answer the state ends with, and the message the state kept for it."""
