@@ -22,8 +22,11 @@ neither the key nor the implicit rule finds what they change (see
   again withdraws nothing said since;
 - a choice asked for instead, named by one word ("can we do business instead?" after "I'd like
   economy class"): when nothing in force has its key (``pref_business``), it takes the key of
-  the conversation's one choice in force (:func:`chosen_instead`: ``pref_class``), so it replaces
-  it; with two in force (a class and a seat) it replaces neither;
+  the conversation's one choice in force of its kind (:func:`chosen_instead`: ``pref_class``), so
+  it replaces it; a word of another kind than the choices in force ("business" after "I'd like
+  seat 14C") replaces none, and a class is a choice of its own (``pref_class``); a word of no
+  known kind ("chicago") replaces only the one choice in force, itself of no known kind (see
+  :mod:`ctxplugin.facts._choice_kinds`);
 - what was just supposed or drafted, taken up ("what if the venue was Hall C?" then "OK, let's
   do that"): when the writer's latest statement is a keyed hypothetical or draft, it is written
   as current, from this message, under its key, without the words that supposed it ("The venue
@@ -43,6 +46,7 @@ from __future__ import annotations
 import re
 
 from ctxplugin.facts._batch import WriteBatch
+from ctxplugin.facts._choice_kinds import kind_of_choice, kind_of_value
 from ctxplugin.facts._counts import counts_for_no_one
 from ctxplugin.facts._discourse import FORGOTTEN
 from ctxplugin.facts._text import content_words, identifiers, stem
@@ -177,23 +181,33 @@ def _key_words(key: str | None) -> set[str]:
 def chosen_instead(writes: FactStore | WriteBatch, fact: Fact) -> Fact:
     """``fact``, a choice of the conversation said instead of another and named by one word
     ("make it business instead", "can we do business instead?": ``pref_business``), under the key
-    of the one choice of the conversation in force (``pref_class``: "I'd like economy class"),
-    so it replaces it; unchanged when something in force has its own key, or when more than one
-    choice is in force (which one it replaces is not said)."""
+    of the one choice of the conversation in force of its kind (``pref_class``: "I'd like economy
+    class"), so it replaces it; beside choices of other kinds only ("I'd like seat 14C"), under
+    its kind's own key (``pref_class``). A word of no known kind ("chicago") takes the key of the
+    one choice in force only when that choice is of no known kind either. Unchanged when
+    something in force has its own key, or when which choice it replaces is not said."""
     if fact.kind != "preference" or fact.visibility != "session" or not (fact.key or "").startswith("pref_") or not _INSTEAD.search(fact.text):
         return fact
     named = [w for w in content_words(fact.text) if stem(w) not in _ASKING and stem(w) not in _CHOOSING]
     if len(named) != 1 or typed_values(named[0]) or _a_name(named[0], fact.text) or writes.find(FactQuery(reader=fact.owner, key=fact.key, valid=True), limit=1):
         return fact
     query = FactQuery(reader=fact.owner, valid=True, scopes=(fact.scope,))
-    keys = {
-        candidate.key
+    kinds = {
+        candidate.key: kind_of_choice(candidate.key, candidate.text)
         for candidate in writes.find(query, limit=_RECENT)
-        if candidate.kind == "preference" and candidate.visibility == "session" and (candidate.key or "").startswith("pref_") and _stated_in_reach(candidate, fact)
+        if candidate.kind == "preference" and candidate.visibility == "session" and candidate.key and candidate.key.startswith("pref_") and _stated_in_reach(candidate, fact)
     }
-    # with two choices in force ("economy class", "a window seat") one word does not say which it
-    # replaces: a wrong guess would lose what the user chose, so it replaces neither
-    return fact.model_copy(update={"key": keys.pop()}) if len(keys) == 1 else fact
+    kind = kind_of_value(named[0])
+    same = [key for key, held in kinds.items() if held is not None and held == kind]
+    if len(same) == 1:  # "business" and "economy class" beside "a window seat": the class
+        return fact.model_copy(update={"key": same[0]})
+    if kind is not None and kinds and not same and (len(kinds) != 1 or None not in kinds.values()):
+        # "business" beside "seat 14C" alone: a class chosen, which replaces no seat
+        return fact.model_copy(update={"key": f"pref_{kind}"})
+    # with two choices in force ("the Hilton", "the 3pm flight") one word does not say which it
+    # replaces: a wrong guess would lose what the user chose, so it replaces neither; nor one of
+    # a kind that could not hold it ("chicago" after "economy class")
+    return fact.model_copy(update={"key": next(iter(kinds))}) if len(kinds) == 1 and None in kinds.values() else fact
 
 
 def _a_name(word: str, text: str) -> bool:

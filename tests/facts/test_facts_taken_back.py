@@ -236,6 +236,65 @@ def test_a_name_asked_for_instead_replaces_no_choice(engine: ContextEngine, inst
     assert "I'd like economy class." in current(engine), current(engine)
 
 
+@pytest.mark.parametrize(
+    ("seat", "instead"),
+    [
+        ("I'd like seat 14C.", "make it business instead"),
+        ("I'd like a window seat.", "Make it business instead."),
+        ("I'd like a window seat.", "Can we do business instead?"),
+        ("I'd like an aisle seat.", "How about economy instead?"),
+    ],
+)
+def test_a_class_asked_for_instead_keeps_the_seat(engine: ContextEngine, seat: str, instead: str) -> None:
+    """"make it business instead" with a seat the one choice in force took the seat's key: the
+    cabin class replaced seat 14C."""
+    view, _ = prepared(engine, chat("I need to book a flight to Boston.", seat, instead))
+    assert seat in current(engine), current(engine)
+    assert not view["h1"].startswith("[outdated:"), view["h1"]
+
+
+def test_a_class_asked_for_beside_a_seat_is_a_class_choice(engine: ContextEngine) -> None:
+    # read as a choice of cabin class, the next class asked for replaces it, and the seat stays
+    prepared(engine, chat("I'd like a window seat.", "Make it business instead.", "Can we do economy instead?"))
+    assert current(engine) == ["Can we do economy instead?", "I'd like a window seat."], current(engine)
+
+
+def test_a_class_asked_for_instead_replaces_the_class_beside_a_seat(engine: ContextEngine) -> None:
+    # "business" is a cabin class: of the two choices in force it can mean the class alone
+    prepared(engine, chat("I'd like economy class.", "I want a window seat.", "Can we do business instead?"))
+    assert current(engine) == ["Can we do business instead?", "I want a window seat."], current(engine)
+
+
+@pytest.mark.parametrize(
+    ("first", "instead", "old"),
+    [
+        ("I'd like economy.", "make it business instead", "economy"),
+        ("I'd like a window seat.", "can we do aisle instead?", "window"),
+        ("I'd prefer the vegetarian meal.", "Can we do vegan instead?", "vegetarian"),
+        ("I'd like the Hilton.", "make it marriott instead", "Hilton"),
+    ],
+)
+def test_a_choice_of_the_same_kind_asked_for_instead_replaces_it(engine: ContextEngine, first: str, instead: str, old: str) -> None:
+    prepared(engine, chat(first, instead))
+    assert current(engine) == [instead[:1].upper() + instead[1:]], current(engine)
+
+
+@pytest.mark.parametrize("instead", ["make it chicago instead", "can we do chicago instead?", "how about denver instead?", "let's do denver instead", "chicago instead"])
+@pytest.mark.parametrize("first", ["I'd like economy class.", "I'd like a window seat.", "I'd like seat 14C."])
+def test_a_name_typed_in_lower_case_asked_for_instead_replaces_no_choice(engine: ContextEngine, first: str, instead: str) -> None:
+    """"make it chicago instead" (a destination typed in lower case) took the key of the one
+    choice in force: the city replaced economy class, or the seat."""
+    view, _ = prepared(engine, chat("I need to book a flight to Boston.", first, instead))
+    assert first in current(engine), current(engine)
+    assert not view["h1"].startswith("[outdated:"), view["h1"]
+
+
+@pytest.mark.parametrize("instead", ["make it chicago instead", "Make it Chicago instead."])
+def test_a_name_asked_for_instead_replaces_no_choice_of_either_kind(engine: ContextEngine, instead: str) -> None:
+    prepared(engine, chat("I'd like economy class.", "I want a window seat.", instead))
+    assert {"I'd like economy class.", "I want a window seat."} <= set(current(engine)), current(engine)
+
+
 @pytest.mark.parametrize("question", ["can we change the date?", "Can we do the return on Friday?", "Could you check the business fares?"])
 def test_a_question_without_instead_states_nothing(engine: ContextEngine, question: str) -> None:
     prepared(engine, chat("I'd like economy class.", question))

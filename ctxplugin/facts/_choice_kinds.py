@@ -1,0 +1,44 @@
+"""What kind of choice a word names, for a choice asked for instead of another ("can we do
+business instead?", see :func:`~ctxplugin.facts._revisions.chosen_instead`).
+
+A word alone says which choice it replaces only when it is of the kind that choice holds:
+"business" is a cabin class, so it replaces "I'd like economy class" but not "I'd like seat 14C";
+and a word of no kind known here ("chicago", "marriott") replaces no choice whose kind is known
+(a class, a seat, a room, a meal), which could not hold it. The kinds are few and closed: the
+choices a booking conversation makes over and over, each named by its key (``pref_class``).
+"""
+
+from __future__ import annotations
+
+from ctxplugin.facts._text import content_words, stem
+
+_KINDS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
+    kind: (frozenset(stem(w) for w in names), frozenset(stem(w) for w in values))
+    for kind, names, values in [
+        ("class", ["class", "cabin"], ["economy", "business", "premium", "coach"]),
+        ("seat", ["seat"], ["window", "aisle", "middle"]),
+        ("room", ["room", "bed"], ["king", "queen", "twin", "double", "suite"]),
+        ("meal", ["meal"], ["vegan", "vegetarian", "kosher", "halal"]),
+    ]
+}
+"""Each kind: the words that name it (in a key or a statement) and the values it holds."""
+
+
+def kind_of_value(word: str) -> str | None:
+    """The kind of choice ``word`` is a value of ("business": ``class``), or None."""
+    stemmed = stem(word.lower())
+    return next((kind for kind, (_, values) in _KINDS.items() if stemmed in values), None)
+
+
+def kind_of_choice(key: str, text: str) -> str | None:
+    """The kind of the choice stated as ``text`` under ``key`` (``pref_seat``, "I'd like seat
+    14C": ``seat``; ``pref_economy``: ``class``), or None when no known kind is named or held."""
+    said = {stem(w) for w in content_words(key.replace("_", " "))}
+    named = [kind for kind, (names, values) in _KINDS.items() if said & (names | values)]
+    if not named:
+        said |= {stem(w) for w in content_words(text)}
+        named = [kind for kind, (names, values) in _KINDS.items() if said & (names | values)]
+    return named[0] if len(named) == 1 else None
+
+
+__all__ = ["kind_of_choice", "kind_of_value"]
