@@ -63,6 +63,7 @@ from ctxplugin.budget import model_context_window
 from ctxplugin.langchain import make_meta_tools
 from ctxplugin_langgraph._annotations import scrubbed_messages, state_messages, without_stale
 from ctxplugin_langgraph._capture import after_tool, checked_engine, offered_to, precheck
+from ctxplugin_langgraph._guarded import checked_model_request, checked_tool_request
 from ctxplugin_langgraph._held_answers import Held, HeldAnswers
 from ctxplugin_langgraph._run_again import RunAgain
 from ctxplugin_langgraph._scope import RUN_KEY, ScopeRule, ScopeSpec, request_messages, request_run
@@ -162,12 +163,13 @@ class ContextMiddleware(AgentMiddleware):
             if marks is not None:
                 view, settings = marks
         head = view[0] if view and isinstance(view[0], SystemMessage) else None
-        return request.override(
+        # checked: a middleware inside may add tools to it, after prepare checked the agent's
+        return checked_model_request(request.override(
             system_message=head,
             messages=view[1:] if head is not None else view,  # type: ignore[arg-type]
             tools=tools,
             model_settings=settings,
-        )
+        ))
 
     @staticmethod
     def _full(request: ModelRequest) -> list[BaseMessage]:
@@ -304,7 +306,7 @@ class ContextMiddleware(AgentMiddleware):
             return early
         run = self._run_again.begin()
         with using(scope):  # the meta-tools find the run's scope without a thread id
-            result = handler(request)
+            result = handler(checked_tool_request(request))
         return after_tool(
             self.engine, result, request, scope, keep_originals=self.keep_originals, offered=offered, run=run
         )
@@ -323,7 +325,7 @@ class ContextMiddleware(AgentMiddleware):
             return early
         run = self._run_again.begin()
         with using(scope):
-            result = await handler(request)
+            result = await handler(checked_tool_request(request))
         return await asyncio.to_thread(
             after_tool, self.engine, result, request, scope, keep_originals=self.keep_originals, offered=offered,
             run=run,
