@@ -89,18 +89,20 @@ def _id_field(field: str, value: str) -> tuple[str, str]:
     surrogates (which no Chroma string holds) ``field + "s"`` and the id percent-encoded; in a
     field of its own it never meets an ordinary id that spells the same. ``cv`` names a tool
     call; ``mv`` the user message a fact was read from (written since edited messages are told
-    apart: a fact stored before has neither, and is not found by it)."""
+    apart: a fact stored before has neither, and is not found by it); ``av`` the message said
+    just before that one (written since branches are told apart after a restart)."""
     if valid_unicode(value) is value:
         return field, value
     return f"{field}s", quote(value, safe="", errors="surrogatepass")
 
 
-def message_wheres(owner: Scope, refs: Sequence[str]) -> list[dict[str, Any]]:
+def message_wheres(owner: Scope, refs: Sequence[str], field: str = "mv") -> list[dict[str, Any]]:
     """The clauses, one request each, for the facts read from the user messages ``refs`` in the
-    slots ``owner`` can read (ownership is checked after), at most :data:`_MAX_VALUES` values each."""
-    fields = [_id_field("mv", ref) for ref in dict.fromkeys(refs)]
-    values = [(field, f"{v}{_SEP}{value}") for field, value in fields for v in reader_keys(owner)]
-    return _in_chunks(values, ("mv", "mvs"))
+    slots ``owner`` can read (ownership is checked after), at most :data:`_MAX_VALUES` values each;
+    with ``field="av"``, from the user messages said right after the messages ``refs``."""
+    fields = [_id_field(field, ref) for ref in dict.fromkeys(refs)]
+    values = [(name, f"{v}{_SEP}{value}") for name, value in fields for v in reader_keys(owner)]
+    return _in_chunks(values, (field, f"{field}s"))
 
 
 def withdraw_where(owner: Scope, call_ids: Sequence[str]) -> dict[str, Any]:
@@ -146,7 +148,7 @@ def to_metadata(fact: Fact) -> dict[str, Any]:
         "visibility": fact.visibility,
         "scope_id": fact.scope_id,
         "memory_type": fact.memory_type,
-        "source": [fact.source.type, fact.source.ref, fact.source.turn_index, fact.source.call_id, fact.source.digest],
+        "source": [fact.source.type, fact.source.ref, fact.source.turn_index, fact.source.call_id, fact.source.digest, fact.source.after],
         "authority": fact.authority,
         "tags": list(fact.tags),
         "importance": fact.importance,
@@ -179,6 +181,9 @@ def to_metadata(fact: Fact) -> dict[str, Any]:
     if (ref := said_by(fact)) is not None:
         field, value = _id_field("mv", ref)
         meta[field] = f"{vis}{_SEP}{value}"
+        if fact.source.after is not None:
+            field, value = _id_field("av", fact.source.after)
+            meta[field] = f"{vis}{_SEP}{value}"
     for dep in fact.depends_on:
         meta["dep_" + dep] = vis
     return meta
@@ -188,13 +193,14 @@ def from_metadata(fact_id: str, text: str | None, meta: dict[str, Any] | None) -
     m = meta or {}
     body = json.loads(m.get("fact") or "{}")
     session_id, user_id, workspace_id, tenant_id = body.get("owner") or ["", None, None, None]
-    # facts stored before the tool call id and output digest were recorded have three fields
-    source_type, source_ref, turn_index, call_id, digest = (*(body.get("source") or ["state_write", None, None]), None, None)[:5]
+    # facts stored before the tool call id and output digest were recorded have three fields,
+    # before the message said before a user message was, five
+    source_type, source_ref, turn_index, call_id, digest, after = (*(body.get("source") or ["state_write", None, None]), None, None, None)[:6]
     owner = _construct(
         Scope, {"session_id": session_id, "user_id": user_id, "workspace_id": workspace_id, "tenant_id": tenant_id, "roles": ()}
     )
     source = _construct(
-        Source, {"type": source_type, "ref": source_ref, "turn_index": turn_index, "call_id": call_id, "digest": digest}
+        Source, {"type": source_type, "ref": source_ref, "turn_index": turn_index, "call_id": call_id, "digest": digest, "after": after}
     )
     values: dict[str, Any] = {
         "id": fact_id,

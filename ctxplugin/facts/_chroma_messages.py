@@ -1,10 +1,11 @@
 """The facts read from given user messages, in a Chroma collection (the optional
-``from_messages`` of :class:`~ctxplugin.facts.store.FactStore`).
+``from_messages`` and ``said_after`` of :class:`~ctxplugin.facts.store.FactStore`).
 
 A fact read from a user message is written with the message's ref in a field of its own
 (``mv``, joined to its owner slot); a fact stored before that field was written (before edited
 messages were told apart) has none and is not found: what such an old message stated stays
-current when the host edits it.
+current when the host edits it. So is the id of the message said just before that one (``av``):
+a fact stored before it was written is not found by ``said_after``.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from ctxplugin.scope import Scope
 
 
 class MessageFacts:
-    """``from_messages`` of :class:`~ctxplugin.facts.chroma.ChromaFactStore`."""
+    """``from_messages`` and ``said_after`` of :class:`~ctxplugin.facts.chroma.ChromaFactStore`."""
 
     if TYPE_CHECKING:
 
@@ -27,8 +28,16 @@ class MessageFacts:
     def from_messages(self, owner: Scope, refs: Sequence[str]) -> list[Fact]:
         """The facts ``owner`` read from the user messages ``refs``, in any state, in one
         request (more for thousands of refs)."""
+        return self._said(owner, refs, "mv")
+
+    def said_after(self, owner: Scope, ids: Sequence[str]) -> list[Fact]:
+        """The facts ``owner`` read from the user messages said right after the messages ``ids``
+        (their ``source.after``), in any state, in one request (more for thousands of ids)."""
+        return self._said(owner, ids, "av")
+
+    def _said(self, owner: Scope, refs: Sequence[str], field: str) -> list[Fact]:
         owner_key = owner.key()
-        found = {f.id: f for where in message_wheres(owner, refs) for f in self._fetch(owner, where)}
+        found = {f.id: f for where in message_wheres(owner, refs, field) for f in self._fetch(owner, where)}
         return [f for f in found.values() if f.owner.key() == owner_key]
 
 

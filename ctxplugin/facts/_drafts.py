@@ -18,6 +18,7 @@ from ctxplugin._messages import annotation, said_ref
 from ctxplugin._untrusted import storable_text, valid_unicode
 from ctxplugin.errors import EngineClosedError, InvalidInputError
 from ctxplugin.facts._failures import failing_as_store
+from ctxplugin.facts._said import AFTER
 from ctxplugin.facts._text import identifiers
 from ctxplugin.facts.extract import Extractor, FactDraft
 from ctxplugin.facts.model import (
@@ -44,6 +45,10 @@ logger = logging.getLogger("ctxplugin.facts")
 _MAX_ID = 128
 _ANNOTATED_SCOPES = frozenset({"global", "session", "task", "draft", "hypothetical"})
 
+Output: TypeAlias = tuple[str | None, str, str | None]
+"""What a fact was read from: the tool call id (None for a user message), the digest of the text
+read, and for a user message the id of the message before it (:attr:`Source.after`)."""
+
 
 def owner_of(scope: Scope) -> Scope:
     """The owner a fact written from ``scope`` is stored with (its roles are the reader's, not
@@ -59,11 +64,11 @@ def _build_fact(
     clock: Callable[[], datetime],
     fact_id: str | None = None,
     audience: tuple[str, ...] = (),
-    output: tuple[str | None, str] | None = None,
+    output: Output | None = None,
 ) -> Fact:
     """A fact from ``draft`` written by ``scope``, stamped with ``clock()``; ``output`` names the
     tool output (call id and :func:`~ctxplugin.facts.model.output_digest`) or the message (no call
-    id, the digest of its text) it was read from."""
+    id, the digest of its text, the id of the message before it) it was read from."""
     reader_scope(scope)
     visibility = draft.visibility or "session"
     if visibility == "user" and not scope.user_id:
@@ -86,7 +91,8 @@ def _build_fact(
             scope_id=draft.scope_id,
             memory_type=memory_type,
             source=Source(
-                type=source, ref=draft.source_ref, call_id=output[0] if output else None, digest=output[1] if output else None
+                type=source, ref=draft.source_ref, call_id=output[0] if output else None, digest=output[1] if output else None,
+                after=output[2] if output else None,
             ),
             authority=authority,
             tags=tags,
@@ -220,9 +226,10 @@ def _valid_draft(draft: FactDraft) -> FactDraft:
     )
 
 
-Read: TypeAlias = tuple[FactDraft, SourceType, tuple[str, ...], tuple[str | None, str] | None]
+Read: TypeAlias = tuple[FactDraft, SourceType, tuple[str, ...], Output | None]
 """A draft read from a message, its source type, the audience the host marked, and the call id
-(a tool output's; None for a message) and digest of the text it was read from."""
+(a tool output's; None for a message), digest of the text it was read from and, for a user
+message, the id of the message before it."""
 
 
 def read_drafts(
@@ -239,7 +246,11 @@ def read_drafts(
         ref = _provenance(message)
         source: SourceType = "tool" if isinstance(message, ToolMessage) else "conversation"
         # the text read, so that a message edited in place (same id, other text) is read again
-        output = (message.tool_call_id if isinstance(message, ToolMessage) else None, output_digest(content_text(message.content)))
+        after = annotation(message).get(AFTER) if isinstance(message, HumanMessage) else None
+        output = (
+            message.tool_call_id if isinstance(message, ToolMessage) else None, output_digest(content_text(message.content)),
+            after if isinstance(after, str) and after else None,
+        )
         marks = _output_marks(message) if isinstance(message, ToolMessage) else _marks(message, source)
         if marks is None:
             continue

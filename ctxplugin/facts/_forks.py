@@ -9,19 +9,23 @@ stage tells which messages were left behind (see :meth:`~ctxplugin.stages._seen.
 here their facts are marked not current, as those of an edited message's old text are, and a
 fact they replaced by key is current again unless a message left behind stated it too. When
 messages left behind are in a conversation again (a sub-agent of the thread was handed part of
-it, or the user went back to the first branch), what they stated is current again.
+it, or the user went back to the first branch), what they stated is current again. A process
+that did not read the conversation before (a restart) tells the branch left from the facts
+stored (:func:`resumed`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from langchain_core.messages import BaseMessage, HumanMessage
+from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
 from ctxplugin.facts._drafts import _provenance
-from ctxplugin.facts.model import Fact, FactQuery
+from ctxplugin.facts._said import said_by
+from ctxplugin.facts.model import Fact, FactQuery, output_digest
 from ctxplugin.facts.store import FactStore
 from ctxplugin.scope import Scope
+from ctxplugin.tokens import content_text
 
 LEFT_BEHIND = "its message is no longer in the conversation (the thread went back to an earlier point)"
 """The note of a fact read from a message of an abandoned branch."""
@@ -38,8 +42,8 @@ def left_behind(store: FactStore, owner: Scope, messages: Sequence[BaseMessage],
     return left
 
 
-def _left(store: FactStore, owner: Scope, messages: Sequence[BaseMessage]) -> list[Fact]:
-    refs = [ref for m in messages if isinstance(m, HumanMessage) and (ref := _provenance(m)) is not None]
+def _left(store: FactStore, owner: Scope, messages: Sequence[BaseMessage], refs: Sequence[str] = ()) -> list[Fact]:
+    refs = [*refs, *(ref for m in messages if isinstance(m, HumanMessage) and (ref := _provenance(m)) is not None)]
     finder = getattr(store, "from_messages", None)
     if not refs or not callable(finder):
         return []
@@ -68,10 +72,16 @@ def rejoined(store: FactStore, owner: Scope, messages: Sequence[BaseMessage]) ->
     finder = getattr(store, "from_messages", None)
     if not refs or not callable(finder):
         return []
+    return _rejoin(store, owner, finder(owner, refs))
+
+
+def _rejoin(store: FactStore, owner: Scope, stated: Sequence[Fact]) -> list[Fact]:
+    """Make current again what of ``stated`` (read from user messages in the conversation again)
+    :func:`left_behind` marked, as :func:`rejoined` does, and return it."""
     owner_key = owner.key()
     back = [
         f.model_copy(update={"is_valid": True, "note": None})
-        for f in finder(owner, refs)
+        for f in stated
         if f.owner.key() == owner_key and not f.is_valid and f.note == LEFT_BEHIND
     ]
     newest: dict[str, Fact] = {}
@@ -90,4 +100,44 @@ def rejoined(store: FactStore, owner: Scope, messages: Sequence[BaseMessage]) ->
     return back
 
 
-__all__ = ["LEFT_BEHIND", "left_behind", "rejoined"]
+def resumed(store: FactStore, owner: Scope, conversation: Sequence[BaseMessage]) -> list[Fact]:
+    """What :func:`left_behind` does, for a process that did not read the conversation before
+    (a restart, another worker): the user messages it read are told by the facts stored, each
+    with the id of the message said just before it (:attr:`~ctxplugin.facts.model.Source.after`).
+
+    A user message the conversation no longer holds, said right after one it still holds, is of
+    a branch the host went back from when no user message after that one states anything stored
+    (the new branch is unread) and that one is no system message (a host that trims the front of
+    its history keeps that). Its facts, and those read after them from user messages the
+    conversation does not hold, are marked not current, and what they replaced by key is current
+    again; what was so marked of the conversation's user messages is current again. Returns the
+    facts marked. Needs the store's ``from_messages`` and ``said_after``: without them, or for
+    messages without an id, the old branch's facts stay current."""
+    finder, after = getattr(store, "from_messages", None), getattr(store, "said_after", None)
+    said = [str(m.id) for m in conversation if isinstance(m, HumanMessage) and m.id]
+    if not said or not callable(finder) or not callable(after):
+        return []
+    owner_key = owner.key()
+    stated: list[Fact] = [f for f in finder(owner, said) if f.owner.key() == owner_key]
+    read = {said_by(f) for f in stated}
+    start = max((at for at, m in enumerate(conversation) if m.id in read), default=0)
+    anchors = [str(m.id) for m in conversation[start:] if m.id and not isinstance(m, SystemMessage)]
+    candidates: list[Fact] = after(owner, anchors) if anchors else []
+    held = {str(m.id) for m in conversation if m.id} if candidates else set()
+    digests = {output_digest(content_text(m.content)) for m in conversation if isinstance(m, HumanMessage)} if candidates else set()
+
+    def gone(fact: Fact) -> bool:  # (a message cut to a ref is told by its text)
+        ref = said_by(fact)
+        return ref is not None and fact.owner.key() == owner_key and ref not in held and fact.source.digest not in digests
+
+    first = [f for f in candidates if gone(f)]
+    left: list[Fact] = []
+    if first:
+        since = min(f.created_at for f in first)
+        later = [f for f in store.find(FactQuery(reader=owner, valid=True)) if f.created_at >= since and gone(f)]
+        left = _left(store, owner, (), [ref for f in [*first, *later] if (ref := said_by(f)) is not None])
+    _rejoin(store, owner, stated)
+    return left
+
+
+__all__ = ["LEFT_BEHIND", "left_behind", "rejoined", "resumed"]

@@ -20,13 +20,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ctxplugin.facts._batch import WriteBatch
-from ctxplugin.facts._drafts import Read
+from ctxplugin.facts._drafts import Output, Read
 from ctxplugin.facts._said import said_by
 from ctxplugin.facts.model import Fact, FactQuery, text_hash
 from ctxplugin.facts.store import FactStore
 from ctxplugin.scope import Scope
 
-_Origin = tuple[str, str | None, tuple[str | None, str] | None]
+_Origin = tuple[str, str | None, Output | None]
 
 
 def unread(writes: FactStore | WriteBatch, owner: Scope, drafts: Sequence[Read]) -> list[Read]:

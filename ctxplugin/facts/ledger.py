@@ -28,7 +28,7 @@ from ctxplugin.facts._drafts import (
     owner_of,
     read_drafts,
 )
-from ctxplugin.facts._forks import left_behind
+from ctxplugin.facts._forks import left_behind, resumed
 from ctxplugin.facts._polls import Polls
 from ctxplugin.facts._reread import by_message, unread, unsaid
 from ctxplugin.facts._supersession import _supersede, changed_basis, superseded_pairs
@@ -200,10 +200,10 @@ class FactsLedger:
         supersedes: str | None = None,
         fact_id: str | None = None,
         audience: tuple[str, ...] = (),
-        output: tuple[str | None, str] | None = None,
+        output: tuple[str | None, str, str | None] | None = None,
         after: str | None = None,
     ) -> tuple[Fact, bool]:
-        """Write one draft (``output``: the tool call id and digest it was read from; ``after``: the user message said before)."""
+        """Write one draft (``output``: the tool call id, digest and message before of what it was read from; ``after``: the user message said before)."""
         fact = _build_fact(_valid_draft(draft), scope=scope, source=source, clock=self.clock, fact_id=fact_id, audience=audience, output=output)
         shared: AbstractContextManager[None] = nullcontext()  # an ingest holds its slots' locks already
         if self.lock is not None and getattr(self._batch, "current", None) is None:
@@ -236,11 +236,12 @@ class FactsLedger:
         with self._lock, self._sent.sending():  # a search reading meanwhile reads again
             return list(remover(owner_of(scope), standing))
 
-    def leave(self, messages: Sequence[BaseMessage], *, scope: Scope, back: Sequence[BaseMessage] = ()) -> list[Fact]:
-        """Mark not current what ``scope`` read from ``messages``, user messages of a branch its host went back from, and
-        return those facts; what it marked of ``back``, in the conversation again, is current again (see :mod:`ctxplugin.facts._forks`)."""
+    def leave(self, messages: Sequence[BaseMessage], *, scope: Scope, back: Sequence[BaseMessage] = (), unread: Sequence[BaseMessage] = ()) -> list[Fact]:
+        """Mark not current what ``scope`` read from ``messages``, user messages of a branch its host went back from (or, by the facts stored,
+        what ``unread``, a conversation this process did not read before, left behind), and return those facts; what it marked
+        of ``back``, in the conversation again, is current again (see :mod:`ctxplugin.facts._forks`)."""
         with self._lock, self._sent.sending():  # a search reading meanwhile reads again
-            return left_behind(self.store, owner_of(scope), messages, back=back)
+            return [*left_behind(self.store, owner_of(scope), messages, back=back), *resumed(self.store, owner_of(scope), unread)]
 
     @property
     def can_withdraw(self) -> bool:
@@ -260,8 +261,7 @@ class FactsLedger:
         return found[0] if found else None
 
     def current(self, key: str, *, scope: Scope, fact_scopes: Sequence[FactScope] = ("global", "session")) -> Fact | None:
-        """The current (valid) fact for ``key`` readable from ``scope``: highest authority first,
-        then the newest. ``None`` if there is none."""
+        """The current (valid) fact for ``key`` readable from ``scope``: highest authority first, then the newest. ``None`` if there is none."""
         norm = normalize_key(key)
         if norm is None:
             raise InvalidInputError("current() needs a non-empty key")

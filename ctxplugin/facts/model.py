@@ -86,6 +86,7 @@ class Source(BaseModel):
             text as read: when the host later replaces that output (PII masking), the facts read
             from the old content are told from those read from the new one and withdrawn; a
             message edited in place (same id, other text) is read again.
+        after: the id of the message just before the user message it was read from, if any.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -95,6 +96,7 @@ class Source(BaseModel):
     turn_index: int | None = None
     call_id: str | None = None
     digest: str | None = None
+    after: str | None = None
 
 
 class Fact(BaseModel):

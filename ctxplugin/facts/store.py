@@ -53,6 +53,9 @@ class FactStore(Protocol):
     messages whose source refs are ``refs`` (:func:`~ctxplugin.facts._said.said_by`), in any
     state, in one request or as few as it can; an ingest reading a message the host edited uses
     it to mark not current what the old text stated and the new one does not.
+    And ``said_after(owner, ids) -> list[Fact]``: the facts ``owner`` read from the user messages
+    said right after the messages ``ids`` (their ``source.after``), in any state; a process that
+    did not read a thread's old branch tells by it that the host went back from it.
 
     A store that only this process writes may also have ``generation: int``, a number that
     changes with every write: what was read from it at the same generation still stands, so a
@@ -192,13 +195,21 @@ class MemoryFactStore:
     def from_messages(self, owner: Scope, refs: Sequence[str]) -> list[Fact]:
         """The facts ``owner`` read from the user messages ``refs``, in any state, in the order
         they were first stored."""
+        return self._said(owner, refs, after=False)
+
+    def said_after(self, owner: Scope, ids: Sequence[str]) -> list[Fact]:
+        """The facts ``owner`` read from the user messages said right after the messages ``ids``
+        (their ``source.after``), in any state, in the order they were first stored."""
+        return self._said(owner, ids, after=True)
+
+    def _said(self, owner: Scope, refs: Sequence[str], *, after: bool) -> list[Fact]:
         owner_key = owner.key()
         with self._lock:
             found = {
                 fact.id: fact
                 for slot_key in dict.fromkeys(reader_keys(owner)) if (slot := self._slots.get(slot_key)) is not None
                 for ref in dict.fromkeys(refs)
-                for fact in slot.by_message.get(ref, {}).values()
+                for fact in (slot.by_after if after else slot.by_message).get(ref, {}).values()
                 if fact.owner.key() == owner_key
             }
             return sorted(found.values(), key=lambda f: self._order[f.id])
@@ -305,6 +316,7 @@ class _Slot:
         self.by_dependency: dict[str, dict[str, Fact]] = {}  # a superseded fact's dependents are flagged
         self.by_call: dict[str, dict[str, Fact]] = {}  # tool call id -> facts read from its output
         self.by_message: dict[str, dict[str, Fact]] = {}  # user message ref -> facts read from it
+        self.by_after: dict[str, dict[str, Fact]] = {}  # message id -> facts read from the user message after it
         self.lexical = LexicalIndex()
         # the facts matching each query by state asked lately, in the order first stored: every
         # call of a long session asks the same few of a slot that only grows between most calls
@@ -341,6 +353,8 @@ class _Slot:
             self.by_call.setdefault(fact.source.call_id, {})[fact.id] = fact
         if (ref := said_by(fact)) is not None:
             self.by_message.setdefault(ref, {})[fact.id] = fact
+            if fact.source.after is not None:
+                self.by_after.setdefault(fact.source.after, {})[fact.id] = fact
 
     def remove(self, fact: Fact) -> None:
         self.pools.clear()
@@ -354,6 +368,8 @@ class _Slot:
             _drop(self.by_call, fact.source.call_id, fact.id)
         if (ref := said_by(fact)) is not None:
             _drop(self.by_message, ref, fact.id)
+            if fact.source.after is not None:
+                _drop(self.by_after, fact.source.after, fact.id)
 
     def candidates(self, query: FactQuery) -> Iterable[Fact]:
         """A superset of the facts of this slot that match ``query`` (the narrowest index)."""

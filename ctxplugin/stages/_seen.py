@@ -10,6 +10,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 from ctxplugin._messages import META_KEY, REPEAT, annotation, said_ref
 from ctxplugin._prefix import Prefix, Stamp
 from ctxplugin.cas import facts_unread
+from ctxplugin.facts._said import AFTER
 from ctxplugin.facts._turns import ANSWERING, answers_agent
 from ctxplugin.facts.model import output_digest
 from ctxplugin.facts.outdated import Asides, Exploring, Marking
@@ -157,10 +158,11 @@ def _fact_sources(raw: Sequence[BaseMessage], compacted: Sequence[BaseMessage], 
         if isinstance(original, ToolMessage) and note.get("ref") and not facts_unread(original):
             continue
         ref = annotation(shown).get("ref")
-        if shown is not original and isinstance(ref, str):
-            original = original.model_copy(
-                update={"additional_kwargs": {**original.additional_kwargs, META_KEY: {**note, "ref": ref}}}
-            )
+        marks: dict[str, object] = {"ref": ref} if shown is not original and isinstance(ref, str) else {}
+        if isinstance(original, HumanMessage) and original.id and at and raw[at - 1].id:
+            marks[AFTER] = raw[at - 1].id  # the order of the thread, for a process that did not read it
+        if marks:
+            original = original.model_copy(update={"additional_kwargs": {**original.additional_kwargs, META_KEY: {**note, **marks}}})
         out.append((original, isinstance(original, HumanMessage) and answers_agent(raw, at)))
     return out
 

@@ -90,6 +90,7 @@ class ChooseFacts:
             seen = self._seen.pop(key, None)
         left: list[BaseMessage] = []  # read last call, on a branch the host has gone back from since
         back: list[BaseMessage] = []  # left behind before, in the conversation again
+        resumed = seen is None  # not read before by this process: what it left behind is told by the facts stored
         if seen is None or not seen.continued_by(view.original, body, view.original_stamp, view.history_stamp):
             left = seen.left_behind(view.original) if seen is not None else []
             with self._lock:
@@ -112,9 +113,9 @@ class ChooseFacts:
         in_force_now: InForce | None = None  # what marking reads; facts restating a change are not current
         shared: SharedWindow | None = None  # the window's block as the processes sharing the store agree on it
         if self.config.extract:
-            if left or back:
+            if left or back or resumed:
                 try:  # before the new branch is read: what it states anew replaces nothing of the old one
-                    self._leave(left, back, view.original, key, scope)
+                    self._leave(left, back, view.original, key, scope, resumed=resumed)
                 except StoreError as exc:
                     view = view.degraded(f"facts store unavailable; facts of an abandoned branch stay current: {exc}")
             # outputs captured while the store failed (their summaries are in the history) first
@@ -269,16 +270,20 @@ class ChooseFacts:
             outdated_marked=marked,
         )
 
-    def _leave(self, left: Sequence[BaseMessage], back: Sequence[BaseMessage], conversation: Sequence[BaseMessage], key: str, scope: Scope) -> None:
+    def _leave(
+        self, left: Sequence[BaseMessage], back: Sequence[BaseMessage], conversation: Sequence[BaseMessage], key: str, scope: Scope, *, resumed: bool
+    ) -> None:
         """What the messages ``left`` (of an abandoned branch) stated is no longer current: a user
         message's facts are marked so, a tool output's are withdrawn unless ``conversation``
         holds the output under its call id. What the user messages ``back``, left behind before
         and in ``conversation`` again, stated is current again (a sub-agent of the thread was
-        handed part of it, or the user went back to the first branch)."""
-        self.ledger.leave(left, scope=scope, back=back)
+        handed part of it, or the user went back to the first branch). ``resumed``: this process
+        did not read the conversation before; what it left behind is told by the facts stored."""
+        told = self.ledger.leave(left, scope=scope, back=back, unread=conversation if resumed else ())
         with self._lock:
             gone = (self._left.hit(key) or frozenset()) - {m.id for m in back}
-            self._left.put(key, gone | {m.id for m in left if isinstance(m, HumanMessage) and m.id})
+            said = {m.id for m in left if isinstance(m, HumanMessage) and m.id} | {f.source.ref for f in told}
+            self._left.put(key, gone | {ref for ref in said if ref})
         outputs = {m.tool_call_id: set[str]() for m in left if isinstance(m, ToolMessage)}
         for message in conversation:
             if isinstance(message, ToolMessage) and message.tool_call_id in outputs:

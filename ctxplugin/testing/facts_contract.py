@@ -154,6 +154,21 @@ class FactStoreContract:
         assert {f.id for f in finder(BOB, ["m1", "m2"])} == {theirs.id}
         assert finder(ALICE, []) == []
 
+    def test_said_after_finds_what_an_owner_read_from_the_user_message_after_these(self, store: FactStore) -> None:
+        finder = getattr(store, "said_after", None)
+        if not callable(finder):
+            pytest.skip("this store has no said_after(owner, ids); a branch gone back from after a restart stays current")
+        changed = make_fact("Budget is 900", key="budget", source=Source(type="conversation", ref="m2", digest="d2", after="a1"), is_valid=False)
+        odd = make_fact("Gate is C4", key="gate", source=Source(type="conversation", ref="m3", digest="d3", after="a\udc80"))
+        unanchored = make_fact("Seat is 12A", key="seat", source=Source(type="conversation", ref="m1", digest="d1"))
+        theirs = make_fact("Budget is 500", key="budget", source=Source(type="conversation", ref="m2", digest="d2", after="a1"), owner=BOB)
+        output = make_fact("Fare is 120", key="fare", source=Source(type="tool", ref="a1", call_id="a1", digest="d1"))
+        store.add([changed, odd, unanchored, theirs, output])
+        assert [f.model_dump() for f in finder(ALICE, ["a1"])] == [changed.model_dump()]
+        assert {f.id for f in finder(ALICE, ["a1", "a\udc80", "m1", "m2"])} == {changed.id, odd.id}
+        assert {f.id for f in finder(BOB, ["a1", "a\udc80"])} == {theirs.id}
+        assert finder(ALICE, []) == []
+
     def test_revisions_change_with_what_is_in_force_and_only_with_it(self, store: FactStore) -> None:
         if not isinstance(getattr(store, "revisions", None), int):
             pytest.skip("this store does not count revisions (the facts in force are read on every call)")
