@@ -266,10 +266,10 @@ class ChromaFactStore(SharedWindows, MessageFacts):
 
         Chroma evaluates a metadata filter by listing every matching record, which costs more
         than the vector search itself when the filter keeps most of a collection (one user's
-        facts). So the nearest ``n`` are fetched unfiltered first and filtered here. When fewer
-        than half of them match (many superseded facts, or a collection shared by many readers)
-        the nearest ``8n`` are tried the same way, and only then the query is repeated with the
-        filter; such a reader is remembered, and filtered for at once on later searches.
+        facts). So the nearest ``n``, then ``8n``, are fetched unfiltered and filtered here; that
+        answer stands when it holds ``n`` matches or ranked every record. Else (a collection shared
+        by many readers, many superseded facts) the query is repeated with the filter, so what a
+        reader finds never depends on others' facts; such a reader is filtered for at once later.
         """
         if n <= 0:
             return []
@@ -281,10 +281,9 @@ class ChromaFactStore(SharedWindows, MessageFacts):
             if tries == 0 or tries % _RETRY_UNFILTERED == 0:
                 for wide in (n, n * _WIDER):
                     found, _ = _query(collection, vector, wide, None, query)
-                    # complete only when every stored record was ranked: a short answer from
-                    # the index is not proof that nothing else is there (the count is asked
-                    # only then: it costs as much as a third of the query at 10k facts)
-                    if len(found) * 2 >= n or wide >= collection.count():
+                    # a short answer stands only when every stored record was ranked (the count
+                    # is asked only then: it costs as much as a third of the query at 10k facts)
+                    if len(found) >= n or wide >= collection.count():
                         self._filter_first.pop(memo_key, None)
                         return found[:n]
             self._remember_filter(memo_key)
