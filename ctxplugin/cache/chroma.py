@@ -18,7 +18,6 @@ from langchain_core.embeddings import Embeddings
 
 from ctxplugin._chroma import (
     check_server_url,
-    claim_directory,
     http_client,
     keep_from_parent,
     reconnect_in_forked_children,
@@ -28,6 +27,7 @@ from ctxplugin._chroma import (
 from ctxplugin.cache.store import CacheEntry
 from ctxplugin.errors import StoreError
 from ctxplugin.facts import chroma_embedding_function
+from ctxplugin.facts._chroma_directory import EmbeddedDirectory, claim_embedded
 from ctxplugin.facts.embedding import (
     as_embeddings,
     document_vectors,
@@ -74,6 +74,7 @@ class ChromaAnswerCacheStore:
         self._lock = threading.Lock()
         self._release: Callable[[], None] = lambda: None
         self._opened_in: int | None = None  # the process of an embedded client (see same_process)
+        self._directory: EmbeddedDirectory | None = None  # an embedded client's, opened again if removed
 
     @classmethod
     def persistent(
@@ -91,20 +92,9 @@ class ChromaAnswerCacheStore:
         Raises:
             StoreInUseError: another process has the directory open (use a Chroma server).
         """
-        # absolute: Chroma shares one client per path string in a process, so a relative path
-        # opened again from another working directory would reach the first directory's store
-        root = Path(path).resolve()
-        root.mkdir(parents=True, exist_ok=True)
-        release = claim_directory(root, wait_s)
-
-        def connect() -> Any:
-            import chromadb
-            from chromadb.config import Settings
-
-            return chromadb.PersistentClient(path=str(root), settings=Settings(anonymized_telemetry=False))
-
-        store = cls(connect, collection=collection, embedding=embedding)
-        store._release, store._opened_in = release, os.getpid()
+        directory, release = claim_embedded(path, wait_s)
+        store = cls(directory.open, collection=collection, embedding=embedding)
+        store._release, store._opened_in, store._directory = release, os.getpid(), directory
         return store
 
     @classmethod
@@ -147,7 +137,9 @@ class ChromaAnswerCacheStore:
             self._collection, self._factory, self._closed = None, None, True
             if owned:
                 self._client = None
-        if owned and client is not None and here and callable(getattr(client, "close", None)):
+        if owned and client is not None and here and self._directory is not None:
+            self._directory.close(client)  # unless the directory, opened again, closed it already
+        elif owned and client is not None and here and callable(getattr(client, "close", None)):
             client.close()
         elif client is not None and not here:
             keep_from_parent(client)  # a parent's, inherited by a fork: never destroyed here
@@ -243,6 +235,8 @@ class ChromaAnswerCacheStore:
 
     def _open(self) -> Any:
         same_process(self._opened_in)
+        if self._directory is not None and self._client is not None and (fresh := self._directory.reopened(self._client, self._forget)) is not None:
+            self._client = fresh
         if self._collection is not None:
             return self._collection
         with self._lock:

@@ -20,13 +20,10 @@ from ctxplugin._chroma import keep_from_parent, reconnect_in_forked_children, sa
 from ctxplugin.config import FactsConfig
 from ctxplugin.errors import StoreError
 from ctxplugin.facts._chroma_clients import (
-    EmbeddedDirectory,
     _close_http_session,
     _http_connector,
     _open_persistent,
-    bump,
     legacy_embedding,
-    writes_counter,
 )
 from ctxplugin.facts._chroma_codec import (
     find_where,
@@ -35,6 +32,7 @@ from ctxplugin.facts._chroma_codec import (
     may_match,
     search_where,
 )
+from ctxplugin.facts._chroma_directory import EmbeddedDirectory, bump, writes_counter
 from ctxplugin.facts._chroma_embedding import _chroma_function as _chroma_function
 from ctxplugin.facts._chroma_embedding import _translated
 from ctxplugin.facts._chroma_lexical import _LexicalIndexes, _tag
@@ -129,10 +127,10 @@ class ChromaFactStore(SharedWindows, MessageFacts):
             StoreInUseError: another process has the directory open (use a Chroma server).
             StoreError: Chroma cannot open the directory.
         """
-        client, release = _open_persistent(path, wait_s)
+        client, release, directory = _open_persistent(path, wait_s)
         store = cls(client, config=config, embedding=embedding)
         store._owns_client, store._release, store._opened_in = True, release, os.getpid()
-        store._writes, store._directory = writes_counter(path), EmbeddedDirectory(client, Path(path).resolve(), wait_s)
+        store._writes, store._directory = writes_counter(path), directory
         return store
 
     @classmethod
@@ -185,7 +183,10 @@ class ChromaFactStore(SharedWindows, MessageFacts):
             if owned:
                 self._client = None
         if owned and client is not None and self._opened_in in (None, os.getpid()):  # not a parent's
-            client.close()
+            if self._directory is not None:
+                self._directory.close(client)  # unless the directory, opened again, closed it already
+            else:
+                client.close()
             _close_http_session(client)
         elif client is not None:
             keep_from_parent(client)  # a parent's, inherited by a fork: never destroyed here
