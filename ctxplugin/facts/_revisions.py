@@ -182,10 +182,11 @@ def chosen_instead(writes: FactStore | WriteBatch, fact: Fact) -> Fact:
     """``fact``, a choice of the conversation said instead of another and named by one word
     ("make it business instead", "can we do business instead?": ``pref_business``), under the key
     of the one choice of the conversation in force of its kind (``pref_class``: "I'd like economy
-    class"), so it replaces it; beside choices of other kinds only ("I'd like seat 14C"), under
-    its kind's own key (``pref_class``). A word of no known kind ("chicago") takes the key of the
-    one choice in force only when that choice is of no known kind either. Unchanged when
-    something in force has its own key, or when which choice it replaces is not said."""
+    class"), so it replaces it; beside choices of other kinds or of no known kind only ("I'd like
+    seat 14C", "I'd like the Hilton"), under its kind's own key (``pref_class``). A word of no
+    known kind ("chicago") takes the key of the one choice in force only when that choice is of
+    no known kind either. Unchanged when something in force has its own key, or when which
+    choice it replaces is not said."""
     if fact.kind != "preference" or fact.visibility != "session" or not (fact.key or "").startswith("pref_") or not _INSTEAD.search(fact.text):
         return fact
     named = [w for w in content_words(fact.text) if stem(w) not in _ASKING and stem(w) not in _CHOOSING]
@@ -201,8 +202,9 @@ def chosen_instead(writes: FactStore | WriteBatch, fact: Fact) -> Fact:
     same = [key for key, held in kinds.items() if held is not None and held == kind]
     if len(same) == 1:  # "business" and "economy class" beside "a window seat": the class
         return fact.model_copy(update={"key": same[0]})
-    if kind is not None and kinds and not same and (len(kinds) != 1 or None not in kinds.values()):
-        # "business" beside "seat 14C" alone: a class chosen, which replaces no seat
+    if kind is not None and kinds and not same:
+        # "business" beside "seat 14C" or "the Hilton" alone: a class chosen, which replaces
+        # neither (a choice of no known kind is no class either)
         return fact.model_copy(update={"key": f"pref_{kind}"})
     # with two choices in force ("the Hilton", "the 3pm flight") one word does not say which it
     # replaces: a wrong guess would lose what the user chose, so it replaces neither; nor one of

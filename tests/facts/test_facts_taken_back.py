@@ -295,6 +295,15 @@ def test_a_name_asked_for_instead_replaces_no_choice_of_either_kind(engine: Cont
     assert {"I'd like economy class.", "I want a window seat."} <= set(current(engine)), current(engine)
 
 
+@pytest.mark.parametrize(("first", "instead"), [("I'd like the Hilton.", "make it business instead"), ("I'd like the cheapest fare.", "Can we do aisle instead?")])
+def test_a_class_or_seat_asked_for_instead_keeps_a_choice_of_no_known_kind(engine: ContextEngine, first: str, instead: str) -> None:
+    """"make it business instead" with "I'd like the Hilton" the one choice in force took the
+    hotel's key: the cabin class replaced the hotel."""
+    view, _ = prepared(engine, chat(first, instead))
+    assert first in current(engine), current(engine)
+    assert not view["h0"].startswith("[outdated:"), view["h0"]
+
+
 @pytest.mark.parametrize("question", ["can we change the date?", "Can we do the return on Friday?", "Could you check the business fares?"])
 def test_a_question_without_instead_states_nothing(engine: ContextEngine, question: str) -> None:
     prepared(engine, chat("I'd like economy class.", question))
