@@ -190,7 +190,9 @@ def chosen_instead(writes: FactStore | WriteBatch, fact: Fact) -> Fact:
     if fact.kind != "preference" or fact.visibility != "session" or not (fact.key or "").startswith("pref_") or not _INSTEAD.search(fact.text):
         return fact
     named = [w for w in content_words(fact.text) if stem(w) not in _ASKING and stem(w) not in _CHOOSING]
-    if len(named) != 1 or typed_values(named[0]) or _a_name(named[0], fact.text) or writes.find(FactQuery(reader=fact.owner, key=fact.key, valid=True), limit=1):
+    kind = kind_of_value(named[0]) if len(named) == 1 else None
+    # a class or seat capitalized ("Can we do Business instead?", "MAKE IT AISLE INSTEAD") is no name
+    if len(named) != 1 or typed_values(named[0]) or (kind is None and _a_name(named[0], fact.text)) or writes.find(FactQuery(reader=fact.owner, key=fact.key, valid=True), limit=1):
         return fact
     query = FactQuery(reader=fact.owner, valid=True, scopes=(fact.scope,))
     kinds = {
@@ -198,7 +200,6 @@ def chosen_instead(writes: FactStore | WriteBatch, fact: Fact) -> Fact:
         for candidate in writes.find(query, limit=_RECENT)
         if candidate.kind == "preference" and candidate.visibility == "session" and candidate.key and candidate.key.startswith("pref_") and _stated_in_reach(candidate, fact)
     }
-    kind = kind_of_value(named[0])
     same = [key for key, held in kinds.items() if held is not None and held == kind]
     if len(same) == 1:  # "business" and "economy class" beside "a window seat": the class
         return fact.model_copy(update={"key": same[0]})

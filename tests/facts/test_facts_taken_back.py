@@ -295,6 +295,21 @@ def test_a_name_asked_for_instead_replaces_no_choice_of_either_kind(engine: Cont
     assert {"I'd like economy class.", "I want a window seat."} <= set(current(engine)), current(engine)
 
 
+@pytest.mark.parametrize(
+    ("first", "instead"),
+    [
+        ("I'd like economy class.", "Can we do Business instead?"),
+        ("I'd like economy class.", "MAKE IT BUSINESS INSTEAD"),
+        ("I'd like a window seat.", "Make It Aisle Instead."),
+    ],
+)
+def test_a_class_or_seat_capitalized_asked_for_instead_replaces_its_kind(engine: ContextEngine, first: str, instead: str) -> None:
+    """"Can we do Business instead?" (the class capitalized, as airlines write it) was read as a
+    name: economy class stayed in force beside business."""
+    prepared(engine, chat(first, instead))
+    assert current(engine) == [instead], current(engine)
+
+
 @pytest.mark.parametrize(("first", "instead"), [("I'd like the Hilton.", "make it business instead"), ("I'd like the cheapest fare.", "Can we do aisle instead?")])
 def test_a_class_or_seat_asked_for_instead_keeps_a_choice_of_no_known_kind(engine: ContextEngine, first: str, instead: str) -> None:
     """"make it business instead" with "I'd like the Hilton" the one choice in force took the
