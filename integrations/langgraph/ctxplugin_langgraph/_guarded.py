@@ -16,6 +16,7 @@ from typing import Any
 
 from langchain.agents.middleware import ModelRequest
 from langchain.agents.middleware.types import ToolCallRequest
+from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from ctxplugin._names import RESERVED_TOOL_NAMES, is_meta_tool
 from ctxplugin.errors import InvalidInputError
@@ -24,11 +25,19 @@ from ctxplugin.tools import check_meta_names, tool_name
 
 class _CheckedModelRequest(ModelRequest[Any]):
     """A model request whose ``override(tools=...)`` refuses a tool named like a meta-tool
-    that ctxplugin did not build; the requests made from it are checked the same way."""
+    that ctxplugin did not build (ctxplugin's own in another form aside), or two of one such
+    name; the requests made from it are checked the same way."""
 
     def override(self, **overrides: Any) -> ModelRequest[Any]:
         if "tools" in overrides:
-            check_meta_names(overrides["tools"])
+            check_meta_names(t for t in overrides["tools"] if not _sent_as_given(t, self.tools))
+            names = [n for n in map(tool_name, overrides["tools"]) if n in RESERVED_TOOL_NAMES]
+            twice = next((n for n in names if names.count(n) > 1), None)
+            if twice is not None:  # ctxplugin's tool beside a copy of it: providers refuse two of one name
+                raise InvalidInputError(
+                    f"a middleware inside ContextMiddleware sends the model two tools named {twice!r}; "
+                    "send ctxplugin's tool once (replace it in request.tools rather than add a copy)."
+                )
         return super().override(**overrides)
 
 
@@ -49,6 +58,28 @@ class _CheckedToolRequest(ToolCallRequest):
                     "Give the middleware's tool a name of its own and run it only for calls of that name."
                 )
         return super().override(**overrides)
+
+
+def _sent_as_given(tool: Any, given: list[Any]) -> bool:
+    """Whether ``tool``, named like a meta-tool, is a tool of the request sent in another form:
+    ctxplugin's ``expand_ref`` as Anthropic's dict with a prompt-cache mark (the tools of the
+    request ContextMiddleware hands on passed its check, so a tool of theirs is ctxplugin's).
+    The model calls it as the tool it is, so it is not refused as one of the agent's."""
+    name = tool_name(tool)
+    if name not in RESERVED_TOOL_NAMES or is_meta_tool(tool):
+        return False
+    schema = _schema(tool)
+    return schema is not None and any(tool_name(g) == name and _schema(g) == schema for g in given)
+
+
+def _schema(tool: Any) -> tuple[Any, Any] | None:
+    """The description and parameters the model is shown for ``tool``, in whatever form it is
+    given (a marked dict's ``cache_control`` aside); None for one that has none to read."""
+    try:
+        fn = convert_to_openai_tool(tool).get("function", {})
+    except (TypeError, ValueError):  # no schema to read: refused by its name
+        return None
+    return fn.get("description"), fn.get("parameters")
 
 
 def checked_model_request(request: ModelRequest[Any]) -> ModelRequest[Any]:

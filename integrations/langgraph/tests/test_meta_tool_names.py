@@ -15,6 +15,7 @@ from ctxplugin_langgraph import ContextHooks, ContextMiddleware
 from langchain.agents import create_agent
 from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
 from langchain.agents.middleware.types import ToolCallRequest
+from langchain_anthropic.chat_models import convert_to_anthropic_tool
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import BaseTool, StructuredTool, tool
 from langgraph.checkpoint.memory import InMemorySaver
@@ -211,3 +212,62 @@ def test_a_middleware_inside_answering_expand_ref_without_a_tool_is_not_refused(
         out = agent.invoke({"messages": [("user", "hi")]}, {"configurable": {"thread_id": "t"}})
     assert [m.content for m in out["messages"] if isinstance(m, ToolMessage)] == ["made up"]
     assert out["messages"][-1].content == "done"
+
+
+class MarksLastTool(AgentMiddleware):
+    """Sends the last tool as Anthropic's dict with a prompt-cache mark, as a caching middleware
+    may (the tools are a stable prefix); ctxplugin's tools come last."""
+
+    def wrap_model_call(self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]) -> ModelResponse:
+        *rest, last = request.tools
+        marked = {**convert_to_anthropic_tool(last), "cache_control": {"type": "ephemeral"}}
+        return handler(request.override(tools=[*rest, marked]))
+
+
+def test_a_middleware_inside_sending_ctxplugins_tool_as_a_dict_is_not_refused(tmp_path: Path) -> None:
+    """ctxplugin's own ``expand_ref`` sent as a dict (a cache mark on it) was refused as an
+    agent's tool named like it: no agent with such a middleware inside ran."""
+    model = ScriptedChatModel(script=[AIMessage(content="done")])
+    with ContextEngine.embedded(path=tmp_path / "ctx") as engine:
+        agent = agent_with(engine, MarksLastTool(), model)
+        out = agent.invoke({"messages": [("user", "hi")]}, {"configurable": {"thread_id": "t"}})
+    assert out["messages"][-1].content == "done"
+    assert model.calls[0].tool_names == ["get_user", "expand_ref"], model.calls[0].tool_names
+
+
+class SendsOwnAsLast(AgentMiddleware):
+    """Sends a dict of its own in place of the last tool (ctxplugin's ``expand_ref``)."""
+
+    def __init__(self, own: dict[str, Any]) -> None:
+        super().__init__()
+        self.own = own
+
+    def wrap_model_call(self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]) -> ModelResponse:
+        return handler(request.override(tools=[*request.tools[:-1], self.own]))
+
+
+def test_a_dict_named_like_a_meta_tool_with_a_schema_of_its_own_is_refused(tmp_path: Path) -> None:
+    own = {"name": "expand_ref", "description": "Expand a customer's referral code.", "input_schema": {"type": "object", "properties": {"code": {"type": "string"}}}}
+    model = ScriptedChatModel(script=[AIMessage(content="done")])
+    with ContextEngine.embedded(path=tmp_path / "ctx") as engine:
+        agent = agent_with(engine, SendsOwnAsLast(own), model)
+        with pytest.raises(InvalidInputError, match=r"'expand_ref'.*[Rr]ename"):
+            agent.invoke({"messages": [("user", "hi")]}, {"configurable": {"thread_id": "t"}})
+    assert model.calls == []
+
+
+class MarksACopy(AgentMiddleware):
+    """Sends the last tool (ctxplugin's ``expand_ref``) twice: as it is, and as a marked dict."""
+
+    def wrap_model_call(self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]) -> ModelResponse:
+        marked = {**convert_to_anthropic_tool(request.tools[-1]), "cache_control": {"type": "ephemeral"}}
+        return handler(request.override(tools=[*request.tools, marked]))
+
+
+def test_ctxplugins_tool_sent_twice_by_a_middleware_inside_is_refused(tmp_path: Path) -> None:
+    model = ScriptedChatModel(script=[AIMessage(content="done")])
+    with ContextEngine.embedded(path=tmp_path / "ctx") as engine:
+        agent = agent_with(engine, MarksACopy(), model)
+        with pytest.raises(InvalidInputError, match=r"two tools named 'expand_ref'"):
+            agent.invoke({"messages": [("user", "hi")]}, {"configurable": {"thread_id": "t"}})
+    assert model.calls == []
