@@ -4,9 +4,12 @@ A server that stops answering (a frozen process, a dropped network, a full conne
 must not hold an agent step: every call made through a :class:`StoreGuard` returns or raises
 :class:`~ctxplugin.errors.StoreUnavailableError` within ``timeout`` seconds, whatever the
 driver does. The first failure opens the guard's circuit: later calls fail at once, naming the
-cause, while a background check (``probe``) tries the server every ``retry_after`` seconds and
-closes the circuit when it answers. So a step pays the timeout once per failing server, not once
-per operation, and the engine is back on the server within a check of its return.
+cause, while a background check (``probe``) tries the server every ``retry_after`` seconds.
+When it answers, one call is let through to try it (the others still fail at once) and closes
+the circuit if it works; if it fails again (the server answers a ping while a table it needs is
+locked), the circuit opens again and the pause before the next check doubles, up to 30 s. So a
+step pays the timeout once per failing server, not once per operation, and the engine is back on
+the server within a check (and one call) of its return.
 
 :func:`ctxplugin.connect` puts one guard in front of each server (the Postgres stores and the
 facts write lock share one, the Chroma facts and answer-cache stores another). Stores built by
@@ -23,206 +26,22 @@ thread ends by itself.
 from __future__ import annotations
 
 import logging
-import os
 import threading
-import time
-import weakref
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
-from typing import Any, TypeVar
+from typing import Any
 
-from ctxplugin._deadline import run_with_deadline, step_budget, step_deadline
+from ctxplugin._deadline import run_with_deadline, step_budget
+from ctxplugin._store_guard import StoreGuard
 from ctxplugin.cache.store import AnswerCacheStore, CacheEntry
 from ctxplugin.cas.store import CASItem, CASRecord, CASStore
-from ctxplugin.errors import InvalidInputError, StoreBusyError, StoreUnavailableError
+from ctxplugin.errors import StoreUnavailableError
 from ctxplugin.facts.locks import HeldNames, WriteLock
 from ctxplugin.facts.model import Fact, FactQuery
 from ctxplugin.facts.store import FactStore
 from ctxplugin.scope import Scope, Visibility
 
 logger = logging.getLogger("ctxplugin")
-
-T = TypeVar("T")
-
-
-class StoreGuard:
-    """A deadline on each call to one server, and a circuit that opens on its first failure.
-
-    Safe to share between threads and between the stores of one server.
-
-    Args:
-        name: the server as reports name it ("Postgres", "Chroma server").
-        timeout: seconds one call may take.
-        retry_after: seconds between background checks while the circuit is open.
-        probe: a cheap call that raises when the server is not usable (it runs with the same
-            deadline). Without one, the first call after ``retry_after`` is let through as the
-            check.
-    """
-
-    def __init__(
-        self,
-        name: str,
-        *,
-        timeout: float,
-        retry_after: float = 1.0,
-        probe: Callable[[], object] | None = None,
-    ) -> None:
-        if timeout <= 0 or retry_after <= 0:
-            raise InvalidInputError(f"timeout and retry_after must be > 0, got {timeout} and {retry_after}")
-        self.name = name
-        self.timeout = timeout
-        self.retry_after = retry_after
-        self._probe = probe
-        self._lock = threading.Lock()
-        self._cause: str | None = None
-        self._opened_at = 0.0
-        self._checking = False
-        self._stopped = threading.Event()
-        self._threads: weakref.WeakSet[threading.Thread] = weakref.WeakSet()
-        _GUARDS.add(self)
-
-    # ------------------------------------------------------------------ state
-    @property
-    def is_open(self) -> bool:
-        """Whether calls are currently refused (the server failed and has not answered since)."""
-        return self._cause is not None
-
-    @property
-    def cause(self) -> str | None:
-        """Why the circuit is open, or None."""
-        return self._cause
-
-    def trip(self, cause: str) -> None:
-        """Open the circuit for ``cause`` (also used when a check at connect time failed)."""
-        with self._lock:
-            first = self._cause is None
-            self._cause = cause
-            if first:
-                self._opened_at = time.monotonic()
-            checker = self._checker()
-        if first:
-            logger.warning("ctxplugin: %s unavailable, calls fail fast until it answers again: %s", self.name, cause)
-        if checker is not None:
-            checker.start()
-
-    def _checker(self) -> threading.Thread | None:
-        """The background check to start (None when one runs, or none may); with ``_lock`` held."""
-        if self._probe is None or self._checking or self._stopped.is_set():
-            return None
-        self._checking = True
-        checker = threading.Thread(target=self._check_loop, name=f"ctxplugin-check: {self.name}", daemon=True)
-        self._threads.add(checker)
-        return checker
-
-    def _after_fork_in_child(self) -> None:
-        # the parent's threads do not exist here: an open circuit gets its own check (on the
-        # next refused call), and the lock may have been held by one of them at the fork
-        self._lock = threading.Lock()
-        self._checking = False
-        self._threads = weakref.WeakSet()
-
-    def stop(self) -> None:
-        """End the background check and wait for the threads of this guard's calls, for at most
-        ``timeout + retry_after`` seconds in all, however many calls a frozen server left
-        hanging (a driver that still does not return is left to its own timeout, with a
-        warning). Later calls still work; a later failure starts no check. Idempotent."""
-        self._stopped.set()
-        deadline = time.monotonic() + self.timeout + self.retry_after
-        for thread in list(self._threads):
-            if thread is not threading.current_thread():
-                thread.join(max(0.0, deadline - time.monotonic()))
-                if thread.is_alive():
-                    logger.warning("ctxplugin: %s: %s still running after close()", self.name, thread.name)
-
-    def _check_loop(self) -> None:
-        probe = self._probe
-        if probe is None:  # pragma: no cover - started only with a probe
-            return
-        while True:
-            stopped = self._stopped.wait(self.retry_after)
-            with self._lock:
-                if self._cause is None or stopped:
-                    self._checking = False
-                    return
-            try:
-                run_with_deadline(probe, self.timeout, f"{self.name} check", started=self._threads.add)
-            except Exception as exc:  # the server is still out: keep the circuit open
-                with self._lock:
-                    self._cause = _describe(exc)
-                continue
-            with self._lock:
-                self._cause = None
-                self._checking = False
-            logger.warning("ctxplugin: %s answers again", self.name)
-            return
-
-    def _refusal(self, what: str) -> StoreUnavailableError | None:
-        with self._lock:
-            cause = self._cause
-            if cause is None:
-                return None
-            if self._probe is None and time.monotonic() - self._opened_at >= self.retry_after:
-                self._opened_at = time.monotonic()  # this call is the check; others keep failing fast
-                return None
-            since = time.monotonic() - self._opened_at
-            checker = self._checker()  # none runs in a process forked while the circuit was open
-        if checker is not None:
-            checker.start()
-        return StoreUnavailableError(
-            f"{self.name} skipped for {what}: it failed {since:.0f}s ago ({cause}); "
-            f"checked again every {self.retry_after:g}s"
-        )
-
-    def _close(self) -> None:
-        with self._lock:
-            was, self._cause = self._cause, None
-        if was is not None:
-            logger.warning("ctxplugin: %s answers again", self.name)
-
-    # ------------------------------------------------------------------ calls
-    def call(self, what: str, fn: Callable[[], T]) -> T:
-        """``fn()`` within the deadline, or a fast :class:`StoreUnavailableError` while the circuit
-        is open. A timeout or an unavailability error opens the circuit; a success closes it.
-        Other errors pass through unchanged (the server answered)."""
-        refused = self._refusal(what)
-        if refused is not None:
-            raise refused
-        wait = self.timeout
-        deadline = step_deadline()
-        if deadline is not None:
-            wait = min(wait, deadline - time.monotonic())
-            if wait <= 0:
-                raise StoreUnavailableError(f"{self.name} {what} skipped: this step's store time (stores.timeout) is used up")
-        try:
-            value = run_with_deadline(fn, wait, f"{self.name} {what}", started=self._threads.add)
-        except StoreBusyError:
-            raise
-        except StoreUnavailableError as exc:
-            # a call the step's budget cut very short says nothing of the server; one that was
-            # given at least half the timeout does
-            if wait >= self.timeout / 2 or exc.__cause__ is not None or "no answer within" not in str(exc):
-                self.trip(str(exc))
-            raise
-        if self._cause is not None and self._probe is None:
-            self._close()  # the call let through as the check succeeded
-        return value
-
-
-_GUARDS: weakref.WeakSet[StoreGuard] = weakref.WeakSet()
-
-
-def _after_fork_in_child() -> None:
-    for guard in list(_GUARDS):
-        guard._after_fork_in_child()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)
-
-
-def _describe(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")
 
 
 class _Guarded:

@@ -284,7 +284,7 @@ def test_stop_waits_for_hung_calls_once_in_all_not_once_per_call(mocker: MockerF
     released = threading.Event()
     guard = StoreGuard("frozen", timeout=0.05, retry_after=0.01)  # no probe: a call after retry_after checks
     for _ in range(5):
-        time.sleep(0.02)
+        time.sleep(guard.retry_interval * 1.5)  # the pause doubles each time the call let through fails
         with pytest.raises(StoreUnavailableError, match="no answer within"):
             guard.call("read", released.wait)
     clock = [1000.0]
@@ -294,7 +294,7 @@ def test_stop_waits_for_hung_calls_once_in_all_not_once_per_call(mocker: MockerF
         waited.append(timeout or 0.0)
         clock[0] += timeout or 0.0  # the thread does not end while joined
 
-    mocker.patch("ctxplugin.guard.time.monotonic", side_effect=lambda: clock[0])
+    mocker.patch("ctxplugin._store_guard.time.monotonic", side_effect=lambda: clock[0])
     mocker.patch.object(threading.Thread, "join", autospec=True, side_effect=join)
     try:
         guard.stop()

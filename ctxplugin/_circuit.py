@@ -1,0 +1,79 @@
+"""The state of one server's circuit; :class:`ctxplugin.guard.StoreGuard` keeps it under its lock.
+
+Closed: calls go to the server. The first call that fails opens it: calls are refused at once.
+A background check that passes (the server answers a ping) makes it half-open: the next call
+is let through as the *trial*, and every other call is still refused while it runs. The trial
+succeeding (or the server answering it with an error of its own) closes the circuit; the trial
+failing again opens it with the pause before the next check doubled, up to :data:`MAX_RETRY_S`.
+Without a check, the first call after the pause is the trial.
+
+A server that is out fails its check, and the pause between checks stays ``retry_after``. The
+pause grows only when the server answers its check while its real calls still fail, as when
+another session holds a table locked (a migration, ``VACUUM FULL``): without the trial every
+passed check would close the circuit and send the next step to wait its whole timeout again.
+"""
+
+from __future__ import annotations
+
+MAX_RETRY_S = 30.0
+"""The longest pause between two checks of a server whose calls keep failing after its check
+passed (``retry_after`` when that is longer)."""
+
+
+class Circuit:
+    """Closed (``cause`` is None), open, or half-open (``checked``); ``trial`` while the one call
+    let through runs. Plain state, no clock or lock of its own: times are passed in."""
+
+    __slots__ = ("cause", "checked", "failed_at", "opened_at", "pause", "retry_after", "trial")
+
+    def __init__(self, retry_after: float) -> None:
+        self.retry_after = retry_after
+        self.pause = retry_after
+        self.cause: str | None = None
+        self.opened_at = 0.0
+        self.failed_at = 0.0
+        self.checked = False
+        self.trial = False
+
+    def fail(self, cause: str, now: float, *, trial: bool) -> bool:
+        """A call failed (or the check at connect time did). True when this opened the circuit.
+
+        The trial failing reopens it with a longer pause; another call failing while it is
+        already open (it started before the opening) only updates the cause."""
+        first = self.cause is None
+        self.cause = cause
+        if first:
+            self.opened_at = self.failed_at = now
+        elif trial:
+            self.pause = min(self.pause * 2, max(MAX_RETRY_S, self.retry_after))
+            self.failed_at = now
+            self.checked = self.trial = False
+        return first
+
+    def admit(self, now: float, *, probed: bool) -> bool | None:
+        """None: refuse the call; False: let it through (closed); True: let it through as the
+        trial. With a background check (``probed``) the circuit is half-open once a check
+        passed; without one, once the pause since the last failure is over."""
+        if self.cause is None:
+            return False
+        if self.trial:
+            return None
+        if self.checked if probed else now - self.failed_at >= self.pause:
+            self.trial = True
+            return True
+        return None
+
+    def answered(self) -> str | None:
+        """The trial reached the server: close, and reset the pause. The cause it was open for."""
+        was, self.cause = self.cause, None
+        self.pause = self.retry_after
+        self.checked = self.trial = False
+        return was
+
+    def abandoned(self) -> None:
+        """The trial ended saying nothing of the server (cut short by its step): the next call
+        is the trial."""
+        self.trial = False
+
+
+__all__ = ["MAX_RETRY_S", "Circuit"]

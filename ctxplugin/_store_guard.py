@@ -1,0 +1,230 @@
+"""The deadline and circuit breaker of one server: :class:`StoreGuard`, re-exported by
+:mod:`ctxplugin.guard` (which describes it and wraps the stores with it); the circuit's states
+are in :mod:`ctxplugin._circuit`."""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+import weakref
+from collections.abc import Callable
+from typing import TypeVar
+
+from ctxplugin._circuit import Circuit
+from ctxplugin._deadline import run_with_deadline, step_deadline
+from ctxplugin.errors import InvalidInputError, StoreBusyError, StoreUnavailableError
+
+logger = logging.getLogger("ctxplugin")
+
+T = TypeVar("T")
+
+
+class StoreGuard:
+    """A deadline on each call to one server, and a circuit that opens on its first failure.
+
+    Safe to share between threads and between the stores of one server.
+
+    Args:
+        name: the server as reports name it ("Postgres", "Chroma server").
+        timeout: seconds one call may take.
+        retry_after: seconds between background checks while the circuit is open (doubled,
+            up to 30 s, each time a call let through after a passed check fails again).
+        probe: a cheap call that raises when the server is not usable (it runs with the same
+            deadline). Once it passes, the next call is let through to try the server. Without
+            one, the first call after the pause is let through.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        timeout: float,
+        retry_after: float = 1.0,
+        probe: Callable[[], object] | None = None,
+    ) -> None:
+        if timeout <= 0 or retry_after <= 0:
+            raise InvalidInputError(f"timeout and retry_after must be > 0, got {timeout} and {retry_after}")
+        self.name = name
+        self.timeout = timeout
+        self.retry_after = retry_after
+        self._probe = probe
+        self._lock = threading.Lock()
+        self._circuit = Circuit(retry_after)
+        self._checking = False
+        self._stopped = threading.Event()
+        self._threads: weakref.WeakSet[threading.Thread] = weakref.WeakSet()
+        _GUARDS.add(self)
+
+    # ------------------------------------------------------------------ state
+    @property
+    def is_open(self) -> bool:
+        """Whether calls are refused until a check passes (once one has, the next call tries the
+        server, and the circuit closes when it works)."""
+        circuit = self._circuit
+        return circuit.cause is not None and not circuit.checked
+
+    @property
+    def cause(self) -> str | None:
+        """Why the circuit is open, or None."""
+        return self._circuit.cause
+
+    @property
+    def retry_interval(self) -> float:
+        """Seconds between checks now: ``retry_after``, doubled (up to 30 s) each time a call let
+        through after a passed check failed again, back to ``retry_after`` once one works."""
+        return self._circuit.pause
+
+    def trip(self, cause: str) -> None:
+        """Open the circuit for ``cause`` (also used when a check at connect time failed)."""
+        self._failed(cause, trial=False)
+
+    def _failed(self, cause: str, *, trial: bool) -> None:
+        with self._lock:
+            first = self._circuit.fail(cause, time.monotonic(), trial=trial)
+            pause = self._circuit.pause
+            checker = self._checker()
+        if first:
+            logger.warning("ctxplugin: %s unavailable, calls fail fast until it answers again: %s", self.name, cause)
+        elif trial:
+            logger.warning("ctxplugin: %s still fails: %s; tried again in %gs", self.name, cause, pause)
+        if checker is not None:
+            checker.start()
+
+    def _checker(self) -> threading.Thread | None:
+        """The background check to start (None when one runs, none is needed, or none may);
+        with ``_lock`` held."""
+        if self._probe is None or self._checking or self._circuit.checked or self._stopped.is_set():
+            return None
+        self._checking = True
+        checker = threading.Thread(target=self._check_loop, name=f"ctxplugin-check: {self.name}", daemon=True)
+        self._threads.add(checker)
+        return checker
+
+    def _after_fork_in_child(self) -> None:
+        # the parent's threads do not exist here: an open circuit gets its own check (on the
+        # next refused call), and the lock may have been held by one of them at the fork
+        self._lock = threading.Lock()
+        self._checking = False
+        self._circuit.trial = False  # a call let through to try the server ran in a parent thread
+        self._threads = weakref.WeakSet()
+
+    def stop(self) -> None:
+        """End the background check and wait for the threads of this guard's calls, for at most
+        ``timeout + retry_after`` seconds in all, however many calls a frozen server left
+        hanging (a driver that still does not return is left to its own timeout, with a
+        warning). Later calls still work; a later failure starts no check. Idempotent."""
+        self._stopped.set()
+        deadline = time.monotonic() + self.timeout + self.retry_after
+        for thread in list(self._threads):
+            if thread is not threading.current_thread():
+                thread.join(max(0.0, deadline - time.monotonic()))
+                if thread.is_alive():
+                    logger.warning("ctxplugin: %s: %s still running after close()", self.name, thread.name)
+
+    def _check_loop(self) -> None:
+        probe = self._probe
+        if probe is None:  # pragma: no cover - started only with a probe
+            return
+        circuit = self._circuit
+        while True:
+            with self._lock:
+                pause = circuit.pause
+            stopped = self._stopped.wait(pause)
+            with self._lock:
+                if circuit.cause is None or stopped:
+                    self._checking = False
+                    return
+            try:
+                run_with_deadline(probe, self.timeout, f"{self.name} check", started=self._threads.add)
+            except Exception as exc:  # the server is still out: keep the circuit open
+                with self._lock:
+                    if circuit.cause is not None:
+                        circuit.cause = _describe(exc)
+                continue
+            with self._lock:
+                circuit.checked = circuit.cause is not None  # half-open: the next call tries the server
+                self._checking = False
+            return
+
+    def _admit(self, what: str) -> bool:
+        """Whether this call is the one let through to try the server; raises when it is refused."""
+        with self._lock:
+            circuit = self._circuit
+            now = time.monotonic()
+            trial = circuit.admit(now, probed=self._probe is not None)
+            if trial is not None:
+                return trial
+            cause, since, trying, pause = circuit.cause, now - circuit.opened_at, circuit.trial, circuit.pause
+            checker = self._checker()  # none runs in a process forked while the circuit was open
+        if checker is not None:
+            checker.start()
+        when = "another call is trying it now" if trying else f"checked again every {pause:g}s"
+        raise StoreUnavailableError(f"{self.name} skipped for {what}: it failed {since:.0f}s ago ({cause}); {when}")
+
+    def _tried(self, answered: bool) -> None:
+        """The end of the call let through to try the server: it answered, or it said nothing."""
+        with self._lock:
+            if not answered:
+                self._circuit.abandoned()
+                return
+            was = self._circuit.answered()
+        if was is not None:
+            logger.warning("ctxplugin: %s answers again", self.name)
+
+    # ------------------------------------------------------------------ calls
+    def call(self, what: str, fn: Callable[[], T]) -> T:
+        """``fn()`` within the deadline, or a fast :class:`StoreUnavailableError` while the circuit
+        is open. A timeout or an unavailability error opens the circuit. Other errors pass
+        through unchanged (the server answered). The call let through after a passed check
+        closes the circuit when the server answers it, and opens it again for longer when not."""
+        trial = self._admit(what)
+        answered = False
+        try:
+            wait = self.timeout
+            deadline = step_deadline()
+            if deadline is not None:
+                wait = min(wait, deadline - time.monotonic())
+                if wait <= 0:
+                    raise StoreUnavailableError(f"{self.name} {what} skipped: this step's store time (stores.timeout) is used up")
+            try:
+                value = run_with_deadline(fn, wait, f"{self.name} {what}", started=self._threads.add)
+            except StoreBusyError:
+                answered = True
+                raise
+            except StoreUnavailableError as exc:
+                # a call the step's budget cut very short says nothing of the server; one that was
+                # given at least half the timeout does
+                if wait >= self.timeout / 2 or exc.__cause__ is not None or "no answer within" not in str(exc):
+                    self._failed(str(exc), trial=trial)
+                    trial = False  # settled: the circuit is open again
+                raise
+            except Exception:
+                answered = True
+                raise
+            answered = True
+            return value
+        finally:
+            if trial:
+                self._tried(answered)
+
+
+_GUARDS: weakref.WeakSet[StoreGuard] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    for guard in list(_GUARDS):
+        guard._after_fork_in_child()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")
+
+
+__all__ = ["StoreGuard"]

@@ -1,0 +1,135 @@
+"""A Postgres table locked by another session (``LOCK TABLE ... IN ACCESS EXCLUSIVE MODE``, as a
+migration or ``VACUUM FULL`` takes it) while the server answers: the real Postgres on
+127.0.0.1:5432, the lock held from a second connection.
+
+The server passes its check at once, so the check alone cannot tell the store works: one step
+waits ``stores.timeout``, then a call tries the table only after each passed check, with the
+pause doubling each time it is still locked; the steps between degrade at once. Once the lock is
+let go the engine stores on Postgres again within one pause.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import psycopg
+import pytest
+from ctxplugin_postgres import migrate
+from langchain_core.messages import ToolMessage
+from psycopg import sql
+
+import ctxplugin
+from ctxplugin import ContextConfig, ContextEngine, Scope
+from ctxplugin.guard import GuardedCASStore
+from ctxplugin.report import CaptureReport
+
+pytestmark = pytest.mark.postgres
+
+TIMEOUT = 0.5
+RETRY = 0.1
+STEPS = 16
+THINK = 0.3
+"""The model's time between two steps: longer than a check (``retry_after`` and a ping)."""
+
+SCOPE = Scope(session_id="locked", user_id="ops")
+
+
+def _engine(dsn: str, schema: str, path: Path) -> ContextEngine:
+    migrate(dsn, schema=schema)
+    config = ContextConfig(
+        postgres_dsn=dsn,
+        postgres_schema=schema,
+        path=str(path),
+        facts={"enabled": False},
+        stores={"timeout": TIMEOUT, "retry_after": RETRY},
+    )
+    return ctxplugin.connect(config)
+
+
+def _output(n: int) -> str:
+    return "\n".join(f"worker-{n} request {n * 100 + r} took {r * 7}ms on shard {r % 4}" for r in range(80))
+
+
+def _capture(engine: ContextEngine, n: int) -> tuple[ToolMessage, CaptureReport]:
+    raw = ToolMessage(_output(n), tool_call_id=f"call{n}", name="search_logs", id=f"t{n}")
+    message, report = engine.capture_with_report(raw, SCOPE)
+    assert isinstance(message, ToolMessage)
+    return message, report
+
+
+def _waited(report: CaptureReport) -> bool:
+    """Whether the step waited for the table (a refusal names the earlier wait as its cause)."""
+    return any("CAS unavailable" in w and "skipped for" not in w for w in report.warnings)
+
+
+@contextmanager
+def _locked(dsn: str, schema: str) -> Iterator[None]:
+    with psycopg.connect(dsn) as conn:
+        conn.execute(
+            sql.SQL("LOCK TABLE {} IN ACCESS EXCLUSIVE MODE").format(sql.Identifier(schema, "ctxplugin_cas_refs"))
+        )
+        try:
+            yield
+        finally:
+            conn.rollback()
+
+
+@pytest.fixture
+def engine(pg_dsn: str, pg_schema: str, tmp_path: Path) -> Iterator[ContextEngine]:
+    engine = _engine(pg_dsn, pg_schema, tmp_path)
+    yield engine
+    engine.close()
+
+
+def test_a_locked_table_costs_one_step_its_timeout_then_steps_degrade_at_once(
+    engine: ContextEngine, pg_dsn: str, pg_schema: str
+) -> None:
+    _, warm = _capture(engine, 0)
+    assert warm.ref_id is not None and not warm.warnings
+    waited = 0
+    with _locked(pg_dsn, pg_schema):
+        start = time.monotonic()
+        for n in range(1, STEPS + 1):
+            message, report = _capture(engine, n)
+            assert report.ref_id is None and message.content == _output(n)  # degraded, the original kept
+            waited += _waited(report)
+            time.sleep(THINK)
+        elapsed = time.monotonic() - start
+    # the first step waits; later a call tries the table only once a check has passed, and the
+    # pause before the k-th such check is retry_after * 2**(k-1): k tries take retry_after * (2**k - 1)
+    tries = math.floor(math.log2(elapsed / RETRY + 1))
+    assert 1 <= waited <= 1 + tries < STEPS, (waited, tries)
+
+
+def test_once_the_lock_is_let_go_the_engine_stores_on_postgres_again(
+    engine: ContextEngine, pg_dsn: str, pg_schema: str
+) -> None:
+    _, warm = _capture(engine, 0)
+    assert warm.ref_id is not None
+    guard = engine.cas.guard if isinstance(engine.cas, GuardedCASStore) else None
+    assert guard is not None
+    with _locked(pg_dsn, pg_schema):
+        for n in range(1, 9):
+            _, report = _capture(engine, n)
+            assert report.ref_id is None
+            time.sleep(THINK)
+        assert guard.retry_interval > RETRY  # the table stayed locked after a check passed
+    # bounded: the pause now in force, a check and one call, with room for a loaded machine
+    deadline = time.monotonic() + guard.retry_interval + 2 * TIMEOUT + 5
+    stored: str | None = None
+    n = 100
+    while stored is None and time.monotonic() < deadline:
+        n += 1
+        _, report = _capture(engine, n)
+        stored = report.ref_id
+        time.sleep(RETRY)
+    assert stored is not None, "never stored on Postgres again"
+    assert not guard.is_open and guard.retry_interval == RETRY
+    _, after = _capture(engine, n + 1)
+    assert after.ref_id is not None and not after.warnings
+    assert engine.expand_ref(warm.ref_id, scope=SCOPE) == _output(0)
+    assert engine.expand_ref(stored, scope=SCOPE) == _output(n)
