@@ -170,12 +170,12 @@ def server_tools(content: str | Sequence[Any]) -> Iterator[tuple[str, str, Any]]
         elif kind in _CALL_ITEMS:
             name = str(block.get("name") or kind.removesuffix("_call"))
             key = _CALL_ITEMS[kind]
-            yield "call", name, block.get(key)
-            yield (
-                "result",
-                name,
-                _found({k: v for k, v in block.items() if k not in (key, "name", "server_label")}),
-            )
+            asked, found = block.get(key), {k: v for k, v in block.items() if k not in (key, "name", "server_label")}
+            if isinstance(asked, dict) and "sources" in asked:
+                # a web search's action holds the pages it found beside its query: they are found
+                asked, found = {k: v for k, v in asked.items() if k != "sources"}, {**found, "sources": asked["sources"]}
+            yield "call", name, asked
+            yield "result", name, _found(found)
         elif kind == "executable_code":
             yield "call", "code_execution", {"code": block.get("executable_code")}
         elif kind == "code_execution_result":
