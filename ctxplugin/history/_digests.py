@@ -14,14 +14,15 @@ from itertools import compress, count
 from operator import ne
 from typing import Any
 
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
 from ctxplugin._lru import LRU, PerMessage
+from ctxplugin._untrusted import json_text
 from ctxplugin.config import HistoryConfig
 from ctxplugin.history._note_values import Labelled, _valued
 from ctxplugin.history._notes import _by_priority, _chronology, _note
 from ctxplugin.history._reuse import Reuse
-from ctxplugin.tokens import TokenCounter, args_json, content_text, count_message
+from ctxplugin.tokens import TokenCounter, args_json, count_message
 
 Exchange = tuple[BaseMessage, ...]
 
@@ -292,10 +293,14 @@ def _digest(message: BaseMessage) -> bytes:
 
 
 def _text(message: BaseMessage) -> str:
-    parts = [content_text(message.content)]
-    if isinstance(message, AIMessage):
-        parts.extend(args_json(c["args"]) for c in message.tool_calls)
-    return "\n".join(parts)
+    """Everything of ``message`` a note's values and labels are read from: its role, a tool
+    result's name, status and call, a call's tool names, ids and arguments, and its whole content,
+    blocks of a provider's tools included. Notes are remembered by these across engines and
+    scopes: what two conversations share a note by must be all that makes it."""
+    calls = [[c["name"], c["id"], args_json(c["args"])] for c in message.tool_calls] if isinstance(message, AIMessage) else []
+    said = [message.name, message.status, message.tool_call_id] if isinstance(message, ToolMessage) else [message.name]
+    content = message.content if isinstance(message.content, str) else json_text(message.content, sort_keys=True, default=repr)
+    return json_text([message.type, *said, calls, content])
 
 
 __all__ = ["Digests", "Exchange", "Keys"]
