@@ -170,12 +170,25 @@ def _label_rank(label: str) -> int:
     return 1
 
 
+_KEY_LABEL = re.compile(r"[\w .@+=/-]+")
+_SPEAKERS = frozenset([USER_SAID, "user mentioned", "assistant mentioned", "mentioned"])
+
+
+def _key_label(name: object, outer: str) -> str:
+    """The label of values held under the argument key ``name``: the key (its whitespace one
+    space), or ``outer`` for a key that says who spoke (``user said``) or holds a colon or a
+    bracket. Keys are chosen by a tool's schema (a remote MCP server's among them) and by the
+    model: one such key would list a value as the user's, or write a label of its own."""
+    label = " ".join(str(name).split())[:_LABEL_CHARS]
+    return label if _KEY_LABEL.fullmatch(label) and label not in _SPEAKERS else outer
+
+
 def _argument_items(value: object, key: str = "argument") -> Iterator[tuple[str, object]]:
     """``(name, value)`` of every scalar in tool-call arguments: the name of the innermost key
-    holding it (list items take their list's), None left out."""
+    holding it (list items take their list's, a key of another form its outer key's), None left out."""
     if isinstance(value, dict):
         for name, item in value.items():
-            yield from _argument_items(item, " ".join(str(name).split())[:_LABEL_CHARS] or key)
+            yield from _argument_items(item, _key_label(name, key))
     elif isinstance(value, (list, tuple)):
         for item in value:
             yield from _argument_items(item, key)
@@ -232,7 +245,8 @@ def _raw_values(message: BaseMessage, tools: Mapping[str, str]) -> tuple[list[La
             if role == "call":
                 _argument_values(_parsed(found), first, rest)
             else:
-                rest.extend((f"{name[:_LABEL_CHARS]} returned", value) for value in identifiers(found))
+                # named by the provider or a remote MCP server: shown only in a tool name's form
+                rest.extend((f"{(name_form(name) or 'tool')[:_LABEL_CHARS]} returned", value) for value in identifiers(found))
     label = _said_by(message, tools)
     text = content_text(message.content)
     head = _REF_HEAD.match(text) if isinstance(message, ToolMessage) else None
