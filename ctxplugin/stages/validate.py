@@ -28,6 +28,7 @@ from ctxplugin._messages import (
     header_length,
 )
 from ctxplugin._names import EXPAND_REF_NAME
+from ctxplugin._note_marks import without_note_marks
 from ctxplugin._prefix import Prefix, Stamp
 from ctxplugin.cas import masked_refs, without_stale
 from ctxplugin.stages.view import SESSIONS_TRACKED, CallView
@@ -60,7 +61,8 @@ class Validate:
         received_stamp = state.receive(received, self.orphans)
         # the new messages only: an output checked before is the very object with the very
         # content it had, and validation keeps what it became
-        valid, notes = state.validation.extend(without_stale(received, len(state.received)))
+        seen = len(state.received)
+        valid, notes = state.validation.extend(without_stale(without_note_marks(received, seen), seen))
         withheld = masked_refs(received, len(state.received))
         state.received.extend(received[len(state.received) :], received_stamp)
         start = header_length(valid)
