@@ -22,7 +22,11 @@ from ctxplugin.history.identifiers import identifiers
 from ctxplugin.tokens import args_json, content_text
 
 _SHORT_ARGUMENT = 80
-_SINGLE_QUOTED = re.compile(r"'([^'\n]{3,80})'")
+_BREAKS = "\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"
+"""The characters ``str.splitlines`` (and many renderers) break a line at: a value listed whole
+holds none, or what follows one would read as a line of the note of its own."""
+_BREAK = re.compile(f"[{_BREAKS}]")
+_SINGLE_QUOTED = re.compile(f"'([^'{_BREAKS}]{{3,80}})'")
 _PATHLIKE = re.compile(r"/|\.[A-Za-z]\w{0,7}$")
 _HEREDOC = re.compile(r"(?<!<)<<-?[ \t]*(?:(['\"])([^'\"\s]+)\1|([A-Z_][A-Z0-9_]*)\b)")
 """A here-document operator (``<< 'EOF'``, ``<<-END``): a quoted word or an upper-case one, so
@@ -277,9 +281,10 @@ def _argument_values(args: object, first: list[Labelled], rest: list[Labelled]) 
         text = value if isinstance(value, str) else args_json(value, sort_keys=False, ensure_ascii=True)
         command = key.lower() in _COMMAND_KEYS
         whole, part = (RAN, "in commands") if command else (key, f"in {key}")
-        if len(text) <= _SHORT_ARGUMENT and "\n" not in text:
+        broken = _BREAK.search(text) is not None
+        if len(text) <= _SHORT_ARGUMENT and not broken:
             first.append((whole, text))
-        elif "\n" in text:
+        elif broken:
             first.extend((RAN, line) for line in _shell_lines(text))
         quoted = [m.group(1) for m in _SINGLE_QUOTED.finditer(text)]
         first.extend((PATH if _FILE_PATH.search(found) else part, found) for found in quoted)
