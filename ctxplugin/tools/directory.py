@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ctxplugin._names import LOAD_TOOLS_NAME
+from ctxplugin._untrusted import json_text, name_form, one_line
 from ctxplugin.tokens import TokenCounter
 from ctxplugin.tools.registry import ToolEntry
 
@@ -31,11 +32,19 @@ STUBS_TITLE = (
 _SHORT_INTENT_CHARS = 40
 
 
+def _shown(name: str) -> str:
+    """``name`` as the directory lists it: itself in the form of a tool's name, else quoted as a
+    JSON string on one line. A remote MCP server names the tools it serves, and a name holding
+    a line break would write a line of its own in this system message."""
+    return name if name_form(name) else one_line(json_text(name))
+
+
 def _lines(entries: Sequence[ToolEntry], intent_chars: int) -> list[str]:
     lines = []
     for entry in entries:
         intent = entry.intent(intent_chars)
-        lines.append(f"- {entry.name}: {intent}" if intent else f"- {entry.name}")
+        name = _shown(entry.name)
+        lines.append(f"- {name}: {intent}" if intent else f"- {name}")
     return lines
 
 
@@ -63,4 +72,4 @@ def render_directory(
         text = "\n".join([title, *_lines(unique, chars)])
         if counter.count(text) <= max_tokens:
             return text
-    return f"{title}\nTools: " + ", ".join(e.name for e in unique)
+    return f"{title}\nTools: " + ", ".join(_shown(e.name) for e in unique)
