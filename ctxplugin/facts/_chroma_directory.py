@@ -98,6 +98,9 @@ class EmbeddedDirectory:
         self.root, self.wait_s = root, wait_s
         self._files: tuple[int, int] | None = None
         self._clients: list[Any] = []  # the clients handed out and not closed yet
+        # a client closed as the directory was opened again, and the one opened in its place: a
+        # second thread of the store, holding the closed one, is given the same (no client left open)
+        self._renewed: list[tuple[Any, Any]] = []
         self._users = 0
         self._lock = threading.Lock()
 
@@ -137,12 +140,15 @@ class EmbeddedDirectory:
                 _renew_claim(self.root, self.wait_s)
                 for old in self._clients:  # the last users: the system on the removed files stops
                     old.close()
-                self._clients, self._files = [], None
+                self._clients, self._files, self._renewed = [], None, []
                 bump(writes_counter(self.root), revised=True)  # what was read from the old files is stale
             elif any(c is client for c in self._clients):
                 return None  # another store opened the directory again meanwhile
+            elif (renewed := next((new for old, new in self._renewed if old is client), None)) is not None:
+                return renewed  # another thread of the store opened it again meanwhile
             with _translated("open the embedded Chroma store again"):
                 fresh = self._open()
+            self._renewed.append((client, fresh))
         forget()
         return fresh
 
@@ -152,6 +158,7 @@ class EmbeddedDirectory:
         with self._lock:
             if any(c is client for c in self._clients):
                 self._clients = [c for c in self._clients if c is not client]
+                self._renewed = [(old, new) for old, new in self._renewed if new is not client]
                 client.close()
 
 
