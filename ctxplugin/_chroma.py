@@ -23,6 +23,7 @@ from ctxplugin.errors import ConfigError, StoreError, StoreInUseError, StoreUnav
 _BUGS = (NotImplementedError, RecursionError)
 """RuntimeErrors that say code is wrong, not that a store failed: :func:`translated` lets them
 propagate."""
+REOPENED = [0]  # embedded directories opened again, their clients closed under any call then running
 
 
 @contextmanager
@@ -35,13 +36,15 @@ def translated(
     ``StoreUnavailableError`` (``action`` completes "could not ..."). ``refine`` may name a
     better error for anything else; of what it leaves (None), the failures of embedded Chroma's
     storage (``RuntimeError``, ``OSError``, ``sqlite3.Error``) are ``StoreError`` too, and any
-    other error (a ``NotImplementedError`` or ``RecursionError`` among them) is raised as it is.
+    other error (a ``NotImplementedError`` or ``RecursionError`` among them) is raised as it is,
+    unless an embedded directory was opened again meanwhile (its clients closed under the call).
 
     ``forget`` drops the collections a store keeps open; it is called when Chroma no longer
     knows one (a server that came back without its data, a collection deleted by hand), so
     that the store's next call opens, and so creates, it again instead of failing for ever."""
     import chromadb.errors as chroma_errors
 
+    reopened = REOPENED[0]
     try:
         yield
     except (StoreError, ConfigError):
@@ -73,6 +76,8 @@ def translated(
             # embedded Chroma's own storage failing: its HNSW index (hnswlib raises RuntimeError),
             # its SQLite file, its index files on disk; a bug (KeyError...) still propagates
             raise StoreError(f"Chroma could not {action}: {exc}") from exc
+        if REOPENED[0] != reopened:  # the embedded client was closed under this call
+            raise StoreError(f"Chroma could not {action}: its directory was opened again meanwhile ({exc!r})") from exc
         raise
 
 

@@ -138,6 +138,7 @@ class EmbeddedDirectory:
                     return None
                 self.root.mkdir(parents=True, exist_ok=True)
                 _renew_claim(self.root, self.wait_s)
+                _chroma.REOPENED[0] += 1  # a call of another store on these clients fails as a StoreError
                 for old in self._clients:  # the last users: the system on the removed files stops
                     old.close()
                 self._clients, self._files, self._renewed = [], None, []

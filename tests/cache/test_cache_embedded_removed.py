@@ -4,6 +4,7 @@ facts and the cached answers, which share the directory, are both opened again a
 from __future__ import annotations
 
 import shutil
+import threading
 from pathlib import Path
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
@@ -11,7 +12,8 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from ctxplugin import ContextConfig, ContextEngine, Scope
 from ctxplugin.cache import ChromaAnswerCacheStore
 from ctxplugin.config import CacheConfig
-from ctxplugin.facts import ChromaFactStore, Fact, FactQuery
+from ctxplugin.errors import StoreError
+from ctxplugin.facts import ChromaFactStore, Fact, FactQuery, HashingEmbedding
 from ctxplugin.testing import ScriptedChatModel
 from ctxplugin.testing.cache_contract import make_entry
 
@@ -76,3 +78,43 @@ def test_the_cache_seeing_the_directory_removed_first_opens_it_again_for_both(tm
     with ChromaFactStore.persistent(tmp_path / "chroma") as facts, ChromaAnswerCacheStore.persistent(tmp_path / "chroma") as answers:
         assert [f.id for f in facts.get([kept.id], reader=S)] == [kept.id]
         assert answers.count() == 1
+
+
+class _HeldQuery(HashingEmbedding):
+    """The offline embedding, holding a question's embedding until let go (a slow embedding API)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.held, self.go = threading.Event(), threading.Event()
+
+    def embed_query(self, text: str) -> list[float]:
+        if text == "when is the release":
+            self.held.set()
+            self.go.wait(30)
+        return super().embed_query(text)
+
+
+def test_a_facts_search_under_way_when_the_cache_opens_the_directory_again_fails_as_a_store_error(tmp_path: Path) -> None:
+    embedding = _HeldQuery()
+    with ChromaFactStore.persistent(tmp_path / "chroma", embedding=embedding) as facts, ChromaAnswerCacheStore.persistent(tmp_path / "chroma") as answers:
+        facts.add([Fact(text="The deploy target is eu-west-3.", owner=S)])
+        answers.put(make_entry("what is the deploy target"))
+        failed: list[BaseException] = []
+
+        def search() -> None:
+            try:
+                facts.search("when is the release", FactQuery(reader=S), n=5)
+            except BaseException as exc:  # what the host's call would raise
+                failed.append(exc)
+
+        thread = threading.Thread(target=search)
+        thread.start()
+        assert embedding.held.wait(30)  # the search has its collection, and embeds the question
+        shutil.rmtree(tmp_path / "chroma")
+        answers.put(make_entry("when is the release deadline"))  # the cache opens the directory again
+        embedding.go.set()
+        thread.join(30)
+        assert [type(exc) for exc in failed] in ([], [StoreError]), failed
+        kept = Fact(text="The release deadline is Friday 5pm.", owner=S)
+        facts.add([kept])  # the next call works on the directory opened again
+        assert [f.id for f, _ in facts.search("release deadline", FactQuery(reader=S), n=5)] == [kept.id]
