@@ -88,9 +88,12 @@ class ChooseFacts:
         with self._lock:
             # claimed while this call runs: a concurrent call of the same reader starts afresh
             seen = self._seen.pop(key, None)
+            self._seen.put(key, _CLAIMED)
+        claimed = seen is _CLAIMED  # a concurrent call's: its branch is no branch gone back from
+        seen = None if claimed else seen
         left: list[BaseMessage] = []  # read last call, on a branch the host has gone back from since
         back: list[BaseMessage] = []  # left behind before, in the conversation again
-        resumed = seen is None  # not read before by this process: what it left behind is told by the facts stored
+        resumed = seen is None and not claimed  # not read before by this process: what it left behind is told by the facts stored
         if seen is None or not seen.continued_by(view.original, body, view.original_stamp, view.history_stamp):
             left = seen.left_behind(view.original) if seen is not None else []
             with self._lock:
@@ -258,9 +261,11 @@ class ChooseFacts:
     ) -> CallView:
         history = tuple(shown)  # before ``seen`` is given back: the next call extends it
         stamp = seen.marked_stamp if seen is not None else None
-        if seen is not None:
-            with self._lock:
+        with self._lock:
+            if seen is not None:
                 self._seen.put(_reader_key(view.scope), seen)
+            elif self._seen.hit(_reader_key(view.scope)) is _CLAIMED:
+                self._seen.pop(_reader_key(view.scope), None)  # the next call reads the conversation afresh
         return view.override(
             history=history,
             history_stamp=stamp,
@@ -359,6 +364,9 @@ def _standing_text(header: Sequence[SystemMessage], body: Sequence[BaseMessage])
     task = next((m for m in body if isinstance(m, HumanMessage)), None)
     return normalized(tuple(content_text(m.content) for m in (*header, *([task] if task is not None else []))))
 
+
+_CLAIMED = Seen()
+"""What a reader's entry holds while a call of it runs (never extended: a concurrent call starts afresh)."""
 
 _UNSHARED = "facts store unavailable; the facts block is chosen by this process alone (other processes may show another)"
 

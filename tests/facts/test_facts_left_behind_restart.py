@@ -5,13 +5,14 @@ front was trimmed keeps what it dropped, after a restart as before one."""
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 
 from ctxplugin import ContextConfig, ContextEngine, Scope
 from ctxplugin.cas import MemoryCASStore
-from ctxplugin.facts import FactsLedger, MemoryFactStore
+from ctxplugin.facts import FactsLedger, HashingEmbedding, MemoryFactStore
 from ctxplugin.facts.model import FactQuery
 
 THREAD = Scope(session_id="trip", user_id="u1")
@@ -101,3 +102,37 @@ def test_a_new_engine_over_the_same_memory_store_leaves_the_old_branch_behind() 
     second.prepare([*OLD[:5], HumanMessage("Which hotels are near the river?", id="b2")], scope=THREAD)
     now = sorted(f.text for f in store.find(FactQuery(reader=THREAD, valid=True, scopes=("global", "session"))))
     assert now == ["My budget is $500.", "My seat is 12A."], now
+
+
+class _HeldQuery(HashingEmbedding):
+    """The offline embedding, holding the embedding of one question until let go (a slow API)."""
+
+    def __init__(self, question: str) -> None:
+        super().__init__()
+        self.question, self.held, self.go = question, threading.Event(), threading.Event()
+
+    def embed_query(self, text: str) -> list[float]:
+        if self.question in text:
+            self.held.set()
+            self.go.wait(30)
+        return super().embed_query(text)
+
+
+def test_two_calls_of_one_thread_at_once_leave_nothing_behind() -> None:
+    """Two calls of the same thread at once in one engine (parallel branches of a graph, each with
+    its own last message): neither is a process new to the thread, neither is a fork."""
+    config = ContextConfig()
+    embedding = _HeldQuery("Lisbon")
+    store = MemoryFactStore(embedding=embedding)
+    engine = ContextEngine(config, cas=MemoryCASStore(), facts=FactsLedger(store, config.facts))
+    engine.prepare(OLD, scope=THREAD)
+    first = threading.Thread(target=engine.prepare, args=([*OLD, HumanMessage("My destination is Lisbon.", id="t1")],), kwargs={"scope": THREAD})
+    first.start()
+    try:
+        assert embedding.held.wait(30)  # the first call stored what it read, and searches
+        engine.prepare([*OLD, HumanMessage("Find hotels near the river.", id="t2")], scope=THREAD)
+    finally:
+        embedding.go.set()
+        first.join(30)
+    now = sorted(f.text for f in store.find(FactQuery(reader=THREAD, valid=True, scopes=("global", "session"))))
+    assert "My destination is Lisbon." in now, now
