@@ -73,16 +73,17 @@ class StoreGuard:
     @property
     def retry_interval(self) -> float:
         """Seconds between checks now: ``retry_after``, doubled (up to 30 s) each time a call let
-        through after a passed check failed again, back to ``retry_after`` once one works."""
+        through after a passed check failed again, back to ``retry_after`` once a call of the kind
+        that failed works."""
         return self._circuit.pause
 
     def trip(self, cause: str) -> None:
         """Open the circuit for ``cause`` (also used when a check at connect time failed)."""
         self._failed(cause, trial=False)
 
-    def _failed(self, cause: str, *, trial: bool) -> None:
+    def _failed(self, cause: str, *, trial: bool, what: str | None = None) -> None:
         with self._lock:
-            first = self._circuit.fail(cause, time.monotonic(), trial=trial)
+            first = self._circuit.fail(cause, time.monotonic(), trial=trial, what=what)
             pause = self._circuit.pause
             checker = self._checker()
         if first:
@@ -163,13 +164,13 @@ class StoreGuard:
         when = "another call is trying it now" if trying else f"checked again every {pause:g}s"
         raise StoreUnavailableError(f"{self.name} skipped for {what}: it failed {since:.0f}s ago ({cause}); {when}")
 
-    def _tried(self, answered: bool) -> None:
+    def _tried(self, what: str, answered: bool) -> None:
         """The end of the call let through to try the server: it answered, or it said nothing."""
         with self._lock:
             if not answered:
                 self._circuit.abandoned()
                 return
-            was = self._circuit.answered()
+            was = self._circuit.answered(what)
         if was is not None:
             logger.warning("ctxplugin: %s answers again", self.name)
 
@@ -197,17 +198,21 @@ class StoreGuard:
                 # a call the step's budget cut very short says nothing of the server; one that was
                 # given at least half the timeout does
                 if wait >= self.timeout / 2 or exc.__cause__ is not None or "no answer within" not in str(exc):
-                    self._failed(str(exc), trial=trial)
+                    self._failed(str(exc), trial=trial, what=what)
                     trial = False  # settled: the circuit is open again
                 raise
             except Exception:
                 answered = True
                 raise
             answered = True
+            if not trial and self._circuit.failing is not None:  # the kind that failed may work now
+                with self._lock:
+                    if self._circuit.cause is None:
+                        self._circuit.worked(what)
             return value
         finally:
             if trial:
-                self._tried(answered)
+                self._tried(what, answered)
 
 
 _GUARDS: weakref.WeakSet[StoreGuard] = weakref.WeakSet()

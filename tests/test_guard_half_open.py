@@ -188,3 +188,28 @@ def test_the_circuit_s_pause_is_capped() -> None:
     big.admit(now + 120, probed=False)
     big.fail("timeout", now + 120, trial=True)
     assert big.pause == 120.0
+
+
+def test_a_call_of_another_kind_that_works_keeps_the_pause_of_the_one_that_still_fails() -> None:
+    # one server, several stores: the facts write lock (no table) works while the CAS table is
+    # locked; the lock's call closing the circuit must not send the next CAS put back to a short pause
+    store = Locked()
+    guard = StoreGuard("Test server", timeout=TIMEOUT, retry_after=RETRY, probe=store.check)
+    with pytest.raises(StoreUnavailableError):
+        guard.call("CAS put", store.call)
+    _half_open(guard)
+    with pytest.raises(StoreUnavailableError):
+        guard.call("CAS put", store.call)
+    assert guard.retry_interval == 2 * RETRY
+    _half_open(guard)
+    assert guard.call("facts write lock", lambda: "held") == "held"  # the server answered: closed
+    assert not guard.is_open
+    with pytest.raises(StoreUnavailableError, match="no answer within"):
+        guard.call("CAS put", store.call)  # still locked: as a call tried after a check
+    assert guard.is_open and guard.retry_interval == 4 * RETRY
+    store.released.set()
+    _half_open(guard)
+    assert guard.call("facts write lock", lambda: "held") == "held"
+    assert guard.retry_interval == 4 * RETRY  # the CAS put has not worked yet
+    assert guard.call("CAS put", store.call) == "ok"
+    assert guard.retry_interval == RETRY and not guard.is_open

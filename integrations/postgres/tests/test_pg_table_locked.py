@@ -24,6 +24,8 @@ from psycopg import sql
 
 import ctxplugin
 from ctxplugin import ContextConfig, ContextEngine, Scope
+from ctxplugin.errors import StoreUnavailableError
+from ctxplugin.facts.locks import slot_lock_name
 from ctxplugin.guard import GuardedCASStore
 from ctxplugin.report import CaptureReport
 
@@ -38,13 +40,13 @@ THINK = 0.3
 SCOPE = Scope(session_id="locked", user_id="ops")
 
 
-def _engine(dsn: str, schema: str, path: Path) -> ContextEngine:
+def _engine(dsn: str, schema: str, path: Path, *, facts: bool = False) -> ContextEngine:
     migrate(dsn, schema=schema)
     config = ContextConfig(
         postgres_dsn=dsn,
         postgres_schema=schema,
         path=str(path),
-        facts={"enabled": False},
+        facts={"enabled": facts},
         stores={"timeout": TIMEOUT, "retry_after": RETRY},
     )
     return ctxplugin.connect(config)
@@ -103,6 +105,37 @@ def test_a_locked_table_costs_one_step_its_timeout_then_steps_degrade_at_once(
     # pause before the k-th such check is retry_after * 2**(k-1): k tries take retry_after * (2**k - 1)
     tries = math.floor(math.log2(elapsed / RETRY + 1))
     assert 1 <= waited <= 1 + tries < STEPS, (waited, tries)
+
+
+def test_steps_that_record_facts_do_not_shorten_the_pause_while_the_table_stays_locked(
+    pg_dsn: str, pg_schema: str, tmp_path: Path
+) -> None:
+    # the facts write lock is on the same server (an advisory lock, no table): taking it works
+    # while the CAS table is locked, and must not make every step wait for the table again
+    engine = _engine(pg_dsn, pg_schema, tmp_path, facts=True)
+    try:
+        lock = engine.facts.lock
+        assert lock is not None
+        _, warm = _capture(engine, 0)
+        assert warm.ref_id is not None and not warm.warnings
+        waited = 0
+        with _locked(pg_dsn, pg_schema):
+            start = time.monotonic()
+            for n in range(1, STEPS + 1):
+                try:
+                    with lock.hold(slot_lock_name(f"user:ops:{n}")):  # as a step recording a fact
+                        pass
+                except StoreUnavailableError:
+                    pass  # refused while the circuit is open
+                _, report = _capture(engine, n)
+                assert report.ref_id is None
+                waited += _waited(report)
+                time.sleep(THINK)
+            elapsed = time.monotonic() - start
+        tries = math.floor(math.log2(elapsed / RETRY + 1))
+        assert 1 <= waited <= 1 + tries < STEPS, (waited, tries)
+    finally:
+        engine.close()
 
 
 def test_once_the_lock_is_let_go_the_engine_stores_on_postgres_again(
