@@ -143,6 +143,7 @@ class StoreGuard:
                 with self._lock:
                     if circuit.cause is not None:
                         circuit.cause = _describe(exc)
+                    circuit.pause = circuit.retry_after  # out, not locked: find its return at once
                 continue
             with self._lock:
                 circuit.checked = circuit.cause is not None  # half-open: the next call tries the server

@@ -213,3 +213,32 @@ def test_a_call_of_another_kind_that_works_keeps_the_pause_of_the_one_that_still
     assert guard.retry_interval == 4 * RETRY  # the CAS put has not worked yet
     assert guard.call("CAS put", store.call) == "ok"
     assert guard.retry_interval == RETRY and not guard.is_open
+
+
+def test_a_server_that_goes_out_after_the_pause_grew_is_checked_every_retry_after_again() -> None:
+    # a table locked by a migration, then the server restarted: once its check fails it is out,
+    # and its return must be found within retry_after, not the pause the lock made grow
+    store = Locked()
+    out = threading.Event()
+    failed_checks: list[int] = []
+
+    def check() -> None:
+        if out.is_set():
+            failed_checks.append(1)
+            raise StoreUnavailableError("connection refused")
+
+    guard = StoreGuard("Test server", timeout=TIMEOUT, retry_after=RETRY, probe=check)
+    with pytest.raises(StoreUnavailableError):
+        guard.call("CAS put", store.call)
+    for _ in range(2):
+        _half_open(guard)
+        with pytest.raises(StoreUnavailableError, match="no answer within"):
+            guard.call("CAS put", store.call)
+    assert guard.retry_interval == 4 * RETRY
+    out.set()  # the server goes out
+    _until(lambda: len(failed_checks) > 1, "checked twice")  # the first failed check is settled
+    assert guard.is_open and guard.retry_interval == RETRY
+    out.clear()  # back, the lock gone
+    store.released.set()
+    _half_open(guard)
+    assert guard.call("CAS put", store.call) == "ok" and not guard.is_open
