@@ -10,8 +10,8 @@ Without a check, the first call after the pause is the trial.
 The stores of one server share its circuit, and a call of one kind may work while another
 still fails (the facts write lock takes no table; the CAS table is locked). A trial of another
 kind that works closes the circuit but keeps the pause: the pause goes back to ``retry_after``
-once a call of the kind that failed works, and that kind failing first after the closing counts
-as a failed trial.
+once a call of the kind that failed works, and that kind failing first within the longest pause
+after the closing counts as a failed trial (later, it is a failure of its own).
 
 A server that is out fails its check, and the pause between checks stays ``retry_after``. The
 pause grows only when the server answers its check while its real calls still fail, as when
@@ -30,7 +30,7 @@ class Circuit:
     """Closed (``cause`` is None), open, or half-open (``checked``); ``trial`` while the one call
     let through runs. Plain state, no clock or lock of its own: times are passed in."""
 
-    __slots__ = ("cause", "checked", "failed_at", "failing", "opened_at", "pause", "retry_after", "trial")
+    __slots__ = ("cause", "checked", "closed_at", "failed_at", "failing", "opened_at", "pause", "retry_after", "trial")
 
     def __init__(self, retry_after: float) -> None:
         self.retry_after = retry_after
@@ -38,6 +38,7 @@ class Circuit:
         self.cause: str | None = None
         self.opened_at = 0.0
         self.failed_at = 0.0
+        self.closed_at = 0.0
         self.checked = False
         self.trial = False
         self.failing: str | None = None
@@ -54,7 +55,9 @@ class Circuit:
         self.cause = cause
         if first:
             self.opened_at = self.failed_at = now
-            if what is not None and what == self.failing:
+            if self.failing is not None and now - self.closed_at >= max(MAX_RETRY_S, self.retry_after):
+                self.pause = self.retry_after  # long after the closing: a failure of its own
+            elif what is not None and what == self.failing:
                 self._longer()
             self.failing = what
         elif trial:
@@ -80,10 +83,11 @@ class Circuit:
             return True
         return None
 
-    def answered(self, what: str | None = None) -> str | None:
-        """The trial (of kind ``what``) reached the server: close, and reset the pause unless
-        another kind of call is still to work. The cause it was open for."""
+    def answered(self, what: str | None = None, now: float = 0.0) -> str | None:
+        """The trial (of kind ``what``) reached the server at ``now``: close, and reset the pause
+        unless another kind of call is still to work. The cause it was open for."""
         was, self.cause = self.cause, None
+        self.closed_at = now
         self.worked(what)
         self.checked = self.trial = False
         return was

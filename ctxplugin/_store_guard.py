@@ -171,7 +171,7 @@ class StoreGuard:
             if not answered:
                 self._circuit.abandoned()
                 return
-            was = self._circuit.answered(what)
+            was = self._circuit.answered(what, time.monotonic())
         if was is not None:
             logger.warning("ctxplugin: %s answers again", self.name)
 

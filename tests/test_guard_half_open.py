@@ -242,3 +242,20 @@ def test_a_server_that_goes_out_after_the_pause_grew_is_checked_every_retry_afte
     store.released.set()
     _half_open(guard)
     assert guard.call("CAS put", store.call) == "ok" and not guard.is_open
+
+
+def test_a_kind_of_call_that_fails_now_and_then_does_not_make_the_pause_grow() -> None:
+    # a purge of a large table timing out once an hour, while every other call works: each is a
+    # failure of its own, not the same failure again right after the circuit closed
+    from ctxplugin._circuit import Circuit
+
+    circuit = Circuit(retry_after=1.0)
+    now = 100.0
+    for _ in range(4):
+        assert circuit.fail("CAS purge: no answer", now, trial=False, what="CAS purge")
+        circuit.checked = True
+        assert circuit.admit(now + 1, probed=True) is True
+        circuit.answered("CAS put", now + 1)  # the server answers the call let through
+        assert circuit.cause is None
+        now += 3600
+    assert circuit.pause == 1.0
