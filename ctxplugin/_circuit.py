@@ -13,7 +13,7 @@ kind that works closes the circuit but keeps the pause: the pause goes back to `
 once a call of the kind that failed works, and that kind failing first within the longest pause
 after the closing counts as a failed trial (later, it is a failure of its own).
 
-A server that is out fails its check, and the pause between checks stays ``retry_after``. The
+A server that is out fails its check, and the pause between checks is ``retry_after`` again. The
 pause grows only when the server answers its check while its real calls still fail, as when
 another session holds a table locked (a migration, ``VACUUM FULL``): without the trial every
 passed check would close the circuit and send the next step to wait its whole timeout again.
