@@ -53,7 +53,8 @@ def unread(writes: FactStore | WriteBatch, owner: Scope, drafts: Sequence[Read])
         draft, source, _, output = read
         said = (text_hash(draft.text.strip()), source, draft.source_ref)
         message = output is None or output[0] is None
-        if (*said, output or (None, None)) in known or (message and said in undigested):
+        # what was read is told by call id and digest; the message before it is no part of that
+        if (*said, output[:2] if output else (None, None)) in known or (message and said in undigested):
             read_before.add(_origin(read))
         elif message and said in stated:
             # an edited message: what its old text said too was read then, and may have been
