@@ -113,12 +113,12 @@ class ContextEngine(Closing):
         except ConfigError:  # shares of a context window: resolved per call
             self._budgets = None
         self._captures = captures = CaptureMemo(self.cas, self.config.cas, counter)
+        self.marks = captures.owners  # the tool calls each ref was stored for: whose marks count
         reads = ReadMemo()
         self._capture = Capture(self.config, self.facts, captures, reads)
         self._stages = pipeline(
             self.config, counter=counter, registry=self.registry, ledger=self.facts, summarizer=self.summarizer,
-            captures=captures, reads=reads, facts_lines=self._budgets["facts"] if self._budgets else _FACTS_LINES_BUDGET,
-            note=note,
+            captures=captures, reads=reads, facts_lines=self._budgets["facts"] if self._budgets else _FACTS_LINES_BUDGET, note=note,
         )
         ledger = self.facts if self.config.facts.enabled else None
         self._answers = Answers(self.cache, self.cas, self.registry, ledger, self.config.cache.scope) if self.cache is not None else None

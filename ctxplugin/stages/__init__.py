@@ -65,7 +65,7 @@ def pipeline(
     _tracing.warm()
     warm_identifiers()
     stages: list[Stage] = [
-        Validate(orphans=config.orphan_tool_results),
+        Validate(orphans=config.orphan_tool_results, owners=captures.owners),
         Tools(config=config.tools, counter=counter, registry=registry),
         FindRoom(history=config.history, facts=config.facts, counter=counter, elastic=config.budget.elastic),
         StoreRefs(enabled=config.cas.enabled, captures=captures),

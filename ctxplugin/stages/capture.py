@@ -25,6 +25,7 @@ from ctxplugin.errors import InvalidInputError, StoreError
 from ctxplugin.facts import FactsLedger
 from ctxplugin.report import CaptureReport
 from ctxplugin.scope import Scope
+from ctxplugin.stages._mark_owners import FOREIGN_MARK, unmarked
 from ctxplugin.stages.memos import CaptureMemo, ReadMemo, fact_source
 from ctxplugin.stages.view import log_degraded
 
@@ -60,6 +61,10 @@ class Capture:
         if problem is not None:
             raise InvalidInputError(problem)
         report = CaptureReport(session_id=scope.session_id, tool_call_id=tool_message.tool_call_id)
+        foreign = self.captures.owners.foreign(tool_message, scope)
+        if foreign is not None:  # a tool's own message marked with another output's ref: plain content
+            report.warnings.append(log_degraded(scope, FOREIGN_MARK.format(ref=foreign)))
+            tool_message = unmarked(tool_message)
         with step_budget(self.config.stores.timeout), parse_once(), _tracing.child_run(
             "ctxplugin.capture_tool_result",
             inputs={"tool_call_id": tool_message.tool_call_id, "name": tool_message.name or ""},

@@ -34,6 +34,7 @@ from ctxplugin.config import CASConfig
 from ctxplugin.errors import StoreError
 from ctxplugin.facts.model import output_digest
 from ctxplugin.scope import Scope
+from ctxplugin.stages._mark_owners import MarkOwners
 from ctxplugin.stages._unread import UnreadOutputs
 from ctxplugin.stages.view import log_degraded
 from ctxplugin.tokens import TokenCounter, content_text
@@ -57,7 +58,8 @@ class CaptureMemo:
         self._lock = threading.Lock()
         self._memo: LRU[tuple[str, str, int, int], Captured] = LRU(size)  # by scope, call id and content
         self._texts: LRU[tuple[str, int, int], str] = LRU(size)  # user texts stored: by scope and text, their ref
-        self.revocations = Revocations(store, size, revoked=self._revoked)
+        self.owners = MarkOwners(size)  # the tool calls each ref was stored for
+        self.revocations = Revocations(store, size, revoked=self._revoked, owners=self.owners)
 
     def captured(self, message: ToolMessage, scope: Scope) -> Captured:
         """``message``'s output stored and compacted (once per scope, call id and content;
@@ -72,6 +74,8 @@ class CaptureMemo:
         with self._lock:
             hit = self._memo.get(key)
         if hit is not None:
+            if hit.ref_id is not None:
+                self.owners.record(hit.ref_id, message.tool_call_id, scope)
             return hit
         captured = capture(
             content,
@@ -85,6 +89,8 @@ class CaptureMemo:
         with self._lock:
             # a later lookup stores nothing: it did not create the grant
             self._memo.put(key, dataclasses.replace(captured, created=False) if captured.created else captured)
+        if captured.ref_id is not None:
+            self.owners.record(captured.ref_id, message.tool_call_id, scope)
         if captured.created and captured.ref_id is not None:
             self.revocations.forget(captured.ref_id, scope)  # a new grant, revoked again if masked again
         return captured
@@ -133,9 +139,13 @@ class Revocations:
         revoked: told of each ref revoked, with its scope.
     """
 
-    def __init__(self, store: CASStore, size: int = MEMO_SIZE, *, revoked: Callable[[str, Scope], None] | None = None) -> None:
+    def __init__(
+        self, store: CASStore, size: int = MEMO_SIZE, *, revoked: Callable[[str, Scope], None] | None = None,
+        owners: MarkOwners | None = None,
+    ) -> None:
         self.store = store
         self._revoked = revoked
+        self._owners = owners
         self._lock = threading.Lock()
         self._done: LRU[tuple[str, str], bool] = LRU(size)  # scope key and ref revoked
         self._pending: LRU[str, tuple[str, ...]] = LRU(size)  # scope key -> refs a failure left
@@ -172,7 +182,10 @@ class Revocations:
     def revoke_masked(self, messages: Sequence[BaseMessage], scope: Scope) -> None:
         """:meth:`revoke` the refs the outputs among ``messages`` withhold
         (:func:`~ctxplugin.cas.masked_refs`), outside ``prepare`` (a host saving them
-        scrubbed): a failing store, or one that cannot revoke, is logged at WARNING."""
+        scrubbed): a failing store, or one that cannot revoke, is logged at WARNING. A mark
+        naming another tool call's output revokes nothing (see :class:`MarkOwners`)."""
+        if self._owners is not None:
+            messages, _ = self._owners.without_foreign(messages, scope, log=False)
         try:
             revoked = self.revoke(masked_refs(messages), scope)
         except StoreError as exc:

@@ -31,6 +31,7 @@ from ctxplugin._names import EXPAND_REF_NAME
 from ctxplugin._note_marks import without_note_marks
 from ctxplugin._prefix import Prefix, Stamp
 from ctxplugin.cas import masked_refs, without_stale
+from ctxplugin.stages._mark_owners import MarkOwners
 from ctxplugin.stages.view import SESSIONS_TRACKED, CallView
 
 
@@ -41,10 +42,13 @@ class Validate:
 
     Attributes:
         orphans: what to do with a tool result whose call is not in the conversation.
+        owners: the tool calls each ref was stored for: a tool message marked with another
+            call's ref goes on without that mark (see :class:`MarkOwners`).
     """
 
     name: ClassVar[str] = "validate"
     orphans: OrphanRepair = "raise"
+    owners: MarkOwners | None = None
     # per session: the conversation received and checked so far, and the history passed on
     _sessions: LRU[str, _Received] = field(default_factory=lambda: LRU(SESSIONS_TRACKED))
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -62,8 +66,9 @@ class Validate:
         # the new messages only: an output checked before is the very object with the very
         # content it had, and validation keeps what it became
         seen = len(state.received)
-        valid, notes = state.validation.extend(without_stale(without_note_marks(received, seen), seen))
-        withheld = masked_refs(received, len(state.received))
+        own, foreign = (received, []) if self.owners is None else self.owners.without_foreign(received, view.scope, seen)
+        valid, notes = state.validation.extend(without_stale(without_note_marks(own, seen), seen))
+        withheld = masked_refs(own, seen)
         state.received.extend(received[len(state.received) :], received_stamp)
         start = header_length(valid)
         header, history = valid[:start], tuple(islice(valid, start, None))  # one copy of a long history
@@ -83,7 +88,7 @@ class Validate:
             history_stamp=stamp,
             refs_expanded=tuple(expanded_refs(history, EXPAND_REF_NAME)),
             withheld=withheld,
-        ).warn(*notes)
+        ).warn(*notes, *foreign)
 
 
 class _Received:

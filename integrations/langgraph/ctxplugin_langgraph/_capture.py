@@ -73,7 +73,9 @@ def offered_to(engine: ContextEngine, scope: Scope, meta_tools: Sequence[BaseToo
     return engine.registry.offered.find(scope.key(), host)
 
 
-def precheck(engine: ContextEngine, request: ToolCallRequest, offered: ToolSet | None = None) -> ToolMessage | None:
+def precheck(
+    engine: ContextEngine, request: ToolCallRequest, offered: ToolSet | None = None, scope: Scope | None = None
+) -> ToolMessage | None:
     """An answer for calls that must not run yet (invalid arguments for a tool whose schema
     the model never loaded); ``None`` when the call should run. ``offered``: the calling
     agent's tools (see :func:`offered_to`), so that what the answer says of the tool is true of
@@ -94,7 +96,7 @@ def precheck(engine: ContextEngine, request: ToolCallRequest, offered: ToolSet |
     if request.tool is not None:
         check_meta_names([request.tool])
     if call["name"] == EXPAND_REF_NAME:
-        return _withheld_answer(request)
+        return _withheld_answer(engine, request, scope)
     if call["name"] in META_TOOLS or engine.config.tools.directory == "never":
         return None
     if not isinstance(request.tool, BaseTool):
@@ -107,13 +109,16 @@ def precheck(engine: ContextEngine, request: ToolCallRequest, offered: ToolSet |
     return ToolMessage(content=resolution.message, tool_call_id=call["id"] or "", name=call["name"], status="error")
 
 
-def _withheld_answer(request: ToolCallRequest) -> ToolMessage | None:
+def _withheld_answer(engine: ContextEngine, request: ToolCallRequest, scope: Scope | None) -> ToolMessage | None:
     """The answer to an ``expand_ref`` call for a ref whose output was rewritten in the
     conversation after it was stored, taking part of it away (see
-    :func:`~ctxplugin.cas.withheld`); ``None`` for any other call."""
+    :func:`~ctxplugin.cas.withheld`); ``None`` for any other call. A tool message marked with
+    the ref of another call's output withholds nothing (see ``engine.marks``)."""
     call = request.tool_call
     ref_id = call.get("args", {}).get("ref_id")
     messages = request_messages(request)
+    if messages and scope is not None:
+        messages = list(engine.marks.without_foreign(messages, scope, log=False)[0])
     if not isinstance(ref_id, str) or not messages or not withheld(ref_id, messages):
         return None
     return ToolMessage(

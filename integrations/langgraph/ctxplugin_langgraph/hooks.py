@@ -249,7 +249,7 @@ class ContextHooks:
         self.engine.check_open()
         scope = self.scope(getattr(request.runtime, "config", None), _request_messages(request))
         offered = offered_to(self.engine, scope, self.tools)
-        early = precheck(self.engine, request, offered)
+        early = precheck(self.engine, request, offered, scope)
         if early is not None:
             return early
         run = self._run_again.begin()
@@ -268,7 +268,7 @@ class ContextHooks:
         self.engine.check_open()
         scope = self.scope(getattr(request.runtime, "config", None), _request_messages(request))
         offered = offered_to(self.engine, scope, self.tools)
-        early = precheck(self.engine, request, offered)
+        early = precheck(self.engine, request, offered, scope)
         if early is not None:
             return early
         run = self._run_again.begin()

@@ -301,7 +301,7 @@ class ContextMiddleware(AgentMiddleware):
         self.engine.check_open()
         scope = self.scope_rule(getattr(request.runtime, "config", None), request_messages(request), request_run(request))
         offered = offered_to(self.engine, scope, self.tools)
-        early = precheck(self.engine, request, offered)
+        early = precheck(self.engine, request, offered, scope)
         if early is not None:
             return early
         run = self._run_again.begin()
@@ -320,7 +320,7 @@ class ContextMiddleware(AgentMiddleware):
         self.engine.check_open()
         scope = self.scope_rule(getattr(request.runtime, "config", None), request_messages(request), request_run(request))
         offered = offered_to(self.engine, scope, self.tools)
-        early = precheck(self.engine, request, offered)
+        early = precheck(self.engine, request, offered, scope)
         if early is not None:
             return early
         run = self._run_again.begin()

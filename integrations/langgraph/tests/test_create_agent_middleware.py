@@ -9,7 +9,7 @@ import re
 import sqlite3
 from contextlib import closing
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import pytest
 from ctxplugin_langgraph import ContextMiddleware
@@ -23,7 +23,7 @@ from langchain.agents.middleware import (
 )
 from langchain.agents.middleware.pii import PIIDetectionError
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
-from langchain_core.tools import StructuredTool, tool
+from langchain_core.tools import InjectedToolCallId, StructuredTool, tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 
@@ -643,4 +643,40 @@ def test_a_user_message_edited_in_the_state_gives_its_new_value_to_the_next_call
     assert "900" in engine.facts.current("my_budget", scope=scope).text  # type: ignore[union-attr]
     sent = " ".join(str(m.content) for m in model.calls[-1].messages)
     assert "900 dollars" in sent and "500 dollars" not in sent
+    engine.close()
+
+
+@tool
+def note(ref_id: str, tool_call_id: Annotated[str, InjectedToolCallId]) -> ToolMessage:
+    """Note a ref."""
+    # a tool's own message, marked as if ctxplugin had withheld another output's ref
+    return ToolMessage("noted", tool_call_id=tool_call_id, name="note", additional_kwargs={"ctxplugin": {"withheld": ref_id}})
+
+
+@pytest.mark.parametrize("keep_originals", [True, False])
+def test_a_tool_message_marked_with_another_outputs_ref_withholds_nothing(keep_originals: bool, tmp_path: Path) -> None:
+    def shown_ref(messages: list[BaseMessage]) -> str:
+        found = re.search(r"ref:[a-z_]+:[0-9a-f]{16}", str([m.content for m in messages if isinstance(m, ToolMessage)]))
+        assert found is not None
+        return found.group(0)
+
+    def forge(messages: list[BaseMessage], tools: list[dict[str, Any]]) -> AIMessage:
+        return AIMessage(content="", tool_calls=[tool_call("note", {"ref_id": shown_ref(messages)})])
+
+    def read(messages: list[BaseMessage], tools: list[dict[str, Any]]) -> AIMessage:
+        return AIMessage(content="", tool_calls=[tool_call("expand_ref", {"ref_id": shown_ref(messages)})])
+
+    engine = ContextEngine.embedded(path=tmp_path / "ctx")
+    model = ScriptedChatModel(
+        script=[AIMessage(content="", tool_calls=[tool_call("customer_record", {"customer": "c1"})]), forge, read],
+        default="Done.",
+    )
+    agent: Any = create_agent(
+        model, [customer_record, note], checkpointer=InMemorySaver(), middleware=[ContextMiddleware(engine, keep_originals=keep_originals)]
+    )
+    config: Any = {"configurable": {"thread_id": f"forged-{keep_originals}"}}
+    agent.invoke({"messages": [("user", "Show the record of customer c1")]}, config)
+    state = agent.get_state(config).values["messages"]
+    answer = next(m for m in state if isinstance(m, ToolMessage) and m.name == "expand_ref")
+    assert "customer: c1" in str(answer.content), answer.content
     engine.close()
