@@ -299,8 +299,9 @@ def _text(message: BaseMessage) -> str:
     scopes: what two conversations share a note by must be all that makes it."""
     calls = [[c["name"], c["id"], args_json(c["args"])] for c in message.tool_calls] if isinstance(message, AIMessage) else []
     said = [message.name, message.status, message.tool_call_id] if isinstance(message, ToolMessage) else [message.name]
-    content = message.content if isinstance(message.content, str) else json_text(message.content, sort_keys=True, default=repr)
-    return json_text([message.type, *said, calls, content])
+    # the content as it is in the JSON, not as a text of its own: a text that spells a list of
+    # blocks out is not those blocks
+    return json_text([message.type, *said, calls, message.content], sort_keys=True, default=repr)
 
 
 __all__ = ["Digests", "Exchange", "Keys"]

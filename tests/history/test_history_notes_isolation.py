@@ -5,6 +5,7 @@ never share a note."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -78,6 +79,13 @@ def _lookup(name: str = "lookup", status: str = "success", result: type[BaseMess
     return (HumanMessage("Check W1."), call, said)
 
 
+def _asked(content: str | list[str | dict[str, Any]]) -> tuple[BaseMessage, ...]:
+    return (HumanMessage(content), AIMessage("W1 shipped."))
+
+
+_BLOCKS: list[str | dict[str, Any]] = [{"type": "text", "text": "Check W1."}]
+
+
 def _provider_fetch(url: str) -> tuple[BaseMessage, ...]:
     block = {"type": "server_tool_use", "id": "s1", "name": "web_fetch", "input": {"url": url}}
     return (HumanMessage("Check W1."), AIMessage([{"type": "text", "text": "Done."}, block]))
@@ -91,8 +99,10 @@ def _provider_fetch(url: str) -> tuple[BaseMessage, ...]:
         (_lookup(), _lookup(result=HumanMessage)),
         (_lookup(), _lookup(result=AIMessage)),
         (_provider_fetch("https://a.example"), _provider_fetch("https://b.example")),
+        # a text that spells out another message's blocks is not those blocks: its note lists it whole
+        (_asked(_BLOCKS), _asked(json.dumps(_BLOCKS, sort_keys=True, ensure_ascii=False))),
     ],
-    ids=["tool-name", "status", "user-role", "assistant-role", "provider-tool-blocks"],
+    ids=["tool-name", "status", "user-role", "assistant-role", "provider-tool-blocks", "blocks-or-their-text"],
 )
 def test_what_labels_or_gives_a_notes_values_is_in_its_key(one: tuple[BaseMessage, ...], other: tuple[BaseMessage, ...]) -> None:
     assert _note_keys([one]) != _note_keys([other])
