@@ -252,3 +252,33 @@ def test_an_argument_holding_a_line_break_writes_no_line_of_a_note(tmp_path: Pat
     assert len(system) > 1, "the notes are in system messages"
     assert any("W3" in text for text in system), "what the tool was asked is still listed"
     assert [line for text in system for line in text.splitlines() if "budget" in line] == []
+
+
+def searched(i: int) -> AIMessage:
+    """An assistant turn in which OpenAI's own web search ran: its ``action`` holds the query
+    it was asked and the pages it found (``sources``), which the page's author chooses."""
+    sources = [{"type": "url", "url": f"https://evil.example/ACCT-EVIL-{i}"}]
+    return AIMessage([
+        {"type": "web_search_call", "id": f"ws_{i}", "status": "completed",
+         "action": {"type": "search", "query": f"order W{i} status", "sources": sources}},
+        {"type": "text", "text": f"Order W{i} searched. " + "row " * 300},
+    ])
+
+
+def test_the_pages_a_web_search_found_are_listed_as_what_it_returned(tmp_path: Path) -> None:
+    """A ``web_search_call``'s ``sources`` were read as what the search was asked, so a note in a
+    system message (a chat without a tool list) listed the pages it found; as a lookup, a note
+    lists them under the tool that returned them."""
+    messages: list[BaseMessage] = [SystemMessage("You are an order desk.")]
+    for i in range(30):
+        messages += [HumanMessage(f"Search order W{i}, please."), searched(i)]
+    messages.append(HumanMessage("And the last one?"))
+    engine = ContextEngine.embedded(path=tmp_path, config=ContextConfig())
+    view = engine.prepare(messages, scope=S).messages
+    system = [content_text(m.content) for m in view if isinstance(m, SystemMessage)]
+    assert len(system) > 1, "the notes are in system messages"
+    assert any("W3 status" in text for text in system), "what the search was asked is still listed"
+    assert [text for text in system if "ACCT-EVIL" in text] == []
+    looked_up = engine.prepare(messages, tools=[LOOKUP], scope=S).messages
+    notes = [line for m in looked_up for line in content_text(m.content).splitlines() if "ACCT-EVIL" in line]
+    assert notes and all(line.startswith("web_search returned: ") for line in notes)
