@@ -176,15 +176,18 @@ def _label_rank(label: str) -> int:
 
 _KEY_LABEL = re.compile(r"[\w .@+=/-]+")
 _SPEAKERS = frozenset([USER_SAID, "user mentioned", "assistant mentioned", "mentioned"])
+_JOINERS = re.compile(r"[\W_]+")
+"""What a key may join a label's words with (``user_said``, ``User-Said``): read as a space."""
 
 
 def _key_label(name: object, outer: str) -> str:
     """The label of values held under the argument key ``name``: the key (its whitespace one
-    space), or ``outer`` for a key that says who spoke (``user said``) or holds a colon or a
-    bracket. Keys are chosen by a tool's schema (a remote MCP server's among them) and by the
+    space), or ``outer`` for a key that says who spoke (``user said``, in any case, its words
+    joined by any mark: ``User_Said``) or holds a colon or a bracket. Keys are chosen by a tool's schema (a remote MCP server's among them) and by the
     model: one such key would list a value as the user's, or write a label of its own."""
     label = " ".join(str(name).split())[:_LABEL_CHARS]
-    return label if _KEY_LABEL.fullmatch(label) and label not in _SPEAKERS else outer
+    spoken = _JOINERS.sub(" ", label.casefold()).strip()
+    return label if _KEY_LABEL.fullmatch(label) and spoken not in _SPEAKERS else outer
 
 
 def _argument_items(value: object, key: str = "argument") -> Iterator[tuple[str, object]]:
