@@ -298,7 +298,7 @@ REF_TEXT = r"ref:[a-z0-9][a-z0-9_-]{0,39}:[0-9a-f]{16}"
 """A ref as the CAS writes it, as a pattern to build others from: ``ref:<kind>:<16 hex digits>``."""
 _REF_FORM = re.compile(REF_TEXT)
 _ID_FORM = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:@+=-]{0,127}")
-_NAME_FORM = re.compile(r"\w[\w.:@+=-]{0,127}")
+_NAME_FORM = re.compile(r"\w[\w.:@+=/-]{0,127}")
 _LINE_BREAKS = str.maketrans({"\u2028": "\\u2028", "\u2029": "\\u2029", "\x85": "\\u0085"})
 
 
@@ -318,7 +318,8 @@ def id_form(value: object) -> str | None:
 def name_form(value: object) -> str | None:
     """``value`` when it has the form of a tool's name, else None: as :func:`id_form`, with the
     letters and digits of any script (a model served locally may be given a tool named
-    ``météo``); no space, bracket or line break."""
+    ``météo``) and slashes (an MCP server's tool may be named ``user-profile/update``); no space,
+    bracket or line break."""
     return value if isinstance(value, str) and _NAME_FORM.fullmatch(value) else None
 
 

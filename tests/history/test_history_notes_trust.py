@@ -122,11 +122,12 @@ def test_the_name_a_tool_gives_its_result_writes_no_line_of_a_note(tmp_path: Pat
 
 def test_a_tool_name_in_letters_of_any_script_labels_what_it_returned(tmp_path: Path) -> None:
     """A model served locally may be given tools named in any language (``météo``), and a
-    versioned name holds dots and dashes: such names still label what their tool returned."""
-    names = ["météo", "get-weather.v2", "天气"]
+    versioned name holds dots and dashes, and an MCP server's may be a path
+    (``user-profile/update``): such names still label what their tool returned."""
+    names = ["météo", "get-weather.v2", "天气", "weather/forecast"]
     messages: list[BaseMessage] = [SystemMessage("You are a weather desk.")]
     for i in range(12):
-        name = names[i % 3]
+        name = names[i % len(names)]
         messages += [
             HumanMessage(f"Weather in city C{i}, please."),
             AIMessage("", tool_calls=[{"name": name, "args": {"id": f"C{i}"}, "id": f"c{i}"}]),

@@ -35,3 +35,14 @@ def test_a_tool_name_writes_no_line_of_the_directory(binding: str, intent_chars:
     assert [line for line in lines if "SYSTEM" in line and "\"orders" not in line] == []
     for name in FORGED:
         assert json.dumps(name, ensure_ascii=False).replace("\u2028", "\\u2028") in directory, "the tool is listed by its exact name, quoted"
+
+
+def test_a_tool_name_with_dots_slashes_or_letters_of_any_script_is_listed_as_it_is() -> None:
+    """MCP tool names may hold dots and slashes (``user-profile/update``, ``admin.tools.list``);
+    a local model's tools may be named in any script: each is listed as it is, not quoted."""
+    names = ["user-profile/update", "admin.tools.list", "météo", "get-weather_v2"]
+    engine = memory_engine(ContextConfig(tools={"binding": "stubs"}))
+    view = engine.prepare([SystemMessage("You are an order desk."), HumanMessage("Hi.")], tools=[fn_tool(n) for n in [*names, *(f"tool_{i}" for i in range(10))]], scope=S)
+    lines = tool_directory(view.messages).splitlines()
+    for name in names:
+        assert f"- {name}: Look an order up" in lines
