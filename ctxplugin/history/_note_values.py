@@ -174,7 +174,9 @@ def _label_rank(label: str) -> int:
     return 1
 
 
-_KEY_LABEL = re.compile(r"[\w .@+=/-]+")
+_KEY_LABEL = re.compile(r"[\w .@+=/$-]+")
+"""The form of a label a key gives its values: no colon, bracket, quote, ``#``, ``*`` or ``>``;
+a ``$`` leads OData's arguments (``$filter``, ``$top``)."""
 _SPEAKERS = frozenset([USER_SAID, "user mentioned", "assistant mentioned", "mentioned"])
 _JOINERS = re.compile(r"[\W_]+")
 """What a key may join a label's words with (``user_said``, ``User-Said``): read as a space."""

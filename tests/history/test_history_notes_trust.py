@@ -285,3 +285,23 @@ def test_the_pages_a_web_search_found_are_listed_as_what_it_returned(tmp_path: P
     looked_up = engine.prepare(messages, tools=[LOOKUP], scope=S).messages
     notes = [line for m in looked_up for line in content_text(m.content).splitlines() if "ACCT-EVIL" in line]
     assert notes and all(line.startswith("web_search returned: ") for line in notes)
+
+
+def test_argument_names_of_common_apis_label_their_values(tmp_path: Path) -> None:
+    """Argument names of the usual forms label what was passed in them: OData's ``$filter`` and
+    ``$top`` (Microsoft Graph's tools), dotted, dashed and accented names."""
+    names = ["$filter", "customer.id", "x-api-version", "ville_météo"]
+    messages: list[BaseMessage] = [SystemMessage("You are an order desk.")]
+    for i in range(12):
+        messages += [
+            HumanMessage(f"Find customer C{i}, please."),
+            AIMessage("", tool_calls=[{"name": "lookup", "args": {name: f"V{i}-{n}" for n, name in enumerate(names)}, "id": f"c{i}"}]),
+            ToolMessage(f"C{i}: found. " + "row " * 200, tool_call_id=f"c{i}", name="lookup"),
+            AIMessage(f"C{i} found."),
+        ]
+    messages.append(HumanMessage("And the last one?"))
+    engine = ContextEngine.embedded(path=tmp_path, config=ContextConfig(mode="compact"))
+    view = engine.prepare(messages, tools=[LOOKUP], scope=S).messages
+    lines = [line for m in view if content_text(m.content).startswith("[context note: ") for line in content_text(m.content).splitlines()]
+    for n, name in enumerate(names):
+        assert any(line.startswith(f"{name}: ") and f"V3-{n}" in line for line in lines), name
