@@ -232,10 +232,12 @@ def _read_values(message: BaseMessage, tools: Mapping[str, str]) -> tuple[list[L
     skip = _scraped(content_text(message.content))
 
     def kept(values: list[Labelled]) -> list[Labelled]:
+        # a value holding a line break (one quoted in backticks or double quotes may) is left
+        # out: what follows the break would read as a line of the note of its own
         out: list[Labelled] = []
         for label, value in values:
             value = value.strip()
-            if value not in skip and any(c.isalnum() for c in value):
+            if value not in skip and any(c.isalnum() for c in value) and _BREAK.search(value) is None:
                 out.append((label, value))
         return out
 
