@@ -43,6 +43,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from ctxplugin._lru import Memo
 from ctxplugin._messages import META_KEY, annotation
 from ctxplugin._names import FACTS_LOOKUP_NAME, NOTES_LOOKUP_NAME
+from ctxplugin._note_marks import NOTE_MARKS
 from ctxplugin.tokens import content_text
 
 Kind = Literal["facts", "notes"]
@@ -53,7 +54,7 @@ def is_note(message: BaseMessage) -> bool:
     """Whether ``message`` is a context note the history or budget stage wrote in place of
     exchanges (condensed to their values, or left out)."""
     note = annotation(message)
-    return isinstance(message, HumanMessage) and bool(note.get("condensed") or note.get("omitted"))
+    return isinstance(message, HumanMessage) and any(note.get(mark) for mark in NOTE_MARKS)
 
 
 def is_condensed(message: BaseMessage) -> bool:
