@@ -8,6 +8,7 @@ cache warm. Large tool sets get shorter intents, then names only, to stay within
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from ctxplugin._names import LOAD_TOOLS_NAME
@@ -30,13 +31,15 @@ STUBS_TITLE = (
 """The directory's title when the tools are bound as stubs (``tools.binding``)."""
 
 _SHORT_INTENT_CHARS = 40
+_SURROGATES = re.compile("[\ud800-\udfff]")
 
 
 def _shown(name: str) -> str:
-    """``name`` as the directory lists it: itself in the form of a tool's name, else quoted as a
-    JSON string on one line. A remote MCP server names the tools it serves, and a name holding
-    a line break would write a line of its own in this system message."""
-    return name if name_form(name) else one_line(json_text(name))
+    """``name`` as the directory lists it: itself in the form of a tool's name (undecodable
+    bytes, lone surrogates, left as given), else quoted as a JSON string on one line. A remote
+    MCP server names the tools it serves, and a name holding a line break would write a line of
+    its own in this system message."""
+    return name if name_form(_SURROGATES.sub("x", name)) else one_line(json_text(name))
 
 
 def _lines(entries: Sequence[ToolEntry], intent_chars: int) -> list[str]:
