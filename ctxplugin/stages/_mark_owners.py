@@ -8,7 +8,10 @@ through. A mark is ctxplugin's only for the output it was made for: a ref this p
 for a tool call speaks for that call's messages alone. A message whose mark names a ref stored
 for other calls only goes on without its ref marks, as plain content stored under its own ref,
 and the mark is logged. A ref this process never stored (one captured before a restart) is
-taken from the message, as it always was: the message alone then tells of its masking.
+taken from the message, as it always was: the message alone then tells of its masking. So is
+a ref this process found stored already when it first stored it in a scope (by another
+process, or before its record of the ref was dropped): the calls it was stored for before are
+not known here, and the output's own message may be one of them.
 """
 
 from __future__ import annotations
@@ -31,6 +34,10 @@ REF_MARKS = (WITHHELD, "ref", "compact", "chars", "digest", "lead")
 FOREIGN_MARK = "a tool message marked with the ref of another tool call's output ({ref}) went on as plain content"
 
 
+_UNKNOWN: frozenset[str] = frozenset()
+"""The calls of a ref stored before this process knew of it: any message's mark counts."""
+
+
 class MarkOwners:
     """The tool calls whose outputs this process stored under each ref, by scope (bounded)."""
 
@@ -38,12 +45,16 @@ class MarkOwners:
         self._lock = threading.Lock()
         self._calls: LRU[tuple[str, str], frozenset[str]] = LRU(size)
 
-    def record(self, ref: str, tool_call_id: str, scope: Scope) -> None:
-        """``scope`` stored the output of ``tool_call_id`` under ``ref``."""
+    def record(self, ref: str, tool_call_id: str, scope: Scope, *, created: bool) -> None:
+        """``scope`` stored the output of ``tool_call_id`` under ``ref``; ``created``: the
+        store did not hold it for ``scope`` before (else, unless this record already knows
+        the ref, the calls it was stored for before are unknown)."""
         key = (scope.key(), ref)
         with self._lock:
-            calls = self._calls.get(key, frozenset())
-            if tool_call_id not in calls:
+            calls = self._calls.get(key)
+            if calls is None:
+                calls = frozenset({tool_call_id}) if created else _UNKNOWN
+            elif calls is not _UNKNOWN and tool_call_id not in calls:
                 calls = calls | {tool_call_id}
             self._calls.put(key, calls)
 
@@ -58,7 +69,7 @@ class MarkOwners:
             if isinstance(ref, str):
                 with self._lock:
                     calls = self._calls.get((scope.key(), ref))
-                if calls is not None and message.tool_call_id not in calls:
+                if calls is not None and calls is not _UNKNOWN and message.tool_call_id not in calls:
                     return ref
         return None
 

@@ -75,7 +75,7 @@ class CaptureMemo:
             hit = self._memo.get(key)
         if hit is not None:
             if hit.ref_id is not None:
-                self.owners.record(hit.ref_id, message.tool_call_id, scope)
+                self.owners.record(hit.ref_id, message.tool_call_id, scope, created=False)
             return hit
         captured = capture(
             content,
@@ -90,7 +90,7 @@ class CaptureMemo:
             # a later lookup stores nothing: it did not create the grant
             self._memo.put(key, dataclasses.replace(captured, created=False) if captured.created else captured)
         if captured.ref_id is not None:
-            self.owners.record(captured.ref_id, message.tool_call_id, scope)
+            self.owners.record(captured.ref_id, message.tool_call_id, scope, created=captured.created)
         if captured.created and captured.ref_id is not None:
             self.revocations.forget(captured.ref_id, scope)  # a new grant, revoked again if masked again
         return captured

@@ -14,7 +14,11 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 from ctxplugin import ContextEngine, Scope
 from ctxplugin._messages import annotation
 from ctxplugin.cas import content_marks
+from ctxplugin.cas.memory import MemoryCASStore
+from ctxplugin.config import CASConfig
 from ctxplugin.errors import RefNotFoundError
+from ctxplugin.stages import CaptureMemo
+from ctxplugin.tokens import get_counter
 
 LOG = "\n".join(f"2026-01-02 payment PAY-{i:04d} charged order W{i:04d} amount {i}.00 USD" for i in range(60))
 SAID = "done"
@@ -76,3 +80,36 @@ def test_a_host_saving_a_marked_tool_message_revokes_nothing_of_another_output(s
     with pytest.raises(RefNotFoundError):
         engine.expand_ref(ref, scope=scope)
     engine.close()
+
+
+def test_an_output_captured_before_a_restart_keeps_its_marks_when_another_call_returns_it_again(tmp_path: Path) -> None:
+    # the same output, returned by a call before the restart and by another after it: one ref
+    scope = Scope(session_id="forged-3")
+    with ContextEngine.embedded(path=tmp_path / "ctx") as first:
+        before = first.capture_tool_result(ToolMessage(LOG, tool_call_id="call_1", name="payments", id="t1"), scope=scope)
+    ref = annotation(before)["ref"]
+    with ContextEngine.embedded(path=tmp_path / "ctx") as second:
+        after = second.capture_tool_result(ToolMessage(LOG, tool_call_id="call_2", name="payments", id="t2"), scope=scope)
+        assert annotation(after)["ref"] == ref
+        messages: list[BaseMessage] = [HumanMessage("Payments twice.", id="h1"), *turn("call_1", before, "payments"), *turn("call_2", after, "payments")]
+        view = second.prepare(messages, scope=scope)
+        assert not any("another tool call's output" in w for w in view.report.warnings), view.report.warnings
+        shown = next(m for m in view.messages if isinstance(m, ToolMessage) and m.tool_call_id == "call_1")
+        assert annotation(shown).get("ref") == ref
+        # a host saving the thread with the first output masked (the second trimmed) revokes it
+        masked = before.model_copy(update={"content": "masked", "additional_kwargs": {"ctxplugin": {"withheld": ref}}})
+        second.revoke_masked([masked], scope)
+        with pytest.raises(RefNotFoundError):
+            second.expand_ref(ref, scope=scope)
+
+
+def test_an_output_whose_record_was_dropped_keeps_its_marks_when_another_call_returns_it_again() -> None:
+    # the record is bounded: a long session's first outputs are dropped from it
+    captures, scope = CaptureMemo(MemoryCASStore(), CASConfig(), get_counter("cl100k_base")[0], size=2), Scope(session_id="forged-4")
+    first = captures.captured(ToolMessage(LOG, tool_call_id="call_1", name="payments"), scope)
+    for n in range(2):
+        captures.captured(ToolMessage(LOG.replace("USD", f"EUR{n}"), tool_call_id=f"call_{n + 2}", name="payments"), scope)
+    again = captures.captured(ToolMessage(LOG, tool_call_id="call_9", name="payments"), scope)
+    assert first.ref_id is not None and again.ref_id == first.ref_id
+    marked = ToolMessage(first.text, tool_call_id="call_1", name="payments", additional_kwargs={"ctxplugin": {"ref": first.ref_id, "compact": first.text}})
+    assert captures.owners.foreign(marked, scope) is None
