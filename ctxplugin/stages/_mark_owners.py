@@ -58,9 +58,12 @@ class MarkOwners:
                 calls = calls | {tool_call_id}
             self._calls.put(key, calls)
 
-    def foreign(self, message: BaseMessage, scope: Scope) -> str | None:
+    def foreign(self, message: BaseMessage, scope: Scope, *, in_thread: bool = False) -> str | None:
         """The ref ``message``'s marks name that this process stored for other tool calls
-        only, or None when its marks name none."""
+        only, or None when its marks name none. ``in_thread``: ``message`` is in the scope's
+        conversation; a ref it names that this process has not stored in the scope yet stays
+        one whose calls are unknown when it is stored there later (the thread was carried
+        over from another scope, or its grant lapsed)."""
         if not isinstance(message, ToolMessage):
             return None
         note = annotation(message)
@@ -69,6 +72,8 @@ class MarkOwners:
             if isinstance(ref, str):
                 with self._lock:
                     calls = self._calls.get((scope.key(), ref))
+                    if calls is None and in_thread:
+                        self._calls.put((scope.key(), ref), _UNKNOWN)
                 if calls is not None and calls is not _UNKNOWN and message.tool_call_id not in calls:
                     return ref
         return None
@@ -85,7 +90,8 @@ class MarkOwners:
         for index in range(start, len(messages)):
             message = messages[index]
             # (anything else that is no message is validation's to name)
-            ref = self.foreign(message, scope) if isinstance(message, ToolMessage) and META_KEY in message.additional_kwargs else None
+            marked = isinstance(message, ToolMessage) and META_KEY in message.additional_kwargs
+            ref = self.foreign(message, scope, in_thread=True) if marked else None
             if ref is None:
                 continue
             if out is None:

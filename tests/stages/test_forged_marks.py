@@ -113,3 +113,22 @@ def test_an_output_whose_record_was_dropped_keeps_its_marks_when_another_call_re
     assert first.ref_id is not None and again.ref_id == first.ref_id
     marked = ToolMessage(first.text, tool_call_id="call_1", name="payments", additional_kwargs={"ctxplugin": {"ref": first.ref_id, "compact": first.text}})
     assert captures.owners.foreign(marked, scope) is None
+
+
+@pytest.mark.parametrize("stores", ["memory", "embedded"])
+def test_a_thread_carried_into_another_scope_keeps_the_marks_of_its_outputs(stores: str, tmp_path: Path) -> None:
+    # a thread forked under another id: its messages name refs the first scope stored
+    engine, first, fork = engine_of(stores, tmp_path), Scope(session_id="forged-5"), Scope(session_id="forged-5-fork")
+    payments = engine.capture_tool_result(ToolMessage(LOG, tool_call_id="call_1", name="payments", id="t1"), scope=first)
+    ref = annotation(payments)["ref"]
+    messages: list[BaseMessage] = [HumanMessage("Payments.", id="h1"), *turn("call_1", payments, "payments")]
+    engine.prepare(messages, scope=fork)
+    # the fork's agent gets the same output again from another call
+    again = engine.capture_tool_result(ToolMessage(LOG, tool_call_id="call_2", name="payments", id="t2"), scope=fork)
+    assert annotation(again)["ref"] == ref
+    # saved with the first output masked (the second trimmed): its original goes from the fork
+    masked = payments.model_copy(update={"content": "masked", "additional_kwargs": {"ctxplugin": {"withheld": ref}}})
+    engine.revoke_masked([HumanMessage("Payments.", id="h1"), *turn("call_1", masked, "payments")], fork)
+    with pytest.raises(RefNotFoundError):
+        engine.expand_ref(ref, scope=fork)
+    engine.close()
