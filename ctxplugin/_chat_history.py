@@ -41,7 +41,7 @@ class ContextChatHistory(BaseChatMessageHistory):
         self.scope = scope
         self.store = store if store is not None else store_for(engine)
         self._key = scope.key()
-        self._view: tuple[int, list[BaseMessage]] | None = None
+        self._view: tuple[list[BaseMessage], list[BaseMessage]] | None = None
         self._lock = threading.Lock()
 
     @property
@@ -57,12 +57,14 @@ class ContextChatHistory(BaseChatMessageHistory):
             return []
         with self._lock:
             # RunnableWithMessageHistory reads this twice per call and slices its input by the
-            # length it saw first; the same view for the same conversation keeps that exact.
-            if self._view is not None and self._view[0] == len(full):
+            # length it saw first; the same view for the same conversation keeps that exact. The
+            # view is reused for the stored messages it was made from, not for any as many: another
+            # object or process may have rewritten the conversation (a PII filter's mask) since.
+            if self._view is not None and self._view[0] == full:
                 return list(self._view[1])
         view = list(self.engine.prepare(full, scope=self.scope).messages)
         with self._lock:
-            self._view = (len(full), view)
+            self._view = (full, view)
         return list(view)
 
     def add_messages(self, messages: Sequence[BaseMessage]) -> None:
