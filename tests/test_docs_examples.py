@@ -181,6 +181,23 @@ def test_message_history_blocks_keep_the_conversation_and_run_tool_calls(in_tmp:
     assert kinds == ["HumanMessage", "AIMessage", "ToolMessage", "AIMessage"]
 
 
+def test_message_history_expand_ref_block_reads_a_ref_of_the_session(in_tmp: list[ContextEngine]) -> None:
+    page = "hosts/message-history.md"
+    engine = ContextEngine.embedded(path=".ctxplugin")
+    in_tmp.append(engine)
+    asked = AIMessage("", tool_calls=[tool_call("search_flights", {"origin": "SFO", "destination": "JFK"})])
+    engine.history("ana").add_messages([HumanMessage("Flights?"), asked, TOOLS[0].invoke(asked.tool_calls[0])])
+    ref = engine.history("ana").full_messages[-1].additional_kwargs["ctxplugin"]["ref"]
+    reply = AIMessage("", tool_calls=[tool_call("expand_ref", {"ref_id": ref, "limit": 1})])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # RunnableWithMessageHistory is deprecated
+        run(python_block(page, "## Tool calls", nth=1), engine=engine, llm=ScriptedChatModel(script=[]),
+            RunnableWithMessageHistory=RunnableWithMessageHistory,
+            my_tools=TOOLS, reply=reply, session_id="ana", config={"configurable": {"session_id": "ana"}})
+    read = engine.history("ana").full_messages[-1]
+    assert read.name == "expand_ref" and read.text.startswith(f"[{ref} ·")
+
+
 def test_callbacks_block_counts_the_run(in_tmp: list[ContextEngine]) -> None:
     from ctxplugin_langgraph import ContextMiddleware
     from langchain.agents import create_agent

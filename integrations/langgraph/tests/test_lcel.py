@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -10,12 +11,13 @@ import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder
 from langchain_core.runnables.history import RunnableWithMessageHistory
+from langchain_core.tools import tool
 
 from ctxplugin import ContextCallbackHandler, ContextConfig, ContextEngine, InvalidInputError, Scope
 from ctxplugin.cache import CACHE_META_KEY
 from ctxplugin.config import CacheConfig
-from ctxplugin.langchain import ContextChatHistory, PrepareRunnable
-from ctxplugin.testing import ScriptedChatModel, memory_engine
+from ctxplugin.langchain import ContextChatHistory, PrepareRunnable, make_expand_ref_tool
+from ctxplugin.testing import ScriptedChatModel, memory_engine, tool_call
 from ctxplugin.tokens import count_messages
 
 history_deprecated = pytest.mark.filterwarnings("ignore:RunnableWithMessageHistory is deprecated")
@@ -110,6 +112,42 @@ def test_history_stores_everything_and_returns_the_view(scenario: Any, handler: 
     assert len(handler.reports) == 5 and all(r.within_budget for r in handler.reports)
     view, full = history.messages, history.full_messages
     assert count_messages(view, engine.counter) < count_messages(full, engine.counter) / 3
+
+
+@history_deprecated
+def test_history_model_reads_a_ref_back_with_the_session_expand_ref(tmp_path: Path) -> None:
+    """The page's tool loop with ``expand_ref`` bound for the chain's sessions: the model's call
+    on a ref its view showed reads the stored output of that session."""
+
+    @tool
+    def list_orders(customer: str) -> str:
+        """List a customer's orders."""
+        return json.dumps([{"order": f"ORD-{i:05d}", "customer": customer, "total": 10 + i} for i in range(3000)])
+
+    def ask_expand(messages: list[BaseMessage], tools: Any) -> AIMessage:
+        refs = [m.additional_kwargs.get("ctxplugin", {}).get("ref") for m in messages if isinstance(m, ToolMessage)]
+        ref = next(r for r in refs if r)
+        return AIMessage("", tool_calls=[tool_call("expand_ref", {"ref_id": ref, "pattern": "ORD-02999"})])
+
+    engine = ContextEngine.embedded(path=tmp_path)
+    model = ScriptedChatModel(script=[
+        AIMessage("", tool_calls=[tool_call("list_orders", {"customer": "mia"})]), ask_expand, AIMessage("done"),
+    ])
+    def session(config: Any) -> Scope:
+        return Scope(session_id=config["configurable"]["session_id"])
+
+    expand = make_expand_ref_tool(engine, scope=session)
+    tools = {t.name: t for t in [list_orders, expand]}
+    chain = RunnableWithMessageHistory(model.bind_tools(list(tools.values())), engine.history)
+    config: Any = {"configurable": {"session_id": "mia"}}
+    reply = chain.invoke([HumanMessage("Mia's last order?")], config)
+    while reply.tool_calls:
+        engine.history("mia").add_messages([tools[c["name"]].invoke(c, config) for c in reply.tool_calls])
+        reply = chain.invoke([], config)
+    read = engine.history("mia").full_messages[-2]
+    assert isinstance(read, ToolMessage) and read.name == "expand_ref"
+    assert '"order": "ORD-02999", "customer": "mia", "total": 3009' in read.text
+    engine.close()
 
 
 @history_deprecated
