@@ -181,6 +181,22 @@ def test_message_history_blocks_keep_the_conversation_and_run_tool_calls(in_tmp:
     assert kinds == ["HumanMessage", "AIMessage", "ToolMessage", "AIMessage"]
 
 
+def test_message_history_user_block_keeps_each_user_s_conversation(in_tmp: list[ContextEngine]) -> None:
+    page = "hosts/message-history.md"
+    engine = ContextEngine.embedded(path=".ctxplugin")
+    in_tmp.append(engine)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # RunnableWithMessageHistory is deprecated
+        done = run(python_block(page, "## Where conversations live"), engine=engine,
+                   RunnableWithMessageHistory=RunnableWithMessageHistory, HumanMessage=HumanMessage,
+                   llm=ScriptedChatModel(script=[AIMessage("Noted."), AIMessage("Noted, Ana."), AIMessage("Noted, Bo.")]))
+        for user, said in [("ana", "I am Ana."), ("bo", "I am Bo.")]:
+            done["chain"].invoke([HumanMessage(said)], {"configurable": {"session_id": "s1", "user_id": user}})
+    assert [m.text for m in engine.history("s1", user_id="ana").full_messages] == ["I am Ana.", "Noted, Ana."]
+    assert [m.text for m in engine.history("s1", user_id="bo").full_messages] == ["I am Bo.", "Noted, Bo."]
+    assert [m.text for m in engine.history("s1", user_id="mia").full_messages] == ["...", "Noted."]
+
+
 def test_message_history_expand_ref_block_reads_a_ref_of_the_session(in_tmp: list[ContextEngine]) -> None:
     page = "hosts/message-history.md"
     engine = ContextEngine.embedded(path=".ctxplugin")
