@@ -45,7 +45,13 @@ _CONTRACTIONS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
     )
 )
 _THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}\b)")
-_EDGE_PUNCT = re.compile(r"^[\s\W_]+|[\s\W_]+$", re.UNICODE)
+# Symbols that change what is asked: an operator ("2+2" is not "2-2"), a comparison, a sign
+# ("-5"), a percent or currency sign, the "#" of "C#". A hyphen between two letters ("e-mail")
+# is spelling, not a symbol. Such symbols are never stripped from a query's edges and count as
+# words of its wording.
+_SYMBOL_CHARS = "+\\-\u2212*\u00d7\u00f7/^%=<>\u2264\u2265\u2260\u00b1~$\u20ac\u00a3\u00a5\u20b9\u20bd\u20a9"
+_SYMBOL = re.compile(rf"((?<![^\W\d_])-|-(?![^\W\d_])|[{_SYMBOL_CHARS.replace('-', '')}]|(?<=[^\W\d_])#(?!\w))")
+_EDGE_PUNCT = re.compile(rf"^(?:(?![{_SYMBOL_CHARS}])[\s\W_])+|(?:(?![{_SYMBOL_CHARS}#])[\s\W_])+$", re.UNICODE)
 _REPEATED_PUNCT = re.compile(r"([!?.,;:])\1+")
 
 # Request framing that never changes what is asked. Removed as phrases, before single words,
@@ -117,7 +123,18 @@ def _wording(text: str) -> tuple[str, ...]:
     for _ in range(2):  # framing often comes in layers: "hi! i'd like to know: what is ..."
         for pattern in _FRAMING:
             value = _EDGE_PUNCT.sub("", pattern.sub(" ", value))
-    return tuple(_NUMBER_WORDS.get(w, w) for w in words(value) if w not in _NEUTRAL)
+    tokens: list[str] = []
+    for index, part in enumerate(_SYMBOL.split(value)):
+        if index % 2:  # a symbol the split kept
+            tokens.append(part)
+        else:
+            tokens.extend(_NUMBER_WORDS.get(w, w) for w in words(part) if w not in _NEUTRAL)
+    return tuple(tokens)
+
+
+def _symbols(text: str) -> frozenset[str]:
+    """The symbols of a normalised query that change what it asks (see ``_SYMBOL``)."""
+    return frozenset(_SYMBOL.findall(text))
 
 
 def search_text(query: str) -> str:
@@ -146,7 +163,8 @@ def same_wording(cached: str, new: str) -> str | None:
 
 
 def specifics(text: str) -> dict[str, frozenset[str]]:
-    """Identifiers, numbers (digits or words), calendar words and negations of a query."""
+    """Identifiers, numbers (digits or words), calendar words, negations and symbols (operators,
+    signs, percent and currency signs) of a query."""
     value = normalize_query(text)
     tokens = words(value)
     numbers = set(_NUMBER.findall(value)) | {_NUMBER_WORDS[t] for t in tokens if t in _NUMBER_WORDS}
@@ -155,6 +173,7 @@ def specifics(text: str) -> dict[str, frozenset[str]]:
         "numbers": frozenset(numbers),
         "calendar": frozenset(t for t in tokens if t in _CALENDAR),
         "negations": frozenset(t for t in tokens if t in _NEGATIONS),
+        "symbols": _symbols(value),
     }
 
 
@@ -184,7 +203,7 @@ def same_specifics(cached: str, new: str) -> str | None:
         'identifiers differ: w1234 / w1235'
     """
     a, b = specifics(cached), specifics(new)
-    for kind in ("identifiers", "numbers", "calendar", "negations"):
+    for kind in ("identifiers", "numbers", "calendar", "negations", "symbols"):
         if a[kind] != b[kind]:
             return f"{kind} differ: {' '.join(sorted(a[kind] - b[kind])) or '-'} / {' '.join(sorted(b[kind] - a[kind])) or '-'}"
     words_a, words_b = set(words(normalize_query(cached))), set(words(normalize_query(new)))

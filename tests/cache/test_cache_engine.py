@@ -381,3 +381,17 @@ def test_an_answer_that_used_withdrawn_facts_is_not_served(tmp_path: Path, store
     stale = engine.cache.lookup(before, cas=engine.cas, ledger=engine.facts)
     assert not stale.hit and "withdrawn" in stale.reason, stale.reason
     assert engine.cache.store.candidates(before.partition, before.signature, QUESTION.lower(), now=time.time(), n=4) == []
+
+
+def test_a_question_that_differs_by_an_operator_or_sign_goes_to_the_model(tmp_path: Path) -> None:
+    config = ContextConfig(cache=CacheConfig(enabled=True))
+    engine = ContextEngine.embedded(tmp_path / "store", config)
+    model = scripted("4", "0", "-5 degrees is set.", "5 degrees is set.", "Yes, 5%.", "No fee.")
+    assert ask(engine, model, "What is 2+2?", S1).content == "4"
+    assert ask(engine, model, "What is 2-2?", S1).content == "0"
+    assert ask(engine, model, "Set the thermostat to -5 degrees", S1).content == "-5 degrees is set."
+    assert ask(engine, model, "Set the thermostat to 5 degrees", S1).content == "5 degrees is set."
+    assert ask(engine, model, "Is the fee 5%?", S1).content == "Yes, 5%."
+    assert ask(engine, model, "Is the fee 5?", S1).content == "No fee."
+    assert ask(engine, model, "what is 2 + 2", S1).content == "4"  # spacing alone still hits
+    assert len(model.calls) == 6

@@ -111,3 +111,41 @@ def test_surface_changes_never_break_a_match(template: str, city: str, n: int, u
     variant = greeting + (base.upper() if upper else base.lower()) + closing
     assert same_wording(base, variant) is None
     assert wording(base) == wording(variant)
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        ("What is 2+2?", "What is 2-2?"),
+        ("What is 2+2?", "What is 2*2?"),
+        ("What's 7 × 8?", "What's 7 + 8?"),
+        ("What is 2^10?", "What is 2*10?"),
+        ("Is 3 > 2?", "Is 3 < 2?"),
+        ("Is x >= 5 allowed?", "Is x <= 5 allowed?"),
+        ("Set the thermostat to -5 degrees", "Set the thermostat to 5 degrees"),
+        ("Is a 5% fee charged?", "Is a 5 fee charged?"),
+        ("Convert $100 to yen", "Convert €100 to yen"),
+        ("What is C# used for?", "What is C used for?"),
+        ("What is C++ used for?", "What is C used for?"),
+        ("Is the fee 5%?", "Is the fee 5?"),  # at a query's edges too: not stripped as punctuation
+        ("-5 in binary?", "5 in binary?"),
+        ("Tell me about C#", "Tell me about C"),
+    ],
+)
+def test_symbols_that_change_the_question_fail_both_guards(a: str, b: str) -> None:
+    assert normalize_query(a) != normalize_query(b)  # equal queries skip the guard
+    assert same_wording(a, b) is not None
+    assert same_specifics(a, b) is not None
+    assert wording(a) != wording(b)  # so an earlier question with either symbol is another context
+
+
+def test_symbols_that_do_not_change_the_question_pass_both_guards() -> None:
+    pairs = [
+        ("What is 2+2?", "what is 2 + 2"),
+        ("Is an e-mail receipt sent?", "is an e-mail receipt sent"),
+        ("Status of order #W-1234?", "status of order W-1234"),
+        ("Is a 5% fee charged?", "is a 5 % fee charged"),
+    ]
+    for a, b in pairs:
+        assert same_wording(a, b) is None, (a, b)
+        assert same_specifics(a, b) is None, (a, b)
