@@ -3,7 +3,7 @@
 A cached answer may serve a call only when nothing it depended on differs. That splits in two:
 
 - the **signature**, which must be identical: the model, the system prompt, the agent's tool
-  set (names and schemas) and the *earlier* user messages of the conversation, by their
+  set (names and schemas) and the *earlier* user messages of the conversation, in order, by their
   significant wording (:func:`~ctxplugin.cache.guard.wording`), and whatever the user messages
   attach besides text (images, documents, files), exactly. Repeating the current question,
   even rephrased, or saying "thanks" does not change it, so asking again still matches.
@@ -156,9 +156,10 @@ def call_context(
         # keeps as text exactly: the call goes to the model uncached
         return None
     # earlier questions by their significant wording: a greeting, a thanks or a rephrased
-    # repeat of the current question adds nothing an answer could depend on
+    # repeat of the current question adds nothing an answer could depend on. In order, each at
+    # its last saying: "use Celsius" after "use Fahrenheit" is in force, not the other way round
     asked = " ".join(wording(query))
-    earlier = sorted({w for w in (" ".join(wording(h)) for h in humans[:-1]) if w and w != asked})
+    earlier = _last_sayings([" ".join(wording(h)) for h in humans[:-1]], asked)
     system = [content_text(m.content) for m in messages if isinstance(m, SystemMessage)]
     parts = [
         _VERSION,
@@ -193,6 +194,15 @@ def call_context(
         refs=refs,
         mode=mode,
     )
+
+
+def _last_sayings(said: list[str], asked: str) -> list[str]:
+    """``said`` in order, each kept at its last place, without empty ones and ``asked``."""
+    kept: list[str] = []
+    for w in reversed(said):
+        if w and w != asked and w not in kept:
+            kept.append(w)
+    return kept[::-1]
 
 
 def _said(messages: Sequence[BaseMessage]) -> tuple[set[str], list[str]]:

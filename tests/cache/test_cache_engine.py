@@ -395,3 +395,34 @@ def test_a_question_that_differs_by_an_operator_or_sign_goes_to_the_model(tmp_pa
     assert ask(engine, model, "Is the fee 5?", S1).content == "No fee."
     assert ask(engine, model, "what is 2 + 2", S1).content == "4"  # spacing alone still hits
     assert len(model.calls) == 6
+
+
+def weather(messages: list[BaseMessage], tools: list[Any]) -> AIMessage:
+    """A model that answers in the unit the conversation asked for last."""
+    said = [m.content for m in messages if isinstance(m, HumanMessage)]
+    if said[-1] != "How warm is it in Paris?":
+        return AIMessage(content="Noted.")
+    celsius = max((i for i, t in enumerate(said) if t == "Use Celsius."), default=-1)
+    fahrenheit = max((i for i, t in enumerate(said) if t == "Use Fahrenheit."), default=-1)
+    return AIMessage(content="It is 20°C in Paris." if celsius > fahrenheit else "It is 68°F in Paris.")
+
+
+@pytest.mark.parametrize("mode", ["session", "user"])
+def test_the_order_of_earlier_messages_is_part_of_the_context(tmp_path: Path, mode: CacheScope) -> None:
+    # the last word on the unit is the one in force: "Use Celsius." after "Use Fahrenheit." asks
+    # for another answer than the other way round, in one thread or in two of one user
+    config = ContextConfig(cache=CacheConfig(enabled=True, scope=mode))
+    engine = ContextEngine.embedded(tmp_path / "store", config)
+    model = ScriptedChatModel(script=[weather] * 12, default=None)
+
+    def chat(scope: Scope, *texts: str) -> str:
+        history: list[BaseMessage] = []
+        for text in texts:
+            history += [HumanMessage(content=text), ask(engine, model, text, scope, history=history)]
+        return str(history[-1].content)
+
+    assert chat(S1, "Use Celsius.", "Use Fahrenheit.", "How warm is it in Paris?") == "It is 68°F in Paris."
+    # the same thread going back to Celsius, and another thread of the same user
+    assert chat(S1, "Use Celsius.", "Use Fahrenheit.", "Use Celsius.", "How warm is it in Paris?") == "It is 20°C in Paris."
+    other = Scope(session_id="s2", user_id="u1")
+    assert chat(other, "Use Fahrenheit.", "Use Celsius.", "How warm is it in Paris?") == "It is 20°C in Paris."
