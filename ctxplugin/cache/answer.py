@@ -15,7 +15,8 @@ An entry may serve a call when every check below passes, cheapest first:
 6. nothing hidden: the caller may read every fact and tool output the answer was built from
    (matters when answers are shared between sessions).
 
-Answers that call tools, are empty or were cut short are never stored.
+Answers that call tools, are empty or were cut short (at a token limit, or by a filter or a
+safety classifier, as any provider reports it) are never stored.
 """
 
 from __future__ import annotations
@@ -46,7 +47,16 @@ from ctxplugin.tokens import content_text
 CACHE_META_KEY = "ctxplugin_cache"
 """Key in a served answer's ``response_metadata`` that marks it as cached."""
 
-_CUT_SHORT = frozenset({"length", "max_tokens", "content_filter"})
+# Why a provider stopped, under the keys its LangChain class reports it (OpenAI, Mistral and
+# Gemini ``finish_reason``, Gemini in capitals; Anthropic ``stop_reason``; Bedrock Converse
+# ``stopReason``; Ollama ``done_reason``), when the answer is not whole: cut at a token limit,
+# or stopped by a filter or a safety classifier.
+_STOP_KEYS = ("finish_reason", "stop_reason", "stopReason", "done_reason")
+_CUT_SHORT = frozenset({
+    "length", "max_tokens", "max_output_tokens", "model_context_window_exceeded",
+    "content_filter", "content_filtered", "guardrail_intervened", "refusal",
+    "safety", "image_safety", "recitation", "blocklist", "prohibited_content", "spii",
+})
 _PURGE_EVERY = 256
 
 
@@ -225,9 +235,13 @@ def uncacheable(message: BaseMessage) -> str | None:
         return "it was served from the cache"
     if not content_text(message.content).strip():
         return "it is empty"
-    finish = message.response_metadata.get("finish_reason") or message.response_metadata.get("stop_reason")
-    if isinstance(finish, str) and finish in _CUT_SHORT:
-        return f"it was cut short ({finish})"
+    metadata = message.response_metadata
+    for key in _STOP_KEYS:
+        finish = metadata.get(key)
+        if isinstance(finish, str) and finish.lower() in _CUT_SHORT:
+            return f"it was cut short ({finish})"
+    if metadata.get("status") == "incomplete":  # the OpenAI Responses API
+        return "it was cut short (incomplete)"
     return None
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
 from ctxplugin import Scope
@@ -63,3 +64,23 @@ def test_only_complete_final_answers_may_be_cached() -> None:
     assert uncacheable(AIMessage(content="Refunds take", response_metadata={"finish_reason": "length"})) == "it was cut short (length)"
     assert uncacheable(AIMessage(content="x", response_metadata={CACHE_META_KEY: {"hit": True}})) == "it was served from the cache"
     assert uncacheable(ToolMessage(content="x", tool_call_id="c1")) == "a ToolMessage is not a model answer"
+
+
+@pytest.mark.parametrize(
+    "metadata",
+    [
+        {"finish_reason": "MAX_TOKENS"},  # Gemini names its reasons in capitals
+        {"finish_reason": "SAFETY"},
+        {"finish_reason": "RECITATION"},
+        {"stop_reason": "refusal"},  # Claude stopped by its safety classifier, mid-answer
+        {"stop_reason": "model_context_window_exceeded"},
+        {"stopReason": "max_tokens"},  # Bedrock Converse
+        {"stopReason": "guardrail_intervened"},
+        {"stopReason": "content_filtered"},
+        {"done_reason": "length"},  # Ollama
+        {"status": "incomplete", "incomplete_details": {"reason": "max_output_tokens"}},  # OpenAI Responses
+    ],
+)
+def test_answers_every_provider_reports_cut_short_are_not_cached(metadata: dict[str, object]) -> None:
+    assert uncacheable(AIMessage(content="Refunds take", response_metadata=metadata)) is not None
+

@@ -426,3 +426,14 @@ def test_the_order_of_earlier_messages_is_part_of_the_context(tmp_path: Path, mo
     assert chat(S1, "Use Celsius.", "Use Fahrenheit.", "Use Celsius.", "How warm is it in Paris?") == "It is 20°C in Paris."
     other = Scope(session_id="s2", user_id="u1")
     assert chat(other, "Use Fahrenheit.", "Use Celsius.", "How warm is it in Paris?") == "It is 20°C in Paris."
+
+
+def test_an_answer_a_provider_cut_short_is_asked_again(tmp_path: Path) -> None:
+    config = ContextConfig(cache=CacheConfig(enabled=True))
+    engine = ContextEngine.embedded(tmp_path / "store", config)
+    cut = AIMessage(content="Refunds take", response_metadata={"finish_reason": "MAX_TOKENS"})
+    model = ScriptedChatModel(script=[cut, AIMessage(content="Refunds take 5 days.")], default=None)
+    assert ask(engine, model, "How long do refunds take?", S1).content == "Refunds take"
+    assert ask(engine, model, "How long do refunds take?", S1).content == "Refunds take 5 days."
+    assert len(model.calls) == 2
+
