@@ -72,11 +72,16 @@ class CacheEntry(BaseModel):
         return content_text(self.answer.get("content", ""))
 
     def message(self, *, message_id: str) -> AIMessage:
-        """The cached answer as a fresh ``AIMessage`` (new id, no token usage)."""
+        """The cached answer as a fresh ``AIMessage`` (new id, no token usage), without what ties
+        it to the provider's record of the conversation that made it: the response id (a model
+        with OpenAI's ``use_previous_response_id`` would continue that conversation from it), the
+        ids of its output items, and its reasoning items."""
+        kwargs = {k: v for k, v in (self.answer.get("additional_kwargs") or {}).items() if k != "reasoning"}
+        metadata = {k: v for k, v in (self.answer.get("response_metadata") or {}).items() if k != "id"}
         return AIMessage(
-            content=self.answer.get("content", ""),
-            additional_kwargs=dict(self.answer.get("additional_kwargs") or {}),
-            response_metadata=dict(self.answer.get("response_metadata") or {}),
+            content=_unlinked(self.answer.get("content", "")),
+            additional_kwargs=kwargs,
+            response_metadata=metadata,
             name=self.answer.get("name"),
             id=message_id,
         )
@@ -94,6 +99,17 @@ class CacheEntry(BaseModel):
         """Rebuild an entry from :meth:`details_json` and the stored columns."""
         data = json.loads(details) if isinstance(details, str) else dict(details)
         return cls.model_validate({**data, **columns})
+
+
+def _unlinked(content: Any) -> Any:
+    """``content`` without reasoning blocks and without the provider ids of its blocks."""
+    if not isinstance(content, list):
+        return content
+    return [
+        {k: v for k, v in block.items() if k != "id"} if isinstance(block, dict) else block
+        for block in content
+        if not (isinstance(block, dict) and block.get("type") == "reasoning")
+    ]
 
 
 def answer_fields(message: AIMessage) -> dict[str, Any]:

@@ -29,6 +29,7 @@ from ctxplugin.errors import StoreUnavailableError
 from ctxplugin.facts import FactsLedger, MemoryFactStore
 from ctxplugin.testing import RequiredOnlyFactStore, ScriptedChatModel, tool_call
 from ctxplugin.testing.cas_contract import FakeClock
+from ctxplugin.tokens import content_text
 
 SYSTEM = SystemMessage(content="You are a travel assistant. Be brief.")
 
@@ -437,3 +438,28 @@ def test_an_answer_a_provider_cut_short_is_asked_again(tmp_path: Path) -> None:
     assert ask(engine, model, "How long do refunds take?", S1).content == "Refunds take 5 days."
     assert len(model.calls) == 2
 
+
+
+def test_a_served_answer_does_not_chain_the_next_call_to_another_conversation(tmp_path: Path) -> None:
+    # an OpenAI Responses answer names its response and output items; a model set to
+    # use_previous_response_id continues from the last answer's response id, so a served answer
+    # that kept it would hand the next call another session's server-side conversation
+    from langchain_openai import ChatOpenAI
+
+    config = ContextConfig(cache=CacheConfig(enabled=True, scope="user"))
+    engine = ContextEngine.embedded(tmp_path / "store", config)
+    made = AIMessage(
+        content=[{"type": "reasoning", "id": "rs_a1", "summary": []}, {"type": "text", "text": "Refunds take 5 days.", "id": "msg_a1"}],
+        additional_kwargs={"reasoning": {"id": "rs_a1", "type": "reasoning", "summary": []}},
+        response_metadata={"id": "resp_a1", "model_name": "gpt-5", "status": "completed"},
+    )
+    model = ScriptedChatModel(script=[made], default=None)
+    ask(engine, model, "How long do refunds take?", S1)
+    other = Scope(session_id="s2", user_id="u1")
+    served = ask(engine, model, "How long do refunds take?", other)
+    assert len(model.calls) == 1 and content_text(served.content) == "Refunds take 5 days."
+    llm = ChatOpenAI(model="gpt-5", api_key="sk-test", use_responses_api=True, use_previous_response_id=True)
+    payload = llm._get_request_payload([HumanMessage(content="How long do refunds take?"), served, HumanMessage(content="And for gift cards?")])
+    assert "previous_response_id" not in payload
+    assert "rs_a1" not in json.dumps(payload) and "msg_a1" not in json.dumps(payload)
+    assert [item.get("role") for item in payload["input"]] == ["user", "assistant", "user"]
