@@ -146,8 +146,8 @@ class AnswerCache:
         if partition(entry.owner, call.mode) != call.partition:
             # only an entry stored under an ambiguous key of earlier versions gets here
             return "the cached answer belongs to another scope"
-        if entry.expires_at <= now:
-            return "expired"
+        if entry.expires_at <= now or entry.created_at + self.config.ttl_seconds <= now:
+            return "expired"  # by the TTL it was stored under, or by today's, if shorter
         if entry.query_norm != call.query_norm:
             if similarity < self.config.threshold:
                 return f"similarity {similarity:.3f} below {self.config.threshold}"

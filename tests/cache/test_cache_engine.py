@@ -463,3 +463,24 @@ def test_a_served_answer_does_not_chain_the_next_call_to_another_conversation(tm
     assert "previous_response_id" not in payload
     assert "rs_a1" not in json.dumps(payload) and "msg_a1" not in json.dumps(payload)
     assert [item.get("role") for item in payload["input"]] == ["user", "assistant", "user"]
+
+
+def test_a_shorter_ttl_applies_to_answers_stored_under_a_longer_one(tmp_path: Path) -> None:
+    # an operator who lowers cache.ttl_seconds because answers went stale expects no answer older
+    # than the new TTL to be served, including the ones stored before the change
+    clock, model = FakeClock(), scripted("Bags are $35.", "Bags are $40.")
+
+    def engine(ttl: float) -> ContextEngine:
+        config = ContextConfig(cache=CacheConfig(enabled=True, ttl_seconds=ttl))
+        store = ChromaAnswerCacheStore.persistent(tmp_path / "chroma")
+        return ContextEngine(config, cas=MemoryCASStore(clock=clock), answer_cache=AnswerCache(store, config.cache, clock=clock))
+
+    before = engine(3600)
+    ask(before, model, "What does a checked bag cost?", S1)
+    assert before.cache is not None and isinstance(before.cache.store, ChromaAnswerCacheStore)
+    before.cache.store.close()
+    after = engine(60)
+    clock.advance(30)
+    assert ask(after, model, "What does a checked bag cost?", S1).content == "Bags are $35."
+    clock.advance(31)
+    assert ask(after, model, "What does a checked bag cost?", S1).content == "Bags are $40."
