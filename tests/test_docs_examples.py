@@ -173,7 +173,7 @@ def test_message_history_blocks_keep_the_conversation_and_run_tool_calls(in_tmp:
         assert [m.content for m in engine.history("mia").full_messages] == ["...", "Noted."]
         llm = searching_model()
         chain = RunnableWithMessageHistory(llm.bind_tools(TOOLS), engine.history)
-        looped = run(python_block(page, "## Tool calls"), chain=chain, engine=engine, HumanMessage=HumanMessage,
+        looped = run(python_block(page, "## Tool calls"), chain=chain, engine=engine,
                      question="Flights from SFO to JFK?", session_id="ana", tools={t.name: t for t in TOOLS},
                      config={"configurable": {"session_id": "ana"}})
     assert looped["reply"].content == "HAT000 at $90 is the cheapest."
@@ -188,7 +188,7 @@ def test_message_history_user_block_keeps_each_user_s_conversation(in_tmp: list[
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)  # RunnableWithMessageHistory is deprecated
         done = run(python_block(page, "## Where conversations live"), engine=engine,
-                   RunnableWithMessageHistory=RunnableWithMessageHistory, HumanMessage=HumanMessage,
+                   RunnableWithMessageHistory=RunnableWithMessageHistory,
                    llm=ScriptedChatModel(script=[AIMessage("Noted."), AIMessage("Noted, Ana."), AIMessage("Noted, Bo.")]))
         for user, said in [("ana", "I am Ana."), ("bo", "I am Bo.")]:
             done["chain"].invoke([HumanMessage(said)], {"configurable": {"session_id": "s1", "user_id": user}})
