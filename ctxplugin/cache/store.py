@@ -75,7 +75,7 @@ class CacheEntry(BaseModel):
         """The cached answer as a fresh ``AIMessage`` (new id, no token usage), without what ties
         it to the provider's record of the conversation that made it: the response id (a model
         with OpenAI's ``use_previous_response_id`` would continue that conversation from it), the
-        ids of its output items, and its reasoning items."""
+        ids of its text output items, and its reasoning items."""
         kwargs = {k: v for k, v in (self.answer.get("additional_kwargs") or {}).items() if k != "reasoning"}
         metadata = {k: v for k, v in (self.answer.get("response_metadata") or {}).items() if k != "id"}
         return AIMessage(
@@ -102,11 +102,12 @@ class CacheEntry(BaseModel):
 
 
 def _unlinked(content: Any) -> Any:
-    """``content`` without reasoning blocks and without the provider ids of its blocks."""
+    """``content`` without reasoning blocks and without the provider ids of its text blocks
+    (other blocks keep theirs: a server tool's call needs its id, which its result names)."""
     if not isinstance(content, list):
         return content
     return [
-        {k: v for k, v in block.items() if k != "id"} if isinstance(block, dict) else block
+        {k: v for k, v in block.items() if k != "id"} if isinstance(block, dict) and block.get("type") == "text" else block
         for block in content
         if not (isinstance(block, dict) and block.get("type") == "reasoning")
     ]

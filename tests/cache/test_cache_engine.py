@@ -484,3 +484,29 @@ def test_a_shorter_ttl_applies_to_answers_stored_under_a_longer_one(tmp_path: Pa
     assert ask(after, model, "What does a checked bag cost?", S1).content == "Bags are $35."
     clock.advance(31)
     assert ask(after, model, "What does a checked bag cost?", S1).content == "Bags are $40."
+
+
+def test_a_served_answer_that_searched_the_web_is_still_a_valid_request(tmp_path: Path) -> None:
+    # a Claude answer that used its web search tool pairs a server_tool_use block, whose id the
+    # API requires, with the result that names it; both must go back to the model intact
+    from langchain_anthropic import ChatAnthropic
+
+    config = ContextConfig(cache=CacheConfig(enabled=True, scope="user"))
+    engine = ContextEngine.embedded(tmp_path / "store", config)
+    made = AIMessage(
+        content=[
+            {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {"query": "refunds"}},
+            {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_1", "content": []},
+            {"type": "text", "text": "Refunds take 5 days."},
+        ],
+        response_metadata={"id": "msg_a1", "stop_reason": "end_turn"},
+    )
+    model = ScriptedChatModel(script=[made], default=None)
+    ask(engine, model, "How long do refunds take?", S1)
+    served = ask(engine, model, "How long do refunds take?", Scope(session_id="s2", user_id="u1"))
+    assert len(model.calls) == 1
+    llm = ChatAnthropic(model="claude-sonnet-4-5", api_key="sk-test")
+    payload = llm._get_request_payload([HumanMessage(content="How long do refunds take?"), served, HumanMessage(content="And for gift cards?")])
+    blocks = payload["messages"][1]["content"]
+    assert blocks[0] == {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {"query": "refunds"}}
+    assert blocks[1]["tool_use_id"] == "srvtoolu_1"
