@@ -53,6 +53,14 @@ _SYMBOL_CHARS = "+\\-\u2212*\u00d7\u00f7/^%=<>\u2264\u2265\u2260\u00b1~$\u20ac\u
 _SYMBOL = re.compile(rf"((?<![^\W\d_])-|-(?![^\W\d_])|[{_SYMBOL_CHARS.replace('-', '')}]|(?<=[^\W\d_])#(?!\w))")
 _EDGE_PUNCT = re.compile(rf"^(?:(?![{_SYMBOL_CHARS}])[\s\W_])+|(?:(?![{_SYMBOL_CHARS}#])[\s\W_])+$", re.UNICODE)
 _REPEATED_PUNCT = re.compile(r"([!?.,;:])\1+")
+# How a question is written, not what it asks, though its characters are symbols: markdown
+# emphasis ("**python**"), a list bullet before the first word, a dash set between words
+# ("python - what is a list"). Set aside before symbols are read.
+_WRITTEN = re.compile(
+    r"(?<![\w*])(\*{1,3})(?=[^\s*])(.+?)(?<=[^\s*])\1(?![\w*])"
+    r"|^[-*+] (?=[^\W\d_])"
+    r"|(?:(?<=[^\W\d_])|(?<=[?!.:;,)\]])) -{1,3}(?= [^\W\d_])"
+)
 
 # Request framing that never changes what is asked. Removed as phrases, before single words,
 # so that "you" and "I" stay significant elsewhere ("can I cancel" is not "can you cancel").
@@ -119,7 +127,7 @@ def wording(text: str) -> list[str]:
 
 @lru_cache(maxsize=8192)
 def _wording(text: str) -> tuple[str, ...]:
-    value = normalize_query(text)
+    value = _plain(normalize_query(text))
     for _ in range(2):  # framing often comes in layers: "hi! i'd like to know: what is ..."
         for pattern in _FRAMING:
             value = _EDGE_PUNCT.sub("", pattern.sub(" ", value))
@@ -134,7 +142,12 @@ def _wording(text: str) -> tuple[str, ...]:
 
 def _symbols(text: str) -> frozenset[str]:
     """The symbols of a normalised query that change what it asks (see ``_SYMBOL``)."""
-    return frozenset(_SYMBOL.findall(text))
+    return frozenset(_SYMBOL.findall(_plain(text)))
+
+
+def _plain(text: str) -> str:
+    """``text`` without the markdown and dashes that only shape it (see ``_WRITTEN``)."""
+    return _WRITTEN.sub(lambda m: m.group(2) or "", text)
 
 
 def search_text(query: str) -> str:

@@ -149,3 +149,22 @@ def test_symbols_that_do_not_change_the_question_pass_both_guards() -> None:
     for a, b in pairs:
         assert same_wording(a, b) is None, (a, b)
         assert same_specifics(a, b) is None, (a, b)
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        ("What is **Python**?", "What is Python?"),
+        ("Is *this* refundable?", "Is this refundable?"),
+        ("- What is a list?", "What is a list?"),
+        ("* what is a list", "what is a list"),
+        ("Python - what is a list?", "Python: what is a list?"),
+        ("What is a list -- in Python?", "What is a list in Python?"),
+    ],
+)
+def test_markdown_and_dashes_between_words_are_not_symbols(a: str, b: str) -> None:
+    # emphasis, a list bullet or a dash set between words is how a question is written, not an
+    # operator: the same question still matches
+    assert same_wording(a, b) is None
+    assert same_specifics(a, b) is None
+    assert wording(a) == wording(b)
