@@ -50,10 +50,12 @@ CACHE_META_KEY = "ctxplugin_cache"
 # Why a provider stopped, under the keys its LangChain class reports it (OpenAI, Mistral and
 # Gemini ``finish_reason``, Gemini in capitals; Anthropic ``stop_reason``; Bedrock Converse
 # ``stopReason``; Ollama ``done_reason``), when the answer is not whole: cut at a token limit,
-# or stopped by a filter or a safety classifier.
+# stopped by a filter or a safety classifier, failed (Mistral ``error``), or paused mid-turn
+# (Claude ``pause_turn``, resumed by the next call).
 _STOP_KEYS = ("finish_reason", "stop_reason", "stopReason", "done_reason")
 _CUT_SHORT = frozenset({
-    "length", "max_tokens", "max_output_tokens", "model_context_window_exceeded",
+    "length", "max_tokens", "max_output_tokens", "model_context_window_exceeded", "model_length",
+    "error", "pause_turn",
     "content_filter", "content_filtered", "guardrail_intervened", "refusal",
     "safety", "image_safety", "recitation", "blocklist", "prohibited_content", "spii",
 })

@@ -78,6 +78,9 @@ def test_only_complete_final_answers_may_be_cached() -> None:
         {"stopReason": "guardrail_intervened"},
         {"stopReason": "content_filtered"},
         {"done_reason": "length"},  # Ollama
+        {"finish_reason": "model_length"},  # Mistral, at the model's context length
+        {"finish_reason": "error"},  # Mistral, the generation failed
+        {"stop_reason": "pause_turn"},  # Claude paused a long server-tool turn, to be resumed
         {"status": "incomplete", "incomplete_details": {"reason": "max_output_tokens"}},  # OpenAI Responses
     ],
 )
