@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -80,6 +80,25 @@ def _locked(dsn: str, schema: str) -> Iterator[None]:
             conn.rollback()
 
 
+def _steps_while_locked(engine: ContextEngine, dsn: str, schema: str, before: Callable[[int], None] = lambda n: None) -> None:
+    """Run the steps while another session holds the CAS table locked (``before`` each one's
+    capture) and check how many waited for the table: the first does; later a call tries the
+    table only once a check has passed, and the pause before the k-th such check is
+    retry_after * 2**(k-1), so k tries take retry_after * (2**k - 1)."""
+    waited = 0
+    with _locked(dsn, schema):
+        start = time.monotonic()
+        for n in range(1, STEPS + 1):
+            before(n)
+            message, report = _capture(engine, n)
+            assert report.ref_id is None and message.content == _output(n)  # degraded, the original kept
+            waited += _waited(report)
+            time.sleep(THINK)
+        elapsed = time.monotonic() - start
+    tries = math.floor(math.log2(elapsed / RETRY + 1))
+    assert 1 <= waited <= 1 + tries < STEPS, (waited, tries)
+
+
 @pytest.fixture
 def engine(pg_dsn: str, pg_schema: str, tmp_path: Path) -> Iterator[ContextEngine]:
     engine = _engine(pg_dsn, pg_schema, tmp_path)
@@ -92,19 +111,7 @@ def test_a_locked_table_costs_one_step_its_timeout_then_steps_degrade_at_once(
 ) -> None:
     _, warm = _capture(engine, 0)
     assert warm.ref_id is not None and not warm.warnings
-    waited = 0
-    with _locked(pg_dsn, pg_schema):
-        start = time.monotonic()
-        for n in range(1, STEPS + 1):
-            message, report = _capture(engine, n)
-            assert report.ref_id is None and message.content == _output(n)  # degraded, the original kept
-            waited += _waited(report)
-            time.sleep(THINK)
-        elapsed = time.monotonic() - start
-    # the first step waits; later a call tries the table only once a check has passed, and the
-    # pause before the k-th such check is retry_after * 2**(k-1): k tries take retry_after * (2**k - 1)
-    tries = math.floor(math.log2(elapsed / RETRY + 1))
-    assert 1 <= waited <= 1 + tries < STEPS, (waited, tries)
+    _steps_while_locked(engine, pg_dsn, pg_schema)
 
 
 def test_steps_that_record_facts_do_not_shorten_the_pause_while_the_table_stays_locked(
@@ -118,22 +125,15 @@ def test_steps_that_record_facts_do_not_shorten_the_pause_while_the_table_stays_
         assert lock is not None
         _, warm = _capture(engine, 0)
         assert warm.ref_id is not None and not warm.warnings
-        waited = 0
-        with _locked(pg_dsn, pg_schema):
-            start = time.monotonic()
-            for n in range(1, STEPS + 1):
-                try:
-                    with lock.hold(slot_lock_name(f"user:ops:{n}")):  # as a step recording a fact
-                        pass
-                except StoreUnavailableError:
-                    pass  # refused while the circuit is open
-                _, report = _capture(engine, n)
-                assert report.ref_id is None
-                waited += _waited(report)
-                time.sleep(THINK)
-            elapsed = time.monotonic() - start
-        tries = math.floor(math.log2(elapsed / RETRY + 1))
-        assert 1 <= waited <= 1 + tries < STEPS, (waited, tries)
+
+        def record_a_fact(n: int) -> None:  # as a step recording a fact takes the write lock
+            try:
+                with lock.hold(slot_lock_name(f"user:ops:{n}")):
+                    pass
+            except StoreUnavailableError:
+                pass  # refused while the circuit is open
+
+        _steps_while_locked(engine, pg_dsn, pg_schema, before=record_a_fact)
     finally:
         engine.close()
 
