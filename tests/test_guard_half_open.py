@@ -49,11 +49,18 @@ def _half_open(guard: StoreGuard) -> None:
     _until(lambda: not guard.is_open, "checked")
 
 
-def test_after_the_check_passes_one_call_tries_the_server_and_the_others_fail_fast() -> None:
+def _opened(what: str = "put", *, probed: bool = True) -> tuple[Locked, StoreGuard]:
+    """A guard of a locked store (checked by its ``check`` when ``probed``) whose first call,
+    ``what``, timed out and opened the circuit."""
     store = Locked()
-    guard = StoreGuard("Test server", timeout=TIMEOUT, retry_after=RETRY, probe=store.check)
+    guard = StoreGuard("Test server", timeout=TIMEOUT, retry_after=RETRY, probe=store.check if probed else None)
     with pytest.raises(StoreUnavailableError, match="no answer within"):
-        guard.call("put", store.call)
+        guard.call(what, store.call)
+    return store, guard
+
+
+def test_after_the_check_passes_one_call_tries_the_server_and_the_others_fail_fast() -> None:
+    store, guard = _opened()
     _half_open(guard)  # the check passed: the server answers, the table is still locked
     tried: list[BaseException] = []
 
@@ -78,10 +85,7 @@ def test_after_the_check_passes_one_call_tries_the_server_and_the_others_fail_fa
 
 
 def test_the_pause_doubles_while_calls_keep_failing_and_resets_once_one_succeeds() -> None:
-    store = Locked()
-    guard = StoreGuard("Test server", timeout=TIMEOUT, retry_after=RETRY, probe=store.check)
-    with pytest.raises(StoreUnavailableError):
-        guard.call("put", store.call)
+    store, guard = _opened()
     assert guard.retry_interval == RETRY
     for doubled in (2 * RETRY, 4 * RETRY):
         _half_open(guard)
@@ -115,10 +119,7 @@ def test_a_server_that_is_out_keeps_its_pause() -> None:
 
 def test_a_call_that_answers_with_an_error_closes_the_circuit() -> None:
     # the server answered (a constraint, a busy lock): it is up, whatever the call's own fate
-    store = Locked()
-    guard = StoreGuard("Test server", timeout=TIMEOUT, retry_after=RETRY, probe=store.check)
-    with pytest.raises(StoreUnavailableError):
-        guard.call("put", store.call)
+    store, guard = _opened()
     _half_open(guard)
 
     def bad() -> None:
@@ -131,10 +132,7 @@ def test_a_call_that_answers_with_an_error_closes_the_circuit() -> None:
 
 
 def test_without_a_check_the_call_after_the_pause_is_the_only_one_tried() -> None:
-    store = Locked()
-    guard = StoreGuard("Test server", timeout=TIMEOUT, retry_after=RETRY)
-    with pytest.raises(StoreUnavailableError):
-        guard.call("put", store.call)
+    store, guard = _opened(probed=False)
     time.sleep(RETRY * 2)
     def trial() -> None:
         with pytest.raises(StoreUnavailableError):
@@ -151,10 +149,7 @@ def test_without_a_check_the_call_after_the_pause_is_the_only_one_tried() -> Non
 
 
 def test_a_trial_cut_short_by_the_step_leaves_the_next_call_to_try() -> None:
-    store = Locked()
-    guard = StoreGuard("Test server", timeout=TIMEOUT, retry_after=RETRY, probe=store.check)
-    with pytest.raises(StoreUnavailableError):
-        guard.call("put", store.call)
+    store, guard = _opened()
     _half_open(guard)
     with pytest.raises(Interrupted):
         guard.call("put", _interrupted)  # says nothing of the server
@@ -193,10 +188,7 @@ def test_the_circuit_s_pause_is_capped() -> None:
 def test_a_call_of_another_kind_that_works_keeps_the_pause_of_the_one_that_still_fails() -> None:
     # one server, several stores: the facts write lock (no table) works while the CAS table is
     # locked; the lock's call closing the circuit must not send the next CAS put back to a short pause
-    store = Locked()
-    guard = StoreGuard("Test server", timeout=TIMEOUT, retry_after=RETRY, probe=store.check)
-    with pytest.raises(StoreUnavailableError):
-        guard.call("CAS put", store.call)
+    store, guard = _opened("CAS put")
     _half_open(guard)
     with pytest.raises(StoreUnavailableError):
         guard.call("CAS put", store.call)
