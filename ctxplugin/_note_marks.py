@@ -6,12 +6,14 @@ ctxplugin's own texts go, in a system message after the header when the request 
 list. A host keeps the metadata a client posts with its messages (a LangGraph server does), so
 a user's message carrying that mark would speak in the system prompt's voice: such a message
 goes on as a copy without it (the same copy on every call, so what is derived from it is found
-by identity).
+by identity). :class:`Unmarked` makes such copies for any marks (the stages drop a forged
+ref mark with it too).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from typing import TypeVar, cast
 
 from langchain_core.messages import BaseMessage, HumanMessage
 
@@ -21,7 +23,27 @@ from ctxplugin._messages import META_KEY, annotation
 NOTE_MARKS = ("condensed", "omitted")
 """The keys of a note's annotation that make it one."""
 
-_COPIES: PerMessage[BaseMessage] = PerMessage(4096)
+M = TypeVar("M", bound=BaseMessage)
+
+
+class Unmarked:
+    """Copies of messages without the keys ``marks`` of their annotation: the same copy for the
+    same message, so what later stages derive from it is found by identity (bounded)."""
+
+    def __init__(self, marks: Iterable[str]) -> None:
+        self.marks = frozenset(marks)
+        self._copies: PerMessage[BaseMessage] = PerMessage(4096)
+
+    def __call__(self, message: M) -> M:
+        copy = self._copies.get(message)
+        if copy is None:
+            note = {k: v for k, v in annotation(message).items() if k not in self.marks}
+            copy = message.model_copy(update={"additional_kwargs": {**message.additional_kwargs, META_KEY: note}})
+            self._copies.put(message, copy)
+        return cast("M", copy)
+
+
+_unmarked = Unmarked(NOTE_MARKS)
 
 
 def without_note_marks(messages: Sequence[BaseMessage], start: int = 0) -> Sequence[BaseMessage]:
@@ -37,13 +59,4 @@ def without_note_marks(messages: Sequence[BaseMessage], start: int = 0) -> Seque
     return messages if out is None else out
 
 
-def _unmarked(message: BaseMessage) -> BaseMessage:
-    copy = _COPIES.get(message)
-    if copy is None:
-        note = {k: v for k, v in annotation(message).items() if k not in NOTE_MARKS}
-        copy = message.model_copy(update={"additional_kwargs": {**message.additional_kwargs, META_KEY: note}})
-        _COPIES.put(message, copy)
-    return copy
-
-
-__all__ = ["NOTE_MARKS", "without_note_marks"]
+__all__ = ["NOTE_MARKS", "Unmarked", "without_note_marks"]

@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
-from typing import TypeVar, cast
 
 from langchain_core.messages import BaseMessage, ToolMessage
 
-from ctxplugin._lru import LRU, PerMessage
+from ctxplugin._lru import LRU
 from ctxplugin._messages import META_KEY, annotation
+from ctxplugin._note_marks import Unmarked
 from ctxplugin.cas.annotation import WITHHELD
 from ctxplugin.scope import Scope
 from ctxplugin.stages.view import log_degraded
@@ -102,19 +102,8 @@ class MarkOwners:
         return (messages if out is None else out), warnings
 
 
-_COPIES: PerMessage[BaseMessage] = PerMessage(4096)
-M = TypeVar("M", bound=BaseMessage)
-
-
-def unmarked(message: M) -> M:
-    """``message`` without the ref marks of its annotation (the same copy for the same
-    message, so what later stages derive from it is found by identity)."""
-    copy = _COPIES.get(message)
-    if copy is None:
-        note = {k: v for k, v in annotation(message).items() if k not in REF_MARKS}
-        copy = message.model_copy(update={"additional_kwargs": {**message.additional_kwargs, META_KEY: note}})
-        _COPIES.put(message, copy)
-    return cast("M", copy)
+unmarked = Unmarked(REF_MARKS)
+"""``message`` without the ref marks of its annotation (the same copy for the same message)."""
 
 
 __all__ = ["FOREIGN_MARK", "REF_MARKS", "MarkOwners", "unmarked"]
