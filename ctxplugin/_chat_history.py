@@ -91,10 +91,14 @@ class ContextChatHistory(BaseChatMessageHistory):
         return message.model_copy(update={"additional_kwargs": {**message.additional_kwargs, META_KEY: meta}})
 
     def clear(self) -> None:
-        """Forget this session's conversation (stored tool outputs stay in the CAS)."""
+        """Forget this session's conversation and what its user messages stated (stored tool
+        outputs stay in the CAS). Messages added again are read again: what they state is
+        current again (a PII filter clears the conversation and adds it back, one message masked)."""
+        cleared = self.store.load(self._key)
         self.store.clear(self._key)
         with self._lock:
             self._view = None
+        self.engine.forget_said(cleared, self.scope)
 
 
 __all__ = ["ContextChatHistory"]

@@ -237,23 +237,13 @@ class ContextEngine(Closing):
         if report is None or fitted is None:
             raise CtxpluginError("prepare() ended without a report: the account stage must run last")
         if logger.isEnabledFor(logging.DEBUG):
-            logger.debug(
-                "ctxplugin.prepare session=%s tokens %d -> %d",
-                view.scope.session_id,
-                report.tokens_before,
-                report.tokens_after,
-                extra={"ctxplugin": report.as_metadata()},
-            )
+            logger.debug("ctxplugin.prepare session=%s tokens %d -> %d", view.scope.session_id, report.tokens_before,
+                         report.tokens_after, extra={"ctxplugin": report.as_metadata()})
         emit(REPORT_EVENT, report)
         return PreparedContext(messages=list(fitted.messages), tools=list(view.tools), report=report)
 
-    def bound_tools(
-        self,
-        messages: Sequence[BaseMessage],
-        tools: Sequence[ToolLike | Callable[..., Any]],
-        *,
-        strict_tools: bool = False,
-    ) -> list[ToolLike]:
+    def bound_tools(self, messages: Sequence[BaseMessage], tools: Sequence[ToolLike | Callable[..., Any]], *,
+                    strict_tools: bool = False) -> list[ToolLike]:
         """Only the tool stage of :meth:`prepare`: what to bind for a call on ``messages``
         (``strict_tools`` as there).
 
@@ -321,6 +311,13 @@ class ContextEngine(Closing):
         self.check_open()
         with step_budget(self.config.stores.timeout):
             self._captures.revocations.revoke_masked(messages, scope)
+
+    def forget_said(self, messages: Sequence[BaseMessage], scope: Scope) -> None:
+        """What the user messages among ``messages`` stated is not current any more (their host
+        cleared them), until they are read again (see :meth:`~ctxplugin.stages.Capture.forget_said`)."""
+        self.check_open()
+        with step_budget(self.config.stores.timeout):
+            self._capture.forget_said(messages, scope)
 
     # ------------------------------------------------------------------ host helpers
     def as_runnable(self) -> Any:

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 
 from ctxplugin.facts._batch import WriteBatch
 from ctxplugin.facts._drafts import Output, Read
+from ctxplugin.facts._forks import rejoin_stated
 from ctxplugin.facts._said import said_by
 from ctxplugin.facts.model import Fact, FactQuery, text_hash
 from ctxplugin.facts.store import FactStore
@@ -49,6 +50,7 @@ def unread(writes: FactStore | WriteBatch, owner: Scope, drafts: Sequence[Read])
     undigested = {(f.text_hash, f.source.type, f.source.ref) for f in mine if f.source.call_id is None and f.source.digest is None}
     read_before: set[_Origin] = set()
     restated: set[int] = set()
+    said_before: set[tuple[str, str, str | None]] = set()
     for index, read in enumerate(drafts):
         draft, source, _, output = read
         said = (text_hash(draft.text.strip()), source, draft.source_ref)
@@ -56,10 +58,16 @@ def unread(writes: FactStore | WriteBatch, owner: Scope, drafts: Sequence[Read])
         # what was read is told by call id and digest; the message before it is no part of that
         if (*said, output[:2] if output else (None, None)) in known or (message and said in undigested):
             read_before.add(_origin(read))
+            if message:
+                said_before.add(said)
         elif message and said in stated:
             # an edited message: what its old text said too was read then, and may have been
             # replaced since by a later message; only what it says anew is read
             restated.add(index)
+    if said_before:
+        # a message whose conversation left it behind (a host went back, or cleared it) is in the
+        # conversation again: what it stated is current again
+        rejoin_stated(writes, owner, [f for f in mine if f.source.call_id is None and (f.text_hash, f.source.type, f.source.ref) in said_before])
     return (
         [read for index, read in enumerate(drafts) if _origin(read) not in read_before and index not in restated]
         if read_before or restated

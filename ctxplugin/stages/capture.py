@@ -9,9 +9,10 @@ again when it comes back in a history.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from langchain_core.messages import BaseMessage, ToolMessage
+from langchain_core.messages import BaseMessage, HumanMessage, ToolMessage
 
 from ctxplugin import _tracing
 from ctxplugin._deadline import step_budget
@@ -76,6 +77,20 @@ class Capture:
             run.finish(outputs={"ref": report.ref_id or ""}, metadata=report.as_metadata)
         emit(CAPTURE_EVENT, report.model_dump())
         return result, report
+
+    def forget_said(self, messages: Sequence[BaseMessage], scope: Scope) -> None:
+        """What ``scope``'s user messages among ``messages`` (a conversation its host cleared)
+        stated is not current any more, and what they replaced by key is current again; read
+        again (added back, said again), they state it anew. A failing facts store is logged at
+        WARNING: what they stated then stays current."""
+        said = [m for m in messages if isinstance(m, HumanMessage) and fact_source(m)]
+        if not said or not (self.config.facts.enabled and self.config.facts.extract):
+            return
+        self.reads.forget(said, scope)
+        try:
+            self.ledger.leave(said, scope=scope)
+        except StoreError as exc:
+            log_degraded(scope, f"facts store unavailable; what the cleared conversation stated stays current: {exc}")
 
     def _store(self, tool_message: ToolMessage, scope: Scope, report: CaptureReport) -> tuple[ToolMessage, str | None]:
         """The message the conversation carries, and the shape its summary took the output for

