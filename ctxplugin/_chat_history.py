@@ -92,13 +92,16 @@ class ContextChatHistory(BaseChatMessageHistory):
 
     def clear(self) -> None:
         """Forget this session's conversation and what its user messages stated (stored tool
-        outputs stay in the CAS). Messages added again are read again: what they state is
-        current again (a PII filter clears the conversation and adds it back, one message masked)."""
-        cleared = self.store.load(self._key)
+        outputs stay in the CAS, and the facts read from them). Messages added again are read
+        as new: what they state is current again (a PII filter clears the conversation and adds
+        it back, one message masked)."""
+        facts = self.engine.config.facts
+        cleared = self.store.load(self._key) if facts.enabled and facts.extract and not self.engine.closed else []
         self.store.clear(self._key)
         with self._lock:
             self._view = None
-        self.engine.forget_said(cleared, self.scope)
+        if cleared:
+            self.engine.forget_said(cleared, self.scope)
 
 
 __all__ = ["ContextChatHistory"]

@@ -43,6 +43,7 @@ from ctxplugin.stages import (
     CallView,
     Capture,
     CaptureMemo,
+    ChooseFacts,
     PreparedContext,
     ReadMemo,
     ToolLike,
@@ -313,11 +314,13 @@ class ContextEngine(Closing):
             self._captures.revocations.revoke_masked(messages, scope)
 
     def forget_said(self, messages: Sequence[BaseMessage], scope: Scope) -> None:
-        """What the user messages among ``messages`` stated is not current any more (their host
-        cleared them), until they are read again (see :meth:`~ctxplugin.stages.Capture.forget_said`)."""
+        """What ``messages`` (a conversation its host cleared) had the user state is no longer current."""
         self.check_open()
         with step_budget(self.config.stores.timeout):
             self._capture.forget_said(messages, scope)
+        for stage in self._stages:
+            if isinstance(stage, ChooseFacts):
+                stage.forget(scope)
 
     # ------------------------------------------------------------------ host helpers
     def as_runnable(self) -> Any:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
+from typing import Any
 
 import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
@@ -117,3 +118,56 @@ def test_a_clear_with_the_facts_store_down_still_clears(tmp_path: Path, mocker: 
         assert "facts store down" in caplog.text
     finally:
         engine.close()
+
+
+def budget(engine: ContextEngine) -> str | None:
+    fact = engine.facts.current("my_budget", scope=Scope(session_id="s1"))
+    return fact.text if fact else None
+
+
+def said(history: Any, *texts: str) -> None:
+    """Each of ``texts`` said in turn, the view read after each as the chain reads it."""
+    for text in texts:
+        history.add_messages([HumanMessage(text), AIMessage("Noted.")])
+        history.messages  # noqa: B018
+
+
+def test_a_value_said_again_after_a_clear_replaces_one_said_since(tmp_path: Path) -> None:
+    engine = ContextEngine.embedded(path=tmp_path, config=CONFIG)
+    try:
+        history = engine.history("s1")
+        said(history, "My budget is $500.")
+        history.clear()
+        said(history, "My budget is $900.")
+        assert budget(engine) == "My budget is $900."
+        said(history, "My budget is $500.")  # word for word what the cleared conversation said
+        assert budget(engine) == "My budget is $500."
+    finally:
+        engine.close()
+
+
+@pytest.mark.parametrize("embedded", [True, False], ids=["embedded", "memory"])
+def test_a_repeated_statement_is_forgotten_and_added_back_with_the_rest(tmp_path: Path, embedded: bool) -> None:
+    engine = ContextEngine.embedded(path=tmp_path, config=CONFIG) if embedded else ContextEngine(config=CONFIG)
+    try:
+        history = engine.history("s1")
+        said(history, "My budget is $500.", "My budget is $700.", "My budget is $500.")
+        assert budget(engine) == "My budget is $500."
+        full = history.full_messages
+        history.clear()
+        assert budget(engine) is None  # the repetition, named apart from the first saying, too
+
+        history.add_messages(full)  # the very conversation added back
+        history.messages  # noqa: B018
+        assert budget(engine) == "My budget is $500."
+    finally:
+        engine.close()
+
+
+def test_a_clear_after_the_engine_closed_clears_the_conversation(tmp_path: Path) -> None:
+    engine = ContextEngine.embedded(path=tmp_path, config=CONFIG)
+    history = engine.history("s1")
+    said(history, "My budget is $500.")
+    engine.close()
+    history.clear()
+    assert history.full_messages == []

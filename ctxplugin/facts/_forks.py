@@ -72,10 +72,10 @@ def rejoined(store: FactStore, owner: Scope, messages: Sequence[BaseMessage]) ->
     finder = getattr(store, "from_messages", None)
     if not refs or not callable(finder):
         return []
-    return rejoin_stated(store, owner, finder(owner, refs))
+    return _rejoin(store, owner, finder(owner, refs))
 
 
-def rejoin_stated(store: FactStore, owner: Scope, stated: Sequence[Fact]) -> list[Fact]:
+def _rejoin(store: FactStore, owner: Scope, stated: Sequence[Fact]) -> list[Fact]:
     """Make current again what of ``stated`` (read from user messages in the conversation again)
     :func:`left_behind` marked, as :func:`rejoined` does, and return it."""
     owner_key = owner.key()
@@ -136,8 +136,8 @@ def resumed(store: FactStore, owner: Scope, conversation: Sequence[BaseMessage])
         since = min(f.created_at for f in first)
         later = [f for f in store.find(FactQuery(reader=owner, valid=True)) if f.created_at >= since and gone(f)]
         left = _left(store, owner, (), [ref for f in [*first, *later] if (ref := said_by(f)) is not None])
-    rejoin_stated(store, owner, stated)
+    _rejoin(store, owner, stated)
     return left
 
 
-__all__ = ["LEFT_BEHIND", "left_behind", "rejoin_stated", "rejoined", "resumed"]
+__all__ = ["LEFT_BEHIND", "left_behind", "rejoined", "resumed"]

@@ -12,7 +12,8 @@ same owner) is skipped whole. A message the host edited in place (same id, other
 again for what it states anew, which replaces what the old text said; a statement its old text
 made too is not read again, so a value a later message replaced since stays replaced. A
 statement of the old text that the new one no longer makes is marked not current (see
-:func:`unsaid`).
+:func:`unsaid`). A message whose facts were marked left behind (its conversation went back to an
+earlier point, or was cleared) and that a conversation holds again is read as new.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from collections.abc import Sequence
 
 from ctxplugin.facts._batch import WriteBatch
 from ctxplugin.facts._drafts import Output, Read
-from ctxplugin.facts._forks import rejoin_stated
+from ctxplugin.facts._forks import LEFT_BEHIND
 from ctxplugin.facts._said import said_by
 from ctxplugin.facts.model import Fact, FactQuery, text_hash
 from ctxplugin.facts.store import FactStore
@@ -42,7 +43,9 @@ def unread(writes: FactStore | WriteBatch, owner: Scope, drafts: Sequence[Read])
     else:
         stored = [f for h in hashes for f in writes.find(FactQuery(reader=owner, text_hash=h))]
     owner_key = owner.key()
-    mine = [f for f in stored if f.owner.key() == owner_key]
+    # what a message its conversation no longer held stated (a host went back, or cleared it) was
+    # marked so: read in a conversation again, it is read as new, and replaces what came since
+    mine = [f for f in stored if f.owner.key() == owner_key and not (f.note == LEFT_BEHIND and not f.is_valid)]
     known = {(f.text_hash, f.source.type, f.source.ref, (f.source.call_id, f.source.digest)) for f in mine}
     # what was read from a message, whatever its text then (before the digest of its text was
     # kept, any text of it marks it read)
@@ -50,7 +53,6 @@ def unread(writes: FactStore | WriteBatch, owner: Scope, drafts: Sequence[Read])
     undigested = {(f.text_hash, f.source.type, f.source.ref) for f in mine if f.source.call_id is None and f.source.digest is None}
     read_before: set[_Origin] = set()
     restated: set[int] = set()
-    said_before: set[tuple[str, str, str | None]] = set()
     for index, read in enumerate(drafts):
         draft, source, _, output = read
         said = (text_hash(draft.text.strip()), source, draft.source_ref)
@@ -58,16 +60,10 @@ def unread(writes: FactStore | WriteBatch, owner: Scope, drafts: Sequence[Read])
         # what was read is told by call id and digest; the message before it is no part of that
         if (*said, output[:2] if output else (None, None)) in known or (message and said in undigested):
             read_before.add(_origin(read))
-            if message:
-                said_before.add(said)
         elif message and said in stated:
             # an edited message: what its old text said too was read then, and may have been
             # replaced since by a later message; only what it says anew is read
             restated.add(index)
-    if said_before:
-        # a message whose conversation left it behind (a host went back, or cleared it) is in the
-        # conversation again: what it stated is current again
-        rejoin_stated(writes, owner, [f for f in mine if f.source.call_id is None and (f.text_hash, f.source.type, f.source.ref) in said_before])
     return (
         [read for index, read in enumerate(drafts) if _origin(read) not in read_before and index not in restated]
         if read_before or restated

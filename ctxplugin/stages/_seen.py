@@ -142,6 +142,14 @@ class Seen:
         return numbered
 
 
+def as_read(conversation: Sequence[BaseMessage]) -> list[BaseMessage]:
+    """``conversation`` (from its start) with its user messages named as the facts stage names
+    them when it reads them: one without an id that repeats an earlier one word for word is
+    named after that repetition (see :meth:`Seen._numbered`)."""
+    seen = Seen()
+    return [seen._numbered(m) for m in conversation]
+
+
 def _fact_sources(raw: Sequence[BaseMessage], compacted: Sequence[BaseMessage], start: int) -> list[tuple[BaseMessage, bool]]:
     """The messages facts are read from on a prepare, those from ``start`` on, each with whether
     it is a user message said right after the agent asked something (see

@@ -1,4 +1,5 @@
-"""Capture: the other way in — a tool output stored as it arrives, before any ``prepare``.
+"""Capture: the other way in — a tool output stored as it arrives, before any ``prepare`` (and
+the way out: what a conversation its host cleared stated, forgotten).
 
 ``capture_tool_result`` returns the compact message for the conversation (summary and ref in
 ``additional_kwargs["ctxplugin"]``) and reads the full output for facts, once. It shares its
@@ -27,6 +28,7 @@ from ctxplugin.facts import FactsLedger
 from ctxplugin.report import CaptureReport
 from ctxplugin.scope import Scope
 from ctxplugin.stages._mark_owners import FOREIGN_MARK, unmarked
+from ctxplugin.stages._seen import as_read
 from ctxplugin.stages.memos import CaptureMemo, ReadMemo, fact_source
 from ctxplugin.stages.view import log_degraded
 
@@ -79,12 +81,15 @@ class Capture:
         return result, report
 
     def forget_said(self, messages: Sequence[BaseMessage], scope: Scope) -> None:
-        """What ``scope``'s user messages among ``messages`` (a conversation its host cleared)
-        stated is not current any more, and what they replaced by key is current again; read
-        again (added back, said again), they state it anew. A failing facts store is logged at
-        WARNING: what they stated then stays current."""
-        said = [m for m in messages if isinstance(m, HumanMessage) and fact_source(m)]
-        if not said or not (self.config.facts.enabled and self.config.facts.extract):
+        """What ``scope``'s user messages among ``messages`` (a whole conversation its host
+        cleared, from its start) stated is not current any more, and what they replaced by key
+        is current again; read again (added back, said again), they are read as new. A failing
+        facts store is logged at WARNING: what they stated then stays current. Facts read from
+        its tool outputs stay."""
+        if not (self.config.facts.enabled and self.config.facts.extract):
+            return
+        said = [m for m in as_read(messages) if isinstance(m, HumanMessage) and fact_source(m)]
+        if not said:
             return
         self.reads.forget(said, scope)
         try:

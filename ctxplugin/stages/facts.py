@@ -275,6 +275,11 @@ class ChooseFacts:
             outdated_marked=marked,
         )
 
+    def forget(self, scope: Scope) -> None:
+        """Read ``scope``'s conversation afresh on its next call (its host cleared it)."""
+        with self._lock:
+            self._seen.pop(_reader_key(scope), None)
+
     def _leave(
         self, left: Sequence[BaseMessage], back: Sequence[BaseMessage], conversation: Sequence[BaseMessage], key: str, scope: Scope, *, resumed: bool
     ) -> None:
