@@ -1,7 +1,8 @@
 """Shown: facts the compressed history already shows are left out of the facts block.
 
-A fact read from a message the view carries unchanged, or whose statement a user message of the
-view holds word for word, adds nothing; nor does a mention of values (an ``entity``, ``metric``
+A fact read from a message the view carries unchanged (or whole with an outdated mark), or whose
+statement a user message of the view holds word for word, adds nothing; nor does a mention of
+values (an ``entity``, ``metric``
 or ``link`` fact) whose every value the first context note lists (the archive, once there is
 one: it changes when the facts block is chosen again, so the block stays in the cached prefix).
 What the view states word for word but a caller keeps as state under its own key is named by
@@ -22,7 +23,7 @@ from langchain_core.messages import BaseMessage, HumanMessage
 
 from ctxplugin._layout import is_condensed
 from ctxplugin._lru import LRU
-from ctxplugin._messages import source_refs
+from ctxplugin._messages import annotation, source_refs
 from ctxplugin._prefix import Stamp
 from ctxplugin.budget import FactLine
 from ctxplugin.facts.render import normalized, restates
@@ -73,7 +74,7 @@ def not_shown(
     said: list[str] = []
     listed = ""  # the first context note
     for message in view:
-        if id(message) not in originals:
+        if id(message) not in originals and not _marked(message):
             if not listed and is_condensed(message):
                 listed = content_text(message.content)
             continue
@@ -94,6 +95,13 @@ def not_shown(
     if named:
         kept.append(naming(named))
     return tuple(kept)
+
+
+def _marked(message: BaseMessage) -> bool:
+    """Whether ``message`` is one of the conversation's marked outdated and shown whole (not a
+    tier's shorter form of it): what else it states, it shows."""
+    note = annotation(message)
+    return bool(note.get("outdated")) and "tier" not in note
 
 
 STATED_LEAD = "also current, as stated in the conversation:"
