@@ -10,7 +10,7 @@ LEAD = re.compile(
     r"^(?:(?:actually|correction|update|note|fyi|ok(?:ay)?|so|also|well|oh|wait|sorry|no(?=\s*[,.;:!-]|\s+(?:i|we|thanks?|wait)\b)|yes|yeah|yep|right|hmm|and|"
     r"but|btw|again|remember|to be clear|to clarify|just to confirm|as i said|like i said|as i mentioned|i repeat|"
     r"change of plans?|new plan|plan change|(?:quick|small|one|another|latest|new)\s+update|heads[- ]up|scratch that|"
-    r"never\s?mind|forget (?:that|it)|if (?:possible|you can|you could)|(?:on|after) second thoughts?|on reflection|"
+    r"never\s?mind|forget (?:that|it)|(?:ignore|disregard) that(?=\s*[,;:!-])|(?:hold|hang) on(?=\s*[,;:!-])|if (?:possible|you can|you could)|(?:on|after) second thoughts?|on reflection|"
     r"come to think of it|oops|my bad|let me correct (?:that|myself)|thinking about it (?:more|again|further))\b[\s,:;!.-]*)+",
     re.IGNORECASE,
 )

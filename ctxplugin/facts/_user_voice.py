@@ -169,8 +169,13 @@ _ASKED_INSTEAD = re.compile(
 """Another choice asked for ("can we do business instead?", "could I get an aisle seat instead?",
 "how about business instead?"):
 a request that replaces the choice, not a question about it ("can we change the date?" asks)."""
-_CORRECTING = re.compile(r"^(?:sorry|oops|actually|correction|no|wait|my (?:bad|mistake)|i mean)\b", re.IGNORECASE)
-"""The first word of a sentence that corrects what the user said before."""
+_CORRECTING = re.compile(
+    r"^(?:sorry|oops|actually|correction|no|wait|my (?:bad|mistake)|i mean|scratch that|never\s?mind|"
+    r"(?:forget|ignore|disregard) (?:that|it)|(?:hold|hang) on(?=\s*[,.;:!-]))\b",
+    re.IGNORECASE,
+)
+"""The first words of a sentence that corrects what the user said before ("sorry", "scratch
+that", "hold on,")."""
 
 
 _NAMED_ALONE = re.compile(
