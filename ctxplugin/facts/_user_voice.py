@@ -54,10 +54,11 @@ TASK = re.compile(
 _NOT_CORRECTION = re.compile(
     r"(?:^|[,;]\s*)not\s+(?!(?:only|just|yet|sure|really|quite|necessarily|too|even|at all|anymore|that|so|very|much|"
     r"always|exactly|certain|entirely|possible|available|needed|necessary|interested|happy|ideal|great|ready)\b)"
-    r"(?P<old>[^,.;!?]{1,60}?)\s*(?:[,.;!?]|$)",
+    r"(?P<old>[^,.;!?\u2013\u2014]{1,60}?)\s*(?:[,.;!?\u2013\u2014]|\s-+\s|$)",
     re.IGNORECASE,
 )
-"""A correction that names the value it rejects: "not economy, business", "to LAS, not LAX"."""
+"""A correction that names the value it rejects: "not economy, business", "to LAS, not LAX",
+"not 12A — 14C" (a dash sets it off as a comma does)."""
 _MEANT = re.compile(
     r"\b(?:i|we)\s+meant\s+(?:to\s+say\s+)?[^,.;!?]{1,60}?,?\s+not\s+(?P<old>[^,.;!?]{1,60}?)\s*(?:[,.;!?]|$)", re.IGNORECASE
 )

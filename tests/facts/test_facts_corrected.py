@@ -65,3 +65,20 @@ def test_a_value_said_again_after_a_retraction_replaces_the_old_one(engine: Cont
 def test_a_pause_or_an_ask_replaces_nothing(engine: ContextEngine, said: str) -> None:
     shown(engine, chat("My flight is HAT123.", said))
     assert "My flight is HAT123." in current(engine), current(engine)
+
+
+@pytest.mark.parametrize(
+    ("first", "correction"),
+    [
+        ("My seat is 12A.", "Not 12A — 14C."),
+        ("My seat is 12A.", "Not 12A - 14C."),
+        ("My seat is 12A.", "Not 12A—14C."),
+        ("My flight is on the 5th.", "Not the 5th – the 6th."),
+        ("My destination is LAX.", "No, not LAX - LAS."),
+    ],
+)
+def test_a_rejected_value_set_off_by_a_dash_is_replaced(engine: ContextEngine, first: str, correction: str) -> None:
+    """"Not 12A — 14C." kept "My seat is 12A." in force and unmarked ("Not 12A, 14C." replaced it)."""
+    view = shown(engine, chat(first, correction))
+    assert first not in current(engine), current(engine)
+    assert view["h0"].startswith("[outdated:"), view["h0"]
