@@ -4,9 +4,10 @@ opens a step budget around every ``prepare`` and capture."""
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import threading
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from ctxplugin._step import step_budget, step_deadline
@@ -61,4 +62,44 @@ def run_with_deadline(
     return call.value  # type: ignore[no-any-return]
 
 
-__all__ = ["run_with_deadline", "step_budget", "step_deadline"]
+async def await_with_deadline(fn: Callable[[], Awaitable[T]], timeout: float, what: str, *, bound: str = "stores.timeout") -> T:
+    """``await fn()`` if it ends within ``timeout`` seconds: the async :func:`run_with_deadline`.
+
+    It runs as its own task, so a driver waiting on a socket that never answers cannot hold
+    the caller. A call past the timeout, or whose caller is cancelled, is cancelled and left to
+    end in the background (held here until it does). ``bound``: the setting that set ``timeout``,
+    as the error names it.
+
+    Raises:
+        StoreUnavailableError: ``fn`` did not end in time.
+        BaseException: whatever ``fn`` raised.
+    """
+    call = asyncio.ensure_future(fn())
+    try:
+        done, _ = await asyncio.wait({call}, timeout=timeout)
+    except asyncio.CancelledError:
+        _leave(call)
+        raise
+    if not done:
+        _leave(call)
+        raise StoreUnavailableError(f"{what}: no answer within {timeout:.1f}s ({bound})")
+    return call.result()
+
+
+_LEFT: set[asyncio.Future[Any]] = set()
+"""Calls given up on, held until they end (a task nobody holds may be collected mid-way)."""
+
+
+def _leave(call: asyncio.Future[Any]) -> None:
+    call.cancel()
+    _LEFT.add(call)
+    call.add_done_callback(_ended)
+
+
+def _ended(call: asyncio.Future[Any]) -> None:
+    _LEFT.discard(call)
+    if not call.cancelled():
+        call.exception()  # retrieved: nobody waits for it any more
+
+
+__all__ = ["await_with_deadline", "run_with_deadline", "step_budget", "step_deadline"]

@@ -9,11 +9,12 @@ import os
 import threading
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from typing import TypeVar
 
 from ctxplugin._circuit import Circuit
-from ctxplugin._deadline import run_with_deadline, step_deadline
+from ctxplugin._deadline import await_with_deadline, run_with_deadline, step_deadline
 from ctxplugin.errors import InvalidInputError, StoreBusyError, StoreUnavailableError
 
 logger = logging.getLogger("ctxplugin")
@@ -181,6 +182,21 @@ class StoreGuard:
         is open. A timeout or an unavailability error opens the circuit. Other errors pass
         through unchanged (the server answered). The call let through after a passed check
         closes the circuit when the server answers it, and opens it again for longer when not."""
+        with self._attempt(what) as wait:
+            return run_with_deadline(fn, wait, f"{self.name} {what}", started=self._threads.add)
+
+    async def acall(self, what: str, fn: Callable[[], Awaitable[T]]) -> T:
+        """Async :meth:`call`: ``await fn()`` within the deadline, on the same circuit (the sync
+        and async stores of one server may share a guard). A call cut short by the deadline, or
+        whose task is cancelled, is cancelled and left to end in the background; a cancelled
+        call says nothing of the server."""
+        with self._attempt(what) as wait:
+            return await await_with_deadline(fn, wait, f"{self.name} {what}")
+
+    @contextmanager
+    def _attempt(self, what: str) -> Iterator[float]:
+        """One call through the circuit: admitted (or refused at once), given the seconds it may
+        take, and its outcome (what escapes the ``with`` block) recorded."""
         trial = self._admit(what)
         answered = False
         try:
@@ -191,7 +207,7 @@ class StoreGuard:
                 if wait <= 0:
                     raise StoreUnavailableError(f"{self.name} {what} skipped: this step's store time (stores.timeout) is used up")
             try:
-                value = run_with_deadline(fn, wait, f"{self.name} {what}", started=self._threads.add)
+                yield wait
             except StoreBusyError:
                 answered = True
                 raise
@@ -210,7 +226,6 @@ class StoreGuard:
                 with self._lock:
                     if self._circuit.cause is None:
                         self._circuit.worked(what)
-            return value
         finally:
             if trial:
                 self._tried(what, answered)

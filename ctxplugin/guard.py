@@ -15,8 +15,12 @@ the server within a check (and one call) of its return.
 facts write lock share one, the Chroma facts and answer-cache stores another). Stores built by
 hand can be wrapped the same way::
 
-    guard = StoreGuard("Postgres", timeout=2.0, probe=lambda: ping(dsn))
+    guard = StoreGuard("Postgres", timeout=2.0, probe=lambda: ping(dsn, 2.0))
     engine = ContextEngine(cas=GuardedCASStore(PostgresCASStore.from_dsn(dsn), guard))
+
+An async store takes the guard itself (``AsyncPostgresCASStore.from_dsn(dsn, guard=guard)``):
+its calls go through :meth:`StoreGuard.acall`, on the same circuit as the sync stores of the
+server.
 
 A call that ran out of time keeps running in its daemon thread until the driver returns (its
 result is dropped); drivers get their own timeouts as well (``connect`` sets them), so such a
@@ -31,7 +35,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
-from ctxplugin._deadline import run_with_deadline, step_budget
+from ctxplugin._deadline import await_with_deadline, run_with_deadline, step_budget
 from ctxplugin._store_guard import StoreGuard
 from ctxplugin.cache.store import AnswerCacheStore, CacheEntry
 from ctxplugin.cas.store import CASItem, CASRecord, CASStore
@@ -211,6 +215,7 @@ __all__ = [
     "GuardedFactStore",
     "GuardedWriteLock",
     "StoreGuard",
+    "await_with_deadline",
     "run_with_deadline",
     "step_budget",
     "unwrap",

@@ -17,7 +17,8 @@ from typing import Any, Generic, TypeVar
 
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
-from ctxplugin.errors import StoreError, StoreUnavailableError
+from ctxplugin.errors import StoreError
+from ctxplugin.guard import StoreGuard, await_with_deadline
 from ctxplugin_postgres._db import Plan, arun, check_schema, make_async_pool, make_pool, run
 from ctxplugin_postgres._pool import same_process
 from ctxplugin_postgres.migrations import ensure_plan
@@ -94,14 +95,22 @@ class AsyncPooledStore(_StoreState[AsyncConnectionPool]):
     while its host still takes the bytes (a stopped process, a stalled network) is caught by
     none of libpq's timeouts, and psycopg then waits on the socket for ever. A call past the
     timeout, or whose task is cancelled, is left to end in the background (psycopg cancels the
-    query and drops the connection), so the caller is free at once."""
+    query and drops the connection), so the caller is free at once. Given a ``guard``, calls go
+    through it instead (its timeout, and its circuit: once the server failed, calls fail at
+    once until its check finds the server back)."""
 
     def __init__(
-        self, pool: AsyncConnectionPool, *, schema: str, auto_migrate: bool = True, owns_pool: bool = False
+        self,
+        pool: AsyncConnectionPool,
+        *,
+        schema: str,
+        auto_migrate: bool = True,
+        owns_pool: bool = False,
+        guard: StoreGuard | None = None,
     ) -> None:
         super().__init__(pool, schema=schema, auto_migrate=auto_migrate, owns_pool=owns_pool)
         self._lock = asyncio.Lock()
-        self._left: set[asyncio.Future[Any]] = set()  # calls given up on, held until they end
+        self.guard = guard
 
     async def _ensure(self) -> None:
         self._check_open()
@@ -113,30 +122,15 @@ class AsyncPooledStore(_StoreState[AsyncConnectionPool]):
                 self._ready = True
 
     async def _run(self, what: str, plan: Callable[[], Plan[T]]) -> T:
-        call = asyncio.ensure_future(self._call(what, plan))
-        try:
-            done, _ = await asyncio.wait({call}, timeout=self.pool.timeout)
-        except asyncio.CancelledError:
-            self._leave(call)
-            raise
-        if not done:
-            self._leave(call)
-            raise StoreUnavailableError(f"Postgres {what}: no answer within {self.pool.timeout:.1f}s (the store's timeout)")
-        return call.result()
+        if self.guard is not None:
+            return await self.guard.acall(what, lambda: self._call(what, plan))
+        return await await_with_deadline(
+            lambda: self._call(what, plan), self.pool.timeout, f"Postgres {what}", bound="the store's timeout"
+        )
 
     async def _call(self, what: str, plan: Callable[[], Plan[T]]) -> T:
         await self._ensure()
         return await arun(self.pool, self.schema, what, plan)
-
-    def _leave(self, call: asyncio.Future[Any]) -> None:
-        call.cancel()
-        self._left.add(call)
-        call.add_done_callback(self._ended)
-
-    def _ended(self, call: asyncio.Future[Any]) -> None:
-        self._left.discard(call)
-        if not call.cancelled():
-            call.exception()  # retrieved: nobody waits for it any more
 
     async def close(self) -> None:
         """Release the store (and its pool if owned). Idempotent."""

@@ -15,6 +15,7 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool
 from ctxplugin.cas import check_ref
 from ctxplugin.cas.store import CASItem, CASRecord, Clock, check_put, system_clock
 from ctxplugin.errors import StoreError
+from ctxplugin.guard import StoreGuard
 from ctxplugin.scope import Scope, Visibility
 from ctxplugin_postgres._cas_plans import (
     CASQueries,
@@ -158,7 +159,9 @@ class AsyncPostgresCASStore(AsyncPooledStore):
 
     Every call returns or raises :class:`~ctxplugin.errors.StoreUnavailableError` within the
     pool's ``timeout`` (``from_dsn(timeout=...)``), a server that stopped answering included;
-    a task cancelled while a call waits is released at once.
+    a task cancelled while a call waits is released at once. Given a ``guard``, within the
+    guard's timeout, and a server that is out costs the first call its timeout only: later
+    calls fail at once while its circuit is open (see :class:`ctxplugin.guard.StoreGuard`).
 
     Args:
         pool: an *open* ``AsyncConnectionPool`` (see :func:`ctxplugin_postgres.make_async_pool`);
@@ -167,6 +170,8 @@ class AsyncPostgresCASStore(AsyncPooledStore):
         clock: time source for TTLs (epoch seconds).
         auto_migrate: on first use, apply pending migrations.
         owns_pool: close ``pool`` in :meth:`close`.
+        guard: the :class:`~ctxplugin.guard.StoreGuard` of the server, which bounds each call
+            and fails calls at once after a failure (it may be the one of the sync stores).
     """
 
     _closed_message = "the Postgres CAS store is closed"
@@ -179,8 +184,9 @@ class AsyncPostgresCASStore(AsyncPooledStore):
         clock: Clock = system_clock,
         auto_migrate: bool = True,
         owns_pool: bool = False,
+        guard: StoreGuard | None = None,
     ) -> None:
-        super().__init__(pool, schema=schema, auto_migrate=auto_migrate, owns_pool=owns_pool)
+        super().__init__(pool, schema=schema, auto_migrate=auto_migrate, owns_pool=owns_pool, guard=guard)
         self._clock = clock
         self._q = CASQueries.for_schema(schema)
 
@@ -194,10 +200,11 @@ class AsyncPostgresCASStore(AsyncPooledStore):
         auto_migrate: bool = True,
         max_size: int = 10,
         timeout: float = POOL_TIMEOUT_S,
+        guard: StoreGuard | None = None,
     ) -> AsyncPostgresCASStore:
         """A store with its own (opened) pool on ``dsn``, closed with the store."""
         pool = await owned_async_pool(dsn, schema=schema, max_size=max_size, timeout=timeout, name="ctxplugin-cas-async")
-        return cls(pool, schema=schema, clock=clock, auto_migrate=auto_migrate, owns_pool=True)
+        return cls(pool, schema=schema, clock=clock, auto_migrate=auto_migrate, owns_pool=True, guard=guard)
 
     async def put(
         self, item: CASItem, scope: Scope, *, visibility: Visibility = "session", ttl_seconds: float | None = None

@@ -1,0 +1,107 @@
+"""The async CAS store behind a :class:`~ctxplugin.guard.StoreGuard`: a server that is out
+costs the first call its timeout and every later one nothing (it fails at once, naming the
+cause), as with the sync stores ``connect()`` guards; the store works again once the guard's
+check finds the server back. One guard may serve the sync and async stores of one server."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+
+import psycopg
+import pytest
+from ctxplugin_postgres import AsyncPostgresCASStore, PostgresCASStore, ping
+
+from ctxplugin import Scope
+from ctxplugin.errors import StoreUnavailableError
+from ctxplugin.guard import GuardedCASStore, StoreGuard
+from ctxplugin.testing.cas_contract import make_item
+from ctxplugin.testing.fault_proxy import FaultProxy
+
+pytestmark = pytest.mark.postgres
+
+S = Scope(session_id="async-guard")
+TIMEOUT = 1.0
+LONG_WAIT = 60.0
+"""Far longer than a call may take: a second call that waited its timeout again ends well
+within it, so only the error's text tells a skipped call from a tried one."""
+
+
+@pytest.fixture
+def proxy(pg_dsn: str) -> Iterator[FaultProxy]:
+    info = psycopg.conninfo.conninfo_to_dict(pg_dsn)
+    with FaultProxy(str(info.get("host") or "127.0.0.1"), int(str(info.get("port") or 5432))) as proxy:
+        yield proxy
+
+
+def via(dsn: str, proxy: FaultProxy) -> str:
+    info = psycopg.conninfo.conninfo_to_dict(dsn)
+    info.update(host="127.0.0.1", port=str(proxy.port))
+    return psycopg.conninfo.make_conninfo(**{k: str(v) for k, v in info.items()})
+
+
+def guard_for(dsn: str, *, retry_after: float = 0.05) -> StoreGuard:
+    return StoreGuard("Postgres", timeout=TIMEOUT, retry_after=retry_after, probe=lambda: ping(dsn, TIMEOUT))
+
+
+async def back(store: AsyncPostgresCASStore, ref_id: str) -> str:
+    """The content of ``ref_id`` once the store answers again (the guard's check runs every
+    ``retry_after``; calls before it passed are refused)."""
+    for _ in range(int(LONG_WAIT / 0.05)):
+        try:
+            return (await store.get(ref_id, S)).content
+        except StoreUnavailableError:
+            await asyncio.sleep(0.05)
+    raise AssertionError("the store did not answer again")
+
+
+async def test_a_frozen_server_costs_one_timeout_then_calls_fail_at_once(pg_dsn: str, pg_schema: str, proxy: FaultProxy) -> None:
+    dsn = via(pg_dsn, proxy)
+    item = make_item("the deploy target is eu-west-3\n" * 40)
+    guard = guard_for(dsn)
+    async with await AsyncPostgresCASStore.from_dsn(dsn, schema=pg_schema, timeout=LONG_WAIT, guard=guard) as store:
+        await store.put(item, S)
+        proxy.freeze()
+        with pytest.raises(StoreUnavailableError, match="no answer within"):
+            await asyncio.wait_for(store.get(item.ref_id, S), LONG_WAIT)
+        assert guard.is_open
+        for call in (store.get(item.ref_id, S), store.exists(item.ref_id, S), store.put(item, S)):
+            with pytest.raises(StoreUnavailableError, match="skipped"):
+                await asyncio.wait_for(call, LONG_WAIT)
+        proxy.heal()
+        assert await back(store, item.ref_id) == item.content
+        assert not guard.is_open
+        guard.stop()
+
+
+async def test_a_refused_server_opens_the_circuit_of_the_async_store(pg_dsn: str, pg_schema: str, proxy: FaultProxy) -> None:
+    dsn = via(pg_dsn, proxy)
+    item = make_item("the on-call rota is in the wiki\n" * 40)
+    guard = guard_for(dsn, retry_after=60)
+    async with await AsyncPostgresCASStore.from_dsn(dsn, schema=pg_schema, timeout=TIMEOUT, guard=guard) as store:
+        await store.put(item, S)
+        proxy.refuse()
+        with pytest.raises(StoreUnavailableError) as first:
+            await asyncio.wait_for(store.get(item.ref_id, S), LONG_WAIT)
+        assert "skipped" not in str(first.value)
+        with pytest.raises(StoreUnavailableError, match="skipped for CAS get"):
+            await asyncio.wait_for(store.get(item.ref_id, S), LONG_WAIT)
+        guard.stop()
+
+
+async def test_one_guard_serves_the_sync_and_async_stores_of_a_server(pg_dsn: str, pg_schema: str, proxy: FaultProxy) -> None:
+    dsn = via(pg_dsn, proxy)
+    item = make_item("the budget owner is Dana\n" * 40)
+    guard = guard_for(dsn, retry_after=60)
+    with PostgresCASStore.from_dsn(dsn, schema=pg_schema, timeout=TIMEOUT) as plain:
+        sync_store = GuardedCASStore(plain, guard)
+        async with await AsyncPostgresCASStore.from_dsn(dsn, schema=pg_schema, timeout=LONG_WAIT, guard=guard) as store:
+            await store.put(item, S)
+            proxy.freeze()
+            with pytest.raises(StoreUnavailableError, match="no answer within"):
+                await asyncio.to_thread(sync_store.get, item.ref_id, S)
+            # the sync store's failure spares the async one its wait
+            with pytest.raises(StoreUnavailableError, match="skipped for CAS get"):
+                await asyncio.wait_for(store.get(item.ref_id, S), LONG_WAIT)
+            proxy.heal()
+        guard.stop()
