@@ -29,6 +29,7 @@ thread ends by itself.
 
 from __future__ import annotations
 
+import inspect
 import logging
 import threading
 from collections.abc import Iterator, Sequence
@@ -39,7 +40,7 @@ from ctxplugin._deadline import await_with_deadline, run_with_deadline, step_bud
 from ctxplugin._store_guard import StoreGuard
 from ctxplugin.cache.store import AnswerCacheStore, CacheEntry
 from ctxplugin.cas.store import CASItem, CASRecord, CASStore
-from ctxplugin.errors import StoreUnavailableError
+from ctxplugin.errors import InvalidInputError, StoreUnavailableError
 from ctxplugin.facts.locks import HeldNames, WriteLock
 from ctxplugin.facts.model import Fact, FactQuery
 from ctxplugin.facts.store import FactStore
@@ -54,6 +55,17 @@ class _Guarded:
     attributes (``pool``, ``config``) are the wrapped store's."""
 
     def __init__(self, inner: Any, guard: StoreGuard) -> None:
+        asynchronous = [
+            name for name in vars(type(self))
+            if not name.startswith("_") and inspect.iscoroutinefunction(getattr(inner, name, None))
+        ]
+        if asynchronous:
+            # its calls would hand back coroutines at once, awaited outside the guard
+            raise InvalidInputError(
+                f"{type(self).__name__} wraps a store with sync methods; {type(inner).__name__}.{asynchronous[0]} is "
+                f"async: give the guard to the store itself (AsyncPostgresCASStore(..., guard=...)), or await "
+                "guard.acall(...) around its calls"
+            )
         self.inner = inner
         self.guard = guard
 

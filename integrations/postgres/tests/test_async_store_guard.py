@@ -13,7 +13,7 @@ import pytest
 from ctxplugin_postgres import AsyncPostgresCASStore, PostgresCASStore, ping
 
 from ctxplugin import Scope
-from ctxplugin.errors import StoreUnavailableError
+from ctxplugin.errors import InvalidInputError, StoreUnavailableError
 from ctxplugin.guard import GuardedCASStore, StoreGuard
 from ctxplugin.testing.cas_contract import make_item
 from ctxplugin.testing.fault_proxy import FaultProxy
@@ -105,3 +105,13 @@ async def test_one_guard_serves_the_sync_and_async_stores_of_a_server(pg_dsn: st
                 await asyncio.wait_for(store.get(item.ref_id, S), LONG_WAIT)
             proxy.heal()
         guard.stop()
+
+
+async def test_the_sync_wrapper_refuses_the_async_store_instead_of_guarding_nothing(pg_dsn: str, pg_schema: str) -> None:
+    # wrapped, its calls would hand back coroutines at once (the circuit seeing each as answered)
+    # and be awaited outside the guard, with no deadline and no circuit
+    guard = guard_for(pg_dsn, retry_after=60)
+    async with await AsyncPostgresCASStore.from_dsn(pg_dsn, schema=pg_schema, timeout=TIMEOUT) as store:
+        with pytest.raises(InvalidInputError, match="guard="):
+            GuardedCASStore(store, guard)
+    guard.stop()
