@@ -24,6 +24,7 @@ from ctxplugin._chroma import (
     tls_mismatch,
 )
 from ctxplugin._secret_headers import revealed
+from ctxplugin._sync_stores import sync_store
 from ctxplugin.cache import AnswerCacheStore, ChromaAnswerCacheStore
 from ctxplugin.cas import CASStore, SQLiteCASStore
 from ctxplugin.config import ContextConfig
@@ -291,4 +292,4 @@ def _refused(url: str, status: int, config: ContextConfig, what: str = "") -> st
     return f"the Chroma server at {url} refused the credentials (HTTP {status}){what}: {CHECK_HEADERS}; {sent}"
 
 
-__all__ = ["Stores", "embedded_stores", "open_stores", "store_root"]
+__all__ = ["Stores", "embedded_stores", "open_stores", "store_root", "sync_store"]

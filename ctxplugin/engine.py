@@ -28,7 +28,7 @@ from ctxplugin._meta_tools import make_meta_tools
 from ctxplugin._names import REPORT_EVENT
 from ctxplugin._run_scope import direct_scope
 from ctxplugin._runnables import ContextModel, PrepareRunnable
-from ctxplugin._stores import Stores, embedded_stores, open_stores
+from ctxplugin._stores import Stores, embedded_stores, open_stores, sync_store
 from ctxplugin.cache import AnswerCache, AnswerCacheStore, make_answer_cache
 from ctxplugin.cas import CASStore, MemoryCASStore, expand
 from ctxplugin.config import ContextConfig
@@ -93,7 +93,7 @@ class ContextEngine(Closing):
         answer_cache: AnswerCache | AnswerCacheStore | None = None,
     ) -> None:
         self.config = config or ContextConfig()
-        self.cas: CASStore = cas if cas is not None else MemoryCASStore()
+        self.cas: CASStore = sync_store(cas, "ContextEngine(cas=...)") if cas is not None else MemoryCASStore()
         if facts is None:
             embedding = default_embedding(self.config.facts.embedding, self.config.facts.embedding_dims)
             facts = FactsLedger(MemoryFactStore(embedding), self.config.facts)

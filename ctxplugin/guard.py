@@ -29,7 +29,6 @@ thread ends by itself.
 
 from __future__ import annotations
 
-import inspect
 import logging
 import threading
 from collections.abc import Iterator, Sequence
@@ -38,6 +37,7 @@ from typing import Any
 
 from ctxplugin._deadline import await_with_deadline, run_with_deadline, step_budget
 from ctxplugin._store_guard import StoreGuard
+from ctxplugin._sync_stores import async_methods
 from ctxplugin.cache.store import AnswerCacheStore, CacheEntry
 from ctxplugin.cas.store import CASItem, CASRecord, CASStore
 from ctxplugin.errors import InvalidInputError, StoreUnavailableError
@@ -55,10 +55,7 @@ class _Guarded:
     attributes (``pool``, ``config``) are the wrapped store's."""
 
     def __init__(self, inner: Any, guard: StoreGuard) -> None:
-        asynchronous = [
-            name for name in vars(type(self))
-            if not name.startswith("_") and inspect.iscoroutinefunction(getattr(inner, name, None))
-        ]
+        asynchronous = async_methods(inner, (name for name in vars(type(self)) if not name.startswith("_")))
         if asynchronous:
             # its calls would hand back coroutines at once, awaited outside the guard
             raise InvalidInputError(

@@ -115,3 +115,19 @@ async def test_the_sync_wrapper_refuses_the_async_store_instead_of_guarding_noth
         with pytest.raises(InvalidInputError, match="guard="):
             GuardedCASStore(store, guard)
     guard.stop()
+
+
+def test_an_engine_refuses_an_async_store_it_would_call_without_await(pg_dsn: str) -> None:
+    """Given as ``cas``, the async store's calls would hand back coroutines never awaited: captures
+    reported a ref for an output that was never stored."""
+    from ctxplugin import ContextEngine
+
+    async def given() -> None:
+        store = await AsyncPostgresCASStore.from_dsn(pg_dsn)
+        try:
+            with pytest.raises(InvalidInputError, match=r"ContextEngine\(cas=\.\.\.\) takes a store with sync methods"):
+                ContextEngine(cas=store)  # type: ignore[arg-type]
+        finally:
+            await store.close()
+
+    asyncio.run(given())
