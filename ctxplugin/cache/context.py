@@ -2,8 +2,9 @@
 
 A cached answer may serve a call only when nothing it depended on differs. That splits in two:
 
-- the **signature**, which must be identical: the model, the system prompt, the agent's tool
-  set (names and schemas) and the *earlier* user messages of the conversation, in order, by their
+- the **signature**, which must be identical: the model and its call settings
+  (:mod:`ctxplugin.cache.settings`), the system prompt, the agent's tool set (names and
+  schemas) and the *earlier* user messages of the conversation, in order, by their
   significant wording (:func:`~ctxplugin.cache.guard.wording`), and whatever the user messages
   attach besides text (images, documents, files), exactly. Repeating the current question,
   even rephrased, or saying "thanks" does not change it, so asking again still matches.
@@ -30,6 +31,7 @@ from ctxplugin._messages import annotation
 from ctxplugin._names import META_TOOL_NAMES
 from ctxplugin._untrusted import valid_unicode
 from ctxplugin.cache.guard import normalize_query, wording
+from ctxplugin.cache.settings import call_settings, unbound
 from ctxplugin.cas import non_text_blocks
 from ctxplugin.cas.annotation import current
 from ctxplugin.errors import CtxpluginError
@@ -55,7 +57,7 @@ class CallContext:
     Attributes:
         scope: the caller.
         partition: whose answers it may be served (see :func:`partition`).
-        signature: hash of model, system prompt, tool set and earlier questions.
+        signature: hash of model and call settings, system prompt, tool set and earlier questions.
         query: the latest user message, as asked; ``query_norm`` normalised.
         facts: id -> content key of the facts in the view (``said:`` first for facts read
             from the conversation's own user messages).
@@ -107,7 +109,8 @@ def legacy_partition(scope: Scope, mode: CacheScope) -> str:
 
 
 def model_identity(model: Any) -> str:
-    """A name for the model answering (a string is taken as is)."""
+    """A name for the model answering (a string is taken as is; a bound model by the model it binds)."""
+    model = unbound(model)[0]
     if model is None:
         return ""
     if isinstance(model, str):
@@ -173,6 +176,11 @@ def call_context(
     attached = [block for m in messages if isinstance(m, HumanMessage) for block in non_text_blocks(m.content)]
     if attached:
         parts.append(_digest([json.dumps(b, sort_keys=True, default=repr) for b in attached]))
+    # the model's parameters and bound settings (temperature, max_tokens, tool_choice...): another
+    # setting is another answer (a model without any keeps its signature)
+    settings = call_settings(model)
+    if settings:
+        parts.append("settings:" + settings)
     signature = _digest(parts)
     outputs = frozenset(_output_atom(m) for m in messages if isinstance(m, ToolMessage) and m.name not in _META_TOOLS)
     refs = frozenset({*report.refs_used, *report.refs_expanded, *(a for a in outputs if a.startswith("ref:"))})

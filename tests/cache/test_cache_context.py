@@ -37,6 +37,26 @@ def test_model_identity_names_the_model() -> None:
     assert model_identity(ScriptedChatModel()) == "ScriptedChatModel:ctxplugin-scripted"
 
 
+def test_the_signature_holds_the_models_answer_changing_settings() -> None:
+    engine = memory_engine()
+    asked = [SystemMessage(content="Be brief."), HumanMessage(content="What is the refund policy?")]
+
+    def signature(model: object) -> str:
+        call = call_context(asked, ContextReport(session_id="s"), tools=[], scope=Scope(session_id="s"), model=model,
+                            mode="session", registry=engine.registry, ledger=None)
+        assert call is not None
+        return call.signature
+
+    model = ScriptedChatModel(model_name="m")
+    assert model_identity(model.bind(temperature=0.0)) == model_identity(model)
+    plain, cold = signature(model), signature(model.bind(temperature=0.0))
+    assert len({plain, cold, signature(model.bind(temperature=1.0)), signature(model.bind(tool_choice="any")),
+                signature(model.bind(temperature=0.0, max_tokens=50))}) == 5
+    # how the answer travels is not part of it; the outer binding wins
+    assert signature(model.bind(temperature=0.0, stream=True, timeout=30)) == cold
+    assert signature(model.bind(temperature=1.0).bind(temperature=0.0)) == cold
+
+
 def test_repeating_the_question_keeps_the_signature_and_the_key() -> None:
     engine = memory_engine()
     system = SystemMessage(content="Be brief.")

@@ -202,6 +202,15 @@ class ContextMiddleware(AgentMiddleware):
         return self.engine.cache is not None and request.response_format is None
 
     @staticmethod
+    def _keyed_model(request: ModelRequest) -> Any:
+        """The model as this call asks it, for the answer cache's key: bound with the request's
+        ``model_settings`` and ``tool_choice`` (another temperature is another answer)."""
+        settings = dict(request.model_settings)
+        if request.tool_choice is not None:
+            settings["tool_choice"] = request.tool_choice
+        return request.model.bind(**settings) if settings else request.model
+
+    @staticmethod
     def _answer(response: ModelResponse) -> AIMessage | None:
         """The final answer worth caching: a lone AI message, no structured output."""
         if response.structured_response is not None or len(response.result) != 1:
@@ -221,13 +230,13 @@ class ContextMiddleware(AgentMiddleware):
         not called); store failures never do."""
         scope, tools = self._scope(request), self._tools(request)
         full, prepared = self._prepare(request, scope, tools)
-        cached = self.engine.cached_answer(full, prepared, tools=tools, scope=scope, model=request.model) if self._caches(request) else None
+        cached = self.engine.cached_answer(full, prepared, tools=tools, scope=scope, model=self._keyed_model(request)) if self._caches(request) else None
         if cached is not None:
             return self._tag(ModelResponse(result=[cached]), prepared)
         response = answered_by_host(handler(self._request_for(request, prepared)))
         answer = self._answer(response) if self._caches(request) else None
         if answer is not None:
-            self._hold(answer, functools.partial(self.engine.remember_answer, full, prepared, tools=tools, scope=scope, model=request.model))
+            self._hold(answer, functools.partial(self.engine.remember_answer, full, prepared, tools=tools, scope=scope, model=self._keyed_model(request)))
         return self._tag(response, prepared)
 
     async def awrap_model_call(
@@ -238,13 +247,13 @@ class ContextMiddleware(AgentMiddleware):
         """Async :meth:`wrap_model_call`; the view is prepared in a worker thread."""
         scope, tools = self._scope(request), self._tools(request)
         full, prepared = await asyncio.to_thread(self._prepare, request, scope, tools)
-        cached = await self.engine.acached_answer(full, prepared, tools=tools, scope=scope, model=request.model) if self._caches(request) else None
+        cached = await self.engine.acached_answer(full, prepared, tools=tools, scope=scope, model=self._keyed_model(request)) if self._caches(request) else None
         if cached is not None:
             return self._tag(ModelResponse(result=[cached]), prepared)
         response = answered_by_host(await handler(self._request_for(request, prepared)))
         answer = self._answer(response) if self._caches(request) else None
         if answer is not None:
-            self._hold(answer, functools.partial(self.engine.remember_answer, full, prepared, tools=tools, scope=scope, model=request.model))
+            self._hold(answer, functools.partial(self.engine.remember_answer, full, prepared, tools=tools, scope=scope, model=self._keyed_model(request)))
         return self._tag(response, prepared)
 
     def _hold(self, answer: AIMessage, remember: Callable[[AIMessage], object]) -> None:

@@ -1,0 +1,60 @@
+"""The call settings a cached answer depends on, besides the model's name.
+
+The same question to the same model name gets another answer at another temperature, with a
+lower ``max_tokens``, a forced ``tool_choice`` or a ``response_format``. So the answer cache keys
+a call by the model's own parameters (``_identifying_params``: temperature, top_p, max_tokens...)
+and the settings bound to it (``model.bind(temperature=0)``, or a ``create_agent`` request's
+``model_settings`` and ``tool_choice``, which the middleware binds for the key). Settings that
+only change how the answer travels (streaming, timeouts, retries, prompt-cache marks) are left out.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from langchain_core.runnables import RunnableBinding
+
+_TRANSPORT = frozenset({
+    "stream", "streaming", "stream_usage", "disable_streaming", "timeout", "request_timeout",
+    "default_request_timeout", "max_retries", "callbacks", "verbose", "tags", "metadata", "cache",
+    "cache_control", "prompt_cache_key", "user", "ls_structured_output_format",
+})
+"""Settings that do not change the answer (how it travels, how it is traced or billed)."""
+
+
+def unbound(model: Any) -> tuple[Any, dict[str, Any]]:
+    """The model under any ``bind`` wrappers, and the settings they bind (outer ones win)."""
+    settings: dict[str, Any] = {}
+    while isinstance(model, RunnableBinding):
+        settings = {**model.kwargs, **settings}
+        model = model.bound
+    return model, settings
+
+
+def call_settings(model: Any) -> str:
+    """A stable text of ``model``'s answer-changing parameters and bound settings; empty when it
+    has none (a string naming a model, or a model without parameters)."""
+    model, bound = unbound(model)
+    own = getattr(model, "_identifying_params", None)
+    merged = {**(own if isinstance(own, dict) else {}), **bound}
+    kept = {str(k): _plain(v) for k, v in merged.items() if str(k) not in _TRANSPORT and v is not None}
+    return json.dumps(kept, sort_keys=True, default=repr) if kept else ""
+
+
+def _plain(value: Any) -> Any:
+    """``value`` as JSON-able data: a class (a response schema) by its qualified name and JSON
+    schema, an object of no plain form by its type (never by a ``repr`` holding an address)."""
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, type):
+        schema = getattr(value, "model_json_schema", None)
+        return {"class": f"{value.__module__}.{value.__qualname__}", "schema": schema() if callable(schema) else None}
+    return {"type": f"{type(value).__module__}.{type(value).__qualname__}"}
+
+
+__all__ = ["call_settings", "unbound"]
