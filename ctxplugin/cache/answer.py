@@ -16,7 +16,8 @@ An entry may serve a call when every check below passes, cheapest first:
    (matters when answers are shared between sessions).
 
 Answers that call tools, are empty or were cut short (at a token limit, or by a filter or a
-safety classifier, as any provider reports it) are never stored.
+safety classifier, as any provider reports it) are never stored, nor answers given after a tool
+call of their turn failed.
 """
 
 from __future__ import annotations
@@ -197,12 +198,12 @@ class AnswerCache:
     # ------------------------------------------------------------------ store
     def store_answer(self, call: CallContext, answer: BaseMessage) -> CacheEntry | None:
         """Cache ``answer`` as the reply to ``call``; ``None`` when it may not be cached
-        (see :func:`uncacheable`).
+        (see :func:`uncacheable`) or a tool call since the question failed (``call.failed``).
 
         Raises:
             StoreError: the cache store failed.
         """
-        if uncacheable(answer) is not None or not isinstance(answer, AIMessage):
+        if call.failed or uncacheable(answer) is not None or not isinstance(answer, AIMessage):
             return None
         now = self.clock()
         entry = CacheEntry(

@@ -66,6 +66,8 @@ class CallContext:
         refs: refs the view showed or expanded (they must stay readable).
         mode: how widely answers are shared (``config.cache.scope``); an entry serves this call
             only when ``partition(entry.owner, mode)`` is this call's partition.
+        failed: a tool call made since the question failed (its message has ``status="error"``):
+            an answer given then rests on an outage or a mistake, and is not stored.
     """
 
     scope: Scope
@@ -77,6 +79,7 @@ class CallContext:
     tools: frozenset[str]
     refs: frozenset[str]
     mode: CacheScope = "session"
+    failed: bool = False
 
     @property
     def key(self) -> str:
@@ -192,6 +195,7 @@ def call_context(
             content = fact_content(fact.key, fact.text_hash)
             facts[fact.id] = SAID + content if _from(fact, said) else content
     return CallContext(
+        failed=_failed_since_asked(messages),
         scope=scope,
         partition=partition(scope, mode),
         signature=signature,
@@ -202,6 +206,16 @@ def call_context(
         refs=refs,
         mode=mode,
     )
+
+
+def _failed_since_asked(messages: Sequence[BaseMessage]) -> bool:
+    """Whether a tool call after the last user message failed."""
+    for message in reversed(messages):
+        if isinstance(message, HumanMessage):
+            return False
+        if isinstance(message, ToolMessage) and message.status == "error":
+            return True
+    return False
 
 
 def _last_sayings(said: list[str], asked: str) -> list[str]:

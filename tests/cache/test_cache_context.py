@@ -10,7 +10,9 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from ctxplugin import Scope
 from ctxplugin.cache import (
     CACHE_META_KEY,
+    AnswerCache,
     CallContext,
+    MemoryAnswerCacheStore,
     call_context,
     model_identity,
     partition,
@@ -55,6 +57,26 @@ def test_the_signature_holds_the_models_answer_changing_settings() -> None:
     # how the answer travels is not part of it; the outer binding wins
     assert signature(model.bind(temperature=0.0, stream=True, timeout=30)) == cold
     assert signature(model.bind(temperature=1.0).bind(temperature=0.0)) == cold
+
+
+def test_a_failed_tool_call_since_the_question_keeps_the_answer_out() -> None:
+    engine = memory_engine()
+    asked = [HumanMessage(content="Where is order W1?"),
+             AIMessage(content="", tool_calls=[{"name": "track", "args": {}, "id": "c1", "type": "tool_call"}])]
+
+    def ctx(messages: Sequence[BaseMessage]) -> CallContext:
+        call = call_context(messages, ContextReport(session_id="s"), tools=[], scope=Scope(session_id="s"), model="m",
+                            mode="session", registry=engine.registry, ledger=None)
+        assert call is not None
+        return call
+
+    failed = [*asked, ToolMessage(content="Error: timeout", tool_call_id="c1", name="track", status="error")]
+    worked = [*asked, ToolMessage(content="In transit.", tool_call_id="c1", name="track")]
+    assert ctx(failed).failed and not ctx(worked).failed
+    assert not ctx([*failed, AIMessage(content="Could not reach it."), HumanMessage(content="Try again?")]).failed
+    cache = AnswerCache(MemoryAnswerCacheStore())
+    assert cache.store_answer(ctx(failed), AIMessage(content="I could not reach the tracker.")) is None
+    assert cache.store_answer(ctx(worked), AIMessage(content="It is in transit.")) is not None
 
 
 def test_repeating_the_question_keeps_the_signature_and_the_key() -> None:

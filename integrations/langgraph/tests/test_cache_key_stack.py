@@ -13,15 +13,17 @@ from langchain.agents.middleware import (
     AgentMiddleware,
     ModelRequest,
     ModelResponse,
+    ToolRetryMiddleware,
     dynamic_prompt,
 )
 from langchain_core.messages import AIMessage, SystemMessage
+from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 
 from ctxplugin import ContextConfig, ContextEngine
 from ctxplugin.cache import CACHE_META_KEY
 from ctxplugin.config import CacheConfig
-from ctxplugin.testing import ScriptedChatModel, memory_engine
+from ctxplugin.testing import ScriptedChatModel, memory_engine, tool_call
 
 QUESTION = "What is your return window?"
 
@@ -98,3 +100,27 @@ def test_model_parameters_are_part_of_the_key() -> None:
         agent = agent_with(model.bind(temperature=temperature), ContextMiddleware(engine))
         assert ask(agent, "t", Ctx()).content == ("30 days." if model is cold else "Thirty sunny days!")
     assert len(warm.calls) == 1
+
+
+def test_an_answer_given_after_a_failed_tool_call_is_not_cached() -> None:
+    calls: list[str] = []
+
+    @tool
+    def order_status(order_id: str) -> str:
+        """Look an order up."""
+        calls.append(order_id)
+        if len(calls) == 1:
+            raise ConnectionError("order service unavailable")
+        return "delivered"
+
+    lookup = AIMessage(content="", tool_calls=[tool_call("order_status", {"order_id": "W1"})])
+    model = ScriptedChatModel(script=[lookup, AIMessage("I could not reach the order service."),
+                                      lookup, AIMessage("Order W1 was delivered.")], default=None)
+    agent: Any = create_agent(model, [order_status], system_prompt="You are a shop assistant.",
+                         middleware=[ToolRetryMiddleware(max_retries=0), ContextMiddleware(engine_on())],
+                         checkpointer=InMemorySaver())
+    config: Any = {"configurable": {"thread_id": "t"}}
+    for expected in ("I could not reach the order service.", "Order W1 was delivered."):
+        agent.invoke({"messages": [("user", "What is the status of order W1?")]}, config)
+        last = agent.get_state(config).values["messages"][-1]
+        assert last.content == expected and CACHE_META_KEY not in last.response_metadata
