@@ -19,8 +19,11 @@ _TRANSPORT = frozenset({
     "stream", "streaming", "stream_usage", "disable_streaming", "timeout", "request_timeout",
     "default_request_timeout", "max_retries", "callbacks", "verbose", "tags", "metadata", "cache",
     "cache_control", "prompt_cache_key", "user", "ls_structured_output_format",
+    "extra_headers", "default_headers", "default_query", "extra_query",
 })
-"""Settings that do not change the answer (how it travels, how it is traced or billed)."""
+"""Settings that do not change the answer (how it travels, how it is traced or billed): request
+headers are among them, so a per-request trace id keeps the key and a rotated API key in an
+``Authorization`` header is no part of it."""
 
 
 def unbound(model: Any) -> tuple[Any, dict[str, Any]]:
@@ -39,7 +42,7 @@ def call_settings(model: Any) -> str:
     own = getattr(model, "_identifying_params", None)
     merged = {**(own if isinstance(own, dict) else {}), **bound}
     kept = {str(k): _plain(v) for k, v in merged.items() if str(k) not in _TRANSPORT and v is not None}
-    return json.dumps(kept, sort_keys=True, default=repr) if kept else ""
+    return json.dumps(kept, sort_keys=True) if kept else ""
 
 
 def _plain(value: Any) -> Any:

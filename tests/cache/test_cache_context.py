@@ -56,6 +56,9 @@ def test_the_signature_holds_the_models_answer_changing_settings() -> None:
                 signature(model.bind(temperature=0.0, max_tokens=50))}) == 5
     # how the answer travels is not part of it; the outer binding wins
     assert signature(model.bind(temperature=0.0, stream=True, timeout=30)) == cold
+    # nor are its request headers (a per-request trace id, a rotated key)
+    assert signature(model.bind(temperature=0.0, extra_headers={"X-Request-Id": "r-1"})) == cold
+    assert signature(model.bind(temperature=0.0, extra_headers={"Authorization": "Bearer k2"})) == cold
     assert signature(model.bind(temperature=1.0).bind(temperature=0.0)) == cold
 
 
