@@ -196,7 +196,7 @@ class ContextEngine(Closing):
             EngineClosedError: :meth:`close` was called.
         """
         self.check_open()
-        scope = direct_scope(scope, "prepare")
+        given, scope = tuple(tool_list(tools)), direct_scope(scope, "prepare")  # a misplaced scope is refused first
         check_conversation(messages)
         if context_window is not None and (isinstance(context_window, bool) or not isinstance(context_window, int) or context_window < 1):
             raise InvalidInputError(f"context_window must be a positive number of tokens, got {context_window!r}")
@@ -206,7 +206,7 @@ class ContextEngine(Closing):
             step_budget(self.config.stores.timeout),
         ):
             prepared = self._prepare(CallView(
-                scope=scope, received=messages, tools_given=tuple(tool_list(tools)), strict_tools=strict_tools,
+                scope=scope, received=messages, tools_given=given, strict_tools=strict_tools,
                 budgets=self._budgets or self.config.budget.resolve(context_window), started=time.perf_counter(),
             ))
             run.finish(outputs={"messages": len(prepared.messages), "tools": len(prepared.tools)}, metadata=prepared.report.as_metadata)

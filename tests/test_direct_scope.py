@@ -50,3 +50,17 @@ def test_a_call_inside_a_host_run_uses_the_runs_scope(caplog: pytest.LogCaptureF
     assert engine.expand_ref(ref, run) == LOG
     with pytest.raises(RefNotFoundError):
         engine.expand_ref(ref, Scope(session_id="default"))
+
+
+def test_a_scope_given_where_the_tools_go_is_a_clear_error(caplog: pytest.LogCaptureFixture) -> None:
+    """``prepare(messages, scope)``: the second parameter is ``tools``; a pydantic model iterates
+    as (field, value) pairs, which were read as tools and refused as tuples, after the warning
+    that the call had no scope."""
+    engine = memory_engine()
+    scope = Scope(session_id="s1")
+    with caplog.at_level(logging.WARNING, logger="ctxplugin"):
+        with pytest.raises(ValueError, match=r"tools= takes a list of tools, got Scope; pass it as scope="):
+            engine.prepare([HumanMessage("hi")], scope)
+        with pytest.raises(ValueError, match=r"got Scope; pass it as scope="):
+            engine.bound_tools([HumanMessage("hi")], scope)
+    assert "without a scope" not in caplog.text, "the call is refused, not run in the shared session"

@@ -27,6 +27,7 @@ from ctxplugin._lru import LRU
 from ctxplugin._names import RESERVED_TOOL_NAMES, is_meta_tool
 from ctxplugin._untrusted import MAX_JSON_DEPTH, nesting_exceeds
 from ctxplugin.errors import InvalidInputError
+from ctxplugin.scope import Scope
 from ctxplugin.tokens import TokenCounter, count_tool_schemas
 from ctxplugin.tools._validate import Checker, checker_for
 from ctxplugin.tools.offered import OfferedTools
@@ -205,6 +206,8 @@ def tool_list(tools: object) -> list[Any]:
     """
     if tools is None:
         return []
+    if isinstance(tools, Scope):  # ``prepare(messages, scope)``: a model iterates as (field, value) pairs
+        raise InvalidInputError("tools= takes a list of tools, got Scope; pass it as scope=... (the second parameter is tools)")
     if isinstance(tools, (str, bytes, dict, BaseTool)) or callable(tools) or not isinstance(tools, Iterable):
         raise InvalidInputError(f"tools= takes a list of tools, got {type(tools).__name__}; wrap one tool in a list")
     return list(tools)
