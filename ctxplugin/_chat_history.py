@@ -12,11 +12,12 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from langchain_core.chat_history import BaseChatMessageHistory
-from langchain_core.messages import BaseMessage, ToolMessage
+from langchain_core.messages import BaseMessage, RemoveMessage, ToolMessage
 
 from ctxplugin._message_store import MessageStore, store_for
 from ctxplugin._messages import META_KEY, annotation
 from ctxplugin.cas import scrubbed
+from ctxplugin.errors import InvalidInputError
 from ctxplugin.scope import Scope
 
 if TYPE_CHECKING:
@@ -68,7 +69,13 @@ class ContextChatHistory(BaseChatMessageHistory):
         return list(view)
 
     def add_messages(self, messages: Sequence[BaseMessage]) -> None:
-        """Append messages; tool outputs are stored in the CAS first."""
+        """Append messages; tool outputs are stored in the CAS first.
+
+        Raises:
+            InvalidInputError: ``messages`` is not a list of messages (nothing of it is kept: a
+                value kept would break every later read of the conversation).
+        """
+        _check_added(messages)
         kept = [self._capture(m) if isinstance(m, ToolMessage) else m for m in messages]
         self.store.append(self._key, kept)
         with self._lock:
@@ -102,6 +109,25 @@ class ContextChatHistory(BaseChatMessageHistory):
             self._view = None
         if cleared:
             self.engine.forget_said(cleared, self.scope)
+
+
+def _check_added(messages: object) -> None:
+    if isinstance(messages, (str, bytes, BaseMessage)) or not isinstance(messages, Sequence):
+        raise InvalidInputError(
+            f"add_messages() takes a list of messages, got {type(messages).__name__}; add_message() takes one"
+        )
+    for index, message in enumerate(messages):
+        where = f"message {index} of the {len(messages)} added"
+        if isinstance(message, RemoveMessage):
+            raise InvalidInputError(
+                f"{where} is a RemoveMessage: an instruction to LangGraph's add_messages reducer, not a "
+                "message to keep; clear() the history and add the messages to keep instead"
+            )
+        if not isinstance(message, BaseMessage):
+            raise InvalidInputError(
+                f"{where} is a {type(message).__name__}, not a langchain-core BaseMessage; "
+                "langchain_core.messages.convert_to_messages makes messages of dicts, tuples and strings"
+            )
 
 
 __all__ = ["ContextChatHistory"]
