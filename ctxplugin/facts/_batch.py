@@ -50,6 +50,9 @@ class WriteBatch:
         # and by key: the current fact of a key, looked up for every keyed fact read, is found
         # among the pending facts of that key (a long conversation read at once adds thousands)
         self._added_by_key: dict[str, dict[str, None]] = {}
+        # and the current ones by key: a key stated hundreds of times in one read replaces each
+        # statement by the next, and the decision on each looks up only the key's current facts
+        self._current_by_key: dict[str, dict[str, None]] = {}
         # the pending changes to stored facts by text hash and by key, and the added facts by the
         # facts they depend on, with the order each was put in: a find reads those of its text
         # hash, key or dependency, in that order, instead of every pending fact (a long thread's
@@ -147,6 +150,10 @@ class WriteBatch:
                 self._added_by_key[old.key].pop(fact.id, None)
             if fact.key is not None:
                 self._added_by_key.setdefault(fact.key, {})[fact.id] = None
+        if old is not None and old.key is not None and old.is_valid:
+            self._current_by_key[old.key].pop(fact.id, None)
+        if fact.key is not None and fact.is_valid:
+            self._current_by_key.setdefault(fact.key, {})[fact.id] = None
 
     def _pending(self, fact_id: str) -> Fact | None:
         fact = self._added.get(fact_id)
@@ -186,6 +193,8 @@ class WriteBatch:
         added: Iterable[Fact] = self._added.values()
         if query.text_hash is not None:
             added = (self._added[i] for i in self._added_by_hash.get(query.text_hash, {}))
+        elif query.key is not None and query.valid:
+            added = (self._added[i] for i in sorted(self._current_by_key.get(query.key, {}), key=self._order.__getitem__))
         elif query.key is not None:
             added = (self._added[i] for i in self._added_by_key.get(query.key, {}))
         elif query.depends_on is not None:
@@ -207,7 +216,7 @@ class WriteBatch:
         old fact visible rather than neither)."""
         added, updated = list(self._added.values()), list(self._updated.values())
         known = self._known
-        self._added, self._updated, self._added_by_hash, self._added_by_key = {}, {}, {}, {}
+        self._added, self._updated, self._added_by_hash, self._added_by_key, self._current_by_key = {}, {}, {}, {}, {}
         self._updated_by, self._added_by_dependency, self._order = {}, {}, {}
         self._known = None  # until the writes are sent
         write = getattr(self.store, "write", None)

@@ -264,6 +264,8 @@ def test_pending_facts_are_found_by_their_key_as_it_is_now() -> None:
     batch.update([rekeyed])  # still to be added: found under its new key only
     assert [f.id for f in batch.find(FactQuery(reader=S, key="gate"))] == [gate.id]
     assert [f.id for f in batch.find(FactQuery(reader=S, key="seat"))] == [later.id, seat.id]
+    assert [f.id for f in batch.find(FactQuery(reader=S, key="seat", valid=True))] == [later.id, seat.id]
+    assert batch.find(FactQuery(reader=S, key="gate", valid=True)) == []
     unkeyed = seat.model_copy(update={"key": None})
     batch.update([unkeyed])
     assert [f.id for f in batch.find(FactQuery(reader=S, key="seat"))] == [later.id]
@@ -341,3 +343,19 @@ def test_pending_changes_are_found_by_their_key_and_what_they_depend_on_as_they_
     assert [f.id for f in batch.find(FactQuery(reader=S, depends_on=seat.id))] == [derived.id]
     batch.flush()
     assert [f.id for f in batch.find(FactQuery(reader=S, key="gate"))] == [gate.id, seat.id]
+
+
+def test_a_key_stated_many_times_in_one_ingest_is_decided_among_its_current_facts(mocker: MockerFixture) -> None:
+    """A long thread read at once that restates one key (``my order is ...``) hundreds of times:
+    each statement is checked against the key's current fact, not against every earlier one
+    it replaced (the work grew with the square of the statements)."""
+    from ctxplugin.facts import _batch
+
+    ledger = FactsLedger(MemoryFactStore())
+    statements = 300
+    checked = mocker.spy(_batch, "matches")
+    ledger.ingest([HumanMessage(f"My order is ORD{i:05d}.", id=f"m{i}") for i in range(statements)], scope=S)
+    current = ledger.store.find(FactQuery(reader=S, key="my_order", valid=True))
+    assert [f.text for f in current] == [f"My order is ORD{statements - 1:05d}."]
+    assert len(ledger.store.find(FactQuery(reader=S, key="my_order"))) == statements, "the replaced ones stay, not current"
+    assert checked.call_count < 10 * statements, "each statement reads a few pending facts"
