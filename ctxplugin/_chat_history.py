@@ -8,7 +8,7 @@ public home.
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from langchain_core.chat_history import BaseChatMessageHistory
@@ -75,8 +75,8 @@ class ContextChatHistory(BaseChatMessageHistory):
             InvalidInputError: ``messages`` is not a list of messages (nothing of it is kept: a
                 value kept would break every later read of the conversation).
         """
-        _check_added(messages)
-        kept = [self._capture(m) if isinstance(m, ToolMessage) else m for m in messages]
+        added = _checked(messages)
+        kept = [self._capture(m) if isinstance(m, ToolMessage) else m for m in added]
         self.store.append(self._key, kept)
         with self._lock:
             self._view = None
@@ -111,11 +111,12 @@ class ContextChatHistory(BaseChatMessageHistory):
             self.engine.forget_said(cleared, self.scope)
 
 
-def _check_added(messages: object) -> None:
-    if isinstance(messages, (str, bytes, BaseMessage)) or not isinstance(messages, Sequence):
-        raise InvalidInputError(
-            f"add_messages() takes a list of messages, got {type(messages).__name__}; add_message() takes one"
-        )
+def _checked(given: object) -> list[BaseMessage]:
+    """``given`` (any iterable of messages: a list, a tuple, a generator) as a list, checked."""
+    if isinstance(given, (str, bytes, BaseMessage, Mapping)) or not isinstance(given, Iterable):
+        one = "; add_message() takes one" if isinstance(given, BaseMessage) else ""
+        raise InvalidInputError(f"add_messages() takes a list of messages, got {type(given).__name__}{one}")
+    messages = list(given)
     for index, message in enumerate(messages):
         where = f"message {index} of the {len(messages)} added"
         if isinstance(message, RemoveMessage):
@@ -128,6 +129,7 @@ def _check_added(messages: object) -> None:
                 f"{where} is a {type(message).__name__}, not a langchain-core BaseMessage; "
                 "langchain_core.messages.convert_to_messages makes messages of dicts, tuples and strings"
             )
+    return messages
 
 
 __all__ = ["ContextChatHistory"]

@@ -50,3 +50,12 @@ def test_one_message_given_where_a_list_goes_is_refused(engine: Any) -> None:
     assert history.full_messages == []
     history.add_message(HumanMessage("hi"))
     assert [m.content for m in history.messages] == ["hi"]
+
+
+def test_messages_given_as_any_iterable_are_kept(engine: Any) -> None:
+    history = engine.history("s1")
+    history.add_messages(m for m in [HumanMessage("first"), AIMessage("second")])
+    history.add_messages({"q": HumanMessage("third")}.values())
+    assert [m.content for m in history.full_messages] == ["first", "second", "third"]
+    with pytest.raises(InvalidInputError, match=r"takes a list of messages, got dict$"):
+        history.add_messages({"q": HumanMessage("fourth")})
