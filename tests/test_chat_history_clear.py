@@ -5,6 +5,7 @@ PII filter rewriting a conversation clears it and adds it again, one message mas
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,13 @@ BOOKED = "My reservation is ZX9QPL and I'm flying to Paris on May 3."
 CARD = "My card number is 4111 1111 1111 1111."
 
 
+@pytest.fixture
+def engine(tmp_path: Path) -> Iterator[ContextEngine]:
+    engine = ContextEngine.embedded(path=tmp_path, config=CONFIG)
+    yield engine
+    engine.close()
+
+
 def shown(view: list[BaseMessage]) -> str:
     return "\n".join(m.text for m in view)
 
@@ -29,66 +37,54 @@ def current(engine: ContextEngine, query: str) -> str:
     return "\n".join(f.fact.text for f in engine.facts.search(query, scope=Scope(session_id="s1"), k=20))
 
 
-def test_a_cleared_conversation_states_nothing_to_the_next_one(tmp_path: Path) -> None:
-    engine = ContextEngine.embedded(path=tmp_path, config=CONFIG)
+def test_a_cleared_conversation_states_nothing_to_the_next_one(engine: ContextEngine) -> None:
+    history = engine.history("s1")
+    history.add_messages([HumanMessage(BOOKED), AIMessage("Booked."), HumanMessage(CARD), AIMessage("Charged.")])
+    assert "ZX9QPL" in shown(history.messages)
+    history.clear()
+
+    history.add_messages([HumanMessage("Hi, what can you help me with?")])
+    view = shown(engine.history("s1").messages)
+    assert "ZX9QPL" not in view and "4111" not in view
+    assert "ZX9QPL" not in current(engine, "reservation flight")
+    assert "what can you help me with" in view
+
+
+def test_a_conversation_added_again_with_a_message_masked_keeps_the_rest(engine: ContextEngine) -> None:
+    history = engine.history("s1")
+    history.add_messages([HumanMessage(BOOKED), AIMessage("Booked."), HumanMessage(CARD), AIMessage("Charged.")])
+    assert "4111" in shown(history.messages)
+    assert "4111" in current(engine, "card")
+
+    full = history.full_messages
+    history.clear()
+    history.add_messages([full[0], full[1], HumanMessage("My card number is [card]."), full[3]])
+    history.add_messages([HumanMessage("Which flight am I on?")])
+
+    assert "4111" not in shown(engine.history("s1").messages)
+    assert "4111" not in current(engine, "card")
+    assert "ZX9QPL" in current(engine, "reservation flight")  # added again: in the conversation
+
+
+def test_a_statement_said_again_after_a_clear_is_current(engine: ContextEngine, tmp_path: Path) -> None:
+    history = engine.history("s1")
+    history.add_messages([HumanMessage(BOOKED), AIMessage("Booked.")] + [
+        m for i in range(6) for m in (HumanMessage(f"Question {i} about baggage rules for item {i}?"), AIMessage(f"Answer {i}."))
+    ])
+    history.messages  # noqa: B018  (read as the chain reads it: its facts are read)
+    assert "ZX9QPL" in current(engine, "reservation flight")
+    history.clear()
+    assert "ZX9QPL" not in current(engine, "reservation flight")
+
+    history.add_messages([HumanMessage(BOOKED), AIMessage("Booked.")])
+    history.messages  # noqa: B018
+    assert "ZX9QPL" in current(engine, "reservation flight")
+    other = ContextEngine.embedded(path=tmp_path, config=CONFIG)  # a process reading it afresh
     try:
-        history = engine.history("s1")
-        history.add_messages([HumanMessage(BOOKED), AIMessage("Booked."), HumanMessage(CARD), AIMessage("Charged.")])
-        assert "ZX9QPL" in shown(history.messages)
-        history.clear()
-
-        history.add_messages([HumanMessage("Hi, what can you help me with?")])
-        view = shown(engine.history("s1").messages)
-        assert "ZX9QPL" not in view and "4111" not in view
-        assert "ZX9QPL" not in current(engine, "reservation flight")
-        assert "what can you help me with" in view
+        other.history("s1").messages  # noqa: B018
+        assert "ZX9QPL" in current(other, "reservation flight")
     finally:
-        engine.close()
-
-
-def test_a_conversation_added_again_with_a_message_masked_keeps_the_rest(tmp_path: Path) -> None:
-    engine = ContextEngine.embedded(path=tmp_path, config=CONFIG)
-    try:
-        history = engine.history("s1")
-        history.add_messages([HumanMessage(BOOKED), AIMessage("Booked."), HumanMessage(CARD), AIMessage("Charged.")])
-        assert "4111" in shown(history.messages)
-        assert "4111" in current(engine, "card")
-
-        full = history.full_messages
-        history.clear()
-        history.add_messages([full[0], full[1], HumanMessage("My card number is [card]."), full[3]])
-        history.add_messages([HumanMessage("Which flight am I on?")])
-
-        assert "4111" not in shown(engine.history("s1").messages)
-        assert "4111" not in current(engine, "card")
-        assert "ZX9QPL" in current(engine, "reservation flight")  # added again: in the conversation
-    finally:
-        engine.close()
-
-
-def test_a_statement_said_again_after_a_clear_is_current(tmp_path: Path) -> None:
-    engine = ContextEngine.embedded(path=tmp_path, config=CONFIG)
-    try:
-        history = engine.history("s1")
-        history.add_messages([HumanMessage(BOOKED), AIMessage("Booked.")] + [
-            m for i in range(6) for m in (HumanMessage(f"Question {i} about baggage rules for item {i}?"), AIMessage(f"Answer {i}."))
-        ])
-        history.messages  # noqa: B018  (read as the chain reads it: its facts are read)
-        assert "ZX9QPL" in current(engine, "reservation flight")
-        history.clear()
-        assert "ZX9QPL" not in current(engine, "reservation flight")
-
-        history.add_messages([HumanMessage(BOOKED), AIMessage("Booked.")])
-        history.messages  # noqa: B018
-        assert "ZX9QPL" in current(engine, "reservation flight")
-        other = ContextEngine.embedded(path=tmp_path, config=CONFIG)  # a process reading it afresh
-        try:
-            other.history("s1").messages  # noqa: B018
-            assert "ZX9QPL" in current(other, "reservation flight")
-        finally:
-            other.close()
-    finally:
-        engine.close()
+        other.close()
 
 
 def test_another_process_clearing_the_conversation_leaves_its_statements(tmp_path: Path) -> None:
@@ -106,18 +102,14 @@ def test_another_process_clearing_the_conversation_leaves_its_statements(tmp_pat
         second.close()
 
 
-def test_a_clear_with_the_facts_store_down_still_clears(tmp_path: Path, mocker: MockerFixture, caplog: pytest.LogCaptureFixture) -> None:
-    engine = ContextEngine.embedded(path=tmp_path, config=CONFIG)
-    try:
-        history = engine.history("s1")
-        history.add_messages([HumanMessage(BOOKED), AIMessage("Booked.")])
-        mocker.patch.object(type(engine.facts.store), "from_messages", side_effect=StoreUnavailableError("facts store down"))
-        with caplog.at_level(logging.WARNING, logger="ctxplugin"):
-            history.clear()
-        assert history.full_messages == []
-        assert "facts store down" in caplog.text
-    finally:
-        engine.close()
+def test_a_clear_with_the_facts_store_down_still_clears(engine: ContextEngine, mocker: MockerFixture, caplog: pytest.LogCaptureFixture) -> None:
+    history = engine.history("s1")
+    history.add_messages([HumanMessage(BOOKED), AIMessage("Booked.")])
+    mocker.patch.object(type(engine.facts.store), "from_messages", side_effect=StoreUnavailableError("facts store down"))
+    with caplog.at_level(logging.WARNING, logger="ctxplugin"):
+        history.clear()
+    assert history.full_messages == []
+    assert "facts store down" in caplog.text
 
 
 def budget(engine: ContextEngine) -> str | None:
@@ -132,18 +124,14 @@ def said(history: Any, *texts: str) -> None:
         history.messages  # noqa: B018
 
 
-def test_a_value_said_again_after_a_clear_replaces_one_said_since(tmp_path: Path) -> None:
-    engine = ContextEngine.embedded(path=tmp_path, config=CONFIG)
-    try:
-        history = engine.history("s1")
-        said(history, "My budget is $500.")
-        history.clear()
-        said(history, "My budget is $900.")
-        assert budget(engine) == "My budget is $900."
-        said(history, "My budget is $500.")  # word for word what the cleared conversation said
-        assert budget(engine) == "My budget is $500."
-    finally:
-        engine.close()
+def test_a_value_said_again_after_a_clear_replaces_one_said_since(engine: ContextEngine) -> None:
+    history = engine.history("s1")
+    said(history, "My budget is $500.")
+    history.clear()
+    said(history, "My budget is $900.")
+    assert budget(engine) == "My budget is $900."
+    said(history, "My budget is $500.")  # word for word what the cleared conversation said
+    assert budget(engine) == "My budget is $500."
 
 
 @pytest.mark.parametrize("embedded", [True, False], ids=["embedded", "memory"])

@@ -20,6 +20,7 @@ from psycopg import sql
 from psycopg_pool import ConnectionPool
 
 from ctxplugin.testing.chroma_server import ChromaServer
+from ctxplugin.testing.fault_proxy import FaultProxy
 
 DEFAULT_DSN = "postgresql://postgres@127.0.0.1:5432/test"
 _SESSION_PREFIX = f"ctxplugin_t{uuid.uuid4().hex[:8]}"
@@ -89,3 +90,22 @@ def own_chroma_server(tmp_path: Path, launch_chroma: Callable[[Path], ChromaServ
     server = launch_chroma(tmp_path / "chroma-data")
     yield server
     server.stop()
+
+
+class PostgresProxy(FaultProxy):
+    """A :class:`FaultProxy` in front of the test server, with the DSN that goes through it."""
+
+    def via(self, dsn: str) -> str:
+        """``dsn`` with its host and port this proxy's."""
+        info = psycopg.conninfo.conninfo_to_dict(dsn)
+        info.update(host="127.0.0.1", port=str(self.port))
+        return psycopg.conninfo.make_conninfo(**{k: str(v) for k, v in info.items()})
+
+
+@pytest.fixture
+def proxy(pg_dsn: str) -> Iterator[PostgresProxy]:
+    """A fault proxy in front of the test server (``proxy.via(dsn)`` connects through it)."""
+    info = psycopg.conninfo.conninfo_to_dict(pg_dsn)
+    proxy = PostgresProxy(str(info.get("host") or "127.0.0.1"), int(str(info.get("port") or 5432)))
+    with proxy:
+        yield proxy

@@ -5,16 +5,14 @@ cancelled while it waits is released at once, and the store works again when the
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+from typing import Any
 
-import psycopg
 import pytest
 from ctxplugin_postgres import AsyncPostgresCASStore
 
 from ctxplugin import Scope
 from ctxplugin.errors import StoreUnavailableError
 from ctxplugin.testing.cas_contract import make_item
-from ctxplugin.testing.fault_proxy import FaultProxy
 
 pytestmark = pytest.mark.postgres
 
@@ -24,22 +22,9 @@ LONG_WAIT = 30.0
 """Far longer than any bounded call takes: a call still waiting then has no bound."""
 
 
-@pytest.fixture
-def proxy(pg_dsn: str) -> Iterator[FaultProxy]:
-    info = psycopg.conninfo.conninfo_to_dict(pg_dsn)
-    with FaultProxy(str(info.get("host") or "127.0.0.1"), int(str(info.get("port") or 5432))) as proxy:
-        yield proxy
-
-
-def via(dsn: str, proxy: FaultProxy) -> str:
-    info = psycopg.conninfo.conninfo_to_dict(dsn)
-    info.update(host="127.0.0.1", port=str(proxy.port))
-    return psycopg.conninfo.make_conninfo(**{k: str(v) for k, v in info.items()})
-
-
-async def test_a_call_to_a_frozen_server_raises_within_the_timeout(pg_dsn: str, pg_schema: str, proxy: FaultProxy) -> None:
+async def test_a_call_to_a_frozen_server_raises_within_the_timeout(pg_dsn: str, pg_schema: str, proxy: Any) -> None:
     item = make_item("the deploy target is eu-west-3\n" * 40)
-    async with await AsyncPostgresCASStore.from_dsn(via(pg_dsn, proxy), schema=pg_schema, timeout=TIMEOUT) as store:
+    async with await AsyncPostgresCASStore.from_dsn(proxy.via(pg_dsn), schema=pg_schema, timeout=TIMEOUT) as store:
         await store.put(item, S)
         proxy.freeze()
         with pytest.raises(StoreUnavailableError, match="no answer within"):
@@ -49,10 +34,10 @@ async def test_a_call_to_a_frozen_server_raises_within_the_timeout(pg_dsn: str, 
 
 
 async def test_a_task_cancelled_while_a_call_waits_is_released_and_the_store_goes_on(
-    pg_dsn: str, pg_schema: str, proxy: FaultProxy
+    pg_dsn: str, pg_schema: str, proxy: Any
 ) -> None:
     item = make_item("the release deadline is Friday 5pm\n" * 40)
-    async with await AsyncPostgresCASStore.from_dsn(via(pg_dsn, proxy), schema=pg_schema, timeout=LONG_WAIT) as store:
+    async with await AsyncPostgresCASStore.from_dsn(proxy.via(pg_dsn), schema=pg_schema, timeout=LONG_WAIT) as store:
         await store.put(item, S)
         proxy.freeze()
         waiting = asyncio.create_task(store.get(item.ref_id, S))
@@ -66,17 +51,17 @@ async def test_a_task_cancelled_while_a_call_waits_is_released_and_the_store_goe
         assert await store.exists(item.ref_id, S)
 
 
-async def test_a_revoke_on_a_frozen_server_raises_within_the_timeout(pg_dsn: str, pg_schema: str, proxy: FaultProxy) -> None:
+async def test_a_revoke_on_a_frozen_server_raises_within_the_timeout(pg_dsn: str, pg_schema: str, proxy: Any) -> None:
     from ctxplugin_postgres import PostgresCASStore
 
     item = make_item("email: jane.doe@corp-mail.com\n" * 40)
-    async with await AsyncPostgresCASStore.from_dsn(via(pg_dsn, proxy), schema=pg_schema, timeout=TIMEOUT) as store:
+    async with await AsyncPostgresCASStore.from_dsn(proxy.via(pg_dsn), schema=pg_schema, timeout=TIMEOUT) as store:
         await store.put(item, S)
         proxy.freeze()
         with pytest.raises(StoreUnavailableError, match="no answer within"):
             await asyncio.wait_for(store.revoke(item.ref_id, S), LONG_WAIT)
         with (
-            PostgresCASStore.from_dsn(via(pg_dsn, proxy), schema=pg_schema, timeout=TIMEOUT) as sync_store,
+            PostgresCASStore.from_dsn(proxy.via(pg_dsn), schema=pg_schema, timeout=TIMEOUT) as sync_store,
             pytest.raises(StoreUnavailableError),
         ):
             await asyncio.wait_for(asyncio.to_thread(sync_store.revoke, item.ref_id, S), LONG_WAIT)

@@ -6,9 +6,8 @@ check finds the server back. One guard may serve the sync and async stores of on
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+from typing import Any
 
-import psycopg
 import pytest
 from ctxplugin_postgres import AsyncPostgresCASStore, PostgresCASStore, ping
 
@@ -16,7 +15,6 @@ from ctxplugin import Scope
 from ctxplugin.errors import InvalidInputError, StoreUnavailableError
 from ctxplugin.guard import GuardedCASStore, StoreGuard
 from ctxplugin.testing.cas_contract import make_item
-from ctxplugin.testing.fault_proxy import FaultProxy
 
 pytestmark = pytest.mark.postgres
 
@@ -25,19 +23,6 @@ TIMEOUT = 1.0
 LONG_WAIT = 60.0
 """Far longer than a call may take: a second call that waited its timeout again ends well
 within it, so only the error's text tells a skipped call from a tried one."""
-
-
-@pytest.fixture
-def proxy(pg_dsn: str) -> Iterator[FaultProxy]:
-    info = psycopg.conninfo.conninfo_to_dict(pg_dsn)
-    with FaultProxy(str(info.get("host") or "127.0.0.1"), int(str(info.get("port") or 5432))) as proxy:
-        yield proxy
-
-
-def via(dsn: str, proxy: FaultProxy) -> str:
-    info = psycopg.conninfo.conninfo_to_dict(dsn)
-    info.update(host="127.0.0.1", port=str(proxy.port))
-    return psycopg.conninfo.make_conninfo(**{k: str(v) for k, v in info.items()})
 
 
 def guard_for(dsn: str, *, retry_after: float = 0.05) -> StoreGuard:
@@ -55,8 +40,8 @@ async def back(store: AsyncPostgresCASStore, ref_id: str) -> str:
     raise AssertionError("the store did not answer again")
 
 
-async def test_a_frozen_server_costs_one_timeout_then_calls_fail_at_once(pg_dsn: str, pg_schema: str, proxy: FaultProxy) -> None:
-    dsn = via(pg_dsn, proxy)
+async def test_a_frozen_server_costs_one_timeout_then_calls_fail_at_once(pg_dsn: str, pg_schema: str, proxy: Any) -> None:
+    dsn = proxy.via(pg_dsn)
     item = make_item("the deploy target is eu-west-3\n" * 40)
     guard = guard_for(dsn)
     async with await AsyncPostgresCASStore.from_dsn(dsn, schema=pg_schema, timeout=LONG_WAIT, guard=guard) as store:
@@ -74,8 +59,8 @@ async def test_a_frozen_server_costs_one_timeout_then_calls_fail_at_once(pg_dsn:
         guard.stop()
 
 
-async def test_a_refused_server_opens_the_circuit_of_the_async_store(pg_dsn: str, pg_schema: str, proxy: FaultProxy) -> None:
-    dsn = via(pg_dsn, proxy)
+async def test_a_refused_server_opens_the_circuit_of_the_async_store(pg_dsn: str, pg_schema: str, proxy: Any) -> None:
+    dsn = proxy.via(pg_dsn)
     item = make_item("the on-call rota is in the wiki\n" * 40)
     guard = guard_for(dsn, retry_after=60)
     async with await AsyncPostgresCASStore.from_dsn(dsn, schema=pg_schema, timeout=TIMEOUT, guard=guard) as store:
@@ -89,8 +74,8 @@ async def test_a_refused_server_opens_the_circuit_of_the_async_store(pg_dsn: str
         guard.stop()
 
 
-async def test_one_guard_serves_the_sync_and_async_stores_of_a_server(pg_dsn: str, pg_schema: str, proxy: FaultProxy) -> None:
-    dsn = via(pg_dsn, proxy)
+async def test_one_guard_serves_the_sync_and_async_stores_of_a_server(pg_dsn: str, pg_schema: str, proxy: Any) -> None:
+    dsn = proxy.via(pg_dsn)
     item = make_item("the budget owner is Dana\n" * 40)
     guard = guard_for(dsn, retry_after=60)
     with PostgresCASStore.from_dsn(dsn, schema=pg_schema, timeout=TIMEOUT) as plain:
