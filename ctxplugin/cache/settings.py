@@ -40,9 +40,23 @@ def call_settings(model: Any) -> str:
     has none (a string naming a model, or a model without parameters)."""
     model, bound = unbound(model)
     own = getattr(model, "_identifying_params", None)
-    merged = {**(own if isinstance(own, dict) else {}), **bound}
+    merged = {**(own if isinstance(own, dict) and own else _traced(model)), **bound}
     kept = {str(k): _plain(v) for k, v in merged.items() if str(k) not in _TRANSPORT and v is not None}
     return json.dumps(kept, sort_keys=True) if kept else ""
+
+
+def _traced(model: Any) -> dict[str, Any]:
+    """The answer-changing parameters ``model`` gives its traces (``ls_temperature``,
+    ``ls_max_tokens``, ``ls_stop``), for a model that names none in ``_identifying_params``
+    (ChatOllama, ChatBedrockConverse)."""
+    getter = getattr(model, "_get_ls_params", None)
+    try:
+        traced = getter() if callable(getter) else None
+    except Exception:  # a model's own tracing hook: a failure of it changes no answer
+        return {}
+    if not isinstance(traced, dict):
+        return {}
+    return {key.removeprefix("ls_"): value for key, value in traced.items() if key in ("ls_temperature", "ls_max_tokens", "ls_stop")}
 
 
 def _plain(value: Any) -> Any:

@@ -60,6 +60,10 @@ def test_the_signature_holds_the_models_answer_changing_settings() -> None:
     assert signature(model.bind(temperature=0.0, extra_headers={"X-Request-Id": "r-1"})) == cold
     assert signature(model.bind(temperature=0.0, extra_headers={"Authorization": "Bearer k2"})) == cold
     assert signature(model.bind(temperature=1.0).bind(temperature=0.0)) == cold
+    # a model that names its parameters only to its traces (ChatOllama) is told by them
+    from langchain_ollama import ChatOllama
+
+    assert signature(ChatOllama(model="llama3", temperature=0.0)) != signature(ChatOllama(model="llama3", temperature=0.9))
 
 
 def test_a_failed_tool_call_since_the_question_keeps_the_answer_out() -> None:
