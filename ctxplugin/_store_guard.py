@@ -116,7 +116,8 @@ class StoreGuard:
         """End the background check and wait for the threads of this guard's calls, for at most
         ``timeout + retry_after`` seconds in all, however many calls a frozen server left
         hanging (a driver that still does not return is left to its own timeout, with a
-        warning). Later calls still work; a later failure starts no check. Idempotent."""
+        warning). Later calls still work; a later failure starts no check: after the pause one
+        call tries the server, as with a guard without a probe. Idempotent."""
         self._stopped.set()
         deadline = time.monotonic() + self.timeout + self.retry_after
         for thread in list(self._threads):
@@ -156,7 +157,8 @@ class StoreGuard:
         with self._lock:
             circuit = self._circuit
             now = time.monotonic()
-            trial = circuit.admit(now, probed=self._probe is not None)
+            # a stopped guard's check no longer runs: after the pause a call tries the server itself
+            trial = circuit.admit(now, probed=self._probe is not None and not self._stopped.is_set())
             if trial is not None:
                 return trial
             cause, since, trying, pause = circuit.cause, now - circuit.opened_at, circuit.trial, circuit.pause

@@ -251,3 +251,21 @@ def test_a_kind_of_call_that_fails_now_and_then_does_not_make_the_pause_grow() -
         assert circuit.cause is None
         now += 3600
     assert circuit.pause == 1.0
+
+
+def test_a_stopped_guard_lets_a_call_try_the_server_after_its_pause() -> None:
+    """``stop()`` ends the background check; the circuit it leaves open, or that a later failure
+    opens, is tried by one call after the pause (as a guard without a probe does), not refused
+    for good."""
+    guard = StoreGuard("Test server", timeout=TIMEOUT, retry_after=RETRY, probe=lambda: None)
+    guard.stop()
+
+    def down() -> str:
+        raise StoreUnavailableError("connection refused")
+
+    with pytest.raises(StoreUnavailableError, match="connection refused"):
+        guard.call("get", down)
+    assert guard.is_open
+    time.sleep(RETRY * 3)
+    assert guard.call("get", lambda: "back") == "back"
+    assert not guard.is_open
