@@ -14,6 +14,8 @@ Example:
 from __future__ import annotations
 
 import itertools
+import os
+import secrets
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -38,6 +40,10 @@ from ctxplugin.history.omission import note_values
 from ctxplugin.scope import Scope
 
 _ids = itertools.count(1)
+_process = {"token": secrets.token_hex(4)}
+"""Names this process's reply ids apart from another's (renewed in a forked child), so two
+processes continuing one checkpointed thread never give two replies one message id."""
+os.register_at_fork(after_in_child=lambda: _process.update(token=secrets.token_hex(4)))
 
 Step = AIMessage | Callable[[list[BaseMessage], list[dict[str, Any]]], AIMessage]
 """A scripted reply: a fixed ``AIMessage``, or a function of (messages sent, tool schemas bound)."""
@@ -125,7 +131,7 @@ class ScriptedChatModel(BaseChatModel):
     ) -> ChatResult:
         reply = self._next(messages)
         if reply.id is None:
-            reply = reply.model_copy(update={"id": f"scripted-{next(_ids)}"})
+            reply = reply.model_copy(update={"id": f"scripted-{_process['token']}-{next(_ids)}"})
         return ChatResult(generations=[ChatGeneration(message=reply)])
 
 
