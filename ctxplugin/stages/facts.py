@@ -119,8 +119,9 @@ class ChooseFacts:
             if left or back or resumed:
                 try:  # before the new branch is read: what it states anew replaces nothing of the old one
                     self._leave(left, back, view.original, key, scope, resumed=resumed)
-                except StoreError as exc:
-                    view = view.degraded(f"facts store unavailable; facts of an abandoned branch stay current: {exc}")
+                except StoreError as exc:  # resuming: only a check that nothing was left
+                    what = "facts of an abandoned branch stay current" if left or back else "facts of removed messages not checked"
+                    view = view.degraded(f"facts store unavailable; {what}: {exc}")
             # outputs captured while the store failed (their summaries are in the history) first
             unread_outputs = self.reads.unread.kept(scope)
             self.ledger.polls.asked(seen.calls.answered, scope=scope)  # settled as the outputs are read
