@@ -22,15 +22,14 @@ What the rules find, sentence by sentence (the first rule that fits wins, links 
 
 A tool speaks in its own voice: log lines (``ERROR: ...``, ``L031: ...``, ``Test 2: ...``,
 ``bash: line 1: ...``) are events, so they are not keyed, while a labelled value
-(``Deadline: Friday``) still is; and "use X instead of Y" is a tool's advice, so it supersedes
-nothing.
+(``Deadline: Friday``) still is; "use X instead of Y" is a tool's advice: it supersedes nothing.
 
 Source code is not prose: fenced code blocks are skipped, and so is any sentence that reads as
-code (calls, brackets, semicolons, ``==``, ``import``/``def``/``return``...), so ``x = f(y)`` in
-a snippet or a program's output never becomes a keyed fact that later snippets supersede.
+code (calls, brackets, semicolons, ``==``, ``import``/``def``/``return``...), so ``x = f(y)`` never
+becomes a keyed fact; a user's prose clauses a semicolon joins are read one by one (see _clauses).
 
 Tool results in JSON become one record fact per object ("reservation OI5L9G: origin=MCO, ..."),
-keyed by the record's id field, so a later read of the same record supersedes the earlier one.
+keyed by its id field, so a later read of the record supersedes the earlier one.
 """
 
 from __future__ import annotations
@@ -49,6 +48,7 @@ from ctxplugin._text_shapes import detect_text_shape
 from ctxplugin._untrusted import load_json
 from ctxplugin.facts import _languages as languages
 from ctxplugin.facts import _user_voice as user_voice
+from ctxplugin.facts._clauses import user_sentences
 from ctxplugin.facts._counts import count_key, count_of
 from ctxplugin.facts._discourse import AGAIN as _AGAIN
 from ctxplugin.facts._discourse import CONDITION as _CONDITION
@@ -176,7 +176,7 @@ class RuleExtractor:
         ``limit``, reading stops once that many are found (the first ones are the same)."""
         out: list[FactDraft] = []
         seen: set[str] = set()
-        read = islice(sentences(FENCED.sub("\n", text)), _MAX_SENTENCES)
+        read = islice((user_sentences if voice == "user" else sentences)(FENCED.sub("\n", text)), _MAX_SENTENCES)
         for whole, opened in carried(read) if voice == "user" else ((w, None) for w in read):
             sentence = whole[:_SENTENCE_CHARS]
             if limit is not None and len(out) >= limit:
