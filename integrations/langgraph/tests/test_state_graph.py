@@ -144,7 +144,7 @@ def test_two_agents_share_an_engine_not_their_refs_or_facts(scenario: Any) -> No
         raise AssertionError("the planner must not read the researcher's ref")
     except RefNotFoundError:
         pass
-    denied = [m for m in planner_model.calls[-1].messages if isinstance(m, ToolMessage)]
+    denied = [m for m in planner_model.calls[-1].messages if isinstance(m, ToolMessage) and m.name == "expand_ref"]
     assert denied and "no such ref" in str(denied[0].content) and "HAT000" not in str(denied[0].content)
     # facts extracted from the researcher's tool output stay in the researcher's scope
     assert any("HAT0" in hit.fact.text for hit in engine.facts.search("flight HAT003 SFO JFK", scope=mine))
