@@ -1,15 +1,17 @@
-"""A real Chroma server for the facts tests (``chroma run`` on a free loopback port), and a user
-who says something to an engine."""
+"""A real Chroma server for the facts tests (``chroma run`` on a free loopback port), an engine
+``connect`` builds on one, and a user who says something to an engine."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
-from ctxplugin import ContextEngine, Scope
+import ctxplugin
+from ctxplugin import ContextConfig, ContextEngine, Scope
 from ctxplugin.testing.chroma_server import ChromaServer, free_port
 
 
@@ -45,6 +47,20 @@ def fresh_chroma_server(
     yield start
     for server in started:
         server.stop()
+
+
+@pytest.fixture
+def on_server(tmp_path: Path) -> Callable[[ChromaServer, float], ContextEngine]:
+    """An engine :func:`ctxplugin.connect` builds on a Chroma server, with a facts collection of
+    its own and a 2 s store timeout (the pause before a failed server is checked again given)."""
+
+    def connect(server: ChromaServer, retry_after: float) -> ContextEngine:
+        return ctxplugin.connect(ContextConfig(
+            chroma_url=server.url, path=str(tmp_path / "engine"),
+            facts={"collection": f"f{uuid.uuid4().hex[:12]}"}, stores={"timeout": 2.0, "retry_after": retry_after},
+        ))
+
+    return connect
 
 
 @pytest.fixture

@@ -5,16 +5,13 @@ not be told that "facts of an abandoned branch stay current"."""
 from __future__ import annotations
 
 import gc
-import uuid
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
 from langchain_core.messages import BaseMessage, SystemMessage
 
-import ctxplugin
-from ctxplugin import ContextConfig, Scope
+from ctxplugin import ContextEngine, Scope
 from ctxplugin.testing.chroma_server import ChromaServer
 
 pytestmark = [
@@ -26,14 +23,10 @@ S = Scope(session_id="went-on")
 
 
 def test_a_conversation_that_went_on_is_not_told_of_an_abandoned_branch(
-    tmp_path: Path, fresh_chroma_server: Callable[[], ChromaServer], say: Any
+    fresh_chroma_server: Callable[[], ChromaServer], on_server: Callable[[ChromaServer, float], ContextEngine], say: Any
 ) -> None:
     server = fresh_chroma_server()
-    config = ContextConfig(
-        chroma_url=server.url, path=str(tmp_path / "engine"),
-        facts={"collection": f"f{uuid.uuid4().hex[:12]}"}, stores={"timeout": 2.0, "retry_after": 0.25},
-    )
-    engine = ctxplugin.connect(config)
+    engine = on_server(server, 0.25)
     messages: list[BaseMessage] = [SystemMessage("You help with releases.")]
     try:
         assert say(engine, messages, "The deploy target is eu-west-3.", S) == []

@@ -7,7 +7,6 @@ from __future__ import annotations
 import gc
 import subprocess
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -15,8 +14,7 @@ from typing import Any
 import pytest
 from langchain_core.messages import BaseMessage, SystemMessage
 
-import ctxplugin
-from ctxplugin import ContextConfig, Scope
+from ctxplugin import ContextEngine, Scope
 from ctxplugin.testing.chroma_server import ChromaServer, chroma_executable, heartbeat
 
 pytestmark = [
@@ -51,15 +49,12 @@ def restart(tmp_path: Path) -> Iterator[Callable[[int, Path], None]]:
 
 @pytest.mark.parametrize("data", ["kept", "lost"])
 def test_the_engine_gets_facts_again_from_a_server_started_again(
-    data: str, tmp_path: Path, fresh_chroma_server: Callable[[], ChromaServer], restart: Callable[[int, Path], None], say: Any
+    data: str, tmp_path: Path, fresh_chroma_server: Callable[[], ChromaServer], restart: Callable[[int, Path], None],
+    on_server: Callable[[ChromaServer, float], ContextEngine], say: Any,
 ) -> None:
     server = fresh_chroma_server()
     port = int(server.url.rsplit(":", 1)[1])
-    config = ContextConfig(
-        chroma_url=server.url, path=str(tmp_path / "engine"),
-        facts={"collection": f"f{uuid.uuid4().hex[:12]}"}, stores={"timeout": 2.0, "retry_after": RETRY},
-    )
-    engine = ctxplugin.connect(config)
+    engine = on_server(server, RETRY)
     messages: list[BaseMessage] = [SystemMessage("You help with releases.")]
     try:
         assert say(engine, messages, "The deploy target is eu-west-3.", S) == []
