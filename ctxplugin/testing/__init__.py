@@ -54,6 +54,18 @@ def tool_call(name: str, args: dict[str, Any], call_id: str | None = None) -> To
     return ToolCall(name=name, args=args, id=call_id or f"call_{next(_ids)}", type="tool_call")
 
 
+def web_fetch_turn(url: str, page: str, *, text: str, use_id: str) -> AIMessage:
+    """An assistant turn in which Anthropic's own ``web_fetch`` tool read ``page`` at ``url``
+    (server tool blocks: no tool call of the agent's, no tool message), then said ``text``."""
+    found = {"type": "web_fetch_result", "url": url,
+             "content": {"type": "document", "source": {"type": "text", "media_type": "text/plain", "data": page}}}
+    return AIMessage([
+        {"type": "server_tool_use", "id": use_id, "name": "web_fetch", "input": {"url": url}},
+        {"type": "web_fetch_tool_result", "tool_use_id": use_id, "content": found},
+        {"type": "text", "text": text},
+    ])
+
+
 @dataclass(frozen=True)
 class RecordedCall:
     """What the model was sent on one call."""
@@ -215,4 +227,5 @@ __all__ = [
     "note_values",
     "tool_call",
     "tool_directory",
+    "web_fetch_turn",
 ]

@@ -14,7 +14,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 
 from ctxplugin import ContextEngine, HistoryConfig, Scope
 from ctxplugin.history._digests import Digests
-from ctxplugin.testing import context_notes
+from ctxplugin.testing import context_notes, web_fetch_turn
 from ctxplugin.tokens import get_counter
 
 FETCH = {
@@ -28,20 +28,7 @@ def fetched(owner: str, i: int) -> AIMessage:
     """An assistant turn in which the provider's own ``web_fetch`` read one of ``owner``'s pages:
     its text is the same for every owner, the page only in the tool's blocks."""
     page = f"Statement {owner.upper()}-ACCT-{i}: balance {owner.upper()}-BAL-{i}. " + "row " * 300
-    content: list[str | dict[str, Any]] = [
-        {"type": "server_tool_use", "id": f"srvtoolu_{i}", "name": "web_fetch", "input": {"url": f"https://bank.example/{owner}/{i}"}},
-        {
-            "type": "web_fetch_tool_result",
-            "tool_use_id": f"srvtoolu_{i}",
-            "content": {
-                "type": "web_fetch_result",
-                "url": f"https://bank.example/{owner}/{i}",
-                "content": {"type": "document", "source": {"type": "text", "media_type": "text/plain", "data": page}},
-            },
-        },
-        {"type": "text", "text": "Page read."},
-    ]
-    return AIMessage(content)
+    return web_fetch_turn(f"https://bank.example/{owner}/{i}", page, text="Page read.", use_id=f"srvtoolu_{i}")
 
 
 def conversation(owner: str) -> list[BaseMessage]:
