@@ -16,6 +16,7 @@ from langchain_core.messages import BaseMessage, RemoveMessage, ToolMessage
 
 from ctxplugin._message_store import MessageStore, store_for
 from ctxplugin._messages import META_KEY, annotation
+from ctxplugin._untrusted import not_a_message
 from ctxplugin.cas import scrubbed
 from ctxplugin.errors import InvalidInputError
 from ctxplugin.scope import Scope
@@ -124,11 +125,9 @@ def _checked(given: object) -> list[BaseMessage]:
                 f"{where} is a RemoveMessage: an instruction to LangGraph's add_messages reducer, not a "
                 "message to keep; clear() the history and add the messages to keep instead"
             )
-        if not isinstance(message, BaseMessage):
-            raise InvalidInputError(
-                f"{where} is a {type(message).__name__}, not a langchain-core BaseMessage; "
-                "langchain_core.messages.convert_to_messages makes messages of dicts, tuples and strings"
-            )
+        problem = not_a_message(where, message)
+        if problem is not None:
+            raise InvalidInputError(problem)
     return messages
 
 

@@ -23,6 +23,7 @@ from ctxplugin._untrusted import (
     content_problem,
     name_form,
     nesting_exceeds,
+    not_a_message,
     unwritable_int,
 )
 from ctxplugin.errors import InvalidInputError
@@ -139,11 +140,9 @@ class Validation:
 
     def _check(self, index: int, message: BaseMessage) -> None:
         out, pending, answered, warnings = self.out, self.pending, self.answered, self.warnings
-        if not isinstance(message, BaseMessage):
-            raise InvalidInputError(
-                f"message {index} is a {type(message).__name__}, not a langchain-core BaseMessage; "
-                "langchain_core.messages.convert_to_messages makes messages of dicts, tuples and strings"
-            )
+        problem = not_a_message(f"message {index}", message)
+        if problem is not None:
+            raise InvalidInputError(problem)
         problem = content_problem(f"message {index}", message)  # content set after construction, which coerces
         if problem is not None:
             raise InvalidInputError(problem)

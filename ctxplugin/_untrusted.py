@@ -18,6 +18,8 @@ from decimal import Decimal
 from itertools import accumulate
 from typing import Any
 
+from langchain_core.messages import BaseMessage
+
 MAX_JSON_DEPTH = 100
 """Deeper JSON is treated as text: the parser, and every walk over the value after it
 (canonical hashing, summaries, fact rules), recurse once per level."""
@@ -103,6 +105,14 @@ def unwritable_int(value: Any) -> bool:
             except ValueError:
                 return True
     return False
+
+
+def not_a_message(where: str, message: object) -> str | None:
+    """What is wrong with ``message`` (named ``where``) when it is no langchain-core message."""
+    if isinstance(message, BaseMessage):
+        return None
+    return (f"{where} is a {type(message).__name__}, not a langchain-core BaseMessage; "
+            "langchain_core.messages.convert_to_messages makes messages of dicts, tuples and strings")
 
 
 def content_problem(what: str, message: Any) -> str | None:
@@ -340,6 +350,6 @@ def storable_text(text: str) -> str:
 
 __all__ = [
     "MAX_INT_DIGITS", "MAX_JSON_DEPTH", "REF_TEXT", "InexactJSON", "content_problem", "id_form", "inexact_json", "json_depth_exceeds", "json_text",
-    "load_json", "name_form", "nesting_exceeds", "one_line", "parse_once", "ref_form", "storable_text", "unwritable_int",
+    "load_json", "name_form", "nesting_exceeds", "not_a_message", "one_line", "parse_once", "ref_form", "storable_text", "unwritable_int",
     "valid_unicode",
 ]
