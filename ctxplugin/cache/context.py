@@ -195,7 +195,6 @@ def call_context(
             content = fact_content(fact.key, fact.text_hash)
             facts[fact.id] = SAID + content if _from(fact, said) else content
     return CallContext(
-        failed=_failed_since_asked(messages),
         scope=scope,
         partition=partition(scope, mode),
         signature=signature,
@@ -205,6 +204,7 @@ def call_context(
         tools=outputs,
         refs=refs,
         mode=mode,
+        failed=_failed_since_asked(messages),
     )
 
 
