@@ -41,8 +41,9 @@ from ctxplugin.scope import Scope
 
 _ids = itertools.count(1)
 _process = {"token": secrets.token_hex(4)}
-"""Names this process's reply ids apart from another's (renewed in a forked child), so two
-processes continuing one checkpointed thread never give two replies one message id."""
+"""Names this process's reply and tool-call ids apart from another's (renewed in a forked child),
+so two processes continuing one checkpointed thread never give two replies one message id, nor two
+tool calls one call id."""
 os.register_at_fork(after_in_child=lambda: _process.update(token=secrets.token_hex(4)))
 
 Step = AIMessage | Callable[[list[BaseMessage], list[dict[str, Any]]], AIMessage]
@@ -51,7 +52,8 @@ Step = AIMessage | Callable[[list[BaseMessage], list[dict[str, Any]]], AIMessage
 
 def tool_call(name: str, args: dict[str, Any], call_id: str | None = None) -> ToolCall:
     """A tool call for a scripted reply (a fresh id unless one is given)."""
-    return ToolCall(name=name, args=args, id=call_id or f"call_{next(_ids)}", type="tool_call")
+    return ToolCall(name=name, args=args, id=call_id or f"call_{_process['token']}_{next(_ids)}",
+                    type="tool_call")
 
 
 def web_fetch_turn(url: str, page: str, *, text: str, use_id: str) -> AIMessage:
