@@ -54,17 +54,20 @@ class ContextChatHistory(BaseChatMessageHistory):
     @property
     def messages(self) -> list[BaseMessage]:  # type: ignore[override]
         """The prepared view of the conversation (empty for a new session)."""
-        full = self.full_messages
-        if not full:
-            return []
-        with self._lock:
-            # RunnableWithMessageHistory reads this twice per call and slices its input by the
-            # length it saw first; the same view for the same conversation keeps that exact. The
-            # view is reused for the stored messages it was made from, not for any as many: another
-            # object or process may have rewritten the conversation (a PII filter's mask) since.
-            if self._view is not None and self._view[0] == full:
-                return list(self._view[1])
-        view = list(self.engine.prepare(full, scope=self.scope).messages)
+        # read and prepared as one prepare of the scope: a clear() between the two would forget
+        # what the conversation stated before this prepare read it again (see ScopeGates)
+        with self.engine.gates.preparing(self._key):
+            full = self.full_messages
+            if not full:
+                return []
+            with self._lock:
+                # RunnableWithMessageHistory reads this twice per call and slices its input by the
+                # length it saw first; the same view for the same conversation keeps that exact. The
+                # view is reused for the stored messages it was made from, not for any as many: another
+                # object or process may have rewritten the conversation (a PII filter's mask) since.
+                if self._view is not None and self._view[0] == full:
+                    return list(self._view[1])
+            view = list(self.engine.prepare(full, scope=self.scope).messages)
         with self._lock:
             self._view = (full, view)
         return list(view)

@@ -28,6 +28,7 @@ from ctxplugin._meta_tools import make_meta_tools
 from ctxplugin._names import REPORT_EVENT
 from ctxplugin._run_scope import direct_scope
 from ctxplugin._runnables import ContextModel, PrepareRunnable
+from ctxplugin._scope_gates import ScopeGates
 from ctxplugin._stores import Stores, embedded_stores, open_stores, sync_store
 from ctxplugin.cache import AnswerCache, AnswerCacheStore, make_answer_cache
 from ctxplugin.cas import CASStore, MemoryCASStore, expand
@@ -108,6 +109,7 @@ class ContextEngine(Closing):
             self.opened(self.summarizer.close)
         self.cache: AnswerCache | None = make_answer_cache(answer_cache, self.config.cache)
         self.path: Path | None = None  # set by embedded(); other stores (chat history) live beside it
+        self.gates = ScopeGates()
         self._meta_tools: list[BaseTool] | None = None
         try:
             self._budgets: dict[str, int] | None = self.config.budget.resolve()
@@ -201,7 +203,7 @@ class ContextEngine(Closing):
         if context_window is not None and (isinstance(context_window, bool) or not isinstance(context_window, int) or context_window < 1):
             raise InvalidInputError(f"context_window must be a positive number of tokens, got {context_window!r}")
         with (
-            self.in_use(),
+            self.in_use(), self.gates.preparing(scope.key()),  # after a clear of the scope running, before the next
             _tracing.child_run("ctxplugin.prepare", inputs={"messages": len(messages), "session_id": scope.session_id}) as run,
             step_budget(self.config.stores.timeout),
         ):
@@ -212,15 +214,8 @@ class ContextEngine(Closing):
             run.finish(outputs={"messages": len(prepared.messages), "tools": len(prepared.tools)}, metadata=prepared.report.as_metadata)
         return prepared
 
-    async def aprepare(
-        self,
-        messages: Sequence[BaseMessage],
-        tools: Sequence[ToolLike | Callable[..., Any]] | None = None,
-        scope: Scope | None = None,
-        *,
-        context_window: int | None = None,
-        strict_tools: bool = False,
-    ) -> PreparedContext:
+    async def aprepare(self, messages: Sequence[BaseMessage], tools: Sequence[ToolLike | Callable[..., Any]] | None = None,
+                       scope: Scope | None = None, *, context_window: int | None = None, strict_tools: bool = False) -> PreparedContext:
         """Async :meth:`prepare` (the stores are synchronous; it runs in a worker thread)."""
         return await asyncio.to_thread(self.prepare, messages, tools, scope, context_window=context_window, strict_tools=strict_tools)
 
@@ -314,12 +309,12 @@ class ContextEngine(Closing):
             self._captures.revocations.revoke_masked(messages, scope)
 
     def forget_said(self, messages: Sequence[BaseMessage], scope: Scope) -> None:
-        """What ``messages`` (a conversation its host cleared) had the user state is no longer current."""
+        """What ``messages`` (a conversation its host cleared) had the user state is no longer current
+        (after the prepares of ``scope`` in flight: what they read goes too; see ScopeGates)."""
         self.check_open()
-        with step_budget(self.config.stores.timeout):
+        with self.gates.clearing(scope.key()), step_budget(self.config.stores.timeout):
             self._capture.forget_said(messages, scope)
-        for stage in self._stages:
-            if isinstance(stage, ChooseFacts):
+            for stage in (s for s in self._stages if isinstance(s, ChooseFacts)):
                 stage.forget(scope)
 
     # ------------------------------------------------------------------ host helpers
