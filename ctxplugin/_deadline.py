@@ -62,26 +62,30 @@ def run_with_deadline(
     return call.value  # type: ignore[no-any-return]
 
 
-async def await_with_deadline(fn: Callable[[], Awaitable[T]], timeout: float, what: str, *, bound: str = "stores.timeout") -> T:
+async def await_with_deadline(
+    fn: Callable[[], Awaitable[T]], timeout: float, what: str, *, bound: str = "stores.timeout",
+    left: Callable[[asyncio.Future[Any]], None] | None = None,
+) -> T:
     """``await fn()`` if it ends within ``timeout`` seconds: the async :func:`run_with_deadline`.
 
     It runs as its own task, so a driver waiting on a socket that never answers cannot hold
-    the caller. A call past the timeout, or whose caller is cancelled, is cancelled and left to
-    end in the background (held here until it does). ``bound``: the setting that set ``timeout``,
-    as the error names it.
+    the caller. A call past the timeout, or whose caller is cancelled, is handed to ``left``
+    (by default cancelled and left to end in the background, held here until it does). ``bound``:
+    the setting that set ``timeout``, as the error names it.
 
     Raises:
         StoreUnavailableError: ``fn`` did not end in time.
         BaseException: whatever ``fn`` raised.
     """
     call = asyncio.ensure_future(fn())
+    give_up = left or leave
     try:
         done, _ = await asyncio.wait({call}, timeout=timeout)
     except asyncio.CancelledError:
-        _leave(call)
+        give_up(call)
         raise
     if not done:
-        _leave(call)
+        give_up(call)
         raise StoreUnavailableError(f"{what}: no answer within {timeout:.1f}s ({bound})")
     return call.result()
 
@@ -90,7 +94,8 @@ _LEFT: set[asyncio.Future[Any]] = set()
 """Calls given up on, held until they end (a task nobody holds may be collected mid-way)."""
 
 
-def _leave(call: asyncio.Future[Any]) -> None:
+def leave(call: asyncio.Future[Any]) -> None:
+    """Cancel ``call``, given up on, and hold it until it ends."""
     call.cancel()
     _LEFT.add(call)
     call.add_done_callback(_ended)
@@ -102,4 +107,4 @@ def _ended(call: asyncio.Future[Any]) -> None:
         call.exception()  # retrieved: nobody waits for it any more
 
 
-__all__ = ["await_with_deadline", "run_with_deadline", "step_budget", "step_deadline"]
+__all__ = ["await_with_deadline", "leave", "run_with_deadline", "step_budget", "step_deadline"]

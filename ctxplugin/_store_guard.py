@@ -4,6 +4,7 @@ are in :mod:`ctxplugin._circuit`."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import threading
@@ -11,10 +12,10 @@ import time
 import weakref
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from ctxplugin._circuit import Circuit
-from ctxplugin._deadline import await_with_deadline, run_with_deadline, step_deadline
+from ctxplugin._deadline import await_with_deadline, leave, run_with_deadline, step_deadline
 from ctxplugin.errors import InvalidInputError, StoreBusyError, StoreUnavailableError
 
 logger = logging.getLogger("ctxplugin")
@@ -183,42 +184,57 @@ class StoreGuard:
         """``fn()`` within the deadline, or a fast :class:`StoreUnavailableError` while the circuit
         is open. A timeout or an unavailability error opens the circuit. Other errors pass
         through unchanged (the server answered). The call let through after a passed check
-        closes the circuit when the server answers it, and opens it again for longer when not."""
-        with self._attempt(what) as wait:
-            return run_with_deadline(fn, wait, f"{self.name} {what}", started=self._threads.add)
+        closes the circuit when the server answers it, and opens it again for longer when not.
+
+        A call its caller stopped waiting for before ``timeout`` (the step's store time ran
+        out first) goes on in its thread: if it has not returned ``timeout`` seconds after it
+        began, the circuit opens then, as if its caller had waited."""
+        with self._attempt(what) as attempt:
+
+            def started(thread: threading.Thread) -> None:
+                self._threads.add(thread)
+                attempt.running = thread
+
+            return run_with_deadline(fn, attempt.wait, f"{self.name} {what}", started=started)
 
     async def acall(self, what: str, fn: Callable[[], Awaitable[T]]) -> T:
         """Async :meth:`call`: ``await fn()`` within the deadline, on the same circuit (the sync
-        and async stores of one server may share a guard). A call cut short by the deadline, or
-        whose task is cancelled, is cancelled and left to end in the background; a cancelled
-        call says nothing of the server."""
-        with self._attempt(what) as wait:
-            return await await_with_deadline(fn, wait, f"{self.name} {what}")
+        and async stores of one server may share a guard). A call cut short by the deadline is
+        cancelled and left to end in the background. A call its caller stopped waiting for
+        first (its task cancelled, the step's store time used up) goes on until ``timeout``
+        seconds after it began: it opens the circuit if it has not ended by then (and is
+        cancelled), and says nothing of the server if it has."""
+
+        def given_up(call: asyncio.Future[Any]) -> None:
+            attempt.running = call  # cancelled or watched as the attempt ends
+
+        with self._attempt(what) as attempt:
+            return await await_with_deadline(fn, attempt.wait, f"{self.name} {what}", left=given_up)
 
     @contextmanager
-    def _attempt(self, what: str) -> Iterator[float]:
+    def _attempt(self, what: str) -> Iterator[_Attempt]:
         """One call through the circuit: admitted (or refused at once), given the seconds it may
         take, and its outcome (what escapes the ``with`` block) recorded."""
         trial = self._admit(what)
-        answered = False
+        answered = counted = False
+        attempt = _Attempt(self.timeout, time.monotonic())
         try:
-            wait = self.timeout
             deadline = step_deadline()
             if deadline is not None:
-                wait = min(wait, deadline - time.monotonic())
-                if wait <= 0:
+                attempt.wait = min(attempt.wait, deadline - time.monotonic())
+                if attempt.wait <= 0:
                     raise StoreUnavailableError(f"{self.name} {what} skipped: this step's store time (stores.timeout) is used up")
             try:
-                yield wait
+                yield attempt
             except StoreBusyError:
                 answered = True
                 raise
             except StoreUnavailableError as exc:
-                # a call the step's budget cut very short says nothing of the server; one that was
-                # given at least half the timeout does
-                if wait >= self.timeout / 2 or exc.__cause__ is not None or "no answer within" not in str(exc):
+                # a call the step's budget cut very short says nothing of the server yet (it is
+                # watched until the timeout below); one that was given at least half the timeout does
+                if attempt.wait >= self.timeout / 2 or exc.__cause__ is not None or "no answer within" not in str(exc):
                     self._failed(str(exc), trial=trial, what=what)
-                    trial = False  # settled: the circuit is open again
+                    trial, counted = False, True  # settled: the circuit is open again
                 raise
             except Exception:
                 answered = True
@@ -231,6 +247,61 @@ class StoreGuard:
         finally:
             if trial:
                 self._tried(what, answered)
+            if not answered:
+                self._outlive(attempt, what, counted=counted)
+
+    def _outlive(self, attempt: _Attempt, what: str, *, counted: bool) -> None:
+        """A call its caller stopped waiting for: it opens the circuit if it is still running
+        ``timeout`` seconds after it began (unless its failure was counted already)."""
+        running = attempt.running
+        if isinstance(running, threading.Thread):
+            if not counted and running.is_alive():
+                watcher = threading.Thread(target=self._watch, args=(running, attempt, what),
+                                           name=f"ctxplugin-watch: {self.name} {what}", daemon=True)
+                self._threads.add(watcher)
+                watcher.start()
+        elif running is not None:
+            if counted or running.done():
+                leave(running)
+                return
+            remaining = max(0.0, attempt.began + self.timeout - time.monotonic())
+            expiry = running.get_loop().call_later(remaining, self._expired, running, what)
+            _WATCHED.add(running)
+
+            def ended(call: asyncio.Future[Any]) -> None:
+                expiry.cancel()
+                _WATCHED.discard(call)
+
+            running.add_done_callback(ended)
+
+    def _watch(self, thread: threading.Thread, attempt: _Attempt, what: str) -> None:
+        thread.join(max(0.0, attempt.began + self.timeout - time.monotonic()))
+        if thread.is_alive():
+            self._failed(self._outlived(what), trial=False, what=what)
+
+    def _expired(self, call: asyncio.Future[Any], what: str) -> None:
+        if not call.done():
+            leave(call)
+            self._failed(self._outlived(what), trial=False, what=what)
+
+    def _outlived(self, what: str) -> str:
+        return f"{self.name} {what}: no answer within {self.timeout:.1f}s (stores.timeout)"
+
+
+class _Attempt:
+    """One call through a guard: the seconds its caller waits, when it began, and what runs it
+    (a thread, or a task its caller gave up on), watched when its caller stops waiting first."""
+
+    __slots__ = ("began", "running", "wait")
+
+    def __init__(self, wait: float, began: float) -> None:
+        self.wait = wait
+        self.began = began
+        self.running: threading.Thread | asyncio.Future[Any] | None = None
+
+
+_WATCHED: set[asyncio.Future[Any]] = set()
+"""Async calls whose caller gave up before the guard's timeout, held until they end."""
 
 
 _GUARDS: weakref.WeakSet[StoreGuard] = weakref.WeakSet()

@@ -24,7 +24,9 @@ server.
 
 A call that ran out of time keeps running in its daemon thread until the driver returns (its
 result is dropped); drivers get their own timeouts as well (``connect`` sets them), so such a
-thread ends by itself.
+thread ends by itself. A call its caller stopped waiting for before the guard's ``timeout`` (the
+step's store time ran out first, an async caller was cancelled) still counts: the circuit opens
+if it has not returned ``timeout`` seconds after it began.
 """
 
 from __future__ import annotations

@@ -116,3 +116,26 @@ def test_an_engine_refuses_an_async_store_it_would_call_without_await(pg_dsn: st
             await store.close()
 
     asyncio.run(given())
+
+
+async def test_a_call_its_caller_stopped_waiting_for_still_opens_the_circuit(pg_dsn: str, pg_schema: str, proxy: Any) -> None:
+    """The caller's own timeout (``asyncio.wait_for``) is far shorter than the guard's: the call
+    it gave up on goes on, and once it outlives the guard's timeout the circuit opens, so the
+    next calls fail at once instead of each waiting for the frozen server again."""
+    dsn = proxy.via(pg_dsn)
+    item = make_item("the release train leaves on Thursdays\n" * 40)
+    guard = guard_for(dsn, retry_after=60)
+    async with await AsyncPostgresCASStore.from_dsn(dsn, schema=pg_schema, timeout=LONG_WAIT, guard=guard) as store:
+        await store.put(item, S)
+        proxy.freeze()
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(store.get(item.ref_id, S), TIMEOUT / 10)
+        for _ in range(int(LONG_WAIT / 0.05)):
+            if guard.is_open:
+                break
+            await asyncio.sleep(0.05)
+        assert guard.is_open and "no answer within" in (guard.cause or "")
+        with pytest.raises(StoreUnavailableError, match="skipped for CAS get"):
+            await asyncio.wait_for(store.get(item.ref_id, S), LONG_WAIT)
+        proxy.heal()
+        guard.stop()
