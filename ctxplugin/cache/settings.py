@@ -6,12 +6,18 @@ a call by the model's own parameters (``_identifying_params``: temperature, top_
 and the settings bound to it (``model.bind(temperature=0)``, or a ``create_agent`` request's
 ``model_settings`` and ``tool_choice``, which the middleware binds for the key). Settings that
 only change how the answer travels (streaming, timeouts, retries, prompt-cache marks) are left out.
+
+The endpoint serving the model is part of the key too: one model name behind two endpoints (OpenAI
+and a local vLLM speaking its API, two Ollama hosts, two Bedrock regions) is two models. Only
+where the endpoint is counts: credentials and a query string in its URL, API keys and headers
+are left out.
 """
 
 from __future__ import annotations
 
 import json
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 from langchain_core.runnables import RunnableBinding
 
@@ -24,6 +30,18 @@ _TRANSPORT = frozenset({
 """Settings that do not change the answer (how it travels, how it is traced or billed): request
 headers are among them, so a per-request trace id keeps the key and a rotated API key in an
 ``Authorization`` header is no part of it."""
+
+_ENDPOINTS = (
+    "openai_api_base",  # ChatOpenAI, AzureChatOpenAI (base_url=)
+    "azure_endpoint",  # AzureChatOpenAI
+    "anthropic_api_url",  # ChatAnthropic (base_url=)
+    "base_url",  # ChatOllama; ChatGoogleGenerativeAI (a str, or client_options' api_endpoint)
+    "endpoint",  # ChatMistralAI (base_url=)
+    "endpoint_url",  # ChatBedrock, ChatBedrockConverse
+    "region_name",  # ChatBedrock, ChatBedrockConverse: the region's endpoint when none is given
+    "location",  # ChatGoogleGenerativeAI on Vertex AI
+)
+"""Attributes of the providers' chat models that say which endpoint serves the model."""
 
 
 def unbound(model: Any) -> tuple[Any, dict[str, Any]]:
@@ -42,7 +60,44 @@ def call_settings(model: Any) -> str:
     own = getattr(model, "_identifying_params", None)
     merged = {**(own if isinstance(own, dict) and own else _traced(model)), **bound}
     kept = {str(k): _plain(v) for k, v in merged.items() if str(k) not in _TRANSPORT and v is not None}
+    where = _endpoint(model)
+    if where:
+        kept["endpoint"] = where
     return json.dumps(kept, sort_keys=True) if kept else ""
+
+
+def _endpoint(model: Any) -> dict[str, str]:
+    """Where ``model`` is served, by the attributes of :data:`_ENDPOINTS` it sets: URLs without
+    their credentials, query or fragment (no secret), regions as given. Empty for a model on its
+    provider's default endpoint that names none (``ChatOpenAI()``), a string, or a test double."""
+    found: dict[str, str] = {}
+    for name in _ENDPOINTS:
+        try:
+            value = getattr(model, name, None)
+        except Exception:  # a model's own property: where it failed, it names no endpoint
+            continue
+        if isinstance(value, dict):  # client_options={"api_endpoint": ...}
+            value = value.get("api_endpoint")
+        if isinstance(value, str) and value.strip():
+            found[name] = _where(value.strip())
+    return found
+
+
+def _where(url: str) -> str:
+    """``url`` without what may hold a secret (``user:password@``, ``?api-key=...``), its scheme
+    and host in lower case and without a trailing slash; a value that is no URL (a region) as is."""
+    parts = urlsplit(url)
+    if not parts.scheme or not parts.netloc:
+        return url
+    host = (parts.hostname or "").lower()
+    if ":" in host:  # an IPv6 address
+        host = f"[{host}]"
+    try:
+        port = parts.port
+    except ValueError:  # a port that is no number: the host alone
+        port = None
+    netloc = host if port is None else f"{host}:{port}"
+    return urlunsplit((parts.scheme.lower(), netloc, parts.path.rstrip("/"), "", ""))
 
 
 def _traced(model: Any) -> dict[str, Any]:
