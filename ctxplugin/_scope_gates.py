@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -53,7 +54,9 @@ class ScopeGates:
         """Held by a prepare of ``key`` (and by what it read its messages from) while it runs."""
         me, changed = threading.get_ident(), self._here()
         with changed:
-            if not changed.wait_for(lambda: self._clearing.get(key, me) == me, self._wait):
+            # a thread already in a prepare of ``key`` goes on (a clear waiting for it would wait
+            # for good); others wait for the clear of ``key`` asked for or running to end
+            if not changed.wait_for(lambda: self._clearing.get(key, me) == me or me in self._preparing.get(key, {}), self._wait):
                 logger.warning("ctxplugin: a prepare went on before the clear of its conversation ended")
             calls = self._preparing.setdefault(key, {})
             calls[me] = calls.get(me, 0) + 1
@@ -75,10 +78,17 @@ class ScopeGates:
         prepares of ``key`` other threads run have ended."""
         me, changed = threading.get_ident(), self._here()
         with changed:
-            if not changed.wait_for(lambda: self._free(key, me), self._wait):
+            ends = time.monotonic() + self._wait
+            # first the clear of ``key`` another thread runs (unless this thread is in a prepare of
+            # ``key``, which that clear waits for); then ``key`` is this clear's, so the prepares
+            # asked for meanwhile wait, and it waits for those running to end
+            inside = me in self._preparing.get(key, {})
+            ours = changed.wait_for(lambda: inside or self._clearing.get(key, me) == me, self._wait)
+            held = ours and key not in self._clearing  # not by an outer clear of this thread
+            if held:
+                self._clearing[key] = me
+            if not (ours and changed.wait_for(lambda: self._alone(key, me), max(0.0, ends - time.monotonic()))):
                 logger.warning("ctxplugin: a clear went on before the prepares of its conversation ended")
-            held = key not in self._clearing  # not by an outer clear of this thread
-            self._clearing.setdefault(key, me)
         try:
             yield
         finally:
@@ -87,8 +97,8 @@ class ScopeGates:
                     self._clearing.pop(key, None)
                 changed.notify_all()
 
-    def _free(self, key: str, me: int) -> bool:
-        return self._clearing.get(key, me) == me and all(thread == me for thread in self._preparing.get(key, {}))
+    def _alone(self, key: str, me: int) -> bool:
+        return all(thread == me for thread in self._preparing.get(key, {}))
 
 
 __all__ = ["ScopeGates"]
