@@ -271,6 +271,8 @@ class StoreGuard:
             def ended(call: asyncio.Future[Any]) -> None:
                 expiry.cancel()
                 _WATCHED.discard(call)
+                if not call.cancelled():
+                    call.exception()  # retrieved: its caller is gone, and it says nothing of the server
 
             running.add_done_callback(ended)
 

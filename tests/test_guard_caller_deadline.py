@@ -6,6 +6,7 @@ so the next steps fail at once instead of each waiting for the server again."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -105,3 +106,32 @@ async def test_an_async_call_whose_caller_stopped_waiting_opens_the_circuit_once
     with pytest.raises(StoreUnavailableError, match="skipped"):
         await guard.acall("get", get)
     assert calls == ["get"]
+
+
+async def test_an_async_call_given_up_on_that_fails_later_leaves_no_unretrieved_error() -> None:
+    guard = StoreGuard("Test server", timeout=30, retry_after=60)  # the call ends long before
+    loop = asyncio.get_running_loop()
+    reported: list[dict[str, Any]] = []
+    loop.set_exception_handler(lambda _loop, context: reported.append(context))
+    started, fail = asyncio.Event(), asyncio.Event()
+
+    async def get() -> str:
+        started.set()
+        await fail.wait()
+        raise ConnectionResetError("the server dropped the connection")
+
+    caller = asyncio.ensure_future(guard.acall("get", get))
+    await started.wait()
+    caller.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await caller
+    fail.set()
+    for _ in range(100):  # the call ends with its error on the next turns of the loop
+        await asyncio.sleep(0)
+    del caller
+    gc.collect()
+    for _ in range(10):
+        await asyncio.sleep(0)
+    loop.set_exception_handler(None)
+    assert [c.get("message") for c in reported] == []
+    assert not guard.is_open
