@@ -51,9 +51,9 @@ class Slow:
 
 
 @pytest.fixture
-def guarded(tmp_path: Path, mocker: MockerFixture) -> Iterator[tuple[GuardedCASStore, StoreGuard, Slow]]:
+def guarded(tmp_path: Path, mocker: MockerFixture, request: pytest.FixtureRequest) -> Iterator[tuple[GuardedCASStore, StoreGuard, Slow]]:
     inner = SQLiteCASStore(tmp_path / "cas.sqlite3")
-    guard = StoreGuard("Test server", timeout=TIMEOUT, retry_after=60)
+    guard = StoreGuard("Test server", timeout=getattr(request, "param", TIMEOUT), retry_after=60)
     store = GuardedCASStore(inner, guard)
     store.put(ITEM, S)
     slow = Slow(inner.get)
@@ -76,6 +76,7 @@ def test_a_call_the_step_gave_up_on_opens_the_circuit_once_it_outlives_the_timeo
     assert slow.calls == 1
 
 
+@pytest.mark.parametrize("guarded", [30.0], indirect=True)  # answered long before the guard's timeout, however slow the machine
 def test_a_call_given_up_on_that_answers_in_time_leaves_the_circuit_closed(guarded: tuple[GuardedCASStore, StoreGuard, Slow]) -> None:
     store, guard, slow = guarded
     with step_budget(CALLER), pytest.raises(StoreUnavailableError, match="no answer within"):
