@@ -43,6 +43,10 @@ _ENDPOINTS = (
 )
 """Attributes of the providers' chat models that say which endpoint serves the model."""
 
+_OWN = frozenset({"https://api.openai.com/v1", "https://api.anthropic.com", "https://api.mistral.ai/v1"})
+"""The providers' own endpoints, as :func:`_where` gives them: a model on one (``ChatAnthropic``
+and ``ChatMistralAI`` name theirs by default) keeps the key it had before endpoints counted."""
+
 
 def unbound(model: Any) -> tuple[Any, dict[str, Any]]:
     """The model under any ``bind`` wrappers, and the settings they bind (outer ones win)."""
@@ -69,7 +73,7 @@ def call_settings(model: Any) -> str:
 def _endpoint(model: Any) -> dict[str, str]:
     """Where ``model`` is served, by the attributes of :data:`_ENDPOINTS` it sets: URLs without
     their credentials, query or fragment (no secret), regions as given. Empty for a model on its
-    provider's default endpoint that names none (``ChatOpenAI()``), a string, or a test double."""
+    provider's own endpoint (``ChatOpenAI()``, ``ChatAnthropic()``), a string, or a test double."""
     found: dict[str, str] = {}
     for name in _ENDPOINTS:
         try:
@@ -78,8 +82,8 @@ def _endpoint(model: Any) -> dict[str, str]:
             continue
         if isinstance(value, dict):  # client_options={"api_endpoint": ...}
             value = value.get("api_endpoint")
-        if isinstance(value, str) and value.strip():
-            found[name] = _where(value.strip())
+        if isinstance(value, str) and value.strip() and (where := _where(value.strip())) not in _OWN:
+            found[name] = where
     return found
 
 

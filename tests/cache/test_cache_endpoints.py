@@ -100,3 +100,20 @@ def test_a_model_on_its_default_endpoint_keeps_its_key(monkeypatch: pytest.Monke
     monkeypatch.delenv("OPENAI_API_BASE", raising=False)
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
     assert "endpoint" not in call_settings(ChatOpenAI(model="gpt-4o", api_key="sk-1"))
+
+
+DEFAULTS: dict[str, tuple[Callable[[str, str], BaseChatModel], str]] = {
+    "openai": (openai, "https://api.openai.com/v1"),
+    "anthropic": (anthropic, "https://api.anthropic.com"),
+    "mistral": (mistral, "https://api.mistral.ai/v1"),
+}
+
+
+@pytest.mark.parametrize(("make", "default"), DEFAULTS.values(), ids=DEFAULTS.keys())
+def test_a_model_on_its_providers_own_endpoint_keeps_the_key_it_had(make: Callable[[str, str], Any], default: str,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("OPENAI_API_BASE", "OPENAI_BASE_URL", "ANTHROPIC_API_URL", "ANTHROPIC_BASE_URL", "MISTRAL_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    model = make(default + "/", "sk-1")  # named, with a trailing slash: the provider's own endpoint all the same
+    assert "endpoint" not in call_settings(model)
+    assert signature(model) != signature(make("https://proxy.example.com/v1", "sk-1"))
