@@ -92,8 +92,10 @@ def tidy(sentence: str, *, keep_also: bool = False) -> str:
     if len(body) < 4:
         return sentence
     first = body.split(maxsplit=1)[0]
-    if not first.isalpha():
-        return body  # a value or a name in code (field_obj.load_only, ord-123, grep:) stays as written
+    if not first.isalpha() or not first.islower():
+        # a value or a name in code (field_obj.load_only, ord-123, grep:), or one written in mixed
+        # case (iPhone, getUser: GetUser names another function), stays as written
+        return body
     return body[0].upper() + body[1:]
 
 

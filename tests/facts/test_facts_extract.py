@@ -452,6 +452,10 @@ def test_traceback_frames_state_no_facts() -> None:
         ("field_obj.load_only = True", "tool", "field_obj.load_only = True"),
         ("grep: src/marshmallow/fields.py: binary file matches", "tool", "grep: src/marshmallow/fields.py: binary file matches"),
         ("Actually, ord-4412 is the order to refund.", "user", "ord-4412 is the order to refund"),
+        # a name written in mixed case (a product, a function): capitalising it names another
+        ("iPhone 15 is out of stock", "tool", "iPhone 15 is out of stock"),
+        ("eBay order 7781 was refunded", "user", "eBay order 7781 was refunded"),
+        ("Actually, getUser is the function to fix in auth.py.", "user", "getUser is the function to fix in auth.py"),
         # prose still reads as a sentence
         ("Actually, the data team moved to Project Beta.", "user", "The data team moved to Project Beta"),
     ],
