@@ -102,11 +102,34 @@ _NUMBER = re.compile(r"\d+(?:\.\d+)?")
 _CAPITALISED = re.compile(r"\b[A-Z][\w'-]*")
 
 
+_TOKEN = re.compile(r"\S+")
+
+
+def _case_kept(token: str) -> bool:
+    """Whether a token is written in mixed case (``getUser``, ``aBc12X``, ``src/App.py``): such
+    a name may mean another thing in another case (``getuser``, ``AbC12x``), so it keeps its case.
+    A word in one case or capitalised (``Portland``, ``W1234``, ``NASA``) is folded."""
+    letters = [c for c in token if c.isalpha()]
+    if not any(c.isupper() for c in letters) or not any(c.islower() for c in letters):
+        return False
+    return not (letters[0].isupper() and all(c.islower() for c in letters[1:]))
+
+
+def _fold(text: str) -> str:
+    """``text`` in lower case, except its mixed-case tokens (see :func:`_case_kept`)."""
+    return _TOKEN.sub(lambda m: m.group(0) if _case_kept(m.group(0)) else m.group(0).lower(), text)
+
+
+def _cased(text: str) -> tuple[str, ...]:
+    """The mixed-case tokens of a query, without the punctuation around them, in order."""
+    return tuple(t.strip(".,;:!?'\"()[]{}") for t in _TOKEN.findall(normalize_query(text)) if _case_kept(t))
+
+
 def normalize_query(text: str) -> str:
-    """The form under which queries are compared: NFKC, lower case, contractions expanded,
-    thousands separators dropped, repeated and surrounding punctuation removed, whitespace
-    collapsed."""
-    value = unicodedata.normalize("NFKC", text).translate(_APOSTROPHES).lower()
+    """The form under which queries are compared: NFKC, lower case (a name written in mixed case,
+    such as ``getUser``, keeps its case), contractions expanded, thousands separators dropped,
+    repeated and surrounding punctuation removed, whitespace collapsed."""
+    value = _fold(unicodedata.normalize("NFKC", text).translate(_APOSTROPHES))
     for pattern, replacement in _CONTRACTIONS:
         value = pattern.sub(replacement, value)
     value = _THOUSANDS.sub("", value)
@@ -167,12 +190,21 @@ def same_wording(cached: str, new: str) -> str | None:
     """
     a, b = _wording(cached), _wording(new)
     if a == b:
-        return None
+        return _case_differs(cached, new)
     only_a = [w for w in a if w not in b]
     only_b = [w for w in b if w not in a]
     if not only_a and not only_b:
         return "word order differs"
     return f"wording differs: {' '.join(only_a) or '-'} / {' '.join(only_b) or '-'}"
+
+
+def _case_differs(cached: str, new: str) -> str | None:
+    """Why two queries whose words agree in lower case still differ: a name written in mixed case
+    in one is written otherwise in the other (``getUser`` / ``getuser``)."""
+    a, b = _cased(cached), _cased(new)
+    if a == b:
+        return None
+    return f"case differs: {' '.join(t for t in a if t not in b) or '-'} / {' '.join(t for t in b if t not in a) or '-'}"
 
 
 def specifics(text: str) -> dict[str, frozenset[str]]:
@@ -223,7 +255,7 @@ def same_specifics(cached: str, new: str) -> str | None:
     missing = sorted((_names(cached) - words_b) | (_names(new) - words_a))
     if missing:
         return f"names differ: {' '.join(missing)}"
-    return None
+    return _case_differs(cached, new)
 
 
 __all__ = [

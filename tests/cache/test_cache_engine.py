@@ -398,6 +398,23 @@ def test_a_question_that_differs_by_an_operator_or_sign_goes_to_the_model(tmp_pa
     assert len(model.calls) == 6
 
 
+def test_a_name_written_in_another_case_goes_to_the_model() -> None:
+    # getUser and getuser are two functions, aBc12X and AbC12x two tickets in a case-sensitive
+    # system: the answer about one is not the answer about the other
+    engine = engine_with(scope="user")
+    model = ScriptedChatModel(default="an answer")
+    cases = [  # (asked first, the same question otherwise worded, another name)
+        ("What does getUser do?", "WHAT DOES getUser DO", "What does getuser do?"),
+        ("What is the status of ticket aBc12X?", "what is the status of ticket aBc12X", "What is the status of ticket AbC12x?"),
+        ("What does /src/App.py do?", "what does /src/App.py do", "What does /src/app.py do?"),
+    ]
+    for n, (first, same, other) in enumerate(cases):
+        ask(engine, model, first, Scope(session_id=f"a{n}", user_id="u1"))
+        assert ask(engine, model, same, Scope(session_id=f"b{n}", user_id="u1")).response_metadata.get(CACHE_META_KEY), same
+        assert CACHE_META_KEY not in ask(engine, model, other, Scope(session_id=f"c{n}", user_id="u1")).response_metadata, other
+    assert len(model.calls) == 6
+
+
 def weather(messages: list[BaseMessage], tools: list[Any]) -> AIMessage:
     """A model that answers in the unit the conversation asked for last."""
     said = [m.content for m in messages if isinstance(m, HumanMessage)]

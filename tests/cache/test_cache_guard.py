@@ -72,6 +72,21 @@ def test_the_default_guard_also_catches_direction_pronouns_and_degree(a: str, b:
     assert same_wording(a, b) is not None
 
 
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        ("What does getUser do?", "What does getuser do?"),
+        ("Status of ticket aBc12X?", "Status of ticket AbC12x?"),
+        ("What does /src/App.py import?", "what does /src/app.py import?"),
+        ("List the files in dir_A", "List the files in dir_a"),
+    ],
+)
+def test_a_name_in_mixed_case_written_otherwise_fails_both_guards(a: str, b: str) -> None:
+    assert normalize_query(a) != normalize_query(b)  # equal queries skip the guard
+    assert same_wording(a, b) is not None
+    assert same_specifics(a, b) is not None
+
+
 def test_a_cosine_threshold_alone_is_not_enough() -> None:
     """The reason the guard exists: a long question that differs in one place name scores above
     the default threshold on the hashing embedding."""
