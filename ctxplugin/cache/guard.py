@@ -44,6 +44,9 @@ _CONTRACTIONS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
         (r"'d\b", " would"),
     )
 )
+_SUPERSCRIPTS = dict(zip("⁰¹²³⁴⁵⁶⁷⁸⁹⁺⁻⁼⁽⁾ⁿⁱ", "0123456789+-=()ni", strict=True))
+_SUPERSCRIPT = re.compile(f"[{''.join(_SUPERSCRIPTS)}]+")
+"""An exponent: NFKC writes "2³" as "23" and "x²" as "x2", other questions; it is read as "2^3"."""
 _THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}\b)")
 # Symbols that change what is asked: an operator ("2+2" is not "2-2"), a comparison, a sign
 # ("-5"), a percent or currency sign, the "#" of "C#". A hyphen between two letters ("e-mail")
@@ -126,10 +129,12 @@ def _cased(text: str) -> tuple[str, ...]:
 
 
 def normalize_query(text: str) -> str:
-    """The form under which queries are compared: NFKC, lower case (a name written in mixed case,
-    such as ``getUser``, keeps its case), contractions expanded, thousands separators dropped,
-    repeated and surrounding punctuation removed, whitespace collapsed."""
-    value = _fold(unicodedata.normalize("NFKC", text).translate(_APOSTROPHES))
+    """The form under which queries are compared: an exponent written with a caret (``2^3``), NFKC,
+    lower case (a name written in mixed case, such as ``getUser``, keeps its case), contractions
+    expanded, thousands separators dropped, repeated and surrounding punctuation removed,
+    whitespace collapsed."""
+    raised = _SUPERSCRIPT.sub(lambda m: "^" + "".join(_SUPERSCRIPTS[c] for c in m.group(0)), text)
+    value = _fold(unicodedata.normalize("NFKC", raised).translate(_APOSTROPHES))
     for pattern, replacement in _CONTRACTIONS:
         value = pattern.sub(replacement, value)
     value = _THOUSANDS.sub("", value)

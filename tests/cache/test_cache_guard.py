@@ -87,6 +87,27 @@ def test_a_name_in_mixed_case_written_otherwise_fails_both_guards(a: str, b: str
     assert same_specifics(a, b) is not None
 
 
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        ("What is 2³?", "What is 23?"),
+        ("Solve x² + 1 = 0", "Solve x2 + 1 = 0"),
+        ("What is 10⁻³ in decimal?", "What is 10-3 in decimal?"),
+    ],
+)
+def test_an_exponent_is_not_the_digits_after_it(a: str, b: str) -> None:
+    assert normalize_query(a) != normalize_query(b)  # equal queries skip the guard
+    assert same_wording(a, b) is not None
+    assert same_specifics(a, b) is not None
+
+
+def test_an_exponent_matches_the_same_exponent_typed_with_a_caret() -> None:
+    assert normalize_query("What is 2³?") == normalize_query("what is 2^3")
+    assert normalize_query("Solve x² + 1 = 0") == normalize_query("solve x^2 + 1 = 0")
+    assert normalize_query("What is 10⁻³?") == normalize_query("what is 10^-3")
+    assert normalize_query("Boiling point of H₂O") == normalize_query("boiling point of H2O")  # a subscript is not one
+
+
 def test_a_cosine_threshold_alone_is_not_enough() -> None:
     """The reason the guard exists: a long question that differs in one place name scores above
     the default threshold on the hashing embedding."""
