@@ -48,11 +48,18 @@ _SUPERSCRIPTS = dict(zip("⁰¹²³⁴⁵⁶⁷⁸⁹⁺⁻⁼⁽⁾ⁿⁱ", "01
 _SUPERSCRIPT = re.compile(f"[{''.join(_SUPERSCRIPTS)}]+")
 """An exponent: NFKC writes "2³" as "23" and "x²" as "x2", other questions; it is read as "2^3"."""
 _THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}\b)")
-# Symbols that change what is asked: an operator ("2+2" is not "2-2"), a comparison, a sign
-# ("-5"), a percent or currency sign, the "#" of "C#". A hyphen between two letters ("e-mail")
-# is spelling, not a symbol. Such symbols are never stripped from a query's edges and count as
-# words of its wording.
-_SYMBOL_CHARS = "+\\-\u2212*\u00d7\u00f7/^%=<>\u2264\u2265\u2260\u00b1~$\u20ac\u00a3\u00a5\u20b9\u20bd\u20a9"
+# Symbols that change what is asked: an operator ("2+2" is not "2-2", "√16" not "16"), a
+# comparison, a sign ("-5"), a percent or currency sign, the "#" of "C#". A hyphen between two
+# letters ("e-mail") is spelling, not a symbol. Such symbols are never stripped from a query's
+# edges and count as words of its wording.
+_MATH = "\u00ac" + "".join(
+    c
+    for start, end in ((0x2190, 0x2300), (0x27C0, 0x2800), (0x2900, 0x2B00))
+    for c in map(chr, range(start, end))
+    if unicodedata.category(c) == "Sm"
+)
+"""Mathematical symbols besides those above (root, element of, arrows, logic, sets): "√16" is not "16"."""
+_SYMBOL_CHARS = "+\\-\u2212*\u00d7\u00f7/^%=<>\u2264\u2265\u2260\u00b1~$\u20ac\u00a3\u00a5\u20b9\u20bd\u20a9" + _MATH
 _SYMBOL = re.compile(rf"((?<![^\W\d_])-|-(?![^\W\d_])|[{_SYMBOL_CHARS.replace('-', '')}]|(?<=[^\W\d_])#(?!\w))")
 _EDGE_PUNCT = re.compile(rf"^(?:(?![{_SYMBOL_CHARS}])[\s\W_])+|(?:(?![{_SYMBOL_CHARS}#])[\s\W_])+$", re.UNICODE)
 _REPEATED_PUNCT = re.compile(r"([!?.,;:])\1+")

@@ -66,6 +66,7 @@ def test_pairs_that_need_different_answers_fail_both_guards(a: str, b: str) -> N
         ("Can I cancel my booking?", "Can you cancel my booking?"),
         ("cheapest flight to Denver", "most expensive flight to Denver"),
         ("cancel my reservation", "cancel my reservations"),
+        ("Is A → B true?", "Is B → A true?"),
     ],
 )
 def test_the_default_guard_also_catches_direction_pronouns_and_degree(a: str, b: str) -> None:
@@ -83,6 +84,21 @@ def test_the_default_guard_also_catches_direction_pronouns_and_degree(a: str, b:
 )
 def test_a_name_in_mixed_case_written_otherwise_fails_both_guards(a: str, b: str) -> None:
     assert normalize_query(a) != normalize_query(b)  # equal queries skip the guard
+    assert same_wording(a, b) is not None
+    assert same_specifics(a, b) is not None
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        ("What is √16?", "What is 16?"),
+        ("Is x ∈ S?", "Is x ∉ S?"),
+        ("Does p ∧ q hold?", "Does p ∨ q hold?"),
+        ("Is A ⊂ B?", "Is A ⊆ B?"),
+    ],
+)
+def test_a_mathematical_symbol_changes_the_question(a: str, b: str) -> None:
+    assert normalize_query(a) != normalize_query(b)
     assert same_wording(a, b) is not None
     assert same_specifics(a, b) is not None
 
