@@ -109,7 +109,7 @@ _CALENDAR = frozenset({
 })
 _NEGATIONS = frozenset({"not", "no", "never", "nor", "cannot", "without", "none", "nothing", "neither", "nobody"})
 _NUMBER = re.compile(r"\d+(?:\.\d+)?")
-_CAPITALISED = re.compile(r"\b[A-Z][\w'-]*")
+_WORD = re.compile(r"(?<![\w'-])[^\W\d_][\w'-]*")
 
 
 _TOKEN = re.compile(r"\S+")
@@ -238,9 +238,10 @@ def _names(text: str) -> set[str]:
     """Capitalised words that are not the first word of a sentence (names, places, products)."""
     found: set[str] = set()
     text = unicodedata.normalize("NFKC", text)
-    for match in _CAPITALISED.finditer(text):
+    for match in _WORD.finditer(text):
         before = text[: match.start()].rstrip()
-        if not before or before[-1] in ".!?:;\n\"'(":
+        # a capital in any script: Łódź, Österreich, Москва, Αθήνα
+        if not match.group(0)[0].isupper() or not before or before[-1] in ".!?:;\n\"'(":
             continue
         found.add(match.group(0).lower())
     return found

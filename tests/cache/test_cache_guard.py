@@ -124,6 +124,20 @@ def test_an_exponent_matches_the_same_exponent_typed_with_a_caret() -> None:
     assert normalize_query("Boiling point of H₂O") == normalize_query("boiling point of H2O")  # a subscript is not one
 
 
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        ("How far is it to Łódź from here?", "How far is it to Århus from here?"),
+        ("Ist das Wetter in Österreich gut?", "Ist das Wetter in Ägypten gut?"),
+        ("Сколько стоит билет в Москву?", "Сколько стоит билет в Минск?"),
+        ("Πόσο κοστίζει η πτήση για Αθήνα;", "Πόσο κοστίζει η πτήση για Κρήτη;"),
+    ],
+)
+def test_names_that_start_with_a_letter_outside_ascii_fail_both_guards(a: str, b: str) -> None:
+    assert same_wording(a, b) is not None
+    assert same_specifics(a, b) is not None
+
+
 def test_a_cosine_threshold_alone_is_not_enough() -> None:
     """The reason the guard exists: a long question that differs in one place name scores above
     the default threshold on the hashing embedding."""
