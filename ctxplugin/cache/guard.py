@@ -116,13 +116,19 @@ _TOKEN = re.compile(r"\S+")
 
 
 def _case_kept(token: str) -> bool:
-    """Whether a token is written in mixed case (``getUser``, ``aBc12X``, ``src/App.py``): such
-    a name may mean another thing in another case (``getuser``, ``AbC12x``), so it keeps its case.
-    A word in one case or capitalised (``Portland``, ``W1234``, ``NASA``) is folded."""
-    letters = [c for c in token if c.isalpha()]
-    if not any(c.isupper() for c in letters) or not any(c.islower() for c in letters):
-        return False
-    return not (letters[0].isupper() and all(c.islower() for c in letters[1:]))
+    """Whether a token is a name in code written in mixed case (``getUser``, ``aBc12X``,
+    ``src/App.py``, ``dir_A``): it may mean another thing in another case (``getuser``,
+    ``AbC12x``), so it keeps its case. A word people write in mixed case (``iPhone``, ``iOS``,
+    ``McDonald's``, ``O'Neil``, ``JavaScript``, ``APIs``) is the same word typed in lower case or
+    in capitals, and is folded like a word in one case or capitalised (``Portland``, ``NASA``)."""
+    core = token.strip(".,;:!?'\"()[]{}")
+    upper = [c.isupper() for c in core if c.isalpha()]
+    if all(upper) or not any(upper) or not any(upper[1:]):
+        return False  # one case, or capitalised
+    if any(not (c.isalpha() or c in "'-") for c in core):
+        return not (all(upper[:-1]) and core[-1] == "s")  # a digit, "_", "/", "." ...; not "MP3s"
+    first = upper.index(True)  # lowerCamelCase: a lower-case word, then a capitalised one
+    return first >= 2 and not all(upper[first:])
 
 
 def _fold(text: str) -> str:
@@ -137,7 +143,7 @@ def _cased(text: str) -> tuple[str, ...]:
 
 def normalize_query(text: str) -> str:
     """The form under which queries are compared: an exponent written with a caret (``2^3``), NFKC,
-    lower case (a name written in mixed case, such as ``getUser``, keeps its case), contractions
+    lower case (a name in code written in mixed case, such as ``getUser``, keeps its case), contractions
     expanded, thousands separators dropped, repeated and surrounding punctuation removed,
     whitespace collapsed."""
     raised = _SUPERSCRIPT.sub(lambda m: "^" + "".join(_SUPERSCRIPTS[c] for c in m.group(0)), text)

@@ -10,7 +10,8 @@ from ctxplugin.cache import normalize_query, same_specifics, same_wording, wordi
 from ctxplugin.facts import HashingEmbedding
 from ctxplugin.facts.embedding import cosine
 
-CITIES = ["Portland", "Seattle", "Denver", "Boston", "Austin", "Chicago", "Miami", "Atlanta", "Phoenix", "Dallas"]
+# some written in mixed case, as people write them: typed in lower case they are the same city
+CITIES = ["Portland", "Seattle", "Denver", "Boston", "Austin", "Chicago", "Miami", "Atlanta", "Phoenix", "Dallas", "McAllen", "DeKalb", "O'Fallon", "LaGrange"]
 TEMPLATES = [
     "How long does standard shipping to {city} take for order #W{n}?",
     "Can you tell me whether my order #W{n} to {city} has shipped yet?",
@@ -236,3 +237,24 @@ def test_markdown_and_dashes_between_words_are_not_symbols(a: str, b: str) -> No
     assert same_wording(a, b) is None
     assert same_specifics(a, b) is None
     assert wording(a) == wording(b)
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        ("What are McDonald's opening hours?", "what are mcdonald's opening hours"),
+        ("How do I update iOS?", "HOW DO I UPDATE IOS?"),
+        ("How do I update macOS?", "how do i update macos"),
+        ("What are APIs?", "what are apis"),
+        ("How do I merge two PDFs?", "HOW DO I MERGE TWO PDFS"),
+        ("Who is Cathy O'Neil?", "who is cathy o'neil"),
+        ("Is the iPhone in stock?", "is the iphone in stock"),
+        ("How do I learn JavaScript?", "HOW DO I LEARN JAVASCRIPT"),
+        ("Is YouTube down?", "is Youtube down"),
+    ],
+)
+def test_a_word_people_write_in_mixed_case_matches_it_typed_in_any_case(a: str, b: str) -> None:
+    # a brand, a place, a person or an acronym in the plural: typed in lower case or in capitals
+    # it is the same question (only a name in code, such as getUser or aBc12X, keeps its case)
+    assert normalize_query(a) == normalize_query(b)
+    assert same_wording(a, b) is None
