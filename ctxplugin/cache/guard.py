@@ -241,15 +241,19 @@ def specifics(text: str) -> dict[str, frozenset[str]]:
 
 
 def _names(text: str) -> set[str]:
-    """Capitalised words that are not the first word of a sentence (names, places, products)."""
+    """Capitalised words that are not the first word of a sentence (names, places, products), in
+    lower case ("İstanbul" as "istanbul")."""
     found: set[str] = set()
     text = unicodedata.normalize("NFKC", text)
     for match in _WORD.finditer(text):
-        before = text[: match.start()].rstrip()
-        # a capital in any script: Łódź, Österreich, Москва, Αθήνα
-        if not match.group(0)[0].isupper() or not before or before[-1] in ".!?:;\n\"'(":
+        if not match.group(0)[0].isupper():  # a capital in any script: Łódź, Österreich, Москва
             continue
-        found.add(match.group(0).lower())
+        before = match.start() - 1
+        while before >= 0 and text[before].isspace():
+            before -= 1
+        if before < 0 or text[before] in ".!?:;\"'(":
+            continue
+        found.add(match.group(0).lower().replace("i\u0307", "i"))
     return found
 
 
@@ -271,7 +275,8 @@ def same_specifics(cached: str, new: str) -> str | None:
         if a[kind] != b[kind]:
             return f"{kind} differ: {' '.join(sorted(a[kind] - b[kind])) or '-'} / {' '.join(sorted(b[kind] - a[kind])) or '-'}"
     words_a, words_b = set(words(normalize_query(cached))), set(words(normalize_query(new)))
-    missing = sorted((_names(cached) - words_b) | (_names(new) - words_a))
+    # a name is in the other query if its words are ("o'neil" is read as "o", "neil")
+    missing = sorted({n for n in _names(cached) if not words_b.issuperset(words(n))} | {n for n in _names(new) if not words_a.issuperset(words(n))})
     if missing:
         return f"names differ: {' '.join(missing)}"
     return _case_differs(cached, new)

@@ -258,3 +258,18 @@ def test_a_word_people_write_in_mixed_case_matches_it_typed_in_any_case(a: str, 
     # it is the same question (only a name in code, such as getUser or aBc12X, keeps its case)
     assert normalize_query(a) == normalize_query(b)
     assert same_wording(a, b) is None
+    assert same_specifics(a, b) is None
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        ("Can you tell me McDonald's opening hours?", "what are mcdonald's opening hours"),
+        ("Tell me about Cathy O'Neil, please", "what about cathy o'neil"),
+        ("Is it raining in İstanbul today?", "is it raining in istanbul today"),
+    ],
+)
+def test_same_specifics_finds_a_name_typed_in_lower_case_in_the_other_question(a: str, b: str) -> None:
+    # a name with an apostrophe or a dotted capital I is the same name in lower case
+    assert same_specifics(a, b) is None
+    assert same_specifics(b, a) is None
