@@ -65,9 +65,11 @@ _EDGE_PUNCT = re.compile(rf"^(?:(?![{_SYMBOL_CHARS}])[\s\W_])+|(?:(?![{_SYMBOL_C
 _REPEATED_PUNCT = re.compile(r"([!?.,;:])\1+")
 # How a question is written, not what it asks, though its characters are symbols: markdown
 # emphasis ("**python**"), a list bullet before the first word, a dash set between words
-# ("python - what is a list"). Set aside before symbols are read.
+# ("python - what is a list"). Set aside before symbols are read. A star inside emphasis stands
+# between two characters ("**2*3**"), so the search for a closing star stops at one after a space
+# and a long question full of stars is read in one pass.
 _WRITTEN = re.compile(
-    r"(?<![\w*])(\*{1,3})(?=[^\s*])(.+?)(?<=[^\s*])\1(?![\w*])"
+    r"(?<![\w*])(\*{1,3})(?=[^\s*])((?:[^*]|(?<=[^\s*])\*+(?=[^\s*]))+?)(?<=[^\s*])\1(?![\w*])"
     r"|^[-*+] (?=[^\W\d_])"
     r"|(?:(?<=[^\W\d_])|(?<=[?!.:;,)\]])) -{1,3}(?= [^\W\d_])"
 )

@@ -273,3 +273,13 @@ def test_same_specifics_finds_a_name_typed_in_lower_case_in_the_other_question(a
     # a name with an apostrophe or a dotted capital I is the same name in lower case
     assert same_specifics(a, b) is None
     assert same_specifics(b, a) is None
+
+
+def test_a_long_question_full_of_stars_is_compared_in_one_pass() -> None:
+    # a pasted list or log with a star before each word and no closing one: each star was read as
+    # the start of an emphasis whose end was looked for up to the end of the question (before,
+    # this question took over ten minutes to compare)
+    question = "Why does this list fail: " + "*item " * 40_000
+    assert same_wording(question, "Hi! " + question) is None
+    assert wording(question).count("*") == 40_000
+    assert wording("What is **2*3**?") == wording("What is 2*3?")  # emphasis with a star inside
