@@ -361,7 +361,7 @@ def expand(
     pattern: Annotated[str | None, typer.Option(help="keep only lines or items that contain this text (any case)")] = None,
     regex: Annotated[bool, typer.Option("--regex", help="read --pattern as a regular expression")] = False,
     offset: Annotated[int, typer.Option(help="first JSON array item or line (of the matches, with --pattern)")] = 0,
-    limit: Annotated[int | None, typer.Option(help="how many items or lines")] = None,
+    limit: Annotated[int | None, typer.Option(help="how many items or lines (0: all)")] = None,
 ) -> None:
     """Print the stored original of a ref from an embedded store, or the part selected by
     --fields, --pattern and --offset/--limit (the options of the model's expand_ref tool).

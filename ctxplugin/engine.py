@@ -288,8 +288,8 @@ class ContextEngine(Closing):
     ) -> str:
         """The stored original of ``ref_id`` (exactly, as ``str``, without options).
 
-        ``fields`` selects JSON paths; ``offset``/``limit`` count items of a JSON array,
-        otherwise lines; ``pattern`` keeps matching lines or items (a regex if ``regex``).
+        ``fields`` selects JSON paths; ``offset``/``limit`` (0: none) count items of a JSON
+        array, otherwise lines; ``pattern`` keeps matching lines or items (a regex if ``regex``).
 
         Raises:
             RefNotFoundError: unknown, expired, or not readable from ``scope``.

@@ -69,6 +69,7 @@ def _select(
     # ``key`` names the stored text exactly (see :mod:`ctxplugin.cas._parsed`); ``screen`` is part of it
     key = None if key is None else (key, screen)
     matcher = check_options(offset, limit, pattern, regex)
+    limit = limit or None  # 0 is no limit, for code as for the tool (a model sends 0 for "unused")
     if isinstance(fields, str):
         fields = [fields]
     content = without_escapes(content) if screen else content  # no escape spans a line break

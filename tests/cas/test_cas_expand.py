@@ -272,6 +272,27 @@ def test_expand_ref_tool_takes_null_options_and_one_field_as_given_by_models() -
     assert one.splitlines()[-1] == '"u1"'
 
 
+def test_a_limit_of_0_is_no_limit_for_code_and_for_the_tool_alike() -> None:
+    """The tool reads ``limit: 0`` as the option left out (a model sends 0 for an option it does
+    not use); the engine method, with the same options, reads it the same way."""
+    from langchain_core.messages import ToolMessage
+    from langchain_core.runnables import RunnableConfig
+
+    from ctxplugin._messages import annotation
+    from ctxplugin.langchain import make_expand_ref_tool
+    from ctxplugin.testing import memory_engine
+
+    engine = memory_engine()
+    scope = Scope(session_id="t")
+    record = json.dumps(FLIGHTS)
+    ref = annotation(engine.capture_tool_result(ToolMessage(content=record, tool_call_id="c1", name="flights"), scope=scope))["ref"]
+    tool = make_expand_ref_tool(engine)
+    config: RunnableConfig = {"configurable": {"thread_id": "t"}}
+    assert tool.invoke({"ref_id": ref, "offset": 70, "limit": 0}, config=config) == tool.invoke({"ref_id": ref, "offset": 70}, config=config)
+    assert engine.expand_ref(ref, scope=scope, limit=0) == record
+    assert json.loads(engine.expand_ref(ref, scope=scope, offset=70, limit=0)) == FLIGHTS[70:]
+
+
 def test_a_pattern_shows_its_match_in_a_line_too_long_to_show_whole(store: MemoryCASStore) -> None:
     # a web page fetched as one line: the price is far past what one answer can show
     page = "<div>filler</div>" * 3000 + "<span>Total price: 1,234.56 EUR</span>" + "<p>tail</p>" * 500
