@@ -668,3 +668,39 @@ def test_the_host_prompt_goes_out_first_and_unchanged_and_the_directory_after_it
         )
         if name != "bedrock-converse" or shape == "blocks":  # langchain-aws joins string system messages with a newline
             assert directory in sent, "the directory is a system text of its own, after the host's"
+
+
+def _text_mode_views() -> list[View]:
+    """Default views of a coding run as a text-mode agent sends it: each tool call a ```bash
+    block ending the reply, each tool result a user message with the same text, no tool bound."""
+    loaded = load_file(TRAJECTORIES / "swe" / "pydicom__pydicom-1139.traj.json")
+    conversation: list[BaseMessage] = []
+    for message in loaded.conversations[0].messages:
+        if isinstance(message, AIMessage):
+            blocks = "".join(f"\n\n```bash\n{call['args'].get('command', '')}\n```" for call in message.tool_calls)
+            conversation.append(AIMessage(content=f"THOUGHT: {message.content}{blocks}"))
+        elif isinstance(message, ToolMessage):
+            conversation.append(HumanMessage(content=message.content))
+        else:
+            conversation.append(message)
+    engine = memory_engine(ContextConfig(mode="whole"))
+    scope = Scope(session_id="text-mode")
+    out: list[View] = []
+    for index, message in enumerate(conversation):
+        if isinstance(message, AIMessage) and index:
+            prepared = engine.prepare(conversation[:index], tools=engine.tools_for_model(), scope=scope)
+            out.append(View("text-mode", index, prepared.messages, prepared.tools, conversation[index - 1]))
+    return out
+
+
+@pytest.mark.parametrize("name", list(BUILDERS))
+def test_a_text_mode_agents_views_are_accepted(name: str) -> None:
+    views = _text_mode_views()
+    assert any(synthetic_kind(m) == "notes" for view in views for m in view.messages), "no view holds context notes"
+    for view in views:  # no tool bound or called, no system message after the header, the latest output last and whole
+        assert not view.tools
+        assert not any(isinstance(m, ToolMessage) or (isinstance(m, AIMessage) and m.tool_calls) for m in view.messages)
+        assert not any(isinstance(m, SystemMessage) for m in view.messages[1:])
+        assert view.messages[-1].content == view.latest.content
+    refused = list(_refusals(views, name))
+    assert not refused, f"{name} refused {len(refused)} of {len(views)} views, e.g. {refused[:3]}"

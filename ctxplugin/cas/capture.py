@@ -167,9 +167,13 @@ def _cut(line: str, limit: int, counter: TokenCounter) -> str:
     return head(line, low) + "…"
 
 
+EXPAND_MORE = " · expand_ref for more]"
+"""How the ref line of a compact form ends (see :func:`compact_text`)."""
+
+
 def compact_text(ref_id: str, label: str, original_tokens: int, summary: str) -> str:
     """The ref line followed by the summary; the ref comes first so trimming keeps it."""
-    head = f"[{ref_id} · {label} · {original_tokens:,} tokens stored · expand_ref for more]"
+    head = f"[{ref_id} · {label} · {original_tokens:,} tokens stored{EXPAND_MORE}"
     return f"{head}\n{summary}" if summary else head
 
 

@@ -3,7 +3,7 @@
 A stage's fields are its settings and the services it may use; :meth:`apply` takes a
 :class:`CallView` and returns a new one. :func:`pipeline` wires them in order for an engine:
 
-``validate → tools → room → refs → facts → history → shown → fit → account``
+``text_mode → validate → tools → room → refs → facts → history → shown → fit → text_view → account``
 
 Beside them, :class:`Capture` stores a tool output as it arrives and :class:`Answers` puts the
 answer cache around a model call; they share the memos of :mod:`ctxplugin.stages.memos` with
@@ -29,6 +29,7 @@ from ctxplugin.stages.refs import StoreRefs
 from ctxplugin.stages.room import FindRoom
 from ctxplugin.stages.shown import SkipShown
 from ctxplugin.stages.tools import ToolChoice, Tools, choose_tools
+from ctxplugin.stages.text_mode import ReadCommands, WriteCommands
 from ctxplugin.stages.validate import Validate
 from ctxplugin.stages.view import (
     CallView,
@@ -65,6 +66,7 @@ def pipeline(
     _tracing.warm()
     warm_identifiers()
     stages: list[Stage] = [
+        ReadCommands(),
         Validate(orphans=config.orphan_tool_results, owners=captures.owners),
         Tools(config=config.tools, counter=counter, registry=registry),
         FindRoom(history=config.history, facts=config.facts, counter=counter, elastic=config.budget.elastic),
@@ -79,6 +81,7 @@ def pipeline(
     stages.append(FitBudget(facts=config.facts, counter=counter, block_size=config.history.block_size, note_tokens=config.history.digest_tokens,
                             captures=captures if config.cas.enabled else None,
                             hold_prompt=total_not_set(config)))
+    stages.append(WriteCommands())
     stages.append(Account(counter=counter, note=note))
     return tuple(stages)
 
@@ -95,6 +98,7 @@ __all__ = [
     "FitBudget",
     "Fitted",
     "PreparedContext",
+    "ReadCommands",
     "ReadMemo",
     "Room",
     "SkipShown",
@@ -104,6 +108,7 @@ __all__ = [
     "ToolLike",
     "Tools",
     "Validate",
+    "WriteCommands",
     "choose_tools",
     "log_degraded",
     "pipeline",

@@ -1,0 +1,138 @@
+"""A text-mode agent (its command in a fenced block of its reply, the output back as a user
+message) is served as a tool-calling one: outputs compressed and stored, what ctxplugin adds
+placed in the conversation rather than in system messages, and the view in the agent's own form."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from itertools import pairwise
+
+import pytest
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.tools import tool
+
+from ctxplugin import ContextConfig, Scope
+from ctxplugin._layout import context_notes
+from ctxplugin.stages.text_mode import command_outputs
+from ctxplugin.testing import logical_clock, memory_engine
+from ctxplugin.tokens import content_text
+
+
+@pytest.fixture(autouse=True)
+def _defaults(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.delenv("CTXPLUGIN_MODE", raising=False)  # what a user gets from ContextConfig()
+    yield
+
+
+SYSTEM = SystemMessage(content="You are a helpful assistant that can interact with a computer shell.")
+TASK = HumanMessage(content="Fix the bug in src/parser.py: parse_line drops the last field.")
+
+
+def reply(step: int) -> AIMessage:
+    return AIMessage(content=f"THOUGHT: look at part {step} of the parser.\n\n```bash\nsed -n '{step * 40},{step * 40 + 39}p' src/parser.py\n```")
+
+
+def output(step: int) -> HumanMessage:
+    lines = "\n".join(f"{step * 40 + i}:    field_{step}_{i} = read_field(buffer, offset_{step}_{i})" for i in range(40))
+    return HumanMessage(content=f"<returncode>0</returncode>\n<output>\n{lines}\n</output>")
+
+
+def session(steps: int) -> list[BaseMessage]:
+    messages: list[BaseMessage] = [SYSTEM, TASK]
+    for step in range(steps):
+        messages += [reply(step), output(step)]
+    return messages
+
+
+def views(steps: int) -> list[list[BaseMessage]]:
+    engine = memory_engine(ContextConfig(), clock=logical_clock())
+    conversation = session(steps)
+    scope = Scope(session_id="text-mode")
+    out = []
+    for end in range(4, len(conversation) + 1, 2):
+        prepared = engine.prepare(conversation[:end], tools=engine.tools_for_model(), scope=scope)
+        assert not prepared.tools  # the agent calls no tool: expand_ref is not offered
+        out.append(prepared.messages)
+    return out
+
+
+def test_a_long_text_mode_session_keeps_its_notes_in_the_conversation_and_its_roles_alternating() -> None:
+    conversation = session(30)
+    last = views(30)[-1]
+    assert last[0] == SYSTEM and last[1] == TASK
+    assert not any(isinstance(m, SystemMessage) for m in last[1:])  # no note or facts block speaks as the system
+    assert not any(isinstance(m, ToolMessage) or (isinstance(m, AIMessage) and m.tool_calls) for m in last)
+    assert all(type(a) is not type(b) for a, b in pairwise(last[1:]))  # user, assistant, user...
+    notes = context_notes(last)
+    assert notes and all("expand_ref reads" not in text for text in notes)  # the agent has no expand_ref
+    at = [i for i, m in enumerate(last) if content_text(m.content) in notes]
+    # each note a user message after a reply naming it, as a command and its output
+    assert all(isinstance(last[i], HumanMessage) and isinstance(last[i - 1], AIMessage) and last[i - 1].content == "[context_notes]" for i in at)
+    assert last[-1] == conversation[-1]  # the output the model answers, whole and as received
+    assert len(last) < len(conversation)
+
+
+def test_older_outputs_are_summarised_and_commands_stay_fenced() -> None:
+    conversation = session(30)
+    last = views(30)[-1]
+    outputs = [m for i, m in enumerate(last[2:-1], 2) if content_text(last[i - 1].content).startswith("THOUGHT")]
+    originals = {content_text(m.content) for m in conversation if isinstance(m, HumanMessage)}
+    assert any(content_text(m.content) not in originals for m in outputs)  # an older one shown shorter
+    replies = [m for m in last if isinstance(m, AIMessage) and content_text(m.content).startswith("THOUGHT")]
+    assert replies and all(content_text(m.content).rstrip().endswith("```") and "```bash\nsed -n" in content_text(m.content) for m in replies)
+
+
+def test_calls_between_block_moves_reuse_the_previous_view_as_their_prefix() -> None:
+    shown = views(30)
+    kept = 0
+    for before, after in pairwise(shown):
+        same = next((i for i, (a, b) in enumerate(zip(before, after, strict=False)) if a != b), len(before))
+        kept += same >= len(before) - 1  # all but the output shown whole last time, shown summarised now
+    assert kept >= 3 * (len(shown) - 1) // 4 - 1  # tiers move once every four exchanges
+
+
+def test_an_output_a_later_one_changes_is_not_marked_while_the_history_goes_whole() -> None:
+    engine = memory_engine(ContextConfig(), clock=logical_clock())
+    conversation: list[BaseMessage] = [
+        SYSTEM, TASK,
+        AIMessage(content="THOUGHT: is the job done?\n\n```bash\ncat job.txt\n```"),
+        HumanMessage(content="<returncode>0</returncode>\n<output>\nstatus: pending\n</output>"),
+        AIMessage(content="THOUGHT: run it.\n\n```bash\n./run_job.sh && cat job.txt\n```"),
+        HumanMessage(content="<returncode>0</returncode>\n<output>\nstatus: done\n</output>"),
+        AIMessage(content="THOUGHT: what did it write?\n\n```bash\nls out\n```"),
+        HumanMessage(content="<returncode>0</returncode>\n<output>\nresult.csv\n</output>"),
+    ]
+    prepared = engine.prepare(conversation, scope=Scope(session_id="whole"))
+    # the later output is in view: a mark on the earlier one would rewrite the cached prompt
+    assert prepared.report.outdated_marked == 0
+    assert prepared.messages == conversation
+
+
+def test_only_user_turns_that_answer_a_command_are_outputs() -> None:
+    command = AIMessage(content="THOUGHT: list it.\n\n```bash\nls\n```")
+    said = AIMessage(content="Run this:\n\n```bash\nls\n```\n\nand tell me what you see.")
+    answer = HumanMessage(content="a.py b.py")
+    assert command_outputs([SYSTEM, TASK, command, answer]) == [3]
+    assert command_outputs([SYSTEM, TASK, said, answer]) == []  # a suggestion in prose, answered by the user
+    assert command_outputs([SYSTEM, command, answer]) == []  # the first user message is the task
+    tagged = HumanMessage(content="<returncode>0</returncode>\n<output>\na.py\n</output>")
+    assert command_outputs([SYSTEM, TASK, said, tagged]) == [3]  # mini-swe-agent's tags tell an output
+
+    @tool
+    def shell(command: str) -> str:
+        """Run a command."""
+        return command
+
+    assert command_outputs([SYSTEM, TASK, command, answer], [shell]) == []  # a host that binds tools calls them
+    called = AIMessage(content="", tool_calls=[{"name": "shell", "args": {"command": "ls"}, "id": "c1"}])
+    assert command_outputs([SYSTEM, TASK, called, ToolMessage(content="a.py", tool_call_id="c1"), command, answer]) == []
+
+
+def test_a_chat_without_commands_is_read_as_before() -> None:
+    engine = memory_engine(ContextConfig(), clock=logical_clock())
+    conversation: list[BaseMessage] = [SYSTEM, HumanMessage(content="My order is W123.")]
+    for i in range(3):
+        conversation += [AIMessage(content=f"Noted, step {i}."), HumanMessage(content=f"Actually it is W12{i + 4}.")]
+    prepared = engine.prepare(conversation, scope=Scope(session_id="chat"))
+    assert all(isinstance(m, (SystemMessage, HumanMessage)) or not m.tool_calls for m in prepared.messages)
+    assert prepared.report.outdated_marked > 0  # what the user said a later turn changed is marked, as before
