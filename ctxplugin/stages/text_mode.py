@@ -116,17 +116,39 @@ def as_tool_calls(messages: Sequence[BaseMessage], outputs: Sequence[int]) -> li
     """``messages`` with each output at ``outputs`` a tool result of the reply before it, which
     calls it (the same objects on every call for the same messages)."""
     out = list(messages)
-    for index in outputs:
-        out[index - 1], out[index] = _pair(messages, index)
+    for index, call_id in zip(outputs, _call_ids(messages, outputs), strict=True):
+        out[index - 1], out[index] = _pair(messages, index, call_id)
     return out
 
 
-def _pair(messages: Sequence[BaseMessage], index: int) -> tuple[AIMessage, ToolMessage]:
+_DIGESTS: PerMessage[str] = PerMessage(8192)
+
+
+def _digest(message: BaseMessage) -> str:
+    found = _DIGESTS.get(message)
+    if found is None:
+        found = hashlib.sha256(content_text(message.content).encode("utf-8", "surrogatepass")).hexdigest()
+        _DIGESTS.put(message, found)
+    return found
+
+
+def _call_ids(messages: Sequence[BaseMessage], outputs: Sequence[int]) -> list[str]:
+    """The id of each command at ``outputs``: a digest of the reply and its output, and which
+    repetition of that pair it is, so that a host dropping the oldest messages leaves the
+    others' ids as they were."""
+    seen: dict[str, int] = {}
+    ids: list[str] = []
+    for index in outputs:
+        digest = hashlib.sha256((_digest(messages[index - 1]) + _digest(messages[index])).encode()).hexdigest()[:16]
+        repeat = seen[digest] = seen.get(digest, -1) + 1
+        ids.append(f"command_{digest}" + (f"_{repeat}" if repeat else ""))
+    return ids
+
+
+def _pair(messages: Sequence[BaseMessage], index: int, call_id: str) -> tuple[AIMessage, ToolMessage]:
     reply, output = messages[index - 1], messages[index]
     if not isinstance(reply, AIMessage) or not isinstance(output, HumanMessage):
         raise TypeError("a command's output follows the reply that ran it")
-    digest = hashlib.sha256(content_text(reply.content).encode("utf-8", "surrogatepass")).hexdigest()[:12]
-    call_id = f"command_{index}_{digest}"
     return _as_call(reply, call_id), _as_result(output, call_id)
 
 
@@ -144,11 +166,12 @@ def as_text(messages: Sequence[BaseMessage], received: Sequence[BaseMessage], ou
     """A view of the conversation read by :func:`as_tool_calls` in the agent's own form (see the
     module docstring); ``received`` and ``outputs`` as given to it."""
     originals: dict[int, BaseMessage] = {}
-    for index in outputs:
-        call, result = _pair(received, index)
+    ids = _call_ids(received, outputs)
+    for index, call_id in zip(outputs, ids, strict=True):
+        call, result = _pair(received, index, call_id)
         originals[id(call)], originals[id(result)] = received[index - 1], received[index]
     # the output the model answers now, whole: the agent has no expand_ref to read the rest
-    latest = _pair(received, outputs[-1])[1].tool_call_id if outputs and outputs[-1] == len(received) - 1 else None
+    latest = ids[-1] if outputs and outputs[-1] == len(received) - 1 else None
     out: list[BaseMessage] = []
     for message in messages:
         original = originals.get(id(message))

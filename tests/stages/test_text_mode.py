@@ -13,7 +13,7 @@ from langchain_core.tools import tool
 
 from ctxplugin import ContextConfig, Scope
 from ctxplugin._layout import context_notes
-from ctxplugin.stages.text_mode import command_outputs
+from ctxplugin.stages.text_mode import as_tool_calls, command_outputs
 from ctxplugin.testing import logical_clock, memory_engine
 from ctxplugin.tokens import content_text
 
@@ -136,3 +136,14 @@ def test_a_chat_without_commands_is_read_as_before() -> None:
     prepared = engine.prepare(conversation, scope=Scope(session_id="chat"))
     assert all(isinstance(m, (SystemMessage, HumanMessage)) or not m.tool_calls for m in prepared.messages)
     assert prepared.report.outdated_marked > 0  # what the user said a later turn changed is marked, as before
+
+
+def test_a_command_keeps_its_id_when_the_host_drops_older_messages() -> None:
+    conversation = session(3)
+    read = as_tool_calls(conversation, command_outputs(conversation))
+    window = [SYSTEM, TASK, *conversation[4:]]  # the first command and its output dropped
+    again = as_tool_calls(window, command_outputs(window))
+    assert isinstance(read[-1], ToolMessage) and again[-1] is read[-1]  # the same result, read once
+    twice = [SYSTEM, TASK, reply(0), output(0), reply(0), output(0)]
+    results = [m for m in as_tool_calls(twice, command_outputs(twice)) if isinstance(m, ToolMessage)]
+    assert len({m.tool_call_id for m in results}) == 2  # the same command run twice: two calls
