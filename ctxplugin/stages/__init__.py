@@ -28,8 +28,8 @@ from ctxplugin.stages.memos import CaptureMemo, ReadMemo
 from ctxplugin.stages.refs import StoreRefs
 from ctxplugin.stages.room import FindRoom
 from ctxplugin.stages.shown import SkipShown
-from ctxplugin.stages.tools import ToolChoice, Tools, choose_tools
 from ctxplugin.stages.text_mode import ReadCommands, WriteCommands
+from ctxplugin.stages.tools import ToolChoice, Tools, choose_tools
 from ctxplugin.stages.validate import Validate
 from ctxplugin.stages.view import (
     CallView,

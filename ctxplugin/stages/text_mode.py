@@ -39,7 +39,7 @@ from ctxplugin.tokens import content_text
 TEXT_COMMAND_NAME = "command"
 """The name the command of a text-mode reply is called by while the stages read it."""
 
-_COMMAND_END = re.compile(r"```(?P<fence>bash|sh|shell|zsh|console)[ \t]*\r?\n(?P<command>.*?)\r?\n?```\s*\Z", re.DOTALL | re.IGNORECASE)
+_COMMAND_END = re.compile(r"```(?P<fence>bash|sh|shell|zsh|console|mswea_bash_command)[ \t]*\r?\n(?P<command>.*?)\r?\n?```\s*\Z", re.DOTALL | re.IGNORECASE)
 _OUTPUT_TAGS = re.compile(r"\A\s*<(?:returncode|output)>")
 _MARK = "text_mode"
 

@@ -113,6 +113,8 @@ def test_only_user_turns_that_answer_a_command_are_outputs() -> None:
     said = AIMessage(content="Run this:\n\n```bash\nls\n```\n\nand tell me what you see.")
     answer = HumanMessage(content="a.py b.py")
     assert command_outputs([SYSTEM, TASK, command, answer]) == [3]
+    fenced = AIMessage(content="THOUGHT: list it.\n\n```mswea_bash_command\nls\n```")
+    assert command_outputs([SYSTEM, TASK, fenced, answer]) == [3]  # mini-swe-agent's own fence
     assert command_outputs([SYSTEM, TASK, said, answer]) == []  # a suggestion in prose, answered by the user
     assert command_outputs([SYSTEM, command, answer]) == []  # the first user message is the task
     tagged = HumanMessage(content="<returncode>0</returncode>\n<output>\na.py\n</output>")
