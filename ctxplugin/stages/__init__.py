@@ -81,7 +81,7 @@ def pipeline(
     stages.append(FitBudget(facts=config.facts, counter=counter, block_size=config.history.block_size, note_tokens=config.history.digest_tokens,
                             captures=captures if config.cas.enabled else None,
                             hold_prompt=total_not_set(config)))
-    stages.append(WriteCommands())
+    stages.append(WriteCommands(counter=counter))
     stages.append(Account(counter=counter, note=note))
     return tuple(stages)
 

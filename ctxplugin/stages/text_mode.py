@@ -34,7 +34,7 @@ from ctxplugin._names import FACTS_LOOKUP_NAME, META_TOOL_NAMES, NOTES_LOOKUP_NA
 from ctxplugin.cas.capture import EXPAND_MORE
 from ctxplugin.history._dropped import without_expand_hint
 from ctxplugin.stages.view import CallView
-from ctxplugin.tokens import content_text
+from ctxplugin.tokens import TokenCounter, content_text, count_message
 
 TEXT_COMMAND_NAME = "command"
 """The name the command of a text-mode reply is called by while the stages read it."""
@@ -252,9 +252,15 @@ class ReadCommands:
 
 @dataclass(frozen=True, slots=True)
 class WriteCommands:
-    """Give a text-mode conversation's view back in the agent's own form."""
+    """Give a text-mode conversation's view back in the agent's own form, its sections counted
+    as sent (the latest output whole, not as its summary was budgeted).
+
+    Attributes:
+        counter: counts the messages written back.
+    """
 
     name: ClassVar[str] = "text_view"
+    counter: TokenCounter
 
     def apply(self, view: CallView) -> CallView:
         if view.text_outputs is None or view.fitted is None:
@@ -262,14 +268,21 @@ class WriteCommands:
         received, outputs = view.text_outputs
         fitted = view.fitted
         messages = tuple(as_text(fitted.messages, received, outputs))
-        # an agent that writes its commands as text calls no tool: expand_ref is not bound
         sections = dict(fitted.sections)
+        for read, sent in zip(fitted.messages, messages, strict=True):
+            if read is not sent:
+                kind = synthetic_kind(read)
+                section = kind if kind == "facts" else "summaries" if isinstance(read, ToolMessage) and kind is None else "history"
+                if section in sections:
+                    sections[section] += count_message(sent, self.counter) - count_message(read, self.counter)
+        # an agent that writes its commands as text calls no tool: expand_ref is not bound
         if view.expand_ref is not None and view.expand_ref in view.tools:
             sections["tools"] = max(0, sections.get("tools", 0) - view.expand_ref_tokens)
+        within = fitted.within_budget and sum(sections.values()) <= view.budgets["total"]
         return view.override(
             tools=tuple(t for t in view.tools if not _tool_names([t]) & META_TOOL_NAMES),
             tool_tokens=sections.get("tools", 0),
-            fitted=replace(fitted, messages=messages, sections=sections),
+            fitted=replace(fitted, messages=messages, sections=sections, within_budget=within),
         )
 
 

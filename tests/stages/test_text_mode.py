@@ -15,7 +15,7 @@ from ctxplugin import ContextConfig, Scope
 from ctxplugin._layout import context_notes
 from ctxplugin.stages.text_mode import as_tool_calls, command_outputs
 from ctxplugin.testing import logical_clock, memory_engine
-from ctxplugin.tokens import content_text
+from ctxplugin.tokens import content_text, count_messages
 
 
 @pytest.fixture(autouse=True)
@@ -149,3 +149,14 @@ def test_a_command_keeps_its_id_when_the_host_drops_older_messages() -> None:
     twice = [SYSTEM, TASK, reply(0), output(0), reply(0), output(0)]
     results = [m for m in as_tool_calls(twice, command_outputs(twice)) if isinstance(m, ToolMessage)]
     assert len({m.tool_call_id for m in results}) == 2  # the same command run twice: two calls
+
+
+def test_the_report_counts_the_latest_output_as_sent_whole() -> None:
+    engine = memory_engine(ContextConfig(), clock=logical_clock())
+    conversation = session(12)
+    long_output = "\n".join(f"{i}:    value_{i} = compute(item_{i})" for i in range(600))
+    conversation[-1] = HumanMessage(content=f"<returncode>0</returncode>\n<output>\n{long_output}\n</output>")
+    prepared = engine.prepare(conversation, tools=engine.tools_for_model(), scope=Scope(session_id="counted"))
+    assert prepared.messages[-1] == conversation[-1]
+    counter = engine.counter
+    assert prepared.report.tokens_after == count_messages(prepared.messages, counter)
