@@ -14,7 +14,9 @@ every assistant message without that call and every output a user message again,
 lookup of ctxplugin's (context notes, the facts block) an assistant turn naming it followed by
 a user message holding its text, as a command and its output. The output the model answers now
 is sent whole, as received. A conversation that binds a tool of the host's or holds a tool call
-is never read so, nor is a user turn that does not follow such a reply.
+is never read so, nor one with an assistant reply since its first command that runs none (a chat
+assistant's install command answered by what the user says), nor a user turn that does not
+follow such a reply (see :func:`command_outputs`).
 """
 
 from __future__ import annotations
@@ -39,9 +41,30 @@ from ctxplugin.tokens import TokenCounter, content_text, count_message
 TEXT_COMMAND_NAME = "command"
 """The name the command of a text-mode reply is called by while the stages read it."""
 
-_COMMAND_END = re.compile(r"```(?P<fence>bash|sh|shell|zsh|console|mswea_bash_command)[ \t]*\r?\n(?P<command>.*?)\r?\n?```\s*\Z", re.DOTALL | re.IGNORECASE)
+_OPENING = re.compile(r"```(bash|sh|shell|zsh|console|mswea_bash_command)[ \t]*\r?\n", re.IGNORECASE)
 _OUTPUT_TAGS = re.compile(r"\A\s*<(?:returncode|output)>")
 _MARK = "text_mode"
+_BLOCKS: PerMessage[tuple[int, str, str] | tuple[()]] = PerMessage(8192)
+
+
+def _final_block(message: AIMessage) -> tuple[int, str, str] | tuple[()]:
+    """Where the fenced shell block ending ``message``'s text starts, its fence and its command,
+    or ``()``: the last fence is found from the end, once per message (a reply of many blocks
+    is not searched again from each of them)."""
+    found = _BLOCKS.get(message)
+    if found is None:
+        found = ()
+        text = message.content
+        if isinstance(text, str):
+            end = len(text.rstrip())
+            opening = text.rfind("```", 0, end - 3) if text.endswith("```", 0, end) else -1
+            fence = _OPENING.match(text, opening) if opening >= 0 else None
+            if fence is not None and fence.end() <= end - 3 + 1:
+                command = text[fence.end() : end - 3]
+                command = command[:-2] if command.endswith("\r\n") else command[:-1] if command.endswith("\n") else command
+                found = (opening, fence[1], command)
+        _BLOCKS.put(message, found)
+    return found
 
 
 def _tool_names(tools: Sequence[Any]) -> set[str]:
@@ -52,28 +75,48 @@ def _tool_names(tools: Sequence[Any]) -> set[str]:
     return names
 
 
+def _asks_for_format(message: BaseMessage) -> bool:
+    """Whether ``message`` answers a reply by asking for the command's format, as
+    mini-swe-agent's format error does (its template quotes the fenced block)."""
+    text = content_text(message.content)
+    return "```" in text or "backticks" in text.lower()
+
+
 def command_outputs(messages: Sequence[BaseMessage], tools: Sequence[Any] = ()) -> list[int]:
-    """Indexes of the user messages of ``messages`` that are a command's output: each follows
-    an assistant message whose text ends with a fenced shell block (or starts with mini-swe-agent's
-    ``<returncode>``/``<output>`` tags after one holding such a block), in a conversation that
-    holds no tool call and is given no tool but ctxplugin's own. The first user message (the
-    task) never is one."""
+    """Indexes of the user messages of ``messages`` that are a command's output, in a
+    conversation that holds no tool call, is given no tool but ctxplugin's own, and whose
+    assistant replies since the first command all run one: each ends with a fenced shell block
+    (or holds one and is answered with mini-swe-agent's ``<returncode>``/``<output>`` tags),
+    except a reply answered by a request for that format (mini-swe-agent's format error). It
+    takes two such commands, or one answered with those tags: a chat assistant that once ends a
+    reply with an install command has its user's answer read as what the user said. The first
+    user message (the task) is never an output."""
     if _tool_names(tools) - META_TOOL_NAMES:
         return []
     found: list[int] = []
-    humans = 0
+    commands = tagged = 0
+    task = True
     for index, message in enumerate(messages):
-        if isinstance(message, ToolMessage) or (isinstance(message, AIMessage) and message.tool_calls):
+        if isinstance(message, ToolMessage):
             return []
-        if not isinstance(message, HumanMessage) or is_note(message):
+        if isinstance(message, HumanMessage) and task and not is_note(message):
+            task = False
+        if not isinstance(message, AIMessage):
             continue
-        humans += 1
-        before = messages[index - 1] if index else None
-        if humans == 1 or not isinstance(before, AIMessage) or not isinstance(before.content, str):
-            continue
-        if _COMMAND_END.search(before.content) or ("```" in before.content and _OUTPUT_TAGS.match(content_text(message.content))):
-            found.append(index)
-    return found
+        if message.tool_calls:
+            return []
+        after = messages[index + 1] if index + 1 < len(messages) else None
+        answer = after if isinstance(after, HumanMessage) and not is_note(after) and not task else None
+        tags = answer is not None and bool(_OUTPUT_TAGS.match(content_text(answer.content)))
+        text = message.content
+        if _final_block(message) or (tags and isinstance(text, str) and "```" in text):
+            commands += 1
+            tagged += tags
+            if answer is not None:
+                found.append(index + 1)
+        elif commands and not (answer is not None and _asks_for_format(answer)):
+            return []
+    return found if commands >= 2 or tagged else []
 
 
 _CALLS: PerMessage[dict[str, AIMessage]] = PerMessage(4096)
@@ -89,11 +132,11 @@ def _as_call(message: AIMessage, call_id: str) -> AIMessage:
         # a command at the end of the reply becomes the call's argument: compression keeps a
         # call's arguments where it shortens the text, and the block is written back after it
         text = content_text(message.content)
-        found = _COMMAND_END.search(text)
-        fence, args = (found["fence"], {"command": found["command"]}) if found else (True, {})
+        found = _final_block(message)
+        fence, args = (found[1], {"command": found[2]}) if found else (True, {})
         extra = {**message.additional_kwargs, META_KEY: {**annotation(message), _MARK: fence}}
         made[call_id] = message.model_copy(update={
-            "content": text[: found.start()].rstrip() if found else message.content,
+            "content": text[: found[0]].rstrip() if found else message.content,
             "tool_calls": [{"name": TEXT_COMMAND_NAME, "args": args, "id": call_id, "type": "tool_call"}],
             "additional_kwargs": extra,
         })

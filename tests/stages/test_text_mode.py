@@ -112,11 +112,12 @@ def test_only_user_turns_that_answer_a_command_are_outputs() -> None:
     command = AIMessage(content="THOUGHT: list it.\n\n```bash\nls\n```")
     said = AIMessage(content="Run this:\n\n```bash\nls\n```\n\nand tell me what you see.")
     answer = HumanMessage(content="a.py b.py")
-    assert command_outputs([SYSTEM, TASK, command, answer]) == [3]
+    ran = [SYSTEM, TASK, command, answer]
+    assert command_outputs([*ran, command, answer]) == [3, 5]
     fenced = AIMessage(content="THOUGHT: list it.\n\n```mswea_bash_command\nls\n```")
-    assert command_outputs([SYSTEM, TASK, fenced, answer]) == [3]  # mini-swe-agent's own fence
-    assert command_outputs([SYSTEM, TASK, said, answer]) == []  # a suggestion in prose, answered by the user
-    assert command_outputs([SYSTEM, command, answer]) == []  # the first user message is the task
+    assert command_outputs([*ran, fenced, answer]) == [3, 5]  # mini-swe-agent's own fence
+    assert command_outputs([*ran, said, answer]) == []  # a suggestion in prose, answered by the user: a chat
+    assert command_outputs([SYSTEM, command, answer, command, answer]) == [4]  # the first user message is the task
     tagged = HumanMessage(content="<returncode>0</returncode>\n<output>\na.py\n</output>")
     assert command_outputs([SYSTEM, TASK, said, tagged]) == [3]  # mini-swe-agent's tags tell an output
 
@@ -125,9 +126,9 @@ def test_only_user_turns_that_answer_a_command_are_outputs() -> None:
         """Run a command."""
         return command
 
-    assert command_outputs([SYSTEM, TASK, command, answer], [shell]) == []  # a host that binds tools calls them
+    assert command_outputs([*ran, command, answer], [shell]) == []  # a host that binds tools calls them
     called = AIMessage(content="", tool_calls=[{"name": "shell", "args": {"command": "ls"}, "id": "c1"}])
-    assert command_outputs([SYSTEM, TASK, called, ToolMessage(content="a.py", tool_call_id="c1"), command, answer]) == []
+    assert command_outputs([SYSTEM, TASK, called, ToolMessage(content="a.py", tool_call_id="c1"), *ran[2:], command, answer]) == []
 
 
 def test_a_chat_without_commands_is_read_as_before() -> None:
@@ -160,3 +161,50 @@ def test_the_report_counts_the_latest_output_as_sent_whole() -> None:
     assert prepared.messages[-1] == conversation[-1]
     counter = engine.counter
     assert prepared.report.tokens_after == count_messages(prepared.messages, counter)
+
+
+def test_a_chats_answer_to_a_reply_ending_with_a_shell_block_stays_what_the_user_said() -> None:
+    engine = memory_engine(ContextConfig(), clock=logical_clock())
+    scope = Scope(session_id="chat-with-a-block")
+    correction = HumanMessage(content="Thanks — my budget is now 900 EUR, not 700.")
+    conversation: list[BaseMessage] = [
+        SystemMessage(content="You are a helpful travel assistant."),
+        HumanMessage(content="I'm planning a week in Lisbon in May. My budget is 700 EUR."),
+        AIMessage(content="Great choice! The tripkit helper plans it for you. Install it with:\n```bash\npip install tripkit\n```"),
+        correction,
+        AIMessage(content="Noted, 900 EUR it is."),
+        HumanMessage(content="Which neighbourhood should I stay in?"),
+    ]
+    assert command_outputs(conversation) == []
+    prepared = engine.prepare(conversation, scope=scope)
+    assert correction in prepared.messages  # whole, where the user said it
+    assert prepared.report.outdated_marked == 1  # the budget said before is marked as changed
+    budget = engine.facts.current("my_budget", scope=scope)
+    assert budget is not None and "900" in budget.text and budget.authority == "user"
+    assert any("700" in old.text for old, _ in engine.facts.superseded(scope=scope))
+
+
+def test_a_conversation_is_read_as_commands_only_where_its_replies_since_the_first_are_commands() -> None:
+    def run(step: int) -> AIMessage:
+        return AIMessage(content=f"THOUGHT: step {step}.\n\n```bash\nls dir_{step}\n```")
+
+    said = HumanMessage(content="ok, and?")
+    assert command_outputs([SYSTEM, TASK, run(0), said]) == []  # one command answered in plain words: a chat
+    assert command_outputs([SYSTEM, TASK, run(0), output(0)]) == [3]  # mini-swe-agent's tags tell it at once
+    assert command_outputs([SYSTEM, TASK, run(0), said, run(1), said]) == [3, 5]
+    chatted = AIMessage(content="That worked, anything else?")
+    assert command_outputs([SYSTEM, TASK, run(0), said, chatted, said, run(1), said]) == []
+    assert command_outputs([SYSTEM, TASK, chatted, said, run(0), said, run(1), said]) == [5, 7]  # chat before the first
+    # mini-swe-agent's format error: a reply without exactly one block, answered with the format
+    two = AIMessage(content="THOUGHT: both.\n\n```bash\nls\n```\n\n```bash\npwd\n```\n\nDone.")
+    error = HumanMessage(content="Please always provide EXACTLY ONE action in triple backticks, found 2 actions.")
+    assert command_outputs([SYSTEM, TASK, run(0), output(0), two, error, run(1), output(1)]) == [3, 7]
+
+
+def test_the_command_is_the_block_that_ends_the_reply() -> None:
+    text = "THOUGHT: first look.\n\n```bash\ncat a.py\n```\n\nthen the other one:\n\n```bash\ncat b.py\n```"
+    conversation: list[BaseMessage] = [SYSTEM, TASK, AIMessage(content=text), output(0), reply(1), output(1)]
+    read = as_tool_calls(conversation, command_outputs(conversation))
+    call = read[2]
+    assert isinstance(call, AIMessage) and call.tool_calls[0]["args"] == {"command": "cat b.py"}
+    assert content_text(call.content).endswith("then the other one:")
