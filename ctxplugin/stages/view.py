@@ -122,8 +122,9 @@ class CallView:
         omitted: exchanges compression condensed into notes (history).
         facts_anchor: the message the facts block is placed before (history).
         fitted: the assembled view (fit).
-        text_outputs: a text-mode conversation's messages as received and the indexes of its
-            command outputs, read as tool results in between (text_mode, text_view).
+        text_outputs: a text-mode conversation's messages as received, the indexes of its
+            command outputs, read as tool results in between, and the call id of the output it
+            ends with (text_mode, text_view).
         warnings: what was skipped or changed, in the order it happened.
         timings: milliseconds per stage so far.
         report: the account of the call (account).
@@ -162,7 +163,7 @@ class CallView:
     omitted: int = 0
     facts_anchor: BaseMessage | None = None
     fitted: Fitted | None = None
-    text_outputs: tuple[Sequence[BaseMessage], tuple[int, ...]] | None = None
+    text_outputs: tuple[Sequence[BaseMessage], tuple[int, ...], str | None] | None = None
     warnings: tuple[str, ...] = ()
     timings: Mapping[str, float] = field(default_factory=dict)
     report: ContextReport | None = None

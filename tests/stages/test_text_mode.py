@@ -4,6 +4,7 @@ placed in the conversation rather than in system messages, and the view in the a
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Iterator
 from itertools import pairwise
 
@@ -13,6 +14,7 @@ from langchain_core.tools import tool
 
 from ctxplugin import ContextConfig, Scope
 from ctxplugin._layout import context_notes
+from ctxplugin.stages._commands import Reading
 from ctxplugin.stages.text_mode import as_tool_calls, command_outputs
 from ctxplugin.testing import logical_clock, memory_engine
 from ctxplugin.tokens import content_text, count_messages
@@ -143,12 +145,12 @@ def test_a_chat_without_commands_is_read_as_before() -> None:
 
 def test_a_command_keeps_its_id_when_the_host_drops_older_messages() -> None:
     conversation = session(3)
-    read = as_tool_calls(conversation, command_outputs(conversation))
+    read = as_tool_calls(conversation)
     window = [SYSTEM, TASK, *conversation[4:]]  # the first command and its output dropped
-    again = as_tool_calls(window, command_outputs(window))
+    again = as_tool_calls(window)
     assert isinstance(read[-1], ToolMessage) and again[-1] is read[-1]  # the same result, read once
     twice = [SYSTEM, TASK, reply(0), output(0), reply(0), output(0)]
-    results = [m for m in as_tool_calls(twice, command_outputs(twice)) if isinstance(m, ToolMessage)]
+    results = [m for m in as_tool_calls(twice) if isinstance(m, ToolMessage)]
     assert len({m.tool_call_id for m in results}) == 2  # the same command run twice: two calls
 
 
@@ -204,7 +206,31 @@ def test_a_conversation_is_read_as_commands_only_where_its_replies_since_the_fir
 def test_the_command_is_the_block_that_ends_the_reply() -> None:
     text = "THOUGHT: first look.\n\n```bash\ncat a.py\n```\n\nthen the other one:\n\n```bash\ncat b.py\n```"
     conversation: list[BaseMessage] = [SYSTEM, TASK, AIMessage(content=text), output(0), reply(1), output(1)]
-    read = as_tool_calls(conversation, command_outputs(conversation))
+    read = as_tool_calls(conversation)
     call = read[2]
     assert isinstance(call, AIMessage) and call.tool_calls[0]["args"] == {"command": "cat b.py"}
     assert content_text(call.content).endswith("then the other one:")
+
+
+def test_a_sessions_reading_carried_from_call_to_call_is_that_of_its_whole_conversation() -> None:
+    error = HumanMessage(content="Please always provide EXACTLY ONE action in triple backticks, found 0 actions.")
+    conversation = [*session(3), AIMessage(content="THOUGHT: I am done."), error, reply(3), output(3), reply(4), output(4)]
+    reading = Reading()
+
+    def agrees(messages: list[BaseMessage]) -> None:
+        found = reading.read(messages)
+        outputs = command_outputs(messages)
+        assert (found[1] if found else ()) == tuple(outputs)
+        if found:
+            assert all(map(operator.is_, found[0], as_tool_calls(messages)))
+            assert (found[2] is not None) == (outputs[-1] == len(messages) - 1)
+
+    for end in range(1, len(conversation) + 1):  # one message more on each call
+        agrees(conversation[:end])
+    agrees(conversation)  # the same call again
+    chatted = [*conversation[:4], AIMessage(content="That is all, anything else?"), *conversation[5:]]
+    agrees(chatted)  # a message replaced: read again from the start
+    assert reading.read(chatted) is None
+    agrees(conversation)
+    agrees([SYSTEM, TASK, *conversation[4:]])  # the oldest exchange dropped
+    agrees(conversation[:7])  # back to an earlier point

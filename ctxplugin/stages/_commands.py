@@ -1,0 +1,256 @@
+"""A text-mode conversation read as the tool calls it stands for (see :mod:`ctxplugin.stages.text_mode`).
+
+What is read of one message (the fenced block ending a reply, a digest of its text, its form as
+a tool call or result) is read once and memoised by the message. A session's reading is carried
+from one call to the next (:class:`Reading`): a host that resends its conversation with a few
+messages appended has only those read, so a call costs the same early and late in a session.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+
+from ctxplugin._layout import is_note
+from ctxplugin._lru import PerMessage
+from ctxplugin._messages import META_KEY, annotation
+from ctxplugin._names import META_TOOL_NAMES
+from ctxplugin._prefix import Prefix
+from ctxplugin.tokens import content_text
+
+TEXT_COMMAND_NAME = "command"
+"""The name the command of a text-mode reply is called by while the stages read it."""
+
+MARK = "text_mode"
+"""The annotation that tells a message read from a text-mode one."""
+
+_OPENING = re.compile(r"```(bash|sh|shell|zsh|console|mswea_bash_command)[ \t]*\r?\n", re.IGNORECASE)
+_OUTPUT_TAGS = re.compile(r"\A\s*<(?:returncode|output)>")
+_BLOCKS: PerMessage[tuple[int, str, str] | tuple[()]] = PerMessage(8192)
+
+
+def final_block(message: AIMessage) -> tuple[int, str, str] | tuple[()]:
+    """Where the fenced shell block ending ``message``'s text starts, its fence and its command,
+    or ``()``: the last fence is found from the end, once per message (a reply of many blocks
+    is not searched again from each of them)."""
+    found = _BLOCKS.get(message)
+    if found is None:
+        found = ()
+        text = message.content
+        if isinstance(text, str):
+            end = len(text.rstrip())
+            opening = text.rfind("```", 0, end - 3) if text.endswith("```", 0, end) else -1
+            fence = _OPENING.match(text, opening) if opening >= 0 else None
+            if fence is not None and fence.end() <= end - 3:
+                command = text[fence.end() : end - 3]
+                command = command[:-2] if command.endswith("\r\n") else command[:-1] if command.endswith("\n") else command
+                found = (opening, fence[1], command)
+        _BLOCKS.put(message, found)
+    return found
+
+
+def tool_names(tools: Sequence[Any]) -> set[str]:
+    """The names of ``tools`` (a tool without one by its repr)."""
+    names: set[str] = set()
+    for tool in tools:
+        name = tool.get("name") or tool.get("function", {}).get("name") if isinstance(tool, dict) else getattr(tool, "name", None)
+        names.add(str(name) if name else repr(tool))
+    return names
+
+
+def _asks_for_format(message: BaseMessage) -> bool:
+    """Whether ``message`` answers a reply by asking for the command's format, as
+    mini-swe-agent's format error does (its template quotes the fenced block)."""
+    text = content_text(message.content)
+    return "```" in text or "backticks" in text.lower()
+
+
+_CALLS: PerMessage[dict[str, AIMessage]] = PerMessage(4096)
+_RESULTS: PerMessage[dict[str, ToolMessage]] = PerMessage(4096)
+_ORIGINALS: PerMessage[BaseMessage] = PerMessage(8192)
+
+
+def original(message: BaseMessage) -> BaseMessage | None:
+    """The message of the agent's that ``message`` (a call or result read from it) stands for."""
+    return _ORIGINALS.get(message)
+
+
+def _as_call(message: AIMessage, call_id: str) -> AIMessage:
+    made = _CALLS.get(message)
+    if made is None:
+        made = {}
+        _CALLS.put(message, made)
+    if call_id not in made:
+        # a command at the end of the reply becomes the call's argument: compression keeps a
+        # call's arguments where it shortens the text, and the block is written back after it
+        text = content_text(message.content)
+        found = final_block(message)
+        fence, args = (found[1], {"command": found[2]}) if found else (True, {})
+        extra = {**message.additional_kwargs, META_KEY: {**annotation(message), MARK: fence}}
+        made[call_id] = call = message.model_copy(update={
+            "content": text[: found[0]].rstrip() if found else message.content,
+            "tool_calls": [{"name": TEXT_COMMAND_NAME, "args": args, "id": call_id, "type": "tool_call"}],
+            "additional_kwargs": extra,
+        })
+        _ORIGINALS.put(call, message)
+    return made[call_id]
+
+
+def _as_result(message: HumanMessage, call_id: str) -> ToolMessage:
+    made = _RESULTS.get(message)
+    if made is None:
+        made = {}
+        _RESULTS.put(message, made)
+    if call_id not in made:
+        extra = {**message.additional_kwargs, META_KEY: {**annotation(message), MARK: True}}
+        made[call_id] = result = ToolMessage(content=message.content, tool_call_id=call_id, name=TEXT_COMMAND_NAME, id=message.id,
+                                             additional_kwargs=extra)
+        _ORIGINALS.put(result, message)
+    return made[call_id]
+
+
+_DIGESTS: PerMessage[str] = PerMessage(8192)
+
+
+def _digest(message: BaseMessage) -> str:
+    found = _DIGESTS.get(message)
+    if found is None:
+        found = hashlib.sha256(content_text(message.content).encode("utf-8", "surrogatepass")).hexdigest()
+        _DIGESTS.put(message, found)
+    return found
+
+
+class _Scan:
+    """How far the reading of one conversation got: the state before the reply at ``upto``.
+
+    Each command's id is a digest of the reply and its output, and which repetition of that
+    pair it is, so that a host dropping the oldest messages leaves the others' ids as they were."""
+
+    __slots__ = ("commands", "dead", "ids", "outputs", "read", "seen", "tagged", "task", "upto")
+
+    def __init__(self) -> None:
+        self.upto = 0
+        self.read: list[BaseMessage] = []  # the messages before upto as tool calls
+        self.outputs: list[int] = []
+        self.ids: list[str] = []
+        self.seen: dict[str, int] = {}
+        self.commands = self.tagged = 0
+        self.task = True  # the first user message (the task) not met yet
+        self.dead = False  # a tool call, or a reply since the first command that runs none
+
+    def copy(self) -> _Scan:
+        other = _Scan()
+        other.upto, other.read, other.outputs, other.ids, other.seen = self.upto, self.read[:], self.outputs[:], self.ids[:], dict(self.seen)
+        other.commands, other.tagged, other.task, other.dead = self.commands, self.tagged, self.task, self.dead
+        return other
+
+    def go_on(self, messages: Sequence[BaseMessage], stop: int) -> None:
+        """Read ``messages[upto:stop]``; a reply's answer may be past ``stop``."""
+        self.read.extend(messages[len(self.read) : stop])
+        for index in range(self.upto, stop):
+            if self.dead:
+                break
+            message = messages[index]
+            if isinstance(message, ToolMessage):
+                self.dead = True
+            elif isinstance(message, HumanMessage):
+                self.task = self.task and is_note(message)
+            elif isinstance(message, AIMessage):
+                self._reply(messages, index, message)
+        self.upto = stop
+
+    def _reply(self, messages: Sequence[BaseMessage], index: int, message: AIMessage) -> None:
+        if message.tool_calls:
+            self.dead = True
+            return
+        after = messages[index + 1] if index + 1 < len(messages) else None
+        answer = after if isinstance(after, HumanMessage) and not self.task and not is_note(after) else None
+        text = message.content
+        if final_block(message) or (isinstance(text, str) and "```" in text and answer is not None
+                                    and _OUTPUT_TAGS.match(content_text(answer.content))):
+            self.commands += 1
+            if answer is None:
+                return
+            self.tagged += bool(_OUTPUT_TAGS.match(content_text(answer.content)))
+            digest = hashlib.sha256((_digest(message) + _digest(answer)).encode()).hexdigest()[:16]
+            repeat = self.seen[digest] = self.seen.get(digest, -1) + 1
+            call_id = f"command_{digest}" + (f"_{repeat}" if repeat else "")
+            self.outputs.append(index + 1)
+            self.ids.append(call_id)
+            if len(self.read) <= index + 1:
+                self.read.append(answer)
+            self.read[index], self.read[index + 1] = _as_call(message, call_id), _as_result(answer, call_id)
+        elif self.commands and not (answer is not None and _asks_for_format(answer)):
+            self.dead = True
+
+    @property
+    def commanded(self) -> bool:
+        """Whether the conversation read is a text-mode agent's: no tool call, every reply since
+        the first command one (or answered by a request for the format), two commands or one
+        answered with mini-swe-agent's ``<returncode>``/``<output>`` tags."""
+        return not self.dead and (self.commands >= 2 or self.tagged > 0)
+
+
+def command_outputs(messages: Sequence[BaseMessage], tools: Sequence[Any] = ()) -> list[int]:
+    """Indexes of the user messages of ``messages`` that are a command's output, in a
+    conversation that holds no tool call, is given no tool but ctxplugin's own, and whose
+    assistant replies since the first command all run one: each ends with a fenced shell block
+    (or holds one and is answered with mini-swe-agent's ``<returncode>``/``<output>`` tags),
+    except a reply answered by a request for that format (mini-swe-agent's format error). It
+    takes two such commands, or one answered with those tags: a chat assistant that once ends a
+    reply with an install command has its user's answer read as what the user said. The first
+    user message (the task) is never an output."""
+    if tool_names(tools) - META_TOOL_NAMES:
+        return []
+    scan = _Scan()
+    scan.go_on(messages, len(messages))
+    return scan.outputs if scan.commanded else []
+
+
+def as_tool_calls(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
+    """``messages`` with each command's output a tool result of the reply before it, which calls
+    it (the same objects on every call for the same messages); as they are if they are no
+    text-mode agent's."""
+    scan = _Scan()
+    scan.go_on(messages, len(messages))
+    return scan.read if scan.commanded else list(messages)
+
+
+class Reading:
+    """One session's reading carried to its next call: the messages received and the scan up
+    to its last reply (whose output may come next). Not locked: its owner claims it per call."""
+
+    __slots__ = ("prefix", "saved")
+
+    def __init__(self) -> None:
+        self.prefix = Prefix()
+        self.saved = _Scan()
+
+    def read(self, messages: Sequence[BaseMessage]) -> tuple[list[BaseMessage], tuple[int, ...], str | None] | None:
+        """``messages`` as tool calls, the indexes of the outputs and the id of the latest one
+        when it ends them; None for a conversation that is no text-mode agent's."""
+        if self.prefix.changed(messages) != []:  # not the last call's messages with more appended
+            self.prefix.clear()
+            self.saved = _Scan()
+        scan = self.saved
+        stop = next((i for i in range(len(messages) - 1, scan.upto - 1, -1) if isinstance(messages[i], AIMessage)), scan.upto)
+        if stop > scan.upto and not scan.dead:
+            scan = scan.copy()
+            scan.go_on(messages, stop)
+            self.saved = scan  # never changed once saved: the next call goes on from a copy
+        self.prefix.extend(messages[len(self.prefix) :])
+        if scan.dead:
+            return None
+        scan = scan.copy()
+        scan.go_on(messages, len(messages))
+        if not scan.commanded:
+            return None
+        latest = scan.ids[-1] if scan.outputs and scan.outputs[-1] == len(messages) - 1 else None
+        return scan.read, tuple(scan.outputs), latest
+
+
+__all__ = ["MARK", "TEXT_COMMAND_NAME", "Reading", "as_tool_calls", "command_outputs", "final_block", "original", "tool_names"]
