@@ -697,6 +697,7 @@ def _text_mode_views() -> list[View]:
 def test_a_text_mode_agents_views_are_accepted(name: str) -> None:
     views = _text_mode_views()
     assert any(synthetic_kind(m) == "notes" for view in views for m in view.messages), "no view holds context notes"
+    assert any(synthetic_kind(m) == "facts" for view in views for m in view.messages), "no view holds the facts block"
     for view in views:  # no tool bound or called, no system message after the header, the latest output last and whole
         assert not view.tools
         assert not any(isinstance(m, ToolMessage) or (isinstance(m, AIMessage) and m.tool_calls) for m in view.messages)

@@ -158,7 +158,8 @@ class ReadCommands:
 @dataclass(frozen=True, slots=True)
 class WriteCommands:
     """Give a text-mode conversation's view back in the agent's own form, its sections counted
-    as sent (the latest output whole, not as its summary was budgeted).
+    as sent (the latest output whole, not as its summary was budgeted, unless whole it would
+    not fit the total budget).
 
     Attributes:
         counter: counts the messages written back.
@@ -172,23 +173,34 @@ class WriteCommands:
             return view
         received, _, latest = view.text_outputs
         fitted = view.fitted
-        messages = tuple(as_text(fitted.messages, (latest, received[-1]) if latest is not None else None))
-        sections = dict(fitted.sections)
-        for read, sent in zip(fitted.messages, messages, strict=True):
-            if read is not sent:
-                kind = synthetic_kind(read)
-                section = kind if kind == "facts" else "summaries" if isinstance(read, ToolMessage) and kind is None else "history"
-                if section in sections:
-                    sections[section] += count_message(sent, self.counter) - count_message(read, self.counter)
+        tools = dict(fitted.sections)
         # an agent that writes its commands as text calls no tool: expand_ref is not bound
         if view.expand_ref is not None and view.expand_ref in view.tools:
-            sections["tools"] = max(0, sections.get("tools", 0) - view.expand_ref_tokens)
+            tools["tools"] = max(0, tools.get("tools", 0) - view.expand_ref_tokens)
+        messages, sections = self._written(fitted.messages, tools, (latest, received[-1]) if latest is not None else None)
+        if latest is not None and fitted.within_budget and sum(sections.values()) > view.budgets["total"]:
+            # the latest output whole would not fit: it goes as it was fitted, stored and summarised
+            messages, sections = self._written(fitted.messages, tools, None)
         within = fitted.within_budget and sum(sections.values()) <= view.budgets["total"]
         return view.override(
             tools=tuple(t for t in view.tools if not tool_names([t]) & META_TOOL_NAMES),
             tool_tokens=sections.get("tools", 0),
             fitted=replace(fitted, messages=messages, sections=sections, within_budget=within),
         )
+
+    def _written(
+        self, fitted: Sequence[BaseMessage], sections: dict[str, int], latest: tuple[str, BaseMessage] | None
+    ) -> tuple[tuple[BaseMessage, ...], dict[str, int]]:
+        """``fitted`` written back (see :func:`as_text`) and ``sections`` counted as sent."""
+        messages = tuple(as_text(fitted, latest))
+        sections = dict(sections)
+        for read, sent in zip(fitted, messages, strict=True):
+            if read is not sent:
+                kind = synthetic_kind(read)
+                section = kind if kind == "facts" else "summaries" if isinstance(read, ToolMessage) and kind is None else "history"
+                if section in sections:
+                    sections[section] += count_message(sent, self.counter) - count_message(read, self.counter)
+        return messages, sections
 
 
 __all__ = ["TEXT_COMMAND_NAME", "ReadCommands", "WriteCommands", "as_text", "as_tool_calls", "command_outputs"]

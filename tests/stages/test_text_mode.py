@@ -157,7 +157,7 @@ def test_a_command_keeps_its_id_when_the_host_drops_older_messages() -> None:
 def test_the_report_counts_the_latest_output_as_sent_whole() -> None:
     engine = memory_engine(ContextConfig(), clock=logical_clock())
     conversation = session(12)
-    long_output = "\n".join(f"{i}:    value_{i} = compute(item_{i})" for i in range(600))
+    long_output = "\n".join(f"{i}:    value_{i} = compute(item_{i})" for i in range(300))
     conversation[-1] = HumanMessage(content=f"<returncode>0</returncode>\n<output>\n{long_output}\n</output>")
     prepared = engine.prepare(conversation, tools=engine.tools_for_model(), scope=Scope(session_id="counted"))
     assert prepared.messages[-1] == conversation[-1]
@@ -234,3 +234,15 @@ def test_a_sessions_reading_carried_from_call_to_call_is_that_of_its_whole_conve
     agrees(conversation)
     agrees([SYSTEM, TASK, *conversation[4:]])  # the oldest exchange dropped
     agrees(conversation[:7])  # back to an earlier point
+
+
+def test_a_latest_output_over_the_budget_is_sent_as_its_summary_not_whole() -> None:
+    engine = memory_engine(ContextConfig(), clock=logical_clock())
+    conversation = session(6)
+    lines = "\n".join(f"{i}: value_{i} = compute(item_{i}, weight_{i})" for i in range(12000))
+    conversation[-1] = HumanMessage(content=f"<returncode>0</returncode>\n<output>\n{lines}\n</output>")
+    prepared = engine.prepare(conversation, tools=engine.tools_for_model(), scope=Scope(session_id="huge"))
+    sent = count_messages(prepared.messages, engine.counter)
+    assert sent <= engine.config.budget.total and prepared.report.tokens_after == sent
+    latest = prepared.messages[-1]
+    assert isinstance(latest, HumanMessage) and content_text(latest.content).startswith("[ref:")  # stored, shown summarised
