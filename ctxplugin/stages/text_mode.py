@@ -21,6 +21,7 @@ follow such a reply (see :func:`command_outputs`).
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -104,14 +105,15 @@ def _as_lookup(message: BaseMessage) -> BaseMessage:
                         additional_kwargs=message.additional_kwargs)
 
 
+_EXPAND_HINT = re.compile(r" \(expand_ref\b[^()\n]*\)")
+
+
 def _as_output(message: ToolMessage) -> HumanMessage:
-    """An output read by :func:`_as_result` (stored and summarised since) as a user message; its
-    ref line offers no ``expand_ref``, which the agent is not given."""
+    """An output read by :func:`_as_result` (stored and summarised since) as a user message;
+    neither its ref line nor its summary offers ``expand_ref``, which the agent is not given."""
     content = message.content
-    if isinstance(content, str) and content.startswith("[ref:"):
-        line = content.partition("\n")[0]
-        if line.endswith(EXPAND_MORE):
-            content = line[: -len(EXPAND_MORE)] + "]" + content[len(line):]
+    if isinstance(content, str) and "expand_ref" in content:
+        content = _EXPAND_HINT.sub("", content.replace(EXPAND_MORE, "]", 1))
     return HumanMessage(content=content, id=message.id, additional_kwargs=_plain_meta(message))
 
 

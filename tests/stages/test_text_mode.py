@@ -80,6 +80,8 @@ def test_older_outputs_are_summarised_and_commands_stay_fenced() -> None:
     outputs = [m for i, m in enumerate(last[2:-1], 2) if content_text(last[i - 1].content).startswith("THOUGHT")]
     originals = {content_text(m.content) for m in conversation if isinstance(m, HumanMessage)}
     assert any(content_text(m.content) not in originals for m in outputs)  # an older one shown shorter
+    offers = ("(expand_ref", "expand_ref for more", "expand_ref reads")  # a tool the agent is not given
+    assert not any(offer in content_text(m.content) for m in last for offer in offers)
     replies = [m for m in last if isinstance(m, AIMessage) and content_text(m.content).startswith("THOUGHT")]
     assert replies and all(content_text(m.content).rstrip().endswith("```") and "```bash\nsed -n" in content_text(m.content) for m in replies)
 
@@ -246,3 +248,4 @@ def test_a_latest_output_over_the_budget_is_sent_as_its_summary_not_whole() -> N
     assert sent <= engine.config.budget.total and prepared.report.tokens_after == sent
     latest = prepared.messages[-1]
     assert isinstance(latest, HumanMessage) and content_text(latest.content).startswith("[ref:")  # stored, shown summarised
+    assert "(expand_ref" not in content_text(latest.content)  # which the agent cannot call
