@@ -148,7 +148,10 @@ class ReadCommands:
             reading = self._sessions.pop(key, None)
         if reading is None:
             reading = Reading()
-        found = reading.read(view.received)
+        try:
+            found = reading.read(view.received)
+        except (AttributeError, TypeError):  # no message, or one whose content is no text: validate, next, says which
+            return view
         with self._lock:
             self._sessions.put(key, reading)
         if found is None:
