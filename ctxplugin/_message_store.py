@@ -82,7 +82,6 @@ class SQLiteMessageStore:
     def __init__(self, path: str | Path, *, timeout: float = 5.0) -> None:
         self.path = Path(path).absolute()  # connected per call: a chdir must not move the file
         self.timeout = timeout
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         with self._connect(create=True):
             pass
 
@@ -103,8 +102,10 @@ class SQLiteMessageStore:
         # its table: the conversation goes on in the file a new process reads
         create = create or not self.path.exists()
         try:
+            if create:  # its directory may have been removed with it
+                self.path.parent.mkdir(parents=True, exist_ok=True)
             db = sqlite3.connect(self.path, timeout=self.timeout)
-        except sqlite3.Error as exc:
+        except (sqlite3.Error, OSError) as exc:
             raise StoreError(f"cannot open the chat history at {self.path}: {exc}") from exc
         try:
             with db:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import sqlite3
 import threading
 from collections.abc import Iterator
@@ -162,3 +163,12 @@ def test_a_history_file_deleted_while_the_engine_runs_is_made_again(tmp_path: Pa
         assert [m.content for m in again.history("s1").full_messages] == ["my seat is 12A", "Noted too."]
     finally:
         again.close()
+
+
+def test_a_history_whose_directory_was_removed_while_in_use_is_made_again_in_it(tmp_path: Path) -> None:
+    store = SQLiteMessageStore(tmp_path / "ctx" / "history.sqlite3")
+    store.append(KEY, [HumanMessage("my budget is 400 euros")])
+    shutil.rmtree(tmp_path / "ctx")
+    store.append(KEY, [HumanMessage("my seat is 12A")])
+    again = SQLiteMessageStore(tmp_path / "ctx" / "history.sqlite3")
+    assert [m.content for m in again.load(KEY)] == ["my seat is 12A"]

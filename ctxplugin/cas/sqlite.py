@@ -92,6 +92,7 @@ class SQLiteCASStore:
         # stale WAL, which must not be the WAL of the file another thread has just made anew
         with _opening(self.path), translate("open"):
             drop_stale_journal(self.path)
+            self.path.parent.mkdir(parents=True, exist_ok=True)  # its directory may have been removed with it
             conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=self._busy_timeout_ms / 1000)
             conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout_ms)}")
             into_wal(conn, self._busy_timeout_ms / 1000)

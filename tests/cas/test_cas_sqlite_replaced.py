@@ -121,3 +121,20 @@ def test_threads_opening_the_file_again_at_once_keep_each_others_writes(tmp_path
         two.join(10)
         other.close()
         store.close()
+
+
+def test_outputs_captured_after_the_whole_directory_was_removed_are_stored_in_it_made_again(tmp_path: Path) -> None:
+    # no other store of this engine lives in the directory (as with a Chroma server): nothing else makes it again
+    engine = ContextEngine(cas=SQLiteCASStore(tmp_path / "ctx" / "cas.sqlite3"))
+    try:
+        _ref(engine, 1)
+        shutil.rmtree(tmp_path / "ctx")
+        after = _ref(engine, 2)
+        assert engine.expand_ref(after, scope=S) == _output(2)
+    finally:
+        engine.close()
+    reopened = SQLiteCASStore(tmp_path / "ctx" / "cas.sqlite3")
+    try:
+        assert reopened.get(after, S).content == _output(2), "stored in the file a new process opens"
+    finally:
+        reopened.close()
