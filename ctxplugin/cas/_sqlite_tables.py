@@ -140,6 +140,8 @@ def translate(what: str) -> Iterator[None]:
         raise StoreError(f"SQLite CAS {what} failed: {text}") from exc
     except OSError as exc:
         raise StoreUnavailableError(f"SQLite CAS {what} failed: {exc}") from exc
+    except UnicodeDecodeError as exc:  # every text is stored as UTF-8: these bytes were changed since
+        raise StoreError(f"SQLite CAS {what} failed: a stored value is damaged (not the UTF-8 text stored: {exc})") from exc
     except UnicodeEncodeError as exc:  # a scope id with lone surrogates cannot be a SQLite TEXT value
         raise StoreError(f"SQLite CAS {what} failed: a scope id is not valid Unicode text ({exc})") from exc
 

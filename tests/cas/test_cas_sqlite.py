@@ -169,6 +169,25 @@ def test_a_path_under_a_file_is_unavailable(tmp_path: Path) -> None:
         SQLiteCASStore(blocker / "cas.sqlite3")
 
 
+def test_a_stored_output_whose_bytes_were_damaged_is_a_store_error_the_model_is_told_of(tmp_path: Path) -> None:
+    config = ContextConfig()
+    engine = ContextEngine(config, cas=SQLiteCASStore(tmp_path / "cas.sqlite3"), facts=FactsLedger(MemoryFactStore(), config.facts))
+    output = "\n".join(f"order #W{i:04d} shipped to Lyon" for i in range(400))
+    compact = engine.capture_tool_result(ToolMessage(output, tool_call_id="c1", name="orders"), scope=SCOPE)
+    ref = compact.additional_kwargs["ctxplugin"]["ref"]
+    with closing(sqlite3.connect(tmp_path / "cas.sqlite3", isolation_level=None)) as db:
+        db.execute("UPDATE cas_content SET content = x'6f7264657220ff80'")  # no longer UTF-8: a damaged page
+    with pytest.raises(StoreError, match="damaged") as info:
+        engine.expand_ref(ref, scope=SCOPE)
+    assert isinstance(info.value.__cause__, UnicodeDecodeError)
+    tool = next(t for t in engine.tools_for_model() if t.name == "expand_ref")
+    answer = tool.invoke({"type": "tool_call", "name": "expand_ref", "args": {"ref_id": ref}, "id": "x1"},
+                         config={"configurable": {"thread_id": SCOPE.session_id}})
+    assert isinstance(answer, ToolMessage)
+    assert str(answer.content).startswith("expand_ref: ") and "damaged" in str(answer.content)
+    engine.close()
+
+
 def test_disk_errors_become_store_unavailable(tmp_path: Path, mocker: MockerFixture) -> None:
     store = SQLiteCASStore(tmp_path / "cas.sqlite3")
     item = make_item("x" * 100)

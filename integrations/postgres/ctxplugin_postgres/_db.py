@@ -301,6 +301,8 @@ def translated(what: str, schema: str) -> Iterator[None]:
         raise StoreUnavailableError(f"Postgres {what} failed: {exc}; retry when the server is reachable") from exc
     except psycopg.Error as exc:
         raise StoreError(f"Postgres {what} failed: {exc}") from exc
+    except UnicodeDecodeError as exc:  # content is stored as UTF-8: these bytes were changed since
+        raise StoreError(f"Postgres {what} failed: a stored value is damaged (not the UTF-8 text stored: {exc})") from exc
     except UnicodeEncodeError as exc:  # a text value (a scope id) with lone surrogates
         raise StoreError(f"Postgres {what} failed: a text value is not valid Unicode ({exc})") from exc
 
