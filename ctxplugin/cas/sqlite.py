@@ -85,7 +85,9 @@ class SQLiteCASStore:
                 self._local = threading.local()
         held: _Held | None = getattr(self._local, "held", None)
         if held is not None:
-            if held.file == file_identity(self.path):
+            with translate("open"):  # a directory gone unreadable (a stale mount, a failing disk)
+                identity = file_identity(self.path)
+            if held.file == identity:
                 return held
             self._reopen(held)
         # one thread of the process opens the file at a time: one that found it gone removes its

@@ -138,3 +138,22 @@ def test_outputs_captured_after_the_whole_directory_was_removed_are_stored_in_it
         assert reopened.get(after, S).content == _output(2), "stored in the file a new process opens"
     finally:
         reopened.close()
+
+
+def test_a_directory_that_cannot_be_read_any_more_passes_outputs_through_and_the_model_is_told(tmp_path: Path) -> None:
+    # the file's identity cannot be read (here a file stands where the directory was; a stale
+    # network mount or a failing disk raise other OSErrors there): a store error, never an OSError
+    engine = ContextEngine(cas=SQLiteCASStore(tmp_path / "ctx" / "cas.sqlite3"))
+    try:
+        ref = _ref(engine, 1)
+        shutil.rmtree(tmp_path / "ctx")
+        (tmp_path / "ctx").write_text("not a directory")
+        compact = engine.capture_tool_result(ToolMessage(_output(2), tool_call_id="c2", name="orders"), scope=S)
+        assert compact.content == _output(2), "passed through whole"
+        assert "Not a directory" in compact.additional_kwargs["ctxplugin"]["warning"]
+        tool = next(t for t in engine.tools_for_model() if t.name == "expand_ref")
+        answer = tool.invoke({"type": "tool_call", "name": "expand_ref", "args": {"ref_id": ref}, "id": "x1"},
+                             config={"configurable": {"thread_id": S.session_id}})
+        assert isinstance(answer, ToolMessage) and str(answer.content).startswith("expand_ref: the store is unavailable")
+    finally:
+        engine.close()
