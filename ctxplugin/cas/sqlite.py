@@ -154,11 +154,13 @@ class SQLiteCASStore:
             conn.execute("BEGIN IMMEDIATE")
             try:
                 yield conn
+                conn.execute("COMMIT")
             except BaseException:
-                if conn.in_transaction:  # SQLite may have rolled it back itself (a full disk)
+                # SQLite may have rolled it back itself (a full disk); a COMMIT that failed may
+                # also leave it open, holding the write lock against every other writer
+                if conn.in_transaction:
                     conn.execute("ROLLBACK")
                 raise
-            conn.execute("COMMIT")
 
     # ------------------------------------------------------------------ the port
     def put(self, item: CASItem, scope: Scope, *, visibility: Visibility = "session", ttl_seconds: float | None = None) -> bool:

@@ -210,6 +210,45 @@ def test_disk_errors_become_store_unavailable(tmp_path: Path, mocker: MockerFixt
     store.close()
 
 
+class _CommitFailsOnce(sqlite3.Connection):
+    """A connection whose first COMMIT fails as on a full disk, the transaction left open (SQLite
+    may or may not roll back a transaction whose COMMIT failed with SQLITE_FULL or SQLITE_IOERR)."""
+
+    armed = False
+
+    def execute(self, sql: str, *args: Any) -> sqlite3.Cursor:
+        if sql == "COMMIT" and _CommitFailsOnce.armed:
+            _CommitFailsOnce.armed = False
+            raise sqlite3.OperationalError("database or disk is full")
+        return super().execute(sql, *args)
+
+
+def test_a_commit_that_fails_leaves_no_write_lock_held(tmp_path: Path, mocker: MockerFixture) -> None:
+    connect = sqlite3.connect
+    mocker.patch("ctxplugin.cas.sqlite.sqlite3.connect", side_effect=lambda *a, **k: connect(*a, **k, factory=_CommitFailsOnce))
+    store = SQLiteCASStore(tmp_path / "cas.sqlite3", busy_timeout_ms=500)
+    _CommitFailsOnce.armed = True
+    first, second, third = make_item("x" * 100), make_item("y" * 100), make_item("z" * 100)
+    with pytest.raises(StoreUnavailableError, match="disk is full"):
+        store.put(first, SCOPE)  # this thread's connection, kept for its next calls, fails its COMMIT
+    raised: list[BaseException] = []
+
+    def put_second() -> None:  # another thread, another connection
+        try:
+            store.put(second, SCOPE)
+        except BaseException as exc:  # checked below
+            raised.append(exc)
+
+    thread = threading.Thread(target=put_second)
+    thread.start()
+    thread.join()
+    assert raised == [], "the failed write let go of the write lock"
+    assert store.put(third, SCOPE), "the connection whose COMMIT failed writes again"
+    assert [store.get(i.ref_id, SCOPE).content for i in (second, third)] == [second.content, third.content]
+    assert not store.exists(first.ref_id, SCOPE), "nothing of the failed write is kept"
+    store.close()
+
+
 def _engine(tmp_path: Path) -> ContextEngine:
     config = ContextConfig()
     cas = SQLiteCASStore(tmp_path / "cas.sqlite3")
