@@ -13,7 +13,7 @@ import json
 import logging
 import sqlite3
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
@@ -172,60 +172,105 @@ class PendingMessageStore:
     ``close()``, :meth:`flush`).
 
     ``RunnableWithMessageHistory`` adds a turn after the model answered: a failure there would
-    lose the user's message and the answer, and fail a call whose work is done.
+    lose the user's message and the answer, and fail a call whose work is done. Writes of one
+    conversation are made one at a time (its kept messages keep their order); those of others
+    go on beside them, so a file held by another process makes each wait ``timeout`` once, not
+    once per conversation written before it.
     """
 
     def __init__(self, inner: MessageStore) -> None:
         self.inner = inner
         self._pending: dict[str, list[BaseMessage]] = {}
-        self._lock = threading.Lock()  # one writer per process: pending messages keep their order
+        self._lock = threading.Lock()  # held only to read or change the fields below, never for a write
+        self._settled = threading.Condition(self._lock)
+        self._writers: dict[str, tuple[threading.Lock, list[int]]] = {}  # per conversation, while in use
+        self._changing: set[str] = set()  # conversations whose kept messages are being written (or cleared)
         self._flushed = 0  # times kept messages left ``_pending``: a read across one read them in neither place
 
     def load(self, key: str) -> list[BaseMessage]:
         while True:  # read again if kept messages were written (or cleared) during the read
             with self._lock:
+                while key in self._changing:  # a write of its kept messages: at most ``timeout``
+                    self._settled.wait()
                 flushed = self._flushed
             stored = self.inner.load(key)
             with self._lock:
-                if self._flushed == flushed:
+                if self._flushed == flushed and key not in self._changing:
                     return stored + self._pending.get(key, [])
 
     def append(self, key: str, messages: Sequence[BaseMessage]) -> None:
-        with self._lock:
-            waiting = [*self._pending.get(key, ()), *messages]
-            try:
-                self.inner.append(key, waiting)
-            except StoreError as exc:
-                self._pending[key] = waiting
-                logger.warning(
-                    "ctxplugin: chat history not written, %d message(s) kept in this process until it is: %s",
-                    len(waiting), exc,
-                )
-                return
-            if self._pending.pop(key, None) is not None:
-                self._flushed += 1
+        failed, waiting = self._write(key, messages)
+        if failed is not None:
+            logger.warning(
+                "ctxplugin: chat history not written, %d message(s) kept in this process until it is: %s",
+                len(waiting), failed,
+            )
 
     def clear(self, key: str) -> None:
-        with self._lock:
-            self.inner.clear(key)  # first: a clear that fails keeps what it could not write either
-            if self._pending.pop(key, None) is not None:
-                self._flushed += 1
+        with self._writing(key):
+            self._change(key, lambda: self.inner.clear(key))  # first: a clear that fails keeps what it could not write either
 
     def flush(self) -> None:
         """Write the messages kept in the process (the engine's ``close()``: no later turn may
         come to write them); those that still cannot be written are lost with the process."""
         with self._lock:
-            for key, waiting in list(self._pending.items()):
-                try:
-                    self.inner.append(key, waiting)
-                except StoreError as exc:
-                    logger.warning(
-                        "ctxplugin: chat history not written at close, %d message(s) lost when this process ends: %s",
-                        len(waiting), exc,
-                    )
-                    continue
-                del self._pending[key]
-                self._flushed += 1
+            keys = list(self._pending)
+        for key in keys:
+            failed, waiting = self._write(key, ())
+            if failed is not None:
+                logger.warning(
+                    "ctxplugin: chat history not written at close, %d message(s) lost when this process ends: %s",
+                    len(waiting), failed,
+                )
+
+    def _write(self, key: str, messages: Sequence[BaseMessage]) -> tuple[StoreError | None, list[BaseMessage]]:
+        """Write ``key``'s kept messages, then ``messages``: the error, and what is kept, when not."""
+        with self._writing(key):
+            with self._lock:
+                waiting = [*self._pending.get(key, ()), *messages]
+            if not waiting:
+                return None, waiting
+            try:
+                self._change(key, lambda: self.inner.append(key, waiting))
+            except StoreError as exc:
+                with self._lock:
+                    self._pending[key] = waiting
+                return exc, waiting
+            return None, waiting
+
+    def _change(self, key: str, write: Callable[[], None]) -> None:
+        """``write`` (with ``key``'s writer held), then no message of ``key`` is kept any more;
+        reads of ``key`` meanwhile wait for it when it has kept messages."""
+        with self._lock:
+            kept = key in self._pending
+            if kept:
+                self._changing.add(key)
+        try:
+            write()
+            with self._lock:
+                if self._pending.pop(key, None) is not None:
+                    self._flushed += 1
+        finally:
+            if kept:
+                with self._lock:
+                    self._changing.discard(key)
+                    self._settled.notify_all()
+
+    @contextmanager
+    def _writing(self, key: str) -> Iterator[None]:
+        """Hold ``key``'s writer: one write of a conversation at a time (the lock is dropped
+        once no thread uses it, so none is kept per conversation ever written)."""
+        with self._lock:
+            lock, users = self._writers.setdefault(key, (threading.Lock(), [0]))
+            users[0] += 1
+        try:
+            with lock:
+                yield
+        finally:
+            with self._lock:
+                users[0] -= 1
+                if not users[0]:
+                    del self._writers[key]
 
 
 _stores_lock = threading.Lock()

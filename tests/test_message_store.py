@@ -5,6 +5,7 @@ from __future__ import annotations
 import shutil
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -172,3 +173,28 @@ def test_a_history_whose_directory_was_removed_while_in_use_is_made_again_in_it(
     store.append(KEY, [HumanMessage("my seat is 12A")])
     again = SQLiteMessageStore(tmp_path / "ctx" / "history.sqlite3")
     assert [m.content for m in again.load(KEY)] == ["my seat is 12A"]
+
+
+def test_conversations_added_to_while_the_file_is_held_each_wait_the_timeout_once_not_in_turn(tmp_path: Path) -> None:
+    # six chains answering at once while another process holds the file: each add waited for
+    # the one before it, so the last waited six timeouts, and a read waited for the adds
+    timeout = 1.0
+    with ContextEngine.embedded(tmp_path, config=ContextConfig(stores={"timeout": timeout})) as engine:
+        engine.history("s0").add_messages([HumanMessage("first")])
+        waited: list[float] = []
+
+        def turn(n: int) -> None:
+            start = time.monotonic()
+            engine.history(f"s{n}").add_messages([HumanMessage(f"question {n}"), AIMessage(f"answer {n}")])
+            assert [m.content for m in engine.history(f"s{n}").full_messages][-2:] == [f"question {n}", f"answer {n}"]
+            waited.append(time.monotonic() - start)
+
+        with held(tmp_path / "history.sqlite3"):
+            threads = [threading.Thread(target=turn, args=(n,)) for n in range(6)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+        assert len(waited) == 6 and max(waited) < 3 * timeout, waited
+    with ContextEngine.embedded(tmp_path) as engine:
+        assert [m.content for m in engine.history("s5").full_messages] == ["question 5", "answer 5"], "written at close"
