@@ -19,7 +19,13 @@ from ctxplugin.cas._json_path import parse_path, select
 from ctxplugin.cas._parsed import ParsedMemo
 from ctxplugin.cas._patterns import Matcher, check_options
 from ctxplugin.cas.store import CASStore
-from ctxplugin.errors import CtxpluginError, InvalidInputError, RefNotFoundError, StoreError
+from ctxplugin.errors import (
+    CtxpluginError,
+    InvalidInputError,
+    RefNotFoundError,
+    StoreError,
+    StoreUnavailableError,
+)
 from ctxplugin.scope import Scope
 from ctxplugin.tokens import TokenCounter, count_text
 
@@ -264,10 +270,9 @@ def expand_content_for_model(
     pattern: str | None = None,
     regex: bool = False,
 ) -> str | list[Any]:
-    """:func:`expand_for_model`, with an output stored with images given back as content blocks
-    (see :func:`~ctxplugin.cas._blocks.blocks_for_model`): its text (paged like a text output's
-    when over the cap) and every image whole. ``fields``, ``pattern`` and ``offset``/``limit``
-    read its text alone, as a text output's, and return text: an image is never read as text."""
+    """:func:`expand_for_model`, with an output stored with images given back as content blocks (see
+    :func:`~ctxplugin.cas._blocks.blocks_for_model`): its text (paged like a text output's when over the cap) and
+    every image whole. ``fields``, ``pattern`` and ``offset``/``limit`` read its text alone, and return text."""
     ref_id = ref_as_written(ref_id)
     try:
         check_options(offset, limit, pattern, regex)
@@ -278,14 +283,13 @@ def expand_content_for_model(
         key = (ref_id, record.raw_hash, len(record.content), blocks is not None)  # the blocks' text, or the output itself
         selection = _select(content, ref_id, fields, offset, limit, pattern, regex, page_cap=max_tokens, context=True, screen=True, key=key)
     except RefNotFoundError:
-        return (
-            f"expand_ref: no such ref visible here: {ref_id!r}. Refs are readable only in the "
-            "conversation that stored them and until they expire; use a ref shown in this conversation."
-        )
+        return f"expand_ref: no such ref visible here: {ref_id!r}. Refs are readable only in the conversation that stored them and until they expire; use a ref shown in this conversation."
     except InvalidInputError as exc:
         return f"expand_ref: {exc}"
-    except StoreError as exc:
+    except StoreUnavailableError as exc:
         return f"expand_ref: the store is unavailable right now ({exc}); continue without it or try again later."
+    except StoreError as exc:  # not an outage (a damaged value, a closed store): the same call fails again
+        return f"expand_ref: this output cannot be read ({exc}); trying again will not help, continue without it."
     if selection.whole is not None:
         whole = selection.whole
         if len(whole) <= max_tokens * 8 and count_text(whole, counter) <= max_tokens:

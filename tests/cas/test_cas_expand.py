@@ -211,7 +211,8 @@ def test_model_errors_are_sentences_not_exceptions(store: MemoryCASStore) -> Non
     assert "not a ref id" in expand_for_model(store, "bogus", SCOPE, max_tokens=500, counter=COUNTER)
     assert "keys there" in expand_for_model(store, ref, SCOPE, max_tokens=500, counter=COUNTER, fields=["nope"])
     store.close()
-    assert "store is unavailable" in expand_for_model(store, ref, SCOPE, max_tokens=500, counter=COUNTER)
+    closed = expand_for_model(store, ref, SCOPE, max_tokens=500, counter=COUNTER)
+    assert "store is closed" in closed and "will not help" in closed and "try again later" not in closed
 
 
 def test_expand_ref_tool_sends_a_compact_schema_and_still_validates() -> None:

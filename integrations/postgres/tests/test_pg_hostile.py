@@ -64,3 +64,4 @@ def test_a_stored_output_whose_bytes_were_damaged_is_a_store_error_the_model_is_
                              config={"configurable": {"thread_id": SCOPE.session_id, "user_id": SCOPE.user_id}})
         assert isinstance(answer, ToolMessage)
         assert str(answer.content).startswith("expand_ref: ") and "damaged" in str(answer.content)
+        assert "will not help" in str(answer.content) and "try again later" not in str(answer.content)
