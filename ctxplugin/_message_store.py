@@ -86,6 +86,12 @@ class SQLiteMessageStore:
             pass
 
     def _create(self, db: sqlite3.Connection) -> None:
+        found = db.execute("PRAGMA user_version").fetchone()[0]
+        if found > _SCHEMA_VERSION:  # a later release's file: left as it is
+            raise StoreError(
+                f"the chat history at {self.path} is at schema version {found}, newer than this ctxplugin "
+                f"knows ({_SCHEMA_VERSION}); upgrade ctxplugin to open it, or give this engine another path"
+            )
         into_wal(db, self.timeout)  # a process reading never makes another one's turn fail
         db.execute(
             "CREATE TABLE IF NOT EXISTS chat_messages ("

@@ -6,7 +6,7 @@ import shutil
 import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from pathlib import Path
 
 import pytest
@@ -14,7 +14,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from pytest_mock import MockerFixture
 
 from ctxplugin import ContextConfig, ContextEngine, Scope
-from ctxplugin._message_store import PendingMessageStore, SQLiteMessageStore
+from ctxplugin._message_store import _SCHEMA_VERSION, PendingMessageStore, SQLiteMessageStore
 from ctxplugin.errors import InvalidInputError, StoreError
 
 
@@ -224,3 +224,15 @@ def test_conversations_added_to_while_the_file_is_held_are_all_kept_then_written
     with ContextEngine.embedded(tmp_path) as engine:
         for n in range(6):
             assert [m.content for m in engine.history(f"s{n}").full_messages][-2:] == [f"question {n}", f"answer {n}"], "written at close"
+
+
+def test_a_history_file_of_a_newer_ctxplugin_is_refused_with_a_clear_error_and_left_as_it_is(tmp_path: Path) -> None:
+    path = tmp_path / "history.sqlite3"
+    SQLiteMessageStore(path).append(KEY, [HumanMessage("my seat is 12A")])
+    with closing(sqlite3.connect(path, isolation_level=None)) as db:
+        db.execute(f"PRAGMA user_version = {_SCHEMA_VERSION + 1}")  # written by a later release
+    with pytest.raises(StoreError, match=rf"version {_SCHEMA_VERSION + 1}, newer than this ctxplugin knows \({_SCHEMA_VERSION}\)"):
+        SQLiteMessageStore(path)
+    with closing(sqlite3.connect(path, isolation_level=None)) as db:
+        assert db.execute("PRAGMA user_version").fetchone() == (_SCHEMA_VERSION + 1,), "left for the release that wrote it"
+        assert db.execute("SELECT count(*) FROM chat_messages").fetchone() == (1,)

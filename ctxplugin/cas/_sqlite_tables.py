@@ -99,14 +99,14 @@ def ensure_schema(conn: sqlite3.Connection) -> None:
     mid-put) would keep this store from taking.
 
     Raises:
-        StoreError: as :func:`translate`.
+        StoreError: as :func:`translate`, or the file was written by a later release.
     """
     with translate("create schema"):
-        if conn.execute("PRAGMA user_version").fetchone()[0] >= SCHEMA_VERSION:
+        if _version(conn) >= SCHEMA_VERSION:
             return
         conn.execute("BEGIN IMMEDIATE")
         try:
-            if conn.execute("PRAGMA user_version").fetchone()[0] < SCHEMA_VERSION:
+            if _version(conn) < SCHEMA_VERSION:
                 for statement in SCHEMA.split(";"):
                     if statement.strip():
                         conn.execute(statement)
@@ -117,6 +117,18 @@ def ensure_schema(conn: sqlite3.Connection) -> None:
                 conn.execute("ROLLBACK")
             raise
         conn.execute("COMMIT")
+
+
+def _version(conn: sqlite3.Connection) -> int:
+    """The file's schema version; one a later release wrote is refused, the file left as it is."""
+    found = int(conn.execute("PRAGMA user_version").fetchone()[0])
+    if found > SCHEMA_VERSION:
+        file = conn.execute("PRAGMA database_list").fetchone()[2]
+        raise StoreError(
+            f"the SQLite CAS file {file} is at schema version {found}, newer than this ctxplugin knows "
+            f"({SCHEMA_VERSION}); upgrade ctxplugin to open it, or give this engine another path"
+        )
+    return found
 
 
 def drop_stale_journal(path: Path) -> None:

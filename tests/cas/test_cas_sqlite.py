@@ -20,6 +20,7 @@ from pytest_mock import MockerFixture
 
 from ctxplugin import ContextConfig, ContextEngine, Scope
 from ctxplugin.cas import SQLiteCASStore
+from ctxplugin.cas._sqlite_tables import SCHEMA_VERSION
 from ctxplugin.errors import StoreError, StoreUnavailableError
 from ctxplugin.facts import FactsLedger, MemoryFactStore
 from ctxplugin.testing.cas_contract import hammer_sqlite, make_item
@@ -436,3 +437,13 @@ def test_revoke_leaves_no_copy_in_the_database_file(tmp_path: Path) -> None:
         db.execute(checkpoint)
     assert b"jane.doe" not in path.read_bytes(), "the freed pages still hold the revoked output"
     store.close()
+
+
+def test_a_file_of_a_newer_ctxplugin_is_refused_with_a_clear_error_and_left_as_it_is(tmp_path: Path) -> None:
+    SQLiteCASStore(tmp_path / "cas.sqlite3").close()
+    with closing(sqlite3.connect(tmp_path / "cas.sqlite3", isolation_level=None)) as db:
+        db.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")  # written by a later release
+    with pytest.raises(StoreError, match=rf"version {SCHEMA_VERSION + 1}, newer than this ctxplugin knows \({SCHEMA_VERSION}\)"):
+        SQLiteCASStore(tmp_path / "cas.sqlite3")
+    with closing(sqlite3.connect(tmp_path / "cas.sqlite3", isolation_level=None)) as db:
+        assert db.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION + 1,), "left for the release that wrote it"
