@@ -102,10 +102,12 @@ class SQLiteCASStore:
             conn.execute("PRAGMA foreign_keys = ON")
         try:
             ensure_schema(conn)  # a thread's first connection may find the file made anew
+            with translate("open"):
+                file = file_identity(self.path)
         except BaseException:
             conn.close()
             raise
-        held = _Held(conn, self._busy_timeout_ms, file_identity(self.path))
+        held = _Held(conn, self._busy_timeout_ms, file)
         self._local.held = held
         with self._lock:
             self._connections.add(held)

@@ -18,6 +18,7 @@ from pytest_mock import MockerFixture
 
 from ctxplugin import ContextEngine, Scope
 from ctxplugin.cas import CASItem, SQLiteCASStore
+from ctxplugin.errors import StoreUnavailableError
 from ctxplugin.testing.cas_contract import make_item
 
 S = Scope(session_id="replaced")
@@ -157,3 +158,22 @@ def test_a_directory_that_cannot_be_read_any_more_passes_outputs_through_and_the
         assert isinstance(answer, ToolMessage) and str(answer.content).startswith("expand_ref: the store is unavailable")
     finally:
         engine.close()
+
+
+def test_a_directory_unreadable_as_a_threads_first_connection_opens_is_a_store_error(tmp_path: Path, mocker: MockerFixture) -> None:
+    store = SQLiteCASStore(tmp_path / "cas.sqlite3")
+    mocker.patch("ctxplugin.cas.sqlite.file_identity", side_effect=PermissionError(13, "Permission denied"))
+    raised: list[BaseException] = []
+
+    def put() -> None:  # another thread: its first connection is opened now
+        try:
+            store.put(make_item("x" * 100), S)
+        except BaseException as exc:  # checked below
+            raised.append(exc)
+
+    thread = threading.Thread(target=put)
+    thread.start()
+    thread.join()
+    store.close()
+    assert len(raised) == 1 and isinstance(raised[0], StoreUnavailableError), raised
+    assert "Permission denied" in str(raised[0])
