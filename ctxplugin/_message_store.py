@@ -106,7 +106,12 @@ class SQLiteMessageStore:
     def _connect(self, *, create: bool = False) -> Iterator[sqlite3.Connection]:
         # a file deleted while the engine runs (a cleanup of its directory) is made again, with
         # its table: the conversation goes on in the file a new process reads
-        create = create or not self.path.exists()
+        if not create and not self.path.exists():
+            logger.warning(
+                "ctxplugin: the chat history file %s was deleted (or its directory removed) while in use; "
+                "made it again: the conversations stored before are not in it", self.path,
+            )
+            create = True
         try:
             if create:  # its directory may have been removed with it
                 self.path.parent.mkdir(parents=True, exist_ok=True)

@@ -165,11 +165,16 @@ def test_a_history_file_deleted_while_the_engine_runs_is_made_again(tmp_path: Pa
         again.close()
 
 
-def test_a_history_whose_directory_was_removed_while_in_use_is_made_again_in_it(tmp_path: Path) -> None:
+def test_a_history_whose_directory_was_removed_while_in_use_is_made_again_in_it(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     store = SQLiteMessageStore(tmp_path / "ctx" / "history.sqlite3")
     store.append(KEY, [HumanMessage("my budget is 400 euros")])
     shutil.rmtree(tmp_path / "ctx")
-    store.append(KEY, [HumanMessage("my seat is 12A")])
+    with caplog.at_level("WARNING", logger="ctxplugin"):
+        store.append(KEY, [HumanMessage("my seat is 12A")])
+    assert [r.getMessage() for r in caplog.records] == [
+        f"ctxplugin: the chat history file {tmp_path / 'ctx' / 'history.sqlite3'} was deleted (or its directory removed) "
+        "while in use; made it again: the conversations stored before are not in it"
+    ], "the conversations lost are told of"
     again = SQLiteMessageStore(tmp_path / "ctx" / "history.sqlite3")
     assert [m.content for m in again.load(KEY)] == ["my seat is 12A"]
 
