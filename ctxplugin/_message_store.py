@@ -105,14 +105,15 @@ class SQLiteMessageStore:
     @contextmanager
     def _connect(self, *, create: bool = False) -> Iterator[sqlite3.Connection]:
         # a file deleted while the engine runs (a cleanup of its directory) is made again, with
-        # its table: the conversation goes on in the file a new process reads
-        if not create and not self.path.exists():
-            logger.warning(
-                "ctxplugin: the chat history file %s was deleted (or its directory removed) while in use; "
-                "made it again: the conversations stored before are not in it", self.path,
-            )
-            create = True
+        # its table: the conversation goes on in the file a new process reads. An empty one is
+        # one SQLite made when it was deleted as another call connected: it has no table either
         try:
+            if not create and self._gone():
+                logger.warning(
+                    "ctxplugin: the chat history file %s was deleted (or its directory removed) while in use; "
+                    "made it again: the conversations stored before are not in it", self.path,
+                )
+                create = True
             if create:  # its directory may have been removed with it
                 self.path.parent.mkdir(parents=True, exist_ok=True)
             db = sqlite3.connect(self.path, timeout=self.timeout)
@@ -127,6 +128,12 @@ class SQLiteMessageStore:
             raise StoreError(f"chat history at {self.path} failed: {exc}") from exc
         finally:
             db.close()
+
+    def _gone(self) -> bool:
+        try:
+            return self.path.stat().st_size == 0
+        except (FileNotFoundError, NotADirectoryError):
+            return True
 
     def load(self, key: str) -> list[BaseMessage]:
         with self._connect() as db:

@@ -241,3 +241,15 @@ def test_a_history_file_of_a_newer_ctxplugin_is_refused_with_a_clear_error_and_l
     with closing(sqlite3.connect(path, isolation_level=None)) as db:
         assert db.execute("PRAGMA user_version").fetchone() == (_SCHEMA_VERSION + 1,), "left for the release that wrote it"
         assert db.execute("SELECT count(*) FROM chat_messages").fetchone() == (1,)
+
+
+def test_a_history_file_made_empty_under_the_store_gets_its_table_again(tmp_path: Path) -> None:
+    # deleted between the store's look for it and its connection: SQLite makes an empty file
+    # there, which every later call found without its table (``no such table: chat_messages``)
+    path = tmp_path / "history.sqlite3"
+    store = SQLiteMessageStore(path)
+    store.append(KEY, [HumanMessage("my budget is 400 euros")])
+    path.unlink()
+    path.touch()
+    store.append(KEY, [HumanMessage("my seat is 12A")])
+    assert [m.content for m in SQLiteMessageStore(path).load(KEY)] == ["my seat is 12A"]
