@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
@@ -69,8 +69,7 @@ def _asks_for_format(message: BaseMessage) -> bool:
     return "```" in text or "backticks" in text.lower()
 
 
-_CALLS: PerMessage[dict[str, AIMessage]] = PerMessage(4096)
-_RESULTS: PerMessage[dict[str, ToolMessage]] = PerMessage(4096)
+_READ_AS: PerMessage[dict[str, BaseMessage]] = PerMessage(8192)
 _ORIGINALS: PerMessage[BaseMessage] = PerMessage(8192)
 
 
@@ -79,38 +78,36 @@ def original(message: BaseMessage) -> BaseMessage | None:
     return _ORIGINALS.get(message)
 
 
-def _as_call(message: AIMessage, call_id: str) -> AIMessage:
-    made = _CALLS.get(message)
+def _read_as(message: BaseMessage, call_id: str, make: Callable[[Any, str], BaseMessage]) -> BaseMessage:
+    """``make(message, call_id)``, the same object for the same message and id on every call,
+    remembered as standing for ``message`` (see :func:`original`)."""
+    made = _READ_AS.get(message)
     if made is None:
         made = {}
-        _CALLS.put(message, made)
+        _READ_AS.put(message, made)
     if call_id not in made:
-        # a command at the end of the reply becomes the call's argument: compression keeps a
-        # call's arguments where it shortens the text, and the block is written back after it
-        text = content_text(message.content)
-        found = final_block(message)
-        fence, args = (found[1], {"command": found[2]}) if found else (True, {})
-        extra = {**message.additional_kwargs, META_KEY: {**annotation(message), MARK: fence}}
-        made[call_id] = call = message.model_copy(update={
-            "content": text[: found[0]].rstrip() if found else message.content,
-            "tool_calls": [{"name": TEXT_COMMAND_NAME, "args": args, "id": call_id, "type": "tool_call"}],
-            "additional_kwargs": extra,
-        })
-        _ORIGINALS.put(call, message)
+        made[call_id] = read = make(message, call_id)
+        _ORIGINALS.put(read, message)
     return made[call_id]
+
+
+def _as_call(message: AIMessage, call_id: str) -> AIMessage:
+    # a command at the end of the reply becomes the call's argument: compression keeps a
+    # call's arguments where it shortens the text, and the block is written back after it
+    text = content_text(message.content)
+    found = final_block(message)
+    fence, args = (found[1], {"command": found[2]}) if found else (True, {})
+    extra = {**message.additional_kwargs, META_KEY: {**annotation(message), MARK: fence}}
+    return message.model_copy(update={
+        "content": text[: found[0]].rstrip() if found else message.content,
+        "tool_calls": [{"name": TEXT_COMMAND_NAME, "args": args, "id": call_id, "type": "tool_call"}],
+        "additional_kwargs": extra,
+    })
 
 
 def _as_result(message: HumanMessage, call_id: str) -> ToolMessage:
-    made = _RESULTS.get(message)
-    if made is None:
-        made = {}
-        _RESULTS.put(message, made)
-    if call_id not in made:
-        extra = {**message.additional_kwargs, META_KEY: {**annotation(message), MARK: True}}
-        made[call_id] = result = ToolMessage(content=message.content, tool_call_id=call_id, name=TEXT_COMMAND_NAME, id=message.id,
-                                             additional_kwargs=extra)
-        _ORIGINALS.put(result, message)
-    return made[call_id]
+    extra = {**message.additional_kwargs, META_KEY: {**annotation(message), MARK: True}}
+    return ToolMessage(content=message.content, tool_call_id=call_id, name=TEXT_COMMAND_NAME, id=message.id, additional_kwargs=extra)
 
 
 _DIGESTS: PerMessage[str] = PerMessage(8192)
@@ -183,7 +180,7 @@ class _Scan:
             self.ids.append(call_id)
             if len(self.read) <= index + 1:
                 self.read.append(answer)
-            self.read[index], self.read[index + 1] = _as_call(message, call_id), _as_result(answer, call_id)
+            self.read[index], self.read[index + 1] = _read_as(message, call_id, _as_call), _read_as(answer, call_id, _as_result)
         elif self.commands and not (answer is not None and _asks_for_format(answer)):
             self.dead = True
 
