@@ -10,9 +10,11 @@ import shutil
 import sqlite3
 import threading
 import time
+from collections.abc import Callable
 from contextlib import closing
 from pathlib import Path
 
+import pytest
 from langchain_core.messages import ToolMessage
 from pytest_mock import MockerFixture
 
@@ -37,12 +39,26 @@ def _files(path: Path) -> list[Path]:
     return [p for p in path.iterdir() if p.name.startswith("cas.sqlite3")]
 
 
-def test_outputs_captured_after_the_file_was_deleted_are_stored_in_the_file_at_its_path(tmp_path: Path) -> None:
-    engine = ContextEngine.embedded(path=tmp_path / "ctx")
+def _delete_the_files(directory: Path) -> None:
+    for file in _files(directory):
+        file.unlink()
+
+
+@pytest.mark.parametrize(
+    ("make", "remove"),
+    [
+        pytest.param(lambda path: ContextEngine.embedded(path=path), _delete_the_files, id="file deleted"),
+        # no other store of this engine lives in the directory (as with a Chroma server): nothing else makes it again
+        pytest.param(lambda path: ContextEngine(cas=SQLiteCASStore(path / "cas.sqlite3")), shutil.rmtree, id="directory removed"),
+    ],
+)
+def test_outputs_captured_after_the_file_or_its_directory_was_removed_are_stored_in_the_file_at_its_path(
+    tmp_path: Path, make: Callable[[Path], ContextEngine], remove: Callable[[Path], object]
+) -> None:
+    engine = make(tmp_path / "ctx")
     try:
         _ref(engine, 1)
-        for file in _files(tmp_path / "ctx"):
-            file.unlink()
+        remove(tmp_path / "ctx")
         after = _ref(engine, 2)
         assert engine.expand_ref(after, scope=S) == _output(2)
         threaded = asyncio.run(engine.acapture_tool_result(ToolMessage(_output(3), tool_call_id="c3", name="orders"), scope=S))
@@ -122,23 +138,6 @@ def test_threads_opening_the_file_again_at_once_keep_each_others_writes(tmp_path
         two.join(10)
         other.close()
         store.close()
-
-
-def test_outputs_captured_after_the_whole_directory_was_removed_are_stored_in_it_made_again(tmp_path: Path) -> None:
-    # no other store of this engine lives in the directory (as with a Chroma server): nothing else makes it again
-    engine = ContextEngine(cas=SQLiteCASStore(tmp_path / "ctx" / "cas.sqlite3"))
-    try:
-        _ref(engine, 1)
-        shutil.rmtree(tmp_path / "ctx")
-        after = _ref(engine, 2)
-        assert engine.expand_ref(after, scope=S) == _output(2)
-    finally:
-        engine.close()
-    reopened = SQLiteCASStore(tmp_path / "ctx" / "cas.sqlite3")
-    try:
-        assert reopened.get(after, S).content == _output(2), "stored in the file a new process opens"
-    finally:
-        reopened.close()
 
 
 def test_a_directory_that_cannot_be_read_any_more_passes_outputs_through_and_the_model_is_told(tmp_path: Path) -> None:
