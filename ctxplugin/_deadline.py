@@ -97,8 +97,15 @@ _LEFT: set[asyncio.Future[Any]] = set()
 def leave(call: asyncio.Future[Any]) -> None:
     """Cancel ``call``, given up on, and hold it until it ends."""
     call.cancel()
-    _LEFT.add(call)
-    call.add_done_callback(_ended)
+    hold(call)
+
+
+def hold(call: asyncio.Future[Any]) -> None:
+    """Hold ``call``, which nobody waits for any more, until it ends; what it raises then is
+    retrieved (never logged as 'Task exception was never retrieved')."""
+    if call not in _LEFT:
+        _LEFT.add(call)
+        call.add_done_callback(_ended)
 
 
 def _ended(call: asyncio.Future[Any]) -> None:
@@ -107,4 +114,4 @@ def _ended(call: asyncio.Future[Any]) -> None:
         call.exception()  # retrieved: nobody waits for it any more
 
 
-__all__ = ["await_with_deadline", "leave", "run_with_deadline", "step_budget", "step_deadline"]
+__all__ = ["await_with_deadline", "hold", "leave", "run_with_deadline", "step_budget", "step_deadline"]

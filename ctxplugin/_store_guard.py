@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from typing import Any, TypeVar
 
 from ctxplugin._circuit import Circuit
-from ctxplugin._deadline import await_with_deadline, leave, run_with_deadline, step_deadline
+from ctxplugin._deadline import await_with_deadline, hold, leave, run_with_deadline, step_deadline
 from ctxplugin.errors import InvalidInputError, StoreBusyError, StoreUnavailableError
 
 logger = logging.getLogger("ctxplugin")
@@ -266,15 +266,8 @@ class StoreGuard:
                 return
             remaining = max(0.0, attempt.began + self.timeout - time.monotonic())
             expiry = running.get_loop().call_later(remaining, self._expired, running, what)
-            _WATCHED.add(running)
-
-            def ended(call: asyncio.Future[Any]) -> None:
-                expiry.cancel()
-                _WATCHED.discard(call)
-                if not call.cancelled():
-                    call.exception()  # retrieved: its caller is gone, and it says nothing of the server
-
-            running.add_done_callback(ended)
+            hold(running)  # until it ends: its caller is gone, and an error then says nothing of the server
+            running.add_done_callback(lambda _: expiry.cancel())
 
     def _watch(self, thread: threading.Thread, attempt: _Attempt, what: str) -> None:
         thread.join(max(0.0, attempt.began + self.timeout - time.monotonic()))
@@ -283,7 +276,7 @@ class StoreGuard:
 
     def _expired(self, call: asyncio.Future[Any], what: str) -> None:
         if not call.done():
-            leave(call)
+            call.cancel()  # held since its caller gave up
             self._failed(self._outlived(what), trial=False, what=what)
 
     def _outlived(self, what: str) -> str:
@@ -300,10 +293,6 @@ class _Attempt:
         self.wait = wait
         self.began = began
         self.running: threading.Thread | asyncio.Future[Any] | None = None
-
-
-_WATCHED: set[asyncio.Future[Any]] = set()
-"""Async calls whose caller gave up before the guard's timeout, held until they end."""
 
 
 _GUARDS: weakref.WeakSet[StoreGuard] = weakref.WeakSet()
