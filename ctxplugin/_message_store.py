@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from langchain_core.messages import BaseMessage, message_to_dict, messages_from_dict
 
-from ctxplugin._sqlite_wal import into_wal
+from ctxplugin._sqlite_wal import into_wal, schema_version
 from ctxplugin._untrusted import json_text
 from ctxplugin.errors import InvalidInputError, StoreError
 from ctxplugin.scope import scope_key
@@ -86,12 +86,7 @@ class SQLiteMessageStore:
             pass
 
     def _create(self, db: sqlite3.Connection) -> None:
-        found = db.execute("PRAGMA user_version").fetchone()[0]
-        if found > _SCHEMA_VERSION:  # a later release's file: left as it is
-            raise StoreError(
-                f"the chat history at {self.path} is at schema version {found}, newer than this ctxplugin "
-                f"knows ({_SCHEMA_VERSION}); upgrade ctxplugin to open it, or give this engine another path"
-            )
+        schema_version(db, _SCHEMA_VERSION, f"the chat history at {self.path}")  # a later release's file: refused
         into_wal(db, self.timeout)  # a process reading never makes another one's turn fail
         db.execute(
             "CREATE TABLE IF NOT EXISTS chat_messages ("

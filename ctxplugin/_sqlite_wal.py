@@ -1,6 +1,7 @@
 """SQLite files shared by threads and processes run in WAL mode: a reader never blocks a
 writer, nor a writer a reader; writers wait for one another through the busy timeout. A file
-deleted or replaced under a running process is told by its identity (:func:`file_identity`)."""
+deleted or replaced under a running process is told by its identity (:func:`file_identity`), and
+one a later release wrote by its schema version (:func:`schema_version`)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import os
 import sqlite3
 import time
 from pathlib import Path
+
+from ctxplugin.errors import StoreError
 
 
 def into_wal(conn: sqlite3.Connection, wait_s: float) -> None:
@@ -35,4 +38,20 @@ def file_identity(path: Path) -> tuple[int, int] | None:
     return info.st_dev, info.st_ino
 
 
-__all__ = ["file_identity", "into_wal"]
+def schema_version(conn: sqlite3.Connection, known: int, what: str) -> int:
+    """The schema version of ``conn``'s file (``PRAGMA user_version``).
+
+    Raises:
+        StoreError: a later release wrote the file (its version is above ``known``); ``what``
+            names it. The file is left as it is.
+    """
+    found = int(conn.execute("PRAGMA user_version").fetchone()[0])
+    if found > known:
+        raise StoreError(
+            f"{what} is at schema version {found}, newer than this ctxplugin knows ({known}); "
+            "upgrade ctxplugin to open it, or give this engine another path"
+        )
+    return found
+
+
+__all__ = ["file_identity", "into_wal", "schema_version"]

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from ctxplugin._sqlite_wal import schema_version
 from ctxplugin._untrusted import valid_unicode
 from ctxplugin.errors import StoreError, StoreUnavailableError
 from ctxplugin.scope import Scope, scope_key, scope_key_parts
@@ -120,15 +121,7 @@ def ensure_schema(conn: sqlite3.Connection) -> None:
 
 
 def _version(conn: sqlite3.Connection) -> int:
-    """The file's schema version; one a later release wrote is refused, the file left as it is."""
-    found = int(conn.execute("PRAGMA user_version").fetchone()[0])
-    if found > SCHEMA_VERSION:
-        file = conn.execute("PRAGMA database_list").fetchone()[2]
-        raise StoreError(
-            f"the SQLite CAS file {file} is at schema version {found}, newer than this ctxplugin knows "
-            f"({SCHEMA_VERSION}); upgrade ctxplugin to open it, or give this engine another path"
-        )
-    return found
+    return schema_version(conn, SCHEMA_VERSION, f"the SQLite CAS file {conn.execute('PRAGMA database_list').fetchone()[2]}")
 
 
 def drop_stale_journal(path: Path) -> None:
