@@ -107,6 +107,14 @@ def started(engine: ContextEngine) -> None:
     engine.history("s1").add_messages([HumanMessage(BOOKED), AIMessage("Booked.")])
 
 
+def stays_cleared(engine: ContextEngine) -> None:
+    """What the cleared conversation stated is not current, nor shown once it goes on."""
+    assert "ZX9QPL" not in current(engine)
+    engine.history("s1").add_messages([HumanMessage("Hi, which flight am I on?")])
+    assert "ZX9QPL" not in shown(engine.history("s1").messages)
+    assert "ZX9QPL" not in current(engine)
+
+
 def test_a_prepare_reading_the_conversation_as_it_is_cleared_writes_nothing_back(engine: ContextEngine, mocker: MockerFixture) -> None:
     started(engine)
     pause = Pause()
@@ -114,11 +122,7 @@ def test_a_prepare_reading_the_conversation_as_it_is_cleared_writes_nothing_back
     cleared = signal_after(mocker, engine.history("s1").store, "clear")
 
     assert race(engine, pause, cleared) == []
-
-    assert "ZX9QPL" not in current(engine)
-    engine.history("s1").add_messages([HumanMessage("Hi, which flight am I on?")])
-    assert "ZX9QPL" not in shown(engine.history("s1").messages)
-    assert "ZX9QPL" not in current(engine)
+    stays_cleared(engine)
 
 
 def test_a_view_of_the_conversation_loaded_before_the_clear_writes_nothing_back(engine: ContextEngine, mocker: MockerFixture) -> None:
@@ -129,11 +133,7 @@ def test_a_view_of_the_conversation_loaded_before_the_clear_writes_nothing_back(
     cleared = signal_after(mocker, store, "clear")
 
     assert race(engine, pause, cleared) == []
-
-    assert "ZX9QPL" not in current(engine)
-    engine.history("s1").add_messages([HumanMessage("Hi, which flight am I on?")])
-    assert "ZX9QPL" not in shown(engine.history("s1").messages)
-    assert "ZX9QPL" not in current(engine)
+    stays_cleared(engine)
 
 
 def test_the_conversation_added_back_after_the_race_is_current_again(engine: ContextEngine, mocker: MockerFixture) -> None:
