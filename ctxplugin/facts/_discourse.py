@@ -85,14 +85,16 @@ def raw_lead(sentence: str) -> str:
     return sentence[match.end() :] if match else sentence
 
 
-def tidy(sentence: str, *, keep_also: bool = False) -> str:
+def tidy(sentence: str, *, keep_also: bool = False, as_written: bool = False) -> str:
     """The sentence without leading discourse words ("Actually, ", "OK so "); with
-    ``keep_also`` an additive "also" stays ("Also invite design")."""
+    ``keep_also`` an additive "also" stays ("Also invite design"); with ``as_written`` (a tool's
+    line) its first word keeps its case."""
     body = AGAIN.sub("", (raw_lead(sentence) if keep_also else LEAD.sub("", sentence)).strip())
     if len(body) < 4:
         return sentence
     first = body.split(maxsplit=1)[0]
-    if not first.isalpha() or not first.islower():
+    # a tool's line quotes a command, a field or a log as printed ("line 2 id=...", "kubectl ...")
+    if as_written or not first.isalpha() or not first.islower():
         # a value or a name in code (field_obj.load_only, ord-123, grep:), or one written in mixed
         # case (iPhone, getUser: GetUser names another function), stays as written
         return body

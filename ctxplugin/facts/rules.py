@@ -252,7 +252,7 @@ class RuleExtractor:
             stated = "draft" if weighed and (key or typed_values(sentence)) else scope or scope_of(sentence)
             conditional = voice == "user" and scope == "global" and _CONDITION.search(sentence) is not None
             return FactDraft(  # "if I get the bonus, my budget is $700" replaces nothing
-                text=tidy(shown[foreign.start :] if foreign else shown, keep_also=addition), key=None if conditional else key or None, kind=kind, tags=tags, importance=weight, scope=stated,
+                text=tidy(shown[foreign.start :] if foreign else shown, keep_also=addition, as_written=voice == "tool"), key=None if conditional else key or None, kind=kind, tags=tags, importance=weight, scope=stated,
                 replaces=extra.get("replaces", replaces), constraint_type=constraint_type,
                 visibility=extra.get("visibility"),
             )

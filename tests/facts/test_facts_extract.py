@@ -211,8 +211,8 @@ def test_ingest_records_provenance_and_authority() -> None:
     facts = ledger.ingest([human, AIMessage("noted"), captured, plain_tool], scope=S, authority="manager")
     refs = {f.text: (f.source.type, f.source.ref, f.authority, f.memory_type) for f in facts}
     assert refs["The budget is 50k."] == ("conversation", "msg-1", "manager", "user")
-    assert refs["Order W1 status: shipped"] == ("tool", "ref:order:0123456789abcdef", "tool", "organizational")
-    assert refs["Order W2 status: pending"][1] == "call-10"
+    assert refs["order W1 status: shipped"] == ("tool", "ref:order:0123456789abcdef", "tool", "organizational")
+    assert refs["order W2 status: pending"][1] == "call-10"
     assert ledger.ingest([human], scope=S) == [], "a repeated statement is not stored twice"
 
 
@@ -456,6 +456,10 @@ def test_traceback_frames_state_no_facts() -> None:
         ("iPhone 15 is out of stock", "tool", "iPhone 15 is out of stock"),
         ("eBay order 7781 was refunded", "user", "eBay order 7781 was refunded"),
         ("Actually, getUser is the function to fix in auth.py.", "user", "getUser is the function to fix in auth.py"),
+        # a tool's line is quoted as the tool wrote it: its first word may be a command or a field
+        ("line 2 id=ID00002 value 6", "tool", "line 2 id=ID00002 value 6"),
+        ("the order status is shipped.", "tool", "the order status is shipped"),
+        ("npm ERR! missing script: build", "tool", "missing script: build"),
         # prose still reads as a sentence
         ("Actually, the data team moved to Project Beta.", "user", "The data team moved to Project Beta"),
     ],
