@@ -122,6 +122,7 @@ class ContextEngine(Closing):
         self._stages = pipeline(
             self.config, counter=counter, registry=self.registry, ledger=self.facts, summarizer=self.summarizer,
             captures=captures, reads=reads, facts_lines=self._budgets["facts"] if self._budgets else _FACTS_LINES_BUDGET, note=note,
+            forget_said=self._forget_said,
         )
         ledger = self.facts if self.config.facts.enabled else None
         self._answers = Answers(self.cache, self.cas, self.registry, ledger, self.config.cache.scope) if self.cache is not None else None
@@ -313,9 +314,13 @@ class ContextEngine(Closing):
         (after the prepares of ``scope`` in flight: what they read goes too; see ScopeGates)."""
         self.check_open()
         with self.gates.clearing(scope.key()), step_budget(self.config.stores.timeout):
-            self._capture.forget_said(messages, scope)
-            for stage in (s for s in self._stages if isinstance(s, ChooseFacts)):
-                stage.forget(scope)
+            self._forget_said(messages, scope)
+
+    def _forget_said(self, messages: Sequence[BaseMessage], scope: Scope, at: Sequence[int] | None = None) -> None:
+        """:meth:`forget_said` within a call of ``scope`` (``at``: only the messages there)."""
+        self._capture.forget_said(messages, scope, at)
+        for stage in (s for s in self._stages if isinstance(s, ChooseFacts)):
+            stage.forget(scope)
 
     # ------------------------------------------------------------------ host helpers
     def as_runnable(self) -> Any:

@@ -12,12 +12,17 @@ the stages. See ``docs/architecture.md``.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+
+from langchain_core.messages import BaseMessage
+
 from ctxplugin import _tracing
 from ctxplugin._modes import total_not_set
 from ctxplugin.config import ContextConfig
 from ctxplugin.facts import FactsLedger
 from ctxplugin.history import BackgroundSummarizer
 from ctxplugin.history.identifiers import warm as warm_identifiers
+from ctxplugin.scope import Scope
 from ctxplugin.stages.account import Account
 from ctxplugin.stages.answers import Answers
 from ctxplugin.stages.capture import Capture
@@ -55,18 +60,21 @@ def pipeline(
     reads: ReadMemo,
     facts_lines: int,
     note: str | None = None,
+    forget_said: Callable[[Sequence[BaseMessage], Scope, Sequence[int]], None] | None = None,
 ) -> tuple[Stage, ...]:
     """The stages of ``prepare`` for ``config``, in order; a section that is off has no stage.
 
     Args:
         facts_lines: tokens the facts block may take.
         note: a warning every report carries (how tokens are counted, when not exactly).
+        forget_said: forgets what the messages at the indexes given stated as the user (see
+            :class:`ReadCommands`).
     """
     # what every process pays once is paid as the engine is built, not by its first call
     _tracing.warm()
     warm_identifiers()
     stages: list[Stage] = [
-        ReadCommands(),
+        ReadCommands(forget_said=forget_said),
         Validate(orphans=config.orphan_tool_results, owners=captures.owners),
         Tools(config=config.tools, counter=counter, registry=registry),
         FindRoom(history=config.history, facts=config.facts, counter=counter, elastic=config.budget.elastic),

@@ -221,11 +221,14 @@ class Reading:
     """One session's reading carried to its next call: the messages received and the scan up
     to its last reply (whose output may come next). Not locked: its owner claims it per call."""
 
-    __slots__ = ("prefix", "saved")
+    __slots__ = ("mode", "prefix", "saved")
 
     def __init__(self) -> None:
         self.prefix = Prefix()
         self.saved = _Scan()
+        # how the calls so far read the session (kept over a reset): "" as no command's answer yet,
+        # "chat" its answers as what the user said, "text" as outputs
+        self.mode = ""
 
     def read(self, messages: Sequence[BaseMessage]) -> tuple[list[BaseMessage], tuple[int, ...], str | None] | None:
         """``messages`` as tool calls, the indexes of the outputs and the id of the latest one
@@ -240,14 +243,25 @@ class Reading:
             scan.go_on(messages, stop)
             self.saved = scan  # never changed once saved: the next call goes on from a copy
         self.prefix.extend(messages[len(self.prefix) :])
-        if scan.dead:
-            return None
-        scan = scan.copy()
-        scan.go_on(messages, len(messages))
-        if not scan.commanded:
+        if not scan.dead:
+            scan = scan.copy()
+            scan.go_on(messages, len(messages))
+        if scan.dead or not scan.commanded:
+            self.mode = "chat" if scan.outputs else self.mode
             return None
         latest = scan.ids[-1] if scan.outputs and scan.outputs[-1] == len(messages) - 1 else None
         return scan.read, tuple(scan.outputs), latest
+
+    def first(self, messages: Sequence[BaseMessage], outputs: Sequence[int]) -> list[int]:
+        """On a call that reads the session in text mode after calls that did not, the outputs
+        among ``messages`` (at ``outputs``) those calls read as what the user said: all of them
+        after a call read its answered commands as a chat (see :func:`command_outputs`), else
+        those without mini-swe-agent's tags (which read so until the second command, maybe in
+        another process); none while it goes on being read in text mode."""
+        was, self.mode = self.mode, "text"
+        if was == "text":
+            return []
+        return list(outputs) if was == "chat" else [i for i in outputs if not _OUTPUT_TAGS.match(content_text(messages[i].content))]
 
 
 __all__ = ["MARK", "TEXT_COMMAND_NAME", "Reading", "as_tool_calls", "command_outputs", "final_block", "original", "tool_names"]

@@ -80,22 +80,24 @@ class Capture:
         emit(CAPTURE_EVENT, report.model_dump())
         return result, report
 
-    def forget_said(self, messages: Sequence[BaseMessage], scope: Scope) -> None:
-        """What ``scope``'s user messages among ``messages`` (a whole conversation its host
-        cleared, from its start) stated is not current any more, and what they replaced by key
-        is current again; read again (added back, said again), they are read as new. A failing
-        facts store is logged at WARNING: what they stated then stays current. Facts read from
-        its tool outputs stay."""
+    def forget_said(self, messages: Sequence[BaseMessage], scope: Scope, at: Sequence[int] | None = None) -> None:
+        """What ``scope``'s user messages among ``messages`` (a whole conversation, from its
+        start: one its host cleared) stated is not current any more, and what they replaced by
+        key is current again; read again (added back, said again), they are read as new. With
+        ``at``, only the messages at those indexes (a text-mode conversation's outputs, read as
+        what the user said before it was read in text mode). A failing facts store is logged at
+        WARNING: what they stated then stays current. Facts read from its tool outputs stay."""
         if not (self.config.facts.enabled and self.config.facts.extract):
             return
-        said = [m for m in as_read(messages) if isinstance(m, HumanMessage) and fact_source(m)]
+        named = as_read(messages)
+        said = [m for m in (named if at is None else [named[i] for i in at]) if isinstance(m, HumanMessage) and fact_source(m)]
         if not said:
             return
         self.reads.forget(said, scope)
         try:
             self.ledger.leave(said, scope=scope)
         except StoreError as exc:
-            log_degraded(scope, f"facts store unavailable; what the cleared conversation stated stays current: {exc}")
+            log_degraded(scope, f"facts store unavailable; what the user messages forgotten stated stays current: {exc}")
 
     def _store(self, tool_message: ToolMessage, scope: Scope, report: CaptureReport) -> tuple[ToolMessage, str | None]:
         """The message the conversation carries, and the shape its summary took the output for

@@ -17,6 +17,14 @@ is sent whole, as received. A conversation that binds a tool of the host's or ho
 is never read so, nor one with an assistant reply since its first command that runs none (a chat
 assistant's install command answered by what the user says), nor a user turn that does not
 follow such a reply (see :func:`command_outputs`).
+
+How a conversation is read can change as it goes on. An agent whose outputs carry no
+``<returncode>``/``<output>`` tags is read as a chat until its second command, its first output
+as what the user said; the call that first reads it in text mode forgets what that output
+stated as the user, and reads it again as an output. A conversation that stops being read so (a
+reply since the first command that runs none) is read as a chat, every output what the user
+said, from its start: what they stated is then the user's, not a tool's; read in text mode
+again (the host retried that reply), what they stated as the user is forgotten again.
 """
 
 from __future__ import annotations
@@ -35,6 +43,7 @@ from ctxplugin._messages import META_KEY, annotation
 from ctxplugin._names import FACTS_LOOKUP_NAME, META_TOOL_NAMES, NOTES_LOOKUP_NAME
 from ctxplugin.cas.capture import EXPAND_MORE
 from ctxplugin.history._dropped import without_expand_hint
+from ctxplugin.scope import Scope
 from ctxplugin.stages._commands import MARK as _MARK
 from ctxplugin.stages._commands import (
     TEXT_COMMAND_NAME,
@@ -134,9 +143,17 @@ class ReadCommands:
     """Show the stages a text-mode conversation as the tool calls it stands for.
 
     A session's reading is carried to its next call (claimed while a call runs, as
-    :class:`~ctxplugin.stages.validate.Validate` does): only the messages appended are read."""
+    :class:`~ctxplugin.stages.validate.Validate` does): only the messages appended are read.
+
+    Attributes:
+        forget_said: called on a call that reads a session in text mode after calls that did
+            not, with the conversation as received, the scope and the indexes of the outputs
+            those calls may have read as what the user said (see :meth:`Reading.first`): what
+            they stated as the user is forgotten, and they are read again as outputs.
+    """
 
     name: ClassVar[str] = "text_mode"
+    forget_said: Callable[[Sequence[BaseMessage], Scope, Sequence[int]], None] | None = None
     _sessions: LRU[str, Reading] = field(default_factory=lambda: LRU(SESSIONS_TRACKED))
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -152,11 +169,14 @@ class ReadCommands:
             found = reading.read(view.received)
         except (AttributeError, TypeError):  # no message, or one whose content is no text: validate, next, says which
             return view
+        said = reading.first(view.received, found[1]) if found is not None else []
         with self._lock:
             self._sessions.put(key, reading)
         if found is None:
             return view
         read, outputs, latest = found
+        if said and self.forget_said is not None:
+            self.forget_said(view.received, view.scope, said)
         return view.override(received=read, text_outputs=(view.received, outputs, latest))
 
 

@@ -269,3 +269,51 @@ def test_a_lookup_forged_in_an_output_stays_the_outputs_text() -> None:
     assert holding and all(isinstance(m, HumanMessage) and not is_note(m) and synthetic_kind(m) is None for m in holding)
     read = [f for f in engine.facts.store.find(FactQuery(reader=scope)) if "admin" in f.text or "approve_all" in f.text]
     assert read and all(f.from_tool and f.authority == "tool" for f in read)  # what an output says, not the user
+
+
+UNTAGGED: list[BaseMessage] = [  # no <returncode>/<output> tags: a chat until the second command
+    SYSTEM, TASK,
+    AIMessage(content="THOUGHT: where does it deploy?\n\n```bash\ncat deploy.cfg\n```"),
+    HumanMessage(content="Deploy region: eu-west-1"),
+    AIMessage(content="THOUGHT: move it.\n\n```bash\nsed -i 's/eu-west-1/us-east-2/' deploy.cfg\n```"),
+    HumanMessage(content="(no output)"),
+    AIMessage(content="THOUGHT: check it.\n\n```bash\ncat deploy.cfg\n```"),
+    HumanMessage(content="Deploy region: us-east-2"),
+]
+
+
+def region_read(engine: ContextEngine, scope: Scope, prepared: PreparedContext) -> tuple[str, str]:
+    """The deploy region current and who said it; what says it as the user is current no more
+    than once, and the facts block shows no region the conversation moved from."""
+    region = engine.facts.current("deploy_region", scope=scope)
+    assert region is not None
+    said = [f for f in engine.facts.store.find(FactQuery(reader=scope)) if f.is_valid and f.authority == "user" and "Deploy" in f.text]
+    assert said in ([], [region])
+    shown = "\n".join(content_text(m.content) for m in prepared.messages if synthetic_kind(m) is not None)
+    assert "eu-west-1" not in shown
+    return region.text.removeprefix("Deploy region: "), region.authority
+
+
+def test_the_first_output_of_an_agent_without_output_tags_is_read_again_as_an_output() -> None:
+    engine = memory_engine(ContextConfig(), clock=logical_clock())
+    scope = Scope(session_id="untagged")
+    conversation = [*UNTAGGED, AIMessage(content="THOUGHT: run the tests.\n\n```bash\npytest -q\n```")]
+    for end in range(4, len(conversation) + 1):  # the host sends one message more on each call
+        prepared = engine.prepare(conversation[:end], tools=engine.tools_for_model(), scope=scope)
+    assert region_read(engine, scope, prepared) == ("us-east-2", "tool")  # what the command printed last
+
+
+def test_a_conversation_read_as_a_chat_again_and_back_has_its_outputs_said_by_whom_it_reads() -> None:
+    engine = memory_engine(ContextConfig(), clock=logical_clock())
+    scope = Scope(session_id="back-and-forth")
+    for end in range(4, len(UNTAGGED) + 1):
+        prepared = engine.prepare(UNTAGGED[:end], tools=engine.tools_for_model(), scope=scope)
+    # a reply that runs no command: the conversation is a chat, its answers what the user said
+    chat = [*UNTAGGED, AIMessage(content="It deploys to us-east-2 now. Anything else?")]
+    prepared = engine.prepare(chat, tools=engine.tools_for_model(), scope=scope)
+    assert command_outputs(chat) == [] and prepared.messages[-1] == chat[-1]
+    assert region_read(engine, scope, prepared) == ("us-east-2", "user")
+    # the host retries that reply and gets a command: the outputs are outputs again
+    prepared = engine.prepare([*UNTAGGED, AIMessage(content="THOUGHT: test.\n\n```bash\npytest -q\n```")],
+                              tools=engine.tools_for_model(), scope=scope)
+    assert region_read(engine, scope, prepared) == ("us-east-2", "tool")
