@@ -60,8 +60,53 @@ _MATH = "\u00ac" + "".join(
 )
 """Mathematical symbols besides those above (root, element of, arrows, logic, sets): "√16" is not "16"."""
 _SYMBOL_CHARS = "+\\-\u2212*\u00d7\u00f7/^%=<>\u2264\u2265\u2260\u00b1~$\u20ac\u00a3\u00a5\u20b9\u20bd\u20a9" + _MATH
-_SYMBOL = re.compile(rf"((?<![^\W\d_])-|-(?![^\W\d_])|[{_SYMBOL_CHARS.replace('-', '')}]|(?<=[^\W\d_])#(?!\w))")
-_EDGE_PUNCT = re.compile(rf"^(?:(?![{_SYMBOL_CHARS}])[\s\W_])+|(?:(?![{_SYMBOL_CHARS}#])[\s\W_])+$", re.UNICODE)
+
+def _ranges(chars: list[str]) -> str:
+    """``chars`` (in code point order) as a regex class body of ranges."""
+    out: list[str] = []
+    start = prev = -2
+    for c in map(ord, [*chars, "\U0010ffff"]):
+        if c != prev + 1:
+            if start >= 0:
+                out.append(re.escape(chr(start)) + ("-" + re.escape(chr(prev)) if prev > start else ""))
+            start = c
+        prev = c
+    return "".join(out)
+
+
+# Pictographs and other symbols that are the point of a question: "Is this 👍?" is not "Is this
+# 👎?", "Rate ★★★★★" not "Rate ★", "5°" not "5". A run of them is read as one symbol.
+_PICTOGRAPH = _ranges([
+    c
+    for start, end in ((0xA0, 0x100), (0x2100, 0x2C00), (0x2E80, 0x3400), (0x1F000, 0x1FB00))
+    for c in map(chr, range(start, end))
+    if unicodedata.category(c) in ("So", "Sk")
+])
+_SYMBOL = re.compile(
+    rf"((?<![^\W\d_])-|-(?![^\W\d_])|[{_SYMBOL_CHARS.replace('-', '')}]|(?<=[^\W\d_])#(?!\w)"
+    rf"|(?:(?<=\b\d)|(?<=\b\d\d)|(?<=\b\d{{3}}))!|[{_PICTOGRAPH}]+)"
+)
+"""A symbol that changes what is asked; a "!" right after a number is a factorial ("5!" is not "5",
+"W1234!" is an identifier said loud)."""
+
+
+def _strip_edges(value: str) -> str:
+    """``value`` without the whitespace and punctuation around it ("?", "!", "...", quotes,
+    brackets). A symbol is kept ("5%", "C#", "👍", "★"), and so is a "!" right after a digit: "What
+    is 5!" asks for a factorial."""
+    start, end = 0, len(value)
+    while start < end and _edge(value[start], first=True):
+        start += 1
+    while end > start and _edge(value[end - 1], first=False) and not _SYMBOL.match(value, end - 1):
+        end -= 1
+    return value[start:end]
+
+
+def _edge(char: str, *, first: bool) -> bool:
+    """Whether ``char`` at a query's edge is only punctuation or space."""
+    if char in _SYMBOL_CHARS or (char == "#" and not first):
+        return False
+    return char.isspace() or unicodedata.category(char)[0] in "PZC"
 _REPEATED_PUNCT = re.compile(r"([!?.,;:])\1+")
 # How a question is written, not what it asks, though its characters are symbols: markdown
 # emphasis ("**python**"), a list bullet before the first word, a dash set between words
@@ -134,8 +179,28 @@ def _case_kept(token: str) -> bool:
 
 
 def _fold(text: str) -> str:
-    """``text`` in lower case, except its mixed-case tokens (see :func:`_case_kept`)."""
-    return _TOKEN.sub(lambda m: m.group(0) if _case_kept(m.group(0)) else m.group(0).lower(), text)
+    """``text`` in lower case, except its mixed-case tokens (see :func:`_case_kept`) and a capital
+    "A" that names something (see :func:`_letter_name`)."""
+    return _TOKEN.sub(lambda m: m.group(0) if _case_kept(m.group(0)) or _letter_name(m) else m.group(0).lower(), text)
+
+
+_LETTER_A = re.compile(r"A[.,;:!?'\")\]]*")
+_NAMED_A = re.compile(r"(?<![\w'-])A(?![\w'-])")
+
+
+def _letter_name(token: re.Match[str]) -> bool:
+    """Whether a lone capital "A" is a name ("vitamin A", "grade A", "plan A"), not the article:
+    it follows a word written in lower case, not the start of a sentence ("A cat sat") nor a
+    question in capitals ("WHAT IS A LIST")."""
+    if not _LETTER_A.fullmatch(token.group(0)):
+        return False
+    # the word before, read from a short stretch before the letter: a long question full of
+    # capital A's is read in one pass
+    before = token.string[max(0, token.start() - 64) : token.start()]
+    words = before.split()
+    if not before[-1:].isspace() or not words:
+        return False
+    return any(c.islower() for c in words[-1]) and words[-1][-1].isalpha()
 
 
 def _cased(text: str) -> tuple[str, ...]:
@@ -145,8 +210,10 @@ def _cased(text: str) -> tuple[str, ...]:
 
 def normalize_query(text: str) -> str:
     """The form under which queries are compared: an exponent written with a caret (``2^3``), NFKC,
-    lower case (a name in code written in mixed case, such as ``getUser``, keeps its case), contractions
-    expanded, thousands separators dropped, repeated and surrounding punctuation removed,
+    lower case (a name in code written in mixed case, such as ``getUser``, keeps its case, and so
+    does a capital "A" that names something, as in "vitamin A"), contractions
+    expanded, thousands separators dropped, repeated punctuation and punctuation around it removed
+    (a symbol at its end, such as "👍", "%" or the "!" of "5!", stays),
     whitespace collapsed."""
     raised = _SUPERSCRIPT.sub(lambda m: "^" + "".join(_SUPERSCRIPTS[c] for c in m.group(0)), text)
     value = _fold(unicodedata.normalize("NFKC", raised).translate(_APOSTROPHES))
@@ -155,7 +222,7 @@ def normalize_query(text: str) -> str:
     value = _THOUSANDS.sub("", value)
     value = _REPEATED_PUNCT.sub(r"\1", value)
     value = " ".join(value.split())
-    return _EDGE_PUNCT.sub("", value)
+    return _strip_edges(value)
 
 
 def query_hash(normalized: str) -> str:
@@ -173,13 +240,16 @@ def _wording(text: str) -> tuple[str, ...]:
     value = _plain(normalize_query(text))
     for _ in range(2):  # framing often comes in layers: "hi! i'd like to know: what is ..."
         for pattern in _FRAMING:
-            value = _EDGE_PUNCT.sub("", pattern.sub(" ", value))
+            value = _strip_edges(pattern.sub(" ", value))
     tokens: list[str] = []
     for index, part in enumerate(_SYMBOL.split(value)):
         if index % 2:  # a symbol the split kept
             tokens.append(part)
-        else:
-            tokens.extend(_NUMBER_WORDS.get(w, w) for w in words(part) if w not in _NEUTRAL)
+        else:  # a capital "A" left in a normalised query is a name, not the article
+            for piece_index, piece in enumerate(_NAMED_A.split(part)):
+                if piece_index:
+                    tokens.append("a")
+                tokens.extend(_NUMBER_WORDS.get(w, w) for w in words(piece) if w not in _NEUTRAL)
     return tuple(tokens)
 
 

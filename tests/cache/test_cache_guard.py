@@ -283,3 +283,79 @@ def test_a_long_question_full_of_stars_is_compared_in_one_pass() -> None:
     assert same_wording(question, "Hi! " + question) is None
     assert wording(question).count("*") == 40_000
     assert wording("What is **2*3**?") == wording("What is 2*3?")  # emphasis with a star inside
+
+
+def test_a_long_question_full_of_capital_a_is_compared_in_one_pass() -> None:
+    # each capital "A" looks only at the word right before it (before, the question up to each
+    # letter was searched again: minutes for this one)
+    question = "Compare these: " + "vitamin A " * 20_000
+    assert same_wording(question, "Hi! " + question) is None
+    assert wording(question).count("a") == 20_000
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        ("Is this 👍?", "Is this 👎?"),
+        ("Rate ★★★★★", "Rate ★"),
+        ("Rate ★★★★★", "Rate"),
+        ("Is it 5°?", "Is it 5?"),
+        ("What is 5!", "What is 5"),
+        ("What is 5!", "What is 5?"),
+        ("Is 5! even?", "Is 5 even?"),
+    ],
+)
+def test_a_symbol_at_a_questions_end_is_not_punctuation(a: str, b: str) -> None:
+    # an emoji, a star rating, a degree sign or a factorial is what is asked: stripped as
+    # punctuation, the question was served the answer to the other one
+    assert normalize_query(a) != normalize_query(b)  # equal queries skip the guard
+    assert same_wording(a, b) is not None
+    assert same_specifics(a, b) is not None
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    question=st.sampled_from(["What is Python", "Is this refund allowed", "Status of order #W1234", "Is the fee 5%", "Rate ★★★"]),
+    closing=st.sampled_from(["?", "!", ".", "…", "?!", "!!", "...", " ?", "\"", ")"]),
+    upper=st.booleans(),
+)
+def test_punctuation_after_a_question_never_matters(question: str, closing: str, upper: bool) -> None:
+    variant = (question.upper() if upper else question.lower()) + closing
+    assert normalize_query(variant) == normalize_query(question.lower())
+    assert same_wording(question, variant) is None
+    assert same_specifics(question, variant) is None
+
+
+@given(
+    symbols=st.lists(st.sampled_from("👍👎❤😀😢★☆✓✗✅❌🔥"), min_size=2, max_size=2, unique=True),
+    closing=st.sampled_from(["", "?", "!", "."]),
+)
+def test_a_different_symbol_at_the_end_is_always_another_question(symbols: list[str], closing: str) -> None:
+    a, b = (f"Is this {s}{closing}" for s in symbols)
+    assert normalize_query(a) != normalize_query(b)
+    assert same_wording(a, b) is not None
+    assert same_specifics(a, b) is not None
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        ("Is vitamin A good?", "Is vitamin good?"),
+        ("What does grade A mean?", "What does grade mean?"),
+        ("Is plan A cheaper?", "Is plan cheaper?"),
+        ("Is vitamin A good?", "Is vitamin B good?"),
+    ],
+)
+def test_a_capital_letter_after_a_word_is_a_name_not_the_article(a: str, b: str) -> None:
+    assert wording(a) != wording(b)
+    assert same_wording(a, b) is not None
+    assert same_specifics(a, b) is not None
+
+
+def test_a_capital_a_starting_a_sentence_is_still_the_article() -> None:
+    assert wording("Is vitamin A good?") == ["is", "vitamin", "a", "good"]
+    passes_both_guards([
+        ("A cat sat on the mat", "cat sat on the mat"),
+        ("Why? A cat sat on the mat", "why? the cat sat on the mat"),
+        ("WHAT IS A LIST?", "what is a list"),
+    ])
