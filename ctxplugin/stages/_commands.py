@@ -20,6 +20,7 @@ from ctxplugin._lru import PerMessage
 from ctxplugin._messages import META_KEY, annotation
 from ctxplugin._names import META_TOOL_NAMES
 from ctxplugin._prefix import Prefix
+from ctxplugin.stages.view import tool_label
 from ctxplugin.tokens import content_text
 
 TEXT_COMMAND_NAME = "command"
@@ -51,15 +52,6 @@ def final_block(message: AIMessage) -> tuple[int, str, str] | tuple[()]:
                 found = (opening, fence[1], command)
         _BLOCKS.put(message, found)
     return found
-
-
-def tool_names(tools: Sequence[Any]) -> set[str]:
-    """The names of ``tools`` (a tool without one by its repr)."""
-    names: set[str] = set()
-    for tool in tools:
-        name = tool.get("name") or tool.get("function", {}).get("name") if isinstance(tool, dict) else getattr(tool, "name", None)
-        names.add(str(name) if name else repr(tool))
-    return names
 
 
 def _asks_for_format(message: BaseMessage) -> bool:
@@ -167,12 +159,12 @@ class _Scan:
         after = messages[index + 1] if index + 1 < len(messages) else None
         answer = after if isinstance(after, HumanMessage) and not self.task and not is_note(after) else None
         text = message.content
-        if final_block(message) or (isinstance(text, str) and "```" in text and answer is not None
-                                    and _OUTPUT_TAGS.match(content_text(answer.content))):
+        tagged = answer is not None and _OUTPUT_TAGS.match(content_text(answer.content)) is not None
+        if final_block(message) or (isinstance(text, str) and "```" in text and tagged):
             self.commands += 1
             if answer is None:
                 return
-            self.tagged += bool(_OUTPUT_TAGS.match(content_text(answer.content)))
+            self.tagged += tagged
             digest = hashlib.sha256((_digest(message) + _digest(answer)).encode()).hexdigest()[:16]
             repeat = self.seen[digest] = self.seen.get(digest, -1) + 1
             call_id = f"command_{digest}" + (f"_{repeat}" if repeat else "")
@@ -201,7 +193,7 @@ def command_outputs(messages: Sequence[BaseMessage], tools: Sequence[Any] = ()) 
     takes two such commands, or one answered with those tags: a chat assistant that once ends a
     reply with an install command has its user's answer read as what the user said. The first
     user message (the task) is never an output."""
-    if tool_names(tools) - META_TOOL_NAMES:
+    if any(tool_label(tool) not in META_TOOL_NAMES for tool in tools):
         return []
     scan = _Scan()
     scan.go_on(messages, len(messages))
@@ -263,4 +255,4 @@ class Reading:
         return [] if was == "text" else list(outputs)
 
 
-__all__ = ["MARK", "TEXT_COMMAND_NAME", "Reading", "as_tool_calls", "command_outputs", "final_block", "original", "tool_names"]
+__all__ = ["MARK", "TEXT_COMMAND_NAME", "Reading", "as_tool_calls", "command_outputs", "final_block", "original"]

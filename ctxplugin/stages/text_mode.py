@@ -51,9 +51,8 @@ from ctxplugin.stages._commands import (
     as_tool_calls,
     command_outputs,
     original,
-    tool_names,
 )
-from ctxplugin.stages.view import SESSIONS_TRACKED, CallView
+from ctxplugin.stages.view import SESSIONS_TRACKED, CallView, tool_label
 from ctxplugin.tokens import TokenCounter, content_text, count_message
 
 
@@ -158,7 +157,7 @@ class ReadCommands:
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def apply(self, view: CallView) -> CallView:
-        if tool_names(view.tools_given) - META_TOOL_NAMES:  # a host that binds tools calls them
+        if any(tool_label(tool) not in META_TOOL_NAMES for tool in view.tools_given):  # a host that binds tools calls them
             return view
         key = view.scope.key()
         with self._lock:
@@ -208,7 +207,7 @@ class WriteCommands:
             messages, sections = self._written(fitted.messages, tools, None)
         within = fitted.within_budget and sum(sections.values()) <= view.budgets["total"]
         return view.override(
-            tools=tuple(t for t in view.tools if not tool_names([t]) & META_TOOL_NAMES),
+            tools=tuple(t for t in view.tools if tool_label(t) not in META_TOOL_NAMES),
             tool_tokens=sections.get("tools", 0),
             fitted=replace(fitted, messages=messages, sections=sections, within_budget=within),
         )
