@@ -86,7 +86,7 @@ class SQLiteMessageStore:
             pass
 
     def _create(self, db: sqlite3.Connection) -> None:
-        schema_version(db, _SCHEMA_VERSION, f"the chat history at {self.path}")  # a later release's file: refused
+        schema_version(db, _SCHEMA_VERSION, "the chat history at")  # a later release's file: refused
         into_wal(db, self.timeout)  # a process reading never makes another one's turn fail
         db.execute(
             "CREATE TABLE IF NOT EXISTS chat_messages ("

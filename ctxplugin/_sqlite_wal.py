@@ -43,12 +43,13 @@ def schema_version(conn: sqlite3.Connection, known: int, what: str) -> int:
 
     Raises:
         StoreError: a later release wrote the file (its version is above ``known``); ``what``
-            names it. The file is left as it is.
+            and the file's path, looked up only then, name it. The file is left as it is.
     """
     found = int(conn.execute("PRAGMA user_version").fetchone()[0])
     if found > known:
+        path = conn.execute("PRAGMA database_list").fetchone()[2]
         raise StoreError(
-            f"{what} is at schema version {found}, newer than this ctxplugin knows ({known}); "
+            f"{what} {path} is at schema version {found}, newer than this ctxplugin knows ({known}); "
             "upgrade ctxplugin to open it, or give this engine another path"
         )
     return found

@@ -121,7 +121,7 @@ def ensure_schema(conn: sqlite3.Connection) -> None:
 
 
 def _version(conn: sqlite3.Connection) -> int:
-    return schema_version(conn, SCHEMA_VERSION, f"the SQLite CAS file {conn.execute('PRAGMA database_list').fetchone()[2]}")
+    return schema_version(conn, SCHEMA_VERSION, "the SQLite CAS file")
 
 
 def drop_stale_journal(path: Path) -> None:
