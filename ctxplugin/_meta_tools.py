@@ -31,8 +31,8 @@ ScopeResolver = Callable[[RunnableConfig | None], Scope]
 
 
 EXPAND_REF_DESCRIPTION = (
-    "Read a stored tool output by its ref_id. Optional: fields (JSON paths), offset/limit (lines or"
-    " items), pattern (keep matching lines or items; a regular expression if regex is true)."
+    "Read a stored tool output by ref_id; optionally fields (JSON paths), offset/limit (lines or"
+    " items), pattern to match (regex if regex)."
 )
 
 

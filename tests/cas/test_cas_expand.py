@@ -10,7 +10,7 @@ from ctxplugin.cas import MemoryCASStore, expand, expand_for_model, parse_path, 
 from ctxplugin.errors import InvalidInputError, RefNotFoundError
 from ctxplugin.scope import Scope
 from ctxplugin.testing.cas_contract import make_item
-from ctxplugin.tokens import get_counter
+from ctxplugin.tokens import count_tool_schemas, get_counter
 
 COUNTER = get_counter()[0]
 SCOPE = Scope(session_id="s1")
@@ -234,6 +234,8 @@ def test_expand_ref_tool_sends_a_compact_schema_and_still_validates() -> None:
     assert all(set(p) <= {"type", "items"} for p in params["properties"].values()), params
     for option in ("fields", "offset/limit", "pattern", "regex"):
         assert option in sent["description"], "the description explains every option"
+    # every tiered call carries it: a word more is paid on each of them
+    assert count_tool_schemas([convert_to_openai_tool(tool)], COUNTER) <= 137
 
     config: RunnableConfig = {"configurable": {"thread_id": "t"}}
     captured = engine.capture_tool_result(ToolMessage(content=LOG, tool_call_id="c1", name="logs"), scope=Scope(session_id="t"))
