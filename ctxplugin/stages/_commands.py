@@ -20,6 +20,7 @@ from ctxplugin._lru import PerMessage
 from ctxplugin._messages import META_KEY, annotation
 from ctxplugin._names import META_TOOL_NAMES
 from ctxplugin._prefix import Prefix
+from ctxplugin.stages._answers_read import output_form, written_by_person
 from ctxplugin.stages.view import tool_label
 from ctxplugin.tokens import content_text
 
@@ -30,7 +31,6 @@ MARK = "text_mode"
 """The annotation that tells a message read from a text-mode one."""
 
 _OPENING = re.compile(r"```(bash|sh|shell|zsh|console|mswea_bash_command)[ \t]*\r?\n", re.IGNORECASE)
-_OUTPUT_TAGS = re.compile(r"\A\s*<(?:returncode|output)>")
 _BLOCKS: PerMessage[tuple[int, str, str] | tuple[()]] = PerMessage(8192)
 
 
@@ -129,7 +129,7 @@ class _Scan:
         self.seen: dict[str, int] = {}
         self.commands = self.tagged = 0
         self.task = True  # the first user message (the task) not met yet
-        self.dead = False  # a tool call, or a reply since the first command that runs none
+        self.dead = False  # a tool call, a reply since the first command that runs none, or a person answering a command
 
     def copy(self) -> _Scan:
         other = _Scan()
@@ -159,10 +159,13 @@ class _Scan:
         after = messages[index + 1] if index + 1 < len(messages) else None
         answer = after if isinstance(after, HumanMessage) and not self.task and not is_note(after) else None
         text = message.content
-        tagged = answer is not None and _OUTPUT_TAGS.match(content_text(answer.content)) is not None
+        tagged = answer is not None and output_form(answer)
         if final_block(message) or (isinstance(text, str) and "```" in text and tagged):
             self.commands += 1
             if answer is None:
+                return
+            if not tagged and written_by_person(answer):  # a person answering the command they were given: a chat
+                self.dead = True
                 return
             self.tagged += tagged
             digest = hashlib.sha256((_digest(message) + _digest(answer)).encode()).hexdigest()[:16]
@@ -179,20 +182,23 @@ class _Scan:
     @property
     def commanded(self) -> bool:
         """Whether the conversation read is a text-mode agent's: no tool call, every reply since
-        the first command one (or answered by a request for the format), two commands or one
-        answered with mini-swe-agent's ``<returncode>``/``<output>`` tags."""
+        the first command one (or answered by a request for the format), no command answered by
+        a person (see :mod:`ctxplugin.stages._answers_read`), two commands or one answered in an
+        output's form (mini-swe-agent's ``<returncode>``/``<output>`` tags, an observation lead)."""
         return not self.dead and (self.commands >= 2 or self.tagged > 0)
 
 
 def command_outputs(messages: Sequence[BaseMessage], tools: Sequence[Any] = ()) -> list[int]:
-    """Indexes of the user messages of ``messages`` that are a command's output, in a
-    conversation that holds no tool call, is given no tool but ctxplugin's own, and whose
-    assistant replies since the first command all run one: each ends with a fenced shell block
-    (or holds one and is answered with mini-swe-agent's ``<returncode>``/``<output>`` tags),
-    except a reply answered by a request for that format (mini-swe-agent's format error). It
-    takes two such commands, or one answered with those tags: a chat assistant that once ends a
-    reply with an install command has its user's answer read as what the user said. The first
-    user message (the task) is never an output."""
+    """Indexes of the user messages of ``messages`` that are a command's output, in a conversation that
+    holds no tool call, is given no tool but ctxplugin's own, and whose assistant replies since the
+    first command all run one: each ends with a fenced shell block (or holds one and is answered
+    with mini-swe-agent's ``<returncode>``/``<output>`` tags or an observation lead), except a reply
+    answered by a request for that format (mini-swe-agent's format error), and none of whose
+    commands is answered by what reads as a person's words (first-person words, a question, thanks…:
+    see :mod:`ctxplugin.stages._answers_read`): a chat assistant that ends its replies with commands
+    to run has its user's answers read as what the user said. It takes two such commands, or one
+    answered in an output's form (those tags, an observation lead such as ``Observation:``). The
+    first user message (the task) is never an output."""
     if any(tool_label(tool) not in META_TOOL_NAMES for tool in tools):
         return []
     scan = _Scan()

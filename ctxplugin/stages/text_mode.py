@@ -14,17 +14,19 @@ every assistant message without that call and every output a user message again,
 lookup of ctxplugin's (context notes, the facts block) an assistant turn naming it followed by
 a user message holding its text, as a command and its output. The output the model answers now
 is sent whole, as received. A conversation that binds a tool of the host's or holds a tool call
-is never read so, nor one with an assistant reply since its first command that runs none (a chat
-assistant's install command answered by what the user says), nor a user turn that does not
-follow such a reply (see :func:`command_outputs`).
+is never read so, nor one with an assistant reply since its first command that runs none, nor one
+where a command is answered by what reads as a person's words (a chat assistant's install
+command answered "ok done, it printed 2.0.0": see :mod:`ctxplugin.stages._answers_read`), nor a
+user turn that does not follow such a reply (see :func:`command_outputs`).
 
 How a conversation is read can change as it goes on. An agent whose outputs carry no
-``<returncode>``/``<output>`` tags is read as a chat until its second command, its first output
-as what the user said; the call that first reads it in text mode forgets what that output
-stated as the user, and reads it again as an output. A conversation that stops being read so (a
-reply since the first command that runs none) is read as a chat, every output what the user
-said, from its start: what they stated is then the user's, not a tool's; read in text mode
-again (the host retried that reply), what they stated as the user is forgotten again.
+``<returncode>``/``<output>`` tags (nor an observation lead) is read as a chat until its second
+command, its first output as what the user said; the call that first reads it in text mode forgets
+what that output stated as the user, and reads it again as an output. A conversation that stops
+being read so (a reply since the first command that runs none, an answer a person wrote) is read as
+a chat, every output what the user said, from its start: what they stated is then the user's, not a
+tool's; read in text mode again (the host retried that reply), what they stated as the user is
+forgotten again.
 """
 
 from __future__ import annotations

@@ -202,8 +202,8 @@ def test_a_conversation_is_read_as_commands_only_where_its_replies_since_the_fir
     def run(step: int) -> AIMessage:
         return AIMessage(content=f"THOUGHT: step {step}.\n\n```bash\nls dir_{step}\n```")
 
-    said = HumanMessage(content="ok, and?")
-    assert command_outputs([SYSTEM, TASK, run(0), said]) == []  # one command answered in plain words: a chat
+    said = HumanMessage(content="a.py b.py")  # plain text, no tags
+    assert command_outputs([SYSTEM, TASK, run(0), said]) == []  # one command answered in plain text: a chat so far
     assert command_outputs([SYSTEM, TASK, run(0), output(0)]) == [3]  # mini-swe-agent's tags tell it at once
     assert command_outputs([SYSTEM, TASK, run(0), said, run(1), said]) == [3, 5]
     chatted = AIMessage(content="That worked, anything else?")
