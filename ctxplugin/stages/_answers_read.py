@@ -46,7 +46,7 @@ _FIRST_PERSON = re.compile(
     r"(?<![\w'’./\-(\[])(?:i|i['’](?:m|ve|d|ll)|me|my|mine|myself|we|we['’](?:re|ve|ll|d)|our|ours)(?![\w'’/\-)\]]|\.\w)",
     re.IGNORECASE,
 )
-_QUESTION = re.compile(r"[A-Za-z][^?\n]*\?(?:\s|$)")
+_QUESTION = re.compile(r"[A-Za-z] ?\?(?:\s|$)")  # a word then "?": "what next?", "ok, and?"
 _THANKS = re.compile(r"\b(?:thanks|thank you|thx|cheers)\b", re.IGNORECASE)
 _OPENER = re.compile(
     r"\A(?:(?:ok|okay|alright|yeah|yep|yup|nope|sure|hmm+|hi|hello|hey|great|cool|awesome|perfect|nice)(?:[,!]|\s+[a-z])"
@@ -58,7 +58,7 @@ _SAYS_WHAT_IT_DID = re.compile(
     r"|\b(?:didn't|doesn't|did not|does not)\s+work\b|\bstill\s+(?:fails|failing|broken|the same)\b|\bsame error\b",
     re.IGNORECASE,
 )
-_EDGE = 400  # characters of a line read from each end: a pasted log line is read at its ends only
+_EDGE = 200  # characters of a line read from each end: a pasted log line is read at its ends only
 _ALL_LINES = 6  # an answer of this many lines or fewer is read whole
 
 _READ: PerMessage[bool] = PerMessage(8192)
