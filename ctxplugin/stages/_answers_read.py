@@ -13,13 +13,16 @@ answer is read as what a person wrote wherever it reads so, and the conversation
   ``EXECUTION RESULT``): an output, whatever it says;
 - a person's (:func:`written_by_person`) when, not in that form, a prose line of it (outside
   fenced blocks; of a long answer its first and last two lines, where a person writes around
-  what they paste) has first-person words (I, my, we…), a question, thanks, an acknowledgement
-  opening it (``ok``, ``yeah``…) or says what a command did (``it printed``, ``that worked``…);
+  what they paste) has first-person words (I, my, we…; ich, wir, je, nous, yo, 我…), a question
+  (``?``, ``？``, ``¿``), thanks, an acknowledgement opening it (``ok``, ``yeah``…) or says what
+  a command did (``it printed``, ``that worked``…);
 - else plain text, as most of what a command prints: an output once two commands ran.
 
 A prose line starts with a letter (not indented, numbered, marked as code, a prompt, a comment or
-a list), not with a program's label (``WARNING:``, ``cat:``, ``NameError:``), and holds nothing
-code does (``=``, braces, a semicolon, a call). An output that still reads as a person's makes
+a list), not with a program's label (``WARNING:``, ``cat:``, ``NameError:``; a person's
+``update:``, ``note:``, ``btw:`` are no program's), a ``grep -n`` hit's path (``src/a.py:12:``)
+or a commit's hash (``git log --oneline``), and holds nothing code does (``=``, braces, a
+semicolon, a call) nor a program's ``[y/N]`` prompt. An output that still reads as a person's makes
 the conversation a chat, which is sent as one: of the coding recordings' 562 outputs without
 their tags, one does (``Summary: … it says …``).
 """
@@ -31,22 +34,30 @@ import re
 from langchain_core.messages import BaseMessage
 
 from ctxplugin._lru import PerMessage
+from ctxplugin._text_shapes import grep_matches
 from ctxplugin.tokens import content_text
 
 _FORM = re.compile(
     r"\A\s*(?:<(?:returncode|output)>|observation\s*:|execution result\b)", re.IGNORECASE
 )
 _FENCED = re.compile(r"```.*?(?:```|\Z)", re.DOTALL)
-_PROSE_START = re.compile(r"[\"'‘“]?[^\W\d_]")  # a letter, perhaps quoted: no indent, digit, mark
+_PROSE_START = re.compile(r"[\"'‘“¿¡]?[^\W\d_]")  # a letter, perhaps quoted: no indent, digit, mark
 _LABEL = re.compile(
     r"(?:[A-Z][A-Z_]+|[a-z][\w.\-]*|[A-Z]\w*(?:Error|Exception|Warning)):\s"
 )  # WARNING:, cat:
+_OWN_LABEL = re.compile(r"(?:update|edit|also|note|ps|p\.s\.|btw|fyi|correction):\s", re.IGNORECASE)
+_HASH = re.compile(r"(?=[0-9a-f]*\d)[0-9a-f]{7,40}\s")  # git log --oneline
+_PROMPT = re.compile(r"[\[(][yY]/[nN][\])]|[\[(][yY]es/[nN]o[\])]")  # Are you sure? [y/N]
 _CODE = re.compile(r"[=;{}]|\w\(|->|::|</|/>")
 _FIRST_PERSON = re.compile(
-    r"(?<![\w'’./\-(\[])(?:i|i['’](?:m|ve|d|ll)|me|my|mine|myself|we|we['’](?:re|ve|ll|d)|our|ours)(?![\w'’/\-)\]]|\.\w)",
+    r"(?<![\w'’./\-(\[])(?:i|i['’](?:m|ve|d|ll)|me|my|mine|myself|we|we['’](?:re|ve|ll|d)|our|ours"
+    r"|ich|mein|meine[mnrs]?|wir|je|nous|yo|nosotros|meu|minha)(?![\w'’/\-)\]]|\.\w)"
+    r"|(?<![\w'’./\-(\[])j['’](?=[^\W\d_])|我|私は|僕|저는|제가|나는",
     re.IGNORECASE,
-)
-_QUESTION = re.compile(r"[A-Za-z] ?\?(?:\s|$)")  # a word then "?": "what next?", "ok, and?"
+)  # English, German, French, Spanish, Portuguese, Chinese, Japanese, Korean
+_QUESTION = re.compile(
+    r"[^\W\d_] ?\?(?:\s|$)|[^\W\d_] ?？|¿"
+)  # a word then "?": "what next?", "ok, and?"
 _THANKS = re.compile(r"\b(?:thanks|thank you|thx|cheers)\b", re.IGNORECASE)
 _OPENER = re.compile(
     r"\A(?:(?:ok|okay|alright|yeah|yep|yup|nope|sure|hmm+|hi|hello|hey|great|cool|awesome|perfect|nice)(?:[,!]|\s+[a-z])"
@@ -89,13 +100,15 @@ def _by_person(text: str) -> bool:
 
 
 def _reads_as_person(line: str) -> bool:
-    if not _PROSE_START.match(line) or _LABEL.match(
-        line
-    ):  # code, a list, a log or a program's message
-        return False
     if len(line) > 2 * _EDGE:
         line = f"{line[:_EDGE]}\n{line[-_EDGE:]}"
-    if _CODE.search(line):
+    if (
+        not _PROSE_START.match(line) or _HASH.match(line) or grep_matches(line)[0]
+    ):  # code, a list, grep's
+        return False
+    if _LABEL.match(line) and not _OWN_LABEL.match(line):  # a log or a program's message
+        return False
+    if _CODE.search(line) or _PROMPT.search(line):  # code, a program asking "[y/N]"
         return False
     if _OPENER.match(line):
         return True

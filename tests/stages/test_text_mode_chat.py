@@ -121,6 +121,15 @@ TRACEBACK = (
             id="pasted-in-a-fence-then-a-question",
         ),
         pytest.param(["a.py b.py", "ok, and?"], id="a-person-later"),
+        pytest.param(
+            ["update: my budget is now 900 EUR", "note: we moved the server"],
+            id="a-label-of-theirs",
+        ),
+        pytest.param(
+            ["ich habe es ausgeführt, aber es kommt ein Fehler", "j'ai lancé la commande, rien"],
+            id="german-french",
+        ),
+        pytest.param(["¿y ahora qué hago?", "我运行了，但是报错了"], id="spanish-chinese"),
     ],
 )
 def test_a_persons_replies_to_suggested_commands_are_what_they_said(answers: list[str]) -> None:
@@ -179,6 +188,12 @@ def test_an_output_in_a_form_agents_tag_it_with_is_an_output_whatever_it_says(te
         "cat: missing.txt: No such file or directory",
         "Successfully installed requests-2.31.0",
         "Deploy region: eu-west-1",
+        "src/parser.py:41:    # I think we should drop the last field here",
+        "./README.md:3:We recommend installing it with pip.",
+        "a3f2c91 Fix the crash I introduced in parse_line\n9b7e2d0 Add tests",
+        "After this operation, 2,048 kB will be used.\nDo you want to continue? [Y/n] Abort.",
+        "Are you sure you want to delete my_notes.txt? [y/N]",
+        "Proceed (y/n)?",
     ],
 )
 def test_an_untagged_agents_plain_outputs_are_still_outputs(text: str) -> None:
