@@ -16,7 +16,8 @@ answer is read as what a person wrote wherever it reads so, and the conversation
   what they paste) has first-person words (I, my, we…; ich, wir, je, nous, yo, 我…), a question
   (``?``, ``？``, ``¿``), thanks, an acknowledgement opening it (``ok``, ``yeah``…) or says what
   a command did (``it printed``, ``that worked``…);
-- else plain text, as most of what a command prints: an output once two commands ran.
+- else plain text, as most of what a command prints: an output once two commands ran. So is a
+  document printed whole (markdown headings, a reStructuredText title), whatever its lines say.
 
 A prose line starts with a letter (not indented, numbered, marked as code, a prompt, a comment or
 a list), not with a program's label (``WARNING:``, ``cat:``, ``NameError:``; a person's
@@ -30,11 +31,12 @@ their tags, one does (``Summary: … it says …``).
 from __future__ import annotations
 
 import re
+from itertools import pairwise
 
 from langchain_core.messages import BaseMessage
 
 from ctxplugin._lru import PerMessage
-from ctxplugin._text_shapes import grep_matches
+from ctxplugin._text_shapes import detect_text_shape, grep_matches
 from ctxplugin.tokens import content_text
 
 _FORM = re.compile(
@@ -48,6 +50,7 @@ _LABEL = re.compile(
 _OWN_LABEL = re.compile(r"(?:update|edit|also|note|ps|p\.s\.|btw|fyi|correction):\s", re.IGNORECASE)
 _HASH = re.compile(r"(?=[0-9a-f]*\d)[0-9a-f]{7,40}\s")  # git log --oneline
 _PROMPT = re.compile(r"[\[(][yY]/[nN][\])]|[\[(][yY]es/[nN]o[\])]")  # Are you sure? [y/N]
+_UNDERLINE = re.compile(r"([=\-~^*+#])\1{2,}")
 _CODE = re.compile(r"[=;{}]|\w\(|->|::|</|/>")
 _FIRST_PERSON = re.compile(
     r"(?<![\w'’./\-(\[])(?:i|i['’](?:m|ve|d|ll)|me|my|mine|myself|we|we['’](?:re|ve|ll|d)|our|ours"
@@ -96,7 +99,21 @@ def _by_person(text: str) -> bool:
     lines = [line for line in _FENCED.sub("\n", text).splitlines() if line.strip()]
     if len(lines) > _ALL_LINES:
         lines = lines[:2] + lines[-2:]
-    return any(_reads_as_person(line) for line in lines)
+    return any(_reads_as_person(line) for line in lines) and not _document(text)
+
+
+def _document(text: str) -> bool:
+    """Whether ``text`` is a document printed whole (a README, a changelog): markdown headings,
+    or a reStructuredText title underlined (``Setup`` then ``-----``), which no person writes."""
+    if detect_text_shape(text) == "markup":
+        return True
+    lines = text.splitlines()
+    return any(
+        len(under) >= len(title.rstrip()) >= 1
+        and _PROSE_START.match(title) is not None
+        and _UNDERLINE.fullmatch(under) is not None
+        for title, under in pairwise(lines)
+    )
 
 
 def _reads_as_person(line: str) -> bool:

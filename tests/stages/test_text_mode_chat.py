@@ -194,6 +194,10 @@ def test_an_output_in_a_form_agents_tag_it_with_is_an_output_whatever_it_says(te
         "After this operation, 2,048 kB will be used.\nDo you want to continue? [Y/n] Abort.",
         "Are you sure you want to delete my_notes.txt? [y/N]",
         "Proceed (y/n)?",
+        "# parser\n\nA small library to parse lines.\n\n## Install\n\n```bash\npip install parser\n```\n\n"
+        "## Usage\n\nCall parse_line on each line.\n\n## Contributing\n\nWe welcome pull requests. Thanks!",
+        "Contributing\n============\n\nThanks for your interest in contributing!\n\nSetup\n-----\n\n"
+        "Run the tests with tox.\n\nStyle\n-----\n\nWe use black.",
     ],
 )
 def test_an_untagged_agents_plain_outputs_are_still_outputs(text: str) -> None:
