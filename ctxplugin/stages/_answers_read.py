@@ -14,7 +14,7 @@ answer is read as what a person wrote wherever it reads so, and the conversation
 - a person's (:func:`written_by_person`) when, not in that form, a prose line of it (outside
   fenced blocks; of a long answer its first and last two lines, where a person writes around
   what they paste) has first-person words (I, my, we…; ich, wir, je, nous, yo, 我…), a question
-  (``?``, ``？``, ``¿``), thanks, an acknowledgement opening it (``ok``, ``yeah``…) or says what
+  (``?``, ``？``, ``¿``; not a script's ``Is equal? True``), thanks, an acknowledgement opening it (``ok``, ``yeah``…) or says what
   a command did (``it printed``, ``that worked``…);
 - else plain text, as most of what a command prints: an output once two commands ran. So is a
   document printed whole (markdown headings, a reStructuredText title), whatever its lines say.
@@ -59,8 +59,8 @@ _FIRST_PERSON = re.compile(
     re.IGNORECASE,
 )  # English, German, French, Spanish, Portuguese, Chinese, Japanese, Korean
 _QUESTION = re.compile(
-    r"[^\W\d_] ?\?(?:\s|$)|[^\W\d_] ?？|¿"
-)  # a word then "?": "what next?", "ok, and?"
+    r"[^\W\d_] ?\?(?:\s|$)(?![ \t]*(?:(?i:true|false|none|yes|no)\b|[\d'\"\[{(-]))|[^\W\d_] ?？|¿"
+)  # a word then "?": "what next?", "ok, and?"; not a script's "Is equal? True", "Match? 3"
 _THANKS = re.compile(r"\b(?:thanks|thank you|thx|cheers)\b", re.IGNORECASE)
 _OPENER = re.compile(
     r"\A(?:(?:ok|okay|alright|yeah|yep|yup|nope|sure|hmm+|hi|hello|hey|great|cool|awesome|perfect|nice)(?:[,!]|\s+[a-z])"
