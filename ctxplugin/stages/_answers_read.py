@@ -96,15 +96,17 @@ def written_by_person(message: BaseMessage) -> bool:
 def _by_person(text: str) -> bool:
     if _FORM.match(text) or "backticks" in text.lower():  # mini-swe-agent's request for its format
         return False
-    lines = [line for line in _FENCED.sub("\n", text).splitlines() if line.strip()]
+    bare = _FENCED.sub("\n", text)  # what a person pastes in a fenced block is not theirs
+    lines = [line for line in bare.splitlines() if line.strip()]
     if len(lines) > _ALL_LINES:
         lines = lines[:2] + lines[-2:]
-    return any(_reads_as_person(line) for line in lines) and not _document(text)
+    return any(_reads_as_person(line) for line in lines) and not _document(bare)
 
 
 def _document(text: str) -> bool:
-    """Whether ``text`` is a document printed whole (a README, a changelog): markdown headings,
-    or a reStructuredText title underlined (``Setup`` then ``-----``), which no person writes."""
+    """Whether ``text`` (outside fenced blocks) is a document printed whole (a README, a
+    changelog): markdown headings, or a reStructuredText title underlined (``Setup`` then
+    ``-----``), which no person writes in a reply."""
     if detect_text_shape(text) == "markup":
         return True
     lines = text.splitlines()

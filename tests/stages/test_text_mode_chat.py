@@ -122,6 +122,14 @@ TRACEBACK = (
         ),
         pytest.param(["a.py b.py", "ok, and?"], id="a-person-later"),
         pytest.param(
+            [
+                "```\nparser\n======\n\nInstall\n-------\n\npip install parser\n```\n"
+                "The README says this, but where do I call it?",
+                "ok",
+            ],
+            id="a-pasted-readme-and-a-question",
+        ),
+        pytest.param(
             ["update: my budget is now 900 EUR", "note: we moved the server"],
             id="a-label-of-theirs",
         ),
