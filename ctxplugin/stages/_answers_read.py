@@ -25,7 +25,7 @@ a list), not with a program's label (``WARNING:``, ``cat:``, ``NameError:``; a p
 or a commit's hash (``git log --oneline``), and holds nothing code does (``=``, braces, a
 semicolon, a call) nor a program's ``[y/N]`` prompt. An output that still reads as a person's makes
 the conversation a chat, which is sent as one: of the coding recordings' 562 outputs without
-their tags, one does (``Summary: … it says …``).
+their tags, none does; a script's own printed words still may (``print("Testing my fix")``).
 """
 
 from __future__ import annotations
