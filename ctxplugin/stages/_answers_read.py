@@ -63,7 +63,7 @@ _QUESTION = re.compile(
 )  # a word then "?": "what next?", "ok, and?"; not a script's "Is equal? True", "Match? 3"
 _THANKS = re.compile(r"\b(?:thanks|thank you|thx|cheers)\b", re.IGNORECASE)
 _OPENER = re.compile(
-    r"\A(?:(?:ok|okay|alright|yeah|yep|yup|nope|sure|hmm+|hi|hello|hey|great|cool|awesome|perfect|nice)(?:[,!]|\s+[a-z])"
+    r"\A(?:(?:ok|okay|alright|yeah|yep|yup|nope|sure|hmm+|great|cool|awesome|perfect|nice)(?:[,!]|\s+[a-z])"
     r"|(?:yes|no|done)[,!])",
     re.IGNORECASE,
 )

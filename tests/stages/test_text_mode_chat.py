@@ -205,6 +205,7 @@ def test_an_output_in_a_form_agents_tag_it_with_is_an_output_whatever_it_says(te
         "# parser\n\nA small library to parse lines.\n\n## Install\n\n```bash\npip install parser\n```\n\n"
         "## Usage\n\nCall parse_line on each line.\n\n## Contributing\n\nWe welcome pull requests. Thanks!",
         "Is equal? True",
+        "Hello, world!\nHey, Jo!",
         "Input: 'abc'\nOutput: 'ABC'\nMatch? False\nFixed? no",
         "Does the bug reproduce? 3 of 5 cases",
         "Contributing\n============\n\nThanks for your interest in contributing!\n\nSetup\n-----\n\n"
