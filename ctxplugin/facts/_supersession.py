@@ -44,6 +44,7 @@ from ctxplugin.facts._batch import WriteBatch
 from ctxplugin.facts._chains import chain_head, changed_basis, superseded_pairs
 from ctxplugin.facts._discourse import CONDITION, RETRACTED
 from ctxplugin.facts._drafts import _candidate_ids
+from ctxplugin.facts._people import another_person, someone_else
 from ctxplugin.facts._revisions import chosen_instead, forgotten, named_in_full, revised, taken_back
 from ctxplugin.facts._subjects import owned_key
 from ctxplugin.facts._text import content_words, denied, stem
@@ -119,6 +120,7 @@ def _supersede(
         fact = fact.model_copy(update={"depends_on": tuple(_resolve(writes, d, fact.owner) for d in fact.depends_on)})
     if draft.revises is None and supersedes is None:
         fact = chosen_instead(writes, fact)  # "can we do business instead?": the class chosen
+        fact = another_person(writes, fact, draft)  # "Noah Kim, born ..." after "Mia Li, born ..."
     if (fact.scope in ("hypothetical", "draft") or (fact.key or "").endswith("_count")) and supersedes is None:
         fact = named_in_full(writes, fact)  # "what if the offsite ...": the team offsite; "7 people will come": at it
     existing = _duplicate(writes, fact)
@@ -147,7 +149,8 @@ def _supersede(
     # it corrects, so the next statement under that key replaces it in turn
     takes_key = supersedes is not None or (fact.key is None and draft.replaces is not None and bool(targets))
     if not targets and supersedes is None:
-        targets = _implicit(writes, fact, enabled=implicit)
+        implicit_targets = _implicit(writes, fact, enabled=implicit)
+        targets = [t for t in implicit_targets if not someone_else(fact, draft, t)]  # another person
         if targets and fact.key is not None:  # "the meeting starts at 3pm": a new time of the meeting
             fact = fact.model_copy(update={"key": None})
         takes_key = True

@@ -1,0 +1,105 @@
+"""People told apart by name and date of birth, for the ledger's key rule.
+
+An airline agent is given the passengers one by one, each under the same key ("Passenger: Mia
+Li, born 1990-05-12." then "Passenger: Noah Kim, born 1988-11-02.", both ``passenger``). A
+person is their name and their date of birth: a statement under the key of one in force that
+names someone else *and* gives another date of birth is about another person, so it is written
+beside it, under the key with that person's name (``passenger_noah_kim``), and replaces nothing
+(:func:`another_person`). A statement that changes one of the two ("Noah Kim, born 1988-11-02"
+after "Noah King, born 1988-11-02"; "was born 1988-11-20"), gives no date of birth, or says it
+corrects ("Sorry, ...", "Actually, ...", "..., not Noah King") replaces as any other does.
+
+Names are read as written in any script: "McDonald", "O'Brien", "José García", "Anne-Marie".
+"""
+
+from __future__ import annotations
+
+import re
+
+from ctxplugin.facts._batch import WriteBatch
+from ctxplugin.facts.extract import FactDraft
+from ctxplugin.facts.model import Fact, FactQuery, normalize_key
+from ctxplugin.facts.store import FactStore
+
+_MONTH = r"(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\.?"
+_BIRTH = re.compile(
+    r"\b(?:born(?:\s+on)?|date\s+of\s+birth|birth\s*date|birthday|d\.?o\.?b\.?)(?:\s+(?:is|was))?[\s:,-]*"
+    rf"(?P<date>\d{{4}}-\d{{1,2}}-\d{{1,2}}|\d{{1,2}}[/.]\d{{1,2}}[/.]\d{{2,4}}|{_MONTH}\s+\d{{1,2}}(?:st|nd|rd|th)?,?\s+\d{{4}}"
+    rf"|\d{{1,2}}(?:st|nd|rd|th)?\s+(?:of\s+)?{_MONTH},?\s+\d{{4}})",
+    re.IGNORECASE,
+)
+"""A date of birth as said: "born 1990-05-12", "date of birth: May 12, 1990", "DOB 12/05/1990"."""
+_NAME_WORD = re.compile(r"[^\W\d_](?:[^\W\d_]|['’-](?=[^\W\d_]))*")
+"""A word of a name: letters of any script, joined by an apostrophe or a hyphen ("O'Brien")."""
+_NOT_NAMES = frozenset(
+    [
+        "i", "january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
+        "november", "december", "monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday", "dob",
+    ]
+)  # fmt: skip
+"""Words capitalized that name no one."""
+_CORRECTING = re.compile(
+    r"^\W*(?:sorry|oops|no|nope|wait|correction|i\s+mean|i\s+meant|my\s+mistake|my\s+bad)\b|\b(?:actually|instead|rather\s+than)\b",
+    re.IGNORECASE,
+)
+"""Words that say a statement corrects what was said before, rather than adds to it."""
+
+
+def _birth(text: str) -> str | None:
+    found = _BIRTH.search(text)
+    return " ".join(found.group("date").lower().replace(",", " ").split()) if found else None
+
+
+def _name_words(text: str) -> set[str]:
+    """The capitalized words of ``text``, but for months, days and "I" ("Mia", "Li", "Passenger")."""
+    return {w for w in _NAME_WORD.findall(text) if w[0].isupper() and w.lower() not in _NOT_NAMES}
+
+
+def someone_else(fact: Fact, draft: FactDraft, held: Fact) -> bool:
+    """Whether ``fact`` names another person than ``held`` with another date of birth, without
+    saying it corrects anything: a person added, not a change of ``held``."""
+    if (
+        draft.replaces
+        or draft.revises is not None
+        or fact.source.type != "conversation"
+        or held.from_tool
+    ):
+        return False
+    born, held_born = _birth(fact.text), _birth(held.text)
+    if (
+        born is None
+        or held_born is None
+        or born == held_born
+        or _CORRECTING.search(fact.text)
+        or fact.importance > 0.5
+    ):
+        return False  # no date of birth, the same one, or "Actually, ...": a change
+    named, held_named = _name_words(fact.text), _name_words(held.text)
+    return bool(named - held_named) and bool(
+        held_named - named
+    )  # one name said again: a change of it
+
+
+def another_person(writes: FactStore | WriteBatch, fact: Fact, draft: FactDraft) -> Fact:
+    """``fact`` under the key of the person it names ("passenger_noah_kim") when every statement
+    in force under its key names someone else with another date of birth, so it replaces none
+    of them; else unchanged."""
+    if fact.key is None:
+        return fact
+    same = [
+        f
+        for f in writes.find(
+            FactQuery(reader=fact.owner, key=fact.key, valid=True, scopes=(fact.scope,))
+        )
+        if f.scope_id == fact.scope_id
+    ]
+    if not same or not all(someone_else(fact, draft, held) for held in same):
+        return fact
+    own = _name_words(fact.text).difference(*(_name_words(held.text) for held in same))
+    words = [w for w in _NAME_WORD.findall(fact.text) if w in (own or _name_words(fact.text))]
+    return fact.model_copy(
+        update={"key": normalize_key(f"{fact.key} {' '.join(dict.fromkeys(words))}")}
+    )
+
+
+__all__ = ["another_person", "someone_else"]
