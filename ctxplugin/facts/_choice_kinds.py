@@ -3,9 +3,15 @@ business instead?", see :func:`~ctxplugin.facts._revisions.chosen_instead`).
 
 A word alone says which choice it replaces only when it is of the kind that choice holds:
 "business" is a cabin class, so it replaces "I'd like economy class" but not "I'd like seat 14C";
-and a word of no kind known here ("chicago", "marriott") replaces no choice whose kind is known
-(a class, a seat, a room, a meal), which could not hold it. The kinds are few and closed: the
-choices a booking conversation makes over and over, each named by its key (``pref_class``).
+and a word of no kind known here ("chicago", "oakwood") replaces no choice whose kind is known
+(a class, a seat, a room, a meal, a hotel, an airline), which could not hold it. The kinds are
+few and closed: the choices a booking conversation makes over and over, each named by its key
+(``pref_class``).
+
+A hotel or an airline is chosen by its name ("I'd like the Hilton", "Make it Delta instead"): the
+names of the large chains are known here, so "Marriott" replaces the Hilton and "Delta" does not
+(nor "Paris", of no kind known here). A name not known is of its kind when the kind's word is said
+with it ("the Fairmont hotel", "the Grand Plaza hotel").
 """
 
 from __future__ import annotations
@@ -19,8 +25,16 @@ _KINDS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
         ("seat", ["seat"], ["window", "aisle", "middle"]),
         ("room", ["room", "bed"], ["king", "queen", "twin", "double", "suite"]),
         ("meal", ["meal"], ["vegan", "vegetarian", "kosher", "halal"]),
+        ("hotel", ["hotel", "inn", "resort", "motel"], [
+            "hilton", "marriott", "hyatt", "sheraton", "westin", "radisson", "wyndham", "fairmont", "ritz", "intercontinental",
+            "hampton", "courtyard", "doubletree", "novotel", "ibis", "mercure", "sofitel", "kempinski", "waldorf",
+        ]),
+        ("airline", ["airline", "airlines", "airways", "carrier"], [
+            "delta", "united", "southwest", "jetblue", "lufthansa", "emirates", "ryanair", "easyjet", "qantas", "klm",
+            "aeromexico", "qatar", "etihad", "iberia", "finnair",
+        ]),
     ]
-}
+}  # fmt: skip
 """Each kind: the words that name it (in a key or a statement) and the values it holds."""
 
 
@@ -28,6 +42,19 @@ def kind_of_value(word: str) -> str | None:
     """The kind of choice ``word`` is a value of ("business": ``class``), or None."""
     stemmed = stem(word.lower())
     return next((kind for kind, (_, values) in _KINDS.items() if stemmed in values), None)
+
+
+def kind_named(words: list[str]) -> tuple[str | None, list[str]]:
+    """The kind ``words`` name besides a value ("fairmont hotel", "holiday inn": ``hotel``), or
+    None, and the words without the kind's names (["fairmont"])."""
+    stemmed = [stem(w.lower()) for w in words]
+    kinds = {kind for kind, (names, _) in _KINDS.items() for s in stemmed if s in names}
+    rest = [
+        w
+        for w, s in zip(words, stemmed, strict=True)
+        if not any(s in names for names, _ in _KINDS.values())
+    ]
+    return (next(iter(kinds)) if len(kinds) == 1 else None), rest
 
 
 def kind_of_choice(key: str, text: str) -> str | None:
@@ -41,4 +68,4 @@ def kind_of_choice(key: str, text: str) -> str | None:
     return named[0] if len(named) == 1 else None
 
 
-__all__ = ["kind_of_choice", "kind_of_value"]
+__all__ = ["kind_named", "kind_of_choice", "kind_of_value"]

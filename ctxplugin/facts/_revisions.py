@@ -24,9 +24,9 @@ neither the key nor the implicit rule finds what they change (see
   economy class"): when nothing in force has its key (``pref_business``), it takes the key of
   the conversation's one choice in force of its kind (:func:`chosen_instead`: ``pref_class``), so
   it replaces it; a word of another kind than the choices in force ("business" after "I'd like
-  seat 14C") replaces none, and a class is a choice of its own (``pref_class``); a word of no
-  known kind ("chicago") replaces only the one choice in force, itself of no known kind (see
-  :mod:`ctxplugin.facts._choice_kinds`);
+  seat 14C", "Delta" after "I'd like the Hilton") replaces none, and a class is a choice of its
+  own (``pref_class``); a word of no known kind ("chicago") replaces only the one choice in
+  force, itself of no known kind (see :mod:`ctxplugin.facts._choice_kinds`);
 - what was just supposed or drafted, taken up ("what if the venue was Hall C?" then "OK, let's
   do that"): when the writer's latest statement is a keyed hypothetical or draft, it is written
   as current, from this message, under its key, without the words that supposed it ("The venue
@@ -46,7 +46,7 @@ from __future__ import annotations
 import re
 
 from ctxplugin.facts._batch import WriteBatch
-from ctxplugin.facts._choice_kinds import kind_of_choice, kind_of_value
+from ctxplugin.facts._choice_kinds import kind_named, kind_of_choice, kind_of_value
 from ctxplugin.facts._counts import counts_for_no_one
 from ctxplugin.facts._discourse import FORGOTTEN
 from ctxplugin.facts._text import content_words, identifiers, stem
@@ -182,15 +182,17 @@ def chosen_instead(writes: FactStore | WriteBatch, fact: Fact) -> Fact:
     """``fact``, a choice of the conversation said instead of another and named by one word
     ("make it business instead", "can we do business instead?": ``pref_business``), under the key
     of the one choice of the conversation in force of its kind (``pref_class``: "I'd like economy
-    class"), so it replaces it; beside choices of other kinds or of no known kind only ("I'd like
-    seat 14C", "I'd like the Hilton"), under its kind's own key (``pref_class``). A word of no
-    known kind ("chicago") takes the key of the one choice in force only when that choice is of
-    no known kind either. Unchanged when something in force has its own key, or when which
-    choice it replaces is not said."""
+    class", "Marriott": "I'd like the Hilton"), so it replaces it; beside choices of other kinds
+    or of no known kind only ("I'd like seat 14C", "I'd like the Grandview"), under its kind's own
+    key (``pref_class``). A word of no known kind ("chicago") takes the key of the one choice in
+    force only when that choice is of no known kind either. Unchanged when something in force has
+    its own key, or when which choice it replaces is not said."""
     if fact.kind != "preference" or fact.visibility != "session" or not (fact.key or "").startswith("pref_") or not _INSTEAD.search(fact.text):
         return fact
-    named = [w for w in content_words(fact.text) if stem(w) not in _ASKING and stem(w) not in _CHOOSING]
-    kind = kind_of_value(named[0]) if len(named) == 1 else None
+    # "the Fairmont hotel", "business class": the value, of the kind said with it
+    words = [w for w in content_words(fact.text) if stem(w) not in _ASKING and stem(w) not in _CHOOSING]
+    said_kind, named = kind_named(words)
+    kind = (kind_of_value(named[0]) or said_kind) if len(named) == 1 else None
     # a class or seat capitalized ("Can we do Business instead?", "MAKE IT AISLE INSTEAD") is no name
     if len(named) != 1 or typed_values(named[0]) or (kind is None and _a_name(named[0], fact.text)) or writes.find(FactQuery(reader=fact.owner, key=fact.key, valid=True), limit=1):
         return fact

@@ -30,11 +30,12 @@ PREFERENCE = re.compile(
 """A preference: "I prefer ...", "I'd prefer (to) ...", "we'd rather ...", "I'd like the 3pm one",
 "never book red-eyes". "I want to ..." and "I'd like to ..." are tasks."""
 CHOICE = re.compile(
-    r"^(?:please\s+)?(?:make\s+(?:it|mine)|(?:change|switch|set)\s+(?:it|that|this)\s+to|switch\s+to)\s+(?P<obj>.+)$",
+    r"^(?:please\s+)?(?:make\s+(?:it|mine)|(?:change|switch|set)\s+(?:it|that|this)\s+to|switch\s+to"
+    r"|(?:book|reserve)(?=\s+the\s+(?-i:[A-Z])[^\d\s]*(?:\s+[^\d\s]+){0,3}$))\s+(?P<obj>.+)$",
     re.IGNORECASE,
 )
 """A choice that revises what was asked: "make it a window seat", "change it to the 5pm one"
-("make that change" asks for something to be done)."""
+("make that change" asks for something to be done), or one named to book: "Book the Hilton"."""
 DIRECTIVE = re.compile(
     r"^(?:please\s+)?(?:also\s+)?(?:invite|add|append|insert|include|cc|loop in|bring|notify|exclude|uninvite)\s+\S",
     re.IGNORECASE,
