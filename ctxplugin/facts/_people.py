@@ -7,7 +7,9 @@ names someone else *and* gives another date of birth is about another person, so
 beside it, under the key with that person's name (``passenger_noah_kim``), and replaces nothing
 (:func:`another_person`). A statement that changes one of the two ("Noah Kim, born 1988-11-02"
 after "Noah King, born 1988-11-02"; "was born 1988-11-20"), gives no date of birth, or says it
-corrects ("Sorry, ...", "Actually, ...", "..., not Noah King") replaces as any other does.
+corrects ("Actually, ...", "..., not Noah King") replaces as any other does. A leading "Sorry,"
+is not read as saying so: a name and a date both mistyped and given again after it are kept
+beside the first, which stays in force too (nothing is lost; the agent sees both).
 
 Names are read as written in any script: "McDonald", "O'Brien", "José García", "Anne-Marie".
 """
@@ -38,11 +40,6 @@ _NOT_NAMES = frozenset(
     ]
 )  # fmt: skip
 """Words capitalized that name no one."""
-_CORRECTING = re.compile(
-    r"^\W*(?:sorry|oops|no|nope|wait|correction|i\s+mean|i\s+meant|my\s+mistake|my\s+bad)\b|\b(?:actually|instead|rather\s+than)\b",
-    re.IGNORECASE,
-)
-"""Words that say a statement corrects what was said before, rather than adds to it."""
 
 
 def _birth(text: str) -> str | None:
@@ -58,26 +55,16 @@ def _name_words(text: str) -> set[str]:
 def someone_else(fact: Fact, draft: FactDraft, held: Fact) -> bool:
     """Whether ``fact`` names another person than ``held`` with another date of birth, without
     saying it corrects anything: a person added, not a change of ``held``."""
-    if (
-        draft.replaces
-        or draft.revises is not None
-        or fact.source.type != "conversation"
-        or held.from_tool
-    ):
+    # "..., not Noah King", "Actually, ..." (a correcting word weighs the statement more): a change
+    corrects = draft.replaces is not None or draft.revises is not None or fact.importance > 0.5
+    if corrects or fact.source.type != "conversation" or held.from_tool:
         return False
     born, held_born = _birth(fact.text), _birth(held.text)
-    if (
-        born is None
-        or held_born is None
-        or born == held_born
-        or _CORRECTING.search(fact.text)
-        or fact.importance > 0.5
-    ):
-        return False  # no date of birth, the same one, or "Actually, ...": a change
+    if born is None or held_born is None or born == held_born:
+        return False  # no date of birth, or the same one: the same person, renamed
     named, held_named = _name_words(fact.text), _name_words(held.text)
-    return bool(named - held_named) and bool(
-        held_named - named
-    )  # one name said again: a change of it
+    # a name said again ("Noah Kim, born 1988-11-20" after "Noah Kim, born ..."): the date changed
+    return bool(named - held_named) and bool(held_named - named)
 
 
 def another_person(writes: FactStore | WriteBatch, fact: Fact, draft: FactDraft) -> Fact:
