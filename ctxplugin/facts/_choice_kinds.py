@@ -16,6 +16,8 @@ with it ("the Fairmont hotel", "the Grand Plaza hotel").
 
 from __future__ import annotations
 
+import re
+
 from ctxplugin.facts._text import content_words, stem
 
 _KINDS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
@@ -36,6 +38,9 @@ _KINDS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     ]
 }  # fmt: skip
 """Each kind: the words that name it (in a key or a statement) and the values it holds."""
+_BRANDED = frozenset(["hotel", "airline"])
+"""The kinds whose values are names ("Courtyard", "Delta"), some of them common words too."""
+_WORD = re.compile(r"[^\W\d_][\w'’-]*")
 
 
 def kind_of_value(word: str) -> str | None:
@@ -57,15 +62,29 @@ def kind_named(words: list[str]) -> tuple[str | None, list[str]]:
     return (next(iter(kinds)) if len(kinds) == 1 else None), rest
 
 
+def kind_of_name(word: str, said: str | None) -> str | None:
+    """The kind of ``word`` said with the kind named ``said`` (:func:`kind_named`): a name's kind
+    yields to the kind said ("the Delta hotel": ``hotel``), a common word's does not ("the
+    economy seat": ``class``)."""
+    held = kind_of_value(word)
+    return said if said is not None and (held is None or held in _BRANDED) else held
+
+
 def kind_of_choice(key: str, text: str) -> str | None:
     """The kind of the choice stated as ``text`` under ``key`` (``pref_seat``, "I'd like seat
     14C": ``seat``; ``pref_economy``: ``class``), or None when no known kind is named or held."""
     said = {stem(w) for w in content_words(key.replace("_", " "))}
     named = [kind for kind, (names, values) in _KINDS.items() if said & (names | values)]
     if not named:
-        said |= {stem(w) for w in content_words(text)}
-        named = [kind for kind, (names, values) in _KINDS.items() if said & (names | values)]
+        # a chain named in the statement only when written as a name: "the courtyard view" is no hotel
+        written = {stem(w) for w in content_words(text)}
+        names = {stem(w.lower()) for w in _WORD.findall(text) if w[0].isupper()}
+        named = [
+            kind
+            for kind, (kinds, values) in _KINDS.items()
+            if (said | written) & kinds or (names if kind in _BRANDED else written) & values
+        ]
     return named[0] if len(named) == 1 else None
 
 
-__all__ = ["kind_named", "kind_of_choice", "kind_of_value"]
+__all__ = ["kind_named", "kind_of_choice", "kind_of_name", "kind_of_value"]

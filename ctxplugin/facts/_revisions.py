@@ -46,7 +46,7 @@ from __future__ import annotations
 import re
 
 from ctxplugin.facts._batch import WriteBatch
-from ctxplugin.facts._choice_kinds import kind_named, kind_of_choice, kind_of_value
+from ctxplugin.facts._choice_kinds import kind_named, kind_of_choice, kind_of_name
 from ctxplugin.facts._counts import counts_for_no_one
 from ctxplugin.facts._discourse import FORGOTTEN
 from ctxplugin.facts._text import content_words, identifiers, stem
@@ -192,7 +192,7 @@ def chosen_instead(writes: FactStore | WriteBatch, fact: Fact) -> Fact:
     # "the Fairmont hotel", "business class": the value, of the kind said with it
     words = [w for w in content_words(fact.text) if stem(w) not in _ASKING and stem(w) not in _CHOOSING]
     said_kind, named = kind_named(words)
-    kind = (kind_of_value(named[0]) or said_kind) if len(named) == 1 else None
+    kind = kind_of_name(named[0], said_kind) if len(named) == 1 else None
     # a class or seat capitalized ("Can we do Business instead?", "MAKE IT AISLE INSTEAD") is no name
     if len(named) != 1 or typed_values(named[0]) or (kind is None and _a_name(named[0], fact.text)) or writes.find(FactQuery(reader=fact.owner, key=fact.key, valid=True), limit=1):
         return fact

@@ -105,3 +105,18 @@ def test_a_booking_of_no_name_is_no_choice(engine: ContextEngine, asked: str) ->
     current(engine, chat(asked))
     held = engine.facts.store.find(FactQuery(reader=TRIP, valid=True, scopes=("global", "session")))
     assert [f.text for f in held if f.kind == "preference"] == [], held
+
+
+def test_a_hotel_name_said_as_a_common_word_is_no_hotel(engine: ContextEngine) -> None:
+    """ "courtyard" in "the courtyard view" was read as the hotel chain: "Make it Marriott
+    instead." replaced the view chosen."""
+    held = current(engine, chat("I'd like the courtyard view.", "Make it Marriott instead."))
+    assert "I'd like the courtyard view." in held, held
+
+
+def test_the_kind_said_outweighs_a_brand_of_another_kind(engine: ContextEngine) -> None:
+    """ "the Delta hotel" (a hotel, named like the airline) was read as an airline: it kept
+    the Hilton and was filed as the airline chosen."""
+    assert current(engine, chat("I'd like the Hilton.", "Make it the Delta hotel instead.")) == [
+        "Make it the Delta hotel instead."
+    ]
