@@ -48,8 +48,11 @@ def _birth(text: str) -> str | None:
 
 
 def _name_words(text: str) -> set[str]:
-    """The capitalized words of ``text``, but for months, days and "I" ("Mia", "Li", "Passenger")."""
-    return {w for w in _NAME_WORD.findall(text) if w[0].isupper() and w.lower() not in _NOT_NAMES}
+    """The capitalized words of ``text`` (any word of a script without capitals: "李明"), but for
+    months, days and "I" ("Mia", "Li", "Passenger")."""
+    return {
+        w for w in _NAME_WORD.findall(text) if not w[0].islower() and w.lower() not in _NOT_NAMES
+    }
 
 
 def someone_else(fact: Fact, draft: FactDraft, held: Fact) -> bool:
@@ -82,8 +85,15 @@ def another_person(writes: FactStore | WriteBatch, fact: Fact, draft: FactDraft)
     ]
     if not same or not all(someone_else(fact, draft, held) for held in same):
         return fact
-    own = _name_words(fact.text).difference(*(_name_words(held.text) for held in same))
-    words = [w for w in _NAME_WORD.findall(fact.text) if w in (own or _name_words(fact.text))]
+    own = _name_words(fact.text).difference(
+        *(_name_words(held.text) for held in same)
+    ) or _name_words(fact.text)
+    # the name is said before the date of birth: "Noah Kim, born ..., Gold member" is Noah Kim
+    birth = _BIRTH.search(fact.text)
+    before = [
+        w for w in _NAME_WORD.findall(fact.text[: birth.start() if birth else None]) if w in own
+    ]
+    words = before or [w for w in _NAME_WORD.findall(fact.text) if w in own]
     return fact.model_copy(
         update={"key": normalize_key(f"{fact.key} {' '.join(dict.fromkeys(words))}")}
     )

@@ -134,3 +134,26 @@ def test_a_correction_of_a_passenger_still_replaces_it(
     assert [t for t in held if t != first and gone in t] == [], held
     assert [t for t in held if now in t], held
     assert first in held, held
+
+
+def test_a_passenger_said_with_other_words_is_corrected_by_name(engine: ContextEngine) -> None:
+    """The person's key took every capitalized word of the statement ("Gold":
+    ``passenger_noah_kim_gold``), so the corrected date of birth of Noah Kim was kept beside
+    the wrong one, both in force."""
+    said = [
+        "Passenger: Mia Li, born 1990-05-12.",
+        "Passenger: Noah Kim, born 1988-11-02, Gold member.",
+        "Passenger: Noah Kim, born 1988-11-20.",
+    ]
+    held = current(engine, chat(*said))
+    assert said[1] not in held, held
+    assert said[0] in held and said[2] in held, held
+
+
+def test_passengers_named_in_a_script_without_capitals_are_all_kept(
+    engine: ContextEngine,
+) -> None:
+    """Names in a script without capital letters (李明, 王芳) were read as no name: the second
+    passenger replaced the first."""
+    said = ["Passenger: 李明, born 1990-05-12.", "Passenger: 王芳, born 1988-11-02."]
+    assert current(engine, chat(*said)) == sorted(said)
