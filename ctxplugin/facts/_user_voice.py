@@ -29,13 +29,22 @@ PREFERENCE = re.compile(
 )
 """A preference: "I prefer ...", "I'd prefer (to) ...", "we'd rather ...", "I'd like the 3pm one",
 "never book red-eyes". "I want to ..." and "I'd like to ..." are tasks."""
+_DESCRIBED = (
+    r"(?:economy|business|first|premium|basic|coach|class|cabin|seats?|rooms?|suites?|flights?|fares?|plans?"
+    r"|(?:mon|tues|wednes|thurs|fri|satur|sun)day|january|february|march|april|may|june|july|august"
+    r"|september|october|november|december)\b"
+)
+"""Words that describe a thing to book rather than name it ("the Economy seat", "the Monday one")."""
 CHOICE = re.compile(
     r"^(?:please\s+)?(?:make\s+(?:it|mine)|(?:change|switch|set)\s+(?:it|that|this)\s+to|switch\s+to"
-    r"|(?:book|reserve)(?=\s+the\s+(?-i:[A-Z])[^\d\s]*(?:\s+[^\d\s]+){0,3}$))\s+(?P<obj>.+)$",
+    rf"|(?:book|reserve)(?=\s+the\s+(?!(?:\S+\s+){{0,2}}{_DESCRIBED})"
+    r"(?-i:[A-Z])[^\d\s]*(?:\s+(?-i:[A-Z])[^\d\s]*){0,2}(?:\s+(?:hotel|inn|resort|motel))?[.!]*$))\s+(?P<obj>.+)$",
     re.IGNORECASE,
 )
 """A choice that revises what was asked: "make it a window seat", "change it to the 5pm one"
-("make that change" asks for something to be done), or one named to book: "Book the Hilton"."""
+("make that change" asks for something to be done), or a name to book, written as one: "Book the
+Hilton", "Reserve the Grand Plaza hotel" (not "Book the Monday flight", "Book the Economy seat",
+"Reserve the Basic Economy": a thing described)."""
 DIRECTIVE = re.compile(
     r"^(?:please\s+)?(?:also\s+)?(?:invite|add|append|insert|include|cc|loop in|bring|notify|exclude|uninvite)\s+\S",
     re.IGNORECASE,

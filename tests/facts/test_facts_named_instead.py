@@ -99,7 +99,17 @@ def test_a_hotel_named_to_book_is_the_choice(engine: ContextEngine, booked: str)
 
 
 @pytest.mark.parametrize(
-    "asked", ["Book the flight on May 20.", "Book the HAT136 flight.", "book the cheapest one"]
+    "asked",
+    [
+        "Book the flight on May 20.",
+        "Book the HAT136 flight.",
+        "book the cheapest one",
+        "Book the Monday flight.",
+        "Book the Economy seat.",
+        "Reserve the Basic Economy.",
+        "Book the Gold plan.",
+        "Book the Business Class.",
+    ],
 )
 def test_a_booking_of_no_name_is_no_choice(engine: ContextEngine, asked: str) -> None:
     current(engine, chat(asked))
@@ -120,3 +130,18 @@ def test_the_kind_said_outweighs_a_brand_of_another_kind(engine: ContextEngine) 
     assert current(engine, chat("I'd like the Hilton.", "Make it the Delta hotel instead.")) == [
         "Make it the Delta hotel instead."
     ]
+
+
+@pytest.mark.parametrize(
+    ("held", "asked"),
+    [
+        ("I'd like the aisle seat.", "Book the Economy seat."),
+        ("I'd like the 3pm flight.", "Book the Monday flight."),
+    ],
+)
+def test_a_booking_of_a_thing_described_replaces_no_choice(
+    engine: ContextEngine, held: str, asked: str
+) -> None:
+    """ "Book the Economy seat." was read as a seat chosen and replaced the aisle seat; "Book
+    the Monday flight." replaced the 3pm flight (a flight can be both)."""
+    assert held in current(engine, chat(held, asked))
