@@ -15,7 +15,7 @@ it was, so a provider's prompt cache serves every call but the newest turn.
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -39,19 +39,55 @@ class SkipShown:
     name: ClassVar[str] = "shown"
     # per session: the ids of the conversation's messages, with the stamp of the conversation
     # they are of, extended with the new messages' when it only grew
-    _ids: LRU[str, tuple[Stamp, int, set[int]]] = field(default_factory=lambda: LRU(SESSIONS_TRACKED))
+    _ids: LRU[str, tuple[Stamp, int, set[int]]] = field(
+        default_factory=lambda: LRU(SESSIONS_TRACKED)
+    )
+    # per session: the previous call's lines, what they were checked against and those kept
+    _kept: LRU[str, tuple[tuple[FactLine, ...], frozenset[str], str, str, tuple[FactLine, ...]]] = (
+        field(default_factory=lambda: LRU(SESSIONS_TRACKED))
+    )
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def apply(self, view: CallView) -> CallView:
         if not view.facts:
             return view
-        return view.override(facts=not_shown(view.facts, view.original, view.history, self._originals(view)))
+        lines = view.facts
+        refs, listed, spoken = shown_parts(view.original, view.history, self._originals(view))
+        hits = frozenset(
+            line.source_ref
+            for line in lines
+            if line.source_ref is not None and line.source_ref in refs
+        )
+        key = view.scope.key()
+        with self._lock:
+            last = self._kept.hit(key)
+        # the lines kept depend on the view only through these: the previous call's answer
+        # holds while they are the same (a host's next call, as a rule, shows the same lines
+        # beside the same notes and the same user messages)
+        if (
+            last is not None
+            and last[1] == hits
+            and last[2] == listed
+            and last[3] == spoken
+            and last[0] == lines
+        ):
+            return view.override(facts=last[4])
+        kept = kept_lines(lines, hits, listed, spoken)
+        with self._lock:
+            self._kept.put(key, (lines, hits, listed, spoken, kept))
+        return view.override(facts=kept)
 
     def _originals(self, view: CallView) -> set[int]:
         key, stamp, raw = view.scope.key(), view.original_stamp, view.original
-        with self._lock:  # claimed while this call runs: a concurrent call of the session starts afresh
+        # claimed while this call runs: a concurrent call of the session starts afresh
+        with self._lock:
             known = self._ids.pop(key, None)
-        if known is not None and stamp is not None and stamp.grew_from(known[0]) and known[1] <= len(raw):
+        if (
+            known is not None
+            and stamp is not None
+            and stamp.grew_from(known[0])
+            and known[1] <= len(raw)
+        ):
             ids = known[2]
             ids.update(map(id, raw[known[1] :]))
         else:
@@ -63,11 +99,24 @@ class SkipShown:
 
 
 def not_shown(
-    lines: Sequence[FactLine], raw: Sequence[BaseMessage], view: Sequence[BaseMessage], originals: set[int] | None = None
+    lines: Sequence[FactLine],
+    raw: Sequence[BaseMessage],
+    view: Sequence[BaseMessage],
+    originals: set[int] | None = None,
 ) -> tuple[FactLine, ...]:
     """The lines of ``lines`` that ``view`` does not show: ``raw`` is the conversation as
     received, so a message of ``view`` found in it is shown unchanged (``originals``: the ids of
     ``raw``'s messages, when the caller has them)."""
+    refs, listed, spoken = shown_parts(raw, view, originals)
+    return kept_lines(lines, refs, listed, spoken)
+
+
+def shown_parts(
+    raw: Sequence[BaseMessage], view: Sequence[BaseMessage], originals: set[int] | None = None
+) -> tuple[set[str], str, str]:
+    """What of ``view`` the lines are checked against (see :func:`not_shown`): the sources of
+    the messages it shows unchanged, the text of its first context note, and the collapsed text
+    of its user messages."""
     if originals is None:
         originals = set(map(id, raw))
     refs: set[str] = set()
@@ -81,7 +130,16 @@ def not_shown(
         refs.update(source_refs(message))
         if isinstance(message, HumanMessage):
             said.append(content_text(message.content))
-    spoken = normalized(tuple(said))  # memoised: the same user messages come back call after call
+    # memoised: the same user messages come back call after call
+    return refs, listed, normalized(tuple(said))
+
+
+def kept_lines(
+    lines: Sequence[FactLine], refs: Collection[str], listed: str, spoken: str
+) -> tuple[FactLine, ...]:
+    """The lines of ``lines`` a view does not show, whose messages shown unchanged are the
+    sources ``refs``, whose first context note is ``listed`` and whose user messages say
+    ``spoken`` (see :func:`shown_parts`)."""
     kept: list[FactLine] = []
     named: list[FactLine] = []  # tracked state the view states word for word
     for line in lines:
@@ -134,4 +192,4 @@ def _listed(line: FactLine, note: str) -> bool:
     return bool(values) and all(occurs(value, note) for value in values)
 
 
-__all__ = ["STATED_LEAD", "SkipShown", "naming", "not_shown"]
+__all__ = ["STATED_LEAD", "SkipShown", "kept_lines", "naming", "not_shown", "shown_parts"]
