@@ -42,17 +42,18 @@ class SkipShown:
     _ids: LRU[str, tuple[Stamp, int, set[int]]] = field(
         default_factory=lambda: LRU(SESSIONS_TRACKED)
     )
-    # per session: the previous call's lines, what they were checked against and those kept
-    _kept: LRU[str, tuple[tuple[FactLine, ...], frozenset[str], str, str, tuple[FactLine, ...]]] = (
-        field(default_factory=lambda: LRU(SESSIONS_TRACKED))
-    )
+    # per session: the previous call's lines, what they were checked against (the user messages'
+    # texts as the messages give them, not joined into one more string to keep) and the lines kept
+    _kept: LRU[
+        str, tuple[tuple[FactLine, ...], frozenset[str], str, tuple[str, ...], tuple[FactLine, ...]]
+    ] = field(default_factory=lambda: LRU(SESSIONS_TRACKED))
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def apply(self, view: CallView) -> CallView:
         if not view.facts:
             return view
         lines = view.facts
-        refs, listed, spoken = shown_parts(view.original, view.history, self._originals(view))
+        refs, listed, said = shown_parts(view.original, view.history, self._originals(view))
         hits = frozenset(
             line.source_ref
             for line in lines
@@ -68,13 +69,13 @@ class SkipShown:
             last is not None
             and last[1] == hits
             and last[2] == listed
-            and last[3] == spoken
+            and last[3] == said
             and last[0] == lines
         ):
             return view.override(facts=last[4])
-        kept = kept_lines(lines, hits, listed, spoken)
+        kept = kept_lines(lines, hits, listed, normalized(said))
         with self._lock:
-            self._kept.put(key, (lines, hits, listed, spoken, kept))
+            self._kept.put(key, (lines, hits, listed, said, kept))
         return view.override(facts=kept)
 
     def _originals(self, view: CallView) -> set[int]:
@@ -107,16 +108,16 @@ def not_shown(
     """The lines of ``lines`` that ``view`` does not show: ``raw`` is the conversation as
     received, so a message of ``view`` found in it is shown unchanged (``originals``: the ids of
     ``raw``'s messages, when the caller has them)."""
-    refs, listed, spoken = shown_parts(raw, view, originals)
-    return kept_lines(lines, refs, listed, spoken)
+    refs, listed, said = shown_parts(raw, view, originals)
+    return kept_lines(lines, refs, listed, normalized(said))
 
 
 def shown_parts(
     raw: Sequence[BaseMessage], view: Sequence[BaseMessage], originals: set[int] | None = None
-) -> tuple[set[str], str, str]:
+) -> tuple[set[str], str, tuple[str, ...]]:
     """What of ``view`` the lines are checked against (see :func:`not_shown`): the sources of
-    the messages it shows unchanged, the text of its first context note, and the collapsed text
-    of its user messages."""
+    the messages it shows unchanged, the text of its first context note, and the texts of its
+    user messages."""
     if originals is None:
         originals = set(map(id, raw))
     refs: set[str] = set()
@@ -130,8 +131,7 @@ def shown_parts(
         refs.update(source_refs(message))
         if isinstance(message, HumanMessage):
             said.append(content_text(message.content))
-    # memoised: the same user messages come back call after call
-    return refs, listed, normalized(tuple(said))
+    return refs, listed, tuple(said)
 
 
 def kept_lines(
@@ -139,7 +139,8 @@ def kept_lines(
 ) -> tuple[FactLine, ...]:
     """The lines of ``lines`` a view does not show, whose messages shown unchanged are the
     sources ``refs``, whose first context note is ``listed`` and whose user messages say
-    ``spoken`` (see :func:`shown_parts`)."""
+    ``spoken`` (their texts :func:`~ctxplugin.facts.render.normalized`, memoised: the same user
+    messages come back call after call; see :func:`shown_parts`)."""
     kept: list[FactLine] = []
     named: list[FactLine] = []  # tracked state the view states word for word
     for line in lines:
