@@ -3,6 +3,9 @@ always what a stage that never saw the session keeps."""
 
 from __future__ import annotations
 
+import threading
+from dataclasses import replace
+
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
 from ctxplugin._messages import META_KEY
@@ -92,6 +95,14 @@ def calls() -> list[tuple[list[BaseMessage], tuple[BaseMessage, ...], tuple[Fact
     return out
 
 
+def fresh_lines(
+    messages: list[BaseMessage], extra: tuple[BaseMessage, ...], lines: tuple[FactLine, ...]
+) -> tuple[FactLine, ...]:
+    """What a shown stage that never saw the session keeps of ``lines``."""
+    view = Validate().apply(fresh_view(messages))
+    return SkipShown().apply(view.override(history=(*extra, *view.history), facts=lines)).facts
+
+
 def test_the_lines_kept_are_a_fresh_stages_on_every_call_of_a_session() -> None:
     validate, carried = Validate(), SkipShown()
     for number, (messages, extra, lines) in enumerate(calls()):
@@ -110,3 +121,45 @@ def test_a_call_showing_what_the_previous_one_showed_keeps_the_same_lines() -> N
     again = stage.apply(validate.apply(fresh_view([*messages, reply])).override(facts=lines)).facts
     assert first == (LINES[1], LINES[2], LINES[3])
     assert again is first  # read once: nothing the lines are checked against changed
+
+
+def test_a_user_message_given_as_blocks_edited_in_place_is_read_again() -> None:
+    validate, carried = Validate(), SkipShown()
+    asked = HumanMessage(content=[{"type": "text", "text": "Where is W77?"}], id="h1")
+    messages: list[BaseMessage] = [SystemMessage(content="You help."), asked]
+    blocks = asked.content
+    assert isinstance(blocks, list)
+    other = Scope(session_id="s2")
+    kept = []
+    for text in ("Where is W77?", "the customer is a gold member since 2019", "Where is W77?"):
+        blocks[0] = {"type": "text", "text": text}  # the same message and list, another text
+        for scope in (SCOPE, other):
+            view = validate.apply(replace(fresh_view(list(messages)), scope=scope))
+            kept.append(carried.apply(view.override(facts=LINES)).facts)
+            assert kept[-1] == fresh_lines(list(messages), (), LINES), text
+    assert LINES[3] in kept[0] and LINES[3] not in kept[2]  # the statement restated, then not
+
+
+def test_concurrent_calls_of_one_session_and_of_others_keep_a_fresh_stages_lines() -> None:
+    validate, carried = Validate(), SkipShown()
+    sequence = calls()
+    expected = [fresh_lines(messages, extra, lines) for messages, extra, lines in sequence]
+    wrong: list[tuple[str, int]] = []
+
+    def run(session: str) -> None:
+        scope = Scope(session_id=session)
+        for _ in range(20):
+            for number, (messages, extra, lines) in enumerate(sequence):
+                view = validate.apply(replace(fresh_view(messages), scope=scope))
+                view = view.override(history=(*extra, *view.history), facts=lines)
+                if carried.apply(view).facts != expected[number]:
+                    wrong.append((session, number))
+
+    threads = [
+        threading.Thread(target=run, args=(session,)) for session in ("s1", "s1", "s2", "s3")
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert wrong == []
