@@ -17,7 +17,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import ClassVar, NamedTuple
 
 from langchain_core.messages import BaseMessage, HumanMessage
 
@@ -32,6 +32,18 @@ from ctxplugin.stages.view import SESSIONS_TRACKED, CallView
 from ctxplugin.tokens import content_text
 
 
+class _Checked(NamedTuple):
+    """One session's previous check: its lines, what they were checked against (see
+    :func:`shown_parts`; the user messages' texts as the messages give them, not joined into
+    one more string to keep) and the lines kept."""
+
+    lines: tuple[FactLine, ...]
+    hits: frozenset[str]  # the sources of ``lines`` among the messages shown unchanged
+    listed: str
+    said: tuple[str, ...]
+    kept: tuple[FactLine, ...]
+
+
 @dataclass(frozen=True, slots=True)
 class SkipShown:
     """Drop from ``facts`` the lines the history already shows."""
@@ -42,11 +54,8 @@ class SkipShown:
     _ids: LRU[str, tuple[Stamp, int, set[int]]] = field(
         default_factory=lambda: LRU(SESSIONS_TRACKED)
     )
-    # per session: the previous call's lines, what they were checked against (the user messages'
-    # texts as the messages give them, not joined into one more string to keep) and the lines kept
-    _kept: LRU[
-        str, tuple[tuple[FactLine, ...], frozenset[str], str, tuple[str, ...], tuple[FactLine, ...]]
-    ] = field(default_factory=lambda: LRU(SESSIONS_TRACKED))
+    # per session: the previous call's lines, what they were checked against and the lines kept
+    _kept: LRU[str, _Checked] = field(default_factory=lambda: LRU(SESSIONS_TRACKED))
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def apply(self, view: CallView) -> CallView:
@@ -67,15 +76,15 @@ class SkipShown:
         # beside the same notes and the same user messages)
         if (
             last is not None
-            and last[1] == hits
-            and last[2] == listed
-            and last[3] == said
-            and last[0] == lines
+            and last.hits == hits
+            and last.listed == listed
+            and last.said == said
+            and last.lines == lines
         ):
-            return view.override(facts=last[4])
+            return view.override(facts=last.kept)
         kept = kept_lines(lines, hits, listed, normalized(said))
         with self._lock:
-            self._kept.put(key, (lines, hits, listed, said, kept))
+            self._kept.put(key, _Checked(lines, hits, listed, said, kept))
         return view.override(facts=kept)
 
     def _originals(self, view: CallView) -> set[int]:
