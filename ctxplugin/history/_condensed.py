@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from langchain_core.messages import BaseMessage
 
 from ctxplugin.history._showing import Showing
+from ctxplugin.history._turns import Turns
 from ctxplugin.history.omission import Digests, OmissionPlan
 
 
@@ -44,17 +45,33 @@ def assemble(
     block_size: int,
     first_window: int,
     short: Sequence[int] | None = None,
+    source: Sequence[BaseMessage] = (),
 ) -> Assembled:
     """The view of exchanges ``spans`` as ``shown`` shows them, the blocks ``plan`` condenses
     standing as one note each (the archive for all archived blocks, where the first of them
     began); exchanges of a condensed block that are not among its members (protected ones)
     stay where they are. ``short``: the blocks short of members, in order, when the caller
     knows them: the archived blocks between two are passed over at once (a long thread has
-    thousands)."""
+    thousands). ``source``: the conversation ``spans`` index; where what is condensed after a
+    kept assistant turn held a user turn and an assistant turn is kept next, a short user turn
+    stands for it (see :mod:`ctxplugin.history._turns`)."""
     exchanges = len(spans)
     result: list[BaseMessage] = []
-    compressed = omitted = omitted_messages = 0
+    turns = Turns(result, source)
     verbatim_from: int | None = None
+
+    def keep(number: int) -> int:
+        """Add exchange ``number`` as shown; how many of its messages are shown changed."""
+        nonlocal verbatim_from
+        span, _, changed = shown.entry(number)
+        if (at := turns.kept(spans[number][0], span)) is not None and verbatim_from is not None and verbatim_from >= at:
+            verbatim_from += 1
+        if number == first_window:
+            verbatim_from = len(result)
+        result.extend(span)
+        return changed
+
+    compressed = omitted = omitted_messages = 0
     condensed_end = min(plan.condensed * block_size, exchanges) if notes is not None else 0
     noted: set[int] = set()
     number = 0
@@ -66,28 +83,24 @@ def assemble(
             if short is not None and block < plan.archived:  # and the whole blocks after it, up to a short one
                 stop = min(plan.archived, condensed_end // block_size, *short[bisect_right(short, block) : bisect_right(short, block) + 1])
                 end = max(stop, block + 1) * block_size
+            turns.gone(spans[number][0])
             _note_once(result, noted, notes, block, plan)
             omitted += end - number
             omitted_messages += spans[end - 1][1] - spans[number][0]
             number = end
             continue
-        if number == first_window:
-            verbatim_from = len(result)
         if number in members:
+            if number == first_window:
+                verbatim_from = len(result)
+            turns.gone(spans[number][0])
             _note_once(result, noted, notes, block, plan)
             omitted += 1
             omitted_messages += spans[number][1] - spans[number][0]
         else:
-            span, _, changed = shown.entry(number)
-            compressed += changed
-            result.extend(span)
+            compressed += keep(number)
         number += 1
     for later in range(number, exchanges):
-        if later == first_window:
-            verbatim_from = len(result)
-        span, _, changed = shown.entry(later)
-        compressed += changed
-        result.extend(span)
+        compressed += keep(later)
     return Assembled(tuple(result), compressed, omitted, omitted_messages, verbatim_from)
 
 

@@ -286,7 +286,9 @@ def compress_history(
                     shown.put(number, entry)
             if chosen:
                 _count_trimmed(tiers, chosen, spans, protected)
-    view = assemble(shown, spans, notes, plan, config.block_size, max(verbatim_start, 1), short if notes is not None else None)
+    view = assemble(
+        shown, spans, notes, plan, config.block_size, max(verbatim_start, 1), short if notes is not None else None, source=messages
+    )
     tiers[Tier.OMITTED.value] += view.omitted_messages
     tiers[Tier.GIST.value] -= view.omitted_messages
     made = keep(
