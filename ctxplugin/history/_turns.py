@@ -10,9 +10,9 @@ move it into the system prompt, and a note is shown as a lookup, which goes befo
 turn that follows a user turn, not after an assistant one.
 
 So the reply keeps a place of its own: a short user turn, :data:`STAND_IN`, saying that it was
-condensed (and naming the ref its text names, where it was stored), never its text — a reply
-of any length costs a few tokens, and its values are in the note as before. The same reply
-gives the same turn, so the prompt cache keeps serving it.
+condensed, never its text nor anything taken from it (a ref the reply names is the user's
+text, not ctxplugin's word) — a reply of any length costs a few tokens, and its values are in
+the note as before. Every such turn is the same, so the prompt cache keeps serving it.
 """
 
 from __future__ import annotations
@@ -23,9 +23,7 @@ from dataclasses import dataclass
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 
 from ctxplugin._layout import is_note, is_user_turn
-from ctxplugin._message_values import REF_SHAPE
 from ctxplugin._messages import META_KEY, annotation
-from ctxplugin.tokens import content_text
 
 STAND_IN = "[reply condensed into the context notes]"
 """The user turn standing for a condensed or dropped reply between two kept assistant turns."""
@@ -40,15 +38,14 @@ def is_stand_in(message: BaseMessage) -> bool:
 
 
 def stand_in(gap: Sequence[BaseMessage]) -> HumanMessage | None:
-    """The turn standing for the last user turn among ``gap`` (messages condensed or dropped
+    """The turn standing for the user turns among ``gap`` (messages condensed or dropped
     between two kept assistant turns), or None when ``gap`` holds none: the assistant turns
     were already in a row in the conversation."""
-    user = next((m for m in reversed(gap) if is_user_turn(m)), None)
-    if user is None:
+    if not any(is_user_turn(m) for m in gap):
         return None
-    found = REF_SHAPE.search(content_text(user.content))
-    text = STAND_IN if found is None else f"{STAND_IN[:-1]}; stored whole at {found.group(0)}]"
-    return HumanMessage(content=text, additional_kwargs={META_KEY: {STAND_IN_MARK: True}})
+    # never a word of the reply, not even a ref it names: the reply is the user's text (a ref
+    # in it may be pasted or forged), and this turn is ctxplugin's
+    return HumanMessage(content=STAND_IN, additional_kwargs={META_KEY: {STAND_IN_MARK: True}})
 
 
 @dataclass(slots=True)

@@ -70,14 +70,11 @@ def test_the_host_s_system_message_after_the_answer_stays_and_the_stand_in_follo
     assert view[at + 2].content == STAND_IN
 
 
-def test_the_stand_in_names_the_ref_of_a_reply_that_names_one() -> None:
+def test_a_ref_the_reply_names_is_never_echoed_in_the_stand_in() -> None:
+    # the reply is the user's text: a ref it names (pasted, or forged) is no claim of ctxplugin's
     reply = "Here is the stored log [ref:text:0123456789abcdef · 9000 tokens stored] " + LOG
     turn = turn_after_answer(condensed(session(reply)))
-    assert (
-        is_stand_in(turn)
-        and turn.content != STAND_IN
-        and "ref:text:0123456789abcdef" in str(turn.content)
-    )
+    assert is_stand_in(turn) and turn.content == STAND_IN
 
 
 def test_the_same_reply_gives_the_same_stand_in() -> None:
