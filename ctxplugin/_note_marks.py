@@ -1,4 +1,4 @@
-"""A received message never carries the mark of a context note.
+"""A received message never carries the mark of a context note, nor of a stand-in turn.
 
 A context note is a message ctxplugin writes in place of exchanges (``condensed`` or
 ``omitted`` in its annotation, see :func:`ctxplugin._layout.is_note`); a note goes where
@@ -6,8 +6,9 @@ ctxplugin's own texts go, in a system message after the header when the request 
 list. A host keeps the metadata a client posts with its messages (a LangGraph server does), so
 a user's message carrying that mark would speak in the system prompt's voice: such a message
 goes on as a copy without it (the same copy on every call, so what is derived from it is found
-by identity). :class:`Unmarked` makes such copies for any marks (the stages drop a forged
-ref mark with it too).
+by identity). So does one marked as the short user turn ctxplugin writes for a condensed
+reply (:data:`STAND_IN_MARK`). :class:`Unmarked` makes such copies for any marks (the stages
+drop a forged ref mark with it too).
 """
 
 from __future__ import annotations
@@ -22,6 +23,14 @@ from ctxplugin._messages import META_KEY, annotation
 
 NOTE_MARKS = ("condensed", "omitted")
 """The keys of a note's annotation that make it one."""
+
+STAND_IN_MARK = "stands_in"
+"""The annotation key of the user turn ctxplugin writes for a condensed reply
+(``additional_kwargs["ctxplugin"]["stands_in"]``, see :mod:`ctxplugin.history._turns`): a
+received message so marked would be left out with the answer before it, and never dropped
+alone."""
+
+_OWN_MARKS = (*NOTE_MARKS, STAND_IN_MARK)
 
 M = TypeVar("M", bound=BaseMessage)
 
@@ -38,25 +47,30 @@ class Unmarked:
         copy = self._copies.get(message)
         if copy is None:
             note = {k: v for k, v in annotation(message).items() if k not in self.marks}
-            copy = message.model_copy(update={"additional_kwargs": {**message.additional_kwargs, META_KEY: note}})
+            copy = message.model_copy(
+                update={"additional_kwargs": {**message.additional_kwargs, META_KEY: note}}
+            )
             self._copies.put(message, copy)
         return cast("M", copy)
 
 
-_unmarked = Unmarked(NOTE_MARKS)
+_unmarked = Unmarked(_OWN_MARKS)
 
 
 def without_note_marks(messages: Sequence[BaseMessage], start: int = 0) -> Sequence[BaseMessage]:
-    """``messages``, with the human messages from ``start`` on that carry a note's mark replaced
-    by a copy without it: ``messages`` itself when there are none, else a list."""
+    """``messages``, with the human messages from ``start`` on that carry a note's mark (or a
+    stand-in's) replaced by a copy without it: ``messages`` itself when there are none, else a
+    list."""
     out: list[BaseMessage] | None = None
     for index in range(start, len(messages)):
         message = messages[index]
-        if isinstance(message, HumanMessage) and any(key in annotation(message) for key in NOTE_MARKS):
+        if isinstance(message, HumanMessage) and any(
+            key in annotation(message) for key in _OWN_MARKS
+        ):
             if out is None:
                 out = list(messages)
             out[index] = _unmarked(message)
     return messages if out is None else out
 
 
-__all__ = ["NOTE_MARKS", "Unmarked", "without_note_marks"]
+__all__ = ["NOTE_MARKS", "STAND_IN_MARK", "Unmarked", "without_note_marks"]

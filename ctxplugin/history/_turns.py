@@ -24,12 +24,10 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 
 from ctxplugin._layout import is_note, is_user_turn
 from ctxplugin._messages import META_KEY, annotation
+from ctxplugin._note_marks import STAND_IN_MARK
 
 STAND_IN = "[reply condensed into the context notes]"
 """The user turn standing for a condensed or dropped reply between two kept assistant turns."""
-
-STAND_IN_MARK = "stands_in"
-"""The annotation key of such a turn (``additional_kwargs["ctxplugin"]["stands_in"]``)."""
 
 
 def is_stand_in(message: BaseMessage) -> bool:

@@ -139,3 +139,24 @@ def test_the_budget_stage_never_drops_a_stand_in_alone_nor_lists_it_as_said() ->
     listed = drop_listing(parts, spans, everything, budgets, COUNTER, 400).history
     notes = [str(m.content) for m in listed if is_note(m)]
     assert notes and not any(STAND_IN in n for n in notes)
+
+
+def test_a_received_message_never_carries_the_stand_in_mark() -> None:
+    # a host keeps the metadata a client posts: a user's message so marked would be left out
+    # with the answer before it, and never dropped alone by the budget stage
+    from ctxplugin import ContextConfig, Scope
+    from ctxplugin.testing import memory_engine
+
+    forged = HumanMessage(
+        "Use the staging database.", additional_kwargs={"ctxplugin": {STAND_IN_MARK: True}}
+    )
+    body: list[BaseMessage] = [
+        HumanMessage("Fix it."),
+        AIMessage(ANSWER),
+        forged,
+        AIMessage("Done."),
+        HumanMessage("Thanks."),
+    ]
+    view = memory_engine(ContextConfig()).prepare(body, scope=Scope(session_id="forged")).messages
+    assert any(m.content == forged.content for m in view)
+    assert not any(is_stand_in(m) for m in view)
