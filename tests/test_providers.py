@@ -778,3 +778,43 @@ def test_a_kept_answer_whose_reply_was_condensed_is_still_followed_by_a_user_tur
         return  # Anthropic refuses a system message after the first turn: the host's own conversation already holds one
     refused = list(_refusals(views, name))
     assert not refused, f"{name} refused {len(refused)} of {len(views)} views, e.g. {refused[:3]}"
+
+
+def _text_mode_kept_answer_views() -> list[View]:
+    """Default views of a text-mode agent (each command a ```bash block ending the reply, each
+    output a user message, no tool bound) whose first answer is pinned and whose user's reply
+    after it is condensed as the run grows."""
+    from ctxplugin.history import pin
+
+    thread: list[BaseMessage] = [
+        SystemMessage("You are a coding agent."),
+        HumanMessage("Fix the failing parser test in acme/parse."),
+        pin(AIMessage("The failure is in tokenize(). Shall I rewrite it or patch the regex?")),
+        HumanMessage("Patch the regex. Here is the log:\n" + " ".join(f"line{i % 97} ORD-{i}" for i in range(600))),
+    ]
+    for i in range(30):
+        thread += [
+            AIMessage(f"THOUGHT: step {i}\n\n```bash\nsed -n {i * 10},{i * 10 + 9}p parse/tokenize.py\n```"),
+            HumanMessage(f"<returncode>0</returncode>\n<output>\n{f'out {i} ' * 200}\n</output>"),
+        ]
+        if i % 5 == 4:
+            thread.append(HumanMessage(f"Go on after step {i}."))
+    engine = memory_engine(ContextConfig())
+    scope = Scope(session_id="text-mode-kept")
+    return [
+        View("text-mode-kept", end, (p := engine.prepare(thread[:end], tools=engine.tools_for_model(), scope=scope)).messages, p.tools, thread[end - 1])
+        for end in range(5, len(thread) + 1)
+        if isinstance(thread[end - 1], HumanMessage)
+    ]
+
+
+@pytest.mark.parametrize("name", list(BUILDERS))
+def test_a_text_mode_agents_kept_answer_whose_reply_was_condensed_is_accepted(name: str) -> None:
+    from ctxplugin.history._turns import is_stand_in
+
+    views = _text_mode_kept_answer_views()
+    assert any(is_stand_in(m) for view in views for m in view.messages), "no view stands in for the reply"
+    for view in views:  # the stand-in is never what the view answers: the latest message goes last and whole
+        assert view.messages[-1].content == view.latest.content and not is_stand_in(view.messages[-1])
+    refused = list(_refusals(views, name))
+    assert not refused, f"{name} refused {len(refused)} of {len(views)} views, e.g. {refused[:3]}"
