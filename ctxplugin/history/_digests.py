@@ -21,7 +21,7 @@ from ctxplugin._untrusted import json_text
 from ctxplugin.config import HistoryConfig
 from ctxplugin.history._note_values import Labelled, _valued
 from ctxplugin.history._notes import _by_priority, _chronology, _note
-from ctxplugin.history._reuse import Reuse
+from ctxplugin.history._reuse import Reuse, read_ahead
 from ctxplugin.tokens import TokenCounter, args_json, count_message
 
 Exchange = tuple[BaseMessage, ...]
@@ -271,6 +271,7 @@ class Digests:
             if self._gist_floor is None or self._gist_floor(block) <= cap:
                 cap = min(cap, self._gist_sizes[block] - 1)
             valued = _valued([self._exchanges[n] for n in reversed(members)])
+            read_ahead(valued, self._counter)  # for the archive step that takes this block in
             shown_first = archived == 0 and block == next(k for k, m in enumerate(self._spans) if m)
             return _note(
                 (members[0], members[-1]), list(_by_priority(valued)), _chronology(valued), known, self._known, cap,

@@ -240,6 +240,16 @@ def _entries(span: Sequence[_Valued], counter: TokenCounter) -> tuple[_Entry, ..
     return made
 
 
+def read_ahead(spans: Iterable[Sequence[_Valued]], counter: TokenCounter) -> None:
+    """Read the entries of exchanges (each as :func:`ctxplugin.history._note_values._valued`
+    reads it) that a later archive will be extended by: a block's note reads its exchanges when
+    the block is condensed, and the archive takes them in a few calls later, four blocks at once.
+    Read here, they are found again by content then (the same entries, kept in a bounded memo),
+    and the call that moves the archive does not read them all."""
+    for span in spans:
+        _entries(span, counter)
+
+
 def _place_keys(figures: np.ndarray) -> np.ndarray:
     """One number per row that orders the rows as their places (the first five columns)
     do: each column shifted to start at 0 and weighed by the spans of the columns after it;
@@ -258,4 +268,4 @@ def _place_keys(figures: np.ndarray) -> np.ndarray:
     return keys
 
 
-__all__ = ["Reuse"]
+__all__ = ["Reuse", "read_ahead"]

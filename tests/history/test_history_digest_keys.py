@@ -98,3 +98,43 @@ def test_keys_resume_at_a_held_block_condensed_long_ago() -> None:
     assert joined.keys().keys == fresh.keys().keys
     assert joined.keys().digest.hexdigest() == fresh.keys().digest.hexdigest()
     assert joined.keys().held is None and fresh.keys().held is None
+
+
+def test_a_blocks_note_reads_ahead_for_the_archive_which_is_then_the_same() -> None:
+    """Making a block's note keeps its exchanges' entries (by content) for the archive step that
+    takes the block in; the archive made then is the one made without them kept."""
+    from ctxplugin.history import _digests, _reuse
+    from ctxplugin.history._note_values import _valued
+
+    def clear() -> None:
+        _digests._RANKED.clear()
+        _digests._BASES.clear()
+        _digests._CACHE.clear()
+        _reuse._ENTRIES.clear()
+
+    clear()
+    counter = get_counter("cl100k_base")[0]
+    made = digests(blocks(4, 12))
+    assert made.block(9, 8, 600) is not None
+    for number in blocks(4, 12)[9]:
+        key = (counter.name, tuple(_valued([EXCHANGES[number]])[0]))
+        assert _reuse._ENTRIES.get(key) is not None
+    read = made.archive(10, 600)
+    clear()
+    fresh = digests(blocks(4, 12)).archive(10, 600)
+    assert read is not None and fresh is not None
+    assert read.content == fresh.content
+
+
+def test_reading_ahead_keeps_the_entries_memo_within_its_bound() -> None:
+    from ctxplugin.history import _reuse
+    from ctxplugin.history._note_values import _valued
+
+    counter = get_counter("cl100k_base")[0]
+    many = range(_reuse._ENTRIES._size + 50)
+    spans = [_valued([(HumanMessage(f"open src/file_{n}.py"),)])[0] for n in many]
+    _reuse.read_ahead(spans, counter)
+    assert len(_reuse._ENTRIES) <= _reuse._ENTRIES._size
+    kept = _reuse._ENTRIES.get((counter.name, tuple(spans[-1])))
+    _reuse._ENTRIES.clear()
+    assert kept == _reuse._entries(spans[-1], counter)  # what a fresh reading gives
