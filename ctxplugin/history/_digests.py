@@ -19,9 +19,9 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 from ctxplugin._lru import LRU, PerMessage
 from ctxplugin._untrusted import json_text
 from ctxplugin.config import HistoryConfig
-from ctxplugin.history._note_values import Labelled, _valued
+from ctxplugin.history._note_values import Labelled, _Valued, _valued
 from ctxplugin.history._notes import _by_priority, _chronology, _note
-from ctxplugin.history._reuse import Reuse, read_ahead
+from ctxplugin.history._reuse import Reuse, Run, gathered
 from ctxplugin.tokens import TokenCounter, args_json, count_message
 
 Exchange = tuple[BaseMessage, ...]
@@ -67,6 +67,9 @@ conversation is ranked from the longest of them it extends)."""
 _BASES: LRU[tuple[str, int, str], Reuse] = LRU(16)
 """Figures of the blocks before a block that may change (see :meth:`Digests._figures`), to rank
 an archive from when it does."""
+_RUNS: LRU[tuple[str, int, str], Run] = LRU(1024)
+"""The values of the blocks whose notes were made lately, gathered for the archive step that
+takes them in (blocks ``0 .. k`` by their key, ``k`` and the counter: see :meth:`Digests._run`)."""
 
 
 class Digests:
@@ -245,8 +248,21 @@ class Digests:
 
     def _extended(self, base: Reuse, start: int, upto: int) -> Reuse:
         """``base`` (the figures of blocks ``0 .. start - 1``) extended by blocks ``start .. upto - 1``."""
-        added = (self._exchanges[n] for k in range(start, upto) for n in self._spans[k])
-        return base.extended((_valued([exchange])[0] for exchange in added), self._counter)
+        return base.joined([self._run(k) for k in range(start, upto)])
+
+    def _run(self, block: int, valued: Sequence[Sequence[_Valued]] | None = None) -> Run:
+        """The values of ``block``'s exchanges gathered: kept from when its note was made, else
+        read now (from ``valued``, its exchanges' values oldest first, when given)."""
+        key = (self._keys[block], block, self._counter.name)
+        with _CACHE_LOCK:
+            run = _RUNS.hit(key)
+        if run is None:
+            if valued is None:
+                valued = [_valued([self._exchanges[n]])[0] for n in self._spans[block]]
+            run = gathered(valued, self._counter)
+            with _CACHE_LOCK:
+                _RUNS.put(key, run)
+        return run
 
     def archive(self, upto: int, cap: int) -> HumanMessage | None:
         """The note for blocks ``0 .. upto - 1`` within ``cap`` tokens (None if there are no
@@ -271,7 +287,7 @@ class Digests:
             if self._gist_floor is None or self._gist_floor(block) <= cap:
                 cap = min(cap, self._gist_sizes[block] - 1)
             valued = _valued([self._exchanges[n] for n in reversed(members)])
-            read_ahead(valued, self._counter)  # for the archive step that takes this block in
+            self._run(block, valued[::-1])  # for the archive step that takes this block in
             shown_first = archived == 0 and block == next(k for k, m in enumerate(self._spans) if m)
             return _note(
                 (members[0], members[-1]), list(_by_priority(valued)), _chronology(valued), known, self._known, cap,

