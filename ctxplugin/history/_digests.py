@@ -69,7 +69,8 @@ _BASES: LRU[tuple[str, int, str], Reuse] = LRU(16)
 an archive from when it does."""
 _RUNS: LRU[tuple[str, int, str], Run] = LRU(1024)
 """The values of the blocks whose notes were made lately, gathered for the archive step that
-takes them in (blocks ``0 .. k`` by their key, ``k`` and the counter: see :meth:`Digests._run`)."""
+takes them in (blocks ``0 .. k`` by their key, ``k`` and the counter: see :meth:`Digests._run`):
+at most 1,024 blocks, each value of a block once (on the swe runs 14 KB a block, 36 KB at most)."""
 
 
 class Digests:
@@ -252,13 +253,15 @@ class Digests:
 
     def _run(self, block: int, valued: Sequence[Sequence[_Valued]] | None = None) -> Run:
         """The values of ``block``'s exchanges gathered: kept from when its note was made, else
-        read now (from ``valued``, its exchanges' values oldest first, when given)."""
+        read now. Only a note's (``valued``: its exchanges' values, oldest first) is kept: an
+        archive ranked from its first block reads every block once, and keeping those would
+        push out the runs other conversations' next archive steps are waiting for."""
         key = (self._keys[block], block, self._counter.name)
         with _CACHE_LOCK:
             run = _RUNS.hit(key)
         if run is None:
             if valued is None:
-                valued = [_valued([self._exchanges[n]])[0] for n in self._spans[block]]
+                return gathered([_valued([self._exchanges[n]])[0] for n in self._spans[block]], self._counter)
             run = gathered(valued, self._counter)
             with _CACHE_LOCK:
                 _RUNS.put(key, run)

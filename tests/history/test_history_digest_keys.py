@@ -100,9 +100,9 @@ def test_keys_resume_at_a_held_block_condensed_long_ago() -> None:
     assert joined.keys().held is None and fresh.keys().held is None
 
 
-def test_a_blocks_note_reads_ahead_for_the_archive_which_is_then_the_same() -> None:
-    """Making a block's note keeps its exchanges' entries (by content) for the archive step that
-    takes the block in; the archive made then is the one made without them kept."""
+def test_a_blocks_note_gathers_it_for_the_archive_which_is_then_the_same() -> None:
+    """Making a block's note keeps its exchanges gathered for the archive step that takes the
+    block in; the archive made then is the one made without them kept."""
     from ctxplugin.history import _digests, _reuse
     from ctxplugin.history._note_values import _valued
 
@@ -110,15 +110,16 @@ def test_a_blocks_note_reads_ahead_for_the_archive_which_is_then_the_same() -> N
         _digests._RANKED.clear()
         _digests._BASES.clear()
         _digests._CACHE.clear()
+        _digests._RUNS.clear()
         _reuse._ENTRIES.clear()
 
     clear()
     counter = get_counter("cl100k_base")[0]
     made = digests(blocks(4, 12))
     assert made.block(9, 8, 600) is not None
-    for number in blocks(4, 12)[9]:
-        key = (counter.name, tuple(_valued([EXCHANGES[number]])[0]))
-        assert _reuse._ENTRIES.get(key) is not None
+    kept = _digests._RUNS.get((made.keys().keys[9], 9, counter.name))
+    assert kept is not None
+    assert kept == _reuse.gathered([_valued([EXCHANGES[n]])[0] for n in blocks(4, 12)[9]], counter)
     read = made.archive(10, 600)
     clear()
     fresh = digests(blocks(4, 12)).archive(10, 600)
@@ -126,7 +127,7 @@ def test_a_blocks_note_reads_ahead_for_the_archive_which_is_then_the_same() -> N
     assert read.content == fresh.content
 
 
-def test_reading_ahead_keeps_the_entries_memo_within_its_bound() -> None:
+def test_gathering_many_exchanges_keeps_the_entries_memo_within_its_bound() -> None:
     from ctxplugin.history import _reuse
     from ctxplugin.history._note_values import _valued
 
