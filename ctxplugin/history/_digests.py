@@ -116,7 +116,9 @@ class Digests:
         self._config = config
         self._counter = counter
         self._seen: dict[tuple[object, ...], tuple[HumanMessage | None, tuple[str, ...]]] = {}
-        start, keys, digest = 0, [], hashlib.sha1(known.encode("utf-8", "surrogatepass"))
+        task = known.encode("utf-8", "surrogatepass")
+        # its length first: a task text ending as a message's bytes do cannot pass for that message
+        start, keys, digest = 0, [], hashlib.sha1(len(task).to_bytes(8, "big") + task)
         trail: list[Any] = []
         if resume is not None and resume.known == known and len(resume.blocks) <= len(spans_of_block):
             # the same exchanges of the same conversation as the previous call: its keys stand

@@ -178,3 +178,22 @@ def test_a_shared_prefix_archived_after_two_different_blocks_gives_the_notes_mad
             assert notes[name][n] == (None if fresh is None else str(fresh.content))
             assert notes[name][n + 4 if name == "one" else n] == notes[name][n]
     assert notes["one"][3] != notes["two"][3]
+
+
+def test_a_task_text_ending_as_a_message_digest_does_not_share_the_keys_of_that_message() -> None:
+    """The task text is hashed before the blocks; one that ends with the bytes a message adds to
+    the hash (a NUL and that message's digest) must not give the blocks after it the keys of a
+    conversation whose first block has that message, or its notes would be that one's."""
+    from ctxplugin.history import _digests
+
+    first = HumanMessage("open src/a_2292.py")  # its digest reads as text
+    digest = _digests._digest(first).decode("utf-8", "surrogatepass")
+    rest = AIMessage("Read it: 12 lines.")
+    counter = get_counter("cl100k_base")[0]
+    one = Digests([(first, rest)], [[0]], [50], "the task", HistoryConfig(), counter)
+    two = Digests([(rest,)], [[0]], [50], "the task\x00" + digest, HistoryConfig(), counter)
+    assert one.keys().keys != two.keys().keys
+    shown = one.archive(1, 600)
+    assert shown is not None and "a_2292" in str(shown.content)
+    other = two.archive(1, 600)
+    assert other is None or "a_2292" not in str(other.content)
