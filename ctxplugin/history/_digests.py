@@ -142,8 +142,8 @@ class Digests:
             if index == held_block:
                 held = (index, digest.copy())
             for number in spans_of_block[index]:
-                for message in exchanges[number]:
-                    digest.update(b"\x00" + _digest(message))
+                # each exchange closed: its values' ages count exchanges, not messages
+                digest.update(b"".join([b"\x00" + _digest(message) for message in exchanges[number]]) + b"\x02")
             digest.update(b"\x01")
             keys.append(digest.hexdigest())
             trail.append(digest.copy())

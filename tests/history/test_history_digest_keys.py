@@ -197,3 +197,13 @@ def test_a_task_text_ending_as_a_message_digest_does_not_share_the_keys_of_that_
     assert shown is not None and "a_2292" in str(shown.content)
     other = two.archive(1, 600)
     assert other is None or "a_2292" not in str(other.content)
+
+
+def test_the_same_messages_split_into_other_exchanges_have_other_keys() -> None:
+    """A block's gathered values and ranking count its exchanges (the newest exchange naming a
+    value sets its age), so blocks of the same messages split otherwise must not share keys."""
+    first, second = EXCHANGES[0], EXCHANGES[1]
+    counter = get_counter("cl100k_base")[0]
+    apart = Digests([first, second], [[0, 1]], [50], "the task", HistoryConfig(), counter)
+    together = Digests([(*first, *second)], [[0]], [50], "the task", HistoryConfig(), counter)
+    assert apart.keys().keys != together.keys().keys
