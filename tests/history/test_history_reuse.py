@@ -77,6 +77,7 @@ def test_exchanges_read_again_after_an_older_one_joins_rank_as_reading_them_whol
     assert again.figures is not None and whole.figures is not None
     assert np.array_equal(again.figures, whole.figures)
 
+
 def test_gathered_exchanges_add_what_their_exchanges_add_one_by_one() -> None:
     # a block's exchanges gathered add each value once: at its best place, its newest exchange
     # and its uses summed, as the exchanges added one after another leave it
