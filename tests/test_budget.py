@@ -130,10 +130,14 @@ def test_history_dropped_by_the_budget_stage_is_noted_where_it_was() -> None:
 def test_history_condensed_into_notes_leaves_the_header_alone() -> None:
     budget = {"total": 1500, "header": 600, "history": 800, "facts": 100, "summaries": 100}
     engine = memory_engine(ContextConfig(budget=budget))
-    prepared = engine.prepare(_long_session(), scope=Scope(session_id="c"))
+    # an agent with a tool of its own and expand_ref bound: a view that binds no expand_ref names it nowhere
+    edit = {"name": "edit_file", "description": "Edit a file.", "parameters": {"type": "object", "properties": {}}}
+    tools = [{"type": "function", "function": edit}, *engine.tools_for_model()]
+    prepared = engine.prepare(_long_session(), tools=tools, scope=Scope(session_id="c"))
     assert prepared.report.dropped_exchanges > 0
     assert str(prepared.messages[0].content) == "sys", "the header, start of every cached prefix, is unchanged"
     notes = [str(m.content) for m in prepared.messages if str(m.content).startswith("[context note")]
+    assert "expand_ref" in prepared.report.tools_bound
     assert notes and "expand_ref" in notes[0], "the first note says stored outputs stay readable"
     assert all("expand_ref" not in note for note in notes[1:])
     assert prepared.report.tokens_after <= 1500

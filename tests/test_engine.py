@@ -328,7 +328,7 @@ def test_an_original_kept_in_the_state_is_stored_again_on_another_store(tmp_path
         HumanMessage("Which row has id 7?", id="h2"),
     ]
     moved = ContextEngine.embedded(tmp_path / "after")
-    prepared = moved.prepare(messages, scope=SCOPE)
+    prepared = moved.prepare(messages, tools=moved.tools_for_model(), scope=SCOPE)
     assert note["compact"] in [m.content for m in prepared.messages]
     assert moved.expand_ref(note["ref"], scope=SCOPE) == big_json()
 

@@ -18,7 +18,8 @@ from ctxplugin.budget import Parts, enforce, section_tokens, total_tokens
 from ctxplugin.config import FactsConfig
 from ctxplugin.errors import StoreError
 from ctxplugin.facts.render import TOOL_GROUP
-from ctxplugin.history import without_expand_hint, without_tool_values
+from ctxplugin.history import without_tool_values
+from ctxplugin.stages._unbound import unoffered, unoffered_note
 from ctxplugin.stages.memos import CaptureMemo
 from ctxplugin.stages.view import CallView, Fitted, reads_nothing
 from ctxplugin.tokens import TokenCounter, content_text
@@ -115,11 +116,17 @@ class FitBudget:
             parts = replace(parts, history=_untooled(parts.history))
         messages = parts.layout().messages(parts.header)
         if expand is not None and not lookups and reads_nothing(messages):
-            # nor do its notes offer it (they say expand_ref reads stored outputs)
-            history = [_unhinted(m) if is_note(m) else m for m in parts.history]
-            parts = replace(parts, history=history, tools_tokens=parts.tools_tokens - view.expand_ref_tokens)
+            parts = replace(parts, tools_tokens=parts.tools_tokens - view.expand_ref_tokens)
             view = view.override(tools=tuple(t for t in view.tools if t is not expand), tool_tokens=parts.tools_tokens)
-            messages = parts.layout().messages(parts.header)
+            expand = None
+        if expand is None:
+            # a view that binds no expand_ref (the host gave none, or it was taken out here or by
+            # the room stage) never tells the model to call it: its notes, cut messages and
+            # stored outputs say nothing of it
+            history = [_unoffered(m) for m in parts.history]
+            if any(a is not b for a, b in zip(history, parts.history, strict=True)):
+                parts = replace(parts, history=history)
+                messages = parts.layout().messages(parts.header)
         within = outcome.within and total_tokens(parts, self.counter) <= view.budgets["total"]
         fitted = Fitted(
             messages=tuple(unique_call_ids(messages)),  # a call id a model gave twice is sent once
@@ -148,10 +155,12 @@ def _untooled(history: list[BaseMessage]) -> list[BaseMessage]:
     return out
 
 
-def _unhinted(note: BaseMessage) -> BaseMessage:
-    text = content_text(note.content)
-    bare = without_expand_hint(text)
-    return note if bare == text or not isinstance(note.content, str) else note.model_copy(update={"content": bare})
+def _unoffered(message: BaseMessage) -> BaseMessage:
+    if not isinstance(message.content, str) or "expand_ref" not in message.content:
+        return message
+    text = message.content
+    bare = unoffered_note(text) if is_note(message) else unoffered(text)
+    return message if bare == text else message.model_copy(update={"content": bare})
 
 
 __all__ = ["FACTS_TITLE", "FitBudget"]

@@ -31,7 +31,6 @@ forgotten again.
 
 from __future__ import annotations
 
-import re
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -43,8 +42,6 @@ from ctxplugin._layout import synthetic_kind
 from ctxplugin._lru import LRU, PerMessage
 from ctxplugin._messages import META_KEY, annotation
 from ctxplugin._names import FACTS_LOOKUP_NAME, META_TOOL_NAMES, NOTES_LOOKUP_NAME
-from ctxplugin.cas.capture import EXPAND_MORE
-from ctxplugin.history._dropped import without_expand_hint
 from ctxplugin.scope import Scope
 from ctxplugin.stages._commands import MARK as _MARK
 from ctxplugin.stages._commands import (
@@ -53,6 +50,13 @@ from ctxplugin.stages._commands import (
     as_tool_calls,
     command_outputs,
     original,
+)
+from ctxplugin.stages._unbound import (
+    rerun_output,
+    unoffered,
+    unoffered_note,
+    unreffed_cut,
+    unreffed_facts,
 )
 from ctxplugin.stages.view import SESSIONS_TRACKED, CallView, tool_label
 from ctxplugin.tokens import TokenCounter, content_text, count_message
@@ -82,9 +86,16 @@ def as_text(messages: Sequence[BaseMessage], latest: tuple[str, BaseMessage] | N
             out.append(_written(message, _as_lookup))
         elif isinstance(message, ToolMessage) and message.name == TEXT_COMMAND_NAME:
             # the output the model answers now, whole: the agent has no expand_ref to read the rest
-            out.append(latest[1] if latest is not None and message.tool_call_id == latest[0] else _written(message, _as_output))
+            if latest is not None and message.tool_call_id == latest[0]:
+                out.append(latest[1])
+            elif message is messages[-1]:  # the output answered now, too long to go whole
+                out.append(_as_output(message, latest=True))
+            else:
+                out.append(_written(message, _as_output))
         elif isinstance(message, AIMessage) and annotation(message).get(_MARK):
             out.append(_written(message, _with_command))
+        elif isinstance(message, HumanMessage) and isinstance(message.content, str) and " tokens cut to fit the budget" in message.content:
+            out.append(_written(message, _uncut))
         else:
             out.append(message)
     return out
@@ -111,20 +122,25 @@ def _as_lookup(message: BaseMessage) -> BaseMessage:
         name = FACTS_LOOKUP_NAME if synthetic_kind(message) == "facts" else NOTES_LOOKUP_NAME
         return AIMessage(content=f"[{name}]", additional_kwargs=message.additional_kwargs)
     text = content_text(message.content)
-    return HumanMessage(content=without_expand_hint(text) if synthetic_kind(message) == "notes" else text,
+    return HumanMessage(content=unoffered_note(text, refs=False) if synthetic_kind(message) == "notes" else unreffed_facts(text),
                         additional_kwargs=message.additional_kwargs)
 
 
-_EXPAND_HINT = re.compile(r" \(expand_ref\b[^()\n]*\)")
-
-
-def _as_output(message: ToolMessage) -> HumanMessage:
+def _as_output(message: ToolMessage, *, latest: bool = False) -> HumanMessage:
     """An output read by :func:`_as_result` (stored and summarised since) as a user message;
-    neither its ref line nor its summary offers ``expand_ref``, which the agent is not given."""
+    neither its ref line nor its summary offers ``expand_ref``, which the agent is not given:
+    the line says what running the command again shows (see :func:`rerun_output`)."""
     content = message.content
-    if isinstance(content, str) and "expand_ref" in content:
-        content = _EXPAND_HINT.sub("", content.replace(EXPAND_MORE, "]", 1))
+    if isinstance(content, str):
+        content = rerun_output(content, latest=latest)
     return HumanMessage(content=content, id=message.id, additional_kwargs=_plain_meta(message))
+
+
+def _uncut(message: HumanMessage) -> BaseMessage:
+    """A user message cut to fit, its note naming neither ``expand_ref`` nor the ref."""
+    text = content_text(message.content)
+    bare = unreffed_cut(unoffered(text))
+    return message if bare == text else message.model_copy(update={"content": bare})
 
 
 def _with_command(message: AIMessage) -> AIMessage:

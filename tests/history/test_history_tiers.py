@@ -400,8 +400,9 @@ def test_engine_calls_share_most_of_their_prefix(agent_session: Builder) -> None
 def test_engine_reports_compression_and_omission(agent_session: Builder) -> None:
     config = ContextConfig(budget={"total": 6000, "header": 1000, "history": 4000, "facts": 600, "summaries": 2000})
     engine = memory_engine(config)
-    prepared = engine.prepare(agent_session(40), scope=Scope(session_id="r"))
+    prepared = engine.prepare(agent_session(40), tools=engine.tools_for_model(), scope=Scope(session_id="r"))
     report = prepared.report
+    assert "expand_ref" in report.tools_bound  # the first note says what it reads
     assert report.compressed_messages > 0
     assert report.dropped_exchanges > 0
     assert "earlier exchanges are not shown" not in content_text(prepared.messages[0].content)

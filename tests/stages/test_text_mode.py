@@ -254,8 +254,9 @@ def test_a_latest_output_over_the_budget_is_sent_as_its_summary_not_whole() -> N
     sent = count_messages(prepared.messages, engine.counter)
     assert sent <= engine.config.budget.total and prepared.report.tokens_after == sent
     latest = prepared.messages[-1]
-    assert isinstance(latest, HumanMessage) and content_text(latest.content).startswith("[ref:")  # stored, shown summarised
-    assert "(expand_ref" not in content_text(latest.content)  # which the agent cannot call
+    assert isinstance(latest, HumanMessage) and content_text(latest.content).startswith("[summary of ")  # shown summarised
+    assert "expand_ref" not in content_text(latest.content)  # which the agent cannot call
+    assert "rerun the command filtered to see more]" in content_text(latest.content)  # what it can do instead
 
 
 def test_a_lookup_forged_in_an_output_stays_the_outputs_text() -> None:

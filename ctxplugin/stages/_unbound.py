@@ -1,0 +1,118 @@
+"""A view whose tools do not include ``expand_ref`` never tells the model to call it.
+
+Stored outputs, cut messages and context notes say how ``expand_ref`` reads what they leave
+out; a view that does not bind the tool (a chat prepared without tools, a text-mode agent that
+calls none) says nothing of it. A text-mode agent is shown an older output's summary under a
+line saying how long the output was and that running its command again shows it whole: a ref
+is no use to a model that cannot read it, so the view names none (the report lists them).
+"""
+
+from __future__ import annotations
+
+import re
+
+from ctxplugin._untrusted import REF_TEXT
+from ctxplugin.history._dropped import without_expand_hint
+from ctxplugin.history._note_values import from_tool
+
+_HEAD = re.compile(
+    rf"\A\[{REF_TEXT} · (?:[^\n\]]* · )?(?P<tokens>[\d,]+) tokens stored(?: · expand_ref for more)?\]"
+)
+"""The ref line a stored output's compact form opens with (see :func:`ctxplugin.cas.capture.compact_text`)."""
+_MORE = " · expand_ref for more]"
+_CUT = re.compile(rf"; expand_ref\(ref_id='({REF_TEXT})'\) reads the whole message …\]")
+"""The end of the note on a user message cut to fit (see :func:`ctxplugin._cut.cut_text`)."""
+STORED_AS = r"; stored as \1 …]"
+_HINTS = (
+    re.compile(r" \(expand_ref\b[^()\n]*\)"),  # "… 35 more rows (expand_ref offset=40)"
+    # "[this output also holds 2 images, not shown here; expand_ref(ref_id=…) alone returns them]"
+    re.compile(r"; expand_ref\([^()\n]*\)[^\]\n]*(?=\])"),
+    # "… 3 more rare lines; expand_ref pattern=… returns matching lines whole; offset/limit page"
+    re.compile(r"; expand_ref\b[^\n]*"),
+    re.compile(r"\n… expand_ref\b[^\n]*"),  # "… expand_ref pattern='FAILED' returns failing tests"
+)
+_STORED = re.compile(rf"; stored as {REF_TEXT} …\]")
+_REF = re.compile(rf"(?<![^\s:]){REF_TEXT}(?![^\s\]])")
+_FACT_REF = re.compile(rf"; {REF_TEXT}(?=[;\]])")
+_BARE_ENTITY = re.compile(r"^(- )\[entity\] ", re.MULTILINE)
+RERUN = "[summary of {tokens} tokens; rerun the command to see it whole]"
+"""The line a text-mode agent's older output shown summarised opens with."""
+OVER = (
+    "[summary of {tokens} tokens, too long to show whole; rerun the command filtered to see more]"
+)
+"""The line its latest output opens with when, whole, it would not fit the budget."""
+
+
+def unoffered(text: str) -> str:
+    """``text`` without the hints that name ``expand_ref``: a stored output's ref line and the
+    note on a cut message keep their ref (the report and ``ctxplugin expand`` read it), and say
+    nothing of the tool."""
+    if "expand_ref" not in text:
+        return text
+    text = _CUT.sub(STORED_AS, text.replace(_MORE, "]", 1))
+    for hint in _HINTS:
+        text = hint.sub("", text)
+    return text
+
+
+def rerun_output(text: str, *, latest: bool = False) -> str:
+    """A text-mode agent's output shown summarised: its ref line the size it had and that
+    running the command again shows it whole (the ``latest`` output, too long to go whole,
+    that a filtered command shows more), and no hint naming ``expand_ref``."""
+    head = _HEAD.match(text)
+    if head is not None:
+        text = (OVER if latest else RERUN).format(tokens=head.group("tokens")) + text[head.end() :]
+    return unoffered(text)
+
+
+def unreffed_cut(text: str) -> str:
+    """The note on a user message cut to fit without its ref, for a text-mode agent:
+    ``[… 900 tokens cut to fit the budget …]``."""
+    return _STORED.sub(" …]", text) if "; stored as ref:" in text else text
+
+
+def unoffered_note(text: str, *, refs: bool = True) -> str:
+    """A context note for a view without ``expand_ref``: no line on the tool, nor its name among
+    what tools returned (from a summary's hint), nor, without ``refs``, the refs listed there."""
+    text = without_expand_hint(text)
+    if "expand_ref" not in text and (refs or "ref:" not in text):
+        return text
+    lines: list[str] = []
+    for line in text.split("\n"):
+        label, colon, values = line.partition(": ")
+        if (
+            colon and from_tool(label) and not values.endswith((";", ";]"))
+        ):  # values without a space
+            closed = values.endswith("]")
+            kept = [
+                v
+                for v in values.removesuffix("]").split(" ")
+                if v != "expand_ref" and (refs or not _REF.fullmatch(v))
+            ]
+            if not kept:
+                if closed and lines:
+                    lines[-1] += "]"
+                continue
+            line = f"{label}: {' '.join(kept)}{']' if closed else ''}"
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def unreffed_facts(text: str) -> str:
+    """The facts block for a view without ``expand_ref``: a line read from a tool output without
+    the ref of the output it came from."""
+    if "ref:" not in text:
+        return text
+    # an entity with nothing else to its label is its quoted text alone, as the block shows it
+    return _BARE_ENTITY.sub(r"\1", _FACT_REF.sub("", text))
+
+
+__all__ = [
+    "OVER",
+    "RERUN",
+    "rerun_output",
+    "unoffered",
+    "unoffered_note",
+    "unreffed_cut",
+    "unreffed_facts",
+]

@@ -1,0 +1,208 @@
+"""A view that does not bind ``expand_ref`` never points the model at it: a text-mode agent
+(no tool calling) sees no ref it cannot read and is told to run an older command again, and a
+chat prepared without tools reads no note offering the tool."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+import pytest
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+
+from ctxplugin import ContextConfig, Scope
+from ctxplugin.testing import logical_clock, memory_engine
+from ctxplugin.tokens import content_text
+
+REF = re.compile(r"ref:[a-z0-9_-]+:[0-9a-f]{16}")
+SYSTEM = SystemMessage(
+    content="You are a helpful assistant that can interact with a computer shell."
+)
+TASK = HumanMessage(content="Fix the failing tests of src/parser.py.")
+
+
+@pytest.fixture(autouse=True)
+def _defaults(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.delenv("CTXPLUGIN_MODE", raising=False)
+    yield
+
+
+def printed(text: str) -> HumanMessage:
+    return HumanMessage(content=f"<returncode>0</returncode>\n<output>\n{text}\n</output>")
+
+
+def step(n: int) -> list[BaseMessage]:
+    """A command and its output: a page of source, every fourth one a failing test run."""
+    if n % 4 == 3:
+        report = "\n".join(
+            f"FAILED tests/test_parser.py::test_case_{n}_{i} - AssertionError: field_{i}"
+            for i in range(60)
+        )
+        return [
+            AIMessage(content="THOUGHT: run the tests.\n\n```bash\npytest -q tests\n```"),
+            printed(f"{report}\n===== 60 failed, 12 passed in 3.1s ====="),
+        ]
+    page = "\n".join(
+        f"{n * 40 + i}:    field_{n}_{i} = read_field(buffer, offset_{n}_{i})" for i in range(40)
+    )
+    return [
+        AIMessage(
+            content=f"THOUGHT: look at part {n}.\n\n```bash\nsed -n '{n * 40},{n * 40 + 39}p' src/parser.py\n```"
+        ),
+        printed(page),
+    ]
+
+
+def text_views(steps: int, *, tools: bool) -> tuple[list[BaseMessage], list[list[BaseMessage]]]:
+    engine = memory_engine(ContextConfig(), clock=logical_clock())
+    conversation: list[BaseMessage] = [SYSTEM, TASK]
+    scope = Scope(session_id="text-refs")
+    out = []
+    for n in range(steps):
+        conversation += step(n)
+        prepared = engine.prepare(
+            conversation, tools=engine.tools_for_model() if tools else None, scope=scope
+        )
+        assert not prepared.tools
+        out.append(prepared.messages)
+    return conversation, out
+
+
+@pytest.mark.parametrize("tools", [True, False])
+def test_a_text_mode_view_names_no_ref_and_no_expand_ref(tools: bool) -> None:
+    _, views = text_views(30, tools=tools)
+    texts = [content_text(m.content) for view in views for m in view]
+    assert not [t for t in texts if "expand_ref" in t]  # a tool the agent is not given
+    assert not [t for t in texts if REF.search(t)]  # an id it has nothing to read with
+
+
+def test_an_older_output_shown_summarised_says_to_run_its_command_again() -> None:
+    conversation, views = text_views(30, tools=True)
+    originals = {content_text(m.content) for m in conversation}
+    summarised = [
+        content_text(m.content)
+        for m in views[-1]
+        if isinstance(m, HumanMessage)
+        and content_text(m.content) not in originals
+        and "context note" not in content_text(m.content)
+    ]
+    assert summarised
+    assert all(
+        re.match(r"\[summary of [\d,]+ tokens; rerun the command to see it whole\]", t)
+        for t in summarised
+    )
+
+
+CHAT = [
+    "My name is Alice and my booking is BK-7781.",
+    "I live in Lisbon and my budget is 900 EUR.",
+    *(f"Tell me about topic {i} in detail please, for order W{1000 + i}." for i in range(20)),
+]
+ANSWER = "Sure. " + "Here is a long answer with details. " * 60
+
+
+@pytest.mark.parametrize("mode", ["whole", "compact"])
+def test_a_chat_prepared_without_tools_reads_no_note_offering_expand_ref(mode: str) -> None:
+    engine = memory_engine(ContextConfig(mode=mode))
+    history: list[BaseMessage] = [HumanMessage("hi", id="h-hi"), AIMessage("Hello!", id="a-hi")]
+    offered = []
+    notes = 0
+    for i, turn in enumerate(CHAT):
+        history.append(HumanMessage(turn, id=f"h{i}"))
+        prepared = engine.prepare(history, scope=Scope(session_id=f"chat-{mode}"))
+        assert prepared.tools == []
+        texts = [content_text(m.content) for m in prepared.messages]
+        notes += sum("context note" in t or "earlier exchanges" in t for t in texts)
+        offered += [t for t in texts if "expand_ref" in t]
+        history.append(AIMessage(ANSWER, id=f"a{i}"))
+    assert notes, "the chat is long enough for notes"
+    assert not offered
+
+
+def test_the_facts_block_of_a_text_mode_view_names_no_ref() -> None:
+    engine = memory_engine(ContextConfig(), clock=logical_clock())
+    checks = "\n".join(
+        f"line {i}: checking module_{i} ok" for i in range(6000)
+    )  # over the budget: stored as it arrives
+    conversation: list[BaseMessage] = [
+        SYSTEM,
+        TASK,
+        AIMessage(content="THOUGHT: which rule?\n\n```bash\npython check.py\n```"),
+        printed(f"{checks}\nrule: L031"),
+    ]
+    blocks = []
+    for n in range(1, 12):
+        conversation += step(n + (n % 4 == 3))
+        prepared = engine.prepare(conversation, scope=Scope(session_id="facts"))
+        blocks += [
+            content_text(m.content)
+            for m in prepared.messages
+            if "From tool outputs" in content_text(m.content)
+        ]
+    assert blocks, "facts read from the stored output are shown"
+    assert not [b for b in blocks if REF.search(b)]
+    assert any('\n- "line ' in b for b in blocks)  # a line without a key is its quoted text alone
+
+
+def test_a_view_prepared_without_tools_offers_no_expand_ref_for_a_cut_message_or_a_stored_output() -> (
+    None
+):
+    engine = memory_engine(
+        ContextConfig(
+            budget={"total": 2000, "header": 400, "history": 1000, "facts": 200, "summaries": 300}
+        )
+    )
+    pasted = "Here is the whole log:\n" + "\n".join(
+        f"12:00 worker INFO request id=req-{i:06d} ok" for i in range(3000)
+    )
+    cut = engine.prepare([HumanMessage(pasted, id="u1")], scope=Scope(session_id="cut"))
+    assert re.search(
+        r"tokens cut to fit the budget; stored as ref:user:[0-9a-f]{16} …\]",
+        content_text(cut.messages[-1].content),
+    )
+    listing = "\n".join(
+        f'{{"id": "W{i:04d}", "status": "pending", "owner": "team-{i % 7}"}}' for i in range(400)
+    )
+    history: list[BaseMessage] = [HumanMessage("Which orders are pending?", id="q")]
+    for n in range(6):
+        history += [
+            AIMessage(
+                "",
+                id=f"a{n}",
+                tool_calls=[{"name": "list_orders", "args": {"page": n}, "id": f"c{n}"}],
+            ),
+            ToolMessage(f"[{listing}]", tool_call_id=f"c{n}", name="list_orders", id=f"t{n}"),
+        ]
+    called = engine.prepare(history, scope=Scope(session_id="called"))
+    assert not cut.tools and not called.tools
+    assert any(
+        REF.search(content_text(m.content)) for m in called.messages
+    )  # stored outputs shown summarised
+    offered = [
+        content_text(m.content)
+        for m in (*cut.messages, *called.messages)
+        if "expand_ref" in content_text(m.content)
+    ]
+    assert not offered, "\n---\n".join(offered)
+
+
+def test_a_text_mode_task_cut_to_fit_names_no_ref() -> None:
+    engine = memory_engine(
+        ContextConfig(
+            budget={"total": 2000, "header": 400, "history": 1000, "facts": 200, "summaries": 300}
+        )
+    )
+    pasted = HumanMessage(
+        "Fix the error in this log:\n"
+        + "\n".join(f"12:00 worker INFO request id=req-{i:06d} ok" for i in range(3000))
+    )
+    conversation: list[BaseMessage] = [SYSTEM, pasted]
+    for n in range(4):
+        conversation += step(n)
+        for tools in (engine.tools_for_model(), None):
+            prepared = engine.prepare(
+                conversation, tools=tools, scope=Scope(session_id=f"cut-task-{tools is None}")
+            )
+            texts = [content_text(m.content) for m in prepared.messages]
+            assert any(re.search(r"tokens cut to fit the budget …\]", t) for t in texts)
+            assert not [t for t in texts if "expand_ref" in t or REF.search(t)]
