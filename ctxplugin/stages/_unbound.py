@@ -1,8 +1,9 @@
-"""A view whose tools do not include ``expand_ref`` never tells the model to call it.
+"""A view from which ``expand_ref`` is taken out never tells the model to call it.
 
 Stored outputs, cut messages and context notes say how ``expand_ref`` reads what they leave
-out; a view that does not bind the tool (a chat prepared without tools, a text-mode agent that
-calls none) says nothing of it. A text-mode agent is shown an older output's summary under a
+out; a view given the tool and then not bound it (a chat whose view shows nothing it reads, a
+text-mode agent that calls none) says nothing of it. A view prepared without it keeps the hints:
+the host may bind it beside (an LCEL step, a chat history). A text-mode agent is shown an older output's summary under a
 line saying how long the output was and that running its command again shows it whole: a ref
 is no use to a model that cannot read it, so the view names none (the report lists them).
 """
@@ -46,10 +47,17 @@ OVER = (
 def unoffered(text: str) -> str:
     """``text`` without the hints that name ``expand_ref``: a stored output's ref line and the
     note on a cut message keep their ref (the report and ``ctxplugin expand`` read it), and say
-    nothing of the tool."""
+    nothing of the tool. Only what ctxplugin wrote is rewritten: a message shown as it was sent
+    (a user asking about ``expand_ref``) is left whole."""
     if "expand_ref" not in text:
         return text
-    text = _CUT.sub(STORED_AS, text.replace(_MORE, "]", 1))
+    text = _CUT.sub(STORED_AS, text)
+    if _HEAD.match(text) is None:  # not a stored output's compact form
+        return text
+    return _unhinted(text.replace(_MORE, "]", 1))
+
+
+def _unhinted(text: str) -> str:
     for hint in _HINTS:
         text = hint.sub("", text)
     return text
@@ -60,9 +68,10 @@ def rerun_output(text: str, *, latest: bool = False) -> str:
     running the command again shows it whole (the ``latest`` output, too long to go whole,
     that a filtered command shows more), and no hint naming ``expand_ref``."""
     head = _HEAD.match(text)
-    if head is not None:
-        text = (OVER if latest else RERUN).format(tokens=head.group("tokens")) + text[head.end() :]
-    return unoffered(text)
+    if head is None:
+        return unoffered(text)
+    line = (OVER if latest else RERUN).format(tokens=head.group("tokens"))
+    return line + _unhinted(_CUT.sub(STORED_AS, text[head.end() :]))
 
 
 def unreffed_cut(text: str) -> str:

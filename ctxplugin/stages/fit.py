@@ -119,10 +119,10 @@ class FitBudget:
             parts = replace(parts, tools_tokens=parts.tools_tokens - view.expand_ref_tokens)
             view = view.override(tools=tuple(t for t in view.tools if t is not expand), tool_tokens=parts.tools_tokens)
             expand = None
-        if expand is None:
-            # a view that binds no expand_ref (the host gave none, or it was taken out here or by
-            # the room stage) never tells the model to call it: its notes, cut messages and
-            # stored outputs say nothing of it
+        if expand is None and view.expand_ref is not None:
+            # expand_ref taken out (here or by the room stage): the view never tells the model to
+            # call it. A host that gave none may bind it itself (an LCEL step, a chat history):
+            # its view keeps the hints
             history = [_unoffered(m) for m in parts.history]
             if any(a is not b for a, b in zip(history, parts.history, strict=True)):
                 parts = replace(parts, history=history)

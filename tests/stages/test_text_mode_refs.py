@@ -1,6 +1,6 @@
 """A view that does not bind ``expand_ref`` never points the model at it: a text-mode agent
 (no tool calling) sees no ref it cannot read and is told to run an older command again, and a
-chat prepared without tools reads no note offering the tool."""
+chat whose view takes the tool out reads no note offering it."""
 
 from __future__ import annotations
 
@@ -102,14 +102,16 @@ ANSWER = "Sure. " + "Here is a long answer with details. " * 60
 
 
 @pytest.mark.parametrize("mode", ["whole", "compact"])
-def test_a_chat_prepared_without_tools_reads_no_note_offering_expand_ref(mode: str) -> None:
+def test_a_chat_given_expand_ref_with_nothing_to_read_reads_no_note_offering_it(mode: str) -> None:
     engine = memory_engine(ContextConfig(mode=mode))
     history: list[BaseMessage] = [HumanMessage("hi", id="h-hi"), AIMessage("Hello!", id="a-hi")]
     offered = []
     notes = 0
     for i, turn in enumerate(CHAT):
         history.append(HumanMessage(turn, id=f"h{i}"))
-        prepared = engine.prepare(history, scope=Scope(session_id=f"chat-{mode}"))
+        prepared = engine.prepare(
+            history, tools=engine.tools_for_model(), scope=Scope(session_id=f"chat-{mode}")
+        )
         assert prepared.tools == []
         texts = [content_text(m.content) for m in prepared.messages]
         notes += sum("context note" in t or "earlier exchanges" in t for t in texts)
@@ -144,48 +146,6 @@ def test_the_facts_block_of_a_text_mode_view_names_no_ref() -> None:
     assert any('\n- "line ' in b for b in blocks)  # a line without a key is its quoted text alone
 
 
-def test_a_view_prepared_without_tools_offers_no_expand_ref_for_a_cut_message_or_a_stored_output() -> (
-    None
-):
-    engine = memory_engine(
-        ContextConfig(
-            budget={"total": 2000, "header": 400, "history": 1000, "facts": 200, "summaries": 300}
-        )
-    )
-    pasted = "Here is the whole log:\n" + "\n".join(
-        f"12:00 worker INFO request id=req-{i:06d} ok" for i in range(3000)
-    )
-    cut = engine.prepare([HumanMessage(pasted, id="u1")], scope=Scope(session_id="cut"))
-    assert re.search(
-        r"tokens cut to fit the budget; stored as ref:user:[0-9a-f]{16} …\]",
-        content_text(cut.messages[-1].content),
-    )
-    listing = "\n".join(
-        f'{{"id": "W{i:04d}", "status": "pending", "owner": "team-{i % 7}"}}' for i in range(400)
-    )
-    history: list[BaseMessage] = [HumanMessage("Which orders are pending?", id="q")]
-    for n in range(6):
-        history += [
-            AIMessage(
-                "",
-                id=f"a{n}",
-                tool_calls=[{"name": "list_orders", "args": {"page": n}, "id": f"c{n}"}],
-            ),
-            ToolMessage(f"[{listing}]", tool_call_id=f"c{n}", name="list_orders", id=f"t{n}"),
-        ]
-    called = engine.prepare(history, scope=Scope(session_id="called"))
-    assert not cut.tools and not called.tools
-    assert any(
-        REF.search(content_text(m.content)) for m in called.messages
-    )  # stored outputs shown summarised
-    offered = [
-        content_text(m.content)
-        for m in (*cut.messages, *called.messages)
-        if "expand_ref" in content_text(m.content)
-    ]
-    assert not offered, "\n---\n".join(offered)
-
-
 def test_a_text_mode_task_cut_to_fit_names_no_ref() -> None:
     engine = memory_engine(
         ContextConfig(
@@ -206,3 +166,47 @@ def test_a_text_mode_task_cut_to_fit_names_no_ref() -> None:
             texts = [content_text(m.content) for m in prepared.messages]
             assert any(re.search(r"tokens cut to fit the budget …\]", t) for t in texts)
             assert not [t for t in texts if "expand_ref" in t or REF.search(t)]
+
+
+def _orders_session() -> list[BaseMessage]:
+    listing = "\n".join(
+        f'{{"id": "W{i:04d}", "status": "pending", "owner": "team-{i % 7}"}}' for i in range(400)
+    )
+    history: list[BaseMessage] = [HumanMessage("Which orders are pending?", id="q")]
+    for n in range(6):
+        history += [
+            AIMessage(
+                "",
+                id=f"a{n}",
+                tool_calls=[{"name": "list_orders", "args": {"page": n}, "id": f"c{n}"}],
+            ),
+            ToolMessage(f"[{listing}]", tool_call_id=f"c{n}", name="list_orders", id=f"t{n}"),
+        ]
+    return history
+
+
+def test_hosts_that_bind_expand_ref_themselves_keep_its_hints() -> None:
+    """An LCEL step (``as_runnable``) and ``RunnableWithMessageHistory`` prepare without the
+    tools the model is bound: their docs bind ``expand_ref`` beside it, so the view still says
+    how to read a stored output."""
+    engine = memory_engine(ContextConfig())
+    runnable = engine.as_runnable().invoke(
+        _orders_session(), {"configurable": {"thread_id": "lcel"}}
+    )
+    chat = engine.history("kept")
+    chat.add_messages(_orders_session())
+    for view in (runnable, chat.messages):
+        texts = [content_text(m.content) for m in view]
+        assert any(REF.search(t) for t in texts)  # stored outputs shown summarised
+        assert any("expand_ref" in t for t in texts if REF.search(t))
+
+
+def test_what_the_user_wrote_about_expand_ref_is_sent_as_written() -> None:
+    engine = memory_engine(ContextConfig())
+    asked = "My agent printed `[ref:list_orders:0123456789abcdef · 900 tokens stored · expand_ref for more]` (expand_ref reads it?); expand_ref fails."
+    history: list[BaseMessage] = [HumanMessage(asked, id="h")]
+    prepared = engine.prepare(
+        history, tools=engine.tools_for_model(), scope=Scope(session_id="asked")
+    )
+    assert not prepared.tools
+    assert content_text(prepared.messages[-1].content) == asked
