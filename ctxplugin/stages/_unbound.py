@@ -25,13 +25,22 @@ _CUT = re.compile(rf"; expand_ref\(ref_id='({REF_TEXT})'\) reads the whole messa
 """The end of the note on a user message cut to fit (see :func:`ctxplugin._cut.cut_text`)."""
 STORED_AS = r"; stored as \1 …]"
 _HINTS = (
-    re.compile(r" \(expand_ref\b[^()\n]*\)"),  # "… 35 more rows (expand_ref offset=40)"
+    # "… 35 more rows (expand_ref offset=40)": the end of a list line
+    (re.compile(r" \(expand_ref\b[^()\n]*\)$", re.MULTILINE), ""),
     # "[this output also holds 2 images, not shown here; expand_ref(ref_id=…) alone returns them]"
-    re.compile(r"; expand_ref\([^()\n]*\)[^\]\n]*(?=\])"),
+    (
+        re.compile(
+            r"(\[this output also holds [^\n;\]]*); expand_ref\([^()\n]*\) alone returns them\]"
+        ),
+        r"\1]",
+    ),
     # "… 3 more rare lines; expand_ref pattern=… returns matching lines whole; offset/limit page"
-    re.compile(r"; expand_ref\b[^\n]*"),
-    re.compile(r"\n… expand_ref\b[^\n]*"),  # "… expand_ref pattern='FAILED' returns failing tests"
+    (re.compile(r"^(… \d+ more rare [^\n;]*); expand_ref\b[^\n]*$", re.MULTILINE), r"\1"),
+    # "… expand_ref pattern='FAILED' returns failing tests", "expand_ref pattern=… returns …": a line
+    (re.compile(r"\n(?:… )?expand_ref pattern=[^\n]*"), ""),
 )
+"""The hints a stored output's summary gives, each matched only as its line is written (see
+:mod:`ctxplugin.cas`): the lines of the output it shows are left as they were."""
 _STORED = re.compile(rf"; stored as {REF_TEXT} …\]")
 _REF = re.compile(rf"(?<![^\s:]){REF_TEXT}(?![^\s\]])")
 _FACT_REF = re.compile(rf"; {REF_TEXT}(?=[;\]])")
@@ -58,8 +67,8 @@ def unoffered(text: str) -> str:
 
 
 def _unhinted(text: str) -> str:
-    for hint in _HINTS:
-        text = hint.sub("", text)
+    for hint, kept in _HINTS:
+        text = hint.sub(kept, text)
     return text
 
 

@@ -11,6 +11,7 @@ import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
 from ctxplugin import ContextConfig, Scope
+from ctxplugin.stages._unbound import rerun_output
 from ctxplugin.testing import logical_clock, memory_engine
 from ctxplugin.tokens import content_text
 
@@ -210,3 +211,25 @@ def test_what_the_user_wrote_about_expand_ref_is_sent_as_written() -> None:
     )
     assert not prepared.tools
     assert content_text(prepared.messages[-1].content) == asked
+
+
+def test_an_older_output_keeps_its_own_lines_that_name_expand_ref() -> None:
+    own = [
+        "src/engine.py:279:    def expand_ref(self, ref_id); expand_ref reads it",
+        "docs/tools.md:55: the model calls it (expand_ref reads refs) first",
+    ]
+    compact = "\n".join(
+        [
+            "[ref:command:0123456789abcdef · text · 3,607 tokens stored]",
+            *own,
+            "… 3 more rare lines; expand_ref pattern='ref' returns matching lines whole; offset/limit page",
+        ]
+    )
+    shown = rerun_output(compact)
+    assert shown.splitlines() == [
+        "[summary of 3,607 tokens; rerun the command to see it whole]",
+        *own,
+        "… 3 more rare lines",
+    ]
+    alone = "expand_ref pattern='ref' returns matching lines whole; offset/limit page"
+    assert "expand_ref" not in rerun_output(f"{compact.splitlines()[0]}\n{own[0][:20]}\n{alone}")
