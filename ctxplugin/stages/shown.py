@@ -34,7 +34,7 @@ from ctxplugin.tokens import content_text
 
 class _Checked(NamedTuple):
     """One session's previous check: its lines, what they were checked against (see
-    :func:`shown_parts`; the user messages' texts as the messages give them, not joined into
+    :func:`_shown_parts`; the user messages' texts as the messages give them, not joined into
     one more string to keep) and the lines kept."""
 
     lines: tuple[FactLine, ...]
@@ -62,7 +62,7 @@ class SkipShown:
         if not view.facts:
             return view
         lines = view.facts
-        refs, listed, said = shown_parts(view.original, view.history, self._originals(view))
+        refs, listed, said = _shown_parts(view.original, view.history, self._originals(view))
         hits = frozenset(
             line.source_ref
             for line in lines
@@ -82,7 +82,7 @@ class SkipShown:
             and last.lines == lines
         ):
             return view.override(facts=last.kept)
-        kept = kept_lines(lines, hits, listed, normalized(said))
+        kept = _kept_lines(lines, hits, listed, normalized(said))
         with self._lock:
             self._kept.put(key, _Checked(lines, hits, listed, said, kept))
         return view.override(facts=kept)
@@ -117,11 +117,11 @@ def not_shown(
     """The lines of ``lines`` that ``view`` does not show: ``raw`` is the conversation as
     received, so a message of ``view`` found in it is shown unchanged (``originals``: the ids of
     ``raw``'s messages, when the caller has them)."""
-    refs, listed, said = shown_parts(raw, view, originals)
-    return kept_lines(lines, refs, listed, normalized(said))
+    refs, listed, said = _shown_parts(raw, view, originals)
+    return _kept_lines(lines, refs, listed, normalized(said))
 
 
-def shown_parts(
+def _shown_parts(
     raw: Sequence[BaseMessage], view: Sequence[BaseMessage], originals: set[int] | None = None
 ) -> tuple[set[str], str, tuple[str, ...]]:
     """What of ``view`` the lines are checked against (see :func:`not_shown`): the sources of
@@ -143,13 +143,13 @@ def shown_parts(
     return refs, listed, tuple(said)
 
 
-def kept_lines(
+def _kept_lines(
     lines: Sequence[FactLine], refs: Collection[str], listed: str, spoken: str
 ) -> tuple[FactLine, ...]:
     """The lines of ``lines`` a view does not show, whose messages shown unchanged are the
     sources ``refs``, whose first context note is ``listed`` and whose user messages say
     ``spoken`` (their texts :func:`~ctxplugin.facts.render.normalized`, memoised: the same user
-    messages come back call after call; see :func:`shown_parts`)."""
+    messages come back call after call; see :func:`_shown_parts`)."""
     kept: list[FactLine] = []
     named: list[FactLine] = []  # tracked state the view states word for word
     for line in lines:
@@ -202,4 +202,4 @@ def _listed(line: FactLine, note: str) -> bool:
     return bool(values) and all(occurs(value, note) for value in values)
 
 
-__all__ = ["STATED_LEAD", "SkipShown", "kept_lines", "naming", "not_shown", "shown_parts"]
+__all__ = ["STATED_LEAD", "SkipShown", "naming", "not_shown"]
