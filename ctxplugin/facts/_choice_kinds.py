@@ -43,7 +43,7 @@ _BRANDED = frozenset(["hotel", "airline"])
 _WORD = re.compile(r"[^\W\d_][\w'’-]*")
 
 
-def kind_of_value(word: str) -> str | None:
+def _kind_of_value(word: str) -> str | None:
     """The kind of choice ``word`` is a value of ("business": ``class``), or None."""
     stemmed = stem(word.lower())
     return next((kind for kind, (_, values) in _KINDS.items() if stemmed in values), None)
@@ -66,7 +66,7 @@ def kind_of_name(word: str, said: str | None) -> str | None:
     """The kind of ``word`` said with the kind named ``said`` (:func:`kind_named`): a name's kind
     yields to the kind said ("the Delta hotel": ``hotel``), a common word's does not ("the
     economy seat": ``class``)."""
-    held = kind_of_value(word)
+    held = _kind_of_value(word)
     return said if said is not None and (held is None or held in _BRANDED) else held
 
 
@@ -87,4 +87,4 @@ def kind_of_choice(key: str, text: str) -> str | None:
     return named[0] if len(named) == 1 else None
 
 
-__all__ = ["kind_named", "kind_of_choice", "kind_of_name", "kind_of_value"]
+__all__ = ["kind_named", "kind_of_choice", "kind_of_name"]

