@@ -14,8 +14,8 @@ answer is read as what a person wrote wherever it reads so, and the conversation
 - a person's (:func:`written_by_person`) when, not in that form, a prose line of it (outside
   fenced blocks; of a long answer its first and last two lines, where a person writes around
   what they paste) has first-person words (I, my, we…; ich, wir, je, nous, yo, 我…), a question
-  (``?``, ``？``, ``¿``; not a script's ``Is equal? True``), thanks, an acknowledgement opening it (``ok``, ``yeah``…) or says what
-  a command did (``it printed``, ``that worked``…);
+  (``?``, ``？``, ``¿``; not a script's ``Is equal? True``), thanks, an acknowledgement opening
+  it (``ok``, ``yeah``…) or says what a command did (``it printed``, ``that worked``…);
 - else plain text, as most of what a command prints: an output once two commands ran. So is a
   document printed whole (markdown headings, a reStructuredText title), whatever its lines say.
 
@@ -23,9 +23,10 @@ A prose line starts with a letter (not indented, numbered, marked as code, a pro
 a list), not with a program's label (``WARNING:``, ``cat:``, ``NameError:``; a person's
 ``update:``, ``note:``, ``btw:`` are no program's), a ``grep -n`` hit's path (``src/a.py:12:``)
 or a commit's hash (``git log --oneline``), and holds nothing code does (``=``, braces, a
-semicolon, a call) nor a program's ``[y/N]`` prompt. An output that still reads as a person's makes
-the conversation a chat, which is sent as one: of the coding recordings' 562 outputs without
-their tags, none does; a script's own printed words still may (``print("Testing my fix")``).
+semicolon, a call) nor a program's ``[y/N]`` prompt. An output that still reads as a person's
+makes the conversation a chat, which is sent as one: of the coding recordings' 562 outputs
+without their tags, none does; a script's own printed words still may (``print("Testing my
+fix")``).
 """
 
 from __future__ import annotations
@@ -37,12 +38,12 @@ from langchain_core.messages import BaseMessage
 
 from ctxplugin._lru import PerMessage
 from ctxplugin._text_shapes import detect_text_shape, grep_matches
+from ctxplugin.facts._not_prose import FENCED
 from ctxplugin.tokens import content_text
 
 _FORM = re.compile(
     r"\A\s*(?:<(?:returncode|output)>|observation\s*:|execution result\b)", re.IGNORECASE
 )
-_FENCED = re.compile(r"```.*?(?:```|\Z)", re.DOTALL)
 _PROSE_START = re.compile(r"[\"'‘“¿¡]?[^\W\d_]")  # a letter, perhaps quoted: no indent, digit, mark
 _LABEL = re.compile(
     r"(?:[A-Z][A-Z_]+|[a-z][\w.\-]*|[A-Z]\w*(?:Error|Exception|Warning)):\s"
@@ -96,7 +97,7 @@ def written_by_person(message: BaseMessage) -> bool:
 def _by_person(text: str) -> bool:
     if _FORM.match(text) or "backticks" in text.lower():  # mini-swe-agent's request for its format
         return False
-    bare = _FENCED.sub("\n", text)  # what a person pastes in a fenced block is not theirs
+    bare = FENCED.sub("\n", text)  # what a person pastes in a fenced block is not theirs
     lines = [line for line in bare.splitlines() if line.strip()]
     if len(lines) > _ALL_LINES:
         lines = lines[:2] + lines[-2:]
