@@ -3,9 +3,10 @@
 Stored outputs, cut messages and context notes say how ``expand_ref`` reads what they leave
 out; a view given the tool and then not bound it (a chat whose view shows nothing it reads, a
 text-mode agent that calls none) says nothing of it. A view prepared without it keeps the hints:
-the host may bind it beside (an LCEL step, a chat history). A text-mode agent is shown an older output's summary under a
-line saying how long the output was and that running its command again shows it whole: a ref
-is no use to a model that cannot read it, so the view names none (the report lists them).
+the host may bind it beside (an LCEL step, a chat history). A text-mode agent is shown an older
+output's summary under a line saying how long the output was and that running its command again
+shows it whole: a ref is no use to a model that cannot read it, so the view names none (the
+report lists them).
 """
 
 from __future__ import annotations
@@ -13,17 +14,17 @@ from __future__ import annotations
 import re
 
 from ctxplugin._untrusted import REF_TEXT
-from ctxplugin.history._dropped import without_expand_hint
+from ctxplugin.cas.capture import EXPAND_MORE
+from ctxplugin.history import without_expand_hint
 from ctxplugin.history._note_values import from_tool
 
 _HEAD = re.compile(
     rf"\A\[{REF_TEXT} · (?:[^\n\]]* · )?(?P<tokens>[\d,]+) tokens stored(?: · expand_ref for more)?\]"
 )
 """The ref line a stored output's compact form opens with (see :func:`ctxplugin.cas.capture.compact_text`)."""
-_MORE = " · expand_ref for more]"
 _CUT = re.compile(rf"; expand_ref\(ref_id='({REF_TEXT})'\) reads the whole message …\]")
 """The end of the note on a user message cut to fit (see :func:`ctxplugin._cut.cut_text`)."""
-STORED_AS = r"; stored as \1 …]"
+_STORED_AS = r"; stored as \1 …]"
 _HINTS = (
     # "… 35 more rows (expand_ref offset=40)": the end of a list line
     (re.compile(r" \(expand_ref\b[^()\n]*\)$", re.MULTILINE), ""),
@@ -45,9 +46,9 @@ _STORED = re.compile(rf"; stored as {REF_TEXT} …\]")
 _REF = re.compile(rf"(?<![^\s:]){REF_TEXT}(?![^\s\]])")
 _FACT_REF = re.compile(rf"; {REF_TEXT}(?=[;\]])")
 _BARE_ENTITY = re.compile(r"^(- )\[entity\] ", re.MULTILINE)
-RERUN = "[summary of {tokens} tokens; rerun the command to see it whole]"
+_RERUN = "[summary of {tokens} tokens; rerun the command to see it whole]"
 """The line a text-mode agent's older output shown summarised opens with."""
-OVER = (
+_OVER = (
     "[summary of {tokens} tokens, too long to show whole; rerun the command filtered to see more]"
 )
 """The line its latest output opens with when, whole, it would not fit the budget."""
@@ -60,10 +61,10 @@ def unoffered(text: str) -> str:
     (a user asking about ``expand_ref``) is left whole."""
     if "expand_ref" not in text:
         return text
-    text = _CUT.sub(STORED_AS, text)
+    text = _CUT.sub(_STORED_AS, text)
     if _HEAD.match(text) is None:  # not a stored output's compact form
         return text
-    return _unhinted(text.replace(_MORE, "]", 1))
+    return _unhinted(text.replace(EXPAND_MORE, "]", 1))
 
 
 def _unhinted(text: str) -> str:
@@ -79,8 +80,8 @@ def rerun_output(text: str, *, latest: bool = False) -> str:
     head = _HEAD.match(text)
     if head is None:
         return unoffered(text)
-    line = (OVER if latest else RERUN).format(tokens=head.group("tokens"))
-    return line + _unhinted(_CUT.sub(STORED_AS, text[head.end() :]))
+    line = (_OVER if latest else _RERUN).format(tokens=head.group("tokens"))
+    return line + _unhinted(_CUT.sub(_STORED_AS, text[head.end() :]))
 
 
 def unreffed_cut(text: str) -> str:
@@ -126,8 +127,6 @@ def unreffed_facts(text: str) -> str:
 
 
 __all__ = [
-    "OVER",
-    "RERUN",
     "rerun_output",
     "unoffered",
     "unoffered_note",
