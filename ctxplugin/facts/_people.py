@@ -19,11 +19,12 @@ from __future__ import annotations
 import re
 
 from ctxplugin.facts._batch import WriteBatch
+from ctxplugin.facts._values import MONTH_NAMES
 from ctxplugin.facts.extract import FactDraft
 from ctxplugin.facts.model import Fact, FactQuery, normalize_key
 from ctxplugin.facts.store import FactStore
 
-_MONTH = r"(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\.?"
+_MONTH = rf"(?:{MONTH_NAMES})[a-z]*\.?"
 _BIRTH = re.compile(
     r"\b(?:born(?:\s+on)?|date\s+of\s+birth|birth\s*date|birthday|d\.?o\.?b\.?)(?:\s+(?:is|was))?[\s:,-]*"
     rf"(?P<date>\d{{4}}-\d{{1,2}}-\d{{1,2}}|\d{{1,2}}[/.]\d{{1,2}}[/.]\d{{2,4}}|{_MONTH}\s+\d{{1,2}}(?:st|nd|rd|th)?,?\s+\d{{4}}"

@@ -42,7 +42,9 @@ _MONTHS = {
     )
     for name in names
 }
-_MONTH = r"(?P<month>(?i:january|february|march|april|may|june|july|august|september|october|november|december|jan|feb|mar|apr|jun|jul|aug|sept?|oct|nov|dec))\.?"
+MONTH_NAMES = "january|february|march|april|may|june|july|august|september|october|november|december|jan|feb|mar|apr|jun|jul|aug|sept?|oct|nov|dec"
+"""The names of the months, whole and shortened, as alternatives of a pattern."""
+_MONTH = rf"(?P<month>(?i:{MONTH_NAMES}))\.?"
 _DAY_OF_MONTH = r"(?P<dom>[0-3]?\d)(?:st|nd|rd|th)?"
 _DATES = (
     re.compile(r"\b(?P<year>\d{4})-(?P<mon>[01]\d)-(?P<dom>[0-3]\d)\b"),
@@ -326,4 +328,4 @@ def _breaks(kind: ValueType, points: frozenset[str], bounds: frozenset[Bound]) -
     return False
 
 
-__all__ = ["COUNT", "EVENTS", "WHEN_TYPES", "Bound", "ValueType", "Values", "conflicting", "count_unit", "keeps_bound", "read_values", "typed_values"]
+__all__ = ["COUNT", "EVENTS", "MONTH_NAMES", "WHEN_TYPES", "Bound", "ValueType", "Values", "conflicting", "count_unit", "keeps_bound", "read_values", "typed_values"]
