@@ -7,10 +7,20 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 
 from ctxplugin import HistoryConfig
+from ctxplugin.history import _digests, _reuse
 from ctxplugin.history._digests import TRAIL, Digests
 from ctxplugin.tokens import get_counter
 
 EXCHANGES = [(HumanMessage(f"step {n}: open src/mod_{n}.py"), AIMessage(f"Read mod_{n}: {n * 7} lines.")) for n in range(64)]
+
+
+def clear() -> None:
+    """Empty the memos of block notes and archives: what follows is made afresh."""
+    _digests._RANKED.clear()
+    _digests._BASES.clear()
+    _digests._CACHE.clear()
+    _digests._RUNS.clear()
+    _reuse._ENTRIES.clear()
 
 
 def blocks(size: int, count: int, held: frozenset[int] = frozenset()) -> list[list[int]]:
@@ -59,13 +69,6 @@ def test_an_archive_ranked_again_after_a_held_exchange_joins_its_block_is_the_on
     """The figures of the blocks before a block holding a protected exchange are kept; when the
     exchange joins its block (the user spoke again), the archive is ranked from them, as it
     would be from the first block."""
-    from ctxplugin.history import _digests
-
-    def clear() -> None:
-        _digests._RANKED.clear()
-        _digests._BASES.clear()
-        _digests._CACHE.clear()
-
     clear()
     held = frozenset({27})  # in block 6
     digests(blocks(4, 8, held)).archive(4, 600)
@@ -103,15 +106,7 @@ def test_keys_resume_at_a_held_block_condensed_long_ago() -> None:
 def test_a_blocks_note_gathers_it_for_the_archive_which_is_then_the_same() -> None:
     """Making a block's note keeps its exchanges gathered for the archive step that takes the
     block in; the archive made then is the one made without them kept."""
-    from ctxplugin.history import _digests, _reuse
     from ctxplugin.history._note_values import _valued
-
-    def clear() -> None:
-        _digests._RANKED.clear()
-        _digests._BASES.clear()
-        _digests._CACHE.clear()
-        _digests._RUNS.clear()
-        _reuse._ENTRIES.clear()
 
     clear()
     counter = get_counter("cl100k_base")[0]
@@ -128,7 +123,6 @@ def test_a_blocks_note_gathers_it_for_the_archive_which_is_then_the_same() -> No
 
 
 def test_gathering_many_exchanges_keeps_the_entries_memo_within_its_bound() -> None:
-    from ctxplugin.history import _reuse
     from ctxplugin.history._note_values import _valued
 
     counter = get_counter("cl100k_base")[0]
@@ -144,15 +138,6 @@ def test_gathering_many_exchanges_keeps_the_entries_memo_within_its_bound() -> N
 def test_a_shared_prefix_archived_after_two_different_blocks_gives_the_notes_made_afresh() -> None:
     """Two conversations share their first blocks and then differ: each archive, ranked from the
     figures and the gathered blocks the other left kept, is the archive made with nothing kept."""
-    from ctxplugin.history import _digests, _reuse
-
-    def clear() -> None:
-        _digests._RANKED.clear()
-        _digests._BASES.clear()
-        _digests._CACHE.clear()
-        _digests._RUNS.clear()
-        _reuse._ENTRIES.clear()
-
     other = [
         *EXCHANGES[:32],
         *((HumanMessage(f"other {n}: see lib/x_{n}.c"), AIMessage(f"x_{n} has {n} lines.")) for n in range(32)),
@@ -184,8 +169,6 @@ def test_a_task_text_ending_as_a_message_digest_does_not_share_the_keys_of_that_
     """The task text is hashed before the blocks; one that ends with the bytes a message adds to
     the hash (a NUL and that message's digest) must not give the blocks after it the keys of a
     conversation whose first block has that message, or its notes would be that one's."""
-    from ctxplugin.history import _digests
-
     first = HumanMessage("open src/a_2292.py")  # its digest reads as text
     digest = _digests._digest(first).decode("utf-8", "surrogatepass")
     rest = AIMessage("Read it: 12 lines.")
