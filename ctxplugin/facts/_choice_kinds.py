@@ -11,7 +11,7 @@ few and closed: the choices a booking conversation makes over and over, each nam
 A hotel or an airline is chosen by its name ("I'd like the Hilton", "Make it Delta instead"): the
 names of the large chains are known here, so "Marriott" replaces the Hilton and "Delta" does not
 (nor "Paris", of no kind known here). A name not known is of its kind when the kind's word is said
-with it ("the Fairmont hotel", "the Grand Plaza hotel").
+with it ("the Oakwood hotel", "the Grand Plaza hotel").
 """
 
 from __future__ import annotations
