@@ -31,11 +31,11 @@ STAND_IN = "[reply condensed into the context notes]"
 
 
 def is_stand_in(message: BaseMessage) -> bool:
-    """Whether ``message`` is a turn standing for a condensed reply (see :func:`stand_in`)."""
+    """Whether ``message`` is a turn standing for a condensed reply (see :func:`_stand_in`)."""
     return isinstance(message, HumanMessage) and bool(annotation(message).get(STAND_IN_MARK))
 
 
-def stand_in(gap: Sequence[BaseMessage]) -> HumanMessage | None:
+def _stand_in(gap: Sequence[BaseMessage]) -> HumanMessage | None:
     """The turn standing for the user turns among ``gap`` (messages condensed or dropped
     between two kept assistant turns), or None when ``gap`` holds none: the assistant turns
     were already in a row in the conversation."""
@@ -85,7 +85,7 @@ class Turns:
             return None
         at: int | None = None
         if self._gap is not None and isinstance(first, AIMessage):
-            turn = stand_in(self.source[self._gap : start])
+            turn = _stand_in(self.source[self._gap : start])
             if turn is not None:
                 self.view.insert(self._at, turn)
                 at = self._at
@@ -124,4 +124,4 @@ def without_exchanges(
     return out
 
 
-__all__ = ["STAND_IN", "Turns", "is_stand_in", "stand_in", "without_exchanges"]
+__all__ = ["STAND_IN", "Turns", "is_stand_in", "without_exchanges"]
