@@ -17,6 +17,9 @@ from langchain_core.messages import BaseMessage, ToolMessage
 from ctxplugin._messages import annotation
 from ctxplugin.tokens import TokenCounter, content_text, count_message
 
+SHRUNK_HINT = "; call expand_ref for the full output]"
+"""How a result's shorter form ends, after its ref: ``first line [ref:…; call expand_ref …]``."""
+
 
 def shrinkable(history: Sequence[BaseMessage], counter: TokenCounter) -> list[tuple[int, ToolMessage]]:
     """The stored tool results of ``history`` (those with a ref) that their first line and ref
@@ -30,7 +33,7 @@ def shrinkable(history: Sequence[BaseMessage], counter: TokenCounter) -> list[tu
             continue
         text = content_text(message.content)
         first = text.strip().splitlines()[0][:160] if text.strip() else ""
-        short = f"{first} [{ref}; call expand_ref for the full output]"
+        short = f"{first} [{ref}{SHRUNK_HINT}"
         if counter.count(short) < counter.count(text):
             out.append((i, message.model_copy(update={"content": short})))
     return out
@@ -62,4 +65,4 @@ def fewest_shrunk(
     return made(n)
 
 
-__all__ = ["fewest_shrunk", "shrinkable"]
+__all__ = ["SHRUNK_HINT", "fewest_shrunk", "shrinkable"]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 
+from ctxplugin._shrunk import SHRUNK_HINT
 from ctxplugin._untrusted import REF_TEXT
 from ctxplugin.cas.capture import EXPAND_MORE
 from ctxplugin.history import without_expand_hint
@@ -25,6 +26,8 @@ _HEAD = re.compile(
 _CUT = re.compile(rf"; expand_ref\(ref_id='({REF_TEXT})'\) reads the whole message …\]")
 """The end of the note on a user message cut to fit (see :func:`ctxplugin._cut.cut_text`)."""
 _STORED_AS = r"; stored as \1 …]"
+_SHRUNK = re.compile(rf" \[({REF_TEXT}){re.escape(SHRUNK_HINT)}\Z")
+"""The end of a stored output the budget reduced to its first line (see :mod:`ctxplugin._shrunk`)."""
 _HINTS = (
     # "… 35 more rows (expand_ref offset=40)": the end of a list line
     (re.compile(r" \(expand_ref\b[^()\n]*\)$", re.MULTILINE), ""),
@@ -52,6 +55,8 @@ _OVER = (
     "[summary of {tokens} tokens, too long to show whole; rerun the command filtered to see more]"
 )
 """The line its latest output opens with when, whole, it would not fit the budget."""
+_AGAIN = "[rerun the command to see the output whole]"
+"""What follows an output reduced to its first line when that line is not the ref line."""
 
 
 def unoffered(text: str) -> str:
@@ -73,13 +78,31 @@ def _unhinted(text: str) -> str:
     return text
 
 
+def unshrunk(text: str) -> str:
+    """A stored output the budget reduced to its first line (see :mod:`ctxplugin._shrunk`),
+    for a view without ``expand_ref``: its ref, and no word of the tool."""
+    shrunk = _SHRUNK.search(text)
+    if shrunk is None:
+        return text
+    first, ref = text[: shrunk.start()], shrunk.group(1)
+    if ref not in first:
+        return f"{first} [{ref}]"
+    return first if _HEAD.match(first) else f"[{ref} …]"  # the ref line, or the ref line cut short
+
+
 def rerun_output(text: str, *, latest: bool = False) -> str:
     """A text-mode agent's output shown summarised: its ref line the size it had and that
     running the command again shows it whole (the ``latest`` output, too long to go whole,
-    that a filtered command shows more), and no hint naming ``expand_ref``."""
+    that a filtered command shows more), and no hint naming ``expand_ref``. An output reduced
+    to its first line shows no ref either."""
+    shrunk = _SHRUNK.search(text)
+    if shrunk is not None:
+        text = text[: shrunk.start()]
     head = _HEAD.match(text)
     if head is None:
-        return unoffered(text)
+        if shrunk is None:
+            return unoffered(text)
+        return _AGAIN if shrunk.group(1) in text else f"{text} {_AGAIN}"
     line = (_OVER if latest else _RERUN).format(tokens=head.group("tokens"))
     return line + _unhinted(_CUT.sub(_STORED_AS, text[head.end() :]))
 
@@ -132,4 +155,5 @@ __all__ = [
     "unoffered_note",
     "unreffed_cut",
     "unreffed_facts",
+    "unshrunk",
 ]

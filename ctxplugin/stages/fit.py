@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import ClassVar
 
-from langchain_core.messages import BaseMessage
+from langchain_core.messages import BaseMessage, ToolMessage
 
 from ctxplugin._layout import calls_tools, is_condensed, is_note, lookup_fits
 from ctxplugin._unique_calls import unique_call_ids
@@ -19,7 +19,7 @@ from ctxplugin.config import FactsConfig
 from ctxplugin.errors import StoreError
 from ctxplugin.facts.render import TOOL_GROUP
 from ctxplugin.history import without_tool_values
-from ctxplugin.stages._unbound import unoffered, unoffered_note
+from ctxplugin.stages._unbound import unoffered, unoffered_note, unshrunk
 from ctxplugin.stages.memos import CaptureMemo
 from ctxplugin.stages.view import CallView, Fitted, reads_nothing
 from ctxplugin.tokens import TokenCounter, content_text
@@ -159,8 +159,10 @@ def _unoffered(message: BaseMessage) -> BaseMessage:
     if not isinstance(message.content, str) or "expand_ref" not in message.content:
         return message
     text = message.content
+    if isinstance(message, ToolMessage):
+        text = unshrunk(text)  # a stored output reduced to its first line: its ref alone
     bare = unoffered_note(text) if is_note(message) else unoffered(text)
-    return message if bare == text else message.model_copy(update={"content": bare})
+    return message if bare == message.content else message.model_copy(update={"content": bare})
 
 
 __all__ = ["FACTS_TITLE", "FitBudget"]

@@ -11,7 +11,7 @@ import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
 from ctxplugin import ContextConfig, Scope
-from ctxplugin.stages._unbound import rerun_output
+from ctxplugin.stages._unbound import rerun_output, unoffered, unshrunk
 from ctxplugin.testing import logical_clock, memory_engine
 from ctxplugin.tokens import content_text
 
@@ -54,8 +54,10 @@ def step(n: int) -> list[BaseMessage]:
     ]
 
 
-def text_views(steps: int, *, tools: bool) -> tuple[list[BaseMessage], list[list[BaseMessage]]]:
-    engine = memory_engine(ContextConfig(), clock=logical_clock())
+def text_views(
+    steps: int, *, tools: bool, config: ContextConfig | None = None
+) -> tuple[list[BaseMessage], list[list[BaseMessage]]]:
+    engine = memory_engine(config or ContextConfig(), clock=logical_clock())
     conversation: list[BaseMessage] = [SYSTEM, TASK]
     scope = Scope(session_id="text-refs")
     out = []
@@ -75,6 +77,17 @@ def test_a_text_mode_view_names_no_ref_and_no_expand_ref(tools: bool) -> None:
     texts = [content_text(m.content) for view in views for m in view]
     assert not [t for t in texts if "expand_ref" in t]  # a tool the agent is not given
     assert not [t for t in texts if REF.search(t)]  # an id it has nothing to read with
+
+
+@pytest.mark.parametrize("tools", [True, False])
+def test_a_text_mode_output_reduced_to_its_first_line_names_no_ref(tools: bool) -> None:
+    """Under a total so small that outputs are reduced to their first line (the budget's third
+    step), the line says to run the command again, not to call a tool the agent lacks."""
+    _, views = text_views(4, tools=tools, config=ContextConfig(budget={"total": 380}))
+    texts = [content_text(m.content) for view in views for m in view]
+    assert any(t.startswith("[summary of ") and "rerun the command" in t for t in texts)
+    assert not [t for t in texts if "expand_ref" in t]
+    assert not [t for t in texts if REF.search(t)]
 
 
 def test_an_older_output_shown_summarised_says_to_run_its_command_again() -> None:
@@ -233,3 +246,20 @@ def test_an_older_output_keeps_its_own_lines_that_name_expand_ref() -> None:
     ]
     alone = "expand_ref pattern='ref' returns matching lines whole; offset/limit page"
     assert "expand_ref" not in rerun_output(f"{compact.splitlines()[0]}\n{own[0][:20]}\n{alone}")
+
+
+def test_an_output_reduced_to_its_first_line_in_a_view_without_expand_ref_keeps_its_ref_alone() -> (
+    None
+):
+    ref = "ref:command:86e330857e76fa77"
+    line = f"[{ref} · 40 lines · 775 tokens stored · expand_ref for more]"
+    shrunk = f"{line} [{ref}; call expand_ref for the full output]"
+    assert unshrunk(shrunk) == line
+    assert unoffered(unshrunk(shrunk)) == f"[{ref} · 40 lines · 775 tokens stored]"
+    assert unshrunk(f"collected 72 items [{ref}; call expand_ref for the full output]") == (
+        f"collected 72 items [{ref}]"
+    )
+    assert rerun_output(shrunk) == "[summary of 775 tokens; rerun the command to see it whole]"
+    assert rerun_output(f"collected 72 items [{ref}; call expand_ref for the full output]") == (
+        "collected 72 items [rerun the command to see the output whole]"
+    )
