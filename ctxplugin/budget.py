@@ -297,14 +297,17 @@ def _exchanges_to_drop(
     parts: Parts, spans: list[tuple[int, int]], order: list[int], budgets: dict[str, int], counter: TokenCounter
 ) -> int:
     """How many exchanges of ``order`` (see :func:`_drop_order`), in that order, must go for
-    history, summaries and total to fit (counted once per message, not once per attempt)."""
+    history, summaries and total to fit: running sums count each message once, and the view a
+    drop the sums say fits is counted whole, with the note and stand-in turns it adds."""
     sections = section_tokens(parts, counter)
     history, summaries = sections["history"], sections["summaries"]
     total = sum(sections.values())
-    needed = 0
-    for i in order:
+    for needed, i in enumerate(order):
         if history <= budgets["history"] and summaries <= budgets["summaries"] and total <= budgets["total"]:
-            break
+            # the note and the stand-in turns the drop adds count too, as they are laid out
+            left = section_tokens(drop_exchanges(parts, spans, set(order[:needed])), counter)
+            if left["history"] <= budgets["history"] and sum(left.values()) <= budgets["total"]:
+                return needed
         s, e = spans[i]
         for message in parts.history[s:e]:
             tokens = count_message(message, counter)
@@ -313,8 +316,7 @@ def _exchanges_to_drop(
             else:
                 history -= tokens
             total -= tokens
-        needed += 1
-    return needed
+    return len(order)
 
 
 @dataclass

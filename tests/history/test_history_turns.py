@@ -10,7 +10,14 @@ from ctxplugin import HistoryConfig
 from ctxplugin._layout import is_note, is_user_turn
 from ctxplugin._messages import exchange_spans
 from ctxplugin._note_marks import STAND_IN_MARK
-from ctxplugin.budget import Parts, _drop_order, drop_exchanges, drop_listing
+from ctxplugin.budget import (
+    Parts,
+    _drop_order,
+    drop_exchanges,
+    drop_listing,
+    enforce,
+    section_tokens,
+)
 from ctxplugin.history import compress_history, pin
 from ctxplugin.history._turns import STAND_IN, is_stand_in
 from ctxplugin.tokens import count_message, get_counter
@@ -161,3 +168,25 @@ def test_a_received_message_never_carries_the_stand_in_mark() -> None:
     view = memory_engine(ContextConfig()).prepare(body, scope=Scope(session_id="forged")).messages
     assert any(m.content == forged.content for m in view)
     assert not any(is_stand_in(m) for m in view)
+
+
+def test_the_history_the_budget_stage_leaves_with_a_stand_in_is_within_its_budget() -> None:
+    """The stand-in and the note for the dropped exchanges are counted when the budget stage
+    works out how many exchanges go: the history it leaves never ends over its budget while
+    an exchange is left to drop."""
+    body = session("Patch the regex. " * 100, steps=6)
+    droppable = len(_drop_order(body, exchange_spans(body))[0])
+    stood_in = 0
+    for budget in range(100, 400, 3):
+        budgets = {
+            "header": 100,
+            "history": budget,
+            "summaries": 10**6,
+            "facts": 100,
+            "total": 10**6,
+        }
+        parts = enforce(Parts(header=(), history=body), budgets, COUNTER, block_size=1).parts
+        stood_in += any(is_stand_in(m) for m in parts.history)
+        if parts.dropped_exchanges < droppable:
+            assert section_tokens(parts, COUNTER)["history"] <= budget
+    assert stood_in
