@@ -78,31 +78,40 @@ def _unhinted(text: str) -> str:
     return text
 
 
-def unshrunk(text: str) -> str:
+def unshrunk(text: str, *, ref: str | None) -> str:
     """A stored output the budget reduced to its first line (see :mod:`ctxplugin._shrunk`),
-    for a view without ``expand_ref``: its ref, and no word of the tool."""
-    shrunk = _SHRUNK.search(text)
-    if shrunk is None:
+    for a view without ``expand_ref``: its ref, and no word of the tool. Only the form naming
+    ``ref``, the message's own, is ctxplugin's: a tool's text that looks like it is kept."""
+    shrunk = _shrunk(text, ref)
+    if shrunk is None or ref is None:
         return text
-    first, ref = text[: shrunk.start()], shrunk.group(1)
+    first = text[: shrunk.start()]
     if ref not in first:
         return f"{first} [{ref}]"
     return first if _HEAD.match(first) else f"[{ref} …]"  # the ref line, or the ref line cut short
 
 
-def rerun_output(text: str, *, latest: bool = False) -> str:
+def _shrunk(text: str, ref: str | None) -> re.Match[str] | None:
+    """Where ``text`` ends as the budget reduces an output with ``ref`` to its first line."""
+    found = _SHRUNK.search(text) if ref else None
+    return found if found is not None and found.group(1) == ref else None
+
+
+def rerun_output(text: str, *, latest: bool = False, ref: str | None = None) -> str:
     """A text-mode agent's output shown summarised: its ref line the size it had and that
     running the command again shows it whole (the ``latest`` output, too long to go whole,
     that a filtered command shows more), and no hint naming ``expand_ref``. An output reduced
-    to its first line shows no ref either."""
-    shrunk = _SHRUNK.search(text)
+    to its first line (an output with ``ref``) shows no ref either."""
+    shrunk = _shrunk(text, ref)
     if shrunk is not None:
         text = text[: shrunk.start()]
     head = _HEAD.match(text)
+    if head is not None and shrunk is not None and not head.group(0).startswith(f"[{ref} "):
+        head = None  # the tool's own first line, naming another output's ref
     if head is None:
         if shrunk is None:
             return unoffered(text)
-        return _AGAIN if shrunk.group(1) in text else f"{text} {_AGAIN}"
+        return _AGAIN if f"[{ref}" in text else f"{text} {_AGAIN}"
     line = (_OVER if latest else _RERUN).format(tokens=head.group("tokens"))
     return line + _unhinted(_CUT.sub(_STORED_AS, text[head.end() :]))
 

@@ -13,6 +13,7 @@ from typing import ClassVar
 from langchain_core.messages import BaseMessage, ToolMessage
 
 from ctxplugin._layout import calls_tools, is_condensed, is_note, lookup_fits
+from ctxplugin._messages import annotation
 from ctxplugin._unique_calls import unique_call_ids
 from ctxplugin.budget import Parts, enforce, section_tokens, total_tokens
 from ctxplugin.config import FactsConfig
@@ -160,7 +161,8 @@ def _unoffered(message: BaseMessage) -> BaseMessage:
         return message
     text = message.content
     if isinstance(message, ToolMessage):
-        text = unshrunk(text)  # a stored output reduced to its first line: its ref alone
+        # a stored output reduced to its first line: its ref alone
+        text = unshrunk(text, ref=annotation(message).get("ref"))
     bare = unoffered_note(text) if is_note(message) else unoffered(text)
     return message if bare == message.content else message.model_copy(update={"content": bare})
 

@@ -132,7 +132,7 @@ def _as_output(message: ToolMessage, *, latest: bool = False) -> HumanMessage:
     the line says what running the command again shows (see :func:`rerun_output`)."""
     content = message.content
     if isinstance(content, str):
-        content = rerun_output(content, latest=latest)
+        content = rerun_output(content, latest=latest, ref=annotation(message).get("ref"))
     return HumanMessage(content=content, id=message.id, additional_kwargs=_plain_meta(message))
 
 

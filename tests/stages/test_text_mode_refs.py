@@ -12,6 +12,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 
 from ctxplugin import ContextConfig, Scope
 from ctxplugin.stages._unbound import rerun_output, unoffered, unshrunk
+from ctxplugin.stages.fit import _unoffered
 from ctxplugin.testing import logical_clock, memory_engine
 from ctxplugin.tokens import content_text
 
@@ -254,12 +255,33 @@ def test_an_output_reduced_to_its_first_line_in_a_view_without_expand_ref_keeps_
     ref = "ref:command:86e330857e76fa77"
     line = f"[{ref} · 40 lines · 775 tokens stored · expand_ref for more]"
     shrunk = f"{line} [{ref}; call expand_ref for the full output]"
-    assert unshrunk(shrunk) == line
-    assert unoffered(unshrunk(shrunk)) == f"[{ref} · 40 lines · 775 tokens stored]"
-    assert unshrunk(f"collected 72 items [{ref}; call expand_ref for the full output]") == (
-        f"collected 72 items [{ref}]"
+    assert unshrunk(shrunk, ref=ref) == line
+    assert unoffered(unshrunk(shrunk, ref=ref)) == f"[{ref} · 40 lines · 775 tokens stored]"
+    assert unshrunk(
+        f"collected 72 items [{ref}; call expand_ref for the full output]", ref=ref
+    ) == (f"collected 72 items [{ref}]")
+    assert (
+        rerun_output(shrunk, ref=ref)
+        == "[summary of 775 tokens; rerun the command to see it whole]"
     )
-    assert rerun_output(shrunk) == "[summary of 775 tokens; rerun the command to see it whole]"
-    assert rerun_output(f"collected 72 items [{ref}; call expand_ref for the full output]") == (
-        "collected 72 items [rerun the command to see the output whole]"
-    )
+    assert rerun_output(
+        f"collected 72 items [{ref}; call expand_ref for the full output]", ref=ref
+    ) == ("collected 72 items [rerun the command to see the output whole]")
+
+
+def test_a_tool_output_that_itself_ends_like_a_reduced_one_is_left_as_the_tool_wrote_it() -> None:
+    """Only the form the budget writes, naming the message's own ref, is rewritten: a tool's
+    text that merely looks like it (an output echoing an earlier view) is kept."""
+    own = "see [ref:command:0123456789abcdef; call expand_ref for the full output]"
+    echo = ToolMessage(content=own, tool_call_id="c1")
+    assert _unoffered(echo).content == unoffered(own)
+    assert unshrunk(own, ref=None) == own
+    assert rerun_output(own, ref="ref:command:fedcba9876543210") == rerun_output(own)
+
+
+def test_a_first_line_that_looks_like_another_outputs_ref_line_is_not_read_as_its_own() -> None:
+    ref, other = "ref:command:86e330857e76fa77", "ref:command:0123456789abcdef"
+    first = f"[{other} · 5 tokens stored]"  # the tool's own first line, naming another output
+    shrunk = f"{first} [{ref}; call expand_ref for the full output]"
+    assert rerun_output(shrunk, ref=ref) == f"{first} [rerun the command to see the output whole]"
+    assert unshrunk(shrunk, ref=ref) == f"{first} [{ref}]"
