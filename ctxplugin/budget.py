@@ -298,16 +298,18 @@ def _exchanges_to_drop(
 ) -> int:
     """How many exchanges of ``order`` (see :func:`_drop_order`), in that order, must go for
     history, summaries and total to fit: running sums count each message once, and the view a
-    drop the sums say fits is counted whole, with the note and stand-in turns it adds."""
+    drop the sums say fits is counted whole, with the note and stand-in turns it adds (what
+    they added last time is added to the sums: a view is counted whole a few times, not per drop)."""
     sections = section_tokens(parts, counter)
     history, summaries = sections["history"], sections["summaries"]
-    total = sum(sections.values())
+    total, added = sum(sections.values()), 0
     for needed, i in enumerate(order):
-        if history <= budgets["history"] and summaries <= budgets["summaries"] and total <= budgets["total"]:
+        if history + added <= budgets["history"] and summaries <= budgets["summaries"] and total + added <= budgets["total"]:
             # the note and the stand-in turns the drop adds count too, as they are laid out
             left = section_tokens(drop_exchanges(parts, spans, set(order[:needed])), counter)
             if left["history"] <= budgets["history"] and sum(left.values()) <= budgets["total"]:
                 return needed
+            added = max(left["history"] - history, sum(left.values()) - total)
         s, e = spans[i]
         for message in parts.history[s:e]:
             tokens = count_message(message, counter)
