@@ -25,6 +25,10 @@ Keep = Callable[[str], str | None]
 """Stores a text about to be cut and gives the ref it is read back by (None: not stored)."""
 
 
+CUT_WORDS = "tokens cut to fit the budget"
+"""What the note in a text cut to fit says after the count of tokens cut (see :func:`cut_text`)."""
+
+
 def cut_text(text: str, max_tokens: int, counter: TokenCounter, keep: Keep | None = None) -> str:
     """Keep head and tail of ``text`` within ``max_tokens`` (with an elision marker).
 
@@ -36,8 +40,8 @@ def cut_text(text: str, max_tokens: int, counter: TokenCounter, keep: Keep | Non
     if max_tokens <= 8:
         return "[…]"
     ref = keep(text) if keep is not None else None
-    notes = [f"[… {total} tokens cut to fit the budget; expand_ref(ref_id='{ref}') reads the whole message …]"] if ref else []
-    for note in (*notes, f"[… {total} tokens cut to fit the budget …]"):
+    notes = [f"[… {total} {CUT_WORDS}; expand_ref(ref_id='{ref}') reads the whole message …]"] if ref else []
+    for note in (*notes, f"[… {total} {CUT_WORDS} …]"):
         budget_chars = max(8, max_tokens * 3)
         while budget_chars > 8:
             candidate = f"{head(text, budget_chars * 2 // 3)}\n{note}\n{tail(text, budget_chars // 3)}"
@@ -160,4 +164,4 @@ def water_level(sizes: Sequence[int], available: int) -> int:
     return max(8, ordered[-1])
 
 
-__all__ = ["Keep", "cut_call_args", "cut_content", "cut_text", "text_share", "uncut_tokens", "water_level"]
+__all__ = ["CUT_WORDS", "Keep", "cut_call_args", "cut_content", "cut_text", "text_share", "uncut_tokens", "water_level"]

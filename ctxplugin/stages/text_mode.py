@@ -38,6 +38,7 @@ from typing import Any, ClassVar
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
+from ctxplugin._cut import CUT_WORDS
 from ctxplugin._layout import synthetic_kind
 from ctxplugin._lru import LRU, PerMessage
 from ctxplugin._messages import META_KEY, annotation
@@ -72,6 +73,9 @@ def _plain_meta(message: BaseMessage) -> dict[str, Any]:
     return extra
 
 
+_CUT_NOTE = f" {CUT_WORDS}"
+"""What tells the user message a budget cut to fit (see :func:`ctxplugin._cut.cut_text`)."""
+
 def as_text(messages: Sequence[BaseMessage], latest: tuple[str, BaseMessage] | None = None) -> list[BaseMessage]:
     """A view of a conversation read by :func:`as_tool_calls` in the agent's own form (see the
     module docstring); ``latest``: the call id and the message as received of the output the
@@ -94,7 +98,7 @@ def as_text(messages: Sequence[BaseMessage], latest: tuple[str, BaseMessage] | N
                 out.append(_written(message, _as_output))
         elif isinstance(message, AIMessage) and annotation(message).get(_MARK):
             out.append(_written(message, _with_command))
-        elif isinstance(message, HumanMessage) and isinstance(message.content, str) and " tokens cut to fit the budget" in message.content:
+        elif isinstance(message, HumanMessage) and isinstance(message.content, str) and _CUT_NOTE in message.content:
             out.append(_written(message, _uncut))
         else:
             out.append(message)
