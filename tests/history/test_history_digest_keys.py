@@ -3,6 +3,8 @@ members changed since (a new user message takes protection from the previous one
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 
@@ -13,14 +15,6 @@ from ctxplugin.tokens import get_counter
 
 EXCHANGES = [(HumanMessage(f"step {n}: open src/mod_{n}.py"), AIMessage(f"Read mod_{n}: {n * 7} lines.")) for n in range(64)]
 
-
-def clear() -> None:
-    """Empty the memos of block notes and archives: what follows is made afresh."""
-    _digests._RANKED.clear()
-    _digests._BASES.clear()
-    _digests._CACHE.clear()
-    _digests._RUNS.clear()
-    _reuse._ENTRIES.clear()
 
 
 def blocks(size: int, count: int, held: frozenset[int] = frozenset()) -> list[list[int]]:
@@ -65,18 +59,18 @@ def test_changed_members_change_the_keys_from_their_block() -> None:
     assert held.keys().keys[9] != whole.keys().keys[9]
 
 
-def test_an_archive_ranked_again_after_a_held_exchange_joins_its_block_is_the_one_ranked_afresh() -> None:
+def test_an_archive_ranked_again_after_a_held_exchange_joins_its_block_is_the_one_ranked_afresh(clear_memos: Callable[[], None]) -> None:
     """The figures of the blocks before a block holding a protected exchange are kept; when the
     exchange joins its block (the user spoke again), the archive is ranked from them, as it
     would be from the first block."""
-    clear()
+    clear_memos()
     held = frozenset({27})  # in block 6
     digests(blocks(4, 8, held)).archive(4, 600)
     digests(blocks(4, 12, held)).archive(8, 600)
     assert any(key[1] == 6 for key in _digests._BASES)  # kept before the block that may change
     joined = digests(blocks(4, 12))
     ranked, note = joined._ranked(8), joined.archive(8, 600)
-    clear()
+    clear_memos()
     fresh = digests(blocks(4, 12))
     assert fresh._ranked(8)[1] == ranked[1]
     assert fresh._ranked(8)[0].when == ranked[0].when
@@ -103,12 +97,12 @@ def test_keys_resume_at_a_held_block_condensed_long_ago() -> None:
     assert joined.keys().held is None and fresh.keys().held is None
 
 
-def test_a_blocks_note_gathers_it_for_the_archive_which_is_then_the_same() -> None:
+def test_a_blocks_note_gathers_it_for_the_archive_which_is_then_the_same(clear_memos: Callable[[], None]) -> None:
     """Making a block's note keeps its exchanges gathered for the archive step that takes the
     block in; the archive made then is the one made without them kept."""
     from ctxplugin.history._note_values import _valued
 
-    clear()
+    clear_memos()
     counter = get_counter("cl100k_base")[0]
     made = digests(blocks(4, 12))
     assert made.block(9, 8, 600) is not None
@@ -116,7 +110,7 @@ def test_a_blocks_note_gathers_it_for_the_archive_which_is_then_the_same() -> No
     assert kept is not None
     assert kept == _reuse.gathered([_valued([EXCHANGES[n]])[0] for n in blocks(4, 12)[9]], counter)
     read = made.archive(10, 600)
-    clear()
+    clear_memos()
     fresh = digests(blocks(4, 12)).archive(10, 600)
     assert read is not None and fresh is not None
     assert read.content == fresh.content
@@ -135,7 +129,7 @@ def test_gathering_many_exchanges_keeps_the_entries_memo_within_its_bound() -> N
     assert kept == _reuse._entries(spans[-1], counter)  # what a fresh reading gives
 
 
-def test_a_shared_prefix_archived_after_two_different_blocks_gives_the_notes_made_afresh() -> None:
+def test_a_shared_prefix_archived_after_two_different_blocks_gives_the_notes_made_afresh(clear_memos: Callable[[], None]) -> None:
     """Two conversations share their first blocks and then differ: each archive, ranked from the
     figures and the gathered blocks the other left kept, is the archive made with nothing kept."""
     other = [
@@ -147,7 +141,7 @@ def test_a_shared_prefix_archived_after_two_different_blocks_gives_the_notes_mad
         counter = get_counter("cl100k_base")[0]
         return Digests(exchanges, blocks(4, 14), [50] * 14, "the task", HistoryConfig(), counter)
 
-    clear()
+    clear_memos()
     notes: dict[str, list[str | None]] = {"one": [], "two": []}
     for name, exchanges in (("one", EXCHANGES), ("two", other), ("one", EXCHANGES)):
         for upto in (8, 10, 12, 14):
@@ -158,7 +152,7 @@ def test_a_shared_prefix_archived_after_two_different_blocks_gives_the_notes_mad
             notes[name].append(None if note is None else str(note.content))
     for name, exchanges in (("one", EXCHANGES), ("two", other)):
         for n, upto in enumerate((8, 10, 12, 14)):
-            clear()
+            clear_memos()
             fresh = made(exchanges).archive(upto, 600)
             assert notes[name][n] == (None if fresh is None else str(fresh.content))
             assert notes[name][n + 4 if name == "one" else n] == notes[name][n]

