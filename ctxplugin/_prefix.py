@@ -11,13 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 from itertools import compress, count, repeat
-from operator import attrgetter, is_, itemgetter, not_
+from operator import attrgetter, is_, not_
 from typing import Any
 
 from pydantic import BaseModel
 
 _content = attrgetter("content")
-_content_field = itemgetter("content")
 _UNREAD: dict[str, Any] = {"content": None}  # stands for the fields of a message read as attributes
 
 
@@ -142,12 +141,10 @@ class Prefix:
         self.stamp = None
         seen = self._messages
         if len(messages) >= len(seen) and all(map(is_, messages, seen)):  # the very objects, compared in C by identity
-            if not self._unread and all(map(is_, map(_content_field, self._fields), self._contents)):
-                # the very contents too (no list of them made): only a list content may have grown
-                fields = self._fields
-                if all(len(fields[i]["content"]) == self._lens[i] for i in self._listed):
-                    return []
-            now = list(map(_content_field, self._fields))
+            # each content read straight from its field dict, and the list of them compared in C,
+            # which takes the very same object as equal without reading it: one pass that reads
+            # every message's fields (the cost of a check is in fetching them from memory)
+            now = list(map(dict.__getitem__, self._fields, repeat("content")))
             for i in self._unread:
                 now[i] = seen[i].content
             if _equal(now, self._contents) and all(len(now[i]) == self._lens[i] for i in self._listed):
