@@ -66,7 +66,7 @@ def given_config(config: object) -> ContextConfig:
         return ContextConfig()
     if isinstance(config, ContextConfig):
         return config
-    hint = ": build one with ContextConfig.model_validate(settings) or ContextConfig(**settings)"
+    hint = ": build one with ContextConfig(**settings)"
     raise ConfigError(f"config must be a ContextConfig, got {type(config).__name__}{hint}")
 
 
