@@ -100,6 +100,16 @@ def test_getting_started_engine_block_stores_and_expands_a_tool_output(in_tmp: l
     assert done["engine"].expand_ref(done["ref"], scope=done["scope"]) == output
 
 
+def test_getting_started_engine_block_runs_for_a_short_tool_output(in_tmp: list[ContextEngine]) -> None:
+    # a short output is under the pass-through threshold: it comes back as it was, with no ref
+    message = ToolMessage('{"flight_number": "HAT004", "status": "on time"}', tool_call_id="c1", name="flight_status")
+    done = run(python_block("getting-started.md", "## The engine"), messages=[HumanMessage("Status of HAT004?")],
+               tools=TOOLS, model=searching_model(), tool_message=message)
+    in_tmp.append(done["engine"])
+    assert done["ref"] is None
+    assert done["compact"].content == message.content
+
+
 def _replies(agent: Any, thread: str) -> list[Any]:
     return list(agent.get_state({"configurable": {"thread_id": thread}}).values["messages"])
 
