@@ -26,7 +26,7 @@ from contextvars import ContextVar
 from langchain_core.messages import BaseMessage, SystemMessage
 
 from ctxplugin.errors import InvalidInputError
-from ctxplugin.scope import Scope, namespaced, scope_from_config
+from ctxplugin.scope import Scope, configured_scope, namespaced, scope_from_config
 from ctxplugin.tokens import content_text
 
 logger = logging.getLogger("ctxplugin")
@@ -46,11 +46,15 @@ _warned = threading.Event()
 
 
 def has_scope(config: object | None) -> bool:
-    """Whether ``config`` names a scope (``configurable.thread_id`` or ``ctxplugin_scope``)."""
+    """Whether ``config`` names a scope (``configurable.thread_id`` or ``ctxplugin_scope``).
+
+    Raises:
+        InvalidInputError: ``ctxplugin_scope`` is set but is not a :class:`Scope`.
+    """
     configurable = config.get("configurable") if isinstance(config, dict) else None
     if not isinstance(configurable, dict):
         return False
-    return isinstance(configurable.get("ctxplugin_scope"), Scope) or configurable.get("thread_id") not in (None, "")
+    return configured_scope(configurable) is not None or configurable.get("thread_id") not in (None, "")
 
 
 def warn_unscoped() -> None:

@@ -188,6 +188,22 @@ def namespaced(scope: Scope, namespace: str | None) -> Scope:
     return scope.model_copy(update={"session_id": f"{session_part(scope.session_id)}/{session_part(namespace)}"})
 
 
+def configured_scope(configurable: dict[str, object]) -> Scope | None:
+    """The :class:`Scope` a run's ``configurable`` gives as ``ctxplugin_scope`` (None when unset).
+
+    Raises:
+        InvalidInputError: ``ctxplugin_scope`` is set to something else (a session id, a dict):
+            ignored, the run would get a scope of its own and nothing would carry over.
+    """
+    value = configurable.get("ctxplugin_scope")
+    if value is None or isinstance(value, Scope):
+        return value
+    raise InvalidInputError(
+        f"configurable.ctxplugin_scope takes a Scope, got {type(value).__name__} ({value!r:.60}); "
+        "pass Scope(session_id=...), or the conversation's id as configurable.thread_id"
+    )
+
+
 def scope_from_config(config: object | None, default_session: str = "default", *, namespace: str | None = None) -> Scope:
     """Build a scope from a LangChain ``RunnableConfig`` (``configurable.thread_id``).
 
@@ -203,8 +219,8 @@ def scope_from_config(config: object | None, default_session: str = "default", *
         raw = config.get("configurable")
         if isinstance(raw, dict):
             configurable = raw
-    scope_value = configurable.get("ctxplugin_scope")
-    if isinstance(scope_value, Scope):
+    scope_value = configured_scope(configurable)
+    if scope_value is not None:
         return namespaced(scope_value, namespace)
     thread = configurable.get("thread_id")
     session = default_session

@@ -13,7 +13,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.tools import StructuredTool
 from langgraph.prebuilt import create_react_agent
 
-from ctxplugin import ContextCallbackHandler, Scope, _run_scope
+from ctxplugin import ContextCallbackHandler, InvalidInputError, Scope, _run_scope
 from ctxplugin._layout import synthetic_kind
 from ctxplugin.testing import ScriptedChatModel, memory_engine, tool_call
 
@@ -180,3 +180,14 @@ def test_a_run_without_thread_id_reads_its_refs_after_its_first_message_was_summ
     assert out["messages"][0].text.startswith("Here is a summary"), "the run was summarized"
     answer = out["messages"][-1].text
     assert answer.startswith("read: [ref:read_log:") and "lines 0–1 of 300" in answer and "no such ref" not in answer
+
+
+@pytest.mark.parametrize("given", ["support-desk", {"session_id": "support-desk"}])
+def test_a_scope_in_the_config_that_is_not_a_scope_is_refused(given: object) -> None:
+    # silently ignored, the run would get a scope of its own and nothing would carry over
+    config: Any = {"configurable": {"ctxplugin_scope": given}}
+    agent = create_agent(_script(), [TOOL], middleware=[ContextMiddleware(memory_engine())])
+    with pytest.raises(InvalidInputError, match=r"configurable\.ctxplugin_scope takes a Scope, got"):
+        _invoke(agent, {"messages": [("user", "Where does booking BK-ALICE-77 ship to?")]}, config)
+    with pytest.raises(InvalidInputError, match=r"configurable\.ctxplugin_scope takes a Scope, got"):
+        memory_engine().as_runnable().invoke([HumanMessage("hi", id="h1")], config)
