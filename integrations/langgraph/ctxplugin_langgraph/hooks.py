@@ -38,7 +38,7 @@ from ctxplugin._thinking import guard_thinking
 from ctxplugin._tool_images import guard_tool_images
 from ctxplugin.errors import InvalidInputError
 from ctxplugin.langchain import make_meta_tools, with_cache_marks
-from ctxplugin.tools import check_meta_names, takes_stubs
+from ctxplugin.tools import check_meta_names, takes_stubs, tool_list
 from ctxplugin_langgraph._annotations import scrubbed_messages, without_stale
 from ctxplugin_langgraph._answers import AnswerHandoff, PreparedCall, answered
 from ctxplugin_langgraph._capture import after_tool, checked_engine, offered_to, precheck
@@ -90,8 +90,9 @@ class ContextHooks:
             ``scope``'s session id is escaped the same way before the namespace is added.
 
     Raises:
-        InvalidInputError: ``engine`` is not a :class:`~ctxplugin.ContextEngine`; ``scope``
-            or ``namespace`` is not one of the forms above; or a tool of the agent is named
+        InvalidInputError: ``engine`` is not a :class:`~ctxplugin.ContextEngine`; ``tools`` is
+            one tool rather than a list; ``scope`` or ``namespace`` is not one of the forms
+            above; or a tool of the agent is named
             ``expand_ref`` or ``load_tools`` (rename it: the model could not tell it from ctxplugin's).
     """
 
@@ -109,7 +110,7 @@ class ContextHooks:
 
         self.engine = checked_engine(engine, "ContextHooks")
         self.scope_rule = ScopeRule(scope, namespace)
-        given = [t if isinstance(t, BaseTool) else to_tool(t) for t in tools]
+        given = [t if isinstance(t, BaseTool) else to_tool(t) for t in tool_list(tools)]
         check_meta_names(given)
         self.user_tools: list[BaseTool] = [t for t in given if not is_meta_tool(t)]  # the hooks add their own
         self.tools: list[BaseTool] = [*self.user_tools, *make_meta_tools(engine, scope=self.scope_rule.in_tool)]

@@ -8,10 +8,11 @@ from typing import Any
 import pytest
 from ctxplugin_langgraph import ContextHooks
 from langchain_core.messages import AIMessage, SystemMessage, ToolMessage
+from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.prebuilt import create_react_agent
 
-from ctxplugin import ContextCallbackHandler, ContextConfig, Scope, ToolsConfig
+from ctxplugin import ContextCallbackHandler, ContextConfig, InvalidInputError, Scope, ToolsConfig
 from ctxplugin.testing import ScriptedChatModel, conversation_messages, memory_engine, tool_call
 
 pytestmark = pytest.mark.filterwarnings("ignore::langgraph.warnings.LangGraphDeprecatedSinceV10")
@@ -137,3 +138,13 @@ def test_a_chat_without_tools_runs_on_a_model_that_cannot_bind_tools(mode: str) 
     for i in range(20):  # bind_tools raises NotImplementedError: nothing may be bound
         agent.invoke({"messages": [("user", f"Tell me about topic {i} in detail please, for order W{1000 + i}.")]}, config)
     assert len(agent.get_state(config).values["messages"]) == 40
+
+
+def test_one_tool_not_in_a_list_is_refused_with_what_to_do() -> None:
+    def lookup(booking_id: str) -> str:
+        """Look up a booking."""
+        return booking_id
+
+    for one in (tool(lookup), lookup):
+        with pytest.raises(InvalidInputError, match=r"takes a list of tools.*wrap one tool in a list"):
+            ContextHooks(memory_engine(), one)  # type: ignore[arg-type]
