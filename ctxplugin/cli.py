@@ -24,7 +24,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from ctxplugin._untrusted import json_text, valid_unicode
 from ctxplugin.config import ContextConfig
-from ctxplugin.errors import CtxpluginError, InvalidInputError
+from ctxplugin.errors import CtxpluginError, InvalidInputError, RefNotFoundError
 from ctxplugin.replay.loaders import FORMATS, Format, load_file
 from ctxplugin.replay.peers import STRATEGIES, ClearToolUsesSettings, StrategyName
 
@@ -365,7 +365,6 @@ def expand(
 ) -> None:
     """Print the stored original of a ref from an embedded store, or the part selected by
     --fields, --pattern and --offset/--limit (the options of the model's expand_ref tool).
-
     Items of a JSON array are the units of --offset/--limit; otherwise lines, and a JSON object
     on one line is paged by the lines of its indented form."""
     from ctxplugin.cas._expand_note import expand_noting
@@ -384,8 +383,9 @@ def expand(
             )
         finally:
             store.close()
-    except CtxpluginError as exc:
-        _fail(str(exc) if ref in str(exc) else f"{ref}: {exc}")
+    except CtxpluginError as exc:  # a ref not found: most often read from the wrong session
+        hint = f"; read as session {session!r}: pass --session, the thread id it was stored in" if isinstance(exc, RefNotFoundError) else ""
+        _fail((str(exc) if ref in str(exc) else f"{ref}: {exc}") + hint)
     _emit(text if text.endswith("\n") else text + "\n")
     if note:
         _stderr().print(f"{ref}: {note}", markup=False, highlight=False, soft_wrap=True)

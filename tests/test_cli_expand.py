@@ -115,3 +115,12 @@ def test_messages_name_the_ref_once_and_the_pattern_as_typed(tmp_path: Path) -> 
         result = CliRunner().invoke(app, ["expand", ref, "--path", str(tmp_path), "--session", SCOPE.session_id, *options])
         assert result.exit_code == 1
         assert result.stderr.count(ref) == 1, result.stderr
+
+
+def test_a_ref_not_found_names_the_session_read_and_the_option_to_pass(stored: tuple[Path, str, str]) -> None:
+    # stored under the thread's session; read without --session, the default one sees nothing
+    path, ref, _ = stored
+    result = CliRunner().invoke(app, ["expand", ref, "--path", str(path)])
+    assert result.exit_code == 1
+    assert "session 'default'" in result.stderr and "--session" in result.stderr, result.stderr
+    assert result.stderr.count(ref) == 1
