@@ -200,7 +200,8 @@ def configured_scope(configurable: dict[str, object]) -> Scope | None:
         return value
     raise InvalidInputError(
         f"configurable.ctxplugin_scope takes a Scope, got {type(value).__name__} ({value!r:.60}); "
-        "pass Scope(session_id=...), or the conversation's id as configurable.thread_id"
+        "pass Scope(session_id=...), or the ids themselves as configurable.thread_id (and user_id, "
+        "workspace_id, tenant_id): a config sent as JSON, to a deployed graph, can carry only those"
     )
 
 

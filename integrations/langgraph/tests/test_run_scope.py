@@ -182,12 +182,19 @@ def test_a_run_without_thread_id_reads_its_refs_after_its_first_message_was_summ
     assert answer.startswith("read: [ref:read_log:") and "lines 0–1 of 300" in answer and "no such ref" not in answer
 
 
+@pytest.mark.filterwarnings("ignore::langgraph.warnings.LangGraphDeprecatedSinceV10")
+@pytest.mark.parametrize("thread", [None, "t1"])
 @pytest.mark.parametrize("given", ["support-desk", {"session_id": "support-desk"}])
-def test_a_scope_in_the_config_that_is_not_a_scope_is_refused(given: object) -> None:
-    # silently ignored, the run would get a scope of its own and nothing would carry over
-    config: Any = {"configurable": {"ctxplugin_scope": given}}
+def test_a_scope_in_the_config_that_is_not_a_scope_is_refused(given: object, thread: str | None) -> None:
+    # silently ignored, the run would get the thread's scope or one of its own: nothing shared
+    config: Any = {"configurable": {"ctxplugin_scope": given, **({"thread_id": thread} if thread else {})}}
+    refused = r"configurable\.ctxplugin_scope takes a Scope, got .*configurable\.thread_id"
     agent = create_agent(_script(), [TOOL], middleware=[ContextMiddleware(memory_engine())])
-    with pytest.raises(InvalidInputError, match=r"configurable\.ctxplugin_scope takes a Scope, got"):
+    with pytest.raises(InvalidInputError, match=refused):
         _invoke(agent, {"messages": [("user", "Where does booking BK-ALICE-77 ship to?")]}, config)
-    with pytest.raises(InvalidInputError, match=r"configurable\.ctxplugin_scope takes a Scope, got"):
+    hooks = ContextHooks(memory_engine(), [TOOL])
+    react = create_react_agent(hooks.model(_script()), hooks.tool_node(), pre_model_hook=hooks.pre_model_hook)
+    with pytest.raises(InvalidInputError, match=refused):
+        _invoke(react, {"messages": [("user", "Where does booking BK-ALICE-77 ship to?")]}, config)
+    with pytest.raises(InvalidInputError, match=refused):
         memory_engine().as_runnable().invoke([HumanMessage("hi", id="h1")], config)
