@@ -123,4 +123,5 @@ def test_a_ref_not_found_names_the_session_read_and_the_option_to_pass(stored: t
     result = CliRunner().invoke(app, ["expand", ref, "--path", str(path)])
     assert result.exit_code == 1
     assert "session 'default'" in result.stderr and "--session" in result.stderr, result.stderr
+    assert "--user" in result.stderr, "a scope is more than its session"
     assert result.stderr.count(ref) == 1
