@@ -67,10 +67,13 @@ conversation is ranked from the longest of them it extends)."""
 _BASES: LRU[tuple[str, int, str], Reuse] = LRU(16)
 """Figures of the blocks before a block that may change (see :meth:`Digests._figures`), to rank
 an archive from when it does."""
-_RUNS: LRU[tuple[str, int, str], Run] = LRU(1024)
+_RUNS: LRU[tuple[bytes, str], Run] = LRU(1024)
 """The values of the blocks whose notes were made lately, gathered for the archive step that
-takes them in (blocks ``0 .. k`` by their key, ``k`` and the counter: see :meth:`Digests._run`):
-at most 1,024 blocks, each value of a block once (on the swe runs 14 KB a block, 36 KB at most)."""
+takes them in (by the digest of the block's own exchanges and the counter: see
+:meth:`Digests._run`): at most 1,024 blocks, each value of a block once (on the swe runs 14 KB a
+block, 36 KB at most). Kept by the block's content, not by its key (which covers the blocks
+before it too): when the user speaks again, the exchange their previous message protected joins
+its block, and the keys of every later block change while their exchanges do not."""
 
 
 class Digests:
@@ -250,24 +253,36 @@ class Digests:
         return self._extended(base, start, upto)
 
     def _extended(self, base: Reuse, start: int, upto: int) -> Reuse:
-        """``base`` (the figures of blocks ``0 .. start - 1``) extended by blocks ``start .. upto - 1``."""
-        return base.joined([self._run(k) for k in range(start, upto)])
+        """``base`` (the figures of blocks ``0 .. start - 1``) extended by blocks ``start .. upto - 1``.
+        Blocks read for an archive ranked from a kept one are kept too (the block archived as it
+        is condensed, whose note was never made, is read again when the user speaks)."""
+        return base.joined([self._run(k, keep=start > 0) for k in range(start, upto)])
 
-    def _run(self, block: int, valued: Sequence[Sequence[_Valued]] | None = None) -> Run:
+    def _run(self, block: int, valued: Sequence[Sequence[_Valued]] | None = None, *, keep: bool = False) -> Run:
         """The values of ``block``'s exchanges gathered: kept from when its note was made, else
-        read now. Only a note's (``valued``: its exchanges' values, oldest first) is kept: an
-        archive ranked from its first block reads every block once, and keeping those would
-        push out the runs other conversations' next archive steps are waiting for."""
-        key = (self._keys[block], block, self._counter.name)
+        read now. Only a note's (``valued``: its exchanges' values, oldest first) is kept, or
+        with ``keep``: an archive ranked from its first block reads every block once, and
+        keeping those would push out the runs other conversations' next archive steps are
+        waiting for."""
+        key = (self._content(block), self._counter.name)
         with _CACHE_LOCK:
             run = _RUNS.hit(key)
         if run is None:
             if valued is None:
-                return gathered([_valued([self._exchanges[n]])[0] for n in self._spans[block]], self._counter)
+                valued = [_valued([self._exchanges[n]])[0] for n in self._spans[block]]
+                if not keep:
+                    return gathered(valued, self._counter)
             run = gathered(valued, self._counter)
             with _CACHE_LOCK:
                 _RUNS.put(key, run)
         return run
+
+    def _content(self, block: int) -> bytes:
+        """The digest of ``block``'s own exchanges (hashed as its key hashes them)."""
+        digest = hashlib.sha1()
+        for number in self._spans[block]:
+            digest.update(b"".join([b"\x00" + _digest(message) for message in self._exchanges[number]]) + b"\x02")
+        return digest.digest()
 
     def archive(self, upto: int, cap: int) -> HumanMessage | None:
         """The note for blocks ``0 .. upto - 1`` within ``cap`` tokens (None if there are no

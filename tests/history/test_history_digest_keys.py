@@ -106,7 +106,7 @@ def test_a_blocks_note_gathers_it_for_the_archive_which_is_then_the_same(clear_m
     counter = get_counter("cl100k_base")[0]
     made = digests(blocks(4, 12))
     assert made.block(9, 8, 600) is not None
-    kept = _digests._RUNS.get((made.keys().keys[9], 9, counter.name))
+    kept = _digests._RUNS.get((made._content(9), counter.name))
     assert kept is not None
     assert kept == _reuse.gathered([_valued([EXCHANGES[n]])[0] for n in blocks(4, 12)[9]], counter)
     read = made.archive(10, 600)

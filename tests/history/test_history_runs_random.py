@@ -4,8 +4,9 @@ conversations, forks and block boundaries, are the archives made with nothing ke
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
+import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
 from ctxplugin import HistoryConfig
@@ -133,3 +134,35 @@ def test_an_archive_read_from_its_first_block_keeps_no_runs_of_its_own(
     other = [exchange(200 + i, rng) for i in range(80)]
     assert made(other, members, HistoryConfig(), "another task").archive(20, 600) is not None
     assert list(_digests._RUNS) == kept
+
+
+def test_a_held_exchange_joining_its_block_reads_only_that_block_again(
+    clear_memos: Callable[[], None], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """When the user speaks again, the exchange their previous message protected joins its
+    block, long condensed, and the keys of every later block change: the archive is ranked again
+    from the blocks as they were gathered (by their own exchanges), reading only the block that
+    changed, and it is the archive made with nothing kept."""
+    rng = random.Random(7)
+    convo = [exchange(i, rng) for i in range(48)]
+    config = HistoryConfig()
+    clear_memos()
+    before = made(convo, blocks(len(convo), 4, {9}), config, "the task")
+    for block in range(12):
+        before.block(block, 0, 600)
+    assert before.archive(12, 600) is not None
+    members = blocks(len(convo), 4, set())
+    read: list[int] = []
+    real = _valued
+
+    def spy(spans: Sequence[Sequence[BaseMessage]]) -> tuple[object, ...]:
+        read.extend(convo.index(tuple(span)) for span in spans)
+        return real(spans)
+
+    monkeypatch.setattr(_digests, "_valued", spy)
+    after = made(convo, members, config, "the task").archive(12, 600)
+    assert set(read) <= set(members[2])
+    monkeypatch.undo()
+    clear_memos()
+    fresh = made(convo, members, config, "the task").archive(12, 600)
+    assert after is not None and fresh is not None and after.content == fresh.content
