@@ -243,20 +243,23 @@ class Digests:
         # that protection when the user speaks again, and the keys change from that block on.
         # The figures of the blocks before the last such block are kept, so that the archive is
         # then ranked again from there, not from the last archive ranked before it entered.
+        # Blocks read for an archive ranked from kept figures are kept too (the block archived
+        # as it is condensed, whose note was never made, is read again when the user speaks);
+        # those of one ranked from nothing are not, the blocks after a held one included.
+        keep = start > 0
         size = self._config.block_size
         held = next((k for k in range(upto - 1, start, -1) if len(self._spans[k]) < size), None)
         if held is not None:
-            base = self._extended(base, start, held)
+            base = self._extended(base, start, held, keep)
             with _CACHE_LOCK:
                 _BASES.put((self._keys[held - 1], held, name), base)
             start = held
-        return self._extended(base, start, upto)
+        return self._extended(base, start, upto, keep)
 
-    def _extended(self, base: Reuse, start: int, upto: int) -> Reuse:
-        """``base`` (the figures of blocks ``0 .. start - 1``) extended by blocks ``start .. upto - 1``.
-        Blocks read for an archive ranked from a kept one are kept too (the block archived as it
-        is condensed, whose note was never made, is read again when the user speaks)."""
-        return base.joined([self._run(k, keep=start > 0) for k in range(start, upto)])
+    def _extended(self, base: Reuse, start: int, upto: int, keep: bool) -> Reuse:
+        """``base`` (the figures of blocks ``0 .. start - 1``) extended by blocks ``start .. upto - 1``,
+        their runs kept if ``keep``."""
+        return base.joined([self._run(k, keep=keep) for k in range(start, upto)])
 
     def _run(self, block: int, valued: Sequence[Sequence[_Valued]] | None = None, *, keep: bool = False) -> Run:
         """The values of ``block``'s exchanges gathered: kept from when its note was made, else

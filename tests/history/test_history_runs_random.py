@@ -134,6 +134,10 @@ def test_an_archive_read_from_its_first_block_keeps_no_runs_of_its_own(
     other = [exchange(200 + i, rng) for i in range(80)]
     assert made(other, members, HistoryConfig(), "another task").archive(20, 600) is not None
     assert list(_digests._RUNS) == kept
+    # nor the blocks after one holding a protected exchange (whose figures are kept before it)
+    held = blocks(len(other), 4, {9})
+    assert made(other, held, HistoryConfig(), "another task").archive(20, 600) is not None
+    assert list(_digests._RUNS) == kept
 
 
 def test_a_held_exchange_joining_its_block_reads_only_that_block_again(
@@ -151,6 +155,37 @@ def test_a_held_exchange_joining_its_block_reads_only_that_block_again(
     for block in range(12):
         before.block(block, 0, 600)
     assert before.archive(12, 600) is not None
+    members = blocks(len(convo), 4, set())
+    read: list[int] = []
+    real = _valued
+
+    def spy(spans: Sequence[Sequence[BaseMessage]]) -> tuple[object, ...]:
+        read.extend(convo.index(tuple(span)) for span in spans)
+        return real(spans)
+
+    monkeypatch.setattr(_digests, "_valued", spy)
+    after = made(convo, members, config, "the task").archive(12, 600)
+    assert set(read) <= set(members[2])
+    monkeypatch.undo()
+    clear_memos()
+    fresh = made(convo, members, config, "the task").archive(12, 600)
+    assert after is not None and fresh is not None and after.content == fresh.content
+
+
+def test_blocks_read_for_an_archive_step_are_kept_for_when_the_user_speaks_again(
+    clear_memos: Callable[[], None], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Blocks taken into the archive with no note made (condensed straight into it) are read
+    once: when the user speaks again, only the block their previous message was held from is read."""
+    rng = random.Random(8)
+    convo = [exchange(i, rng) for i in range(48)]
+    config = HistoryConfig()
+    clear_memos()
+    before = made(convo, blocks(len(convo), 4, {9}), config, "the task")
+    for block in range(8):
+        before.block(block, 0, 600)
+    assert before.archive(8, 600) is not None
+    assert before.archive(12, 600) is not None  # blocks 8 .. 11 have no notes
     members = blocks(len(convo), 4, set())
     read: list[int] = []
     real = _valued
