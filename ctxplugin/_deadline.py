@@ -10,7 +10,7 @@ import threading
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-from ctxplugin._step import step_budget, step_deadline
+from ctxplugin._step import step_budget, step_deadline, waiting
 from ctxplugin.errors import StoreUnavailableError
 
 T = TypeVar("T")
@@ -54,8 +54,10 @@ def run_with_deadline(
     thread = threading.Thread(target=target, name=f"ctxplugin-store: {what}", daemon=True)
     if started is not None:
         started(thread)
-    thread.start()
-    if not call.done.wait(timeout):
+    with waiting():  # the step's store time
+        thread.start()
+        answered = call.done.wait(timeout)
+    if not answered:
         raise StoreUnavailableError(f"{what}: no answer within {timeout:.1f}s (stores.timeout)")
     if call.error is not None:
         raise call.error
@@ -80,7 +82,8 @@ async def await_with_deadline(
     call = asyncio.ensure_future(fn())
     give_up = left or leave
     try:
-        done, _ = await asyncio.wait({call}, timeout=timeout)
+        with waiting():  # the step's store time
+            done, _ = await asyncio.wait({call}, timeout=timeout)
     except asyncio.CancelledError:
         give_up(call)
         raise
@@ -114,4 +117,4 @@ def _ended(call: asyncio.Future[Any]) -> None:
         call.exception()  # retrieved: nobody waits for it any more
 
 
-__all__ = ["await_with_deadline", "hold", "leave", "run_with_deadline", "step_budget", "step_deadline"]
+__all__ = ["await_with_deadline", "hold", "leave", "run_with_deadline", "step_budget", "step_deadline", "waiting"]

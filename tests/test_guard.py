@@ -279,6 +279,33 @@ def test_the_step_s_own_work_before_its_first_store_call_leaves_the_store_time_w
     assert not quick.is_open
 
 
+def test_the_step_s_own_work_between_its_store_calls_leaves_the_store_time_whole() -> None:
+    # a Postgres deployment: the CAS put started the clock, then reading facts from a long
+    # conversation took longer than stores.timeout, and the facts write lock was "skipped: this
+    # step's store time is used up" on every step, the server fine: no fact was ever recorded
+    quick = StoreGuard("Quick server", timeout=TIMEOUT, retry_after=60)
+    with step_budget(TIMEOUT):
+        assert quick.call("put", lambda: "stored") == "stored"
+        time.sleep(TIMEOUT * 1.5)  # the step's own work: no store was waited for
+        assert step_wait(TIMEOUT) > TIMEOUT / 2
+        assert quick.call("lock", lambda: "taken") == "taken"
+    assert not quick.is_open
+
+
+def test_the_time_a_step_waited_for_its_stores_is_counted_across_its_own_work() -> None:
+    server = Switch()
+    guard = StoreGuard("Test server", timeout=TIMEOUT * 10, retry_after=60, probe=server)
+    quick = StoreGuard("Other server", timeout=TIMEOUT * 10, retry_after=60)
+    server.state = "frozen"
+    with step_budget(TIMEOUT):
+        with pytest.raises(StoreUnavailableError, match="no answer within"):
+            guard.call("put", server)  # waits the step's whole store time
+        time.sleep(TIMEOUT / 2)  # own work
+        with pytest.raises(StoreUnavailableError, match="used up"):
+            quick.call("get", lambda: None)
+    server.released.set()
+
+
 def test_stop_waits_for_hung_calls_once_in_all_not_once_per_call(mocker: MockerFixture) -> None:
     # five calls left hanging on a frozen server: close() waits for them within one deadline
     released = threading.Event()

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ctxplugin._sqlite_wal import file_identity, into_wal
-from ctxplugin._step import step_wait
+from ctxplugin._step import step_wait, waiting
 from ctxplugin.cas._canon import check_ref, decode, encode
 from ctxplugin.cas._sqlite_tables import (
     GRANT_COLUMNS,
@@ -145,7 +145,8 @@ class SQLiteCASStore:
                     held.conn.execute(f"PRAGMA busy_timeout = {wait_ms}")
                 held.wait_ms = wait_ms
             try:
-                yield held.conn
+                with waiting():  # the step's store time: a writer's lock may be waited for
+                    yield held.conn
             finally:
                 if self._closed:
                     held.conn.close()
