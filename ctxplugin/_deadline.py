@@ -28,13 +28,15 @@ class _Call:
 
 
 def run_with_deadline(
-    fn: Callable[[], T], timeout: float, what: str, *, started: Callable[[threading.Thread], object] | None = None
+    fn: Callable[[], T], timeout: float, what: str, *, started: Callable[[threading.Thread], object] | None = None,
+    bound: str = "stores.timeout",
 ) -> T:
     """``fn()`` if it returns within ``timeout`` seconds.
 
     It runs in a daemon thread with the caller's context variables, so a driver blocked on a
     socket that never answers cannot block the caller (nor the interpreter's exit). ``started``
     is handed that thread before it starts, for an owner that waits for its threads on close.
+    ``bound``: what set ``timeout``, as the error names it.
 
     Raises:
         StoreUnavailableError: ``fn`` did not return in time.
@@ -58,7 +60,7 @@ def run_with_deadline(
         thread.start()
         answered = call.done.wait(timeout)
     if not answered:
-        raise StoreUnavailableError(f"{what}: no answer within {timeout:.1f}s (stores.timeout)")
+        raise StoreUnavailableError(f"{what}: no answer within {timeout:.1f}s ({bound})")
     if call.error is not None:
         raise call.error
     return call.value  # type: ignore[no-any-return]

@@ -195,7 +195,7 @@ class StoreGuard:
                 self._threads.add(thread)
                 attempt.running = thread
 
-            return run_with_deadline(fn, attempt.wait, f"{self.name} {what}", started=started)
+            return run_with_deadline(fn, attempt.wait, f"{self.name} {what}", started=started, bound=attempt.bound(self.timeout))
 
     async def acall(self, what: str, fn: Callable[[], Awaitable[T]]) -> T:
         """Async :meth:`call`: ``await fn()`` within the deadline, on the same circuit (the sync
@@ -209,7 +209,7 @@ class StoreGuard:
             attempt.running = call  # cancelled or watched as the attempt ends
 
         with self._attempt(what) as attempt:
-            return await await_with_deadline(fn, attempt.wait, f"{self.name} {what}", left=given_up)
+            return await await_with_deadline(fn, attempt.wait, f"{self.name} {what}", left=given_up, bound=attempt.bound(self.timeout))
 
     @contextmanager
     def _attempt(self, what: str) -> Iterator[_Attempt]:
@@ -293,6 +293,11 @@ class _Attempt:
         self.wait = wait
         self.began = began
         self.running: threading.Thread | asyncio.Future[Any] | None = None
+
+    def bound(self, timeout: float) -> str:
+        """What set :attr:`wait`, as an error names it: the guard's ``timeout``, or what was left
+        of the step's store time when that was shorter."""
+        return "stores.timeout" if self.wait >= timeout else "what was left of this step's store time, stores.timeout"
 
 
 _GUARDS: weakref.WeakSet[StoreGuard] = weakref.WeakSet()

@@ -306,6 +306,17 @@ def test_the_time_a_step_waited_for_its_stores_is_counted_across_its_own_work() 
     server.released.set()
 
 
+def test_a_call_cut_short_by_its_step_says_so_rather_than_naming_a_shorter_store_timeout() -> None:
+    # was "Postgres facts write lock: no answer within 0.0s (stores.timeout)", stores.timeout 5 s
+    server = Switch()
+    server.state = "frozen"
+    guard = StoreGuard("Test server", timeout=TIMEOUT * 10, retry_after=60)
+    with step_budget(TIMEOUT), pytest.raises(StoreUnavailableError) as raised:
+        guard.call("get", server)
+    assert "no answer within 0.3s (what was left of this step's store time, stores.timeout)" in str(raised.value)
+    server.released.set()
+
+
 def test_stop_waits_for_hung_calls_once_in_all_not_once_per_call(mocker: MockerFixture) -> None:
     # five calls left hanging on a frozen server: close() waits for them within one deadline
     released = threading.Event()
