@@ -94,8 +94,8 @@ def step_deadline() -> float | None:
 
 def step_wait(seconds: float) -> float:
     """``seconds``, or less when the current step's store time left is shorter (never below 0)."""
-    deadline = step_deadline()
-    return seconds if deadline is None else max(0.0, min(seconds, deadline - time.monotonic()))
+    budget = _step_budget.get()
+    return seconds if budget is None else max(0.0, min(seconds, budget.left(time.monotonic())))
 
 
 __all__ = ["step_budget", "step_deadline", "step_wait", "waiting"]

@@ -39,6 +39,12 @@ from ctxplugin.scope import Scope, Visibility
 logger = logging.getLogger("ctxplugin")
 
 
+_HELD_WAIT_S = 0.05
+"""How long a write waits for the file while another process is known to hold it past the whole
+wait (a backup, a shell left in a transaction; known once a write waited half of it in vain): each step then tries it at this cost instead of
+waiting ``busy_timeout_ms`` again, until a write gets through."""
+
+
 class SQLiteCASStore:
     """A :class:`~ctxplugin.cas.CASStore` in one SQLite file.
 
@@ -51,7 +57,8 @@ class SQLiteCASStore:
         path: the database file.
         clock: time source for TTLs (epoch seconds).
         busy_timeout_ms: how long a writer waits for another one before the store reports
-            :class:`~ctxplugin.errors.StoreUnavailableError`.
+            :class:`~ctxplugin.errors.StoreUnavailableError`. Once a write waited half that long or
+            more in vain, the next ones wait 50 ms, until one gets through.
 
     Raises:
         StoreError: the file cannot be created or is not a usable database.
@@ -66,6 +73,7 @@ class SQLiteCASStore:
         self._connections: weakref.WeakSet[_Held] = weakref.WeakSet()
         self._pid = os.getpid()
         self._closed = False
+        self._held_elsewhere = False  # a write waited (half) the busy timeout in vain; none got through since
         with translate("open"):
             self.path.parent.mkdir(parents=True, exist_ok=True)
         with self._using():  # the first connection makes the file and its tables
@@ -128,7 +136,7 @@ class SQLiteCASStore:
             held.conn.close()
 
     @contextmanager
-    def _using(self) -> Iterator[sqlite3.Connection]:
+    def _using(self, write: bool = False) -> Iterator[sqlite3.Connection]:
         """This thread's connection, held busy while the caller uses it: :meth:`close` closes
         only idle connections (closing one while another thread runs a statement on it crashes
         the process) and leaves a busy one to its thread, which closes it here."""
@@ -139,7 +147,8 @@ class SQLiteCASStore:
                 raise StoreError(f"the CAS store {self.path} is closed")
             # another writer is waited for until the step's deadline at the latest: a step
             # storing many outputs waits stores.timeout in all, not once per output
-            wait_ms = int(step_wait(self._busy_timeout_ms / 1000) * 1000)
+            whole = self._busy_timeout_ms / 1000
+            wait_ms = int(step_wait(min(whole, _HELD_WAIT_S) if write and self._held_elsewhere else whole) * 1000)
             if wait_ms != held.wait_ms:
                 with translate("open"):
                     held.conn.execute(f"PRAGMA busy_timeout = {wait_ms}")
@@ -153,8 +162,15 @@ class SQLiteCASStore:
 
     @contextmanager
     def _transaction(self, what: str) -> Iterator[sqlite3.Connection]:
-        with self._using() as conn, translate(what):
-            conn.execute("BEGIN IMMEDIATE")
+        with self._using(write=True) as conn, translate(what):
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError:
+                # a wait the step's store time cut very short says little; half the timeout does
+                if conn.execute("PRAGMA busy_timeout").fetchone()[0] >= self._busy_timeout_ms / 2:
+                    self._held_elsewhere = True  # another process holds the file
+                raise
+            self._held_elsewhere = False
             try:
                 yield conn
                 conn.execute("COMMIT")

@@ -12,6 +12,7 @@ import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
 from ctxplugin import ContextConfig, ContextEngine, Scope
+from ctxplugin._step import step_wait
 from ctxplugin.cas import SQLiteCASStore
 from ctxplugin.errors import RefNotFoundError, StoreUnavailableError
 from ctxplugin.guard import step_budget
@@ -121,3 +122,32 @@ def test_the_expand_ref_tool_reads_a_stored_output_while_the_file_is_locked(tmp_
             assert "/src/pkg1/file_0.py" in str(shown)
         finally:
             writer.close()
+
+
+def test_a_file_held_past_the_wait_is_not_waited_for_whole_again_until_a_write_gets_through(tmp_path: Path) -> None:
+    # a backup or a `sqlite3` shell left in a transaction for minutes: each capture and each
+    # prepare waited stores.timeout for it, every step, however long it held the file
+    path = tmp_path / "cas.sqlite3"
+    store = SQLiteCASStore(path, busy_timeout_ms=1000)
+    writer = Writer(path)
+    try:
+        with step_budget(1.0), pytest.raises(StoreUnavailableError, match="locked"):
+            store.put(make_item("first " * 50), SCOPE)  # waits the whole second: held past the wait
+        with step_budget(1.0):
+            with pytest.raises(StoreUnavailableError, match="locked"):
+                store.put(make_item("second " * 50), SCOPE)
+            assert step_wait(1.0) > 0.5  # the next step tried the file without waiting its whole store time again
+    finally:
+        writer.close()
+    with step_budget(1.0):
+        assert store.put(make_item("second " * 50), SCOPE)  # let go: the first write gets through
+    writer = Writer(path)  # held again later: waited for whole, as the first time
+    try:
+        with step_budget(1.0):
+            with pytest.raises(StoreUnavailableError, match="locked"):
+                store.put(make_item("third " * 50), SCOPE)
+            assert step_wait(1.0) < 0.5
+    finally:
+        writer.close()
+    assert store.get(make_item("second " * 50).ref_id, SCOPE).content == "second " * 50
+    store.close()
