@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TypeVar
 
-from ctxplugin._step import step_wait
+from ctxplugin._step import step_wait, waiting
 from ctxplugin.facts._subjects import owned_key
 from ctxplugin.facts.extract import FactDraft
 from ctxplugin.facts.model import Fact, FactQuery, ScoredFact, matches, normalize_key, text_hash
@@ -311,7 +311,7 @@ class Sent:
         a write being sent when it starts is waited for (at most :data:`_WAIT_S`, and no longer
         than the step's store time left)."""
         for _ in range(_READS):
-            with self._changed:
+            with self._changed, waiting():  # the step's store time: another call's write is sent
                 self._changed.wait_for(lambda: self.count % 2 == 0, timeout=step_wait(_WAIT_S))
                 seen = self.count
             answer = read()

@@ -16,7 +16,7 @@ from contextlib import contextmanager
 
 from langchain_core.messages import BaseMessage, HumanMessage, ToolMessage
 
-from ctxplugin._deadline import step_deadline
+from ctxplugin._deadline import step_deadline, waiting
 from ctxplugin._lru import LRU
 from ctxplugin._messages import REPEAT, annotation
 from ctxplugin._names import META_TOOL_NAMES
@@ -256,10 +256,11 @@ class ReadMemo:
             return
         with self._lock:
             others = [event for message in messages if (event := self._reading.get(_read_key(message, scope))) is not None]
-        for event in others:
-            wait = deadline - time.monotonic()
-            if wait <= 0 or not event.wait(wait):
-                return
+        with waiting():  # the step's store time: what the other call reads is stored meanwhile
+            for event in others:
+                wait = deadline - time.monotonic()
+                if wait <= 0 or not event.wait(wait):
+                    return
 
     def forget(self, messages: Sequence[BaseMessage], scope: Scope) -> None:
         """Forget that ``messages`` were read: their facts were not stored (the store failed)."""
