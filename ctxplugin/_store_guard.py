@@ -15,7 +15,8 @@ from contextlib import contextmanager
 from typing import Any, TypeVar
 
 from ctxplugin._circuit import Circuit
-from ctxplugin._deadline import await_with_deadline, hold, leave, run_with_deadline, step_deadline
+from ctxplugin._deadline import await_with_deadline, hold, leave, run_with_deadline
+from ctxplugin._step import step_wait
 from ctxplugin.errors import InvalidInputError, StoreBusyError, StoreUnavailableError
 
 logger = logging.getLogger("ctxplugin")
@@ -217,13 +218,12 @@ class StoreGuard:
         take, and its outcome (what escapes the ``with`` block) recorded."""
         trial = self._admit(what)
         answered = counted = False
-        attempt = _Attempt(self.timeout, time.monotonic())
+        # the step's store time left, read at one instant: a step with its whole time left (the
+        # same as the timeout in an engine) gives the call the timeout itself, named as such
+        attempt = _Attempt(step_wait(self.timeout), time.monotonic())
         try:
-            deadline = step_deadline()
-            if deadline is not None:
-                attempt.wait = min(attempt.wait, deadline - time.monotonic())
-                if attempt.wait <= 0:
-                    raise StoreUnavailableError(f"{self.name} {what} skipped: this step's store time (stores.timeout) is used up")
+            if attempt.wait <= 0:
+                raise StoreUnavailableError(f"{self.name} {what} skipped: this step's store time (stores.timeout) is used up")
             try:
                 yield attempt
             except StoreBusyError:

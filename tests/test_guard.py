@@ -318,6 +318,18 @@ def test_a_call_cut_short_by_its_step_says_so_rather_than_naming_a_shorter_store
     server.released.set()
 
 
+def test_the_first_call_of_a_step_given_the_whole_store_timeout_names_it() -> None:
+    # the step's store time and the guard's timeout are both stores.timeout, as in an engine:
+    # the first call was said cut short by "what was left of this step's store time"
+    server = Switch()
+    server.state = "frozen"
+    guard = StoreGuard("Test server", timeout=TIMEOUT, retry_after=60)
+    with step_budget(TIMEOUT), pytest.raises(StoreUnavailableError) as raised:
+        guard.call("get", server)
+    assert str(raised.value).endswith(f"no answer within {TIMEOUT:.1f}s (stores.timeout)")
+    server.released.set()
+
+
 def test_stop_waits_for_hung_calls_once_in_all_not_once_per_call(mocker: MockerFixture) -> None:
     # five calls left hanging on a frozen server: close() waits for them within one deadline
     released = threading.Event()
