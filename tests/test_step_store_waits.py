@@ -16,11 +16,10 @@ SCOPE = Scope(session_id="s", user_id="u")
 
 def test_waiting_for_another_call_s_write_uses_the_step_s_store_time() -> None:
     sent = Sent()
-    with sent.sending():  # another thread's write, never done while this step reads
-        with step_budget(TIMEOUT):
-            assert sent.read(lambda: "read") == "read"
-            # was the whole store time again, for each read: a step making many waited without end
-            assert step_wait(TIMEOUT) == 0.0
+    with sent.sending(), step_budget(TIMEOUT):  # another thread's write, never done while this step reads
+        assert sent.read(lambda: "read") == "read"
+        # was the whole store time again, for each read: a step making many waited without end
+        assert step_wait(TIMEOUT) == 0.0
 
 
 def test_waiting_for_another_call_s_reading_uses_the_step_s_store_time() -> None:
