@@ -165,9 +165,11 @@ class SQLiteCASStore:
         with self._using(write=True) as conn, translate(what):
             try:
                 conn.execute("BEGIN IMMEDIATE")
-            except sqlite3.OperationalError:
+            except sqlite3.OperationalError as exc:
                 # a wait the step's store time cut very short says little; half the timeout does
-                if conn.execute("PRAGMA busy_timeout").fetchone()[0] >= self._busy_timeout_ms / 2:
+                # (another cause, a disk I/O error, says nothing of a writer holding the file)
+                busy = "locked" in str(exc) or "busy" in str(exc)
+                if busy and conn.execute("PRAGMA busy_timeout").fetchone()[0] >= self._busy_timeout_ms / 2:
                     self._held_elsewhere = True  # another process holds the file
                 raise
             self._held_elsewhere = False

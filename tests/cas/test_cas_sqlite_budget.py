@@ -7,6 +7,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
@@ -151,4 +152,41 @@ def test_a_file_held_past_the_wait_is_not_waited_for_whole_again_until_a_write_g
     finally:
         writer.close()
     assert store.get(make_item("second " * 50).ref_id, SCOPE).content == "second " * 50
+    store.close()
+
+
+class _FailingBegin:
+    """A connection whose next ``BEGIN IMMEDIATE`` fails as a failing disk makes it fail."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+        self.failed = False
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.conn, name)
+
+    def execute(self, sql: str, params: Any = ()) -> sqlite3.Cursor:
+        if sql == "BEGIN IMMEDIATE" and not self.failed:
+            self.failed = True
+            raise sqlite3.OperationalError("disk I/O error")
+        return self.conn.execute(sql, params)
+
+
+def test_a_write_failing_for_another_cause_than_a_held_file_leaves_the_next_writes_their_whole_wait(tmp_path: Path) -> None:
+    # a disk I/O error is not another process holding the file: the writes after it must still
+    # wait for a writer of another process as long as configured, not 50 ms
+    store = SQLiteCASStore(tmp_path / "cas.sqlite3", busy_timeout_ms=1000)
+    assert store.put(make_item("first " * 50), SCOPE)
+    held = store._local.held
+    held.conn = _FailingBegin(held.conn)
+    with pytest.raises(StoreUnavailableError, match="disk I/O error"):
+        store.put(make_item("second " * 50), SCOPE)
+    held.conn = held.conn.conn
+    writer = Writer(tmp_path / "cas.sqlite3")
+    try:
+        with step_budget(1.0), pytest.raises(StoreUnavailableError, match="locked"):
+            store.put(make_item("third " * 50), SCOPE)
+        assert held.conn.execute("PRAGMA busy_timeout").fetchone()[0] > 50
+    finally:
+        writer.close()
     store.close()
