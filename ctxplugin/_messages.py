@@ -383,7 +383,8 @@ def argument_values(value: Any) -> Iterator[Any]:
 
 def expanded_refs(messages: Sequence[BaseMessage], tool_name: str = EXPAND_REF_NAME) -> list[str]:
     """Refs the model expanded since its previous call: the ``ref_id`` arguments of
-    ``expand_ref`` calls in the AI message whose results end the conversation."""
+    ``expand_ref`` calls in the AI message whose results end the conversation, each once (a ref
+    read in two pages is one ref expanded)."""
     index = len(messages) - 1
     while index >= 0 and isinstance(messages[index], ToolMessage):
         index -= 1
@@ -391,8 +392,8 @@ def expanded_refs(messages: Sequence[BaseMessage], tool_name: str = EXPAND_REF_N
         return []
     message = messages[index]
     assert isinstance(message, AIMessage)
-    return [
+    return list(dict.fromkeys(
         str(call["args"].get("ref_id"))
         for call in message.tool_calls
         if call["name"] == tool_name and call["args"].get("ref_id")
-    ]
+    ))

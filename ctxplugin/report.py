@@ -31,6 +31,10 @@ class ContextReport(BaseModel):
     ``tokens_before`` is what the full history (with every tool schema) would have cost;
     ``tokens_after`` what the prepared view costs. Both include tool schemas.
 
+    ``refs_created``, ``refs_used`` and ``refs_expanded`` are the refs this call stored, the
+    view shows, and the model read with ``expand_ref`` since its previous call: each ref once,
+    in the order first met (the same output shown twice is one ref used).
+
     ``values_*`` say what the view kept of the exact values the user and the assistant wrote
     (:mod:`ctxplugin.fidelity`): how many there are, how many the view shows, how many are one
     ``expand_ref`` away, and which left the view (``values_left``, of which the user wrote

@@ -11,7 +11,13 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from langchain_core.runnables import RunnableLambda
 from pytest_mock import MockerFixture
 
-from ctxplugin import ContextCallbackHandler, ContextConfig, RunSummary, Scope
+from ctxplugin import (
+    ContextCallbackHandler,
+    ContextConfig,
+    ContextEngine,
+    RunSummary,
+    Scope,
+)
 from ctxplugin.testing import memory_engine
 
 SCOPE = Scope(session_id="report")
@@ -40,6 +46,47 @@ def test_refs_expanded_since_the_previous_call_are_reported() -> None:
     second = engine.prepare(messages, scope=SCOPE)
     assert second.report.refs_expanded == [ref]
     assert second.report.as_metadata()["ctxplugin.refs_expanded"] == [ref]
+
+
+def _twice_read(captured: bool, engine: ContextEngine, scope: Scope) -> list[BaseMessage]:
+    """The same file read twice: two tool outputs with one content, so one content-addressed ref."""
+    rows = json.dumps([{"order_id": f"#W{1000 + i}", "total": i * 3.5} for i in range(120)])
+    messages: list[BaseMessage] = [SystemMessage("You are a support agent."), HumanMessage("List my orders, twice.")]
+    for call in ("c1", "c2"):
+        output = ToolMessage(content=rows, tool_call_id=call, name="list_orders")
+        messages += [
+            AIMessage(content="", tool_calls=[{"name": "list_orders", "args": {}, "id": call}]),
+            engine.capture_tool_result(output, scope) if captured else output,
+        ]
+    return messages
+
+
+@pytest.mark.parametrize("captured", [True, False], ids=["captured", "raw"])
+def test_a_ref_shown_twice_is_one_ref_used(captured: bool) -> None:
+    engine, scope = memory_engine(), Scope(session_id=f"twice-{captured}")
+    prepared = engine.prepare(_twice_read(captured, engine, scope), scope=scope)
+    notes = [m.additional_kwargs.get("ctxplugin", {}) for m in prepared.messages if isinstance(m, ToolMessage)]
+    shown = [str(note["ref"]) for note in notes if "ref" in note]
+    assert len(shown) == 2 and shown[0] == shown[1], "both outputs are shown, as one ref"
+    report = prepared.report
+    assert report.refs_used == shown[:1]
+    assert report.as_metadata()["ctxplugin.refs_used"] == 1
+    assert len(report.refs_created) == len(set(report.refs_created)) <= 1
+
+
+def test_a_ref_the_model_expands_twice_in_one_turn_is_one_ref_expanded() -> None:
+    engine = memory_engine()
+    ref = engine.prepare(conversation(), scope=SCOPE).report.refs_used[0]
+    pages = [(f"c{2 + page}", {"ref_id": ref, "offset": 2 * page, "limit": 2}) for page in range(2)]
+    messages = [
+        *conversation(),
+        AIMessage(content="", tool_calls=[{"name": "expand_ref", "args": args, "id": call} for call, args in pages]),
+        *(ToolMessage(content=engine.expand_ref(ref, scope=SCOPE, offset=int(args["offset"]), limit=2), tool_call_id=call,
+                      name="expand_ref") for call, args in pages),
+    ]
+    report = engine.prepare(messages, scope=SCOPE).report
+    assert report.refs_expanded == [ref]
+    assert report.as_metadata()["ctxplugin.refs_expanded"] == [ref]
 
 
 def test_each_prepare_logs_one_structured_record(caplog: pytest.LogCaptureFixture) -> None:

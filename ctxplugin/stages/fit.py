@@ -143,7 +143,7 @@ class FitBudget:
         if not shown:
             return view
         return view.override(refs_created=(*view.refs_created, *(r for r in shown if refs[r])),
-                             refs_used=(*view.refs_used, *shown), stored_texts={r: texts[r] for r in shown})
+                             refs_used=tuple(dict.fromkeys((*view.refs_used, *shown))), stored_texts={r: texts[r] for r in shown})
 
 
 def _untooled(history: list[BaseMessage]) -> list[BaseMessage]:

@@ -39,7 +39,7 @@ class _Stored:
         self.seen = Prefix()
         self.out: list[BaseMessage] = []
         self.out_stamp: Stamp | None = None  # of the history last passed on
-        self.used: list[str] = []
+        self.used: dict[str, None] = {}  # each ref once, in the order first shown: one output shown twice is one ref
         self.stored: dict[str, str] = {}
         self.passed: GrownRefs | None = None  # the stored refs last passed on, when they were these
 
@@ -51,7 +51,8 @@ class _Stored:
 
 @dataclass(frozen=True, slots=True)
 class StoreRefs:
-    """Replace tool outputs by summary and ref; fill ``refs_created`` and ``refs_used``.
+    """Replace tool outputs by summary and ref; fill ``refs_created`` and ``refs_used`` (each ref
+    once, in the order first shown).
     Nothing changes when the CAS is off or the conversation goes whole.
 
     Attributes:
@@ -112,7 +113,7 @@ class StoreRefs:
                 compact_text, ref, new = captured.text, captured.ref_id, captured.created
             if new:
                 created.append(ref)
-            done.used.append(ref)
+            done.used[ref] = None
             if added is not None and message.tool_call_id not in done.stored:
                 added.append((message.tool_call_id, ref))
             else:

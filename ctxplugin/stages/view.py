@@ -109,7 +109,7 @@ class CallView:
         tool_tokens: tokens of the schemas bound (tools, room).
         room: the room the history has (room).
         refs_created: refs stored for the first time by this call (refs).
-        refs_used: refs the view shows (refs).
+        refs_used: refs the view shows, each once in the order first shown (refs, fit).
         stored: the ref of each tool output shown as a summary, by tool-call id (refs).
         stored_texts: the text behind each ref the view shows of a user message cut to fit the
             budget (fit).

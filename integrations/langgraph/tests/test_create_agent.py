@@ -237,6 +237,21 @@ def test_a_tool_reads_its_agents_refs_in_current_scope(
     assert answer.status != "error" and "HAT000" in str(answer.content)
 
 
+def test_the_same_output_twice_is_one_ref_used_in_the_report(scenario: Any, handler: ContextCallbackHandler) -> None:
+    # the same search twice: two tool messages with one content, so one ref shown twice
+    model, engine = scenario.scripted(), memory_engine()
+    agent = build(model, engine, scenario)
+    config: Any = {"configurable": {"thread_id": "t-twice"}, "callbacks": [handler]}
+    for _ in range(2):
+        agent.invoke({"messages": [{"role": "user", "content": "flights SFO JFK"}]}, config)
+    state = agent.get_state(config).values["messages"]
+    refs = {m.additional_kwargs["ctxplugin"]["ref"] for m in state if isinstance(m, ToolMessage)}
+    [ref] = refs
+    assert sum(ref in m.text for m in model.calls[-1].messages if isinstance(m, ToolMessage) and m.name == "search_flights") == 2
+    assert handler.reports[-1].refs_used == [ref]
+    assert [m for m in state if isinstance(m, AIMessage)][-1].response_metadata["ctxplugin"]["ctxplugin.refs_used"] == 1
+
+
 @pytest.mark.parametrize("adapter", [ContextMiddleware, lambda engine: ContextHooks(engine, [])])
 @pytest.mark.parametrize("engine", [".ctxplugin", None])
 def test_something_other_than_an_engine_is_a_clear_error(adapter: Any, engine: Any) -> None:
