@@ -2,14 +2,15 @@
 output back) and ``load_tools`` (load schemas from the tool directory).
 
 They take the engine as an argument and never import it; :mod:`ctxplugin.langchain` is their
-public home.
+public home. :func:`read_ref` is ``engine.expand_ref``: a read of a ref, by the model's tool or
+by the agent's own code, is one ``ctxplugin.expand`` event either way.
 """
 
 from __future__ import annotations
 
 import copy
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.runnables import RunnableConfig
@@ -19,7 +20,7 @@ from pydantic import BaseModel, Field, field_validator
 from ctxplugin._events import emit
 from ctxplugin._names import EXPAND_EVENT, EXPAND_REF_NAME, META_TOOL_MARK
 from ctxplugin._run_scope import resolve as resolve_scope
-from ctxplugin.cas import expand_content_for_model
+from ctxplugin.cas import CASStore, expand, expand_content_for_model
 from ctxplugin.scope import Scope, scope_resolver
 from ctxplugin.tools import make_load_tools_tool
 
@@ -97,7 +98,7 @@ def make_expand_ref_tool(engine: ContextEngine, scope: ScopeResolver | Scope | N
             pattern=pattern or None,
             regex=regex,
         )
-        emit(EXPAND_EVENT, {"ref_id": ref_id, "session_id": call_scope.session_id})
+        _expanded(ref_id, call_scope)
         return content
 
     # the schema sent is made now, with the tool (pydantic takes a millisecond): a host makes the
@@ -107,6 +108,35 @@ def make_expand_ref_tool(engine: ContextEngine, scope: ScopeResolver | Scope | N
         expand_ref, name=EXPAND_REF_NAME, description=EXPAND_REF_DESCRIPTION, args_schema=ExpandRefArgs,
         metadata={META_TOOL_MARK: True},
     )
+
+
+def read_ref(
+    cas: CASStore,
+    ref_id: str,
+    scope: Scope,
+    *,
+    fields: str | Sequence[str] | None,
+    offset: int,
+    limit: int | None,
+    pattern: str | None,
+    regex: bool,
+) -> str:
+    """:func:`~ctxplugin.cas.expand` (``fields`` may be one path, as a string), reported to the
+    run's callback handlers as the ``expand_ref`` tool's reads are: once, when it read the ref.
+
+    Raises:
+        RefNotFoundError: unknown, expired, or not readable from ``scope`` (no event).
+        StoreError: the store failed (no event).
+    """
+    paths = [fields] if isinstance(fields, str) else list(fields) if fields else None
+    text = expand(cas, ref_id, scope, fields=paths, offset=offset, limit=limit, pattern=pattern, regex=regex)
+    _expanded(ref_id, scope)
+    return text
+
+
+def _expanded(ref_id: str, scope: Scope) -> None:
+    """The ``ctxplugin.expand`` event of one read of ``ref_id``, whoever read it."""
+    emit(EXPAND_EVENT, {"ref_id": ref_id, "session_id": scope.session_id})
 
 
 def _sent_schema(model: type[BaseModel]) -> dict[str, Any]:
@@ -141,4 +171,4 @@ def make_meta_tools(engine: ContextEngine, scope: ScopeResolver | None = None) -
     return [make_expand_ref_tool(engine, scope), make_load_tools_tool(engine.registry, scope or resolve_scope)]
 
 
-__all__ = ["EXPAND_REF_DESCRIPTION", "ExpandRefArgs", "ScopeResolver", "make_expand_ref_tool", "make_meta_tools"]
+__all__ = ["EXPAND_REF_DESCRIPTION", "ExpandRefArgs", "ScopeResolver", "make_expand_ref_tool", "make_meta_tools", "read_ref"]

@@ -24,14 +24,14 @@ from ctxplugin._closing import Closing, WhileOpen
 from ctxplugin._deadline import step_budget
 from ctxplugin._events import emit
 from ctxplugin._messages import check_conversation, split_header
-from ctxplugin._meta_tools import make_meta_tools
+from ctxplugin._meta_tools import make_meta_tools, read_ref
 from ctxplugin._names import REPORT_EVENT
 from ctxplugin._run_scope import direct_scope
 from ctxplugin._runnables import ContextModel, PrepareRunnable
 from ctxplugin._scope_gates import ScopeGates
 from ctxplugin._stores import Stores, embedded_stores, given_config, open_stores, sync_store
 from ctxplugin.cache import AnswerCache, AnswerCacheStore, make_answer_cache
-from ctxplugin.cas import CASStore, MemoryCASStore, expand
+from ctxplugin.cas import CASStore, MemoryCASStore
 from ctxplugin.config import ContextConfig
 from ctxplugin.errors import ConfigError, CtxpluginError, InvalidInputError
 from ctxplugin.facts import FactsLedger, MemoryFactStore
@@ -291,16 +291,16 @@ class ContextEngine(Closing):
 
         ``fields`` selects JSON paths; ``offset``/``limit`` (0: none) count items of a JSON
         array, otherwise lines; ``pattern`` keeps matching lines or items (a regex if ``regex``).
+        In a LangChain run, a read sends the ``ctxplugin.expand`` event the ``expand_ref`` tool's do.
 
         Raises:
             RefNotFoundError: unknown, expired, or not readable from ``scope``.
             StoreError: the store failed (:class:`StoreUnavailableError`: not reached in time).
             EngineClosedError: :meth:`close` was called.
         """
-        paths = fields if isinstance(fields, str) else list(fields) if fields else None  # a str is one path
         with self.in_use():
-            return expand(self.cas, ref_id, direct_scope(scope, "expand_ref"), fields=paths, offset=offset, limit=limit,
-                          pattern=pattern, regex=regex)
+            return read_ref(self.cas, ref_id, direct_scope(scope, "expand_ref"), fields=fields, offset=offset, limit=limit,
+                            pattern=pattern, regex=regex)
 
     def revoke_masked(self, messages: Sequence[BaseMessage], scope: Scope) -> None:
         """Revoke ``scope``'s grants of the outputs among ``messages`` masked after capture, as

@@ -15,6 +15,7 @@ from ctxplugin import (
     ContextCallbackHandler,
     ContextConfig,
     ContextEngine,
+    RefNotFoundError,
     RunSummary,
     Scope,
 )
@@ -87,6 +88,33 @@ def test_a_ref_the_model_expands_twice_in_one_turn_is_one_ref_expanded() -> None
     report = engine.prepare(messages, scope=SCOPE).report
     assert report.refs_expanded == [ref]
     assert report.as_metadata()["ctxplugin.refs_expanded"] == [ref]
+
+
+def test_a_tool_that_expands_a_ref_itself_is_counted_as_an_expand() -> None:
+    engine, handler = memory_engine(), ContextCallbackHandler()
+    prepared = engine.prepare(conversation(), scope=SCOPE)
+    ref = prepared.report.refs_used[0]
+    read = RunnableLambda(lambda ref_id: engine.expand_ref(ref_id, scope=SCOPE, limit=2))
+    assert "#W1000" in read.invoke(ref, {"callbacks": [handler]})
+    assert handler.expanded == [ref]
+    assert handler.describe().endswith("1 expands, 0 cache hits")
+
+
+def test_the_expand_ref_tool_counts_one_expand_per_call() -> None:
+    engine, handler = memory_engine(), ContextCallbackHandler()
+    ref = engine.prepare(conversation(), scope=SCOPE).report.refs_used[0]
+    [expand_tool, _] = engine.tools_for_model()
+    assert "#W1000" in str(expand_tool.invoke({"ref_id": ref, "limit": 2}, {"callbacks": [handler],
+                                                                         "configurable": {"thread_id": "report"}}))
+    assert handler.expanded == [ref]
+
+
+def test_an_expand_that_fails_is_not_counted() -> None:
+    engine, handler = memory_engine(), ContextCallbackHandler()
+    read = RunnableLambda(lambda ref_id: engine.expand_ref(ref_id, scope=SCOPE))
+    with pytest.raises(RefNotFoundError):
+        read.invoke("ref:list_orders:0123456789abcdef", {"callbacks": [handler]})
+    assert handler.expanded == []
 
 
 def test_each_prepare_logs_one_structured_record(caplog: pytest.LogCaptureFixture) -> None:

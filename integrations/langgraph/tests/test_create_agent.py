@@ -193,10 +193,10 @@ def test_a_tool_returning_a_command_is_captured(scenario: Any) -> None:
 @pytest.mark.parametrize("host", ["create_agent", "create_react_agent"])
 @pytest.mark.parametrize("option", ["namespace", "fixed"])
 def test_a_tool_reads_its_agents_refs_in_current_scope(
-    scenario: Any, host: str, option: str
+    scenario: Any, host: str, option: str, handler: ContextCallbackHandler
 ) -> None:
     # a tool of an agent with a namespace or a fixed scope works in that agent's scope, not
-    # in the thread's
+    # in the thread's; its read is counted as an expand, as the model's expand_ref calls are
     engine = memory_engine()
 
     @tool
@@ -230,11 +230,14 @@ def test_a_tool_reads_its_agents_refs_in_current_scope(
             pre_model_hook=hooks.pre_model_hook,
             checkpointer=InMemorySaver(),
         )
-    config: Any = {"configurable": {"thread_id": "t-tool-scope"}}
+    config: Any = {"configurable": {"thread_id": "t-tool-scope"}, "callbacks": [handler]}
     agent.invoke({"messages": [("user", "first flight SFO JFK")]}, config)
     state = agent.get_state(config).values["messages"]
     answer = [m for m in state if isinstance(m, ToolMessage)][-1]
     assert answer.status != "error" and "HAT000" in str(answer.content)
+    [read] = [m for m in state if isinstance(m, AIMessage) and m.tool_calls and m.tool_calls[0]["name"] == "first_flight"]
+    assert handler.expanded == [read.tool_calls[0]["args"]["ref_id"]]
+    assert "1 expands" in handler.describe()
 
 
 def test_the_same_output_twice_is_one_ref_used_in_the_report(scenario: Any, handler: ContextCallbackHandler) -> None:
