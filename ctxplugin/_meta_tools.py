@@ -20,7 +20,8 @@ from pydantic import BaseModel, Field, field_validator
 from ctxplugin._events import emit
 from ctxplugin._names import EXPAND_EVENT, EXPAND_REF_NAME, META_TOOL_MARK
 from ctxplugin._run_scope import resolve as resolve_scope
-from ctxplugin.cas import CASStore, expand, expand_content_for_model
+from ctxplugin.cas import CASStore, expand
+from ctxplugin.cas.expand import read_for_model
 from ctxplugin.scope import Scope, scope_resolver
 from ctxplugin.tools import make_load_tools_tool
 
@@ -86,7 +87,7 @@ def make_expand_ref_tool(engine: ContextEngine, scope: ScopeResolver | Scope | N
         call_scope = resolve(config)
         # a list is content blocks (an output with images): LangChain makes it the tool
         # message's content as is, so the model sees the images
-        content = expand_content_for_model(
+        content, read = read_for_model(
             engine.cas,
             ref_id,
             call_scope,
@@ -98,7 +99,8 @@ def make_expand_ref_tool(engine: ContextEngine, scope: ScopeResolver | Scope | N
             pattern=pattern or None,
             regex=regex,
         )
-        _expanded(ref_id, call_scope)
+        if read:  # an answer saying why the ref could not be read is no expand, as engine.expand_ref's error is none
+            _expanded(ref_id, call_scope)
         return content
 
     # the schema sent is made now, with the tool (pydantic takes a millisecond): a host makes the

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+from typing import Any
 
 import pytest
 from langchain_core.callbacks import BaseCallbackHandler
@@ -107,6 +108,33 @@ def test_the_expand_ref_tool_counts_one_expand_per_call() -> None:
     assert "#W1000" in str(expand_tool.invoke({"ref_id": ref, "limit": 2}, {"callbacks": [handler],
                                                                          "configurable": {"thread_id": "report"}}))
     assert handler.expanded == [ref]
+
+
+@pytest.mark.parametrize("ref_id", ["ref:list_orders:0123456789abcdef", "other"], ids=["unknown", "other-scope"])
+def test_an_expand_ref_tool_call_that_fails_is_not_counted(ref_id: str) -> None:
+    # the tool tells the model a read failed, as engine.expand_ref raises: neither is an expand
+    engine, handler = memory_engine(), ContextCallbackHandler()
+    ref = engine.prepare(conversation(), scope=Scope(session_id="other")).report.refs_used[0]
+    [expand_tool, _] = engine.tools_for_model()
+    config: Any = {"callbacks": [handler], "configurable": {"thread_id": "report"}}
+    answer = str(expand_tool.invoke({"ref_id": ref if ref_id == "other" else ref_id}, config))
+    assert answer.startswith("expand_ref: no such ref visible here")
+    assert str(expand_tool.invoke({"ref_id": ref, "offset": -1}, config)).startswith("expand_ref:")
+    assert handler.expanded == []
+
+
+async def test_reads_in_async_runs_are_counted_once_each() -> None:
+    engine, handler = memory_engine(), ContextCallbackHandler()
+    ref = engine.prepare(conversation(), scope=SCOPE).report.refs_used[0]
+    [expand_tool, _] = engine.tools_for_model()
+    config: Any = {"callbacks": [handler], "configurable": {"thread_id": "report"}}
+    assert "#W1000" in str(await expand_tool.ainvoke({"ref_id": ref, "limit": 2}, config))
+
+    async def read(ref_id: str) -> str:
+        return engine.expand_ref(ref_id, scope=SCOPE, limit=2)
+
+    assert "#W1000" in await RunnableLambda(read).ainvoke(ref, config)
+    assert handler.expanded == [ref, ref]
 
 
 def test_an_expand_that_fails_is_not_counted() -> None:

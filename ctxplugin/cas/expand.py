@@ -208,8 +208,7 @@ def expand(
     fields: Sequence[str] | None = None,
     offset: int = 0,
     limit: int | None = None,
-    pattern: str | None = None,
-    regex: bool = False,
+    pattern: str | None = None, regex: bool = False,
 ) -> str:
     """The stored original of ``ref_id`` or a part of it.
 
@@ -239,8 +238,7 @@ def expand_for_model(
     fields: Sequence[str] | None = None,
     offset: int = 0,
     limit: int | None = None,
-    pattern: str | None = None,
-    regex: bool = False,
+    pattern: str | None = None, regex: bool = False,
 ) -> str:
     """:func:`expand` for the ``expand_ref`` tool: at most ``max_tokens``, with a note on how to
     page further. Never raises: problems come back as a sentence the model can act on. A ref
@@ -258,21 +256,21 @@ def expand_for_model(
 
 
 def expand_content_for_model(
-    store: CASStore,
-    ref_id: str,
-    scope: Scope,
-    *,
-    max_tokens: int,
-    counter: TokenCounter,
-    fields: Sequence[str] | None = None,
-    offset: int = 0,
-    limit: int | None = None,
-    pattern: str | None = None,
-    regex: bool = False,
+    store: CASStore, ref_id: str, scope: Scope, *, max_tokens: int, counter: TokenCounter,
+    fields: Sequence[str] | None = None, offset: int = 0, limit: int | None = None, pattern: str | None = None, regex: bool = False,
 ) -> str | list[Any]:
     """:func:`expand_for_model`, with an output stored with images given back as content blocks (see
     :func:`~ctxplugin.cas._blocks.blocks_for_model`): its text (paged like a text output's when over the cap) and
     every image whole. ``fields``, ``pattern`` and ``offset``/``limit`` read its text alone, and return text."""
+    return read_for_model(store, ref_id, scope, max_tokens=max_tokens, counter=counter, fields=fields, offset=offset, limit=limit, pattern=pattern, regex=regex)[0]
+
+
+def read_for_model(
+    store: CASStore, ref_id: str, scope: Scope, *, max_tokens: int, counter: TokenCounter,
+    fields: Sequence[str] | None = None, offset: int = 0, limit: int | None = None, pattern: str | None = None, regex: bool = False,
+) -> tuple[str | list[Any], bool]:
+    """:func:`expand_content_for_model`'s answer, and whether it read the ref (``False``: the
+    answer says why it could not: unknown or unreadable ref, invalid option, store failure)."""
     ref_id = ref_as_written(ref_id)
     try:
         check_options(offset, limit, pattern, regex)
@@ -283,26 +281,26 @@ def expand_content_for_model(
         key = (ref_id, record.raw_hash, len(record.content), blocks is not None)  # the blocks' text, or the output itself
         selection = _select(content, ref_id, fields, offset, limit, pattern, regex, page_cap=max_tokens, context=True, screen=True, key=key)
     except RefNotFoundError:
-        return f"expand_ref: no such ref visible here: {ref_id!r}. Refs are readable only in the conversation that stored them and until they expire; use a ref shown in this conversation."
+        return f"expand_ref: no such ref visible here: {ref_id!r}. Refs are readable only in the conversation that stored them and until they expire; use a ref shown in this conversation.", False
     except InvalidInputError as exc:
-        return f"expand_ref: {exc}"
+        return f"expand_ref: {exc}", False
     except StoreUnavailableError as exc:
-        return f"expand_ref: the store is unavailable right now ({exc}); continue without it or try again later."
+        return f"expand_ref: the store is unavailable right now ({exc}); continue without it or try again later.", False
     except StoreError as exc:  # not an outage (a damaged value, a closed store): the same call fails again
-        return f"expand_ref: this output cannot be read ({exc}); trying again will not help, continue without it."
+        return f"expand_ref: this output cannot be read ({exc}); trying again will not help, continue without it.", False
     if selection.whole is not None:
         whole = selection.whole
         if len(whole) <= max_tokens * 8 and count_text(whole, counter) <= max_tokens:
-            return whole if blocks is None else blocks_for_model(blocks, None)
+            return (whole if blocks is None else blocks_for_model(blocks, None)), True
         try:
             selection = _select(content, ref_id, None, 0, None, None, False, whole_as_units=True, page_cap=max_tokens, screen=True,
                                 key=key)
         except CtxpluginError as exc:
-            return f"expand_ref: {exc}"
+            return f"expand_ref: {exc}", False
         page = _page_for_model(selection, content, max_tokens, counter, fields, pattern, regex)
-        return page if blocks is None else blocks_for_model(blocks, page)
+        return (page if blocks is None else blocks_for_model(blocks, page)), True
     page = _page_for_model(selection, content, max_tokens, counter, fields, pattern, regex)
-    return page if blocks is None or not any(map(is_media_block, blocks)) else f"{page}\n{images_note(ref_id, blocks)}"
+    return (page if blocks is None or not any(map(is_media_block, blocks)) else f"{page}\n{images_note(ref_id, blocks)}"), True
 
 
 _READ_ON_TOKENS = 40
@@ -397,4 +395,4 @@ def _page_for_model(
     return out
 
 
-__all__ = ["clip_line", "expand", "expand_content_for_model", "expand_for_model", "parse_path", "select"]
+__all__ = ["clip_line", "expand", "expand_content_for_model", "expand_for_model", "parse_path", "read_for_model", "select"]
