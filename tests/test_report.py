@@ -76,6 +76,23 @@ def test_a_ref_shown_twice_is_one_ref_used(captured: bool) -> None:
     assert len(report.refs_created) == len(set(report.refs_created)) <= 1
 
 
+def test_a_whole_conversation_that_keeps_compact_outputs_reports_the_refs_it_shows() -> None:
+    # the default mode; the host keeps what capture_tool_result returned (keep_originals=False): the conversation
+    # fits and goes whole, and shows the refs of those outputs, each once, in order
+    engine, scope = memory_engine(ContextConfig(mode="whole")), Scope(session_id="whole-compact")
+    messages = _twice_read(True, engine, scope)
+    first = engine.capture_tool_result(ToolMessage(content=json.dumps([{"sku": f"P{i}", "stock": i} for i in range(120)]), tool_call_id="c0", name="stock"), scope)
+    messages[2:2] = [AIMessage(content="", tool_calls=[{"name": "stock", "args": {}, "id": "c0"}]), first]
+    prepared = engine.prepare(messages, scope=scope)
+    assert [m.content for m in prepared.messages if isinstance(m, ToolMessage) and "synthetic" not in m.additional_kwargs.get("ctxplugin", {})] == [
+        m.content for m in messages if isinstance(m, ToolMessage)
+    ], "went whole"
+    outputs = [m for m in prepared.messages if isinstance(m, ToolMessage) and "ref" in m.additional_kwargs.get("ctxplugin", {})]
+    shown = [str(m.additional_kwargs["ctxplugin"]["ref"]) for m in outputs]
+    assert len(outputs) == 3 and all(str(m.content).startswith(f"[{ref} ") for ref, m in zip(shown, outputs, strict=True))
+    assert prepared.report.refs_used == list(dict.fromkeys(shown)) and len(set(shown)) == 2
+
+
 def test_a_ref_the_model_expands_twice_in_one_turn_is_one_ref_expanded() -> None:
     engine = memory_engine()
     ref = engine.prepare(conversation(), scope=SCOPE).report.refs_used[0]
@@ -131,7 +148,8 @@ async def test_reads_in_async_runs_are_counted_once_each() -> None:
     assert "#W1000" in str(await expand_tool.ainvoke({"ref_id": ref, "limit": 2}, config))
 
     async def read(ref_id: str) -> str:
-        return engine.expand_ref(ref_id, scope=SCOPE, limit=2)
+        text: str = engine.expand_ref(ref_id, scope=SCOPE, limit=2)
+        return text
 
     assert "#W1000" in await RunnableLambda(read).ainvoke(ref, config)
     assert handler.expanded == [ref, ref]

@@ -23,9 +23,11 @@ from ctxplugin._names import META_TOOL_NAMES
 from ctxplugin._prefix import Prefix, Stamp
 from ctxplugin._stored_refs import GrownRefs
 from ctxplugin.cas import compact_message, shows_compact, without_lead
+from ctxplugin.cas.capture import shows_ref
 from ctxplugin.errors import StoreError
 from ctxplugin.stages.memos import STILL_STORED, UNREVOKED, CaptureMemo
 from ctxplugin.stages.view import SESSIONS_TRACKED, CallView
+from ctxplugin.tokens import content_text
 
 
 class _Stored:
@@ -53,7 +55,8 @@ class _Stored:
 class StoreRefs:
     """Replace tool outputs by summary and ref; fill ``refs_created`` and ``refs_used`` (each ref
     once, in the order first shown).
-    Nothing changes when the CAS is off or the conversation goes whole.
+    Nothing changes when the CAS is off or the conversation goes whole (``refs_used`` then names
+    the refs of the outputs the host keeps in compact form).
 
     Attributes:
         enabled: ``cas.enabled``.
@@ -69,8 +72,10 @@ class StoreRefs:
 
     def apply(self, view: CallView) -> CallView:
         view = self._revoke(view)
-        if not self.enabled or (view.room is not None and view.room.whole):
+        if not self.enabled:
             return view
+        if view.room is not None and view.room.whole:
+            return view.override(refs_used=(*view.refs_used, *_shown_refs(view.history)))
         key = view.scope.key()
         with self._lock:
             # claimed while this call runs: a concurrent call of the same session starts afresh
@@ -150,6 +155,18 @@ class StoreRefs:
         except StoreError as exc:
             return view.degraded(f"{STILL_STORED}: {exc}")
         return view
+
+
+def _shown_refs(history: Sequence[BaseMessage]) -> dict[str, None]:
+    """The refs a history sent whole shows, each once in the order first shown: those of the
+    tool outputs its host keeps in the compact form ``capture_tool_result`` returned."""
+    shown: dict[str, None] = {}
+    for message in history:
+        if isinstance(message, ToolMessage) and message.name not in META_TOOL_NAMES:
+            ref = annotation(message).get("ref")
+            if isinstance(ref, str) and shows_ref(content_text(message.content), ref):
+                shown[ref] = None
+    return shown
 
 
 __all__ = ["StoreRefs"]
