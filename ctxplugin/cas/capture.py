@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
 
@@ -234,7 +234,7 @@ def capture(
     ``config.error_passthrough_tokens``, and outputs whose compact form would not be smaller are
     passed through untouched and not stored. Content with non-text blocks (images) is always
     stored, so that it stays recoverable when the history lets its exchange go; its view keeps
-    the blocks (see :func:`_capture_blocks`).
+    the blocks (see :func:`_capture_blocks`). :func:`compacted` then :func:`stored`.
 
     Args:
         content: a ``ToolMessage.content`` (a string or a list of content blocks).
@@ -248,15 +248,46 @@ def capture(
     Raises:
         StoreError: the store failed (the engine passes the original through and warns).
     """
+    made = compacted(content, config=config, counter=counter, tool_name=tool_name, is_error=is_error)
+    return stored(made, store=store, scope=scope, config=config)
+
+
+@dataclass(frozen=True, slots=True)
+class Compacted:
+    """A tool output summarized, not yet stored (:func:`compacted`): what :func:`stored` sends
+    to the CAS, kept by a caller whose store failed so that trying again summarizes nothing.
+
+    Attributes:
+        captured: what the conversation carries once it is stored (``created`` False).
+        item: what is stored; None when the output passes through, unstored.
+    """
+
+    captured: Captured
+    item: CASItem | None
+
+
+def stored(made: Compacted, *, store: CASStore, scope: Scope, config: CASConfig) -> Captured:
+    """``made`` stored and granted to ``scope`` (nothing for an output passed through).
+
+    Raises:
+        StoreError: the store failed.
+    """
+    if made.item is None:
+        return made.captured
+    return replace(made.captured, created=_granted(made.item, store, scope, config))
+
+
+def compacted(content: Any, *, config: CASConfig, counter: TokenCounter, tool_name: str | None, is_error: bool = False) -> Compacted:
+    """The compact form of a tool output and the item that stores it, without the store (see
+    :func:`capture`): the summary made, the hashes taken."""
     text, text_only = _text_of(content)
     if config.enabled and not text_only and isinstance(content, list):
-        blocks = _capture_blocks(content, text, store=store, scope=scope, config=config, counter=counter,
-                                 tool_name=tool_name, is_error=is_error)
+        blocks = _capture_blocks(content, text, config=config, counter=counter, tool_name=tool_name, is_error=is_error)
         if blocks is not None:
             return blocks
     if not (config.enabled and text_only):
         tokens = count_cached(text, counter)
-        return Captured(text, None, True, False, tokens, tokens)
+        return Compacted(Captured(text, None, True, False, tokens, tokens), None)
     limit = config.error_passthrough_tokens if is_error else config.passthrough_tokens
 
     made = partial(_made, text, config, counter, is_error)
@@ -267,18 +298,18 @@ def capture(
     else:
         tokens = count_cached(text, counter)
         if tokens <= limit:
-            return Captured(text, None, True, False, tokens, tokens)
+            return Compacted(Captured(text, None, True, False, tokens, tokens), None)
         summary = made()
     if tokens <= limit:  # a long text of very few tokens: the summary was made for nothing
-        return Captured(text, None, True, False, tokens, tokens)
+        return Compacted(Captured(text, None, True, False, tokens, tokens), None)
     kind = kind_slug(tool_name, summary.shape)
     ref_id = make_ref(kind, summary.digest)
     compact = compact_text(ref_id, storable_text(summary.label), tokens, summary.body)
     compact_tokens = counter.count(compact)
     if compact_tokens >= tokens:
-        return Captured(text, None, True, False, tokens, tokens)
+        return Compacted(Captured(text, None, True, False, tokens, tokens), None)
     item = CASItem(ref_id=ref_id, content_hash=summary.digest, raw_hash=summary.raw_digest, kind=kind, content=text, summary=compact)
-    return Captured(compact, ref_id, False, _granted(item, store, scope, config), tokens, compact_tokens, summary.shape)
+    return Compacted(Captured(compact, ref_id, False, False, tokens, compact_tokens, summary.shape), item)
 
 
 @dataclass(frozen=True, slots=True)
@@ -311,13 +342,11 @@ def _capture_blocks(
     content: list[Any],
     text: str,
     *,
-    store: CASStore,
-    scope: Scope,
     config: CASConfig,
     counter: TokenCounter,
     tool_name: str | None,
     is_error: bool,
-) -> Captured | None:
+) -> Compacted | None:
     """:func:`capture` of an output with non-text blocks: the JSON of every block stored under a
     ref; the compact text is the ref line and the output's text (its summary when the text
     alone is above the pass-through threshold). None when the blocks are not JSON (passed
@@ -342,5 +371,4 @@ def _capture_blocks(
     ref_id = make_ref(kind, digest)
     compact = compact_text(ref_id, blocks_label(others) if others else storable_text(shape or "blocks"), tokens + images, body)
     item = CASItem(ref_id=ref_id, content_hash=digest, raw_hash=raw_hash(original), kind=kind, content=original, summary=compact)
-    created = _granted(item, store, scope, config)
-    return Captured(compact, ref_id, False, created, tokens + images, counter.count(compact) + images, shape)
+    return Compacted(Captured(compact, ref_id, False, False, tokens + images, counter.count(compact) + images, shape), item)

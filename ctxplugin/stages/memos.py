@@ -24,12 +24,12 @@ from ctxplugin.cas import (
     Captured,
     CASStore,
     RefRevocation,
-    capture,
     host_answer,
     masked_refs,
     store_text,
 )
 from ctxplugin.cas.annotation import cleared_from_request
+from ctxplugin.cas.capture import Compacted, compacted, stored
 from ctxplugin.config import CASConfig
 from ctxplugin.errors import StoreError
 from ctxplugin.facts.model import output_digest
@@ -57,36 +57,35 @@ class CaptureMemo:
         self.counter = counter
         self._lock = threading.Lock()
         self._memo: LRU[tuple[str, str, int, int], Captured] = LRU(size)  # by scope, call id and content
+        # outputs the CAS failed to store, summarized (None: not yet), for when it is back
+        self._unstored: LRU[tuple[str, str, int, int], Compacted | None] = LRU(size)
         self._texts: LRU[tuple[str, int, int], str] = LRU(size)  # user texts stored: by scope and text, their ref
         self.owners = MarkOwners(size)  # the tool calls each ref was stored for
         self.revocations = Revocations(store, size, revoked=self._revoked, owners=self.owners)
 
     def captured(self, message: ToolMessage, scope: Scope) -> Captured:
         """``message``'s output stored and compacted (once per scope, call id and content;
-        ``created`` only the first time).
-
-        Raises:
-            StoreError: the CAS failed.
-        """
-        content = message.content
-        text_key = content if isinstance(content, str) else repr(content)
-        key = (scope.key(), message.tool_call_id, len(text_key), hash(text_key))
+        ``created`` only the first time). Raises StoreError: the CAS failed (the summary is kept
+        for the next try)."""
+        key = _capture_key(message, scope)
         with self._lock:
             hit = self._memo.get(key)
+            made = self._unstored.get(key)
         if hit is not None:
             if hit.ref_id is not None:
                 self.owners.record(hit.ref_id, message.tool_call_id, scope, created=False)
             return hit
-        captured = capture(
-            content,
-            store=self.store,
-            scope=scope,
-            config=self.config,
-            counter=self.counter,
-            tool_name=message.name,
-            is_error=message.status == "error",
-        )
+        if made is None:
+            made = compacted(message.content, config=self.config, counter=self.counter, tool_name=message.name,
+                             is_error=message.status == "error")
+        try:
+            captured = stored(made, store=self.store, scope=scope, config=self.config)
+        except StoreError:
+            with self._lock:
+                self._unstored.put(key, made)
+            raise
         with self._lock:
+            self._unstored.pop(key, None)
             # a later lookup stores nothing: it did not create the grant
             self._memo.put(key, dataclasses.replace(captured, created=False) if captured.created else captured)
         if captured.ref_id is not None:
@@ -94,6 +93,25 @@ class CaptureMemo:
         if captured.created and captured.ref_id is not None:
             self.revocations.forget(captured.ref_id, scope)  # a new grant, revoked again if masked again
         return captured
+
+    def known(self, message: ToolMessage, scope: Scope) -> Captured | None:
+        """``message``'s output as :meth:`captured` stored it before, or None: asks no store."""
+        with self._lock:
+            return self._memo.get(_capture_key(message, scope))
+
+    def unstored(self, message: ToolMessage, scope: Scope) -> bool:
+        """Whether ``message``'s output passed through unstored before (the CAS failed)."""
+        with self._lock:
+            return _capture_key(message, scope) in self._unstored
+
+    def put_off(self, message: ToolMessage, scope: Scope) -> bool:
+        """Count ``message``'s output :meth:`unstored`, the CAS not asked; whether it was not before."""
+        key = _capture_key(message, scope)
+        with self._lock:
+            if key in self._unstored:
+                return False
+            self._unstored.put(key, None)
+            return True
 
     def _revoked(self, ref: str, scope: Scope) -> None:
         """Forget the captures of ``ref`` in ``scope``, revoked from the CAS: an output of that
@@ -127,6 +145,12 @@ UNREVOKED = (
     "a tool output masked after capture is still stored whole: the CAS store has no "
     "revoke(ref_id, scope) method (see RefRevocation); its ref stays withheld from expand_ref"
 )
+
+
+def _capture_key(message: ToolMessage, scope: Scope) -> tuple[str, str, int, int]:
+    content = message.content
+    text = content if isinstance(content, str) else repr(content)
+    return (scope.key(), message.tool_call_id, len(text), hash(text))
 
 
 class Revocations:

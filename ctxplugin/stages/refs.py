@@ -4,7 +4,9 @@ Each output is stored in the CAS once (:class:`~ctxplugin.stages.memos.CaptureMe
 carries the compact text with ``additional_kwargs["ctxplugin"]["ref"]``, and the model reads
 the original back with ``expand_ref``. An output already captured by ``capture_tool_result``
 carries its compact form and is not stored again. When the CAS fails the output passes through
-whole, with a warning. The original of an output its host masked after capture (``withheld``,
+whole, and the rest of the call asks the CAS nothing more: the outputs it could not store pass
+through, the same text on every call while it is down, each summarized once and logged once
+(the report counts them on every call), and are stored by the first call that reaches it. The original of an output its host masked after capture (``withheld``,
 named by validate) is revoked from the CAS, once per scope.
 """
 
@@ -22,9 +24,10 @@ from ctxplugin._messages import annotation
 from ctxplugin._names import META_TOOL_NAMES
 from ctxplugin._prefix import Prefix, Stamp
 from ctxplugin._stored_refs import GrownRefs
-from ctxplugin.cas import compact_message, shows_compact, without_lead
+from ctxplugin.cas import Captured, compact_message, shows_compact, without_lead
 from ctxplugin.cas.capture import shows_ref
 from ctxplugin.errors import StoreError
+from ctxplugin.scope import Scope
 from ctxplugin.stages.memos import STILL_STORED, UNREVOKED, CaptureMemo
 from ctxplugin.stages.view import SESSIONS_TRACKED, CallView
 from ctxplugin.tokens import content_text
@@ -82,7 +85,8 @@ class StoreRefs:
             done = self._shown.pop(key, None)
         if done is None or not done.continued_by(view.history, view.history_stamp):
             done = _Stored()
-        failed = False
+        down: list[StoreError] = []  # the CAS failed in this call: asked nothing more
+        unstored = again = said = 0  # outputs passed through unstored, not stored again; of both, logged before
         created: list[str] = []  # by this call: the outputs read before were stored before
         added: list[tuple[str, str]] | None = []  # the refs stored grew by these (None: one changed)
         read = len(done.seen)
@@ -98,19 +102,13 @@ class StoreRefs:
                 if not shows_compact(message.content, compact_text):
                     # the original, kept in the state: stored (once per process) where the CAS
                     # lost it, or never had it (stores moved to a server, a database restored)
-                    try:
-                        self.captures.captured(without_lead(message), view.scope)
-                    except StoreError as exc:
-                        what = f"tool output {message.tool_call_id!r} not stored again"
-                        view = view.degraded(f"CAS unavailable; {what}: {exc}")
-                        failed = True
+                    kept, fresh = self._stored(without_lead(message), view.scope, down)
+                    again, said = again + (kept is None), said + (kept is None and not fresh)
             else:
-                try:
-                    captured = self.captures.captured(message, view.scope)
-                except StoreError as exc:
-                    view = view.degraded(f"CAS unavailable; tool output {message.tool_call_id!r} passed through: {exc}")
-                    done.out.append(message)
-                    failed = True  # stored again on a later call
+                captured, fresh = self._stored(message, view.scope, down)
+                if captured is None:
+                    done.out.append(message)  # stored on a later call
+                    unstored, said = unstored + 1, said + (not fresh)
                     continue
                 if captured.passthrough or captured.ref_id is None:
                     done.out.append(message)
@@ -125,6 +123,8 @@ class StoreRefs:
                 added = None
             done.stored[message.tool_call_id] = ref
             done.out.append(compact_message(message, compact_text, ref))
+        if down:
+            view = _unstored(view, down[0], unstored, again, said)
         done.seen.extend(view.history[read:], view.history_stamp)
         # what is passed on is what was passed on last with the new messages' forms appended
         stamp = done.out_stamp = Stamp.after(done.out_stamp, len(done.out))
@@ -141,10 +141,24 @@ class StoreRefs:
             refs_used=(*view.refs_used, *done.used),
             stored=stored,
         )
-        if not failed:
+        if not down:
             with self._lock:
                 self._shown.put(key, done)
         return changed
+
+    def _stored(self, message: ToolMessage, scope: Scope, down: list[StoreError]) -> tuple[Captured | None, bool]:
+        """``message``'s output stored and compacted, or None when the CAS failed for it or
+        earlier in this call (``down`` then holds the error; the CAS is not asked again in this
+        call); and whether it is the first time the output went unstored (logged then)."""
+        if down:
+            known = self.captures.known(message, scope)
+            return known, known is None and self.captures.put_off(message, scope)
+        before = self.captures.unstored(message, scope)
+        try:
+            return self.captures.captured(message, scope), False
+        except StoreError as exc:
+            down.append(exc)
+            return None, not before
 
     def _revoke(self, view: CallView) -> CallView:
         """Take back from the CAS the originals of the outputs masked after capture: the
@@ -167,6 +181,15 @@ def _shown_refs(history: Sequence[BaseMessage]) -> dict[str, None]:
             if isinstance(ref, str) and shows_ref(content_text(message.content), ref):
                 shown[ref] = None
     return shown
+
+
+def _unstored(view: CallView, error: StoreError, unstored: int, again: int, said: int) -> CallView:
+    """``view`` with one warning for the outputs the CAS failed to store in this call, counted;
+    logged only when some were not logged before (a long outage logs each output once)."""
+    parts = [f"{unstored} tool output{'s' * (unstored != 1)} passed through unstored"] if unstored else []
+    parts += [f"{again} tool output{'s' * (again != 1)} not stored again"] if again else []
+    text = f"CAS unavailable; {' and '.join(parts) or 'nothing stored'} (stored once it is back): {error}"
+    return view.degraded(text) if said < unstored + again else view.warn(text)
 
 
 __all__ = ["StoreRefs"]
