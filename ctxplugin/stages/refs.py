@@ -6,8 +6,9 @@ the original back with ``expand_ref``. An output already captured by ``capture_t
 carries its compact form and is not stored again. When the CAS fails the output passes through
 whole, and the rest of the call asks the CAS nothing more: the outputs it could not store pass
 through, the same text on every call while it is down, each summarized once and logged once
-(the report counts them on every call), and are stored by the first call that reaches it. The original of an output its host masked after capture (``withheld``,
-named by validate) is revoked from the CAS, once per scope.
+(the report counts them on every call), and are stored by the first call that reaches it. The
+original of an output its host masked after capture (``withheld``, named by validate) is
+revoked from the CAS, once per scope.
 """
 
 from __future__ import annotations
