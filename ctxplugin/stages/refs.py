@@ -4,10 +4,10 @@ Each output is stored in the CAS once (:class:`~ctxplugin.stages.memos.CaptureMe
 carries the compact text with ``additional_kwargs["ctxplugin"]["ref"]``, and the model reads
 the original back with ``expand_ref``. An output already captured by ``capture_tool_result``
 carries its compact form and is not stored again. When the CAS fails the output passes through
-whole, and the rest of the call asks the CAS nothing more: the outputs it could not store pass
-through, the same text on every call while it is down, each summarized once and logged once
-(the report counts them on every call), and are stored by the first call that reaches it. The
-original of an output its host masked after capture (``withheld``, named by validate) is
+whole; once the CAS is found out, the rest of the call asks it nothing more: the outputs it could
+not store pass through, the same text on every call while it is down, each summarized once and
+logged once (the report counts them on every call), and are stored by the first call that
+reaches it. The original of an output its host masked after capture (``withheld``, named by validate) is
 revoked from the CAS, once per scope.
 """
 
@@ -27,7 +27,7 @@ from ctxplugin._prefix import Prefix, Stamp
 from ctxplugin._stored_refs import GrownRefs
 from ctxplugin.cas import Captured, compact_message, shows_compact, without_lead
 from ctxplugin.cas.capture import shows_ref
-from ctxplugin.errors import StoreError
+from ctxplugin.errors import StoreError, StoreUnavailableError
 from ctxplugin.scope import Scope
 from ctxplugin.stages.memos import STILL_STORED, UNREVOKED, CaptureMemo
 from ctxplugin.stages.view import SESSIONS_TRACKED, CallView
@@ -148,10 +148,11 @@ class StoreRefs:
         return changed
 
     def _stored(self, message: ToolMessage, scope: Scope, down: list[StoreError]) -> tuple[Captured | None, bool]:
-        """``message``'s output stored and compacted, or None when the CAS failed for it or
-        earlier in this call (``down`` then holds the error; the CAS is not asked again in this
-        call); and whether it is the first time the output went unstored (logged then)."""
-        if down:
+        """``message``'s output stored and compacted, or None when the CAS failed for it (its
+        error added to ``down``) or was found out earlier in this call (not asked again in this
+        call: an output it refused does not keep the others from being stored); and whether it
+        is the first time the output went unstored (logged then)."""
+        if any(isinstance(error, StoreUnavailableError) for error in down):
             known = self.captures.known(message, scope)
             return known, known is None and self.captures.put_off(message, scope)
         before = self.captures.unstored(message, scope)

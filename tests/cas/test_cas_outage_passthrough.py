@@ -9,12 +9,14 @@ import importlib
 import logging
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from pytest_mock import MockerFixture
 
 from ctxplugin import ContextConfig, ContextEngine, Scope
+from ctxplugin.errors import StoreError
 from ctxplugin.tokens import content_text
 
 capture_module = importlib.import_module("ctxplugin.cas.capture")  # the package names its function so
@@ -100,3 +102,26 @@ def test_outputs_passed_through_in_an_outage_are_summarized_and_logged_once_then
         assert unstored_logs(caplog) == logged
         expanded = sorted(engine.expand_ref(ref, SCOPE) for ref in prepared.report.refs_created)
         assert expanded == sorted(output(i) for i in range(OUTPUTS)), "nothing lost"
+
+
+def test_an_output_the_cas_refuses_does_not_keep_the_others_from_being_stored(tmp_path: Path, mocker: MockerFixture) -> None:
+    """A refusal of one output (not an outage: the CAS answers) is no reason to stop storing
+    the rest; the refused one passes through whole and is tried again on the next call."""
+    config = ContextConfig(history={"enabled": False}, budget={"total": 100_000})
+    with ContextEngine.embedded(tmp_path / "stores", config) as engine:
+        real = engine.cas.put
+
+        def put(item: Any, scope: Scope, **kwargs: Any) -> bool:
+            if item.content == output(0):
+                raise StoreError("SQLite CAS put failed: the value was refused")
+            return real(item, scope, **kwargs)
+
+        mocker.patch.object(engine.cas, "put", side_effect=put)
+        messages: list[BaseMessage] = [HumanMessage("What did the workers do?", id="h0")]
+        for i in range(3):
+            messages.append(AIMessage("", tool_calls=[{"name": "logs", "args": {"i": i}, "id": f"c{i}"}], id=f"a{i}"))
+            messages.append(ToolMessage(output(i), tool_call_id=f"c{i}", name="logs", id=f"t{i}"))
+        messages.append(HumanMessage("Which was slowest?", id="h1"))
+        report = engine.prepare(messages, scope=SCOPE).report
+        assert len(report.refs_created) == 2
+        assert any("1 tool output passed through unstored" in w for w in report.warnings), report.warnings
