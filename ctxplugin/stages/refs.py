@@ -4,7 +4,7 @@ Each output is stored in the CAS once (:class:`~ctxplugin.stages.memos.CaptureMe
 carries the compact text with ``additional_kwargs["ctxplugin"]["ref"]``, and the model reads
 the original back with ``expand_ref``. An output already captured by ``capture_tool_result``
 carries its compact form and is not stored again. When the CAS fails the output passes through
-whole; once the CAS is found out, the rest of the call asks it nothing more: the outputs it could
+whole; once the CAS is found unavailable, the rest of the call asks it nothing more: the outputs it could
 not store pass through, the same text on every call while it is down, each summarized once and
 logged once (the report counts them on every call), and are stored by the first call that
 reaches it. The original of an output its host masked after capture (``withheld``, named by validate) is
