@@ -7,6 +7,7 @@ import os
 import random
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import pairwise
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -318,3 +319,48 @@ def test_a_value_with_a_line_break_found_across_two_view_messages_is_looked_for_
     view = [first_half, AIMessage("something else")]
     second = tracker.check("a", history, view, {})
     assert second == value_fidelity(history, view, {}) and lined in second.left
+
+
+def shared_share(before: Sequence[BaseMessage], after: Sequence[BaseMessage]) -> float:
+    """The share of ``after``'s messages that ``before`` held too (the very objects)."""
+    held = {id(m) for m in before}
+    return sum(id(m) in held for m in after) / len(after) if after else 1.0
+
+
+@pytest.mark.skipif(not SWE.is_dir(), reason=f"the recorded conversations are not at {SWE} (../shared/data)")
+def test_the_report_is_that_of_a_check_from_scratch_on_extended_remade_and_edited_calls() -> None:
+    """Calls whose view extends the previous one, calls whose view is made afresh, and calls
+    after an earlier message was edited: replaced by an edited copy (as a host's reducer does
+    by id) or given new content in place."""
+    engine = ContextEngine(ContextConfig(encoding="cl100k_base"))
+    checked = CheckedAccount(next(s for s in engine._stages if isinstance(s, Account)))
+    engine._stages = tuple(checked if isinstance(s, Account) else s for s in engine._stages)
+    messages = [m.model_copy() for m in two_recordings()]
+    scope = Scope(session_id="edited")
+    bound: list[Any] = [SWE_BASH_TOOL, *engine.tools_for_model()]
+    captured: list[BaseMessage] = []
+    views: list[list[BaseMessage]] = []
+    edited: list[int] = []  # the calls made right after an edit
+    for index, message in enumerate(messages):
+        if index > 0 and isinstance(message, AIMessage):
+            calls = len(views)
+            if calls in (40, 90):  # the user's first words edited: a copy with a value more
+                at = next(i for i, m in enumerate(captured) if isinstance(m, HumanMessage))
+                captured[at] = captured[at].model_copy(update={"content": f"{captured[at].content} HAT{calls} ZFA04Y{calls}"})
+                edited.append(calls)
+            if calls in (60, 120):  # the user's latest words given new content in place, a value with them
+                latest = [m for m in captured if isinstance(m, HumanMessage)][-1]
+                latest.content = f"{latest.content} now with mia_li_{calls}"
+                edited.append(calls)
+            views.append(engine.prepare(captured, tools=bound, scope=scope).messages)
+        captured.append(engine.capture_tool_result(message, scope) if isinstance(message, ToolMessage) else message)
+    assert len(checked.calls) == len(views) > 130
+    wrong = [i for i, (got, expected) in enumerate(checked.calls) if got != expected]
+    assert not wrong, f"calls {wrong[:10]} differ: {checked.calls[wrong[0]]}"
+    shares = [shared_share(before, after) for before, after in pairwise(views)]
+    extended = [i + 1 for i, share in enumerate(shares) if share >= 0.75]  # the previous view, give or take its end
+    remade = [i + 1 for i, share in enumerate(shares) if share < 0.5]
+    assert len(extended) > 5 and len(remade) > 5 and edited == [40, 60, 90, 120]
+    # each edit shows in the figures: the values it brought count as used from that call on
+    used = [got[0] for got, _ in checked.calls]
+    assert all(used[call] != used[call - 1] for call in edited)

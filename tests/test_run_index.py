@@ -11,7 +11,7 @@ from ctxplugin._run_index import RunIndex
 from ctxplugin.history.identifiers import RUN, occurs, text_runs, value_runs
 
 VALUES = ["HAT1367", "getitem_start", "in_getitem", "/testbed/src/a.py", "a.py", "v2.1", "2.10", "ünï_cødé", "***", "--->",
-          "line one\nline two", "Does not have getitem method", "getitem", "src"]
+          "line one\nline two", "Does not have getitem method", "getitem", "src", "Ⅻ12", "x²", "٣٣", "py"]
 
 
 @given(
@@ -60,3 +60,21 @@ def test_the_values_found_in_texts_are_those_their_joined_text_holds_each_with_t
 def test_the_runs_of_a_text_are_those_the_pattern_finds(text: str) -> None:
     """ASCII texts (with the separators str.split takes as blanks among them) and all others."""
     assert text_runs(text) == frozenset(RUN.findall(text))
+
+
+def test_dropped_values_leave_no_trace_in_the_index() -> None:
+    """The index stays as large as the values it holds, values that are one run whole among them."""
+    index = RunIndex()
+    index.add(["HAT1367", "Ⅻ12", "HAT1367.py", "a.py"])
+    index.discard(["HAT1367", "Ⅻ12", "a.py"])
+    assert index.candidates(frozenset({"HAT1367", "Ⅻ12", "py", "a"})) == ["HAT1367.py"]
+    index.discard(["HAT1367.py"])
+    assert index._by_run == {}
+
+
+def test_a_value_that_is_one_run_whole_is_found_where_it_is_a_whole_token_only() -> None:
+    index = RunIndex()
+    index.add(["HAT1367", "x²", "٣٣"])
+    texts = ["HAT13670 x²y ٣٣٣", "(HAT1367) _x²_", "٣٣,HAT1367"]
+    given_texts = [(key, text, frozenset(RUN.findall(text))) for key, text in enumerate(texts)]
+    assert sorted(index.found_in(given_texts, lambda v: True)) == [("HAT1367", 1), ("x²", 1), ("٣٣", 2)]
