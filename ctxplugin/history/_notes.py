@@ -192,7 +192,7 @@ class _Picker:
         self._by_run: dict[str, list[Labelled]] = {}
         self._runless: list[Labelled] = []
         self._order: dict[Labelled, int] = {}  # each chosen value's turn: the order of ``chosen``
-        self._turn = 0
+        self.added = 0  # how many values were chosen (a value goes only when another takes its place)
         self.later: list[Labelled] = []
 
     def _inside(self, value: str) -> list[Labelled]:
@@ -263,8 +263,8 @@ class _Picker:
                 group = by_run.get(longest_run(c[1]))
                 (group if group is not None else runless).remove(c)
             entry = (label, value)
-            order[entry] = self._turn
-            self._turn += 1
+            order[entry] = self.added
+            self.added += 1
             chosen.append(entry)
             if run:
                 by_run.setdefault(run, []).append(entry)
@@ -338,12 +338,16 @@ def _note(
     picker = _Picker(known, visible, counter)
     picker.fill(values, max_tokens - counter.count(lead) - MESSAGE_OVERHEAD - 1)
     text = _render(lead, picker.chosen, when)
-    room = max_tokens - note_tokens(text, counter) - MESSAGE_OVERHEAD
-    if room >= 2 and picker.chosen:
-        picker.fill(picker.later, room)
-        text = _render(lead, picker.chosen, when)
+    tokens = note_tokens(text, counter)
+    room = max_tokens - tokens - MESSAGE_OVERHEAD
     chosen = picker.chosen
-    over = note_tokens(text, counter) + MESSAGE_OVERHEAD - max_tokens if chosen else 0
+    if room >= 2 and chosen:
+        added = picker.added
+        picker.fill(picker.later, room)
+        if picker.added != added:  # the same values: the same text, counted already
+            text = _render(lead, chosen, when)
+            tokens = note_tokens(text, counter)
+    over = tokens + MESSAGE_OVERHEAD - max_tokens if chosen else 0
     if over > 0:
         # the latest chosen go until the text fits: the order sorted once (the values left
         # keep their places in it; each is chosen once), from as many as their costs cover ``over``

@@ -340,6 +340,21 @@ def test_a_value_tried_by_one_note_is_not_counted_again_by_the_next() -> None:
     assert _note((1, 2), values, {}, set(), "", 45, _Recording()) == again
 
 
+def test_a_note_the_room_left_adds_nothing_to_is_counted_once() -> None:
+    # the second fill tries the values too costly for the first in the room the estimate left:
+    # none fits it here, so the note is the one already counted
+    from ctxplugin.history._notes import _note
+
+    long = [("bash returned", " ".join(f"word{n}_{k}" for k in range(12))) for n in range(4)]
+    values = [*(("bash returned", f"v{n}") for n in range(6)), *long]
+    counter = _Recording()
+    note, chosen = _note((1, 2), values, {}, set(), "", 40, counter)
+    assert note is not None and chosen == [f"v{n}" for n in range(6)]
+    text = content_text(note.content)
+    assert count_message(note, get_counter("cl100k_base")[0]) < 40 - 2  # the room was there
+    assert counter.texts.count(text) == 1
+
+
 def test_the_costs_kept_per_counter_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     # emptied when a note finds them over the bound: at most the bound and one note's values
     from ctxplugin.history import _notes
