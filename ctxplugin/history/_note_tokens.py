@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import threading
 import weakref
+from collections.abc import Callable
 from typing import Any
 
 from ctxplugin.tokens import EXACT_COUNT_CHARS, TiktokenCounter, TokenCounter, remember_count
@@ -59,6 +60,19 @@ def _memo(counter: TokenCounter) -> dict[str, int] | None:
     return per_counter(_PARTS, _PARTS_LOCK, counts, _PARTS_SIZE)
 
 
+def _part_count(counter: TokenCounter) -> Callable[[str], int]:
+    """How a part missing from the memo of parts is counted: by ``counter``'s encoding itself
+    when it counts as a plain :class:`TiktokenCounter` (a part is counted once and kept in that
+    memo alone, not also in the counter's memos; ``encode_ordinary`` is ``encode`` without its
+    search for special tokens, which a count with ``disallowed_special=()`` reads as text
+    anyway), else by ``counter``."""
+    counts = getattr(counter, "counts_as", None) or counter
+    encode = getattr(getattr(counts, "_encoding", None), "encode_ordinary", None) if type(counts) is TiktokenCounter else None
+    if encode is None:
+        return counter.count
+    return lambda part: len(encode(part))
+
+
 def per_counter(
     maps: weakref.WeakKeyDictionary[Any, dict[str, int]], lock: threading.Lock, counter: Any, size: int
 ) -> dict[str, int] | None:
@@ -82,7 +96,7 @@ def note_tokens(text: str, counter: TokenCounter) -> int:
     memo = _memo(counter) if len(text) <= EXACT_COUNT_CHARS else None
     if memo is None:
         return counter.count(text)
-    count = counter.count
+    count = _part_count(counter)
     total = 0
     for part in _parts(text):
         tokens = memo.get(part)

@@ -89,6 +89,34 @@ def test_the_note_count_is_kept_for_the_message_that_holds_it() -> None:
     assert count_message(HumanMessage(content=text), counter) == tokens + 4
 
 
+class _CountsAs:
+    """A counter that counts as ``COUNTER`` does (and says so) and records what it is asked."""
+
+    def __init__(self) -> None:
+        self.name = COUNTER.name
+        self.counts_as = COUNTER
+        self.texts: list[str] = []
+
+    def count(self, text: str) -> int:
+        self.texts.append(text)
+        return COUNTER.count(text)
+
+
+def test_a_part_is_counted_by_the_encoding_not_through_the_counter() -> None:
+    # the memo of parts keeps each part's count: the counter's memos (a second and a third copy)
+    # are not asked, nor the special-token search of a plain count
+    counter = _CountsAs()
+    text = "ran: python encoded_part_probe.py; make encoded_part_probe;\npath: a/encoded_part_probe.py]"
+    assert note_tokens(text, counter) == COUNTER.count(text)
+    assert not [part for part in _parts(text) if part in counter.texts]
+
+
+def test_a_part_that_spells_a_special_token_counts_as_its_text() -> None:
+    counter = memo_counter(COUNTER)
+    text = "ran: <|endoftext|> echo <|fim_prefix|>done"
+    assert note_tokens(text, counter) == COUNTER.count(text)
+
+
 def test_the_memo_of_parts_is_emptied_when_full(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_note_tokens, "_PARTS_SIZE", 8)
     memo = _note_tokens._memo(COUNTER)
