@@ -199,14 +199,9 @@ class _Picker:
         """The chosen values that ``value`` shows (occur in it as whole tokens), in the order
         they were chosen."""
         by_run = self._by_run
-        runs = value_runs(value)
-        if by_run.keys().isdisjoint(runs):  # most values: none chosen shares a run with it
-            pool = self._runless
-            if not pool:
-                return []
-        else:
-            pool = [c for run in runs & by_run.keys() for c in by_run[run]] + self._runless
-        found = {c for c in pool if c[1] in value and occurs(c[1], value)}
+        # each chosen value is in one group (of its longest run) or among the runless, once
+        found = [c for run in value_runs(value) & by_run.keys() for c in by_run[run] if c[1] in value and occurs(c[1], value)]
+        found += [c for c in self._runless if c[1] in value and occurs(c[1], value)]
         return sorted(found, key=self._order.__getitem__) if found else []
 
     def fill(self, values: Sequence[Labelled], budget: int) -> None:
