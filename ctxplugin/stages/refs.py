@@ -87,7 +87,8 @@ class StoreRefs:
         if done is None or not done.continued_by(view.history, view.history_stamp):
             done = _Stored()
         down: list[StoreError] = []  # the CAS failed in this call: asked nothing more
-        unstored = again = said = 0  # outputs passed through unstored, not stored again; of both, logged before
+        unstored: list[str] = []  # the tool calls of the outputs passed through unstored
+        again = said = 0  # outputs not stored again; of both, logged before
         created: list[str] = []  # by this call: the outputs read before were stored before
         added: list[tuple[str, str]] | None = []  # the refs stored grew by these (None: one changed)
         read = len(done.seen)
@@ -109,7 +110,8 @@ class StoreRefs:
                 captured, fresh = self._stored(message, view.scope, down)
                 if captured is None:
                     done.out.append(message)  # stored on a later call
-                    unstored, said = unstored + 1, said + (not fresh)
+                    unstored.append(message.tool_call_id)
+                    said += not fresh
                     continue
                 if captured.passthrough or captured.ref_id is None:
                     done.out.append(message)
@@ -125,7 +127,8 @@ class StoreRefs:
             done.stored[message.tool_call_id] = ref
             done.out.append(compact_message(message, compact_text, ref))
         if down:
-            view = _unstored(view, down[0], unstored, again, said)
+            view = _unstored(view, down[0], len(unstored), again, said)
+            view = view.override(unstored=tuple(unstored))
         done.seen.extend(view.history[read:], view.history_stamp)
         # what is passed on is what was passed on last with the new messages' forms appended
         stamp = done.out_stamp = Stamp.after(done.out_stamp, len(done.out))

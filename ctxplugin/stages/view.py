@@ -111,6 +111,8 @@ class CallView:
         refs_created: refs stored for the first time by this call (refs).
         refs_used: refs the view shows, each once in the order first shown (refs, fit).
         stored: the ref of each tool output shown as a summary, by tool-call id (refs).
+        unstored: the tool-call ids of the outputs the CAS could not store in this call, which
+            pass through whole with no ref (refs).
         stored_texts: the text behind each ref the view shows of a user message cut to fit the
             budget (fit).
         facts: the facts lines chosen for the view (facts, shown).
@@ -153,6 +155,7 @@ class CallView:
     room: Room | None = None
     refs_created: tuple[str, ...] = ()
     stored: Mapping[str, str] = field(default_factory=dict)
+    unstored: tuple[str, ...] = ()
     stored_texts: Mapping[str, str] = field(default_factory=dict)
     refs_used: tuple[str, ...] = ()
     facts: tuple[FactLine, ...] = ()
