@@ -17,13 +17,14 @@ from langchain_core.messages import (
 )
 
 from ctxplugin._lru import PerMessage
-from ctxplugin._names import EXPAND_REF_NAME, own_call_id
+from ctxplugin._names import EXPAND_REF_NAME, UNREAD_LEAD, own_call_id
 from ctxplugin._untrusted import (
     MAX_JSON_DEPTH,
     content_problem,
     name_form,
     nesting_exceeds,
     not_a_message,
+    ref_as_written,
     unwritable_int,
 )
 from ctxplugin.errors import InvalidInputError
@@ -382,18 +383,16 @@ def argument_values(value: Any) -> Iterator[Any]:
 
 
 def expanded_refs(messages: Sequence[BaseMessage], tool_name: str = EXPAND_REF_NAME) -> list[str]:
-    """Refs the model expanded since its previous call: the ``ref_id`` arguments of
-    ``expand_ref`` calls in the AI message whose results end the conversation, each once (a ref
-    read in two pages is one ref expanded)."""
+    """Refs the model expanded since its previous call: the refs (:func:`ref_as_written`) of
+    the ``expand_ref`` calls in the AI message whose results end the conversation, each once (a
+    ref read in two pages is one ref expanded); not a call answered that nothing was read."""
     index = len(messages) - 1
     while index >= 0 and isinstance(messages[index], ToolMessage):
         index -= 1
-    if index < 0 or index == len(messages) - 1 or not isinstance(messages[index], AIMessage):
+    message = messages[index] if index >= 0 else None
+    if index == len(messages) - 1 or not isinstance(message, AIMessage):
         return []
-    message = messages[index]
-    assert isinstance(message, AIMessage)
-    return list(dict.fromkeys(
-        str(call["args"].get("ref_id"))
-        for call in message.tool_calls
-        if call["name"] == tool_name and call["args"].get("ref_id")
-    ))
+    read = {m.tool_call_id for m in messages[index + 1 :] if isinstance(m, ToolMessage) and m.status != "error"
+            and not (isinstance(m.content, str) and m.content.startswith(UNREAD_LEAD))}  # the tool read the ref
+    calls = [c for c in message.tool_calls if c["name"] == tool_name and c["args"].get("ref_id") and c["id"] in read]
+    return list(dict.fromkeys(ref_as_written(str(c["args"]["ref_id"])) for c in calls))

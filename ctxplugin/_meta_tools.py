@@ -20,6 +20,7 @@ from pydantic import BaseModel, Field, field_validator
 from ctxplugin._events import emit
 from ctxplugin._names import EXPAND_EVENT, EXPAND_REF_NAME, META_TOOL_MARK
 from ctxplugin._run_scope import resolve as resolve_scope
+from ctxplugin._untrusted import ref_as_written
 from ctxplugin.cas import CASStore, expand
 from ctxplugin.cas.expand import read_for_model
 from ctxplugin.scope import Scope, scope_resolver
@@ -100,7 +101,7 @@ def make_expand_ref_tool(engine: ContextEngine, scope: ScopeResolver | Scope | N
             regex=regex,
         )
         if read:  # an answer saying why the ref could not be read is no expand, as engine.expand_ref's error is none
-            _expanded(ref_id, call_scope)
+            _expanded(ref_as_written(ref_id), call_scope)  # the ref read, not the text around it
         return content
 
     # the schema sent is made now, with the tool (pydantic takes a millisecond): a host makes the

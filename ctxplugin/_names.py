@@ -9,6 +9,8 @@ from collections.abc import Callable
 
 EXPAND_REF_NAME = "expand_ref"
 """The meta-tool that reads a stored tool output back by its ref."""
+UNREAD_LEAD = f"{EXPAND_REF_NAME}: "
+"""How its answer begins when it read nothing (an unknown or malformed ref, a store failure)."""
 
 LOAD_TOOLS_NAME = "load_tools"
 """The meta-tool that loads the schemas of tools listed in the tool directory."""
@@ -77,6 +79,7 @@ __all__ = [
     "NOTES_LOOKUP_NAME",
     "REPORT_EVENT",
     "RESERVED_TOOL_NAMES",
+    "UNREAD_LEAD",
     "is_meta_tool",
     "own_call_id",
 ]

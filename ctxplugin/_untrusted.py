@@ -312,6 +312,20 @@ _NAME_FORM = re.compile(r"\w[\w.:@+=/-]{0,127}")
 _LINE_BREAKS = str.maketrans({"\u2028": "\\u2028", "\u2029": "\\u2029", "\x85": "\\u0085"})
 
 
+_REF_IN_TEXT = re.compile(rf"(?<![\w:-]){REF_TEXT}(?![0-9a-f])")
+_REF_WHOLE = re.compile(rf"^{REF_TEXT}$")
+
+
+def ref_as_written(ref_id: str) -> str:
+    """The ref a model meant when it wrote one inside other text (`` `ref:bash:…` ``, a trailing
+    full stop, spaces, "see ref:…"): the one ref it holds, else ``ref_id`` as given."""
+    if isinstance(ref_id, str) and not _REF_WHOLE.match(ref_id):
+        found = set(_REF_IN_TEXT.findall(ref_id))
+        if len(found) == 1:
+            return str(found.pop())
+    return ref_id
+
+
 def ref_form(value: object) -> str | None:
     """``value`` when it is a ref as the CAS writes it (``ref:<kind>:<16 hex digits>``), else
     None: what a message's metadata or a fact's provenance calls a ref is shown only so."""
@@ -350,6 +364,6 @@ def storable_text(text: str) -> str:
 
 __all__ = [
     "MAX_INT_DIGITS", "MAX_JSON_DEPTH", "REF_TEXT", "InexactJSON", "content_problem", "id_form", "inexact_json", "json_depth_exceeds", "json_text",
-    "load_json", "name_form", "nesting_exceeds", "not_a_message", "one_line", "parse_once", "ref_form", "storable_text", "unwritable_int",
+    "load_json", "name_form", "nesting_exceeds", "not_a_message", "one_line", "parse_once", "ref_as_written", "ref_form", "storable_text", "unwritable_int",
     "valid_unicode",
 ]

@@ -7,14 +7,12 @@ import json
 import re
 from typing import Any
 
-from ctxplugin._untrusted import REF_TEXT, load_json
+from ctxplugin._untrusted import load_json
 from ctxplugin.cas._budget import clip
 from ctxplugin.errors import InvalidInputError
 
 REF_RE = re.compile(r"^ref:([a-z0-9][a-z0-9_-]{0,39}):([0-9a-f]{16})$")
 """A ref id: ``ref:<kind>:<first 16 hex digits of the canonical sha256>``."""
-
-_REF_IN_TEXT = re.compile(rf"(?<![\w:-]){REF_TEXT}(?![0-9a-f])")
 
 _SLUG_DROP = re.compile(r"[^a-z0-9_-]+")
 
@@ -92,16 +90,6 @@ def make_ref(kind: str, digest: str) -> str:
     ref = f"ref:{kind}:{digest[:16]}"
     check_ref(ref)
     return ref
-
-
-def ref_as_written(ref_id: str) -> str:
-    """The ref a model meant when it wrote one inside other text (`` `ref:bash:…` ``, a trailing
-    full stop, spaces, "see ref:…"): the one ref it holds, else ``ref_id`` as given."""
-    if isinstance(ref_id, str) and not REF_RE.match(ref_id):
-        found = set(_REF_IN_TEXT.findall(ref_id))
-        if len(found) == 1:
-            return str(found.pop())
-    return ref_id
 
 
 def check_ref(ref_id: object) -> str:

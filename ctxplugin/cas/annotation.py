@@ -23,8 +23,9 @@ from langchain_core.messages import BaseMessage, ToolMessage
 
 from ctxplugin._lru import Memo, PerMessage, TextKey, text_key
 from ctxplugin._messages import META_KEY, annotation
+from ctxplugin._untrusted import ref_as_written
 from ctxplugin.cas._blocks import is_text_block
-from ctxplugin.cas._canon import REF_RE, content_hash, parse_json, raw_hash, ref_as_written
+from ctxplugin.cas._canon import REF_RE, content_hash, parse_json, raw_hash
 from ctxplugin.tokens import content_text
 
 REPLACED: dict[str, Any] = {"replaced": True}

@@ -11,10 +11,10 @@ from typing import Any, Literal
 from ctxplugin._block_text import is_media_block
 from ctxplugin._graphemes import ceil_boundary, head
 from ctxplugin._text_shapes import without_escapes
-from ctxplugin._untrusted import inexact_json
+from ctxplugin._untrusted import inexact_json, ref_as_written
 from ctxplugin.cas._blocks import blocks_for_model, blocks_text, images_note, stored_blocks
 from ctxplugin.cas._budget import cut_around, echoed, window
-from ctxplugin.cas._canon import parse_json, ref_as_written
+from ctxplugin.cas._canon import parse_json
 from ctxplugin.cas._json_path import parse_path, select
 from ctxplugin.cas._parsed import ParsedMemo
 from ctxplugin.cas._patterns import Matcher, check_options
