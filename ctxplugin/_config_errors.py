@@ -15,9 +15,11 @@ import re
 import types
 import typing
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, SecretStr, ValidationError
+
+from ctxplugin.errors import ConfigError
 
 PREFIX = "CTXPLUGIN_"
 DELIMITER = "__"
@@ -246,3 +248,36 @@ def describe(
         lines.append(f"{subject}: {allowed}")
     head = "invalid ctxplugin setting" if len(lines) == 1 else f"{len(lines)} invalid ctxplugin settings"
     return f"{head}: " + "; ".join(lines)
+
+
+class Translated:
+    """Mixed in before pydantic's base: ``model_validate``, ``model_validate_json`` and
+    ``model_validate_strings`` raise the :class:`ConfigError` the constructor raises (its
+    message, pydantic's ``ValidationError`` as its cause), not a ``ValidationError``. A model
+    holding a config as a field validates it as pydantic validates any field."""
+
+    if not TYPE_CHECKING:  # type checkers keep pydantic's signatures
+
+        @classmethod
+        def model_validate(cls, *args, **kwargs):
+            return _translated(cls, super().model_validate, args, kwargs)
+
+        @classmethod
+        def model_validate_json(cls, *args, **kwargs):
+            return _translated(cls, super().model_validate_json, args, kwargs)
+
+        @classmethod
+        def model_validate_strings(cls, *args, **kwargs):
+            return _translated(cls, super().model_validate_strings, args, kwargs)
+
+
+def _translated(cls: Any, validate: Any, args: Any, kwargs: Any) -> Any:
+    try:
+        return validate(*args, **kwargs)
+    except ValidationError as exc:
+        errors = exc.errors()
+        own = errors[0].get("ctx", {}).get("error") if len(errors) == 1 and not errors[0]["loc"] else None
+        if isinstance(own, ConfigError) and own.__cause__ is not None:
+            # the constructor's, which pydantic calls to validate and wraps: raised as it is
+            raise own from own.__cause__
+        raise ConfigError(describe(exc, root=cls, prefix=getattr(cls, "_path", ()))) from exc

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pydantic_settings import BaseSettings, SettingsConfigDict
 from pydantic_settings.exceptions import SettingsError
 
-from ctxplugin._config_errors import describe, settings_error, unknown_variables
+from ctxplugin._config_errors import Translated, describe, settings_error, unknown_variables
 from ctxplugin._modes import WHOLE_PRESET as WHOLE_PRESET
 from ctxplugin._modes import WHOLE_SHARES as WHOLE_SHARES
 from ctxplugin._modes import WHOLE_TOTAL as WHOLE_TOTAL
@@ -31,7 +31,7 @@ SECTION_SHARES: dict[Section, float] = {"header": 0.2, "history": 1 / 3, "facts"
 """What a section not set gets, as a share of the total: 600, 1,000, 800 and 600 of 3,000."""
 
 
-class _Section(BaseModel):
+class _Section(Translated, BaseModel):
     """A section of :class:`ContextConfig`; built on its own, a bad value raises
     :class:`ConfigError` naming the setting's full path (``budget.total``)."""
 
@@ -295,7 +295,7 @@ class StoresConfig(BaseModel):
     )
 
 
-class ContextConfig(BaseSettings):
+class ContextConfig(Translated, BaseSettings):
     """Everything ctxplugin can be told; every field has a working default.
 
     ``mode`` chooses the defaults of the fields not set: ``"whole"`` (the default) sends a
