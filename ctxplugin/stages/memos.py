@@ -63,11 +63,11 @@ class CaptureMemo:
         self.owners = MarkOwners(size)  # the tool calls each ref was stored for
         self.revocations = Revocations(store, size, revoked=self._revoked, owners=self.owners)
 
-    def captured(self, message: ToolMessage, scope: Scope) -> Captured:
-        """``message``'s output stored and compacted (once per scope, call id and content;
-        ``created`` only the first time). Raises StoreError: the CAS failed (the summary is kept
-        for the next try)."""
-        key = _capture_key(message, scope)
+    def captured(self, message: ToolMessage, scope: Scope, key: tuple[str, str, int, int] | None = None) -> Captured:
+        """``message``'s output stored and compacted (once per scope, call id and content, its
+        :func:`capture_key` when given; ``created`` only the first time). Raises StoreError: the
+        CAS failed (the summary is kept for the next try)."""
+        key = key or capture_key(message, scope)
         with self._lock:
             hit = self._memo.get(key)
             made = self._unstored.get(key)
@@ -97,16 +97,16 @@ class CaptureMemo:
     def known(self, message: ToolMessage, scope: Scope) -> Captured | None:
         """``message``'s output as :meth:`captured` stored it before, or None: asks no store."""
         with self._lock:
-            return self._memo.get(_capture_key(message, scope))
+            return self._memo.get(capture_key(message, scope))
 
-    def unstored(self, message: ToolMessage, scope: Scope) -> bool:
-        """Whether ``message``'s output passed through unstored before (the CAS failed)."""
+    def unstored(self, message: ToolMessage, scope: Scope, key: tuple[str, str, int, int] | None = None) -> bool:
+        """Whether ``message``'s output (its :func:`capture_key`) passed through unstored before."""
         with self._lock:
-            return _capture_key(message, scope) in self._unstored
+            return (key or capture_key(message, scope)) in self._unstored
 
     def put_off(self, message: ToolMessage, scope: Scope) -> bool:
         """Count ``message``'s output :meth:`unstored`, the CAS not asked; whether it was not before."""
-        key = _capture_key(message, scope)
+        key = capture_key(message, scope)
         with self._lock:
             if key in self._unstored:
                 return False
@@ -147,9 +147,9 @@ UNREVOKED = (
 )
 
 
-def _capture_key(message: ToolMessage, scope: Scope) -> tuple[str, str, int, int]:
-    content = message.content
-    text = content if isinstance(content, str) else repr(content)
+def capture_key(message: ToolMessage, scope: Scope) -> tuple[str, str, int, int]:
+    """Where the capture memo keeps ``message``'s output: its scope, tool call and content."""
+    text = message.content if isinstance(message.content, str) else repr(message.content)
     return (scope.key(), message.tool_call_id, len(text), hash(text))
 
 
@@ -397,4 +397,4 @@ def summary_of_earlier(message: HumanMessage) -> bool:
     return message.additional_kwargs.get("lc_source") == "summarization"
 
 
-__all__ = ["MEMO_SIZE", "CaptureMemo", "ReadMemo", "cleared_from_request", "fact_source", "rewritten_summary", "summary_of_earlier"]
+__all__ = ["MEMO_SIZE", "CaptureMemo", "ReadMemo", "capture_key", "cleared_from_request", "fact_source", "rewritten_summary", "summary_of_earlier"]

@@ -29,7 +29,7 @@ from ctxplugin.cas import Captured, compact_message, shows_compact, without_lead
 from ctxplugin.cas.capture import shows_ref
 from ctxplugin.errors import StoreError, StoreUnavailableError
 from ctxplugin.scope import Scope
-from ctxplugin.stages.memos import STILL_STORED, UNREVOKED, CaptureMemo
+from ctxplugin.stages.memos import STILL_STORED, UNREVOKED, CaptureMemo, capture_key
 from ctxplugin.stages.view import SESSIONS_TRACKED, CallView
 from ctxplugin.tokens import content_text
 
@@ -158,9 +158,10 @@ class StoreRefs:
         if any(isinstance(error, StoreUnavailableError) for error in down):
             known = self.captures.known(message, scope)
             return known, known is None and self.captures.put_off(message, scope)
-        before = self.captures.unstored(message, scope)
+        key = capture_key(message, scope)  # a long output in blocks is written out once
+        before = self.captures.unstored(message, scope, key)
         try:
-            return self.captures.captured(message, scope), False
+            return self.captures.captured(message, scope, key), False
         except StoreError as exc:
             down.append(exc)
             return None, not before
