@@ -162,10 +162,11 @@ def _untooled(history: list[BaseMessage]) -> list[BaseMessage]:
 def _unpromised(
     before: Sequence[BaseMessage], history: list[BaseMessage], unstored: tuple[str, ...]
 ) -> list[BaseMessage]:
-    """``history`` (``before`` as the budget left it) whose notes standing for one of the
-    ``unstored`` outputs (the CAS could not store it) say nothing of ``expand_ref``: it reads no
-    such output. The history stage condensed an output ``before`` does not show, into a context
-    note; the budget dropped one ``history`` no longer shows, or a context note standing for one."""
+    """``history``, what the budget left of ``before``, with no word of ``expand_ref`` in the
+    notes that stand for one of the ``unstored`` outputs (the CAS could not store them, so no
+    ref reads them): the context notes when ``before`` no longer shows one (the history stage
+    condensed it), the note of the exchanges dropped when ``history`` no longer shows one or a
+    context note standing for one."""
     entered = {m.tool_call_id for m in before if isinstance(m, ToolMessage)}
     shown = {m.tool_call_id for m in history if isinstance(m, ToolMessage)}
     condensed = not entered.issuperset(unstored)
