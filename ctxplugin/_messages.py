@@ -17,7 +17,7 @@ from langchain_core.messages import (
 )
 
 from ctxplugin._lru import PerMessage
-from ctxplugin._names import EXPAND_REF_NAME, UNREAD_LEAD, own_call_id
+from ctxplugin._names import EXPAND_REF_NAME, own_call_id, read_nothing
 from ctxplugin._untrusted import (
     MAX_JSON_DEPTH,
     content_problem,
@@ -392,7 +392,7 @@ def expanded_refs(messages: Sequence[BaseMessage], tool_name: str = EXPAND_REF_N
     message = messages[index] if index >= 0 else None
     if index == len(messages) - 1 or not isinstance(message, AIMessage):
         return []
-    read = {m.tool_call_id for m in messages[index + 1 :] if isinstance(m, ToolMessage) and m.status != "error"
-            and not (isinstance(m.content, str) and m.content.startswith(UNREAD_LEAD))}  # the tool read the ref
+    read = {m.tool_call_id for m in messages[index + 1 :]
+            if isinstance(m, ToolMessage) and m.status != "error" and not read_nothing(m.content, m.artifact)}
     calls = [c for c in message.tool_calls if c["name"] == tool_name and c["args"].get("ref_id") and c["id"] in read]
     return list(dict.fromkeys(ref_as_written(str(c["args"]["ref_id"])) for c in calls))

@@ -18,7 +18,7 @@ from langchain_core.tools import BaseTool, StructuredTool
 from pydantic import BaseModel, Field, field_validator
 
 from ctxplugin._events import emit
-from ctxplugin._names import EXPAND_EVENT, EXPAND_REF_NAME, META_TOOL_MARK
+from ctxplugin._names import EXPAND_EVENT, EXPAND_REF_NAME, META_TOOL_MARK, READ_KEY
 from ctxplugin._run_scope import resolve as resolve_scope
 from ctxplugin._untrusted import ref_as_written
 from ctxplugin.cas import CASStore, expand
@@ -84,7 +84,7 @@ def make_expand_ref_tool(engine: ContextEngine, scope: ScopeResolver | Scope | N
         pattern: str = "",
         regex: bool = False,
         config: RunnableConfig = None,  # type: ignore[assignment]  # injected by LangChain
-    ) -> str | list[Any]:
+    ) -> tuple[str | list[Any], dict[str, bool]]:
         call_scope = resolve(config)
         # a list is content blocks (an output with images): LangChain makes it the tool
         # message's content as is, so the model sees the images
@@ -102,14 +102,15 @@ def make_expand_ref_tool(engine: ContextEngine, scope: ScopeResolver | Scope | N
         )
         if read:  # an answer saying why the ref could not be read is no expand, as engine.expand_ref's error is none
             _expanded(ref_as_written(ref_id), call_scope)  # the ref read, not the text around it
-        return content
+        # the content goes to the model; the artifact, kept by the host, says whether it is a read
+        return content, {READ_KEY: read}
 
     # the schema sent is made now, with the tool (pydantic takes a millisecond): a host makes the
     # tool before its first model call, which would otherwise pay for it
     _made_schema(ExpandRefArgs)
     return _ExpandRefTool.from_function(
         expand_ref, name=EXPAND_REF_NAME, description=EXPAND_REF_DESCRIPTION, args_schema=ExpandRefArgs,
-        metadata={META_TOOL_MARK: True},
+        metadata={META_TOOL_MARK: True}, response_format="content_and_artifact",
     )
 
 

@@ -11,6 +11,19 @@ EXPAND_REF_NAME = "expand_ref"
 """The meta-tool that reads a stored tool output back by its ref."""
 UNREAD_LEAD = f"{EXPAND_REF_NAME}: "
 """How its answer begins when it read nothing (an unknown or malformed ref, a store failure)."""
+READ_KEY = "ctxplugin_read"
+"""The key of its tool message's artifact that says whether it read the ref (``True``/``False``)."""
+
+
+def read_nothing(content: object, artifact: object) -> bool:
+    """Whether an ``expand_ref`` answer (its tool message's ``content`` and ``artifact``) read
+    nothing: as the artifact says, which the tool sets (an output read may begin as an answer
+    that read nothing does); else, a host that kept no artifact, whether it begins so."""
+    said = artifact.get(READ_KEY) if isinstance(artifact, dict) else None
+    if isinstance(said, bool):
+        return not said
+    return isinstance(content, str) and content.startswith(UNREAD_LEAD)
+
 
 LOAD_TOOLS_NAME = "load_tools"
 """The meta-tool that loads the schemas of tools listed in the tool directory."""
@@ -77,9 +90,11 @@ __all__ = [
     "META_TOOL_MARK",
     "META_TOOL_NAMES",
     "NOTES_LOOKUP_NAME",
+    "READ_KEY",
     "REPORT_EVENT",
     "RESERVED_TOOL_NAMES",
     "UNREAD_LEAD",
     "is_meta_tool",
     "own_call_id",
+    "read_nothing",
 ]

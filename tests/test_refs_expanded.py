@@ -35,14 +35,16 @@ class Events(BaseCallbackHandler):
         self.seen.append((name, data))
 
 
-def answered(engine: ContextEngine, calls: dict[str, str], handler: Events) -> list[BaseMessage]:
+def answered(
+    engine: ContextEngine, calls: dict[str, str], handler: Events, limit: int = 2
+) -> list[BaseMessage]:
     """The model's turn calling ``expand_ref`` once per ``calls`` (call id -> ref as written),
     and the tool's answers."""
     tool = make_expand_ref_tool(engine, SCOPE)
     turn = AIMessage(
         content="",
         tool_calls=[
-            {"name": "expand_ref", "args": {"ref_id": ref, "limit": 2}, "id": call}
+            {"name": "expand_ref", "args": {"ref_id": ref, "limit": limit}, "id": call}
             for call, ref in calls.items()
         ],
     )
@@ -51,7 +53,7 @@ def answered(engine: ContextEngine, calls: dict[str, str], handler: Events) -> l
             {
                 "type": "tool_call",
                 "name": "expand_ref",
-                "args": {"ref_id": ref, "limit": 2},
+                "args": {"ref_id": ref, "limit": limit},
                 "id": call,
             },
             {"callbacks": [handler]},
@@ -94,3 +96,45 @@ def test_a_ref_the_model_wrote_inside_other_text_counts_as_the_ref_read() -> Non
     report = engine.prepare(messages, scope=SCOPE).report
     assert report.refs_expanded == [ref]
     assert [data["ref_id"] for name, data in handler.seen if name == "ctxplugin.expand"] == [ref]
+
+
+def test_a_read_output_that_begins_as_an_unread_answer_counts_as_read() -> None:
+    """The tool's answer is the output itself, whatever its first words: an output that begins
+    ``expand_ref: `` (a log of the agent's own calls) is a ref read."""
+    engine = memory_engine()
+    lines = "\n".join(
+        f"expand_ref: call {i} read ref:bash:{i:016x} in {i * 3} ms" for i in range(80)
+    )
+    messages: list[BaseMessage] = [
+        HumanMessage(content="Show the tool log"),
+        AIMessage(content="", tool_calls=[{"name": "read_log", "args": {}, "id": "c1"}]),
+        ToolMessage(content=lines, tool_call_id="c1", name="read_log"),
+    ]
+    ref = engine.prepare(messages, scope=SCOPE).report.refs_used[0]
+    handler = Events()
+    messages += answered(engine, {"c2": ref}, handler, limit=0)
+    assert messages[-1].content == lines, "the output, read whole"
+    assert [data["ref_id"] for name, data in handler.seen if name == "ctxplugin.expand"] == [ref]
+    assert engine.prepare(messages, scope=SCOPE).report.refs_expanded == [ref]
+
+
+def test_an_answer_kept_without_its_artifact_is_judged_by_its_first_words() -> None:
+    """A host that keeps only the text of the answers (a transcript replayed, a store of its
+    own): an answer that begins ``expand_ref: `` read nothing."""
+    engine = memory_engine()
+    ref = engine.prepare(conversation("W"), scope=SCOPE).report.refs_used[0]
+    turn = AIMessage(
+        content="",
+        tool_calls=[
+            {"name": "expand_ref", "args": {"ref_id": ref}, "id": "c2"},
+            {"name": "expand_ref", "args": {"ref_id": ref + "0"}, "id": "c3"},
+        ],
+    )
+    answers = [
+        ToolMessage(content="[...the output...]", tool_call_id="c2", name="expand_ref"),
+        ToolMessage(
+            content="expand_ref: no such ref visible here", tool_call_id="c3", name="expand_ref"
+        ),
+    ]
+    report = engine.prepare([*conversation("W"), turn, *answers], scope=SCOPE).report
+    assert report.refs_expanded == [ref]
