@@ -7,7 +7,6 @@ what is left (dropping the oldest exchanges, shrinking tool results, as
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import ClassVar
 
@@ -20,8 +19,9 @@ from ctxplugin.budget import Parts, enforce, section_tokens, total_tokens
 from ctxplugin.config import FactsConfig
 from ctxplugin.errors import StoreError
 from ctxplugin.facts.render import TOOL_GROUP
-from ctxplugin.history import without_expand_hint, without_tool_values
+from ctxplugin.history import without_tool_values
 from ctxplugin.stages._unbound import unoffered, unoffered_note, unshrunk
+from ctxplugin.stages._unstored_notes import unpromised_dropped
 from ctxplugin.stages.memos import CaptureMemo
 from ctxplugin.stages.view import CallView, Fitted, reads_nothing
 from ctxplugin.tokens import TokenCounter, content_text
@@ -98,7 +98,7 @@ class FitBudget:
         )
         parts = outcome.parts
         if view.unstored:
-            parts = replace(parts, history=_unpromised(view.history, parts.history, view.unstored))
+            parts = replace(parts, history=unpromised_dropped(view.history, parts.history, view.unstored))
         if any(line.from_tool for line in parts.facts) and not (
             lookups and lookup_fits(parts.history)
         ):
@@ -156,32 +156,6 @@ def _untooled(history: list[BaseMessage]) -> list[BaseMessage]:
         bare = without_tool_values(text) if is_note(message) and isinstance(message.content, str) else text
         if bare is not None:
             out.append(message if bare == text else message.model_copy(update={"content": bare}))
-    return out
-
-
-def _unpromised(
-    before: Sequence[BaseMessage], history: list[BaseMessage], unstored: tuple[str, ...]
-) -> list[BaseMessage]:
-    """``history``, what the budget left of ``before``, with no word of ``expand_ref`` in the
-    notes that stand for one of the ``unstored`` outputs (the CAS could not store them, so no
-    ref reads them): the context notes when ``before`` no longer shows one (the history stage
-    condensed it), the note of the exchanges dropped when ``history`` no longer shows one or a
-    context note standing for one."""
-    entered = {m.tool_call_id for m in before if isinstance(m, ToolMessage)}
-    shown = {m.tool_call_id for m in history if isinstance(m, ToolMessage)}
-    condensed = not entered.issuperset(unstored)
-    kept = {id(m) for m in history}
-    dropped = any(u in entered and u not in shown for u in unstored) or (
-        condensed and any(is_condensed(m) and id(m) not in kept for m in before)
-    )
-    if not (condensed or dropped):
-        return history
-    out: list[BaseMessage] = []
-    for message in history:
-        hinted = condensed if is_condensed(message) else dropped and is_note(message)
-        text = message.content
-        bare = without_expand_hint(text) if hinted and isinstance(text, str) else text
-        out.append(message if bare == text else message.model_copy(update={"content": bare}))
     return out
 
 

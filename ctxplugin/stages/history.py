@@ -16,6 +16,7 @@ from langchain_core.messages import BaseMessage
 from ctxplugin.config import HistoryConfig
 from ctxplugin.errors import InvalidInputError
 from ctxplugin.history import BackgroundSummarizer, HistoryBudget, compress_history
+from ctxplugin.stages._unstored_notes import unpromised_notes
 from ctxplugin.stages.view import CallView
 from ctxplugin.tokens import TokenCounter
 
@@ -57,6 +58,8 @@ class CompressHistory:
             stamp=view.history_stamp,
         )
         body = compressed.messages
+        if view.unstored:  # the CAS is down: a note for an output it could not store offers no ref
+            body = unpromised_notes(view.history, body, view.unstored)
         anchor: BaseMessage | None = None
         if compressed.verbatim_from is not None and compressed.verbatim_from < len(body):
             anchor = body[compressed.verbatim_from]

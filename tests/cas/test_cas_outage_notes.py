@@ -105,3 +105,39 @@ def test_a_note_standing_only_for_stored_outputs_keeps_its_line_on_expand_ref(
     dropped = [t for t in texts if t.startswith("[earlier exchanges are not shown")]
     assert condensed and all("(expand_ref reads their stored outputs):" in t for t in condensed[:1])
     assert dropped and not [t for t in dropped if "expand_ref" in t]
+
+
+def test_a_note_for_stored_outputs_says_the_same_while_later_outputs_go_unstored(
+    tmp_path: Path,
+) -> None:
+    """The CAS goes down after twelve outputs are stored: the first context note, standing for
+    exchanges whose outputs are stored, keeps its line on ``expand_ref`` and its very text while
+    the exchanges holding outputs left unstored are condensed into notes of their own (a note
+    that changes breaks the provider's cache of everything after it)."""
+    config = ContextConfig(
+        mode="compact", budget={"total": 8000}, stores={"timeout": 0.2, "retry_after": 0.01}
+    )
+    with ContextEngine.embedded(tmp_path / "stores", config) as engine:
+        put = engine.cas.put
+        down = {"now": False}
+
+        def maybe_down(*args: Any, **kwargs: Any) -> bool:
+            if down["now"]:
+                raise StoreUnavailableError("SQLite CAS put failed: database is locked")
+            return put(*args, **kwargs)
+
+        engine.cas.put = maybe_down  # type: ignore[method-assign]
+        messages = conversation(17)
+        firsts: list[str] = []
+        for call, end in enumerate(range(4, len(messages) + 1, 3)):
+            down["now"] = call >= 12
+            prepared = engine.prepare(messages[:end], scope=SCOPE)
+            texts = [content_text(m.content) for m in prepared.messages]
+            condensed = [t for t in texts if t.startswith("[context note: ")]
+            if down["now"]:
+                assert condensed
+                firsts.append(condensed[0])
+                assert not [t for t in condensed[1:] if "expand_ref" in t]
+    assert len(firsts) == 5 and len(set(firsts)) == 1, "the first note is the same on every call"
+    assert "(expand_ref reads their stored outputs):" in firsts[0]
+    assert "/var/log/w12.log" not in firsts[0], "it stands for stored outputs alone"
