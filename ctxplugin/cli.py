@@ -363,10 +363,11 @@ def expand(
     offset: Annotated[int, typer.Option(help="first JSON array item or line (of the matches, with --pattern)")] = 0,
     limit: Annotated[int | None, typer.Option(help="how many items or lines (0: all)")] = None,
 ) -> None:
-    """Print the stored original of a ref from an embedded store, or the part selected by
-    --fields, --pattern and --offset/--limit (the options of the model's expand_ref tool).
-    Items of a JSON array are the units of --offset/--limit; otherwise lines, and a JSON object
-    on one line is paged by the lines of its indented form."""
+    """Print a ref's stored output from an embedded store, whole or the part the options select.
+
+    --fields, --pattern and --offset/--limit are the options of the model's expand_ref tool. Items of
+    a JSON array are the units of --offset/--limit; otherwise lines, and a JSON object on one line
+    is paged by the lines of its indented form."""
     from ctxplugin.cas._expand_note import expand_noting
     from ctxplugin.cas.sqlite import SQLiteCASStore
     from ctxplugin.scope import Scope

@@ -36,3 +36,11 @@ def test_chart_help_names_the_extra_it_needs() -> None:
 @pytest.mark.parametrize("command", ["replay", "inspect"])
 def test_tools_help_names_both_formats_the_file_may_hold(command: str) -> None:
     assert re.search(r"OpenAI or Anthropic", help_text(command))
+
+
+def test_the_command_list_gives_each_command_one_line() -> None:
+    result = CliRunner().invoke(app, ["--help"], env={"COLUMNS": "400", "NO_COLOR": "1"})
+    assert result.exit_code == 0, result.output
+    panel = result.stdout.split("Commands")[1]
+    rows = [line.strip("│ ") for line in panel.splitlines()[1:] if line.startswith("│")]
+    assert [row.split()[0] for row in rows] == ["replay", "inspect", "expand"]
