@@ -45,7 +45,7 @@ ToolsOption = Annotated[
 ConfigOption = Annotated[
     Path | None, typer.Option("--config", help="ContextConfig as a JSON or TOML file")
 ]
-BudgetOption = Annotated[float | None, typer.Option(show_default=False)]
+BudgetOption = Annotated[float | None, typer.Option(show_default=False, help="that section's budget (tokens, or a share as --budget-total); unset: scaled with the total")]
 
 
 class _Printable:

@@ -44,3 +44,9 @@ def test_the_command_list_gives_each_command_one_line() -> None:
     panel = result.stdout.split("Commands")[1]
     rows = [line.strip("│ ") for line in panel.splitlines()[1:] if line.startswith("│")]
     assert [row.split()[0] for row in rows] == ["replay", "inspect", "expand"]
+
+
+@pytest.mark.parametrize("command", ["replay", "inspect", "expand"])
+def test_every_option_says_what_it_does(command: str) -> None:
+    found = typer.main.get_command(app).commands[command]  # type: ignore[attr-defined]
+    assert [param.name for param in found.params if not getattr(param, "help", None)] == []
