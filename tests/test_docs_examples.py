@@ -265,3 +265,14 @@ def test_tools_block_builds_an_agent_with_pinned_tools(in_tmp: list[ContextEngin
     out = done["agent"].invoke({"messages": [HumanMessage("Flights?")]}, {"configurable": {"thread_id": "t"}})
     assert out["messages"][-1].content == "HAT000 at $90 is the cheapest."
     assert done["engine"].config.tools.pinned == ["think"]
+
+
+def test_facts_storage_names_the_collection_a_default_engine_makes(in_tmp: list[ContextEngine]) -> None:
+    text = (DOCS / "facts.md").read_text(encoding="utf-8")
+    storage = text[text.index("\n## Storage\n") :]
+    shown = re.findall(r"`(ctxplugin_facts_\w+)`", storage.split("\n\n", 3)[2])
+    engine = ContextEngine.embedded(path=".ctxplugin")
+    in_tmp.append(engine)
+    engine.facts.write("Budget is 900 EUR", key="budget", scope=Scope(session_id="docs"))
+    made = engine.facts.store.collection_name(None)  # type: ignore[attr-defined]
+    assert shown[0] == made
