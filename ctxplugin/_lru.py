@@ -103,6 +103,11 @@ class PerMessage(Generic[V]):
     first when the map is full (a lookup is on the path of every message of every call, so it
     takes no lock and does not reorder; a message still in use whose entry went is computed
     once more). Thread-safe.
+
+    Every map of the process shares one entry per message, holding each map's value: a
+    conversation's messages are memoised by a dozen maps, and one weak reference and one dict
+    per message, rather than a weak reference per map, leave the garbage collector fewer
+    long-lived objects to go through.
     """
 
     def __init__(self, size: int) -> None:
@@ -111,7 +116,6 @@ class PerMessage(Generic[V]):
         self._size = size
         self._entries: OrderedDict[int, _Entry] = OrderedDict()
         self._lock = threading.Lock()
-        self._gone = self._forget  # one callback for every entry
         self._dead: list[_Entry] = []  # entries of collected messages, dropped on the next put
 
     def get(self, message: Any) -> V | None:
@@ -129,59 +133,112 @@ class PerMessage(Generic[V]):
             or (entry.length >= 0 and len(content) != entry.length)
         ):
             return None
-        return entry.value  # type: ignore[no-any-return]
+        return entry.values.get(self)
 
     def put(self, message: Any, value: V) -> None:
         """Remember ``value`` for ``message`` as it is now."""
         key = id(message)
-        try:
-            entry = _Entry(message, self._gone)
-        except TypeError:  # an object that cannot be weakly referenced is not memoised
+        entry = _shared(message, key, self, value)
+        if entry is None:  # an object that cannot be weakly referenced is not memoised
             return
-        fields = message.__dict__
-        content = fields["content"]
-        entry.key = key
-        entry.content = content
-        entry.length = -1 if isinstance(content, str) else len(content)
-        entry.tool_calls = fields.get("tool_calls")
-        entry.extra = fields.get("additional_kwargs")
-        entry.message_id = fields.get("id")
-        entry.value = value
         with self._lock:
             entries = self._entries
             while self._dead:
                 dead = self._dead.pop()
                 if entries.get(dead.key) is dead:
                     del entries[dead.key]
-            entries.pop(key, None)
+            old = entries.pop(key, None)
+            if old is not None and old is not entry:
+                _release(old, self)
             entries[key] = entry
             while len(entries) > self._size:
-                entries.popitem(last=False)
-
-    def _forget(self, entry: _Entry) -> None:
-        """A memoised message was collected: its entry goes on the next put. (This runs inside
-        the garbage collector, maybe while this thread holds the lock: it only appends.)"""
-        self._dead.append(entry)
+                _release(entries.popitem(last=False)[1], self)
 
     def __len__(self) -> int:
         return len(self._entries)
 
 
 class _Entry(weakref.ref):  # type: ignore[type-arg]
-    """One :class:`PerMessage` entry: a weak reference to the message that also holds its key,
-    its value and what the value was computed from (one object per entry).
+    """The entry of one message shared by every :class:`PerMessage`: a weak reference to the
+    message that also holds its key, what the values were computed from and each map's value
+    (``values``, by map).
 
     The content, tool calls, extra fields and id are held, not only their ids, so that an id
     of a collected object reused by a new one cannot pass for the old."""
 
-    __slots__ = ("content", "extra", "key", "length", "message_id", "tool_calls", "value")
+    __slots__ = ("content", "extra", "key", "length", "message_id", "tool_calls", "values")
     key: int
     content: Any
     length: int
     tool_calls: Any
     extra: Any
     message_id: Any
-    value: Any
+    values: dict[PerMessage[Any], Any]
+
+
+_SHARED: dict[int, _Entry] = {}
+"""The entry of each message some map holds a value for, by the message's id."""
+_SHARED_LOCK = threading.Lock()
+_GONE: list[_Entry] = []
+"""Entries of collected messages, dropped from :data:`_SHARED` on the next put."""
+
+
+def _shared(message: Any, key: int, owner: PerMessage[Any], value: Any) -> _Entry | None:
+    """The entry of ``message`` as it is now (a new one when it holds other fields than its
+    entry was made from) with ``owner``'s ``value`` put in it, or None when the message cannot
+    be weakly referenced."""
+    fields = message.__dict__
+    content = fields["content"]
+    tool_calls = fields.get("tool_calls")
+    extra = fields.get("additional_kwargs")
+    message_id = fields.get("id")
+    length = -1 if isinstance(content, str) else len(content)
+    with _SHARED_LOCK:
+        while _GONE:
+            dead = _GONE.pop()
+            if _SHARED.get(dead.key) is dead:
+                del _SHARED[dead.key]
+        entry = _SHARED.get(key)
+        if (
+            entry is not None
+            and entry() is message
+            and entry.content is content
+            and entry.tool_calls is tool_calls
+            and entry.extra is extra
+            and entry.message_id is message_id
+            and entry.length == length
+        ):
+            entry.values[owner] = value
+            return entry
+        try:
+            entry = _Entry(message, _gone)
+        except TypeError:
+            return None
+        entry.key = key
+        entry.content = content
+        entry.length = length
+        entry.tool_calls = tool_calls
+        entry.extra = extra
+        entry.message_id = message_id
+        entry.values = {owner: value}
+        _SHARED[key] = entry  # maps holding the one it replaces find it stale
+        return entry
+
+
+def _release(entry: _Entry, owner: PerMessage[Any]) -> None:
+    """``owner`` no longer holds a value in ``entry``; an entry no map holds a value in goes."""
+    with _SHARED_LOCK:
+        entry.values.pop(owner, None)
+        if not entry.values and _SHARED.get(entry.key) is entry:
+            del _SHARED[entry.key]
+
+
+def _gone(entry: _Entry) -> None:
+    """A memoised message was collected: its entry goes from every map on the map's next put.
+    (This runs inside the garbage collector, maybe while a lock is held: it only appends.)"""
+    _GONE.append(entry)
+    for owner in list(entry.values):
+        owner._dead.append(entry)
 
 
 __all__ = ["LRU", "THREAD_TEXTS", "PerMessage", "TextKey", "text_key"]

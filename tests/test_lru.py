@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import weakref
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
@@ -103,3 +104,46 @@ def test_a_memo_makes_a_value_once_keeps_its_size_and_makes_outside_its_lock() -
     assert made == ["a", "b", "c", "a"]
     # a make that asks the memo for another key does not wait on the memo's own lock
     assert memo.get_or_make("outer", lambda: memo.get_or_make("inner", lambda: "i") + "o") == "io"
+
+
+def test_a_message_memoised_by_several_maps_is_held_by_one_weak_reference() -> None:
+    # one entry per message whatever the number of maps: fewer long-lived objects for the collector
+    tokens: PerMessage[int] = PerMessage(4)
+    words: PerMessage[str] = PerMessage(4)
+    message = HumanMessage("the report is in the shared folder")
+    tokens.put(message, 7)
+    words.put(message, "report folder")
+    assert weakref.getweakrefcount(message) == 1
+    assert (tokens.get(message), words.get(message)) == (7, "report folder")
+
+
+def test_maps_sharing_a_message_keep_their_own_values_bounds_and_fields() -> None:
+    first: PerMessage[str] = PerMessage(1)
+    second: PerMessage[str] = PerMessage(4)
+    message = AIMessage("old text")
+    first.put(message, "first")
+    second.put(message, "second")
+    first.put(HumanMessage("another"), "pushes the first out")
+    assert (first.get(message), second.get(message)) == (None, "second")
+    old = message.content
+    message.content = "new text"
+    second.put(message, "second, new")
+    assert (first.get(message), second.get(message)) == (None, "second, new")
+    first.put(message, "first, new")
+    message.content = old  # the value made for the old content stands again only where it is still held
+    assert (first.get(message), second.get(message)) == (None, None)
+
+
+def test_a_collected_message_leaves_every_map_that_held_it() -> None:
+    first: PerMessage[int] = PerMessage(8)
+    second: PerMessage[int] = PerMessage(8)
+    gone = HumanMessage("soon collected")
+    first.put(gone, 1)
+    second.put(gone, 2)
+    del gone
+    gc.collect()
+    kept = HumanMessage("still here")
+    first.put(kept, 3)
+    second.put(kept, 4)
+    assert (len(first), len(second)) == (1, 1)
+    assert (first.get(kept), second.get(kept)) == (3, 4)
