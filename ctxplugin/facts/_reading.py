@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import itertools
 import threading
-from collections.abc import Iterable, Sequence
-from collections.abc import Set as AbstractSet
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from langchain_core.messages import BaseMessage, ToolMessage
@@ -289,7 +288,7 @@ class _Provisional:
 
 
 def _provisional_kind(
-    message: BaseMessage, refs: AbstractSet[str], words: frozenset[str], provisional: list[_Provisional]
+    message: BaseMessage, refs: Collection[str], words: frozenset[str], provisional: list[_Provisional]
 ) -> str | None:
     """``hypothetical`` or ``draft`` when ``message`` is marked so, is the source of such a
     fact, or (without ids to go by) states every content word of one; else None."""
@@ -320,15 +319,15 @@ class _Candidates:
             if change.distinctive:
                 self._by_word.setdefault(min(change.distinctive), []).append(position)
 
-    def of(self, words: frozenset[str], refs: AbstractSet[str]) -> list[Change]:
+    def of(self, words: frozenset[str], refs: Collection[str]) -> list[Change]:
         """A superset of the changes :func:`_states` holds for, in their order."""
         return [self._changes[position] for position in self.positions(words, refs)]
 
-    def any_of(self, words: frozenset[str], refs: AbstractSet[str]) -> bool:
+    def any_of(self, words: frozenset[str], refs: Collection[str]) -> bool:
         """Whether :meth:`of` finds any change."""
         return not (self._by_ref.keys().isdisjoint(refs) and self._by_word.keys().isdisjoint(words))
 
-    def positions(self, words: frozenset[str], refs: AbstractSet[str]) -> list[int]:
+    def positions(self, words: frozenset[str], refs: Collection[str]) -> list[int]:
         """The positions of the changes :meth:`of` gives, in order."""
         found: set[int] = set()
         for ref in refs:
@@ -370,7 +369,7 @@ def replaced_by(fact: Fact, rules: InForce) -> Change | None:
     return None
 
 
-def _states(change: Change, words: frozenset[str], refs: AbstractSet[str]) -> bool:
+def _states(change: Change, words: frozenset[str], refs: Collection[str]) -> bool:
     if change.new.source.ref is not None and change.new.source.ref in refs:
         return False
     if change.old.source.ref is not None and change.old.source.ref in refs:
@@ -382,15 +381,17 @@ def _states(change: Change, words: frozenset[str], refs: AbstractSet[str]) -> bo
     return len(change.anchors & words) >= change.need
 
 
-_TERMS: PerMessage[tuple[frozenset[str], frozenset[str]]] = PerMessage(4096)
+_TERMS: PerMessage[tuple[frozenset[str], tuple[str, ...]]] = PerMessage(4096)
 
 
-def _terms(message: BaseMessage) -> tuple[frozenset[str], frozenset[str]]:
+def _terms(message: BaseMessage) -> tuple[frozenset[str], tuple[str, ...]]:
     """``message``'s words and refs, found once per message: a change in force asks them of
-    every message that may state it, again on each change (a long chat holds thousands)."""
+    every message that may state it, again on each change (a long chat holds thousands). The
+    refs (one to three) are a tuple: a tuple of strings is no object the garbage collector
+    goes through, a set is, for as long as the message is memoised."""
     found = _TERMS.get(message)
     if found is None:
-        found = word_set(content_text(message.content)), frozenset(source_refs(message))
+        found = word_set(content_text(message.content)), tuple(dict.fromkeys(source_refs(message)))
         _TERMS.put(message, found)
     return found
 

@@ -42,7 +42,7 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage, HumanMessage, ToolMessage
 
-from ctxplugin._lru import Memo, TextKey, text_key
+from ctxplugin._lru import Memo, text_key
 from ctxplugin._messages import annotation
 from ctxplugin._text_shapes import detect_text_shape
 from ctxplugin._untrusted import load_json
@@ -143,10 +143,9 @@ _URL = re.compile(r"https?://[^\s<>\"'`)\]]+", re.IGNORECASE)
 _MAX_SENTENCES = 40
 _SENTENCE_CHARS = 4000
 """Characters of one sentence the rules read: a longer one (a pasted blob) is read from its start."""
-_TOOL_TEXT = 4000
-"""Characters of a plain-text tool output the prose rules read."""
-_READ: Memo[tuple[type, TextKey, str], tuple[FactDraft, ...]] = Memo(8192)
-"""The drafts of each sentence read lately, by the extractor's class (a subclass may read a sentence its own way), its text and voice."""
+_TOOL_TEXT = 4000  # characters of a plain-text tool output the prose rules read
+_READ: Memo[tuple[object, ...], tuple[FactDraft, ...]] = Memo(8192)
+"""The drafts of each sentence read lately, by its text and voice, and the extractor's class if a subclass (which may read its own way): a key of strings and numbers alone is no object the garbage collector keeps going through."""
 
 
 class RuleExtractor:
@@ -183,7 +182,8 @@ class RuleExtractor:
                 break  # a 60-line listing is not read to its end for facts that would be dropped
             # a sentence is read once per voice: a task template or a tool's banner comes back
             # word for word in every task and output that holds it
-            for read_draft in _READ.get_or_make((type(self), text_key(sentence), voice), partial(self._read, sentence, voice)):
+            key = (*text_key(sentence), voice, *(() if type(self) is RuleExtractor else (type(self),)))
+            for read_draft in _READ.get_or_make(key, partial(self._read, sentence, voice)):
                 # "Draft:", "Suppose ...": what the message goes on to say is said in their scope
                 draft = replace(read_draft, scope=opened) if opened and read_draft.scope == "global" else read_draft
                 if draft.text not in seen:

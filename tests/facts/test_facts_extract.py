@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 from langchain_core.runnables import RunnableLambda
 
 from ctxplugin import ContextConfig, InvalidInputError
+from ctxplugin._lru import text_key
 from ctxplugin.config import FactsConfig
 from ctxplugin.facts import (
     FactDraft,
@@ -22,6 +24,7 @@ from ctxplugin.facts import (
 )
 from ctxplugin.facts._text import sentences
 from ctxplugin.facts.model import FactQuery
+from ctxplugin.facts.rules import _READ
 from ctxplugin.scope import Scope
 from ctxplugin.testing import memory_engine
 
@@ -660,3 +663,12 @@ def test_a_tool_output_that_is_a_value_alone_states_no_fact(output: str) -> None
 def test_a_value_with_its_subject_from_a_tool_is_still_read() -> None:
     assert [d.key for d in RuleExtractor().from_tool("Total: 55.0", "calculate")] == ["total"]
     assert [d.text for d in RuleExtractor().from_tool("W1234", "create_order")] == ["W1234"], "an identifier alone is still one"
+
+
+def test_what_the_rules_read_of_a_sentence_is_kept_under_a_key_the_collector_leaves_alone() -> None:
+    # a key holding the extractor's class stays an object the garbage collector goes through
+    sentence = "The offsite moved to Porto in June."
+    RuleExtractor().from_text(sentence)
+    gc.collect()
+    (key,) = [k for k in list(_READ._entries) if hash(sentence) in k or text_key(sentence) in k]
+    assert not gc.is_tracked(key)

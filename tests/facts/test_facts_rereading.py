@@ -3,6 +3,8 @@ one before by the changes added: it gives what reading the message against all o
 
 from __future__ import annotations
 
+import gc
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -317,12 +319,12 @@ def test_a_message_given_new_content_or_a_new_ref_is_read_for_its_new_words_and_
     # words and refs are kept per message: an edited message must not keep those of its old text
     message = HumanMessage("The data team is on Project Alpha.", id="h0")
     words, refs = _reading._terms(message)
-    assert "alpha" in words and refs == {"h0"}
+    assert "alpha" in words and set(refs) == {"h0"}
     message.content = "The data team is on Project Beta."
     words, refs = _reading._terms(message)
     assert "beta" in words and "alpha" not in words
     message.additional_kwargs = {"ctxplugin": {"ref": "cas:answer"}}
-    assert _reading._terms(message)[1] == {"h0", "cas:answer"}
+    assert set(_reading._terms(message)[1]) == {"h0", "cas:answer"}
 
 
 def test_a_carried_marking_brings_each_read_up_from_its_own_previous_rules(mocker: MockerFixture) -> None:
@@ -351,3 +353,14 @@ def test_a_carried_marking_brings_each_read_up_from_its_own_previous_rules(mocke
     assert [m.content for m in carried.out] == [m.content for m in fresh.out]
     assert carried.count == fresh.count
     assert any(str(m.content).startswith("[outdated: data_team_project is now: The data team is on Project Delta") for m in carried.out)
+
+
+def test_the_refs_kept_for_a_message_are_strings_alone() -> None:
+    # kept for as long as the message is memoised: a tuple of strings is no object the garbage
+    # collector goes through again, a set is
+    message = ToolMessage("deploy finished", tool_call_id="call_7", id="msg_7")
+    words, refs = _reading._terms(message)
+    gc.collect()
+    assert sorted(refs) == ["call_7", "msg_7"]
+    assert "deploy" in words
+    assert not gc.is_tracked(refs)
