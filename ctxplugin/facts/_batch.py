@@ -332,7 +332,7 @@ def as_stored(store: FactStore, hits: list[ScoredFact], query: FactQuery) -> lis
     for hit in hits:
         fact = now.get(hit.fact.id)
         if fact is not None and matches(fact, query):
-            kept.append(hit if fact == hit.fact else dataclasses.replace(hit, fact=fact))
+            kept.append(hit if fact is hit.fact or fact == hit.fact else dataclasses.replace(hit, fact=fact))
     return kept
 
 

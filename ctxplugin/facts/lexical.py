@@ -217,15 +217,16 @@ class LexicalIndex:
         # per query term it holds (a pasted task asks hundreds of terms)
         lengthy: dict[str, float] = {}
         saturation = _K1 + 1.0
+        broad = max(64, _BROAD * docs)
+        scored = scores.get
+        norm = lengthy.get
         for weight, posting in weighted:
-            broad = len(posting) > max(64, _BROAD * docs)
-            targets = [d for d in scores if d in posting] if broad and scores else posting
-            for doc_id in targets:
-                tf = posting[doc_id]
-                length = lengthy.get(doc_id)
+            counts = [(d, posting[d]) for d in scores if d in posting] if len(posting) > broad and scores else posting.items()
+            for doc_id, tf in counts:
+                length = norm(doc_id)
                 if length is None:
                     length = lengthy[doc_id] = _K1 * (1.0 - _B + _B * lengths[doc_id] / average)
-                scores[doc_id] = scores.get(doc_id, 0.0) + weight * tf * saturation / (tf + length)
+                scores[doc_id] = scored(doc_id, 0.0) + weight * tf * saturation / (tf + length)
         return scores
 
 

@@ -24,6 +24,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from collections.abc import Set as AbstractSet
 from datetime import datetime
+from operator import itemgetter
 
 from ctxplugin._lru import Memo, TextKey, text_key
 from ctxplugin.config import FactsStrategy
@@ -145,7 +146,8 @@ def rank(
     Candidates holding more of the identifiers ``exact`` come before those holding fewer.
     Candidates below ``min_relevance`` are dropped; superseded facts never pass.
     """
-    scored: list[tuple[tuple[int, int], ScoredFact]] = []
+    # (hits, score, created_at) ranks; a ScoredFact is made only for the k returned
+    scored: list[tuple[tuple[int, int], float, datetime, Fact, float]] = []
     # the question's side of each overlap, counted once for all candidates
     exact_counts = Counter(exact)
     tag_counts = Counter(tags)
@@ -164,9 +166,13 @@ def rank(
             score *= REVIEW_PENALTY
         # a fact about the identifier (its key names it) before one that only mentions it
         hits = (_counted(_held(fact.text), exact, exact_counts) if exact else 0, _key_hits(fact, exact))
-        scored.append((hits, ScoredFact(fact=fact, score=score, relevance=relevance)))
-    scored.sort(key=lambda pair: (pair[0], pair[1].score, pair[1].fact.created_at), reverse=True)
-    return [s for _, s in scored[:k]]
+        scored.append((hits, score, fact.created_at, fact, relevance))
+    scored.sort(key=_RANKED, reverse=True)
+    return [ScoredFact(fact=fact, score=score, relevance=relevance) for _, score, _, fact, relevance in scored[:k]]
+
+
+_RANKED = itemgetter(0, 1, 2)
+"""A candidate's place: its identifier hits, its score, then the newer first."""
 
 
 def _tag_overlap(fact_tags: Sequence[str], wanted: Sequence[str], counts: Counter[str]) -> float:

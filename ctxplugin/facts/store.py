@@ -7,8 +7,10 @@ suite (``ctxplugin.testing.facts_contract``).
 
 from __future__ import annotations
 
+import heapq
 import threading
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from operator import itemgetter
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from langchain_core.embeddings import Embeddings
@@ -259,9 +261,8 @@ class MemoryFactStore:
         facts = self._pool(query)
         with self._lock:
             scores = self._vectors.cosines([f.id for f in facts], vector)
-        scored = list(zip(facts, scores, strict=True))
-        scored.sort(key=lambda item: item[1], reverse=True)
-        return scored[:n]
+        # the first n of a stable sort, best first, without sorting the rest
+        return heapq.nlargest(n, zip(facts, scores, strict=True), key=itemgetter(1))
 
     def search_lexical(self, text: str, query: FactQuery, *, n: int) -> list[tuple[Fact, float]]:
         """Up to ``n`` facts matching ``query`` sharing rarer terms with ``text``, best BM25 first
