@@ -207,25 +207,27 @@ _WORDS = ["jira-4821", "w482913", "db-prod-07", "src/app.py", "ticket", "denver"
                        st.sampled_from([None, "db-prod-07", "ticket_x9"]), st.floats(0, 1)), min_size=1, max_size=8),
     st.lists(st.sampled_from(_WORDS), max_size=12),
     st.lists(st.sampled_from(_WORDS), max_size=12),
+    st.integers(1, 9),
 )
 def test_rank_counts_identifiers_and_tags_as_exact_hits_and_tag_overlap_define_them(
-    facts: list[tuple[list[str], list[str], str | None, float]], exact: list[str], tags: list[str]
+    facts: list[tuple[list[str], list[str], str | None, float]], exact: list[str], tags: list[str], k: int
 ) -> None:
     """Whichever side of an overlap is read (the question's identifiers and tags, or the fact's
-    words and tags, repeats included), the ranking is the one of the definitions."""
+    words and tags, repeats included), the ranking is the one of the definitions; the first
+    ``k`` are those of the whole ranking, equal ones in the order given."""
     now = dt.datetime(2025, 1, 2, tzinfo=dt.UTC)
     candidates = [
         (Fact(text=" ".join(["Note", *words]), owner=S, tags=tuple(fact_tags), key=key, created_at=now - dt.timedelta(hours=i)), score)
         for i, (words, fact_tags, key, score) in enumerate(facts)
     ]
-    got = rank(candidates, now=now, strategy="balanced", half_life_hours=24, tags=tags, exact=exact, k=len(candidates))
+    got = rank(candidates, now=now, strategy="balanced", half_life_hours=24, tags=tags, exact=exact, k=k)
 
     def expected(fact: Fact, similarity: float) -> tuple[tuple[int, int], float, dt.datetime]:
         score = 0.65 * similarity + 0.25 * prior(fact, now, "balanced", 24) + 0.10 * tag_overlap(fact.tags, tags)
         return (exact_hits(fact, exact), ranking_module._key_hits(fact, exact)), score, fact.created_at
 
     want = sorted(candidates, key=lambda pair: expected(*pair), reverse=True)
-    assert [(s.fact.id, s.score) for s in got] == [(f.id, expected(f, sim)[1]) for f, sim in want]
+    assert [(s.fact.id, s.score, s.relevance) for s in got] == [(f.id, expected(f, sim)[1], min(1.0, max(0.0, sim))) for f, sim in want[:k]]
 
 
 def test_the_words_of_a_fact_text_are_kept_for_a_bounded_number_of_texts(monkeypatch: pytest.MonkeyPatch) -> None:
