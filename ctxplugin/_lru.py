@@ -196,6 +196,9 @@ def _shared(message: Any, key: int, owner: PerMessage[Any], value: Any) -> _Entr
     with _SHARED_LOCK:
         while _GONE:
             dead = _GONE.pop()
+            # its maps, told already, drop it on their next put: what it holds goes now
+            dead.values.clear()
+            dead.content = dead.tool_calls = dead.extra = dead.message_id = None
             if _SHARED.get(dead.key) is dead:
                 del _SHARED[dead.key]
         entry = _SHARED.get(key)
@@ -235,10 +238,11 @@ def _release(entry: _Entry, owner: PerMessage[Any]) -> None:
 
 def _gone(entry: _Entry) -> None:
     """A memoised message was collected: its entry goes from every map on the map's next put.
-    (This runs inside the garbage collector, maybe while a lock is held: it only appends.)"""
-    _GONE.append(entry)
+    (This runs inside the garbage collector, maybe while a lock is held: it only appends; the
+    maps are told before the entry is queued to be emptied.)"""
     for owner in list(entry.values):
         owner._dead.append(entry)
+    _GONE.append(entry)
 
 
 __all__ = ["LRU", "THREAD_TEXTS", "PerMessage", "TextKey", "text_key"]

@@ -147,3 +147,17 @@ def test_a_collected_message_leaves_every_map_that_held_it() -> None:
     second.put(kept, 4)
     assert (len(first), len(second)) == (1, 1)
     assert (first.get(kept), second.get(kept)) == (3, 4)
+
+
+def test_the_values_of_a_collected_message_are_let_go_even_by_a_map_not_used_since() -> None:
+    idle: PerMessage[AIMessage] = PerMessage(8)  # a compressed copy, say
+    busy: PerMessage[int] = PerMessage(8)
+    value = AIMessage("a value only the idle map holds")
+    held = weakref.ref(value)
+    gone = HumanMessage("soon collected")
+    idle.put(gone, value)
+    busy.put(gone, 1)
+    del gone, value
+    gc.collect()
+    busy.put(HumanMessage("a later message"), 2)
+    assert held() is None
