@@ -114,16 +114,21 @@ class PerMessage(Generic[V]):
         if size < 1:
             raise ValueError(f"PerMessage size must be at least 1, got {size}")
         self._size = size
-        self._entries: OrderedDict[int, _Entry] = OrderedDict()
+        # what the shared entries hold this map's values by: not the map itself, so that a map
+        # dropped (with its counter, say) is collected and its values go on the next put
+        self._slot = slot = _Slot()
+        self._entries = slot.entries
+        self._dead = slot.dead  # entries of collected messages, dropped on the next put
         self._lock = threading.Lock()
-        self._dead: list[_Entry] = []  # entries of collected messages, dropped on the next put
+        weakref.finalize(self, _DROPPED.append, slot).atexit = False
 
     def get(self, message: Any) -> V | None:
         """The value memoised for ``message`` as it is now, or ``None``."""
         entry = self._entries.get(id(message))  # one C call: safe beside a concurrent put
         if entry is None or entry() is not message:
             return None
-        fields = message.__dict__  # a pydantic model's field values (a missing attribute is slow to ask for)
+        # a pydantic model's field values (a missing attribute is slow to ask for)
+        fields = message.__dict__
         content = fields["content"]
         if (
             content is not entry.content
@@ -133,12 +138,12 @@ class PerMessage(Generic[V]):
             or (entry.length >= 0 and len(content) != entry.length)
         ):
             return None
-        return entry.values.get(self)
+        return entry.values.get(self._slot)
 
     def put(self, message: Any, value: V) -> None:
         """Remember ``value`` for ``message`` as it is now."""
         key = id(message)
-        entry = _shared(message, key, self, value)
+        entry = _shared(message, key, self._slot, value)
         if entry is None:  # an object that cannot be weakly referenced is not memoised
             return
         with self._lock:
@@ -149,10 +154,10 @@ class PerMessage(Generic[V]):
                     del entries[dead.key]
             old = entries.pop(key, None)
             if old is not None and old is not entry:
-                _release(old, self)
+                _release(old, self._slot)
             entries[key] = entry
             while len(entries) > self._size:
-                _release(entries.popitem(last=False)[1], self)
+                _release(entries.popitem(last=False)[1], self._slot)
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -173,7 +178,18 @@ class _Entry(weakref.ref):  # type: ignore[type-arg]
     tool_calls: Any
     extra: Any
     message_id: Any
-    values: dict[PerMessage[Any], Any]
+    values: dict[_Slot, Any]
+
+
+class _Slot:
+    """A :class:`PerMessage`'s key in the shared entries, with its entries and the entries of
+    its collected messages (what a collected message's callback tells it)."""
+
+    __slots__ = ("dead", "entries")
+
+    def __init__(self) -> None:
+        self.entries: OrderedDict[int, _Entry] = OrderedDict()
+        self.dead: list[_Entry] = []
 
 
 _SHARED: dict[int, _Entry] = {}
@@ -181,9 +197,12 @@ _SHARED: dict[int, _Entry] = {}
 _SHARED_LOCK = threading.Lock()
 _GONE: list[_Entry] = []
 """Entries of collected messages, dropped from :data:`_SHARED` on the next put."""
+_DROPPED: list[_Slot] = []
+"""Slots of collected maps, whose values go from the shared entries on the next put (a map may
+be collected inside the garbage collector while a lock is held: its finalizer only appends)."""
 
 
-def _shared(message: Any, key: int, owner: PerMessage[Any], value: Any) -> _Entry | None:
+def _shared(message: Any, key: int, owner: _Slot, value: Any) -> _Entry | None:
     """The entry of ``message`` as it is now (a new one when it holds other fields than its
     entry was made from) with ``owner``'s ``value`` put in it, or None when the message cannot
     be weakly referenced."""
@@ -201,6 +220,14 @@ def _shared(message: Any, key: int, owner: PerMessage[Any], value: Any) -> _Entr
             dead.content = dead.tool_calls = dead.extra = dead.message_id = None
             if _SHARED.get(dead.key) is dead:
                 del _SHARED[dead.key]
+        while _DROPPED:
+            slot = _DROPPED.pop()
+            for held in slot.entries.values():
+                held.values.pop(slot, None)
+                if not held.values and _SHARED.get(held.key) is held:
+                    del _SHARED[held.key]
+            slot.entries.clear()
+            slot.dead.clear()
         entry = _SHARED.get(key)
         if (
             entry is not None
@@ -228,7 +255,7 @@ def _shared(message: Any, key: int, owner: PerMessage[Any], value: Any) -> _Entr
         return entry
 
 
-def _release(entry: _Entry, owner: PerMessage[Any]) -> None:
+def _release(entry: _Entry, owner: _Slot) -> None:
     """``owner`` no longer holds a value in ``entry``; an entry no map holds a value in goes."""
     with _SHARED_LOCK:
         entry.values.pop(owner, None)
@@ -241,7 +268,7 @@ def _gone(entry: _Entry) -> None:
     (This runs inside the garbage collector, maybe while a lock is held: it only appends; the
     maps are told before the entry is queued to be emptied.)"""
     for owner in list(entry.values):
-        owner._dead.append(entry)
+        owner.dead.append(entry)
     _GONE.append(entry)
 
 

@@ -30,12 +30,19 @@ def test_an_equal_but_distinct_message_is_not_the_same_entry() -> None:
     [
         {"content": "new text"},
         {"additional_kwargs": {"ctxplugin": {"pinned": True}}},
-        {"tool_calls": [{"name": "bash", "args": {"command": "ls"}, "id": "c2", "type": "tool_call"}]},
+        {
+            "tool_calls": [
+                {"name": "bash", "args": {"command": "ls"}, "id": "c2", "type": "tool_call"}
+            ]
+        },
     ],
 )
 def test_a_message_given_new_fields_is_computed_again(change: dict[str, object]) -> None:
     memo: PerMessage[str] = PerMessage(4)
-    message = AIMessage("old text", tool_calls=[{"name": "bash", "args": {"command": "pwd"}, "id": "c1", "type": "tool_call"}])
+    message = AIMessage(
+        "old text",
+        tool_calls=[{"name": "bash", "args": {"command": "pwd"}, "id": "c1", "type": "tool_call"}],
+    )
     memo.put(message, "value")
     for field, value in change.items():
         setattr(message, field, value)
@@ -130,7 +137,8 @@ def test_maps_sharing_a_message_keep_their_own_values_bounds_and_fields() -> Non
     second.put(message, "second, new")
     assert (first.get(message), second.get(message)) == (None, "second, new")
     first.put(message, "first, new")
-    message.content = old  # the value made for the old content stands again only where it is still held
+    # the value made for the old content stands again only where it is still held
+    message.content = old
     assert (first.get(message), second.get(message)) == (None, None)
 
 
@@ -161,3 +169,21 @@ def test_the_values_of_a_collected_message_are_let_go_even_by_a_map_not_used_sin
     gc.collect()
     busy.put(HumanMessage("a later message"), 2)
     assert held() is None
+
+
+def test_a_map_that_is_dropped_lets_go_of_its_values_while_its_messages_live_on() -> None:
+    # a map made per counter goes with its counter: what it kept for a message still in use goes too
+    message = HumanMessage("a message the application keeps")
+    value = AIMessage("a value only the dropped map holds")
+    held = weakref.ref(value)
+    dropped: PerMessage[AIMessage] = PerMessage(8)
+    dropped_ref = weakref.ref(dropped)
+    kept: PerMessage[int] = PerMessage(8)
+    dropped.put(message, value)
+    kept.put(message, 1)
+    del dropped, value
+    gc.collect()
+    kept.put(HumanMessage("a later message"), 2)
+    assert dropped_ref() is None
+    assert held() is None
+    assert kept.get(message) == 1
