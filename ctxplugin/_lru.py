@@ -166,7 +166,7 @@ class PerMessage(Generic[V]):
 class _Entry(weakref.ref):  # type: ignore[type-arg]
     """The entry of one message shared by every :class:`PerMessage`: a weak reference to the
     message that also holds its key, what the values were computed from and each map's value
-    (``values``, by map).
+    (``values``, by each map's :class:`_Slot`).
 
     The content, tool calls, extra fields and id are held, not only their ids, so that an id
     of a collected object reused by a new one cannot pass for the old."""
