@@ -66,7 +66,11 @@ class MemoCounter:
         return value
 
 
-_MEMOS: dict[int, tuple[TokenCounter, MemoCounter]] = {}
+MEMO_COUNTERS = 32
+"""Counters whose :class:`MemoCounter` is kept (the least recently used goes first): engines
+built one after another with counters of their own do not each keep theirs for good."""
+
+_MEMOS: OrderedDict[int, tuple[TokenCounter, MemoCounter]] = OrderedDict()
 _MEMOS_LOCK = threading.Lock()
 
 
@@ -79,6 +83,9 @@ def memo_counter(counter: TokenCounter) -> MemoCounter:
         if entry is None or entry[0] is not counter:
             entry = (counter, MemoCounter(counter))
             _MEMOS[id(counter)] = entry
+            while len(_MEMOS) > MEMO_COUNTERS:
+                _MEMOS.popitem(last=False)
+        _MEMOS.move_to_end(id(counter))
         return entry[1]
 
 

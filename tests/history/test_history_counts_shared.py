@@ -104,3 +104,20 @@ def test_every_message_of_a_10000_message_thread_is_counted_once_over_several_pa
     calls = counter.calls
     assert [count_message(m, counter) for m in thread] == first  # a later stage's pass over the same thread
     assert counter.calls == calls, "a pass over the thread found counts of the previous pass gone"
+
+
+def test_counters_of_engines_built_one_after_another_are_not_all_kept() -> None:
+    import gc
+    import weakref
+
+    from ctxplugin.history import compressors
+
+    first = CallCounting()
+    memo_counter(first).count("a short text to remember")
+    gone = weakref.ref(first)
+    for _ in range(compressors.MEMO_COUNTERS + 1):
+        memo_counter(CallCounting()).count("a short text to remember")
+    del first
+    gc.collect()
+    assert gone() is None
+    assert len(compressors._MEMOS) <= compressors.MEMO_COUNTERS
