@@ -27,7 +27,7 @@ class Seen:
     conversation that grows is read only where it grew."""
 
     __slots__ = (
-        "asides", "asked", "calls", "exchanges", "latest", "marked_stamp", "marking", "new_sources", "original", "plain", "said", "shown", "source_spans",
+        "asides", "asked", "calls", "exchanges", "latest", "marked_stamp", "marking", "new_at", "new_sources", "original", "plain", "said", "shown", "source_spans",
         "sources", "spans",
     )
 
@@ -44,6 +44,7 @@ class Seen:
         self.plain: set[int] = set()  # the ids of those named as a first saying (held by ``sources``)
         self.source_spans = Exploring()  # over ``sources``
         self.new_sources: list[BaseMessage] = []  # the sources of the messages the last extend read
+        self.new_at: list[int] = []  # and where each stands in the conversation
         self.spans = Exploring()  # over the history
         self.asides = Asides()
         self.marking = Marking()
@@ -83,12 +84,13 @@ class Seen:
         self.shown.extend(shown[start:], shown_stamp)
         at = len(self.sources)
         found = _fact_sources(original, shown, start)
-        self.sources.extend(self._numbered(message) for message, _ in found)
+        self.sources.extend(self._numbered(message) for message, _, _ in found)
         self.source_spans.extend(self.sources)
         self.new_sources = [
             _marked(message, hypothetical=self.source_spans.spans.get(index) == "hypothetical", answering=answering)
-            for index, (message, (_, answering)) in enumerate(zip(self.sources[at:], found, strict=True), start=at)
+            for index, (message, (_, answering, _)) in enumerate(zip(self.sources[at:], found, strict=True), start=at)
         ]
+        self.new_at = [index for _, _, index in found]
         self.spans.extend(shown)
         self.calls.extend(original[start:])
         return self.asides.extend(shown)
@@ -150,15 +152,15 @@ def as_read(conversation: Sequence[BaseMessage]) -> list[BaseMessage]:
     return [seen._numbered(m) for m in conversation]
 
 
-def _fact_sources(raw: Sequence[BaseMessage], compacted: Sequence[BaseMessage], start: int) -> list[tuple[BaseMessage, bool]]:
+def _fact_sources(raw: Sequence[BaseMessage], compacted: Sequence[BaseMessage], start: int) -> list[tuple[BaseMessage, bool, int]]:
     """The messages facts are read from on a prepare, those from ``start`` on, each with whether
     it is a user message said right after the agent asked something (see
-    :func:`~ctxplugin.facts._turns.answers_agent`): each as it was received, so a tool output
+    :func:`~ctxplugin.facts._turns.answers_agent`) and its index in ``raw``: each as it was received, so a tool output
     is read whole rather than as its summary (whose ``L12:`` line labels and cut lines are not
     statements), with the ref it is stored under as provenance. An output that already carries a
     ref was read when it was stored, unless the facts store failed then (:func:`facts_unread`:
     then it is read here, when the conversation keeps it whole)."""
-    out: list[tuple[BaseMessage, bool]] = []
+    out: list[tuple[BaseMessage, bool, int]] = []
     for at, original, shown in zip(range(start, len(raw)), raw[start:], compacted[start:], strict=True):
         if not fact_source(original):
             continue
@@ -171,7 +173,7 @@ def _fact_sources(raw: Sequence[BaseMessage], compacted: Sequence[BaseMessage], 
             marks[AFTER] = raw[at - 1].id  # the order of the thread, for a process that did not read it
         if marks:
             original = original.model_copy(update={"additional_kwargs": {**original.additional_kwargs, META_KEY: {**note, **marks}}})
-        out.append((original, isinstance(original, HumanMessage) and answers_agent(raw, at)))
+        out.append((original, isinstance(original, HumanMessage) and answers_agent(raw, at), at))
     return out
 
 

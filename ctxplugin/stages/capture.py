@@ -27,6 +27,7 @@ from ctxplugin.errors import InvalidInputError, StoreError
 from ctxplugin.facts import FactsLedger
 from ctxplugin.report import CaptureReport
 from ctxplugin.scope import Scope
+from ctxplugin.stages._backlog import held_back
 from ctxplugin.stages._mark_owners import FOREIGN_MARK, unmarked
 from ctxplugin.stages._seen import as_read
 from ctxplugin.stages.memos import CaptureMemo, ReadMemo, fact_source
@@ -142,15 +143,21 @@ class Capture:
         source = tool_message if report.ref_id is None else tool_message.model_copy(
             update={"additional_kwargs": {**tool_message.additional_kwargs, META_KEY: note}}
         )
-        # outputs an earlier failure left unread go first: this one supersedes what they say
-        unread = self.reads.unread.kept(scope)
+        if held_back(self.reads.owed, scope, bool(self.reads.unread.kept(scope))):
+            # older messages are owed to the ledger: the facts stage reads this output after them,
+            # in conversation order, so that none of them supersedes what this one states (the
+            # report's facts_extracted stays 0; the next prepare's report counts what is owed)
+            _timed(report, "facts", start)
+            if report.ref_id is None:
+                return True  # the conversation holds it whole: read from there
+            self.reads.unread.keep(source, scope)
+            return False
         fresh: list[BaseMessage] = []
         try:
-            with self.reads.claim([*unread, source], scope) as fresh:
+            with self.reads.claim([source], scope) as fresh:
                 if fresh:
                     report.facts_extracted = len(self.ledger.ingest(fresh, scope=scope))
                     self.reads.read_outputs(fresh, scope)
-                    self.reads.unread.settled(unread, scope)
         except StoreError as exc:
             report.warnings.append(log_degraded(scope, f"facts store unavailable; extraction skipped: {exc}"))
             if report.ref_id is not None and any(m is source for m in fresh):

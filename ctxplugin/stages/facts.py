@@ -33,6 +33,7 @@ from ctxplugin.facts.render import current_once, fact_line, normalized, restates
 from ctxplugin.facts.stated import stated_keys
 from ctxplugin.history import tier_bounds
 from ctxplugin.scope import Scope
+from ctxplugin.stages._backlog import in_order, owed_warning
 from ctxplugin.stages._seen import Seen
 from ctxplugin.stages._shared_window import SharedWindow, current_ids, stands
 from ctxplugin.stages.memos import ReadMemo, rewritten_summary
@@ -122,10 +123,13 @@ class ChooseFacts:
                 except StoreError as exc:  # resuming: only a check that nothing was left
                     what = "facts of an abandoned branch stay current" if left or back else "facts of removed messages not checked"
                     view = view.degraded(f"facts store unavailable; {what}: {exc}")
-            # outputs captured while the store failed (their summaries are in the history) first
+            # outputs captured while their facts were not read (summaries in the history) in their place
             unread_outputs = self.reads.unread.kept(scope)
             self.ledger.polls.asked(seen.calls.answered, scope=scope)  # settled as the outputs are read
-            with self.reads.reading([*unread_outputs, *seen.new_sources], scope) as fresh:  # then waits for a concurrent reading
+            ordered = in_order(unread_outputs, seen.new_sources, seen.new_at, view.original)
+            with self.reads.reading(ordered, scope) as taken, self.reads.owed.turn(scope, taken, kept=bool(unread_outputs)) as part:
+                self.reads.forget(part.owed, scope)  # read by a later call (the next one reads the conversation afresh)
+                fresh, unread = part.fresh, bool(part.owed)
                 if fresh:
                     try:
                         # facts read from an output the host has since replaced go first: until
@@ -139,18 +143,22 @@ class ChooseFacts:
                                 self._window_lines.pop(key, None)
                             view = view.warn(_UNWITHDRAWN)
                     except StoreError as exc:
+                        self.reads.owed.failed(scope, part)
                         view = view.degraded(f"facts store unavailable; facts skipped for this call: {exc}")
                         return self._done(view, shown, (), extracted, marked, None)
                     try:
                         with self.reads.unless_done(fresh, scope):
                             extracted += len(self.ledger.ingest([m for m in fresh if not rewritten_summary(m)], scope=scope))
                             self.reads.read_outputs(fresh, scope)
-                            self.reads.unread.settled(unread_outputs, scope)
+                            self.reads.unread.settled([m for m in unread_outputs if all(m is not o for o in part.owed)], scope)
                     except StoreError as exc:
                         # read again on a later call, once the store takes writes again; what is
                         # stored already is still read below (a read takes no write lock)
+                        self.reads.owed.failed(scope, part)
                         view = view.degraded(f"facts store unavailable; new facts not recorded in this call: {exc}")
                         unread = True
+                if part.owed:
+                    view = view.warn(owed_warning(len(part.owed)))
             try:
                 # a tool called again with the same arguments: its output replaces the earlier one's
                 self.ledger.polls.answered(seen.calls.answered, scope=scope)

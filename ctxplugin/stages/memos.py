@@ -20,20 +20,14 @@ from ctxplugin._deadline import step_deadline, waiting
 from ctxplugin._lru import LRU
 from ctxplugin._messages import REPEAT, annotation
 from ctxplugin._names import META_TOOL_NAMES
-from ctxplugin.cas import (
-    Captured,
-    CASStore,
-    RefRevocation,
-    host_answer,
-    masked_refs,
-    store_text,
-)
+from ctxplugin.cas import Captured, CASStore, RefRevocation, host_answer, masked_refs, store_text
 from ctxplugin.cas.annotation import cleared_from_request
 from ctxplugin.cas.capture import Compacted, compacted, stored
 from ctxplugin.config import CASConfig
 from ctxplugin.errors import StoreError
 from ctxplugin.facts.model import output_digest
 from ctxplugin.scope import Scope
+from ctxplugin.stages._backlog import Owed
 from ctxplugin.stages._mark_owners import MarkOwners
 from ctxplugin.stages._unread import UnreadOutputs
 from ctxplugin.stages.view import log_degraded
@@ -235,6 +229,7 @@ class ReadMemo:
         self._outputs: LRU[str, str] = LRU(size)  # scope and tool call id -> digest of the output read
         self._reading: dict[_ReadKey, threading.Event] = {}  # read now by the call that claimed them; set when done
         self.unread = UnreadOutputs()  # outputs captured while the facts store failed
+        self.owed = Owed()  # scopes whose facts are owed messages: read a portion per call
 
     def first_read(self, message: BaseMessage, scope: Scope) -> bool:
         """Whether ``message`` is read for the first time (it counts as read from now on). The
