@@ -157,8 +157,8 @@ class ChooseFacts:
                         self.reads.owed.failed(scope, part)
                         view = view.degraded(f"facts store unavailable; new facts not recorded in this call: {exc}")
                         unread = True
-                if part.owed:
-                    view = view.warn(owed_warning(len(part.owed)))
+                if part.owed:  # with the portion this step failed to write
+                    view = view.warn(owed_warning(len(part.owed) + (len(fresh) if part.failed else 0)))
             try:
                 # a tool called again with the same arguments: its output replaces the earlier one's
                 self.ledger.polls.answered(seen.calls.answered, scope=scope)

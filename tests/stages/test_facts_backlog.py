@@ -276,3 +276,21 @@ def test_a_failure_that_leaves_store_time_does_not_shrink_the_portion() -> None:
         owed_.failed(S, part)
     with owed_.turn(S, messages, kept=False) as part:
         assert len(part.fresh) == OWED_PER_STEP
+
+
+def owed_count(warnings: Sequence[str]) -> int | None:
+    return next((int(w.split()[0]) for w in warnings if "owed to the facts ledger" in w), None)
+
+
+def test_a_step_whose_portion_fails_counts_that_portion_as_still_owed(
+    engine: ContextEngine, mocker: MockerFixture
+) -> None:
+    outage = Outage(engine, mocker)
+    messages = long_outage(engine, outage, steps=OWED_PER_STEP)
+    before = owed_count(engine.prepare(messages, scope=S).report.warnings)
+    assert before is not None
+    outage.down = True  # out again: the portion this step reads is not written
+    messages += [AIMessage("Hm.", id="z0"), HumanMessage("Anything?", id="z1")]
+    report = engine.prepare(messages, scope=S).report
+    assert any("facts store unavailable" in w for w in report.warnings)
+    assert owed_count(report.warnings) == before + 1  # nothing of it was written
