@@ -32,7 +32,10 @@ OWED_PER_STEP = 32
 for the next step (down to one message), and grows back as portions are written."""
 
 SCOPES_OWED = 4096
-"""Scopes whose owed count is kept: past it the one not read longest is read whole next time."""
+"""Scopes whose owed count is kept: past it the one not read longest is read whole next time
+(and an output captured for it before then is read at capture). As many scopes caught up since
+keep a portion that is still growing back, in a map of their own: they never push out one
+that owes messages."""
 
 
 @dataclass(slots=True)
@@ -58,13 +61,16 @@ class Owed:
 
     def __init__(self, size: int = SCOPES_OWED) -> None:
         self._lock = threading.Lock()
-        self._owed: LRU[str, tuple[int, int]] = LRU(size)  # scope key -> (owed, portion)
+        # scope key -> (owed, portion) of the scopes owing messages; of those owing none whose
+        # portion is still below the full one in ``_growing``
+        self._owed: LRU[str, tuple[int, int]] = LRU(size)
+        self._growing: LRU[str, tuple[int, int]] = LRU(size)
         self._reading: set[str] = set()
 
     def behind(self, scope: Scope) -> int:
         """How many messages ``scope``'s facts are owed (0: none; as the last step counted them)."""
         with self._lock:
-            found = self._owed.get(scope.key())
+            found = self._found(scope.key())
         return 0 if found is None else found[0]
 
     @contextmanager
@@ -78,7 +84,7 @@ class Owed:
         raised)."""
         key = scope.key()
         with self._lock:
-            found = self._owed.get(key)
+            found = self._found(key)
             behind = kept or (found is not None and found[0] > 0)
             mine = not behind or key not in self._reading
             if behind and mine:
@@ -110,17 +116,14 @@ class Owed:
         if not portion.mine:
             return  # the call reading the owed messages counts them
         with self._lock:
-            found = self._owed.get(scope.key())
+            found = self._found(scope.key())
             if found is None and not portion.owed:
                 return
             grown = min(
                 OWED_PER_STEP,
                 max(len(portion.fresh) * 2, found[1] if found is not None else OWED_PER_STEP),
             )
-            if portion.owed or grown < OWED_PER_STEP:
-                self._owed.put(scope.key(), (len(portion.owed), grown))
-            else:
-                self._owed.pop(scope.key(), None)
+            self._set(scope.key(), len(portion.owed), grown)
 
     def failed(self, scope: Scope, portion: Portion) -> None:
         """Writing ``portion``'s fresh messages failed: they are owed too. When the step's store
@@ -131,12 +134,26 @@ class Owed:
 
     def _record(self, scope: Scope, portion: Portion, *, halve: bool) -> None:
         with self._lock:
-            found = self._owed.get(scope.key())
+            found = self._found(scope.key())
             size = found[1] if found is not None else OWED_PER_STEP
             whole = portion.mine and portion.fresh and portion.owed  # the step read all it could
             if halve and whole:
                 size = max(1, len(portion.fresh) // 2)
-            self._owed.put(scope.key(), (max(1, len(portion.fresh) + len(portion.owed)), size))
+            self._set(scope.key(), max(1, len(portion.fresh) + len(portion.owed)), size)
+
+    def _found(self, key: str) -> tuple[int, int] | None:
+        """``key``'s owed count and portion (None: owes none, reads a full portion). Locked."""
+        found = self._owed.get(key)
+        return self._growing.get(key) if found is None else found
+
+    def _set(self, key: str, owed: int, portion: int) -> None:
+        """Record ``key``'s owed count and portion, in the map its count belongs in. Locked."""
+        self._owed.pop(key, None)
+        self._growing.pop(key, None)
+        if owed:
+            self._owed.put(key, (owed, portion))
+        elif portion < OWED_PER_STEP:
+            self._growing.put(key, (owed, portion))
 
 
 _SPENT_S = 0.05

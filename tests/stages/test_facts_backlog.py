@@ -294,3 +294,30 @@ def test_a_step_whose_portion_fails_counts_that_portion_as_still_owed(
     report = engine.prepare(messages, scope=S).report
     assert any("facts store unavailable" in w for w in report.warnings)
     assert owed_count(report.warnings) == before + 1  # nothing of it was written
+
+
+def test_sessions_caught_up_since_make_room_before_one_still_owed(
+    engine: ContextEngine, mocker: MockerFixture
+) -> None:
+    outage = Outage(engine, mocker)
+    owed_ = Owed(size=2)
+    mocker.patch.object(engine._capture.reads, "owed", owed_)
+    messages = long_outage(engine, outage, steps=OWED_PER_STEP)
+    assert owed(engine.prepare(messages, scope=S).report.warnings)
+    for n in range(3):  # sessions whose portion was halved, caught up since
+        other = Scope(session_id=f"other{n}", user_id="u1")
+        few: list[BaseMessage] = [HumanMessage(f"m{i}") for i in range(3)]
+        for _ in range(2):  # out, then too slow for a whole portion: halved
+            with owed_.turn(other, [*few, *few * 20], kept=False) as part, step_budget(0.0):
+                owed_.failed(other, part)
+        with owed_.turn(other, few, kept=False):
+            pass
+        assert owed_.behind(other) == 0
+    assert owed_.behind(S) > 0  # still owed: a capture waits behind the owed messages
+    compact = engine.capture_tool_result(reservation("new", "premium"), scope=S)
+    messages += [call("new"), compact, HumanMessage("Which cabin now?", id="hn")]
+    for step in range(5):
+        if not owed(engine.prepare(messages, scope=S).report.warnings):
+            break
+        messages += [HumanMessage(f"Still? ({step})", id=f"v{step}")]
+    assert cabin(engine) == "premium"
