@@ -11,7 +11,7 @@ Supersession follows the order facts are written in, so while a reader is behind
 is written before what is owed: the messages a step brings queue behind the owed ones, and an
 output captured meanwhile (``capture_tool_result``) is kept for the facts stage like one captured
 while the store was out (:func:`held_back`). One call of a scope reads the owed messages at a
-time; a concurrent call of it reads none.
+time; a concurrent call of it claims none.
 """
 
 from __future__ import annotations
@@ -55,6 +55,36 @@ class Portion:
     failed: bool = False
 
 
+@dataclass(slots=True)
+class Step:
+    """One call's turn at a scope's owed messages (:meth:`Owed.step`).
+
+    Attributes:
+        behind: the scope owes messages (or keeps outputs): a bounded portion is read.
+        mine: this call reads them (or the scope owes none); else another call does now.
+        size: the portion this call reads while behind.
+        owing: the messages owed as the last step counted them.
+        portion: what :meth:`take` gave.
+    """
+
+    behind: bool
+    mine: bool
+    size: int
+    owing: int
+    portion: Portion | None = None
+
+    def claims(self, messages: Sequence[BaseMessage]) -> Sequence[BaseMessage]:
+        """What of ``messages`` this call may claim: none while another call reads the owed ones."""
+        return messages if self.mine or not self.behind else []
+
+    def take(self, claimed: Sequence[BaseMessage]) -> Portion:
+        """What this call reads of ``claimed`` (in conversation order): all of them while not
+        behind; else the oldest portion, or none while another call reads the owed ones."""
+        cut = (self.size if self.mine else 0) if self.behind else len(claimed)
+        self.portion = Portion(list(claimed[:cut]), list(claimed[cut:]), self.mine)
+        return self.portion
+
+
 class Owed:
     """Per scope: how many messages the facts ledger is owed, how many the next step reads, and
     whether a call reads them now. Locked: one engine serves many threads."""
@@ -77,11 +107,17 @@ class Owed:
     def turn(
         self, scope: Scope, claimed: Sequence[BaseMessage], *, kept: bool
     ) -> Iterator[Portion]:
-        """What this step reads of ``claimed`` (the messages it claimed, in conversation order):
-        all of them while ``scope`` is not behind and keeps no output (``kept``); else the
-        oldest portion, or none while another call reads the owed ones. The portion counts as
-        written when the block ends, unless the caller says it :meth:`failed` (or the block
-        raised)."""
+        """:meth:`step`, with ``claimed`` taken at once (see :meth:`Step.take`)."""
+        with self.step(scope, kept=kept) as step:
+            yield step.take(claimed)
+
+    @contextmanager
+    def step(self, scope: Scope, *, kept: bool) -> Iterator[Step]:
+        """This step's turn at ``scope``'s owed messages, entered before it claims any (see
+        :meth:`Step.claims`): while ``scope`` is behind (or keeps an output, ``kept``), one call
+        at a time reads them, and a concurrent call claims none, so that no call writes a newer
+        message while another still holds older ones. The portion taken counts as written when
+        the block ends, unless the caller says it :meth:`failed` (or the block raised)."""
         key = scope.key()
         with self._lock:
             found = self._found(key)
@@ -89,23 +125,21 @@ class Owed:
             mine = not behind or key not in self._reading
             if behind and mine:
                 self._reading.add(key)
-        cut = (
-            (OWED_PER_STEP if found is None else found[1])
-            if behind and mine
-            else 0
-            if behind
-            else len(claimed)
+        step = Step(
+            behind=behind,
+            mine=mine,
+            size=OWED_PER_STEP if found is None else found[1],
+            owing=0 if found is None else found[0],
         )
-        portion = Portion(list(claimed[:cut]), list(claimed[cut:]), mine)
         try:
-            yield portion
+            yield step
         except BaseException:
-            if not portion.failed:
-                self._record(scope, portion, halve=False)
+            if step.portion is not None and not step.portion.failed:
+                self._record(scope, step.portion, halve=False)
             raise
         else:
-            if not portion.failed:
-                self.written(scope, portion)
+            if step.portion is not None and not step.portion.failed:
+                self.written(scope, step.portion)
         finally:
             if behind and mine:
                 with self._lock:
@@ -205,4 +239,4 @@ def held_back(owed: Owed, scope: Scope, kept: bool) -> bool:
     return kept or owed.behind(scope) > 0
 
 
-__all__ = ["OWED_PER_STEP", "Owed", "Portion", "held_back", "in_order", "owed_warning"]
+__all__ = ["OWED_PER_STEP", "Owed", "Portion", "Step", "held_back", "in_order", "owed_warning"]

@@ -127,9 +127,10 @@ class ChooseFacts:
             unread_outputs = self.reads.unread.kept(scope)
             self.ledger.polls.asked(seen.calls.answered, scope=scope)  # settled as the outputs are read
             ordered = in_order(unread_outputs, seen.new_sources, seen.new_at, view.original)
-            with self.reads.reading(ordered, scope) as taken, self.reads.owed.turn(scope, taken, kept=bool(unread_outputs)) as part:
-                self.reads.forget(part.owed, scope)  # read by a later call (the next one reads the conversation afresh)
-                fresh, unread = part.fresh, bool(part.owed)
+            with self.reads.owed.step(scope, kept=bool(unread_outputs)) as step, self.reads.reading(step.claims(ordered), scope) as taken:
+                part = step.take(taken)  # the rest is read by a later call (the next one reads the conversation afresh)
+                self.reads.forget(part.owed, scope)
+                fresh, unread = part.fresh, bool(part.owed) or not part.mine
                 if fresh:
                     try:
                         # facts read from an output the host has since replaced go first: until
@@ -157,8 +158,8 @@ class ChooseFacts:
                         self.reads.owed.failed(scope, part)
                         view = view.degraded(f"facts store unavailable; new facts not recorded in this call: {exc}")
                         unread = True
-                if part.owed:  # with the portion this step failed to write
-                    view = view.warn(owed_warning(len(part.owed) + (len(fresh) if part.failed else 0)))
+                if part.owed or not part.mine:  # with the portion this step failed to write
+                    view = view.warn(owed_warning(len(part.owed) + (len(fresh) if part.failed else 0) if part.mine else step.owing))
             try:
                 # a tool called again with the same arguments: its output replaces the earlier one's
                 self.ledger.polls.answered(seen.calls.answered, scope=scope)

@@ -9,7 +9,9 @@ makes them raise."""
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -320,4 +322,44 @@ def test_sessions_caught_up_since_make_room_before_one_still_owed(
         if not owed(engine.prepare(messages, scope=S).report.warnings):
             break
         messages += [HumanMessage(f"Still? ({step})", id=f"v{step}")]
+    assert cabin(engine) == "premium"
+
+
+def test_a_concurrent_call_bringing_a_newer_value_does_not_read_it_before_the_owed_ones(
+    engine: ContextEngine, mocker: MockerFixture
+) -> None:
+    outage = Outage(engine, mocker)
+    messages = long_outage(engine, outage, steps=OWED_PER_STEP)
+    reads = engine._capture.reads
+    real = reads.reading
+    claimed = threading.Event()  # the first call claimed what it reads, and has not read it yet
+    done = threading.Event()  # the second call read what it claimed
+
+    @contextmanager
+    def gated(messages: Sequence[BaseMessage], scope: Scope) -> Iterator[list[BaseMessage]]:
+        with real(messages, scope) as taken:
+            if threading.current_thread().name == "first":
+                claimed.set()
+                done.wait(10)
+                yield taken
+            else:
+                try:
+                    yield taken
+                finally:
+                    done.set()
+
+    mocker.patch.object(reads, "reading", gated)
+    newer = [*messages, call("new"), reservation("new", "premium"), HumanMessage("Cabin?", id="hn")]
+    first = threading.Thread(
+        target=engine.prepare, args=(messages,), kwargs={"scope": S}, name="first"
+    )
+    first.start()
+    assert claimed.wait(10)
+    engine.prepare(newer, scope=S)  # the same session at once, one message further
+    first.join(20)
+    mocker.stopall()
+    for step in range(6):
+        if not owed(engine.prepare(newer, scope=S).report.warnings):
+            break
+        newer += [HumanMessage(f"Still? ({step})", id=f"v{step}")]
     assert cabin(engine) == "premium"
