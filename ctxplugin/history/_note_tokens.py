@@ -22,9 +22,11 @@ from __future__ import annotations
 import threading
 import weakref
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from ctxplugin.tokens import EXACT_COUNT_CHARS, TiktokenCounter, TokenCounter, remember_count
+
+_T = TypeVar("_T")
 
 _PARTED = frozenset({
     r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s""",
@@ -74,8 +76,8 @@ def _part_count(counter: TokenCounter) -> Callable[[str], int]:
 
 
 def per_counter(
-    maps: weakref.WeakKeyDictionary[Any, dict[str, int]], lock: threading.Lock, counter: Any, size: int
-) -> dict[str, int] | None:
+    maps: weakref.WeakKeyDictionary[Any, dict[str, _T]], lock: threading.Lock, counter: Any, size: int
+) -> dict[str, _T] | None:
     """``counter``'s map in ``maps`` (made on first use), emptied once it holds more than
     ``size`` entries; None for a counter that cannot be weakly referenced."""
     try:

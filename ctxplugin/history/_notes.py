@@ -159,18 +159,25 @@ def _visible_of(text: str) -> tuple[frozenset[str], dict[str, bool]]:
     return runs, found
 
 
-_COSTS: weakref.WeakKeyDictionary[Any, dict[str, int]] = weakref.WeakKeyDictionary()
+_Record = tuple[str, frozenset[str], bool, int]  # a value's longest run, runs, spacing, tokens on a line
+_COSTS: weakref.WeakKeyDictionary[Any, dict[str, _Record]] = weakref.WeakKeyDictionary()
 _COSTS_LOCK = threading.Lock()
 _COSTS_SIZE = 32_768
 
 
-def _costs_of(counter: TokenCounter) -> dict[str, int]:
-    """The :func:`_cost` of values counted with ``counter`` lately: every note of a conversation
-    tries the same values call after call (the archive's hundreds, at each cap), and a lookup
-    here is a fraction of one in the counter's memo. Emptied when full; a fresh map for a
-    counter that cannot be weakly referenced."""
+def _costs_of(counter: TokenCounter) -> dict[str, _Record]:
+    """The :func:`_record` of values counted with ``counter`` lately: every note of a
+    conversation tries the same values call after call (the archive's hundreds, at each cap), and
+    one lookup here stands for one in each of the memos it is made from. Emptied when full; a fresh
+    map for a counter that cannot be weakly referenced."""
     costs = per_counter(_COSTS, _COSTS_LOCK, counter, _COSTS_SIZE)
     return {} if costs is None else costs
+
+
+def _record(value: str, count: Callable[[str], int]) -> _Record:
+    # a value after a space costs its own tokens; one that holds a space, its ``;`` too
+    spaced = _spaced(value)
+    return longest_run(value), value_runs(value), spaced, count(_shown(value)) + 1 if spaced else count(value)
 
 
 class _Picker:
@@ -195,12 +202,12 @@ class _Picker:
         self.added = 0  # how many values were chosen (a value goes only when another takes its place)
         self.later: list[Labelled] = []
 
-    def _inside(self, value: str) -> list[Labelled]:
+    def _inside(self, value: str, runs: frozenset[str]) -> list[Labelled]:
         """The chosen values that ``value`` shows (occur in it as whole tokens), in the order
         they were chosen."""
         by_run = self._by_run
         # each chosen value is in one group (of its longest run) or among the runless, once
-        found = [c for run in value_runs(value) & by_run.keys() for c in by_run[run] if c[1] in value and occurs(c[1], value)]
+        found = [c for run in runs & by_run.keys() for c in by_run[run] if c[1] in value and occurs(c[1], value)]
         found += [c for c in self._runless if c[1] in value and occurs(c[1], value)]
         return sorted(found, key=self._order.__getitem__) if found else []
 
@@ -223,8 +230,11 @@ class _Picker:
             label, value = item
             if value in taken:
                 continue
+            record = costs.get(value)
+            if record is None:
+                record = costs[value] = _record(value, count)
             # a value occurs in a text as a whole token only if its longest run is a run there
-            run = longest_run(value)
+            run, runs, spaced, cost = record
             if not run or run in visible_runs:
                 shown = visible_found.get(value)
                 if shown is None:
@@ -235,14 +245,9 @@ class _Picker:
                 continue
             # values listed earlier that this one shows (a path, then the command holding it) go
             # (most values share no run with a chosen one and none is without runs: none is inside)
-            inside = self._inside(value) if runless or not by_run.keys().isdisjoint(value_runs(value)) else ()
-            # a value after a space costs its own tokens; one that holds a space, its ``;`` too
-            spaced = _spaced(value)
-            cost = costs.get(value)
-            if cost is None:
-                cost = costs[value] = count(_shown(value)) + 1 if spaced else count(value)
+            inside = self._inside(value, runs) if runless or not by_run.keys().isdisjoint(runs) else ()
             for c in inside:
-                cost -= costs.get(c[1]) or _cost(c[1], count)
+                cost -= (costs.get(c[1]) or _record(c[1], count))[3]
             line = (label, spaced)
             if line not in labels:
                 head = heads.get(label)
@@ -268,7 +273,7 @@ class _Picker:
             taken.add(value)
             labels.add(line)
             self._listed = f"{self._listed} | {value}"
-            listed_runs.update(value_runs(value))
+            listed_runs.update(runs)
             budget -= cost
 
 
@@ -305,11 +310,6 @@ def fewest_dropped(chosen: int, without: Callable[[int], str], fits: Callable[[s
         else:
             short = middle
     return enough_at, texts[enough_at]
-
-
-def _cost(value: str, count: Callable[[str], int]) -> int:
-    """Tokens ``value`` adds to a note's line: itself as listed, and its ``;`` if spaced."""
-    return count(_shown(value)) + 1 if _spaced(value) else count(value)
 
 
 def _note(
@@ -350,7 +350,8 @@ def _note(
         costs, guess, freed = _costs_of(counter), 0, 0
         while freed < 2 * over and guess < len(chosen):  # (in half tokens: a value frees about its cost and a half)
             guess += 1
-            freed += 2 * (costs.get(chosen[-guess][1]) or 1) + 1
+            record = costs.get(chosen[-guess][1])
+            freed += 2 * (record[3] if record else 1) + 1
 
         def without(dropped: int) -> str:
             gone = set(chosen[len(chosen) - dropped :])

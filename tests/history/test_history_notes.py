@@ -368,6 +368,33 @@ def test_the_costs_kept_per_counter_are_bounded(monkeypatch: pytest.MonkeyPatch)
         assert len(_notes._COSTS[counter]) <= 10 + 8
 
 
+def test_a_value_tried_again_is_read_from_its_record_not_from_each_memo(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # every note of a conversation tries the same values call after call: the second note finds
+    # each value's runs and cost in one record, with the same note as a result
+    from ctxplugin.history import _notes
+
+    counter = _Recording()
+    values = [("bash returned", f"value_{n}") for n in range(8)] + [
+        ("ran", f"cat file_{n}.txt") for n in range(8)
+    ]
+    first = _notes._note((1, 2), values, {}, set(), "", 400, counter)
+    looked: list[str] = []
+
+    def counted(read: Callable[[str], object]) -> Callable[[str], object]:
+        def wrapper(value: str) -> object:
+            looked.append(value)
+            return read(value)
+
+        return wrapper
+
+    for name in ("longest_run", "value_runs"):
+        monkeypatch.setattr(_notes, name, counted(getattr(_notes, name)))
+    assert _notes._note((1, 2), values, {}, set(), "", 400, counter) == first
+    assert looked == []
+
+
 def test_a_value_in_the_text_in_view_is_left_out_of_every_note_and_a_part_of_a_longer_token_is_not() -> None:
     from ctxplugin.history import _notes
 
