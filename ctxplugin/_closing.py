@@ -115,7 +115,7 @@ class Closing:
                 try:
                     failed = _release(deferred)
                     if failed is not None:  # this call's result is not the release's to replace
-                        logger.warning("ctxplugin: releasing what the engine opened, after close() inside a call, failed: %r", failed)
+                        logger.warning("releasing what the engine opened, after close() inside a call, failed: %r", failed)
                 finally:
                     with _CLOSING:
                         self._releasing = (os.getpid(), self._releases_running() - 1)

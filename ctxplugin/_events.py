@@ -24,7 +24,7 @@ def emit(name: str, data: Any) -> None:
         dispatch_custom_event(name, data)
     except Exception as exc:
         if not (isinstance(exc, RuntimeError) and "parent run id" in str(exc)):  # no run: nobody to tell
-            logger.warning("ctxplugin: a callback handler failed on %s: %r", name, exc)
+            logger.warning("a callback handler failed on %s: %r", name, exc)
 
 
 __all__ = ["emit"]

@@ -105,7 +105,7 @@ class SQLiteMessageStore:
         try:
             if not create and self._gone():
                 logger.warning(
-                    "ctxplugin: the chat history file %s was deleted (or its directory removed) while in use; "
+                    "the chat history file %s was deleted (or its directory removed) while in use; "
                     "made it again: the conversations stored before are not in it", self.path,
                 )
                 create = True
@@ -215,7 +215,7 @@ class PendingMessageStore:
         failed, waiting = self._write(key, messages)
         if failed is not None:
             logger.warning(
-                "ctxplugin: chat history not written, %d message(s) kept in this process until it is: %s",
+                "chat history not written, %d message(s) kept in this process until it is: %s",
                 len(waiting), failed,
             )
 
@@ -232,7 +232,7 @@ class PendingMessageStore:
             failed, waiting = self._write(key, ())
             if failed is not None:
                 logger.warning(
-                    "ctxplugin: chat history not written at close, %d message(s) lost when this process ends: %s",
+                    "chat history not written at close, %d message(s) lost when this process ends: %s",
                     len(waiting), failed,
                 )
 

@@ -35,7 +35,7 @@ RUN_PREFIX = "run-"
 """Session ids of scopes made for runs without a scope start with this."""
 
 UNSCOPED_WARNING = (
-    "ctxplugin: a call without configurable.thread_id or an explicit scope; it gets a scope of its "
+    "a call without configurable.thread_id or an explicit scope; it gets a scope of its "
     "own and nothing carries over to other runs. Pass config={'configurable': {'thread_id': ...}} "
     "to keep a conversation's facts and refs across runs, or give the host adapter a Scope "
     "(e.g. ContextMiddleware(engine, scope=Scope(session_id=...))) to share them on purpose."
@@ -120,7 +120,7 @@ DIRECT_SESSION = "default"
 made without a scope outside a host run."""
 
 DIRECT_WARNING = (
-    "ctxplugin: ContextEngine.%s called without a scope; it uses the shared session 'default', "
+    "ContextEngine.%s called without a scope; it uses the shared session 'default', "
     "which every call without a scope sees. Pass scope=Scope(session_id=...) to keep "
     "conversations apart."
 )

@@ -57,7 +57,7 @@ class ScopeGates:
             # a thread already in a prepare of ``key`` goes on (a clear waiting for it would wait
             # for good); others wait for the clear of ``key`` asked for or running to end
             if not changed.wait_for(lambda: self._clearing.get(key, me) == me or me in self._preparing.get(key, {}), self._wait):
-                logger.warning("ctxplugin: a prepare went on before the clear of its conversation ended")
+                logger.warning("a prepare went on before the clear of its conversation ended")
             calls = self._preparing.setdefault(key, {})
             calls[me] = calls.get(me, 0) + 1
         try:
@@ -88,7 +88,7 @@ class ScopeGates:
             if held:
                 self._clearing[key] = me
             if not (ours and changed.wait_for(lambda: self._alone(key, me), max(0.0, ends - time.monotonic()))):
-                logger.warning("ctxplugin: a clear went on before the prepares of its conversation ended")
+                logger.warning("a clear went on before the prepares of its conversation ended")
         try:
             yield
         finally:

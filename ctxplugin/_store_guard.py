@@ -90,9 +90,9 @@ class StoreGuard:
             pause = self._circuit.pause
             checker = self._checker()
         if first:
-            logger.warning("ctxplugin: %s unavailable, calls fail fast until it answers again: %s", self.name, cause)
+            logger.warning("%s unavailable, calls fail fast until it answers again: %s", self.name, cause)
         elif trial:
-            logger.warning("ctxplugin: %s still fails: %s; tried again in %gs", self.name, cause, pause)
+            logger.warning("%s still fails: %s; tried again in %gs", self.name, cause, pause)
         if checker is not None:
             checker.start()
 
@@ -126,7 +126,7 @@ class StoreGuard:
             if thread is not threading.current_thread():
                 thread.join(max(0.0, deadline - time.monotonic()))
                 if thread.is_alive():
-                    logger.warning("ctxplugin: %s: %s still running after close()", self.name, thread.name)
+                    logger.warning("%s: %s still running after close()", self.name, thread.name)
 
     def _check_loop(self) -> None:
         probe = self._probe
@@ -178,7 +178,7 @@ class StoreGuard:
                 return
             was = self._circuit.answered(what, time.monotonic())
         if was is not None:
-            logger.warning("ctxplugin: %s answers again", self.name)
+            logger.warning("%s answers again", self.name)
 
     # ------------------------------------------------------------------ calls
     def call(self, what: str, fn: Callable[[], T]) -> T:

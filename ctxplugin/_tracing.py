@@ -58,7 +58,7 @@ def child_run(name: str, *, inputs: dict[str, Any]) -> Iterator[_Run]:
     try:
         tree = traced.__enter__()
     except Exception as exc:  # the run was not posted; the tracing context is still the caller's
-        logger.warning("ctxplugin: the %s trace was not sent: %s", name, exc)
+        logger.warning("the %s trace was not sent: %s", name, exc)
         yield _Run(None)
         return
     try:
@@ -75,7 +75,7 @@ def _exit(traced: Any, name: str, error: BaseException | None) -> None:
     try:
         traced.__exit__(type(error) if error else None, error, error.__traceback__ if error else None)
     except Exception as exc:  # the update was not sent: put the caller's tracing context back
-        logger.warning("ctxplugin: the %s trace was not completed: %s", name, exc)
+        logger.warning("the %s trace was not completed: %s", name, exc)
         restore = getattr(run_helpers, "_set_tracing_context", None)
         if callable(restore) and getattr(traced, "old_ctx", None) is not None:
             restore(traced.old_ctx)

@@ -86,7 +86,7 @@ class _Guarded:
             try:
                 run_with_deadline(closer, self.guard.timeout, f"{self.guard.name} close")
             except StoreUnavailableError as exc:
-                logger.warning("ctxplugin: %s", exc)
+                logger.warning("%s", exc)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.inner!r})"

@@ -81,7 +81,7 @@ class ContextCallbackHandler(BaseCallbackHandler):
                 self.summary.add(data)
                 self._refs.update((data.session_id, ref) for ref in data.refs_created)
             logger.info(
-                "ctxplugin: session %s: %d -> %d tokens (%.0f%% saved), %d refs, %d facts",
+                "session %s: %d -> %d tokens (%.0f%% saved), %d refs, %d facts",
                 data.session_id, data.tokens_before, data.tokens_after, 100 * data.reduction,
                 len(data.refs_used), len(data.facts),
             )

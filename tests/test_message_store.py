@@ -172,7 +172,7 @@ def test_a_history_whose_directory_was_removed_while_in_use_is_made_again_in_it(
     with caplog.at_level("WARNING", logger="ctxplugin"):
         store.append(KEY, [HumanMessage("my seat is 12A")])
     assert [r.getMessage() for r in caplog.records] == [
-        f"ctxplugin: the chat history file {tmp_path / 'ctx' / 'history.sqlite3'} was deleted (or its directory removed) "
+        f"the chat history file {tmp_path / 'ctx' / 'history.sqlite3'} was deleted (or its directory removed) "
         "while in use; made it again: the conversations stored before are not in it"
     ], "the conversations lost are told of"
     again = SQLiteMessageStore(tmp_path / "ctx" / "history.sqlite3")

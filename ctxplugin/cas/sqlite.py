@@ -126,7 +126,7 @@ class SQLiteCASStore:
         or replaced by a copy): writes to it would be lost with it. The next connection opens
         the file at the path, made anew when there is none."""
         logger.warning(
-            "ctxplugin: the SQLite CAS file %s was deleted or replaced while in use; opened it again "
+            "the SQLite CAS file %s was deleted or replaced while in use; opened it again "
             "(outputs stored in the old file are only there)", self.path,
         )
         self._local.held = None
@@ -256,7 +256,7 @@ class SQLiteCASStore:
         except StoreUnavailableError as exc:
             with self._using() as conn, translate("get"):
                 record = self._record(conn, ref_id, scope, counted=False)
-            logger.warning("ctxplugin: %s read without counting its access: %s", ref_id, exc)
+            logger.warning("%s read without counting its access: %s", ref_id, exc)
             return record
 
     def _record(self, conn: sqlite3.Connection, ref_id: str, scope: Scope, *, counted: bool) -> CASRecord:

@@ -281,7 +281,7 @@ def _extracted(extractor: Extractor, message: BaseMessage) -> list[FactDraft]:
     except EngineClosedError:
         raise
     except InvalidInputError as exc:
-        logger.warning("ctxplugin: a fact extractor's output is left out, it is no fact: %s", exc)
+        logger.warning("a fact extractor's output is left out, it is no fact: %s", exc)
         return []
 
 

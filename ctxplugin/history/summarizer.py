@@ -255,7 +255,7 @@ class BackgroundSummarizer:
             with self._lock:
                 self._abandoned = self._abandoned or thread.is_alive()
             if thread.is_alive():
-                logger.warning("ctxplugin: summarizer still running after close(); its result will be dropped")
+                logger.warning("summarizer still running after close(); its result will be dropped")
         with self._lock:
             self._pending.clear()
             self._idle.notify_all()
@@ -334,7 +334,7 @@ class BackgroundSummarizer:
             self.stats.completed += 1
 
     def _failed(self, job: _Job, reason: str) -> None:
-        logger.warning("ctxplugin: summarizer failed, the zero-LLM gist stays: %s", reason)
+        logger.warning("summarizer failed, the zero-LLM gist stays: %s", reason)
         with self._lock:
             self._attempts.put(job.key, self._attempts.get(job.key, 0) + 1)
             self.stats.failed += 1

@@ -255,7 +255,7 @@ def log_degraded(scope: Scope, text: str) -> str:
     """Log a skipped step at WARNING, with the session in ``extra``, and return ``text`` for
     the report: the one place where a store failure is absorbed (the original passes through
     and the report says what was skipped)."""
-    logger.warning("ctxplugin: %s (session %s)", text, scope.session_id, extra={"ctxplugin_session": scope.session_id})
+    logger.warning("%s (session %s)", text, scope.session_id, extra={"ctxplugin_session": scope.session_id})
     return text
 
 

@@ -70,7 +70,7 @@ def _json_schema_checker(schema: Mapping[str, Any]) -> Checker:
     try:
         cls.check_schema(schema)
     except jsonschema.exceptions.SchemaError as exc:
-        logger.info("ctxplugin: tool schema is not valid JSON Schema, arguments are not checked: %s", exc.message)
+        logger.info("tool schema is not valid JSON Schema, arguments are not checked: %s", exc.message)
         return _accept
     validator = cls(schema)
     props = schema.get("properties")
@@ -83,7 +83,7 @@ def _json_schema_checker(schema: Mapping[str, Any]) -> Checker:
         try:
             found = sorted(validator.iter_errors(dict(args)), key=lambda e: list(e.absolute_path))
         except Unresolvable as exc:
-            logger.info("ctxplugin: tool schema has an unresolvable $ref, arguments are not checked: %s", exc)
+            logger.info("tool schema has an unresolvable $ref, arguments are not checked: %s", exc)
             return []
         lines = _unexpected(args, allowed)
         for error in found:

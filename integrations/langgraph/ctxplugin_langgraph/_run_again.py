@@ -92,7 +92,7 @@ class RunAgain:
         try:  # the facts of every output of the call but the latest run's go
             engine.facts.withdraw({call_id: (digest if newest else before[1],)}, scope=scope)
         except StoreError as exc:
-            log.warning("ctxplugin: facts of a tool output run again were not withdrawn: %s", exc)
+            log.warning("facts of a tool output run again were not withdrawn: %s", exc)
 
 
 @dataclass(frozen=True, slots=True)

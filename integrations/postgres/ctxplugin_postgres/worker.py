@@ -116,7 +116,7 @@ class SummaryWorker:
             try:
                 output = self._summarize(job.text)
             except Exception as exc:  # a user summarizer may fail in any way: the job is retried
-                logger.warning("ctxplugin: summary job %s attempt %s failed: %s", job.id, job.attempt_count, exc)
+                logger.warning("summary job %s attempt %s failed: %s", job.id, job.attempt_count, exc)
                 return self.queue.fail(job, f"{type(exc).__name__}: {exc}")
         actual = self._counter.count(sent) + self._counter.count(output)
         self.queue.charge(job, actual - estimate)
@@ -133,10 +133,10 @@ class SummaryWorker:
             while not stop.wait(self.lease_seconds / 3):
                 try:
                     if not self.queue.heartbeat(job, lease_seconds=self.lease_seconds):
-                        logger.warning("ctxplugin: worker %s lost the lease of job %s", self.worker_id, job.id)
+                        logger.warning("worker %s lost the lease of job %s", self.worker_id, job.id)
                         return
                 except StoreError as exc:  # the database may be back before the lease runs out
-                    logger.warning("ctxplugin: heartbeat of job %s failed: %s", job.id, exc)
+                    logger.warning("heartbeat of job %s failed: %s", job.id, exc)
 
         thread = threading.Thread(target=beat, name=f"ctxplugin-heartbeat-{job.id}", daemon=True)
         thread.start()
@@ -159,7 +159,7 @@ class SummaryWorker:
             try:
                 outcome = self.run_once()
             except StoreUnavailableError as exc:
-                logger.warning("ctxplugin: summary worker %s waits for the database: %s", self.worker_id, exc)
+                logger.warning("summary worker %s waits for the database: %s", self.worker_id, exc)
                 stop.wait(self.poll_seconds)
                 continue
             if outcome is None:

@@ -1,0 +1,105 @@
+"""Log records as a user reads them: the logger's name already says ``ctxplugin``, so the
+standard format (``logging.basicConfig``) must not print it twice."""
+
+from __future__ import annotations
+
+import ast
+import io
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from langchain_core.messages import HumanMessage
+
+from ctxplugin import Scope, _run_scope
+from ctxplugin._store_guard import StoreGuard
+from ctxplugin.stages.view import log_degraded
+from ctxplugin.testing import memory_engine
+
+ROOT = Path(__file__).resolve().parents[1]
+SOURCES = [ROOT / "ctxplugin", *sorted((ROOT / "integrations").glob("*/ctxplugin_*"))]
+LEVELS = {"debug", "info", "warning", "error", "exception", "critical", "log"}
+
+
+@pytest.fixture
+def basic_format() -> Iterator[io.StringIO]:
+    """What ``logging.basicConfig()`` prints for the ``ctxplugin`` loggers."""
+    out = io.StringIO()
+    handler = logging.StreamHandler(out)
+    handler.setFormatter(logging.Formatter(logging.BASIC_FORMAT))
+    logger = logging.getLogger("ctxplugin")
+    level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    _run_scope._direct_warned.clear()
+    try:
+        yield out
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+        _run_scope._direct_warned.clear()
+
+
+def test_warnings_name_ctxplugin_once_in_the_basic_format(basic_format: io.StringIO) -> None:
+    StoreGuard("CAS", timeout=1.0).trip("disk is full")
+    log_degraded(Scope(session_id="s1"), "facts store unavailable; facts skipped for this call")
+    memory_engine().prepare([HumanMessage("hi")])
+    lines = basic_format.getvalue().splitlines()
+    assert lines[:2] == [
+        "WARNING:ctxplugin:CAS unavailable, calls fail fast until it answers again: disk is full",
+        "WARNING:ctxplugin:facts store unavailable; facts skipped for this call (session s1)",
+    ]
+    assert any(
+        line.startswith("WARNING:ctxplugin:ContextEngine.prepare called without a scope")
+        for line in lines
+    ), lines
+    assert not [line for line in lines if "ctxplugin:ctxplugin" in line]
+
+
+def _constants(tree: ast.Module) -> dict[str, str]:
+    """Module-level string constants (a message kept in a name and logged from there)."""
+    out: dict[str, str] = {}
+    for node in tree.body:
+        if (
+            isinstance(node, ast.Assign)
+            and isinstance(node.value, ast.Constant)
+            and isinstance(node.value.value, str)
+        ):
+            out.update((t.id, node.value.value) for t in node.targets if isinstance(t, ast.Name))
+    return out
+
+
+def _message(arg: ast.expr, constants: dict[str, str]) -> str | None:
+    if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+        return arg.value
+    if isinstance(arg, ast.JoinedStr) and arg.values and isinstance(arg.values[0], ast.Constant):
+        return str(arg.values[0].value)
+    if isinstance(arg, ast.Name):
+        return constants.get(arg.id)
+    return None
+
+
+def test_no_log_message_repeats_the_loggers_name() -> None:
+    """Every logger of the package and its integrations is ``ctxplugin`` or below it."""
+    doubled = []
+    for path in (p for source in SOURCES for p in sorted(source.rglob("*.py"))):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        constants = _constants(tree)
+        for node in ast.walk(tree):
+            if not (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in LEVELS
+            ):
+                continue
+            if not (
+                isinstance(node.func.value, ast.Name)
+                and node.func.value.id in {"logger", "log"}
+                and node.args
+            ):
+                continue
+            text = _message(node.args[1] if node.func.attr == "log" else node.args[0], constants)
+            if text is not None and text.startswith("ctxplugin:"):
+                doubled.append(f"{path.relative_to(ROOT)}:{node.lineno}: {text[:60]}")
+    assert not doubled, doubled
