@@ -118,17 +118,16 @@ def set_http_timeout(client: Any, seconds: float) -> Any:
     return client
 
 
-def check_server_url(url: str) -> None:
-    """Raise :class:`ConfigError` unless ``url`` is ``http(s)://host[:port]``. A path, query
-    or fragment is refused rather than dropped: the client would send every request to the
-    host's root, not under the path (a server behind a proxy at a prefix)."""
+def check_server_url(url: str, name: str = "Chroma server URL") -> None:
+    """Raise :class:`ConfigError` unless ``url`` is ``http(s)://host[:port]``; the message
+    calls it ``name``. A path, query or fragment is refused rather than dropped: the client
+    would send every request to the host's root, not under the path (a server behind a proxy
+    at a prefix)."""
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ConfigError(f"Chroma server URL must look like http://host:port, got {url!r}")
+        raise ConfigError(f"{name} must look like http://host:port, got {url!r}")
     if parts.path not in ("", "/") or parts.query or parts.fragment:
-        raise ConfigError(
-            f"Chroma server URL must look like http://host:port, with no path, query or fragment, got {url!r}"
-        )
+        raise ConfigError(f"{name} must look like http://host:port, with no path, query or fragment, got {url!r}")
 
 
 def tls_mismatch(exc: BaseException) -> bool:

@@ -158,6 +158,8 @@ def open_stores(config: ContextConfig, root: str | Path) -> Stores:
     """
     if not config.postgres_dsn and not config.chroma_url:
         return embedded_stores(root, config)
+    if config.chroma_url:  # before anything is opened
+        check_server_url(config.chroma_url, "Chroma server URL (chroma_url, CTXPLUGIN_CHROMA_URL)")
     timeout, retry = config.stores.timeout, config.stores.retry_after
     cas: Any
     lock: Any = None
@@ -236,12 +238,11 @@ def _check_chroma(url: str, beat: Heartbeat, config: ContextConfig) -> str | Non
     connections.
 
     Raises:
-        ConfigError: the URL is malformed, its host name does not resolve, its scheme does not
+        ConfigError: the URL's host name does not resolve, its scheme does not
             match the server (TLS to a server without it, a certificate refused), what answers
             there has no Chroma heartbeat (HTTP 404), or the server refuses the credentials or
             lacks the tenant or database configured (see :func:`_check_access`).
     """
-    check_server_url(url)
     parts = urlsplit(url)
     try:
         socket.getaddrinfo(parts.hostname, parts.port or 8000, type=socket.SOCK_STREAM)

@@ -108,6 +108,23 @@ def test_server_url_is_validated_when_built(url: str) -> None:
         ChromaAnswerCacheStore.http(url)
 
 
+@pytest.mark.parametrize(
+    ("url", "wrong"), [("127.0.0.1:8000", "http://host:port, got"), ("http://127.0.0.1:8000/chroma", "no path")]
+)
+def test_a_malformed_server_url_at_connect_names_the_setting_and_its_variable(
+    url: str, wrong: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The URL came from the environment or the config: the error names both, as the Postgres
+    DSN's does, so a user who exported the variable finds what to fix."""
+    monkeypatch.setenv("CTXPLUGIN_CHROMA_URL", url)
+    for config in (ContextConfig(path=str(tmp_path)), ContextConfig(chroma_url=url, path=str(tmp_path))):
+        with pytest.raises(ConfigError) as raised:
+            ctxplugin.connect(config)
+        text = str(raised.value)
+        assert text.startswith("Chroma server URL (chroma_url, CTXPLUGIN_CHROMA_URL) must look like"), text
+        assert wrong in text and repr(url) in text, text
+
+
 @pytest.mark.chroma_server
 def test_a_path_in_the_server_url_fails_at_connect_rather_than_being_dropped(tmp_path: Path, chroma_url: str) -> None:
     with pytest.raises(ConfigError, match="no path"):
