@@ -68,6 +68,21 @@ def env_names(root: type[BaseModel]) -> dict[str, tuple[str, ...]]:
     return {env_name(path): path for path, _ in _paths(root)}
 
 
+def share_without_window(name: str, value: float, model: str | None) -> str:
+    """The error of a budget section given as a share of the context window when no window is
+    known: what to set, and why the model's name (``model``, when set) gave none."""
+    named = f"model={model!r}" if model else "The model setting"
+    return (
+        f"budget.{name}={value} is a share of the model's context window, but no window is known. "
+        "Set budget.context_window to the model's input window in tokens (budget={'context_window': "
+        f"128000}}, or {env_name(('budget', 'context_window'))}=128000), or pass context_window= to "
+        f"prepare(); or give budget.{name} in tokens (a number above 1). "
+        f"{named} gives no window: it only picks the tokenizer, and ctxplugin does not look a window "
+        "up by model name (only create_agent's middleware reads one, from a chat model whose "
+        "profile declares max_input_tokens)."
+    )
+
+
 def _squashed(name: str) -> str:
     return name.replace("_", "")
 

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pydantic_settings import BaseSettings, SettingsConfigDict
 from pydantic_settings.exceptions import SettingsError
 
+from ctxplugin import _config_errors
 from ctxplugin._config_errors import Translated, describe, settings_error, unknown_variables
 from ctxplugin._modes import WHOLE_PRESET as WHOLE_PRESET
 from ctxplugin._modes import WHOLE_SHARES as WHOLE_SHARES
@@ -89,19 +90,17 @@ class BudgetConfig(_Section):
             )
         return value
 
-    def resolve(self, context_window: int | None = None) -> dict[str, int]:
+    def resolve(self, context_window: int | None = None, *, model: str | None = None) -> dict[str, int]:
         """Budgets in tokens; shares are resolved against ``context_window``, and sections left
-        unset against the resolved total."""
+        unset against the resolved total. ``model`` (``ContextConfig.model``) is named in the
+        error a share without a window raises, which says why it gave none."""
         window = self.context_window or context_window
 
         def tokens(name: str, value: float) -> int:
             if value > 1:
                 return int(value)
             if window is None:
-                raise ConfigError(
-                    f"budget.{name}={value} is a share of the context window, but no window "
-                    "is known: set budget.context_window or use a model with a profile"
-                )
+                raise ConfigError(_config_errors.share_without_window(name, value, model))
             return max(1, int(value * window))
 
         out = {"total": tokens("total", self.total)}

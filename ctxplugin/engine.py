@@ -210,7 +210,7 @@ class ContextEngine(Closing):
         ):
             prepared = self._prepare(CallView(
                 scope=scope, received=messages, tools_given=given, strict_tools=strict_tools,
-                budgets=self._budgets or self.config.budget.resolve(context_window), started=time.perf_counter(),
+                budgets=self._budgets or self.config.budget.resolve(context_window, model=self.config.model), started=time.perf_counter(),
             ))
             run.finish(outputs={"messages": len(prepared.messages), "tools": len(prepared.tools)}, metadata=prepared.report.as_metadata)
         return prepared

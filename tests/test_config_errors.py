@@ -258,3 +258,30 @@ def test_settings_given_as_a_dict_in_place_of_a_config_are_refused_with_what_to_
 def test_a_config_of_another_type_is_refused_by_name() -> None:
     with pytest.raises(ConfigError, match="got str"):
         ContextEngine("budget.total=12000")  # type: ignore[arg-type]
+
+
+def test_a_share_with_no_window_says_what_to_set_and_why_the_model_name_is_not_enough() -> None:
+    """``model`` picks the tokenizer; a user who set it and a share expects it to give the window."""
+    from langchain_core.messages import HumanMessage
+
+    from ctxplugin.testing import memory_engine
+
+    engine = memory_engine(ContextConfig(model="gpt-4o", budget={"total": 0.5}))
+    with pytest.raises(ConfigError) as raised:
+        engine.prepare([HumanMessage("hi")], scope=ctxplugin.Scope(session_id="s1"))
+    text = str(raised.value)
+    assert text.startswith("budget.total=0.5 is a share of the model's context window, but no window is known"), text
+    assert "budget.context_window" in text and "CTXPLUGIN_BUDGET__CONTEXT_WINDOW" in text, "what to set"
+    assert "context_window= to prepare()" in text
+    assert "model='gpt-4o' gives no window: it only picks the tokenizer" in text, "why the name was not enough"
+    assert "with a profile" not in text
+    assert engine.prepare([HumanMessage("hi")], scope=ctxplugin.Scope(session_id="s1"), context_window=8000).report
+
+
+def test_a_share_of_a_section_with_no_window_names_that_section() -> None:
+    with pytest.raises(ConfigError) as raised:
+        BudgetConfig(total=3000, history=0.2).resolve()
+    text = str(raised.value)
+    assert text.startswith("budget.history=0.2 is a share"), text
+    assert "give budget.history in tokens" in text
+    assert "the model setting gives no window" in text.lower(), text

@@ -99,7 +99,7 @@ class ReplaySettings:
     @property
     def budget_total(self) -> int:
         """ctxplugin's total budget in tokens."""
-        return self.config.budget.resolve()["total"]
+        return self.config.budget.resolve(model=self.config.model)["total"]
 
     def active_strategies(self) -> list[StrategyName]:
         """Strategies to run, in the canonical order, ``full`` first; ``context_editing`` only
