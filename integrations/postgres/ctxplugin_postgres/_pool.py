@@ -52,7 +52,13 @@ class ProcessPool(ConnectionPool[Connection[Any]]):
             says, and each process opens its own.
     """
 
-    def __init__(self, conninfo: str, *, check: Callable[[Connection[Any]], object] | None = None, **options: Any) -> None:
+    def __init__(
+        self,
+        conninfo: str,
+        *,
+        check: Callable[[Connection[Any]], object] | None = None,
+        **options: Any,
+    ) -> None:
         options = {**options, "open": False}
         super().__init__(conninfo, **options)
         self._options = options
@@ -103,10 +109,13 @@ class ProcessPool(ConnectionPool[Connection[Any]]):
                 # (which psycopg warns of); it is closed, so a closed pool has nothing to close
                 try:
                     self._putconn(conn, from_getconn=True)
-                except (AttributeError, TypeError):  # a psycopg_pool without it: the public way, which warns
+                except (AttributeError, TypeError):
+                    # a psycopg_pool without it: the public way, which warns
                     super().putconn(conn)
                 if time.monotonic() >= deadline:
-                    raise PoolTimeout(f"no connection passed its check within {wait:.2f} sec") from exc
+                    raise PoolTimeout(
+                        f"no connection passed its check within {wait:.2f} sec"
+                    ) from exc
                 continue
             except BaseException:  # an interruption: the connection goes back, nothing is retried
                 super().putconn(conn)
@@ -167,7 +176,11 @@ class AsyncCheckedPool(AsyncConnectionPool[AsyncConnection[Any]]):
     the next is tried at once, within the caller's ``timeout`` in all."""
 
     def __init__(
-        self, conninfo: str, *, check: Callable[[AsyncConnection[Any]], Awaitable[object]] | None = None, **options: Any
+        self,
+        conninfo: str,
+        *,
+        check: Callable[[AsyncConnection[Any]], Awaitable[object]] | None = None,
+        **options: Any,
     ) -> None:
         super().__init__(conninfo, **options)
         self._check_lent = check
@@ -182,13 +195,17 @@ class AsyncCheckedPool(AsyncConnectionPool[AsyncConnection[Any]]):
                 if self._check_lent is not None:
                     await self._check_lent(conn)
             except Exception as exc:
-                await conn.close()  # handed back closed, it is discarded and replaced, quietly (see ProcessPool)
+                # handed back closed, it is discarded and replaced, quietly (see ProcessPool)
+                await conn.close()
                 try:
                     await self._putconn(conn, from_getconn=True)
-                except (AttributeError, TypeError):  # a psycopg_pool without it: the public way, which warns
+                except (AttributeError, TypeError):
+                    # a psycopg_pool without it: the public way, which warns
                     await super().putconn(conn)
                 if time.monotonic() >= deadline:
-                    raise PoolTimeout(f"no connection passed its check within {wait:.2f} sec") from exc
+                    raise PoolTimeout(
+                        f"no connection passed its check within {wait:.2f} sec"
+                    ) from exc
                 continue
             except BaseException:  # a cancellation: the connection goes back, nothing is retried
                 await super().putconn(conn)
