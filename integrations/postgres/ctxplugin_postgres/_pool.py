@@ -22,6 +22,8 @@ timeout, not the pool's back-off.
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import os
 import threading
 import time
@@ -33,6 +35,8 @@ from psycopg import AsyncConnection, Connection
 from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 
 from ctxplugin.errors import StoreError
+
+logger = logging.getLogger("ctxplugin.postgres")
 
 _inherited: list[Any] = []
 """What forked processes set aside: kept for the life of the process, so that no finalizer of
@@ -173,7 +177,12 @@ class ProcessPool(ConnectionPool[Connection[Any]]):
 class AsyncCheckedPool(AsyncConnectionPool[AsyncConnection[Any]]):
     """A psycopg ``AsyncConnectionPool`` that checks a connection before lending it as
     :class:`ProcessPool` does: one that fails ``check`` is closed (the pool opens another) and
-    the next is tried at once, within the caller's ``timeout`` in all."""
+    the next is tried at once, within the caller's ``timeout`` in all.
+
+    A pool still open when its event loop ends (``asyncio.run`` returning before the store or
+    pool was closed) is closed then, with a warning: ``asyncio.run`` cancels the tasks left
+    running, and a task of psycopg's pool cancelled while connecting takes it for a failed
+    connection and waits for its next job for ever, so ``asyncio.run`` never returned."""
 
     def __init__(
         self,
@@ -182,8 +191,38 @@ class AsyncCheckedPool(AsyncConnectionPool[AsyncConnection[Any]]):
         check: Callable[[AsyncConnection[Any]], Awaitable[object]] | None = None,
         **options: Any,
     ) -> None:
+        self._closer: asyncio.Task[None] | None = None
         super().__init__(conninfo, **options)
         self._check_lent = check
+
+    async def open(self, wait: bool = False, timeout: float = 30.0) -> None:
+        """See ``AsyncConnectionPool.open``."""
+        await super().open(wait=wait, timeout=timeout)
+        if not self.closed and (self._closer is None or self._closer.done()):
+            name = f"{self.name}-closer"
+            self._closer = asyncio.create_task(self._close_at_loop_end(), name=name)
+
+    async def close(self, timeout: float = 5.0) -> None:
+        """See ``AsyncConnectionPool.close``."""
+        closer, self._closer = self._closer, None
+        if closer is not None and closer is not asyncio.current_task():
+            closer.cancel()
+        await super().close(timeout)
+
+    async def _close_at_loop_end(self) -> None:
+        """Wait until cancelled (what ``asyncio.run`` does to the tasks left at its end), then
+        close the pool if it is still open, so that its own tasks end too."""
+        try:
+            await asyncio.get_running_loop().create_future()
+        except asyncio.CancelledError:
+            if not self.closed:
+                logger.warning(
+                    "the connection pool %r was not closed before its event loop ended; "
+                    "closing it. Close the store with 'async with' or 'await store.close()'",
+                    self.name,
+                )
+                await self.close()
+            raise
 
     async def getconn(self, timeout: float | None = None) -> AsyncConnection[Any]:
         """See ``AsyncConnectionPool.getconn``; checked with ``check``."""

@@ -1,5 +1,5 @@
 """The async store block of docs/scale-out.md runs as a script: it reads back what it stored and
-the process ends (a pool left open keeps ``asyncio.run`` from returning)."""
+the process ends (the store is closed as the page shows)."""
 
 from __future__ import annotations
 
