@@ -111,6 +111,23 @@ def long_outage(engine: ContextEngine, outage: Outage, steps: int) -> list[BaseM
     return messages
 
 
+def catch_up(engine: ContextEngine, messages: list[BaseMessage], *, newer: str, wait: bool) -> None:
+    """Steps until nothing is owed (a turn each), then ``newer`` is the current cabin; with
+    ``wait``, it is not current on any step before that."""
+    for step in range(5):
+        report = engine.prepare(messages, scope=S).report
+        if not owed(report.warnings):
+            break
+        if wait:
+            assert cabin(engine) != newer  # not before the older values are read
+        messages += [
+            AIMessage("Working on it.", id=f"w{step}"),
+            HumanMessage(f"Still? ({step})", id=f"v{step}"),
+        ]
+    assert not owed(report.warnings)
+    assert cabin(engine) == newer
+
+
 def test_the_messages_owed_after_a_long_outage_are_read_a_bounded_number_per_step_oldest_first(
     engine: ContextEngine, mocker: MockerFixture
 ) -> None:
@@ -157,16 +174,7 @@ def test_an_output_captured_while_the_ledger_is_behind_is_not_superseded_by_an_o
         AIMessage("Updated.", id="an"),
         HumanMessage("Which cabin now?", id="hn"),
     ]
-    for step in range(5):
-        report = engine.prepare(messages, scope=S).report
-        if not owed(report.warnings):
-            break
-        messages += [
-            AIMessage("Working on it.", id=f"w{step}"),
-            HumanMessage(f"Still? ({step})", id=f"v{step}"),
-        ]
-    assert not owed(report.warnings)
-    assert cabin(engine) == "premium"
+    catch_up(engine, messages, newer="premium", wait=False)
 
 
 def test_a_message_read_by_the_step_while_the_ledger_is_behind_waits_for_the_older_ones(
@@ -181,17 +189,7 @@ def test_a_message_read_by_the_step_while_the_ledger_is_behind_waits_for_the_old
         AIMessage("Updated.", id="an"),
         HumanMessage("Which cabin now?", id="hn"),
     ]
-    for step in range(5):
-        report = engine.prepare(messages, scope=S).report
-        if not owed(report.warnings):
-            break
-        assert cabin(engine) != "premium"  # not before the older values are read
-        messages += [
-            AIMessage("Working on it.", id=f"w{step}"),
-            HumanMessage(f"Still? ({step})", id=f"v{step}"),
-        ]
-    assert not owed(report.warnings)
-    assert cabin(engine) == "premium"
+    catch_up(engine, messages, newer="premium", wait=True)
 
 
 def test_an_outage_again_while_the_ledger_catches_up_loses_nothing(
