@@ -134,8 +134,9 @@ class Capture:
         ), captured.shape
 
     def _read(self, tool_message: ToolMessage, scope: Scope, report: CaptureReport, shape: str | None) -> bool:
-        """Read the output for facts; False when the facts store failed before they were read
-        and a summary stands for the output in the conversation (the output is kept here)."""
+        """Read the output for facts; False when it was not read (the facts store failed, or
+        older messages are owed to the ledger) and a summary stands for the output in the
+        conversation (the output is kept here)."""
         start = time.perf_counter()
         # the full output is read, with the ref it is stored under as provenance and the shape
         # its summary found (the rules read no statements from code or a diff)
