@@ -158,8 +158,8 @@ class ChooseFacts:
                         self.reads.owed.failed(scope, part)
                         view = view.degraded(f"facts store unavailable; new facts not recorded in this call: {exc}")
                         unread = True
-                if part.owed or not part.mine:  # with the portion this step failed to write
-                    view = view.warn(owed_warning(len(part.owed) + (len(fresh) if part.failed else 0) if part.mine else step.owing))
+                if part.owed or not part.mine:  # with the portion this step failed to write; else as last counted, or what it left
+                    view = view.warn(owed_warning(len(part.owed) + (len(fresh) if part.failed else 0) if part.mine else step.owing or len(ordered)))
             try:
                 # a tool called again with the same arguments: its output replaces the earlier one's
                 self.ledger.polls.answered(seen.calls.answered, scope=scope)

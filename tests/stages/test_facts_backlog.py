@@ -361,3 +361,16 @@ def test_a_concurrent_call_bringing_a_newer_value_does_not_read_it_before_the_ow
             break
         newer += [HumanMessage(f"Still? ({step})", id=f"v{step}")]
     assert cabin(engine) == "premium"
+
+
+def test_a_call_while_another_reads_the_kept_outputs_never_reports_none_owed(
+    engine: ContextEngine,
+) -> None:
+    reads = engine._capture.reads
+    reads.unread.keep(reservation("c0", "economy"), S)  # captured while the store was out
+    messages = [HumanMessage("Keep an eye on reservation OBUT9V", id="h0"), call("c0")]
+    with reads.owed.step(S, kept=True):  # another call of the session reads them now
+        warnings = engine.prepare(messages, scope=S).report.warnings
+    said = [w for w in warnings if "owed to the facts ledger" in w]
+    assert said
+    assert not said[0].startswith("0 ")
