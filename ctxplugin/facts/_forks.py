@@ -100,6 +100,24 @@ def _rejoin(store: FactStore, owner: Scope, stated: Sequence[Fact]) -> list[Fact
     return back
 
 
+def reinstated(store: FactStore, owner: Scope, withdrawn: Sequence[Fact]) -> list[Fact]:
+    """Make current again what the facts ``withdrawn`` (read from tool outputs of an abandoned
+    branch, removed from the store) replaced by key, unless it was withdrawn too or left behind,
+    and return it: the value the last output still in the conversation stated stands again."""
+    owner_key = owner.key()
+    gone = {f.id for f in withdrawn if f.owner.key() == owner_key}
+    back = [
+        old.model_copy(update={"is_valid": True, "superseded_by": None, "note": None})
+        for key in dict.fromkeys(f.key for f in withdrawn if f.key is not None and f.id in gone)
+        for old in store.find(FactQuery(reader=owner, key=key))
+        if old.id not in gone and old.superseded_by in gone and old.owner.key() == owner_key
+        and not old.refused and old.note != LEFT_BEHIND
+    ]
+    if back:
+        store.update(back)
+    return back
+
+
 def resumed(store: FactStore, owner: Scope, conversation: Sequence[BaseMessage]) -> list[Fact]:
     """What :func:`left_behind` does, for a process that did not read the conversation before
     (a restart, another worker): the user messages it read are told by the facts stored, each
@@ -140,4 +158,4 @@ def resumed(store: FactStore, owner: Scope, conversation: Sequence[BaseMessage])
     return left
 
 
-__all__ = ["LEFT_BEHIND", "left_behind", "rejoined", "resumed"]
+__all__ = ["LEFT_BEHIND", "left_behind", "reinstated", "rejoined", "resumed"]

@@ -28,7 +28,7 @@ from ctxplugin.facts._drafts import (
     owner_of,
     read_drafts,
 )
-from ctxplugin.facts._forks import left_behind, resumed
+from ctxplugin.facts._forks import left_behind, reinstated, resumed
 from ctxplugin.facts._polls import Polls
 from ctxplugin.facts._reread import by_message, unread, unsaid
 from ctxplugin.facts._supersession import _supersede, changed_basis, superseded_pairs
@@ -175,8 +175,7 @@ class FactsLedger:
             InvalidInputError: empty or over-long text, an unknown kind, a ``supersedes`` id or
                 key not readable from ``scope``, a visibility the scope cannot give (``"user"``
                 without ``scope.user_id``), authority ``tool`` on a fact not from a tool, a
-                ``fact_id`` already used for another statement, or a malformed audience.
-        """
+                ``fact_id`` already used for another statement, or a malformed audience."""
         if authority == TOOL_AUTHORITY and source != "tool":
             raise InvalidInputError("authority 'tool' is only for facts from tool outputs (source='tool')")
         draft = FactDraft(
@@ -224,8 +223,7 @@ class FactsLedger:
         ``outputs`` maps a tool call id to the :func:`~ctxplugin.facts.model.output_digest` of each
         output that stands under it now, whose facts stay (none: all read from it go). One store
         call, bounded like any other. A store without ``withdraw`` (see :attr:`can_withdraw`)
-        removes nothing: the facts stay stored, and :meth:`search` leaves them out in this process.
-        """
+        removes nothing: the facts stay stored, and :meth:`search` leaves them out in this process."""
         standing = {k: (v,) if isinstance(v, str) else tuple(v) for k, v in outputs.items()}
         if not standing:
             return []
@@ -236,12 +234,16 @@ class FactsLedger:
         with self._lock, self._sent.sending():  # a search reading meanwhile reads again
             return list(remover(owner_of(scope), standing))
 
-    def leave(self, messages: Sequence[BaseMessage], *, scope: Scope, back: Sequence[BaseMessage] = (), unread: Sequence[BaseMessage] = ()) -> list[Fact]:
+    def leave(self, messages: Sequence[BaseMessage], *, scope: Scope, back: Sequence[BaseMessage] = (), unread: Sequence[BaseMessage] = (), outputs: Mapping[str, Collection[str]] | None = None) -> list[Fact]:
         """Mark not current what ``scope`` read from ``messages``, user messages of a branch its host went back from (or, by the facts stored,
         what ``unread``, a conversation this process did not read before, left behind), and return those facts; what it marked
-        of ``back``, in the conversation again, is current again (see :mod:`ctxplugin.facts._forks`)."""
-        with self._lock, self._sent.sending():  # a search reading meanwhile reads again
-            return [*left_behind(self.store, owner_of(scope), messages, back=back), *resumed(self.store, owner_of(scope), unread)]
+        of ``back``, in the conversation again, is current again (see :mod:`ctxplugin.facts._forks`). What it read from the tool
+        ``outputs`` of that branch is withdrawn (as :meth:`withdraw`), and what those facts replaced by key is current again."""
+        with self._lock:  # withdrawn, then what they replaced current again, before any other write
+            withdrawn = self.withdraw(outputs or {}, scope=scope)
+            with self._sent.sending():  # a search reading meanwhile reads again
+                reinstated(self.store, owner_of(scope), withdrawn)
+                return [*left_behind(self.store, owner_of(scope), messages, back=back), *resumed(self.store, owner_of(scope), unread)]
 
     @property
     def can_withdraw(self) -> bool:
@@ -302,8 +304,7 @@ class FactsLedger:
         store has one (``search_lexical``) and ``config.hybrid`` is on; it is combined with the
         strategy's recency/importance prior and the overlap of ``tags`` (plus identifiers in the
         query) with the fact's tags. Facts naming the query's identifiers come first.
-        Superseded facts are never returned; a blank query returns nothing.
-        """
+        Superseded facts are never returned; a blank query returns nothing."""
         k = self.config.k if k is None else result_count(k)
         if k <= 0 or not (query := query_text(query)).strip():
             return []
@@ -352,8 +353,7 @@ class FactsLedger:
 
         Raises:
             InvalidInputError: a message's ``ctxplugin`` metadata names an unknown fact scope or
-                authority, or a malformed audience.
-        """
+                authority, or a malformed audience."""
         drafts = read_drafts(messages, self.extractor, scope=scope, authority=authority, trusted=self.config.trust_message_authority)
         before = self._turns.read(messages, owner := owner_of(scope))  # messages that state nothing too
         if not drafts:

@@ -97,9 +97,10 @@ class Seen:
 
     def left_behind(self, original: Sequence[BaseMessage]) -> list[BaseMessage]:
         """The user messages and tool outputs read so far that ``original`` (a conversation that
-        does not continue them) no longer holds after the last message it still holds, by id,
-        when a user message is among them: those of a branch the host went back from (time
-        travel on a checkpointed thread). None when it holds none of them; what a host trims
+        does not continue them) no longer holds after the last message it still holds (by id; a
+        tool output, with an id or without, is withdrawn by its call id), when a user message is
+        among them: those of a branch the host went back from (time travel on a checkpointed
+        thread). None when it holds none of them; what a host trims
         from the front, or drops in between, is before a message it still holds, and tool work
         it dropped at the end without a user message (a summary in its place) is not a branch."""
         held = {m.id for m in original if m.id}
@@ -107,7 +108,9 @@ class Seen:
         last = next((i for i in range(len(before) - 1, -1, -1) if before[i].id in held), None)
         if last is None:
             return []
-        left: list[BaseMessage] = [m for m in before[last + 1 :] if m.id and isinstance(m, (HumanMessage, ToolMessage)) and fact_source(m)]
+        left: list[BaseMessage] = [
+            m for m in before[last + 1 :] if (isinstance(m, ToolMessage) or (m.id and isinstance(m, HumanMessage))) and fact_source(m)
+        ]
         return left if any(isinstance(m, HumanMessage) for m in left) else []
 
     def _numbered(self, message: BaseMessage) -> BaseMessage:

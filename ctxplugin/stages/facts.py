@@ -295,21 +295,19 @@ class ChooseFacts:
     ) -> None:
         """What the messages ``left`` (of an abandoned branch) stated is no longer current: a user
         message's facts are marked so, a tool output's are withdrawn unless ``conversation``
-        holds the output under its call id. What the user messages ``back``, left behind before
+        holds the output under its call id (what they replaced is current again). What the user messages ``back``, left behind before
         and in ``conversation`` again, stated is current again (a sub-agent of the thread was
         handed part of it, or the user went back to the first branch). ``resumed``: this process
         did not read the conversation before; what it left behind is told by the facts stored."""
-        told = self.ledger.leave(left, scope=scope, back=back, unread=conversation if resumed else ())
-        with self._lock:
-            gone = (self._left.hit(key) or frozenset()) - {m.id for m in back}
-            said = {m.id for m in left if isinstance(m, HumanMessage) and m.id} | {f.source.ref for f in told}
-            self._left.put(key, gone | {ref for ref in said if ref})
         outputs = {m.tool_call_id: set[str]() for m in left if isinstance(m, ToolMessage)}
         for message in conversation:
             if isinstance(message, ToolMessage) and message.tool_call_id in outputs:
                 outputs[message.tool_call_id].add(output_digest(content_text(message.content)))
-        if outputs:
-            self.ledger.withdraw(outputs, scope=scope)
+        told = self.ledger.leave(left, scope=scope, back=back, unread=conversation if resumed else (), outputs=outputs)
+        with self._lock:
+            gone = (self._left.hit(key) or frozenset()) - {m.id for m in back}
+            said = {m.id for m in left if isinstance(m, HumanMessage) and m.id} | {f.source.ref for f in told}
+            self._left.put(key, gone | {ref for ref in said if ref})
 
     def _in_force(self, key: str, scope: Scope) -> InForce:
         """The facts in force for the reader ``key``; read again only when what is in force may

@@ -1,0 +1,103 @@
+"""A host that goes back to an earlier point of a thread (time travel) sends a shorter history:
+the values the tool outputs after that point stated are no longer current, and the value the
+last output still in the conversation stated is current again, whether the outputs were
+captured (their facts written at capture) or read whole from the conversation."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+
+from ctxplugin import ContextConfig, ContextEngine, PreparedContext, Scope
+from ctxplugin.testing import memory_engine
+from ctxplugin.tokens import content_text
+
+S = Scope(session_id="s1", user_id="u1")
+KEY = "reservation:OBUT9V"
+
+
+@pytest.fixture(params=["memory", "embedded"])
+def engine(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ContextEngine]:
+    config = ContextConfig(mode="whole")
+    if request.param == "memory":
+        with memory_engine(config) as eng:
+            yield eng
+    else:
+        with ContextEngine.embedded(tmp_path / "stores", config) as eng:
+            yield eng
+
+
+def fare(call_id: str, value: str, *, named: bool) -> ToolMessage:
+    payload = {"reservation_id": "OBUT9V", "origin": "IAH", "destination": "DEN", "cabin": value}
+    return ToolMessage(
+        json.dumps(payload),
+        tool_call_id=call_id,
+        name="get_reservation_details",
+        id=f"t-{call_id}" if named else None,
+    )
+
+
+def call(call_id: str) -> AIMessage:
+    return AIMessage(
+        "",
+        tool_calls=[
+            {"name": "get_reservation_details", "args": {"reservation_id": "OBUT9V"}, "id": call_id}
+        ],
+    )
+
+
+def thread(engine: ContextEngine, *, captured: bool, named: bool) -> list[BaseMessage]:
+    """Four steps, each reading the reservation again (``fare0`` … ``fare3``)."""
+    messages: list[BaseMessage] = [HumanMessage("Keep an eye on reservation OBUT9V", id="h0")]
+    for step in range(4):
+        output = fare(f"c{step}", f"fare{step}", named=named)
+        if captured:
+            output = engine.capture_tool_result(output, scope=S)
+        messages += [
+            call(f"c{step}"),
+            output,
+            AIMessage("Noted.", id=f"a{step}"),
+            HumanMessage(f"Check it again ({step})", id=f"h{step + 1}"),
+        ]
+        engine.prepare(messages, scope=S)
+    return messages
+
+
+def cabin(engine: ContextEngine) -> str | None:
+    fact = engine.facts.current(KEY, scope=S)
+    return None if fact is None else fact.text.rsplit("cabin=", 1)[-1].strip(" ;,.")
+
+
+def texts(prepared: PreparedContext) -> list[str]:
+    return [content_text(m.content) for m in prepared.messages]
+
+
+@pytest.mark.parametrize("captured", [False, True], ids=["read", "captured"])
+@pytest.mark.parametrize("named", [False, True], ids=["no-id", "id"])
+def test_a_rewind_past_tool_outputs_makes_the_last_value_still_sent_current(
+    engine: ContextEngine, captured: bool, named: bool
+) -> None:
+    messages = thread(engine, captured=captured, named=named)
+    assert cabin(engine) == "fare3"
+    prepared = engine.prepare(messages[:9], scope=S)  # up to the second output and h2
+    assert cabin(engine) == "fare1"
+    shown = texts(prepared)
+    assert not any("fare2" in t or "fare3" in t for t in shown)  # nor in a facts block
+    assert not any("fare1" in t and "outdated" in t for t in shown)  # the last value sent stands
+
+
+def test_going_forward_again_after_the_rewind_reads_the_new_value(engine: ContextEngine) -> None:
+    messages = thread(engine, captured=False, named=False)
+    engine.prepare(messages[:9], scope=S)
+    again = [
+        *messages[:9],
+        call("n"),
+        fare("n", "premium", named=False),
+        HumanMessage("And?", id="hn"),
+    ]
+    engine.prepare(again, scope=S)
+    assert cabin(engine) == "premium"
