@@ -98,18 +98,20 @@ class Seen:
     def left_behind(self, original: Sequence[BaseMessage]) -> list[BaseMessage]:
         """The user messages and tool outputs read so far that ``original`` (a conversation that
         does not continue them) no longer holds after the last message it still holds (by id; a
-        tool output, with an id or without, is withdrawn by its call id), when a user message is
-        among them: those of a branch the host went back from (time travel on a checkpointed
-        thread). None when it holds none of them; what a host trims
-        from the front, or drops in between, is before a message it still holds, and tool work
+        tool output without one, by its call id), when a user message is among them: those of a
+        branch the host went back from (time travel on a checkpointed thread). None when it
+        holds none of them; what a host trims from the front, or drops in between, is before a message it still holds, and tool work
         it dropped at the end without a user message (a summary in its place) is not a branch."""
         held = {m.id for m in original if m.id}
         before = self.original.held
         last = next((i for i in range(len(before) - 1, -1, -1) if before[i].id in held), None)
         if last is None:
             return []
+        answered = {m.tool_call_id for m in original if isinstance(m, ToolMessage)}
         left: list[BaseMessage] = [
-            m for m in before[last + 1 :] if (isinstance(m, ToolMessage) or (m.id and isinstance(m, HumanMessage))) and fact_source(m)
+            m
+            for m in before[last + 1 :]
+            if fact_source(m) and ((m.id and isinstance(m, (HumanMessage, ToolMessage))) or (isinstance(m, ToolMessage) and m.tool_call_id not in answered))
         ]
         return left if any(isinstance(m, HumanMessage) for m in left) else []
 

@@ -101,3 +101,25 @@ def test_going_forward_again_after_the_rewind_reads_the_new_value(engine: Contex
     ]
     engine.prepare(again, scope=S)
     assert cabin(engine) == "premium"
+
+
+def test_an_edited_user_message_keeps_the_captured_outputs_before_it_current(
+    engine: ContextEngine,
+) -> None:
+    """Assistant messages without ids: the outputs before the edited message are still sent
+    (as the summaries their capture returned) and what they stated stays current."""
+    notes = [f"segment {i}: IAH-DEN flight UA{1000 + i} seat {i}A" for i in range(300)]
+    messages: list[BaseMessage] = [HumanMessage("Keep an eye on reservation OBUT9V", id="h0")]
+    for step in range(2):
+        payload = {"reservation_id": "OBUT9V", "cabin": f"fare{step}", "notes": notes}
+        output = ToolMessage(
+            json.dumps(payload), tool_call_id=f"c{step}", name="get_reservation_details"
+        )
+        compact = engine.capture_tool_result(output, scope=S)
+        assert len(content_text(compact.content)) < len(content_text(output.content))
+        messages += [call(f"c{step}"), compact, AIMessage("Noted.")]
+    engine.prepare([*messages, HumanMessage("Check it", id="h1")], scope=S)
+    assert engine.facts.current(KEY, scope=S) is not None
+    engine.prepare([*messages, HumanMessage("Check it once more", id="h1b")], scope=S)
+    fact = engine.facts.current(KEY, scope=S)
+    assert fact is not None and "fare1" in fact.text
