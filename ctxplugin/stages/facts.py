@@ -304,6 +304,8 @@ class ChooseFacts:
             if isinstance(message, ToolMessage) and message.tool_call_id in outputs:
                 outputs[message.tool_call_id].add(output_digest(content_text(message.content)))
         told = self.ledger.leave(left, scope=scope, back=back, unread=conversation if resumed else (), outputs=outputs)
+        # withdrawn: read again when the conversation holds them again (the first branch taken up again)
+        self.reads.forget([m for m in left if isinstance(m, ToolMessage)], scope)
         with self._lock:
             gone = (self._left.hit(key) or frozenset()) - {m.id for m in back}
             said = {m.id for m in left if isinstance(m, HumanMessage) and m.id} | {f.source.ref for f in told}
