@@ -125,13 +125,14 @@ def test_an_edited_user_message_keeps_the_captured_outputs_before_it_current(
     assert fact is not None and "fare1" in fact.text
 
 
+@pytest.mark.parametrize("captured", [False, True], ids=["read", "captured"])
 @pytest.mark.parametrize("named", [False, True], ids=["no-id", "id"])
 def test_going_back_to_the_first_branch_reads_its_outputs_again(
-    engine: ContextEngine, named: bool
+    engine: ContextEngine, captured: bool, named: bool
 ) -> None:
-    """Outputs read whole and withdrawn when the thread went back are read again once the
+    """Outputs withdrawn when the thread went back are read again once the
     conversation holds them again: the last one's value is current, not the one before them."""
-    messages = thread(engine, captured=False, named=named)
+    messages = thread(engine, captured=captured, named=named)
     engine.prepare(messages[:9], scope=S)
     assert cabin(engine) == "fare1"
     engine.prepare(messages, scope=S)  # the user went back to the first branch
