@@ -103,18 +103,30 @@ def _rejoin(store: FactStore, owner: Scope, stated: Sequence[Fact]) -> list[Fact
 def reinstated(store: FactStore, owner: Scope, withdrawn: Sequence[Fact]) -> list[Fact]:
     """Make current again what the facts ``withdrawn`` (read from tool outputs of an abandoned
     branch, removed from the store) replaced by key, unless it was withdrawn too or left behind,
-    and return it: the value the last output still in the conversation stated stands again."""
+    and return it: the value the last output still in the conversation stated stands again.
+    What a withdrawn fact was itself replaced by, and that stays (a value the application
+    wrote since), replaces the older value instead."""
     owner_key = owner.key()
-    gone = {f.id for f in withdrawn if f.owner.key() == owner_key}
-    back = [
-        old.model_copy(update={"is_valid": True, "superseded_by": None, "note": None})
-        for key in dict.fromkeys(f.key for f in withdrawn if f.key is not None and f.id in gone)
+    replaced_by = {f.id: f.superseded_by for f in withdrawn if f.owner.key() == owner_key}
+
+    def successor(fact_id: str | None) -> str | None:  # past the withdrawn ones: what stays, or none
+        seen: set[str] = set()
+        while fact_id in replaced_by and fact_id not in seen:
+            seen.add(fact_id)
+            fact_id = replaced_by[fact_id]
+        return None if fact_id in replaced_by else fact_id
+
+    olds = [
+        old
+        for key in dict.fromkeys(f.key for f in withdrawn if f.key is not None and f.id in replaced_by)
         for old in store.find(FactQuery(reader=owner, key=key))
-        if old.id not in gone and old.superseded_by in gone and old.owner.key() == owner_key
+        if old.id not in replaced_by and old.superseded_by in replaced_by and old.owner.key() == owner_key
         and not old.refused and old.note != LEFT_BEHIND
     ]
-    if back:
-        store.update(back)
+    back = [old.model_copy(update={"is_valid": True, "superseded_by": None, "note": None}) for old in olds if successor(old.superseded_by) is None]
+    moved = [old.model_copy(update={"superseded_by": after}) for old in olds if (after := successor(old.superseded_by)) is not None]
+    if back or moved:
+        store.update([*back, *moved])
     return back
 
 

@@ -13,6 +13,7 @@ import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
 from ctxplugin import ContextConfig, ContextEngine, PreparedContext, Scope
+from ctxplugin.facts.model import FactQuery
 from ctxplugin.testing import memory_engine
 from ctxplugin.tokens import content_text
 
@@ -137,3 +138,23 @@ def test_going_back_to_the_first_branch_reads_its_outputs_again(
     assert cabin(engine) == "fare1"
     engine.prepare(messages, scope=S)  # the user went back to the first branch
     assert cabin(engine) == "fare3"
+
+
+@pytest.mark.parametrize("captured", [False, True], ids=["read", "captured"])
+def test_a_value_stated_after_the_withdrawn_output_is_not_undone_by_the_rewind(
+    engine: ContextEngine, captured: bool
+) -> None:
+    """The application stated the value itself after the second output (no message of the
+    branch said it): going back past that output leaves that value current, alone."""
+    messages = thread(engine, captured=captured, named=False)[:9]
+    engine.prepare(messages, scope=S)
+    assert cabin(engine) == "fare1"
+    engine.facts.write("reservation OBUT9V cabin=upgraded", key=KEY, scope=S)
+    engine.prepare([*messages[:5], HumanMessage("Check it later", id="h1b")], scope=S)
+    assert cabin(engine) == "upgraded"
+    current = [
+        f.text
+        for f in engine.facts.store.find(FactQuery(reader=S, valid=True))
+        if f.key == "reservation:obut9v"
+    ]
+    assert current == ["reservation OBUT9V cabin=upgraded"]
