@@ -280,8 +280,8 @@ def replay(
 
         try:
             write_chart(result, chart, limit=chart_max)
-        except CtxpluginError as exc:
-            _fail(str(exc))
+        except CtxpluginError as exc:  # matplotlib missing: the table is still worth printing
+            unwritten.append(str(exc))
         except OSError as exc:
             unwritten.append(f"--chart {chart}: cannot be written ({exc.strerror or exc})")
     if json_output:

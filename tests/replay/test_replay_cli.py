@@ -333,6 +333,7 @@ def test_chart_without_matplotlib_names_the_extra(tmp_path: Path, monkeypatch: p
     # ctxplugin is not on PyPI: the message must not send the user there for it
     assert "pip install matplotlib" in result.stderr and "'ctxplugin[chart]'" not in result.stderr
     assert not (tmp_path / "c.png").exists()
+    assert "ctxplugin" in result.stdout, "the table is still printed, as when the chart cannot be written"
 
 
 def test_inspect_shows_one_prepared_view() -> None:
