@@ -86,8 +86,10 @@ def real_model() -> BaseChatModel | None:
     if os.environ.get("OPENAI_API_KEY"):
         return init_chat_model("openai:gpt-4o-mini")
     if os.environ.get("ANTHROPIC_API_KEY"):
-        return init_chat_model("anthropic:claude-3-5-haiku-latest")
-    return None
+        return init_chat_model("anthropic:claude-haiku-4-5")
+    print("--real needs OPENAI_API_KEY or ANTHROPIC_API_KEY set (run without --real for the offline model)",
+          file=sys.stderr)
+    raise SystemExit(2)
 
 
 def run(model: BaseChatModel, middleware: list[Any]) -> list[BaseMessage]:

@@ -40,3 +40,12 @@ def test_every_example_runs(tmp_path: Path) -> None:
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
         failures = [f for f in pool.map(lambda p: run(p, tmp_path), EXAMPLES) if f]
     assert not failures, "\n\n".join(failures)
+
+
+def test_quickstart_real_without_a_key_says_so(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    done = subprocess.run([sys.executable, str(ROOT / "examples" / "quickstart.py"), "--real"], cwd=tmp_path, env=env,
+                          text=True, capture_output=True, timeout=300, check=False)
+    assert done.returncode == 2, done.stdout
+    assert "OPENAI_API_KEY" in done.stderr and "ANTHROPIC_API_KEY" in done.stderr
+    assert done.stdout == "", "nothing ran with the scripted model instead"
