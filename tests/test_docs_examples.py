@@ -276,3 +276,20 @@ def test_facts_storage_names_the_collection_a_default_engine_makes(in_tmp: list[
     engine.facts.write("Budget is 900 EUR", key="budget", scope=Scope(session_id="docs"))
     made = engine.facts.store.collection_name(None)  # type: ignore[attr-defined]
     assert shown[0] == made
+
+
+@pytest.mark.parametrize("flights", [60, 1], ids=["stored", "passed-through"])
+def test_cas_block_expands_a_stored_output_and_runs_for_a_short_one(in_tmp: list[ContextEngine], flights: int) -> None:
+    output = json.dumps([{"flight_number": f"HAT{i:03d}", "price": 90 + 7 * i} for i in range(flights)])
+    done = run(python_block("cas.md", "## Using it"), tool_message=ToolMessage(output, tool_call_id="c1", name="search_flights"))
+    in_tmp.append(done["engine"])
+    if flights > 1:
+        assert done["engine"].expand_ref(done["ref"], scope=Scope(session_id="thread-1")) == output
+    else:
+        assert done["ref"] is None and done["compact"].content == output
+
+
+def test_caching_block_turns_the_marks_off(in_tmp: list[ContextEngine]) -> None:
+    done = run(python_block("caching.md", "## Claude with `create_agent`"))
+    in_tmp.append(done["engine"])
+    assert done["engine"].config.prompt_cache_marks is False

@@ -118,3 +118,34 @@ def test_postgres_checkpointer_across_processes(tmp_path: Path, scenario: Any, p
         finish_after_restart(tmp_path / "ctx", postgres_saver, thread, scenario, first_calls)
     finally:
         postgres_saver.delete_thread(thread)
+
+
+@pytest.mark.postgres
+def test_checkpointers_block_of_the_page_runs_on_a_fresh_database(tmp_path: Path, scenario: Any,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    psycopg = pytest.importorskip("psycopg")
+    try:
+        psycopg.connect(DSN, connect_timeout=3).close()
+    except psycopg.OperationalError as exc:
+        pytest.skip(f"Postgres is not reachable at {DSN}: {exc}")
+    page = (Path(__file__).resolve().parents[3] / "docs" / "hosts" / "create-agent.md").read_text(encoding="utf-8")
+    section = page[page.index("\n## Checkpointers and restarts\n"):]
+    block = section[section.index("```python\n") + 10 : section.index("```", section.index("```python\n") + 10)]
+    schema = f"ctxplugin_docs_{uuid.uuid4().hex[:8]}"  # a database the saver has never seen
+    with psycopg.connect(DSN, autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+    dsn = f"{DSN}{'&' if '?' in DSN else '?'}options=-csearch_path%3D{schema}"
+    code = block.replace('"postgresql://..."', repr(dsn)) + textwrap.indent(textwrap.dedent("""\
+        agent.invoke({"messages": [("user", turn)]}, {"configurable": {"thread_id": "docs"}})
+        state = agent.get_state({"configurable": {"thread_id": "docs"}}).values["messages"]
+        """), "    ")
+    monkeypatch.chdir(tmp_path)  # the block opens ContextEngine.embedded(path=".ctxplugin")
+    namespace: dict[str, Any] = {"create_agent": create_agent, "ContextEngine": ContextEngine,
+                                 "ContextMiddleware": ContextMiddleware, "model": scenario.scripted(),
+                                 "tools": scenario.tools, "turn": scenario.turns[0]}
+    try:
+        exec(compile(code, "<create-agent.md>", "exec", dont_inherit=True), namespace)
+    finally:
+        with psycopg.connect(DSN, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
+    assert len(namespace["state"]) >= 2 and namespace["state"][-1].type == "ai"
