@@ -293,3 +293,10 @@ def test_caching_block_turns_the_marks_off(in_tmp: list[ContextEngine]) -> None:
     done = run(python_block("caching.md", "## Claude with `create_agent`"))
     in_tmp.append(done["engine"])
     assert done["engine"].config.prompt_cache_marks is False
+
+
+def test_history_configuration_block_is_the_benchmark_s_configuration() -> None:
+    # the page imports ContextConfig in an earlier block
+    shown = run("value = " + python_block("history.md", "## Configuration").strip(), ContextConfig=ContextConfig)["value"]
+    benchmark = DOCS.parent / "benchmarks" / "history_swe.json"
+    assert shown == ContextConfig.model_validate_json(benchmark.read_text(encoding="utf-8"))
