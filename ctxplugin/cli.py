@@ -3,7 +3,7 @@
 
 Exit codes: 0 when the command did its work (``replay``: at least one file was replayed; problems
 with other files are printed to stderr); 1 when it could not (``replay``: every file failed, or
-its ``--out`` or ``--chart`` file cannot be written;
+its ``--out`` or ``--chart`` file cannot be written, or ``--chart`` lacks matplotlib;
 ``inspect``/``expand``: bad input or an unknown ref); 2 for a usage error (bad option or
 configuration).
 """
