@@ -18,6 +18,7 @@ from ctxplugin.replay._messages import (
     to_message,
     to_messages,
 )
+from ctxplugin.replay._tools_file import holds_tool_schemas
 
 Format = Literal["openai", "anthropic", "langchain", "langsmith", "swe", "tau"]
 FORMATS: tuple[Format, ...] = get_args(Format)
@@ -83,6 +84,8 @@ def detect(data: Any) -> Format:
         raise InvalidInputError("the file holds an empty list: no conversation to replay")
     if isinstance(data, dict) and data.get("messages") == []:
         raise InvalidInputError("'messages' is an empty list: no conversation to replay")
+    if holds_tool_schemas(data):
+        raise InvalidInputError("the file holds tool schemas, not a conversation: give it with --tools FILE")
     raise InvalidInputError(
         "unknown format: expected OpenAI chat messages or Responses API requests, Anthropic Messages API requests, LangChain message dumps, a LangSmith run "
         f"export, a mini-swe-agent .traj.json or a tau-bench trajectory list (or pass --format {{{','.join(FORMATS)}}})"

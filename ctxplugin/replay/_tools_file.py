@@ -44,6 +44,19 @@ def load_tools_file(path: str | Path) -> tuple[dict[str, Any], ...]:
     return tuple(tools)
 
 
+def holds_tool_schemas(data: Any) -> bool:
+    """Whether parsed JSON is what a tools file holds (and not a recording): a list of tool
+    schemas, or ``{"tools": [...]}`` alone."""
+    items = data.get("tools") if isinstance(data, dict) and list(data) == ["tools"] else data
+    if not isinstance(items, list) or not items:
+        return False
+    try:
+        schemas = [_tool_schema(item, index, "") for index, item in enumerate(items)]
+    except InvalidInputError:
+        return False
+    return any(schema is not None for schema in schemas)
+
+
 def _tool_schema(value: Any, index: int, name: str) -> dict[str, Any] | None:
     """One item of a tools file as an OpenAI-format schema (None: an Anthropic provider tool)."""
     item: dict[str, Any] = value if isinstance(value, dict) else {}  # anything else is named below

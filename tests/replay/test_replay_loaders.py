@@ -224,6 +224,17 @@ def test_unknown_and_empty_files(tmp_path: Path) -> None:
         load_file(empty)
 
 
+def test_a_tools_file_given_as_a_recording_says_to_pass_it_with_tools(tmp_path: Path) -> None:
+    openai = FIXTURES / "tau-airline-tools.json"
+    anthropic = tmp_path / "anthropic-tools.json"
+    anthropic.write_text(json.dumps({"tools": [{"name": "get_weather", "description": "Weather.",
+                                                "input_schema": {"type": "object", "properties": {}}}]}))
+    for path in (openai, anthropic):
+        assert load_tools_file(path), "a tools file --tools reads"
+        with pytest.raises(InvalidInputError, match=path.name.replace(".", r"\.") + r": .*tool schemas.*--tools"):
+            load_file(path)
+
+
 def test_a_stray_item_in_a_message_list_is_the_one_named(tmp_path: Path) -> None:
     raw = read(RECORDINGS / "openai-chat.json")["messages"][:4]
     path = tmp_path / "stray.json"
