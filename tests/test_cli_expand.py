@@ -106,6 +106,14 @@ def test_a_pattern_that_matches_no_line_says_so_on_stderr(tmp_path: Path) -> Non
     assert expand(tmp_path, ref, "--pattern", "req-0007").stderr == ""
 
 
+def test_json_items_that_select_nothing_print_an_empty_list(stored: tuple[Path, str, str]) -> None:
+    path, orders, _ = stored
+    none = expand(path, orders, "--pattern", "cancelled")
+    assert json.loads(none.stdout) == [] and "0 of 80 items match 'cancelled'" in none.stderr
+    past = expand(path, orders, "--offset", "100")
+    assert json.loads(past.stdout) == [] and "80 items" in past.stderr
+
+
 def test_messages_name_the_ref_once_and_the_pattern_as_typed(tmp_path: Path) -> None:
     log = "\n".join(f"10:00:{i:02d} INFO flight HAT1{i:02d} ok" for i in range(60))
     ref = stored_output(tmp_path, log, "log")
