@@ -200,6 +200,8 @@ def test_the_array_ranking_is_the_one_computed_value_by_value_also_past_the_deca
     for start in range(0, 60, 3):
         grown = grown.extended(ties[start : start + 3], COUNTER)
         assert grown.ranked() == reference_ranking(grown)
+        # those the archive may list: in the order of places kept as the figures grew
+        assert grown.ranked(archivable_only=True) == [item for item in reference_ranking(grown) if archivable(item)]
     spans = figures([exchange(i, rng) for i in range(40)])
     grown = Reuse()
     for start in range(0, 40, 5):
