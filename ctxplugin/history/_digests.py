@@ -19,9 +19,8 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 from ctxplugin._lru import LRU, PerMessage
 from ctxplugin._untrusted import json_text
 from ctxplugin.config import HistoryConfig
-from ctxplugin.history._note_values import _Valued, _valued
+from ctxplugin.history._note_values import Labelled, _Valued, _valued
 from ctxplugin.history._notes import _by_priority, _chronology, _note
-from ctxplugin.history._ranking import Ranking
 from ctxplugin.history._reuse import Reuse, Run, gathered
 from ctxplugin.tokens import TokenCounter, args_json, count_message
 
@@ -62,7 +61,7 @@ TRAIL = 8
 _CACHE: OrderedDict[tuple[object, ...], tuple[HumanMessage | None, tuple[str, ...]]] = OrderedDict()
 _CACHE_LOCK = threading.Lock()
 _CACHE_SIZE = 4096
-_RANKED: LRU[tuple[str, int, str], tuple[Reuse, Ranking]] = LRU(16)
+_RANKED: LRU[tuple[str, int, str], tuple[Reuse, tuple[Labelled, ...]]] = LRU(16)
 """The archives ranked lately, with what they were ranked from (a longer archive of the same
 conversation is ranked from the longest of them it extends)."""
 _BASES: LRU[tuple[str, int, str], Reuse] = LRU(16)
@@ -211,7 +210,7 @@ class Digests:
         reuse, ranked = self._ranked(upto)
         return _note((first, last), ranked, reuse.when or {}, set(), self._known, cap, self._counter, first=True)
 
-    def _ranked(self, upto: int) -> tuple[Reuse, Ranking]:
+    def _ranked(self, upto: int) -> tuple[Reuse, tuple[Labelled, ...]]:
         """The values of blocks ``0 .. upto - 1`` the archive may list, as :class:`Reuse` ranks
         them: once for all the caps an archive is tried at, from the figures of the longest
         shorter archive ranked lately (the oldest blocks are read once as the archive grows)."""
@@ -221,7 +220,7 @@ class Digests:
         if hit is not None:
             return hit
         reuse = self._figures(upto)
-        made = (reuse, reuse.ranking())
+        made = (reuse, tuple(reuse.ranked(archivable_only=True)))
         with _CACHE_LOCK:
             _RANKED.put(key, made)
         return made

@@ -24,7 +24,6 @@ from ctxplugin._lru import Memo
 from ctxplugin._messages import META_KEY
 from ctxplugin.history._note_tokens import note_tokens, per_counter
 from ctxplugin.history._note_values import Labelled, _label_rank, _Valued
-from ctxplugin.history._ranking import Later
 from ctxplugin.history.identifiers import longest_run, occurs, text_runs, value_runs
 from ctxplugin.tokens import MESSAGE_OVERHEAD, TokenCounter
 
@@ -201,7 +200,7 @@ class _Picker:
         self._runless: list[Labelled] = []
         self._order: dict[Labelled, int] = {}  # each chosen value's turn: the order of ``chosen``
         self.added = 0  # how many values were chosen (a value goes only when another takes its place)
-        self.later: Sequence[Labelled] = []
+        self.later: list[Labelled] = []
 
     def _inside(self, value: str, runs: frozenset[str]) -> list[Labelled]:
         """The chosen values that ``value`` shows (occur in it as whole tokens), in the order
@@ -213,8 +212,9 @@ class _Picker:
         return sorted(found, key=self._order.__getitem__) if found else []
 
     def fill(self, values: Sequence[Labelled], budget: int) -> None:
-        """Add the values that fit ``budget`` (tokens), in order. ``later`` is left holding the values another fill
-        could still add: those too costly now and those not reached, unread (a value already shown, listed or taken stays so)."""
+        """Add the values that fit ``budget`` (tokens), in order. ``later`` is left holding
+        the values another fill could still add: those too costly now and those not reached
+        (a value already shown, listed or taken stays so)."""
         count = self._counter.count
         costs = _costs_of(self._counter)
         taken, labels, chosen, order = self._taken, self._labels, self.chosen, self._order
@@ -225,7 +225,7 @@ class _Picker:
         self.later = later
         for index, item in enumerate(values):
             if budget < 2:
-                self.later = Later(later, values[index:])
+                later.extend(values[index:])
                 break
             label, value = item
             if value in taken:

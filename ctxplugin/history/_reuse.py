@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING
 from ctxplugin._lru import LRU
 from ctxplugin._untrusted import ref_form
 from ctxplugin.history._note_values import Labelled, _Valued, archivable
-from ctxplugin.history._ranking import Ranking
 from ctxplugin.tokens import TokenCounter
 
 if TYPE_CHECKING:
@@ -97,9 +96,6 @@ class Reuse:
         figures: the values' figures as numbers, a row each (see :data:`_COLUMNS`), so that
             ranking scores and sorts them in a few array operations.
         pairs: each row's ``(label, value)``.
-        listable: the rows of the values the archive note may list, in the order of their
-            places, kept as the figures grow (see :func:`_listable`), so that ranking them
-            sorts by score alone.
     """
 
     exchanges: int = 0
@@ -108,7 +104,6 @@ class Reuse:
     rows: dict[str, int] | None = field(default=None, compare=False)
     figures: np.ndarray | None = field(default=None, compare=False)
     pairs: list[Labelled] | None = field(default=None, compare=False)
-    listable: np.ndarray | None = field(default=None, compare=False)
 
     def extended(self, spans: Iterable[Sequence[_Valued]], counter: TokenCounter) -> Reuse:
         """These figures with the values of ``spans`` (newer exchanges, oldest first, each as
@@ -170,10 +165,7 @@ class Reuse:
             figures[placed] = np.array(whole, dtype=np.int64).reshape(len(placed), _COLUMNS)
         if moved:
             figures[moved, 5:7] = np.array(newer_used, dtype=np.int64).reshape(len(moved), 2)
-        before = self.listable
-        if before is None and self.figures is not None:  # figures made without it: all placed again
-            before, placed = None, list(range(len(pairs)))
-        return Reuse(e, seen, when, rows, figures, pairs, _listable(before, figures, placed))
+        return Reuse(e, seen, when, rows, figures, pairs)
 
     def ranked(self, *, archivable_only: bool = False) -> list[Labelled]:
         """The values, the best bet per token first: values the model itself used in several
@@ -183,37 +175,19 @@ class Reuse:
         With ``archivable_only``, only those the archive note may list, in the same order:
         the others are left out before the sort, not after it (on a long session a third of
         thousands of values)."""
-        order, pairs = self._order(archivable_only), self.pairs
-        return [] if order is None or pairs is None else [pairs[row] for row in order.tolist()]
-
-    def ranking(self) -> Ranking:
-        """``ranked(archivable_only=True)``, its pairs made as they are read."""
-        import numpy as np
-
-        order = self._order(True)
-        return Ranking(self.pairs or [], np.empty(0, dtype=np.intp) if order is None else order)
-
-    def _order(self, archivable_only: bool) -> np.ndarray | None:
-        """The rows of :meth:`ranked`, in its order (None when there are none)."""
-        figures = self.figures
-        if figures is None or not len(figures):
-            return None
+        figures, pairs = self.figures, self.pairs
+        if figures is None or pairs is None or not len(pairs):
+            return []
         import numpy as np
 
         kept: np.ndarray | None = None
-        placed = archivable_only and self.listable is not None  # rows in place order already
-        if placed:
-            kept = self.listable
-            if kept is None or not len(kept):
-                return None
-            figures = figures[kept]
-        elif archivable_only:
+        if archivable_only:
             # each score is computed alone and places are unique, so the order of a subset of
             # the rows is the order of the whole with the other rows left out
             kept = np.flatnonzero(figures[:, 9])
             figures = figures[kept]
             if not len(figures):
-                return None
+                return []
         ages = (self.exchanges - 1) - figures[:, 5]
         # the doubles of W[used] * decay(age) / (tokens + 1), as Python computes them one by one
         weights = np.array(_TYPED_WEIGHT, dtype=np.float64)
@@ -221,12 +195,11 @@ class Reuse:
         scores = np.where(figures[:, 8] == 1, scores * _RECORD_WEIGHT, scores)
         # by score, then by place (places are unique): the rows in place order first, then
         # sorted stably by score
-        if placed:
-            order = np.argsort(-scores, kind="stable")
-        else:
-            by_place = np.argsort(_place_keys(figures))
-            order = by_place[np.argsort(-scores[by_place], kind="stable")]
-        return order if kept is None else kept[order]
+        by_place = np.argsort(_place_keys(figures))
+        order = by_place[np.argsort(-scores[by_place], kind="stable")]
+        if kept is not None:
+            order = kept[order]
+        return [pairs[row] for row in order.tolist()]
 
 
 _Entry = tuple[str, int, int, int, int, str, int, int, tuple[bool, bool]]
@@ -311,34 +284,6 @@ def gathered(spans: Sequence[Sequence[_Valued]], counter: TokenCounter) -> Run:
             else:
                 best[value] = (*found[:7], at, found[8] + said, found[9], found[10])
     return Run(len(spans), tuple(best.values()))
-
-
-def _listable(before: np.ndarray | None, figures: np.ndarray, placed: list[int]) -> np.ndarray:
-    """The rows of ``figures`` whose values the archive note may list, in the order of their
-    places: ``before`` (those rows before the rows ``placed`` took their places) with the
-    ``placed`` ones put in. A place taken now is in a newer exchange than every place taken
-    before, so in each pass the rows placed now come first, in the order of their own places,
-    and the others follow in the order they had: the archive step sorts the few hundred values
-    of the blocks it takes in, not the thousands of the archive."""
-    import numpy as np
-
-    old = np.empty(0, dtype=np.intp) if before is None else before
-    if not placed:
-        return old
-    new = np.array(placed, dtype=np.intp)
-    if len(old):
-        moved = np.zeros(len(figures), dtype=bool)
-        moved[new] = True
-        old = old[~moved[old]]
-    new = new[figures[new, 9] == 1]
-    new = new[np.lexsort(figures[new, 4::-1].T)]
-    # where passes 1 and 2 begin among the new rows and among the others (both in place order)
-    new_at = np.searchsorted(figures[new, 0], (1, 2)).tolist()
-    old_at = np.searchsorted(figures[old, 0], (1, 2)).tolist()
-    parts: list[np.ndarray] = []
-    for start, end, old_start, old_end in zip((0, *new_at), (*new_at, len(new)), (0, *old_at), (*old_at, len(old)), strict=True):
-        parts += (new[start:end], old[old_start:old_end])
-    return np.concatenate(parts)
 
 
 def _place_keys(figures: np.ndarray) -> np.ndarray:
