@@ -243,7 +243,7 @@ class _Session:
             if where is not None and searched.get(where[0]) is where[1]:
                 found.add(value)
                 continue
-            wanted = value_runs(value) if "\n" not in value else frozenset()
+            wanted = value_runs(value) if "\n" not in value else ()
             if not wanted:  # nothing to look up by (no letter or digit, or a line break): the whole view
                 view_text = "\n".join(text for _, text in texts) if view_text is None else view_text
                 if occurs(value, view_text):
@@ -254,10 +254,10 @@ class _Session:
                 held = [(at, text, searched[at], searched[at].runs_of(text)) for at, text in texts]
                 many = len(again) > 2 * len(texts)
                 view_runs = frozenset().union(*(text_runs for *_, text_runs in held)) if many else frozenset()
-            if view_runs and not wanted <= view_runs:
+            if view_runs and not view_runs.issuperset(wanted):
                 continue  # a value found in a text has every one of its runs among the text's
             for at, text, entry, text_runs in held:
-                if wanted <= text_runs and occurs(value, text):
+                if text_runs.issuperset(wanted) and occurs(value, text):
                     found.add(value)
                     self._place(value, at, entry)
                     break

@@ -10,13 +10,14 @@ from __future__ import annotations
 import threading
 import weakref
 from collections import OrderedDict
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterable
+from itertools import islice
 from typing import Any, Generic, TypeVar
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
 
-TextKey = tuple[int, int, str, str]
+TextKey = tuple[int, int, str]
 
 THREAD_TEXTS = 32_768
 """Entries of a memo of what is read from each text of a conversation (its values, its words,
@@ -87,8 +88,31 @@ class Memo(Generic[K, V]):
 
 def text_key(text: str) -> TextKey:
     """A memo key for ``text`` that does not keep the text: its length, its hash (``str``
-    caches it, so a text resent as the same object is not rehashed) and its two ends."""
-    return (len(text), hash(text), text[:16], text[-16:])
+    caches it, so a text resent as the same object is not rehashed) and its two ends, its first
+    and last 16 characters as one string (a text of 32 or fewer is its own ends)."""
+    size = len(text)
+    return (size, hash(text), text if size <= 32 else text[:16] + text[-16:])
+
+
+SHARED_VALUES = 32_768
+"""Distinct values :func:`shared` keeps its one copy of before it starts again from none."""
+_COPIES: dict[Any, Any] = {}
+H = TypeVar("H", bound=Hashable)
+
+
+def shared(items: Iterable[H]) -> tuple[H, ...]:
+    """``items``, each as the one copy of that value (a string, a tuple of strings) the memos of
+    texts and messages hold: the words, runs and values read from the texts of a conversation
+    are mostly the same few thousand (``self``, ``return``, a path), and a memo entry of each
+    text holding its own copies of them weighed as much as all the rest of it. Bounded: past
+    :data:`SHARED_VALUES` distinct values the table starts again from none (copies already
+    shared stay shared). Not :func:`sys.intern`, whose strings some Python versions keep for
+    good."""
+    table = _COPIES
+    if len(table) > SHARED_VALUES:
+        table.clear()
+    found = items if isinstance(items, (list, tuple)) else list(items)
+    return tuple(map(table.setdefault, found, found))
 
 
 class PerMessage(Generic[V]):
@@ -100,9 +124,9 @@ class PerMessage(Generic[V]):
     only while the message still holds the very content, tool calls, extra fields and id it was
     computed from (compared by identity; a list content also by length), so a message given new
     content is computed again. An entry goes when its message is collected, and the oldest go
-    first when the map is full (a lookup is on the path of every message of every call, so it
-    takes no lock and does not reorder; a message still in use whose entry went is computed
-    once more). Thread-safe.
+    first when the map is full, a sixteenth of it at once (a lookup is on the path of every
+    message of every call, so it takes no lock and does not reorder; a message still in use
+    whose entry went is computed once more). Thread-safe.
 
     Every map of the process shares one entry per message, holding each map's value: a
     conversation's messages are memoised by a dozen maps, and one weak reference and one dict
@@ -142,10 +166,10 @@ class PerMessage(Generic[V]):
 
     def put(self, message: Any, value: V) -> None:
         """Remember ``value`` for ``message`` as it is now."""
-        key = id(message)
-        entry = _shared(message, key, self._slot, value)
+        entry = _shared(message, id(message), self._slot, value)
         if entry is None:  # an object that cannot be weakly referenced is not memoised
             return
+        key = entry.key  # one int for every map holding the message, not one each
         with self._lock:
             entries = self._entries
             while self._dead:
@@ -156,8 +180,11 @@ class PerMessage(Generic[V]):
             if old is not None and old is not entry:
                 _release(old, self._slot)
             entries[key] = entry
-            while len(entries) > self._size:
-                _release(entries.popitem(last=False)[1], self._slot)
+            if len(entries) > self._size:
+                # the oldest (a dict keeps the order entries were put in) go a sixteenth at a
+                # time: one at a time, each would be found past the places of those gone before
+                for old_key in list(islice(entries, len(entries) - self._size + self._size // 16)):
+                    _release(entries.pop(old_key), self._slot)
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -188,7 +215,7 @@ class _Slot:
     __slots__ = ("dead", "entries")
 
     def __init__(self) -> None:
-        self.entries: OrderedDict[int, _Entry] = OrderedDict()
+        self.entries: dict[int, _Entry] = {}  # in the order put: a plain dict weighs half an OrderedDict
         self.dead: list[_Entry] = []
 
 
@@ -272,4 +299,4 @@ def _gone(entry: _Entry) -> None:
     _GONE.append(entry)
 
 
-__all__ = ["LRU", "THREAD_TEXTS", "PerMessage", "TextKey", "text_key"]
+__all__ = ["LRU", "SHARED_VALUES", "THREAD_TEXTS", "PerMessage", "TextKey", "shared", "text_key"]

@@ -9,6 +9,7 @@ text.
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Collection, Sequence
 from itertools import compress, count, repeat
 from operator import attrgetter, is_, not_
@@ -116,7 +117,7 @@ class Prefix:
         self._fields: list[dict[str, Any]] = []  # each message's field dict, or _UNREAD
         self._unread: set[int] = set()  # positions whose content is read as an attribute, and copied only when it is
         self._contents: list[Any] = []
-        self._lens: list[int] = []
+        self._lens = array("q")  # machine integers: a list would hold an int object for each length over 256
         self._listed: set[int] = set()  # positions whose content is not a string (a list may grow)
         self.stamp: Stamp | None = None  # of the sequence the messages are, when known
 
@@ -192,7 +193,7 @@ class Prefix:
         self._fields.clear()
         self._messages.clear()
         self._contents.clear()
-        self._lens.clear()
+        del self._lens[:]
 
 
 def _fields(message: Any) -> dict[str, Any]:

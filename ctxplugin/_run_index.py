@@ -28,7 +28,7 @@ class RunIndex:
     __slots__ = ("_by_run", "bare", "lined")
 
     def __init__(self) -> None:
-        self._by_run: dict[str, dict[str, frozenset[str]]] = {}  # longest run -> value -> its runs
+        self._by_run: dict[str, dict[str, tuple[str, ...]]] = {}  # longest run -> value -> its runs
         self.bare: dict[str, None] = {}
         self.lined: dict[str, None] = {}
 
@@ -61,12 +61,12 @@ class RunIndex:
         runs may hold."""
         return [value for value, _ in self._pairs(runs)]
 
-    def _pairs(self, runs: frozenset[str]) -> list[tuple[str, frozenset[str]]]:
+    def _pairs(self, runs: frozenset[str]) -> list[tuple[str, tuple[str, ...]]]:
         """The values :meth:`candidates` gives for ``runs``, each with its runs."""
         by_run = self._by_run
         # the runs both hold, found in C over the smaller of the two
         keys: AbstractSet[str] = runs.intersection(by_run) if len(by_run) < len(runs) else by_run.keys() & runs
-        return [pair for run in keys for pair in by_run[run].items() if pair[1] <= runs]
+        return [pair for run in keys for pair in by_run[run].items() if runs.issuperset(pair[1])]
 
     def found_in(self, texts: Sequence[tuple[int, str, frozenset[str]]], wanted: Callable[[str], bool]) -> list[tuple[str, int]]:
         """The values indexed (those of :attr:`lined` aside) that ``wanted`` accepts and that

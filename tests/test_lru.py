@@ -8,7 +8,9 @@ import weakref
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
-from ctxplugin._lru import Memo, PerMessage
+from ctxplugin._lru import Memo, PerMessage, shared, text_key
+from ctxplugin.facts._text import words
+from ctxplugin.history.identifiers import identifiers, text_runs
 from ctxplugin.tokens import count_message, get_counter
 
 
@@ -187,3 +189,42 @@ def test_a_map_that_is_dropped_lets_go_of_its_values_while_its_messages_live_on(
     assert dropped_ref() is None
     assert held() is None
     assert kept.get(message) == 1
+
+
+def test_a_full_map_lets_the_oldest_sixteenth_go_at_once() -> None:
+    memo: PerMessage[int] = PerMessage(32)
+    messages = [HumanMessage(f"message {i}") for i in range(33)]
+    for i, message in enumerate(messages):
+        memo.put(message, i)
+    assert len(memo) == 30
+    assert [memo.get(m) for m in messages[:3]] == [None, None, None]
+    assert [memo.get(m) for m in messages[3:]] == list(range(3, 33))
+
+
+def test_equal_words_runs_and_values_read_from_different_texts_are_one_string() -> None:
+    # made at run time: equal literals in one module are one object already
+    word = "".join(["zephyr", "ine"])
+    first, second = f"the {word} station", f"{word.upper()} stops"
+    assert words(first)[1] is words(second)[0]
+    run = "".join(["Quixo", "tic9"])
+    assert next(iter(text_runs(f"a {run}") - {"a"})) is next(iter(text_runs(f"{run} b") - {"b"}))
+    value = "".join(["quartz_", "lamp_7"])
+    assert identifiers(f"read {value} now")[0] is identifiers(f"{value} again")[0]
+
+
+def test_shared_keeps_order_and_equality() -> None:
+    items = ["".join(["ab", "c"]), "x", "".join(["a", "bc"])]
+    found = shared(items)
+    assert found == tuple(items)
+    assert found[0] is found[2]
+
+
+def test_the_key_of_a_text_tells_texts_apart_by_length_and_ends_without_keeping_a_long_one() -> None:
+    long = "a" * 20 + "middle" + "z" * 20
+    assert text_key(long) == text_key("".join(["a" * 20, "middle", "z" * 20]))
+    assert text_key(long) != text_key(long[:-1] + "y")
+    assert text_key(long) != text_key("b" + long[1:])
+    assert text_key(long) != text_key(long + "z")
+    assert len(text_key(long)[2]) == 32
+    short = "short text"
+    assert text_key(short)[2] == short

@@ -30,7 +30,7 @@ def test_candidates_are_the_indexed_values_whose_runs_a_text_has(steps: list[tup
     runs = frozenset(RUN.findall(text))
     got = index.candidates(runs)
     ranged = {v for v in held if "\n" not in v and value_runs(v)}
-    assert sorted(got) == sorted(v for v in ranged if value_runs(v) <= runs)
+    assert sorted(got) == sorted(v for v in ranged if runs.issuperset(value_runs(v)))
     assert {v for v in ranged if occurs(v, text)} <= set(got)
     assert set(index.bare) == {v for v in held if "\n" not in v and not value_runs(v)}
     assert set(index.lined) == {v for v in held if "\n" in v}
@@ -60,6 +60,11 @@ def test_the_values_found_in_texts_are_those_their_joined_text_holds_each_with_t
 def test_the_runs_of_a_text_are_those_the_pattern_finds(text: str) -> None:
     """ASCII texts (with the separators str.split takes as blanks among them) and all others."""
     assert text_runs(text) == frozenset(RUN.findall(text))
+
+
+@given(st.one_of(st.text(st.characters(max_codepoint=127)), st.text(st.sampled_from("ab9_ /.\n"))))
+def test_the_runs_of_a_value_are_its_runs_each_once_in_order(value: str) -> None:
+    assert value_runs(value) == tuple(dict.fromkeys(RUN.findall(value)))
 
 
 def test_dropped_values_leave_no_trace_in_the_index() -> None:

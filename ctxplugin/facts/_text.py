@@ -12,7 +12,7 @@ import unicodedata
 from collections.abc import Callable, Iterator, Sequence
 from functools import lru_cache
 
-from ctxplugin._lru import LRU, THREAD_TEXTS, Memo, TextKey, text_key
+from ctxplugin._lru import LRU, THREAD_TEXTS, Memo, TextKey, shared, text_key
 from ctxplugin.errors import InvalidInputError
 
 STOPWORDS = frozenset(
@@ -105,7 +105,7 @@ def _memoised(memo: LRU[TextKey, tuple[str, ...]], text: str, find: Callable[[st
     with _MEMO_LOCK:
         hit = memo.hit(key)
     if hit is None:
-        hit = tuple(find(text))
+        hit = shared(find(text))
         with _MEMO_LOCK:
             memo.put(key, hit)
     return list(hit)
@@ -127,7 +127,7 @@ def _tokens(text: str, lowered: str | None = None) -> Sequence[str]:
     the text with its whitespace collapsed (:func:`normalize`)."""
     if not _TOKENS_KEPT_CHARS <= len(text) <= _MEMO_MAX_CHARS:
         return _TOKEN.findall(_lowered(text) if lowered is None else lowered)
-    return _TOKENS.get_or_make(text_key(text), lambda: tuple(_TOKEN.findall(_lowered(text) if lowered is None else lowered)))
+    return _TOKENS.get_or_make(text_key(text), lambda: shared(_TOKEN.findall(_lowered(text) if lowered is None else lowered)))
 
 
 def identifiers(text: str) -> list[str]:

@@ -16,7 +16,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
 from ctxplugin._block_text import server_tools
-from ctxplugin._lru import PerMessage
+from ctxplugin._lru import PerMessage, shared
 from ctxplugin._untrusted import REF_TEXT, name_form
 from ctxplugin.history.identifiers import identifiers
 from ctxplugin.tokens import args_json, content_text
@@ -222,7 +222,7 @@ def _values(message: BaseMessage, tools: Mapping[str, str]) -> tuple[tuple[Label
     hit = _VALUES.get(message)
     if hit is None or hit[0] != said:
         first, rest = _read_values(message, tools)
-        hit = (said, (tuple(first), tuple(rest)))
+        hit = (said, (shared(first), shared(rest)))  # a value is named by many messages
         _VALUES.put(message, hit)
     return hit[1]
 

@@ -159,7 +159,7 @@ def _visible_of(text: str) -> tuple[frozenset[str], dict[str, bool]]:
     return runs, found
 
 
-_Record = tuple[str, frozenset[str], bool, int]  # a value's longest run, runs, spacing, tokens on a line
+_Record = tuple[str, tuple[str, ...], bool, int]  # a value's longest run, runs, spacing, tokens on a line
 _COSTS: weakref.WeakKeyDictionary[Any, dict[str, _Record]] = weakref.WeakKeyDictionary()
 _COSTS_LOCK = threading.Lock()
 _COSTS_SIZE = 32_768
@@ -202,7 +202,7 @@ class _Picker:
         self.added = 0  # how many values were chosen (a value goes only when another takes its place)
         self.later: list[Labelled] = []
 
-    def _inside(self, value: str, runs: frozenset[str]) -> list[Labelled]:
+    def _inside(self, value: str, runs: tuple[str, ...]) -> list[Labelled]:
         """The chosen values that ``value`` shows (occur in it as whole tokens), in the order
         they were chosen."""
         by_run = self._by_run

@@ -207,6 +207,9 @@ _Entry = tuple[str, int, int, int, int, str, int, int, tuple[bool, bool]]
 values, item), the label of that place, 1 if the model or the user said it (else 0), its
 tokens, and the last two figures of its row when it takes that place (see :data:`_COLUMNS`)."""
 
+_FLAGS = (((False, False), (False, True)), ((True, False), (True, True)))
+"""The two flags of an entry, ``_FLAGS[a][b]`` for ``(a, b)``: one pair each, not one per entry."""
+
 _ENTRIES: LRU[tuple[str, tuple[_Valued, ...]], tuple[_Entry, ...]] = LRU(4096)
 """The entries of the exchanges read lately, by their values and the counter: an archive is
 extended again by the same exchanges when a user message joins an older block."""
@@ -236,7 +239,7 @@ def _entries(span: Sequence[_Valued], counter: TokenCounter) -> tuple[_Entry, ..
     made = tuple(
         (
             value, rank, m, sub, i, label, int(value in said), count(value),
-            (rank == 2 and sub == 0 and not ref_form(value), archivable((label, value))),
+            _FLAGS[rank == 2 and sub == 0 and not ref_form(value)][archivable((label, value))],
         )
         for value, (rank, m, sub, i, label) in best.items()
     )

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Iterator
 from functools import cache, lru_cache
 from itertools import accumulate, product
 
-from ctxplugin._lru import THREAD_TEXTS, Memo, TextKey, text_key
+from ctxplugin._lru import THREAD_TEXTS, Memo, TextKey, shared, text_key
 from ctxplugin.history._grouped import GROUP_MARKS, mark_groups, unmark_groups
 from ctxplugin.history._plain import scanned_chunks
 
@@ -197,7 +197,7 @@ def _read_identifiers(text: str) -> tuple[str, ...]:
             seen.setdefault(value, None)
     for value in quoted(text):
         seen.setdefault(value, None)
-    return tuple(seen)
+    return shared(list(seen))
 
 
 def _read(matches: Iterator[re.Match[str]], seen: dict[str, None], *, grouped: bool) -> None:
@@ -293,10 +293,13 @@ characters, and its first and last runs by the token's boundaries."""
 
 
 @lru_cache(maxsize=65536)
-def value_runs(value: str) -> frozenset[str]:
-    """The :data:`RUN` s of ``value`` (memoised: the same values are looked up call after call,
-    for the context notes and for the account of values a view shows)."""
-    return text_runs(value)
+def value_runs(value: str) -> tuple[str, ...]:
+    """The :data:`RUN` s of ``value``, each once (memoised: the same values are looked up call
+    after call, for the context notes and for the account of values a view shows). A tuple:
+    a value has one to a few runs, and the smallest set weighs three times a tuple of them
+    (``runs.issuperset(value_runs(value))`` asks what ``<=`` asks of a set)."""
+    found = value.encode("ascii").translate(_RUN_BYTES).decode("ascii").split() if value.isascii() else RUN.findall(value)
+    return shared(dict.fromkeys(found) if len(found) > 1 else found)
 
 
 _RUN_BYTES = bytes(c if c < 128 and chr(c).isalnum() else 32 for c in range(256))
@@ -308,8 +311,8 @@ def text_runs(text: str) -> frozenset[str]:
     or digit by a translation of its bytes and a split, twice as fast as the pattern: in ASCII
     the pattern's characters are exactly the letters and digits."""
     if text.isascii():
-        return frozenset(text.encode("ascii").translate(_RUN_BYTES).decode("ascii").split())
-    return frozenset(RUN.findall(text))
+        return frozenset(shared(text.encode("ascii").translate(_RUN_BYTES).decode("ascii").split()))
+    return frozenset(shared(RUN.findall(text)))
 
 
 @lru_cache(maxsize=65536)
