@@ -17,6 +17,7 @@ from langchain_core.embeddings import Embeddings
 
 from ctxplugin._lru import LRU
 from ctxplugin.facts._said import said_by
+from ctxplugin.facts._shared_fields import share_fields_set
 from ctxplugin.facts._vectors import Vectors
 from ctxplugin.facts.embedding import as_embeddings, document_vectors, query_vector
 from ctxplugin.facts.lexical import LexicalIndex
@@ -217,6 +218,8 @@ class MemoryFactStore:
             return sorted(found.values(), key=lambda f: self._order[f.id])
 
     def _put(self, fact: Fact) -> None:
+        share_fields_set(fact)
+        share_fields_set(fact.source)
         old = self._facts.get(fact.id)
         if old is not None:
             self._slots[_slot_of(old)].remove(old)

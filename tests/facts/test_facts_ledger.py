@@ -315,3 +315,16 @@ def test_denying_the_current_value_still_replaces_it(ledger: FactsLedger) -> Non
     (shipped,) = ledger.ingest([HumanMessage("The order is shipped.", id="m3")], scope=S)
     (later,) = ledger.ingest([HumanMessage("The order is not shipped yet.", id="m4")], scope=S)
     assert later.supersedes == shipped.id
+
+
+def test_facts_stored_in_memory_share_the_set_of_their_field_names_and_copies_stay_apart(ledger: FactsLedger) -> None:
+    one = ledger.write("The build uses Python 3.11", key="python_version", scope=S)
+    two = ledger.write("The deploy target is Fly", key="deploy_target", scope=S)
+    first, second = (ledger.get(f.id, scope=S) for f in (one, two))
+    assert first is not None and second is not None
+    assert first.model_fields_set is second.model_fields_set
+    assert first.source.model_fields_set is second.source.model_fields_set
+    names = set(first.model_fields_set)
+    copied = first.model_copy(update={"note": "checked"})
+    assert copied.model_fields_set == names | {"note"}
+    assert first.model_fields_set == second.model_fields_set == names
