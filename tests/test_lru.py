@@ -6,6 +6,8 @@ import gc
 import weakref
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
 from ctxplugin._lru import Memo, PerMessage, shared, text_key
@@ -228,3 +230,10 @@ def test_the_key_of_a_text_tells_texts_apart_by_length_and_ends_without_keeping_
     assert len(text_key(long)[2]) == 32
     short = "short text"
     assert text_key(short)[2] == short
+
+
+@given(st.text(max_size=48), st.text(max_size=48))
+def test_two_texts_share_a_key_only_when_their_lengths_hashes_and_ends_are_the_same(one: str, other: str) -> None:
+    same = (len(one), hash(one), one[:16], one[-16:]) == (len(other), hash(other), other[:16], other[-16:])
+    assert (text_key(one) == text_key(other)) == same
+    assert text_key(one) != text_key(one + other[-1:]) or not other
