@@ -12,7 +12,7 @@ from __future__ import annotations
 from array import array
 from collections.abc import Collection, Sequence
 from itertools import compress, count, repeat
-from operator import attrgetter, is_, not_
+from operator import attrgetter, eq, is_, not_
 from typing import Any
 
 from pydantic import BaseModel
@@ -48,7 +48,7 @@ def changed_positions(
     # equal without calling its __eq__: both in C, and no text held unchanged is read
     if all(map(is_, head, seen)) and _equal(now, contents):
         if measured is None:
-            if list(map(len, now)) == lengths:
+            if all(map(eq, map(len, now), lengths)):  # any sequence of lengths (a list, an array)
                 return []
         elif all(len(now[i]) == lengths[i] for i in measured):
             return []
