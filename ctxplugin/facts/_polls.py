@@ -24,14 +24,14 @@ import hashlib
 import json
 import threading
 from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager, ExitStack
+from contextlib import AbstractContextManager
 from typing import Any
 
 from ctxplugin._lru import LRU
 from ctxplugin.facts._batch import WriteBatch
 from ctxplugin.facts._drafts import owner_of
 from ctxplugin.facts._supersession import _flag_dependents
-from ctxplugin.facts.locks import WriteLock, slot_lock_name
+from ctxplugin.facts.locks import WriteLock, holding, slot_lock_name
 from ctxplugin.facts.model import Fact, visibility_key
 from ctxplugin.facts.store import FactStore
 from ctxplugin.scope import Scope
@@ -140,12 +140,9 @@ class Polls:
         self.asked(calls, scope=scope)
         owner, ids = owner_of(scope), [c for c, _ in calls]
         shared = self._shared()
-        with ExitStack() as held:
-            if shared is not None:  # taken before the ledger's lock, in the order an ingest takes them
-                for name in self._slots(owner, ids):
-                    held.enter_context(shared.hold(name))
-            with self._writing:
-                return self._settle(self._store, owner, ids)
+        # taken before the ledger's lock, in the order an ingest takes them
+        with holding(shared, self._slots(owner, ids) if shared is not None else ()), self._writing:
+            return self._settle(self._store, owner, ids)
 
     def asked(self, calls: Sequence[tuple[str, str]], *, scope: Scope) -> None:
         """Note what the tool calls ``(tool call id, identity)`` asked for, before their

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import threading
 from collections.abc import Callable, Collection, Mapping, Sequence
-from contextlib import AbstractContextManager, ExitStack, nullcontext
+from contextlib import AbstractContextManager, nullcontext
 from datetime import UTC, datetime
 from typing import Any
 
@@ -36,7 +36,7 @@ from ctxplugin.facts._text import identifiers, query_text, result_count, strings
 from ctxplugin.facts._turns import UserTurns
 from ctxplugin.facts._withheld import Withheld
 from ctxplugin.facts.extract import Extractor, ExtractorLike, FactDraft, as_extractor
-from ctxplugin.facts.locks import WriteLock, slot_lock_name
+from ctxplugin.facts.locks import WriteLock, connected, holding, owner_locks, slot_lock_name
 from ctxplugin.facts.model import (
     AUTHORITY_RANK,
     RETRIEVED_SCOPES,
@@ -206,13 +206,9 @@ class FactsLedger:
         fact = _build_fact(_valid_draft(draft), scope=scope, source=source, clock=self.clock, fact_id=fact_id, audience=audience, output=output)
         shared: AbstractContextManager[None] = nullcontext()  # an ingest holds its slots' locks already
         if self.lock is not None and getattr(self._batch, "current", None) is None:
-            # connecting can take a second (a Chroma server client): done before the shared
-            # lock, which other processes wait for, rather than while holding it
-            opener = getattr(self.store, "open", None)
-            if callable(opener):
-                opener(fact.owner)
+            connected(self.store, fact.owner)
             shared = self.lock.hold(slot_lock_name(visibility_key(fact.owner, fact.visibility)))
-        with self._lock, shared, batched(getattr(self._batch, "current", None), self.store, self._sent) as writes:
+        with shared, self._lock, batched(getattr(self._batch, "current", None), self.store, self._sent) as writes:
             implicit = self.config.implicit_supersession
             return _supersede(writes, fact, draft, scope=scope, supersedes=supersedes, fact_id=fact_id, implicit=implicit, after=after)
 
@@ -224,6 +220,10 @@ class FactsLedger:
         output that stands under it now, whose facts stay (none: all read from it go). One store
         call, bounded like any other. A store without ``withdraw`` (see :attr:`can_withdraw`)
         removes nothing: the facts stay stored, and :meth:`search` leaves them out in this process."""
+        with owner_locks(self.lock, self.store, owner_of(scope)):
+            return self._withdraw(outputs, scope)
+
+    def _withdraw(self, outputs: Mapping[str, Collection[str]], scope: Scope) -> list[Fact]:
         standing = {k: (v,) if isinstance(v, str) else tuple(v) for k, v in outputs.items()}
         if not standing:
             return []
@@ -239,8 +239,9 @@ class FactsLedger:
         what ``unread``, a conversation this process did not read before, left behind), and return those facts; what it marked
         of ``back``, in the conversation again, is current again (see :mod:`ctxplugin.facts._forks`). What it read from the tool
         ``outputs`` of that branch is withdrawn (as :meth:`withdraw`), and what those facts replaced by key is current again."""
-        with self._lock:  # withdrawn, then what they replaced current again, before any other write
-            withdrawn = self.withdraw(outputs or {}, scope=scope)
+        # withdrawn, then what they replaced current again, before any other write of this process or another
+        with owner_locks(self.lock, self.store, owner_of(scope)), self._lock:
+            withdrawn = self._withdraw(outputs or {}, scope)
             with self._sent.sending():  # a search reading meanwhile reads again
                 reinstated(self.store, owner_of(scope), withdrawn)
                 return [*left_behind(self.store, owner_of(scope), messages, back=back), *resumed(self.store, owner_of(scope), unread)]
@@ -362,9 +363,7 @@ class FactsLedger:
             return self._ingest_batch(drafts, scope, (), before)
         # shared: one message's facts are decided under their slots' locks and sent together, so
         # a process killed meanwhile leaves none (the message is read again), never some of them
-        opener = getattr(self.store, "open", None)
-        if callable(opener):  # connecting can take a second: not while others wait for the lock
-            opener(owner)
+        connected(self.store, owner)
         written: list[Fact] = []
         for group in by_message(drafts):
             slots = {visibility_key(owner, read[0].visibility or "session") for read in group}
@@ -375,25 +374,22 @@ class FactsLedger:
         """Decide ``drafts`` in order, each seeing the ones before, under ``locks`` and the ledger's lock; send them together."""
         owner = owner_of(scope)
         written: list[Fact] = []
-        with ExitStack() as held:
-            for name in locks:
-                held.enter_context(self.lock.hold(name) if self.lock is not None else nullcontext())
-            with self._lock:
-                batch = WriteBatch(self.store, self._sent)
-                self._batch.current = batch
-                try:
-                    batch.prefetch(owner, [read[0] for read in drafts])
-                    for draft, source, audience, output in unread(batch, owner, drafts):
-                        after = before.get(draft.source_ref or "")  # the user message said before, when known
-                        self.polls.reading(batch, owner, output[0] if output else None)  # settles the outputs read before this one
-                        fact, created = self._commit(draft, scope=scope, source=source, audience=audience, output=output, after=after)
-                        self.polls.stated(owner, output[0] if output else None, fact, record=draft.record, digest=output[1] if output else None)
-                        if created and fact.is_valid:
-                            written.append(fact)
-                    unsaid(self.store, batch, owner, drafts)
-                finally:
-                    self._batch.current = None
-                    self._sent.flush(batch)
+        with holding(self.lock, locks), self._lock:
+            batch = WriteBatch(self.store, self._sent)
+            self._batch.current = batch
+            try:
+                batch.prefetch(owner, [read[0] for read in drafts])
+                for draft, source, audience, output in unread(batch, owner, drafts):
+                    after = before.get(draft.source_ref or "")  # the user message said before, when known
+                    self.polls.reading(batch, owner, output[0] if output else None)  # settles the outputs read before this one
+                    fact, created = self._commit(draft, scope=scope, source=source, audience=audience, output=output, after=after)
+                    self.polls.stated(owner, output[0] if output else None, fact, record=draft.record, digest=output[1] if output else None)
+                    if created and fact.is_valid:
+                        written.append(fact)
+                unsaid(self.store, batch, owner, drafts)
+            finally:
+                self._batch.current = None
+                self._sent.flush(batch)
         return written
 
 

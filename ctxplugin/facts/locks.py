@@ -14,9 +14,12 @@ it, named after the slot, around every write.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import Iterable, Iterator
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from typing import Protocol, runtime_checkable
+
+from ctxplugin.facts.model import visibility_key
+from ctxplugin.scope import VISIBILITIES, Scope
 
 
 @runtime_checkable
@@ -67,4 +70,41 @@ def slot_lock_name(slot: str) -> str:
     return f"ctxplugin.facts:{slot}"
 
 
-__all__ = ["HeldNames", "WriteLock", "slot_lock_name"]
+def owner_slots(owner: Scope) -> list[str]:
+    """The lock names of every slot ``owner`` can write facts to: its session's and tenant's,
+    its user's and workspace's when it names them. A change to what ``owner`` stated in any of
+    them (a branch left, a withdrawal) holds them all."""
+    given = [v for v in VISIBILITIES if (v != "user" or owner.user_id) and (v != "workspace" or owner.workspace_id)]
+    return sorted(slot_lock_name(visibility_key(owner, v)) for v in given)
+
+
+@contextmanager
+def holding(lock: WriteLock | None, names: Iterable[str]) -> Iterator[None]:
+    """Hold the locks ``names`` of ``lock`` (nothing without one) for the ``with`` block, one
+    after another in sorted order: every writer holding several takes them in that order, so
+    two writers never each wait for a lock the other holds."""
+    with ExitStack() as held:
+        if lock is not None:
+            for name in sorted(set(names)):
+                held.enter_context(lock.hold(name))
+        yield
+
+
+def connected(store: object, owner: Scope) -> None:
+    """Connect ``store`` for ``owner`` when it has ``open`` (a Chroma server client can take a
+    second): done before taking a shared lock, which other processes wait for, rather than while
+    holding it."""
+    opener = getattr(store, "open", None)
+    if callable(opener):
+        opener(owner)
+
+
+def owner_locks(lock: WriteLock | None, store: object, owner: Scope) -> AbstractContextManager[None]:
+    """The locks of every slot of ``owner`` (:func:`owner_slots`) on ``lock``, ``store``
+    connected first; nothing without a lock."""
+    if lock is not None:
+        connected(store, owner)
+    return holding(lock, owner_slots(owner))
+
+
+__all__ = ["HeldNames", "WriteLock", "connected", "holding", "owner_locks", "owner_slots", "slot_lock_name"]

@@ -9,16 +9,21 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 from ctxplugin_postgres import PostgresWriteLock, make_pool
 from ctxplugin_postgres.locks import lock_key
+from langchain_core.messages import HumanMessage, ToolMessage
 from pytest_mock import MockerFixture
 
 from ctxplugin.errors import StoreUnavailableError
-from ctxplugin.facts import FactQuery, WriteLock
+from ctxplugin.facts import FactQuery, FactsLedger, MemoryFactStore, WriteLock
 from ctxplugin.scope import Scope
 
 pytestmark = [pytest.mark.postgres]
@@ -164,10 +169,7 @@ def test_processes_rewriting_one_key_leave_one_linear_chain(
 
 
 def test_an_unreachable_lock_skips_the_facts_and_keeps_the_view() -> None:
-    from langchain_core.messages import HumanMessage
-
     from ctxplugin import ContextEngine
-    from ctxplugin.facts import FactsLedger, MemoryFactStore
 
     lock = PostgresWriteLock.from_dsn("postgresql://nobody@127.0.0.1:9/none")
     lock.pool.timeout = 0.5
@@ -189,10 +191,7 @@ def test_an_unreachable_lock_skips_the_facts_and_keeps_the_view() -> None:
 def test_an_unreachable_lock_still_shows_the_facts_stored_before() -> None:
     """Writes need the lock; reads do not: the facts already stored stay in the view while new
     statements wait for the lock."""
-    from langchain_core.messages import HumanMessage
-
     from ctxplugin import ContextEngine
-    from ctxplugin.facts import FactsLedger, MemoryFactStore
 
     store = MemoryFactStore()
     scope = Scope(session_id="s1")
@@ -223,9 +222,6 @@ def test_ctrl_c_while_waiting_for_the_write_lock_leaves_it_free(
     writer is done, the lock taken too late is let go, and both go on writing the slot (an
     interactive session keeps the interrupted call's traceback, so nothing is left to the
     garbage collector)."""
-    import psycopg
-
-    from ctxplugin.facts import FactsLedger, MemoryFactStore
     from ctxplugin.guard import GuardedWriteLock, StoreGuard
 
     namespace, waiter = f"ctrlc_{uuid.uuid4().hex[:8]}", f"ctxplugin-ctrlc-{uuid.uuid4().hex[:8]}"
@@ -283,3 +279,163 @@ def test_ctrl_c_while_waiting_for_the_write_lock_leaves_it_free(
         other.close()
         here.close()
     assert [f.text for f in mine.find(FactQuery(reader=scope))] == ["The release is on Friday."]
+
+
+def _waits_for_the_lock(dsn: str, application: str, writer: threading.Thread) -> bool:
+    """Whether the ``writer`` thread's connection (``application``) waits for an advisory lock
+    before the thread ends."""
+    query = "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s AND wait_event_type = 'Lock'"
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        while writer.is_alive():
+            if conn.execute(query, (application,)).fetchone() != (0,):
+                return True
+            time.sleep(0.01)
+    return False
+
+
+SCOPE = Scope(session_id="s1")
+LEFT = HumanMessage("The deploy target is eu-west-2.", id="h2")
+
+
+@dataclass
+class TwoProcesses:
+    """One store and the ledgers of two processes writing to it, each with its lock on its own
+    pool; ``waiter`` names the connections of the second's."""
+
+    store: MemoryFactStore
+    first: FactsLedger
+    second: FactsLedger
+    waiter: str
+
+
+@pytest.fixture
+def two_processes(pg_dsn: str) -> Iterator[TwoProcesses]:
+    namespace, waiter = f"pair_{uuid.uuid4().hex[:8]}", f"ctxplugin-pair-{uuid.uuid4().hex[:8]}"
+    here = PostgresWriteLock(make_pool(pg_dsn, max_size=2), namespace=namespace, owns_pool=True)
+    there = PostgresWriteLock(
+        make_pool(pg_dsn, max_size=2, name=waiter), namespace=namespace, owns_pool=True
+    )
+    store = MemoryFactStore()
+    try:
+        yield TwoProcesses(store, FactsLedger(store, lock=here), FactsLedger(store, lock=there), waiter)
+    finally:
+        here.close()
+        there.close()
+
+
+def _written_meanwhile(
+    dsn: str, pair: TwoProcesses, mocker: MockerFixture, method: str, call: Callable[[], object]
+) -> bool:
+    """Make ``call`` on the first ledger, held up in the store's ``method``, and meanwhile write
+    a value of the key from the second; whether that write waited for the lock."""
+    reached, go = threading.Event(), threading.Event()
+    real = getattr(pair.store, method)
+
+    def slowly(*args: Any) -> Any:  # the first process's store answers late
+        reached.set()
+        go.wait(30)
+        return real(*args)
+
+    mocker.patch.object(pair.store, method, side_effect=slowly)
+    first = threading.Thread(target=call)
+    second = threading.Thread(
+        target=lambda: pair.second.write("The deploy target is eu-west-3.", key="deploy_target", scope=SCOPE)
+    )
+    try:
+        first.start()
+        assert reached.wait(30)
+        mocker.stopall()  # the second process's writes reach the store at once
+        second.start()
+        return _waits_for_the_lock(dsn, pair.waiter, second)
+    finally:
+        go.set()
+        first.join(30)
+        second.join(30)
+
+
+def test_a_write_of_another_process_waits_for_a_branch_left_to_be_marked(
+    pg_dsn: str, two_processes: TwoProcesses, mocker: MockerFixture
+) -> None:
+    """The thread went back to an earlier point while another process writes the same key: the
+    write waits until what the branch left stated is marked not current and the value it
+    replaced is current again, then replaces that value; one value stays current."""
+    pair = two_processes
+    pair.first.ingest([HumanMessage("The deploy target is eu-west-1.", id="h1"), LEFT], scope=SCOPE)
+    waited = _written_meanwhile(
+        pg_dsn, pair, mocker, "update", lambda: pair.first.leave([LEFT], scope=SCOPE)
+    )
+    current = pair.store.find(FactQuery(reader=SCOPE, key="deploy_target", valid=True))
+    assert [f.text for f in current] == ["The deploy target is eu-west-3."]
+    assert waited, "the other process's write waited for the marks"
+
+
+def test_a_write_of_another_process_waits_for_a_withdrawal(
+    pg_dsn: str, two_processes: TwoProcesses, mocker: MockerFixture
+) -> None:
+    """A tool output replaced by its host (its facts withdrawn) while another process writes the
+    key it stated: the write waits for the withdrawal and replaces nothing withdrawn."""
+    pair = two_processes
+    output = ToolMessage("The deploy target is eu-west-2.", tool_call_id="c1", name="settings")
+    pair.first.ingest([output], scope=SCOPE)
+    waited = _written_meanwhile(
+        pg_dsn, pair, mocker, "withdraw", lambda: pair.first.withdraw({"c1": []}, scope=SCOPE)
+    )
+    current = pair.store.find(FactQuery(reader=SCOPE, key="deploy_target"))
+    assert [(f.text, f.supersedes) for f in current] == [("The deploy target is eu-west-3.", None)]
+    assert waited, "the other process's write waited for the withdrawal"
+
+
+def test_a_write_waiting_for_a_branch_left_in_another_thread_does_not_hold_it_up(
+    pg_dsn: str, mocker: MockerFixture
+) -> None:
+    """One process, two threads: one marks a branch left (holding the slot's shared lock), the
+    other writes to the slot meanwhile. The write waits for the shared lock before the ledger's
+    own, so the marks go on and the write follows them; neither gives up."""
+    application = f"ctxplugin-order-{uuid.uuid4().hex[:8]}"
+    lock = PostgresWriteLock(
+        make_pool(pg_dsn, max_size=4, name=application),
+        namespace=f"order_{uuid.uuid4().hex[:8]}",
+        wait_s=2,
+        owns_pool=True,
+    )
+    ledger = FactsLedger(MemoryFactStore(), lock=lock)
+    ledger.ingest([HumanMessage("The deploy target is eu-west-1.", id="h1"), LEFT], scope=SCOPE)
+    held, go = threading.Event(), threading.Event()
+    real_hold = lock.hold
+
+    @contextmanager
+    def hold_a_while(name: str) -> Iterator[None]:  # the branch's marks start late
+        with real_hold(name):
+            if threading.current_thread() is leaving:
+                held.set()
+                go.wait(30)
+            yield
+
+    mocker.patch.object(lock, "hold", side_effect=hold_a_while)
+    errors: list[BaseException] = []
+
+    def run(call: Any) -> None:
+        try:
+            call()
+        except BaseException as exc:  # reported by the assertion below
+            errors.append(exc)
+
+    leaving = threading.Thread(target=run, args=(lambda: ledger.leave([LEFT], scope=SCOPE),))
+    writer = threading.Thread(
+        target=run,
+        args=(lambda: ledger.write("The deploy target is eu-west-3.", key="deploy_target", scope=SCOPE),),
+    )
+    try:
+        leaving.start()
+        assert held.wait(30)
+        writer.start()
+        assert _waits_for_the_lock(pg_dsn, application, writer)
+        go.set()
+        leaving.join(30)
+        writer.join(30)
+    finally:
+        go.set()
+        lock.close()
+    assert errors == []
+    current = ledger.current("deploy_target", scope=SCOPE)
+    assert current is not None and current.text == "The deploy target is eu-west-3."
