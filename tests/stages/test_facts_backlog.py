@@ -8,21 +8,19 @@ makes them raise."""
 
 from __future__ import annotations
 
-import json
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from pathlib import Path
 
-import pytest
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from pytest_mock import MockerFixture
 
-from ctxplugin import ContextConfig, ContextEngine, Scope
+from ctxplugin import ContextEngine, Scope
 from ctxplugin._step import step_budget
 from ctxplugin.errors import StoreUnavailableError
 from ctxplugin.facts import Fact
 from ctxplugin.stages._backlog import OWED_PER_STEP, Owed
+from ctxplugin.testing.airline import reservation_lookup
 
 S = Scope(session_id="s1", user_id="u1")
 KEY = "reservation:OBUT9V"
@@ -46,31 +44,6 @@ class Outage:
             real(*args)  # type: ignore[operator]
 
         return call
-
-
-@pytest.fixture(params=["memory", "embedded"])
-def engine(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ContextEngine]:
-    config = ContextConfig(mode="whole")
-    if request.param == "memory":
-        with ContextEngine(config) as eng:
-            yield eng
-    else:
-        with ContextEngine.embedded(tmp_path / "stores", config) as eng:
-            yield eng
-
-
-def reservation(call_id: str, cabin: str) -> ToolMessage:
-    payload = {"reservation_id": "OBUT9V", "origin": "IAH", "destination": "DEN", "cabin": cabin}
-    return ToolMessage(json.dumps(payload), tool_call_id=call_id, name="get_reservation_details")
-
-
-def call(call_id: str) -> AIMessage:
-    return AIMessage(
-        "",
-        tool_calls=[
-            {"name": "get_reservation_details", "args": {"reservation_id": "OBUT9V"}, "id": call_id}
-        ],
-    )
 
 
 def cabin(engine: ContextEngine) -> str | None:
@@ -98,8 +71,7 @@ def long_outage(engine: ContextEngine, outage: Outage, steps: int) -> list[BaseM
     outage.down = True
     for step in range(steps):
         messages += [
-            call(f"c{step}"),
-            reservation(f"c{step}", f"fare{step}"),
+            *reservation_lookup(f"c{step}", f"fare{step}"),
             AIMessage("Noted.", id=f"a{step}"),
             HumanMessage(f"Check it again ({step})", id=f"h{step + 1}"),
         ]
@@ -165,11 +137,10 @@ def test_an_output_captured_while_the_ledger_is_behind_is_not_superseded_by_an_o
     assert owed(
         engine.prepare(messages, scope=S).report.warnings
     )  # the store is back; older messages still owed
-    compact = engine.capture_tool_result(
-        reservation("new", "premium"), scope=S
-    )  # newer than every owed message
+    ask, output = reservation_lookup("new", "premium")
+    compact = engine.capture_tool_result(output, scope=S)  # newer than every owed message
     messages += [
-        call("new"),
+        ask,
         compact,
         AIMessage("Updated.", id="an"),
         HumanMessage("Which cabin now?", id="hn"),
@@ -184,8 +155,7 @@ def test_a_message_read_by_the_step_while_the_ledger_is_behind_waits_for_the_old
     messages = long_outage(engine, outage, steps=OWED_PER_STEP)
     # the step the store is back in brings a newer value than every owed message
     messages += [
-        call("new"),
-        reservation("new", "premium"),
+        *reservation_lookup("new", "premium"),
         AIMessage("Updated.", id="an"),
         HumanMessage("Which cabin now?", id="hn"),
     ]
@@ -221,7 +191,7 @@ def test_a_capture_while_the_ledger_is_behind_reads_nothing_yet(
     outage = Outage(engine, mocker)
     messages = long_outage(engine, outage, steps=OWED_PER_STEP)
     engine.prepare(messages, scope=S)
-    _, report = engine.capture_with_report(reservation("new", "premium"), S)
+    _, report = engine.capture_with_report(reservation_lookup("new", "premium")[1], S)
     assert report.facts_extracted == 0 and not report.warnings  # not degraded: read in its turn
     assert cabin(engine) != "premium"
 
@@ -314,8 +284,9 @@ def test_sessions_caught_up_since_make_room_before_one_still_owed(
             pass
         assert owed_.behind(other) == 0
     assert owed_.behind(S) > 0  # still owed: a capture waits behind the owed messages
-    compact = engine.capture_tool_result(reservation("new", "premium"), scope=S)
-    messages += [call("new"), compact, HumanMessage("Which cabin now?", id="hn")]
+    ask, output = reservation_lookup("new", "premium")
+    compact = engine.capture_tool_result(output, scope=S)
+    messages += [ask, compact, HumanMessage("Which cabin now?", id="hn")]
     for step in range(5):
         if not owed(engine.prepare(messages, scope=S).report.warnings):
             break
@@ -347,7 +318,7 @@ def test_a_concurrent_call_bringing_a_newer_value_does_not_read_it_before_the_ow
                     done.set()
 
     mocker.patch.object(reads, "reading", gated)
-    newer = [*messages, call("new"), reservation("new", "premium"), HumanMessage("Cabin?", id="hn")]
+    newer = [*messages, *reservation_lookup("new", "premium"), HumanMessage("Cabin?", id="hn")]
     first = threading.Thread(
         target=engine.prepare, args=(messages,), kwargs={"scope": S}, name="first"
     )
@@ -367,8 +338,9 @@ def test_a_call_while_another_reads_the_kept_outputs_never_reports_none_owed(
     engine: ContextEngine,
 ) -> None:
     reads = engine._capture.reads
-    reads.unread.keep(reservation("c0", "economy"), S)  # captured while the store was out
-    messages = [HumanMessage("Keep an eye on reservation OBUT9V", id="h0"), call("c0")]
+    ask, output = reservation_lookup("c0", "economy")
+    reads.unread.keep(output, S)  # captured while the store was out
+    messages = [HumanMessage("Keep an eye on reservation OBUT9V", id="h0"), ask]
     with reads.owed.step(S, kept=True):  # another call of the session reads them now
         warnings = engine.prepare(messages, scope=S).report.warnings
     said = [w for w in warnings if "owed to the facts ledger" in w]

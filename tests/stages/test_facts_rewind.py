@@ -6,60 +6,30 @@ captured (their facts written at capture) or read whole from the conversation.""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
-from ctxplugin import ContextConfig, ContextEngine, PreparedContext, Scope
+from ctxplugin import ContextEngine, PreparedContext, Scope
 from ctxplugin.facts.model import FactQuery
-from ctxplugin.testing import memory_engine
+from ctxplugin.testing.airline import reservation_lookup
 from ctxplugin.tokens import content_text
 
 S = Scope(session_id="s1", user_id="u1")
 KEY = "reservation:OBUT9V"
 
 
-@pytest.fixture(params=["memory", "embedded"])
-def engine(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ContextEngine]:
-    config = ContextConfig(mode="whole")
-    if request.param == "memory":
-        with memory_engine(config) as eng:
-            yield eng
-    else:
-        with ContextEngine.embedded(tmp_path / "stores", config) as eng:
-            yield eng
-
-
-def fare(call_id: str, value: str, *, named: bool) -> ToolMessage:
-    payload = {"reservation_id": "OBUT9V", "origin": "IAH", "destination": "DEN", "cabin": value}
-    return ToolMessage(
-        json.dumps(payload),
-        tool_call_id=call_id,
-        name="get_reservation_details",
-        id=f"t-{call_id}" if named else None,
-    )
-
-
-def call(call_id: str) -> AIMessage:
-    return AIMessage(
-        "",
-        tool_calls=[
-            {"name": "get_reservation_details", "args": {"reservation_id": "OBUT9V"}, "id": call_id}
-        ],
-    )
-
-
 def thread(engine: ContextEngine, *, captured: bool, named: bool) -> list[BaseMessage]:
     """Four steps, each reading the reservation again (``fare0`` … ``fare3``)."""
     messages: list[BaseMessage] = [HumanMessage("Keep an eye on reservation OBUT9V", id="h0")]
     for step in range(4):
-        output = fare(f"c{step}", f"fare{step}", named=named)
+        ask, output = reservation_lookup(
+            f"c{step}", f"fare{step}", output_id=f"t-c{step}" if named else None
+        )
         if captured:
             output = engine.capture_tool_result(output, scope=S)
         messages += [
-            call(f"c{step}"),
+            ask,
             output,
             AIMessage("Noted.", id=f"a{step}"),
             HumanMessage(f"Check it again ({step})", id=f"h{step + 1}"),
@@ -96,8 +66,7 @@ def test_going_forward_again_after_the_rewind_reads_the_new_value(engine: Contex
     engine.prepare(messages[:9], scope=S)
     again = [
         *messages[:9],
-        call("n"),
-        fare("n", "premium", named=False),
+        *reservation_lookup("n", "premium"),
         HumanMessage("And?", id="hn"),
     ]
     engine.prepare(again, scope=S)
@@ -118,7 +87,8 @@ def test_an_edited_user_message_keeps_the_captured_outputs_before_it_current(
         )
         compact = engine.capture_tool_result(output, scope=S)
         assert len(content_text(compact.content)) < len(content_text(output.content))
-        messages += [call(f"c{step}"), compact, AIMessage("Noted.")]
+        ask, _ = reservation_lookup(f"c{step}", f"fare{step}")
+        messages += [ask, compact, AIMessage("Noted.")]
     engine.prepare([*messages, HumanMessage("Check it", id="h1")], scope=S)
     assert engine.facts.current(KEY, scope=S) is not None
     engine.prepare([*messages, HumanMessage("Check it once more", id="h1b")], scope=S)

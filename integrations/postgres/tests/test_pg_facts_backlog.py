@@ -8,7 +8,6 @@ message under the lock; an output captured while older ones are still owed never
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -17,13 +16,14 @@ import psycopg
 import pytest
 from ctxplugin_postgres import migrate
 from ctxplugin_postgres.locks import lock_key
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
 import ctxplugin
 from ctxplugin import ContextConfig, ContextEngine, Scope
 from ctxplugin.facts.locks import slot_lock_name
 from ctxplugin.facts.model import visibility_key
 from ctxplugin.stages._backlog import OWED_PER_STEP
+from ctxplugin.testing.airline import reservation_lookup
 
 pytestmark = pytest.mark.postgres
 
@@ -55,20 +55,6 @@ def _held(dsn: str, schema: str) -> Iterator[None]:
             conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
 
 
-def _reservation(call_id: str, cabin: str) -> ToolMessage:
-    payload = {"reservation_id": "OBUT9V", "origin": "IAH", "destination": "DEN", "cabin": cabin}
-    return ToolMessage(json.dumps(payload), tool_call_id=call_id, name="get_reservation_details")
-
-
-def _call(call_id: str) -> AIMessage:
-    return AIMessage(
-        "",
-        tool_calls=[
-            {"name": "get_reservation_details", "args": {"reservation_id": "OBUT9V"}, "id": call_id}
-        ],
-    )
-
-
 def _owed(engine: ContextEngine, messages: list[BaseMessage]) -> bool:
     return any(
         "owed to the facts ledger" in w
@@ -84,8 +70,7 @@ def test_an_output_captured_while_the_ledger_catches_up_stays_current(
         with _held(pg_dsn, pg_schema):
             for step in range(OWED_PER_STEP // 2 + 1):  # more messages owed than one step reads
                 messages += [
-                    _call(f"c{step}"),
-                    _reservation(f"c{step}", f"fare{step}"),
+                    *reservation_lookup(f"c{step}", f"fare{step}"),
                     HumanMessage(f"Again ({step})", id=f"h{step + 1}"),
                 ]
                 warnings = engine.prepare(messages, scope=SCOPE).report.warnings
@@ -93,8 +78,9 @@ def test_an_output_captured_while_the_ledger_catches_up_stays_current(
         assert _owed(engine, messages)  # the lock is free: the oldest portion is read
         fact = engine.facts.current(KEY, scope=SCOPE)
         assert fact is not None and f"fare{OWED_PER_STEP // 2}" not in fact.text
-        compact = engine.capture_tool_result(_reservation("new", "premium"), scope=SCOPE)
-        messages += [_call("new"), compact, HumanMessage("Which cabin now?", id="hn")]
+        ask, output = reservation_lookup("new", "premium")
+        compact = engine.capture_tool_result(output, scope=SCOPE)
+        messages += [ask, compact, HumanMessage("Which cabin now?", id="hn")]
         for step in range(4):
             if not _owed(engine, messages):
                 break
