@@ -40,7 +40,7 @@ that owes messages."""
 
 @dataclass(slots=True)
 class Portion:
-    """What one step reads of the messages it claimed (:meth:`Owed.turn`).
+    """What one step reads of the messages it claimed (:meth:`Step.take`).
 
     Attributes:
         fresh: read now, oldest first.
@@ -102,14 +102,6 @@ class Owed:
         with self._lock:
             found = self._found(scope.key())
         return 0 if found is None else found[0]
-
-    @contextmanager
-    def turn(
-        self, scope: Scope, claimed: Sequence[BaseMessage], *, kept: bool
-    ) -> Iterator[Portion]:
-        """:meth:`step`, with ``claimed`` taken at once (see :meth:`Step.take`)."""
-        with self.step(scope, kept=kept) as step:
-            yield step.take(claimed)
 
     @contextmanager
     def step(self, scope: Scope, *, kept: bool) -> Iterator[Step]:

@@ -19,7 +19,7 @@ from ctxplugin import ContextEngine, Scope
 from ctxplugin._step import step_budget
 from ctxplugin.errors import StoreUnavailableError
 from ctxplugin.facts import Fact
-from ctxplugin.stages._backlog import OWED_PER_STEP, Owed
+from ctxplugin.stages._backlog import OWED_PER_STEP, Owed, Portion
 from ctxplugin.testing.airline import reservation_lookup
 
 S = Scope(session_id="s1", user_id="u1")
@@ -196,31 +196,36 @@ def test_a_capture_while_the_ledger_is_behind_reads_nothing_yet(
     assert cabin(engine) != "premium"
 
 
+@contextmanager
+def portion(owed: Owed, scope: Scope, messages: Sequence[BaseMessage], *, kept: bool) -> Iterator[Portion]:
+    """What one step of ``scope`` reads of ``messages``, taken as the facts stage takes it."""
+    with owed.step(scope, kept=kept) as step:
+        yield step.take(step.claims(messages))
+
+
 def test_a_portion_the_step_store_time_ran_out_on_is_halved_then_grows_back() -> None:
     owed_ = Owed()
     messages: list[BaseMessage] = [HumanMessage(f"m{i}") for i in range(100)]
-    with owed_.turn(S, messages, kept=False) as part:  # not behind: everything is read
+    with portion(owed_, S, messages, kept=False) as part:  # not behind: everything is read
         assert len(part.fresh) == 100
         with step_budget(0.0):  # the step's store time is spent: the store is slow rather than out
             owed_.failed(S, part)
     assert owed_.behind(S) == 100
     half = OWED_PER_STEP // 2
-    with owed_.turn(S, messages, kept=False) as part:
+    with portion(owed_, S, messages, kept=False) as part:
         assert len(part.fresh) == OWED_PER_STEP and len(part.owed) == 100 - OWED_PER_STEP
         with step_budget(0.0):  # a whole portion it ran out on: halved
             owed_.failed(S, part)
-    with owed_.turn(S, messages, kept=False) as part:
+    with portion(owed_, S, messages, kept=False) as part:
         assert len(part.fresh) == half  # written
     assert owed_.behind(S) == 100 - half
-    with owed_.turn(S, messages[half:], kept=False) as part:
+    with portion(owed_, S, messages[half:], kept=False) as part:
         assert len(part.fresh) == OWED_PER_STEP  # grown back as portions are written
-        with owed_.turn(
-            S, messages, kept=False
-        ) as other:  # a concurrent call of the scope reads none
-            assert other.fresh == [] and len(other.owed) == 100
-    with owed_.turn(S, messages[half + OWED_PER_STEP :], kept=False) as part:
+        with portion(owed_, S, messages, kept=False) as other:  # a concurrent call of the scope reads none
+            assert other.fresh == [] and not other.mine
+    with portion(owed_, S, messages[half + OWED_PER_STEP :], kept=False) as part:
         assert len(part.fresh) == OWED_PER_STEP
-    with owed_.turn(S, [], kept=False) as part:
+    with portion(owed_, S, [], kept=False) as part:
         assert part.fresh == part.owed == []
     assert owed_.behind(S) == 0
 
@@ -228,23 +233,23 @@ def test_a_portion_the_step_store_time_ran_out_on_is_halved_then_grows_back() ->
 def test_a_step_that_owed_a_few_messages_and_ran_out_of_time_changes_no_portion() -> None:
     owed_ = Owed()
     few: list[BaseMessage] = [HumanMessage(f"m{i}") for i in range(3)]
-    with owed_.turn(S, few, kept=False) as part, step_budget(0.0):
+    with portion(owed_, S, few, kept=False) as part, step_budget(0.0):
         owed_.failed(S, part)
     with (
-        owed_.turn(S, few, kept=True) as part,
+        portion(owed_, S, few, kept=True) as part,
         step_budget(0.0),
     ):  # behind, all it owes in one portion
         owed_.failed(S, part)
-    with owed_.turn(S, [*few, *few * 20], kept=False) as part:
+    with portion(owed_, S, [*few, *few * 20], kept=False) as part:
         assert len(part.fresh) == OWED_PER_STEP
 
 
 def test_a_failure_that_leaves_store_time_does_not_shrink_the_portion() -> None:
     owed_ = Owed()
     messages: list[BaseMessage] = [HumanMessage(f"m{i}") for i in range(100)]
-    with owed_.turn(S, messages, kept=False) as part, step_budget(5.0):  # the store refused at once
+    with portion(owed_, S, messages, kept=False) as part, step_budget(5.0):  # the store refused at once
         owed_.failed(S, part)
-    with owed_.turn(S, messages, kept=False) as part:
+    with portion(owed_, S, messages, kept=False) as part:
         assert len(part.fresh) == OWED_PER_STEP
 
 
@@ -278,9 +283,9 @@ def test_sessions_caught_up_since_make_room_before_one_still_owed(
         other = Scope(session_id=f"other{n}", user_id="u1")
         few: list[BaseMessage] = [HumanMessage(f"m{i}") for i in range(3)]
         for _ in range(2):  # out, then too slow for a whole portion: halved
-            with owed_.turn(other, [*few, *few * 20], kept=False) as part, step_budget(0.0):
+            with portion(owed_, other, [*few, *few * 20], kept=False) as part, step_budget(0.0):
                 owed_.failed(other, part)
-        with owed_.turn(other, few, kept=False):
+        with portion(owed_, other, few, kept=False):
             pass
         assert owed_.behind(other) == 0
     assert owed_.behind(S) > 0  # still owed: a capture waits behind the owed messages
