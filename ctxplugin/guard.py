@@ -33,8 +33,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from typing import Any
 
 from ctxplugin._deadline import await_with_deadline, run_with_deadline, step_budget
@@ -43,7 +43,7 @@ from ctxplugin._sync_stores import async_methods
 from ctxplugin.cache.store import AnswerCacheStore, CacheEntry
 from ctxplugin.cas.store import CASItem, CASRecord, CASStore
 from ctxplugin.errors import InvalidInputError, StoreUnavailableError
-from ctxplugin.facts.locks import HeldNames, WriteLock
+from ctxplugin.facts.locks import HeldNames, WriteLock, holding
 from ctxplugin.facts.model import Fact, FactQuery
 from ctxplugin.facts.store import FactStore
 from ctxplugin.scope import Scope, Visibility
@@ -166,13 +166,23 @@ class GuardedWriteLock:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
 
+    def hold(self, name: str) -> AbstractContextManager[None]:
+        return self.hold_all((name,))
+
     @contextmanager
-    def hold(self, name: str) -> Iterator[None]:
-        if self._held.holds(name):
-            with self._held.holding(name):
+    def hold_all(self, names: Iterable[str]) -> Iterator[None]:
+        """Hold ``names`` in sorted order, with the wrapped lock's ``hold_all`` when it has one
+        (found here, not passed through unguarded by attribute lookup)."""
+        wanted = sorted(set(names))
+        taking = [name for name in wanted if not self._held.holds(name)]
+        if not taking:
+            with self._holding(wanted):
                 yield
             return
-        manager: AbstractContextManager[None] = self.inner.hold(name)
+        together = getattr(self.inner, "hold_all", None)
+        manager: AbstractContextManager[None] = (
+            self.inner.hold(taking[0]) if len(taking) == 1 else together(taking) if callable(together) else holding(self.inner, taking)
+        )
         handoff = threading.Lock()  # a lock taken after the caller gave up is let go exactly once
         entered = threading.Event()
         abandoned = threading.Event()
@@ -196,7 +206,7 @@ class GuardedWriteLock:
             raise
         failed: BaseException | None = None
         try:
-            with self._held.holding(name):
+            with self._holding(wanted):
                 yield
         except BaseException as exc:
             failed = exc
@@ -211,6 +221,13 @@ class GuardedWriteLock:
                 self.guard.trip(str(exc))  # the release finishes in the background when it can
                 if failed is None:
                     raise
+
+    @contextmanager
+    def _holding(self, names: Sequence[str]) -> Iterator[None]:
+        with ExitStack() as held:
+            for name in names:
+                held.enter_context(self._held.holding(name))
+            yield
 
 
 def unwrap(store: Any) -> Any:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -20,6 +20,7 @@ from ctxplugin._step import step_wait
 from ctxplugin.cas import SQLiteCASStore
 from ctxplugin.errors import InvalidInputError, StoreBusyError, StoreError, StoreUnavailableError
 from ctxplugin.facts import FactsLedger, MemoryFactStore
+from ctxplugin.facts.locks import holding
 from ctxplugin.facts.static import StaticEmbedding
 from ctxplugin.guard import (
     GuardedCASStore,
@@ -368,3 +369,55 @@ def test_a_guarded_cas_store_revokes_when_the_store_can() -> None:
     assert isinstance(store, RefRevocation)
     assert store.revoke(item.ref_id, A) is True
     assert not inner.exists(item.ref_id, A)
+
+
+class ManyLock:
+    """A write lock that can take several names at once, recording what it took and released."""
+
+    def __init__(self) -> None:
+        self.taken: list[tuple[str, ...]] = []
+        self.released: list[tuple[str, ...]] = []
+
+    @contextmanager
+    def hold(self, name: str) -> Iterator[None]:
+        with self.hold_all([name]):
+            yield
+
+    @contextmanager
+    def hold_all(self, names: Sequence[str]) -> Iterator[None]:
+        self.taken.append(tuple(names))
+        try:
+            yield
+        finally:
+            self.released.append(tuple(names))
+
+
+def test_the_slots_of_a_session_are_held_at_once_through_the_guard() -> None:
+    inner = ManyLock()
+    lock = GuardedWriteLock(inner, StoreGuard("Lock server", timeout=TIMEOUT, retry_after=60))
+    with holding(lock, ["b", "a", "c", "a"]), lock.hold("b"):  # "b" held already: passes through
+        pass
+    assert inner.taken == inner.released == [("a", "b", "c")]
+
+
+def test_a_guarded_lock_with_its_circuit_open_takes_no_slot_of_a_session() -> None:
+    inner = ManyLock()
+    guard = StoreGuard("Lock server", timeout=TIMEOUT, retry_after=60)
+    guard.trip("the lock server timed out")
+    with pytest.raises(StoreUnavailableError), holding(GuardedWriteLock(inner, guard), ["a", "b"]):
+        pass
+    assert inner.taken == []
+
+
+def test_a_lock_holding_one_name_at_a_time_takes_a_session_s_slots_in_order() -> None:
+    taken: list[str] = []
+
+    class OneLock:
+        @contextmanager
+        def hold(self, name: str) -> Iterator[None]:
+            taken.append(name)
+            yield
+
+    with holding(GuardedWriteLock(OneLock(), StoreGuard("Lock server", timeout=TIMEOUT, retry_after=60)), ["b", "a"]):
+        pass
+    assert taken == ["a", "b"]

@@ -8,7 +8,10 @@ it, named after the slot, around every write.
 
 ``ctxplugin-postgres`` ships :class:`ctxplugin_postgres.PostgresWriteLock` (advisory locks), and
 :func:`ctxplugin.connect` uses it whenever a Postgres DSN is configured. Any object with a
-``hold(name)`` context manager serves (a Redis or etcd lock, for instance).
+``hold(name)`` context manager serves (a Redis or etcd lock, for instance). A lock that can
+also take several names at once in one connection has ``hold_all(names)`` (names sorted, each
+taken in that order): a change holding several slots (a branch left holds every slot of its
+session) then uses it, rather than one ``hold`` (and one connection) per name.
 """
 
 from __future__ import annotations
@@ -80,12 +83,18 @@ def owner_slots(owner: Scope) -> list[str]:
 
 @contextmanager
 def holding(lock: WriteLock | None, names: Iterable[str]) -> Iterator[None]:
-    """Hold the locks ``names`` of ``lock`` (nothing without one) for the ``with`` block, one
-    after another in sorted order: every writer holding several takes them in that order, so
-    two writers never each wait for a lock the other holds."""
+    """Hold the locks ``names`` of ``lock`` (nothing without one) for the ``with`` block, in
+    sorted order: every writer holding several takes them in that order, so two writers never
+    each wait for a lock the other holds. Several are taken with the lock's ``hold_all`` when it
+    has one (one connection for them all, never one more while holding some), else one
+    ``hold`` after another."""
+    wanted = sorted(set(names))
+    together = getattr(lock, "hold_all", None)
     with ExitStack() as held:
-        if lock is not None:
-            for name in sorted(set(names)):
+        if lock is not None and len(wanted) > 1 and callable(together):
+            held.enter_context(together(wanted))
+        elif lock is not None:
+            for name in wanted:
                 held.enter_context(lock.hold(name))
         yield
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import ExitStack, contextmanager
 
 import psycopg
 from psycopg_pool import ConnectionPool
@@ -43,6 +43,7 @@ class PostgresWriteLock:
     """Named locks shared by every process connected to one Postgres database.
 
     Re-entrant within a thread (a nested ``hold`` of a name already held passes through).
+    :meth:`hold_all` takes several names on one pooled connection.
 
     Args:
         pool: a connection pool (the CAS store's ``pool`` serves); a connection is borrowed for
@@ -87,8 +88,20 @@ class PostgresWriteLock:
             StoreBusyError: another holder kept the lock longer than ``wait_s`` (a
                 ``StoreUnavailableError`` too).
         """
-        if self._held.holds(name):
-            with self._held.holding(name):
+        with self.hold_all((name,)):
+            yield
+
+    @contextmanager
+    def hold_all(self, names: Iterable[str]) -> Iterator[None]:
+        """Hold the locks ``names`` for the ``with`` block, taken in sorted order in one
+        transaction, so on one pooled connection however many there are: a writer holding some
+        never waits for another connection while writers waiting for them hold the rest of the
+        pool. Names this thread holds already pass through. Raises as :meth:`hold` (each name
+        waits up to ``wait_s``)."""
+        wanted = sorted(set(names))
+        taking = [name for name in wanted if not self._held.holds(name)]
+        if not taking:
+            with self._holding(wanted):
                 yield
             return
         same_process(self.pool, self._opened_in, "this PostgresWriteLock")
@@ -96,15 +109,23 @@ class PostgresWriteLock:
             conn.execute("SELECT set_config('lock_timeout', %s, true)", (f"{int(self.wait_s * 1000)}ms",))
             # the pool's statement timeout would otherwise end the wait before lock_timeout does
             conn.execute("SELECT set_config('statement_timeout', %s, true)", (f"{int(self.wait_s * 1000) + 1000}ms",))
-            try:
-                conn.execute("SELECT pg_advisory_xact_lock(%s)", (lock_key(self.namespace, name),))
-            except psycopg.errors.LockNotAvailable as exc:
-                raise StoreBusyError(
-                    f"facts write lock {name!r}: another process held it for more than {self.wait_s:g}s; "
-                    "the write did not happen, retry it"
-                ) from exc
-            with self._held.holding(name):
+            for name in taking:
+                try:
+                    conn.execute("SELECT pg_advisory_xact_lock(%s)", (lock_key(self.namespace, name),))
+                except psycopg.errors.LockNotAvailable as exc:
+                    raise StoreBusyError(
+                        f"facts write lock {name!r}: another process held it for more than {self.wait_s:g}s; "
+                        "the write did not happen, retry it"
+                    ) from exc
+            with self._holding(wanted):
                 yield
+
+    @contextmanager
+    def _holding(self, names: Sequence[str]) -> Iterator[None]:
+        with ExitStack() as held:
+            for name in names:
+                held.enter_context(self._held.holding(name))
+            yield
 
     def close(self) -> None:
         """Close the pool if this lock owns it (in a forked process, only that process's own

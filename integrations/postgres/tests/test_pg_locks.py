@@ -9,7 +9,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -401,17 +401,17 @@ def test_a_write_waiting_for_a_branch_left_in_another_thread_does_not_hold_it_up
     ledger = FactsLedger(MemoryFactStore(), lock=lock)
     ledger.ingest([HumanMessage("The deploy target is eu-west-1.", id="h1"), LEFT], scope=SCOPE)
     held, go = threading.Event(), threading.Event()
-    real_hold = lock.hold
+    real_hold = lock.hold_all
 
     @contextmanager
-    def hold_a_while(name: str) -> Iterator[None]:  # the branch's marks start late
-        with real_hold(name):
+    def hold_a_while(names: Sequence[str]) -> Iterator[None]:  # the branch's marks start late
+        with real_hold(names):
             if threading.current_thread() is leaving:
                 held.set()
                 go.wait(30)
             yield
 
-    mocker.patch.object(lock, "hold", side_effect=hold_a_while)
+    mocker.patch.object(lock, "hold_all", side_effect=hold_a_while)
     errors: list[BaseException] = []
 
     def run(call: Any) -> None:
