@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from langchain_core.messages import AIMessage, BaseMessage, SystemMessage, ToolMessage
+from langchain_core.messages import BaseMessage, SystemMessage, ToolMessage
 from langchain_core.tools import BaseTool, tool
 
 from ctxplugin._layout import header_length
@@ -103,22 +103,4 @@ def last_tool_result(messages: list[BaseMessage]) -> ToolMessage:
     return next(m for m in reversed(messages) if isinstance(m, ToolMessage))
 
 
-def reservation_lookup(
-    call_id: str, cabin: str, *, reservation_id: str = "OBUT9V", output_id: str | None = None
-) -> tuple[AIMessage, ToolMessage]:
-    """An assistant turn calling ``get_reservation_details`` and the call's output: the
-    reservation's route and ``cabin`` as JSON, which the facts ledger reads as the current value
-    of ``reservation:<reservation_id>`` (the output's message id is ``output_id``).
-
-    Example:
-        >>> ask, output = reservation_lookup("c1", "economy")
-        >>> output.tool_call_id == ask.tool_calls[0]["id"] == "c1"
-        True
-    """
-    args = {"reservation_id": reservation_id}
-    payload = {**args, "origin": "IAH", "destination": "DEN", "cabin": cabin}
-    ask = AIMessage("", tool_calls=[{"name": "get_reservation_details", "args": args, "id": call_id}])
-    return ask, ToolMessage(json.dumps(payload), tool_call_id=call_id, name="get_reservation_details", id=output_id)
-
-
-__all__ = ["Ran", "airline_tools", "last_tool_result", "reservation_lookup", "system_text"]
+__all__ = ["Ran", "airline_tools", "last_tool_result", "system_text"]

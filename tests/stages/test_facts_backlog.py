@@ -9,10 +9,10 @@ makes them raise."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from pytest_mock import MockerFixture
 
 from ctxplugin import ContextEngine, Scope
@@ -20,10 +20,10 @@ from ctxplugin._step import step_budget
 from ctxplugin.errors import StoreUnavailableError
 from ctxplugin.facts import Fact
 from ctxplugin.stages._backlog import OWED_PER_STEP, Owed, Portion
-from ctxplugin.testing.airline import reservation_lookup
 
 S = Scope(session_id="s1", user_id="u1")
 KEY = "reservation:OBUT9V"
+Lookup = Callable[..., tuple[AIMessage, ToolMessage]]  # the reservation_lookup fixture (conftest.py)
 
 
 class Outage:
@@ -64,7 +64,7 @@ def owed(warnings: Sequence[str]) -> bool:
     return any("owed to the facts ledger" in w for w in warnings)
 
 
-def long_outage(engine: ContextEngine, outage: Outage, steps: int) -> list[BaseMessage]:
+def long_outage(engine: ContextEngine, outage: Outage, reservation_lookup: Lookup, steps: int) -> list[BaseMessage]:
     """``steps`` steps while the facts store is out, each with a tool output (read whole from the
     conversation) and a user message: the conversation at the end."""
     messages: list[BaseMessage] = [HumanMessage("Keep an eye on reservation OBUT9V", id="h0")]
@@ -101,12 +101,11 @@ def catch_up(engine: ContextEngine, messages: list[BaseMessage], *, newer: str, 
 
 
 def test_the_messages_owed_after_a_long_outage_are_read_a_bounded_number_per_step_oldest_first(
-    engine: ContextEngine, mocker: MockerFixture
+    engine: ContextEngine, mocker: MockerFixture, reservation_lookup: Lookup
 ) -> None:
     outage = Outage(engine, mocker)
-    messages = long_outage(
-        engine, outage, steps=OWED_PER_STEP
-    )  # twice as many messages owed as one step reads
+    # twice as many messages owed as one step reads
+    messages = long_outage(engine, outage, reservation_lookup, steps=OWED_PER_STEP)
     report = engine.prepare(messages, scope=S).report
     assert owed(report.warnings)  # the report says the ledger is behind
     first = cabin(engine)
@@ -130,10 +129,10 @@ def test_the_messages_owed_after_a_long_outage_are_read_a_bounded_number_per_ste
 
 
 def test_an_output_captured_while_the_ledger_is_behind_is_not_superseded_by_an_older_one(
-    engine: ContextEngine, mocker: MockerFixture
+    engine: ContextEngine, mocker: MockerFixture, reservation_lookup: Lookup
 ) -> None:
     outage = Outage(engine, mocker)
-    messages = long_outage(engine, outage, steps=OWED_PER_STEP)
+    messages = long_outage(engine, outage, reservation_lookup, steps=OWED_PER_STEP)
     assert owed(
         engine.prepare(messages, scope=S).report.warnings
     )  # the store is back; older messages still owed
@@ -149,10 +148,10 @@ def test_an_output_captured_while_the_ledger_is_behind_is_not_superseded_by_an_o
 
 
 def test_a_message_read_by_the_step_while_the_ledger_is_behind_waits_for_the_older_ones(
-    engine: ContextEngine, mocker: MockerFixture
+    engine: ContextEngine, mocker: MockerFixture, reservation_lookup: Lookup
 ) -> None:
     outage = Outage(engine, mocker)
-    messages = long_outage(engine, outage, steps=OWED_PER_STEP)
+    messages = long_outage(engine, outage, reservation_lookup, steps=OWED_PER_STEP)
     # the step the store is back in brings a newer value than every owed message
     messages += [
         *reservation_lookup("new", "premium"),
@@ -163,10 +162,10 @@ def test_a_message_read_by_the_step_while_the_ledger_is_behind_waits_for_the_old
 
 
 def test_an_outage_again_while_the_ledger_catches_up_loses_nothing(
-    engine: ContextEngine, mocker: MockerFixture
+    engine: ContextEngine, mocker: MockerFixture, reservation_lookup: Lookup
 ) -> None:
     outage = Outage(engine, mocker)
-    messages = long_outage(engine, outage, steps=OWED_PER_STEP)
+    messages = long_outage(engine, outage, reservation_lookup, steps=OWED_PER_STEP)
     assert owed(engine.prepare(messages, scope=S).report.warnings)
     outage.down = True  # out again before the older messages are read
     messages += [AIMessage("Hm.", id="z0"), HumanMessage("Anything?", id="z1")]
@@ -186,10 +185,10 @@ def test_an_outage_again_while_the_ledger_catches_up_loses_nothing(
 
 
 def test_a_capture_while_the_ledger_is_behind_reads_nothing_yet(
-    engine: ContextEngine, mocker: MockerFixture
+    engine: ContextEngine, mocker: MockerFixture, reservation_lookup: Lookup
 ) -> None:
     outage = Outage(engine, mocker)
-    messages = long_outage(engine, outage, steps=OWED_PER_STEP)
+    messages = long_outage(engine, outage, reservation_lookup, steps=OWED_PER_STEP)
     engine.prepare(messages, scope=S)
     _, report = engine.capture_with_report(reservation_lookup("new", "premium")[1], S)
     assert report.facts_extracted == 0 and not report.warnings  # not degraded: read in its turn
@@ -258,10 +257,10 @@ def owed_count(warnings: Sequence[str]) -> int | None:
 
 
 def test_a_step_whose_portion_fails_counts_that_portion_as_still_owed(
-    engine: ContextEngine, mocker: MockerFixture
+    engine: ContextEngine, mocker: MockerFixture, reservation_lookup: Lookup
 ) -> None:
     outage = Outage(engine, mocker)
-    messages = long_outage(engine, outage, steps=OWED_PER_STEP)
+    messages = long_outage(engine, outage, reservation_lookup, steps=OWED_PER_STEP)
     before = owed_count(engine.prepare(messages, scope=S).report.warnings)
     assert before is not None
     outage.down = True  # out again: the portion this step reads is not written
@@ -272,12 +271,12 @@ def test_a_step_whose_portion_fails_counts_that_portion_as_still_owed(
 
 
 def test_sessions_caught_up_since_make_room_before_one_still_owed(
-    engine: ContextEngine, mocker: MockerFixture
+    engine: ContextEngine, mocker: MockerFixture, reservation_lookup: Lookup
 ) -> None:
     outage = Outage(engine, mocker)
     owed_ = Owed(size=2)
     mocker.patch.object(engine._capture.reads, "owed", owed_)
-    messages = long_outage(engine, outage, steps=OWED_PER_STEP)
+    messages = long_outage(engine, outage, reservation_lookup, steps=OWED_PER_STEP)
     assert owed(engine.prepare(messages, scope=S).report.warnings)
     for n in range(3):  # sessions whose portion was halved, caught up since
         other = Scope(session_id=f"other{n}", user_id="u1")
@@ -300,10 +299,10 @@ def test_sessions_caught_up_since_make_room_before_one_still_owed(
 
 
 def test_a_concurrent_call_bringing_a_newer_value_does_not_read_it_before_the_owed_ones(
-    engine: ContextEngine, mocker: MockerFixture
+    engine: ContextEngine, mocker: MockerFixture, reservation_lookup: Lookup
 ) -> None:
     outage = Outage(engine, mocker)
-    messages = long_outage(engine, outage, steps=OWED_PER_STEP)
+    messages = long_outage(engine, outage, reservation_lookup, steps=OWED_PER_STEP)
     reads = engine._capture.reads
     real = reads.reading
     claimed = threading.Event()  # the first call claimed what it reads, and has not read it yet
@@ -341,6 +340,7 @@ def test_a_concurrent_call_bringing_a_newer_value_does_not_read_it_before_the_ow
 
 def test_a_call_while_another_reads_the_kept_outputs_never_reports_none_owed(
     engine: ContextEngine,
+    reservation_lookup: Lookup,
 ) -> None:
     reads = engine._capture.reads
     ask, output = reservation_lookup("c0", "economy")

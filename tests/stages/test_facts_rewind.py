@@ -6,20 +6,21 @@ captured (their facts written at capture) or read whole from the conversation.""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 
 import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
 from ctxplugin import ContextEngine, PreparedContext, Scope
 from ctxplugin.facts.model import FactQuery
-from ctxplugin.testing.airline import reservation_lookup
 from ctxplugin.tokens import content_text
 
 S = Scope(session_id="s1", user_id="u1")
 KEY = "reservation:OBUT9V"
+Lookup = Callable[..., tuple[AIMessage, ToolMessage]]  # the reservation_lookup fixture (conftest.py)
 
 
-def thread(engine: ContextEngine, *, captured: bool, named: bool) -> list[BaseMessage]:
+def thread(engine: ContextEngine, reservation_lookup: Lookup, *, captured: bool, named: bool) -> list[BaseMessage]:
     """Four steps, each reading the reservation again (``fare0`` … ``fare3``)."""
     messages: list[BaseMessage] = [HumanMessage("Keep an eye on reservation OBUT9V", id="h0")]
     for step in range(4):
@@ -50,9 +51,9 @@ def texts(prepared: PreparedContext) -> list[str]:
 @pytest.mark.parametrize("captured", [False, True], ids=["read", "captured"])
 @pytest.mark.parametrize("named", [False, True], ids=["no-id", "id"])
 def test_a_rewind_past_tool_outputs_makes_the_last_value_still_sent_current(
-    engine: ContextEngine, captured: bool, named: bool
+    engine: ContextEngine, captured: bool, named: bool, reservation_lookup: Lookup
 ) -> None:
-    messages = thread(engine, captured=captured, named=named)
+    messages = thread(engine, reservation_lookup, captured=captured, named=named)
     assert cabin(engine) == "fare3"
     prepared = engine.prepare(messages[:9], scope=S)  # up to the second output and h2
     assert cabin(engine) == "fare1"
@@ -61,8 +62,8 @@ def test_a_rewind_past_tool_outputs_makes_the_last_value_still_sent_current(
     assert not any("fare1" in t and "outdated" in t for t in shown)  # the last value sent stands
 
 
-def test_going_forward_again_after_the_rewind_reads_the_new_value(engine: ContextEngine) -> None:
-    messages = thread(engine, captured=False, named=False)
+def test_going_forward_again_after_the_rewind_reads_the_new_value(engine: ContextEngine, reservation_lookup: Lookup) -> None:
+    messages = thread(engine, reservation_lookup, captured=False, named=False)
     engine.prepare(messages[:9], scope=S)
     again = [
         *messages[:9],
@@ -75,6 +76,7 @@ def test_going_forward_again_after_the_rewind_reads_the_new_value(engine: Contex
 
 def test_an_edited_user_message_keeps_the_captured_outputs_before_it_current(
     engine: ContextEngine,
+    reservation_lookup: Lookup,
 ) -> None:
     """Assistant messages without ids: the outputs before the edited message are still sent
     (as the summaries their capture returned) and what they stated stays current."""
@@ -99,11 +101,11 @@ def test_an_edited_user_message_keeps_the_captured_outputs_before_it_current(
 @pytest.mark.parametrize("captured", [False, True], ids=["read", "captured"])
 @pytest.mark.parametrize("named", [False, True], ids=["no-id", "id"])
 def test_going_back_to_the_first_branch_reads_its_outputs_again(
-    engine: ContextEngine, captured: bool, named: bool
+    engine: ContextEngine, captured: bool, named: bool, reservation_lookup: Lookup
 ) -> None:
     """Outputs withdrawn when the thread went back are read again once the
     conversation holds them again: the last one's value is current, not the one before them."""
-    messages = thread(engine, captured=captured, named=named)
+    messages = thread(engine, reservation_lookup, captured=captured, named=named)
     engine.prepare(messages[:9], scope=S)
     assert cabin(engine) == "fare1"
     engine.prepare(messages, scope=S)  # the user went back to the first branch
@@ -112,11 +114,11 @@ def test_going_back_to_the_first_branch_reads_its_outputs_again(
 
 @pytest.mark.parametrize("captured", [False, True], ids=["read", "captured"])
 def test_a_value_stated_after_the_withdrawn_output_is_not_undone_by_the_rewind(
-    engine: ContextEngine, captured: bool
+    engine: ContextEngine, captured: bool, reservation_lookup: Lookup
 ) -> None:
     """The application stated the value itself after the second output (no message of the
     branch said it): going back past that output leaves that value current, alone."""
-    messages = thread(engine, captured=captured, named=False)[:9]
+    messages = thread(engine, reservation_lookup, captured=captured, named=False)[:9]
     engine.prepare(messages, scope=S)
     assert cabin(engine) == "fare1"
     engine.facts.write("reservation OBUT9V cabin=upgraded", key=KEY, scope=S)

@@ -8,6 +8,7 @@ message under the lock; an output captured while older ones are still owed never
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -16,14 +17,13 @@ import psycopg
 import pytest
 from ctxplugin_postgres import migrate
 from ctxplugin_postgres.locks import lock_key
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
 import ctxplugin
 from ctxplugin import ContextConfig, ContextEngine, Scope
 from ctxplugin.facts.locks import slot_lock_name
 from ctxplugin.facts.model import visibility_key
 from ctxplugin.stages._backlog import OWED_PER_STEP
-from ctxplugin.testing.airline import reservation_lookup
 
 pytestmark = pytest.mark.postgres
 
@@ -53,6 +53,14 @@ def _held(dsn: str, schema: str) -> Iterator[None]:
             yield
         finally:
             conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
+
+
+def reservation_lookup(call_id: str, cabin: str) -> tuple[AIMessage, ToolMessage]:
+    """A lookup of reservation OBUT9V and its output, the value changing with ``cabin``."""
+    args = {"reservation_id": "OBUT9V"}
+    payload = {**args, "origin": "IAH", "destination": "DEN", "cabin": cabin}
+    ask = AIMessage("", tool_calls=[{"name": "get_reservation_details", "args": args, "id": call_id}])
+    return ask, ToolMessage(json.dumps(payload), tool_call_id=call_id, name="get_reservation_details")
 
 
 def _owed(engine: ContextEngine, messages: list[BaseMessage]) -> bool:
