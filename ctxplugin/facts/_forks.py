@@ -170,4 +170,41 @@ def resumed(store: FactStore, owner: Scope, conversation: Sequence[BaseMessage])
     return left
 
 
-__all__ = ["LEFT_BEHIND", "left_behind", "reinstated", "rejoined", "resumed"]
+class _Planned:
+    """``store`` read as it stands, the updates asked of it kept instead of made."""
+
+    def __init__(self, store: FactStore) -> None:
+        self.store = store
+        self.updates: list[Fact] = []
+        self.from_messages = getattr(store, "from_messages", None)
+        self.said_after = getattr(store, "said_after", None)
+
+    def add(self, facts: Sequence[Fact]) -> None:
+        self.updates.extend(facts)
+
+    def update(self, facts: Sequence[Fact]) -> None:
+        self.updates.extend(facts)
+
+    def get(self, ids: Sequence[str], *, reader: Scope) -> list[Fact]:
+        return self.store.get(ids, reader=reader)
+
+    def find(self, query: FactQuery, *, limit: int | None = None) -> list[Fact]:
+        return self.store.find(query, limit=limit)
+
+    def search(self, text: str, query: FactQuery, *, n: int) -> list[tuple[Fact, float]]:
+        return self.store.search(text, query, n=n)
+
+
+def to_change(store: FactStore, owner: Scope, messages: Sequence[BaseMessage], *, back: Sequence[BaseMessage] = (), unread: Sequence[BaseMessage] = ()) -> bool:
+    """Whether :func:`left_behind` (of ``messages`` and ``back``) and then :func:`resumed` (of
+    ``unread``) would change a fact of ``owner``: found by the same reads, changing nothing, so
+    without the write locks a change holds. Exact when nothing is to change (no update read
+    differs then); when something is, the change reads it again under the locks."""
+    planned = _Planned(store)
+    left_behind(planned, owner, messages, back=back)
+    if not planned.updates:
+        resumed(planned, owner, unread)
+    return bool(planned.updates)
+
+
+__all__ = ["LEFT_BEHIND", "left_behind", "reinstated", "rejoined", "resumed", "to_change"]

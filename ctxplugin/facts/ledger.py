@@ -28,7 +28,7 @@ from ctxplugin.facts._drafts import (
     owner_of,
     read_drafts,
 )
-from ctxplugin.facts._forks import left_behind, reinstated, resumed
+from ctxplugin.facts._forks import left_behind, reinstated, resumed, to_change
 from ctxplugin.facts._polls import Polls
 from ctxplugin.facts._reread import by_message, unread, unsaid
 from ctxplugin.facts._supersession import _supersede, changed_basis, superseded_pairs
@@ -220,7 +220,7 @@ class FactsLedger:
         output that stands under it now, whose facts stay (none: all read from it go). One store
         call, bounded like any other. A store without ``withdraw`` (see :attr:`can_withdraw`)
         removes nothing: the facts stay stored, and :meth:`search` leaves them out in this process."""
-        with owner_locks(self.lock, self.store, owner_of(scope)):
+        with owner_locks(self.lock if outputs and self.can_withdraw else None, self.store, owner_of(scope)):
             return self._withdraw(outputs, scope)
 
     def _withdraw(self, outputs: Mapping[str, Collection[str]], scope: Scope) -> list[Fact]:
@@ -239,12 +239,16 @@ class FactsLedger:
         what ``unread``, a conversation this process did not read before, left behind), and return those facts; what it marked
         of ``back``, in the conversation again, is current again (see :mod:`ctxplugin.facts._forks`). What it read from the tool
         ``outputs`` of that branch is withdrawn (as :meth:`withdraw`), and what those facts replaced by key is current again."""
+        owner = owner_of(scope)
+        # told first without the locks, the tenant's every session's: a first call (unread) rarely changes anything
+        if not (outputs and self.can_withdraw) and not to_change(self.store, owner, messages, back=back, unread=unread):
+            return self._withdraw(outputs or {}, scope)  # nothing (withheld here, a store without withdraw)
         # withdrawn, then what they replaced current again, before any other write of this process or another
-        with owner_locks(self.lock, self.store, owner_of(scope)), self._lock:
+        with owner_locks(self.lock, self.store, owner), self._lock:
             withdrawn = self._withdraw(outputs or {}, scope)
             with self._sent.sending():  # a search reading meanwhile reads again
-                reinstated(self.store, owner_of(scope), withdrawn)
-                return [*left_behind(self.store, owner_of(scope), messages, back=back), *resumed(self.store, owner_of(scope), unread)]
+                reinstated(self.store, owner, withdrawn)
+                return [*left_behind(self.store, owner, messages, back=back), *resumed(self.store, owner, unread)]
 
     @property
     def can_withdraw(self) -> bool:
