@@ -1,5 +1,6 @@
 """The facts read from given user messages, in a Chroma collection (the optional
-``from_messages`` and ``said_after`` of :class:`~ctxplugin.facts.store.FactStore`).
+``from_messages`` and ``said_after`` of :class:`~ctxplugin.facts.store.FactStore`), and from
+given tool outputs (``from_outputs``).
 
 A fact read from a user message is written with the message's ref in a field of its own
 (``mv``, joined to its owner slot); a fact stored before that field was written (before edited
@@ -13,13 +14,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ctxplugin.facts._chroma_codec import message_wheres
+from ctxplugin.facts._chroma_codec import message_wheres, withdraw_where
 from ctxplugin.facts.model import Fact
 from ctxplugin.scope import Scope
 
 
 class MessageFacts:
-    """``from_messages`` and ``said_after`` of :class:`~ctxplugin.facts.chroma.ChromaFactStore`."""
+    """``from_messages``, ``said_after`` and ``from_outputs`` of :class:`~ctxplugin.facts.chroma.ChromaFactStore`."""
 
     if TYPE_CHECKING:
 
@@ -34,6 +35,13 @@ class MessageFacts:
         """The facts ``owner`` read from the user messages said right after the messages ``ids``
         (their ``source.after``), in any state, in one request (more for thousands of ids)."""
         return self._said(owner, ids, "av")
+
+    def from_outputs(self, owner: Scope, call_ids: Sequence[str]) -> list[Fact]:
+        """The facts ``owner`` read from the outputs of the tool calls ``call_ids``, in any state,
+        in one request (what a withdrawal of them reads)."""
+        owner_key = owner.key()
+        found = self._fetch(owner, withdraw_where(owner, list(dict.fromkeys(call_ids)))) if call_ids else []
+        return [f for f in found if f.owner.key() == owner_key]
 
     def _said(self, owner: Scope, refs: Sequence[str], field: str) -> list[Fact]:
         owner_key = owner.key()

@@ -16,13 +16,13 @@ stored (:func:`resumed`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
 from ctxplugin.facts._drafts import _provenance
 from ctxplugin.facts._said import said_by
-from ctxplugin.facts.model import Fact, FactQuery, output_digest
+from ctxplugin.facts.model import Fact, FactQuery, output_digest, withdrawn
 from ctxplugin.facts.store import FactStore
 from ctxplugin.scope import Scope
 from ctxplugin.tokens import content_text
@@ -195,11 +195,24 @@ class _Planned:
         return self.store.search(text, query, n=n)
 
 
-def to_change(store: FactStore, owner: Scope, messages: Sequence[BaseMessage], *, back: Sequence[BaseMessage] = (), unread: Sequence[BaseMessage] = ()) -> bool:
-    """Whether :func:`left_behind` (of ``messages`` and ``back``) and then :func:`resumed` (of
-    ``unread``) would change a fact of ``owner``: found by the same reads, changing nothing, so
-    without the write locks a change holds. Exact when nothing is to change (no update read
+def standing(outputs: Mapping[str, Collection[str]]) -> dict[str, tuple[str, ...]]:
+    """``outputs`` of a withdrawal as its store reads them: tool call id -> digests (one given alone too)."""
+    return {k: (v,) if isinstance(v, str) else tuple(v) for k, v in outputs.items()}
+
+
+def to_change(
+    store: FactStore, owner: Scope, messages: Sequence[BaseMessage], *, back: Sequence[BaseMessage] = (),
+    unread: Sequence[BaseMessage] = (), outputs: Mapping[str, Collection[str]] | None = None,
+) -> bool:
+    """Whether the store's ``withdraw`` of ``outputs`` (told by its ``from_outputs``; without it,
+    whether any are named), :func:`left_behind` (of ``messages`` and ``back``) or :func:`resumed`
+    (of ``unread``) would change a fact of ``owner``: found by the same reads, changing nothing,
+    so without the write locks a change holds. Exact when nothing is to change (no update read
     differs then); when something is, the change reads it again under the locks."""
+    wanted, finder = standing(outputs or {}), getattr(store, "from_outputs", None)
+    removes = bool(wanted) and callable(getattr(store, "withdraw", None))  # else the store's facts stay
+    if removes and (not callable(finder) or any(withdrawn(f, owner, wanted) for f in finder(owner, list(wanted)))):
+        return True
     planned = _Planned(store)
     left_behind(planned, owner, messages, back=back)
     if not planned.updates:
@@ -207,4 +220,4 @@ def to_change(store: FactStore, owner: Scope, messages: Sequence[BaseMessage], *
     return bool(planned.updates)
 
 
-__all__ = ["LEFT_BEHIND", "left_behind", "reinstated", "rejoined", "resumed", "to_change"]
+__all__ = ["LEFT_BEHIND", "left_behind", "reinstated", "rejoined", "resumed", "standing", "to_change"]

@@ -28,7 +28,7 @@ from ctxplugin.facts._drafts import (
     owner_of,
     read_drafts,
 )
-from ctxplugin.facts._forks import left_behind, reinstated, resumed, to_change
+from ctxplugin.facts._forks import left_behind, reinstated, resumed, standing, to_change
 from ctxplugin.facts._polls import Polls
 from ctxplugin.facts._reread import by_message, unread, unsaid
 from ctxplugin.facts._supersession import _supersede, changed_basis, superseded_pairs
@@ -217,22 +217,22 @@ class FactsLedger:
         replaced since, as when a PII filter masks a card number; returns them.
 
         ``outputs`` maps a tool call id to the :func:`~ctxplugin.facts.model.output_digest` of each
-        output that stands under it now, whose facts stay (none: all read from it go). One store
-        call, bounded like any other. A store without ``withdraw`` (see :attr:`can_withdraw`)
-        removes nothing: the facts stay stored, and :meth:`search` leaves them out in this process."""
-        with owner_locks(self.lock if outputs and self.can_withdraw else None, self.store, owner_of(scope)):
+        output that stands under it now, whose facts stay (none: all read from it go); the write locks
+        are held only when the store's ``from_outputs`` finds one (or it has none). A store without
+        ``withdraw`` (:attr:`can_withdraw`) removes nothing: they stay stored, left out of :meth:`search` here."""
+        if not to_change(self.store, owner_of(scope), (), outputs=outputs):
+            return [] if self.can_withdraw else self._withdraw(outputs, scope)  # (withheld here)
+        with owner_locks(self.lock, self.store, owner_of(scope)):
             return self._withdraw(outputs, scope)
 
     def _withdraw(self, outputs: Mapping[str, Collection[str]], scope: Scope) -> list[Fact]:
-        standing = {k: (v,) if isinstance(v, str) else tuple(v) for k, v in outputs.items()}
-        if not standing:
-            return []
-        remover = getattr(self.store, "withdraw", None)
-        if not callable(remover):
-            self._withheld.add(owner_of(scope), standing)
+        remover, named = getattr(self.store, "withdraw", None), standing(outputs)
+        if named and not callable(remover):
+            self._withheld.add(owner_of(scope), named)
+        if not named or not callable(remover):
             return []
         with self._lock, self._sent.sending():  # a search reading meanwhile reads again
-            return list(remover(owner_of(scope), standing))
+            return list(remover(owner_of(scope), named))
 
     def leave(self, messages: Sequence[BaseMessage], *, scope: Scope, back: Sequence[BaseMessage] = (), unread: Sequence[BaseMessage] = (), outputs: Mapping[str, Collection[str]] | None = None) -> list[Fact]:
         """Mark not current what ``scope`` read from ``messages``, user messages of a branch its host went back from (or, by the facts stored,
@@ -241,8 +241,8 @@ class FactsLedger:
         ``outputs`` of that branch is withdrawn (as :meth:`withdraw`), and what those facts replaced by key is current again."""
         owner = owner_of(scope)
         # told first without the locks, the tenant's every session's: a first call (unread) rarely changes anything
-        if not (outputs and self.can_withdraw) and not to_change(self.store, owner, messages, back=back, unread=unread):
-            return self._withdraw(outputs or {}, scope)  # nothing (withheld here, a store without withdraw)
+        if not to_change(self.store, owner, messages, back=back, unread=unread, outputs=outputs):
+            return [] if self.can_withdraw else self._withdraw(outputs or {}, scope)
         # withdrawn, then what they replaced current again, before any other write of this process or another
         with owner_locks(self.lock, self.store, owner), self._lock:
             withdrawn = self._withdraw(outputs or {}, scope)

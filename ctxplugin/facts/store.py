@@ -52,6 +52,9 @@ class FactStore(Protocol):
     And ``withdraw(owner, outputs) -> list[Fact]``: delete, in one request or as few as it can,
     the facts ``owner`` read from tool outputs its host has since replaced (see
     :func:`~ctxplugin.facts.model.withdrawn`) and return them; the ledger's ``withdraw`` uses it.
+    With it, ``from_outputs(owner, call_ids) -> list[Fact]``: the facts ``owner`` read from the
+    outputs of these tool calls, in any state; the ledger reads them first and takes no write
+    lock when the withdrawal would remove none.
     And ``from_messages(owner, refs) -> list[Fact]``: the facts ``owner`` read from the user
     messages whose source refs are ``refs`` (:func:`~ctxplugin.facts._said.said_by`), in any
     state, in one request or as few as it can; an ingest reading a message the host edited uses
@@ -176,13 +179,7 @@ class MemoryFactStore:
         """Delete the facts ``owner`` read from the tool outputs ``outputs`` names, except those
         read from the content that stands (see :func:`~ctxplugin.facts.model.withdrawn`)."""
         with self._lock:
-            found = {
-                fact.id: fact
-                for slot_key in dict.fromkeys(reader_keys(owner)) if (slot := self._slots.get(slot_key)) is not None
-                for call_id in outputs
-                for fact in slot.by_call.get(call_id, {}).values()
-                if withdrawn(fact, owner, outputs)
-            }
+            found = {f.id: f for f in self._read_from(owner, outputs) if withdrawn(f, owner, outputs)}
             if not found:
                 return []
             self.generation += 1
@@ -194,6 +191,18 @@ class MemoryFactStore:
                 del self._facts[fact.id]
                 self._vectors.drop(fact.id)
         return list(found.values())
+
+    def from_outputs(self, owner: Scope, call_ids: Sequence[str]) -> list[Fact]:
+        """The facts ``owner`` read from the outputs of the tool calls ``call_ids``, in any state,
+        in the order they were first stored."""
+        owner_key = owner.key()
+        with self._lock:
+            return sorted((f for f in self._read_from(owner, call_ids) if f.owner.key() == owner_key), key=lambda f: self._order[f.id])
+
+    def _read_from(self, owner: Scope, call_ids: Iterable[str]) -> list[Fact]:
+        """The facts of the slots ``owner`` can read that were read from the outputs of ``call_ids`` (the caller holds the lock)."""
+        slots = [slot for key in dict.fromkeys(reader_keys(owner)) if (slot := self._slots.get(key)) is not None]
+        return list({f.id: f for slot in slots for call_id in dict.fromkeys(call_ids) for f in slot.by_call.get(call_id, {}).values()}.values())
 
     def from_messages(self, owner: Scope, refs: Sequence[str]) -> list[Fact]:
         """The facts ``owner`` read from the user messages ``refs``, in any state, in the order

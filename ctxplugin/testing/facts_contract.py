@@ -305,6 +305,22 @@ class FactStoreContract:
         assert withdraw(ALICE, {"call_1": ("d-new", "d-other")}) == [], "withdrawing again removes nothing"
         assert [f.id for f in withdraw(ALICE, {"call_1": ()})] == [masked.id]
 
+    def test_from_outputs_finds_what_an_owner_read_from_these_tool_outputs(self, store: FactStore) -> None:
+        finder = getattr(store, "from_outputs", None)
+        if not callable(finder):
+            pytest.skip("this store has no from_outputs(owner, call_ids); every withdrawal takes the write locks")
+
+        def read(text: str, call_id: str, owner: Scope = ALICE, **fields: Any) -> Fact:
+            return make_fact(text, owner=owner, source=Source(type="tool", call_id=call_id, digest="d1"), authority="tool", **fields)
+
+        old, new, odd = read("Fare is 100", "c1", is_valid=False), read("Fare is 120", "c1"), read("Gate is C4", "c\udc80")
+        theirs, other = read("Fare is 90", "c1", owner=BOB), read("Seat is 12A", "c2")
+        store.add([old, new, odd, theirs, other, make_fact("Fare is 80", source=Source(type="conversation", ref="c1"))])
+        assert {f.id for f in finder(ALICE, ["c1"])} == {old.id, new.id}
+        assert {f.id for f in finder(ALICE, ["c1", "c\udc80", "c9"])} == {old.id, new.id, odd.id}
+        assert {f.id for f in finder(BOB, ["c1", "c2"])} == {theirs.id}
+        assert finder(ALICE, []) == []
+
     # ------------------------------------------------------------------ through the ledger
     def test_ledger_withdraws_the_facts_read_from_an_output_the_host_replaced(self, ledger: FactsLedger) -> None:
         from langchain_core.messages import ToolMessage

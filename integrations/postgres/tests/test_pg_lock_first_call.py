@@ -1,7 +1,8 @@
 """The first call of a session in a process that did not read it before (a restart, another
 worker) tells from the facts stored whether its host went back from a branch. Only when it did
 does it take the write locks of the owner's slots: the tenant's is shared by every session of
-the tenant, so a first call finding nothing to change never waits for another session."""
+the tenant, so a first call finding nothing to change never waits for another session. So does
+a withdrawal: the facts read from the outputs it names are found first."""
 
 from __future__ import annotations
 
@@ -10,12 +11,13 @@ from collections.abc import Iterator
 
 import pytest
 from ctxplugin_postgres import PostgresWriteLock, make_pool
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
 from ctxplugin import ContextEngine, PreparedContext, Scope
+from ctxplugin.errors import StoreUnavailableError
 from ctxplugin.facts import FactQuery, FactsLedger, MemoryFactStore
 from ctxplugin.facts.locks import slot_lock_name
-from ctxplugin.facts.model import visibility_key
+from ctxplugin.facts.model import output_digest, visibility_key
 
 pytestmark = [pytest.mark.postgres]
 
@@ -91,3 +93,18 @@ def test_a_first_call_finding_a_branch_left_waits_for_the_tenant_lock(
     prepared = first_call(store, here, back)  # once it is free, another first call marks the branch left
     assert unavailable(prepared) == []
     assert current(store) == ["My budget is $500.", "My seat is 12A."]
+
+
+def test_withdrawing_what_no_fact_was_read_from_does_not_wait_for_the_tenant_lock(
+    locks: tuple[PostgresWriteLock, PostgresWriteLock],
+) -> None:
+    holder, here = locks
+    ledger = FactsLedger(MemoryFactStore(), lock=here)
+    output = "The deploy target is eu-west-2."
+    ledger.ingest([ToolMessage(output, tool_call_id="c1", name="settings")], scope=THREAD)
+    with holder.hold(TENANT):
+        # the output read stands, and no fact was read from c9's
+        assert ledger.withdraw({"c1": [output_digest(output)], "c9": []}, scope=THREAD) == []
+        with pytest.raises(StoreUnavailableError):  # one to remove: waits
+            ledger.withdraw({"c1": []}, scope=THREAD)
+    assert [f.text for f in ledger.withdraw({"c1": []}, scope=THREAD)] == [output]
