@@ -220,7 +220,7 @@ class FactsLedger:
         output that stands under it now, whose facts stay (none: all read from it go); the write locks
         are held only when the store's ``from_outputs`` finds one (or it has none). A store without
         ``withdraw`` (:attr:`can_withdraw`) removes nothing: they stay stored, left out of :meth:`search` here."""
-        if not to_change(self.store, owner_of(scope), (), outputs=outputs):
+        if self.lock is not None and not to_change(self.store, owner_of(scope), (), outputs=outputs):
             return [] if self.can_withdraw else self._withdraw(outputs, scope)  # (withheld here)
         with owner_locks(self.lock, self.store, owner_of(scope)):
             return self._withdraw(outputs, scope)
@@ -240,8 +240,8 @@ class FactsLedger:
         of ``back``, in the conversation again, is current again (see :mod:`ctxplugin.facts._forks`). What it read from the tool
         ``outputs`` of that branch is withdrawn (as :meth:`withdraw`), and what those facts replaced by key is current again."""
         owner = owner_of(scope)
-        # told first without the locks, the tenant's every session's: a first call (unread) rarely changes anything
-        if not to_change(self.store, owner, messages, back=back, unread=unread, outputs=outputs):
+        # told first without the shared locks, the tenant's every session's: a first call (unread) rarely changes anything
+        if self.lock is not None and not to_change(self.store, owner, messages, back=back, unread=unread, outputs=outputs):
             return [] if self.can_withdraw else self._withdraw(outputs or {}, scope)
         # withdrawn, then what they replaced current again, before any other write of this process or another
         with owner_locks(self.lock, self.store, owner), self._lock:
