@@ -314,7 +314,7 @@ class FactStoreContract:
             return make_fact(text, owner=owner, source=Source(type="tool", call_id=call_id, digest="d1"), authority="tool", **fields)
 
         old, new, odd = read("Fare is 100", "c1", is_valid=False), read("Fare is 120", "c1"), read("Gate is C4", "c\udc80")
-        theirs, other = read("Fare is 90", "c1", owner=BOB), read("Seat is 12A", "c2")
+        theirs, other = read("Fare is 90", "c1", owner=BOB, visibility="tenant"), read("Seat is 12A", "c2")  # (Alice reads it)
         store.add([old, new, odd, theirs, other, make_fact("Fare is 80", source=Source(type="conversation", ref="c1"))])
         assert {f.id for f in finder(ALICE, ["c1"])} == {old.id, new.id}
         assert {f.id for f in finder(ALICE, ["c1", "c\udc80", "c9"])} == {old.id, new.id, odd.id}
