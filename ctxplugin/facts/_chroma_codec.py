@@ -105,15 +105,12 @@ def message_wheres(owner: Scope, refs: Sequence[str], field: str = "mv") -> list
     return _in_chunks(values, (field, f"{field}s"))
 
 
-def withdraw_where(owner: Scope, call_ids: Sequence[str]) -> dict[str, Any]:
-    """The clause for the facts read from the outputs of ``call_ids`` in the slots ``owner`` can
-    read (one ``$in`` on the composite ``cv`` field, and ``cvs``; ownership and digests are checked after)."""
-    values: dict[str, list[str]] = {}
-    for call_id in call_ids:
-        field, value = _id_field("cv", call_id)
-        values.setdefault(field, []).extend(f"{v}{_SEP}{value}" for v in reader_keys(owner))
-    clauses = [{field: {"$in": found}} for field, found in values.items()] or [{"cv": {"$in": []}}]
-    return clauses[0] if len(clauses) == 1 else {"$or": clauses}
+def withdraw_wheres(owner: Scope, call_ids: Sequence[str]) -> list[dict[str, Any]]:
+    """The clauses, one request each, for the facts read from the outputs of ``call_ids`` in the
+    slots ``owner`` can read (the composite ``cv`` field, and ``cvs``; ownership and digests are
+    checked after), at most :data:`_MAX_VALUES` values each."""
+    fields = [_id_field("cv", call_id) for call_id in dict.fromkeys(call_ids)]
+    return _in_chunks([(name, f"{v}{_SEP}{value}") for name, value in fields for v in reader_keys(owner)], ("cv", "cvs"))
 
 
 def search_where(query: FactQuery) -> dict[str, Any]:
@@ -252,4 +249,4 @@ def _construct(cls: type[M], values: dict[str, Any]) -> M:
     return instance
 
 
-__all__ = ["find_where", "from_metadata", "lookup_wheres", "may_match", "search_where", "to_metadata", "withdraw_where"]
+__all__ = ["find_where", "from_metadata", "lookup_wheres", "may_match", "search_where", "to_metadata", "withdraw_wheres"]

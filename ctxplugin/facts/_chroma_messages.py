@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ctxplugin.facts._chroma_codec import message_wheres, withdraw_where
+from ctxplugin.facts._chroma_codec import message_wheres, withdraw_wheres
 from ctxplugin.facts.model import Fact
 from ctxplugin.scope import Scope
 
@@ -38,10 +38,10 @@ class MessageFacts:
 
     def from_outputs(self, owner: Scope, call_ids: Sequence[str]) -> list[Fact]:
         """The facts ``owner`` read from the outputs of the tool calls ``call_ids``, in any state,
-        in one request (what a withdrawal of them reads)."""
+        in one request (more for thousands of ids; what a withdrawal of them reads)."""
         owner_key = owner.key()
-        found = self._fetch(owner, withdraw_where(owner, list(dict.fromkeys(call_ids)))) if call_ids else []
-        return [f for f in found if f.owner.key() == owner_key]
+        found = {f.id: f for where in withdraw_wheres(owner, call_ids) for f in self._fetch(owner, where)}
+        return [f for f in found.values() if f.owner.key() == owner_key]
 
     def _said(self, owner: Scope, refs: Sequence[str], field: str) -> list[Fact]:
         owner_key = owner.key()

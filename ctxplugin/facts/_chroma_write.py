@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
-from ctxplugin.facts._chroma_codec import from_metadata, to_metadata, withdraw_where
+from ctxplugin.facts._chroma_codec import from_metadata, to_metadata, withdraw_wheres
 from ctxplugin.facts._chroma_lexical import _tag
 from ctxplugin.facts.lexical import LexicalIndex
 from ctxplugin.facts.model import Fact, withdrawn
@@ -75,16 +75,15 @@ def delete_withdrawn(
     """Delete from ``collection`` the facts a withdrawal of ``outputs`` by ``owner`` removes
     (:func:`~ctxplugin.facts.model.withdrawn`), keeping its lexical ``index`` in step; return
     them."""
-    result = collection.get(where=withdraw_where(owner, list(outputs)), include=["documents", "metadatas"])
-    facts = [
-        from_metadata(i, doc, meta)
-        for i, doc, meta in zip(result["ids"], result["documents"] or [], result["metadatas"] or [], strict=True)
-    ]
-    gone = [f for f in facts if withdrawn(f, owner, outputs)]
-    if gone:
-        collection.delete(ids=[f.id for f in gone])
-        if index is not None:
-            index.remove(f.id for f in gone)
+    facts: dict[str, Fact] = {}
+    for where in withdraw_wheres(owner, list(outputs)):  # (several requests for thousands of calls)
+        result = collection.get(where=where, include=["documents", "metadatas"])
+        facts.update((i, from_metadata(i, doc, meta)) for i, doc, meta in zip(result["ids"], result["documents"] or [], result["metadatas"] or [], strict=True))
+    gone = [f for f in facts.values() if withdrawn(f, owner, outputs)]
+    for start in range(0, len(gone), 4096):  # (a request binds one variable per id)
+        collection.delete(ids=[f.id for f in gone[start : start + 4096]])
+    if gone and index is not None:
+        index.remove(f.id for f in gone)
     return gone
 
 

@@ -228,7 +228,7 @@ class ChromaFactStore(SharedWindows, MessageFacts):
                 bump(self._writes, revised=bool(updated) or any(map(revises, added)))
 
     def withdraw(self, owner: Scope, outputs: Mapping[str, Collection[str]]) -> list[Fact]:
-        """Delete the facts :func:`~ctxplugin.facts.model.withdrawn` names: one read, one delete."""
+        """Delete the facts :func:`~ctxplugin.facts.model.withdrawn` names: one read, one delete (more for thousands)."""
         try:
             with _translated("withdraw facts", self._forget):
                 collection = self._collection(owner.tenant_id or "")

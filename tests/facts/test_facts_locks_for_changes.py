@@ -13,7 +13,7 @@ import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
 from ctxplugin import ContextConfig, ContextEngine, Scope
-from ctxplugin.facts import FactQuery, FactsLedger, FactStore, MemoryFactStore
+from ctxplugin.facts import ChromaFactStore, FactQuery, FactsLedger, FactStore, MemoryFactStore
 from ctxplugin.facts.locks import slot_lock_name
 from ctxplugin.facts.model import output_digest, visibility_key
 
@@ -75,3 +75,17 @@ def test_a_withdrawal_takes_the_locks_only_when_a_fact_is_to_go(store: FactStore
     assert [f.text for f in ledger.withdraw({"c1": []}, scope=THREAD)] == [output]
     assert TENANT in lock.held
     assert current(store) == []
+
+
+def test_a_withdrawal_naming_thousands_of_tool_calls_reads_them_in_several_requests(tmp_path: Path) -> None:
+    # a branch left after thousands of tool calls: one value per call and slot the owner reads
+    # (four here) would pass the 32,766 variables Chroma's SQLite takes in one statement
+    owner = Scope(session_id="trip", user_id="u1", workspace_id="w1", tenant_id="acme")
+    with ContextEngine.embedded(tmp_path / "ctx", ContextConfig()) as engine:
+        store, ledger = engine.facts.store, FactsLedger(engine.facts.store, lock=RecordingLock())
+        assert isinstance(store, ChromaFactStore)
+        ledger.ingest([ToolMessage("The deploy target is eu-west-2.", tool_call_id="call_8999", name="settings")], scope=owner)
+        calls = [f"call_{i}" for i in range(9_000)]
+        assert [f.text for f in store.from_outputs(owner, calls)] == ["The deploy target is eu-west-2."]
+        assert [f.text for f in ledger.withdraw(dict.fromkeys(calls, ()), scope=owner)] == ["The deploy target is eu-west-2."]
+        assert store.find(FactQuery(reader=owner)) == []
