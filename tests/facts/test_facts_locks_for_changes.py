@@ -89,3 +89,19 @@ def test_a_withdrawal_naming_thousands_of_tool_calls_reads_them_in_several_reque
         assert [f.text for f in store.from_outputs(owner, calls)] == ["The deploy target is eu-west-2."]
         assert [f.text for f in ledger.withdraw(dict.fromkeys(calls, ()), scope=owner)] == ["The deploy target is eu-west-2."]
         assert store.find(FactQuery(reader=owner)) == []
+
+
+class WithoutFinder(MemoryFactStore):
+    """A store of one's own with ``withdraw`` but no ``from_outputs``."""
+
+    from_outputs = None  # type: ignore[assignment]
+
+
+def test_a_store_without_from_outputs_withdraws_under_the_locks() -> None:
+    lock = RecordingLock()
+    ledger = FactsLedger(WithoutFinder(), lock=lock)
+    output = "The deploy target is eu-west-2."
+    ledger.ingest([ToolMessage(output, tool_call_id="c1", name="settings")], scope=THREAD)
+    lock.held.clear()
+    assert [f.text for f in ledger.withdraw({"c1": []}, scope=THREAD)] == [output]
+    assert TENANT in lock.held
