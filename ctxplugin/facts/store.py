@@ -52,9 +52,8 @@ class FactStore(Protocol):
     And ``withdraw(owner, outputs) -> list[Fact]``: delete, in one request or as few as it can,
     the facts ``owner`` read from tool outputs its host has since replaced (see
     :func:`~ctxplugin.facts.model.withdrawn`) and return them; the ledger's ``withdraw`` uses it.
-    With it, ``from_outputs(owner, call_ids) -> list[Fact]``: the facts ``owner`` read from the
-    outputs of these tool calls, in any state; the ledger reads them first and takes no write
-    lock when the withdrawal would remove none.
+    With it, ``from_outputs(owner, call_ids) -> list[Fact]``: the facts ``owner`` read from these
+    calls' outputs, in any state (the ledger takes no write lock when a withdrawal removes none).
     And ``from_messages(owner, refs) -> list[Fact]``: the facts ``owner`` read from the user
     messages whose source refs are ``refs`` (:func:`~ctxplugin.facts._said.said_by`), in any
     state, in one request or as few as it can; an ingest reading a message the host edited uses
@@ -193,11 +192,9 @@ class MemoryFactStore:
         return list(found.values())
 
     def from_outputs(self, owner: Scope, call_ids: Sequence[str]) -> list[Fact]:
-        """The facts ``owner`` read from the outputs of the tool calls ``call_ids``, in any state,
-        in the order they were first stored."""
-        owner_key = owner.key()
+        """The facts ``owner`` read from the outputs of ``call_ids``, in any state, in the order first stored."""
         with self._lock:
-            return sorted((f for f in self._read_from(owner, call_ids) if f.owner.key() == owner_key), key=lambda f: self._order[f.id])
+            return sorted((f for f in self._read_from(owner, call_ids) if f.owner.key() == owner.key()), key=lambda f: self._order[f.id])
 
     def _read_from(self, owner: Scope, call_ids: Iterable[str]) -> list[Fact]:
         """The facts of the slots ``owner`` can read that were read from the outputs of ``call_ids`` (the caller holds the lock)."""
