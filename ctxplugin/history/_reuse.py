@@ -58,8 +58,8 @@ def _decay(age: int) -> float:
 
 _COLUMNS = 10
 """A value's row of figures: its place (five columns), its newest exchange, the exchanges in
-which it was used (at most 3: the weights stop there), its tokens, whether it is a record's
-id (first among a tool result's values, not its ref: see
+which it was used (ranking reads at most 3: the weights stop there), its tokens, whether it is
+a record's id (first among a tool result's values, not its ref: see
 :func:`ctxplugin.history._note_values._values`), and whether the archive note may list it under
 the label of its place (see :func:`ctxplugin.history._note_values.archivable`)."""
 
@@ -90,7 +90,6 @@ class Reuse:
 
     Attributes:
         exchanges: how many exchanges it covers.
-        seen: each value's figures.
         when: each value's place in the order the conversation first said them.
         rows: each value's row in ``figures`` and ``pairs``.
         figures: the values' figures as numbers, a row each (see :data:`_COLUMNS`), so that
@@ -99,7 +98,6 @@ class Reuse:
     """
 
     exchanges: int = 0
-    seen: dict[str, _Seen] | None = None
     when: dict[str, int] | None = None
     rows: dict[str, int] | None = field(default=None, compare=False)
     figures: np.ndarray | None = field(default=None, compare=False)
@@ -113,7 +111,8 @@ class Reuse:
     def joined(self, runs: Iterable[Run]) -> Reuse:
         """These figures with the values of ``runs`` (of newer exchanges, oldest first) added:
         the same as :meth:`extended` by their exchanges, one after another."""
-        seen = dict(self.seen or {})
+        runs = list(runs)
+        seen = self._seen_of([item[0] for run in runs for item in run.values])
         when = dict(self.when or {})
         e = self.exchanges
         touched: dict[str, None] = {}
@@ -147,7 +146,7 @@ class Reuse:
             if mark is None:  # its place, label and tokens are those its row already has
                 moved.append(rows[value])
                 newer_used.append(newest)
-                newer_used.append(used if used < 3 else 3)
+                newer_used.append(used)
                 continue
             row = rows.get(value)
             if row is None:
@@ -157,7 +156,7 @@ class Reuse:
                 pairs[row] = (label, value)
             placed.append(row)
             whole.extend(place)
-            whole.extend((newest, used if used < 3 else 3, tokens, *mark))
+            whole.extend((newest, used, tokens, *mark))
         figures = np.zeros((len(pairs), _COLUMNS), dtype=np.int64)
         if self.figures is not None:
             figures[: len(self.figures)] = self.figures
@@ -165,7 +164,31 @@ class Reuse:
             figures[placed] = np.array(whole, dtype=np.int64).reshape(len(placed), _COLUMNS)
         if moved:
             figures[moved, 5:7] = np.array(newer_used, dtype=np.int64).reshape(len(moved), 2)
-        return Reuse(e, seen, when, rows, figures, pairs)
+        return Reuse(e, when, rows, figures, pairs)
+
+    def _seen_of(self, values: Iterable[str]) -> dict[str, _Seen]:
+        """The figures of those of ``values`` these figures hold, read back from their rows at
+        once: each value's figures are kept once, as the numbers ranking reads (as tuples too,
+        the archives ranked lately held about as much again)."""
+        rows, figures, pairs = self.rows, self.figures, self.pairs
+        if not rows or figures is None or pairs is None:
+            return {}
+        known = {value: rows[value] for value in values if value in rows}
+        if not known:
+            return {}
+        read = figures[list(known.values()), :8].tolist()
+        return {
+            value: ((a, b, c, d, f), pairs[row][0], newest, used, tokens)
+            for (value, row), (a, b, c, d, f, newest, used, tokens) in zip(known.items(), read, strict=True)
+        }
+
+    @property
+    def seen(self) -> dict[str, _Seen] | None:
+        """Each value's figures: its place, its label there, its newest exchange, the exchanges
+        in which the model or the user used it and its tokens (read back from :attr:`figures`)."""
+        if self.when is None:
+            return None
+        return self._seen_of(self.when)
 
     def ranked(self, *, archivable_only: bool = False) -> list[Labelled]:
         """The values, the best bet per token first: values the model itself used in several
@@ -191,7 +214,7 @@ class Reuse:
         ages = (self.exchanges - 1) - figures[:, 5]
         # the doubles of W[used] * decay(age) / (tokens + 1), as Python computes them one by one
         weights = np.array(_TYPED_WEIGHT, dtype=np.float64)
-        scores = weights[figures[:, 6]] * _decays(self.exchanges)[ages] / (figures[:, 7] + 1)
+        scores = weights[np.minimum(figures[:, 6], 3)] * _decays(self.exchanges)[ages] / (figures[:, 7] + 1)
         scores = np.where(figures[:, 8] == 1, scores * _RECORD_WEIGHT, scores)
         # by score, then by place (places are unique): the rows in place order first, then
         # sorted stably by score

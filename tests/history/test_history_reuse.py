@@ -208,7 +208,7 @@ def test_the_array_ranking_is_the_one_computed_value_by_value_also_past_the_deca
         grown = grown.extended(spans[start : start + 5], COUNTER)
         assert grown.ranked() == reference_ranking(grown)
     # an archive older than the decay table: ages past it are computed as they come
-    old = Reuse(exchanges=5000 - 40, seen={}, when={}).extended(spans, COUNTER)
+    old = Reuse(exchanges=5000 - 40, when={}).extended(spans, COUNTER)
     assert old.ranked() == reference_ranking(old)
 
 
