@@ -156,7 +156,7 @@ def ranked(archive: Archive, score: Score) -> list[tuple[str, str]]:
     rows = figures[kept]
     named = {
         "ages": (archive.reuse.exchanges - 1) - rows[:, 5],
-        "used": rows[:, 6],
+        "used": np.minimum(rows[:, 6], 3),  # the row keeps every use; the weights stop at 3
         "tokens": rows[:, 7],
         "record": rows[:, 8],
         "labels": [pairs[k][0] for k in kept],

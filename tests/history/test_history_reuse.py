@@ -107,6 +107,8 @@ def test_one_archive_joined_by_two_different_blocks_gives_each_what_reading_it_w
     two = figures([exchange(i, rng) for i in range(24, 36)])
     base = Reuse().joined([gathered(shared[k : k + 4], COUNTER) for k in range(0, 24, 4)])
     before = (dict(base.seen or {}), dict(base.when or {}), base.ranked())
+    assert base.figures is not None
+    rows_before = base.figures.copy()
     ones = base.joined([gathered(one[:4], COUNTER), gathered(one[4:], COUNTER)])
     twos = base.joined([gathered(two, COUNTER)])
     for grown, tail in ((ones, one), (twos, two)):
@@ -116,6 +118,12 @@ def test_one_archive_joined_by_two_different_blocks_gives_each_what_reading_it_w
         assert grown.when == whole.when
         assert grown.ranked() == whole.ranked()
     assert (base.seen, base.when, base.ranked()) == before
+    assert np.array_equal(base.figures, rows_before)
+    _ENTRIES.clear()
+    alone = Reuse().extended(shared, COUNTER)
+    assert base.seen == alone.seen and base.ranked() == alone.ranked()
+    # the counts go past the cap of the weights: the rows keep them all, as the figures do
+    assert max(used for _, _, _, used, _ in (base.seen or {}).values()) > 3
 
 
 def reference_seen(spans: list[tuple[_Valued, ...]]) -> dict[str, object]:
