@@ -15,6 +15,7 @@ from ctxplugin_postgres import PostgresWriteLock, make_pool
 from ctxplugin_postgres.locks import lock_key
 from langchain_core.messages import HumanMessage
 
+from ctxplugin.errors import StoreUnavailableError
 from ctxplugin.facts import FactQuery, FactsLedger, MemoryFactStore
 from ctxplugin.facts.locks import owner_slots, slot_lock_name
 from ctxplugin.facts.model import visibility_key
@@ -108,3 +109,18 @@ def test_writers_waiting_with_the_rest_of_the_pool_do_not_stall_a_branch_left(
     assert sorted(f.text for f in facts.store.find(FactQuery(reader=SCOPE, valid=True))) == [
         "Note 0.", "Note 1.", "The deploy target is eu-west-1."
     ]
+
+
+def test_hold_all_failing_part_way_frees_the_names_it_took_and_its_connection(pg_dsn: str) -> None:
+    lock = PostgresWriteLock(make_pool(pg_dsn, max_size=1, timeout=2.0), owns_pool=True, wait_s=0.2)
+    other = PostgresWriteLock(make_pool(pg_dsn, max_size=1, timeout=2.0), owns_pool=True, wait_s=0.2)
+    try:
+        with other.hold("slot-b"), pytest.raises(StoreUnavailableError, match="slot-b"), lock.hold_all(["slot-b", "slot-a"]):
+            pytest.fail("slot-b was taken twice")
+        with other.hold("slot-a"), pytest.raises(StoreUnavailableError, match="slot-a"), lock.hold("slot-a"):
+            pytest.fail("slot-a still counted as held by this thread")  # (it went with the failed transaction)
+        with lock.hold_all(["slot-a", "slot-b"]):  # the one pooled connection came back
+            pass
+    finally:
+        lock.close()
+        other.close()
