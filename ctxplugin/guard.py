@@ -34,7 +34,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import AbstractContextManager, ExitStack, contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 from ctxplugin._deadline import await_with_deadline, run_with_deadline, step_budget
@@ -176,7 +176,7 @@ class GuardedWriteLock:
         wanted = sorted(set(names))
         taking = [name for name in wanted if not self._held.holds(name)]
         if not taking:
-            with self._holding(wanted):
+            with self._held.holding_all(wanted):
                 yield
             return
         together = getattr(self.inner, "hold_all", None)
@@ -206,7 +206,7 @@ class GuardedWriteLock:
             raise
         failed: BaseException | None = None
         try:
-            with self._holding(wanted):
+            with self._held.holding_all(wanted):
                 yield
         except BaseException as exc:
             failed = exc
@@ -221,13 +221,6 @@ class GuardedWriteLock:
                 self.guard.trip(str(exc))  # the release finishes in the background when it can
                 if failed is None:
                     raise
-
-    @contextmanager
-    def _holding(self, names: Sequence[str]) -> Iterator[None]:
-        with ExitStack() as held:
-            for name in names:
-                held.enter_context(self._held.holding(name))
-            yield
 
 
 def unwrap(store: Any) -> Any:

@@ -67,6 +67,14 @@ class HeldNames:
             if not names[name]:
                 del names[name]
 
+    @contextmanager
+    def holding_all(self, names: Iterable[str]) -> Iterator[None]:
+        """:meth:`holding` of each of ``names`` for the ``with`` block."""
+        with ExitStack() as held:
+            for name in names:
+                held.enter_context(self.holding(name))
+            yield
+
 
 def slot_lock_name(slot: str) -> str:
     """The lock name of an owner slot (see :func:`ctxplugin.facts.model.visibility_key`)."""

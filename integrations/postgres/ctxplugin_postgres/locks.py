@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Iterable, Iterator, Sequence
-from contextlib import ExitStack, contextmanager
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 
 import psycopg
 from psycopg_pool import ConnectionPool
@@ -101,7 +101,7 @@ class PostgresWriteLock:
         wanted = sorted(set(names))
         taking = [name for name in wanted if not self._held.holds(name)]
         if not taking:
-            with self._holding(wanted):
+            with self._held.holding_all(wanted):
                 yield
             return
         same_process(self.pool, self._opened_in, "this PostgresWriteLock")
@@ -117,15 +117,8 @@ class PostgresWriteLock:
                         f"facts write lock {name!r}: another process held it for more than {self.wait_s:g}s; "
                         "the write did not happen, retry it"
                     ) from exc
-            with self._holding(wanted):
+            with self._held.holding_all(wanted):
                 yield
-
-    @contextmanager
-    def _holding(self, names: Sequence[str]) -> Iterator[None]:
-        with ExitStack() as held:
-            for name in names:
-                held.enter_context(self._held.holding(name))
-            yield
 
     def close(self) -> None:
         """Close the pool if this lock owns it (in a forked process, only that process's own
