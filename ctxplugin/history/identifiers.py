@@ -298,7 +298,7 @@ def value_runs(value: str) -> tuple[str, ...]:
     after call, for the context notes and for the account of values a view shows). A tuple:
     a value has one to a few runs, and the smallest set weighs three times a tuple of them
     (``runs.issuperset(value_runs(value))`` asks what ``<=`` asks of a set)."""
-    found = value.encode("ascii").translate(_RUN_BYTES).decode("ascii").split() if value.isascii() else RUN.findall(value)
+    found = _runs(value)
     return shared(dict.fromkeys(found) if len(found) > 1 else found)
 
 
@@ -310,9 +310,14 @@ def text_runs(text: str) -> frozenset[str]:
     """The :data:`RUN` s of ``text``. An ASCII text (as a rule) is cut at what is not a letter
     or digit by a translation of its bytes and a split, twice as fast as the pattern: in ASCII
     the pattern's characters are exactly the letters and digits."""
+    return frozenset(shared(_runs(text)))
+
+
+def _runs(text: str) -> list[str]:
+    """The :data:`RUN` s of ``text`` in order, repeats kept."""
     if text.isascii():
-        return frozenset(shared(text.encode("ascii").translate(_RUN_BYTES).decode("ascii").split()))
-    return frozenset(shared(RUN.findall(text)))
+        return text.encode("ascii").translate(_RUN_BYTES).decode("ascii").split()
+    return RUN.findall(text)
 
 
 @lru_cache(maxsize=65536)
