@@ -39,13 +39,15 @@ class MessageFacts:
     def from_outputs(self, owner: Scope, call_ids: Sequence[str]) -> list[Fact]:
         """The facts ``owner`` read from the outputs of the tool calls ``call_ids``, in any state,
         in one request (more for thousands of ids; what a withdrawal of them reads)."""
-        owner_key = owner.key()
-        found = {f.id: f for where in withdraw_wheres(owner, call_ids) for f in self._fetch(owner, where)}
-        return [f for f in found.values() if f.owner.key() == owner_key]
+        return self._owned(owner, withdraw_wheres(owner, call_ids))
 
     def _said(self, owner: Scope, refs: Sequence[str], field: str) -> list[Fact]:
+        return self._owned(owner, message_wheres(owner, refs, field))
+
+    def _owned(self, owner: Scope, wheres: Sequence[dict[str, Any]]) -> list[Fact]:
+        """The facts of ``owner`` that the clauses ``wheres`` (one request each) find, each once."""
         owner_key = owner.key()
-        found = {f.id: f for where in message_wheres(owner, refs, field) for f in self._fetch(owner, where)}
+        found = {f.id: f for where in wheres for f in self._fetch(owner, where)}
         return [f for f in found.values() if f.owner.key() == owner_key]
 
 
