@@ -141,15 +141,21 @@ class Digests:
         held: tuple[int, Any] | None = None
         if resume is not None and resume.held is not None and held_block is not None and resume.held[0] == held_block < start:
             held = resume.held  # before the blocks resumed, which are the same
+        contents: dict[int, bytes] = {}  # the blocks hashed here, by their own exchanges (see _content)
         for index in range(start, len(spans_of_block)):
             if index == held_block:
                 held = (index, digest.copy())
+            own = hashlib.sha1()
             for number in spans_of_block[index]:
                 # each exchange closed: its values' ages count exchanges, not messages
-                digest.update(b"".join([b"\x00" + _digest(message) for message in exchanges[number]]) + b"\x02")
+                part = b"".join([b"\x00" + _digest(message) for message in exchanges[number]]) + b"\x02"
+                digest.update(part)
+                own.update(part)
+            contents[index] = own.digest()
             digest.update(b"\x01")
             keys.append(digest.hexdigest())
             trail.append(digest.copy())
+        self._contents = contents
         self._keys: list[str] = keys
         self._digest = digest
         self._trail = tuple(trail[-TRAIL:])
@@ -281,7 +287,12 @@ class Digests:
         return run
 
     def _content(self, block: int) -> bytes:
-        """The digest of ``block``'s own exchanges (hashed as its key hashes them)."""
+        """The digest of ``block``'s own exchanges (hashed as its key hashes them): kept from
+        the keys when they hashed it in this call (the blocks after one a user message joins
+        when the user speaks again, which the archive is then ranked again from)."""
+        found = self._contents.get(block)
+        if found is not None:
+            return found
         digest = hashlib.sha1()
         for number in self._spans[block]:
             digest.update(b"".join([b"\x00" + _digest(message) for message in self._exchanges[number]]) + b"\x02")

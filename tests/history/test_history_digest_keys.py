@@ -51,6 +51,20 @@ def test_resumed_keys_are_the_keys_made_afresh(before: list[list[int]], after: l
     assert digests(later, resume=resumed.keys()).keys().keys == digests(later).keys().keys
 
 
+@pytest.mark.parametrize("resumed", [False, True], ids=["afresh", "resumed"])
+def test_a_blocks_content_digest_is_the_same_kept_from_its_key_or_hashed_alone(resumed: bool) -> None:
+    """The digest of a block's own exchanges (what its gathered values are kept by) is kept from
+    the keys of the blocks they hashed in the same call, and hashed alone for the others."""
+    before = blocks(4, 10, frozenset({19}))  # the held exchange joins block 4: keys made again from there
+    after = blocks(4, 12)
+    made = digests(after, resume=digests(before).keys() if resumed else None)
+    assert len(made._contents) == (12 - 4 if resumed else 12)
+    alone = digests(after, resume=digests(after).keys())  # every key resumed: no block hashed
+    assert not alone._contents
+    assert [made._content(k) for k in range(12)] == [alone._content(k) for k in range(12)]
+    assert len({alone._content(k) for k in range(12)}) == 12
+
+
 def test_changed_members_change_the_keys_from_their_block() -> None:
     # the check above is not met by keys that ignore members
     held = digests(blocks(4, 10, frozenset({39})))
