@@ -332,7 +332,8 @@ def _note(
     lead = f"[context note: values used in exchanges {span[0]}-{span[1]}{hint}:"
     picker = _Picker(known, visible, counter)
     picker.fill(values, max_tokens - counter.count(lead) - MESSAGE_OVERHEAD - 1)
-    text = _render(lead, picker.chosen, when)
+    ordered = _in_order(picker.chosen, when)  # kept for dropping values: the chosen change only as values are added
+    text = _lines(lead, ordered)
     tokens = note_tokens(text, counter)
     room = max_tokens - tokens - MESSAGE_OVERHEAD
     chosen = picker.chosen
@@ -340,13 +341,12 @@ def _note(
         added = picker.added
         picker.fill(picker.later, room)
         if picker.added != added:  # the same values: the same text, counted already
-            text = _render(lead, chosen, when)
+            ordered = _in_order(chosen, when)
+            text = _lines(lead, ordered)
             tokens = note_tokens(text, counter)
     over = tokens + MESSAGE_OVERHEAD - max_tokens if chosen else 0
     if over > 0:
-        # the latest chosen go until the text fits: the order sorted once (the values left
-        # keep their places in it; each is chosen once), from as many as their costs cover ``over``
-        ordered = _in_order(chosen, when)
+        # the latest chosen go until it fits (the others keep their places in ``ordered``), from as many as their costs cover ``over``
         costs, guess, freed = _costs_of(counter), 0, 0
         while freed < 2 * over and guess < len(chosen):  # (in half tokens: a value frees about its cost and a half)
             guess += 1
