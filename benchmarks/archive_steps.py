@@ -6,7 +6,8 @@ The chained swe session (``--runs`` recordings, as ``latency.py`` builds it) is 
 processor clock of the calling thread, with garbage collection off during the call (the machine
 is shared; a full collection lands on whichever call runs then), and split into the calls that
 make an archive note (its ranking and its text, every ``archive_blocks`` condensed blocks) and the
-others. For each group: calls, summed and median milliseconds, the median of each stage of
+others; the calls made just after a new task message (most of them archive steps too) are also
+counted apart. For each group: calls, summed and median milliseconds, the median of each stage of
 ``report.timings_ms``, and, for the archive steps, the archive note's own time and its ranking's
 (``Digests._archive_note``, ``Digests._ranked``). ``--profile PATH`` writes a cProfile of the
 archive steps alone (read it with ``python -m pstats PATH``); the times printed are then the
@@ -31,7 +32,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from latency import BASH_TOOL, chained_session
 
 from ctxplugin import ContextConfig, ContextEngine, Scope
@@ -63,6 +64,7 @@ def replay(messages: list[BaseMessage], profile: Path | None = None) -> dict[str
     groups: dict[str, dict[str, list[float]]] = {
         "archive_steps": defaultdict(list),
         "other_calls": defaultdict(list),
+        "new_task_calls": defaultdict(list),
     }
     captured: list[BaseMessage] = []
     stats: pstats.Stats | None = None
@@ -82,15 +84,19 @@ def replay(messages: list[BaseMessage], profile: Path | None = None) -> dict[str
                 took = (time.thread_time() - started) * 1000
                 gc.enable()
                 archive = "_archive_note" in spent
-                figures = groups["archive_steps" if archive else "other_calls"]
-                figures["call"].append(took)
-                for stage, ms in (prepared.report.timings_ms or {}).items():
-                    figures[f"stage {stage}"].append(ms)
-                if archive:
-                    figures["archive note"].append(spent["_archive_note"])
-                    figures["its ranking"].append(spent["_ranked"])
-                    if step is not None:
-                        stats = pstats.Stats(step) if stats is None else stats.add(step)
+                kinds = ["archive_steps" if archive else "other_calls"]
+                if isinstance(captured[-1], HumanMessage):  # (an archive step too, most often)
+                    kinds.append("new_task_calls")
+                for kind in kinds:
+                    figures = groups[kind]
+                    figures["call"].append(took)
+                    for stage, ms in (prepared.report.timings_ms or {}).items():
+                        figures[f"stage {stage}"].append(ms)
+                    if archive:
+                        figures["archive note"].append(spent["_archive_note"])
+                        figures["its ranking"].append(spent["_ranked"])
+                if archive and step is not None:
+                    stats = pstats.Stats(step) if stats is None else stats.add(step)
             if isinstance(message, ToolMessage):
                 message = engine.capture_tool_result(message, scope)
             captured.append(message)
