@@ -338,30 +338,3 @@ def test_override_copies_every_field_changes_only_those_named_and_refuses_others
         view.override(omited=1)
     stamped = Validate().apply(fresh_view(conversation()))
     assert stamped.history_stamp is not None and stamped.override(history=()).history_stamp is None
-
-
-def working_alone(calls: int, *, user_between: bool = False) -> list[BaseMessage]:
-    """A task, then ``calls`` tool calls in a row whose outputs hold about 2,000 tokens in all
-    (a user message before the last three when ``user_between``)."""
-    messages: list[BaseMessage] = [HumanMessage(content="Fix the failing test.", id="h1")]
-    for n in range(calls):
-        if user_between and n == calls - 3:
-            messages.append(HumanMessage(content="Try the other module too.", id="h2"))
-        messages.append(AIMessage(content="", tool_calls=[{"name": "lookup", "args": {"order_id": str(n)}, "id": f"c{n}"}]))
-        lines = "\n".join(f"src/module_{n}/file_{k}.py:{k}: def handler_{k}(self):" for k in range(10))
-        messages.append(ToolMessage(content=lines, tool_call_id=f"c{n}", name="lookup"))
-    return messages
-
-
-@pytest.mark.parametrize(("calls", "user_between", "whole"), [(12, False, False), (11, False, True), (12, True, True)])
-def test_a_long_run_of_tool_calls_goes_whole_only_while_its_outputs_fit_the_solo_room(calls: int, user_between: bool, whole: bool) -> None:
-    config = ContextConfig(
-        encoding="cl100k_base",
-        budget={"total": 7500, "history": 6875, "summaries": 6875, "facts": 200},
-        history={"compress": "over_budget", "solo_exchanges": 12, "solo_tool_tokens": 1500},
-    )
-    view = Validate().apply(fresh_view(working_alone(calls, user_between=user_between), (lookup,), config))
-    assert sum(COUNTER.count(str(m.content)) for m in view.history if isinstance(m, ToolMessage)) > 1500
-    out = FindRoom(history=config.history, facts=config.facts, counter=COUNTER).apply(view)
-    assert out.room is not None and out.room.whole is whole
-    assert out.room.total > out.room.history_tokens, "the whole conversation fits the room either way"
