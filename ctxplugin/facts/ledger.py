@@ -11,7 +11,6 @@ from __future__ import annotations
 import math
 import threading
 from collections.abc import Callable, Collection, Mapping, Sequence
-from contextlib import AbstractContextManager, nullcontext
 from datetime import UTC, datetime
 from typing import Any
 
@@ -19,7 +18,7 @@ from langchain_core.messages import BaseMessage
 
 from ctxplugin.config import FactsConfig, FactsStrategy
 from ctxplugin.errors import InvalidInputError
-from ctxplugin.facts._batch import Sent, WriteBatch, as_stored, batched
+from ctxplugin.facts._batch import Sent, WriteBatch, as_stored
 from ctxplugin.facts._drafts import (
     Read,
     _build_fact,
@@ -31,6 +30,7 @@ from ctxplugin.facts._drafts import (
 from ctxplugin.facts._forks import left_behind, reinstated, resumed, standing, to_change
 from ctxplugin.facts._polls import Polls
 from ctxplugin.facts._reread import by_message, unread, unsaid
+from ctxplugin.facts._slots import slot_batched, slot_of, under_slot_locks
 from ctxplugin.facts._supersession import _supersede, changed_basis, superseded_pairs
 from ctxplugin.facts._text import identifiers, query_text, result_count, strings
 from ctxplugin.facts._turns import UserTurns
@@ -204,13 +204,13 @@ class FactsLedger:
     ) -> tuple[Fact, bool]:
         """Write one draft (``output``: the tool call id, digest and message before of what it was read from; ``after``: the user message said before)."""
         fact = _build_fact(_valid_draft(draft), scope=scope, source=source, clock=self.clock, fact_id=fact_id, audience=audience, output=output)
-        shared: AbstractContextManager[None] = nullcontext()  # an ingest holds its slots' locks already
-        if self.lock is not None and getattr(self._batch, "current", None) is None:
-            connected(self.store, fact.owner)
-            shared = self.lock.hold(slot_lock_name(visibility_key(fact.owner, fact.visibility)))
-        with shared, self._lock, batched(getattr(self._batch, "current", None), self.store, self._sent) as writes:
-            implicit = self.config.implicit_supersession
-            return _supersede(writes, fact, draft, scope=scope, supersedes=supersedes, fact_id=fact_id, implicit=implicit, after=after)
+        implicit, current = self.config.implicit_supersession, getattr(self._batch, "current", None)
+
+        def decide(held: frozenset[str] | None) -> tuple[Fact, bool]:
+            with self._lock, slot_batched(current, self.store, self._sent, held) as writes:
+                return _supersede(writes, fact, draft, scope=scope, supersedes=supersedes, fact_id=fact_id, implicit=implicit, after=after)
+        # an ingest holds its slots' locks already; a write its own slot's, and those of what it replaces elsewhere
+        return decide(None) if self.lock is None or current is not None else under_slot_locks(self.lock, self.store, fact.owner, [slot_of(fact)], decide)
 
     def withdraw(self, outputs: Mapping[str, Collection[str]], *, scope: Scope) -> list[Fact]:
         """Remove the facts ``scope`` (and no other scope) read from tool outputs its host has

@@ -1,0 +1,106 @@
+"""Which owner slots a write changes, so which shared locks it holds.
+
+A fact is stored in one slot of its owner (its session's, user's, workspace's or tenant's, by
+its visibility), and most writes change only that slot: the fact replaced by key, by an
+implicit match or by a correction lives there too. Some reach another: ``supersedes=`` naming a
+user-wide fact from a session write, a correction or a revision that holds where what it
+corrects held. Holding only the new fact's slot, such a write and a writer of the other slot
+(holding only that slot's lock) would both find the old fact current and both replace it,
+leaving two values current for one key.
+
+So a write is decided under its own slot's lock, in a :class:`SlotBatch` that refuses a change
+to any slot it does not hold (raising :class:`Unheld`, before anything of it is sent). The
+write is then decided again under the locks of every slot it asked for, taken together in
+sorted order as every writer takes several (:func:`~ctxplugin.facts.locks.holding`); what it
+read before may have changed meanwhile, so it is checked again, a bounded number of times, the
+last under the locks of every slot of the owner. The common write (one that replaces nothing,
+or a fact of its own slot) holds one lock, once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Iterator, Sequence
+from contextlib import contextmanager
+from typing import TypeVar
+
+from ctxplugin.facts._batch import Sent, WriteBatch
+from ctxplugin.facts.locks import WriteLock, connected, holding, owner_slots, slot_lock_name
+from ctxplugin.facts.model import Fact, visibility_key
+from ctxplugin.facts.store import FactStore
+from ctxplugin.scope import Scope
+
+_T = TypeVar("_T")
+
+ATTEMPTS = 3
+"""Times a write is decided under the locks asked for before it takes every slot of its owner."""
+
+
+def slot_of(fact: Fact) -> str:
+    """The lock name of the owner slot ``fact`` is stored in."""
+    return slot_lock_name(visibility_key(fact.owner, fact.visibility))
+
+
+class Unheld(Exception):
+    """A write would change a fact of a slot whose lock is not held: ``names`` is every lock it
+    needs so far. Caught by :func:`under_slot_locks`, never raised to a caller."""
+
+    def __init__(self, names: frozenset[str]) -> None:
+        super().__init__(sorted(names))
+        self.names = names
+
+
+class SlotBatch(WriteBatch):
+    """A :class:`WriteBatch` that takes changes only to the slots ``held`` (every slot when None)."""
+
+    def __init__(self, store: FactStore, sent: Sent | None, held: frozenset[str] | None) -> None:
+        super().__init__(store, sent)
+        self.held = held
+
+    def _check(self, facts: Sequence[Fact]) -> None:
+        if self.held is None:
+            return
+        wanted = {slot_of(f) for f in facts}
+        if not wanted <= self.held:
+            raise Unheld(self.held | wanted)
+
+    def add(self, facts: Sequence[Fact]) -> None:
+        self._check(facts)
+        super().add(facts)
+
+    def update(self, facts: Sequence[Fact]) -> None:
+        self._check(facts)
+        super().update(facts)
+
+
+@contextmanager
+def slot_batched(current: WriteBatch | None, store: FactStore, sent: Sent, held: frozenset[str] | None) -> Iterator[WriteBatch]:
+    """As :func:`~ctxplugin.facts._batch.batched`, the new batch a :class:`SlotBatch` taking
+    changes only to the slots ``held`` (``current``, an ingest's, takes all)."""
+    if current is not None:
+        yield current
+        return
+    batch = SlotBatch(store, sent, held)
+    yield batch
+    sent.flush(batch)
+
+
+def under_slot_locks(
+    lock: WriteLock, store: object, owner: Scope, first: Collection[str], decide: Callable[[frozenset[str] | None], _T]
+) -> _T:
+    """``decide(held)`` under the locks of ``lock`` named ``first`` (``store`` connected for
+    ``owner`` before, see :func:`~ctxplugin.facts.locks.connected`), then, while it raises
+    :class:`Unheld`, again under those it asked for too (at most :data:`ATTEMPTS` times), and
+    last under those and every slot of ``owner`` with ``held`` None (nothing refused)."""
+    connected(store, owner)
+    names = frozenset(first)
+    for _ in range(ATTEMPTS):
+        try:
+            with holding(lock, names):
+                return decide(names)
+        except Unheld as unheld:
+            names = names | unheld.names
+    with holding(lock, names | set(owner_slots(owner))):
+        return decide(None)
+
+
+__all__ = ["ATTEMPTS", "SlotBatch", "Unheld", "slot_batched", "slot_of", "under_slot_locks"]

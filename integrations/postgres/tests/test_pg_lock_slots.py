@@ -1,0 +1,85 @@
+"""Two processes replacing one user-wide fact at the same instant, one from a session write
+(``supersedes=``), the other writing to the user's slot: each holds the lock of every slot its
+write changes, so one decides after the other and one value stays current."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Iterator, Sequence
+
+import pytest
+from ctxplugin_postgres import PostgresWriteLock, make_pool
+
+from ctxplugin.facts import Fact, FactQuery, FactsLedger, MemoryFactStore
+from ctxplugin.scope import Scope
+
+pytestmark = [pytest.mark.postgres]
+
+OWNER = Scope(session_id="trip", user_id="u1")
+
+
+class Meeting(MemoryFactStore):
+    """A store where two writers meet before either sends its write (each waits up to a
+    second for the other): both have decided by then, unless one waits for the other's lock."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.meeting: threading.Barrier | None = None
+
+    def _meet(self) -> None:
+        if self.meeting is not None:
+            try:
+                self.meeting.wait(1.0)
+            except threading.BrokenBarrierError:
+                pass  # the other writer waits for a lock this one holds
+
+    def add(self, facts: Sequence[Fact]) -> None:
+        self._meet()
+        super().add(facts)
+
+    def write(self, added: Sequence[Fact], updated: Sequence[Fact]) -> None:
+        self._meet()
+        super().write(added, updated)
+
+
+@pytest.fixture
+def locks(pg_dsn: str) -> Iterator[tuple[PostgresWriteLock, PostgresWriteLock]]:
+    """Two processes' locks on one namespace, each on its own pool."""
+    namespace = f"slots_{uuid.uuid4().hex[:8]}"
+    first = PostgresWriteLock(make_pool(pg_dsn, max_size=2), namespace=namespace, owns_pool=True)
+    second = PostgresWriteLock(make_pool(pg_dsn, max_size=2), namespace=namespace, owns_pool=True)
+    try:
+        yield first, second
+    finally:
+        first.close()
+        second.close()
+
+
+def test_a_session_write_and_a_user_write_replacing_one_fact_leave_one_current(
+    locks: tuple[PostgresWriteLock, PostgresWriteLock],
+) -> None:
+    store = Meeting()
+    here, there = FactsLedger(store, lock=locks[0]), FactsLedger(store, lock=locks[1])
+    old = here.write("My budget is $500.", key="budget", visibility="user", scope=OWNER)
+    store.meeting = threading.Barrier(2)
+    writers = [
+        threading.Thread(
+            target=lambda: here.write("The budget for this trip is $700.", supersedes=old.id, scope=OWNER)
+        ),
+        threading.Thread(
+            target=lambda: there.write(
+                "My budget is $900.", supersedes=old.id, visibility="user", scope=OWNER
+            )
+        ),
+    ]
+    for writer in writers:
+        writer.start()
+    for writer in writers:
+        writer.join(30)
+    assert not any(w.is_alive() for w in writers)
+    facts = store.find(FactQuery(reader=OWNER, key="budget"))
+    assert len(facts) == 3, "both writes are stored"
+    assert len([f for f in facts if f.is_valid]) == 1, "one value is current"
+    replaced = [f.supersedes for f in facts if f.supersedes]
+    assert len(replaced) == len(set(replaced)) == 2, "each fact was replaced once: one chain"

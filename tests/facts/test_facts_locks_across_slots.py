@@ -1,0 +1,89 @@
+"""A write holds the shared lock of every owner slot it changes: a session fact replacing a
+user-wide one holds the user's lock too, so a writer of that slot in another process (holding
+only the user's lock) waits for it instead of replacing the same fact beside it. A write that
+changes only its own slot holds that one lock, once."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+
+from ctxplugin import Scope
+from ctxplugin.facts import Fact, FactQuery, FactsLedger, MemoryFactStore
+from ctxplugin.facts.locks import slot_lock_name
+from ctxplugin.facts.model import visibility_key
+
+OWNER = Scope(session_id="trip", user_id="u1")
+SESSION = slot_lock_name(visibility_key(OWNER, "session"))
+USER = slot_lock_name(visibility_key(OWNER, "user"))
+
+
+class HeldLock:
+    """A write lock for one process: records each ``hold`` and knows the names held now."""
+
+    def __init__(self) -> None:
+        self.held: list[str] = []
+        self.now: set[str] = set()
+
+    @contextmanager
+    def hold(self, name: str) -> Iterator[None]:
+        self.held.append(name)
+        self.now.add(name)
+        try:
+            yield
+        finally:
+            self.now.discard(name)
+
+
+class Watched(MemoryFactStore):
+    """A store noting, for each fact written, the lock names held while it was."""
+
+    def __init__(self, lock: HeldLock) -> None:
+        super().__init__()
+        self.lock = lock
+        self.written_under: dict[str, set[str]] = {}
+
+    def _note(self, facts: Sequence[Fact]) -> None:
+        for fact in facts:
+            self.written_under[fact.id] = set(self.lock.now)
+
+    def add(self, facts: Sequence[Fact]) -> None:
+        self._note(facts)
+        super().add(facts)
+
+    def update(self, facts: Sequence[Fact]) -> None:
+        self._note(facts)
+        super().update(facts)
+
+    def write(self, added: Sequence[Fact], updated: Sequence[Fact]) -> None:
+        self._note([*added, *updated])
+        super().write(added, updated)
+
+
+def current(store: MemoryFactStore, key: str) -> list[str]:
+    return sorted(f.text for f in store.find(FactQuery(reader=OWNER, key=key, valid=True)))
+
+
+def test_a_session_write_replacing_a_user_wide_fact_holds_the_users_lock_too() -> None:
+    lock = HeldLock()
+    store = Watched(lock)
+    ledger = FactsLedger(store, lock=lock)
+    old = ledger.write("My budget is $500.", key="budget", visibility="user", scope=OWNER)
+    assert lock.held == [USER]
+    new = ledger.write("The budget for this trip is $700.", supersedes=old.id, scope=OWNER)
+    assert new.visibility == "session" and new.supersedes == old.id
+    assert store.written_under[old.id] >= {SESSION, USER}, "the user's fact changed under the user's lock"
+    assert store.written_under[new.id] >= {SESSION, USER}
+    assert current(store, "budget") == ["The budget for this trip is $700."]
+    assert lock.now == set()
+
+
+def test_a_write_replacing_a_fact_of_its_own_slot_or_nothing_holds_one_lock_once() -> None:
+    lock = HeldLock()
+    ledger = FactsLedger(store := Watched(lock), lock=lock)
+    ledger.write("My budget is $500.", key="budget", scope=OWNER)
+    first = ledger.write("My budget is $700.", key="budget", scope=OWNER)
+    ledger.write("Our seat preference is the aisle.", key="seat", visibility="user", scope=OWNER)
+    ledger.write("The budget is now $900.", supersedes=first.id, scope=OWNER)
+    assert lock.held == [SESSION, SESSION, USER, SESSION]
+    assert current(store, "budget") == ["The budget is now $900."]
