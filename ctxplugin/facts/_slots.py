@@ -24,6 +24,7 @@ from contextlib import contextmanager
 from typing import TypeVar
 
 from ctxplugin.facts._batch import Sent, WriteBatch
+from ctxplugin.facts.extract import FactDraft
 from ctxplugin.facts.locks import WriteLock, connected, holding, owner_slots, slot_lock_name
 from ctxplugin.facts.model import Fact, visibility_key
 from ctxplugin.facts.store import FactStore
@@ -73,7 +74,9 @@ class SlotBatch(WriteBatch):
 
 
 @contextmanager
-def slot_batched(current: WriteBatch | None, store: FactStore, sent: Sent, held: frozenset[str] | None) -> Iterator[WriteBatch]:
+def slot_batched(
+    current: WriteBatch | None, store: FactStore, sent: Sent, held: frozenset[str] | None
+) -> Iterator[WriteBatch]:
     """As :func:`~ctxplugin.facts._batch.batched`, the new batch a :class:`SlotBatch` taking
     changes only to the slots ``held`` (``current``, an ingest's, takes all)."""
     if current is not None:
@@ -84,8 +87,28 @@ def slot_batched(current: WriteBatch | None, store: FactStore, sent: Sent, held:
     sent.flush(batch)
 
 
+def reached(owner: Scope, drafts: Sequence[FactDraft]) -> list[str]:
+    """The lock names of the slots that writing ``drafts`` (the facts ``owner`` read from one
+    message) may change, sorted: each draft's own; the user's too for a correction in a session
+    ("not economy, business" corrects the user's preference where it holds); every slot of
+    ``owner`` for a revision ("make that the 24th", "never mind": it holds where what it revises
+    held, whichever slot that is)."""
+    names = {slot_lock_name(visibility_key(owner, d.visibility or "session")) for d in drafts}
+    if any(d.revises is not None for d in drafts):
+        names.update(owner_slots(owner))
+    elif owner.user_id and any(
+        d.replaces is not None and (d.visibility or "session") == "session" for d in drafts
+    ):
+        names.add(slot_lock_name(visibility_key(owner, "user")))
+    return sorted(names)
+
+
 def under_slot_locks(
-    lock: WriteLock, store: object, owner: Scope, first: Collection[str], decide: Callable[[frozenset[str] | None], _T]
+    lock: WriteLock,
+    store: object,
+    owner: Scope,
+    first: Collection[str],
+    decide: Callable[[frozenset[str] | None], _T],
 ) -> _T:
     """``decide(held)`` under the locks of ``lock`` named ``first`` (``store`` connected for
     ``owner`` before, see :func:`~ctxplugin.facts.locks.connected`), then, while it raises
@@ -103,4 +126,12 @@ def under_slot_locks(
         return decide(None)
 
 
-__all__ = ["ATTEMPTS", "SlotBatch", "Unheld", "slot_batched", "slot_of", "under_slot_locks"]
+__all__ = [
+    "ATTEMPTS",
+    "SlotBatch",
+    "Unheld",
+    "reached",
+    "slot_batched",
+    "slot_of",
+    "under_slot_locks",
+]

@@ -30,13 +30,13 @@ from ctxplugin.facts._drafts import (
 from ctxplugin.facts._forks import left_behind, reinstated, resumed, standing, to_change
 from ctxplugin.facts._polls import Polls
 from ctxplugin.facts._reread import by_message, unread, unsaid
-from ctxplugin.facts._slots import slot_batched, slot_of, under_slot_locks
+from ctxplugin.facts._slots import reached, slot_batched, slot_of, under_slot_locks
 from ctxplugin.facts._supersession import _supersede, changed_basis, superseded_pairs
 from ctxplugin.facts._text import identifiers, query_text, result_count, strings
 from ctxplugin.facts._turns import UserTurns
 from ctxplugin.facts._withheld import Withheld
 from ctxplugin.facts.extract import Extractor, ExtractorLike, FactDraft, as_extractor
-from ctxplugin.facts.locks import WriteLock, connected, holding, owner_locks, slot_lock_name
+from ctxplugin.facts.locks import WriteLock, connected, holding, owner_locks
 from ctxplugin.facts.model import (
     AUTHORITY_RANK,
     RETRIEVED_SCOPES,
@@ -51,7 +51,6 @@ from ctxplugin.facts.model import (
     SourceType,
     normalize_key,
     permitted,
-    visibility_key,
 )
 from ctxplugin.facts.ranking import fuse, query_tags, rank
 from ctxplugin.facts.rules import RuleExtractor
@@ -370,8 +369,7 @@ class FactsLedger:
         connected(self.store, owner)
         written: list[Fact] = []
         for group in by_message(drafts):
-            slots = {visibility_key(owner, read[0].visibility or "session") for read in group}
-            written += self._ingest_batch(group, scope, sorted(map(slot_lock_name, slots)), before)
+            written += self._ingest_batch(group, scope, reached(owner, [read[0] for read in group]), before)
         return written
 
     def _ingest_batch(self, drafts: Sequence[Read], scope: Scope, locks: Sequence[str], before: Mapping[str, str]) -> list[Fact]:

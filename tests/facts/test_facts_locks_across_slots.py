@@ -8,6 +8,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
+from langchain_core.messages import HumanMessage
+
 from ctxplugin import Scope
 from ctxplugin.facts import Fact, FactQuery, FactsLedger, MemoryFactStore
 from ctxplugin.facts.locks import slot_lock_name
@@ -72,7 +74,9 @@ def test_a_session_write_replacing_a_user_wide_fact_holds_the_users_lock_too() -
     assert lock.held == [USER]
     new = ledger.write("The budget for this trip is $700.", supersedes=old.id, scope=OWNER)
     assert new.visibility == "session" and new.supersedes == old.id
-    assert store.written_under[old.id] >= {SESSION, USER}, "the user's fact changed under the user's lock"
+    assert store.written_under[old.id] >= {SESSION, USER}, (
+        "the user's fact changed under the user's lock"
+    )
     assert store.written_under[new.id] >= {SESSION, USER}
     assert current(store, "budget") == ["The budget for this trip is $700."]
     assert lock.now == set()
@@ -87,3 +91,29 @@ def test_a_write_replacing_a_fact_of_its_own_slot_or_nothing_holds_one_lock_once
     ledger.write("The budget is now $900.", supersedes=first.id, scope=OWNER)
     assert lock.held == [SESSION, SESSION, USER, SESSION]
     assert current(store, "budget") == ["The budget is now $900."]
+
+
+def test_a_correction_read_from_a_message_holds_the_lock_of_the_preference_it_corrects() -> None:
+    # "not economy, business" corrects the user's preference: it holds where that held
+    lock = HeldLock()
+    ledger = FactsLedger(store := Watched(lock), lock=lock)
+    old = ledger.write(
+        "My seat class is economy.", key="seat_class", visibility="user", scope=OWNER
+    )
+    [new] = ledger.ingest([HumanMessage("Not economy, business class.", id="h1")], scope=OWNER)
+    assert (new.visibility, new.supersedes) == ("user", old.id)
+    assert store.written_under[old.id] >= {USER}, "the user's fact changed under the user's lock"
+    assert current(store, "seat_class") == ["Not economy, business class."]
+
+
+def test_a_message_stating_new_facts_holds_the_lock_of_its_slot_only() -> None:
+    lock = HeldLock()
+    ledger = FactsLedger(Watched(lock), lock=lock)
+    ledger.ingest(
+        [
+            HumanMessage("My budget is $500.", id="h1"),
+            HumanMessage("Actually, my budget is $900.", id="h2"),
+        ],
+        scope=OWNER,
+    )
+    assert lock.held == [SESSION, SESSION]

@@ -4,6 +4,7 @@ write changes, so one decides after the other and one value stays current."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import uuid
 from collections.abc import Iterator, Sequence
@@ -28,11 +29,10 @@ class Meeting(MemoryFactStore):
         self.meeting: threading.Barrier | None = None
 
     def _meet(self) -> None:
+        # broken after a second: the other writer waits for a lock this one holds
         if self.meeting is not None:
-            try:
+            with contextlib.suppress(threading.BrokenBarrierError):
                 self.meeting.wait(1.0)
-            except threading.BrokenBarrierError:
-                pass  # the other writer waits for a lock this one holds
 
     def add(self, facts: Sequence[Fact]) -> None:
         self._meet()
@@ -65,7 +65,9 @@ def test_a_session_write_and_a_user_write_replacing_one_fact_leave_one_current(
     store.meeting = threading.Barrier(2)
     writers = [
         threading.Thread(
-            target=lambda: here.write("The budget for this trip is $700.", supersedes=old.id, scope=OWNER)
+            target=lambda: here.write(
+                "The budget for this trip is $700.", supersedes=old.id, scope=OWNER
+            )
         ),
         threading.Thread(
             target=lambda: there.write(
