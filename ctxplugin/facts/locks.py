@@ -4,7 +4,8 @@ A write reads the current facts of its owner slot (same key, stated value, contr
 stores the new fact, then retires the ones it replaces. Two writers doing that for one slot at
 the same instant would both see the old fact as current and both stay valid. Within a process
 the ledger's own lock prevents it; across processes a :class:`WriteLock` does: the ledger holds
-it, named after the slot, around every write.
+it around every write, named after each slot the write changes (the new fact's, and that of a
+fact it replaces in another slot of its owner: see :mod:`ctxplugin.facts._slots`).
 
 ``ctxplugin-postgres`` ships :class:`ctxplugin_postgres.PostgresWriteLock` (advisory locks), and
 :func:`ctxplugin.connect` uses it whenever a Postgres DSN is configured. Any object with a
