@@ -11,6 +11,7 @@ from collections.abc import Iterator, Sequence
 
 import pytest
 from ctxplugin_postgres import PostgresWriteLock, make_pool
+from langchain_core.messages import HumanMessage
 
 from ctxplugin.facts import Fact, FactQuery, FactsLedger, MemoryFactStore
 from ctxplugin.scope import Scope
@@ -85,3 +86,34 @@ def test_a_session_write_and_a_user_write_replacing_one_fact_leave_one_current(
     assert len([f for f in facts if f.is_valid]) == 1, "one value is current"
     replaced = [f.supersedes for f in facts if f.supersedes]
     assert len(replaced) == len(set(replaced)) == 2, "each fact was replaced once: one chain"
+
+
+def test_a_correction_read_in_a_session_and_a_user_write_leave_one_current(
+    locks: tuple[PostgresWriteLock, PostgresWriteLock],
+) -> None:
+    """ "Not economy, business" corrects the user's preference where it holds (the user's slot),
+    while another process writes that preference anew."""
+    store = Meeting()
+    here, there = FactsLedger(store, lock=locks[0]), FactsLedger(store, lock=locks[1])
+    here.write("My seat class is economy.", key="seat_class", visibility="user", scope=OWNER)
+    store.meeting = threading.Barrier(2)
+    said = HumanMessage("Not economy, business class.", id="h1")
+    writers = [
+        threading.Thread(target=lambda: here.ingest([said], scope=OWNER)),
+        threading.Thread(
+            target=lambda: there.write(
+                "My seat class is premium economy.",
+                key="seat_class",
+                visibility="user",
+                scope=OWNER,
+            )
+        ),
+    ]
+    for writer in writers:
+        writer.start()
+    for writer in writers:
+        writer.join(30)
+    assert not any(w.is_alive() for w in writers)
+    facts = store.find(FactQuery(reader=OWNER, key="seat_class"))
+    assert len(facts) == 3, "both writes are stored"
+    assert len([f for f in facts if f.is_valid]) == 1, "one value is current"
