@@ -91,8 +91,8 @@ def test_a_session_write_and_a_user_write_replacing_one_fact_leave_one_current(
 def test_a_correction_read_in_a_session_and_a_user_write_leave_one_current(
     locks: tuple[PostgresWriteLock, PostgresWriteLock],
 ) -> None:
-    """ "Not economy, business" corrects the user's preference where it holds (the user's slot),
-    while another process writes that preference anew."""
+    """A correction read in a session ("not economy, business") holds where the user's
+    preference it corrects held, while another process writes that preference anew."""
     store = Meeting()
     here, there = FactsLedger(store, lock=locks[0]), FactsLedger(store, lock=locks[1])
     here.write("My seat class is economy.", key="seat_class", visibility="user", scope=OWNER)
