@@ -8,12 +8,14 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
+import pytest
 from langchain_core.messages import HumanMessage
 
 from ctxplugin import Scope
 from ctxplugin.facts import Fact, FactQuery, FactsLedger, MemoryFactStore
-from ctxplugin.facts.locks import slot_lock_name
+from ctxplugin.facts.locks import WriteLock, slot_lock_name
 from ctxplugin.facts.model import visibility_key
+from ctxplugin.guard import GuardedWriteLock, StoreGuard
 
 OWNER = Scope(session_id="trip", user_id="u1")
 SESSION = slot_lock_name(visibility_key(OWNER, "session"))
@@ -66,10 +68,12 @@ def current(store: MemoryFactStore, key: str) -> list[str]:
     return sorted(f.text for f in store.find(FactQuery(reader=OWNER, key=key, valid=True)))
 
 
-def test_a_session_write_replacing_a_user_wide_fact_holds_the_users_lock_too() -> None:
+@pytest.mark.parametrize("guarded", [False, True], ids=["lock", "guarded"])
+def test_a_session_write_replacing_a_user_wide_fact_holds_the_users_lock_too(guarded: bool) -> None:
     lock = HeldLock()
     store = Watched(lock)
-    ledger = FactsLedger(store, lock=lock)
+    shared: WriteLock = GuardedWriteLock(lock, StoreGuard("test", timeout=5)) if guarded else lock
+    ledger = FactsLedger(store, lock=shared)
     old = ledger.write("My budget is $500.", key="budget", visibility="user", scope=OWNER)
     assert lock.held == [USER]
     new = ledger.write("The budget for this trip is $700.", supersedes=old.id, scope=OWNER)
