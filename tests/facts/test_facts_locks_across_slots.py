@@ -121,3 +121,14 @@ def test_a_message_stating_new_facts_holds_the_lock_of_its_slot_only() -> None:
         scope=OWNER,
     )
     assert lock.held == [SESSION, SESSION]
+
+
+def test_a_revision_read_from_a_message_holds_the_lock_of_what_it_revises() -> None:
+    # "change that to $900" revises the user's budget where it holds, whichever slot that is
+    lock = HeldLock()
+    ledger = FactsLedger(store := Watched(lock), lock=lock)
+    old = ledger.write("My budget is $500.", key="budget", visibility="user", scope=OWNER)
+    [new] = ledger.ingest([HumanMessage("Change that to $900.", id="h1")], scope=OWNER)
+    assert (new.visibility, new.supersedes) == ("user", old.id)
+    assert store.written_under[old.id] >= {USER}, "the user's fact changed under the user's lock"
+    assert current(store, "budget") == ["Change that to $900."]
