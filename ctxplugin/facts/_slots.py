@@ -15,6 +15,10 @@ sorted order as every writer takes several (:func:`~ctxplugin.facts.locks.holdin
 read before may have changed meanwhile, so it is checked again, a bounded number of times, the
 last under the locks of every slot of the owner. The common write (one that replaces nothing,
 or a fact of its own slot) holds one lock, once.
+
+The facts read from one message are decided and sent together (an ingest's batch, along with
+what they settle of tool calls made again), so they are not decided again alone: the locks an
+ingest takes for a message are told from its drafts beforehand (:func:`reached`).
 """
 
 from __future__ import annotations
