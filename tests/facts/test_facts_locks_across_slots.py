@@ -12,7 +12,7 @@ import pytest
 from langchain_core.messages import HumanMessage
 
 from ctxplugin import Scope
-from ctxplugin.facts import Fact, FactQuery, FactsLedger, MemoryFactStore
+from ctxplugin.facts import Fact, FactQuery, FactsLedger, MemoryFactStore, _slots
 from ctxplugin.facts.locks import WriteLock, slot_lock_name
 from ctxplugin.facts.model import visibility_key
 from ctxplugin.guard import GuardedWriteLock, StoreGuard
@@ -132,3 +132,50 @@ def test_a_revision_read_from_a_message_holds_the_lock_of_what_it_revises() -> N
     assert (new.visibility, new.supersedes) == ("user", old.id)
     assert store.written_under[old.id] >= {USER}, "the user's fact changed under the user's lock"
     assert current(store, "budget") == ["Change that to $900."]
+
+
+@pytest.mark.parametrize("attempts", [2, _slots.ATTEMPTS])
+def test_a_write_reaching_a_new_slot_each_time_is_decided_last_holding_every_slot(
+    attempts: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the user's budget, a workspace fact worked out from it, a tenant fact from that: replacing
+    # the budget from a session flags both, each found only once the slot before it is held; after
+    # ``attempts`` tries the write takes every slot of its owner, those not asked for yet too
+    monkeypatch.setattr(_slots, "ATTEMPTS", attempts)
+    owner = Scope(session_id="trip", user_id="u1", workspace_id="w1")
+    slots = {
+        v: slot_lock_name(visibility_key(owner, v))
+        for v in ("session", "user", "workspace", "tenant")
+    }
+    lock = HeldLock()
+    ledger = FactsLedger(store := Watched(lock), lock=lock)
+    old = ledger.write("My budget is $500.", key="budget", visibility="user", scope=owner)
+    team = ledger.write(
+        "The team cap is $500.", key="cap", visibility="workspace", depends_on=[old.id], scope=owner
+    )
+    firm = ledger.write(
+        "The firm cap is $500.",
+        key="firm_cap",
+        visibility="tenant",
+        depends_on=[team.id],
+        scope=owner,
+    )
+    lock.held.clear()
+    store.written_under.clear()
+    new = ledger.write("The budget for this trip is $700.", supersedes=old.id, scope=owner)
+    asked = [
+        {slots["session"]},
+        {slots["session"], slots["user"]},
+        {slots["session"], slots["user"], slots["workspace"]},
+    ]
+    tries, held = [], list(lock.held)
+    for names in asked[:attempts]:  # each try takes its names in sorted order, then lets them go
+        tries.append(held[: len(names)])
+        del held[: len(names)]
+    assert [set(t) for t in tries] == asked[:attempts] and all(t == sorted(t) for t in tries)
+    assert held == sorted(slots.values()), "the last try holds every slot of the owner"
+    assert set(store.written_under) == {new.id, old.id, team.id, firm.id}, "sent once, whole"
+    assert all(names == set(slots.values()) for names in store.written_under.values())
+    flagged = [ledger.get(f.id, scope=owner) for f in (team, firm)]
+    assert all(f is not None and f.needs_review and f.is_valid for f in flagged)
+    assert lock.now == set()
