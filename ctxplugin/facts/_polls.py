@@ -152,6 +152,14 @@ class Polls:
             for call_id, identity in calls:
                 self._asks.put((owner, call_id), identity)
 
+    def reached(self, owner: Scope) -> list[str]:
+        """The write lock names of the owner slots holding what settling the calls ``owner``
+        has open would replace: an ingest settles them as it reads on (:meth:`reading`), so it
+        holds those too, whichever slot the message it reads is stored in."""
+        with self._lock:
+            waiting = list(self._open.get(owner.key()) or ())
+        return self._slots(owner, waiting) if waiting else []
+
     def _slots(self, owner: Scope, calls: Sequence[str]) -> list[str]:
         """The write lock names of the owner slots holding what ``calls`` would replace: another
         process writing to them waits, as it waits for an ingest."""

@@ -369,7 +369,8 @@ class FactsLedger:
         connected(self.store, owner)
         written: list[Fact] = []
         for group in by_message(drafts):
-            written += self._ingest_batch(group, scope, reached(owner, [read[0] for read in group]), before)
+            locks = sorted({*reached(owner, [read[0] for read in group]), *self.polls.reached(owner)})  # and of what it settles
+            written += self._ingest_batch(group, scope, locks, before)
         return written
 
     def _ingest_batch(self, drafts: Sequence[Read], scope: Scope, locks: Sequence[str], before: Mapping[str, str]) -> list[Fact]:

@@ -5,14 +5,16 @@ changes only its own slot holds that one lock, once."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
 import pytest
-from langchain_core.messages import HumanMessage
+from langchain_core.messages import HumanMessage, ToolMessage
 
 from ctxplugin import Scope
 from ctxplugin.facts import Fact, FactQuery, FactsLedger, MemoryFactStore, _slots
+from ctxplugin.facts._polls import call_identity
 from ctxplugin.facts.locks import WriteLock, slot_lock_name
 from ctxplugin.facts.model import visibility_key
 from ctxplugin.guard import GuardedWriteLock, StoreGuard
@@ -179,3 +181,25 @@ def test_a_write_reaching_a_new_slot_each_time_is_decided_last_holding_every_slo
     flagged = [ledger.get(f.id, scope=owner) for f in (team, firm)]
     assert all(f is not None and f.needs_review and f.is_valid for f in flagged)
     assert lock.now == set()
+
+
+def test_a_message_settling_a_call_made_again_holds_the_lock_of_what_it_replaces() -> None:
+    # the user's standing preference goes to the user's slot; reading it settles the order status
+    # polled twice before it, whose first answer is in the session's
+    lock = HeldLock()
+    ledger = FactsLedger(store := Watched(lock), lock=lock)
+    same = call_identity("get_order_status", {"order": "7731"})
+    ledger.polls.asked([("c1", same), ("c2", same)], scope=OWNER)
+    for call_id, status in (("c1", "processing"), ("c2", "shipped")):
+        message = ToolMessage(
+            json.dumps({"status": status}),
+            tool_call_id=call_id,
+            name="get_order_status",
+            id=f"m-{call_id}",
+        )
+        ledger.ingest([message], scope=OWNER)
+    [first] = [f for f in store.find(FactQuery(reader=OWNER)) if f.source.call_id == "c1"]
+    [preference] = ledger.ingest([HumanMessage("I prefer aisle seats.", id="h1")], scope=OWNER)
+    assert preference.visibility == "user"
+    assert not store.get([first.id], reader=OWNER)[0].is_valid, "the first answer is replaced"
+    assert store.written_under[first.id] >= {SESSION}, "changed under the session's lock"
