@@ -20,9 +20,9 @@ The facts read from one message are decided and sent together (an ingest's batch
 what they settle of tool calls made again), so they are not decided again alone: the locks an
 ingest takes for a message are told beforehand, from its drafts (:func:`reached`) and from the
 calls it settles (:meth:`~ctxplugin.facts._polls.Polls.reached`). Two changes an ingest makes
-are not told so and take no lock of their own: a fact of another slot flagged for review
-because one it was worked out from was replaced, and what an edited message no longer states
-marked not current where it was stored.
+are not told so and take no lock of their own: a fact of another slot worked out from one the
+ingest replaced (flagged for review, or pointed at what restates it), and what an edited
+message no longer states marked not current where it was stored.
 """
 
 from __future__ import annotations
