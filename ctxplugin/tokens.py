@@ -22,8 +22,8 @@ import math
 import re
 import threading
 import weakref
-from collections.abc import Sequence
-from functools import lru_cache
+from collections.abc import Callable, Sequence
+from functools import lru_cache, partial
 from typing import Any, Protocol, runtime_checkable
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolCall
@@ -62,15 +62,20 @@ class TiktokenCounter:
     def __init__(self, encoding: Any, name: str) -> None:
         self._encoding = encoding
         self.name = name
+        # special tokens' text is read as plain text (``encode(text, disallowed_special=())``):
+        # ``encode_ordinary`` gives the same ids without first searching the text for special
+        # tokens, which took half the time of counting a short message
+        ordinary = getattr(encoding, "encode_ordinary", None)
+        self._ids: Callable[[str], list[int]] = ordinary if callable(ordinary) else partial(encoding.encode, disallowed_special=())
 
     def count(self, text: str) -> int:
         if not text:
             return 0
-        return len(self._encoding.encode(text, disallowed_special=()))
+        return len(self._ids(text))
 
     def encode(self, text: str) -> list[int]:
         """Token ids of ``text``."""
-        return list(self._encoding.encode(text, disallowed_special=()))
+        return list(self._ids(text))
 
     def decode(self, tokens: list[int]) -> str:
         """Text of token ids."""

@@ -11,7 +11,6 @@ previous call (see :mod:`ctxplugin._running`); the history's own tokens are the 
 
 from __future__ import annotations
 
-import hashlib
 import threading
 import time
 from collections.abc import Sequence
@@ -35,7 +34,10 @@ from ctxplugin.tokens import TokenCounter, count_message
 _SIGNATURES = 8192
 """Messages whose signature is kept (the oldest first out)."""
 
-_signatures: PerMessage[str] = PerMessage(_SIGNATURES)
+_Sig = tuple[str, str, str | None, str | None]
+"""A message's signature (see :func:`_message_sig`)."""
+
+_signatures: PerMessage[_Sig] = PerMessage(_SIGNATURES)
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,7 +117,7 @@ class Account:
 
     def _prefix_tokens(self, scope: Scope, messages: Sequence[BaseMessage], tools: Sequence[Any]) -> int:
         """Leading tokens unchanged since this session's previous view (tools, then messages)."""
-        tools_sig = hashlib.sha256(repr(sorted(tool_label(t) for t in tools)).encode()).hexdigest()
+        tools_sig = tuple(sorted(tool_label(t) for t in tools))
         key = scope.key()
         with self._lock:
             previous = self._last_view.get(key)
@@ -149,7 +151,7 @@ class _Shown:
 
     __slots__ = ("calls", "seen", "sigs", "tokens", "tools_sig", "total")
 
-    def __init__(self, tools_sig: str, messages: Sequence[BaseMessage], sigs: list[str], tokens: list[int]) -> None:
+    def __init__(self, tools_sig: tuple[str, ...], messages: Sequence[BaseMessage], sigs: list[_Sig], tokens: list[int]) -> None:
         self.tools_sig = tools_sig
         self.seen = Prefix()
         self.seen.extend(messages)
@@ -167,13 +169,23 @@ class _Shown:
         return 0
 
 
-def _message_sig(message: BaseMessage) -> str:
-    """A digest of what the provider is sent for ``message``, memoised by the message object."""
+def _message_sig(message: BaseMessage) -> _Sig:
+    """What the provider is sent for ``message``, as it is now, memoised by the message object:
+    its type, its text (the string itself, which cannot change; any other content as its repr),
+    its tool calls' repr and its tool call id. Not a digest: a signature is compared with the
+    previous view's only when the view does not extend it, and a new message's text is not read
+    to be digested on the calls that do."""
     found = _signatures.get(message)
     if found is not None:
         return found
-    payload = repr((message.type, message.content, getattr(message, "tool_calls", None), getattr(message, "tool_call_id", None)))
-    sig = hashlib.sha1(payload.encode("utf-8", "surrogatepass")).hexdigest()
+    fields = message.__dict__
+    content, calls = fields["content"], fields.get("tool_calls")
+    sig = (
+        message.type,
+        content if isinstance(content, str) else repr(content),
+        None if calls is None else repr(calls),
+        fields.get("tool_call_id"),
+    )
     _signatures.put(message, sig)
     return sig
 
