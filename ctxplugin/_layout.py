@@ -53,8 +53,10 @@ Placement = Literal["tail", "head", "window"]
 def is_note(message: BaseMessage) -> bool:
     """Whether ``message`` is a context note the history or budget stage wrote in place of
     exchanges (condensed to their values, or left out)."""
+    if not isinstance(message, HumanMessage):  # most messages: their annotation is not read
+        return False
     note = annotation(message)
-    return isinstance(message, HumanMessage) and any(note.get(mark) for mark in NOTE_MARKS)
+    return any(note.get(mark) for mark in NOTE_MARKS)
 
 
 def is_condensed(message: BaseMessage) -> bool:
@@ -137,8 +139,14 @@ def lookup_fits(history: Sequence[BaseMessage]) -> bool:
     """Whether ``history`` has a place for a lookup pair: before an assistant message that
     follows a user turn or a tool result, or after its last message when that is one of them
     (else what ctxplugin adds goes in a system message after the header)."""
-    plain = [m for m in history if not is_note(m)]
-    return bool(_openings(plain)) or _ends_for_lookup(plain)
+    before: BaseMessage | None = None  # the last message that is not a note
+    for message in history:  # the first place found will do: most histories have one near their start
+        if is_note(message):
+            continue
+        if isinstance(message, AIMessage) and isinstance(before, (HumanMessage, ToolMessage)):
+            return True
+        before = message
+    return isinstance(before, (HumanMessage, ToolMessage))
 
 
 def calls_tools(history: Sequence[BaseMessage]) -> bool:

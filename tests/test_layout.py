@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
-from ctxplugin._layout import CONTEXT_READ, Placement, context_notes, lay_out
+from ctxplugin._layout import CONTEXT_READ, Placement, context_notes, lay_out, lookup_fits
 from ctxplugin._messages import META_KEY
 
 
@@ -144,3 +146,12 @@ def test_every_layout_keeps_the_providers_rules(drawn: tuple[list[BaseMessage], 
     assert shown == [m for m in history if not m.additional_kwargs], "the conversation's own messages, in order"
     if facts and not made.header_extra:
         assert sum(1 for m in body if isinstance(m, ToolMessage) and m.content == "Known facts: x") == 1
+
+
+@settings(max_examples=300, deadline=None)
+@given(conversations(), st.integers(0, 3))
+def test_a_lookup_fits_after_a_user_turn_or_tool_result_the_notes_aside(drawn: tuple[list[BaseMessage], int], cut: int) -> None:
+    history = drawn[0][: len(drawn[0]) - cut]  # ending anywhere: on an assistant message too
+    plain = [m for m in history if not (isinstance(m, HumanMessage) and m.additional_kwargs)]
+    opening = any(isinstance(b, AIMessage) and isinstance(a, (HumanMessage, ToolMessage)) for a, b in pairwise(plain))
+    assert lookup_fits(history) is (opening or (bool(plain) and isinstance(plain[-1], (HumanMessage, ToolMessage))))
