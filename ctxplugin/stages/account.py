@@ -11,6 +11,7 @@ previous call (see :mod:`ctxplugin._running`); the history's own tokens are the 
 
 from __future__ import annotations
 
+import hashlib
 import threading
 import time
 from collections.abc import Sequence
@@ -34,7 +35,7 @@ from ctxplugin.tokens import TokenCounter, count_message
 _SIGNATURES = 8192
 """Messages whose signature is kept (the oldest first out)."""
 
-_Sig = tuple[str, str, str | None, str | None]
+_Sig = tuple[str, str | bytes, bytes | None, str | None]
 """A message's signature (see :func:`_message_sig`)."""
 
 _signatures: PerMessage[_Sig] = PerMessage(_SIGNATURES)
@@ -171,10 +172,10 @@ class _Shown:
 
 def _message_sig(message: BaseMessage) -> _Sig:
     """What the provider is sent for ``message``, as it is now, memoised by the message object:
-    its type, its text (the string itself, which cannot change; any other content as its repr),
-    its tool calls' repr and its tool call id. Not a digest: a signature is compared with the
-    previous view's only when the view does not extend it, and a new message's text is not read
-    to be digested on the calls that do."""
+    its type, its text (the string itself, which cannot change; other content by a digest of its
+    repr), a digest of its tool calls' repr and its tool call id. The text is not digested: a
+    signature is compared with the previous view's only when the view does not extend it, and
+    a call that does extend it then reads no new tool output to sign it."""
     found = _signatures.get(message)
     if found is not None:
         return found
@@ -182,12 +183,16 @@ def _message_sig(message: BaseMessage) -> _Sig:
     content, calls = fields["content"], fields.get("tool_calls")
     sig = (
         message.type,
-        content if isinstance(content, str) else repr(content),
-        None if calls is None else repr(calls),
+        content if isinstance(content, str) else _digest(repr(content)),
+        _digest(repr(calls)) if calls else None,
         fields.get("tool_call_id"),
     )
     _signatures.put(message, sig)
     return sig
+
+
+def _digest(text: str) -> bytes:
+    return hashlib.sha1(text.encode("utf-8", "surrogatepass")).digest()
 
 
 __all__ = ["Account"]
