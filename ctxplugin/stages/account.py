@@ -11,6 +11,7 @@ previous call (see :mod:`ctxplugin._running`); the history's own tokens are the 
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import threading
 import time
@@ -20,6 +21,7 @@ from operator import is_
 from typing import Any, ClassVar
 
 from langchain_core.messages import BaseMessage
+from langchain_core.tools import BaseTool
 
 from ctxplugin._fidelity_sessions import SessionFidelity
 from ctxplugin._lru import LRU, PerMessage
@@ -35,7 +37,7 @@ from ctxplugin.tokens import TokenCounter, count_message
 _SIGNATURES = 8192
 """Messages whose signature is kept (the oldest first out)."""
 
-_Sig = tuple[str, str | bytes, bytes | None, str | None]
+_Sig = tuple[str, str | bytes, bytes | None]
 """A message's signature (see :func:`_message_sig`)."""
 
 _signatures: PerMessage[_Sig] = PerMessage(_SIGNATURES)
@@ -118,11 +120,12 @@ class Account:
 
     def _prefix_tokens(self, scope: Scope, messages: Sequence[BaseMessage], tools: Sequence[Any]) -> int:
         """Leading tokens unchanged since this session's previous view (tools, then messages)."""
-        tools_sig = tuple(sorted(tool_label(t) for t in tools))
         key = scope.key()
         with self._lock:
             previous = self._last_view.get(key)
-        kept = previous.kept_by(messages) if previous is not None and previous.tools_sig == tools_sig else 0
+        sources = list(map(_tool_source, tools))
+        same_tools = previous is not None and _equal(sources, previous.tools)
+        kept = previous.kept_by(messages) if previous is not None and same_tools else 0
         if kept and previous is not None:  # the previous view begins this one: only the new messages are read
             sigs = [*previous.sigs, *map(_message_sig, messages[kept:])]
             tokens = [*previous.tokens, *(count_message(m, self.counter) for m in messages[kept:])]
@@ -131,13 +134,14 @@ class Account:
             sigs = list(map(_message_sig, messages))
             tokens = [count_message(m, self.counter) for m in messages]
             unchanged = 0
-            if previous is not None and previous.tools_sig == tools_sig:
+            if previous is not None and same_tools:
                 for sig, size, old_sig in zip(sigs, tokens, previous.sigs, strict=False):
                     if sig != old_sig:
                         break
                     unchanged += size
         with self._lock:
-            self._last_view.put(key, _Shown(tools_sig, messages, sigs, tokens))
+            shown_tools = previous.tools if previous is not None and same_tools else _copied(sources)
+            self._last_view.put(key, _Shown(shown_tools, messages, sigs, tokens))
         return unchanged if previous is not None else 0
 
 
@@ -150,10 +154,10 @@ class _Shown:
     """A session's previous view: its messages as a :class:`~ctxplugin._prefix.Prefix` (each
     with the content it held then), their tool calls, signatures and tokens."""
 
-    __slots__ = ("calls", "seen", "sigs", "tokens", "tools_sig", "total")
+    __slots__ = ("calls", "seen", "sigs", "tokens", "tools", "total")
 
-    def __init__(self, tools_sig: tuple[str, ...], messages: Sequence[BaseMessage], sigs: list[_Sig], tokens: list[int]) -> None:
-        self.tools_sig = tools_sig
+    def __init__(self, tools: list[Any], messages: Sequence[BaseMessage], sigs: list[_Sig], tokens: list[int]) -> None:
+        self.tools = tools  # what the tools' schemas were made from (see _tool_source), copied
         self.seen = Prefix()
         self.seen.extend(messages)
         self.calls = tuple(map(_calls, messages))
@@ -170,25 +174,52 @@ class _Shown:
         return 0
 
 
+_UNSENT = frozenset({"content", "type", "id", "response_metadata", "usage_metadata", "artifact"})
+"""A message's fields no provider is sent (of LangChain's; any other field is signed)."""
+
+
 def _message_sig(message: BaseMessage) -> _Sig:
     """What the provider is sent for ``message``, as it is now, memoised by the message object:
     its type, its text (the string itself, which cannot change; other content by a digest of its
-    repr), a digest of its tool calls' repr and its tool call id. The text is not digested: a
+    repr) and a digest of the repr of its other fields a provider reads (tool calls, tool call id,
+    name, status, additional keywords such as a reasoning item). The text is not digested: a
     signature is compared with the previous view's only when the view does not extend it, and
     a call that does extend it then reads no new tool output to sign it."""
     found = _signatures.get(message)
     if found is not None:
         return found
     fields = message.__dict__
-    content, calls = fields["content"], fields.get("tool_calls")
+    content = fields["content"]
+    sent = [(name, value) for name, value in fields.items() if value is not None and name not in _UNSENT]
     sig = (
         message.type,
         content if isinstance(content, str) else _digest(repr(content)),
-        _digest(repr(calls)) if calls else None,
-        fields.get("tool_call_id"),
+        _digest(repr(sent)) if sent else None,
     )
     _signatures.put(message, sig)
     return sig
+
+
+def _tool_source(tool: Any) -> Any:
+    """What the schema the provider is sent for ``tool`` is made from, in order: a dict itself,
+    a ``BaseTool``'s class, name, description, argument schema and extras, a function itself."""
+    if isinstance(tool, BaseTool):
+        return (type(tool), tool.name, tool.description, tool.args_schema, getattr(tool, "extras", None))
+    return tool
+
+
+def _copied(sources: list[Any]) -> list[Any]:
+    """``sources`` as they are now, their dicts copied (a tool edited in place is then told apart)."""
+    return [copy.deepcopy(s) if isinstance(s, (dict, tuple)) else s for s in sources]
+
+
+def _equal(one: list[Any], other: list[Any]) -> bool:
+    """Whether the two lists of tool sources are equal (False when a value in them gives no truth
+    value for ``==``, an array say: tools that cannot be told the same are taken as others)."""
+    try:
+        return bool(one == other)
+    except (ValueError, TypeError):
+        return False
 
 
 def _digest(text: str) -> bytes:
