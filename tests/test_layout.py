@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
-from itertools import pairwise
-
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
-from ctxplugin._layout import CONTEXT_READ, Placement, context_notes, lay_out, lookup_fits
-from ctxplugin._messages import META_KEY
+from ctxplugin._layout import (
+    CONTEXT_READ,
+    Placement,
+    _ends_for_lookup,
+    _openings,
+    context_notes,
+    lay_out,
+    lookup_fits,
+)
+from ctxplugin._messages import META_KEY, annotation
+from ctxplugin._note_marks import NOTE_MARKS
 
 
 def note(text: str) -> HumanMessage:
@@ -148,10 +155,31 @@ def test_every_layout_keeps_the_providers_rules(drawn: tuple[list[BaseMessage], 
         assert sum(1 for m in body if isinstance(m, ToolMessage) and m.content == "Known facts: x") == 1
 
 
-@settings(max_examples=300, deadline=None)
-@given(conversations(), st.integers(0, 3))
-def test_a_lookup_fits_after_a_user_turn_or_tool_result_the_notes_aside(drawn: tuple[list[BaseMessage], int], cut: int) -> None:
-    history = drawn[0][: len(drawn[0]) - cut]  # ending anywhere: on an assistant message too
-    plain = [m for m in history if not (isinstance(m, HumanMessage) and m.additional_kwargs)]
-    opening = any(isinstance(b, AIMessage) and isinstance(a, (HumanMessage, ToolMessage)) for a, b in pairwise(plain))
-    assert lookup_fits(history) is (opening or (bool(plain) and isinstance(plain[-1], (HumanMessage, ToolMessage))))
+_KINDS: dict[str, BaseMessage] = {
+    "user": HumanMessage("question"),
+    "condensed note": note("[context note: a]"),
+    "omitted note": HumanMessage("[context note: b]", additional_kwargs={META_KEY: {"omitted": True}}),
+    "user marked otherwise": HumanMessage("question", additional_kwargs={META_KEY: {"stands_in": True}}),
+    "answer": AIMessage("answer"),
+    "call": exchange(0)[0],
+    "result": exchange(0)[1],
+    "lookup": CONTEXT_READ,
+    "system": SystemMessage("the rules"),
+}
+
+
+def _old_lookup_fits(history: list[BaseMessage]) -> bool:
+    """The definition ``lookup_fits`` had before it stopped at the first place found."""
+    plain = [m for m in history if not (isinstance(m, HumanMessage) and any(annotation(m).get(k) for k in NOTE_MARKS))]
+    return bool(_openings(plain)) or _ends_for_lookup(plain)
+
+
+@settings(max_examples=500, deadline=None)
+@given(conversations(), st.integers(0, 3), st.lists(st.sampled_from(list(_KINDS)), max_size=10))
+def test_a_lookup_fits_where_it_did_before_it_stopped_at_the_first_place(
+    drawn: tuple[list[BaseMessage], int], cut: int, kinds: list[str]
+) -> None:
+    history = drawn[0][: max(0, len(drawn[0]) - cut)]  # ending anywhere: on an assistant message too
+    assert lookup_fits(history) is _old_lookup_fits(history)
+    anything = [_KINDS[k] for k in kinds]  # any order, empty, notes first, what validation would refuse
+    assert lookup_fits(anything) is _old_lookup_fits(anything)
