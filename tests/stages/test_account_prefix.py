@@ -8,7 +8,13 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, InvalidToolCall, ToolMessage
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    InvalidToolCall,
+    ToolMessage,
+)
 from langchain_core.tools import StructuredTool
 
 from ctxplugin import ContextConfig, Scope
