@@ -42,6 +42,9 @@ _Sig = tuple[str, str | bytes, bytes | None]
 
 _signatures: PerMessage[_Sig] = PerMessage(_SIGNATURES)
 
+_TOOL_SETS = 8
+"""Copies of tool lists kept for sessions to share (the latest first)."""
+
 
 @dataclass(frozen=True, slots=True)
 class Account:
@@ -59,6 +62,7 @@ class Account:
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _received: SessionTallies = field(default_factory=lambda: SessionTallies(SESSIONS_TRACKED))
     _fidelity: SessionFidelity = field(default_factory=lambda: SessionFidelity(SESSIONS_TRACKED))
+    _tool_sets: list[list[Any]] = field(default_factory=list)
 
     def apply(self, view: CallView) -> CallView:
         fitted, plan, room = view.fitted, view.plan, view.room
@@ -139,10 +143,24 @@ class Account:
                     if sig != old_sig:
                         break
                     unchanged += size
+        shown_tools = previous.tools if previous is not None and same_tools else self._tool_set(sources)
         with self._lock:
-            shown_tools = previous.tools if previous is not None and same_tools else _copied(sources)
             self._last_view.put(key, _Shown(shown_tools, messages, sigs, tokens))
         return unchanged if previous is not None else 0
+
+    def _tool_set(self, sources: list[Any]) -> list[Any]:
+        """A copy of ``sources`` (see :func:`_tool_source`), the one another session holds when
+        it is equal: sessions served with the same tools hold one copy of them, not one each."""
+        with self._lock:
+            made = list(self._tool_sets)
+        for tools in made:
+            if _equal(sources, tools):
+                return tools
+        tools = _copied(sources)
+        with self._lock:
+            self._tool_sets.insert(0, tools)
+            del self._tool_sets[_TOOL_SETS:]
+        return tools
 
 
 def _calls(message: BaseMessage) -> Any:

@@ -71,7 +71,7 @@ def test_a_copy_differing_in_a_field_the_provider_reads_ends_the_prefix_there(ed
     scope = Scope(session_id="prefix-fields")
     messages = _conversation()
     if edit == "an invalid tool call":
-        messages[5].invalid_tool_calls = [_invalid("{")]  # answered in the view by a repair
+        _set(5, invalid_tool_calls=[_invalid("{")])(messages)  # answered in the view by a repair
     first = engine.prepare(messages, scope=scope)
     index, change = EDITS[edit]
     again = copy.deepcopy(messages)  # a host reading its history back from a checkpoint
