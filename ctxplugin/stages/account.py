@@ -123,7 +123,12 @@ class Account:
         return view.override(report=report)
 
     def _prefix_tokens(self, scope: Scope, messages: Sequence[BaseMessage], tools: Sequence[Any]) -> int:
-        """Leading tokens unchanged since this session's previous view (tools, then messages)."""
+        """Leading tokens unchanged since this session's previous view (tools, then messages).
+
+        A message is told changed by what the provider is sent for it (see :func:`_message_sig`);
+        the very message object shown before is told changed only by its content, tool calls,
+        additional keywords or id (a name or status set on it in place is not noticed: a host
+        sends such a change as another message object)."""
         key = scope.key()
         with self._lock:
             previous = self._last_view.get(key)
