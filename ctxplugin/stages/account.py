@@ -126,9 +126,9 @@ class Account:
         """Leading tokens unchanged since this session's previous view (tools, then messages).
 
         A message is told changed by what the provider is sent for it (see :func:`_message_sig`);
-        the very message object shown before is told changed only by its content, tool calls,
-        additional keywords or id (a name or status set on it in place is not noticed: a host
-        sends such a change as another message object)."""
+        the very message object shown before is told changed only by its content or tool calls
+        (a name, status or keywords set on it in place are not noticed: a host sends such a
+        change as another message object)."""
         key = scope.key()
         with self._lock:
             previous = self._last_view.get(key)
