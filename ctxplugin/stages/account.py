@@ -37,7 +37,7 @@ from ctxplugin.tokens import TokenCounter, count_message
 _SIGNATURES = 8192
 """Messages whose signature is kept (the oldest first out)."""
 
-_Sig = tuple[str, str | bytes, bytes | None]
+_Sig = tuple[str, str | bytes, str | None, str | None, bytes | None]
 """A message's signature (see :func:`_message_sig`)."""
 
 _signatures: PerMessage[_Sig] = PerMessage(_SIGNATURES)
@@ -197,30 +197,57 @@ class _Shown:
         return 0
 
 
-_UNSENT = frozenset({"content", "type", "id", "response_metadata", "usage_metadata", "artifact"})
-"""A message's fields no provider is sent (of LangChain's; any other field is signed)."""
+_APART = frozenset({"content", "type", "name", "tool_call_id", "id", "response_metadata", "usage_metadata", "artifact"})
+"""A message's fields not in the digest of its others: signed apart, or sent to no provider."""
 
 
 def _message_sig(message: BaseMessage) -> _Sig:
     """What the provider is sent for ``message``, as it is now, memoised by the message object:
     its type, its text (the string itself, which cannot change; other content by a digest of its
-    repr) and a digest of the repr of its other fields a provider reads (tool calls, tool call id,
-    name, status, additional keywords such as a reasoning item). The text is not digested: a
-    signature is compared with the previous view's only when the view does not extend it, and
-    a call that does extend it then reads no new tool output to sign it."""
+    repr), its name and tool call id, and a digest of the repr of its other fields a provider
+    reads that are not at their defaults (tool calls, invalid ones, a tool result's status,
+    additional keywords such as a reasoning item; None when there is none, as for most
+    messages). The text is not digested: a signature is compared with the previous view's only
+    when the view does not extend it, and a call that does extend it then reads no new tool
+    output to sign it."""
     found = _signatures.get(message)
     if found is not None:
         return found
     fields = message.__dict__
     content = fields["content"]
-    sent = [(name, value) for name, value in fields.items() if value is not None and name not in _UNSENT]
+    defaults = _defaults(type(message))
+    others = [
+        (name, value)
+        for name, value in fields.items()
+        if name not in _APART and (name not in defaults or value != defaults[name])
+    ]
     sig = (
         message.type,
         content if isinstance(content, str) else _digest(repr(content)),
-        _digest(repr(sent)) if sent else None,
+        fields.get("name"),
+        fields.get("tool_call_id"),
+        _digest(repr(others)) if others else None,
     )
     _signatures.put(message, sig)
     return sig
+
+
+def _defaults(kind: type[BaseMessage]) -> dict[str, Any]:
+    """The default of each field of ``kind`` that has one."""
+    found = _DEFAULTS.get(kind)
+    if found is None:
+        found = {
+            name: info.get_default(call_default_factory=True)
+            for name, info in kind.model_fields.items()
+            if not info.is_required()
+        }
+        if len(_DEFAULTS) >= 1024:  # classes made on the fly: the defaults are cheap to read again
+            _DEFAULTS.clear()
+        _DEFAULTS[kind] = found
+    return found
+
+
+_DEFAULTS: dict[type, dict[str, Any]] = {}
 
 
 def _tool_source(tool: Any) -> Any:
