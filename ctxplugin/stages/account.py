@@ -215,12 +215,7 @@ def _message_sig(message: BaseMessage) -> _Sig:
         return found
     fields = message.__dict__
     content = fields["content"]
-    defaults = _defaults(type(message))
-    others = [
-        (name, value)
-        for name, value in fields.items()
-        if name not in _APART and (name not in defaults or value != defaults[name])
-    ]
+    others = [(name, value) for name, default in _signed(type(message)) if (value := fields.get(name)) != default]
     sig = (
         message.type,
         content if isinstance(content, str) else _digest(repr(content)),
@@ -232,22 +227,24 @@ def _message_sig(message: BaseMessage) -> _Sig:
     return sig
 
 
-def _defaults(kind: type[BaseMessage]) -> dict[str, Any]:
-    """The default of each field of ``kind`` that has one."""
-    found = _DEFAULTS.get(kind)
+def _signed(kind: type[BaseMessage]) -> tuple[tuple[str, Any], ...]:
+    """The fields of ``kind`` a signature digests, each with its default (:data:`_REQUIRED` for
+    a field without one)."""
+    found = _SIGNED.get(kind)
     if found is None:
-        found = {
-            name: info.get_default(call_default_factory=True)
+        found = tuple(
+            (name, _REQUIRED if info.is_required() else info.get_default(call_default_factory=True))
             for name, info in kind.model_fields.items()
-            if not info.is_required()
-        }
-        if len(_DEFAULTS) >= 1024:  # classes made on the fly: the defaults are cheap to read again
-            _DEFAULTS.clear()
-        _DEFAULTS[kind] = found
+            if name not in _APART
+        )
+        if len(_SIGNED) >= 1024:  # classes made on the fly: their fields are cheap to read again
+            _SIGNED.clear()
+        _SIGNED[kind] = found
     return found
 
 
-_DEFAULTS: dict[type, dict[str, Any]] = {}
+_REQUIRED = object()
+_SIGNED: dict[type, tuple[tuple[str, Any], ...]] = {}
 
 
 def _tool_source(tool: Any) -> Any:
