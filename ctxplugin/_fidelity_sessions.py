@@ -191,10 +191,9 @@ class _Session:
             texts.append((at, r.text))
             if at in searched:
                 continue
-            key = text_key(r.text)
             entry = previous.get(at)
-            if entry is None or entry.message() is not message or entry.key != key:
-                entry = Searched(message, key, r.shown)
+            if entry is None or entry.message() is not message or (entry.read is not r and entry.key != text_key(r.text)):
+                entry = Searched(message, text_key(r.text), r)
                 new.append((at, r.text))
                 joined.append(entry)
             searched[at] = entry

@@ -118,12 +118,13 @@ class Searched:
     values it shows and, once looked for, the refs it shows and the
     :data:`~ctxplugin.history.identifiers.RUN` s of its text."""
 
-    __slots__ = ("key", "message", "refs", "runs", "shown")
+    __slots__ = ("key", "message", "read", "refs", "runs", "shown")
 
-    def __init__(self, message: BaseMessage, key: TextKey, shown: tuple[str, ...]) -> None:
+    def __init__(self, message: BaseMessage, key: TextKey, made: Read) -> None:
         self.message = held_weakly(message)
         self.key = key
-        self.shown = shown
+        self.read = made  # what :func:`read` gave: the same object again means the same text
+        self.shown = made.shown
         self.refs: frozenset[str] | None = None
         self.runs: frozenset[str] | None = None
 

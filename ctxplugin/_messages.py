@@ -392,7 +392,8 @@ def expanded_refs(messages: Sequence[BaseMessage], tool_name: str = EXPAND_REF_N
     message = messages[index] if index >= 0 else None
     if index == len(messages) - 1 or not isinstance(message, AIMessage):
         return []
-    read = {m.tool_call_id for m in messages[index + 1 :]
-            if isinstance(m, ToolMessage) and m.status != "error" and not read_nothing(m.content, m.artifact)}
-    calls = [c for c in message.tool_calls if c["name"] == tool_name and c["args"].get("ref_id") and c["id"] in read]
+    asked = [c for c in message.tool_calls if c["name"] == tool_name and c["args"].get("ref_id")]
+    read = {m.tool_call_id for m in messages[index + 1 :] if asked and isinstance(m, ToolMessage)  # (no call: none read)
+            and m.status != "error" and not read_nothing(m.content, m.artifact)}
+    calls = [c for c in asked if c["id"] in read]
     return list(dict.fromkeys(ref_as_written(str(c["args"]["ref_id"])) for c in calls))

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
+from contextlib import AbstractContextManager, contextmanager, suppress
 from typing import Any
 
 logger = logging.getLogger("ctxplugin")
@@ -46,12 +46,29 @@ def warm() -> None:
         from langsmith import run_helpers  # noqa: F401
 
 
-@contextmanager
-def child_run(name: str, *, inputs: dict[str, Any]) -> Iterator[_Run]:
+class _Untraced:
+    """What :func:`child_run` is when tracing is off: a run that sends nothing, entered and left
+    without a generator made for every step."""
+
+    __slots__ = ()
+
+    def __enter__(self) -> _Run:
+        return _Run(None)
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+_UNTRACED = _Untraced()
+
+
+def child_run(name: str, *, inputs: dict[str, Any]) -> AbstractContextManager[_Run]:
     """A LangSmith run named ``name`` nested under the current run, when tracing is on."""
-    if not _enabled():
-        yield _Run(None)
-        return
+    return _traced(name, inputs) if _enabled() else _UNTRACED
+
+
+@contextmanager
+def _traced(name: str, inputs: dict[str, Any]) -> Iterator[_Run]:
     from langsmith import run_helpers
 
     traced = run_helpers.trace(name, run_type="chain", inputs=inputs, tags=["ctxplugin"])
