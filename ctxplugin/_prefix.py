@@ -18,6 +18,7 @@ from typing import Any
 from pydantic import BaseModel
 
 _content = attrgetter("content")
+_FEW = 4  # messages taken in one by one (a call's new ones, as a rule), more in passes over all of them
 _UNREAD: dict[str, Any] = {"content": None}  # stands for the fields of a message read as attributes
 
 
@@ -171,8 +172,30 @@ class Prefix:
     def extend(self, messages: Sequence[Any], stamp: Stamp | None = None) -> None:
         """Take ``messages`` as seen after the others; ``stamp`` names the whole sequence seen
         now (when the owner has brought itself up to date with all of it)."""
-        contents = list(map(_content, messages))
         start = len(self._messages)
+        if len(messages) <= _FEW:
+            self._extend_few(messages, start)
+        else:
+            self._extend_many(messages, start)
+        self.stamp = stamp if stamp is not None and stamp.length == len(self._messages) else None
+
+    def _extend_few(self, messages: Sequence[Any], start: int) -> None:
+        # a call's new messages, one by one: fewer objects made than by the passes below (the
+        # contents read first: a message without one changes nothing)
+        contents = [message.content for message in messages]
+        for index, message, content in zip(range(start, start + len(contents)), messages, contents, strict=True):
+            if not isinstance(content, str):
+                self._listed.add(index)
+            fields = _fields(message)
+            if fields is _UNREAD:
+                self._unread.add(index)
+            self._fields.append(fields)
+            self._messages.append(message)
+            self._contents.append(content)
+            self._lens.append(len(content))
+
+    def _extend_many(self, messages: Sequence[Any], start: int) -> None:
+        contents = list(map(_content, messages))
         self._listed.update(compress(count(start), map(not_, map(isinstance, contents, repeat(str)))))
         if all(map(_keeps_fields, set(map(type, messages)))):  # (in C, each message; the kinds are few)
             self._fields.extend(map(vars, messages))
@@ -183,7 +206,6 @@ class Prefix:
         self._messages.extend(messages)
         self._contents.extend(contents)
         self._lens.extend(map(len, contents))
-        self.stamp = stamp if stamp is not None and stamp.length == len(self._messages) else None
 
     def clear(self) -> None:
         """Forget every message seen."""
