@@ -19,6 +19,7 @@ A store only this process writes (one that counts its writes: ``generation``) or
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 from collections.abc import Sequence
@@ -119,4 +120,10 @@ def stands(fact: Fact, rules: InForce | None) -> bool:
     return rules is None or replaced_by(fact, rules) is None
 
 
-__all__ = ["LINKS", "SharedWindow", "current_ids", "decoded", "stands"]
+@functools.lru_cache(maxsize=256)  # the same question from call to call while the user waits
+def query_digest(query: str) -> str:
+    """The digest of the question a window's facts block is chosen for."""
+    return hashlib.sha256(query.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+__all__ = ["LINKS", "SharedWindow", "current_ids", "decoded", "query_digest", "stands"]

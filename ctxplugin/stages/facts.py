@@ -35,7 +35,7 @@ from ctxplugin.history import tier_bounds
 from ctxplugin.scope import Scope
 from ctxplugin.stages._backlog import in_order, owed_warning
 from ctxplugin.stages._seen import Seen
-from ctxplugin.stages._shared_window import SharedWindow, current_ids, stands
+from ctxplugin.stages._shared_window import SharedWindow, current_ids, query_digest, stands
 from ctxplugin.stages.memos import ReadMemo, rewritten_summary
 from ctxplugin.stages.view import SESSIONS_TRACKED, CallView
 from ctxplugin.tokens import TokenCounter, content_text
@@ -336,7 +336,7 @@ class ChooseFacts:
         if self.config.placement != "window" or not self.history.enabled:
             return None
         step = tier_bounds(exchanges, self.history)[1] // (self.history.block_size * self.history.archive_blocks)
-        return f"{step}\x00{hashlib.sha256(query.encode('utf-8', 'surrogatepass')).hexdigest()}"
+        return f"{step}\x00{query_digest(query)}"
 
     def _settings(self) -> str:
         """What, besides the reader and the window, a facts block chosen by another process
@@ -344,9 +344,8 @@ class ChooseFacts:
         return hashlib.sha256(repr((self.config, self.history, self.lines_budget, self.counter.name)).encode()).hexdigest()
 
     def _generation(self) -> int | None:
-        """What the facts in force and a frozen block were read at: the fact store's
-        ``revisions``, else its ``generation`` (see :class:`~ctxplugin.facts.store.FactStore`);
-        None for a store that counts neither (read on every call)."""
+        """What the facts in force and a frozen block were read at: the fact store's ``revisions``,
+        else its ``generation`` (see :class:`~ctxplugin.facts.store.FactStore`); None: neither."""
         for name in ("revisions", "generation"):
             counted = getattr(self.ledger.store, name, None)
             if isinstance(counted, int):
