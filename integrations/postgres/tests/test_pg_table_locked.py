@@ -11,10 +11,12 @@ let go the engine stores on Postgres again within one pause.
 from __future__ import annotations
 
 import math
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -24,10 +26,10 @@ from psycopg import sql
 from pytest_mock import MockerFixture
 
 import ctxplugin
-from ctxplugin import ContextConfig, ContextEngine, Scope
+from ctxplugin import ContextConfig, ContextEngine, Scope, _store_guard
 from ctxplugin.errors import StoreUnavailableError
 from ctxplugin.facts.locks import slot_lock_name
-from ctxplugin.guard import GuardedCASStore
+from ctxplugin.guard import GuardedCASStore, StoreGuard, run_with_deadline
 from ctxplugin.report import CaptureReport
 
 pytestmark = pytest.mark.postgres
@@ -82,24 +84,44 @@ def _locked(dsn: str, schema: str) -> Iterator[None]:
 
 
 class _Checks:
-    """The engine's background checks of Postgres, with those that failed counted: a check that
-    gets no answer in time (a loaded machine) starts the pause over at retry_after, as for a
-    server that is out."""
+    """The background checks of ``guard``, with those that failed counted as its circuit counts
+    them: one that raised, or that got no answer within ``timeout`` (a loaded machine) however
+    it ended later. A failed check starts the pause over at retry_after, as for a server that
+    is out."""
 
-    def __init__(self, engine: ContextEngine, mocker: MockerFixture) -> None:
-        guard = engine.cas.guard if isinstance(engine.cas, GuardedCASStore) else None
-        assert guard is not None and guard._probe is not None
-        probe = guard._probe
+    def __init__(self, guard: StoreGuard, mocker: MockerFixture) -> None:
         self.failed = 0
+        run = run_with_deadline  # what the guard's module calls it by
 
-        def check() -> object:
+        def counted(fn: Callable[[], object], timeout: float, what: str, **kwargs: Any) -> object:
             try:
-                return probe()
+                return run(fn, timeout, what, **kwargs)
             except Exception:
-                self.failed += 1
+                if what == f"{guard.name} check":
+                    self.failed += 1
                 raise
 
-        mocker.patch.object(guard, "_probe", new=check)
+        mocker.patch.object(_store_guard, "run_with_deadline", new=counted)
+
+
+def test_a_check_answering_after_its_deadline_is_counted_failed(mocker: MockerFixture) -> None:
+    # the circuit takes a check that gets no answer within ``timeout`` as failed, however it
+    # ends later: the count the bound below allows for must take it so too
+    slow = threading.Event()
+    guard = StoreGuard("slow", timeout=0.05, retry_after=0.01, probe=lambda: slow.wait(0.3))
+    checks = _Checks(guard, mocker)
+
+    def refused() -> None:
+        raise StoreUnavailableError("out")
+
+    with pytest.raises(StoreUnavailableError):
+        guard.call("step", refused)
+    deadline = time.monotonic() + 5
+    while not checks.failed and time.monotonic() < deadline:
+        time.sleep(0.02)
+    slow.set()
+    guard.stop()
+    assert checks.failed >= 1
 
 
 def _steps_while_locked(
@@ -110,7 +132,8 @@ def _steps_while_locked(
     table only once a check has passed, and the pause before the k-th such check is
     retry_after * 2**(k-1), so k tries take retry_after * (2**k - 1). Each check that failed
     starts that sequence over."""
-    checks = _Checks(engine, mocker)
+    assert isinstance(engine.cas, GuardedCASStore)
+    checks = _Checks(engine.cas.guard, mocker)
     waited = 0
     with _locked(dsn, schema):
         start = time.monotonic()
