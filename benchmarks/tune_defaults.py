@@ -124,27 +124,31 @@ def totals(runs: Runs, name: str, kind: str, keep: Any = lambda key: True) -> Fi
 def choose(runs: Runs, left_out: tuple[str, str] | None = None, rule: str = "cost") -> str:
     """The setting the rule picks on every recording but ``left_out`` (kind, id). ``rule="tokens"``:
     the fewest swe input tokens among settings whose swe recall also keeps every run >= 90% and
-    whose swe cost is <= 0.40 (the tau targets as well when tau was replayed)."""
+    whose swe cost is <= 0.40 (the tau targets as well when tau was replayed). Each kind's targets
+    and cost count only when that kind was replayed (``--kinds``)."""
 
     def keep_for(kind: str) -> Any:
         return lambda key: left_out is None or (kind, key) != left_out
 
     scored: list[tuple[bool, float, str]] = []
     for name in runs:
-        swe = totals(runs, name, "swe", keep_for("swe")).row()
-        has_tau = "tau" in runs[name]
-        tau = totals(runs, name, "tau", keep_for("tau")).row() if has_tau else None
-        feasible = (swe["recall"] or 0) >= TARGETS["swe_recall"] and (
+        swe = totals(runs, name, "swe", keep_for("swe")).row() if "swe" in runs[name] else None
+        tau = totals(runs, name, "tau", keep_for("tau")).row() if "tau" in runs[name] else None
+        feasible = (swe is None or (swe["recall"] or 0) >= TARGETS["swe_recall"]) and (
             tau is None or ((tau["action_recall"] or 0) >= TARGETS["tau_action"] and (tau["cost"] or 9) <= TARGETS["tau_cost"])
         )
         if rule == "tokens":
+            if swe is None:
+                raise ValueError("the tokens rule reads the swe recordings' figures: replay them too")
             feasible = feasible and swe["worst_recall"] >= 0.90 and swe["cost"] <= 0.40
         if feasible:
-            score = swe["tokens"] + swe["cost"] / 1000 if rule == "tokens" else swe["cost"] + (tau["cost"] if tau else 0)
+            costs = (swe["cost"] if swe else 0) + (tau["cost"] if tau else 0)
+            score = swe["tokens"] + swe["cost"] / 1000 if rule == "tokens" and swe else costs
             scored.append((True, score, name))
         else:
+            swe_short = TARGETS["swe_recall"] - (swe["recall"] or 0) if swe else 0.0
             tau_short = TARGETS["tau_action"] - (tau["action_recall"] or 0) if tau else 0.0
-            shortfall = max(TARGETS["swe_recall"] - (swe["recall"] or 0), tau_short)
+            shortfall = max(swe_short, tau_short)
             scored.append((False, shortfall, name))
     best = sorted(scored, key=lambda s: (not s[0], s[1], s[2]))[0]
     return best[2]
@@ -203,6 +207,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kinds", nargs="+", choices=list(KINDS), default=list(KINDS), help="recording kinds to replay")
     parser.add_argument("--rule", choices=["cost", "tokens"], default="cost", help="what a fold minimises (see choose)")
     args = parser.parse_args(argv)
+    if args.rule == "tokens" and "swe" not in args.kinds:
+        parser.error("--rule tokens picks the fewest swe tokens: give --kinds swe (or both)")
     spec = json.loads(args.grid.read_text())
     grid, default = spec["settings"], spec["default"]
     runs = run_grid(grid, args.encoding, sys.stderr, tuple(args.kinds))

@@ -83,3 +83,25 @@ def test_the_archive_ranking_benchmark_s_present_score_ranks_as_the_archive_does
     reuse = Reuse().extended(spans, counter)
     archive = bench.Archive(reuse=reuse, known="", span=(0, 8))
     assert bench.ranked(archive, bench.present) == reuse.ranked(archivable_only=True)
+
+
+def _replayed(input_tokens: int) -> Any:
+    from ctxplugin.replay.results import StrategyFigures
+
+    seen = 10
+    return StrategyFigures(
+        calls=1, input_tokens=input_tokens, recall_eligible=seen, recall_visible=seen, action_eligible=seen, action_visible=seen
+    )
+
+
+def test_tune_defaults_picks_a_setting_when_only_the_tau_recordings_are_replayed() -> None:
+    tune = benchmark("tune_defaults")
+    runs = {
+        name: {"tau": {f"tau.jsonl:{c}": (_replayed(tokens), _replayed(100)) for c in ("a", "b")}}
+        for name, tokens in (("dear", 80), ("cheap", 50))
+    }
+    assert tune.choose(runs) == "cheap"
+    held, picked = tune.held_out(runs)
+    assert picked == {"cheap": 2} and set(held) == {"tau"}
+    with pytest.raises(SystemExit):  # the tokens rule reads the swe recordings' figures
+        tune.main(["--kinds", "tau", "--rule", "tokens"])
