@@ -120,10 +120,21 @@ def stands(fact: Fact, rules: InForce | None) -> bool:
     return rules is None or replaced_by(fact, rules) is None
 
 
-@functools.lru_cache(maxsize=256)  # the same question from call to call while the user waits
+_MEMO_CHARS = 4096
+"""Questions up to this long are memoised (256 of them); a longer one (a pasted log, a file) is
+digested on each call rather than held after its session."""
+
+
 def query_digest(query: str) -> str:
     """The digest of the question a window's facts block is chosen for."""
+    return _digest(query) if len(query) > _MEMO_CHARS else _memo(query)
+
+
+def _digest(query: str) -> str:
     return hashlib.sha256(query.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+_memo = functools.lru_cache(maxsize=256)(_digest)  # the same question from call to call while the user waits
 
 
 __all__ = ["LINKS", "SharedWindow", "current_ids", "decoded", "query_digest", "stands"]
