@@ -57,6 +57,15 @@ def locks(pg_dsn: str) -> Iterator[tuple[PostgresWriteLock, PostgresWriteLock]]:
         second.close()
 
 
+def _race(writers: Sequence[threading.Thread]) -> None:
+    """Start the writers together and wait for both (30 s each at most: none may hang)."""
+    for writer in writers:
+        writer.start()
+    for writer in writers:
+        writer.join(30)
+    assert not any(w.is_alive() for w in writers)
+
+
 def test_a_session_write_and_a_user_write_replacing_one_fact_leave_one_current(
     locks: tuple[PostgresWriteLock, PostgresWriteLock],
 ) -> None:
@@ -76,11 +85,7 @@ def test_a_session_write_and_a_user_write_replacing_one_fact_leave_one_current(
             )
         ),
     ]
-    for writer in writers:
-        writer.start()
-    for writer in writers:
-        writer.join(30)
-    assert not any(w.is_alive() for w in writers)
+    _race(writers)
     facts = store.find(FactQuery(reader=OWNER, key="budget"))
     assert len(facts) == 3, "both writes are stored"
     assert len([f for f in facts if f.is_valid]) == 1, "one value is current"
@@ -109,11 +114,7 @@ def test_a_correction_read_in_a_session_and_a_user_write_leave_one_current(
             )
         ),
     ]
-    for writer in writers:
-        writer.start()
-    for writer in writers:
-        writer.join(30)
-    assert not any(w.is_alive() for w in writers)
+    _race(writers)
     facts = store.find(FactQuery(reader=OWNER, key="seat_class"))
     assert len(facts) == 3, "both writes are stored"
     assert len([f for f in facts if f.is_valid]) == 1, "one value is current"
