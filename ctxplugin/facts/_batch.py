@@ -337,14 +337,19 @@ def as_stored(store: FactStore, hits: list[ScoredFact], query: FactQuery) -> lis
 
 
 @contextmanager
-def batched(current: WriteBatch | None, store: FactStore, sent: Sent) -> Iterator[WriteBatch]:
-    """``current`` (an ingest's batch, sent at the ingest's end), else a new batch on ``store``,
-    sent (and counted by ``sent``) when the block ends without an error (nothing of a write that
-    failed is sent)."""
+def batched(
+    current: WriteBatch | None,
+    store: FactStore,
+    sent: Sent,
+    new: Callable[[FactStore, Sent], WriteBatch] = WriteBatch,
+) -> Iterator[WriteBatch]:
+    """``current`` (an ingest's batch, sent at the ingest's end), else a new batch on ``store``
+    (made by ``new``), sent (and counted by ``sent``) when the block ends without an error
+    (nothing of a write that failed is sent)."""
     if current is not None:
         yield current
         return
-    batch = WriteBatch(store, sent)
+    batch = new(store, sent)
     yield batch
     sent.flush(batch)
 

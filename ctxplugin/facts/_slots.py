@@ -27,8 +27,7 @@ message no longer states marked not current where it was stored.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Collection, Sequence
 from typing import TypeVar
 
 from ctxplugin.facts._batch import Sent, WriteBatch
@@ -81,20 +80,6 @@ class SlotBatch(WriteBatch):
         super().update(facts)
 
 
-@contextmanager
-def slot_batched(
-    current: WriteBatch | None, store: FactStore, sent: Sent, held: frozenset[str] | None
-) -> Iterator[WriteBatch]:
-    """As :func:`~ctxplugin.facts._batch.batched`, the new batch a :class:`SlotBatch` taking
-    changes only to the slots ``held`` (``current``, an ingest's, takes all)."""
-    if current is not None:
-        yield current
-        return
-    batch = SlotBatch(store, sent, held)
-    yield batch
-    sent.flush(batch)
-
-
 def reached(owner: Scope, drafts: Sequence[FactDraft]) -> list[str]:
     """The lock names of the slots that writing ``drafts`` (the facts ``owner`` read from one
     message) may change, sorted: each draft's own; the user's too for a correction in a session
@@ -139,7 +124,6 @@ __all__ = [
     "SlotBatch",
     "Unheld",
     "reached",
-    "slot_batched",
     "slot_of",
     "under_slot_locks",
 ]

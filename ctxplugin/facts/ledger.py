@@ -18,7 +18,7 @@ from langchain_core.messages import BaseMessage
 
 from ctxplugin.config import FactsConfig, FactsStrategy
 from ctxplugin.errors import InvalidInputError
-from ctxplugin.facts._batch import Sent, WriteBatch, as_stored
+from ctxplugin.facts._batch import Sent, WriteBatch, as_stored, batched
 from ctxplugin.facts._drafts import (
     Read,
     _build_fact,
@@ -30,7 +30,7 @@ from ctxplugin.facts._drafts import (
 from ctxplugin.facts._forks import left_behind, reinstated, resumed, standing, to_change
 from ctxplugin.facts._polls import Polls
 from ctxplugin.facts._reread import by_message, unread, unsaid
-from ctxplugin.facts._slots import reached, slot_batched, slot_of, under_slot_locks
+from ctxplugin.facts._slots import SlotBatch, reached, slot_of, under_slot_locks
 from ctxplugin.facts._supersession import _supersede, changed_basis, superseded_pairs
 from ctxplugin.facts._text import identifiers, query_text, result_count, strings
 from ctxplugin.facts._turns import UserTurns
@@ -206,7 +206,7 @@ class FactsLedger:
         implicit, current = self.config.implicit_supersession, getattr(self._batch, "current", None)
 
         def decide(held: frozenset[str] | None) -> tuple[Fact, bool]:
-            with self._lock, slot_batched(current, self.store, self._sent, held) as writes:
+            with self._lock, batched(current, self.store, self._sent, lambda store, sent: SlotBatch(store, sent, held)) as writes:
                 return _supersede(writes, fact, draft, scope=scope, supersedes=supersedes, fact_id=fact_id, implicit=implicit, after=after)
         # an ingest holds its slots' locks already; a write its own slot's, and those of what it replaces elsewhere
         return decide(None) if self.lock is None or current is not None else under_slot_locks(self.lock, self.store, fact.owner, [slot_of(fact)], decide)
