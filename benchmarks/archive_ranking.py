@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from langchain_core.messages import AIMessage
 
 from ctxplugin import ContextConfig
 from ctxplugin.history import _digests
@@ -31,7 +30,7 @@ from ctxplugin.history import _reuse as reuse_module
 from ctxplugin.history._notes import EXPAND_HINT, _note
 from ctxplugin.history._reuse import Reuse
 from ctxplugin.replay.loaders import discover, load_file
-from ctxplugin.replay.metrics import Meter, action_identifiers, leading_system_count, occurs
+from ctxplugin.replay.metrics import Meter, action_identifiers, calls_after, occurs
 from ctxplugin.replay.runner import ReplaySettings, build_strategies, memory_engine_factory
 from ctxplugin.scope import Scope
 from ctxplugin.tokens import TokenCounter
@@ -96,15 +95,7 @@ def calls(data: Path) -> tuple[list[Call], TokenCounter]:
                 scope = Scope(session_id=conversation.id)
                 [ours] = [s for s in build_strategies(settings, engine, meter, scope, conversation.tools) if s.name == "ctxplugin"]
                 messages = conversation.messages
-                seen, earlier = leading_system_count(messages), []
-                for index in conversation.call_indexes():
-                    if index > seen:
-                        earlier.append(meter.text(messages[seen:index]))
-                        seen = index
-                    action = messages[index]
-                    if not isinstance(action, AIMessage):
-                        continue
-                    said = "\n".join(earlier)
+                for index, action, said in calls_after(messages, conversation.call_indexes(), meter):
                     eligible = [i for i in sorted(action_identifiers(action)) if occurs(i, said)]
                     view = ours.view(messages[:index])
                     archive, others = None, []

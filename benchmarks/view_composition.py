@@ -31,7 +31,7 @@ from ctxplugin.replay.loaders import discover, load_file
 from ctxplugin.replay.metrics import (
     Meter,
     action_identifiers,
-    leading_system_count,
+    calls_after,
     occurs,
     tools_tokens,
 )
@@ -119,16 +119,8 @@ def main() -> int:
                 if s.name == "ctxplugin"
             ]
             messages = conversation.messages
-            seen, earlier = leading_system_count(messages), []
-            for index in conversation.call_indexes():
-                if index > seen:
-                    earlier.append(meter.text(messages[seen:index]))
-                    seen = index
-                action = messages[index]
-                if not isinstance(action, AIMessage):
-                    continue
+            for index, action, said in calls_after(messages, conversation.call_indexes(), meter):
                 full += meter.count(messages[:index])
-                said = "\n".join(earlier)
                 used = [i for i in sorted(action_identifiers(action)) if occurs(i, said)]
                 eligible += len(used)
                 prepared = ours.view(messages[:index])

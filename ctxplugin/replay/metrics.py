@@ -39,7 +39,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -262,3 +262,18 @@ def leading_system_count(messages: Sequence[BaseMessage]) -> int:
     while count < len(messages) and isinstance(messages[count], SystemMessage):
         count += 1
     return count
+
+
+def calls_after(messages: Sequence[BaseMessage], indexes: Iterable[int], meter: Meter) -> Iterator[tuple[int, AIMessage, str]]:
+    """Each call at ``indexes`` (in order) whose message is an assistant's: its index, the
+    message, and the text of the conversation before it, the system messages at its start left
+    out (where grounding recall looks for a value the call uses as said before). Each message is
+    read into that text once."""
+    seen, earlier = leading_system_count(messages), []
+    for index in indexes:
+        if index > seen:
+            earlier.append(meter.text(messages[seen:index]))
+            seen = index
+        action = messages[index]
+        if isinstance(action, AIMessage):
+            yield index, action, "\n".join(earlier)

@@ -17,8 +17,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from langchain_core.messages import AIMessage
-
 from ctxplugin.config import ContextConfig
 from ctxplugin.engine import ContextEngine
 from ctxplugin.errors import CtxpluginError, InvalidInputError
@@ -29,7 +27,7 @@ from ctxplugin.replay.metrics import (
     Meter,
     PrefixTracker,
     action_identifiers,
-    leading_system_count,
+    calls_after,
     occurs,
     pair_expected_actions,
     tools_signature,
@@ -182,19 +180,9 @@ def replay_conversation(
         recorded=list(conversation.usage),
     )
     messages = conversation.messages
-    header = leading_system_count(messages)
-    earlier: list[str] = []
-    seen_until = header
     expected = pair_expected_actions(messages, conversation.actions)
-    for index in conversation.call_indexes():
+    for index, action, earlier_text in calls_after(messages, conversation.call_indexes(), meter):
         history = messages[:index]
-        if index > seen_until:
-            earlier.append(meter.text(messages[seen_until:index]))
-            seen_until = index
-        action = messages[index]
-        if not isinstance(action, AIMessage):  # call_indexes() yields assistant messages only
-            continue
-        earlier_text = "\n".join(earlier)
         eligible = sorted(i for i in action_identifiers(action) if occurs(i, earlier_text))
         expected_eligible = sorted(i for i in expected.get(index, ()) if occurs(i, earlier_text))
         for strategy in strategies:
