@@ -19,6 +19,7 @@ or ``ToolNode(hooks.tools, wrap_tool_call=hooks.wrap_tool_call, awrap_tool_call=
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -31,7 +32,8 @@ from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.types import Command
 
 from ctxplugin import ContextEngine, PreparedContext, Scope
-from ctxplugin._names import is_meta_tool
+from ctxplugin._lru import LRU
+from ctxplugin._names import EXPAND_REF_NAME, is_meta_tool
 from ctxplugin._one_system import guard_one_system
 from ctxplugin._run_scope import using
 from ctxplugin._thinking import guard_thinking
@@ -57,6 +59,14 @@ def state_messages(state: Any) -> list[BaseMessage]:
     if messages is None:
         raise InvalidInputError(f"the graph state ({type(state).__name__}) has no 'messages' field")
     return list(messages)
+
+
+_VIEWS_KEPT = 256
+"""Views prepared without ``expand_ref`` remembered for the model step that binds their tools."""
+
+
+def _is_expand_ref(tool: Any) -> bool:
+    return is_meta_tool(tool) and getattr(tool, "name", None) == EXPAND_REF_NAME
 
 
 def _scrubbed(state: Any) -> dict[str, Any]:
@@ -121,6 +131,10 @@ class ContextHooks:
         self._own_schemas = False
         self._answers = AnswerHandoff(engine)  # pre_model_hook -> model callable, for the answer cache
         self._run_again = RunAgain.of(self.engine)  # the outputs captured, for a call run again before the state held one
+        # views whose prepare left expand_ref out (nothing in them to read), by their last message:
+        # the model step binds what the view was planned and budgeted with
+        self._unread: LRU[int, tuple[BaseMessage, int]] = LRU(_VIEWS_KEPT)
+        self._unread_lock = threading.Lock()
 
     def scope(self, config: RunnableConfig | None = None, messages: Sequence[BaseMessage] | None = None) -> Scope:
         """The scope of a call (fixed, computed from the config, or the thread id; without a
@@ -134,8 +148,10 @@ class ContextHooks:
     def prepare(self, state: Any, config: RunnableConfig | None = None) -> PreparedContext:
         """The prepared view of a state (the prompt, then the state's messages)."""
         messages = state_messages(state)
-        return self.engine.prepare(self._head(messages), tools=self.tools, scope=self.scope(config, messages),
-                                   strict_tools=self._own_schemas)
+        prepared = self.engine.prepare(self._head(messages), tools=self.tools, scope=self.scope(config, messages),
+                                       strict_tools=self._own_schemas)
+        self._planned(prepared)
+        return prepared
 
     async def aprepare(self, state: Any, config: RunnableConfig | None = None) -> PreparedContext:
         """Async :meth:`prepare`, in a worker thread (it reads the whole conversation)."""
@@ -145,7 +161,29 @@ class ContextHooks:
         messages = state_messages(state)
         full, scope = self._head(messages), self.scope(config, messages)
         prepared = self.engine.prepare(full, tools=self.tools, scope=scope, strict_tools=self._own_schemas)
+        self._planned(prepared)
         return PreparedCall(full, prepared, scope, self.tools)
+
+    def _planned(self, prepared: PreparedContext) -> None:
+        """Note whether ``prepare`` left ``expand_ref`` out of this view (a conversation sent as
+        it was shows no ref): :meth:`bind` then leaves it out too."""
+        view = prepared.messages
+        if not view:
+            return
+        unread = not any(_is_expand_ref(t) for t in prepared.tools)
+        with self._unread_lock:
+            if unread:
+                self._unread.put(id(view[-1]), (view[-1], len(view)))
+            else:
+                self._unread.pop(id(view[-1]), None)
+
+    def _reads_nothing(self, messages: Sequence[BaseMessage]) -> bool:
+        """Whether ``messages`` is a view these hooks prepared without ``expand_ref``."""
+        if not messages:
+            return False
+        with self._unread_lock:
+            kept = self._unread.get(id(messages[-1]))
+        return kept is not None and kept[0] is messages[-1] and kept[1] == len(messages)
 
     def _step(self, state: Any, config: RunnableConfig | None) -> tuple[PreparedCall, dict[str, Any]]:
         """The prepared call, and the state update of the outputs masked since capture (see
@@ -166,7 +204,9 @@ class ContextHooks:
         return self.prepare_node("llm_input_messages")
 
     def bind(self, llm: BaseChatModel, messages: Sequence[BaseMessage]) -> Runnable[Any, Any]:
-        """``llm`` with the tools a call on ``messages`` needs bound (lazy schemas). For a model
+        """``llm`` with the tools a call on ``messages`` needs bound (lazy schemas; for a view
+        these hooks prepared, the tools it was planned with: no ``expand_ref`` while it shows
+        nothing for it to read). For a model
         that cannot take images in tool results (``ChatOpenAI`` on Chat Completions), the
         images of tool results in what it is sent are replaced by a line naming each one. A
         Claude model's requests (``ChatAnthropic``, or ``ChatBedrockConverse``) are marked for
@@ -174,6 +214,8 @@ class ContextHooks:
         turns it off): a custom model node that calls ``hooks.bind(llm, view).invoke(view)``
         gets them too."""
         tools = self.engine.bound_tools(messages, self.tools, strict_tools=not takes_stubs(llm))
+        if self._reads_nothing(messages):  # as the view was planned and budgeted
+            tools = [t for t in tools if not _is_expand_ref(t)]
         bound = llm.bind_tools(tools) if tools else llm  # a chat without tools binds none, as without ctxplugin
         if self.engine.config.prompt_cache_marks:
             bound = with_cache_marks(bound, tools)
