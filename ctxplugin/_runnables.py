@@ -7,6 +7,7 @@ They take the engine as an argument and never import it (the engine builds them 
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -16,9 +17,11 @@ from langchain_core.messages import AIMessage, BaseMessage, SystemMessage, conve
 from langchain_core.prompt_values import PromptValue
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda, RunnableSerializable
 from langchain_core.runnables.config import patch_config
-from pydantic import Field
+from pydantic import Field, PrivateAttr
 
+from ctxplugin._lru import LRU
 from ctxplugin._marked_calls import with_cache_marks
+from ctxplugin._names import EXPAND_REF_NAME, is_meta_tool
 from ctxplugin._one_system import guard_one_system
 from ctxplugin._run_scope import resolve as resolve_scope
 from ctxplugin._thinking import guard_thinking
@@ -59,6 +62,42 @@ def as_messages(value: Any) -> list[BaseMessage]:
         raise InvalidInputError(f"the prepare step could not read these messages: {exc}") from exc
 
 
+class PlannedViews:
+    """The views ``prepare`` planned without ``expand_ref`` (nothing in them for it to read: a
+    conversation the whole mode sends as it was), told by their last message, so that a step that
+    binds tools apart from preparing (:meth:`ContextEngine.bound_tools`) binds what the view was
+    planned and budgeted with. Bounded and thread-safe."""
+
+    def __init__(self, size: int = 256) -> None:
+        self._views: LRU[int, tuple[BaseMessage, int]] = LRU(size)
+        self._lock = threading.Lock()
+
+    def keep(self, prepared: PreparedContext) -> None:
+        """Note whether ``prepared`` was planned without ``expand_ref``."""
+        view = prepared.messages
+        if not view:
+            return
+        with self._lock:
+            if any(_is_expand_ref(t) for t in prepared.tools):
+                self._views.pop(id(view[-1]), None)
+            else:
+                self._views.put(id(view[-1]), (view[-1], len(view)))
+
+    def bound(self, messages: Sequence[BaseMessage], tools: list[Any]) -> list[Any]:
+        """``tools`` without ``expand_ref`` when ``messages`` is a view kept without it."""
+        if not messages:
+            return tools
+        with self._lock:
+            kept = self._views.get(id(messages[-1]))
+        if kept is None or kept[0] is not messages[-1] or kept[1] != len(messages):
+            return tools
+        return [t for t in tools if not _is_expand_ref(t)]
+
+
+def _is_expand_ref(tool: Any) -> bool:
+    return is_meta_tool(tool) and getattr(tool, "name", None) == EXPAND_REF_NAME
+
+
 class PrepareRunnable(RunnableSerializable[Any, list[BaseMessage]]):
     """``messages -> prepared view``; put it in an LCEL pipe before the model.
 
@@ -75,6 +114,7 @@ class PrepareRunnable(RunnableSerializable[Any, list[BaseMessage]]):
 
     engine: Any
     tools: list[Any] = Field(default_factory=list)
+    _planned: PlannedViews = PrivateAttr(default_factory=PlannedViews)
 
     def __init__(self, engine: ContextEngine, tools: Sequence[Any] | None = None, **kwargs: Any) -> None:
         super().__init__(engine=engine, tools=list(tools or []), **kwargs)
@@ -88,6 +128,7 @@ class PrepareRunnable(RunnableSerializable[Any, list[BaseMessage]]):
     def _run(self, input: Any, run_manager: CallbackManagerForChainRun, config: RunnableConfig) -> list[BaseMessage]:
         messages = as_messages(input)
         prepared = self.engine.prepare(messages, tools=self.tools, scope=resolve_scope(config, messages))
+        self._planned.keep(prepared)
         return list(prepared.messages)
 
     async def _arun(
@@ -95,11 +136,13 @@ class PrepareRunnable(RunnableSerializable[Any, list[BaseMessage]]):
     ) -> list[BaseMessage]:
         messages = as_messages(input)
         prepared = await self.engine.aprepare(messages, tools=self.tools, scope=resolve_scope(config, messages))
+        self._planned.keep(prepared)
         return list(prepared.messages)
 
     def bound_tools(self, messages: Sequence[BaseMessage]) -> list[Any]:
-        """The tools to bind for a call on ``messages`` (see ``ContextEngine.bound_tools``)."""
-        return list(self.engine.bound_tools(messages, self.tools))
+        """The tools to bind for a call on ``messages`` (see ``ContextEngine.bound_tools``); for a
+        view this step prepared, the tools it was planned with."""
+        return self._planned.bound(messages, list(self.engine.bound_tools(messages, self.tools)))
 
 
 @dataclass(frozen=True)

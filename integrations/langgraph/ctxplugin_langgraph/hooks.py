@@ -19,7 +19,6 @@ or ``ToolNode(hooks.tools, wrap_tool_call=hooks.wrap_tool_call, awrap_tool_call=
 from __future__ import annotations
 
 import asyncio
-import threading
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -32,10 +31,10 @@ from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.types import Command
 
 from ctxplugin import ContextEngine, PreparedContext, Scope
-from ctxplugin._lru import LRU
-from ctxplugin._names import EXPAND_REF_NAME, is_meta_tool
+from ctxplugin._names import is_meta_tool
 from ctxplugin._one_system import guard_one_system
 from ctxplugin._run_scope import using
+from ctxplugin._runnables import PlannedViews
 from ctxplugin._thinking import guard_thinking
 from ctxplugin._tool_images import guard_tool_images
 from ctxplugin.errors import InvalidInputError
@@ -59,14 +58,6 @@ def state_messages(state: Any) -> list[BaseMessage]:
     if messages is None:
         raise InvalidInputError(f"the graph state ({type(state).__name__}) has no 'messages' field")
     return list(messages)
-
-
-_VIEWS_KEPT = 256
-"""Views prepared without ``expand_ref`` remembered for the model step that binds their tools."""
-
-
-def _is_expand_ref(tool: Any) -> bool:
-    return is_meta_tool(tool) and getattr(tool, "name", None) == EXPAND_REF_NAME
 
 
 def _scrubbed(state: Any) -> dict[str, Any]:
@@ -131,10 +122,7 @@ class ContextHooks:
         self._own_schemas = False
         self._answers = AnswerHandoff(engine)  # pre_model_hook -> model callable, for the answer cache
         self._run_again = RunAgain.of(self.engine)  # the outputs captured, for a call run again before the state held one
-        # views whose prepare left expand_ref out (nothing in them to read), by their last message:
-        # the model step binds what the view was planned and budgeted with
-        self._unread: LRU[int, tuple[BaseMessage, int]] = LRU(_VIEWS_KEPT)
-        self._unread_lock = threading.Lock()
+        self._planned = PlannedViews()  # the model step binds what the view was planned and budgeted with
 
     def scope(self, config: RunnableConfig | None = None, messages: Sequence[BaseMessage] | None = None) -> Scope:
         """The scope of a call (fixed, computed from the config, or the thread id; without a
@@ -150,7 +138,7 @@ class ContextHooks:
         messages = state_messages(state)
         prepared = self.engine.prepare(self._head(messages), tools=self.tools, scope=self.scope(config, messages),
                                        strict_tools=self._own_schemas)
-        self._planned(prepared)
+        self._planned.keep(prepared)
         return prepared
 
     async def aprepare(self, state: Any, config: RunnableConfig | None = None) -> PreparedContext:
@@ -161,29 +149,8 @@ class ContextHooks:
         messages = state_messages(state)
         full, scope = self._head(messages), self.scope(config, messages)
         prepared = self.engine.prepare(full, tools=self.tools, scope=scope, strict_tools=self._own_schemas)
-        self._planned(prepared)
+        self._planned.keep(prepared)
         return PreparedCall(full, prepared, scope, self.tools)
-
-    def _planned(self, prepared: PreparedContext) -> None:
-        """Note whether ``prepare`` left ``expand_ref`` out of this view (a conversation sent as
-        it was shows no ref): :meth:`bind` then leaves it out too."""
-        view = prepared.messages
-        if not view:
-            return
-        unread = not any(_is_expand_ref(t) for t in prepared.tools)
-        with self._unread_lock:
-            if unread:
-                self._unread.put(id(view[-1]), (view[-1], len(view)))
-            else:
-                self._unread.pop(id(view[-1]), None)
-
-    def _reads_nothing(self, messages: Sequence[BaseMessage]) -> bool:
-        """Whether ``messages`` is a view these hooks prepared without ``expand_ref``."""
-        if not messages:
-            return False
-        with self._unread_lock:
-            kept = self._unread.get(id(messages[-1]))
-        return kept is not None and kept[0] is messages[-1] and kept[1] == len(messages)
 
     def _step(self, state: Any, config: RunnableConfig | None) -> tuple[PreparedCall, dict[str, Any]]:
         """The prepared call, and the state update of the outputs masked since capture (see
@@ -214,8 +181,7 @@ class ContextHooks:
         turns it off): a custom model node that calls ``hooks.bind(llm, view).invoke(view)``
         gets them too."""
         tools = self.engine.bound_tools(messages, self.tools, strict_tools=not takes_stubs(llm))
-        if self._reads_nothing(messages):  # as the view was planned and budgeted
-            tools = [t for t in tools if not _is_expand_ref(t)]
+        tools = self._planned.bound(messages, tools)
         bound = llm.bind_tools(tools) if tools else llm  # a chat without tools binds none, as without ctxplugin
         if self.engine.config.prompt_cache_marks:
             bound = with_cache_marks(bound, tools)

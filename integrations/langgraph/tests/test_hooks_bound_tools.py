@@ -1,6 +1,7 @@
-"""``ContextHooks`` binds the tools its prepared view was planned with: in the default whole
-mode a conversation sent as it was shows no ref, so ``expand_ref`` is neither counted in the
-budget nor bound, by ``hooks.model``, ``hooks.model_node`` and ``hooks.bind`` alike, as
+"""``ContextHooks`` and an LCEL ``PrepareRunnable`` bind the tools their prepared view was
+planned with: in the default whole mode a conversation sent as it was shows no ref, so
+``expand_ref`` is neither counted in the budget nor bound, by ``hooks.model``,
+``hooks.model_node``, ``hooks.bind`` and ``PrepareRunnable.bound_tools`` alike, as
 ``ContextMiddleware`` does; it is bound from the call whose view shows a ref."""
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from typing import Annotated, Any, TypedDict
 
 import pytest
 from ctxplugin_langgraph import ContextHooks
-from langchain_core.messages import AIMessage, AnyMessage
+from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
@@ -19,6 +20,7 @@ from langgraph.graph.message import add_messages
 from langgraph.prebuilt import create_react_agent, tools_condition
 
 from ctxplugin import ContextCallbackHandler, ContextConfig
+from ctxplugin.langchain import PrepareRunnable
 from ctxplugin.testing import ScriptedChatModel, memory_engine, tool_call
 
 pytestmark = pytest.mark.filterwarnings("ignore::langgraph.warnings.LangGraphDeprecatedSinceV10")
@@ -89,3 +91,18 @@ def test_the_tools_bound_are_those_the_view_was_planned_with(build: Any) -> None
     assert model.calls[0].tool_names == ["search_flights"]  # nothing in view for expand_ref to read
     assert "ref:search_flights:" in "".join(m.text for m in model.calls[-1].messages)
     assert model.calls[-1].tool_names == ["search_flights", "expand_ref"]
+
+
+def test_an_lcel_step_binds_the_tools_its_view_was_planned_with() -> None:
+    engine = memory_engine(ContextConfig(mode="whole"))
+    prepare = PrepareRunnable(engine, tools=[search_flights, *engine.tools_for_model()])
+    config: Any = {"configurable": {"thread_id": "lcel"}}
+    messages: list[BaseMessage] = [HumanMessage("Flights SFO to JFK?", id="h1")]
+    for count in [5, 400]:
+        call = tool_call("search_flights", {"origin": "SFO", "destination": "JFK", "count": count})
+        messages += [AIMessage("", tool_calls=[call]), ToolMessage(search_flights.invoke(call["args"]), tool_call_id=call["id"], name="search_flights")]
+        view = prepare.invoke(messages, config)
+        names = [t.name for t in prepare.bound_tools(view)]
+        shows_ref = "ref:search_flights:" in "".join(m.text for m in view)
+        assert ("expand_ref" in names) == shows_ref, (count, names)
+    assert shows_ref
