@@ -64,12 +64,14 @@ def as_messages(value: Any) -> list[BaseMessage]:
 
 class PlannedViews:
     """The views ``prepare`` planned without ``expand_ref`` (nothing in them for it to read: a
-    conversation the whole mode sends as it was), told by their last message, so that a step that
-    binds tools apart from preparing (:meth:`ContextEngine.bound_tools`) binds what the view was
-    planned and budgeted with. Bounded and thread-safe."""
+    conversation the whole mode sends as it was), told by their message objects, so that a step
+    that binds tools apart from preparing (:meth:`ContextEngine.bound_tools`) binds what the view
+    was planned and budgeted with. Two conversations served at once may end with one message
+    object (a host appending the same one to both) in views of one length: each message is
+    compared, not only the last. Bounded and thread-safe."""
 
     def __init__(self, size: int = 256) -> None:
-        self._views: LRU[int, tuple[BaseMessage, int]] = LRU(size)
+        self._views: LRU[int, tuple[BaseMessage, ...]] = LRU(size)
         self._lock = threading.Lock()
 
     def keep(self, prepared: PreparedContext) -> None:
@@ -81,7 +83,7 @@ class PlannedViews:
             if any(_is_expand_ref(t) for t in prepared.tools):
                 self._views.pop(id(view[-1]), None)
             else:
-                self._views.put(id(view[-1]), (view[-1], len(view)))
+                self._views.put(id(view[-1]), tuple(view))
 
     def bound(self, messages: Sequence[BaseMessage], tools: list[Any]) -> list[Any]:
         """``tools`` without ``expand_ref`` when ``messages`` is a view kept without it."""
@@ -89,7 +91,7 @@ class PlannedViews:
             return tools
         with self._lock:
             kept = self._views.get(id(messages[-1]))
-        if kept is None or kept[0] is not messages[-1] or kept[1] != len(messages):
+        if kept is None or len(kept) != len(messages) or any(k is not m for k, m in zip(kept, messages, strict=True)):
             return tools
         return [t for t in tools if not _is_expand_ref(t)]
 

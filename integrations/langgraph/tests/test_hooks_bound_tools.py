@@ -106,3 +106,26 @@ def test_an_lcel_step_binds_the_tools_its_view_was_planned_with() -> None:
         shows_ref = "ref:search_flights:" in "".join(m.text for m in view)
         assert ("expand_ref" in names) == shows_ref, (count, names)
     assert shows_ref
+
+
+def test_a_view_ending_like_one_planned_without_expand_ref_still_binds_it_when_it_shows_a_ref() -> None:
+    # two conversations served at once end with one message object (a shared "Go on." the
+    # host appends) and their views are as long: one goes whole, the other shows a ref
+    hooks = ContextHooks(memory_engine(ContextConfig(mode="whole")), [search_flights])
+    go_on = HumanMessage("Go on.", id="go-on")
+
+    def turn(count: int, n: int) -> list[BaseMessage]:
+        call = tool_call("search_flights", {"origin": "SFO", "destination": "JFK", "count": count})
+        return [HumanMessage(f"Flights, take {n}?", id=f"h{n}"), AIMessage("", tool_calls=[call], id=f"a{n}"),
+                ToolMessage(search_flights.invoke(call["args"]), tool_call_id=call["id"], name="search_flights", id=f"t{n}"),
+                AIMessage(f"{count} flights.", id=f"r{n}")]
+
+    long = hooks.prepare({"messages": [*turn(400, 1), go_on]}, {"configurable": {"thread_id": "long"}})
+    short = hooks.prepare({"messages": [*turn(3, 2), HumanMessage("Thanks.", id="h3"), AIMessage("Welcome.", id="r3"), go_on]},
+                          {"configurable": {"thread_id": "short"}})
+    assert len(long.messages) == len(short.messages) and long.messages[-1] is short.messages[-1]
+    assert short.report.tools_bound == ["search_flights"]
+    assert "ref:search_flights:" in "".join(m.text for m in long.messages)
+    model = ScriptedChatModel(script=[AIMessage("Reading it.")])
+    hooks.bind(model, long.messages).invoke(long.messages)
+    assert model.calls[0].tool_names == long.report.tools_bound == ["search_flights", "expand_ref"]
