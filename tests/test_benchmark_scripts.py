@@ -105,3 +105,29 @@ def test_tune_defaults_picks_a_setting_when_only_the_tau_recordings_are_replayed
     assert picked == {"cheap": 2} and set(held) == {"tau"}
     with pytest.raises(SystemExit):  # the tokens rule reads the swe recordings' figures
         tune.main(["--kinds", "tau", "--rule", "tokens"])
+
+
+def _swe(input_tokens: int, visible: int) -> Any:
+    from ctxplugin.replay.results import StrategyFigures
+
+    return StrategyFigures(calls=1, input_tokens=input_tokens, recall_eligible=100, recall_visible=visible)
+
+
+@pytest.mark.parametrize("kinds", [("swe",), ("swe", "tau")])
+def test_tune_defaults_when_no_setting_keeps_every_target_picks_the_one_closest_to_them_not_the_first_by_name(kinds: tuple[str, ...]) -> None:
+    # every setting keeps recall but none keeps cost <= 0.40 (nothing is cached: cost = tokens):
+    # the tokens rule then picks the one nearest the cost target, whatever the names' order
+    tune = benchmark("tune_defaults")
+    runs: dict[str, dict[str, Any]] = {}
+    for name, tokens, visible in (("a dear", 60, 99), ("b cheaper", 45, 97), ("c cheapest", 42, 96)):
+        runs[name] = {"swe": {f"swe/{c}.json:{c}": (_swe(tokens, visible), _swe(100, 100)) for c in ("x", "y")}}
+        if "tau" in kinds:
+            runs[name]["tau"] = {"tau.jsonl:t": (_replayed(50), _replayed(100))}
+    assert tune.choose(runs, rule="tokens") == "c cheapest"
+    # the cost rule's targets are kept by all: the cheapest
+    assert tune.choose(runs) == "c cheapest"
+    # recall short everywhere: the one closest to the recall target, under either rule
+    for name, (_, visible) in zip(runs, ((60, 94), (45, 90), (42, 92)), strict=True):
+        for key in runs[name]["swe"]:
+            runs[name]["swe"][key] = (_swe(30, visible), _swe(100, 100))
+    assert tune.choose(runs, rule="tokens") == tune.choose(runs) == "a dear"
