@@ -16,7 +16,7 @@ import re
 from ctxplugin._shrunk import SHRUNK_HINT
 from ctxplugin._untrusted import REF_TEXT
 from ctxplugin.cas.capture import EXPAND_MORE
-from ctxplugin.history import without_expand_hint
+from ctxplugin.history import GIST_PREFIX, without_expand_hint
 from ctxplugin.history._note_values import from_tool
 
 _HEAD = re.compile(
@@ -66,6 +66,8 @@ def unoffered(text: str) -> str:
     (a user asking about ``expand_ref``) is left whole."""
     if "expand_ref" not in text:
         return text
+    if text.startswith(GIST_PREFIX):  # an older stored output gisted: its ref line after the mark
+        return GIST_PREFIX + unoffered(text[len(GIST_PREFIX) :])
     text = _CUT.sub(_STORED_AS, text)
     if _HEAD.match(text) is None:  # not a stored output's compact form
         return text
@@ -101,7 +103,9 @@ def rerun_output(text: str, *, latest: bool = False, ref: str | None = None) -> 
     """A text-mode agent's output shown summarised: its ref line the size it had and that
     running the command again shows it whole (the ``latest`` output, too long to go whole,
     that a filtered command shows more), and no hint naming ``expand_ref``. An output reduced
-    to its first line (an output with ``ref``) shows no ref either."""
+    to its first line (an output with ``ref``) shows no ref either; one gisted, its gist mark first."""
+    if text.startswith(GIST_PREFIX):
+        return GIST_PREFIX + rerun_output(text[len(GIST_PREFIX) :], latest=latest, ref=ref)
     shrunk = _shrunk(text, ref)
     if shrunk is not None:
         text = text[: shrunk.start()]

@@ -285,3 +285,11 @@ def test_a_first_line_that_looks_like_another_outputs_ref_line_is_not_read_as_it
     shrunk = f"{first} [{ref}; call expand_ref for the full output]"
     assert rerun_output(shrunk, ref=ref) == f"{first} [rerun the command to see the output whole]"
     assert unshrunk(shrunk, ref=ref) == f"{first} [{ref}]"
+
+
+def test_a_gisted_stored_output_says_to_run_its_command_again_and_names_no_ref() -> None:
+    from ctxplugin.stages._unbound import rerun_output, unoffered
+
+    gist = "[gist] [ref:command:7187404757b5caba · command output (table) · 775 tokens stored · expand_ref for more] | keeps: 241 field_6_1"
+    assert rerun_output(gist) == "[gist] [summary of 775 tokens; rerun the command to see it whole] | keeps: 241 field_6_1"
+    assert unoffered(gist) == "[gist] [ref:command:7187404757b5caba · command output (table) · 775 tokens stored] | keeps: 241 field_6_1"
