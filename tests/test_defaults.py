@@ -55,8 +55,9 @@ def test_the_default_mode_is_whole_and_explicit_fields_win() -> None:
     assert config.mode == "whole"
     assert config.budget.resolve() == {"total": 7500, "header": 3750, "history": 6875, "facts": 200, "summaries": 6875}
     assert (config.history.compress, config.history.max_tokens, config.cas.passthrough_tokens) == ("over_budget", 1000, 500)
-    assert config.history.block_size == 4
-    assert (config.history.archive_tokens, config.history.digest_tokens) == (850, 120)
+    assert config.history.block_size == 2
+    assert (config.history.archive_tokens, config.history.digest_tokens) == (850, 100)
+    assert (config.history.solo_exchanges, config.history.solo_tool_tokens) == (8, 1500)
     assert (config.facts.placement, config.facts.skip_shown) == ("window", True)
     # a field set explicitly is kept; sections not set follow the total given
     mine = ContextConfig(budget={"total": 24000}, history={"verbatim_exchanges": 3}, cas={"passthrough_tokens": 50})

@@ -3,7 +3,9 @@
 The header and the bound tool schemas come first and the facts block has its budget; the rest
 of the total budget is the history's. With ``history.compress="over_budget"`` a conversation
 that fits that room, tool outputs included, is sent unchanged — no ref, no summary, no note — so
-every call repeats the previous one's prefix. ``expand_ref`` is then bound only when the view
+every call repeats the previous one's prefix. An agent that has called tools
+``history.solo_exchanges`` times in a row with no user message is sent whole only while its tool
+outputs also fit ``history.solo_tool_tokens``. ``expand_ref`` is then bound only when the view
 shows a ref: an output the host captured before appending it (``capture_tool_result``) shows
 its ref and summary, and the model is offered the tool that reads the rest; otherwise it joins
 the tools when compression starts, the call that breaks the prefix anyway.
@@ -15,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
 from ctxplugin._messages import annotation
 from ctxplugin._names import EXPAND_REF_NAME
@@ -70,7 +72,12 @@ class FindRoom:
         tokens, tool_tokens = self._tallies.sums(view.scope.key(), view.history, self.counter, view.history_stamp)
         whole = False
         if self.history.enabled and self.history.compress == "over_budget":
-            as_is = HistoryBudget(total=room, messages=budget.messages, tool_results=budget.tool_results)
+            results = budget.tool_results
+            solo = self.history.solo_exchanges
+            if solo is not None and _calls_since_user(view.history, solo) >= solo:
+                # an agent working alone piles up outputs its next step rarely reads again
+                results = min(results, self.history.solo_tool_tokens) if results is not None else self.history.solo_tool_tokens
+            as_is = HistoryBudget(total=room, messages=budget.messages, tool_results=results)
             whole = as_is.within(tokens, tool_tokens)
         view = view.override(
             room=Room(outside=outside, total=room, budget=budget, whole=whole, history_tokens=tokens, tool_result_tokens=tool_tokens)
@@ -82,6 +89,18 @@ class FindRoom:
                 tool_tokens=view.tool_tokens - view.expand_ref_tokens,
             )
         return view
+
+
+def _calls_since_user(messages: Sequence[BaseMessage], enough: int) -> int:
+    """How many AI messages calling tools follow the latest human message (counted up to
+    ``enough``)."""
+    calls = 0
+    for message in reversed(messages):
+        if isinstance(message, HumanMessage) or calls >= enough:
+            break
+        if isinstance(message, AIMessage) and message.tool_calls:
+            calls += 1
+    return calls
 
 
 def _facts_budget(budgets: Mapping[str, int], facts: FactsConfig) -> int:

@@ -338,3 +338,41 @@ def test_override_copies_every_field_changes_only_those_named_and_refuses_others
         view.override(omited=1)
     stamped = Validate().apply(fresh_view(conversation()))
     assert stamped.history_stamp is not None and stamped.override(history=()).history_stamp is None
+
+
+def working_alone(calls: int, *, user_between: bool = False, lines: int = 10) -> list[BaseMessage]:
+    """A task, then ``calls`` tool calls in a row, each output ``lines`` lines (10: about 2,000
+    tokens in all for 12 calls; a user message before the last three when ``user_between``)."""
+    messages: list[BaseMessage] = [HumanMessage(content="Fix the failing test.", id="h1")]
+    for n in range(calls):
+        if user_between and n == calls - 3:
+            messages.append(HumanMessage(content="Try the other module too.", id="h2"))
+        messages.append(AIMessage(content="", tool_calls=[{"name": "lookup", "args": {"order_id": str(n)}, "id": f"c{n}"}]))
+        output = "\n".join(f"src/module_{n}/file_{k}.py:{k}: def handler_{k}(self):" for k in range(lines))
+        messages.append(ToolMessage(content=output, tool_call_id=f"c{n}", name="lookup"))
+    return messages
+
+
+@pytest.mark.parametrize(("calls", "user_between", "whole"), [(12, False, False), (11, False, True), (12, True, True)])
+def test_a_long_run_of_tool_calls_goes_whole_only_while_its_outputs_fit_the_solo_room(calls: int, user_between: bool, whole: bool) -> None:
+    config = ContextConfig(
+        encoding="cl100k_base",
+        budget={"total": 7500, "history": 6875, "summaries": 6875, "facts": 200},
+        history={"compress": "over_budget", "solo_exchanges": 12, "solo_tool_tokens": 1500},
+    )
+    view = Validate().apply(fresh_view(working_alone(calls, user_between=user_between), (lookup,), config))
+    assert sum(COUNTER.count(str(m.content)) for m in view.history if isinstance(m, ToolMessage)) > 1500
+    out = FindRoom(history=config.history, facts=config.facts, counter=COUNTER).apply(view)
+    assert out.room is not None and out.room.whole is whole
+    assert out.room.total > out.room.history_tokens, "the whole conversation fits the room either way"
+
+
+@pytest.mark.parametrize(("calls", "whole"), [(8, False), (7, True)])
+def test_by_default_an_agent_working_alone_for_eight_calls_goes_whole_only_while_its_outputs_fit_1500_tokens(calls: int, whole: bool) -> None:
+    # the whole mode's defaults (the default mode, see tests/test_defaults.py), the history's fields left to them
+    config = ContextConfig(mode="whole", encoding="cl100k_base")
+    view = Validate().apply(fresh_view(working_alone(calls, lines=14), (lookup,), config))
+    assert sum(COUNTER.count(str(m.content)) for m in view.history if isinstance(m, ToolMessage)) > 1500
+    out = FindRoom(history=config.history, facts=config.facts, counter=COUNTER).apply(view)
+    assert out.room is not None and out.room.whole is whole
+    assert out.room.total > out.room.history_tokens, "the whole conversation fits the room either way"

@@ -90,10 +90,12 @@ def test_a_long_text_mode_session_keeps_its_notes_in_the_conversation_and_its_ro
 
 def test_older_outputs_are_summarised_and_commands_stay_fenced() -> None:
     conversation = session(30)
-    last = views(30)[-1]
-    outputs = [m for i, m in enumerate(last[2:-1], 2) if content_text(last[i - 1].content).startswith("THOUGHT")]
+    shown = views(30)
+    last = shown[-1]
+    # the last two calls: with blocks of two, one of them shows an output older than the newest
+    outputs = [m for view in shown[-2:] for i, m in enumerate(view[2:-1], 2) if content_text(view[i - 1].content).startswith("THOUGHT")]
     originals = {content_text(m.content) for m in conversation if isinstance(m, HumanMessage)}
-    assert any(content_text(m.content) not in originals for m in outputs)  # an older one shown shorter
+    assert outputs and all(content_text(m.content) not in originals for m in outputs)  # each older one shown shorter
     offers = ("(expand_ref", "expand_ref for more", "expand_ref reads")  # a tool the agent is not given
     assert not any(offer in content_text(m.content) for m in last for offer in offers)
     replies = [m for m in last if isinstance(m, AIMessage) and content_text(m.content).startswith("THOUGHT")]
@@ -106,7 +108,7 @@ def test_calls_between_block_moves_reuse_the_previous_view_as_their_prefix() -> 
     for before, after in pairwise(shown):
         same = next((i for i, (a, b) in enumerate(zip(before, after, strict=False)) if a != b), len(before))
         kept += same >= len(before) - 1  # all but the output shown whole last time, shown summarised now
-    assert kept >= 3 * (len(shown) - 1) // 4 - 1  # tiers move once every four exchanges
+    assert kept >= (len(shown) - 1) // 2 - 1  # tiers move once every two exchanges
 
 
 def test_an_output_a_later_one_changes_is_not_marked_while_the_history_goes_whole() -> None:

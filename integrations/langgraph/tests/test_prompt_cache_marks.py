@@ -220,7 +220,9 @@ def test_a_claude_agent_reads_what_the_tiers_left_unchanged_from_the_cache(order
             moves += 1
             read_at_moves += served > 0
     assert moves >= 10, "the run should move its tiers often"
-    assert read >= 0.95 * servable, f"{order}: {read} of {servable} tokens an unchanged prefix could serve"
+    # blocks of 2 (the defaults since 2026-12-02) move the tiers every other exchange: 0.93 of what
+    # an unchanged prefix could serve is read here (0.95 or more with blocks of 4)
+    assert read >= 0.92 * servable, f"{order}: {read} of {servable} tokens an unchanged prefix could serve"
     # a move that rewrites the archive keeps only the header, which a coding agent's is too short to cache
     assert read_at_moves >= 2 * moves / 3, f"{order}: read nothing at {moves - read_at_moves} of {moves} tier moves"
 
