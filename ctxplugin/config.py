@@ -138,7 +138,7 @@ class HistoryConfig(_Section):
     digest_tokens: int = Field(150, ge=0, description="cap on the note that stands for one condensed block")
     archive_tokens: int = Field(600, ge=0, description="cap on the note that stands for all archived blocks")
     archive_blocks: int = Field(4, ge=1, description="condensed blocks are archived this many at a time")
-    solo_exchanges: int | None = Field(None, ge=1, description="over_budget: after this many tool calls in a row with no user message, the history goes whole only while its tool outputs fit solo_tool_tokens")
+    solo_exchanges: int | None = Field(None, ge=1, description="over_budget: after this many model turns calling tools with no user message, the history goes whole only while its tool outputs fit solo_tool_tokens")
     solo_tool_tokens: int = Field(1500, ge=0, description="the tool outputs' room for sending the history whole once solo_exchanges is reached")
     compress: Literal["always", "over_budget"] = Field(
         "always",

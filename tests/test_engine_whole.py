@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 
-import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.tools import tool
 
@@ -168,12 +167,11 @@ def test_once_the_conversation_outgrew_its_room_it_stays_tiered() -> None:
         assert prepared.report.compressed_messages > 0
 
 
-@pytest.mark.xfail(strict=True, reason="with max_tokens unset the history stage sends a history that fits its room as it is")
 def test_an_agent_working_alone_is_not_sent_whole_once_its_outputs_outgrow_the_solo_room_without_max_tokens() -> None:
-    # solo_exchanges with no aim below the room (max_tokens unset, as in compact mode): the room
-    # stage finds the history not whole (8 outputs of about 280 tokens, each under the
-    # pass-through size, over the solo room of 1,500), yet every output is sent as it was: the
-    # history stage, given the room as its budget, finds the history fits it
+    # solo_exchanges with no aim below the room (max_tokens unset, as in compact mode): 8 outputs
+    # of about 280 tokens, each under the pass-through size, outgrow the solo room of 1,500
+    # though the whole conversation fits the room; the history is compressed to the room with
+    # its outputs held to the solo room, not sent as it was
     engine = memory_engine(
         ContextConfig(
             mode="whole",
