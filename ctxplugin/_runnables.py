@@ -67,31 +67,32 @@ class PlannedViews:
     conversation the whole mode sends as it was), told by their message objects, so that a step
     that binds tools apart from preparing (:meth:`ContextEngine.bound_tools`) binds what the view
     was planned and budgeted with. Two conversations served at once may end with one message
-    object (a host appending the same one to both) in views of one length: each message is
-    compared, not only the last. Bounded and thread-safe."""
+    object (a host appending the same one to both): a view is told by every message it holds,
+    in order, so neither takes the other's place. Bounded and thread-safe."""
 
     def __init__(self, size: int = 256) -> None:
-        self._views: LRU[int, tuple[BaseMessage, ...]] = LRU(size)
+        self._views: LRU[tuple[int, ...], tuple[BaseMessage, ...]] = LRU(size)  # (the messages keep their ids in use)
         self._lock = threading.Lock()
 
     def keep(self, prepared: PreparedContext) -> None:
         """Note whether ``prepared`` was planned without ``expand_ref``."""
-        view = prepared.messages
+        view = tuple(prepared.messages)
         if not view:
             return
+        key = tuple(map(id, view))
         with self._lock:
             if any(_is_expand_ref(t) for t in prepared.tools):
-                self._views.pop(id(view[-1]), None)
+                self._views.pop(key, None)
             else:
-                self._views.put(id(view[-1]), tuple(view))
+                self._views.put(key, view)
 
     def bound(self, messages: Sequence[BaseMessage], tools: list[Any]) -> list[Any]:
         """``tools`` without ``expand_ref`` when ``messages`` is a view kept without it."""
         if not messages:
             return tools
         with self._lock:
-            kept = self._views.get(id(messages[-1]))
-        if kept is None or len(kept) != len(messages) or any(k is not m for k, m in zip(kept, messages, strict=True)):
+            kept = self._views.get(tuple(map(id, messages)))
+        if kept is None:
             return tools
         return [t for t in tools if not _is_expand_ref(t)]
 

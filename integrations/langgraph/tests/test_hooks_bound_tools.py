@@ -129,3 +129,24 @@ def test_a_view_ending_like_one_planned_without_expand_ref_still_binds_it_when_i
     model = ScriptedChatModel(script=[AIMessage("Reading it.")])
     hooks.bind(model, long.messages).invoke(long.messages)
     assert model.calls[0].tool_names == long.report.tools_bound == ["search_flights", "expand_ref"]
+
+
+def test_a_view_planned_without_expand_ref_keeps_it_out_after_another_ending_alike_is_prepared_with_it() -> None:
+    # the order reversed: the conversation sent whole is prepared first, then one ending with the
+    # same message object that shows a ref; the first is still bound what it was planned with
+    hooks = ContextHooks(memory_engine(ContextConfig(mode="whole")), [search_flights])
+    go_on = HumanMessage("Go on.", id="go-on")
+
+    def turn(count: int, n: int) -> list[BaseMessage]:
+        call = tool_call("search_flights", {"origin": "SFO", "destination": "JFK", "count": count})
+        return [HumanMessage(f"Flights, take {n}?", id=f"h{n}"), AIMessage("", tool_calls=[call], id=f"a{n}"),
+                ToolMessage(search_flights.invoke(call["args"]), tool_call_id=call["id"], name="search_flights", id=f"t{n}"),
+                AIMessage(f"{count} flights.", id=f"r{n}")]
+
+    short = hooks.prepare({"messages": [*turn(3, 2), HumanMessage("Thanks.", id="h3"), AIMessage("Welcome.", id="r3"), go_on]},
+                          {"configurable": {"thread_id": "short"}})
+    long = hooks.prepare({"messages": [*turn(400, 1), go_on]}, {"configurable": {"thread_id": "long"}})
+    assert long.messages[-1] is short.messages[-1] and long.report.tools_bound == ["search_flights", "expand_ref"]
+    model = ScriptedChatModel(script=[AIMessage("Here they are.")])
+    hooks.bind(model, short.messages).invoke(short.messages)
+    assert model.calls[0].tool_names == short.report.tools_bound == ["search_flights"]
