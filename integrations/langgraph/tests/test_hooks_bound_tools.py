@@ -108,20 +108,22 @@ def test_an_lcel_step_binds_the_tools_its_view_was_planned_with() -> None:
     assert shows_ref
 
 
+def _turn(count: int, n: int) -> list[BaseMessage]:
+    """A user asking for ``count`` flights, the search and its output, and the answer."""
+    call = tool_call("search_flights", {"origin": "SFO", "destination": "JFK", "count": count})
+    return [HumanMessage(f"Flights, take {n}?", id=f"h{n}"), AIMessage("", tool_calls=[call], id=f"a{n}"),
+            ToolMessage(search_flights.invoke(call["args"]), tool_call_id=call["id"], name="search_flights", id=f"t{n}"),
+            AIMessage(f"{count} flights.", id=f"r{n}")]
+
+
 def test_a_view_ending_like_one_planned_without_expand_ref_still_binds_it_when_it_shows_a_ref() -> None:
     # two conversations served at once end with one message object (a shared "Go on." the
     # host appends) and their views are as long: one goes whole, the other shows a ref
     hooks = ContextHooks(memory_engine(ContextConfig(mode="whole")), [search_flights])
     go_on = HumanMessage("Go on.", id="go-on")
 
-    def turn(count: int, n: int) -> list[BaseMessage]:
-        call = tool_call("search_flights", {"origin": "SFO", "destination": "JFK", "count": count})
-        return [HumanMessage(f"Flights, take {n}?", id=f"h{n}"), AIMessage("", tool_calls=[call], id=f"a{n}"),
-                ToolMessage(search_flights.invoke(call["args"]), tool_call_id=call["id"], name="search_flights", id=f"t{n}"),
-                AIMessage(f"{count} flights.", id=f"r{n}")]
-
-    long = hooks.prepare({"messages": [*turn(400, 1), go_on]}, {"configurable": {"thread_id": "long"}})
-    short = hooks.prepare({"messages": [*turn(3, 2), HumanMessage("Thanks.", id="h3"), AIMessage("Welcome.", id="r3"), go_on]},
+    long = hooks.prepare({"messages": [*_turn(400, 1), go_on]}, {"configurable": {"thread_id": "long"}})
+    short = hooks.prepare({"messages": [*_turn(3, 2), HumanMessage("Thanks.", id="h3"), AIMessage("Welcome.", id="r3"), go_on]},
                           {"configurable": {"thread_id": "short"}})
     assert len(long.messages) == len(short.messages) and long.messages[-1] is short.messages[-1]
     assert short.report.tools_bound == ["search_flights"]
@@ -137,15 +139,9 @@ def test_a_view_planned_without_expand_ref_keeps_it_out_after_another_ending_ali
     hooks = ContextHooks(memory_engine(ContextConfig(mode="whole")), [search_flights])
     go_on = HumanMessage("Go on.", id="go-on")
 
-    def turn(count: int, n: int) -> list[BaseMessage]:
-        call = tool_call("search_flights", {"origin": "SFO", "destination": "JFK", "count": count})
-        return [HumanMessage(f"Flights, take {n}?", id=f"h{n}"), AIMessage("", tool_calls=[call], id=f"a{n}"),
-                ToolMessage(search_flights.invoke(call["args"]), tool_call_id=call["id"], name="search_flights", id=f"t{n}"),
-                AIMessage(f"{count} flights.", id=f"r{n}")]
-
-    short = hooks.prepare({"messages": [*turn(3, 2), HumanMessage("Thanks.", id="h3"), AIMessage("Welcome.", id="r3"), go_on]},
+    short = hooks.prepare({"messages": [*_turn(3, 2), HumanMessage("Thanks.", id="h3"), AIMessage("Welcome.", id="r3"), go_on]},
                           {"configurable": {"thread_id": "short"}})
-    long = hooks.prepare({"messages": [*turn(400, 1), go_on]}, {"configurable": {"thread_id": "long"}})
+    long = hooks.prepare({"messages": [*_turn(400, 1), go_on]}, {"configurable": {"thread_id": "long"}})
     assert long.messages[-1] is short.messages[-1] and long.report.tools_bound == ["search_flights", "expand_ref"]
     model = ScriptedChatModel(script=[AIMessage("Here they are.")])
     hooks.bind(model, short.messages).invoke(short.messages)
