@@ -38,7 +38,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    ChatMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+)
 
 from ctxplugin._lru import Memo
 from ctxplugin._messages import META_KEY, annotation
@@ -68,6 +75,17 @@ def is_condensed(message: BaseMessage) -> bool:
 def is_user_turn(message: BaseMessage) -> bool:
     """Whether ``message`` is something a user said: a human message that is not a note."""
     return isinstance(message, HumanMessage) and not is_note(message)
+
+
+USER_ROLES = frozenset({"user", "human"})
+"""The roles of a ``ChatMessage`` that a user wrote (the providers' name and LangChain's)."""
+
+
+def from_user(message: BaseMessage) -> bool:
+    """Whether ``message`` is something a user said in any form a host sends: a user turn
+    (:func:`is_user_turn`), or a ``ChatMessage`` in the user's role (an OpenAI-style
+    ``{"role": "user"}`` kept as such)."""
+    return is_user_turn(message) or (isinstance(message, ChatMessage) and message.role in USER_ROLES)
 
 
 def synthetic_kind(message: BaseMessage) -> Kind | None:

@@ -17,8 +17,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
+from ctxplugin._layout import from_user
 from ctxplugin._messages import annotation
 from ctxplugin._names import EXPAND_REF_NAME
 from ctxplugin._running import SessionTallies
@@ -96,11 +97,11 @@ class FindRoom:
 
 
 def _calls_since_user(messages: Sequence[BaseMessage], enough: int) -> int:
-    """How many AI messages calling tools follow the latest human message (counted up to
-    ``enough``)."""
+    """How many AI messages calling tools follow the latest message from the user (a human
+    message or a ``ChatMessage`` in the user's role; counted up to ``enough``)."""
     calls = 0
     for message in reversed(messages):
-        if isinstance(message, HumanMessage) or calls >= enough:
+        if calls >= enough or from_user(message):
             break
         if isinstance(message, AIMessage) and message.tool_calls:
             calls += 1
