@@ -19,7 +19,6 @@ from typing import ClassVar
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
-from ctxplugin._layout import from_user
 from ctxplugin._messages import annotation
 from ctxplugin._names import EXPAND_REF_NAME
 from ctxplugin._running import SessionTallies
@@ -63,19 +62,20 @@ class FindRoom:
     facts: FactsConfig
     counter: TokenCounter
     elastic: bool = False
-    _tallies: SessionTallies = field(default_factory=SessionTallies)  # the history counted once per message
+    # the history counted once per message: its tokens, and the model's calls since the user's latest message
+    _tallies: SessionTallies = field(default_factory=SessionTallies)
 
     def apply(self, view: CallView) -> CallView:
         outside = view.tool_tokens + sum(count_message(m, self.counter) for m in view.system)
         if self.elastic:
             view = _grown(view, outside, self.facts)
         budget, room = history_room(view.budgets, outside, history=self.history, facts=self.facts)
-        tokens, tool_tokens = self._tallies.sums(view.scope.key(), view.history, self.counter, view.history_stamp)
+        tokens, tool_tokens, calls = self._tallies.counts(view.scope.key(), view.history, self.counter, view.history_stamp)
         whole = False
         if self.history.enabled and self.history.compress == "over_budget":
             results = budget.tool_results
             solo = self.history.solo_exchanges
-            if solo is not None and _calls_since_user(view.history, solo) >= solo:
+            if solo is not None and calls >= solo:
                 # an agent working alone piles up outputs its next step rarely reads again
                 results = min(results, self.history.solo_tool_tokens) if results is not None else self.history.solo_tool_tokens
             as_is = HistoryBudget(total=room, messages=budget.messages, tool_results=results)
@@ -94,18 +94,6 @@ class FindRoom:
                 tool_tokens=view.tool_tokens - view.expand_ref_tokens,
             )
         return view
-
-
-def _calls_since_user(messages: Sequence[BaseMessage], enough: int) -> int:
-    """How many AI messages calling tools follow the latest message from the user (a human
-    message or a ``ChatMessage`` in the user's role; counted up to ``enough``)."""
-    calls = 0
-    for message in reversed(messages):
-        if calls >= enough or from_user(message):
-            break
-        if isinstance(message, AIMessage) and message.tool_calls:
-            calls += 1
-    return calls
 
 
 def _facts_budget(budgets: Mapping[str, int], facts: FactsConfig) -> int:

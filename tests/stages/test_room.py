@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import pytest
 from langchain_core.messages import AIMessage, BaseMessage, ChatMessage, HumanMessage, ToolMessage
@@ -86,3 +87,37 @@ def test_a_message_in_another_role_does_not_end_the_solo_run() -> None:
         messages.extend(call(n))
     out = room_of(messages)
     assert out.room is not None and not out.room.whole
+
+
+class Watched(AIMessage):
+    """An assistant turn that counts how often its tool calls are read."""
+
+    def __getattribute__(self, name: str) -> Any:
+        if name == "tool_calls":
+            READS[0] += 1
+        return super().__getattribute__(name)
+
+
+READS = [0]
+
+
+def test_an_agent_talking_alone_for_long_is_not_walked_back_on_every_call() -> None:
+    # no user message, and fewer calls than solo_exchanges: the run never ends and never reaches the limit
+    config = ContextConfig(encoding="cl100k_base", history={"compress": "over_budget", "solo_exchanges": 8})
+    stage, validate = FindRoom(history=config.history, facts=config.facts, counter=COUNTER), Validate()
+    messages: list[BaseMessage] = [Watched(content=f"step {n} done, moving on.") for n in range(300)]
+
+    def call_on(messages: list[BaseMessage]) -> CallView:
+        view = CallView(
+            scope=Scope(session_id="s1"), received=messages, tools_given=(lookup,), budgets=config.budget.resolve(),
+            started=time.perf_counter(),
+        )
+        return stage.apply(validate.apply(view))
+
+    call_on(messages)
+    READS[0] = 0
+    for n in range(20):
+        messages = [*messages, *call(n)] if n < 5 else [*messages, AIMessage(content=f"note {n}")]
+        out = call_on(messages)
+        assert out.room is not None
+    assert READS[0] == 0, "the 300 turns seen before are not read again"
