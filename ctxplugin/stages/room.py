@@ -80,9 +80,9 @@ class FindRoom:
                 results = min(results, self.history.solo_tool_tokens) if results is not None else self.history.solo_tool_tokens
             as_is = HistoryBudget(total=room, messages=budget.messages, tool_results=results)
             whole = as_is.within(tokens, tool_tokens)
-            if results != budget.tool_results and (budget.total is None or budget.total >= room):
-                # no aim below the room (max_tokens unset): the history stage compresses to the
-                # room, where the outputs must then fit the solo room too
+            if results != budget.tool_results and budget.room is None:
+                # no aim below the room (max_tokens unset, or not below the room): the history
+                # stage compresses to the room, where the outputs must then fit the solo room too
                 budget = HistoryBudget(total=budget.total, messages=budget.messages, tool_results=results)
         view = view.override(
             room=Room(outside=outside, total=room, budget=budget, whole=whole, history_tokens=tokens, tool_result_tokens=tool_tokens)

@@ -121,3 +121,24 @@ def test_an_agent_talking_alone_for_long_is_not_walked_back_on_every_call() -> N
         out = call_on(messages)
         assert out.room is not None
     assert READS[0] == 0, "the 300 turns seen before are not read again"
+
+
+@pytest.mark.parametrize(
+    ("max_tokens", "held"),
+    [(None, True), (3000, False), (100_000, True)],
+    ids=["unset", "below-the-room", "above-the-room"],
+)
+def test_the_outputs_are_held_to_the_solo_room_when_the_history_has_no_aim_below_its_room(max_tokens: int | None, held: bool) -> None:
+    # 12 calls in a row: the solo room is reached; with max_tokens below the room the history
+    # stage aims at max_tokens, with none (or one the room is under) it compresses to the room,
+    # where the outputs must then fit the solo room
+    config = SOLO.model_copy(update={"history": SOLO.history.model_copy(update={"max_tokens": max_tokens})})
+    messages: list[BaseMessage] = [HumanMessage(content="Fix the failing test.", id="h1")]
+    for n in range(12):
+        messages.extend(call(n))
+    out = room_of(messages, config)
+    assert out.room is not None and not out.room.whole
+    budget = out.room.budget
+    assert budget.tool_results == (1500 if held else 6875)
+    assert (budget.room is None) is held, "an aim below the room keeps the room beside it"
+    assert budget.total == (3000 if max_tokens == 3000 else out.room.total)
