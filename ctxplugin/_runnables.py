@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
+from operator import is_
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.callbacks import AsyncCallbackManagerForChainRun, CallbackManagerForChainRun
@@ -67,34 +68,54 @@ class PlannedViews:
     conversation the whole mode sends as it was), told by their message objects, so that a step
     that binds tools apart from preparing (:meth:`ContextEngine.bound_tools`) binds what the view
     was planned and budgeted with. Two conversations served at once may end with one message
-    object (a host appending the same one to both): a view is told by every message it holds,
-    in order, so neither takes the other's place. Bounded and thread-safe."""
+    object (a host appending the same one to both): a view is found by its length and the
+    objects at its end and middle, then told by every message it holds, in order (one pass
+    comparing identities, on a hit only), so neither takes the other's place. Bounded and
+    thread-safe."""
 
     def __init__(self, size: int = 256) -> None:
-        self._views: LRU[tuple[int, ...], tuple[BaseMessage, ...]] = LRU(size)  # (the messages keep their ids in use)
+        # views alike in length, last and middle message share a key (each view holds its
+        # messages, so the ids in use stay theirs)
+        self._views: LRU[tuple[int, int, int], list[tuple[BaseMessage, ...]]] = LRU(size)
         self._lock = threading.Lock()
 
     def keep(self, prepared: PreparedContext) -> None:
         """Note whether ``prepared`` was planned without ``expand_ref``."""
-        view = tuple(prepared.messages)
+        view = prepared.messages
         if not view:
             return
-        key = tuple(map(id, view))
+        key = _view_key(view)
+        planned = not any(_is_expand_ref(t) for t in prepared.tools)
+        kept = tuple(view) if planned else ()  # as it was planned, should the list change later
         with self._lock:
-            if any(_is_expand_ref(t) for t in prepared.tools):
-                self._views.pop(key, None)
-            else:
-                self._views.put(key, view)
+            alike = [v for v in self._views.pop(key, None) or () if not _same(v, view)]
+            if planned:
+                alike = [*alike[-(_ALIKE - 1) :], kept]
+            if alike:
+                self._views.put(key, alike)
 
     def bound(self, messages: Sequence[BaseMessage], tools: list[Any]) -> list[Any]:
         """``tools`` without ``expand_ref`` when ``messages`` is a view kept without it."""
         if not messages:
             return tools
         with self._lock:
-            kept = self._views.get(tuple(map(id, messages)))
-        if kept is None:
+            alike = self._views.get(_view_key(messages))
+            planned = alike is not None and any(_same(v, messages) for v in alike)
+        if not planned:
             return tools
         return [t for t in tools if not _is_expand_ref(t)]
+
+
+_ALIKE = 4  # views kept under one key: more than two alike at once is already rare
+
+
+def _view_key(messages: Sequence[BaseMessage]) -> tuple[int, int, int]:
+    return len(messages), id(messages[-1]), id(messages[len(messages) // 2])
+
+
+def _same(kept: tuple[BaseMessage, ...], messages: Sequence[BaseMessage]) -> bool:
+    """Whether ``messages`` holds the very messages of ``kept``, in order."""
+    return len(kept) == len(messages) and all(map(is_, kept, messages))
 
 
 def _is_expand_ref(tool: Any) -> bool:
