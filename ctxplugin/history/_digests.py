@@ -95,9 +95,11 @@ class Digests:
         counter: token counter.
         resume: the keys a previous call made for the same messages (the caller vouches for
             that); the blocks they cover are not hashed again.
-        gist_floor: a floor of each block's size in ``gist_sizes``, known without gisting it: a
-            block's note is capped by its gist only when the gist may be smaller than
-            ``digest_tokens`` (a block condensed as it leaves the trimmed tier is never gisted).
+        gist_over: whether a block's size in ``gist_sizes`` is over a number of tokens, known
+            gisting no more of it than that needs: a block's note is capped by its gist only when
+            the gist is not larger than ``digest_tokens`` (a block condensed as it leaves the
+            trimmed tier is never gisted; one condensed as it leaves the verbatim tier is gisted
+            only until its gists are over the cap).
     """
 
     def __init__(
@@ -109,12 +111,12 @@ class Digests:
         config: HistoryConfig,
         counter: TokenCounter,
         resume: Keys | None = None,
-        gist_floor: Callable[[int], int] | None = None,
+        gist_over: Callable[[int, int], bool] | None = None,
     ) -> None:
         self._exchanges = exchanges
         self._spans = spans_of_block
         self._gist_sizes = gist_sizes
-        self._gist_floor = gist_floor
+        self._gist_over = gist_over
         self._known = known
         self._config = config
         self._counter = counter
@@ -318,7 +320,7 @@ class Digests:
             for earlier in range(archived, block):
                 known.update(self._block(earlier, archived, archive_cap)[1])
             cap = self._config.digest_tokens
-            if self._gist_floor is None or self._gist_floor(block) <= cap:
+            if self._gist_over is None or not self._gist_over(block, cap):
                 cap = min(cap, self._gist_sizes[block] - 1)
             valued = _valued([self._exchanges[n] for n in reversed(members)])
             self._run(block, valued[::-1])  # for the archive step that takes this block in

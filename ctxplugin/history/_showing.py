@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from langchain_core.messages import BaseMessage
+from langchain_core.messages import BaseMessage, ToolMessage
 
 from ctxplugin.config import HistoryConfig
 from ctxplugin.history._shown import Tier, compress_message, shown_floor
@@ -33,14 +33,16 @@ def show(messages: Sequence[BaseMessage], shown: Sequence[BaseMessage], counter:
 
 
 class _Later:
-    """An exchange of the gist tier, gisted when first read (then kept)."""
+    """An exchange of the gist tier, gisted when first read (then kept); its messages may be
+    gisted one at a time before (see :meth:`BlockSizes.over`)."""
 
-    __slots__ = ("_config", "_counter", "_kept", "_made", "_messages", "_tier")
+    __slots__ = ("_config", "_counter", "_done", "_kept", "_made", "_messages", "_tier")
 
     def __init__(self, messages: tuple[BaseMessage, ...], kept: tuple[bool, ...], tier: Tier, config: HistoryConfig, counter: TokenCounter) -> None:
         self._messages, self._kept, self._tier = messages, kept, tier
         self._config, self._counter = config, counter
         self._made: Shown | None = None
+        self._done: dict[int, BaseMessage] | None = None  # messages gisted alone, by place
 
     def made(self) -> Shown:
         # the messages are read before the result: another thread may make it meanwhile, and it
@@ -48,23 +50,50 @@ class _Later:
         messages = self._messages
         made = self._made
         if made is None:
+            done = self._done or {}
             config, counter, tier = self._config, self._counter, self._tier
-            out = [m if keep else compress_message(m, tier, config=config, counter=counter) for m, keep in zip(messages, self._kept, strict=True)]
+            out = [
+                m if keep else done[k] if k in done else compress_message(m, tier, config=config, counter=counter)
+                for k, (m, keep) in enumerate(zip(messages, self._kept, strict=True))
+            ]
             made = self._made = show(messages, out, counter)
             self._messages = ()  # held by the view's own messages as long as needed
+            self._done = None
         return made
 
-    def floor(self) -> int:
-        """Tokens of the exchange as shown, or a floor of them known without gisting it."""
+    def floors(self) -> list[int]:
+        """Tokens of each message as shown: exact for those kept or gisted (all of them once the
+        exchange is made), a floor for the others (see :func:`~ctxplugin.history._shown.shown_floor`)."""
         messages = self._messages  # before the result, as in :meth:`made`
         made = self._made
         if made is not None:
-            return made[1][0]
-        config, counter, tier = self._config, self._counter, self._tier
-        return sum(
-            count_message(m, counter) if keep else shown_floor(m, tier, config=config, counter=counter)
-            for m, keep in zip(messages, self._kept, strict=True)
-        )
+            return [count_message(m, self._counter) for m in made[0]]
+        config, counter, tier, done = self._config, self._counter, self._tier, self._done or {}
+        return [
+            count_message(m, counter) if keep else count_message(done[k], counter) if k in done else shown_floor(m, tier, config=config, counter=counter)
+            for k, (m, keep) in enumerate(zip(messages, self._kept, strict=True))
+        ]
+
+    def pending(self) -> list[tuple[int, BaseMessage]]:
+        """Each message still to gist, with its place among the exchange's messages (none once
+        the exchange is made)."""
+        messages = self._messages  # before the result, as in :meth:`made`
+        if self._made is not None:
+            return []
+        done = self._done or {}
+        return [(k, m) for k, (m, keep) in enumerate(zip(messages, self._kept, strict=True)) if not keep and k not in done]
+
+    def gist(self, place: int) -> int:
+        """Gist the message at ``place`` alone (kept for when the exchange is made); its tokens."""
+        messages = self._messages
+        made = self._made
+        if made is not None:
+            return count_message(made[0][place], self._counter)
+        out = compress_message(messages[place], self._tier, config=self._config, counter=self._counter)
+        if self._done is None:
+            self._done = {}
+        self._done[place] = out
+        return count_message(out, self._counter)
 
 
 class Showing:
@@ -91,12 +120,6 @@ class Showing:
 
     def parts(self, number: int) -> Parts:
         return self.entry(number)[1]
-
-    def floor(self, number: int) -> int:
-        """Tokens of exchange ``number`` as shown, or a floor of them when it is not gisted yet
-        (see :func:`~ctxplugin.history._shown.shown_floor`)."""
-        found = self._entries[number]
-        return found.floor() if isinstance(found, _Later) else found[1][0]
 
     def changed(self, number: int) -> int:
         return self.entry(number)[2]
@@ -133,9 +156,10 @@ class PartsOf(Sequence[Parts]):
 class BlockSizes(Sequence[int]):
     """Tokens of each block of exchanges (``members``) as shown, each summed when first asked for."""
 
-    def __init__(self, showing: Showing, members: Sequence[Sequence[int]]) -> None:
+    def __init__(self, showing: Showing, members: Sequence[Sequence[int]], counter: TokenCounter) -> None:
         self._showing = showing
         self._members = members
+        self._counter = counter
         self._sizes: dict[int, int] = {}
 
     def __len__(self) -> int:
@@ -147,11 +171,38 @@ class BlockSizes(Sequence[int]):
             size = self._sizes[block] = sum(self._showing.parts(i)[0] for i in self._members[block])
         return size
 
-    def floor(self, block: int) -> int:
-        """The tokens of ``block``, or a floor of them known without gisting its exchanges when
-        they are not yet (a cap the floor already exceeds needs no size)."""
+    def over(self, block: int, tokens: int) -> bool:
+        """Whether ``block`` counts more than ``tokens``, its messages gisted one at a time only
+        until that is known, each one's size as shown replacing its floor in the sum (a block
+        note's cap asks no more; the rest are gisted if the block is read). Tool results go
+        first, the longest first: their floor is their overhead alone, and their gists cost less
+        than an assistant turn's (whose long call arguments are trimmed, line by line). On the
+        swe recordings this gists a third of the messages, at about 40% of the time."""
         size = self._sizes.get(block)
-        return size if size is not None else sum(self._showing.floor(i) for i in self._members[block])
+        if size is not None:
+            return size > tokens
+        showing, total = self._showing, 0
+        waiting: list[tuple[bool, int, int, int, _Later, int]] = []  # (not a result, -own tokens, order, floor, exchange, place)
+        for i in self._members[block]:
+            found = showing._entries[i]
+            if not isinstance(found, _Later):
+                total += found[1][0]
+                continue
+            floors = found.floors()
+            total += sum(floors)
+            waiting.extend(
+                (not isinstance(message, ToolMessage), -count_message(message, self._counter), len(waiting), floors[place], found, place)
+                for place, message in found.pending()
+            )
+        if total > tokens:
+            return True
+        waiting.sort()
+        for _, _, _, floor, later, place in waiting:
+            total += later.gist(place) - floor
+            if total > tokens:
+                return True
+        self._sizes[block] = total
+        return False
 
 
 __all__ = ["EMPTY", "BlockSizes", "PartsOf", "Showing", "Shown", "show"]

@@ -241,7 +241,7 @@ def compress_history(
         protected_spans = {bisect_right(spans, (j, len(messages) + 1)) - 1 for j in protected}
         members = _block_members(gist_end // config.block_size, config.block_size, protected_spans)
         short = sorted({n // config.block_size for n in protected_spans if n < gist_end})
-        sizes = BlockSizes(shown, members)
+        sizes = BlockSizes(shown, members, counter)
         notes = Digests(
             _Exchanges(source, spans),
             members,
@@ -250,7 +250,7 @@ def compress_history(
             config,
             counter,
             resume=growth.prior.keys_for(source) if growth is not None else None,
-            gist_floor=sizes.floor,
+            gist_over=sizes.over,
         )
         plan = plan_omission((), (), protected_spans, notes, bounds=bounds, budget=budget, config=config, parts=parts)
         if plan.archive_tokens < config.archive_tokens:

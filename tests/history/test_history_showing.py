@@ -12,6 +12,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
 from ctxplugin import HistoryConfig
 from ctxplugin.history import HistoryBudget, compress_history
+from ctxplugin.history._showing import EMPTY, BlockSizes, Showing
 from ctxplugin.history._shown import _SHOWN, Tier, compress_message, shown_floor
 from ctxplugin.history.omission import _After
 from ctxplugin.tokens import (
@@ -117,3 +118,34 @@ def test_a_block_condensed_as_it_leaves_the_trimmed_tier_is_not_gisted(agent_ses
     trimmed = [shown for shown in tiers if Tier.TRIMMED in shown]
     assert len(trimmed) >= 20, "exchanges shown trimmed at the end of the window, then condensed"
     assert not any(Tier.GIST in shown for shown in trimmed)
+
+
+def _deferred(messages: list[BaseMessage], config: HistoryConfig) -> tuple[Showing, BlockSizes]:
+    """``messages`` after the task as two-message exchanges, every one deferred to the gist tier,
+    in blocks of two exchanges."""
+    body = messages[1:]
+    exchanges = [tuple(body[i : i + 2]) for i in range(0, len(body), 2)]
+    showing = Showing([EMPTY] * len(exchanges))
+    for number, exchange in enumerate(exchanges):
+        showing.defer(number, exchange, (False,) * len(exchange), Tier.GIST, config, COUNTER)
+    members = [tuple(range(k, min(k + 2, len(exchanges)))) for k in range(0, len(exchanges), 2)]
+    return showing, BlockSizes(showing, members, COUNTER)
+
+
+def test_a_block_is_over_a_count_as_its_gists_say_gisting_only_what_that_needs(agent_session: Callable[..., list[BaseMessage]]) -> None:
+    config = HistoryConfig()
+    whole = sum(count_message(compress_message(m, Tier.GIST, config=config, counter=COUNTER), COUNTER) for m in agent_session(4)[1:5])
+    for tokens in (0, whole // 3, whole - 1, whole, whole + 1, 10 * whole):
+        messages = agent_session(4)  # new objects: nothing of them gisted yet
+        showing, sizes = _deferred(messages, config)
+        assert sizes.over(0, tokens) == (whole > tokens)
+        gisted = [m for m in messages[1:5] if _SHOWN.get(m) is not None]
+        if tokens < whole // 2:
+            assert len(gisted) < 4, "once the block is known to be over, the rest is not gisted"
+        if tokens >= whole:
+            assert len(gisted) == 4
+        # made afterwards, the exchanges are what gisting each message at once makes, and add up to the same
+        assert sum(showing.parts(n)[0] for n in (0, 1)) == sizes[0] == whole
+        assert [m.content for n in (0, 1) for m in showing.rendered(n)] == [
+            compress_message(m, Tier.GIST, config=config, counter=COUNTER).content for m in messages[1:5]
+        ]
