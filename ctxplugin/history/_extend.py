@@ -18,7 +18,8 @@ holding the very same content — the previous call's work is reused:
   current: only their exchanges are shown anew.
 
 Nothing is reused with a summarizer (a model-written gist may arrive between calls). Bounded:
-the views of the last :data:`SESSIONS` sessions are kept (the oldest go first).
+the views of the last :data:`SESSIONS` sessions are kept, and of fewer while they hold more
+than :data:`MESSAGES` messages in all (the oldest go first; the latest view is always kept).
 """
 
 from __future__ import annotations
@@ -41,6 +42,10 @@ from ctxplugin.history.omission import HistoryBudget, Keys, Parts, WindowLimit, 
 
 SESSIONS = 1024
 """Sessions whose last view is kept."""
+MESSAGES = 8192
+"""Messages the kept views may hold in all (each holds its whole conversation, the messages and
+what the memos keep for them alive): past it the oldest views go, the latest one whatever its
+size staying. Without it 1,024 sessions of long threads held all their messages for good."""
 REPLACED = 16
 """Earlier messages a call may have replaced (marked as no longer current) and still reuse the
 rest of the previous view, or a quarter of them when that is more (a long chat whose facts
@@ -142,6 +147,10 @@ class Grown:
 
 
 _LAST: LRU[str, Made] = LRU(SESSIONS)
+_HELD: dict[str, int] = {}
+"""Messages each view kept in :data:`_LAST` holds (its conversation's length)."""
+_TOTAL = [0]
+"""The messages of :data:`_HELD` summed."""
 _LOCK = threading.Lock()
 
 
@@ -170,6 +179,7 @@ def grown(
     :attr:`Made.seen` and extends it)."""
     with _LOCK:
         prior = _LAST.pop(session, None)
+        _TOTAL[0] -= _HELD.pop(session, 0)
     if prior is None or prior.config is not config or prior.counter is not counter or prior.budget != budget:
         return None
     n = len(prior.seen)
@@ -213,8 +223,17 @@ def _kind(message: BaseMessage) -> tuple[type, bool]:
 
 def remember(session: str, made: Made) -> None:
     """Keep the view just made for ``session``, to reuse on its next call."""
+    size = len(made.seen)
     with _LOCK:
+        _TOTAL[0] -= _HELD.pop(session, 0)
+        _LAST.pop(session, None)
+        total = _TOTAL[0] + size
+        while _LAST and (len(_LAST) >= SESSIONS or total > MESSAGES):
+            gone, _ = _LAST.popitem(last=False)
+            total -= _HELD.pop(gone, 0)
         _LAST.put(session, made)
+        _HELD[session] = size
+        _TOTAL[0] = total
 
 
 def extend(

@@ -350,3 +350,31 @@ def test_two_sessions_interleaved_each_reuse_their_own_view() -> None:
             view = compress_history(history, config=config, counter=COUNTER, budget=budget, session=f"interleaved-{name}")
             fresh = compress_history(history, config=config, counter=COUNTER, budget=budget, session=f"interleaved-{name}-{end}")
             assert _shape(view) == _shape(fresh), (name, end)
+
+
+def test_kept_views_hold_at_most_their_messages_bound_the_latest_always_kept(mocker: MockerFixture) -> None:
+    from ctxplugin.history import _extend
+
+    mocker.patch.object(_extend, "MESSAGES", 150)
+    config = HistoryConfig(block_size=2, verbatim_exchanges=2, trimmed_exchanges=4)
+    budget = HistoryBudget(total=2500)
+    chats = {f"bounded-{n}": _chat(30) for n in range(4)}  # 60 messages each
+    for session, messages in chats.items():
+        compress_history(messages, config=config, counter=COUNTER, budget=budget, session=session)
+    kept = [s for s in chats if s in _extend._LAST]
+    assert kept == ["bounded-2", "bounded-3"], "the oldest views went past 150 messages"
+    assert sum(len(_extend._LAST[s].seen) for s in kept) <= 150
+    assert _extend._TOTAL[0] == sum(_extend._HELD.values()) == sum(len(made.seen) for made in _extend._LAST.values())
+    spy = mocker.spy(tiers_module, "grown")
+    grown_ = [*chats["bounded-0"], HumanMessage("and W30?", id="h30")]
+    view = compress_history(grown_, config=config, counter=COUNTER, budget=budget, session="bounded-0")
+    assert spy.spy_return is None, "a view that went is planned again"
+    fresh = compress_history(grown_, config=config, counter=COUNTER, budget=budget, session="bounded-0-fresh")
+    assert _shape(view) == _shape(fresh)
+    # a view larger than the bound is still kept when it is the latest, and reused
+    long_chat = _chat(100)
+    compress_history(long_chat, config=config, counter=COUNTER, budget=budget, session="bounded-long")
+    assert "bounded-long" in _extend._LAST
+    compress_history([*long_chat, HumanMessage("and W100?", id="h100")], config=config, counter=COUNTER, budget=budget, session="bounded-long")
+    assert spy.spy_return is not None, "the latest view was reused though past the bound"
+    assert _extend._TOTAL[0] == sum(_extend._HELD.values()) == sum(len(made.seen) for made in _extend._LAST.values())
