@@ -237,3 +237,16 @@ def test_two_texts_share_a_key_only_when_their_lengths_hashes_and_ends_are_the_s
     same = (len(one), hash(one), one[:16], one[-16:]) == (len(other), hash(other), other[:16], other[-16:])
     assert (text_key(one) == text_key(other)) == same
     assert text_key(one) != text_key(one + other[-1:]) or not other
+
+
+def test_every_key_of_one_text_is_one_object_and_the_table_of_keys_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    from ctxplugin import _lru
+
+    text = "x" * 40 + " the body of a tool output " + "y" * 40
+    again = "".join(["x" * 40, " the body of a tool output ", "y" * 40])  # equal, another object
+    assert text_key(text) is text_key(again), "one key held by every memo of the text"
+    assert text_key(text) is not text_key(text + "!") and text_key(text) != text_key(text + "!")
+    monkeypatch.setattr(_lru, "SHARED_VALUES", 8)
+    keys = [text_key(f"text number {i} " * 3) for i in range(40)]
+    assert len(_lru._KEYS) <= 9
+    assert keys[0] == text_key("text number 0 " * 3), "a key made again after the table started over is equal"
