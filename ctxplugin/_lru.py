@@ -38,7 +38,18 @@ class LRU(OrderedDict[K, V]):
         self._size = size
 
     def put(self, key: K, value: V) -> None:
-        """Insert or replace ``key``; the least recently used entry goes when full."""
+        """Insert or replace ``key``; the least recently used entry goes when full.
+
+        A :func:`text_key` is kept as the one copy of it every map holds: the same text keyed by
+        the memos of its tokens, values, words and alert lines held a tuple and an ends string
+        each, 2.7 MB of the 56 traced over 2,000 calls of the memory benchmark. Only a put pays
+        for it, not a lookup. Bounded as :func:`shared`: past :data:`SHARED_VALUES` distinct
+        keys the table starts again from none (a key holds at most 32 characters)."""
+        if isinstance(key, tuple) and len(key) == 3 and type(key[2]) is str and len(key[2]) <= 32:
+            table = _KEYS
+            if len(table) > SHARED_VALUES:
+                table.clear()
+            key = table.setdefault(key, key)
         self[key] = value
         self.move_to_end(key)
         while len(self) > self._size:
@@ -89,22 +100,13 @@ class Memo(Generic[K, V]):
 def text_key(text: str) -> TextKey:
     """A memo key for ``text`` that does not keep the text: its length, its hash (``str``
     caches it, so a text resent as the same object is not rehashed) and its two ends, its first
-    and last 16 characters as one string (a text of 32 or fewer is its own ends).
-
-    Every memo of a text holds one key of it: the same text keyed by the memos of its tokens,
-    values, words and alert lines got a tuple and an ends string each, 2.7 MB of the 56 traced
-    over 2,000 calls of the memory benchmark; the one copy saves 1.2 MB of them. Bounded as
-    :func:`shared`: past :data:`SHARED_VALUES` distinct keys the table starts again from none."""
+    and last 16 characters as one string (a text of 32 or fewer is its own ends)."""
     size = len(text)
-    key = (size, hash(text), text if size <= 32 else text[:16] + text[-16:])
-    table = _KEYS
-    if len(table) > SHARED_VALUES:
-        table.clear()
-    return table.setdefault(key, key)
+    return (size, hash(text), text if size <= 32 else text[:16] + text[-16:])
 
 
-_KEYS: dict[TextKey, TextKey] = {}
-"""The one copy of each text key :func:`text_key` gave lately."""
+_KEYS: dict[Any, Any] = {}
+"""The one copy of each text key an :class:`LRU` was given lately (see :meth:`LRU.put`)."""
 
 
 SHARED_VALUES = 32_768

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
-from ctxplugin._lru import Memo, PerMessage, shared, text_key
+from ctxplugin._lru import LRU, Memo, PerMessage, shared, text_key
 from ctxplugin.facts._text import words
 from ctxplugin.history.identifiers import identifiers, text_runs
 from ctxplugin.tokens import count_message, get_counter
@@ -239,14 +239,25 @@ def test_two_texts_share_a_key_only_when_their_lengths_hashes_and_ends_are_the_s
     assert text_key(one) != text_key(one + other[-1:]) or not other
 
 
-def test_every_key_of_one_text_is_one_object_and_the_table_of_keys_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_maps_of_one_text_hold_one_key_object_and_the_table_of_keys_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     from ctxplugin import _lru
 
     text = "x" * 40 + " the body of a tool output " + "y" * 40
     again = "".join(["x" * 40, " the body of a tool output ", "y" * 40])  # equal, another object
-    assert text_key(text) is text_key(again), "one key held by every memo of the text"
-    assert text_key(text) is not text_key(text + "!") and text_key(text) != text_key(text + "!")
+    tokens: LRU[object, int] = LRU(8)
+    values: LRU[object, str] = LRU(8)
+    alerts: Memo[object, str] = Memo(8)
+    tokens.put(text_key(text), 30)
+    values.put(text_key(again), "values")
+    alerts.get_or_make(text_key(text), lambda: "alerts")
+    held = [next(iter(tokens)), next(iter(values)), next(iter(alerts._entries))]
+    assert held[0] is held[1] is held[2], "one key held by every memo of the text"
+    assert tokens.hit(text_key(again)) == 30 and values.hit(text_key(text + "!")) is None
+    long_key = ("kind", 1, "a text longer than thirty-two characters is not shared")
+    values.put(long_key, "kept")  # a key holding a long text is not kept beyond its map
+    assert long_key not in _lru._KEYS and values.hit(long_key) == "kept"
     monkeypatch.setattr(_lru, "SHARED_VALUES", 8)
-    keys = [text_key(f"text number {i} " * 3) for i in range(40)]
+    for i in range(40):
+        tokens.put(text_key(f"text number {i} " * 3), i)
     assert len(_lru._KEYS) <= 9
-    assert keys[0] == text_key("text number 0 " * 3), "a key made again after the table started over is equal"
+    assert len(tokens) == 8 and tokens.hit(text_key("text number 39 " * 3)) == 39
