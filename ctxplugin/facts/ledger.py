@@ -18,6 +18,7 @@ from langchain_core.messages import BaseMessage
 
 from ctxplugin.config import FactsConfig, FactsStrategy
 from ctxplugin.errors import InvalidInputError
+from ctxplugin.facts._answers import Answers
 from ctxplugin.facts._batch import Sent, WriteBatch, as_stored, batched
 from ctxplugin.facts._drafts import (
     Read,
@@ -103,6 +104,7 @@ class FactsLedger:
         self._lock = threading.RLock()
         self._batch = threading.local()  # the WriteBatch of the ingest running in this thread
         self._sent = Sent()  # the writes sent to the store: a search reads again when one lands meanwhile
+        self._answers = Answers()  # the store's answers to the last searches, at its count of writes
         self._withheld = Withheld()  # withdrawals the store could not carry out
         self._turns = UserTurns()  # which user message came before which: what "let's do that" takes up
         self.polls = Polls(store, self._lock, shared=lambda: self.lock)  # what each output stated: a call made again replaces it
@@ -319,8 +321,7 @@ class FactsLedger:
         # means no floor: a word-vector embedding gives unrelated texts cosines below 0
         floor = self.config.min_relevance
         lexical = getattr(self.store, "search_lexical", None) if self.config.hybrid else None
-        # both reads see one state of the store: made again when this process sent a write meanwhile
-        dense, found = self._sent.read(lambda: (self.store.search(query, wanted, n=n), lexical(query, wanted, n=n) if callable(lexical) else []))
+        dense, found = self._answers.read(self.store, self._sent, query, wanted, n, lexical if callable(lexical) else None)  # one state of the store
         dense = [(f, s) for f, s in dense if permitted(f, scope) and not self._withheld.hides(f) and (floor == 0.0 or s >= floor)]
         found = [(f, s) for f, s in found if permitted(f, scope) and not self._withheld.hides(f)]
         # and what it returns is read once more: a vector index may lag a write that has ended

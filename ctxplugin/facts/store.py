@@ -9,25 +9,25 @@ from __future__ import annotations
 
 import heapq
 import threading
+from array import array
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from itertools import chain
 from operator import itemgetter
-from typing import Any, Protocol, TypeVar, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from langchain_core.embeddings import Embeddings
 
 from ctxplugin._lru import LRU
-from ctxplugin.facts._said import said_by
+from ctxplugin.facts._memory_slots import Slot, slot_of
 from ctxplugin.facts._shared_fields import share_fields_set
 from ctxplugin.facts._vectors import Vectors
 from ctxplugin.facts.embedding import as_embeddings, document_vectors, query_vector
-from ctxplugin.facts.lexical import LexicalIndex
 from ctxplugin.facts.model import (
     Fact,
     FactQuery,
     matches,
     reader_keys,
     revises,
-    visibility_key,
     withdrawn,
 )
 from ctxplugin.scope import Scope
@@ -104,6 +104,10 @@ class FactStore(Protocol):
         ...
 
 
+NEAREST = 16
+"""Questions whose nearest facts the in-memory store keeps (see :meth:`MemoryFactStore.search`)."""
+
+
 class MemoryFactStore:
     """Facts in dicts; exact cosine search and BM25. For tests and short-lived processes.
 
@@ -123,8 +127,11 @@ class MemoryFactStore:
         self._facts: dict[str, Fact] = {}
         self._vectors = Vectors()  # rows of numbers: nothing for the collector to walk, scored as arrays
         self._order: dict[str, int] = {}  # id -> when first stored: equal times keep that order
-        self._slots: dict[str, _Slot] = {}
+        self._slots: dict[str, Slot] = {}
         self._lock = threading.Lock()
+        # per question asked lately (what, its vector, how many): the list it was asked over,
+        # how long it was, and the nearest facts found (see search)
+        self._nearest: LRU[tuple[FactQuery, bytes, int], tuple[list[Fact], int, list[tuple[Fact, float]]]] = LRU(NEAREST)
         self.generation = 0
         """Changes with every write: what was read at the same generation still stands (only
         this process writes here)."""
@@ -143,21 +150,25 @@ class MemoryFactStore:
         not at all, never both facts current."""
         vectors = document_vectors(self.embedding, [f.text for f in added]) if added else []
         touched: dict[str, list[Fact]] = {}
-        with self._lock:
-            self._vectors.check(vectors)
-            self.generation += 1
-            if updated or any(revises(f) or f.id in self._facts for f in added):
-                self.revisions += 1
-            for fact, vector in zip(added, vectors, strict=True):
-                self._put(fact)
-                self._vectors.put(fact.id, vector)
-                touched.setdefault(_slot_of(fact), []).append(fact)
-            for fact in updated:
-                if fact.id in self._facts:
+        revised = True  # a write that failed part way may have changed anything
+        try:
+            with self._lock:
+                self._vectors.check(vectors)
+                revised = bool(updated) or any(revises(f) or f.id in self._facts for f in added)
+                for fact, vector in zip(added, vectors, strict=True):
                     self._put(fact)
-            lexical = [(self._slots[slot].lexical, group) for slot, group in touched.items()]
-        for index, group in lexical:
-            index.add((f.id, f.text, None) for f in group)
+                    self._vectors.put(fact.id, vector)
+                    touched.setdefault(slot_of(fact), []).append(fact)
+                for fact in updated:
+                    if fact.id in self._facts:
+                        self._put(fact)
+                lexical = [(self._slots[slot].lexical, group) for slot, group in touched.items()]
+            for index, group in lexical:
+                index.add((f.id, f.text, None) for f in group)
+        finally:  # counted once the BM25 index holds them too: what a search read meanwhile is not kept as read at the new count
+            with self._lock:
+                self.generation += 1
+                self.revisions += revised
 
     def lookup(self, reader: Scope, *, keys: Sequence[str], hashes: Sequence[str]) -> list[Fact]:
         """The facts ``reader`` may read whose key is among ``keys`` or text hash among
@@ -184,7 +195,7 @@ class MemoryFactStore:
             self.generation += 1
             self.revisions += 1
             for fact in found.values():
-                slot = self._slots[_slot_of(fact)]
+                slot = self._slots[slot_of(fact)]
                 slot.remove(fact)
                 slot.lexical.remove([fact.id])
                 del self._facts[fact.id]
@@ -228,13 +239,13 @@ class MemoryFactStore:
         share_fields_set(fact.source)
         old = self._facts.get(fact.id)
         if old is not None:
-            self._slots[_slot_of(old)].remove(old)
+            self._slots[slot_of(old)].remove(old)
         self._facts[fact.id] = fact
         last = fact.id not in self._order  # stored after every other (an id stored before keeps its place)
         self._order.setdefault(fact.id, len(self._order))
-        slot = self._slots.get(_slot_of(fact))
+        slot = self._slots.get(slot_of(fact))
         if slot is None:
-            slot = self._slots[_slot_of(fact)] = _Slot()
+            slot = self._slots[slot_of(fact)] = Slot()
         slot.insert(fact, last=last)
 
     def get(self, ids: Sequence[str], *, reader: Scope) -> list[Fact]:
@@ -245,18 +256,25 @@ class MemoryFactStore:
     def _pool(self, query: FactQuery) -> list[Fact]:
         """Facts matching ``query``, in the order they were first stored; only the slots
         ``query.reader`` can see are read."""
-        order = self._order
         with self._lock:
-            found: list[Fact] = []
-            slots = 0
-            for key in dict.fromkeys(reader_keys(query.reader)):
-                slot = self._slots.get(key)
-                if slot is not None and (matching := slot.matching(query, order)):
-                    found.extend(matching)
-                    slots += 1
-            if slots > 1:
-                found.sort(key=lambda f: order[f.id])
-        return found
+            return self._matching(query)[0]
+
+    def _matching(self, query: FactQuery) -> tuple[list[Fact], list[Fact] | None]:
+        """:meth:`_pool` (the caller holds the lock), and the list the slot holding them all keeps
+        for ``query`` (see :meth:`Slot.matching`; None when several slots hold some)."""
+        order = self._order
+        found: list[Fact] = []
+        kept: list[Fact] | None = None
+        slots = 0
+        for key in dict.fromkeys(reader_keys(query.reader)):
+            slot = self._slots.get(key)
+            if slot is not None and (matching := slot.matching(query, order)):
+                found.extend(matching)
+                kept = matching
+                slots += 1
+        if slots > 1:
+            found.sort(key=lambda f: order[f.id])
+        return found, kept if slots == 1 else None
 
     def find(self, query: FactQuery, *, limit: int | None = None) -> list[Fact]:
         facts = self._pool(query)
@@ -267,11 +285,23 @@ class MemoryFactStore:
         if n <= 0:
             return []
         vector = query_vector(self.embedding, text)
-        facts = self._pool(query)
+        asked = (query, array("d", vector).tobytes(), n)
         with self._lock:
-            scores = self._vectors.cosines([f.id for f in facts], vector)
-        # the first n of a stable sort, best first, without sorting the rest
-        return heapq.nlargest(n, zip(facts, scores, strict=True), key=itemgetter(1))
+            facts, kept = self._matching(query)
+            # a question asked again over a slot's list that has only grown since (a list is
+            # replaced, not changed, when a fact in it is updated or removed): the facts it took
+            # in since are scored, against the first n found before, which no older fact beats
+            last = self._nearest.hit(asked) if kept is not None else None
+            if last is not None and last[0] is kept and last[1] <= len(facts):
+                fresh = facts[last[1] :]
+                scored: Iterable[tuple[Fact, float]] = chain(last[2], zip(fresh, self._vectors.cosines([f.id for f in fresh], vector), strict=True))
+            else:
+                scored = zip(facts, self._vectors.cosines([f.id for f in facts], vector), strict=True)
+            # the first n of a stable sort, best first, without sorting the rest
+            best = heapq.nlargest(n, scored, key=itemgetter(1))
+            if kept is not None:
+                self._nearest.put(asked, (kept, len(facts), best))
+        return best
 
     def search_lexical(self, text: str, query: FactQuery, *, n: int) -> list[tuple[Fact, float]]:
         """Up to ``n`` facts matching ``query`` sharing rarer terms with ``text``, best BM25 first
@@ -293,108 +323,6 @@ class MemoryFactStore:
 
     def __len__(self) -> int:
         return len(self._facts)
-
-
-K = TypeVar("K")
-
-POOLS = 8
-"""Queries by state whose matching facts a slot keeps (see :meth:`_Slot.matching`)."""
-
-
-def _drop(index: dict[K, dict[str, Fact]], value: K, fact_id: str) -> None:
-    group = index.get(value)
-    if group is not None:
-        group.pop(fact_id, None)
-        if not group:
-            del index[value]
-
-
-def _slot_of(fact: Fact) -> str:
-    return visibility_key(fact.owner, fact.visibility)
-
-
-class _Slot:
-    """The facts of one owner slot, by id, by key, by text hash, by state (valid or not, and
-    fact scope) and by the facts they depend on, and their BM25 index."""
-
-    def __init__(self) -> None:
-        self.facts: dict[str, Fact] = {}
-        self.by_key: dict[str | None, dict[str, Fact]] = {}
-        self.by_hash: dict[str, dict[str, Fact]] = {}
-        # every call reads the superseded facts and the provisional ones: few beside the rest
-        self.by_state: dict[tuple[bool, str], dict[str, Fact]] = {}
-        self.by_dependency: dict[str, dict[str, Fact]] = {}  # a superseded fact's dependents are flagged
-        self.by_call: dict[str, dict[str, Fact]] = {}  # tool call id -> facts read from its output
-        self.by_message: dict[str, dict[str, Fact]] = {}  # user message ref -> facts read from it
-        self.by_after: dict[str, dict[str, Fact]] = {}  # message id -> facts read from the user message after it
-        self.lexical = LexicalIndex()
-        # the facts matching each query by state asked lately, in the order first stored: every
-        # call of a long session asks the same few of a slot that only grows between most calls
-        self.pools: LRU[FactQuery, list[Fact]] = LRU(POOLS)
-
-    def matching(self, query: FactQuery, order: Mapping[str, int]) -> list[Fact]:
-        """The facts of this slot that match ``query``, in the order first stored (``order``;
-        the list kept for the query: read it, do not change it)."""
-        kept = query.key is None and query.text_hash is None and query.depends_on is None
-        pool = self.pools.hit(query) if kept else None
-        if pool is None:
-            pool = [f for f in self.candidates(query) if matches(f, query)]
-            pool.sort(key=lambda f: order[f.id])
-            if kept:
-                self.pools.put(query, pool)
-        return pool
-
-    def insert(self, fact: Fact, *, last: bool = False) -> None:
-        """Take ``fact`` in; ``last``: it was stored after every fact stored before (the
-        queries kept take it at their end, else they are found again)."""
-        if last:
-            for query, pool in self.pools.items():
-                if matches(fact, query):
-                    pool.append(fact)
-        else:
-            self.pools.clear()
-        self.facts[fact.id] = fact
-        self.by_key.setdefault(fact.key, {})[fact.id] = fact
-        self.by_hash.setdefault(fact.text_hash, {})[fact.id] = fact
-        self.by_state.setdefault((fact.is_valid, fact.scope), {})[fact.id] = fact
-        for dependency in fact.depends_on:
-            self.by_dependency.setdefault(dependency, {})[fact.id] = fact
-        if fact.source.call_id is not None:
-            self.by_call.setdefault(fact.source.call_id, {})[fact.id] = fact
-        if (ref := said_by(fact)) is not None:
-            self.by_message.setdefault(ref, {})[fact.id] = fact
-            if fact.source.after is not None:
-                self.by_after.setdefault(fact.source.after, {})[fact.id] = fact
-
-    def remove(self, fact: Fact) -> None:
-        self.pools.clear()
-        self.facts.pop(fact.id, None)
-        _drop(self.by_key, fact.key, fact.id)
-        _drop(self.by_hash, fact.text_hash, fact.id)
-        _drop(self.by_state, (fact.is_valid, fact.scope), fact.id)
-        for dependency in fact.depends_on:
-            _drop(self.by_dependency, dependency, fact.id)
-        if fact.source.call_id is not None:
-            _drop(self.by_call, fact.source.call_id, fact.id)
-        if (ref := said_by(fact)) is not None:
-            _drop(self.by_message, ref, fact.id)
-            if fact.source.after is not None:
-                _drop(self.by_after, fact.source.after, fact.id)
-
-    def candidates(self, query: FactQuery) -> Iterable[Fact]:
-        """A superset of the facts of this slot that match ``query`` (the narrowest index)."""
-        if query.key is not None:
-            return list(self.by_key.get(query.key, {}).values())
-        if query.text_hash is not None:
-            return list(self.by_hash.get(query.text_hash, {}).values())
-        if query.depends_on is not None:
-            return list(self.by_dependency.get(query.depends_on, {}).values())
-        if query.valid is not None and query.scopes is not None:
-            groups = (self.by_state.get((query.valid, scope), {}) for scope in dict.fromkeys(query.scopes))
-            return [fact for group in groups for fact in group.values()]
-        if query.valid is not None:
-            return [fact for (valid, _), group in self.by_state.items() if valid == query.valid for fact in group.values()]
-        return list(self.facts.values())
 
 
 __all__ = ["FactStore", "MemoryFactStore"]

@@ -7,7 +7,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import timedelta
 
+import pytest
+
 from ctxplugin.facts import Fact, FactQuery, MemoryFactStore, Source
+from ctxplugin.facts.store import NEAREST
 from ctxplugin.scope import Scope
 from ctxplugin.testing.facts_contract import ALICE, ALICE_OTHER_SESSION, BOB, T0, make_fact
 
@@ -74,3 +77,23 @@ def test_a_fact_read_from_the_kept_pool_is_the_one_stored_now() -> None:
     store.update([fact.model_copy(update={"is_valid": False})])
     assert store.find(QUERIES[0]) == []
     assert [f.is_valid for f in store.find(QUERIES[1])] == [False]
+
+
+@pytest.mark.parametrize("n", [1, 3, 8])
+def test_nearest_facts_asked_again_between_writes_are_those_a_store_built_afresh_finds(n: int) -> None:
+    # the store keeps each question's nearest facts and, while a slot's list only grows, scores
+    # only the facts added since: updates, withdrawals and ids stored again are found as afresh
+    store = MemoryFactStore()
+    more: Write = lambda s: s.add([_fact(number) for number in range(15, 40)])  # noqa: E731
+    writes = [*_writes(), more]
+    questions = ["which dock does order W3 ship to", "order W12 ships to dock 0"]
+    assert len(QUERIES) * len(questions) <= NEAREST  # each kept from one write to the next
+    for done in range(1, len(writes) + 1):
+        writes[done - 1](store)
+        fresh = MemoryFactStore()
+        for write in writes[:done]:
+            write(fresh)
+        for query in QUERIES:
+            for question in questions:
+                for _ in range(2):  # asked once after the write, once more with nothing written
+                    assert store.search(question, query, n=n) == fresh.search(question, query, n=n), (done, query)

@@ -1,0 +1,163 @@
+"""A search asked again while the fact store counts no write since is answered from what the
+store answered before; after any write (a fact added, one superseded, one withdrawn) it is read
+again, and finds what a ledger searching the store afresh finds. A store that counts nothing (a
+server's, which other processes write) is read on every search."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain_core.messages import ToolMessage
+from pytest_mock import MockerFixture
+
+from ctxplugin.config import FactsConfig
+from ctxplugin.facts import ChromaFactStore, FactsLedger, MemoryFactStore
+from ctxplugin.facts._answers import ANSWERS
+from ctxplugin.facts.lexical import LexicalIndex
+from ctxplugin.facts.model import FactQuery, ScoredFact
+from ctxplugin.scope import Scope
+from ctxplugin.testing.chroma_server import ChromaServer
+
+S = Scope(session_id="kept", tenant_id="acme")
+NOW = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
+QUESTION = "Which region does the deploy target and what is the budget for the offsite?"
+
+
+class Counted:
+    """``store``'s searches counted (a real store; its answers are its own)."""
+
+    def __init__(self, store: Any) -> None:
+        self.store = store
+        self.searches = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.store, name)
+
+    def search(self, text: str, query: FactQuery, *, n: int) -> Any:
+        self.searches += 1
+        return self.store.search(text, query, n=n)
+
+
+@pytest.fixture(params=["memory", "embedded_chroma"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
+    if request.param == "memory":
+        yield MemoryFactStore()
+        return
+    with ChromaFactStore.persistent(tmp_path / "chroma", config=FactsConfig(embedding="static")) as embedded:
+        yield embedded
+
+
+def _ledger(store: Any) -> FactsLedger:
+    return FactsLedger(store, FactsConfig(k=4), clock=lambda: NOW)
+
+
+def _found(hits: list[ScoredFact]) -> list[tuple[str, float]]:
+    return [(hit.fact.text, hit.score) for hit in hits]
+
+
+def _afresh(store: Any) -> list[tuple[str, float]]:
+    """What a ledger that never searched ``store`` finds."""
+    return _found(_ledger(store).search(QUESTION, scope=S))
+
+
+def test_a_search_asked_again_reads_the_store_again_only_after_a_write(store: Any) -> None:
+    counted = Counted(store)
+    ledger = _ledger(counted)
+    ledger.write("The offsite budget is $4,000.", key="offsite_budget", scope=S)
+    ledger.write("Maria leads the data team.", scope=S)
+    first = _found(ledger.search(QUESTION, scope=S))
+    assert counted.searches == 1
+    assert _found(ledger.search(QUESTION, scope=S)) == first == _afresh(store)
+    assert counted.searches == 1, "nothing was written: the store's answer is kept"
+    assert _found(ledger.search(QUESTION, scope=S, k=2)) == first[:2]
+    assert counted.searches == 2, "fewer facts asked for: another search"
+
+    steps: list[Callable[[], object]] = [
+        # a fact added
+        lambda: ledger.write("The deploy target is eu-west-2.", key="deploy_region", scope=S),
+        # one superseded by key
+        lambda: ledger.write("The offsite budget is $6,500.", key="offsite_budget", scope=S),
+        # facts read from a tool output, then withdrawn (the host replaced the output)
+        lambda: ledger.ingest([ToolMessage("The deploy target is us-east-1 for the offsite budget app.", tool_call_id="c1", name="settings")], scope=S),
+        lambda: ledger.withdraw({"c1": []}, scope=S),
+    ]
+    seen = [first]
+    for step in steps:
+        before = counted.searches
+        step()
+        found = _found(ledger.search(QUESTION, scope=S))
+        assert counted.searches == before + 1, "written since: the store is read again"
+        assert found == _afresh(store)
+        seen.append(found)
+    texts = [[text for text, _ in found] for found in seen]
+    assert "The deploy target is eu-west-2." in texts[1] and "The deploy target is eu-west-2." not in texts[0]
+    assert "The offsite budget is $6,500." in texts[2] and "The offsite budget is $4,000." not in texts[2]
+    assert any("us-east-1" in text for text in texts[3])
+    assert not any("us-east-1" in text for text in texts[4])
+
+
+def test_another_ledger_writing_the_same_store_is_seen_by_the_next_search(store: Any) -> None:
+    reader, writer = _ledger(store), _ledger(store)
+    reader.write("The offsite budget is $4,000.", key="offsite_budget", scope=S)
+    before = _found(reader.search(QUESTION, scope=S))
+    writer.write("The offsite budget is $6,500.", key="offsite_budget", scope=S)
+    after = _found(reader.search(QUESTION, scope=S))
+    assert after != before and after == _afresh(store)
+    assert [text for text, _ in after] == ["The offsite budget is $6,500."]
+
+
+def test_what_is_kept_is_bounded(store: Any) -> None:
+    ledger = _ledger(store)
+    ledger.write("The offsite budget is $4,000.", key="offsite_budget", scope=S)
+    for number in range(ANSWERS + 8):
+        ledger.search(f"{QUESTION} ({number})", scope=S)
+    assert len(ledger._answers._kept) == ANSWERS
+
+
+def test_the_count_moves_once_a_write_is_whole(mocker: MockerFixture) -> None:
+    # a search made while the BM25 index takes the new facts in finds the store not yet counted
+    # as written: what it read is not kept as the answer of the new count
+    store = MemoryFactStore()
+    ledger = _ledger(store)
+    ledger.write("The offsite budget is $4,000.", key="offsite_budget", scope=S)
+    indexing, go_on = threading.Event(), threading.Event()
+    add = LexicalIndex.add
+
+    def slow(index: LexicalIndex, items: Any) -> None:
+        indexing.set()
+        go_on.wait(10)
+        add(index, items)
+
+    mocker.patch.object(LexicalIndex, "add", slow)
+    counted = store.generation
+    writer = threading.Thread(target=lambda: ledger.write("The deploy target is eu-west-2.", scope=S))
+    writer.start()
+    assert indexing.wait(10)
+    assert store.generation == counted, "not counted while the index lacks the fact"
+    _ledger(store).search(QUESTION, scope=S)  # (a ledger of its own: one search at this count)
+    go_on.set()
+    writer.join(10)
+    assert store.generation != counted
+    mocker.stopall()
+    assert _found(ledger.search(QUESTION, scope=S)) == _afresh(store)
+    assert "The deploy target is eu-west-2." in [text for text, _ in _afresh(store)]
+
+
+def test_a_store_other_processes_write_is_read_on_every_search(chroma_server: ChromaServer) -> None:
+    collection = f"kept{uuid.uuid4().hex[:10]}"
+    config = FactsConfig(collection=collection, embedding="static", k=4)
+    with ChromaFactStore.http(chroma_server.url, config=config) as mine, ChromaFactStore.http(chroma_server.url, config=config) as elsewhere:
+        here = Counted(mine)  # and ``elsewhere``, another process's
+        assert here.generation is None
+        reader = FactsLedger(here, config, clock=lambda: NOW)
+        FactsLedger(elsewhere, config, clock=lambda: NOW).write("The offsite budget is $4,000.", key="offsite_budget", scope=S)
+        assert [hit.fact.text for hit in reader.search(QUESTION, scope=S)] == ["The offsite budget is $4,000."]
+        FactsLedger(elsewhere, config, clock=lambda: NOW).write("The deploy target is eu-west-2.", key="deploy_region", scope=S)
+        assert "The deploy target is eu-west-2." in [hit.fact.text for hit in reader.search(QUESTION, scope=S)]
+        assert here.searches == 2
