@@ -14,6 +14,7 @@ from pytest_mock import MockerFixture
 
 from ctxplugin.errors import StoreError
 from ctxplugin.facts import ChromaFactStore, Fact, FactQuery, FactsLedger, MemoryFactStore
+from ctxplugin.facts import _memory_slots as slots_module
 from ctxplugin.facts import store as store_module
 from ctxplugin.facts.extract import FactDraft
 from ctxplugin.scope import Scope
@@ -76,10 +77,11 @@ def test_a_search_reads_only_the_slots_its_reader_can_see(mocker: MockerFixture)
     for session in range(20):
         ledger.write(f"Order W-{session} ships on Friday", scope=Scope(session_id=f"other-{session}"))
     mine = ledger.write("Order W-99 ships on Monday", scope=S)
-    checked = mocker.spy(store_module, "matches")
+    checked = [mocker.spy(store_module, "matches"), mocker.spy(slots_module, "matches")]  # BM25's, the slots' pools
     hits = ledger.search("when does order W-99 ship?", scope=S)
     assert [h.fact.id for h in hits] == [mine.id]
-    assert {call.args[0].owner.session_id for call in checked.call_args_list} == {"s1"}
+    assert all(spy.call_count for spy in checked)
+    assert {call.args[0].owner.session_id for spy in checked for call in spy.call_args_list} == {"s1"}
 
 
 def test_chroma_replaces_facts_in_the_same_upsert_and_keeps_their_vectors(tmp_path: Path, mocker: MockerFixture) -> None:
@@ -127,7 +129,7 @@ def test_the_dependents_of_a_fact_are_found_without_reading_the_others(mocker: M
     for i in range(30):
         ledger.write(f"Order W-{i} ships on Friday", key=f"order_{i}", scope=S)
     derived = ledger.write("Budget in USD is 55k", key="budget_usd", scope=S, depends_on=[base.id])
-    checked = mocker.spy(store_module, "matches")
+    checked = mocker.spy(slots_module, "matches")
     found = store.find(FactQuery(reader=S, valid=True, depends_on=base.id))
     assert [f.id for f in found] == [derived.id]
     assert checked.call_count == 1
