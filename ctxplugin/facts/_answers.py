@@ -8,9 +8,9 @@ this process writes counts its writes (``generation``, see
 so the answers are kept under the count they were read at and used while it holds. A store
 that counts nothing (a server's, one other processes write) is read on every search.
 
-An answer is kept only when the count is the same after the read as before it: a write landing
-meanwhile (its count moves once it is whole) leaves nothing kept that a later search could take
-for the store's answer at the new count.
+An answer is kept only when the count is the same after the read as before it. A write moves the
+count as it begins and again once it is whole: a search during it never takes the answer kept
+before it, and what it reads is kept under a count the write's end moves on.
 """
 
 from __future__ import annotations

@@ -28,8 +28,10 @@ def writes_counter(path: str | Path) -> list[int]:
         return _WRITES.setdefault(os.path.realpath(path), [0, 0])
 
 
-def bump(counter: list[int], *, revised: bool) -> None:
-    """Count one more write in ``counter`` (and one more revision when ``revised``)."""
+def bump(counter: list[int] | None, *, revised: bool) -> None:
+    """Count one more write in ``counter`` (and one more revision when ``revised``); None counts nothing."""
+    if counter is None:
+        return
     with _WRITES_LOCK:
         counter[0] += 1
         if revised:

@@ -211,9 +211,10 @@ class ChromaFactStore(SharedWindows, MessageFacts):
         batch (a Chroma write costs milliseconds however few records it holds), each all or
         nothing. The changed facts keep the vectors stored with them (read back, not computed
         again), so the store ends as the two calls would leave it."""
-        groups = grouped(added, updated)
-        if not groups:
+        if not (groups := grouped(added, updated)):
             return
+        revised = bool(updated) or any(map(revises, added))
+        bump(self._writes, revised=revised)  # counted at both ends: no answer kept before the write is served during it
         try:
             with _translated("store facts", self._forget):
                 self._client_now()  # the embedding is settled once connected
@@ -223,9 +224,8 @@ class ChromaFactStore(SharedWindows, MessageFacts):
                     collection = self._collection(tenant)
                     index = self._lexical.get(collection.name)
                     upsert(collection, new, changed, vectors, max(1, batch_size(self._client_now())), index[0] if index else None)
-        finally:  # a write that failed may have stored part of it: what was read before is read again
-            if self._writes is not None:
-                bump(self._writes, revised=bool(updated) or any(map(revises, added)))
+        finally:  # and once done (or failed part way): what a search read meanwhile is kept under a count gone
+            bump(self._writes, revised=revised)
 
     def withdraw(self, owner: Scope, outputs: Mapping[str, Collection[str]]) -> list[Fact]:
         """Delete the facts :func:`~ctxplugin.facts.model.withdrawn` names: one read, one delete (more for thousands)."""
@@ -233,10 +233,10 @@ class ChromaFactStore(SharedWindows, MessageFacts):
             with _translated("withdraw facts", self._forget):
                 collection = self._collection(owner.tenant_id or "")
                 index = self._lexical.get(collection.name)
+                bump(self._writes if outputs else None, revised=True)  # counted at both ends, as a write
                 return delete_withdrawn(collection, owner, outputs, index[0] if index else None) if outputs else []
-        finally:  # as after a write: what was read before is read again
-            if self._writes is not None and outputs:
-                bump(self._writes, revised=True)
+        finally:  # as after a write: what a search read meanwhile is kept under a count gone
+            bump(self._writes if outputs else None, revised=True)
 
     def get(self, ids: Sequence[str], *, reader: Scope) -> list[Fact]:
         if not ids:

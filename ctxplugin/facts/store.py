@@ -64,7 +64,8 @@ class FactStore(Protocol):
 
     A store that only this process writes may also have ``generation: int``, a number that
     changes with every write: what was read from it at the same generation still stands, so a
-    reader may keep it. And ``revisions: int``, which changes with every write that can change
+    reader may keep it. A write moves it before the store changes and again once it is whole,
+    so nothing kept before it is taken during it. And ``revisions: int`` (moved likewise), which changes with every write that can change
     what is in force other than by adding a current fact: an update (a fact superseded, refused
     or flagged) or a fact stored not current or provisional (:func:`~ctxplugin.facts.model.revises`).
     The facts stage keeps the facts in force, and the facts block it froze, while it stands.
@@ -155,6 +156,8 @@ class MemoryFactStore:
             with self._lock:
                 self._vectors.check(vectors)
                 revised = bool(updated) or any(revises(f) or f.id in self._facts for f in added)
+                self.generation += 1  # counted at both ends: no answer kept before the write is served during it
+                self.revisions += revised
                 for fact, vector in zip(added, vectors, strict=True):
                     self._put(fact)
                     self._vectors.put(fact.id, vector)
@@ -165,7 +168,7 @@ class MemoryFactStore:
                 lexical = [(self._slots[slot].lexical, group) for slot, group in touched.items()]
             for index, group in lexical:
                 index.add((f.id, f.text, None) for f in group)
-        finally:  # counted once the BM25 index holds them too: what a search read meanwhile is not kept as read at the new count
+        finally:  # and again once the BM25 index holds them too: what a search read meanwhile is kept under a count gone
             with self._lock:
                 self.generation += 1
                 self.revisions += revised

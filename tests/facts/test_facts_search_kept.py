@@ -120,12 +120,8 @@ def test_what_is_kept_is_bounded(store: Any) -> None:
     assert len(ledger._answers._kept) == ANSWERS
 
 
-def test_the_count_moves_once_a_write_is_whole(mocker: MockerFixture) -> None:
-    # a search made while the BM25 index takes the new facts in finds the store not yet counted
-    # as written: what it read is not kept as the answer of the new count
-    store = MemoryFactStore()
-    ledger = _ledger(store)
-    ledger.write("The offsite budget is $4,000.", key="offsite_budget", scope=S)
+def _held_in_the_index(mocker: MockerFixture) -> tuple[threading.Event, threading.Event]:
+    """BM25 indexes made to wait while taking facts in: set once one is, and what lets it go on."""
     indexing, go_on = threading.Event(), threading.Event()
     add = LexicalIndex.add
 
@@ -135,18 +131,64 @@ def test_the_count_moves_once_a_write_is_whole(mocker: MockerFixture) -> None:
         add(index, items)
 
     mocker.patch.object(LexicalIndex, "add", slow)
-    counted = store.generation
-    writer = threading.Thread(target=lambda: ledger.write("The deploy target is eu-west-2.", scope=S))
+    return indexing, go_on
+
+
+def test_the_count_moves_again_once_a_write_is_whole(mocker: MockerFixture) -> None:
+    # counted as the write begins, so a search made while the BM25 index takes the new facts in
+    # reads the store; what it read is kept under that count, which the write's end moves on
+    store = MemoryFactStore()
+    counted = Counted(store)
+    reader = _ledger(counted)
+    reader.write("The offsite budget is $4,000.", key="offsite_budget", scope=S)
+    reader.search(QUESTION, scope=S)
+    indexing, go_on = _held_in_the_index(mocker)
+    before = store.generation
+    writer = threading.Thread(target=lambda: _ledger(store).write("The deploy target is eu-west-2.", scope=S))
     writer.start()
-    assert indexing.wait(10)
-    assert store.generation == counted, "not counted while the index lacks the fact"
-    _ledger(store).search(QUESTION, scope=S)  # (a ledger of its own: one search at this count)
-    go_on.set()
-    writer.join(10)
-    assert store.generation != counted
+    try:
+        assert indexing.wait(10)
+        midway = store.generation
+        assert midway != before, "counted as the write begins: the answer kept before it is not served"
+        searches = counted.searches
+        reader.search(QUESTION, scope=S)
+        assert counted.searches == searches + 1
+    finally:
+        go_on.set()
+        writer.join(10)
+    assert store.generation not in (before, midway), "the count moves again once the write is whole"
     mocker.stopall()
-    assert _found(ledger.search(QUESTION, scope=S)) == _afresh(store)
-    assert "The deploy target is eu-west-2." in [text for text, _ in _afresh(store)]
+    searches = counted.searches
+    after = _found(reader.search(QUESTION, scope=S))
+    assert counted.searches == searches + 1, "what was read during the write is not served after it"
+    assert after == _afresh(store)
+    assert "The deploy target is eu-west-2." in [text for text, _ in after]
+
+
+@pytest.mark.parametrize("same_ledger", [True, False], ids=["same-ledger", "other-ledger"])
+def test_a_search_during_a_superseding_write_finds_the_old_fact_or_the_new_one(store: Any, mocker: MockerFixture, same_ledger: bool) -> None:
+    # never the answer kept before the write once the store holds the new fact and the old one
+    # superseded: that answer's old fact, no longer current, would be dropped, and no budget shown
+    reader = _ledger(store)
+    writer = reader if same_ledger else _ledger(store)
+    reader.write("The offsite budget is $4,000.", key="offsite_budget", scope=S)
+    assert [hit.fact.text for hit in reader.search(QUESTION, scope=S)] == ["The offsite budget is $4,000."]  # kept now
+    indexing, go_on = _held_in_the_index(mocker)
+    thread = threading.Thread(target=lambda: writer.write("The offsite budget is $6,500.", key="offsite_budget", scope=S))
+    thread.start()
+    try:
+        assert indexing.wait(10)
+        found: list[list[str]] = []
+        searching = threading.Thread(target=lambda: found.append([hit.fact.text for hit in reader.search(QUESTION, scope=S)]))
+        searching.start()
+        searching.join(0.5 if same_ledger else 10)  # the same ledger may wait for its own write being sent
+    finally:
+        go_on.set()
+        thread.join(10)
+    searching.join(10)
+    assert found, "the search never ended"
+    # before the write whole, or after it: the budget in force is in the block either way
+    assert found[0] in (["The offsite budget is $4,000."], ["The offsite budget is $6,500."]), found[0]
 
 
 def test_a_store_other_processes_write_is_read_on_every_search(chroma_server: ChromaServer) -> None:
