@@ -54,14 +54,20 @@ def _writes() -> list[Write]:
     ]
 
 
+def _built(writes: list[Write]) -> MemoryFactStore:
+    """A store made afresh by ``writes``, in order."""
+    store = MemoryFactStore()
+    for write in writes:
+        write(store)
+    return store
+
+
 def test_queries_asked_between_writes_find_what_a_store_built_afresh_finds() -> None:
     store = MemoryFactStore()
     writes = _writes()
     for done in range(1, len(writes) + 1):
         writes[done - 1](store)
-        fresh = MemoryFactStore()
-        for write in writes[:done]:
-            write(fresh)
+        fresh = _built(writes[:done])
         for query in QUERIES:
             assert [f.id for f in store.find(query)] == [f.id for f in fresh.find(query)], (done, query)
             assert [f.id for f in store.find(query)] == [f.id for f in fresh.find(query)], "asked again"
@@ -90,9 +96,7 @@ def test_nearest_facts_asked_again_between_writes_are_those_a_store_built_afresh
     assert len(QUERIES) * len(questions) <= NEAREST  # each kept from one write to the next
     for done in range(1, len(writes) + 1):
         writes[done - 1](store)
-        fresh = MemoryFactStore()
-        for write in writes[:done]:
-            write(fresh)
+        fresh = _built(writes[:done])
         for query in QUERIES:
             for question in questions:
                 for _ in range(2):  # asked once after the write, once more with nothing written
