@@ -45,7 +45,7 @@ class LRU(OrderedDict[K, V]):
         each, 2.7 MB of the 56 traced over 2,000 calls of the memory benchmark. Only a put pays
         for it, not a lookup. Bounded as :func:`shared`: past :data:`SHARED_VALUES` distinct
         keys the table starts again from none (a key holds at most 32 characters)."""
-        if isinstance(key, tuple) and len(key) == 3 and type(key[2]) is str and len(key[2]) <= 32:
+        if isinstance(key, tuple) and len(key) == 3 and type(key[0]) is int and type(key[1]) is int and type(key[2]) is str and len(key[2]) <= 32:
             table = _KEYS
             if len(table) > SHARED_VALUES:
                 table.clear()
