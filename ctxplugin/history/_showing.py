@@ -12,6 +12,7 @@ exchanges nothing reads (the thousands of a long thread's archive) are never gis
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from operator import itemgetter
 
 from langchain_core.messages import BaseMessage, ToolMessage
 
@@ -182,7 +183,7 @@ class BlockSizes(Sequence[int]):
         if size is not None:
             return size > tokens
         showing, total = self._showing, 0
-        waiting: list[tuple[bool, int, int, int, _Later, int]] = []  # (not a result, -own tokens, order, floor, exchange, place)
+        waiting: list[tuple[bool, int, int, _Later, int]] = []  # (not a result, -own tokens, floor, exchange, place)
         for i in self._members[block]:
             found = showing._entries[i]
             if not isinstance(found, _Later):
@@ -191,13 +192,13 @@ class BlockSizes(Sequence[int]):
             floors = found.floors()
             total += sum(floors)
             waiting.extend(
-                (not isinstance(message, ToolMessage), -count_message(message, self._counter), len(waiting), floors[place], found, place)
+                (not isinstance(message, ToolMessage), -count_message(message, self._counter), floors[place], found, place)
                 for place, message in found.pending()
             )
         if total > tokens:
             return True
-        waiting.sort()
-        for _, _, _, floor, later, place in waiting:
+        waiting.sort(key=itemgetter(0, 1))  # stable: equals stay in the exchanges' order
+        for _, _, floor, later, place in waiting:
             total += later.gist(place) - floor
             if total > tokens:
                 return True
