@@ -58,7 +58,7 @@ class Captured:
     shape: str | None = None
 
 
-_SHOWN: PerMessage[tuple[str, str, ToolMessage]] = PerMessage(4096)
+_SHOWN: PerMessage[tuple[str, str, ToolMessage]] = PerMessage(1024)
 
 
 def non_text_blocks(content: Any) -> list[Any]:

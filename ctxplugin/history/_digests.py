@@ -333,7 +333,7 @@ class Digests:
         return self._cached(key, make)
 
 
-_DIGESTS: PerMessage[bytes] = PerMessage(4096)
+_DIGESTS: PerMessage[bytes] = PerMessage(1024)
 
 
 def _digest(message: BaseMessage) -> bytes:

@@ -205,7 +205,7 @@ def _argument_items(value: object, key: str = "argument") -> Iterator[tuple[str,
         yield key, value
 
 
-_VALUES: PerMessage[tuple[str, tuple[tuple[Labelled, ...], tuple[Labelled, ...]]]] = PerMessage(4096)
+_VALUES: PerMessage[tuple[str, tuple[tuple[Labelled, ...], tuple[Labelled, ...]]]] = PerMessage(1024)
 """The labelled values of each message, read once: old exchanges are condensed again at every
 tier move. Kept with the label of the message's own values, which for a tool result may come
 from the exchange (the tool named by its call)."""

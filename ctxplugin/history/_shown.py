@@ -109,7 +109,7 @@ def _summarizable(text: str, config: HistoryConfig, counter: TokenCounter) -> bo
     return counter.count(text) > 2 * config.gist_tokens
 
 
-_SHOWN: PerMessage[dict[tuple[object, ...], BaseMessage]] = PerMessage(4096)
+_SHOWN: PerMessage[dict[tuple[object, ...], BaseMessage]] = PerMessage(1024)
 """Each message as its tiers showed it, by message: an old message keeps its tier for many calls
 and is compressed once; the same copy is shown again, so what is derived from the copy (its
 token count) is found by identity too."""
