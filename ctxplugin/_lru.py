@@ -25,6 +25,12 @@ its alert lines): more than one pass over a long thread reads. A memo smaller th
 nothing for the next one, least recently used going first: the first call on a thread of
 10,000 messages (14,000 texts with their gists) found the values of every text three times."""
 
+RECENT_MESSAGES = 1024
+"""Messages kept by a per-message memo that is read again only while its message is recent
+(the facts stage's terms, prints and reads, block digests, note values, the copies tiers and
+capture show): over 2,000 calls of the memory benchmark none of these was hit from more than
+258 puts back."""
+
 
 class LRU(OrderedDict[K, V]):
     """A dict that keeps its ``size`` most recently put or read (with :meth:`hit`) entries.

@@ -13,7 +13,7 @@ from langchain_core.messages import ToolMessage
 from ctxplugin._aside import count_beside, counts_beside
 from ctxplugin._block_text import is_media_block
 from ctxplugin._graphemes import head
-from ctxplugin._lru import PerMessage
+from ctxplugin._lru import RECENT_MESSAGES, PerMessage
 from ctxplugin._messages import META_KEY
 from ctxplugin._untrusted import storable_text
 from ctxplugin.cas._blocks import blocks_label, blocks_text, is_text_block
@@ -58,7 +58,7 @@ class Captured:
     shape: str | None = None
 
 
-_SHOWN: PerMessage[tuple[str, str, ToolMessage]] = PerMessage(1024)
+_SHOWN: PerMessage[tuple[str, str, ToolMessage]] = PerMessage(RECENT_MESSAGES)
 
 
 def non_text_blocks(content: Any) -> list[Any]:

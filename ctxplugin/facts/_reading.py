@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from langchain_core.messages import BaseMessage, ToolMessage
 
-from ctxplugin._lru import LRU, PerMessage
+from ctxplugin._lru import LRU, RECENT_MESSAGES, PerMessage
 from ctxplugin._messages import annotation, source_refs
 from ctxplugin.facts._changes import Change
 from ctxplugin.facts._text import word_set
@@ -71,7 +71,7 @@ Read = tuple[bool, tuple[Change, ...], str | None]
 """Whether a message has no text, the changes it states, and the provisional fact it states
 (``hypothetical``/``draft``), if any."""
 
-_READ: PerMessage[tuple[int, bool, tuple[Change, ...], str | None]] = PerMessage(1024)
+_READ: PerMessage[tuple[int, bool, tuple[Change, ...], str | None]] = PerMessage(RECENT_MESSAGES)
 
 
 def read(message: BaseMessage, rules: InForce) -> Read:
@@ -160,7 +160,7 @@ def _bit(item: str) -> int:
     return 1 << (hash(item) % PRINT_BITS)
 
 
-_PRINTS: PerMessage[int] = PerMessage(1024)
+_PRINTS: PerMessage[int] = PerMessage(RECENT_MESSAGES)
 
 
 def fingerprint(message: BaseMessage) -> int:
@@ -381,7 +381,7 @@ def _states(change: Change, words: frozenset[str], refs: Collection[str]) -> boo
     return len(change.anchors & words) >= change.need
 
 
-_TERMS: PerMessage[tuple[frozenset[str], tuple[str, ...]]] = PerMessage(1024)
+_TERMS: PerMessage[tuple[frozenset[str], tuple[str, ...]]] = PerMessage(RECENT_MESSAGES)
 
 
 def _terms(message: BaseMessage) -> tuple[frozenset[str], tuple[str, ...]]:

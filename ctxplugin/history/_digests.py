@@ -16,7 +16,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
-from ctxplugin._lru import LRU, PerMessage
+from ctxplugin._lru import LRU, RECENT_MESSAGES, PerMessage
 from ctxplugin._untrusted import json_text
 from ctxplugin.config import HistoryConfig
 from ctxplugin.history._note_values import Labelled, _Valued, _valued
@@ -333,7 +333,7 @@ class Digests:
         return self._cached(key, make)
 
 
-_DIGESTS: PerMessage[bytes] = PerMessage(1024)
+_DIGESTS: PerMessage[bytes] = PerMessage(RECENT_MESSAGES)
 
 
 def _digest(message: BaseMessage) -> bytes:

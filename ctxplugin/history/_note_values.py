@@ -16,7 +16,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
 from ctxplugin._block_text import server_tools
-from ctxplugin._lru import PerMessage, shared
+from ctxplugin._lru import RECENT_MESSAGES, PerMessage, shared
 from ctxplugin._untrusted import REF_TEXT, name_form
 from ctxplugin.history.identifiers import identifiers
 from ctxplugin.tokens import args_json, content_text
@@ -205,7 +205,7 @@ def _argument_items(value: object, key: str = "argument") -> Iterator[tuple[str,
         yield key, value
 
 
-_VALUES: PerMessage[tuple[str, tuple[tuple[Labelled, ...], tuple[Labelled, ...]]]] = PerMessage(1024)
+_VALUES: PerMessage[tuple[str, tuple[tuple[Labelled, ...], tuple[Labelled, ...]]]] = PerMessage(RECENT_MESSAGES)
 """The labelled values of each message, read once: old exchanges are condensed again at every
 tier move. Kept with the label of the message's own values, which for a tool result may come
 from the exchange (the tool named by its call)."""

@@ -12,7 +12,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolCall
 
-from ctxplugin._lru import PerMessage
+from ctxplugin._lru import RECENT_MESSAGES, PerMessage
 from ctxplugin._messages import META_KEY, annotation
 from ctxplugin.config import HistoryConfig
 from ctxplugin.history.compressors import MemoCounter, gist_text, memo_counter, trim_text
@@ -109,7 +109,7 @@ def _summarizable(text: str, config: HistoryConfig, counter: TokenCounter) -> bo
     return counter.count(text) > 2 * config.gist_tokens
 
 
-_SHOWN: PerMessage[dict[tuple[object, ...], BaseMessage]] = PerMessage(1024)
+_SHOWN: PerMessage[dict[tuple[object, ...], BaseMessage]] = PerMessage(RECENT_MESSAGES)
 """Each message as its tiers showed it, by message: an old message keeps its tier for many calls
 and is compressed once; the same copy is shown again, so what is derived from the copy (its
 token count) is found by identity too."""
