@@ -30,6 +30,7 @@ from ctxplugin._messages import (
 from ctxplugin._names import EXPAND_REF_NAME
 from ctxplugin._note_marks import without_note_marks
 from ctxplugin._prefix import Prefix, Stamp
+from ctxplugin._roles import with_role_classes
 from ctxplugin.cas import masked_refs, without_stale
 from ctxplugin.stages._mark_owners import MarkOwners
 from ctxplugin.stages.view import SESSIONS_TRACKED, CallView
@@ -67,7 +68,9 @@ class Validate:
         # content it had, and validation keeps what it became
         seen = len(state.received)
         own, foreign = (received, []) if self.owners is None else self.owners.without_foreign(received, view.scope, seen)
-        valid, notes = state.validation.extend(without_stale(without_note_marks(own, seen), seen))
+        # a ChatMessage in the user's, the system's or the model's role is read as that class once,
+        # as it enters (ctxplugin._roles)
+        valid, notes = state.validation.extend(without_stale(without_note_marks(with_role_classes(own, seen), seen), seen))
         withheld = masked_refs(own, seen)
         state.received.extend(received[len(state.received) :], received_stamp)
         start = header_length(valid)
