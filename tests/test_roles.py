@@ -113,3 +113,11 @@ def test_anthropic_gets_the_user_and_the_system_prompt() -> None:
     payload = ChatAnthropic(model="claude-sonnet-4-5", api_key="test-key")._get_request_payload(view)
     assert payload["system"] in ("Be brief.", [{"type": "text", "text": "Be brief."}])
     assert [m["role"] for m in payload["messages"]] == ["user"]
+
+
+def test_facts_ingest_reads_a_users_chat_message_as_the_users() -> None:
+    engine = ContextEngine(CONFIG)
+    scope = Scope(session_id="s")
+    written = engine.facts.ingest([ChatMessage(role="user", content="My reservation id is 4WQ150.", id="u1")], scope=scope)
+    assert any("4WQ150" in fact.text for fact in written)
+    assert all(fact.authority == "user" for fact in written)

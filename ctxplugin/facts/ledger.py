@@ -16,6 +16,7 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage
 
+from ctxplugin._roles import with_role_classes
 from ctxplugin.config import FactsConfig, FactsStrategy
 from ctxplugin.errors import InvalidInputError
 from ctxplugin.facts._answers import Answers
@@ -339,11 +340,10 @@ class FactsLedger:
     def ingest(self, messages: Sequence[BaseMessage], *, scope: Scope, authority: Authority = "user") -> list[Fact]:
         """Extract facts from user messages and tool results and write them.
 
-        Provenance is the CAS ref of a captured tool result
-        (``additional_kwargs["ctxplugin"]["ref"]``), else the message id, else the tool call id.
-        Other message types are skipped. Returns the facts newly stored. A message read before
-        (same text and source) is not read again; one edited in place (same id) is read for
-        what it states anew, and what it states no more is marked not current.
+        Provenance is the CAS ref of a captured tool result (``additional_kwargs["ctxplugin"]["ref"]``),
+        else the message id, else the tool call id. Other message types are skipped. Returns the
+        facts newly stored. A message read before (same text and source) is not read again; one
+        edited in place (same id) is read for what it states anew, what it states no more is marked not current.
 
         A host marks what a message states under ``additional_kwargs["ctxplugin"]``:
         ``fact_scope`` (``"hypothetical"``, ``"draft"``, ``"task"``...; with ``scope_id``),
@@ -351,14 +351,14 @@ class FactsLedger:
         ``audience`` (``["role:finance"]``: who may be shown the facts).
 
         Args:
-            messages: messages to read (``HumanMessage`` and ``ToolMessage`` are used).
+            messages: messages to read (``HumanMessage`` and ``ToolMessage`` are used; a ``ChatMessage`` in the user's role is read as a ``HumanMessage``: ``ctxplugin._roles``).
             scope: whose facts these are.
-            authority: who the human speaks as. Tool results always have authority ``tool``,
-                the lowest, whatever an extractor or the message says.
+            authority: who the human speaks as. Tool results always have authority ``tool``, the lowest, whatever an extractor or the message says.
 
         Raises:
             InvalidInputError: a message's ``ctxplugin`` metadata names an unknown fact scope or
                 authority, or a malformed audience."""
+        messages = with_role_classes(messages)
         drafts = read_drafts(messages, self.extractor, scope=scope, authority=authority, trusted=self.config.trust_message_authority)
         before = self._turns.read(messages, owner := owner_of(scope))  # messages that state nothing too
         if not drafts:
