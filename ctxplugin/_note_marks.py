@@ -19,6 +19,7 @@ from typing import TypeVar, cast
 from langchain_core.messages import BaseMessage, HumanMessage
 
 from ctxplugin._lru import PerMessage
+from ctxplugin._mapped import mapped_from
 from ctxplugin._messages import META_KEY, annotation
 
 NOTE_MARKS = ("condensed", "omitted")
@@ -61,16 +62,13 @@ def without_note_marks(messages: Sequence[BaseMessage], start: int = 0) -> Seque
     """``messages``, with the human messages from ``start`` on that carry a note's mark (or a
     stand-in's) replaced by a copy without it: ``messages`` itself when there are none, else a
     list."""
-    out: list[BaseMessage] | None = None
-    for index in range(start, len(messages)):
-        message = messages[index]
-        if isinstance(message, HumanMessage) and any(
-            key in annotation(message) for key in _OWN_MARKS
-        ):
-            if out is None:
-                out = list(messages)
-            out[index] = _unmarked(message)
-    return messages if out is None else out
+    return mapped_from(messages, start, _without_own_mark)
+
+
+def _without_own_mark(message: BaseMessage) -> BaseMessage:
+    if isinstance(message, HumanMessage) and any(key in annotation(message) for key in _OWN_MARKS):
+        return _unmarked(message)
+    return message
 
 
 __all__ = ["NOTE_MARKS", "STAND_IN_MARK", "Unmarked", "without_note_marks"]

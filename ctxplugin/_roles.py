@@ -15,6 +15,8 @@ from collections.abc import Sequence
 
 from langchain_core.messages import AIMessage, BaseMessage, ChatMessage, HumanMessage, SystemMessage
 
+from ctxplugin._mapped import mapped_from
+
 _CLASSES: dict[str, type[BaseMessage]] = {
     "user": HumanMessage,
     "human": HumanMessage,
@@ -58,16 +60,7 @@ def as_role_class(message: BaseMessage) -> BaseMessage:
 def with_role_classes(messages: Sequence[BaseMessage], start: int = 0) -> Sequence[BaseMessage]:
     """``messages`` with each ``ChatMessage`` from ``start`` on in a role that has a class read as
     that class (:func:`as_role_class`): ``messages`` itself when there is none, else a list."""
-    out: list[BaseMessage] | None = None
-    for index in range(start, len(messages)):
-        message = messages[index]
-        if isinstance(message, ChatMessage):
-            read = as_role_class(message)
-            if read is not message:
-                if out is None:
-                    out = list(messages)
-                out[index] = read
-    return messages if out is None else out
+    return mapped_from(messages, start, as_role_class)
 
 
 __all__ = ["as_role_class", "role_class", "with_role_classes"]

@@ -22,6 +22,7 @@ from typing import Any, overload
 from langchain_core.messages import BaseMessage, ToolMessage
 
 from ctxplugin._lru import Memo, PerMessage, TextKey, text_key
+from ctxplugin._mapped import mapped_from
 from ctxplugin._messages import META_KEY, annotation
 from ctxplugin._untrusted import ref_as_written
 from ctxplugin.cas._blocks import is_text_block
@@ -152,16 +153,7 @@ def without_stale(messages: Sequence[BaseMessage], start: int = 0) -> Sequence[B
     """``messages``, with the tool outputs from ``start`` on whose annotation no longer matches
     their content marked ``{"replaced": True}`` (see :func:`current`): ``messages`` itself when
     there are none, else a list."""
-    out: list[BaseMessage] | None = None
-    for index in range(start, len(messages)):
-        message = messages[index]
-        if isinstance(message, ToolMessage):
-            now = current(message)
-            if now is not message:
-                if out is None:
-                    out = list(messages)
-                out[index] = now
-    return messages if out is None else out
+    return mapped_from(messages, start, lambda message: current(message) if isinstance(message, ToolMessage) else message)
 
 
 # a stale message maps to its copy, a current one to None (holding it would keep it alive)
