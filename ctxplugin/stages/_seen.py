@@ -97,30 +97,21 @@ class Seen:
 
     def left_behind(self, original: Sequence[BaseMessage]) -> list[BaseMessage]:
         """The user messages and tool outputs read so far that ``original`` (a conversation that
-        does not continue them) no longer holds after the last message it still holds (by id, or
-        as the very object: a list an LCEL app edits keeps its messages, ids or not; a tool output
-        without an id, by its call id), when a user message is among them: those of a branch the
-        host went back from (time travel on a checkpointed thread, an edited or regenerated turn).
-        None when it holds none of them; what a host trims from the front, or drops in between, is
-        before a message it still holds, and tool work it dropped at the end without a user message
-        (a summary in its place) is not a branch. A user message without an id whose text
-        ``original`` says again is not left (the host made it anew: it states the same)."""
+        does not continue them) no longer holds after the last message it still holds (by id; a
+        tool output without one, by its call id), when a user message is among them: those of a
+        branch the host went back from (time travel on a checkpointed thread). None when it
+        holds none of them; what a host trims from the front, or drops in between, is before a message it still holds, and tool work
+        it dropped at the end without a user message (a summary in its place) is not a branch."""
         held = {m.id for m in original if m.id}
-        objects = {id(m) for m in original}
         before = self.original.held
-        last = next((i for i in range(len(before) - 1, -1, -1) if before[i].id in held or id(before[i]) in objects), None)
+        last = next((i for i in range(len(before) - 1, -1, -1) if before[i].id in held), None)
         if last is None:
             return []
         answered = {m.tool_call_id for m in original if isinstance(m, ToolMessage)}
-        texts = {content_text(m.content) for m in original if isinstance(m, HumanMessage) and not m.id}
         left: list[BaseMessage] = [
             m
             for m in before[last + 1 :]
-            if fact_source(m) and (
-                (m.id and isinstance(m, (HumanMessage, ToolMessage)))
-                or (isinstance(m, ToolMessage) and m.tool_call_id not in answered)
-                or (isinstance(m, HumanMessage) and not m.id and content_text(m.content) not in texts)
-            )
+            if fact_source(m) and ((m.id and isinstance(m, (HumanMessage, ToolMessage))) or (isinstance(m, ToolMessage) and m.tool_call_id not in answered))
         ]
         return left if any(isinstance(m, HumanMessage) for m in left) else []
 
@@ -206,16 +197,4 @@ def _marked(message: BaseMessage, *, hypothetical: bool, answering: bool) -> Bas
     return message.model_copy(update={"additional_kwargs": {**message.additional_kwargs, META_KEY: {**note, **marks}}})
 
 
-def rejoining(original: Sequence[BaseMessage], gone: frozenset[str]) -> list[BaseMessage]:
-    """The user messages of ``original`` left behind before (their id, or for one without an id
-    the name its facts were read under, in ``gone``): in the conversation again."""
-    return [m for m in original if isinstance(m, HumanMessage) and (m.id in gone if m.id else bool(gone) and said_ref(m) in gone)]
-
-
-def user_names(messages: Sequence[BaseMessage]) -> set[str]:
-    """What names each user message among ``messages``: its id, or the name the facts of one
-    without an id are read under (:func:`~ctxplugin._messages.said_ref`)."""
-    return {m.id or said_ref(m) for m in messages if isinstance(m, HumanMessage)}
-
-
-__all__ = ["Seen", "rejoining", "user_names"]
+__all__ = ["Seen"]
