@@ -101,9 +101,12 @@ class Seen:
         tool output without one, by its call id), when a user message is among them: those of a
         branch the host went back from (time travel on a checkpointed thread). None when it
         holds none of them; what a host trims from the front, or drops in between, is before a message it still holds, and tool work
-        it dropped at the end without a user message (a summary in its place) is not a branch."""
-        held = {m.id for m in original if m.id}
+        it dropped at the end without a user message (a summary in its place) is not a branch.
+        A conversation whose messages carry no id is told by content (:func:`_left_without_ids`)."""
         before = self.original.held
+        if not any(m.id for m in before):
+            return _left_without_ids(before, original)
+        held = {m.id for m in original if m.id}
         last = next((i for i in range(len(before) - 1, -1, -1) if before[i].id in held), None)
         if last is None:
             return []
@@ -182,6 +185,43 @@ def _fact_sources(raw: Sequence[BaseMessage], compacted: Sequence[BaseMessage], 
     return out
 
 
+def _left_without_ids(before: Sequence[BaseMessage], original: Sequence[BaseMessage]) -> list[BaseMessage]:
+    """:meth:`Seen.left_behind` for a conversation without message ids (an LCEL list, a chat
+    history), told by what the messages say, so a host that sends copies is read as one that
+    sends its own list: a branch when the last message read before is nowhere in ``original``
+    (a list trimmed from the front, or with a summary in between, still holds it) and the two
+    begin alike; then what follows the part they share, except a user message whose words
+    ``original`` says again (a copy made anew states the same)."""
+    if not before or not original or _said(before[-1]) in set(map(_said, original)):
+        return []
+    shared = next((i for i, (one, other) in enumerate(zip(before, original, strict=False)) if _said(one) != _said(other)), min(len(before), len(original)))
+    if not shared:
+        return []
+    texts = {content_text(m.content) for m in original if isinstance(m, HumanMessage)}
+    answered = {m.tool_call_id for m in original if isinstance(m, ToolMessage)}
+    left: list[BaseMessage] = [
+        m
+        for m in before[shared:]
+        if fact_source(m) and (
+            (isinstance(m, HumanMessage) and content_text(m.content) not in texts)
+            or (isinstance(m, ToolMessage) and m.tool_call_id not in answered)
+        )
+    ]
+    return left if any(isinstance(m, HumanMessage) for m in left) else []
+
+
+def _said(message: BaseMessage) -> tuple[str, str, str]:
+    """What tells one message without an id from another: its kind, its text, and a tool
+    output's call id or the calls an assistant message makes."""
+    if isinstance(message, ToolMessage):
+        tag = message.tool_call_id
+    elif isinstance(message, AIMessage):
+        tag = ",".join(str(call.get("id")) for call in message.tool_calls)
+    else:
+        tag = ""
+    return message.type, content_text(message.content), tag
+
+
 def _marked(message: BaseMessage, *, hypothetical: bool, answering: bool) -> BaseMessage:
     """``message`` as the ledger reads it: marked hypothetical (``fact_scope``) when it is in an
     exploratory span the user opened, so that what it states is never a current fact; marked
@@ -197,4 +237,16 @@ def _marked(message: BaseMessage, *, hypothetical: bool, answering: bool) -> Bas
     return message.model_copy(update={"additional_kwargs": {**message.additional_kwargs, META_KEY: {**note, **marks}}})
 
 
-__all__ = ["Seen"]
+def rejoining(original: Sequence[BaseMessage], gone: frozenset[str]) -> list[BaseMessage]:
+    """The user messages of ``original`` left behind before (their id, or for one without an id
+    the name its facts were read under, in ``gone``): in the conversation again."""
+    return [m for m in original if isinstance(m, HumanMessage) and (m.id in gone if m.id else bool(gone) and said_ref(m) in gone)]
+
+
+def user_names(messages: Sequence[BaseMessage]) -> set[str]:
+    """What names each user message among ``messages``: its id, or the name the facts of one
+    without an id are read under (:func:`~ctxplugin._messages.said_ref`)."""
+    return {m.id or said_ref(m) for m in messages if isinstance(m, HumanMessage)}
+
+
+__all__ = ["Seen", "rejoining", "user_names"]

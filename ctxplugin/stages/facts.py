@@ -34,7 +34,7 @@ from ctxplugin.facts.stated import stated_keys
 from ctxplugin.history import tier_bounds
 from ctxplugin.scope import Scope
 from ctxplugin.stages._backlog import in_order, owed_warning
-from ctxplugin.stages._seen import Seen
+from ctxplugin.stages._seen import Seen, rejoining, user_names
 from ctxplugin.stages._shared_window import SharedWindow, current_ids, query_digest, stands
 from ctxplugin.stages.memos import ReadMemo, rewritten_summary
 from ctxplugin.stages.view import SESSIONS_TRACKED, CallView
@@ -99,7 +99,7 @@ class ChooseFacts:
             left = seen.left_behind(view.original) if seen is not None else []
             with self._lock:
                 gone = self._left.hit(key) or frozenset()
-            back = [m for m in view.original if isinstance(m, HumanMessage) and m.id in gone]
+            back = rejoining(view.original, gone)
             seen = Seen()
         grown = seen.size
         was_latest = seen.latest
@@ -308,7 +308,7 @@ class ChooseFacts:
         self.reads.forget([m for m in left if isinstance(m, ToolMessage)], scope)
         with self._lock:
             gone = (self._left.hit(key) or frozenset()) - {m.id for m in back}
-            said = {m.id for m in left if isinstance(m, HumanMessage) and m.id} | {f.source.ref for f in told}
+            said = user_names(left) | {f.source.ref for f in told}
             self._left.put(key, gone | {ref for ref in said if ref})
 
     def _in_force(self, key: str, scope: Scope) -> InForce:
