@@ -192,8 +192,11 @@ def _left_without_ids(before: Sequence[BaseMessage], original: Sequence[BaseMess
     (a list trimmed from the front, or with a summary in between, still holds it) and the two
     begin alike; then what follows the part they share, except a user message whose words
     ``original`` says again (a copy made anew states the same)."""
-    if not before or not original or _said(before[-1]) in set(map(_said, original)):
+    if not before or not original:
         return []
+    last = _said(before[-1])
+    if (len(original) >= len(before) and _said(original[len(before) - 1]) == last) or last in set(map(_said, original)):
+        return []  # (first where a list that grew holds it, then anywhere)
     shared = next((i for i, (one, other) in enumerate(zip(before, original, strict=False)) if _said(one) != _said(other)), min(len(before), len(original)))
     if not shared:
         return []
