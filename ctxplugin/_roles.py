@@ -33,8 +33,11 @@ _OPENAI_ROLE = "__openai_role__"
 
 def role_class(message: ChatMessage) -> type[BaseMessage] | None:
     """The class ``message``'s role is read as, or None for a role without one."""
-    role = message.role
-    return _CLASSES.get(role.strip().lower()) if isinstance(role, str) else None
+    return _CLASSES.get(_role(message))
+
+
+def _role(message: ChatMessage) -> str:
+    return message.role.strip().lower() if isinstance(message.role, str) else ""
 
 
 def as_role_class(message: BaseMessage) -> BaseMessage:
@@ -42,11 +45,12 @@ def as_role_class(message: BaseMessage) -> BaseMessage:
     (a new message with the same content, id, name and extra fields), else ``message`` itself."""
     if not isinstance(message, ChatMessage):
         return message
-    kind = role_class(message)
+    role = _role(message)
+    kind = _CLASSES.get(role)
     if kind is None:
         return message
     extra = dict(message.additional_kwargs)
-    if message.role.strip().lower() == "developer":
+    if role == "developer":
         extra.setdefault(_OPENAI_ROLE, "developer")  # as langchain-openai reads a developer message back
     return kind(
         content=message.content,

@@ -307,7 +307,7 @@ class ChooseFacts:
         # withdrawn: read again when the conversation holds them again (the first branch taken up again)
         self.reads.forget([m for m in left if isinstance(m, ToolMessage)], scope)
         with self._lock:
-            gone = (self._left.hit(key) or frozenset()) - {m.id for m in back}
+            gone = (self._left.hit(key) or frozenset()) - user_names(back)
             said = user_names(left) | {f.source.ref for f in told}
             self._left.put(key, gone | {ref for ref in said if ref})
 
