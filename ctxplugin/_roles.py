@@ -6,7 +6,9 @@ tells the user's words, the system prompt and the model's turns apart by class: 
 ``ChatMessage`` left as it is would be history like any tool result, condensed or dropped, and a
 leading system one would not be the header. Validation reads each such message once, as it
 enters the conversation, as the message of its class with the same content, id and name; a
-role LangChain has no class for (``"critic"``, ``"function"``) stays a ``ChatMessage``.
+role LangChain has no class for (``"critic"``, ``"function"``) stays a ``ChatMessage``. The
+message read is memoised by the ``ChatMessage`` object, so a conversation resent call after call is
+read as the very same objects wherever it is first read (text mode reads it before validation).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from collections.abc import Sequence
 
 from langchain_core.messages import AIMessage, BaseMessage, ChatMessage, HumanMessage, SystemMessage
 
+from ctxplugin._lru import RECENT_MESSAGES, PerMessage
 from ctxplugin._mapped import mapped_from
 
 _CLASSES: dict[str, type[BaseMessage]] = {
@@ -31,6 +34,10 @@ _OPENAI_ROLE = "__openai_role__"
 """Where LangChain's OpenAI integration keeps a system message's ``"developer"`` role."""
 
 
+_READ: PerMessage[BaseMessage] = PerMessage(RECENT_MESSAGES)
+"""The message each ``ChatMessage`` seen lately was read as (by the object itself)."""
+
+
 def role_class(message: ChatMessage) -> type[BaseMessage] | None:
     """The class ``message``'s role is read as, or None for a role without one."""
     return _CLASSES.get(_role(message))
@@ -45,6 +52,9 @@ def as_role_class(message: BaseMessage) -> BaseMessage:
     (a new message with the same content, id, name and extra fields), else ``message`` itself."""
     if not isinstance(message, ChatMessage):
         return message
+    found = _READ.get(message)
+    if found is not None:
+        return found
     role = _role(message)
     kind = _CLASSES.get(role)
     if kind is None:
@@ -52,13 +62,15 @@ def as_role_class(message: BaseMessage) -> BaseMessage:
     extra = dict(message.additional_kwargs)
     if role == "developer":
         extra.setdefault(_OPENAI_ROLE, "developer")  # as langchain-openai reads a developer message back
-    return kind(
+    read = kind(
         content=message.content,
         id=message.id,
         name=message.name,
         additional_kwargs=extra,
         response_metadata=dict(message.response_metadata),
     )
+    _READ.put(message, read)
+    return read
 
 
 def with_role_classes(messages: Sequence[BaseMessage], start: int = 0) -> Sequence[BaseMessage]:

@@ -121,3 +121,35 @@ def test_facts_ingest_reads_a_users_chat_message_as_the_users() -> None:
     written = engine.facts.ingest([ChatMessage(role="user", content="My reservation id is 4WQ150.", id="u1")], scope=scope)
     assert any("4WQ150" in fact.text for fact in written)
     assert all(fact.authority == "user" for fact in written)
+
+
+def test_a_text_mode_agents_chat_message_outputs_are_read_as_outputs() -> None:
+    """An agent that runs commands written in its replies and gets what they printed back as
+    ``ChatMessage(role="user")`` is served as one that gets them as ``HumanMessage``: the outputs
+    are stored and compressed, not kept as what the user said."""
+
+    def printed(step: int) -> str:
+        return "<returncode>0</returncode>\n<output>\n" + "\n".join(f"{step}.{i}: value_{step}_{i} = read(buf_{step}_{i})" for i in range(40)) + "\n</output>"
+
+    def session(user: type[BaseMessage] | None) -> list[BaseMessage]:
+        def said(text: str, id: str) -> BaseMessage:
+            return HumanMessage(text, id=id) if user is None else ChatMessage(role="user", content=text, id=id)
+
+        messages: list[BaseMessage] = [SystemMessage("You run shell commands.", id="s"), said("Fix parse_line in src/parser.py.", "u")]
+        for step in range(12):
+            messages.append(AIMessage(f"THOUGHT: part {step}.\n\n```bash\nsed -n '{step}p' src/parser.py\n```", id=f"a{step}"))
+            messages.append(said(printed(step), f"o{step}"))
+        return messages
+
+    def views(user: type[BaseMessage] | None) -> list[list[tuple[str, Any]]]:
+        engine = ContextEngine(CONFIG)
+        conversation = session(user)
+        scope = Scope(session_id="text")
+        return [shown(engine.prepare(conversation[:end], tools=engine.tools_for_model(), scope=scope).messages)
+                for end in range(4, len(conversation) + 1, 2)]
+
+    plain, chat = views(None), views(ChatMessage)
+    assert chat == plain
+    last = chat[-1]
+    assert last[-1] == ("HumanMessage", printed(11))  # the output answered now, whole
+    assert all(content != printed(0) for _, content in last)  # an old output is compressed, not sent as the user said it

@@ -43,6 +43,7 @@ from ctxplugin._layout import synthetic_kind
 from ctxplugin._lru import LRU, PerMessage
 from ctxplugin._messages import META_KEY, annotation
 from ctxplugin._names import FACTS_LOOKUP_NAME, META_TOOL_NAMES, NOTES_LOOKUP_NAME
+from ctxplugin._roles import with_role_classes
 from ctxplugin.scope import Scope
 from ctxplugin.stages._commands import MARK as _MARK
 from ctxplugin.stages._commands import (
@@ -186,19 +187,22 @@ class ReadCommands:
             reading = self._sessions.pop(key, None)
         if reading is None:
             reading = Reading()
+        # a user's, the model's or the system's ChatMessage read as its class first (as validation
+        # reads it next: the very same objects), so that an output sent back in one is read as one
+        received = with_role_classes(view.received)
         try:
-            found = reading.read(view.received)
+            found = reading.read(received)
         except (AttributeError, TypeError):  # no message, or one whose content is no text: validate, next, says which
             return view
-        said = reading.first(view.received, found[1]) if found is not None else []
+        said = reading.first(received, found[1]) if found is not None else []
         with self._lock:
             self._sessions.put(key, reading)
         if found is None:
             return view
         read, outputs, latest = found
         if said and self.forget_said is not None:
-            self.forget_said(view.received, view.scope, said)
-        return view.override(received=read, text_outputs=(view.received, outputs, latest))
+            self.forget_said(received, view.scope, said)
+        return view.override(received=read, text_outputs=(received, outputs, latest))
 
 
 @dataclass(frozen=True, slots=True)
