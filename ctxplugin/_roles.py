@@ -14,6 +14,7 @@ read as the very same objects wherever it is first read (text mode reads it befo
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import islice
 
 from langchain_core.messages import AIMessage, BaseMessage, ChatMessage, HumanMessage, SystemMessage
 
@@ -75,7 +76,11 @@ def as_role_class(message: BaseMessage) -> BaseMessage:
 
 def with_role_classes(messages: Sequence[BaseMessage], start: int = 0) -> Sequence[BaseMessage]:
     """``messages`` with each ``ChatMessage`` from ``start`` on in a role that has a class read as
-    that class (:func:`as_role_class`): ``messages`` itself when there is none, else a list."""
+    that class (:func:`as_role_class`): ``messages`` itself when there is none, else a list.
+    Whether there is any is told by the few classes of the messages (read in C), not message by
+    message: text mode asks it of the whole conversation on every call."""
+    if not any(issubclass(kind, ChatMessage) for kind in set(map(type, islice(messages, start, None)))):
+        return messages
     return mapped_from(messages, start, as_role_class)
 
 
