@@ -3,7 +3,7 @@
 A fact is stored in one slot of its owner (its session's, user's, workspace's or tenant's, by
 its visibility), and most writes change only that slot: the fact replaced by key, by an
 implicit match or by a correction lives there too. Some reach another: ``supersedes=`` naming a
-user-wide fact from a session write, a correction or a revision that holds where what it
+session fact from a user-wide write, a correction or a revision that holds where what it
 corrects held. Holding only the new fact's slot, such a write and a writer of the other slot
 (holding only that slot's lock) would both find the old fact current and both replace it,
 leaving two values current for one key.

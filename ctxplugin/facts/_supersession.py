@@ -4,7 +4,8 @@ The rules, applied on every write:
 
 1. explicit: ``supersedes=<id>`` replaces that fact (or the current head of its chain), and
    ``supersedes=<key>`` the key's current fact; a replacement without a key of its own takes
-   over the key of the fact it replaces;
+   over the key of the fact it replaces; one that fewer may read than the fact it names (a
+   session fact for a user-wide one) is refused, as the key's other readers would lose it;
 2. by key: a new fact replaces the valid fact with the same key, owner and fact scope;
 3. by correction: a draft that names an old value ("X instead of Y", "X, not Y") replaces the
    current fact someone stated saying Y when it has no key of its own, and takes over its key
@@ -60,7 +61,7 @@ from ctxplugin.facts.model import (
     visibility_key,
 )
 from ctxplugin.facts.store import FactStore
-from ctxplugin.scope import Scope
+from ctxplugin.scope import VISIBILITIES, Scope
 
 _WITHDRAWAL = "withdraws what the user said about a subject"
 _WITHDRAWN = "withdrawn: the user took back what they said about it"
@@ -231,6 +232,8 @@ def _targets(writes: FactStore | WriteBatch, fact: Fact, draft: FactDraft, super
                 raise InvalidInputError(_no_target(supersedes, current, fact))
             return same
         head = chain_head(writes, found[0], reader)
+        if head is not None and head.is_valid and VISIBILITIES.index(head.visibility) > VISIBILITIES.index(fact.visibility):
+            raise InvalidInputError(_narrower(supersedes, head, fact))
         return [head] if head is not None and head.is_valid else []
     if fact.key is not None:
         same = writes.find(FactQuery(reader=reader, key=fact.key, valid=True, scopes=(fact.scope,)))
@@ -238,6 +241,16 @@ def _targets(writes: FactStore | WriteBatch, fact: Fact, draft: FactDraft, super
     if draft.replaces:
         return _stating(writes, draft.replaces, fact)
     return []
+
+
+def _narrower(supersedes: str, head: Fact, fact: Fact) -> str:
+    """Why a replacement ``fact`` fewer may read than ``head`` (a session fact for a user-wide
+    one) is refused: everyone else who read ``head`` would be left with no value at all."""
+    return (
+        f"supersedes={supersedes!r} names a fact kept with visibility={head.visibility!r}, read beyond "
+        f"this write's visibility={fact.visibility!r}: its other readers would lose it; write the "
+        f"replacement with visibility={head.visibility!r}"
+    )
 
 
 def _no_target(supersedes: str, current: list[Fact], fact: Fact) -> str:

@@ -1,6 +1,6 @@
-"""A write holds the shared lock of every owner slot it changes: a session fact replacing a
-user-wide one holds the user's lock too, so a writer of that slot in another process (holding
-only the user's lock) waits for it instead of replacing the same fact beside it. A write that
+"""A write holds the shared lock of every owner slot it changes: a user-wide fact replacing a
+session one holds the session's lock too, so a writer of that slot in another process (holding
+only the session's lock) waits for it instead of replacing the same fact beside it. A write that
 changes only its own slot holds that one lock, once."""
 
 from __future__ import annotations
@@ -71,20 +71,20 @@ def current(store: MemoryFactStore, key: str) -> list[str]:
 
 
 @pytest.mark.parametrize("guarded", [False, True], ids=["lock", "guarded"])
-def test_a_session_write_replacing_a_user_wide_fact_holds_the_users_lock_too(guarded: bool) -> None:
+def test_a_user_wide_write_replacing_a_session_fact_holds_the_sessions_lock_too(guarded: bool) -> None:
     lock = HeldLock()
     store = Watched(lock)
     shared: WriteLock = GuardedWriteLock(lock, StoreGuard("test", timeout=5)) if guarded else lock
     ledger = FactsLedger(store, lock=shared)
-    old = ledger.write("My budget is $500.", key="budget", visibility="user", scope=OWNER)
-    assert lock.held == [USER]
-    new = ledger.write("The budget for this trip is $700.", supersedes=old.id, scope=OWNER)
-    assert new.visibility == "session" and new.supersedes == old.id
+    old = ledger.write("My budget for this trip is $500.", key="budget", scope=OWNER)
+    assert lock.held == [SESSION]
+    new = ledger.write("My budget is $700.", supersedes=old.id, visibility="user", scope=OWNER)
+    assert new.visibility == "user" and new.supersedes == old.id
     assert store.written_under[old.id] >= {SESSION, USER}, (
-        "the user's fact changed under the user's lock"
+        "the session's fact changed under the session's lock"
     )
     assert store.written_under[new.id] >= {SESSION, USER}
-    assert current(store, "budget") == ["The budget for this trip is $700."]
+    assert current(store, "budget") == ["My budget is $700."]
     assert lock.now == set()
 
 
@@ -140,9 +140,10 @@ def test_a_revision_read_from_a_message_holds_the_lock_of_what_it_revises() -> N
 def test_a_write_reaching_a_new_slot_each_time_is_decided_last_holding_every_slot(
     attempts: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # the user's budget, a workspace fact worked out from it, a tenant fact from that: replacing
-    # the budget from a session flags both, each found only once the slot before it is held; after
-    # ``attempts`` tries the write takes every slot of its owner, those not asked for yet too
+    # the session's budget, a workspace fact worked out from it, a tenant fact from that:
+    # replacing the budget with a user-wide one flags both, each found only once the slot before
+    # it is held; after ``attempts`` tries the write takes every slot of its owner, those not
+    # asked for yet too
     monkeypatch.setattr(_slots, "ATTEMPTS", attempts)
     owner = Scope(session_id="trip", user_id="u1", workspace_id="w1")
     slots = {
@@ -151,7 +152,7 @@ def test_a_write_reaching_a_new_slot_each_time_is_decided_last_holding_every_slo
     }
     lock = HeldLock()
     ledger = FactsLedger(store := Watched(lock), lock=lock)
-    old = ledger.write("My budget is $500.", key="budget", visibility="user", scope=owner)
+    old = ledger.write("My budget for this trip is $500.", key="budget", scope=owner)
     team = ledger.write(
         "The team cap is $500.", key="cap", visibility="workspace", depends_on=[old.id], scope=owner
     )
@@ -164,11 +165,11 @@ def test_a_write_reaching_a_new_slot_each_time_is_decided_last_holding_every_slo
     )
     lock.held.clear()
     store.written_under.clear()
-    new = ledger.write("The budget for this trip is $700.", supersedes=old.id, scope=owner)
+    new = ledger.write("My budget is $700.", supersedes=old.id, visibility="user", scope=owner)
     asked = [
-        {slots["session"]},
-        {slots["session"], slots["user"]},
-        {slots["session"], slots["user"], slots["workspace"]},
+        {slots["user"]},
+        {slots["user"], slots["session"]},
+        {slots["user"], slots["session"], slots["workspace"]},
     ]
     tries, held = [], list(lock.held)
     for names in asked[:attempts]:  # each try takes its names in sorted order, then lets them go

@@ -91,6 +91,24 @@ def test_supersedes_by_a_key_kept_apart_says_what_to_pass() -> None:
         facts.write("Deploy on Monday", scope=S, supersedes="deploy")
 
 
+def test_supersedes_by_the_id_of_a_fact_more_may_read_is_refused_and_changes_nothing() -> None:
+    # a session fact replacing the user's preference would leave the user's other sessions with
+    # no preference at all: refused, as the same replacement by key is
+    facts = ledger()
+    other = S.model_copy(update={"session_id": "another"})
+    pref = facts.write("Prefers aisle seats", key="pref_seats", scope=S, visibility="user")
+    with pytest.raises(InvalidInputError, match="write the replacement with visibility='user'"):
+        facts.write("Prefers window seats", scope=S, supersedes=pref.id)
+    assert facts.current("pref_seats", scope=other) == pref
+    assert facts.get(pref.id, scope=S).is_valid  # type: ignore[union-attr]
+    window = facts.write("Prefers window seats", scope=S, supersedes=pref.id, visibility="user")
+    assert facts.current("pref_seats", scope=other) == window
+    # the other way round, a wider replacement of a session fact: everyone who read it reads the new one
+    note = facts.write("Aisle for this trip", key="trip_seat", scope=S)
+    wider = facts.write("Aisle on every trip", scope=S, supersedes=note.id, visibility="user")
+    assert facts.current("trip_seat", scope=S) == wider == facts.current("trip_seat", scope=other)
+
+
 def test_a_replacement_without_a_key_answers_for_the_key_it_replaced() -> None:
     facts = ledger()
     facts.write("Vendor is Acme", key="vendor", scope=S)
