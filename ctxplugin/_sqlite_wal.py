@@ -8,6 +8,8 @@ from __future__ import annotations
 import os
 import sqlite3
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from ctxplugin.errors import StoreError
@@ -26,6 +28,34 @@ def into_wal(conn: sqlite3.Connection, wait_s: float) -> None:
             if ("locked" not in str(exc) and "busy" not in str(exc)) or time.monotonic() >= deadline:
                 raise
             time.sleep(0.02)
+
+
+@contextmanager
+def opening(directory: Path, wait_s: float) -> Iterator[None]:
+    """Held while a process opens a database file in ``directory``: an exclusive lock on the
+    directory across processes (where the platform has ``flock``), so that one finding the file
+    gone, and removing its stale WAL, never removes the WAL of the file another process has just
+    made anew (which then failed with "disk I/O error"). Waited for ``wait_s`` at most (another
+    process holds it for as long as its own open takes); the open then goes on without it."""
+    try:
+        import fcntl
+    except ImportError:  # no flock (Windows): the processes' opens are not ordered
+        yield
+        return
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    break
+                time.sleep(0.005)
+        yield
+    finally:
+        os.close(fd)  # lets the lock go
 
 
 def file_identity(path: Path) -> tuple[int, int] | None:
@@ -55,4 +85,4 @@ def schema_version(conn: sqlite3.Connection, known: int, what: str) -> int:
     return found
 
 
-__all__ = ["file_identity", "into_wal", "schema_version"]
+__all__ = ["file_identity", "into_wal", "opening", "schema_version"]

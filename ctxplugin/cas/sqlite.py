@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from ctxplugin._sqlite_wal import file_identity, into_wal
+from ctxplugin._sqlite_wal import file_identity, into_wal, opening
 from ctxplugin._step import step_wait, waiting
 from ctxplugin.cas._canon import check_ref, decode, encode
 from ctxplugin.cas._sqlite_tables import (
@@ -98,14 +98,15 @@ class SQLiteCASStore:
             if held.file == identity:
                 return held
             self._reopen(held)
-        # one thread of the process opens the file at a time: one that found it gone removes its
-        # stale WAL, which must not be the WAL of the file another thread has just made anew
+        # one thread of one process opens the file at a time: one that found it gone removes its
+        # stale WAL, which must not be the WAL of the file another has just made anew
         with _opening(self.path), translate("open"):
-            drop_stale_journal(self.path)
             self.path.parent.mkdir(parents=True, exist_ok=True)  # its directory may have been removed with it
-            conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=self._busy_timeout_ms / 1000)
-            conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout_ms)}")
-            into_wal(conn, self._busy_timeout_ms / 1000)
+            with opening(self.path.parent, self._busy_timeout_ms / 1000):
+                drop_stale_journal(self.path)
+                conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=self._busy_timeout_ms / 1000)
+                conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout_ms)}")
+                into_wal(conn, self._busy_timeout_ms / 1000)
             conn.execute("PRAGMA synchronous = NORMAL")
             conn.execute("PRAGMA foreign_keys = ON")
         try:

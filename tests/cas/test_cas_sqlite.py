@@ -447,3 +447,53 @@ def test_a_file_of_a_newer_ctxplugin_is_refused_with_a_clear_error_and_left_as_i
         SQLiteCASStore(tmp_path / "cas.sqlite3")
     with closing(sqlite3.connect(tmp_path / "cas.sqlite3", isolation_level=None)) as db:
         assert db.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION + 1,), "left for the release that wrote it"
+
+
+def _open_late(path: str, checked: Any, go: Any) -> None:
+    """Opens ``path``, finding the file not there, and removes its stale WAL only after ``go``."""
+    import ctxplugin.cas.sqlite as cas_sqlite
+
+    def drop_when_told(found: Path) -> None:
+        gone = not found.exists()
+        checked.set()
+        go.wait(10)
+        if gone:
+            for suffix in ("-wal", "-shm"):
+                Path(f"{found}{suffix}").unlink(missing_ok=True)
+
+    cas_sqlite.drop_stale_journal = drop_when_told  # type: ignore[attr-defined]
+    SQLiteCASStore(path).close()
+
+
+def test_a_process_finding_a_new_file_gone_never_removes_the_wal_another_has_just_made(tmp_path: Path) -> None:
+    # the other process found the file not there yet; this one makes it and writes meanwhile:
+    # what it wrote is in the file's WAL, which the other must not remove as stale
+    context: Any = multiprocessing.get_context(_start_method())
+    path = tmp_path / "new.sqlite3"
+    checked, go = context.Event(), context.Event()
+    other = context.Process(target=_open_late, args=(str(path), checked, go))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # fork from a threaded test process
+        other.start()
+    assert checked.wait(30)
+    item = make_item("written while the other process opened the file")
+    wrote = threading.Thread(target=lambda: _put_and_hold(path, item, go))
+    wrote.start()
+    wrote.join(30)
+    other.join(30)
+    assert other.exitcode == 0 and not wrote.is_alive()
+    reader = SQLiteCASStore(path)
+    found = reader.get(item.ref_id, SCOPE)
+    reader.close()
+    assert found is not None and found.content == item.content
+
+
+def _put_and_hold(path: Path, item: Any, go: Any) -> None:
+    """Store ``item`` in a new store at ``path`` (its connection stays open), letting the other
+    process go on after a moment: at once when it must wait for this open."""
+    timer = threading.Timer(0.5, go.set)
+    timer.start()
+    store = SQLiteCASStore(path)
+    store.put(item, SCOPE)
+    timer.join()
+    store.close()
