@@ -32,7 +32,7 @@ from ctxplugin._layout import (
 from ctxplugin._messages import META_KEY, annotation, answered, exchange_spans
 from ctxplugin._shrunk import fewest_shrunk
 from ctxplugin.history._turns import is_stand_in, without_exchanges
-from ctxplugin.history.omission import OMITTED_NOTE, dropped_note
+from ctxplugin.history.omission import OMITTED_NOTE, dropped_note, omitted_note
 from ctxplugin.tokens import TokenCounter, content_text, count_message, count_messages
 
 
@@ -251,7 +251,8 @@ def minimum_viable(parts: Parts, total: int, counter: TokenCounter, keep: Keep |
     if dropped:
         # the note stands after the task, where the dropped exchanges were, and is laid out as
         # the other notes are: never merged into the host's system prompt
-        keep_messages.insert(1 if humans and order[0] == humans[0] else 0, omitted_marker())
+        note = omitted_note([m for i, m in enumerate(history) if i not in chosen], keep_messages)
+        keep_messages.insert(1 if humans and order[0] == humans[0] else 0, omitted_marker(note))
     # the user's current message is what the view answers: the others are cut first, and it
     # is cut too only when it takes more than half of the total
     current = next(k for k, m in enumerate(keep_messages) if m is history[humans[-1]]) if humans else None

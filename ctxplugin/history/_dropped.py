@@ -14,11 +14,13 @@ themselves stay one ``expand_ref`` away.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from langchain_core.messages import BaseMessage
 
 from ctxplugin._layout import is_note
+from ctxplugin._untrusted import REF_TEXT
 from ctxplugin.history._note_values import Labelled, _label_rank, _Valued, _valued, from_tool
 from ctxplugin.history._notes import (
     EXPAND_HINT,
@@ -35,6 +37,23 @@ OMITTED_NOTE = "[earlier exchanges are not shown; stored tool outputs stay avail
 """The note that stands for exchanges the budget stage dropped when none of their values fits
 (or they have none): in the history where they were, or in the header when only the essentials
 fit. It names no count, so it reads the same however many are dropped."""
+
+_LATEST = "[earlier exchanges are not shown; stored tool outputs stay available through expand_ref, the latest: {refs}]"
+_REF = re.compile(REF_TEXT)
+
+
+def omitted_note(dropped: Sequence[BaseMessage], kept: Sequence[BaseMessage], most: int = 2) -> str:
+    """The note standing for the messages ``dropped`` when only ``kept`` stay (the minimum
+    viable view): :data:`OMITTED_NOTE` naming the refs of the latest ``most`` outputs they stored
+    that ``kept`` does not name, newest first, so that the model has one to read."""
+    named = set(_REF.findall("\n".join(content_text(m.content) for m in kept)))
+    latest: list[str] = []
+    for message in reversed(dropped):
+        latest.extend(r for r in dict.fromkeys(reversed(_REF.findall(content_text(message.content)))) if r not in named and r not in latest)
+        if len(latest) >= most:
+            break
+    return _LATEST.format(refs=", ".join(latest[:most])) if latest else OMITTED_NOTE
+
 
 DROPPED_LEAD = "[earlier exchanges are not shown, only the values they used (stored tool outputs stay available through expand_ref):"
 """The first line of a note that lists the values of the exchanges dropped."""
@@ -78,7 +97,10 @@ def dropped_note(
 
 
 _READS_STORED = "stored tool outputs stay available through expand_ref"
-_HINTS = ((f" ({EXPAND_HINT}):", ":"), (f"; {_READS_STORED}]", "]"), (f" ({_READS_STORED}):", ":"))
+_HINTS = (
+    (f" ({EXPAND_HINT}):", ":"), (f"; {_READS_STORED}]", "]"), (f" ({_READS_STORED}):", ":"),
+    (f"; {_READS_STORED}, the latest:", "; the latest stored tool outputs:"),
+)
 
 
 def without_expand_hint(text: str) -> str:

@@ -42,6 +42,7 @@ from ctxplugin.history._digests import Digests as Digests
 from ctxplugin.history._digests import Keys as Keys
 from ctxplugin.history._dropped import OMITTED_NOTE as OMITTED_NOTE
 from ctxplugin.history._dropped import dropped_note as dropped_note
+from ctxplugin.history._dropped import omitted_note as omitted_note
 from ctxplugin.history._note_values import PATH as PATH
 from ctxplugin.history._note_values import RAN as RAN
 from ctxplugin.history._note_values import USER_SAID as USER_SAID
@@ -396,4 +397,4 @@ def _relaxed(hold: _Hold, condensed: int, level: int, caps: list[int]) -> Window
     return replace(limit, most=max(limit.most, room - cost(condensed, caps[level])))
 
 
-__all__ = ["OMITTED_NOTE", "Digests", "HistoryBudget", "Keys", "OmissionPlan", "Parts", "WindowLimit", "dropped_note", "note_values", "parts_of", "plan_omission"]
+__all__ = ["OMITTED_NOTE", "Digests", "HistoryBudget", "Keys", "OmissionPlan", "Parts", "WindowLimit", "dropped_note", "note_values", "omitted_note", "parts_of", "plan_omission"]

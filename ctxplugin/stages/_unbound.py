@@ -48,6 +48,7 @@ _HINTS = (
 _STORED = re.compile(rf"; stored as {REF_TEXT} …\]")
 _REF = re.compile(rf"(?<![^\s:]){REF_TEXT}(?![^\s\]])")
 _FACT_REF = re.compile(rf"; {REF_TEXT}(?=[;\]])")
+_LATEST = re.compile(rf"; the latest stored tool outputs: {REF_TEXT}(?:, {REF_TEXT})*\]\Z")
 _BARE_ENTITY = re.compile(r"^(- )\[entity\] ", re.MULTILINE)
 _RERUN = "[summary of {tokens} tokens; rerun the command to see it whole]"
 """The line a text-mode agent's older output shown summarised opens with."""
@@ -130,6 +131,8 @@ def unoffered_note(text: str, *, refs: bool = True) -> str:
     """A context note for a view without ``expand_ref``: no line on the tool, nor its name among
     what tools returned (from a summary's hint), nor, without ``refs``, the refs listed there."""
     text = without_expand_hint(text)
+    if not refs:  # what the minimum viable view dropped: its latest outputs' refs named last
+        text = _LATEST.sub("]", text)
     if "expand_ref" not in text and (refs or "ref:" not in text):
         return text
     lines: list[str] = []

@@ -7,14 +7,17 @@ what is left (dropping the oldest exchanges, shrinking tool results, as
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 from typing import ClassVar
 
 from langchain_core.messages import BaseMessage, ToolMessage
 
 from ctxplugin._layout import calls_tools, is_condensed, is_note, lookup_fits
+from ctxplugin._lru import RECENT_MESSAGES, PerMessage
 from ctxplugin._messages import annotation
 from ctxplugin._unique_calls import unique_call_ids
+from ctxplugin._untrusted import REF_TEXT
 from ctxplugin.budget import Parts, enforce, section_tokens, total_tokens
 from ctxplugin.config import FactsConfig
 from ctxplugin.errors import StoreError
@@ -142,11 +145,29 @@ class FitBudget:
         view = view.override(fitted=fitted).warn(*outcome.warnings)
         if failed:
             view = view.degraded(f"CAS unavailable; a user message cut to fit the budget is not stored, its cut part is not readable: {failed[0]}")
+        # the refs of outputs the history condensed or the budget dropped are used only where a
+        # note still names them
+        named = frozenset().union(*map(_named_refs, messages)) if view.refs_used else frozenset()
+        used = tuple(r for r in view.refs_used if r in named)
         shown = [ref for ref in refs if any(ref in content_text(m.content) for m in messages)]
         if not shown:
-            return view
+            return view.override(refs_used=used) if len(used) != len(view.refs_used) else view
         return view.override(refs_created=(*view.refs_created, *(r for r in shown if refs[r])),
-                             refs_used=tuple(dict.fromkeys((*view.refs_used, *shown))), stored_texts={r: texts[r] for r in shown})
+                             refs_used=tuple(dict.fromkeys((*used, *shown))), stored_texts={r: texts[r] for r in shown})
+
+
+_NAMED: PerMessage[frozenset[str]] = PerMessage(RECENT_MESSAGES)
+_REF = re.compile(REF_TEXT)
+
+
+def _named_refs(message: BaseMessage) -> frozenset[str]:
+    """The refs ``message``'s text names (memoised: a view's messages are mostly last call's)."""
+    found = _NAMED.get(message)
+    if found is None:
+        text = content_text(message.content)
+        found = frozenset(_REF.findall(text)) if "ref:" in text else frozenset()
+        _NAMED.put(message, found)
+    return found
 
 
 def _untooled(history: list[BaseMessage]) -> list[BaseMessage]:
