@@ -453,15 +453,15 @@ def _open_late(path: str, checked: Any, go: Any) -> None:
     """Opens ``path``, finding the file not there, and removes its stale WAL only after ``go``."""
     import ctxplugin.cas.sqlite as cas_sqlite
 
-    def drop_when_told(found: Path) -> None:
-        gone = not found.exists()
+    def drop_when_told(path: Path) -> None:
+        gone = not path.exists()
         checked.set()
         go.wait(10)
         if gone:
             for suffix in ("-wal", "-shm"):
-                Path(f"{found}{suffix}").unlink(missing_ok=True)
+                Path(f"{path}{suffix}").unlink(missing_ok=True)
 
-    cas_sqlite.drop_stale_journal = drop_when_told  # type: ignore[attr-defined]
+    setattr(cas_sqlite, "drop_stale_journal", drop_when_told)  # noqa: B010 (in the child process only)
     SQLiteCASStore(path).close()
 
 
