@@ -7,8 +7,7 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from ctxplugin.facts._chroma_codec import from_metadata, to_metadata, withdraw_wheres
-from ctxplugin.facts._chroma_lexical import _tag
-from ctxplugin.facts.lexical import LexicalIndex
+from ctxplugin.facts._chroma_lexical import SlotIndex, _tag
 from ctxplugin.facts.model import Fact, withdrawn
 from ctxplugin.scope import Scope
 
@@ -35,7 +34,7 @@ def upsert(
     changed: dict[str, Fact],
     vectors: dict[str, list[float]],
     step: int,
-    index: LexicalIndex | None,
+    index: SlotIndex | None,
 ) -> None:
     """Write ``new`` (their ``vectors`` given) and ``changed`` (theirs read back; one no longer
     stored stays so) to ``collection``, ``step`` records a request, and keep the lexical
@@ -70,7 +69,7 @@ def batch_size(client: Any) -> int:
 
 
 def delete_withdrawn(
-    collection: Any, owner: Scope, outputs: Mapping[str, Collection[str]], index: LexicalIndex | None
+    collection: Any, owner: Scope, outputs: Mapping[str, Collection[str]], index: SlotIndex | None
 ) -> list[Fact]:
     """Delete from ``collection`` the facts a withdrawal of ``outputs`` by ``owner`` removes
     (:func:`~ctxplugin.facts.model.withdrawn`), keeping its lexical ``index`` in step; return

@@ -302,8 +302,8 @@ class ChromaFactStore(SharedWindows, MessageFacts):
 
         Chroma's own sparse index is not available to a local client, and its document filter
         (``$contains``) is case-sensitive and takes 5-15 ms per term at 10k facts, so the store
-        keeps a :class:`~ctxplugin.facts.lexical.LexicalIndex` per collection in the process:
-        read once on the first lexical search (reading 10k facts from Chroma takes about 0.15 s,
+        keeps a :class:`~ctxplugin.facts.lexical.LexicalIndex` per owner slot of each collection
+        in the process (a reader's scores never depend on others' facts): read once on the first lexical search (reading 10k facts from Chroma takes about 0.15 s,
         indexing them longer), kept current by this store's writes, and brought up to date with
         facts other processes wrote when the collection's count differs from it (checked at most
         every two seconds). The hits are read back from Chroma: their validity is the stored one.
@@ -314,7 +314,7 @@ class ChromaFactStore(SharedWindows, MessageFacts):
         with _translated("search facts", self._forget):
             collection = self._collection(query.reader.tenant_id or "")
             index = self._lexical.current(collection)
-            hits = index.search(text, n=n, allow=lambda _, tag: may_match(tag, query, readable))
+            hits = index.search(text, n=n, slots=readable, allow=lambda _, tag: may_match(tag, query, readable))
             if not hits:
                 return []
             result = collection.get(ids=[i for i, _ in hits], include=["documents", "metadatas"])

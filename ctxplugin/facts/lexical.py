@@ -137,6 +137,10 @@ class LexicalIndex:
                 self._terms[doc_id] = tuple(counted)
                 self._order[doc_id] = next(self._added) if self._order_of is None else self._order_of(doc_id, tag)
 
+    def order(self, doc_id: str) -> Any:
+        """The rank of ``doc_id`` among equal scores (see ``order`` above)."""
+        return self._order.get(doc_id)
+
     def retag(self, doc_id: str, tag: Any) -> None:
         """Replace the tag of an indexed document (nothing happens for an unknown id)."""
         with self._lock:

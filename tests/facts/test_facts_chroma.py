@@ -331,3 +331,27 @@ def test_a_key_the_store_cannot_keep_is_read_back_by_the_key_it_was_written_with
         current = ledger.current(key, scope=S)
         assert current is not None and current.id == fact.id
         assert [f.id for f in ledger.history(key, scope=S)] == [fact.id]
+
+
+def test_what_a_session_finds_does_not_change_as_other_users_write_to_the_collection(tmp_path: Path) -> None:
+    # BM25 weighs a term by how few facts hold it: scored over every user's facts of the tenant's
+    # collection, one session's ranking changed as others wrote (its facts block with it)
+    questions = ["what is the budget for the hotel", "flight refund", "vendor invoice deadline", "seat upgrade"]
+    words = ["budget", "flight", "hotel", "meeting", "vendor", "invoice", "deadline", "seat", "meal", "refund", "upgrade", "lounge", "visa", "car"]
+    with ChromaFactStore.persistent(tmp_path) as store:
+        ledger = FactsLedger(store)
+        for i in range(60):
+            ledger.write(f"The {words[i % 14]} {words[i * 5 % 14]} for item {i} is {i * 37 % 999} dollars", key=f"k{i}", scope=S)
+
+        def found() -> list[list[str]]:
+            query = FactQuery(reader=S, valid=True)
+            return [[f.id for f, _ in store.search_lexical(q, query, n=12)] for q in questions] + [
+                [h.fact.id for h in ledger.search(q, scope=S)] for q in questions
+            ]
+
+        before = found()
+        for user in range(20):
+            other = Scope(session_id=f"other-{user}", user_id=f"user-{user}", tenant_id="acme")
+            for i in range(30):
+                ledger.write(f"The {words[(i + user) % 14]} of note {i} is {i * user % 999}", key=f"x{i}", scope=other)
+        assert found() == before
