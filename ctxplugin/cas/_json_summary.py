@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ctxplugin.cas._array_ids import named_ids
-from ctxplugin.cas._budget import Lines, appears, shortened
+from ctxplugin.cas._budget import Lines, shortened
 from ctxplugin.cas._records import RecordSet, render_json, summarize_records, worth_a_record_set
 from ctxplugin.tokens import TokenCounter
 
@@ -386,15 +386,35 @@ def summarize_wrapped(value: dict[str, Any], key: str, counter: TokenCounter, bu
     items = value[key]
     records = [v if isinstance(v, dict) else {"value": v} for v in items]
     summarize_records(
-        RecordSet(records, render_json(items)), lines, prefix=f"{key}: ", ids=lambda ls: _primary_ids(records, ls)
+        RecordSet(records, render_json(items)), lines, prefix=f"{key}: ",
+        ids=lambda ls: _primary_ids(records, ls, paged=f" (expand_ref fields={json.dumps([key], ensure_ascii=False)} offset/limit)"),
     )
     return lines
 
 
-def _primary_ids(records: list[dict[str, Any]], lines: Lines) -> None:
+def _primary_ids(records: list[dict[str, Any]], lines: Lines, paged: str = " (expand_ref offset/limit)") -> None:
+    """The ids of ``records`` not shown whole above, and how ``paged`` reads the rest (the
+    records of a list under an object's key are paged within that key)."""
     primary = _primary_key(records)
     if primary is None:
         return
     shown = "\n".join(lines.lines)
-    values = [str(r[primary]) for r in records if isinstance(r.get(primary), (str, int)) and not appears(str(r[primary]), shown)]
-    lines.add_list(f"{primary}: ", values, more_hint=" (expand_ref offset/limit)")
+    # the ids of the records shown whole above are not listed again; an id that only happens to
+    # read like a count the lines give ("2 keys", "true×150") is: every record's id is listed or counted
+    field = json.dumps(primary, ensure_ascii=False) + ":"
+    values = [
+        str(r[primary]) for r in records
+        if isinstance(r.get(primary), (str, int)) and not _shown_whole(field + json.dumps(r[primary], ensure_ascii=False), shown)
+    ]
+    lines.add_list(f"{primary}: ", values, more_hint=paged)
+
+
+def _shown_whole(pair: str, shown: str) -> bool:
+    """Whether ``pair`` (``"id":2``) is a field of a record ``shown`` prints as JSON."""
+    at = shown.find(pair)
+    while at >= 0:
+        after = shown[at + len(pair) : at + len(pair) + 1]
+        if after in (",", "}", ""):
+            return True
+        at = shown.find(pair, at + 1)
+    return False

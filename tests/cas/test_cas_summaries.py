@@ -318,3 +318,19 @@ def test_a_large_record_set_whose_records_each_carry_a_key_of_their_own_is_summa
     worker.join(120)  # a hang detector, not a measure: the item by item scan takes about a second
     assert done, "the summary did not finish"
     assert "JSON array of 40000 records; keys: id, field_0" in done[0]
+
+
+def test_every_records_id_is_listed_or_counted_even_where_it_reads_like_a_count() -> None:
+    # "2 keys", "300 records", "true×150": an id is left out only when its record is shown whole
+    wrapped = {"meta": {"page": 1, "of": 1}, "items": [{"id": i, "name": f"n{i}", "tags": ["a"]} for i in range(300)]}
+    flagged = [{"id": 100 + i, "qty": i % 7, "name": f"row {i}", "flag": i % 2 == 0} for i in range(300)]
+    for value, first, hint in (
+        (wrapped, 0, ' (expand_ref fields=["items"] offset/limit)'),
+        (flagged, 100, " (expand_ref offset/limit)"),
+    ):
+        _, text = summary(json.dumps(value), budget=400)
+        [line] = [line for line in text.splitlines() if line.startswith("id: ")]
+        listed, _, rest = line.removeprefix("id: ").partition(", … +")
+        ids = [int(i) for i in listed.split(", ")]
+        assert ids == list(range(first, first + len(ids))), "no id skipped"
+        assert rest == f"{300 - len(ids)} more{hint}", "the count is of the others"
