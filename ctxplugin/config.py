@@ -68,7 +68,7 @@ class BudgetConfig(_Section):
     history: float | None = None
     facts: float | None = None
     summaries: float | None = None
-    context_window: int | None = None
+    context_window: int | None = Field(None, gt=0, description="the model's input window in tokens, for budgets given as shares")
     elastic: bool = Field(
         False,
         description=(

@@ -45,6 +45,17 @@ def test_an_invalid_total_in_the_default_mode_is_the_one_error(
         ContextConfig(mode="whole", budget={"total": -5})
 
 
+@pytest.mark.parametrize("value", ["-1", "0"])
+def test_a_context_window_that_is_no_positive_number_is_refused(monkeypatch: pytest.MonkeyPatch, value: str) -> None:
+    # a window of -1 resolved a share of it to a 1-token total: every call cut to the minimum
+    with pytest.raises(ConfigError, match=rf"budget\.context_window={value}: should be greater than 0"):
+        ContextConfig(budget={"total": 0.05, "context_window": int(value)})
+    monkeypatch.setenv("CTXPLUGIN_BUDGET__TOTAL", "0.05")
+    monkeypatch.setenv("CTXPLUGIN_BUDGET__CONTEXT_WINDOW", value)
+    with pytest.raises(ConfigError, match="CTXPLUGIN_BUDGET__CONTEXT_WINDOW"):
+        ContextConfig()
+
+
 @pytest.mark.parametrize("value", ["inf", "nan"])
 def test_a_total_that_is_not_a_finite_number_is_refused(
     monkeypatch: pytest.MonkeyPatch, value: str
