@@ -341,7 +341,7 @@ def inspect(
             f"refs stored under {path}; read one with: ctxplugin expand {refs[0]} --path {shlex.quote(str(path))} "
             f"--session {shlex.quote(item.conversation)}"
             if refs
-            else "this view shows no ref (its tool outputs fit whole), so there is nothing to read with expand; try a later --call"
+            else "this view names no ref to read with expand: its tool outputs fit whole, or the notes that condense them name none"
         )
         _stderr().print(hint, markup=False, soft_wrap=True)
 

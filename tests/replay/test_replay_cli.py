@@ -399,7 +399,7 @@ def test_inspect_with_a_path_names_a_ref_to_expand_or_says_there_is_none(tmp_pat
     store = tmp_path / "store"
     first = run("inspect", SWE, "--call", "0", "--path", store)
     assert first.exit_code == 0, first.output
-    assert "refs stored" not in first.stderr and "nothing to read with expand" in " ".join(first.stderr.split())
+    assert "refs stored" not in first.stderr and "names no ref to read with expand" in " ".join(first.stderr.split())
     last = run("inspect", SWE, "--call", "-1", "--path", store, "--json")
     [ref, *_] = json.loads(last.stdout)["report"]["refs_used"]
     shown = run("inspect", SWE, "--call", "-1", "--path", store)
