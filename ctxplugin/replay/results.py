@@ -190,11 +190,13 @@ def _sum(strategies: Sequence[str], parts: Iterable[dict[str, StrategyFigures]])
     return totals
 
 
-_NUMBER = re.compile(r"\d+")
+_NUMBER = re.compile(r"(?<![\w.-])\d(?:[\d,.]*\d)?(?![\w-])")
+"""A number standing alone ("12", "1,024", "0.5"), not digits within a name ("o200k_base")."""
 
 
 def warning_template(text: str) -> str:
-    """A warning with its numbers replaced, so that similar warnings count together."""
+    """A warning with its numbers replaced, so that similar warnings count together (the digits
+    of a name, an encoding's or a ref's, are kept)."""
     return _NUMBER.sub("N", text)
 
 

