@@ -37,7 +37,7 @@ from ctxplugin.facts.model import (
     reader_scope,
     visibility_key,
 )
-from ctxplugin.scope import Scope, Visibility
+from ctxplugin.scope import Scope, Visibility, scope_key
 from ctxplugin.tokens import content_text
 
 logger = logging.getLogger("ctxplugin.facts")
@@ -81,7 +81,7 @@ def _build_fact(
     tags = tuple(dict.fromkeys([t.lower() for t in draft.tags] + identifiers(draft.text)))[:12]
     try:
         return Fact(
-            id=new_fact_id() if fact_id is None else _qualified(_caller_id(fact_id), visibility_key(owner, visibility)),
+            id=new_fact_id() if fact_id is None else _qualified(_caller_id(fact_id), _id_slot(owner, visibility)),
             key=draft.key,
             text=draft.text,
             kind=draft.kind,
@@ -192,9 +192,20 @@ def _qualified(fact_id: str, slot: str) -> str:
     return f"{fact_id}~{hashlib.sha256(slot.encode('utf-8', 'surrogatepass')).hexdigest()[:8]}"
 
 
+def _id_slot(owner: Scope, visibility: Visibility) -> str:
+    """What a caller's id written by ``owner`` with ``visibility`` is qualified by: the slot's
+    visibility key, and for a session fact the owner's user and workspace too (a thread id
+    reused by another user or in another workspace is another session, see
+    :meth:`~ctxplugin.scope.Scope.can_read`, whose ids must not meet)."""
+    if visibility != "session":
+        return visibility_key(owner, visibility)
+    return scope_key("S", owner.tenant_id, owner.workspace_id, owner.user_id, owner.session_id)
+
+
 def _candidate_ids(fact_id: str, reader: Scope) -> list[str]:
     """Stored ids ``fact_id`` may stand for from ``reader``: itself, and the caller's id
-    qualified by each slot ``reader`` can read."""
+    qualified by each slot ``reader`` can read (a session's as its writer named its user and
+    workspace: as the reader does, or naming none; then as earlier versions qualified it)."""
     if not isinstance(fact_id, str):
         raise InvalidInputError(f"a fact id is a string, got {type(fact_id).__name__}")
     reader_scope(reader)
@@ -202,7 +213,11 @@ def _candidate_ids(fact_id: str, reader: Scope) -> list[str]:
         return []
     if "~" in fact_id or not fact_id.strip() or any(c.isspace() for c in fact_id):
         return [fact_id]
-    return [fact_id, *(_qualified(fact_id, key) for key in reader_keys(reader))]
+    sessions = [
+        scope_key("S", reader.tenant_id, workspace, user, reader.session_id)
+        for workspace in dict.fromkeys((reader.workspace_id, None)) for user in dict.fromkeys((reader.user_id, None))
+    ]
+    return [fact_id, *(_qualified(fact_id, key) for key in (*sessions, *reader_keys(reader)))]
 
 
 def _valid_draft(draft: FactDraft) -> FactDraft:

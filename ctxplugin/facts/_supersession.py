@@ -41,6 +41,7 @@ from dataclasses import replace
 
 from ctxplugin._untrusted import valid_unicode
 from ctxplugin.errors import InvalidInputError
+from ctxplugin.facts._audience import audible, unfiltered
 from ctxplugin.facts._batch import WriteBatch
 from ctxplugin.facts._chains import chain_head, changed_basis, superseded_pairs
 from ctxplugin.facts._discourse import CONDITION, RETRACTED
@@ -85,8 +86,10 @@ def _supersede(
     """Store ``fact`` (built from ``draft``) in ``writes``, applying the rules; returns the fact
     and whether it was newly stored (``after``: the ref of the user message said before the one
     ``fact`` is read from, when known). The ledger holds its locks around the call."""
-    if fact_id is not None:
-        taken = writes.get([fact.id], reader=fact.owner)
+    if not fact.from_tool:  # what its writer may not read, it may not replace (and a tool's
+        writes = audible(writes, scope)  # text is refused by any statement, one kept from the writer too)
+    if fact_id is not None:  # (an id held by a fact outside the writer's audience is taken too)
+        taken = unfiltered(writes).get([fact.id], reader=fact.owner)
         if taken:
             if taken[0].text_hash == fact.text_hash and taken[0].key == fact.key:
                 return taken[0], False
@@ -103,7 +106,7 @@ def _supersede(
         writes.add([withdrawal])
         if gone:
             writes.update([g.model_copy(update={"is_valid": False, "superseded_by": withdrawal.id, "note": _WITHDRAWN}) for g in gone])
-            _flag_dependents(writes, [g.id for g in gone], scope)
+            _flag_dependents(unfiltered(writes), [g.id for g in gone], scope)
         return withdrawal, True
     if draft.revises == "earlier" and supersedes is None and RETRACTED.match(fact.text):
         # "never mind" alone: every change the message before made, each written as any statement
@@ -196,8 +199,8 @@ def _supersede(
         # a restatement (a user confirming what a tool read) changes no value: what was worked
         # out from the replaced fact holds, and depends on the new one too, so a later change of
         # it is still flagged
-        _restated(writes, [t.id for t in targets if t.text_hash == fact.text_hash], fact.id, scope)
-        _flag_dependents(writes, [t.id for t in targets if t.text_hash != fact.text_hash], scope)
+        _restated(unfiltered(writes), [t.id for t in targets if t.text_hash == fact.text_hash], fact.id, scope)
+        _flag_dependents(unfiltered(writes), [t.id for t in targets if t.text_hash != fact.text_hash], scope)
     return fact, True
 
 

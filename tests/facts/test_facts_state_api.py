@@ -164,6 +164,50 @@ def test_a_fact_restricted_to_a_role_is_not_shown_outside_it() -> None:
         eng.facts.write("x", scope=S, audience=["team:a"])
 
 
+def test_who_is_outside_a_facts_audience_cannot_replace_it_nor_learn_of_it() -> None:
+    facts = ledger()
+    vp = Scope(session_id="deal-7", user_id="u1", roles=("vp",))
+    staff = Scope(session_id="deal-7", user_id="u1")
+    floor = facts.write("Board floor is $30k", key="floor", audience=["role:vp"], fact_id="R1", scope=vp)
+    # by id and by key: as for a fact that does not exist, the same error
+    for named in ("R1", "floor", floor.id):
+        with pytest.raises(InvalidInputError, match="no fact with that id, nor a current fact with that key"):
+            facts.write("Board floor is unknown", supersedes=named, scope=staff)
+    # the same key: kept beside, naming nothing of it
+    beside = facts.write("Board floor is $20k", key="floor", scope=staff)
+    assert beside.is_valid and beside.supersedes is None
+    derived = facts.write("Our quote is $35k", key="quote", depends_on=["R1"], scope=staff)
+    assert derived.depends_on == ("R1",), "an id the writer cannot read is not resolved to the stored one"
+    kept = facts.get("R1", scope=vp)
+    assert kept is not None and kept.is_valid and kept.superseded_by is None
+    # its audience still replaces it, and what it worked out from it is flagged
+    plan = facts.write("Walk away below $30k", key="walk_away", depends_on=["R1"], scope=vp)
+    facts.write("Board floor is $28k", supersedes="R1", scope=vp)
+    assert facts.get(plan.id, scope=vp).needs_review  # type: ignore[union-attr]
+    assert not facts.get(derived.id, scope=staff).needs_review  # type: ignore[union-attr]
+    # nor is an id it holds given to another writer's statement
+    with pytest.raises(InvalidInputError, match="already used"):
+        facts.write("Board floor is $1", key="other", fact_id="R1", audience=["role:vp"], scope=staff)
+
+
+def test_a_caller_id_is_its_writers_own_where_another_user_reuses_the_thread_id() -> None:
+    # a thread id reused by another user (or in another workspace) names another session: the
+    # same caller id there is another fact, never one write overwriting the other
+    facts = ledger()
+    alice, bob = Scope(session_id="thread-1", user_id="alice"), Scope(session_id="thread-1", user_id="bob")
+    mine = facts.write("Alice's account status is approved", key="status", fact_id="F-001", scope=alice)
+    theirs = facts.write("Bob's account status is frozen", key="status", fact_id="F-001", scope=bob)
+    assert mine.id != theirs.id
+    assert facts.get("F-001", scope=alice) == mine and facts.current("status", scope=alice) == mine
+    assert facts.get("F-001", scope=bob) == theirs
+    west = Scope(session_id="thread-1", user_id="alice", workspace_id="west")
+    there = facts.write("Alice's west account is open", key="west_status", fact_id="F-001", scope=west)
+    assert there.id not in (mine.id, theirs.id) and facts.get("F-001", scope=west) == there
+    assert facts.get("F-001", scope=alice) == mine
+    again = facts.write("Alice's account status is closed", supersedes="F-001", scope=alice)
+    assert again.supersedes == mine.id and facts.get("F-001", scope=bob) == theirs
+
+
 def test_roles_come_from_the_runnable_config() -> None:
     scope = scope_from_config({"configurable": {"thread_id": "t1", "roles": ["Finance", "exec"]}})
     assert scope.roles == ("exec", "finance") and scope.key() == Scope(session_id="t1").key()
