@@ -83,3 +83,20 @@ def test_the_note_names_no_ref_the_view_keeps_nor_any_when_none_was_stored() -> 
     assert without_expand_hint(omitted_note(dropped, [])) == (
         "[earlier exchanges are not shown; the latest stored tool outputs: ref:json:00000000000000aa, ref:json:00000000000000bb]"
     )
+
+
+def test_a_note_lists_what_a_stored_output_held_not_what_its_summary_says_of_itself() -> None:
+    from ctxplugin.history import note_values
+
+    engine = memory_engine(ContextConfig(mode="compact"))
+    prepared = engine.prepare(session(40), scope=SCOPE, tools=[search_flights])
+    listed = [
+        value
+        for m in prepared.messages
+        for label, values in note_values(content_text(m.content)).items()
+        if label == "search_flights returned"
+        for value in values
+    ]
+    assert any(REF.fullmatch(v) for v in listed), "the outputs' refs are listed"
+    assert any(v.startswith("2024-05-01T") for v in listed), "and what they held"
+    assert not {"expand_ref", "offset/limit"} & set(listed) and not any(v.startswith("+") for v in listed)

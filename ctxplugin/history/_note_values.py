@@ -98,6 +98,12 @@ USER_SAID = "user said"
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 _REF_HEAD = re.compile(rf"\[(?P<ref>{REF_TEXT}) · [^\n\]]*\]")
 """The line a captured output's compact form opens with: ``[ref:... · label · N tokens stored · expand_ref for more]``."""
+_SUMMARY_WORDS = re.compile(
+    r"\(expand_ref\b[^()\n]*\)|(?:;|^) *(?:… )?expand_ref\b[^\n]*|… \+\d[\d,]* more|^(?:JSON array of \d+ records|[^\n:]{1,40}: \d+ records); keys: [^\n]*",
+    re.MULTILINE,
+)
+"""What a stored output's summary says of itself rather than of the output: how ``expand_ref``
+reads more, how many more there are, the keys its records have."""
 _SENTENCE_CHARS = 160
 _CODE = re.compile(r"^(?=[^\s]*[0-9])(?=[^\s]*[A-Za-z])[^\s]+$")
 """A code that mixes letters and digits (``credit_card_9525117``, ``HAT276``): a record's id."""
@@ -263,7 +269,7 @@ def _raw_values(message: BaseMessage, tools: Mapping[str, str]) -> tuple[list[La
     head = _REF_HEAD.match(text) if isinstance(message, ToolMessage) else None
     if head is not None:  # a stored output's ref line: its ref first, not its size or the tool it names
         first.append((label, head.group("ref")))
-        text = text[head.end() :]
+        text = _SUMMARY_WORDS.sub("", text[head.end() :])
     between = _between_spans(text) if "`" in text else set()
     # the ids of a record a tool returned (a payment method, a reservation) are what a next call
     # passes on; the words of a command's text output rarely are: a record's ids go first
