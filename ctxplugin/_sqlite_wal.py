@@ -35,14 +35,19 @@ def opening(directory: Path, wait_s: float) -> Iterator[None]:
     """Held while a process opens a database file in ``directory``: an exclusive lock on the
     directory across processes (where the platform has ``flock``), so that one finding the file
     gone, and removing its stale WAL, never removes the WAL of the file another process has just
-    made anew (which then failed with "disk I/O error"). Waited for ``wait_s`` at most (another
-    process holds it for as long as its own open takes); the open then goes on without it."""
+    made anew (what that process stored meanwhile was lost with it). Waited for ``wait_s`` at most
+    (another process holds it for as long as its own open takes); the open then goes on without
+    it, as where the platform or the file system has no ``flock``."""
     try:
         import fcntl
     except ImportError:  # no flock (Windows): the processes' opens are not ordered
         yield
         return
-    fd = os.open(directory, os.O_RDONLY)
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:  # a directory that cannot be opened for reading: the open says what is wrong
+        yield
+        return
     try:
         deadline = time.monotonic() + wait_s
         while True:
@@ -53,6 +58,8 @@ def opening(directory: Path, wait_s: float) -> Iterator[None]:
                 if time.monotonic() >= deadline:
                     break
                 time.sleep(0.005)
+            except OSError:  # a file system without flock
+                break
         yield
     finally:
         os.close(fd)  # lets the lock go
