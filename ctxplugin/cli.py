@@ -155,14 +155,8 @@ def build_config(path: Path | None, overrides: dict[str, Any]) -> ContextConfig:
 
 
 def _config(
-    config: Path | None,
-    budget_total: float | None,
-    budget_header: float | None,
-    budget_history: float | None,
-    budget_facts: float | None,
-    budget_summaries: float | None,
-    model: str | None,
-    encoding: str | None,
+    config: Path | None, budget_total: float | None, budget_header: float | None, budget_history: float | None,
+    budget_facts: float | None, budget_summaries: float | None, model: str | None, encoding: str | None,
 ) -> ContextConfig:
     return build_config(
         config,
@@ -309,7 +303,7 @@ def inspect(
     format: FormatOption = "auto",
     tools: ToolsOption = None,
     config: ConfigOption = None,
-    budget_total: Annotated[float | None, typer.Option(help="total budget in tokens")] = None,
+    budget_total: Annotated[float | None, typer.Option(help="total budget (tokens, or a share of budget.context_window from --config)")] = None,
     model: Annotated[str | None, typer.Option(help="model name, to pick the tokenizer")] = None,
     encoding: Annotated[str | None, typer.Option(help="tiktoken encoding name")] = None,
     path: Annotated[Path | None, typer.Option("--path", help="embedded store directory to keep refs in (for `expand`); in memory when omitted")] = None,
@@ -322,6 +316,10 @@ def inspect(
     from ctxplugin.replay.runner import memory_engine_factory
 
     cfg = _config(config, budget_total, None, None, None, None, model, encoding)
+    try:
+        cfg.budget.resolve(model=cfg.model)  # a share of no window is a usage error, as for replay
+    except CtxpluginError as exc:
+        raise typer.BadParameter(str(exc)) from exc
     schemas = list(_tools(tools))
     fmt = _format(format)
     try:

@@ -455,3 +455,10 @@ def test_the_expand_command_inspect_names_works_for_a_path_and_session_with_spac
     command = shlex.split(hint)
     assert command[:2] == ["ctxplugin", "expand"]
     assert run(*command[1:]).exit_code == 0
+
+
+@pytest.mark.parametrize("command", ["replay", "inspect"])
+def test_a_total_given_as_a_share_of_no_window_is_a_usage_error_before_any_work(command: str) -> None:
+    result = run(command, SWE, "--budget-total", "0.5")
+    assert result.exit_code == 2, result.output
+    assert "share of the model's context window" in " ".join(result.output.split())
