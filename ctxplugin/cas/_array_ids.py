@@ -1,7 +1,8 @@
-"""The identifiers a short JSON array of records names in full: its primary ids and its links."""
+"""The identifiers a JSON array of records names: its primary ids and its links."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from ctxplugin.cas._budget import Lines
@@ -31,3 +32,30 @@ def named_ids(records: list[dict[str, Any]], primary: str, counter: TokenCounter
         line.add_list(f"{key} (all): ", values, more_hint=" (expand_ref offset/limit)")
         out += line.lines
     return out
+
+
+def primary_ids(records: list[dict[str, Any]], lines: Lines, primary: str | None, paged: str = " (expand_ref offset/limit)") -> None:
+    """The ``primary`` ids of ``records`` not shown whole in ``lines`` so far, and how ``paged``
+    reads the rest (the records of a list under an object's key are paged within that key)."""
+    if primary is None:
+        return
+    shown = "\n".join(lines.lines)
+    # the ids of the records shown whole above are not listed again; an id that only happens to
+    # read like a count the lines give ("2 keys", "true×150") is: every record's id is listed or counted
+    field = json.dumps(primary, ensure_ascii=False) + ":"
+    values = [
+        str(r[primary]) for r in records
+        if isinstance(r.get(primary), (str, int)) and not _shown_whole(field + json.dumps(r[primary], ensure_ascii=False), shown)
+    ]
+    lines.add_list(f"{primary}: ", values, more_hint=paged)
+
+
+def _shown_whole(pair: str, shown: str) -> bool:
+    """Whether ``pair`` (``"id":2``) is a field of a record ``shown`` prints as JSON."""
+    at = shown.find(pair)
+    while at >= 0:
+        after = shown[at + len(pair) : at + len(pair) + 1]
+        if after in (",", "}", ""):
+            return True
+        at = shown.find(pair, at + 1)
+    return False

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from ctxplugin.cas._array_ids import named_ids
+from ctxplugin.cas._array_ids import named_ids, primary_ids
 from ctxplugin.cas._budget import Lines, shortened
 from ctxplugin.cas._records import RecordSet, render_json, summarize_records, worth_a_record_set
 from ctxplugin.tokens import TokenCounter
@@ -367,7 +367,7 @@ def summarize_records_array(value: list[Any], counter: TokenCounter, budget: int
     """A JSON array of objects as a record set: keys, spreads, rare records in full, ids."""
     lines = Lines(counter, budget)
     records = value if set(map(type, value)) == {dict} else [v if isinstance(v, dict) else {"value": v} for v in value]
-    summarize_records(RecordSet(records, render_json(value)), lines, prefix="JSON array of ", ids=lambda ls: _primary_ids(records, ls))
+    summarize_records(RecordSet(records, render_json(value)), lines, prefix="JSON array of ", ids=lambda ls: primary_ids(records, ls, _primary_key(records)))
     return lines
 
 
@@ -387,34 +387,7 @@ def summarize_wrapped(value: dict[str, Any], key: str, counter: TokenCounter, bu
     records = [v if isinstance(v, dict) else {"value": v} for v in items]
     summarize_records(
         RecordSet(records, render_json(items)), lines, prefix=f"{key}: ",
-        ids=lambda ls: _primary_ids(records, ls, paged=f" (expand_ref fields={json.dumps([key], ensure_ascii=False)} offset/limit)"),
+        ids=lambda ls: primary_ids(records, ls, _primary_key(records), paged=f" (expand_ref fields={json.dumps([key], ensure_ascii=False)} offset/limit)"),
     )
     return lines
 
-
-def _primary_ids(records: list[dict[str, Any]], lines: Lines, paged: str = " (expand_ref offset/limit)") -> None:
-    """The ids of ``records`` not shown whole above, and how ``paged`` reads the rest (the
-    records of a list under an object's key are paged within that key)."""
-    primary = _primary_key(records)
-    if primary is None:
-        return
-    shown = "\n".join(lines.lines)
-    # the ids of the records shown whole above are not listed again; an id that only happens to
-    # read like a count the lines give ("2 keys", "true×150") is: every record's id is listed or counted
-    field = json.dumps(primary, ensure_ascii=False) + ":"
-    values = [
-        str(r[primary]) for r in records
-        if isinstance(r.get(primary), (str, int)) and not _shown_whole(field + json.dumps(r[primary], ensure_ascii=False), shown)
-    ]
-    lines.add_list(f"{primary}: ", values, more_hint=paged)
-
-
-def _shown_whole(pair: str, shown: str) -> bool:
-    """Whether ``pair`` (``"id":2``) is a field of a record ``shown`` prints as JSON."""
-    at = shown.find(pair)
-    while at >= 0:
-        after = shown[at + len(pair) : at + len(pair) + 1]
-        if after in (",", "}", ""):
-            return True
-        at = shown.find(pair, at + 1)
-    return False
