@@ -22,14 +22,14 @@ from langchain_core.messages import HumanMessage
 
 from ctxplugin._lru import Memo
 from ctxplugin._messages import META_KEY
-from ctxplugin._untrusted import REF_TEXT
 from ctxplugin.history._note_tokens import note_tokens, per_counter
 from ctxplugin.history._note_values import Labelled, _label_rank, _Valued
 from ctxplugin.history.identifiers import longest_run, occurs, text_runs, value_runs
 from ctxplugin.tokens import MESSAGE_OVERHEAD, TokenCounter
 
-EXPAND_HINT, _REF = "expand_ref reads their stored outputs", re.compile(REF_TEXT)
-"""What the first context note adds (in the history: the header, every cached prefix's start, never changes)."""
+EXPAND_HINT = "expand_ref reads their stored outputs"
+"""What the first context note adds, so that omitted history is announced in the history and
+the header (the start of every cached prefix) never changes."""
 
 
 def _ordered(valued: Sequence[Sequence[_Valued]]) -> Iterator[Labelled]:
@@ -323,9 +323,11 @@ def _note(
     *,
     first: bool = False,
 ) -> tuple[HumanMessage | None, list[str]]:
-    """A context note for exchanges ``span`` listing values not yet known or visible, within ``max_tokens``, as ``label: value``
-    lines (see :func:`_render`; in the order of ``when``); None when nothing fits. Values are picked in the order given while their
-    estimated cost fits, then once more with the room left. The ``first`` note, naming a ref, says stored outputs stay readable."""
+    """A context note for exchanges ``span`` listing values not yet known or visible, within
+    ``max_tokens``, as ``label: value`` lines (see :func:`_render`; values in the order of ``when``); None when
+    nothing fits. Values are picked in the order given while their estimated cost fits, then
+    once more with the room the estimate left. The ``first`` note shown also says that stored outputs
+    stay readable (said here, not in the header, so the header never changes)."""
     hint = f" ({EXPAND_HINT})" if first else ""
     lead = f"[context note: values used in exchanges {span[0]}-{span[1]}{hint}:"
     picker = _Picker(known, visible, counter)
@@ -361,8 +363,6 @@ def _note(
         del chosen[len(chosen) - dropped :]
     if not chosen:
         return None, []
-    if hint and not any(_REF.fullmatch(value) for _, value in chosen):  # nothing for expand_ref to read
-        text = text.replace(hint, "", 1)
     note = HumanMessage(content=text, additional_kwargs={META_KEY: {"condensed": list(span)}})
     return note, [value for _, value in chosen]
 

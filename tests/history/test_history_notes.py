@@ -256,10 +256,10 @@ def test_values_without_a_space_are_listed_between_spaces_and_the_others_each_en
     counter, _ = get_counter("cl100k_base")
     numbers = [str(n) for n in range(447, 487)]
     values = [("ran", "sed -n 1,20p a.py"), ("ran", "ls"), ("ran", "make;make"), *(("bash returned", n) for n in numbers)]
-    lead = "[context note: values used in exchanges 1-2:"
+    lead = "[context note: values used in exchanges 1-2 (expand_ref reads their stored outputs):"
     listed = f"{lead}\nran: ls\nran: sed -n 1,20p a.py; make;make;\nbash returned: {' '.join(numbers)}]"
     budget = counter.count(listed) + 8  # the message's own overhead and a little room
-    note, _ = _note((1, 2), values, {}, set(), "", budget, counter)
+    note, _ = _note((1, 2), values, {}, set(), "", budget, counter, first=True)
     assert note is not None
     assert content_text(note.content) == listed
     assert note_values(listed) == {"ran": ["ls", "sed -n 1,20p a.py", "make;make"], "bash returned": numbers}
@@ -497,14 +497,3 @@ def test_what_a_failed_call_printed_is_listed_as_a_failure_not_as_what_the_tool_
     assert {v for v in returned if v.startswith("FL-")}, f"what the calls that worked returned is listed: {notes}"
     assert failed and all(int(v[3:-2]) % 2 == 0 for v in failed if v.startswith("FL-")), notes
     assert not any(v.startswith("FL-") and int(v[3:-2]) % 2 == 0 for v in returned), notes
-
-
-def test_the_first_note_says_expand_ref_reads_stored_outputs_only_when_it_names_one() -> None:
-    from ctxplugin.history._notes import EXPAND_HINT, _note
-
-    counter, _ = get_counter("cl100k_base")
-    plain = [("ran", "ls"), ("bash returned", "README.md")]
-    stored = [*plain, ("bash returned", "ref:command:0123456789abcdef")]
-    for values, hinted in ((plain, False), (stored, True)):
-        note, _ = _note((1, 2), values, {}, set(), "", 200, counter, first=True)
-        assert note is not None and (EXPAND_HINT in content_text(note.content)) is hinted
