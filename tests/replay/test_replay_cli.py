@@ -462,3 +462,9 @@ def test_a_total_given_as_a_share_of_no_window_is_a_usage_error_before_any_work(
     result = run(command, SWE, "--budget-total", "0.5")
     assert result.exit_code == 2, result.output
     assert "share of the model's context window" in " ".join(result.output.split())
+
+
+@pytest.mark.parametrize(("option", "value"), [("--clear-trigger", "-5"), ("--clear-trigger", "0"), ("--clear-keep", "-1")])
+def test_context_editing_settings_out_of_range_are_usage_errors(option: str, value: str) -> None:
+    result = run("replay", SWE, "--strategies", "context_editing", option, value, "-q")
+    assert result.exit_code == 2 and option in result.output, result.output
