@@ -13,7 +13,7 @@ background; see :class:`BackgroundSummarizer`.
 from langchain_core.messages import BaseMessage
 
 from ctxplugin._messages import META_KEY
-from ctxplugin.history._dropped import without_expand_hint, without_tool_values
+from ctxplugin.history._dropped import without_expand_hint, without_latest_refs, without_tool_values
 from ctxplugin.history.compressors import GIST_PREFIX, gist_text, trim_text
 from ctxplugin.history.identifiers import alert_lines, identifiers
 from ctxplugin.history.omission import (
@@ -73,6 +73,7 @@ __all__ = [
     "tier_bounds",
     "trim_text",
     "without_expand_hint",
+    "without_latest_refs",
     "without_tool_values",
 ]
 

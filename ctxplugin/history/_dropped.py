@@ -97,9 +97,11 @@ def dropped_note(
 
 
 _READS_STORED = "stored tool outputs stay available through expand_ref"
+_LATEST_UNOFFERED = "; the latest stored tool outputs:"
+_LATEST_REFS = re.compile(rf"{re.escape(_LATEST_UNOFFERED)} {REF_TEXT}(?:, {REF_TEXT})*\]\Z")
 _HINTS = (
     (f" ({EXPAND_HINT}):", ":"), (f"; {_READS_STORED}]", "]"), (f" ({_READS_STORED}):", ":"),
-    (f"; {_READS_STORED}, the latest:", "; the latest stored tool outputs:"),
+    (f"; {_READS_STORED}, the latest:", _LATEST_UNOFFERED),
 )
 
 
@@ -109,6 +111,12 @@ def without_expand_hint(text: str) -> str:
     for hint, bare in _HINTS:
         text = text.replace(hint, bare, 1)
     return text
+
+
+def without_latest_refs(text: str) -> str:
+    """``text``, a note :func:`without_expand_hint` gave, without the refs the minimum viable
+    view's note names last: for a view whose model cannot read a ref (a text-mode agent)."""
+    return _LATEST_REFS.sub("]", text)
 
 
 def without_tool_values(text: str) -> str | None:

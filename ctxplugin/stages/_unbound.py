@@ -16,7 +16,7 @@ import re
 from ctxplugin._shrunk import SHRUNK_HINT
 from ctxplugin._untrusted import REF_TEXT
 from ctxplugin.cas.capture import EXPAND_MORE
-from ctxplugin.history import GIST_PREFIX, without_expand_hint
+from ctxplugin.history import GIST_PREFIX, without_expand_hint, without_latest_refs
 from ctxplugin.history._note_values import from_tool
 
 _HEAD = re.compile(
@@ -48,7 +48,6 @@ _HINTS = (
 _STORED = re.compile(rf"; stored as {REF_TEXT} …\]")
 _REF = re.compile(rf"(?<![^\s:]){REF_TEXT}(?![^\s\]])")
 _FACT_REF = re.compile(rf"; {REF_TEXT}(?=[;\]])")
-_LATEST = re.compile(rf"; the latest stored tool outputs: {REF_TEXT}(?:, {REF_TEXT})*\]\Z")
 _BARE_ENTITY = re.compile(r"^(- )\[entity\] ", re.MULTILINE)
 _RERUN = "[summary of {tokens} tokens; rerun the command to see it whole]"
 """The line a text-mode agent's older output shown summarised opens with."""
@@ -132,7 +131,7 @@ def unoffered_note(text: str, *, refs: bool = True) -> str:
     what tools returned (from a summary's hint), nor, without ``refs``, the refs listed there."""
     text = without_expand_hint(text)
     if not refs:  # what the minimum viable view dropped: its latest outputs' refs named last
-        text = _LATEST.sub("]", text)
+        text = without_latest_refs(text)
     if "expand_ref" not in text and (refs or "ref:" not in text):
         return text
     lines: list[str] = []

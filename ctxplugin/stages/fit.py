@@ -7,7 +7,6 @@ what is left (dropping the oldest exchanges, shrinking tool results, as
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, replace
 from typing import ClassVar
 
@@ -15,9 +14,9 @@ from langchain_core.messages import BaseMessage, ToolMessage
 
 from ctxplugin._layout import calls_tools, is_condensed, is_note, lookup_fits
 from ctxplugin._lru import RECENT_MESSAGES, PerMessage
+from ctxplugin._message_values import refs_in
 from ctxplugin._messages import annotation
 from ctxplugin._unique_calls import unique_call_ids
-from ctxplugin._untrusted import REF_TEXT
 from ctxplugin.budget import Parts, enforce, section_tokens, total_tokens
 from ctxplugin.config import FactsConfig
 from ctxplugin.errors import StoreError
@@ -157,15 +156,13 @@ class FitBudget:
 
 
 _NAMED: PerMessage[frozenset[str]] = PerMessage(RECENT_MESSAGES)
-_REF = re.compile(REF_TEXT)
 
 
 def _named_refs(message: BaseMessage) -> frozenset[str]:
     """The refs ``message``'s text names (memoised: a view's messages are mostly last call's)."""
     found = _NAMED.get(message)
     if found is None:
-        text = content_text(message.content)
-        found = frozenset(_REF.findall(text)) if "ref:" in text else frozenset()
+        found = refs_in(content_text(message.content))
         _NAMED.put(message, found)
     return found
 
