@@ -83,6 +83,31 @@ def share_without_window(name: str, value: float, model: str | None) -> str:
     )
 
 
+def not_bool(value: object) -> object:
+    """``value`` for a budget, refused when it is a bool (which would read as 1, a 100% share)."""
+    if isinstance(value, bool):
+        raise ConfigError("must be a number: a token count above 1, or a share of the context window in (0, 1]")
+    return value
+
+
+def sections_over_total(budget: Any) -> str | None:
+    """What to warn of when a section of ``budget`` (a ``BudgetConfig``) is set above its total,
+    where that is known without a window given per call (the total caps the section)."""
+    names = ("header", "history", "facts", "summaries")
+    if not budget.context_window and not all(v is None or v > 1 for v in (budget.total, *(getattr(budget, n) for n in names))):
+        return None
+    resolved = budget.resolve()
+    over = [name for name in names if resolved[name] > resolved["total"]]
+    if not over:
+        return None
+    said = ", ".join(f"budget.{name}={getattr(budget, name):g}" for name in over)
+    return (
+        f"{said} {'is' if len(over) == 1 else 'are'} more than budget.total={budget.total:g} "
+        f"({resolved['total']} tokens): a section takes at most the total, which caps it; "
+        "lower the section or raise the total"
+    )
+
+
 def _squashed(name: str) -> str:
     return name.replace("_", "")
 

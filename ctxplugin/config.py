@@ -77,6 +77,11 @@ class BudgetConfig(_Section):
         ),
     )
 
+    @field_validator("total", *SECTIONS, mode="before")
+    @classmethod
+    def _number(cls, value: object) -> object:
+        return _config_errors.not_bool(value)
+
     @field_validator("total", *SECTIONS)
     @classmethod
     def _positive(cls, value: float | None) -> float | None:
@@ -111,8 +116,7 @@ class BudgetConfig(_Section):
 
 
 class SummarizerConfig(_Section):
-    """Quotas of the optional background summarizer; tokens count prompt and
-    answer."""
+    """Quotas of the optional background summarizer; tokens count prompt and answer."""
 
     _path = ("history", "summarizer")
 
@@ -169,9 +173,7 @@ class CASConfig(_Section):
     summary_tokens: int = Field(120, ge=30)
     ttl_seconds: float | None = Field(None, gt=0)
     expand_max_tokens: int = Field(2000, ge=100, description="cap on what the expand_ref tool returns")
-    error_passthrough_tokens: int = Field(
-        2000, ge=0, description="failed tool outputs at or below this pass through unchanged"
-    )
+    error_passthrough_tokens: int = Field(2000, ge=0, description="failed tool outputs at or below this pass through unchanged")
     visibility: Literal["session", "user", "workspace", "tenant"] = Field(
         "session", description="who may read stored outputs besides their own session"
     )
@@ -273,20 +275,14 @@ class StoresConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     timeout: float = Field(
-        5.0,
-        gt=0,
-        le=600,
-        allow_inf_nan=False,
+        5.0, gt=0, le=600, allow_inf_nan=False,
         description=(
             "seconds one store operation may take (connect, pool wait, statement, HTTP request); "
             "a server store that does not answer in time is skipped for the step"
         ),
     )
     retry_after: float = Field(
-        1.0,
-        gt=0,
-        le=600,
-        allow_inf_nan=False,
+        1.0, gt=0, le=600, allow_inf_nan=False,
         description=(
             "seconds between background checks of a server store that failed; calls fail fast "
             "until one check succeeds"
@@ -373,6 +369,8 @@ class ContextConfig(Translated, BaseSettings):
 
     @model_validator(mode="after")
     def _default_total(self) -> ContextConfig:
+        if over := _config_errors.sections_over_total(self.budget):
+            warnings.warn(over, ConfigWarning, stacklevel=2)
         return unset_default_total(self)
     if not TYPE_CHECKING:  # type checkers keep the typed signature of the fields
 

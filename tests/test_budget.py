@@ -47,6 +47,7 @@ budgets = st.fixed_dictionaries({
 })
 
 
+@pytest.mark.filterwarnings("ignore:budget.*more than budget.total:ctxplugin.errors.ConfigWarning")  # sections over the total too
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(messages=conversations(), budget=budgets)
 def test_view_is_within_budget_or_says_why(messages: list[BaseMessage], budget: dict[str, int]) -> None:

@@ -296,3 +296,25 @@ def test_a_share_of_a_section_with_no_window_names_that_section() -> None:
     assert text.startswith("budget.history=0.2 is a share"), text
     assert "give budget.history in tokens" in text
     assert "the model setting gives no window" in text.lower(), text
+
+
+def test_a_bool_for_a_budget_is_refused_not_read_as_a_whole_window() -> None:
+    with pytest.raises(ConfigError, match=r"budget\.total=True: must be a number"):
+        ContextConfig(budget={"total": True})
+    with pytest.raises(ConfigError, match=r"budget\.facts=False: must be a number"):
+        ContextConfig(mode="compact", budget={"facts": False})
+
+
+@pytest.mark.parametrize("mode", ["whole", "compact"])
+def test_a_section_over_the_total_is_warned_of_when_the_configuration_is_built(mode: str) -> None:
+    with pytest.warns(ConfigWarning, match=r"budget\.header=5000 is more than budget\.total=2000 \(2000 tokens\): .*caps it"):
+        config = ContextConfig(mode=mode, budget={"total": 2000, "header": 5000})
+    assert config.budget.resolve()["header"] == 5000, "the setting is kept as given; the total caps it"
+    with pytest.warns(ConfigWarning, match=r"budget\.history=4000, budget\.summaries=3500 are more than budget\.total=3000"):
+        ContextConfig(mode="compact", budget={"history": 4000, "summaries": 3500})  # the compact mode's default total
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ContextConfig(mode=mode, budget={"total": 2000, "header": 2000})  # up to the total says nothing
+        ContextConfig(budget={"total": 0.05, "history": 8000})  # no window yet: nothing known to warn of
+    with pytest.warns(ConfigWarning, match=r"budget\.history=8000 is more than budget\.total=0\.05 \(5000 tokens\)"):
+        ContextConfig(budget={"total": 0.05, "history": 8000, "context_window": 100_000})
