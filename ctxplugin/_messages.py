@@ -90,7 +90,7 @@ class Validation:
     """
 
     __slots__ = ("answered", "called", "checked", "closed", "extended", "group", "held", "orphans", "out", "pending",
-                 "placeholders", "returned", "warnings")
+                 "placeholders", "ran", "returned", "warnings")
 
     def __init__(self, orphans: OrphanRepair = "raise") -> None:
         self.orphans: OrphanRepair = orphans
@@ -103,6 +103,7 @@ class Validation:
         self.warnings: list[str] = []
         self.pending: dict[str, str] = {}  # tool_call_id -> tool name, awaiting results
         self.group = 0  # index in ``out`` of the AI message whose results are pending
+        self.ran = False  # a result (an orphan, left out or moved before it) came after that message
         # call id -> (index, id) of the message that answered it, and index of the message that made it
         self.answered: dict[str, tuple[int, str | None]] = {}
         self.called: dict[str, int] = {}
@@ -129,9 +130,9 @@ class Validation:
             self._check(index, messages[index])
         self.checked = len(messages)
         out, warnings = self.out, list(self.warnings)
-        # Calls at the very end are the ones the agent is about to run: no placeholder there. Once
-        # some of them have results the tools have run, and the model must see every call answered.
-        if self.pending and (self.held or isinstance(out[-1], ToolMessage)):
+        # Calls at the very end are the ones the agent is about to run: no placeholder there. Once a
+        # result came after them (theirs or an orphan's) the tools have run: every call is answered.
+        if self.pending and (self.held or self.ran or isinstance(out[-1], ToolMessage)):
             out = list(out)
             self._close_pending(out, dict(self.pending), warnings)
             out.extend(self.held)
@@ -141,10 +142,8 @@ class Validation:
 
     def _check(self, index: int, message: BaseMessage) -> None:
         out, pending, answered, warnings = self.out, self.pending, self.answered, self.warnings
-        problem = not_a_message(f"message {index}", message)
-        if problem is not None:
-            raise InvalidInputError(problem)
-        problem = content_problem(f"message {index}", message)  # content set after construction, which coerces
+        # content_problem: content set after construction, which coerces
+        problem = not_a_message(f"message {index}", message) or content_problem(f"message {index}", message)
         if problem is not None:
             raise InvalidInputError(problem)
         if isinstance(message, RemoveMessage):
@@ -162,6 +161,7 @@ class Validation:
                 )
                 if self.orphans == "raise":
                     raise InvalidInputError(f"{problem}. {REPAIR_HINT.format(id=message.id or '<its id>')}")
+                self.ran = self.ran or bool(pending)
                 if self.orphans == "drop" or message.tool_call_id in answered:
                     # a second result for an answered call cannot be paired: call ids are unique
                     warnings.append(f"{problem}; it was left out of the view (orphan_tool_results={self.orphans!r})")
@@ -202,7 +202,7 @@ class Validation:
             out.append(AIMessage(content=NO_ANSWER, additional_kwargs={META_KEY: {"repaired": "no reply before a user turn"}}))
         out.append(message)
         if isinstance(message, AIMessage):
-            self.group = len(out) - 1
+            self.group, self.ran = len(out) - 1, False
             for call in message.tool_calls:
                 call_id = call.get("id")
                 if not call_id:

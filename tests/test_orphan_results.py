@@ -131,6 +131,27 @@ def test_a_last_group_with_some_results_gets_placeholders_for_the_others() -> No
 
 
 
+@pytest.mark.parametrize("mode", ["pair", "drop"])
+def test_a_last_call_followed_only_by_an_orphan_gets_a_placeholder(mode: str) -> None:
+    """A tool that returned its own message under a stale call id: the tools have run, so the
+    call is answered in the view, which no longer ends with a call no result follows."""
+    messages: list[BaseMessage] = [
+        HumanMessage(content="where is order 7?"),
+        call("c1"),
+        ToolMessage(content="order 7: shipped", tool_call_id="stale", name="lookup"),
+    ]
+    out, notes = validate(messages, orphans=mode)  # type: ignore[arg-type]
+    answered = {m.tool_call_id for m in out if isinstance(m, ToolMessage)}
+    assert {c["id"] for m in out if isinstance(m, AIMessage) for c in m.tool_calls} <= answered
+    assert any("'c1' (lookup) had no result" in n for n in notes)
+    assert_valid(out)
+    assert isinstance(out[-1], ToolMessage)
+    prepared = memory_engine(ContextConfig(orphan_tool_results=mode)).prepare(messages, scope=SCOPE)
+    assert isinstance(prepared.messages[-1], ToolMessage)
+    untouched, _ = validate([*messages[:2]], orphans=mode)  # type: ignore[arg-type]
+    assert len(untouched) == 2, "a call with nothing after it is still the one about to run"
+
+
 def test_a_call_whose_arguments_did_not_parse_takes_a_result() -> None:
     """An invalid tool call is sent to the provider with the others: its result is not an
     orphan, and a missing one gets a placeholder like any call."""
