@@ -109,7 +109,9 @@ def store_root(path: str | Path) -> Path:
     """
     if not str(path).strip():
         raise ConfigError("the embedded store path is empty; pass path= (or set CTXPLUGIN_PATH to) a directory")
-    root = Path(path).absolute()  # stores opened later (per thread, per call) must not follow a chdir
+    # ``~`` is the home directory, as a shell reads it (a quoted CTXPLUGIN_PATH, a path in code),
+    # never a directory named "~" in the working one; stores opened later must not follow a chdir
+    root = Path(path).expanduser().absolute()
     try:
         str(root).encode("utf-8")  # Chroma and SQLite take UTF-8 paths
     except UnicodeEncodeError as exc:

@@ -269,6 +269,20 @@ def test_embedded_creates_its_directory(tmp_path: Path) -> None:
     assert again.expand_ref(ref, scope=SCOPE).startswith("[")
 
 
+def test_embedded_reads_a_tilde_as_the_home_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``~/...`` (in code, or a quoted CTXPLUGIN_PATH) is under the home directory, not a
+    directory named ``~`` in the working one."""
+    home, work = tmp_path / "home", tmp_path / "work"
+    work.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(work)
+    ContextEngine.embedded(path="~/.ctxplugin").close()
+    assert (home / ".ctxplugin").is_dir() and not (work / "~").exists()
+    monkeypatch.setenv("CTXPLUGIN_PATH", "~/from-env")
+    ContextEngine.embedded().close()
+    assert (home / "from-env").is_dir() and list(work.iterdir()) == []
+
+
 @pytest.mark.parametrize("kind", ["a file", "under a file", "empty", "a NUL", "undecodable bytes"])
 def test_embedded_on_a_path_it_cannot_use_is_a_config_error_naming_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str
