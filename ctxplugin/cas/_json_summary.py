@@ -21,6 +21,7 @@ _ID_KEY = re.compile(r"(?i)(^|_)(id|ids|uuid|key|number|no|num|code|sha|hash|ref
 _ID_VALUE = re.compile(r"^(?=[^\s]*\d)(?=[^\s]*[A-Za-z])[A-Za-z0-9][\w.:/@+-]{2,63}$|^(?=[^\s]*[A-Z])[A-Z0-9]{5,12}$")
 _PRIMARY = re.compile(r"(?i)^(id|uuid|key|name|title)$|(_id|Id|_number|_no|_key|_code)$")
 _NODE_CAP = 20_000
+_CUT = object()  # what _walk yields last when it stopped at _NODE_CAP
 
 
 @dataclass(frozen=True)
@@ -178,23 +179,25 @@ def _walk(value: Any) -> Iterator[tuple[str, Any]]:
             stack.extend((key, v) for v in reversed(node))
         else:
             yield key, node
+    if stack:
+        yield "", _CUT  # the cap was reached: what is left was not read
 
 
-def identifiers(value: Any) -> dict[str, list[str]]:
-    """Identifier values grouped by the key they appear under, in first-occurrence order."""
+def identifiers(value: Any) -> tuple[dict[str, list[str]], bool]:
+    """Identifier values grouped by key in first-occurrence order; whether the walk stopped at the cap."""
     out: dict[str, list[str]] = {}
     seen: set[str] = set()
     for key, leaf in _walk(value):
-        if isinstance(leaf, (bool, float)) or leaf is None:
-            continue
+        if leaf is _CUT:
+            return out, True
         text = str(leaf)
-        if text in seen or len(text) > 64 or not text.strip():
+        if isinstance(leaf, (bool, float)) or leaf is None or text in seen or len(text) > 64 or not text.strip():
             continue
         id_key = bool(_ID_KEY.search(key)) and not (" " in text and len(text) > 40)
         if id_key or (isinstance(leaf, str) and _ID_VALUE.match(text)):
             seen.add(text)
             out.setdefault(key or "value", []).append(text)
-    return out
+    return out, False
 
 
 def _missing_ids(ids: dict[str, list[str]], shown: str) -> list[tuple[str, list[str]]]:
@@ -206,10 +209,12 @@ def _missing_ids(ids: dict[str, list[str]], shown: str) -> list[tuple[str, list[
     return out
 
 
-def _id_lines(lines: Lines, ids: dict[str, list[str]]) -> None:
+def _id_lines(lines: Lines, ids: dict[str, list[str]], cut: bool) -> None:
     for key, values in _missing_ids(ids, "\n".join(lines.lines)):
         if lines.add_list(f"{key}: ", values) == 0:
             break
+    if cut:  # the counts above ("+N more") are of the part read, not of the whole output
+        lines.add(f"identifiers read from the first {_NODE_CAP:,} values only", force=True)
 
 
 # ---------------------------------------------------------------------------- objects
@@ -252,7 +257,8 @@ def _ids_first(ids: dict[str, list[str]]) -> dict[str, list[str]]:
 def summarize_object(value: dict[str, Any], counter: TokenCounter, budget: int) -> Lines:
     """Keys with compact values, each as detailed as the budget allows once every identifier
     the rendering leaves out is listed too; the biggest values give up detail first."""
-    ids = _ids_first(identifiers(value))
+    found, cut = identifiers(value)
+    ids = _ids_first(found)
     keys = [str(k) for k in list(value)[:40]]
     units = _units(value, keys)
     levels = [0] * len(units)
@@ -279,7 +285,7 @@ def summarize_object(value: dict[str, Any], counter: TokenCounter, budget: int) 
     for line in rendered[:shown]:
         lines.add(line, force=True)
     hidden = [k for u in units[shown:] for k in u] + [str(k) for k in list(value)[len(keys) :]]
-    _id_lines(lines, ids)
+    _id_lines(lines, ids, cut)
     if hidden and lines.add_list("more keys: ", hidden, more_hint=" (expand_ref fields=[...])") == 0:
         named = Lines(counter, 30)  # identifiers took the budget: the keys are named all the same
         if named.add_list("more keys: ", hidden, more_hint=" (expand_ref fields=[...])"):
@@ -313,7 +319,7 @@ def summarize_array(value: list[Any], counter: TokenCounter, budget: int) -> Lin
         named = named_ids(records, primary, counter, budget)
     else:
         id_budget = Lines(counter, max(0, lines.left * 2 // 3))
-        _id_lines(id_budget, identifiers(value))
+        _id_lines(id_budget, *identifiers(value))
         named = id_budget.lines
     for line in named:
         lines.add(line, force=True)

@@ -78,6 +78,15 @@ def test_json_nested_lists_keep_inner_ids() -> None:
     assert all(f"HAT{i}{j}" in text for i in range(6) for j in range(2))
 
 
+def test_json_object_too_large_to_read_whole_says_its_id_counts_are_of_the_part_read() -> None:
+    """Past the identifier walk's cap the '+N more' is not the output's count: the summary says so."""
+    doc = {"data": {"items": [{"id": i, "blob": "z" * 20} for i in range(45000)]}, "meta": {"next": "cur_1"}}
+    _, text = summary(json.dumps(doc))
+    assert "identifiers read from the first 20,000 values only" in text
+    small = {"data": {"items": [{"id": i, "blob": "z" * 20} for i in range(300)]}, "meta": {"next": "cur_1"}}
+    assert "values only" not in summary(json.dumps(small))[1]
+
+
 def test_command_output_keeps_exit_status_head_tail_and_every_error_line() -> None:
     body = "\n".join(
         ["collecting ... collected 240 items"]
