@@ -369,7 +369,9 @@ def _page_for_model(
     if selection.filtered:
         given = echoed(pattern, f"the pattern given ({len(pattern or ''):,} characters)")
         found = f"{selection.matched} of {selection.total} {kind} match {given}"
-        prefix = "its path" if kind == "items" and any(u.label for u in selection.page) else f"its {kind[:-1]} number"
+        prefix = "its path" if kind == "items" and any(u.label for u in selection.page) else (
+            "its offset (a summary's L-number less one)" if kind == "lines" else f"its {kind[:-1]} number"
+        )
         context = "; neighbouring lines as 'N- '" if kind == "lines" else ""
         span = f"showing matches {first}–{last}, each prefixed with {prefix}{context}" if shown else f"none at offset {first}"
         header = f"[{selection.ref_id} · {found}; {span}]"

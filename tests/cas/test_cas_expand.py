@@ -185,6 +185,11 @@ def test_model_output_with_pattern_numbers_the_matches(store: MemoryCASStore) ->
     out = expand_for_model(store, put(store, LOG), SCOPE, max_tokens=2000, counter=COUNTER, pattern="error")
     assert "12 of 300 lines match 'error'" in out
     assert "[25] line 25: ERROR disk" in out
+    # the number is the line's offset, not the 1-based L-number a log summary shows for it
+    assert "each prefixed with its offset (a summary's L-number less one)" in out, out[:300]
+    assert expand_for_model(store, put(store, LOG), SCOPE, max_tokens=2000, counter=COUNTER, offset=25, limit=1).split("\n")[1] == (
+        "line 25: ERROR disk"
+    )
 
 
 def test_a_long_pattern_or_field_list_is_not_repeated_back(store: MemoryCASStore) -> None:
