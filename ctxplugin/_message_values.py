@@ -9,13 +9,13 @@ from __future__ import annotations
 import re
 import threading
 import weakref
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
 from ctxplugin._lru import LRU, THREAD_TEXTS, PerMessage, TextKey, text_key
-from ctxplugin._messages import argument_values
 from ctxplugin._untrusted import REF_TEXT
 from ctxplugin.history.identifiers import identifiers, text_runs
 from ctxplugin.tokens import content_text
@@ -44,6 +44,18 @@ class Read:
     text: str
     shown: tuple[str, ...]
     used: tuple[str, ...]
+
+
+def argument_values(value: Any) -> Iterator[Any]:
+    """The scalar values in tool-call arguments (nested dicts and lists walked), None left out."""
+    if isinstance(value, dict):
+        for item in value.values():
+            yield from argument_values(item)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            yield from argument_values(item)
+    elif value is not None:
+        yield value
 
 
 def read(message: BaseMessage) -> Read:
@@ -135,4 +147,4 @@ class Searched:
         return self.runs
 
 
-__all__ = ["MEMO", "REF_SHAPE", "SCAN_CHARS", "Read", "Searched", "adds", "held_weakly", "read", "refs_in"]
+__all__ = ["MEMO", "REF_SHAPE", "SCAN_CHARS", "Read", "Searched", "adds", "argument_values", "held_weakly", "read", "refs_in"]

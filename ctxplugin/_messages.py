@@ -39,6 +39,7 @@ LATE_RESULT = "[this call's result came later in the conversation; it is shown t
 NO_REPLY = "[no reply: the user wrote again before these tool calls returned]"
 NO_ANSWER = "[no reply: the user wrote again before these results were answered]"
 """Between tool results (or the placeholders of calls a user turn closed) and that user turn: Mistral takes no user message right after a tool result."""
+NO_EARLIER = "[the conversation before this point is not shown]"  # a user turn first: Anthropic, Bedrock refuse an assistant's
 
 OrphanRepair = Literal["raise", "drop", "pair"]
 """What to do with a tool result no earlier AI message asked for (``orphan_tool_results``)."""
@@ -89,8 +90,8 @@ class Validation:
         orphans: what to do with a tool result whose call is not in the conversation.
     """
 
-    __slots__ = ("answered", "called", "checked", "closed", "extended", "group", "held", "orphans", "out", "pending",
-                 "placeholders", "ran", "returned", "warnings")
+    __slots__ = ("answered", "called", "checked", "closed", "extended", "group", "held", "lead", "orphans", "out",
+                 "pending", "placeholders", "ran", "returned", "warnings")
 
     def __init__(self, orphans: OrphanRepair = "raise") -> None:
         self.orphans: OrphanRepair = orphans
@@ -104,6 +105,7 @@ class Validation:
         self.pending: dict[str, str] = {}  # tool_call_id -> tool name, awaiting results
         self.group = 0  # index in ``out`` of the AI message whose results are pending
         self.ran = False  # a result (an orphan, left out or moved before it) came after that message
+        self.lead = False  # an orphan left out before any turn: an assistant turn next needs a user turn first
         # call id -> (index, id) of the message that answered it, and index of the message that made it
         self.answered: dict[str, tuple[int, str | None]] = {}
         self.called: dict[str, int] = {}
@@ -162,9 +164,11 @@ class Validation:
                 if self.orphans == "raise":
                     raise InvalidInputError(f"{problem}. {REPAIR_HINT.format(id=message.id or '<its id>')}")
                 self.ran = self.ran or bool(pending)
+                first = all(isinstance(m, SystemMessage) for m in out)  # no turn before it (orphans are rare)
                 if self.orphans == "drop" or message.tool_call_id in answered:
                     # a second result for an answered call cannot be paired: call ids are unique
                     warnings.append(f"{problem}; it was left out of the view (orphan_tool_results={self.orphans!r})")
+                    self.lead = self.lead or first
                     return
                 answered[message.tool_call_id] = (index, message.id)
                 paired = self._late(index, message) if message.tool_call_id in self.placeholders else message
@@ -172,7 +176,8 @@ class Validation:
                 at = self.group if pending else len(out)
                 if at < self.returned:
                     self.returned = -1  # what was returned last is no longer the beginning of out
-                out[at:at] = [_stand_in_call(paired), paired]
+                out[at:at] = [*([_user_turn()] if first else []), _stand_in_call(paired), paired]
+                self.lead = False
                 self.group += 2 if pending else 0
                 under = f" with the id {paired.tool_call_id!r}" if paired is not message else ""
                 warnings.append(f"{problem}; a stand-in call{under} was put before it (orphan_tool_results='pair')")
@@ -200,6 +205,10 @@ class Validation:
             self.held.clear()
         elif isinstance(message, HumanMessage) and out and isinstance(out[-1], ToolMessage):
             out.append(AIMessage(content=NO_ANSWER, additional_kwargs={META_KEY: {"repaired": "no reply before a user turn"}}))
+        if self.lead and not isinstance(message, SystemMessage):
+            self.lead = False
+            if isinstance(message, AIMessage):
+                out.append(_user_turn())
         out.append(message)
         if isinstance(message, AIMessage):
             self.group, self.ran = len(out) - 1, False
@@ -248,21 +257,16 @@ class Validation:
         """Where the call ``call_id`` was made and first answered, for the error on a second result."""
         at, first_id = self.answered[call_id]
         made = self.called.get(call_id)
-        return (
-            f"but message {at}{f' (id={first_id!r})' if first_id else ''} already answered that call"
-            + (f" (made by message {made})" if made is not None and made < at else "")
-            + "; call ids are unique, so one of the two results is extra"
-        )
+        by = f" (made by message {made})" if made is not None and made < at else ""
+        return f"but message {at}{f' (id={first_id!r})' if first_id else ''} already answered that call{by}; call ids are unique, so one of the two results is extra"
 
     def _not_pending(self, call_id: str) -> str:
         """Why a result for ``call_id`` answers no call that awaits one (it was not answered before)."""
         made, closed = self.called.get(call_id), self.closed.get(call_id)
         if made is None or closed is None:
             return "but no earlier AI message made that call"
-        return (
-            f"but message {made} made that call, but message {closed} came between the call and this result; "
-            "a result must follow its call (or the other results of that call's message)"
-        )
+        return (f"but message {made} made that call, but message {closed} came between the call and this result; "
+                "a result must follow its call (or the other results of that call's message)")
 
     def _close_pending(self, out: list[BaseMessage], pending: dict[str, str], warnings: list[str]) -> None:
         for call_id, name in pending.items():
@@ -273,6 +277,10 @@ class Validation:
             out.append(placeholder)
             warnings.append(f"tool call {call_id!r} ({name}) had no result; a placeholder was added to the view")
         pending.clear()
+
+
+def _user_turn() -> HumanMessage:
+    return HumanMessage(content=NO_EARLIER, additional_kwargs={META_KEY: {"repaired": "a user turn before a view that began mid-conversation"}})
 
 
 def _stand_in_call(orphan: ToolMessage) -> AIMessage:
@@ -368,18 +376,6 @@ def exchange_spans(messages: Sequence[BaseMessage]) -> list[tuple[int, int]]:
             spans.append((start, index))
             start = index
     return [s for s in spans if s[1] > s[0]]
-
-
-def argument_values(value: Any) -> Iterator[Any]:
-    """The scalar values in tool-call arguments (nested dicts and lists walked), None left out."""
-    if isinstance(value, dict):
-        for item in value.values():
-            yield from argument_values(item)
-    elif isinstance(value, (list, tuple)):
-        for item in value:
-            yield from argument_values(item)
-    elif value is not None:
-        yield value
 
 
 def expanded_refs(messages: Sequence[BaseMessage], tool_name: str = EXPAND_REF_NAME) -> list[str]:

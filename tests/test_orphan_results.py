@@ -7,7 +7,7 @@ import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
 from ctxplugin import ContextConfig, InvalidInputError, Scope
-from ctxplugin._messages import NO_ANSWER, annotation, validate
+from ctxplugin._messages import NO_ANSWER, NO_EARLIER, annotation, validate
 from ctxplugin.testing import memory_engine
 
 SCOPE = Scope(session_id="orphans")
@@ -150,6 +150,35 @@ def test_a_last_call_followed_only_by_an_orphan_gets_a_placeholder(mode: str) ->
     assert isinstance(prepared.messages[-1], ToolMessage)
     untouched, _ = validate([*messages[:2]], orphans=mode)  # type: ignore[arg-type]
     assert len(untouched) == 2, "a call with nothing after it is still the one about to run"
+
+
+@pytest.mark.parametrize("mode", ["pair", "drop"])
+@pytest.mark.parametrize("header", [[], [SystemMessage(content="You are a support agent.")]], ids=["no-system", "system"])
+def test_a_view_a_repaired_orphan_begins_starts_with_a_user_turn(mode: str, header: list[BaseMessage]) -> None:
+    """A history trimmed in the middle of an exchange begins with an orphan result: paired, the
+    view began with the stand-in call, and dropped, with the assistant's reply; Anthropic and
+    Bedrock refuse a conversation whose first turn is the assistant's."""
+    messages: list[BaseMessage] = [
+        *header,
+        ToolMessage(content="order 7: shipped", tool_call_id="gone", name="lookup"),
+        AIMessage(content="Order 7 has shipped."),
+        HumanMessage(content="and order 8?"),
+    ]
+    engine = memory_engine(ContextConfig(orphan_tool_results=mode))
+    first = engine.prepare(messages, scope=SCOPE).messages
+    turns = [m for m in first if not isinstance(m, SystemMessage)]
+    assert isinstance(turns[0], HumanMessage) and turns[0].content == NO_EARLIER, [type(m).__name__ for m in first]
+    assert annotation(turns[0]).get("repaired"), "the user turn is marked as a repair"
+    assert [m.content for m in turns[-2:]] == ["Order 7 has shipped.", "and order 8?"]
+    assert ("order 7: shipped" in [m.content for m in turns]) is (mode == "pair")
+    assert_valid(first)
+    following = [*messages, AIMessage(content="Order 8 is packed."), HumanMessage(content="thanks")]
+    assert engine.prepare(following, scope=SCOPE).messages[: len(first)] == first, "the same view goes on growing"
+    # a view that begins with a user turn, or an orphan before which one stands, is left as it was
+    kept, _ = validate([HumanMessage(content="hi"), *messages[len(header):]], orphans=mode)  # type: ignore[arg-type]
+    assert NO_EARLIER not in [m.content for m in kept]
+    followed, _ = validate([*messages[len(header):-2], HumanMessage(content="next")], orphans="drop")
+    assert [type(m) for m in followed] == [HumanMessage], "the dropped orphan's next turn is the user's own"
 
 
 def test_a_call_whose_arguments_did_not_parse_takes_a_result() -> None:

@@ -45,7 +45,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
 
-from ctxplugin._messages import argument_values
+from ctxplugin._message_values import argument_values
 from ctxplugin.replay.loaders import ExpectedAction
 from ctxplugin.tokens import TokenCounter, content_text, count_message, count_tool_schemas
 
