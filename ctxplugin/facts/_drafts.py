@@ -15,7 +15,8 @@ from langchain_core.messages import BaseMessage, HumanMessage, ToolMessage
 from pydantic import ValidationError
 
 from ctxplugin._messages import annotation, said_ref
-from ctxplugin._untrusted import storable_text, valid_unicode
+from ctxplugin._roles import with_role_classes
+from ctxplugin._untrusted import content_problem, not_a_message, storable_text, valid_unicode
 from ctxplugin.errors import EngineClosedError, InvalidInputError
 from ctxplugin.facts._failures import failing_as_store
 from ctxplugin.facts._said import AFTER
@@ -245,6 +246,29 @@ Read: TypeAlias = tuple[FactDraft, SourceType, tuple[str, ...], Output | None]
 """A draft read from a message, its source type, the audience the host marked, and the call id
 (a tool output's; None for a message), digest of the text it was read from and, for a user
 message, the id of the message before it."""
+
+
+def ingested(messages: object, scope: object) -> Sequence[BaseMessage]:
+    """``messages`` as :meth:`FactsLedger.ingest` reads them (a user's ``ChatMessage`` as a
+    ``HumanMessage``: :func:`ctxplugin._roles.with_role_classes`), checked: a list (or other
+    sequence) of langchain-core messages, and a :class:`Scope`. Anything else would be read as
+    nothing.
+
+    Raises:
+        InvalidInputError: ``scope`` is no Scope, ``messages`` is one message, a string or a dict
+            rather than a sequence of them, or one of them is no message or has content no
+            message can hold."""
+    reader_scope(scope)
+    if isinstance(messages, (str, bytes, dict, BaseMessage)) or not isinstance(messages, Sequence):
+        raise InvalidInputError(
+            f"ingest() takes a list of langchain-core messages, got {type(messages).__name__}; "
+            "langchain_core.messages.convert_to_messages makes messages of dicts, tuples and strings"
+        )
+    for index, message in enumerate(messages):
+        problem = not_a_message(f"message {index}", message) or content_problem(f"message {index}", message)
+        if problem is not None:
+            raise InvalidInputError(problem)
+    return with_role_classes(messages)
 
 
 def read_drafts(

@@ -16,7 +16,6 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage
 
-from ctxplugin._roles import with_role_classes
 from ctxplugin.config import FactsConfig, FactsStrategy
 from ctxplugin.errors import InvalidInputError
 from ctxplugin.facts._answers import Answers
@@ -26,6 +25,7 @@ from ctxplugin.facts._drafts import (
     _build_fact,
     _candidate_ids,
     _valid_draft,
+    ingested,
     owner_of,
     read_drafts,
 )
@@ -358,7 +358,7 @@ class FactsLedger:
         Raises:
             InvalidInputError: a message's ``ctxplugin`` metadata names an unknown fact scope or
                 authority, or a malformed audience."""
-        messages = with_role_classes(messages)
+        messages = ingested(messages, scope)  # checked, a user's ChatMessage read as a HumanMessage
         drafts = read_drafts(messages, self.extractor, scope=scope, authority=authority, trusted=self.config.trust_message_authority)
         before = self._turns.read(messages, owner := owner_of(scope))  # messages that state nothing too
         if not drafts:

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from langchain_core.messages import HumanMessage
 
 from ctxplugin import Scope
 from ctxplugin.errors import InvalidInputError
@@ -41,6 +42,11 @@ CASES: list[tuple[str, Callable[[Any], Any], str]] = [
     # named as write() names them: not `scope` (the Scope argument) nor `type`
     ("add, unknown fact_scope", lambda f: f.add("Budget is 1,200 EUR", fact_scope="later", scope=SCOPE), r"^invalid fact: fact_scope: Input should be 'global'"),
     ("add, unknown source", lambda f: f.add("Budget is 1,200 EUR", source="tool:inspect", scope=SCOPE), r"^invalid fact: source: Input should be 'conversation'"),
+    # read as nothing before, without a word
+    ("ingest, a string", lambda f: f.ingest("My budget is $500.", scope=SCOPE), r"ingest\(\) takes a list of langchain-core messages, got str"),
+    ("ingest, one message", lambda f: f.ingest(HumanMessage("My budget is $500."), scope=SCOPE), r"takes a list of langchain-core messages, got HumanMessage"),
+    ("ingest, dicts", lambda f: f.ingest([{"role": "user", "content": "My budget is $500."}], scope=SCOPE), "message 0 is a dict, not a langchain-core BaseMessage"),
+    ("ingest, scope a string", lambda f: f.ingest([HumanMessage("My budget is $500.")], scope="s1"), r"takes scope=Scope\(session_id=...\), got str"),
 ]
 
 
@@ -54,6 +60,7 @@ def test_the_right_arguments_still_work(ledger: FactsLedger) -> None:
     current = ledger.current("Max Discount", scope=SCOPE)
     assert current is not None and current.text == "Max discount is 15%"
     assert [s.fact.text for s in ledger.search("discount", scope=SCOPE)] == ["Max discount is 15%"]
+    assert [f.text for f in ledger.ingest((HumanMessage("My budget is $500."),), scope=SCOPE)] == ["My budget is $500."]
 
 
 def test_one_string_is_one_tag_dependency_or_audience_entry(ledger: FactsLedger) -> None:
