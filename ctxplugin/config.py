@@ -22,6 +22,7 @@ from ctxplugin._modes import WHOLE_SHARES as WHOLE_SHARES
 from ctxplugin._modes import WHOLE_TOTAL as WHOLE_TOTAL
 from ctxplugin._modes import mode_defaults, unset_default_total
 from ctxplugin._secret_headers import SecretHeaders
+from ctxplugin._store_names import SchemaName
 from ctxplugin.errors import ConfigError, ConfigWarning
 
 Section = Literal["header", "history", "facts", "summaries"]
@@ -349,9 +350,7 @@ class ContextConfig(Translated, BaseSettings):
     chroma_tenant: str | None = Field(None, min_length=1, description="Chroma tenant (the server's default when unset)")
     chroma_database: str | None = Field(None, min_length=1, description="Chroma database (the server's default when unset)")
     postgres_dsn: str | None = Field(None, description="Postgres DSN; embedded SQLite when unset")
-    postgres_schema: str = Field(
-        "public", pattern=r"^[a-z_][a-z0-9_]{0,62}$", description="Postgres schema holding the ctxplugin tables"
-    )
+    postgres_schema: SchemaName = Field("public", description="Postgres schema holding the ctxplugin tables")
 
     @field_validator("encoding")
     @classmethod

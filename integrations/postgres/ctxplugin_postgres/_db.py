@@ -125,12 +125,15 @@ def check_schema(schema: str) -> str:
     """``schema`` if it is an acceptable schema name.
 
     Raises:
-        ConfigError: the name is not lower-case letters, digits and underscores (63 at most).
+        ConfigError: the name is not lower-case letters, digits and underscores (63 at most), or
+            names a system schema (``pg_*``, ``information_schema``).
     """
     if not isinstance(schema, str) or not SCHEMA_RE.match(schema):
         raise ConfigError(
             f"Postgres schema must be lower-case letters, digits and underscores (at most 63), got {schema!r}"
         )
+    if schema.startswith("pg_") or schema == "information_schema":
+        raise ConfigError(f"Postgres schema {schema!r} names a system schema (pg_*, information_schema): choose a schema of your own")
     return schema
 
 

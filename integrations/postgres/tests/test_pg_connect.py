@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 from ctxplugin_postgres import PostgresCASStore, PostgresWriteLock
 from langchain_core.messages import ToolMessage
@@ -16,7 +17,7 @@ from langchain_core.messages import ToolMessage
 import ctxplugin
 from ctxplugin import ContextConfig, ContextEngine, MissingDependencyError, Scope
 from ctxplugin.cas import SQLiteCASStore
-from ctxplugin.errors import RefNotFoundError
+from ctxplugin.errors import ConfigError, RefNotFoundError
 from ctxplugin.facts import ChromaFactStore
 from ctxplugin.guard import unwrap
 
@@ -140,3 +141,19 @@ def test_a_dsn_without_the_package_names_the_install_command(monkeypatch: pytest
 def test_a_bad_schema_name_is_rejected_when_configured() -> None:
     with pytest.raises(ValueError, match="postgres_schema"):
         ContextConfig(postgres_dsn="postgresql://db/x", postgres_schema="Robert'); DROP")
+
+
+@pytest.mark.parametrize("schema", ["pg_ctxplugin", "information_schema"])
+def test_a_system_schema_is_rejected_before_any_table_is_made(pg_dsn: str, schema: str) -> None:
+    # Postgres refuses to create pg_* schemas (every step then degraded), and information_schema
+    # exists: the tables went in among the server's own
+    with pytest.raises(ConfigError, match="system schema"):
+        ContextConfig(postgres_dsn=pg_dsn, postgres_schema=schema)
+    with pytest.raises(ConfigError, match="system schema"):
+        PostgresCASStore.from_dsn(pg_dsn, schema=schema)
+    with psycopg.connect(pg_dsn) as conn:
+        made = conn.execute(
+            "SELECT count(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE n.nspname = %s AND c.relname LIKE 'ctxplugin%%'", (schema,)
+        ).fetchone()
+    assert made == (0,)
