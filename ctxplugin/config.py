@@ -22,7 +22,7 @@ from ctxplugin._modes import WHOLE_SHARES as WHOLE_SHARES
 from ctxplugin._modes import WHOLE_TOTAL as WHOLE_TOTAL
 from ctxplugin._modes import mode_defaults, unset_default_total
 from ctxplugin._secret_headers import SecretHeaders
-from ctxplugin._store_names import SchemaName
+from ctxplugin._store_names import CollectionPrefix, SchemaName
 from ctxplugin.errors import ConfigError, ConfigWarning
 
 Section = Literal["header", "history", "facts", "summaries"]
@@ -239,10 +239,8 @@ class FactsConfig(_Section):
         description="a statement naming a keyed fact's subject with a conflicting day, time, date, amount, percentage or count of a unit replaces it",
     )
     collection_per_tenant: bool = False
-    collection: str = Field(
-        "ctxplugin_facts",
-        pattern=r"^[a-zA-Z0-9][a-zA-Z0-9._-]{2,62}$",
-        description="Chroma collection name prefix (the embedding's identity is appended)",
+    collection: CollectionPrefix = Field(
+        "ctxplugin_facts", description="Chroma collection name prefix (the embedding's identity is appended)"
     )
     embedding: Literal["auto", "static", "hashing", "minilm"] = Field(
         "auto",

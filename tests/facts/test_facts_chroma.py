@@ -65,6 +65,25 @@ def test_facts_survive_reopening_the_directory(tmp_path: Path) -> None:
         assert [h.fact.id for h in ledger.search("data team project", scope=S)] == [new.id]
 
 
+@pytest.mark.parametrize("prefix", ["ctx..facts", "a.."])
+def test_a_collection_prefix_chroma_refuses_is_a_config_error(prefix: str) -> None:
+    # it passed the configuration, then every facts call failed ("two consecutive periods")
+    with pytest.raises(ConfigError, match=r"facts\.collection=.*two periods in a row"):
+        ContextConfig(facts={"collection": prefix})
+    with pytest.raises(ConfigError, match="two periods in a row"):
+        FactsConfig(collection=prefix)
+
+
+@pytest.mark.parametrize("prefix", ["ctx.facts", "a.b-c_d", "A1."])
+def test_a_collection_prefix_the_configuration_takes_is_one_chroma_takes(tmp_path: Path, prefix: str) -> None:
+    store = ChromaFactStore.persistent(tmp_path / "chroma", config=FactsConfig(collection=prefix))
+    try:
+        fact = FactsLedger(store).write("The budget is $40k", key="budget", scope=S)
+        assert [f.id for f in store.get([fact.id], reader=S)] == [fact.id]
+    finally:
+        store.close()
+
+
 def test_collection_per_tenant_keeps_tenants_in_separate_collections(tmp_path: Path) -> None:
     with ChromaFactStore.persistent(tmp_path, config=FactsConfig(collection_per_tenant=True)) as store:
         ledger = FactsLedger(store)
