@@ -91,6 +91,7 @@ class ChromaAnswerCacheStore:
 
         Raises:
             StoreInUseError: another process has the directory open (use a Chroma server).
+            ConfigError: ``path`` is empty or cannot be a directory.
         """
         directory, release = claim_embedded(path, wait_s)
         store = cls(directory.open, collection=collection, embedding=embedding)

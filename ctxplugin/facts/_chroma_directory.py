@@ -12,6 +12,7 @@ from typing import Any
 from ctxplugin import _chroma
 from ctxplugin._chroma import claim_directory, locked_owner_file
 from ctxplugin._sqlite_wal import file_identity
+from ctxplugin.errors import ConfigError
 from ctxplugin.facts._chroma_embedding import _translated
 
 _OPEN: dict[str, EmbeddedDirectory] = {}
@@ -53,11 +54,18 @@ def claim_embedded(path: str | Path, wait_s: float) -> tuple[EmbeddedDirectory, 
 
     Raises:
         StoreInUseError: another process has the directory open.
+        ConfigError: ``path`` is empty (Chroma would fill the working directory) or cannot be
+            a directory (a file is there, a NUL in it...).
     """
+    if not str(path).strip():
+        raise ConfigError("the embedded Chroma path is empty; pass a directory (it is created if missing)")
     # absolute: Chroma shares one client per path string in a process, so a relative path
     # opened again from another working directory would reach the first directory's store
-    root = Path(path).resolve()
-    root.mkdir(parents=True, exist_ok=True)
+    try:
+        root = Path(path).resolve()
+        root.mkdir(parents=True, exist_ok=True)
+    except (OSError, ValueError) as exc:  # ValueError: a NUL in the path
+        raise ConfigError(f"the embedded Chroma directory {str(path)!r} cannot be used: {exc}") from exc
     release = claim_directory(root, wait_s)
     with _OPEN_LOCK:
         directory = _OPEN.get(str(root))

@@ -125,7 +125,7 @@ class ChromaFactStore(SharedWindows, MessageFacts):
 
         Raises:
             StoreInUseError: another process has the directory open (use a Chroma server).
-            StoreError: Chroma cannot open the directory.
+            StoreError: Chroma cannot open the directory (``ConfigError``: ``path`` is empty or no directory).
         """
         client, release, directory = _open_persistent(path, wait_s)
         store = cls(client, config=config, embedding=embedding)

@@ -65,6 +65,22 @@ def test_facts_survive_reopening_the_directory(tmp_path: Path) -> None:
         assert [h.fact.id for h in ledger.search("data team project", scope=S)] == [new.id]
 
 
+def test_an_empty_path_is_refused_rather_than_the_working_directory_filled(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # ChromaFactStore.persistent("") put chroma.sqlite3, its index directory and the owner lock
+    # in the working directory (ContextEngine.embedded(path="") was already refused)
+    monkeypatch.chdir(tmp_path)
+    for open_store in (ChromaFactStore.persistent, ChromaAnswerCacheStore.persistent):
+        for path in ("", "  "):
+            with pytest.raises(ConfigError, match="path is empty"):
+                open_store(path)
+    assert list(tmp_path.iterdir()) == []
+    (tmp_path / "a-file").write_text("x")
+    with pytest.raises(ConfigError, match="cannot be used"):
+        ChromaFactStore.persistent(tmp_path / "a-file")
+
+
 @pytest.mark.parametrize("prefix", ["ctx..facts", "a.."])
 def test_a_collection_prefix_chroma_refuses_is_a_config_error(prefix: str) -> None:
     # it passed the configuration, then every facts call failed ("two consecutive periods")
