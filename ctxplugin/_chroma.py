@@ -18,6 +18,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from ctxplugin._deadline import run_with_deadline
+from ctxplugin._server_url import check_server_url as check_server_url
 from ctxplugin.errors import ConfigError, StoreError, StoreInUseError, StoreUnavailableError
 
 _BUGS = (NotImplementedError, RecursionError)
@@ -116,18 +117,6 @@ def set_http_timeout(client: Any, seconds: float) -> Any:
         if isinstance(session, httpx.Client):
             session.timeout = httpx.Timeout(seconds)
     return client
-
-
-def check_server_url(url: str, name: str = "Chroma server URL") -> None:
-    """Raise :class:`ConfigError` unless ``url`` is ``http(s)://host[:port]``; the message
-    calls it ``name``. A path, query or fragment is refused rather than dropped: the client
-    would send every request to the host's root, not under the path (a server behind a proxy
-    at a prefix)."""
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ConfigError(f"{name} must look like http://host:port, got {url!r}")
-    if parts.path not in ("", "/") or parts.query or parts.fragment:
-        raise ConfigError(f"{name} must look like http://host:port, with no path, query or fragment, got {url!r}")
 
 
 def tls_mismatch(exc: BaseException) -> bool:

@@ -134,7 +134,9 @@ def test_a_closed_store_says_so(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    "url", ["127.0.0.1:8000", "ftp://host", "http://", "http://127.0.0.1:8000/chroma", "http://127.0.0.1:8000/?tenant=a"]
+    "url", ["127.0.0.1:8000", "ftp://host", "http://", "http://127.0.0.1:8000/chroma", "http://127.0.0.1:8000/?tenant=a",
+            # a bare ValueError from urllib where the client was built, naming no setting
+            "http://127.0.0.1:8000 ", "http://127.0.0.1:99999", "http://127.0.0.1:abc", "http://127.0.0.1:0"]
 )
 def test_server_url_is_validated_when_built(url: str) -> None:
     with pytest.raises(ConfigError, match="http://host:port"):
@@ -144,7 +146,8 @@ def test_server_url_is_validated_when_built(url: str) -> None:
 
 
 @pytest.mark.parametrize(
-    ("url", "wrong"), [("127.0.0.1:8000", "http://host:port, got"), ("http://127.0.0.1:8000/chroma", "no path")]
+    ("url", "wrong"), [("127.0.0.1:8000", "http://host:port, got"), ("http://127.0.0.1:8000/chroma", "no path"),
+                       ("http://127.0.0.1:8000 ", "a port from 1 to 65535"), ("http://127.0.0.1:80000", "a port from 1 to 65535")]
 )
 def test_a_malformed_server_url_at_connect_names_the_setting_and_its_variable(
     url: str, wrong: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
