@@ -21,7 +21,7 @@ from ctxplugin_postgres._db import connection_options, translated
 
 _PERMANENT = re.compile(
     r"failed to resolve host|could not translate host name|does not exist|authentication failed"
-    r"|no pg_hba\.conf entry|invalid (?:connection option|integer value|sslmode)|permission denied"
+    r"|no pg_hba\.conf entry|invalid (?:connection option|integer value|sslmode|port number)|permission denied"
     r"|does not support SSL|certificate verify failed",
     re.IGNORECASE,
 )

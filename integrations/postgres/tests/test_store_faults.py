@@ -261,8 +261,10 @@ def test_a_stopped_chroma_process_is_bounded_degraded_and_recovered(own_chroma_s
         ("postgresql://postgres@no-such-host.invalid:5432/test", "no-such-host.invalid"),
         ("{base}/ctxplugin_no_such_database", 'database "ctxplugin_no_such_database" does not exist'),
         ("postgresql://ctxplugin_no_such_role@{hostport}/test", 'role "ctxplugin_no_such_role" does not exist'),
+        # libpq refuses it before connecting: it started degraded, as for a server that is down
+        ("postgresql://postgres@127.0.0.1:99999/test", 'invalid port number: "99999"'),
     ],
-    ids=["malformed", "unknown-host", "missing-database", "auth"],
+    ids=["malformed", "unknown-host", "missing-database", "auth", "port-out-of-range"],
 )
 def test_a_dsn_that_cannot_work_fails_at_connect_with_its_cause(dsn: str, cause: str, pg_dsn: str, tmp_path: Path) -> None:
     host, port = _host_port(pg_dsn)
