@@ -63,6 +63,19 @@ def strings(value: str | Sequence[str], what: str) -> tuple[str, ...]:
     return items
 
 
+def one_of(value: str | Sequence[str], what: str, allowed: Sequence[str]) -> tuple[str, ...]:
+    """``value`` as a tuple of names from ``allowed``; one string is one name (not one per letter).
+
+    Raises:
+        InvalidInputError: a name not in ``allowed``, which would match nothing.
+    """
+    items = (value,) if isinstance(value, str) else tuple(value)
+    for item in items:
+        if item not in allowed:
+            raise InvalidInputError(f"{what}= takes names from {list(allowed)}, got {item!r:.40}")
+    return items
+
+
 def result_count(k: object) -> int:
     """``k``, checked to be a whole number of results.
 

@@ -12,7 +12,7 @@ import math
 import threading
 from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, get_args
 
 from langchain_core.messages import BaseMessage
 
@@ -34,7 +34,7 @@ from ctxplugin.facts._polls import Polls
 from ctxplugin.facts._reread import by_message, unread, unsaid
 from ctxplugin.facts._slots import SlotBatch, reached, slot_of, under_slot_locks
 from ctxplugin.facts._supersession import _supersede, changed_basis, superseded_pairs
-from ctxplugin.facts._text import identifiers, query_text, result_count, strings
+from ctxplugin.facts._text import identifiers, one_of, query_text, result_count, strings
 from ctxplugin.facts._turns import UserTurns
 from ctxplugin.facts._withheld import Withheld
 from ctxplugin.facts.extract import Extractor, ExtractorLike, FactDraft, as_extractor
@@ -269,12 +269,12 @@ class FactsLedger:
         found = [f for f in self.store.get(_candidate_ids(fact_id, scope), reader=scope) if permitted(f, scope)]
         return found[0] if found else None
 
-    def current(self, key: str, *, scope: Scope, fact_scopes: Sequence[FactScope] = ("global", "session")) -> Fact | None:
+    def current(self, key: str, *, scope: Scope, fact_scopes: FactScope | Sequence[FactScope] = ("global", "session")) -> Fact | None:
         """The current (valid) fact for ``key`` readable from ``scope``: highest authority first, then the newest. ``None`` if there is none."""
         norm = normalize_key(key)
         if norm is None:
             raise InvalidInputError("current() needs a non-empty key")
-        valid = [f for f in self.store.find(FactQuery(reader=scope, key=norm, valid=True, scopes=tuple(fact_scopes))) if permitted(f, scope)]
+        valid = [f for f in self.store.find(FactQuery(reader=scope, key=norm, valid=True, scopes=one_of(fact_scopes, "fact_scopes", get_args(FactScope)))) if permitted(f, scope)]
         return max(valid, key=lambda f: (AUTHORITY_RANK[f.authority], f.created_at)) if valid else None
 
     def changed_basis(self, fact: Fact, *, scope: Scope, limit: int = 2) -> list[Fact]:
@@ -303,7 +303,7 @@ class FactsLedger:
         k: int | None = None,
         tags: Sequence[str] | None = None,
         strategy: FactsStrategy | None = None,
-        fact_scopes: Sequence[FactScope] = RETRIEVED_SCOPES,
+        fact_scopes: FactScope | Sequence[FactScope] = RETRIEVED_SCOPES,
     ) -> list[ScoredFact]:
         """The ``k`` valid facts most relevant to ``query`` (default ``config.k``), best first.
 
@@ -315,7 +315,7 @@ class FactsLedger:
         k = self.config.k if k is None else result_count(k)
         if k <= 0 or not (query := query_text(query)).strip():
             return []
-        wanted = FactQuery(reader=scope, valid=True, scopes=tuple(fact_scopes))
+        wanted = FactQuery(reader=scope, valid=True, scopes=one_of(fact_scopes, "fact_scopes", get_args(FactScope)))
         n = max(math.ceil(k * self.config.candidates), k + 4)
         # min_relevance is an embedding similarity: it applies before fusion, and a fact the
         # lexical side found shares a rare word or identifier with the query, so it stays. 0

@@ -47,6 +47,9 @@ CASES: list[tuple[str, Callable[[Any], Any], str]] = [
     ("ingest, one message", lambda f: f.ingest(HumanMessage("My budget is $500."), scope=SCOPE), r"takes a list of langchain-core messages, got HumanMessage"),
     ("ingest, dicts", lambda f: f.ingest([{"role": "user", "content": "My budget is $500."}], scope=SCOPE), "message 0 is a dict, not a langchain-core BaseMessage"),
     ("ingest, scope a string", lambda f: f.ingest([HumanMessage("My budget is $500.")], scope="s1"), r"takes scope=Scope\(session_id=...\), got str"),
+    # matched nothing: an empty answer, as if there were no such fact
+    ("search, unknown fact scope", lambda f: f.search("discount", scope=SCOPE, fact_scopes=("hypothetic",)), r"fact_scopes= takes names from \['global'.*got 'hypothetic'"),
+    ("current, unknown fact scope", lambda f: f.current("max_discount", scope=SCOPE, fact_scopes=["globl"]), r"fact_scopes= takes names from .*got 'globl'"),
 ]
 
 
@@ -71,3 +74,12 @@ def test_one_string_is_one_tag_dependency_or_audience_entry(ledger: FactsLedger)
     assert fact.depends_on == ("F-9",)
     assert fact.audience == ("role:manager",)
     assert ledger.search("discount", scope=SCOPE, tags="pricing")  # not a tag per character
+
+
+def test_one_string_is_one_fact_scope(ledger: FactsLedger) -> None:
+    # fact_scopes="hypothetical" was read letter by letter: no fact ever matched
+    ledger.add("Budget is $80k", key="budget", fact_scope="hypothetical", scope=SCOPE)
+    assert [s.fact.text for s in ledger.search("budget", scope=SCOPE, fact_scopes="hypothetical")] == ["Budget is $80k"]
+    current = ledger.current("budget", scope=SCOPE, fact_scopes="hypothetical")
+    assert current is not None and current.text == "Budget is $80k"
+    assert ledger.current("budget", scope=SCOPE) is None  # not current by default
