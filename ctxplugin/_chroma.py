@@ -157,7 +157,10 @@ def http_client(
 
     def build() -> Any:
         settings = Settings(anonymized_telemetry=False)
-        client = chromadb.HttpClient(host=host, port=port, ssl=tls, headers=headers, settings=settings, **chosen)
+        # a copy: chromadb adds its Content-Type and User-Agent to the dict it is given, which
+        # would change the caller's own (one it may send to other services too)
+        sent = dict(headers) if headers else None
+        client = chromadb.HttpClient(host=host, port=port, ssl=tls, headers=sent, settings=settings, **chosen)
         return set_http_timeout(client, timeout)
 
     try:

@@ -28,6 +28,7 @@ from pytest_mock import MockerFixture
 
 import ctxplugin
 from ctxplugin import ConfigError, ContextConfig, StoreError, StoreUnavailableError
+from ctxplugin.cache import ChromaAnswerCacheStore
 from ctxplugin.facts import ChromaFactStore, FactQuery
 from ctxplugin.guard import unwrap
 from ctxplugin.scope import Scope
@@ -130,6 +131,24 @@ def test_facts_are_written_and_read_back_through_a_gateway_that_wants_a_token(
         assert current is not None and current.text == "The vendor is Acme"
         assert gate.refused == 0
         assert any(method == "POST" and "/collections/" in path for method, path in gate.forwarded), gate.forwarded
+
+
+@pytest.mark.chroma_server
+def test_the_headers_given_to_a_store_are_not_changed(chroma_server: ChromaServer) -> None:
+    # chromadb adds its Content-Type and User-Agent to the dict it is handed: the caller's own
+    # dict (one it may send to other services too) came back with them
+    with gateway(chroma_server.url) as gate:
+        headers = {"x-chroma-token": SECRET}
+        facts = ChromaFactStore.http(url_of(gate), headers=headers)
+        cache = ChromaAnswerCacheStore.http(url_of(gate), headers=headers)
+        try:
+            assert facts.find(FactQuery(reader=S)) == []
+            assert cache.count() == 0
+        finally:
+            facts.close()
+            cache.close()
+        assert gate.refused == 0
+    assert headers == {"x-chroma-token": SECRET}
 
 
 @pytest.mark.chroma_server
