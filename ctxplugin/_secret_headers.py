@@ -16,13 +16,21 @@ _VALUE = re.compile(r"[\t\x20-\x7e]*")
 """What an HTTP client sends as it is: printable ASCII and tabs, no line break."""
 
 
+def header_problem(name: object, value: object) -> str | None:
+    """Why the header ``name: value`` cannot be sent, or None; the message never shows the value."""
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
+        return f"{name!r} is not a valid HTTP header name (letters, digits and -, no spaces)"
+    if not isinstance(value, str) or not _VALUE.fullmatch(value):
+        # the value is a secret: the message names the header, never what it holds
+        return f"the value of header {name!r} must be printable ASCII, with no line break"
+    return None
+
+
 def _sendable(headers: dict[str, SecretStr]) -> dict[str, SecretStr]:
     for name, value in headers.items():
-        if not _NAME.fullmatch(name):
-            raise ValueError(f"{name!r} is not a valid HTTP header name (letters, digits and -, no spaces)")
-        if not _VALUE.fullmatch(value.get_secret_value()):
-            # the value is a secret: the message names the header, never what it holds
-            raise ValueError(f"the value of header {name!r} must be printable ASCII, with no line break")
+        problem = header_problem(name, value.get_secret_value())
+        if problem is not None:
+            raise ValueError(problem)
     return headers
 
 

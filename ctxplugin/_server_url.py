@@ -1,10 +1,12 @@
-"""What a Chroma server URL may be: ``http(s)://host[:port]``, checked before any server is
-connected to."""
+"""What a Chroma server URL may be: ``http(s)://host[:port]``, and the headers sent to it,
+checked before any server is connected to."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from urllib.parse import urlsplit
 
+from ctxplugin._secret_headers import header_problem
 from ctxplugin.errors import ConfigError
 
 
@@ -27,4 +29,14 @@ def check_server_url(url: str, name: str = "Chroma server URL") -> None:
         raise ConfigError(f"{name} must look like http://host:port, with no path, query or fragment, got {url!r}")
 
 
-__all__ = ["check_server_url"]
+
+def check_headers(headers: Mapping[str, object] | None) -> None:
+    """Raise :class:`ConfigError` when a header of ``headers`` cannot be sent (the check of
+    ``chroma_headers``, for a store built by hand); the message never shows a value."""
+    for name, value in (headers or {}).items():
+        problem = header_problem(name, value)
+        if problem is not None:
+            raise ConfigError(f"headers: {problem}")
+
+
+__all__ = ["check_headers", "check_server_url"]

@@ -24,6 +24,7 @@ from ctxplugin._chroma import (
     same_process,
     translated,
 )
+from ctxplugin._server_url import check_headers
 from ctxplugin.cache.store import CacheEntry
 from ctxplugin.errors import StoreError
 from ctxplugin.facts import chroma_embedding_function
@@ -118,6 +119,7 @@ class ChromaAnswerCacheStore:
             ConfigError: ``url`` is not an ``http(s)://host[:port]`` URL.
         """
         check_server_url(url)
+        check_headers(headers)
         import chromadb  # noqa: F401  (imported now, not within the first call's deadline)
 
         def connect() -> Any:
