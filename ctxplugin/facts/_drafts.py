@@ -8,7 +8,7 @@ import hashlib
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import TypeAlias, get_args
 
 from langchain_core.messages import BaseMessage, HumanMessage, ToolMessage
@@ -38,6 +38,7 @@ from ctxplugin.facts.model import (
     reader_scope,
     visibility_key,
 )
+from ctxplugin.facts.rules import RuleExtractor
 from ctxplugin.scope import Scope, Visibility, scope_key
 from ctxplugin.tokens import content_text
 
@@ -305,8 +306,26 @@ def read_drafts(
             draft = _with(draft, ref, None if source == "tool" else marks.authority or authority, visibility)
             if marks.fact_scope is not None:
                 draft = replace(draft, scope=marks.fact_scope, scope_id=marks.scope_id or draft.scope_id)
-            drafts.append((draft, source, marks.audience, output))
+            if isinstance(extractor, RuleExtractor) or _makes_a_fact(draft, scope, source):
+                drafts.append((draft, source, marks.audience, output))
     return drafts
+
+
+def _makes_a_fact(draft: FactDraft, scope: Scope, source: SourceType) -> bool:
+    """Whether ``draft`` makes a fact. A model's answer may not (a text over 500 characters or
+    an empty one, a key that is no string, an importance above 1...): it is no fact, logged and
+    left out as one with unknown fields is, rather than failing the step on every later call
+    (the message would be read again each time). The rules' drafts always make one."""
+    try:
+        _build_fact(_valid_draft(draft), scope=scope, source=source, clock=_now)
+    except InvalidInputError as exc:
+        logger.warning("a fact extractor's output is left out, it is no fact: %s", exc)
+        return False
+    return True
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
 
 
 def _extracted(extractor: Extractor, message: BaseMessage) -> list[FactDraft]:
