@@ -14,7 +14,7 @@ from typing import TypeAlias, get_args
 from langchain_core.messages import BaseMessage, HumanMessage, ToolMessage
 from pydantic import ValidationError
 
-from ctxplugin._messages import annotation, said_ref
+from ctxplugin._messages import META_KEY, annotation, said_ref
 from ctxplugin._roles import with_role_classes
 from ctxplugin._untrusted import content_problem, not_a_message, storable_text, valid_unicode
 from ctxplugin.errors import EngineClosedError, InvalidInputError
@@ -134,6 +134,9 @@ _AUTHORITIES: tuple[str, ...] = get_args(Authority)
 
 
 def _marks(message: BaseMessage, source: SourceType) -> _Marks:
+    raw = message.additional_kwargs.get(META_KEY)
+    if raw is not None and not isinstance(raw, dict):  # ``"hypothetical"`` for ``{"fact_scope": "hypothetical"}``
+        raise InvalidInputError(f"additional_kwargs['ctxplugin'] is a dict of marks (fact_scope, authority, audience...), got {raw!r:.60}")
     note = annotation(message)
     fact_scope = note.get("fact_scope")
     if fact_scope is not None and (not isinstance(fact_scope, str) or fact_scope not in _ANNOTATED_SCOPES):

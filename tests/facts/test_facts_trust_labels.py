@@ -173,11 +173,12 @@ def test_a_key_or_task_a_tool_output_names_cannot_close_the_label(
     "meta",
     [
         {"fact_scope": "bogus"}, {"fact_scope": ["hypothetical"]}, {"audience": "admins"}, {"audience": [f"role:r{i}" for i in range(40)]},
-        {"audience": 5}, {"audience": True},
+        {"audience": 5}, {"audience": True}, "hypothetical", ["audience", "role:vp"],
     ],
-    ids=["unknown-scope", "scope-not-a-string", "malformed-audience", "audience-too-long", "audience-a-number", "audience-a-bool"],
+    ids=["unknown-scope", "scope-not-a-string", "malformed-audience", "audience-too-long", "audience-a-number", "audience-a-bool",
+         "marks-a-string", "marks-a-list"],
 )
-def test_a_tool_messages_malformed_marks_neither_fail_the_call_nor_widen_its_facts(engine: ContextEngine, meta: dict[str, object]) -> None:
+def test_a_tool_messages_malformed_marks_neither_fail_the_call_nor_widen_its_facts(engine: ContextEngine, meta: object) -> None:
     """A host marks a message's statements in ``additional_kwargs["ctxplugin"]``, and a bad mark
     on a user message is the host's error to fix. A tool that returns its own ``ToolMessage``
     chooses that metadata too: a bad mark there must not make every later call of the thread
@@ -200,6 +201,12 @@ def test_a_user_messages_mark_that_is_not_a_string_is_an_invalid_input(engine: C
     addressed = HumanMessage("The budget is $80k.", additional_kwargs={"ctxplugin": {"audience": 5}})
     with pytest.raises(InvalidInputError, match="audience"):
         engine.prepare([SystemMessage("You plan budgets."), addressed], scope=S)
+    # marks that are no dict were left unread: the supposition was stored as the current budget
+    for marks in ("hypothetical", ["fact_scope", "hypothetical"]):
+        supposed = HumanMessage("Suppose we say the budget is $80k.", additional_kwargs={"ctxplugin": marks})
+        with pytest.raises(InvalidInputError, match=r"additional_kwargs\['ctxplugin'\] is a dict of marks"):
+            engine.prepare([SystemMessage("You plan budgets."), supposed], scope=S)
+    assert engine.facts.current("budget", scope=S) is None
 
 
 # ---------------------------------------------------------------- tool text in another fact's line
