@@ -1,8 +1,9 @@
-"""What a Chroma server URL may be: ``http(s)://host[:port]``, and the headers sent to it,
-checked before any server is connected to."""
+"""What a Chroma server URL may be: ``http(s)://host[:port]``, and the headers and timeout of a
+client of it, checked before any server is connected to."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from urllib.parse import urlsplit
 
@@ -39,4 +40,13 @@ def check_headers(headers: Mapping[str, object] | None) -> None:
             raise ConfigError(f"headers: {problem}")
 
 
-__all__ = ["check_headers", "check_server_url"]
+
+def check_timeout(timeout: object) -> None:
+    """Raise :class:`ConfigError` unless ``timeout`` is a number of seconds above 0 and finite (the
+    check of ``stores.timeout``, for a store built by hand): 0 read as a server that does not
+    answer, and a negative, infinite or NaN one failed on the first request."""
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout < math.inf:
+        raise ConfigError(f"timeout must be a number of seconds above 0 and finite, got {timeout!r}")
+
+
+__all__ = ["check_headers", "check_server_url", "check_timeout"]

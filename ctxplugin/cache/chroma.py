@@ -24,7 +24,7 @@ from ctxplugin._chroma import (
     same_process,
     translated,
 )
-from ctxplugin._server_url import check_headers
+from ctxplugin._server_url import check_headers, check_timeout
 from ctxplugin.cache.store import CacheEntry
 from ctxplugin.errors import StoreError
 from ctxplugin.facts import chroma_embedding_function
@@ -120,6 +120,7 @@ class ChromaAnswerCacheStore:
         """
         check_server_url(url)
         check_headers(headers)
+        check_timeout(timeout)
         import chromadb  # noqa: F401  (imported now, not within the first call's deadline)
 
         def connect() -> Any:

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from ctxplugin._chroma import check_server_url, http_client
-from ctxplugin._server_url import check_headers
+from ctxplugin._server_url import check_headers, check_timeout
 from ctxplugin.config import FactsConfig
 from ctxplugin.facts._chroma_directory import EmbeddedDirectory, claim_embedded
 from ctxplugin.facts.embedding import HashingEmbedding, embedding_identity
@@ -28,9 +28,11 @@ def _http_connector(
     url: str, headers: dict[str, str] | None, timeout: float, tenant: str | None = None, database: str | None = None
 ) -> Callable[[], Any]:
     """A function connecting to the Chroma server at ``url`` (see :func:`http_client`); a
-    ``ConfigError`` at once when ``url`` is not ``http(s)://host[:port]`` or a header cannot be sent."""
+    ``ConfigError`` at once when ``url`` is not ``http(s)://host[:port]``, a header cannot be sent or
+    ``timeout`` is no positive finite number."""
     check_server_url(url)
     check_headers(headers)
+    check_timeout(timeout)
     # imported here, not on first use: importing chromadb takes seconds on a busy machine,
     # which the first call's deadline is not meant to cover
     import chromadb  # noqa: F401

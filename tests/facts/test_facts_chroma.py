@@ -145,6 +145,16 @@ def test_server_url_is_validated_when_built(url: str) -> None:
         ChromaAnswerCacheStore.http(url)
 
 
+@pytest.mark.parametrize("timeout", [0, -1.0, float("nan"), float("inf"), "5"])
+def test_a_timeout_that_is_no_positive_number_is_refused_when_built(timeout: object) -> None:
+    # 0 was taken for a server that does not answer; the others failed on the first request
+    # with a ValueError, OverflowError or TypeError of the HTTP client
+    builds: list[Callable[..., object]] = [ChromaFactStore.http, ChromaAnswerCacheStore.http]
+    for build in builds:
+        with pytest.raises(ConfigError, match="timeout must be a number of seconds above 0"):
+            build("http://127.0.0.1:8000", timeout=timeout)
+
+
 @pytest.mark.parametrize(
     ("url", "wrong"), [("127.0.0.1:8000", "http://host:port, got"), ("http://127.0.0.1:8000/chroma", "no path"),
                        ("http://127.0.0.1:8000 ", "a port from 1 to 65535"), ("http://127.0.0.1:80000", "a port from 1 to 65535")]
