@@ -34,7 +34,7 @@ from ctxplugin.cache import AnswerCache, AnswerCacheStore, make_answer_cache
 from ctxplugin.cas import CASStore, MemoryCASStore
 from ctxplugin.config import ContextConfig
 from ctxplugin.errors import ConfigError, CtxpluginError, InvalidInputError
-from ctxplugin.facts import FactsLedger, MemoryFactStore
+from ctxplugin.facts import FactsLedger, FactStore, MemoryFactStore
 from ctxplugin.facts.embedding import default_embedding
 from ctxplugin.history import BackgroundSummarizer, SummarizerLike, make_summarizer
 from ctxplugin.report import CaptureReport
@@ -71,7 +71,7 @@ class ContextEngine(Closing):
     Args:
         config: configuration; defaults read ``CTXPLUGIN_*`` environment variables.
         cas: store for tool outputs; in-memory when omitted.
-        facts: facts ledger; an in-memory ledger when omitted.
+        facts: facts ledger, or just its store (a ledger with ``config.facts`` on it); in memory when omitted.
         counter: token counter; chosen from ``config.encoding``/``config.model`` when omitted.
         summarizer: optional gist writer for old messages — a chat model, any ``Runnable``, a
             sync or async function ``str -> str``, or a :class:`BackgroundSummarizer`. It runs
@@ -88,16 +88,16 @@ class ContextEngine(Closing):
         config: ContextConfig | None = None,
         *,
         cas: CASStore | None = None,
-        facts: FactsLedger | None = None,
+        facts: FactsLedger | FactStore | None = None,
         counter: TokenCounter | None = None,
         summarizer: SummarizerLike | BackgroundSummarizer | None = None,
         answer_cache: AnswerCache | AnswerCacheStore | None = None,
     ) -> None:
         self.config = given_config(config)
         self.cas: CASStore = sync_store(cas, "ContextEngine(cas=...)") if cas is not None else MemoryCASStore()
-        if facts is None:
-            embedding = default_embedding(self.config.facts.embedding, self.config.facts.embedding_dims)
-            facts = FactsLedger(MemoryFactStore(embedding), self.config.facts)
+        if facts is None or (isinstance(facts, FactStore) and not isinstance(facts, FactsLedger)):  # a store alone: its ledger
+            store = facts if facts is not None else MemoryFactStore(default_embedding(self.config.facts.embedding, self.config.facts.embedding_dims))
+            facts = FactsLedger(store, self.config.facts)
         self.facts = facts
         note: str | None = None
         if counter is None:

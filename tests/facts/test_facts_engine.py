@@ -12,7 +12,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 
 from ctxplugin import ContextConfig, ContextEngine, Scope
 from ctxplugin.config import FactsConfig
-from ctxplugin.facts import Fact, FactsLedger, MemoryFactStore, mark_outdated
+from ctxplugin.facts import ChromaFactStore, Fact, FactsLedger, MemoryFactStore, mark_outdated
 from ctxplugin.facts.model import FactQuery
 from ctxplugin.testing import conversation_messages, memory_engine
 from ctxplugin.testing import facts_block as view_facts
@@ -332,3 +332,21 @@ def test_an_agent_without_tools_gets_facts_and_notes_a_provider_without_a_tool_l
             # Bedrock refuses toolUse and toolResult blocks in a request without a tool list
             assert request["toolConfig"] or not any("toolUse" in b or "toolResult" in b for b in blocks)
             assert prepared.messages[-1] is messages[-1]
+
+
+def test_an_engine_given_a_fact_store_alone_builds_its_ledger_on_it(tmp_path: Path) -> None:
+    # as answer_cache= takes a cache's store, and cas= a store: facts=MemoryFactStore() failed
+    # with "'MemoryFactStore' object has no attribute 'store'" when the engine was built
+    store = ChromaFactStore.persistent(tmp_path / "facts")
+    try:
+        config = ContextConfig(facts={"k": 3})
+        engine = ContextEngine(config, facts=store)
+        assert isinstance(engine.facts, FactsLedger) and engine.facts.store is store
+        assert engine.facts.config is config.facts
+        prepared = engine.prepare([HumanMessage("My budget is $500.")], scope=S)
+        assert not prepared.report.warnings
+        assert [f.text for f in store.find(FactQuery(reader=S, key="my_budget"))] == ["My budget is $500."]
+        ledger = FactsLedger(MemoryFactStore())
+        assert ContextEngine(facts=ledger).facts is ledger  # a ledger is taken as it is
+    finally:
+        store.close()
