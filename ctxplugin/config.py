@@ -221,13 +221,8 @@ class FactsConfig(_Section):
     half_life_hours: float = Field(24.0, gt=0)
     min_relevance: float = Field(0.0, ge=-1, le=1)
     placement: Literal["tail", "head", "window"] = "tail"
-    skip_shown: bool = Field(
-        False,
-        description=(
-            "leave out facts the view itself shows: those read from a message it carries "
-            "unchanged, or whose statement a user message of it holds word for word"
-        ),
-    )
+    skip_shown: bool = Field(False, description="leave out facts the view itself shows: those read from a message it "
+                             "carries unchanged, or whose statement a user message of it holds word for word")
     mark_outdated: bool = True
     trust_message_authority: bool = Field(
         False,
@@ -392,3 +387,10 @@ class ContextConfig(Translated, BaseSettings):
                 raise ConfigError(describe(exc, root=type(self), values=values, environ=environ)) from exc
             except SettingsError as exc:  # a variable that holds no valid JSON for a section or list
                 raise ConfigError(settings_error(str(exc), root=type(self), environ=environ)) from exc
+
+
+def facts_settings(config: object) -> FactsConfig:
+    """``config`` as the facts' settings: a ``FactsConfig``, the ``facts`` of a ``ContextConfig``, or the defaults for None."""
+    if config is None or isinstance(config, (FactsConfig, ContextConfig)):
+        return FactsConfig() if config is None else config.facts if isinstance(config, ContextConfig) else config
+    raise ConfigError(f"facts settings must be a FactsConfig (or a ContextConfig, whose .facts is taken), got {type(config).__name__}")

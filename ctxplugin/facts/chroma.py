@@ -17,7 +17,7 @@ from typing import Any
 from langchain_core.embeddings import Embeddings
 
 from ctxplugin._chroma import keep_from_parent, reconnect_in_forked_children, same_process
-from ctxplugin.config import FactsConfig
+from ctxplugin.config import FactsConfig, facts_settings
 from ctxplugin.errors import StoreError
 from ctxplugin.facts._chroma_clients import (
     _close_http_session,
@@ -79,7 +79,7 @@ class ChromaFactStore(SharedWindows, MessageFacts):
         config: FactsConfig | None = None,
         embedding: Embeddings | Callable[[list[str]], Any] | None = None,
     ) -> None:
-        self.config = config or FactsConfig()
+        self.config = facts_settings(config)  # a ContextConfig's facts settings too
         self.embedding = as_embeddings(embedding, self.config.embedding_dims, self.config.embedding)
         self._auto = embedding is None and self.config.embedding == "auto"
         self._client_factory: Callable[[], Any] | None = client if callable(client) and not hasattr(client, "get_or_create_collection") else None

@@ -16,7 +16,7 @@ from typing import Any, get_args
 
 from langchain_core.messages import BaseMessage
 
-from ctxplugin.config import FactsConfig, FactsStrategy
+from ctxplugin.config import FactsConfig, FactsStrategy, facts_settings
 from ctxplugin.errors import InvalidInputError
 from ctxplugin.facts._answers import Answers
 from ctxplugin.facts._batch import Sent, WriteBatch, as_stored, batched
@@ -99,7 +99,7 @@ class FactsLedger:
     ) -> None:
         self.store = store
         self.lock = lock
-        self.config = config or FactsConfig()
+        self.config = facts_settings(config)  # a ContextConfig's facts settings too
         self.extractor: Extractor = as_extractor(extractor) if extractor is not None else RuleExtractor(self.config.max_per_message)
         self.clock = clock or (lambda: datetime.now(UTC))
         self._lock = threading.RLock()

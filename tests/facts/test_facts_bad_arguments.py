@@ -4,14 +4,15 @@ InvalidInputError, not with whatever a helper trips over first."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 from langchain_core.messages import HumanMessage
 
-from ctxplugin import Scope
+from ctxplugin import ConfigError, ContextConfig, Scope
 from ctxplugin.errors import InvalidInputError
-from ctxplugin.facts import FactsLedger
+from ctxplugin.facts import ChromaFactStore, FactsLedger, MemoryFactStore
 from ctxplugin.testing import memory_engine
 
 SCOPE = Scope(session_id="s1")
@@ -83,3 +84,21 @@ def test_one_string_is_one_fact_scope(ledger: FactsLedger) -> None:
     current = ledger.current("budget", scope=SCOPE, fact_scopes="hypothetical")
     assert current is not None and current.text == "Budget is $80k"
     assert ledger.current("budget", scope=SCOPE) is None  # not current by default
+
+
+def test_a_context_config_given_for_the_facts_settings_gives_its_facts_settings(tmp_path: Path) -> None:
+    # FactsLedger(store, config) and ChromaFactStore.persistent(path, config=config) with the
+    # engine's ContextConfig failed with AttributeError ('... has no attribute max_per_message')
+    config = ContextConfig(facts={"k": 2, "collection": "mine_facts"})
+    store = ChromaFactStore.persistent(tmp_path / "facts", config=config)  # type: ignore[arg-type]
+    try:
+        assert store.config is config.facts and store.collection_name(None).startswith("mine_facts_")
+        ledger = FactsLedger(store, config)  # type: ignore[arg-type]
+        assert ledger.config is config.facts
+        for text in ("Budget is $1", "Budget is $2 for hotels", "Budget is $3 for food"):
+            ledger.add(text, scope=SCOPE)
+        assert len(ledger.search("budget", scope=SCOPE)) == 2
+    finally:
+        store.close()
+    with pytest.raises(ConfigError, match="must be a FactsConfig"):
+        FactsLedger(MemoryFactStore(), {"k": 2})  # type: ignore[arg-type]
