@@ -55,4 +55,21 @@ def unfiltered(writes: FactStore | WriteBatch) -> FactStore | WriteBatch:
     return writes.writes if isinstance(writes, _Audible) else writes
 
 
-__all__ = ["audible", "unfiltered"]
+def reaches(old: Fact, new: Fact) -> bool:
+    """Whether ``new`` is shown to everyone ``old`` is shown to, so that it may replace ``old``:
+    a fact restricted to an audience never replaces one shown more widely (its other readers
+    would be left with no value); it stands beside it, current for its own audience."""
+    return not new.audience or (bool(old.audience) and set(old.audience) <= set(new.audience))
+
+
+def narrower(supersedes: str) -> str:
+    """Why ``supersedes=`` naming a fact shown more widely than the write's audience is refused
+    (the message names no reader of the fact)."""
+    return (
+        f"supersedes={supersedes!r} names a fact shown to readers this write's audience leaves out: "
+        "they would be left with no value; write the replacement with that fact's audience (or none), "
+        "or without supersedes= to keep it beside, current for its own audience"
+    )
+
+
+__all__ = ["audible", "narrower", "reaches", "unfiltered"]

@@ -41,7 +41,7 @@ from dataclasses import replace
 
 from ctxplugin._untrusted import valid_unicode
 from ctxplugin.errors import InvalidInputError
-from ctxplugin.facts._audience import audible, unfiltered
+from ctxplugin.facts._audience import audible, narrower, reaches, unfiltered
 from ctxplugin.facts._batch import WriteBatch
 from ctxplugin.facts._chains import chain_head, changed_basis, superseded_pairs
 from ctxplugin.facts._discourse import CONDITION, RETRACTED
@@ -230,13 +230,17 @@ def _targets(writes: FactStore | WriteBatch, fact: Fact, draft: FactDraft, super
         if not found:
             by_key = normalize_key(supersedes)
             current = writes.find(FactQuery(reader=reader, key=by_key, valid=True)) if by_key else []
-            same = [f for f in current if f.scope == fact.scope and f.scope_id == fact.scope_id and _same_slot(f, fact)]
+            same = [f for f in current if f.scope == fact.scope and f.scope_id == fact.scope_id and _same_slot(f, fact, reach=False)]
+            if not all(reaches(f, fact) for f in same):
+                raise InvalidInputError(narrower(supersedes))
             if not same:
                 raise InvalidInputError(_no_target(supersedes, current, fact))
             return same
         head = chain_head(writes, found[0], reader)
         if head is not None and head.is_valid and VISIBILITIES.index(head.visibility) > VISIBILITIES.index(fact.visibility):
             raise InvalidInputError(_narrower(supersedes, head, fact))
+        if head is not None and head.is_valid and not reaches(head, fact):
+            raise InvalidInputError(narrower(supersedes))
         return [head] if head is not None and head.is_valid else []
     if fact.key is not None:
         same = writes.find(FactQuery(reader=reader, key=fact.key, valid=True, scopes=(fact.scope,)))
@@ -385,10 +389,12 @@ def _users_own(old: Fact, new: Fact) -> bool:
     )
 
 
-def _same_slot(a: Fact, b: Fact) -> bool:
-    """Whether two facts share an owner slot: the same session for session facts, the same user
-    for user facts, and so on (the unit within which a key supersedes)."""
-    return a.visibility == b.visibility and visibility_key(a.owner, a.visibility) == visibility_key(b.owner, b.visibility)
+def _same_slot(a: Fact, b: Fact, *, reach: bool = True) -> bool:
+    """Whether ``b`` may supersede ``a`` in their owner slot: the same session for session facts,
+    the same user for user facts, and so on (the unit within which a key supersedes), ``b``
+    shown to everyone ``a`` is (``reach``, see :func:`reaches`)."""
+    slot = a.visibility == b.visibility and visibility_key(a.owner, a.visibility) == visibility_key(b.owner, b.visibility)
+    return slot and (not reach or reaches(a, b))
 
 
 __all__ = ["_supersede", "changed_basis", "superseded_pairs"]  # the chains read back live in _chains

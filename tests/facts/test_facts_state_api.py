@@ -190,6 +190,27 @@ def test_who_is_outside_a_facts_audience_cannot_replace_it_nor_learn_of_it() -> 
         facts.write("Board floor is $1", key="other", fact_id="R1", audience=["role:vp"], scope=staff)
 
 
+def test_a_fact_restricted_to_an_audience_never_replaces_one_shown_more_widely() -> None:
+    # everyone outside the audience would be left with no value: it stands beside it instead
+    facts = ledger()
+    vp = Scope(session_id="deal-7", user_id="u1", roles=("vp",))
+    staff = Scope(session_id="deal-7", user_id="u1")
+    public = facts.write("Board floor is $20k", key="floor", fact_id="P1", scope=staff)
+    restricted = facts.write("Board floor is $30k", key="floor", audience=["role:vp"], scope=vp)
+    assert restricted.is_valid and restricted.supersedes is None
+    assert facts.current("floor", scope=staff) == facts.get("P1", scope=staff) and facts.get("P1", scope=staff).is_valid  # type: ignore[union-attr]
+    assert facts.current("floor", scope=vp).text == "Board floor is $30k", "its audience reads the newer"  # type: ignore[union-attr]
+    for named in ("P1", "floor", public.id):  # named outright: refused, saying why
+        with pytest.raises(InvalidInputError, match="shown to readers this write's audience leaves out"):
+            facts.write("Board floor is $40k", supersedes=named, audience=["role:vp"], scope=vp)
+    assert facts.current("floor", scope=staff).text == "Board floor is $20k"  # type: ignore[union-attr]
+    # within one audience, and from it to everyone, a key still supersedes
+    later = facts.write("Board floor is $32k", key="floor", audience=["role:vp", "role:cfo"], scope=vp)
+    assert later.supersedes == restricted.id
+    wider = facts.write("Board floor is $25k", supersedes="P1", scope=vp)
+    assert wider.supersedes == public.id and facts.current("floor", scope=staff).text == "Board floor is $25k"  # type: ignore[union-attr]
+
+
 def test_a_caller_id_is_its_writers_own_where_another_user_reuses_the_thread_id() -> None:
     # a thread id reused by another user (or in another workspace) names another session: the
     # same caller id there is another fact, never one write overwriting the other
