@@ -103,7 +103,7 @@ class ContextEngine(Closing):
         if counter is None:
             counter, note = get_counter(self.config.encoding, self.config.model)
         self.counter = counter
-        self.registry = ToolRegistry(counter=counter, binding=self.config.tools.binding)
+        self.registry = ToolRegistry(counter=counter, binding=self.config.tools.binding, max_loaded=self.config.tools.max_loaded, pinned=self.config.tools.pinned)
         self.summarizer = make_summarizer(summarizer, config=self.config.history.summarizer, counter=counter)
         if self.summarizer is not None and self.summarizer is not summarizer:
             self.opened(self.summarizer.close)

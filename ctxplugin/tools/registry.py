@@ -222,9 +222,12 @@ class ToolRegistry:
     Args:
         counter: counts the tokens of each schema.
         binding: ``tools.binding`` of the engine (``"loaded"``, ``"stubs"`` or ``"auto"``).
+        max_loaded, pinned: ``tools.max_loaded`` and ``tools.pinned``: which tools a ``load_tools``
+            answer may say stay bound (None: no limit).
     """
 
-    def __init__(self, counter: TokenCounter, *, binding: Literal["auto", "loaded", "stubs"] = "loaded") -> None:
+    def __init__(self, counter: TokenCounter, *, binding: Literal["auto", "loaded", "stubs"] = "loaded",
+                 max_loaded: int | None = None, pinned: Iterable[str] = ()) -> None:
         self.counter = counter
         self._lock = threading.Lock()
         self._current: dict[str, ToolEntry] = {}
@@ -238,7 +241,7 @@ class ToolRegistry:
         self._memo: OrderedDict[Any, Any] = OrderedDict()
         # with "stubs" and "auto", the names some plan bound as stubs: load_tools answers for
         # those with their parameters (they are bound already)
-        self.binding = binding
+        self.binding, self.max_loaded, self.pinned = binding, max_loaded, frozenset(pinned)
         self._stubbed: set[str] = set()
         # per scope, the tools each agent's latest call was planned with: its load_tools answers from them
         self.offered = OfferedTools()

@@ -185,6 +185,15 @@ def _type_of(spec: Any) -> str:
     return "object" if "properties" in spec else "any"
 
 
+def _past_max_loaded(registry: ToolRegistry, requested: Sequence[str], loaded: dict[str, str]) -> list[str]:
+    """The names of ``loaded`` that one request naming more than ``tools.max_loaded`` tools leaves
+    unbound: the next call binds the most recently named (pinned tools take no slot)."""
+    limit = registry.max_loaded
+    last = {name: i for i, name in enumerate(requested)}
+    counted = sorted((n for n in loaded if n not in registry.pinned), key=last.__getitem__, reverse=True)
+    return [] if limit is None else [n for n in loaded if n in counted[limit:]]
+
+
 def make_load_tools_tool(registry: ToolRegistry, scope: Callable[[RunnableConfig | None], Scope] | Scope | None = None) -> BaseTool:
     """The ``load_tools`` meta-tool over ``registry``.
 
@@ -212,7 +221,7 @@ def make_load_tools_tool(registry: ToolRegistry, scope: Callable[[RunnableConfig
         offered = registry.offered.find(resolve(config).key(), meta) if resolve is not None else None
         source: ToolSource = offered if offered is not None else registry
         stubbed: list[str] = []
-        loaded: list[str] = []
+        loaded: dict[str, str] = {}
         missing: list[str] = []
         unlisted = 0
         for name in wanted:
@@ -226,14 +235,19 @@ def make_load_tools_tool(registry: ToolRegistry, scope: Callable[[RunnableConfig
             elif source.is_stubbed(name):
                 stubbed.append(f"- {schema_json(entry)}")
             else:
-                loaded.append(f"- {signature(entry)}")
+                loaded[name] = f"- {signature(entry)}"
+        unbound = _past_max_loaded(registry, [n.strip() for n in names or () if isinstance(n, str)], loaded)
         out = []
         if stubbed:
             out.append("Parameters of these tools (JSON schema); they are bound, call them with arguments that match:")
             out.extend(stubbed)
-        if loaded:
+        if len(loaded) > len(unbound):
             out.append("Loaded; these tools are bound with their full schemas from your next step on:")
-            out.extend(loaded)
+            out.extend(line for name, line in loaded.items() if name not in unbound)
+        if unbound:
+            out.append(f"Not bound (at most {registry.max_loaded} loaded tools stay bound, the most recently used); "
+                       "call these directly with arguments that match, or load them again when you need them:")
+            out.extend(loaded[name] for name in unbound)
         if missing:
             out.append("Not loaded:")
             out.extend(missing)

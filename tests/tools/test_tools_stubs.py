@@ -424,3 +424,24 @@ def test_five_hundred_tools_are_listed_by_name_and_loaded_on_request() -> None:
     loaded = engine.prepare([*messages, load, ToolMessage("loaded", tool_call_id="l1", name="load_tools")], tools=tools, scope=scope)
     bound = {t["function"]["name"] if isinstance(t, dict) else t.name: t for t in loaded.tools}
     assert "tool_321" in bound
+
+
+def test_load_tools_answer_names_only_the_tools_max_loaded_keeps_bound() -> None:
+    # a request naming more tools than tools.max_loaded binds only the most recently named:
+    # the answer must not promise the others are bound
+    engine = memory_engine_with(binding="loaded", max_loaded=3, pinned=["tool_a"])
+    scope = Scope(session_id="many-loads")
+    asked = ["tool_b", "tool_c", "tool_a", "tool_d", "tool_e", "tool_f"]
+    messages: list[BaseMessage] = [HumanMessage("go")]
+    engine.prepare(messages, tools=TOOLS, scope=scope)
+    load = next(t for t in engine.tools_for_model() if t.name == LOAD_TOOLS_NAME)
+    answer = load.invoke({"names": asked}, config={"configurable": {"ctxplugin_scope": scope}})
+    messages += [AIMessage("", tool_calls=[{"name": LOAD_TOOLS_NAME, "args": {"names": asked}, "id": "l1"}]),
+                 ToolMessage(answer, tool_call_id="l1", name=LOAD_TOOLS_NAME)]
+    report = engine.prepare(messages, tools=TOOLS, scope=scope).report
+    assert report.tools_loaded == ["tool_d", "tool_e", "tool_f"]
+    bound, _, unbound = answer.partition("Not bound")
+    promised = [line[2:].split("(")[0] for line in bound.splitlines() if line.startswith("- ")]
+    assert sorted(promised) == ["tool_a", "tool_d", "tool_e", "tool_f"]  # the pinned tool stays bound
+    assert [line[2:].split("(")[0] for line in unbound.splitlines() if line.startswith("- ")] == ["tool_b", "tool_c"]
+    assert "at most 3 loaded tools" in unbound
