@@ -279,8 +279,10 @@ def is_synthetic(message: BaseMessage) -> bool:
 
 def header_cut(given: Sequence[SystemMessage], sent: Sequence[SystemMessage]) -> str:
     """What the last resort cut of the header: the host's system prompt, the tool directory
-    (a message of its own after it) or both."""
+    (a message of its own after it) or both; "" when it cut neither."""
     cut = {is_directory(a) for a, b in zip(given, sent, strict=True) if a is not b}
+    if not cut:
+        return ""
     what = {frozenset({True}): "the tool directory was", frozenset({False}): "the system prompt was"}.get(
         frozenset(cut), "the system prompt and the tool directory were")
     return what + " cut at head and tail to fit the total budget"

@@ -371,8 +371,9 @@ def enforce(
     if total_over(parts):
         # from the untrimmed parts: step 1 may have dropped the last assistant turn
         parts = minimum_viable(initial, budgets["total"], counter, keep, hold_prompt=hold_prompt)
-        if parts.header is not initial.header and warnings and warnings[0].startswith(header):
-            warnings[0] = header + header_cut(initial.header, parts.header)
+        if cut := header_cut(initial.header, parts.header):  # said whether the header was over its own budget or not
+            over = bool(warnings) and warnings[0].startswith(header)
+            warnings[: int(over)] = [header + cut if over else cut]  # in place of "never rewritten", when said
         warnings.append(
             f"context trimmed to the minimum viable view (system essentials, the task, current user message, "
             f"last assistant turn) to fit the total budget of {budgets['total']} tokens"

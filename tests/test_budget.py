@@ -477,3 +477,15 @@ def test_the_last_resort_leaves_a_call_its_responses_api_turn_repeats_in_its_con
     turn = next(m for m in prepared.messages if isinstance(m, AIMessage))
     assert turn.tool_calls[0]["args"]["content"] == source, "the call and the block it repeats stay alike"
     assert not prepared.report.within_budget, "the view is not reported within a total it exceeds"
+
+
+def test_the_last_resort_says_it_cut_a_system_prompt_within_the_header_budget() -> None:
+    # the header fits its own budget, but the total the user set does not hold the view: the
+    # last resort cuts the system prompt, and a warning must say so
+    prompt = "You are an airline agent. Always confirm the booking class first. " * 12
+    messages = [SystemMessage(prompt), HumanMessage("Book flight HAT001 for me. " * 60), AIMessage("Which date? " * 40),
+                HumanMessage("May 1st, please " * 30)]
+    prepared = memory_engine(ContextConfig(budget={"total": 300, "header": 300})).prepare(messages, scope=Scope(session_id="s"))
+    assert len(content_text(prepared.messages[0].content)) < len(prompt)
+    assert not any(w.startswith("header is") for w in prepared.report.warnings), "the header was within its budget"
+    assert any("the system prompt was cut at head and tail" in w for w in prepared.report.warnings), prepared.report.warnings
