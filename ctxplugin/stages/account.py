@@ -114,7 +114,7 @@ class Account:
             if name != "tools":
                 section.budget = view.budgets.get(name)
         report.tokens_after = sum(fitted.sections.values())
-        report.unchanged_prefix_tokens = self._prefix_tokens(view.scope, fitted.messages, view.tools)
+        report.unchanged_prefix_tokens = self._prefix_tokens(view.scope, fitted.messages, view.tools, fitted.sections.get("tools", 0))
         fidelity_started = time.perf_counter()
         fidelity = self._fidelity.check(key, view.original, fitted.messages, view.stored, view.original_stamp)
         write_fidelity(report, self._fidelity.behind(key, fidelity, tuple(view.stored_texts.values())))
@@ -122,8 +122,10 @@ class Account:
         report.timings_ms = {**timings, "total": (time.perf_counter() - view.started) * 1000}
         return view.override(report=report)
 
-    def _prefix_tokens(self, scope: Scope, messages: Sequence[BaseMessage], tools: Sequence[Any]) -> int:
-        """Leading tokens unchanged since this session's previous view (tools, then messages).
+    def _prefix_tokens(self, scope: Scope, messages: Sequence[BaseMessage], tools: Sequence[Any], tool_tokens: int) -> int:
+        """Leading tokens unchanged since this session's previous view: the bound tools'
+        ``tool_tokens`` when they are the same, then the messages (none when the tools changed,
+        which come first in a request).
 
         A message is told changed by what the provider is sent for it (see :func:`_message_sig`);
         the very message object shown before is told changed only by its content or tool calls
@@ -151,7 +153,7 @@ class Account:
         shown_tools = previous.tools if previous is not None and same_tools else self._tool_set(sources)
         with self._lock:
             self._last_view.put(key, _Shown(shown_tools, messages, sigs, tokens))
-        return unchanged if previous is not None else 0
+        return tool_tokens + unchanged if previous is not None and same_tools else 0
 
     def _tool_set(self, sources: list[Any]) -> list[Any]:
         """A copy of ``sources`` (see :func:`_tool_source`), the one another session holds when

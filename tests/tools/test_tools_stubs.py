@@ -226,9 +226,12 @@ def test_engine_binds_the_same_list_on_every_call_of_a_growing_conversation(case
     assert prepared[0].report.tools_loaded == []
     assert prepared[1].report.tools_loaded == load
     assert prepared[-1].report.tools_loaded == load
-    # the tool list did not change, so the prefix survives the load and each later step
+    # the tool list did not change, so the prefix survives the load and each later step: the
+    # bound schemas, which a request sends first, then the previous view's messages
     for before, after in pairwise(prepared):
-        assert after.report.unchanged_prefix_tokens == sum(count_message(m, COUNTER) for m in before.messages) > 0
+        schemas = after.report.sections["tools"].after
+        assert schemas > 0 and schemas == before.report.sections["tools"].after
+        assert after.report.unchanged_prefix_tokens == schemas + sum(count_message(m, COUNTER) for m in before.messages)
 
 
 def test_with_loaded_binding_the_same_conversation_grows_the_list_and_resets_the_prefix() -> None:
