@@ -306,7 +306,10 @@ def read_drafts(
             visibility = "session" if source == "tool" else draft.visibility or (
                 "user" if draft.kind == "preference" and scope.user_id else "session"
             )
-            draft = _with(draft, ref, None if source == "tool" else marks.authority or authority, visibility)
+            given = None if source == "tool" else marks.authority or authority
+            if given is not None and draft.authority is not None and AUTHORITY_RANK[draft.authority] > AUTHORITY_RANK[given]:
+                draft = replace(draft, authority=given)  # an extractor's answer ranks no higher than what it read
+            draft = _with(draft, ref, given, visibility)
             if marks.fact_scope is not None:
                 draft = replace(draft, scope=marks.fact_scope, scope_id=marks.scope_id or draft.scope_id)
             if isinstance(extractor, RuleExtractor) or _makes_a_fact(draft, scope, source):
