@@ -54,7 +54,8 @@ read, and for a user message the id of the message before it (:attr:`Source.afte
 
 def owner_of(scope: Scope) -> Scope:
     """The owner a fact written from ``scope`` is stored with (its roles are the reader's, not
-    the fact's)."""
+    the fact's). Raises :class:`InvalidInputError` when ``scope`` is no :class:`Scope`."""
+    scope = reader_scope(scope)
     return scope.model_copy(update={"roles": ()}) if scope.roles else scope
 
 

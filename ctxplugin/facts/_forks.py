@@ -20,6 +20,7 @@ from collections.abc import Collection, Mapping, Sequence
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
+from ctxplugin.errors import InvalidInputError
 from ctxplugin.facts._drafts import _provenance
 from ctxplugin.facts._said import said_by
 from ctxplugin.facts.model import Fact, FactQuery, output_digest, withdrawn
@@ -196,7 +197,14 @@ class _Planned:
 
 
 def standing(outputs: Mapping[str, Collection[str]]) -> dict[str, tuple[str, ...]]:
-    """``outputs`` of a withdrawal as its store reads them: tool call id -> digests (one given alone too)."""
+    """``outputs`` of a withdrawal as its store reads them: tool call id -> digests (one given alone too).
+
+    Raises:
+        InvalidInputError: ``outputs`` is no mapping of call ids to digests."""
+    if not isinstance(outputs, Mapping) or not all(isinstance(k, str) and isinstance(v, (str, Collection)) for k, v in outputs.items()):
+        raise InvalidInputError(
+            f"withdraw() takes a mapping of tool call id -> output_digest(s) of what stands under it now, got {type(outputs).__name__}"
+        )
     return {k: (v,) if isinstance(v, str) else tuple(v) for k, v in outputs.items()}
 
 

@@ -48,6 +48,8 @@ CASES: list[tuple[str, Callable[[Any], Any], str]] = [
     ("ingest, one message", lambda f: f.ingest(HumanMessage("My budget is $500."), scope=SCOPE), r"takes a list of langchain-core messages, got HumanMessage"),
     ("ingest, dicts", lambda f: f.ingest([{"role": "user", "content": "My budget is $500."}], scope=SCOPE), "message 0 is a dict, not a langchain-core BaseMessage"),
     ("ingest, scope a string", lambda f: f.ingest([HumanMessage("My budget is $500.")], scope="s1"), r"takes scope=Scope\(session_id=...\), got str"),
+    ("withdraw, one call id", lambda f: f.withdraw("c1", scope=SCOPE), r"withdraw\(\) takes a mapping of tool call id -> output_digest\(s\).*got str"),
+    ("withdraw, scope a string", lambda f: f.withdraw({"c1": ()}, scope="s"), r"takes scope=Scope\(session_id=...\), got str"),
     # matched nothing: an empty answer, as if there were no such fact
     ("search, unknown fact scope", lambda f: f.search("discount", scope=SCOPE, fact_scopes=("hypothetic",)), r"fact_scopes= takes names from \['global'.*got 'hypothetic'"),
     ("current, unknown fact scope", lambda f: f.current("max_discount", scope=SCOPE, fact_scopes=["globl"]), r"fact_scopes= takes names from .*got 'globl'"),
