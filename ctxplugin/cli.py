@@ -384,7 +384,8 @@ def expand(
             store.close()
     except CtxpluginError as exc:  # a ref not found is most often read from the wrong scope
         _fail((str(exc) if ref in str(exc) else f"{ref}: {exc}") + (f"; read as session {session!r}: pass --session, the thread id it was stored under (and --user, --workspace, --tenant as the run had them)" if isinstance(exc, RefNotFoundError) else ""))
-    _emit(text if text.endswith("\n") else text + "\n")
+    if text:  # a selection of nothing leaves stdout empty; the note below says why
+        _emit(text if text.endswith("\n") else text + "\n")
     if note:
         _stderr().print(f"{ref}: {note}", markup=False, highlight=False, soft_wrap=True)
 

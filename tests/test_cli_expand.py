@@ -133,3 +133,12 @@ def test_a_ref_not_found_names_the_session_read_and_the_option_to_pass(stored: t
     assert "session 'default'" in result.stderr and "--session" in result.stderr, result.stderr
     assert "--user" in result.stderr, "a scope is more than its session"
     assert result.stderr.count(ref) == 1
+
+
+def test_a_selection_of_nothing_leaves_stdout_empty(tmp_path: Path) -> None:
+    # as the docs say: not even a blank line, so `expand ... | wc -l` counts 0 and `> file` writes nothing
+    log = "\n".join(f"10:00:{i:02d} INFO request id=req-{i:04d} ok" for i in range(60))
+    ref = stored_output(tmp_path, log, "log")
+    assert expand(tmp_path, ref, "--pattern", "TimeoutError").stdout_bytes == b""
+    assert expand(tmp_path, ref, "--offset", "100").stdout_bytes == b""
+    assert expand(tmp_path, ref, "--pattern", "req-0007").stdout == log.splitlines()[7] + "\n"
