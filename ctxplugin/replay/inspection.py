@@ -76,6 +76,9 @@ def select(loaded: LoadedFile, conversation: str | None) -> Conversation:
             return conv
     if conversation.lstrip("-").isdigit() and -len(convs) <= int(conversation) < len(convs):
         return convs[int(conversation)]
+    for problem in loaded.errors:  # one the file holds but could not read: say why, not that it is absent
+        if problem.startswith(f"conversation {conversation}: "):
+            raise InvalidInputError(f"{loaded.path}: {problem}")
     names = ", ".join(c.id for c in convs[:5]) + (" …" if len(convs) > 5 else "")
     raise InvalidInputError(f"{loaded.path}: no conversation {conversation!r}; it has {len(convs)} ({names})")
 

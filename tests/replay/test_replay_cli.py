@@ -378,6 +378,19 @@ def test_inspect_rejects_a_call_out_of_range() -> None:
     assert "has 7 calls (0..6); got --call 7" in " ".join(result.stderr.split())
 
 
+def test_inspect_says_why_a_conversation_of_the_file_could_not_be_read(tmp_path: Path) -> None:
+    good = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
+    orphan = [{"role": "user", "content": "hi"}, {"role": "tool", "tool_call_id": "zz", "content": "x"},
+              {"role": "assistant", "content": "hello"}]
+    path = tmp_path / "two.json"
+    path.write_text(json.dumps([{"id": "good", "messages": good}, {"id": "bad", "messages": orphan}]))
+    result = run("inspect", path, "--conversation", "bad")
+    assert result.exit_code == 1
+    # not "no conversation 'bad'": the file holds it, and the reason it was skipped is the fix
+    assert "conversation bad: message 1 is a tool result for tool_call_id='zz'" in " ".join(result.stderr.split())
+    assert "no conversation" in run("inspect", path, "--conversation", "other").stderr
+
+
 def test_expand_prints_a_stored_original(tmp_path: Path) -> None:
     store = tmp_path / "store"
     inspected = run("inspect", SWE, "--call", "-1", "--path", store, "--json")
