@@ -358,8 +358,8 @@ def expand(
     ] = None,
     pattern: Annotated[str | None, typer.Option(help="keep only lines or items that contain this text (any case)")] = None,
     regex: Annotated[bool, typer.Option("--regex", help="read --pattern as a regular expression")] = False,
-    offset: Annotated[int, typer.Option(help="first JSON array item or line (of the matches, with --pattern)")] = 0,
-    limit: Annotated[int | None, typer.Option(help="how many items or lines (0: all)")] = None,
+    offset: Annotated[int, typer.Option(min=0, help="first JSON array item or line (of the matches, with --pattern)")] = 0,
+    limit: Annotated[int | None, typer.Option(min=0, help="how many items or lines (0: all)")] = None,
 ) -> None:
     """Print a ref's stored output from an embedded store, whole or the part the options select.
 

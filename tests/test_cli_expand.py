@@ -142,3 +142,12 @@ def test_a_selection_of_nothing_leaves_stdout_empty(tmp_path: Path) -> None:
     assert expand(tmp_path, ref, "--pattern", "TimeoutError").stdout_bytes == b""
     assert expand(tmp_path, ref, "--offset", "100").stdout_bytes == b""
     assert expand(tmp_path, ref, "--pattern", "req-0007").stdout == log.splitlines()[7] + "\n"
+
+
+@pytest.mark.parametrize("option", ["--offset", "--limit"])
+def test_a_negative_offset_or_limit_is_a_usage_error(stored: tuple[Path, str, str], option: str) -> None:
+    # exit 2 with the usage line, as every other bad option value of the command; before the store is read
+    path, orders, _ = stored
+    result = CliRunner().invoke(app, ["expand", orders, "--path", str(path), "--session", SCOPE.session_id, option, "-5"])
+    assert result.exit_code == 2, result.output
+    assert "Usage:" in result.output and option in result.output
