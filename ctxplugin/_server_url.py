@@ -30,7 +30,6 @@ def check_server_url(url: str, name: str = "Chroma server URL") -> None:
         raise ConfigError(f"{name} must look like http://host:port, with no path, query or fragment, got {url!r}")
 
 
-
 def check_headers(headers: Mapping[str, object] | None) -> None:
     """Raise :class:`ConfigError` when a header of ``headers`` cannot be sent (the check of
     ``chroma_headers``, for a store built by hand); the message never shows a value."""
@@ -38,7 +37,6 @@ def check_headers(headers: Mapping[str, object] | None) -> None:
         problem = header_problem(name, value)
         if problem is not None:
             raise ConfigError(f"headers: {problem}")
-
 
 
 def check_timeout(timeout: object) -> None:
