@@ -42,31 +42,10 @@ def test_an_extractor_whose_model_is_down_degrades_the_step_and_its_message_is_r
     assert "My budget is $500." in [f.fact.text for f in engine.facts.search("budget", scope=scope)]
 
 
-def test_an_extractor_answer_that_is_no_fact_leaves_that_message_out_and_keeps_the_others(caplog: pytest.LogCaptureFixture) -> None:
-    asked: list[str] = []
-
-    def half_broken(message: BaseMessage) -> list[dict[str, object]]:
-        asked.append(str(message.content))
-        if "budget" in str(message.content):
-            return [{"nope": 1}]
-        return [{"text": str(message.content), "key": "my_seat"}]
-
-    engine = ContextEngine(ContextConfig())
-    engine.facts.extractor = as_extractor(half_broken)
-    scope = Scope(session_id="s")
-    history = [*CONVERSATION, HumanMessage("My seat is 12A.")]
-    with caplog.at_level(logging.WARNING, logger="ctxplugin.facts"):
-        prepared = engine.prepare(history, scope=scope)
-    assert not any("unavailable" in w for w in prepared.report.warnings), prepared.report.warnings
-    assert "My seat is 12A." in [f.fact.text for f in engine.facts.search("seat", scope=scope)]
-    assert any("no fact" in r.getMessage() for r in caplog.records)
-    engine.prepare([*history, AIMessage("Done."), HumanMessage("Thanks.")], scope=scope)
-    assert asked.count("My budget is $500.") == 1, "a message whose answer is no fact is not asked again"
-
-
 @pytest.mark.parametrize(
     "answer",
     [
+        [{"nope": 1}],  # an item with unknown fields
         [{"text": "The budget is " + "very " * 120 + "large."}],  # over 500 characters: a model that rambles
         "- " + "The budget note. " * 40,  # one line of text, as long
         [{"text": "   "}],
@@ -74,12 +53,12 @@ def test_an_extractor_answer_that_is_no_fact_leaves_that_message_out_and_keeps_t
         [{"text": "The budget is $500.", "importance": 5}],
         [{"text": "The budget is $500.", "visibility": "user"}],  # the scope names no user
     ],
-    ids=["long-text", "long-line", "blank-text", "key-a-number", "importance-above-1", "user-without-user-id"],
+    ids=["unknown-fields", "long-text", "long-line", "blank-text", "key-a-number", "importance-above-1", "user-without-user-id"],
 )
-def test_an_extractor_answer_that_makes_no_valid_fact_is_left_out_instead_of_failing_every_step(
+def test_an_extractor_answer_that_is_no_fact_leaves_that_message_out_and_keeps_the_others(
     answer: list[dict[str, object]] | str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    # such an answer passed as a draft and failed where the fact was built: prepare raised
+    # all but the first passed as a draft and failed where the fact was built: prepare raised
     # InvalidInputError, on every later call too (the message was never marked read)
     asked: list[str] = []
 
