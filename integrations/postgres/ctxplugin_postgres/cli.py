@@ -113,6 +113,10 @@ def status_command(dsn: Dsn, schema: Schema = DEFAULT_SCHEMA) -> None:
 def purge_command(dsn: Dsn, schema: Schema = DEFAULT_SCHEMA) -> None:
     """Delete expired CAS grants and the contents no grant points to (TTL sweeping)."""
     schema = _schema(schema)
+    try:  # a server that refuses is named at once, as by `status`, before a pool waits for it
+        schema_version(dsn, schema=schema)
+    except CtxpluginError as exc:
+        _fail(str(exc))
     store = PostgresCASStore.from_dsn(dsn, schema=schema, auto_migrate=False)
     try:
         removed = store.purge_expired()

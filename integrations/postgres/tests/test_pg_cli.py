@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -88,3 +89,13 @@ def test_usage_errors_exit_2(pg_dsn: str, arguments: list[str], message: str) ->
 def test_unreachable_database_exits_1() -> None:
     result = runner.invoke(app, ["status", "--dsn", "postgresql://postgres@127.0.0.1:1/none"])
     assert result.exit_code == 1 and "Postgres" in result.output
+
+
+def test_purge_names_a_refused_connection_at_once(caplog: pytest.LogCaptureFixture) -> None:
+    # As `status` and `migrate` do: the cause at once, not a pool's wait and its retries.
+    started = time.monotonic()
+    result = runner.invoke(app, ["purge", "--dsn", "postgresql://postgres@127.0.0.1:1/none"])
+    assert result.exit_code == 1
+    assert "Connection refused" in result.output and "retry when the server is reachable" in result.output
+    assert time.monotonic() - started < 3
+    assert not [r for r in caplog.records if r.name.startswith("psycopg.pool")]
