@@ -121,7 +121,7 @@ class ChooseFacts:
                 try:  # before the new branch is read: what it states anew replaces nothing of the old one
                     self._leave(left, back, view.original, key, scope, resumed=resumed)
                 except StoreError as exc:  # resuming: only a check that nothing was left
-                    what = "facts of an abandoned branch stay current" if left or back else "facts of removed messages not checked"
+                    what = "facts of an abandoned branch stay current" if left or back else "not checked whether stored facts came from messages no longer in the conversation"
                     view = view.degraded(f"facts store unavailable; {what}: {exc}")
             # outputs captured while their facts were not read (summaries in the history) in their place
             unread_outputs = self.reads.unread.kept(scope)

@@ -88,7 +88,7 @@ def test_a_first_call_finding_a_branch_left_waits_for_the_tenant_lock(
     back = [*OLD[:4], HumanMessage("Which hotels are near the river?", id="b2")]  # h2 left behind
     with holder.hold(TENANT):
         prepared = first_call(store, here, back)
-    assert [w for w in unavailable(prepared) if "facts of removed messages not checked" in w], prepared.report.warnings
+    assert [w for w in unavailable(prepared) if "not checked whether stored facts came from messages no longer in the conversation" in w], prepared.report.warnings
     assert current(store) == ["My budget is $900.", "My seat is 12A."], "nothing changed while the lock was held"
     prepared = first_call(store, here, back)  # once it is free, another first call marks the branch left
     assert unavailable(prepared) == []
