@@ -241,9 +241,13 @@ def make_load_tools_tool(registry: ToolRegistry, scope: Callable[[RunnableConfig
         if stubbed:
             out.append("Parameters of these tools (JSON schema); they are bound, call them with arguments that match:")
             out.extend(stubbed)
-        if len(loaded) > len(unbound):
+        pinned = [line for name, line in loaded.items() if name in registry.pinned]
+        if pinned:
+            out.append("Already bound with their full schemas (always), call them with arguments that match:")
+            out.extend(pinned)
+        if len(loaded) > len(unbound) + len(pinned):
             out.append("Loaded; these tools are bound with their full schemas from your next step on:")
-            out.extend(line for name, line in loaded.items() if name not in unbound)
+            out.extend(line for name, line in loaded.items() if name not in unbound and name not in registry.pinned)
         if unbound:
             out.append(f"Not bound (at most {registry.max_loaded} loaded tools stay bound, the most recently used); "
                        "call these directly with arguments that match, or load them again when you need them:")

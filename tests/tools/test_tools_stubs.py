@@ -448,3 +448,6 @@ def test_load_tools_answer_names_only_the_tools_max_loaded_keeps_bound() -> None
     assert sorted(promised) == ["tool_a", "tool_d", "tool_e", "tool_f"]  # the pinned tool stays bound
     assert [line[2:].split("(")[0] for line in unbound.splitlines() if line.startswith("- ")] == ["tool_b", "tool_c"]
     assert "at most 3 loaded tools" in unbound
+    # the pinned tool was bound before it was asked for: said so, not promised for the next step
+    already, _, loaded = bound.partition("Loaded;")
+    assert "Already bound" in already and "- tool_a(" in already and "tool_a" not in loaded
