@@ -12,7 +12,7 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage
 from langchain_core.prompt_values import PromptValue
-from langchain_core.runnables import Runnable, RunnableLambda
+from langchain_core.runnables import Runnable, RunnableBinding, RunnableLambda
 
 
 def bound_arguments(model: object) -> tuple[object, dict[str, Any]]:
@@ -23,6 +23,31 @@ def bound_arguments(model: object) -> tuple[object, dict[str, Any]]:
         arguments = {**model.kwargs, **arguments}  # type: ignore[attr-defined]
         model = model.bound  # type: ignore[attr-defined]
     return model, arguments
+
+
+def with_tools(model: Any, tools: Sequence[Any]) -> Runnable[Any, Any]:
+    """``model.bind_tools(tools)``, keeping what ``model.bind(...)`` bound over the chat model
+    (``max_tokens``, ``stop``, ``cache_control``...) and its config: LangChain's ``bind_tools``
+    on such a binding binds the chat model underneath and drops them. The tools bound here
+    replace any the binding held; a wrapper other than a plain binding (``with_retry``) is
+    left to its own ``bind_tools``."""
+    layers: list[RunnableBinding[Any, Any]] = []
+    base = model
+    while isinstance(base, RunnableBinding) and type(base).__name__ in _PLAIN_BINDINGS and not base.config_factories:
+        layers.append(base)
+        base = base.bound
+    if not layers:
+        return model.bind_tools(tools)  # type: ignore[no-any-return]
+    out: Runnable[Any, Any] = base.bind_tools(tools)
+    for layer in reversed(layers):
+        planned = out.kwargs if isinstance(out, RunnableBinding) else {}
+        kept = {k: v for k, v in layer.kwargs.items() if k not in planned}
+        out = out.bind(**kept) if kept else out
+        out = out.with_config(layer.config) if layer.config else out
+    return out
+
+
+_PLAIN_BINDINGS = frozenset({"RunnableBinding", "_ChatModelBinding"})
 
 
 def unbound(model: object) -> object:

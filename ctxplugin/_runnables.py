@@ -22,6 +22,7 @@ from pydantic import Field, PrivateAttr
 
 from ctxplugin._lru import LRU
 from ctxplugin._marked_calls import with_cache_marks
+from ctxplugin._model_kind import with_tools
 from ctxplugin._names import EXPAND_REF_NAME, is_meta_tool
 from ctxplugin._one_system import guard_one_system
 from ctxplugin._run_scope import resolve as resolve_scope
@@ -258,7 +259,7 @@ class ContextModel(RunnableSerializable[Any, BaseMessage]):
     def _step(self, messages: list[BaseMessage], prepared: PreparedContext, scope: Scope) -> Runnable[Any, Any]:
         """The model, with the planned tools bound, behind the answer cache."""
         tools = list(prepared.tools)
-        bound = self.model.bind_tools(tools) if tools else self.model
+        bound = with_tools(self.model, tools) if tools else self.model
         if self.engine.config.prompt_cache_marks:
             bound = with_cache_marks(bound, tools)
         bound = guard_one_system(guard_thinking(guard_tool_images(bound, self.model, tools), self.model), self.model)

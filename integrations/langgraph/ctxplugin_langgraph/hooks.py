@@ -31,6 +31,7 @@ from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.types import Command
 
 from ctxplugin import ContextEngine, PreparedContext, Scope
+from ctxplugin._model_kind import with_tools
 from ctxplugin._names import is_meta_tool
 from ctxplugin._one_system import guard_one_system
 from ctxplugin._run_scope import using
@@ -182,7 +183,7 @@ class ContextHooks:
         gets them too."""
         tools = self.engine.bound_tools(messages, self.tools, strict_tools=not takes_stubs(llm))
         tools = self._planned.bound(messages, tools)
-        bound = llm.bind_tools(tools) if tools else llm  # a chat without tools binds none, as without ctxplugin
+        bound = with_tools(llm, tools) if tools else llm  # a chat without tools binds none, as without ctxplugin
         if self.engine.config.prompt_cache_marks:
             bound = with_cache_marks(bound, tools)
         return guard_one_system(guard_thinking(guard_tool_images(bound, llm, tools), llm), llm)

@@ -192,6 +192,21 @@ def test_marks_the_host_asked_for_count_against_the_four(host: str, mocker: Mock
     assert controls and all(c == {"type": "ephemeral", "ttl": "1h"} for c in controls), "every mark lives as long as the host asked"
 
 
+@pytest.mark.parametrize("host", ["as_model", "model_node", "react agent model"])
+@pytest.mark.parametrize("marks", [MARKED, UNMARKED])
+def test_settings_bound_to_the_model_reach_the_request_when_tools_are_bound(
+    host: str, marks: ContextConfig, mocker: MockerFixture
+) -> None:
+    # LangChain's bind_tools on a binding binds the chat model under it, dropping what was bound
+    payloads: list[dict[str, Any]] = []
+    llm = recording_claude(mocker, payloads).bind(max_tokens=77, stop=["END"], cache_control={"type": "ephemeral", "ttl": "1h"})
+    call(host, memory_engine(marks), llm, long_session())
+    sent = payloads[0]
+    assert sent["max_tokens"] == 77 and sent["stop_sequences"] == ["END"]
+    assert sent["cache_control"] == {"type": "ephemeral", "ttl": "1h"}
+    assert [t["name"] for t in sent["tools"]][:1] == ["bash"], "the tools the plan chose are still bound"
+
+
 @pytest.mark.parametrize("host", HOSTS)
 def test_a_claude_on_bedrock_request_has_cache_points_at_the_same_ends(host: str) -> None:
     llm, sent = recording_bedrock()
