@@ -128,12 +128,16 @@ def requested_control(model: object, settings: Mapping[str, Any]) -> Mapping[str
     return found if isinstance(found, Mapping) else None
 
 
-def _tool_marks(tools: Sequence[Any]) -> int:
-    count = 0
+def _tool_marks(tools: Sequence[Any]) -> tuple[int, Mapping[str, Any] | None]:
+    """How many of ``tools`` a host marked, and the last mark's ``cache_control``: sent before
+    every message, it gives ctxplugin's marks their lifetime (none may outlive an earlier one)."""
+    count, last = 0, None
     for tool in tools:
         extras = tool if isinstance(tool, Mapping) else getattr(tool, "extras", None)
-        count += int(isinstance(extras, Mapping) and "cache_control" in extras)
-    return count
+        control = extras.get("cache_control") if isinstance(extras, Mapping) else None
+        count += int(control is not None)
+        last = control if isinstance(control, Mapping) else last
+    return count, last
 
 
 def place_marks(
@@ -161,8 +165,9 @@ def place_marks(
     if not takes_cache_marks(model) or any(has_mark(m) for m in view if not isinstance(m, SystemMessage)):
         return None
     requested = requested_control(model, settings)
-    used = _tool_marks(tools) + sum(mark_count(m) for m in view)
-    control = requested if requested is not None else EPHEMERAL
+    tool_marks, tool_control = _tool_marks(tools)
+    used = tool_marks + sum(mark_count(m) for m in view)
+    control = requested if requested is not None else tool_control or EPHEMERAL
     spared = 0 if requested is not None or used or not spare else 1
     room = MAX_MARKS - used - 1 - spared
     out = list(view)

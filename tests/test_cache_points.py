@@ -85,6 +85,20 @@ def test_marks_stay_within_four_with_the_host_s_own() -> None:
     assert place_marks(claude(), [view[0], own, *view[2:]], [], {}) is None
 
 
+def test_marks_take_the_lifetime_of_a_mark_the_host_put_on_the_tools() -> None:
+    # tools come first in a request: a 1-hour mark there, then ctxplugin's, which may not outlive it
+    view: list[BaseMessage] = [SystemMessage("s"), HumanMessage("task"), AIMessage("a"), HumanMessage("b")]
+    hour = {"type": "ephemeral", "ttl": "1h"}
+    tools = [{"name": "a", "input_schema": {}}, {"name": "b", "input_schema": {}, "cache_control": hour}]
+    placed = place_marks(claude(), view, tools, {})
+    assert placed is not None
+    out, settings = placed
+    controls = [b["cache_control"] for m in out if isinstance(m.content, list) for b in m.content if isinstance(b, dict) and "cache_control" in b]
+    assert controls and all(c == hour for c in controls) and settings == {"cache_control": hour}
+    asked = place_marks(claude(), view, tools, {"cache_control": {"type": "ephemeral"}})  # the host asked for one: taken
+    assert asked is not None and asked[1] == {"cache_control": {"type": "ephemeral"}}
+
+
 BASH = {"type": "function", "function": {"name": "bash", "description": "Run a bash command.",
                                          "parameters": {"type": "object", "properties": {"command": {"type": "string"}}}}}
 
