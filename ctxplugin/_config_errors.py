@@ -14,7 +14,7 @@ import json
 import re
 import types
 import typing
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, SecretStr, ValidationError
@@ -90,10 +90,10 @@ def not_bool(value: object) -> object:
     return value
 
 
-def sections_over_total(budget: Any) -> str | None:
-    """What to warn of when a section of ``budget`` (a ``BudgetConfig``) is set above its total,
-    where that is known without a window given per call (the total caps the section)."""
-    names = ("header", "history", "facts", "summaries")
+def sections_over_total(budget: Any, names: Sequence[str]) -> str | None:
+    """What to warn of when a section of ``budget`` (a ``BudgetConfig``; its sections ``names``)
+    is set above its total, where that is known without a window given per call (the total caps
+    the section)."""
     if not budget.context_window and not all(v is None or v > 1 for v in (budget.total, *(getattr(budget, n) for n in names))):
         return None
     resolved = budget.resolve()

@@ -164,7 +164,7 @@ class Validation:
                 if self.orphans == "raise":
                     raise InvalidInputError(f"{problem}. {REPAIR_HINT.format(id=message.id or '<its id>')}")
                 self.ran = self.ran or bool(pending)
-                first = all(isinstance(m, SystemMessage) for m in out)  # no turn before it (orphans are rare)
+                first = header_length(out) == len(out)  # no turn before it (orphans are rare)
                 if self.orphans == "drop" or message.tool_call_id in answered:
                     # a second result for an answered call cannot be paired: call ids are unique
                     warnings.append(f"{problem}; it was left out of the view (orphan_tool_results={self.orphans!r})")

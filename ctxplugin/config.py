@@ -361,7 +361,7 @@ class ContextConfig(Translated, BaseSettings):
 
     @model_validator(mode="after")
     def _default_total(self) -> ContextConfig:
-        if over := _config_errors.sections_over_total(self.budget):
+        if over := _config_errors.sections_over_total(self.budget, SECTIONS):
             warnings.warn(over, ConfigWarning, stacklevel=2)
         return unset_default_total(self)
     if not TYPE_CHECKING:  # type checkers keep the typed signature of the fields

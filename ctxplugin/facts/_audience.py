@@ -62,7 +62,7 @@ def reaches(old: Fact, new: Fact) -> bool:
     return not new.audience or (bool(old.audience) and set(old.audience) <= set(new.audience))
 
 
-def narrower(supersedes: str) -> str:
+def narrower_audience(supersedes: str) -> str:
     """Why ``supersedes=`` naming a fact shown more widely than the write's audience is refused
     (the message names no reader of the fact)."""
     return (
@@ -72,4 +72,4 @@ def narrower(supersedes: str) -> str:
     )
 
 
-__all__ = ["audible", "narrower", "reaches", "unfiltered"]
+__all__ = ["audible", "narrower_audience", "reaches", "unfiltered"]

@@ -41,7 +41,7 @@ from dataclasses import replace
 
 from ctxplugin._untrusted import valid_unicode
 from ctxplugin.errors import InvalidInputError
-from ctxplugin.facts._audience import audible, narrower, reaches, unfiltered
+from ctxplugin.facts._audience import audible, narrower_audience, reaches, unfiltered
 from ctxplugin.facts._batch import WriteBatch
 from ctxplugin.facts._chains import chain_head, changed_basis, superseded_pairs
 from ctxplugin.facts._discourse import CONDITION, RETRACTED
@@ -232,7 +232,7 @@ def _targets(writes: FactStore | WriteBatch, fact: Fact, draft: FactDraft, super
             current = writes.find(FactQuery(reader=reader, key=by_key, valid=True)) if by_key else []
             same = [f for f in current if f.scope == fact.scope and f.scope_id == fact.scope_id and _same_slot(f, fact, reach=False)]
             if not all(reaches(f, fact) for f in same):
-                raise InvalidInputError(narrower(supersedes))
+                raise InvalidInputError(narrower_audience(supersedes))
             if not same:
                 raise InvalidInputError(_no_target(supersedes, current, fact))
             return same
@@ -240,7 +240,7 @@ def _targets(writes: FactStore | WriteBatch, fact: Fact, draft: FactDraft, super
         if head is not None and head.is_valid and VISIBILITIES.index(head.visibility) > VISIBILITIES.index(fact.visibility):
             raise InvalidInputError(_narrower(supersedes, head, fact))
         if head is not None and head.is_valid and not reaches(head, fact):
-            raise InvalidInputError(narrower(supersedes))
+            raise InvalidInputError(narrower_audience(supersedes))
         return [head] if head is not None and head.is_valid else []
     if fact.key is not None:
         same = writes.find(FactQuery(reader=reader, key=fact.key, valid=True, scopes=(fact.scope,)))
