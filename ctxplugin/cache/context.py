@@ -5,7 +5,8 @@ A cached answer may serve a call only when nothing it depended on differs. That 
 - the **signature**, which must be identical: the model and its call settings
   (:mod:`ctxplugin.cache.settings`), the system prompt, the agent's tool set (names and
   schemas) and the *earlier* user messages of the conversation, in order, by their
-  significant wording (:func:`~ctxplugin.cache.guard.wording`), and whatever the user messages
+  significant wording (:func:`~ctxplugin.cache.guard.wording`), each with the assistant's reply
+  to it (its text and tool calls), and whatever the user messages
   attach besides text (images, documents, files), exactly. Repeating the current question,
   even rephrased, or saying "thanks" does not change it, so asking again still matches.
 - the **context**, compared item by item when an entry is checked (see
@@ -24,7 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
 from ctxplugin._lru import PerMessage
 from ctxplugin._messages import annotation
@@ -38,7 +39,7 @@ from ctxplugin.errors import CtxpluginError
 from ctxplugin.facts import Fact, FactsLedger, words
 from ctxplugin.report import ContextReport
 from ctxplugin.scope import Scope, scope_key
-from ctxplugin.tokens import content_text
+from ctxplugin.tokens import args_json, content_text
 from ctxplugin.tools import ToolRegistry
 from ctxplugin.tools.registry import tool_name
 
@@ -165,7 +166,7 @@ def call_context(
     # repeat of the current question adds nothing an answer could depend on. In order, each at
     # its last saying: "use Celsius" after "use Fahrenheit" is in force, not the other way round
     asked = " ".join(wording(query))
-    earlier = _last_sayings([" ".join(wording(h)) for h in humans[:-1]], asked)
+    earlier = _last_sayings(_turns(messages)[:-1], asked)
     system = [content_text(m.content) for m in messages if isinstance(m, SystemMessage)]
     parts = [
         _VERSION,
@@ -218,12 +219,37 @@ def _failed_since_asked(messages: Sequence[BaseMessage]) -> bool:
     return False
 
 
-def _last_sayings(said: list[str], asked: str) -> list[str]:
-    """``said`` in order, each kept at its last place, without empty ones and ``asked``."""
+def _turns(messages: Sequence[BaseMessage]) -> list[tuple[str, str]]:
+    """Per user message: its significant wording, and what the assistant said after it until the
+    next user message (its text, normalised, and its calls of the agent's tools), "" if nothing.
+    A reply is part of the context a later answer builds on: "double it" after "7" is not
+    "double it" after "3"."""
+    turns: list[tuple[str, list[str]]] = []
+    for message in messages:
+        if isinstance(message, HumanMessage):
+            turns.append((" ".join(wording(content_text(message.content))), []))
+        elif isinstance(message, AIMessage) and turns:
+            said = turns[-1][1]
+            text = normalize_query(content_text(message.content))
+            if text:
+                said.append(text)
+            said.extend(
+                f"{call['name']}({args_json(call['args'])})" for call in message.tool_calls if call["name"] not in _META_TOOLS
+            )
+    return [(asked, "\x1e".join(said)) for asked, said in turns]
+
+
+def _last_sayings(turns: list[tuple[str, str]], asked: str) -> list[str]:
+    """The user's earlier sayings in order, each kept at its last place with the reply it got
+    there, without empty ones (a "thanks") and ``asked`` (a repeat of the question), whose replies
+    go with them: asking again is answered as the first time."""
     kept: list[str] = []
-    for w in reversed(said):
-        if w and w != asked and w not in kept:
-            kept.append(w)
+    seen: set[str] = set()
+    for said, reply in reversed(turns):
+        if said and said != asked and said not in seen:
+            seen.add(said)
+            # a saying that got no reply hashes as the saying alone
+            kept.append(f"{said}\x1e{reply}" if reply else said)
     return kept[::-1]
 
 

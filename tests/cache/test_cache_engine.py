@@ -527,3 +527,47 @@ def test_a_served_answer_that_searched_the_web_is_still_a_valid_request(tmp_path
     blocks = payload["messages"][1]["content"]
     assert blocks[0] == {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {"query": "refunds"}}
     assert blocks[1]["tool_use_id"] == "srvtoolu_1"
+
+
+def test_an_answer_building_on_an_earlier_reply_is_not_served_after_another_reply() -> None:
+    # "double it" after "7" was answered "14"; after "3" (a regenerated reply, an expired entry,
+    # another conversation) it is another question, not a repeat of the first
+    engine = engine_with("user")
+    seven = [HumanMessage(content="Pick a number between 1 and 10."), AIMessage(content="7")]
+    assert ask(engine, scripted("14"), "Double it.", Scope(session_id="a", user_id="u1"), history=seven).content == "14"
+    three = [HumanMessage(content="Pick a number between 1 and 10."), AIMessage(content="3")]
+    model = scripted("6")
+    assert ask(engine, model, "Double it.", Scope(session_id="b", user_id="u1"), history=three).content == "6"
+    assert len(model.calls) == 1
+    # the same reply (however it is cased or punctuated) is the same context: served
+    again = scripted("unused")
+    same = [HumanMessage(content="Pick a number between 1 and 10."), AIMessage(content="7.")]
+    assert ask(engine, again, "double it", Scope(session_id="c", user_id="u1"), history=same).content == "14"
+    assert again.calls == []
+
+
+def test_a_tool_call_the_assistant_made_for_an_earlier_question_is_part_of_the_context() -> None:
+    engine = engine_with("user")
+    def history(city: str) -> list[BaseMessage]:
+        call = tool_call("get_weather", {"city": city}, "c1")
+        return [
+            HumanMessage(content="What's the weather like?"),
+            AIMessage(content="", tool_calls=[call]),
+            ToolMessage(content="sunny", tool_call_id="c1", name="get_weather"),
+            AIMessage(content="Sunny."),
+        ]
+    assert ask(engine, scripted("Yes, it is."), "Is it warm?", Scope(session_id="a", user_id="u1"), history=history("Rome")).content == "Yes, it is."
+    model = scripted("No.")
+    assert ask(engine, model, "Is it warm?", Scope(session_id="b", user_id="u1"), history=history("Oslo")).content == "No."
+    assert len(model.calls) == 1
+
+
+def test_a_repeat_after_a_thanks_is_still_served_though_the_assistant_answered_both() -> None:
+    engine, model = engine_with(), scripted("Refunds take 5 business days.")
+    first = ask(engine, model, "How long do refunds take?", S1)
+    history = [
+        HumanMessage(content="How long do refunds take?"), first,
+        HumanMessage(content="thanks!"), AIMessage(content="You're welcome."),
+    ]
+    again = ask(engine, model, "how long do refunds take", S1, history=history)
+    assert again.content == "Refunds take 5 business days." and len(model.calls) == 1
