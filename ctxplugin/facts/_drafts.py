@@ -1,6 +1,5 @@
 """From a message or a draft to a fact: what a host marked on a message, provenance,
-authority, memory type, the caller's own ids, and the fact built from a draft.
-"""
+authority, memory type, the caller's own ids, and the fact built from a draft."""
 
 from __future__ import annotations
 
@@ -184,18 +183,22 @@ def _authority(given: Authority | None, source: SourceType) -> Authority:
 def _caller_id(fact_id: str) -> str:
     cleaned = fact_id.strip()
     if not cleaned or len(cleaned) > _MAX_ID or "~" in cleaned or any(c.isspace() for c in cleaned):
-        raise InvalidInputError(
-            f"fact_id must be 1-{_MAX_ID} characters without spaces or '~', got {fact_id!r}"
-        )
+        raise InvalidInputError(f"fact_id must be 1-{_MAX_ID} characters without spaces or '~', got {fact_id!r}")
     if valid_unicode(cleaned) is not cleaned:
         raise InvalidInputError(f"fact_id {fact_id!r} holds undecodable bytes (lone surrogates), which no fact store keeps")
     return cleaned
 
 
-def _qualified(fact_id: str, slot: str) -> str:
-    """A caller's id as stored: qualified by the owner slot, so that two sessions (or users)
-    using the same id never share, overwrite or read each other's fact."""
-    return f"{fact_id}~{hashlib.sha256(slot.encode('utf-8', 'surrogatepass')).hexdigest()[:8]}"
+def _qualified(fact_id: str, slot: str, digits: int = 32) -> str:
+    """A caller's id as stored: qualified by the owner slot, so that two sessions (or users) using the
+    same id never share, overwrite or read each other's fact (``digits=8``: the earlier form, still
+    read, which two of some 77,000 slots share by chance)."""
+    return f"{fact_id}~{hashlib.sha256(slot.encode('utf-8', 'surrogatepass')).hexdigest()[:digits]}"
+
+
+def _stored_forms(fact: Fact, fact_id: str) -> list[str]:
+    """The id ``fact`` (the caller's ``fact_id``) is stored under, then its earlier form."""
+    return [fact.id, _qualified(_caller_id(fact_id), _id_slot(fact.owner, fact.visibility), 8)]
 
 
 def _id_slot(owner: Scope, visibility: Visibility) -> str:
@@ -223,7 +226,7 @@ def _candidate_ids(fact_id: str, reader: Scope) -> list[str]:
         scope_key("S", reader.tenant_id, workspace, user, reader.session_id)
         for workspace in dict.fromkeys((reader.workspace_id, None)) for user in dict.fromkeys((reader.user_id, None))
     ]
-    return [fact_id, *(_qualified(fact_id, key) for key in (*sessions, *reader_keys(reader)))]
+    return [fact_id, *(_qualified(fact_id, key, n) for n in (32, 8) for key in (*sessions, *reader_keys(reader)))]
 
 
 def _valid_draft(draft: FactDraft) -> FactDraft:

@@ -45,7 +45,7 @@ from ctxplugin.facts._audience import audible, narrower_audience, reaches, unfil
 from ctxplugin.facts._batch import WriteBatch
 from ctxplugin.facts._chains import chain_head, changed_basis, superseded_pairs
 from ctxplugin.facts._discourse import CONDITION, RETRACTED
-from ctxplugin.facts._drafts import _candidate_ids
+from ctxplugin.facts._drafts import _candidate_ids, _stored_forms
 from ctxplugin.facts._people import another_person, someone_else
 from ctxplugin.facts._revisions import chosen_instead, forgotten, named_in_full, revised, taken_back
 from ctxplugin.facts._subjects import owned_key
@@ -89,7 +89,7 @@ def _supersede(
     if not fact.from_tool:  # what its writer may not read, it may not replace (and a tool's
         writes = audible(writes, scope)  # text is refused by any statement, one kept from the writer too)
     if fact_id is not None:  # (an id held by a fact outside the writer's audience is taken too)
-        taken = unfiltered(writes).get([fact.id], reader=fact.owner)
+        taken = unfiltered(writes).get(_stored_forms(fact, fact_id), reader=fact.owner)
         if taken:
             if taken[0].text_hash == fact.text_hash and taken[0].key == fact.key:
                 return taken[0], False

@@ -168,7 +168,7 @@ class FactsLedger:
             constraint_type: budget, deadline, capacity, policy... marks a constraint.
             fact_id: the caller's own id for the fact (``"F-001"``), usable later in ``get``,
                 ``supersedes`` and ``depends_on`` from any scope that can read the fact. It is
-                stored qualified by the owner's slot (``F-001~1a2b3c4d``), so the same id used
+                stored qualified by a digest of the owner's slot (``F-001~1a2b...``), so the same id used
                 by another session or user never collides with this one.
             audience: restrict who is shown the fact: ``"role:<name>"`` / ``"user:<id>"``
                 entries, checked against ``Scope.roles`` and ``Scope.user_id`` of the reader.
