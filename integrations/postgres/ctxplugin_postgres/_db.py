@@ -300,6 +300,9 @@ def translated(what: str, schema: str) -> Iterator[None]:
             f"(`ctxplugin-postgres migrate --dsn ... --schema {schema}`) and grant this role "
             "the use of that schema and its tables"
         ) from exc
+    except psycopg.errors.ProgramLimitExceeded as exc:  # this value, not the server: others go on being stored
+        raise StoreError(f"Postgres {what} failed: {exc}; a value of this call (a scope id this long) is beyond "
+                         "what the server can index, and is kept out of it") from exc
     except psycopg.OperationalError as exc:
         raise StoreUnavailableError(f"Postgres {what} failed: {exc}; retry when the server is reachable") from exc
     except psycopg.Error as exc:
