@@ -256,17 +256,18 @@ Read: TypeAlias = tuple[FactDraft, SourceType, tuple[str, ...], Output | None]
 message, the id of the message before it."""
 
 
-def ingested(messages: object, scope: object) -> Sequence[BaseMessage]:
+def ingested(messages: object, scope: object, authority: Authority = "user") -> Sequence[BaseMessage]:
     """``messages`` as :meth:`FactsLedger.ingest` reads them (a user's ``ChatMessage`` as a
     ``HumanMessage``: :func:`ctxplugin._roles.with_role_classes`), checked: a list (or other
-    sequence) of langchain-core messages, and a :class:`Scope`. Anything else would be read as
-    nothing.
+    sequence) of langchain-core messages, and a :class:`Scope`; anything else would be read as nothing.
 
     Raises:
-        InvalidInputError: ``scope`` is no Scope, ``messages`` is one message, a string or a dict
-            rather than a sequence of them, or one of them is no message or has content no
-            message can hold."""
+        InvalidInputError: ``scope`` is no Scope, ``authority`` is ``tool`` (as in ``write``),
+            ``messages`` is one message, a string or a dict rather than a sequence of them, or
+            one of them is no message or has content no message can hold."""
     reader_scope(scope)
+    if authority == TOOL_AUTHORITY:
+        raise InvalidInputError("authority 'tool' is only for facts from tool outputs, which ingest() gives it itself; pass who the human speaks as (e.g. authority='user')")
     if isinstance(messages, (str, bytes, dict, BaseMessage)) or not isinstance(messages, Sequence):
         raise InvalidInputError(
             f"ingest() takes a list of langchain-core messages, got {type(messages).__name__}; "

@@ -356,9 +356,9 @@ class FactsLedger:
             authority: who the human speaks as. Tool results always have authority ``tool``, the lowest, whatever an extractor or the message says.
 
         Raises:
-            InvalidInputError: a message's ``ctxplugin`` metadata names an unknown fact scope or
-                authority, or a malformed audience."""
-        messages = ingested(messages, scope)  # checked, a user's ChatMessage read as a HumanMessage
+            InvalidInputError: ``authority`` is ``tool``, as in ``write``; a message's ``ctxplugin``
+                metadata names an unknown fact scope or authority, or a malformed audience."""
+        messages = ingested(messages, scope, authority)  # checked, a user's ChatMessage read as a HumanMessage
         drafts = read_drafts(messages, self.extractor, scope=scope, authority=authority, trusted=self.config.trust_message_authority)
         before = self._turns.read(messages, owner := owner_of(scope))  # messages that state nothing too
         if not drafts:

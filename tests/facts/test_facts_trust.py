@@ -149,6 +149,18 @@ def test_a_tool_fact_gets_the_lowest_authority_whatever_it_is_told() -> None:
     assert fact.authority == "tool", "a tool message's metadata cannot raise it"
 
 
+def test_ingest_refuses_authority_tool_as_write_does() -> None:
+    ledger = FactsLedger(MemoryFactStore(), FactsConfig(), extractor=lambda m: [FactDraft(text="The database is Postgres", key="database")])
+    said = [HumanMessage("We chose Postgres for the database.", id="h1")]
+    with pytest.raises(InvalidInputError, match="authority 'tool'"):
+        ledger.ingest(said, scope=S, authority="tool")
+    with pytest.raises(InvalidInputError, match="authority 'tool'"):
+        ledger.ingest([], scope=S, authority="tool")  # refused before anything is read
+    assert ledger.search("database", scope=S, k=5) == []
+    (fact,) = ledger.ingest(said, scope=S)
+    assert (fact.authority, fact.source.type) == ("user", "conversation")
+
+
 # ---------------------------------------------------------------- variants
 
 
