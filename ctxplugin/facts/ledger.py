@@ -171,7 +171,7 @@ class FactsLedger:
                 stored qualified by a digest of the owner's slot (``F-001~1a2b...``), so the same id used
                 by another session or user never collides with this one.
             audience: restrict who is shown the fact: ``"role:<name>"`` / ``"user:<id>"``
-                entries, checked against ``Scope.roles`` and ``Scope.user_id`` of the reader.
+                entries, checked against the reader's ``Scope.roles`` and ``Scope.user_id`` (exactly).
 
         Raises:
             InvalidInputError: empty or over-long text, an unknown kind, a ``supersedes`` id or

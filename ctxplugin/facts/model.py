@@ -276,12 +276,13 @@ def permitted(fact: Fact, reader: Scope) -> bool:
 
 
 def normalize_audience(entries: Sequence[str]) -> tuple[str, ...]:
-    """Audience entries checked and normalised: ``"role:<name>"`` (role names compare
-    case-insensitively) or ``"user:<id>"``.
+    """Audience entries checked and normalised: ``"role:<name>"`` (role names compare as
+    :class:`Scope` keeps them: case and spaces around ignored) or ``"user:<id>"`` (the id compares
+    exactly with ``Scope.user_id``, which is kept as given, so distinct ids are never merged).
 
     Raises:
-        InvalidInputError: not a list of entries, an entry of another form, or more than 32
-            entries.
+        InvalidInputError: not a list of entries, an entry of another form, a user id with
+            whitespace around it (``"user: a"``), or more than 32 entries.
     """
     if isinstance(entries, str):
         entries = (entries,)
@@ -290,12 +291,11 @@ def normalize_audience(entries: Sequence[str]) -> tuple[str, ...]:
     out: list[str] = []
     for entry in entries:
         kind, _, name = str(entry).partition(":")
-        name = name.strip()
-        if kind not in ("role", "user") or not name:
-            raise InvalidInputError(
-                f"an audience entry is 'role:<name>' or 'user:<id>', got {entry!r}"
-            )
-        out.append(f"role:{name.lower()}" if kind == "role" else f"user:{name}")
+        if kind not in ("role", "user") or not name.strip():
+            raise InvalidInputError(f"an audience entry is 'role:<name>' or 'user:<id>', got {entry!r}")
+        if kind == "user" and name != name.strip():
+            raise InvalidInputError(f"the audience entry {entry!r} has whitespace around its user id; user ids compare exactly with Scope.user_id, so write {'user:' + name.strip()!r} for the user {name.strip()!r}")
+        out.append(f"role:{name.strip().lower()}" if kind == "role" else f"user:{name}")
     if len(out) > MAX_AUDIENCE:
         raise InvalidInputError(f"a fact's audience has at most {MAX_AUDIENCE} entries (got {len(out)})")
     return tuple(dict.fromkeys(out))

@@ -165,6 +165,23 @@ def test_a_fact_restricted_to_a_role_is_not_shown_outside_it() -> None:
         eng.facts.write("x", scope=S, audience=["team:a"])
 
 
+@pytest.mark.parametrize("entry", ["user: u7", "user:u7 ", "user:\tu7"])
+def test_a_user_id_in_an_audience_is_taken_exactly_so_spaces_around_it_are_refused(entry: str) -> None:
+    # "user: u7" was read as "user:u7", so the users " u7" and "u7" (distinct Scope.user_id values) were one reader
+    facts = ledger()
+    with pytest.raises(InvalidInputError, match=r"whitespace around its user id.*'user:u7'"):
+        facts.write("The offsite is in Lisbon", key="offsite", scope=S, audience=[entry])
+    marked = HumanMessage("The offsite is in Lisbon.", id="h1", additional_kwargs={"ctxplugin": {"audience": [entry]}})
+    with pytest.raises(InvalidInputError, match="whitespace around its user id"):
+        facts.ingest([marked], scope=S)
+    assert facts.search("offsite", scope=Scope(session_id="s1", user_id="u7")) == []
+    spaced = Scope(session_id="s1", user_id=" u7")
+    facts.write("The offsite is in Lisbon", key="offsite", scope=S, visibility="tenant", audience=["user:u7", "role: Exec"])
+    assert facts.current("offsite", scope=Scope(session_id="s1", user_id="u7")) is not None
+    assert facts.current("offsite", scope=spaced) is None, "another user id, not the one listed"
+    assert facts.current("offsite", scope=spaced.model_copy(update={"roles": ("exec",)})) is not None, "roles compare as Scope keeps them"
+
+
 def test_who_is_outside_a_facts_audience_cannot_replace_it_nor_learn_of_it() -> None:
     facts = ledger()
     vp = Scope(session_id="deal-7", user_id="u1", roles=("vp",))
