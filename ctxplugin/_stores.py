@@ -24,6 +24,7 @@ from ctxplugin._chroma import (
     tls_mismatch,
 )
 from ctxplugin._secret_headers import revealed
+from ctxplugin._server_url import shown_url, with_credentials
 from ctxplugin._sync_stores import sync_store
 from ctxplugin.cache import AnswerCacheStore, ChromaAnswerCacheStore
 from ctxplugin.cas import CASStore, SQLiteCASStore
@@ -189,7 +190,8 @@ def open_stores(config: ContextConfig, root: str | Path) -> Stores:
     facts_store: Any
     answers: Any = None
     if config.chroma_url:
-        url, headers = config.chroma_url, revealed(config.chroma_headers)
+        # a user and password in the URL are sent as Authorization: Basic; no message shows them
+        url, headers = with_credentials(config.chroma_url, revealed(config.chroma_headers))
         tenant, database = config.chroma_tenant, config.chroma_database
         facts_store = ChromaFactStore.http(
             url, config=config.facts, timeout=timeout, headers=headers, tenant=tenant, database=database
@@ -302,8 +304,13 @@ def _check_access(url: str, beat: Heartbeat, config: ContextConfig) -> str | Non
 
 def _refused(url: str, status: int, config: ContextConfig, what: str = "") -> str:
     """What to check when the server at ``url`` refuses the credentials (header names only:
-    their values are secrets)."""
-    if config.chroma_headers:
+    their values are secrets, as is the password of the URL)."""
+    parts = urlsplit(config.chroma_url or "")
+    if parts.username or parts.password:
+        url = shown_url(config.chroma_url or url)
+        sent = "the user and password of the URL (CTXPLUGIN_CHROMA_URL) are sent as Authorization: Basic"
+        sent += f", with the headers {', '.join(sorted(config.chroma_headers))}" if config.chroma_headers else ""
+    elif config.chroma_headers:
         sent = f"the headers sent are {', '.join(sorted(config.chroma_headers))}"
     else:
         sent = "none is set; the server wants a token, e.g. CTXPLUGIN_CHROMA_HEADERS='{\"x-chroma-token\": \"...\"}'"

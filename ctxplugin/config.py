@@ -22,6 +22,7 @@ from ctxplugin._modes import WHOLE_SHARES as WHOLE_SHARES
 from ctxplugin._modes import WHOLE_TOTAL as WHOLE_TOTAL
 from ctxplugin._modes import mode_defaults, unset_default_total
 from ctxplugin._secret_headers import SecretHeaders
+from ctxplugin._server_url import shown_url
 from ctxplugin._store_names import CollectionPrefix, SchemaName
 from ctxplugin.errors import ConfigError, ConfigWarning
 
@@ -335,7 +336,7 @@ class ContextConfig(Translated, BaseSettings):
         ),
     )
     path: str = Field(".ctxplugin", description="directory of the embedded stores")
-    chroma_url: str | None = Field(None, description="Chroma server URL; embedded Chroma when unset")
+    chroma_url: str | None = Field(None, description="Chroma server URL; embedded Chroma when unset; a user:password in it is sent as Basic auth, never shown")
     chroma_headers: SecretHeaders = Field(
         default_factory=dict,
         description="headers sent on every request to the Chroma server, e.g. its token (x-chroma-token or Authorization: Bearer); the values are never shown",
@@ -364,6 +365,9 @@ class ContextConfig(Translated, BaseSettings):
         if over := _config_errors.sections_over_total(self.budget, SECTIONS):
             warnings.warn(over, ConfigWarning, stacklevel=2)
         return unset_default_total(self)
+
+    def __repr_args__(self) -> Any:  # repr and str: the password of chroma_url is not shown
+        return [(k, shown_url(v) if k == "chroma_url" and v else v) for k, v in super().__repr_args__()]
     if not TYPE_CHECKING:  # type checkers keep the typed signature of the fields
 
         def __init__(self, /, **values: Any) -> None:

@@ -24,7 +24,7 @@ from ctxplugin._chroma import (
     same_process,
     translated,
 )
-from ctxplugin._server_url import check_headers, check_timeout
+from ctxplugin._server_url import check_headers, check_timeout, with_credentials
 from ctxplugin.cache.store import CacheEntry
 from ctxplugin.errors import StoreError
 from ctxplugin.facts import chroma_embedding_function
@@ -116,11 +116,14 @@ class ChromaAnswerCacheStore:
         token), ``tenant`` and ``database`` default to Chroma's.
 
         Raises:
-            ConfigError: ``url`` is not an ``http(s)://host[:port]`` URL.
+            ConfigError: ``url`` is not an ``http(s)://[user:password@]host[:port]`` URL (a user
+                and password in it are sent as Basic auth), or has them and ``headers`` an
+                ``Authorization`` header too.
         """
         check_server_url(url)
         check_headers(headers)
         check_timeout(timeout)
+        url, headers = with_credentials(url, headers)  # a user and password in it: Authorization: Basic
         import chromadb  # noqa: F401  (imported now, not within the first call's deadline)
 
         def connect() -> Any:

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from ctxplugin._chroma import check_server_url, http_client
-from ctxplugin._server_url import check_headers, check_timeout
+from ctxplugin._server_url import check_headers, check_timeout, with_credentials
 from ctxplugin.config import FactsConfig
 from ctxplugin.facts._chroma_directory import EmbeddedDirectory, claim_embedded
 from ctxplugin.facts.embedding import HashingEmbedding, embedding_identity
@@ -29,10 +29,12 @@ def _http_connector(
 ) -> Callable[[], Any]:
     """A function connecting to the Chroma server at ``url`` (see :func:`http_client`); a
     ``ConfigError`` at once when ``url`` is not ``http(s)://host[:port]``, a header cannot be sent or
-    ``timeout`` is no positive finite number."""
+    ``timeout`` is no positive finite number, or the URL's user and password come with an
+    ``Authorization`` header too (see :func:`with_credentials`)."""
     check_server_url(url)
     check_headers(headers)
     check_timeout(timeout)
+    url, headers = with_credentials(url, headers)
     # imported here, not on first use: importing chromadb takes seconds on a busy machine,
     # which the first call's deadline is not meant to cover
     import chromadb  # noqa: F401

@@ -155,7 +155,7 @@ class ChromaFactStore(SharedWindows, MessageFacts):
         :func:`ctxplugin.connect`).
 
         Raises:
-            ConfigError: ``url`` is not an ``http(s)://host[:port]`` URL.
+            ConfigError: ``url`` is not ``http(s)://[user:password@]host[:port]`` (a user and password sent as Basic auth), or has them and ``headers`` an Authorization.
         """
         connect = _http_connector(url, headers, timeout, tenant, database)
         store = cls(connect, config=config, embedding=embedding)

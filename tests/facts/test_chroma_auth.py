@@ -8,6 +8,7 @@ does.
 
 from __future__ import annotations
 
+import base64
 import http.client
 import http.server
 import json
@@ -17,7 +18,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 import chromadb
 import chromadb.errors
@@ -337,3 +338,67 @@ def test_a_tenant_or_database_the_server_does_not_have_fails_at_connect(
     with gateway(chroma_server.url) as gate, pytest.raises(ConfigError, match=f"{variable}.*not found") as raised:
         ctxplugin.connect(config(url_of(gate), tmp_path, chroma_headers={"x-chroma-token": SECRET}, **values))
     assert SECRET not in str(raised.value)
+
+
+# ---------------------------------------------------------------- a user and password in the URL
+
+PASSWORD = "pw/7f3a@very-secret"
+BASIC = "Basic " + base64.b64encode(f"al:{PASSWORD}".encode()).decode()
+
+
+def with_user(url: str, password: str = PASSWORD) -> str:
+    """``url`` with the user ``al`` and ``password`` in it, percent-escaped as a URL holds them."""
+    return url.replace("://", f"://al:{quote(password, safe='')}@", 1)
+
+
+@pytest.mark.chroma_server
+def test_a_user_and_password_in_the_url_are_sent_as_basic_auth(chroma_server: ChromaServer, tmp_path: Path) -> None:
+    # they were dropped: the server was asked with no credentials at all
+    with gateway(chroma_server.url, "Authorization", BASIC) as gate:
+        url = with_user(url_of(gate))
+        with ctxplugin.connect(config(url, tmp_path, chroma_headers={"x-other": "kept"}, cache={"enabled": True})) as engine:
+            engine.facts.write("The vendor is Acme", key="vendor", scope=S)
+            current = engine.facts.current("vendor", scope=S)
+            assert engine.cache is not None and unwrap(engine.cache.store).count() == 0
+        assert current is not None and current.text == "The vendor is Acme"
+        headers = {"x-chroma-token": SECRET}
+        facts, cache = ChromaFactStore.http(url, headers=headers), ChromaAnswerCacheStore.http(url, headers=headers)
+        try:
+            assert facts.find(FactQuery(reader=S)) == [] and cache.count() == 0
+        finally:
+            facts.close()
+            cache.close()
+        assert gate.refused == 0
+        assert headers == {"x-chroma-token": SECRET}, "the caller's headers are not changed"
+
+
+@pytest.mark.chroma_server
+def test_a_password_the_server_refuses_is_never_shown(chroma_server: ChromaServer, tmp_path: Path) -> None:
+    with gateway(chroma_server.url, "Authorization", BASIC) as gate, pytest.raises(ConfigError, match="refused the credentials") as raised:
+        ctxplugin.connect(config(with_user(url_of(gate), "wrong-password"), tmp_path))
+    message = str(raised.value)
+    assert "wrong-password" not in message and "al:***@" in message and "Authorization: Basic" in message
+
+
+@pytest.mark.parametrize("header", ["Authorization", "authorization"])
+def test_a_url_with_credentials_and_an_authorization_header_too_is_refused(header: str, tmp_path: Path) -> None:
+    url = with_user("http://127.0.0.1:8000")
+    with pytest.raises(ConfigError, match="keep one of them") as raised:
+        ctxplugin.connect(config(url, tmp_path, chroma_headers={header: f"Bearer {SECRET}"}))
+    with pytest.raises(ConfigError, match="keep one of them") as by_hand:
+        ChromaFactStore.http(url, headers={header: f"Bearer {SECRET}"})
+    with pytest.raises(ConfigError, match="keep one of them"):
+        ChromaAnswerCacheStore.http(url, headers={header: f"Bearer {SECRET}"})
+    for message in (str(raised.value), str(by_hand.value)):
+        assert quote(PASSWORD, safe="") not in message and SECRET not in message and "al:***@127.0.0.1:8000" in message
+
+
+def test_the_password_in_the_url_never_shows_in_the_configuration_or_its_errors() -> None:
+    given = ContextConfig(chroma_url=with_user("http://127.0.0.1:8000"))
+    escaped = quote(PASSWORD, safe="")
+    for shown in (repr(given), str(given)):
+        assert escaped not in shown and "al:***@127.0.0.1:8000" in shown
+    for url in (with_user("http://127.0.0.1:99999"), with_user("http://127.0.0.1:8000/prefix"), "http://al:pa/ss@127.0.0.1:8000"):
+        with pytest.raises(ConfigError, match="must look like") as raised:
+            ChromaFactStore.http(url)
+        assert escaped not in str(raised.value) and "pa/ss" not in str(raised.value) and "al:***@" in str(raised.value)
