@@ -9,7 +9,7 @@ session's uses folded in (:class:`ToolUses`), so that a call reads only its new 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Container, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,7 +28,7 @@ from ctxplugin.tools.directory import (
 )
 from ctxplugin.tools.offered import ToolSet
 from ctxplugin.tools.registry import ToolEntry, ToolRegistry, provider_tool
-from ctxplugin.tools.resolve import split_names
+from ctxplugin.tools.resolve import split_names, string_names
 
 
 @dataclass
@@ -61,12 +61,12 @@ class ToolPlan:
     offered: ToolSet = field(default_factory=ToolSet)
 
 
-def requested_names(args: Any) -> list[str]:
+def requested_names(args: Any, known: Container[str] = ()) -> list[str]:
     """Tool names in the arguments of a ``load_tools`` call (a list, or one string of
-    names separated by commas or spaces)."""
+    names separated by commas or spaces, unless it is the whole name of a tool of ``known``)."""
     raw = args.get("names") if isinstance(args, dict) else None
     if isinstance(raw, str):
-        return split_names(raw)
+        return string_names(raw, known)
     if isinstance(raw, (list, tuple)):
         return [n.strip() for n in raw if isinstance(n, str) and n.strip()]
     return []
@@ -95,6 +95,7 @@ class ToolUses:
         self.first: dict[str, int] = {}
         self.last: dict[str, int] = {}
         self.tick = 0
+        self.phrases: dict[str, list[int]] = {}  # one string naming several words: its first and last use
         self._pending: tuple[Sequence[BaseMessage], Stamp | None] | None = None
 
     def update(self, messages: Sequence[BaseMessage], stamp: Stamp | None = None) -> None:
@@ -104,7 +105,7 @@ class ToolUses:
     def _fold(self, messages: Sequence[BaseMessage], stamp: Stamp | None) -> None:
         if self.seen.changed(messages, stamp) != []:
             self.seen.clear()
-            self.first, self.last, self.tick = {}, {}, 0
+            self.first, self.last, self.tick, self.phrases = {}, {}, 0, {}
         for message in messages[len(self.seen) :]:
             self.take(message)
         self.seen.extend(messages[len(self.seen) :], stamp)
@@ -114,7 +115,14 @@ class ToolUses:
         if not isinstance(message, AIMessage):
             return
         for call in message.tool_calls:
-            names = requested_names(call.get("args")) if call["name"] == LOAD_TOOLS_NAME else [call["name"]]
+            args = call.get("args")
+            phrase = args.get("names") if call["name"] == LOAD_TOOLS_NAME and isinstance(args, dict) else None
+            if isinstance(phrase, str) and (words := split_names(phrase)) != [phrase.strip()]:
+                # a tool's whole name ("has space") or the names it lists: :meth:`ranked` knows the tools
+                self.phrases.setdefault(phrase.strip(), [self.tick + 1, 0])[1] = self.tick + 1
+                self.tick += max(1, len(words))  # each word its own tick, as when it is read as names
+                continue
+            names = requested_names(args) if call["name"] == LOAD_TOOLS_NAME else [call["name"]]
             for name in names:  # every name ticks: the order among the known ones is the same
                 self.tick += 1
                 self.first.setdefault(name, self.tick)
@@ -123,8 +131,13 @@ class ToolUses:
     def ranked(self, known: set[str], limit: int) -> list[str]:
         """The ``limit`` most recently used of ``known`` among the uses counted, in the order they
         were first used."""
-        recent = sorted((n for n in self.last if n in known), key=self.last.__getitem__, reverse=True)[:limit]
-        return sorted(recent, key=self.first.__getitem__)
+        first, last = dict(self.first), dict(self.last)
+        for phrase, (start, end) in self.phrases.items():
+            for i, name in enumerate(string_names(phrase, known)):
+                first[name] = min(first.get(name, start + i), start + i)
+                last[name] = max(last.get(name, end + i), end + i)
+        recent = sorted((n for n in last if n in known), key=last.__getitem__, reverse=True)[:limit]
+        return sorted(recent, key=first.__getitem__)
 
     def recent(self, known: set[str], limit: int) -> list[str]:
         """:func:`used_tools` of the conversation last given to :meth:`update`."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 import difflib
 import json
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Container, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
@@ -35,6 +35,12 @@ def split_names(text: str) -> list[str]:
     return [name for name in _NAME_SPLIT.split(text) if name]
 
 
+def string_names(text: str, known: Container[str] = ()) -> list[str]:
+    """The tools one string of ``load_tools`` names: the tool of ``known`` whose whole name it is
+    (``"has space"``: a name may hold spaces or commas), else the names it lists (:func:`split_names`)."""
+    return [text.strip()] if text.strip() in known else split_names(text)
+
+
 class LoadToolsArgs(BaseModel):
     """Arguments of ``load_tools``: a list of names, or one string of them (models write
     ``names="get_user_details"`` often enough; the next call binds them either way)."""
@@ -49,12 +55,31 @@ class LoadToolsArgs(BaseModel):
         # whatever the model sent is answered as a tool result, never a validation error from
         # inside the tool: names left out, null or of another type are no names, which the
         # tool answers with what to write
-        names = value.get("names") if isinstance(value, dict) else None
-        if isinstance(names, str):
-            return {"names": split_names(names)}
-        if isinstance(names, (list, tuple)):
-            return {"names": [name for name in names if isinstance(name, str)]}
-        return {"names": []}
+        return {"names": _listed(value, ())}
+
+
+def _listed(value: object, known: Container[str]) -> list[str]:
+    names = value.get("names") if isinstance(value, dict) else None
+    if isinstance(names, str):
+        return string_names(names, known)
+    if isinstance(names, (list, tuple)):
+        return [name for name in names if isinstance(name, str)]
+    return []
+
+
+def _args_of(registry: ToolRegistry) -> type[LoadToolsArgs]:
+    """:class:`LoadToolsArgs` for ``registry``'s tools: one string that is the whole name of one
+    of them (``"has space"``) names that tool, not the words in it."""
+
+    class RegistryArgs(LoadToolsArgs):
+        __doc__ = LoadToolsArgs.__doc__
+
+        @model_validator(mode="before")
+        @classmethod
+        def _names(cls, value: object) -> dict[str, object]:
+            return {"names": _listed(value, registry)}
+
+    return RegistryArgs
 
 
 @dataclass(frozen=True)
@@ -263,7 +288,7 @@ def make_load_tools_tool(registry: ToolRegistry, scope: Callable[[RunnableConfig
         load_tools,
         name=LOAD_TOOLS_NAME,
         description="Load tools from the tool directory: their full schemas are bound from your next step on, so you can call them.",
-        args_schema=LoadToolsArgs,
+        args_schema=_args_of(registry),
         metadata={META_TOOL_MARK: True},
     )
     if registry.binding == "stubs":  # the tools are bound as stubs already; loading only reads their parameters

@@ -127,6 +127,26 @@ def test_names_given_as_one_string_are_split() -> None:
     assert plan(TOOLS, body).loaded == ["tool_f", "tool_g"]
 
 
+def asked(*strings: str) -> list[BaseMessage]:
+    """A conversation where each load_tools call names its tools as one string."""
+    return [HumanMessage(content="go"), *(AIMessage(content="", tool_calls=[
+        {"name": LOAD_TOOLS_NAME, "args": {"names": text}, "id": f"c{i}"}]) for i, text in enumerate(strings))]
+
+
+def test_one_string_that_is_a_tools_whole_name_loads_that_tool_not_its_words() -> None:
+    # "tool_a tool_b" was split on its space: tool_a and tool_b were bound, not the tool asked for
+    spaced = [*TOOLS, fn_tool("tool_a tool_b")]
+    assert plan(spaced, asked("tool_a tool_b")).loaded == ["tool_a tool_b"]
+    assert plan(spaced, asked(" tool_a tool_b ")).loaded == ["tool_a tool_b"]
+    assert plan(spaced, asked("tool_a, tool_b")).loaded == ["tool_a", "tool_b"], "not its name: the names it lists"
+    assert plan(TOOLS, asked("tool_a tool_b")).loaded == ["tool_a", "tool_b"], "no tool of that name: split as before"
+    # the order of use counts each listed name as before, the whole name once
+    assert plan(TOOLS, asked("tool_a tool_b", "tool_c"), max_loaded=2).loaded == ["tool_b", "tool_c"]
+    assert plan(spaced, asked("tool_c", "tool_a tool_b", "tool_d"), max_loaded=2).loaded == ["tool_a tool_b", "tool_d"]
+    assert plan(spaced, asked("tool_a tool_b", "tool_c tool_d"), max_loaded=2).loaded == ["tool_c", "tool_d"]
+    assert plan(spaced, asked("tool_a tool_b", "tool_a tool_b", "tool_c"), max_loaded=2).loaded == ["tool_a tool_b", "tool_c"]
+
+
 def test_pinned_tools_come_first_and_do_not_take_loaded_slots() -> None:
     body = calls(("load_tools", ["tool_a", "tool_j"]))
     result = plan(TOOLS, body, pinned=["tool_j", "tool_e", "not_here"], max_loaded=1)

@@ -186,6 +186,20 @@ def test_load_tools_takes_names_written_as_one_string() -> None:
     assert "exact names" in meta.invoke({"names": " "})
 
 
+def test_load_tools_given_one_tools_whole_name_as_a_string_loads_that_tool() -> None:
+    # names="find flights" was split on its space and answered for "find" and "flights"
+    spaced = {"type": "function", "function": {"name": "find flights", "description": "Find flights.",
+              "parameters": {"type": "object", "properties": {"origin": {"type": "string"}}, "required": ["origin"]}}}
+    meta = make_load_tools_tool(registry(book_reservation, cancel_reservation, spaced))
+    loaded = "Loaded; these tools are bound with their full schemas from your next step on:"
+    assert meta.invoke({"names": "find flights"}).splitlines() == [loaded, "- find flights(origin: string)"]
+    assert meta.invoke({"names": " find flights "}) == meta.invoke({"names": ["find flights"]})
+    # a string that is no tool's name still lists names
+    out = meta.invoke({"names": "cancel_reservation book_reservation"})
+    assert "- cancel_reservation(reservation_id: string)" in out and "- book_reservation(user_id: string" in out
+    assert "- find: no such tool" in meta.invoke({"names": "find, flights"})
+
+
 def test_guessed_argument_names_do_not_run_even_when_all_parameters_are_optional() -> None:
     @tool
     def search_orders(query: str = "", limit: int = 10) -> str:
