@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import math
+import re
 from collections.abc import Mapping
 from urllib.parse import unquote, urlsplit, urlunsplit
 
@@ -43,6 +44,19 @@ def shown_url(url: str) -> str:
     if not slashes or not at or ":" not in userinfo:
         return url
     return f"{head}//{userinfo.partition(':')[0]}:***@{host}"
+
+
+_DSN_PASSWORD = re.compile(r"""(\bpassword\s*=\s*)('(?:[^'\\]|\\.)*'|[^\s&]*)""", re.IGNORECASE)
+
+
+def shown_dsn(dsn: str) -> str:
+    """A Postgres DSN as reprs and logs may show it: the password of its URL form
+    (``postgresql://user:***@host/db``), and a ``password=`` keyword or query parameter, as ``***``."""
+    return _DSN_PASSWORD.sub(lambda m: m.group(1) + "***", shown_url(dsn))
+
+
+SECRET_FIELDS = {"chroma_url": shown_url, "postgres_dsn": shown_dsn}
+"""The settings holding a password, and how each is shown."""
 
 
 def with_credentials(url: str, headers: dict[str, str] | None) -> tuple[str, dict[str, str] | None]:

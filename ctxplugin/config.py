@@ -22,7 +22,7 @@ from ctxplugin._modes import WHOLE_SHARES as WHOLE_SHARES
 from ctxplugin._modes import WHOLE_TOTAL as WHOLE_TOTAL
 from ctxplugin._modes import mode_defaults, unset_default_total
 from ctxplugin._secret_headers import SecretHeaders
-from ctxplugin._server_url import shown_url
+from ctxplugin._server_url import SECRET_FIELDS as _SHOWN
 from ctxplugin._store_names import CollectionPrefix, SchemaName
 from ctxplugin.errors import ConfigError, ConfigWarning
 
@@ -366,8 +366,8 @@ class ContextConfig(Translated, BaseSettings):
             warnings.warn(over, ConfigWarning, stacklevel=2)
         return unset_default_total(self)
 
-    def __repr_args__(self) -> Any:  # repr and str: the password of chroma_url is not shown
-        return [(k, shown_url(v) if k == "chroma_url" and v else v) for k, v in super().__repr_args__()]
+    def __repr_args__(self) -> Any:  # repr and str: the passwords of chroma_url and postgres_dsn are not shown
+        return [(k, _SHOWN[k](v) if k in _SHOWN and v else v) for k, v in super().__repr_args__()]
     if not TYPE_CHECKING:  # type checkers keep the typed signature of the fields
 
         def __init__(self, /, **values: Any) -> None:

@@ -318,3 +318,19 @@ def test_a_section_over_the_total_is_warned_of_when_the_configuration_is_built(m
         ContextConfig(budget={"total": 0.05, "history": 8000})  # no window yet: nothing known to warn of
     with pytest.warns(ConfigWarning, match=r"budget\.history=8000 is more than budget\.total=0\.05 \(5000 tokens\)"):
         ContextConfig(budget={"total": 0.05, "history": 8000, "context_window": 100_000})
+
+
+@pytest.mark.parametrize(
+    ("dsn", "shown"),
+    [
+        ("postgresql://app:s3cret@db:5432/ctx", "postgresql://app:***@db:5432/ctx"),
+        ("host=db user=app password=s3cret dbname=ctx", "host=db user=app password=*** dbname=ctx"),
+        ("host=db password = 's3 \\'cret' dbname=ctx", "host=db password = *** dbname=ctx"),
+        ("postgresql://app@db/ctx?sslmode=require&password=s3cret&application_name=a", "postgresql://app@db/ctx?sslmode=require&password=***&application_name=a"),
+    ],
+)
+def test_a_configs_repr_never_shows_the_postgres_password(dsn: str, shown: str) -> None:
+    config = ContextConfig(postgres_dsn=dsn)
+    for text in (repr(config), str(config)):
+        assert "s3" not in text and f"postgres_dsn={shown!r}" in text
+    assert config.postgres_dsn == dsn  # the setting itself is kept whole
