@@ -262,12 +262,12 @@ def ingested(messages: object, scope: object, authority: Authority = "user") -> 
     sequence) of langchain-core messages, and a :class:`Scope`; anything else would be read as nothing.
 
     Raises:
-        InvalidInputError: ``scope`` is no Scope, ``authority`` is ``tool`` (as in ``write``),
+        InvalidInputError: ``scope`` is no Scope, ``authority`` is unknown or ``tool`` (as in ``write``),
             ``messages`` is one message, a string or a dict rather than a sequence of them, or
             one of them is no message or has content no message can hold."""
     reader_scope(scope)
-    if authority == TOOL_AUTHORITY:
-        raise InvalidInputError("authority 'tool' is only for facts from tool outputs, which ingest() gives it itself; pass who the human speaks as (e.g. authority='user')")
+    if authority == TOOL_AUTHORITY or authority not in _AUTHORITIES:  # refused before anything is read, stated or not
+        raise InvalidInputError("authority 'tool' is only for facts from tool outputs, which ingest() gives it itself; pass who the human speaks as (e.g. authority='user')" if authority == TOOL_AUTHORITY else f"ingest() takes an authority of {[a for a in _AUTHORITIES if a != TOOL_AUTHORITY]}, got {authority!r}")
     if isinstance(messages, (str, bytes, dict, BaseMessage)) or not isinstance(messages, Sequence):
         raise InvalidInputError(
             f"ingest() takes a list of langchain-core messages, got {type(messages).__name__}; "

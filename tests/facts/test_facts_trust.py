@@ -157,6 +157,10 @@ def test_ingest_refuses_authority_tool_as_write_does() -> None:
     with pytest.raises(InvalidInputError, match="authority 'tool'"):
         ledger.ingest([], scope=S, authority="tool")  # refused before anything is read
     assert ledger.search("database", scope=S, k=5) == []
+    for unknown in ("bogus", "User", None, ["user"]):  # whether or not the messages state anything
+        for messages in (said, [HumanMessage("hello there")]):
+            with pytest.raises(InvalidInputError, match="ingest\\(\\) takes an authority of"):
+                ledger.ingest(messages, scope=S, authority=unknown)  # type: ignore[arg-type]
     (fact,) = ledger.ingest(said, scope=S)
     assert (fact.authority, fact.source.type) == ("user", "conversation")
 
