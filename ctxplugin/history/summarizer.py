@@ -26,7 +26,9 @@ from dataclasses import dataclass
 from typing import Any, Union
 
 from langchain_core.messages import BaseMessage
-from langchain_core.runnables import Runnable
+from langchain_core.runnables import Runnable, RunnableLambda, RunnableParallel, RunnableSequence
+from langchain_core.runnables.base import RunnableBindingBase
+from langchain_core.runnables.fallbacks import RunnableWithFallbacks
 
 from ctxplugin._lru import LRU
 from ctxplugin.config import SummarizerConfig
@@ -60,20 +62,39 @@ def _resolve(value: Any) -> Any:
     return value
 
 
+def _async_only(runnable: Runnable[Any, Any]) -> bool:
+    """Whether ``invoke`` cannot run ``runnable``: it holds a ``RunnableLambda`` made from an
+    async function alone (LangChain raises on ``invoke`` then, and only ``ainvoke`` runs it)."""
+    if isinstance(runnable, RunnableLambda):
+        return not hasattr(runnable, "func")
+    if isinstance(runnable, RunnableBindingBase):
+        return _async_only(runnable.bound)
+    if isinstance(runnable, RunnableSequence):
+        return any(_async_only(step) for step in runnable.steps)
+    if isinstance(runnable, RunnableParallel):
+        return any(_async_only(step) for step in runnable.steps__.values())
+    if isinstance(runnable, RunnableWithFallbacks):
+        return any(_async_only(step) for step in (runnable.runnable, *runnable.fallbacks))
+    return False
+
+
 def as_summarize_fn(summarizer: SummarizerLike, *, max_tokens: int = 120) -> tuple[Callable[[str], str], bool]:
     """Normalise a summarizer into a blocking function, and whether it is given a prompt.
 
     Runnables (chat models included) get :data:`PROMPT` around the text; plain functions get
-    the text itself. Async functions run to completion on the calling (worker) thread.
+    the text itself. Async functions, and Runnables built on one (``RunnableLambda(async_fn)``),
+    run to completion on the calling (worker) thread.
 
     Raises:
         InvalidInputError: ``summarizer`` is neither a Runnable nor callable.
     """
     if isinstance(summarizer, Runnable):
         runnable = summarizer
+        async_only = _async_only(runnable)
 
         def run_model(text: str) -> str:
-            output = runnable.invoke(PROMPT.format(tokens=max_tokens, text=text))
+            prompt = PROMPT.format(tokens=max_tokens, text=text)
+            output = asyncio.run(runnable.ainvoke(prompt)) if async_only else runnable.invoke(prompt)
             if isinstance(output, BaseMessage):
                 return content_text(output.content)
             return output if isinstance(output, str) else str(output)

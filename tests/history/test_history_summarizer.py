@@ -5,6 +5,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.runnables import Runnable, RunnableLambda
 
 from ctxplugin import ContextConfig, ContextEngine, HistoryConfig, InvalidInputError, Scope
 from ctxplugin.config import SummarizerConfig
@@ -183,6 +184,24 @@ async def test_async_function_summarizer(make: Callable[..., BackgroundSummarize
     summarizer.prefetch(TEXT, session="s")
     assert summarizer.drain(WAIT)
     assert summarizer.lead(TEXT, session="s", upgrade=False) == "async summary of listing"
+
+
+@pytest.mark.parametrize("wrap", ["alone", "piped", "retried"])
+def test_a_runnable_built_on_an_async_function_summarizes(make: Callable[..., BackgroundSummarizer], wrap: str) -> None:
+    async def summarize(prompt: str) -> str:
+        return "async runnable summary" if TEXT in prompt else "no text"
+
+    lambda_: Runnable[str, str] = RunnableLambda(summarize)
+    runnable: Runnable[str, str] = {
+        "alone": lambda_,
+        "piped": RunnableLambda(lambda prompt: prompt) | lambda_,
+        "retried": lambda_.with_retry(),
+    }[wrap]
+    summarizer = make(runnable)
+    summarizer.prefetch(TEXT, session="s")
+    assert summarizer.drain(WAIT)
+    assert summarizer.take_warnings("s") == []
+    assert summarizer.lead(TEXT, session="s", upgrade=False) == "async runnable summary"
 
 
 def test_chat_model_summarizer_gets_a_prompt(make: Callable[..., BackgroundSummarizer]) -> None:
