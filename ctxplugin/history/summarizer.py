@@ -97,7 +97,12 @@ def as_summarize_fn(summarizer: SummarizerLike, *, max_tokens: int = 120) -> tup
             output = asyncio.run(runnable.ainvoke(prompt)) if async_only else runnable.invoke(prompt)
             if isinstance(output, BaseMessage):
                 return content_text(output.content)
-            return output if isinstance(output, str) else str(output)
+            if isinstance(output, list) and all(isinstance(b, str | dict) for b in output):
+                return content_text(output)  # a message's content blocks
+            if not isinstance(output, str):
+                # str() of a dict, a parsed object or None would lead the gist as if it were a summary
+                raise InvalidInputError(f"summarizer returned {type(output).__name__}, expected str or a message")
+            return output
 
         return run_model, True
     if callable(summarizer):

@@ -204,6 +204,18 @@ def test_a_runnable_built_on_an_async_function_summarizes(make: Callable[..., Ba
     assert summarizer.lead(TEXT, session="s", upgrade=False) == "async runnable summary"
 
 
+@pytest.mark.parametrize("returned", [None, {"summary": "Listed handlers."}, 42])
+def test_a_runnable_returning_no_text_fails_instead_of_leading_the_gist(
+    make: Callable[..., BackgroundSummarizer], returned: object
+) -> None:
+    summarizer = make(RunnableLambda(lambda prompt: returned))
+    summarizer.prefetch(TEXT, session="s")
+    assert summarizer.drain(WAIT)
+    assert summarizer.lead(TEXT, session="s", upgrade=True) is None, "the zero-LLM gist stays"
+    warnings = summarizer.take_warnings("s")
+    assert warnings and "expected str or a message" in warnings[0]
+
+
 def test_chat_model_summarizer_gets_a_prompt(make: Callable[..., BackgroundSummarizer]) -> None:
     model = ScriptedChatModel(script=[AIMessage(content="Listed handlers of module_3.")])
     summarizer = make(model)
