@@ -208,17 +208,22 @@ def gist_text(
         text: the text to condense.
         max_tokens: size target of the lead sentence (identifiers and error lines come on top).
         counter: token counter.
-        lead: the lead to use instead of the first sentence (a model-written summary).
+        lead: the lead to use instead of the first sentence (a model-written summary), shown
+            whole: :class:`~ctxplugin.history.summarizer.BackgroundSummarizer` caps it at ``artifact_tokens``, the size its
+            prompt asks for.
         must_keep: values that must appear in the result (e.g. a ref).
 
     Returns:
         The gist, or ``text`` itself when the gist would not be smaller.
     """
     total = counter.count(text)
-    sentence = _SPACE.sub(" ", lead).strip() if lead is not None else _first_sentence(text)
-    short = head_within(sentence, max_tokens, counter)
-    if short != sentence:
-        short = short.rstrip() + "…"
+    if lead is not None:  # shown whole: its writer was asked for its size and capped it there
+        short = _SPACE.sub(" ", lead).strip()
+    else:
+        sentence = _first_sentence(text)
+        short = head_within(sentence, max_tokens, counter)
+        if short != sentence:
+            short = short.rstrip() + "…"
     alerts = [line for line in alert_lines(text) if line not in short]
     values = missing(identifiers(text), short + " " + " ".join(alerts))
     for value in must_keep or []:

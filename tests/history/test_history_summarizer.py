@@ -260,6 +260,40 @@ def test_engine_uses_summaries_at_a_boundary_and_keeps_values(agent_session: Bui
         engine.summarizer.close()
 
 
+def test_a_summary_within_its_cap_leads_the_gist_whole(agent_session: Builder) -> None:
+    # the prompt asks for up to artifact_tokens (120); gist_tokens (60) bounds only the zero-LLM lead
+    reply = (
+        "The grep listed forty request handlers of the module, each returning render(request); the one the "
+        "traceback names differs from the others in neither signature, decorators nor return type, so the "
+        "fix belongs in that single function and nowhere else in the module; the next step is to read that "
+        "function whole, compare its handling of the request with the handlers around it, and run the failing "
+        "test again once it is changed."
+    )
+    config = ContextConfig(
+        budget={"total": 100_000, "header": 1000, "history": 90_000, "facts": 600, "summaries": 90_000},
+        history={"summarizer": {"session_tokens": 10**6, "daily_tokens": 10**7}},
+        cas={"enabled": False},
+    )
+    assert config.history.gist_tokens < COUNTER.count(reply) <= config.history.summarizer.artifact_tokens
+    engine = ContextEngine(config=config, summarizer=Recorder(reply=reply))
+    assert engine.summarizer is not None
+    try:
+        body = agent_session(40)
+        scope = Scope(session_id="whole-lead")
+        steps = 8
+        for steps in range(8, 40):
+            engine.prepare(body[: 1 + 2 * steps], scope=scope)
+            assert engine.summarizer.drain(WAIT)
+            if steps > 20 and is_boundary_call(steps + 1, config.history):
+                break
+        prepared = engine.prepare(body[: 1 + 2 * steps], scope=scope)
+        led = [m for m in prepared.messages if content_text(m.content).startswith(GIST_PREFIX + reply[:40])]
+        assert led, "summaries lead the gists"
+        assert all(content_text(m.content).startswith(GIST_PREFIX + reply + " |") for m in led), "cut mid-sentence"
+    finally:
+        engine.summarizer.close()
+
+
 def test_engine_accepts_a_plain_function() -> None:
     engine = memory_engine()
     assert engine.summarizer is None
