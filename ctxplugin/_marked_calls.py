@@ -121,5 +121,40 @@ class MarkedBinding(RunnableBinding[Any, Any]):  # type: ignore[no-redef]  # pyd
         async for chunk in super().astream(view, config, **{**settings, **kwargs}):
             yield chunk
 
+    # RunnableBinding hands these straight to the chat model, past the marking above; Runnable's
+    # own versions go through invoke/ainvoke/stream/astream, so each request is marked on its own
+    # (its marks and settings depend on its messages).
+    def batch(self, inputs: list[Any], config: RunnableConfig | list[RunnableConfig] | None = None, *,
+              return_exceptions: bool = False, **kwargs: Any | None) -> list[Any]:
+        return Runnable.batch(self, inputs, config, return_exceptions=return_exceptions, **kwargs)
+
+    async def abatch(self, inputs: list[Any], config: RunnableConfig | list[RunnableConfig] | None = None, *,
+                     return_exceptions: bool = False, **kwargs: Any | None) -> list[Any]:
+        return await Runnable.abatch(self, inputs, config, return_exceptions=return_exceptions, **kwargs)
+
+    def batch_as_completed(self, inputs: Sequence[Any], config: RunnableConfig | Sequence[RunnableConfig] | None = None, *,
+                           return_exceptions: bool = False, **kwargs: Any | None) -> Iterator[tuple[int, Any]]:
+        yield from Runnable.batch_as_completed(self, inputs, config, return_exceptions=return_exceptions, **kwargs)  # type: ignore[call-overload]  # a plain bool, both overloads
+
+    async def abatch_as_completed(self, inputs: Sequence[Any], config: RunnableConfig | Sequence[RunnableConfig] | None = None, *,
+                                  return_exceptions: bool = False, **kwargs: Any | None) -> AsyncIterator[tuple[int, Any]]:
+        async for item in Runnable.abatch_as_completed(self, inputs, config, return_exceptions=return_exceptions, **kwargs):  # type: ignore[call-overload]
+            yield item
+
+    def transform(self, input: Iterator[Any], config: RunnableConfig | None = None, **kwargs: Any) -> Iterator[Any]:
+        yield from Runnable.transform(self, input, config, **kwargs)
+
+    async def atransform(self, input: AsyncIterator[Any], config: RunnableConfig | None = None, **kwargs: Any) -> AsyncIterator[Any]:
+        async for chunk in Runnable.atransform(self, input, config, **kwargs):
+            yield chunk
+
+    def stream_events(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+        view, settings = self._marked(input)
+        return super().stream_events(view, config, **{**settings, **kwargs})
+
+    def astream_events(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+        view, settings = self._marked(input)
+        return super().astream_events(view, config, **{**settings, **kwargs})
+
 
 __all__ = ["MarkedBinding", "mark_request", "takes_marks", "with_cache_marks"]

@@ -71,7 +71,11 @@ def recording_claude(mocker: MockerFixture, payloads: list[dict[str, Any]], **kw
                        content=[TextBlock(type="text", text="Fixed.")], usage=Usage(input_tokens=1, output_tokens=1))
         return raw
 
+    async def acreate(self: Any, payload: dict[str, Any]) -> Any:
+        return create(self, payload)
+
     mocker.patch.object(ChatAnthropic, "_create", autospec=True, side_effect=create)
+    mocker.patch.object(ChatAnthropic, "_acreate", autospec=True, side_effect=acreate)
     return llm
 
 
@@ -205,6 +209,35 @@ def test_settings_bound_to_the_model_reach_the_request_when_tools_are_bound(
     assert sent["max_tokens"] == 77 and sent["stop_sequences"] == ["END"]
     assert sent["cache_control"] == {"type": "ephemeral", "ttl": "1h"}
     assert [t["name"] for t in sent["tools"]][:1] == ["bash"], "the tools the plan chose are still bound"
+
+
+async def _each_entry_point(step: Any, view: list[BaseMessage]) -> None:
+    """One request through every way a runnable can be called."""
+    step.invoke(view)
+    await step.ainvoke(view)
+    step.batch([view, view])
+    await step.abatch([view])
+    list(step.batch_as_completed([view]))
+    [item async for item in step.abatch_as_completed([view])]
+    list(step.stream(view))
+    [chunk async for chunk in step.astream(view)]
+    [event async for event in step.astream_events(view, version="v2")]
+    list(step.transform(iter([view])))
+
+    async def chunks() -> Any:
+        yield view
+
+    [chunk async for chunk in step.atransform(chunks())]
+
+
+async def test_every_way_of_calling_the_marked_model_marks_each_request(mocker: MockerFixture) -> None:
+    payloads: list[dict[str, Any]] = []
+    llm = recording_claude(mocker, payloads, disable_streaming=True)  # a stream is answered as one reply
+    tools = [bash_tool()]
+    view = [SystemMessage("You fix bugs in this repository."), HumanMessage("Fix the failing test in src/app.py.")]
+    await _each_entry_point(with_cache_marks(llm.bind_tools(tools), tools), view)
+    assert len(payloads) == 12
+    assert [anthropic_marks(p) for p in payloads] == [["system", "end"]] * 12
 
 
 @pytest.mark.parametrize("host", HOSTS)
