@@ -3,7 +3,8 @@
 ``create_agent`` has one hook around the model call; ``create_react_agent`` splits it in two:
 ``pre_model_hook`` prepares the view, then the model callable receives only that view. The
 prepared call (full conversation, report, scope) is handed from the first to the second through
-:class:`AnswerHandoff`, keyed by the scope and the view itself, so the model step can look up a
+:class:`AnswerHandoff`, found by the view's message objects (or, for a copy of the view, by the
+scope and what the view says), so the model step can look up a
 cached answer and store the final one (:func:`ctxplugin.langchain.answered`, which LCEL's
 ``engine.as_model`` uses too). Nothing here runs when the cache is off.
 """
@@ -14,6 +15,7 @@ import hashlib
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
+from operator import is_
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
@@ -54,12 +56,26 @@ class AnswerHandoff:
         """``bound`` behind the cache if the call that produced ``view`` is known, else ``bound``.
 
         ``scope`` maps the running graph's config to the call's scope; it is only asked when
-        the cache is on."""
+        the cache is on and ``view`` is not the list the hook returned (a copy of it)."""
         if self.engine.cache is None:
             return bound
-        with self._lock:
-            call = self._pending.pop(_view_key(scope(_run_config()), view), None)
+        call = self._take_prepared(view)
+        if call is None:  # a copy of the view: told by what it says, in the scope of the config
+            key = _view_key(scope(_run_config()), view)
+            with self._lock:
+                call = self._pending.pop(key, None)
         return bound if call is None else answered(self.engine, bound, call, model)
+
+    def _take_prepared(self, view: Sequence[BaseMessage]) -> PreparedCall | None:
+        """The call whose view is the very message list the hook returned, with the scope the
+        hook found: without a thread id that scope came from the state's first message, which
+        the model step, handed only the view, cannot see."""
+        with self._lock:
+            for key in reversed(self._pending):
+                kept = self._pending[key].prepared.messages
+                if kept and len(kept) == len(view) and all(map(is_, kept, view)):
+                    return self._pending.pop(key)
+        return None
 
 
 def _run_config() -> RunnableConfig | None:

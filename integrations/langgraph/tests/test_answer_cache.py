@@ -174,6 +174,24 @@ def test_create_react_agent_hooks_serve_repeats_while_streaming_messages(mode: A
     assert CACHE_META_KEY in agent.get_state(config).values["messages"][-1].response_metadata
 
 
+@pytest.mark.filterwarnings("ignore::langgraph.warnings.LangGraphDeprecatedSinceV10")
+async def test_create_react_agent_hooks_serve_a_repeat_in_a_run_without_a_thread_id() -> None:
+    """Without a thread id the run's scope comes from the state's first message, which the model
+    callable (handed only the view) cannot see: it must still find the call the hook prepared."""
+    engine, model = engine_on(), order_model("Delivered.", "Delivered again.", "Delivered once more.")
+    hooks = ContextHooks(engine, [get_order], prompt="You are a retail assistant.")
+    agent: Any = create_react_agent(hooks.model(model), hooks.tool_node(), pre_model_hook=hooks.pre_model_hook)
+    first = agent.invoke({"messages": [("user", QUESTION)]})
+    again = agent.invoke({"messages": [*first["messages"], ("user", QUESTION)]})
+    assert len(model.calls) == 2
+    assert again["messages"][-1].content == "Delivered." and CACHE_META_KEY in again["messages"][-1].response_metadata
+    other = agent.invoke({"messages": [("user", QUESTION)]})  # another run: a scope of its own
+    assert len(model.calls) == 4 and other["messages"][-1].content == "Delivered again."
+    assert CACHE_META_KEY not in other["messages"][-1].response_metadata
+    asked = await agent.ainvoke({"messages": [*other["messages"], ("user", QUESTION)]})
+    assert len(model.calls) == 4 and asked["messages"][-1].content == "Delivered again."
+
+
 class State(TypedDict):
     messages: Annotated[list[AnyMessage], add_messages]
 
