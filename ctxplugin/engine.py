@@ -38,7 +38,7 @@ from ctxplugin.facts import FactsLedger, FactStore, MemoryFactStore
 from ctxplugin.facts.embedding import default_embedding
 from ctxplugin.history import BackgroundSummarizer, SummarizerLike, make_summarizer
 from ctxplugin.report import CaptureReport
-from ctxplugin.scope import Scope
+from ctxplugin.scope import Scope, logged_id
 from ctxplugin.stages import (
     Answers,
     CallView,
@@ -234,7 +234,7 @@ class ContextEngine(Closing):
         if report is None or fitted is None:
             raise CtxpluginError("prepare() ended without a report: the account stage must run last")
         if logger.isEnabledFor(logging.DEBUG):
-            logger.debug("ctxplugin.prepare session=%s tokens %d -> %d", view.scope.session_id, report.tokens_before,
+            logger.debug("ctxplugin.prepare session=%s tokens %d -> %d", logged_id(view.scope.session_id), report.tokens_before,
                          report.tokens_after, extra={"ctxplugin": report.as_metadata()})
         emit(REPORT_EVENT, report)
         return PreparedContext(messages=list(fitted.messages), tools=list(view.tools), report=report)

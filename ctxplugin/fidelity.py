@@ -33,6 +33,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from ctxplugin._message_values import SCAN_CHARS, read
 from ctxplugin.history.identifiers import identifiers, occurs
 from ctxplugin.report import ContextReport
+from ctxplugin.scope import logged_id
 
 logger = logging.getLogger("ctxplugin")
 
@@ -181,7 +182,7 @@ def write(report: ContextReport, fidelity: Fidelity) -> None:
             f"(report.values_left_from_user lists {'them' if count != 1 else 'it'})"
         )
     if fidelity.left and logger.isEnabledFor(logging.DEBUG):
-        logger.debug("ctxplugin.fidelity session=%s %s", report.session_id, describe(fidelity))
+        logger.debug("ctxplugin.fidelity session=%s %s", logged_id(report.session_id), describe(fidelity))
 
 
 __all__ = ["Fidelity", "behind_texts", "describe", "record", "value_fidelity", "write"]

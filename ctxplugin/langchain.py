@@ -35,6 +35,7 @@ from ctxplugin._names import CACHE_LOOKUP_EVENT, CAPTURE_EVENT, EXPAND_EVENT, RE
 from ctxplugin._runnables import ContextModel, PreparedCall, PrepareRunnable, answered, as_messages
 from ctxplugin.errors import CtxpluginError
 from ctxplugin.report import ContextReport, RunSummary
+from ctxplugin.scope import logged_id
 
 if TYPE_CHECKING:
     from ctxplugin.engine import ContextEngine
@@ -82,7 +83,7 @@ class ContextCallbackHandler(BaseCallbackHandler):
                 self._refs.update((data.session_id, ref) for ref in data.refs_created)
             logger.info(
                 "session %s: %d -> %d tokens (%.0f%% saved), %d refs, %d facts",
-                data.session_id, data.tokens_before, data.tokens_after, 100 * data.reduction,
+                logged_id(data.session_id), data.tokens_before, data.tokens_after, 100 * data.reduction,
                 len(data.refs_used), len(data.facts),
             )
         elif name == CAPTURE_EVENT and isinstance(data, dict):

@@ -6,6 +6,7 @@ records the scope it was written from and a :data:`Visibility` saying how widely
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Literal
@@ -178,6 +179,22 @@ def session_part(value: str) -> str:
     if "/" not in value and "%" not in value:
         return value
     return value.replace("%", "%25").replace("/", "%2F")
+
+
+LOGGED_ID_CHARS = 80
+"""An id longer than this is shortened in warnings and log messages (see :func:`logged_id`)."""
+
+
+def logged_id(value: str) -> str:
+    """``value`` (a session or scope id) as warnings and log messages show it: whole up to
+    :data:`LOGGED_ID_CHARS` characters, else its first 64, an ellipsis and 12 hex digits of the
+    SHA-256 of the whole, so a thread id of thousands of characters does not make every line
+    that long and two long ids that start alike are still told apart. Only for text a person
+    reads: keys, stored data and reports keep the id whole."""
+    if len(value) <= LOGGED_ID_CHARS:
+        return value
+    digest = hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+    return f"{value[:64]}…{digest}"
 
 
 def namespaced(scope: Scope, namespace: str | None) -> Scope:

@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 from langchain_core.messages import HumanMessage
+from langchain_core.runnables import RunnableLambda
 
-from ctxplugin import Scope, _run_scope
+from ctxplugin import ContextCallbackHandler, Scope, _run_scope
 from ctxplugin._store_guard import StoreGuard
 from ctxplugin.stages.view import log_degraded
 from ctxplugin.testing import memory_engine
@@ -55,6 +56,30 @@ def test_warnings_name_ctxplugin_once_in_the_basic_format(basic_format: io.Strin
         for line in lines
     ), lines
     assert not [line for line in lines if "ctxplugin:ctxplugin" in line]
+
+
+def test_a_long_session_id_is_shortened_in_log_lines_and_kept_whole_elsewhere(
+    basic_format: io.StringIO, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG, logger="ctxplugin")
+    thread, twin = "t" * 20_000, "t" * 19_999 + "u"  # alike in their first 64 characters
+    log_degraded(Scope(session_id=thread), "facts store unavailable; facts skipped for this call")
+    log_degraded(Scope(session_id=twin), "facts store unavailable; facts skipped for this call")
+    handler = ContextCallbackHandler()
+    prepare = RunnableLambda(lambda m: memory_engine().prepare(m, scope=Scope(session_id=thread)))
+    prepare.invoke([HumanMessage("hi")], {"callbacks": [handler]})
+    lines = basic_format.getvalue().splitlines()
+    first, second = lines[:2]
+    assert first.endswith(f"(session {'t' * 64}…{first[-13:-1]})") and second != first
+    assert all(len(line) < 200 for line in lines), [len(line) for line in lines]
+    assert any(line.startswith(f"INFO:ctxplugin:session {'t' * 64}…") for line in lines), lines
+    debug = [r for r in caplog.records if r.levelno == logging.DEBUG and r.msg.startswith("ctxplugin.prepare")]
+    assert debug and len(debug[0].getMessage()) < 200
+    # what a program reads keeps the id whole
+    degraded = [r for r in caplog.records if hasattr(r, "ctxplugin_session")]
+    assert [r.ctxplugin_session for r in degraded] == [thread, twin]
+    assert debug[0].__dict__["ctxplugin"]["ctxplugin.session_id"] == thread
+    assert handler.reports[0].session_id == thread
 
 
 def _constants(tree: ast.Module) -> dict[str, str]:

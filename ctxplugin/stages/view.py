@@ -23,7 +23,7 @@ from ctxplugin._prefix import Stamp
 from ctxplugin.budget import FactLine
 from ctxplugin.history import HistoryBudget
 from ctxplugin.report import ContextReport
-from ctxplugin.scope import Scope
+from ctxplugin.scope import Scope, logged_id
 from ctxplugin.tokens import content_text
 from ctxplugin.tools import ToolPlan
 
@@ -252,10 +252,11 @@ class Stage(Protocol):
 
 
 def log_degraded(scope: Scope, text: str) -> str:
-    """Log a skipped step at WARNING, with the session in ``extra``, and return ``text`` for
+    """Log a skipped step at WARNING, with the session in ``extra`` (whole; the message shows a
+    long one shortened, :func:`~ctxplugin.scope.logged_id`), and return ``text`` for
     the report: the one place where a store failure is absorbed (the original passes through
     and the report says what was skipped)."""
-    logger.warning("%s (session %s)", text, scope.session_id, extra={"ctxplugin_session": scope.session_id})
+    logger.warning("%s (session %s)", text, logged_id(scope.session_id), extra={"ctxplugin_session": scope.session_id})
     return text
 
 
