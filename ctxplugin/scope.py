@@ -7,6 +7,7 @@ records the scope it was written from and a :data:`Visibility` saying how widely
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Callable
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Literal
@@ -189,12 +190,21 @@ def logged_id(value: str) -> str:
     """``value`` (a session or scope id) as warnings and log messages show it: whole up to
     :data:`LOGGED_ID_CHARS` characters, else its first 64, an ellipsis and 12 hex digits of the
     SHA-256 of the whole, so a thread id of thousands of characters does not make every line
-    that long and two long ids that start alike are still told apart. Only for text a person
-    reads: keys, stored data and reports keep the id whole."""
-    if len(value) <= LOGGED_ID_CHARS:
+    that long and two long ids that start alike are still told apart. A control character, line
+    separator or lone surrogate in it is escaped (``\\n``), with the digest added, so that an id
+    cannot break a log line in two or forge one, and cannot fail the handler writing it. Only for
+    text a person reads: keys, stored data and reports keep the id whole."""
+    unsafe = _UNSAFE.search(value) is not None
+    if len(value) <= LOGGED_ID_CHARS and not unsafe:
         return value
+    shown = value if len(value) <= LOGGED_ID_CHARS else value[:64]
+    if unsafe:
+        shown = _UNSAFE.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), shown)
     digest = hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()[:12]
-    return f"{value[:64]}…{digest}"
+    return f"{shown}…{digest}"
+
+
+_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
 
 
 def namespaced(scope: Scope, namespace: str | None) -> Scope:

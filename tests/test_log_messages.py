@@ -128,3 +128,14 @@ def test_no_log_message_repeats_the_loggers_name() -> None:
             if text is not None and text.startswith("ctxplugin:"):
                 doubled.append(f"{path.relative_to(ROOT)}:{node.lineno}: {text[:60]}")
     assert not doubled, doubled
+
+
+@pytest.mark.parametrize("session", ["t1\nWARNING:ctxplugin:forged line", "t1\r\x1b[2J", "t1\u2028x", "t1\ud800"])
+def test_a_session_id_holding_a_line_break_or_control_character_cannot_break_a_log_line(basic_format: io.StringIO, session: str) -> None:
+    log_degraded(Scope(session_id=session), "facts store unavailable; facts skipped for this call")
+    log_degraded(Scope(session_id="t1"), "facts store unavailable; facts skipped for this call")
+    lines = basic_format.getvalue().split("\n")[:-1]
+    assert len(lines) == 2 and not any(line.startswith("WARNING:ctxplugin:forged") for line in lines), lines
+    assert all(c.isprintable() for line in lines for c in line), lines
+    assert lines[0].startswith("WARNING:ctxplugin:facts store unavailable; facts skipped for this call (session t1\\")
+    assert lines[1].endswith("(session t1)")
