@@ -9,6 +9,8 @@ summary is ready the zero-LLM gist is used.
 Cache stability: a message's gist is decided the first time the message is gisted and kept from
 then on. A zero-LLM gist is replaced by a summary that arrived later at most once, and only on
 a call where tier boundaries move (the cached prefix breaks at a boundary on such calls anyway).
+A summary is asked for (:meth:`BackgroundSummarizer.prefetch`) only for a message whose gist a
+view shows, not for one condensed into a context note.
 """
 
 from __future__ import annotations
@@ -194,10 +196,12 @@ class BackgroundSummarizer:
         return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
     def prefetch(self, text: str, *, session: str) -> None:
-        """Queue a summary of ``text`` unless one is ready, queued or given up on; never blocks."""
+        """Queue a summary of ``text`` unless one is ready, queued, given up on or already
+        leading its gist; never blocks."""
         key = self.key(text)
         with self._lock:
-            if self._closed or key in self._ready or key in self._pending or self._exhausted(key):
+            decided = self._decided.get(key)
+            if self._closed or key in self._ready or key in self._pending or self._exhausted(key) or (decided is not None and decided[1]):
                 return
             if self._over_quota(session):
                 self.stats.skipped_quota += 1
@@ -214,7 +218,8 @@ class BackgroundSummarizer:
                 self._idle.notify_all()
 
     def lead(self, text: str, *, session: str, upgrade: bool) -> str | None:
-        """The summary leading the gist of ``text``, or None for the zero-LLM gist.
+        """The summary leading the gist of ``text``, or None for the zero-LLM gist; asks for
+        none (:meth:`prefetch` does, for the gists a view shows).
 
         The first answer for a text is kept; a None answer turns into a summary at most once,
         on a call with ``upgrade`` set."""
@@ -222,23 +227,18 @@ class BackgroundSummarizer:
         with self._lock:
             decided = self._decided.get(key)
             ready = self._ready.get(key)
-            if decided is not None:
-                current, final = decided
-                if final or not upgrade:
-                    return current
-                if ready is not None:
-                    self._decided.put(key, (ready, True))
-                    self.stats.upgraded += 1
-                    return ready
-                if self._exhausted(key):
-                    self._decided.put(key, (None, True))
-                    return None
-            else:
+            if decided is None:
                 self._decided.put(key, (ready, ready is not None or self._exhausted(key)))
-                if ready is not None:
-                    return ready
-        self.prefetch(text, session=session)
-        return None
+                return ready
+            current, final = decided
+            if final or not upgrade:
+                return current
+            if ready is not None:
+                self._decided.put(key, (ready, True))
+                self.stats.upgraded += 1
+            elif self._exhausted(key):
+                self._decided.put(key, (None, True))
+            return ready
 
     def take_warnings(self, session: str) -> list[str]:
         """Warnings about ``session``'s summaries since the last call (failures)."""

@@ -15,7 +15,6 @@ from bisect import bisect_right
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Protocol
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
@@ -24,10 +23,12 @@ from ctxplugin._prefix import Prefix, Stamp
 from ctxplugin.config import HistoryConfig
 from ctxplugin.history._condensed import assemble
 from ctxplugin.history._extend import Made, extend, grown, long_scripts, long_since_move, remember
+from ctxplugin.history._leads import GistSource as GistSource
+from ctxplugin.history._leads import lead_text, request_leads, shown_gists
 from ctxplugin.history._showing import EMPTY, BlockSizes, Showing
 from ctxplugin.history._showing import show as show_exchange
 from ctxplugin.history._shown import Tier as Tier
-from ctxplugin.history._shown import _plain_text, _summarizable, compress_message
+from ctxplugin.history._shown import compress_message
 from ctxplugin.history.compressors import memo_counter
 from ctxplugin.history.omission import (
     Digests,
@@ -37,19 +38,6 @@ from ctxplugin.history.omission import (
     raw_parts,
 )
 from ctxplugin.tokens import TokenCounter, content_text, count_message
-
-
-class GistSource(Protocol):
-    """Where model-written gist leads come from (see :class:`BackgroundSummarizer`)."""
-
-    def prefetch(self, text: str, *, session: str) -> None:
-        """Ask for a summary of ``text`` ahead of need; never blocks."""
-
-    def lead(self, text: str, *, session: str, upgrade: bool) -> str | None:
-        """The summary to lead the gist of ``text`` with, or None for the zero-LLM gist.
-
-        ``upgrade`` is True on calls where tier boundaries move (the cache prefix breaks there
-        anyway); only then may an earlier zero-LLM gist be replaced by a summary."""
 
 
 @dataclass
@@ -129,7 +117,8 @@ def compress_history(
         budget: limits the history must meet (an ``int`` limits the total); when over, the
             oldest blocks are condensed into context notes listing their exact values (see
             :mod:`ctxplugin.history.omission`). None keeps every exchange.
-        summarizer: optional source of model-written gist leads, consulted without waiting.
+        summarizer: optional source of model-written gist leads, consulted without waiting and
+            asked only for the messages the view shows as gists.
         session: whose conversation this is (for the summarizer's per-session quota).
         notes_from: ``body`` as context notes should read it, message for message (the
             conversation before outdated marks, so that a mark on an old message does not
@@ -219,13 +208,8 @@ def compress_history(
                 out.append(message)
                 continue
             lead = None
-            if summarizer is not None and tier is not Tier.VERBATIM:
-                text = _plain_text(message)
-                if text and _summarizable(text, config, counter):
-                    if tier is Tier.TRIMMED:
-                        summarizer.prefetch(text, session=session)
-                    else:
-                        lead = summarizer.lead(text, session=session, upgrade=upgrade)
+            if summarizer is not None and tier is Tier.GIST and (text := lead_text(message, config, counter)) is not None:
+                lead = summarizer.lead(text, session=session, upgrade=upgrade)  # asked for below, if shown
             out.append(compress_message(message, tier, config=config, counter=counter, lead=lead))
         shown.put(number, show_exchange(messages[start:end], out, counter))
 
@@ -289,6 +273,9 @@ def compress_history(
     view = assemble(
         shown, spans, notes, plan, config.block_size, max(verbatim_start, 1), short if notes is not None else None, source=messages
     )
+    if summarizer is not None:
+        shown_now = shown_gists(gist_end, notes, plan, config.block_size)
+        request_leads(summarizer, shown_now, messages, spans, protected, config=config, counter=counter, session=session)
     tiers[Tier.OMITTED.value] += view.omitted_messages
     tiers[Tier.GIST.value] -= view.omitted_messages
     made = keep(

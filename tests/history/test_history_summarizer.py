@@ -149,6 +149,8 @@ def test_a_late_summary_replaces_a_gist_once_and_only_on_a_boundary_call(make: C
     gate = threading.Event()
     summarizer = make(Recorder(gate=gate))
     assert summarizer.lead(TEXT, session="s", upgrade=False) is None
+    assert summarizer.stats.requested == 0, "reading a lead asks for no summary"
+    summarizer.prefetch(TEXT, session="s")  # asked for once the gist is shown
     gate.set()
     assert summarizer.drain(WAIT)
     assert summarizer.lead(TEXT, session="s", upgrade=False) is None, "not between boundary moves"
