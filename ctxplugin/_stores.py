@@ -28,6 +28,7 @@ from ctxplugin._server_url import shown_url, with_credentials
 from ctxplugin._sync_stores import sync_store
 from ctxplugin.cache import AnswerCacheStore, ChromaAnswerCacheStore
 from ctxplugin.cas import CASStore, SQLiteCASStore
+from ctxplugin.cas._bounded import BoundedCASStore
 from ctxplugin.config import ContextConfig
 from ctxplugin.errors import ConfigError, MissingDependencyError, StoreUnavailableError
 from ctxplugin.facts import ChromaFactStore, FactsLedger
@@ -135,6 +136,12 @@ def store_root(path: str | Path) -> Path:
     return root
 
 
+def embedded_cas(root: Path, timeout: float) -> CASStore:
+    """The SQLite CAS under ``root``: SQLite's busy timeout bounds a wait for another writer,
+    and a deadline every call (one blocked on a hung disk or mount)."""
+    return BoundedCASStore(SQLiteCASStore(root / "cas.sqlite3", busy_timeout_ms=int(timeout * 1000)), timeout=timeout)
+
+
 def embedded_stores(root: str | Path, config: ContextConfig) -> Stores:
     """SQLite CAS and Chroma on disk under ``root`` (created if missing).
 
@@ -143,7 +150,7 @@ def embedded_stores(root: str | Path, config: ContextConfig) -> Stores:
     """
     root = store_root(root)
     wait = config.stores.timeout
-    cas = SQLiteCASStore(root / "cas.sqlite3", busy_timeout_ms=int(wait * 1000))
+    cas = embedded_cas(root, wait)
     store = ChromaFactStore.persistent(root / "chroma", config=config.facts, wait_s=wait)
     answers = ChromaAnswerCacheStore.persistent(root / "chroma", wait_s=wait) if config.cache.enabled else None
     return Stores(cas=cas, facts=FactsLedger(store, config.facts), answers=answers, path=root)
@@ -186,7 +193,7 @@ def open_stores(config: ContextConfig, root: str | Path) -> Stores:
             postgres,
         )
     else:
-        cas = SQLiteCASStore(store_root(root) / "cas.sqlite3", busy_timeout_ms=int(timeout * 1000))
+        cas = embedded_cas(store_root(root), timeout)
     facts_store: Any
     answers: Any = None
     if config.chroma_url:

@@ -41,6 +41,7 @@ from ctxplugin._deadline import await_with_deadline, run_with_deadline, step_bud
 from ctxplugin._store_guard import StoreGuard
 from ctxplugin._sync_stores import async_methods
 from ctxplugin.cache.store import AnswerCacheStore, CacheEntry
+from ctxplugin.cas._bounded import BoundedCASStore
 from ctxplugin.cas.store import CASItem, CASRecord, CASStore
 from ctxplugin.errors import InvalidInputError, StoreUnavailableError
 from ctxplugin.facts.locks import HeldNames, WriteLock, holding
@@ -225,7 +226,7 @@ class GuardedWriteLock:
 
 def unwrap(store: Any) -> Any:
     """The store inside a guarded wrapper (the store itself when it is not wrapped)."""
-    while isinstance(store, (_Guarded, GuardedWriteLock)):
+    while isinstance(store, (_Guarded, GuardedWriteLock, BoundedCASStore)):
         store = store.inner
     return store
 

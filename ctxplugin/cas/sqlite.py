@@ -58,7 +58,8 @@ class SQLiteCASStore:
         clock: time source for TTLs (epoch seconds).
         busy_timeout_ms: how long a writer waits for another one before the store reports
             :class:`~ctxplugin.errors.StoreUnavailableError`. Once a write waited half that long or
-            more in vain, the next ones wait 50 ms, until one gets through.
+            more in vain, the next ones wait 50 ms, until one gets through. A ``get`` waits half
+            as long to count its access, then reads without counting it.
 
     Raises:
         StoreError: the file cannot be created or is not a usable database.
@@ -137,7 +138,7 @@ class SQLiteCASStore:
             held.conn.close()
 
     @contextmanager
-    def _using(self, write: bool = False) -> Iterator[sqlite3.Connection]:
+    def _using(self, write: bool = False, share: float = 1.0) -> Iterator[sqlite3.Connection]:
         """This thread's connection, held busy while the caller uses it: :meth:`close` closes
         only idle connections (closing one while another thread runs a statement on it crashes
         the process) and leaves a busy one to its thread, which closes it here."""
@@ -149,7 +150,7 @@ class SQLiteCASStore:
             # another writer is waited for until the step's deadline at the latest: a step
             # storing many outputs waits stores.timeout in all, not once per output
             whole = self._busy_timeout_ms / 1000
-            wait_ms = int(step_wait(min(whole, _HELD_WAIT_S) if write and self._held_elsewhere else whole) * 1000)
+            wait_ms = int(step_wait(min(whole, _HELD_WAIT_S) if write and self._held_elsewhere else whole) * share * 1000)
             if wait_ms != held.wait_ms:
                 with translate("open"):
                     held.conn.execute(f"PRAGMA busy_timeout = {wait_ms}")
@@ -162,8 +163,8 @@ class SQLiteCASStore:
                     held.conn.close()
 
     @contextmanager
-    def _transaction(self, what: str) -> Iterator[sqlite3.Connection]:
-        with self._using(write=True) as conn, translate(what):
+    def _transaction(self, what: str, share: float = 1.0) -> Iterator[sqlite3.Connection]:
+        with self._using(write=True, share=share) as conn, translate(what):
             try:
                 conn.execute("BEGIN IMMEDIATE")
             except sqlite3.OperationalError as exc:
@@ -252,7 +253,9 @@ class SQLiteCASStore:
         the stored output is returned, its access not counted, with a warning logged."""
         check_ref(ref_id)
         try:
-            with self._transaction("get") as conn:
+            # counting the access waits for another writer half the time at most: the read
+            # without counting, after it, must fit in the call's deadline too
+            with self._transaction("get", share=0.5) as conn:
                 return self._record(conn, ref_id, scope, counted=True)
         except StoreUnavailableError as exc:
             with self._using() as conn, translate("get"):

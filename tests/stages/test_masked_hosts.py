@@ -21,6 +21,7 @@ from ctxplugin._messages import META_KEY, annotation
 from ctxplugin.cas import SQLiteCASStore
 from ctxplugin.errors import RefNotFoundError
 from ctxplugin.facts import FactQuery
+from ctxplugin.guard import unwrap
 from ctxplugin.testing import ScriptedChatModel, conversation_messages, memory_engine, tool_call
 
 CARD = re.compile(r"4111-1111-\d{4}-\d{4}")
@@ -125,7 +126,8 @@ def test_a_chat_history_masked_after_capture_sends_no_card_number(stores: str, t
     assert not any(CARD.search(text) for text in stored(engine, scope)), "the facts read before masking are withdrawn"
     with pytest.raises(RefNotFoundError):
         engine.expand_ref(original_ref, scope=scope)
-    if isinstance(engine.cas, SQLiteCASStore):  # read from its rows
-        with closing(sqlite3.connect(engine.cas.path)) as db:
+    cas = unwrap(engine.cas)
+    if isinstance(cas, SQLiteCASStore):  # read from its rows
+        with closing(sqlite3.connect(cas.path)) as db:
             rows = [bytes(row[0]).decode() for row in db.execute("SELECT content FROM cas_content")]
         assert rows and not CARD.search(str(rows)), "the CAS file still holds the unmasked original"

@@ -59,7 +59,7 @@ def test_nothing_configured_means_embedded_stores(tmp_path: Path, monkeypatch: p
         monkeypatch.delenv(name, raising=False)
     engine = ctxplugin.connect(ContextConfig(path=str(tmp_path / "local")))
     try:
-        assert isinstance(engine.cas, SQLiteCASStore)
+        assert isinstance(unwrap(engine.cas), SQLiteCASStore)
         assert engine.facts.lock is None, "one process: the ledger's own lock serialises writes"
         compact = engine.capture_tool_result(ToolMessage(content=OUTPUT, tool_call_id="c1", name="issues"), scope=ALICE)
         assert engine.expand_ref(_ref(compact), scope=ALICE) == OUTPUT
@@ -109,7 +109,7 @@ def test_only_a_chroma_url_keeps_the_cas_on_disk(
     )
     engine = ctxplugin.connect(config)
     try:
-        assert isinstance(engine.cas, SQLiteCASStore) and engine.path == tmp_path / "local"
+        assert isinstance(unwrap(engine.cas), SQLiteCASStore) and engine.path == tmp_path / "local"
         engine.facts.write("Release freeze starts Friday", key="freeze", scope=ALICE)
         assert engine.facts.search("when is the freeze?", scope=ALICE, k=3)[0].fact.key == "freeze"
         assert not (tmp_path / "local" / "chroma").exists()
