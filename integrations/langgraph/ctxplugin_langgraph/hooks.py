@@ -116,6 +116,9 @@ class ContextHooks:
         check_meta_names(given)
         self.user_tools: list[BaseTool] = [t for t in given if not is_meta_tool(t)]  # the hooks add their own
         self.tools: list[BaseTool] = [*self.user_tools, *make_meta_tools(engine, scope=self.scope_rule.in_tool)]
+        # known before the first model call of the process: a tool step resumed after a restart
+        # runs load_tools before any view is prepared, and it answers from the registry then
+        self.engine.registry.register_all(self.user_tools)
         self.prompt = SystemMessage(content=prompt) if isinstance(prompt, str) else prompt
         self.keep_originals = keep_originals
         # set by model(llm): a model that cannot be bound stubs gets every schema, and the
