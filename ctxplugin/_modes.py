@@ -8,6 +8,8 @@ from contextlib import suppress
 from contextvars import ContextVar
 from typing import Any, TypeVar
 
+from pydantic import BaseModel
+
 C = TypeVar("C")
 
 WHOLE_TOTAL = 7500
@@ -38,8 +40,8 @@ WHOLE_PRESET: dict[str, dict[str, Any]] = {
 
 def whole_preset(data: dict[str, Any]) -> dict[str, Any]:
     """``data`` with :data:`WHOLE_PRESET` and the whole-mode budget under every field not given.
-    A section given as a model instance is taken as it is; one that is no mapping is left to
-    validation, which names it."""
+    A section given as a model instance is taken as it is (:func:`mode_defaults` first turns one
+    into the fields it was given); one that is no mapping is left to validation, which names it."""
     out = dict(data)
     for section, values in WHOLE_PRESET.items():
         given = out.get(section)
@@ -72,6 +74,18 @@ def whole_preset(data: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+_PRESET_SECTIONS = frozenset({*WHOLE_PRESET, "budget"})
+
+
+def _fields_given(section: Any) -> Any:
+    """A section given as its config class (``HistoryConfig(block_size=3)``) as the fields it was
+    given: the whole mode's preset then fills the others, as for ``{"block_size": 3}``."""
+    fields_set = getattr(section, "model_fields_set", None)
+    if not isinstance(section, BaseModel) or fields_set is None:
+        return section
+    return {name: getattr(section, name) for name in type(section).model_fields if name in fields_set}
+
+
 _TOTAL_DEFAULTED: ContextVar[bool] = ContextVar("ctxplugin_total_defaulted", default=False)
 """Whether the configuration being validated got its total from the whole mode's preset."""
 
@@ -80,6 +94,8 @@ def mode_defaults(data: Any) -> Any:
     """``data`` with :func:`whole_preset` applied when its mode is the whole one (the validator
     that runs before the fields are read); notes whether the preset gave the total."""
     whole = isinstance(data, dict) and data.get("mode", "whole") == "whole"
+    if whole:
+        data = {key: _fields_given(value) if key in _PRESET_SECTIONS else value for key, value in data.items()}
     budget = data.get("budget") if whole else None
     _TOTAL_DEFAULTED.set(whole and (budget is None or (isinstance(budget, Mapping) and "total" not in budget)))
     return whole_preset(data) if whole else data

@@ -50,6 +50,26 @@ def conversation(turns: int) -> list[BaseMessage]:
     return messages
 
 
+def test_a_section_given_as_its_config_class_keeps_the_whole_modes_defaults_for_what_it_leaves_unset() -> None:
+    from ctxplugin.config import BudgetConfig, CASConfig, FactsConfig, HistoryConfig
+
+    as_dicts = ContextConfig(
+        budget={"total": 12000}, history={"block_size": 3}, cas={"error_passthrough_tokens": 900}, facts={"k": 5}
+    )
+    as_classes = ContextConfig(
+        budget=BudgetConfig(total=12000), history=HistoryConfig(block_size=3),
+        cas=CASConfig(error_passthrough_tokens=900), facts=FactsConfig(k=5),
+    )
+    assert as_classes.model_dump() == as_dicts.model_dump()
+    assert as_classes.budget.resolve() == {"total": 12000, "header": 6000, "history": 11000, "facts": 320, "summaries": 11000}
+    assert (as_classes.history.compress, as_classes.history.verbatim_exchanges, as_classes.history.block_size) == ("over_budget", 1, 3)
+    assert (as_classes.facts.placement, as_classes.facts.skip_shown, as_classes.facts.k) == ("window", True, 5)
+    assert as_classes.cas.passthrough_tokens == 500
+    # a total left unset is still the default one, which yields to a long system prompt
+    assert ContextConfig(budget=BudgetConfig(header=1000)).budget.elastic
+    assert "total" not in ContextConfig(budget=BudgetConfig(header=1000)).budget.model_fields_set
+
+
 def test_the_default_mode_is_whole_and_explicit_fields_win() -> None:
     config = ContextConfig()
     assert config.mode == "whole"
