@@ -85,6 +85,7 @@ def make_expand_ref_tool(engine: ContextEngine, scope: ScopeResolver | Scope | N
         regex: bool = False,
         config: RunnableConfig = None,  # type: ignore[assignment]  # injected by LangChain
     ) -> tuple[str | list[Any], dict[str, bool]]:
+        engine.check_open()  # a host running the tool after close() is told so, not the model
         call_scope = resolve(config)
         # a list is content blocks (an output with images): LangChain makes it the tool
         # message's content as is, so the model sees the images

@@ -157,6 +157,11 @@ def _closed_calls(engine: ContextEngine, prepared: PreparedContext) -> dict[str,
         "capture_tool_result": lambda: engine.capture_tool_result(message, SCOPE),
         "acapture_tool_result": lambda: asyncio.run(engine.acapture_tool_result(message, SCOPE)),
         "expand_ref": lambda: engine.expand_ref("ref:run:0123456789abcdef", scope=SCOPE),
+        # the model's tool, run by a host that goes on after close(): not an answer telling the
+        # model to go on without the output
+        "the expand_ref tool": lambda: engine.tools_for_model()[0].invoke(
+            {"ref_id": "ref:run:0123456789abcdef"}, {"configurable": {"thread_id": "s1"}}
+        ),
         "facts.write": lambda: engine.facts.write("The build number is 4413", key="build", scope=SCOPE),
         "facts.search": lambda: engine.facts.search("build number", scope=SCOPE),
         "facts.current": lambda: engine.facts.current("build", scope=SCOPE),
