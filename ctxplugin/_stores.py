@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 import os
 import socket
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,7 +31,12 @@ from ctxplugin.cache import AnswerCacheStore, ChromaAnswerCacheStore
 from ctxplugin.cas import CASStore, SQLiteCASStore
 from ctxplugin.cas._bounded import BoundedCASStore
 from ctxplugin.config import ContextConfig
-from ctxplugin.errors import ConfigError, MissingDependencyError, StoreUnavailableError
+from ctxplugin.errors import (
+    ConfigError,
+    ConfigWarning,
+    MissingDependencyError,
+    StoreUnavailableError,
+)
 from ctxplugin.facts import ChromaFactStore, FactsLedger
 from ctxplugin.guard import (
     GuardedAnswerCacheStore,
@@ -142,12 +148,33 @@ def embedded_cas(root: Path, timeout: float) -> CASStore:
     return BoundedCASStore(SQLiteCASStore(root / "cas.sqlite3", busy_timeout_ms=int(timeout * 1000)), timeout=timeout)
 
 
-def embedded_stores(root: str | Path, config: ContextConfig) -> Stores:
-    """SQLite CAS and Chroma on disk under ``root`` (created if missing).
+def embedded_stores(root: str | Path, config: ContextConfig, *, asked: bool = False) -> Stores:
+    """SQLite CAS and Chroma on disk under ``root`` (created if missing); ``asked``: by
+    ``ContextEngine.embedded``, which builds them whatever servers ``config`` names.
 
     Raises:
         ConfigError: ``root`` cannot be used (see :func:`store_root`).
+
+    Warns:
+        ConfigWarning: ``asked`` while ``config`` names a Postgres DSN or a Chroma server, which
+            only :func:`ctxplugin.connect` uses.
     """
+    servers = [
+        name
+        for name, given in (
+            ("a Postgres DSN (CTXPLUGIN_POSTGRES_DSN)", config.postgres_dsn),
+            ("a Chroma server (CTXPLUGIN_CHROMA_URL)", config.chroma_url),
+        )
+        if given
+    ]
+    if asked and servers:
+        warnings.warn(
+            f"ContextEngine.embedded() keeps every store on disk under its path; the configuration names {' and '.join(servers)}, "
+            "which it does not use: build the engine with ctxplugin.connect() or ContextEngine.from_config() to use "
+            f"{'them' if len(servers) > 1 else 'it'}",
+            ConfigWarning,
+            stacklevel=3,
+        )
     root = store_root(root)
     wait = config.stores.timeout
     cas = embedded_cas(root, wait)

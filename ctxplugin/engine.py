@@ -142,13 +142,13 @@ class ContextEngine(Closing):
         opening the same ``path`` waits up to ``config.stores.timeout`` seconds, then gets
         :class:`~ctxplugin.errors.StoreInUseError` (run a Chroma server for several processes).
         With ``config.chroma_url`` or ``config.postgres_dsn``
-        set, use :func:`ctxplugin.connect` instead to get the server stores.
+        set, use :func:`ctxplugin.connect` instead to get the server stores (here they warn).
 
         Raises:
             ConfigError: ``path`` is empty, or not a directory this process can create and write.
         """
         config = given_config(config)
-        return cls._on(embedded_stores(path if path is not None else config.path, config), config, summarizer)
+        return cls._on(embedded_stores(path if path is not None else config.path, config, asked=True), config, summarizer)
 
     @classmethod
     def from_config(

@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import threading
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -18,12 +19,15 @@ from pytest_mock import MockerFixture
 
 import ctxplugin
 from ctxplugin import ContextConfig, ContextEngine, PreparedContext, Scope
+from ctxplugin.cas import SQLiteCASStore
 from ctxplugin.errors import (
+    ConfigWarning,
     EngineClosedError,
     InvalidInputError,
     StoreInUseError,
     StoreUnavailableError,
 )
+from ctxplugin.guard import unwrap
 from ctxplugin.history import BackgroundSummarizer
 from ctxplugin.testing.chroma_server import ChromaServer, free_port
 from ctxplugin.testing.fault_proxy import FaultProxy
@@ -620,3 +624,23 @@ def test_calls_on_two_threads_that_each_close_the_engine_both_return() -> None:
         thread.join()
     assert not hung and not errors, errors
     assert released == ["released"]
+
+
+@pytest.mark.parametrize(
+    ("settings", "named"),
+    [
+        ({"postgres_dsn": "postgresql://app@127.0.0.1:5432/ctx"}, ["a Postgres DSN (CTXPLUGIN_POSTGRES_DSN)"]),
+        ({"chroma_url": "http://127.0.0.1:8000"}, ["a Chroma server (CTXPLUGIN_CHROMA_URL)"]),
+    ],
+)
+def test_embedded_warns_that_it_does_not_use_the_servers_the_configuration_names(tmp_path: Path, settings: dict[str, str], named: list[str]) -> None:
+    with pytest.warns(ConfigWarning, match="connect\\(\\)") as caught:
+        engine = ContextEngine.embedded(tmp_path, ContextConfig(**settings))  # type: ignore[arg-type]
+    try:
+        assert [str(w.message) for w in caught if named[0] in str(w.message)]
+        assert isinstance(unwrap(engine.cas), SQLiteCASStore)  # the local stores, as asked
+    finally:
+        engine.close()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ContextEngine.embedded(tmp_path / "plain", ContextConfig()).close()  # nothing named: no warning
