@@ -235,8 +235,9 @@ class ContextModel(RunnableSerializable[Any, BaseMessage]):
     the tools the plan chose (``prepared.tools``; none when no ``tools`` are given) and calls
     the model on the view; a final answer is then cached (through :func:`answered`, as the
     LangGraph hooks do). The model's run is nested in this step's, so tracing shows both. The reply's tool calls are yours to run, as in any chain.
-    For a model that cannot take images in tool results (``ChatOpenAI`` on Chat Completions),
-    the images of tool results in the view are replaced by a line naming each one and its ref.
+    For a model that cannot take images, files or audio in tool results (``ChatOpenAI`` on Chat
+    Completions), those blocks of tool results in the view are replaced by a line naming each
+    one and its ref.
     A model that cannot be bound stubs (Gemini, see :func:`~ctxplugin.tools.takes_stubs`) is
     bound every tool with its own schema. A Claude model's request (``ChatAnthropic``, or
     ``ChatBedrockConverse``) is marked for its prompt cache, see :func:`with_cache_marks`

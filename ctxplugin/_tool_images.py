@@ -1,12 +1,12 @@
-"""Images in tool results, for a model whose API refuses them there.
+"""Images, files and audio in tool results, for a model whose API refuses them there.
 
-OpenAI's Chat Completions API takes images in user messages only ("Image URLs are only
-allowed for messages with role 'user'"), though langchain-openai's request builder sends a
-tool message's image blocks as they are: one screenshot in the view would fail every later
-call of the thread. For such a model each image block of a tool result is replaced, in the
-view only, by a line naming it and the ref its output is stored under. The tool's output stays
-a tool result (moved into a user message it would speak as the user); the state and the store
-keep the image.
+OpenAI's Chat Completions API takes images, files and audio in user messages only ("Image URLs
+are only allowed for messages with role 'user'"; a tool message holds text parts only), though
+langchain-openai's request builder sends a tool message's image, file and audio blocks as they
+are: one screenshot or PDF in the view would fail every later call of the thread. For such a
+model each media block of a tool result is replaced, in the view only, by a line naming it and
+the ref its output is stored under. The tool's output stays a tool result (moved into a user
+message it would speak as the user); the state and the store keep the block.
 """
 
 from __future__ import annotations
@@ -17,15 +17,24 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.runnables import Runnable
 
+from ctxplugin._block_text import is_media_block
 from ctxplugin._messages import annotation
 from ctxplugin._model_kind import before_model, bound_arguments, model_classes
 from ctxplugin._names import EXPAND_REF_NAME
-from ctxplugin.cas import is_image_block
 
-IMAGE_NOT_SHOWN = (
-    "[image {index} of this tool result not shown: this model cannot take images in tool results, "
+MEDIA_NOT_SHOWN = (
+    "[{noun} {index} of this tool result not shown: this model cannot take {nouns} in tool results, "
     "so expand_ref cannot show it either{where}]"
 )
+
+# what a media block is called in the line that stands for it (singular, plural), by type
+_NOUNS = {"audio": ("audio clip", "audio clips"), "input_audio": ("audio clip", "audio clips"), "video": ("video", "videos")}
+_IMAGE, _FILE = ("image", "images"), ("file", "files")
+
+
+def _noun(block: dict[str, Any]) -> tuple[str, str]:
+    kind = str(block.get("type", ""))
+    return _IMAGE if kind.startswith("image") or kind == "input_image" else _NOUNS.get(kind, _FILE)
 
 # (module, class) of the chat models that call OpenAI's Chat Completions API unless told to
 # use the Responses API; subclasses count (their MRO names one of these).
@@ -67,9 +76,10 @@ def _default_params(model: object) -> dict[str, Any]:
 
 
 def without_tool_images(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
-    """``messages`` with every image block of a tool result replaced by a text line naming it
-    (and the ref its output is stored under, when there is one). Other messages, and tool
-    results without images, are the very same objects."""
+    """``messages`` with every media block of a tool result (an image, a file such as a PDF,
+    audio, video) replaced by a text line naming it (and the ref its output is stored under,
+    when there is one). Other messages, and tool results without media, are the very same
+    objects."""
     reads = {
         str(call["id"]): str(call["args"].get("ref_id"))
         for message in messages if isinstance(message, AIMessage)
@@ -78,15 +88,16 @@ def without_tool_images(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
     }
     out: list[BaseMessage] = []
     for message in messages:
-        if isinstance(message, ToolMessage) and isinstance(message.content, list) and any(map(is_image_block, message.content)):
+        if isinstance(message, ToolMessage) and isinstance(message.content, list) and any(map(is_media_block, message.content)):
             ref = annotation(message).get("ref") or reads.get(message.tool_call_id)
             where = f"; the tool's output is stored as {ref}" if isinstance(ref, str) and ref else ""
             content: list[str | dict[Any, Any]] = []
-            count = 0
+            counts: dict[str, int] = {}
             for block in message.content:
-                if is_image_block(block):
-                    count += 1
-                    content.append({"type": "text", "text": IMAGE_NOT_SHOWN.format(index=count, where=where)})
+                if isinstance(block, dict) and is_media_block(block):
+                    noun, nouns = _noun(block)
+                    counts[noun] = counts.get(noun, 0) + 1
+                    content.append({"type": "text", "text": MEDIA_NOT_SHOWN.format(noun=noun, index=counts[noun], nouns=nouns, where=where)})
                 else:
                     content.append(block)
             message = message.model_copy(update={"content": content})
@@ -96,8 +107,8 @@ def without_tool_images(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
 
 def guard_tool_images(bound: Runnable[Any, Any], model: object, tools: Sequence[Any] = ()) -> Runnable[Any, Any]:
     """``bound`` (``model`` with ``tools`` bound), taking a message list whose tool results'
-    images are replaced first when ``model`` cannot take them there; ``bound`` itself otherwise."""
+    media blocks are replaced first when ``model`` cannot take them there; ``bound`` itself otherwise."""
     return bound if takes_tool_images(model, tools) else before_model(bound, without_tool_images, "ctxplugin_tool_images")
 
 
-__all__ = ["IMAGE_NOT_SHOWN", "guard_tool_images", "takes_tool_images", "without_tool_images"]
+__all__ = ["MEDIA_NOT_SHOWN", "guard_tool_images", "takes_tool_images", "without_tool_images"]

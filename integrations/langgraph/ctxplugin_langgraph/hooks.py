@@ -178,8 +178,9 @@ class ContextHooks:
         """``llm`` with the tools a call on ``messages`` needs bound (lazy schemas; for a view
         these hooks prepared, the tools it was planned with: no ``expand_ref`` while it shows
         nothing for it to read). For a model
-        that cannot take images in tool results (``ChatOpenAI`` on Chat Completions), the
-        images of tool results in what it is sent are replaced by a line naming each one. A
+        that cannot take images, files or audio in tool results (``ChatOpenAI`` on Chat
+        Completions), those blocks of tool results in what it is sent are replaced by a line
+        naming each one. A
         Claude model's requests (``ChatAnthropic``, or ``ChatBedrockConverse``) are marked for
         its prompt cache (:func:`ctxplugin.langchain.with_cache_marks`; ``prompt_cache_marks=False``
         turns it off): a custom model node that calls ``hooks.bind(llm, view).invoke(view)``

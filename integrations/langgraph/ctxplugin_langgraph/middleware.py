@@ -30,8 +30,9 @@ system prompt). For ``ChatGoogleGenerativeAI(convert_system_message_to_human=Tru
 only one leading system message, the directory is joined after the prompt
 (``ctxplugin._one_system``).
 
-For a model that cannot take images in tool results (``ChatOpenAI`` on the Chat Completions
-API), the images of tool results in the view are replaced by a line naming each one and its ref.
+For a model that cannot take images, files or audio in tool results (``ChatOpenAI`` on the Chat
+Completions API), those blocks of tool results in the view are replaced by a line naming each one
+and its ref.
 
 For a Claude model (langchain-anthropic's ``ChatAnthropic``), which caches a prompt only up to the
 places a request marks, the request is marked where the view changes least (the end of the

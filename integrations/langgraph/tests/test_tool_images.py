@@ -194,3 +194,51 @@ def test_a_model_on_the_responses_api_is_sent_the_images() -> None:
     stripped = without_tool_images(view)
     assert all(s is v for s, v in zip(stripped, view, strict=True) if not isinstance(v, ToolMessage))
     assert IMAGE not in stripped[4].content and IMAGE in view[4].content
+
+
+# ---------------------------------------------------------------- other media: files, audio
+
+PDF = "JVBERi0xLjQKJcfsj6IKNSAwIG9iago8PC9MZW5ndGggNiAwIFI+PgpzdHJlYW0K"
+WAV = "UklGRiQAAABXQVZFZm10IBAAAAABAAEAQB8AAEAfAAABAAgAZGF0YQAAAAA="
+MEDIA = {
+    "pdf": {"type": "file", "base64": PDF, "mime_type": "application/pdf", "filename": "invoice.pdf"},
+    "audio": {"type": "audio", "base64": WAV, "mime_type": "audio/wav"},
+}
+
+
+@pytest.mark.parametrize(("name", "kind"), [("chat completions", "pdf"), ("chat completions", "audio"), ("azure chat completions", "pdf"),
+                                            ("use_responses_api", "pdf"), ("anthropic", "pdf")])
+def test_files_and_audio_of_tool_results_go_out_only_where_the_api_takes_them(name: str, kind: str) -> None:
+    make, settings, extra_tools, takes_media = MODELS[name]
+    engine = memory_engine()
+    middleware = ContextMiddleware(engine, scope=SCOPE)
+    block = MEDIA[kind]
+    fetched = ToolMessage(content=[{"type": "text", "text": "Invoice INV-2291, total 41.90 EUR"}, block],
+                          tool_call_id="c1", name="screenshot")
+    compact = engine.capture_tool_result(fetched, scope=SCOPE)
+    ref = compact.additional_kwargs["ctxplugin"]["ref"]
+    state: list[BaseMessage] = [
+        HumanMessage("What is the total of the invoice?"),
+        AIMessage("", tool_calls=[{"name": "screenshot", "args": {"page": "invoice"}, "id": "c1"}]),
+        compact,
+    ]
+    request = ModelRequest(model=make(), messages=list(state), tools=[SCREENSHOT, *extra_tools, *middleware.tools],  # type: ignore[arg-type]
+                           model_settings=dict(settings))
+    sent: list[ModelRequest] = []
+
+    def handler(request: ModelRequest) -> ModelResponse:
+        sent.append(request)
+        return ModelResponse(result=[AIMessage("The total is 41.90 EUR.")])
+
+    middleware.wrap_model_call(request, handler)
+    payload = payload_of(sent[0])
+    data = block["base64"]
+    result = next(m for m in sent[0].messages if isinstance(m, ToolMessage) and m.tool_call_id == "c1")
+    if takes_media:
+        assert data in json.dumps(payload, default=str), "the API takes it in a tool result: it goes out as it was"
+    else:
+        tool_parts = [m["content"] for m in payload["messages"] if m["role"] == "tool"]
+        assert data not in json.dumps(payload), "Chat Completions takes only text in a tool message"
+        assert all(isinstance(c, str) or all(p.get("type") == "text" for p in c) for c in tool_parts)
+        assert "41.90 EUR" in str(result.content) and "not shown" in str(result.content) and ref in str(result.content)
+    assert block in state[2].content, "the agent's state keeps the block"
