@@ -283,13 +283,17 @@ def _user_turn() -> HumanMessage:
     return HumanMessage(content=NO_EARLIER, additional_kwargs={META_KEY: {"repaired": "a user turn before a view that began mid-conversation"}})
 
 
+STAND_IN = "stand-in call for a tool result without one"
+"""What ``additional_kwargs["ctxplugin"]["repaired"]`` says on a stand-in call."""
+
+
 def _stand_in_call(orphan: ToolMessage) -> AIMessage:
     """An AI message that makes the call an orphan tool result answers (marked as a repair)."""
     return AIMessage(
         content="",
         # the result's name, which its tool may choose, names the call only in a tool name's form
         tool_calls=[{"name": name_form(orphan.name) or "unknown_tool", "args": {}, "id": orphan.tool_call_id, "type": "tool_call"}],
-        additional_kwargs={META_KEY: {"repaired": "stand-in call for a tool result without one"}},
+        additional_kwargs={META_KEY: {"repaired": STAND_IN}},
     )
 
 

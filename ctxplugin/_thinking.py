@@ -4,9 +4,11 @@ With thinking on, Anthropic takes a request that ends with a tool result only wh
 assistant turn that made the call starts with its signed thinking block. ctxplugin's lookups
 (the facts block and context notes, see :mod:`ctxplugin._layout`) have none, and a view ends
 with one in a single case: a conversation with no assistant turn to put it before, such as a
-thread's first call whose facts block holds lines read from tool outputs. For such a model
-those trailing lookups are left out of that request; the next call has a place for them,
-before the assistant's answer.
+thread's first call whose facts block holds lines read from tool outputs. Nor has the stand-in
+call ``orphan_tool_results="pair"`` puts before a result whose call is gone, or that came after
+the user wrote again: a conversation that ends with such a result ends with that call. For such
+a model those trailing lookups and stand-in calls (with their results) are left out of that
+request; the next call has a place for them, before the assistant's answer.
 """
 
 from __future__ import annotations
@@ -14,10 +16,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from langchain_core.messages import BaseMessage
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.runnables import Runnable
 
 from ctxplugin._layout import is_synthetic
+from ctxplugin._messages import STAND_IN, annotation
 from ctxplugin._model_kind import before_model, bound_arguments, model_classes
 
 # (module, class) of the chat models that call Anthropic's Messages API or Bedrock's Converse
@@ -47,12 +50,28 @@ def thinks(model: object, settings: Mapping[str, Any] | None = None) -> bool:
 
 
 def without_trailing_lookups(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
-    """``messages`` without the lookups that follow the last message of the conversation itself
-    (the same list when none do)."""
+    """``messages`` without the lookups, and the stand-in calls with their results, that end
+    them (the same list when none do)."""
     end = len(messages)
-    while end and is_synthetic(messages[end - 1]):
-        end -= 1
+    while end:
+        if is_synthetic(messages[end - 1]):
+            end -= 1
+            continue
+        start = end
+        while start and isinstance(messages[start - 1], ToolMessage):
+            start -= 1
+        if start == end or not start or not _stand_in(messages[start - 1], messages[start:end]):
+            break
+        end = start - 1
     return list(messages[:end]) if end < len(messages) and end else list(messages)
+
+
+def _stand_in(message: BaseMessage, results: Sequence[BaseMessage]) -> bool:
+    """Whether ``message`` is a stand-in call that ``results`` (tool results) answer."""
+    if not isinstance(message, AIMessage) or annotation(message).get("repaired") != STAND_IN:
+        return False
+    called = {call["id"] for call in message.tool_calls}
+    return all(isinstance(r, ToolMessage) and r.tool_call_id in called for r in results)
 
 
 def guard_thinking(bound: Runnable[Any, Any], model: object) -> Runnable[Any, Any]:

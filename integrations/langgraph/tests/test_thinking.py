@@ -2,7 +2,8 @@
 assistant turn that made the call starts with its signed thinking. A view ends with one of
 ctxplugin's lookups in one case (a thread's first call whose facts block holds lines read from
 tool outputs): for such a model the lookup waits for the next call, in the middleware, the
-hooks and ``engine.as_model``."""
+hooks and ``engine.as_model``. So does the stand-in call ``orphan_tool_results="pair"`` puts
+before a result that came after the user wrote again, when that result ends the conversation."""
 
 from __future__ import annotations
 
@@ -141,3 +142,55 @@ def test_as_model_and_the_hooks_leave_it_out_for_a_thinking_model(mocker: Mocker
     assert len(calls) == 2
     for sent in calls:
         assert sent[-1].content == FIRST[1].content and not is_synthetic(sent[-1])
+
+
+def late_result_thread() -> list[BaseMessage]:
+    """The user wrote again before the tool finished; its result came after that message."""
+    think = {"type": "thinking", "thinking": "I should look the booking up.", "signature": "SIG=="}
+    call = {"name": "lookup", "args": {"id": "BK-77"}, "id": "toolu_1", "type": "tool_call"}
+    return [
+        SystemMessage("You are a travel agent."),
+        HumanMessage("Look up booking BK-77.", id="h1"),
+        AIMessage([think, {"type": "tool_use", "id": "toolu_1", "name": "lookup", "input": {"id": "BK-77"}}], tool_calls=[call], id="a1"),
+        HumanMessage("Any news?", id="h2"),
+        ToolMessage("Booking BK-77 ships to 12 Rue de la Paix, Paris.", tool_call_id="toolu_1", name="lookup", id="t1"),
+    ]
+
+
+@pytest.mark.parametrize("make", [claude, converse], ids=["ChatAnthropic", "ChatBedrockConverse"])
+def test_a_stand_in_call_for_a_late_result_at_the_end_waits_for_the_next_call(make: Any) -> None:
+    from ctxplugin import ContextConfig
+
+    if make is claude:
+        model = claude(thinking=THINKING)
+    else:
+        model = converse(additional_model_request_fields={"thinking": THINKING}, aws_access_key_id="test", aws_secret_access_key="test")
+    engine = memory_engine(ContextConfig(orphan_tool_results="pair"))
+    middleware = ContextMiddleware(engine, scope=SCOPE)
+    thread = late_result_thread()
+    sent: list[ModelRequest] = []
+
+    def handler(request: ModelRequest) -> ModelResponse:
+        sent.append(request)
+        return ModelResponse(result=[AIMessage("It ships to Paris.")])
+
+    middleware.wrap_model_call(ModelRequest(model=model, system_message=thread[0], messages=thread[1:],  # type: ignore[arg-type]
+                                            tools=[LOOKUP, *middleware.tools]), handler)
+    view = sent[0].messages
+    # Claude with thinking refuses a request whose last assistant turn (here the stand-in call,
+    # which has no thinking) does not start with its thinking block
+    last_ai = next(m for m in reversed(view) if isinstance(m, AIMessage))
+    opens = last_ai.content[0] if isinstance(last_ai.content, list) and last_ai.content else None
+    assert not isinstance(view[-1], ToolMessage) or (isinstance(opens, dict) and opens.get("type") == "thinking"), (
+        "the request ends with a result whose call's turn has no thinking")
+    assert isinstance(view[-1], HumanMessage) and view[-1].content == "Any news?"
+    # on the next call the stand-in and the late result are in view, before the answer
+    thread += [AIMessage("It ships to Paris.", id="a2"), HumanMessage("Thanks!", id="h3")]
+    middleware.wrap_model_call(ModelRequest(model=model, system_message=thread[0], messages=thread[1:],  # type: ignore[arg-type]
+                                            tools=[LOOKUP, *middleware.tools]), handler)
+    assert any(isinstance(m, ToolMessage) and "Rue de la Paix" in str(m.content) for m in sent[1].messages)
+    # a model without thinking is sent the late result at once
+    plain = ContextMiddleware(memory_engine(ContextConfig(orphan_tool_results="pair")), scope=SCOPE)
+    plain.wrap_model_call(ModelRequest(model=claude(), system_message=thread[0], messages=thread[1:5],  # type: ignore[arg-type]
+                                       tools=[LOOKUP, *plain.tools]), handler)
+    assert isinstance(sent[2].messages[-1], ToolMessage) and "Rue de la Paix" in str(sent[2].messages[-1].content)
