@@ -17,8 +17,10 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
 from ctxplugin._lru import LRU, RECENT_MESSAGES, PerMessage
+from ctxplugin._messages import META_KEY
 from ctxplugin._untrusted import json_text
 from ctxplugin.config import HistoryConfig
+from ctxplugin.history._dropped import OMITTED_NOTE
 from ctxplugin.history._note_values import Labelled, _Valued, _valued
 from ctxplugin.history._notes import _by_priority, _chronology, _note
 from ctxplugin.history._reuse import Reuse, Run, gathered
@@ -195,8 +197,15 @@ class Digests:
         return made
 
     def _archive(self, upto: int, cap: int) -> tuple[HumanMessage | None, tuple[str, ...]]:
-        if upto <= 0 or cap <= 0:
+        if upto <= 0:
             return None, ()
+        if cap <= 0:
+            # no value fits (a tiny history budget): a line still says older exchanges are not
+            # shown, or they would leave the view without a word
+            spans = self._spans
+            first = next((spans[k][0] for k in range(upto) if spans[k]), 0)
+            last = next((spans[k][-1] for k in range(upto - 1, -1, -1) if spans[k]), first)
+            return HumanMessage(content=OMITTED_NOTE, additional_kwargs={META_KEY: {"condensed": [first, last]}}), ()
         key = ("archive", self._keys[upto - 1], upto, cap, self._counter.name)
         return self._cached(key, lambda: self._archive_note(upto, min(cap, self._gisted(upto, cap) - 1)))
 
@@ -302,7 +311,8 @@ class Digests:
 
     def archive(self, upto: int, cap: int) -> HumanMessage | None:
         """The note for blocks ``0 .. upto - 1`` within ``cap`` tokens (None if there are no
-        such blocks or it lists nothing)."""
+        such blocks or it lists nothing; at a cap of 0, a note listing no value that says older
+        exchanges are not shown)."""
         return self._archive(upto, cap)[0]
 
     def block(self, block: int, archived: int, archive_cap: int) -> HumanMessage | None:
