@@ -21,6 +21,7 @@ from langchain_core.tools import BaseTool
 from ctxplugin import _tracing
 from ctxplugin._chat_history import ContextChatHistory
 from ctxplugin._closing import Closing, WhileOpen
+from ctxplugin._counters import as_counter
 from ctxplugin._deadline import step_budget
 from ctxplugin._events import emit
 from ctxplugin._messages import check_conversation, split_header
@@ -72,7 +73,8 @@ class ContextEngine(Closing):
         config: configuration; defaults read ``CTXPLUGIN_*`` environment variables.
         cas: store for tool outputs; in-memory when omitted.
         facts: facts ledger, or just its store (a ledger with ``config.facts`` on it); in memory when omitted.
-        counter: token counter; chosen from ``config.encoding``/``config.model`` when omitted.
+        counter: token counter — an object with ``count(text)`` and a ``name``, a function
+            ``str -> int`` or a tiktoken ``Encoding``; from ``config.encoding``/``config.model`` when omitted.
         summarizer: optional gist writer for old messages — a chat model, any ``Runnable``, a
             sync or async function ``str -> str``, or a :class:`BackgroundSummarizer`. It runs
             in a background thread under ``config.history.summarizer`` quotas; ``prepare``
@@ -89,7 +91,7 @@ class ContextEngine(Closing):
         *,
         cas: CASStore | None = None,
         facts: FactsLedger | FactStore | None = None,
-        counter: TokenCounter | None = None,
+        counter: TokenCounter | Callable[[str], int] | None = None,
         summarizer: SummarizerLike | BackgroundSummarizer | None = None,
         answer_cache: AnswerCache | AnswerCacheStore | None = None,
     ) -> None:
@@ -99,9 +101,7 @@ class ContextEngine(Closing):
             store = facts if facts is not None else MemoryFactStore(default_embedding(self.config.facts.embedding, self.config.facts.embedding_dims))
             facts = FactsLedger(store, self.config.facts)
         self.facts = facts
-        note: str | None = None
-        if counter is None:
-            counter, note = get_counter(self.config.encoding, self.config.model)
+        counter, note = get_counter(self.config.encoding, self.config.model) if counter is None else (as_counter(counter), None)
         self.counter = counter
         self.registry = ToolRegistry(counter=counter, binding=self.config.tools.binding, max_loaded=self.config.tools.max_loaded, pinned=self.config.tools.pinned)
         self.summarizer = make_summarizer(summarizer, config=self.config.history.summarizer, counter=counter)
