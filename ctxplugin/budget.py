@@ -12,26 +12,26 @@ head and tail.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
 from ctxplugin._cut import Keep, cut_call_args, cut_content, text_share, uncut_tokens
+from ctxplugin._droppable import drop_order as _drop_order
+from ctxplugin._droppable import pinned_spans
 from ctxplugin._layout import (
     Layout,
     Placement,
     header_cut,
-    is_condensed,
     is_directory,
     is_note,
     is_user_turn,
     lay_out,
     synthetic_kind,
 )
-from ctxplugin._messages import META_KEY, annotation, answered, exchange_spans
+from ctxplugin._messages import META_KEY, exchange_spans
 from ctxplugin._shrunk import fewest_shrunk
-from ctxplugin.history._turns import is_stand_in, without_exchanges
+from ctxplugin.history._turns import without_exchanges
 from ctxplugin.history.omission import OMITTED_NOTE, dropped_note, omitted_note
 from ctxplugin.tokens import TokenCounter, content_text, count_message, count_messages
 
@@ -147,42 +147,6 @@ def total_tokens(parts: Parts, counter: TokenCounter) -> int:
     return sum(section_tokens(parts, counter).values())
 
 
-def _protected_spans(history: Sequence[BaseMessage], spans: list[tuple[int, int]]) -> set[int]:
-    """Indexes of spans never dropped: the task, the latest human turn and the assistant message
-    it answers, the first context note (the archive: it stands for every older exchange), the
-    last exchange, and pinned messages. A context note is a human message but no one's turn."""
-    keep: set[int] = set()
-    human = [i for i, (s, _) in enumerate(spans) if is_user_turn(history[s])]
-    if human:
-        keep.add(human[0])
-        keep.add(human[-1])
-        if answered(history, spans[human[-1]][0]) is not None:
-            keep.add(human[-1] - 1)  # that message alone is the exchange before the user's turn
-    first_note = next((i for i, (s, _) in enumerate(spans) if is_condensed(history[s])), None)
-    if first_note is not None:
-        keep.add(first_note)
-    if spans:
-        keep.add(len(spans) - 1)
-    for i, (s, e) in enumerate(spans):
-        if any(annotation(m).get("pinned") is True for m in history[s:e]):
-            keep.add(i)
-    return keep
-
-
-def _drop_order(history: Sequence[BaseMessage], spans: list[tuple[int, int]]) -> tuple[list[int], int]:
-    """The droppable spans in the order they go — exchanges oldest first, then context notes
-    oldest first — and how many of them are exchanges. A note already stands for many exchanges
-    in a few tokens, and the history stage budgeted it: when the exchanges after it are over,
-    they go before it."""
-    keep = _protected_spans(history, spans)
-    exchanges: list[int] = []
-    notes: list[int] = []
-    for i in range(len(spans)):
-        if i not in keep and not is_stand_in(history[spans[i][0]]):  # a stand-in goes with the turn before it
-            (notes if is_note(history[spans[i][0]]) else exchanges).append(i)
-    return exchanges + notes, len(exchanges)
-
-
 def drop_exchanges(parts: Parts, spans: list[tuple[int, int]], dropped: set[int], note: str = OMITTED_NOTE) -> Parts:
     """Drop the exchanges of ``spans`` (those of ``parts.history``) numbered in ``dropped``; a
     note (a ``HumanMessage``, ``note``) stands where the first of them was, and a short user
@@ -222,8 +186,8 @@ def omitted_marker(text: str = OMITTED_NOTE) -> HumanMessage:
 
 
 def minimum_viable(parts: Parts, total: int, counter: TokenCounter, keep: Keep | None = None, *, hold_prompt: bool = False) -> Parts:
-    """System essentials, the task, the current user message, and the last assistant turn,
-    cut to fit. A user's message is cut with ``keep`` (see :func:`ctxplugin._cut.cut_text`):
+    """System essentials, the task, the current user message, the last assistant turn and
+    pinned messages, cut to fit. A user's message is cut with ``keep`` (see :func:`ctxplugin._cut.cut_text`):
     what the user wrote stays readable behind a ref. With ``hold_prompt`` (a total nobody set)
     the host's system prompt is never cut: the rest is, and the view may stay over the total.
 
@@ -244,6 +208,9 @@ def minimum_viable(parts: Parts, total: int, counter: TokenCounter, keep: Keep |
         chosen.update(range(*last_ai_span))
     if spans:  # the exchange the model is answering now must stay whole
         chosen.update(range(*spans[-1]))
+    pinned = pinned_spans(history, spans)  # kept too, cut like the rest (a user's behind a ref)
+    for number in pinned:
+        chosen.update(range(*spans[number]))
     order = sorted(chosen)
     keep_messages = [history[i] for i in order]
     kept_spans = sum(1 for start, _ in spans if start in chosen)
@@ -252,7 +219,10 @@ def minimum_viable(parts: Parts, total: int, counter: TokenCounter, keep: Keep |
         # the note stands after the task, where the dropped exchanges were, and is laid out as
         # the other notes are: never merged into the host's system prompt
         note = omitted_note([m for i, m in enumerate(history) if i not in chosen], keep_messages)
-        keep_messages.insert(1 if humans and order[0] == humans[0] else 0, omitted_marker(note))
+        if pinned and kept_spans < len(spans):  # a kept pinned answer may need a user turn before the next one
+            keep_messages = without_exchanges(history, spans, {n for n, (s, _) in enumerate(spans) if s not in chosen}, omitted_marker(note))
+        else:
+            keep_messages.insert(1 if humans and order[0] == humans[0] else 0, omitted_marker(note))
     # the user's current message is what the view answers: the others are cut first, and it
     # is cut too only when it takes more than half of the total
     current = next(k for k, m in enumerate(keep_messages) if m is history[humans[-1]]) if humans else None

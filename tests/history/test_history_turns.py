@@ -7,12 +7,12 @@ from __future__ import annotations
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
 from ctxplugin import HistoryConfig
+from ctxplugin._droppable import drop_order as _drop_order
 from ctxplugin._layout import is_note, is_user_turn
 from ctxplugin._messages import exchange_spans
 from ctxplugin._note_marks import STAND_IN_MARK
 from ctxplugin.budget import (
     Parts,
-    _drop_order,
     drop_exchanges,
     drop_listing,
     enforce,
