@@ -93,10 +93,10 @@ class StoreRefs:
         added: list[tuple[str, str]] | None = []  # the refs stored grew by these (None: one changed)
         read = len(done.seen)
         for message in view.history[read:]:
-            if not isinstance(message, ToolMessage) or message.name in META_TOOL_NAMES:
-                done.out.append(message)
-                continue
             note = annotation(message)
+            if not isinstance(message, ToolMessage) or message.name in META_TOOL_NAMES or note.get("pinned") is True:
+                done.out.append(message)  # a pinned output is shown as it came, like any pinned message
+                continue
             if note.get("ref") and isinstance(note.get("compact"), str):
                 compact_text = note["compact"]
                 ref = str(note["ref"])
