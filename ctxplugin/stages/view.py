@@ -66,7 +66,8 @@ class Fitted:
     Attributes:
         messages: what the model is sent: header, facts block and history in place.
         sections: tokens per section of ``messages`` (and of the bound tool schemas).
-        within_budget: whether every budget is met.
+        within_budget: whether the view is within the total budget (a section over its own budget
+            shows in the report's ``sections``, not here).
         dropped_exchanges: exchanges the fit stage dropped on top of compression's.
         facts: the facts lines left in the view.
     """
