@@ -23,6 +23,7 @@ from ctxplugin.facts import FactsLedger
 from ctxplugin.history import BackgroundSummarizer
 from ctxplugin.history.identifiers import warm as warm_identifiers
 from ctxplugin.scope import Scope
+from ctxplugin.stages._attachments import Attachments
 from ctxplugin.stages.account import Account
 from ctxplugin.stages.answers import Answers
 from ctxplugin.stages.capture import Capture
@@ -73,6 +74,7 @@ def pipeline(
     # what every process pays once is paid as the engine is built, not by its first call
     _tracing.warm()
     warm_identifiers()
+    attachments = Attachments(captures, enabled=config.cas.enabled)  # shared: stored once, by either stage
     stages: list[Stage] = [
         ReadCommands(forget_said=forget_said),
         Validate(orphans=config.orphan_tool_results, owners=captures.owners),
@@ -83,11 +85,11 @@ def pipeline(
     if config.facts.enabled:
         stages.append(ChooseFacts(config.facts, config.history, ledger, counter, reads, facts_lines))
     if config.history.enabled:
-        stages.append(CompressHistory(config=config.history, counter=counter, summarizer=summarizer))
+        stages.append(CompressHistory(config=config.history, counter=counter, summarizer=summarizer, attachments=attachments))
     if config.facts.enabled and config.facts.skip_shown:
         stages.append(SkipShown())
     stages.append(FitBudget(facts=config.facts, counter=counter, block_size=config.history.block_size, note_tokens=config.history.digest_tokens,
-                            captures=captures if config.cas.enabled else None,
+                            captures=captures if config.cas.enabled else None, attachments=attachments,
                             hold_prompt=total_not_set(config)))
     stages.append(WriteCommands(counter=counter))
     stages.append(Account(counter=counter, note=note))

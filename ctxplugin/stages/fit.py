@@ -22,6 +22,7 @@ from ctxplugin.config import FactsConfig
 from ctxplugin.errors import StoreError
 from ctxplugin.facts.render import TOOL_GROUP
 from ctxplugin.history import without_tool_values
+from ctxplugin.stages._attachments import UNSTORED, Attachments, dropped_attachments
 from ctxplugin.stages._unbound import unoffered, unoffered_note, unshrunk
 from ctxplugin.stages._unstored_notes import unpromised_dropped
 from ctxplugin.stages.memos import CaptureMemo
@@ -43,6 +44,8 @@ class FitBudget:
             values within this many tokens.
         captures: where a user's message the last resort cuts is stored whole, so that its
             cut names a ref (None when the CAS is off: the cut names none).
+        attachments: where a user's attachments are stored once the budget drops their message,
+            so that the note standing for the drop names them and their ref (None: not named).
         hold_prompt: the last resort never cuts the host's system prompt (the total is the
             default or yields to the prompt, see ``budget.elastic``: nobody asked for a cap).
     """
@@ -53,6 +56,7 @@ class FitBudget:
     block_size: int
     note_tokens: int = 0
     captures: CaptureMemo | None = None
+    attachments: Attachments | None = None
     hold_prompt: bool = False
 
     def apply(self, view: CallView) -> CallView:
@@ -99,6 +103,13 @@ class FitBudget:
             hold_prompt=self.hold_prompt,
         )
         parts = outcome.parts
+        noted = None
+        if self.attachments is not None:
+            history, noted = dropped_attachments(view.history, parts.history, self.attachments, view.scope, dict(view.stored_texts))
+            parts = replace(parts, history=history)
+            for ref in noted.used:
+                refs[ref] = refs.get(ref, False) or ref in noted.created
+            texts.update(noted.texts)
         if view.unstored:
             parts = replace(parts, history=unpromised_dropped(view.history, parts.history, view.unstored))
         if any(line.from_tool for line in parts.facts) and not (
@@ -142,6 +153,8 @@ class FitBudget:
             facts=parts.facts,
         )
         view = view.override(fitted=fitted).warn(*outcome.warnings)
+        if noted is not None and noted.failed is not None:
+            view = (view.degraded if noted.fresh else view.warn)(f"{UNSTORED}: {noted.failed}")
         if failed:
             view = view.degraded(f"CAS unavailable; a user message cut to fit the budget is not stored, its cut part is not readable: {failed[0]}")
         # the refs of outputs the history condensed or the budget dropped are used only where a
@@ -149,10 +162,13 @@ class FitBudget:
         named = frozenset().union(*map(_named_refs, messages)) if view.refs_used else frozenset()
         used = tuple(r for r in view.refs_used if r in named)
         shown = [ref for ref in refs if any(ref in content_text(m.content) for m in messages)]
+        kept = {r: t for r, t in view.stored_texts.items() if r in named}  # a condensed user attachment's, still named
         if not shown:
+            if len(kept) != len(view.stored_texts):
+                view = view.override(stored_texts=kept)
             return view.override(refs_used=used) if len(used) != len(view.refs_used) else view
-        return view.override(refs_created=(*view.refs_created, *(r for r in shown if refs[r])),
-                             refs_used=tuple(dict.fromkeys((*used, *shown))), stored_texts={r: texts[r] for r in shown})
+        return view.override(refs_created=(*view.refs_created, *(r for r in shown if refs[r] and r not in view.refs_created)),
+                             refs_used=tuple(dict.fromkeys((*used, *shown))), stored_texts={**kept, **{r: texts[r] for r in shown}})
 
 
 _NAMED: PerMessage[frozenset[str]] = PerMessage(RECENT_MESSAGES)

@@ -16,6 +16,7 @@ from langchain_core.messages import BaseMessage
 from ctxplugin.config import HistoryConfig
 from ctxplugin.errors import InvalidInputError
 from ctxplugin.history import BackgroundSummarizer, HistoryBudget, compress_history
+from ctxplugin.stages._attachments import UNSTORED, Attachments, condensed_attachments
 from ctxplugin.stages._unstored_notes import unpromised_notes
 from ctxplugin.stages.view import CallView
 from ctxplugin.tokens import TokenCounter
@@ -30,12 +31,15 @@ class CompressHistory:
         config: the history settings.
         counter: counts the history.
         summarizer: the background gist writer, if any (``prepare`` never waits for it).
+        attachments: where a user's attachments are stored once their message is condensed,
+            so that the note standing for it names them and their ref (None: not named).
     """
 
     name: ClassVar[str] = "history"
     config: HistoryConfig
     counter: TokenCounter
     summarizer: BackgroundSummarizer | None = None
+    attachments: Attachments | None = None
 
     def apply(self, view: CallView) -> CallView:
         if view.room is None:
@@ -60,6 +64,14 @@ class CompressHistory:
         body = compressed.messages
         if view.unstored:  # the CAS is down: a note for an output it could not store offers no ref
             body = unpromised_notes(view.history, body, view.unstored)
+        if self.attachments is not None:
+            body, noted = condensed_attachments(view.history, body, self.attachments, view.scope)
+            if noted.used:
+                view = view.override(refs_created=(*view.refs_created, *noted.created),
+                                     refs_used=tuple(dict.fromkeys((*view.refs_used, *noted.used))),
+                                     stored_texts={**view.stored_texts, **noted.texts})
+            if noted.failed is not None:
+                view = (view.degraded if noted.fresh else view.warn)(f"{UNSTORED}: {noted.failed}")
         anchor: BaseMessage | None = None
         if compressed.verbatim_from is not None and compressed.verbatim_from < len(body):
             anchor = body[compressed.verbatim_from]
