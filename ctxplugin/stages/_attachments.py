@@ -16,6 +16,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import Any
 
 from langchain_core.messages import BaseMessage, HumanMessage
@@ -24,11 +25,13 @@ from ctxplugin._block_text import is_media_block
 from ctxplugin._layout import is_condensed, is_note, is_user_turn
 from ctxplugin._lru import LRU, RECENT_MESSAGES, PerMessage
 from ctxplugin._messages import META_KEY, annotation, exchange_spans
+from ctxplugin._prefix import Stamp
 from ctxplugin.cas.capture import Compacted, compacted, stored
 from ctxplugin.errors import StoreError
 from ctxplugin.history import note_values
 from ctxplugin.scope import Scope
 from ctxplugin.stages.memos import MEMO_SIZE, CaptureMemo
+from ctxplugin.stages.view import SESSIONS_TRACKED
 from ctxplugin.tokens import content_text
 
 ATTACHED = "user attached"
@@ -95,6 +98,24 @@ class Attachments:
         self._refs: LRU[tuple[str, int, int], str | None] = LRU(size)  # None: not storable (not JSON)
         self._made: LRU[tuple[int, int], Compacted] = LRU(size)
         self._failed: LRU[tuple[str, int, int], bool] = LRU(size)
+        # per session: the history last read for media, how many of its messages, whether any holds some
+        self._scans: LRU[str, tuple[Stamp, int, bool]] = LRU(SESSIONS_TRACKED)
+
+    def holds_media(self, history: Sequence[BaseMessage], stamp: Stamp | None, scope: Scope) -> bool:
+        """Whether a user message of ``history`` (stamped ``stamp``) holds media: read once per
+        message, the messages a session's history grew by only."""
+        key = scope.key()
+        with self._lock:
+            state = self._scans.get(key)
+        if state is not None and stamp is not None and state[0] is stamp:  # asked again on one call
+            return state[2]
+        grown = state is not None and stamp is not None and stamp.grew_from(state[0])
+        start, found = (state[1], state[2]) if grown and state is not None else (0, False)
+        found = found or any(map(media_blocks, islice(history, start, None)))
+        if stamp is not None:
+            with self._lock:
+                self._scans.put(key, (stamp, len(history), found))
+        return found
 
     def value(self, message: BaseMessage, scope: Scope, noted: Noted) -> str:
         """The value naming ``message``'s attachments in a note, its blocks stored (once) to name

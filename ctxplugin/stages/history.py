@@ -64,7 +64,7 @@ class CompressHistory:
         body = compressed.messages
         if view.unstored:  # the CAS is down: a note for an output it could not store offers no ref
             body = unpromised_notes(view.history, body, view.unstored)
-        if self.attachments is not None:
+        if self.attachments is not None and self.attachments.holds_media(view.history, view.history_stamp, view.scope):
             body, noted = condensed_attachments(view.history, body, self.attachments, view.scope)
             if noted.used:
                 view = view.override(refs_created=(*view.refs_created, *noted.created),

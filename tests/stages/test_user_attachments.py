@@ -132,3 +132,16 @@ def test_the_view_with_a_condensed_attachment_is_accepted_by_the_providers() -> 
     openai = ChatOpenAI(model="gpt-4o", api_key="x")
     for payload in (anthropic._get_request_payload(view), openai._get_request_payload(view)):
         assert "ref:user:" in json.dumps(payload)
+
+
+def test_an_attachment_sent_after_earlier_calls_is_named_once_its_message_is_condensed(make_engine: Callable[..., ContextEngine]) -> None:
+    # the conversation is prepared call after call, growing, as a host sends it: the check for
+    # media reads only the messages each call adds, and must still see the one added late
+    engine = make_engine()
+    messages = _conversation(IMAGE)
+    view = []
+    for end in range(1, len(messages) + 1):
+        if isinstance(messages[end - 1], HumanMessage) or end == len(messages):
+            view = engine.prepare(messages[:end], scope=SCOPE).messages
+    (value,) = _attached(view)
+    assert value.startswith("1 image, ") and REF.search(value)
