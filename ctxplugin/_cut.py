@@ -42,14 +42,12 @@ def cut_text(text: str, max_tokens: int, counter: TokenCounter, keep: Keep | Non
     ref = keep(text) if keep is not None else None
     notes = [f"[… {total} {CUT_WORDS}; expand_ref(ref_id='{ref}') reads the whole message …]"] if ref else []
     for note in (*notes, f"[… {total} {CUT_WORDS} …]"):
-        # from this text's own characters per token (prose has about 4, code and ids fewer): a
-        # fixed 3 kept a third less of a prose text than its share allowed
-        budget_chars = max(8, (max_tokens - counter.count(note) - 2) * len(text) // max(total, 1))
+        budget_chars = max(8, max_tokens * 3)
         while budget_chars > 8:
             candidate = f"{head(text, budget_chars * 2 // 3)}\n{note}\n{tail(text, budget_chars // 3)}"
             if counter.count(candidate) <= max_tokens:
                 return candidate
-            budget_chars = int(budget_chars * 0.9)
+            budget_chars = int(budget_chars * 0.8)
     return "[…]"
 
 
