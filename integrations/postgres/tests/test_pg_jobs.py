@@ -221,7 +221,8 @@ def test_queued_summarizer_gets_summaries_from_workers(queue: SummaryJobQueue) -
     second = QueuedSummarizer(queue, poll_seconds=0.05, wait_seconds=30)
     text = "an old assistant message that deserves a model-written gist"
     try:
-        assert first.lead(text, session="|||thread-9", upgrade=True) is None  # never waits
+        assert first.lead(text, session="|||thread-9", upgrade=False) is None  # never waits, asks for nothing
+        first.prefetch(text, session="|||thread-9")  # asked for once its gist is shown
         assert first.drain(timeout=30)
         assert first.lead(text, session="|||thread-9", upgrade=True) == "gist: " + text[:20]
         second.prefetch(text, session="|||thread-2")  # another process: answered from Postgres
