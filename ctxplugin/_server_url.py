@@ -46,12 +46,13 @@ def shown_url(url: str) -> str:
     return f"{head}//{userinfo.partition(':')[0]}:***@{host}"
 
 
-_DSN_PASSWORD = re.compile(r"""(\bpassword\s*=\s*)('(?:[^'\\]|\\.)*'|[^\s&]*)""", re.IGNORECASE)
+_DSN_PASSWORD = re.compile(r"""(\b(?:ssl)?password\s*=\s*)('(?:[^'\\]|\\.)*'|[^\s&]*)""", re.IGNORECASE)
 
 
 def shown_dsn(dsn: str) -> str:
     """A Postgres DSN as reprs and logs may show it: the password of its URL form
-    (``postgresql://user:***@host/db``), and a ``password=`` keyword or query parameter, as ``***``."""
+    (``postgresql://user:***@host/db``), and a ``password=`` or ``sslpassword=`` (the client key's)
+    keyword or query parameter, as ``***``."""
     return _DSN_PASSWORD.sub(lambda m: m.group(1) + "***", shown_url(dsn))
 
 

@@ -327,6 +327,8 @@ def test_a_section_over_the_total_is_warned_of_when_the_configuration_is_built(m
         ("host=db user=app password=s3cret dbname=ctx", "host=db user=app password=*** dbname=ctx"),
         ("host=db password = 's3 \\'cret' dbname=ctx", "host=db password = *** dbname=ctx"),
         ("postgresql://app@db/ctx?sslmode=require&password=s3cret&application_name=a", "postgresql://app@db/ctx?sslmode=require&password=***&application_name=a"),
+        ("host=db sslkey=/k.pem sslpassword=s3cret dbname=ctx", "host=db sslkey=/k.pem sslpassword=*** dbname=ctx"),
+        ("postgresql://app@db/ctx?sslpassword=s3cret&sslmode=require", "postgresql://app@db/ctx?sslpassword=***&sslmode=require"),
     ],
 )
 def test_a_configs_repr_never_shows_the_postgres_password(dsn: str, shown: str) -> None:
