@@ -27,6 +27,13 @@ MAX_REGEX_ITEMS = 100_000
 """The most items a regular expression may stand for once its counted repeats are written out,
 as the ``regex`` module compiles them: ``a{1000000000}`` took gigabytes before any search."""
 
+MAX_REGEX_LITERAL = 500
+"""The longest run of plain characters in a row a regular expression may hold. The ``regex``
+module prepares such a run for a fast search on the first search, in time that grows with the
+cube of its length, and no deadline bounds it: 3,000 ``a``s in a row took 6 s, 9,000 about five
+minutes. A plain substring has no limit."""
+
+_LITERALS = {_constants.LITERAL, _constants.NOT_LITERAL, _constants.IN}
 _REPEATS = {_constants.MAX_REPEAT, _constants.MIN_REPEAT, _constants.POSSESSIVE_REPEAT}
 
 
@@ -86,6 +93,28 @@ def _items(pattern: Any) -> int:
     return total
 
 
+def _inline(pattern: Any) -> Iterator[tuple[Any, Any]]:
+    for op, value in pattern:
+        if op is _constants.SUBPATTERN:  # a group's characters run on with those around it
+            yield from _inline(value[-1])
+        else:
+            yield op, value
+
+
+def _literal_run(pattern: Any) -> int:
+    """The longest run of single characters (or sets of them: counted too, to be safe) in a row
+    in ``pattern`` (parsed), groups read through."""
+    longest = run = 0
+    for op, value in _inline(pattern):
+        if op in _LITERALS:
+            run += 1
+            longest = max(longest, run)
+        else:
+            run = 0
+            longest = max([longest, *(_literal_run(part) for part in _subpatterns(value))])
+    return longest
+
+
 def _bounded(pattern: str) -> _Bounded:
     if len(pattern) > MAX_REGEX_CHARS:
         raise InvalidInputError(
@@ -93,7 +122,14 @@ def _bounded(pattern: str) -> _Bounded:
             f"{MAX_REGEX_CHARS:,} read; use a shorter one, or a plain substring without regex"
         )
     re.compile(pattern)  # the syntax the tool documents: what re refuses is refused
-    if _items(_parser.parse(pattern)) > MAX_REGEX_ITEMS:
+    parsed = _parser.parse(pattern)
+    if _literal_run(parsed) > MAX_REGEX_LITERAL:
+        raise InvalidInputError(
+            f"pattern {clip(pattern, 80)!r} holds over {MAX_REGEX_LITERAL:,} plain characters in a row, "
+            "more than a regular expression is read with; search for that text as a plain substring "
+            "without regex, or shorten it"
+        )
+    if _items(parsed) > MAX_REGEX_ITEMS:
         raise InvalidInputError(
             f"pattern {clip(pattern, 80)!r} repeats too many times (over {MAX_REGEX_ITEMS:,} items "
             "once its counts are written out); use smaller counts, e.g. a{3,} for a run"
@@ -118,4 +154,4 @@ def check_options(offset: int, limit: int | None, pattern: str | None, as_regex:
         raise InvalidInputError(f"pattern {clip(pattern, 80)!r} is not a valid regular expression: {exc}") from exc
 
 
-__all__ = ["MAX_REGEX_CHARS", "MAX_REGEX_ITEMS", "PATTERN_SECONDS", "Matcher", "check_options"]
+__all__ = ["MAX_REGEX_CHARS", "MAX_REGEX_ITEMS", "MAX_REGEX_LITERAL", "PATTERN_SECONDS", "Matcher", "check_options"]

@@ -127,6 +127,19 @@ def test_a_regular_expression_longer_than_a_model_writes_is_refused(store: Memor
     assert expand(store, ref, SCOPE, pattern="x" * 200_000) == ""
 
 
+@pytest.mark.parametrize("run", ["a" * 2000, "(?i)" + "a" * 2000, "(?:a)" * 2000, "[a]" * 2000, "(a)" * 1000 + "a" * 1000])
+def test_a_long_run_of_plain_characters_is_refused_before_a_search_that_no_deadline_bounds(store: MemoryCASStore, run: str) -> None:
+    # the regex module readied 3,000 "a"s in a row for its search for 6 s, 9,000 for five
+    # minutes, past the searches' deadline, whether the output held them or not
+    ref = put(store, "a" * 5000)
+    with pytest.raises(InvalidInputError, match="plain characters in a row"):
+        expand(store, ref, SCOPE, pattern=run, regex=True)
+    told = expand_for_model(store, ref, SCOPE, max_tokens=500, counter=COUNTER, pattern=run, regex=True)
+    assert told.startswith("expand_ref: ") and "plain substring" in told
+    assert expand(store, ref, SCOPE, pattern="a" * 500, regex=True) == "a" * 5000  # a run a model writes still matches
+    assert expand(store, ref, SCOPE, pattern="a" * 2000) == "a" * 5000  # and a substring of any length
+
+
 def test_bad_options_and_refs(store: MemoryCASStore) -> None:
     ref = put(store, LOG)
     with pytest.raises(InvalidInputError):
