@@ -15,7 +15,7 @@ from ctxplugin._untrusted import inexact_json, ref_as_written
 from ctxplugin.cas._blocks import blocks_for_model, blocks_text, images_note, stored_blocks
 from ctxplugin.cas._budget import cut_around, echoed, window
 from ctxplugin.cas._canon import parse_json
-from ctxplugin.cas._json_path import parse_path, select
+from ctxplugin.cas._json_path import parse_path, select, select_fields
 from ctxplugin.cas._parsed import ParsedMemo
 from ctxplugin.cas._patterns import Matcher, check_options
 from ctxplugin.cas.store import CASStore
@@ -89,7 +89,7 @@ def _select(
         is_json, value = _PARSED.parsed(key, content, parse_json)
         if not is_json:
             raise _not_json(ref_id, content)
-        doc = select(value, fields[0]) if len(fields) == 1 else {f: select(value, f) for f in fields}
+        doc = select_fields(value, list(fields))
         if isinstance(doc, list):
             unit, values = "items", doc
         elif matcher is not None and isinstance(doc, dict):

@@ -140,6 +140,22 @@ def test_a_long_run_of_plain_characters_is_refused_before_a_search_that_no_deadl
     assert expand(store, ref, SCOPE, pattern="a" * 2000) == "a" * 5000  # and a substring of any length
 
 
+def test_fields_past_what_one_read_walks_are_refused_with_a_sentence(store: MemoryCASStore) -> None:
+    # 5,000 "*" paths walked a 100,000-item array 5,000 times: over a minute; a 5,000-digit
+    # index, or "²" on an array, raised ValueError out of the tool
+    ref = put(store, json.dumps({"items": [{"id": i} for i in range(50)]}))
+    with pytest.raises(InvalidInputError, match="field paths in one read"):
+        expand(store, ref, SCOPE, fields=[f"items[{i}].id" for i in range(101)])
+    assert json.loads(expand(store, ref, SCOPE, fields=["items[*].id"] * 5000)) == list(range(50))  # one path, read once
+    with pytest.raises(InvalidInputError, match="past the end of any array"):
+        expand(store, ref, SCOPE, fields=["items[" + "9" * 5000 + "]"])
+    for key in ("9" * 5000, "\u00b2"):
+        with pytest.raises(InvalidInputError, match=r"out of range|not an object"):
+            expand(store, ref, SCOPE, fields=[f"items.{key}"])
+    told = expand_for_model(store, ref, SCOPE, max_tokens=500, counter=COUNTER, fields=["items[" + "9" * 5000 + "]"])
+    assert told.startswith("expand_ref: ")
+
+
 def test_bad_options_and_refs(store: MemoryCASStore) -> None:
     ref = put(store, LOG)
     with pytest.raises(InvalidInputError):
