@@ -275,6 +275,16 @@ def is_retryable(exc: BaseException) -> bool:
     return False
 
 
+_QUOTED = re.compile(r'"([^"]*)"')
+
+
+def unquoted_dsn_error(exc: BaseException) -> str:
+    """libpq's error about a DSN with the pieces of the DSN it quotes left out: the piece it
+    stopped at may be (part of) the password (``missing "=" after "cret"`` for ``password=s3 cret``)."""
+    text = " ".join(str(exc).split()).removeprefix("connection failed: ")
+    return _QUOTED.sub(lambda m: m.group(0) if m.group(1) == "=" else '"…"', text)
+
+
 @contextmanager
 def translated(what: str, schema: str) -> Iterator[None]:
     """psycopg and pool errors as ctxplugin store errors, chained, with what to do next."""
@@ -305,6 +315,12 @@ def translated(what: str, schema: str) -> Iterator[None]:
                          "what the server can index, and is kept out of it") from exc
     except psycopg.OperationalError as exc:
         raise StoreUnavailableError(f"Postgres {what} failed: {exc}; retry when the server is reachable") from exc
+    except psycopg.ProgrammingError as exc:
+        if exc.sqlstate is not None:  # the server's: says nothing of the DSN
+            raise StoreError(f"Postgres {what} failed: {exc}") from exc
+        # libpq refused the DSN: its message quotes where it stopped, maybe the password; not chained
+        raise StoreError(f"Postgres {what} failed: the DSN is not a Postgres connection string "
+                          f"({unquoted_dsn_error(exc)})") from None
     except psycopg.Error as exc:
         raise StoreError(f"Postgres {what} failed: {exc}") from exc
     except UnicodeDecodeError as exc:  # content is stored as UTF-8: these bytes were changed since

@@ -17,7 +17,7 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import ConnectionPool
 
 from ctxplugin.errors import ConfigError, StoreUnavailableError
-from ctxplugin_postgres._db import connection_options, translated
+from ctxplugin_postgres._db import connection_options, translated, unquoted_dsn_error
 
 _PERMANENT = re.compile(
     r"failed to resolve host|could not translate host name|does not exist|authentication failed"
@@ -41,10 +41,11 @@ def check_dsn(dsn: str) -> dict[str, str]:
     try:
         return {k: str(v) for k, v in conninfo_to_dict(dsn).items()}
     except psycopg.ProgrammingError as exc:
+        # not chained: the driver's message quotes the DSN, and a logged traceback would show it
         raise ConfigError(
-            f"CTXPLUGIN_POSTGRES_DSN is not a Postgres connection string ({_cause(exc)}); "
+            f"CTXPLUGIN_POSTGRES_DSN is not a Postgres connection string ({unquoted_dsn_error(exc)}); "
             "expected e.g. postgresql://user@host:5432/dbname"
-        ) from exc
+        ) from None
 
 
 def check_server(dsn: str, timeout: float) -> str | None:

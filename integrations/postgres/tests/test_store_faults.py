@@ -272,7 +272,10 @@ def test_a_dsn_that_cannot_work_fails_at_connect_with_its_cause(dsn: str, cause:
     start = time.monotonic()
     with pytest.raises(ConfigError, match=cause) as raised:
         ctxplugin.connect(ContextConfig(postgres_dsn=dsn, path=str(tmp_path), stores={"timeout": TIMEOUT}))
-    assert isinstance(raised.value.__cause__, psycopg.Error)  # chained to the driver's error
+    if dsn == "not-a-dsn":  # not chained: libpq's parse error quotes the DSN, its password too
+        assert raised.value.__cause__ is None
+    else:
+        assert isinstance(raised.value.__cause__, psycopg.Error)  # chained to the driver's error
     assert time.monotonic() - start <= BOUND
 
 
