@@ -33,6 +33,9 @@ from ctxplugin.tools import (
 )
 
 HEADERS_KEPT = SESSIONS_TRACKED + 256
+SCHEMAS_KEPT = 64
+"""``expand_ref`` tools whose schema tokens are kept: one per host object (a middleware or hooks
+built per request makes its own), so the memo must forget old ones."""
 """System messages (the host's, and tool directories) kept by the tool stage, by what they
 say: one per session tracked (a system message kept in a graph's state carries an id of its
 thread's, so each thread's is a message of its own), and the prompts and directories agents
@@ -145,7 +148,7 @@ class Tools:
     config: ToolsConfig
     counter: TokenCounter
     registry: ToolRegistry
-    _schema_tokens: dict[int, tuple[Any, int]] = field(default_factory=dict)
+    _schema_tokens: LRU[int, tuple[Any, int]] = field(default_factory=lambda: LRU(SCHEMAS_KEPT))
     _headers: LRU[Said, SystemMessage] = field(default_factory=lambda: LRU(HEADERS_KEPT))
     _lock: threading.Lock = field(default_factory=threading.Lock)
     # per session: the tools its conversation used, folded in as it grows
@@ -214,12 +217,12 @@ class Tools:
         """Tokens of one tool's schema as sent, memoised per tool object (meta-tools are built
         once per host and passed on every call)."""
         with self._lock:
-            hit = self._schema_tokens.get(id(tool))
+            hit = self._schema_tokens.hit(id(tool))
         if hit is not None and hit[0] is tool:
             return hit[1]
         tokens = count_tool_schemas([convert_to_openai_tool(tool)], self.counter)
         with self._lock:
-            self._schema_tokens[id(tool)] = (tool, tokens)  # the tool is kept, so its id stays its own
+            self._schema_tokens.put(id(tool), (tool, tokens))  # the tool is kept, so its id stays its own
         return tokens
 
 
