@@ -233,8 +233,10 @@ def test_a_summarizer_must_be_callable() -> None:
         BackgroundSummarizer(42)  # type: ignore[arg-type]
 
 
-def test_engine_uses_summaries_at_a_boundary_and_keeps_values(agent_session: Builder) -> None:
-    reply = "Listed the request handlers."
+def _led_at_a_boundary(agent_session: Builder, reply: str, session: str) -> tuple[list[BaseMessage], list[BaseMessage]]:
+    """The gists a summarizer answering ``reply`` leads in a view prepared at a boundary call past
+    step 20 of a long agent session (every summary asked for written before each call), and the
+    session's messages."""
     config = ContextConfig(
         budget={"total": 100_000, "header": 1000, "history": 90_000, "facts": 600, "summaries": 90_000},
         history={"summarizer": {"session_tokens": 10**6, "daily_tokens": 10**7}},
@@ -244,7 +246,7 @@ def test_engine_uses_summaries_at_a_boundary_and_keeps_values(agent_session: Bui
     assert engine.summarizer is not None
     try:
         body = agent_session(40)
-        scope = Scope(session_id="sum")
+        scope = Scope(session_id=session)
         steps = 8
         for steps in range(8, 40):
             engine.prepare(body[: 1 + 2 * steps], scope=scope)
@@ -252,14 +254,18 @@ def test_engine_uses_summaries_at_a_boundary_and_keeps_values(agent_session: Bui
             if steps > 20 and is_boundary_call(steps + 1, config.history):
                 break
         prepared = engine.prepare(body[: 1 + 2 * steps], scope=scope)
-        led = [m for m in prepared.messages if content_text(m.content).startswith(GIST_PREFIX + reply)]
-        assert led, "summaries lead the gists"
-        originals = {m.id: m for m in body}
-        for message in led:
-            original = content_text(originals[message.id].content)
-            assert missing(identifiers(original), content_text(message.content)) == []
+        return [m for m in prepared.messages if content_text(m.content).startswith(GIST_PREFIX + reply[:40])], body
     finally:
         engine.summarizer.close()
+
+
+def test_engine_uses_summaries_at_a_boundary_and_keeps_values(agent_session: Builder) -> None:
+    led, body = _led_at_a_boundary(agent_session, "Listed the request handlers.", "sum")
+    assert led, "summaries lead the gists"
+    originals = {m.id: m for m in body}
+    for message in led:
+        original = content_text(originals[message.id].content)
+        assert missing(identifiers(original), content_text(message.content)) == []
 
 
 def test_a_summary_within_its_cap_leads_the_gist_whole(agent_session: Builder) -> None:
@@ -271,29 +277,11 @@ def test_a_summary_within_its_cap_leads_the_gist_whole(agent_session: Builder) -
         "function whole, compare its handling of the request with the handlers around it, and run the failing "
         "test again once it is changed."
     )
-    config = ContextConfig(
-        budget={"total": 100_000, "header": 1000, "history": 90_000, "facts": 600, "summaries": 90_000},
-        history={"summarizer": {"session_tokens": 10**6, "daily_tokens": 10**7}},
-        cas={"enabled": False},
-    )
-    assert config.history.gist_tokens < COUNTER.count(reply) <= config.history.summarizer.artifact_tokens
-    engine = ContextEngine(config=config, summarizer=Recorder(reply=reply))
-    assert engine.summarizer is not None
-    try:
-        body = agent_session(40)
-        scope = Scope(session_id="whole-lead")
-        steps = 8
-        for steps in range(8, 40):
-            engine.prepare(body[: 1 + 2 * steps], scope=scope)
-            assert engine.summarizer.drain(WAIT)
-            if steps > 20 and is_boundary_call(steps + 1, config.history):
-                break
-        prepared = engine.prepare(body[: 1 + 2 * steps], scope=scope)
-        led = [m for m in prepared.messages if content_text(m.content).startswith(GIST_PREFIX + reply[:40])]
-        assert led, "summaries lead the gists"
-        assert all(content_text(m.content).startswith(GIST_PREFIX + reply + " |") for m in led), "cut mid-sentence"
-    finally:
-        engine.summarizer.close()
+    history = ContextConfig().history
+    assert history.gist_tokens < COUNTER.count(reply) <= history.summarizer.artifact_tokens
+    led, _ = _led_at_a_boundary(agent_session, reply, "whole-lead")
+    assert led, "summaries lead the gists"
+    assert all(content_text(m.content).startswith(GIST_PREFIX + reply + " |") for m in led), "cut mid-sentence"
 
 
 def test_engine_accepts_a_plain_function() -> None:

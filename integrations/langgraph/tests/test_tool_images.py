@@ -6,6 +6,7 @@ request the middleware hands on (the tools bound as ``create_agent`` binds them)
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -83,15 +84,9 @@ def payload_of(request: ModelRequest) -> dict[str, Any]:
     return payload
 
 
-@pytest.mark.parametrize("name", list(MODELS))
-@pytest.mark.parametrize("call", ["sync", "async"])
-async def test_images_of_tool_results_go_out_only_where_the_api_takes_them(name: str, call: str) -> None:
-    make, settings, extra_tools, takes_images = MODELS[name]
-    engine = memory_engine()
-    middleware = ContextMiddleware(engine, scope=SCOPE)
-    state = history(engine)
-    ref = state[2].additional_kwargs["ctxplugin"]["ref"]
-    request = ModelRequest(model=make(), messages=list(state), tools=[SCREENSHOT, *extra_tools, *middleware.tools],  # type: ignore[arg-type]
+async def _sent(middleware: ContextMiddleware, model: Any, state: list[BaseMessage], settings: Any, extra_tools: Any, call: str) -> list[ModelRequest]:
+    """The requests ``middleware`` hands the model for one call of ``state`` (``call``: "sync" or "async")."""
+    request = ModelRequest(model=model, messages=list(state), tools=[SCREENSHOT, *extra_tools, *middleware.tools],  # type: ignore[arg-type]
                            model_settings=dict(settings))
     sent: list[ModelRequest] = []
 
@@ -106,6 +101,18 @@ async def test_images_of_tool_results_go_out_only_where_the_api_takes_them(name:
         middleware.wrap_model_call(request, handler)
     else:
         await middleware.awrap_model_call(request, ahandler)
+    return sent
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+@pytest.mark.parametrize("call", ["sync", "async"])
+async def test_images_of_tool_results_go_out_only_where_the_api_takes_them(name: str, call: str) -> None:
+    make, settings, extra_tools, takes_images = MODELS[name]
+    engine = memory_engine()
+    middleware = ContextMiddleware(engine, scope=SCOPE)
+    state = history(engine)
+    ref = state[2].additional_kwargs["ctxplugin"]["ref"]
+    sent = await _sent(middleware, make(), state, settings, extra_tools, call)
 
     payload = json.dumps(payload_of(sent[0]), default=str)
     results = [m for m in sent[0].messages if isinstance(m, ToolMessage)]
@@ -222,15 +229,7 @@ def test_files_and_audio_of_tool_results_go_out_only_where_the_api_takes_them(na
         AIMessage("", tool_calls=[{"name": "screenshot", "args": {"page": "invoice"}, "id": "c1"}]),
         compact,
     ]
-    request = ModelRequest(model=make(), messages=list(state), tools=[SCREENSHOT, *extra_tools, *middleware.tools],  # type: ignore[arg-type]
-                           model_settings=dict(settings))
-    sent: list[ModelRequest] = []
-
-    def handler(request: ModelRequest) -> ModelResponse:
-        sent.append(request)
-        return ModelResponse(result=[AIMessage("The total is 41.90 EUR.")])
-
-    middleware.wrap_model_call(request, handler)
+    sent = asyncio.run(_sent(middleware, make(), state, settings, extra_tools, "sync"))
     payload = payload_of(sent[0])
     data = block["base64"]
     result = next(m for m in sent[0].messages if isinstance(m, ToolMessage) and m.tool_call_id == "c1")
