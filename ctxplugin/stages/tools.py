@@ -33,13 +33,13 @@ from ctxplugin.tools import (
 )
 
 HEADERS_KEPT = SESSIONS_TRACKED + 256
-SCHEMAS_KEPT = 64
-"""``expand_ref`` tools whose schema tokens are kept: one per host object (a middleware or hooks
-built per request makes its own), so the memo must forget old ones."""
 """System messages (the host's, and tool directories) kept by the tool stage, by what they
 say: one per session tracked (a system message kept in a graph's state carries an id of its
 thread's, so each thread's is a message of its own), and the prompts and directories agents
 share. A prompt written anew for every call (a date in it) gains nothing from being kept."""
+SCHEMAS_KEPT = 64
+"""``expand_ref`` tools whose schema tokens are kept: one per host object (a middleware or hooks
+built per request makes its own), so the memo must forget old ones."""
 
 Said = tuple[bool, str, str, str, str]
 """What a system message says, as the header memo keys it: whether its content is a list of
