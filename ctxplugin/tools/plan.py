@@ -9,7 +9,7 @@ session's uses folded in (:class:`ToolUses`), so that a call reads only its new 
 
 from __future__ import annotations
 
-from collections.abc import Container, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,6 +28,7 @@ from ctxplugin.tools.directory import (
 )
 from ctxplugin.tools.offered import ToolSet
 from ctxplugin.tools.registry import ToolEntry, ToolRegistry, provider_tool
+from ctxplugin.tools.resolve import requested_names as requested_names
 from ctxplugin.tools.resolve import split_names, string_names
 
 
@@ -59,17 +60,6 @@ class ToolPlan:
     directory_text: str = ""
     directory_tokens: int = 0
     offered: ToolSet = field(default_factory=ToolSet)
-
-
-def requested_names(args: Any, known: Container[str] = ()) -> list[str]:
-    """Tool names in the arguments of a ``load_tools`` call (a list, or one string of
-    names separated by commas or spaces, unless it is the whole name of a tool of ``known``)."""
-    raw = args.get("names") if isinstance(args, dict) else None
-    if isinstance(raw, str):
-        return string_names(raw, known)
-    if isinstance(raw, (list, tuple)):
-        return [n.strip() for n in raw if isinstance(n, str) and n.strip()]
-    return []
 
 
 def used_tools(messages: Iterable[BaseMessage], known: set[str], limit: int) -> list[str]:

@@ -55,15 +55,17 @@ class LoadToolsArgs(BaseModel):
         # whatever the model sent is answered as a tool result, never a validation error from
         # inside the tool: names left out, null or of another type are no names, which the
         # tool answers with what to write
-        return {"names": _listed(value, ())}
+        return {"names": requested_names(value)}
 
 
-def _listed(value: object, known: Container[str]) -> list[str]:
-    names = value.get("names") if isinstance(value, dict) else None
-    if isinstance(names, str):
-        return string_names(names, known)
-    if isinstance(names, (list, tuple)):
-        return [name for name in names if isinstance(name, str)]
+def requested_names(args: Any, known: Container[str] = ()) -> list[str]:
+    """Tool names in the arguments of a ``load_tools`` call (a list, or one string of
+    names separated by commas or spaces, unless it is the whole name of a tool of ``known``)."""
+    raw = args.get("names") if isinstance(args, dict) else None
+    if isinstance(raw, str):
+        return string_names(raw, known)
+    if isinstance(raw, (list, tuple)):
+        return [n.strip() for n in raw if isinstance(n, str) and n.strip()]
     return []
 
 
@@ -77,7 +79,7 @@ def _args_of(registry: ToolRegistry) -> type[LoadToolsArgs]:
         @model_validator(mode="before")
         @classmethod
         def _names(cls, value: object) -> dict[str, object]:
-            return {"names": _listed(value, registry)}
+            return {"names": requested_names(value, registry)}
 
     return RegistryArgs
 
