@@ -102,4 +102,17 @@ def check_timeout(timeout: object) -> None:
         raise ConfigError(f"timeout must be a number of seconds above 0 and finite, got {timeout!r}")
 
 
-__all__ = ["check_headers", "check_server_url", "check_timeout", "shown_url", "with_credentials"]
+def client_settings(url: str, headers: dict[str, str] | None, timeout: object) -> tuple[str, dict[str, str] | None]:
+    """The URL and headers a client of the Chroma server at ``url`` is built with, checked first
+    (:func:`check_server_url`, :func:`check_headers`, :func:`check_timeout`): the URL without
+    its user and password, which ``headers`` then carry (:func:`with_credentials`).
+
+    Raises:
+        ConfigError: one of those checks fails; no message shows the password or a header's value."""
+    check_server_url(url)
+    check_headers(headers)
+    check_timeout(timeout)
+    return with_credentials(url, headers)
+
+
+__all__ = ["check_headers", "check_server_url", "check_timeout", "client_settings", "shown_url", "with_credentials"]

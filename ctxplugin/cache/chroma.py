@@ -17,14 +17,13 @@ from typing import Any
 from langchain_core.embeddings import Embeddings
 
 from ctxplugin._chroma import (
-    check_server_url,
     http_client,
     keep_from_parent,
     reconnect_in_forked_children,
     same_process,
     translated,
 )
-from ctxplugin._server_url import check_headers, check_timeout, with_credentials
+from ctxplugin._server_url import client_settings
 from ctxplugin.cache.store import CacheEntry
 from ctxplugin.errors import StoreError
 from ctxplugin.facts import chroma_embedding_function
@@ -120,10 +119,7 @@ class ChromaAnswerCacheStore:
                 and password in it are sent as Basic auth), or has them and ``headers`` an
                 ``Authorization`` header too.
         """
-        check_server_url(url)
-        check_headers(headers)
-        check_timeout(timeout)
-        url, headers = with_credentials(url, headers)  # a user and password in it: Authorization: Basic
+        url, headers = client_settings(url, headers, timeout)  # a user and password in it: Authorization: Basic
         import chromadb  # noqa: F401  (imported now, not within the first call's deadline)
 
         def connect() -> Any:

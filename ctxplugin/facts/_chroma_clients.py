@@ -6,8 +6,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ctxplugin._chroma import check_server_url, http_client
-from ctxplugin._server_url import check_headers, check_timeout, with_credentials
+from ctxplugin._chroma import http_client
+from ctxplugin._server_url import client_settings
 from ctxplugin.config import FactsConfig
 from ctxplugin.facts._chroma_directory import EmbeddedDirectory, claim_embedded
 from ctxplugin.facts.embedding import HashingEmbedding, embedding_identity
@@ -30,11 +30,8 @@ def _http_connector(
     """A function connecting to the Chroma server at ``url`` (see :func:`http_client`); a
     ``ConfigError`` at once when ``url`` is not ``http(s)://host[:port]``, a header cannot be sent or
     ``timeout`` is no positive finite number, or the URL's user and password come with an
-    ``Authorization`` header too (see :func:`with_credentials`)."""
-    check_server_url(url)
-    check_headers(headers)
-    check_timeout(timeout)
-    url, headers = with_credentials(url, headers)
+    ``Authorization`` header too (see :func:`~ctxplugin._server_url.client_settings`)."""
+    url, headers = client_settings(url, headers, timeout)
     # imported here, not on first use: importing chromadb takes seconds on a busy machine,
     # which the first call's deadline is not meant to cover
     import chromadb  # noqa: F401
