@@ -197,13 +197,11 @@ def _inserted(before: Sequence[BaseMessage], after: list[BaseMessage], at: int, 
 def condensed_attachments(
     before: Sequence[BaseMessage], after: Sequence[BaseMessage], attachments: Attachments, scope: Scope
 ) -> tuple[list[BaseMessage], Noted]:
-    """``after`` (the history stage's view of ``before``) with each condensed note naming the
-    attachments of the user messages it stands for; a note of their own for those whose
-    exchange left no note."""
+    """``after`` (the history stage's view of ``before``, a history that holds media: see
+    :meth:`Attachments.holds_media`) with each condensed note naming the attachments of the user
+    messages it stands for; a note of their own for those whose exchange left no note."""
     noted = Noted()
     out = list(after)
-    if not any(media_blocks(m) for m in before):
-        return out, noted
     kept = {id(m) for m in after}
     gone = [(number, index) for number, (start, end) in enumerate(exchange_spans(before))
             for index in range(start, end) if media_blocks(before[index]) and _left(before[index], kept, after)]
