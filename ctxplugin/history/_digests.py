@@ -201,13 +201,18 @@ class Digests:
             return None, ()
         if cap <= 0:
             # no value fits (a tiny history budget): a line still says older exchanges are not
-            # shown, or they would leave the view without a word
-            spans = self._spans
-            first = next((spans[k][0] for k in range(upto) if spans[k]), 0)
-            last = next((spans[k][-1] for k in range(upto - 1, -1, -1) if spans[k]), first)
-            return HumanMessage(content=OMITTED_NOTE, additional_kwargs={META_KEY: {"condensed": [first, last]}}), ()
+            # shown, or they would leave the view without a word (one message for those blocks,
+            # as a note is, so that the next call's view begins with the very same one)
+            return self._cached(("archive gone", self._keys[upto - 1], upto), lambda: (self._gone(upto), []))
         key = ("archive", self._keys[upto - 1], upto, cap, self._counter.name)
         return self._cached(key, lambda: self._archive_note(upto, min(cap, self._gisted(upto, cap) - 1)))
+
+    def _gone(self, upto: int) -> HumanMessage:
+        """The line standing for blocks ``0 .. upto - 1`` when no value of theirs fits."""
+        spans = self._spans
+        first = next((spans[k][0] for k in range(upto) if spans[k]), 0)
+        last = next((spans[k][-1] for k in range(upto - 1, -1, -1) if spans[k]), first)
+        return HumanMessage(content=OMITTED_NOTE, additional_kwargs={META_KEY: {"condensed": [first, last]}})
 
     def _gisted(self, upto: int, cap: int) -> int:
         """The gists of blocks ``0 .. upto - 1`` summed, or as far as they exceed ``cap``
